@@ -1,0 +1,172 @@
+/* rnncore — the C API, for firmware and applications written in C (C99).
+ *
+ * The same capabilities as the C++ API (rnncore/rnncore.hpp), with plain structs and enums:
+ *   rnncore_spec        describes the network      rnncore_validate, rnncore_param_count, ...
+ *   rnncore_plan        a planned network          rnncore_plan_create: exact buffer sizes
+ *   canonical weights   rnncore_import_weights     from PyTorch / ONNX / Keras / canonical tensors
+ *   run                 rnncore_plan_pack_weights once, then rnncore_forward in caller memory
+ * A rnncore_plan is a fixed-size value: it can live in .bss or on the stack and owns nothing.
+ * No call allocates except rnncore_model_create (the convenience owner).
+ */
+#ifndef RNNCORE_RNNCORE_H
+#define RNNCORE_RNNCORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rnncore/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Alignment in bytes required of packed-weight and workspace buffers. */
+#define RNNCORE_ALIGNMENT 64
+/** Largest number of layers of a plan. */
+#define RNNCORE_MAX_LAYERS 16
+/** Bytes of a rnncore_plan value. */
+#define RNNCORE_PLAN_BYTES 4096
+
+typedef enum rnncore_mode { RNNCORE_MODE_LSTM = 0, RNNCORE_MODE_GRU = 1, RNNCORE_MODE_RNN_TANH = 2, RNNCORE_MODE_RNN_RELU = 3 } rnncore_mode;
+typedef enum rnncore_gru_variant { RNNCORE_GRU_RESET_AFTER = 0, RNNCORE_GRU_RESET_BEFORE = 1 } rnncore_gru_variant;
+typedef enum rnncore_direction { RNNCORE_UNIDIRECTIONAL = 0, RNNCORE_BIDIRECTIONAL = 1 } rnncore_direction;
+typedef enum rnncore_input_mode { RNNCORE_INPUT_LINEAR = 0, RNNCORE_INPUT_SKIP = 1, RNNCORE_INPUT_AUTO_SELECT = 2 } rnncore_input_mode;
+typedef enum rnncore_dtype { RNNCORE_F32 = 0, RNNCORE_F64 = 1, RNNCORE_F16 = 2, RNNCORE_BF16 = 3 } rnncore_dtype;
+typedef enum rnncore_layout { RNNCORE_TIME_MAJOR = 0, RNNCORE_BATCH_MAJOR = 1 } rnncore_layout;
+typedef enum rnncore_backend { RNNCORE_BACKEND_AUTO = 0, RNNCORE_BACKEND_REFERENCE = 1, RNNCORE_BACKEND_SIMD = 2, RNNCORE_BACKEND_GPU = 3 } rnncore_backend;
+typedef enum rnncore_isa { RNNCORE_ISA_NONE = 0, RNNCORE_ISA_SSE2 = 1, RNNCORE_ISA_AVX2 = 2, RNNCORE_ISA_AVX512 = 3, RNNCORE_ISA_NEON = 4, RNNCORE_ISA_BEST = 100 } rnncore_isa;
+typedef enum rnncore_weight_format { RNNCORE_FORMAT_CANONICAL = 0, RNNCORE_FORMAT_PYTORCH = 1, RNNCORE_FORMAT_ONNX = 2, RNNCORE_FORMAT_KERAS = 3 } rnncore_weight_format;
+typedef enum rnncore_param_kind { RNNCORE_PARAM_INPUT_WEIGHT = 0, RNNCORE_PARAM_RECURRENT_WEIGHT = 1, RNNCORE_PARAM_INPUT_BIAS = 2, RNNCORE_PARAM_RECURRENT_BIAS = 3 } rnncore_param_kind;
+
+/** A uniform stack of recurrent layers (CudnnLSTM and its GRU / RNN siblings). Enum fields hold the enums above. */
+typedef struct rnncore_spec {
+  int32_t mode;        /**< rnncore_mode */
+  int32_t gru_variant; /**< rnncore_gru_variant (GRU only) */
+  int32_t input_size;  /**< I */
+  int32_t hidden_size; /**< H */
+  int32_t num_layers;  /**< L, 1..RNNCORE_MAX_LAYERS */
+  int32_t direction;   /**< rnncore_direction */
+  int32_t input_mode;  /**< rnncore_input_mode */
+  int32_t dtype;       /**< RNNCORE_F32 or RNNCORE_F64 */
+} rnncore_spec;
+
+/** A tensor shape of up to four dimensions. */
+typedef struct rnncore_shape {
+  int32_t ndim;
+  int64_t dims[4];
+} rnncore_shape;
+
+/** A named tensor in caller memory (row-major, dense). */
+typedef struct rnncore_tensor_view {
+  const char* name;
+  int32_t dtype; /**< rnncore_dtype of the data */
+  rnncore_shape shape;
+  const void* data;
+} rnncore_tensor_view;
+
+/** Name and shape of one tensor of a weight format. */
+typedef struct rnncore_tensor_info {
+  char name[96];
+  rnncore_shape shape;
+  int32_t optional; /**< may be absent on import (read as zeros) */
+} rnncore_tensor_info;
+
+/** Planning options. */
+typedef struct rnncore_plan_options {
+  int32_t max_batch;   /**< largest batch of a run */
+  int32_t max_seq_len; /**< largest sequence length of a run */
+  int32_t backend;     /**< rnncore_backend */
+  int32_t max_isa;     /**< rnncore_isa cap for the SIMD backend */
+} rnncore_plan_options;
+
+/** A planned network; a plain value of fixed size (place it anywhere, copy it freely). */
+typedef union rnncore_plan {
+  unsigned char opaque[RNNCORE_PLAN_BYTES];
+  uint64_t align_u64_;
+  double align_f64_;
+} rnncore_plan;
+
+/** Inputs and outputs of one run (tensors of the spec's dtype; see rnncore::ForwardArgs). */
+typedef struct rnncore_forward_args {
+  int32_t batch;               /**< B ≤ max_batch */
+  int32_t seq_len;             /**< T ≤ max_seq_len */
+  int32_t layout;              /**< rnncore_layout */
+  const void* x;               /**< [T, B, I] or [B, T, I] */
+  const int32_t* seq_lengths;  /**< [B] or NULL */
+  const void* h0;              /**< [L·D, B, H] or NULL */
+  const void* c0;              /**< [L·D, B, H] or NULL (LSTM) */
+  void* y;                     /**< [T, B, D·H] or [B, T, D·H] */
+  void* hy;                    /**< [L·D, B, H] or NULL */
+  void* cy;                    /**< [L·D, B, H] or NULL (LSTM) */
+} rnncore_forward_args;
+
+/** Library version, e.g. "0.1.0". */
+const char* rnncore_version(void);
+
+/** Fills a spec with defaults (LSTM, reset-after, 1 layer, unidirectional, linear input, f32; sizes 0). */
+void rnncore_spec_init(rnncore_spec* spec);
+/** Checks a spec. @param[in] spec */
+rnncore_status rnncore_validate(const rnncore_spec* spec);
+/** Gates of a mode: 4, 3 or 1 (0 for an invalid mode). */
+int rnncore_num_gates(int32_t mode);
+/** Canonical parameter count (0 for an invalid spec). */
+int64_t rnncore_param_count(const rnncore_spec* spec);
+/** Element offset of a canonical parameter block, or -1 if it does not exist. */
+int64_t rnncore_canonical_offset(const rnncore_spec* spec, int layer, int direction, int32_t kind, int gate);
+/** CudnnLSTM canonical_weight_shapes. @param[out] shapes up to capacity shapes @param[out] count total */
+rnncore_status rnncore_canonical_weight_shapes(const rnncore_spec* spec, rnncore_shape* shapes, int capacity, int* count);
+/** CudnnLSTM canonical_bias_shapes. */
+rnncore_status rnncore_canonical_bias_shapes(const rnncore_spec* spec, rnncore_shape* shapes, int capacity, int* count);
+/** State shape [L·D, batch, H]. */
+rnncore_shape rnncore_state_shape(const rnncore_spec* spec, int batch);
+/** Zero initial state. @param[out] h @param[out] c may be NULL */
+rnncore_status rnncore_zero_state(const rnncore_spec* spec, int batch, void* h, void* c);
+
+/** Number of tensors of a weight format for a spec. */
+int rnncore_format_tensor_count(const rnncore_spec* spec, int32_t format);
+/** Name (with prefix) and shape of tensor `index` of a format. @param[out] info */
+rnncore_status rnncore_format_tensor_info(const rnncore_spec* spec, int32_t format, int index, const char* prefix,
+                                          rnncore_tensor_info* info);
+/** Named tensors of a format → canonical buffer (rnncore_param_count elements of spec dtype). */
+rnncore_status rnncore_import_weights(const rnncore_spec* spec, int32_t format, const rnncore_tensor_view* tensors,
+                                      size_t count, const char* prefix, void* canonical);
+/** Canonical buffer → tensor `index` of a format. @param[out] out */
+rnncore_status rnncore_export_tensor(const rnncore_spec* spec, int32_t format, int index, const void* canonical, void* out);
+
+/** Default options: max_batch 1, max_seq_len 1, auto backend, best ISA. */
+void rnncore_plan_options_init(rnncore_plan_options* options);
+/** Plans a network. @param[out] plan */
+rnncore_status rnncore_plan_create(const rnncore_spec* spec, const rnncore_plan_options* options, rnncore_plan* plan);
+/** Exact bytes of the packed-weight buffer. */
+size_t rnncore_plan_packed_weight_bytes(const rnncore_plan* plan);
+/** Exact bytes of the workspace. */
+size_t rnncore_plan_workspace_bytes(const rnncore_plan* plan);
+/** Backend chosen at plan time (rnncore_backend). */
+int32_t rnncore_plan_backend(const rnncore_plan* plan);
+/** Kernel family in use, e.g. "f32_rnn__avx512". */
+const char* rnncore_plan_kernel_name(const rnncore_plan* plan);
+/** Packs canonical weights into a RNNCORE_ALIGNMENT-aligned buffer of packed_weight_bytes. */
+rnncore_status rnncore_plan_pack_weights(const rnncore_plan* plan, const void* canonical, void* packed, size_t packed_bytes);
+/** Zeroed arguments (time-major). */
+void rnncore_forward_args_init(rnncore_forward_args* args);
+/** Runs the network in caller memory; no allocation. */
+rnncore_status rnncore_forward(const rnncore_plan* plan, const void* packed, void* workspace, size_t workspace_bytes,
+                               const rnncore_forward_args* args);
+
+/** Convenience owner (allocates once). */
+typedef struct rnncore_model rnncore_model;
+/** Plans, allocates and packs. @param[out] model NULL on failure */
+rnncore_status rnncore_model_create(const rnncore_spec* spec, const rnncore_plan_options* options, const void* canonical,
+                                    rnncore_model** model);
+/** Runs in the model's buffers. */
+rnncore_status rnncore_model_forward(rnncore_model* model, const rnncore_forward_args* args);
+/** The model's plan. */
+const rnncore_plan* rnncore_model_plan(const rnncore_model* model);
+/** Frees a model (NULL is fine). */
+void rnncore_model_destroy(rnncore_model* model);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RNNCORE_RNNCORE_H */

@@ -1,0 +1,257 @@
+// rnncore — fused recurrent layers (LSTM, GRU, Elman RNN) with cuDNN / CudnnLSTM semantics.
+//
+// The C++ API. Usage in four steps, none of which throws:
+//   1. describe the network (RnnSpec) and check it (validate);
+//   2. plan it for a maximum batch and length (Plan::create): the plan reports the exact bytes of
+//      the packed-weight buffer and the workspace;
+//   3. import weights into the canonical layout (import_weights) and pack them once (Plan::pack_weights);
+//   4. run (Plan::forward) any number of times in caller-owned memory: no allocation, no exceptions.
+// Model bundles steps 2–4 for hosts that may allocate once.
+// Semantics, layouts and formats: docs/ and the design contract (DESIGN.md §2–4, §7).
+#ifndef RNNCORE_RNNCORE_HPP
+#define RNNCORE_RNNCORE_HPP
+
+#include <cstddef>
+#include <cstdint>
+
+#include "rnncore/status.h"
+
+namespace rnncore {
+
+/// Library version; bumped with any change to semantics or the mask function.
+constexpr int kVersionMajor = 0;
+constexpr int kVersionMinor = 1;
+constexpr int kVersionPatch = 0;
+/// Human-readable version string, e.g. "0.1.0".
+const char* version_string();
+
+/// Alignment in bytes that packed-weight and workspace buffers must have.
+constexpr std::size_t kAlignment = 64;
+/// Largest number of layers a plan holds (stacks are described inline, without allocation).
+constexpr int kMaxLayers = 16;
+
+/// Status codes; identical values to the C enum rnncore_status.
+enum class Status : std::int32_t {
+  ok = RNNCORE_OK,
+  null_pointer = RNNCORE_ERR_NULL_POINTER,
+  invalid_enum = RNNCORE_ERR_INVALID_ENUM,
+  invalid_size = RNNCORE_ERR_INVALID_SIZE,
+  skip_needs_equal_sizes = RNNCORE_ERR_SKIP_NEEDS_EQUAL_SIZES,
+  unsupported = RNNCORE_ERR_UNSUPPORTED,
+  batch_too_large = RNNCORE_ERR_BATCH_TOO_LARGE,
+  seq_too_long = RNNCORE_ERR_SEQ_TOO_LONG,
+  bad_length = RNNCORE_ERR_BAD_LENGTH,
+  buffer_too_small = RNNCORE_ERR_BUFFER_TOO_SMALL,
+  misaligned = RNNCORE_ERR_MISALIGNED,
+  weights_not_packed = RNNCORE_ERR_WEIGHTS_NOT_PACKED,
+  tensor_missing = RNNCORE_ERR_TENSOR_MISSING,
+  tensor_shape = RNNCORE_ERR_TENSOR_SHAPE,
+  tensor_dtype = RNNCORE_ERR_TENSOR_DTYPE,
+  tensor_unexpected = RNNCORE_ERR_TENSOR_UNEXPECTED,
+  bad_probability = RNNCORE_ERR_BAD_PROBABILITY,
+  width_mismatch = RNNCORE_ERR_WIDTH_MISMATCH,
+  backend_unavailable = RNNCORE_ERR_BACKEND_UNAVAILABLE,
+  io = RNNCORE_ERR_IO,
+  format = RNNCORE_ERR_FORMAT,
+  out_of_memory = RNNCORE_ERR_OUT_OF_MEMORY,
+  internal = RNNCORE_ERR_INTERNAL,
+  device = RNNCORE_ERR_DEVICE,
+};
+
+/// Stable message of a status code.
+inline const char* status_message(Status s) { return rnncore_status_message(static_cast<rnncore_status>(s)); }
+/// Detail of the most recent failure on this thread (names the argument, tensor or shape).
+inline const char* last_error_detail() { return rnncore_last_error_detail(); }
+
+/// Cell type (DESIGN §2).
+enum class Mode : std::int32_t { lstm = 0, gru = 1, rnn_tanh = 2, rnn_relu = 3 };
+/// Where a GRU applies its reset gate: after the recurrent product (cuDNN, PyTorch) or before (TF GRUCell, ONNX default).
+enum class GruVariant : std::int32_t { reset_after = 0, reset_before = 1 };
+/// Unidirectional, or bidirectional with the forward direction first in outputs and states.
+enum class Direction : std::int32_t { unidirectional = 0, bidirectional = 1 };
+/// Layer-0 input handling: a linear projection, the input itself (needs input_size == hidden_size), or skip when sizes match.
+enum class InputMode : std::int32_t { linear = 0, skip = 1, auto_select = 2 };
+/// Element types. Activations and canonical weights are f32 or f64; f16 / bf16 are weight storage types.
+enum class DType : std::int32_t { f32 = 0, f64 = 1, f16 = 2, bf16 = 3 };
+/// Time-major [T, B, ·] or batch-major [B, T, ·] inputs and outputs.
+enum class Layout : std::int32_t { time_major = 0, batch_major = 1 };
+/// Which implementation runs a plan.
+enum class Backend : std::int32_t { auto_select = 0, reference = 1, simd = 2, gpu = 3 };
+/// Instruction sets of the SIMD backend, lowest first (a cap on it forces lower paths).
+enum class Isa : std::int32_t { none = 0, sse2 = 1, avx2 = 2, avx512 = 3, neon = 4, best = 100 };
+
+/// Number of gates of a cell type: 4 (LSTM), 3 (GRU), 1 (Elman RNN).
+int num_gates(Mode mode);
+/// Name of an enum value as used on the command line ("lstm", "reset-after", "avx2", ...).
+const char* to_string(Mode mode);
+const char* to_string(GruVariant variant);
+const char* to_string(Backend backend);
+const char* to_string(Isa isa);
+const char* to_string(DType dtype);
+
+/// A uniform stack of recurrent layers: TensorFlow's CudnnLSTM / CudnnGRU / CudnnRNN{Tanh,Relu}.
+struct RnnSpec {
+  Mode mode = Mode::lstm;
+  GruVariant gru_variant = GruVariant::reset_after;  ///< used when mode == gru
+  std::int32_t input_size = 0;                       ///< I: features of the layer-0 input
+  std::int32_t hidden_size = 0;                      ///< H: units per direction
+  std::int32_t num_layers = 1;                       ///< L: 1..kMaxLayers
+  Direction direction = Direction::unidirectional;
+  InputMode input_mode = InputMode::linear;
+  DType dtype = DType::f32;  ///< activations and canonical weights: f32 or f64
+};
+
+/// Checks a spec; on failure last_error_detail() names the field.
+/// @param[in] spec the network description
+Status validate(const RnnSpec& spec);
+/// 1 or 2.
+int num_directions(const RnnSpec& spec);
+/// Input width of layer `layer`: input_size for layer 0, directions × hidden_size above.
+int layer_input_size(const RnnSpec& spec, int layer);
+/// True when layer 0 runs in skip mode (input_mode skip, or auto_select with input_size == hidden_size).
+bool uses_skip_input(const RnnSpec& spec);
+/// Bytes of one element of a dtype.
+std::size_t dtype_size(DType dtype);
+
+/// A tensor shape of up to four dimensions.
+struct Shape {
+  std::int32_t ndim = 0;
+  std::int64_t dims[4] = {0, 0, 0, 0};
+  std::int64_t elements() const;
+};
+
+/// Kinds of canonical parameter (DESIGN §4): W_k [H, I_l], R_k [H, H], bW_k [H], bR_k [H].
+enum class ParamKind : std::int32_t { input_weight = 0, recurrent_weight = 1, input_bias = 2, recurrent_bias = 3 };
+
+/// Number of scalars of the canonical parameter buffer (CudnnLSTM's opaque parameter count).
+std::int64_t param_count(const RnnSpec& spec);
+/// Element offset of one canonical parameter block in the canonical buffer, or -1 if the block does
+/// not exist (W of layer 0 in skip mode).
+/// @param[in] layer 0..L-1  @param[in] direction 0 (forward) or 1 (reverse)  @param[in] gate 0..G-1 in canonical gate order
+std::int64_t canonical_offset(const RnnSpec& spec, int layer, int direction, ParamKind kind, int gate);
+/// CudnnLSTM's canonical_weight_shapes: per layer, per direction, W_k for each gate then R_k for each
+/// gate (W omitted for a skip layer). Writes at most `capacity` shapes; `*count` receives the total.
+Status canonical_weight_shapes(const RnnSpec& spec, Shape* shapes, int capacity, int* count);
+/// CudnnLSTM's canonical_bias_shapes: per layer, per direction, bW_k for each gate then bR_k.
+Status canonical_bias_shapes(const RnnSpec& spec, Shape* shapes, int capacity, int* count);
+/// CudnnLSTM's state_shape: [L·D, batch, H] (for h, and for c in LSTM).
+Shape state_shape(const RnnSpec& spec, int batch);
+/// Fills the initial state of `batch` rows with zeros (h, and c when non-null). Elements of spec.dtype.
+Status zero_state(const RnnSpec& spec, int batch, void* h, void* c);
+
+/// Weight layouts rnncore imports and exports (DESIGN §4, docs/weights.md).
+enum class WeightFormat : std::int32_t { canonical = 0, pytorch = 1, onnx = 2, keras = 3 };
+const char* to_string(WeightFormat format);
+
+/// A named tensor in caller memory (row-major, densely packed).
+struct TensorView {
+  const char* name = nullptr;
+  DType dtype = DType::f32;
+  Shape shape;
+  const void* data = nullptr;
+};
+
+/// Name and shape of one tensor of a format.
+struct TensorInfo {
+  char name[96] = {0};
+  Shape shape;
+  bool optional = false;  ///< may be absent on import (PyTorch biases when bias=False): read as zeros
+};
+
+/// Number of tensors the exporter writes for a spec in a format.
+int format_tensor_count(const RnnSpec& spec, WeightFormat format);
+/// Name (with prefix) and shape of tensor `index` of a format.
+/// @param[in] prefix prepended to every name (may be null) @param[out] info the tensor's name and shape
+Status format_tensor_info(const RnnSpec& spec, WeightFormat format, int index, const char* prefix, TensorInfo* info);
+/// Converts named tensors of a format into the canonical buffer (param_count(spec) elements of spec.dtype).
+/// Tensors whose name does not start with `prefix` are ignored; a tensor under the prefix that looks like
+/// a parameter of the format but does not belong to the spec is an error. Source tensors may be f32,
+/// f64, f16 or bf16.
+/// @param[in] tensors,count the named tensors  @param[in] prefix name prefix (may be null)
+/// @param[out] canonical param_count(spec) elements of spec.dtype
+Status import_weights(const RnnSpec& spec, WeightFormat format, const TensorView* tensors, std::size_t count,
+                      const char* prefix, void* canonical);
+/// Writes tensor `index` of a format (shape from format_tensor_info) from the canonical buffer.
+/// @param[out] out elements of spec.dtype, densely packed
+Status export_tensor(const RnnSpec& spec, WeightFormat format, int index, const void* canonical, void* out);
+
+/// How to plan a network.
+struct PlanOptions {
+  std::int32_t max_batch = 1;    ///< largest batch forward() will see
+  std::int32_t max_seq_len = 1;  ///< largest sequence length forward() will see
+  Backend backend = Backend::auto_select;
+  Isa max_isa = Isa::best;  ///< cap for the SIMD backend (forces lower paths); also env RNNCORE_MAX_ISA
+};
+
+/// Inputs and outputs of one forward run. Tensors are dense, of the spec's dtype.
+struct ForwardArgs {
+  std::int32_t batch = 0;    ///< B ≤ plan max_batch
+  std::int32_t seq_len = 0;  ///< T ≤ plan max_seq_len
+  Layout layout = Layout::time_major;
+  const void* x = nullptr;                  ///< [T, B, I] (or [B, T, I])
+  const std::int32_t* seq_lengths = nullptr;  ///< [B] in 0..T, any order; null: all T
+  const void* h0 = nullptr;                 ///< [L·D, B, H] or null (zeros)
+  const void* c0 = nullptr;                 ///< [L·D, B, H] or null (zeros); LSTM only
+  void* y = nullptr;                        ///< [T, B, D·H] (or [B, T, D·H]); zero past a row's length
+  void* hy = nullptr;                       ///< [L·D, B, H] final h, or null
+  void* cy = nullptr;                       ///< [L·D, B, H] final c (LSTM), or null
+};
+
+/// A planned network: sizes, chosen kernels and buffer offsets. Trivially copyable; owns nothing.
+class Plan {
+ public:
+  /// Plans `spec` for at most `options.max_batch` rows and `options.max_seq_len` steps.
+  /// @param[out] out the plan (left unchanged on failure)
+  static Status create(const RnnSpec& spec, const PlanOptions& options, Plan* out);
+
+  const RnnSpec& spec() const;
+  const PlanOptions& options() const;
+  /// The backend and instruction set chosen at plan time.
+  Backend backend() const;
+  Isa isa() const;
+  /// Name of the kernel family in use, e.g. "f32_rnn__avx512" or "f64_rnn__reference".
+  const char* kernel_name() const;
+
+  /// Exact bytes of the packed-weight buffer (aligned to kAlignment).
+  std::size_t packed_weight_bytes() const;
+  /// Exact bytes of the workspace forward() needs at max_batch × max_seq_len (aligned to kAlignment).
+  std::size_t workspace_bytes() const;
+
+  /// Packs canonical weights (param_count(spec) elements of spec.dtype) for this plan's backend.
+  /// @param[in] canonical the canonical buffer  @param[out] packed buffer of packed_weight_bytes()
+  Status pack_weights(const void* canonical, void* packed, std::size_t packed_bytes) const;
+  /// Runs the network. Makes no allocation; thread-compatible (one workspace per concurrent call).
+  Status forward(const void* packed, void* workspace, std::size_t workspace_bytes, const ForwardArgs& args) const;
+
+  static constexpr std::size_t kStorageBytes = 4096;
+
+ private:
+  alignas(8) unsigned char storage_[kStorageBytes] = {};
+};
+
+/// Convenience owner for hosts: plans, allocates the packed weights and workspace once, packs.
+class Model {
+ public:
+  Model() = default;
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+  Model(Model&& other) noexcept;
+  Model& operator=(Model&& other) noexcept;
+
+  /// Plans, allocates and packs. `canonical` holds param_count(spec) elements of spec.dtype.
+  static Status create(const RnnSpec& spec, const PlanOptions& options, const void* canonical, Model* out);
+  /// Forward in the owned buffers (no allocation).
+  Status forward(const ForwardArgs& args);
+  const Plan& plan() const { return plan_; }
+
+ private:
+  void release();
+  Plan plan_;
+  void* packed_ = nullptr;
+  void* workspace_ = nullptr;
+};
+
+}  // namespace rnncore
+
+#endif  // RNNCORE_RNNCORE_HPP

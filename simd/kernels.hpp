@@ -1,0 +1,74 @@
+// Interface between the runtime (src/) and the f32 SIMD kernels (simd/).
+//
+// Packed layouts (all f32, V = vector width in floats, Hp = H rounded up to V, nb = Hp / V):
+//   panel of a matrix set {M_g} over K inputs: for block j < nb, for k < K, for gate g < G:
+//     V floats M_g[j·V + v][k] (zero past H). One block holds every gate of V hidden units, so a
+//     micro-kernel's accumulators for those units are all the gate pre-activations it needs.
+//   gate vectors (proj rows, biases): for block j, for gate g: V floats — the same column order.
+// Kernel names follow dtype_op__isa (e.g. f32_lstm_step__avx512).
+#ifndef RNNCORE_SIMD_KERNELS_HPP
+#define RNNCORE_SIMD_KERNELS_HPP
+
+#include <cstdint>
+
+namespace rnncore {
+namespace simd {
+
+/// The cell computation a step kernel performs.
+enum class Cell : std::int32_t { lstm = 0, gru_reset_after = 1, gru_reset_before = 2, rnn_tanh = 3, rnn_relu = 4 };
+constexpr int kCellCount = 5;
+
+/// C[r, :] = A[r, :] · panel + bias for rows r in [row_begin, row_end) and blocks [block_begin, block_end).
+struct GemmArgs {
+  const float* const* a_rows = nullptr;  ///< pointer to each row of A (K floats each)
+  std::int32_t k = 0;
+  std::int32_t gates = 0;                ///< G of the panel
+  const float* panel = nullptr;          ///< nb × K × G × V
+  const float* bias = nullptr;           ///< nb × G × V (gate-vector order)
+  float* c = nullptr;                    ///< rows of nb × G × V floats
+  std::int64_t c_row_stride = 0;         ///< floats between rows of C
+  std::int32_t row_begin = 0, row_end = 0;
+  std::int32_t block_begin = 0, block_end = 0;
+};
+
+/// One time step of one direction for rows [row_begin, row_end) and unit blocks [block_begin, block_end).
+struct StepArgs {
+  std::int32_t hidden = 0;               ///< H
+  std::int32_t hidden_padded = 0;        ///< Hp
+  const float* proj = nullptr;           ///< rows of G × Hp gate vectors: W x + biases for this step
+  std::int64_t proj_row_stride = 0;
+  const float* panel = nullptr;          ///< recurrent panel (GRU reset-before: the r, z gates)
+  const float* panel_n = nullptr;        ///< GRU reset-before: the n gate's recurrent panel
+  const float* bias_rn = nullptr;        ///< GRU reset-after: bR_n, Hp floats
+  const float* h_prev = nullptr;         ///< rows of Hp floats
+  float* h_next = nullptr;               ///< rows of Hp floats
+  float* c = nullptr;                    ///< LSTM cell state, rows of Hp floats (updated in place)
+  float* rh = nullptr;                   ///< GRU reset-before scratch: r ⊙ h, rows of Hp
+  float* z = nullptr;                    ///< GRU reset-before scratch: z, rows of Hp
+  float* y = nullptr;                    ///< output row base for this step (H floats per row written)
+  std::int64_t y_row_stride = 0;
+  const std::uint8_t* active = nullptr;  ///< per row: 1 if this step is within the row's length
+  std::int32_t row_begin = 0, row_end = 0;
+  std::int32_t block_begin = 0, block_end = 0;
+};
+
+/// f32 kernels of one instruction set; chosen once per plan.
+struct F32Kernels {
+  const char* name;      ///< e.g. "f32_rnn__avx2"
+  std::int32_t vector;   ///< V: floats per vector
+  void (*gemm)(const GemmArgs&);
+  /// Full step for every cell but GRU reset-before, which runs phase 1 (r, z, r⊙h) then phase 2 (n, h).
+  void (*step[kCellCount])(const StepArgs&);
+  void (*gru_reset_before_phase2)(const StepArgs&);
+};
+
+// One table per instruction set compiled in (null when not built).
+extern const F32Kernels* const f32_kernels_sse2;
+extern const F32Kernels* const f32_kernels_avx2;
+extern const F32Kernels* const f32_kernels_avx512;
+extern const F32Kernels* const f32_kernels_neon;
+
+}  // namespace simd
+}  // namespace rnncore
+
+#endif  // RNNCORE_SIMD_KERNELS_HPP

@@ -1,0 +1,241 @@
+// The C API: thin conversions onto the C++ API.
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "rnncore/rnncore.h"
+#include "src/internal/error.hpp"
+
+namespace rnncore {
+namespace {
+
+static_assert(sizeof(rnncore_plan) == sizeof(Plan), "rnncore_plan and rnncore::Plan differ in size");
+static_assert(alignof(rnncore_plan) >= alignof(Plan), "rnncore_plan is less aligned than rnncore::Plan");
+static_assert(RNNCORE_PLAN_BYTES == Plan::kStorageBytes, "RNNCORE_PLAN_BYTES is out of date");
+static_assert(RNNCORE_ALIGNMENT == kAlignment, "RNNCORE_ALIGNMENT is out of date");
+static_assert(RNNCORE_MAX_LAYERS == kMaxLayers, "RNNCORE_MAX_LAYERS is out of date");
+static_assert(sizeof(rnncore_shape) == sizeof(Shape), "rnncore_shape and rnncore::Shape differ");
+static_assert(sizeof(rnncore_tensor_info) == sizeof(TensorInfo), "rnncore_tensor_info and rnncore::TensorInfo differ");
+
+RnnSpec to_cpp(const rnncore_spec& s) {
+  RnnSpec r;
+  r.mode = static_cast<Mode>(s.mode);
+  r.gru_variant = static_cast<GruVariant>(s.gru_variant);
+  r.input_size = s.input_size;
+  r.hidden_size = s.hidden_size;
+  r.num_layers = s.num_layers;
+  r.direction = static_cast<Direction>(s.direction);
+  r.input_mode = static_cast<InputMode>(s.input_mode);
+  r.dtype = static_cast<DType>(s.dtype);
+  return r;
+}
+
+PlanOptions to_cpp(const rnncore_plan_options& o) {
+  PlanOptions r;
+  r.max_batch = o.max_batch;
+  r.max_seq_len = o.max_seq_len;
+  r.backend = static_cast<Backend>(o.backend);
+  r.max_isa = static_cast<Isa>(o.max_isa);
+  return r;
+}
+
+ForwardArgs to_cpp(const rnncore_forward_args& a) {
+  ForwardArgs r;
+  r.batch = a.batch;
+  r.seq_len = a.seq_len;
+  r.layout = static_cast<Layout>(a.layout);
+  r.x = a.x;
+  r.seq_lengths = a.seq_lengths;
+  r.h0 = a.h0;
+  r.c0 = a.c0;
+  r.y = a.y;
+  r.hy = a.hy;
+  r.cy = a.cy;
+  return r;
+}
+
+Shape to_cpp(const rnncore_shape& s) {
+  Shape r;
+  r.ndim = s.ndim;
+  for (int i = 0; i < 4; ++i) r.dims[i] = s.dims[i];
+  return r;
+}
+
+rnncore_shape to_c(const Shape& s) {
+  rnncore_shape r;
+  r.ndim = s.ndim;
+  for (int i = 0; i < 4; ++i) r.dims[i] = s.dims[i];
+  return r;
+}
+
+rnncore_status c(Status s) { return static_cast<rnncore_status>(s); }
+
+const Plan& as_plan(const rnncore_plan* p) { return *reinterpret_cast<const Plan*>(p); }
+
+#define RNNCORE_C_REQUIRE(ptr)                                                                    \
+  do {                                                                                             \
+    if ((ptr) == nullptr) return detail::fail(RNNCORE_ERR_NULL_POINTER, "%s: %s is null", __func__, #ptr); \
+  } while (0)
+
+}  // namespace
+}  // namespace rnncore
+
+using namespace rnncore;
+
+struct rnncore_model {
+  Model model;
+};
+
+extern "C" {
+
+const char* rnncore_version(void) { return version_string(); }
+
+void rnncore_spec_init(rnncore_spec* spec) {
+  if (spec == nullptr) return;
+  std::memset(spec, 0, sizeof *spec);
+  spec->num_layers = 1;
+}
+
+rnncore_status rnncore_validate(const rnncore_spec* spec) {
+  RNNCORE_C_REQUIRE(spec);
+  return c(validate(to_cpp(*spec)));
+}
+
+int rnncore_num_gates(int32_t mode) { return mode >= 0 && mode <= 3 ? num_gates(static_cast<Mode>(mode)) : 0; }
+
+int64_t rnncore_param_count(const rnncore_spec* spec) {
+  if (spec == nullptr || validate(to_cpp(*spec)) != Status::ok) return 0;
+  return param_count(to_cpp(*spec));
+}
+
+int64_t rnncore_canonical_offset(const rnncore_spec* spec, int layer, int direction, int32_t kind, int gate) {
+  if (spec == nullptr || kind < 0 || kind > 3 || validate(to_cpp(*spec)) != Status::ok) return -1;
+  return canonical_offset(to_cpp(*spec), layer, direction, static_cast<ParamKind>(kind), gate);
+}
+
+rnncore_status rnncore_canonical_weight_shapes(const rnncore_spec* spec, rnncore_shape* shapes, int capacity, int* count) {
+  RNNCORE_C_REQUIRE(spec);
+  return c(canonical_weight_shapes(to_cpp(*spec), reinterpret_cast<Shape*>(shapes), capacity, count));
+}
+
+rnncore_status rnncore_canonical_bias_shapes(const rnncore_spec* spec, rnncore_shape* shapes, int capacity, int* count) {
+  RNNCORE_C_REQUIRE(spec);
+  return c(canonical_bias_shapes(to_cpp(*spec), reinterpret_cast<Shape*>(shapes), capacity, count));
+}
+
+rnncore_shape rnncore_state_shape(const rnncore_spec* spec, int batch) {
+  if (spec == nullptr) return rnncore_shape{};
+  return to_c(state_shape(to_cpp(*spec), batch));
+}
+
+rnncore_status rnncore_zero_state(const rnncore_spec* spec, int batch, void* h, void* cstate) {
+  RNNCORE_C_REQUIRE(spec);
+  return c(zero_state(to_cpp(*spec), batch, h, cstate));
+}
+
+int rnncore_format_tensor_count(const rnncore_spec* spec, int32_t format) {
+  if (spec == nullptr) return 0;
+  return format_tensor_count(to_cpp(*spec), static_cast<WeightFormat>(format));
+}
+
+rnncore_status rnncore_format_tensor_info(const rnncore_spec* spec, int32_t format, int index, const char* prefix,
+                                          rnncore_tensor_info* info) {
+  RNNCORE_C_REQUIRE(spec);
+  return c(format_tensor_info(to_cpp(*spec), static_cast<WeightFormat>(format), index, prefix,
+                              reinterpret_cast<TensorInfo*>(info)));
+}
+
+rnncore_status rnncore_import_weights(const rnncore_spec* spec, int32_t format, const rnncore_tensor_view* tensors,
+                                      size_t count, const char* prefix, void* canonical) {
+  RNNCORE_C_REQUIRE(spec);
+  if (count > 0) RNNCORE_C_REQUIRE(tensors);
+  // Converted one at a time into a bounded stack array: weight files have few tensors per model.
+  constexpr std::size_t kMaxTensors = 256;
+  if (count > kMaxTensors)
+    return detail::fail(RNNCORE_ERR_INVALID_SIZE, "rnncore_import_weights: %zu tensors, at most %zu", count, kMaxTensors);
+  TensorView views[kMaxTensors];
+  for (std::size_t i = 0; i < count; ++i) {
+    views[i].name = tensors[i].name;
+    views[i].dtype = static_cast<DType>(tensors[i].dtype);
+    views[i].shape = to_cpp(tensors[i].shape);
+    views[i].data = tensors[i].data;
+  }
+  return c(import_weights(to_cpp(*spec), static_cast<WeightFormat>(format), views, count, prefix, canonical));
+}
+
+rnncore_status rnncore_export_tensor(const rnncore_spec* spec, int32_t format, int index, const void* canonical, void* out) {
+  RNNCORE_C_REQUIRE(spec);
+  return c(export_tensor(to_cpp(*spec), static_cast<WeightFormat>(format), index, canonical, out));
+}
+
+void rnncore_plan_options_init(rnncore_plan_options* options) {
+  if (options == nullptr) return;
+  options->max_batch = 1;
+  options->max_seq_len = 1;
+  options->backend = RNNCORE_BACKEND_AUTO;
+  options->max_isa = RNNCORE_ISA_BEST;
+}
+
+rnncore_status rnncore_plan_create(const rnncore_spec* spec, const rnncore_plan_options* options, rnncore_plan* plan) {
+  RNNCORE_C_REQUIRE(spec);
+  RNNCORE_C_REQUIRE(options);
+  RNNCORE_C_REQUIRE(plan);
+  return c(Plan::create(to_cpp(*spec), to_cpp(*options), reinterpret_cast<Plan*>(plan)));
+}
+
+size_t rnncore_plan_packed_weight_bytes(const rnncore_plan* plan) { return plan ? as_plan(plan).packed_weight_bytes() : 0; }
+size_t rnncore_plan_workspace_bytes(const rnncore_plan* plan) { return plan ? as_plan(plan).workspace_bytes() : 0; }
+int32_t rnncore_plan_backend(const rnncore_plan* plan) { return plan ? static_cast<int32_t>(as_plan(plan).backend()) : 0; }
+const char* rnncore_plan_kernel_name(const rnncore_plan* plan) { return plan ? as_plan(plan).kernel_name() : ""; }
+
+rnncore_status rnncore_plan_pack_weights(const rnncore_plan* plan, const void* canonical, void* packed, size_t packed_bytes) {
+  RNNCORE_C_REQUIRE(plan);
+  return c(as_plan(plan).pack_weights(canonical, packed, packed_bytes));
+}
+
+void rnncore_forward_args_init(rnncore_forward_args* args) {
+  if (args != nullptr) std::memset(args, 0, sizeof *args);
+}
+
+rnncore_status rnncore_forward(const rnncore_plan* plan, const void* packed, void* workspace, size_t workspace_bytes,
+                               const rnncore_forward_args* args) {
+  RNNCORE_C_REQUIRE(plan);
+  RNNCORE_C_REQUIRE(args);
+  return c(as_plan(plan).forward(packed, workspace, workspace_bytes, to_cpp(*args)));
+}
+
+rnncore_status rnncore_model_create(const rnncore_spec* spec, const rnncore_plan_options* options, const void* canonical,
+                                    rnncore_model** model) {
+  RNNCORE_C_REQUIRE(spec);
+  RNNCORE_C_REQUIRE(options);
+  RNNCORE_C_REQUIRE(model);
+  *model = nullptr;
+  void* mem = std::malloc(sizeof(rnncore_model));
+  if (mem == nullptr) return detail::fail(RNNCORE_ERR_OUT_OF_MEMORY, "rnncore_model_create: out of memory");
+  auto* m = new (mem) rnncore_model();
+  const Status s = Model::create(to_cpp(*spec), to_cpp(*options), canonical, &m->model);
+  if (s != Status::ok) {
+    rnncore_model_destroy(m);
+    return c(s);
+  }
+  *model = m;
+  return RNNCORE_OK;
+}
+
+rnncore_status rnncore_model_forward(rnncore_model* model, const rnncore_forward_args* args) {
+  RNNCORE_C_REQUIRE(model);
+  RNNCORE_C_REQUIRE(args);
+  return c(model->model.forward(to_cpp(*args)));
+}
+
+const rnncore_plan* rnncore_model_plan(const rnncore_model* model) {
+  return model ? reinterpret_cast<const rnncore_plan*>(&model->model.plan()) : nullptr;
+}
+
+void rnncore_model_destroy(rnncore_model* model) {
+  if (model == nullptr) return;
+  model->~rnncore_model();
+  std::free(model);
+}
+
+}  // extern "C"

@@ -1,0 +1,103 @@
+// CPU feature detection and the choice of f32 kernels (dav1d-style: chosen once, per plan,
+// through a function-pointer table; a cap — PlanOptions::max_isa or env RNNCORE_MAX_ISA —
+// forces lower paths so that every path can be tested on one machine).
+//
+// Detection uses the compiler's __builtin_cpu_supports, which also checks that the OS saves the
+// wide registers (XGETBV); xsimd 8.1's own detection does not.
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+
+#include "src/internal/plan_impl.hpp"
+
+#if defined(__linux__) && defined(__arm__) && !defined(__ARM_NEON)
+#include <sys/auxv.h>
+#endif
+
+namespace rnncore {
+namespace simd {
+#if !defined(RNNCORE_BUILD_SSE2)
+const F32Kernels* const f32_kernels_sse2 = nullptr;
+#endif
+#if !defined(RNNCORE_BUILD_AVX2)
+const F32Kernels* const f32_kernels_avx2 = nullptr;
+#endif
+#if !defined(RNNCORE_BUILD_AVX512)
+const F32Kernels* const f32_kernels_avx512 = nullptr;
+#endif
+#if !defined(RNNCORE_BUILD_NEON)
+const F32Kernels* const f32_kernels_neon = nullptr;
+#endif
+}  // namespace simd
+
+namespace detail {
+namespace {
+
+bool cpu_has(Isa isa) {
+  switch (isa) {
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+    case Isa::sse2: return __builtin_cpu_supports("sse2");
+    case Isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case Isa::avx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+#endif
+#if defined(__aarch64__) || defined(__ARM_NEON)
+    case Isa::neon: return true;  // baseline of the target the library was compiled for
+#elif defined(__linux__) && defined(__arm__)
+    case Isa::neon: return (getauxval(AT_HWCAP) & HWCAP_NEON) != 0;
+#endif
+    default: return false;
+  }
+}
+
+const simd::F32Kernels* table(Isa isa) {
+  switch (isa) {
+    case Isa::sse2: return simd::f32_kernels_sse2;
+    case Isa::avx2: return simd::f32_kernels_avx2;
+    case Isa::avx512: return simd::f32_kernels_avx512;
+    case Isa::neon: return simd::f32_kernels_neon;
+    default: return nullptr;
+  }
+}
+
+// Rank for capping: neon sits beside the x86 ladder, so compare within a family.
+bool within_cap(Isa isa, Isa cap) {
+  if (cap == Isa::best) return true;
+  if (cap == Isa::none) return false;
+  if (isa == Isa::neon || cap == Isa::neon) return isa == cap;
+  return static_cast<int>(isa) <= static_cast<int>(cap);
+}
+
+Isa env_cap() {
+  const char* v = std::getenv("RNNCORE_MAX_ISA");
+  if (v == nullptr || *v == '\0') return Isa::best;
+  for (Isa isa : {Isa::none, Isa::sse2, Isa::avx2, Isa::avx512, Isa::neon, Isa::best})
+    if (std::strcmp(v, to_string(isa)) == 0) return isa;
+  return Isa::best;
+}
+
+}  // namespace
+
+int available_isas(Isa* out, int capacity) {
+  int n = 0;
+  for (Isa isa : {Isa::sse2, Isa::avx2, Isa::avx512, Isa::neon})
+    if (table(isa) != nullptr && cpu_has(isa) && n < capacity) out[n++] = isa;
+  return n;
+}
+
+const simd::F32Kernels* select_f32_kernels(Isa cap, Isa* chosen) {
+  const Isa env = env_cap();
+  Isa isas[4];
+  const int n = available_isas(isas, 4);
+  for (int i = n - 1; i >= 0; --i)
+    if (within_cap(isas[i], cap) && within_cap(isas[i], env)) {
+      *chosen = isas[i];
+      return table(isas[i]);
+    }
+  *chosen = Isa::none;
+  return nullptr;
+}
+
+}  // namespace detail
+}  // namespace rnncore

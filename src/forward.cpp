@@ -1,0 +1,107 @@
+// The forward driver: checks a run's arguments, then walks layers and directions, handing each
+// (layer, direction) to the plan's backend with views of its input, output and state slots.
+#include <cstring>
+
+#include "src/internal/error.hpp"
+#include "src/internal/plan_impl.hpp"
+
+namespace rnncore {
+
+using detail::DirectionIO;
+using detail::impl;
+using detail::PlanImpl;
+
+namespace {
+
+Status check_args(const PlanImpl& p, const void* packed, const void* workspace, std::size_t workspace_bytes,
+                  const ForwardArgs& a) {
+  RNNCORE_ENSURE(p.magic == detail::kPlanMagic, Status::invalid_enum, "forward: the plan was not created");
+  RNNCORE_ENSURE(packed != nullptr, Status::null_pointer, "forward: packed weights are null");
+  detail::PackedHeader header;
+  std::memcpy(&header, packed, sizeof header);
+  RNNCORE_ENSURE(header.magic == detail::kPackedMagic && header.fingerprint == p.fingerprint,
+                 Status::weights_not_packed, "forward: the packed buffer was not filled by pack_weights of this plan's layout");
+  RNNCORE_ENSURE(workspace != nullptr || p.ws.total == 0, Status::null_pointer, "forward: workspace is null");
+  RNNCORE_ENSURE(reinterpret_cast<std::uintptr_t>(workspace) % kAlignment == 0, Status::misaligned,
+                 "forward: workspace %p is not %zu-byte aligned", workspace, kAlignment);
+  RNNCORE_ENSURE(workspace_bytes >= p.ws.total, Status::buffer_too_small,
+                 "forward: workspace has %zu bytes, the plan needs %zu", workspace_bytes, p.ws.total);
+  RNNCORE_ENSURE(a.layout == Layout::time_major || a.layout == Layout::batch_major, Status::invalid_enum,
+                 "forward: layout = %d is not a layout", static_cast<int>(a.layout));
+  RNNCORE_ENSURE(a.batch >= 0 && a.batch <= p.options.max_batch, a.batch < 0 ? Status::invalid_size : Status::batch_too_large,
+                 "forward: batch = %d, plan max_batch = %d", a.batch, p.options.max_batch);
+  RNNCORE_ENSURE(a.seq_len >= 0 && a.seq_len <= p.options.max_seq_len,
+                 a.seq_len < 0 ? Status::invalid_size : Status::seq_too_long, "forward: seq_len = %d, plan max_seq_len = %d",
+                 a.seq_len, p.options.max_seq_len);
+  const bool has_rows = a.batch > 0 && a.seq_len > 0;
+  RNNCORE_ENSURE(!has_rows || a.x != nullptr, Status::null_pointer, "forward: x is null");
+  RNNCORE_ENSURE(!has_rows || a.y != nullptr, Status::null_pointer, "forward: y is null");
+  const bool lstm = p.spec.mode == Mode::lstm;
+  RNNCORE_ENSURE(lstm || (a.c0 == nullptr && a.cy == nullptr), Status::unsupported,
+                 "forward: %s given for a %s network; only LSTM has a cell state", a.c0 != nullptr ? "c0" : "cy",
+                 to_string(p.spec.mode));
+  if (a.seq_lengths != nullptr)
+    for (int b = 0; b < a.batch; ++b)
+      RNNCORE_ENSURE(a.seq_lengths[b] >= 0 && a.seq_lengths[b] <= a.seq_len, Status::bad_length,
+                     "forward: seq_lengths[%d] = %d, must be 0..seq_len (%d)", b, a.seq_lengths[b], a.seq_len);
+  return Status::ok;
+}
+
+}  // namespace
+
+Status Plan::forward(const void* packed, void* workspace, std::size_t workspace_bytes, const ForwardArgs& a) const {
+  detail::clear_error();
+  const PlanImpl& p = impl(*this);
+  RNNCORE_RETURN_IF_ERROR(check_args(p, packed, workspace, workspace_bytes, a));
+  if (a.batch == 0) return Status::ok;
+
+  const RnnSpec& s = p.spec;
+  const std::int64_t T = a.seq_len, B = a.batch, H = s.hidden_size, D = p.dirs, L = s.num_layers;
+  const std::size_t es = dtype_size(s.dtype);
+  const bool batch_major = a.layout == Layout::batch_major;
+  auto* ws = static_cast<unsigned char*>(workspace);
+  const auto* pk = static_cast<const unsigned char*>(packed);
+
+  for (int l = 0; l < L; ++l) {
+    const std::int64_t in_w = p.layers[l].input_size, out_w = D * H;
+    DirectionIO io;
+    io.steps = a.seq_len;
+    io.batch = a.batch;
+    io.lengths = a.seq_lengths;
+    if (l == 0) {  // the caller's input, in its layout
+      io.x = a.x;
+      io.x_st = batch_major ? in_w : B * in_w;
+      io.x_sb = batch_major ? T * in_w : in_w;
+    } else {  // inner layers are time-major in the workspace
+      io.x = ws + p.ws.layer_out[(l - 1) & 1];
+      io.x_st = B * in_w;
+      io.x_sb = in_w;
+    }
+    unsigned char* out;
+    if (l == L - 1) {
+      out = static_cast<unsigned char*>(a.y);
+      io.y_st = batch_major ? out_w : B * out_w;
+      io.y_sb = batch_major ? T * out_w : out_w;
+    } else {
+      out = ws + p.ws.layer_out[l & 1];
+      io.y_st = B * out_w;
+      io.y_sb = out_w;
+    }
+    for (int d = 0; d < D; ++d) {
+      const std::size_t slot = static_cast<std::size_t>((l * D + d) * B * H) * es;
+      io.reverse = d == 1;
+      io.y = out == nullptr ? nullptr : out + static_cast<std::size_t>(d * H) * es;
+      io.h0 = a.h0 == nullptr ? nullptr : static_cast<const unsigned char*>(a.h0) + slot;
+      io.c0 = a.c0 == nullptr ? nullptr : static_cast<const unsigned char*>(a.c0) + slot;
+      io.hy = a.hy == nullptr ? nullptr : static_cast<unsigned char*>(a.hy) + slot;
+      io.cy = a.cy == nullptr ? nullptr : static_cast<unsigned char*>(a.cy) + slot;
+      if (p.backend == Backend::simd)
+        detail::simd_run_direction(p, l, d, io, pk, ws);
+      else
+        detail::reference_run_direction(p, l, d, io, pk, ws);
+    }
+  }
+  return Status::ok;
+}
+
+}  // namespace rnncore

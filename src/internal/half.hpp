@@ -1,0 +1,64 @@
+// IEEE binary16 and bfloat16 conversions (exact, round-to-nearest-even on narrowing).
+#ifndef RNNCORE_SRC_INTERNAL_HALF_HPP
+#define RNNCORE_SRC_INTERNAL_HALF_HPP
+
+#include <cstdint>
+#include <cstring>
+
+namespace rnncore {
+namespace detail {
+
+inline float bits_to_f32(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline std::uint32_t f32_to_bits(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+inline float bf16_to_f32(std::uint16_t h) { return bits_to_f32(static_cast<std::uint32_t>(h) << 16); }
+
+inline std::uint16_t f32_to_bf16(float f) {
+  const std::uint32_t u = f32_to_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40);  // quiet NaN
+  return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+inline float f16_to_f32(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0x1f) return bits_to_f32(sign | 0x7f800000u | (mant << 13));  // inf, nan
+  if (exp != 0) return bits_to_f32(sign | ((exp + 112u) << 23) | (mant << 13));
+  if (mant == 0) return bits_to_f32(sign);
+  // Subnormal: value = mant · 2^-24, exact in f32.
+  const float v = static_cast<float>(mant) * (1.0f / 16777216.0f);
+  return sign != 0 ? -v : v;
+}
+
+inline std::uint16_t f32_to_f16(float f) {
+  const std::uint32_t u = f32_to_bits(f);
+  const std::uint16_t sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
+  const std::uint32_t abs = u & 0x7fffffffu;
+  if (abs > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);  // nan
+  if (abs >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds to inf
+  if (abs < 0x38800000u) {  // below the smallest normal half: subnormal or zero
+    if (abs < 0x33000000u) return sign;  // below half of the smallest subnormal
+    const std::uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
+    const int shift = 126 - static_cast<int>(abs >> 23);  // 14..24
+    std::uint32_t q = mant >> shift;
+    const std::uint32_t rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1u))) ++q;
+    return static_cast<std::uint16_t>(sign | q);
+  }
+  std::uint32_t r = abs - 0x38000000u;  // rebias exponent 127 → 15
+  r = (r + 0xfffu + ((r >> 13) & 1u)) >> 13;
+  return static_cast<std::uint16_t>(sign | r);
+}
+
+}  // namespace detail
+}  // namespace rnncore
+
+#endif  // RNNCORE_SRC_INTERNAL_HALF_HPP

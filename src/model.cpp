@@ -1,0 +1,63 @@
+// Model: the convenience owner. Allocates the packed weights and workspace once, at create.
+#include <cstdlib>
+#include <utility>
+
+#include "src/internal/error.hpp"
+#include "src/internal/spec_internal.hpp"
+
+namespace rnncore {
+
+namespace {
+
+void* allocate_aligned(std::size_t bytes) {
+  const std::size_t rounded = static_cast<std::size_t>(detail::round_up(static_cast<std::int64_t>(bytes ? bytes : 1), kAlignment));
+  return std::aligned_alloc(kAlignment, rounded);
+}
+
+}  // namespace
+
+Model::~Model() { release(); }
+
+void Model::release() {
+  std::free(packed_);
+  std::free(workspace_);
+  packed_ = nullptr;
+  workspace_ = nullptr;
+}
+
+Model::Model(Model&& other) noexcept : plan_(other.plan_), packed_(other.packed_), workspace_(other.workspace_) {
+  other.packed_ = nullptr;
+  other.workspace_ = nullptr;
+}
+
+Model& Model::operator=(Model&& other) noexcept {
+  if (this != &other) {
+    release();
+    plan_ = other.plan_;
+    packed_ = std::exchange(other.packed_, nullptr);
+    workspace_ = std::exchange(other.workspace_, nullptr);
+  }
+  return *this;
+}
+
+Status Model::create(const RnnSpec& spec, const PlanOptions& options, const void* canonical, Model* out) {
+  RNNCORE_ENSURE(out != nullptr, Status::null_pointer, "Model::create: out is null");
+  RNNCORE_ENSURE(canonical != nullptr, Status::null_pointer, "Model::create: canonical weights are null");
+  Model m;
+  RNNCORE_RETURN_IF_ERROR(Plan::create(spec, options, &m.plan_));
+  m.packed_ = allocate_aligned(m.plan_.packed_weight_bytes());
+  m.workspace_ = allocate_aligned(m.plan_.workspace_bytes());
+  RNNCORE_ENSURE(m.packed_ != nullptr && m.workspace_ != nullptr, Status::out_of_memory,
+                 "Model::create: could not allocate %zu + %zu bytes", m.plan_.packed_weight_bytes(),
+                 m.plan_.workspace_bytes());
+  RNNCORE_RETURN_IF_ERROR(m.plan_.pack_weights(canonical, m.packed_, m.plan_.packed_weight_bytes()));
+  *out = std::move(m);
+  return Status::ok;
+}
+
+Status Model::forward(const ForwardArgs& args) {
+  RNNCORE_ENSURE(packed_ != nullptr, Status::weights_not_packed, "Model::forward: the model was not created");
+  return plan_.forward(packed_, workspace_, plan_.workspace_bytes(), args);
+}
+
+}  // namespace rnncore

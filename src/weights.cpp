@@ -1,0 +1,393 @@
+// Weight import and export: PyTorch, ONNX, Keras and canonical layouts (DESIGN §4, docs/weights.md).
+//
+// Every format is a list of tensors; each tensor element maps to one canonical element (or, for
+// Keras' single folded bias, to the sum of two). Import and export walk the same map, so the two are
+// inverse by construction.
+#include <cstdio>
+#include <cstring>
+
+#include "src/internal/error.hpp"
+#include "src/internal/half.hpp"
+
+namespace rnncore {
+namespace {
+
+// What a format tensor holds.
+enum class Role {
+  input_weight,      // [G·H, K] per direction (PyTorch), [D, G·H, K] (ONNX), [K, G·H] (Keras), [H, K] (canonical, one gate)
+  recurrent_weight,  // same shapes with K = H
+  input_bias,        // [G·H] (PyTorch), [H] (canonical, one gate)
+  recurrent_bias,
+  bias_pair,         // ONNX B [D, 2·G·H]; Keras reset-after GRU bias [2, G·H]: input half, then recurrent half
+  bias_folded,       // Keras single bias [G·H]: bW + bR on export; bW (and bR = 0) on import
+};
+
+// One tensor of a format.
+struct FormatTensor {
+  char name[96];
+  char alias[96];  // accepted on import too (may be empty)
+  Shape shape;
+  bool optional;
+  Role role;
+  int layer;
+  int dir;           // -1: all directions along dim 0 (ONNX)
+  int gate;          // ≥ 0: canonical per-gate tensor; -1: all gates stacked in format order
+  bool transposed;   // Keras: [K, G·H]
+  const int* gate_map;  // format gate index → canonical gate index
+};
+
+// Format gate order → canonical (LSTM i,f,g,o; GRU r,z,n).
+constexpr int kIdentity[4] = {0, 1, 2, 3};
+constexpr int kOnnxLstm[4] = {0, 3, 1, 2};  // ONNX i, o, f, c
+constexpr int kZrh[3] = {1, 0, 2};          // ONNX / Keras GRU z, r, h
+
+Shape shape_of(std::int64_t a, std::int64_t b = -1, std::int64_t c = -1) {
+  Shape s;
+  s.dims[s.ndim++] = a;
+  if (b >= 0) s.dims[s.ndim++] = b;
+  if (c >= 0) s.dims[s.ndim++] = c;
+  return s;
+}
+
+bool skip_layer(const RnnSpec& spec, int layer) { return layer == 0 && uses_skip_input(spec); }
+
+// Number of tensors of a format; the spec is valid.
+int tensor_count(const RnnSpec& spec, WeightFormat format) {
+  const int L = spec.num_layers, D = num_directions(spec), G = num_gates(spec.mode);
+  switch (format) {
+    case WeightFormat::canonical: return L * D * 4 * G - (uses_skip_input(spec) ? D * G : 0);
+    case WeightFormat::pytorch: return L * D * 4;
+    case WeightFormat::onnx: return L * 3;
+    case WeightFormat::keras: return L * D * 3;
+  }
+  return 0;
+}
+
+Status describe(const RnnSpec& spec, WeightFormat format, int index, FormatTensor* t) {
+  const int L = spec.num_layers, D = num_directions(spec), G = num_gates(spec.mode), H = spec.hidden_size;
+  std::memset(t, 0, sizeof *t);
+  t->gate = -1;
+  t->gate_map = kIdentity;
+  if (format != WeightFormat::canonical && uses_skip_input(spec))
+    return detail::fail_status(Status::unsupported,
+                               "%s weights cannot express input_mode skip (layer 0 has no input weights); use the canonical format",
+                               to_string(format));
+  switch (format) {
+    case WeightFormat::canonical: {
+      int i = index;
+      for (int l = 0; l < L; ++l)
+        for (int d = 0; d < D; ++d) {
+          const int n = 4 * G - (skip_layer(spec, l) ? G : 0);
+          if (i >= n) {
+            i -= n;
+            continue;
+          }
+          const int first_part = skip_layer(spec, l) ? 1 : 0;  // skip layers start at R
+          const int part = i / G + first_part, g = i % G;
+          static const char* const kPart[4] = {"W", "R", "bW", "bR"};
+          std::snprintf(t->name, sizeof t->name, "%s%d_l%d%s", kPart[part], g, l, d ? "_reverse" : "");
+          t->role = part == 0 ? Role::input_weight : part == 1 ? Role::recurrent_weight
+                  : part == 2 ? Role::input_bias : Role::recurrent_bias;
+          t->shape = part == 0 ? shape_of(H, layer_input_size(spec, l)) : part == 1 ? shape_of(H, H) : shape_of(H);
+          t->layer = l;
+          t->dir = d;
+          t->gate = g;
+          return Status::ok;
+        }
+      break;
+    }
+    case WeightFormat::pytorch: {
+      const int l = index / (4 * D), d = (index / 4) % D, part = index % 4;
+      static const char* const kPart[4] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh"};
+      std::snprintf(t->name, sizeof t->name, "%s_l%d%s", kPart[part], l, d ? "_reverse" : "");
+      const int K = part == 0 ? layer_input_size(spec, l) : H;
+      t->shape = part < 2 ? shape_of(static_cast<std::int64_t>(G) * H, K) : shape_of(static_cast<std::int64_t>(G) * H);
+      t->role = part == 0 ? Role::input_weight : part == 1 ? Role::recurrent_weight
+              : part == 2 ? Role::input_bias : Role::recurrent_bias;
+      t->optional = part >= 2;  // nn.LSTM(bias=False)
+      t->layer = l;
+      t->dir = d;
+      return Status::ok;
+    }
+    case WeightFormat::onnx: {
+      const int l = index / 3, part = index % 3;
+      static const char* const kPart[3] = {"W", "R", "B"};
+      if (L == 1) {
+        std::snprintf(t->name, sizeof t->name, "%s", kPart[part]);
+        std::snprintf(t->alias, sizeof t->alias, "%s_l0", kPart[part]);
+      } else {
+        std::snprintf(t->name, sizeof t->name, "%s_l%d", kPart[part], l);
+      }
+      const std::int64_t GH = static_cast<std::int64_t>(G) * H;
+      t->shape = part == 0 ? shape_of(D, GH, layer_input_size(spec, l)) : part == 1 ? shape_of(D, GH, H) : shape_of(D, 2 * GH);
+      t->role = part == 0 ? Role::input_weight : part == 1 ? Role::recurrent_weight : Role::bias_pair;
+      t->optional = part == 2;  // ONNX: B absent means zero biases
+      t->layer = l;
+      t->dir = -1;
+      t->gate_map = spec.mode == Mode::lstm ? kOnnxLstm : spec.mode == Mode::gru ? kZrh : kIdentity;
+      return Status::ok;
+    }
+    case WeightFormat::keras: {
+      const int l = index / (3 * D), d = (index / 3) % D, part = index % 3;
+      static const char* const kPart[3] = {"kernel", "recurrent_kernel", "bias"};
+      if (L == 1 && D == 1) {
+        std::snprintf(t->name, sizeof t->name, "%s", kPart[part]);
+        std::snprintf(t->alias, sizeof t->alias, "%s_l0", kPart[part]);
+      } else {
+        std::snprintf(t->name, sizeof t->name, "%s_l%d%s", kPart[part], l, d ? "_reverse" : "");
+      }
+      const std::int64_t GH = static_cast<std::int64_t>(G) * H;
+      const bool pair = spec.mode == Mode::gru && spec.gru_variant == GruVariant::reset_after;
+      t->shape = part == 0 ? shape_of(layer_input_size(spec, l), GH) : part == 1 ? shape_of(H, GH)
+               : pair ? shape_of(2, GH) : shape_of(GH);
+      t->role = part == 0 ? Role::input_weight : part == 1 ? Role::recurrent_weight
+              : pair ? Role::bias_pair : Role::bias_folded;
+      t->optional = part == 2;  // use_bias=False
+      t->transposed = part < 2;
+      t->layer = l;
+      t->dir = d;
+      t->gate_map = spec.mode == Mode::gru ? kZrh : kIdentity;
+      return Status::ok;
+    }
+  }
+  return detail::fail_status(Status::invalid_enum, "tensor index %d out of range", index);
+}
+
+// Canonical offsets of tensor element e: `primary`, and `secondary` (≥ 0) for a folded bias.
+struct ElementTarget {
+  std::int64_t primary;
+  std::int64_t secondary;
+};
+
+ElementTarget target_of(const RnnSpec& spec, const FormatTensor& t, std::int64_t e) {
+  const std::int64_t H = spec.hidden_size, G = num_gates(spec.mode), GH = G * H;
+  int dir = t.dir;
+  if (dir < 0) {  // ONNX: leading direction dimension
+    const std::int64_t per_dir = t.shape.elements() / t.shape.dims[0];
+    dir = static_cast<int>(e / per_dir);
+    e %= per_dir;
+  }
+  auto offset = [&](ParamKind kind, std::int64_t gate_in_format, std::int64_t inner) {
+    const int g = t.gate >= 0 ? t.gate : t.gate_map[gate_in_format];
+    return canonical_offset(spec, t.layer, dir, kind, g) + inner;
+  };
+  switch (t.role) {
+    case Role::input_weight:
+    case Role::recurrent_weight: {
+      const ParamKind kind = t.role == Role::input_weight ? ParamKind::input_weight : ParamKind::recurrent_weight;
+      const std::int64_t K = t.role == Role::input_weight ? layer_input_size(spec, t.layer) : H;
+      if (t.gate >= 0) return {offset(kind, 0, e), -1};  // canonical [H, K]
+      std::int64_t row, k;
+      if (t.transposed) {  // Keras [K, G·H]
+        k = e / GH;
+        row = e % GH;
+      } else {  // [G·H, K]
+        row = e / K;
+        k = e % K;
+      }
+      return {offset(kind, row / H, (row % H) * K + k), -1};
+    }
+    case Role::input_bias:
+    case Role::recurrent_bias: {
+      const ParamKind kind = t.role == Role::input_bias ? ParamKind::input_bias : ParamKind::recurrent_bias;
+      if (t.gate >= 0) return {offset(kind, 0, e), -1};
+      return {offset(kind, e / H, e % H), -1};
+    }
+    case Role::bias_pair: {
+      const ParamKind kind = e / GH == 0 ? ParamKind::input_bias : ParamKind::recurrent_bias;
+      const std::int64_t col = e % GH;
+      return {offset(kind, col / H, col % H), -1};
+    }
+    case Role::bias_folded:
+      return {offset(ParamKind::input_bias, e / H, e % H), offset(ParamKind::recurrent_bias, e / H, e % H)};
+  }
+  return {-1, -1};
+}
+
+double load_element(const TensorView& v, std::int64_t e) {
+  const unsigned char* p = static_cast<const unsigned char*>(v.data);
+  switch (v.dtype) {
+    case DType::f32: {
+      float f;
+      std::memcpy(&f, p + e * 4, 4);
+      return f;
+    }
+    case DType::f64: {
+      double d;
+      std::memcpy(&d, p + e * 8, 8);
+      return d;
+    }
+    case DType::f16:
+    case DType::bf16: {
+      std::uint16_t h;
+      std::memcpy(&h, p + e * 2, 2);
+      return v.dtype == DType::f16 ? detail::f16_to_f32(h) : detail::bf16_to_f32(h);
+    }
+  }
+  return 0.0;
+}
+
+void store(void* canonical, DType dtype, std::int64_t at, double value) {
+  if (dtype == DType::f64)
+    static_cast<double*>(canonical)[at] = value;
+  else
+    static_cast<float*>(canonical)[at] = static_cast<float>(value);
+}
+
+double fetch(const void* canonical, DType dtype, std::int64_t at) {
+  return dtype == DType::f64 ? static_cast<const double*>(canonical)[at] : static_cast<const float*>(canonical)[at];
+}
+
+void format_shape(const Shape& s, char* out, std::size_t size) {
+  int n = std::snprintf(out, size, "[");
+  for (int i = 0; i < s.ndim && n > 0 && static_cast<std::size_t>(n) < size; ++i)
+    n += std::snprintf(out + n, size - n, i ? ", %lld" : "%lld", static_cast<long long>(s.dims[i]));
+  if (n > 0 && static_cast<std::size_t>(n) < size) std::snprintf(out + n, size - n, "]");
+}
+
+bool same_shape(const Shape& a, const Shape& b) {
+  if (a.ndim != b.ndim) return false;
+  for (int i = 0; i < a.ndim; ++i)
+    if (a.dims[i] != b.dims[i]) return false;
+  return true;
+}
+
+bool starts_with(const char* s, const char* prefix) { return std::strncmp(s, prefix, std::strlen(prefix)) == 0; }
+
+// True if `name` (after the prefix) is spelled like a parameter of `format`.
+bool looks_like_parameter(WeightFormat format, const char* name) {
+  switch (format) {
+    case WeightFormat::pytorch: return starts_with(name, "weight_") || starts_with(name, "bias_");
+    case WeightFormat::onnx:
+      return (std::strlen(name) == 1 && std::strchr("WRBP", name[0]) != nullptr) ||
+             ((name[0] == 'W' || name[0] == 'R' || name[0] == 'B' || name[0] == 'P') && name[1] == '_');
+    case WeightFormat::keras: return starts_with(name, "kernel") || starts_with(name, "recurrent_kernel") || starts_with(name, "bias");
+    case WeightFormat::canonical:
+      return (name[0] == 'W' || name[0] == 'R' || starts_with(name, "bW") || starts_with(name, "bR")) &&
+             std::strstr(name, "_l") != nullptr;
+  }
+  return false;
+}
+
+Status check_format(const RnnSpec& spec, WeightFormat format) {
+  RNNCORE_RETURN_IF_ERROR(validate(spec));
+  RNNCORE_ENSURE(format >= WeightFormat::canonical && format <= WeightFormat::keras, Status::invalid_enum,
+                 "weight format %d is not a format", static_cast<int>(format));
+  return Status::ok;
+}
+
+}  // namespace
+
+int format_tensor_count(const RnnSpec& spec, WeightFormat format) {
+  if (check_format(spec, format) != Status::ok) return 0;
+  return tensor_count(spec, format);
+}
+
+Status format_tensor_info(const RnnSpec& spec, WeightFormat format, int index, const char* prefix, TensorInfo* info) {
+  RNNCORE_RETURN_IF_ERROR(check_format(spec, format));
+  RNNCORE_ENSURE(info != nullptr, Status::null_pointer, "format_tensor_info: info is null");
+  RNNCORE_ENSURE(index >= 0 && index < tensor_count(spec, format), Status::invalid_size,
+                 "format_tensor_info: index %d, the %s format has %d tensors", index, to_string(format),
+                 tensor_count(spec, format));
+  FormatTensor t;
+  RNNCORE_RETURN_IF_ERROR(describe(spec, format, index, &t));
+  const int n = std::snprintf(info->name, sizeof info->name, "%s%s", prefix != nullptr ? prefix : "", t.name);
+  RNNCORE_ENSURE(n > 0 && static_cast<std::size_t>(n) < sizeof info->name, Status::invalid_size,
+                 "format_tensor_info: prefix '%s' makes the name longer than %zu characters", prefix,
+                 sizeof info->name - 1);
+  info->shape = t.shape;
+  info->optional = t.optional;
+  return Status::ok;
+}
+
+Status import_weights(const RnnSpec& spec, WeightFormat format, const TensorView* tensors, std::size_t count,
+                      const char* prefix, void* canonical) {
+  detail::clear_error();
+  RNNCORE_RETURN_IF_ERROR(check_format(spec, format));
+  RNNCORE_ENSURE(canonical != nullptr, Status::null_pointer, "import_weights: canonical is null");
+  RNNCORE_ENSURE(count == 0 || tensors != nullptr, Status::null_pointer, "import_weights: tensors is null");
+  if (prefix == nullptr) prefix = "";
+  const std::size_t plen = std::strlen(prefix);
+  const int n = tensor_count(spec, format);
+
+  // Every tensor under the prefix is accounted for: a parameter of this spec, or not a parameter name.
+  for (std::size_t i = 0; i < count; ++i) {
+    const TensorView& v = tensors[i];
+    RNNCORE_ENSURE(v.name != nullptr, Status::null_pointer, "import_weights: tensors[%zu].name is null", i);
+    if (!starts_with(v.name, prefix)) continue;
+    for (std::size_t j = 0; j < i; ++j)
+      RNNCORE_ENSURE(std::strcmp(tensors[j].name, v.name) != 0, Status::tensor_unexpected,
+                     "tensor '%s' appears twice", v.name);
+    if (!looks_like_parameter(format, v.name + plen)) continue;
+    bool known = false;
+    for (int k = 0; k < n && !known; ++k) {
+      FormatTensor t;
+      RNNCORE_RETURN_IF_ERROR(describe(spec, format, k, &t));
+      known = std::strcmp(v.name + plen, t.name) == 0 || (t.alias[0] != '\0' && std::strcmp(v.name + plen, t.alias) == 0);
+    }
+    RNNCORE_ENSURE(known, Status::tensor_unexpected,
+                   "tensor '%s' is not a %s parameter of this model (%s, %d layer(s), %s, input %d, hidden %d)", v.name,
+                   to_string(format), to_string(spec.mode), spec.num_layers,
+                   spec.direction == Direction::bidirectional ? "bidirectional" : "unidirectional", spec.input_size,
+                   spec.hidden_size);
+  }
+
+  // Absent optional tensors (biases) read as zeros.
+  std::memset(canonical, 0, static_cast<std::size_t>(param_count(spec)) * dtype_size(spec.dtype));
+  for (int k = 0; k < n; ++k) {
+    FormatTensor t;
+    RNNCORE_RETURN_IF_ERROR(describe(spec, format, k, &t));
+    const TensorView* found = nullptr;
+    for (std::size_t i = 0; i < count && found == nullptr; ++i) {
+      const char* name = tensors[i].name;
+      if (!starts_with(name, prefix)) continue;
+      if (std::strcmp(name + plen, t.name) == 0 || (t.alias[0] != '\0' && std::strcmp(name + plen, t.alias) == 0))
+        found = &tensors[i];
+    }
+    char want[64];
+    format_shape(t.shape, want, sizeof want);
+    if (found == nullptr) {
+      RNNCORE_ENSURE(t.optional, Status::tensor_missing, "tensor '%s%s' %s is missing", prefix, t.name, want);
+      continue;
+    }
+    RNNCORE_ENSURE(found->dtype >= DType::f32 && found->dtype <= DType::bf16, Status::tensor_dtype,
+                   "tensor '%s' has element type %d; expected f32, f64, f16 or bf16", found->name,
+                   static_cast<int>(found->dtype));
+    if (!same_shape(found->shape, t.shape)) {
+      char got[64];
+      format_shape(found->shape, got, sizeof got);
+      return detail::fail_status(Status::tensor_shape, "tensor '%s': expected shape %s, found %s", found->name, want, got);
+    }
+    RNNCORE_ENSURE(found->data != nullptr || t.shape.elements() == 0, Status::null_pointer,
+                   "tensor '%s' has no data", found->name);
+    const std::int64_t elems = t.shape.elements();
+    for (std::int64_t e = 0; e < elems; ++e) {
+      const ElementTarget at = target_of(spec, t, e);
+      store(canonical, spec.dtype, at.primary, load_element(*found, e));
+      if (at.secondary >= 0) store(canonical, spec.dtype, at.secondary, 0.0);
+    }
+  }
+  return Status::ok;
+}
+
+Status export_tensor(const RnnSpec& spec, WeightFormat format, int index, const void* canonical, void* out) {
+  detail::clear_error();
+  RNNCORE_RETURN_IF_ERROR(check_format(spec, format));
+  RNNCORE_ENSURE(canonical != nullptr && out != nullptr, Status::null_pointer, "export_tensor: %s is null",
+                 canonical == nullptr ? "canonical" : "out");
+  RNNCORE_ENSURE(index >= 0 && index < tensor_count(spec, format), Status::invalid_size,
+                 "export_tensor: index %d, the %s format has %d tensors", index, to_string(format),
+                 tensor_count(spec, format));
+  FormatTensor t;
+  RNNCORE_RETURN_IF_ERROR(describe(spec, format, index, &t));
+  const std::int64_t elems = t.shape.elements();
+  for (std::int64_t e = 0; e < elems; ++e) {
+    const ElementTarget at = target_of(spec, t, e);
+    double v = fetch(canonical, spec.dtype, at.primary);
+    if (at.secondary >= 0) v += fetch(canonical, spec.dtype, at.secondary);
+    store(out, spec.dtype, e, v);
+  }
+  return Status::ok;
+}
+
+}  // namespace rnncore

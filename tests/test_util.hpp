@@ -1,0 +1,92 @@
+// Helpers shared by the tests: deterministic random data, aligned buffers, error measures.
+#ifndef RNNCORE_TESTS_TEST_UTIL_HPP
+#define RNNCORE_TESTS_TEST_UTIL_HPP
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "rnncore/rnncore.hpp"
+
+namespace rnncore_test {
+
+// xorshift64*: tiny, deterministic across platforms.
+class Rng {
+ public:
+  explicit Rng(std::uint64_t seed) : s_(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  std::uint64_t next() {
+    s_ ^= s_ >> 12;
+    s_ ^= s_ << 25;
+    s_ ^= s_ >> 27;
+    return s_ * 0x2545F4914F6CDD1Dull;
+  }
+  double uniform(double lo, double hi) { return lo + (hi - lo) * static_cast<double>(next() >> 11) * 0x1.0p-53; }
+  int range(int lo, int hi) { return lo + static_cast<int>(next() % static_cast<std::uint64_t>(hi - lo + 1)); }
+
+ private:
+  std::uint64_t s_;
+};
+
+template <class T>
+std::vector<T> random_vector(Rng& rng, std::size_t n, double scale) {
+  std::vector<T> v(n);
+  for (auto& x : v) x = static_cast<T>(rng.uniform(-scale, scale));
+  return v;
+}
+
+// A kAlignment-aligned byte buffer.
+struct AlignedBuffer {
+  explicit AlignedBuffer(std::size_t bytes)
+      : ptr(static_cast<unsigned char*>(std::aligned_alloc(rnncore::kAlignment, (bytes + 63) / 64 * 64 + 64))), size(bytes) {}
+  ~AlignedBuffer() { std::free(ptr); }
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  unsigned char* ptr;
+  std::size_t size;
+};
+
+// Infinity-norm relative error max|a − b| / max|b| (the convention of tests/golden/README.md).
+template <class A, class B>
+double rel_error(const A* a, const B* b, std::size_t n) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    num = std::max(num, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+    den = std::max(den, std::fabs(static_cast<double>(b[i])));
+  }
+  if (std::isnan(num)) return INFINITY;
+  return num / std::max(den, 1e-30);
+}
+
+// Outputs of one forward run.
+template <class T>
+struct Outputs {
+  std::vector<T> y, hy, cy;
+};
+
+// Plans, packs and runs one forward; checks every status with the caller's assert macro via `ok`.
+template <class T>
+rnncore::Status run_forward(const rnncore::RnnSpec& spec, rnncore::PlanOptions opt, const std::vector<T>& canonical,
+                            rnncore::ForwardArgs args, Outputs<T>* out) {
+  using namespace rnncore;
+  Plan plan;
+  Status s = Plan::create(spec, opt, &plan);
+  if (s != Status::ok) return s;
+  AlignedBuffer packed(plan.packed_weight_bytes()), ws(plan.workspace_bytes());
+  s = plan.pack_weights(canonical.data(), packed.ptr, packed.size);
+  if (s != Status::ok) return s;
+  const std::size_t D = num_directions(spec), H = spec.hidden_size;
+  out->y.assign(static_cast<std::size_t>(args.seq_len) * args.batch * D * H, T(-7));  // poison: every element must be written
+  out->hy.assign(spec.num_layers * D * args.batch * H, T(-7));
+  out->cy.assign(spec.mode == Mode::lstm ? out->hy.size() : 0, T(-7));
+  args.y = out->y.data();
+  args.hy = out->hy.data();
+  args.cy = spec.mode == Mode::lstm ? out->cy.data() : nullptr;
+  return plan.forward(packed.ptr, ws.ptr, ws.size, args);
+}
+
+}  // namespace rnncore_test
+
+#endif  // RNNCORE_TESTS_TEST_UTIL_HPP
