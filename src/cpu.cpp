@@ -79,12 +79,16 @@ Isa env_cap() {
 
 }  // namespace
 
+}  // namespace detail
+
 int available_isas(Isa* out, int capacity) {
   int n = 0;
   for (Isa isa : {Isa::sse2, Isa::avx2, Isa::avx512, Isa::neon})
-    if (table(isa) != nullptr && cpu_has(isa) && n < capacity) out[n++] = isa;
+    if (detail::table(isa) != nullptr && detail::cpu_has(isa) && n < capacity) out[n++] = isa;
   return n;
 }
+
+namespace detail {
 
 const simd::F32Kernels* select_f32_kernels(Isa cap, Isa* chosen) {
   const Isa env = env_cap();
@@ -100,4 +104,5 @@ const simd::F32Kernels* select_f32_kernels(Isa cap, Isa* chosen) {
 }
 
 }  // namespace detail
+
 }  // namespace rnncore

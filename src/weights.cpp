@@ -24,16 +24,16 @@ enum class Role {
 
 // One tensor of a format.
 struct FormatTensor {
-  char name[96];
-  char alias[96];  // accepted on import too (may be empty)
+  char name[96] = {0};
+  char alias[96] = {0};  // accepted on import too (may be empty)
   Shape shape;
-  bool optional;
-  Role role;
-  int layer;
-  int dir;           // -1: all directions along dim 0 (ONNX)
-  int gate;          // ≥ 0: canonical per-gate tensor; -1: all gates stacked in format order
-  bool transposed;   // Keras: [K, G·H]
-  const int* gate_map;  // format gate index → canonical gate index
+  bool optional = false;
+  Role role = Role::input_weight;
+  int layer = 0;
+  int dir = 0;               // -1: all directions along dim 0 (ONNX)
+  int gate = -1;             // ≥ 0: canonical per-gate tensor; -1: all gates stacked in format order
+  bool transposed = false;   // Keras: [K, G·H]
+  const int* gate_map = nullptr;  // format gate index → canonical gate index
 };
 
 // Format gate order → canonical (LSTM i,f,g,o; GRU r,z,n).
@@ -65,7 +65,7 @@ int tensor_count(const RnnSpec& spec, WeightFormat format) {
 
 Status describe(const RnnSpec& spec, WeightFormat format, int index, FormatTensor* t) {
   const int L = spec.num_layers, D = num_directions(spec), G = num_gates(spec.mode), H = spec.hidden_size;
-  std::memset(t, 0, sizeof *t);
+  *t = FormatTensor{};
   t->gate = -1;
   t->gate_map = kIdentity;
   if (format != WeightFormat::canonical && uses_skip_input(spec))
@@ -351,8 +351,7 @@ Status import_weights(const RnnSpec& spec, WeightFormat format, const TensorView
       continue;
     }
     RNNCORE_ENSURE(found->dtype >= DType::f32 && found->dtype <= DType::bf16, Status::tensor_dtype,
-                   "tensor '%s' has element type %d; expected f32, f64, f16 or bf16", found->name,
-                   static_cast<int>(found->dtype));
+                   "tensor '%s' has an unsupported element type; expected f32, f64, f16 or bf16", found->name);
     if (!same_shape(found->shape, t.shape)) {
       char got[64];
       format_shape(found->shape, got, sizeof got);

@@ -80,6 +80,10 @@ enum class Backend : std::int32_t { auto_select = 0, reference = 1, simd = 2, gp
 /// Instruction sets of the SIMD backend, lowest first (a cap on it forces lower paths).
 enum class Isa : std::int32_t { none = 0, sse2 = 1, avx2 = 2, avx512 = 3, neon = 4, best = 100 };
 
+/// Instruction sets of the SIMD backend that this build has and this CPU runs, lowest first.
+/// @param[out] out up to `capacity` entries  @return the number written
+int available_isas(Isa* out, int capacity);
+
 /// Number of gates of a cell type: 4 (LSTM), 3 (GRU), 1 (Elman RNN).
 int num_gates(Mode mode);
 /// Name of an enum value as used on the command line ("lstm", "reset-after", "avx2", ...).

@@ -96,8 +96,6 @@ void simd_run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO
 
 // CPU features: the best f32 kernel table not above `cap` (also capped by env RNNCORE_MAX_ISA), or null.
 const simd::F32Kernels* select_f32_kernels(Isa cap, Isa* chosen);
-// Instruction sets this machine and build support, best last; returns the count written.
-int available_isas(Isa* out, int capacity);
 
 }  // namespace detail
 }  // namespace rnncore

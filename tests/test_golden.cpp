@@ -1,0 +1,191 @@
+// Golden tests: every case made by tests/golden/make_pytorch_golden.py (PyTorch 1.13, float64) and
+// tests/golden/make_onnx_golden.py (ONNX's reference implementations), run through the library's
+// importers and every backend: the f64 reference, the f32 reference and each SIMD instruction set
+// this machine has. Tolerances: relative error (∞-norm, tests/golden/README.md) ≤ 1e-10 for f64,
+// ≤ 1e-5 for f32.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <dirent.h>
+#include <string>
+#include <vector>
+
+#include "src/io/safetensors.hpp"
+#include "tests/test_util.hpp"
+
+using namespace rnncore;
+using namespace rnncore_test;
+
+namespace {
+
+std::string golden_dir(const char* sub) { return std::string(RNNCORE_SOURCE_DIR) + "/tests/golden/" + sub; }
+
+std::vector<std::string> list_cases(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0) out.push_back(dir + "/" + n);
+    }
+    closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string meta(const io::SafeTensors& f, const char* key) {
+  const std::string* v = f.meta(key);
+  REQUIRE_MESSAGE(v != nullptr, "metadata '" << key << "' missing in " << f.path);
+  return *v;
+}
+
+template <class T>
+std::vector<T> floats(const io::SafeTensors& f, const std::string& name) {
+  io::Array a;
+  REQUIRE(f.array(name, &a) == RNNCORE_OK);
+  std::vector<double> d;
+  REQUIRE(io::to_f64(a, &d) == RNNCORE_OK);
+  return std::vector<T>(d.begin(), d.end());
+}
+
+struct GoldenCase {
+  io::SafeTensors file;
+  RnnSpec spec;
+  WeightFormat format = WeightFormat::pytorch;
+  std::string prefix;
+  int T = 0, B = 0;
+  bool batch_first = false;
+  std::vector<std::int32_t> lengths;
+  std::string h0_name, c0_name, lengths_name;
+};
+
+void load_case(const std::string& path, GoldenCase* c) {
+  REQUIRE(io::read_safetensors(path.c_str(), &c->file) == RNNCORE_OK);
+  const io::SafeTensors& f = c->file;
+  const std::string mode = meta(f, "mode");
+  c->spec.mode = mode == "lstm" ? Mode::lstm : mode == "gru" ? Mode::gru : mode == "rnn_tanh" ? Mode::rnn_tanh : Mode::rnn_relu;
+  if (c->spec.mode == Mode::gru)
+    c->spec.gru_variant = meta(f, "gru") == "reset-before" ? GruVariant::reset_before : GruVariant::reset_after;
+  c->spec.input_size = std::stoi(meta(f, "input_size"));
+  c->spec.hidden_size = std::stoi(meta(f, "hidden_size"));
+  c->spec.num_layers = std::stoi(meta(f, "num_layers"));
+  c->spec.direction = meta(f, "bidirectional") == "1" ? Direction::bidirectional : Direction::unidirectional;
+  c->T = std::stoi(meta(f, "seq_len"));
+  c->B = std::stoi(meta(f, "batch"));
+  c->batch_first = meta(f, "batch_first") == "1";
+  const bool onnx = meta(f, "format") == "onnx";
+  c->format = onnx ? WeightFormat::onnx : WeightFormat::pytorch;
+  c->prefix = onnx ? "" : "rnn.";
+  c->h0_name = onnx ? "initial_h" : "h0";
+  c->c0_name = onnx ? "initial_c" : "c0";
+  c->lengths_name = onnx ? "sequence_lens" : "seq_lengths";
+  if (f.find(c->lengths_name) != nullptr) {
+    io::Array a;
+    REQUIRE(f.array(c->lengths_name, &a) == RNNCORE_OK);
+    REQUIRE(io::to_i32(a, &c->lengths) == RNNCORE_OK);
+  }
+}
+
+// Imports the case's weights into a canonical buffer of T.
+template <class T>
+std::vector<T> import_case(const GoldenCase& c, const RnnSpec& spec) {
+  std::vector<TensorView> views;
+  for (const io::TensorEntry& e : c.file.tensors) {
+    TensorView v;
+    v.name = e.name.c_str();
+    if (e.type == io::ElemType::f32) v.dtype = DType::f32;
+    else if (e.type == io::ElemType::f64) v.dtype = DType::f64;
+    else continue;  // lengths
+    v.shape.ndim = static_cast<int>(e.shape.size());
+    for (std::size_t i = 0; i < e.shape.size(); ++i) v.shape.dims[i] = e.shape[i];
+    v.data = c.file.data(e);
+    views.push_back(v);
+  }
+  std::vector<T> canonical(param_count(spec));
+  const Status s = import_weights(spec, c.format, views.data(), views.size(), c.prefix.c_str(), canonical.data());
+  INFO(last_error_detail());
+  REQUIRE(s == Status::ok);
+  return canonical;
+}
+
+template <class T>
+void run_case(const GoldenCase& c, Backend backend, Isa isa, double tolerance) {
+  RnnSpec spec = c.spec;
+  spec.dtype = sizeof(T) == 8 ? DType::f64 : DType::f32;
+  const std::vector<T> canonical = import_case<T>(c, spec);
+  const std::vector<T> x = floats<T>(c.file, "input");
+  std::vector<T> h0, c0;
+  if (c.file.find(c.h0_name) != nullptr) h0 = floats<T>(c.file, c.h0_name);
+  if (c.file.find(c.c0_name) != nullptr) c0 = floats<T>(c.file, c.c0_name);
+  ForwardArgs a;
+  a.batch = c.B;
+  a.seq_len = c.T;
+  a.layout = c.batch_first ? Layout::batch_major : Layout::time_major;
+  a.x = x.data();
+  a.seq_lengths = c.lengths.empty() ? nullptr : c.lengths.data();
+  a.h0 = h0.empty() ? nullptr : h0.data();
+  a.c0 = c0.empty() ? nullptr : c0.data();
+  PlanOptions opt;
+  opt.max_batch = c.B;
+  opt.max_seq_len = c.T;
+  opt.backend = backend;
+  opt.max_isa = isa;
+  Outputs<T> out;
+  REQUIRE(run_forward(spec, opt, canonical, a, &out) == Status::ok);
+
+  const std::vector<double> y = floats<double>(c.file, "expected.y"), hn = floats<double>(c.file, "expected.hn");
+  REQUIRE(y.size() == out.y.size());
+  REQUIRE(hn.size() == out.hy.size());
+  CHECK(rel_error(out.y.data(), y.data(), y.size()) <= tolerance);
+  CHECK(rel_error(out.hy.data(), hn.data(), hn.size()) <= tolerance);
+  if (spec.mode == Mode::lstm) {
+    const std::vector<double> cn = floats<double>(c.file, "expected.cn");
+    CHECK(rel_error(out.cy.data(), cn.data(), cn.size()) <= tolerance);
+  }
+  // Outputs past a row's length are exactly zero.
+  if (!c.lengths.empty()) {
+    const int width = num_directions(spec) * spec.hidden_size;
+    for (int b = 0; b < c.B; ++b)
+      for (int t = c.lengths[b]; t < c.T; ++t)
+        for (int u = 0; u < width; ++u) {
+          const std::size_t i = c.batch_first ? (static_cast<std::size_t>(b) * c.T + t) * width + u
+                                              : (static_cast<std::size_t>(t) * c.B + b) * width + u;
+          REQUIRE(out.y[i] == T(0));
+        }
+  }
+}
+
+void run_all_backends(const std::string& path) {
+  GoldenCase c;
+  load_case(path, &c);
+  INFO(path);
+  {
+    INFO("backend reference f64");
+    run_case<double>(c, Backend::reference, Isa::best, 1e-10);
+  }
+  {
+    INFO("backend reference f32");
+    run_case<float>(c, Backend::reference, Isa::best, 1e-5);
+  }
+  Isa isas[8];
+  const int n = available_isas(isas, 8);
+  for (int i = 0; i < n; ++i) {
+    INFO("backend simd " << to_string(isas[i]));
+    run_case<float>(c, Backend::simd, isas[i], 1e-5);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("golden: PyTorch nn.LSTM / nn.GRU / nn.RNN, all modes, 1-3 layers, uni/bidirectional, lengths") {
+  const auto cases = list_cases(golden_dir("pytorch"));
+  REQUIRE(cases.size() >= 48);
+  for (const std::string& p : cases) run_all_backends(p);
+}
+
+TEST_CASE("golden: ONNX layouts and both GRU variants against ONNX's reference implementations") {
+  const auto cases = list_cases(golden_dir("onnx"));
+  REQUIRE(cases.size() >= 20);
+  for (const std::string& p : cases) run_all_backends(p);
+}

@@ -1,0 +1,361 @@
+// Inference of a model's spec from a safetensors file, and import into the canonical layout.
+#include "tools/model_file.hpp"
+
+#include <cctype>
+#include <cstdio>
+#include <set>
+
+namespace rnncore {
+namespace tools {
+
+namespace {
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string shape_string(const std::vector<std::int64_t>& shape) {
+  return io::shape_to_string(shape.data(), shape.size());
+}
+
+// Context for one file: lookups that report errors naming the file and tensor.
+class Inspector {
+ public:
+  Inspector(const io::SafeTensors& file, std::string* error) : f_(file), error_(error) {}
+
+  const io::TensorEntry* find(const std::string& name) const { return f_.find(name); }
+
+  // Looks up a tensor that must exist with `rank` positive dimensions.
+  bool need(const std::string& name, std::size_t rank, const char* expected, const io::TensorEntry** out) {
+    const io::TensorEntry* e = f_.find(name);
+    if (e == nullptr) return fail("tensor '" + name + "' is missing (expected shape " + expected + ")");
+    bool ok = e->shape.size() == rank;
+    for (std::int64_t d : e->shape) ok = ok && d > 0;
+    if (!ok) return bad_shape(*e, expected);
+    *out = e;
+    return true;
+  }
+
+  bool bad_shape(const io::TensorEntry& e, const std::string& expected) {
+    return fail("tensor '" + e.name + "': expected shape " + expected + ", found " + shape_string(e.shape));
+  }
+
+  bool fail(const std::string& what) {
+    *error_ = f_.path + ": " + what;
+    return false;
+  }
+
+ private:
+  const io::SafeTensors& f_;
+  std::string* error_;
+};
+
+// Tensor names (after the prefix) that identify a format: the recurrent weight of layer 0.
+struct Anchor {
+  WeightFormat format;
+  const char* names[2];
+};
+constexpr Anchor kAnchors[] = {
+    {WeightFormat::pytorch, {"weight_hh_l0", nullptr}},
+    {WeightFormat::keras, {"recurrent_kernel", "recurrent_kernel_l0"}},
+    {WeightFormat::canonical, {"R0_l0", nullptr}},
+    {WeightFormat::onnx, {"R", "R_l0"}},
+};
+
+// A prefix must end at a separator so that "xR" is not taken for "R" with prefix "x".
+bool clean_prefix(const std::string& prefix) {
+  return prefix.empty() || prefix.back() == '.' || prefix.back() == '/' || prefix.back() == '_';
+}
+
+// Prefixes under which tensors of `format` live.
+std::set<std::string> prefixes_for(const io::SafeTensors& f, WeightFormat format) {
+  std::set<std::string> out;
+  for (const Anchor& a : kAnchors) {
+    if (a.format != format) continue;
+    for (const io::TensorEntry& e : f.tensors)
+      for (const char* n : a.names)
+        if (n != nullptr && ends_with(e.name, n)) {
+          const std::string p = e.name.substr(0, e.name.size() - std::string(n).size());
+          if (clean_prefix(p)) out.insert(p);
+        }
+  }
+  return out;
+}
+
+int count_layers(const Inspector& in, const std::string& prefix, const char* pattern) {
+  int l = 0;
+  char name[128];
+  for (;; ++l) {
+    std::snprintf(name, sizeof name, pattern, l);
+    if (in.find(prefix + name) == nullptr) return l;
+  }
+}
+
+// Sizes read off the tensors.
+struct Inferred {
+  int gates = 0, hidden = 0, input = 0, layers = 0, dirs = 1;
+  bool skip = false;
+  std::string anchor;  // tensor the gate count came from (for messages)
+  std::vector<std::int64_t> anchor_shape;
+  const io::TensorEntry* keras_bias = nullptr;
+};
+
+bool infer_sizes(Inspector& in, WeightFormat format, const std::string& p, Inferred* r) {
+  const io::TensorEntry *R = nullptr, *W = nullptr;
+  auto gates_from = [&](std::int64_t gh, std::int64_t h, const io::TensorEntry& e, const char* expected) {
+    if (h <= 0 || gh % h != 0 || (gh / h != 1 && gh / h != 3 && gh / h != 4)) return in.bad_shape(e, expected);
+    r->gates = static_cast<int>(gh / h);
+    r->hidden = static_cast<int>(h);
+    r->anchor = e.name;
+    r->anchor_shape = e.shape;
+    return true;
+  };
+  switch (format) {
+    case WeightFormat::pytorch: {
+      const char* rs = "[G*H, H] with G = 1, 3 or 4";
+      if (!in.need(p + "weight_hh_l0", 2, rs, &R)) return false;
+      if (in.find(p + "weight_hr_l0") != nullptr)
+        return in.fail("tensor '" + p + "weight_hr_l0': LSTM projections (proj_size > 0) are not supported");
+      if (!gates_from(R->shape[0], R->shape[1], *R, rs)) return false;
+      if (!in.need(p + "weight_ih_l0", 2, "[G*H, I]", &W)) return false;
+      if (W->shape[0] != R->shape[0]) return in.bad_shape(*W, "[" + std::to_string(R->shape[0]) + ", I]");
+      r->input = static_cast<int>(W->shape[1]);
+      r->layers = count_layers(in, p, "weight_hh_l%d");
+      r->dirs = in.find(p + "weight_hh_l0_reverse") != nullptr ? 2 : 1;
+      return true;
+    }
+    case WeightFormat::onnx: {
+      const bool multi = in.find(p + "R") == nullptr;
+      const std::string rn = p + (multi ? "R_l0" : "R"), wn = p + (multi ? "W_l0" : "W");
+      const char* rs = "[D, G*H, H] with D = 1 or 2 and G = 1, 3 or 4";
+      if (!in.need(rn, 3, rs, &R)) return false;
+      if (R->shape[0] > 2) return in.bad_shape(*R, rs);
+      if (!gates_from(R->shape[1], R->shape[2], *R, rs)) return false;
+      if (!in.need(wn, 3, "[D, G*H, I]", &W)) return false;
+      if (W->shape[0] != R->shape[0] || W->shape[1] != R->shape[1])
+        return in.bad_shape(*W, "[" + std::to_string(R->shape[0]) + ", " + std::to_string(R->shape[1]) + ", I]");
+      r->input = static_cast<int>(W->shape[2]);
+      r->dirs = static_cast<int>(R->shape[0]);
+      r->layers = multi ? count_layers(in, p, "R_l%d") : 1;
+      return true;
+    }
+    case WeightFormat::keras: {
+      const bool multi = in.find(p + "recurrent_kernel") == nullptr;
+      const std::string rn = p + (multi ? "recurrent_kernel_l0" : "recurrent_kernel");
+      const char* rs = "[H, G*H] with G = 1, 3 or 4";
+      if (!in.need(rn, 2, rs, &R)) return false;
+      if (!gates_from(R->shape[1], R->shape[0], *R, rs)) return false;
+      if (!in.need(p + (multi ? "kernel_l0" : "kernel"), 2, "[I, G*H]", &W)) return false;
+      if (W->shape[1] != R->shape[1]) return in.bad_shape(*W, "[I, " + std::to_string(R->shape[1]) + "]");
+      r->input = static_cast<int>(W->shape[0]);
+      r->layers = multi ? count_layers(in, p, "recurrent_kernel_l%d") : 1;
+      r->dirs = multi && in.find(p + "recurrent_kernel_l0_reverse") != nullptr ? 2 : 1;
+      r->keras_bias = in.find(p + (multi ? "bias_l0" : "bias"));
+      return true;
+    }
+    case WeightFormat::canonical: {
+      if (!in.need(p + "R0_l0", 2, "[H, H]", &R)) return false;
+      if (R->shape[0] != R->shape[1]) return in.bad_shape(*R, "[H, H]");
+      r->gates = count_layers(in, p, "R%d_l0");  // counts gates here
+      if (r->gates != 1 && r->gates != 3 && r->gates != 4)
+        return in.fail("found " + std::to_string(r->gates) + " recurrent matrices R0_l0..R" +
+                       std::to_string(r->gates - 1) + "_l0; a cell has 1, 3 or 4 gates");
+      r->hidden = static_cast<int>(R->shape[0]);
+      r->anchor = R->name;
+      r->anchor_shape = R->shape;
+      W = in.find(p + "W0_l0");
+      r->skip = W == nullptr;
+      if (W != nullptr) {
+        if (W->shape.size() != 2 || W->shape[0] != R->shape[0] || W->shape[1] <= 0)
+          return in.bad_shape(*W, "[" + std::to_string(R->shape[0]) + ", I]");
+        r->input = static_cast<int>(W->shape[1]);
+      } else {
+        r->input = r->hidden;  // skip input: layer 0 has no W, I == H
+      }
+      r->layers = count_layers(in, p, "R0_l%d");
+      r->dirs = in.find(p + "R0_l0_reverse") != nullptr ? 2 : 1;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool parse_mode(const std::string& s, Mode* out) {
+  const std::string l = lower(s);
+  for (Mode m : {Mode::lstm, Mode::gru, Mode::rnn_tanh, Mode::rnn_relu})
+    if (l == to_string(m)) {
+      *out = m;
+      return true;
+    }
+  return false;
+}
+
+bool parse_gru_variant(const std::string& s, GruVariant* out) {
+  const std::string l = lower(s);
+  if (l == "reset-after" || l == "reset_after") *out = GruVariant::reset_after;
+  else if (l == "reset-before" || l == "reset_before") *out = GruVariant::reset_before;
+  else return false;
+  return true;
+}
+
+bool parse_format(const std::string& s, WeightFormat* out) {
+  for (WeightFormat f : {WeightFormat::canonical, WeightFormat::pytorch, WeightFormat::onnx, WeightFormat::keras})
+    if (lower(s) == to_string(f)) {
+      *out = f;
+      return true;
+    }
+  return false;
+}
+
+bool parse_input_mode(const std::string& s, InputMode* out) {
+  const std::string l = lower(s);
+  if (l == "linear" || l == "linear_input") *out = InputMode::linear;
+  else if (l == "skip" || l == "skip_input") *out = InputMode::skip;
+  else if (l == "auto" || l == "auto_select") *out = InputMode::auto_select;
+  else return false;
+  return true;
+}
+
+bool float_dtype(io::ElemType type, DType* out) {
+  switch (type) {
+    case io::ElemType::f32: *out = DType::f32; return true;
+    case io::ElemType::f64: *out = DType::f64; return true;
+    case io::ElemType::f16: *out = DType::f16; return true;
+    case io::ElemType::bf16: *out = DType::bf16; return true;
+    default: return false;
+  }
+}
+
+Status load_model(const std::string& path, const ModelHints& hints, LoadedModel* out, std::string* error) {
+  io::SafeTensors file;
+  const rnncore_status rs = io::read_safetensors(path.c_str(), &file);
+  if (rs != RNNCORE_OK) {
+    *error = rnncore_last_error_detail();
+    if (error->empty()) *error = path + ": " + rnncore_status_message(rs);
+    return static_cast<Status>(rs);
+  }
+  Inspector in(file, error);
+  auto fail = [&](Status s, const std::string& what) {
+    in.fail(what);
+    return s;
+  };
+
+  // Format: flag, metadata, or the anchor tensors present.
+  std::string fmt = hints.format;
+  if (fmt.empty() && file.meta("format") != nullptr) fmt = *file.meta("format");
+  if (!fmt.empty()) {
+    if (!parse_format(fmt, &out->format))
+      return fail(Status::invalid_enum, "unknown weight format '" + fmt + "' (pytorch, onnx, keras or canonical)");
+  } else {
+    bool found = false;
+    for (const Anchor& a : kAnchors)
+      if (!found && !prefixes_for(file, a.format).empty()) {
+        out->format = a.format;
+        found = true;
+      }
+    if (!found)
+      return fail(Status::tensor_missing,
+                  "no recurrent weights found: expected a tensor named like 'weight_hh_l0' (pytorch), 'R' (onnx), "
+                  "'recurrent_kernel' (keras) or 'R0_l0' (canonical)");
+  }
+
+  // Prefix: flag, or the one prefix under which the format's anchor appears.
+  if (hints.prefix_given) {
+    out->prefix = hints.prefix;
+  } else {
+    const std::set<std::string> prefixes = prefixes_for(file, out->format);
+    if (prefixes.empty())
+      return fail(Status::tensor_missing, std::string("no ") + to_string(out->format) + " recurrent weights found");
+    if (prefixes.size() > 1) {
+      std::string list;
+      for (const std::string& p : prefixes) list += (list.empty() ? "'" : ", '") + p + "'";
+      return fail(Status::tensor_unexpected, "several recurrent models in the file (prefixes " + list + "); pass --prefix");
+    }
+    out->prefix = *prefixes.begin();
+  }
+
+  Inferred inf;
+  if (!infer_sizes(in, out->format, out->prefix, &inf)) return Status::tensor_shape;
+
+  RnnSpec& spec = out->spec;
+  spec.dtype = hints.dtype;
+  spec.input_size = inf.input;
+  spec.hidden_size = inf.hidden;
+  spec.num_layers = inf.layers;
+  spec.direction = inf.dirs == 2 ? Direction::bidirectional : Direction::unidirectional;
+  spec.input_mode = inf.skip ? InputMode::skip : InputMode::linear;
+
+  // Mode: flag, metadata, else the gate count (an Elman RNN needs to be told its activation).
+  std::string mode = hints.mode;
+  if (mode.empty() && file.meta("mode") != nullptr) mode = *file.meta("mode");
+  if (!mode.empty()) {
+    if (!parse_mode(mode, &spec.mode))
+      return fail(Status::invalid_enum, "unknown mode '" + mode + "' (lstm, gru, rnn_tanh or rnn_relu)");
+    if (num_gates(spec.mode) != inf.gates)
+      return fail(Status::tensor_shape, std::string("mode ") + to_string(spec.mode) + " has " +
+                                            std::to_string(num_gates(spec.mode)) + " gates but tensor '" + inf.anchor +
+                                            "' " + shape_string(inf.anchor_shape) + " holds " +
+                                            std::to_string(inf.gates) + " (hidden size " + std::to_string(inf.hidden) + ")");
+  } else if (inf.gates == 4) {
+    spec.mode = Mode::lstm;
+  } else if (inf.gates == 3) {
+    spec.mode = Mode::gru;
+  } else {
+    return fail(Status::invalid_enum, "tensor '" + inf.anchor + "' " + shape_string(inf.anchor_shape) +
+                                          " has one gate: an Elman RNN; pass --mode rnn_tanh or --mode rnn_relu");
+  }
+
+  // GRU variant: flag, metadata, Keras bias shape, else the format's own default.
+  if (spec.mode == Mode::gru) {
+    std::string v = hints.gru;
+    if (v.empty() && file.meta("gru") != nullptr) v = *file.meta("gru");
+    if (v.empty() && file.meta("linear_before_reset") != nullptr)
+      v = *file.meta("linear_before_reset") == "0" ? "reset-before" : "reset-after";
+    if (v.empty() && out->format == WeightFormat::keras && inf.keras_bias != nullptr)
+      v = inf.keras_bias->shape.size() == 2 ? "reset-after" : "reset-before";
+    if (v.empty()) {
+      v = out->format == WeightFormat::onnx ? "reset-before" : "reset-after";
+      out->notes.push_back("GRU variant not given; using " + v +
+                           (out->format == WeightFormat::onnx ? " (ONNX's default linear_before_reset=0)"
+                                                              : " (cuDNN / PyTorch)") + "; pass --gru to choose");
+    }
+    if (!parse_gru_variant(v, &spec.gru_variant))
+      return fail(Status::invalid_enum, "unknown GRU variant '" + v + "' (reset-after or reset-before)");
+  }
+  if (!hints.input_mode.empty()) {
+    InputMode im;
+    if (!parse_input_mode(hints.input_mode, &im))
+      return fail(Status::invalid_enum, "unknown input mode '" + hints.input_mode + "' (linear, skip or auto_select)");
+    if ((im == InputMode::skip) != inf.skip && !(im == InputMode::auto_select && inf.skip == (inf.input == inf.hidden)))
+      return fail(Status::tensor_shape, std::string("input mode ") + hints.input_mode + " does not match the file: layer 0 " +
+                                            (inf.skip ? "has no" : "has") + " input weights");
+  }
+  if (validate(spec) != Status::ok) return fail(validate(spec), last_error_detail());
+
+  // Import every tensor; integer tensors are passed with an invalid dtype so a needed one is reported.
+  std::vector<TensorView> views(file.tensors.size());
+  for (std::size_t i = 0; i < file.tensors.size(); ++i) {
+    const io::TensorEntry& e = file.tensors[i];
+    TensorView& v = views[i];
+    v.name = e.name.c_str();
+    if (!float_dtype(e.type, &v.dtype)) v.dtype = static_cast<DType>(-1);
+    // Parameters have rank ≤ 3; a deeper tensor keeps its first four dims and fails the shape check if needed.
+    v.shape.ndim = static_cast<std::int32_t>(e.shape.size() < 4 ? e.shape.size() : 4);
+    for (int d = 0; d < v.shape.ndim; ++d) v.shape.dims[d] = e.shape[d];
+    v.data = file.data(e);
+  }
+  out->canonical.assign(static_cast<std::size_t>(param_count(spec)) * dtype_size(spec.dtype), 0);
+  const Status s = import_weights(spec, out->format, views.data(), views.size(), out->prefix.c_str(), out->canonical.data());
+  if (s != Status::ok) return fail(s, last_error_detail());
+  return Status::ok;
+}
+
+}  // namespace tools
+}  // namespace rnncore

@@ -1,0 +1,52 @@
+// Loading a recurrent model from a safetensors file: the format, prefix, layers, directions, sizes
+// and mode are inferred from tensor names, shapes and metadata (DESIGN §8), then the weights are
+// imported into the canonical layout.
+#ifndef RNNCORE_TOOLS_MODEL_FILE_HPP
+#define RNNCORE_TOOLS_MODEL_FILE_HPP
+
+#include <string>
+#include <vector>
+
+#include "rnncore/rnncore.hpp"
+#include "src/io/safetensors.hpp"
+
+namespace rnncore {
+namespace tools {
+
+/// What the user pinned on the command line; empty strings mean "infer".
+struct ModelHints {
+  std::string format;      ///< pytorch | onnx | keras | canonical
+  std::string prefix;      ///< tensor-name prefix, e.g. "lstm."
+  bool prefix_given = false;
+  std::string mode;        ///< lstm | gru | rnn_tanh | rnn_relu
+  std::string gru;         ///< reset-after | reset-before
+  std::string input_mode;  ///< linear | skip | auto_select (canonical format only)
+  DType dtype = DType::f32;
+};
+
+/// A loaded model.
+struct LoadedModel {
+  RnnSpec spec;
+  WeightFormat format = WeightFormat::pytorch;
+  std::string prefix;
+  std::vector<unsigned char> canonical;  ///< param_count(spec) elements of spec.dtype
+  std::vector<std::string> notes;         ///< defaults that were chosen (printed to stderr)
+};
+
+/// Loads `path`; on failure returns the status and puts one line naming the file, tensor and
+/// expected vs found shape into *error.
+Status load_model(const std::string& path, const ModelHints& hints, LoadedModel* out, std::string* error);
+
+/// Parses a mode / GRU variant / format / input mode name; false if unknown.
+bool parse_mode(const std::string& s, Mode* out);
+bool parse_gru_variant(const std::string& s, GruVariant* out);
+bool parse_format(const std::string& s, WeightFormat* out);
+bool parse_input_mode(const std::string& s, InputMode* out);
+
+/// Converts a safetensors element type to an rnncore dtype; false for integer types.
+bool float_dtype(io::ElemType type, DType* out);
+
+}  // namespace tools
+}  // namespace rnncore
+
+#endif  // RNNCORE_TOOLS_MODEL_FILE_HPP

@@ -1,0 +1,470 @@
+// The rnncore command: run a PyTorch / ONNX / Keras / canonical model on .npy input, benchmark
+// shapes, and report what this machine and build can do (DESIGN §8).
+//
+// Exit status: 0 success; 2 usage error; 1 any other error, with one line on stderr naming the
+// file, the tensor and the expected vs found shape or type.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "rnncore/rnncore.hpp"
+#include "src/io/npy.hpp"
+#include "tools/cli_args.hpp"
+#include "tools/model_file.hpp"
+
+using namespace rnncore;
+using namespace rnncore::tools;
+
+namespace {
+
+constexpr int kUsageError = 2;
+constexpr int kError = 1;
+
+const char* const kUsage =
+    "usage: rnncore <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  run    run a recurrent model from a safetensors file on .npy input\n"
+    "  bench  time a forward pass of random weights (median of repeats)\n"
+    "  info   version, backends, CPU features and chosen kernels\n"
+    "  help   this text, or 'rnncore help <command>'\n";
+
+const char* const kRunUsage =
+    "usage: rnncore run --weights M.safetensors --input X.npy --output Y.npy [options]\n"
+    "\n"
+    "model (inferred from tensor names, shapes and safetensors metadata unless given):\n"
+    "  --format pytorch|onnx|keras|canonical   weight layout (default: detected)\n"
+    "  --prefix NAME.                          tensor-name prefix (default: detected)\n"
+    "  --mode lstm|gru|rnn_tanh|rnn_relu       cell (default: metadata 'mode', else the gate count)\n"
+    "  --gru reset-after|reset-before          GRU variant (default: metadata, else the format's own)\n"
+    "  --input-mode linear|skip|auto_select    check layer 0's input mode (canonical files)\n"
+    "  --dtype f32|f64                         compute type (default f32; f64 runs the reference)\n"
+    "inputs and outputs (.npy; float32 outputs in rnncore's layouts):\n"
+    "  --batch-first                           X is [B, T, I] and Y is [B, T, D*H] (default time-major)\n"
+    "  --seq-lengths L.npy                     [B] integer lengths, 0..T, any order\n"
+    "  --h0 F.npy  --c0 F.npy                  initial states [L*D, B, H] (default zeros)\n"
+    "  --hn F.npy  --cn F.npy                  write final states [L*D, B, H]\n"
+    "execution:\n"
+    "  --backend auto|reference|simd|gpu      (default auto)\n"
+    "  --threads N                             worker threads (default 1)\n"
+    "  --repeat N                              time N further runs and report the median (default 0)\n"
+    "checking:\n"
+    "  --expect Y.npy [--expect-hn F.npy] [--expect-cn F.npy]\n"
+    "                                          print the largest deviation from stored outputs\n"
+    "  --tolerance R                           with --expect: exit 1 if the relative error exceeds R\n";
+
+const char* const kBenchUsage =
+    "usage: rnncore bench --mode lstm|gru|rnn_tanh|rnn_relu --seq T --batch B --input I --hidden H [options]\n"
+    "\n"
+    "  --layers L          (default 1)\n"
+    "  --bidirectional\n"
+    "  --gru reset-after|reset-before\n"
+    "  --threads N         (default 1)\n"
+    "  --reps R            timed repetitions after one warm-up (default 20)\n"
+    "  --dtype f32|f64     (default f32)\n"
+    "  --backend auto|reference|simd\n"
+    "prints: median_ms=... gflops=... (2 flops per multiply-add of the matrix products)\n";
+
+const char* const kInfoUsage = "usage: rnncore info\n";
+
+int usage_error(const char* command_usage, const std::string& what) {
+  std::fprintf(stderr, "rnncore: %s\n\n%s", what.c_str(), command_usage);
+  return kUsageError;
+}
+
+int error(const std::string& line) {
+  std::fprintf(stderr, "rnncore: error: %s\n", line.c_str());
+  return kError;
+}
+
+std::string library_error(Status s) {
+  const std::string d = last_error_detail();
+  return d.empty() ? status_message(s) : d;
+}
+
+std::string shape_string(const std::vector<std::int64_t>& shape) { return io::shape_to_string(shape.data(), shape.size()); }
+
+std::string dims_string(std::initializer_list<std::string> dims) {
+  std::string s = "[";
+  for (const std::string& d : dims) s += (s.size() > 1 ? ", " : "") + d;
+  return s + "]";
+}
+
+bool parse_backend(const std::string& s, Backend* out) {
+  for (Backend b : {Backend::auto_select, Backend::reference, Backend::simd, Backend::gpu})
+    if (s == to_string(b)) {
+      *out = b;
+      return true;
+    }
+  return false;
+}
+
+// Reads a .npy of floats as `dtype` (f32 or f64) into bytes, checking its shape against `expected`
+// (-1 = any); `what` describes the expected shape for the error line.
+bool read_float_npy(const std::string& path, DType dtype, const std::vector<std::int64_t>& expected,
+                    const std::string& what, std::vector<std::int64_t>* shape, std::vector<unsigned char>* out,
+                    std::string* err) {
+  io::Array a;
+  const rnncore_status s = io::read_npy(path.c_str(), &a);
+  if (s != RNNCORE_OK) {
+    *err = rnncore_last_error_detail();
+    if (err->empty()) *err = path + ": " + rnncore_status_message(s);
+    return false;
+  }
+  bool ok = a.shape.size() == expected.size();
+  for (std::size_t i = 0; ok && i < expected.size(); ++i) ok = expected[i] < 0 || expected[i] == a.shape[i];
+  if (!ok) {
+    *err = path + ": expected shape " + what + ", found " + shape_string(a.shape);
+    return false;
+  }
+  rnncore_status cs;
+  if (dtype == DType::f64) {
+    std::vector<double> v;
+    cs = io::to_f64(a, &v);
+    out->resize(v.size() * 8);
+    if (!v.empty()) std::memcpy(out->data(), v.data(), out->size());
+  } else {
+    std::vector<float> v;
+    cs = io::to_f32(a, &v);
+    out->resize(v.size() * 4);
+    if (!v.empty()) std::memcpy(out->data(), v.data(), out->size());
+  }
+  if (cs != RNNCORE_OK) {
+    *err = path + ": expected a floating-point array, found " + io::elem_type_name(a.type);
+    return false;
+  }
+  *shape = a.shape;
+  return true;
+}
+
+// Writes `count` elements of `dtype` as float32 .npy.
+bool write_f32_npy(const std::string& path, DType dtype, const void* data, const std::vector<std::int64_t>& shape,
+                   std::string* err) {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) n *= d;
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i)
+    v[i] = dtype == DType::f64 ? static_cast<float>(static_cast<const double*>(data)[i]) : static_cast<const float*>(data)[i];
+  if (io::write_npy(path.c_str(), io::ElemType::f32, shape.data(), static_cast<int>(shape.size()), v.data()) != RNNCORE_OK) {
+    *err = rnncore_last_error_detail();
+    return false;
+  }
+  return true;
+}
+
+double element(const std::vector<unsigned char>& buf, DType dtype, std::size_t i) {
+  if (dtype == DType::f64) {
+    double d;
+    std::memcpy(&d, buf.data() + i * 8, 8);
+    return d;
+  }
+  float f;
+  std::memcpy(&f, buf.data() + i * 4, 4);
+  return f;
+}
+
+// Compares an output with a stored expectation; prints one line; returns the relative error (or -1 on error).
+double compare(const char* label, const std::vector<unsigned char>& got, DType dtype,
+               const std::vector<std::int64_t>& shape, const std::string& path, std::string* err) {
+  std::vector<std::int64_t> found;
+  std::vector<unsigned char> want;
+  if (!read_float_npy(path, DType::f64, shape, shape_string(shape), &found, &want, err)) return -1;
+  double max_abs = 0, max_ref = 0;
+  const std::size_t n = want.size() / 8;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double w = element(want, DType::f64, i), g = element(got, dtype, i);
+    max_abs = std::max(max_abs, std::isnan(g - w) ? INFINITY : std::fabs(g - w));
+    max_ref = std::max(max_ref, std::fabs(w));
+  }
+  const double rel = max_abs / std::max(max_ref, 1e-30);
+  std::printf("%s: max_abs_diff=%.3g max_rel_err=%.3g (vs %s)\n", label, max_abs, rel, path.c_str());
+  return rel;
+}
+
+int cmd_run(int argc, char** argv) {
+  Args args;
+  std::string err;
+  const std::vector<OptionSpec> known = {
+      {"weights", true},  {"input", true},     {"output", true},      {"format", true},     {"prefix", true},
+      {"mode", true},     {"gru", true},       {"input-mode", true},  {"dtype", true},      {"batch-first", false},
+      {"seq-lengths", true}, {"h0", true},     {"c0", true},          {"hn", true},         {"cn", true},
+      {"backend", true},  {"threads", true},   {"repeat", true},      {"expect", true},     {"expect-hn", true},
+      {"expect-cn", true}, {"tolerance", true}, {"help", false}};
+  if (!args.parse(argc, argv, 2, known, &err)) return usage_error(kRunUsage, err);
+  if (args.has("help")) {
+    std::fputs(kRunUsage, stdout);
+    return 0;
+  }
+  for (const char* required : {"weights", "input", "output"})
+    if (!args.has(required)) return usage_error(kRunUsage, std::string("missing --") + required);
+  long long threads = 1, repeat = 0;
+  double tolerance = -1;
+  if (!args.get_int("threads", 1, 1024, 1, &threads, &err) || !args.get_int("repeat", 0, 1000000, 0, &repeat, &err) ||
+      !args.get_double("tolerance", 0, 1e300, -1, &tolerance, &err))
+    return usage_error(kRunUsage, err);
+  ModelHints hints;
+  hints.format = args.get("format");
+  hints.prefix = args.get("prefix");
+  hints.prefix_given = args.has("prefix");
+  hints.mode = args.get("mode");
+  hints.gru = args.get("gru");
+  hints.input_mode = args.get("input-mode");
+  const std::string dtype_name = args.get("dtype", "f32");
+  if (dtype_name != "f32" && dtype_name != "f64") return usage_error(kRunUsage, "--dtype must be f32 or f64");
+  hints.dtype = dtype_name == "f64" ? DType::f64 : DType::f32;
+  Backend backend = Backend::auto_select;
+  if (!parse_backend(args.get("backend", "auto"), &backend))
+    return usage_error(kRunUsage, "--backend must be auto, reference, simd or gpu");
+  WeightFormat fmt_check;
+  if (!hints.format.empty() && !parse_format(hints.format, &fmt_check))
+    return usage_error(kRunUsage, "--format must be pytorch, onnx, keras or canonical");
+  Mode mode_check;
+  if (!hints.mode.empty() && !parse_mode(hints.mode, &mode_check))
+    return usage_error(kRunUsage, "--mode must be lstm, gru, rnn_tanh or rnn_relu");
+  GruVariant gru_check;
+  if (!hints.gru.empty() && !parse_gru_variant(hints.gru, &gru_check))
+    return usage_error(kRunUsage, "--gru must be reset-after or reset-before");
+  if (threads != 1) std::fprintf(stderr, "rnncore: note: this build runs one thread; --threads %lld ignored\n", threads);
+
+  LoadedModel model;
+  if (load_model(args.get("weights"), hints, &model, &err) != Status::ok) return error(err);
+  for (const std::string& note : model.notes) std::fprintf(stderr, "rnncore: note: %s\n", note.c_str());
+  const RnnSpec& spec = model.spec;
+  const DType dt = spec.dtype;
+  const std::size_t es = dtype_size(dt);
+  const std::int64_t L = spec.num_layers, D = num_directions(spec), H = spec.hidden_size, I = spec.input_size;
+  const bool batch_first = args.has("batch-first");
+
+  // Input: [T, B, I] or [B, T, I].
+  std::vector<std::int64_t> xshape;
+  std::vector<unsigned char> x;
+  const std::string I_s = std::to_string(I);
+  if (!read_float_npy(args.get("input"), dt, {-1, -1, I},
+                      batch_first ? dims_string({"B", "T", I_s}) + " (batch-first)" : dims_string({"T", "B", I_s}) + " (time-major)",
+                      &xshape, &x, &err))
+    return error(err);
+  const std::int64_t T = batch_first ? xshape[1] : xshape[0], B = batch_first ? xshape[0] : xshape[1];
+  if (T > (1 << 28) || B > (1 << 24)) return error(args.get("input") + ": sequence or batch too large");
+  const std::string B_s = std::to_string(B), T_s = std::to_string(T), LD_s = std::to_string(L * D), H_s = std::to_string(H);
+
+  std::vector<std::int32_t> lengths;
+  if (args.has("seq-lengths")) {
+    const std::string path = args.get("seq-lengths");
+    io::Array a;
+    if (io::read_npy(path.c_str(), &a) != RNNCORE_OK) return error(rnncore_last_error_detail());
+    if (a.shape.size() != 1 || a.shape[0] != B)
+      return error(path + ": expected shape " + dims_string({B_s}) + ", found " + shape_string(a.shape));
+    if (io::to_i32(a, &lengths) != RNNCORE_OK)
+      return error(path + ": expected integer lengths, found " + io::elem_type_name(a.type));
+    for (std::int64_t b = 0; b < B; ++b)
+      if (lengths[b] < 0 || lengths[b] > T)
+        return error(path + ": length " + std::to_string(lengths[b]) + " of row " + std::to_string(b) +
+                     " is outside 0.." + T_s);
+  }
+  const std::vector<std::int64_t> state_dims = {L * D, B, H};
+  const std::string state_what = dims_string({LD_s, B_s, H_s}) + " ([layers*directions, batch, hidden])";
+  std::vector<unsigned char> h0, c0;
+  std::vector<std::int64_t> ignored;
+  if (args.has("h0") && !read_float_npy(args.get("h0"), dt, state_dims, state_what, &ignored, &h0, &err)) return error(err);
+  if (args.has("c0") || args.has("cn") || args.has("expect-cn")) {
+    if (spec.mode != Mode::lstm)
+      return error(std::string("--c0/--cn/--expect-cn: a ") + to_string(spec.mode) + " network has no cell state");
+  }
+  if (args.has("c0") && !read_float_npy(args.get("c0"), dt, state_dims, state_what, &ignored, &c0, &err)) return error(err);
+
+  PlanOptions opt;
+  opt.max_batch = static_cast<std::int32_t>(std::max<std::int64_t>(B, 1));
+  opt.max_seq_len = static_cast<std::int32_t>(std::max<std::int64_t>(T, 1));
+  opt.backend = backend;
+  Model net;
+  Status s = Model::create(spec, opt, model.canonical.data(), &net);
+  if (s != Status::ok) return error(args.get("weights") + ": " + library_error(s));
+
+  std::vector<unsigned char> y(static_cast<std::size_t>(T * B * D * H) * es), hy(static_cast<std::size_t>(L * D * B * H) * es),
+      cy(spec.mode == Mode::lstm ? hy.size() : 0);
+  ForwardArgs fa;
+  fa.batch = static_cast<std::int32_t>(B);
+  fa.seq_len = static_cast<std::int32_t>(T);
+  fa.layout = batch_first ? Layout::batch_major : Layout::time_major;
+  fa.x = x.data();
+  fa.seq_lengths = lengths.empty() ? nullptr : lengths.data();
+  fa.h0 = h0.empty() ? nullptr : h0.data();
+  fa.c0 = c0.empty() ? nullptr : c0.data();
+  fa.y = y.data();
+  fa.hy = hy.data();
+  fa.cy = cy.empty() ? nullptr : cy.data();
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  s = net.forward(fa);
+  double first_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+  if (s != Status::ok) return error(library_error(s));
+  std::vector<double> times;
+  for (long long r = 0; r < repeat; ++r) {
+    const auto t1 = clock::now();
+    net.forward(fa);
+    times.push_back(std::chrono::duration<double, std::milli>(clock::now() - t1).count());
+  }
+  std::sort(times.begin(), times.end());
+  const double ms = times.empty() ? first_ms : times[times.size() / 2];
+
+  const std::vector<std::int64_t> yshape = batch_first ? std::vector<std::int64_t>{B, T, D * H}
+                                                       : std::vector<std::int64_t>{T, B, D * H};
+  if (!write_f32_npy(args.get("output"), dt, y.data(), yshape, &err)) return error(err);
+  if (args.has("hn") && !write_f32_npy(args.get("hn"), dt, hy.data(), state_dims, &err)) return error(err);
+  if (args.has("cn") && !write_f32_npy(args.get("cn"), dt, cy.data(), state_dims, &err)) return error(err);
+
+  std::printf("model: %s%s, %lld layer(s), %s, input %lld, hidden %lld (%s weights, prefix '%s')\n", to_string(spec.mode),
+              spec.mode == Mode::gru ? (std::string(" ") + to_string(spec.gru_variant)).c_str() : "",
+              static_cast<long long>(L), D == 2 ? "bidirectional" : "unidirectional", static_cast<long long>(I),
+              static_cast<long long>(H), to_string(model.format), model.prefix.c_str());
+  std::printf("run: T=%lld B=%lld, backend %s (%s), %.3f ms per run, %.2f us per step%s\n", static_cast<long long>(T),
+              static_cast<long long>(B), to_string(net.plan().backend()), net.plan().kernel_name(), ms,
+              T > 0 ? 1000.0 * ms / static_cast<double>(T) : 0.0,
+              times.empty() ? " (single run; --repeat N for a median)" : (" (median of " + std::to_string(times.size()) + ")").c_str());
+
+  double worst = 0;
+  struct Check {
+    const char* flag;
+    const char* label;
+    const std::vector<unsigned char>* got;
+    const std::vector<std::int64_t>* shape;
+  };
+  for (const Check& c : {Check{"expect", "y", &y, &yshape}, Check{"expect-hn", "hn", &hy, &state_dims},
+                         Check{"expect-cn", "cn", &cy, &state_dims}}) {
+    if (!args.has(c.flag)) continue;
+    const double rel = compare(c.label, *c.got, dt, *c.shape, args.get(c.flag), &err);
+    if (rel < 0) return error(err);
+    worst = std::max(worst, rel);
+  }
+  if (tolerance >= 0 && worst > tolerance) return error("relative error " + std::to_string(worst) + " exceeds --tolerance");
+  return 0;
+}
+
+int cmd_bench(int argc, char** argv) {
+  Args args;
+  std::string err;
+  const std::vector<OptionSpec> known = {{"mode", true},   {"seq", true},     {"batch", true}, {"input", true},
+                                         {"hidden", true}, {"layers", true},  {"bidirectional", false},
+                                         {"gru", true},    {"threads", true}, {"reps", true},  {"dtype", true},
+                                         {"backend", true}, {"help", false}};
+  if (!args.parse(argc, argv, 2, known, &err)) return usage_error(kBenchUsage, err);
+  if (args.has("help")) {
+    std::fputs(kBenchUsage, stdout);
+    return 0;
+  }
+  RnnSpec spec;
+  if (!parse_mode(args.get("mode", "lstm"), &spec.mode)) return usage_error(kBenchUsage, "--mode must be lstm, gru, rnn_tanh or rnn_relu");
+  if (args.has("gru") && !parse_gru_variant(args.get("gru"), &spec.gru_variant))
+    return usage_error(kBenchUsage, "--gru must be reset-after or reset-before");
+  long long T, B, I, H, L, threads, reps;
+  if (!args.get_int("seq", 1, 1 << 20, 100, &T, &err) || !args.get_int("batch", 1, 1 << 16, 1, &B, &err) ||
+      !args.get_int("input", 1, 1 << 16, 512, &I, &err) || !args.get_int("hidden", 1, 1 << 16, 512, &H, &err) ||
+      !args.get_int("layers", 1, kMaxLayers, 1, &L, &err) || !args.get_int("threads", 1, 1024, 1, &threads, &err) ||
+      !args.get_int("reps", 1, 1000000, 20, &reps, &err))
+    return usage_error(kBenchUsage, err);
+  const std::string dtype_name = args.get("dtype", "f32");
+  if (dtype_name != "f32" && dtype_name != "f64")
+    return usage_error(kBenchUsage, "--dtype must be f32 or f64 in this build (bf16/f16 weights are not built yet)");
+  spec.dtype = dtype_name == "f64" ? DType::f64 : DType::f32;
+  spec.input_size = static_cast<int>(I);
+  spec.hidden_size = static_cast<int>(H);
+  spec.num_layers = static_cast<int>(L);
+  spec.direction = args.has("bidirectional") ? Direction::bidirectional : Direction::unidirectional;
+  PlanOptions opt;
+  opt.max_batch = static_cast<int>(B);
+  opt.max_seq_len = static_cast<int>(T);
+  if (!parse_backend(args.get("backend", "auto"), &opt.backend)) return usage_error(kBenchUsage, "--backend must be auto, reference, simd or gpu");
+  if (threads != 1) std::fprintf(stderr, "rnncore: note: this build runs one thread; --threads %lld ignored\n", threads);
+
+  const std::int64_t n = param_count(spec);
+  if (validate(spec) != Status::ok) return error(last_error_detail());
+  std::vector<unsigned char> w(static_cast<std::size_t>(n) * dtype_size(spec.dtype));
+  std::uint64_t r = 12345;
+  auto next = [&r]() {  // small LCG: benchmark data only needs to be non-degenerate
+    r = r * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<double>(r >> 11) * 0x1.0p-53 - 0.5;
+  };
+  const std::size_t es = dtype_size(spec.dtype);
+  auto fill = [&](std::vector<unsigned char>& v, double scale) {
+    for (std::size_t i = 0; i < v.size() / es; ++i) {
+      if (spec.dtype == DType::f64) reinterpret_cast<double*>(v.data())[i] = scale * next();
+      else reinterpret_cast<float*>(v.data())[i] = static_cast<float>(scale * next());
+    }
+  };
+  fill(w, 0.2);
+  Model net;
+  Status s = Model::create(spec, opt, w.data(), &net);
+  if (s != Status::ok) return error(library_error(s));
+  const std::int64_t D = num_directions(spec);
+  std::vector<unsigned char> x(static_cast<std::size_t>(T * B * I) * es), y(static_cast<std::size_t>(T * B * D * H) * es);
+  fill(x, 2.0);
+  ForwardArgs fa;
+  fa.batch = static_cast<int>(B);
+  fa.seq_len = static_cast<int>(T);
+  fa.x = x.data();
+  fa.y = y.data();
+  using clock = std::chrono::steady_clock;
+  net.forward(fa);  // warm-up
+  std::vector<double> ms;
+  for (long long i = 0; i < reps; ++i) {
+    const auto t0 = clock::now();
+    s = net.forward(fa);
+    ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
+    if (s != Status::ok) return error(library_error(s));
+  }
+  std::sort(ms.begin(), ms.end());
+  const double median = ms[ms.size() / 2];
+  double flops = 0;  // 2 · G·H · (I_l + H) per step, row, layer and direction
+  for (int l = 0; l < L; ++l)
+    flops += 2.0 * num_gates(spec.mode) * H * (layer_input_size(spec, l) + H) * T * B * D;
+  std::printf("%s %s T=%lld B=%lld I=%lld H=%lld L=%lld %s threads=%lld backend=%s kernel=%s reps=%lld\n",
+              to_string(spec.mode), dtype_name.c_str(), T, B, I, H, L, D == 2 ? "bidirectional" : "unidirectional",
+              threads, to_string(net.plan().backend()), net.plan().kernel_name(), reps);
+  std::printf("median_ms=%.4f gflops=%.2f\n", median, flops / (median * 1e6));
+  return 0;
+}
+
+int cmd_info(int argc, char** argv) {
+  Args args;
+  std::string err;
+  if (!args.parse(argc, argv, 2, {{"help", false}}, &err)) return usage_error(kInfoUsage, err);
+  std::printf("rnncore %s\n", version_string());
+  Isa isas[8];
+  const int n = available_isas(isas, 8);
+  std::printf("cpu simd: ");
+  for (int i = 0; i < n; ++i) std::printf("%s%s", i ? " " : "", to_string(isas[i]));
+  std::printf("%s\n", n == 0 ? "(none usable)" : "");
+  std::printf("backends: reference (f32, f64)%s, gpu: not built\n", n > 0 ? ", simd (f32)" : "");
+  RnnSpec spec;
+  spec.input_size = spec.hidden_size = 8;
+  Plan plan;
+  if (Plan::create(spec, PlanOptions{}, &plan) == Status::ok) std::printf("f32 kernels: %s\n", plan.kernel_name());
+  spec.dtype = DType::f64;
+  if (Plan::create(spec, PlanOptions{}, &plan) == Status::ok) std::printf("f64 kernels: %s\n", plan.kernel_name());
+  std::printf("env RNNCORE_MAX_ISA caps the instruction set (none, sse2, avx2, avx512, neon)\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage_error(kUsage, "missing command");
+  const std::string cmd = argv[1];
+  if (cmd == "run") return cmd_run(argc, argv);
+  if (cmd == "bench") return cmd_bench(argc, argv);
+  if (cmd == "info") return cmd_info(argc, argv);
+  if (cmd == "help" || cmd == "--help" || cmd == "-h") {
+    const std::string topic = argc > 2 ? argv[2] : "";
+    std::fputs(topic == "run" ? kRunUsage : topic == "bench" ? kBenchUsage : topic == "info" ? kInfoUsage : kUsage, stdout);
+    return 0;
+  }
+  if (cmd == "--version") {
+    std::printf("rnncore %s\n", version_string());
+    return 0;
+  }
+  return usage_error(kUsage, "unknown command '" + cmd + "'");
+}
