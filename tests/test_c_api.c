@@ -1,0 +1,132 @@
+/* The C API from C99: plan in a static arena, import PyTorch-layout weights, run, compare with
+ * the same network run through the C++ reference (checked by value here against a closed form). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rnncore/rnncore.h"
+
+static int failures = 0;
+#define EXPECT(cond)                                                   \
+  do {                                                                 \
+    if (!(cond)) {                                                     \
+      fprintf(stderr, "%s:%d: EXPECT(%s) failed\n", __FILE__, __LINE__, #cond); \
+      ++failures;                                                      \
+    }                                                                  \
+  } while (0)
+
+/* Static arena, as firmware would have it; sizes are checked against the plan at start-up. */
+static unsigned char arena[64 * 1024] __attribute__((aligned(RNNCORE_ALIGNMENT)));
+
+int main(void) {
+  rnncore_spec spec;
+  rnncore_plan_options opt;
+  rnncore_plan plan;
+  rnncore_spec_init(&spec);
+  spec.mode = RNNCORE_MODE_RNN_TANH;
+  spec.input_size = 1;
+  spec.hidden_size = 1;
+  EXPECT(rnncore_validate(&spec) == RNNCORE_OK);
+  EXPECT(rnncore_param_count(&spec) == 4);
+  EXPECT(rnncore_num_gates(RNNCORE_MODE_LSTM) == 4);
+
+  rnncore_plan_options_init(&opt);
+  opt.max_batch = 1;
+  opt.max_seq_len = 3;
+  EXPECT(rnncore_plan_create(&spec, &opt, &plan) == RNNCORE_OK);
+  {
+    const size_t packed_bytes = rnncore_plan_packed_weight_bytes(&plan);
+    const size_t ws_bytes = rnncore_plan_workspace_bytes(&plan);
+    const size_t ws_offset = (packed_bytes + RNNCORE_ALIGNMENT - 1) / RNNCORE_ALIGNMENT * RNNCORE_ALIGNMENT;
+    void* packed = arena;
+    void* ws = arena + ws_offset;
+    /* h_t = tanh(w x_t + b_ih + r h_{t-1} + b_hh) with w = 0.5, r = -0.25, biases 0.1 and 0.2 */
+    const float w_ih[1] = {0.5f}, w_hh[1] = {-0.25f}, b_ih[1] = {0.1f}, b_hh[1] = {0.2f};
+    rnncore_tensor_view t[4];
+    float canonical[4];
+    const float x[3] = {1.0f, -2.0f, 0.5f};
+    float y[3], hy[1];
+    double h = 0.0;
+    int i;
+    rnncore_forward_args args;
+    EXPECT(ws_offset + ws_bytes <= sizeof arena);
+    memset(t, 0, sizeof t);
+    t[0].name = "weight_ih_l0"; t[0].data = w_ih;
+    t[1].name = "weight_hh_l0"; t[1].data = w_hh;
+    t[2].name = "bias_ih_l0"; t[2].data = b_ih;
+    t[3].name = "bias_hh_l0"; t[3].data = b_hh;
+    for (i = 0; i < 4; ++i) {
+      t[i].dtype = RNNCORE_F32;
+      t[i].shape.ndim = i < 2 ? 2 : 1;
+      t[i].shape.dims[0] = 1;
+      t[i].shape.dims[1] = 1;
+    }
+    EXPECT(rnncore_import_weights(&spec, RNNCORE_FORMAT_PYTORCH, t, 4, "", canonical) == RNNCORE_OK);
+    EXPECT(rnncore_plan_pack_weights(&plan, canonical, packed, packed_bytes) == RNNCORE_OK);
+    rnncore_forward_args_init(&args);
+    args.batch = 1;
+    args.seq_len = 3;
+    args.x = x;
+    args.y = y;
+    args.hy = hy;
+    EXPECT(rnncore_forward(&plan, packed, ws, ws_bytes, &args) == RNNCORE_OK);
+    for (i = 0; i < 3; ++i) {
+      h = tanh(0.5 * x[i] + 0.1 + -0.25 * h + 0.2);
+      EXPECT(fabs(y[i] - h) < 1e-6);
+    }
+    EXPECT(fabs(hy[0] - h) < 1e-6);
+
+    /* Errors come back as codes with a detail line. */
+    args.seq_len = 4;
+    EXPECT(rnncore_forward(&plan, packed, ws, ws_bytes, &args) == RNNCORE_ERR_SEQ_TOO_LONG);
+    EXPECT(strstr(rnncore_last_error_detail(), "max_seq_len = 3") != NULL);
+    EXPECT(strcmp(rnncore_status_message(RNNCORE_ERR_SEQ_TOO_LONG), "seq_len exceeds the plan's max_seq_len") == 0);
+    EXPECT(rnncore_forward(&plan, packed, ws, ws_bytes, NULL) == RNNCORE_ERR_NULL_POINTER);
+  }
+  {
+    rnncore_shape shapes[8];
+    int count = 0;
+    rnncore_shape st;
+    rnncore_tensor_info info;
+    spec.mode = RNNCORE_MODE_GRU;
+    spec.input_size = 3;
+    spec.hidden_size = 2;
+    spec.direction = RNNCORE_BIDIRECTIONAL;
+    EXPECT(rnncore_canonical_weight_shapes(&spec, shapes, 8, &count) == RNNCORE_OK);
+    EXPECT(count == 12);
+    EXPECT(shapes[0].dims[0] == 2 && shapes[0].dims[1] == 3);
+    st = rnncore_state_shape(&spec, 4);
+    EXPECT(st.ndim == 3 && st.dims[0] == 2 && st.dims[1] == 4 && st.dims[2] == 2);
+    EXPECT(rnncore_format_tensor_count(&spec, RNNCORE_FORMAT_ONNX) == 3);
+    EXPECT(rnncore_format_tensor_info(&spec, RNNCORE_FORMAT_ONNX, 0, "gru.", &info) == RNNCORE_OK);
+    EXPECT(strcmp(info.name, "gru.W") == 0 && info.shape.dims[0] == 2 && info.shape.dims[1] == 6);
+    EXPECT(rnncore_canonical_offset(&spec, 0, 1, RNNCORE_PARAM_INPUT_WEIGHT, 0) == 3 * (6 + 4 + 4));
+    spec.hidden_size = 0;
+    EXPECT(rnncore_validate(&spec) == RNNCORE_ERR_INVALID_SIZE);
+    EXPECT(rnncore_param_count(&spec) == 0);
+  }
+  {
+    rnncore_model* model = NULL;
+    float canonical[4] = {1.0f, 0.0f, 0.0f, 0.0f};
+    const float x[2] = {0.25f, 0.5f};
+    float y[2];
+    rnncore_forward_args args;
+    spec.mode = RNNCORE_MODE_RNN_RELU;
+    spec.input_size = spec.hidden_size = 1;
+    spec.direction = RNNCORE_UNIDIRECTIONAL;
+    opt.max_seq_len = 2;
+    EXPECT(rnncore_model_create(&spec, &opt, canonical, &model) == RNNCORE_OK);
+    rnncore_forward_args_init(&args);
+    args.batch = 1;
+    args.seq_len = 2;
+    args.x = x;
+    args.y = y;
+    EXPECT(rnncore_model_forward(model, &args) == RNNCORE_OK);
+    EXPECT(y[0] == 0.25f && y[1] == 0.5f); /* relu(w x) with w = 1, r = 0 */
+    EXPECT(rnncore_plan_backend(rnncore_model_plan(model)) != RNNCORE_BACKEND_AUTO);
+    rnncore_model_destroy(model);
+    rnncore_model_destroy(NULL);
+  }
+  printf("%s (%d failures)\n", failures ? "FAIL" : "PASS", failures);
+  return failures ? 1 : 0;
+}
