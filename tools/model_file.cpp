@@ -271,8 +271,15 @@ Status load_model(const std::string& path, const ModelHints& hints, LoadedModel*
     out->prefix = hints.prefix;
   } else {
     const std::set<std::string> prefixes = prefixes_for(file, out->format);
-    if (prefixes.empty())
-      return fail(Status::tensor_missing, std::string("no ") + to_string(out->format) + " recurrent weights found");
+    if (prefixes.empty()) {
+      std::string names;
+      for (const Anchor& a : kAnchors)
+        if (a.format == out->format)
+          for (const char* n : a.names)
+            if (n != nullptr) names += (names.empty() ? "'" : " or '") + std::string(n) + "'";
+      return fail(Status::tensor_missing, std::string("no ") + to_string(out->format) +
+                                              " recurrent weights found (expected a tensor named " + names + ")");
+    }
     if (prefixes.size() > 1) {
       std::string list;
       for (const std::string& p : prefixes) list += (list.empty() ? "'" : ", '") + p + "'";

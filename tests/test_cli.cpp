@@ -1,0 +1,278 @@
+// The rnncore command as a user runs it (DESIGN §8): every golden case through `rnncore run` from
+// weights-only files (no metadata: layers, directions, sizes and mode are inferred), and the error
+// contract — exit 2 for usage, exit 1 with one line naming the file, tensor and shapes, never a crash.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <dirent.h>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+#include "src/io/npy.hpp"
+#include "src/io/safetensors.hpp"
+#include "tests/test_util.hpp"
+
+using namespace rnncore;
+using namespace rnncore_test;
+
+namespace {
+
+std::string tool() {
+  const char* p = std::getenv("RNNCORE_TOOL");
+  REQUIRE_MESSAGE(p != nullptr, "RNNCORE_TOOL is not set (meson sets it)");
+  return p;
+}
+
+std::string temp_dir() {
+  static std::string dir;
+  if (dir.empty()) {
+    char tmpl[] = "/tmp/rnncore_cli_XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    dir = tmpl;
+  }
+  return dir;
+}
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+Result run(const std::string& args) {
+  const std::string out = temp_dir() + "/stdout.txt", err = temp_dir() + "/stderr.txt";
+  const std::string cmd = tool() + " " + args + " >" + out + " 2>" + err;
+  const int status = std::system(cmd.c_str());
+  Result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+std::vector<std::string> list_cases(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0) out.push_back(dir + "/" + n);
+    }
+    closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Writes tensor `name` of a golden file as .npy.
+void extract(const io::SafeTensors& f, const std::string& name, const std::string& path) {
+  io::Array a;
+  REQUIRE(f.array(name, &a) == RNNCORE_OK);
+  REQUIRE(io::write_npy(path.c_str(), a.type, a.shape.data(), static_cast<int>(a.shape.size()), a.bytes.data()) == RNNCORE_OK);
+}
+
+double compare_npy(const std::string& got_path, const io::SafeTensors& f, const std::string& expected) {
+  io::Array got, want;
+  REQUIRE(io::read_npy(got_path.c_str(), &got) == RNNCORE_OK);
+  REQUIRE(f.array(expected, &want) == RNNCORE_OK);
+  REQUIRE(got.shape == want.shape);
+  CHECK(got.type == io::ElemType::f32);
+  std::vector<double> g, w;
+  REQUIRE(io::to_f64(got, &g) == RNNCORE_OK);
+  REQUIRE(io::to_f64(want, &w) == RNNCORE_OK);
+  return rel_error(g.data(), w.data(), w.size());
+}
+
+// Runs one golden case through the tool from a weights-only copy of its file.
+void run_golden(const std::string& path) {
+  INFO(path);
+  io::SafeTensors f;
+  REQUIRE(io::read_safetensors(path.c_str(), &f) == RNNCORE_OK);
+  const bool onnx = *f.meta("format") == "onnx";
+  const std::string mode = *f.meta("mode");
+  const std::string d = temp_dir();
+  std::vector<io::TensorToWrite> weights;
+  for (const io::TensorEntry& e : f.tensors) {
+    const bool param = onnx ? (e.name == "W" || e.name == "R" || e.name == "B") : e.name.compare(0, 4, "rnn.") == 0;
+    if (param) weights.push_back({e.name, e.type, e.shape, f.data(e)});
+  }
+  REQUIRE(io::write_safetensors((d + "/w.safetensors").c_str(), weights, {}) == RNNCORE_OK);
+  extract(f, "input", d + "/x.npy");
+  std::string args = "run --weights " + d + "/w.safetensors --input " + d + "/x.npy --output " + d + "/y.npy --hn " + d + "/hn.npy";
+  if (mode == "lstm") args += " --cn " + d + "/cn.npy";
+  if (mode == "rnn_tanh" || mode == "rnn_relu") args += " --mode " + mode;  // one gate: the activation must be given
+  if (mode == "gru" && onnx && *f.meta("gru") == "reset-after") args += " --gru reset-after";  // ONNX default is reset-before
+  if (*f.meta("batch_first") == "1") args += " --batch-first";
+  const char* h0 = onnx ? "initial_h" : "h0";
+  const char* c0 = onnx ? "initial_c" : "c0";
+  const char* len = onnx ? "sequence_lens" : "seq_lengths";
+  if (f.find(h0) != nullptr) {
+    extract(f, h0, d + "/h0.npy");
+    args += " --h0 " + d + "/h0.npy";
+  }
+  if (f.find(c0) != nullptr) {
+    extract(f, c0, d + "/c0.npy");
+    args += " --c0 " + d + "/c0.npy";
+  }
+  if (f.find(len) != nullptr) {
+    extract(f, len, d + "/len.npy");
+    args += " --seq-lengths " + d + "/len.npy";
+  }
+  const Result r = run(args);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(compare_npy(d + "/y.npy", f, "expected.y") < 1e-5);
+  CHECK(compare_npy(d + "/hn.npy", f, "expected.hn") < 1e-5);
+  if (mode == "lstm") CHECK(compare_npy(d + "/cn.npy", f, "expected.cn") < 1e-5);
+}
+
+std::string src(const std::string& rel) { return std::string(RNNCORE_SOURCE_DIR) + "/" + rel; }
+const std::string kModel = "examples/models/lstm_small";
+
+// An error run: exit 1 and exactly one stderr line "rnncore: error: ..." containing `fragment`.
+void expect_error(const std::string& args, const std::string& fragment) {
+  const Result r = run(args);
+  INFO(args);
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.compare(0, 16, "rnncore: error: ") == 0);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(r.err.find(fragment) != std::string::npos);
+}
+
+std::string base_args() {
+  return "run --weights " + src(kModel + ".safetensors") + " --input " + src(kModel + "_input.npy") + " --output " +
+         temp_dir() + "/out.npy";
+}
+
+void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes, std::size_t n) {
+  std::ofstream o(path, std::ios::binary);
+  o.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(n));
+}
+
+std::vector<std::uint8_t> read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<std::uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+TEST_CASE("cli: the bundled example reproduces PyTorch") {
+  const Result r = run(base_args() + " --expect " + src(kModel + "_expected_y.npy") + " --expect-hn " +
+                       src(kModel + "_expected_hn.npy") + " --expect-cn " + src(kModel + "_expected_cn.npy") +
+                       " --tolerance 1e-5");
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("model: lstm, 2 layer(s), unidirectional, input 16, hidden 32") != std::string::npos);
+  CHECK(r.out.find("y: max_abs_diff=") != std::string::npos);
+}
+
+TEST_CASE("cli: every golden case through rnncore run with inferred specs") {
+  for (const char* dir : {"tests/golden/pytorch", "tests/golden/onnx"}) {
+    const auto cases = list_cases(src(dir));
+    REQUIRE(cases.size() >= 20);
+    for (const std::string& c : cases) run_golden(c);
+  }
+}
+
+TEST_CASE("cli: usage errors exit 2") {
+  CHECK(run("").code == 2);
+  CHECK(run("frobnicate").code == 2);
+  CHECK(run("run --input x.npy --output y.npy").code == 2);
+  CHECK(run(base_args() + " --no-such-flag").code == 2);
+  CHECK(run(base_args() + " --threads zero").code == 2);
+  CHECK(run(base_args() + " --backend quantum").code == 2);
+  CHECK(run(base_args() + " --mode lstm --mode gru").code == 2);
+  CHECK(run("run --help").code == 0);
+  CHECK(run("help").code == 0);
+  CHECK(run("info").code == 0);
+}
+
+TEST_CASE("cli: bad files and shapes exit 1 with one line naming the file, tensor and shapes") {
+  const std::string d = temp_dir();
+  expect_error("run --weights " + d + "/absent.safetensors --input x.npy --output y.npy", "absent.safetensors");
+
+  // Truncated and lying weight files: never a crash, always the file's name.
+  const std::vector<std::uint8_t> good = read_bytes(src(kModel + ".safetensors"));
+  REQUIRE(good.size() > 1000);
+  for (std::size_t n : {std::size_t{0}, std::size_t{5}, std::size_t{8}, std::size_t{9}, std::size_t{200}, good.size() / 2, good.size() - 1}) {
+    write_bytes(d + "/trunc.safetensors", good, n);
+    expect_error("run --weights " + d + "/trunc.safetensors --input " + src(kModel + "_input.npy") + " --output " + d + "/o.npy",
+                 "trunc.safetensors");
+  }
+  std::vector<std::uint8_t> lying = good;
+  lying[0] = 0xff;  // header length far beyond the file
+  write_bytes(d + "/lying.safetensors", lying, lying.size());
+  expect_error("run --weights " + d + "/lying.safetensors --input " + src(kModel + "_input.npy") + " --output " + d + "/o.npy",
+               "lying.safetensors");
+
+  // Input shape and type.
+  const float bad_x[2 * 3 * 5] = {};
+  const std::int64_t bad_shape[3] = {2, 3, 5};
+  REQUIRE(io::write_npy((d + "/x5.npy").c_str(), io::ElemType::f32, bad_shape, 3, bad_x) == RNNCORE_OK);
+  expect_error("run --weights " + src(kModel + ".safetensors") + " --input " + d + "/x5.npy --output " + d + "/o.npy",
+               "x5.npy: expected shape [T, B, 16] (time-major), found [2, 3, 5]");
+  const std::int32_t ints[2 * 3 * 16] = {};
+  const std::int64_t x_shape[3] = {2, 3, 16};
+  REQUIRE(io::write_npy((d + "/xi.npy").c_str(), io::ElemType::i32, x_shape, 3, ints) == RNNCORE_OK);
+  expect_error("run --weights " + src(kModel + ".safetensors") + " --input " + d + "/xi.npy --output " + d + "/o.npy",
+               "expected a floating-point array, found I32");
+  std::vector<std::uint8_t> npy = read_bytes(src(kModel + "_input.npy"));
+  write_bytes(d + "/xt.npy", npy, npy.size() - 7);
+  expect_error("run --weights " + src(kModel + ".safetensors") + " --input " + d + "/xt.npy --output " + d + "/o.npy", "xt.npy");
+
+  // Lengths and states.
+  const std::int32_t lengths[4] = {50, 51, 0, 3};
+  const std::int64_t len_shape[1] = {4};
+  REQUIRE(io::write_npy((d + "/len.npy").c_str(), io::ElemType::i32, len_shape, 1, lengths) == RNNCORE_OK);
+  expect_error(base_args() + " --seq-lengths " + d + "/len.npy", "len.npy: length 51 of row 1 is outside 0..50");
+  const std::int64_t len3_shape[1] = {3};
+  REQUIRE(io::write_npy((d + "/len3.npy").c_str(), io::ElemType::i32, len3_shape, 1, lengths) == RNNCORE_OK);
+  expect_error(base_args() + " --seq-lengths " + d + "/len3.npy", "len3.npy: expected shape [4], found [3]");
+  const float h0[2 * 4 * 31] = {};
+  const std::int64_t h0_shape[3] = {2, 4, 31};
+  REQUIRE(io::write_npy((d + "/h0.npy").c_str(), io::ElemType::f32, h0_shape, 3, h0) == RNNCORE_OK);
+  expect_error(base_args() + " --h0 " + d + "/h0.npy", "h0.npy: expected shape [2, 4, 32]");
+
+  // Model inference disagreements.
+  expect_error(base_args() + " --mode gru", "mode gru has 3 gates but tensor 'lstm.weight_hh_l0' [128, 32] holds 4");
+  expect_error(base_args() + " --prefix nope.", "tensor 'nope.weight_hh_l0' is missing");
+  expect_error(base_args() + " --format onnx", "no onnx recurrent weights found (expected a tensor named 'R' or 'R_l0')");
+  expect_error(base_args() + " --backend gpu", "no GPU support");
+}
+
+TEST_CASE("cli: an Elman RNN needs its activation; missing or extra tensors are named") {
+  const std::string d = temp_dir();
+  const float w[6] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f};
+  std::vector<io::TensorToWrite> t = {{"weight_ih_l0", io::ElemType::f32, {2, 3}, w},
+                                      {"weight_hh_l0", io::ElemType::f32, {2, 2}, w}};
+  REQUIRE(io::write_safetensors((d + "/rnn.safetensors").c_str(), t, {}) == RNNCORE_OK);
+  const float x[3] = {1, 2, 3};
+  const std::int64_t xs[3] = {1, 1, 3};
+  REQUIRE(io::write_npy((d + "/x3.npy").c_str(), io::ElemType::f32, xs, 3, x) == RNNCORE_OK);
+  const std::string args = "run --weights " + d + "/rnn.safetensors --input " + d + "/x3.npy --output " + d + "/o.npy";
+  expect_error(args, "pass --mode rnn_tanh or --mode rnn_relu");
+  CHECK(run(args + " --mode rnn_relu").code == 0);
+  expect_error(args + " --mode rnn_tanh --c0 " + d + "/x3.npy", "has no cell state");
+
+  t.push_back({"weight_ih_l0_reverse", io::ElemType::f32, {2, 3}, w});  // reverse direction without its weight_hh
+  REQUIRE(io::write_safetensors((d + "/rnn2.safetensors").c_str(), t, {}) == RNNCORE_OK);
+  expect_error("run --weights " + d + "/rnn2.safetensors --input " + d + "/x3.npy --output " + d + "/o.npy --mode rnn_tanh",
+               "weight_ih_l0_reverse");
+  std::vector<io::TensorToWrite> two = {{"a.weight_hh_l0", io::ElemType::f32, {2, 2}, w},
+                                        {"b.weight_hh_l0", io::ElemType::f32, {2, 2}, w}};
+  REQUIRE(io::write_safetensors((d + "/two.safetensors").c_str(), two, {}) == RNNCORE_OK);
+  expect_error("run --weights " + d + "/two.safetensors --input " + d + "/x3.npy --output " + d + "/o.npy",
+               "several recurrent models in the file (prefixes 'a.', 'b.'); pass --prefix");
+}
