@@ -99,12 +99,15 @@ void run_golden(const std::string& path) {
   INFO(path);
   io::SafeTensors f;
   REQUIRE(io::read_safetensors(path.c_str(), &f) == RNNCORE_OK);
-  const bool onnx = *f.meta("format") == "onnx";
+  const bool onnx = *f.meta("format") == "onnx", keras = *f.meta("format") == "keras";
   const std::string mode = *f.meta("mode");
   const std::string d = temp_dir();
   std::vector<io::TensorToWrite> weights;
   for (const io::TensorEntry& e : f.tensors) {
-    const bool param = onnx ? (e.name == "W" || e.name == "R" || e.name == "B") : e.name.compare(0, 4, "rnn.") == 0;
+    const bool param = onnx    ? (e.name == "W" || e.name == "R" || e.name == "B")
+                       : keras ? (e.name.compare(0, 6, "kernel") == 0 || e.name.compare(0, 16, "recurrent_kernel") == 0 ||
+                                  e.name.compare(0, 4, "bias") == 0)
+                               : e.name.compare(0, 4, "rnn.") == 0;
     if (param) weights.push_back({e.name, e.type, e.shape, f.data(e)});
   }
   REQUIRE(io::write_safetensors((d + "/w.safetensors").c_str(), weights, {}) == RNNCORE_OK);
@@ -113,6 +116,7 @@ void run_golden(const std::string& path) {
   if (mode == "lstm") args += " --cn " + d + "/cn.npy";
   if (mode == "rnn_tanh" || mode == "rnn_relu") args += " --mode " + mode;  // one gate: the activation must be given
   if (mode == "gru" && onnx && *f.meta("gru") == "reset-after") args += " --gru reset-after";  // ONNX default is reset-before
+  if (mode == "gru" && keras && f.find("bias") == nullptr) args += " --gru " + *f.meta("gru");  // no bias shape to tell
   if (*f.meta("batch_first") == "1") args += " --batch-first";
   const char* h0 = onnx ? "initial_h" : "h0";
   const char* c0 = onnx ? "initial_c" : "c0";
@@ -179,7 +183,7 @@ TEST_CASE("cli: the bundled example reproduces PyTorch") {
 }
 
 TEST_CASE("cli: every golden case through rnncore run with inferred specs") {
-  for (const char* dir : {"tests/golden/pytorch", "tests/golden/onnx"}) {
+  for (const char* dir : {"tests/golden/pytorch", "tests/golden/onnx", "tests/golden/keras"}) {
     const auto cases = list_cases(src(dir));
     REQUIRE(cases.size() >= 20);
     for (const std::string& c : cases) run_golden(c);

@@ -1,5 +1,6 @@
 // Golden tests: every case made by tests/golden/make_pytorch_golden.py (PyTorch 1.13, float64) and
-// tests/golden/make_onnx_golden.py (ONNX's reference implementations), run through the library's
+// tests/golden/make_onnx_golden.py (ONNX's reference implementations) and
+// tests/golden/make_keras_golden.py (TensorFlow 2.21 / Keras 3 layers), run through the library's
 // importers and every backend: the f64 reference, the f32 reference and each SIMD instruction set
 // this machine has. Tolerances: relative error (∞-norm, tests/golden/README.md) ≤ 1e-10 for f64,
 // ≤ 1e-5 for f32.
@@ -74,9 +75,10 @@ void load_case(const std::string& path, GoldenCase* c) {
   c->T = std::stoi(meta(f, "seq_len"));
   c->B = std::stoi(meta(f, "batch"));
   c->batch_first = meta(f, "batch_first") == "1";
-  const bool onnx = meta(f, "format") == "onnx";
-  c->format = onnx ? WeightFormat::onnx : WeightFormat::pytorch;
-  c->prefix = onnx ? "" : "rnn.";
+  const std::string format = meta(f, "format");
+  const bool onnx = format == "onnx";
+  c->format = onnx ? WeightFormat::onnx : format == "keras" ? WeightFormat::keras : WeightFormat::pytorch;
+  c->prefix = format == "pytorch" ? "rnn." : "";
   c->h0_name = onnx ? "initial_h" : "h0";
   c->c0_name = onnx ? "initial_c" : "c0";
   c->lengths_name = onnx ? "sequence_lens" : "seq_lengths";
@@ -181,6 +183,12 @@ void run_all_backends(const std::string& path) {
 TEST_CASE("golden: PyTorch nn.LSTM / nn.GRU / nn.RNN, all modes, 1-3 layers, uni/bidirectional, lengths") {
   const auto cases = list_cases(golden_dir("pytorch"));
   REQUIRE(cases.size() >= 48);
+  for (const std::string& p : cases) run_all_backends(p);
+}
+
+TEST_CASE("golden: Keras layouts (LSTM, GRU reset_after True/False, SimpleRNN) against TensorFlow/Keras layers") {
+  const auto cases = list_cases(golden_dir("keras"));
+  REQUIRE(cases.size() >= 23);
   for (const std::string& p : cases) run_all_backends(p);
 }
 

@@ -329,9 +329,10 @@ Status load_model(const std::string& path, const ModelHints& hints, LoadedModel*
       v = inf.keras_bias->shape.size() == 2 ? "reset-after" : "reset-before";
     if (v.empty()) {
       v = out->format == WeightFormat::onnx ? "reset-before" : "reset-after";
-      out->notes.push_back("GRU variant not given; using " + v +
-                           (out->format == WeightFormat::onnx ? " (ONNX's default linear_before_reset=0)"
-                                                              : " (cuDNN / PyTorch)") + "; pass --gru to choose");
+      const char* why = out->format == WeightFormat::onnx    ? " (ONNX's default linear_before_reset=0)"
+                        : out->format == WeightFormat::keras ? " (Keras' default reset_after=True; the file has no bias to tell)"
+                                                             : " (cuDNN / PyTorch)";
+      out->notes.push_back("GRU variant not given; using " + v + why + "; pass --gru to choose");
     }
     if (!parse_gru_variant(v, &spec.gru_variant))
       return fail(Status::invalid_enum, "unknown GRU variant '" + v + "' (reset-after or reset-before)");
