@@ -80,6 +80,8 @@ struct mul_portable {};
 
 template <class Arch>
 using u32_batch = xsimd::batch<std::uint32_t, Arch>;
+template <class Arch>
+using i32_batch = xsimd::batch<std::int32_t, Arch>;
 
 namespace detail {
 
@@ -161,6 +163,26 @@ inline void mulhilo(u32_batch<Arch> const& a, std::uint32_t m, u32_batch<Arch>& 
   else
     mulhilo_native<Arch>(a, m, hi, lo, Arch{});
 }
+
+/// Mask values from uniform words: scale_bits where u < threshold (unsigned), else 0. Generic form:
+/// the unsigned compare as a signed compare of sign-flipped values (native on every ISA), then select.
+template <class Arch>
+inline i32_batch<Arch> keep_values(u32_batch<Arch> const& u, i32_batch<Arch> const& thr_flipped,
+                                   i32_batch<Arch> const& scale_bits, xsimd::generic const&) {
+  using I = i32_batch<Arch>;
+  return xsimd::select((xsimd::bitwise_cast<I>(u) ^ I(INT32_MIN)) < thr_flipped, scale_bits, I(0));
+}
+
+#if XSIMD_WITH_AVX512F
+// AVX-512F has the unsigned compare and a zero-masking move. (This also sidesteps xsimd 8.1's
+// integer select for avx512bw, which GCC 12 rejects at -O0 where _mm512_mask_blend_epi8 is a macro.)
+template <class Arch>
+inline i32_batch<Arch> keep_values(u32_batch<Arch> const& u, i32_batch<Arch> const& thr_flipped,
+                                   i32_batch<Arch> const& scale_bits, xsimd::avx512f const&) {
+  const __m512i thr = _mm512_xor_si512(thr_flipped, _mm512_set1_epi32(INT32_MIN));
+  return _mm512_maskz_mov_epi32(_mm512_cmplt_epu32_mask(u, thr), scale_bits);
+}
+#endif
 
 /// One Philox round on batches, with the round key (k0, k1).
 template <class Arch, class Mul>
@@ -334,41 +356,37 @@ inline void mask_row(std::uint64_t seed, std::uint64_t step, std::uint32_t site,
   const detail::row_constants rc = detail::make_row_constants(seed, step, site, row);
   const std::uint32_t groups = rnncore_mask_groups(width);
   const B offsets = B::load_aligned(layout.offset);
-  // Unsigned u < threshold as a signed compare of sign-flipped values (native on every ISA).
-  const I flip(INT32_MIN);
-  const I thr = xsimd::bitwise_cast<I>(B(params.threshold)) ^ flip;
+  // The threshold with its sign bit flipped, for keep_values' signed compare.
+  const I thr(static_cast<std::int32_t>(params.threshold ^ 0x80000000u));
   std::uint32_t scale_bits;
   std::memcpy(&scale_bits, &params.scale, sizeof scale_bits);
-  const I scale_i(static_cast<std::int32_t>(scale_bits)), zero_i(0);
+  const I scale_i(static_cast<std::int32_t>(scale_bits));
   const std::uint32_t c0_base = t_prime * groups;  // wraps mod 2^32, as the scalar code
-  auto block = [&](std::uint32_t q, I& v0, I& v1, I& v2, I& v3) {
+  alignas(64) float tail[4 * N];
+  std::uint32_t q = 0;
+  for (std::size_t u = 0; u < width; q += static_cast<std::uint32_t>(N), u += 4 * N) {
     B x0, x1, x2, x3;
     detail::philox_row_block<Arch, Mul>(B(c0_base + q) + offsets, rc, x0, x1, x2, x3);
-    v0 = xsimd::select((xsimd::bitwise_cast<I>(x0) ^ flip) < thr, scale_i, zero_i);
-    v1 = xsimd::select((xsimd::bitwise_cast<I>(x1) ^ flip) < thr, scale_i, zero_i);
-    v2 = xsimd::select((xsimd::bitwise_cast<I>(x2) ^ flip) < thr, scale_i, zero_i);
-    v3 = xsimd::select((xsimd::bitwise_cast<I>(x3) ^ flip) < thr, scale_i, zero_i);
+    I v0 = detail::keep_values<Arch>(x0, thr, scale_i, Arch{});
+    I v1 = detail::keep_values<Arch>(x1, thr, scale_i, Arch{});
+    I v2 = detail::keep_values<Arch>(x2, thr, scale_i, Arch{});
+    I v3 = detail::keep_values<Arch>(x3, thr, scale_i, Arch{});
     detail::transpose4<Arch>(v0, v1, v2, v3);
-  };
-  std::uint32_t q = 0;
-  std::size_t u = 0;
-  I v0, v1, v2, v3;
-  for (; static_cast<std::size_t>(width) - u >= 4 * N; q += static_cast<std::uint32_t>(N), u += 4 * N) {
-    block(q, v0, v1, v2, v3);
-    xsimd::bitwise_cast<F>(v0).store_unaligned(out + u);
-    xsimd::bitwise_cast<F>(v1).store_unaligned(out + u + N);
-    xsimd::bitwise_cast<F>(v2).store_unaligned(out + u + 2 * N);
-    xsimd::bitwise_cast<F>(v3).store_unaligned(out + u + 3 * N);
+    const bool full = static_cast<std::size_t>(width) - u >= 4 * N;
+    float* dst = full ? out + u : tail;  // the last, partial block goes through tail
+    xsimd::bitwise_cast<F>(v0).store_unaligned(dst);
+    xsimd::bitwise_cast<F>(v1).store_unaligned(dst + N);
+    xsimd::bitwise_cast<F>(v2).store_unaligned(dst + 2 * N);
+    xsimd::bitwise_cast<F>(v3).store_unaligned(dst + 3 * N);
+    if (!full) std::memcpy(out + u, tail, (width - u) * sizeof(float));
   }
-  if (u < width) {
-    alignas(64) float tail[4 * N];
-    block(q, v0, v1, v2, v3);
-    xsimd::bitwise_cast<F>(v0).store_aligned(tail);
-    xsimd::bitwise_cast<F>(v1).store_aligned(tail + N);
-    xsimd::bitwise_cast<F>(v2).store_aligned(tail + 2 * N);
-    xsimd::bitwise_cast<F>(v3).store_aligned(tail + 3 * N);
-    std::memcpy(out + u, tail, (width - u) * sizeof(float));
-  }
+}
+
+/// True when mask_row<Arch> runs vectorised. False only if xsimd's zip_lo / zip_hi were to permute
+/// lanes in a way the 4x4 transposes cannot undo, in which case mask_row uses the scalar code.
+template <class Arch>
+inline bool mask_row_is_vectorised() {
+  return detail::get_lane_layout<Arch>().valid;
 }
 
 /// True when mul_native uses an ISA widening multiply for Arch (false: it falls back to mul_portable).

@@ -640,20 +640,23 @@ rnncore_status read_file_bytes(const char* path, std::vector<std::uint8_t>* out)
   if (file == nullptr) {
     return detail::fail(RNNCORE_ERR_IO, "%s: cannot open for reading: %s", path, std::strerror(errno));
   }
-  // The size is only a hint (the file may change or be a pipe); the loop below
-  // reads until EOF and grows the buffer as needed.
-  std::size_t capacity = 1 << 16;
+  // The size from seeking is only a hint: the file may change, be a pipe, or be
+  // a directory (whose "size" can be huge). So the first read uses a small
+  // buffer, which fails on a directory, and only then does the buffer grow to
+  // the hint; past it, it doubles until EOF.
+  const std::size_t first_chunk = 1 << 16;
+  std::size_t hint = 0;
   if (std::fseek(file, 0, SEEK_END) == 0) {
     const long end = std::ftell(file);
-    if (end > 0) capacity = static_cast<std::size_t>(end) + 1;
-    std::rewind(file);
+    if (end > 0) hint = static_cast<std::size_t>(end);
   }
-  std::vector<std::uint8_t> buffer(capacity);
+  std::rewind(file);
+  std::vector<std::uint8_t> buffer(hint < first_chunk ? hint + 1 : first_chunk);
   std::size_t used = 0;
   for (;;) {
     used += std::fread(buffer.data() + used, 1, buffer.size() - used, file);
     if (used < buffer.size()) break;  // EOF or error, told apart below
-    buffer.resize(buffer.size() * 2);
+    buffer.resize(hint >= buffer.size() ? hint + 1 : buffer.size() * 2);
   }
   const bool failed = std::ferror(file) != 0;
   const int saved_errno = errno;
