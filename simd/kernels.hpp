@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "rnncore/philox.h"
+
 namespace rnncore {
 namespace simd {
 
@@ -45,6 +47,9 @@ struct StepArgs {
   float* c = nullptr;                    ///< LSTM cell state, rows of Hp floats (updated in place)
   float* rh = nullptr;                   ///< GRU reset-before scratch: r ⊙ h, rows of Hp
   float* z = nullptr;                    ///< GRU reset-before scratch: z, rows of Hp
+  const float* mask_h = nullptr;         ///< state dropout: rows of Hp mask values (1/keep or 0) for h, or null
+  const float* mask_c = nullptr;         ///< state dropout for the LSTM c, or null
+  std::int64_t mask_row_stride = 0;      ///< floats between mask rows (0: one row shared by the batch)
   float* y = nullptr;                    ///< output row base for this step (H floats per row written)
   std::int64_t y_row_stride = 0;
   const std::uint8_t* active = nullptr;  ///< per row: 1 if this step is within the row's length
@@ -60,6 +65,9 @@ struct F32Kernels {
   /// Full step for every cell but GRU reset-before, which runs phase 1 (r, z, r⊙h) then phase 2 (n, h).
   void (*step[kCellCount])(const StepArgs&);
   void (*gru_reset_before_phase2)(const StepArgs&);
+  /// One row of a dropout mask (1/keep or 0 per unit), bit-identical to rnncore_mask_row.
+  void (*mask_row)(std::uint64_t seed, std::uint64_t step, std::uint32_t site, std::uint32_t t_prime, std::uint32_t row,
+                   std::uint32_t width, const rnncore_mask_params& params, float* out);
 };
 
 // One table per instruction set compiled in (null when not built).

@@ -14,6 +14,9 @@
 #include <cstdint>
 #include <type_traits>
 
+// philox_simd.hpp first: it includes xsimd under pragmas that quiet GCC 12's AVX-512 headers.
+#include "simd/philox_simd.hpp"
+
 #include <xsimd/xsimd.hpp>
 
 #include "simd/kernels.hpp"
@@ -144,6 +147,15 @@ void gemm(const GemmArgs& a) {
 
 // ---- recurrent steps ----
 
+// Stores a new state vector, multiplied by its state-dropout mask when there is one: the next step
+// and the final state see the dropped state; the output does not.
+template <class Arch>
+inline void store_state(const StepArgs& s, float* dst, vf<Arch> v, const float* mask, int row, std::ptrdiff_t u) {
+  const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(row) * s.hidden_padded + u;
+  if (mask != nullptr) v *= vf<Arch>::load_aligned(mask + row * s.mask_row_stride + u);
+  v.store_aligned(dst + at);
+}
+
 // Per-row epilogue of one unit block; `acc` holds the recurrent pre-activations of the row's G gates.
 template <class Arch, Cell C>
 inline void cell_epilogue(const StepArgs& s, int row, int j, const vf<Arch>* acc) {
@@ -167,9 +179,9 @@ inline void cell_epilogue(const StepArgs& s, int row, int j, const vf<Arch>* acc
     const vf<Arch> g = xsimd::tanh(acc[2] + vf<Arch>::load_aligned(px + 2 * V));
     const vf<Arch> o = sigmoid<Arch>(acc[3] + vf<Arch>::load_aligned(px + 3 * V));
     const vf<Arch> c = xsimd::fma(f, vf<Arch>::load_aligned(s.c + hrow + u), i * g);
-    c.store_aligned(s.c + hrow + u);
     const vf<Arch> h = o * xsimd::tanh(c);
-    h.store_aligned(s.h_next + hrow + u);
+    store_state(s, s.c, c, s.mask_c, row, u);
+    store_state(s, s.h_next, h, s.mask_h, row, u);
     store_first<Arch>(y, h, units);
   } else if constexpr (C == Cell::gru_reset_after) {
     const vf<Arch> r = sigmoid<Arch>(acc[0] + vf<Arch>::load_aligned(px));
@@ -178,7 +190,7 @@ inline void cell_epilogue(const StepArgs& s, int row, int j, const vf<Arch>* acc
                                               vf<Arch>::load_aligned(px + 2 * V)));
     const vf<Arch> hp = vf<Arch>::load_aligned(s.h_prev + hrow + u);
     const vf<Arch> h = xsimd::fma(z, hp - n, n);
-    h.store_aligned(s.h_next + hrow + u);
+    store_state(s, s.h_next, h, s.mask_h, row, u);
     store_first<Arch>(y, h, units);
   } else if constexpr (C == Cell::gru_reset_before) {  // phase 1: r and z; the n gate needs all of r ⊙ h
     const vf<Arch> r = sigmoid<Arch>(acc[0] + vf<Arch>::load_aligned(px));
@@ -188,7 +200,7 @@ inline void cell_epilogue(const StepArgs& s, int row, int j, const vf<Arch>* acc
   } else {
     const vf<Arch> pre = acc[0] + vf<Arch>::load_aligned(px);
     const vf<Arch> h = C == Cell::rnn_tanh ? xsimd::tanh(pre) : xsimd::max(pre, vf<Arch>(0.0f));
-    h.store_aligned(s.h_next + hrow + u);
+    store_state(s, s.h_next, h, s.mask_h, row, u);
     store_first<Arch>(y, h, units);
   }
 }
@@ -243,7 +255,7 @@ void gru_reset_before_phase2(const StepArgs& s) {
           const float* px = s.proj + row * s.proj_row_stride + u * 3;
           const vf<Arch> n = xsimd::tanh(acc[m][0] + vf<Arch>::load_aligned(px + 2 * V));
           const vf<Arch> h = xsimd::fma(vf<Arch>::load_aligned(s.z + hrow + u), hp - n, n);
-          h.store_aligned(s.h_next + hrow + u);
+          store_state(s, s.h_next, h, s.mask_h, row, u);
           store_first<Arch>(y, h, s.hidden - j * V);
         }
       });
@@ -258,7 +270,8 @@ constexpr F32Kernels make_kernels(const char* name) {
                     &gemm<Arch>,
                     {&step<Arch, Cell::lstm>, &step<Arch, Cell::gru_reset_after>, &step<Arch, Cell::gru_reset_before>,
                      &step<Arch, Cell::rnn_tanh>, &step<Arch, Cell::rnn_relu>},
-                    &gru_reset_before_phase2<Arch>};
+                    &gru_reset_before_phase2<Arch>,
+                    &simd_detail::mask_row<Arch>};
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // The forward driver: checks a run's arguments, then walks layers and directions, handing each
-// (layer, direction) to the plan's backend with views of its input, output and state slots.
+// (layer, direction) to the plan's backend with views of its input, output and state slots, and
+// applies inter-layer dropout between layers.
 #include <cstring>
 
+#include "src/internal/dropout.hpp"
 #include "src/internal/error.hpp"
 #include "src/internal/plan_impl.hpp"
 
@@ -28,6 +30,10 @@ Status check_args(const PlanImpl& p, const void* packed, const void* workspace, 
                  "forward: workspace has %zu bytes, the plan needs %zu", workspace_bytes, p.ws.total);
   RNNCORE_ENSURE(a.layout == Layout::time_major || a.layout == Layout::batch_major, Status::invalid_enum,
                  "forward: layout = %d is not a layout", static_cast<int>(a.layout));
+  RNNCORE_ENSURE(a.run_mode >= RunMode::inference && a.run_mode <= RunMode::monte_carlo, Status::invalid_enum,
+                 "forward: run_mode = %d is not a run mode", static_cast<int>(a.run_mode));
+  RNNCORE_ENSURE(!a.count_steps, Status::unsupported,
+                 "forward: count_steps needs a Model (a Plan is stateless: pass the step yourself)");
   RNNCORE_ENSURE(a.batch >= 0 && a.batch <= p.options.max_batch, a.batch < 0 ? Status::invalid_size : Status::batch_too_large,
                  "forward: batch = %d, plan max_batch = %d", a.batch, p.options.max_batch);
   RNNCORE_ENSURE(a.seq_len >= 0 && a.seq_len <= p.options.max_seq_len,
@@ -36,15 +42,29 @@ Status check_args(const PlanImpl& p, const void* packed, const void* workspace, 
   const bool has_rows = a.batch > 0 && a.seq_len > 0;
   RNNCORE_ENSURE(!has_rows || a.x != nullptr, Status::null_pointer, "forward: x is null");
   RNNCORE_ENSURE(!has_rows || a.y != nullptr, Status::null_pointer, "forward: y is null");
-  const bool lstm = p.spec.mode == Mode::lstm;
-  RNNCORE_ENSURE(lstm || (a.c0 == nullptr && a.cy == nullptr), Status::unsupported,
-                 "forward: %s given for a %s network; only LSTM has a cell state", a.c0 != nullptr ? "c0" : "cy",
-                 to_string(p.spec.mode));
+  bool any_lstm = false;
+  for (int l = 0; l < p.stack.num_layers; ++l) any_lstm = any_lstm || p.layers[l].mode == Mode::lstm;
+  RNNCORE_ENSURE(any_lstm || (a.c0 == nullptr && a.cy == nullptr), Status::unsupported,
+                 "forward: %s given for a network without LSTM layers; only LSTM has a cell state",
+                 a.c0 != nullptr ? "c0" : "cy");
   if (a.seq_lengths != nullptr)
     for (int b = 0; b < a.batch; ++b)
       RNNCORE_ENSURE(a.seq_lengths[b] >= 0 && a.seq_lengths[b] <= a.seq_len, Status::bad_length,
                      "forward: seq_lengths[%d] = %d, must be 0..seq_len (%d)", b, a.seq_lengths[b], a.seq_len);
   return Status::ok;
+}
+
+// Inter-layer dropout on a layer's time-major output [T, B, width] in the workspace.
+template <class T>
+void drop_layer_output(const PlanImpl& p, const detail::Mask& m, const detail::RunDropout& run, T* out, int steps,
+                       int batch, T* mask) {
+  const int width = static_cast<int>(m.width);
+  for (int t = 0; t < steps; ++t)
+    for (int b = 0; b < batch; ++b) {
+      T* row = out + (static_cast<std::int64_t>(t) * batch + b) * width;
+      detail::mask_row(p.kernels, m, run, t, b, mask);
+      for (int u = 0; u < width; ++u) row[u] *= mask[u];
+    }
 }
 
 }  // namespace
@@ -55,19 +75,26 @@ Status Plan::forward(const void* packed, void* workspace, std::size_t workspace_
   RNNCORE_RETURN_IF_ERROR(check_args(p, packed, workspace, workspace_bytes, a));
   if (a.batch == 0) return Status::ok;
 
-  const RnnSpec& s = p.spec;
-  const std::int64_t T = a.seq_len, B = a.batch, H = s.hidden_size, D = p.dirs, L = s.num_layers;
-  const std::size_t es = dtype_size(s.dtype);
+  const StackSpec& st = p.stack;
+  const std::int64_t T = a.seq_len, B = a.batch, L = st.num_layers;
+  const std::size_t es = dtype_size(st.dtype);
   const bool batch_major = a.layout == Layout::batch_major;
   auto* ws = static_cast<unsigned char*>(workspace);
   const auto* pk = static_cast<const unsigned char*>(packed);
+  detail::RunDropout run;
+  run.on = a.run_mode != RunMode::inference && p.any_dropout;
+  run.seed = a.seed;
+  run.step = static_cast<std::uint32_t>(a.step);
+  run.row_ids = a.row_ids;
 
   for (int l = 0; l < L; ++l) {
-    const std::int64_t in_w = p.layers[l].input_size, out_w = D * H;
+    const detail::LayerPlan& lp = p.layers[l];
+    const std::int64_t in_w = lp.input_size, H = lp.hidden, out_w = lp.dirs * H;
     DirectionIO io;
     io.steps = a.seq_len;
     io.batch = a.batch;
     io.lengths = a.seq_lengths;
+    io.dropout = run;
     if (l == 0) {  // the caller's input, in its layout
       io.x = a.x;
       io.x_st = batch_major ? in_w : B * in_w;
@@ -87,18 +114,31 @@ Status Plan::forward(const void* packed, void* workspace, std::size_t workspace_
       io.y_st = B * out_w;
       io.y_sb = out_w;
     }
-    for (int d = 0; d < D; ++d) {
-      const std::size_t slot = static_cast<std::size_t>((l * D + d) * B * H) * es;
+    for (int d = 0; d < lp.dirs; ++d) {
+      const std::size_t slot = static_cast<std::size_t>(state_offset(st, a.batch, l, d)) * es;
       io.reverse = d == 1;
       io.y = out == nullptr ? nullptr : out + static_cast<std::size_t>(d * H) * es;
       io.h0 = a.h0 == nullptr ? nullptr : static_cast<const unsigned char*>(a.h0) + slot;
-      io.c0 = a.c0 == nullptr ? nullptr : static_cast<const unsigned char*>(a.c0) + slot;
+      io.c0 = a.c0 == nullptr || lp.mode != Mode::lstm ? nullptr : static_cast<const unsigned char*>(a.c0) + slot;
       io.hy = a.hy == nullptr ? nullptr : static_cast<unsigned char*>(a.hy) + slot;
       io.cy = a.cy == nullptr ? nullptr : static_cast<unsigned char*>(a.cy) + slot;
       if (p.backend == Backend::simd)
         detail::simd_run_direction(p, l, d, io, pk, ws);
       else
         detail::reference_run_direction(p, l, d, io, pk, ws);
+    }
+    // A non-LSTM layer has no cell state: its cy block is zero.
+    if (a.cy != nullptr && lp.mode != Mode::lstm)
+      std::memset(static_cast<unsigned char*>(a.cy) + static_cast<std::size_t>(state_offset(st, a.batch, l, 0)) * es, 0,
+                  static_cast<std::size_t>(lp.dirs * B * H) * es);
+    const detail::Mask inter = detail::inter_layer_mask(st, run, l);
+    if (inter.active) {
+      if (st.dtype == DType::f64)
+        drop_layer_output(p, inter, run, reinterpret_cast<double*>(out), a.seq_len, a.batch,
+                          reinterpret_cast<double*>(ws + p.ws.scratch[0]));
+      else
+        drop_layer_output(p, inter, run, reinterpret_cast<float*>(out), a.seq_len, a.batch,
+                          reinterpret_cast<float*>(ws + p.ws.scratch[0]));
     }
   }
   return Status::ok;

@@ -25,7 +25,8 @@ void Model::release() {
   workspace_ = nullptr;
 }
 
-Model::Model(Model&& other) noexcept : plan_(other.plan_), packed_(other.packed_), workspace_(other.workspace_) {
+Model::Model(Model&& other) noexcept
+    : plan_(other.plan_), packed_(other.packed_), workspace_(other.workspace_), step_(other.step_) {
   other.packed_ = nullptr;
   other.workspace_ = nullptr;
 }
@@ -36,15 +37,21 @@ Model& Model::operator=(Model&& other) noexcept {
     plan_ = other.plan_;
     packed_ = std::exchange(other.packed_, nullptr);
     workspace_ = std::exchange(other.workspace_, nullptr);
+    step_ = other.step_;
   }
   return *this;
 }
 
 Status Model::create(const RnnSpec& spec, const PlanOptions& options, const void* canonical, Model* out) {
+  RNNCORE_RETURN_IF_ERROR(validate(spec));
+  return create(to_stack(spec), options, canonical, out);
+}
+
+Status Model::create(const StackSpec& stack, const PlanOptions& options, const void* canonical, Model* out) {
   RNNCORE_ENSURE(out != nullptr, Status::null_pointer, "Model::create: out is null");
   RNNCORE_ENSURE(canonical != nullptr, Status::null_pointer, "Model::create: canonical weights are null");
   Model m;
-  RNNCORE_RETURN_IF_ERROR(Plan::create(spec, options, &m.plan_));
+  RNNCORE_RETURN_IF_ERROR(Plan::create(stack, options, &m.plan_));
   m.packed_ = allocate_aligned(m.plan_.packed_weight_bytes());
   m.workspace_ = allocate_aligned(m.plan_.workspace_bytes());
   RNNCORE_ENSURE(m.packed_ != nullptr && m.workspace_ != nullptr, Status::out_of_memory,
@@ -57,7 +64,13 @@ Status Model::create(const RnnSpec& spec, const PlanOptions& options, const void
 
 Status Model::forward(const ForwardArgs& args) {
   RNNCORE_ENSURE(packed_ != nullptr, Status::weights_not_packed, "Model::forward: the model was not created");
-  return plan_.forward(packed_, workspace_, plan_.workspace_bytes(), args);
+  if (!args.count_steps) return plan_.forward(packed_, workspace_, plan_.workspace_bytes(), args);
+  ForwardArgs counted = args;
+  counted.count_steps = false;
+  counted.step = step_;
+  const Status s = plan_.forward(packed_, workspace_, plan_.workspace_bytes(), counted);
+  if (s == Status::ok && args.run_mode != RunMode::inference) ++step_;  // inference runs draw no masks
+  return s;
 }
 
 }  // namespace rnncore

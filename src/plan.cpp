@@ -1,10 +1,12 @@
 // Planning: backend choice, exact buffer sizes and offsets; weight packing entry point.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <initializer_list>
 #include <new>
 #include <type_traits>
 
+#include "src/internal/dropout.hpp"
 #include "src/internal/error.hpp"
 #include "src/internal/plan_impl.hpp"
 #include "src/internal/spec_internal.hpp"
@@ -50,17 +52,20 @@ std::uint64_t fnv1a(std::uint64_t h, std::int64_t v) {
 }
 
 std::uint64_t packed_fingerprint(const PlanImpl& p) {
-  const RnnSpec& s = p.spec;
   std::uint64_t h = 0xcbf29ce484222325ull;
-  for (std::int64_t v : {std::int64_t(s.mode), std::int64_t(s.gru_variant), std::int64_t(s.input_size),
-                         std::int64_t(s.hidden_size), std::int64_t(s.num_layers), std::int64_t(s.direction),
-                         std::int64_t(uses_skip_input(s)), std::int64_t(s.dtype), std::int64_t(p.backend),
-                         std::int64_t(p.vector)})
+  for (std::int64_t v : {std::int64_t(p.stack.input_size), std::int64_t(p.stack.num_layers), std::int64_t(p.stack.dtype),
+                         std::int64_t(p.backend), std::int64_t(p.vector)})
     h = fnv1a(h, v);
+  for (int l = 0; l < p.stack.num_layers; ++l) {
+    const LayerPlan& lp = p.layers[l];
+    for (std::int64_t v : {std::int64_t(lp.mode), std::int64_t(lp.gru_variant), std::int64_t(lp.hidden),
+                           std::int64_t(lp.dirs), std::int64_t(lp.skip_input)})
+      h = fnv1a(h, v);
+  }
   return h;
 }
 
-Status choose_backend(const RnnSpec& spec, const PlanOptions& options, PlanImpl* p) {
+Status choose_backend(const StackSpec& stack, const PlanOptions& options, PlanImpl* p) {
   Backend want = options.backend;
   RNNCORE_ENSURE(want >= Backend::auto_select && want <= Backend::gpu, Status::invalid_enum,
                  "options.backend = %d is not a backend", static_cast<int>(want));
@@ -68,7 +73,7 @@ Status choose_backend(const RnnSpec& spec, const PlanOptions& options, PlanImpl*
     return fail_status(Status::backend_unavailable, "backend gpu: this build has no GPU support (configure with -Dgpu=cuda or -Dgpu=hip)");
   if (want == Backend::simd || want == Backend::auto_select) {
     Isa isa = Isa::none;
-    const simd::F32Kernels* k = spec.dtype == DType::f32 ? select_f32_kernels(options.max_isa, &isa) : nullptr;
+    const simd::F32Kernels* k = stack.dtype == DType::f32 ? select_f32_kernels(options.max_isa, &isa) : nullptr;
     if (k != nullptr) {
       p->backend = Backend::simd;
       p->isa = isa;
@@ -78,85 +83,133 @@ Status choose_backend(const RnnSpec& spec, const PlanOptions& options, PlanImpl*
       return Status::ok;
     }
     RNNCORE_ENSURE(want == Backend::auto_select, Status::backend_unavailable,
-                   spec.dtype != DType::f32 ? "backend simd computes f32; spec.dtype is %s (use the reference backend)"
-                                            : "backend simd: no SIMD kernels for this machine or build (%s)",
-                   spec.dtype != DType::f32 ? to_string(spec.dtype) : to_string(options.max_isa));
+                   stack.dtype != DType::f32 ? "backend simd computes f32; the dtype is %s (use the reference backend)"
+                                             : "backend simd: no SIMD kernels for this machine or build (%s)",
+                   stack.dtype != DType::f32 ? to_string(stack.dtype) : to_string(options.max_isa));
   }
   p->backend = Backend::reference;
   p->isa = Isa::none;
   p->vector = 1;
-  std::snprintf(p->kernel_name, sizeof p->kernel_name, "%s_rnn__reference", to_string(spec.dtype));
+  std::snprintf(p->kernel_name, sizeof p->kernel_name, "%s_rnn__reference", to_string(stack.dtype));
   return Status::ok;
 }
 
-void layout_reference(PlanImpl* p) {
-  const RnnSpec& s = p->spec;
-  const std::uint64_t es = dtype_size(s.dtype), H = s.hidden_size, B = p->options.max_batch,
-                      T = p->options.max_seq_len;
-  Arena packed(kPackedHeaderBytes);
-  packed.take(static_cast<std::uint64_t>(param_count(s)), es);
-  p->packed_bytes = packed.size();
-  p->hidden_stride = s.hidden_size;
+// Regions shared by both backends: inner-layer outputs, per-direction scratch rows.
+void layout_common(PlanImpl* p, Arena* ws, std::uint64_t es) {
+  const StackSpec& st = p->stack;
+  const std::uint64_t B = p->options.max_batch, T = p->options.max_seq_len;
+  std::uint64_t inner_out = 0;
+  for (int l = 0; l + 1 < st.num_layers; ++l)
+    inner_out = std::max<std::uint64_t>(inner_out, static_cast<std::uint64_t>(p->layers[l].dirs) * p->layers[l].hidden);
+  WorkspaceLayout& w = p->ws;
+  if (st.num_layers > 1) w.layer_out[0] = ws->take(T * B * inner_out, es);
+  if (st.num_layers > 2) w.layer_out[1] = ws->take(T * B * inner_out, es);
+  for (int d = 0; d < 2; ++d) w.scratch[d] = ws->take(static_cast<std::uint64_t>(kScratchRows) * p->max_width, es);
+  w.active = ws->take(B, 1);
+}
 
+void layout_reference(PlanImpl* p) {
+  const StackSpec& st = p->stack;
+  const std::uint64_t es = dtype_size(st.dtype), B = p->options.max_batch;
+  Arena packed(kPackedHeaderBytes);
+  packed.take(static_cast<std::uint64_t>(param_count(st)), es);
+  p->packed_bytes = packed.size();
+
+  std::uint64_t state = 0;
+  bool lstm = false;
+  for (int l = 0; l < st.num_layers; ++l) {
+    p->layers[l].hidden_stride = p->layers[l].hidden;
+    state = std::max<std::uint64_t>(state, p->layers[l].hidden);
+    lstm = lstm || p->layers[l].mode == Mode::lstm;
+  }
   Arena ws(0);
   WorkspaceLayout& w = p->ws;
-  for (int d = 0; d < p->dirs; ++d) {
-    w.h[d][0] = ws.take(B * H, es);
-    w.h[d][1] = ws.take(B * H, es);
-    if (s.mode == Mode::lstm) w.c[d] = ws.take(B * H, es);
+  for (int d = 0; d < 2; ++d) {
+    w.h[d][0] = ws.take(B * state, es);
+    w.h[d][1] = ws.take(B * state, es);
+    if (lstm) w.c[d] = ws.take(B * state, es);
   }
-  w.gates = ws.take(static_cast<std::uint64_t>(p->gates) * H, es);
-  if (s.num_layers > 1) w.layer_out[0] = ws.take(T * B * p->dirs * H, es);
-  if (s.num_layers > 2) w.layer_out[1] = ws.take(T * B * p->dirs * H, es);
+  layout_common(p, &ws, es);
   w.total = ws.size();
   if (packed.overflow() || ws.overflow()) w.total = ~std::size_t{0};
 }
 
 void layout_simd(PlanImpl* p) {
-  const RnnSpec& s = p->spec;
-  const std::uint64_t V = p->vector, H = s.hidden_size, G = p->gates, B = p->options.max_batch,
-                      T = p->options.max_seq_len;
-  const std::uint64_t Hp = static_cast<std::uint64_t>(round_up(s.hidden_size, p->vector));
-  const bool reset_before = s.mode == Mode::gru && s.gru_variant == GruVariant::reset_before;
-  p->hidden_stride = static_cast<std::int32_t>(Hp);
-  (void)V;
-
+  const StackSpec& st = p->stack;
+  const std::uint64_t V = static_cast<std::uint64_t>(p->vector), B = p->options.max_batch, T = p->options.max_seq_len;
   Arena packed(kPackedHeaderBytes);
-  for (int l = 0; l < s.num_layers; ++l) {
+  std::uint64_t proj = 0, state = 0, x_cell = 0;
+  bool lstm = false, reset_before = false, state_masks = false;
+  for (int l = 0; l < st.num_layers; ++l) {
     LayerPlan& lp = p->layers[l];
-    for (int d = 0; d < p->dirs; ++d) {
+    const std::uint64_t H = lp.hidden, G = lp.gates, Hp = (H + V - 1) / V * V;
+    const bool rb = lp.cell == simd::Cell::gru_reset_before;
+    lp.hidden_stride = static_cast<std::int32_t>(Hp);
+    for (int d = 0; d < lp.dirs; ++d) {
       DirectionPack& dp = lp.dir[d];
       if (!lp.skip_input) dp.w_panel = packed.take(Hp * lp.input_size * G, 4);
-      if (reset_before) {
+      if (rb) {
         dp.r_panel = packed.take(Hp * H * 2, 4);
         dp.r_panel_n = packed.take(Hp * H, 4);
       } else {
         dp.r_panel = packed.take(Hp * H * G, 4);
       }
       dp.bias = packed.take(Hp * G, 4);
-      if (s.mode == Mode::gru && !reset_before) dp.bias_rn = packed.take(Hp, 4);
+      if (lp.cell == simd::Cell::gru_reset_after) dp.bias_rn = packed.take(Hp, 4);
     }
+    proj = std::max(proj, T * B * G * Hp);
+    state = std::max(state, B * Hp);
+    if (lp.input_dropout) x_cell = std::max<std::uint64_t>(x_cell, T * B * static_cast<std::uint64_t>(lp.input_size));
+    lstm = lstm || lp.mode == Mode::lstm;
+    reset_before = reset_before || rb;
+    state_masks = state_masks || lp.state_dropout;
   }
   p->packed_bytes = packed.size();
 
   Arena ws(0);
   WorkspaceLayout& w = p->ws;
-  for (int d = 0; d < p->dirs; ++d) {
-    w.proj[d] = ws.take(T * B * G * Hp, 4);
-    w.h[d][0] = ws.take(B * Hp, 4);
-    w.h[d][1] = ws.take(B * Hp, 4);
-    if (s.mode == Mode::lstm) w.c[d] = ws.take(B * Hp, 4);
+  for (int d = 0; d < 2; ++d) {
+    w.proj[d] = ws.take(proj, 4);
+    w.h[d][0] = ws.take(state, 4);
+    w.h[d][1] = ws.take(state, 4);
+    if (lstm) w.c[d] = ws.take(state, 4);
     if (reset_before) {
-      w.rh[d] = ws.take(B * Hp, 4);
-      w.z[d] = ws.take(B * Hp, 4);
+      w.rh[d] = ws.take(state, 4);
+      w.z[d] = ws.take(state, 4);
+    }
+    if (x_cell > 0) w.x_cell[d] = ws.take(x_cell, 4);
+    if (state_masks) {
+      w.mask_h[d] = ws.take(state, 4);
+      if (lstm) w.mask_c[d] = ws.take(state, 4);
     }
   }
-  if (s.num_layers > 1) w.layer_out[0] = ws.take(T * B * p->dirs * H, 4);
-  if (s.num_layers > 2) w.layer_out[1] = ws.take(T * B * p->dirs * H, 4);
-  w.active = ws.take(B, 1);
+  layout_common(p, &ws, 4);
   w.row_ptrs = ws.take(T * B, sizeof(const float*));
   w.total = ws.size();
   if (packed.overflow() || ws.overflow()) w.total = ~std::size_t{0};
+}
+
+simd::Cell cell_of(const LayerSpec& ls) {
+  switch (ls.mode) {
+    case Mode::lstm: return simd::Cell::lstm;
+    case Mode::gru: return ls.gru_variant == GruVariant::reset_after ? simd::Cell::gru_reset_after : simd::Cell::gru_reset_before;
+    case Mode::rnn_tanh: return simd::Cell::rnn_tanh;
+    case Mode::rnn_relu: return simd::Cell::rnn_relu;
+  }
+  return simd::Cell::lstm;
+}
+
+// Custom residual functions must exist for the dtype that runs.
+Status check_residual_functions(const StackSpec& st) {
+  for (int l = 0; l < st.num_layers; ++l)
+    for (int w = 0; w < st.layers[l].num_wrappers; ++w) {
+      const Wrapper& wr = st.layers[l].wrappers[w];
+      if (wr.kind != WrapperKind::residual || (wr.residual.f32 == nullptr && wr.residual.f64 == nullptr)) continue;
+      const bool have = st.dtype == DType::f64 ? wr.residual.f64 != nullptr : wr.residual.f32 != nullptr;
+      RNNCORE_ENSURE(have, Status::unsupported, "layers[%d].wrappers[%d]: the custom residual function has no %s variant", l, w,
+                     to_string(st.dtype));
+    }
+  return Status::ok;
 }
 
 }  // namespace
@@ -173,6 +226,11 @@ using detail::PlanImpl;
 
 Status Plan::create(const RnnSpec& spec, const PlanOptions& options, Plan* out) {
   RNNCORE_RETURN_IF_ERROR(validate(spec));
+  return create(to_stack(spec), options, out);
+}
+
+Status Plan::create(const StackSpec& stack, const PlanOptions& options, Plan* out) {
+  RNNCORE_RETURN_IF_ERROR(validate(stack));
   RNNCORE_ENSURE(out != nullptr, Status::null_pointer, "Plan::create: out is null");
   RNNCORE_ENSURE(options.max_batch >= 1 && options.max_batch <= (1 << 24), Status::invalid_size,
                  "options.max_batch = %d (must be 1..%d)", options.max_batch, 1 << 24);
@@ -181,33 +239,51 @@ Status Plan::create(const RnnSpec& spec, const PlanOptions& options, Plan* out) 
   const bool isa_ok = (options.max_isa >= Isa::none && options.max_isa <= Isa::neon) || options.max_isa == Isa::best;
   RNNCORE_ENSURE(isa_ok, Status::invalid_enum, "options.max_isa = %d is not an instruction set",
                  static_cast<int>(options.max_isa));
+  RNNCORE_RETURN_IF_ERROR(detail::check_residual_functions(stack));
 
-  PlanImpl p;
-  p.magic = detail::kPlanMagic;
-  p.spec = spec;
-  p.options = options;
-  p.gates = num_gates(spec.mode);
-  p.dirs = num_directions(spec);
-  for (int l = 0; l < spec.num_layers; ++l) {
-    p.layers[l].input_size = layer_input_size(spec, l);
-    p.layers[l].skip_input = l == 0 && uses_skip_input(spec);
-  }
-  RNNCORE_RETURN_IF_ERROR(detail::choose_backend(spec, options, &p));
-  if (p.backend == Backend::simd)
-    detail::layout_simd(&p);
-  else
-    detail::layout_reference(&p);
-  RNNCORE_ENSURE(p.ws.total != ~std::size_t{0}, Status::invalid_size,
-                 "buffers for max_batch = %d and max_seq_len = %d would exceed 2^46 bytes", options.max_batch,
-                 options.max_seq_len);
-  p.fingerprint = detail::packed_fingerprint(p);
-
+  // PlanImpl is large (it holds the stack); build it in place rather than on the stack.
   std::memset(out->storage_, 0, sizeof out->storage_);
-  new (out->storage_) PlanImpl(p);
+  PlanImpl* p = new (out->storage_) PlanImpl();
+  p->stack = stack;
+  p->options = options;
+  p->any_dropout = detail::stack_has_dropout(stack);
+  for (int l = 0; l < stack.num_layers; ++l) {
+    detail::LayerPlan& lp = p->layers[l];
+    const LayerSpec& ls = stack.layers[l];
+    lp.mode = ls.mode;
+    lp.gru_variant = ls.gru_variant;
+    lp.cell = detail::cell_of(ls);
+    lp.input_size = layer_input_size(stack, l);
+    lp.hidden = ls.hidden_size;
+    lp.gates = num_gates(ls.mode);
+    lp.dirs = num_directions(ls);
+    lp.skip_input = l == 0 && uses_skip_input(stack);
+    detail::layer_dropout_flags(stack, l, &lp);
+  }
+  const Status s = detail::choose_backend(stack, options, p);
+  if (s != Status::ok) {
+    p->magic = 0;
+    return s;
+  }
+  for (int l = 0; l < stack.num_layers; ++l) {
+    const std::int32_t hp = static_cast<std::int32_t>(detail::round_up(p->layers[l].hidden, p->vector));
+    p->max_width = std::max({p->max_width, p->layers[l].input_size, p->layers[l].dirs * p->layers[l].hidden, hp});
+  }
+  if (p->backend == Backend::simd)
+    detail::layout_simd(p);
+  else
+    detail::layout_reference(p);
+  if (p->ws.total == ~std::size_t{0}) {
+    p->magic = 0;
+    return detail::fail_status(Status::invalid_size, "buffers for max_batch = %d and max_seq_len = %d would exceed 2^46 bytes",
+                               options.max_batch, options.max_seq_len);
+  }
+  p->fingerprint = detail::packed_fingerprint(*p);
+  p->magic = detail::kPlanMagic;
   return Status::ok;
 }
 
-const RnnSpec& Plan::spec() const { return impl(*this).spec; }
+const StackSpec& Plan::stack() const { return impl(*this).stack; }
 const PlanOptions& Plan::options() const { return impl(*this).options; }
 Backend Plan::backend() const { return impl(*this).backend; }
 Isa Plan::isa() const { return impl(*this).isa; }

@@ -1,9 +1,11 @@
-// The scalar reference backend: the specification of every cell (DESIGN §2–3), written as
-// plainly as possible over the canonical weights, in f32 and f64. Every fast path is tested
-// against it. Packed weights are the canonical buffer behind the packed header.
+// The scalar reference backend: the specification of every cell and wrapper (DESIGN §2–3, §5), written
+// as plainly as possible over the canonical weights, in f32 and f64, one time step and one row at
+// a time. Every fast path is tested against it. Packed weights are the canonical buffer behind the
+// packed header.
 #include <cmath>
 #include <cstring>
 
+#include "src/internal/dropout.hpp"
 #include "src/internal/error.hpp"
 #include "src/internal/plan_impl.hpp"
 
@@ -29,12 +31,12 @@ struct CellParams {
 template <class T>
 CellParams<T> cell_params(const PlanImpl& p, int layer, int dir, const T* canonical) {
   CellParams<T> cp;
-  for (int g = 0; g < p.gates; ++g) {
-    const std::int64_t w = canonical_offset(p.spec, layer, dir, ParamKind::input_weight, g);
+  for (int g = 0; g < p.layers[layer].gates; ++g) {
+    const std::int64_t w = canonical_offset(p.stack, layer, dir, ParamKind::input_weight, g);
     cp.W[g] = w < 0 ? nullptr : canonical + w;
-    cp.R[g] = canonical + canonical_offset(p.spec, layer, dir, ParamKind::recurrent_weight, g);
-    cp.bW[g] = canonical + canonical_offset(p.spec, layer, dir, ParamKind::input_bias, g);
-    cp.bR[g] = canonical + canonical_offset(p.spec, layer, dir, ParamKind::recurrent_bias, g);
+    cp.R[g] = canonical + canonical_offset(p.stack, layer, dir, ParamKind::recurrent_weight, g);
+    cp.bW[g] = canonical + canonical_offset(p.stack, layer, dir, ParamKind::input_bias, g);
+    cp.bR[g] = canonical + canonical_offset(p.stack, layer, dir, ParamKind::recurrent_bias, g);
   }
   return cp;
 }
@@ -60,34 +62,32 @@ T recurrent_term(const CellParams<T>& cp, int g, int u, const T* h, int hidden) 
 
 // One cell step for one row: reads x, h, c; writes h_next and c (in place).
 template <class T>
-void cell_step(const PlanImpl& p, const CellParams<T>& cp, const T* x, int in_size, const T* h, T* h_next, T* c,
-               T* scratch) {
-  const int H = p.spec.hidden_size;
-  switch (p.spec.mode) {
+void cell_step(const LayerPlan& lp, const CellParams<T>& cp, const T* x, const T* h, T* h_next, T* c, T* scratch) {
+  const int H = lp.hidden, I = lp.input_size;
+  switch (lp.mode) {
     case Mode::lstm:
       for (int u = 0; u < H; ++u) {
         T pre[4];
-        for (int g = 0; g < 4; ++g) pre[g] = input_term(cp, g, u, x, in_size) + recurrent_term(cp, g, u, h, H);
+        for (int g = 0; g < 4; ++g) pre[g] = input_term(cp, g, u, x, I) + recurrent_term(cp, g, u, h, H);
         const T i = sigmoid(pre[0]), f = sigmoid(pre[1]), gg = std::tanh(pre[2]), o = sigmoid(pre[3]);
         c[u] = f * c[u] + i * gg;
         h_next[u] = o * std::tanh(c[u]);
       }
       break;
     case Mode::gru:
-      if (p.spec.gru_variant == GruVariant::reset_after) {
+      if (lp.gru_variant == GruVariant::reset_after) {
         for (int u = 0; u < H; ++u) {
-          const T r = sigmoid(input_term(cp, 0, u, x, in_size) + recurrent_term(cp, 0, u, h, H));
-          const T z = sigmoid(input_term(cp, 1, u, x, in_size) + recurrent_term(cp, 1, u, h, H));
-          const T n = std::tanh(input_term(cp, 2, u, x, in_size) + r * recurrent_term(cp, 2, u, h, H));
+          const T r = sigmoid(input_term(cp, 0, u, x, I) + recurrent_term(cp, 0, u, h, H));
+          const T z = sigmoid(input_term(cp, 1, u, x, I) + recurrent_term(cp, 1, u, h, H));
+          const T n = std::tanh(input_term(cp, 2, u, x, I) + r * recurrent_term(cp, 2, u, h, H));
           h_next[u] = (T(1) - z) * n + z * h[u];
         }
       } else {  // reset-before: the n gate sees R_n (r ⊙ h), so all of r comes first
         T* rh = scratch;
-        for (int u = 0; u < H; ++u)
-          rh[u] = sigmoid(input_term(cp, 0, u, x, in_size) + recurrent_term(cp, 0, u, h, H)) * h[u];
+        for (int u = 0; u < H; ++u) rh[u] = sigmoid(input_term(cp, 0, u, x, I) + recurrent_term(cp, 0, u, h, H)) * h[u];
         for (int u = 0; u < H; ++u) {
-          const T z = sigmoid(input_term(cp, 1, u, x, in_size) + recurrent_term(cp, 1, u, h, H));
-          const T n = std::tanh(input_term(cp, 2, u, x, in_size) + recurrent_term(cp, 2, u, rh, H));
+          const T z = sigmoid(input_term(cp, 1, u, x, I) + recurrent_term(cp, 1, u, h, H));
+          const T n = std::tanh(input_term(cp, 2, u, x, I) + recurrent_term(cp, 2, u, rh, H));
           h_next[u] = (T(1) - z) * n + z * h[u];
         }
       }
@@ -95,23 +95,49 @@ void cell_step(const PlanImpl& p, const CellParams<T>& cp, const T* x, int in_si
     case Mode::rnn_tanh:
     case Mode::rnn_relu:
       for (int u = 0; u < H; ++u) {
-        const T pre = input_term(cp, 0, u, x, in_size) + recurrent_term(cp, 0, u, h, H);
-        h_next[u] = p.spec.mode == Mode::rnn_tanh ? std::tanh(pre) : (pre > T(0) ? pre : T(0));
+        const T pre = input_term(cp, 0, u, x, I) + recurrent_term(cp, 0, u, h, H);
+        h_next[u] = lp.mode == Mode::rnn_tanh ? std::tanh(pre) : (pre > T(0) ? pre : T(0));
       }
       break;
   }
 }
 
+// The masks of one (layer, direction)'s wrappers for this run.
+struct WrapperMasks {
+  Mask input[kMaxWrappers], output[kMaxWrappers], state_h[kMaxWrappers], state_c[kMaxWrappers];
+};
+
+template <class T>
+void multiply_by_mask(const Mask& m, const RunDropout& run, int t, int b, T* v, int width) {
+  if (!m.active) return;
+  for (int u = 0; u < width; ++u) v[u] *= m.value<T>(run, t, b, u);
+}
+
 template <class T>
 void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io, const unsigned char* packed,
                    unsigned char* ws) {
-  const int H = p.spec.hidden_size, B = io.batch, in_size = p.layers[layer].input_size;
+  const LayerPlan& lp = p.layers[layer];
+  const LayerSpec& ls = p.stack.layers[layer];
+  const int H = lp.hidden, I = lp.input_size, B = io.batch, nw = ls.num_wrappers;
   const CellParams<T> cp = cell_params(p, layer, dir, reinterpret_cast<const T*>(packed + kPackedHeaderBytes));
   T* h = reinterpret_cast<T*>(ws + p.ws.h[dir][0]);
   T* h_next = reinterpret_cast<T*>(ws + p.ws.h[dir][1]);
-  T* c = p.spec.mode == Mode::lstm ? reinterpret_cast<T*>(ws + p.ws.c[dir]) : nullptr;
-  T* scratch = reinterpret_cast<T*>(ws + p.ws.gates);
+  T* c = lp.mode == Mode::lstm ? reinterpret_cast<T*>(ws + p.ws.c[dir]) : nullptr;
+  T* rows = reinterpret_cast<T*>(ws + p.ws.scratch[dir]);
+  T* x_cell = rows;                      // the input after every wrapper's input dropout
+  T* x_level = rows + p.max_width;       // the input a residual wrapper sees
+  T* out = rows + 2 * p.max_width;       // the output on its way out through the wrappers
+  T* res = rows + 3 * p.max_width;
+  T* cell_scratch = rows + 4 * p.max_width;
   const std::size_t state_bytes = sizeof(T) * static_cast<std::size_t>(B) * H;
+
+  WrapperMasks wm;
+  for (int w = 0; w < nw; ++w) {
+    wm.input[w] = wrapper_mask(p.stack, io.dropout, layer, dir, w, MaskKind::input);
+    wm.output[w] = wrapper_mask(p.stack, io.dropout, layer, dir, w, MaskKind::output);
+    wm.state_h[w] = wrapper_mask(p.stack, io.dropout, layer, dir, w, MaskKind::state_h);
+    wm.state_c[w] = wrapper_mask(p.stack, io.dropout, layer, dir, w, MaskKind::state_c);
+  }
 
   if (io.h0 != nullptr) std::memcpy(h, io.h0, state_bytes); else std::memset(h, 0, state_bytes);
   if (c != nullptr) {
@@ -124,6 +150,7 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
     for (int b = 0; b < B; ++b) {
       T* hb = h + static_cast<std::int64_t>(b) * H;
       T* hnb = h_next + static_cast<std::int64_t>(b) * H;
+      T* cb = c != nullptr ? c + static_cast<std::int64_t>(b) * H : nullptr;
       T* yb = y + t * io.y_st + b * io.y_sb;
       const int len = io.lengths != nullptr ? io.lengths[b] : io.steps;
       if (t >= len) {  // past the row's length: state carries over, output is zero
@@ -131,9 +158,28 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
         for (int u = 0; u < H; ++u) yb[u] = T(0);
         continue;
       }
-      cell_step(p, cp, x + t * io.x_st + b * io.x_sb, in_size, hb, hnb,
-                c != nullptr ? c + static_cast<std::int64_t>(b) * H : nullptr, scratch);
-      for (int u = 0; u < H; ++u) yb[u] = hnb[u];
+      // In through the wrappers, outermost first: each dropout wrapper drops the input it passes on.
+      const T* xb = x + t * io.x_st + b * io.x_sb;
+      std::memcpy(x_cell, xb, sizeof(T) * I);
+      for (int w = nw - 1; w >= 0; --w) multiply_by_mask(wm.input[w], io.dropout, t, b, x_cell, I);
+
+      cell_step(lp, cp, x_cell, hb, hnb, cb, cell_scratch);
+
+      // Out through the wrappers, innermost first.
+      std::memcpy(out, hnb, sizeof(T) * H);
+      for (int w = 0; w < nw; ++w) {
+        if (ls.wrappers[w].kind == WrapperKind::dropout) {
+          multiply_by_mask(wm.output[w], io.dropout, t, b, out, H);
+          multiply_by_mask(wm.state_h[w], io.dropout, t, b, hnb, H);
+          if (cb != nullptr) multiply_by_mask(wm.state_c[w], io.dropout, t, b, cb, H);
+        } else {  // residual: fn(the input this wrapper received, the output it got back)
+          std::memcpy(x_level, xb, sizeof(T) * I);
+          for (int v = nw - 1; v > w; --v) multiply_by_mask(wm.input[v], io.dropout, t, b, x_level, I);
+          apply_residual(ls.wrappers[w].residual, x_level, out, res, H);
+          std::memcpy(out, res, sizeof(T) * H);
+        }
+      }
+      std::memcpy(yb, out, sizeof(T) * H);
     }
     T* tmp = h;
     h = h_next;
@@ -147,13 +193,13 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
 
 Status reference_pack(const PlanImpl& p, const void* canonical, unsigned char* packed) {
   std::memcpy(packed + kPackedHeaderBytes, canonical,
-              static_cast<std::size_t>(param_count(p.spec)) * dtype_size(p.spec.dtype));
+              static_cast<std::size_t>(param_count(p.stack)) * dtype_size(p.stack.dtype));
   return Status::ok;
 }
 
 void reference_run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io, const unsigned char* packed,
                              unsigned char* ws) {
-  if (p.spec.dtype == DType::f64)
+  if (p.stack.dtype == DType::f64)
     run_direction<double>(p, layer, dir, io, packed, ws);
   else
     run_direction<float>(p, layer, dir, io, packed, ws);

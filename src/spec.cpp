@@ -90,6 +90,64 @@ std::int64_t Shape::elements() const {
   return n;
 }
 
+StackSpec to_stack(const RnnSpec& spec) {
+  StackSpec st;
+  st.input_size = spec.input_size;
+  st.input_mode = spec.input_mode;
+  st.dtype = spec.dtype;
+  st.dropout = spec.dropout;
+  st.num_layers = spec.num_layers;
+  for (int l = 0; l < spec.num_layers && l < kMaxLayers; ++l) {
+    st.layers[l].mode = spec.mode;
+    st.layers[l].gru_variant = spec.gru_variant;
+    st.layers[l].hidden_size = spec.hidden_size;
+    st.layers[l].direction = spec.direction;
+  }
+  return st;
+}
+
+namespace {
+
+bool probability_ok(double keep) { return keep > 0.0 && keep <= 1.0; }  // false for NaN
+
+Status validate_dtype(DType dtype, const char* field) {
+  RNNCORE_ENSURE(dtype == DType::f32 || dtype == DType::f64, Status::unsupported,
+                 "%s = %s: activations and canonical weights are f32 or f64 (f16/bf16 are weight storage types)", field,
+                 to_string(dtype));
+  return Status::ok;
+}
+
+Status validate_dropout_p(double p, const char* field) {
+  RNNCORE_ENSURE(p >= 0.0 && p < 1.0, Status::bad_probability, "%s = %g: a dropout probability is in [0, 1)", field, p);
+  return Status::ok;
+}
+
+Status validate_wrapper(const StackSpec& st, int l, int w) {
+  const Wrapper& wr = st.layers[l].wrappers[w];
+  RNNCORE_ENSURE(wr.kind == WrapperKind::dropout || wr.kind == WrapperKind::residual, Status::invalid_enum,
+                 "layers[%d].wrappers[%d].kind = %d is not a wrapper", l, w, static_cast<int>(wr.kind));
+  if (wr.kind == WrapperKind::residual) {
+    RNNCORE_ENSURE(layer_input_size(st, l) == st.layers[l].hidden_size, Status::width_mismatch,
+                   "layers[%d].wrappers[%d]: a residual connection needs the cell's input width (%d) to equal its "
+                   "hidden size (%d)", l, w, layer_input_size(st, l), st.layers[l].hidden_size);
+    return Status::ok;
+  }
+  const DropoutWrapper& d = wr.dropout;
+  const struct {
+    const char* name;
+    double keep;
+  } keeps[3] = {{"input_keep", d.input_keep}, {"output_keep", d.output_keep}, {"state_keep", d.state_keep}};
+  for (const auto& k : keeps)
+    RNNCORE_ENSURE(probability_ok(k.keep), Status::bad_probability,
+                   "layers[%d].wrappers[%d].%s = %g: a keep probability is in (0, 1]", l, w, k.name, k.keep);
+  RNNCORE_ENSURE(d.state_filter >= StateFilter::default_filter && d.state_filter <= StateFilter::none,
+                 Status::invalid_enum, "layers[%d].wrappers[%d].state_filter = %d is not a state filter", l, w,
+                 static_cast<int>(d.state_filter));
+  return Status::ok;
+}
+
+}  // namespace
+
 Status validate(const RnnSpec& spec) {
   detail::clear_error();
   RNNCORE_ENSURE(spec.mode >= Mode::lstm && spec.mode <= Mode::rnn_relu, Status::invalid_enum,
@@ -100,9 +158,7 @@ Status validate(const RnnSpec& spec) {
                  Status::invalid_enum, "spec.direction = %d is not a direction", static_cast<int>(spec.direction));
   RNNCORE_ENSURE(spec.input_mode >= InputMode::linear && spec.input_mode <= InputMode::auto_select,
                  Status::invalid_enum, "spec.input_mode = %d is not an input mode", static_cast<int>(spec.input_mode));
-  RNNCORE_ENSURE(spec.dtype == DType::f32 || spec.dtype == DType::f64, Status::unsupported,
-                 "spec.dtype = %s: activations and canonical weights are f32 or f64 (f16/bf16 are weight storage types)",
-                 to_string(spec.dtype));
+  RNNCORE_RETURN_IF_ERROR(validate_dtype(spec.dtype, "spec.dtype"));
   RNNCORE_ENSURE(spec.input_size >= 1 && spec.input_size <= detail::kMaxFeatureSize, Status::invalid_size,
                  "spec.input_size = %d (must be 1..%d)", spec.input_size, detail::kMaxFeatureSize);
   RNNCORE_ENSURE(spec.hidden_size >= 1 && spec.hidden_size <= detail::kMaxFeatureSize, Status::invalid_size,
@@ -112,45 +168,106 @@ Status validate(const RnnSpec& spec) {
   RNNCORE_ENSURE(spec.input_mode != InputMode::skip || spec.input_size == spec.hidden_size,
                  Status::skip_needs_equal_sizes, "input_mode skip with input_size = %d and hidden_size = %d",
                  spec.input_size, spec.hidden_size);
+  return validate_dropout_p(spec.dropout, "spec.dropout");
+}
+
+Status validate(const StackSpec& st) {
+  detail::clear_error();
+  RNNCORE_RETURN_IF_ERROR(validate_dtype(st.dtype, "stack.dtype"));
+  RNNCORE_ENSURE(st.input_mode >= InputMode::linear && st.input_mode <= InputMode::auto_select, Status::invalid_enum,
+                 "stack.input_mode = %d is not an input mode", static_cast<int>(st.input_mode));
+  RNNCORE_ENSURE(st.input_size >= 1 && st.input_size <= detail::kMaxFeatureSize, Status::invalid_size,
+                 "stack.input_size = %d (must be 1..%d)", st.input_size, detail::kMaxFeatureSize);
+  RNNCORE_ENSURE(st.num_layers >= 1 && st.num_layers <= kMaxLayers, Status::invalid_size,
+                 "stack.num_layers = %d (must be 1..%d)", st.num_layers, kMaxLayers);
+  RNNCORE_RETURN_IF_ERROR(validate_dropout_p(st.dropout, "stack.dropout"));
+  for (int l = 0; l < st.num_layers; ++l) {
+    const LayerSpec& ls = st.layers[l];
+    RNNCORE_ENSURE(ls.mode >= Mode::lstm && ls.mode <= Mode::rnn_relu, Status::invalid_enum,
+                   "layers[%d].mode = %d is not a cell type", l, static_cast<int>(ls.mode));
+    RNNCORE_ENSURE(ls.gru_variant == GruVariant::reset_after || ls.gru_variant == GruVariant::reset_before,
+                   Status::invalid_enum, "layers[%d].gru_variant = %d is not a GRU variant", l,
+                   static_cast<int>(ls.gru_variant));
+    RNNCORE_ENSURE(ls.direction == Direction::unidirectional || ls.direction == Direction::bidirectional,
+                   Status::invalid_enum, "layers[%d].direction = %d is not a direction", l, static_cast<int>(ls.direction));
+    RNNCORE_ENSURE(ls.hidden_size >= 1 && ls.hidden_size <= detail::kMaxFeatureSize, Status::invalid_size,
+                   "layers[%d].hidden_size = %d (must be 1..%d)", l, ls.hidden_size, detail::kMaxFeatureSize);
+    RNNCORE_ENSURE(ls.num_wrappers >= 0 && ls.num_wrappers <= kMaxWrappers, Status::invalid_size,
+                   "layers[%d].num_wrappers = %d (must be 0..%d)", l, ls.num_wrappers, kMaxWrappers);
+  }
+  RNNCORE_ENSURE(layer_input_size(st, 1 < st.num_layers ? 1 : 0) <= 2 * detail::kMaxFeatureSize, Status::invalid_size,
+                 "layer widths too large");
+  for (int l = 0; l < st.num_layers; ++l)
+    for (int w = 0; w < st.layers[l].num_wrappers; ++w) RNNCORE_RETURN_IF_ERROR(validate_wrapper(st, l, w));
+  RNNCORE_ENSURE(st.input_mode != InputMode::skip || st.input_size == st.layers[0].hidden_size,
+                 Status::skip_needs_equal_sizes, "input_mode skip with input_size = %d and layers[0].hidden_size = %d",
+                 st.input_size, st.layers[0].hidden_size);
   return Status::ok;
 }
 
 int num_directions(const RnnSpec& spec) { return spec.direction == Direction::bidirectional ? 2 : 1; }
+int num_directions(const LayerSpec& layer) { return layer.direction == Direction::bidirectional ? 2 : 1; }
 
 int layer_input_size(const RnnSpec& spec, int layer) {
   return layer == 0 ? spec.input_size : num_directions(spec) * spec.hidden_size;
+}
+int layer_input_size(const StackSpec& st, int layer) {
+  if (layer <= 0) return st.input_size;
+  const LayerSpec& prev = st.layers[layer - 1];
+  return num_directions(prev) * prev.hidden_size;
 }
 
 bool uses_skip_input(const RnnSpec& spec) {
   return spec.input_mode == InputMode::skip ||
          (spec.input_mode == InputMode::auto_select && spec.input_size == spec.hidden_size);
 }
+bool uses_skip_input(const StackSpec& st) {
+  return st.input_mode == InputMode::skip ||
+         (st.input_mode == InputMode::auto_select && st.input_size == st.layers[0].hidden_size);
+}
+
+std::int64_t state_elements(const StackSpec& st, int batch) {
+  std::int64_t n = 0;
+  for (int l = 0; l < st.num_layers; ++l)
+    n += static_cast<std::int64_t>(num_directions(st.layers[l])) * batch * st.layers[l].hidden_size;
+  return n;
+}
+
+std::int64_t state_offset(const StackSpec& st, int batch, int layer, int direction) {
+  std::int64_t n = 0;
+  for (int l = 0; l < layer; ++l) n += static_cast<std::int64_t>(num_directions(st.layers[l])) * batch * st.layers[l].hidden_size;
+  return n + static_cast<std::int64_t>(direction) * batch * st.layers[layer].hidden_size;
+}
 
 namespace detail {
 
-std::int64_t params_per_direction(const RnnSpec& spec, int layer) {
-  const std::int64_t g = num_gates(spec.mode), h = spec.hidden_size;
-  const bool has_w = !(layer == 0 && uses_skip_input(spec));
-  return g * ((has_w ? h * layer_input_size(spec, layer) : 0) + h * h + 2 * h);
+std::int64_t params_per_direction(const StackSpec& st, int layer) {
+  const LayerSpec& ls = st.layers[layer];
+  const std::int64_t g = num_gates(ls.mode), h = ls.hidden_size;
+  const bool has_w = !(layer == 0 && uses_skip_input(st));
+  return g * ((has_w ? h * layer_input_size(st, layer) : 0) + h * h + 2 * h);
 }
 
 }  // namespace detail
 
-std::int64_t param_count(const RnnSpec& spec) {
+std::int64_t param_count(const StackSpec& st) {
   std::int64_t total = 0;
-  for (int l = 0; l < spec.num_layers; ++l) total += num_directions(spec) * detail::params_per_direction(spec, l);
+  for (int l = 0; l < st.num_layers; ++l) total += num_directions(st.layers[l]) * detail::params_per_direction(st, l);
   return total;
 }
+std::int64_t param_count(const RnnSpec& spec) { return param_count(to_stack(spec)); }
 
-std::int64_t canonical_offset(const RnnSpec& spec, int layer, int direction, ParamKind kind, int gate) {
-  const int dirs = num_directions(spec), g = num_gates(spec.mode);
-  if (layer < 0 || layer >= spec.num_layers || direction < 0 || direction >= dirs || gate < 0 || gate >= g) return -1;
+std::int64_t canonical_offset(const StackSpec& st, int layer, int direction, ParamKind kind, int gate) {
+  if (layer < 0 || layer >= st.num_layers) return -1;
+  const LayerSpec& ls = st.layers[layer];
+  const int dirs = num_directions(ls), g = num_gates(ls.mode);
+  if (direction < 0 || direction >= dirs || gate < 0 || gate >= g) return -1;
   std::int64_t off = 0;
-  for (int l = 0; l < layer; ++l) off += dirs * detail::params_per_direction(spec, l);
-  off += direction * detail::params_per_direction(spec, layer);
-  const std::int64_t h = spec.hidden_size;
-  const bool has_w = !(layer == 0 && uses_skip_input(spec));
-  const std::int64_t w_block = has_w ? h * layer_input_size(spec, layer) : 0;
+  for (int l = 0; l < layer; ++l) off += num_directions(st.layers[l]) * detail::params_per_direction(st, l);
+  off += direction * detail::params_per_direction(st, layer);
+  const std::int64_t h = ls.hidden_size;
+  const bool has_w = !(layer == 0 && uses_skip_input(st));
+  const std::int64_t w_block = has_w ? h * layer_input_size(st, layer) : 0;
   switch (kind) {
     case ParamKind::input_weight: return has_w ? off + gate * w_block : -1;
     case ParamKind::recurrent_weight: return off + g * w_block + gate * h * h;
@@ -158,6 +275,9 @@ std::int64_t canonical_offset(const RnnSpec& spec, int layer, int direction, Par
     case ParamKind::recurrent_bias: return off + g * (w_block + h * h + h) + gate * h;
   }
   return -1;
+}
+std::int64_t canonical_offset(const RnnSpec& spec, int layer, int direction, ParamKind kind, int gate) {
+  return canonical_offset(to_stack(spec), layer, direction, kind, gate);
 }
 
 static Shape make_shape(std::int64_t a, std::int64_t b = -1, std::int64_t c = -1) {
@@ -168,32 +288,43 @@ static Shape make_shape(std::int64_t a, std::int64_t b = -1, std::int64_t c = -1
   return s;
 }
 
-Status canonical_weight_shapes(const RnnSpec& spec, Shape* shapes, int capacity, int* count) {
-  RNNCORE_RETURN_IF_ERROR(validate(spec));
+Status canonical_weight_shapes(const StackSpec& st, Shape* shapes, int capacity, int* count) {
+  RNNCORE_RETURN_IF_ERROR(validate(st));
   RNNCORE_ENSURE(count != nullptr, Status::null_pointer, "canonical_weight_shapes: count is null");
   RNNCORE_ENSURE(capacity == 0 || shapes != nullptr, Status::null_pointer, "canonical_weight_shapes: shapes is null");
   int n = 0;
-  const int g = num_gates(spec.mode), h = spec.hidden_size;
-  for (int l = 0; l < spec.num_layers; ++l)
-    for (int d = 0; d < num_directions(spec); ++d) {
-      if (!(l == 0 && uses_skip_input(spec)))
+  for (int l = 0; l < st.num_layers; ++l) {
+    const int g = num_gates(st.layers[l].mode), h = st.layers[l].hidden_size;
+    for (int d = 0; d < num_directions(st.layers[l]); ++d) {
+      if (!(l == 0 && uses_skip_input(st)))
         for (int k = 0; k < g; ++k, ++n)
-          if (n < capacity) shapes[n] = make_shape(h, layer_input_size(spec, l));
+          if (n < capacity) shapes[n] = make_shape(h, layer_input_size(st, l));
       for (int k = 0; k < g; ++k, ++n)
         if (n < capacity) shapes[n] = make_shape(h, h);
     }
+  }
   *count = n;
   return Status::ok;
 }
-
-Status canonical_bias_shapes(const RnnSpec& spec, Shape* shapes, int capacity, int* count) {
+Status canonical_weight_shapes(const RnnSpec& spec, Shape* shapes, int capacity, int* count) {
   RNNCORE_RETURN_IF_ERROR(validate(spec));
+  return canonical_weight_shapes(to_stack(spec), shapes, capacity, count);
+}
+
+Status canonical_bias_shapes(const StackSpec& st, Shape* shapes, int capacity, int* count) {
+  RNNCORE_RETURN_IF_ERROR(validate(st));
   RNNCORE_ENSURE(count != nullptr, Status::null_pointer, "canonical_bias_shapes: count is null");
   RNNCORE_ENSURE(capacity == 0 || shapes != nullptr, Status::null_pointer, "canonical_bias_shapes: shapes is null");
-  const int n = spec.num_layers * num_directions(spec) * 2 * num_gates(spec.mode);
-  for (int i = 0; i < n && i < capacity; ++i) shapes[i] = make_shape(spec.hidden_size);
+  int n = 0;
+  for (int l = 0; l < st.num_layers; ++l)
+    for (int i = 0; i < num_directions(st.layers[l]) * 2 * num_gates(st.layers[l].mode); ++i, ++n)
+      if (n < capacity) shapes[n] = make_shape(st.layers[l].hidden_size);
   *count = n;
   return Status::ok;
+}
+Status canonical_bias_shapes(const RnnSpec& spec, Shape* shapes, int capacity, int* count) {
+  RNNCORE_RETURN_IF_ERROR(validate(spec));
+  return canonical_bias_shapes(to_stack(spec), shapes, capacity, count);
 }
 
 Shape state_shape(const RnnSpec& spec, int batch) {

@@ -49,68 +49,71 @@ Shape shape_of(std::int64_t a, std::int64_t b = -1, std::int64_t c = -1) {
   return s;
 }
 
-bool skip_layer(const RnnSpec& spec, int layer) { return layer == 0 && uses_skip_input(spec); }
+bool skip_layer(const StackSpec& st, int layer) { return layer == 0 && uses_skip_input(st); }
 
-// Number of tensors of a format; the spec is valid.
-int tensor_count(const RnnSpec& spec, WeightFormat format) {
-  const int L = spec.num_layers, D = num_directions(spec), G = num_gates(spec.mode);
+// Tensors of one layer in a format.
+int layer_tensor_count(const StackSpec& st, WeightFormat format, int l) {
+  const int D = num_directions(st.layers[l]), G = num_gates(st.layers[l].mode);
   switch (format) {
-    case WeightFormat::canonical: return L * D * 4 * G - (uses_skip_input(spec) ? D * G : 0);
-    case WeightFormat::pytorch: return L * D * 4;
-    case WeightFormat::onnx: return L * 3;
-    case WeightFormat::keras: return L * D * 3;
+    case WeightFormat::canonical: return D * (4 * G - (skip_layer(st, l) ? G : 0));
+    case WeightFormat::pytorch: return D * 4;
+    case WeightFormat::onnx: return 3;
+    case WeightFormat::keras: return D * 3;
   }
   return 0;
 }
 
-Status describe(const RnnSpec& spec, WeightFormat format, int index, FormatTensor* t) {
-  const int L = spec.num_layers, D = num_directions(spec), G = num_gates(spec.mode), H = spec.hidden_size;
+// Number of tensors of a format; the stack is valid.
+int tensor_count(const StackSpec& st, WeightFormat format) {
+  int n = 0;
+  for (int l = 0; l < st.num_layers; ++l) n += layer_tensor_count(st, format, l);
+  return n;
+}
+
+Status describe(const StackSpec& st, WeightFormat format, int index, FormatTensor* t) {
   *t = FormatTensor{};
   t->gate = -1;
   t->gate_map = kIdentity;
-  if (format != WeightFormat::canonical && uses_skip_input(spec))
+  if (format != WeightFormat::canonical && uses_skip_input(st))
     return detail::fail_status(Status::unsupported,
                                "%s weights cannot express input_mode skip (layer 0 has no input weights); use the canonical format",
                                to_string(format));
+  // Find the layer and the index i of the tensor within it.
+  int l = 0, i = index;
+  while (l < st.num_layers && i >= layer_tensor_count(st, format, l)) i -= layer_tensor_count(st, format, l++);
+  if (l >= st.num_layers) return detail::fail_status(Status::invalid_enum, "tensor index %d out of range", index);
+  const LayerSpec& ls = st.layers[l];
+  const int L = st.num_layers, D = num_directions(ls), G = num_gates(ls.mode), H = ls.hidden_size;
+  const int K = layer_input_size(st, l);
+  const std::int64_t GH = static_cast<std::int64_t>(G) * H;
+  t->layer = l;
   switch (format) {
     case WeightFormat::canonical: {
-      int i = index;
-      for (int l = 0; l < L; ++l)
-        for (int d = 0; d < D; ++d) {
-          const int n = 4 * G - (skip_layer(spec, l) ? G : 0);
-          if (i >= n) {
-            i -= n;
-            continue;
-          }
-          const int first_part = skip_layer(spec, l) ? 1 : 0;  // skip layers start at R
-          const int part = i / G + first_part, g = i % G;
-          static const char* const kPart[4] = {"W", "R", "bW", "bR"};
-          std::snprintf(t->name, sizeof t->name, "%s%d_l%d%s", kPart[part], g, l, d ? "_reverse" : "");
-          t->role = part == 0 ? Role::input_weight : part == 1 ? Role::recurrent_weight
-                  : part == 2 ? Role::input_bias : Role::recurrent_bias;
-          t->shape = part == 0 ? shape_of(H, layer_input_size(spec, l)) : part == 1 ? shape_of(H, H) : shape_of(H);
-          t->layer = l;
-          t->dir = d;
-          t->gate = g;
-          return Status::ok;
-        }
-      break;
+      const int per_dir = 4 * G - (skip_layer(st, l) ? G : 0);
+      const int d = i / per_dir, j = i % per_dir;
+      const int part = j / G + (skip_layer(st, l) ? 1 : 0), g = j % G;  // skip layers start at R
+      static const char* const kPart[4] = {"W", "R", "bW", "bR"};
+      std::snprintf(t->name, sizeof t->name, "%s%d_l%d%s", kPart[part], g, l, d ? "_reverse" : "");
+      t->role = part == 0 ? Role::input_weight : part == 1 ? Role::recurrent_weight
+              : part == 2 ? Role::input_bias : Role::recurrent_bias;
+      t->shape = part == 0 ? shape_of(H, K) : part == 1 ? shape_of(H, H) : shape_of(H);
+      t->dir = d;
+      t->gate = g;
+      return Status::ok;
     }
     case WeightFormat::pytorch: {
-      const int l = index / (4 * D), d = (index / 4) % D, part = index % 4;
+      const int d = i / 4, part = i % 4;
       static const char* const kPart[4] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh"};
       std::snprintf(t->name, sizeof t->name, "%s_l%d%s", kPart[part], l, d ? "_reverse" : "");
-      const int K = part == 0 ? layer_input_size(spec, l) : H;
-      t->shape = part < 2 ? shape_of(static_cast<std::int64_t>(G) * H, K) : shape_of(static_cast<std::int64_t>(G) * H);
+      t->shape = part < 2 ? shape_of(GH, part == 0 ? K : H) : shape_of(GH);
       t->role = part == 0 ? Role::input_weight : part == 1 ? Role::recurrent_weight
               : part == 2 ? Role::input_bias : Role::recurrent_bias;
       t->optional = part >= 2;  // nn.LSTM(bias=False)
-      t->layer = l;
       t->dir = d;
       return Status::ok;
     }
     case WeightFormat::onnx: {
-      const int l = index / 3, part = index % 3;
+      const int part = i;
       static const char* const kPart[3] = {"W", "R", "B"};
       if (L == 1) {
         std::snprintf(t->name, sizeof t->name, "%s", kPart[part]);
@@ -118,17 +121,15 @@ Status describe(const RnnSpec& spec, WeightFormat format, int index, FormatTenso
       } else {
         std::snprintf(t->name, sizeof t->name, "%s_l%d", kPart[part], l);
       }
-      const std::int64_t GH = static_cast<std::int64_t>(G) * H;
-      t->shape = part == 0 ? shape_of(D, GH, layer_input_size(spec, l)) : part == 1 ? shape_of(D, GH, H) : shape_of(D, 2 * GH);
+      t->shape = part == 0 ? shape_of(D, GH, K) : part == 1 ? shape_of(D, GH, H) : shape_of(D, 2 * GH);
       t->role = part == 0 ? Role::input_weight : part == 1 ? Role::recurrent_weight : Role::bias_pair;
       t->optional = part == 2;  // ONNX: B absent means zero biases
-      t->layer = l;
       t->dir = -1;
-      t->gate_map = spec.mode == Mode::lstm ? kOnnxLstm : spec.mode == Mode::gru ? kZrh : kIdentity;
+      t->gate_map = ls.mode == Mode::lstm ? kOnnxLstm : ls.mode == Mode::gru ? kZrh : kIdentity;
       return Status::ok;
     }
     case WeightFormat::keras: {
-      const int l = index / (3 * D), d = (index / 3) % D, part = index % 3;
+      const int d = i / 3, part = i % 3;
       static const char* const kPart[3] = {"kernel", "recurrent_kernel", "bias"};
       if (L == 1 && D == 1) {
         std::snprintf(t->name, sizeof t->name, "%s", kPart[part]);
@@ -136,17 +137,14 @@ Status describe(const RnnSpec& spec, WeightFormat format, int index, FormatTenso
       } else {
         std::snprintf(t->name, sizeof t->name, "%s_l%d%s", kPart[part], l, d ? "_reverse" : "");
       }
-      const std::int64_t GH = static_cast<std::int64_t>(G) * H;
-      const bool pair = spec.mode == Mode::gru && spec.gru_variant == GruVariant::reset_after;
-      t->shape = part == 0 ? shape_of(layer_input_size(spec, l), GH) : part == 1 ? shape_of(H, GH)
-               : pair ? shape_of(2, GH) : shape_of(GH);
+      const bool pair = ls.mode == Mode::gru && ls.gru_variant == GruVariant::reset_after;
+      t->shape = part == 0 ? shape_of(K, GH) : part == 1 ? shape_of(H, GH) : pair ? shape_of(2, GH) : shape_of(GH);
       t->role = part == 0 ? Role::input_weight : part == 1 ? Role::recurrent_weight
               : pair ? Role::bias_pair : Role::bias_folded;
       t->optional = part == 2;  // use_bias=False
       t->transposed = part < 2;
-      t->layer = l;
       t->dir = d;
-      t->gate_map = spec.mode == Mode::gru ? kZrh : kIdentity;
+      t->gate_map = ls.mode == Mode::gru ? kZrh : kIdentity;
       return Status::ok;
     }
   }
@@ -159,8 +157,9 @@ struct ElementTarget {
   std::int64_t secondary;
 };
 
-ElementTarget target_of(const RnnSpec& spec, const FormatTensor& t, std::int64_t e) {
-  const std::int64_t H = spec.hidden_size, G = num_gates(spec.mode), GH = G * H;
+ElementTarget target_of(const StackSpec& spec, const FormatTensor& t, std::int64_t e) {
+  const LayerSpec& ls = spec.layers[t.layer];
+  const std::int64_t H = ls.hidden_size, G = num_gates(ls.mode), GH = G * H;
   int dir = t.dir;
   if (dir < 0) {  // ONNX: leading direction dimension
     const std::int64_t per_dir = t.shape.elements() / t.shape.dims[0];
@@ -269,7 +268,7 @@ bool looks_like_parameter(WeightFormat format, const char* name) {
   return false;
 }
 
-Status check_format(const RnnSpec& spec, WeightFormat format) {
+Status check_format(const StackSpec& spec, WeightFormat format) {
   RNNCORE_RETURN_IF_ERROR(validate(spec));
   RNNCORE_ENSURE(format >= WeightFormat::canonical && format <= WeightFormat::keras, Status::invalid_enum,
                  "weight format %d is not a format", static_cast<int>(format));
@@ -278,12 +277,12 @@ Status check_format(const RnnSpec& spec, WeightFormat format) {
 
 }  // namespace
 
-int format_tensor_count(const RnnSpec& spec, WeightFormat format) {
+int format_tensor_count(const StackSpec& spec, WeightFormat format) {
   if (check_format(spec, format) != Status::ok) return 0;
   return tensor_count(spec, format);
 }
 
-Status format_tensor_info(const RnnSpec& spec, WeightFormat format, int index, const char* prefix, TensorInfo* info) {
+Status format_tensor_info(const StackSpec& spec, WeightFormat format, int index, const char* prefix, TensorInfo* info) {
   RNNCORE_RETURN_IF_ERROR(check_format(spec, format));
   RNNCORE_ENSURE(info != nullptr, Status::null_pointer, "format_tensor_info: info is null");
   RNNCORE_ENSURE(index >= 0 && index < tensor_count(spec, format), Status::invalid_size,
@@ -300,7 +299,7 @@ Status format_tensor_info(const RnnSpec& spec, WeightFormat format, int index, c
   return Status::ok;
 }
 
-Status import_weights(const RnnSpec& spec, WeightFormat format, const TensorView* tensors, std::size_t count,
+Status import_weights(const StackSpec& spec, WeightFormat format, const TensorView* tensors, std::size_t count,
                       const char* prefix, void* canonical) {
   detail::clear_error();
   RNNCORE_RETURN_IF_ERROR(check_format(spec, format));
@@ -327,9 +326,9 @@ Status import_weights(const RnnSpec& spec, WeightFormat format, const TensorView
     }
     RNNCORE_ENSURE(known, Status::tensor_unexpected,
                    "tensor '%s' is not a %s parameter of this model (%s, %d layer(s), %s, input %d, hidden %d)", v.name,
-                   to_string(format), to_string(spec.mode), spec.num_layers,
-                   spec.direction == Direction::bidirectional ? "bidirectional" : "unidirectional", spec.input_size,
-                   spec.hidden_size);
+                   to_string(format), to_string(spec.layers[0].mode), spec.num_layers,
+                   spec.layers[0].direction == Direction::bidirectional ? "bidirectional" : "unidirectional",
+                   spec.input_size, spec.layers[0].hidden_size);
   }
 
   // Absent optional tensors (biases) read as zeros.
@@ -369,7 +368,7 @@ Status import_weights(const RnnSpec& spec, WeightFormat format, const TensorView
   return Status::ok;
 }
 
-Status export_tensor(const RnnSpec& spec, WeightFormat format, int index, const void* canonical, void* out) {
+Status export_tensor(const StackSpec& spec, WeightFormat format, int index, const void* canonical, void* out) {
   detail::clear_error();
   RNNCORE_RETURN_IF_ERROR(check_format(spec, format));
   RNNCORE_ENSURE(canonical != nullptr && out != nullptr, Status::null_pointer, "export_tensor: %s is null",
@@ -387,6 +386,23 @@ Status export_tensor(const RnnSpec& spec, WeightFormat format, int index, const 
     store(out, spec.dtype, e, v);
   }
   return Status::ok;
+}
+
+int format_tensor_count(const RnnSpec& spec, WeightFormat format) {
+  return validate(spec) == Status::ok ? format_tensor_count(to_stack(spec), format) : 0;
+}
+Status format_tensor_info(const RnnSpec& spec, WeightFormat format, int index, const char* prefix, TensorInfo* info) {
+  RNNCORE_RETURN_IF_ERROR(validate(spec));
+  return format_tensor_info(to_stack(spec), format, index, prefix, info);
+}
+Status import_weights(const RnnSpec& spec, WeightFormat format, const TensorView* tensors, std::size_t count,
+                      const char* prefix, void* canonical) {
+  RNNCORE_RETURN_IF_ERROR(validate(spec));
+  return import_weights(to_stack(spec), format, tensors, count, prefix, canonical);
+}
+Status export_tensor(const RnnSpec& spec, WeightFormat format, int index, const void* canonical, void* out) {
+  RNNCORE_RETURN_IF_ERROR(validate(spec));
+  return export_tensor(to_stack(spec), format, index, canonical, out);
 }
 
 }  // namespace rnncore

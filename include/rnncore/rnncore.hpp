@@ -103,7 +103,72 @@ struct RnnSpec {
   Direction direction = Direction::unidirectional;
   InputMode input_mode = InputMode::linear;
   DType dtype = DType::f32;  ///< activations and canonical weights: f32 or f64
+  double dropout = 0.0;      ///< CudnnLSTM inter-layer dropout p in [0, 1): every layer's output but the last, in dropout runs
 };
+
+/// Which parts of the outgoing state a DropoutWrapper's state dropout touches
+/// (TF's dropout_state_filter_visitor).
+enum class StateFilter : std::int32_t {
+  default_filter = 0,  ///< every part but the LSTM c (TF's default): h
+  h_and_c = 1,
+  c_only = 2,
+  none = 3,
+};
+
+/// tf.nn.rnn_cell.DropoutWrapper: dropout on the cell's input, output and outgoing state. Kept values
+/// are scaled by 1/keep; masks come from the mask function (docs/dropout.md).
+struct DropoutWrapper {
+  double input_keep = 1.0;   ///< keep probability of the cell input, in (0, 1]
+  double output_keep = 1.0;  ///< keep probability of the cell output, in (0, 1]
+  double state_keep = 1.0;   ///< keep probability of the outgoing state, in (0, 1]
+  bool variational = false;  ///< one mask per run, the same at every time step (Gal & Ghahramani)
+  bool per_sequence = false;  ///< variational: each row its own mask (Keras); default: TF's mask shared by the batch
+  StateFilter state_filter = StateFilter::default_filter;
+  bool has_seed = false;      ///< use `seed` instead of the run's seed
+  std::uint64_t seed = 0;
+};
+
+/// A custom residual function, result = fn(input, cell_output), called per row with `width` elements.
+/// Null function pointers mean element-wise addition (TF's default).
+struct ResidualFn {
+  void (*f32)(const float* input, const float* output, float* result, std::int32_t width, void* user_data) = nullptr;
+  void (*f64)(const double* input, const double* output, double* result, std::int32_t width, void* user_data) = nullptr;
+  void* user_data = nullptr;
+};
+
+/// Cell wrappers (TF's DropoutWrapper and ResidualWrapper).
+enum class WrapperKind : std::int32_t { dropout = 0, residual = 1 };
+struct Wrapper {
+  WrapperKind kind = WrapperKind::dropout;
+  DropoutWrapper dropout;  ///< kind == dropout
+  ResidualFn residual;     ///< kind == residual (needs the cell's input width == hidden size)
+};
+/// Largest number of wrappers around one cell.
+constexpr int kMaxWrappers = 4;
+
+/// One layer of a stack: a cell (per direction) with its wrappers, innermost first.
+struct LayerSpec {
+  Mode mode = Mode::lstm;
+  GruVariant gru_variant = GruVariant::reset_after;
+  std::int32_t hidden_size = 0;
+  Direction direction = Direction::unidirectional;
+  std::int32_t num_wrappers = 0;
+  Wrapper wrappers[kMaxWrappers];  ///< wrappers[0] wraps the cell, wrappers[1] wraps that, ...
+};
+
+/// A stack of layers, each with its own cell, size, direction and wrappers (GNMT-style stacks);
+/// a CudnnLSTM (RnnSpec) is the uniform case. Layer l > 0 reads layer l−1's output.
+struct StackSpec {
+  std::int32_t input_size = 0;                ///< features of the stack's input
+  InputMode input_mode = InputMode::linear;   ///< layer 0's input mode
+  DType dtype = DType::f32;
+  double dropout = 0.0;                       ///< inter-layer dropout p in [0, 1)
+  std::int32_t num_layers = 0;
+  LayerSpec layers[kMaxLayers];
+};
+
+/// The uniform stack equal to a CudnnLSTM-style spec.
+StackSpec to_stack(const RnnSpec& spec);
 
 /// Checks a spec; on failure last_error_detail() names the field.
 /// @param[in] spec the network description
@@ -124,6 +189,18 @@ struct Shape {
   std::int64_t elements() const;
 };
 
+/// Stack versions of the queries above (the RnnSpec ones are these applied to to_stack(spec)).
+Status validate(const StackSpec& stack);
+int num_directions(const LayerSpec& layer);
+int layer_input_size(const StackSpec& stack, int layer);
+bool uses_skip_input(const StackSpec& stack);
+
+/// Elements of a state tensor (h or c) for `batch` rows: Σ over layers and directions of batch × H_l.
+/// For a uniform stack this is [L·D, B, H].
+std::int64_t state_elements(const StackSpec& stack, int batch);
+/// Element offset of the [batch, H_l] block of (layer, direction) in a state tensor.
+std::int64_t state_offset(const StackSpec& stack, int batch, int layer, int direction);
+
 /// Kinds of canonical parameter (DESIGN §4): W_k [H, I_l], R_k [H, H], bW_k [H], bR_k [H].
 enum class ParamKind : std::int32_t { input_weight = 0, recurrent_weight = 1, input_bias = 2, recurrent_bias = 3 };
 
@@ -140,6 +217,10 @@ Status canonical_weight_shapes(const RnnSpec& spec, Shape* shapes, int capacity,
 Status canonical_bias_shapes(const RnnSpec& spec, Shape* shapes, int capacity, int* count);
 /// CudnnLSTM's state_shape: [L·D, batch, H] (for h, and for c in LSTM).
 Shape state_shape(const RnnSpec& spec, int batch);
+std::int64_t param_count(const StackSpec& stack);
+std::int64_t canonical_offset(const StackSpec& stack, int layer, int direction, ParamKind kind, int gate);
+Status canonical_weight_shapes(const StackSpec& stack, Shape* shapes, int capacity, int* count);
+Status canonical_bias_shapes(const StackSpec& stack, Shape* shapes, int capacity, int* count);
 /// Fills the initial state of `batch` rows with zeros (h, and c when non-null). Elements of spec.dtype.
 Status zero_state(const RnnSpec& spec, int batch, void* h, void* c);
 
@@ -161,6 +242,12 @@ struct TensorInfo {
   Shape shape;
   bool optional = false;  ///< may be absent on import (PyTorch biases when bias=False): read as zeros
 };
+
+int format_tensor_count(const StackSpec& stack, WeightFormat format);
+Status format_tensor_info(const StackSpec& stack, WeightFormat format, int index, const char* prefix, TensorInfo* info);
+Status import_weights(const StackSpec& stack, WeightFormat format, const TensorView* tensors, std::size_t count,
+                      const char* prefix, void* canonical);
+Status export_tensor(const StackSpec& stack, WeightFormat format, int index, const void* canonical, void* out);
 
 /// Number of tensors the exporter writes for a spec in a format.
 int format_tensor_count(const RnnSpec& spec, WeightFormat format);
@@ -187,7 +274,16 @@ struct PlanOptions {
   Isa max_isa = Isa::best;  ///< cap for the SIMD backend (forces lower paths); also env RNNCORE_MAX_ISA
 };
 
-/// Inputs and outputs of one forward run. Tensors are dense, of the spec's dtype.
+/// Whether a run applies dropout. Inference runs are deterministic.
+enum class RunMode : std::int32_t {
+  inference = 0,    ///< no dropout
+  training = 1,     ///< dropout on (inter-layer and wrappers)
+  monte_carlo = 2,  ///< dropout on in an inference run (MC dropout), asked for explicitly
+};
+
+/// Inputs and outputs of one forward run. Tensors are dense, of the spec's dtype. For a stack whose
+/// layers differ in size, state tensors are the per-(layer, direction) [B, H_l] blocks in order
+/// (state_offset).
 struct ForwardArgs {
   std::int32_t batch = 0;    ///< B ≤ plan max_batch
   std::int32_t seq_len = 0;  ///< T ≤ plan max_seq_len
@@ -199,16 +295,24 @@ struct ForwardArgs {
   void* y = nullptr;                        ///< [T, B, D·H] (or [B, T, D·H]); zero past a row's length
   void* hy = nullptr;                       ///< [L·D, B, H] final h, or null
   void* cy = nullptr;                       ///< [L·D, B, H] final c (LSTM), or null
+  RunMode run_mode = RunMode::inference;
+  std::uint64_t seed = 0;                   ///< run seed: masks of inter-layer dropout and of wrappers without a seed
+  std::uint64_t step = 0;                   ///< run counter (the mask function's c3 = step mod 2^32)
+  bool count_steps = false;                 ///< Model only: use the model's counter as `step`, then advance it
+  const std::uint32_t* row_ids = nullptr;   ///< [B] the mask function's row per batch row (default: the index)
 };
 
 /// A planned network: sizes, chosen kernels and buffer offsets. Trivially copyable; owns nothing.
 class Plan {
  public:
   /// Plans `spec` for at most `options.max_batch` rows and `options.max_seq_len` steps.
-  /// @param[out] out the plan (left unchanged on failure)
+  /// @param[out] out the plan (invalid after a failure: forward() then refuses it)
   static Status create(const RnnSpec& spec, const PlanOptions& options, Plan* out);
+  /// Plans a stack of layers (wrappers, differing sizes and cells).
+  static Status create(const StackSpec& stack, const PlanOptions& options, Plan* out);
 
-  const RnnSpec& spec() const;
+  /// The planned network (a uniform RnnSpec appears as its stack).
+  const StackSpec& stack() const;
   const PlanOptions& options() const;
   /// The backend and instruction set chosen at plan time.
   Backend backend() const;
@@ -227,7 +331,7 @@ class Plan {
   /// Runs the network. Makes no allocation; thread-compatible (one workspace per concurrent call).
   Status forward(const void* packed, void* workspace, std::size_t workspace_bytes, const ForwardArgs& args) const;
 
-  static constexpr std::size_t kStorageBytes = 4096;
+  static constexpr std::size_t kStorageBytes = 12288;
 
  private:
   alignas(8) unsigned char storage_[kStorageBytes] = {};
@@ -245,15 +349,20 @@ class Model {
 
   /// Plans, allocates and packs. `canonical` holds param_count(spec) elements of spec.dtype.
   static Status create(const RnnSpec& spec, const PlanOptions& options, const void* canonical, Model* out);
-  /// Forward in the owned buffers (no allocation).
+  static Status create(const StackSpec& stack, const PlanOptions& options, const void* canonical, Model* out);
+  /// Forward in the owned buffers (no allocation). With args.count_steps, a dropout run uses the
+  /// model's step counter and advances it.
   Status forward(const ForwardArgs& args);
   const Plan& plan() const { return plan_; }
+  /// The next step a counted dropout run will use.
+  std::uint64_t step() const { return step_; }
 
  private:
   void release();
   Plan plan_;
   void* packed_ = nullptr;
   void* workspace_ = nullptr;
+  std::uint64_t step_ = 0;
 };
 
 }  // namespace rnncore

@@ -13,7 +13,7 @@ namespace detail {
 constexpr int kMaxFeatureSize = 1 << 16;
 
 // Canonical scalars of one (layer, direction) group: [W_0..W_G-1] [R_0..R_G-1] [bW_0..] [bR_0..].
-std::int64_t params_per_direction(const RnnSpec& spec, int layer);
+std::int64_t params_per_direction(const StackSpec& stack, int layer);
 
 // Rounds n up to a multiple of m (m > 0).
 constexpr std::int64_t round_up(std::int64_t n, std::int64_t m) { return (n + m - 1) / m * m; }
