@@ -19,10 +19,12 @@ Status check_args(const PlanImpl& p, const void* packed, const void* workspace, 
                   const ForwardArgs& a) {
   RNNCORE_ENSURE(p.magic == detail::kPlanMagic, Status::invalid_enum, "forward: the plan was not created");
   RNNCORE_ENSURE(packed != nullptr, Status::null_pointer, "forward: packed weights are null");
-  detail::PackedHeader header;
-  std::memcpy(&header, packed, sizeof header);
-  RNNCORE_ENSURE(header.magic == detail::kPackedMagic && header.fingerprint == p.fingerprint,
-                 Status::weights_not_packed, "forward: the packed buffer was not filled by pack_weights of this plan's layout");
+  if (p.backend != Backend::gpu) {  // a GPU plan's buffer is device memory: gpu_forward checks it
+    detail::PackedHeader header;
+    std::memcpy(&header, packed, sizeof header);
+    RNNCORE_ENSURE(header.magic == detail::kPackedMagic && header.fingerprint == p.fingerprint,
+                   Status::weights_not_packed, "forward: the packed buffer was not filled by pack_weights of this plan's layout");
+  }
   RNNCORE_ENSURE(workspace != nullptr || p.ws.total == 0, Status::null_pointer, "forward: workspace is null");
   RNNCORE_ENSURE(reinterpret_cast<std::uintptr_t>(workspace) % kAlignment == 0, Status::misaligned,
                  "forward: workspace %p is not %zu-byte aligned", workspace, kAlignment);
@@ -74,6 +76,7 @@ Status Plan::forward(const void* packed, void* workspace, std::size_t workspace_
   const PlanImpl& p = impl(*this);
   RNNCORE_RETURN_IF_ERROR(check_args(p, packed, workspace, workspace_bytes, a));
   if (a.batch == 0) return Status::ok;
+  if (p.backend == Backend::gpu) return detail::gpu_forward(p, packed, workspace, a);
 
   const StackSpec& st = p.stack;
   const std::int64_t T = a.seq_len, B = a.batch, L = st.num_layers;

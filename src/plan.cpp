@@ -69,8 +69,10 @@ Status choose_backend(const StackSpec& stack, const PlanOptions& options, PlanIm
   Backend want = options.backend;
   RNNCORE_ENSURE(want >= Backend::auto_select && want <= Backend::gpu, Status::invalid_enum,
                  "options.backend = %d is not a backend", static_cast<int>(want));
-  if (want == Backend::gpu)
-    return fail_status(Status::backend_unavailable, "backend gpu: this build has no GPU support (configure with -Dgpu=cuda or -Dgpu=hip)");
+  if (want == Backend::gpu) {
+    p->backend = Backend::gpu;
+    return gpu_select(options, p);
+  }
   if (want == Backend::simd || want == Backend::auto_select) {
     Isa isa = Isa::none;
     const simd::F32Kernels* k = stack.dtype == DType::f32 ? select_f32_kernels(options.max_isa, &isa) : nullptr;
@@ -269,10 +271,17 @@ Status Plan::create(const StackSpec& stack, const PlanOptions& options, Plan* ou
     const std::int32_t hp = static_cast<std::int32_t>(detail::round_up(p->layers[l].hidden, p->vector));
     p->max_width = std::max({p->max_width, p->layers[l].input_size, p->layers[l].dirs * p->layers[l].hidden, hp});
   }
-  if (p->backend == Backend::simd)
+  if (p->backend == Backend::gpu) {
+    const Status gs = detail::gpu_layout(p);
+    if (gs != Status::ok) {
+      p->magic = 0;
+      return gs;
+    }
+  } else if (p->backend == Backend::simd) {
     detail::layout_simd(p);
-  else
+  } else {
     detail::layout_reference(p);
+  }
   if (p->ws.total == ~std::size_t{0}) {
     p->magic = 0;
     return detail::fail_status(Status::invalid_size, "buffers for max_batch = %d and max_seq_len = %d would exceed 2^46 bytes",
@@ -301,6 +310,7 @@ Status Plan::pack_weights(const void* canonical, void* packed, std::size_t packe
                  "pack_weights: packed buffer %p is not %zu-byte aligned", packed, kAlignment);
   RNNCORE_ENSURE(packed_bytes >= p.packed_bytes, Status::buffer_too_small,
                  "pack_weights: packed buffer has %zu bytes, the plan needs %zu", packed_bytes, p.packed_bytes);
+  if (p.backend == Backend::gpu) return detail::gpu_pack(p, canonical, packed);
   auto* bytes = static_cast<unsigned char*>(packed);
   std::memset(bytes, 0, p.packed_bytes);
   const detail::PackedHeader header{detail::kPackedMagic, p.fingerprint};

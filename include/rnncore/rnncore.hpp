@@ -272,6 +272,8 @@ struct PlanOptions {
   std::int32_t max_seq_len = 1;  ///< largest sequence length forward() will see
   Backend backend = Backend::auto_select;
   Isa max_isa = Isa::best;  ///< cap for the SIMD backend (forces lower paths); also env RNNCORE_MAX_ISA
+  std::int32_t threads = 1;  ///< CPU worker threads (Model makes the pool at create; 1: no threading at all)
+  int gpu_device = 0;        ///< GPU backend: the device ordinal
 };
 
 /// Whether a run applies dropout. Inference runs are deterministic.
@@ -300,6 +302,7 @@ struct ForwardArgs {
   std::uint64_t step = 0;                   ///< run counter (the mask function's c3 = step mod 2^32)
   bool count_steps = false;                 ///< Model only: use the model's counter as `step`, then advance it
   const std::uint32_t* row_ids = nullptr;   ///< [B] the mask function's row per batch row (default: the index)
+  void* stream = nullptr;                   ///< GPU backend: hipStream_t / cudaStream_t to run on (null: the default stream)
 };
 
 /// A planned network: sizes, chosen kernels and buffer offsets. Trivially copyable; owns nothing.

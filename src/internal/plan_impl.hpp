@@ -120,6 +120,18 @@ Status simd_pack(const PlanImpl& p, const void* canonical, unsigned char* packed
 void simd_run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io, const unsigned char* packed,
                         unsigned char* ws);
 
+// GPU backend (src/gpu/, built with -Dgpu=cuda or -Dgpu=hip; src/gpu_none.cpp otherwise).
+// Buffers of a GPU plan (packed weights, workspace) and the tensors of ForwardArgs are device
+// memory, except seq_lengths and row_ids, which are host arrays (forward() validates them).
+// gpu_select: whether a device is usable; writes the kernel family name.
+Status gpu_select(const PlanOptions& options, PlanImpl* p);
+// Fills packed_bytes and ws (device byte offsets) for the plan.
+Status gpu_layout(PlanImpl* p);
+// Packs host canonical weights into the device buffer `packed` (no allocation beyond it).
+Status gpu_pack(const PlanImpl& p, const void* canonical_host, void* packed_device);
+// The whole forward pass on the GPU, on args.stream.
+Status gpu_forward(const PlanImpl& p, const void* packed, void* workspace, const ForwardArgs& args);
+
 // CPU features: the best f32 kernel table not above `cap` (also capped by env RNNCORE_MAX_ISA), or null.
 const simd::F32Kernels* select_f32_kernels(Isa cap, Isa* chosen);
 
