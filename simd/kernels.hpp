@@ -68,6 +68,8 @@ struct F32Kernels {
   /// One row of a dropout mask (1/keep or 0 per unit), bit-identical to rnncore_mask_row.
   void (*mask_row)(std::uint64_t seed, std::uint64_t step, std::uint32_t site, std::uint32_t t_prime, std::uint32_t row,
                    std::uint32_t width, const rnncore_mask_params& params, float* out);
+  /// The vector math of simd/math.hpp on n values (n a multiple of `vector`), for accuracy tests.
+  void (*math)(const float* x, float* exp, float* sigmoid, float* tanh, std::int32_t n);
 };
 
 // One table per instruction set compiled in (null when not built).

@@ -20,13 +20,11 @@
 #include <xsimd/xsimd.hpp>
 
 #include "simd/kernels.hpp"
+#include "simd/math.hpp"
 
 namespace rnncore {
 namespace simd {
 namespace {
-
-template <class Arch>
-using vf = xsimd::batch<float, Arch>;
 
 // Vector registers of an architecture (the 32-register files of AVX-512 and AArch64 allow taller tiles).
 template <class Arch>
@@ -81,14 +79,9 @@ inline void accumulate(const float* const* rows, int k, const float* panel, vf<A
     for (int g = 0; g < G; ++g) w[g] = vf<Arch>::load_aligned(panel + (static_cast<std::ptrdiff_t>(p) * G + g) * V);
     for (int m = 0; m < MR; ++m) {
       const vf<Arch> x(rows[m][p]);
-      for (int g = 0; g < G; ++g) acc[m][g] = xsimd::fma(x, w[g], acc[m][g]);
+      for (int g = 0; g < G; ++g) acc[m][g] = fmadd<Arch>(x, w[g], acc[m][g]);
     }
   }
-}
-
-template <class Arch>
-inline vf<Arch> sigmoid(vf<Arch> x) {
-  return vf<Arch>(1.0f) / (vf<Arch>(1.0f) + xsimd::exp(-x));
 }
 
 // Stores the first n (≤ V) lanes of v to unaligned memory.
@@ -174,32 +167,32 @@ inline void cell_epilogue(const StepArgs& s, int row, int j, const vf<Arch>* acc
   constexpr int G = cell_gates(C);
   const float* px = s.proj + row * s.proj_row_stride + u * (C == Cell::gru_reset_before ? 3 : G);
   if constexpr (C == Cell::lstm) {
-    const vf<Arch> i = sigmoid<Arch>(acc[0] + vf<Arch>::load_aligned(px));
-    const vf<Arch> f = sigmoid<Arch>(acc[1] + vf<Arch>::load_aligned(px + V));
-    const vf<Arch> g = xsimd::tanh(acc[2] + vf<Arch>::load_aligned(px + 2 * V));
-    const vf<Arch> o = sigmoid<Arch>(acc[3] + vf<Arch>::load_aligned(px + 3 * V));
-    const vf<Arch> c = xsimd::fma(f, vf<Arch>::load_aligned(s.c + hrow + u), i * g);
-    const vf<Arch> h = o * xsimd::tanh(c);
+    const vf<Arch> i = sigmoid_f32<Arch>(acc[0] + vf<Arch>::load_aligned(px));
+    const vf<Arch> f = sigmoid_f32<Arch>(acc[1] + vf<Arch>::load_aligned(px + V));
+    const vf<Arch> g = tanh_f32<Arch>(acc[2] + vf<Arch>::load_aligned(px + 2 * V));
+    const vf<Arch> o = sigmoid_f32<Arch>(acc[3] + vf<Arch>::load_aligned(px + 3 * V));
+    const vf<Arch> c = fmadd<Arch>(f, vf<Arch>::load_aligned(s.c + hrow + u), i * g);
+    const vf<Arch> h = o * tanh_f32<Arch>(c);
     store_state(s, s.c, c, s.mask_c, row, u);
     store_state(s, s.h_next, h, s.mask_h, row, u);
     store_first<Arch>(y, h, units);
   } else if constexpr (C == Cell::gru_reset_after) {
-    const vf<Arch> r = sigmoid<Arch>(acc[0] + vf<Arch>::load_aligned(px));
-    const vf<Arch> z = sigmoid<Arch>(acc[1] + vf<Arch>::load_aligned(px + V));
-    const vf<Arch> n = xsimd::tanh(xsimd::fma(r, acc[2] + vf<Arch>::load_aligned(s.bias_rn + u),
+    const vf<Arch> r = sigmoid_f32<Arch>(acc[0] + vf<Arch>::load_aligned(px));
+    const vf<Arch> z = sigmoid_f32<Arch>(acc[1] + vf<Arch>::load_aligned(px + V));
+    const vf<Arch> n = tanh_f32<Arch>(fmadd<Arch>(r, acc[2] + vf<Arch>::load_aligned(s.bias_rn + u),
                                               vf<Arch>::load_aligned(px + 2 * V)));
     const vf<Arch> hp = vf<Arch>::load_aligned(s.h_prev + hrow + u);
-    const vf<Arch> h = xsimd::fma(z, hp - n, n);
+    const vf<Arch> h = fmadd<Arch>(z, hp - n, n);
     store_state(s, s.h_next, h, s.mask_h, row, u);
     store_first<Arch>(y, h, units);
   } else if constexpr (C == Cell::gru_reset_before) {  // phase 1: r and z; the n gate needs all of r ⊙ h
-    const vf<Arch> r = sigmoid<Arch>(acc[0] + vf<Arch>::load_aligned(px));
-    const vf<Arch> z = sigmoid<Arch>(acc[1] + vf<Arch>::load_aligned(px + V));
+    const vf<Arch> r = sigmoid_f32<Arch>(acc[0] + vf<Arch>::load_aligned(px));
+    const vf<Arch> z = sigmoid_f32<Arch>(acc[1] + vf<Arch>::load_aligned(px + V));
     (r * vf<Arch>::load_aligned(s.h_prev + hrow + u)).store_aligned(s.rh + hrow + u);
     z.store_aligned(s.z + hrow + u);
   } else {
     const vf<Arch> pre = acc[0] + vf<Arch>::load_aligned(px);
-    const vf<Arch> h = C == Cell::rnn_tanh ? xsimd::tanh(pre) : xsimd::max(pre, vf<Arch>(0.0f));
+    const vf<Arch> h = C == Cell::rnn_tanh ? tanh_f32<Arch>(pre) : xsimd::max(pre, vf<Arch>(0.0f));
     store_state(s, s.h_next, h, s.mask_h, row, u);
     store_first<Arch>(y, h, units);
   }
@@ -253,13 +246,24 @@ void gru_reset_before_phase2(const StepArgs& s) {
             continue;
           }
           const float* px = s.proj + row * s.proj_row_stride + u * 3;
-          const vf<Arch> n = xsimd::tanh(acc[m][0] + vf<Arch>::load_aligned(px + 2 * V));
-          const vf<Arch> h = xsimd::fma(vf<Arch>::load_aligned(s.z + hrow + u), hp - n, n);
+          const vf<Arch> n = tanh_f32<Arch>(acc[m][0] + vf<Arch>::load_aligned(px + 2 * V));
+          const vf<Arch> h = fmadd<Arch>(vf<Arch>::load_aligned(s.z + hrow + u), hp - n, n);
           store_state(s, s.h_next, h, s.mask_h, row, u);
           store_first<Arch>(y, h, s.hidden - j * V);
         }
       });
     }
+  }
+}
+
+template <class Arch>
+void math_probe(const float* x, float* e, float* sg, float* th, std::int32_t n) {
+  constexpr int V = static_cast<int>(vf<Arch>::size);
+  for (int i = 0; i + V <= n; i += V) {
+    const vf<Arch> v = vf<Arch>::load_unaligned(x + i);
+    exp_f32<Arch>(v).store_unaligned(e + i);
+    sigmoid_f32<Arch>(v).store_unaligned(sg + i);
+    tanh_f32<Arch>(v).store_unaligned(th + i);
   }
 }
 
@@ -271,7 +275,8 @@ constexpr F32Kernels make_kernels(const char* name) {
                     {&step<Arch, Cell::lstm>, &step<Arch, Cell::gru_reset_after>, &step<Arch, Cell::gru_reset_before>,
                      &step<Arch, Cell::rnn_tanh>, &step<Arch, Cell::rnn_relu>},
                     &gru_reset_before_phase2<Arch>,
-                    &simd_detail::mask_row<Arch>};
+                    &simd_detail::mask_row<Arch>,
+                    &math_probe<Arch>};
 }
 
 }  // namespace

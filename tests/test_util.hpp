@@ -87,6 +87,50 @@ rnncore::Status run_forward(const rnncore::RnnSpec& spec, rnncore::PlanOptions o
   return plan.forward(packed.ptr, ws.ptr, ws.size, args);
 }
 
+// The same for a stack (state tensors hold state_elements(stack, B) elements).
+template <class T>
+rnncore::Status run_forward(const rnncore::StackSpec& stack, rnncore::PlanOptions opt, const std::vector<T>& canonical,
+                            rnncore::ForwardArgs args, Outputs<T>* out) {
+  using namespace rnncore;
+  Plan plan;
+  Status s = Plan::create(stack, opt, &plan);
+  if (s != Status::ok) return s;
+  AlignedBuffer packed(plan.packed_weight_bytes()), ws(plan.workspace_bytes());
+  s = plan.pack_weights(canonical.data(), packed.ptr, packed.size);
+  if (s != Status::ok) return s;
+  const LayerSpec& last = stack.layers[stack.num_layers - 1];
+  bool lstm = false;
+  for (int l = 0; l < stack.num_layers; ++l) lstm = lstm || stack.layers[l].mode == Mode::lstm;
+  out->y.assign(static_cast<std::size_t>(args.seq_len) * args.batch * num_directions(last) * last.hidden_size, T(-7));
+  out->hy.assign(static_cast<std::size_t>(state_elements(stack, args.batch)), T(-7));
+  out->cy.assign(lstm ? out->hy.size() : 0, T(-7));
+  args.y = out->y.data();
+  args.hy = out->hy.data();
+  args.cy = lstm ? out->cy.data() : nullptr;
+  return plan.forward(packed.ptr, ws.ptr, ws.size, args);
+}
+
+// A dropout wrapper with the given keep probabilities.
+inline rnncore::Wrapper dropout_wrapper(double in, double out, double state, bool variational = false,
+                                        bool per_sequence = false,
+                                        rnncore::StateFilter filter = rnncore::StateFilter::default_filter) {
+  rnncore::Wrapper w;
+  w.kind = rnncore::WrapperKind::dropout;
+  w.dropout.input_keep = in;
+  w.dropout.output_keep = out;
+  w.dropout.state_keep = state;
+  w.dropout.variational = variational;
+  w.dropout.per_sequence = per_sequence;
+  w.dropout.state_filter = filter;
+  return w;
+}
+
+inline rnncore::Wrapper residual_wrapper() {
+  rnncore::Wrapper w;
+  w.kind = rnncore::WrapperKind::residual;
+  return w;
+}
+
 }  // namespace rnncore_test
 
 #endif  // RNNCORE_TESTS_TEST_UTIL_HPP
