@@ -233,7 +233,14 @@ bool float_dtype(io::ElemType type, DType* out) {
   }
 }
 
-Status load_model(const std::string& path, const ModelHints& hints, LoadedModel* out, std::string* error) {
+bool uniform_states(const StackSpec& st) {
+  for (int l = 1; l < st.num_layers; ++l)
+    if (st.layers[l].hidden_size != st.layers[0].hidden_size || st.layers[l].direction != st.layers[0].direction) return false;
+  return true;
+}
+
+Status load_model(const std::string& path, const ModelHints& hints, const StackSpec* config, LoadedModel* out,
+                  std::string* error) {
   io::SafeTensors file;
   const rnncore_status rs = io::read_safetensors(path.c_str(), &file);
   if (rs != RNNCORE_OK) {
@@ -299,53 +306,70 @@ Status load_model(const std::string& path, const ModelHints& hints, LoadedModel*
   spec.direction = inf.dirs == 2 ? Direction::bidirectional : Direction::unidirectional;
   spec.input_mode = inf.skip ? InputMode::skip : InputMode::linear;
 
-  // Mode: flag, metadata, else the gate count (an Elman RNN needs to be told its activation).
-  std::string mode = hints.mode;
-  if (mode.empty() && file.meta("mode") != nullptr) mode = *file.meta("mode");
-  if (!mode.empty()) {
-    if (!parse_mode(mode, &spec.mode))
-      return fail(Status::invalid_enum, "unknown mode '" + mode + "' (lstm, gru, rnn_tanh or rnn_relu)");
-    if (num_gates(spec.mode) != inf.gates)
-      return fail(Status::tensor_shape, std::string("mode ") + to_string(spec.mode) + " has " +
-                                            std::to_string(num_gates(spec.mode)) + " gates but tensor '" + inf.anchor +
-                                            "' " + shape_string(inf.anchor_shape) + " holds " +
-                                            std::to_string(inf.gates) + " (hidden size " + std::to_string(inf.hidden) + ")");
-  } else if (inf.gates == 4) {
-    spec.mode = Mode::lstm;
-  } else if (inf.gates == 3) {
-    spec.mode = Mode::gru;
+  if (config != nullptr) {
+    // The stack comes from the configuration; the weights only tell the input size.
+    out->stack = *config;
+    out->stack.dtype = hints.dtype;
+    if (out->stack.input_size == 0) out->stack.input_size = inf.input;
+    if (out->stack.input_size != inf.input)
+      return fail(Status::tensor_shape, "the configuration's input_size is " + std::to_string(out->stack.input_size) +
+                                            " but tensor '" + inf.anchor + "' belongs to a model with input size " +
+                                            std::to_string(inf.input));
+    if (inf.skip) out->stack.input_mode = InputMode::skip;
+    spec.mode = out->stack.layers[0].mode;
+    spec.gru_variant = out->stack.layers[0].gru_variant;
+    const Status vs = validate(out->stack);
+    if (vs != Status::ok) return fail(vs, std::string("configuration: ") + last_error_detail());
   } else {
-    return fail(Status::invalid_enum, "tensor '" + inf.anchor + "' " + shape_string(inf.anchor_shape) +
-                                          " has one gate: an Elman RNN; pass --mode rnn_tanh or --mode rnn_relu");
-  }
-
-  // GRU variant: flag, metadata, Keras bias shape, else the format's own default.
-  if (spec.mode == Mode::gru) {
-    std::string v = hints.gru;
-    if (v.empty() && file.meta("gru") != nullptr) v = *file.meta("gru");
-    if (v.empty() && file.meta("linear_before_reset") != nullptr)
-      v = *file.meta("linear_before_reset") == "0" ? "reset-before" : "reset-after";
-    if (v.empty() && out->format == WeightFormat::keras && inf.keras_bias != nullptr)
-      v = inf.keras_bias->shape.size() == 2 ? "reset-after" : "reset-before";
-    if (v.empty()) {
-      v = out->format == WeightFormat::onnx ? "reset-before" : "reset-after";
-      const char* why = out->format == WeightFormat::onnx    ? " (ONNX's default linear_before_reset=0)"
-                        : out->format == WeightFormat::keras ? " (Keras' default reset_after=True; the file has no bias to tell)"
-                                                             : " (cuDNN / PyTorch)";
-      out->notes.push_back("GRU variant not given; using " + v + why + "; pass --gru to choose");
+    // Mode: flag, metadata, else the gate count (an Elman RNN needs to be told its activation).
+    std::string mode = hints.mode;
+    if (mode.empty() && file.meta("mode") != nullptr) mode = *file.meta("mode");
+    if (!mode.empty()) {
+      if (!parse_mode(mode, &spec.mode))
+        return fail(Status::invalid_enum, "unknown mode '" + mode + "' (lstm, gru, rnn_tanh or rnn_relu)");
+      if (num_gates(spec.mode) != inf.gates)
+        return fail(Status::tensor_shape, std::string("mode ") + to_string(spec.mode) + " has " +
+                                              std::to_string(num_gates(spec.mode)) + " gates but tensor '" + inf.anchor +
+                                              "' " + shape_string(inf.anchor_shape) + " holds " +
+                                              std::to_string(inf.gates) + " (hidden size " + std::to_string(inf.hidden) + ")");
+    } else if (inf.gates == 4) {
+      spec.mode = Mode::lstm;
+    } else if (inf.gates == 3) {
+      spec.mode = Mode::gru;
+    } else {
+      return fail(Status::invalid_enum, "tensor '" + inf.anchor + "' " + shape_string(inf.anchor_shape) +
+                                            " has one gate: an Elman RNN; pass --mode rnn_tanh or --mode rnn_relu");
     }
-    if (!parse_gru_variant(v, &spec.gru_variant))
-      return fail(Status::invalid_enum, "unknown GRU variant '" + v + "' (reset-after or reset-before)");
+
+    // GRU variant: flag, metadata, Keras bias shape, else the format's own default.
+    if (spec.mode == Mode::gru) {
+      std::string v = hints.gru;
+      if (v.empty() && file.meta("gru") != nullptr) v = *file.meta("gru");
+      if (v.empty() && file.meta("linear_before_reset") != nullptr)
+        v = *file.meta("linear_before_reset") == "0" ? "reset-before" : "reset-after";
+      if (v.empty() && out->format == WeightFormat::keras && inf.keras_bias != nullptr)
+        v = inf.keras_bias->shape.size() == 2 ? "reset-after" : "reset-before";
+      if (v.empty()) {
+        v = out->format == WeightFormat::onnx ? "reset-before" : "reset-after";
+        const char* why = out->format == WeightFormat::onnx    ? " (ONNX's default linear_before_reset=0)"
+                          : out->format == WeightFormat::keras ? " (Keras' default reset_after=True; the file has no bias to tell)"
+                                                               : " (cuDNN / PyTorch)";
+        out->notes.push_back("GRU variant not given; using " + v + why + "; pass --gru to choose");
+      }
+      if (!parse_gru_variant(v, &spec.gru_variant))
+        return fail(Status::invalid_enum, "unknown GRU variant '" + v + "' (reset-after or reset-before)");
+    }
+    if (!hints.input_mode.empty()) {
+      InputMode im;
+      if (!parse_input_mode(hints.input_mode, &im))
+        return fail(Status::invalid_enum, "unknown input mode '" + hints.input_mode + "' (linear, skip or auto_select)");
+      if ((im == InputMode::skip) != inf.skip && !(im == InputMode::auto_select && inf.skip == (inf.input == inf.hidden)))
+        return fail(Status::tensor_shape, std::string("input mode ") + hints.input_mode + " does not match the file: layer 0 " +
+                                              (inf.skip ? "has no" : "has") + " input weights");
+    }
+    if (validate(spec) != Status::ok) return fail(validate(spec), last_error_detail());
+    out->stack = to_stack(spec);
   }
-  if (!hints.input_mode.empty()) {
-    InputMode im;
-    if (!parse_input_mode(hints.input_mode, &im))
-      return fail(Status::invalid_enum, "unknown input mode '" + hints.input_mode + "' (linear, skip or auto_select)");
-    if ((im == InputMode::skip) != inf.skip && !(im == InputMode::auto_select && inf.skip == (inf.input == inf.hidden)))
-      return fail(Status::tensor_shape, std::string("input mode ") + hints.input_mode + " does not match the file: layer 0 " +
-                                            (inf.skip ? "has no" : "has") + " input weights");
-  }
-  if (validate(spec) != Status::ok) return fail(validate(spec), last_error_detail());
 
   // Import every tensor; integer tensors are passed with an invalid dtype so a needed one is reported.
   std::vector<TensorView> views(file.tensors.size());
@@ -359,8 +383,9 @@ Status load_model(const std::string& path, const ModelHints& hints, LoadedModel*
     for (int d = 0; d < v.shape.ndim; ++d) v.shape.dims[d] = e.shape[d];
     v.data = file.data(e);
   }
-  out->canonical.assign(static_cast<std::size_t>(param_count(spec)) * dtype_size(spec.dtype), 0);
-  const Status s = import_weights(spec, out->format, views.data(), views.size(), out->prefix.c_str(), out->canonical.data());
+  out->canonical.assign(static_cast<std::size_t>(param_count(out->stack)) * dtype_size(out->stack.dtype), 0);
+  const Status s =
+      import_weights(out->stack, out->format, views.data(), views.size(), out->prefix.c_str(), out->canonical.data());
   if (s != Status::ok) return fail(s, last_error_detail());
   return Status::ok;
 }

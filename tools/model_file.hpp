@@ -26,16 +26,22 @@ struct ModelHints {
 
 /// A loaded model.
 struct LoadedModel {
-  RnnSpec spec;
+  RnnSpec spec;            ///< the uniform spec read off the weights (layer 0's cell for a stack)
+  StackSpec stack;         ///< what runs: to_stack(spec), or the --config stack
   WeightFormat format = WeightFormat::pytorch;
   std::string prefix;
-  std::vector<unsigned char> canonical;  ///< param_count(spec) elements of spec.dtype
+  std::vector<unsigned char> canonical;  ///< param_count(stack) elements of the dtype
   std::vector<std::string> notes;         ///< defaults that were chosen (printed to stderr)
 };
 
 /// Loads `path`; on failure returns the status and puts one line naming the file, tensor and
-/// expected vs found shape into *error.
-Status load_model(const std::string& path, const ModelHints& hints, LoadedModel* out, std::string* error);
+/// expected vs found shape into *error. With `config` (a stack from --config), the layers come from
+/// it and the weights must match it; its input_size may be 0 (taken from the weights).
+Status load_model(const std::string& path, const ModelHints& hints, const StackSpec* config, LoadedModel* out,
+                  std::string* error);
+
+/// True when every layer has the same cell size and direction, so states are [L·D, B, H].
+bool uniform_states(const StackSpec& stack);
 
 /// Parses a mode / GRU variant / format / input mode name; false if unknown.
 bool parse_mode(const std::string& s, Mode* out);

@@ -14,7 +14,9 @@
 #include "rnncore/rnncore.hpp"
 #include "src/io/npy.hpp"
 #include "tools/cli_args.hpp"
+#include "tools/export_c.hpp"
 #include "tools/model_file.hpp"
+#include "tools/stack_config.hpp"
 
 using namespace rnncore;
 using namespace rnncore::tools;
@@ -31,6 +33,7 @@ const char* const kUsage =
     "  run    run a recurrent model from a safetensors file on .npy input\n"
     "  bench  time a forward pass of random weights (median of repeats)\n"
     "  info   version, backends, CPU features and chosen kernels\n"
+    "  export-c  write a model as a C header for firmware (weights, spec, buffer sizes)\n"
     "  help   this text, or 'rnncore help <command>'\n";
 
 const char* const kRunUsage =
@@ -43,11 +46,20 @@ const char* const kRunUsage =
     "  --gru reset-after|reset-before          GRU variant (default: metadata, else the format's own)\n"
     "  --input-mode linear|skip|auto_select    check layer 0's input mode (canonical files)\n"
     "  --dtype f32|f64                         compute type (default f32; f64 runs the reference)\n"
+    "  --config STACK.json                     a stack of layers with wrappers (docs/dropout.md); the\n"
+    "                                          weights must match it\n"
     "inputs and outputs (.npy; float32 outputs in rnncore's layouts):\n"
     "  --batch-first                           X is [B, T, I] and Y is [B, T, D*H] (default time-major)\n"
     "  --seq-lengths L.npy                     [B] integer lengths, 0..T, any order\n"
     "  --h0 F.npy  --c0 F.npy                  initial states [L*D, B, H] (default zeros)\n"
-    "  --hn F.npy  --cn F.npy                  write final states [L*D, B, H]\n"
+    "  --hn F.npy  --cn F.npy                  write final states [L*D, B, H] (a stack whose layers\n"
+    "                                          differ: the per-layer [B, H_l] blocks, flattened)\n"
+    "dropout (docs/dropout.md):\n"
+    "  --train                                 a training run: dropout on (default: inference, none)\n"
+    "  --mc-dropout                            Monte-Carlo dropout in an inference run\n"
+    "  --seed S  --step N                      the run's seed and step counter (default 0 and 0)\n"
+    "  --dropout P                             inter-layer dropout probability (CudnnLSTM's dropout)\n"
+    "  --row-ids R.npy                         [B] row ids for the masks (default: the batch index)\n"
     "execution:\n"
     "  --backend auto|reference|simd|gpu      (default auto)\n"
     "  --threads N                             worker threads (default 1)\n"
@@ -193,7 +205,8 @@ int cmd_run(int argc, char** argv) {
       {"mode", true},     {"gru", true},       {"input-mode", true},  {"dtype", true},      {"batch-first", false},
       {"seq-lengths", true}, {"h0", true},     {"c0", true},          {"hn", true},         {"cn", true},
       {"backend", true},  {"threads", true},   {"repeat", true},      {"expect", true},     {"expect-hn", true},
-      {"expect-cn", true}, {"tolerance", true}, {"help", false}};
+      {"expect-cn", true}, {"tolerance", true}, {"help", false}, {"config", true},   {"train", false},
+      {"mc-dropout", false}, {"seed", true},   {"step", true},      {"dropout", true},    {"row-ids", true}};
   if (!args.parse(argc, argv, 2, known, &err)) return usage_error(kRunUsage, err);
   if (args.has("help")) {
     std::fputs(kRunUsage, stdout);
@@ -228,15 +241,34 @@ int cmd_run(int argc, char** argv) {
   GruVariant gru_check;
   if (!hints.gru.empty() && !parse_gru_variant(hints.gru, &gru_check))
     return usage_error(kRunUsage, "--gru must be reset-after or reset-before");
-  if (threads != 1) std::fprintf(stderr, "rnncore: note: this build runs one thread; --threads %lld ignored\n", threads);
+  unsigned long long seed = 0, step = 0;
+  double dropout = 0.0;
+  if (!args.get_u64("seed", 0, &seed, &err) || !args.get_u64("step", 0, &step, &err) ||
+      !args.get_double("dropout", 0.0, 0.999999999, 0.0, &dropout, &err))
+    return usage_error(kRunUsage, err);
+  if (args.has("train") && args.has("mc-dropout")) return usage_error(kRunUsage, "--train and --mc-dropout exclude each other");
+  const RunMode run_mode = args.has("train") ? RunMode::training : args.has("mc-dropout") ? RunMode::monte_carlo : RunMode::inference;
+  if (run_mode == RunMode::inference && (args.has("seed") || args.has("step") || args.has("dropout") || args.has("row-ids")))
+    std::fprintf(stderr, "rnncore: note: dropout acts in --train (or --mc-dropout) runs only; this run is deterministic\n");
+  if (args.has("config") && (args.has("mode") || args.has("gru")))
+    return usage_error(kRunUsage, "--mode and --gru come from the --config file's layers");
 
+  StackSpec config;
+  if (args.has("config") && read_stack_config(args.get("config"), &config, &err) != Status::ok) return error(err);
   LoadedModel model;
-  if (load_model(args.get("weights"), hints, &model, &err) != Status::ok) return error(err);
+  if (load_model(args.get("weights"), hints, args.has("config") ? &config : nullptr, &model, &err) != Status::ok)
+    return error(err);
   for (const std::string& note : model.notes) std::fprintf(stderr, "rnncore: note: %s\n", note.c_str());
-  const RnnSpec& spec = model.spec;
-  const DType dt = spec.dtype;
+  StackSpec& stack = model.stack;
+  if (args.has("dropout")) stack.dropout = dropout;
+  const DType dt = stack.dtype;
   const std::size_t es = dtype_size(dt);
-  const std::int64_t L = spec.num_layers, D = num_directions(spec), H = spec.hidden_size, I = spec.input_size;
+  const LayerSpec& last = stack.layers[stack.num_layers - 1];
+  const std::int64_t L = stack.num_layers, I = stack.input_size, out_width = num_directions(last) * last.hidden_size;
+  bool any_lstm = false;
+  for (int l = 0; l < stack.num_layers; ++l) any_lstm = any_lstm || stack.layers[l].mode == Mode::lstm;
+  const bool uniform = uniform_states(stack);
+  const std::int64_t D = num_directions(stack.layers[0]), H = stack.layers[0].hidden_size;
   const bool batch_first = args.has("batch-first");
 
   // Input: [T, B, I] or [B, T, I].
@@ -265,14 +297,32 @@ int cmd_run(int argc, char** argv) {
         return error(path + ": length " + std::to_string(lengths[b]) + " of row " + std::to_string(b) +
                      " is outside 0.." + T_s);
   }
-  const std::vector<std::int64_t> state_dims = {L * D, B, H};
-  const std::string state_what = dims_string({LD_s, B_s, H_s}) + " ([layers*directions, batch, hidden])";
+  const std::vector<std::int64_t> state_dims =
+      uniform ? std::vector<std::int64_t>{L * D, B, H} : std::vector<std::int64_t>{state_elements(stack, static_cast<int>(B))};
+  const std::string state_what = uniform ? dims_string({LD_s, B_s, H_s}) + " ([layers*directions, batch, hidden])"
+                                         : dims_string({std::to_string(state_dims[0])}) + " (per-layer [B, H_l] blocks, flattened)";
+  std::vector<std::uint32_t> row_ids;
+  if (args.has("row-ids")) {
+    const std::string path = args.get("row-ids");
+    io::Array a;
+    std::vector<std::int32_t> ids;
+    if (io::read_npy(path.c_str(), &a) != RNNCORE_OK) return error(rnncore_last_error_detail());
+    if (a.shape.size() != 1 || a.shape[0] != B)
+      return error(path + ": expected shape " + dims_string({B_s}) + ", found " + shape_string(a.shape));
+    if (a.type == io::ElemType::f32 || a.type == io::ElemType::f64 || a.type == io::ElemType::f16 || a.type == io::ElemType::bf16 ||
+        io::to_i32(a, &ids) != RNNCORE_OK)
+      return error(path + ": expected integer row ids in 0..2^31-1, found " + io::elem_type_name(a.type) + " values");
+    for (std::int32_t id : ids) {
+      if (id < 0) return error(path + ": row id " + std::to_string(id) + " is negative");
+      row_ids.push_back(static_cast<std::uint32_t>(id));
+    }
+  }
   std::vector<unsigned char> h0, c0;
   std::vector<std::int64_t> ignored;
   if (args.has("h0") && !read_float_npy(args.get("h0"), dt, state_dims, state_what, &ignored, &h0, &err)) return error(err);
   if (args.has("c0") || args.has("cn") || args.has("expect-cn")) {
-    if (spec.mode != Mode::lstm)
-      return error(std::string("--c0/--cn/--expect-cn: a ") + to_string(spec.mode) + " network has no cell state");
+    if (!any_lstm)
+      return error(std::string("--c0/--cn/--expect-cn: a ") + to_string(stack.layers[0].mode) + " network has no cell state");
   }
   if (args.has("c0") && !read_float_npy(args.get("c0"), dt, state_dims, state_what, &ignored, &c0, &err)) return error(err);
 
@@ -281,11 +331,11 @@ int cmd_run(int argc, char** argv) {
   opt.max_seq_len = static_cast<std::int32_t>(std::max<std::int64_t>(T, 1));
   opt.backend = backend;
   Model net;
-  Status s = Model::create(spec, opt, model.canonical.data(), &net);
+  Status s = Model::create(stack, opt, model.canonical.data(), &net);
   if (s != Status::ok) return error(args.get("weights") + ": " + library_error(s));
 
-  std::vector<unsigned char> y(static_cast<std::size_t>(T * B * D * H) * es), hy(static_cast<std::size_t>(L * D * B * H) * es),
-      cy(spec.mode == Mode::lstm ? hy.size() : 0);
+  std::vector<unsigned char> y(static_cast<std::size_t>(T * B * out_width) * es),
+      hy(static_cast<std::size_t>(state_elements(stack, static_cast<int>(B))) * es), cy(any_lstm ? hy.size() : 0);
   ForwardArgs fa;
   fa.batch = static_cast<std::int32_t>(B);
   fa.seq_len = static_cast<std::int32_t>(T);
@@ -297,6 +347,10 @@ int cmd_run(int argc, char** argv) {
   fa.y = y.data();
   fa.hy = hy.data();
   fa.cy = cy.empty() ? nullptr : cy.data();
+  fa.run_mode = run_mode;
+  fa.seed = seed;
+  fa.step = step;
+  fa.row_ids = row_ids.empty() ? nullptr : row_ids.data();
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   s = net.forward(fa);
@@ -311,16 +365,34 @@ int cmd_run(int argc, char** argv) {
   std::sort(times.begin(), times.end());
   const double ms = times.empty() ? first_ms : times[times.size() / 2];
 
-  const std::vector<std::int64_t> yshape = batch_first ? std::vector<std::int64_t>{B, T, D * H}
-                                                       : std::vector<std::int64_t>{T, B, D * H};
+  const std::vector<std::int64_t> yshape = batch_first ? std::vector<std::int64_t>{B, T, out_width}
+                                                       : std::vector<std::int64_t>{T, B, out_width};
   if (!write_f32_npy(args.get("output"), dt, y.data(), yshape, &err)) return error(err);
   if (args.has("hn") && !write_f32_npy(args.get("hn"), dt, hy.data(), state_dims, &err)) return error(err);
   if (args.has("cn") && !write_f32_npy(args.get("cn"), dt, cy.data(), state_dims, &err)) return error(err);
 
-  std::printf("model: %s%s, %lld layer(s), %s, input %lld, hidden %lld (%s weights, prefix '%s')\n", to_string(spec.mode),
-              spec.mode == Mode::gru ? (std::string(" ") + to_string(spec.gru_variant)).c_str() : "",
-              static_cast<long long>(L), D == 2 ? "bidirectional" : "unidirectional", static_cast<long long>(I),
-              static_cast<long long>(H), to_string(model.format), model.prefix.c_str());
+  if (!args.has("config")) {
+    const RnnSpec& spec = model.spec;
+    std::printf("model: %s%s, %lld layer(s), %s, input %lld, hidden %lld (%s weights, prefix '%s')\n", to_string(spec.mode),
+                spec.mode == Mode::gru ? (std::string(" ") + to_string(spec.gru_variant)).c_str() : "",
+                static_cast<long long>(L), D == 2 ? "bidirectional" : "unidirectional", static_cast<long long>(I),
+                static_cast<long long>(H), to_string(model.format), model.prefix.c_str());
+  } else {
+    std::string layers;
+    for (int l = 0; l < stack.num_layers; ++l) {
+      const LayerSpec& ls = stack.layers[l];
+      layers += (l ? ", " : "") + std::string(to_string(ls.mode)) + " " + std::to_string(ls.hidden_size) +
+                (ls.direction == Direction::bidirectional ? " bi" : "");
+      for (int w = 0; w < ls.num_wrappers; ++w)
+        layers += ls.wrappers[w].kind == WrapperKind::dropout ? " +dropout" : " +residual";
+    }
+    std::printf("model: stack of %lld layer(s) [%s], input %lld, inter-layer dropout %g (%s weights, prefix '%s')\n",
+                static_cast<long long>(L), layers.c_str(), static_cast<long long>(I), stack.dropout, to_string(model.format),
+                model.prefix.c_str());
+  }
+  if (run_mode != RunMode::inference)
+    std::printf("dropout: %s run, seed %llu, step %llu%s\n", run_mode == RunMode::training ? "training" : "monte-carlo",
+                seed, step, row_ids.empty() ? "" : ", row ids given");
   std::printf("run: T=%lld B=%lld, backend %s (%s), %.3f ms per run, %.2f us per step%s\n", static_cast<long long>(T),
               static_cast<long long>(B), to_string(net.plan().backend()), net.plan().kernel_name(), ms,
               T > 0 ? 1000.0 * ms / static_cast<double>(T) : 0.0,
@@ -457,9 +529,15 @@ int main(int argc, char** argv) {
   if (cmd == "run") return cmd_run(argc, argv);
   if (cmd == "bench") return cmd_bench(argc, argv);
   if (cmd == "info") return cmd_info(argc, argv);
+  if (cmd == "export-c") return cmd_export_c(argc, argv);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     const std::string topic = argc > 2 ? argv[2] : "";
-    std::fputs(topic == "run" ? kRunUsage : topic == "bench" ? kBenchUsage : topic == "info" ? kInfoUsage : kUsage, stdout);
+    std::fputs(topic == "run"        ? kRunUsage
+               : topic == "bench"    ? kBenchUsage
+               : topic == "info"     ? kInfoUsage
+               : topic == "export-c" ? kExportCUsage
+                                     : kUsage,
+               stdout);
     return 0;
   }
   if (cmd == "--version") {

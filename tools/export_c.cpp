@@ -1,0 +1,331 @@
+// `rnncore export-c`: a safetensors model → a C header with const arrays (see export_c.hpp).
+//
+// The header is deterministic (same model and options → same bytes on every machine), so a test
+// can compare a committed header with a fresh export. Floats are written with 9 significant
+// digits, which round-trips every binary32 value exactly.
+#include "tools/export_c.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "rnncore/rnncore.h"
+#include "rnncore/rnncore.hpp"
+#include "src/io/npy.hpp"
+#include "tools/cli_args.hpp"
+#include "tools/model_file.hpp"
+
+namespace rnncore {
+namespace tools {
+
+const char* const kExportCUsage =
+    "usage: rnncore export-c --weights M.safetensors --output MODEL.h [options]\n"
+    "\n"
+    "Writes a C header for firmware: the canonical weights as 'static const float NAME_weights[]',\n"
+    "the network as 'static const rnncore_spec NAME_spec', and the exact buffer sizes of its plans\n"
+    "on the portable scalar path (the one Cortex-M builds run) as NAME_PACKED_BYTES,\n"
+    "NAME_WORKSPACE_BYTES, NAME_STEP_WORKSPACE_BYTES (max_seq_len 1, for streaming) and\n"
+    "NAME_ARENA_BYTES (packed weights and workspace in one 64-byte-aligned buffer).\n"
+    "\n"
+    "  --name NAME                             C identifier prefix (default: from --output)\n"
+    "  --max-batch B  --max-seq-len T          plan sizes for these limits (default: the sample's, else 1)\n"
+    "  --sample-input X.npy                    also embed a time-major input [T, B, I] as NAME_sample_input\n"
+    "  --sample-output Y.npy                   and its expected output [T, B, D*H] as NAME_sample_output\n"
+    "model (inferred as for 'rnncore run' unless given):\n"
+    "  --format pytorch|onnx|keras|canonical   --prefix NAME.\n"
+    "  --mode lstm|gru|rnn_tanh|rnn_relu       --gru reset-after|reset-before\n"
+    "  --input-mode linear|skip|auto_select\n";
+
+namespace {
+
+int usage_error(const std::string& what) {
+  std::fprintf(stderr, "rnncore: %s\n\n%s", what.c_str(), kExportCUsage);
+  return 2;
+}
+
+int error(const std::string& line) {
+  std::fprintf(stderr, "rnncore: error: %s\n", line.c_str());
+  return 1;
+}
+
+std::string base_name(const std::string& path) {
+  const std::size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// "models/lstm_small.h" → "lstm_small"; anything that is not [A-Za-z0-9_] becomes '_'.
+std::string identifier_from(const std::string& path) {
+  std::string stem = base_name(path);
+  const std::size_t dot = stem.find('.');
+  if (dot != std::string::npos) stem = stem.substr(0, dot);
+  for (char& c : stem)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
+  if (stem.empty() || std::isdigit(static_cast<unsigned char>(stem[0]))) stem = "model_" + stem;
+  return stem;
+}
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
+
+std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// A C float literal that reads back as exactly `v` (finite values only).
+std::string float_literal(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
+  std::string s = buf;
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s + "f";
+}
+
+const char* mode_enum(Mode m) {
+  switch (m) {
+    case Mode::lstm: return "RNNCORE_MODE_LSTM";
+    case Mode::gru: return "RNNCORE_MODE_GRU";
+    case Mode::rnn_tanh: return "RNNCORE_MODE_RNN_TANH";
+    case Mode::rnn_relu: return "RNNCORE_MODE_RNN_RELU";
+  }
+  return "?";
+}
+
+const char* input_mode_enum(InputMode m) {
+  switch (m) {
+    case InputMode::linear: return "RNNCORE_INPUT_LINEAR";
+    case InputMode::skip: return "RNNCORE_INPUT_SKIP";
+    case InputMode::auto_select: return "RNNCORE_INPUT_AUTO_SELECT";
+  }
+  return "?";
+}
+
+// One float array as a C definition, eight values a line; `marks` (sorted offset → label) become
+// comment lines where a block starts.
+void write_array(std::FILE* out, const std::string& decl, const float* v, std::size_t n,
+                 const std::vector<std::pair<std::size_t, std::string>>& marks = {}) {
+  std::fprintf(out, "%s[%zu] = {\n", decl.c_str(), n);
+  std::size_t next_mark = 0, column = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (next_mark < marks.size() && marks[next_mark].first == i) {
+      if (column != 0) std::fputc('\n', out);
+      std::fprintf(out, "  /* %s */\n", marks[next_mark].second.c_str());
+      ++next_mark;
+      column = 0;
+    }
+    std::fprintf(out, "%s%s,", column == 0 ? "  " : " ", float_literal(v[i]).c_str());
+    if (++column == 8 || i + 1 == n) {
+      std::fputc('\n', out);
+      column = 0;
+    }
+  }
+  std::fprintf(out, "};\n");
+}
+
+// Labels of the canonical blocks ("layer 1 reverse: R_f [32, 32]"), by element offset.
+std::vector<std::pair<std::size_t, std::string>> canonical_marks(const RnnSpec& spec) {
+  static const char* const kLstm[4] = {"i", "f", "g", "o"};
+  static const char* const kGru[3] = {"r", "z", "n"};
+  static const char* const kKind[4] = {"W", "R", "bW", "bR"};
+  std::vector<std::pair<std::size_t, std::string>> marks;
+  const int G = num_gates(spec.mode);
+  for (int l = 0; l < spec.num_layers; ++l)
+    for (int d = 0; d < num_directions(spec); ++d)
+      for (int k = 0; k < 4; ++k)
+        for (int g = 0; g < G; ++g) {
+          const std::int64_t at = canonical_offset(spec, l, d, static_cast<ParamKind>(k), g);
+          if (at < 0) continue;  // e.g. no W in a skip-input layer
+          const int H = spec.hidden_size, cols = k == 0 ? layer_input_size(spec, l) : H;
+          const std::string gate = spec.mode == Mode::lstm ? kLstm[g] : spec.mode == Mode::gru ? kGru[g] : "";
+          std::string label = "layer " + std::to_string(l) + (d ? " reverse" : "") + ": " + kKind[k] +
+                              (gate.empty() ? "" : "_" + gate) + " [" + std::to_string(H) +
+                              (k < 2 ? ", " + std::to_string(cols) : "") + "]";
+          marks.emplace_back(static_cast<std::size_t>(at), label);
+        }
+  std::sort(marks.begin(), marks.end());
+  return marks;
+}
+
+bool read_sample(const std::string& path, std::int64_t width, const char* what, std::vector<std::int64_t>* shape,
+                 std::vector<float>* out, std::string* err) {
+  io::Array a;
+  if (io::read_npy(path.c_str(), &a) != RNNCORE_OK) {
+    *err = rnncore_last_error_detail();
+    return false;
+  }
+  if (a.shape.size() != 3 || a.shape[2] != width) {
+    *err = path + ": expected shape [T, B, " + std::to_string(width) + "] (" + what + ", time-major), found " +
+           io::shape_to_string(a.shape.data(), a.shape.size());
+    return false;
+  }
+  if (io::to_f32(a, out) != RNNCORE_OK) {
+    *err = path + ": expected a floating-point array, found " + io::elem_type_name(a.type);
+    return false;
+  }
+  *shape = a.shape;
+  return true;
+}
+
+bool all_finite(const std::vector<float>& v) {
+  return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+}
+
+std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
+
+}  // namespace
+
+int cmd_export_c(int argc, char** argv) {
+  Args args;
+  std::string err;
+  const std::vector<OptionSpec> known = {
+      {"weights", true}, {"output", true}, {"name", true},          {"format", true},        {"prefix", true},
+      {"mode", true},    {"gru", true},    {"input-mode", true},    {"max-batch", true},     {"max-seq-len", true},
+      {"sample-input", true}, {"sample-output", true}, {"help", false}};
+  if (!args.parse(argc, argv, 2, known, &err)) return usage_error(err);
+  if (args.has("help")) {
+    std::fputs(kExportCUsage, stdout);
+    return 0;
+  }
+  for (const char* required : {"weights", "output"})
+    if (!args.has(required)) return usage_error(std::string("missing --") + required);
+  if (args.has("sample-output") && !args.has("sample-input")) return usage_error("--sample-output needs --sample-input");
+  const std::string name = args.has("name") ? args.get("name") : identifier_from(args.get("output"));
+  if (!is_identifier(name)) return usage_error("--name must be a C identifier, got '" + name + "'");
+  const std::string NAME = upper(name);
+
+  ModelHints hints;
+  hints.format = args.get("format");
+  hints.prefix = args.get("prefix");
+  hints.prefix_given = args.has("prefix");
+  hints.mode = args.get("mode");
+  hints.gru = args.get("gru");
+  hints.input_mode = args.get("input-mode");
+  WeightFormat fmt_check;
+  if (!hints.format.empty() && !parse_format(hints.format, &fmt_check))
+    return usage_error("--format must be pytorch, onnx, keras or canonical");
+  Mode mode_check;
+  if (!hints.mode.empty() && !parse_mode(hints.mode, &mode_check))
+    return usage_error("--mode must be lstm, gru, rnn_tanh or rnn_relu");
+  GruVariant gru_check;
+  if (!hints.gru.empty() && !parse_gru_variant(hints.gru, &gru_check))
+    return usage_error("--gru must be reset-after or reset-before");
+  LoadedModel model;
+  if (load_model(args.get("weights"), hints, nullptr, &model, &err) != Status::ok) return error(err);
+  for (const std::string& note : model.notes) std::fprintf(stderr, "rnncore: note: %s\n", note.c_str());
+  const RnnSpec& spec = model.spec;
+  const std::int64_t L = spec.num_layers, D = num_directions(spec), H = spec.hidden_size, I = spec.input_size;
+  std::vector<float> weights(model.canonical.size() / sizeof(float));
+  std::copy(model.canonical.begin(), model.canonical.end(), reinterpret_cast<unsigned char*>(weights.data()));
+  if (!all_finite(weights)) return error(args.get("weights") + ": the weights hold an infinity or NaN");
+
+  std::vector<std::int64_t> in_shape, out_shape;
+  std::vector<float> sample_in, sample_out;
+  if (args.has("sample-input") && !read_sample(args.get("sample-input"), I, "input", &in_shape, &sample_in, &err))
+    return error(err);
+  if (args.has("sample-output")) {
+    if (!read_sample(args.get("sample-output"), D * H, "output", &out_shape, &sample_out, &err)) return error(err);
+    if (out_shape[0] != in_shape[0] || out_shape[1] != in_shape[1])
+      return error(args.get("sample-output") + ": expected shape " +
+                   io::shape_to_string(std::vector<std::int64_t>{in_shape[0], in_shape[1], D * H}.data(), 3) +
+                   " (T and B of the sample input), found " + io::shape_to_string(out_shape.data(), 3));
+  }
+  if (!all_finite(sample_in) || !all_finite(sample_out)) return error("the sample holds an infinity or NaN");
+
+  long long max_batch, max_seq_len;
+  if (!args.get_int("max-batch", 1, 1 << 20, in_shape.empty() ? 1 : std::max<std::int64_t>(in_shape[1], 1), &max_batch, &err) ||
+      !args.get_int("max-seq-len", 1, 1 << 28, in_shape.empty() ? 1 : std::max<std::int64_t>(in_shape[0], 1), &max_seq_len, &err))
+    return usage_error(err);
+  if (!in_shape.empty() && (in_shape[1] > max_batch || in_shape[0] > max_seq_len))
+    return usage_error("the sample [T=" + std::to_string(in_shape[0]) + ", B=" + std::to_string(in_shape[1]) +
+                       "] exceeds --max-seq-len / --max-batch");
+
+  // The sizes firmware must reserve: plans on the portable scalar path (no SIMD kernels), the
+  // one a Cortex-M build runs. A build with SIMD kernels asks rnncore_plan_*_bytes at start-up.
+  PlanOptions opt;
+  opt.max_batch = static_cast<std::int32_t>(max_batch);
+  opt.max_seq_len = static_cast<std::int32_t>(max_seq_len);
+  opt.max_isa = Isa::none;
+  Plan whole, step;
+  Status s = Plan::create(spec, opt, &whole);
+  if (s == Status::ok) {
+    opt.max_seq_len = 1;
+    s = Plan::create(spec, opt, &step);
+  }
+  if (s != Status::ok) return error(args.get("weights") + ": " + last_error_detail());
+  const std::size_t packed = whole.packed_weight_bytes(), workspace = whole.workspace_bytes();
+  const std::size_t arena = round_up(packed, kAlignment) + workspace;
+
+  const std::string path = args.get("output");
+  std::FILE* out = std::fopen(path.c_str(), "w");
+  if (out == nullptr) return error(path + ": cannot open for writing");
+  const std::string guard = "RNNCORE_EXPORT_" + NAME + "_H";
+  std::fprintf(out,
+               "/* %s: a recurrent network compiled into the program, for rnncore's C API.\n"
+               " * Generated by `rnncore export-c` (rnncore %s) from %s; do not edit, export again.\n"
+               " * %s%s, %lld layer(s), %s, input %lld, hidden %lld (%s weights, prefix '%s').\n"
+               " *\n"
+               " * Include it in one C file: the arrays are static. */\n"
+               "#ifndef %s\n#define %s\n\n#include <rnncore/rnncore.h>\n\n",
+               base_name(path).c_str(), version_string(), base_name(args.get("weights")).c_str(), to_string(spec.mode),
+               spec.mode == Mode::gru ? (std::string(" ") + to_string(spec.gru_variant)).c_str() : "",
+               static_cast<long long>(L), D == 2 ? "bidirectional" : "unidirectional", static_cast<long long>(I),
+               static_cast<long long>(H), to_string(model.format), model.prefix.c_str(), guard.c_str(), guard.c_str());
+  std::fprintf(out,
+               "#define %s_INPUT_SIZE %lld\n#define %s_HIDDEN_SIZE %lld\n#define %s_NUM_LAYERS %lld\n"
+               "#define %s_NUM_DIRECTIONS %lld\n"
+               "/** Floats of one output row (D*H) and of one batch row of the state h or c (L*D*H). */\n"
+               "#define %s_OUTPUT_SIZE %lld\n#define %s_STATE_SIZE %lld\n"
+               "#define %s_PARAM_COUNT %zu\n\n",
+               NAME.c_str(), static_cast<long long>(I), NAME.c_str(), static_cast<long long>(H), NAME.c_str(),
+               static_cast<long long>(L), NAME.c_str(), static_cast<long long>(D), NAME.c_str(),
+               static_cast<long long>(D * H), NAME.c_str(), static_cast<long long>(L * D * H), NAME.c_str(),
+               weights.size());
+  std::fprintf(out,
+               "/* Exact buffer sizes on the portable scalar path (plan options max_isa = RNNCORE_ISA_NONE, as\n"
+               " * every build without SIMD kernels, e.g. Cortex-M): a plan for max_batch %lld and max_seq_len %lld,\n"
+               " * and a streaming plan (max_seq_len 1) that shares its packed weights. ARENA_BYTES holds the\n"
+               " * packed weights, then (at PACKED_BYTES rounded up to RNNCORE_ALIGNMENT) the workspace. */\n"
+               "#define %s_MAX_BATCH %lld\n#define %s_MAX_SEQ_LEN %lld\n#define %s_PACKED_BYTES %zu\n"
+               "#define %s_WORKSPACE_BYTES %zu\n#define %s_STEP_WORKSPACE_BYTES %zu\n#define %s_ARENA_BYTES %zu\n\n",
+               max_batch, max_seq_len, NAME.c_str(), max_batch, NAME.c_str(), max_seq_len, NAME.c_str(), packed,
+               NAME.c_str(), workspace, NAME.c_str(), step.workspace_bytes(), NAME.c_str(), arena);
+  std::fprintf(out,
+               "/** The network: rnncore_spec fields in declaration order. */\n"
+               "static const rnncore_spec %s_spec = {\n"
+               "    %s, %s, /* mode, gru_variant */\n"
+               "    %lld, %lld, %lld, /* input_size, hidden_size, num_layers */\n"
+               "    %s, %s, RNNCORE_F32}; /* direction, input_mode, dtype */\n\n",
+               name.c_str(), mode_enum(spec.mode),
+               spec.gru_variant == GruVariant::reset_before ? "RNNCORE_GRU_RESET_BEFORE" : "RNNCORE_GRU_RESET_AFTER",
+               static_cast<long long>(I), static_cast<long long>(H), static_cast<long long>(L),
+               D == 2 ? "RNNCORE_BIDIRECTIONAL" : "RNNCORE_UNIDIRECTIONAL", input_mode_enum(spec.input_mode));
+  std::fprintf(out,
+               "/** Canonical weights (cuDNN order: per layer and direction W_k, R_k, bW_k, bR_k) for\n"
+               " * rnncore_plan_pack_weights. */\n");
+  write_array(out, "static const float " + name + "_weights", weights.data(), weights.size(), canonical_marks(spec));
+  if (!sample_in.empty()) {
+    std::fprintf(out, "\n/* A sample: input [T, B, I] (time-major)%s. */\n#define %s_SAMPLE_STEPS %lld\n#define %s_SAMPLE_BATCH %lld\n",
+                 sample_out.empty() ? "" : " and the expected output [T, B, D*H]", NAME.c_str(),
+                 static_cast<long long>(in_shape[0]), NAME.c_str(), static_cast<long long>(in_shape[1]));
+    write_array(out, "static const float " + name + "_sample_input", sample_in.data(), sample_in.size());
+    if (!sample_out.empty())
+      write_array(out, "static const float " + name + "_sample_output", sample_out.data(), sample_out.size());
+  }
+  std::fprintf(out, "\n#endif /* %s */\n", guard.c_str());
+  const bool written = std::ferror(out) == 0;
+  if (std::fclose(out) != 0 || !written) return error(path + ": cannot write");
+  std::printf("%s: %s_weights[%zu]%s; packed %zu + workspace %zu bytes (arena %zu; streaming workspace %zu)\n",
+              path.c_str(), name.c_str(), weights.size(), sample_in.empty() ? "" : ", sample", packed, workspace, arena,
+              step.workspace_bytes());
+  return 0;
+}
+
+}  // namespace tools
+}  // namespace rnncore

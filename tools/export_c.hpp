@@ -1,0 +1,22 @@
+// `rnncore export-c`: turns a safetensors model into a C header for firmware that compiles its
+// model in (no file system, no loader, no heap): the canonical weights as a const array, the
+// rnncore_spec, the exact buffer sizes of its plans, and optionally a sample input with the
+// expected output as test vectors.
+#ifndef RNNCORE_TOOLS_EXPORT_C_HPP
+#define RNNCORE_TOOLS_EXPORT_C_HPP
+
+namespace rnncore {
+namespace tools {
+
+/// Usage text of `rnncore export-c`.
+extern const char* const kExportCUsage;
+
+/// Runs `rnncore export-c`.
+/// @param[in] argc, argv  the whole command line (argv[1] is "export-c")
+/// @return the exit status: 0 success, 2 usage error, 1 any other error (one line on stderr)
+int cmd_export_c(int argc, char** argv);
+
+}  // namespace tools
+}  // namespace rnncore
+
+#endif  // RNNCORE_TOOLS_EXPORT_C_HPP
