@@ -27,6 +27,42 @@ RnnSpec to_cpp(const rnncore_spec& s) {
   r.direction = static_cast<Direction>(s.direction);
   r.input_mode = static_cast<InputMode>(s.input_mode);
   r.dtype = static_cast<DType>(s.dtype);
+  r.dropout = s.dropout;
+  return r;
+}
+
+StackSpec to_cpp(const rnncore_stack_spec& s) {
+  StackSpec r;
+  r.input_size = s.input_size;
+  r.input_mode = static_cast<InputMode>(s.input_mode);
+  r.dtype = static_cast<DType>(s.dtype);
+  r.dropout = s.dropout;
+  r.num_layers = s.num_layers;
+  for (int l = 0; l < kMaxLayers; ++l) {
+    const rnncore_layer_spec& a = s.layers[l];
+    LayerSpec& b = r.layers[l];
+    b.mode = static_cast<Mode>(a.mode);
+    b.gru_variant = static_cast<GruVariant>(a.gru_variant);
+    b.hidden_size = a.hidden_size;
+    b.direction = static_cast<Direction>(a.direction);
+    b.num_wrappers = a.num_wrappers;
+    for (int w = 0; w < kMaxWrappers; ++w) {
+      const rnncore_wrapper& x = a.wrappers[w];
+      Wrapper& y = b.wrappers[w];
+      y.kind = static_cast<WrapperKind>(x.kind);
+      y.dropout.input_keep = x.dropout.input_keep;
+      y.dropout.output_keep = x.dropout.output_keep;
+      y.dropout.state_keep = x.dropout.state_keep;
+      y.dropout.variational = x.dropout.variational != 0;
+      y.dropout.per_sequence = x.dropout.per_sequence != 0;
+      y.dropout.state_filter = static_cast<StateFilter>(x.dropout.state_filter);
+      y.dropout.has_seed = x.dropout.has_seed != 0;
+      y.dropout.seed = x.dropout.seed;
+      y.residual.f32 = x.residual_f32;
+      y.residual.f64 = x.residual_f64;
+      y.residual.user_data = x.user_data;
+    }
+  }
   return r;
 }
 
@@ -36,6 +72,8 @@ PlanOptions to_cpp(const rnncore_plan_options& o) {
   r.max_seq_len = o.max_seq_len;
   r.backend = static_cast<Backend>(o.backend);
   r.max_isa = static_cast<Isa>(o.max_isa);
+  r.threads = o.threads;
+  r.gpu_device = o.gpu_device;
   return r;
 }
 
@@ -51,6 +89,12 @@ ForwardArgs to_cpp(const rnncore_forward_args& a) {
   r.y = a.y;
   r.hy = a.hy;
   r.cy = a.cy;
+  r.run_mode = static_cast<RunMode>(a.run_mode);
+  r.seed = a.seed;
+  r.step = a.step;
+  r.count_steps = a.count_steps != 0;
+  r.row_ids = a.row_ids;
+  r.stream = a.stream;
   return r;
 }
 
@@ -85,6 +129,36 @@ using namespace rnncore;
 struct rnncore_model {
   Model model;
 };
+
+namespace {
+
+// The convenience owner for both spec kinds (none without a heap).
+rnncore_status create_model(const rnncore::StackSpec& stack, const rnncore_plan_options* options, const void* canonical,
+                            rnncore_model** model) {
+  RNNCORE_C_REQUIRE(options);
+  RNNCORE_C_REQUIRE(model);
+  *model = nullptr;
+#if defined(RNNCORE_NO_HEAP)
+  (void)stack;
+  (void)canonical;
+  return detail::fail(RNNCORE_ERR_UNSUPPORTED,
+                      "rnncore_model_create: this build has no heap (firmware profile); use rnncore_plan_create with caller memory");
+#else
+  void* mem = std::malloc(sizeof(rnncore_model));
+  if (mem == nullptr) return detail::fail(RNNCORE_ERR_OUT_OF_MEMORY, "rnncore_model_create: out of memory");
+  auto* m = new (mem) rnncore_model();
+  const Status s = Model::create(stack, to_cpp(*options), canonical, &m->model);
+  if (s != Status::ok) {
+    m->~rnncore_model();
+    std::free(m);
+    return c(s);
+  }
+  *model = m;
+  return RNNCORE_OK;
+#endif
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -168,8 +242,75 @@ rnncore_status rnncore_export_tensor(const rnncore_spec* spec, int32_t format, i
   return c(export_tensor(to_cpp(*spec), static_cast<WeightFormat>(format), index, canonical, out));
 }
 
+void rnncore_stack_init(rnncore_stack_spec* stack) {
+  if (stack == nullptr) return;
+  std::memset(stack, 0, sizeof *stack);
+  for (rnncore_layer_spec& l : stack->layers)
+    for (rnncore_wrapper& w : l.wrappers) rnncore_dropout_wrapper_init(&w.dropout);
+}
+
+void rnncore_dropout_wrapper_init(rnncore_dropout_wrapper* wrapper) {
+  if (wrapper == nullptr) return;
+  std::memset(wrapper, 0, sizeof *wrapper);
+  wrapper->input_keep = wrapper->output_keep = wrapper->state_keep = 1.0;
+}
+
+rnncore_status rnncore_stack_validate(const rnncore_stack_spec* stack) {
+  RNNCORE_C_REQUIRE(stack);
+  return c(validate(to_cpp(*stack)));
+}
+
+int64_t rnncore_stack_param_count(const rnncore_stack_spec* stack) {
+  if (stack == nullptr || validate(to_cpp(*stack)) != Status::ok) return 0;
+  return param_count(to_cpp(*stack));
+}
+
+int64_t rnncore_stack_state_elements(const rnncore_stack_spec* stack, int batch) {
+  if (stack == nullptr || validate(to_cpp(*stack)) != Status::ok) return 0;
+  return state_elements(to_cpp(*stack), batch);
+}
+
+int64_t rnncore_stack_state_offset(const rnncore_stack_spec* stack, int batch, int layer, int direction) {
+  if (stack == nullptr || validate(to_cpp(*stack)) != Status::ok || layer < 0 || layer >= stack->num_layers) return -1;
+  return state_offset(to_cpp(*stack), batch, layer, direction);
+}
+
+rnncore_status rnncore_stack_import_weights(const rnncore_stack_spec* stack, int32_t format,
+                                            const rnncore_tensor_view* tensors, size_t count, const char* prefix,
+                                            void* canonical) {
+  RNNCORE_C_REQUIRE(stack);
+  if (count > 0) RNNCORE_C_REQUIRE(tensors);
+  constexpr std::size_t kMaxTensors = 256;
+  if (count > kMaxTensors)
+    return detail::fail(RNNCORE_ERR_INVALID_SIZE, "rnncore_stack_import_weights: %zu tensors, at most %zu", count, kMaxTensors);
+  TensorView views[kMaxTensors];
+  for (std::size_t i = 0; i < count; ++i) {
+    views[i].name = tensors[i].name;
+    views[i].dtype = static_cast<DType>(tensors[i].dtype);
+    views[i].shape = to_cpp(tensors[i].shape);
+    views[i].data = tensors[i].data;
+  }
+  return c(import_weights(to_cpp(*stack), static_cast<WeightFormat>(format), views, count, prefix, canonical));
+}
+
+rnncore_status rnncore_plan_create_stack(const rnncore_stack_spec* stack, const rnncore_plan_options* options,
+                                         rnncore_plan* plan) {
+  RNNCORE_C_REQUIRE(stack);
+  RNNCORE_C_REQUIRE(options);
+  RNNCORE_C_REQUIRE(plan);
+  return c(Plan::create(to_cpp(*stack), to_cpp(*options), reinterpret_cast<Plan*>(plan)));
+}
+
+rnncore_status rnncore_model_create_stack(const rnncore_stack_spec* stack, const rnncore_plan_options* options,
+                                          const void* canonical, rnncore_model** model) {
+  RNNCORE_C_REQUIRE(stack);
+  return create_model(to_cpp(*stack), options, canonical, model);
+}
+
 void rnncore_plan_options_init(rnncore_plan_options* options) {
   if (options == nullptr) return;
+  options->threads = 1;
+  options->gpu_device = 0;
   options->max_batch = 1;
   options->max_seq_len = 1;
   options->backend = RNNCORE_BACKEND_AUTO;
@@ -207,19 +348,8 @@ rnncore_status rnncore_forward(const rnncore_plan* plan, const void* packed, voi
 rnncore_status rnncore_model_create(const rnncore_spec* spec, const rnncore_plan_options* options, const void* canonical,
                                     rnncore_model** model) {
   RNNCORE_C_REQUIRE(spec);
-  RNNCORE_C_REQUIRE(options);
-  RNNCORE_C_REQUIRE(model);
-  *model = nullptr;
-  void* mem = std::malloc(sizeof(rnncore_model));
-  if (mem == nullptr) return detail::fail(RNNCORE_ERR_OUT_OF_MEMORY, "rnncore_model_create: out of memory");
-  auto* m = new (mem) rnncore_model();
-  const Status s = Model::create(to_cpp(*spec), to_cpp(*options), canonical, &m->model);
-  if (s != Status::ok) {
-    rnncore_model_destroy(m);
-    return c(s);
-  }
-  *model = m;
-  return RNNCORE_OK;
+  if (validate(to_cpp(*spec)) != Status::ok) return c(validate(to_cpp(*spec)));
+  return create_model(to_stack(to_cpp(*spec)), options, canonical, model);
 }
 
 rnncore_status rnncore_model_forward(rnncore_model* model, const rnncore_forward_args* args) {
@@ -235,7 +365,9 @@ const rnncore_plan* rnncore_model_plan(const rnncore_model* model) {
 void rnncore_model_destroy(rnncore_model* model) {
   if (model == nullptr) return;
   model->~rnncore_model();
+#if !defined(RNNCORE_NO_HEAP)  // without a heap rnncore_model_create never returns a model
   std::free(model);
+#endif
 }
 
 }  // extern "C"

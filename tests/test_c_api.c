@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "rnncore/philox.h"
 #include "rnncore/rnncore.h"
 
 static int failures = 0;
@@ -126,6 +127,58 @@ int main(void) {
     EXPECT(rnncore_plan_backend(rnncore_model_plan(model)) != RNNCORE_BACKEND_AUTO);
     rnncore_model_destroy(model);
     rnncore_model_destroy(NULL);
+  }
+  {
+    /* A stack from C: one GRU layer in a dropout wrapper; a training run's output equals the
+     * inference output times the mask, recomputed here with philox.h. */
+    static rnncore_stack_spec stack;
+    rnncore_plan_options o;
+    rnncore_model* model = NULL;
+    enum { T = 3, B = 2, I = 3, H = 5 };
+    float canonical[3 * (H * I + H * H + 2 * H)];
+    float x[T * B * I], y_train[T * B * H], y_inf[T * B * H];
+    rnncore_forward_args args;
+    rnncore_mask_params mp;
+    int i, t, b, u;
+    rnncore_stack_init(&stack);
+    stack.input_size = I;
+    stack.num_layers = 1;
+    stack.layers[0].mode = RNNCORE_MODE_GRU;
+    stack.layers[0].hidden_size = H;
+    stack.layers[0].num_wrappers = 1;
+    stack.layers[0].wrappers[0].kind = RNNCORE_WRAPPER_DROPOUT;
+    stack.layers[0].wrappers[0].dropout.output_keep = 0.5;
+    EXPECT(rnncore_stack_validate(&stack) == RNNCORE_OK);
+    EXPECT(rnncore_stack_param_count(&stack) == (int64_t)(sizeof canonical / sizeof canonical[0]));
+    EXPECT(rnncore_stack_state_elements(&stack, B) == B * H);
+    for (i = 0; i < (int)(sizeof canonical / sizeof canonical[0]); ++i) canonical[i] = (float)((i * 37) % 11 - 5) * 0.05f;
+    for (i = 0; i < T * B * I; ++i) x[i] = (float)(i % 7) * 0.3f - 1.0f;
+    rnncore_plan_options_init(&o);
+    o.max_batch = B;
+    o.max_seq_len = T;
+    EXPECT(rnncore_model_create_stack(&stack, &o, canonical, &model) == RNNCORE_OK);
+    rnncore_forward_args_init(&args);
+    args.batch = B;
+    args.seq_len = T;
+    args.x = x;
+    args.y = y_inf;
+    EXPECT(rnncore_model_forward(model, &args) == RNNCORE_OK);
+    args.y = y_train;
+    args.run_mode = RNNCORE_RUN_TRAINING;
+    args.seed = 42;
+    args.step = 9;
+    EXPECT(rnncore_model_forward(model, &args) == RNNCORE_OK);
+    rnncore_mask_params_init(&mp, 0.5);
+    for (t = 0; t < T; ++t)
+      for (b = 0; b < B; ++b)
+        for (u = 0; u < H; ++u) {
+          const uint32_t site = rnncore_mask_site(0, 0, 0, RNNCORE_SITE_WRAPPER_OUTPUT, 0);
+          const float m = rnncore_mask_keep(42, 9, site, (uint32_t)t, (uint32_t)b, (uint32_t)u, H, &mp) ? mp.scale : 0.0f;
+          EXPECT(y_train[(t * B + b) * H + u] == y_inf[(t * B + b) * H + u] * m);
+        }
+    stack.layers[0].wrappers[0].dropout.output_keep = 0.0;
+    EXPECT(rnncore_stack_validate(&stack) == RNNCORE_ERR_BAD_PROBABILITY);
+    rnncore_model_destroy(model);
   }
   printf("%s (%d failures)\n", failures ? "FAIL" : "PASS", failures);
   return failures ? 1 : 0;

@@ -24,6 +24,8 @@ extern "C" {
 #define RNNCORE_ALIGNMENT 64
 /** Largest number of layers of a plan. */
 #define RNNCORE_MAX_LAYERS 16
+/** Largest number of wrappers around one cell. */
+#define RNNCORE_MAX_WRAPPERS 4
 /** Bytes of a rnncore_plan value. */
 #define RNNCORE_PLAN_BYTES 12288
 
@@ -36,6 +38,9 @@ typedef enum rnncore_layout { RNNCORE_TIME_MAJOR = 0, RNNCORE_BATCH_MAJOR = 1 } 
 typedef enum rnncore_backend { RNNCORE_BACKEND_AUTO = 0, RNNCORE_BACKEND_REFERENCE = 1, RNNCORE_BACKEND_SIMD = 2, RNNCORE_BACKEND_GPU = 3 } rnncore_backend;
 typedef enum rnncore_isa { RNNCORE_ISA_NONE = 0, RNNCORE_ISA_SSE2 = 1, RNNCORE_ISA_AVX2 = 2, RNNCORE_ISA_AVX512 = 3, RNNCORE_ISA_NEON = 4, RNNCORE_ISA_BEST = 100 } rnncore_isa;
 typedef enum rnncore_weight_format { RNNCORE_FORMAT_CANONICAL = 0, RNNCORE_FORMAT_PYTORCH = 1, RNNCORE_FORMAT_ONNX = 2, RNNCORE_FORMAT_KERAS = 3 } rnncore_weight_format;
+typedef enum rnncore_state_filter { RNNCORE_STATE_FILTER_DEFAULT = 0, RNNCORE_STATE_FILTER_H_AND_C = 1, RNNCORE_STATE_FILTER_C_ONLY = 2, RNNCORE_STATE_FILTER_NONE = 3 } rnncore_state_filter;
+typedef enum rnncore_wrapper_kind { RNNCORE_WRAPPER_DROPOUT = 0, RNNCORE_WRAPPER_RESIDUAL = 1 } rnncore_wrapper_kind;
+typedef enum rnncore_run_mode { RNNCORE_RUN_INFERENCE = 0, RNNCORE_RUN_TRAINING = 1, RNNCORE_RUN_MONTE_CARLO = 2 } rnncore_run_mode;
 typedef enum rnncore_param_kind { RNNCORE_PARAM_INPUT_WEIGHT = 0, RNNCORE_PARAM_RECURRENT_WEIGHT = 1, RNNCORE_PARAM_INPUT_BIAS = 2, RNNCORE_PARAM_RECURRENT_BIAS = 3 } rnncore_param_kind;
 
 /** A uniform stack of recurrent layers (CudnnLSTM and its GRU / RNN siblings). Enum fields hold the enums above. */
@@ -48,7 +53,54 @@ typedef struct rnncore_spec {
   int32_t direction;   /**< rnncore_direction */
   int32_t input_mode;  /**< rnncore_input_mode */
   int32_t dtype;       /**< RNNCORE_F32 or RNNCORE_F64 */
+  double dropout;      /**< inter-layer dropout p in [0, 1) (dropout runs only) */
 } rnncore_spec;
+
+/** TF's DropoutWrapper (see rnncore::DropoutWrapper and docs/dropout.md). */
+typedef struct rnncore_dropout_wrapper {
+  double input_keep;    /**< keep probability of the cell input, (0, 1] */
+  double output_keep;   /**< keep probability of the cell output, (0, 1] */
+  double state_keep;    /**< keep probability of the outgoing state, (0, 1] */
+  int32_t variational;  /**< nonzero: one mask per run */
+  int32_t per_sequence; /**< variational: a mask per row instead of one shared by the batch */
+  int32_t state_filter; /**< rnncore_state_filter */
+  int32_t has_seed;     /**< nonzero: use `seed` instead of the run's seed */
+  uint64_t seed;
+} rnncore_dropout_wrapper;
+
+/** A custom residual function: result = fn(input, output) for one row of `width` elements. */
+typedef void (*rnncore_residual_f32)(const float* input, const float* output, float* result, int32_t width, void* user_data);
+typedef void (*rnncore_residual_f64)(const double* input, const double* output, double* result, int32_t width,
+                                     void* user_data);
+
+/** A cell wrapper: dropout, or residual (NULL functions: element-wise add). */
+typedef struct rnncore_wrapper {
+  int32_t kind; /**< rnncore_wrapper_kind */
+  rnncore_dropout_wrapper dropout;
+  rnncore_residual_f32 residual_f32;
+  rnncore_residual_f64 residual_f64;
+  void* user_data;
+} rnncore_wrapper;
+
+/** One layer of a stack; wrappers innermost first. */
+typedef struct rnncore_layer_spec {
+  int32_t mode;        /**< rnncore_mode */
+  int32_t gru_variant; /**< rnncore_gru_variant */
+  int32_t hidden_size;
+  int32_t direction;   /**< rnncore_direction */
+  int32_t num_wrappers;
+  rnncore_wrapper wrappers[RNNCORE_MAX_WRAPPERS];
+} rnncore_layer_spec;
+
+/** A stack of layers with their own cells, sizes, directions and wrappers. */
+typedef struct rnncore_stack_spec {
+  int32_t input_size;
+  int32_t input_mode; /**< rnncore_input_mode of layer 0 */
+  int32_t dtype;      /**< RNNCORE_F32 or RNNCORE_F64 */
+  double dropout;     /**< inter-layer dropout p in [0, 1) */
+  int32_t num_layers;
+  rnncore_layer_spec layers[RNNCORE_MAX_LAYERS];
+} rnncore_stack_spec;
 
 /** A tensor shape of up to four dimensions. */
 typedef struct rnncore_shape {
@@ -77,6 +129,8 @@ typedef struct rnncore_plan_options {
   int32_t max_seq_len; /**< largest sequence length of a run */
   int32_t backend;     /**< rnncore_backend */
   int32_t max_isa;     /**< rnncore_isa cap for the SIMD backend */
+  int32_t threads;     /**< CPU worker threads (1: none) */
+  int32_t gpu_device;  /**< GPU backend: device ordinal */
 } rnncore_plan_options;
 
 /** A planned network; a plain value of fixed size (place it anywhere, copy it freely). */
@@ -98,6 +152,12 @@ typedef struct rnncore_forward_args {
   void* y;                     /**< [T, B, D·H] or [B, T, D·H] */
   void* hy;                    /**< [L·D, B, H] or NULL */
   void* cy;                    /**< [L·D, B, H] or NULL (LSTM) */
+  int32_t run_mode;            /**< rnncore_run_mode: dropout acts in training and Monte-Carlo runs */
+  uint64_t seed;               /**< the run's seed */
+  uint64_t step;               /**< the run counter (mask function c3 = step mod 2^32) */
+  int32_t count_steps;         /**< models only: use and advance the model's step counter */
+  const uint32_t* row_ids;     /**< [B] mask row ids, or NULL (the batch index) */
+  void* stream;                /**< GPU backend: the stream, or NULL */
 } rnncore_forward_args;
 
 /** Library version, e.g. "0.1.0". */
@@ -133,7 +193,26 @@ rnncore_status rnncore_import_weights(const rnncore_spec* spec, int32_t format, 
 /** Canonical buffer → tensor `index` of a format. @param[out] out */
 rnncore_status rnncore_export_tensor(const rnncore_spec* spec, int32_t format, int index, const void* canonical, void* out);
 
-/** Default options: max_batch 1, max_seq_len 1, auto backend, best ISA. */
+/** Fills a stack with defaults: no layers, linear input, f32, no inter-layer dropout. */
+void rnncore_stack_init(rnncore_stack_spec* stack);
+/** A dropout wrapper that keeps everything (keeps 1, per-step masks, default filter, run seed). */
+void rnncore_dropout_wrapper_init(rnncore_dropout_wrapper* wrapper);
+/** Checks a stack. */
+rnncore_status rnncore_stack_validate(const rnncore_stack_spec* stack);
+/** Canonical parameter count of a stack (0 if invalid). */
+int64_t rnncore_stack_param_count(const rnncore_stack_spec* stack);
+/** Elements of a state tensor of a stack for `batch` rows; and the offset of (layer, direction)'s [batch, H_l] block. */
+int64_t rnncore_stack_state_elements(const rnncore_stack_spec* stack, int batch);
+int64_t rnncore_stack_state_offset(const rnncore_stack_spec* stack, int batch, int layer, int direction);
+/** Named tensors of a format → a stack's canonical buffer. */
+rnncore_status rnncore_stack_import_weights(const rnncore_stack_spec* stack, int32_t format,
+                                            const rnncore_tensor_view* tensors, size_t count, const char* prefix,
+                                            void* canonical);
+/** Plans a stack. @param[out] plan */
+rnncore_status rnncore_plan_create_stack(const rnncore_stack_spec* stack, const rnncore_plan_options* options,
+                                         rnncore_plan* plan);
+
+/** Default options: max_batch 1, max_seq_len 1, auto backend, best ISA, 1 thread. */
 void rnncore_plan_options_init(rnncore_plan_options* options);
 /** Plans a network. @param[out] plan */
 rnncore_status rnncore_plan_create(const rnncore_spec* spec, const rnncore_plan_options* options, rnncore_plan* plan);
@@ -158,6 +237,9 @@ typedef struct rnncore_model rnncore_model;
 /** Plans, allocates and packs. @param[out] model NULL on failure */
 rnncore_status rnncore_model_create(const rnncore_spec* spec, const rnncore_plan_options* options, const void* canonical,
                                     rnncore_model** model);
+/** Plans a stack, allocates and packs. */
+rnncore_status rnncore_model_create_stack(const rnncore_stack_spec* stack, const rnncore_plan_options* options,
+                                          const void* canonical, rnncore_model** model);
 /** Runs in the model's buffers. */
 rnncore_status rnncore_model_forward(rnncore_model* model, const rnncore_forward_args* args);
 /** The model's plan. */
