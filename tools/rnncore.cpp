@@ -79,6 +79,8 @@ const char* const kBenchUsage =
     "  --reps R            timed repetitions after one warm-up (default 20)\n"
     "  --dtype f32|f64     (default f32)\n"
     "  --backend auto|reference|simd\n"
+    "  --dropout P         also time the network with dropout P on every site (wrapper input, output and\n"
+    "                      state, inter-layer), alternating, and print the overhead\n"
     "prints: median_ms=... gflops=... (2 flops per multiply-add of the matrix products)\n";
 
 const char* const kInfoUsage = "usage: rnncore info\n";
@@ -422,7 +424,7 @@ int cmd_bench(int argc, char** argv) {
   const std::vector<OptionSpec> known = {{"mode", true},   {"seq", true},     {"batch", true}, {"input", true},
                                          {"hidden", true}, {"layers", true},  {"bidirectional", false},
                                          {"gru", true},    {"threads", true}, {"reps", true},  {"dtype", true},
-                                         {"backend", true}, {"help", false}};
+                                         {"backend", true}, {"help", false}, {"dropout", true}};
   if (!args.parse(argc, argv, 2, known, &err)) return usage_error(kBenchUsage, err);
   if (args.has("help")) {
     std::fputs(kBenchUsage, stdout);
@@ -452,6 +454,9 @@ int cmd_bench(int argc, char** argv) {
   if (!parse_backend(args.get("backend", "auto"), &opt.backend)) return usage_error(kBenchUsage, "--backend must be auto, reference, simd or gpu");
   if (threads != 1) std::fprintf(stderr, "rnncore: note: this build runs one thread; --threads %lld ignored\n", threads);
 
+  double dropout = 0.0;
+  if (!args.get_double("dropout", 1e-9, 0.999999, 0.0, &dropout, &err)) return usage_error(kBenchUsage, err);
+
   const std::int64_t n = param_count(spec);
   if (validate(spec) != Status::ok) return error(last_error_detail());
   std::vector<unsigned char> w(static_cast<std::size_t>(n) * dtype_size(spec.dtype));
@@ -468,9 +473,22 @@ int cmd_bench(int argc, char** argv) {
     }
   };
   fill(w, 0.2);
-  Model net;
-  Status s = Model::create(spec, opt, w.data(), &net);
-  if (s != Status::ok) return error(library_error(s));
+
+  // The network, and with --dropout the same network with dropout on every site: a wrapper dropping
+  // input, output and state with keep 1 − p, and inter-layer dropout p. Both run as training runs,
+  // alternating, so that the ratio is measured under the same conditions.
+  StackSpec stacks[2] = {to_stack(spec), to_stack(spec)};
+  for (int l = 0; l < stacks[1].num_layers; ++l) {
+    Wrapper& wr = stacks[1].layers[l].wrappers[stacks[1].layers[l].num_wrappers++];
+    wr.dropout.input_keep = wr.dropout.output_keep = wr.dropout.state_keep = 1.0 - dropout;
+  }
+  stacks[1].dropout = dropout;
+  const int nets = args.has("dropout") ? 2 : 1;
+  Model net[2];
+  for (int k = 0; k < nets; ++k) {
+    const Status s = Model::create(stacks[k], opt, w.data(), &net[k]);
+    if (s != Status::ok) return error(library_error(s));
+  }
   const std::int64_t D = num_directions(spec);
   std::vector<unsigned char> x(static_cast<std::size_t>(T * B * I) * es), y(static_cast<std::size_t>(T * B * D * H) * es);
   fill(x, 2.0);
@@ -479,24 +497,33 @@ int cmd_bench(int argc, char** argv) {
   fa.seq_len = static_cast<int>(T);
   fa.x = x.data();
   fa.y = y.data();
+  fa.run_mode = RunMode::training;
+  fa.seed = 1;
   using clock = std::chrono::steady_clock;
-  net.forward(fa);  // warm-up
-  std::vector<double> ms;
-  for (long long i = 0; i < reps; ++i) {
-    const auto t0 = clock::now();
-    s = net.forward(fa);
-    ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
-    if (s != Status::ok) return error(library_error(s));
-  }
-  std::sort(ms.begin(), ms.end());
-  const double median = ms[ms.size() / 2];
+  std::vector<double> ms[2];
+  for (long long i = -1; i < reps; ++i)  // i = −1: warm-up
+    for (int k = 0; k < nets; ++k) {
+      fa.step = static_cast<std::uint64_t>(i + 1);
+      const auto t0 = clock::now();
+      const Status s = net[k].forward(fa);
+      const double elapsed = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+      if (s != Status::ok) return error(library_error(s));
+      if (i >= 0) ms[k].push_back(elapsed);
+    }
+  for (int k = 0; k < nets; ++k) std::sort(ms[k].begin(), ms[k].end());
+  const double median = ms[0][ms[0].size() / 2];
   double flops = 0;  // 2 · G·H · (I_l + H) per step, row, layer and direction
   for (int l = 0; l < L; ++l)
     flops += 2.0 * num_gates(spec.mode) * H * (layer_input_size(spec, l) + H) * T * B * D;
   std::printf("%s %s T=%lld B=%lld I=%lld H=%lld L=%lld %s threads=%lld backend=%s kernel=%s reps=%lld\n",
               to_string(spec.mode), dtype_name.c_str(), T, B, I, H, L, D == 2 ? "bidirectional" : "unidirectional",
-              threads, to_string(net.plan().backend()), net.plan().kernel_name(), reps);
+              threads, to_string(net[0].plan().backend()), net[0].plan().kernel_name(), reps);
   std::printf("median_ms=%.4f gflops=%.2f\n", median, flops / (median * 1e6));
+  if (nets == 2) {
+    const double with = ms[1][ms[1].size() / 2];
+    std::printf("dropout p=%g on every site (input, output, state, inter-layer): median_ms=%.4f overhead=%+.1f%%\n",
+                dropout, with, 100.0 * (with / median - 1.0));
+  }
   return 0;
 }
 
