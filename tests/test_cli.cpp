@@ -280,3 +280,44 @@ TEST_CASE("cli: an Elman RNN needs its activation; missing or extra tensors are 
   expect_error("run --weights " + d + "/two.safetensors --input " + d + "/x3.npy --output " + d + "/o.npy",
                "several recurrent models in the file (prefixes 'a.', 'b.'); pass --prefix");
 }
+
+TEST_CASE("cli: stacks from JSON configs with --train reproduce the dropout golden data") {
+  const std::string dir = src("tests/golden/dropout");
+  int cases = 0;
+  for (const std::string& weights : list_cases(dir)) {
+    const std::string json = weights.substr(0, weights.size() - 12) + ".json";
+    if (!std::ifstream(json).good()) continue;
+    ++cases;
+    INFO(json);
+    io::SafeTensors f;
+    REQUIRE(io::read_safetensors(weights.c_str(), &f) == RNNCORE_OK);
+    const std::string d = temp_dir();
+    extract(f, "input", d + "/x.npy");
+    std::string args = "run --weights " + weights + " --config " + json + " --input " + d + "/x.npy --output " + d +
+                       "/y.npy --hn " + d + "/hn.npy --train --seed " + *f.meta("seed") + " --step " + *f.meta("step");
+    for (const char* name : {"h0", "c0", "seq_lengths", "row_ids"})
+      if (f.find(name) != nullptr) {
+        extract(f, name, d + "/" + name + ".npy");
+        args += std::string(" --") + (std::string(name) == "seq_lengths" ? "seq-lengths" : std::string(name) == "row_ids" ? "row-ids" : name) +
+                " " + d + "/" + name + ".npy";
+      }
+    if (f.find("expected.cn") != nullptr) args += " --cn " + d + "/cn.npy";
+    const Result r = run(args);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("dropout: training run") != std::string::npos);
+    CHECK(compare_npy(d + "/y.npy", f, "expected.y") < 1e-5);
+    CHECK(compare_npy(d + "/hn.npy", f, "expected.hn") < 1e-5);
+    if (f.find("expected.cn") != nullptr) CHECK(compare_npy(d + "/cn.npy", f, "expected.cn") < 1e-5);
+  }
+  CHECK(cases >= 3);
+  // A config that does not match the weights is named.
+  const std::string d = temp_dir();
+  std::ofstream(d + "/wrong.json") << R"({"layers": [{"mode": "gru", "hidden_size": 32}, {"mode": "lstm", "hidden_size": 32}]})";
+  expect_error(base_args() + " --config " + d + "/wrong.json", "tensor 'lstm.weight_ih_l0': expected shape [96, 16], found [128, 16]");
+  std::ofstream(d + "/typo.json") << "{\"layers\": [{\"mode\": \"lstm\", \"hidden_size\": 32,\n \"wrapers\": []}]}";
+  expect_error(base_args() + " --config " + d + "/typo.json", "typo.json:2:13: unknown key 'wrapers' in layers[0]");
+  const Result bad_p = run(base_args() + " --train --dropout 1.5");
+  CHECK(bad_p.code == 2);
+  CHECK(bad_p.err.find("option '--dropout' needs a number in [0, 1]") != std::string::npos);
+}

@@ -14,6 +14,7 @@
 
 #include "src/io/safetensors.hpp"
 #include "tests/test_util.hpp"
+#include "tools/stack_config.hpp"
 
 using namespace rnncore;
 using namespace rnncore_test;
@@ -196,4 +197,101 @@ TEST_CASE("golden: ONNX layouts and both GRU variants against ONNX's reference i
   const auto cases = list_cases(golden_dir("onnx"));
   REQUIRE(cases.size() >= 20);
   for (const std::string& p : cases) run_all_backends(p);
+}
+
+namespace {
+
+// A dropout golden case (tests/golden/make_dropout_golden.py): a stack from its JSON config, run
+// in training mode with the stored seed, step and row ids.
+template <class T>
+void run_dropout_case(const io::SafeTensors& f, Backend backend, Isa isa, double tolerance) {
+  StackSpec st;
+  std::string err;
+  const std::string cfg = meta(f, "config");
+  REQUIRE_MESSAGE(tools::parse_stack_config(cfg.data(), cfg.size(), "config", &st, &err) == Status::ok, err);
+  st.dtype = sizeof(T) == 8 ? DType::f64 : DType::f32;
+  GoldenCase c;
+  c.format = WeightFormat::pytorch;
+  c.prefix = "rnn.";
+  const std::vector<T> canonical = [&] {
+    std::vector<TensorView> views;
+    for (const io::TensorEntry& e : f.tensors) {
+      if (e.type != io::ElemType::f32 || e.name.compare(0, 4, "rnn.") != 0) continue;
+      TensorView v;
+      v.name = e.name.c_str();
+      v.shape.ndim = static_cast<int>(e.shape.size());
+      for (std::size_t i = 0; i < e.shape.size(); ++i) v.shape.dims[i] = e.shape[i];
+      v.data = f.data(e);
+      views.push_back(v);
+    }
+    std::vector<T> w(param_count(st));
+    INFO(last_error_detail());
+    REQUIRE(import_weights(st, WeightFormat::pytorch, views.data(), views.size(), "rnn.", w.data()) == Status::ok);
+    return w;
+  }();
+  const std::vector<T> x = floats<T>(f, "input");
+  std::vector<T> h0, c0;
+  std::vector<std::int32_t> lengths, ids32;
+  std::vector<std::uint32_t> ids;
+  if (f.find("h0") != nullptr) h0 = floats<T>(f, "h0");
+  if (f.find("c0") != nullptr) c0 = floats<T>(f, "c0");
+  io::Array a;
+  if (f.find("seq_lengths") != nullptr) {
+    REQUIRE(f.array("seq_lengths", &a) == RNNCORE_OK);
+    REQUIRE(io::to_i32(a, &lengths) == RNNCORE_OK);
+  }
+  if (f.find("row_ids") != nullptr) {
+    REQUIRE(f.array("row_ids", &a) == RNNCORE_OK);
+    REQUIRE(io::to_i32(a, &ids32) == RNNCORE_OK);
+    ids.assign(ids32.begin(), ids32.end());
+  }
+  ForwardArgs args;
+  args.seq_len = std::stoi(meta(f, "seq_len"));
+  args.batch = std::stoi(meta(f, "batch"));
+  args.x = x.data();
+  args.h0 = h0.empty() ? nullptr : h0.data();
+  args.c0 = c0.empty() ? nullptr : c0.data();
+  args.seq_lengths = lengths.empty() ? nullptr : lengths.data();
+  args.row_ids = ids.empty() ? nullptr : ids.data();
+  args.run_mode = RunMode::training;
+  args.seed = std::stoull(meta(f, "seed"));
+  args.step = std::stoull(meta(f, "step"));
+  PlanOptions opt;
+  opt.max_batch = args.batch;
+  opt.max_seq_len = args.seq_len;
+  opt.backend = backend;
+  opt.max_isa = isa;
+  Outputs<T> out;
+  REQUIRE(run_forward(st, opt, canonical, args, &out) == Status::ok);
+  const std::vector<double> y = floats<double>(f, "expected.y"), hn = floats<double>(f, "expected.hn");
+  REQUIRE(y.size() == out.y.size());
+  REQUIRE(hn.size() == out.hy.size());
+  CHECK(rel_error(out.y.data(), y.data(), y.size()) <= tolerance);
+  CHECK(rel_error(out.hy.data(), hn.data(), hn.size()) <= tolerance);
+  if (f.find("expected.cn") != nullptr) {
+    const std::vector<double> cn = floats<double>(f, "expected.cn");
+    REQUIRE(cn.size() == out.cy.size());
+    CHECK(rel_error(out.cy.data(), cn.data(), cn.size()) <= tolerance);
+  }
+  for (std::size_t i = 0; i < y.size(); ++i) REQUIRE((out.y[i] == T(0)) == (y[i] == 0.0));  // the same drops
+}
+
+}  // namespace
+
+TEST_CASE("golden: stacks with DropoutWrapper, ResidualWrapper and inter-layer dropout (PyTorch cells, masks.py)") {
+  const auto cases = list_cases(golden_dir("dropout"));
+  REQUIRE(cases.size() >= 16);
+  for (const std::string& path : cases) {
+    INFO(path);
+    io::SafeTensors f;
+    REQUIRE(io::read_safetensors(path.c_str(), &f) == RNNCORE_OK);
+    run_dropout_case<double>(f, Backend::reference, Isa::best, 1e-10);
+    run_dropout_case<float>(f, Backend::reference, Isa::best, 1e-5);
+    Isa isas[8];
+    const int n = available_isas(isas, 8);
+    for (int i = 0; i < n; ++i) {
+      INFO("simd " << std::string(to_string(isas[i])));
+      run_dropout_case<float>(f, Backend::simd, isas[i], 1e-5);
+    }
+  }
 }

@@ -3,6 +3,7 @@
 #ifndef RNNCORE_TOOLS_CLI_ARGS_HPP
 #define RNNCORE_TOOLS_CLI_ARGS_HPP
 
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -111,8 +112,9 @@ class Args {
     char* end = nullptr;
     const double x = std::strtod(v.c_str(), &end);
     if (v.empty() || *end != '\0' || !(x >= lo && x <= hi)) {
-      *error = "option '--" + name + "' needs a number in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-               "], got '" + v + "'";
+      char range[96];
+      std::snprintf(range, sizeof range, "[%g, %g]", lo, hi);
+      *error = "option '--" + name + "' needs a number in " + range + ", got '" + v + "'";
       return false;
     }
     *out = x;

@@ -246,8 +246,9 @@ int cmd_run(int argc, char** argv) {
   unsigned long long seed = 0, step = 0;
   double dropout = 0.0;
   if (!args.get_u64("seed", 0, &seed, &err) || !args.get_u64("step", 0, &step, &err) ||
-      !args.get_double("dropout", 0.0, 0.999999999, 0.0, &dropout, &err))
+      !args.get_double("dropout", 0.0, 1.0, 0.0, &dropout, &err))
     return usage_error(kRunUsage, err);
+  if (dropout >= 1.0) return usage_error(kRunUsage, "option '--dropout' needs a probability in [0, 1), got 1");
   if (args.has("train") && args.has("mc-dropout")) return usage_error(kRunUsage, "--train and --mc-dropout exclude each other");
   const RunMode run_mode = args.has("train") ? RunMode::training : args.has("mc-dropout") ? RunMode::monte_carlo : RunMode::inference;
   if (run_mode == RunMode::inference && (args.has("seed") || args.has("step") || args.has("dropout") || args.has("row-ids")))
@@ -455,7 +456,9 @@ int cmd_bench(int argc, char** argv) {
   if (threads != 1) std::fprintf(stderr, "rnncore: note: this build runs one thread; --threads %lld ignored\n", threads);
 
   double dropout = 0.0;
-  if (!args.get_double("dropout", 1e-9, 0.999999, 0.0, &dropout, &err)) return usage_error(kBenchUsage, err);
+  if (!args.get_double("dropout", 0.0, 1.0, 0.0, &dropout, &err)) return usage_error(kBenchUsage, err);
+  if (args.has("dropout") && !(dropout > 0.0 && dropout < 1.0))
+    return usage_error(kBenchUsage, "option '--dropout' needs a probability in (0, 1)");
 
   const std::int64_t n = param_count(spec);
   if (validate(spec) != Status::ok) return error(last_error_detail());
