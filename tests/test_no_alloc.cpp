@@ -132,3 +132,58 @@ TEST_CASE("forward makes no heap allocation") {
       }
   CHECK(runs == 10);
 }
+
+TEST_CASE("dropout runs make no heap allocation either") {
+  if (!RNNCORE_TEST_COUNTS_ALLOCATIONS) {
+    MESSAGE("allocation counting is off in this build (sanitizer or non-glibc): skipped");
+    return;
+  }
+  StackSpec st;
+  st.input_size = 8;
+  st.num_layers = 2;
+  st.dropout = 0.3;
+  for (int l = 0; l < 2; ++l) {
+    st.layers[l].mode = l == 0 ? Mode::lstm : Mode::gru;
+    st.layers[l].hidden_size = 8;
+    st.layers[l].direction = Direction::bidirectional;
+    st.layers[l].wrappers[st.layers[l].num_wrappers++] = dropout_wrapper(0.8, 0.7, 0.6, l == 1, l == 1);
+  }
+  st.layers[1].hidden_size = 16;
+  st.layers[1].direction = Direction::unidirectional;
+  st.layers[1].wrappers[st.layers[1].num_wrappers++] = residual_wrapper();
+  for (Backend backend : {Backend::reference, Backend::simd}) {
+    PlanOptions o;
+    o.max_batch = 3;
+    o.max_seq_len = 5;
+    o.backend = backend;
+    Plan plan;
+    REQUIRE(Plan::create(st, o, &plan) == Status::ok);
+    AlignedBuffer packed(plan.packed_weight_bytes()), ws(plan.workspace_bytes());
+    Rng rng(8);
+    const auto w = random_vector<float>(rng, param_count(st), 0.3);
+    const auto x = random_vector<float>(rng, 5 * 3 * 8, 1.0);
+    std::vector<float> y(5 * 3 * 16), hy(state_elements(st, 3)), cy(hy.size());
+    const std::int32_t lengths[3] = {5, 0, 2};
+    const std::uint32_t ids[3] = {7, 8, 9};
+    REQUIRE(plan.pack_weights(w.data(), packed.ptr, packed.size) == Status::ok);
+    ForwardArgs a;
+    a.batch = 3;
+    a.seq_len = 5;
+    a.x = x.data();
+    a.y = y.data();
+    a.hy = hy.data();
+    a.cy = cy.data();
+    a.seq_lengths = lengths;
+    a.row_ids = ids;
+    a.run_mode = RunMode::training;
+    a.seed = 3;
+    const long before = g_allocations.load();
+    const Status st1 = plan.forward(packed.ptr, ws.ptr, ws.size, a);
+    a.run_mode = RunMode::monte_carlo;
+    const Status st2 = plan.forward(packed.ptr, ws.ptr, ws.size, a);
+    const long after = g_allocations.load();
+    CHECK(st1 == Status::ok);
+    CHECK(st2 == Status::ok);
+    CHECK(after == before);
+  }
+}
