@@ -21,8 +21,11 @@ enum class Cell : std::int32_t { lstm = 0, gru_reset_after = 1, gru_reset_before
 constexpr int kCellCount = 5;
 
 /// C[r, :] = A[r, :] · panel + bias for rows r in [row_begin, row_end) and blocks [block_begin, block_end).
+/// Row r of A is the input of time t = r / batch, batch row b = r % batch: a + t·a_st + b·a_sb.
 struct GemmArgs {
-  const float* const* a_rows = nullptr;  ///< pointer to each row of A (K floats each)
+  const float* a = nullptr;
+  std::int64_t a_st = 0, a_sb = 0;
+  std::int32_t batch = 1;
   std::int32_t k = 0;
   std::int32_t gates = 0;                ///< G of the panel
   const float* panel = nullptr;          ///< nb × K × G × V
@@ -52,7 +55,8 @@ struct StepArgs {
   std::int64_t mask_row_stride = 0;      ///< floats between mask rows (0: one row shared by the batch)
   float* y = nullptr;                    ///< output row base for this step (H floats per row written)
   std::int64_t y_row_stride = 0;
-  const std::uint8_t* active = nullptr;  ///< per row: 1 if this step is within the row's length
+  const std::int32_t* lengths = nullptr;  ///< per row: steps of the row (null: all); the row is active iff t < length
+  std::int32_t t = 0;                    ///< the time index of this step
   std::int32_t row_begin = 0, row_end = 0;
   std::int32_t block_begin = 0, block_end = 0;
 };
@@ -65,9 +69,11 @@ struct F32Kernels {
   /// Full step for every cell but GRU reset-before, which runs phase 1 (r, z, r⊙h) then phase 2 (n, h).
   void (*step[kCellCount])(const StepArgs&);
   void (*gru_reset_before_phase2)(const StepArgs&);
-  /// One row of a dropout mask (1/keep or 0 per unit), bit-identical to rnncore_mask_row.
+  /// Units [unit_begin, unit_end) of a dropout mask row (1/keep or 0 each) into out[0, end − begin),
+  /// bit-identical to rnncore_mask_row; unit_begin is a multiple of 4.
   void (*mask_row)(std::uint64_t seed, std::uint64_t step, std::uint32_t site, std::uint32_t t_prime, std::uint32_t row,
-                   std::uint32_t width, const rnncore_mask_params& params, float* out);
+                   std::uint32_t width, std::uint32_t unit_begin, std::uint32_t unit_end, const rnncore_mask_params& params,
+                   float* out);
   /// The vector math of simd/math.hpp on n values (n a multiple of `vector`), for accuracy tests.
   void (*math)(const float* x, float* exp, float* sigmoid, float* tanh, std::int32_t n);
 };

@@ -114,10 +114,15 @@ void gemm_gates(const GemmArgs& a) {
     const float* bias = a.bias + static_cast<std::ptrdiff_t>(j) * G * V;
     for (int r = a.row_begin; r < a.row_end; r += MR) {
       const int mr = a.row_end - r < MR ? a.row_end - r : MR;
+      const float* rows[MR];
+      for (int m = 0; m < mr; ++m) {
+        const int t = (r + m) / a.batch, b = (r + m) % a.batch;
+        rows[m] = a.a + t * a.a_st + b * a.a_sb;
+      }
       with_rows<MR>(mr, [&](auto mrc) {
         constexpr int M = decltype(mrc)::value;
         vf<Arch> acc[M][G];
-        accumulate<Arch, G, M>(a.a_rows + r, a.k, panel, acc);
+        accumulate<Arch, G, M>(rows, a.k, panel, acc);
         for (int m = 0; m < M; ++m) {
           float* c = a.c + (r + m) * a.c_row_stride + static_cast<std::ptrdiff_t>(j) * G * V;
           for (int g = 0; g < G; ++g) (acc[m][g] + vf<Arch>::load_aligned(bias + g * V)).store_aligned(c + g * V);
@@ -157,7 +162,7 @@ inline void cell_epilogue(const StepArgs& s, int row, int j, const vf<Arch>* acc
   const std::ptrdiff_t hrow = static_cast<std::ptrdiff_t>(row) * s.hidden_padded;
   const int units = s.hidden - j * V;                                     // valid units in this block
   float* y = s.y + row * s.y_row_stride + u;
-  if (!s.active[row]) {  // past this row's length: state carries over, output is zero
+  if (s.lengths != nullptr && s.t >= s.lengths[row]) {  // past this row's length: state carries over, output is zero
     if (C != Cell::gru_reset_before) {
       vf<Arch>::load_aligned(s.h_prev + hrow + u).store_aligned(s.h_next + hrow + u);
       store_zeros<Arch>(y, units);
@@ -198,17 +203,19 @@ inline void cell_epilogue(const StepArgs& s, int row, int j, const vf<Arch>* acc
   }
 }
 
+// Blocks outer, row tiles inner: a block's panel (H × G × V floats) is read from memory once per
+// step and reused by every row tile from cache.
 template <class Arch, Cell C>
 void step(const StepArgs& s) {
   constexpr int V = static_cast<int>(vf<Arch>::size);
   constexpr int G = cell_gates(C);
   constexpr int MR = max_rows<Arch, G>();
   const std::ptrdiff_t panel_block = static_cast<std::ptrdiff_t>(s.hidden) * G * V;
-  for (int r = s.row_begin; r < s.row_end; r += MR) {
-    const int mr = s.row_end - r < MR ? s.row_end - r : MR;
-    const float* rows[MR];
-    for (int m = 0; m < mr; ++m) rows[m] = s.h_prev + static_cast<std::ptrdiff_t>(r + m) * s.hidden_padded;
-    for (int j = s.block_begin; j < s.block_end; ++j) {
+  for (int j = s.block_begin; j < s.block_end; ++j) {
+    for (int r = s.row_begin; r < s.row_end; r += MR) {
+      const int mr = s.row_end - r < MR ? s.row_end - r : MR;
+      const float* rows[MR];
+      for (int m = 0; m < mr; ++m) rows[m] = s.h_prev + static_cast<std::ptrdiff_t>(r + m) * s.hidden_padded;
       with_rows<MR>(mr, [&](auto mrc) {
         constexpr int M = decltype(mrc)::value;
         vf<Arch> acc[M][G];
@@ -225,11 +232,11 @@ void gru_reset_before_phase2(const StepArgs& s) {
   constexpr int V = static_cast<int>(vf<Arch>::size);
   constexpr int MR = max_rows<Arch, 1>();
   const std::ptrdiff_t panel_block = static_cast<std::ptrdiff_t>(s.hidden) * V;
-  for (int r = s.row_begin; r < s.row_end; r += MR) {
-    const int mr = s.row_end - r < MR ? s.row_end - r : MR;
-    const float* rows[MR];
-    for (int m = 0; m < mr; ++m) rows[m] = s.rh + static_cast<std::ptrdiff_t>(r + m) * s.hidden_padded;
-    for (int j = s.block_begin; j < s.block_end; ++j) {
+  for (int j = s.block_begin; j < s.block_end; ++j) {
+    for (int r = s.row_begin; r < s.row_end; r += MR) {
+      const int mr = s.row_end - r < MR ? s.row_end - r : MR;
+      const float* rows[MR];
+      for (int m = 0; m < mr; ++m) rows[m] = s.rh + static_cast<std::ptrdiff_t>(r + m) * s.hidden_padded;
       with_rows<MR>(mr, [&](auto mrc) {
         constexpr int M = decltype(mrc)::value;
         vf<Arch> acc[M][1];
@@ -240,7 +247,7 @@ void gru_reset_before_phase2(const StepArgs& s) {
           const std::ptrdiff_t hrow = static_cast<std::ptrdiff_t>(row) * s.hidden_padded;
           float* y = s.y + row * s.y_row_stride + u;
           const vf<Arch> hp = vf<Arch>::load_aligned(s.h_prev + hrow + u);
-          if (!s.active[row]) {
+          if (s.lengths != nullptr && s.t >= s.lengths[row]) {
             hp.store_aligned(s.h_next + hrow + u);
             store_zeros<Arch>(y, s.hidden - j * V);
             continue;
@@ -275,7 +282,7 @@ constexpr F32Kernels make_kernels(const char* name) {
                     {&step<Arch, Cell::lstm>, &step<Arch, Cell::gru_reset_after>, &step<Arch, Cell::gru_reset_before>,
                      &step<Arch, Cell::rnn_tanh>, &step<Arch, Cell::rnn_relu>},
                     &gru_reset_before_phase2<Arch>,
-                    &simd_detail::mask_row<Arch>,
+                    &simd_detail::mask_row_range<Arch>,
                     &math_probe<Arch>};
 }
 

@@ -334,23 +334,40 @@ inline void philox4x32_10(u32_batch<Arch> x[4], std::uint32_t k0, std::uint32_t 
 /// bits to rnncore_mask_row (include/rnncore/philox.h). out needs no alignment.
 /// seed, step, site, t_prime, row: as in the mask function (t_prime = t, or 0 for variational masks).
 template <class Arch, class Mul = mul_native>
+inline void mask_row_range(std::uint64_t seed, std::uint64_t step, std::uint32_t site, std::uint32_t t_prime,
+                           std::uint32_t row, std::uint32_t width, std::uint32_t unit_begin, std::uint32_t unit_end,
+                           rnncore_mask_params const& params, float* out);
+
+template <class Arch, class Mul = mul_native>
 inline void mask_row(std::uint64_t seed, std::uint64_t step, std::uint32_t site, std::uint32_t t_prime,
                      std::uint32_t row, std::uint32_t width, rnncore_mask_params const& params, float* out) {
+  mask_row_range<Arch, Mul>(seed, step, site, t_prime, row, width, 0, width, params, out);
+}
+
+/// Units [unit_begin, unit_end) of a mask row into out[0, unit_end − unit_begin); unit_begin must be a
+/// multiple of 4 (a Philox call covers four units). Bit-identical to the same units of mask_row.
+template <class Arch, class Mul>
+inline void mask_row_range(std::uint64_t seed, std::uint64_t step, std::uint32_t site, std::uint32_t t_prime,
+                           std::uint32_t row, std::uint32_t width, std::uint32_t unit_begin, std::uint32_t unit_end,
+                           rnncore_mask_params const& params, float* out) {
   using B = u32_batch<Arch>;
   using I = xsimd::batch<std::int32_t, Arch>;
   using F = xsimd::batch<float, Arch>;
   constexpr std::size_t N = B::size;
-  if (width == 0) return;
+  if (unit_end > width) unit_end = width;
+  if (unit_begin >= unit_end) return;
+  const std::uint32_t count = unit_end - unit_begin;
   if (params.always_keep) {
     const F s(params.scale);
     std::size_t u = 0;
-    for (; u + N <= width; u += N) s.store_unaligned(out + u);
-    for (; u < width; ++u) out[u] = params.scale;
+    for (; u + N <= count; u += N) s.store_unaligned(out + u);
+    for (; u < count; ++u) out[u] = params.scale;
     return;
   }
   detail::lane_layout<Arch> const& layout = detail::get_lane_layout<Arch>();
-  if (!layout.valid) {
-    rnncore_mask_row(seed, step, site, t_prime, row, width, &params, out);
+  if (!layout.valid || unit_begin % 4 != 0) {
+    for (std::uint32_t u = unit_begin; u < unit_end; ++u)
+      out[u - unit_begin] = rnncore_mask_value(seed, step, site, t_prime, row, u, width, &params);
     return;
   }
   const detail::row_constants rc = detail::make_row_constants(seed, step, site, row);
@@ -363,8 +380,8 @@ inline void mask_row(std::uint64_t seed, std::uint64_t step, std::uint32_t site,
   const I scale_i(static_cast<std::int32_t>(scale_bits));
   const std::uint32_t c0_base = t_prime * groups;  // wraps mod 2^32, as the scalar code
   alignas(64) float tail[4 * N];
-  std::uint32_t q = 0;
-  for (std::size_t u = 0; u < width; q += static_cast<std::uint32_t>(N), u += 4 * N) {
+  std::uint32_t q = unit_begin / 4;
+  for (std::size_t u = 0; u < count; q += static_cast<std::uint32_t>(N), u += 4 * N) {
     B x0, x1, x2, x3;
     detail::philox_row_block<Arch, Mul>(B(c0_base + q) + offsets, rc, x0, x1, x2, x3);
     I v0 = detail::keep_values<Arch>(x0, thr, scale_i, Arch{});
@@ -372,13 +389,13 @@ inline void mask_row(std::uint64_t seed, std::uint64_t step, std::uint32_t site,
     I v2 = detail::keep_values<Arch>(x2, thr, scale_i, Arch{});
     I v3 = detail::keep_values<Arch>(x3, thr, scale_i, Arch{});
     detail::transpose4<Arch>(v0, v1, v2, v3);
-    const bool full = static_cast<std::size_t>(width) - u >= 4 * N;
+    const bool full = static_cast<std::size_t>(count) - u >= 4 * N;
     float* dst = full ? out + u : tail;  // the last, partial block goes through tail
     xsimd::bitwise_cast<F>(v0).store_unaligned(dst);
     xsimd::bitwise_cast<F>(v1).store_unaligned(dst + N);
     xsimd::bitwise_cast<F>(v2).store_unaligned(dst + 2 * N);
     xsimd::bitwise_cast<F>(v3).store_unaligned(dst + 3 * N);
-    if (!full) std::memcpy(out + u, tail, (width - u) * sizeof(float));
+    if (!full) std::memcpy(out + u, tail, (count - u) * sizeof(float));
   }
 }
 

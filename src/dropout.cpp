@@ -90,7 +90,7 @@ bool stack_has_dropout(const StackSpec& stack) {
 
 void mask_row(const simd::F32Kernels* kernels, const Mask& m, const RunDropout& run, int t, int b, float* out) {
   if (kernels != nullptr)
-    kernels->mask_row(m.seed, run.step, m.site, m.t_prime(t), m.row(run, b), m.width, m.params, out);
+    kernels->mask_row(m.seed, run.step, m.site, m.t_prime(t), m.row(run, b), m.width, 0, m.width, m.params, out);
   else
     rnncore_mask_row(m.seed, run.step, m.site, m.t_prime(t), m.row(run, b), m.width, &m.params, out);
 }

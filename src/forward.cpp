@@ -79,9 +79,6 @@ Status Plan::forward(const void* packed, void* workspace, std::size_t workspace_
   if (p.backend == Backend::gpu) return detail::gpu_forward(p, packed, workspace, a);
 
   const StackSpec& st = p.stack;
-  const std::int64_t T = a.seq_len, B = a.batch, L = st.num_layers;
-  const std::size_t es = dtype_size(st.dtype);
-  const bool batch_major = a.layout == Layout::batch_major;
   auto* ws = static_cast<unsigned char*>(workspace);
   const auto* pk = static_cast<const unsigned char*>(packed);
   detail::RunDropout run;
@@ -90,61 +87,75 @@ Status Plan::forward(const void* packed, void* workspace, std::size_t workspace_
   run.step = static_cast<std::uint32_t>(a.step);
   run.row_ids = a.row_ids;
 
-  for (int l = 0; l < L; ++l) {
-    const detail::LayerPlan& lp = p.layers[l];
-    const std::int64_t in_w = lp.input_size, H = lp.hidden, out_w = lp.dirs * H;
-    DirectionIO io;
-    io.steps = a.seq_len;
-    io.batch = a.batch;
-    io.lengths = a.seq_lengths;
-    io.dropout = run;
-    if (l == 0) {  // the caller's input, in its layout
-      io.x = a.x;
-      io.x_st = batch_major ? in_w : B * in_w;
-      io.x_sb = batch_major ? T * in_w : in_w;
-    } else {  // inner layers are time-major in the workspace
-      io.x = ws + p.ws.layer_out[(l - 1) & 1];
-      io.x_st = B * in_w;
-      io.x_sb = in_w;
-    }
-    unsigned char* out;
-    if (l == L - 1) {
-      out = static_cast<unsigned char*>(a.y);
-      io.y_st = batch_major ? out_w : B * out_w;
-      io.y_sb = batch_major ? T * out_w : out_w;
-    } else {
-      out = ws + p.ws.layer_out[l & 1];
-      io.y_st = B * out_w;
-      io.y_sb = out_w;
-    }
-    for (int d = 0; d < lp.dirs; ++d) {
-      const std::size_t slot = static_cast<std::size_t>(state_offset(st, a.batch, l, d)) * es;
-      io.reverse = d == 1;
-      io.y = out == nullptr ? nullptr : out + static_cast<std::size_t>(d * H) * es;
-      io.h0 = a.h0 == nullptr ? nullptr : static_cast<const unsigned char*>(a.h0) + slot;
-      io.c0 = a.c0 == nullptr || lp.mode != Mode::lstm ? nullptr : static_cast<const unsigned char*>(a.c0) + slot;
-      io.hy = a.hy == nullptr ? nullptr : static_cast<unsigned char*>(a.hy) + slot;
-      io.cy = a.cy == nullptr ? nullptr : static_cast<unsigned char*>(a.cy) + slot;
-      if (p.backend == Backend::simd)
-        detail::simd_run_direction(p, l, d, io, pk, ws);
-      else
-        detail::reference_run_direction(p, l, d, io, pk, ws);
-    }
-    // A non-LSTM layer has no cell state: its cy block is zero.
-    if (a.cy != nullptr && lp.mode != Mode::lstm)
-      std::memset(static_cast<unsigned char*>(a.cy) + static_cast<std::size_t>(state_offset(st, a.batch, l, 0)) * es, 0,
-                  static_cast<std::size_t>(lp.dirs * B * H) * es);
+  // A non-LSTM layer has no cell state: its cy block is zero.
+  if (a.cy != nullptr)
+    for (int l = 0; l < st.num_layers; ++l)
+      if (p.layers[l].mode != Mode::lstm)
+        std::memset(static_cast<unsigned char*>(a.cy) + static_cast<std::size_t>(state_offset(st, a.batch, l, 0)) * dtype_size(st.dtype),
+                    0, static_cast<std::size_t>(p.layers[l].dirs) * a.batch * p.layers[l].hidden * dtype_size(st.dtype));
+
+  if (p.backend == Backend::simd) {
+    detail::simd_forward(p, pk, ws, a, run);
+    return Status::ok;
+  }
+  // The reference: one direction after the other, one thread.
+  for (int l = 0; l < st.num_layers; ++l) {
+    for (int d = 0; d < p.layers[l].dirs; ++d)
+      detail::reference_run_direction(p, l, d, detail::direction_io(p, a, ws, l, d, run), pk, ws);
     const detail::Mask inter = detail::inter_layer_mask(st, run, l);
-    if (inter.active) {
-      if (st.dtype == DType::f64)
-        drop_layer_output(p, inter, run, reinterpret_cast<double*>(out), a.seq_len, a.batch,
-                          reinterpret_cast<double*>(ws + p.ws.scratch[0]));
-      else
-        drop_layer_output(p, inter, run, reinterpret_cast<float*>(out), a.seq_len, a.batch,
-                          reinterpret_cast<float*>(ws + p.ws.scratch[0]));
-    }
+    if (!inter.active) continue;
+    unsigned char* out = ws + p.ws.layer_out[l & 1];
+    if (st.dtype == DType::f64)
+      drop_layer_output(p, inter, run, reinterpret_cast<double*>(out), a.seq_len, a.batch,
+                        reinterpret_cast<double*>(ws + p.ws.scratch));
+    else
+      drop_layer_output(p, inter, run, reinterpret_cast<float*>(out), a.seq_len, a.batch,
+                        reinterpret_cast<float*>(ws + p.ws.scratch));
   }
   return Status::ok;
 }
 
+namespace detail {
+
+DirectionIO direction_io(const PlanImpl& p, const ForwardArgs& a, unsigned char* ws, int l, int d, const RunDropout& run) {
+  const StackSpec& st = p.stack;
+  const LayerPlan& lp = p.layers[l];
+  const std::int64_t T = a.seq_len, B = a.batch, in_w = lp.input_size, H = lp.hidden, out_w = lp.dirs * H;
+  const std::size_t es = dtype_size(st.dtype);
+  const bool batch_major = a.layout == Layout::batch_major;
+  DirectionIO io;
+  io.steps = a.seq_len;
+  io.batch = a.batch;
+  io.lengths = a.seq_lengths;
+  io.dropout = run;
+  io.reverse = d == 1;
+  if (l == 0) {  // the caller's input, in its layout
+    io.x = a.x;
+    io.x_st = batch_major ? in_w : B * in_w;
+    io.x_sb = batch_major ? T * in_w : in_w;
+  } else {  // inner layers are time-major in the workspace
+    io.x = ws + p.ws.layer_out[(l - 1) & 1];
+    io.x_st = B * in_w;
+    io.x_sb = in_w;
+  }
+  unsigned char* out;
+  if (l == st.num_layers - 1) {
+    out = static_cast<unsigned char*>(a.y);
+    io.y_st = batch_major ? out_w : B * out_w;
+    io.y_sb = batch_major ? T * out_w : out_w;
+  } else {
+    out = ws + p.ws.layer_out[l & 1];
+    io.y_st = B * out_w;
+    io.y_sb = out_w;
+  }
+  const std::size_t slot = static_cast<std::size_t>(state_offset(st, a.batch, l, d)) * es;
+  io.y = out == nullptr ? nullptr : out + static_cast<std::size_t>(d * H) * es;
+  io.h0 = a.h0 == nullptr ? nullptr : static_cast<const unsigned char*>(a.h0) + slot;
+  io.c0 = a.c0 == nullptr || lp.mode != Mode::lstm ? nullptr : static_cast<const unsigned char*>(a.c0) + slot;
+  io.hy = a.hy == nullptr ? nullptr : static_cast<unsigned char*>(a.hy) + slot;
+  io.cy = a.cy == nullptr || lp.mode != Mode::lstm ? nullptr : static_cast<unsigned char*>(a.cy) + slot;
+  return io;
+}
+
+}  // namespace detail
 }  // namespace rnncore

@@ -9,26 +9,33 @@ namespace rnncore {
 
 namespace {
 
+#if !defined(RNNCORE_NO_HEAP)
 void* allocate_aligned(std::size_t bytes) {
   const std::size_t rounded = static_cast<std::size_t>(detail::round_up(static_cast<std::int64_t>(bytes ? bytes : 1), kAlignment));
   return std::aligned_alloc(kAlignment, rounded);
 }
+#endif
 
 }  // namespace
 
 Model::~Model() { release(); }
 
 void Model::release() {
+#if !defined(RNNCORE_NO_HEAP)  // without a heap no Model ever holds memory
   std::free(packed_);
   std::free(workspace_);
+#endif
   packed_ = nullptr;
   workspace_ = nullptr;
+  ThreadPool::destroy(pool_);
+  pool_ = nullptr;
 }
 
 Model::Model(Model&& other) noexcept
-    : plan_(other.plan_), packed_(other.packed_), workspace_(other.workspace_), step_(other.step_) {
+    : plan_(other.plan_), packed_(other.packed_), workspace_(other.workspace_), pool_(other.pool_), step_(other.step_) {
   other.packed_ = nullptr;
   other.workspace_ = nullptr;
+  other.pool_ = nullptr;
 }
 
 Model& Model::operator=(Model&& other) noexcept {
@@ -37,6 +44,7 @@ Model& Model::operator=(Model&& other) noexcept {
     plan_ = other.plan_;
     packed_ = std::exchange(other.packed_, nullptr);
     workspace_ = std::exchange(other.workspace_, nullptr);
+    pool_ = std::exchange(other.pool_, nullptr);
     step_ = other.step_;
   }
   return *this;
@@ -50,8 +58,19 @@ Status Model::create(const RnnSpec& spec, const PlanOptions& options, const void
 Status Model::create(const StackSpec& stack, const PlanOptions& options, const void* canonical, Model* out) {
   RNNCORE_ENSURE(out != nullptr, Status::null_pointer, "Model::create: out is null");
   RNNCORE_ENSURE(canonical != nullptr, Status::null_pointer, "Model::create: canonical weights are null");
+#if defined(RNNCORE_NO_HEAP)
+  (void)stack;
+  (void)options;
+  return detail::fail_status(Status::unsupported,
+                             "Model::create: this build has no heap (firmware profile); use a Plan with caller memory");
+#else
   Model m;
-  RNNCORE_RETURN_IF_ERROR(Plan::create(stack, options, &m.plan_));
+  PlanOptions opt = options;
+  if (opt.threads > 1 && opt.thread_pool == nullptr) {  // the threads are made now, once
+    RNNCORE_RETURN_IF_ERROR(ThreadPool::create(opt.threads, &m.pool_));
+    opt.thread_pool = m.pool_;
+  }
+  RNNCORE_RETURN_IF_ERROR(Plan::create(stack, opt, &m.plan_));
   m.packed_ = allocate_aligned(m.plan_.packed_weight_bytes());
   m.workspace_ = allocate_aligned(m.plan_.workspace_bytes());
   RNNCORE_ENSURE(m.packed_ != nullptr && m.workspace_ != nullptr, Status::out_of_memory,
@@ -60,6 +79,7 @@ Status Model::create(const StackSpec& stack, const PlanOptions& options, const v
   RNNCORE_RETURN_IF_ERROR(m.plan_.pack_weights(canonical, m.packed_, m.plan_.packed_weight_bytes()));
   *out = std::move(m);
   return Status::ok;
+#endif
 }
 
 Status Model::forward(const ForwardArgs& args) {

@@ -65,6 +65,15 @@ std::uint64_t packed_fingerprint(const PlanImpl& p) {
   return h;
 }
 
+// out = a + b, truncated to fit. Not snprintf: firmware builds link no printf (newlib-nano's needs malloc).
+template <std::size_t N>
+void copy_name(char (&out)[N], const char* a, const char* b) {
+  std::size_t n = 0;
+  for (const char* part : {a, b})
+    for (; *part != '\0' && n + 1 < N; ++part) out[n++] = *part;
+  out[n] = '\0';
+}
+
 Status choose_backend(const StackSpec& stack, const PlanOptions& options, PlanImpl* p) {
   Backend want = options.backend;
   RNNCORE_ENSURE(want >= Backend::auto_select && want <= Backend::gpu, Status::invalid_enum,
@@ -81,7 +90,7 @@ Status choose_backend(const StackSpec& stack, const PlanOptions& options, PlanIm
       p->isa = isa;
       p->kernels = k;
       p->vector = k->vector;
-      std::snprintf(p->kernel_name, sizeof p->kernel_name, "%s", k->name);
+      copy_name(p->kernel_name, k->name, "");
       return Status::ok;
     }
     RNNCORE_ENSURE(want == Backend::auto_select, Status::backend_unavailable,
@@ -92,7 +101,7 @@ Status choose_backend(const StackSpec& stack, const PlanOptions& options, PlanIm
   p->backend = Backend::reference;
   p->isa = Isa::none;
   p->vector = 1;
-  std::snprintf(p->kernel_name, sizeof p->kernel_name, "%s_rnn__reference", to_string(stack.dtype));
+  copy_name(p->kernel_name, to_string(stack.dtype), "_rnn__reference");
   return Status::ok;
 }
 
@@ -106,8 +115,10 @@ void layout_common(PlanImpl* p, Arena* ws, std::uint64_t es) {
   WorkspaceLayout& w = p->ws;
   if (st.num_layers > 1) w.layer_out[0] = ws->take(T * B * inner_out, es);
   if (st.num_layers > 2) w.layer_out[1] = ws->take(T * B * inner_out, es);
-  for (int d = 0; d < 2; ++d) w.scratch[d] = ws->take(static_cast<std::uint64_t>(kScratchRows) * p->max_width, es);
-  w.active = ws->take(B, 1);
+  // Scratch rows: one set per thread (SIMD) or per direction (the single-threaded reference).
+  const std::uint64_t slots = p->backend == Backend::simd ? std::max(1, p->options.threads) : 2;
+  w.scratch_stride = static_cast<std::size_t>(round_up(static_cast<std::int64_t>(kScratchRows * p->max_width * es), kAlignment));
+  w.scratch = ws->take(slots * w.scratch_stride, 1);
 }
 
 void layout_reference(PlanImpl* p) {
@@ -186,7 +197,6 @@ void layout_simd(PlanImpl* p) {
     }
   }
   layout_common(p, &ws, 4);
-  w.row_ptrs = ws.take(T * B, sizeof(const float*));
   w.total = ws.size();
   if (packed.overflow() || ws.overflow()) w.total = ~std::size_t{0};
 }
@@ -242,6 +252,13 @@ Status Plan::create(const StackSpec& stack, const PlanOptions& options, Plan* ou
   RNNCORE_ENSURE(isa_ok, Status::invalid_enum, "options.max_isa = %d is not an instruction set",
                  static_cast<int>(options.max_isa));
   RNNCORE_RETURN_IF_ERROR(detail::check_residual_functions(stack));
+  RNNCORE_ENSURE(options.threads >= 1 && options.threads <= 256, Status::invalid_size, "options.threads = %d (1..256)",
+                 options.threads);
+  RNNCORE_ENSURE(options.threads == 1 || options.thread_pool != nullptr, Status::null_pointer,
+                 "options.threads = %d needs options.thread_pool (ThreadPool::create; a Model makes its own)", options.threads);
+  RNNCORE_ENSURE(options.threads == 1 || options.thread_pool->size() >= options.threads, Status::invalid_size,
+                 "options.threads = %d but the thread pool has %d threads", options.threads,
+                 options.threads == 1 ? 1 : options.thread_pool->size());
 
   // PlanImpl is large (it holds the stack); build it in place rather than on the stack.
   std::memset(out->storage_, 0, sizeof out->storage_);

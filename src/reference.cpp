@@ -123,7 +123,7 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
   T* h = reinterpret_cast<T*>(ws + p.ws.h[dir][0]);
   T* h_next = reinterpret_cast<T*>(ws + p.ws.h[dir][1]);
   T* c = lp.mode == Mode::lstm ? reinterpret_cast<T*>(ws + p.ws.c[dir]) : nullptr;
-  T* rows = reinterpret_cast<T*>(ws + p.ws.scratch[dir]);
+  T* rows = reinterpret_cast<T*>(ws + p.ws.scratch + static_cast<std::size_t>(dir) * p.ws.scratch_stride);
   T* x_cell = rows;                      // the input after every wrapper's input dropout
   T* x_level = rows + p.max_width;       // the input a residual wrapper sees
   T* out = rows + 2 * p.max_width;       // the output on its way out through the wrappers

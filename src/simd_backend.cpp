@@ -7,6 +7,7 @@
 #include "src/internal/error.hpp"
 #include "src/internal/plan_impl.hpp"
 #include "src/internal/spec_internal.hpp"
+#include "src/internal/thread_pool.hpp"
 
 namespace rnncore {
 namespace detail {
@@ -95,7 +96,7 @@ namespace {
 struct WrapperMasks {
   int count = 0;
   Mask input[kMaxWrappers], output[kMaxWrappers], state_h[kMaxWrappers], state_c[kMaxWrappers];
-  bool any_state_h = false, any_state_c = false, state_per_step = false;
+  bool any_input = false, any_state_h = false, any_state_c = false, state_per_step = false;
 };
 
 WrapperMasks wrapper_masks(const PlanImpl& p, int layer, int dir, const RunDropout& run) {
@@ -106,6 +107,7 @@ WrapperMasks wrapper_masks(const PlanImpl& p, int layer, int dir, const RunDropo
     wm.output[w] = wrapper_mask(p.stack, run, layer, dir, w, MaskKind::output);
     wm.state_h[w] = wrapper_mask(p.stack, run, layer, dir, w, MaskKind::state_h);
     wm.state_c[w] = wrapper_mask(p.stack, run, layer, dir, w, MaskKind::state_c);
+    wm.any_input = wm.any_input || wm.input[w].active;
     wm.any_state_h = wm.any_state_h || wm.state_h[w].active;
     wm.any_state_c = wm.any_state_c || wm.state_c[w].active;
     wm.state_per_step = wm.state_per_step || (wm.state_h[w].active && !wm.state_h[w].variational) ||
@@ -122,20 +124,29 @@ void multiply_mask_row(const PlanImpl& p, const Mask& m, const RunDropout& run, 
   for (int u = 0; u < n; ++u) dst[u] *= row[u];
 }
 
-// The combined state-dropout mask rows (product over the wrappers) for every row at time t.
+// Units [u0, u1) of the combined state-dropout mask (the product over the wrappers) of every row at
+// time t; units past H are 0 (padding). `row` is scratch of u1 − u0 floats.
 void fill_state_masks(const PlanImpl& p, const Mask* masks, int count, const RunDropout& run, int t, int batch, int H,
-                      int Hp, float* dst, float* row) {
+                      int Hp, int u0, int u1, float* dst, float* row) {
   for (int b = 0; b < batch; ++b) {
     float* m = dst + static_cast<std::int64_t>(b) * Hp;
-    for (int u = 0; u < Hp; ++u) m[u] = u < H ? 1.0f : 0.0f;
-    for (int w = 0; w < count; ++w) multiply_mask_row(p, masks[w], run, t, b, m, H, row);
+    for (int u = u0; u < u1; ++u) m[u] = u < H ? 1.0f : 0.0f;
+    const int end = u1 < H ? u1 : H;
+    for (int w = 0; w < count; ++w) {
+      const Mask& mk = masks[w];
+      if (!mk.active || u0 >= end) continue;
+      p.kernels->mask_row(mk.seed, run.step, mk.site, mk.t_prime(t), mk.row(run, b), mk.width, static_cast<std::uint32_t>(u0),
+                          static_cast<std::uint32_t>(end), mk.params, row);
+      for (int u = u0; u < end; ++u) m[u] *= row[u - u0];
+    }
   }
 }
 
-}  // namespace
-
-void simd_run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io, const unsigned char* packed,
-                        unsigned char* ws) {
+// One direction of one layer, run by a team: each member owns a contiguous range of unit blocks (all
+// gates of those units) — its slice of the recurrent weights stays in its cache across steps — and
+// the team meets at one barrier per step.
+void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io, const unsigned char* packed,
+                   unsigned char* ws, const Team& team, int slot) {
   const LayerPlan& lp = p.layers[layer];
   const LayerSpec& ls = p.stack.layers[layer];
   const DirectionPack& dp = lp.dir[dir];
@@ -143,11 +154,14 @@ void simd_run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO
   const int H = lp.hidden, G = lp.gates, V = p.vector, Hp = lp.hidden_stride, I = lp.input_size, B = io.batch,
             T = io.steps;
   const int blocks = Hp / V;
+  int j0, j1;
+  team.share(blocks, &j0, &j1);
+  const int u0 = j0 * V, u1 = j1 * V;  // this member's units (padded)
   const std::int64_t proj_row = static_cast<std::int64_t>(G) * Hp;
   const RunDropout& run = io.dropout;
   const WrapperMasks wm = wrapper_masks(p, layer, dir, run);
   float* proj = at<float>(ws, p.ws.proj[dir]);
-  float* scratch = at<float>(ws, p.ws.scratch[dir]);
+  float* scratch = at<float>(ws, p.ws.scratch + static_cast<std::size_t>(slot) * p.ws.scratch_stride);
   float* mask_scratch = scratch;                 // one generated mask row
   float* x_level = scratch + p.max_width;        // the input a residual wrapper sees
   float* residual = scratch + 2 * p.max_width;   // a residual's result
@@ -157,41 +171,42 @@ void simd_run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO
   // 0. Input dropout of every wrapper, into the cell input x_cell (only when something is dropped).
   const float* x = x_raw;
   std::int64_t x_st = io.x_st, x_sb = io.x_sb;
-  bool input_dropped = false;
-  for (int w = 0; w < wm.count; ++w) input_dropped = input_dropped || wm.input[w].active;
-  if (input_dropped) {
+  if (wm.any_input) {
     float* xc = at<float>(ws, p.ws.x_cell[dir]);
-    for (int t = 0; t < T; ++t)
-      for (int b = 0; b < B; ++b) {
-        float* dst = xc + (static_cast<std::int64_t>(t) * B + b) * I;
-        std::memcpy(dst, x_raw + t * io.x_st + b * io.x_sb, sizeof(float) * I);
-        for (int w = wm.count - 1; w >= 0; --w) multiply_mask_row(p, wm.input[w], run, t, b, dst, I, mask_scratch);
-      }
+    int r0, r1;
+    team.share(T * B, &r0, &r1);
+    for (int r = r0; r < r1; ++r) {
+      const int t = r / B, b = r % B;
+      float* dst = xc + static_cast<std::int64_t>(r) * I;
+      std::memcpy(dst, x_raw + t * io.x_st + b * io.x_sb, sizeof(float) * I);
+      for (int w = wm.count - 1; w >= 0; --w) multiply_mask_row(p, wm.input[w], run, t, b, dst, I, mask_scratch);
+    }
     x = xc;
     x_st = static_cast<std::int64_t>(B) * I;
     x_sb = I;
+    team.sync();
   }
 
-  // 1. Input projections of every step at once: proj[t·B + b] = W x + biases.
+  // 1. Input projections of every step for this member's blocks: proj[t·B + b] = W x + biases.
   if (lp.skip_input) {
     const float* bias = at<float>(packed, dp.bias);
     for (int t = 0; t < T; ++t)
       for (int b = 0; b < B; ++b) {
         const float* xr = x + t * x_st + b * x_sb;
         float* row = proj + (static_cast<std::int64_t>(t) * B + b) * proj_row;
-        for (int j = 0; j < blocks; ++j)
+        for (int j = j0; j < j1; ++j)
           for (int g = 0; g < G; ++g)
             for (int v = 0; v < V; ++v) {
               const int unit = j * V + v, i = (j * G + g) * V + v;
               row[i] = unit < H ? xr[unit] + bias[i] : 0.0f;
             }
       }
-  } else if (T > 0) {
-    const float** rows = at<const float*>(ws, p.ws.row_ptrs);
-    for (int t = 0; t < T; ++t)
-      for (int b = 0; b < B; ++b) rows[t * B + b] = x + t * x_st + b * x_sb;
+  } else if (T > 0 && j0 < j1) {
     simd::GemmArgs g;
-    g.a_rows = rows;
+    g.a = x;
+    g.a_st = x_st;
+    g.a_sb = x_sb;
+    g.batch = B;
     g.k = I;
     g.gates = G;
     g.panel = at<float>(packed, dp.w_panel);
@@ -200,27 +215,30 @@ void simd_run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO
     g.c_row_stride = proj_row;
     g.row_begin = 0;
     g.row_end = T * B;
-    g.block_begin = 0;
-    g.block_end = blocks;
+    g.block_begin = j0;
+    g.block_end = j1;
     k.gemm(g);
   }
 
-  // 2. Initial state, padded to Hp with zeros.
+  // 2. Initial state of this member's units, padded with zeros; every member reads all of h next.
   float* h = at<float>(ws, p.ws.h[dir][0]);
   float* h_next = at<float>(ws, p.ws.h[dir][1]);
   float* c = lp.mode == Mode::lstm ? at<float>(ws, p.ws.c[dir]) : nullptr;
-  const std::size_t state_bytes = sizeof(float) * static_cast<std::size_t>(B) * Hp;
-  std::memset(h, 0, state_bytes);
-  if (c != nullptr) std::memset(c, 0, state_bytes);
+  const int u_end = u1 < H ? u1 : H;
   for (int b = 0; b < B; ++b) {
-    if (io.h0 != nullptr) std::memcpy(h + b * Hp, static_cast<const float*>(io.h0) + b * H, sizeof(float) * H);
-    if (c != nullptr && io.c0 != nullptr)
-      std::memcpy(c + b * Hp, static_cast<const float*>(io.c0) + b * H, sizeof(float) * H);
+    float* hb = h + static_cast<std::int64_t>(b) * Hp;
+    float* cb = c != nullptr ? c + static_cast<std::int64_t>(b) * Hp : nullptr;
+    for (int u = u0; u < u1; ++u) {
+      const bool real = u < H;
+      hb[u] = real && io.h0 != nullptr ? static_cast<const float*>(io.h0)[b * H + u] : 0.0f;
+      if (cb != nullptr) cb[u] = real && io.c0 != nullptr ? static_cast<const float*>(io.c0)[b * H + u] : 0.0f;
+    }
   }
+  team.sync();
 
-  // 3. One fused kernel call per step; state-dropout masks are made per step (once if variational).
+  // 3. One fused kernel call per step on this member's blocks; state-dropout masks per step (once if
+  // variational) for its units.
   const simd::Cell cell = lp.cell;
-  auto* active = at<std::uint8_t>(ws, p.ws.active);
   float* mask_h = wm.any_state_h ? at<float>(ws, p.ws.mask_h[dir]) : nullptr;
   float* mask_c = wm.any_state_c && c != nullptr ? at<float>(ws, p.ws.mask_c[dir]) : nullptr;
   simd::StepArgs a;
@@ -237,52 +255,123 @@ void simd_run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO
   a.mask_c = mask_c;
   a.mask_row_stride = Hp;
   a.y_row_stride = io.y_sb;
-  a.active = active;
+  a.lengths = io.lengths;
   a.row_begin = 0;
   a.row_end = B;
-  a.block_begin = 0;
-  a.block_end = blocks;
+  a.block_begin = j0;
+  a.block_end = j1;
   for (int step = 0; step < T; ++step) {
     const int t = io.reverse ? T - 1 - step : step;
-    for (int b = 0; b < B; ++b) active[b] = t < length(b) ? 1 : 0;
     if (step == 0 || wm.state_per_step) {
-      if (mask_h != nullptr) fill_state_masks(p, wm.state_h, wm.count, run, t, B, H, Hp, mask_h, mask_scratch);
-      if (mask_c != nullptr) fill_state_masks(p, wm.state_c, wm.count, run, t, B, H, Hp, mask_c, mask_scratch);
+      if (mask_h != nullptr) fill_state_masks(p, wm.state_h, wm.count, run, t, B, H, Hp, u0, u1, mask_h, mask_scratch);
+      if (mask_c != nullptr) fill_state_masks(p, wm.state_c, wm.count, run, t, B, H, Hp, u0, u1, mask_c, mask_scratch);
     }
+    a.t = t;
     a.proj = proj + static_cast<std::int64_t>(t) * B * proj_row;
     a.h_prev = h;
     a.h_next = h_next;
     a.y = static_cast<float*>(io.y) + t * io.y_st;
     k.step[static_cast<int>(cell)](a);
-    if (cell == simd::Cell::gru_reset_before) k.gru_reset_before_phase2(a);
+    if (cell == simd::Cell::gru_reset_before) {
+      team.sync();  // the n gate needs all of r ⊙ h
+      k.gru_reset_before_phase2(a);
+    }
+    team.sync();  // h_next complete before anyone reads it
     float* tmp = h;
     h = h_next;
     h_next = tmp;
   }
 
-  // 4. Final states.
+  // 4. Final states of this member's units.
   for (int b = 0; b < B; ++b) {
-    if (io.hy != nullptr) std::memcpy(static_cast<float*>(io.hy) + b * H, h + b * Hp, sizeof(float) * H);
-    if (io.cy != nullptr && c != nullptr) std::memcpy(static_cast<float*>(io.cy) + b * H, c + b * Hp, sizeof(float) * H);
+    if (io.hy != nullptr && u0 < u_end)
+      std::memcpy(static_cast<float*>(io.hy) + b * H + u0, h + b * Hp + u0, sizeof(float) * (u_end - u0));
+    if (io.cy != nullptr && c != nullptr && u0 < u_end)
+      std::memcpy(static_cast<float*>(io.cy) + b * H + u0, c + b * Hp + u0, sizeof(float) * (u_end - u0));
   }
 
-  // 5. Out through the wrappers, innermost first: output dropout and residual connections.
+  // 5. Out through the wrappers, innermost first: output dropout and residual connections, by rows.
   if (!lp.output_chain) return;
-  for (int t = 0; t < T; ++t)
-    for (int b = 0; b < B; ++b) {
-      if (t >= length(b)) continue;  // outputs past a row's length stay zero
-      float* o = static_cast<float*>(io.y) + t * io.y_st + b * io.y_sb;
-      for (int w = 0; w < wm.count; ++w) {
-        if (ls.wrappers[w].kind == WrapperKind::dropout) {
-          multiply_mask_row(p, wm.output[w], run, t, b, o, H, mask_scratch);
-          continue;
-        }
-        std::memcpy(x_level, x_raw + t * io.x_st + b * io.x_sb, sizeof(float) * I);
-        for (int v = wm.count - 1; v > w; --v) multiply_mask_row(p, wm.input[v], run, t, b, x_level, I, mask_scratch);
-        apply_residual(ls.wrappers[w].residual, x_level, o, residual, H);
-        std::memcpy(o, residual, sizeof(float) * H);
+  int r0, r1;
+  team.share(T * B, &r0, &r1);
+  for (int r = r0; r < r1; ++r) {
+    const int t = r / B, b = r % B;
+    if (t >= length(b)) continue;  // outputs past a row's length stay zero
+    float* o = static_cast<float*>(io.y) + t * io.y_st + b * io.y_sb;
+    for (int w = 0; w < wm.count; ++w) {
+      if (ls.wrappers[w].kind == WrapperKind::dropout) {
+        multiply_mask_row(p, wm.output[w], run, t, b, o, H, mask_scratch);
+        continue;
       }
+      std::memcpy(x_level, x_raw + t * io.x_st + b * io.x_sb, sizeof(float) * I);
+      for (int v = wm.count - 1; v > w; --v) multiply_mask_row(p, wm.input[v], run, t, b, x_level, I, mask_scratch);
+      apply_residual(ls.wrappers[w].residual, x_level, o, residual, H);
+      std::memcpy(o, residual, sizeof(float) * H);
     }
+  }
+}
+
+struct SimdRun {
+  const PlanImpl* p;
+  const unsigned char* packed;
+  unsigned char* ws;
+  const ForwardArgs* args;
+  RunDropout run;
+  ThreadPool* pool;
+  int threads;
+};
+
+// The whole forward pass as seen by one thread of the team.
+void simd_forward_thread(void* context, int index) {
+  const SimdRun& r = *static_cast<const SimdRun*>(context);
+  const PlanImpl& p = *r.p;
+  Team team;
+  team.index = index;
+  team.size = r.threads;
+  team.barrier = r.threads > 1 ? pool_barrier(r.pool, 0) : nullptr;
+  for (int l = 0; l < p.stack.num_layers; ++l) {
+    const LayerPlan& lp = p.layers[l];
+    if (lp.dirs == 2 && team.size >= 2) {  // the two directions in parallel, half the team each
+      const int half = team.size / 2, group = index < half ? 0 : 1;
+      Team sub;
+      sub.index = group == 0 ? index : index - half;
+      sub.size = group == 0 ? half : team.size - half;
+      sub.barrier = pool_barrier(r.pool, 1 + group);
+      run_direction(p, l, group, direction_io(p, *r.args, r.ws, l, group, r.run), r.packed, r.ws, sub, index);
+    } else {
+      for (int d = 0; d < lp.dirs; ++d)
+        run_direction(p, l, d, direction_io(p, *r.args, r.ws, l, d, r.run), r.packed, r.ws, team, index);
+    }
+    team.sync();
+    // Inter-layer dropout on this layer's output, by rows.
+    const Mask inter = inter_layer_mask(p.stack, r.run, l);
+    if (inter.active) {
+      const int T = r.args->seq_len, B = r.args->batch, width = static_cast<int>(inter.width);
+      float* out = reinterpret_cast<float*>(r.ws + p.ws.layer_out[l & 1]);
+      float* mask = at<float>(r.ws, p.ws.scratch + static_cast<std::size_t>(index) * p.ws.scratch_stride);
+      int r0, r1;
+      team.share(T * B, &r0, &r1);
+      for (int row = r0; row < r1; ++row) {
+        mask_row(p.kernels, inter, r.run, row / B, row % B, mask);
+        float* o = out + static_cast<std::int64_t>(row) * width;
+        for (int u = 0; u < width; ++u) o[u] *= mask[u];
+      }
+      team.sync();
+    }
+  }
+}
+
+}  // namespace
+
+void simd_forward(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& args,
+                  const RunDropout& run) {
+  SimdRun r{&p, packed, ws, &args, run, p.options.thread_pool, p.options.threads};
+  if (r.threads > 1) {
+    pool_barrier(r.pool, 0)->reset(r.threads);
+    pool_barrier(r.pool, 1)->reset(r.threads / 2);
+    pool_barrier(r.pool, 2)->reset(r.threads - r.threads / 2);
+  }
+  pool_run(r.pool, r.threads, simd_forward_thread, &r);
 }
 
 }  // namespace detail

@@ -151,11 +151,15 @@ TEST_CASE("dropout runs make no heap allocation either") {
   st.layers[1].hidden_size = 16;
   st.layers[1].direction = Direction::unidirectional;
   st.layers[1].wrappers[st.layers[1].num_wrappers++] = residual_wrapper();
-  for (Backend backend : {Backend::reference, Backend::simd}) {
+  ThreadPool* pool = nullptr;
+  REQUIRE(ThreadPool::create(2, &pool) == Status::ok);
+  for (int variant = 0; variant < 3; ++variant) {  // reference, SIMD, SIMD on two threads
     PlanOptions o;
     o.max_batch = 3;
     o.max_seq_len = 5;
-    o.backend = backend;
+    o.backend = variant == 0 ? Backend::reference : Backend::simd;
+    o.threads = variant == 2 ? 2 : 1;
+    o.thread_pool = pool;
     Plan plan;
     REQUIRE(Plan::create(st, o, &plan) == Status::ok);
     AlignedBuffer packed(plan.packed_weight_bytes()), ws(plan.workspace_bytes());
@@ -186,4 +190,5 @@ TEST_CASE("dropout runs make no heap allocation either") {
     CHECK(st2 == Status::ok);
     CHECK(after == before);
   }
+  ThreadPool::destroy(pool);
 }

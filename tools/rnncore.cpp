@@ -333,6 +333,7 @@ int cmd_run(int argc, char** argv) {
   opt.max_batch = static_cast<std::int32_t>(std::max<std::int64_t>(B, 1));
   opt.max_seq_len = static_cast<std::int32_t>(std::max<std::int64_t>(T, 1));
   opt.backend = backend;
+  opt.threads = static_cast<std::int32_t>(threads);
   Model net;
   Status s = Model::create(stack, opt, model.canonical.data(), &net);
   if (s != Status::ok) return error(args.get("weights") + ": " + library_error(s));
@@ -452,8 +453,9 @@ int cmd_bench(int argc, char** argv) {
   PlanOptions opt;
   opt.max_batch = static_cast<int>(B);
   opt.max_seq_len = static_cast<int>(T);
+  opt.threads = static_cast<int>(threads);
   if (!parse_backend(args.get("backend", "auto"), &opt.backend)) return usage_error(kBenchUsage, "--backend must be auto, reference, simd or gpu");
-  if (threads != 1) std::fprintf(stderr, "rnncore: note: this build runs one thread; --threads %lld ignored\n", threads);
+
 
   double dropout = 0.0;
   if (!args.get_double("dropout", 0.0, 1.0, 0.0, &dropout, &err)) return usage_error(kBenchUsage, err);

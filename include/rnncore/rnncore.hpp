@@ -266,13 +266,38 @@ Status import_weights(const RnnSpec& spec, WeightFormat format, const TensorView
 /// @param[out] out elements of spec.dtype, densely packed
 Status export_tensor(const RnnSpec& spec, WeightFormat format, int index, const void* canonical, void* out);
 
+/// Worker threads made once, before any run: forward() hands work to them and creates no thread.
+/// The calling thread takes part as thread 0. Idle workers sleep after a short spin.
+class ThreadPool {
+ public:
+  /// Starts `threads` − 1 workers. Fails with Status::unsupported in builds without threads.
+  /// @param[in] threads total threads including the caller (1..256)  @param[out] out the pool
+  static Status create(int threads, ThreadPool** out);
+  /// Joins the workers and frees the pool (null is fine). No run may be in flight.
+  static void destroy(ThreadPool* pool);
+  /// Total threads, the caller included.
+  int size() const;
+
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  struct Impl;
+  Impl* impl() const { return impl_; }
+
+ private:
+  ThreadPool() = default;
+  ~ThreadPool() = default;
+  Impl* impl_ = nullptr;
+};
+
 /// How to plan a network.
 struct PlanOptions {
   std::int32_t max_batch = 1;    ///< largest batch forward() will see
   std::int32_t max_seq_len = 1;  ///< largest sequence length forward() will see
   Backend backend = Backend::auto_select;
   Isa max_isa = Isa::best;  ///< cap for the SIMD backend (forces lower paths); also env RNNCORE_MAX_ISA
-  std::int32_t threads = 1;  ///< CPU worker threads (Model makes the pool at create; 1: no threading at all)
+  std::int32_t threads = 1;  ///< CPU threads a run uses (1: no threading at all)
+  ThreadPool* thread_pool = nullptr;  ///< needed when threads > 1 (Model makes its own); at least `threads` big
   int gpu_device = 0;        ///< GPU backend: the device ordinal
 };
 
@@ -365,6 +390,7 @@ class Model {
   Plan plan_;
   void* packed_ = nullptr;
   void* workspace_ = nullptr;
+  ThreadPool* pool_ = nullptr;  // made by create when options.threads > 1 and none was given
   std::uint64_t step_ = 0;
 };
 

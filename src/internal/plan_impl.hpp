@@ -50,9 +50,8 @@ struct WorkspaceLayout {
   std::size_t x_cell[2] = {0, 0};     // [dir] [T, B, I]: the input after input dropout
   std::size_t mask_h[2] = {0, 0};     // [dir] [B] rows of Hs: this step's state mask for h
   std::size_t mask_c[2] = {0, 0};     // [dir] [B] rows of Hs: for c
-  std::size_t scratch[2] = {0, 0};    // [dir] rows for masks, residual inputs and cell rows
-  std::size_t active = 0;             // [B] bytes: row active at the current step
-  std::size_t row_ptrs = 0;           // [T·B] row pointers for the projection GEMM
+  std::size_t scratch = 0;            // per thread (SIMD) or direction (reference): kScratchRows rows
+  std::size_t scratch_stride = 0;     //   of max_width elements each
   std::size_t total = 0;
 };
 
@@ -60,6 +59,7 @@ constexpr std::uint64_t kPlanMagic = 0x4e414c5045524f43ull;    // plan initialis
 constexpr std::uint64_t kPackedMagic = 0x4b4341505243524eull;  // packed buffer header
 constexpr std::size_t kPackedHeaderBytes = 64;
 constexpr int kScratchRows = 6;  // rows of the per-direction scratch area
+constexpr std::size_t kGpuPlanBytes = 1024;  // PlanImpl::gpu: the GPU backend's own plan record
 
 struct PlanImpl {
   std::uint64_t magic = 0;
@@ -76,6 +76,9 @@ struct PlanImpl {
   std::uint64_t fingerprint = 0;     // identifies the packed layout; stored in the packed header
   WorkspaceLayout ws;
   LayerPlan layers[kMaxLayers];
+  // GPU backend only: device facts and kernel choices made at plan time, in the layout of
+  // hip/rnn_plan.hpp's GpuPlan (which checks that it fits). Opaque to everything else.
+  alignas(8) unsigned char gpu[kGpuPlanBytes] = {};
 };
 
 // The packed buffer's first kPackedHeaderBytes.
@@ -112,13 +115,19 @@ struct DirectionIO {
   RunDropout dropout;
 };
 
+// The views of (layer, dir) for a run: the layer's input (the caller's x, or the previous layer's
+// output in the workspace), its output columns, and its state slots.
+DirectionIO direction_io(const PlanImpl& p, const ForwardArgs& a, unsigned char* ws, int layer, int dir,
+                         const RunDropout& run);
+
 // Backends.
 Status reference_pack(const PlanImpl& p, const void* canonical, unsigned char* packed);
 void reference_run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io, const unsigned char* packed,
                              unsigned char* ws);
 Status simd_pack(const PlanImpl& p, const void* canonical, unsigned char* packed);
-void simd_run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io, const unsigned char* packed,
-                        unsigned char* ws);
+// The whole forward pass on the plan's threads (options.threads, from options.thread_pool).
+void simd_forward(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& args,
+                  const RunDropout& run);
 
 // GPU backend (src/gpu/, built with -Dgpu=cuda or -Dgpu=hip; src/gpu_none.cpp otherwise).
 // Buffers of a GPU plan (packed weights, workspace) and the tensors of ForwardArgs are device
@@ -131,6 +140,9 @@ Status gpu_layout(PlanImpl* p);
 Status gpu_pack(const PlanImpl& p, const void* canonical_host, void* packed_device);
 // The whole forward pass on the GPU, on args.stream.
 Status gpu_forward(const PlanImpl& p, const void* packed, void* workspace, const ForwardArgs& args);
+// Device memory for Model (packed weights, workspace) on `device`; gpu_free(nullptr) is a no-op.
+Status gpu_alloc(int device, std::size_t bytes, void** out);
+void gpu_free(int device, void* p);
 
 // CPU features: the best f32 kernel table not above `cap` (also capped by env RNNCORE_MAX_ISA), or null.
 const simd::F32Kernels* select_f32_kernels(Isa cap, Isa* chosen);
