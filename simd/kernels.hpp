@@ -1,10 +1,12 @@
 // Interface between the runtime (src/) and the f32 SIMD kernels (simd/).
 //
-// Packed layouts (all f32, V = vector width in floats, Hp = H rounded up to V, nb = Hp / V):
-//   panel of a matrix set {M_g} over K inputs: for block j < nb, for k < K, for gate g < G:
-//     V floats M_g[j·V + v][k] (zero past H). One block holds every gate of V hidden units, so a
-//     micro-kernel's accumulators for those units are all the gate pre-activations it needs.
-//   gate vectors (proj rows, biases): for block j, for gate g: V floats — the same column order.
+// Packed layouts (all f32, V = vector width in floats). A block holds NV·V hidden units (NV = 4 for
+// the one-gate Elman cells, so that a micro-tile is as wide as an LSTM's; 1 otherwise); Hp = H
+// rounded up to NV·V, nb = Hp / (NV·V):
+//   panel of a matrix set {M_g} over K inputs: for block j < nb, for k < K, for gate g < G, for
+//     sub-vector n < NV: V floats M_g[(j·NV + n)·V + v][k] (zero past H). One block holds every gate
+//     of its units, so a micro-kernel's accumulators are all the pre-activations the cell needs.
+//   gate vectors (proj rows, biases): for block j, for gate g, for n: V floats — the same order.
 // Kernel names follow dtype_op__isa (e.g. f32_lstm_step__avx512).
 #ifndef RNNCORE_SIMD_KERNELS_HPP
 #define RNNCORE_SIMD_KERNELS_HPP
@@ -20,6 +22,9 @@ namespace simd {
 enum class Cell : std::int32_t { lstm = 0, gru_reset_after = 1, gru_reset_before = 2, rnn_tanh = 3, rnn_relu = 4 };
 constexpr int kCellCount = 5;
 
+/// Vectors per gate in a block (NV above).
+constexpr int vectors_per_gate(Cell cell) { return cell == Cell::rnn_tanh || cell == Cell::rnn_relu ? 4 : 1; }
+
 /// C[r, :] = A[r, :] · panel + bias for rows r in [row_begin, row_end) and blocks [block_begin, block_end).
 /// Row r of A is the input of time t = r / batch, batch row b = r % batch: a + t·a_st + b·a_sb.
 struct GemmArgs {
@@ -27,10 +32,10 @@ struct GemmArgs {
   std::int64_t a_st = 0, a_sb = 0;
   std::int32_t batch = 1;
   std::int32_t k = 0;
-  std::int32_t gates = 0;                ///< G of the panel
-  const float* panel = nullptr;          ///< nb × K × G × V
-  const float* bias = nullptr;           ///< nb × G × V (gate-vector order)
-  float* c = nullptr;                    ///< rows of nb × G × V floats
+  std::int32_t vectors = 0;              ///< vectors per block of the panel: G·NV (1..4)
+  const float* panel = nullptr;          ///< nb × K × G·NV × V
+  const float* bias = nullptr;           ///< nb × G·NV × V (gate-vector order)
+  float* c = nullptr;                    ///< rows of nb × G·NV × V floats
   std::int64_t c_row_stride = 0;         ///< floats between rows of C
   std::int32_t row_begin = 0, row_end = 0;
   std::int32_t block_begin = 0, block_end = 0;

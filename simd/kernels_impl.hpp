@@ -10,6 +10,7 @@
 #ifndef RNNCORE_SIMD_KERNELS_IMPL_HPP
 #define RNNCORE_SIMD_KERNELS_IMPL_HPP
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -51,10 +52,12 @@ constexpr int max_rows() {
   return r > 8 ? 8 : (r < 1 ? 1 : r);
 }
 
-// Gate vectors a step's recurrent panel holds (GRU reset-before: r and z; n comes in phase 2).
+// Gates a step's recurrent panel holds (GRU reset-before: r and z; n comes in phase 2).
 constexpr int cell_gates(Cell cell) {
   return cell == Cell::lstm ? 4 : cell == Cell::gru_reset_after ? 3 : cell == Cell::gru_reset_before ? 2 : 1;
 }
+// Vectors of a block's recurrent panel row: gates × vectors per gate.
+constexpr int cell_vectors(Cell cell) { return cell_gates(cell) * vectors_per_gate(cell); }
 
 // Calls f(std::integral_constant<int, m>) for a runtime m in [1, MaxMR].
 template <int MaxMR, class F>
@@ -104,14 +107,18 @@ inline void store_zeros(float* dst, int n) {
 
 // ---- input projection GEMM ----
 
-template <class Arch, int G>
-void gemm_gates(const GemmArgs& a) {
+// Blocks go in passes whose panels fit in L2; each pass takes every row through. Input rows are
+// thus read from memory once per pass, not once per block.
+constexpr std::ptrdiff_t kPanelPassBytes = 384 * 1024;
+
+template <class Arch, int NVEC>
+void gemm_vectors(const GemmArgs& a) {
   constexpr int V = static_cast<int>(vf<Arch>::size);
-  constexpr int MR = max_rows<Arch, G>();
-  const std::ptrdiff_t panel_block = static_cast<std::ptrdiff_t>(a.k) * G * V;
-  for (int j = a.block_begin; j < a.block_end; ++j) {
-    const float* panel = a.panel + j * panel_block;
-    const float* bias = a.bias + static_cast<std::ptrdiff_t>(j) * G * V;
+  constexpr int MR = max_rows<Arch, NVEC>();
+  const std::ptrdiff_t panel_block = static_cast<std::ptrdiff_t>(a.k) * NVEC * V;
+  const int pass = static_cast<int>(std::max<std::ptrdiff_t>(1, kPanelPassBytes / (panel_block * 4)));
+  for (int jp = a.block_begin; jp < a.block_end; jp += pass) {
+    const int je = jp + pass < a.block_end ? jp + pass : a.block_end;
     for (int r = a.row_begin; r < a.row_end; r += MR) {
       const int mr = a.row_end - r < MR ? a.row_end - r : MR;
       const float* rows[MR];
@@ -119,26 +126,30 @@ void gemm_gates(const GemmArgs& a) {
         const int t = (r + m) / a.batch, b = (r + m) % a.batch;
         rows[m] = a.a + t * a.a_st + b * a.a_sb;
       }
-      with_rows<MR>(mr, [&](auto mrc) {
-        constexpr int M = decltype(mrc)::value;
-        vf<Arch> acc[M][G];
-        accumulate<Arch, G, M>(rows, a.k, panel, acc);
-        for (int m = 0; m < M; ++m) {
-          float* c = a.c + (r + m) * a.c_row_stride + static_cast<std::ptrdiff_t>(j) * G * V;
-          for (int g = 0; g < G; ++g) (acc[m][g] + vf<Arch>::load_aligned(bias + g * V)).store_aligned(c + g * V);
-        }
-      });
+      for (int j = jp; j < je; ++j) {
+        const float* panel = a.panel + j * panel_block;
+        const float* bias = a.bias + static_cast<std::ptrdiff_t>(j) * NVEC * V;
+        with_rows<MR>(mr, [&](auto mrc) {
+          constexpr int M = decltype(mrc)::value;
+          vf<Arch> acc[M][NVEC];
+          accumulate<Arch, NVEC, M>(rows, a.k, panel, acc);
+          for (int m = 0; m < M; ++m) {
+            float* c = a.c + (r + m) * a.c_row_stride + static_cast<std::ptrdiff_t>(j) * NVEC * V;
+            for (int g = 0; g < NVEC; ++g) (acc[m][g] + vf<Arch>::load_aligned(bias + g * V)).store_aligned(c + g * V);
+          }
+        });
+      }
     }
   }
 }
 
 template <class Arch>
 void gemm(const GemmArgs& a) {
-  switch (a.gates) {
-    case 1: gemm_gates<Arch, 1>(a); break;
-    case 2: gemm_gates<Arch, 2>(a); break;
-    case 3: gemm_gates<Arch, 3>(a); break;
-    case 4: gemm_gates<Arch, 4>(a); break;
+  switch (a.vectors) {
+    case 1: gemm_vectors<Arch, 1>(a); break;
+    case 2: gemm_vectors<Arch, 2>(a); break;
+    case 3: gemm_vectors<Arch, 3>(a); break;
+    case 4: gemm_vectors<Arch, 4>(a); break;
     default: break;
   }
 }
@@ -154,21 +165,25 @@ inline void store_state(const StepArgs& s, float* dst, vf<Arch> v, const float* 
   v.store_aligned(dst + at);
 }
 
-// Per-row epilogue of one unit block; `acc` holds the recurrent pre-activations of the row's G gates.
+// Per-row epilogue of one unit block; `acc` holds the recurrent pre-activations of the row's gates
+// (G·NV vectors, gate-major).
 template <class Arch, Cell C>
 inline void cell_epilogue(const StepArgs& s, int row, int j, const vf<Arch>* acc) {
   constexpr int V = static_cast<int>(vf<Arch>::size);
-  const std::ptrdiff_t u = static_cast<std::ptrdiff_t>(j) * V;        // first unit of the block
+  constexpr int NV = vectors_per_gate(C);
+  const std::ptrdiff_t u = static_cast<std::ptrdiff_t>(j) * NV * V;   // first unit of the block
   const std::ptrdiff_t hrow = static_cast<std::ptrdiff_t>(row) * s.hidden_padded;
-  const int units = s.hidden - j * V;                                     // valid units in this block
   float* y = s.y + row * s.y_row_stride + u;
   if (s.lengths != nullptr && s.t >= s.lengths[row]) {  // past this row's length: state carries over, output is zero
     if (C != Cell::gru_reset_before) {
-      vf<Arch>::load_aligned(s.h_prev + hrow + u).store_aligned(s.h_next + hrow + u);
-      store_zeros<Arch>(y, units);
+      for (int n = 0; n < NV; ++n) {
+        vf<Arch>::load_aligned(s.h_prev + hrow + u + n * V).store_aligned(s.h_next + hrow + u + n * V);
+        store_zeros<Arch>(y + n * V, s.hidden - static_cast<int>(u) - n * V);
+      }
     }
     return;
   }
+  const int units = s.hidden - static_cast<int>(u);  // valid units from u on
   constexpr int G = cell_gates(C);
   const float* px = s.proj + row * s.proj_row_stride + u * (C == Cell::gru_reset_before ? 3 : G);
   if constexpr (C == Cell::lstm) {
@@ -195,11 +210,13 @@ inline void cell_epilogue(const StepArgs& s, int row, int j, const vf<Arch>* acc
     const vf<Arch> z = sigmoid_f32<Arch>(acc[1] + vf<Arch>::load_aligned(px + V));
     (r * vf<Arch>::load_aligned(s.h_prev + hrow + u)).store_aligned(s.rh + hrow + u);
     z.store_aligned(s.z + hrow + u);
-  } else {
-    const vf<Arch> pre = acc[0] + vf<Arch>::load_aligned(px);
-    const vf<Arch> h = C == Cell::rnn_tanh ? tanh_f32<Arch>(pre) : xsimd::max(pre, vf<Arch>(0.0f));
-    store_state(s, s.h_next, h, s.mask_h, row, u);
-    store_first<Arch>(y, h, units);
+  } else {  // Elman: NV vectors of units
+    for (int n = 0; n < NV; ++n) {
+      const vf<Arch> pre = acc[n] + vf<Arch>::load_aligned(px + n * V);
+      const vf<Arch> h = C == Cell::rnn_tanh ? tanh_f32<Arch>(pre) : xsimd::max(pre, vf<Arch>(0.0f));
+      store_state(s, s.h_next, h, s.mask_h, row, u + n * V);
+      store_first<Arch>(y + n * V, h, units - n * V);
+    }
   }
 }
 
@@ -208,7 +225,7 @@ inline void cell_epilogue(const StepArgs& s, int row, int j, const vf<Arch>* acc
 template <class Arch, Cell C>
 void step(const StepArgs& s) {
   constexpr int V = static_cast<int>(vf<Arch>::size);
-  constexpr int G = cell_gates(C);
+  constexpr int G = cell_vectors(C);
   constexpr int MR = max_rows<Arch, G>();
   const std::ptrdiff_t panel_block = static_cast<std::ptrdiff_t>(s.hidden) * G * V;
   for (int j = s.block_begin; j < s.block_end; ++j) {

@@ -155,7 +155,8 @@ void layout_simd(PlanImpl* p) {
   bool lstm = false, reset_before = false, state_masks = false;
   for (int l = 0; l < st.num_layers; ++l) {
     LayerPlan& lp = p->layers[l];
-    const std::uint64_t H = lp.hidden, G = lp.gates, Hp = (H + V - 1) / V * V;
+    const std::uint64_t bu = V * simd::vectors_per_gate(lp.cell);  // units per block
+    const std::uint64_t H = lp.hidden, G = lp.gates, Hp = (H + bu - 1) / bu * bu;
     const bool rb = lp.cell == simd::Cell::gru_reset_before;
     lp.hidden_stride = static_cast<std::int32_t>(Hp);
     for (int d = 0; d < lp.dirs; ++d) {
@@ -170,7 +171,11 @@ void layout_simd(PlanImpl* p) {
       dp.bias = packed.take(Hp * G, 4);
       if (lp.cell == simd::Cell::gru_reset_after) dp.bias_rn = packed.take(Hp, 4);
     }
-    proj = std::max(proj, T * B * G * Hp);
+    // The projections are computed a chunk of steps at a time, sized to stay in cache (~2 MB) and
+    // used right away; a whole sequence when it fits.
+    const std::uint64_t per_step = B * G * Hp;
+    const std::uint64_t chunk = std::min<std::uint64_t>(T, std::max<std::uint64_t>(1, (2u << 20) / (per_step * 4)));
+    proj = std::max(proj, chunk * per_step);
     state = std::max(state, B * Hp);
     if (lp.input_dropout) x_cell = std::max<std::uint64_t>(x_cell, T * B * static_cast<std::uint64_t>(lp.input_size));
     lstm = lstm || lp.mode == Mode::lstm;
@@ -181,6 +186,7 @@ void layout_simd(PlanImpl* p) {
 
   Arena ws(0);
   WorkspaceLayout& w = p->ws;
+  w.proj_floats = proj;
   for (int d = 0; d < 2; ++d) {
     w.proj[d] = ws.take(proj, 4);
     w.h[d][0] = ws.take(state, 4);
@@ -285,7 +291,8 @@ Status Plan::create(const StackSpec& stack, const PlanOptions& options, Plan* ou
     return s;
   }
   for (int l = 0; l < stack.num_layers; ++l) {
-    const std::int32_t hp = static_cast<std::int32_t>(detail::round_up(p->layers[l].hidden, p->vector));
+    const std::int32_t hp = static_cast<std::int32_t>(
+        detail::round_up(p->layers[l].hidden, p->vector * simd::vectors_per_gate(p->layers[l].cell)));
     p->max_width = std::max({p->max_width, p->layers[l].input_size, p->layers[l].dirs * p->layers[l].hidden, hp});
   }
   if (p->backend == Backend::gpu) {

@@ -1,6 +1,7 @@
 // The SIMD backend's runtime side: packs canonical weights into gate-interleaved panels
 // (simd/kernels.hpp) once, and runs one direction as an input-projection GEMM over all steps
 // followed by one fused kernel call per step.
+#include <algorithm>
 #include <cstring>
 
 #include "src/internal/dropout.hpp"
@@ -14,26 +15,26 @@ namespace detail {
 
 namespace {
 
-// Packs the matrices {M_g : g in gates} ([H, K] row-major each) into panel order:
-// block j, column k, gate g, lane v → M_g[j·V + v][k] (zero past H).
-void pack_panel(float* dst, const float* const* mats, int gate_count, int H, int K, int V) {
-  const int blocks = static_cast<int>(round_up(H, V) / V);
+// Packs the matrices {M_g : g in gates} ([H, K] row-major each) into panel order (simd/kernels.hpp):
+// block j, column k, gate g, sub-vector n, lane v → M_g[(j·NV + n)·V + v][k] (zero past H).
+void pack_panel(float* dst, const float* const* mats, int gate_count, int H, int K, int V, int NV) {
+  const int bu = V * NV, blocks = static_cast<int>(round_up(H, bu) / bu);
   for (int j = 0; j < blocks; ++j)
     for (int k = 0; k < K; ++k)
       for (int g = 0; g < gate_count; ++g)
-        for (int v = 0; v < V; ++v) {
-          const int unit = j * V + v;
+        for (int v = 0; v < bu; ++v) {
+          const int unit = j * bu + v;
           *dst++ = unit < H ? mats[g][static_cast<std::int64_t>(unit) * K + k] : 0.0f;
         }
 }
 
-// Gate-vector order (block j, gate g, lane v) of per-gate vectors {b_g} (+ {b2_g} when given).
-void pack_gate_vectors(float* dst, const float* const* b, const float* const* b2, int gate_count, int H, int V) {
-  const int blocks = static_cast<int>(round_up(H, V) / V);
+// Gate-vector order (block j, gate g, sub-vector n, lane v) of per-gate vectors {b_g} (+ {b2_g} when given).
+void pack_gate_vectors(float* dst, const float* const* b, const float* const* b2, int gate_count, int H, int V, int NV) {
+  const int bu = V * NV, blocks = static_cast<int>(round_up(H, bu) / bu);
   for (int j = 0; j < blocks; ++j)
     for (int g = 0; g < gate_count; ++g)
-      for (int v = 0; v < V; ++v) {
-        const int unit = j * V + v;
+      for (int v = 0; v < bu; ++v) {
+        const int unit = j * bu + v;
         float value = 0.0f;
         if (unit < H) value = b[g][unit] + (b2 != nullptr && b2[g] != nullptr ? b2[g][unit] : 0.0f);
         *dst++ = value;
@@ -57,7 +58,7 @@ Status simd_pack(const PlanImpl& p, const void* canonical_void, unsigned char* p
   const int V = p.vector;
   for (int l = 0; l < st.num_layers; ++l) {
     const LayerPlan& lp = p.layers[l];
-    const int H = lp.hidden, G = lp.gates;
+    const int H = lp.hidden, G = lp.gates, NV = simd::vectors_per_gate(lp.cell);
     const bool reset_before = lp.cell == simd::Cell::gru_reset_before;
     const bool reset_after = lp.cell == simd::Cell::gru_reset_after;
     for (int d = 0; d < lp.dirs; ++d) {
@@ -70,21 +71,21 @@ Status simd_pack(const PlanImpl& p, const void* canonical_void, unsigned char* p
         bW[g] = canonical + canonical_offset(st, l, d, ParamKind::input_bias, g);
         bR[g] = canonical + canonical_offset(st, l, d, ParamKind::recurrent_bias, g);
       }
-      if (!lp.skip_input) pack_panel(at<float>(packed, dp.w_panel), W, G, H, lp.input_size, V);
+      if (!lp.skip_input) pack_panel(at<float>(packed, dp.w_panel), W, G, H, lp.input_size, V, NV);
       if (reset_before) {
-        pack_panel(at<float>(packed, dp.r_panel), R, 2, H, H, V);
-        pack_panel(at<float>(packed, dp.r_panel_n), R + 2, 1, H, H, V);
+        pack_panel(at<float>(packed, dp.r_panel), R, 2, H, H, V, NV);
+        pack_panel(at<float>(packed, dp.r_panel_n), R + 2, 1, H, H, V, NV);
       } else {
-        pack_panel(at<float>(packed, dp.r_panel), R, G, H, H, V);
+        pack_panel(at<float>(packed, dp.r_panel), R, G, H, H, V, NV);
       }
       // Both biases fold into the projection, except the reset-after GRU's bR_n, which r multiplies.
       const float* folded[4] = {bR[0], bR[1], bR[2], bR[3]};
       if (reset_after) {
         folded[2] = nullptr;
         const float* rn[1] = {bR[2]};
-        pack_gate_vectors(at<float>(packed, dp.bias_rn), rn, nullptr, 1, H, V);
+        pack_gate_vectors(at<float>(packed, dp.bias_rn), rn, nullptr, 1, H, V, NV);
       }
-      pack_gate_vectors(at<float>(packed, dp.bias), bW, folded, G, H, V);
+      pack_gate_vectors(at<float>(packed, dp.bias), bW, folded, G, H, V, NV);
     }
   }
   return Status::ok;
@@ -153,10 +154,11 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
   const simd::F32Kernels& k = *p.kernels;
   const int H = lp.hidden, G = lp.gates, V = p.vector, Hp = lp.hidden_stride, I = lp.input_size, B = io.batch,
             T = io.steps;
-  const int blocks = Hp / V;
+  const int NV = simd::vectors_per_gate(lp.cell), bu = V * NV;  // units per block
+  const int blocks = Hp / bu;
   int j0, j1;
   team.share(blocks, &j0, &j1);
-  const int u0 = j0 * V, u1 = j1 * V;  // this member's units (padded)
+  const int u0 = j0 * bu, u1 = j1 * bu;  // this member's units (padded)
   const std::int64_t proj_row = static_cast<std::int64_t>(G) * Hp;
   const RunDropout& run = io.dropout;
   const WrapperMasks wm = wrapper_masks(p, layer, dir, run);
@@ -187,38 +189,44 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
     team.sync();
   }
 
-  // 1. Input projections of every step for this member's blocks: proj[t·B + b] = W x + biases.
-  if (lp.skip_input) {
-    const float* bias = at<float>(packed, dp.bias);
-    for (int t = 0; t < T; ++t)
-      for (int b = 0; b < B; ++b) {
-        const float* xr = x + t * x_st + b * x_sb;
-        float* row = proj + (static_cast<std::int64_t>(t) * B + b) * proj_row;
-        for (int j = j0; j < j1; ++j)
-          for (int g = 0; g < G; ++g)
-            for (int v = 0; v < V; ++v) {
-              const int unit = j * V + v, i = (j * G + g) * V + v;
-              row[i] = unit < H ? xr[unit] + bias[i] : 0.0f;
-            }
-      }
-  } else if (T > 0 && j0 < j1) {
+  // 1. Input projections, a chunk of steps at a time (right before those steps, so they are still in
+  // cache), for this member's blocks: proj[(t − t_lo)·B + b] = W x_t,b + biases.
+  const int chunk = static_cast<int>(std::max<std::int64_t>(
+      1, std::min<std::int64_t>(T, static_cast<std::int64_t>(p.ws.proj_floats) / (static_cast<std::int64_t>(B) * proj_row))));
+  auto project = [&](int t_lo, int t_hi) {
+    if (lp.skip_input) {
+      const float* bias = at<float>(packed, dp.bias);
+      for (int t = t_lo; t < t_hi; ++t)
+        for (int b = 0; b < B; ++b) {
+          const float* xr = x + t * x_st + b * x_sb;
+          float* row = proj + (static_cast<std::int64_t>(t - t_lo) * B + b) * proj_row;
+          for (int j = j0; j < j1; ++j)
+            for (int g = 0; g < G; ++g)
+              for (int v = 0; v < bu; ++v) {
+                const int unit = j * bu + v, i = (j * G + g) * bu + v;
+                row[i] = unit < H ? xr[unit] + bias[i] : 0.0f;
+              }
+        }
+      return;
+    }
+    if (j0 >= j1) return;
     simd::GemmArgs g;
-    g.a = x;
+    g.a = x + t_lo * x_st;
     g.a_st = x_st;
     g.a_sb = x_sb;
     g.batch = B;
     g.k = I;
-    g.gates = G;
+    g.vectors = G * NV;
     g.panel = at<float>(packed, dp.w_panel);
     g.bias = at<float>(packed, dp.bias);
     g.c = proj;
     g.c_row_stride = proj_row;
     g.row_begin = 0;
-    g.row_end = T * B;
+    g.row_end = (t_hi - t_lo) * B;
     g.block_begin = j0;
     g.block_end = j1;
     k.gemm(g);
-  }
+  };
 
   // 2. Initial state of this member's units, padded with zeros; every member reads all of h next.
   float* h = at<float>(ws, p.ws.h[dir][0]);
@@ -260,14 +268,20 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
   a.row_end = B;
   a.block_begin = j0;
   a.block_end = j1;
+  int t_lo = 0, t_hi = 0;  // the chunk of steps whose projections are in `proj`
   for (int step = 0; step < T; ++step) {
     const int t = io.reverse ? T - 1 - step : step;
+    if (t < t_lo || t >= t_hi) {  // next chunk, in processing order (no barrier: own blocks only)
+      t_lo = io.reverse ? std::max(0, t + 1 - chunk) : t;
+      t_hi = io.reverse ? t + 1 : std::min(T, t + chunk);
+      project(t_lo, t_hi);
+    }
     if (step == 0 || wm.state_per_step) {
       if (mask_h != nullptr) fill_state_masks(p, wm.state_h, wm.count, run, t, B, H, Hp, u0, u1, mask_h, mask_scratch);
       if (mask_c != nullptr) fill_state_masks(p, wm.state_c, wm.count, run, t, B, H, Hp, u0, u1, mask_c, mask_scratch);
     }
     a.t = t;
-    a.proj = proj + static_cast<std::int64_t>(t) * B * proj_row;
+    a.proj = proj + static_cast<std::int64_t>(t - t_lo) * B * proj_row;
     a.h_prev = h;
     a.h_next = h_next;
     a.y = static_cast<float*>(io.y) + t * io.y_st;

@@ -40,7 +40,8 @@ struct LayerPlan {
 
 // Byte offsets into the workspace. Regions are sized for the largest layer.
 struct WorkspaceLayout {
-  std::size_t proj[2] = {0, 0};       // SIMD: [T·B] rows of G·Hp — input projections of all steps
+  std::size_t proj[2] = {0, 0};       // SIMD: input projections of a chunk of steps, proj_floats each
+  std::size_t proj_floats = 0;        //   (rows of G·Hp; the chunk is as many steps as fit)
   std::size_t h[2][2] = {{0, 0}, {0, 0}};  // [dir][buffer] rows of Hs (double-buffered h)
   std::size_t c[2] = {0, 0};          // [dir] rows of Hs
   std::size_t rh[2] = {0, 0};         // GRU reset-before scratch r ⊙ h
