@@ -22,18 +22,26 @@ namespace simd {
 enum class Cell : std::int32_t { lstm = 0, gru_reset_after = 1, gru_reset_before = 2, rnn_tanh = 3, rnn_relu = 4 };
 constexpr int kCellCount = 5;
 
+/// Storage of packed weights. bf16 also rounds the matrix products' inputs (x, h) to bf16: the
+/// products are then exact in f32 and run two k at a time on AVX512_BF16 (vdpbf16ps); f16 keeps
+/// f32 inputs and converts the weights (F16C). Accumulation and cell math stay f32.
+enum class Weights : std::int32_t { f32 = 0, f16 = 1, bf16 = 2 };
+constexpr int kWeightsCount = 3;
+
 /// Vectors per gate in a block (NV above).
 constexpr int vectors_per_gate(Cell cell) { return cell == Cell::rnn_tanh || cell == Cell::rnn_relu ? 4 : 1; }
 
 /// C[r, :] = A[r, :] · panel + bias for rows r in [row_begin, row_end) and blocks [block_begin, block_end).
 /// Row r of A is the input of time t = r / batch, batch row b = r % batch: a + t·a_st + b·a_sb.
 struct GemmArgs {
-  const float* a = nullptr;
+  const float* a = nullptr;              ///< f32 rows (f32 and f16 weights)
+  const std::uint16_t* a16 = nullptr;    ///< bf16 weights: bf16 rows, row r at a16 + r · a16_stride (K padded to even)
+  std::int64_t a16_stride = 0;
   std::int64_t a_st = 0, a_sb = 0;
   std::int32_t batch = 1;
   std::int32_t k = 0;
   std::int32_t vectors = 0;              ///< vectors per block of the panel: G·NV (1..4)
-  const float* panel = nullptr;          ///< nb × K × G·NV × V
+  const void* panel = nullptr;           ///< nb × K × G·NV × V elements of the weight type (bf16 pairs: K/2 × … × 2)
   const float* bias = nullptr;           ///< nb × G·NV × V (gate-vector order)
   float* c = nullptr;                    ///< rows of nb × G·NV × V floats
   std::int64_t c_row_stride = 0;         ///< floats between rows of C
@@ -47,13 +55,16 @@ struct StepArgs {
   std::int32_t hidden_padded = 0;        ///< Hp
   const float* proj = nullptr;           ///< rows of G × Hp gate vectors: W x + biases for this step
   std::int64_t proj_row_stride = 0;
-  const float* panel = nullptr;          ///< recurrent panel (GRU reset-before: the r, z gates)
-  const float* panel_n = nullptr;        ///< GRU reset-before: the n gate's recurrent panel
+  const void* panel = nullptr;           ///< recurrent panel (GRU reset-before: the r, z gates)
+  const void* panel_n = nullptr;         ///< GRU reset-before: the n gate's recurrent panel
   const float* bias_rn = nullptr;        ///< GRU reset-after: bR_n, Hp floats
   const float* h_prev = nullptr;         ///< rows of Hp floats
   float* h_next = nullptr;               ///< rows of Hp floats
   float* c = nullptr;                    ///< LSTM cell state, rows of Hp floats (updated in place)
   float* rh = nullptr;                   ///< GRU reset-before scratch: r ⊙ h, rows of Hp
+  const std::uint16_t* h16_prev = nullptr;  ///< bf16 weights: h_prev in bf16, rows of Hp (the products read these)
+  std::uint16_t* h16_next = nullptr;        ///< bf16 weights: the (dropped) new state in bf16
+  std::uint16_t* rh16 = nullptr;            ///< bf16 weights, GRU reset-before: r ⊙ h in bf16
   float* z = nullptr;                    ///< GRU reset-before scratch: z, rows of Hp
   const float* mask_h = nullptr;         ///< state dropout: rows of Hp mask values (1/keep or 0) for h, or null
   const float* mask_c = nullptr;         ///< state dropout for the LSTM c, or null
@@ -70,10 +81,15 @@ struct StepArgs {
 struct F32Kernels {
   const char* name;      ///< e.g. "f32_rnn__avx2"
   std::int32_t vector;   ///< V: floats per vector
-  void (*gemm)(const GemmArgs&);
+  /// Per weight storage (null where this instruction set has none).
+  void (*gemm[kWeightsCount])(const GemmArgs&);
   /// Full step for every cell but GRU reset-before, which runs phase 1 (r, z, r⊙h) then phase 2 (n, h).
-  void (*step[kCellCount])(const StepArgs&);
-  void (*gru_reset_before_phase2)(const StepArgs&);
+  void (*step[kWeightsCount][kCellCount])(const StepArgs&);
+  void (*gru_reset_before_phase2[kWeightsCount])(const StepArgs&);
+  /// bf16 panels hold k-pairs for vdpbf16ps ([K/2][vectors][V][2]) instead of one k per row.
+  bool bf16_pairs;
+  /// n floats → bf16, round to nearest even (the rounding of the matrix products' inputs).
+  void (*to_bf16)(const float* src, std::uint16_t* dst, std::int32_t n);
   /// Units [unit_begin, unit_end) of a dropout mask row (1/keep or 0 each) into out[0, end − begin),
   /// bit-identical to rnncore_mask_row; unit_begin is a multiple of 4.
   void (*mask_row)(std::uint64_t seed, std::uint64_t step, std::uint32_t site, std::uint32_t t_prime, std::uint32_t row,

@@ -1,18 +1,21 @@
-// f32 recurrent kernels written once over xsimd::batch<float, Arch>.
+// f32-accumulating recurrent kernels written once over xsimd::batch<float, Arch>.
 //
 // Included by exactly one translation unit per instruction set (simd/f32_<isa>.cpp), each compiled
 // with that ISA's flags. Everything here has internal linkage (anonymous namespace), so the copies
 // built with different flags can never be merged by the linker.
 //
-// Micro-kernel: a tile of MR rows × one unit block (G gate vectors of V units) accumulates
-// rows · panel over K in MR·G registers; the epilogue adds the step's input projection and applies
-// the cell (gates, state update, output) while the tile is still in registers.
+// Micro-kernel: a tile of MR rows × one unit block (G·NV vectors of V units) accumulates
+// rows · panel over K in MR·G·NV registers; the epilogue adds the step's input projection and
+// applies the cell (gates, state update, output) while the tile is still in registers.
+// Weight storage (Weights): f32; f16 converted by F16C; bf16 with bf16 inputs — exact products,
+// two k per vdpbf16ps on AVX512_BF16, else converted to f32 and fused one k at a time.
 #ifndef RNNCORE_SIMD_KERNELS_IMPL_HPP
 #define RNNCORE_SIMD_KERNELS_IMPL_HPP
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 // philox_simd.hpp first: it includes xsimd under pragmas that quiet GCC 12's AVX-512 headers.
@@ -22,6 +25,18 @@
 
 #include "simd/kernels.hpp"
 #include "simd/math.hpp"
+
+#if defined(RNNCORE_SIMD_ISA_AVX512) || defined(RNNCORE_SIMD_ISA_AVX2)
+#include <immintrin.h>
+#define RNNCORE_SIMD_LOWP 1  // this unit has f16 / bf16 weight kernels
+#else
+#define RNNCORE_SIMD_LOWP 0
+#endif
+#if defined(RNNCORE_SIMD_ISA_AVX512) && defined(__AVX512BF16__)
+#define RNNCORE_SIMD_BF16_PAIRS 1  // bf16 products by vdpbf16ps, two k at a time
+#else
+#define RNNCORE_SIMD_BF16_PAIRS 0
+#endif
 
 namespace rnncore {
 namespace simd {
@@ -71,20 +86,92 @@ inline void with_rows(int m, F&& f) {
   }
 }
 
+// ---- operands: how a weight storage type reads its weights and the products' inputs ----
+
+template <class Arch, Weights W>
+struct Operands;
+
+template <class Arch>
+struct Operands<Arch, Weights::f32> {
+  using Input = float;   // element of a row the products read
+  using Weight = float;  // element of a panel
+  static vf<Arch> weight(const Weight* p) { return vf<Arch>::load_aligned(p); }
+  static vf<Arch> input(const Input* row, int k) { return vf<Arch>(row[k]); }
+};
+
+#if RNNCORE_SIMD_LOWP
+template <class Arch>
+struct Operands<Arch, Weights::f16> {
+  using Input = float;
+  using Weight = std::uint16_t;
+  static vf<Arch> weight(const Weight* p) {
+#if defined(RNNCORE_SIMD_ISA_AVX512)
+    return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+#else
+    return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+#endif
+  }
+  static vf<Arch> input(const Input* row, int k) { return vf<Arch>(row[k]); }
+};
+
+template <class Arch>
+struct Operands<Arch, Weights::bf16> {
+  using Input = std::uint16_t;
+  using Weight = std::uint16_t;
+  static vf<Arch> weight(const Weight* p) {  // bf16 → f32 is a 16-bit shift
+#if defined(RNNCORE_SIMD_ISA_AVX512)
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(p))), 16));
+#else
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p))), 16));
+#endif
+  }
+  static vf<Arch> input(const Input* row, int k) {
+    const std::uint32_t bits = static_cast<std::uint32_t>(row[k]) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return vf<Arch>(f);
+  }
+};
+#endif
+
 // acc[m][g] = Σ_k rows[m][k] · panel[k][g]  (panel: K × G × V, aligned).
-template <class Arch, int G, int MR>
-inline void accumulate(const float* const* rows, int k, const float* panel, vf<Arch> (&acc)[MR][G]) {
+template <class Arch, Weights W, int G, int MR>
+inline void accumulate(const typename Operands<Arch, W>::Input* const* rows, int k,
+                       const typename Operands<Arch, W>::Weight* panel, vf<Arch> (&acc)[MR][G]) {
+  using Op = Operands<Arch, W>;
   constexpr int V = static_cast<int>(vf<Arch>::size);
   for (int m = 0; m < MR; ++m)
     for (int g = 0; g < G; ++g) acc[m][g] = vf<Arch>(0.0f);
+#if RNNCORE_SIMD_BF16_PAIRS
+  if constexpr (W == Weights::bf16) {  // two k per instruction: panel [K/2][G][V][2], rows padded to even K
+    for (int p = 0; p < (k + 1) / 2; ++p) {
+      __m512i w[G];
+      for (int g = 0; g < G; ++g)
+        w[g] = _mm512_load_si512(reinterpret_cast<const void*>(panel + (static_cast<std::ptrdiff_t>(p) * G + g) * V * 2));
+      for (int m = 0; m < MR; ++m) {
+        std::uint32_t pair;
+        std::memcpy(&pair, rows[m] + 2 * p, sizeof pair);
+        const __m512i x = _mm512_set1_epi32(static_cast<int>(pair));
+        for (int g = 0; g < G; ++g) acc[m][g] = _mm512_dpbf16_ps(acc[m][g], (__m512bh)x, (__m512bh)w[g]);
+      }
+    }
+    return;
+  }
+#endif
   for (int p = 0; p < k; ++p) {
     vf<Arch> w[G];
-    for (int g = 0; g < G; ++g) w[g] = vf<Arch>::load_aligned(panel + (static_cast<std::ptrdiff_t>(p) * G + g) * V);
+    for (int g = 0; g < G; ++g) w[g] = Op::weight(panel + (static_cast<std::ptrdiff_t>(p) * G + g) * V);
     for (int m = 0; m < MR; ++m) {
-      const vf<Arch> x(rows[m][p]);
+      const vf<Arch> x = Op::input(rows[m], p);
       for (int g = 0; g < G; ++g) acc[m][g] = fmadd<Arch>(x, w[g], acc[m][g]);
     }
   }
+}
+
+// Panel elements per k of a panel row of `vectors` vectors (bf16 pairs pad K to even).
+template <Weights W>
+constexpr std::ptrdiff_t panel_elements(int k, int vectors, int V) {
+  return static_cast<std::ptrdiff_t>(W == Weights::bf16 && RNNCORE_SIMD_BF16_PAIRS ? (k + 1) / 2 * 2 : k) * vectors * V;
 }
 
 // Stores the first n (≤ V) lanes of v to unaligned memory.
@@ -105,34 +192,72 @@ inline void store_zeros(float* dst, int n) {
   store_first<Arch>(dst, vf<Arch>(0.0f), n);
 }
 
+// V floats → V bf16 (round to nearest even), aligned store.
+template <class Arch>
+inline void store_bf16(std::uint16_t* dst, vf<Arch> v) {
+#if RNNCORE_SIMD_BF16_PAIRS
+  _mm256_store_si256(reinterpret_cast<__m256i*>(dst), (__m256i)_mm512_cvtneps_pbh(v));
+#elif RNNCORE_SIMD_LOWP && defined(RNNCORE_SIMD_ISA_AVX512)
+  const __m512i b = _mm512_castps_si512(v);
+  const __m512i r = _mm512_srli_epi32(
+      _mm512_add_epi32(b, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1)))), 16);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(dst), _mm512_cvtepi32_epi16(r));
+#elif RNNCORE_SIMD_LOWP
+  const __m256i b = _mm256_castps_si256(v);
+  const __m256i r = _mm256_srli_epi32(
+      _mm256_add_epi32(b, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1)))), 16);
+  _mm_store_si128(reinterpret_cast<__m128i*>(dst), _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
+#else
+  (void)dst;
+  (void)v;
+#endif
+}
+
+// n floats → bf16 (the runtime's conversion of inputs and initial states).
+template <class Arch>
+void to_bf16(const float* src, std::uint16_t* dst, std::int32_t n) {
+  for (std::int32_t i = 0; i < n; ++i) {
+    std::uint32_t b;
+    std::memcpy(&b, &src[i], sizeof b);
+    dst[i] = static_cast<std::uint16_t>((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+  }
+}
+
 // ---- input projection GEMM ----
 
 // Blocks go in passes whose panels fit in L2; each pass takes every row through. Input rows are
 // thus read from memory once per pass, not once per block.
 constexpr std::ptrdiff_t kPanelPassBytes = 384 * 1024;
 
-template <class Arch, int NVEC>
+template <class Arch, Weights W, int NVEC>
 void gemm_vectors(const GemmArgs& a) {
+  using Op = Operands<Arch, W>;
+  using Input = typename Op::Input;
+  using Weight = typename Op::Weight;
   constexpr int V = static_cast<int>(vf<Arch>::size);
   constexpr int MR = max_rows<Arch, NVEC>();
-  const std::ptrdiff_t panel_block = static_cast<std::ptrdiff_t>(a.k) * NVEC * V;
-  const int pass = static_cast<int>(std::max<std::ptrdiff_t>(1, kPanelPassBytes / (panel_block * 4)));
+  const std::ptrdiff_t panel_block = panel_elements<W>(a.k, NVEC, V);
+  const int pass = static_cast<int>(std::max<std::ptrdiff_t>(1, kPanelPassBytes / (panel_block * static_cast<std::ptrdiff_t>(sizeof(Weight)))));
   for (int jp = a.block_begin; jp < a.block_end; jp += pass) {
     const int je = jp + pass < a.block_end ? jp + pass : a.block_end;
     for (int r = a.row_begin; r < a.row_end; r += MR) {
       const int mr = a.row_end - r < MR ? a.row_end - r : MR;
-      const float* rows[MR];
+      const Input* rows[MR];
       for (int m = 0; m < mr; ++m) {
-        const int t = (r + m) / a.batch, b = (r + m) % a.batch;
-        rows[m] = a.a + t * a.a_st + b * a.a_sb;
+        if constexpr (std::is_same<Input, float>::value) {
+          const int t = (r + m) / a.batch, b = (r + m) % a.batch;
+          rows[m] = a.a + t * a.a_st + b * a.a_sb;
+        } else {
+          rows[m] = a.a16 + (r + m) * a.a16_stride;
+        }
       }
       for (int j = jp; j < je; ++j) {
-        const float* panel = a.panel + j * panel_block;
+        const Weight* panel = static_cast<const Weight*>(a.panel) + j * panel_block;
         const float* bias = a.bias + static_cast<std::ptrdiff_t>(j) * NVEC * V;
         with_rows<MR>(mr, [&](auto mrc) {
           constexpr int M = decltype(mrc)::value;
           vf<Arch> acc[M][NVEC];
-          accumulate<Arch, NVEC, M>(rows, a.k, panel, acc);
+          accumulate<Arch, W, NVEC, M>(rows, a.k, panel, acc);
           for (int m = 0; m < M; ++m) {
             float* c = a.c + (r + m) * a.c_row_stride + static_cast<std::ptrdiff_t>(j) * NVEC * V;
             for (int g = 0; g < NVEC; ++g) (acc[m][g] + vf<Arch>::load_aligned(bias + g * V)).store_aligned(c + g * V);
@@ -143,13 +268,13 @@ void gemm_vectors(const GemmArgs& a) {
   }
 }
 
-template <class Arch>
+template <class Arch, Weights W>
 void gemm(const GemmArgs& a) {
   switch (a.vectors) {
-    case 1: gemm_vectors<Arch, 1>(a); break;
-    case 2: gemm_vectors<Arch, 2>(a); break;
-    case 3: gemm_vectors<Arch, 3>(a); break;
-    case 4: gemm_vectors<Arch, 4>(a); break;
+    case 1: gemm_vectors<Arch, W, 1>(a); break;
+    case 2: gemm_vectors<Arch, W, 2>(a); break;
+    case 3: gemm_vectors<Arch, W, 3>(a); break;
+    case 4: gemm_vectors<Arch, W, 4>(a); break;
     default: break;
   }
 }
@@ -157,12 +282,15 @@ void gemm(const GemmArgs& a) {
 // ---- recurrent steps ----
 
 // Stores a new state vector, multiplied by its state-dropout mask when there is one: the next step
-// and the final state see the dropped state; the output does not.
+// and the final state see the dropped state; the output does not. `bf16` (or null) receives the same
+// values in bf16 for the next step's products.
 template <class Arch>
-inline void store_state(const StepArgs& s, float* dst, vf<Arch> v, const float* mask, int row, std::ptrdiff_t u) {
+inline void store_state(const StepArgs& s, float* dst, vf<Arch> v, const float* mask, int row, std::ptrdiff_t u,
+                        std::uint16_t* bf16 = nullptr) {
   const std::ptrdiff_t at = static_cast<std::ptrdiff_t>(row) * s.hidden_padded + u;
   if (mask != nullptr) v *= vf<Arch>::load_aligned(mask + row * s.mask_row_stride + u);
   v.store_aligned(dst + at);
+  if (bf16 != nullptr) store_bf16<Arch>(bf16 + at, v);
 }
 
 // Per-row epilogue of one unit block; `acc` holds the recurrent pre-activations of the row's gates
@@ -177,7 +305,9 @@ inline void cell_epilogue(const StepArgs& s, int row, int j, const vf<Arch>* acc
   if (s.lengths != nullptr && s.t >= s.lengths[row]) {  // past this row's length: state carries over, output is zero
     if (C != Cell::gru_reset_before) {
       for (int n = 0; n < NV; ++n) {
-        vf<Arch>::load_aligned(s.h_prev + hrow + u + n * V).store_aligned(s.h_next + hrow + u + n * V);
+        const vf<Arch> hp = vf<Arch>::load_aligned(s.h_prev + hrow + u + n * V);
+        hp.store_aligned(s.h_next + hrow + u + n * V);
+        if (s.h16_next != nullptr) store_bf16<Arch>(s.h16_next + hrow + u + n * V, hp);
         store_zeros<Arch>(y + n * V, s.hidden - static_cast<int>(u) - n * V);
       }
     }
@@ -194,7 +324,7 @@ inline void cell_epilogue(const StepArgs& s, int row, int j, const vf<Arch>* acc
     const vf<Arch> c = fmadd<Arch>(f, vf<Arch>::load_aligned(s.c + hrow + u), i * g);
     const vf<Arch> h = o * tanh_f32<Arch>(c);
     store_state(s, s.c, c, s.mask_c, row, u);
-    store_state(s, s.h_next, h, s.mask_h, row, u);
+    store_state(s, s.h_next, h, s.mask_h, row, u, s.h16_next);
     store_first<Arch>(y, h, units);
   } else if constexpr (C == Cell::gru_reset_after) {
     const vf<Arch> r = sigmoid_f32<Arch>(acc[0] + vf<Arch>::load_aligned(px));
@@ -203,40 +333,58 @@ inline void cell_epilogue(const StepArgs& s, int row, int j, const vf<Arch>* acc
                                               vf<Arch>::load_aligned(px + 2 * V)));
     const vf<Arch> hp = vf<Arch>::load_aligned(s.h_prev + hrow + u);
     const vf<Arch> h = fmadd<Arch>(z, hp - n, n);
-    store_state(s, s.h_next, h, s.mask_h, row, u);
+    store_state(s, s.h_next, h, s.mask_h, row, u, s.h16_next);
     store_first<Arch>(y, h, units);
   } else if constexpr (C == Cell::gru_reset_before) {  // phase 1: r and z; the n gate needs all of r ⊙ h
     const vf<Arch> r = sigmoid_f32<Arch>(acc[0] + vf<Arch>::load_aligned(px));
     const vf<Arch> z = sigmoid_f32<Arch>(acc[1] + vf<Arch>::load_aligned(px + V));
-    (r * vf<Arch>::load_aligned(s.h_prev + hrow + u)).store_aligned(s.rh + hrow + u);
+    const vf<Arch> rh = r * vf<Arch>::load_aligned(s.h_prev + hrow + u);
+    rh.store_aligned(s.rh + hrow + u);
+    if (s.rh16 != nullptr) store_bf16<Arch>(s.rh16 + hrow + u, rh);
     z.store_aligned(s.z + hrow + u);
   } else {  // Elman: NV vectors of units
     for (int n = 0; n < NV; ++n) {
       const vf<Arch> pre = acc[n] + vf<Arch>::load_aligned(px + n * V);
       const vf<Arch> h = C == Cell::rnn_tanh ? tanh_f32<Arch>(pre) : xsimd::max(pre, vf<Arch>(0.0f));
-      store_state(s, s.h_next, h, s.mask_h, row, u + n * V);
+      store_state(s, s.h_next, h, s.mask_h, row, u + n * V, s.h16_next);
       store_first<Arch>(y + n * V, h, units - n * V);
     }
   }
 }
 
-// Blocks outer, row tiles inner: a block's panel (H × G × V floats) is read from memory once per
+// The rows a step's products read: h (f32) or its bf16 copy.
+template <class Arch, Weights W>
+inline const typename Operands<Arch, W>::Input* state_row(const float* f32_rows, const std::uint16_t* bf16_rows,
+                                                          std::ptrdiff_t at) {
+  if constexpr (std::is_same<typename Operands<Arch, W>::Input, float>::value) {
+    (void)bf16_rows;
+    return f32_rows + at;
+  } else {
+    (void)f32_rows;
+    return bf16_rows + at;
+  }
+}
+
+// Blocks outer, row tiles inner: a block's panel (H × G × V weights) is read from memory once per
 // step and reused by every row tile from cache.
-template <class Arch, Cell C>
+template <class Arch, Weights W, Cell C>
 void step(const StepArgs& s) {
+  using Op = Operands<Arch, W>;
+  using Weight = typename Op::Weight;
   constexpr int V = static_cast<int>(vf<Arch>::size);
   constexpr int G = cell_vectors(C);
   constexpr int MR = max_rows<Arch, G>();
-  const std::ptrdiff_t panel_block = static_cast<std::ptrdiff_t>(s.hidden) * G * V;
+  const std::ptrdiff_t panel_block = panel_elements<W>(s.hidden, G, V);
   for (int j = s.block_begin; j < s.block_end; ++j) {
     for (int r = s.row_begin; r < s.row_end; r += MR) {
       const int mr = s.row_end - r < MR ? s.row_end - r : MR;
-      const float* rows[MR];
-      for (int m = 0; m < mr; ++m) rows[m] = s.h_prev + static_cast<std::ptrdiff_t>(r + m) * s.hidden_padded;
+      const typename Op::Input* rows[MR];
+      for (int m = 0; m < mr; ++m)
+        rows[m] = state_row<Arch, W>(s.h_prev, s.h16_prev, static_cast<std::ptrdiff_t>(r + m) * s.hidden_padded);
       with_rows<MR>(mr, [&](auto mrc) {
         constexpr int M = decltype(mrc)::value;
         vf<Arch> acc[M][G];
-        accumulate<Arch, G, M>(rows, s.hidden, s.panel + j * panel_block, acc);
+        accumulate<Arch, W, G, M>(rows, s.hidden, static_cast<const Weight*>(s.panel) + j * panel_block, acc);
         for (int m = 0; m < M; ++m) cell_epilogue<Arch, C>(s, r + m, j, acc[m]);
       });
     }
@@ -244,20 +392,22 @@ void step(const StepArgs& s) {
 }
 
 // GRU reset-before, phase 2: n = tanh(px_n + R_n (r ⊙ h)), h' = (1 − z) n + z h.
-template <class Arch>
+template <class Arch, Weights W>
 void gru_reset_before_phase2(const StepArgs& s) {
+  using Op = Operands<Arch, W>;
+  using Weight = typename Op::Weight;
   constexpr int V = static_cast<int>(vf<Arch>::size);
   constexpr int MR = max_rows<Arch, 1>();
-  const std::ptrdiff_t panel_block = static_cast<std::ptrdiff_t>(s.hidden) * V;
+  const std::ptrdiff_t panel_block = panel_elements<W>(s.hidden, 1, V);
   for (int j = s.block_begin; j < s.block_end; ++j) {
     for (int r = s.row_begin; r < s.row_end; r += MR) {
       const int mr = s.row_end - r < MR ? s.row_end - r : MR;
-      const float* rows[MR];
-      for (int m = 0; m < mr; ++m) rows[m] = s.rh + static_cast<std::ptrdiff_t>(r + m) * s.hidden_padded;
+      const typename Op::Input* rows[MR];
+      for (int m = 0; m < mr; ++m) rows[m] = state_row<Arch, W>(s.rh, s.rh16, static_cast<std::ptrdiff_t>(r + m) * s.hidden_padded);
       with_rows<MR>(mr, [&](auto mrc) {
         constexpr int M = decltype(mrc)::value;
         vf<Arch> acc[M][1];
-        accumulate<Arch, 1, M>(rows, s.hidden, s.panel_n + j * panel_block, acc);
+        accumulate<Arch, W, 1, M>(rows, s.hidden, static_cast<const Weight*>(s.panel_n) + j * panel_block, acc);
         for (int m = 0; m < M; ++m) {
           const int row = r + m;
           const std::ptrdiff_t u = static_cast<std::ptrdiff_t>(j) * V;
@@ -266,13 +416,14 @@ void gru_reset_before_phase2(const StepArgs& s) {
           const vf<Arch> hp = vf<Arch>::load_aligned(s.h_prev + hrow + u);
           if (s.lengths != nullptr && s.t >= s.lengths[row]) {
             hp.store_aligned(s.h_next + hrow + u);
+            if (s.h16_next != nullptr) store_bf16<Arch>(s.h16_next + hrow + u, hp);
             store_zeros<Arch>(y, s.hidden - j * V);
             continue;
           }
           const float* px = s.proj + row * s.proj_row_stride + u * 3;
           const vf<Arch> n = tanh_f32<Arch>(acc[m][0] + vf<Arch>::load_aligned(px + 2 * V));
           const vf<Arch> h = fmadd<Arch>(vf<Arch>::load_aligned(s.z + hrow + u), hp - n, n);
-          store_state(s, s.h_next, h, s.mask_h, row, u);
+          store_state(s, s.h_next, h, s.mask_h, row, u, s.h16_next);
           store_first<Arch>(y, h, s.hidden - j * V);
         }
       });
@@ -291,16 +442,33 @@ void math_probe(const float* x, float* e, float* sg, float* th, std::int32_t n) 
   }
 }
 
+template <class Arch, Weights W>
+constexpr void fill_weight_kernels(F32Kernels* k) {
+  const int w = static_cast<int>(W);
+  k->gemm[w] = &gemm<Arch, W>;
+  k->step[w][static_cast<int>(Cell::lstm)] = &step<Arch, W, Cell::lstm>;
+  k->step[w][static_cast<int>(Cell::gru_reset_after)] = &step<Arch, W, Cell::gru_reset_after>;
+  k->step[w][static_cast<int>(Cell::gru_reset_before)] = &step<Arch, W, Cell::gru_reset_before>;
+  k->step[w][static_cast<int>(Cell::rnn_tanh)] = &step<Arch, W, Cell::rnn_tanh>;
+  k->step[w][static_cast<int>(Cell::rnn_relu)] = &step<Arch, W, Cell::rnn_relu>;
+  k->gru_reset_before_phase2[w] = &gru_reset_before_phase2<Arch, W>;
+}
+
 template <class Arch>
 constexpr F32Kernels make_kernels(const char* name) {
-  return F32Kernels{name,
-                    static_cast<std::int32_t>(vf<Arch>::size),
-                    &gemm<Arch>,
-                    {&step<Arch, Cell::lstm>, &step<Arch, Cell::gru_reset_after>, &step<Arch, Cell::gru_reset_before>,
-                     &step<Arch, Cell::rnn_tanh>, &step<Arch, Cell::rnn_relu>},
-                    &gru_reset_before_phase2<Arch>,
-                    &simd_detail::mask_row_range<Arch>,
-                    &math_probe<Arch>};
+  F32Kernels k{};
+  k.name = name;
+  k.vector = static_cast<std::int32_t>(vf<Arch>::size);
+  fill_weight_kernels<Arch, Weights::f32>(&k);
+#if RNNCORE_SIMD_LOWP
+  fill_weight_kernels<Arch, Weights::f16>(&k);
+  fill_weight_kernels<Arch, Weights::bf16>(&k);
+#endif
+  k.bf16_pairs = RNNCORE_SIMD_BF16_PAIRS != 0;
+  k.to_bf16 = &to_bf16<Arch>;
+  k.mask_row = &simd_detail::mask_row_range<Arch>;
+  k.math = &math_probe<Arch>;
+  return k;
 }
 
 }  // namespace

@@ -61,6 +61,18 @@ const simd::F32Kernels* table(Isa isa) {
   }
 }
 
+}  // namespace
+
+bool cpu_has_avx512_bf16() {
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+  return __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+
+namespace {
+
 // Rank for capping: neon sits beside the x86 ladder, so compare within a family.
 bool within_cap(Isa isa, Isa cap) {
   if (cap == Isa::best) return true;
@@ -70,11 +82,15 @@ bool within_cap(Isa isa, Isa cap) {
 }
 
 Isa env_cap() {
+#if defined(RNNCORE_NO_GETENV)  // firmware has no environment
+  return Isa::best;
+#else
   const char* v = std::getenv("RNNCORE_MAX_ISA");
   if (v == nullptr || *v == '\0') return Isa::best;
   for (Isa isa : {Isa::none, Isa::sse2, Isa::avx2, Isa::avx512, Isa::neon, Isa::best})
     if (std::strcmp(v, to_string(isa)) == 0) return isa;
   return Isa::best;
+#endif
 }
 
 }  // namespace

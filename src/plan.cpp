@@ -54,7 +54,7 @@ std::uint64_t fnv1a(std::uint64_t h, std::int64_t v) {
 std::uint64_t packed_fingerprint(const PlanImpl& p) {
   std::uint64_t h = 0xcbf29ce484222325ull;
   for (std::int64_t v : {std::int64_t(p.stack.input_size), std::int64_t(p.stack.num_layers), std::int64_t(p.stack.dtype),
-                         std::int64_t(p.backend), std::int64_t(p.vector)})
+                         std::int64_t(p.backend), std::int64_t(p.vector), std::int64_t(p.weights), std::int64_t(p.bf16_pairs)})
     h = fnv1a(h, v);
   for (int l = 0; l < p.stack.num_layers; ++l) {
     const LayerPlan& lp = p.layers[l];
@@ -85,7 +85,20 @@ Status choose_backend(const StackSpec& stack, const PlanOptions& options, PlanIm
   if (want == Backend::simd || want == Backend::auto_select) {
     Isa isa = Isa::none;
     const simd::F32Kernels* k = stack.dtype == DType::f32 ? select_f32_kernels(options.max_isa, &isa) : nullptr;
+    const int w = static_cast<int>(options.weight_dtype == DType::bf16 ? simd::Weights::bf16
+                                   : options.weight_dtype == DType::f16 ? simd::Weights::f16 : simd::Weights::f32);
+    // vdpbf16ps kernels need AVX512_BF16: without it, bf16 weights run on the AVX2 kernels.
+    if (k != nullptr && w == static_cast<int>(simd::Weights::bf16) && k->bf16_pairs && !cpu_has_avx512_bf16())
+      k = select_f32_kernels(Isa::avx2, &isa);
+    if (k != nullptr && k->gemm[w] == nullptr) {
+      RNNCORE_ENSURE(want == Backend::auto_select || w == 0, Status::unsupported,
+                     "weight_dtype %s needs the SIMD backend on AVX2 or AVX-512; this machine or build has %s",
+                     to_string(options.weight_dtype), to_string(isa));
+      k = nullptr;
+    }
     if (k != nullptr) {
+      p->weights = static_cast<simd::Weights>(w);
+      p->bf16_pairs = w == static_cast<int>(simd::Weights::bf16) && k->bf16_pairs;
       p->backend = Backend::simd;
       p->isa = isa;
       p->kernels = k;
@@ -98,6 +111,9 @@ Status choose_backend(const StackSpec& stack, const PlanOptions& options, PlanIm
                                              : "backend simd: no SIMD kernels for this machine or build (%s)",
                    stack.dtype != DType::f32 ? to_string(stack.dtype) : to_string(options.max_isa));
   }
+  RNNCORE_ENSURE(options.weight_dtype == DType::f32, Status::unsupported,
+                 "weight_dtype %s needs the SIMD backend on AVX2 or AVX-512 (the reference backend stores weights in "
+                 "the computation's dtype)", to_string(options.weight_dtype));
   p->backend = Backend::reference;
   p->isa = Isa::none;
   p->vector = 1;
@@ -116,7 +132,7 @@ void layout_common(PlanImpl* p, Arena* ws, std::uint64_t es) {
   if (st.num_layers > 1) w.layer_out[0] = ws->take(T * B * inner_out, es);
   if (st.num_layers > 2) w.layer_out[1] = ws->take(T * B * inner_out, es);
   // Scratch rows: one set per thread (SIMD) or per direction (the single-threaded reference).
-  const std::uint64_t slots = p->backend == Backend::simd ? std::max(1, p->options.threads) : 2;
+  const std::uint64_t slots = p->backend == Backend::simd ? std::max<std::int32_t>(1, p->options.threads) : 2;
   w.scratch_stride = static_cast<std::size_t>(round_up(static_cast<std::int64_t>(kScratchRows * p->max_width * es), kAlignment));
   w.scratch = ws->take(slots * w.scratch_stride, 1);
 }
@@ -151,8 +167,12 @@ void layout_simd(PlanImpl* p) {
   const StackSpec& st = p->stack;
   const std::uint64_t V = static_cast<std::uint64_t>(p->vector), B = p->options.max_batch, T = p->options.max_seq_len;
   Arena packed(kPackedHeaderBytes);
-  std::uint64_t proj = 0, state = 0, x_cell = 0;
+  std::uint64_t proj = 0, state = 0, x_cell = 0, x16_row = 0;
   bool lstm = false, reset_before = false, state_masks = false;
+  const bool lowp = p->weights != simd::Weights::f32, bf16 = p->weights == simd::Weights::bf16;
+  const std::uint64_t wes = lowp ? 2 : 4;  // bytes of a packed weight
+  // Panel rows per k: vdpbf16ps panels hold k-pairs, so K is padded to even.
+  auto krows = [&](std::uint64_t k) { return p->bf16_pairs ? (k + 1) / 2 * 2 : k; };
   for (int l = 0; l < st.num_layers; ++l) {
     LayerPlan& lp = p->layers[l];
     const std::uint64_t bu = V * simd::vectors_per_gate(lp.cell);  // units per block
@@ -161,12 +181,12 @@ void layout_simd(PlanImpl* p) {
     lp.hidden_stride = static_cast<std::int32_t>(Hp);
     for (int d = 0; d < lp.dirs; ++d) {
       DirectionPack& dp = lp.dir[d];
-      if (!lp.skip_input) dp.w_panel = packed.take(Hp * lp.input_size * G, 4);
+      if (!lp.skip_input) dp.w_panel = packed.take(Hp * krows(lp.input_size) * G, wes);
       if (rb) {
-        dp.r_panel = packed.take(Hp * H * 2, 4);
-        dp.r_panel_n = packed.take(Hp * H, 4);
+        dp.r_panel = packed.take(Hp * krows(H) * 2, wes);
+        dp.r_panel_n = packed.take(Hp * krows(H), wes);
       } else {
-        dp.r_panel = packed.take(Hp * H * G, 4);
+        dp.r_panel = packed.take(Hp * krows(H) * G, wes);
       }
       dp.bias = packed.take(Hp * G, 4);
       if (lp.cell == simd::Cell::gru_reset_after) dp.bias_rn = packed.take(Hp, 4);
@@ -176,6 +196,7 @@ void layout_simd(PlanImpl* p) {
     const std::uint64_t per_step = B * G * Hp;
     const std::uint64_t chunk = std::min<std::uint64_t>(T, std::max<std::uint64_t>(1, (2u << 20) / (per_step * 4)));
     proj = std::max(proj, chunk * per_step);
+    if (bf16 && !lp.skip_input) x16_row = std::max<std::uint64_t>(x16_row, (lp.input_size + 1) / 2 * 2);
     state = std::max(state, B * Hp);
     if (lp.input_dropout) x_cell = std::max<std::uint64_t>(x_cell, T * B * static_cast<std::uint64_t>(lp.input_size));
     lstm = lstm || lp.mode == Mode::lstm;
@@ -201,6 +222,17 @@ void layout_simd(PlanImpl* p) {
       w.mask_h[d] = ws.take(state, 4);
       if (lstm) w.mask_c[d] = ws.take(state, 4);
     }
+    if (bf16) {
+      w.h16[d][0] = ws.take(state, 2);
+      w.h16[d][1] = ws.take(state, 2);
+      if (reset_before) w.rh16[d] = ws.take(state, 2);
+    }
+  }
+  if (x16_row > 0) {  // a chunk's input rows in bf16, per thread
+    std::uint64_t rows = 0;
+    for (int l = 0; l < st.num_layers; ++l) rows = std::max<std::uint64_t>(rows, proj / (p->layers[l].gates * p->layers[l].hidden_stride));
+    w.x16_stride = static_cast<std::size_t>(round_up(static_cast<std::int64_t>(rows * x16_row * 2), kAlignment));
+    w.x16 = ws.take(static_cast<std::uint64_t>(std::max(1, p->options.threads)) * w.x16_stride, 1);
   }
   layout_common(p, &ws, 4);
   w.total = ws.size();

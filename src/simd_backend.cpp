@@ -6,6 +6,7 @@
 
 #include "src/internal/dropout.hpp"
 #include "src/internal/error.hpp"
+#include "src/internal/half.hpp"
 #include "src/internal/plan_impl.hpp"
 #include "src/internal/spec_internal.hpp"
 #include "src/internal/thread_pool.hpp"
@@ -15,16 +16,39 @@ namespace detail {
 
 namespace {
 
+// Where a packed panel keeps its weights, and in which element type.
+struct PanelFormat {
+  simd::Weights weights = simd::Weights::f32;
+  bool pairs = false;  // bf16 k-pairs for vdpbf16ps
+};
+
+void put(void* dst, std::size_t i, float v, simd::Weights w) {
+  switch (w) {
+    case simd::Weights::f32: static_cast<float*>(dst)[i] = v; break;
+    case simd::Weights::f16: static_cast<std::uint16_t*>(dst)[i] = f32_to_f16(v); break;
+    case simd::Weights::bf16: static_cast<std::uint16_t*>(dst)[i] = f32_to_bf16(v); break;
+  }
+}
+
 // Packs the matrices {M_g : g in gates} ([H, K] row-major each) into panel order (simd/kernels.hpp):
-// block j, column k, gate g, sub-vector n, lane v → M_g[(j·NV + n)·V + v][k] (zero past H).
-void pack_panel(float* dst, const float* const* mats, int gate_count, int H, int K, int V, int NV) {
+// block j, column k, gate g, sub-vector n, lane v → M_g[(j·NV + n)·V + v][k] (zero past H). In k-pairs
+// for vdpbf16ps: block j, pair k/2, gate, sub-vector, lane, then the two k of the pair (K padded).
+void pack_panel(void* dst, const float* const* mats, int gate_count, int H, int K, int V, int NV, PanelFormat f) {
   const int bu = V * NV, blocks = static_cast<int>(round_up(H, bu) / bu);
+  const int KR = f.pairs ? (K + 1) / 2 * 2 : K;  // panel rows per block
+  std::size_t i = 0;
   for (int j = 0; j < blocks; ++j)
-    for (int k = 0; k < K; ++k)
+    for (int k = 0; k < KR; ++k)
       for (int g = 0; g < gate_count; ++g)
         for (int v = 0; v < bu; ++v) {
           const int unit = j * bu + v;
-          *dst++ = unit < H ? mats[g][static_cast<std::int64_t>(unit) * K + k] : 0.0f;
+          const float value = unit < H && k < K ? mats[g][static_cast<std::int64_t>(unit) * K + k] : 0.0f;
+          std::size_t at = i++;
+          if (f.pairs) {  // (k, g, lane) → pair k/2, then g, lane, then k % 2
+            const std::size_t block = static_cast<std::size_t>(j) * KR * gate_count * bu;
+            at = block + ((static_cast<std::size_t>(k / 2) * gate_count + g) * bu + v) * 2 + k % 2;
+          }
+          put(dst, at, value, f.weights);
         }
 }
 
@@ -60,6 +84,7 @@ Status simd_pack(const PlanImpl& p, const void* canonical_void, unsigned char* p
     const LayerPlan& lp = p.layers[l];
     const int H = lp.hidden, G = lp.gates, NV = simd::vectors_per_gate(lp.cell);
     const bool reset_before = lp.cell == simd::Cell::gru_reset_before;
+    const PanelFormat f{p.weights, p.bf16_pairs};
     const bool reset_after = lp.cell == simd::Cell::gru_reset_after;
     for (int d = 0; d < lp.dirs; ++d) {
       const DirectionPack& dp = lp.dir[d];
@@ -71,12 +96,12 @@ Status simd_pack(const PlanImpl& p, const void* canonical_void, unsigned char* p
         bW[g] = canonical + canonical_offset(st, l, d, ParamKind::input_bias, g);
         bR[g] = canonical + canonical_offset(st, l, d, ParamKind::recurrent_bias, g);
       }
-      if (!lp.skip_input) pack_panel(at<float>(packed, dp.w_panel), W, G, H, lp.input_size, V, NV);
+      if (!lp.skip_input) pack_panel(packed + dp.w_panel, W, G, H, lp.input_size, V, NV, f);
       if (reset_before) {
-        pack_panel(at<float>(packed, dp.r_panel), R, 2, H, H, V, NV);
-        pack_panel(at<float>(packed, dp.r_panel_n), R + 2, 1, H, H, V, NV);
+        pack_panel(packed + dp.r_panel, R, 2, H, H, V, NV, f);
+        pack_panel(packed + dp.r_panel_n, R + 2, 1, H, H, V, NV, f);
       } else {
-        pack_panel(at<float>(packed, dp.r_panel), R, G, H, H, V, NV);
+        pack_panel(packed + dp.r_panel, R, G, H, H, V, NV, f);
       }
       // Both biases fold into the projection, except the reset-after GRU's bR_n, which r multiplies.
       const float* folded[4] = {bR[0], bR[1], bR[2], bR[3]};
@@ -160,6 +185,8 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
   team.share(blocks, &j0, &j1);
   const int u0 = j0 * bu, u1 = j1 * bu;  // this member's units (padded)
   const std::int64_t proj_row = static_cast<std::int64_t>(G) * Hp;
+  const int w = static_cast<int>(p.weights);
+  const bool bf16 = p.weights == simd::Weights::bf16;
   const RunDropout& run = io.dropout;
   const WrapperMasks wm = wrapper_masks(p, layer, dir, run);
   float* proj = at<float>(ws, p.ws.proj[dir]);
@@ -211,13 +238,25 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
     }
     if (j0 >= j1) return;
     simd::GemmArgs g;
+    if (bf16) {  // the products' inputs in bf16: this thread's copy of the chunk's rows, K padded to even
+      std::uint16_t* x16 = at<std::uint16_t>(ws, p.ws.x16 + static_cast<std::size_t>(slot) * p.ws.x16_stride);
+      const int k_even = (I + 1) / 2 * 2;
+      for (int t = t_lo; t < t_hi; ++t)
+        for (int b = 0; b < B; ++b) {
+          std::uint16_t* dst = x16 + (static_cast<std::int64_t>(t - t_lo) * B + b) * k_even;
+          k.to_bf16(x + t * x_st + b * x_sb, dst, I);
+          if (k_even != I) dst[I] = 0;
+        }
+      g.a16 = x16;
+      g.a16_stride = k_even;
+    }
     g.a = x + t_lo * x_st;
     g.a_st = x_st;
     g.a_sb = x_sb;
     g.batch = B;
     g.k = I;
     g.vectors = G * NV;
-    g.panel = at<float>(packed, dp.w_panel);
+    g.panel = packed + dp.w_panel;
     g.bias = at<float>(packed, dp.bias);
     g.c = proj;
     g.c_row_stride = proj_row;
@@ -225,7 +264,7 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
     g.row_end = (t_hi - t_lo) * B;
     g.block_begin = j0;
     g.block_end = j1;
-    k.gemm(g);
+    k.gemm[w](g);
   };
 
   // 2. Initial state of this member's units, padded with zeros; every member reads all of h next.
@@ -233,6 +272,8 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
   float* h_next = at<float>(ws, p.ws.h[dir][1]);
   float* c = lp.mode == Mode::lstm ? at<float>(ws, p.ws.c[dir]) : nullptr;
   const int u_end = u1 < H ? u1 : H;
+  std::uint16_t* h16 = bf16 ? at<std::uint16_t>(ws, p.ws.h16[dir][0]) : nullptr;
+  std::uint16_t* h16_next = bf16 ? at<std::uint16_t>(ws, p.ws.h16[dir][1]) : nullptr;
   for (int b = 0; b < B; ++b) {
     float* hb = h + static_cast<std::int64_t>(b) * Hp;
     float* cb = c != nullptr ? c + static_cast<std::int64_t>(b) * Hp : nullptr;
@@ -241,6 +282,7 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
       hb[u] = real && io.h0 != nullptr ? static_cast<const float*>(io.h0)[b * H + u] : 0.0f;
       if (cb != nullptr) cb[u] = real && io.c0 != nullptr ? static_cast<const float*>(io.c0)[b * H + u] : 0.0f;
     }
+    if (h16 != nullptr && u0 < u1) k.to_bf16(hb + u0, h16 + static_cast<std::int64_t>(b) * Hp + u0, u1 - u0);
   }
   team.sync();
 
@@ -253,8 +295,9 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
   a.hidden = H;
   a.hidden_padded = Hp;
   a.proj_row_stride = proj_row;
-  a.panel = at<float>(packed, dp.r_panel);
-  a.panel_n = cell == simd::Cell::gru_reset_before ? at<float>(packed, dp.r_panel_n) : nullptr;
+  a.panel = packed + dp.r_panel;
+  a.panel_n = cell == simd::Cell::gru_reset_before ? packed + dp.r_panel_n : nullptr;
+  a.rh16 = bf16 && cell == simd::Cell::gru_reset_before ? at<std::uint16_t>(ws, p.ws.rh16[dir]) : nullptr;
   a.bias_rn = cell == simd::Cell::gru_reset_after ? at<float>(packed, dp.bias_rn) : nullptr;
   a.c = c;
   a.rh = cell == simd::Cell::gru_reset_before ? at<float>(ws, p.ws.rh[dir]) : nullptr;
@@ -284,16 +327,17 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
     a.proj = proj + static_cast<std::int64_t>(t - t_lo) * B * proj_row;
     a.h_prev = h;
     a.h_next = h_next;
+    a.h16_prev = h16;
+    a.h16_next = h16_next;
     a.y = static_cast<float*>(io.y) + t * io.y_st;
-    k.step[static_cast<int>(cell)](a);
+    k.step[w][static_cast<int>(cell)](a);
     if (cell == simd::Cell::gru_reset_before) {
       team.sync();  // the n gate needs all of r ⊙ h
-      k.gru_reset_before_phase2(a);
+      k.gru_reset_before_phase2[w](a);
     }
     team.sync();  // h_next complete before anyone reads it
-    float* tmp = h;
-    h = h_next;
-    h_next = tmp;
+    std::swap(h, h_next);
+    std::swap(h16, h16_next);
   }
 
   // 4. Final states of this member's units.

@@ -6,11 +6,19 @@
 
 namespace {
 
-// Firmware builds (no threads) keep one static line; hosts keep one per thread.
-#if defined(RNNCORE_NO_THREADS)
-char g_detail[256];
+// The detail of the last failure. Terse builds (RNNCORE_TERSE_ERRORS, the firmware default) keep
+// the message template itself, e.g. "forward: batch = %d, plan max_batch = %d": no printf, which
+// in newlib-nano also drags in malloc. Others format it into a line.
+#if defined(RNNCORE_TERSE_ERRORS)
+using Detail = const char*;
 #else
-thread_local char g_detail[256];
+using Detail = char[256];
+#endif
+// Builds without threads keep one; hosts keep one per thread.
+#if defined(RNNCORE_NO_THREADS)
+Detail g_detail;
+#else
+thread_local Detail g_detail;
 #endif
 
 }  // namespace
@@ -46,11 +54,23 @@ extern "C" const char* rnncore_status_message(rnncore_status status) {
   return "unknown status code";
 }
 
+#if defined(RNNCORE_TERSE_ERRORS)
+extern "C" const char* rnncore_last_error_detail(void) { return g_detail != nullptr ? g_detail : ""; }
+#else
 extern "C" const char* rnncore_last_error_detail(void) { return g_detail; }
+#endif
 
 namespace rnncore {
 namespace detail {
 
+#if defined(RNNCORE_TERSE_ERRORS)
+rnncore_status fail(rnncore_status code, const char* fmt, ...) {
+  g_detail = fmt;
+  return code;
+}
+
+void clear_error() { g_detail = nullptr; }
+#else
 rnncore_status fail(rnncore_status code, const char* fmt, ...) {
   va_list args;
   va_start(args, fmt);
@@ -60,6 +80,7 @@ rnncore_status fail(rnncore_status code, const char* fmt, ...) {
 }
 
 void clear_error() { g_detail[0] = '\0'; }
+#endif
 
 }  // namespace detail
 }  // namespace rnncore

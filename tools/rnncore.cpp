@@ -77,7 +77,8 @@ const char* const kBenchUsage =
     "  --gru reset-after|reset-before\n"
     "  --threads N         (default 1)\n"
     "  --reps R            timed repetitions after one warm-up (default 20)\n"
-    "  --dtype f32|f64     (default f32)\n"
+    "  --dtype f32|f64|bf16|f16  computation type, or bf16 / f16 weight storage with f32\n"
+    "                      accumulation (default f32)\n"
     "  --backend auto|reference|simd\n"
     "  --dropout P         also time the network with dropout P on every site (wrapper input, output and\n"
     "                      state, inter-layer), alternating, and print the overhead\n"
@@ -443,9 +444,9 @@ int cmd_bench(int argc, char** argv) {
       !args.get_int("reps", 1, 1000000, 20, &reps, &err))
     return usage_error(kBenchUsage, err);
   const std::string dtype_name = args.get("dtype", "f32");
-  if (dtype_name != "f32" && dtype_name != "f64")
-    return usage_error(kBenchUsage, "--dtype must be f32 or f64 in this build (bf16/f16 weights are not built yet)");
-  spec.dtype = dtype_name == "f64" ? DType::f64 : DType::f32;
+  if (dtype_name != "f32" && dtype_name != "f64" && dtype_name != "bf16" && dtype_name != "f16")
+    return usage_error(kBenchUsage, "--dtype must be f32, f64, bf16 or f16");
+  spec.dtype = dtype_name == "f64" ? DType::f64 : DType::f32;  // bf16 / f16: weight storage, f32 computation
   spec.input_size = static_cast<int>(I);
   spec.hidden_size = static_cast<int>(H);
   spec.num_layers = static_cast<int>(L);
@@ -454,6 +455,7 @@ int cmd_bench(int argc, char** argv) {
   opt.max_batch = static_cast<int>(B);
   opt.max_seq_len = static_cast<int>(T);
   opt.threads = static_cast<int>(threads);
+  opt.weight_dtype = dtype_name == "bf16" ? DType::bf16 : dtype_name == "f16" ? DType::f16 : DType::f32;
   if (!parse_backend(args.get("backend", "auto"), &opt.backend)) return usage_error(kBenchUsage, "--backend must be auto, reference, simd or gpu");
 
 

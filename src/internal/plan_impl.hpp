@@ -51,6 +51,10 @@ struct WorkspaceLayout {
   std::size_t x_cell[2] = {0, 0};     // [dir] [T, B, I]: the input after input dropout
   std::size_t mask_h[2] = {0, 0};     // [dir] [B] rows of Hs: this step's state mask for h
   std::size_t mask_c[2] = {0, 0};     // [dir] [B] rows of Hs: for c
+  std::size_t h16[2][2] = {{0, 0}, {0, 0}};  // bf16 weights: h in bf16, [dir][buffer] rows of Hs
+  std::size_t rh16[2] = {0, 0};       // bf16 weights, GRU reset-before: r ⊙ h in bf16
+  std::size_t x16 = 0;                // bf16 weights: per thread, a chunk's input rows in bf16
+  std::size_t x16_stride = 0;
   std::size_t scratch = 0;            // per thread (SIMD) or direction (reference): kScratchRows rows
   std::size_t scratch_stride = 0;     //   of max_width elements each
   std::size_t total = 0;
@@ -69,6 +73,8 @@ struct PlanImpl {
   Backend backend = Backend::reference;
   Isa isa = Isa::none;
   const simd::F32Kernels* kernels = nullptr;  // SIMD backend only
+  simd::Weights weights = simd::Weights::f32;  // storage of the packed weights
+  bool bf16_pairs = false;                     // bf16 panels in k-pairs (vdpbf16ps)
   char kernel_name[32] = {0};
   std::int32_t vector = 1;           // V
   std::int32_t max_width = 0;        // widest input, output or state row of any layer
@@ -147,6 +153,7 @@ void gpu_free(int device, void* p);
 
 // CPU features: the best f32 kernel table not above `cap` (also capped by env RNNCORE_MAX_ISA), or null.
 const simd::F32Kernels* select_f32_kernels(Isa cap, Isa* chosen);
+bool cpu_has_avx512_bf16();
 
 }  // namespace detail
 }  // namespace rnncore

@@ -1,0 +1,242 @@
+// The GPU backend's entry points (src/internal/plan_impl.hpp: gpu_select, gpu_layout, gpu_pack,
+// gpu_forward, gpu_alloc, gpu_free) and the host helpers of src/gpu/gpu_host.hpp. Built by hipcc
+// (-Dgpu=hip) or nvcc (-Dgpu=cuda); the runtime is reached through HIP names only, which
+// hip/gpu_compat.hpp maps to CUDA for nvcc. The planning and the launch schedules are
+// hip/rnn_plan.hpp, the kernels hip/rnn_device.hpp (both also run in the host tests).
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "hip/gpu_compat.hpp"
+#include "hip/rnn_launch.hpp"
+#include "hip/rnn_plan.hpp"
+#include "src/gpu/gpu_host.hpp"
+
+namespace rnncore {
+namespace detail {
+
+namespace {
+
+using gpu::GpuPlan;
+
+// Makes `device` current for the scope of a call and restores the caller's device afterwards.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    if (hipGetDevice(&previous_) != hipSuccess) previous_ = -1;
+    status_ = previous_ == device ? hipSuccess : hipSetDevice(device);
+  }
+  ~DeviceScope() {
+    int now = -1;
+    if (previous_ >= 0 && hipGetDevice(&now) == hipSuccess && now != previous_) (void)hipSetDevice(previous_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+  hipError_t status() const { return status_; }
+
+ private:
+  int previous_ = -1;
+  hipError_t status_ = hipSuccess;
+};
+
+// The device count, or a backend_unavailable status that says why there is no device.
+Status usable_device(int device) {
+  int count = 0;
+  const hipError_t e = hipGetDeviceCount(&count);
+  if (e != hipSuccess) {
+    (void)hipGetLastError();
+    return fail_status(Status::backend_unavailable, "backend gpu (%s build): no usable GPU: %s", RNNCORE_GPU_VENDOR,
+                       hipGetErrorString(e));
+  }
+  RNNCORE_ENSURE(count > 0, Status::backend_unavailable, "backend gpu (%s build): no GPU device found", RNNCORE_GPU_VENDOR);
+  RNNCORE_ENSURE(device >= 0 && device < count, Status::invalid_size, "options.gpu_device = %d, but %d device(s) exist",
+                 device, count);
+  return Status::ok;
+}
+
+// An environment override among `names` (index), or `fallback`.
+int env_choice(const char* var, const char* const* names, int count, int fallback) {
+  const char* v = std::getenv(var);
+  if (v == nullptr) return fallback;
+  for (int i = 0; i < count; ++i)
+    if (std::strcmp(v, names[i]) == 0) return i;
+  return fallback;
+}
+
+template <int C>
+int persistent_occupancy(int bucket, int threads, std::size_t smem) {
+  switch (bucket) {
+    case 0: return gpu::blocks_per_multiprocessor<gpu::f32_rnn_recurrence_persistent<C, 1>>(threads, smem);
+    case 1: return gpu::blocks_per_multiprocessor<gpu::f32_rnn_recurrence_persistent<C, 2>>(threads, smem);
+    case 2: return gpu::blocks_per_multiprocessor<gpu::f32_rnn_recurrence_persistent<C, 4>>(threads, smem);
+    case 3: return gpu::blocks_per_multiprocessor<gpu::f32_rnn_recurrence_persistent<C, 8>>(threads, smem);
+    case 4: return gpu::blocks_per_multiprocessor<gpu::f32_rnn_recurrence_persistent<C, 16>>(threads, smem);
+    case 5: return gpu::blocks_per_multiprocessor<gpu::f32_rnn_recurrence_persistent<C, 32>>(threads, smem);
+    default: return gpu::blocks_per_multiprocessor<gpu::f32_rnn_recurrence_persistent<C, 64>>(threads, smem);
+  }
+}
+
+int persistent_occupancy_of(int cell, int bucket, int threads, std::size_t smem) {
+  switch (cell) {
+    case gpu::kLstm: return persistent_occupancy<gpu::kLstm>(bucket, threads, smem);
+    case gpu::kGruResetAfter: return persistent_occupancy<gpu::kGruResetAfter>(bucket, threads, smem);
+    case gpu::kGruResetBefore: return persistent_occupancy<gpu::kGruResetBefore>(bucket, threads, smem);
+    case gpu::kRnnTanh: return persistent_occupancy<gpu::kRnnTanh>(bucket, threads, smem);
+    default: return persistent_occupancy<gpu::kRnnRelu>(bucket, threads, smem);
+  }
+}
+
+}  // namespace
+
+Status gpu_select(const PlanOptions& options, PlanImpl* p) {
+  RNNCORE_RETURN_IF_ERROR(gpu::check_supported(p->stack));
+  RNNCORE_RETURN_IF_ERROR(usable_device(options.gpu_device));
+  GpuPlan g{};
+  g.magic = gpu::kGpuPlanMagic;
+  g.device = options.gpu_device;
+  int v = 0;
+  RNNCORE_GPU_CHECK(hipDeviceGetAttribute(&v, hipDeviceAttributeMultiprocessorCount, g.device), "device query", "");
+  g.facts.sm_count = v;
+  RNNCORE_GPU_CHECK(hipDeviceGetAttribute(&v, hipDeviceAttributeWarpSize, g.device), "device query", "");
+  g.facts.warp_size = v;  // warpSize is read on the host; kernels use their target's constant
+  RNNCORE_GPU_CHECK(hipDeviceGetAttribute(&v, hipDeviceAttributeMaxThreadsPerBlock, g.device), "device query", "");
+  g.facts.max_threads = v;
+  RNNCORE_GPU_CHECK(hipDeviceGetAttribute(&v, hipDeviceAttributeCooperativeLaunch, g.device), "device query", "");
+  g.facts.cooperative = v;
+  RNNCORE_GPU_CHECK(rnncore_gpu_smem_optin(g.device, &v), "device query", "");
+  g.facts.smem_optin = v;
+  static const char* const kRecurrence[] = {"auto", "persistent", "tiled"};
+  static const char* const kTile[] = {"auto", "small", "large"};
+  g.recurrence = env_choice("RNNCORE_GPU_RECURRENCE", kRecurrence, 3, 0);
+  g.tile = env_choice("RNNCORE_GPU_TILE", kTile, 3, 0);
+  g.persist_threads = gpu::kPersistentThreads;
+  gpu::set_gpu_plan(p, g);
+  char arch[32] = "?";
+  (void)rnncore_gpu_arch_name(g.device, arch, sizeof arch);
+  std::snprintf(p->kernel_name, sizeof p->kernel_name, "f32_rnn__%s_%s", RNNCORE_GPU_VENDOR, arch);
+  p->isa = Isa::none;
+  p->kernels = nullptr;
+  p->vector = 1;
+  return Status::ok;
+}
+
+Status gpu_layout(PlanImpl* p) {
+  GpuPlan g = gpu::get_gpu_plan(*p);
+  RNNCORE_ENSURE(g.magic == gpu::kGpuPlanMagic, Status::internal, "%s", "gpu_layout before gpu_select");
+  DeviceScope scope(g.device);
+  RNNCORE_GPU_CHECK(scope.status(), "selecting device", "");
+  gpu::compute_layout(p, &g);
+  gpu::plan_persistent(*p, &g, persistent_occupancy_of);
+  gpu::set_gpu_plan(p, g);
+  return Status::ok;
+}
+
+Status gpu_pack(const PlanImpl& p, const void* canonical_host, void* packed_device) {
+  const GpuPlan g = gpu::get_gpu_plan(p);
+  DeviceScope scope(g.device);
+  RNNCORE_GPU_CHECK(scope.status(), "selecting device", "");
+  gpu::DeviceLauncher launcher(nullptr, true);
+  return gpu::pack(launcher, p, g, static_cast<const float*>(canonical_host), static_cast<unsigned char*>(packed_device));
+}
+
+Status gpu_forward(const PlanImpl& p, const void* packed, void* workspace, const ForwardArgs& args) {
+  const GpuPlan g = gpu::get_gpu_plan(p);
+  DeviceScope scope(g.device);
+  RNNCORE_GPU_CHECK(scope.status(), "selecting device", "");
+  gpu::DeviceLauncher launcher(static_cast<hipStream_t>(args.stream), false);
+  return gpu::forward(launcher, p, g, static_cast<const unsigned char*>(packed), static_cast<unsigned char*>(workspace),
+                      args);
+}
+
+Status gpu_alloc(int device, std::size_t bytes, void** out) {
+  *out = nullptr;
+  RNNCORE_RETURN_IF_ERROR(usable_device(device));
+  DeviceScope scope(device);
+  RNNCORE_GPU_CHECK(scope.status(), "selecting device", "");
+  const hipError_t e = hipMalloc(out, bytes != 0 ? bytes : 1);  // 256-byte aligned, more than kAlignment
+  if (e != hipSuccess) {
+    *out = nullptr;
+    (void)hipGetLastError();
+    return fail_status(Status::out_of_memory, "gpu: could not allocate %zu bytes on device %d: %s", bytes, device,
+                       hipGetErrorString(e));
+  }
+  return Status::ok;
+}
+
+void gpu_free(int device, void* ptr) {
+  if (ptr == nullptr) return;
+  DeviceScope scope(device);
+  (void)hipFree(ptr);
+}
+
+// ------------------------------------------------------------------------------ host helpers
+
+const char* gpu_backend_kind() { return RNNCORE_GPU_VENDOR; }
+
+Status gpu_describe(int device, char* out, std::size_t capacity) {
+  if (capacity > 0) out[0] = '\0';
+  RNNCORE_RETURN_IF_ERROR(usable_device(device));
+  char name[256] = "?", arch[32] = "?";
+  int sms = 0, warp = 0;
+  RNNCORE_GPU_CHECK(rnncore_gpu_device_name(device, name, sizeof name), "device query", "");
+  RNNCORE_GPU_CHECK(rnncore_gpu_arch_name(device, arch, sizeof arch), "device query", "");
+  RNNCORE_GPU_CHECK(hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device), "device query", "");
+  RNNCORE_GPU_CHECK(hipDeviceGetAttribute(&warp, hipDeviceAttributeWarpSize, device), "device query", "");
+  std::snprintf(out, capacity, "%s (%s, %d multiprocessors, warp %d)", name, arch, sms, warp);
+  return Status::ok;
+}
+
+Status gpu_copy(void* dst, const void* src, std::size_t bytes, GpuCopy kind) {
+  if (bytes == 0) return Status::ok;
+  RNNCORE_GPU_CHECK(hipMemcpy(dst, src, bytes, kind == GpuCopy::host_to_device ? hipMemcpyHostToDevice : hipMemcpyDeviceToHost),
+                    "copy", kind == GpuCopy::host_to_device ? "to the device" : "to the host");
+  return Status::ok;
+}
+
+Status gpu_synchronize(void* stream) {
+  RNNCORE_GPU_CHECK(hipStreamSynchronize(static_cast<hipStream_t>(stream)), "stream synchronisation", "");
+  return Status::ok;
+}
+
+namespace {
+struct Timer {
+  hipEvent_t start = nullptr, stop = nullptr;
+};
+}  // namespace
+
+Status gpu_timer_create(void** timer) {
+  auto* t = new Timer();
+  if (hipEventCreate(&t->start) != hipSuccess || hipEventCreate(&t->stop) != hipSuccess) {
+    gpu_timer_destroy(t);
+    *timer = nullptr;
+    return fail_status(Status::device, "%s", "gpu: could not create timing events");
+  }
+  *timer = t;
+  return Status::ok;
+}
+
+Status gpu_timer_start(void* timer, void* stream) {
+  RNNCORE_GPU_CHECK(hipEventRecord(static_cast<Timer*>(timer)->start, static_cast<hipStream_t>(stream)), "event record", "");
+  return Status::ok;
+}
+
+Status gpu_timer_stop(void* timer, void* stream, double* ms) {
+  auto* t = static_cast<Timer*>(timer);
+  RNNCORE_GPU_CHECK(hipEventRecord(t->stop, static_cast<hipStream_t>(stream)), "event record", "");
+  RNNCORE_GPU_CHECK(hipEventSynchronize(t->stop), "event synchronisation", "");
+  float elapsed = 0.0f;
+  RNNCORE_GPU_CHECK(hipEventElapsedTime(&elapsed, t->start, t->stop), "event timing", "");
+  *ms = elapsed;
+  return Status::ok;
+}
+
+void gpu_timer_destroy(void* timer) {
+  auto* t = static_cast<Timer*>(timer);
+  if (t == nullptr) return;
+  if (t->start != nullptr) (void)hipEventDestroy(t->start);
+  if (t->stop != nullptr) (void)hipEventDestroy(t->stop);
+  delete t;
+}
+
+}  // namespace detail
+}  // namespace rnncore
