@@ -95,6 +95,9 @@ struct F32Kernels {
   void (*mask_row)(std::uint64_t seed, std::uint64_t step, std::uint32_t site, std::uint32_t t_prime, std::uint32_t row,
                    std::uint32_t width, std::uint32_t unit_begin, std::uint32_t unit_end, const rnncore_mask_params& params,
                    float* out);
+  /// `iterations` × 12 independent vector FMAs (the machine's FMA peak, timed by `rnncore bench`);
+  /// returns a value that depends on every result so that nothing is optimised away.
+  float (*fma_probe)(std::int64_t iterations);
   /// The vector math of simd/math.hpp on n values (n a multiple of `vector`), for accuracy tests.
   void (*math)(const float* x, float* exp, float* sigmoid, float* tanh, std::int32_t n);
 };

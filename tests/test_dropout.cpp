@@ -44,12 +44,6 @@ StackSpec single(Mode mode, int I, int H, bool bi, std::initializer_list<Wrapper
   return st;
 }
 
-StackSpec without_wrappers(StackSpec st) {
-  for (int l = 0; l < st.num_layers; ++l) st.layers[l].num_wrappers = 0;
-  st.dropout = 0.0;
-  return st;
-}
-
 // The test's own reading of the mask function: the multiplier of one element.
 float mask_value(std::uint32_t site, std::uint32_t t, std::uint32_t row, std::uint32_t unit, std::uint32_t width,
                  double keep, std::uint64_t seed = kSeed, std::uint64_t step = kStep) {
@@ -109,8 +103,6 @@ PlanOptions with_backend(PlanOptions o, const Backend_& be) {
   o.max_isa = be.isa;
   return o;
 }
-
-bool lstm_stack(const StackSpec& st) { return st.layers[0].mode == Mode::lstm; }
 
 void require_equal(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
   REQUIRE(a.size() == b.size());

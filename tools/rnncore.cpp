@@ -82,6 +82,7 @@ const char* const kBenchUsage =
     "  --backend auto|reference|simd\n"
     "  --dropout P         also time the network with dropout P on every site (wrapper input, output and\n"
     "                      state, inter-layer), alternating, and print the overhead\n"
+    "  --peak              also measure this core's FMA peak and print the fraction of it reached\n"
     "prints: median_ms=... gflops=... (2 flops per multiply-add of the matrix products)\n";
 
 const char* const kInfoUsage = "usage: rnncore info\n";
@@ -427,7 +428,7 @@ int cmd_bench(int argc, char** argv) {
   const std::vector<OptionSpec> known = {{"mode", true},   {"seq", true},     {"batch", true}, {"input", true},
                                          {"hidden", true}, {"layers", true},  {"bidirectional", false},
                                          {"gru", true},    {"threads", true}, {"reps", true},  {"dtype", true},
-                                         {"backend", true}, {"help", false}, {"dropout", true}};
+                                         {"backend", true}, {"help", false}, {"dropout", true}, {"peak", false}};
   if (!args.parse(argc, argv, 2, known, &err)) return usage_error(kBenchUsage, err);
   if (args.has("help")) {
     std::fputs(kBenchUsage, stdout);
@@ -525,7 +526,14 @@ int cmd_bench(int argc, char** argv) {
   std::printf("%s %s T=%lld B=%lld I=%lld H=%lld L=%lld %s threads=%lld backend=%s kernel=%s reps=%lld\n",
               to_string(spec.mode), dtype_name.c_str(), T, B, I, H, L, D == 2 ? "bidirectional" : "unidirectional",
               threads, to_string(net[0].plan().backend()), net[0].plan().kernel_name(), reps);
-  std::printf("median_ms=%.4f gflops=%.2f\n", median, flops / (median * 1e6));
+  const double gflops = flops / (median * 1e6);
+  if (args.has("peak")) {
+    const double peak = measure_fma_peak_gflops();
+    std::printf("median_ms=%.4f gflops=%.2f peak_gflops=%.1f (one core) fraction_of_peak=%.3f%s\n", median, gflops, peak,
+                peak > 0 ? gflops / (peak * static_cast<double>(threads)) : 0.0, threads > 1 ? " (of threads x one core)" : "");
+  } else {
+    std::printf("median_ms=%.4f gflops=%.2f\n", median, gflops);
+  }
   if (nets == 2) {
     const double with = ms[1][ms[1].size() / 2];
     std::printf("dropout p=%g on every site (input, output, state, inter-layer): median_ms=%.4f overhead=%+.1f%%\n",
