@@ -134,39 +134,48 @@ struct Operands<Arch, Weights::bf16> {
 };
 #endif
 
-// acc[m][g] = Σ_k rows[m][k] · panel[k][g]  (panel: K × G × V, aligned).
-template <class Arch, Weights W, int G, int MR>
+// acc[m][b·G + g] = Σ_k rows[m][k] · panels[b][k][g] for NB blocks at once (panel: K × G × V,
+// aligned). Each lane sums k in increasing order whatever MR and NB are, so results do not depend
+// on how rows and blocks are tiled. NB > 1 serves single-row tiles: G chains alone would leave the
+// FMA pipes waiting on their latency.
+template <class Arch, Weights W, int G, int MR, int NB = 1>
 inline void accumulate(const typename Operands<Arch, W>::Input* const* rows, int k,
-                       const typename Operands<Arch, W>::Weight* panel, vf<Arch> (&acc)[MR][G]) {
+                       const typename Operands<Arch, W>::Weight* const* panels, vf<Arch> (&acc)[MR][NB * G]) {
   using Op = Operands<Arch, W>;
   constexpr int V = static_cast<int>(vf<Arch>::size);
   for (int m = 0; m < MR; ++m)
-    for (int g = 0; g < G; ++g) acc[m][g] = vf<Arch>(0.0f);
+    for (int g = 0; g < NB * G; ++g) acc[m][g] = vf<Arch>(0.0f);
 #if RNNCORE_SIMD_BF16_PAIRS
   if constexpr (W == Weights::bf16) {  // two k per instruction: panel [K/2][G][V][2], rows padded to even K
     for (int p = 0; p < (k + 1) / 2; ++p) {
-      __m512i w[G];
-      for (int g = 0; g < G; ++g)
-        w[g] = _mm512_load_si512(reinterpret_cast<const void*>(panel + (static_cast<std::ptrdiff_t>(p) * G + g) * V * 2));
+      __m512i w[NB * G];
+      for (int b = 0; b < NB; ++b)
+        for (int g = 0; g < G; ++g)
+          w[b * G + g] = _mm512_load_si512(
+              reinterpret_cast<const void*>(panels[b] + (static_cast<std::ptrdiff_t>(p) * G + g) * V * 2));
       for (int m = 0; m < MR; ++m) {
         std::uint32_t pair;
         std::memcpy(&pair, rows[m] + 2 * p, sizeof pair);
         const __m512i x = _mm512_set1_epi32(static_cast<int>(pair));
-        for (int g = 0; g < G; ++g) acc[m][g] = _mm512_dpbf16_ps(acc[m][g], (__m512bh)x, (__m512bh)w[g]);
+        for (int g = 0; g < NB * G; ++g) acc[m][g] = _mm512_dpbf16_ps(acc[m][g], (__m512bh)x, (__m512bh)w[g]);
       }
     }
     return;
   }
 #endif
   for (int p = 0; p < k; ++p) {
-    vf<Arch> w[G];
-    for (int g = 0; g < G; ++g) w[g] = Op::weight(panel + (static_cast<std::ptrdiff_t>(p) * G + g) * V);
+    vf<Arch> w[NB * G];
+    for (int b = 0; b < NB; ++b)
+      for (int g = 0; g < G; ++g) w[b * G + g] = Op::weight(panels[b] + (static_cast<std::ptrdiff_t>(p) * G + g) * V);
     for (int m = 0; m < MR; ++m) {
       const vf<Arch> x = Op::input(rows[m], p);
-      for (int g = 0; g < G; ++g) acc[m][g] = fmadd<Arch>(x, w[g], acc[m][g]);
+      for (int g = 0; g < NB * G; ++g) acc[m][g] = fmadd<Arch>(x, w[g], acc[m][g]);
     }
   }
 }
+
+// Blocks a single-row tile takes at once: enough for 8 independent accumulator chains.
+constexpr int single_row_blocks(int vectors) { return vectors >= 8 ? 1 : (8 + vectors - 1) / vectors; }
 
 // Panel elements per k of a panel row of `vectors` vectors (bf16 pairs pad K to even).
 template <Weights W>
@@ -257,7 +266,7 @@ void gemm_vectors(const GemmArgs& a) {
         with_rows<MR>(mr, [&](auto mrc) {
           constexpr int M = decltype(mrc)::value;
           vf<Arch> acc[M][NVEC];
-          accumulate<Arch, W, NVEC, M>(rows, a.k, panel, acc);
+          accumulate<Arch, W, NVEC, M>(rows, a.k, &panel, acc);
           for (int m = 0; m < M; ++m) {
             float* c = a.c + (r + m) * a.c_row_stride + static_cast<std::ptrdiff_t>(j) * NVEC * V;
             for (int g = 0; g < NVEC; ++g) (acc[m][g] + vf<Arch>::load_aligned(bias + g * V)).store_aligned(c + g * V);
@@ -375,7 +384,28 @@ void step(const StepArgs& s) {
   constexpr int G = cell_vectors(C);
   constexpr int MR = max_rows<Arch, G>();
   const std::ptrdiff_t panel_block = panel_elements<W>(s.hidden, G, V);
+  const Weight* panel = static_cast<const Weight*>(s.panel);
+  if (s.row_end - s.row_begin == 1) {  // one row (batch 1): several blocks per tile
+    constexpr int NB = single_row_blocks(G);
+    const typename Op::Input* row[1] = {state_row<Arch, W>(s.h_prev, s.h16_prev, static_cast<std::ptrdiff_t>(s.row_begin) * s.hidden_padded)};
+    int j = s.block_begin;
+    for (; j + NB <= s.block_end; j += NB) {
+      const Weight* panels[NB];
+      for (int b = 0; b < NB; ++b) panels[b] = panel + (j + b) * panel_block;
+      vf<Arch> acc[1][NB * G];
+      accumulate<Arch, W, G, 1, NB>(row, s.hidden, panels, acc);
+      for (int b = 0; b < NB; ++b) cell_epilogue<Arch, C>(s, s.row_begin, j + b, acc[0] + b * G);
+    }
+    for (; j < s.block_end; ++j) {
+      const Weight* panels[1] = {panel + j * panel_block};
+      vf<Arch> acc[1][G];
+      accumulate<Arch, W, G, 1>(row, s.hidden, panels, acc);
+      cell_epilogue<Arch, C>(s, s.row_begin, j, acc[0]);
+    }
+    return;
+  }
   for (int j = s.block_begin; j < s.block_end; ++j) {
+    const Weight* panels[1] = {panel + j * panel_block};
     for (int r = s.row_begin; r < s.row_end; r += MR) {
       const int mr = s.row_end - r < MR ? s.row_end - r : MR;
       const typename Op::Input* rows[MR];
@@ -384,7 +414,7 @@ void step(const StepArgs& s) {
       with_rows<MR>(mr, [&](auto mrc) {
         constexpr int M = decltype(mrc)::value;
         vf<Arch> acc[M][G];
-        accumulate<Arch, W, G, M>(rows, s.hidden, static_cast<const Weight*>(s.panel) + j * panel_block, acc);
+        accumulate<Arch, W, G, M>(rows, s.hidden, panels, acc);
         for (int m = 0; m < M; ++m) cell_epilogue<Arch, C>(s, r + m, j, acc[m]);
       });
     }
@@ -407,7 +437,8 @@ void gru_reset_before_phase2(const StepArgs& s) {
       with_rows<MR>(mr, [&](auto mrc) {
         constexpr int M = decltype(mrc)::value;
         vf<Arch> acc[M][1];
-        accumulate<Arch, W, 1, M>(rows, s.hidden, static_cast<const Weight*>(s.panel_n) + j * panel_block, acc);
+        const Weight* panels[1] = {static_cast<const Weight*>(s.panel_n) + j * panel_block};
+        accumulate<Arch, W, 1, M>(rows, s.hidden, panels, acc);
         for (int m = 0; m < M; ++m) {
           const int row = r + m;
           const std::ptrdiff_t u = static_cast<std::ptrdiff_t>(j) * V;
