@@ -94,6 +94,7 @@ ForwardArgs to_cpp(const rnncore_forward_args& a) {
   r.step = a.step;
   r.count_steps = a.count_steps != 0;
   r.row_ids = a.row_ids;
+  r.time_offset = a.time_offset;
   r.stream = a.stream;
   return r;
 }

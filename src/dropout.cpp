@@ -42,6 +42,7 @@ Mask wrapper_mask(const StackSpec& stack, const RunDropout& run, int layer, int 
   m.shared = d.variational && !d.per_sequence;
   m.site = rnncore_mask_site(static_cast<std::uint32_t>(layer), static_cast<std::uint32_t>(dir), dropout_depth(ls, wrapper),
                              static_cast<std::uint32_t>(kind), d.variational ? 1 : 0);
+  m.time_offset = run.time_offset;
   rnncore_mask_params_init(&m.params, m.keep);
   return m;
 }
@@ -53,6 +54,7 @@ Mask inter_layer_mask(const StackSpec& stack, const RunDropout& run, int layer) 
   m.seed = run.seed;
   m.width = static_cast<std::uint32_t>(num_directions(stack.layers[layer]) * stack.layers[layer].hidden_size);
   m.site = rnncore_mask_site(static_cast<std::uint32_t>(layer), 0, 0, RNNCORE_SITE_INTER_LAYER, 0);
+  m.time_offset = run.time_offset;
   rnncore_mask_params_init(&m.params, m.keep);
   return m;
 }

@@ -86,6 +86,7 @@ Status Plan::forward(const void* packed, void* workspace, std::size_t workspace_
   run.seed = a.seed;
   run.step = static_cast<std::uint32_t>(a.step);
   run.row_ids = a.row_ids;
+  run.time_offset = a.time_offset;
 
   // A non-LSTM layer has no cell state: its cy block is zero.
   if (a.cy != nullptr)

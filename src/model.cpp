@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "src/internal/error.hpp"
+#include "src/internal/plan_impl.hpp"
 #include "src/internal/spec_internal.hpp"
 
 namespace rnncore {
@@ -22,8 +23,13 @@ Model::~Model() { release(); }
 
 void Model::release() {
 #if !defined(RNNCORE_NO_HEAP)  // without a heap no Model ever holds memory
-  std::free(packed_);
-  std::free(workspace_);
+  if (plan_.backend() == Backend::gpu) {  // device memory (src/gpu)
+    detail::gpu_free(plan_.options().gpu_device, packed_);
+    detail::gpu_free(plan_.options().gpu_device, workspace_);
+  } else {
+    std::free(packed_);
+    std::free(workspace_);
+  }
 #endif
   packed_ = nullptr;
   workspace_ = nullptr;
@@ -71,8 +77,13 @@ Status Model::create(const StackSpec& stack, const PlanOptions& options, const v
     opt.thread_pool = m.pool_;
   }
   RNNCORE_RETURN_IF_ERROR(Plan::create(stack, opt, &m.plan_));
-  m.packed_ = allocate_aligned(m.plan_.packed_weight_bytes());
-  m.workspace_ = allocate_aligned(m.plan_.workspace_bytes());
+  if (m.plan_.backend() == Backend::gpu) {  // a GPU plan's buffers are device memory
+    RNNCORE_RETURN_IF_ERROR(detail::gpu_alloc(opt.gpu_device, m.plan_.packed_weight_bytes(), &m.packed_));
+    RNNCORE_RETURN_IF_ERROR(detail::gpu_alloc(opt.gpu_device, m.plan_.workspace_bytes(), &m.workspace_));
+  } else {
+    m.packed_ = allocate_aligned(m.plan_.packed_weight_bytes());
+    m.workspace_ = allocate_aligned(m.plan_.workspace_bytes());
+  }
   RNNCORE_ENSURE(m.packed_ != nullptr && m.workspace_ != nullptr, Status::out_of_memory,
                  "Model::create: could not allocate %zu + %zu bytes", m.plan_.packed_weight_bytes(),
                  m.plan_.workspace_bytes());

@@ -232,7 +232,7 @@ void layout_simd(PlanImpl* p) {
     std::uint64_t rows = 0;
     for (int l = 0; l < st.num_layers; ++l) rows = std::max<std::uint64_t>(rows, proj / (p->layers[l].gates * p->layers[l].hidden_stride));
     w.x16_stride = static_cast<std::size_t>(round_up(static_cast<std::int64_t>(rows * x16_row * 2), kAlignment));
-    w.x16 = ws.take(static_cast<std::uint64_t>(std::max(1, p->options.threads)) * w.x16_stride, 1);
+    w.x16 = ws.take(static_cast<std::uint64_t>(std::max<std::int32_t>(1, p->options.threads)) * w.x16_stride, 1);
   }
   layout_common(p, &ws, 4);
   w.total = ws.size();

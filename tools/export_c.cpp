@@ -297,11 +297,10 @@ int cmd_export_c(int argc, char** argv) {
                max_batch, max_seq_len, NAME.c_str(), max_batch, NAME.c_str(), max_seq_len, NAME.c_str(), packed,
                NAME.c_str(), workspace, NAME.c_str(), step.workspace_bytes(), NAME.c_str(), arena);
   std::fprintf(out,
-               "/** The network: rnncore_spec fields in declaration order. */\n"
+               "/** The network (C99 designated initializers: fields not named are 0, as after rnncore_spec_init). */\n"
                "static const rnncore_spec %s_spec = {\n"
-               "    %s, %s, /* mode, gru_variant */\n"
-               "    %lld, %lld, %lld, /* input_size, hidden_size, num_layers */\n"
-               "    %s, %s, RNNCORE_F32}; /* direction, input_mode, dtype */\n\n",
+               "    .mode = %s,\n    .gru_variant = %s,\n    .input_size = %lld,\n    .hidden_size = %lld,\n"
+               "    .num_layers = %lld,\n    .direction = %s,\n    .input_mode = %s,\n    .dtype = RNNCORE_F32,\n};\n\n",
                name.c_str(), mode_enum(spec.mode),
                spec.gru_variant == GruVariant::reset_before ? "RNNCORE_GRU_RESET_BEFORE" : "RNNCORE_GRU_RESET_AFTER",
                static_cast<long long>(I), static_cast<long long>(H), static_cast<long long>(L),

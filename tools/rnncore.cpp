@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "rnncore/rnncore.hpp"
+#include "src/gpu/gpu_host.hpp"
 #include "src/io/npy.hpp"
 #include "tools/cli_args.hpp"
 #include "tools/export_c.hpp"
@@ -79,7 +80,7 @@ const char* const kBenchUsage =
     "  --reps R            timed repetitions after one warm-up (default 20)\n"
     "  --dtype f32|f64|bf16|f16  computation type, or bf16 / f16 weight storage with f32\n"
     "                      accumulation (default f32)\n"
-    "  --backend auto|reference|simd\n"
+    "  --backend auto|reference|simd|gpu  (gpu: device buffers, timed with events on the device)\n"
     "  --dropout P         also time the network with dropout P on every site (wrapper input, output and\n"
     "                      state, inter-layer), alternating, and print the overhead\n"
     "  --peak              also measure this core's FMA peak and print the fraction of it reached\n"
@@ -357,17 +358,29 @@ int cmd_run(int argc, char** argv) {
   fa.seed = seed;
   fa.step = step;
   fa.row_ids = row_ids.empty() ? nullptr : row_ids.data();
+  // A GPU plan runs on device copies of the tensors (lengths and row ids stay on the host), and
+  // forward() only queues the work: each run waits for it.
+  const bool on_gpu = net.plan().backend() == Backend::gpu;
+  detail::GpuForwardBuffers device;
+  ForwardArgs run_args = fa;
+  if (on_gpu && (s = device.upload(opt.gpu_device, fa, x.size(), y.size(), hy.size(), &run_args)) != Status::ok)
+    return error(library_error(s));
+  auto forward = [&]() {
+    const Status f = net.forward(run_args);
+    return f == Status::ok && on_gpu ? detail::gpu_synchronize(nullptr) : f;
+  };
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
-  s = net.forward(fa);
+  s = forward();
   double first_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
   if (s != Status::ok) return error(library_error(s));
   std::vector<double> times;
   for (long long r = 0; r < repeat; ++r) {
     const auto t1 = clock::now();
-    net.forward(fa);
+    forward();
     times.push_back(std::chrono::duration<double, std::milli>(clock::now() - t1).count());
   }
+  if (on_gpu && (s = device.download(fa, nullptr)) != Status::ok) return error(library_error(s));
   std::sort(times.begin(), times.end());
   const double ms = times.empty() ? first_ms : times[times.size() / 2];
 
@@ -507,17 +520,38 @@ int cmd_bench(int argc, char** argv) {
   fa.y = y.data();
   fa.run_mode = RunMode::training;
   fa.seed = 1;
+  // A GPU plan runs on device copies of x and y and is timed with events on its stream.
+  const bool on_gpu = net[0].plan().backend() == Backend::gpu;
+  detail::GpuForwardBuffers device;
+  void* timer = nullptr;
+  if (on_gpu) {
+    ForwardArgs host = fa;
+    Status s = device.upload(opt.gpu_device, host, x.size(), y.size(), 0, &fa);
+    if (s == Status::ok) s = detail::gpu_timer_create(&timer);
+    if (s != Status::ok) return error(library_error(s));
+  }
   using clock = std::chrono::steady_clock;
   std::vector<double> ms[2];
-  for (long long i = -1; i < reps; ++i)  // i = −1: warm-up
+  const auto start = clock::now();
+  bool progress = false;  // on stderr, once a repetition is slow enough to make waiting noticeable
+  for (long long i = -1; i < reps; ++i) {  // i = −1: warm-up
     for (int k = 0; k < nets; ++k) {
       fa.step = static_cast<std::uint64_t>(i + 1);
       const auto t0 = clock::now();
-      const Status s = net[k].forward(fa);
-      const double elapsed = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+      Status s = on_gpu ? detail::gpu_timer_start(timer, fa.stream) : Status::ok;
+      if (s == Status::ok) s = net[k].forward(fa);
+      double elapsed = 0;
+      if (s == Status::ok && on_gpu) s = detail::gpu_timer_stop(timer, fa.stream, &elapsed);
+      if (!on_gpu) elapsed = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
       if (s != Status::ok) return error(library_error(s));
       if (i >= 0) ms[k].push_back(elapsed);
+      progress = progress || elapsed > 500.0;
     }
+    if (progress)
+      std::fprintf(stderr, "rnncore bench: %s %lld/%lld, %.1f s\n", i < 0 ? "warm-up" : "repetition", i < 0 ? 0 : i + 1, reps,
+                   std::chrono::duration<double>(clock::now() - start).count());
+  }
+  detail::gpu_timer_destroy(timer);
   for (int k = 0; k < nets; ++k) std::sort(ms[k].begin(), ms[k].end());
   const double median = ms[0][ms[0].size() / 2];
   double flops = 0;  // 2 · G·H · (I_l + H) per step, row, layer and direction
@@ -552,7 +586,38 @@ int cmd_info(int argc, char** argv) {
   std::printf("cpu simd: ");
   for (int i = 0; i < n; ++i) std::printf("%s%s", i ? " " : "", to_string(isas[i]));
   std::printf("%s\n", n == 0 ? "(none usable)" : "");
-  std::printf("backends: reference (f32, f64)%s, gpu: not built\n", n > 0 ? ", simd (f32)" : "");
+  std::printf("backends: reference (f32, f64)%s\n", n > 0 ? ", simd (f32)" : "");
+  RnnSpec probe;
+  probe.input_size = probe.hidden_size = 8;
+  for (DType w : {DType::bf16, DType::f16}) {
+    PlanOptions o;
+    o.weight_dtype = w;
+    Plan p;
+    if (Plan::create(probe, o, &p) == Status::ok)
+      std::printf("%s weights: %s kernels (%s)\n", to_string(w), p.kernel_name(),
+                  w == DType::bf16 ? (p.isa() == Isa::avx512 ? "vdpbf16ps" : "converted to f32") : "F16C");
+    else
+      std::printf("%s weights: not available here\n", to_string(w));
+  }
+  ThreadPool* pool = nullptr;
+  std::printf("threads: %s\n", ThreadPool::create(1, &pool) == Status::ok ? "available (PlanOptions::threads, --threads N)"
+                                                                          : "not in this build");
+  ThreadPool::destroy(pool);
+  char gpu[256];
+  const std::string gpu_kind = detail::gpu_backend_kind();
+  if (gpu_kind == "none") {
+    std::printf("gpu: not built (configure with -Dgpu=cuda or -Dgpu=hip)\n");
+  } else if (detail::gpu_describe(0, gpu, sizeof gpu) == Status::ok) {
+    RnnSpec g;
+    g.input_size = g.hidden_size = 8;
+    PlanOptions o;
+    o.backend = Backend::gpu;
+    Plan gp;
+    const bool planned = Plan::create(g, o, &gp) == Status::ok;
+    std::printf("gpu: %s build, device 0: %s; kernels %s\n", gpu_kind.c_str(), gpu, planned ? gp.kernel_name() : last_error_detail());
+  } else {
+    std::printf("gpu: %s build, no usable device (%s)\n", gpu_kind.c_str(), last_error_detail());
+  }
   RnnSpec spec;
   spec.input_size = spec.hidden_size = 8;
   Plan plan;

@@ -157,6 +157,7 @@ typedef struct rnncore_forward_args {
   uint64_t step;               /**< the run counter (mask function c3 = step mod 2^32) */
   int32_t count_steps;         /**< models only: use and advance the model's step counter */
   const uint32_t* row_ids;     /**< [B] mask row ids, or NULL (the batch index) */
+  uint32_t time_offset;        /**< mask time index of the first step (streaming in chunks) */
   void* stream;                /**< GPU backend: the stream, or NULL */
 } rnncore_forward_args;
 

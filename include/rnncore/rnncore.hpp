@@ -336,6 +336,10 @@ struct ForwardArgs {
   std::uint64_t step = 0;                   ///< run counter (the mask function's c3 = step mod 2^32)
   bool count_steps = false;                 ///< Model only: use the model's counter as `step`, then advance it
   const std::uint32_t* row_ids = nullptr;   ///< [B] the mask function's row per batch row (default: the index)
+  /// Time index of this call's first step in the mask function (streaming a sequence in chunks,
+  /// carrying the state: chunk k starts at the steps run before it, and its masks then equal those of
+  /// one whole-sequence run; the reverse direction of a bidirectional layer needs the whole sequence).
+  std::uint32_t time_offset = 0;
   void* stream = nullptr;                   ///< GPU backend: hipStream_t / cudaStream_t to run on (null: the default stream)
 };
 

@@ -63,33 +63,41 @@ int env_choice(const char* var, const char* const* names, int count, int fallbac
   return fallback;
 }
 
-template <int C>
+template <int C, class WT>
 int persistent_occupancy(int bucket, int threads, std::size_t smem) {
   switch (bucket) {
-    case 0: return gpu::blocks_per_multiprocessor<gpu::f32_rnn_recurrence_persistent<C, 1>>(threads, smem);
-    case 1: return gpu::blocks_per_multiprocessor<gpu::f32_rnn_recurrence_persistent<C, 2>>(threads, smem);
-    case 2: return gpu::blocks_per_multiprocessor<gpu::f32_rnn_recurrence_persistent<C, 4>>(threads, smem);
-    case 3: return gpu::blocks_per_multiprocessor<gpu::f32_rnn_recurrence_persistent<C, 8>>(threads, smem);
-    case 4: return gpu::blocks_per_multiprocessor<gpu::f32_rnn_recurrence_persistent<C, 16>>(threads, smem);
-    case 5: return gpu::blocks_per_multiprocessor<gpu::f32_rnn_recurrence_persistent<C, 32>>(threads, smem);
-    default: return gpu::blocks_per_multiprocessor<gpu::f32_rnn_recurrence_persistent<C, 64>>(threads, smem);
+    case 0: return gpu::blocks_per_multiprocessor<gpu::f32_rnn_recurrence_persistent<C, 1, WT>>(threads, smem);
+    case 1: return gpu::blocks_per_multiprocessor<gpu::f32_rnn_recurrence_persistent<C, 2, WT>>(threads, smem);
+    case 2: return gpu::blocks_per_multiprocessor<gpu::f32_rnn_recurrence_persistent<C, 4, WT>>(threads, smem);
+    case 3: return gpu::blocks_per_multiprocessor<gpu::f32_rnn_recurrence_persistent<C, 8, WT>>(threads, smem);
+    case 4: return gpu::blocks_per_multiprocessor<gpu::f32_rnn_recurrence_persistent<C, 16, WT>>(threads, smem);
+    case 5: return gpu::blocks_per_multiprocessor<gpu::f32_rnn_recurrence_persistent<C, 32, WT>>(threads, smem);
+    default: return gpu::blocks_per_multiprocessor<gpu::f32_rnn_recurrence_persistent<C, 64, WT>>(threads, smem);
   }
 }
 
-int persistent_occupancy_of(int cell, int bucket, int threads, std::size_t smem) {
+template <class WT>
+int persistent_occupancy_cell(int cell, int bucket, int threads, std::size_t smem) {
   switch (cell) {
-    case gpu::kLstm: return persistent_occupancy<gpu::kLstm>(bucket, threads, smem);
-    case gpu::kGruResetAfter: return persistent_occupancy<gpu::kGruResetAfter>(bucket, threads, smem);
-    case gpu::kGruResetBefore: return persistent_occupancy<gpu::kGruResetBefore>(bucket, threads, smem);
-    case gpu::kRnnTanh: return persistent_occupancy<gpu::kRnnTanh>(bucket, threads, smem);
-    default: return persistent_occupancy<gpu::kRnnRelu>(bucket, threads, smem);
+    case gpu::kLstm: return persistent_occupancy<gpu::kLstm, WT>(bucket, threads, smem);
+    case gpu::kGruResetAfter: return persistent_occupancy<gpu::kGruResetAfter, WT>(bucket, threads, smem);
+    case gpu::kGruResetBefore: return persistent_occupancy<gpu::kGruResetBefore, WT>(bucket, threads, smem);
+    case gpu::kRnnTanh: return persistent_occupancy<gpu::kRnnTanh, WT>(bucket, threads, smem);
+    default: return persistent_occupancy<gpu::kRnnRelu, WT>(bucket, threads, smem);
   }
+}
+
+// Occupancy of the persistent kernel instance a plan would launch (hip/rnn_plan.hpp's plan_persistent).
+int persistent_occupancy_of(int cell, int bucket, int weights, int threads, std::size_t smem) {
+  if (weights == gpu::kWeightF16) return persistent_occupancy_cell<gpu::WeightF16>(cell, bucket, threads, smem);
+  if (weights == gpu::kWeightBF16) return persistent_occupancy_cell<gpu::WeightBF16>(cell, bucket, threads, smem);
+  return persistent_occupancy_cell<float>(cell, bucket, threads, smem);
 }
 
 }  // namespace
 
 Status gpu_select(const PlanOptions& options, PlanImpl* p) {
-  RNNCORE_RETURN_IF_ERROR(gpu::check_supported(p->stack));
+  RNNCORE_RETURN_IF_ERROR(gpu::check_supported(p->stack, options));
   RNNCORE_RETURN_IF_ERROR(usable_device(options.gpu_device));
   GpuPlan g{};
   g.magic = gpu::kGpuPlanMagic;
@@ -110,10 +118,12 @@ Status gpu_select(const PlanOptions& options, PlanImpl* p) {
   g.recurrence = env_choice("RNNCORE_GPU_RECURRENCE", kRecurrence, 3, 0);
   g.tile = env_choice("RNNCORE_GPU_TILE", kTile, 3, 0);
   g.persist_threads = gpu::kPersistentThreads;
+  g.weights = gpu::weight_id(options.weight_dtype);
   gpu::set_gpu_plan(p, g);
   char arch[32] = "?";
   (void)rnncore_gpu_arch_name(g.device, arch, sizeof arch);
-  std::snprintf(p->kernel_name, sizeof p->kernel_name, "f32_rnn__%s_%s", RNNCORE_GPU_VENDOR, arch);
+  static const char* const kWeights[] = {"", "_f16w", "_bf16w"};  // f32 computation; W, R stored as
+  std::snprintf(p->kernel_name, sizeof p->kernel_name, "f32_rnn%s__%s_%s", kWeights[g.weights], RNNCORE_GPU_VENDOR, arch);
   p->isa = Isa::none;
   p->kernels = nullptr;
   p->vector = 1;

@@ -8,6 +8,8 @@
 #include <cstddef>
 
 #include "rnncore/rnncore.hpp"
+#include "src/internal/error.hpp"
+#include "src/internal/plan_impl.hpp"
 
 namespace rnncore {
 namespace detail {
@@ -34,6 +36,61 @@ Status gpu_timer_create(void** timer);
 Status gpu_timer_start(void* timer, void* stream);
 Status gpu_timer_stop(void* timer, void* stream, double* ms);
 void gpu_timer_destroy(void* timer);
+
+/// Device copies of one forward run's tensors, for hosts whose data lives in host memory (the
+/// rnncore command): upload() allocates device buffers, fills x / h0 / c0 from the host tensors of
+/// `host` and returns the same arguments with device pointers; download() waits for the device and
+/// copies y / hy / cy back to the host pointers. seq_lengths and row_ids stay host arrays (the GPU
+/// backend takes them from the host). Allocates: not for the run path of firmware-like callers.
+class GpuForwardBuffers {
+ public:
+  GpuForwardBuffers() = default;
+  GpuForwardBuffers(const GpuForwardBuffers&) = delete;
+  GpuForwardBuffers& operator=(const GpuForwardBuffers&) = delete;
+  ~GpuForwardBuffers() {
+    for (void*& p : ptr_) gpu_free(device_, p);
+  }
+
+  /// @param[in] host the run with host tensors  @param[in] x_bytes,y_bytes,state_bytes their sizes
+  /// @param[out] on_device the run with device tensors
+  Status upload(int device, const ForwardArgs& host, std::size_t x_bytes, std::size_t y_bytes, std::size_t state_bytes,
+                ForwardArgs* on_device) {
+    device_ = device;
+    *on_device = host;
+    const void* in[kSlots] = {host.x, nullptr, host.h0, host.c0, nullptr, nullptr};
+    const void* used[kSlots] = {host.x, host.y, host.h0, host.c0, host.hy, host.cy};
+    const std::size_t bytes[kSlots] = {x_bytes, y_bytes, state_bytes, state_bytes, state_bytes, state_bytes};
+    for (int i = 0; i < kSlots; ++i) {
+      bytes_[i] = bytes[i];
+      if (used[i] == nullptr) continue;
+      RNNCORE_RETURN_IF_ERROR(gpu_alloc(device, bytes[i], &ptr_[i]));
+      if (in[i] != nullptr) RNNCORE_RETURN_IF_ERROR(gpu_copy(ptr_[i], in[i], bytes[i], GpuCopy::host_to_device));
+    }
+    on_device->x = ptr_[0];
+    on_device->y = ptr_[1];
+    on_device->h0 = ptr_[2];
+    on_device->c0 = ptr_[3];
+    on_device->hy = ptr_[4];
+    on_device->cy = ptr_[5];
+    return Status::ok;
+  }
+
+  /// Waits for `stream` and copies the outputs back into the host tensors of `host`.
+  Status download(const ForwardArgs& host, void* stream) {
+    RNNCORE_RETURN_IF_ERROR(gpu_synchronize(stream));
+    void* out[kSlots] = {nullptr, host.y, nullptr, nullptr, host.hy, host.cy};
+    for (int i = 0; i < kSlots; ++i)
+      if (out[i] != nullptr && ptr_[i] != nullptr)
+        RNNCORE_RETURN_IF_ERROR(gpu_copy(out[i], ptr_[i], bytes_[i], GpuCopy::device_to_host));
+    return Status::ok;
+  }
+
+ private:
+  static constexpr int kSlots = 6;  // x, y, h0, c0, hy, cy
+  int device_ = 0;
+  void* ptr_[kSlots] = {};
+  std::size_t bytes_[kSlots] = {};
+};
 
 }  // namespace detail
 }  // namespace rnncore

@@ -21,8 +21,9 @@ struct Mask {
   std::uint32_t width = 0;
   double keep = 1.0;
   rnncore_mask_params params{0, 1, 1.0f};
+  std::uint32_t time_offset = 0;  // the run's: masks use t + offset
 
-  std::uint32_t t_prime(int t) const { return variational ? 0u : static_cast<std::uint32_t>(t); }
+  std::uint32_t t_prime(int t) const { return variational ? 0u : static_cast<std::uint32_t>(t) + time_offset; }
   std::uint32_t row(const RunDropout& run, int b) const {
     if (shared) return 0u;
     return run.row_ids != nullptr ? run.row_ids[b] : static_cast<std::uint32_t>(b);

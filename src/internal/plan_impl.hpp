@@ -102,6 +102,7 @@ struct RunDropout {
   std::uint64_t seed = 0;
   std::uint32_t step = 0;  // step mod 2^32
   const std::uint32_t* row_ids = nullptr;
+  std::uint32_t time_offset = 0;  // added to a step's time index in the masks (streaming)
 };
 
 // One direction of one layer, as seen by a backend. Element pointers are of the stack's dtype;

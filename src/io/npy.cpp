@@ -441,9 +441,9 @@ std::int64_t Array::elements() const {
 bool shape_byte_count(const std::int64_t* shape, std::size_t rank, ElemType type, std::uint64_t* bytes) {
   const std::uint64_t elem_size = elem_type_size(type);
   if (elem_size == 0 || (shape == nullptr && rank != 0)) return false;
-  const std::uint64_t limit =
-      std::min<std::uint64_t>(static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()),
-                              static_cast<std::uint64_t>(std::numeric_limits<std::size_t>::max()));
+  // The shape is checked against int64 on every platform (files mean the same everywhere); only a
+  // non-empty array must also fit this platform's size_t.
+  const std::uint64_t limit = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
   // Zero-sized dimensions are skipped so that the result does not depend on
   // the order of the dimensions: [0, 2^62, 2^62] is rejected like [2^62, 2^62, 0].
   std::uint64_t total = elem_size;
@@ -458,6 +458,7 @@ bool shape_byte_count(const std::int64_t* shape, std::size_t rank, ElemType type
     if (total > limit / dim) return false;
     total *= dim;
   }
+  if (!zero && total > static_cast<std::uint64_t>(std::numeric_limits<std::size_t>::max())) return false;
   if (bytes != nullptr) *bytes = zero ? 0 : total;
   return true;
 }

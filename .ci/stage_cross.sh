@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# CI stage: the edge targets (cross/*.ini, docs/porting.md).
+#   - aarch64 and armv7 (armhf, NEON) Linux: cross-build everything, run the whole test suite under
+#     qemu-user (meson's exe_wrapper);
+#   - Cortex-M4F and Cortex-M7 bare metal, firmware profile: build librnncore.a and the firmware
+#     example, print their sizes, check that the image links no heap, printf or environment, and
+#     run it under qemu-system-arm (MPS2-AN386 / MPS2-AN500, semihosting): it must print PASS.
+# Every meson test counts as one test, as do each image's link check; a target that fails to
+# configure or build counts as one failure. Ends with "STAGE_RESULT passed=N failed=M".
+#
+# Locally: bash .ci/stage_cross.sh   (build directories: $RNNCORE_CROSS_BUILD_ROOT, default ./build-cross)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+build_root=${RNNCORE_CROSS_BUILD_ROOT:-$root/build-cross}
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+export DEBIAN_FRONTEND=noninteractive
+
+passed=0
+failed=0
+summary=()
+
+log() { printf '\n=== cross: %s\n' "$*"; }
+fail_one() { failed=$((failed + 1)); summary+=("FAILED: $1"); echo "cross: FAILED: $1"; }
+pass_one() { passed=$((passed + 1)); echo "cross: ok: $1"; }
+
+# Adds the results of a build directory's last `meson test` to the totals.
+count_results() {
+  local dir=$1 target=$2 json="$1/meson-logs/testlog.json"
+  if [ ! -f "$json" ]; then fail_one "$target: no test log"; return; fi
+  local ok bad
+  ok=$(grep -c '"result": "\(OK\|SKIP\|EXPECTEDFAIL\)"' "$json" || true)
+  bad=$(grep -c '"result": "\(FAIL\|TIMEOUT\|ERROR\|UNEXPECTEDPASS\)"' "$json" || true)
+  passed=$((passed + ok))
+  failed=$((failed + bad))
+  summary+=("$target: $ok passed, $bad failed")
+}
+
+# Configures (afresh) and builds one target; returns non-zero on failure.
+build_target() {
+  local cross_file=$1 dir=$2
+  rm -rf "$dir"
+  meson setup "$dir" --cross-file "$cross_file" >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; return 1; }
+  meson compile -C "$dir"
+}
+
+log "installing the cross toolchains and emulators"
+stage_start=$(date +%s)
+if ! { $SUDO apt-get update -qq &&
+       $SUDO apt-get install -y -qq --no-install-recommends \
+         g++ meson ninja-build pkg-config libxsimd-dev doctest-dev python3 diffutils \
+         g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user \
+         gcc-arm-none-eabi binutils-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-dev \
+         qemu-system-arm >/dev/null; }; then
+  fail_one "apt-get install of the cross toolchains"
+  echo "STAGE_RESULT passed=$passed failed=$failed"
+  exit 1
+fi
+mkdir -p "$build_root"
+
+# ---- ARM Linux: the whole suite under qemu-user ----
+for target in aarch64-linux-gnu arm-linux-gnueabihf; do
+  log "$target: build, and the test suite under qemu-user"
+  dir="$build_root/$target"
+  t0=$(date +%s)
+  if build_target "cross/$target.ini" "$dir"; then
+    meson test -C "$dir" --print-errorlogs --timeout-multiplier 4
+    count_results "$dir" "$target"
+  else
+    fail_one "$target: configure or build"
+  fi
+  echo "cross: $target took $(($(date +%s) - t0)) s"
+done
+
+# ---- Cortex-M: firmware library, sizes, the example under qemu-system-arm ----
+for target in cortex-m4f cortex-m7; do
+  log "$target: firmware profile, sizes, and the firmware example under qemu-system-arm"
+  dir="$build_root/$target"
+  image="$dir/examples/firmware/firmware_lstm.elf"
+  t0=$(date +%s)
+  if build_target "cross/arm-none-eabi-$target.ini" "$dir"; then
+    echo "--- $target: librnncore.a (firmware profile, -Os), all members"
+    arm-none-eabi-size -t "$dir/librnncore.a" | tail -n 1
+    echo "--- $target: the firmware example image (examples/firmware)"
+    arm-none-eabi-size "$image"
+    python3 tests/cross/map_sizes.py "$dir/examples/firmware/firmware_lstm.map"
+    # The firmware profile's promise: the image holds no allocator, printf, environment or C++ runtime.
+    forbidden=$(arm-none-eabi-nm "$image" | awk '{print $NF}' |
+                grep -E '^(_?malloc|_malloc_r|_?free|_free_r|_?realloc|_realloc_r|_sbrk|_sbrk_r|_?v?s?n?printf|_svfprintf_r|getenv|_getenv_r|_Zn[wa][jm].*|_Zd[la]Pv.*|__cxa_.*|__gxx_personality.*)$' || true)
+    if [ -z "$forbidden" ]; then
+      pass_one "$target: the image links no heap, printf, getenv or C++ runtime"
+    else
+      fail_one "$target: the image links $(echo $forbidden)"
+    fi
+    meson test -C "$dir" --verbose
+    count_results "$dir" "$target"
+  else
+    fail_one "$target: configure or build"
+  fi
+  echo "cross: $target took $(($(date +%s) - t0)) s"
+done
+
+log "summary ($(($(date +%s) - stage_start)) s)"
+for line in "${summary[@]+"${summary[@]}"}"; do echo "$line"; done
+echo "STAGE_RESULT passed=$passed failed=$failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,259 @@
+/* The firmware example: a 2-layer PyTorch LSTM (input 16, hidden 32) with its weights compiled in,
+ * run on a sample from static memory only (no heap, no file system), in two ways:
+ *   1. the whole sequence in one call, compared with PyTorch's output;
+ *   2. streamed one time step per call, the state carried from call to call (each call's hy/cy
+ *      become the next call's h0/c0), compared step by step with run 1: the outputs must be
+ *      bitwise equal, since both runs do the same floating-point operations in the same order.
+ * Prints PASS or FAIL and exits with 0 or 1.
+ *
+ * The model header comes from `rnncore export-c` (generated/lstm_small_model.h; host builds
+ * export it afresh). Builds for the host (board_host.c) and for Cortex-M (mps2/: start-up code,
+ * linker script, semihosting console); see docs/porting.md. */
+#include <stddef.h>
+#include <string.h>
+
+#include <rnncore/rnncore.h>
+
+#include "board.h"
+#include "lstm_small_model.h"
+
+#define STEPS LSTM_SMALL_SAMPLE_STEPS
+#define BATCH LSTM_SMALL_SAMPLE_BATCH
+#define INPUT LSTM_SMALL_INPUT_SIZE
+#define OUTPUT LSTM_SMALL_OUTPUT_SIZE
+#define STATE (LSTM_SMALL_STATE_SIZE * BATCH) /* floats of h (or c) for the whole batch: [L*D, B, H] */
+
+/* PyTorch computed the expected output in float32 with other exp/tanh implementations: allow
+ * float32-level differences, relative to the output's largest magnitude. */
+#define PYTORCH_TOLERANCE 1e-5f
+
+/* Compile-time checks: the sample fits the exported plan limits. */
+typedef char sample_fits_plan[(STEPS <= LSTM_SMALL_MAX_SEQ_LEN && BATCH <= LSTM_SMALL_MAX_BATCH) ? 1 : -1];
+
+/* All memory the library uses: packed weights, then the workspace, sized by the exported plan
+ * sizes and checked against the library's own size queries at start-up. */
+static unsigned char arena[LSTM_SMALL_ARENA_BYTES] __attribute__((aligned(RNNCORE_ALIGNMENT)));
+static rnncore_plan whole_plan; /* max_seq_len STEPS */
+static rnncore_plan step_plan;  /* max_seq_len 1: the streaming plan, same packed weights */
+
+static float y_whole[STEPS * BATCH * OUTPUT];
+static float h_whole[STATE], c_whole[STATE];
+static float y_step[BATCH * OUTPUT];
+static float h_state[2][STATE], c_state[2][STATE]; /* ping-pong: call t reads [t % 2], writes the other */
+
+/* ---- console output without printf (newlib's float printing would pull in the heap) ---- */
+
+static char line[160];
+static size_t line_len;
+
+static void put(const char* s) {
+  while (*s != '\0' && line_len + 1 < sizeof line) line[line_len++] = *s++;
+}
+
+static void put_uint(unsigned long v) {
+  char digits[24];
+  int n = 0;
+  do {
+    digits[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  while (n > 0) {
+    const char d[2] = {digits[--n], '\0'};
+    put(d);
+  }
+}
+
+/* v in scientific notation with three significant digits, e.g. 4.47e-08. */
+static void put_sci(float v) {
+  int exponent = 0;
+  unsigned long mantissa;
+  if (v < 0) {
+    put("-");
+    v = -v;
+  }
+  if (v == 0) {
+    put("0");
+    return;
+  }
+  while (v >= 10.0f) {
+    v /= 10.0f;
+    ++exponent;
+  }
+  while (v < 1.0f) {
+    v *= 10.0f;
+    --exponent;
+  }
+  mantissa = (unsigned long)(v * 100.0f + 0.5f);
+  if (mantissa >= 1000) {
+    mantissa /= 10;
+    ++exponent;
+  }
+  put_uint(mantissa / 100);
+  put(".");
+  put_uint(mantissa / 10 % 10);
+  put_uint(mantissa % 10);
+  put(exponent < 0 ? "e-" : "e+");
+  if (exponent < 0) exponent = -exponent;
+  if (exponent < 10) put("0");
+  put_uint((unsigned long)exponent);
+}
+
+static void end_line(void) {
+  line[line_len++] = '\n';
+  line[line_len] = '\0';
+  board_write(line);
+  line_len = 0;
+}
+
+static int fail(const char* what, rnncore_status status) {
+  put("FAIL: ");
+  put(what);
+  put(": ");
+  put(rnncore_status_message(status));
+  put(" (");
+  put(rnncore_last_error_detail());
+  put(")");
+  end_line();
+  return 1;
+}
+
+static float max_abs(const float* v, size_t n) {
+  float m = 0;
+  size_t i;
+  for (i = 0; i < n; ++i) m = v[i] > m ? v[i] : -v[i] > m ? -v[i] : m;
+  return m;
+}
+
+int main(void) {
+  rnncore_plan_options options;
+  rnncore_forward_args args;
+  rnncore_status status;
+  size_t packed_bytes, workspace_at, workspace_bytes, step_workspace_bytes, i;
+  unsigned long stack_setup;
+  unsigned char* workspace;
+  float max_diff = 0, max_expected;
+  int t, steps_equal = 0, state_equal;
+
+  put("rnncore ");
+  put(rnncore_version());
+  put(" firmware example: LSTM, ");
+  put_uint(LSTM_SMALL_NUM_LAYERS);
+  put(" layers, input ");
+  put_uint(LSTM_SMALL_INPUT_SIZE);
+  put(", hidden ");
+  put_uint(LSTM_SMALL_HIDDEN_SIZE);
+  put("; sample T=");
+  put_uint(STEPS);
+  put(" B=");
+  put_uint(BATCH);
+  end_line();
+
+  /* Plan both runs on the portable scalar path: the sizes the header was exported for. */
+  rnncore_plan_options_init(&options);
+  options.max_batch = LSTM_SMALL_MAX_BATCH;
+  options.max_seq_len = LSTM_SMALL_MAX_SEQ_LEN;
+  options.max_isa = RNNCORE_ISA_NONE;
+  status = rnncore_plan_create(&lstm_small_spec, &options, &whole_plan);
+  if (status != RNNCORE_OK) return fail("plan", status);
+  options.max_seq_len = 1;
+  status = rnncore_plan_create(&lstm_small_spec, &options, &step_plan);
+  if (status != RNNCORE_OK) return fail("streaming plan", status);
+
+  /* The arena was sized at compile time; the library's size queries are the authority. */
+  packed_bytes = rnncore_plan_packed_weight_bytes(&whole_plan);
+  workspace_at = (packed_bytes + RNNCORE_ALIGNMENT - 1) / RNNCORE_ALIGNMENT * RNNCORE_ALIGNMENT;
+  workspace_bytes = rnncore_plan_workspace_bytes(&whole_plan);
+  step_workspace_bytes = rnncore_plan_workspace_bytes(&step_plan);
+  workspace = arena + workspace_at;
+  put("memory: arena ");
+  put_uint(sizeof arena);
+  put(" bytes = packed weights ");
+  put_uint(packed_bytes);
+  put(" + workspace ");
+  put_uint(workspace_bytes);
+  put(" (streaming: ");
+  put_uint(step_workspace_bytes);
+  put("); kernels ");
+  put(rnncore_plan_kernel_name(&whole_plan));
+  end_line();
+  if (workspace_at + workspace_bytes > sizeof arena || step_workspace_bytes > workspace_bytes ||
+      rnncore_plan_packed_weight_bytes(&step_plan) != packed_bytes) {
+    put("FAIL: the arena is smaller than the plans need (export the header again)");
+    end_line();
+    return 1;
+  }
+
+  status = rnncore_plan_pack_weights(&whole_plan, lstm_small_weights, arena, packed_bytes);
+  if (status != RNNCORE_OK) return fail("pack", status);
+  stack_setup = board_stack_high_water(); /* planning and packing */
+  board_stack_mark();                     /* from here: running */
+
+  /* 1. The whole sequence in one call, from a zero state. */
+  rnncore_forward_args_init(&args);
+  args.batch = BATCH;
+  args.seq_len = STEPS;
+  args.x = lstm_small_sample_input;
+  args.y = y_whole;
+  args.hy = h_whole;
+  args.cy = c_whole;
+  status = rnncore_forward(&whole_plan, arena, workspace, workspace_bytes, &args);
+  if (status != RNNCORE_OK) return fail("forward (whole sequence)", status);
+  for (i = 0; i < STEPS * BATCH * OUTPUT; ++i) {
+    const float d = y_whole[i] - lstm_small_sample_output[i];
+    max_diff = d > max_diff ? d : -d > max_diff ? -d : max_diff;
+  }
+  max_expected = max_abs(lstm_small_sample_output, STEPS * BATCH * OUTPUT);
+  put("whole sequence: max_abs_diff=");
+  put_sci(max_diff);
+  put(" vs PyTorch (limit ");
+  put_sci(PYTORCH_TOLERANCE * max_expected);
+  put(")");
+  end_line();
+
+  /* 2. Streaming: one step per call with the step plan, carrying h and c. Step 0 starts from the
+   *    same zero state as run 1 (h0 = c0 = NULL there). */
+  memset(h_state, 0, sizeof h_state);
+  memset(c_state, 0, sizeof c_state);
+  for (t = 0; t < STEPS; ++t) {
+    const int from = t % 2, to = 1 - from;
+    rnncore_forward_args_init(&args);
+    args.batch = BATCH;
+    args.seq_len = 1;
+    args.x = lstm_small_sample_input + (size_t)t * BATCH * INPUT;
+    args.h0 = h_state[from];
+    args.c0 = c_state[from];
+    args.y = y_step;
+    args.hy = h_state[to];
+    args.cy = c_state[to];
+    status = rnncore_forward(&step_plan, arena, workspace, step_workspace_bytes, &args);
+    if (status != RNNCORE_OK) return fail("forward (one step)", status);
+    steps_equal += memcmp(y_step, y_whole + (size_t)t * BATCH * OUTPUT, sizeof y_step) == 0;
+  }
+  state_equal = memcmp(h_state[STEPS % 2], h_whole, sizeof h_whole) == 0 &&
+                memcmp(c_state[STEPS % 2], c_whole, sizeof c_whole) == 0;
+  put("streaming, 1 step per call: ");
+  put_uint((unsigned long)steps_equal);
+  put("/");
+  put_uint(STEPS);
+  put(" steps bitwise equal to the whole-sequence run; final h, c ");
+  put(state_equal ? "equal" : "DIFFERENT");
+  end_line();
+
+  if (stack_setup > 0) {
+    put("stack (deepest, from its top, incl. main's frame): planning and packing ");
+    put_uint(stack_setup);
+    put(" bytes, running ");
+    put_uint(board_stack_high_water());
+    put(" bytes");
+    end_line();
+  }
+
+  if (max_diff <= PYTORCH_TOLERANCE * max_expected && steps_equal == STEPS && state_equal) {
+    put("PASS");
+    end_line();
+    return 0;
+  }
+  put("FAIL");
+  end_line();
+  return 1;
+}

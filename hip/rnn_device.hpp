@@ -1,0 +1,823 @@
+// rnncore GPU kernels, written once for three compilers: hipcc (AMD), nvcc (NVIDIA, through
+// hip/gpu_compat.hpp) and the host C++ compiler (tests/gpu/emulator.hpp runs them on the CPU).
+//
+// Every kernel is a struct with
+//   using Args = ...;                                   its by-value argument block
+//   template <class Exec> RNNCORE_HD static void run(const Exec& ex, const Args& a, int arg, float* smem);
+// `Exec` is the only way a kernel body reaches the machine: block and thread indices, __syncthreads
+// (ex.sync), the grid barrier of a cooperative launch (ex.grid_sync), warp shuffles (ex.shfl_xor)
+// and the warp size (ex.warp_size), and loads of data other blocks wrote (ex.load_coherent). On a
+// GPU it is DeviceExec (hip/rnn_launch.hpp), backed by the compat header; in the emulator it runs
+// each GPU thread as a host thread with real barriers. The numerics (gates, masks, lengths, wrapper
+// chains) and the index arithmetic of every tiling are therefore the same code on the GPU and in
+// the host tests. Nothing here knows the vendor; no literal warp size appears.
+//
+// Layouts (f32; see docs/gpu.md):
+//   packed, per (layer, direction): W [G·H][Ip] (Ip = I rounded up to 4, zero padded; absent for a
+//     skip layer), R [G·H][Hs] (Hs = H rounded up to 4), bias [G·H] = bW + bR (the reset-after GRU's
+//     n gate keeps bR_n apart in bias_rn [H], because r multiplies it). Gate blocks in canonical order.
+//   workspace: proj [T][B][G·H] (input projections of all steps, biases folded in), h[2] [B][Hs]
+//     (double buffer; padding stays 0), c [B][Hs], rh / z [B][Hs] (reset-before GRU), x_cell
+//     [T][B][I] (the input after input dropout), inner layers' outputs [T][B][D·H].
+#ifndef RNNCORE_HIP_RNN_DEVICE_HPP
+#define RNNCORE_HIP_RNN_DEVICE_HPP
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rnncore/philox.h"
+
+/// GPU compilers: inline the cell epilogue into the kernels and unroll loops over register arrays,
+/// so that accumulators never take the address of a stack copy. (Host compilers decide alone.)
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define RNNCORE_GPU_INLINE __forceinline__
+#else
+#define RNNCORE_GPU_INLINE inline
+#endif
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)  // device passes only (nvcc's host pass is GCC)
+#define RNNCORE_GPU_UNROLL _Pragma("unroll")
+#else
+#define RNNCORE_GPU_UNROLL
+#endif
+
+namespace rnncore {
+namespace gpu {
+
+/// Cells, numbered as rnncore::simd::Cell (checked in hip/rnn_plan.hpp).
+enum CellId : int { kLstm = 0, kGruResetAfter = 1, kGruResetBefore = 2, kRnnTanh = 3, kRnnRelu = 4 };
+/// Wrappers per layer (== rnncore::kMaxWrappers, checked in hip/rnn_plan.hpp).
+constexpr int kWrappers = 4;
+/// Threads per block of the element-wise kernels, and the most the persistent kernel is launched
+/// with (its launch bound; the host may use fewer, a multiple of the warp size).
+constexpr int kBlockThreads = 256;
+constexpr int kPersistentThreads = 256;
+
+RNNCORE_HD inline int imin(int a, int b) { return a < b ? a : b; }
+// Loops over the (up to) 4 units of a group run to 4 with a guard, `for (j < 4) if (j < n)`, so
+// that compilers unroll them and per-unit arrays stay in registers.
+
+/// Kernel names (host side: launch errors and test logs name the kernel), indexed by CellId.
+constexpr const char* kStepNames[] = {"f32_lstm_step_tiled", "f32_gru_step_tiled", "f32_gru_reset_before_step_tiled",
+                                      "f32_rnn_tanh_step_tiled", "f32_rnn_relu_step_tiled"};
+constexpr const char* kPersistentNames[] = {"f32_lstm_recurrence_persistent", "f32_gru_recurrence_persistent",
+                                            "f32_gru_reset_before_recurrence_persistent",
+                                            "f32_rnn_tanh_recurrence_persistent", "f32_rnn_relu_recurrence_persistent"};
+
+// ------------------------------------------------------------------------------------ numerics
+
+/// σ(x) = 1 / (1 + e^-x), the formula of the reference backend.
+RNNCORE_HD inline float act_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+RNNCORE_HD inline float act_tanh(float x) { return tanhf(x); }
+RNNCORE_HD inline float act_relu(float x) { return x > 0.0f ? x : 0.0f; }
+
+/// Four floats loaded and stored as one 16-byte access (callers guarantee the alignment).
+struct alignas(16) F4 {
+  float x, y, z, w;
+};
+RNNCORE_HD inline F4 load4(const float* p) { return *reinterpret_cast<const F4*>(p); }
+
+// ------------------------------------------------------------------------------------ weight storage
+
+/// Storage types of W and R (PlanOptions::weight_dtype): f32, or IEEE binary16 / bfloat16 bits.
+/// Products and sums stay f32; only loads convert. Conversions are exact bit manipulation (the
+/// same results from every compiler), round-to-nearest-even when packing.
+struct WeightF16 {
+  uint16_t bits;
+};
+struct WeightBF16 {
+  uint16_t bits;
+};
+enum WeightId : int { kWeightF32 = 0, kWeightF16 = 1, kWeightBF16 = 2 };
+
+RNNCORE_HD inline float bits_to_float(uint32_t u) {
+  union {
+    uint32_t u;
+    float f;
+  } c;
+  c.u = u;
+  return c.f;
+}
+RNNCORE_HD inline uint32_t float_to_bits(float f) {
+  union {
+    float f;
+    uint32_t u;
+  } c;
+  c.f = f;
+  return c.u;
+}
+
+RNNCORE_HD inline float to_float(float w) { return w; }
+RNNCORE_HD inline float to_float(WeightBF16 w) { return bits_to_float(static_cast<uint32_t>(w.bits) << 16); }
+RNNCORE_HD inline float to_float(WeightF16 w) {
+  const uint32_t sign = static_cast<uint32_t>(w.bits & 0x8000u) << 16, exp = (w.bits >> 10) & 0x1fu, mant = w.bits & 0x3ffu;
+  if (exp == 0x1fu) return bits_to_float(sign | 0x7f800000u | (mant << 13));  // inf, nan
+  if (exp != 0) return bits_to_float(sign | ((exp + 112u) << 23) | (mant << 13));
+  const float v = static_cast<float>(mant) * (1.0f / 16777216.0f);  // subnormal (or zero): mant · 2^-24, exact
+  return sign != 0 ? -v : v;
+}
+
+/// f32 → storage type, round to nearest even (NaN stays NaN, overflow goes to inf).
+template <class WT>
+RNNCORE_HD inline WT from_float(float f);
+template <>
+RNNCORE_HD inline float from_float<float>(float f) {
+  return f;
+}
+template <>
+RNNCORE_HD inline WeightBF16 from_float<WeightBF16>(float f) {
+  const uint32_t u = float_to_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return WeightBF16{static_cast<uint16_t>((u >> 16) | 0x40u)};
+  return WeightBF16{static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)};
+}
+template <>
+RNNCORE_HD inline WeightF16 from_float<WeightF16>(float f) {
+  const uint32_t u = float_to_bits(f), abs = u & 0x7fffffffu;
+  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  if (abs > 0x7f800000u) return WeightF16{static_cast<uint16_t>(sign | 0x7e00u)};
+  if (abs >= 0x477ff000u) return WeightF16{static_cast<uint16_t>(sign | 0x7c00u)};
+  if (abs < 0x38800000u) {  // below the smallest normal half: subnormal or zero
+    if (abs < 0x33000000u) return WeightF16{sign};
+    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
+    const int shift = 126 - static_cast<int>(abs >> 23);  // 14..24
+    uint32_t q = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1u))) ++q;
+    return WeightF16{static_cast<uint16_t>(sign | q)};
+  }
+  uint32_t r = abs - 0x38000000u;  // rebias the exponent 127 → 15
+  r = (r + 0xfffu + ((r >> 13) & 1u)) >> 13;
+  return WeightF16{static_cast<uint16_t>(sign | r)};
+}
+
+/// Four consecutive weights (16-byte aligned for f32, 8-byte for the 16-bit types) as floats.
+RNNCORE_HD inline F4 load4w(const float* p) { return load4(p); }
+template <class WT>
+RNNCORE_HD inline F4 load4w(const WT* p) {
+  struct alignas(8) Four {
+    WT v[4];
+  };
+  const Four q = *reinterpret_cast<const Four*>(p);
+  return F4{to_float(q.v[0]), to_float(q.v[1]), to_float(q.v[2]), to_float(q.v[3])};
+}
+
+// ------------------------------------------------------------------------------------ masks
+
+/// One dropout mask site of one run, resolved on the host from src/internal/dropout.hpp's Mask
+/// (seed, site word, keep threshold, variational / shared), in a form kernels can take by value.
+struct MaskSite {
+  uint64_t seed;
+  uint32_t site;
+  uint32_t width;
+  rnncore_mask_params params;
+  int32_t active;       ///< the run drops something here
+  int32_t variational;  ///< t' = 0
+  int32_t shared;       ///< TF-style variational mask shared by the batch: row 0
+};
+
+/// The mask function's row (c1) of batch row b: 0 for a shared mask, else the caller's row id or b.
+RNNCORE_HD inline uint32_t mask_row_id(const MaskSite& m, const uint32_t* row_ids, int b) {
+  if (m.shared) return 0u;
+  return row_ids != nullptr ? row_ids[b] : static_cast<uint32_t>(b);
+}
+
+/// Keep bits of units 4q .. 4q+3 at time t (bit j: unit 4q + j kept): one Philox call, exactly
+/// rnncore_mask_word4 of include/rnncore/philox.h, so masks equal the CPU's bit for bit.
+RNNCORE_HD inline uint32_t mask_bits4(const MaskSite& m, uint32_t step, int t, const uint32_t* row_ids, int b,
+                                      uint32_t q) {
+  const uint32_t t_prime = m.variational ? 0u : static_cast<uint32_t>(t);
+  return rnncore_mask_word4(m.seed, step, m.site, t_prime, mask_row_id(m, row_ids, b), q, m.width, &m.params);
+}
+
+/// v[j] *= (kept ? 1/keep : 0) for the n ≤ 4 units of group q: the reference's multiply_by_mask.
+RNNCORE_HD RNNCORE_GPU_INLINE void apply_mask4(const MaskSite& m, uint32_t step, int t, const uint32_t* row_ids, int b, uint32_t q,
+                                   float* v, int n) {
+  if (!m.active) return;
+  const uint32_t bits = mask_bits4(m, step, t, row_ids, b, q);
+  for (int j = 0; j < 4; ++j) if (j < n) v[j] *= ((bits >> j) & 1u) ? m.params.scale : 0.0f;
+}
+
+// ------------------------------------------------------------------------------------ arguments
+
+/// One direction of one layer. Element strides; pointers are device memory.
+struct DirArgs {
+  const float* x;  ///< the cell input rows: x + t·x_st + b·x_sb (x_cell after input dropout)
+  int64_t x_st, x_sb;
+  const float* x_raw;  ///< the layer's input before any input dropout (residuals, the dropout pre-pass)
+  int64_t xr_st, xr_sb;
+  float* x_cell;  ///< [T][B][I] destination of the input-dropout pre-pass, or null
+  float* y;       ///< this direction's first output column
+  int64_t y_st, y_sb;
+  const void* w;         ///< [G·H][Ip] of the plan's weight storage type, null for a skip layer
+  const void* r;         ///< [G·H][Hs] of the weight storage type
+  const float* bias;     ///< [G·H]
+  const float* bias_rn;  ///< [H] reset-after GRU, else null
+  float* proj;           ///< [T][B][G·H]
+  float* h[2];           ///< [B][Hs] each
+  float* c;              ///< [B][Hs] (LSTM) or null
+  float* rh;             ///< [B][Hs] r ⊙ h (reset-before GRU) or null
+  float* zg;             ///< [B][Hs] z (reset-before GRU) or null
+  const float* h0;       ///< [B][H] or null (zeros)
+  const float* c0;
+  float* hy;  ///< [B][H] or null
+  float* cy;
+  MaskSite input[kWrappers], output[kWrappers], state_h[kWrappers], state_c[kWrappers];
+  int32_t reverse;
+};
+
+/// One layer of one forward run: the argument block of every per-layer kernel.
+struct LayerArgs {
+  int32_t gates, batch, steps, in_size, in_pad, hidden, hidden_stride, dirs;
+  int32_t num_wrappers;
+  int32_t residual[kWrappers];  ///< wrapper w is a (default, additive) residual wrapper
+  const int32_t* lengths;       ///< [B] device copy of seq_lengths, or null (every row runs all steps)
+  const uint32_t* row_ids;      ///< [B] device copy of row_ids, or null
+  uint32_t step;                ///< run counter mod 2^32 (the mask function's c3)
+  DirArgs dir[2];
+};
+
+/// Inter-layer dropout on a time-major layer output [T][B][width].
+struct InterLayerArgs {
+  float* out;
+  int32_t steps, batch, width;
+  const uint32_t* row_ids;
+  uint32_t step;
+  MaskSite mask;
+};
+
+/// Packing of one (layer, direction) from its canonical parameters, staged in device memory.
+struct PackArgs {
+  const float* staging;  ///< the canonical parameters of this (layer, direction)
+  int64_t w_at, r_at, bw_at, br_at;  ///< element offsets of W_0, R_0, bW_0, bR_0 in staging (w_at < 0: skip layer)
+  void* w;  ///< of the weight storage type
+  void* r;
+  float* bias;
+  float* bias_rn;
+  int32_t gates, hidden, in_size, in_pad, hidden_stride, cell;
+};
+
+// ------------------------------------------------------------------------------------ helpers
+
+/// First element index of this thread in a grid-stride loop over the x dimension, and the stride.
+template <class Exec>
+RNNCORE_HD inline int64_t grid_first(const Exec& ex) {
+  return static_cast<int64_t>(ex.bx()) * ex.bdx() + ex.tx();
+}
+template <class Exec>
+RNNCORE_HD inline int64_t grid_stride(const Exec& ex) {
+  return static_cast<int64_t>(ex.gdx()) * ex.bdx();
+}
+
+/// Whether batch row b takes part in step t (t < its length).
+RNNCORE_HD inline bool row_active(const LayerArgs& a, int t, int b) {
+  return t < (a.lengths != nullptr ? a.lengths[b] : a.steps);
+}
+
+/// The cell's update for units u0 .. u0+3 (u0 a multiple of 4) of batch row b at step s (time t),
+/// from the recurrent dot products rec[4·gate + j] of this phase's gates: gates, state update, length
+/// handling, state dropout (wrappers innermost first), the raw cell output into y. The reset-before
+/// GRU runs it twice per step: PHASE 1 makes r ⊙ h and z; PHASE 2 (rec = R_n (r ⊙ h)) the rest.
+template <int C, int PHASE, class Exec>
+RNNCORE_HD RNNCORE_GPU_INLINE void cell_epilogue4(const Exec& ex, const LayerArgs& a, const DirArgs& d, int s, int t, int b, int u0,
+                                      const float* rec) {
+  const int H = a.hidden;
+  const int64_t Hs = a.hidden_stride;
+  const int n = imin(4, H - u0);
+  const float* hp = d.h[s & 1] + b * Hs;
+  float* hn = d.h[(s + 1) & 1] + b * Hs;
+  float* yr = d.y + t * d.y_st + b * d.y_sb;
+  if (!row_active(a, t, b)) {  // past the row's length: the state carries over, the output is zero
+    if constexpr (PHASE != 1) {
+      for (int j = 0; j < 4; ++j) if (j < n) {
+        hn[u0 + j] = ex.load_coherent(hp + u0 + j);
+        yr[u0 + j] = 0.0f;
+      }
+    }
+    return;
+  }
+  const int64_t GH = static_cast<int64_t>(a.gates) * H;
+  const float* pr = d.proj + (static_cast<int64_t>(t) * a.batch + b) * GH + u0;
+  if constexpr (PHASE == 1) {  // reset-before GRU: r ⊙ h feeds every unit's n gate, after a barrier
+    for (int j = 0; j < 4; ++j) if (j < n) {
+      const float r = act_sigmoid(pr[j] + rec[j]);
+      d.zg[b * Hs + u0 + j] = act_sigmoid(pr[H + j] + rec[4 + j]);
+      d.rh[b * Hs + u0 + j] = r * ex.load_coherent(hp + u0 + j);
+    }
+  } else {
+    float hnew[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if constexpr (C == kLstm) {
+      float cnew[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      float* cr = d.c + b * Hs + u0;
+      for (int j = 0; j < 4; ++j) if (j < n) {
+        const float i = act_sigmoid(pr[j] + rec[j]);
+        const float f = act_sigmoid(pr[H + j] + rec[4 + j]);
+        const float g = act_tanh(pr[2 * H + j] + rec[8 + j]);
+        const float o = act_sigmoid(pr[3 * H + j] + rec[12 + j]);
+        cnew[j] = f * cr[j] + i * g;
+        hnew[j] = o * act_tanh(cnew[j]);
+      }
+      const uint32_t q = static_cast<uint32_t>(u0) / 4u;
+      for (int w = 0; w < a.num_wrappers; ++w) apply_mask4(d.state_c[w], a.step, t, a.row_ids, b, q, cnew, n);
+      for (int j = 0; j < 4; ++j) if (j < n) cr[j] = cnew[j];
+    } else if constexpr (C == kGruResetAfter) {
+      for (int j = 0; j < 4; ++j) if (j < n) {
+        const float r = act_sigmoid(pr[j] + rec[j]);
+        const float z = act_sigmoid(pr[H + j] + rec[4 + j]);
+        const float nn = act_tanh(pr[2 * H + j] + r * (rec[8 + j] + d.bias_rn[u0 + j]));
+        hnew[j] = (1.0f - z) * nn + z * ex.load_coherent(hp + u0 + j);
+      }
+    } else if constexpr (C == kGruResetBefore) {  // PHASE 2: rec is R_n (r ⊙ h)
+      for (int j = 0; j < 4; ++j) if (j < n) {
+        const float z = d.zg[b * Hs + u0 + j];
+        const float nn = act_tanh(pr[2 * H + j] + rec[j]);
+        hnew[j] = (1.0f - z) * nn + z * ex.load_coherent(hp + u0 + j);
+      }
+    } else {
+      for (int j = 0; j < 4; ++j) if (j < n) {
+        const float pre = pr[j] + rec[j];
+        hnew[j] = C == kRnnTanh ? act_tanh(pre) : act_relu(pre);
+      }
+    }
+    // The cell output goes to y as is (output dropout and residuals run after the recurrence); the
+    // state that carries on is the dropped one.
+    for (int j = 0; j < 4; ++j) if (j < n) yr[u0 + j] = hnew[j];
+    const uint32_t q = static_cast<uint32_t>(u0) / 4u;
+    for (int w = 0; w < a.num_wrappers; ++w) apply_mask4(d.state_h[w], a.step, t, a.row_ids, b, q, hnew, n);
+    for (int j = 0; j < 4; ++j) if (j < n) hn[u0 + j] = hnew[j];
+  }
+}
+
+// ------------------------------------------------------------------------------------ kernels
+
+/// Canonical → packed for one (layer, direction): one thread per packed element (grid-stride);
+/// W and R are stored as WT.
+template <class WT>
+struct f32_rnn_pack_weights {
+  using Args = PackArgs;
+  static const char* name() { return "f32_rnn_pack_weights"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  RNNCORE_HD static int64_t elements(const Args& a) {
+    const int64_t GH = static_cast<int64_t>(a.gates) * a.hidden;
+    return (a.w != nullptr ? GH * a.in_pad : 0) + GH * a.hidden_stride + GH + (a.bias_rn != nullptr ? a.hidden : 0);
+  }
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
+    const int64_t H = a.hidden, I = a.in_size, GH = a.gates * H;
+    const int64_t n_w = a.w != nullptr ? GH * a.in_pad : 0, n_r = GH * a.hidden_stride, n_b = GH;
+    const int64_t total = elements(a);
+    for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
+      int64_t j = i;
+      if (j < n_w) {  // W row (g, u), column k: W_g[u][k], rows of the canonical [H, I] blocks
+        const int64_t row = j / a.in_pad, k = j % a.in_pad;
+        static_cast<WT*>(a.w)[j] = from_float<WT>(k < I ? a.staging[a.w_at + row * I + k] : 0.0f);
+        continue;
+      }
+      j -= n_w;
+      if (j < n_r) {
+        const int64_t row = j / a.hidden_stride, k = j % a.hidden_stride;
+        static_cast<WT*>(a.r)[j] = from_float<WT>(k < H ? a.staging[a.r_at + row * H + k] : 0.0f);
+        continue;
+      }
+      j -= n_r;
+      if (j < n_b) {  // bW + bR, except the reset-after GRU's n gate (r multiplies bR_n)
+        const bool fold = !(a.cell == kGruResetAfter && j >= 2 * H);
+        a.bias[j] = a.staging[a.bw_at + j] + (fold ? a.staging[a.br_at + j] : 0.0f);
+        continue;
+      }
+      j -= n_b;
+      a.bias_rn[j] = a.staging[a.br_at + 2 * H + j];
+    }
+  }
+};
+
+/// Input dropout pre-pass: x_cell[t][b] = x_raw[t][b] times every wrapper's input mask, outermost
+/// first (the reference's order). One thread per 4 units (one Philox call per wrapper); grid.z = direction.
+struct f32_rnn_input_dropout {
+  using Args = LayerArgs;
+  static const char* name() { return "f32_rnn_input_dropout"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
+    const DirArgs& d = a.dir[ex.bz()];
+    const int I = a.in_size, groups = (I + 3) / 4;
+    const int64_t total = static_cast<int64_t>(a.steps) * a.batch * groups;
+    for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
+      const int64_t m = i / groups;
+      const int q = static_cast<int>(i % groups), u0 = 4 * q, n = imin(4, I - u0);
+      const int t = static_cast<int>(m / a.batch), b = static_cast<int>(m % a.batch);
+      const float* src = d.x_raw + t * d.xr_st + b * d.xr_sb + u0;
+      float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int j = 0; j < 4; ++j) if (j < n) v[j] = src[j];
+      for (int w = a.num_wrappers - 1; w >= 0; --w)
+        apply_mask4(d.input[w], a.step, t, a.row_ids, b, static_cast<uint32_t>(q), v, n);
+      float* dst = d.x_cell + m * I + u0;
+      for (int j = 0; j < 4; ++j) if (j < n) dst[j] = v[j];
+    }
+  }
+};
+
+/// Input projection of every step at once: proj[m][n] = Σ_k x[m][k] · W[n][k] + bias[n] for rows
+/// m = t·B + b, columns n < G·H. Shared-memory tiles of kBM × kBN over k chunks of kBK; each of the
+/// kThreads threads accumulates a 4 × 4 block in registers; W is stored as WT, converted on the
+/// tile load. grid = (N tiles, M tiles (strided), direction).
+template <class WT>
+struct f32_rnn_proj_gemm_tiled {
+  using Args = LayerArgs;
+  static const char* name() { return "f32_rnn_proj_gemm_tiled"; }
+  static constexpr int kBM = 64, kBN = 64, kBK = 16, kThreads = 256;
+  static constexpr int kMaxThreads = kThreads;
+  RNNCORE_HD static size_t smem_bytes() { return sizeof(float) * kBK * (kBM + kBN); }
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float* smem) {
+    const DirArgs& d = a.dir[ex.bz()];
+    float* As = smem;              // [kBK][kBM]: x tile, k-major so a thread reads 4 rows at once
+    float* Bs = smem + kBK * kBM;  // [kBK][kBN]: W tile
+    const int64_t M = static_cast<int64_t>(a.steps) * a.batch, N = static_cast<int64_t>(a.gates) * a.hidden;
+    const int K = a.in_size, tid = ex.tx(), ty = tid / (kBN / 4), tx = tid % (kBN / 4);
+    const int64_t n0 = static_cast<int64_t>(ex.bx()) * kBN;
+    const int64_t m_tiles = (M + kBM - 1) / kBM;
+    for (int64_t mt = ex.by(); mt < m_tiles; mt += ex.gdy()) {
+      const int64_t m0 = mt * kBM;
+      float acc[4][4];
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+      for (int k0 = 0; k0 < K; k0 += kBK) {
+        // Loads walk k fastest: consecutive threads read consecutive addresses of a row.
+        for (int e = tid; e < kBM * kBK; e += kThreads) {
+          const int r = e / kBK, kk = e % kBK;
+          const int64_t m = m0 + r;
+          const int k = k0 + kk;
+          float v = 0.0f;
+          if (m < M && k < K) {
+            const int64_t t = m / a.batch, b = m % a.batch;
+            v = d.x[t * d.x_st + b * d.x_sb + k];
+          }
+          As[kk * kBM + r] = v;
+        }
+        for (int e = tid; e < kBN * kBK; e += kThreads) {
+          const int c = e / kBK, kk = e % kBK;
+          const int64_t n = n0 + c;
+          const int k = k0 + kk;
+          Bs[kk * kBN + c] = n < N && k < K ? to_float(static_cast<const WT*>(d.w)[n * a.in_pad + k]) : 0.0f;
+        }
+        ex.sync();
+        const int kn = imin(kBK, K - k0);
+        for (int kk = 0; kk < kn; ++kk) {
+          const F4 av = load4(As + kk * kBM + ty * 4), bv = load4(Bs + kk * kBN + tx * 4);
+          const float ar[4] = {av.x, av.y, av.z, av.w}, br[4] = {bv.x, bv.y, bv.z, bv.w};
+          for (int i = 0; i < 4; ++i)
+            for (int j = 0; j < 4; ++j) acc[i][j] += ar[i] * br[j];
+        }
+        ex.sync();
+      }
+      for (int i = 0; i < 4; ++i) {
+        const int64_t m = m0 + ty * 4 + i;
+        if (m >= M) continue;
+        for (int j = 0; j < 4; ++j) {
+          const int64_t n = n0 + tx * 4 + j;
+          if (n < N) d.proj[m * N + n] = acc[i][j] + d.bias[n];
+        }
+      }
+    }
+  }
+};
+
+/// Skip-input layer: proj[m][g·H + u] = x[m][u] + bias[g·H + u] (W x replaced by x for every gate).
+struct f32_rnn_proj_skip {
+  using Args = LayerArgs;
+  static const char* name() { return "f32_rnn_proj_skip"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
+    const DirArgs& d = a.dir[ex.bz()];
+    const int64_t N = static_cast<int64_t>(a.gates) * a.hidden;
+    const int64_t total = static_cast<int64_t>(a.steps) * a.batch * N;
+    for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
+      const int64_t m = i / N, n = i % N, t = m / a.batch, b = m % a.batch;
+      d.proj[i] = d.x[t * d.x_st + b * d.x_sb + n % a.hidden] + d.bias[n];
+    }
+  }
+};
+
+/// Initial state: h[0] = h0 (or 0) with zero padding, h[1] = 0, c = c0 (or 0), r ⊙ h = 0.
+struct f32_rnn_state_init {
+  using Args = LayerArgs;
+  static const char* name() { return "f32_rnn_state_init"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
+    const DirArgs& d = a.dir[ex.bz()];
+    const int64_t Hs = a.hidden_stride, total = static_cast<int64_t>(a.batch) * Hs;
+    for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
+      const int64_t b = i / Hs, u = i % Hs;
+      const bool unit = u < a.hidden;
+      d.h[0][i] = unit && d.h0 != nullptr ? d.h0[b * a.hidden + u] : 0.0f;
+      d.h[1][i] = 0.0f;
+      if (d.c != nullptr) d.c[i] = unit && d.c0 != nullptr ? d.c0[b * a.hidden + u] : 0.0f;
+      if (d.rh != nullptr) d.rh[i] = 0.0f;
+    }
+  }
+};
+
+/// Final state: hy = h after the last step (buffer T mod 2), cy = c.
+struct f32_rnn_state_final {
+  using Args = LayerArgs;
+  static const char* name() { return "f32_rnn_state_final"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
+    const DirArgs& d = a.dir[ex.bz()];
+    const int64_t H = a.hidden, Hs = a.hidden_stride, total = static_cast<int64_t>(a.batch) * H;
+    const float* h = d.h[a.steps & 1];
+    for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
+      const int64_t b = i / H, u = i % H;
+      if (d.hy != nullptr) d.hy[i] = h[b * Hs + u];
+      if (d.cy != nullptr && d.c != nullptr) d.cy[i] = d.c[b * Hs + u];
+    }
+  }
+};
+
+/// Out through the wrappers, innermost first, for every (t, b) within its length: output dropout,
+/// and residuals fn(input the wrapper saw, output) = sum, where the input a residual sees carries
+/// the input dropout of the wrappers outside it. One thread per 4 units; grid.z = direction.
+struct f32_rnn_output_chain {
+  using Args = LayerArgs;
+  static const char* name() { return "f32_rnn_output_chain"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
+    const DirArgs& d = a.dir[ex.bz()];
+    const int H = a.hidden, groups = (H + 3) / 4;
+    const int64_t total = static_cast<int64_t>(a.steps) * a.batch * groups;
+    for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
+      const int64_t m = i / groups;
+      const int q = static_cast<int>(i % groups), u0 = 4 * q, n = imin(4, H - u0);
+      const int t = static_cast<int>(m / a.batch), b = static_cast<int>(m % a.batch);
+      if (!row_active(a, t, b)) continue;  // outputs past a row's length stay zero
+      float* o = d.y + t * d.y_st + b * d.y_sb + u0;
+      float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int j = 0; j < 4; ++j) if (j < n) v[j] = o[j];
+      for (int w = 0; w < a.num_wrappers; ++w) {
+        if (!a.residual[w]) {
+          apply_mask4(d.output[w], a.step, t, a.row_ids, b, static_cast<uint32_t>(q), v, n);
+          continue;
+        }
+        float xl[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        const float* xr = d.x_raw + t * d.xr_st + b * d.xr_sb + u0;  // residuals need I == H
+        for (int j = 0; j < 4; ++j) if (j < n) xl[j] = xr[j];
+        for (int u = a.num_wrappers - 1; u > w; --u)
+          apply_mask4(d.input[u], a.step, t, a.row_ids, b, static_cast<uint32_t>(q), xl, n);
+        for (int j = 0; j < 4; ++j) if (j < n) v[j] = xl[j] + v[j];
+      }
+      for (int j = 0; j < 4; ++j) if (j < n) o[j] = v[j];
+    }
+  }
+};
+
+/// CudnnLSTM inter-layer dropout on a layer's whole output [T][B][D·H] (direction bit 0).
+struct f32_rnn_inter_layer_dropout {
+  using Args = InterLayerArgs;
+  static const char* name() { return "f32_rnn_inter_layer_dropout"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
+    const int W = a.width, groups = (W + 3) / 4;
+    const int64_t total = static_cast<int64_t>(a.steps) * a.batch * groups;
+    for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
+      const int64_t m = i / groups;
+      const int q = static_cast<int>(i % groups), u0 = 4 * q, n = imin(4, W - u0);
+      const int t = static_cast<int>(m / a.batch), b = static_cast<int>(m % a.batch);
+      float* o = a.out + m * W + u0;
+      float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int j = 0; j < 4; ++j) if (j < n) v[j] = o[j];
+      apply_mask4(a.mask, a.step, t, a.row_ids, b, static_cast<uint32_t>(q), v, n);
+      for (int j = 0; j < 4; ++j) if (j < n) o[j] = v[j];
+    }
+  }
+};
+
+/// Tile shape of the per-step recurrent kernel: a block computes kBM batch rows × kBU units (all
+/// gates of those units) over k chunks of kBK; a thread owns kTM rows × 4 units × its gates, and
+/// kKS thread groups split each chunk's k (their partial sums meet in shared memory).
+template <int BM, int BU, int TM, int KS, int BK>
+struct StepTile {
+  static constexpr int kBM = BM, kBU = BU, kTM = TM, kKS = KS, kBK = BK;
+  static constexpr int kRowThreads = BM / TM, kUnitThreads = BU / 4;
+  static constexpr int kThreads = kRowThreads * kUnitThreads * KS;
+  static_assert(BM % TM == 0 && BU % 4 == 0, "tile shape");
+};
+/// Small tiles for few rows or units (more blocks), large ones when the grid is full anyway.
+using StepTileSmall = StepTile<16, 16, 2, 4, 32>;  // 128 threads
+using StepTileLarge = StepTile<32, 32, 4, 2, 32>;  // 128 threads
+
+/// One time step (s) of every direction, fused: recurrent product of a tile of rows × units for
+/// gates [G0, G0 + NG) from shared-memory chunks of h and R, then the cell epilogue on the
+/// accumulators (biases, gates, state update, lengths, state dropout, output). PHASE 0 is a whole
+/// step; the reset-before GRU runs PHASE 1 (r, z from h) and PHASE 2 (n from r ⊙ h) as two launches.
+/// grid = (unit tiles, row tiles (strided), direction).
+template <int C, int G0, int NG, int PHASE, class Tile, class WT>
+struct f32_rnn_step_tiled {
+  using Args = LayerArgs;
+  static const char* name() { return PHASE == 1 ? "f32_gru_reset_before_phase1_tiled"
+                                                : PHASE == 2 ? "f32_gru_reset_before_phase2_tiled"
+                                                             : kStepNames[C]; }
+  static constexpr int kAcc = Tile::kTM * NG * 4;
+  static constexpr int kMaxThreads = Tile::kThreads;
+  RNNCORE_HD static size_t smem_bytes() {
+    const size_t tiles = static_cast<size_t>(Tile::kBK) * (Tile::kBM + NG * Tile::kBU);
+    const size_t partial = static_cast<size_t>(Tile::kKS - 1) * Tile::kRowThreads * Tile::kUnitThreads * kAcc;
+    return sizeof(float) * (tiles > partial ? tiles : partial);
+  }
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int s, float* smem) {
+    const DirArgs& d = a.dir[ex.bz()];
+    const int H = a.hidden, B = a.batch, tid = ex.tx();
+    const int64_t Hs = a.hidden_stride;
+    const int t = d.reverse ? a.steps - 1 - s : s;
+    const float* op = PHASE == 2 ? d.rh : d.h[s & 1];
+    constexpr int BM = Tile::kBM, BU = Tile::kBU, BK = Tile::kBK, TM = Tile::kTM, KS = Tile::kKS;
+    constexpr int RU = Tile::kRowThreads * Tile::kUnitThreads, NC = NG * BU;
+    const int ks = tid / RU, rem = tid % RU, rt = rem / Tile::kUnitThreads, ut = rem % Tile::kUnitThreads;
+    float* hs = smem;            // [BK][BM]
+    float* rs = smem + BK * BM;  // [BK][NG·BU]: column g·BU + uu is gate G0+g of unit u0 + uu
+    const int u0 = ex.bx() * BU;
+    const int row_tiles = (B + BM - 1) / BM;
+    for (int bt = ex.by(); bt < row_tiles; bt += ex.gdy()) {
+      const int b0 = bt * BM;
+      float acc[TM][NG][4];
+      for (int i = 0; i < TM; ++i)
+        for (int g = 0; g < NG; ++g)
+          for (int j = 0; j < 4; ++j) acc[i][g][j] = 0.0f;
+      for (int64_t k0 = 0; k0 < Hs; k0 += BK) {
+        for (int e = tid; e < BM * BK; e += Tile::kThreads) {
+          const int r = e / BK, kk = e % BK, b = b0 + r;
+          const int64_t k = k0 + kk;
+          hs[kk * BM + r] = b < B && k < Hs ? op[b * Hs + k] : 0.0f;
+        }
+        for (int e = tid; e < NC * BK; e += Tile::kThreads) {
+          const int c = e / BK, kk = e % BK, g = c / BU, u = u0 + c % BU;
+          const int64_t k = k0 + kk;
+          rs[kk * NC + c] =
+              u < H && k < Hs ? to_float(static_cast<const WT*>(d.r)[(static_cast<int64_t>(G0 + g) * H + u) * Hs + k]) : 0.0f;
+        }
+        ex.sync();
+        for (int kk = ks; kk < BK; kk += KS) {
+          float hv[TM];
+          for (int i = 0; i < TM; ++i) hv[i] = hs[kk * BM + rt * TM + i];
+          for (int g = 0; g < NG; ++g) {
+            const F4 rv = load4(rs + kk * NC + g * BU + ut * 4);
+            for (int i = 0; i < TM; ++i) {
+              acc[i][g][0] += hv[i] * rv.x;
+              acc[i][g][1] += hv[i] * rv.y;
+              acc[i][g][2] += hv[i] * rv.z;
+              acc[i][g][3] += hv[i] * rv.w;
+            }
+          }
+        }
+        ex.sync();
+      }
+      if (KS > 1) {  // groups 1.. hand their partial sums to group 0, which adds them in a fixed order
+        if (ks > 0) {
+          float* out = smem + (static_cast<int64_t>(ks - 1) * RU + rem) * kAcc;
+          for (int i = 0; i < TM; ++i)
+            for (int g = 0; g < NG; ++g)
+              for (int j = 0; j < 4; ++j) out[(i * NG + g) * 4 + j] = acc[i][g][j];
+        }
+        ex.sync();
+        if (ks == 0)
+          for (int p = 1; p < KS; ++p) {
+            const float* in = smem + (static_cast<int64_t>(p - 1) * RU + rem) * kAcc;
+            for (int i = 0; i < TM; ++i)
+              for (int g = 0; g < NG; ++g)
+                for (int j = 0; j < 4; ++j) acc[i][g][j] += in[(i * NG + g) * 4 + j];
+          }
+      }
+      if (ks == 0) {
+        const int ug = u0 + ut * 4;
+        RNNCORE_GPU_UNROLL
+        for (int i = 0; i < TM; ++i) {
+          const int b = b0 + rt * TM + i;
+          if (b < B && ug < H) cell_epilogue4<C, PHASE>(ex, a, d, s, t, b, ug, &acc[i][0][0]);
+        }
+      }
+      ex.sync();  // the partial-sum area is the tile area of the next row tile
+    }
+  }
+};
+
+/// Persistent recurrence for small batches: one cooperative launch runs all T steps of every
+/// direction. Block j of a direction owns units [j·U, j·U + U) (U = arg, a multiple of 4) and keeps
+/// all gates' rows of R for them in shared memory across steps; each step it stages h (the state
+/// every block wrote before the last grid barrier), forms the dot products (a warp per R row, lanes
+/// split k, a shuffle reduction per batch row), runs the cell epilogue for its units and meets the
+/// other blocks at a grid barrier. MAXB ≥ B bounds the per-thread accumulators.
+/// grid = (blocks per direction, 1, directions); needs every block co-resident (checked at plan time).
+/// Shared memory of the persistent kernel: R rows [G·U][Hs] of `weight_bytes` each, the staged
+/// operand [B][Hs] and the dot products [G·U][MAXB] in f32.
+RNNCORE_HD inline size_t persistent_smem_bytes(int gates, int maxb, int units, int64_t hidden_stride, int batch,
+                                               size_t weight_bytes) {
+  return weight_bytes * static_cast<size_t>(gates) * units * hidden_stride +
+         sizeof(float) * (static_cast<size_t>(batch) * hidden_stride + static_cast<size_t>(gates) * units * maxb);
+}
+
+/// Gates of a cell.
+RNNCORE_HD constexpr int cell_gates(int c) { return c == kLstm ? 4 : (c == kGruResetAfter || c == kGruResetBefore) ? 3 : 1; }
+
+template <int C, int MAXB, class WT>
+struct f32_rnn_recurrence_persistent {
+  using Args = LayerArgs;
+  static const char* name() { return kPersistentNames[C]; }
+  static constexpr int kGates = cell_gates(C);
+  static constexpr int kMaxThreads = kPersistentThreads;
+
+  /// pre[n][b] = R row n · op[b] for this block's rows n in [n_begin, n_end).
+  template <class Exec>
+  RNNCORE_HD static void dots(const Exec& ex, const WT* rows, const float* stage, float* pre, int n_begin, int n_end,
+                              int batch, int64_t Hs) {
+    const int ws = ex.warp_size(), lane = ex.tx() % ws, warps = ex.bdx() / ws;
+    const int64_t k4n = Hs / 4;
+    for (int n = n_begin + ex.tx() / ws; n < n_end; n += warps) {
+      float acc[MAXB];
+      for (int b = 0; b < MAXB; ++b) acc[b] = 0.0f;
+      for (int64_t k4 = lane; k4 < k4n; k4 += ws) {
+        const F4 rv = load4w(rows + n * Hs + 4 * k4);
+        for (int b = 0; b < MAXB; ++b) {
+          if (b >= batch) break;
+          const F4 hv = load4(stage + b * Hs + 4 * k4);
+          acc[b] += rv.x * hv.x + rv.y * hv.y + rv.z * hv.z + rv.w * hv.w;
+        }
+      }
+      for (int b = 0; b < MAXB; ++b) {
+        if (b >= batch) break;  // uniform across the warp: every lane takes part in the shuffles
+        float v = acc[b];
+        for (int m = ws / 2; m > 0; m /= 2) v += ex.shfl_xor(v, m);
+        if (lane == 0) pre[n * MAXB + b] = v;
+      }
+    }
+  }
+
+  /// Stages op [B][Hs] (written by other blocks before the last grid barrier) in shared memory.
+  template <class Exec>
+  RNNCORE_HD static void stage(const Exec& ex, const float* op, float* st, int batch, int64_t Hs) {
+    const int64_t total = batch * Hs;
+    for (int64_t i = ex.tx(); i < total; i += ex.bdx()) st[i] = ex.load_coherent(op + i);
+  }
+
+  /// The cell epilogue of this block's units for gates [g0, g0 + ng) of `pre`.
+  template <int PHASE, class Exec>
+  RNNCORE_HD static void epilogue(const Exec& ex, const Args& a, const DirArgs& d, const float* pre, int s, int t,
+                                  int unit0, int units, int g0, int ng) {
+    const int groups = units / 4, items = a.batch * groups;
+    for (int it = ex.tx(); it < items; it += ex.bdx()) {
+      const int b = it / groups, qq = it % groups, u = unit0 + 4 * qq;
+      if (u >= a.hidden) continue;
+      float rec[4][4];
+      for (int g = 0; g < ng; ++g)
+        for (int j = 0; j < 4; ++j) rec[g][j] = pre[((g0 + g) * units + 4 * qq + j) * MAXB + b];
+      cell_epilogue4<C, PHASE>(ex, a, d, s, t, b, u, &rec[0][0]);
+    }
+  }
+
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int units, float* smem) {
+    const DirArgs& d = a.dir[ex.bz()];
+    const int H = a.hidden, B = a.batch, G = kGates;
+    const int64_t Hs = a.hidden_stride;
+    const int unit0 = ex.bx() * units;
+    WT* rows = reinterpret_cast<WT*>(smem);                                       // [G·U][Hs]
+    float* st = reinterpret_cast<float*>(rows + static_cast<int64_t>(G) * units * Hs);  // [B][Hs]
+    float* pre = st + static_cast<int64_t>(B) * Hs;              // [G·U][MAXB]
+    const int64_t slice = static_cast<int64_t>(G) * units * Hs;
+    for (int64_t i = ex.tx(); i < slice; i += ex.bdx()) {  // this block's R rows, once for all steps
+      const int64_t n = i / Hs, k = i % Hs;
+      const int g = static_cast<int>(n / units), u = unit0 + static_cast<int>(n % units);
+      rows[i] = u < H ? static_cast<const WT*>(d.r)[(static_cast<int64_t>(g) * H + u) * Hs + k] : from_float<WT>(0.0f);
+    }
+    for (int s = 0; s < a.steps; ++s) {
+      const int t = d.reverse ? a.steps - 1 - s : s;
+      stage(ex, d.h[s & 1], st, B, Hs);
+      ex.sync();
+      if constexpr (C == kGruResetBefore) {
+        dots(ex, rows, st, pre, 0, 2 * units, B, Hs);
+        ex.sync();
+        epilogue<1>(ex, a, d, pre, s, t, unit0, units, 0, 2);
+        ex.grid_sync();  // every block's r ⊙ h is written
+        stage(ex, d.rh, st, B, Hs);
+        ex.sync();
+        dots(ex, rows, st, pre, 2 * units, 3 * units, B, Hs);
+        ex.sync();
+        epilogue<2>(ex, a, d, pre, s, t, unit0, units, 2, 1);
+      } else {
+        dots(ex, rows, st, pre, 0, G * units, B, Hs);
+        ex.sync();
+        epilogue<0>(ex, a, d, pre, s, t, unit0, units, 0, G);
+      }
+      ex.grid_sync();  // every block's h for step s + 1 is written
+    }
+  }
+};
+
+}  // namespace gpu
+}  // namespace rnncore
+
+#endif  // RNNCORE_HIP_RNN_DEVICE_HPP

@@ -1,0 +1,132 @@
+// Device side of the kernels of hip/rnn_device.hpp: the one __global__ template that runs a kernel
+// body with the GPU's Exec, and the launcher that hip/rnn_plan.hpp's schedules drive. Compiled by
+// hipcc or nvcc only (src/gpu/gpu_backend.hip includes it).
+#ifndef RNNCORE_HIP_RNN_LAUNCH_HPP
+#define RNNCORE_HIP_RNN_LAUNCH_HPP
+
+#include "hip/gpu_compat.hpp"
+#include "hip/rnn_device.hpp"
+#include "hip/rnn_plan.hpp"
+
+namespace rnncore {
+namespace gpu {
+
+/// The GPU's side of the Exec interface of rnn_device.hpp: built-in indices and the compat
+/// header's barrier, shuffle and load primitives.
+struct DeviceExec {
+  __device__ int bx() const { return static_cast<int>(blockIdx.x); }
+  __device__ int by() const { return static_cast<int>(blockIdx.y); }
+  __device__ int bz() const { return static_cast<int>(blockIdx.z); }
+  __device__ int gdx() const { return static_cast<int>(gridDim.x); }
+  __device__ int gdy() const { return static_cast<int>(gridDim.y); }
+  __device__ int tx() const { return static_cast<int>(threadIdx.x); }
+  __device__ int bdx() const { return static_cast<int>(blockDim.x); }
+  __device__ int warp_size() const { return RNNCORE_GPU_WARP_SIZE; }
+  __device__ void sync() const { __syncthreads(); }
+  __device__ void grid_sync() const { rnncore_gpu_grid_sync(); }
+  __device__ float shfl_xor(float v, int mask) const { return rnncore_gpu_shfl_xor(v, mask); }
+  __device__ float load_coherent(const float* p) const { return rnncore_gpu_load_coherent(p); }
+};
+
+/// Every rnncore kernel: K's body with the device Exec and the dynamic shared memory. Profilers
+/// show the body's name as the template argument (f32_lstm_recurrence_persistent<8>, ...).
+template <class K>
+__global__ void __launch_bounds__(K::kMaxThreads) rnncore_kernel(typename K::Args args, int arg) {
+  RNNCORE_GPU_DYNAMIC_SMEM(rnncore_smem);
+  K::run(DeviceExec(), args, arg, rnncore_smem);
+}
+
+/// Above this, a kernel must opt in to more dynamic shared memory (NVIDIA; harmless on AMD).
+constexpr std::size_t kDefaultSmemLimit = 48 * 1024;
+
+/// Status of a failed runtime call, naming the call and the runtime's message.
+inline Status runtime_error(hipError_t e, const char* what, const char* detail = "") {
+  return detail::fail_status(Status::device, "gpu: %s%s%s: %s", what, detail[0] ? " " : "", detail, hipGetErrorString(e));
+}
+
+#define RNNCORE_GPU_CHECK(call, what, detail)              \
+  do {                                                    \
+    const hipError_t rnncore_e_ = (call);                 \
+    if (rnncore_e_ != hipSuccess) return ::rnncore::gpu::runtime_error(rnncore_e_, (what), (detail)); \
+  } while (0)
+
+/// Occupancy of a kernel at a block size and dynamic shared memory (opting in where needed).
+template <class K>
+int blocks_per_multiprocessor(int threads, std::size_t smem) {
+  const void* fn = reinterpret_cast<const void*>(&rnncore_kernel<K>);
+  if (threads > K::kMaxThreads) return 0;
+  if (smem > kDefaultSmemLimit &&
+      hipFuncSetAttribute(fn, hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) != hipSuccess) {
+    (void)hipGetLastError();
+    return 0;
+  }
+  int n = 0;
+  if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, threads, smem) != hipSuccess) {
+    (void)hipGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+/// Launches kernels on one stream. `synchronous` (packing) makes finish() wait for the stream.
+class DeviceLauncher {
+ public:
+  DeviceLauncher(hipStream_t stream, bool synchronous) : stream_(stream), synchronous_(synchronous) {}
+
+  template <class K>
+  Status launch(const Dims& d, const typename K::Args& a, int arg) {
+    RNNCORE_RETURN_IF_ERROR(prepare<K>(d));
+    rnncore_kernel<K><<<dim3(d.gx, d.gy, d.gz), dim3(d.block), d.smem, stream_>>>(a, arg);
+    RNNCORE_GPU_CHECK(hipGetLastError(), "launch of", K::name());
+    return Status::ok;
+  }
+
+  template <class K>
+  Status launch_cooperative(const Dims& d, const typename K::Args& a, int arg) {
+    RNNCORE_RETURN_IF_ERROR(prepare<K>(d));
+    typename K::Args args = a;
+    void* params[] = {&args, &arg};
+    RNNCORE_GPU_CHECK(hipLaunchCooperativeKernel(reinterpret_cast<const void*>(&rnncore_kernel<K>), dim3(d.gx, d.gy, d.gz),
+                                                 dim3(d.block), params, static_cast<unsigned int>(d.smem), stream_),
+                      "cooperative launch of", K::name());
+    return Status::ok;
+  }
+
+  Status copy_to_device(void* dst, const void* src, std::size_t bytes) {
+    RNNCORE_GPU_CHECK(hipMemcpy(dst, src, bytes, hipMemcpyHostToDevice), "copy to the device", "");
+    return Status::ok;
+  }
+  Status copy_to_device_async(void* dst, const void* src, std::size_t bytes) {
+    RNNCORE_GPU_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyHostToDevice, stream_), "copy to the device", "");
+    return Status::ok;
+  }
+  Status zero_async(void* dst, std::size_t bytes) {
+    RNNCORE_GPU_CHECK(hipMemsetAsync(dst, 0, bytes, stream_), "zeroing", "");
+    return Status::ok;
+  }
+  Status finish(const char* what) {
+    if (synchronous_) RNNCORE_GPU_CHECK(hipStreamSynchronize(stream_), what, "");
+    RNNCORE_GPU_CHECK(hipGetLastError(), what, "");
+    return Status::ok;
+  }
+
+ private:
+  template <class K>
+  Status prepare(const Dims& d) {
+    RNNCORE_ENSURE(d.block > 0 && d.block <= static_cast<std::uint32_t>(K::kMaxThreads), Status::internal,
+                   "gpu: %s launched with %u threads (bound %d)", K::name(), d.block, K::kMaxThreads);
+    if (d.smem > kDefaultSmemLimit)
+      RNNCORE_GPU_CHECK(hipFuncSetAttribute(reinterpret_cast<const void*>(&rnncore_kernel<K>),
+                                            hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(d.smem)),
+                        "shared memory opt-in of", K::name());
+    return Status::ok;
+  }
+
+  hipStream_t stream_;
+  bool synchronous_;
+};
+
+}  // namespace gpu
+}  // namespace rnncore
+
+#endif  // RNNCORE_HIP_RNN_LAUNCH_HPP

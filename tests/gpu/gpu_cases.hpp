@@ -1,0 +1,195 @@
+// Cases shared by the GPU tests (the emulator's and the device's): CudnnLSTM-style random
+// shapes, stacks with every kind of wrapper, and the comparison with the f64 reference backend.
+#ifndef RNNCORE_TESTS_GPU_GPU_CASES_HPP
+#define RNNCORE_TESTS_GPU_GPU_CASES_HPP
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "src/internal/half.hpp"
+#include "tests/test_util.hpp"
+
+namespace rnncore_test {
+
+using namespace rnncore;
+
+/// One comparison: a stack and a run.
+struct Case {
+  StackSpec stack;
+  int T = 1, B = 1;
+  bool lengths = false, initial = false, batch_major = false, row_ids = false;
+  RunMode run_mode = RunMode::inference;
+  std::uint64_t seed = 0, step = 0;
+  DType weights = DType::f32;  ///< GPU weight storage; the weights are drawn representable in it
+};
+
+inline std::string describe(const Case& c) {
+  std::string s;
+  for (int l = 0; l < c.stack.num_layers; ++l) {
+    const LayerSpec& ls = c.stack.layers[l];
+    s += std::string(l ? " | " : "") + to_string(ls.mode) + (ls.mode == Mode::gru ? std::string("/") + to_string(ls.gru_variant) : "") +
+         " H=" + std::to_string(ls.hidden_size) + (ls.direction == Direction::bidirectional ? " bi" : "") +
+         " wrappers=" + std::to_string(ls.num_wrappers);
+  }
+  return s + " I=" + std::to_string(c.stack.input_size) + " T=" + std::to_string(c.T) + " B=" + std::to_string(c.B) +
+         " len=" + std::to_string(c.lengths) + " h0=" + std::to_string(c.initial) + " bm=" + std::to_string(c.batch_major) +
+         " skip=" + std::to_string(uses_skip_input(c.stack)) + " train=" + std::to_string(c.run_mode != RunMode::inference) +
+         " rows=" + std::to_string(c.row_ids) + " p=" + std::to_string(c.stack.dropout) + " weights=" + to_string(c.weights);
+}
+
+/// Runs a stack on the GPU (or its emulation) in f32: plans, packs, runs and returns host outputs.
+using GpuRunner = std::function<rnncore::Status(const rnncore::StackSpec&, const rnncore::PlanOptions&, const std::vector<float>&,
+                                                const rnncore::ForwardArgs&, Outputs<float>*)>;
+
+/// Runs a case through `gpu` and the f64 reference with the same f32-rounded data; checks 1e-5
+/// relative error and, in dropout runs, that exactly the same outputs are zero (the masks agree
+/// bit for bit). `what` describes the GPU configuration for failure messages.
+inline void compare_case(const Case& c, std::uint64_t data_seed, const GpuRunner& gpu, const std::string& what) {
+  Rng rng(data_seed);
+  StackSpec s32 = c.stack, s64 = c.stack;
+  s32.dtype = DType::f32;
+  s64.dtype = DType::f64;
+  const int L = s32.num_layers;
+  int H0 = s32.layers[0].hidden_size;
+  const std::size_t states = static_cast<std::size_t>(state_elements(s32, c.B));
+  auto w32 = random_vector<float>(rng, static_cast<std::size_t>(param_count(s32)), 1.0 / std::sqrt(static_cast<double>(H0)));
+  for (float& w : w32) {  // representable in the storage type, so both sides use the same weights
+    if (c.weights == DType::f16) w = detail::f16_to_f32(detail::f32_to_f16(w));
+    if (c.weights == DType::bf16) w = detail::bf16_to_f32(detail::f32_to_bf16(w));
+  }
+  const auto x32 = random_vector<float>(rng, static_cast<std::size_t>(c.T) * c.B * s32.input_size, 1.0);
+  const auto h32 = random_vector<float>(rng, states, 0.5), c32 = random_vector<float>(rng, states, 0.5);
+  std::vector<std::int32_t> lengths(c.B);
+  for (auto& l : lengths) l = rng.range(0, c.T);
+  std::vector<std::uint32_t> rows(c.B);
+  for (auto& r : rows) r = static_cast<std::uint32_t>(rng.next());
+  const std::vector<double> w64(w32.begin(), w32.end()), x64(x32.begin(), x32.end()), h64(h32.begin(), h32.end()),
+      c64(c32.begin(), c32.end());
+  bool lstm = false;
+  for (int l = 0; l < L; ++l) lstm = lstm || s32.layers[l].mode == Mode::lstm;
+
+  ForwardArgs a;
+  a.batch = c.B;
+  a.seq_len = c.T;
+  a.layout = c.batch_major ? Layout::batch_major : Layout::time_major;
+  a.seq_lengths = c.lengths ? lengths.data() : nullptr;
+  a.row_ids = c.row_ids ? rows.data() : nullptr;
+  a.run_mode = c.run_mode;
+  a.seed = c.seed;
+  a.step = c.step;
+  PlanOptions opt;
+  opt.max_batch = c.B + 1;
+  opt.max_seq_len = c.T + 1;
+
+  INFO(describe(c) << " | " << what);
+  Outputs<double> ref;
+  opt.backend = Backend::reference;
+  a.x = x64.data();
+  a.h0 = c.initial ? h64.data() : nullptr;
+  a.c0 = c.initial && lstm ? c64.data() : nullptr;
+  REQUIRE(run_forward(s64, opt, w64, a, &ref) == Status::ok);
+
+  Outputs<float> got;
+  opt.weight_dtype = c.weights;
+  a.x = x32.data();
+  a.h0 = c.initial ? h32.data() : nullptr;
+  a.c0 = c.initial && lstm ? c32.data() : nullptr;
+  const Status st = gpu(s32, opt, w32, a, &got);
+  REQUIRE(st == Status::ok);
+  CHECK(rel_error(got.y.data(), ref.y.data(), ref.y.size()) < 1e-5);
+  CHECK(rel_error(got.hy.data(), ref.hy.data(), ref.hy.size()) < 1e-5);
+  if (lstm) CHECK(rel_error(got.cy.data(), ref.cy.data(), ref.cy.size()) < 1e-5);
+  if (c.run_mode != RunMode::inference) {
+    // A dropped element is exactly 0 in both; anything else that is 0 on one side only must be
+    // tiny on the other (a ReLU at its kink), not a kept value of ordinary size.
+    double scale = 0;
+    for (double v : ref.y) scale = std::max(scale, std::fabs(v));
+    std::size_t mismatched = 0;
+    for (std::size_t i = 0; i < ref.y.size(); ++i)
+      if ((ref.y[i] == 0.0) != (got.y[i] == 0.0f))
+        mismatched += std::max(std::fabs(ref.y[i]), std::fabs(static_cast<double>(got.y[i]))) > 1e-5 * scale;
+    CHECK(mismatched == 0);
+  }
+}
+
+/// A CudnnLSTM-style random case (as tests/test_simd_vs_reference.cpp draws them).
+inline Case random_case(Rng& rng) {
+  static const Mode kModes[] = {Mode::lstm, Mode::gru, Mode::rnn_tanh, Mode::rnn_relu};
+  static const int kSizes[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 24, 33};
+  RnnSpec spec;
+  spec.mode = kModes[rng.range(0, 3)];
+  spec.gru_variant = rng.range(0, 1) ? GruVariant::reset_before : GruVariant::reset_after;
+  spec.input_size = kSizes[rng.range(0, 11)];
+  spec.hidden_size = kSizes[rng.range(0, 11)];
+  spec.num_layers = rng.range(1, 3);
+  spec.direction = rng.range(0, 1) ? Direction::bidirectional : Direction::unidirectional;
+  spec.input_mode = rng.range(0, 3) == 0 ? InputMode::auto_select : InputMode::linear;
+  Case c;
+  c.stack = to_stack(spec);
+  c.T = rng.range(1, 6);
+  c.B = rng.range(1, 7);
+  c.lengths = rng.range(0, 1);
+  c.initial = rng.range(0, 1);
+  c.batch_major = rng.range(0, 1);
+  return c;
+}
+
+/// A layer of `mode` with the given wrappers.
+inline LayerSpec layer(Mode mode, int hidden, bool bidirectional, std::initializer_list<Wrapper> wrappers,
+                GruVariant variant = GruVariant::reset_after) {
+  LayerSpec ls;
+  ls.mode = mode;
+  ls.gru_variant = variant;
+  ls.hidden_size = hidden;
+  ls.direction = bidirectional ? Direction::bidirectional : Direction::unidirectional;
+  for (const Wrapper& w : wrappers) ls.wrappers[ls.num_wrappers++] = w;
+  return ls;
+}
+
+inline Wrapper seeded(Wrapper w, std::uint64_t seed) {
+  w.dropout.has_seed = true;
+  w.dropout.seed = seed;
+  return w;
+}
+
+
+/// A three-layer stack with every wrapper arrangement (variant v in 0..3): layer 0
+/// Residual(Dropout(cell)); layer 1 (bidirectional) Dropout(Dropout(cell)) with its own seed and
+/// variational masks; layer 2 Dropout(Residual(cell)) (TF's nesting semantics); inter-layer
+/// dropout unless v == 3; state filters, lengths, initial states, layouts and row ids vary with v.
+inline Case wrapper_case(Mode mode, int v, Rng& rng) {
+  static const StateFilter kFilters[] = {StateFilter::default_filter, StateFilter::h_and_c, StateFilter::c_only,
+                                         StateFilter::none};
+  Case c;
+  const int H = 12;
+  c.stack.input_size = H;  // residual wrappers need I == H on the first layer
+  c.stack.num_layers = 3;
+  c.stack.dropout = v == 3 ? 0.0 : 0.3;
+  const GruVariant gv = v % 2 ? GruVariant::reset_before : GruVariant::reset_after;
+  c.stack.layers[0] = layer(mode, H, false, {dropout_wrapper(0.8, 0.7, 0.6, v == 1, v == 2, kFilters[v]), residual_wrapper()}, gv);
+  c.stack.layers[1] = layer(mode, 9, true,
+                            {dropout_wrapper(0.9, 0.75, 0.65, true, v % 2 == 0, kFilters[(v + 1) % 4]),
+                             seeded(dropout_wrapper(0.7, 0.85, 0.9, v == 0, false, kFilters[(v + 2) % 4]), 0xabcdef12345ull)},
+                            gv);
+  c.stack.layers[2] = layer(mode, 18, false, {residual_wrapper(), dropout_wrapper(0.6, 0.8, 0.7, false, false, kFilters[v])}, gv);
+  c.T = 5;
+  c.B = 1 + v * 2;
+  c.lengths = v != 0;
+  c.initial = v % 2 == 1;
+  c.batch_major = v == 2;
+  c.row_ids = v >= 2;
+  c.run_mode = v == 3 ? RunMode::monte_carlo : RunMode::training;
+  c.seed = rng.next();
+  c.step = rng.next();
+  return c;
+}
+
+}  // namespace rnncore_test
+
+#endif  // RNNCORE_TESTS_GPU_GPU_CASES_HPP

@@ -1,0 +1,423 @@
+// The GPU backend without a GPU: its kernels (hip/rnn_device.hpp), launch schedules, layouts and
+// persistent-kernel planning (hip/rnn_plan.hpp) run in the host emulator (tests/gpu/emulator.hpp)
+// and are compared with the reference backend, for every mode and option, both recurrence kernels
+// (persistent and per step, both tile shapes) and warp sizes 32 and 64. The masks the kernels draw
+// are compared bit for bit with the CPU's mask rows. Built in every configuration (no GPU compiler
+// needed); tests/gpu/test_gpu_device.cpp is the same comparison on a real device.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "src/internal/half.hpp"
+#include "tests/gpu/emulator.hpp"
+#include "tests/gpu/gpu_cases.hpp"
+#include "tests/test_util.hpp"
+
+using namespace rnncore;
+using namespace rnncore_test;
+
+namespace {
+
+/// The emulated device and the kernel choices forced on the plan.
+struct EmuConfig {
+  int warp = 32;
+  gpu::Recurrence recurrence = gpu::Recurrence::auto_select;
+  gpu::TileChoice tile = gpu::TileChoice::auto_select;
+  int sm_count = 4;
+  int blocks_per_sm = 2;
+  std::int64_t smem = 48 * 1024;
+  int persist_threads = 64;
+};
+
+std::string describe(const EmuConfig& c) {
+  static const char* const rec[] = {"auto", "persistent", "tiled"};
+  static const char* const tile[] = {"auto", "small", "large"};
+  return "warp=" + std::to_string(c.warp) + " recurrence=" + rec[static_cast<int>(c.recurrence)] +
+         " tile=" + tile[static_cast<int>(c.tile)];
+}
+
+/// The plan a GPU build makes for `stack` on the emulated device: the common fields from a CPU plan,
+/// then the GPU backend's own layout and persistent-kernel slices (hip/rnn_plan.hpp).
+Status make_gpu_plan(const StackSpec& stack, PlanOptions opt, const EmuConfig& cfg, detail::PlanImpl* out) {
+  RNNCORE_RETURN_IF_ERROR(gpu::check_supported(stack, opt));
+  const DType weights = opt.weight_dtype;
+  opt.backend = Backend::reference;
+  opt.weight_dtype = DType::f32;  // the CPU plan only lends its common fields
+  Plan cpu;
+  RNNCORE_RETURN_IF_ERROR(Plan::create(stack, opt, &cpu));
+  *out = detail::impl(cpu);
+  out->backend = Backend::gpu;
+  out->options.backend = Backend::gpu;
+  out->vector = 1;
+  out->kernels = nullptr;
+  gpu::GpuPlan g{};
+  g.magic = gpu::kGpuPlanMagic;
+  g.facts.sm_count = cfg.sm_count;
+  g.facts.warp_size = cfg.warp;
+  g.facts.smem_optin = cfg.smem;
+  g.recurrence = static_cast<std::int32_t>(cfg.recurrence);
+  g.tile = static_cast<std::int32_t>(cfg.tile);
+  g.persist_threads = cfg.persist_threads;
+  g.weights = gpu::weight_id(weights);
+  gpu::compute_layout(out, &g);
+  const int per_sm = cfg.blocks_per_sm;
+  gpu::plan_persistent(*out, &g, [per_sm](int, int, int, int, std::size_t) { return per_sm; });
+  gpu::set_gpu_plan(out, g);
+  return out->ws.total == ~std::size_t{0} ? Status::invalid_size : Status::ok;
+}
+
+/// Packs and runs a forward on the emulated device; outputs start poisoned (-7), the packed buffer
+/// and workspace start as NaN bytes, so anything read before it is written shows.
+Status run_emulated(const StackSpec& stack, const PlanOptions& opt, const EmuConfig& cfg, const std::vector<float>& canonical,
+                    ForwardArgs args, Outputs<float>* out, std::map<std::string, int>* launches) {
+  detail::PlanImpl p;
+  RNNCORE_RETURN_IF_ERROR(make_gpu_plan(stack, opt, cfg, &p));
+  const gpu::GpuPlan g = gpu::get_gpu_plan(p);
+  AlignedBuffer packed(p.packed_bytes), ws(p.ws.total);
+  std::memset(packed.ptr, 0xff, p.packed_bytes);
+  std::memset(ws.ptr, 0xff, p.ws.total);
+  emu::Launcher ln(g.facts, cfg.blocks_per_sm);
+  Status s = gpu::pack(ln, p, g, canonical.data(), packed.ptr);
+  if (s == Status::ok) {
+    const LayerSpec& last = stack.layers[stack.num_layers - 1];
+    bool lstm = false;
+    for (int l = 0; l < stack.num_layers; ++l) lstm = lstm || stack.layers[l].mode == Mode::lstm;
+    out->y.assign(static_cast<std::size_t>(args.seq_len) * args.batch * num_directions(last) * last.hidden_size, -7.0f);
+    out->hy.assign(static_cast<std::size_t>(state_elements(stack, args.batch)), -7.0f);
+    out->cy.assign(lstm ? out->hy.size() : 0, -7.0f);
+    args.y = out->y.data();
+    args.hy = out->hy.data();
+    args.cy = lstm ? out->cy.data() : nullptr;
+    s = gpu::forward(ln, p, g, packed.ptr, ws.ptr, args);
+  }
+  for (const std::string& e : ln.errors) FAIL_CHECK(e);
+  if (launches != nullptr) *launches = ln.launches;
+  return s;
+}
+
+/// Runs a case in the emulator with `cfg` and compares it with the reference.
+void check_case(const Case& c, const EmuConfig& cfg, std::uint64_t data_seed, std::map<std::string, int>* launches = nullptr) {
+  compare_case(c, data_seed,
+               [&](const StackSpec& st, const PlanOptions& opt, const std::vector<float>& w, const ForwardArgs& a, Outputs<float>* out) {
+                 return run_emulated(st, opt, cfg, w, a, out, launches);
+               },
+               describe(cfg));
+}
+
+EmuConfig config(int warp, gpu::Recurrence r, gpu::TileChoice t = gpu::TileChoice::auto_select) {
+  EmuConfig c;
+  c.warp = warp;
+  c.recurrence = r;
+  c.tile = t;
+  return c;
+}
+
+int count_prefix(const std::map<std::string, int>& launches, const std::string& part) {
+  int n = 0;
+  for (const auto& kv : launches)
+    if (kv.first.find(part) != std::string::npos) n += kv.second;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("device mask helper equals the CPU mask function bit for bit") {
+  Rng rng(7);
+  for (int i = 0; i < 2000; ++i) {
+    gpu::MaskSite m{};
+    m.seed = rng.next();
+    m.site = static_cast<std::uint32_t>(rng.next());
+    m.width = static_cast<std::uint32_t>(rng.range(1, 300));
+    m.variational = rng.range(0, 1);
+    m.shared = m.variational && rng.range(0, 1);
+    m.active = 1;
+    const double keep = i % 50 == 0 ? 1.0 : rng.uniform(0.01, 0.99);
+    rnncore_mask_params_init(&m.params, keep);
+    const std::uint32_t step = static_cast<std::uint32_t>(rng.next()), q = static_cast<std::uint32_t>(rng.range(0, 80));
+    const int t = rng.range(0, 1000), b = rng.range(0, 20);
+    std::uint32_t ids[21];
+    for (auto& id : ids) id = static_cast<std::uint32_t>(rng.next());
+    const std::uint32_t* row_ids = rng.range(0, 1) ? ids : nullptr;
+    const std::uint32_t bits = gpu::mask_bits4(m, step, t, row_ids, b, q);
+    const std::uint32_t row = m.shared ? 0u : (row_ids ? row_ids[b] : static_cast<std::uint32_t>(b));
+    for (std::uint32_t j = 0; j < 4; ++j) {
+      const int keep_ref = rnncore_mask_keep(m.seed, step, m.site, m.variational ? 0u : static_cast<std::uint32_t>(t), row,
+                                             4 * q + j, m.width, &m.params);
+      REQUIRE(static_cast<int>((bits >> j) & 1u) == keep_ref);
+    }
+  }
+}
+
+TEST_CASE("mask kernels draw the CPU's mask rows bit for bit") {
+  // Inter-layer dropout and wrapper input dropout on all-ones tensors, against detail::mask_row
+  // (the generator the CPU backends use), for every (t, row), with and without row ids.
+  for (int warp : {32, 64}) {
+    const gpu::DeviceFacts facts = [&] {
+      gpu::DeviceFacts f;
+      f.warp_size = warp;
+      f.sm_count = 2;
+      return f;
+    }();
+    gpu::GpuPlan g{};
+    g.facts = facts;
+    Rng rng(11);
+    for (int iter = 0; iter < 12; ++iter) {
+      const int T = rng.range(1, 5), B = rng.range(1, 6), width = rng.range(1, 37);
+      std::vector<std::uint32_t> ids(B);
+      for (auto& id : ids) id = static_cast<std::uint32_t>(rng.next());
+      const bool with_ids = iter % 2 == 1;
+      detail::RunDropout run;
+      run.on = true;
+      run.seed = rng.next();
+      run.step = static_cast<std::uint32_t>(rng.next());
+      run.row_ids = with_ids ? ids.data() : nullptr;
+
+      // Inter-layer dropout of a 2-layer stack whose first layer has `width` = D·H outputs.
+      StackSpec st;
+      st.input_size = 3;
+      st.num_layers = 2;
+      st.dropout = rng.uniform(0.05, 0.9);
+      st.layers[0] = layer(Mode::rnn_tanh, width, false, {});
+      st.layers[1] = layer(Mode::rnn_tanh, 2, false, {});
+      const detail::Mask inter = detail::inter_layer_mask(st, run, 0);
+      REQUIRE(inter.active);
+      std::vector<float> buf(static_cast<std::size_t>(T) * B * width, 1.0f);
+      gpu::InterLayerArgs ia{};
+      ia.out = buf.data();
+      ia.steps = T;
+      ia.batch = B;
+      ia.width = width;
+      ia.row_ids = run.row_ids;
+      ia.step = run.step;
+      ia.mask = gpu::schedule::to_site(inter);
+      emu::Launcher ln(facts, 1);
+      const std::int64_t items = static_cast<std::int64_t>(T) * B * ((width + 3) / 4);
+      REQUIRE(ln.launch<gpu::f32_rnn_inter_layer_dropout>(gpu::elementwise_dims(g, items, 1), ia, 0) == Status::ok);
+      std::vector<float> row(width);
+      for (int t = 0; t < T; ++t)
+        for (int b = 0; b < B; ++b) {
+          detail::mask_row(nullptr, inter, run, t, b, row.data());
+          REQUIRE(std::memcmp(row.data(), buf.data() + (static_cast<std::size_t>(t) * B + b) * width, sizeof(float) * width) == 0);
+        }
+
+      // Input dropout of two nested dropout wrappers (outer first), variational or not, per direction.
+      StackSpec ws;
+      ws.input_size = width;
+      ws.num_layers = 1;
+      const bool variational = iter % 3 == 0, per_sequence = iter % 4 == 0;
+      ws.layers[0] = layer(Mode::gru, 4, true,
+                           {dropout_wrapper(rng.uniform(0.1, 0.9), 1.0, 1.0, variational, per_sequence),
+                            seeded(dropout_wrapper(rng.uniform(0.1, 0.9), 1.0, 1.0), rng.next())});
+      gpu::LayerArgs la{};
+      la.batch = B;
+      la.steps = T;
+      la.in_size = width;
+      la.dirs = 2;
+      la.num_wrappers = 2;
+      la.row_ids = run.row_ids;
+      la.step = run.step;
+      std::vector<float> ones(static_cast<std::size_t>(T) * B * width, 1.0f), cell[2];
+      for (int d = 0; d < 2; ++d) {
+        cell[d].assign(ones.size(), -1.0f);
+        gpu::DirArgs& da = la.dir[d];
+        da.x_raw = ones.data();
+        da.xr_st = static_cast<std::int64_t>(B) * width;
+        da.xr_sb = width;
+        da.x_cell = cell[d].data();
+        for (int w = 0; w < 2; ++w)
+          da.input[w] = gpu::schedule::to_site(detail::wrapper_mask(ws, run, 0, d, w, detail::MaskKind::input));
+      }
+      REQUIRE(ln.launch<gpu::f32_rnn_input_dropout>(gpu::elementwise_dims(g, items, 2), la, 0) == Status::ok);
+      std::vector<float> m0(width), m1(width);
+      for (int d = 0; d < 2; ++d) {
+        const detail::Mask outer = detail::wrapper_mask(ws, run, 0, d, 1, detail::MaskKind::input);
+        const detail::Mask inner = detail::wrapper_mask(ws, run, 0, d, 0, detail::MaskKind::input);
+        for (int t = 0; t < T; ++t)
+          for (int b = 0; b < B; ++b) {
+            detail::mask_row(nullptr, outer, run, t, b, m0.data());
+            detail::mask_row(nullptr, inner, run, t, b, m1.data());
+            for (int u = 0; u < width; ++u) {
+              const float want = 1.0f * m0[u] * m1[u];
+              REQUIRE(cell[d][(static_cast<std::size_t>(t) * B + b) * width + u] == want);
+            }
+          }
+      }
+    }
+  }
+}
+
+TEST_CASE("emulated GPU forward matches the reference: CudnnLSTM-style random cases") {
+  Rng rng(2024);
+  int persistent = 0, tiled = 0;
+  for (int i = 0; i < 24; ++i) {
+    const Case c = random_case(rng);
+    const int warp = i % 2 == 0 ? 32 : 64;
+    std::map<std::string, int> launches;
+    const EmuConfig cfg = config(warp, i % 3 == 0 ? gpu::Recurrence::tiled : gpu::Recurrence::persistent,
+                                 i % 4 < 2 ? gpu::TileChoice::small : gpu::TileChoice::large);
+    check_case(c, cfg, 500 + i, &launches);
+    persistent += count_prefix(launches, "persistent");
+    tiled += count_prefix(launches, "tiled");
+  }
+  MESSAGE("persistent launches: " << persistent << ", per-step launches: " << tiled);
+  CHECK(persistent > 0);
+  CHECK(tiled > 0);
+}
+
+TEST_CASE("emulated GPU forward: every cell through both recurrence kernels, multi-tile shapes") {
+  // Shapes with several GEMM tiles (T·B > 64, G·H > 64, I > 16), several step tiles and several
+  // persistent slices; every batch bucket of the persistent kernel up to 32.
+  const Mode modes[] = {Mode::lstm, Mode::gru, Mode::gru, Mode::rnn_tanh, Mode::rnn_relu};
+  const GruVariant variants[] = {GruVariant::reset_after, GruVariant::reset_after, GruVariant::reset_before,
+                                 GruVariant::reset_after, GruVariant::reset_after};
+  const int batches[] = {1, 2, 3, 5, 9, 17, 33};
+  for (int m = 0; m < 5; ++m)
+    for (int r = 0; r < 3; ++r) {
+      Case c;
+      c.stack.input_size = 19;
+      c.stack.num_layers = 1;
+      c.stack.layers[0] = layer(modes[m], 21, m % 2 == 0, {}, variants[m]);
+      c.T = 4;
+      c.B = r == 0 ? batches[m % 7] : batches[(m + 2 * r) % 7];
+      c.lengths = true;
+      c.initial = true;
+      EmuConfig cfg = config(r == 1 ? 64 : 32, r == 2 ? gpu::Recurrence::tiled : gpu::Recurrence::persistent,
+                             r == 2 && m % 2 ? gpu::TileChoice::large : gpu::TileChoice::small);
+      cfg.smem = 24 * 1024;  // forces slices of more than 4 units for some shapes
+      std::map<std::string, int> launches;
+      check_case(c, cfg, 900 + m * 3 + r, &launches);
+      CHECK(count_prefix(launches, r == 2 ? "tiled" : "persistent") > 0);
+    }
+}
+
+TEST_CASE("emulated GPU forward: dropout wrappers, residuals, inter-layer dropout, row ids") {
+  Rng rng(77);
+  int n = 0;
+  for (Mode mode : {Mode::lstm, Mode::gru, Mode::rnn_tanh})
+    for (int v = 0; v < 4; ++v) {
+      const Case c = wrapper_case(mode, v, rng);
+      for (gpu::Recurrence r : {gpu::Recurrence::persistent, gpu::Recurrence::tiled}) {
+        check_case(c, config(n % 2 ? 64 : 32, r), 3000 + n, nullptr);
+        ++n;
+      }
+      Case inference = c;  // the same stack in an inference run: no masks at all
+      inference.run_mode = RunMode::inference;
+      check_case(inference, config(32, gpu::Recurrence::auto_select), 3100 + n, nullptr);
+    }
+}
+
+TEST_CASE("emulated GPU forward: zero-length rows, T = 0, skip input, auto choices") {
+  Case c;
+  RnnSpec spec;
+  spec.mode = Mode::lstm;
+  spec.input_size = spec.hidden_size = 8;
+  spec.input_mode = InputMode::skip;
+  spec.num_layers = 2;
+  spec.direction = Direction::bidirectional;
+  c.stack = to_stack(spec);
+  c.T = 3;
+  c.B = 4;
+  c.lengths = true;  // lengths drawn in 0..T include 0 for some seeds
+  c.initial = true;
+  for (int i = 0; i < 4; ++i) check_case(c, config(32, gpu::Recurrence::auto_select), 40 + i, nullptr);
+  c.T = 0;  // no steps: y is empty and the final state is the initial one
+  check_case(c, config(64, gpu::Recurrence::auto_select), 50, nullptr);
+}
+
+TEST_CASE("device weight conversions equal the library's f16 / bf16 conversions bit for bit") {
+  Rng rng(5);
+  for (int i = 0; i < 200000; ++i) {
+    std::uint32_t u = static_cast<std::uint32_t>(rng.next());
+    if (i % 4 == 0) u = (u & 0x80000000u) | (static_cast<std::uint32_t>(rng.range(90, 160)) << 23) | (u & 0x7fffffu);
+    const float f = detail::bits_to_f32(u);
+    const gpu::WeightF16 h = gpu::from_float<gpu::WeightF16>(f);
+    const gpu::WeightBF16 bh = gpu::from_float<gpu::WeightBF16>(f);
+    REQUIRE(h.bits == detail::f32_to_f16(f));
+    REQUIRE(bh.bits == detail::f32_to_bf16(f));
+    const float hf = gpu::to_float(h), bf = gpu::to_float(bh), hr = detail::f16_to_f32(h.bits), br = detail::bf16_to_f32(bh.bits);
+    REQUIRE(std::memcmp(&hf, &hr, 4) == 0);
+    REQUIRE(std::memcmp(&bf, &br, 4) == 0);
+  }
+}
+
+TEST_CASE("emulated GPU forward with f16 and bf16 weight storage") {
+  // Weights already representable in the storage type: the GPU's packing must keep them exactly, so
+  // the comparison with the f64 reference stays at 1e-5 and checks every storage-type code path.
+  Rng rng(4242);
+  int n = 0;
+  for (DType wt : {DType::f16, DType::bf16})
+    for (int i = 0; i < 6; ++i) {
+      Case c = random_case(rng);
+      c.weights = wt;
+      check_case(c, config(n % 2 ? 64 : 32, i % 2 ? gpu::Recurrence::tiled : gpu::Recurrence::persistent,
+                           i % 3 ? gpu::TileChoice::small : gpu::TileChoice::large),
+                 6000 + n, nullptr);
+      ++n;
+    }
+  Case w = wrapper_case(Mode::lstm, 2, rng);
+  w.weights = DType::bf16;
+  check_case(w, config(32, gpu::Recurrence::persistent), 6100, nullptr);
+}
+
+TEST_CASE("GPU plans refuse what the kernels cannot run") {
+  StackSpec st = to_stack([] {
+    RnnSpec s;
+    s.input_size = s.hidden_size = 4;
+    return s;
+  }());
+  PlanOptions opt;
+  st.dtype = DType::f64;
+  CHECK(gpu::check_supported(st, opt) == Status::unsupported);
+  CHECK(std::string(last_error_detail()).find("f32") != std::string::npos);
+  st.dtype = DType::f32;
+  CHECK(gpu::check_supported(st, opt) == Status::ok);
+  opt.weight_dtype = DType::bf16;
+  CHECK(gpu::check_supported(st, opt) == Status::ok);
+  opt.weight_dtype = DType::f64;
+  CHECK(gpu::check_supported(st, opt) == Status::unsupported);
+  opt.weight_dtype = DType::f32;
+  Wrapper w = residual_wrapper();
+  w.residual.f32 = [](const float* in, const float* out, float* res, std::int32_t n, void*) {
+    for (int i = 0; i < n; ++i) res[i] = in[i] - out[i];
+  };
+  st.layers[0].wrappers[st.layers[0].num_wrappers++] = w;
+  CHECK(gpu::check_supported(st, opt) == Status::unsupported);
+  CHECK(std::string(last_error_detail()).find("custom residual") != std::string::npos);
+}
+
+TEST_CASE("persistent-kernel planning respects shared memory and co-residency") {
+  RnnSpec spec;
+  spec.mode = Mode::lstm;
+  spec.input_size = 16;
+  spec.hidden_size = 1024;
+  spec.direction = Direction::bidirectional;
+  PlanOptions opt;
+  opt.max_batch = 64;
+  opt.max_seq_len = 100;
+  EmuConfig h100;  // an H100-like device: 132 SMs, 227 KiB of shared memory per block
+  h100.sm_count = 132;
+  h100.smem = 227 * 1024;
+  h100.persist_threads = 256;
+  detail::PlanImpl p;
+  REQUIRE(make_gpu_plan(to_stack(spec), opt, h100, &p) == Status::ok);
+  gpu::GpuPlan g = gpu::get_gpu_plan(p);
+  for (int k = 0; k < gpu::kBucketCount; ++k) {
+    const int units = g.persist_units[0][k];
+    INFO("bucket " << gpu::kBuckets[k] << " units " << units);
+    if (units == 0) continue;
+    const std::int64_t blocks = 2 * ((1024 + units - 1) / units);
+    CHECK(blocks <= 132 * h100.blocks_per_sm);
+    CHECK(static_cast<std::int64_t>(gpu::persistent_smem_bytes(4, gpu::kBuckets[k], units, 1024, gpu::kBuckets[k], 4)) <=
+          h100.smem);
+  }
+  spec.direction = Direction::unidirectional;
+  spec.hidden_size = 512;
+  REQUIRE(make_gpu_plan(to_stack(spec), opt, h100, &p) == Status::ok);
+  g = gpu::get_gpu_plan(p);
+  MESSAGE("H=512 LSTM units per block by bucket: " << g.persist_units[0][0] << " " << g.persist_units[0][3] << " "
+                                                     << g.persist_units[0][4]);
+  CHECK(g.persist_units[0][0] == 4);  // B = 1: 128 blocks of 4 units, a 32 KiB slice each
+  CHECK(gpu::persistent_units(g, 0, 1) == 4);
+  CHECK(gpu::persistent_units(g, 0, 64) == 0);  // auto: large batches run the per-step kernel
+}

@@ -1,0 +1,243 @@
+// `rnncore export-c` as a user runs it: the header's arrays read back to exactly the weights the
+// library imports from the same file (and the sample to exactly the .npy files), its spec and
+// size constants are the plan's, the output is deterministic, and bad arguments get exit 2 (usage)
+// or exit 1 (one line naming the file). The firmware example compiles and runs a fresh export
+// (examples/firmware/meson.build), so the header is also known to be valid C.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+#include "src/io/npy.hpp"
+#include "tests/test_util.hpp"
+#include "tools/model_file.hpp"
+
+using namespace rnncore;
+
+namespace {
+
+const std::string kSource = RNNCORE_SOURCE_DIR;
+
+std::string temp_dir() {
+  static std::string dir;
+  if (dir.empty()) {
+    char tmpl[] = "/tmp/rnncore_export_c_XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    dir = tmpl;
+  }
+  return dir;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+// Runs the tool (through RNNCORE_TOOL_WRAPPER, the emulator of a cross build, when set).
+Result run(const std::string& args) {
+  const char* tool = std::getenv("RNNCORE_TOOL");
+  REQUIRE_MESSAGE(tool != nullptr, "RNNCORE_TOOL is not set (meson sets it)");
+  const char* wrapper = std::getenv("RNNCORE_TOOL_WRAPPER");
+  const std::string out = temp_dir() + "/stdout.txt", err = temp_dir() + "/stderr.txt";
+  const std::string cmd = (wrapper != nullptr && *wrapper != '\0' ? std::string(wrapper) + " " : std::string()) + tool +
+                          " " + args + " >" + out + " 2>" + err;
+  const int status = std::system(cmd.c_str());
+  Result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+// The C header as the test reads it: #define constants, float array initialisers, and the
+// `.field = value` lines of the spec initialiser.
+struct Header {
+  std::map<std::string, std::string> defines, fields;
+  std::map<std::string, std::vector<float>> arrays;
+  std::map<std::string, long> declared_sizes;
+};
+
+Header parse(const std::string& text) {
+  Header h;
+  std::istringstream lines(text);
+  std::string line, array;
+  while (std::getline(lines, line)) {
+    if (line.compare(0, 8, "#define ") == 0) {
+      std::istringstream w(line.substr(8));
+      std::string name, value;
+      w >> name >> value;
+      h.defines[name] = value;
+    } else if (line.compare(0, 19, "static const float ") == 0) {
+      const std::size_t open = line.find('[');
+      array = line.substr(19, open - 19);
+      h.declared_sizes[array] = std::strtol(line.c_str() + open + 1, nullptr, 10);
+      h.arrays[array];
+    } else if (!array.empty()) {
+      if (line == "};") {
+        array.clear();
+        continue;
+      }
+      const std::size_t comment = line.find("/*");
+      if (comment != std::string::npos) continue;  // block labels sit on lines of their own
+      const char* p = line.c_str();
+      for (;;) {
+        while (*p == ' ' || *p == ',') ++p;
+        if (*p == '\0') break;
+        char* end = nullptr;
+        const float v = std::strtof(p, &end);
+        REQUIRE_MESSAGE(end != p, "not a float literal: " << p);
+        REQUIRE_MESSAGE(*end == 'f', "a float literal without its f suffix: " << p);
+        h.arrays[array].push_back(v);
+        p = end + 1;
+      }
+    } else if (line.compare(0, 5, "    .") == 0) {
+      const std::size_t eq = line.find(" = ");
+      std::string value = line.substr(eq + 3);
+      if (!value.empty() && value.back() == ',') value.pop_back();
+      h.fields[line.substr(5, eq - 5)] = value;
+    }
+  }
+  return h;
+}
+
+bool same_bits(const std::vector<float>& a, const float* b, std::size_t n) {
+  return a.size() == n && (n == 0 || std::memcmp(a.data(), b, n * sizeof(float)) == 0);
+}
+
+// Exports `weights` with `flags` and checks the header against the library's own import and plan.
+Header check_export(const std::string& weights, const std::string& flags, const tools::ModelHints& hints,
+                    int max_batch, int max_seq_len) {
+  INFO(weights, " ", flags);
+  const std::string out = temp_dir() + "/model.h";
+  const Result r = run("export-c --weights " + weights + " --output " + out + " --name net " + flags);
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  const Header h = parse(slurp(out));
+
+  tools::LoadedModel model;
+  std::string err;
+  REQUIRE_MESSAGE(tools::load_model(weights, hints, nullptr, &model, &err) == Status::ok, err);
+  const RnnSpec& spec = model.spec;
+  const std::size_t n = model.canonical.size() / sizeof(float);
+  CHECK(h.declared_sizes.at("net_weights") == static_cast<long>(n));
+  CHECK(same_bits(h.arrays.at("net_weights"), reinterpret_cast<const float*>(model.canonical.data()), n));
+  CHECK(h.defines.at("NET_PARAM_COUNT") == std::to_string(n));
+  CHECK(h.defines.at("NET_INPUT_SIZE") == std::to_string(spec.input_size));
+  CHECK(h.defines.at("NET_HIDDEN_SIZE") == std::to_string(spec.hidden_size));
+  CHECK(h.fields.at("input_size") == std::to_string(spec.input_size));
+  CHECK(h.fields.at("hidden_size") == std::to_string(spec.hidden_size));
+  CHECK(h.fields.at("num_layers") == std::to_string(spec.num_layers));
+  CHECK(h.fields.at("direction") == (spec.direction == Direction::bidirectional ? "RNNCORE_BIDIRECTIONAL" : "RNNCORE_UNIDIRECTIONAL"));
+  if (spec.mode == Mode::gru)
+    CHECK(h.fields.at("gru_variant") ==
+          (spec.gru_variant == GruVariant::reset_before ? "RNNCORE_GRU_RESET_BEFORE" : "RNNCORE_GRU_RESET_AFTER"));
+
+  // The sizes are those of the portable scalar path for the requested limits.
+  PlanOptions opt;
+  opt.max_batch = max_batch;
+  opt.max_seq_len = max_seq_len;
+  opt.max_isa = Isa::none;
+  Plan whole, step;
+  REQUIRE(Plan::create(spec, opt, &whole) == Status::ok);
+  opt.max_seq_len = 1;
+  REQUIRE(Plan::create(spec, opt, &step) == Status::ok);
+  CHECK(h.defines.at("NET_MAX_BATCH") == std::to_string(max_batch));
+  CHECK(h.defines.at("NET_MAX_SEQ_LEN") == std::to_string(max_seq_len));
+  CHECK(h.defines.at("NET_PACKED_BYTES") == std::to_string(whole.packed_weight_bytes()));
+  CHECK(h.defines.at("NET_WORKSPACE_BYTES") == std::to_string(whole.workspace_bytes()));
+  CHECK(h.defines.at("NET_STEP_WORKSPACE_BYTES") == std::to_string(step.workspace_bytes()));
+  const std::size_t ws_at = (whole.packed_weight_bytes() + kAlignment - 1) / kAlignment * kAlignment;
+  CHECK(h.defines.at("NET_ARENA_BYTES") == std::to_string(ws_at + whole.workspace_bytes()));
+  return h;
+}
+
+std::vector<float> npy_floats(const std::string& path) {
+  io::Array a;
+  REQUIRE(io::read_npy(path.c_str(), &a) == RNNCORE_OK);
+  std::vector<float> v;
+  REQUIRE(io::to_f32(a, &v) == RNNCORE_OK);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("export-c: weights, spec and sizes read back exactly, for every cell and format") {
+  const std::string golden = kSource + "/tests/golden/";
+  tools::ModelHints hints;
+  SUBCASE("PyTorch GRU, 2 layers, bidirectional (odd sizes)") {
+    hints.prefix = "rnn.";
+    hints.prefix_given = true;
+    check_export(golden + "pytorch/gru_l2_bi_full_I33_H17_h0.safetensors", "--prefix rnn. --max-batch 3 --max-seq-len 7",
+                 hints, 3, 7);
+  }
+  SUBCASE("PyTorch Elman RNN (relu): the mode comes from --mode") {
+    hints.prefix = "rnn.";
+    hints.prefix_given = true;
+    hints.mode = "rnn_relu";
+    const Header h = check_export(golden + "pytorch/rnn_relu_l1_uni_full_I33_H33_h0.safetensors",
+                                  "--prefix rnn. --mode rnn_relu", hints, 1, 1);
+    CHECK(h.fields.at("mode") == "RNNCORE_MODE_RNN_RELU");
+  }
+  SUBCASE("ONNX GRU: reset-before is the format's default and is exported as such") {
+    const Header h = check_export(golden + "onnx/gru_lbr0_uni_I3_H3_B3_T7.safetensors", "", hints, 1, 1);
+    CHECK(h.fields.at("gru_variant") == "RNNCORE_GRU_RESET_BEFORE");
+  }
+}
+
+TEST_CASE("export-c: the sample input and expected output are the .npy files, bit for bit") {
+  const std::string models = kSource + "/examples/models/";
+  const std::string flags = "--sample-input " + models + "lstm_small_input.npy --sample-output " + models +
+                            "lstm_small_expected_y.npy";
+  const Header h = check_export(models + "lstm_small.safetensors", flags, tools::ModelHints{}, 4, 50);
+  const std::vector<float> x = npy_floats(models + "lstm_small_input.npy"), y = npy_floats(models + "lstm_small_expected_y.npy");
+  CHECK(same_bits(h.arrays.at("net_sample_input"), x.data(), x.size()));
+  CHECK(same_bits(h.arrays.at("net_sample_output"), y.data(), y.size()));
+  CHECK(h.defines.at("NET_SAMPLE_STEPS") == "50");
+  CHECK(h.defines.at("NET_SAMPLE_BATCH") == "4");
+  CHECK(h.fields.at("mode") == "RNNCORE_MODE_LSTM");
+
+  // Deterministic: the same command writes the same bytes.
+  const std::string first = slurp(temp_dir() + "/model.h");
+  REQUIRE(run("export-c --weights " + models + "lstm_small.safetensors --output " + temp_dir() + "/model.h --name net " +
+              flags).code == 0);
+  CHECK(slurp(temp_dir() + "/model.h") == first);
+}
+
+TEST_CASE("export-c: usage errors exit 2, other errors exit 1 with one line naming the file") {
+  const std::string model = kSource + "/examples/models/lstm_small.safetensors";
+  const std::string out = " --output " + temp_dir() + "/bad.h";
+  CHECK(run("export-c --weights " + model).code == 2);                                   // no --output
+  CHECK(run("export-c --weights " + model + out + " --name 9lives").code == 2);          // not a C identifier
+  CHECK(run("export-c --weights " + model + out + " --frobnicate").code == 2);           // unknown option
+  CHECK(run("export-c --weights " + model + out + " --sample-output " + model).code == 2);  // output without input
+  CHECK(run("export-c --weights " + model + out + " --max-batch 0").code == 2);
+
+  const Result missing = run("export-c --weights " + temp_dir() + "/none.safetensors" + out);
+  CHECK(missing.code == 1);
+  CHECK(missing.err.find("none.safetensors") != std::string::npos);
+
+  // A sample whose feature size is not the model's input size: the file and both shapes are named.
+  const Result wrong = run("export-c --weights " + model + out + " --sample-input " + kSource +
+                           "/examples/models/lstm_small_expected_y.npy");
+  CHECK(wrong.code == 1);
+  CHECK(wrong.err.find("lstm_small_expected_y.npy: expected shape [T, B, 16]") != std::string::npos);
+  CHECK(wrong.err.find("found [50, 4, 32]") != std::string::npos);
+
+  const Result help = run("help export-c");
+  CHECK(help.code == 0);
+  CHECK(help.out.find("--sample-input") != std::string::npos);
+}
