@@ -150,8 +150,8 @@ typedef struct rnncore_forward_args {
   const void* h0;              /**< [L·D, B, H] or NULL */
   const void* c0;              /**< [L·D, B, H] or NULL (LSTM) */
   void* y;                     /**< [T, B, D·H] or [B, T, D·H] */
-  void* hy;                    /**< [L·D, B, H] or NULL */
-  void* cy;                    /**< [L·D, B, H] or NULL (LSTM) */
+  void* hy;                    /**< [L·D, B, H] or NULL; may equal h0 (streaming in place) */
+  void* cy;                    /**< [L·D, B, H] or NULL (LSTM); may equal c0 */
   int32_t run_mode;            /**< rnncore_run_mode: dropout acts in training and Monte-Carlo runs */
   uint64_t seed;               /**< the run's seed */
   uint64_t step;               /**< the run counter (mask function c3 = step mod 2^32) */

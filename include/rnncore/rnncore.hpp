@@ -329,8 +329,8 @@ struct ForwardArgs {
   const void* h0 = nullptr;                 ///< [L·D, B, H] or null (zeros)
   const void* c0 = nullptr;                 ///< [L·D, B, H] or null (zeros); LSTM only
   void* y = nullptr;                        ///< [T, B, D·H] (or [B, T, D·H]); zero past a row's length
-  void* hy = nullptr;                       ///< [L·D, B, H] final h, or null
-  void* cy = nullptr;                       ///< [L·D, B, H] final c (LSTM), or null
+  void* hy = nullptr;                       ///< [L·D, B, H] final h, or null (may be h0 itself: streaming in place)
+  void* cy = nullptr;                       ///< [L·D, B, H] final c (LSTM), or null (may be c0 itself)
   RunMode run_mode = RunMode::inference;
   std::uint64_t seed = 0;                   ///< run seed: masks of inter-layer dropout and of wrappers without a seed
   std::uint64_t step = 0;                   ///< run counter (the mask function's c3 = step mod 2^32)
