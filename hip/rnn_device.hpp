@@ -8,13 +8,14 @@
 // (ex.sync), the grid barrier of a cooperative launch (ex.grid_sync), warp shuffles (ex.shfl_xor)
 // and the warp size (ex.warp_size), and loads of data other blocks wrote (ex.load_coherent). On a
 // GPU it is DeviceExec (hip/rnn_launch.hpp), backed by the compat header; in the emulator it runs
-// each GPU thread as a host thread with real barriers. The numerics (gates, masks, lengths, wrapper
+// each GPU thread as a fiber with real barriers. The numerics (gates, masks, lengths, wrapper
 // chains) and the index arithmetic of every tiling are therefore the same code on the GPU and in
 // the host tests. Nothing here knows the vendor; no literal warp size appears.
 //
-// Layouts (f32; see docs/gpu.md):
+// Layouts (see docs/gpu.md):
 //   packed, per (layer, direction): W [G·H][Ip] (Ip = I rounded up to 4, zero padded; absent for a
-//     skip layer), R [G·H][Hs] (Hs = H rounded up to 4), bias [G·H] = bW + bR (the reset-after GRU's
+//     skip layer), R [G·H][Hs] (Hs = H rounded up to 4) — both of the weight storage type (f32, f16
+//     or bf16) — and in f32: bias [G·H] = bW + bR (the reset-after GRU's
 //     n gate keeps bR_n apart in bias_rn [H], because r multiplies it). Gate blocks in canonical order.
 //   workspace: proj [T][B][G·H] (input projections of all steps, biases folded in), h[2] [B][Hs]
 //     (double buffer; padding stays 0), c [B][Hs], rh / z [B][Hs] (reset-before GRU), x_cell
@@ -172,6 +173,7 @@ struct MaskSite {
   rnncore_mask_params params;
   int32_t active;       ///< the run drops something here
   int32_t variational;  ///< t' = 0
+  uint32_t time_offset; ///< else t' = t + time_offset (ForwardArgs::time_offset: streaming in chunks)
   int32_t shared;       ///< TF-style variational mask shared by the batch: row 0
 };
 
@@ -185,7 +187,7 @@ RNNCORE_HD inline uint32_t mask_row_id(const MaskSite& m, const uint32_t* row_id
 /// rnncore_mask_word4 of include/rnncore/philox.h, so masks equal the CPU's bit for bit.
 RNNCORE_HD inline uint32_t mask_bits4(const MaskSite& m, uint32_t step, int t, const uint32_t* row_ids, int b,
                                       uint32_t q) {
-  const uint32_t t_prime = m.variational ? 0u : static_cast<uint32_t>(t);
+  const uint32_t t_prime = m.variational ? 0u : static_cast<uint32_t>(t) + m.time_offset;
   return rnncore_mask_word4(m.seed, step, m.site, t_prime, mask_row_id(m, row_ids, b), q, m.width, &m.params);
 }
 

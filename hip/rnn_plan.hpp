@@ -356,6 +356,7 @@ inline MaskSite to_site(const detail::Mask& m) {
   s.params = m.params;
   s.active = m.active ? 1 : 0;
   s.variational = m.variational ? 1 : 0;
+  s.time_offset = m.time_offset;
   s.shared = m.shared ? 1 : 0;
   return s;
 }
@@ -450,6 +451,7 @@ Status forward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const un
   run.seed = a.seed;
   run.step = static_cast<std::uint32_t>(a.step);
   run.row_ids = a.row_ids;
+  run.time_offset = a.time_offset;
   const std::int32_t* lengths = nullptr;
   const std::uint32_t* row_ids = nullptr;
   if (a.seq_lengths != nullptr) {

@@ -66,6 +66,13 @@ struct Outputs {
   std::vector<T> y, hy, cy;
 };
 
+// The CPU backends of this build and machine: the reference, and the SIMD backend when it has kernels here.
+inline std::vector<rnncore::Backend> cpu_backends() {
+  rnncore::Isa isas[8];
+  if (rnncore::available_isas(isas, 8) == 0) return {rnncore::Backend::reference};
+  return {rnncore::Backend::reference, rnncore::Backend::simd};
+}
+
 // Plans, packs and runs one forward; checks every status with the caller's assert macro via `ok`.
 template <class T>
 rnncore::Status run_forward(const rnncore::RnnSpec& spec, rnncore::PlanOptions opt, const std::vector<T>& canonical,

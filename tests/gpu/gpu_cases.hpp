@@ -27,6 +27,7 @@ struct Case {
   RunMode run_mode = RunMode::inference;
   std::uint64_t seed = 0, step = 0;
   DType weights = DType::f32;  ///< GPU weight storage; the weights are drawn representable in it
+  std::uint32_t time_offset = 0;
 };
 
 inline std::string describe(const Case& c) {
@@ -40,7 +41,7 @@ inline std::string describe(const Case& c) {
   return s + " I=" + std::to_string(c.stack.input_size) + " T=" + std::to_string(c.T) + " B=" + std::to_string(c.B) +
          " len=" + std::to_string(c.lengths) + " h0=" + std::to_string(c.initial) + " bm=" + std::to_string(c.batch_major) +
          " skip=" + std::to_string(uses_skip_input(c.stack)) + " train=" + std::to_string(c.run_mode != RunMode::inference) +
-         " rows=" + std::to_string(c.row_ids) + " p=" + std::to_string(c.stack.dropout) + " weights=" + to_string(c.weights);
+         " rows=" + std::to_string(c.row_ids) + " p=" + std::to_string(c.stack.dropout) + " weights=" + to_string(c.weights) + " t0=" + std::to_string(c.time_offset);
 }
 
 /// Runs a stack on the GPU (or its emulation) in f32: plans, packs, runs and returns host outputs.
@@ -83,6 +84,7 @@ inline void compare_case(const Case& c, std::uint64_t data_seed, const GpuRunner
   a.run_mode = c.run_mode;
   a.seed = c.seed;
   a.step = c.step;
+  a.time_offset = c.time_offset;
   PlanOptions opt;
   opt.max_batch = c.B + 1;
   opt.max_seq_len = c.T + 1;
@@ -187,6 +189,7 @@ inline Case wrapper_case(Mode mode, int v, Rng& rng) {
   c.run_mode = v == 3 ? RunMode::monte_carlo : RunMode::training;
   c.seed = rng.next();
   c.step = rng.next();
+  c.time_offset = v == 1 ? 1000 : 0;  // a later chunk of a streamed sequence
   return c;
 }
 

@@ -126,6 +126,18 @@ TEST_CASE("GPU forward: dropout wrappers, residuals, inter-layer dropout, row id
     }
 }
 
+TEST_CASE("GPU forward with f16 and bf16 weight storage (weights representable in the type)") {
+  Rng rng(4242);
+  int n = 0;
+  for (DType wt : {DType::f16, DType::bf16})
+    for (int i = 0; i < 12; ++i) {
+      Case c = random_case(rng);
+      c.weights = wt;
+      check_on_device(c, kChoices[n % 3], 6000 + n);
+      ++n;
+    }
+}
+
 TEST_CASE("GPU forward: benchmark-sized shapes (several blocks, tiles and slices)") {
   // Shapes of bench/gpu: enough rows and units that every kernel runs many blocks.
   for (Mode mode : {Mode::lstm, Mode::gru}) {
@@ -140,6 +152,8 @@ TEST_CASE("GPU forward: benchmark-sized shapes (several blocks, tiles and slices
       c.lengths = true;
       c.initial = true;
       for (const KernelChoice& k : kChoices) check_on_device(c, k, 7000 + B);
+      c.weights = DType::bf16;
+      check_on_device(c, kChoices[0], 7100 + B);
     }
   }
 }

@@ -132,6 +132,7 @@ TEST_CASE("device mask helper equals the CPU mask function bit for bit") {
     m.variational = rng.range(0, 1);
     m.shared = m.variational && rng.range(0, 1);
     m.active = 1;
+    m.time_offset = i % 3 == 0 ? static_cast<std::uint32_t>(rng.next()) : 0u;
     const double keep = i % 50 == 0 ? 1.0 : rng.uniform(0.01, 0.99);
     rnncore_mask_params_init(&m.params, keep);
     const std::uint32_t step = static_cast<std::uint32_t>(rng.next()), q = static_cast<std::uint32_t>(rng.range(0, 80));
@@ -142,7 +143,8 @@ TEST_CASE("device mask helper equals the CPU mask function bit for bit") {
     const std::uint32_t bits = gpu::mask_bits4(m, step, t, row_ids, b, q);
     const std::uint32_t row = m.shared ? 0u : (row_ids ? row_ids[b] : static_cast<std::uint32_t>(b));
     for (std::uint32_t j = 0; j < 4; ++j) {
-      const int keep_ref = rnncore_mask_keep(m.seed, step, m.site, m.variational ? 0u : static_cast<std::uint32_t>(t), row,
+      const std::uint32_t t_prime = m.variational ? 0u : static_cast<std::uint32_t>(t) + m.time_offset;
+      const int keep_ref = rnncore_mask_keep(m.seed, step, m.site, t_prime, row,
                                              4 * q + j, m.width, &m.params);
       REQUIRE(static_cast<int>((bits >> j) & 1u) == keep_ref);
     }
@@ -172,6 +174,7 @@ TEST_CASE("mask kernels draw the CPU's mask rows bit for bit") {
       run.seed = rng.next();
       run.step = static_cast<std::uint32_t>(rng.next());
       run.row_ids = with_ids ? ids.data() : nullptr;
+      run.time_offset = iter % 3 == 2 ? static_cast<std::uint32_t>(rng.next()) : 0u;
 
       // Inter-layer dropout of a 2-layer stack whose first layer has `width` = D·H outputs.
       StackSpec st;
@@ -305,6 +308,63 @@ TEST_CASE("emulated GPU forward: dropout wrappers, residuals, inter-layer dropou
       inference.run_mode = RunMode::inference;
       check_case(inference, config(32, gpu::Recurrence::auto_select), 3100 + n, nullptr);
     }
+}
+
+TEST_CASE("emulated GPU forward: streaming in chunks (time_offset, hy aliasing h0) equals one run") {
+  // Two chunks of a unidirectional stack with per-step dropout, the state carried in place
+  // (hy == h0, cy == c0), against the f64 reference running the whole sequence at once.
+  StackSpec st;
+  st.input_size = 6;
+  st.num_layers = 2;
+  st.dropout = 0.25;
+  st.layers[0] = layer(Mode::lstm, 8, false, {dropout_wrapper(0.8, 0.7, 0.75)});
+  st.layers[1] = layer(Mode::gru, 5, false, {dropout_wrapper(0.9, 0.6, 0.7)});
+  const int T = 6, B = 3, half = 3;
+  Rng rng(31);
+  StackSpec s64 = st;
+  s64.dtype = DType::f64;
+  const auto w32 = random_vector<float>(rng, static_cast<std::size_t>(param_count(st)), 0.4);
+  const auto x32 = random_vector<float>(rng, static_cast<std::size_t>(T) * B * st.input_size, 1.0);
+  const std::vector<double> w64(w32.begin(), w32.end()), x64(x32.begin(), x32.end());
+  ForwardArgs a;
+  a.batch = B;
+  a.seq_len = T;
+  a.run_mode = RunMode::training;
+  a.seed = 99;
+  a.step = 7;
+  PlanOptions opt;
+  opt.max_batch = B;
+  opt.max_seq_len = T;
+  opt.backend = Backend::reference;
+  Outputs<double> ref;
+  a.x = x64.data();
+  REQUIRE(run_forward(s64, opt, w64, a, &ref) == Status::ok);
+
+  for (gpu::Recurrence r : {gpu::Recurrence::persistent, gpu::Recurrence::tiled}) {
+    const EmuConfig cfg = config(32, r);
+    detail::PlanImpl p;
+    REQUIRE(make_gpu_plan(st, opt, cfg, &p) == Status::ok);
+    const gpu::GpuPlan g = gpu::get_gpu_plan(p);
+    AlignedBuffer packed(p.packed_bytes), ws(p.ws.total);
+    emu::Launcher ln(g.facts, cfg.blocks_per_sm);
+    REQUIRE(gpu::pack(ln, p, g, w32.data(), packed.ptr) == Status::ok);
+    const std::size_t states = static_cast<std::size_t>(state_elements(st, B));
+    std::vector<float> h(states, 0.0f), c(states, 0.0f), y(static_cast<std::size_t>(T) * B * 5, -7.0f);
+    for (int chunk = 0; chunk < 2; ++chunk) {
+      ForwardArgs k = a;
+      k.seq_len = half;
+      k.x = x32.data() + static_cast<std::size_t>(chunk) * half * B * st.input_size;
+      k.y = y.data() + static_cast<std::size_t>(chunk) * half * B * 5;
+      k.h0 = k.hy = h.data();
+      k.c0 = k.cy = c.data();
+      k.time_offset = static_cast<std::uint32_t>(chunk * half);
+      REQUIRE(gpu::forward(ln, p, g, packed.ptr, ws.ptr, k) == Status::ok);
+    }
+    INFO(describe(cfg));
+    CHECK(rel_error(y.data(), ref.y.data(), ref.y.size()) < 1e-5);
+    CHECK(rel_error(h.data(), ref.hy.data(), ref.hy.size()) < 1e-5);
+    CHECK(ln.errors.empty());
+  }
 }
 
 TEST_CASE("emulated GPU forward: zero-length rows, T = 0, skip input, auto choices") {

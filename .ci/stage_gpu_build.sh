@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# CI stage: the GPU backend compiles for both vendors on a machine without a GPU.
+#   - hipcc (Debian's ROCm 5.2) for AMD: gfx90a (CDNA, wave64) and gfx1030 (RDNA, wave32), so
+#     both wavefront sizes are compiled; the device test must skip cleanly;
+#   - nvcc (from the machine image, /usr/local/cuda) for NVIDIA sm_80 and sm_90, then the whole
+#     test suite of that build: CPU tests pass, the GPU device test skips saying why, the kernel
+#     emulator test runs the kernels on the host;
+#   - include/rnncore/philox.h in device code with both compilers (tests/philox_device_check.cu).
+# Counts one result per compile and per test; ends with "STAGE_RESULT passed=N failed=M".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+start=$(date +%s)
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "stage_gpu_build: ok: $*"; }
+bad() { failed=$((failed + 1)); echo "stage_gpu_build: FAILED: $*"; }
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+export DEBIAN_FRONTEND=noninteractive
+echo "=== installing hipcc (ROCm 5.2 from Debian) and the build dependencies"
+if ! { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends \
+         hipcc libamdhip64-dev rocm-device-libs g++ meson ninja-build pkg-config libxsimd-dev doctest-dev >/dev/null; }; then
+  bad "apt-get install hipcc libamdhip64-dev rocm-device-libs"
+fi
+
+work=$(mktemp -d /tmp/rnncore-gpu-ci.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+# Adds the results of a meson build directory's last test run.
+count_tests() {
+  local json="$1/meson-logs/testlog.json" good nogood
+  if [ ! -f "$json" ]; then bad "$2: no test log"; return; fi
+  good=$(grep -c '"result": "\(OK\|SKIP\|EXPECTEDFAIL\)"' "$json" || true)
+  nogood=$(grep -c '"result": "\(FAIL\|TIMEOUT\|ERROR\|UNEXPECTEDPASS\)"' "$json" || true)
+  passed=$((passed + good))
+  failed=$((failed + nogood))
+  echo "stage_gpu_build: $2: $good passed or skipped, $nogood failed"
+}
+
+echo "=== AMD: -Dgpu=hip for gfx90a and gfx1030"
+if command -v hipcc >/dev/null; then
+  if meson setup "$work/hip" -Dgpu=hip -Dgpu_hip_archs=gfx90a,gfx1030 >"$work/hip-setup.log" 2>&1 &&
+     meson compile -C "$work/hip"; then
+    ok "hipcc build (gfx90a, gfx1030)"
+    # The device test links the HIP runtime; with no AMD GPU here it must skip (exit 77).
+    meson test -C "$work/hip" --print-errorlogs gpu_device
+    count_tests "$work/hip" "hip build: gpu_device"
+    grep -h "SKIP" "$work/hip/meson-logs/testlog.txt" | head -n 2
+  else
+    cat "$work/hip-setup.log"
+    bad "hipcc build"
+  fi
+  # (nvcc includes its runtime header implicitly; hipcc needs it named)
+  if hipcc -std=c++17 --offload-arch=gfx90a -Iinclude -include hip/hip_runtime.h -x hip -c tests/philox_device_check.cu \
+       -o "$work/philox_hip.o"; then
+    ok "philox.h in HIP device code"
+  else
+    bad "philox.h in HIP device code"
+  fi
+else
+  bad "hipcc not found after installing it"
+fi
+
+echo "=== NVIDIA: -Dgpu=cuda for sm_80 and sm_90"
+export PATH="$PATH:/usr/local/cuda/bin"
+if command -v nvcc >/dev/null; then
+  nvcc --version | tail -n 2
+  if meson setup "$work/cuda" -Dgpu=cuda -Dgpu_cuda_archs=sm_80,sm_90 >"$work/cuda-setup.log" 2>&1 &&
+     meson compile -C "$work/cuda"; then
+    ok "nvcc build (sm_80, sm_90)"
+    (cd "$root" && meson test -C "$work/cuda" --print-errorlogs)
+    count_tests "$work/cuda" "cuda build: test suite"
+    grep -h "SKIP" "$work/cuda/meson-logs/testlog.txt" | head -n 2
+  else
+    cat "$work/cuda-setup.log"
+    bad "nvcc build"
+  fi
+  if nvcc -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -Iinclude \
+       -c tests/philox_device_check.cu -o "$work/philox_cuda.o"; then
+    ok "philox.h in CUDA device code"
+  else
+    bad "philox.h in CUDA device code"
+  fi
+else
+  bad "nvcc not found (the CUDA toolkit comes with the CI machine image: /usr/local/cuda/bin/nvcc is missing)"
+fi
+
+echo "stage_gpu_build: wall time $(($(date +%s) - start)) s"
+echo "STAGE_RESULT passed=$passed failed=$failed"
