@@ -1,0 +1,975 @@
+// onednn_compare: rnncore against oneDNN's RNN primitive, side by side, in one process.
+//
+// For each shape both libraries get the same network (f32, input size = hidden size, the same
+// random weights converted to each library's layout) and the same input. Timed runs alternate
+// (rnncore, oneDNN, rnncore, ...) after a warm-up; each follows a pause (the other library's idle
+// threads fall asleep) and untimed runs of its own library (its steady state: weights in cache,
+// threads awake). The table reports medians, their ratio
+// (oneDNN time / rnncore time: > 1 means rnncore is faster), GFLOP/s, the fraction of the measured
+// FMA peak, the CPU time per wall time of each library, and the largest relative difference of
+// their outputs, which checks the weight conversion: a comparison is only meaningful if both
+// libraries compute the same function.
+//
+// oneDNN threads: Debian's oneDNN runs on OpenMP; its thread count is set with omp_set_num_threads
+// before each configuration's primitives are created (OMP_NUM_THREADS is overridden). rnncore's
+// comes from PlanOptions::threads. See docs/performance.md.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <unistd.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+#if DNNL_VERSION_MAJOR != 2
+#error "onednn_compare uses the oneDNN 2.x API (operation descriptors)"
+#endif
+#ifdef BENCH_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+#include "bench/cpu/fma_peak.hpp"
+#include "rnncore/rnncore.hpp"
+
+namespace {
+
+using rnncore::Mode;
+
+const char* const kUsage =
+    "usage: onednn_compare [options]\n"
+    "\n"
+    "Times rnncore and oneDNN (RNN primitive, forward_inference, f32) on the same shapes in one\n"
+    "process, alternating, and prints medians, ratios (oneDNN ms / rnncore ms: > 1 means rnncore is\n"
+    "faster), GFLOP/s, fraction of the measured FMA peak and the outputs' largest relative difference.\n"
+    "\n"
+    "shapes (default: the full sweep, about 76 shapes):\n"
+    "  --modes LIST      lstm,gru,rnn_tanh (gru = reset-after = oneDNN's lbr_gru)\n"
+    "  --hidden LIST     128,256,512,1024 (input size = hidden size)\n"
+    "  --batch LIST      1,16,64\n"
+    "  --seq T           100\n"
+    "  --threads LIST    1,2\n"
+    "  --no-extras       skip the bidirectional and 3-layer LSTM (H=512, B=64) cases\n"
+    "  --quick           a handful of shapes, 3 repetitions, no waiting or retries (smoke test)\n"
+    "timing:\n"
+    "  --reps N          timed repetitions per library and shape (default 15; median reported)\n"
+    "  --warmup N        untimed runs per library before timing (default 2)\n"
+    "  --gap-ms X        pause before each library's turn so that the other library's idle threads\n"
+    "                    stop spinning before it starts (default 10)\n"
+    "  --prerun-ms X     before each timed run, untimed runs of the same library (at least one, for\n"
+    "                    at least X ms) so that the timed run finds its weights in cache and its\n"
+    "                    threads awake and settled on their cores (default 20)\n"
+    "  --busy-limit N    a shape during which other processes kept more than N/100 cores busy\n"
+    "                    (from /proc/stat) is measured again (default 25)\n"
+    "  --retries N       at most N more attempts per shape; the quietest is kept (default 2)\n"
+    "  --wait-quiet S    before each attempt (and the FMA peak), wait up to S seconds for the other\n"
+    "                    processes' load to drop below the busy limit (default 120)\n"
+    "  --peak-runs N     FMA peak: best of N runs (default 7)\n"
+    "output (the plain table always goes to stdout; progress to stderr):\n"
+    "  --markdown FILE   also write the table as Markdown ('-' = stdout)\n"
+    "  --csv FILE        also write the results as CSV ('-' = stdout)\n"
+    "  --note TEXT       a line for the output's header (e.g. the commit measured); repeatable\n";
+
+// ---- small helpers ----
+
+struct Shape {
+  Mode mode = Mode::lstm;
+  int hidden = 0;
+  int batch = 0;
+  int seq = 0;
+  int threads = 1;
+  int layers = 1;
+  int directions = 1;
+};
+
+struct Result {
+  Shape shape;
+  std::string error;  // empty: both ran
+  double rn_ms = 0, dn_ms = 0;  // medians
+  double rn_min = 0, rn_max = 0, dn_min = 0, dn_max = 0;
+  double rn_par = 0, dn_par = 0;  // process CPU time / wall time during the timed runs
+  double other_load = -1;         // cores busy with other processes during the timed loop (-1: unknown)
+  int attempts = 1;
+  double gflop = 0;               // per forward run
+  double max_rel = 0;             // max |rnncore - oneDNN| / max |oneDNN| over y, hy (and cy)
+  std::string rn_kernel, dn_impl;
+};
+
+const char* mode_name(Mode m) {
+  switch (m) {
+    case Mode::lstm: return "lstm";
+    case Mode::gru: return "gru";
+    case Mode::rnn_tanh: return "rnn_tanh";
+    case Mode::rnn_relu: return "rnn_relu";
+  }
+  return "?";
+}
+
+bool parse_mode(const std::string& s, Mode* m) {
+  if (s == "lstm") *m = Mode::lstm;
+  else if (s == "gru") *m = Mode::gru;
+  else if (s == "rnn_tanh") *m = Mode::rnn_tanh;
+  else return false;
+  return true;
+}
+
+bool parse_int(const std::string& s, long lo, long hi, long* out) {
+  char* end = nullptr;
+  const long v = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+bool parse_int_list(const std::string& s, long lo, long hi, std::vector<int>* out) {
+  out->clear();
+  std::size_t at = 0;
+  while (at <= s.size()) {
+    const std::size_t comma = s.find(',', at);
+    const std::string item = s.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    long v;
+    if (!parse_int(item, lo, hi, &v)) return false;
+    out->push_back(static_cast<int>(v));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return !out->empty();
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double process_cpu_s() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Busy CPU time of the whole machine (all cores, incl. time stolen by the hypervisor), from
+// /proc/stat; < 0 if unreadable. With the process's own CPU time it gives the other processes' load.
+double machine_busy_s() {
+  std::FILE* f = std::fopen("/proc/stat", "r");
+  if (!f) return -1;
+  unsigned long long v[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // user nice system idle iowait irq softirq steal
+  const int n = std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+                            &v[5], &v[6], &v[7]);
+  std::fclose(f);
+  if (n < 7) return -1;
+  const double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
+  return static_cast<double>(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / hz;
+}
+
+// Waits until other processes keep at most `limit` cores busy (measured over half a second), for at
+// most `max_s` seconds; returns the last measured load (-1: /proc/stat unreadable).
+double wait_until_quiet(double limit, double max_s) {
+  const double start = now_s();
+  double last_note = start, load = -1;
+  for (;;) {
+    const double b0 = machine_busy_s(), c0 = process_cpu_s(), t0 = now_s();
+    if (b0 < 0) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const double b1 = machine_busy_s(), c1 = process_cpu_s(), t1 = now_s();
+    load = std::max(0.0, (b1 - b0 - (c1 - c0)) / (t1 - t0));
+    if (load <= limit || t1 - start >= max_s) break;
+    if (t1 - last_note >= 10) {
+      std::fprintf(stderr, "          waiting for a quiet machine: other processes keep %.2f cores busy (%.0f s)\n",
+                   load, t1 - start);
+      last_note = t1;
+    }
+  }
+  return load;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Deterministic uniform numbers in [-scale, scale): benchmark data only needs to be non-degenerate.
+struct Rng {
+  std::uint64_t state;
+  explicit Rng(std::uint64_t seed) : state(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  float next(float scale) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return scale * static_cast<float>(static_cast<double>(state >> 11) * 0x1.0p-52 - 1.0);
+  }
+};
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      const std::size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+    }
+  return "unknown CPU";
+}
+
+void set_onednn_threads(int n) {
+#ifdef BENCH_HAVE_OPENMP
+  omp_set_num_threads(n);
+#else
+  (void)n;
+#endif
+}
+
+int onednn_max_threads() {
+#ifdef BENCH_HAVE_OPENMP
+  return omp_get_max_threads();
+#else
+  return -1;
+#endif
+}
+
+double flops_per_run(const rnncore::RnnSpec& spec, int seq, int batch) {
+  double f = 0;  // 2 flops per multiply-add of the input and recurrent products
+  for (int l = 0; l < spec.num_layers; ++l)
+    f += 2.0 * rnncore::num_gates(spec.mode) * spec.hidden_size *
+         (rnncore::layer_input_size(spec, l) + spec.hidden_size) * seq * batch * rnncore::num_directions(spec);
+  return f;
+}
+
+// ---- oneDNN side ----
+
+// One oneDNN RNN primitive with its memories; inputs and outputs live in caller vectors.
+struct OnednnNet {
+  dnnl::primitive prim;
+  std::unordered_map<int, dnnl::memory> args;
+  std::vector<float> wl, wi, bias;  // user-layout weights (kept: memories may point into them)
+  std::string impl;
+};
+
+// Canonical gate of each oneDNN gate. oneDNN: LSTM i, f, c, o (= canonical i, f, g, o);
+// GRU u (update = z), r, o (candidate = n) against canonical r, z, n; RNN one gate.
+int canonical_gate(Mode mode, int g) {
+  if (mode == Mode::gru) {
+    static const int kGru[3] = {1, 0, 2};
+    return kGru[g];
+  }
+  return g;
+}
+
+// Converts canonical weights: weights_layer [L, D, I, G, H] and weights_iter [L, D, H, G, H]
+// (ldigo: element (l, d, k, g, j) multiplies input k into unit j of gate g), bias [L, D, Gb, H]
+// (ldgo). oneDNN has one bias per gate, so it gets bW + bR, except in the linear-before-reset GRU:
+// there the candidate's input bias (gate 2) and recurrent bias (the extra gate 3, added to the
+// recurrent product before the reset gate multiplies it) stay apart.
+void convert_weights(const rnncore::RnnSpec& spec, const float* canonical, OnednnNet* net) {
+  using rnncore::ParamKind;
+  const int L = spec.num_layers, D = rnncore::num_directions(spec), H = spec.hidden_size;
+  const int G = rnncore::num_gates(spec.mode), Gb = spec.mode == Mode::gru ? 4 : G;
+  const int I = spec.input_size;  // all layers: input_size == hidden_size, and D == 2 only for L == 1
+  net->wl.assign(static_cast<std::size_t>(L) * D * I * G * H, 0.0f);
+  net->wi.assign(static_cast<std::size_t>(L) * D * H * G * H, 0.0f);
+  net->bias.assign(static_cast<std::size_t>(L) * D * Gb * H, 0.0f);
+  for (int l = 0; l < L; ++l)
+    for (int d = 0; d < D; ++d) {
+      const std::size_t ld = static_cast<std::size_t>(l) * D + d;
+      for (int g = 0; g < G; ++g) {
+        const int cg = canonical_gate(spec.mode, g);
+        const float* W = canonical + rnncore::canonical_offset(spec, l, d, ParamKind::input_weight, cg);
+        const float* R = canonical + rnncore::canonical_offset(spec, l, d, ParamKind::recurrent_weight, cg);
+        const float* bW = canonical + rnncore::canonical_offset(spec, l, d, ParamKind::input_bias, cg);
+        const float* bR = canonical + rnncore::canonical_offset(spec, l, d, ParamKind::recurrent_bias, cg);
+        for (int j = 0; j < H; ++j) {
+          for (int k = 0; k < I; ++k)
+            net->wl[((ld * I + k) * G + g) * H + j] = W[static_cast<std::size_t>(j) * I + k];
+          for (int k = 0; k < H; ++k)
+            net->wi[((ld * H + k) * G + g) * H + j] = R[static_cast<std::size_t>(j) * H + k];
+          if (spec.mode == Mode::gru && g == 2) {
+            net->bias[(ld * Gb + 2) * H + j] = bW[j];
+            net->bias[(ld * Gb + 3) * H + j] = bR[j];
+          } else {
+            net->bias[(ld * Gb + g) * H + j] = bW[j] + bR[j];
+          }
+        }
+      }
+    }
+}
+
+// Creates the primitive for `spec` at (seq, batch) with a user scratchpad, converts and reorders the
+// weights into the layout the primitive chose. x [T, B, I] in, y [T, B, D·H], hy and cy [L, D, B, H] out.
+OnednnNet make_onednn(const dnnl::engine& eng, dnnl::stream& strm, const rnncore::RnnSpec& spec,
+                      const float* canonical, int seq, int batch, float* x, float* y, float* hy, float* cy) {
+  using dnnl::memory;
+  using tag = memory::format_tag;
+  const memory::data_type f32 = memory::data_type::f32;
+  const memory::dim T = seq, B = batch, L = spec.num_layers, D = rnncore::num_directions(spec);
+  const memory::dim H = spec.hidden_size, I = spec.input_size, G = rnncore::num_gates(spec.mode);
+  const memory::dim Gb = spec.mode == Mode::gru ? 4 : G;
+
+  OnednnNet net;
+  convert_weights(spec, canonical, &net);
+
+  const memory::desc src_md({T, B, I}, f32, tag::tnc), dst_md({T, B, D * H}, f32, tag::tnc);
+  const memory::desc state_md({L, D, B, H}, f32, tag::ldnc), none;  // none: zero initial states
+  const memory::desc wl_any({L, D, I, G, H}, f32, tag::any), wi_any({L, D, H, G, H}, f32, tag::any);
+  const memory::desc bias_md({L, D, Gb, H}, f32, tag::ldgo);
+  const auto fwd = dnnl::prop_kind::forward_inference;
+  const auto dir = D == 2 ? dnnl::rnn_direction::bidirectional_concat : dnnl::rnn_direction::unidirectional_left2right;
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // allocated once here, like rnncore's workspace
+
+  memory::desc wl_md, wi_md, scratch_md;
+  switch (spec.mode) {
+    case Mode::lstm: {
+      const dnnl::lstm_forward::desc d(fwd, dir, src_md, none, none, wl_any, wi_any, bias_md, dst_md, state_md,
+                                       state_md);
+      const dnnl::lstm_forward::primitive_desc pd(d, attr, eng);
+      net.prim = dnnl::lstm_forward(pd);
+      wl_md = pd.weights_layer_desc(), wi_md = pd.weights_iter_desc(), scratch_md = pd.scratchpad_desc();
+      net.impl = pd.impl_info_str();
+      break;
+    }
+    case Mode::gru: {
+      const dnnl::lbr_gru_forward::desc d(fwd, dir, src_md, none, wl_any, wi_any, bias_md, dst_md, state_md);
+      const dnnl::lbr_gru_forward::primitive_desc pd(d, attr, eng);
+      net.prim = dnnl::lbr_gru_forward(pd);
+      wl_md = pd.weights_layer_desc(), wi_md = pd.weights_iter_desc(), scratch_md = pd.scratchpad_desc();
+      net.impl = pd.impl_info_str();
+      break;
+    }
+    default: {
+      const dnnl::vanilla_rnn_forward::desc d(fwd, dnnl::algorithm::eltwise_tanh, dir, src_md, none, wl_any, wi_any,
+                                              bias_md, dst_md, state_md);
+      const dnnl::vanilla_rnn_forward::primitive_desc pd(d, attr, eng);
+      net.prim = dnnl::vanilla_rnn_forward(pd);
+      wl_md = pd.weights_layer_desc(), wi_md = pd.weights_iter_desc(), scratch_md = pd.scratchpad_desc();
+      net.impl = pd.impl_info_str();
+      break;
+    }
+  }
+
+  // Weights in ldigo, reordered once into the primitive's own layout when it differs.
+  auto weights = [&](const memory::desc& want, std::vector<float>& user, const memory::dims& dims) {
+    memory src(memory::desc(dims, f32, tag::ldigo), eng, user.data());
+    if (want == src.get_desc()) return src;
+    memory dst(want, eng);
+    dnnl::reorder(src, dst).execute(strm, src, dst);
+    strm.wait();
+    return dst;
+  };
+  net.args[DNNL_ARG_WEIGHTS_LAYER] = weights(wl_md, net.wl, {L, D, I, G, H});
+  net.args[DNNL_ARG_WEIGHTS_ITER] = weights(wi_md, net.wi, {L, D, H, G, H});
+  net.args[DNNL_ARG_BIAS] = memory(bias_md, eng, net.bias.data());
+  net.args[DNNL_ARG_SRC_LAYER] = memory(src_md, eng, x);
+  net.args[DNNL_ARG_DST_LAYER] = memory(dst_md, eng, y);
+  net.args[DNNL_ARG_DST_ITER] = memory(state_md, eng, hy);
+  if (spec.mode == Mode::lstm) net.args[DNNL_ARG_DST_ITER_C] = memory(state_md, eng, cy);
+  net.args[DNNL_ARG_SCRATCHPAD] = memory(scratch_md, eng);
+  return net;
+}
+
+// max |a - b| / max |b|, the measure `rnncore run --expect` reports.
+double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, ref = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
+    if (!(d <= diff)) diff = d;  // also catches NaN
+    ref = std::max(ref, std::fabs(static_cast<double>(b[i])));
+  }
+  return diff / std::max(ref, 1e-30);
+}
+
+struct Timing {
+  int reps = 15;
+  int warmup = 2;
+  double gap_ms = 10;
+  double prerun_ms = 20;  // untimed runs of the same library right before each timed run: at least
+                         // one, and for at least this long (steady state: weights cached, threads awake)
+  double busy_limit = 0.25;  // other processes' load (cores) above which a shape is measured again
+  int retries = 2;           // at most this many more attempts; the quietest one is kept
+  double wait_quiet_s = 120;  // before each attempt, wait up to this long for the load to drop below busy_limit
+};
+
+// Builds both networks for one shape, checks that they agree, and times them alternately.
+Result run_shape(const Shape& s, const Timing& tm, const dnnl::engine& eng, dnnl::stream& strm) {
+  Result r;
+  r.shape = s;
+  rnncore::RnnSpec spec;
+  spec.mode = s.mode;
+  spec.gru_variant = rnncore::GruVariant::reset_after;
+  spec.input_size = s.hidden;
+  spec.hidden_size = s.hidden;
+  spec.num_layers = s.layers;
+  spec.direction = s.directions == 2 ? rnncore::Direction::bidirectional : rnncore::Direction::unidirectional;
+  r.gflop = flops_per_run(spec, s.seq, s.batch) * 1e-9;
+
+  // Weights uniform in ±1/sqrt(H) (PyTorch's initialisation), inputs in ±1: the cells stay out of
+  // saturation, so the outputs exercise every gate.
+  std::vector<float> canonical(static_cast<std::size_t>(rnncore::param_count(spec)));
+  Rng rng(static_cast<std::uint64_t>(s.hidden) * 7919 + static_cast<std::uint64_t>(s.mode) * 31 + s.layers);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.hidden));
+  for (float& w : canonical) w = rng.next(scale);
+  const int D = s.directions;
+  const std::size_t n_x = static_cast<std::size_t>(s.seq) * s.batch * s.hidden;
+  const std::size_t n_y = n_x * D, n_state = static_cast<std::size_t>(s.layers) * D * s.batch * s.hidden;
+  std::vector<float> x(n_x);
+  for (float& v : x) v = rng.next(1.0f);
+  std::vector<float> y_rn(n_y), y_dn(n_y), hy_rn(n_state), hy_dn(n_state), cy_rn(n_state), cy_dn(n_state);
+
+  rnncore::PlanOptions opt;
+  opt.max_batch = s.batch;
+  opt.max_seq_len = s.seq;
+  opt.threads = s.threads;
+  rnncore::Model model;
+  rnncore::Status st = rnncore::Model::create(spec, opt, canonical.data(), &model);
+  if (st != rnncore::Status::ok) {
+    r.error = std::string("rnncore: ") + rnncore::last_error_detail();
+    return r;
+  }
+  r.rn_kernel = std::string(model.plan().kernel_name()) + " threads=" + std::to_string(model.plan().options().threads);
+  rnncore::ForwardArgs fa;
+  fa.batch = s.batch;
+  fa.seq_len = s.seq;
+  fa.x = x.data();
+  fa.y = y_rn.data();
+  fa.hy = hy_rn.data();
+  if (s.mode == Mode::lstm) fa.cy = cy_rn.data();
+
+  OnednnNet net;
+  try {
+    net = make_onednn(eng, strm, spec, canonical.data(), s.seq, s.batch, x.data(), y_dn.data(), hy_dn.data(),
+                      cy_dn.data());
+  } catch (const dnnl::error& e) {
+    r.error = std::string("oneDNN: ") + e.what();
+    return r;
+  }
+  r.dn_impl = net.impl;
+
+  const auto gap = std::chrono::duration<double, std::milli>(tm.gap_ms);
+  auto run_rn = [&]() { return model.forward(fa); };
+  auto run_dn = [&]() {
+    net.prim.execute(strm, net.args);
+    strm.wait();
+  };
+
+  try {
+    for (int i = 0; i < tm.warmup; ++i) {
+      st = run_rn();
+      if (st != rnncore::Status::ok) {
+        r.error = std::string("rnncore: ") + rnncore::last_error_detail();
+        return r;
+      }
+      run_dn();
+    }
+    if (tm.warmup == 0) {  // the check below needs one run of each
+      if ((st = run_rn()) != rnncore::Status::ok) {
+        r.error = std::string("rnncore: ") + rnncore::last_error_detail();
+        return r;
+      }
+      run_dn();
+    }
+    r.max_rel = std::max(max_rel_diff(y_rn, y_dn), max_rel_diff(hy_rn, hy_dn));
+    if (s.mode == Mode::lstm) r.max_rel = std::max(r.max_rel, max_rel_diff(cy_rn, cy_dn));
+
+    std::vector<double> rn_ms, dn_ms;
+    double rn_wall = 0, rn_cpu = 0, dn_wall = 0, dn_cpu = 0;
+    const double loop_busy0 = machine_busy_s(), loop_cpu0 = process_cpu_s(), loop_t0 = now_s();
+    for (int i = 0; i < tm.reps; ++i) {
+      std::this_thread::sleep_for(gap);
+      double until = now_s() + 1e-3 * tm.prerun_ms;
+      do st = run_rn();
+      while (st == rnncore::Status::ok && now_s() < until);
+      double c0 = process_cpu_s(), t0 = now_s();
+      if (st == rnncore::Status::ok) st = run_rn();
+      double t1 = now_s(), c1 = process_cpu_s();
+      if (st != rnncore::Status::ok) {
+        r.error = std::string("rnncore: ") + rnncore::last_error_detail();
+        return r;
+      }
+      rn_ms.push_back(1e3 * (t1 - t0));
+      rn_wall += t1 - t0;
+      rn_cpu += c1 - c0;
+
+      std::this_thread::sleep_for(gap);
+      until = now_s() + 1e-3 * tm.prerun_ms;
+      do run_dn();
+      while (now_s() < until);
+      c0 = process_cpu_s(), t0 = now_s();
+      run_dn();
+      t1 = now_s(), c1 = process_cpu_s();
+      dn_ms.push_back(1e3 * (t1 - t0));
+      dn_wall += t1 - t0;
+      dn_cpu += c1 - c0;
+    }
+    const double loop_busy1 = machine_busy_s(), loop_cpu1 = process_cpu_s(), loop_t1 = now_s();
+    if (loop_busy0 >= 0 && loop_busy1 >= 0)
+      r.other_load = std::max(0.0, (loop_busy1 - loop_busy0 - (loop_cpu1 - loop_cpu0)) / (loop_t1 - loop_t0));
+    r.rn_ms = median(rn_ms);
+    r.dn_ms = median(dn_ms);
+    r.rn_min = *std::min_element(rn_ms.begin(), rn_ms.end());
+    r.rn_max = *std::max_element(rn_ms.begin(), rn_ms.end());
+    r.dn_min = *std::min_element(dn_ms.begin(), dn_ms.end());
+    r.dn_max = *std::max_element(dn_ms.begin(), dn_ms.end());
+    r.rn_par = rn_cpu / rn_wall;
+    r.dn_par = dn_cpu / dn_wall;
+  } catch (const dnnl::error& e) {
+    r.error = std::string("oneDNN: ") + e.what();
+  }
+  return r;
+}
+
+// ---- output ----
+
+struct Context {
+  std::string cpu, onednn_version, onednn_isa, command, date;
+  int hw_threads = 0;
+  bench::FmaPeak peaks[2];
+  int n_peaks = 0;
+  double peak = 0;  // best single-core GFLOP/s (0: not measured)
+  Timing timing;
+  std::set<std::string> rn_kernels, dn_impls;
+  std::vector<std::string> notes;  // --note: e.g. the commit measured
+};
+
+std::string layers_text(const Shape& s) {
+  return std::to_string(s.layers) + "x" + (s.directions == 2 ? "bi" : "uni");
+}
+
+double pct_of_peak(const Context& c, double gflop, double ms, int threads) {
+  return c.peak > 0 ? 100.0 * gflop / (ms * 1e-3) / (c.peak * threads) : 0.0;
+}
+
+const char* kColumns[] = {"mode", "H", "B", "T", "thr", "layers", "rnncore ms", "oneDNN ms", "ratio",
+                          "rnncore GFLOP/s", "oneDNN GFLOP/s", "rnncore %peak", "oneDNN %peak",
+                          "rnncore cpu/wall", "oneDNN cpu/wall", "other load", "max rel diff"};
+constexpr int kNumColumns = sizeof(kColumns) / sizeof(kColumns[0]);
+
+std::vector<std::string> row_cells(const Context& c, const Result& r) {
+  const Shape& s = r.shape;
+  char buf[kNumColumns][64];
+  std::snprintf(buf[0], 64, "%s", mode_name(s.mode));
+  std::snprintf(buf[1], 64, "%d", s.hidden);
+  std::snprintf(buf[2], 64, "%d", s.batch);
+  std::snprintf(buf[3], 64, "%d", s.seq);
+  std::snprintf(buf[4], 64, "%d", s.threads);
+  std::snprintf(buf[5], 64, "%s", layers_text(s).c_str());
+  std::vector<std::string> cells(buf, buf + 6);
+  if (!r.error.empty()) {
+    cells.push_back("failed: " + r.error);
+    cells.resize(kNumColumns);
+    return cells;
+  }
+  std::snprintf(buf[6], 64, "%.3f", r.rn_ms);
+  std::snprintf(buf[7], 64, "%.3f", r.dn_ms);
+  std::snprintf(buf[8], 64, "%.2f", r.dn_ms / r.rn_ms);
+  std::snprintf(buf[9], 64, "%.1f", r.gflop / (r.rn_ms * 1e-3));
+  std::snprintf(buf[10], 64, "%.1f", r.gflop / (r.dn_ms * 1e-3));
+  if (c.peak > 0) {
+    std::snprintf(buf[11], 64, "%.0f%%", pct_of_peak(c, r.gflop, r.rn_ms, s.threads));
+    std::snprintf(buf[12], 64, "%.0f%%", pct_of_peak(c, r.gflop, r.dn_ms, s.threads));
+  } else {
+    std::snprintf(buf[11], 64, "-");
+    std::snprintf(buf[12], 64, "-");
+  }
+  std::snprintf(buf[13], 64, "%.2f", r.rn_par);
+  std::snprintf(buf[14], 64, "%.2f", r.dn_par);
+  if (r.other_load >= 0) std::snprintf(buf[15], 64, "%.2f", r.other_load);
+  else std::snprintf(buf[15], 64, "?");
+  std::snprintf(buf[16], 64, "%.1e", r.max_rel);
+  for (int i = 6; i < kNumColumns; ++i) cells.push_back(buf[i]);
+  return cells;
+}
+
+// Geometric mean of the ratio per (threads, mode) over the unidirectional one-layer rows.
+std::vector<std::string> summary_lines(const std::vector<Result>& results) {
+  std::vector<std::string> lines;
+  std::set<int> threads;
+  for (const Result& r : results) threads.insert(r.shape.threads);
+  for (int t : threads)
+    for (Mode m : {Mode::lstm, Mode::gru, Mode::rnn_tanh}) {
+      double log_sum = 0, lo = 1e300, hi = 0;
+      int n = 0;
+      for (const Result& r : results)
+        if (r.error.empty() && r.shape.threads == t && r.shape.mode == m && r.shape.layers == 1 &&
+            r.shape.directions == 1) {
+          const double ratio = r.dn_ms / r.rn_ms;
+          log_sum += std::log(ratio);
+          lo = std::min(lo, ratio);
+          hi = std::max(hi, ratio);
+          ++n;
+        }
+      if (n == 0) continue;
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "%s, %d thread(s): geometric mean ratio %.2f over %d shapes (min %.2f, max %.2f)",
+                    mode_name(m), t, std::exp(log_sum / n), n, lo, hi);
+      lines.push_back(buf);
+    }
+  return lines;
+}
+
+void print_text_header(std::FILE* f) {
+  std::fprintf(f, "%-8s %5s %4s %4s %3s %6s %11s %11s %6s %8s %8s %6s %6s %6s %6s %6s %9s\n", "mode", "H", "B",
+               "T", "thr", "layers", "rnncore_ms", "oneDNN_ms", "ratio", "rn_GF/s", "dn_GF/s", "rn_pk", "dn_pk",
+               "rn_par", "dn_par", "other", "max_rel");
+}
+
+void print_text_row(std::FILE* f, const Context& c, const Result& r) {
+  const std::vector<std::string> x = row_cells(c, r);
+  if (!r.error.empty()) {
+    std::fprintf(f, "%-8s %5s %4s %4s %3s %6s  %s\n", x[0].c_str(), x[1].c_str(), x[2].c_str(), x[3].c_str(),
+                 x[4].c_str(), x[5].c_str(), x[6].c_str());
+    return;
+  }
+  std::fprintf(f, "%-8s %5s %4s %4s %3s %6s %11s %11s %6s %8s %8s %6s %6s %6s %6s %6s %9s\n", x[0].c_str(),
+               x[1].c_str(), x[2].c_str(), x[3].c_str(), x[4].c_str(), x[5].c_str(), x[6].c_str(), x[7].c_str(),
+               x[8].c_str(), x[9].c_str(), x[10].c_str(), x[11].c_str(), x[12].c_str(), x[13].c_str(), x[14].c_str(),
+               x[15].c_str(), x[16].c_str());
+  std::fflush(f);
+}
+
+std::string join(const std::set<std::string>& s) {
+  std::string out;
+  for (const std::string& x : s) out += (out.empty() ? "" : ", ") + x;
+  return out;
+}
+
+std::string peak_text(const Context& c) {
+  if (c.n_peaks == 0) return "not measured (no AVX2/AVX-512 on this CPU or build)";
+  std::string out;
+  for (int i = 0; i < c.n_peaks; ++i) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s%s %.1f GFLOP/s", i ? ", " : "", c.peaks[i].isa, c.peaks[i].gflops);
+    out += buf;
+  }
+  return out + " (one core, best of runs)";
+}
+
+void write_markdown(std::FILE* f, const Context& c, const std::vector<Result>& results) {
+  for (const std::string& n : c.notes) std::fprintf(f, "- %s\n", n.c_str());
+  std::fprintf(f, "- command: `%s`\n", c.command.c_str());
+  std::fprintf(f, "- date: %s; CPU: %s, %d hardware threads\n", c.date.c_str(), c.cpu.c_str(), c.hw_threads);
+  std::fprintf(f, "- fp32 FMA peak: %s\n", peak_text(c).c_str());
+  std::fprintf(f, "- oneDNN %s (%s), implementations: %s\n", c.onednn_version.c_str(), c.onednn_isa.c_str(),
+               join(c.dn_impls).c_str());
+  std::fprintf(f, "- rnncore %s, kernels: %s\n", rnncore::version_string(), join(c.rn_kernels).c_str());
+  std::fprintf(f,
+               "- median of %d alternating repetitions after %d warm-up runs; per repetition and library: %.0f ms "
+               "pause, untimed runs for at least %.0f ms (at least one), one timed run\n",
+               c.timing.reps, c.timing.warmup, c.timing.gap_ms, c.timing.prerun_ms);
+  std::fprintf(f,
+               "- ratio = oneDNN ms / rnncore ms (> 1: rnncore faster); %%peak = GFLOP/s / (threads x one-core FMA "
+               "peak); cpu/wall = process CPU time / wall time while that library ran; other load = cores kept busy "
+               "by other processes during the shape (a shape above %.2f was measured again, up to %d times)\n\n",
+               c.timing.busy_limit, c.timing.retries);
+  for (int i = 0; i < kNumColumns; ++i) std::fprintf(f, "| %s ", kColumns[i]);
+  std::fprintf(f, "|\n");
+  for (int i = 0; i < kNumColumns; ++i) std::fprintf(f, "|%s", i < 6 ? " --- " : " ---: ");
+  std::fprintf(f, "|\n");
+  for (const Result& r : results) {
+    const std::vector<std::string> x = row_cells(c, r);
+    for (int i = 0; i < kNumColumns; ++i) std::fprintf(f, "| %s ", x[i].c_str());
+    std::fprintf(f, "|\n");
+  }
+  std::fprintf(f, "\n");
+  for (const std::string& line : summary_lines(results)) std::fprintf(f, "- %s\n", line.c_str());
+}
+
+void write_csv(std::FILE* f, const Context& c, const std::vector<Result>& results) {
+  std::fprintf(f,
+               "mode,hidden,batch,seq,threads,layers,directions,rnncore_ms,onednn_ms,ratio,rnncore_min_ms,"
+               "rnncore_max_ms,onednn_min_ms,onednn_max_ms,gflop_per_run,rnncore_gflops,onednn_gflops,"
+               "rnncore_pct_peak,onednn_pct_peak,rnncore_cpu_per_wall,onednn_cpu_per_wall,other_load,attempts,"
+               "max_rel_diff,rnncore_kernel,onednn_impl,peak_gflops_1core,error\n");
+  for (const Result& r : results) {
+    const Shape& s = r.shape;
+    std::fprintf(f, "%s,%d,%d,%d,%d,%d,%d,", mode_name(s.mode), s.hidden, s.batch, s.seq, s.threads, s.layers,
+                 s.directions);
+    if (r.error.empty())
+      std::fprintf(f,
+                   "%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.2f,%.2f,%.1f,%.1f,%.3f,%.3f,%.3f,%d,%.3e,%s,%s,%.1f,\n",
+                   r.rn_ms, r.dn_ms, r.dn_ms / r.rn_ms, r.rn_min, r.rn_max, r.dn_min, r.dn_max, r.gflop,
+                   r.gflop / (r.rn_ms * 1e-3), r.gflop / (r.dn_ms * 1e-3), pct_of_peak(c, r.gflop, r.rn_ms, s.threads),
+                   pct_of_peak(c, r.gflop, r.dn_ms, s.threads), r.rn_par, r.dn_par, r.other_load, r.attempts,
+                   r.max_rel, r.rn_kernel.c_str(), r.dn_impl.c_str(), c.peak);
+    else {
+      std::string e = r.error;
+      std::replace(e.begin(), e.end(), ',', ';');
+      std::replace(e.begin(), e.end(), '\n', ' ');
+      std::fprintf(f, ",,,,,,,,%.4f,,,,,,,,%d,,,,%.1f,%s\n", r.gflop, r.attempts, c.peak, e.c_str());
+    }
+  }
+}
+
+// Rewritten after every shape, so an interrupted sweep leaves what it measured.
+void write_file(const std::string& path, const Context& c, const std::vector<Result>& results, bool markdown) {
+  if (path.empty() || path == "-") return;
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) {
+    std::fprintf(stderr, "onednn_compare: cannot write %s\n", path.c_str());
+    return;
+  }
+  if (markdown) write_markdown(f, c, results);
+  else write_csv(f, c, results);
+  std::fclose(f);
+}
+
+int usage_error(const std::string& what) {
+  std::fprintf(stderr, "onednn_compare: %s\n\n%s", what.c_str(), kUsage);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<Mode> modes = {Mode::lstm, Mode::gru, Mode::rnn_tanh};
+  std::vector<int> hidden = {128, 256, 512, 1024}, batch = {1, 16, 64}, threads = {1, 2};
+  int seq = 100;
+  bool extras = true, quick = false, reps_given = false, warmup_given = false, wait_given = false, retries_given = false;
+  int peak_runs = 7;
+  Timing tm;
+  std::string markdown_path, csv_path;
+  Context ctx;
+  ctx.command = "onednn_compare";
+
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    // The options that shape the measurement make up the recorded command; output options do not.
+    const bool record = a != "--note" && a != "--markdown" && a != "--csv";
+    if (record) ctx.command += " " + a;
+    auto value = [&](std::string* out) {
+      if (i + 1 >= argc) return false;
+      *out = argv[++i];
+      if (record) ctx.command += " " + *out;
+      return true;
+    };
+    std::string v;
+    long n;
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "--quick") {
+      quick = true;
+    } else if (a == "--no-extras") {
+      extras = false;
+    } else if (a == "--modes") {
+      if (!value(&v)) return usage_error("--modes needs a value");
+      modes.clear();
+      std::size_t at = 0;
+      for (;;) {
+        const std::size_t comma = v.find(',', at);
+        Mode m;
+        if (!parse_mode(v.substr(at, comma == std::string::npos ? std::string::npos : comma - at), &m))
+          return usage_error("--modes takes lstm, gru, rnn_tanh (comma-separated)");
+        modes.push_back(m);
+        if (comma == std::string::npos) break;
+        at = comma + 1;
+      }
+    } else if (a == "--hidden") {
+      if (!value(&v) || !parse_int_list(v, 1, 16384, &hidden)) return usage_error("--hidden takes sizes, e.g. 128,512");
+    } else if (a == "--batch") {
+      if (!value(&v) || !parse_int_list(v, 1, 65536, &batch)) return usage_error("--batch takes sizes, e.g. 1,64");
+    } else if (a == "--threads") {
+      if (!value(&v) || !parse_int_list(v, 1, 1024, &threads)) return usage_error("--threads takes counts, e.g. 1,2");
+    } else if (a == "--seq") {
+      if (!value(&v) || !parse_int(v, 1, 1 << 20, &n)) return usage_error("--seq takes a length");
+      seq = static_cast<int>(n);
+    } else if (a == "--reps") {
+      if (!value(&v) || !parse_int(v, 1, 100000, &n)) return usage_error("--reps takes a count >= 1");
+      tm.reps = static_cast<int>(n);
+      reps_given = true;
+    } else if (a == "--warmup") {
+      if (!value(&v) || !parse_int(v, 0, 1000, &n)) return usage_error("--warmup takes a count >= 0");
+      tm.warmup = static_cast<int>(n);
+      warmup_given = true;
+    } else if (a == "--gap-ms") {
+      if (!value(&v) || !parse_int(v, 0, 10000, &n)) return usage_error("--gap-ms takes milliseconds");
+      tm.gap_ms = static_cast<double>(n);
+    } else if (a == "--busy-limit") {
+      if (!value(&v) || !parse_int(v, 0, 100000, &n)) return usage_error("--busy-limit takes hundredths of a core");
+      tm.busy_limit = 0.01 * static_cast<double>(n);
+    } else if (a == "--wait-quiet") {
+      if (!value(&v) || !parse_int(v, 0, 100000, &n)) return usage_error("--wait-quiet takes seconds");
+      tm.wait_quiet_s = static_cast<double>(n);
+      wait_given = true;
+    } else if (a == "--retries") {
+      if (!value(&v) || !parse_int(v, 0, 100, &n)) return usage_error("--retries takes a count");
+      tm.retries = static_cast<int>(n);
+      retries_given = true;
+    } else if (a == "--prerun-ms") {
+      if (!value(&v) || !parse_int(v, 0, 100000, &n)) return usage_error("--prerun-ms takes milliseconds");
+      tm.prerun_ms = static_cast<double>(n);
+    } else if (a == "--peak-runs") {
+      if (!value(&v) || !parse_int(v, 0, 1000, &n)) return usage_error("--peak-runs takes a count");
+      peak_runs = static_cast<int>(n);
+    } else if (a == "--note") {
+      if (!value(&v)) return usage_error("--note needs a text");
+      ctx.notes.push_back(v);
+    } else if (a == "--markdown") {
+      if (!value(&markdown_path)) return usage_error("--markdown needs a file name");
+    } else if (a == "--csv") {
+      if (!value(&csv_path)) return usage_error("--csv needs a file name");
+    } else {
+      return usage_error("unknown option " + a);
+    }
+  }
+
+  // The shapes: every (threads, mode, H, B) of the sweep, then the stacked cases per thread count.
+  std::vector<Shape> shapes;
+  auto add = [&](Mode m, int h, int b, int t, int layers, int dirs) {
+    Shape s;
+    s.mode = m, s.hidden = h, s.batch = b, s.seq = seq, s.threads = t, s.layers = layers, s.directions = dirs;
+    shapes.push_back(s);
+  };
+  if (quick) {
+    if (!reps_given) tm.reps = 3;
+    if (!warmup_given) tm.warmup = 1;
+    if (!wait_given) tm.wait_quiet_s = 0;
+    if (!retries_given) tm.retries = 0;
+    if (peak_runs > 3) peak_runs = 3;
+    add(Mode::lstm, 128, 1, 1, 1, 1);
+    add(Mode::lstm, 512, 64, 1, 1, 1);
+    add(Mode::gru, 256, 16, 1, 1, 1);
+    add(Mode::rnn_tanh, 256, 16, 1, 1, 1);
+    add(Mode::lstm, 128, 16, 1, 1, 2);
+    add(Mode::lstm, 128, 16, 1, 3, 1);
+    add(Mode::gru, 256, 16, 2, 1, 1);
+  } else {
+    for (int t : threads) {
+      for (Mode m : modes)
+        for (int h : hidden)
+          for (int b : batch) add(m, h, b, t, 1, 1);
+      if (extras) {
+        add(Mode::lstm, 512, 64, t, 1, 2);
+        add(Mode::lstm, 512, 64, t, 3, 1);
+      }
+    }
+  }
+
+  // The machine and the libraries.
+  ctx.cpu = cpu_model();
+  ctx.hw_threads = static_cast<int>(std::thread::hardware_concurrency());
+  {
+    const dnnl_version_t* v = dnnl::version();
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%d.%d.%d", v->major, v->minor, v->patch);
+    ctx.onednn_version = buf;
+    switch (dnnl::get_effective_cpu_isa()) {
+      case dnnl::cpu_isa::avx512_core_amx: ctx.onednn_isa = "isa avx512_core_amx"; break;
+      case dnnl::cpu_isa::avx512_core_bf16: ctx.onednn_isa = "isa avx512_core_bf16"; break;
+      case dnnl::cpu_isa::avx512_core_vnni: ctx.onednn_isa = "isa avx512_core_vnni"; break;
+      case dnnl::cpu_isa::avx512_core: ctx.onednn_isa = "isa avx512_core"; break;
+      case dnnl::cpu_isa::avx2_vnni: ctx.onednn_isa = "isa avx2_vnni"; break;
+      case dnnl::cpu_isa::avx2: ctx.onednn_isa = "isa avx2"; break;
+      default: ctx.onednn_isa = "isa other"; break;
+    }
+    ctx.onednn_isa += v->cpu_runtime == DNNL_RUNTIME_OMP ? ", OpenMP" : ", non-OpenMP runtime";
+  }
+  {
+    const std::time_t t = std::time(nullptr);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", std::gmtime(&t));
+    ctx.date = buf;
+  }
+  ctx.timing = tm;
+#ifndef BENCH_HAVE_OPENMP
+  std::fprintf(stderr,
+               "onednn_compare: warning: built without OpenMP: oneDNN's thread count cannot be set per "
+               "configuration (it follows OMP_NUM_THREADS)\n");
+#endif
+  for (int t : threads)
+    if (ctx.hw_threads > 0 && t > ctx.hw_threads)
+      std::fprintf(stderr, "onednn_compare: warning: %d threads on %d hardware threads\n", t, ctx.hw_threads);
+
+  std::fprintf(stderr, "measuring the FMA peak...\n");
+  if (peak_runs > 0) {
+    if (tm.wait_quiet_s > 0) wait_until_quiet(tm.busy_limit, tm.wait_quiet_s);
+    ctx.n_peaks = bench::measure_fma_peaks(peak_runs, 0.2, ctx.peaks);
+  }
+  for (int i = 0; i < ctx.n_peaks; ++i) ctx.peak = std::max(ctx.peak, ctx.peaks[i].gflops);
+
+  std::printf("# onednn_compare: rnncore vs oneDNN, f32 forward inference, input size = hidden size\n");
+  for (const std::string& n : ctx.notes) std::printf("# %s\n", n.c_str());
+  std::printf("# %s, %d hardware threads; %s\n", ctx.cpu.c_str(), ctx.hw_threads, ctx.date.c_str());
+  std::printf("# fp32 FMA peak: %s\n", peak_text(ctx).c_str());
+  std::printf("# oneDNN %s (%s); rnncore %s\n", ctx.onednn_version.c_str(), ctx.onednn_isa.c_str(),
+              rnncore::version_string());
+  std::printf("# median of %d alternating reps after %d warm-up, each: %.0f ms gap + %.0f ms of untimed runs + timed run; ratio = oneDNN ms / rnncore ms "
+              "(> 1: rnncore faster); pk = %% of threads x 1-core peak; par = process CPU time / wall time\n",
+              tm.reps, tm.warmup, tm.gap_ms, tm.prerun_ms);
+  print_text_header(stdout);
+
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream strm(eng);
+  std::vector<Result> results;
+  const double start = now_s();
+  int current_threads = -1;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const Shape& s = shapes[i];
+    if (s.threads != current_threads) {  // before the primitives of this configuration are created
+      set_onednn_threads(s.threads);
+      current_threads = s.threads;
+      std::fprintf(stderr, "threads = %d: oneDNN (OpenMP) max threads now %d\n", s.threads, onednn_max_threads());
+    }
+    std::fprintf(stderr, "[%3zu/%zu] %-8s H=%-4d B=%-3d T=%d threads=%d layers=%s  (%.0f s elapsed)\n", i + 1,
+                 shapes.size(), mode_name(s.mode), s.hidden, s.batch, s.seq, s.threads, layers_text(s).c_str(),
+                 now_s() - start);
+    if (tm.wait_quiet_s > 0) wait_until_quiet(tm.busy_limit, tm.wait_quiet_s);
+    Result r = run_shape(s, tm, eng, strm);
+    for (int attempt = 2; attempt <= 1 + tm.retries && r.error.empty() && r.other_load > tm.busy_limit; ++attempt) {
+      std::fprintf(stderr, "          other processes kept %.2f cores busy (rnncore %.3f ms, oneDNN %.3f ms): measuring "
+                   "again (%d/%d)\n", r.other_load, r.rn_ms, r.dn_ms, attempt, 1 + tm.retries);
+      if (tm.wait_quiet_s > 0) wait_until_quiet(tm.busy_limit, tm.wait_quiet_s);
+      Result again = run_shape(s, tm, eng, strm);
+      again.attempts = attempt;
+      if (!again.error.empty() || again.other_load < r.other_load) r = again;
+      else r.attempts = attempt;
+    }
+    if (r.error.empty()) {
+      ctx.rn_kernels.insert(r.rn_kernel);
+      ctx.dn_impls.insert(r.dn_impl);
+      std::fprintf(stderr, "          rnncore %.3f ms (%s), oneDNN %.3f ms (%s): ratio %.2f, max rel diff %.1e\n",
+                   r.rn_ms, r.rn_kernel.c_str(), r.dn_ms, r.dn_impl.c_str(), r.dn_ms / r.rn_ms, r.max_rel);
+    } else {
+      std::fprintf(stderr, "          failed: %s\n", r.error.c_str());
+    }
+    results.push_back(r);
+    print_text_row(stdout, ctx, r);
+    write_file(markdown_path, ctx, results, true);
+    write_file(csv_path, ctx, results, false);
+  }
+
+  // The peak again: a neighbour may have been busy at the start. Keep the best of both measurements.
+  if (peak_runs > 0 && ctx.n_peaks > 0) {
+    if (tm.wait_quiet_s > 0) wait_until_quiet(tm.busy_limit, tm.wait_quiet_s);
+    bench::FmaPeak again[2];
+    const int n = bench::measure_fma_peaks(peak_runs, 0.2, again);
+    for (int i = 0; i < n && i < ctx.n_peaks; ++i) ctx.peaks[i].gflops = std::max(ctx.peaks[i].gflops, again[i].gflops);
+    const double before = ctx.peak;
+    for (int i = 0; i < ctx.n_peaks; ++i) ctx.peak = std::max(ctx.peak, ctx.peaks[i].gflops);
+    if (ctx.peak > before * 1.02)
+      std::printf("# the FMA peak measured at the end is higher (%.1f vs %.1f GFLOP/s): %%peak above used the lower one; "
+                  "the Markdown and CSV files use the higher\n", ctx.peak, before);
+    write_file(markdown_path, ctx, results, true);
+    write_file(csv_path, ctx, results, false);
+  }
+  std::printf("# fp32 FMA peak (best of start and end): %s\n", peak_text(ctx).c_str());
+  std::printf("# rnncore plans: %s (kernel_name() and options().threads)\n",
+              join(ctx.rn_kernels).c_str());
+  std::printf("# oneDNN implementations: %s\n", join(ctx.dn_impls).c_str());
+  for (const std::string& line : summary_lines(results)) std::printf("# %s\n", line.c_str());
+  double worst = 0;
+  int failed = 0;
+  for (const Result& r : results) {
+    if (!r.error.empty()) ++failed;
+    else worst = std::max(worst, r.max_rel);
+  }
+  std::printf("# largest relative difference between the libraries' outputs: %.1e%s; %d shape(s) failed\n", worst,
+              worst < 1e-4 ? " (agree)" : " (DISAGREE: the comparison is not valid)", failed);
+  std::fprintf(stderr, "done: %zu shapes in %.0f s\n", shapes.size(), now_s() - start);
+  if (markdown_path == "-") write_markdown(stdout, ctx, results);
+  if (csv_path == "-") write_csv(stdout, ctx, results);
+  return failed == 0 && worst < 1e-4 ? 0 : 1;
+}
