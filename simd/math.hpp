@@ -31,9 +31,17 @@ using vf = xsimd::batch<float, Arch>;
 template <class Arch>
 using vi = xsimd::batch<std::int32_t, Arch>;
 
+// The activations run inside the step kernels' epilogues, next to live accumulator tiles: a call
+// would spill them. (GCC declined to inline tanh on its own.)
+#if defined(__GNUC__)
+#define RNNCORE_SIMD_INLINE inline __attribute__((always_inline))
+#else
+#define RNNCORE_SIMD_INLINE inline
+#endif
+
 /// a · b + c, fused wherever the instruction set can fuse.
 template <class Arch>
-inline vf<Arch> fmadd(vf<Arch> a, vf<Arch> b, vf<Arch> c) {
+RNNCORE_SIMD_INLINE vf<Arch> fmadd(vf<Arch> a, vf<Arch> b, vf<Arch> c) {
 #if defined(RNNCORE_SIMD_ISA_AVX512)
   if constexpr (std::is_same<Arch, xsimd::avx512bw>::value) return _mm512_fmadd_ps(a, b, c);
 #endif
@@ -42,7 +50,7 @@ inline vf<Arch> fmadd(vf<Arch> a, vf<Arch> b, vf<Arch> c) {
 
 /// e^x for x clamped to [−87, 88] (results stay normal; beyond, the sigmoid and tanh saturate anyway).
 template <class Arch>
-inline vf<Arch> exp_f32(vf<Arch> x) {
+RNNCORE_SIMD_INLINE vf<Arch> exp_f32(vf<Arch> x) {
   using F = vf<Arch>;
   x = xsimd::min(xsimd::max(x, F(-87.0f)), F(88.0f));
   // n = round(x / ln 2) through the 1.5·2^23 trick: the integer lands in the low mantissa bits.
@@ -64,13 +72,13 @@ inline vf<Arch> exp_f32(vf<Arch> x) {
 
 /// 1 / (1 + e^−x).
 template <class Arch>
-inline vf<Arch> sigmoid_f32(vf<Arch> x) {
+RNNCORE_SIMD_INLINE vf<Arch> sigmoid_f32(vf<Arch> x) {
   return vf<Arch>(1.0f) / (vf<Arch>(1.0f) + exp_f32<Arch>(-x));
 }
 
 /// tanh x: an odd polynomial near 0 (where 1 − 2/(e^2x + 1) would cancel), the exponential form beyond.
 template <class Arch>
-inline vf<Arch> tanh_f32(vf<Arch> x) {
+RNNCORE_SIMD_INLINE vf<Arch> tanh_f32(vf<Arch> x) {
   using F = vf<Arch>;
   const F a = xsimd::abs(x);
   const F u = a * a;
