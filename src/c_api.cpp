@@ -115,6 +115,20 @@ rnncore_shape to_c(const Shape& s) {
 
 rnncore_status c(Status s) { return static_cast<rnncore_status>(s); }
 
+// C tensor views → C++ ones, in a bounded stack array: weight files have few tensors per model.
+constexpr std::size_t kMaxImportTensors = 256;
+rnncore_status to_views(const rnncore_tensor_view* tensors, std::size_t count, TensorView* views, const char* function) {
+  if (count > kMaxImportTensors)
+    return detail::fail(RNNCORE_ERR_INVALID_SIZE, "%s: %zu tensors, at most %zu", function, count, kMaxImportTensors);
+  for (std::size_t i = 0; i < count; ++i) {
+    views[i].name = tensors[i].name;
+    views[i].dtype = static_cast<DType>(tensors[i].dtype);
+    views[i].shape = to_cpp(tensors[i].shape);
+    views[i].data = tensors[i].data;
+  }
+  return RNNCORE_OK;
+}
+
 const Plan& as_plan(const rnncore_plan* p) { return *reinterpret_cast<const Plan*>(p); }
 
 #define RNNCORE_C_REQUIRE(ptr)                                                                    \
@@ -224,17 +238,9 @@ rnncore_status rnncore_import_weights(const rnncore_spec* spec, int32_t format, 
                                       size_t count, const char* prefix, void* canonical) {
   RNNCORE_C_REQUIRE(spec);
   if (count > 0) RNNCORE_C_REQUIRE(tensors);
-  // Converted one at a time into a bounded stack array: weight files have few tensors per model.
-  constexpr std::size_t kMaxTensors = 256;
-  if (count > kMaxTensors)
-    return detail::fail(RNNCORE_ERR_INVALID_SIZE, "rnncore_import_weights: %zu tensors, at most %zu", count, kMaxTensors);
-  TensorView views[kMaxTensors];
-  for (std::size_t i = 0; i < count; ++i) {
-    views[i].name = tensors[i].name;
-    views[i].dtype = static_cast<DType>(tensors[i].dtype);
-    views[i].shape = to_cpp(tensors[i].shape);
-    views[i].data = tensors[i].data;
-  }
+  TensorView views[kMaxImportTensors];
+  const rnncore_status converted = to_views(tensors, count, views, "rnncore_import_weights");
+  if (converted != RNNCORE_OK) return converted;
   return c(import_weights(to_cpp(*spec), static_cast<WeightFormat>(format), views, count, prefix, canonical));
 }
 
@@ -281,16 +287,9 @@ rnncore_status rnncore_stack_import_weights(const rnncore_stack_spec* stack, int
                                             void* canonical) {
   RNNCORE_C_REQUIRE(stack);
   if (count > 0) RNNCORE_C_REQUIRE(tensors);
-  constexpr std::size_t kMaxTensors = 256;
-  if (count > kMaxTensors)
-    return detail::fail(RNNCORE_ERR_INVALID_SIZE, "rnncore_stack_import_weights: %zu tensors, at most %zu", count, kMaxTensors);
-  TensorView views[kMaxTensors];
-  for (std::size_t i = 0; i < count; ++i) {
-    views[i].name = tensors[i].name;
-    views[i].dtype = static_cast<DType>(tensors[i].dtype);
-    views[i].shape = to_cpp(tensors[i].shape);
-    views[i].data = tensors[i].data;
-  }
+  TensorView views[kMaxImportTensors];
+  const rnncore_status converted = to_views(tensors, count, views, "rnncore_stack_import_weights");
+  if (converted != RNNCORE_OK) return converted;
   return c(import_weights(to_cpp(*stack), static_cast<WeightFormat>(format), views, count, prefix, canonical));
 }
 

@@ -1,6 +1,8 @@
 // rnncore — element types, conversions and the NumPy .npy format (see npy.hpp).
 #include "npy.hpp"
 
+#include "src/internal/half.hpp"
+
 #include <algorithm>
 #include <cfloat>
 #include <cstdarg>
@@ -21,18 +23,6 @@ const char* display_name(const char* name) { return (name != nullptr && *name !=
 
 bool is_valid_type(ElemType type) {
   return static_cast<unsigned>(type) <= static_cast<unsigned>(ElemType::boolean);
-}
-
-std::uint32_t float_bits(float value) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return bits;
-}
-
-float float_from_bits(std::uint32_t bits) {
-  float value;
-  std::memcpy(&value, &bits, sizeof value);
-  return value;
 }
 
 /// double → float with round-to-nearest. Converting a finite double beyond
@@ -477,129 +467,55 @@ std::string shape_to_string(const std::int64_t* shape, std::size_t rank) {
 // Half-precision conversions (bit-exact, no reliance on compiler extensions)
 // ---------------------------------------------------------------------------
 
-float f16_to_f32(std::uint16_t bits) {
-  const std::uint32_t sign = static_cast<std::uint32_t>(bits & 0x8000u) << 16;
-  const std::uint32_t exponent = (bits >> 10) & 0x1Fu;
-  const std::uint32_t mantissa = bits & 0x3FFu;
-  if (exponent == 0x1F) return float_from_bits(sign | 0x7F800000u | (mantissa << 13));  // inf / NaN
-  if (exponent != 0) return float_from_bits(sign | ((exponent + 112) << 23) | (mantissa << 13));
-  // Zero or subnormal: mantissa * 2^-24 is exact in float.
-  const float magnitude = static_cast<float>(mantissa) * 0x1p-24f;
-  return float_from_bits(sign | float_bits(magnitude));
-}
-
-float bf16_to_f32(std::uint16_t bits) { return float_from_bits(static_cast<std::uint32_t>(bits) << 16); }
-
-std::uint16_t f32_to_f16(float value) {
-  const std::uint32_t bits = float_bits(value);
-  const std::uint16_t sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
-  const std::uint32_t magnitude = bits & 0x7FFFFFFFu;
-  if (magnitude >= 0x7F800000u) {
-    if (magnitude == 0x7F800000u) return static_cast<std::uint16_t>(sign | 0x7C00u);
-    // NaN: keep the top payload bits and force the quiet bit so it stays a NaN.
-    return static_cast<std::uint16_t>(sign | 0x7E00u | ((magnitude >> 13) & 0x3FFu));
-  }
-  // 65520 is halfway between 65504 (largest half) and 65536; the tie goes to
-  // the even neighbour, infinity.
-  if (magnitude >= 0x477FF000u) return static_cast<std::uint16_t>(sign | 0x7C00u);
-  if (magnitude >= 0x38800000u) {  // >= 2^-14: normal half
-    const std::uint32_t exponent = (magnitude >> 23) - 112;
-    const std::uint32_t mantissa = magnitude & 0x7FFFFFu;
-    std::uint32_t half = (exponent << 10) | (mantissa >> 13);
-    const std::uint32_t rest = mantissa & 0x1FFFu;
-    if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;  // carry into the exponent is correct
-    return static_cast<std::uint16_t>(sign | half);
-  }
-  if (magnitude <= 0x33000000u) return sign;  // <= 2^-25 rounds to (signed) zero
-  // Subnormal half: round(value / 2^-24). The float has exponent 102..112.
-  const std::uint32_t exponent = magnitude >> 23;
-  const std::uint32_t significand = (magnitude & 0x7FFFFFu) | 0x800000u;
-  const std::uint32_t shift = 126 - exponent;  // 14..24
-  std::uint32_t half = significand >> shift;
-  const std::uint32_t rest = significand & ((1u << shift) - 1);
-  const std::uint32_t halfway = 1u << (shift - 1);
-  if (rest > halfway || (rest == halfway && (half & 1u))) ++half;
-  return static_cast<std::uint16_t>(sign | half);
-}
-
-std::uint16_t f32_to_bf16(float value) {
-  const std::uint32_t bits = float_bits(value);
-  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) {
-    return static_cast<std::uint16_t>((bits >> 16) | 0x0040u);  // NaN: keep it a (quiet) NaN
-  }
-  const std::uint32_t rounding = 0x7FFFu + ((bits >> 16) & 1u);  // ties to even
-  return static_cast<std::uint16_t>((bits + rounding) >> 16);
-}
+// The library's exact conversions (src/internal/half.hpp), exposed for the readers' users.
+float f16_to_f32(std::uint16_t bits) { return detail::f16_to_f32(bits); }
+float bf16_to_f32(std::uint16_t bits) { return detail::bf16_to_f32(bits); }
+std::uint16_t f32_to_f16(float value) { return detail::f32_to_f16(value); }
+std::uint16_t f32_to_bf16(float value) { return detail::f32_to_bf16(value); }
 
 // ---------------------------------------------------------------------------
 // Converting copies
 // ---------------------------------------------------------------------------
 
-rnncore_status to_f32(const Array& array, std::vector<float>* out) {
-  if (out == nullptr) return detail::fail(RNNCORE_ERR_NULL_POINTER, "to_f32: output is null");
-  rnncore_status st = check_array(array, "to_f32");
+namespace {
+
+// A converting copy into float or double: exact except f64 → f32 (rounded).
+template <class T>
+rnncore_status to_floats(const Array& array, std::vector<T>* out, const char* function) {
+  if (out == nullptr) return detail::fail(RNNCORE_ERR_NULL_POINTER, "%s: output is null", function);
+  rnncore_status st = check_array(array, function);
   if (st != RNNCORE_OK) return st;
-  const std::size_t size = elem_type_size(array.type);
-  const std::size_t count = array.bytes.size() / size;
+  const std::size_t count = array.bytes.size() / elem_type_size(array.type);
   const std::uint8_t* p = array.bytes.data();
-  std::vector<float> result;
+  std::vector<T> result(count);
   switch (array.type) {
     case ElemType::f16:
-      result.resize(count);
       for (std::size_t i = 0; i < count; ++i) result[i] = f16_to_f32(load<std::uint16_t>(p + 2 * i));
       break;
     case ElemType::bf16:
-      result.resize(count);
       for (std::size_t i = 0; i < count; ++i) result[i] = bf16_to_f32(load<std::uint16_t>(p + 2 * i));
       break;
     case ElemType::f32:
-      result.resize(count);
-      if (count > 0) std::memcpy(result.data(), p, count * sizeof(float));
+      for (std::size_t i = 0; i < count; ++i) result[i] = load<float>(p + 4 * i);
       break;
     case ElemType::f64:
-      result.resize(count);
-      for (std::size_t i = 0; i < count; ++i) result[i] = double_to_float(load<double>(p + 8 * i));
+      for (std::size_t i = 0; i < count; ++i) {
+        const double d = load<double>(p + 8 * i);
+        result[i] = sizeof(T) == 4 ? static_cast<T>(double_to_float(d)) : static_cast<T>(d);
+      }
       break;
     default:
-      return detail::fail(RNNCORE_ERR_TENSOR_DTYPE, "to_f32: cannot convert a %s array to float (expected F16, "
-                          "BF16, F32 or F64)", elem_type_name(array.type));
+      return detail::fail(RNNCORE_ERR_TENSOR_DTYPE, "%s: cannot convert a %s array to %s (expected F16, BF16, F32 or F64)",
+                          function, elem_type_name(array.type), sizeof(T) == 4 ? "float" : "double");
   }
   *out = std::move(result);
   return RNNCORE_OK;
 }
 
-rnncore_status to_f64(const Array& array, std::vector<double>* out) {
-  if (out == nullptr) return detail::fail(RNNCORE_ERR_NULL_POINTER, "to_f64: output is null");
-  rnncore_status st = check_array(array, "to_f64");
-  if (st != RNNCORE_OK) return st;
-  const std::size_t size = elem_type_size(array.type);
-  const std::size_t count = array.bytes.size() / size;
-  const std::uint8_t* p = array.bytes.data();
-  std::vector<double> result;
-  switch (array.type) {
-    case ElemType::f16:
-      result.resize(count);
-      for (std::size_t i = 0; i < count; ++i) result[i] = f16_to_f32(load<std::uint16_t>(p + 2 * i));
-      break;
-    case ElemType::bf16:
-      result.resize(count);
-      for (std::size_t i = 0; i < count; ++i) result[i] = bf16_to_f32(load<std::uint16_t>(p + 2 * i));
-      break;
-    case ElemType::f32:
-      result.resize(count);
-      for (std::size_t i = 0; i < count; ++i) result[i] = load<float>(p + 4 * i);
-      break;
-    case ElemType::f64:
-      result.resize(count);
-      if (count > 0) std::memcpy(result.data(), p, count * sizeof(double));
-      break;
-    default:
-      return detail::fail(RNNCORE_ERR_TENSOR_DTYPE, "to_f64: cannot convert a %s array to double (expected F16, "
-                          "BF16, F32 or F64)", elem_type_name(array.type));
-  }
-  *out = std::move(result);
-  return RNNCORE_OK;
-}
+}  // namespace
+
+rnncore_status to_f32(const Array& array, std::vector<float>* out) { return to_floats(array, out, "to_f32"); }
+rnncore_status to_f64(const Array& array, std::vector<double>* out) { return to_floats(array, out, "to_f64"); }
 
 rnncore_status to_i32(const Array& array, std::vector<std::int32_t>* out) {
   if (out == nullptr) return detail::fail(RNNCORE_ERR_NULL_POINTER, "to_i32: output is null");
