@@ -73,28 +73,8 @@ inline std::vector<rnncore::Backend> cpu_backends() {
   return {rnncore::Backend::reference, rnncore::Backend::simd};
 }
 
-// Plans, packs and runs one forward; checks every status with the caller's assert macro via `ok`.
-template <class T>
-rnncore::Status run_forward(const rnncore::RnnSpec& spec, rnncore::PlanOptions opt, const std::vector<T>& canonical,
-                            rnncore::ForwardArgs args, Outputs<T>* out) {
-  using namespace rnncore;
-  Plan plan;
-  Status s = Plan::create(spec, opt, &plan);
-  if (s != Status::ok) return s;
-  AlignedBuffer packed(plan.packed_weight_bytes()), ws(plan.workspace_bytes());
-  s = plan.pack_weights(canonical.data(), packed.ptr, packed.size);
-  if (s != Status::ok) return s;
-  const std::size_t D = num_directions(spec), H = spec.hidden_size;
-  out->y.assign(static_cast<std::size_t>(args.seq_len) * args.batch * D * H, T(-7));  // poison: every element must be written
-  out->hy.assign(spec.num_layers * D * args.batch * H, T(-7));
-  out->cy.assign(spec.mode == Mode::lstm ? out->hy.size() : 0, T(-7));
-  args.y = out->y.data();
-  args.hy = out->hy.data();
-  args.cy = spec.mode == Mode::lstm ? out->cy.data() : nullptr;
-  return plan.forward(packed.ptr, ws.ptr, ws.size, args);
-}
-
-// The same for a stack (state tensors hold state_elements(stack, B) elements).
+// Plans, packs and runs one forward of a stack into `out` (poisoned first, so every element must be
+// written; state tensors hold state_elements(stack, B) elements).
 template <class T>
 rnncore::Status run_forward(const rnncore::StackSpec& stack, rnncore::PlanOptions opt, const std::vector<T>& canonical,
                             rnncore::ForwardArgs args, Outputs<T>* out) {
@@ -115,6 +95,14 @@ rnncore::Status run_forward(const rnncore::StackSpec& stack, rnncore::PlanOption
   args.hy = out->hy.data();
   args.cy = lstm ? out->cy.data() : nullptr;
   return plan.forward(packed.ptr, ws.ptr, ws.size, args);
+}
+
+// The same for a CudnnLSTM-style spec.
+template <class T>
+rnncore::Status run_forward(const rnncore::RnnSpec& spec, rnncore::PlanOptions opt, const std::vector<T>& canonical,
+                            rnncore::ForwardArgs args, Outputs<T>* out) {
+  const rnncore::Status s = rnncore::validate(spec);
+  return s != rnncore::Status::ok ? s : run_forward(rnncore::to_stack(spec), opt, canonical, args, out);
 }
 
 // A dropout wrapper with the given keep probabilities.
