@@ -3,7 +3,8 @@
 direction a cell wrapped by TensorFlow-style DropoutWrapper / ResidualWrapper,
 plus CudnnLSTM-style inter-layer dropout, with masks from masks.py.
 
-Used by make_dropout_golden.py to produce tests/golden/dropout/*.safetensors.
+Used by make_dropout_golden.py to produce tests/golden/dropout/*.safetensors,
+and through autograd (stack_forward(..., autograd=True)) by make_grad_golden.py.
 Running this file on its own performs the self-checks (see `self_check`).
 
 The cells are torch.nn.LSTMCell / GRUCell (reset-after) / RNNCell in float64;
@@ -161,6 +162,8 @@ class Cell:
         bih = t(bih) if bias else torch.zeros(G * H, dtype=DT)
         bhh = t(bhh) if bias else torch.zeros(G * H, dtype=DT)
         self.module = None
+        self.bias = bias
+        self.grad = False  # enable_grad(): build an autograd graph (make_grad_golden.py)
         if mode == "gru" and variant == "reset-before":
             self.wih, self.whh, self.bih, self.bhh = wih, whh, bih, bhh
             return
@@ -178,9 +181,26 @@ class Cell:
                 m.bias_hh.copy_(bhh)
         self.module = m
 
+    def enable_grad(self):
+        """Let calls record an autograd graph; parameters() are then leaf tensors
+        whose .grad receives the weight gradients."""
+        self.grad = True
+        for v in self.parameters().values():
+            v.requires_grad_(True)
+        return self
+
+    def parameters(self):
+        """PyTorch-named parameter tensors (no layer suffix): weight_ih, weight_hh[, bias_ih, bias_hh]."""
+        if self.module is not None:
+            return dict(self.module.named_parameters())
+        out = {"weight_ih": self.wih, "weight_hh": self.whh}
+        if self.bias:
+            out.update(bias_ih=self.bih, bias_hh=self.bhh)
+        return out
+
     def __call__(self, x, h, c):
         """x [N, I], h [N, H], c [N, H] or None -> (h', c' or None)."""
-        with torch.no_grad():
+        with (torch.enable_grad() if self.grad else torch.no_grad()):
             if self.module is None:
                 H = self.H
                 gi = x @ self.wih.T + self.bih
@@ -257,7 +277,7 @@ def drops_c(mode, flt):
 # ----------------------------------------------------------------------------
 
 def stack_forward(config, weights, x, seq_lengths=None, h0=None, c0=None, seed=0, step=0, row_ids=None,
-                  training=True, prefix="rnn.", mask_source=None):
+                  training=True, prefix="rnn.", mask_source=None, cells=None, autograd=False):
     """Float64 forward of a stack.
 
     x [T, B, I] (time-major); seq_lengths [B] or None; h0/c0: state arrays in
@@ -266,9 +286,14 @@ def stack_forward(config, weights, x, seq_lengths=None, h0=None, c0=None, seed=0
     wrappers still apply). Returns (y [T, B, D_last*H_last], hn blocks, cn blocks),
     the blocks being lists of [B, H_l] float64 arrays (cn blocks of non-LSTM
     layers are zero).
+
+    autograd=True (make_grad_golden.py): x may be a torch tensor and h0/c0
+    lists of [B, H_l] torch blocks (requiring grad); cells (from build_cells,
+    with enable_grad()) replaces the cells built from `weights`; y and the
+    blocks are returned as torch tensors in the autograd graph.
     """
     validate(config)
-    x = torch.as_tensor(np.asarray(x, np.float64), dtype=DT)
+    x = x if autograd and torch.is_tensor(x) else torch.as_tensor(np.asarray(x, np.float64), dtype=DT)
     T, B, I = x.shape
     assert I == int(config["input_size"])
     lens = [T] * B if seq_lengths is None else [int(v) for v in seq_lengths]
@@ -276,9 +301,11 @@ def stack_forward(config, weights, x, seq_lengths=None, h0=None, c0=None, seed=0
     rows = list(range(B)) if row_ids is None else [int(v) for v in row_ids]
     assert len(rows) == B
     blocks = state_blocks(config)
-    h_init = [np.zeros((B, h)) for (_, _, h) in blocks] if h0 is None else unpack_state(config, h0, B)
-    c_init = [np.zeros((B, h)) for (_, _, h) in blocks] if c0 is None else unpack_state(config, c0, B)
-    cells = build_cells(config, weights, prefix)
+    h_init = [np.zeros((B, h)) for (_, _, h) in blocks] if h0 is None else \
+        (list(h0) if autograd and isinstance(h0, (list, tuple)) else unpack_state(config, h0, B))
+    c_init = [np.zeros((B, h)) for (_, _, h) in blocks] if c0 is None else \
+        (list(c0) if autograd and isinstance(c0, (list, tuple)) else unpack_state(config, c0, B))
+    cells = build_cells(config, weights, prefix) if cells is None else cells
     ms = MaskSource(seed, step) if mask_source is None else mask_source
     p = float(config.get("dropout", 0.0))
     inter_keep = masks.keep_from_dropout(p)
@@ -300,6 +327,7 @@ def stack_forward(config, weights, x, seq_lengths=None, h0=None, c0=None, seed=0
             cell = cells[l][d]
             hblk = np.zeros((B, H))
             cblk = np.zeros((B, H))
+            hrows, crows = [], []
             for b in range(B):
                 h = torch.as_tensor(h_init[bi][b:b + 1], dtype=DT).clone()
                 c = torch.as_tensor(c_init[bi][b:b + 1], dtype=DT).clone()
@@ -338,9 +366,16 @@ def stack_forward(config, weights, x, seq_lengths=None, h0=None, c0=None, seed=0
                     if mode == "lstm":
                         c = c1
                     out_l[t, b, d * H:(d + 1) * H] = out[0]
+                if autograd:
+                    hrows.append(h[0])
+                    crows.append(c[0])
+                    continue
                 hblk[b] = h[0].numpy()
                 if mode == "lstm":
                     cblk[b] = c[0].numpy()
+            if autograd:
+                hblk = torch.stack(hrows)
+                cblk = torch.stack(crows) if mode == "lstm" else torch.zeros((B, H), dtype=DT)
             hn.append(hblk)
             cn.append(cblk)
             bi += 1
@@ -349,7 +384,7 @@ def stack_forward(config, weights, x, seq_lengths=None, h0=None, c0=None, seed=0
                 for t in range(lens[b]):  # padded steps are exactly 0 already
                     out_l[t, b] = out_l[t, b] * ms.inter_layer(l, t, rows[b], D * H, inter_keep)
         inp = out_l
-    return inp.numpy(), hn, cn
+    return (inp if autograd else inp.numpy()), hn, cn
 
 
 # ----------------------------------------------------------------------------
