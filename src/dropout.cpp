@@ -47,6 +47,23 @@ Mask wrapper_mask(const StackSpec& stack, const RunDropout& run, int layer, int 
   return m;
 }
 
+WrapperMasks wrapper_masks(const PlanImpl& p, int layer, int dir, const RunDropout& run) {
+  WrapperMasks wm;
+  wm.count = p.stack.layers[layer].num_wrappers;
+  for (int w = 0; w < wm.count; ++w) {
+    wm.input[w] = wrapper_mask(p.stack, run, layer, dir, w, MaskKind::input);
+    wm.output[w] = wrapper_mask(p.stack, run, layer, dir, w, MaskKind::output);
+    wm.state_h[w] = wrapper_mask(p.stack, run, layer, dir, w, MaskKind::state_h);
+    wm.state_c[w] = wrapper_mask(p.stack, run, layer, dir, w, MaskKind::state_c);
+    wm.any_input = wm.any_input || wm.input[w].active;
+    wm.any_state_h = wm.any_state_h || wm.state_h[w].active;
+    wm.any_state_c = wm.any_state_c || wm.state_c[w].active;
+    wm.state_per_step = wm.state_per_step || (wm.state_h[w].active && !wm.state_h[w].variational) ||
+                        (wm.state_c[w].active && !wm.state_c[w].variational);
+  }
+  return wm;
+}
+
 Mask inter_layer_mask(const StackSpec& stack, const RunDropout& run, int layer) {
   Mask m;
   m.keep = rnncore_keep_from_dropout(stack.dropout);

@@ -15,8 +15,9 @@ using detail::PlanImpl;
 
 namespace {
 
+// `needed`: the workspace bytes this call needs; `y_needed`: false for backward (which reads the reserve).
 Status check_args(const PlanImpl& p, const void* packed, const void* workspace, std::size_t workspace_bytes,
-                  const ForwardArgs& a) {
+                  std::size_t needed, bool y_needed, const ForwardArgs& a) {
   RNNCORE_ENSURE(p.magic == detail::kPlanMagic, Status::invalid_enum, "forward: the plan was not created");
   RNNCORE_ENSURE(packed != nullptr, Status::null_pointer, "forward: packed weights are null");
   if (p.backend != Backend::gpu) {  // a GPU plan's buffer is device memory: gpu_forward checks it
@@ -25,11 +26,11 @@ Status check_args(const PlanImpl& p, const void* packed, const void* workspace, 
     RNNCORE_ENSURE(header.magic == detail::kPackedMagic && header.fingerprint == p.fingerprint,
                    Status::weights_not_packed, "forward: the packed buffer was not filled by pack_weights of this plan's layout");
   }
-  RNNCORE_ENSURE(workspace != nullptr || p.ws.total == 0, Status::null_pointer, "forward: workspace is null");
+  RNNCORE_ENSURE(workspace != nullptr || needed == 0, Status::null_pointer, "forward: workspace is null");
   RNNCORE_ENSURE(reinterpret_cast<std::uintptr_t>(workspace) % kAlignment == 0, Status::misaligned,
                  "forward: workspace %p is not %zu-byte aligned", workspace, kAlignment);
-  RNNCORE_ENSURE(workspace_bytes >= p.ws.total, Status::buffer_too_small,
-                 "forward: workspace has %zu bytes, the plan needs %zu", workspace_bytes, p.ws.total);
+  RNNCORE_ENSURE(workspace_bytes >= needed, Status::buffer_too_small,
+                 "forward: workspace has %zu bytes, the plan needs %zu", workspace_bytes, needed);
   RNNCORE_ENSURE(a.layout == Layout::time_major || a.layout == Layout::batch_major, Status::invalid_enum,
                  "forward: layout = %d is not a layout", static_cast<int>(a.layout));
   RNNCORE_ENSURE(a.run_mode >= RunMode::inference && a.run_mode <= RunMode::monte_carlo, Status::invalid_enum,
@@ -43,12 +44,21 @@ Status check_args(const PlanImpl& p, const void* packed, const void* workspace, 
                  a.seq_len, p.options.max_seq_len);
   const bool has_rows = a.batch > 0 && a.seq_len > 0;
   RNNCORE_ENSURE(!has_rows || a.x != nullptr, Status::null_pointer, "forward: x is null");
-  RNNCORE_ENSURE(!has_rows || a.y != nullptr, Status::null_pointer, "forward: y is null");
+  RNNCORE_ENSURE(!has_rows || !y_needed || a.y != nullptr, Status::null_pointer, "forward: y is null");
   bool any_lstm = false;
   for (int l = 0; l < p.stack.num_layers; ++l) any_lstm = any_lstm || p.layers[l].mode == Mode::lstm;
   RNNCORE_ENSURE(any_lstm || (a.c0 == nullptr && a.cy == nullptr), Status::unsupported,
                  "forward: %s given for a network without LSTM layers; only LSTM has a cell state",
                  a.c0 != nullptr ? "c0" : "cy");
+  if (a.reserve != nullptr) {
+    RNNCORE_ENSURE(p.options.training, Status::unsupported,
+                   "forward: a reserve was given but the plan was not made for training (PlanOptions::training)");
+    RNNCORE_ENSURE(reinterpret_cast<std::uintptr_t>(a.reserve) % kAlignment == 0, Status::misaligned,
+                   "forward: reserve %p is not %zu-byte aligned", a.reserve, kAlignment);
+    RNNCORE_ENSURE(a.reserve_bytes >= p.train.reserve_total, Status::buffer_too_small,
+                   "forward: reserve has %zu bytes, the plan needs %zu (Plan::reserve_bytes)", a.reserve_bytes,
+                   p.train.reserve_total);
+  }
   if (a.seq_lengths != nullptr)
     for (int b = 0; b < a.batch; ++b)
       RNNCORE_ENSURE(a.seq_lengths[b] >= 0 && a.seq_lengths[b] <= a.seq_len, Status::bad_length,
@@ -56,10 +66,10 @@ Status check_args(const PlanImpl& p, const void* packed, const void* workspace, 
   return Status::ok;
 }
 
-// Inter-layer dropout on a layer's time-major output [T, B, width] in the workspace.
+// Multiplies a time-major [T, B, width] tensor by the inter-layer mask m.
 template <class T>
-void drop_layer_output(const PlanImpl& p, const detail::Mask& m, const detail::RunDropout& run, T* out, int steps,
-                       int batch, T* mask) {
+void multiply_layer_mask(const PlanImpl& p, const detail::Mask& m, const detail::RunDropout& run, T* out, int steps,
+                         int batch, T* mask) {
   const int width = static_cast<int>(m.width);
   for (int t = 0; t < steps; ++t)
     for (int b = 0; b < batch; ++b) {
@@ -71,22 +81,41 @@ void drop_layer_output(const PlanImpl& p, const detail::Mask& m, const detail::R
 
 }  // namespace
 
+namespace detail {
+
+RunDropout run_dropout(const PlanImpl& p, const ForwardArgs& a) {
+  RunDropout run;
+  run.on = a.run_mode != RunMode::inference && p.any_dropout;
+  run.seed = a.seed;
+  run.step = static_cast<std::uint32_t>(a.step);
+  run.row_ids = a.row_ids;
+  run.time_offset = a.time_offset;
+  return run;
+}
+
+void apply_inter_layer_dropout(const PlanImpl& p, const RunDropout& run, int layer, unsigned char* out, int steps, int batch,
+                               unsigned char* scratch) {
+  const Mask inter = inter_layer_mask(p.stack, run, layer);
+  if (!inter.active) return;
+  if (p.stack.dtype == DType::f64)
+    multiply_layer_mask(p, inter, run, reinterpret_cast<double*>(out), steps, batch, reinterpret_cast<double*>(scratch));
+  else
+    multiply_layer_mask(p, inter, run, reinterpret_cast<float*>(out), steps, batch, reinterpret_cast<float*>(scratch));
+}
+
+}  // namespace detail
+
 Status Plan::forward(const void* packed, void* workspace, std::size_t workspace_bytes, const ForwardArgs& a) const {
   detail::clear_error();
   const PlanImpl& p = impl(*this);
-  RNNCORE_RETURN_IF_ERROR(check_args(p, packed, workspace, workspace_bytes, a));
+  RNNCORE_RETURN_IF_ERROR(check_args(p, packed, workspace, workspace_bytes, p.ws.total, true, a));
   if (a.batch == 0) return Status::ok;
   if (p.backend == Backend::gpu) return detail::gpu_forward(p, packed, workspace, a);
 
   const StackSpec& st = p.stack;
   auto* ws = static_cast<unsigned char*>(workspace);
   const auto* pk = static_cast<const unsigned char*>(packed);
-  detail::RunDropout run;
-  run.on = a.run_mode != RunMode::inference && p.any_dropout;
-  run.seed = a.seed;
-  run.step = static_cast<std::uint32_t>(a.step);
-  run.row_ids = a.row_ids;
-  run.time_offset = a.time_offset;
+  const detail::RunDropout run = detail::run_dropout(p, a);
 
   // A non-LSTM layer has no cell state: its cy block is zero.
   if (a.cy != nullptr)
@@ -95,30 +124,46 @@ Status Plan::forward(const void* packed, void* workspace, std::size_t workspace_
         std::memset(static_cast<unsigned char*>(a.cy) + static_cast<std::size_t>(state_offset(st, a.batch, l, 0)) * dtype_size(st.dtype),
                     0, static_cast<std::size_t>(p.layers[l].dirs) * a.batch * p.layers[l].hidden * dtype_size(st.dtype));
 
+  if (a.reserve != nullptr) return detail::train_forward(p, pk, ws, a, run);
   if (p.backend == Backend::simd) {
     detail::simd_forward(p, pk, ws, a, run);
     return Status::ok;
   }
   // The reference: one direction after the other, one thread.
   for (int l = 0; l < st.num_layers; ++l) {
-    for (int d = 0; d < p.layers[l].dirs; ++d)
-      detail::reference_run_direction(p, l, d, detail::direction_io(p, a, ws, l, d, run), pk, ws);
-    const detail::Mask inter = detail::inter_layer_mask(st, run, l);
-    if (!inter.active) continue;
-    unsigned char* out = ws + p.ws.layer_out[l & 1];
-    if (st.dtype == DType::f64)
-      drop_layer_output(p, inter, run, reinterpret_cast<double*>(out), a.seq_len, a.batch,
-                        reinterpret_cast<double*>(ws + p.ws.scratch));
-    else
-      drop_layer_output(p, inter, run, reinterpret_cast<float*>(out), a.seq_len, a.batch,
-                        reinterpret_cast<float*>(ws + p.ws.scratch));
+    for (int d = 0; d < p.layers[l].dirs; ++d) {
+      detail::ReferenceBuffers buf;
+      buf.h[0] = ws + p.ws.h[d][0];
+      buf.h[1] = ws + p.ws.h[d][1];
+      buf.c = ws + p.ws.c[d];
+      buf.rows = ws + p.ws.scratch + static_cast<std::size_t>(d) * p.ws.scratch_stride;
+      detail::reference_run_direction(p, l, d, detail::direction_io(p, a, ws, l, d, run), pk + detail::kPackedHeaderBytes, buf);
+    }
+    detail::apply_inter_layer_dropout(p, run, l, ws + p.ws.layer_out[l & 1], a.seq_len, a.batch, ws + p.ws.scratch);
   }
   return Status::ok;
 }
 
+Status Plan::backward(const void* packed, void* workspace, std::size_t workspace_bytes, const BackwardArgs& a) const {
+  detail::clear_error();
+  const PlanImpl& p = impl(*this);
+  RNNCORE_ENSURE(p.magic != detail::kPlanMagic || p.options.training, Status::unsupported,
+                 "backward: the plan was not made for training (PlanOptions::training)");
+  RNNCORE_RETURN_IF_ERROR(check_args(p, packed, workspace, workspace_bytes, p.train.backward_total, false, a.forward));
+  bool any_lstm = false;
+  for (int l = 0; l < p.stack.num_layers; ++l) any_lstm = any_lstm || p.layers[l].mode == Mode::lstm;
+  RNNCORE_ENSURE(any_lstm || (a.dcy == nullptr && a.dc0 == nullptr), Status::unsupported,
+                 "backward: %s given for a network without LSTM layers; only LSTM has a cell state",
+                 a.dcy != nullptr ? "dcy" : "dc0");
+  RNNCORE_ENSURE(a.forward.reserve == nullptr || a.forward.reserve_bytes >= p.train.reserve_total, Status::buffer_too_small,
+                 "backward: reserve has %zu bytes, the plan needs %zu", a.forward.reserve_bytes, p.train.reserve_total);
+  return detail::train_backward(p, static_cast<const unsigned char*>(packed), static_cast<unsigned char*>(workspace), a);
+}
+
 namespace detail {
 
-DirectionIO direction_io(const PlanImpl& p, const ForwardArgs& a, unsigned char* ws, int l, int d, const RunDropout& run) {
+DirectionIO direction_io(const PlanImpl& p, const ForwardArgs& a, unsigned char* ws, int l, int d, const RunDropout& run,
+                         unsigned char* reserve) {
   const StackSpec& st = p.stack;
   const LayerPlan& lp = p.layers[l];
   const std::int64_t T = a.seq_len, B = a.batch, in_w = lp.input_size, H = lp.hidden, out_w = lp.dirs * H;
@@ -135,7 +180,7 @@ DirectionIO direction_io(const PlanImpl& p, const ForwardArgs& a, unsigned char*
     io.x_st = batch_major ? in_w : B * in_w;
     io.x_sb = batch_major ? T * in_w : in_w;
   } else {  // inner layers are time-major in the workspace
-    io.x = ws + p.ws.layer_out[(l - 1) & 1];
+    io.x = reserve != nullptr ? reserve + p.train.layer_out[l - 1] : ws + p.ws.layer_out[(l - 1) & 1];
     io.x_st = B * in_w;
     io.x_sb = in_w;
   }
@@ -145,7 +190,7 @@ DirectionIO direction_io(const PlanImpl& p, const ForwardArgs& a, unsigned char*
     io.y_st = batch_major ? out_w : B * out_w;
     io.y_sb = batch_major ? T * out_w : out_w;
   } else {
-    out = ws + p.ws.layer_out[l & 1];
+    out = reserve != nullptr ? reserve + p.train.layer_out[l] : ws + p.ws.layer_out[l & 1];
     io.y_st = B * out_w;
     io.y_sb = out_w;
   }
@@ -155,6 +200,7 @@ DirectionIO direction_io(const PlanImpl& p, const ForwardArgs& a, unsigned char*
   io.c0 = a.c0 == nullptr || lp.mode != Mode::lstm ? nullptr : static_cast<const unsigned char*>(a.c0) + slot;
   io.hy = a.hy == nullptr ? nullptr : static_cast<unsigned char*>(a.hy) + slot;
   io.cy = a.cy == nullptr || lp.mode != Mode::lstm ? nullptr : static_cast<unsigned char*>(a.cy) + slot;
+  if (reserve != nullptr) io.keep = reserve + p.train.keep[l][d];
   return io;
 }
 

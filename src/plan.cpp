@@ -54,7 +54,8 @@ std::uint64_t fnv1a(std::uint64_t h, std::int64_t v) {
 std::uint64_t packed_fingerprint(const PlanImpl& p) {
   std::uint64_t h = 0xcbf29ce484222325ull;
   for (std::int64_t v : {std::int64_t(p.stack.input_size), std::int64_t(p.stack.num_layers), std::int64_t(p.stack.dtype),
-                         std::int64_t(p.backend), std::int64_t(p.vector), std::int64_t(p.weights), std::int64_t(p.bf16_pairs)})
+                         std::int64_t(p.backend), std::int64_t(p.vector), std::int64_t(p.weights), std::int64_t(p.bf16_pairs),
+                         std::int64_t(p.options.training)})
     h = fnv1a(h, v);
   for (int l = 0; l < p.stack.num_layers; ++l) {
     const LayerPlan& lp = p.layers[l];
@@ -239,6 +240,62 @@ void layout_simd(PlanImpl* p) {
   if (packed.overflow() || ws.overflow()) w.total = ~std::size_t{0};
 }
 
+}  // namespace
+
+void layout_training(PlanImpl* p) {
+  const StackSpec& st = p->stack;
+  const std::uint64_t es = dtype_size(st.dtype), B = p->options.max_batch, T = p->options.max_seq_len;
+  TrainLayout& tr = p->train;
+  // The reference backend's packed buffer is the canonical one; the SIMD backend's gets a copy.
+  Arena packed(p->packed_bytes);
+  if (p->backend == Backend::reference)
+    tr.canonical = kPackedHeaderBytes;
+  else
+    tr.canonical = packed.take(static_cast<std::uint64_t>(param_count(st)), es);
+  p->packed_bytes = packed.size();
+
+  Arena reserve(kReserveHeaderBytes);
+  std::uint64_t hidden = 0, gates = 0, input = 0;
+  for (int l = 0; l < st.num_layers; ++l) {
+    const LayerPlan& lp = p->layers[l];
+    for (int d = 0; d < lp.dirs; ++d)
+      tr.keep[l][d] = reserve.take(T * B * static_cast<std::uint64_t>(keep_slots(lp)) * lp.hidden, es);
+    hidden = std::max<std::uint64_t>(hidden, lp.hidden);
+    gates = std::max<std::uint64_t>(gates, lp.gates);
+    input = std::max<std::uint64_t>(input, lp.input_size);
+  }
+  for (int l = 0; l + 1 < st.num_layers; ++l)
+    tr.layer_out[l] = reserve.take(T * B * static_cast<std::uint64_t>(p->layers[l].dirs) * p->layers[l].hidden, es);
+  tr.reserve_total = reserve.size();
+
+  Arena fw(0);
+  for (int d = 0; d < 2; ++d) {
+    tr.h[d][0] = fw.take(B * hidden, es);
+    tr.h[d][1] = fw.take(B * hidden, es);
+    tr.c[d] = fw.take(B * hidden, es);
+  }
+  tr.rows_stride = static_cast<std::size_t>(round_up(static_cast<std::int64_t>(kScratchRows * p->max_width * es), kAlignment));
+  tr.rows = fw.take(2 * tr.rows_stride, 1);
+  tr.forward_total = fw.size();
+
+  Arena bw(0);
+  tr.dh[0] = bw.take(B * hidden, es);
+  tr.dh[1] = bw.take(B * hidden, es);
+  tr.dc = bw.take(B * hidden, es);
+  tr.dgates = bw.take(T * B * (gates + 1) * hidden, es);
+  tr.hprev = bw.take(T * B * hidden, es);
+  tr.xcell = bw.take(T * B * input, es);
+  tr.dlayer[0] = bw.take(T * B * static_cast<std::uint64_t>(p->max_width), es);
+  tr.dlayer[1] = bw.take(T * B * static_cast<std::uint64_t>(p->max_width), es);
+  tr.brows = bw.take(static_cast<std::uint64_t>(kScratchRows) * p->max_width + B * hidden, es);
+  tr.backward_total = bw.size();
+
+  p->ws.total = std::max(p->ws.total, tr.forward_total);
+  if (packed.overflow() || reserve.overflow() || fw.overflow() || bw.overflow()) p->ws.total = ~std::size_t{0};
+}
+
+namespace {
+
 simd::Cell cell_of(const LayerSpec& ls) {
   switch (ls.mode) {
     case Mode::lstm: return simd::Cell::lstm;
@@ -247,6 +304,22 @@ simd::Cell cell_of(const LayerSpec& ls) {
     case Mode::rnn_relu: return simd::Cell::rnn_relu;
   }
   return simd::Cell::lstm;
+}
+
+// Training runs on the CPU, and backward cannot differentiate a custom residual function.
+Status check_training(const StackSpec& st, const PlanOptions& options) {
+  if (!options.training) return Status::ok;
+  RNNCORE_ENSURE(options.backend != Backend::gpu, Status::unsupported,
+                 "options.training: the GPU backend has no backward yet; plan training on the CPU (reference or simd)");
+  for (int l = 0; l < st.num_layers; ++l)
+    for (int w = 0; w < st.layers[l].num_wrappers; ++w) {
+      const Wrapper& wr = st.layers[l].wrappers[w];
+      RNNCORE_ENSURE(wr.kind != WrapperKind::residual || (wr.residual.f32 == nullptr && wr.residual.f64 == nullptr),
+                     Status::unsupported,
+                     "layers[%d].wrappers[%d]: backward cannot differentiate a custom residual function; training "
+                     "needs the default (add) residual", l, w);
+    }
+  return Status::ok;
 }
 
 // Custom residual functions must exist for the dtype that runs.
@@ -290,6 +363,7 @@ Status Plan::create(const StackSpec& stack, const PlanOptions& options, Plan* ou
   RNNCORE_ENSURE(isa_ok, Status::invalid_enum, "options.max_isa = %d is not an instruction set",
                  static_cast<int>(options.max_isa));
   RNNCORE_RETURN_IF_ERROR(detail::check_residual_functions(stack));
+  RNNCORE_RETURN_IF_ERROR(detail::check_training(stack, options));
   RNNCORE_ENSURE(options.threads >= 1 && options.threads <= 256, Status::invalid_size, "options.threads = %d (1..256)",
                  options.threads);
   RNNCORE_ENSURE(options.threads == 1 || options.thread_pool != nullptr, Status::null_pointer,
@@ -338,6 +412,7 @@ Status Plan::create(const StackSpec& stack, const PlanOptions& options, Plan* ou
   } else {
     detail::layout_reference(p);
   }
+  if (options.training) detail::layout_training(p);
   if (p->ws.total == ~std::size_t{0}) {
     p->magic = 0;
     return detail::fail_status(Status::invalid_size, "buffers for max_batch = %d and max_seq_len = %d would exceed 2^46 bytes",
@@ -355,6 +430,8 @@ Isa Plan::isa() const { return impl(*this).isa; }
 const char* Plan::kernel_name() const { return impl(*this).kernel_name; }
 std::size_t Plan::packed_weight_bytes() const { return impl(*this).packed_bytes; }
 std::size_t Plan::workspace_bytes() const { return impl(*this).ws.total; }
+std::size_t Plan::reserve_bytes() const { return impl(*this).train.reserve_total; }
+std::size_t Plan::backward_workspace_bytes() const { return impl(*this).train.backward_total; }
 
 Status Plan::pack_weights(const void* canonical, void* packed, std::size_t packed_bytes) const {
   detail::clear_error();
@@ -371,8 +448,10 @@ Status Plan::pack_weights(const void* canonical, void* packed, std::size_t packe
   std::memset(bytes, 0, p.packed_bytes);
   const detail::PackedHeader header{detail::kPackedMagic, p.fingerprint};
   std::memcpy(bytes, &header, sizeof header);
-  return p.backend == Backend::simd ? detail::simd_pack(p, canonical, bytes)
-                                    : detail::reference_pack(p, canonical, bytes);
+  if (p.backend == Backend::reference) return detail::reference_pack(p, canonical, bytes);
+  if (p.options.training)  // backward (and the training forward) read the canonical weights
+    std::memcpy(bytes + p.train.canonical, canonical, static_cast<std::size_t>(param_count(p.stack)) * dtype_size(p.stack.dtype));
+  return detail::simd_pack(p, canonical, bytes);
 }
 
 }  // namespace rnncore

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "src/internal/canonical_params.hpp"
 #include "src/internal/dropout.hpp"
 #include "src/internal/error.hpp"
 #include "src/internal/plan_impl.hpp"
@@ -19,28 +20,6 @@ T sigmoid(T x) {
   return T(1) / (T(1) + std::exp(-x));
 }
 
-// Canonical parameter blocks of one (layer, direction).
-template <class T>
-struct CellParams {
-  const T* W[4] = {};   // [H, I] per gate, null for a skip layer
-  const T* R[4] = {};   // [H, H]
-  const T* bW[4] = {};  // [H]
-  const T* bR[4] = {};  // [H]
-};
-
-template <class T>
-CellParams<T> cell_params(const PlanImpl& p, int layer, int dir, const T* canonical) {
-  CellParams<T> cp;
-  for (int g = 0; g < p.layers[layer].gates; ++g) {
-    const std::int64_t w = canonical_offset(p.stack, layer, dir, ParamKind::input_weight, g);
-    cp.W[g] = w < 0 ? nullptr : canonical + w;
-    cp.R[g] = canonical + canonical_offset(p.stack, layer, dir, ParamKind::recurrent_weight, g);
-    cp.bW[g] = canonical + canonical_offset(p.stack, layer, dir, ParamKind::input_bias, g);
-    cp.bR[g] = canonical + canonical_offset(p.stack, layer, dir, ParamKind::recurrent_bias, g);
-  }
-  return cp;
-}
-
 template <class T>
 T dot(const T* a, const T* b, int n) {
   T s = 0;
@@ -50,19 +29,21 @@ T dot(const T* a, const T* b, int n) {
 
 // W_g x + bW_g for unit u (the input itself in skip mode).
 template <class T>
-T input_term(const CellParams<T>& cp, int g, int u, const T* x, int in_size) {
+T input_term(const CellParams<const T>& cp, int g, int u, const T* x, int in_size) {
   const T wx = cp.W[g] != nullptr ? dot(cp.W[g] + static_cast<std::int64_t>(u) * in_size, x, in_size) : x[u];
   return wx + cp.bW[g][u];
 }
 
 template <class T>
-T recurrent_term(const CellParams<T>& cp, int g, int u, const T* h, int hidden) {
+T recurrent_term(const CellParams<const T>& cp, int g, int u, const T* h, int hidden) {
   return dot(cp.R[g] + static_cast<std::int64_t>(u) * hidden, h, hidden) + cp.bR[g][u];
 }
 
-// One cell step for one row: reads x, h, c; writes h_next and c (in place).
+// One cell step for one row: reads x, h, c; writes h_next and c (in place). With `keep` (a reserve
+// row, slot-major: keep_slots) it also records the gate activations and new state for backward.
 template <class T>
-void cell_step(const LayerPlan& lp, const CellParams<T>& cp, const T* x, const T* h, T* h_next, T* c, T* scratch) {
+void cell_step(const LayerPlan& lp, const CellParams<const T>& cp, const T* x, const T* h, T* h_next, T* c, T* scratch,
+               T* keep) {
   const int H = lp.hidden, I = lp.input_size;
   switch (lp.mode) {
     case Mode::lstm:
@@ -72,6 +53,10 @@ void cell_step(const LayerPlan& lp, const CellParams<T>& cp, const T* x, const T
         const T i = sigmoid(pre[0]), f = sigmoid(pre[1]), gg = std::tanh(pre[2]), o = sigmoid(pre[3]);
         c[u] = f * c[u] + i * gg;
         h_next[u] = o * std::tanh(c[u]);
+        if (keep != nullptr) {
+          const T kept[6] = {i, f, gg, o, c[u], h_next[u]};
+          for (int k = 0; k < 6; ++k) keep[k * H + u] = kept[k];
+        }
       }
       break;
     case Mode::gru:
@@ -79,16 +64,30 @@ void cell_step(const LayerPlan& lp, const CellParams<T>& cp, const T* x, const T
         for (int u = 0; u < H; ++u) {
           const T r = sigmoid(input_term(cp, 0, u, x, I) + recurrent_term(cp, 0, u, h, H));
           const T z = sigmoid(input_term(cp, 1, u, x, I) + recurrent_term(cp, 1, u, h, H));
-          const T n = std::tanh(input_term(cp, 2, u, x, I) + r * recurrent_term(cp, 2, u, h, H));
+          const T hn = recurrent_term(cp, 2, u, h, H);
+          const T n = std::tanh(input_term(cp, 2, u, x, I) + r * hn);
           h_next[u] = (T(1) - z) * n + z * h[u];
+          if (keep != nullptr) {
+            const T kept[5] = {r, z, n, hn, h_next[u]};
+            for (int k = 0; k < 5; ++k) keep[k * H + u] = kept[k];
+          }
         }
       } else {  // reset-before: the n gate sees R_n (r ⊙ h), so all of r comes first
         T* rh = scratch;
-        for (int u = 0; u < H; ++u) rh[u] = sigmoid(input_term(cp, 0, u, x, I) + recurrent_term(cp, 0, u, h, H)) * h[u];
+        for (int u = 0; u < H; ++u) {
+          const T r = sigmoid(input_term(cp, 0, u, x, I) + recurrent_term(cp, 0, u, h, H));
+          rh[u] = r * h[u];
+          if (keep != nullptr) keep[u] = r;
+        }
         for (int u = 0; u < H; ++u) {
           const T z = sigmoid(input_term(cp, 1, u, x, I) + recurrent_term(cp, 1, u, h, H));
           const T n = std::tanh(input_term(cp, 2, u, x, I) + recurrent_term(cp, 2, u, rh, H));
           h_next[u] = (T(1) - z) * n + z * h[u];
+          if (keep != nullptr) {
+            keep[H + u] = z;
+            keep[2 * H + u] = n;
+            keep[3 * H + u] = h_next[u];
+          }
         }
       }
       break;
@@ -97,33 +96,24 @@ void cell_step(const LayerPlan& lp, const CellParams<T>& cp, const T* x, const T
       for (int u = 0; u < H; ++u) {
         const T pre = input_term(cp, 0, u, x, I) + recurrent_term(cp, 0, u, h, H);
         h_next[u] = lp.mode == Mode::rnn_tanh ? std::tanh(pre) : (pre > T(0) ? pre : T(0));
+        if (keep != nullptr) keep[u] = h_next[u];
       }
       break;
   }
 }
 
-// The masks of one (layer, direction)'s wrappers for this run.
-struct WrapperMasks {
-  Mask input[kMaxWrappers], output[kMaxWrappers], state_h[kMaxWrappers], state_c[kMaxWrappers];
-};
-
 template <class T>
-void multiply_by_mask(const Mask& m, const RunDropout& run, int t, int b, T* v, int width) {
-  if (!m.active) return;
-  for (int u = 0; u < width; ++u) v[u] *= m.value<T>(run, t, b, u);
-}
-
-template <class T>
-void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io, const unsigned char* packed,
-                   unsigned char* ws) {
+void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io, const unsigned char* canonical,
+                   const ReferenceBuffers& buf) {
   const LayerPlan& lp = p.layers[layer];
   const LayerSpec& ls = p.stack.layers[layer];
   const int H = lp.hidden, I = lp.input_size, B = io.batch, nw = ls.num_wrappers;
-  const CellParams<T> cp = cell_params(p, layer, dir, reinterpret_cast<const T*>(packed + kPackedHeaderBytes));
-  T* h = reinterpret_cast<T*>(ws + p.ws.h[dir][0]);
-  T* h_next = reinterpret_cast<T*>(ws + p.ws.h[dir][1]);
-  T* c = lp.mode == Mode::lstm ? reinterpret_cast<T*>(ws + p.ws.c[dir]) : nullptr;
-  T* rows = reinterpret_cast<T*>(ws + p.ws.scratch + static_cast<std::size_t>(dir) * p.ws.scratch_stride);
+  const CellParams<const T> cp = cell_params(p, layer, dir, reinterpret_cast<const T*>(canonical));
+  T* h = reinterpret_cast<T*>(buf.h[0]);
+  T* h_next = reinterpret_cast<T*>(buf.h[1]);
+  T* c = lp.mode == Mode::lstm ? reinterpret_cast<T*>(buf.c) : nullptr;
+  T* rows = reinterpret_cast<T*>(buf.rows);
+  const int keep_width = keep_slots(lp) * H;
   T* x_cell = rows;                      // the input after every wrapper's input dropout
   T* x_level = rows + p.max_width;       // the input a residual wrapper sees
   T* out = rows + 2 * p.max_width;       // the output on its way out through the wrappers
@@ -131,13 +121,7 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
   T* cell_scratch = rows + 4 * p.max_width;
   const std::size_t state_bytes = sizeof(T) * static_cast<std::size_t>(B) * H;
 
-  WrapperMasks wm;
-  for (int w = 0; w < nw; ++w) {
-    wm.input[w] = wrapper_mask(p.stack, io.dropout, layer, dir, w, MaskKind::input);
-    wm.output[w] = wrapper_mask(p.stack, io.dropout, layer, dir, w, MaskKind::output);
-    wm.state_h[w] = wrapper_mask(p.stack, io.dropout, layer, dir, w, MaskKind::state_h);
-    wm.state_c[w] = wrapper_mask(p.stack, io.dropout, layer, dir, w, MaskKind::state_c);
-  }
+  const WrapperMasks wm = wrapper_masks(p, layer, dir, io.dropout);
 
   if (io.h0 != nullptr) std::memcpy(h, io.h0, state_bytes); else std::memset(h, 0, state_bytes);
   if (c != nullptr) {
@@ -163,7 +147,9 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
       std::memcpy(x_cell, xb, sizeof(T) * I);
       for (int w = nw - 1; w >= 0; --w) multiply_by_mask(wm.input[w], io.dropout, t, b, x_cell, I);
 
-      cell_step(lp, cp, x_cell, hb, hnb, cb, cell_scratch);
+      T* keep = io.keep == nullptr ? nullptr
+                                   : static_cast<T*>(io.keep) + (static_cast<std::int64_t>(t) * B + b) * keep_width;
+      cell_step(lp, cp, x_cell, hb, hnb, cb, cell_scratch, keep);
 
       // Out through the wrappers, innermost first.
       std::memcpy(out, hnb, sizeof(T) * H);
@@ -197,12 +183,22 @@ Status reference_pack(const PlanImpl& p, const void* canonical, unsigned char* p
   return Status::ok;
 }
 
-void reference_run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io, const unsigned char* packed,
-                             unsigned char* ws) {
+void reference_run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io, const unsigned char* canonical,
+                             const ReferenceBuffers& buf) {
   if (p.stack.dtype == DType::f64)
-    run_direction<double>(p, layer, dir, io, packed, ws);
+    run_direction<double>(p, layer, dir, io, canonical, buf);
   else
-    run_direction<float>(p, layer, dir, io, packed, ws);
+    run_direction<float>(p, layer, dir, io, canonical, buf);
+}
+
+int keep_slots(const LayerPlan& lp) {
+  switch (lp.mode) {
+    case Mode::lstm: return 6;
+    case Mode::gru: return lp.gru_variant == GruVariant::reset_after ? 5 : 4;
+    case Mode::rnn_tanh:
+    case Mode::rnn_relu: return 1;
+  }
+  return 1;
 }
 
 }  // namespace detail

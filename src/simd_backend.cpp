@@ -118,30 +118,6 @@ Status simd_pack(const PlanImpl& p, const void* canonical_void, unsigned char* p
 
 namespace {
 
-// The masks of one (layer, direction)'s wrappers for this run.
-struct WrapperMasks {
-  int count = 0;
-  Mask input[kMaxWrappers], output[kMaxWrappers], state_h[kMaxWrappers], state_c[kMaxWrappers];
-  bool any_input = false, any_state_h = false, any_state_c = false, state_per_step = false;
-};
-
-WrapperMasks wrapper_masks(const PlanImpl& p, int layer, int dir, const RunDropout& run) {
-  WrapperMasks wm;
-  wm.count = p.stack.layers[layer].num_wrappers;
-  for (int w = 0; w < wm.count; ++w) {
-    wm.input[w] = wrapper_mask(p.stack, run, layer, dir, w, MaskKind::input);
-    wm.output[w] = wrapper_mask(p.stack, run, layer, dir, w, MaskKind::output);
-    wm.state_h[w] = wrapper_mask(p.stack, run, layer, dir, w, MaskKind::state_h);
-    wm.state_c[w] = wrapper_mask(p.stack, run, layer, dir, w, MaskKind::state_c);
-    wm.any_input = wm.any_input || wm.input[w].active;
-    wm.any_state_h = wm.any_state_h || wm.state_h[w].active;
-    wm.any_state_c = wm.any_state_c || wm.state_c[w].active;
-    wm.state_per_step = wm.state_per_step || (wm.state_h[w].active && !wm.state_h[w].variational) ||
-                        (wm.state_c[w].active && !wm.state_c[w].variational);
-  }
-  return wm;
-}
-
 // dst[0, n) *= the mask row of `m` for (t, b); `row` is scratch of at least m.width floats.
 void multiply_mask_row(const PlanImpl& p, const Mask& m, const RunDropout& run, int t, int b, float* dst, int n,
                        float* row) {

@@ -6,6 +6,8 @@
 //      the packed-weight buffer and the workspace;
 //   3. import weights into the canonical layout (import_weights) and pack them once (Plan::pack_weights);
 //   4. run (Plan::forward) any number of times in caller-owned memory: no allocation, no exceptions.
+// Training (PlanOptions::training): forward with a reserve space, then Plan::backward for the
+// gradients of inputs, initial states and weights (docs/training.md).
 // Model bundles steps 2–4 for hosts that may allocate once.
 // Semantics, layouts and formats: docs/ and the design contract (DESIGN.md §2–4, §7).
 #ifndef RNNCORE_RNNCORE_HPP
@@ -308,6 +310,10 @@ struct PlanOptions {
   std::int32_t threads = 1;  ///< CPU threads a run uses (1: no threading at all)
   ThreadPool* thread_pool = nullptr;  ///< needed when threads > 1 (Model makes its own); at least `threads` big
   int gpu_device = 0;        ///< GPU backend: the device ordinal
+  /// Plan for training: the plan then reports reserve_bytes() and backward_workspace_bytes(), the
+  /// packed buffer also holds the canonical weights (backward reads them), and forward() with a
+  /// reserve keeps what backward needs. CPU backends only; a custom residual function is refused.
+  bool training = false;
 };
 
 /// Whether a run applies dropout. Inference runs are deterministic.
@@ -341,6 +347,27 @@ struct ForwardArgs {
   /// one whole-sequence run; the reverse direction of a bidirectional layer needs the whole sequence).
   std::uint32_t time_offset = 0;
   void* stream = nullptr;                   ///< GPU backend: hipStream_t / cudaStream_t to run on (null: the default stream)
+  /// Training plans: where the forward keeps gate activations, cell states and inner-layer outputs
+  /// for backward (never masks: backward regenerates them). Null: an ordinary forward.
+  void* reserve = nullptr;
+  std::size_t reserve_bytes = 0;            ///< at least Plan::reserve_bytes()
+};
+
+/// Inputs and outputs of one backward run (backward through time). The gradients are those of the
+/// scalar Σ y·dy + Σ hy·dhy + Σ cy·dcy. Tensors are dense, of the spec's dtype, in the layouts of
+/// ForwardArgs; any gradient input may be null (zero), any output null (not wanted).
+struct BackwardArgs {
+  /// The arguments of the training forward that filled `forward.reserve`: the same batch, length,
+  /// layout, x, seq_lengths, h0, c0, run mode, seed, step, row ids and time offset (y, hy, cy unused).
+  ForwardArgs forward;
+  const void* dy = nullptr;   ///< [T, B, D·H] (or [B, T, D·H]) gradient of the output
+  const void* dhy = nullptr;  ///< [L·D, B, H] gradient of the final h
+  const void* dcy = nullptr;  ///< [L·D, B, H] gradient of the final c (LSTM)
+  void* dx = nullptr;         ///< [T, B, I] (or [B, T, I]) gradient of the input; overwritten
+  void* dh0 = nullptr;        ///< [L·D, B, H] gradient of the initial h; overwritten
+  void* dc0 = nullptr;        ///< [L·D, B, H] gradient of the initial c (LSTM); overwritten
+  void* dweights = nullptr;   ///< param_count elements: weight gradients in the canonical layout
+  bool accumulate = false;    ///< add to dweights (cuDNN's addGrad) instead of overwriting it
 };
 
 /// A planned network: sizes, chosen kernels and buffer offsets. Trivially copyable; owns nothing.
@@ -366,11 +393,21 @@ class Plan {
   /// Exact bytes of the workspace forward() needs at max_batch × max_seq_len (aligned to kAlignment).
   std::size_t workspace_bytes() const;
 
+  /// Training plans: exact bytes of the reserve a training forward fills (gate activations, cell
+  /// states and inner-layer outputs for max_batch × max_seq_len; no dropout masks). 0 otherwise.
+  std::size_t reserve_bytes() const;
+  /// Training plans: exact bytes of the workspace backward() needs. 0 otherwise.
+  std::size_t backward_workspace_bytes() const;
+
   /// Packs canonical weights (param_count(spec) elements of spec.dtype) for this plan's backend.
   /// @param[in] canonical the canonical buffer  @param[out] packed buffer of packed_weight_bytes()
   Status pack_weights(const void* canonical, void* packed, std::size_t packed_bytes) const;
   /// Runs the network. Makes no allocation; thread-compatible (one workspace per concurrent call).
   Status forward(const void* packed, void* workspace, std::size_t workspace_bytes, const ForwardArgs& args) const;
+  /// Backward through time after a training forward (args.forward.reserve). Deterministic: a fixed
+  /// summation order, the same bits for any thread count. Makes no allocation.
+  /// @param[in] workspace at least backward_workspace_bytes(), kAlignment-aligned
+  Status backward(const void* packed, void* workspace, std::size_t workspace_bytes, const BackwardArgs& args) const;
 
   static constexpr std::size_t kStorageBytes = 12288;
 

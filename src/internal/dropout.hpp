@@ -51,6 +51,22 @@ enum class MaskKind : std::uint32_t {
 // The mask of dropout wrapper `wrapper` of (layer, dir); inactive when the run has no dropout, the
 // keep probability is 1, or the state filter excludes the part.
 Mask wrapper_mask(const StackSpec& stack, const RunDropout& run, int layer, int dir, int wrapper, MaskKind kind);
+// The masks of one (layer, direction)'s wrappers for a run.
+struct WrapperMasks {
+  int count = 0;
+  Mask input[kMaxWrappers], output[kMaxWrappers], state_h[kMaxWrappers], state_c[kMaxWrappers];
+  bool any_input = false, any_state_h = false, any_state_c = false, state_per_step = false;
+};
+WrapperMasks wrapper_masks(const PlanImpl& p, int layer, int dir, const RunDropout& run);
+
+// v[0, width) *= row b's mask at time t (nothing when the mask is inactive). Element by element in
+// T's precision, so a value recomputed this way is bit-identical to the forward's.
+template <class T>
+void multiply_by_mask(const Mask& m, const RunDropout& run, int t, int b, T* v, int width) {
+  if (!m.active) return;
+  for (int u = 0; u < width; ++u) v[u] *= m.value<T>(run, t, b, u);
+}
+
 // The inter-layer dropout mask on layer `layer`'s output (width D·H, direction bit 0).
 Mask inter_layer_mask(const StackSpec& stack, const RunDropout& run, int layer);
 // True when any site of the stack can drop something in a dropout run.

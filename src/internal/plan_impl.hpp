@@ -60,10 +60,39 @@ struct WorkspaceLayout {
   std::size_t total = 0;
 };
 
+// Training plans: the canonical weights in the packed buffer, the reserve a training forward fills
+// and the buffers of the training forward and of backward. Offsets in bytes; regions sized for the
+// plan's max batch and length (a run with fewer rows or steps uses their leading parts).
+struct TrainLayout {
+  std::size_t canonical = 0;           // packed buffer: the canonical weights
+  // Reserve: a header, then per (layer, dir) [T, B, keep_slots·H] rows, then inner-layer outputs.
+  std::size_t keep[kMaxLayers][2] = {};
+  std::size_t layer_out[kMaxLayers] = {};  // [T, B, D·H] after inter-layer dropout (l < L-1)
+  std::size_t reserve_total = 0;
+  // Training-forward workspace (the reference cell loop).
+  std::size_t h[2][2] = {{0, 0}, {0, 0}}, c[2] = {0, 0}, rows = 0, rows_stride = 0;
+  std::size_t forward_total = 0;
+  // Backward workspace.
+  std::size_t dh[2] = {0, 0}, dc = 0;  // [B, H] gradients of the state passed between steps (dh: two turns)
+  std::size_t dgates = 0;    // [T, B, (G+1)·H] pre-activation gradients of one direction
+  std::size_t hprev = 0;     // [T, B, H] the state each step read
+  std::size_t xcell = 0;     // [T, B, I] the cell input after input dropout
+  std::size_t dlayer[2] = {0, 0};  // [T, B, max_width] gradients of layer outputs / inputs
+  std::size_t brows = 0;     // kScratchRows rows of max_width (of B rows for the reset-before GRU)
+  std::size_t backward_total = 0;
+};
+
+// Values a training forward keeps per row and step, in units of H (reserve rows are slot-major:
+// slot s of unit u at s·H + u): LSTM i f g o c h; GRU reset-after r z n (R_n h + bR_n) h;
+// GRU reset-before r z n h; Elman RNN h.
+int keep_slots(const LayerPlan& lp);
+
 constexpr std::uint64_t kPlanMagic = 0x4e414c5045524f43ull;    // plan initialised
 constexpr std::uint64_t kPackedMagic = 0x4b4341505243524eull;  // packed buffer header
 constexpr std::size_t kPackedHeaderBytes = 64;
-constexpr int kScratchRows = 6;  // rows of the per-direction scratch area
+constexpr int kScratchRows = 6;
+constexpr std::uint64_t kReserveMagic = 0x5652455345525243ull;  // reserve filled by a training forward
+constexpr std::size_t kReserveHeaderBytes = 64;  // rows of the per-direction scratch area
 constexpr std::size_t kGpuPlanBytes = 1024;  // PlanImpl::gpu: the GPU backend's own plan record
 
 struct PlanImpl {
@@ -83,6 +112,7 @@ struct PlanImpl {
   std::uint64_t fingerprint = 0;     // identifies the packed layout; stored in the packed header
   WorkspaceLayout ws;
   LayerPlan layers[kMaxLayers];
+  TrainLayout train;                 // options.training only
   // GPU backend only: device facts and kernel choices made at plan time, in the layout of
   // hip/rnn_plan.hpp's GpuPlan (which checks that it fits). Opaque to everything else.
   alignas(8) unsigned char gpu[kGpuPlanBytes] = {};
@@ -121,17 +151,39 @@ struct DirectionIO {
   const std::int32_t* lengths = nullptr;
   bool reverse = false;
   RunDropout dropout;
+  void* keep = nullptr;  // training forward: this direction's reserve rows [T, B, keep_slots·H]
+};
+
+// Where the reference cell loop of one direction keeps its state: two h buffers and c ([B, H]
+// each) and kScratchRows rows of max_width elements.
+struct ReferenceBuffers {
+  unsigned char* h[2] = {nullptr, nullptr};
+  unsigned char* c = nullptr;
+  unsigned char* rows = nullptr;
 };
 
 // The views of (layer, dir) for a run: the layer's input (the caller's x, or the previous layer's
 // output in the workspace), its output columns, and its state slots.
+// A training forward passes its reserve: inner-layer outputs then live there (TrainLayout).
 DirectionIO direction_io(const PlanImpl& p, const ForwardArgs& a, unsigned char* ws, int layer, int dir,
-                         const RunDropout& run);
+                         const RunDropout& run, unsigned char* reserve = nullptr);
+
+// The dropout parameters of a run (dropout on only in training and Monte-Carlo runs of a stack with dropout).
+RunDropout run_dropout(const PlanImpl& p, const ForwardArgs& args);
+// Inter-layer dropout (if active for `layer`) on its time-major output [T, B, D·H]; scratch: one row.
+void apply_inter_layer_dropout(const PlanImpl& p, const RunDropout& run, int layer, unsigned char* out, int steps, int batch,
+                               unsigned char* scratch);
 
 // Backends.
 Status reference_pack(const PlanImpl& p, const void* canonical, unsigned char* packed);
-void reference_run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io, const unsigned char* packed,
-                             unsigned char* ws);
+// One direction of one layer over the canonical weights; with io.keep it also fills the reserve rows.
+void reference_run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io, const unsigned char* canonical,
+                             const ReferenceBuffers& buf);
+// Training (src/train.cpp): the plan's TrainLayout, the training forward and backward through time.
+void layout_training(PlanImpl* p);
+Status train_forward(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& args,
+                     const RunDropout& run);
+Status train_backward(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const BackwardArgs& args);
 Status simd_pack(const PlanImpl& p, const void* canonical, unsigned char* packed);
 // The whole forward pass on the plan's threads (options.threads, from options.thread_pool).
 void simd_forward(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& args,

@@ -1,0 +1,475 @@
+// Training: backward through time against central finite differences of the f64 reference forward
+// (every mode, layers, directions, lengths with zeros, initial states, skip input, batch-major,
+// inter-layer dropout, every dropout-wrapper kind, residual wrappers, heterogeneous stacks); f32
+// and SIMD plans against f64; determinism; reserve sizes; errors.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "rnncore/rnncore.hpp"
+#include "test_util.hpp"
+
+using namespace rnncore;
+using rnncore_test::AlignedBuffer;
+using rnncore_test::Rng;
+
+namespace {
+
+// A stack plus the run it is trained with.
+struct Case {
+  std::string name;
+  StackSpec stack;
+  int batch = 3, steps = 4;
+  std::vector<std::int32_t> lengths;  // empty: all steps
+  bool initial_state = false;
+  bool batch_major = false;
+  bool training = true;
+  std::uint64_t seed = 7, step = 3;
+};
+
+bool has_lstm(const StackSpec& st) {
+  for (int l = 0; l < st.num_layers; ++l)
+    if (st.layers[l].mode == Mode::lstm) return true;
+  return false;
+}
+
+std::int64_t output_width(const StackSpec& st) {
+  const LayerSpec& last = st.layers[st.num_layers - 1];
+  return static_cast<std::int64_t>(num_directions(last)) * last.hidden_size;
+}
+
+// Inputs of a case: weights, x, states and the output gradients that define the loss.
+template <class T>
+struct Problem {
+  std::vector<T> w, x, h0, c0, dy, dhy, dcy;
+};
+
+template <class T>
+Problem<T> make_problem(const Case& c, std::uint64_t seed) {
+  Rng rng(seed);
+  Problem<T> p;
+  const std::int64_t states = state_elements(c.stack, c.batch);
+  p.w = rnncore_test::random_vector<T>(rng, static_cast<std::size_t>(param_count(c.stack)), 0.6);
+  p.x = rnncore_test::random_vector<T>(rng, static_cast<std::size_t>(c.steps) * c.batch * c.stack.input_size, 1.0);
+  p.h0 = rnncore_test::random_vector<T>(rng, static_cast<std::size_t>(states), 0.8);
+  p.c0 = rnncore_test::random_vector<T>(rng, static_cast<std::size_t>(states), 0.8);
+  p.dy = rnncore_test::random_vector<T>(rng, static_cast<std::size_t>(c.steps) * c.batch * output_width(c.stack), 1.0);
+  p.dhy = rnncore_test::random_vector<T>(rng, static_cast<std::size_t>(states), 1.0);
+  p.dcy = rnncore_test::random_vector<T>(rng, static_cast<std::size_t>(states), 1.0);
+  return p;
+}
+
+template <class T>
+struct Grads {
+  std::vector<T> y, hy, cy, dx, dh0, dc0, dw;
+};
+
+template <class T>
+ForwardArgs forward_args(const Case& c, const Problem<T>& p) {
+  ForwardArgs a;
+  a.batch = c.batch;
+  a.seq_len = c.steps;
+  a.layout = c.batch_major ? Layout::batch_major : Layout::time_major;
+  a.x = p.x.data();
+  a.seq_lengths = c.lengths.empty() ? nullptr : c.lengths.data();
+  a.h0 = c.initial_state ? p.h0.data() : nullptr;
+  a.c0 = c.initial_state && has_lstm(c.stack) ? p.c0.data() : nullptr;
+  a.run_mode = c.training ? RunMode::training : RunMode::inference;
+  a.seed = c.seed;
+  a.step = c.step;
+  return a;
+}
+
+// Training forward + backward on one backend.
+template <class T>
+Grads<T> train_step(const Case& c, const Problem<T>& p, Backend backend, int threads = 1, ThreadPool* pool = nullptr) {
+  StackSpec st = c.stack;
+  st.dtype = sizeof(T) == 8 ? DType::f64 : DType::f32;
+  PlanOptions opt;
+  opt.max_batch = c.batch;
+  opt.max_seq_len = c.steps;
+  opt.backend = backend;
+  opt.training = true;
+  opt.threads = threads;
+  opt.thread_pool = pool;
+  Plan plan;
+  REQUIRE_MESSAGE(Plan::create(st, opt, &plan) == Status::ok, last_error_detail());
+  AlignedBuffer packed(plan.packed_weight_bytes()), ws(plan.workspace_bytes()), bws(plan.backward_workspace_bytes()),
+      reserve(plan.reserve_bytes());
+  REQUIRE(plan.pack_weights(p.w.data(), packed.ptr, packed.size) == Status::ok);
+  const bool lstm = has_lstm(st);
+  const std::size_t states = static_cast<std::size_t>(state_elements(st, c.batch));
+  Grads<T> g;
+  g.y.assign(static_cast<std::size_t>(c.steps) * c.batch * output_width(st), T(-7));
+  g.hy.assign(states, T(-7));
+  g.cy.assign(lstm ? states : 0, T(-7));
+  g.dx.assign(p.x.size(), T(-7));
+  g.dh0.assign(states, T(-7));
+  g.dc0.assign(lstm ? states : 0, T(-7));
+  g.dw.assign(p.w.size(), T(-7));
+  ForwardArgs fa = forward_args(c, p);
+  fa.y = g.y.data();
+  fa.hy = g.hy.data();
+  fa.cy = lstm ? g.cy.data() : nullptr;
+  fa.reserve = reserve.ptr;
+  fa.reserve_bytes = reserve.size;
+  REQUIRE_MESSAGE(plan.forward(packed.ptr, ws.ptr, ws.size, fa) == Status::ok, last_error_detail());
+  BackwardArgs ba;
+  ba.forward = fa;
+  ba.dy = p.dy.data();
+  ba.dhy = p.dhy.data();
+  ba.dcy = lstm ? p.dcy.data() : nullptr;
+  ba.dx = g.dx.data();
+  ba.dh0 = g.dh0.data();
+  ba.dc0 = lstm ? g.dc0.data() : nullptr;
+  ba.dweights = g.dw.data();
+  REQUIRE_MESSAGE(plan.backward(packed.ptr, bws.ptr, bws.size, ba) == Status::ok, last_error_detail());
+  return g;
+}
+
+// The loss Σ y·dy + Σ hy·dhy + Σ cy·dcy of an ordinary f64 reference forward (same masks).
+double loss(const Case& c, const Problem<double>& p) {
+  StackSpec st = c.stack;
+  st.dtype = DType::f64;
+  PlanOptions opt;
+  opt.max_batch = c.batch;
+  opt.max_seq_len = c.steps;
+  opt.backend = Backend::reference;
+  rnncore_test::Outputs<double> out;
+  REQUIRE(rnncore_test::run_forward(st, opt, p.w, forward_args(c, p), &out) == Status::ok);
+  double s = 0;
+  const std::int64_t T = c.steps, B = c.batch, W = output_width(st);
+  for (std::int64_t t = 0; t < T; ++t)  // y is zero past a length; poisoned entries never appear
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t u = 0; u < W; ++u) {
+        const std::int64_t i = c.batch_major ? (b * T + t) * W + u : (t * B + b) * W + u;
+        s += out.y[i] * p.dy[i];
+      }
+  for (std::size_t i = 0; i < out.hy.size(); ++i) s += out.hy[i] * p.dhy[i];
+  for (std::size_t i = 0; i < out.cy.size(); ++i) s += out.cy[i] * p.dcy[i];
+  return s;
+}
+
+// Central differences of the loss in every element of v (or every `stride`-th), against `analytic`.
+double fd_error(const Case& c, Problem<double> p, std::vector<double> Problem<double>::*member,
+                const std::vector<double>& analytic, std::size_t stride) {
+  const double eps = 1e-6;
+  double num = 0, den = 0;
+  std::vector<double>& v = p.*member;
+  for (std::size_t i = 0; i < v.size(); i += stride) {
+    const double keep = v[i];
+    v[i] = keep + eps;
+    const double up = loss(c, p);
+    v[i] = keep - eps;
+    const double down = loss(c, p);
+    v[i] = keep;
+    const double fd = (up - down) / (2 * eps);
+    num = std::max(num, std::fabs(fd - analytic[i]));
+    den = std::max(den, std::fabs(fd));
+  }
+  return num / std::max(den, 1e-30);
+}
+
+LayerSpec layer(Mode mode, int hidden, bool bi = false, GruVariant v = GruVariant::reset_after) {
+  LayerSpec l;
+  l.mode = mode;
+  l.hidden_size = hidden;
+  l.gru_variant = v;
+  l.direction = bi ? Direction::bidirectional : Direction::unidirectional;
+  return l;
+}
+
+Wrapper residual() {
+  Wrapper w;
+  w.kind = WrapperKind::residual;
+  return w;
+}
+
+Case uniform(const std::string& name, Mode mode, int input, int hidden, int layers, bool bi,
+             GruVariant v = GruVariant::reset_after) {
+  Case c;
+  c.name = name;
+  c.stack.input_size = input;
+  c.stack.num_layers = layers;
+  for (int l = 0; l < layers; ++l) c.stack.layers[l] = layer(mode, hidden, bi, v);
+  return c;
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  const Mode modes[] = {Mode::lstm, Mode::gru, Mode::gru, Mode::rnn_tanh, Mode::rnn_relu};
+  const char* names[] = {"lstm", "gru_ra", "gru_rb", "rnn_tanh", "rnn_relu"};
+  for (int m = 0; m < 5; ++m) {
+    const GruVariant v = m == 2 ? GruVariant::reset_before : GruVariant::reset_after;
+    Case a = uniform(std::string(names[m]) + "_l1_len", modes[m], 3, 4, 1, false, v);
+    a.lengths = {2, 0, 4};
+    a.training = false;
+    out.push_back(a);
+    Case b = uniform(std::string(names[m]) + "_l2_bi_h0_interlayer", modes[m], 2, 3, 2, true, v);
+    b.lengths = {4, 1, 3};
+    b.initial_state = true;
+    b.stack.dropout = 0.4;
+    out.push_back(b);
+  }
+  Case skip = uniform("gru_skip_batch_major_l2", Mode::gru, 3, 3, 2, false);
+  skip.stack.input_mode = InputMode::skip;
+  skip.batch_major = true;
+  skip.initial_state = true;
+  skip.lengths = {3, 4, 0};
+  out.push_back(skip);
+  Case lstm3 = uniform("lstm_l3_bi_batch_major", Mode::lstm, 2, 2, 3, true);
+  lstm3.batch_major = true;
+  lstm3.stack.dropout = 0.3;
+  out.push_back(lstm3);
+
+  Case wrap = uniform("lstm_wrappers_nonvar_h_and_c", Mode::lstm, 3, 3, 2, false);
+  wrap.stack.layers[0].num_wrappers = 1;
+  wrap.stack.layers[0].wrappers[0] = rnncore_test::dropout_wrapper(0.7, 0.6, 0.75, false, false, StateFilter::h_and_c);
+  wrap.stack.layers[1].num_wrappers = 2;  // Residual(Dropout(cell))
+  wrap.stack.layers[1].wrappers[0] = rnncore_test::dropout_wrapper(0.8, 0.7, 0.8, true, true, StateFilter::c_only);
+  wrap.stack.layers[1].wrappers[1] = residual();
+  wrap.lengths = {4, 2, 0};
+  wrap.initial_state = true;
+  out.push_back(wrap);
+
+  Case gru_w = uniform("gru_rb_bi_dropout_residual_variational_shared", Mode::gru, 4, 2, 2, true, GruVariant::reset_before);
+  gru_w.stack.layers[1] = layer(Mode::gru, 4, false, GruVariant::reset_before);  // input 2·2 = 4
+  gru_w.stack.layers[1].num_wrappers = 2;  // Dropout(Residual(cell))
+  gru_w.stack.layers[1].wrappers[0] = residual();
+  gru_w.stack.layers[1].wrappers[1] = rnncore_test::dropout_wrapper(0.7, 0.8, 0.6, true, false);
+  gru_w.stack.layers[0].num_wrappers = 1;
+  gru_w.stack.layers[0].wrappers[0] = rnncore_test::dropout_wrapper(0.75, 1.0, 0.7, false);
+  gru_w.stack.layers[0].wrappers[0].dropout.has_seed = true;
+  gru_w.stack.layers[0].wrappers[0].dropout.seed = 99;
+  gru_w.stack.dropout = 0.25;
+  gru_w.lengths = {1, 4, 3};
+  out.push_back(gru_w);
+
+  Case mixed;  // GNMT-style: bidirectional LSTM, then a GRU and an RNN with residuals
+  mixed.name = "heterogeneous_gnmt";
+  mixed.stack.input_size = 3;
+  mixed.stack.num_layers = 3;
+  mixed.stack.layers[0] = layer(Mode::lstm, 2, true);
+  mixed.stack.layers[1] = layer(Mode::gru, 4);
+  mixed.stack.layers[1].num_wrappers = 1;
+  mixed.stack.layers[1].wrappers[0] = residual();
+  mixed.stack.layers[2] = layer(Mode::rnn_tanh, 4);
+  mixed.stack.layers[2].num_wrappers = 2;
+  mixed.stack.layers[2].wrappers[0] = rnncore_test::dropout_wrapper(0.6, 0.7, 0.8, false);
+  mixed.stack.layers[2].wrappers[1] = residual();
+  mixed.stack.dropout = 0.3;
+  mixed.initial_state = true;
+  mixed.lengths = {4, 0, 2};
+  out.push_back(mixed);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("backward equals central differences of the f64 reference forward") {
+  for (const Case& c : cases()) {
+    CAPTURE(c.name);
+    const Problem<double> p = make_problem<double>(c, 11);
+    const Grads<double> g = train_step(c, p, Backend::reference);
+    // The training forward's outputs are the ordinary forward's, bit for bit.
+    StackSpec st = c.stack;
+    st.dtype = DType::f64;
+    PlanOptions opt;
+    opt.max_batch = c.batch;
+    opt.max_seq_len = c.steps;
+    opt.backend = Backend::reference;
+    rnncore_test::Outputs<double> out;
+    REQUIRE(rnncore_test::run_forward(st, opt, p.w, forward_args(c, p), &out) == Status::ok);
+    CHECK(out.y == g.y);
+    CHECK(out.hy == g.hy);
+    CHECK(out.cy == g.cy);
+
+    const std::size_t stride = p.w.size() > 400 ? 3 : 1;
+    CHECK(fd_error(c, p, &Problem<double>::w, g.dw, stride) < 1e-6);
+    CHECK(fd_error(c, p, &Problem<double>::x, g.dx, 1) < 1e-6);
+    if (c.initial_state) {
+      CHECK(fd_error(c, p, &Problem<double>::h0, g.dh0, 1) < 1e-6);
+      if (has_lstm(c.stack)) CHECK(fd_error(c, p, &Problem<double>::c0, g.dc0, 1) < 1e-6);
+    }
+  }
+}
+
+TEST_CASE("f32 reference and SIMD backward agree with f64 within 1e-4 of the largest magnitude") {
+  for (const Case& c : cases()) {
+    CAPTURE(c.name);
+    const Problem<double> p64 = make_problem<double>(c, 5);
+    Problem<float> p32;
+    auto narrow = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+    p32.w = narrow(p64.w), p32.x = narrow(p64.x), p32.h0 = narrow(p64.h0), p32.c0 = narrow(p64.c0);
+    p32.dy = narrow(p64.dy), p32.dhy = narrow(p64.dhy), p32.dcy = narrow(p64.dcy);
+    Problem<double> p64r;  // the f32 values, exactly
+    auto widen = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+    p64r.w = widen(p32.w), p64r.x = widen(p32.x), p64r.h0 = widen(p32.h0), p64r.c0 = widen(p32.c0);
+    p64r.dy = widen(p32.dy), p64r.dhy = widen(p32.dhy), p64r.dcy = widen(p32.dcy);
+    const Grads<double> want = train_step(c, p64r, Backend::reference);
+    for (Backend backend : rnncore_test::cpu_backends()) {
+      CAPTURE(to_string(backend));
+      const Grads<float> got = train_step(c, p32, backend);
+      CHECK(rnncore_test::rel_error(got.dw.data(), want.dw.data(), want.dw.size()) < 1e-4);
+      CHECK(rnncore_test::rel_error(got.dx.data(), want.dx.data(), want.dx.size()) < 1e-4);
+      CHECK(rnncore_test::rel_error(got.dh0.data(), want.dh0.data(), want.dh0.size()) < 1e-4);
+      if (has_lstm(c.stack)) CHECK(rnncore_test::rel_error(got.dc0.data(), want.dc0.data(), want.dc0.size()) < 1e-4);
+    }
+  }
+}
+
+TEST_CASE("gradients are bit-identical run to run and for any thread count") {
+  const Case c = cases()[5];  // a bidirectional two-layer case with inter-layer dropout
+  const Problem<float> p = make_problem<float>(c, 3);
+  const Backend backend = rnncore_test::cpu_backends().back();
+  const Grads<float> one = train_step(c, p, backend);
+  const Grads<float> again = train_step(c, p, backend);
+  CHECK(one.dw == again.dw);
+  CHECK(one.dx == again.dx);
+#ifndef RNNCORE_NO_THREADS
+  ThreadPool* pool = nullptr;
+  REQUIRE(ThreadPool::create(2, &pool) == Status::ok);
+  const Grads<float> two = train_step(c, p, backend, 2, pool);
+  ThreadPool::destroy(pool);
+  CHECK(one.dw == two.dw);
+  CHECK(one.dx == two.dx);
+  CHECK(one.dh0 == two.dh0);
+#endif
+}
+
+TEST_CASE("accumulate adds to the weight gradients; absent gradient inputs count as zero") {
+  Case c = cases()[1];
+  const Problem<double> p = make_problem<double>(c, 4);
+  StackSpec st = c.stack;
+  st.dtype = DType::f64;
+  PlanOptions opt;
+  opt.max_batch = c.batch;
+  opt.max_seq_len = c.steps;
+  opt.training = true;
+  Plan plan;
+  REQUIRE(Plan::create(st, opt, &plan) == Status::ok);
+  AlignedBuffer packed(plan.packed_weight_bytes()), ws(plan.workspace_bytes()), bws(plan.backward_workspace_bytes()),
+      reserve(plan.reserve_bytes());
+  REQUIRE(plan.pack_weights(p.w.data(), packed.ptr, packed.size) == Status::ok);
+  std::vector<double> y(static_cast<std::size_t>(c.steps) * c.batch * output_width(st));
+  ForwardArgs fa = forward_args(c, p);
+  fa.y = y.data();
+  fa.reserve = reserve.ptr;
+  fa.reserve_bytes = reserve.size;
+  REQUIRE(plan.forward(packed.ptr, ws.ptr, ws.size, fa) == Status::ok);
+  BackwardArgs ba;
+  ba.forward = fa;
+  ba.dy = p.dy.data();
+  std::vector<double> dw(p.w.size(), 5.0), dw2(p.w.size(), 0.0);
+  ba.dweights = dw.data();
+  REQUIRE(plan.backward(packed.ptr, bws.ptr, bws.size, ba) == Status::ok);  // overwrites the 5s
+  ba.dweights = dw2.data();
+  ba.accumulate = true;
+  REQUIRE(plan.backward(packed.ptr, bws.ptr, bws.size, ba) == Status::ok);
+  REQUIRE(plan.backward(packed.ptr, bws.ptr, bws.size, ba) == Status::ok);
+  // Each contribution is added to the running sum: 2·dw up to rounding.
+  for (std::size_t i = 0; i < dw.size(); ++i) CHECK(std::fabs(dw2[i] - 2 * dw[i]) <= 1e-14 * (1 + std::fabs(dw[i])));
+
+  // Nothing wanted but dx; no dy: every gradient is zero.
+  std::vector<double> dx(p.x.size(), 1.0);
+  BackwardArgs none;
+  none.forward = fa;
+  none.dx = dx.data();
+  REQUIRE(plan.backward(packed.ptr, bws.ptr, bws.size, none) == Status::ok);
+  for (double v : dx) CHECK(v == 0.0);
+}
+
+TEST_CASE("the reserve holds no masks: its size does not depend on dropout") {
+  Case plain = uniform("plain", Mode::lstm, 5, 7, 2, true);
+  Case dropped = plain;
+  dropped.stack.dropout = 0.5;
+  for (int l = 0; l < 2; ++l) {
+    dropped.stack.layers[l].num_wrappers = 1;
+    dropped.stack.layers[l].wrappers[0] = rnncore_test::dropout_wrapper(0.5, 0.5, 0.5, false, false, StateFilter::h_and_c);
+  }
+  PlanOptions opt;
+  opt.max_batch = 8;
+  opt.max_seq_len = 20;
+  opt.training = true;
+  opt.backend = Backend::reference;
+  Plan a, b;
+  REQUIRE(Plan::create(plain.stack, opt, &a) == Status::ok);
+  REQUIRE(Plan::create(dropped.stack, opt, &b) == Status::ok);
+  CHECK(a.reserve_bytes() == b.reserve_bytes());
+  CHECK(a.backward_workspace_bytes() == b.backward_workspace_bytes());
+  // Exactly: a header, per (layer, direction) T·B·6H values (i f g o c h), layer 0's output T·B·2H.
+  const std::size_t keep = 20 * 8 * 6 * 7 * 4, out0 = 20 * 8 * 14 * 4;
+  auto up = [](std::size_t n) { return (n + 63) / 64 * 64; };
+  CHECK(a.reserve_bytes() == 64 + 4 * up(keep) + up(out0));
+  opt.training = false;
+  Plan inference;
+  REQUIRE(Plan::create(plain.stack, opt, &inference) == Status::ok);
+  CHECK(inference.reserve_bytes() == 0);
+  CHECK(inference.backward_workspace_bytes() == 0);
+}
+
+TEST_CASE("training errors: every bad argument gets a status and a detail") {
+  Case c = cases()[1];
+  c.stack.dtype = DType::f32;
+  const Problem<float> p = make_problem<float>(c, 4);
+  PlanOptions opt;
+  opt.max_batch = c.batch;
+  opt.max_seq_len = c.steps;
+  Plan inference;
+  REQUIRE(Plan::create(c.stack, opt, &inference) == Status::ok);
+  BackwardArgs ba;
+  ba.forward = forward_args(c, p);
+  AlignedBuffer big(1 << 16);
+  CHECK(inference.backward(big.ptr, big.ptr, big.size, ba) == Status::unsupported);
+  CHECK(std::string(last_error_detail()).find("training") != std::string::npos);
+  ForwardArgs fa = forward_args(c, p);
+  std::vector<float> y(static_cast<std::size_t>(c.steps) * c.batch * output_width(c.stack));
+  fa.y = y.data();
+  fa.reserve = big.ptr;
+  fa.reserve_bytes = big.size;
+  AlignedBuffer ipacked(inference.packed_weight_bytes()), iws(inference.workspace_bytes());
+  REQUIRE(inference.pack_weights(p.w.data(), ipacked.ptr, ipacked.size) == Status::ok);
+  CHECK(inference.forward(ipacked.ptr, iws.ptr, iws.size, fa) == Status::unsupported);
+
+  opt.training = true;
+  Plan plan;
+  REQUIRE(Plan::create(c.stack, opt, &plan) == Status::ok);
+  AlignedBuffer packed(plan.packed_weight_bytes()), ws(plan.workspace_bytes()), bws(plan.backward_workspace_bytes()),
+      reserve(plan.reserve_bytes());
+  REQUIRE(plan.pack_weights(p.w.data(), packed.ptr, packed.size) == Status::ok);
+  fa.reserve = reserve.ptr;
+  fa.reserve_bytes = reserve.size - 1;
+  CHECK(plan.forward(packed.ptr, ws.ptr, ws.size, fa) == Status::buffer_too_small);
+  fa.reserve_bytes = reserve.size;
+  std::memset(reserve.ptr, 0, reserve.size);
+  ba.forward = fa;
+  CHECK(plan.backward(packed.ptr, bws.ptr, bws.size, ba) == Status::weights_not_packed);  // never filled
+  REQUIRE(plan.forward(packed.ptr, ws.ptr, ws.size, fa) == Status::ok);
+  CHECK(plan.backward(packed.ptr, bws.ptr, bws.size - 64, ba) == Status::buffer_too_small);
+  ba.forward.step = fa.step + 1;  // other masks than the forward's
+  CHECK(plan.backward(packed.ptr, bws.ptr, bws.size, ba) == Status::invalid_size);
+  CHECK(std::string(last_error_detail()).find("step") != std::string::npos);
+  ba.forward = fa;
+  std::vector<std::int32_t> other = c.lengths;
+  other[0] = 2;
+  ba.forward.seq_lengths = other.data();
+  CHECK(plan.backward(packed.ptr, bws.ptr, bws.size, ba) == Status::bad_length);
+  ba.forward = fa;
+  ba.forward.reserve = nullptr;
+  CHECK(plan.backward(packed.ptr, bws.ptr, bws.size, ba) == Status::null_pointer);
+  ba.forward = fa;
+  CHECK(plan.backward(packed.ptr, bws.ptr, bws.size, ba) == Status::ok);
+
+  // A custom residual function cannot be differentiated: refused at plan time.
+  StackSpec res = uniform("res", Mode::lstm, 3, 3, 1, false).stack;
+  res.layers[0].num_wrappers = 1;
+  res.layers[0].wrappers[0] = residual();
+  res.layers[0].wrappers[0].residual.f32 = [](const float*, const float*, float*, std::int32_t, void*) {};
+  Plan refused;
+  CHECK(Plan::create(res, opt, &refused) == Status::unsupported);
+  CHECK(std::string(last_error_detail()).find("residual") != std::string::npos);
+  opt.backend = Backend::gpu;
+  CHECK(Plan::create(c.stack, opt, &refused) == Status::unsupported);
+}
