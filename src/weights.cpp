@@ -368,7 +368,12 @@ Status import_weights(const StackSpec& spec, WeightFormat format, const TensorVi
   return Status::ok;
 }
 
-Status export_tensor(const StackSpec& spec, WeightFormat format, int index, const void* canonical, void* out) {
+namespace {
+
+// Tensor `index` of a format from a canonical buffer. `gradient`: the buffer holds gradients, and a
+// folded bias (Keras LSTM: import puts it into bW, bR = 0) takes bW's gradient alone.
+Status export_format_tensor(const StackSpec& spec, WeightFormat format, int index, const void* canonical, void* out,
+                            bool gradient) {
   detail::clear_error();
   RNNCORE_RETURN_IF_ERROR(check_format(spec, format));
   RNNCORE_ENSURE(canonical != nullptr && out != nullptr, Status::null_pointer, "export_tensor: %s is null",
@@ -382,10 +387,20 @@ Status export_tensor(const StackSpec& spec, WeightFormat format, int index, cons
   for (std::int64_t e = 0; e < elems; ++e) {
     const ElementTarget at = target_of(spec, t, e);
     double v = fetch(canonical, spec.dtype, at.primary);
-    if (at.secondary >= 0) v += fetch(canonical, spec.dtype, at.secondary);
+    if (at.secondary >= 0 && !gradient) v += fetch(canonical, spec.dtype, at.secondary);
     store(out, spec.dtype, e, v);
   }
   return Status::ok;
+}
+
+}  // namespace
+
+Status export_tensor(const StackSpec& spec, WeightFormat format, int index, const void* canonical, void* out) {
+  return export_format_tensor(spec, format, index, canonical, out, false);
+}
+
+Status export_gradient_tensor(const StackSpec& spec, WeightFormat format, int index, const void* canonical_grad, void* out) {
+  return export_format_tensor(spec, format, index, canonical_grad, out, true);
 }
 
 int format_tensor_count(const RnnSpec& spec, WeightFormat format) {

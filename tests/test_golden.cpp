@@ -295,3 +295,130 @@ TEST_CASE("golden: stacks with DropoutWrapper, ResidualWrapper and inter-layer d
     }
   }
 }
+
+namespace {
+
+// A gradient golden case (tests/golden/make_grad_golden.py, PyTorch float64 autograd): the
+// training forward and backward of a stack from its JSON config; weight gradients are exported to
+// the PyTorch layout and compared per tensor, relative to the tensor's largest reference magnitude.
+template <class T>
+void run_grad_case(const io::SafeTensors& f, Backend backend, Isa isa, double tolerance) {
+  StackSpec st;
+  std::string err;
+  const std::string cfg = meta(f, "config");
+  REQUIRE_MESSAGE(tools::parse_stack_config(cfg.data(), cfg.size(), "config", &st, &err) == Status::ok, err);
+  st.dtype = sizeof(T) == 8 ? DType::f64 : DType::f32;
+  std::vector<TensorView> views;
+  for (const io::TensorEntry& e : f.tensors) {
+    if (e.name.compare(0, 4, "rnn.") != 0) continue;
+    TensorView v;
+    v.name = e.name.c_str();
+    v.shape.ndim = static_cast<int>(e.shape.size());
+    for (std::size_t i = 0; i < e.shape.size(); ++i) v.shape.dims[i] = e.shape[i];
+    v.data = f.data(e);
+    views.push_back(v);
+  }
+  std::vector<T> w(static_cast<std::size_t>(param_count(st)));
+  REQUIRE_MESSAGE(import_weights(st, WeightFormat::pytorch, views.data(), views.size(), "rnn.", w.data()) == Status::ok,
+                  last_error_detail());
+  const std::vector<T> x = floats<T>(f, "input"), dy = floats<T>(f, "dy");
+  std::vector<T> h0, c0, dhn, dcn;
+  if (f.find("h0") != nullptr) h0 = floats<T>(f, "h0");
+  if (f.find("c0") != nullptr) c0 = floats<T>(f, "c0");
+  if (f.find("dhn") != nullptr) dhn = floats<T>(f, "dhn");
+  if (f.find("dcn") != nullptr) dcn = floats<T>(f, "dcn");
+  std::vector<std::int32_t> lengths, ids32;
+  std::vector<std::uint32_t> ids;
+  io::Array a;
+  if (f.find("seq_lengths") != nullptr) {
+    REQUIRE(f.array("seq_lengths", &a) == RNNCORE_OK);
+    REQUIRE(io::to_i32(a, &lengths) == RNNCORE_OK);
+  }
+  if (f.find("row_ids") != nullptr) {
+    REQUIRE(f.array("row_ids", &a) == RNNCORE_OK);
+    REQUIRE(io::to_i32(a, &ids32) == RNNCORE_OK);
+    ids.assign(ids32.begin(), ids32.end());
+  }
+  bool lstm = false;
+  for (int l = 0; l < st.num_layers; ++l) lstm = lstm || st.layers[l].mode == Mode::lstm;
+
+  PlanOptions opt;
+  opt.max_batch = std::stoi(meta(f, "batch"));
+  opt.max_seq_len = std::stoi(meta(f, "seq_len"));
+  opt.backend = backend;
+  opt.max_isa = isa;
+  opt.training = true;
+  Plan plan;
+  REQUIRE_MESSAGE(Plan::create(st, opt, &plan) == Status::ok, last_error_detail());
+  AlignedBuffer packed(plan.packed_weight_bytes()), ws(plan.workspace_bytes()), bws(plan.backward_workspace_bytes()),
+      reserve(plan.reserve_bytes());
+  REQUIRE(plan.pack_weights(w.data(), packed.ptr, packed.size) == Status::ok);
+  const std::size_t states = static_cast<std::size_t>(state_elements(st, opt.max_batch));
+  std::vector<T> y(dy.size()), hy(states), cy(lstm ? states : 0), dx(x.size()), dh0(states), dc0(lstm ? states : 0),
+      dw(w.size());
+  ForwardArgs fa;
+  fa.batch = opt.max_batch;
+  fa.seq_len = opt.max_seq_len;
+  fa.layout = meta(f, "batch_first") == "1" ? Layout::batch_major : Layout::time_major;
+  fa.x = x.data();
+  fa.h0 = h0.empty() ? nullptr : h0.data();
+  fa.c0 = c0.empty() ? nullptr : c0.data();
+  fa.seq_lengths = lengths.empty() ? nullptr : lengths.data();
+  fa.row_ids = ids.empty() ? nullptr : ids.data();
+  fa.run_mode = meta(f, "run_mode") == "training" ? RunMode::training : RunMode::inference;
+  fa.seed = std::stoull(meta(f, "seed"));
+  fa.step = std::stoull(meta(f, "step"));
+  fa.y = y.data();
+  fa.hy = hy.data();
+  fa.cy = lstm ? cy.data() : nullptr;
+  fa.reserve = reserve.ptr;
+  fa.reserve_bytes = reserve.size;
+  REQUIRE_MESSAGE(plan.forward(packed.ptr, ws.ptr, ws.size, fa) == Status::ok, last_error_detail());
+  BackwardArgs ba;
+  ba.forward = fa;
+  ba.dy = dy.data();
+  ba.dhy = dhn.empty() ? nullptr : dhn.data();
+  ba.dcy = dcn.empty() ? nullptr : dcn.data();
+  ba.dx = dx.data();
+  ba.dh0 = dh0.data();
+  ba.dc0 = lstm ? dc0.data() : nullptr;
+  ba.dweights = dw.data();
+  REQUIRE_MESSAGE(plan.backward(packed.ptr, bws.ptr, bws.size, ba) == Status::ok, last_error_detail());
+
+  auto check = [&](const char* what, const T* got, const std::string& name) {
+    const std::vector<double> want = floats<double>(f, name);
+    INFO(what << " " << name);
+    CHECK(rel_error(got, want.data(), want.size()) <= tolerance);
+  };
+  check("forward", y.data(), "expected.y");
+  check("forward", hy.data(), "expected.hn");
+  check("backward", dx.data(), "expected.dx");
+  check("backward", dh0.data(), "expected.dh0");
+  if (lstm) check("backward", dc0.data(), "expected.dc0");
+  int checked = 0;
+  for (int i = 0; i < format_tensor_count(st, WeightFormat::pytorch); ++i) {
+    TensorInfo info;
+    REQUIRE(format_tensor_info(st, WeightFormat::pytorch, i, "rnn.", &info) == Status::ok);
+    if (f.find(info.name) == nullptr) continue;  // bias=False
+    std::vector<T> g(static_cast<std::size_t>(info.shape.elements()));
+    REQUIRE(export_gradient_tensor(st, WeightFormat::pytorch, i, dw.data(), g.data()) == Status::ok);
+    check("weights", g.data(), std::string("grad.") + info.name);
+    ++checked;
+  }
+  CHECK(checked > 0);
+}
+
+}  // namespace
+
+TEST_CASE("golden gradients: every mode, wrapper and dropout kind against PyTorch float64 autograd") {
+  const auto cases = list_cases(golden_dir("grad"));
+  REQUIRE(cases.size() >= 30);
+  for (const std::string& path : cases) {
+    INFO(path);
+    io::SafeTensors f;
+    REQUIRE(io::read_safetensors(path.c_str(), &f) == RNNCORE_OK);
+    run_grad_case<double>(f, Backend::reference, Isa::best, 1e-9);
+    run_grad_case<float>(f, Backend::reference, Isa::best, 1e-4);
+    if (!cpu_backends().empty() && cpu_backends().back() == Backend::simd) run_grad_case<float>(f, Backend::simd, Isa::best, 1e-4);
+  }
+}

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "rnncore/rnncore.hpp"
 #include "src/gpu/gpu_host.hpp"
 #include "src/io/npy.hpp"
+#include "src/io/safetensors.hpp"
 #include "tools/cli_args.hpp"
 #include "tools/export_c.hpp"
 #include "tools/model_file.hpp"
@@ -35,6 +37,7 @@ const char* const kUsage =
     "  bench  time a forward pass of random weights (median of repeats)\n"
     "  info   version, backends, CPU features and chosen kernels\n"
     "  export-c  write a model as a C header for firmware (weights, spec, buffer sizes)\n"
+    "  grad   gradients of a model's weights, input and initial states (backward through time)\n"
     "  help   this text, or 'rnncore help <command>'\n";
 
 const char* const kRunUsage =
@@ -87,6 +90,24 @@ const char* const kBenchUsage =
     "prints: median_ms=... gflops=... (2 flops per multiply-add of the matrix products)\n";
 
 const char* const kInfoUsage = "usage: rnncore info\n";
+
+const char* const kGradUsage =
+    "usage: rnncore grad --weights M.safetensors --input X.npy --dy DY.npy --grads G.safetensors [options]\n"
+    "\n"
+    "Backward through time (docs/training.md): the gradients of  sum(y*dy) + sum(hn*dhn) + sum(cn*dcn).\n"
+    "G.safetensors holds one float32 tensor per weight tensor of M, with the same name and shape.\n"
+    "\n"
+    "gradients in (.npy, float):\n"
+    "  --dy DY.npy                             [T, B, D*H] (or [B, T, D*H] with --batch-first)\n"
+    "  --dhn F.npy  --dcn F.npy                of the final states [L*D, B, H] (default zeros)\n"
+    "gradients out (float32 .npy):\n"
+    "  --dx DX.npy                             of the input, in its layout\n"
+    "  --dh0 F.npy  --dc0 F.npy                of the initial states [L*D, B, H]\n"
+    "  --output Y.npy                          also write the training forward's output\n"
+    "model, inputs, dropout and execution: every option of 'rnncore run' (rnncore help run):\n"
+    "  --format --prefix --mode --gru --input-mode --dtype --config --batch-first --seq-lengths\n"
+    "  --h0 --c0 --train --seed --step --dropout --row-ids --backend --threads\n"
+    "  With --train, dropout acts with the masks of 'rnncore run --train' with the same seed and step.\n";
 
 int usage_error(const char* command_usage, const std::string& what) {
   std::fprintf(stderr, "rnncore: %s\n\n%s", what.c_str(), command_usage);
@@ -202,6 +223,169 @@ double compare(const char* label, const std::vector<unsigned char>& got, DType d
   return rel;
 }
 
+// What run and grad share: the model, the run's inputs and its dropout parameters, read and
+// checked from the command line.
+struct RunSetup {
+  LoadedModel model;
+  std::vector<unsigned char> x, h0, c0;
+  std::vector<std::int64_t> xshape, state_dims;
+  std::string state_what;
+  std::vector<std::int32_t> lengths;
+  std::vector<std::uint32_t> row_ids;
+  std::int64_t T = 0, B = 0, out_width = 0;
+  bool any_lstm = false, batch_first = false;
+  RunMode run_mode = RunMode::inference;
+  unsigned long long seed = 0, step = 0;
+  PlanOptions opt;
+
+  const StackSpec& stack() const { return model.stack; }
+  std::vector<std::int64_t> yshape() const {
+    return batch_first ? std::vector<std::int64_t>{B, T, out_width} : std::vector<std::int64_t>{T, B, out_width};
+  }
+  // Forward arguments over the inputs (outputs left null).
+  ForwardArgs forward_args() const {
+    ForwardArgs fa;
+    fa.batch = static_cast<std::int32_t>(B);
+    fa.seq_len = static_cast<std::int32_t>(T);
+    fa.layout = batch_first ? Layout::batch_major : Layout::time_major;
+    fa.x = x.data();
+    fa.seq_lengths = lengths.empty() ? nullptr : lengths.data();
+    fa.h0 = h0.empty() ? nullptr : h0.data();
+    fa.c0 = c0.empty() ? nullptr : c0.data();
+    fa.run_mode = run_mode;
+    fa.seed = seed;
+    fa.step = step;
+    fa.row_ids = row_ids.empty() ? nullptr : row_ids.data();
+    return fa;
+  }
+};
+
+// Reads the model and inputs that run and grad share; returns 0, or the exit status after
+// printing the error (`usage`: the command's usage text).
+int prepare_run(const Args& args, const char* usage, RunSetup* rs) {
+  std::string err;
+  long long threads = 1;
+  if (!args.get_int("threads", 1, 1024, 1, &threads, &err)) return usage_error(usage, err);
+  ModelHints hints;
+  hints.format = args.get("format");
+  hints.prefix = args.get("prefix");
+  hints.prefix_given = args.has("prefix");
+  hints.mode = args.get("mode");
+  hints.gru = args.get("gru");
+  hints.input_mode = args.get("input-mode");
+  const std::string dtype_name = args.get("dtype", "f32");
+  if (dtype_name != "f32" && dtype_name != "f64") return usage_error(usage, "--dtype must be f32 or f64");
+  hints.dtype = dtype_name == "f64" ? DType::f64 : DType::f32;
+  Backend backend = Backend::auto_select;
+  if (!parse_backend(args.get("backend", "auto"), &backend))
+    return usage_error(usage, "--backend must be auto, reference, simd or gpu");
+  WeightFormat fmt_check;
+  if (!hints.format.empty() && !parse_format(hints.format, &fmt_check))
+    return usage_error(usage, "--format must be pytorch, onnx, keras or canonical");
+  Mode mode_check;
+  if (!hints.mode.empty() && !parse_mode(hints.mode, &mode_check))
+    return usage_error(usage, "--mode must be lstm, gru, rnn_tanh or rnn_relu");
+  GruVariant gru_check;
+  if (!hints.gru.empty() && !parse_gru_variant(hints.gru, &gru_check))
+    return usage_error(usage, "--gru must be reset-after or reset-before");
+  unsigned long long& seed = rs->seed;
+  unsigned long long& step = rs->step;
+  double dropout = 0.0;
+  if (!args.get_u64("seed", 0, &seed, &err) || !args.get_u64("step", 0, &step, &err) ||
+      !args.get_double("dropout", 0.0, 1.0, 0.0, &dropout, &err))
+    return usage_error(usage, err);
+  if (dropout >= 1.0) return usage_error(usage, "option '--dropout' needs a probability in [0, 1), got 1");
+  if (args.has("train") && args.has("mc-dropout")) return usage_error(usage, "--train and --mc-dropout exclude each other");
+  const RunMode run_mode = rs->run_mode = args.has("train") ? RunMode::training : args.has("mc-dropout") ? RunMode::monte_carlo : RunMode::inference;
+  if (run_mode == RunMode::inference && (args.has("seed") || args.has("step") || args.has("dropout") || args.has("row-ids")))
+    std::fprintf(stderr, "rnncore: note: dropout acts in --train (or --mc-dropout) runs only; this run is deterministic\n");
+  if (args.has("config") && (args.has("mode") || args.has("gru")))
+    return usage_error(usage, "--mode and --gru come from the --config file's layers");
+
+  StackSpec config;
+  if (args.has("config") && read_stack_config(args.get("config"), &config, &err) != Status::ok) return error(err);
+  LoadedModel& model = rs->model;
+  if (load_model(args.get("weights"), hints, args.has("config") ? &config : nullptr, &model, &err) != Status::ok)
+    return error(err);
+  for (const std::string& note : model.notes) std::fprintf(stderr, "rnncore: note: %s\n", note.c_str());
+  StackSpec& stack = model.stack;
+  if (args.has("dropout")) stack.dropout = dropout;
+  const DType dt = stack.dtype;
+  const LayerSpec& last = stack.layers[stack.num_layers - 1];
+  const std::int64_t L = stack.num_layers, I = stack.input_size, out_width = num_directions(last) * last.hidden_size;
+  bool any_lstm = false;
+  for (int l = 0; l < stack.num_layers; ++l) any_lstm = any_lstm || stack.layers[l].mode == Mode::lstm;
+  rs->any_lstm = any_lstm;
+  rs->out_width = out_width;
+  const bool uniform = uniform_states(stack);
+  const std::int64_t D = num_directions(stack.layers[0]), H = stack.layers[0].hidden_size;
+  const bool batch_first = rs->batch_first = args.has("batch-first");
+
+  // Input: [T, B, I] or [B, T, I].
+  std::vector<std::int64_t> xshape;
+  std::vector<unsigned char>& x = rs->x;
+  const std::string I_s = std::to_string(I);
+  if (!read_float_npy(args.get("input"), dt, {-1, -1, I},
+                      batch_first ? dims_string({"B", "T", I_s}) + " (batch-first)" : dims_string({"T", "B", I_s}) + " (time-major)",
+                      &xshape, &x, &err))
+    return error(err);
+  const std::int64_t T = rs->T = batch_first ? xshape[1] : xshape[0], B = rs->B = batch_first ? xshape[0] : xshape[1];
+  rs->xshape = xshape;
+  if (T > (1 << 28) || B > (1 << 24)) return error(args.get("input") + ": sequence or batch too large");
+  const std::string B_s = std::to_string(B), T_s = std::to_string(T), LD_s = std::to_string(L * D), H_s = std::to_string(H);
+
+  std::vector<std::int32_t>& lengths = rs->lengths;
+  if (args.has("seq-lengths")) {
+    const std::string path = args.get("seq-lengths");
+    io::Array a;
+    if (io::read_npy(path.c_str(), &a) != RNNCORE_OK) return error(rnncore_last_error_detail());
+    if (a.shape.size() != 1 || a.shape[0] != B)
+      return error(path + ": expected shape " + dims_string({B_s}) + ", found " + shape_string(a.shape));
+    if (io::to_i32(a, &lengths) != RNNCORE_OK)
+      return error(path + ": expected integer lengths, found " + io::elem_type_name(a.type));
+    for (std::int64_t b = 0; b < B; ++b)
+      if (lengths[b] < 0 || lengths[b] > T)
+        return error(path + ": length " + std::to_string(lengths[b]) + " of row " + std::to_string(b) +
+                     " is outside 0.." + T_s);
+  }
+  const std::vector<std::int64_t> state_dims = rs->state_dims =
+      uniform ? std::vector<std::int64_t>{L * D, B, H} : std::vector<std::int64_t>{state_elements(stack, static_cast<int>(B))};
+  const std::string state_what = rs->state_what = uniform ? dims_string({LD_s, B_s, H_s}) + " ([layers*directions, batch, hidden])"
+                                         : dims_string({std::to_string(state_dims[0])}) + " (per-layer [B, H_l] blocks, flattened)";
+  std::vector<std::uint32_t>& row_ids = rs->row_ids;
+  if (args.has("row-ids")) {
+    const std::string path = args.get("row-ids");
+    io::Array a;
+    std::vector<std::int32_t> ids;
+    if (io::read_npy(path.c_str(), &a) != RNNCORE_OK) return error(rnncore_last_error_detail());
+    if (a.shape.size() != 1 || a.shape[0] != B)
+      return error(path + ": expected shape " + dims_string({B_s}) + ", found " + shape_string(a.shape));
+    if (a.type == io::ElemType::f32 || a.type == io::ElemType::f64 || a.type == io::ElemType::f16 || a.type == io::ElemType::bf16 ||
+        io::to_i32(a, &ids) != RNNCORE_OK)
+      return error(path + ": expected integer row ids in 0..2^31-1, found " + io::elem_type_name(a.type) + " values");
+    for (std::int32_t id : ids) {
+      if (id < 0) return error(path + ": row id " + std::to_string(id) + " is negative");
+      row_ids.push_back(static_cast<std::uint32_t>(id));
+    }
+  }
+  std::vector<unsigned char>& h0 = rs->h0;
+  std::vector<unsigned char>& c0 = rs->c0;
+  std::vector<std::int64_t> ignored;
+  if (args.has("h0") && !read_float_npy(args.get("h0"), dt, state_dims, state_what, &ignored, &h0, &err)) return error(err);
+  if (args.has("c0") || args.has("cn") || args.has("expect-cn")) {
+    if (!any_lstm)
+      return error(std::string("--c0/--cn/--expect-cn: a ") + to_string(stack.layers[0].mode) + " network has no cell state");
+  }
+  if (args.has("c0") && !read_float_npy(args.get("c0"), dt, state_dims, state_what, &ignored, &c0, &err)) return error(err);
+
+  PlanOptions& opt = rs->opt;
+  opt.max_batch = static_cast<std::int32_t>(std::max<std::int64_t>(B, 1));
+  opt.max_seq_len = static_cast<std::int32_t>(std::max<std::int64_t>(T, 1));
+  opt.backend = backend;
+  opt.threads = static_cast<std::int32_t>(threads);
+  return 0;
+}
+
 int cmd_run(int argc, char** argv) {
   Args args;
   std::string err;
@@ -219,151 +403,40 @@ int cmd_run(int argc, char** argv) {
   }
   for (const char* required : {"weights", "input", "output"})
     if (!args.has(required)) return usage_error(kRunUsage, std::string("missing --") + required);
-  long long threads = 1, repeat = 0;
+  long long repeat = 0;
   double tolerance = -1;
-  if (!args.get_int("threads", 1, 1024, 1, &threads, &err) || !args.get_int("repeat", 0, 1000000, 0, &repeat, &err) ||
-      !args.get_double("tolerance", 0, 1e300, -1, &tolerance, &err))
+  if (!args.get_int("repeat", 0, 1000000, 0, &repeat, &err) || !args.get_double("tolerance", 0, 1e300, -1, &tolerance, &err))
     return usage_error(kRunUsage, err);
-  ModelHints hints;
-  hints.format = args.get("format");
-  hints.prefix = args.get("prefix");
-  hints.prefix_given = args.has("prefix");
-  hints.mode = args.get("mode");
-  hints.gru = args.get("gru");
-  hints.input_mode = args.get("input-mode");
-  const std::string dtype_name = args.get("dtype", "f32");
-  if (dtype_name != "f32" && dtype_name != "f64") return usage_error(kRunUsage, "--dtype must be f32 or f64");
-  hints.dtype = dtype_name == "f64" ? DType::f64 : DType::f32;
-  Backend backend = Backend::auto_select;
-  if (!parse_backend(args.get("backend", "auto"), &backend))
-    return usage_error(kRunUsage, "--backend must be auto, reference, simd or gpu");
-  WeightFormat fmt_check;
-  if (!hints.format.empty() && !parse_format(hints.format, &fmt_check))
-    return usage_error(kRunUsage, "--format must be pytorch, onnx, keras or canonical");
-  Mode mode_check;
-  if (!hints.mode.empty() && !parse_mode(hints.mode, &mode_check))
-    return usage_error(kRunUsage, "--mode must be lstm, gru, rnn_tanh or rnn_relu");
-  GruVariant gru_check;
-  if (!hints.gru.empty() && !parse_gru_variant(hints.gru, &gru_check))
-    return usage_error(kRunUsage, "--gru must be reset-after or reset-before");
-  unsigned long long seed = 0, step = 0;
-  double dropout = 0.0;
-  if (!args.get_u64("seed", 0, &seed, &err) || !args.get_u64("step", 0, &step, &err) ||
-      !args.get_double("dropout", 0.0, 1.0, 0.0, &dropout, &err))
-    return usage_error(kRunUsage, err);
-  if (dropout >= 1.0) return usage_error(kRunUsage, "option '--dropout' needs a probability in [0, 1), got 1");
-  if (args.has("train") && args.has("mc-dropout")) return usage_error(kRunUsage, "--train and --mc-dropout exclude each other");
-  const RunMode run_mode = args.has("train") ? RunMode::training : args.has("mc-dropout") ? RunMode::monte_carlo : RunMode::inference;
-  if (run_mode == RunMode::inference && (args.has("seed") || args.has("step") || args.has("dropout") || args.has("row-ids")))
-    std::fprintf(stderr, "rnncore: note: dropout acts in --train (or --mc-dropout) runs only; this run is deterministic\n");
-  if (args.has("config") && (args.has("mode") || args.has("gru")))
-    return usage_error(kRunUsage, "--mode and --gru come from the --config file's layers");
-
-  StackSpec config;
-  if (args.has("config") && read_stack_config(args.get("config"), &config, &err) != Status::ok) return error(err);
-  LoadedModel model;
-  if (load_model(args.get("weights"), hints, args.has("config") ? &config : nullptr, &model, &err) != Status::ok)
-    return error(err);
-  for (const std::string& note : model.notes) std::fprintf(stderr, "rnncore: note: %s\n", note.c_str());
-  StackSpec& stack = model.stack;
-  if (args.has("dropout")) stack.dropout = dropout;
+  RunSetup rs;
+  if (const int rc = prepare_run(args, kRunUsage, &rs)) return rc;
+  const LoadedModel& model = rs.model;
+  const StackSpec& stack = rs.stack();
   const DType dt = stack.dtype;
   const std::size_t es = dtype_size(dt);
-  const LayerSpec& last = stack.layers[stack.num_layers - 1];
-  const std::int64_t L = stack.num_layers, I = stack.input_size, out_width = num_directions(last) * last.hidden_size;
-  bool any_lstm = false;
-  for (int l = 0; l < stack.num_layers; ++l) any_lstm = any_lstm || stack.layers[l].mode == Mode::lstm;
-  const bool uniform = uniform_states(stack);
+  const std::int64_t L = stack.num_layers, I = stack.input_size, out_width = rs.out_width, T = rs.T, B = rs.B;
   const std::int64_t D = num_directions(stack.layers[0]), H = stack.layers[0].hidden_size;
-  const bool batch_first = args.has("batch-first");
-
-  // Input: [T, B, I] or [B, T, I].
-  std::vector<std::int64_t> xshape;
-  std::vector<unsigned char> x;
-  const std::string I_s = std::to_string(I);
-  if (!read_float_npy(args.get("input"), dt, {-1, -1, I},
-                      batch_first ? dims_string({"B", "T", I_s}) + " (batch-first)" : dims_string({"T", "B", I_s}) + " (time-major)",
-                      &xshape, &x, &err))
-    return error(err);
-  const std::int64_t T = batch_first ? xshape[1] : xshape[0], B = batch_first ? xshape[0] : xshape[1];
-  if (T > (1 << 28) || B > (1 << 24)) return error(args.get("input") + ": sequence or batch too large");
-  const std::string B_s = std::to_string(B), T_s = std::to_string(T), LD_s = std::to_string(L * D), H_s = std::to_string(H);
-
-  std::vector<std::int32_t> lengths;
-  if (args.has("seq-lengths")) {
-    const std::string path = args.get("seq-lengths");
-    io::Array a;
-    if (io::read_npy(path.c_str(), &a) != RNNCORE_OK) return error(rnncore_last_error_detail());
-    if (a.shape.size() != 1 || a.shape[0] != B)
-      return error(path + ": expected shape " + dims_string({B_s}) + ", found " + shape_string(a.shape));
-    if (io::to_i32(a, &lengths) != RNNCORE_OK)
-      return error(path + ": expected integer lengths, found " + io::elem_type_name(a.type));
-    for (std::int64_t b = 0; b < B; ++b)
-      if (lengths[b] < 0 || lengths[b] > T)
-        return error(path + ": length " + std::to_string(lengths[b]) + " of row " + std::to_string(b) +
-                     " is outside 0.." + T_s);
-  }
-  const std::vector<std::int64_t> state_dims =
-      uniform ? std::vector<std::int64_t>{L * D, B, H} : std::vector<std::int64_t>{state_elements(stack, static_cast<int>(B))};
-  const std::string state_what = uniform ? dims_string({LD_s, B_s, H_s}) + " ([layers*directions, batch, hidden])"
-                                         : dims_string({std::to_string(state_dims[0])}) + " (per-layer [B, H_l] blocks, flattened)";
-  std::vector<std::uint32_t> row_ids;
-  if (args.has("row-ids")) {
-    const std::string path = args.get("row-ids");
-    io::Array a;
-    std::vector<std::int32_t> ids;
-    if (io::read_npy(path.c_str(), &a) != RNNCORE_OK) return error(rnncore_last_error_detail());
-    if (a.shape.size() != 1 || a.shape[0] != B)
-      return error(path + ": expected shape " + dims_string({B_s}) + ", found " + shape_string(a.shape));
-    if (a.type == io::ElemType::f32 || a.type == io::ElemType::f64 || a.type == io::ElemType::f16 || a.type == io::ElemType::bf16 ||
-        io::to_i32(a, &ids) != RNNCORE_OK)
-      return error(path + ": expected integer row ids in 0..2^31-1, found " + io::elem_type_name(a.type) + " values");
-    for (std::int32_t id : ids) {
-      if (id < 0) return error(path + ": row id " + std::to_string(id) + " is negative");
-      row_ids.push_back(static_cast<std::uint32_t>(id));
-    }
-  }
-  std::vector<unsigned char> h0, c0;
-  std::vector<std::int64_t> ignored;
-  if (args.has("h0") && !read_float_npy(args.get("h0"), dt, state_dims, state_what, &ignored, &h0, &err)) return error(err);
-  if (args.has("c0") || args.has("cn") || args.has("expect-cn")) {
-    if (!any_lstm)
-      return error(std::string("--c0/--cn/--expect-cn: a ") + to_string(stack.layers[0].mode) + " network has no cell state");
-  }
-  if (args.has("c0") && !read_float_npy(args.get("c0"), dt, state_dims, state_what, &ignored, &c0, &err)) return error(err);
-
-  PlanOptions opt;
-  opt.max_batch = static_cast<std::int32_t>(std::max<std::int64_t>(B, 1));
-  opt.max_seq_len = static_cast<std::int32_t>(std::max<std::int64_t>(T, 1));
-  opt.backend = backend;
-  opt.threads = static_cast<std::int32_t>(threads);
+  const bool any_lstm = rs.any_lstm;
+  const RunMode run_mode = rs.run_mode;
+  const unsigned long long seed = rs.seed, step = rs.step;
+  const std::vector<std::int64_t>& state_dims = rs.state_dims;
+  const PlanOptions& opt = rs.opt;
+  const std::vector<std::int64_t> yshape = rs.yshape();
   Model net;
   Status s = Model::create(stack, opt, model.canonical.data(), &net);
   if (s != Status::ok) return error(args.get("weights") + ": " + library_error(s));
 
   std::vector<unsigned char> y(static_cast<std::size_t>(T * B * out_width) * es),
       hy(static_cast<std::size_t>(state_elements(stack, static_cast<int>(B))) * es), cy(any_lstm ? hy.size() : 0);
-  ForwardArgs fa;
-  fa.batch = static_cast<std::int32_t>(B);
-  fa.seq_len = static_cast<std::int32_t>(T);
-  fa.layout = batch_first ? Layout::batch_major : Layout::time_major;
-  fa.x = x.data();
-  fa.seq_lengths = lengths.empty() ? nullptr : lengths.data();
-  fa.h0 = h0.empty() ? nullptr : h0.data();
-  fa.c0 = c0.empty() ? nullptr : c0.data();
+  ForwardArgs fa = rs.forward_args();
   fa.y = y.data();
   fa.hy = hy.data();
   fa.cy = cy.empty() ? nullptr : cy.data();
-  fa.run_mode = run_mode;
-  fa.seed = seed;
-  fa.step = step;
-  fa.row_ids = row_ids.empty() ? nullptr : row_ids.data();
   // A GPU plan runs on device copies of the tensors (lengths and row ids stay on the host), and
   // forward() only queues the work: each run waits for it.
   const bool on_gpu = net.plan().backend() == Backend::gpu;
   detail::GpuForwardBuffers device;
   ForwardArgs run_args = fa;
-  if (on_gpu && (s = device.upload(opt.gpu_device, fa, x.size(), y.size(), hy.size(), &run_args)) != Status::ok)
+  if (on_gpu && (s = device.upload(opt.gpu_device, fa, rs.x.size(), y.size(), hy.size(), &run_args)) != Status::ok)
     return error(library_error(s));
   auto forward = [&]() {
     const Status f = net.forward(run_args);
@@ -384,8 +457,6 @@ int cmd_run(int argc, char** argv) {
   std::sort(times.begin(), times.end());
   const double ms = times.empty() ? first_ms : times[times.size() / 2];
 
-  const std::vector<std::int64_t> yshape = batch_first ? std::vector<std::int64_t>{B, T, out_width}
-                                                       : std::vector<std::int64_t>{T, B, out_width};
   if (!write_f32_npy(args.get("output"), dt, y.data(), yshape, &err)) return error(err);
   if (args.has("hn") && !write_f32_npy(args.get("hn"), dt, hy.data(), state_dims, &err)) return error(err);
   if (args.has("cn") && !write_f32_npy(args.get("cn"), dt, cy.data(), state_dims, &err)) return error(err);
@@ -411,7 +482,7 @@ int cmd_run(int argc, char** argv) {
   }
   if (run_mode != RunMode::inference)
     std::printf("dropout: %s run, seed %llu, step %llu%s\n", run_mode == RunMode::training ? "training" : "monte-carlo",
-                seed, step, row_ids.empty() ? "" : ", row ids given");
+                seed, step, rs.row_ids.empty() ? "" : ", row ids given");
   std::printf("run: T=%lld B=%lld, backend %s (%s), %.3f ms per run, %.2f us per step%s\n", static_cast<long long>(T),
               static_cast<long long>(B), to_string(net.plan().backend()), net.plan().kernel_name(), ms,
               T > 0 ? 1000.0 * ms / static_cast<double>(T) : 0.0,
@@ -432,6 +503,155 @@ int cmd_run(int argc, char** argv) {
     worst = std::max(worst, rel);
   }
   if (tolerance >= 0 && worst > tolerance) return error("relative error " + std::to_string(worst) + " exceeds --tolerance");
+  return 0;
+}
+
+// One tensor's gradients as float32.
+std::vector<float> to_f32(const std::vector<unsigned char>& data, DType dtype, std::size_t count) {
+  std::vector<float> v(count);
+  for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<float>(element(data, dtype, i));
+  return v;
+}
+
+// An aligned buffer for the library (host memory; the tool may allocate).
+struct Aligned {
+  explicit Aligned(std::size_t n) : bytes(n), p(std::aligned_alloc(kAlignment, (n + kAlignment - 1) / kAlignment * kAlignment + kAlignment)) {}
+  ~Aligned() { std::free(p); }
+  Aligned(const Aligned&) = delete;
+  Aligned& operator=(const Aligned&) = delete;
+  std::size_t bytes;
+  void* p;
+};
+
+// Writes the weight gradients under the names M's tensors have: one float32 tensor per weight tensor of M.
+bool write_weight_grads(const std::string& weights_path, const std::string& out_path, const LoadedModel& model,
+                        const void* dweights, std::string* err) {
+  io::SafeTensors m;
+  if (io::read_safetensors(weights_path.c_str(), &m) != RNNCORE_OK) {
+    *err = rnncore_last_error_detail();
+    return false;
+  }
+  const StackSpec& st = model.stack;
+  const int n = format_tensor_count(st, model.format);
+  std::vector<std::vector<float>> data;
+  std::vector<io::TensorToWrite> tensors;
+  data.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    TensorInfo info;
+    if (format_tensor_info(st, model.format, i, model.prefix.c_str(), &info) != Status::ok) {
+      *err = last_error_detail();
+      return false;
+    }
+    std::string name = info.name;
+    if (m.find(name) == nullptr) name += "_l0";  // a single-layer model may use the _l0 alias
+    if (m.find(name) == nullptr) continue;       // an absent optional tensor (bias=False): no gradient either
+    const std::size_t count = static_cast<std::size_t>(info.shape.elements());
+    std::vector<unsigned char> grad(count * dtype_size(st.dtype));
+    if (export_gradient_tensor(st, model.format, i, dweights, grad.data()) != Status::ok) {
+      *err = last_error_detail();
+      return false;
+    }
+    data.push_back(to_f32(grad, st.dtype, count));
+    io::TensorToWrite t;
+    t.name = name;
+    t.shape = m.find(name)->shape;
+    t.data = data.back().data();
+    tensors.push_back(t);
+  }
+  const std::vector<std::pair<std::string, std::string>> meta = {
+      {"format", to_string(model.format)}, {"content", "gradients"}, {"source", std::string("rnncore ") + version_string()}};
+  if (io::write_safetensors(out_path.c_str(), tensors, meta) != RNNCORE_OK) {
+    *err = rnncore_last_error_detail();
+    return false;
+  }
+  return true;
+}
+
+int cmd_grad(int argc, char** argv) {
+  Args args;
+  std::string err;
+  const std::vector<OptionSpec> known = {
+      {"weights", true},  {"input", true},   {"dy", true},          {"grads", true},   {"dhn", true},
+      {"dcn", true},      {"dx", true},      {"dh0", true},         {"dc0", true},     {"output", true},
+      {"format", true},   {"prefix", true},  {"mode", true},        {"gru", true},     {"input-mode", true},
+      {"dtype", true},    {"batch-first", false}, {"seq-lengths", true}, {"h0", true},  {"c0", true},
+      {"backend", true},  {"threads", true}, {"help", false},       {"config", true},  {"train", false},
+      {"seed", true},     {"step", true},    {"dropout", true},     {"row-ids", true}};
+  if (!args.parse(argc, argv, 2, known, &err)) return usage_error(kGradUsage, err);
+  if (args.has("help")) {
+    std::fputs(kGradUsage, stdout);
+    return 0;
+  }
+  for (const char* required : {"weights", "input", "dy", "grads"})
+    if (!args.has(required)) return usage_error(kGradUsage, std::string("missing --") + required);
+  RunSetup rs;
+  if (const int rc = prepare_run(args, kGradUsage, &rs)) return rc;
+  const StackSpec& stack = rs.stack();
+  const DType dt = stack.dtype;
+  const std::size_t es = dtype_size(dt);
+  if (!rs.any_lstm && (args.has("dcn") || args.has("dc0")))
+    return error(std::string("--dcn/--dc0: a ") + to_string(stack.layers[0].mode) + " network has no cell state");
+
+  std::vector<std::int64_t> ignored;
+  std::vector<unsigned char> dy, dhn, dcn;
+  const std::vector<std::int64_t> yshape = rs.yshape();
+  if (!read_float_npy(args.get("dy"), dt, yshape, shape_string(yshape) + (rs.batch_first ? " (batch-first)" : " (time-major)"),
+                      &ignored, &dy, &err))
+    return error(err);
+  if (args.has("dhn") && !read_float_npy(args.get("dhn"), dt, rs.state_dims, rs.state_what, &ignored, &dhn, &err))
+    return error(err);
+  if (args.has("dcn") && !read_float_npy(args.get("dcn"), dt, rs.state_dims, rs.state_what, &ignored, &dcn, &err))
+    return error(err);
+
+  PlanOptions opt = rs.opt;
+  opt.training = true;
+  ThreadPool* pool = nullptr;
+  if (opt.threads > 1 && ThreadPool::create(opt.threads, &pool) != Status::ok) return error(last_error_detail());
+  opt.thread_pool = pool;
+  struct PoolGuard {
+    ThreadPool* p;
+    ~PoolGuard() { ThreadPool::destroy(p); }
+  } guard{pool};
+  Plan plan;
+  Status s = Plan::create(stack, opt, &plan);
+  if (s != Status::ok) return error(args.get("weights") + ": " + library_error(s));
+  Aligned packed(plan.packed_weight_bytes()), ws(plan.workspace_bytes()), bws(plan.backward_workspace_bytes()),
+      reserve(plan.reserve_bytes());
+  if ((s = plan.pack_weights(rs.model.canonical.data(), packed.p, packed.bytes)) != Status::ok) return error(library_error(s));
+
+  const std::size_t states = static_cast<std::size_t>(state_elements(stack, static_cast<int>(rs.B)));
+  std::vector<unsigned char> y(static_cast<std::size_t>(rs.T * rs.B * rs.out_width) * es), dx(rs.x.size()),
+      dh0(states * es), dc0(rs.any_lstm ? states * es : 0), dweights(rs.model.canonical.size());
+  ForwardArgs fa = rs.forward_args();
+  fa.y = y.data();
+  fa.reserve = reserve.p;
+  fa.reserve_bytes = reserve.bytes;
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  if ((s = plan.forward(packed.p, ws.p, ws.bytes, fa)) != Status::ok) return error(library_error(s));
+  const auto t1 = clock::now();
+  BackwardArgs ba;
+  ba.forward = fa;
+  ba.dy = dy.data();
+  ba.dhy = dhn.empty() ? nullptr : dhn.data();
+  ba.dcy = dcn.empty() ? nullptr : dcn.data();
+  ba.dx = dx.data();
+  ba.dh0 = dh0.data();
+  ba.dc0 = dc0.empty() ? nullptr : dc0.data();
+  ba.dweights = dweights.data();
+  if ((s = plan.backward(packed.p, bws.p, bws.bytes, ba)) != Status::ok) return error(library_error(s));
+  const auto t2 = clock::now();
+
+  if (!write_weight_grads(args.get("weights"), args.get("grads"), rs.model, dweights.data(), &err)) return error(err);
+  if (args.has("dx") && !write_f32_npy(args.get("dx"), dt, dx.data(), rs.xshape, &err)) return error(err);
+  if (args.has("dh0") && !write_f32_npy(args.get("dh0"), dt, dh0.data(), rs.state_dims, &err)) return error(err);
+  if (args.has("dc0") && !write_f32_npy(args.get("dc0"), dt, dc0.data(), rs.state_dims, &err)) return error(err);
+  if (args.has("output") && !write_f32_npy(args.get("output"), dt, y.data(), yshape, &err)) return error(err);
+  std::printf("grad: T=%lld B=%lld, backend %s (%s), %s run; forward %.3f ms, backward %.3f ms; reserve %zu bytes\n",
+              static_cast<long long>(rs.T), static_cast<long long>(rs.B), to_string(plan.backend()), plan.kernel_name(),
+              rs.run_mode == RunMode::training ? "training (dropout on)" : "deterministic",
+              std::chrono::duration<double, std::milli>(t1 - t0).count(),
+              std::chrono::duration<double, std::milli>(t2 - t1).count(), plan.reserve_bytes());
   return 0;
 }
 
@@ -637,12 +857,14 @@ int main(int argc, char** argv) {
   if (cmd == "bench") return cmd_bench(argc, argv);
   if (cmd == "info") return cmd_info(argc, argv);
   if (cmd == "export-c") return cmd_export_c(argc, argv);
+  if (cmd == "grad") return cmd_grad(argc, argv);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     const std::string topic = argc > 2 ? argv[2] : "";
     std::fputs(topic == "run"        ? kRunUsage
                : topic == "bench"    ? kBenchUsage
                : topic == "info"     ? kInfoUsage
                : topic == "export-c" ? kExportCUsage
+               : topic == "grad"     ? kGradUsage
                                      : kUsage,
                stdout);
     return 0;

@@ -255,6 +255,11 @@ Status format_tensor_info(const StackSpec& stack, WeightFormat format, int index
 Status import_weights(const StackSpec& stack, WeightFormat format, const TensorView* tensors, std::size_t count,
                       const char* prefix, void* canonical);
 Status export_tensor(const StackSpec& stack, WeightFormat format, int index, const void* canonical, void* out);
+/// Writes the gradient of tensor `index` of a format from canonical weight gradients (as backward
+/// fills them): the chain rule through import_weights. Equal to export_tensor except for a bias a
+/// format folds (Keras LSTM and reset-before GRU: one bias, imported as bW with bR = 0), whose
+/// gradient is bW's alone.
+Status export_gradient_tensor(const StackSpec& stack, WeightFormat format, int index, const void* canonical_grad, void* out);
 
 /// Number of tensors the exporter writes for a spec in a format.
 int format_tensor_count(const RnnSpec& spec, WeightFormat format);
