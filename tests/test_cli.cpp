@@ -326,3 +326,76 @@ TEST_CASE("cli: stacks from JSON configs with --train reproduce the dropout gold
   CHECK(bad_p.code == 2);
   CHECK(bad_p.err.find("option '--dropout' needs a number in [0, 1]") != std::string::npos);
 }
+
+TEST_CASE("cli: rnncore grad reproduces the PyTorch autograd golden gradients") {
+  const std::vector<std::string> cases = list_cases(src("tests/golden/grad"));
+  REQUIRE(cases.size() >= 30);
+  const std::string d = temp_dir();
+  for (const std::string& path : cases) {
+    INFO(path);
+    io::SafeTensors f;
+    REQUIRE(io::read_safetensors(path.c_str(), &f) == RNNCORE_OK);
+    std::vector<io::TensorToWrite> weights;
+    for (const io::TensorEntry& e : f.tensors)
+      if (e.name.compare(0, 4, "rnn.") == 0) weights.push_back({e.name, e.type, e.shape, f.data(e)});
+    REQUIRE(io::write_safetensors((d + "/w.safetensors").c_str(), weights, {}) == RNNCORE_OK);
+    std::ofstream(d + "/stack.json") << *f.meta("config");
+    extract(f, "input", d + "/x.npy");
+    extract(f, "dy", d + "/dy.npy");
+    std::string args = "grad --weights " + d + "/w.safetensors --config " + d + "/stack.json --input " + d +
+                       "/x.npy --dy " + d + "/dy.npy --grads " + d + "/g.safetensors --dx " + d + "/dx.npy --dh0 " + d +
+                       "/dh0.npy";
+    const bool lstm = f.find("expected.dc0") != nullptr;
+    if (lstm) args += " --dc0 " + d + "/dc0.npy";
+    if (*f.meta("run_mode") == "training") args += " --train --seed " + *f.meta("seed") + " --step " + *f.meta("step");
+    if (*f.meta("batch_first") == "1") args += " --batch-first";
+    const char* const inputs[][2] = {{"h0", "h0"}, {"c0", "c0"}, {"seq_lengths", "seq-lengths"}, {"row_ids", "row-ids"},
+                                     {"dhn", "dhn"}, {"dcn", "dcn"}};
+    for (const auto& in : inputs)
+      if (f.find(in[0]) != nullptr) {
+        extract(f, in[0], d + "/" + in[0] + ".npy");
+        args += std::string(" --") + in[1] + " " + d + "/" + in[0] + ".npy";
+      }
+    const Result r = run(args);
+    INFO(args);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("grad: ") != std::string::npos);
+    CHECK(compare_npy(d + "/dx.npy", f, "expected.dx") < 2e-4);
+    CHECK(compare_npy(d + "/dh0.npy", f, "expected.dh0") < 2e-4);
+    if (lstm) CHECK(compare_npy(d + "/dc0.npy", f, "expected.dc0") < 2e-4);
+    // G holds one float32 tensor per weight tensor, with the weight's name and shape.
+    io::SafeTensors g;
+    REQUIRE(io::read_safetensors((d + "/g.safetensors").c_str(), &g) == RNNCORE_OK);
+    CHECK(g.tensors.size() == weights.size());
+    for (const io::TensorToWrite& w : weights) {
+      INFO(w.name);
+      const io::TensorEntry* e = g.find(w.name);
+      REQUIRE(e != nullptr);
+      CHECK(e->type == io::ElemType::f32);
+      CHECK(e->shape == w.shape);
+      io::Array got, want;
+      REQUIRE(g.array(w.name, &got) == RNNCORE_OK);
+      REQUIRE(f.array("grad." + w.name, &want) == RNNCORE_OK);
+      std::vector<double> gv, wv;
+      REQUIRE(io::to_f64(got, &gv) == RNNCORE_OK);
+      REQUIRE(io::to_f64(want, &wv) == RNNCORE_OK);
+      CHECK(rel_error(gv.data(), wv.data(), wv.size()) < 2e-4);
+    }
+  }
+}
+
+TEST_CASE("cli: rnncore grad errors") {
+  const std::string d = temp_dir();
+  const std::string model = " --weights " + src(kModel + ".safetensors") + " --input " + src(kModel + "_input.npy");
+  const Result missing = run("grad" + model + " --grads " + d + "/g.safetensors");
+  CHECK(missing.code == 2);
+  CHECK(missing.err.find("missing --dy") != std::string::npos);
+  const float dy[] = {1, 2, 3};
+  const std::int64_t shape[] = {3};
+  REQUIRE(io::write_npy((d + "/bad_dy.npy").c_str(), io::ElemType::f32, shape, 1, dy) == RNNCORE_OK);
+  expect_error("grad" + model + " --dy " + d + "/bad_dy.npy --grads " + d + "/g.safetensors", "bad_dy.npy: expected shape [");
+  const Result help = run("help grad");
+  CHECK(help.code == 0);
+  CHECK(help.out.find("--dh0") != std::string::npos);
+}
