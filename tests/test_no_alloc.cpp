@@ -194,3 +194,77 @@ TEST_CASE("dropout runs make no heap allocation either") {
   }
   ThreadPool::destroy(pool);
 }
+
+TEST_CASE("training forward and backward make no heap allocation") {
+  if (!RNNCORE_TEST_COUNTS_ALLOCATIONS) {
+    MESSAGE("allocation counting is off in this build (sanitizer or non-glibc): skipped");
+    return;
+  }
+  StackSpec st;
+  st.input_size = 6;
+  st.num_layers = 3;
+  st.dropout = 0.3;
+  const Mode modes[3] = {Mode::lstm, Mode::gru, Mode::rnn_relu};
+  for (int l = 0; l < 3; ++l) {
+    st.layers[l].mode = modes[l];
+    st.layers[l].gru_variant = GruVariant::reset_before;
+    st.layers[l].hidden_size = 8;
+    st.layers[l].direction = l == 0 ? Direction::bidirectional : Direction::unidirectional;
+    st.layers[l].wrappers[st.layers[l].num_wrappers++] = dropout_wrapper(0.8, 0.7, 0.6, l == 1, l == 1, StateFilter::h_and_c);
+  }
+  st.layers[2].wrappers[st.layers[2].num_wrappers++] = residual_wrapper();
+  for (Backend backend : cpu_backends()) {
+    PlanOptions o;
+    o.max_batch = 3;
+    o.max_seq_len = 5;
+    o.backend = backend;
+    o.training = true;
+    Plan plan;
+    REQUIRE(Plan::create(st, o, &plan) == Status::ok);
+    AlignedBuffer packed(plan.packed_weight_bytes()), ws(plan.workspace_bytes()), bws(plan.backward_workspace_bytes()),
+        reserve(plan.reserve_bytes());
+    Rng rng(9);
+    const auto w = random_vector<float>(rng, param_count(st), 0.3);
+    const auto x = random_vector<float>(rng, 5 * 3 * 6, 1.0);
+    const auto dy = random_vector<float>(rng, 5 * 3 * 8, 1.0);
+    const auto dhy = random_vector<float>(rng, state_elements(st, 3), 1.0);
+    std::vector<float> y(5 * 3 * 8), hy(state_elements(st, 3)), cy(hy.size()), dx(x.size()), dh0(hy.size()),
+        dc0(hy.size()), dw(w.size());
+    const std::int32_t lengths[3] = {5, 0, 2};
+    REQUIRE(plan.pack_weights(w.data(), packed.ptr, packed.size) == Status::ok);
+    ForwardArgs a;
+    a.batch = 3;
+    a.seq_len = 5;
+    a.x = x.data();
+    a.y = y.data();
+    a.hy = hy.data();
+    a.cy = cy.data();
+    a.seq_lengths = lengths;
+    a.run_mode = RunMode::training;
+    a.seed = 3;
+    a.reserve = reserve.ptr;
+    a.reserve_bytes = reserve.size;
+    BackwardArgs b;
+    b.forward = a;
+    b.dy = dy.data();
+    b.dhy = dhy.data();
+    b.dcy = dhy.data();
+    b.dx = dx.data();
+    b.dh0 = dh0.data();
+    b.dc0 = dc0.data();
+    b.dweights = dw.data();
+    const long before = g_allocations.load();
+    const Status s1 = plan.forward(packed.ptr, ws.ptr, ws.size, a);
+    const Status s2 = plan.backward(packed.ptr, bws.ptr, bws.size, b);
+    b.accumulate = true;
+    const Status s3 = plan.backward(packed.ptr, bws.ptr, bws.size, b);
+    b.forward.step = 9;  // an error path must not allocate either
+    const Status s4 = plan.backward(packed.ptr, bws.ptr, bws.size, b);
+    const long after = g_allocations.load();
+    CHECK(s1 == Status::ok);
+    CHECK(s2 == Status::ok);
+    CHECK(s3 == Status::ok);
+    CHECK(s4 == Status::invalid_size);
+    CHECK(after == before);
+  }
+}
