@@ -74,6 +74,7 @@ PlanOptions to_cpp(const rnncore_plan_options& o) {
   r.max_isa = static_cast<Isa>(o.max_isa);
   r.threads = o.threads;
   r.gpu_device = o.gpu_device;
+  r.training = o.training != 0;
   return r;
 }
 
@@ -96,6 +97,22 @@ ForwardArgs to_cpp(const rnncore_forward_args& a) {
   r.row_ids = a.row_ids;
   r.time_offset = a.time_offset;
   r.stream = a.stream;
+  r.reserve = a.reserve;
+  r.reserve_bytes = a.reserve_bytes;
+  return r;
+}
+
+BackwardArgs to_cpp(const rnncore_backward_args& a) {
+  BackwardArgs r;
+  r.forward = to_cpp(a.forward);
+  r.dy = a.dy;
+  r.dhy = a.dhy;
+  r.dcy = a.dcy;
+  r.dx = a.dx;
+  r.dh0 = a.dh0;
+  r.dc0 = a.dc0;
+  r.dweights = a.dweights;
+  r.accumulate = a.accumulate != 0;
   return r;
 }
 
@@ -315,6 +332,7 @@ void rnncore_plan_options_init(rnncore_plan_options* options) {
   options->max_seq_len = 1;
   options->backend = RNNCORE_BACKEND_AUTO;
   options->max_isa = RNNCORE_ISA_BEST;
+  options->training = 0;
 }
 
 rnncore_status rnncore_plan_create(const rnncore_spec* spec, const rnncore_plan_options* options, rnncore_plan* plan) {
@@ -343,6 +361,30 @@ rnncore_status rnncore_forward(const rnncore_plan* plan, const void* packed, voi
   RNNCORE_C_REQUIRE(plan);
   RNNCORE_C_REQUIRE(args);
   return c(as_plan(plan).forward(packed, workspace, workspace_bytes, to_cpp(*args)));
+}
+
+size_t rnncore_plan_reserve_bytes(const rnncore_plan* plan) { return plan ? as_plan(plan).reserve_bytes() : 0; }
+size_t rnncore_plan_backward_workspace_bytes(const rnncore_plan* plan) {
+  return plan ? as_plan(plan).backward_workspace_bytes() : 0;
+}
+
+void rnncore_backward_args_init(rnncore_backward_args* args) {
+  if (args != nullptr) std::memset(args, 0, sizeof *args);
+}
+
+rnncore_status rnncore_backward(const rnncore_plan* plan, const void* packed, void* workspace, size_t workspace_bytes,
+                                const rnncore_backward_args* args) {
+  RNNCORE_C_REQUIRE(plan);
+  RNNCORE_C_REQUIRE(args);
+  return c(as_plan(plan).backward(packed, workspace, workspace_bytes, to_cpp(*args)));
+}
+
+rnncore_status rnncore_export_gradient_tensor(const rnncore_spec* spec, int32_t format, int index,
+                                              const void* canonical_grad, void* out) {
+  RNNCORE_C_REQUIRE(spec);
+  const RnnSpec cpp = to_cpp(*spec);
+  if (validate(cpp) != Status::ok) return c(validate(cpp));
+  return c(export_gradient_tensor(to_stack(cpp), static_cast<WeightFormat>(format), index, canonical_grad, out));
 }
 
 rnncore_status rnncore_model_create(const rnncore_spec* spec, const rnncore_plan_options* options, const void* canonical,

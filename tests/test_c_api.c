@@ -180,6 +180,83 @@ int main(void) {
     EXPECT(rnncore_stack_validate(&stack) == RNNCORE_ERR_BAD_PROBABILITY);
     rnncore_model_destroy(model);
   }
+  { /* Training from C: backward through time of an f64 Elman RNN against central differences. */
+    enum { T = 4, B = 2, I = 2, H = 3 };
+    static unsigned char train_arena[256 * 1024] __attribute__((aligned(RNNCORE_ALIGNMENT)));
+    rnncore_spec s;
+    rnncore_plan_options o;
+    rnncore_plan p;
+    rnncore_forward_args fa;
+    rnncore_backward_args ba;
+    double w[3 * (I + H + 2)], x[T * B * I], y[T * B * H], dy[T * B * H], dw[3 * (I + H + 2)], dx[T * B * I];
+    const int32_t lengths[B] = {4, 2};
+    size_t packed_bytes, ws_bytes, bws_bytes, reserve_bytes;
+    unsigned char *packed, *ws, *bws, *reserve;
+    int i, n;
+    rnncore_spec_init(&s);
+    s.mode = RNNCORE_MODE_RNN_TANH;
+    s.input_size = I;
+    s.hidden_size = H;
+    s.dtype = RNNCORE_F64;
+    n = (int)rnncore_param_count(&s);
+    EXPECT(n == H * (I + H + 2));
+    for (i = 0; i < n; ++i) w[i] = 0.3 * sin(1.7 * i + 0.2);
+    for (i = 0; i < T * B * I; ++i) x[i] = cos(0.9 * i);
+    for (i = 0; i < T * B * H; ++i) dy[i] = sin(0.7 * i + 1.0);
+    rnncore_plan_options_init(&o);
+    o.max_batch = B;
+    o.max_seq_len = T;
+    o.backend = RNNCORE_BACKEND_REFERENCE;
+    o.training = 1;
+    EXPECT(rnncore_plan_create(&s, &o, &p) == RNNCORE_OK);
+    packed_bytes = rnncore_plan_packed_weight_bytes(&p);
+    ws_bytes = rnncore_plan_workspace_bytes(&p);
+    bws_bytes = rnncore_plan_backward_workspace_bytes(&p);
+    reserve_bytes = rnncore_plan_reserve_bytes(&p);
+    EXPECT(reserve_bytes > 0 && bws_bytes > 0);
+    EXPECT(packed_bytes + ws_bytes + bws_bytes + reserve_bytes <= sizeof train_arena);
+    packed = train_arena;
+    ws = packed + packed_bytes;
+    bws = ws + ws_bytes;
+    reserve = bws + bws_bytes;
+    EXPECT(rnncore_plan_pack_weights(&p, w, packed, packed_bytes) == RNNCORE_OK);
+    rnncore_forward_args_init(&fa);
+    fa.batch = B;
+    fa.seq_len = T;
+    fa.x = x;
+    fa.seq_lengths = lengths;
+    fa.y = y;
+    fa.reserve = reserve;
+    fa.reserve_bytes = reserve_bytes;
+    EXPECT(rnncore_forward(&p, packed, ws, ws_bytes, &fa) == RNNCORE_OK);
+    rnncore_backward_args_init(&ba);
+    ba.forward = fa;
+    ba.dy = dy;
+    ba.dx = dx;
+    ba.dweights = dw;
+    EXPECT(rnncore_backward(&p, packed, bws, bws_bytes, &ba) == RNNCORE_OK);
+    for (i = 0; i < n; ++i) { /* d(sum y*dy)/dw_i by central differences through an ordinary forward */
+      double loss[2];
+      int side, k;
+      for (side = 0; side < 2; ++side) {
+        rnncore_forward_args plain = fa;
+        const double keep = w[i];
+        w[i] = keep + (side ? -1e-6 : 1e-6);
+        EXPECT(rnncore_plan_pack_weights(&p, w, packed, packed_bytes) == RNNCORE_OK);
+        w[i] = keep;
+        plain.reserve = NULL;
+        plain.reserve_bytes = 0;
+        EXPECT(rnncore_forward(&p, packed, ws, ws_bytes, &plain) == RNNCORE_OK);
+        loss[side] = 0;
+        for (k = 0; k < T * B * H; ++k) loss[side] += y[k] * dy[k];
+      }
+      EXPECT(fabs((loss[0] - loss[1]) / 2e-6 - dw[i]) < 1e-7);
+    }
+    fa.reserve = NULL; /* backward without the reserve of a training forward */
+    ba.forward = fa;
+    EXPECT(rnncore_backward(&p, packed, bws, bws_bytes, &ba) == RNNCORE_ERR_NULL_POINTER);
+    EXPECT(strstr(rnncore_last_error_detail(), "reserve") != NULL);
+  }
   printf("%s (%d failures)\n", failures ? "FAIL" : "PASS", failures);
   return failures ? 1 : 0;
 }

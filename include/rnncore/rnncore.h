@@ -131,6 +131,7 @@ typedef struct rnncore_plan_options {
   int32_t max_isa;     /**< rnncore_isa cap for the SIMD backend */
   int32_t threads;     /**< CPU worker threads (1: none) */
   int32_t gpu_device;  /**< GPU backend: device ordinal */
+  int32_t training;    /**< nonzero: plan for training (reserve and backward workspace; CPU only) */
 } rnncore_plan_options;
 
 /** A planned network; a plain value of fixed size (place it anywhere, copy it freely). */
@@ -159,7 +160,23 @@ typedef struct rnncore_forward_args {
   const uint32_t* row_ids;     /**< [B] mask row ids, or NULL (the batch index) */
   uint32_t time_offset;        /**< mask time index of the first step (streaming in chunks) */
   void* stream;                /**< GPU backend: the stream, or NULL */
+  void* reserve;               /**< training plans: filled for backward (rnncore_plan_reserve_bytes), or NULL */
+  size_t reserve_bytes;
 } rnncore_forward_args;
+
+/** Inputs and outputs of one backward run: gradients of sum(y*dy) + sum(hy*dhy) + sum(cy*dcy)
+ *  (see rnncore::BackwardArgs). Gradient inputs may be NULL (zero), outputs NULL (not wanted). */
+typedef struct rnncore_backward_args {
+  rnncore_forward_args forward; /**< the arguments of the training forward that filled forward.reserve */
+  const void* dy;               /**< [T, B, D·H] (or [B, T, D·H]) */
+  const void* dhy;              /**< [L·D, B, H] */
+  const void* dcy;              /**< [L·D, B, H] (LSTM) */
+  void* dx;                     /**< [T, B, I] (or [B, T, I]); overwritten */
+  void* dh0;                    /**< [L·D, B, H]; overwritten */
+  void* dc0;                    /**< [L·D, B, H] (LSTM); overwritten */
+  void* dweights;               /**< canonical layout, rnncore_param_count elements */
+  int32_t accumulate;           /**< nonzero: add to dweights instead of overwriting it */
+} rnncore_backward_args;
 
 /** Library version, e.g. "0.1.0". */
 const char* rnncore_version(void);
@@ -232,6 +249,20 @@ void rnncore_forward_args_init(rnncore_forward_args* args);
 /** Runs the network in caller memory; no allocation. */
 rnncore_status rnncore_forward(const rnncore_plan* plan, const void* packed, void* workspace, size_t workspace_bytes,
                                const rnncore_forward_args* args);
+
+/** Training plans: exact bytes of the reserve a training forward fills (0 otherwise). */
+size_t rnncore_plan_reserve_bytes(const rnncore_plan* plan);
+/** Training plans: exact bytes of the backward workspace (0 otherwise). */
+size_t rnncore_plan_backward_workspace_bytes(const rnncore_plan* plan);
+/** Zeroed backward arguments. */
+void rnncore_backward_args_init(rnncore_backward_args* args);
+/** Backward through time after a training forward; no allocation, deterministic.
+ *  @param[in] workspace RNNCORE_ALIGNMENT-aligned, rnncore_plan_backward_workspace_bytes */
+rnncore_status rnncore_backward(const rnncore_plan* plan, const void* packed, void* workspace, size_t workspace_bytes,
+                                const rnncore_backward_args* args);
+/** Gradient of tensor `index` of a format from canonical weight gradients (rnncore::export_gradient_tensor). */
+rnncore_status rnncore_export_gradient_tensor(const rnncore_spec* spec, int32_t format, int index,
+                                              const void* canonical_grad, void* out);
 
 /** Convenience owner (allocates once). */
 typedef struct rnncore_model rnncore_model;
