@@ -77,6 +77,24 @@ struct StepArgs {
   std::int32_t block_begin = 0, block_end = 0;
 };
 
+/// Training: C[m, :] (+)= Σ_k A(m, k) · B[k, :] for rows m in [row_begin, row_end), N columns.
+/// A(m, k) = a[m·a_m + k·a_k] (a_k = 1: row-major A; a_m = 1: A transposed); B and C row-major.
+/// Deterministic: each element's sum order depends on K only (not on the row range).
+struct MatmulArgs {
+  const float* a = nullptr;
+  std::int64_t a_m = 0, a_k = 0;
+  const float* b = nullptr;
+  std::int64_t ldb = 0;
+  float* c = nullptr;
+  std::int64_t ldc = 0;
+  std::int32_t n = 0, k = 0;
+  std::int32_t row_begin = 0, row_end = 0;
+  bool accumulate = false;  ///< add to C instead of overwriting it
+};
+
+/// Element-wise activations of the training path.
+enum class Activation : std::int32_t { sigmoid = 0, tanh = 1, relu = 2 };
+
 /// f32 kernels of one instruction set; chosen once per plan.
 struct F32Kernels {
   const char* name;      ///< e.g. "f32_rnn__avx2"
@@ -98,6 +116,9 @@ struct F32Kernels {
   /// `iterations` × 12 independent vector FMAs (the machine's FMA peak, timed by `rnncore bench`);
   /// returns a value that depends on every result so that nothing is optimised away.
   float (*fma_probe)(std::int64_t iterations);
+  /// Training (simd/train_impl.hpp): f32_matmul and in-place activations with the step kernels' math.
+  void (*matmul)(const MatmulArgs&);
+  void (*activate)(Activation kind, float* v, std::int32_t n);
   /// The vector math of simd/math.hpp on n values (n a multiple of `vector`), for accuracy tests.
   void (*math)(const float* x, float* exp, float* sigmoid, float* tanh, std::int32_t n);
 };

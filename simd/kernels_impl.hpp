@@ -486,6 +486,16 @@ float fma_probe(std::int64_t iterations) {
   return xsimd::hadd(sum);
 }
 
+}  // namespace
+}  // namespace simd
+}  // namespace rnncore
+
+#include "simd/train_impl.hpp"
+
+namespace rnncore {
+namespace simd {
+namespace {
+
 template <class Arch, Weights W>
 constexpr void fill_weight_kernels(F32Kernels* k) {
   const int w = static_cast<int>(W);
@@ -511,6 +521,8 @@ constexpr F32Kernels make_kernels(const char* name) {
   k.bf16_pairs = RNNCORE_SIMD_BF16_PAIRS != 0;
   k.to_bf16 = &to_bf16<Arch>;
   k.mask_row = &simd_detail::mask_row_range<Arch>;
+  k.matmul = &matmul<Arch>;
+  k.activate = &activate<Arch>;
   k.math = &math_probe<Arch>;
   k.fma_probe = &fma_probe<Arch>;
   return k;

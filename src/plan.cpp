@@ -248,10 +248,19 @@ void layout_training(PlanImpl* p) {
   TrainLayout& tr = p->train;
   // The reference backend's packed buffer is the canonical one; the SIMD backend's gets a copy.
   Arena packed(p->packed_bytes);
-  if (p->backend == Backend::reference)
+  if (p->backend == Backend::reference) {
     tr.canonical = kPackedHeaderBytes;
-  else
+  } else {
     tr.canonical = packed.take(static_cast<std::uint64_t>(param_count(st)), es);
+    for (int l = 0; l < st.num_layers; ++l) {
+      const LayerPlan& lp = p->layers[l];
+      const std::uint64_t gh = static_cast<std::uint64_t>(lp.gates) * lp.hidden;
+      for (int d = 0; d < lp.dirs; ++d) {
+        if (!lp.skip_input) tr.w_t[l][d] = packed.take(gh * lp.input_size, es);
+        tr.r_t[l][d] = packed.take(gh * lp.hidden, es);
+      }
+    }
+  }
   p->packed_bytes = packed.size();
 
   Arena reserve(kReserveHeaderBytes);
@@ -276,6 +285,14 @@ void layout_training(PlanImpl* p) {
   }
   tr.rows_stride = static_cast<std::size_t>(round_up(static_cast<std::int64_t>(kScratchRows * p->max_width * es), kAlignment));
   tr.rows = fw.take(2 * tr.rows_stride, 1);
+  if (p->backend == Backend::simd) {
+    tr.proj = fw.take(T * B * gates * hidden, es);
+    tr.rec = fw.take(B * gates * hidden, es);
+    tr.state_h = fw.take(B * hidden, es);
+    tr.state_c = fw.take(B * hidden, es);
+    tr.rh = fw.take(B * hidden, es);
+    tr.x_in = fw.take(T * B * input, es);
+  }
   tr.forward_total = fw.size();
 
   Arena bw(0);
@@ -449,8 +466,7 @@ Status Plan::pack_weights(const void* canonical, void* packed, std::size_t packe
   const detail::PackedHeader header{detail::kPackedMagic, p.fingerprint};
   std::memcpy(bytes, &header, sizeof header);
   if (p.backend == Backend::reference) return detail::reference_pack(p, canonical, bytes);
-  if (p.options.training)  // backward (and the training forward) read the canonical weights
-    std::memcpy(bytes + p.train.canonical, canonical, static_cast<std::size_t>(param_count(p.stack)) * dtype_size(p.stack.dtype));
+  if (p.options.training) detail::pack_training(p, static_cast<const float*>(canonical), bytes);
   return detail::simd_pack(p, canonical, bytes);
 }
 

@@ -8,6 +8,7 @@
 // depend on threads or on anything but the inputs.
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "src/internal/canonical_params.hpp"
 #include "src/internal/dropout.hpp"
@@ -85,6 +86,49 @@ void axpy(T* y, T a, const T* x, int n) {
   for (int i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+// C (+)= A · B (the shapes of simd::MatmulArgs, over rows [0, m)): the plan's SIMD kernel for f32
+// when it has one, else plain loops (f64, the reference backend) summing k in increasing order.
+template <class T>
+struct Matmul {
+  const T* a = nullptr;
+  std::int64_t a_m = 0, a_k = 0;
+  const T* b = nullptr;
+  std::int64_t ldb = 0;
+  T* c = nullptr;
+  std::int64_t ldc = 0;
+  std::int64_t m = 0;
+  int n = 0, k = 0;
+  bool accumulate = false;
+};
+
+template <class T>
+void matmul(const simd::F32Kernels* kernels, const Matmul<T>& g) {
+  if constexpr (std::is_same<T, float>::value) {
+    if (kernels != nullptr) {
+      simd::MatmulArgs a;
+      a.a = g.a;
+      a.a_m = g.a_m;
+      a.a_k = g.a_k;
+      a.b = g.b;
+      a.ldb = g.ldb;
+      a.c = g.c;
+      a.ldc = g.ldc;
+      a.n = g.n;
+      a.k = g.k;
+      a.row_begin = 0;
+      a.row_end = static_cast<std::int32_t>(g.m);
+      a.accumulate = g.accumulate;
+      kernels->matmul(a);
+      return;
+    }
+  }
+  for (std::int64_t i = 0; i < g.m; ++i) {
+    T* c = g.c + i * g.ldc;
+    if (!g.accumulate) std::memset(c, 0, sizeof(T) * g.n);
+    for (int p = 0; p < g.k; ++p) axpy(c, g.a[i * g.a_m + p * g.a_k], g.b + p * g.ldb, g.n);
+  }
+}
+
 // Everything backward of one (layer, direction) reads and writes.
 template <class T>
 struct DirectionGrad {
@@ -106,6 +150,7 @@ struct DirectionGrad {
   // Workspace.
   T *dh = nullptr, *dh_next = nullptr, *dc = nullptr, *dgates = nullptr, *hprev = nullptr, *xcell = nullptr, *rows = nullptr;
   int row_width = 0;           // elements of one scratch row
+  const simd::F32Kernels* kernels = nullptr;  // SIMD backend: the matmul kernel
 };
 
 // The direction's view of a layer: steps in processing order, a row's previous step.
@@ -203,7 +248,8 @@ class BackwardDirection {
   }
 
   // Pre-activation gradients of one row into dgates (input side G·H, then GRU reset-after's
-  // recurrent n part), the part of dh_prev that bypasses the recurrent weights, and dc_prev.
+  // recurrent n part), the part of dh_prev that bypasses the recurrent weights, and dc_prev. The
+  // reset-before GRU's r gate waits for reset_before_r (it needs R_nᵀ of every row).
   void cell_backward(int t, int b, const T* dh_cell, T* dgr, T* dh_direct) {
     const T* k = keep(t, b);
     const T* hp = g_.hprev + at(t, b) * H_;
@@ -213,16 +259,18 @@ class BackwardDirection {
         T* dc = g_.dc + static_cast<std::int64_t>(b) * H;
         T* c_prev = scratch(3);
         T* dc_cell = scratch(4);
+        T* tc = scratch(5);
         state_before(t, b, 4, wm_.state_c, g_.c0, c_prev);
         std::memcpy(dc_cell, dc, sizeof(T) * H);
         for (int w = 0; w < wm_.count; ++w) multiply_by_mask(wm_.state_c[w], g_.run, t, b, dc_cell, H);
+        tanh_row(k + 4 * H, tc, H);
         for (int u = 0; u < H; ++u) {
-          const T i = k[u], f = k[H + u], g = k[2 * H + u], o = k[3 * H + u], tc = std::tanh(k[4 * H + u]);
-          const T dct = dc_cell[u] + dh_cell[u] * o * (T(1) - tc * tc);
+          const T i = k[u], f = k[H + u], g = k[2 * H + u], o = k[3 * H + u];
+          const T dct = dc_cell[u] + dh_cell[u] * o * (T(1) - tc[u] * tc[u]);
           dgr[u] = dct * g * i * (T(1) - i);
           dgr[H + u] = dct * c_prev[u] * f * (T(1) - f);
           dgr[2 * H + u] = dct * i * (T(1) - g * g);
-          dgr[3 * H + u] = dh_cell[u] * tc * o * (T(1) - o);
+          dgr[3 * H + u] = dh_cell[u] * tc[u] * o * (T(1) - o);
           dc[u] = dct * f;
           dh_direct[u] = T(0);
         }
@@ -241,16 +289,6 @@ class BackwardDirection {
             dgr[3 * H + u] = dan * r;  // gradient of R_n h + bR_n
           }
         }
-        if (!after) {  // n saw R_n (r ⊙ h): its gradient reaches r and h through R_n
-          T* d_rh = scratch(3);
-          std::memset(d_rh, 0, sizeof(T) * H);
-          for (int u = 0; u < H; ++u) axpy(d_rh, dgr[2 * H + u], g_.w.R[2] + static_cast<std::int64_t>(u) * H, H);
-          for (int u = 0; u < H; ++u) {
-            const T r = k[u];
-            dgr[u] = d_rh[u] * hp[u] * r * (T(1) - r);
-            dh_direct[u] += d_rh[u] * r;
-          }
-        }
         break;
       }
       case Mode::rnn_tanh:
@@ -265,14 +303,55 @@ class BackwardDirection {
     }
   }
 
-  // Column of dgates that multiplies R_g (GRU reset-after: n's own; reset-before: n goes through
-  // cell_backward's d(r ⊙ h) instead, -1).
-  int recurrent_column(int g) const {
-    if (lp_.mode != Mode::gru || g != 2) return g;
-    return lp_.gru_variant == GruVariant::reset_after ? 3 : -1;
+  // Reset-before GRU: n saw R_n (r ⊙ h), so its gradient reaches r and h through R_nᵀ.
+  void reset_before_r(int t) {
+    T* d_rh = g_.rows + static_cast<std::int64_t>(kScratchRows) * g_.row_width;  // [B, H]
+    matmul_rows(t, 2 * H_, H_, g_.w.R[2], d_rh, false);
+    for (int b = 0; b < B_; ++b) {
+      if (!active(t, b)) continue;
+      const T* k = keep(t, b);
+      const T* hp = g_.hprev + at(t, b) * H_;
+      const T* drh = d_rh + static_cast<std::int64_t>(b) * H_;
+      T* dgr = g_.dgates + at(t, b) * gw_;
+      T* dh_direct = g_.dh_next + static_cast<std::int64_t>(b) * H_;
+      for (int u = 0; u < H_; ++u) {
+        const T r = k[u];
+        dgr[u] = drh[u] * hp[u] * r * (T(1) - r);
+        dh_direct[u] += drh[u] * r;
+      }
+    }
   }
 
-  // One step t, all rows: cell gradients, then dh_prev = direct part + Σ_g R_gᵀ · dpre_g.
+  // out[B, ·] (+)= dgates[t, :, column…column+k) · B (k × n, row-major): a product over step t's rows.
+  void matmul_rows(int t, int column, int k, const T* b, T* out, bool accumulate) const {
+    Matmul<T> m;
+    m.a = g_.dgates + at(t, 0) * gw_ + column;
+    m.a_m = gw_;
+    m.a_k = 1;
+    m.b = b;
+    m.ldb = H_;
+    m.c = out;
+    m.ldc = H_;
+    m.m = B_;
+    m.n = H_;
+    m.k = k;
+    m.accumulate = accumulate;
+    matmul(g_.kernels, m);
+  }
+
+  void tanh_row(const T* src, T* dst, int n) const {
+    if constexpr (std::is_same<T, float>::value) {
+      if (g_.kernels != nullptr) {
+        std::memcpy(dst, src, sizeof(T) * n);
+        g_.kernels->activate(simd::Activation::tanh, dst, n);
+        return;
+      }
+    }
+    for (int i = 0; i < n; ++i) dst[i] = std::tanh(src[i]);
+  }
+
+  // One step t, all rows: cell gradients, then dh_prev = direct part + Σ_g R_gᵀ · dpre_g (rows past
+  // their length carry dh unchanged: their dgates rows are zero).
   void step(int t) {
     T* dh_cell = scratch(0);
     for (int b = 0; b < B_; ++b) {
@@ -284,62 +363,82 @@ class BackwardDirection {
       output_gradient(t, b, dh_cell);
       cell_backward(t, b, dh_cell, g_.dgates + at(t, b) * gw_, dh_next);
     }
-    for (int g = 0; g < lp_.gates; ++g) {
-      const int col = recurrent_column(g);
-      if (col < 0) continue;
-      for (int u = 0; u < H_; ++u) {
-        const T* r_row = g_.w.R[g] + static_cast<std::int64_t>(u) * H_;
-        for (int b = 0; b < B_; ++b)
-          if (active(t, b))
-            axpy(g_.dh_next + static_cast<std::int64_t>(b) * H_, g_.dgates[at(t, b) * gw_ + col * H_ + u], r_row, H_);
-      }
-    }
+    const bool gru = lp_.mode == Mode::gru;
+    if (gru && lp_.gru_variant == GruVariant::reset_before) reset_before_r(t);
+    // R_0 … R_{G−1} are consecutive in the canonical buffer: one product covers every gate whose
+    // gradient column is its own (all but GRU n).
+    matmul_rows(t, 0, (gru ? 2 : lp_.gates) * H_, g_.w.R[0], g_.dh_next, true);
+    if (gru && lp_.gru_variant == GruVariant::reset_after) matmul_rows(t, 3 * H_, H_, g_.w.R[2], g_.dh_next, true);
     T* swap = g_.dh;
     g_.dh = g_.dh_next;
     g_.dh_next = swap;
   }
 
-  // Σ over every (step, row), ascending: dW_g += dpre_g ⊗ x_cell, dR_g += dpre_rec_g ⊗ h_prev,
-  // dbW_g += dpre_g, dbR_g += dpre_rec_g. Rows past a length hold zeros.
+  // d(out)[rows_out, n] (+)= Σ over every (step, row) r of dgates[r, column + m] · src[r, :]: a weight
+  // gradient (rows past a length hold zeros).
+  void weight_product(int column, int rows_out, const T* src, int n, T* out) const {
+    Matmul<T> m;
+    m.a = g_.dgates + column;
+    m.a_m = 1;
+    m.a_k = gw_;
+    m.b = src;
+    m.ldb = n;
+    m.c = out;
+    m.ldc = n;
+    m.m = rows_out;
+    m.n = n;
+    m.k = g_.steps * B_;
+    m.accumulate = true;
+    matmul(g_.kernels, m);
+  }
+
+  // dW += dpreᵀ · x_cell, dR += dpre_recᵀ · h_prev, dbW += Σ dpre, dbR += Σ dpre_rec.
   void weight_gradients() {
     if (g_.dw.R[0] == nullptr) return;
     const std::int64_t rows = static_cast<std::int64_t>(g_.steps) * B_;
-    const bool reset_before = lp_.mode == Mode::gru && lp_.gru_variant == GruVariant::reset_before;
-    for (int g = 0; g < lp_.gates; ++g)
-      for (int u = 0; u < H_; ++u)
+    const int G = lp_.gates, H = H_;
+    const bool gru = lp_.mode == Mode::gru, reset_after = gru && lp_.gru_variant == GruVariant::reset_after;
+    if (g_.dw.W[0] != nullptr) weight_product(0, G * H, g_.xcell, I_, g_.dw.W[0]);
+    for (int g = 0; g < G; ++g) {
+      const int rec = gru && g == 2 && reset_after ? 3 : g;
+      for (int u = 0; u < H; ++u)
         for (std::int64_t r = 0; r < rows; ++r) {
-          const T d = g_.dgates[r * gw_ + g * H_ + u];
-          if (g_.dw.W[g] != nullptr) axpy(g_.dw.W[g] + static_cast<std::int64_t>(u) * I_, d, g_.xcell + r * I_, I_);
-          g_.dw.bW[g][u] += d;
-        }
-    for (int g = 0; g < lp_.gates; ++g) {
-      if (reset_before && g == 2) {  // R_n multiplied r ⊙ h_prev: turn h_prev into it (r, z are done)
-        for (std::int64_t r = 0; r < rows; ++r)
-          for (int u = 0; u < H_; ++u) g_.hprev[r * H_ + u] *= g_.keep[r * slots_ + u];
-      }
-      const int col = reset_before && g == 2 ? 2 : recurrent_column(g);
-      for (int u = 0; u < H_; ++u)
-        for (std::int64_t r = 0; r < rows; ++r) {
-          const T d = g_.dgates[r * gw_ + col * H_ + u];
-          axpy(g_.dw.R[g] + static_cast<std::int64_t>(u) * H_, d, g_.hprev + r * H_, H_);
-          g_.dw.bR[g][u] += d;
+          g_.dw.bW[g][u] += g_.dgates[r * gw_ + g * H + u];
+          g_.dw.bR[g][u] += g_.dgates[r * gw_ + rec * H + u];
         }
     }
+    weight_product(0, (gru ? 2 : G) * H, g_.hprev, H, g_.dw.R[0]);
+    if (!gru) return;
+    if (!reset_after)  // R_n multiplied r ⊙ h_prev: h_prev becomes that (r and z are done)
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (int u = 0; u < H; ++u) g_.hprev[r * H + u] *= g_.keep[r * slots_ + u];
+    weight_product(reset_after ? 3 * H : 2 * H, H, g_.hprev, H, g_.dw.R[2]);
   }
 
   // dx += (Σ_g W_gᵀ dpre_g) ⊙ the input masks, computed into xcell (no longer needed).
   void input_gradients() {
     const std::int64_t rows = static_cast<std::int64_t>(g_.steps) * B_;
-    std::memset(g_.xcell, 0, sizeof(T) * rows * I_);
-    for (int g = 0; g < lp_.gates; ++g)
-      for (int u = 0; u < H_; ++u) {
-        for (std::int64_t r = 0; r < rows; ++r) {
-          const T d = g_.dgates[r * gw_ + g * H_ + u];
-          T* dxc = g_.xcell + r * I_;
-          if (g_.w.W[g] != nullptr) axpy(dxc, d, g_.w.W[g] + static_cast<std::int64_t>(u) * I_, I_);
-          else dxc[u] += d;  // skip input: every gate adds x itself
+    if (g_.w.W[0] != nullptr) {
+      Matmul<T> m;
+      m.a = g_.dgates;
+      m.a_m = gw_;
+      m.a_k = 1;
+      m.b = g_.w.W[0];
+      m.ldb = I_;
+      m.c = g_.xcell;
+      m.ldc = I_;
+      m.m = rows;
+      m.n = I_;
+      m.k = lp_.gates * H_;
+      matmul(g_.kernels, m);
+    } else {  // skip input: every gate added x itself
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (int u = 0; u < I_; ++u) {
+          T s = T(0);
+          for (int g = 0; g < lp_.gates; ++g) s += g_.dgates[r * gw_ + g * H_ + u];
+          g_.xcell[r * I_ + u] = s;
         }
-      }
+    }
     for (int t = 0; t < g_.steps; ++t)
       for (int b = 0; b < B_; ++b) {
         if (!active(t, b)) continue;
@@ -439,6 +538,7 @@ void backward_all(const PlanImpl& p, const unsigned char* packed, unsigned char*
       g.xcell = at_bytes<T>(ws, tr.xcell);
       g.rows = at_bytes<T>(ws, tr.brows);
       g.row_width = p.max_width;
+      g.kernels = p.backend == Backend::simd ? p.kernels : nullptr;
       BackwardDirection<T>(p, g).run();
     }
     // The layer below produced this layer's input; its inter-layer mask scaled it.
@@ -447,7 +547,214 @@ void backward_all(const PlanImpl& p, const unsigned char* packed, unsigned char*
   }
 }
 
+// The training forward of one (layer, direction) on the SIMD backend, batched: the input
+// projections of every step in one matmul (x_cell · Wᵀ), then per step the recurrent products of
+// every row (h · Rᵀ), the cell with the kernels' vector math, and the wrappers — writing the same
+// reserve rows as the reference cell loop. f32 only.
+class BatchedForward {
+ public:
+  BatchedForward(const PlanImpl& p, int layer, int dir, const DirectionIO& io, const unsigned char* packed, unsigned char* ws)
+      : p_(p), lp_(p.layers[layer]), ls_(p.stack.layers[layer]), io_(io), k_(p.kernels), H_(lp_.hidden),
+        I_(lp_.input_size), B_(io.batch), G_(lp_.gates), GH_(lp_.gates * lp_.hidden), slots_(keep_slots(lp_) * lp_.hidden),
+        w_(cell_params(p, layer, dir, reinterpret_cast<const float*>(packed + p.train.canonical))),
+        w_t_(lp_.skip_input ? nullptr : reinterpret_cast<const float*>(packed + p.train.w_t[layer][dir])),
+        r_t_(reinterpret_cast<const float*>(packed + p.train.r_t[layer][dir])),
+        proj_(reinterpret_cast<float*>(ws + p.train.proj)), rec_(reinterpret_cast<float*>(ws + p.train.rec)),
+        h_(reinterpret_cast<float*>(ws + p.train.state_h)), c_(reinterpret_cast<float*>(ws + p.train.state_c)),
+        rh_(reinterpret_cast<float*>(ws + p.train.rh)), x_in_(reinterpret_cast<float*>(ws + p.train.x_in)),
+        rows_(reinterpret_cast<float*>(ws + p.train.rows + static_cast<std::size_t>(dir) * p.train.rows_stride)),
+        wm_(wrapper_masks(p, layer, dir, io.dropout)) {}
+
+  void run() {
+    project_inputs();
+    const std::size_t state = sizeof(float) * B_ * H_;
+    if (io_.h0 != nullptr) std::memcpy(h_, io_.h0, state); else std::memset(h_, 0, state);
+    if (io_.c0 != nullptr) std::memcpy(c_, io_.c0, state); else std::memset(c_, 0, state);
+    for (int s = 0; s < io_.steps; ++s) step(io_.reverse ? io_.steps - 1 - s : s);
+    if (io_.hy != nullptr) std::memcpy(io_.hy, h_, state);
+    if (io_.cy != nullptr && lp_.mode == Mode::lstm) std::memcpy(io_.cy, c_, state);
+  }
+
+ private:
+  std::int64_t at(int t, int b) const { return static_cast<std::int64_t>(t) * B_ + b; }
+  float* row(int k) const { return rows_ + static_cast<std::int64_t>(k) * p_.max_width; }
+  bool active(int t, int b) const { return t < (io_.lengths != nullptr ? io_.lengths[b] : io_.steps); }
+  const float* x_row(int t, int b) const { return static_cast<const float*>(io_.x) + t * io_.x_st + b * io_.x_sb; }
+
+  void product(const float* a, std::int64_t rows, int k, const float* b, std::int64_t ldb, int n, float* c) const {
+    simd::MatmulArgs m;
+    m.a = a;
+    m.a_m = k;
+    m.a_k = 1;
+    m.b = b;
+    m.ldb = ldb;
+    m.c = c;
+    m.ldc = GH_;
+    m.n = n;
+    m.k = k;
+    m.row_begin = 0;
+    m.row_end = static_cast<std::int32_t>(rows);
+    k_->matmul(m);
+  }
+
+  // proj[t, b] = W x_cell + bW + bR (GRU reset-after: bR_n stays with the recurrent term).
+  void project_inputs() {
+    const std::int64_t rows = static_cast<std::int64_t>(io_.steps) * B_;
+    for (int t = 0; t < io_.steps; ++t)
+      for (int b = 0; b < B_; ++b) {
+        float* xc = x_in_ + at(t, b) * I_;
+        std::memcpy(xc, x_row(t, b), sizeof(float) * I_);
+        for (int w = wm_.count - 1; w >= 0; --w) multiply_by_mask(wm_.input[w], io_.dropout, t, b, xc, I_);
+      }
+    if (w_t_ != nullptr) {
+      product(x_in_, rows, I_, w_t_, GH_, GH_, proj_);
+    } else {  // skip input: every gate adds x itself
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (int g = 0; g < G_; ++g) std::memcpy(proj_ + r * GH_ + g * H_, x_in_ + r * I_, sizeof(float) * H_);
+    }
+    const bool reset_after = lp_.mode == Mode::gru && lp_.gru_variant == GruVariant::reset_after;
+    float* bias = rec_;  // G·H floats of scratch: the steps overwrite rec_
+    for (int g = 0; g < G_; ++g)
+      for (int u = 0; u < H_; ++u) bias[g * H_ + u] = w_.bW[g][u] + (reset_after && g == 2 ? 0.0f : w_.bR[g][u]);
+    for (std::int64_t r = 0; r < rows; ++r) axpy(proj_ + r * GH_, 1.0f, bias, GH_);
+  }
+
+  void step(int t) {
+    const bool gru = lp_.mode == Mode::gru, reset_before = gru && lp_.gru_variant == GruVariant::reset_before;
+    // Recurrent products of every row (the reset-before GRU's n gate waits for r ⊙ h).
+    product(h_, B_, H_, r_t_, GH_, reset_before ? 2 * H_ : GH_, rec_);
+    for (int b = 0; b < B_; ++b)
+      if (active(t, b)) gates(t, b);
+    if (reset_before) {
+      product(rh_, B_, H_, r_t_ + 2 * H_, GH_, H_, rec_ + 2 * H_);
+      for (int b = 0; b < B_; ++b)
+        if (active(t, b)) reset_before_n(t, b);
+    }
+    for (int b = 0; b < B_; ++b) finish(t, b);
+  }
+
+  float* keep(int t, int b) const { return static_cast<float*>(io_.keep) + at(t, b) * slots_; }
+
+  // Gate activations and the new cell state into the reserve row.
+  void gates(int t, int b) {
+    float* k = keep(t, b);
+    const float* pj = proj_ + at(t, b) * GH_;
+    const float* rc = rec_ + static_cast<std::int64_t>(b) * GH_;
+    const float* hp = h_ + static_cast<std::int64_t>(b) * H_;
+    const int H = H_;
+    switch (lp_.mode) {
+      case Mode::lstm: {
+        float* c = c_ + static_cast<std::int64_t>(b) * H;
+        for (int u = 0; u < 4 * H; ++u) k[u] = pj[u] + rc[u];
+        k_->activate(simd::Activation::sigmoid, k, 2 * H);
+        k_->activate(simd::Activation::tanh, k + 2 * H, H);
+        k_->activate(simd::Activation::sigmoid, k + 3 * H, H);
+        for (int u = 0; u < H; ++u) k[4 * H + u] = k[H + u] * c[u] + k[u] * k[2 * H + u];
+        std::memcpy(k + 5 * H, k + 4 * H, sizeof(float) * H);
+        k_->activate(simd::Activation::tanh, k + 5 * H, H);
+        for (int u = 0; u < H; ++u) k[5 * H + u] *= k[3 * H + u];
+        break;
+      }
+      case Mode::gru: {
+        for (int u = 0; u < 2 * H; ++u) k[u] = pj[u] + rc[u];
+        k_->activate(simd::Activation::sigmoid, k, 2 * H);
+        if (lp_.gru_variant == GruVariant::reset_before) {
+          float* rh = rh_ + static_cast<std::int64_t>(b) * H;
+          for (int u = 0; u < H; ++u) rh[u] = k[u] * hp[u];
+          break;
+        }
+        for (int u = 0; u < H; ++u) {
+          k[3 * H + u] = rc[2 * H + u] + w_.bR[2][u];
+          k[2 * H + u] = pj[2 * H + u] + k[u] * k[3 * H + u];
+        }
+        finish_gru(k, hp, 4);
+        break;
+      }
+      case Mode::rnn_tanh:
+      case Mode::rnn_relu:
+        for (int u = 0; u < H; ++u) k[u] = pj[u] + rc[u];
+        k_->activate(lp_.mode == Mode::rnn_tanh ? simd::Activation::tanh : simd::Activation::relu, k, H);
+        break;
+    }
+  }
+
+  void reset_before_n(int t, int b) {
+    float* k = keep(t, b);
+    const float* pj = proj_ + at(t, b) * GH_;
+    const float* rc = rec_ + static_cast<std::int64_t>(b) * GH_;
+    for (int u = 0; u < H_; ++u) k[2 * H_ + u] = pj[2 * H_ + u] + rc[2 * H_ + u];
+    finish_gru(k, h_ + static_cast<std::int64_t>(b) * H_, 3);
+  }
+
+  // n = tanh(k[2H…]) and h = (1 − z) n + z h_prev into slot `h_slot`.
+  void finish_gru(float* k, const float* hp, int h_slot) const {
+    const int H = H_;
+    k_->activate(simd::Activation::tanh, k + 2 * H, H);
+    for (int u = 0; u < H; ++u) k[h_slot * H + u] = (1.0f - k[H + u]) * k[2 * H + u] + k[H + u] * hp[u];
+  }
+
+  // The output through the wrappers, and the state (through the state masks) for the next step.
+  void finish(int t, int b) {
+    float* y = static_cast<float*>(io_.y) + t * io_.y_st + b * io_.y_sb;
+    if (!active(t, b)) {  // past the row's length: state carries over, output is zero
+      std::memset(y, 0, sizeof(float) * H_);
+      return;
+    }
+    const float* k = keep(t, b);
+    const int slots = keep_slots(lp_);
+    float* h = h_ + static_cast<std::int64_t>(b) * H_;
+    float* c = c_ + static_cast<std::int64_t>(b) * H_;
+    float* out = row(1);
+    std::memcpy(h, k + (slots - 1) * H_, sizeof(float) * H_);
+    std::memcpy(out, h, sizeof(float) * H_);
+    if (lp_.mode == Mode::lstm) std::memcpy(c, k + 4 * H_, sizeof(float) * H_);
+    for (int w = 0; w < wm_.count; ++w) {
+      if (ls_.wrappers[w].kind == WrapperKind::dropout) {
+        multiply_by_mask(wm_.output[w], io_.dropout, t, b, out, H_);
+        multiply_by_mask(wm_.state_h[w], io_.dropout, t, b, h, H_);
+        if (lp_.mode == Mode::lstm) multiply_by_mask(wm_.state_c[w], io_.dropout, t, b, c, H_);
+      } else {  // residual (add): the input this wrapper received, after the input masks outside it
+        float* level = row(2);
+        std::memcpy(level, x_row(t, b), sizeof(float) * I_);
+        for (int v = wm_.count - 1; v > w; --v) multiply_by_mask(wm_.input[v], io_.dropout, t, b, level, I_);
+        for (int u = 0; u < H_; ++u) out[u] += level[u];
+      }
+    }
+    std::memcpy(y, out, sizeof(float) * H_);
+  }
+
+  const PlanImpl& p_;
+  const LayerPlan& lp_;
+  const LayerSpec& ls_;
+  const DirectionIO& io_;
+  const simd::F32Kernels* k_;
+  const int H_, I_, B_, G_, GH_, slots_;
+  const CellParams<const float> w_;
+  const float *w_t_, *r_t_;
+  float *proj_, *rec_, *h_, *c_, *rh_, *x_in_, *rows_;
+  const WrapperMasks wm_;
+};
+
 }  // namespace
+
+void pack_training(const PlanImpl& p, const float* canonical, unsigned char* packed) {
+  const TrainLayout& tr = p.train;
+  std::memcpy(packed + tr.canonical, canonical, static_cast<std::size_t>(param_count(p.stack)) * sizeof(float));
+  for (int l = 0; l < p.stack.num_layers; ++l) {
+    const LayerPlan& lp = p.layers[l];
+    const int GH = lp.gates * lp.hidden;
+    for (int d = 0; d < lp.dirs; ++d) {
+      const CellParams<const float> w = cell_params(p, l, d, canonical);
+      // W_0 … W_{G−1} ([G·H, K] together) transposed to [K, G·H]; likewise R.
+      auto transpose = [GH](const float* m, int k, float* out) {
+        for (int r = 0; r < GH; ++r)
+          for (int i = 0; i < k; ++i) out[static_cast<std::int64_t>(i) * GH + r] = m[static_cast<std::int64_t>(r) * k + i];
+      };
+      if (w.W[0] != nullptr) transpose(w.W[0], lp.input_size, reinterpret_cast<float*>(packed + tr.w_t[l][d]));
+      transpose(w.R[0], lp.hidden, reinterpret_cast<float*>(packed + tr.r_t[l][d]));
+    }
+  }
+}
 
 Status train_forward(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& a,
                      const RunDropout& run) {
@@ -462,7 +769,11 @@ Status train_forward(const PlanImpl& p, const unsigned char* packed, unsigned ch
       buf.h[1] = ws + tr.h[d][1];
       buf.c = ws + tr.c[d];
       buf.rows = ws + tr.rows + static_cast<std::size_t>(d) * tr.rows_stride;
-      reference_run_direction(p, l, d, direction_io(p, a, ws, l, d, run, reserve), packed + tr.canonical, buf);
+      const DirectionIO io = direction_io(p, a, ws, l, d, run, reserve);
+      if (p.backend == Backend::simd)
+        BatchedForward(p, l, d, io, packed, ws).run();
+      else
+        reference_run_direction(p, l, d, io, packed + tr.canonical, buf);
     }
     if (l + 1 < p.stack.num_layers)
       apply_inter_layer_dropout(p, run, l, reserve + tr.layer_out[l], a.seq_len, a.batch, ws + tr.rows);

@@ -65,12 +65,18 @@ struct WorkspaceLayout {
 // plan's max batch and length (a run with fewer rows or steps uses their leading parts).
 struct TrainLayout {
   std::size_t canonical = 0;           // packed buffer: the canonical weights
+  // SIMD backend: per (layer, dir) Wᵀ [I, G·H] (none for a skip layer) and Rᵀ [H, G·H] in the
+  // packed buffer, the B operands of the batched training forward's matmuls.
+  std::size_t w_t[kMaxLayers][2] = {}, r_t[kMaxLayers][2] = {};
   // Reserve: a header, then per (layer, dir) [T, B, keep_slots·H] rows, then inner-layer outputs.
   std::size_t keep[kMaxLayers][2] = {};
   std::size_t layer_out[kMaxLayers] = {};  // [T, B, D·H] after inter-layer dropout (l < L-1)
   std::size_t reserve_total = 0;
   // Training-forward workspace (the reference cell loop).
   std::size_t h[2][2] = {{0, 0}, {0, 0}}, c[2] = {0, 0}, rows = 0, rows_stride = 0;
+  // The batched training forward (SIMD backend): projections of every step [T, B, G·H], one step's
+  // recurrent products [B, G·H], the state [B, H] (h, c, r ⊙ h) and the cell input [T, B, I].
+  std::size_t proj = 0, rec = 0, state_h = 0, state_c = 0, rh = 0, x_in = 0;
   std::size_t forward_total = 0;
   // Backward workspace.
   std::size_t dh[2] = {0, 0}, dc = 0;  // [B, H] gradients of the state passed between steps (dh: two turns)
@@ -181,6 +187,8 @@ void reference_run_direction(const PlanImpl& p, int layer, int dir, const Direct
                              const ReferenceBuffers& buf);
 // Training (src/train.cpp): the plan's TrainLayout, the training forward and backward through time.
 void layout_training(PlanImpl* p);
+// SIMD training plans: the canonical weights and their transposes into the packed buffer.
+void pack_training(const PlanImpl& p, const float* canonical, unsigned char* packed);
 Status train_forward(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& args,
                      const RunDropout& run);
 Status train_backward(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const BackwardArgs& args);
