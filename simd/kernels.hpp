@@ -90,7 +90,10 @@ struct MatmulArgs {
   std::int32_t n = 0, k = 0;
   std::int32_t row_begin = 0, row_end = 0;
   bool accumulate = false;  ///< add to C instead of overwriting it
+  float* scratch = nullptr;  ///< kMatmulScratchFloats floats for packed tiles of A and B (null: no packing)
 };
+/// Floats of MatmulArgs::scratch (a 256 × 512 panel of B and a 256 × 8 tile of A).
+constexpr std::int64_t kMatmulScratchFloats = 256 * 512 + 256 * 8;
 
 /// Element-wise activations of the training path.
 enum class Activation : std::int32_t { sigmoid = 0, tanh = 1, relu = 2 };

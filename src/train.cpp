@@ -99,6 +99,7 @@ struct Matmul {
   std::int64_t m = 0;
   int n = 0, k = 0;
   bool accumulate = false;
+  T* scratch = nullptr;  // f32 SIMD: simd::kMatmulScratchFloats for packing
 };
 
 template <class T>
@@ -118,6 +119,7 @@ void matmul(const simd::F32Kernels* kernels, const Matmul<T>& g) {
       a.row_begin = 0;
       a.row_end = static_cast<std::int32_t>(g.m);
       a.accumulate = g.accumulate;
+      a.scratch = g.scratch;
       kernels->matmul(a);
       return;
     }
@@ -151,6 +153,7 @@ struct DirectionGrad {
   T *dh = nullptr, *dh_next = nullptr, *dc = nullptr, *dgates = nullptr, *hprev = nullptr, *xcell = nullptr, *rows = nullptr;
   int row_width = 0;           // elements of one scratch row
   const simd::F32Kernels* kernels = nullptr;  // SIMD backend: the matmul kernel
+  T* pack = nullptr;                          // and its scratch
 };
 
 // The direction's view of a layer: steps in processing order, a row's previous step.
@@ -336,6 +339,7 @@ class BackwardDirection {
     m.n = H_;
     m.k = k;
     m.accumulate = accumulate;
+    m.scratch = g_.pack;
     matmul(g_.kernels, m);
   }
 
@@ -389,6 +393,7 @@ class BackwardDirection {
     m.n = n;
     m.k = g_.steps * B_;
     m.accumulate = true;
+    m.scratch = g_.pack;
     matmul(g_.kernels, m);
   }
 
@@ -399,14 +404,12 @@ class BackwardDirection {
     const int G = lp_.gates, H = H_;
     const bool gru = lp_.mode == Mode::gru, reset_after = gru && lp_.gru_variant == GruVariant::reset_after;
     if (g_.dw.W[0] != nullptr) weight_product(0, G * H, g_.xcell, I_, g_.dw.W[0]);
-    for (int g = 0; g < G; ++g) {
-      const int rec = gru && g == 2 && reset_after ? 3 : g;
-      for (int u = 0; u < H; ++u)
-        for (std::int64_t r = 0; r < rows; ++r) {
-          g_.dw.bW[g][u] += g_.dgates[r * gw_ + g * H + u];
-          g_.dw.bR[g][u] += g_.dgates[r * gw_ + rec * H + u];
-        }
-    }
+    for (std::int64_t r = 0; r < rows; ++r)  // row by row (each bias element still sums r in order)
+      for (int g = 0; g < G; ++g) {
+        const T* d = g_.dgates + r * gw_;
+        axpy(g_.dw.bW[g], T(1), d + g * H, H);
+        axpy(g_.dw.bR[g], T(1), d + (gru && g == 2 && reset_after ? 3 : g) * H, H);
+      }
     weight_product(0, (gru ? 2 : G) * H, g_.hprev, H, g_.dw.R[0]);
     if (!gru) return;
     if (!reset_after)  // R_n multiplied r ⊙ h_prev: h_prev becomes that (r and z are done)
@@ -430,6 +433,7 @@ class BackwardDirection {
       m.m = rows;
       m.n = I_;
       m.k = lp_.gates * H_;
+      m.scratch = g_.pack;
       matmul(g_.kernels, m);
     } else {  // skip input: every gate added x itself
       for (std::int64_t r = 0; r < rows; ++r)
@@ -539,6 +543,7 @@ void backward_all(const PlanImpl& p, const unsigned char* packed, unsigned char*
       g.rows = at_bytes<T>(ws, tr.brows);
       g.row_width = p.max_width;
       g.kernels = p.backend == Backend::simd ? p.kernels : nullptr;
+      if (g.kernels != nullptr) g.pack = at_bytes<T>(ws, tr.backward_pack);
       BackwardDirection<T>(p, g).run();
     }
     // The layer below produced this layer's input; its inter-layer mask scaled it.
@@ -563,6 +568,7 @@ class BatchedForward {
         h_(reinterpret_cast<float*>(ws + p.train.state_h)), c_(reinterpret_cast<float*>(ws + p.train.state_c)),
         rh_(reinterpret_cast<float*>(ws + p.train.rh)), x_in_(reinterpret_cast<float*>(ws + p.train.x_in)),
         rows_(reinterpret_cast<float*>(ws + p.train.rows + static_cast<std::size_t>(dir) * p.train.rows_stride)),
+        pack_(reinterpret_cast<float*>(ws + p.train.forward_pack)),
         wm_(wrapper_masks(p, layer, dir, io.dropout)) {}
 
   void run() {
@@ -594,6 +600,7 @@ class BatchedForward {
     m.k = k;
     m.row_begin = 0;
     m.row_end = static_cast<std::int32_t>(rows);
+    m.scratch = pack_;
     k_->matmul(m);
   }
 
@@ -731,7 +738,7 @@ class BatchedForward {
   const int H_, I_, B_, G_, GH_, slots_;
   const CellParams<const float> w_;
   const float *w_t_, *r_t_;
-  float *proj_, *rec_, *h_, *c_, *rh_, *x_in_, *rows_;
+  float *proj_, *rec_, *h_, *c_, *rh_, *x_in_, *rows_, *pack_;
   const WrapperMasks wm_;
 };
 

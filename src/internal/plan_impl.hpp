@@ -77,6 +77,7 @@ struct TrainLayout {
   // The batched training forward (SIMD backend): projections of every step [T, B, G·H], one step's
   // recurrent products [B, G·H], the state [B, H] (h, c, r ⊙ h) and the cell input [T, B, I].
   std::size_t proj = 0, rec = 0, state_h = 0, state_c = 0, rh = 0, x_in = 0;
+  std::size_t forward_pack = 0;   // SIMD: simd::kMatmulScratchFloats for the matmuls' packed tiles
   std::size_t forward_total = 0;
   // Backward workspace.
   std::size_t dh[2] = {0, 0}, dc = 0;  // [B, H] gradients of the state passed between steps (dh: two turns)
@@ -84,7 +85,8 @@ struct TrainLayout {
   std::size_t hprev = 0;     // [T, B, H] the state each step read
   std::size_t xcell = 0;     // [T, B, I] the cell input after input dropout
   std::size_t dlayer[2] = {0, 0};  // [T, B, max_width] gradients of layer outputs / inputs
-  std::size_t brows = 0;     // kScratchRows rows of max_width (of B rows for the reset-before GRU)
+  std::size_t brows = 0;     // kScratchRows rows of max_width, then [B, H] (the reset-before GRU's d(r ⊙ h))
+  std::size_t backward_pack = 0;  // SIMD: simd::kMatmulScratchFloats
   std::size_t backward_total = 0;
 };
 
