@@ -3,8 +3,9 @@
 #   - aarch64 and armv7 (armhf, NEON) Linux: cross-build everything, run the whole test suite under
 #     qemu-user (meson's exe_wrapper);
 #   - Cortex-M4F and Cortex-M7 bare metal, firmware profile: build librnncore.a and the firmware
-#     example, print their sizes, check that the image links no heap, printf or environment, and
-#     run it under qemu-system-arm (MPS2-AN386 / MPS2-AN500, semihosting): it must print PASS.
+#     and on-device training examples, print their sizes, check that each image links no heap,
+#     printf or environment, and run them under qemu-system-arm (MPS2-AN386 / MPS2-AN500,
+#     semihosting): each must print PASS.
 # Every meson test counts as one test, as do each image's link check; a target that fails to
 # configure or build counts as one failure. Ends with "STAGE_RESULT passed=N failed=M".
 #
@@ -76,9 +77,10 @@ done
 
 # ---- Cortex-M: firmware library, sizes, the example under qemu-system-arm ----
 for target in cortex-m4f cortex-m7; do
-  log "$target: firmware profile, sizes, and the firmware example under qemu-system-arm"
+  log "$target: firmware profile, sizes, and the firmware and training examples under qemu-system-arm"
   dir="$build_root/$target"
   image="$dir/examples/firmware/firmware_lstm.elf"
+  train_image="$dir/examples/train/train_lstm.elf"
   t0=$(date +%s)
   if build_target "cross/arm-none-eabi-$target.ini" "$dir"; then
     echo "--- $target: librnncore.a (firmware profile, -Os), all members"
@@ -86,14 +88,19 @@ for target in cortex-m4f cortex-m7; do
     echo "--- $target: the firmware example image (examples/firmware)"
     arm-none-eabi-size "$image"
     python3 tests/cross/map_sizes.py "$dir/examples/firmware/firmware_lstm.map"
-    # The firmware profile's promise: the image holds no allocator, printf, environment or C++ runtime.
-    forbidden=$(arm-none-eabi-nm "$image" | awk '{print $NF}' |
-                grep -E '^(_?malloc|_malloc_r|_?free|_free_r|_?realloc|_realloc_r|_sbrk|_sbrk_r|_?v?s?n?printf|_svfprintf_r|getenv|_getenv_r|_Zn[wa][jm].*|_Zd[la]Pv.*|__cxa_.*|__gxx_personality.*)$' || true)
-    if [ -z "$forbidden" ]; then
-      pass_one "$target: the image links no heap, printf, getenv or C++ runtime"
-    else
-      fail_one "$target: the image links $(echo $forbidden)"
-    fi
+    echo "--- $target: the on-device training image (examples/train)"
+    arm-none-eabi-size "$train_image"
+    # The firmware profile's promise: an image holds no allocator, printf, environment or C++ runtime.
+    for img in "$image" "$train_image"; do
+      if [ ! -f "$img" ]; then fail_one "$target: $img was not built"; continue; fi
+      forbidden=$(arm-none-eabi-nm "$img" | awk '{print $NF}' |
+                  grep -E '^(_?malloc|_malloc_r|_?free|_free_r|_?realloc|_realloc_r|_sbrk|_sbrk_r|_?v?s?n?printf|_svfprintf_r|getenv|_getenv_r|_Zn[wa][jm].*|_Zd[la]Pv.*|__cxa_.*|__gxx_personality.*)$' || true)
+      if [ -z "$forbidden" ]; then
+        pass_one "$target: $(basename "$img") links no heap, printf, getenv or C++ runtime"
+      else
+        fail_one "$target: $(basename "$img") links $(echo $forbidden)"
+      fi
+    done
     meson test -C "$dir" --verbose
     count_results "$dir" "$target"
   else
