@@ -292,7 +292,7 @@ void layout_training(PlanImpl* p) {
     tr.state_c = fw.take(B * hidden, es);
     tr.rh = fw.take(B * hidden, es);
     tr.x_in = fw.take(T * B * input, es);
-    tr.forward_pack = fw.take(simd::kMatmulScratchFloats, es);
+    tr.forward_pack = fw.take(static_cast<std::uint64_t>(p->options.threads) * simd::kMatmulScratchFloats, es);
   }
   tr.forward_total = fw.size();
 
@@ -306,7 +306,8 @@ void layout_training(PlanImpl* p) {
   tr.dlayer[0] = bw.take(T * B * static_cast<std::uint64_t>(p->max_width), es);
   tr.dlayer[1] = bw.take(T * B * static_cast<std::uint64_t>(p->max_width), es);
   tr.brows = bw.take(static_cast<std::uint64_t>(kScratchRows) * p->max_width + B * hidden, es);
-  if (p->backend == Backend::simd) tr.backward_pack = bw.take(simd::kMatmulScratchFloats, es);
+  if (p->backend == Backend::simd)
+    tr.backward_pack = bw.take(static_cast<std::uint64_t>(p->options.threads) * simd::kMatmulScratchFloats, es);
   tr.backward_total = bw.size();
 
   p->ws.total = std::max(p->ws.total, tr.forward_total);

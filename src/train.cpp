@@ -14,6 +14,7 @@
 #include "src/internal/dropout.hpp"
 #include "src/internal/error.hpp"
 #include "src/internal/plan_impl.hpp"
+#include "src/internal/thread_pool.hpp"
 
 namespace rnncore {
 namespace detail {
@@ -102,8 +103,47 @@ struct Matmul {
   T* scratch = nullptr;  // f32 SIMD: simd::kMatmulScratchFloats for packing
 };
 
+// The plan's threads for the products; each thread packs into its own kMatmulScratchFloats.
+struct Threads {
+  ThreadPool* pool = nullptr;
+  int count = 1;
+};
+
+Threads plan_threads(const PlanImpl& p) {
+  Threads th;
+  if (p.backend == Backend::simd && p.options.threads > 1) {
+    th.pool = p.options.thread_pool;
+    th.count = p.options.threads;
+  }
+  return th;
+}
+
+// The kernel over contiguous shares of the rows. The split cannot change a result: each element
+// of C is one thread's, summed in the same order whatever its share.
+void matmul_threaded(const simd::F32Kernels* kernels, const simd::MatmulArgs& args, const Threads& th) {
+  const std::int32_t rows = args.row_end - args.row_begin;
+  if (th.count <= 1 || rows < 16 * th.count) {
+    kernels->matmul(args);
+    return;
+  }
+  struct Job {
+    const simd::F32Kernels* kernels;
+    simd::MatmulArgs args;
+    int threads;
+  } job{kernels, args, th.count};
+  pool_run(th.pool, th.count, [](void* context, int index) {
+    const Job& j = *static_cast<const Job*>(context);
+    simd::MatmulArgs a = j.args;
+    const std::int64_t n = a.row_end - a.row_begin;
+    a.row_end = a.row_begin + static_cast<std::int32_t>(n * (index + 1) / j.threads);
+    a.row_begin = a.row_begin + static_cast<std::int32_t>(n * index / j.threads);
+    if (a.scratch != nullptr) a.scratch += index * simd::kMatmulScratchFloats;
+    j.kernels->matmul(a);
+  }, &job);
+}
+
 template <class T>
-void matmul(const simd::F32Kernels* kernels, const Matmul<T>& g) {
+void matmul(const simd::F32Kernels* kernels, const Matmul<T>& g, const Threads& th = Threads()) {
   if constexpr (std::is_same<T, float>::value) {
     if (kernels != nullptr) {
       simd::MatmulArgs a;
@@ -120,7 +160,7 @@ void matmul(const simd::F32Kernels* kernels, const Matmul<T>& g) {
       a.row_end = static_cast<std::int32_t>(g.m);
       a.accumulate = g.accumulate;
       a.scratch = g.scratch;
-      kernels->matmul(a);
+      matmul_threaded(kernels, a, th);
       return;
     }
   }
@@ -153,7 +193,8 @@ struct DirectionGrad {
   T *dh = nullptr, *dh_next = nullptr, *dc = nullptr, *dgates = nullptr, *hprev = nullptr, *xcell = nullptr, *rows = nullptr;
   int row_width = 0;           // elements of one scratch row
   const simd::F32Kernels* kernels = nullptr;  // SIMD backend: the matmul kernel
-  T* pack = nullptr;                          // and its scratch
+  T* pack = nullptr;                          // and its scratch (per thread)
+  Threads threads;
 };
 
 // The direction's view of a layer: steps in processing order, a row's previous step.
@@ -340,7 +381,7 @@ class BackwardDirection {
     m.k = k;
     m.accumulate = accumulate;
     m.scratch = g_.pack;
-    matmul(g_.kernels, m);
+    matmul(g_.kernels, m, g_.threads);
   }
 
   void tanh_row(const T* src, T* dst, int n) const {
@@ -394,7 +435,7 @@ class BackwardDirection {
     m.k = g_.steps * B_;
     m.accumulate = true;
     m.scratch = g_.pack;
-    matmul(g_.kernels, m);
+    matmul(g_.kernels, m, g_.threads);
   }
 
   // dW += dpreᵀ · x_cell, dR += dpre_recᵀ · h_prev, dbW += Σ dpre, dbR += Σ dpre_rec.
@@ -434,7 +475,7 @@ class BackwardDirection {
       m.n = I_;
       m.k = lp_.gates * H_;
       m.scratch = g_.pack;
-      matmul(g_.kernels, m);
+      matmul(g_.kernels, m, g_.threads);
     } else {  // skip input: every gate added x itself
       for (std::int64_t r = 0; r < rows; ++r)
         for (int u = 0; u < I_; ++u) {
@@ -544,6 +585,7 @@ void backward_all(const PlanImpl& p, const unsigned char* packed, unsigned char*
       g.row_width = p.max_width;
       g.kernels = p.backend == Backend::simd ? p.kernels : nullptr;
       if (g.kernels != nullptr) g.pack = at_bytes<T>(ws, tr.backward_pack);
+      g.threads = plan_threads(p);
       BackwardDirection<T>(p, g).run();
     }
     // The layer below produced this layer's input; its inter-layer mask scaled it.
@@ -601,7 +643,7 @@ class BatchedForward {
     m.row_begin = 0;
     m.row_end = static_cast<std::int32_t>(rows);
     m.scratch = pack_;
-    k_->matmul(m);
+    matmul_threaded(k_, m, plan_threads(p_));
   }
 
   // proj[t, b] = W x_cell + bW + bR (GRU reset-after: bR_n stays with the recurrent term).

@@ -321,7 +321,15 @@ TEST_CASE("f32 reference and SIMD backward agree with f64 within 1e-4 of the lar
 }
 
 TEST_CASE("gradients are bit-identical run to run and for any thread count") {
-  const Case c = cases()[5];  // a bidirectional two-layer case with inter-layer dropout
+  // Big enough that the products split over threads (≥ 16 rows a thread).
+  Case c = uniform("lstm_gru_threads", Mode::lstm, 20, 24, 2, true);
+  c.stack.layers[1] = layer(Mode::gru, 24, false, GruVariant::reset_before);
+  c.stack.dropout = 0.3;
+  c.batch = 40;
+  c.steps = 5;
+  c.lengths.assign(40, 5);
+  c.lengths[3] = 0;
+  c.lengths[7] = 2;
   const Problem<float> p = make_problem<float>(c, 3);
   const Backend backend = rnncore_test::cpu_backends().back();
   const Grads<float> one = train_step(c, p, backend);
@@ -333,9 +341,11 @@ TEST_CASE("gradients are bit-identical run to run and for any thread count") {
   REQUIRE(ThreadPool::create(2, &pool) == Status::ok);
   const Grads<float> two = train_step(c, p, backend, 2, pool);
   ThreadPool::destroy(pool);
+  CHECK(one.y == two.y);
   CHECK(one.dw == two.dw);
   CHECK(one.dx == two.dx);
   CHECK(one.dh0 == two.dh0);
+  CHECK(one.dc0 == two.dc0);
 #endif
 }
 
