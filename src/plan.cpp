@@ -305,7 +305,7 @@ void layout_training(PlanImpl* p) {
   tr.xcell = bw.take(T * B * input, es);
   tr.dlayer[0] = bw.take(T * B * static_cast<std::uint64_t>(p->max_width), es);
   tr.dlayer[1] = bw.take(T * B * static_cast<std::uint64_t>(p->max_width), es);
-  tr.brows = bw.take(static_cast<std::uint64_t>(kScratchRows) * p->max_width + B * hidden, es);
+  tr.brows = bw.take(static_cast<std::uint64_t>(kScratchRows + 1) * p->max_width + B * hidden, es);
   if (p->backend == Backend::simd)
     tr.backward_pack = bw.take(static_cast<std::uint64_t>(p->options.threads) * simd::kMatmulScratchFloats, es);
   tr.backward_total = bw.size();

@@ -230,6 +230,10 @@ class BackwardDirection {
   std::int64_t at(int t, int b) const { return static_cast<std::int64_t>(t) * B_ + b; }
   const T* keep(int t, int b) const { return g_.keep + at(t, b) * slots_; }
   T* scratch(int k) const { return g_.rows + static_cast<std::int64_t>(k) * g_.row_width; }
+  // v *= mask m at (t, b) (the row after the kScratchRows scratch rows holds the mask row).
+  void apply(const Mask& m, int t, int b, T* v, int width) const {
+    multiply_by_mask_row(g_.kernels, m, g_.run, t, b, v, width, scratch(kScratchRows));
+  }
   bool active(int t, int b) const { return t < walk_.length(b); }
 
   // The state a step read, recomputed exactly as the forward made it: the previous step's kept
@@ -242,7 +246,7 @@ class BackwardDirection {
       return;
     }
     std::memcpy(out, keep(tp, b) + static_cast<std::int64_t>(slot) * H_, sizeof(T) * H_);
-    for (int w = 0; w < wm_.count; ++w) multiply_by_mask(masks[w], g_.run, tp, b, out, H_);
+    for (int w = 0; w < wm_.count; ++w) apply(masks[w], tp, b, out, H_);
   }
 
   // The cell input after input dropout and the state each step read; zeros for steps past a row's length.
@@ -258,7 +262,7 @@ class BackwardDirection {
           continue;
         }
         std::memcpy(xc, g_.x.row(t, b), sizeof(T) * I_);
-        for (int w = wm_.count - 1; w >= 0; --w) multiply_by_mask(wm_.input[w], g_.run, t, b, xc, I_);
+        for (int w = wm_.count - 1; w >= 0; --w) apply(wm_.input[w], t, b, xc, I_);
         state_before(t, b, keep_slots(lp_) - 1, wm_.state_h, g_.h0, hp);
       }
   }
@@ -274,17 +278,17 @@ class BackwardDirection {
   // gradient on to their input as well.
   void output_gradient(int t, int b, T* dh_cell) const {
     std::memcpy(dh_cell, g_.dh + static_cast<std::int64_t>(b) * H_, sizeof(T) * H_);
-    for (int w = 0; w < wm_.count; ++w) multiply_by_mask(wm_.state_h[w], g_.run, t, b, dh_cell, H_);
+    for (int w = 0; w < wm_.count; ++w) apply(wm_.state_h[w], t, b, dh_cell, H_);
     if (g_.dy.data == nullptr) return;
     T* dout = scratch(1);
     std::memcpy(dout, g_.dy.row(t, b), sizeof(T) * H_);
     for (int w = wm_.count - 1; w >= 0; --w) {
       if (ls_.wrappers[w].kind == WrapperKind::dropout) {
-        multiply_by_mask(wm_.output[w], g_.run, t, b, dout, H_);
+        apply(wm_.output[w], t, b, dout, H_);
       } else if (g_.dx.data != nullptr) {  // residual (add): its input is the layer input after outer input masks
         T* dres = scratch(2);
         std::memcpy(dres, dout, sizeof(T) * H_);
-        for (int v = wm_.count - 1; v > w; --v) multiply_by_mask(wm_.input[v], g_.run, t, b, dres, I_);
+        for (int v = wm_.count - 1; v > w; --v) apply(wm_.input[v], t, b, dres, I_);
         axpy(g_.dx.row(t, b), T(1), dres, I_);
       }
     }
@@ -306,7 +310,7 @@ class BackwardDirection {
         T* tc = scratch(5);
         state_before(t, b, 4, wm_.state_c, g_.c0, c_prev);
         std::memcpy(dc_cell, dc, sizeof(T) * H);
-        for (int w = 0; w < wm_.count; ++w) multiply_by_mask(wm_.state_c[w], g_.run, t, b, dc_cell, H);
+        for (int w = 0; w < wm_.count; ++w) apply(wm_.state_c[w], t, b, dc_cell, H);
         tanh_row(k + 4 * H, tc, H);
         for (int u = 0; u < H; ++u) {
           const T i = k[u], f = k[H + u], g = k[2 * H + u], o = k[3 * H + u];
@@ -349,7 +353,7 @@ class BackwardDirection {
 
   // Reset-before GRU: n saw R_n (r ⊙ h), so its gradient reaches r and h through R_nᵀ.
   void reset_before_r(int t) {
-    T* d_rh = g_.rows + static_cast<std::int64_t>(kScratchRows) * g_.row_width;  // [B, H]
+    T* d_rh = scratch(kScratchRows + 1);  // [B, H]
     matmul_rows(t, 2 * H_, H_, g_.w.R[2], d_rh, false);
     for (int b = 0; b < B_; ++b) {
       if (!active(t, b)) continue;
@@ -488,7 +492,7 @@ class BackwardDirection {
       for (int b = 0; b < B_; ++b) {
         if (!active(t, b)) continue;
         T* dxc = g_.xcell + at(t, b) * I_;
-        for (int w = wm_.count - 1; w >= 0; --w) multiply_by_mask(wm_.input[w], g_.run, t, b, dxc, I_);
+        for (int w = wm_.count - 1; w >= 0; --w) apply(wm_.input[w], t, b, dxc, I_);
         axpy(g_.dx.row(t, b), T(1), dxc, I_);
       }
   }
@@ -627,6 +631,9 @@ class BatchedForward {
   std::int64_t at(int t, int b) const { return static_cast<std::int64_t>(t) * B_ + b; }
   float* row(int k) const { return rows_ + static_cast<std::int64_t>(k) * p_.max_width; }
   bool active(int t, int b) const { return t < (io_.lengths != nullptr ? io_.lengths[b] : io_.steps); }
+  void apply(const Mask& m, int t, int b, float* v, int width) const {
+    multiply_by_mask_row(k_, m, io_.dropout, t, b, v, width, row(3));
+  }
   const float* x_row(int t, int b) const { return static_cast<const float*>(io_.x) + t * io_.x_st + b * io_.x_sb; }
 
   void product(const float* a, std::int64_t rows, int k, const float* b, std::int64_t ldb, int n, float* c) const {
@@ -653,7 +660,7 @@ class BatchedForward {
       for (int b = 0; b < B_; ++b) {
         float* xc = x_in_ + at(t, b) * I_;
         std::memcpy(xc, x_row(t, b), sizeof(float) * I_);
-        for (int w = wm_.count - 1; w >= 0; --w) multiply_by_mask(wm_.input[w], io_.dropout, t, b, xc, I_);
+        for (int w = wm_.count - 1; w >= 0; --w) apply(wm_.input[w], t, b, xc, I_);
       }
     if (w_t_ != nullptr) {
       product(x_in_, rows, I_, w_t_, GH_, GH_, proj_);
@@ -759,13 +766,13 @@ class BatchedForward {
     if (lp_.mode == Mode::lstm) std::memcpy(c, k + 4 * H_, sizeof(float) * H_);
     for (int w = 0; w < wm_.count; ++w) {
       if (ls_.wrappers[w].kind == WrapperKind::dropout) {
-        multiply_by_mask(wm_.output[w], io_.dropout, t, b, out, H_);
-        multiply_by_mask(wm_.state_h[w], io_.dropout, t, b, h, H_);
-        if (lp_.mode == Mode::lstm) multiply_by_mask(wm_.state_c[w], io_.dropout, t, b, c, H_);
+        apply(wm_.output[w], t, b, out, H_);
+        apply(wm_.state_h[w], t, b, h, H_);
+        if (lp_.mode == Mode::lstm) apply(wm_.state_c[w], t, b, c, H_);
       } else {  // residual (add): the input this wrapper received, after the input masks outside it
         float* level = row(2);
         std::memcpy(level, x_row(t, b), sizeof(float) * I_);
-        for (int v = wm_.count - 1; v > w; --v) multiply_by_mask(wm_.input[v], io_.dropout, t, b, level, I_);
+        for (int v = wm_.count - 1; v > w; --v) apply(wm_.input[v], t, b, level, I_);
         for (int u = 0; u < H_; ++u) out[u] += level[u];
       }
     }

@@ -79,6 +79,16 @@ void layer_dropout_flags(const StackSpec& stack, int layer, LayerPlan* lp);
 void mask_row(const simd::F32Kernels* kernels, const Mask& m, const RunDropout& run, int t, int b, float* out);
 void mask_row(const simd::F32Kernels* kernels, const Mask& m, const RunDropout& run, int t, int b, double* out);
 
+// multiply_by_mask through a whole mask row at once (the SIMD generator when `kernels` is given,
+// four units per Philox call): bit-identical to it. `row`: m.width elements of scratch.
+template <class T>
+void multiply_by_mask_row(const simd::F32Kernels* kernels, const Mask& m, const RunDropout& run, int t, int b, T* v,
+                          int width, T* row) {
+  if (!m.active) return;
+  mask_row(kernels, m, run, t, b, row);
+  for (int u = 0; u < width; ++u) v[u] *= row[u];
+}
+
 // Element-wise residual: result = fn(input, output) over `width` elements (default: add).
 template <class T>
 void apply_residual(const ResidualFn& fn, const T* input, const T* output, T* result, int width);

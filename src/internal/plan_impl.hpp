@@ -85,7 +85,8 @@ struct TrainLayout {
   std::size_t hprev = 0;     // [T, B, H] the state each step read
   std::size_t xcell = 0;     // [T, B, I] the cell input after input dropout
   std::size_t dlayer[2] = {0, 0};  // [T, B, max_width] gradients of layer outputs / inputs
-  std::size_t brows = 0;     // kScratchRows rows of max_width, then [B, H] (the reset-before GRU's d(r ⊙ h))
+  std::size_t brows = 0;     // kScratchRows + 1 rows of max_width (the last: a mask row), then [B, H]
+                             // (the reset-before GRU's d(r ⊙ h))
   std::size_t backward_pack = 0;  // SIMD: simd::kMatmulScratchFloats
   std::size_t backward_total = 0;
 };
