@@ -116,6 +116,14 @@ void matmul(const MatmulArgs& g) {
           a = a_tile, a_m = 1, a_k = MR;
         }
         float* c = g.c + static_cast<std::int64_t>(m0) * g.ldc + n0;
+        if (mr == 1 && !pack) {  // one row (batch 1): eight vectors a tile, so that eight FMA chains hide the latency
+          constexpr int NR1 = 8;
+          int j = 0;
+          for (; j + NR1 * V <= nc - pn.rest; j += NR1 * V) matmul_tile<Arch, 1, NR1>(a, a_m, a_k, b + j, g.ldb, c + j, g.ldc, kc, load);
+          for (; j + V <= nc - pn.rest; j += V) matmul_tile<Arch, 1, 1>(a, a_m, a_k, b + j, g.ldb, c + j, g.ldc, kc, load);
+          if (pn.rest > 0) matmul_columns(a, a_m, a_k, b + j, g.ldb, c + j, g.ldc, 1, pn.rest, kc, load);
+          continue;
+        }
         with_rows<MR>(mr, [&](auto rows) {
           constexpr int R = decltype(rows)::value;
           int j = 0;
