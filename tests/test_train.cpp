@@ -483,3 +483,52 @@ TEST_CASE("training errors: every bad argument gets a status and a detail") {
   opt.backend = Backend::gpu;
   CHECK(Plan::create(c.stack, opt, &refused) == Status::unsupported);
 }
+
+TEST_CASE("empty runs: no rows, or no steps (the initial state's gradient is the final state's)") {
+  Case c = uniform("empty", Mode::lstm, 3, 4, 2, true);
+  c.stack.dtype = DType::f32;
+  const Problem<float> p = make_problem<float>(c, 6);
+  for (Backend backend : rnncore_test::cpu_backends()) {
+    CAPTURE(to_string(backend));
+    PlanOptions opt;
+    opt.max_batch = c.batch;
+    opt.max_seq_len = c.steps;
+    opt.backend = backend;
+    opt.training = true;
+    Plan plan;
+    REQUIRE(Plan::create(c.stack, opt, &plan) == Status::ok);
+    AlignedBuffer packed(plan.packed_weight_bytes()), ws(plan.workspace_bytes()), bws(plan.backward_workspace_bytes()),
+        reserve(plan.reserve_bytes());
+    REQUIRE(plan.pack_weights(p.w.data(), packed.ptr, packed.size) == Status::ok);
+    const std::size_t states = static_cast<std::size_t>(state_elements(c.stack, c.batch));
+    std::vector<float> hy(states), cy(states), dh0(states, -1.0f), dc0(states, -1.0f), dw(p.w.size(), 3.0f);
+    ForwardArgs fa = forward_args(c, p);
+    fa.seq_len = 0;
+    fa.seq_lengths = nullptr;
+    fa.h0 = p.h0.data();
+    fa.c0 = p.c0.data();
+    fa.hy = hy.data();
+    fa.cy = cy.data();
+    fa.reserve = reserve.ptr;
+    fa.reserve_bytes = reserve.size;
+    REQUIRE(plan.forward(packed.ptr, ws.ptr, ws.size, fa) == Status::ok);
+    CHECK(hy == p.h0);
+    BackwardArgs ba;
+    ba.forward = fa;
+    ba.dhy = p.dhy.data();
+    ba.dcy = p.dcy.data();
+    ba.dh0 = dh0.data();
+    ba.dc0 = dc0.data();
+    ba.dweights = dw.data();
+    REQUIRE_MESSAGE(plan.backward(packed.ptr, bws.ptr, bws.size, ba) == Status::ok, last_error_detail());
+    CHECK(dh0 == p.dhy);
+    CHECK(dc0 == p.dcy);
+    for (float v : dw) CHECK(v == 0.0f);
+    fa.batch = 0;
+    ba.forward = fa;
+    std::fill(dw.begin(), dw.end(), 3.0f);
+    CHECK(plan.forward(packed.ptr, ws.ptr, ws.size, fa) == Status::ok);
+    CHECK(plan.backward(packed.ptr, bws.ptr, bws.size, ba) == Status::ok);
+    for (float v : dw) CHECK(v == 0.0f);
+  }
+}
