@@ -400,6 +400,17 @@ rnncore_status rnncore_model_forward(rnncore_model* model, const rnncore_forward
   return c(model->model.forward(to_cpp(*args)));
 }
 
+rnncore_status rnncore_model_backward(rnncore_model* model, const rnncore_backward_args* args) {
+  RNNCORE_C_REQUIRE(model);
+  RNNCORE_C_REQUIRE(args);
+  return c(model->model.backward(to_cpp(*args)));
+}
+
+rnncore_status rnncore_model_update_weights(rnncore_model* model, const void* canonical) {
+  RNNCORE_C_REQUIRE(model);
+  return c(model->model.update_weights(canonical));
+}
+
 const rnncore_plan* rnncore_model_plan(const rnncore_model* model) {
   return model ? reinterpret_cast<const rnncore_plan*>(&model->model.plan()) : nullptr;
 }

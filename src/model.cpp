@@ -30,19 +30,21 @@ void Model::release() {
     std::free(packed_);
     std::free(workspace_);
   }
+  std::free(reserve_);
+  std::free(backward_workspace_);
 #endif
   packed_ = nullptr;
   workspace_ = nullptr;
+  reserve_ = nullptr;
+  backward_workspace_ = nullptr;
   ThreadPool::destroy(pool_);
   pool_ = nullptr;
 }
 
 Model::Model(Model&& other) noexcept
-    : plan_(other.plan_), packed_(other.packed_), workspace_(other.workspace_), pool_(other.pool_), step_(other.step_) {
-  other.packed_ = nullptr;
-  other.workspace_ = nullptr;
-  other.pool_ = nullptr;
-}
+    : plan_(other.plan_), packed_(std::exchange(other.packed_, nullptr)), workspace_(std::exchange(other.workspace_, nullptr)),
+      reserve_(std::exchange(other.reserve_, nullptr)), backward_workspace_(std::exchange(other.backward_workspace_, nullptr)),
+      pool_(std::exchange(other.pool_, nullptr)), step_(other.step_), last_step_(other.last_step_) {}
 
 Model& Model::operator=(Model&& other) noexcept {
   if (this != &other) {
@@ -50,8 +52,11 @@ Model& Model::operator=(Model&& other) noexcept {
     plan_ = other.plan_;
     packed_ = std::exchange(other.packed_, nullptr);
     workspace_ = std::exchange(other.workspace_, nullptr);
+    reserve_ = std::exchange(other.reserve_, nullptr);
+    backward_workspace_ = std::exchange(other.backward_workspace_, nullptr);
     pool_ = std::exchange(other.pool_, nullptr);
     step_ = other.step_;
+    last_step_ = other.last_step_;
   }
   return *this;
 }
@@ -87,21 +92,53 @@ Status Model::create(const StackSpec& stack, const PlanOptions& options, const v
   RNNCORE_ENSURE(m.packed_ != nullptr && m.workspace_ != nullptr, Status::out_of_memory,
                  "Model::create: could not allocate %zu + %zu bytes", m.plan_.packed_weight_bytes(),
                  m.plan_.workspace_bytes());
+  if (opt.training) {
+    m.reserve_ = allocate_aligned(m.plan_.reserve_bytes());
+    m.backward_workspace_ = allocate_aligned(m.plan_.backward_workspace_bytes());
+    RNNCORE_ENSURE(m.reserve_ != nullptr && m.backward_workspace_ != nullptr, Status::out_of_memory,
+                   "Model::create: could not allocate %zu + %zu bytes for training", m.plan_.reserve_bytes(),
+                   m.plan_.backward_workspace_bytes());
+  }
   RNNCORE_RETURN_IF_ERROR(m.plan_.pack_weights(canonical, m.packed_, m.plan_.packed_weight_bytes()));
   *out = std::move(m);
   return Status::ok;
 #endif
 }
 
+// The arguments a Model passes to its plan: its own reserve when none is given (training models),
+// and its step counter for a counted run.
+ForwardArgs Model::resolve(const ForwardArgs& args, std::uint64_t counted_step) const {
+  ForwardArgs a = args;
+  if (a.reserve == nullptr && reserve_ != nullptr) {
+    a.reserve = reserve_;
+    a.reserve_bytes = plan_.reserve_bytes();
+  }
+  if (a.count_steps) {
+    a.count_steps = false;
+    a.step = counted_step;
+  }
+  return a;
+}
+
 Status Model::forward(const ForwardArgs& args) {
   RNNCORE_ENSURE(packed_ != nullptr, Status::weights_not_packed, "Model::forward: the model was not created");
-  if (!args.count_steps) return plan_.forward(packed_, workspace_, plan_.workspace_bytes(), args);
-  ForwardArgs counted = args;
-  counted.count_steps = false;
-  counted.step = step_;
-  const Status s = plan_.forward(packed_, workspace_, plan_.workspace_bytes(), counted);
-  if (s == Status::ok && args.run_mode != RunMode::inference) ++step_;  // inference runs draw no masks
+  const Status s = plan_.forward(packed_, workspace_, plan_.workspace_bytes(), resolve(args, step_));
+  if (s == Status::ok && args.count_steps && args.run_mode != RunMode::inference) last_step_ = step_++;  // inference runs draw no masks
   return s;
+}
+
+Status Model::backward(const BackwardArgs& args) {
+  RNNCORE_ENSURE(packed_ != nullptr, Status::weights_not_packed, "Model::backward: the model was not created");
+  RNNCORE_ENSURE(backward_workspace_ != nullptr, Status::unsupported,
+                 "Model::backward: the model was not made for training (PlanOptions::training)");
+  BackwardArgs a = args;
+  a.forward = resolve(args.forward, last_step_);
+  return plan_.backward(packed_, backward_workspace_, plan_.backward_workspace_bytes(), a);
+}
+
+Status Model::update_weights(const void* canonical) {
+  RNNCORE_ENSURE(packed_ != nullptr, Status::weights_not_packed, "Model::update_weights: the model was not created");
+  return plan_.pack_weights(canonical, packed_, plan_.packed_weight_bytes());
 }
 
 }  // namespace rnncore

@@ -532,3 +532,49 @@ TEST_CASE("empty runs: no rows, or no steps (the initial state's gradient is the
     for (float v : dw) CHECK(v == 0.0f);
   }
 }
+
+TEST_CASE("Model: training in owned buffers, counted steps, new weights") {
+  Case c = cases()[1];  // two bidirectional layers with inter-layer dropout
+  c.stack.dtype = DType::f32;
+  const Problem<float> p = make_problem<float>(c, 12);
+  PlanOptions opt;
+  opt.max_batch = c.batch;
+  opt.max_seq_len = c.steps;
+  opt.training = true;
+  Model model;
+  REQUIRE(Model::create(c.stack, opt, p.w.data(), &model) == Status::ok);
+  std::vector<float> y(p.dy.size()), dw(p.w.size()), dx(p.x.size());
+  ForwardArgs fa = forward_args(c, p);
+  fa.y = y.data();
+  fa.count_steps = true;  // this run uses step 0
+  REQUIRE(model.forward(fa) == Status::ok);
+  CHECK(model.step() == 1);
+  BackwardArgs ba;
+  ba.forward = fa;
+  ba.dy = p.dy.data();
+  ba.dx = dx.data();
+  ba.dweights = dw.data();
+  REQUIRE_MESSAGE(model.backward(ba) == Status::ok, last_error_detail());
+  Case at0 = c;  // the same run through a Plan: step 0, no gradients of the final states
+  at0.step = 0;
+  Problem<float> q = p;
+  std::fill(q.dhy.begin(), q.dhy.end(), 0.0f);
+  std::fill(q.dcy.begin(), q.dcy.end(), 0.0f);
+  const Grads<float> plain = train_step(at0, q, rnncore_test::cpu_backends().back());
+  CHECK(y == plain.y);
+  CHECK(dw == plain.dw);
+  CHECK(dx == plain.dx);
+  // New weights take effect.
+  std::vector<float> w2 = p.w;
+  for (float& v : w2) v *= 0.5f;
+  REQUIRE(model.update_weights(w2.data()) == Status::ok);
+  std::vector<float> y2(y.size());
+  fa.y = y2.data();
+  REQUIRE(model.forward(fa) == Status::ok);
+  CHECK(y2 != y);
+  // A model made without training has no backward.
+  opt.training = false;
+  Model inference;
+  REQUIRE(Model::create(c.stack, opt, p.w.data(), &inference) == Status::ok);
+  CHECK(inference.backward(ba) == Status::unsupported);
+}

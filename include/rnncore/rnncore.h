@@ -274,6 +274,11 @@ rnncore_status rnncore_model_create_stack(const rnncore_stack_spec* stack, const
                                           const void* canonical, rnncore_model** model);
 /** Runs in the model's buffers. */
 rnncore_status rnncore_model_forward(rnncore_model* model, const rnncore_forward_args* args);
+/** Training models: backward after rnncore_model_forward in the model's buffers (a NULL
+ *  forward.reserve: the model's own; count_steps: the step that forward used). */
+rnncore_status rnncore_model_backward(rnncore_model* model, const rnncore_backward_args* args);
+/** Re-packs new canonical weights (after an optimiser step). */
+rnncore_status rnncore_model_update_weights(rnncore_model* model, const void* canonical);
 /** The model's plan. */
 const rnncore_plan* rnncore_model_plan(const rnncore_model* model);
 /** Frees a model (NULL is fine). */

@@ -434,19 +434,29 @@ class Model {
   static Status create(const RnnSpec& spec, const PlanOptions& options, const void* canonical, Model* out);
   static Status create(const StackSpec& stack, const PlanOptions& options, const void* canonical, Model* out);
   /// Forward in the owned buffers (no allocation). With args.count_steps, a dropout run uses the
-  /// model's step counter and advances it.
+  /// model's step counter and advances it. A training model (options.training) fills its own
+  /// reserve when args.reserve is null, for the next backward().
   Status forward(const ForwardArgs& args);
+  /// Training models: backward after forward(), in the owned buffers. args.forward is the forward's
+  /// arguments; a null reserve means the model's own, and count_steps the step that forward used.
+  Status backward(const BackwardArgs& args);
+  /// Re-packs new canonical weights (after an optimiser step) into the owned buffer.
+  Status update_weights(const void* canonical);
   const Plan& plan() const { return plan_; }
   /// The next step a counted dropout run will use.
   std::uint64_t step() const { return step_; }
 
  private:
   void release();
+  ForwardArgs resolve(const ForwardArgs& args, std::uint64_t counted_step) const;
   Plan plan_;
   void* packed_ = nullptr;
   void* workspace_ = nullptr;
+  void* reserve_ = nullptr;             // training models
+  void* backward_workspace_ = nullptr;  // training models
   ThreadPool* pool_ = nullptr;  // made by create when options.threads > 1 and none was given
   std::uint64_t step_ = 0;
+  std::uint64_t last_step_ = 0;  // the step the last counted forward used
 };
 
 }  // namespace rnncore
