@@ -91,6 +91,7 @@ struct MatmulArgs {
   std::int32_t row_begin = 0, row_end = 0;
   bool accumulate = false;  ///< add to C instead of overwriting it
   float* scratch = nullptr;  ///< kMatmulScratchFloats floats for packed tiles of A and B (null: no packing)
+  const float* b_packed = nullptr;  ///< B already packed by F32Kernels::pack_b (then `b` may be null)
 };
 /// Floats of MatmulArgs::scratch (a 256 × 512 panel of B and a 256 × 8 tile of A).
 constexpr std::int64_t kMatmulScratchFloats = 256 * 512 + 256 * 8;
@@ -122,6 +123,9 @@ struct F32Kernels {
   /// Training (simd/train_impl.hpp): f32_matmul and in-place activations with the step kernels' math.
   void (*matmul)(const MatmulArgs&);
   void (*activate)(Activation kind, float* v, std::int32_t n);
+  /// Packs a K × N matrix B(k, n) = b[k·b_k + n·b_n] into k·n floats for MatmulArgs::b_packed (a
+  /// matrix every call of a run reuses, e.g. the recurrent weights, is packed once).
+  void (*pack_b)(const float* b, std::int64_t b_k, std::int64_t b_n, std::int32_t k, std::int32_t n, float* out);
   /// The vector math of simd/math.hpp on n values (n a multiple of `vector`), for accuracy tests.
   void (*math)(const float* x, float* exp, float* sigmoid, float* tanh, std::int32_t n);
 };

@@ -523,6 +523,7 @@ constexpr F32Kernels make_kernels(const char* name) {
   k.mask_row = &simd_detail::mask_row_range<Arch>;
   k.matmul = &matmul<Arch>;
   k.activate = &activate<Arch>;
+  k.pack_b = &pack_b<Arch>;
   k.math = &math_probe<Arch>;
   k.fma_probe = &fma_probe<Arch>;
   return k;

@@ -60,23 +60,48 @@ inline void matmul_columns(const float* a, std::int64_t a_m, std::int64_t a_k, c
     }
 }
 
-// Widths of the column panels of an nc-wide block: NR·V, then single vectors; `rest` < V columns remain.
+// The column panels of an nc-wide block: `wide` panels of NR·V columns, `narrow` of V, then one of
+// the `rest` < V columns. Packed, they lie one after the other: the panel at column j starts at j·kc.
 template <class Arch>
 struct Panels {
   static constexpr int V = static_cast<int>(vf<Arch>::size), W = matmul_vectors<Arch>() * V;
-  int wide, narrow, rest;  // counts of NR·V panels and V panels, leftover columns
-  explicit Panels(int nc) : wide(nc / W), narrow((nc - nc / W * W) / V), rest(nc - nc / W * W - (nc - nc / W * W) / V * V) {}
+  int wide, narrow, rest;
+  explicit Panels(int nc) : wide(nc / W), narrow(nc % W / V), rest(nc % W % V) {}
 };
 
-// B[k0 + p, n0 + j] for the block's whole-vector columns into consecutive panels, each kc × width.
+// B(p, j) = b[p·b_k + j·b_n] for p < kc and the block's nc columns into its panels (strides let a
+// transposed matrix be packed in place of a copy).
 template <class Arch>
-void pack_b(const float* b, std::int64_t ldb, int kc, const Panels<Arch>& pn, float* out) {
+void pack_block(const float* b, std::int64_t b_k, std::int64_t b_n, int kc, const Panels<Arch>& pn, float* out) {
   auto panel = [&](int col, int width) {
     float* dst = out + static_cast<std::int64_t>(col) * kc;
-    for (int p = 0; p < kc; ++p) std::memcpy(dst + p * width, b + p * ldb + col, sizeof(float) * width);
+    for (int p = 0; p < kc; ++p) {
+      const float* src = b + p * b_k + col * b_n;
+      if (b_n == 1)
+        std::memcpy(dst + p * width, src, sizeof(float) * width);
+      else
+        for (int j = 0; j < width; ++j) dst[p * width + j] = src[j * b_n];
+    }
   };
   for (int w = 0; w < pn.wide; ++w) panel(w * pn.W, pn.W);
   for (int v = 0; v < pn.narrow; ++v) panel(pn.wide * pn.W + v * pn.V, pn.V);
+  if (pn.rest > 0) panel(pn.wide * pn.W + pn.narrow * pn.V, pn.rest);
+}
+
+// Where block (n0, k0) of a whole packed B with k rows lies: a column range's blocks stack by k.
+inline std::int64_t packed_block_offset(int n0, int k0, int k, int nc) {
+  return static_cast<std::int64_t>(n0) * k + static_cast<std::int64_t>(k0) * nc;
+}
+
+// A whole K × N matrix B(k, n) = b[k·b_k + n·b_n] packed for MatmulArgs::b_packed (K·N floats).
+template <class Arch>
+void pack_b(const float* b, std::int64_t b_k, std::int64_t b_n, std::int32_t k, std::int32_t n, float* out) {
+  for (int n0 = 0; n0 < n; n0 += kMatmulNc) {
+    const int nc = std::min(kMatmulNc, n - n0);
+    for (int k0 = 0; k0 < k; k0 += kMatmulKc)
+      pack_block<Arch>(b + k0 * b_k + n0 * b_n, b_k, b_n, std::min(kMatmulKc, k - k0), Panels<Arch>(nc),
+                       out + packed_block_offset(n0, k0, k, nc));
+  }
 }
 
 // A's MR × kc tile k-major (ap[p·MR + i]); rows past `rows` are zero.
@@ -84,6 +109,23 @@ template <int MR>
 void pack_a(const float* a, std::int64_t a_m, std::int64_t a_k, int rows, int kc, float* out) {
   for (int p = 0; p < kc; ++p)
     for (int i = 0; i < MR; ++i) out[p * MR + i] = i < rows ? a[i * a_m + p * a_k] : 0.0f;
+}
+
+// One row against P consecutive packed wide panels at once (P·NR accumulators: enough FMA chains
+// for a single row).
+template <class Arch, int NR, int P>
+inline void matmul_row_panels(const float* a, std::int64_t a_k, const float* panels, int kc, float* c, bool load) {
+  constexpr int V = static_cast<int>(vf<Arch>::size), W = NR * V;
+  vf<Arch> acc[P * NR];
+  for (int j = 0; j < P * NR; ++j) acc[j] = load ? vf<Arch>::load_unaligned(c + j * V) : vf<Arch>(0.0f);
+  for (int p = 0; p < kc; ++p) {
+    const vf<Arch> x(a[p * a_k]);
+    for (int q = 0; q < P; ++q)
+      for (int j = 0; j < NR; ++j)
+        acc[q * NR + j] = fmadd<Arch>(x, vf<Arch>::load_unaligned(panels + (static_cast<std::int64_t>(q) * kc + p) * W + j * V),
+                                      acc[q * NR + j]);
+  }
+  for (int j = 0; j < P * NR; ++j) acc[j].store_unaligned(c + j * V);
 }
 
 template <class Arch>
@@ -94,19 +136,29 @@ void matmul(const MatmulArgs& g) {
       for (int i = g.row_begin; i < g.row_end; ++i) std::memset(g.c + i * g.ldc, 0, sizeof(float) * g.n);
     return;
   }
-  // Packing B pays when many row tiles reuse it; A tiles are always packed (cheap, and their
-  // broadcasts then read consecutive memory).
-  const bool pack = g.scratch != nullptr && g.row_end - g.row_begin >= 8 * MR;
+  // B comes packed (b_packed), or is packed here when enough row tiles reuse it; A tiles are
+  // packed whenever there is scratch (cheap, and their broadcasts then read consecutive memory).
+  const bool pack_here = g.b_packed == nullptr && g.scratch != nullptr && g.row_end - g.row_begin >= 8 * MR;
   float* a_tile = g.scratch;
   float* b_block = g.scratch + kMatmulKc * 8;
   for (int n0 = 0; n0 < g.n; n0 += kMatmulNc) {
     const int nc = std::min(kMatmulNc, g.n - n0);
     const Panels<Arch> pn(nc);
+    const int rest_at = nc - pn.rest;
     for (int k0 = 0; k0 < g.k; k0 += kMatmulKc) {
       const int kc = std::min(kMatmulKc, g.k - k0);
       const bool load = g.accumulate || k0 > 0;
-      const float* b = g.b + static_cast<std::int64_t>(k0) * g.ldb + n0;
-      if (pack) pack_b<Arch>(b, g.ldb, kc, pn, b_block);
+      const float* b = g.b == nullptr ? nullptr : g.b + static_cast<std::int64_t>(k0) * g.ldb + n0;
+      const float* bp = g.b_packed != nullptr ? g.b_packed + packed_block_offset(n0, k0, g.k, nc) : nullptr;
+      if (pack_here) {
+        pack_block<Arch>(b, g.ldb, 1, kc, pn, b_block);
+        bp = b_block;
+      }
+      // Panel j of the block: packed (rows of its own width) or B itself.
+      auto panel = [&](int j, int width, std::int64_t* ld) {
+        *ld = bp != nullptr ? width : g.ldb;
+        return bp != nullptr ? bp + static_cast<std::int64_t>(j) * kc : b + j;
+      };
       for (int m0 = g.row_begin; m0 < g.row_end; m0 += MR) {
         const int mr = std::min(MR, g.row_end - m0);
         const float* a = g.a + static_cast<std::int64_t>(m0) * g.a_m + static_cast<std::int64_t>(k0) * g.a_k;
@@ -116,25 +168,29 @@ void matmul(const MatmulArgs& g) {
           a = a_tile, a_m = 1, a_k = MR;
         }
         float* c = g.c + static_cast<std::int64_t>(m0) * g.ldc + n0;
-        if (mr == 1 && !pack) {  // one row (batch 1): eight vectors a tile, so that eight FMA chains hide the latency
-          constexpr int NR1 = 8;
-          int j = 0;
-          for (; j + NR1 * V <= nc - pn.rest; j += NR1 * V) matmul_tile<Arch, 1, NR1>(a, a_m, a_k, b + j, g.ldb, c + j, g.ldc, kc, load);
-          for (; j + V <= nc - pn.rest; j += V) matmul_tile<Arch, 1, 1>(a, a_m, a_k, b + j, g.ldb, c + j, g.ldc, kc, load);
-          if (pn.rest > 0) matmul_columns(a, a_m, a_k, b + j, g.ldb, c + j, g.ldc, 1, pn.rest, kc, load);
-          continue;
+        int j = 0;
+        std::int64_t ld = 0;
+        if (mr == 1 && bp == nullptr) {  // one row (batch 1): eight vectors a tile, eight FMA chains
+          for (; j + 8 * V <= rest_at; j += 8 * V) matmul_tile<Arch, 1, 8>(a, a_m, a_k, b + j, g.ldb, c + j, g.ldc, kc, load);
+        } else if (mr == 1) {  // the same over packed panels: three at a time
+          for (int w = 0; w + 3 <= pn.wide; w += 3, j += 3 * NR * V)
+            matmul_row_panels<Arch, NR, 3>(a, a_k, bp + static_cast<std::int64_t>(j) * kc, kc, c + j, load);
         }
         with_rows<MR>(mr, [&](auto rows) {
           constexpr int R = decltype(rows)::value;
-          int j = 0;
-          for (int w = 0; w < pn.wide; ++w, j += NR * V)
-            matmul_tile<Arch, R, NR>(a, a_m, a_k, pack ? b_block + static_cast<std::int64_t>(j) * kc : b + j,
-                                     pack ? NR * V : g.ldb, c + j, g.ldc, kc, load);
-          for (int v = 0; v < pn.narrow; ++v, j += V)
-            matmul_tile<Arch, R, 1>(a, a_m, a_k, pack ? b_block + static_cast<std::int64_t>(j) * kc : b + j,
-                                    pack ? V : g.ldb, c + j, g.ldc, kc, load);
+          for (; j + NR * V <= pn.wide * NR * V; j += NR * V) {
+            const float* bj = panel(j, NR * V, &ld);
+            matmul_tile<Arch, R, NR>(a, a_m, a_k, bj, ld, c + j, g.ldc, kc, load);
+          }
+          for (; j + V <= rest_at; j += V) {
+            const float* bj = panel(j, V, &ld);
+            matmul_tile<Arch, R, 1>(a, a_m, a_k, bj, ld, c + j, g.ldc, kc, load);
+          }
         });
-        if (pn.rest > 0) matmul_columns(a, a_m, a_k, b + (nc - pn.rest), g.ldb, c + (nc - pn.rest), g.ldc, mr, pn.rest, kc, load);
+        if (pn.rest > 0) {
+          const float* bj = panel(rest_at, pn.rest, &ld);
+          matmul_columns(a, a_m, a_k, bj, ld, c + rest_at, g.ldc, mr, pn.rest, kc, load);
+        }
       }
     }
   }

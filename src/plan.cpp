@@ -306,8 +306,10 @@ void layout_training(PlanImpl* p) {
   tr.dlayer[0] = bw.take(T * B * static_cast<std::uint64_t>(p->max_width), es);
   tr.dlayer[1] = bw.take(T * B * static_cast<std::uint64_t>(p->max_width), es);
   tr.brows = bw.take(static_cast<std::uint64_t>(kScratchRows + 1) * p->max_width + B * hidden, es);
-  if (p->backend == Backend::simd)
+  if (p->backend == Backend::simd) {
     tr.backward_pack = bw.take(static_cast<std::uint64_t>(p->options.threads) * simd::kMatmulScratchFloats, es);
+    tr.r_packed = bw.take(gates * hidden * hidden, es);
+  }
   tr.backward_total = bw.size();
 
   p->ws.total = std::max(p->ws.total, tr.forward_total);

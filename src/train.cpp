@@ -100,7 +100,8 @@ struct Matmul {
   std::int64_t m = 0;
   int n = 0, k = 0;
   bool accumulate = false;
-  T* scratch = nullptr;  // f32 SIMD: simd::kMatmulScratchFloats for packing
+  T* scratch = nullptr;         // f32 SIMD: simd::kMatmulScratchFloats for packing
+  const T* b_packed = nullptr;  // f32 SIMD: B packed by pack_b (the plain loops read b)
 };
 
 // The plan's threads for the products; each thread packs into its own kMatmulScratchFloats.
@@ -160,6 +161,7 @@ void matmul(const simd::F32Kernels* kernels, const Matmul<T>& g, const Threads& 
       a.row_end = static_cast<std::int32_t>(g.m);
       a.accumulate = g.accumulate;
       a.scratch = g.scratch;
+      a.b_packed = g.b_packed;
       matmul_threaded(kernels, a, th);
       return;
     }
@@ -194,6 +196,7 @@ struct DirectionGrad {
   int row_width = 0;           // elements of one scratch row
   const simd::F32Kernels* kernels = nullptr;  // SIMD backend: the matmul kernel
   T* pack = nullptr;                          // and its scratch (per thread)
+  T* r_packed = nullptr;                      // and R packed for the per-step products
   Threads threads;
 };
 
@@ -217,6 +220,7 @@ class BackwardDirection {
         walk_{g.dir == 1, g.steps, g.lengths}, wm_(wrapper_masks(p, g.layer, g.dir, g.run)) {}
 
   void run() {
+    pack_recurrent_weights();
     gather_step_inputs();
     start_state_gradients();
     for (int s = g_.steps - 1; s >= 0; --s) step(walk_.time(s));
@@ -235,6 +239,18 @@ class BackwardDirection {
     multiply_by_mask_row(g_.kernels, m, g_.run, t, b, v, width, scratch(kScratchRows));
   }
   bool active(int t, int b) const { return t < walk_.length(b); }
+
+  // R packed once for the products of every step: R_0 … R_{G−1} together ([G·H, H]), a GRU's as
+  // r, z | n (n's gradient column differs).
+  void pack_recurrent_weights() {
+    if constexpr (std::is_same<T, float>::value) {
+      if (g_.kernels == nullptr) return;
+      const bool gru = lp_.mode == Mode::gru;
+      g_.kernels->pack_b(g_.w.R[0], H_, 1, (gru ? 2 : lp_.gates) * H_, H_, g_.r_packed);
+      if (gru) g_.kernels->pack_b(g_.w.R[2], H_, 1, H_, H_, g_.r_packed + 2 * H_ * H_);
+    }
+  }
+  const T* packed_r(int gate) const { return g_.r_packed == nullptr ? nullptr : g_.r_packed + gate * H_ * H_; }
 
   // The state a step read, recomputed exactly as the forward made it: the previous step's kept
   // cell state with every state mask applied, or the initial state.
@@ -354,7 +370,7 @@ class BackwardDirection {
   // Reset-before GRU: n saw R_n (r ⊙ h), so its gradient reaches r and h through R_nᵀ.
   void reset_before_r(int t) {
     T* d_rh = scratch(kScratchRows + 1);  // [B, H]
-    matmul_rows(t, 2 * H_, H_, g_.w.R[2], d_rh, false);
+    matmul_rows(t, 2 * H_, H_, 2, d_rh, false);
     for (int b = 0; b < B_; ++b) {
       if (!active(t, b)) continue;
       const T* k = keep(t, b);
@@ -370,13 +386,15 @@ class BackwardDirection {
     }
   }
 
-  // out[B, ·] (+)= dgates[t, :, column…column+k) · B (k × n, row-major): a product over step t's rows.
-  void matmul_rows(int t, int column, int k, const T* b, T* out, bool accumulate) const {
+  // out[B, ·] (+)= dgates[t, :, column…column+k) · R from `gate` on ([k, H], row-major; packed on the
+  // SIMD backend): a product over step t's rows.
+  void matmul_rows(int t, int column, int k, int gate, T* out, bool accumulate) const {
     Matmul<T> m;
     m.a = g_.dgates + at(t, 0) * gw_ + column;
     m.a_m = gw_;
     m.a_k = 1;
-    m.b = b;
+    m.b = g_.w.R[gate];
+    m.b_packed = packed_r(gate);
     m.ldb = H_;
     m.c = out;
     m.ldc = H_;
@@ -416,8 +434,8 @@ class BackwardDirection {
     if (gru && lp_.gru_variant == GruVariant::reset_before) reset_before_r(t);
     // R_0 … R_{G−1} are consecutive in the canonical buffer: one product covers every gate whose
     // gradient column is its own (all but GRU n).
-    matmul_rows(t, 0, (gru ? 2 : lp_.gates) * H_, g_.w.R[0], g_.dh_next, true);
-    if (gru && lp_.gru_variant == GruVariant::reset_after) matmul_rows(t, 3 * H_, H_, g_.w.R[2], g_.dh_next, true);
+    matmul_rows(t, 0, (gru ? 2 : lp_.gates) * H_, 0, g_.dh_next, true);
+    if (gru && lp_.gru_variant == GruVariant::reset_after) matmul_rows(t, 3 * H_, H_, 2, g_.dh_next, true);
     T* swap = g_.dh;
     g_.dh = g_.dh_next;
     g_.dh_next = swap;
@@ -588,7 +606,10 @@ void backward_all(const PlanImpl& p, const unsigned char* packed, unsigned char*
       g.rows = at_bytes<T>(ws, tr.brows);
       g.row_width = p.max_width;
       g.kernels = p.backend == Backend::simd ? p.kernels : nullptr;
-      if (g.kernels != nullptr) g.pack = at_bytes<T>(ws, tr.backward_pack);
+      if (g.kernels != nullptr) {
+        g.pack = at_bytes<T>(ws, tr.backward_pack);
+        g.r_packed = at_bytes<T>(ws, tr.r_packed);
+      }
       g.threads = plan_threads(p);
       BackwardDirection<T>(p, g).run();
     }
@@ -636,13 +657,13 @@ class BatchedForward {
   }
   const float* x_row(int t, int b) const { return static_cast<const float*>(io_.x) + t * io_.x_st + b * io_.x_sb; }
 
-  void product(const float* a, std::int64_t rows, int k, const float* b, std::int64_t ldb, int n, float* c) const {
+  // c[rows, n] (row stride G·H) = a[rows, k] · B, B packed at plan time.
+  void product(const float* a, std::int64_t rows, int k, const float* b_packed, int n, float* c) const {
     simd::MatmulArgs m;
     m.a = a;
     m.a_m = k;
     m.a_k = 1;
-    m.b = b;
-    m.ldb = ldb;
+    m.b_packed = b_packed;
     m.c = c;
     m.ldc = GH_;
     m.n = n;
@@ -663,7 +684,7 @@ class BatchedForward {
         for (int w = wm_.count - 1; w >= 0; --w) apply(wm_.input[w], t, b, xc, I_);
       }
     if (w_t_ != nullptr) {
-      product(x_in_, rows, I_, w_t_, GH_, GH_, proj_);
+      product(x_in_, rows, I_, w_t_, GH_, proj_);
     } else {  // skip input: every gate adds x itself
       for (std::int64_t r = 0; r < rows; ++r)
         for (int g = 0; g < G_; ++g) std::memcpy(proj_ + r * GH_ + g * H_, x_in_ + r * I_, sizeof(float) * H_);
@@ -678,11 +699,11 @@ class BatchedForward {
   void step(int t) {
     const bool gru = lp_.mode == Mode::gru, reset_before = gru && lp_.gru_variant == GruVariant::reset_before;
     // Recurrent products of every row (the reset-before GRU's n gate waits for r ⊙ h).
-    product(h_, B_, H_, r_t_, GH_, reset_before ? 2 * H_ : GH_, rec_);
+    product(h_, B_, H_, r_t_, reset_before ? 2 * H_ : GH_, rec_);
     for (int b = 0; b < B_; ++b)
       if (active(t, b)) gates(t, b);
     if (reset_before) {
-      product(rh_, B_, H_, r_t_ + 2 * H_, GH_, H_, rec_ + 2 * H_);
+      product(rh_, B_, H_, r_t_ + 2 * H_ * H_, H_, rec_ + 2 * H_);
       for (int b = 0; b < B_; ++b)
         if (active(t, b)) reset_before_n(t, b);
     }
@@ -798,16 +819,21 @@ void pack_training(const PlanImpl& p, const float* canonical, unsigned char* pac
   std::memcpy(packed + tr.canonical, canonical, static_cast<std::size_t>(param_count(p.stack)) * sizeof(float));
   for (int l = 0; l < p.stack.num_layers; ++l) {
     const LayerPlan& lp = p.layers[l];
-    const int GH = lp.gates * lp.hidden;
+    const int H = lp.hidden, GH = lp.gates * H;
+    const bool reset_before = lp.mode == Mode::gru && lp.gru_variant == GruVariant::reset_before;
     for (int d = 0; d < lp.dirs; ++d) {
+      // Wᵀ [I, G·H] and Rᵀ [H, G·H] packed straight from W_0…W_{G−1} ([G·H, K] together) by strides;
+      // the reset-before GRU's Rᵀ in two (r, z | n), as its step uses them.
       const CellParams<const float> w = cell_params(p, l, d, canonical);
-      // W_0 … W_{G−1} ([G·H, K] together) transposed to [K, G·H]; likewise R.
-      auto transpose = [GH](const float* m, int k, float* out) {
-        for (int r = 0; r < GH; ++r)
-          for (int i = 0; i < k; ++i) out[static_cast<std::int64_t>(i) * GH + r] = m[static_cast<std::int64_t>(r) * k + i];
-      };
-      if (w.W[0] != nullptr) transpose(w.W[0], lp.input_size, reinterpret_cast<float*>(packed + tr.w_t[l][d]));
-      transpose(w.R[0], lp.hidden, reinterpret_cast<float*>(packed + tr.r_t[l][d]));
+      auto* w_t = reinterpret_cast<float*>(packed + tr.w_t[l][d]);
+      auto* r_t = reinterpret_cast<float*>(packed + tr.r_t[l][d]);
+      if (w.W[0] != nullptr) p.kernels->pack_b(w.W[0], 1, lp.input_size, lp.input_size, GH, w_t);
+      if (reset_before) {
+        p.kernels->pack_b(w.R[0], 1, H, H, 2 * H, r_t);
+        p.kernels->pack_b(w.R[2], 1, H, H, H, r_t + 2 * H * H);
+      } else {
+        p.kernels->pack_b(w.R[0], 1, H, H, GH, r_t);
+      }
     }
   }
 }

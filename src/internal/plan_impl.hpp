@@ -65,8 +65,8 @@ struct WorkspaceLayout {
 // plan's max batch and length (a run with fewer rows or steps uses their leading parts).
 struct TrainLayout {
   std::size_t canonical = 0;           // packed buffer: the canonical weights
-  // SIMD backend: per (layer, dir) Wᵀ [I, G·H] (none for a skip layer) and Rᵀ [H, G·H] in the
-  // packed buffer, the B operands of the batched training forward's matmuls.
+  // SIMD backend: per (layer, dir) Wᵀ [I, G·H] (none for a skip layer) and Rᵀ [H, G·H] packed
+  // for f32_matmul (F32Kernels::pack_b): the B operands of the batched training forward.
   std::size_t w_t[kMaxLayers][2] = {}, r_t[kMaxLayers][2] = {};
   // Reserve: a header, then per (layer, dir) [T, B, keep_slots·H] rows, then inner-layer outputs.
   std::size_t keep[kMaxLayers][2] = {};
@@ -87,7 +87,8 @@ struct TrainLayout {
   std::size_t dlayer[2] = {0, 0};  // [T, B, max_width] gradients of layer outputs / inputs
   std::size_t brows = 0;     // kScratchRows + 1 rows of max_width (the last: a mask row), then [B, H]
                              // (the reset-before GRU's d(r ⊙ h))
-  std::size_t backward_pack = 0;  // SIMD: simd::kMatmulScratchFloats
+  std::size_t backward_pack = 0;  // SIMD: simd::kMatmulScratchFloats per thread
+  std::size_t r_packed = 0;       // SIMD: one direction's R [G·H, H] packed for the per-step products
   std::size_t backward_total = 0;
 };
 
