@@ -201,6 +201,35 @@ TEST_CASE("golden: ONNX layouts and both GRU variants against ONNX's reference i
 
 namespace {
 
+// The canonical weights of a stack from a golden file's PyTorch tensors ("rnn." prefix).
+template <class T>
+std::vector<T> import_pytorch(const io::SafeTensors& f, const StackSpec& st) {
+  std::vector<TensorView> views;
+  for (const io::TensorEntry& e : f.tensors) {
+    if (e.type != io::ElemType::f32 || e.name.compare(0, 4, "rnn.") != 0) continue;
+    TensorView v;
+    v.name = e.name.c_str();
+    v.shape.ndim = static_cast<int>(e.shape.size());
+    for (std::size_t i = 0; i < e.shape.size(); ++i) v.shape.dims[i] = e.shape[i];
+    v.data = f.data(e);
+    views.push_back(v);
+  }
+  std::vector<T> w(static_cast<std::size_t>(param_count(st)));
+  INFO(last_error_detail());
+  REQUIRE(import_weights(st, WeightFormat::pytorch, views.data(), views.size(), "rnn.", w.data()) == Status::ok);
+  return w;
+}
+
+// A golden file's optional int32 tensor (seq_lengths, row_ids); empty when absent.
+std::vector<std::int32_t> optional_ints(const io::SafeTensors& f, const char* name) {
+  std::vector<std::int32_t> v;
+  io::Array a;
+  if (f.find(name) == nullptr) return v;
+  REQUIRE(f.array(name, &a) == RNNCORE_OK);
+  REQUIRE(io::to_i32(a, &v) == RNNCORE_OK);
+  return v;
+}
+
 // A dropout golden case (tests/golden/make_dropout_golden.py): a stack from its JSON config, run
 // in training mode with the stored seed, step and row ids.
 template <class T>
@@ -210,41 +239,13 @@ void run_dropout_case(const io::SafeTensors& f, Backend backend, Isa isa, double
   const std::string cfg = meta(f, "config");
   REQUIRE_MESSAGE(tools::parse_stack_config(cfg.data(), cfg.size(), "config", &st, &err) == Status::ok, err);
   st.dtype = sizeof(T) == 8 ? DType::f64 : DType::f32;
-  GoldenCase c;
-  c.format = WeightFormat::pytorch;
-  c.prefix = "rnn.";
-  const std::vector<T> canonical = [&] {
-    std::vector<TensorView> views;
-    for (const io::TensorEntry& e : f.tensors) {
-      if (e.type != io::ElemType::f32 || e.name.compare(0, 4, "rnn.") != 0) continue;
-      TensorView v;
-      v.name = e.name.c_str();
-      v.shape.ndim = static_cast<int>(e.shape.size());
-      for (std::size_t i = 0; i < e.shape.size(); ++i) v.shape.dims[i] = e.shape[i];
-      v.data = f.data(e);
-      views.push_back(v);
-    }
-    std::vector<T> w(param_count(st));
-    INFO(last_error_detail());
-    REQUIRE(import_weights(st, WeightFormat::pytorch, views.data(), views.size(), "rnn.", w.data()) == Status::ok);
-    return w;
-  }();
+  const std::vector<T> canonical = import_pytorch<T>(f, st);
   const std::vector<T> x = floats<T>(f, "input");
   std::vector<T> h0, c0;
-  std::vector<std::int32_t> lengths, ids32;
-  std::vector<std::uint32_t> ids;
   if (f.find("h0") != nullptr) h0 = floats<T>(f, "h0");
   if (f.find("c0") != nullptr) c0 = floats<T>(f, "c0");
-  io::Array a;
-  if (f.find("seq_lengths") != nullptr) {
-    REQUIRE(f.array("seq_lengths", &a) == RNNCORE_OK);
-    REQUIRE(io::to_i32(a, &lengths) == RNNCORE_OK);
-  }
-  if (f.find("row_ids") != nullptr) {
-    REQUIRE(f.array("row_ids", &a) == RNNCORE_OK);
-    REQUIRE(io::to_i32(a, &ids32) == RNNCORE_OK);
-    ids.assign(ids32.begin(), ids32.end());
-  }
+  const std::vector<std::int32_t> lengths = optional_ints(f, "seq_lengths"), ids32 = optional_ints(f, "row_ids");
+  const std::vector<std::uint32_t> ids(ids32.begin(), ids32.end());
   ForwardArgs args;
   args.seq_len = std::stoi(meta(f, "seq_len"));
   args.batch = std::stoi(meta(f, "batch"));
@@ -308,37 +309,15 @@ void run_grad_case(const io::SafeTensors& f, Backend backend, Isa isa, double to
   const std::string cfg = meta(f, "config");
   REQUIRE_MESSAGE(tools::parse_stack_config(cfg.data(), cfg.size(), "config", &st, &err) == Status::ok, err);
   st.dtype = sizeof(T) == 8 ? DType::f64 : DType::f32;
-  std::vector<TensorView> views;
-  for (const io::TensorEntry& e : f.tensors) {
-    if (e.name.compare(0, 4, "rnn.") != 0) continue;
-    TensorView v;
-    v.name = e.name.c_str();
-    v.shape.ndim = static_cast<int>(e.shape.size());
-    for (std::size_t i = 0; i < e.shape.size(); ++i) v.shape.dims[i] = e.shape[i];
-    v.data = f.data(e);
-    views.push_back(v);
-  }
-  std::vector<T> w(static_cast<std::size_t>(param_count(st)));
-  REQUIRE_MESSAGE(import_weights(st, WeightFormat::pytorch, views.data(), views.size(), "rnn.", w.data()) == Status::ok,
-                  last_error_detail());
+  const std::vector<T> w = import_pytorch<T>(f, st);
   const std::vector<T> x = floats<T>(f, "input"), dy = floats<T>(f, "dy");
   std::vector<T> h0, c0, dhn, dcn;
   if (f.find("h0") != nullptr) h0 = floats<T>(f, "h0");
   if (f.find("c0") != nullptr) c0 = floats<T>(f, "c0");
   if (f.find("dhn") != nullptr) dhn = floats<T>(f, "dhn");
   if (f.find("dcn") != nullptr) dcn = floats<T>(f, "dcn");
-  std::vector<std::int32_t> lengths, ids32;
-  std::vector<std::uint32_t> ids;
-  io::Array a;
-  if (f.find("seq_lengths") != nullptr) {
-    REQUIRE(f.array("seq_lengths", &a) == RNNCORE_OK);
-    REQUIRE(io::to_i32(a, &lengths) == RNNCORE_OK);
-  }
-  if (f.find("row_ids") != nullptr) {
-    REQUIRE(f.array("row_ids", &a) == RNNCORE_OK);
-    REQUIRE(io::to_i32(a, &ids32) == RNNCORE_OK);
-    ids.assign(ids32.begin(), ids32.end());
-  }
+  const std::vector<std::int32_t> lengths = optional_ints(f, "seq_lengths"), ids32 = optional_ints(f, "row_ids");
+  const std::vector<std::uint32_t> ids(ids32.begin(), ids32.end());
   bool lstm = false;
   for (int l = 0; l < st.num_layers; ++l) lstm = lstm || st.layers[l].mode == Mode::lstm;
 
