@@ -15,6 +15,7 @@
 #include <rnncore/rnncore.h>
 
 #include "board.h"
+#include "console.h"
 #include "lstm_small_model.h"
 
 #define STEPS LSTM_SMALL_SAMPLE_STEPS
@@ -41,69 +42,6 @@ static float h_whole[STATE], c_whole[STATE];
 static float y_step[BATCH * OUTPUT];
 static float h_state[2][STATE], c_state[2][STATE]; /* ping-pong: call t reads [t % 2], writes the other */
 
-/* ---- console output without printf (newlib's float printing would pull in the heap) ---- */
-
-static char line[160];
-static size_t line_len;
-
-static void put(const char* s) {
-  while (*s != '\0' && line_len + 1 < sizeof line) line[line_len++] = *s++;
-}
-
-static void put_uint(unsigned long v) {
-  char digits[24];
-  int n = 0;
-  do {
-    digits[n++] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  while (n > 0) {
-    const char d[2] = {digits[--n], '\0'};
-    put(d);
-  }
-}
-
-/* v in scientific notation with three significant digits, e.g. 4.47e-08. */
-static void put_sci(float v) {
-  int exponent = 0;
-  unsigned long mantissa;
-  if (v < 0) {
-    put("-");
-    v = -v;
-  }
-  if (v == 0) {
-    put("0");
-    return;
-  }
-  while (v >= 10.0f) {
-    v /= 10.0f;
-    ++exponent;
-  }
-  while (v < 1.0f) {
-    v *= 10.0f;
-    --exponent;
-  }
-  mantissa = (unsigned long)(v * 100.0f + 0.5f);
-  if (mantissa >= 1000) {
-    mantissa /= 10;
-    ++exponent;
-  }
-  put_uint(mantissa / 100);
-  put(".");
-  put_uint(mantissa / 10 % 10);
-  put_uint(mantissa % 10);
-  put(exponent < 0 ? "e-" : "e+");
-  if (exponent < 0) exponent = -exponent;
-  if (exponent < 10) put("0");
-  put_uint((unsigned long)exponent);
-}
-
-static void end_line(void) {
-  line[line_len++] = '\n';
-  line[line_len] = '\0';
-  board_write(line);
-  line_len = 0;
-}
 
 static int fail(const char* what, rnncore_status status) {
   put("FAIL: ");
@@ -204,9 +142,9 @@ int main(void) {
   }
   max_expected = max_abs(lstm_small_sample_output, STEPS * BATCH * OUTPUT);
   put("whole sequence: max_abs_diff=");
-  put_sci(max_diff);
+  put_sci(max_diff, 3);
   put(" vs PyTorch (limit ");
-  put_sci(PYTORCH_TOLERANCE * max_expected);
+  put_sci(PYTORCH_TOLERANCE * max_expected, 3);
   put(")");
   end_line();
 

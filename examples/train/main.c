@@ -29,6 +29,7 @@
 #include <rnncore/rnncore.h>
 
 #include "board.h"
+#include "console.h"
 
 /* ---- the task and the network ---- */
 #define INPUT 1          /* one value per step */
@@ -66,72 +67,6 @@ typedef struct batch_data {
 } batch_data;
 static batch_data train_batch, eval_set[EVAL_BATCHES];
 
-/* ---- console output without printf (newlib's float printing would pull in the heap) ---- */
-
-static char line[160];
-static size_t line_len;
-
-static void put(const char* s) {
-  while (*s != '\0' && line_len + 1 < sizeof line) line[line_len++] = *s++;
-}
-
-static void put_uint(unsigned long v) {
-  char digits[24];
-  int n = 0;
-  do {
-    digits[n++] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  while (n > 0) {
-    const char d[2] = {digits[--n], '\0'};
-    put(d);
-  }
-}
-
-/* v right-aligned in `width` characters. */
-static void put_uint_w(unsigned long v, int width) {
-  unsigned long p = 10;
-  int digits = 1;
-  while (v >= p && digits < 20) {
-    p *= 10;
-    ++digits;
-  }
-  for (; digits < width; ++digits) put(" ");
-  put_uint(v);
-}
-
-/* v >= 0 in scientific notation with four significant digits, e.g. 2.914e-01. */
-static void put_sci(float v) {
-  int exponent = 0;
-  unsigned long mantissa;
-  if (!(v > 0.0f)) {
-    put(v == 0.0f ? "0.000e+00" : "nan");
-    return;
-  }
-  while (v >= 10.0f) {
-    v /= 10.0f;
-    ++exponent;
-  }
-  while (v < 1.0f) {
-    v *= 10.0f;
-    --exponent;
-  }
-  mantissa = (unsigned long)(v * 1000.0f + 0.5f);
-  if (mantissa >= 10000) {
-    mantissa /= 10;
-    ++exponent;
-  }
-  put_uint(mantissa / 1000);
-  put(".");
-  put_uint(mantissa / 100 % 10);
-  put_uint(mantissa / 10 % 10);
-  put_uint(mantissa % 10);
-  put(exponent < 0 ? "e-" : "e+");
-  if (exponent < 0) exponent = -exponent;
-  if (exponent < 10) put("0");
-  put_uint((unsigned long)exponent);
-}
-
 /* 0 <= v < 100 as a percentage with one decimal, e.g. 3.2%. */
 static void put_percent(float v) {
   const unsigned long tenths = (unsigned long)(v * 1000.0f + 0.5f);
@@ -141,12 +76,6 @@ static void put_percent(float v) {
   put("%");
 }
 
-static void end_line(void) {
-  line[line_len++] = '\n';
-  line[line_len] = '\0';
-  board_write(line);
-  line_len = 0;
-}
 
 static int fail(const char* what, rnncore_status status) {
   put("FAIL: ");
@@ -328,10 +257,10 @@ static void report(int step, float train_loss, float eval_loss, float initial) {
   put("step ");
   put_uint_w((unsigned long)step, 4);
   put("  train loss ");
-  if (step > 0) put_sci(train_loss);
+  if (step > 0) put_sci(train_loss, 4);
   else put("    -    ");
   put("  eval loss ");
-  put_sci(eval_loss);
+  put_sci(eval_loss, 4);
   put("  (");
   put_percent(eval_loss / initial);
   put(" of initial)");
@@ -450,7 +379,7 @@ int main(void) {
   put("evaluation set: ");
   put_uint(EVAL_BATCHES * BATCH);
   put(" sequences; predicting the last value seen (s_t) scores ");
-  put_sci(persistence_loss());
+  put_sci(persistence_loss(), 4);
   end_line();
   report(0, 0.0f, initial_loss, initial_loss);
 
@@ -479,11 +408,11 @@ int main(void) {
   }
 
   put("final evaluation loss ");
-  put_sci(eval_loss);
+  put_sci(eval_loss, 4);
   put(" = ");
   put_percent(eval_loss / initial_loss);
   put(" of the initial ");
-  put_sci(initial_loss);
+  put_sci(initial_loss, 4);
   put(" (pass: below ");
   put_percent(PASS_RATIO);
   put(")");

@@ -1,0 +1,76 @@
+/* The examples' console (console.h): a line buffer written through board_write. */
+#include "console.h"
+
+#include <stddef.h>
+
+#include "board.h"
+
+static char line[160];
+static size_t line_len;
+
+void put(const char* s) {
+  while (*s != '\0' && line_len + 2 < sizeof line) line[line_len++] = *s++;
+}
+
+void put_uint_w(unsigned long v, int width) {
+  char digits[24];
+  int n = 0;
+  do {
+    digits[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  for (; width > n; --width) put(" ");
+  while (n > 0) {
+    const char d[2] = {digits[--n], '\0'};
+    put(d);
+  }
+}
+
+void put_uint(unsigned long v) { put_uint_w(v, 0); }
+
+void put_sci(float v, int digits) {
+  unsigned long scale = 1, mantissa;
+  int exponent = 0, i;
+  if (v != v) {
+    put("nan");
+    return;
+  }
+  if (v < 0) {
+    put("-");
+    v = -v;
+  }
+  for (i = 1; i < digits; ++i) scale *= 10;
+  if (v == 0) {
+    mantissa = 0;
+  } else {
+    while (v >= 10.0f) {
+      v /= 10.0f;
+      ++exponent;
+    }
+    while (v < 1.0f) {
+      v *= 10.0f;
+      --exponent;
+    }
+    mantissa = (unsigned long)(v * (float)scale + 0.5f);
+    if (mantissa >= 10 * scale) { /* rounding carried into a new digit */
+      mantissa /= 10;
+      ++exponent;
+    }
+  }
+  put_uint(mantissa / scale);
+  if (digits > 1) {
+    put(".");
+    for (scale /= 10; scale > 0; scale /= 10) put_uint(mantissa / scale % 10);
+  }
+  put(exponent < 0 ? "e-" : "e+");
+  if (exponent < 0) exponent = -exponent;
+  if (exponent < 10) put("0");
+  put_uint((unsigned long)exponent);
+}
+
+void end_line(void) {
+  line[line_len++] = '\n';
+  line[line_len] = '\0';
+  board_write(line);
+  line_len = 0;
+}

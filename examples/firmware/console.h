@@ -1,0 +1,17 @@
+/* A line-buffered text console over board_write, without printf (newlib's float printing would pull
+ * in the heap). Shared by the firmware and training examples. */
+#ifndef RNNCORE_EXAMPLE_CONSOLE_H
+#define RNNCORE_EXAMPLE_CONSOLE_H
+
+/** Appends text to the current line (truncated at 159 characters). */
+void put(const char* s);
+/** Appends v in decimal, right-aligned in `width` characters (0: no padding). */
+void put_uint_w(unsigned long v, int width);
+/** Appends v in decimal. */
+void put_uint(unsigned long v);
+/** Appends v in scientific notation with `digits` (1..6) significant digits, e.g. 4.47e-08. */
+void put_sci(float v, int digits);
+/** Ends the line and writes it to the console. */
+void end_line(void);
+
+#endif /* RNNCORE_EXAMPLE_CONSOLE_H */
