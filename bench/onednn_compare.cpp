@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <set>
@@ -59,6 +60,12 @@ const char* const kUsage =
     "  --threads LIST    1,2\n"
     "  --no-extras       skip the bidirectional and 3-layer LSTM (H=512, B=64) cases\n"
     "  --quick           a handful of shapes, 3 repetitions, no waiting or retries (smoke test)\n"
+    "  --backward        time training steps instead: rnncore's training forward + backward (dx, dh0,\n"
+    "                    dc0, weight gradients) against oneDNN's forward_training + backward (LSTM, lbr\n"
+    "                    GRU, vanilla RNN), and check that the gradients agree (limit 1e-4 relative to\n"
+    "                    the largest); defaults then: --modes lstm,gru --hidden 128,256,512 --seq 50\n"
+    "                    --threads 1 --reps 5 --warmup 1, no stacked cases, and no untimed runs before\n"
+    "                    the timed runs of a library whose warm-up run took over 250 ms\n"
     "  --rnncore-weights f32|bf16|f16   rnncore's weight storage (oneDNN stays f32); the agreement check\n"
     "                    allows bf16 2e-2, f16 2e-3 (their stated error) instead of 1e-4\n"
     "timing:\n"
@@ -103,6 +110,10 @@ struct Result {
   double gflop = 0;               // per forward run
   double max_rel = 0;             // max |rnncore - oneDNN| / max |oneDNN| over y, hy (and cy)
   std::string rn_kernel, dn_impl;
+  // --backward: medians of the two halves of a training step, and the gradients' agreement
+  // (max |rnncore - oneDNN| / max |oneDNN| of the weight gradients, dx, and dh0 with dc0).
+  double rn_fwd_ms = 0, rn_bwd_ms = 0, dn_fwd_ms = 0, dn_bwd_ms = 0;
+  double rel_dw = 0, rel_dx = 0, rel_dstate = 0;
 };
 
 const char* mode_name(Mode m) {
@@ -394,12 +405,76 @@ struct Timing {
   int retries = 2;           // at most this many more attempts; the quietest one is kept
   double wait_quiet_s = 120;  // before each attempt, wait up to this long for the load to drop below busy_limit
   rnncore::DType rnncore_weights = rnncore::DType::f32;  // rnncore's weight storage (oneDNN stays f32)
+  bool backward = false;  // time training steps (forward_training + backward) instead of inference
+  // A library whose warm-up run took longer than this gets no untimed runs before its timed runs
+  // (0: always at least one). Such a run does not depend on a warm cache; it only doubles the sweep.
+  double prerun_skip_ms = 0;
 };
+
+// Largest relative difference between the libraries' gradients (weights, dx, dh0 / dc0) that still
+// means "the same gradients": f32 sums over T·B rows in different orders (rnncore: ascending rows;
+// oneDNN: its GEMMs) and T steps of recurrence.
+constexpr double kGradAgreementLimit = 1e-4;
 
 // Largest relative difference between the libraries' outputs that still means "the same network":
 // rounding alone for f32 weights; the stated error of rnncore's reduced-precision weights otherwise.
 double agreement_limit(rnncore::DType weights) {
   return weights == rnncore::DType::bf16 ? 2e-2 : weights == rnncore::DType::f16 ? 2e-3 : 1e-4;
+}
+
+// The timed loop shared by both kinds of run: `reps` repetitions, each giving each library in turn
+// (rnncore, then oneDNN) a pause, untimed runs for at least prerun_ms (at least one; none where
+// `*_prerun` is false), and one timed run. run_rn / run_dn take whether the run is timed and return
+// false on an error (with r->error set). Fills the medians, extremes, CPU/wall and other load of *r.
+template <class RunRn, class RunDn>
+bool time_alternating(const Timing& tm, bool rn_prerun, bool dn_prerun, RunRn run_rn, RunDn run_dn, Result* r,
+                      std::vector<double>* rn_ms, std::vector<double>* dn_ms) {
+  const auto gap = std::chrono::duration<double, std::milli>(tm.gap_ms);
+  double rn_wall = 0, rn_cpu = 0, dn_wall = 0, dn_cpu = 0;
+  const double loop_busy0 = machine_busy_s(), loop_cpu0 = process_cpu_s(), loop_t0 = now_s();
+  for (int i = 0; i < tm.reps; ++i) {
+    std::this_thread::sleep_for(gap);
+    double until = now_s() + 1e-3 * tm.prerun_ms;
+    if (rn_prerun) {
+      do
+        if (!run_rn(false)) return false;
+      while (now_s() < until);
+    }
+    double c0 = process_cpu_s(), t0 = now_s();
+    bool ok = run_rn(true);
+    double t1 = now_s(), c1 = process_cpu_s();
+    if (!ok) return false;
+    rn_ms->push_back(1e3 * (t1 - t0));
+    rn_wall += t1 - t0;
+    rn_cpu += c1 - c0;
+
+    std::this_thread::sleep_for(gap);
+    until = now_s() + 1e-3 * tm.prerun_ms;
+    if (dn_prerun) {
+      do
+        if (!run_dn(false)) return false;
+      while (now_s() < until);
+    }
+    c0 = process_cpu_s(), t0 = now_s();
+    ok = run_dn(true);
+    t1 = now_s(), c1 = process_cpu_s();
+    if (!ok) return false;
+    dn_ms->push_back(1e3 * (t1 - t0));
+    dn_wall += t1 - t0;
+    dn_cpu += c1 - c0;
+  }
+  const double loop_busy1 = machine_busy_s(), loop_cpu1 = process_cpu_s(), loop_t1 = now_s();
+  if (loop_busy0 >= 0 && loop_busy1 >= 0)
+    r->other_load = std::max(0.0, (loop_busy1 - loop_busy0 - (loop_cpu1 - loop_cpu0)) / (loop_t1 - loop_t0));
+  r->rn_ms = median(*rn_ms);
+  r->dn_ms = median(*dn_ms);
+  r->rn_min = *std::min_element(rn_ms->begin(), rn_ms->end());
+  r->rn_max = *std::max_element(rn_ms->begin(), rn_ms->end());
+  r->dn_min = *std::min_element(dn_ms->begin(), dn_ms->end());
+  r->dn_max = *std::max_element(dn_ms->begin(), dn_ms->end());
+  r->rn_par = rn_cpu / rn_wall;
+  r->dn_par = dn_cpu / dn_wall;
+  return true;
 }
 
 // Builds both networks for one shape, checks that they agree, and times them alternately.
@@ -458,8 +533,12 @@ Result run_shape(const Shape& s, const Timing& tm, const dnnl::engine& eng, dnnl
   }
   r.dn_impl = net.impl;
 
-  const auto gap = std::chrono::duration<double, std::milli>(tm.gap_ms);
   auto run_rn = [&]() { return model.forward(fa); };
+  auto run_rn_checked = [&]() {
+    const rnncore::Status rs = run_rn();
+    if (rs != rnncore::Status::ok) r.error = std::string("rnncore: ") + rnncore::last_error_detail();
+    return rs == rnncore::Status::ok;
+  };
   auto run_dn = [&]() {
     net.prim.execute(strm, net.args);
     strm.wait();
@@ -485,46 +564,389 @@ Result run_shape(const Shape& s, const Timing& tm, const dnnl::engine& eng, dnnl
     if (s.mode == Mode::lstm) r.max_rel = std::max(r.max_rel, max_rel_diff(cy_rn, cy_dn));
 
     std::vector<double> rn_ms, dn_ms;
-    double rn_wall = 0, rn_cpu = 0, dn_wall = 0, dn_cpu = 0;
-    const double loop_busy0 = machine_busy_s(), loop_cpu0 = process_cpu_s(), loop_t0 = now_s();
-    for (int i = 0; i < tm.reps; ++i) {
-      std::this_thread::sleep_for(gap);
-      double until = now_s() + 1e-3 * tm.prerun_ms;
-      do st = run_rn();
-      while (st == rnncore::Status::ok && now_s() < until);
-      double c0 = process_cpu_s(), t0 = now_s();
-      if (st == rnncore::Status::ok) st = run_rn();
-      double t1 = now_s(), c1 = process_cpu_s();
-      if (st != rnncore::Status::ok) {
-        r.error = std::string("rnncore: ") + rnncore::last_error_detail();
-        return r;
-      }
-      rn_ms.push_back(1e3 * (t1 - t0));
-      rn_wall += t1 - t0;
-      rn_cpu += c1 - c0;
+    if (!time_alternating(tm, true, true, [&](bool) { return run_rn_checked(); }, [&](bool) { run_dn(); return true; },
+                          &r, &rn_ms, &dn_ms))
+      return r;
+  } catch (const dnnl::error& e) {
+    r.error = std::string("oneDNN: ") + e.what();
+  }
+  return r;
+}
 
-      std::this_thread::sleep_for(gap);
-      until = now_s() + 1e-3 * tm.prerun_ms;
-      do run_dn();
-      while (now_s() < until);
-      c0 = process_cpu_s(), t0 = now_s();
-      run_dn();
-      t1 = now_s(), c1 = process_cpu_s();
-      dn_ms.push_back(1e3 * (t1 - t0));
-      dn_wall += t1 - t0;
-      dn_cpu += c1 - c0;
+// ---- --backward: training steps ----
+
+// oneDNN's training pair: forward_training (fills the workspace) and backward (all gradients), with
+// their memories. Weights are reordered once into each primitive's own layout; the weight gradients
+// live in the layout the backward primitive chose and are reordered to ldigo only for the check.
+struct OnednnTrain {
+  dnnl::primitive fwd, bwd;
+  std::unordered_map<int, dnnl::memory> fwd_args, bwd_args;
+  std::vector<float> wl, wi, bias;  // user-layout weights (kept: memories may point into them)
+  dnnl::memory dwl, dwi, dbias;      // gradients in the backward primitive's layouts (accumulated by oneDNN)
+  std::string impl;
+};
+
+// Canonical weight gradients from oneDNN's: the inverse of convert_weights. A bias oneDNN sums
+// (bW + bR) has one gradient, which is both bW's and bR's; the linear-before-reset GRU's candidate
+// keeps bW (gate 2) and bR (the extra gate 3) apart.
+void onednn_grads_to_canonical(const rnncore::RnnSpec& spec, const std::vector<float>& dwl, const std::vector<float>& dwi,
+                               const std::vector<float>& dbias, float* canonical) {
+  using rnncore::ParamKind;
+  const int L = spec.num_layers, D = rnncore::num_directions(spec), H = spec.hidden_size;
+  const int G = rnncore::num_gates(spec.mode), Gb = spec.mode == Mode::gru ? 4 : G;
+  const int I = spec.input_size;
+  for (int l = 0; l < L; ++l)
+    for (int d = 0; d < D; ++d) {
+      const std::size_t ld = static_cast<std::size_t>(l) * D + d;
+      for (int g = 0; g < G; ++g) {
+        const int cg = canonical_gate(spec.mode, g);
+        float* W = canonical + rnncore::canonical_offset(spec, l, d, ParamKind::input_weight, cg);
+        float* R = canonical + rnncore::canonical_offset(spec, l, d, ParamKind::recurrent_weight, cg);
+        float* bW = canonical + rnncore::canonical_offset(spec, l, d, ParamKind::input_bias, cg);
+        float* bR = canonical + rnncore::canonical_offset(spec, l, d, ParamKind::recurrent_bias, cg);
+        for (int j = 0; j < H; ++j) {
+          for (int k = 0; k < I; ++k) W[static_cast<std::size_t>(j) * I + k] = dwl[((ld * I + k) * G + g) * H + j];
+          for (int k = 0; k < H; ++k) R[static_cast<std::size_t>(j) * H + k] = dwi[((ld * H + k) * G + g) * H + j];
+          bW[j] = dbias[(ld * Gb + g) * H + j];
+          bR[j] = spec.mode == Mode::gru && g == 2 ? dbias[(ld * Gb + 3) * H + j] : bW[j];
+        }
+      }
     }
-    const double loop_busy1 = machine_busy_s(), loop_cpu1 = process_cpu_s(), loop_t1 = now_s();
-    if (loop_busy0 >= 0 && loop_busy1 >= 0)
-      r.other_load = std::max(0.0, (loop_busy1 - loop_busy0 - (loop_cpu1 - loop_cpu0)) / (loop_t1 - loop_t0));
-    r.rn_ms = median(rn_ms);
-    r.dn_ms = median(dn_ms);
-    r.rn_min = *std::min_element(rn_ms.begin(), rn_ms.end());
-    r.rn_max = *std::max_element(rn_ms.begin(), rn_ms.end());
-    r.dn_min = *std::min_element(dn_ms.begin(), dn_ms.end());
-    r.dn_max = *std::max_element(dn_ms.begin(), dn_ms.end());
-    r.rn_par = rn_cpu / rn_wall;
-    r.dn_par = dn_cpu / dn_wall;
+}
+
+// Creates oneDNN's forward_training and backward primitives for `spec` at (seq, batch): x, h0, c0 in;
+// y, hy, cy out; dy, dhy, dcy in; dx, dh0, dc0 and the weight gradients out. States are [L, D, B, H].
+OnednnTrain make_onednn_train(const dnnl::engine& eng, dnnl::stream& strm, const rnncore::RnnSpec& spec,
+                              const float* canonical, int seq, int batch, float* x, float* h0, float* c0, float* y,
+                              float* hy, float* cy, float* dy, float* dhy, float* dcy, float* dx, float* dh0,
+                              float* dc0) {
+  using dnnl::memory;
+  using tag = memory::format_tag;
+  const memory::data_type f32 = memory::data_type::f32;
+  const memory::dim T = seq, B = batch, L = spec.num_layers, D = rnncore::num_directions(spec);
+  const memory::dim H = spec.hidden_size, I = spec.input_size, G = rnncore::num_gates(spec.mode);
+  const memory::dim Gb = spec.mode == Mode::gru ? 4 : G;
+
+  OnednnTrain net;
+  {
+    OnednnNet conv;
+    convert_weights(spec, canonical, &conv);
+    net.wl = std::move(conv.wl);
+    net.wi = std::move(conv.wi);
+    net.bias = std::move(conv.bias);
+  }
+  const memory::desc src_md({T, B, I}, f32, tag::tnc), dst_md({T, B, D * H}, f32, tag::tnc);
+  const memory::desc state_md({L, D, B, H}, f32, tag::ldnc), none;
+  const memory::desc wl_any({L, D, I, G, H}, f32, tag::any), wi_any({L, D, H, G, H}, f32, tag::any);
+  const memory::desc bias_md({L, D, Gb, H}, f32, tag::ldgo);
+  const auto dir = D == 2 ? dnnl::rnn_direction::bidirectional_concat : dnnl::rnn_direction::unidirectional_left2right;
+  const auto fwd_kind = dnnl::prop_kind::forward_training, bwd_kind = dnnl::prop_kind::backward;
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const bool lstm = spec.mode == Mode::lstm;
+
+  memory::desc f_wl, f_wi, f_scratch, ws_md, b_wl, b_wi, b_dwl, b_dwi, b_scratch;
+  std::string fwd_impl, bwd_impl;
+  switch (spec.mode) {
+    case Mode::lstm: {
+      const dnnl::lstm_forward::desc fd(fwd_kind, dir, src_md, state_md, state_md, wl_any, wi_any, bias_md, dst_md,
+                                        state_md, state_md);
+      const dnnl::lstm_forward::primitive_desc fpd(fd, attr, eng);
+      const dnnl::lstm_backward::desc bd(bwd_kind, dir, src_md, state_md, state_md, wl_any, wi_any, bias_md, dst_md,
+                                         state_md, state_md, src_md, state_md, state_md, wl_any, wi_any, bias_md, dst_md,
+                                         state_md, state_md);
+      const dnnl::lstm_backward::primitive_desc bpd(bd, attr, eng, fpd);
+      net.fwd = dnnl::lstm_forward(fpd);
+      net.bwd = dnnl::lstm_backward(bpd);
+      f_wl = fpd.weights_layer_desc(), f_wi = fpd.weights_iter_desc(), f_scratch = fpd.scratchpad_desc();
+      ws_md = fpd.workspace_desc();
+      b_wl = bpd.weights_layer_desc(), b_wi = bpd.weights_iter_desc(), b_scratch = bpd.scratchpad_desc();
+      b_dwl = bpd.diff_weights_layer_desc(), b_dwi = bpd.diff_weights_iter_desc();
+      fwd_impl = fpd.impl_info_str(), bwd_impl = bpd.impl_info_str();
+      break;
+    }
+    case Mode::gru: {
+      const dnnl::lbr_gru_forward::desc fd(fwd_kind, dir, src_md, state_md, wl_any, wi_any, bias_md, dst_md, state_md);
+      const dnnl::lbr_gru_forward::primitive_desc fpd(fd, attr, eng);
+      const dnnl::lbr_gru_backward::desc bd(bwd_kind, dir, src_md, state_md, wl_any, wi_any, bias_md, dst_md, state_md,
+                                            src_md, state_md, wl_any, wi_any, bias_md, dst_md, state_md);
+      const dnnl::lbr_gru_backward::primitive_desc bpd(bd, attr, eng, fpd);
+      net.fwd = dnnl::lbr_gru_forward(fpd);
+      net.bwd = dnnl::lbr_gru_backward(bpd);
+      f_wl = fpd.weights_layer_desc(), f_wi = fpd.weights_iter_desc(), f_scratch = fpd.scratchpad_desc();
+      ws_md = fpd.workspace_desc();
+      b_wl = bpd.weights_layer_desc(), b_wi = bpd.weights_iter_desc(), b_scratch = bpd.scratchpad_desc();
+      b_dwl = bpd.diff_weights_layer_desc(), b_dwi = bpd.diff_weights_iter_desc();
+      fwd_impl = fpd.impl_info_str(), bwd_impl = bpd.impl_info_str();
+      break;
+    }
+    default: {
+      const auto act = dnnl::algorithm::eltwise_tanh;
+      const dnnl::vanilla_rnn_forward::desc fd(fwd_kind, act, dir, src_md, state_md, wl_any, wi_any, bias_md, dst_md,
+                                               state_md);
+      const dnnl::vanilla_rnn_forward::primitive_desc fpd(fd, attr, eng);
+      const dnnl::vanilla_rnn_backward::desc bd(bwd_kind, act, dir, src_md, state_md, wl_any, wi_any, bias_md, dst_md,
+                                                state_md, src_md, state_md, wl_any, wi_any, bias_md, dst_md, state_md);
+      const dnnl::vanilla_rnn_backward::primitive_desc bpd(bd, attr, eng, fpd);
+      net.fwd = dnnl::vanilla_rnn_forward(fpd);
+      net.bwd = dnnl::vanilla_rnn_backward(bpd);
+      f_wl = fpd.weights_layer_desc(), f_wi = fpd.weights_iter_desc(), f_scratch = fpd.scratchpad_desc();
+      ws_md = fpd.workspace_desc();
+      b_wl = bpd.weights_layer_desc(), b_wi = bpd.weights_iter_desc(), b_scratch = bpd.scratchpad_desc();
+      b_dwl = bpd.diff_weights_layer_desc(), b_dwi = bpd.diff_weights_iter_desc();
+      fwd_impl = fpd.impl_info_str(), bwd_impl = bpd.impl_info_str();
+      break;
+    }
+  }
+  net.impl = fwd_impl == bwd_impl ? fwd_impl : fwd_impl + "/" + bwd_impl;
+
+  auto weights = [&](const memory::desc& want, std::vector<float>& user, const memory::dims& dims) {
+    memory src(memory::desc(dims, f32, tag::ldigo), eng, user.data());
+    if (want == src.get_desc()) return src;
+    memory dst(want, eng);
+    dnnl::reorder(src, dst).execute(strm, src, dst);
+    strm.wait();
+    return dst;
+  };
+  const memory bias(bias_md, eng, net.bias.data());
+  const memory workspace(ws_md, eng);
+  const memory m_x(src_md, eng, x), m_h0(state_md, eng, h0), m_c0(state_md, eng, c0), m_y(dst_md, eng, y);
+  const memory m_hy(state_md, eng, hy), m_cy(state_md, eng, cy);
+  net.fwd_args[DNNL_ARG_SRC_LAYER] = m_x;
+  net.fwd_args[DNNL_ARG_SRC_ITER] = m_h0;
+  net.fwd_args[DNNL_ARG_WEIGHTS_LAYER] = weights(f_wl, net.wl, {L, D, I, G, H});
+  net.fwd_args[DNNL_ARG_WEIGHTS_ITER] = weights(f_wi, net.wi, {L, D, H, G, H});
+  net.fwd_args[DNNL_ARG_BIAS] = bias;
+  net.fwd_args[DNNL_ARG_DST_LAYER] = m_y;
+  net.fwd_args[DNNL_ARG_DST_ITER] = m_hy;
+  net.fwd_args[DNNL_ARG_WORKSPACE] = workspace;
+  net.fwd_args[DNNL_ARG_SCRATCHPAD] = memory(f_scratch, eng);
+
+  net.dwl = memory(b_dwl, eng);
+  net.dwi = memory(b_dwi, eng);
+  net.dbias = memory(bias_md, eng);
+  net.bwd_args[DNNL_ARG_SRC_LAYER] = m_x;
+  net.bwd_args[DNNL_ARG_SRC_ITER] = m_h0;
+  net.bwd_args[DNNL_ARG_WEIGHTS_LAYER] = weights(b_wl, net.wl, {L, D, I, G, H});
+  net.bwd_args[DNNL_ARG_WEIGHTS_ITER] = weights(b_wi, net.wi, {L, D, H, G, H});
+  net.bwd_args[DNNL_ARG_BIAS] = bias;
+  net.bwd_args[DNNL_ARG_DST_LAYER] = m_y;
+  net.bwd_args[DNNL_ARG_DST_ITER] = m_hy;
+  net.bwd_args[DNNL_ARG_DIFF_DST_LAYER] = memory(dst_md, eng, dy);
+  net.bwd_args[DNNL_ARG_DIFF_DST_ITER] = memory(state_md, eng, dhy);
+  net.bwd_args[DNNL_ARG_DIFF_SRC_LAYER] = memory(src_md, eng, dx);
+  net.bwd_args[DNNL_ARG_DIFF_SRC_ITER] = memory(state_md, eng, dh0);
+  net.bwd_args[DNNL_ARG_DIFF_WEIGHTS_LAYER] = net.dwl;
+  net.bwd_args[DNNL_ARG_DIFF_WEIGHTS_ITER] = net.dwi;
+  net.bwd_args[DNNL_ARG_DIFF_BIAS] = net.dbias;
+  net.bwd_args[DNNL_ARG_WORKSPACE] = workspace;
+  net.bwd_args[DNNL_ARG_SCRATCHPAD] = memory(b_scratch, eng);
+  if (lstm) {
+    net.fwd_args[DNNL_ARG_SRC_ITER_C] = m_c0;
+    net.fwd_args[DNNL_ARG_DST_ITER_C] = m_cy;
+    net.bwd_args[DNNL_ARG_SRC_ITER_C] = m_c0;
+    net.bwd_args[DNNL_ARG_DST_ITER_C] = m_cy;
+    net.bwd_args[DNNL_ARG_DIFF_DST_ITER_C] = memory(state_md, eng, dcy);
+    net.bwd_args[DNNL_ARG_DIFF_SRC_ITER_C] = memory(state_md, eng, dc0);
+  }
+  return net;
+}
+
+// Reads a oneDNN memory (any layout) into a dense vector of `dims` in `want` layout.
+std::vector<float> read_as(const dnnl::engine& eng, dnnl::stream& strm, const dnnl::memory& m,
+                           const dnnl::memory::dims& dims, dnnl::memory::format_tag want) {
+  std::size_t n = 1;
+  for (dnnl::memory::dim d : dims) n *= static_cast<std::size_t>(d);
+  std::vector<float> out(n);
+  dnnl::memory dst(dnnl::memory::desc(dims, dnnl::memory::data_type::f32, want), eng, out.data());
+  dnnl::memory src = m;
+  dnnl::reorder(src, dst).execute(strm, src, dst);
+  strm.wait();
+  return out;
+}
+
+// 64-byte-aligned host memory for rnncore's buffers.
+struct AlignedBuf {
+  void* p = nullptr;
+  std::size_t bytes = 0;
+  explicit AlignedBuf(std::size_t n) : p(std::aligned_alloc(rnncore::kAlignment, (n / rnncore::kAlignment + 1) * rnncore::kAlignment)), bytes(n) {}
+  ~AlignedBuf() { std::free(p); }
+  AlignedBuf(const AlignedBuf&) = delete;
+  AlignedBuf& operator=(const AlignedBuf&) = delete;
+};
+
+// One shape, training steps: rnncore's training forward (filling the reserve) + backward for dx, dh0,
+// dc0 and the canonical weight gradients, against oneDNN's forward_training + backward with the same
+// gradients (its weight gradients zeroed first: oneDNN accumulates into them, rnncore overwrites).
+// Both get the same weights, x, h0, c0, dy, dhy (and dc0, dcy). Checks that the outputs and every
+// gradient agree, then times them alternately.
+Result run_shape_backward(const Shape& s, const Timing& tm, const dnnl::engine& eng, dnnl::stream& strm) {
+  Result r;
+  r.shape = s;
+  rnncore::RnnSpec spec;
+  spec.mode = s.mode;
+  spec.gru_variant = rnncore::GruVariant::reset_after;
+  spec.input_size = s.hidden;
+  spec.hidden_size = s.hidden;
+  spec.num_layers = s.layers;
+  spec.direction = s.directions == 2 ? rnncore::Direction::bidirectional : rnncore::Direction::unidirectional;
+  // The forward's matrix products, and two more of the same size each in backward: the data
+  // gradients (Rᵀ·dgates, Wᵀ·dgates) and the weight gradients (dgates·hᵀ, dgates·xᵀ).
+  r.gflop = 3.0 * flops_per_run(spec, s.seq, s.batch) * 1e-9;
+
+  std::vector<float> canonical(static_cast<std::size_t>(rnncore::param_count(spec)));
+  Rng rng(static_cast<std::uint64_t>(s.hidden) * 7919 + static_cast<std::uint64_t>(s.mode) * 31 + s.layers);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.hidden));
+  for (float& w : canonical) w = rng.next(scale);
+  const int D = s.directions;
+  const bool lstm = s.mode == Mode::lstm;
+  const std::size_t n_x = static_cast<std::size_t>(s.seq) * s.batch * s.hidden;
+  const std::size_t n_y = n_x * D, n_state = static_cast<std::size_t>(s.layers) * D * s.batch * s.hidden;
+  auto random = [&](std::size_t n, float sc) {
+    std::vector<float> v(n);
+    for (float& e : v) e = rng.next(sc);
+    return v;
+  };
+  std::vector<float> x = random(n_x, 1.0f), h0 = random(n_state, 0.5f), c0 = random(n_state, 0.5f);
+  std::vector<float> dy = random(n_y, 1.0f), dhy = random(n_state, 1.0f), dcy = random(n_state, 1.0f);
+  std::vector<float> y_rn(n_y), y_dn(n_y), hy_rn(n_state), hy_dn(n_state), cy_rn(n_state), cy_dn(n_state);
+  std::vector<float> dx_rn(n_x), dx_dn(n_x), dh0_rn(n_state), dh0_dn(n_state), dc0_rn(n_state), dc0_dn(n_state);
+  std::vector<float> dw_rn(canonical.size()), dw_dn(canonical.size());
+
+  // rnncore: a training plan in caller buffers (and a pool of its own for threads > 1).
+  rnncore::ThreadPool* pool = nullptr;
+  struct PoolGuard {
+    rnncore::ThreadPool*& p;
+    ~PoolGuard() { rnncore::ThreadPool::destroy(p); }
+  } pool_guard{pool};
+  rnncore::PlanOptions opt;
+  opt.max_batch = s.batch;
+  opt.max_seq_len = s.seq;
+  opt.threads = s.threads;
+  opt.training = true;
+  rnncore::Status st = rnncore::Status::ok;
+  if (s.threads > 1) st = rnncore::ThreadPool::create(s.threads, &pool);
+  opt.thread_pool = pool;
+  rnncore::Plan plan;
+  if (st == rnncore::Status::ok) st = rnncore::Plan::create(spec, opt, &plan);
+  if (st != rnncore::Status::ok) {
+    r.error = std::string("rnncore: ") + rnncore::last_error_detail();
+    return r;
+  }
+  AlignedBuf packed(plan.packed_weight_bytes()), ws(plan.workspace_bytes()), bws(plan.backward_workspace_bytes()),
+      reserve(plan.reserve_bytes());
+  if (!packed.p || !ws.p || !bws.p || !reserve.p) {
+    r.error = "out of memory";
+    return r;
+  }
+  if ((st = plan.pack_weights(canonical.data(), packed.p, packed.bytes)) != rnncore::Status::ok) {
+    r.error = std::string("rnncore: ") + rnncore::last_error_detail();
+    return r;
+  }
+  r.rn_kernel = std::string(plan.kernel_name()) + " (training) threads=" + std::to_string(plan.options().threads);
+  rnncore::ForwardArgs fa;
+  fa.batch = s.batch;
+  fa.seq_len = s.seq;
+  fa.x = x.data();
+  fa.h0 = h0.data();
+  fa.c0 = lstm ? c0.data() : nullptr;
+  fa.y = y_rn.data();
+  fa.hy = hy_rn.data();
+  fa.cy = lstm ? cy_rn.data() : nullptr;
+  fa.run_mode = rnncore::RunMode::training;
+  fa.reserve = reserve.p;
+  fa.reserve_bytes = reserve.bytes;
+  rnncore::BackwardArgs ba;
+  ba.forward = fa;
+  ba.dy = dy.data();
+  ba.dhy = dhy.data();
+  ba.dcy = lstm ? dcy.data() : nullptr;
+  ba.dx = dx_rn.data();
+  ba.dh0 = dh0_rn.data();
+  ba.dc0 = lstm ? dc0_rn.data() : nullptr;
+  ba.dweights = dw_rn.data();
+
+  OnednnTrain net;
+  try {
+    net = make_onednn_train(eng, strm, spec, canonical.data(), s.seq, s.batch, x.data(), h0.data(), c0.data(),
+                            y_dn.data(), hy_dn.data(), cy_dn.data(), dy.data(), dhy.data(), dcy.data(), dx_dn.data(),
+                            dh0_dn.data(), dc0_dn.data());
+  } catch (const dnnl::error& e) {
+    r.error = std::string("oneDNN: ") + e.what();
+    return r;
+  }
+  r.dn_impl = net.impl;
+
+  // One training step each; `timed` runs record the split between forward and backward.
+  std::vector<double> rn_fwd, rn_bwd, dn_fwd, dn_bwd;
+  auto run_rn = [&](bool timed) {
+    const double t0 = now_s();
+    rnncore::Status rs = plan.forward(packed.p, ws.p, ws.bytes, fa);
+    const double t1 = now_s();
+    if (rs == rnncore::Status::ok) rs = plan.backward(packed.p, bws.p, bws.bytes, ba);
+    const double t2 = now_s();
+    if (rs != rnncore::Status::ok) {
+      r.error = std::string("rnncore: ") + rnncore::last_error_detail();
+      return false;
+    }
+    if (timed) {
+      rn_fwd.push_back(1e3 * (t1 - t0));
+      rn_bwd.push_back(1e3 * (t2 - t1));
+    }
+    return true;
+  };
+  auto run_dn = [&](bool timed) {
+    const double t0 = now_s();
+    net.fwd.execute(strm, net.fwd_args);
+    strm.wait();
+    const double t1 = now_s();
+    for (const dnnl::memory* m : {&net.dwl, &net.dwi, &net.dbias})
+      std::memset(m->get_data_handle(), 0, m->get_desc().get_size());
+    net.bwd.execute(strm, net.bwd_args);
+    strm.wait();
+    const double t2 = now_s();
+    if (timed) {
+      dn_fwd.push_back(1e3 * (t1 - t0));
+      dn_bwd.push_back(1e3 * (t2 - t1));
+    }
+    return true;
+  };
+
+  try {
+    // Warm-up (at least one run of each: the check below reads their results); the last warm-up
+    // run of each library decides whether its timed runs get untimed runs before them.
+    double rn_warm = 0, dn_warm = 0;
+    for (int i = 0; i < std::max(1, tm.warmup); ++i) {
+      double t0 = now_s();
+      if (!run_rn(false)) return r;
+      rn_warm = 1e3 * (now_s() - t0);
+      t0 = now_s();
+      run_dn(false);
+      dn_warm = 1e3 * (now_s() - t0);
+    }
+    r.max_rel = std::max(max_rel_diff(y_rn, y_dn), max_rel_diff(hy_rn, hy_dn));
+    if (lstm) r.max_rel = std::max(r.max_rel, max_rel_diff(cy_rn, cy_dn));
+    const dnnl::memory::dim G = rnncore::num_gates(s.mode);
+    const dnnl::memory::dims wl_dims = {s.layers, D, spec.input_size, G, s.hidden}, wi_dims = {s.layers, D, s.hidden, G, s.hidden};
+    const std::vector<float> dwl = read_as(eng, strm, net.dwl, wl_dims, dnnl::memory::format_tag::ldigo);
+    const std::vector<float> dwi = read_as(eng, strm, net.dwi, wi_dims, dnnl::memory::format_tag::ldigo);
+    const std::vector<float> dbias(static_cast<const float*>(net.dbias.get_data_handle()),
+                                   static_cast<const float*>(net.dbias.get_data_handle()) +
+                                       net.dbias.get_desc().get_size() / sizeof(float));
+    onednn_grads_to_canonical(spec, dwl, dwi, dbias, dw_dn.data());
+    r.rel_dw = max_rel_diff(dw_rn, dw_dn);
+    r.rel_dx = max_rel_diff(dx_rn, dx_dn);
+    r.rel_dstate = max_rel_diff(dh0_rn, dh0_dn);
+    if (lstm) r.rel_dstate = std::max(r.rel_dstate, max_rel_diff(dc0_rn, dc0_dn));
+
+    const bool rn_prerun = !(tm.prerun_skip_ms > 0 && rn_warm > tm.prerun_skip_ms);
+    const bool dn_prerun = !(tm.prerun_skip_ms > 0 && dn_warm > tm.prerun_skip_ms);
+    std::vector<double> rn_ms, dn_ms;
+    if (!time_alternating(tm, rn_prerun, dn_prerun, run_rn, run_dn, &r, &rn_ms, &dn_ms)) return r;
+    r.rn_fwd_ms = median(rn_fwd);
+    r.rn_bwd_ms = median(rn_bwd);
+    r.dn_fwd_ms = median(dn_fwd);
+    r.dn_bwd_ms = median(dn_bwd);
   } catch (const dnnl::error& e) {
     r.error = std::string("oneDNN: ") + e.what();
   }
@@ -557,7 +979,17 @@ const char* kColumns[] = {"mode", "H", "B", "T", "thr", "layers", "rnncore ms", 
                           "rnncore cpu/wall", "oneDNN cpu/wall", "other load", "max rel diff"};
 constexpr int kNumColumns = sizeof(kColumns) / sizeof(kColumns[0]);
 
-std::vector<std::string> row_cells(const Context& c, const Result& r) {
+// --backward: the forward columns with the medians of the two halves of a training step after the
+// ratio, and the gradients' agreement after the outputs'.
+const char* kBackwardColumns[] = {"mode", "H", "B", "T", "thr", "layers", "rnncore ms", "oneDNN ms", "ratio",
+                                  "rnncore fwd+bwd ms", "oneDNN fwd+bwd ms", "rnncore GFLOP/s", "oneDNN GFLOP/s",
+                                  "rnncore %peak", "oneDNN %peak", "rnncore cpu/wall", "oneDNN cpu/wall",
+                                  "other load", "y rel diff", "dW rel diff", "dx rel diff", "dh0/dc0 rel diff"};
+constexpr int kNumBackwardColumns = sizeof(kBackwardColumns) / sizeof(kBackwardColumns[0]);
+
+std::vector<std::string> columns(const Context& c);
+
+std::vector<std::string> forward_cells(const Context& c, const Result& r) {
   const Shape& s = r.shape;
   char buf[kNumColumns][64];
   std::snprintf(buf[0], 64, "%s", mode_name(s.mode));
@@ -593,6 +1025,31 @@ std::vector<std::string> row_cells(const Context& c, const Result& r) {
   return cells;
 }
 
+std::vector<std::string> row_cells(const Context& c, const Result& r) {
+  std::vector<std::string> x = forward_cells(c, r);
+  if (!c.timing.backward) return x;
+  if (!r.error.empty()) {
+    x.resize(kNumBackwardColumns);
+    return x;
+  }
+  auto fmt = [](const char* f, double a, double b) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, f, a, b);
+    return std::string(buf);
+  };
+  std::vector<std::string> cells(x.begin(), x.begin() + 9);
+  cells.push_back(fmt(r.rn_fwd_ms < 10 ? "%.3f+%.3f" : "%.1f+%.1f", r.rn_fwd_ms, r.rn_bwd_ms));
+  cells.push_back(fmt(r.dn_fwd_ms < 10 ? "%.3f+%.3f" : "%.1f+%.1f", r.dn_fwd_ms, r.dn_bwd_ms));
+  cells.insert(cells.end(), x.begin() + 9, x.end());  // ... other load, y (and hy, cy) diff
+  for (double d : {r.rel_dw, r.rel_dx, r.rel_dstate}) cells.push_back(fmt("%.1e", d, 0));
+  return cells;
+}
+
+std::vector<std::string> columns(const Context& c) {
+  if (c.timing.backward) return std::vector<std::string>(kBackwardColumns, kBackwardColumns + kNumBackwardColumns);
+  return std::vector<std::string>(kColumns, kColumns + kNumColumns);
+}
+
 // Geometric mean of the ratio per (threads, mode) over the unidirectional one-layer rows.
 std::vector<std::string> summary_lines(const std::vector<Result>& results) {
   std::vector<std::string> lines;
@@ -620,7 +1077,24 @@ std::vector<std::string> summary_lines(const std::vector<Result>& results) {
   return lines;
 }
 
-void print_text_header(std::FILE* f) {
+// --backward: the text table's column widths and names.
+const int kBackwardWidths[kNumBackwardColumns] = {-8, 5, 4, 4, 3, 6, 11, 11, 6, 19, 17, 8, 8, 6, 6, 6, 6, 6, 8, 8, 8, 8};
+const char* kBackwardTextNames[kNumBackwardColumns] = {
+    "mode", "H", "B", "T", "thr", "layers", "rnncore_ms", "oneDNN_ms", "ratio", "rn_fwd+bwd", "dn_fwd+bwd", "rn_GF/s",
+    "dn_GF/s", "rn_pk", "dn_pk", "rn_par", "dn_par", "other", "y_rel", "dW_rel", "dx_rel", "dst_rel"};
+
+void print_backward_cells(std::FILE* f, const std::vector<std::string>& cells) {
+  for (std::size_t i = 0; i < cells.size(); ++i)
+    std::fprintf(f, "%s%*s", i ? " " : "", kBackwardWidths[i], cells[i].c_str());
+  std::fprintf(f, "\n");
+  std::fflush(f);
+}
+
+void print_text_header(std::FILE* f, const Context& c) {
+  if (c.timing.backward) {
+    print_backward_cells(f, std::vector<std::string>(kBackwardTextNames, kBackwardTextNames + kNumBackwardColumns));
+    return;
+  }
   std::fprintf(f, "%-8s %5s %4s %4s %3s %6s %11s %11s %6s %8s %8s %6s %6s %6s %6s %6s %9s\n", "mode", "H", "B",
                "T", "thr", "layers", "rnncore_ms", "oneDNN_ms", "ratio", "rn_GF/s", "dn_GF/s", "rn_pk", "dn_pk",
                "rn_par", "dn_par", "other", "max_rel");
@@ -628,6 +1102,10 @@ void print_text_header(std::FILE* f) {
 
 void print_text_row(std::FILE* f, const Context& c, const Result& r) {
   const std::vector<std::string> x = row_cells(c, r);
+  if (c.timing.backward && r.error.empty()) {
+    print_backward_cells(f, x);
+    return;
+  }
   if (!r.error.empty()) {
     std::fprintf(f, "%-8s %5s %4s %4s %3s %6s  %s\n", x[0].c_str(), x[1].c_str(), x[2].c_str(), x[3].c_str(),
                  x[4].c_str(), x[5].c_str(), x[6].c_str());
@@ -669,18 +1147,33 @@ void write_markdown(std::FILE* f, const Context& c, const std::vector<Result>& r
                "- median of %d alternating repetitions after %d warm-up runs; per repetition and library: %.0f ms "
                "pause, untimed runs for at least %.0f ms (at least one), one timed run\n",
                c.timing.reps, c.timing.warmup, c.timing.gap_ms, c.timing.prerun_ms);
+  if (c.timing.backward) {
+    if (c.timing.prerun_skip_ms > 0)
+      std::fprintf(f, "- no untimed runs before the timed runs of a library whose warm-up run took over %.0f ms\n",
+                   c.timing.prerun_skip_ms);
+    std::fprintf(f,
+                 "- one run = one training step: rnncore: training forward (fills the reserve) + backward for dx, "
+                 "dh0, dc0 and the weight gradients; oneDNN: forward_training + backward with the same gradients "
+                 "(its weight gradients zeroed before each backward, inside the step: oneDNN accumulates into them); "
+                 "fwd+bwd = medians of the two halves; GFLOP/s count 3x the forward's matrix-product flops\n");
+    std::fprintf(f,
+                 "- rel diff = max|rnncore - oneDNN| / max|oneDNN|: y (with hy, cy), the weight gradients (all "
+                 "weights and biases, in the canonical layout), dx, dh0 (with dc0); limits: y %.0e, gradients %.0e\n",
+                 agreement_limit(c.timing.rnncore_weights), kGradAgreementLimit);
+  }
   std::fprintf(f,
                "- ratio = oneDNN ms / rnncore ms (> 1: rnncore faster); %%peak = GFLOP/s / (threads x one-core FMA "
                "peak); cpu/wall = process CPU time / wall time while that library ran; other load = cores kept busy "
                "by other processes during the shape (a shape above %.2f was measured again, up to %d times)\n\n",
                c.timing.busy_limit, c.timing.retries);
-  for (int i = 0; i < kNumColumns; ++i) std::fprintf(f, "| %s ", kColumns[i]);
+  const std::vector<std::string> names = columns(c);
+  for (const std::string& name : names) std::fprintf(f, "| %s ", name.c_str());
   std::fprintf(f, "|\n");
-  for (int i = 0; i < kNumColumns; ++i) std::fprintf(f, "|%s", i < 6 ? " --- " : " ---: ");
+  for (std::size_t i = 0; i < names.size(); ++i) std::fprintf(f, "|%s", i < 6 ? " --- " : " ---: ");
   std::fprintf(f, "|\n");
   for (const Result& r : results) {
     const std::vector<std::string> x = row_cells(c, r);
-    for (int i = 0; i < kNumColumns; ++i) std::fprintf(f, "| %s ", x[i].c_str());
+    for (std::size_t i = 0; i < names.size(); ++i) std::fprintf(f, "| %s ", x[i].c_str());
     std::fprintf(f, "|\n");
   }
   std::fprintf(f, "\n");
@@ -692,23 +1185,29 @@ void write_csv(std::FILE* f, const Context& c, const std::vector<Result>& result
                "mode,hidden,batch,seq,threads,layers,directions,rnncore_ms,onednn_ms,ratio,rnncore_min_ms,"
                "rnncore_max_ms,onednn_min_ms,onednn_max_ms,gflop_per_run,rnncore_gflops,onednn_gflops,"
                "rnncore_pct_peak,onednn_pct_peak,rnncore_cpu_per_wall,onednn_cpu_per_wall,other_load,attempts,"
-               "max_rel_diff,rnncore_kernel,onednn_impl,peak_gflops_1core,error\n");
+               "max_rel_diff,rnncore_kernel,onednn_impl,peak_gflops_1core,%serror\n",
+               c.timing.backward ? "rnncore_fwd_ms,rnncore_bwd_ms,onednn_fwd_ms,onednn_bwd_ms,rel_dw,rel_dx,rel_dstate," : "");
   for (const Result& r : results) {
     const Shape& s = r.shape;
     std::fprintf(f, "%s,%d,%d,%d,%d,%d,%d,", mode_name(s.mode), s.hidden, s.batch, s.seq, s.threads, s.layers,
                  s.directions);
-    if (r.error.empty())
+    if (r.error.empty()) {
       std::fprintf(f,
-                   "%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.2f,%.2f,%.1f,%.1f,%.3f,%.3f,%.3f,%d,%.3e,%s,%s,%.1f,\n",
+                   "%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.2f,%.2f,%.1f,%.1f,%.3f,%.3f,%.3f,%d,%.3e,%s,%s,%.1f,",
                    r.rn_ms, r.dn_ms, r.dn_ms / r.rn_ms, r.rn_min, r.rn_max, r.dn_min, r.dn_max, r.gflop,
                    r.gflop / (r.rn_ms * 1e-3), r.gflop / (r.dn_ms * 1e-3), pct_of_peak(c, r.gflop, r.rn_ms, s.threads),
                    pct_of_peak(c, r.gflop, r.dn_ms, s.threads), r.rn_par, r.dn_par, r.other_load, r.attempts,
                    r.max_rel, r.rn_kernel.c_str(), r.dn_impl.c_str(), c.peak);
-    else {
+      if (c.timing.backward)
+        std::fprintf(f, "%.4f,%.4f,%.4f,%.4f,%.3e,%.3e,%.3e,", r.rn_fwd_ms, r.rn_bwd_ms, r.dn_fwd_ms, r.dn_bwd_ms,
+                     r.rel_dw, r.rel_dx, r.rel_dstate);
+      std::fprintf(f, "\n");
+    } else {
       std::string e = r.error;
       std::replace(e.begin(), e.end(), ',', ';');
       std::replace(e.begin(), e.end(), '\n', ' ');
-      std::fprintf(f, ",,,,,,,,%.4f,,,,,,,,%d,,,,%.1f,%s\n", r.gflop, r.attempts, c.peak, e.c_str());
+      std::fprintf(f, ",,,,,,,,%.4f,,,,,,,,%d,,,,%.1f,%s%s\n", r.gflop, r.attempts, c.peak,
+                   c.timing.backward ? ",,,,,,," : "", e.c_str());
     }
   }
 }
@@ -738,6 +1237,7 @@ int main(int argc, char** argv) {
   std::vector<int> hidden = {128, 256, 512, 1024}, batch = {1, 16, 64}, threads = {1, 2};
   int seq = 100;
   bool extras = true, quick = false, reps_given = false, warmup_given = false, wait_given = false, retries_given = false;
+  bool modes_given = false, hidden_given = false, threads_given = false, seq_given = false;
   int peak_runs = 7;
   Timing tm;
   std::string markdown_path, csv_path;
@@ -764,9 +1264,12 @@ int main(int argc, char** argv) {
       quick = true;
     } else if (a == "--no-extras") {
       extras = false;
+    } else if (a == "--backward") {
+      tm.backward = true;
     } else if (a == "--modes") {
       if (!value(&v)) return usage_error("--modes needs a value");
       modes.clear();
+      modes_given = true;
       std::size_t at = 0;
       for (;;) {
         const std::size_t comma = v.find(',', at);
@@ -779,13 +1282,16 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--hidden") {
       if (!value(&v) || !parse_int_list(v, 1, 16384, &hidden)) return usage_error("--hidden takes sizes, e.g. 128,512");
+      hidden_given = true;
     } else if (a == "--batch") {
       if (!value(&v) || !parse_int_list(v, 1, 65536, &batch)) return usage_error("--batch takes sizes, e.g. 1,64");
     } else if (a == "--threads") {
       if (!value(&v) || !parse_int_list(v, 1, 1024, &threads)) return usage_error("--threads takes counts, e.g. 1,2");
+      threads_given = true;
     } else if (a == "--seq") {
       if (!value(&v) || !parse_int(v, 1, 1 << 20, &n)) return usage_error("--seq takes a length");
       seq = static_cast<int>(n);
+      seq_given = true;
     } else if (a == "--reps") {
       if (!value(&v) || !parse_int(v, 1, 100000, &n)) return usage_error("--reps takes a count >= 1");
       tm.reps = static_cast<int>(n);
@@ -830,6 +1336,20 @@ int main(int argc, char** argv) {
     }
   }
 
+  // --backward: training steps; its own default sweep (LSTM and GRU, H up to 512, T = 50, one
+  // thread, no stacked cases), fewer repetitions, and no untimed runs before runs over 250 ms.
+  if (tm.backward) {
+    if (tm.rnncore_weights != rnncore::DType::f32) return usage_error("--backward needs --rnncore-weights f32");
+    if (!modes_given) modes = {Mode::lstm, Mode::gru};
+    if (!hidden_given) hidden = {128, 256, 512};
+    if (!threads_given) threads = {1};
+    if (!seq_given) seq = 50;
+    if (!reps_given) tm.reps = 5;
+    if (!warmup_given) tm.warmup = 1;
+    extras = false;
+    tm.prerun_skip_ms = 250;
+  }
+
   // The shapes: every (threads, mode, H, B) of the sweep, then the stacked cases per thread count.
   std::vector<Shape> shapes;
   auto add = [&](Mode m, int h, int b, int t, int layers, int dirs) {
@@ -843,6 +1363,15 @@ int main(int argc, char** argv) {
     if (!wait_given) tm.wait_quiet_s = 0;
     if (!retries_given) tm.retries = 0;
     if (peak_runs > 3) peak_runs = 3;
+  }
+  if (quick && tm.backward) {  // every mode, one and two threads; T = 20 unless --seq
+    if (!seq_given) seq = 20;
+    add(Mode::lstm, 128, 1, 1, 1, 1);
+    add(Mode::lstm, 256, 16, 1, 1, 1);
+    add(Mode::gru, 128, 16, 1, 1, 1);
+    add(Mode::rnn_tanh, 256, 16, 1, 1, 1);
+    add(Mode::gru, 256, 16, 2, 1, 1);
+  } else if (quick) {
     add(Mode::lstm, 128, 1, 1, 1, 1);
     add(Mode::lstm, 512, 64, 1, 1, 1);
     add(Mode::gru, 256, 16, 1, 1, 1);
@@ -904,7 +1433,8 @@ int main(int argc, char** argv) {
   }
   for (int i = 0; i < ctx.n_peaks; ++i) ctx.peak = std::max(ctx.peak, ctx.peaks[i].gflops);
 
-  std::printf("# onednn_compare: rnncore vs oneDNN, f32 forward inference, input size = hidden size\n");
+  std::printf("# onednn_compare: rnncore vs oneDNN, f32 %s, input size = hidden size\n",
+              tm.backward ? "training step (forward + backward: dx, dh0, dc0, weight gradients)" : "forward inference");
   for (const std::string& n : ctx.notes) std::printf("# %s\n", n.c_str());
   std::printf("# %s, %d hardware threads; %s\n", ctx.cpu.c_str(), ctx.hw_threads, ctx.date.c_str());
   std::printf("# fp32 FMA peak: %s\n", peak_text(ctx).c_str());
@@ -913,7 +1443,12 @@ int main(int argc, char** argv) {
   std::printf("# median of %d alternating reps after %d warm-up, each: %.0f ms gap + %.0f ms of untimed runs + timed run; ratio = oneDNN ms / rnncore ms "
               "(> 1: rnncore faster); pk = %% of threads x 1-core peak; par = process CPU time / wall time\n",
               tm.reps, tm.warmup, tm.gap_ms, tm.prerun_ms);
-  print_text_header(stdout);
+  if (tm.backward)
+    std::printf("# one run = one training step (fwd+bwd: medians of its two halves; GFLOP/s count 3x the forward's "
+                "flops); no untimed runs before the timed runs of a library whose warm-up run took over %.0f ms; "
+                "rel = max|rnncore - oneDNN| / max|oneDNN| of y (hy, cy), the weight gradients, dx, dh0 (dc0)\n",
+                tm.prerun_skip_ms);
+  print_text_header(stdout, ctx);
 
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream strm(eng);
@@ -931,12 +1466,13 @@ int main(int argc, char** argv) {
                  shapes.size(), mode_name(s.mode), s.hidden, s.batch, s.seq, s.threads, layers_text(s).c_str(),
                  now_s() - start);
     if (tm.wait_quiet_s > 0) wait_until_quiet(tm.busy_limit, tm.wait_quiet_s);
-    Result r = run_shape(s, tm, eng, strm);
+    auto run = [&]() { return tm.backward ? run_shape_backward(s, tm, eng, strm) : run_shape(s, tm, eng, strm); };
+    Result r = run();
     for (int attempt = 2; attempt <= 1 + tm.retries && r.error.empty() && r.other_load > tm.busy_limit; ++attempt) {
       std::fprintf(stderr, "          other processes kept %.2f cores busy (rnncore %.3f ms, oneDNN %.3f ms): measuring "
                    "again (%d/%d)\n", r.other_load, r.rn_ms, r.dn_ms, attempt, 1 + tm.retries);
       if (tm.wait_quiet_s > 0) wait_until_quiet(tm.busy_limit, tm.wait_quiet_s);
-      Result again = run_shape(s, tm, eng, strm);
+      Result again = run();
       again.attempts = attempt;
       if (!again.error.empty() || again.other_load < r.other_load) r = again;
       else r.attempts = attempt;
@@ -946,6 +1482,9 @@ int main(int argc, char** argv) {
       ctx.dn_impls.insert(r.dn_impl);
       std::fprintf(stderr, "          rnncore %.3f ms (%s), oneDNN %.3f ms (%s): ratio %.2f, max rel diff %.1e\n",
                    r.rn_ms, r.rn_kernel.c_str(), r.dn_ms, r.dn_impl.c_str(), r.dn_ms / r.rn_ms, r.max_rel);
+      if (tm.backward)
+        std::fprintf(stderr, "          gradients: max rel diff dW %.1e, dx %.1e, dh0/dc0 %.1e\n", r.rel_dw, r.rel_dx,
+                     r.rel_dstate);
     } else {
       std::fprintf(stderr, "          failed: %s\n", r.error.c_str());
     }
@@ -974,18 +1513,26 @@ int main(int argc, char** argv) {
               join(ctx.rn_kernels).c_str());
   std::printf("# oneDNN implementations: %s\n", join(ctx.dn_impls).c_str());
   for (const std::string& line : summary_lines(results)) std::printf("# %s\n", line.c_str());
-  double worst = 0;
+  double worst = 0, worst_grad = 0;
   int failed = 0;
   for (const Result& r : results) {
     if (!r.error.empty()) ++failed;
     else worst = std::max(worst, r.max_rel);
+    if (r.error.empty() && tm.backward) worst_grad = std::max({worst_grad, r.rel_dw, r.rel_dx, r.rel_dstate});
   }
   const double limit = agreement_limit(tm.rnncore_weights);
   std::printf("# rnncore weights: %s (oneDNN: f32); agreement limit %.0e\n", rnncore::to_string(tm.rnncore_weights), limit);
   std::printf("# largest relative difference between the libraries' outputs: %.1e%s; %d shape(s) failed\n", worst,
               worst < limit ? " (agree)" : " (DISAGREE: the comparison is not valid)", failed);
+  bool agree = worst < limit;
+  if (tm.backward) {
+    std::printf("# largest relative difference between the libraries' gradients (dW, dx, dh0/dc0): %.1e%s (limit %.0e)\n",
+                worst_grad, worst_grad < kGradAgreementLimit ? " (agree)" : " (DISAGREE: the comparison is not valid)",
+                kGradAgreementLimit);
+    agree = agree && worst_grad < kGradAgreementLimit;
+  }
   std::fprintf(stderr, "done: %zu shapes in %.0f s\n", shapes.size(), now_s() - start);
   if (markdown_path == "-") write_markdown(stdout, ctx, results);
   if (csv_path == "-") write_csv(stdout, ctx, results);
-  return failed == 0 && worst < limit ? 0 : 1;
+  return failed == 0 && agree ? 0 : 1;
 }

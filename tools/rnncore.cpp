@@ -86,8 +86,15 @@ const char* const kBenchUsage =
     "  --backend auto|reference|simd|gpu  (gpu: device buffers, timed with events on the device)\n"
     "  --dropout P         also time the network with dropout P on every site (wrapper input, output and\n"
     "                      state, inter-layer), alternating, and print the overhead\n"
+    "  --backward          also time a training step (training forward filling the reserve + backward\n"
+    "                      for dx, dh0, dc0 and the weights) against the inference forward, alternating,\n"
+    "                      and print both and their ratio; with --dropout P the training step is also\n"
+    "                      timed with dropout P on every site (CPU backends only); each timed run\n"
+    "                      follows an untimed one of the same kind\n"
     "  --peak              also measure this core's FMA peak and print the fraction of it reached\n"
-    "prints: median_ms=... gflops=... (2 flops per multiply-add of the matrix products)\n";
+    "prints: median_ms=... gflops=... (2 flops per multiply-add of the matrix products);\n"
+    "  with --backward (median_ms is then the inference forward's):\n"
+    "  training_step_ms=... forward_ms=... backward_ms=... gflops=... (3x the forward's) ratio=...\n";
 
 const char* const kInfoUsage = "usage: rnncore info\n";
 
@@ -661,7 +668,8 @@ int cmd_bench(int argc, char** argv) {
   const std::vector<OptionSpec> known = {{"mode", true},   {"seq", true},     {"batch", true}, {"input", true},
                                          {"hidden", true}, {"layers", true},  {"bidirectional", false},
                                          {"gru", true},    {"threads", true}, {"reps", true},  {"dtype", true},
-                                         {"backend", true}, {"help", false}, {"dropout", true}, {"peak", false}};
+                                         {"backend", true}, {"help", false}, {"dropout", true}, {"peak", false},
+                                         {"backward", false}};
   if (!args.parse(argc, argv, 2, known, &err)) return usage_error(kBenchUsage, err);
   if (args.has("help")) {
     std::fputs(kBenchUsage, stdout);
@@ -691,6 +699,9 @@ int cmd_bench(int argc, char** argv) {
   opt.threads = static_cast<int>(threads);
   opt.weight_dtype = dtype_name == "bf16" ? DType::bf16 : dtype_name == "f16" ? DType::f16 : DType::f32;
   if (!parse_backend(args.get("backend", "auto"), &opt.backend)) return usage_error(kBenchUsage, "--backend must be auto, reference, simd or gpu");
+  const bool backward = args.has("backward");
+  if (backward && opt.backend == Backend::gpu)
+    return usage_error(kBenchUsage, "--backward: training runs on the CPU backends only (auto, reference or simd)");
 
 
   double dropout = 0.0;
@@ -724,7 +735,18 @@ int cmd_bench(int argc, char** argv) {
     wr.dropout.input_keep = wr.dropout.output_keep = wr.dropout.state_keep = 1.0 - dropout;
   }
   stacks[1].dropout = dropout;
-  const int nets = args.has("dropout") ? 2 : 1;
+  // --backward: one pool for the inference model and the training plans (two pools would compete
+  // for the cores with their spinning workers).
+  ThreadPool* pool = nullptr;
+  if (backward && opt.threads > 1 && ThreadPool::create(opt.threads, &pool) != Status::ok) return error(last_error_detail());
+  struct PoolGuard {
+    ThreadPool* p;
+    ~PoolGuard() { ThreadPool::destroy(p); }
+  } pool_guard{pool};
+  if (pool != nullptr) opt.thread_pool = pool;
+  // Forward only: the network and, with --dropout, the network with dropout (both timed).
+  // --backward: the inference forward of the network (one Model), timed against training steps.
+  const int nets = args.has("dropout") && !backward ? 2 : 1;
   Model net[2];
   for (int k = 0; k < nets; ++k) {
     const Status s = Model::create(stacks[k], opt, w.data(), &net[k]);
@@ -738,10 +760,78 @@ int cmd_bench(int argc, char** argv) {
   fa.seq_len = static_cast<int>(T);
   fa.x = x.data();
   fa.y = y.data();
-  fa.run_mode = RunMode::training;
+  fa.run_mode = backward ? RunMode::inference : RunMode::training;
   fa.seed = 1;
   // A GPU plan runs on device copies of x and y and is timed with events on its stream.
   const bool on_gpu = net[0].plan().backend() == Backend::gpu;
+  if (backward && on_gpu)
+    return error("--backward: the inference plan chose the GPU backend, training runs on the CPU: use --backend simd");
+
+  // --backward: training plans (the network, and with --dropout the network with dropout on every
+  // site), each with its packed weights, forward and backward workspaces and reserve; one training
+  // step = a training forward that fills the reserve + backward for dx, dh0, dc0 and the weights.
+  struct TrainNet {
+    Plan plan;
+    void* buf[4] = {nullptr, nullptr, nullptr, nullptr};  // packed, workspace, backward workspace, reserve
+    std::size_t bytes[4] = {0, 0, 0, 0};
+    ~TrainNet() {
+      for (void* p : buf) std::free(p);
+    }
+  };
+  const int train_nets = backward ? (args.has("dropout") ? 2 : 1) : 0;
+  TrainNet train[2];
+  const std::size_t states = static_cast<std::size_t>(L * D * B * H) * es;
+  std::vector<unsigned char> dy(backward ? y.size() : 0), dhy(backward ? states : 0), dcy(backward ? states : 0),
+      dx(backward ? x.size() : 0), dh0(backward ? states : 0), dc0(backward ? states : 0),
+      dweights(backward ? w.size() : 0);
+  if (backward) {
+    fill(dy, 2.0);
+    fill(dhy, 2.0);
+    fill(dcy, 2.0);
+  }
+  for (int k = 0; k < train_nets; ++k) {
+    PlanOptions topt = opt;
+    topt.training = true;
+    TrainNet& tn = train[k];
+    Status s = Plan::create(stacks[k], topt, &tn.plan);
+    if (s != Status::ok) return error(library_error(s));
+    const std::size_t sizes[4] = {tn.plan.packed_weight_bytes(), tn.plan.workspace_bytes(),
+                                  tn.plan.backward_workspace_bytes(), tn.plan.reserve_bytes()};
+    for (int b = 0; b < 4; ++b) {
+      tn.bytes[b] = sizes[b];
+      tn.buf[b] = std::aligned_alloc(kAlignment, (sizes[b] + kAlignment - 1) / kAlignment * kAlignment + kAlignment);
+      if (tn.buf[b] == nullptr) return error("out of memory");
+    }
+    if ((s = tn.plan.pack_weights(w.data(), tn.buf[0], tn.bytes[0])) != Status::ok) return error(library_error(s));
+  }
+  auto training_step = [&](int k, std::uint64_t step, double* fwd_ms, double* bwd_ms) {
+    using clk = std::chrono::steady_clock;
+    TrainNet& tn = train[k];
+    ForwardArgs ta = fa;
+    ta.run_mode = RunMode::training;
+    ta.step = step;
+    ta.reserve = tn.buf[3];
+    ta.reserve_bytes = tn.bytes[3];
+    const auto t0 = clk::now();
+    Status s = tn.plan.forward(tn.buf[0], tn.buf[1], tn.bytes[1], ta);
+    const auto t1 = clk::now();
+    if (s != Status::ok) return s;
+    BackwardArgs ba;
+    ba.forward = ta;
+    ba.dy = dy.data();
+    ba.dhy = dhy.data();
+    ba.dcy = spec.mode == Mode::lstm ? dcy.data() : nullptr;
+    ba.dx = dx.data();
+    ba.dh0 = dh0.data();
+    ba.dc0 = spec.mode == Mode::lstm ? dc0.data() : nullptr;
+    ba.dweights = dweights.data();
+    s = tn.plan.backward(tn.buf[0], tn.buf[2], tn.bytes[2], ba);
+    const auto t2 = clk::now();
+    *fwd_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    *bwd_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
+    return s;
+  };
+
   detail::GpuForwardBuffers device;
   void* timer = nullptr;
   if (on_gpu) {
@@ -751,12 +841,15 @@ int cmd_bench(int argc, char** argv) {
     if (s != Status::ok) return error(library_error(s));
   }
   using clock = std::chrono::steady_clock;
-  std::vector<double> ms[2];
+  std::vector<double> ms[2], step_ms[2], fwd_ms[2], bwd_ms[2];
   const auto start = clock::now();
   bool progress = false;  // on stderr, once a repetition is slow enough to make waiting noticeable
   for (long long i = -1; i < reps; ++i) {  // i = −1: warm-up
     for (int k = 0; k < nets; ++k) {
       fa.step = static_cast<std::uint64_t>(i + 1);
+      // --backward: an untimed run first, so that the timed one finds the weights in cache and the
+      // pool's workers awake after the (long) training step, as in back-to-back inference.
+      if (backward && i >= 0 && net[k].forward(fa) != Status::ok) return error(last_error_detail());
       const auto t0 = clock::now();
       Status s = on_gpu ? detail::gpu_timer_start(timer, fa.stream) : Status::ok;
       if (s == Status::ok) s = net[k].forward(fa);
@@ -767,11 +860,27 @@ int cmd_bench(int argc, char** argv) {
       if (i >= 0) ms[k].push_back(elapsed);
       progress = progress || elapsed > 500.0;
     }
+    for (int k = 0; k < train_nets; ++k) {  // --backward: alternating with the inference forward
+      double f = 0, b = 0;
+      Status s = i >= 0 ? training_step(k, static_cast<std::uint64_t>(i + 1), &f, &b) : Status::ok;  // untimed, likewise
+      if (s == Status::ok) s = training_step(k, static_cast<std::uint64_t>(i + 1), &f, &b);
+      if (s != Status::ok) return error(library_error(s));
+      if (i >= 0) {
+        step_ms[k].push_back(f + b);
+        fwd_ms[k].push_back(f);
+        bwd_ms[k].push_back(b);
+      }
+      progress = progress || f + b > 500.0;
+    }
     if (progress)
       std::fprintf(stderr, "rnncore bench: %s %lld/%lld, %.1f s\n", i < 0 ? "warm-up" : "repetition", i < 0 ? 0 : i + 1, reps,
                    std::chrono::duration<double>(clock::now() - start).count());
   }
   detail::gpu_timer_destroy(timer);
+  auto median_of = [](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
   for (int k = 0; k < nets; ++k) std::sort(ms[k].begin(), ms[k].end());
   const double median = ms[0][ms[0].size() / 2];
   double flops = 0;  // 2 · G·H · (I_l + H) per step, row, layer and direction
@@ -783,15 +892,35 @@ int cmd_bench(int argc, char** argv) {
   const double gflops = flops / (median * 1e6);
   if (args.has("peak")) {
     const double peak = measure_fma_peak_gflops();
-    std::printf("median_ms=%.4f gflops=%.2f peak_gflops=%.1f (one core) fraction_of_peak=%.3f%s\n", median, gflops, peak,
-                peak > 0 ? gflops / (peak * static_cast<double>(threads)) : 0.0, threads > 1 ? " (of threads x one core)" : "");
+    std::printf("median_ms=%.4f gflops=%.2f peak_gflops=%.1f (one core) fraction_of_peak=%.3f%s%s\n", median, gflops, peak,
+                peak > 0 ? gflops / (peak * static_cast<double>(threads)) : 0.0, threads > 1 ? " (of threads x one core)" : "",
+                backward ? " (inference forward)" : "");
   } else {
-    std::printf("median_ms=%.4f gflops=%.2f\n", median, gflops);
+    std::printf("median_ms=%.4f gflops=%.2f%s\n", median, gflops, backward ? " (inference forward)" : "");
   }
   if (nets == 2) {
     const double with = ms[1][ms[1].size() / 2];
     std::printf("dropout p=%g on every site (input, output, state, inter-layer): median_ms=%.4f overhead=%+.1f%%\n",
                 dropout, with, 100.0 * (with / median - 1.0));
+  }
+  if (backward) {
+    // A training step does the forward's matrix products and two more of the same size: R_gᵀ·dgates and
+    // W_gᵀ·dgates (dh, dx), and the outer products dgates·h_prevᵀ and dgates·xᵀ (dR, dW): 3x the flops.
+    double train_step = 0;
+    for (int k = 0; k < train_nets; ++k) {
+      const double st = median_of(step_ms[k]), fw = median_of(fwd_ms[k]), bw = median_of(bwd_ms[k]);
+      if (k == 0) {
+        train_step = st;
+        std::printf("training_step_ms=%.4f forward_ms=%.4f backward_ms=%.4f gflops=%.2f ratio=%.2f "
+                    "(training step / inference forward; training kernel=%s reserve_bytes=%zu)\n",
+                    st, fw, bw, 3.0 * flops / (st * 1e6), st / median, train[k].plan.kernel_name(),
+                    train[k].plan.reserve_bytes());
+      } else {
+        std::printf("dropout p=%g on every site (input, output, state, inter-layer): training_step_ms=%.4f "
+                    "forward_ms=%.4f backward_ms=%.4f ratio=%.2f overhead=%+.1f%% (vs the training step without dropout)\n",
+                    dropout, st, fw, bw, st / median, 100.0 * (st / train_step - 1.0));
+      }
+    }
   }
   return 0;
 }
