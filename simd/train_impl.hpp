@@ -49,6 +49,26 @@ inline void matmul_tile(const float* a, std::int64_t a_m, std::int64_t a_k, cons
     for (int j = 0; j < NR; ++j) acc[i][j].store_unaligned(c + i * ldc + j * V);
 }
 
+// The same tile over packed operands, with compile-time strides: A k-major (ap[p·AS + i]), B a
+// panel of NR vectors per k.
+template <class Arch, int MR, int NR, int AS>
+inline void matmul_tile_packed(const float* ap, const float* bp, float* c, std::int64_t ldc, int k_count, bool load) {
+  constexpr int V = static_cast<int>(vf<Arch>::size);
+  vf<Arch> acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = load ? vf<Arch>::load_unaligned(c + i * ldc + j * V) : vf<Arch>(0.0f);
+  for (int p = 0; p < k_count; ++p, ap += AS, bp += NR * V) {
+    vf<Arch> bv[NR];
+    for (int j = 0; j < NR; ++j) bv[j] = vf<Arch>::load_unaligned(bp + j * V);
+    for (int i = 0; i < MR; ++i) {
+      const vf<Arch> x(ap[i]);
+      for (int j = 0; j < NR; ++j) acc[i][j] = fmadd<Arch>(x, bv[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j].store_unaligned(c + i * ldc + j * V);
+}
+
 // Columns past the last whole vector: scalar, k in the same order, fused like the vector lanes.
 inline void matmul_columns(const float* a, std::int64_t a_m, std::int64_t a_k, const float* b, std::int64_t ldb, float* c,
                            std::int64_t ldc, int rows, int cols, int k_count, bool load) {
@@ -178,6 +198,13 @@ void matmul(const MatmulArgs& g) {
         }
         with_rows<MR>(mr, [&](auto rows) {
           constexpr int R = decltype(rows)::value;
+          if (bp != nullptr && a == a_tile) {  // both packed: the strides are constants
+            for (; j + NR * V <= pn.wide * NR * V; j += NR * V)
+              matmul_tile_packed<Arch, R, NR, MR>(a, bp + static_cast<std::int64_t>(j) * kc, c + j, g.ldc, kc, load);
+            for (; j + V <= rest_at; j += V)
+              matmul_tile_packed<Arch, R, 1, MR>(a, bp + static_cast<std::int64_t>(j) * kc, c + j, g.ldc, kc, load);
+            return;
+          }
           for (; j + NR * V <= pn.wide * NR * V; j += NR * V) {
             const float* bj = panel(j, NR * V, &ld);
             matmul_tile<Arch, R, NR>(a, a_m, a_k, bj, ld, c + j, g.ldc, kc, load);

@@ -271,8 +271,8 @@ class BackwardDirection {
       for (int b = 0; b < B_; ++b) {
         T* xc = g_.xcell + at(t, b) * I_;
         T* hp = g_.hprev + at(t, b) * H_;
-        std::memset(g_.dgates + at(t, b) * gw_, 0, sizeof(T) * gw_);
-        if (!active(t, b)) {
+        if (!active(t, b)) {  // zero rows add nothing to the products over all (step, row)
+          std::memset(g_.dgates + at(t, b) * gw_, 0, sizeof(T) * gw_);
           std::memset(xc, 0, sizeof(T) * I_);
           std::memset(hp, 0, sizeof(T) * H_);
           continue;
