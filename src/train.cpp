@@ -1,11 +1,13 @@
 // Training (DESIGN §10): the forward that keeps what backward needs, and backward through time.
 //
-// The training forward is the reference cell loop (src/reference.cpp) writing, per row and step, the
-// gate activations and the new cell state into the reserve (keep_slots), and inner-layer outputs
-// after inter-layer dropout. Backward regenerates every dropout mask from the mask function (never
-// stored), walks each direction's steps in reverse for the recurrent gradients, then forms the
-// weight and input gradients as sums over all (step, row) in a fixed order: the result does not
-// depend on threads or on anything but the inputs.
+// The training forward writes, per row and step, the gate activations and the new cell state into
+// the reserve (keep_slots), and inner-layer outputs after inter-layer dropout: on the reference
+// backend its cell loop (src/reference.cpp) does, on the SIMD backend BatchedForward. Backward
+// (BackwardDirection) regenerates every dropout mask from the mask function (never stored), walks
+// each direction's steps in reverse for the recurrent gradients, then forms the weight and input
+// gradients as products over all (step, row): plain loops on the reference backend, f32_matmul
+// (simd/train_impl.hpp) on the SIMD one. Every sum has a fixed order: the result does not depend on
+// threads or on anything but the inputs.
 #include <cmath>
 #include <cstring>
 #include <type_traits>
