@@ -477,10 +477,8 @@ bool time_alternating(const Timing& tm, bool rn_prerun, bool dn_prerun, RunRn ru
   return true;
 }
 
-// Builds both networks for one shape, checks that they agree, and times them alternately.
-Result run_shape(const Shape& s, const Timing& tm, const dnnl::engine& eng, dnnl::stream& strm) {
-  Result r;
-  r.shape = s;
+// The rnncore network of a shape (input size = hidden size, reset-after GRU: oneDNN's lbr GRU).
+rnncore::RnnSpec spec_of(const Shape& s) {
   rnncore::RnnSpec spec;
   spec.mode = s.mode;
   spec.gru_variant = rnncore::GruVariant::reset_after;
@@ -488,6 +486,14 @@ Result run_shape(const Shape& s, const Timing& tm, const dnnl::engine& eng, dnnl
   spec.hidden_size = s.hidden;
   spec.num_layers = s.layers;
   spec.direction = s.directions == 2 ? rnncore::Direction::bidirectional : rnncore::Direction::unidirectional;
+  return spec;
+}
+
+// Builds both networks for one shape, checks that they agree, and times them alternately.
+Result run_shape(const Shape& s, const Timing& tm, const dnnl::engine& eng, dnnl::stream& strm) {
+  Result r;
+  r.shape = s;
+  const rnncore::RnnSpec spec = spec_of(s);
   r.gflop = flops_per_run(spec, s.seq, s.batch) * 1e-9;
 
   // Weights uniform in ±1/sqrt(H) (PyTorch's initialisation), inputs in ±1: the cells stay out of
@@ -783,13 +789,7 @@ struct AlignedBuf {
 Result run_shape_backward(const Shape& s, const Timing& tm, const dnnl::engine& eng, dnnl::stream& strm) {
   Result r;
   r.shape = s;
-  rnncore::RnnSpec spec;
-  spec.mode = s.mode;
-  spec.gru_variant = rnncore::GruVariant::reset_after;
-  spec.input_size = s.hidden;
-  spec.hidden_size = s.hidden;
-  spec.num_layers = s.layers;
-  spec.direction = s.directions == 2 ? rnncore::Direction::bidirectional : rnncore::Direction::unidirectional;
+  const rnncore::RnnSpec spec = spec_of(s);
   // The forward's matrix products, and two more of the same size each in backward: the data
   // gradients (Rᵀ·dgates, Wᵀ·dgates) and the weight gradients (dgates·hᵀ, dgates·xᵀ).
   r.gflop = 3.0 * flops_per_run(spec, s.seq, s.batch) * 1e-9;

@@ -74,3 +74,15 @@ void end_line(void) {
   board_write(line);
   line_len = 0;
 }
+
+int put_failure(const char* what, rnncore_status status) {
+  put("FAIL: ");
+  put(what);
+  put(": ");
+  put(rnncore_status_message(status));
+  put(" (");
+  put(rnncore_last_error_detail());
+  put(")");
+  end_line();
+  return 1;
+}

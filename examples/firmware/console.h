@@ -3,6 +3,8 @@
 #ifndef RNNCORE_EXAMPLE_CONSOLE_H
 #define RNNCORE_EXAMPLE_CONSOLE_H
 
+#include "rnncore/rnncore.h"
+
 /** Appends text to the current line (truncated at 159 characters). */
 void put(const char* s);
 /** Appends v in decimal, right-aligned in `width` characters (0: no padding). */
@@ -13,5 +15,7 @@ void put_uint(unsigned long v);
 void put_sci(float v, int digits);
 /** Ends the line and writes it to the console. */
 void end_line(void);
+/** Writes "FAIL: what: <status message> (<detail>)" and returns 1 (the program's exit status). */
+int put_failure(const char* what, rnncore_status status);
 
 #endif /* RNNCORE_EXAMPLE_CONSOLE_H */

@@ -43,17 +43,6 @@ static float y_step[BATCH * OUTPUT];
 static float h_state[2][STATE], c_state[2][STATE]; /* ping-pong: call t reads [t % 2], writes the other */
 
 
-static int fail(const char* what, rnncore_status status) {
-  put("FAIL: ");
-  put(what);
-  put(": ");
-  put(rnncore_status_message(status));
-  put(" (");
-  put(rnncore_last_error_detail());
-  put(")");
-  end_line();
-  return 1;
-}
 
 static float max_abs(const float* v, size_t n) {
   float m = 0;
@@ -92,10 +81,10 @@ int main(void) {
   options.max_seq_len = LSTM_SMALL_MAX_SEQ_LEN;
   options.max_isa = RNNCORE_ISA_NONE;
   status = rnncore_plan_create(&lstm_small_spec, &options, &whole_plan);
-  if (status != RNNCORE_OK) return fail("plan", status);
+  if (status != RNNCORE_OK) return put_failure("plan", status);
   options.max_seq_len = 1;
   status = rnncore_plan_create(&lstm_small_spec, &options, &step_plan);
-  if (status != RNNCORE_OK) return fail("streaming plan", status);
+  if (status != RNNCORE_OK) return put_failure("streaming plan", status);
 
   /* The arena was sized at compile time; the library's size queries are the authority. */
   packed_bytes = rnncore_plan_packed_weight_bytes(&whole_plan);
@@ -122,7 +111,7 @@ int main(void) {
   }
 
   status = rnncore_plan_pack_weights(&whole_plan, lstm_small_weights, arena, packed_bytes);
-  if (status != RNNCORE_OK) return fail("pack", status);
+  if (status != RNNCORE_OK) return put_failure("pack", status);
   stack_setup = board_stack_high_water(); /* planning and packing */
   board_stack_mark();                     /* from here: running */
 
@@ -135,7 +124,7 @@ int main(void) {
   args.hy = h_whole;
   args.cy = c_whole;
   status = rnncore_forward(&whole_plan, arena, workspace, workspace_bytes, &args);
-  if (status != RNNCORE_OK) return fail("forward (whole sequence)", status);
+  if (status != RNNCORE_OK) return put_failure("forward (whole sequence)", status);
   for (i = 0; i < STEPS * BATCH * OUTPUT; ++i) {
     const float d = y_whole[i] - lstm_small_sample_output[i];
     max_diff = d > max_diff ? d : -d > max_diff ? -d : max_diff;
@@ -164,7 +153,7 @@ int main(void) {
     args.hy = h_state[to];
     args.cy = c_state[to];
     status = rnncore_forward(&step_plan, arena, workspace, step_workspace_bytes, &args);
-    if (status != RNNCORE_OK) return fail("forward (one step)", status);
+    if (status != RNNCORE_OK) return put_failure("forward (one step)", status);
     steps_equal += memcmp(y_step, y_whole + (size_t)t * BATCH * OUTPUT, sizeof y_step) == 0;
   }
   state_equal = memcmp(h_state[STEPS % 2], h_whole, sizeof h_whole) == 0 &&

@@ -77,17 +77,6 @@ static void put_percent(float v) {
 }
 
 
-static int fail(const char* what, rnncore_status status) {
-  put("FAIL: ");
-  put(what);
-  put(": ");
-  put(rnncore_status_message(status));
-  put(" (");
-  put(rnncore_last_error_detail());
-  put(")");
-  end_line();
-  return 1;
-}
 
 /* ---- the static arena ---- */
 
@@ -306,7 +295,7 @@ int main(void) {
   options.max_isa = RNNCORE_ISA_NONE;
   options.training = 1;
   status = rnncore_plan_create(&spec, &options, &plan);
-  if (status != RNNCORE_OK) return fail("plan", status);
+  if (status != RNNCORE_OK) return put_failure("plan", status);
 
   /* Every buffer from the arena, sized by the plan's queries. */
   packed_bytes = rnncore_plan_packed_weight_bytes(&plan);
@@ -359,12 +348,12 @@ int main(void) {
   rng_state = 20240601u;
   for (i = 0; i < num_params; ++i) theta[i] = rng_uniform(-init_range, init_range);
   forget_bias = rnncore_canonical_offset(&spec, 0, 0, RNNCORE_PARAM_INPUT_BIAS, 1);
-  if (forget_bias < 0) return fail("canonical_offset", RNNCORE_ERR_INTERNAL);
+  if (forget_bias < 0) return put_failure("canonical_offset", RNNCORE_ERR_INTERNAL);
   for (gate = 0; gate < HIDDEN; ++gate) theta[forget_bias + gate] = 1.0f;
   memset(adam_m, 0, num_params * sizeof(float));
   memset(adam_v, 0, num_params * sizeof(float));
   status = rnncore_plan_pack_weights(&plan, theta, packed, packed_bytes);
-  if (status != RNNCORE_OK) return fail("pack", status);
+  if (status != RNNCORE_OK) return put_failure("pack", status);
 
   /* A fixed evaluation set (its own seed), and the training stream. */
   rng_state = 7u;
@@ -375,7 +364,7 @@ int main(void) {
   board_stack_mark();                     /* from here: training */
 
   status = evaluate(&initial_loss);
-  if (status != RNNCORE_OK) return fail("forward (evaluation)", status);
+  if (status != RNNCORE_OK) return put_failure("forward (evaluation)", status);
   put("evaluation set: ");
   put_uint(EVAL_BATCHES * BATCH);
   put(" sequences; predicting the last value seen (s_t) scores ");
@@ -387,12 +376,12 @@ int main(void) {
   for (step = 1; step <= TRAIN_STEPS; ++step) {
     make_batch(&train_batch);
     status = train_step(&train_batch, &loss);
-    if (status != RNNCORE_OK) return fail("training step", status);
+    if (status != RNNCORE_OK) return put_failure("training step", status);
     train_loss += loss;
     if (step % REPORT_EVERY == 0 || step == TRAIN_STEPS) {
       const int steps_in_report = step % REPORT_EVERY == 0 ? REPORT_EVERY : step % REPORT_EVERY;
       status = evaluate(&eval_loss);
-      if (status != RNNCORE_OK) return fail("forward (evaluation)", status);
+      if (status != RNNCORE_OK) return put_failure("forward (evaluation)", status);
       report(step, train_loss / (float)steps_in_report, eval_loss, initial_loss);
       train_loss = 0.0f;
     }
