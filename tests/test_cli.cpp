@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "src/gpu/gpu_host.hpp"
-#include "src/io/npy.hpp"
-#include "src/io/safetensors.hpp"
+#include "rnncore/io/npy.hpp"
+#include "rnncore/io/safetensors.hpp"
 #include "tests/test_util.hpp"
 
 using namespace rnncore;
@@ -255,7 +255,9 @@ TEST_CASE("cli: bad files and shapes exit 1 with one line naming the file, tenso
 
   // Model inference disagreements.
   expect_error(base_args() + " --mode gru", "mode gru has 3 gates but tensor 'lstm.weight_hh_l0' [128, 32] holds 4");
-  expect_error(base_args() + " --prefix nope.", "tensor 'nope.weight_hh_l0' is missing");
+  expect_error(base_args() + " --prefix nope.", "no pytorch recurrent weights under prefix 'nope.'; the file has them under 'lstm.'");
+  // A prefix without its separator: the message says which one was meant.
+  expect_error(base_args() + " --prefix lstm", "did you mean --prefix lstm. (a prefix ends with its separator)?");
   expect_error(base_args() + " --format onnx", "no onnx recurrent weights found (expected a tensor named 'R' or 'R_l0')");
   char gpu[256];  // --backend gpu fails cleanly where the build or machine has no GPU (else tests/gpu runs it)
   if (detail::gpu_describe(0, gpu, sizeof gpu) != Status::ok) expect_error(base_args() + " --backend gpu", "backend gpu");

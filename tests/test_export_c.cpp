@@ -16,9 +16,9 @@
 #include <unistd.h>
 #include <vector>
 
-#include "src/io/npy.hpp"
+#include "rnncore/io/npy.hpp"
 #include "tests/test_util.hpp"
-#include "tools/model_file.hpp"
+#include "rnncore/io/model.hpp"
 
 using namespace rnncore;
 
@@ -120,7 +120,7 @@ bool same_bits(const std::vector<float>& a, const float* b, std::size_t n) {
 }
 
 // Exports `weights` with `flags` and checks the header against the library's own import and plan.
-Header check_export(const std::string& weights, const std::string& flags, const tools::ModelHints& hints,
+Header check_export(const std::string& weights, const std::string& flags, const io::ModelHints& hints,
                     int max_batch, int max_seq_len) {
   INFO(weights, " ", flags);
   const std::string out = temp_dir() + "/model.h";
@@ -128,9 +128,9 @@ Header check_export(const std::string& weights, const std::string& flags, const 
   REQUIRE_MESSAGE(r.code == 0, r.err);
   const Header h = parse(slurp(out));
 
-  tools::LoadedModel model;
+  io::LoadedModel model;
   std::string err;
-  REQUIRE_MESSAGE(tools::load_model(weights, hints, nullptr, &model, &err) == Status::ok, err);
+  REQUIRE_MESSAGE(io::load_weights(weights, hints, nullptr, &model, &err) == Status::ok, err);
   const RnnSpec& spec = model.spec;
   const std::size_t n = model.canonical.size() / sizeof(float);
   CHECK(h.declared_sizes.at("net_weights") == static_cast<long>(n));
@@ -177,7 +177,7 @@ std::vector<float> npy_floats(const std::string& path) {
 
 TEST_CASE("export-c: weights, spec and sizes read back exactly, for every cell and format") {
   const std::string golden = kSource + "/tests/golden/";
-  tools::ModelHints hints;
+  io::ModelHints hints;
   SUBCASE("PyTorch GRU, 2 layers, bidirectional (odd sizes)") {
     hints.prefix = "rnn.";
     hints.prefix_given = true;
@@ -202,7 +202,7 @@ TEST_CASE("export-c: the sample input and expected output are the .npy files, bi
   const std::string models = kSource + "/examples/models/";
   const std::string flags = "--sample-input " + models + "lstm_small_input.npy --sample-output " + models +
                             "lstm_small_expected_y.npy";
-  const Header h = check_export(models + "lstm_small.safetensors", flags, tools::ModelHints{}, 4, 50);
+  const Header h = check_export(models + "lstm_small.safetensors", flags, io::ModelHints{}, 4, 50);
   const std::vector<float> x = npy_floats(models + "lstm_small_input.npy"), y = npy_floats(models + "lstm_small_expected_y.npy");
   CHECK(same_bits(h.arrays.at("net_sample_input"), x.data(), x.size()));
   CHECK(same_bits(h.arrays.at("net_sample_output"), y.data(), y.size()));

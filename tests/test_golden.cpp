@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "src/io/safetensors.hpp"
+#include "rnncore/io/safetensors.hpp"
 #include "tests/test_util.hpp"
-#include "tools/stack_config.hpp"
+#include "rnncore/io/stack_config.hpp"
 
 using namespace rnncore;
 using namespace rnncore_test;
@@ -237,7 +237,7 @@ void run_dropout_case(const io::SafeTensors& f, Backend backend, Isa isa, double
   StackSpec st;
   std::string err;
   const std::string cfg = meta(f, "config");
-  REQUIRE_MESSAGE(tools::parse_stack_config(cfg.data(), cfg.size(), "config", &st, &err) == Status::ok, err);
+  REQUIRE_MESSAGE(io::parse_stack_config(cfg.data(), cfg.size(), "config", &st, &err) == Status::ok, err);
   st.dtype = sizeof(T) == 8 ? DType::f64 : DType::f32;
   const std::vector<T> canonical = import_pytorch<T>(f, st);
   const std::vector<T> x = floats<T>(f, "input");
@@ -307,7 +307,7 @@ void run_grad_case(const io::SafeTensors& f, Backend backend, Isa isa, double to
   StackSpec st;
   std::string err;
   const std::string cfg = meta(f, "config");
-  REQUIRE_MESSAGE(tools::parse_stack_config(cfg.data(), cfg.size(), "config", &st, &err) == Status::ok, err);
+  REQUIRE_MESSAGE(io::parse_stack_config(cfg.data(), cfg.size(), "config", &st, &err) == Status::ok, err);
   st.dtype = sizeof(T) == 8 ? DType::f64 : DType::f32;
   const std::vector<T> w = import_pytorch<T>(f, st);
   const std::vector<T> x = floats<T>(f, "input"), dy = floats<T>(f, "dy");

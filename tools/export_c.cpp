@@ -14,12 +14,13 @@
 
 #include "rnncore/rnncore.h"
 #include "rnncore/rnncore.hpp"
-#include "src/io/npy.hpp"
+#include "rnncore/io/npy.hpp"
 #include "tools/cli_args.hpp"
-#include "tools/model_file.hpp"
+#include "rnncore/io/model.hpp"
 
 namespace rnncore {
 namespace tools {
+using namespace io;
 
 const char* const kExportCUsage =
     "usage: rnncore export-c --weights M.safetensors --output MODEL.h [options]\n"
@@ -217,7 +218,7 @@ int cmd_export_c(int argc, char** argv) {
   if (!hints.gru.empty() && !parse_gru_variant(hints.gru, &gru_check))
     return usage_error("--gru must be reset-after or reset-before");
   LoadedModel model;
-  if (load_model(args.get("weights"), hints, nullptr, &model, &err) != Status::ok) return error(err);
+  if (load_weights(args.get("weights"), hints, nullptr, &model, &err) != Status::ok) return error(err);
   for (const std::string& note : model.notes) std::fprintf(stderr, "rnncore: note: %s\n", note.c_str());
   const RnnSpec& spec = model.spec;
   const std::int64_t L = spec.num_layers, D = num_directions(spec), H = spec.hidden_size, I = spec.input_size;

@@ -14,15 +14,16 @@
 
 #include "rnncore/rnncore.hpp"
 #include "src/gpu/gpu_host.hpp"
-#include "src/io/npy.hpp"
-#include "src/io/safetensors.hpp"
+#include "rnncore/io/npy.hpp"
+#include "rnncore/io/safetensors.hpp"
 #include "tools/cli_args.hpp"
 #include "tools/export_c.hpp"
-#include "tools/model_file.hpp"
-#include "tools/stack_config.hpp"
+#include "rnncore/io/model.hpp"
+#include "rnncore/io/stack_config.hpp"
 
 using namespace rnncore;
 using namespace rnncore::tools;
+using namespace rnncore::io;
 
 namespace {
 
@@ -312,9 +313,16 @@ int prepare_run(const Args& args, const char* usage, RunSetup* rs) {
   StackSpec config;
   if (args.has("config") && read_stack_config(args.get("config"), &config, &err) != Status::ok) return error(err);
   LoadedModel& model = rs->model;
-  if (load_model(args.get("weights"), hints, args.has("config") ? &config : nullptr, &model, &err) != Status::ok)
+  if (load_weights(args.get("weights"), hints, args.has("config") ? &config : nullptr, &model, &err) != Status::ok)
     return error(err);
   for (const std::string& note : model.notes) std::fprintf(stderr, "rnncore: note: %s\n", note.c_str());
+  if (!model.ignored.empty()) {
+    std::string list;
+    for (const std::string& t : model.ignored) list += (list.empty() ? "" : ", ") + t;
+    std::fprintf(stderr, "rnncore: note: %zu tensor%s of the file %s not part of the recurrent model and %s ignored: %s\n",
+                 model.ignored.size(), model.ignored.size() == 1 ? "" : "s", model.ignored.size() == 1 ? "is" : "are",
+                 model.ignored.size() == 1 ? "is" : "are", list.c_str());
+  }
   StackSpec& stack = model.stack;
   if (args.has("dropout")) stack.dropout = dropout;
   const DType dt = stack.dtype;

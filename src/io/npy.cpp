@@ -1,5 +1,6 @@
 // rnncore — element types, conversions and the NumPy .npy format (see npy.hpp).
-#include "npy.hpp"
+#include "rnncore/io/npy.hpp"
+#include "src/io/json.hpp"
 
 #include "src/internal/half.hpp"
 

@@ -1,5 +1,6 @@
 // rnncore — safetensors reader and writer (see safetensors.hpp).
-#include "safetensors.hpp"
+#include "rnncore/io/safetensors.hpp"
+#include "src/io/json.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "src/io/json.hpp"
-#include "src/io/npy.hpp"
-#include "src/io/safetensors.hpp"
+#include "rnncore/io/npy.hpp"
+#include "rnncore/io/safetensors.hpp"
 
 namespace io = rnncore::io;
 

@@ -4,8 +4,8 @@
 // mapping tensor names to {"dtype", "shape", "data_offsets": [begin, end]}
 // (offsets relative to the first byte after the header) plus an optional
 // "__metadata__" object of strings, then the tensor data.
-#ifndef RNNCORE_SRC_IO_SAFETENSORS_HPP
-#define RNNCORE_SRC_IO_SAFETENSORS_HPP
+#ifndef RNNCORE_IO_SAFETENSORS_HPP
+#define RNNCORE_IO_SAFETENSORS_HPP
 
 #include <cstddef>
 #include <cstdint>
@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "npy.hpp"  // ElemType, Array, converters
+#include "rnncore/io/npy.hpp"  // ElemType, Array, converters
 
 namespace rnncore {
 namespace io {
@@ -84,4 +84,4 @@ rnncore_status write_safetensors(const char* path, const std::vector<TensorToWri
 }  // namespace io
 }  // namespace rnncore
 
-#endif  // RNNCORE_SRC_IO_SAFETENSORS_HPP
+#endif  // RNNCORE_IO_SAFETENSORS_HPP

@@ -1,12 +1,12 @@
 // Inference of a model's spec from a safetensors file, and import into the canonical layout.
-#include "tools/model_file.hpp"
+#include "rnncore/io/model.hpp"
 
 #include <cctype>
 #include <cstdio>
 #include <set>
 
 namespace rnncore {
-namespace tools {
+namespace io {
 
 namespace {
 
@@ -185,6 +185,21 @@ bool infer_sizes(Inspector& in, WeightFormat format, const std::string& p, Infer
   return false;
 }
 
+// Names (with shapes) of the file's tensors that import did not read.
+std::vector<std::string> unused_tensors(const io::SafeTensors& f, const StackSpec& stack, WeightFormat format,
+                                        const std::string& prefix) {
+  std::set<std::string> used;
+  const int n = format_tensor_count(stack, format);
+  for (int i = 0; i < n; ++i) {
+    TensorInfo t;
+    if (format_tensor_info(stack, format, i, prefix.c_str(), &t) == Status::ok) used.insert(t.name);
+  }
+  std::vector<std::string> out;
+  for (const io::TensorEntry& e : f.tensors)
+    if (used.count(e.name) == 0) out.push_back(e.name + " " + shape_string(e.shape));
+  return out;
+}
+
 }  // namespace
 
 bool parse_mode(const std::string& s, Mode* out) {
@@ -239,8 +254,8 @@ bool uniform_states(const StackSpec& st) {
   return true;
 }
 
-Status load_model(const std::string& path, const ModelHints& hints, const StackSpec* config, LoadedModel* out,
-                  std::string* error) {
+Status load_weights(const std::string& path, const ModelHints& hints, const StackSpec* config, LoadedModel* out,
+                    std::string* error) {
   io::SafeTensors file;
   const rnncore_status rs = io::read_safetensors(path.c_str(), &file);
   if (rs != RNNCORE_OK) {
@@ -276,6 +291,17 @@ Status load_model(const std::string& path, const ModelHints& hints, const StackS
   // Prefix: flag, or the one prefix under which the format's anchor appears.
   if (hints.prefix_given) {
     out->prefix = hints.prefix;
+    const std::set<std::string> prefixes = prefixes_for(file, out->format);
+    if (prefixes.count(out->prefix) == 0 && !prefixes.empty()) {
+      std::string list, hint;
+      for (const std::string& p : prefixes) {
+        list += (list.empty() ? "'" : ", '") + p + "'";
+        if (p.size() == out->prefix.size() + 1 && p.compare(0, out->prefix.size(), out->prefix) == 0)
+          hint = "; did you mean --prefix " + p + " (a prefix ends with its separator)?";
+      }
+      return fail(Status::tensor_missing, std::string("no ") + to_string(out->format) + " recurrent weights under prefix '" +
+                                              out->prefix + "'; the file has them under " + list + hint);
+    }
   } else {
     const std::set<std::string> prefixes = prefixes_for(file, out->format);
     if (prefixes.empty()) {
@@ -351,10 +377,12 @@ Status load_model(const std::string& path, const ModelHints& hints, const StackS
         v = inf.keras_bias->shape.size() == 2 ? "reset-after" : "reset-before";
       if (v.empty()) {
         v = out->format == WeightFormat::onnx ? "reset-before" : "reset-after";
+        // PyTorch has only the reset-after GRU: nothing was chosen, so nothing to note.
         const char* why = out->format == WeightFormat::onnx    ? " (ONNX's default linear_before_reset=0)"
                           : out->format == WeightFormat::keras ? " (Keras' default reset_after=True; the file has no bias to tell)"
-                                                               : " (cuDNN / PyTorch)";
-        out->notes.push_back("GRU variant not given; using " + v + why + "; pass --gru to choose");
+                                                               : " (cuDNN's)";
+        if (out->format != WeightFormat::pytorch)
+          out->notes.push_back("GRU variant not given; using " + v + why + "; pass --gru to choose");
       }
       if (!parse_gru_variant(v, &spec.gru_variant))
         return fail(Status::invalid_enum, "unknown GRU variant '" + v + "' (reset-after or reset-before)");
@@ -387,8 +415,20 @@ Status load_model(const std::string& path, const ModelHints& hints, const StackS
   const Status s =
       import_weights(out->stack, out->format, views.data(), views.size(), out->prefix.c_str(), out->canonical.data());
   if (s != Status::ok) return fail(s, last_error_detail());
+  out->ignored = unused_tensors(file, out->stack, out->format, out->prefix);
   return Status::ok;
 }
 
-}  // namespace tools
+Status load_model(const std::string& path, const LoadOptions& options, Model* out, LoadedModel* info,
+                  std::string* error) {
+  LoadedModel local;
+  LoadedModel& loaded = info != nullptr ? *info : local;
+  const Status s = load_weights(path, options.hints, options.config, &loaded, error);
+  if (s != Status::ok) return s;
+  const Status c = Model::create(loaded.stack, options.plan, loaded.canonical.data(), out);
+  if (c != Status::ok) *error = path + ": " + last_error_detail();
+  return c;
+}
+
+}  // namespace io
 }  // namespace rnncore

@@ -1,5 +1,5 @@
 // JSON stack configurations → StackSpec, with errors that name file:line:column.
-#include "tools/stack_config.hpp"
+#include "rnncore/io/stack_config.hpp"
 
 #include <cerrno>
 #include <cmath>
@@ -7,10 +7,10 @@
 #include <initializer_list>
 
 #include "src/io/json.hpp"
-#include "tools/model_file.hpp"
+#include "rnncore/io/model.hpp"
 
 namespace rnncore {
-namespace tools {
+namespace io {
 
 namespace {
 
@@ -223,5 +223,5 @@ Status read_stack_config(const std::string& path, StackSpec* out, std::string* e
   return parse_stack_config(reinterpret_cast<const char*>(bytes.data()), bytes.size(), path, out, error);
 }
 
-}  // namespace tools
+}  // namespace io
 }  // namespace rnncore

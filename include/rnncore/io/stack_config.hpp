@@ -8,15 +8,15 @@
 //
 // Wrappers are listed innermost first. Unknown keys are errors (a typo must not silently change
 // the model); every error names the file, line and column.
-#ifndef RNNCORE_TOOLS_STACK_CONFIG_HPP
-#define RNNCORE_TOOLS_STACK_CONFIG_HPP
+#ifndef RNNCORE_IO_STACK_CONFIG_HPP
+#define RNNCORE_IO_STACK_CONFIG_HPP
 
 #include <string>
 
 #include "rnncore/rnncore.hpp"
 
 namespace rnncore {
-namespace tools {
+namespace io {
 
 /// Parses a stack configuration. input_size may be absent (0 in the result; the weights tell).
 /// @param[in] text,size the JSON  @param[in] name file name for messages  @param[out] out the stack
@@ -27,7 +27,7 @@ Status parse_stack_config(const char* text, std::size_t size, const std::string&
 /// Reads and parses a stack configuration file.
 Status read_stack_config(const std::string& path, StackSpec* out, std::string* error);
 
-}  // namespace tools
+}  // namespace io
 }  // namespace rnncore
 
-#endif  // RNNCORE_TOOLS_STACK_CONFIG_HPP
+#endif  // RNNCORE_IO_STACK_CONFIG_HPP

@@ -1,17 +1,24 @@
 // Loading a recurrent model from a safetensors file: the format, prefix, layers, directions, sizes
 // and mode are inferred from tensor names, shapes and metadata (DESIGN §8), then the weights are
-// imported into the canonical layout.
-#ifndef RNNCORE_TOOLS_MODEL_FILE_HPP
-#define RNNCORE_TOOLS_MODEL_FILE_HPP
+// imported into the canonical layout. `rnncore run` loads models with exactly this code.
+//
+//   rnncore::Model model;
+//   rnncore::io::LoadOptions opt;
+//   opt.plan.max_batch = 8; opt.plan.max_seq_len = 100;
+//   std::string err;
+//   if (rnncore::io::load_model("lstm.safetensors", opt, &model, nullptr, &err) != rnncore::Status::ok) ...
+//   model.forward(args);
+#ifndef RNNCORE_IO_MODEL_HPP
+#define RNNCORE_IO_MODEL_HPP
 
 #include <string>
 #include <vector>
 
 #include "rnncore/rnncore.hpp"
-#include "src/io/safetensors.hpp"
+#include "rnncore/io/safetensors.hpp"
 
 namespace rnncore {
-namespace tools {
+namespace io {
 
 /// What the user pinned on the command line; empty strings mean "infer".
 struct ModelHints {
@@ -32,12 +39,28 @@ struct LoadedModel {
   std::string prefix;
   std::vector<unsigned char> canonical;  ///< param_count(stack) elements of the dtype
   std::vector<std::string> notes;         ///< defaults that were chosen (printed to stderr)
+  /// Tensors of the file that are not weights of the recurrent model (a Linear head, an embedding,
+  /// another prefix's model), each as "name [dims]"; a caller should say so rather than drop them silently.
+  std::vector<std::string> ignored;
 };
+
+/// What load_model needs besides the file.
+struct LoadOptions {
+  ModelHints hints;                   ///< empty fields: inferred from the file
+  const StackSpec* config = nullptr;  ///< layers and wrappers from a stack configuration, or null
+  PlanOptions plan;                   ///< max batch and length, backend, threads, training
+};
+
+/// Loads a model file and returns a ready Model (planned, allocated, packed) in *out.
+/// @param[out] info what was inferred, the notes and the ignored tensors (may be null)
+/// @param[out] error one line on failure (file, tensor, expected vs found)
+Status load_model(const std::string& path, const LoadOptions& options, Model* out, LoadedModel* info,
+                  std::string* error);
 
 /// Loads `path`; on failure returns the status and puts one line naming the file, tensor and
 /// expected vs found shape into *error. With `config` (a stack from --config), the layers come from
 /// it and the weights must match it; its input_size may be 0 (taken from the weights).
-Status load_model(const std::string& path, const ModelHints& hints, const StackSpec* config, LoadedModel* out,
+Status load_weights(const std::string& path, const ModelHints& hints, const StackSpec* config, LoadedModel* out,
                   std::string* error);
 
 /// True when every layer has the same cell size and direction, so states are [L·D, B, H].
@@ -52,7 +75,7 @@ bool parse_input_mode(const std::string& s, InputMode* out);
 /// Converts a safetensors element type to an rnncore dtype; false for integer types.
 bool float_dtype(io::ElemType type, DType* out);
 
-}  // namespace tools
+}  // namespace io
 }  // namespace rnncore
 
-#endif  // RNNCORE_TOOLS_MODEL_FILE_HPP
+#endif  // RNNCORE_IO_MODEL_HPP

@@ -4,15 +4,15 @@
 // Readers treat every byte as untrusted: lengths are checked against what is
 // actually there, products of dimensions are checked for overflow, and
 // allocations never exceed the size of the input.
-#ifndef RNNCORE_SRC_IO_NPY_HPP
-#define RNNCORE_SRC_IO_NPY_HPP
+#ifndef RNNCORE_IO_NPY_HPP
+#define RNNCORE_IO_NPY_HPP
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "json.hpp"  // rnncore::detail::fail, file helpers
+#include "rnncore/status.h"
 
 namespace rnncore {
 namespace io {
@@ -98,4 +98,4 @@ rnncore_status write_npy(const char* path, ElemType type, const std::int64_t* sh
 }  // namespace io
 }  // namespace rnncore
 
-#endif  // RNNCORE_SRC_IO_NPY_HPP
+#endif  // RNNCORE_IO_NPY_HPP
