@@ -260,47 +260,49 @@ TEST_CASE("json: errors name the input, line and column") {
     const char* text;
     const char* fragment;
   };
+  // nlohmann/json's parser finds the problem; parse_json names the input, line and column (columns
+  // count characters) and adds a hint for mistakes people make when writing JSON by hand.
   const Case cases[] = {
-      {"{\n  \"a\": 1,\n  \"b\": 2\n  \"c\": 3\n}", "cfg.json:4:3: expected ',' or '}' after object member"},
-      {"", "cfg.json:1:1: unexpected end of input; expected a value"},
-      {"   \n  ", "cfg.json:2:3: unexpected end of input"},
-      {"{\"a\": 1,}", "1:9: trailing comma before '}'"},
-      {"[1, 2,]", "1:7: trailing comma before ']'"},
-      {"[1 2]", "1:4: expected ',' or ']' after array element, found '2'"},
-      {"{\"a\" 1}", "1:6: expected ':' after object key"},
-      {"{a: 1}", "1:2: expected a string key in double quotes, found 'a'"},
-      {"{'a': 1}", "expected a string key in double quotes, found '''"},
-      {"['a']", "1:2: strings must be enclosed in double quotes"},
-      {"[1] // note", "1:5: unexpected '/' after the JSON value"},
-      {"// c\n1", "1:1: comments are not allowed"},
-      {"{\"x\": True}", "1:7: invalid literal 'True' (JSON literals are true, false and null)"},
-      {"[NaN]", "invalid literal 'NaN'"},
-      {"[tru]", "invalid literal 'tru'"},
-      {"[01]", "1:2: numbers cannot have leading zeros"},
-      {"[1.]", "1:4: expected a digit after the decimal point"},
-      {"[1e]", "1:4: expected a digit in the exponent"},
-      {"[-]", "1:3: expected a digit after '-'"},
-      {"[0x10]", "1:2: invalid number '0x10'"},
-      {"[1.2.3]", "invalid number '1.2.3'"},
-      {"[+1]", "expected a value, found '+'"},
-      {"[1e400]", "number 1e400 is too large for a double"},
-      {"\"abc", "1:1: unterminated string"},
-      {"\"ab\ncd\"", "1:4: unterminated string (strings cannot span lines"},
-      {"\"a\tb\"", "unescaped control character U+0009"},
-      {"\"\\x\"", "1:2: invalid escape '\\x'"},
-      {"\"\\u12G4\"", "\\u escape needs 4 hex digits"},
-      {"\"\\u12", "\\u escape needs 4 hex digits"},
-      {"\"\\ud800\"", "unpaired UTF-16 high surrogate \\uD800"},
-      {"\"\\ud800\\u0041\"", "is not followed by a low surrogate"},
-      {"\"\\udc00\"", "unpaired UTF-16 low surrogate \\uDC00"},
-      {"\"\xC3\x28\"", "1:2: invalid UTF-8 (byte 0xc3)"},
-      {"\"\xC0\x80\"", "invalid UTF-8 (byte 0xc0)"},           // overlong NUL
-      {"\"\xED\xA0\x80\"", "invalid UTF-8 (byte 0xed)"},       // encoded surrogate
-      {"\"\xF4\x90\x80\x80\"", "invalid UTF-8 (byte 0xf4)"},   // above U+10FFFF
-      {"[\xE2\x80\x9Cx\xE2\x80\x9D]", "found '\xE2\x80\x9C'"}, // smart quotes pasted from a document
-      {"{\"\xC3\xA9\": 1 2}", "1:9: expected ',' or '}'"},      // columns count characters, not bytes
-      {"[1]]", "1:4: unexpected ']' after the JSON value"},
-      {"[1,\x01]", "expected a value, found byte 0x01"},
+      {"{\n  \"a\": 1,\n  \"b\": 2\n  \"c\": 3\n}", "cfg.json:4:3: syntax error while parsing object - unexpected string literal"},
+      {"", "cfg.json:1:1: syntax error while parsing value - unexpected end of input"},
+      {"   \n  ", "cfg.json:2:3: syntax error while parsing value - unexpected end of input"},
+      {"{\"a\": 1,}", "1:9: syntax error while parsing object key - unexpected '}'; expected string literal (trailing comma)"},
+      {"[1, 2,]", "1:7: syntax error while parsing value - unexpected ']'"},
+      {"[1 2]", "1:4: syntax error while parsing array - unexpected number literal; expected ']'"},
+      {"{\"a\" 1}", "1:6: syntax error while parsing object separator"},
+      {"{a: 1}", "1:2: syntax error while parsing object key - invalid literal"},
+      {"{'a': 1}", "1:2: syntax error while parsing object key - invalid literal; last read: '{''; expected string literal (JSON strings are enclosed in double quotes)"},
+      {"['a']", "(JSON strings are enclosed in double quotes)"},
+      {"[1] // note", "1:5: syntax error while parsing value - invalid literal; last read: '1] /'; expected end of input (comments are not allowed in JSON)"},
+      {"// c\n1", "1:1: syntax error while parsing value - invalid literal; last read: '/' (comments are not allowed in JSON)"},
+      {"{\"x\": True}", "1:7: syntax error while parsing value - invalid literal; last read: '\"x\": T' (JSON literals are true, false and null)"},
+      {"[NaN]", "1:2: syntax error while parsing value - invalid literal; last read: '[N' (JSON literals are true, false and null)"},
+      {"[tru]", "invalid literal; last read: '[tru]'"},
+      {"[01]", "1:3: syntax error while parsing array - unexpected number literal"},
+      {"[1.]", "invalid number; expected digit after '.'"},
+      {"[1e]", "invalid number; expected '+', '-', or digit after exponent"},
+      {"[-]", "invalid number; expected digit after '-'"},
+      {"[0x10]", "1:3: syntax error while parsing array - invalid literal; last read: '0x'"},
+      {"[1.2.3]", "invalid literal; last read: '1.2.'"},
+      {"[+1]", "1:2: syntax error while parsing value - invalid literal; last read: '[+'"},
+      {"[1e400]", "1:6: number overflow parsing '1e400'"},
+      {"\"abc", "invalid string: missing closing quote"},
+      {"\"ab\ncd\"", "1:4: syntax error while parsing value - invalid string: control character U+000A (LF) must be escaped"},
+      {"\"a\tb\"", "1:3: syntax error while parsing value - invalid string: control character U+0009 (HT) must be escaped"},
+      {"\"\\x\"", "1:3: syntax error while parsing value - invalid string: forbidden character after backslash"},
+      {"\"\\u12G4\"", "'\\u' must be followed by 4 hex digits"},
+      {"\"\\u12", "'\\u' must be followed by 4 hex digits"},
+      {"\"\\ud800\"", "surrogate U+D800..U+DBFF must be followed by U+DC00..U+DFFF"},
+      {"\"\\ud800\\u0041\"", "1:13: syntax error while parsing value - invalid string: surrogate U+D800..U+DBFF must be followed"},
+      {"\"\\udc00\"", "surrogate U+DC00..U+DFFF must follow U+D800..U+DBFF"},
+      {"\"\xC3\x28\"", "1:3: syntax error while parsing value - invalid string: ill-formed UTF-8 byte"},
+      {"\"\xC0\x80\"", "ill-formed UTF-8 byte"},           // overlong NUL
+      {"\"\xED\xA0\x80\"", "ill-formed UTF-8 byte"},       // encoded surrogate
+      {"\"\xF4\x90\x80\x80\"", "ill-formed UTF-8 byte"},   // above U+10FFFF
+      {"[\xE2\x80\x9Cx\xE2\x80\x9D]", "1:2: syntax error while parsing value - invalid literal"}, // smart quotes pasted from a document
+      {"{\"\xC3\xA9\": 1 2}", "1:9: syntax error while parsing object"},  // columns count characters, not bytes
+      {"[1]]", "1:4: syntax error while parsing value - unexpected ']'; expected end of input"},
+      {"[1,\x01]", "1:4: syntax error while parsing value - invalid literal"},
       {"{\"a\":1,\"b\":2,\"a\":3}", "1:14: duplicate key 'a' (first defined at 1:2)"},
   };
   for (const Case& c : cases) {
@@ -311,6 +313,9 @@ TEST_CASE("json: errors name the input, line and column") {
   }
   io::JsonValue v;
   CHECK_FAILS(io::parse_json("[", 1, nullptr, &v), RNNCORE_ERR_FORMAT, "<input>:1:2:");
+  // nlohmann's lexer stops at a NUL byte; what follows must still be refused.
+  CHECK_FAILS(io::parse_json("[1]\0x", 5, "n.json", &v), RNNCORE_ERR_FORMAT, "n.json:1:4: unexpected byte 0x00 after the JSON value");
+  CHECK_FAILS(io::parse_json("[1,\0 2]", 7, "n.json", &v), RNNCORE_ERR_FORMAT, "n.json:1:");
   CHECK_FAILS(io::parse_json(nullptr, 3, "n.json", &v), RNNCORE_ERR_NULL_POINTER, "n.json");
   CHECK_FAILS(io::parse_json("1", 1, "n.json", nullptr), RNNCORE_ERR_NULL_POINTER, "n.json");
 }
@@ -399,7 +404,7 @@ TEST_CASE("json: read_json_file") {
   CHECK_OK(io::write_file_bytes(path.c_str(), text.data(), text.size()));
   io::JsonValue v;
   std::string got;
-  CHECK_FAILS(io::read_json_file(path.c_str(), &v, &got), RNNCORE_ERR_FORMAT, "c.json:4:1: expected a value");
+  CHECK_FAILS(io::read_json_file(path.c_str(), &v, &got), RNNCORE_ERR_FORMAT, "c.json:4:1: syntax error while parsing value - unexpected '}'");
   CHECK(got == text);
   CHECK_FAILS(io::read_json_file((path + ".missing").c_str(), &v), RNNCORE_ERR_IO, "cannot open for reading");
   // A directory opens on POSIX systems but cannot be read (and its "size" is not trusted).
@@ -1238,11 +1243,11 @@ TEST_CASE("safetensors: malformed headers") {
   const std::string f32x3 = "{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,12]}";
   const Case cases[] = {
       {"{\"w\":{\"dtype\":\"F32\" \"shape\":[3],\"data_offsets\":[0,12]}}", 12, RNNCORE_ERR_FORMAT,
-       "model.safetensors (JSON header):1:21: expected ',' or '}' after object member"},
+       "model.safetensors (JSON header):1:21: syntax error while parsing object - unexpected string literal"},
       {"[]", 0, RNNCORE_ERR_FORMAT, "model.safetensors: the header must be a JSON object, found an array"},
       {"", 0, RNNCORE_ERR_FORMAT, "unexpected end of input"},
-      {"{\"w\":" + f32x3 + "} \x01", 12, RNNCORE_ERR_FORMAT, "unexpected byte 0x01 after the JSON value"},
-      {"{\"w\xFF\":" + f32x3 + "}", 12, RNNCORE_ERR_FORMAT, "invalid UTF-8"},
+      {"{\"w\":" + f32x3 + "} \x01", 12, RNNCORE_ERR_FORMAT, "1:57: syntax error while parsing value - invalid literal; last read: '12]}} <U+0001>'; expected end of input"},
+      {"{\"w\xFF\":" + f32x3 + "}", 12, RNNCORE_ERR_FORMAT, "ill-formed UTF-8 byte"},
       {"{\"w\":" + f32x3 + ",\"w\":" + f32x3 + "}", 12, RNNCORE_ERR_FORMAT, "duplicate key 'w'"},
       {"{\"w\":[1,2]}", 0, RNNCORE_ERR_FORMAT,
        "tensor 'w': expected an object with dtype, shape and data_offsets, found an array"},
@@ -1359,7 +1364,7 @@ TEST_CASE("safetensors: lying lengths") {
   CHECK_FAILS(parse_st_vec(bad, &st), RNNCORE_ERR_FORMAT, "(JSON header):1:");
   bad = file;
   bad[0] = static_cast<std::uint8_t>(header.size() + 4);  // JSON runs into the data
-  CHECK_FAILS(parse_st_vec(bad, &st), RNNCORE_ERR_FORMAT, "after the JSON value");
+  CHECK_FAILS(parse_st_vec(bad, &st), RNNCORE_ERR_FORMAT, "unexpected byte 0x00 after the JSON value");
   bad = file;
   bad.resize(bad.size() - 1);
   CHECK_FAILS(parse_st_vec(bad, &st), RNNCORE_ERR_FORMAT, "exceed the 11 bytes of data");

@@ -1,22 +1,22 @@
-// rnncore — JSON reader, escaping and shared file helpers (see json.hpp).
+// rnncore — JSON reading (nlohmann/json's parser, with source offsets), escaping and shared file
+// helpers (see json.hpp).
 #include "json.hpp"
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
-#include <cstdarg>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <system_error>
+#include <iterator>
+#include <map>
+
+#include <nlohmann/json.hpp>
 
 namespace rnncore {
 namespace io {
 namespace {
 
 const char* display_name(const char* name) { return (name != nullptr && *name != '\0') ? name : "<input>"; }
-
-bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
-bool is_alpha(unsigned char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
 /// Length of the well-formed UTF-8 sequence starting at s[0], or 0 if it is
 /// not one (RFC 3629 table: rejects overlongs, surrogates and > U+10FFFF).
@@ -51,449 +51,216 @@ std::size_t utf8_sequence_length(const unsigned char* s, std::size_t avail) {
   return len;
 }
 
-void append_utf8(std::uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
-int hex_value(unsigned char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-/// Recursive-descent parser over an untrusted byte range. Every access goes
-/// through at_end()/peek(), which never look past `size_`.
-class JsonParser {
+// nlohmann's lexer reads the text through this iterator, which records how far it has read: the
+// SAX events below use that to find the source offset of each value (nlohmann's DOM keeps none).
+class TrackingIterator {
  public:
-  JsonParser(const char* text, std::size_t size, const char* name, const JsonParseOptions& options)
-      : text_(reinterpret_cast<const unsigned char*>(text)), size_(size), name_(name), options_(options) {}
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
 
-  rnncore_status parse_document(JsonValue* out) {
-    // A UTF-8 byte-order mark is not JSON, but editors on some systems add one.
-    if (size_ >= 3 && text_[0] == 0xEF && text_[1] == 0xBB && text_[2] == 0xBF) pos_ = 3;
-    rnncore_status st = parse_value(out, 0);
-    if (st != RNNCORE_OK) return st;
-    skip_whitespace();
-    if (!at_end()) {
-      return error_at(pos_, "unexpected %s after the JSON value", describe(pos_).c_str());
-    }
-    return RNNCORE_OK;
+  TrackingIterator(const char* p, const char** read_up_to) : p_(p), read_up_to_(read_up_to) {}
+  reference operator*() const { return *p_; }
+  TrackingIterator& operator++() {
+    *read_up_to_ = ++p_;
+    return *this;
   }
+  TrackingIterator operator++(int) {
+    TrackingIterator before = *this;
+    ++*this;
+    return before;
+  }
+  bool operator==(const TrackingIterator& o) const { return p_ == o.p_; }
+  bool operator!=(const TrackingIterator& o) const { return p_ != o.p_; }
 
  private:
-  bool at_end() const { return pos_ >= size_; }
-  unsigned char peek() const { return text_[pos_]; }  // only after !at_end()
+  const char* p_;
+  const char** read_up_to_;
+};
 
-  void skip_whitespace() {
-    while (!at_end()) {
-      const unsigned char c = peek();
-      if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
-      ++pos_;
+bool is_token_char(unsigned char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '+' || c == '-' || c == '.';
+}
+
+// Builds a JsonValue tree from nlohmann's SAX events, with source offsets, depth limit and
+// duplicate-key check; the first problem stops the parse and is kept in message_/error_offset_.
+class TreeBuilder : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  TreeBuilder(const char* text, std::size_t size, const char** read_up_to, const JsonParseOptions& options)
+      : text_(text), size_(size), read_up_to_(read_up_to), options_(options) {}
+
+  bool null() override { return leaf(JsonValue::Kind::null); }
+  bool boolean(bool v) override {
+    JsonValue j = make(JsonValue::Kind::boolean);
+    j.boolean = v;
+    return add(std::move(j));
+  }
+  bool number_integer(number_integer_t v) override {
+    JsonValue j = make(JsonValue::Kind::number);
+    j.number = v == 0 && text_[j.offset] == '-' ? -0.0 : static_cast<double>(v);  // "-0" keeps its sign
+    j.is_integer = true;
+    j.integer = v;
+    return add(std::move(j));
+  }
+  bool number_unsigned(number_unsigned_t v) override {
+    JsonValue j = make(JsonValue::Kind::number);
+    j.number = static_cast<double>(v);
+    j.is_integer = v <= static_cast<number_unsigned_t>(INT64_MAX);
+    j.integer = j.is_integer ? static_cast<std::int64_t>(v) : 0;
+    return add(std::move(j));
+  }
+  bool number_float(number_float_t v, const string_t& literal) override {
+    JsonValue j = make(JsonValue::Kind::number);
+    if (!std::isfinite(v)) return stop(j.offset, "number " + literal + " is too large for a double");
+    j.number = v;
+    return add(std::move(j));
+  }
+  bool string(string_t& v) override {
+    JsonValue j = make(JsonValue::Kind::string);
+    j.text = std::move(v);
+    return add(std::move(j));
+  }
+  bool binary(binary_t&) override { return stop(read_offset(), "binary values are not JSON"); }
+  bool start_object(std::size_t) override { return open(JsonValue::Kind::object); }
+  bool start_array(std::size_t) override { return open(JsonValue::Kind::array); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(string_t& k) override {
+    Frame& f = stack_.back();
+    const std::size_t at = token_start();
+    if (!options_.allow_duplicate_keys) {
+      const auto inserted = f.keys.emplace(k, at);
+      if (!inserted.second) {
+        const JsonLocation first = json_location(text_, size_, inserted.first->second);
+        return stop(at, "duplicate key '" + printable_excerpt(k) + "' (first defined at " + std::to_string(first.line) +
+                            ":" + std::to_string(first.column) + ")");
+      }
     }
+    f.key = std::move(k);
+    return true;
   }
-
-#if defined(__GNUC__)
-  __attribute__((format(printf, 3, 4)))
-#endif
-  rnncore_status error_at(std::size_t offset, const char* fmt, ...) const {
-    char message[256];
-    va_list args;
-    va_start(args, fmt);
-    std::vsnprintf(message, sizeof message, fmt, args);
-    va_end(args);
-    const JsonLocation loc = json_location(reinterpret_cast<const char*>(text_), size_, offset);
-    return detail::fail(RNNCORE_ERR_FORMAT, "%s:%zu:%zu: %s", name_, loc.line, loc.column, message);
-  }
-
-  /// Human-readable description of what sits at `offset`: "end of input",
-  /// "'x'", "'“'" (a whole UTF-8 character) or "byte 0xff".
-  std::string describe(std::size_t offset) const {
-    if (offset >= size_) return "end of input";
-    const unsigned char c = text_[offset];
-    if (c >= 0x20 && c < 0x7F) return std::string("'") + static_cast<char>(c) + "'";
-    const std::size_t len = utf8_sequence_length(text_ + offset, size_ - offset);
-    if (len > 1) return "'" + std::string(reinterpret_cast<const char*>(text_ + offset), len) + "'";
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "byte 0x%02x", c);
-    return buf;
-  }
-
-  rnncore_status parse_value(JsonValue* out, int depth) {
-    skip_whitespace();
-    out->offset = pos_;
-    if (at_end()) return error_at(pos_, "unexpected end of input; expected a value");
-    const unsigned char c = peek();
-    switch (c) {
-      case '{':
-        return parse_object(out, depth + 1);
-      case '[':
-        return parse_array(out, depth + 1);
-      case '"':
-        out->kind = JsonValue::Kind::string;
-        return parse_string(&out->text);
-      case '\'':
-        return error_at(pos_, "strings must be enclosed in double quotes");
-      case '/':
-        return error_at(pos_, "comments are not allowed in JSON");
-      default:
-        break;
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& ex) override {
+    // "[json.exception.parse_error.101] parse error at line 1, column 4: what" → "what", plus a hint.
+    std::string what = ex.what();
+    const std::size_t column = what.find("column");
+    if (column != std::string::npos && what.find(": ", column) != std::string::npos) {
+      what = what.substr(what.find(": ", column) + 2);
+    } else if (!what.empty() && what[0] == '[' && what.find("] ") != std::string::npos) {
+      what = what.substr(what.find("] ") + 2);
     }
-    if (c == '-' || is_digit(c)) return parse_number(out);
-    if (is_alpha(c)) return parse_literal(out);
-    return error_at(pos_, "expected a value, found %s", describe(pos_).c_str());
+    // The problem is at the last character read (nlohmann counts one past it), at the end of the
+    // input, or at the start of the token it names.
+    std::size_t at = std::min(position > 0 ? position - 1 : 0, size_);
+    if (what.find("end of input;") != std::string::npos) at = size_;
+    const std::size_t quote = what.find("unexpected '");
+    if (quote != std::string::npos && quote + 13 < what.size() && what[quote + 13] == '\'' && size_ > 0) {
+      std::size_t p = std::min(at, size_ - 1);
+      while (p > 0 && text_[p] != what[quote + 12]) --p;
+      if (text_[p] == what[quote + 12]) at = p;
+    } else if (what.find("unexpected string literal") != std::string::npos && at < size_ && text_[at] == '"') {
+      at = string_start(at);
+    }
+    const unsigned char c = at < size_ ? static_cast<unsigned char>(text_[at]) : 0;
+    if (c == '\'') what += " (JSON strings are enclosed in double quotes)";
+    if (c == '/') what += " (comments are not allowed in JSON)";
+    if (what.find("invalid literal") != std::string::npos && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')))
+      what += " (JSON literals are true, false and null)";
+    if (c == '}' || c == ']') {
+      std::size_t p = at;
+      while (p > 0 && std::strchr(" \t\r\n", text_[p - 1]) != nullptr) --p;
+      if (p > 0 && text_[p - 1] == ',') what += " (trailing comma)";
+    }
+    return stop(at, what);
   }
 
-  rnncore_status parse_literal(JsonValue* out) {
-    const std::size_t start = pos_;
-    while (!at_end() && (is_alpha(peek()) || is_digit(peek()) || peek() == '_')) ++pos_;
-    const std::size_t len = pos_ - start;
-    const char* word = reinterpret_cast<const char*>(text_ + start);
-    if (len == 4 && std::memcmp(word, "true", 4) == 0) {
-      out->kind = JsonValue::Kind::boolean;
-      out->boolean = true;
-    } else if (len == 5 && std::memcmp(word, "false", 5) == 0) {
-      out->kind = JsonValue::Kind::boolean;
-      out->boolean = false;
-    } else if (len == 4 && std::memcmp(word, "null", 4) == 0) {
-      out->kind = JsonValue::Kind::null;
+  JsonValue take_root() { return std::move(root_); }
+  std::size_t error_offset() const { return error_offset_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  struct Frame {
+    JsonValue value;
+    std::string key;                           // pending member name (objects)
+    std::map<std::string, std::size_t> keys;   // name → offset, for duplicate detection
+  };
+
+  std::size_t read_offset() const { return static_cast<std::size_t>(*read_up_to_ - text_); }
+
+  // Offset of the scalar token the lexer has just read: back over the one-character lookahead a
+  // number leaves behind, then to the token's first character.
+  std::size_t token_start() const {
+    std::size_t end = read_offset();
+    while (end > 0 && std::strchr(" \t\r\n,:]}", text_[end - 1]) != nullptr) --end;
+    if (end == 0) return 0;
+    std::size_t p = end - 1;
+    if (text_[p] == '"') return string_start(p);
+    while (p > 0 && is_token_char(static_cast<unsigned char>(text_[p - 1]))) --p;
+    return p;
+  }
+
+  // Offset of the opening quote of the string whose closing quote is at `close`.
+  std::size_t string_start(std::size_t close) const {
+    std::size_t p = close;
+    while (p > 0) {
+      --p;
+      if (text_[p] != '"') continue;
+      std::size_t slashes = 0;
+      while (p > slashes && text_[p - 1 - slashes] == '\\') ++slashes;
+      if (slashes % 2 == 0) break;
+    }
+    return p;
+  }
+
+  JsonValue make(JsonValue::Kind kind) const {
+    JsonValue j;
+    j.kind = kind;
+    j.offset = token_start();
+    return j;
+  }
+  bool leaf(JsonValue::Kind kind) { return add(make(kind)); }
+
+  bool open(JsonValue::Kind kind) {
+    const std::size_t at = read_offset() - 1;  // just after '{' or '['
+    if (static_cast<int>(stack_.size()) >= options_.max_depth)
+      return stop(at, "arrays and objects nested deeper than " + std::to_string(options_.max_depth) + " levels");
+    stack_.emplace_back();
+    stack_.back().value.kind = kind;
+    stack_.back().value.offset = at;
+    return true;
+  }
+  bool close() {
+    JsonValue done = std::move(stack_.back().value);
+    stack_.pop_back();
+    return add(std::move(done));
+  }
+  bool add(JsonValue v) {
+    if (stack_.empty()) {
+      root_ = std::move(v);
+    } else if (stack_.back().value.kind == JsonValue::Kind::array) {
+      stack_.back().value.items.push_back(std::move(v));
     } else {
-      return error_at(start, "invalid literal '%s' (JSON literals are true, false and null)",
-                      printable_excerpt(word, len, 24).c_str());
+      stack_.back().value.members.emplace_back(std::move(stack_.back().key), std::move(v));
     }
-    return RNNCORE_OK;
+    return true;
+  }
+  bool stop(std::size_t at, const std::string& what) {
+    if (message_.empty()) {
+      error_offset_ = at;
+      message_ = what;
+    }
+    return false;
   }
 
-  rnncore_status check_depth(int depth) const {
-    if (depth > options_.max_depth) {
-      return error_at(pos_, "arrays and objects nested deeper than %d levels", options_.max_depth);
-    }
-    return RNNCORE_OK;
-  }
-
-  rnncore_status parse_array(JsonValue* out, int depth) {
-    rnncore_status st = check_depth(depth);
-    if (st != RNNCORE_OK) return st;
-    out->kind = JsonValue::Kind::array;
-    ++pos_;  // '['
-    skip_whitespace();
-    if (!at_end() && peek() == ']') {
-      ++pos_;
-      return RNNCORE_OK;
-    }
-    for (;;) {
-      skip_whitespace();
-      if (!at_end() && peek() == ']' && !out->items.empty()) {
-        return error_at(pos_, "trailing comma before ']' is not allowed");
-      }
-      out->items.emplace_back();
-      st = parse_value(&out->items.back(), depth);
-      if (st != RNNCORE_OK) return st;
-      skip_whitespace();
-      if (at_end()) return error_at(pos_, "unexpected end of input; expected ',' or ']' after array element");
-      if (peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      if (peek() == ']') {
-        ++pos_;
-        return RNNCORE_OK;
-      }
-      return error_at(pos_, "expected ',' or ']' after array element, found %s", describe(pos_).c_str());
-    }
-  }
-
-  rnncore_status parse_object(JsonValue* out, int depth) {
-    rnncore_status st = check_depth(depth);
-    if (st != RNNCORE_OK) return st;
-    out->kind = JsonValue::Kind::object;
-    ++pos_;  // '{'
-    std::vector<std::size_t> key_offsets;  // for duplicate-key messages
-    skip_whitespace();
-    if (!at_end() && peek() == '}') {
-      ++pos_;
-      return RNNCORE_OK;
-    }
-    for (;;) {
-      skip_whitespace();
-      if (at_end()) return error_at(pos_, "unexpected end of input; expected a string key");
-      if (peek() != '"') {
-        if (peek() == '}' && !out->members.empty()) {
-          return error_at(pos_, "trailing comma before '}' is not allowed");
-        }
-        return error_at(pos_, "expected a string key in double quotes, found %s", describe(pos_).c_str());
-      }
-      key_offsets.push_back(pos_);
-      out->members.emplace_back();
-      std::pair<std::string, JsonValue>& member = out->members.back();
-      st = parse_string(&member.first);
-      if (st != RNNCORE_OK) return st;
-      skip_whitespace();
-      if (at_end() || peek() != ':') {
-        return error_at(pos_, "expected ':' after object key, found %s", describe(pos_).c_str());
-      }
-      ++pos_;
-      st = parse_value(&member.second, depth);
-      if (st != RNNCORE_OK) return st;
-      skip_whitespace();
-      if (at_end()) return error_at(pos_, "unexpected end of input; expected ',' or '}' after object member");
-      if (peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      if (peek() == '}') {
-        ++pos_;
-        break;
-      }
-      return error_at(pos_, "expected ',' or '}' after object member, found %s", describe(pos_).c_str());
-    }
-    return options_.allow_duplicate_keys ? RNNCORE_OK : check_duplicate_keys(*out, key_offsets);
-  }
-
-  /// Sorting keeps this O(n log n): safetensors headers may hold many members.
-  rnncore_status check_duplicate_keys(const JsonValue& object, const std::vector<std::size_t>& key_offsets) const {
-    const auto& members = object.members;
-    if (members.size() < 2) return RNNCORE_OK;
-    std::vector<std::size_t> order(members.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](std::size_t a, std::size_t b) { return members[a].first < members[b].first; });
-    // Report the repeat that comes first in the document.
-    std::size_t best_repeat = members.size(), best_first = 0;
-    for (std::size_t i = 1; i < order.size(); ++i) {
-      if (members[order[i]].first == members[order[i - 1]].first && order[i] < best_repeat) {
-        std::size_t first = i - 1;
-        while (first > 0 && members[order[first - 1]].first == members[order[i]].first) --first;
-        best_repeat = order[i];
-        best_first = order[first];
-      }
-    }
-    if (best_repeat == members.size()) return RNNCORE_OK;
-    const JsonLocation first =
-        json_location(reinterpret_cast<const char*>(text_), size_, key_offsets[best_first]);
-    return error_at(key_offsets[best_repeat], "duplicate key '%s' (first defined at %zu:%zu)",
-                    printable_excerpt(members[best_repeat].first).c_str(), first.line, first.column);
-  }
-
-  rnncore_status parse_hex4(std::size_t escape_start, std::uint32_t* out) {
-    if (size_ - pos_ < 4) return error_at(escape_start, "\\u escape needs 4 hex digits");
-    std::uint32_t value = 0;
-    for (int i = 0; i < 4; ++i) {
-      const int digit = hex_value(text_[pos_ + static_cast<std::size_t>(i)]);
-      if (digit < 0) return error_at(escape_start, "\\u escape needs 4 hex digits");
-      value = (value << 4) | static_cast<std::uint32_t>(digit);
-    }
-    pos_ += 4;
-    *out = value;
-    return RNNCORE_OK;
-  }
-
-  rnncore_status parse_escape(std::string* out) {
-    const std::size_t escape_start = pos_;
-    ++pos_;  // '\'
-    if (at_end()) return error_at(escape_start, "unterminated escape sequence");
-    const unsigned char c = peek();
-    ++pos_;
-    switch (c) {
-      case '"': out->push_back('"'); return RNNCORE_OK;
-      case '\\': out->push_back('\\'); return RNNCORE_OK;
-      case '/': out->push_back('/'); return RNNCORE_OK;
-      case 'b': out->push_back('\b'); return RNNCORE_OK;
-      case 'f': out->push_back('\f'); return RNNCORE_OK;
-      case 'n': out->push_back('\n'); return RNNCORE_OK;
-      case 'r': out->push_back('\r'); return RNNCORE_OK;
-      case 't': out->push_back('\t'); return RNNCORE_OK;
-      case 'u': break;
-      default: {
-        const std::size_t at = pos_ - 1;
-        const std::size_t len = std::max<std::size_t>(1, utf8_sequence_length(text_ + at, size_ - at));
-        return error_at(escape_start, "invalid escape '\\%s' in string",
-                        printable_excerpt(reinterpret_cast<const char*>(text_ + at), len, 1).c_str());
-      }
-    }
-    std::uint32_t cp = 0;
-    rnncore_status st = parse_hex4(escape_start, &cp);
-    if (st != RNNCORE_OK) return st;
-    if (cp >= 0xDC00 && cp <= 0xDFFF) {
-      return error_at(escape_start, "unpaired UTF-16 low surrogate \\u%04X", static_cast<unsigned>(cp));
-    }
-    if (cp >= 0xD800 && cp <= 0xDBFF) {
-      // A high surrogate must be followed immediately by an escaped low one.
-      std::uint32_t low = 0;
-      if (size_ - pos_ < 2 || text_[pos_] != '\\' || text_[pos_ + 1] != 'u') {
-        return error_at(escape_start, "unpaired UTF-16 high surrogate \\u%04X", static_cast<unsigned>(cp));
-      }
-      const std::size_t low_start = pos_;
-      pos_ += 2;
-      st = parse_hex4(low_start, &low);
-      if (st != RNNCORE_OK) return st;
-      if (low < 0xDC00 || low > 0xDFFF) {
-        return error_at(escape_start, "UTF-16 high surrogate \\u%04X is not followed by a low surrogate",
-                        static_cast<unsigned>(cp));
-      }
-      cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-    }
-    append_utf8(cp, out);
-    return RNNCORE_OK;
-  }
-
-  rnncore_status parse_string(std::string* out) {
-    const std::size_t start = pos_;
-    ++pos_;  // opening quote
-    for (;;) {
-      if (at_end()) return error_at(start, "unterminated string");
-      // Copy a run of plain ASCII in one go.
-      std::size_t run = pos_;
-      while (run < size_) {
-        const unsigned char c = text_[run];
-        if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80) break;
-        ++run;
-      }
-      out->append(reinterpret_cast<const char*>(text_ + pos_), run - pos_);
-      pos_ = run;
-      if (at_end()) return error_at(start, "unterminated string");
-      const unsigned char c = peek();
-      if (c == '"') {
-        ++pos_;
-        return RNNCORE_OK;
-      }
-      if (c == '\\') {
-        rnncore_status st = parse_escape(out);
-        if (st != RNNCORE_OK) return st;
-        continue;
-      }
-      if (c < 0x20) {
-        if (c == '\n') return error_at(pos_, "unterminated string (strings cannot span lines; use \\n)");
-        return error_at(pos_, "unescaped control character U+%04X in string", static_cast<unsigned>(c));
-      }
-      const std::size_t len = utf8_sequence_length(text_ + pos_, size_ - pos_);
-      if (len == 0) return error_at(pos_, "invalid UTF-8 (byte 0x%02x) in string", static_cast<unsigned>(c));
-      out->append(reinterpret_cast<const char*>(text_ + pos_), len);
-      pos_ += len;
-    }
-  }
-
-  std::size_t skip_digits() {
-    const std::size_t start = pos_;
-    while (!at_end() && is_digit(peek())) ++pos_;
-    return pos_ - start;
-  }
-
-  rnncore_status parse_number(JsonValue* out) {
-    const std::size_t start = pos_;
-    bool negative = false;
-    if (peek() == '-') {
-      negative = true;
-      ++pos_;
-    }
-    if (at_end() || !is_digit(peek())) return error_at(pos_, "expected a digit after '-'");
-    const std::size_t int_start = pos_;
-    if (peek() == '0') {
-      ++pos_;
-      if (!at_end() && is_digit(peek())) return error_at(int_start, "numbers cannot have leading zeros");
-    } else {
-      skip_digits();
-    }
-    const std::size_t int_digits = pos_ - int_start;
-    std::size_t frac_start = pos_, frac_digits = 0;
-    bool integral = true;
-    if (!at_end() && peek() == '.') {
-      integral = false;
-      ++pos_;
-      frac_start = pos_;
-      frac_digits = skip_digits();
-      if (frac_digits == 0) return error_at(pos_, "expected a digit after the decimal point");
-    }
-    std::int64_t exponent = 0;  // saturated; only used to classify out-of-range values
-    if (!at_end() && (peek() == 'e' || peek() == 'E')) {
-      integral = false;
-      ++pos_;
-      bool exponent_negative = false;
-      if (!at_end() && (peek() == '+' || peek() == '-')) {
-        exponent_negative = peek() == '-';
-        ++pos_;
-      }
-      if (at_end() || !is_digit(peek())) return error_at(pos_, "expected a digit in the exponent");
-      while (!at_end() && is_digit(peek())) {
-        if (exponent < 1000000000) exponent = exponent * 10 + (peek() - '0');
-        ++pos_;
-      }
-      if (exponent_negative) exponent = -exponent;
-    }
-    // "1.2.3", "0x10", "12abc": say the whole token is a bad number rather than
-    // complaining about a missing comma.
-    if (!at_end() && (is_alpha(peek()) || is_digit(peek()) || peek() == '.' || peek() == '_')) {
-      std::size_t end = pos_;
-      while (end < size_ && (is_alpha(text_[end]) || is_digit(text_[end]) || text_[end] == '.' ||
-                             text_[end] == '_' || text_[end] == '+' || text_[end] == '-')) {
-        ++end;
-      }
-      return error_at(start, "invalid number '%s'",
-                      printable_excerpt(reinterpret_cast<const char*>(text_ + start), end - start, 32).c_str());
-    }
-
-    const char* first = reinterpret_cast<const char*>(text_ + start);
-    const char* last = reinterpret_cast<const char*>(text_ + pos_);
-    out->kind = JsonValue::Kind::number;
-    double value = 0.0;
-    const std::from_chars_result parsed = std::from_chars(first, last, value, std::chars_format::general);
-    if (parsed.ec == std::errc::result_out_of_range) {
-      // Decimal exponent of the leading significant digit decides overflow
-      // versus underflow (out of range only happens beyond ~1e308 / ~1e-324).
-      std::int64_t leading = 0;
-      bool found = false;
-      for (std::size_t i = 0; i < int_digits && !found; ++i) {
-        if (text_[int_start + i] != '0') {
-          leading = static_cast<std::int64_t>(int_digits - i) - 1;
-          found = true;
-        }
-      }
-      for (std::size_t i = 0; i < frac_digits && !found; ++i) {
-        if (text_[frac_start + i] != '0') {
-          leading = -static_cast<std::int64_t>(i) - 1;
-          found = true;
-        }
-      }
-      if (leading + exponent > 0) {
-        return error_at(start, "number %s is too large for a double",
-                        printable_excerpt(first, static_cast<std::size_t>(last - first), 32).c_str());
-      }
-      value = negative ? -0.0 : 0.0;
-    } else if (parsed.ec != std::errc() || parsed.ptr != last) {
-      return error_at(start, "invalid number");  // unreachable after the grammar check above
-    }
-    out->number = value;
-    out->is_integer = false;
-    if (integral) {
-      std::int64_t exact = 0;
-      const std::from_chars_result as_int = std::from_chars(first, last, exact);
-      if (as_int.ec == std::errc() && as_int.ptr == last) {
-        out->is_integer = true;
-        out->integer = exact;
-      }
-    }
-    return RNNCORE_OK;
-  }
-
-  const unsigned char* text_;
+  const char* text_;
   std::size_t size_;
-  std::size_t pos_ = 0;
-  const char* name_;
+  const char** read_up_to_;
   JsonParseOptions options_;
+  std::vector<Frame> stack_;
+  JsonValue root_;
+  std::size_t error_offset_ = 0;
+  std::string message_;
 };
 
 }  // namespace
@@ -526,11 +293,24 @@ rnncore_status parse_json(const char* text, std::size_t size, const char* name_f
     return detail::fail(RNNCORE_ERR_NULL_POINTER, "%s: parse_json: text is null", name);
   }
   static const char empty[1] = {'\0'};
-  JsonParser parser(text != nullptr ? text : empty, size, name, options);
-  JsonValue result;
-  const rnncore_status st = parser.parse_document(&result);
-  if (st != RNNCORE_OK) return st;
-  *out = std::move(result);
+  if (text == nullptr) text = empty;
+  const char* read_up_to = text;
+  TreeBuilder builder(text, size, &read_up_to, options);
+  const bool ok = nlohmann::json::sax_parse(TrackingIterator(text, &read_up_to), TrackingIterator(text + size, &read_up_to),
+                                            &builder);
+  // nlohmann's lexer takes a NUL byte for the end of the input; anything after it is not JSON.
+  if (ok && builder.message().empty() && read_up_to != text + size) {
+    const std::size_t at = static_cast<std::size_t>(read_up_to - text) - 1;
+    const JsonLocation loc = json_location(text, size, at);
+    return detail::fail(RNNCORE_ERR_FORMAT, "%s:%zu:%zu: unexpected byte 0x00 after the JSON value", name, loc.line,
+                        loc.column);
+  }
+  if (!ok || !builder.message().empty()) {
+    const JsonLocation loc = json_location(text, size, builder.error_offset());
+    return detail::fail(RNNCORE_ERR_FORMAT, "%s:%zu:%zu: %s", name, loc.line, loc.column,
+                        builder.message().empty() ? "invalid JSON" : builder.message().c_str());
+  }
+  *out = builder.take_root();
   return RNNCORE_OK;
 }
 
@@ -562,27 +342,8 @@ JsonLocation json_location(const char* text, std::size_t size, std::size_t offse
 }
 
 void json_escape(const std::string& in, std::string* out) {
-  static const char hex[] = "0123456789abcdef";
-  for (const char ch : in) {
-    const unsigned char c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\b': out->append("\\b"); break;
-      case '\f': out->append("\\f"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
-      default:
-        if (c < 0x20) {
-          out->append("\\u00");
-          out->push_back(hex[c >> 4]);
-          out->push_back(hex[c & 0xF]);
-        } else {
-          out->push_back(ch);
-        }
-    }
-  }
+  const std::string quoted = nlohmann::json(in).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  out->append(quoted, 1, quoted.size() - 2);
 }
 
 bool is_valid_utf8(const char* s, std::size_t size) {
