@@ -6,8 +6,9 @@
 //   - accepted .npy / safetensors inputs re-encode and re-parse to the same
 //     tensors, and accepted JSON re-serialises and re-parses to the same tree.
 //
-// Build (from the repository root; the stub supplies rnncore::detail::fail):
-//   clang++-14 -std=c++17 -g -O1 -fno-exceptions -fno-rtti \
+// CI runs it for a bounded time per parser (.ci/stage_fuzz.sh). Build by hand (from the repository
+// root; the stub supplies rnncore::detail::fail; nlohmann-json3-dev for src/io/json.cpp):
+//   clang++-14 -std=c++17 -g -O1 -fno-rtti \
 //     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. -Iinclude \
 //     src/io/json.cpp src/io/npy.cpp src/io/safetensors.cpp \
 //     tests/fuzz/fuzz_io.cpp tests/fuzz/io_test_stub.cpp -o /tmp/fuzz_io
