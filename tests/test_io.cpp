@@ -1336,6 +1336,28 @@ TEST_CASE("safetensors: accepted oddities") {
   CHECK(a.bytes.size() == 2);
 }
 
+TEST_CASE("safetensors: files of other formats are named, not parsed") {
+  io::SafeTensors st;
+  std::vector<std::uint8_t> npy;
+  const std::int64_t shape[1] = {3};
+  const float values[3] = {1, 2, 3};
+  REQUIRE(io::encode_npy(io::ElemType::f32, shape, 1, values, &npy) == RNNCORE_OK);
+  CHECK_FAILS(io::parse_safetensors(npy, "w.safetensors", &st), RNNCORE_ERR_FORMAT,
+              "w.safetensors: not a safetensors file: it looks like a NumPy .npy array");
+  std::vector<std::uint8_t> zip = {'P', 'K', 3, 4, 20, 0, 0, 0, 8, 0, 0, 0, 0, 0};
+  CHECK_FAILS(io::parse_safetensors(zip, "m.pt", &st), RNNCORE_ERR_FORMAT,
+              "m.pt: not a safetensors file: it looks like a zip archive, as PyTorch's torch.save writes");
+  std::vector<std::uint8_t> pickle = {0x80, 2, ']', 'q', 0, '(', 'K', 1, 'e', '.'};
+  CHECK_FAILS(io::parse_safetensors(pickle, "m.pt", &st), RNNCORE_ERR_FORMAT, "a Python pickle");
+  std::vector<std::uint8_t> h5 = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n', 0, 0, 0, 0};
+  CHECK_FAILS(io::parse_safetensors(h5, "m.h5", &st), RNNCORE_ERR_FORMAT, "an HDF5 file (a Keras .h5 model)");
+  std::vector<std::uint8_t> tflite = {0x1c, 0, 0, 0, 'T', 'F', 'L', '3', 0, 0, 0, 0};
+  CHECK_FAILS(io::parse_safetensors(tflite, "m.tflite", &st), RNNCORE_ERR_FORMAT, "a TensorFlow Lite flatbuffer");
+  // Unknown bytes with an impossible header length still get the length message.
+  std::vector<std::uint8_t> junk = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  CHECK_FAILS(io::parse_safetensors(junk, "j.bin", &st), RNNCORE_ERR_FORMAT, "j.bin: header length");
+}
+
 TEST_CASE("safetensors: lying lengths") {
   io::SafeTensors st;
   CHECK_FAILS(parse_st_vec({1, 2, 3}, &st), RNNCORE_ERR_FORMAT,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -357,6 +358,23 @@ rnncore_status SafeTensors::array(const std::string& name, Array* out) const {
   return RNNCORE_OK;
 }
 
+namespace {
+
+// What a file that is not safetensors probably is, from its first bytes (nullptr: no idea). Users
+// hand over what their framework saved; the message should say what that was.
+const char* other_format(const std::vector<std::uint8_t>& f) {
+  auto starts = [&](const char* magic, std::size_t n) { return f.size() >= n && std::memcmp(f.data(), magic, n) == 0; };
+  if (starts("PK\x03\x04", 4)) return "a zip archive, as PyTorch's torch.save writes (.pt / .pth)";
+  if (starts("\x93NUMPY", 6)) return "a NumPy .npy array";
+  if (f.size() >= 2 && f[0] == 0x80 && f[1] >= 2 && f[1] <= 5) return "a Python pickle (an older torch.save file)";
+  if (starts("\x89HDF\r\n\x1a\n", 8)) return "an HDF5 file (a Keras .h5 model)";
+  if (f.size() >= 8 && std::memcmp(f.data() + 4, "TFL3", 4) == 0) return "a TensorFlow Lite flatbuffer";
+  if (starts("{", 1) || starts("[", 1)) return "a JSON text";
+  return nullptr;
+}
+
+}  // namespace
+
 rnncore_status parse_safetensors(std::vector<std::uint8_t> file, const char* name_for_errors, SafeTensors* out) {
   const char* name = display_name(name_for_errors);
   if (out == nullptr) return detail::fail(RNNCORE_ERR_NULL_POINTER, "%s: parse_safetensors: output is null", name);
@@ -367,6 +385,13 @@ rnncore_status parse_safetensors(std::vector<std::uint8_t> file, const char* nam
   }
   std::uint64_t header_length = 0;
   for (int i = 0; i < 8; ++i) header_length |= static_cast<std::uint64_t>(file[static_cast<std::size_t>(i)]) << (8 * i);
+  // A header length the file cannot hold, or a header that is not a JSON object: another format.
+  const bool implausible = header_length > file.size() - 8 || header_length < 2 || file[8] != '{';
+  if (const char* what = implausible ? other_format(file) : nullptr) {
+    return detail::fail(RNNCORE_ERR_FORMAT,
+                        "%s: not a safetensors file: it looks like %s (docs/weights.md shows how to save "
+                        "weights as safetensors)", name, what);
+  }
   if (header_length > kMaxSafetensorsHeaderBytes) {
     return detail::fail(RNNCORE_ERR_FORMAT, "%s: header length %llu exceeds the %llu-byte limit", name,
                         static_cast<unsigned long long>(header_length),
