@@ -38,7 +38,7 @@
 #include <omp.h>
 #endif
 
-#include "bench/cpu/fma_peak.hpp"
+#include "tools/fma_peak/fma_peak.hpp"
 #include "rnncore/rnncore.hpp"
 
 namespace {

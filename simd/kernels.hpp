@@ -117,9 +117,6 @@ struct F32Kernels {
   void (*mask_row)(std::uint64_t seed, std::uint64_t step, std::uint32_t site, std::uint32_t t_prime, std::uint32_t row,
                    std::uint32_t width, std::uint32_t unit_begin, std::uint32_t unit_end, const rnncore_mask_params& params,
                    float* out);
-  /// `iterations` × 12 independent vector FMAs (the machine's FMA peak, timed by `rnncore bench`);
-  /// returns a value that depends on every result so that nothing is optimised away.
-  float (*fma_probe)(std::int64_t iterations);
   /// Training (simd/train_impl.hpp): f32_matmul and in-place activations with the step kernels' math.
   void (*matmul)(const MatmulArgs&);
   void (*activate)(Activation kind, float* v, std::int32_t n);

@@ -473,19 +473,6 @@ void math_probe(const float* x, float* e, float* sg, float* th, std::int32_t n) 
   }
 }
 
-// Twelve independent FMA chains: enough to cover the latency of two FMA pipes.
-template <class Arch>
-float fma_probe(std::int64_t iterations) {
-  vf<Arch> acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = vf<Arch>(0.001f * static_cast<float>(i));
-  const vf<Arch> a(0.99999f), b(1e-6f);
-  for (std::int64_t n = 0; n < iterations; ++n)
-    for (int i = 0; i < 12; ++i) acc[i] = fmadd<Arch>(acc[i], a, b);
-  vf<Arch> sum(0.0f);
-  for (int i = 0; i < 12; ++i) sum += acc[i];
-  return xsimd::hadd(sum);
-}
-
 }  // namespace
 }  // namespace simd
 }  // namespace rnncore
@@ -525,7 +512,6 @@ constexpr F32Kernels make_kernels(const char* name) {
   k.activate = &activate<Arch>;
   k.pack_b = &pack_b<Arch>;
   k.math = &math_probe<Arch>;
-  k.fma_probe = &fma_probe<Arch>;
   return k;
 }
 

@@ -4,7 +4,6 @@
 //
 // Detection uses the compiler's __builtin_cpu_supports, which also checks that the OS saves the
 // wide registers (XGETBV); xsimd 8.1's own detection does not.
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -121,22 +120,5 @@ const simd::F32Kernels* select_f32_kernels(Isa cap, Isa* chosen) {
 }
 
 }  // namespace detail
-
-double measure_fma_peak_gflops() {
-  Isa isa;
-  const simd::F32Kernels* k = detail::select_f32_kernels(Isa::best, &isa);
-  if (k == nullptr) return 0.0;
-  constexpr std::int64_t kIterations = 2000000;  // 24·10^6 vector FMAs: ~10 ms
-  double best = 0.0;
-  volatile float sink = 0.0f;
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    sink = sink + k->fma_probe(kIterations);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double gflops = static_cast<double>(kIterations) * 12 * k->vector * 2 / s * 1e-9;
-    if (gflops > best) best = gflops;
-  }
-  return best;
-}
 
 }  // namespace rnncore

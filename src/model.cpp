@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "rnncore/gpu.hpp"
 #include "src/internal/error.hpp"
 #include "src/internal/plan_impl.hpp"
 #include "src/internal/spec_internal.hpp"
@@ -24,8 +25,8 @@ Model::~Model() { release(); }
 void Model::release() {
 #if !defined(RNNCORE_NO_HEAP)  // without a heap no Model ever holds memory
   if (plan_.backend() == Backend::gpu) {  // device memory (src/gpu)
-    detail::gpu_free(plan_.options().gpu_device, packed_);
-    detail::gpu_free(plan_.options().gpu_device, workspace_);
+    gpu_free(plan_.options().gpu_device, packed_);
+    gpu_free(plan_.options().gpu_device, workspace_);
   } else {
     std::free(packed_);
     std::free(workspace_);
@@ -83,8 +84,8 @@ Status Model::create(const StackSpec& stack, const PlanOptions& options, const v
   }
   RNNCORE_RETURN_IF_ERROR(Plan::create(stack, opt, &m.plan_));
   if (m.plan_.backend() == Backend::gpu) {  // a GPU plan's buffers are device memory
-    RNNCORE_RETURN_IF_ERROR(detail::gpu_alloc(opt.gpu_device, m.plan_.packed_weight_bytes(), &m.packed_));
-    RNNCORE_RETURN_IF_ERROR(detail::gpu_alloc(opt.gpu_device, m.plan_.workspace_bytes(), &m.workspace_));
+    RNNCORE_RETURN_IF_ERROR(gpu_alloc(opt.gpu_device, m.plan_.packed_weight_bytes(), &m.packed_));
+    RNNCORE_RETURN_IF_ERROR(gpu_alloc(opt.gpu_device, m.plan_.workspace_bytes(), &m.workspace_));
   } else {
     m.packed_ = allocate_aligned(m.plan_.packed_weight_bytes());
     m.workspace_ = allocate_aligned(m.plan_.workspace_bytes());

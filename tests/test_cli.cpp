@@ -14,7 +14,7 @@
 #include <unistd.h>
 #include <vector>
 
-#include "src/gpu/gpu_host.hpp"
+#include "rnncore/gpu.hpp"
 #include "rnncore/io/npy.hpp"
 #include "rnncore/io/safetensors.hpp"
 #include "tests/test_util.hpp"
@@ -260,7 +260,7 @@ TEST_CASE("cli: bad files and shapes exit 1 with one line naming the file, tenso
   expect_error(base_args() + " --prefix lstm", "did you mean --prefix lstm. (a prefix ends with its separator)?");
   expect_error(base_args() + " --format onnx", "no onnx recurrent weights found (expected a tensor named 'R' or 'R_l0')");
   char gpu[256];  // --backend gpu fails cleanly where the build or machine has no GPU (else tests/gpu runs it)
-  if (detail::gpu_describe(0, gpu, sizeof gpu) != Status::ok) expect_error(base_args() + " --backend gpu", "backend gpu");
+  if (gpu_describe(0, gpu, sizeof gpu) != Status::ok) expect_error(base_args() + " --backend gpu", "backend gpu");
 }
 
 TEST_CASE("cli: an Elman RNN needs its activation; missing or extra tensors are named") {

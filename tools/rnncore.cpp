@@ -12,12 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "rnncore/gpu.hpp"
 #include "rnncore/rnncore.hpp"
-#include "src/gpu/gpu_host.hpp"
 #include "rnncore/io/npy.hpp"
 #include "rnncore/io/safetensors.hpp"
 #include "tools/cli_args.hpp"
 #include "tools/export_c.hpp"
+#include "tools/fma_peak/fma_peak.hpp"
 #include "rnncore/io/model.hpp"
 #include "rnncore/io/stack_config.hpp"
 
@@ -84,7 +85,8 @@ const char* const kBenchUsage =
     "  --reps R            timed repetitions after one warm-up (default 20)\n"
     "  --dtype f32|f64|bf16|f16  computation type, or bf16 / f16 weight storage with f32\n"
     "                      accumulation (default f32)\n"
-    "  --backend auto|reference|simd|gpu  (gpu: device buffers, timed with events on the device)\n"
+    "  --backend auto|reference|simd|gpu  (gpu: device buffers; each run timed on the\n"
+    "                      host until the device has finished it)\n"
     "  --dropout P         also time the network with dropout P on every site (wrapper input, output and\n"
     "                      state, inter-layer), alternating, and print the overhead\n"
     "  --backward          also time a training step (training forward filling the reserve + backward\n"
@@ -139,6 +141,58 @@ std::string dims_string(std::initializer_list<std::string> dims) {
   for (const std::string& d : dims) s += (s.size() > 1 ? ", " : "") + d;
   return s + "]";
 }
+
+// Device copies of one forward run's tensors (a GPU plan takes device memory, the .npy files are
+// host memory): upload() allocates device buffers, fills x / h0 / c0 from the host tensors of
+// `host` and returns the same arguments with device pointers; download() waits for the device and
+// copies y / hy / cy back to the host pointers. seq_lengths and row_ids stay host arrays (the GPU
+// backend reads them from the host).
+class GpuForwardBuffers {
+ public:
+  GpuForwardBuffers() = default;
+  GpuForwardBuffers(const GpuForwardBuffers&) = delete;
+  GpuForwardBuffers& operator=(const GpuForwardBuffers&) = delete;
+  ~GpuForwardBuffers() {
+    for (void* p : ptr_) gpu_free(device_, p);
+  }
+
+  Status upload(int device, const ForwardArgs& host, std::size_t x_bytes, std::size_t y_bytes, std::size_t state_bytes,
+                ForwardArgs* on_device) {
+    device_ = device;
+    *on_device = host;
+    const void* in[kSlots] = {host.x, nullptr, host.h0, host.c0, nullptr, nullptr};
+    const void* used[kSlots] = {host.x, host.y, host.h0, host.c0, host.hy, host.cy};
+    const std::size_t bytes[kSlots] = {x_bytes, y_bytes, state_bytes, state_bytes, state_bytes, state_bytes};
+    for (int i = 0; i < kSlots; ++i) {
+      bytes_[i] = bytes[i];
+      if (used[i] == nullptr) continue;
+      Status s = gpu_alloc(device, bytes[i], &ptr_[i]);
+      if (s == Status::ok && in[i] != nullptr) s = gpu_copy(ptr_[i], in[i], bytes[i], GpuCopy::host_to_device);
+      if (s != Status::ok) return s;
+    }
+    on_device->x = ptr_[0];
+    on_device->y = ptr_[1];
+    on_device->h0 = ptr_[2];
+    on_device->c0 = ptr_[3];
+    on_device->hy = ptr_[4];
+    on_device->cy = ptr_[5];
+    return Status::ok;
+  }
+
+  Status download(const ForwardArgs& host, void* stream) {
+    Status s = gpu_synchronize(stream);
+    void* out[kSlots] = {nullptr, host.y, nullptr, nullptr, host.hy, host.cy};
+    for (int i = 0; i < kSlots && s == Status::ok; ++i)
+      if (out[i] != nullptr && ptr_[i] != nullptr) s = gpu_copy(out[i], ptr_[i], bytes_[i], GpuCopy::device_to_host);
+    return s;
+  }
+
+ private:
+  static constexpr int kSlots = 6;  // x, y, h0, c0, hy, cy
+  int device_ = 0;
+  void* ptr_[kSlots] = {};
+  std::size_t bytes_[kSlots] = {};
+};
 
 bool parse_backend(const std::string& s, Backend* out) {
   for (Backend b : {Backend::auto_select, Backend::reference, Backend::simd, Backend::gpu})
@@ -449,13 +503,13 @@ int cmd_run(int argc, char** argv) {
   // A GPU plan runs on device copies of the tensors (lengths and row ids stay on the host), and
   // forward() only queues the work: each run waits for it.
   const bool on_gpu = net.plan().backend() == Backend::gpu;
-  detail::GpuForwardBuffers device;
+  GpuForwardBuffers device;
   ForwardArgs run_args = fa;
   if (on_gpu && (s = device.upload(opt.gpu_device, fa, rs.x.size(), y.size(), hy.size(), &run_args)) != Status::ok)
     return error(library_error(s));
   auto forward = [&]() {
     const Status f = net.forward(run_args);
-    return f == Status::ok && on_gpu ? detail::gpu_synchronize(nullptr) : f;
+    return f == Status::ok && on_gpu ? gpu_synchronize(nullptr) : f;
   };
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
@@ -840,12 +894,10 @@ int cmd_bench(int argc, char** argv) {
     return s;
   };
 
-  detail::GpuForwardBuffers device;
-  void* timer = nullptr;
+  GpuForwardBuffers device;
   if (on_gpu) {
     ForwardArgs host = fa;
-    Status s = device.upload(opt.gpu_device, host, x.size(), y.size(), 0, &fa);
-    if (s == Status::ok) s = detail::gpu_timer_create(&timer);
+    const Status s = device.upload(opt.gpu_device, host, x.size(), y.size(), 0, &fa);
     if (s != Status::ok) return error(library_error(s));
   }
   using clock = std::chrono::steady_clock;
@@ -858,12 +910,12 @@ int cmd_bench(int argc, char** argv) {
       // --backward: an untimed run first, so that the timed one finds the weights in cache and the
       // pool's workers awake after the (long) training step, as in back-to-back inference.
       if (backward && i >= 0 && net[k].forward(fa) != Status::ok) return error(last_error_detail());
+      // A GPU run is queued: it is timed on the host from the call to the end of synchronize
+      // (the queue is empty before, since the previous run was waited for).
       const auto t0 = clock::now();
-      Status s = on_gpu ? detail::gpu_timer_start(timer, fa.stream) : Status::ok;
-      if (s == Status::ok) s = net[k].forward(fa);
-      double elapsed = 0;
-      if (s == Status::ok && on_gpu) s = detail::gpu_timer_stop(timer, fa.stream, &elapsed);
-      if (!on_gpu) elapsed = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+      Status s = net[k].forward(fa);
+      if (s == Status::ok && on_gpu) s = gpu_synchronize(fa.stream);
+      const double elapsed = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
       if (s != Status::ok) return error(library_error(s));
       if (i >= 0) ms[k].push_back(elapsed);
       progress = progress || elapsed > 500.0;
@@ -884,7 +936,6 @@ int cmd_bench(int argc, char** argv) {
       std::fprintf(stderr, "rnncore bench: %s %lld/%lld, %.1f s\n", i < 0 ? "warm-up" : "repetition", i < 0 ? 0 : i + 1, reps,
                    std::chrono::duration<double>(clock::now() - start).count());
   }
-  detail::gpu_timer_destroy(timer);
   auto median_of = [](std::vector<double>& v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
@@ -899,7 +950,12 @@ int cmd_bench(int argc, char** argv) {
               threads, to_string(net[0].plan().backend()), net[0].plan().kernel_name(), reps);
   const double gflops = flops / (median * 1e6);
   if (args.has("peak")) {
-    const double peak = measure_fma_peak_gflops();
+    // The peak of the instruction set the kernels use (RNNCORE_MAX_ISA may cap it below the widest).
+    bench::FmaPeak peaks[2];
+    const int measured = bench::measure_fma_peaks(3, 0.05, peaks);
+    double peak = measured > 0 ? peaks[0].gflops : 0.0;
+    for (int p = 0; p < measured; ++p)
+      if (std::strcmp(peaks[p].isa, to_string(net[0].plan().isa())) == 0) peak = peaks[p].gflops;
     std::printf("median_ms=%.4f gflops=%.2f peak_gflops=%.1f (one core) fraction_of_peak=%.3f%s%s\n", median, gflops, peak,
                 peak > 0 ? gflops / (peak * static_cast<double>(threads)) : 0.0, threads > 1 ? " (of threads x one core)" : "",
                 backward ? " (inference forward)" : "");
@@ -961,10 +1017,10 @@ int cmd_info(int argc, char** argv) {
                                                                           : "not in this build");
   ThreadPool::destroy(pool);
   char gpu[256];
-  const std::string gpu_kind = detail::gpu_backend_kind();
+  const std::string gpu_kind = gpu_backend_kind();
   if (gpu_kind == "none") {
     std::printf("gpu: not built (configure with -Dgpu=cuda or -Dgpu=hip)\n");
-  } else if (detail::gpu_describe(0, gpu, sizeof gpu) == Status::ok) {
+  } else if (gpu_describe(0, gpu, sizeof gpu) == Status::ok) {
     RnnSpec g;
     g.input_size = g.hidden_size = 8;
     PlanOptions o;

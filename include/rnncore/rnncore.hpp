@@ -86,11 +86,6 @@ enum class Isa : std::int32_t { none = 0, sse2 = 1, avx2 = 2, avx512 = 3, neon =
 /// @param[out] out up to `capacity` entries  @return the number written
 int available_isas(Isa* out, int capacity);
 
-/// Measures this core's f32 FMA peak in GFLOP/s (2 flops per lane per FMA) with the best
-/// instruction set's FMA (best of several ~20 ms runs); 0 if no SIMD kernels are available.
-/// For reporting a benchmark's fraction of peak; takes about 0.1 s.
-double measure_fma_peak_gflops();
-
 /// Number of gates of a cell type: 4 (LSTM), 3 (GRU), 1 (Elman RNN).
 int num_gates(Mode mode);
 /// Name of an enum value as used on the command line ("lstm", "reset-after", "avx2", ...).

@@ -1,5 +1,5 @@
 // The GPU backend's entry points (src/internal/plan_impl.hpp: gpu_select, gpu_layout, gpu_pack,
-// gpu_forward, gpu_alloc, gpu_free) and the host helpers of src/gpu/gpu_host.hpp. Built by hipcc
+// gpu_forward) and the public device-memory functions of include/rnncore/gpu.hpp. Built by hipcc
 // (-Dgpu=hip) or nvcc (-Dgpu=cuda); the runtime is reached through HIP names only, which
 // hip/gpu_compat.hpp maps to CUDA for nvcc. The planning and the launch schedules are
 // hip/rnn_plan.hpp, the kernels hip/rnn_device.hpp (both also run in the host tests).
@@ -10,7 +10,9 @@
 #include "hip/gpu_compat.hpp"
 #include "hip/rnn_launch.hpp"
 #include "hip/rnn_plan.hpp"
-#include "src/gpu/gpu_host.hpp"
+#include "rnncore/gpu.hpp"
+#include "src/internal/error.hpp"
+#include "src/internal/plan_impl.hpp"
 
 namespace rnncore {
 namespace detail {
@@ -158,6 +160,14 @@ Status gpu_forward(const PlanImpl& p, const void* packed, void* workspace, const
                       args);
 }
 
+}  // namespace detail
+
+// ------------------------------------------------------------------ include/rnncore/gpu.hpp
+
+using detail::DeviceScope;
+using detail::fail_status;
+using detail::usable_device;
+
 Status gpu_alloc(int device, std::size_t bytes, void** out) {
   *out = nullptr;
   RNNCORE_RETURN_IF_ERROR(usable_device(device));
@@ -178,8 +188,6 @@ void gpu_free(int device, void* ptr) {
   DeviceScope scope(device);
   (void)hipFree(ptr);
 }
-
-// ------------------------------------------------------------------------------ host helpers
 
 const char* gpu_backend_kind() { return RNNCORE_GPU_VENDOR; }
 
@@ -208,45 +216,4 @@ Status gpu_synchronize(void* stream) {
   return Status::ok;
 }
 
-namespace {
-struct Timer {
-  hipEvent_t start = nullptr, stop = nullptr;
-};
-}  // namespace
-
-Status gpu_timer_create(void** timer) {
-  auto* t = new Timer();
-  if (hipEventCreate(&t->start) != hipSuccess || hipEventCreate(&t->stop) != hipSuccess) {
-    gpu_timer_destroy(t);
-    *timer = nullptr;
-    return fail_status(Status::device, "%s", "gpu: could not create timing events");
-  }
-  *timer = t;
-  return Status::ok;
-}
-
-Status gpu_timer_start(void* timer, void* stream) {
-  RNNCORE_GPU_CHECK(hipEventRecord(static_cast<Timer*>(timer)->start, static_cast<hipStream_t>(stream)), "event record", "");
-  return Status::ok;
-}
-
-Status gpu_timer_stop(void* timer, void* stream, double* ms) {
-  auto* t = static_cast<Timer*>(timer);
-  RNNCORE_GPU_CHECK(hipEventRecord(t->stop, static_cast<hipStream_t>(stream)), "event record", "");
-  RNNCORE_GPU_CHECK(hipEventSynchronize(t->stop), "event synchronisation", "");
-  float elapsed = 0.0f;
-  RNNCORE_GPU_CHECK(hipEventElapsedTime(&elapsed, t->start, t->stop), "event timing", "");
-  *ms = elapsed;
-  return Status::ok;
-}
-
-void gpu_timer_destroy(void* timer) {
-  auto* t = static_cast<Timer*>(timer);
-  if (t == nullptr) return;
-  if (t->start != nullptr) (void)hipEventDestroy(t->start);
-  if (t->stop != nullptr) (void)hipEventDestroy(t->stop);
-  delete t;
-}
-
-}  // namespace detail
 }  // namespace rnncore

@@ -212,9 +212,7 @@ Status gpu_layout(PlanImpl* p);
 Status gpu_pack(const PlanImpl& p, const void* canonical_host, void* packed_device);
 // The whole forward pass on the GPU, on args.stream.
 Status gpu_forward(const PlanImpl& p, const void* packed, void* workspace, const ForwardArgs& args);
-// Device memory for Model (packed weights, workspace) on `device`; gpu_free(nullptr) is a no-op.
-Status gpu_alloc(int device, std::size_t bytes, void** out);
-void gpu_free(int device, void* p);
+// (Device memory for Model: gpu_alloc / gpu_free of include/rnncore/gpu.hpp.)
 
 // CPU features: the best f32 kernel table not above `cap` (also capped by env RNNCORE_MAX_ISA), or null.
 const simd::F32Kernels* select_f32_kernels(Isa cap, Isa* chosen);

@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "src/gpu/gpu_host.hpp"
+#include "rnncore/gpu.hpp"
 #include "src/internal/plan_impl.hpp"
 #include "tests/gpu/gpu_cases.hpp"
 
@@ -24,19 +24,19 @@ namespace {
 class DeviceBuffer {
  public:
   explicit DeviceBuffer(std::size_t bytes) {
-    if (bytes > 0) REQUIRE(detail::gpu_alloc(0, bytes, &ptr_) == Status::ok);
+    if (bytes > 0) REQUIRE(gpu_alloc(0, bytes, &ptr_) == Status::ok);
   }
-  ~DeviceBuffer() { detail::gpu_free(0, ptr_); }
+  ~DeviceBuffer() { gpu_free(0, ptr_); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   void* get() const { return ptr_; }
   template <class T>
   void upload(const std::vector<T>& v) {
-    REQUIRE(detail::gpu_copy(ptr_, v.data(), v.size() * sizeof(T), detail::GpuCopy::host_to_device) == Status::ok);
+    REQUIRE(gpu_copy(ptr_, v.data(), v.size() * sizeof(T), GpuCopy::host_to_device) == Status::ok);
   }
   template <class T>
   void download(std::vector<T>* v) const {
-    REQUIRE(detail::gpu_copy(v->data(), ptr_, v->size() * sizeof(T), detail::GpuCopy::device_to_host) == Status::ok);
+    REQUIRE(gpu_copy(v->data(), ptr_, v->size() * sizeof(T), GpuCopy::device_to_host) == Status::ok);
   }
 
  private:
@@ -90,7 +90,7 @@ Status run_device(const StackSpec& st, PlanOptions opt, const std::vector<float>
   }
   const Status f = model.forward(a);
   if (f != Status::ok) return f;
-  REQUIRE(detail::gpu_synchronize(nullptr) == Status::ok);
+  REQUIRE(gpu_synchronize(nullptr) == Status::ok);
   y.download(&out->y);
   hy.download(&out->hy);
   if (lstm) cy.download(&out->cy);
@@ -182,9 +182,9 @@ TEST_CASE("GPU plans refuse what the kernels cannot run, with reasons") {
 
 int main(int argc, char** argv) {
   char line[512];
-  const Status s = detail::gpu_describe(0, line, sizeof line);
+  const Status s = gpu_describe(0, line, sizeof line);
   if (s != Status::ok) {
-    std::printf("SKIP: no GPU to run the device tests on (%s build): %s\n", detail::gpu_backend_kind(), last_error_detail());
+    std::printf("SKIP: no GPU to run the device tests on (%s build): %s\n", gpu_backend_kind(), last_error_detail());
     std::printf("      (the kernels are still checked on the host by the gpu_emulator test)\n");
     return 77;
   }

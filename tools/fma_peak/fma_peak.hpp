@@ -1,8 +1,9 @@
 // The machine's fp32 FMA peak, measured: a loop of independent fused multiply-adds per instruction
 // set, each in its own translation unit compiled with that set's flags (meson.build), and a driver
-// that picks what the CPU runs, times it and keeps the best of several runs.
-#ifndef RNNCORE_BENCH_CPU_FMA_PEAK_HPP
-#define RNNCORE_BENCH_CPU_FMA_PEAK_HPP
+// that picks what the CPU runs, times it and keeps the best of several runs. Used by
+// `rnncore bench --peak` and bench/onednn_compare; not part of the library.
+#ifndef RNNCORE_TOOLS_FMA_PEAK_FMA_PEAK_HPP
+#define RNNCORE_TOOLS_FMA_PEAK_FMA_PEAK_HPP
 
 namespace bench {
 
@@ -24,4 +25,4 @@ int measure_fma_peaks(int runs, double seconds, FmaPeak out[2]);
 
 }  // namespace bench
 
-#endif  // RNNCORE_BENCH_CPU_FMA_PEAK_HPP
+#endif  // RNNCORE_TOOLS_FMA_PEAK_FMA_PEAK_HPP
