@@ -205,6 +205,47 @@ TEST_CASE("cli: usage errors exit 2") {
   CHECK(run("run --help").code == 0);
   CHECK(run("help").code == 0);
   CHECK(run("info").code == 0);
+  CHECK(run("help nope").code == 2);
+  CHECK(run(base_args() + " --train --mc-dropout").code == 2);
+  CHECK(run(base_args() + " --seed -1").code == 2);
+  CHECK(run("export-c --weights w.safetensors --output m.h --sample-output y.npy").code == 2);
+}
+
+TEST_CASE("cli: a usage error is one line naming the problem and a hint, not the usage text") {
+  const Result r = run("bench --hidden 0");
+  CHECK(r.code == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err == "rnncore bench: --hidden: needs an integer in 1..65536, got '0'\n"
+                 "run 'rnncore bench --help' for the options\n");
+  const Result unknown = run(base_args() + " --no-such-flag");
+  CHECK(unknown.code == 2);
+  CHECK(std::count(unknown.err.begin(), unknown.err.end(), '\n') == 2);
+  CHECK(unknown.err.find("--no-such-flag") != std::string::npos);
+  CHECK(unknown.err.find("run 'rnncore run --help' for the options") != std::string::npos);
+  const Result missing = run("run --input x.npy --output y.npy");
+  CHECK(missing.err.find("--weights is required") != std::string::npos);
+}
+
+TEST_CASE("cli: --help lists every command's options with their defaults") {
+  const Result bench = run("bench --help");
+  CHECK(bench.code == 0);
+  CHECK(bench.out.find("--hidden H=512") != std::string::npos);
+  CHECK(bench.out.find("--seq T=100") != std::string::npos);
+  CHECK(bench.out.find("--reps R=20") != std::string::npos);
+  const std::size_t hidden_line = bench.out.find("--hidden");
+  CHECK(bench.out.substr(hidden_line, bench.out.find('\n', hidden_line) - hidden_line).find("REQUIRED") == std::string::npos);
+  const Result help = run("help run");  // the same as run --help
+  CHECK(help.code == 0);
+  CHECK(help.out == run("run --help").out);
+  for (const char* option : {"--weights M.safetensors REQUIRED", "--threads N=1", "--seed S=0", "--backend", "--config",
+                             "--mc-dropout", "--tolerance", "--row-ids"})
+    CHECK_MESSAGE(help.out.find(option) != std::string::npos, option);
+  for (const char* command : {"grad", "info", "export-c"}) {
+    const Result r = run(std::string(command) + " --help");
+    INFO(command);
+    CHECK(r.code == 0);
+    CHECK(r.out.find(std::string("rnncore ") + command) != std::string::npos);
+  }
 }
 
 TEST_CASE("cli: bad files and shapes exit 1 with one line naming the file, tensor and shapes") {
@@ -326,7 +367,7 @@ TEST_CASE("cli: stacks from JSON configs with --train reproduce the dropout gold
   expect_error(base_args() + " --config " + d + "/typo.json", "typo.json:2:13: unknown key 'wrapers' in layers[0]");
   const Result bad_p = run(base_args() + " --train --dropout 1.5");
   CHECK(bad_p.code == 2);
-  CHECK(bad_p.err.find("option '--dropout' needs a number in [0, 1]") != std::string::npos);
+  CHECK(bad_p.err.find("--dropout: needs a number in [0, 1), got '1.5'") != std::string::npos);
 }
 
 TEST_CASE("cli: rnncore grad reproduces the PyTorch autograd golden gradients") {
@@ -392,7 +433,7 @@ TEST_CASE("cli: rnncore grad errors") {
   const std::string model = " --weights " + src(kModel + ".safetensors") + " --input " + src(kModel + "_input.npy");
   const Result missing = run("grad" + model + " --grads " + d + "/g.safetensors");
   CHECK(missing.code == 2);
-  CHECK(missing.err.find("missing --dy") != std::string::npos);
+  CHECK(missing.err.find("--dy is required") != std::string::npos);
   const float dy[] = {1, 2, 3};
   const std::int64_t shape[] = {3};
   REQUIRE(io::write_npy((d + "/bad_dy.npy").c_str(), io::ElemType::f32, shape, 1, dy) == RNNCORE_OK);

@@ -15,42 +15,42 @@
 #include "rnncore/rnncore.h"
 #include "rnncore/rnncore.hpp"
 #include "rnncore/io/npy.hpp"
-#include "tools/cli_args.hpp"
 #include "rnncore/io/model.hpp"
 
 namespace rnncore {
 namespace tools {
 using namespace io;
 
-const char* const kExportCUsage =
-    "usage: rnncore export-c --weights M.safetensors --output MODEL.h [options]\n"
-    "\n"
-    "Writes a C header for firmware: the canonical weights as 'static const float NAME_weights[]',\n"
-    "the network as 'static const rnncore_spec NAME_spec', and the exact buffer sizes of its plans\n"
-    "on the portable scalar path (the one Cortex-M builds run) as NAME_PACKED_BYTES,\n"
-    "NAME_WORKSPACE_BYTES, NAME_STEP_WORKSPACE_BYTES (max_seq_len 1, for streaming) and\n"
-    "NAME_ARENA_BYTES (packed weights and workspace in one 64-byte-aligned buffer).\n"
-    "\n"
-    "  --name NAME                             C identifier prefix (default: from --output)\n"
-    "  --max-batch B  --max-seq-len T          plan sizes for these limits (default: the sample's, else 1)\n"
-    "  --sample-input X.npy                    also embed a time-major input [T, B, I] as NAME_sample_input\n"
-    "  --sample-output Y.npy                   and its expected output [T, B, D*H] as NAME_sample_output\n"
-    "model (inferred as for 'rnncore run' unless given):\n"
-    "  --format pytorch|onnx|keras|canonical   --prefix NAME.\n"
-    "  --mode lstm|gru|rnn_tanh|rnn_relu       --gru reset-after|reset-before\n"
-    "  --input-mode linear|skip|auto_select\n";
+void define_export_c(CLI::App& app, ExportCOptions& o) {
+  setup_app(app);
+  app.description(
+      "Writes a C header for firmware: the canonical weights as 'static const float NAME_weights[]', the\n"
+      "network as 'static const rnncore_spec NAME_spec', and the exact buffer sizes of its plans on the\n"
+      "portable scalar path (the one Cortex-M builds run) as NAME_PACKED_BYTES, NAME_WORKSPACE_BYTES,\n"
+      "NAME_STEP_WORKSPACE_BYTES (max_seq_len 1, for streaming) and NAME_ARENA_BYTES (packed weights\n"
+      "and workspace in one 64-byte-aligned buffer).");
+  app.add_option("--weights", o.weights, "the model")->required()->type_name("M.safetensors");
+  app.add_option("--output", o.output, "the header to write")->required()->type_name("MODEL.h");
+  app.add_option("--name", o.name, "C identifier prefix (default: from --output)")->type_name("NAME");
+  app.add_option("--max-batch", o.max_batch, "plan sizes for this batch (1..2^20;\ndefault: the sample's, else 1)")
+      ->check(int_range(1, 1 << 20))
+      ->type_name("B")
+      ->default_str("");
+  app.add_option("--max-seq-len", o.max_seq_len,
+                 "plan sizes for this sequence length (1..2^28;\ndefault: the sample's, else 1)")
+      ->check(int_range(1, 1 << 28))
+      ->type_name("T")
+      ->default_str("");
+  CLI::Option* in = app.add_option("--sample-input", o.sample_input,
+                                   "also embed a time-major input [T, B, I] as NAME_sample_input")
+                        ->type_name("X.npy");
+  app.add_option("--sample-output", o.sample_output, "and its expected output [T, B, D*H] as NAME_sample_output")
+      ->type_name("Y.npy")
+      ->needs(in);
+  add_model_hint_options(app, o.hints);
+}
 
 namespace {
-
-int usage_error(const std::string& what) {
-  std::fprintf(stderr, "rnncore: %s\n\n%s", what.c_str(), kExportCUsage);
-  return 2;
-}
-
-int error(const std::string& line) {
-  std::fprintf(stderr, "rnncore: error: %s\n", line.c_str());
-  return 1;
-}
 
 std::string base_name(const std::string& path) {
   const std::size_t slash = path.find_last_of('/');
@@ -183,68 +183,48 @@ std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a;
 }  // namespace
 
 int cmd_export_c(int argc, char** argv) {
-  Args args;
+  CLI::App app{"", "rnncore export-c"};
+  ExportCOptions o;
+  define_export_c(app, o);
+  if (const int rc = parse_command(app, "export-c", argc, argv); rc >= 0) return rc;
   std::string err;
-  const std::vector<OptionSpec> known = {
-      {"weights", true}, {"output", true}, {"name", true},          {"format", true},        {"prefix", true},
-      {"mode", true},    {"gru", true},    {"input-mode", true},    {"max-batch", true},     {"max-seq-len", true},
-      {"sample-input", true}, {"sample-output", true}, {"help", false}};
-  if (!args.parse(argc, argv, 2, known, &err)) return usage_error(err);
-  if (args.has("help")) {
-    std::fputs(kExportCUsage, stdout);
-    return 0;
-  }
-  for (const char* required : {"weights", "output"})
-    if (!args.has(required)) return usage_error(std::string("missing --") + required);
-  if (args.has("sample-output") && !args.has("sample-input")) return usage_error("--sample-output needs --sample-input");
-  const std::string name = args.has("name") ? args.get("name") : identifier_from(args.get("output"));
-  if (!is_identifier(name)) return usage_error("--name must be a C identifier, got '" + name + "'");
+  const std::string name = !o.name.empty() ? o.name : identifier_from(o.output);
+  if (!is_identifier(name)) return usage_error("export-c", "--name must be a C identifier, got '" + name + "'");
   const std::string NAME = upper(name);
 
   ModelHints hints;
-  hints.format = args.get("format");
-  hints.prefix = args.get("prefix");
-  hints.prefix_given = args.has("prefix");
-  hints.mode = args.get("mode");
-  hints.gru = args.get("gru");
-  hints.input_mode = args.get("input-mode");
-  WeightFormat fmt_check;
-  if (!hints.format.empty() && !parse_format(hints.format, &fmt_check))
-    return usage_error("--format must be pytorch, onnx, keras or canonical");
-  Mode mode_check;
-  if (!hints.mode.empty() && !parse_mode(hints.mode, &mode_check))
-    return usage_error("--mode must be lstm, gru, rnn_tanh or rnn_relu");
-  GruVariant gru_check;
-  if (!hints.gru.empty() && !parse_gru_variant(hints.gru, &gru_check))
-    return usage_error("--gru must be reset-after or reset-before");
+  hints.format = o.hints.format;
+  hints.prefix = o.hints.prefix;
+  hints.prefix_given = given(app, "--prefix");
+  hints.mode = o.hints.mode;
+  hints.gru = o.hints.gru;
+  hints.input_mode = o.hints.input_mode;
   LoadedModel model;
-  if (load_weights(args.get("weights"), hints, nullptr, &model, &err) != Status::ok) return error(err);
+  if (load_weights(o.weights, hints, nullptr, &model, &err) != Status::ok) return error(err);
   for (const std::string& note : model.notes) std::fprintf(stderr, "rnncore: note: %s\n", note.c_str());
   const RnnSpec& spec = model.spec;
   const std::int64_t L = spec.num_layers, D = num_directions(spec), H = spec.hidden_size, I = spec.input_size;
   std::vector<float> weights(model.canonical.size() / sizeof(float));
   std::copy(model.canonical.begin(), model.canonical.end(), reinterpret_cast<unsigned char*>(weights.data()));
-  if (!all_finite(weights)) return error(args.get("weights") + ": the weights hold an infinity or NaN");
+  if (!all_finite(weights)) return error(o.weights + ": the weights hold an infinity or NaN");
 
   std::vector<std::int64_t> in_shape, out_shape;
   std::vector<float> sample_in, sample_out;
-  if (args.has("sample-input") && !read_sample(args.get("sample-input"), I, "input", &in_shape, &sample_in, &err))
+  if (!o.sample_input.empty() && !read_sample(o.sample_input, I, "input", &in_shape, &sample_in, &err))
     return error(err);
-  if (args.has("sample-output")) {
-    if (!read_sample(args.get("sample-output"), D * H, "output", &out_shape, &sample_out, &err)) return error(err);
+  if (!o.sample_output.empty()) {
+    if (!read_sample(o.sample_output, D * H, "output", &out_shape, &sample_out, &err)) return error(err);
     if (out_shape[0] != in_shape[0] || out_shape[1] != in_shape[1])
-      return error(args.get("sample-output") + ": expected shape " +
+      return error(o.sample_output + ": expected shape " +
                    io::shape_to_string(std::vector<std::int64_t>{in_shape[0], in_shape[1], D * H}.data(), 3) +
                    " (T and B of the sample input), found " + io::shape_to_string(out_shape.data(), 3));
   }
   if (!all_finite(sample_in) || !all_finite(sample_out)) return error("the sample holds an infinity or NaN");
 
-  long long max_batch, max_seq_len;
-  if (!args.get_int("max-batch", 1, 1 << 20, in_shape.empty() ? 1 : std::max<std::int64_t>(in_shape[1], 1), &max_batch, &err) ||
-      !args.get_int("max-seq-len", 1, 1 << 28, in_shape.empty() ? 1 : std::max<std::int64_t>(in_shape[0], 1), &max_seq_len, &err))
-    return usage_error(err);
+  const long long max_batch = o.max_batch > 0 ? o.max_batch : in_shape.empty() ? 1 : std::max<std::int64_t>(in_shape[1], 1);
+  const long long max_seq_len = o.max_seq_len > 0 ? o.max_seq_len : in_shape.empty() ? 1 : std::max<std::int64_t>(in_shape[0], 1);
   if (!in_shape.empty() && (in_shape[1] > max_batch || in_shape[0] > max_seq_len))
-    return usage_error("the sample [T=" + std::to_string(in_shape[0]) + ", B=" + std::to_string(in_shape[1]) +
+    return usage_error("export-c", "the sample [T=" + std::to_string(in_shape[0]) + ", B=" + std::to_string(in_shape[1]) +
                        "] exceeds --max-seq-len / --max-batch");
 
   // The sizes firmware must reserve: plans on the portable scalar path (no SIMD kernels), the
@@ -259,11 +239,11 @@ int cmd_export_c(int argc, char** argv) {
     opt.max_seq_len = 1;
     s = Plan::create(spec, opt, &step);
   }
-  if (s != Status::ok) return error(args.get("weights") + ": " + last_error_detail());
+  if (s != Status::ok) return error(o.weights + ": " + last_error_detail());
   const std::size_t packed = whole.packed_weight_bytes(), workspace = whole.workspace_bytes();
   const std::size_t arena = round_up(packed, kAlignment) + workspace;
 
-  const std::string path = args.get("output");
+  const std::string path = o.output;
   std::FILE* out = std::fopen(path.c_str(), "w");
   if (out == nullptr) return error(path + ": cannot open for writing");
   const std::string guard = "RNNCORE_EXPORT_" + NAME + "_H";
@@ -274,7 +254,7 @@ int cmd_export_c(int argc, char** argv) {
                " *\n"
                " * Include it in one C file: the arrays are static. */\n"
                "#ifndef %s\n#define %s\n\n#include <rnncore/rnncore.h>\n\n",
-               base_name(path).c_str(), version_string(), base_name(args.get("weights")).c_str(), to_string(spec.mode),
+               base_name(path).c_str(), version_string(), base_name(o.weights).c_str(), to_string(spec.mode),
                spec.mode == Mode::gru ? (std::string(" ") + to_string(spec.gru_variant)).c_str() : "",
                static_cast<long long>(L), D == 2 ? "bidirectional" : "unidirectional", static_cast<long long>(I),
                static_cast<long long>(H), to_string(model.format), model.prefix.c_str(), guard.c_str(), guard.c_str());

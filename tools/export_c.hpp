@@ -5,11 +5,22 @@
 #ifndef RNNCORE_TOOLS_EXPORT_C_HPP
 #define RNNCORE_TOOLS_EXPORT_C_HPP
 
+#include <string>
+
+#include "tools/cli.hpp"
+
 namespace rnncore {
 namespace tools {
 
-/// Usage text of `rnncore export-c`.
-extern const char* const kExportCUsage;
+/// The options of `rnncore export-c`.
+struct ExportCOptions {
+  ModelHintOptions hints;
+  std::string weights, output, name, sample_input, sample_output;
+  long long max_batch = 0, max_seq_len = 0;  // 0: the sample's, else 1
+};
+
+/// The app of `rnncore export-c` (its options, bound to `o`, and help text).
+void define_export_c(CLI::App& app, ExportCOptions& o);
 
 /// Runs `rnncore export-c`.
 /// @param[in] argc, argv  the whole command line (argv[1] is "export-c")

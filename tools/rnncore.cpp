@@ -16,7 +16,7 @@
 #include "rnncore/rnncore.hpp"
 #include "rnncore/io/npy.hpp"
 #include "rnncore/io/safetensors.hpp"
-#include "tools/cli_args.hpp"
+#include "tools/cli.hpp"
 #include "tools/export_c.hpp"
 #include "tools/fma_peak/fma_peak.hpp"
 #include "rnncore/io/model.hpp"
@@ -28,106 +28,16 @@ using namespace rnncore::io;
 
 namespace {
 
-constexpr int kUsageError = 2;
-constexpr int kError = 1;
-
 const char* const kUsage =
     "usage: rnncore <command> [options]\n"
     "\n"
     "commands:\n"
-    "  run    run a recurrent model from a safetensors file on .npy input\n"
-    "  bench  time a forward pass of random weights (median of repeats)\n"
-    "  info   version, backends, CPU features and chosen kernels\n"
+    "  run       run a recurrent model from a safetensors file on .npy input\n"
+    "  bench     time a forward pass of random weights (median of repeats)\n"
+    "  info      version, backends, CPU features and chosen kernels\n"
     "  export-c  write a model as a C header for firmware (weights, spec, buffer sizes)\n"
-    "  grad   gradients of a model's weights, input and initial states (backward through time)\n"
-    "  help   this text, or 'rnncore help <command>'\n";
-
-const char* const kRunUsage =
-    "usage: rnncore run --weights M.safetensors --input X.npy --output Y.npy [options]\n"
-    "\n"
-    "model (inferred from tensor names, shapes and safetensors metadata unless given):\n"
-    "  --format pytorch|onnx|keras|canonical   weight layout (default: detected)\n"
-    "  --prefix NAME.                          tensor-name prefix (default: detected)\n"
-    "  --mode lstm|gru|rnn_tanh|rnn_relu       cell (default: metadata 'mode', else the gate count)\n"
-    "  --gru reset-after|reset-before          GRU variant (default: metadata, else the format's own)\n"
-    "  --input-mode linear|skip|auto_select    check layer 0's input mode (canonical files)\n"
-    "  --dtype f32|f64                         compute type (default f32; f64 runs the reference)\n"
-    "  --config STACK.json                     a stack of layers with wrappers (docs/dropout.md); the\n"
-    "                                          weights must match it\n"
-    "inputs and outputs (.npy; float32 outputs in rnncore's layouts):\n"
-    "  --batch-first                           X is [B, T, I] and Y is [B, T, D*H] (default time-major)\n"
-    "  --seq-lengths L.npy                     [B] integer lengths, 0..T, any order\n"
-    "  --h0 F.npy  --c0 F.npy                  initial states [L*D, B, H] (default zeros)\n"
-    "  --hn F.npy  --cn F.npy                  write final states [L*D, B, H] (a stack whose layers\n"
-    "                                          differ: the per-layer [B, H_l] blocks, flattened)\n"
-    "dropout (docs/dropout.md):\n"
-    "  --train                                 a training run: dropout on (default: inference, none)\n"
-    "  --mc-dropout                            Monte-Carlo dropout in an inference run\n"
-    "  --seed S  --step N                      the run's seed and step counter (default 0 and 0)\n"
-    "  --dropout P                             inter-layer dropout probability (CudnnLSTM's dropout)\n"
-    "  --row-ids R.npy                         [B] row ids for the masks (default: the batch index)\n"
-    "execution:\n"
-    "  --backend auto|reference|simd|gpu      (default auto)\n"
-    "  --threads N                             worker threads (default 1)\n"
-    "  --repeat N                              time N further runs and report the median (default 0)\n"
-    "checking:\n"
-    "  --expect Y.npy [--expect-hn F.npy] [--expect-cn F.npy]\n"
-    "                                          print the largest deviation from stored outputs\n"
-    "  --tolerance R                           with --expect: exit 1 if the relative error exceeds R\n";
-
-const char* const kBenchUsage =
-    "usage: rnncore bench --mode lstm|gru|rnn_tanh|rnn_relu --seq T --batch B --input I --hidden H [options]\n"
-    "\n"
-    "  --layers L          (default 1)\n"
-    "  --bidirectional\n"
-    "  --gru reset-after|reset-before\n"
-    "  --threads N         (default 1)\n"
-    "  --reps R            timed repetitions after one warm-up (default 20)\n"
-    "  --dtype f32|f64|bf16|f16  computation type, or bf16 / f16 weight storage with f32\n"
-    "                      accumulation (default f32)\n"
-    "  --backend auto|reference|simd|gpu  (gpu: device buffers; each run timed on the\n"
-    "                      host until the device has finished it)\n"
-    "  --dropout P         also time the network with dropout P on every site (wrapper input, output and\n"
-    "                      state, inter-layer), alternating, and print the overhead\n"
-    "  --backward          also time a training step (training forward filling the reserve + backward\n"
-    "                      for dx, dh0, dc0 and the weights) against the inference forward, alternating,\n"
-    "                      and print both and their ratio; with --dropout P the training step is also\n"
-    "                      timed with dropout P on every site (CPU backends only); each timed run\n"
-    "                      follows an untimed one of the same kind\n"
-    "  --peak              also measure this core's FMA peak and print the fraction of it reached\n"
-    "prints: median_ms=... gflops=... (2 flops per multiply-add of the matrix products);\n"
-    "  with --backward (median_ms is then the inference forward's):\n"
-    "  training_step_ms=... forward_ms=... backward_ms=... gflops=... (3x the forward's) ratio=...\n";
-
-const char* const kInfoUsage = "usage: rnncore info\n";
-
-const char* const kGradUsage =
-    "usage: rnncore grad --weights M.safetensors --input X.npy --dy DY.npy --grads G.safetensors [options]\n"
-    "\n"
-    "Backward through time (docs/training.md): the gradients of  sum(y*dy) + sum(hn*dhn) + sum(cn*dcn).\n"
-    "G.safetensors holds one float32 tensor per weight tensor of M, with the same name and shape.\n"
-    "\n"
-    "gradients in (.npy, float):\n"
-    "  --dy DY.npy                             [T, B, D*H] (or [B, T, D*H] with --batch-first)\n"
-    "  --dhn F.npy  --dcn F.npy                of the final states [L*D, B, H] (default zeros)\n"
-    "gradients out (float32 .npy):\n"
-    "  --dx DX.npy                             of the input, in its layout\n"
-    "  --dh0 F.npy  --dc0 F.npy                of the initial states [L*D, B, H]\n"
-    "  --output Y.npy                          also write the training forward's output\n"
-    "model, inputs, dropout and execution: every option of 'rnncore run' (rnncore help run):\n"
-    "  --format --prefix --mode --gru --input-mode --dtype --config --batch-first --seq-lengths\n"
-    "  --h0 --c0 --train --seed --step --dropout --row-ids --backend --threads\n"
-    "  With --train, dropout acts with the masks of 'rnncore run --train' with the same seed and step.\n";
-
-int usage_error(const char* command_usage, const std::string& what) {
-  std::fprintf(stderr, "rnncore: %s\n\n%s", what.c_str(), command_usage);
-  return kUsageError;
-}
-
-int error(const std::string& line) {
-  std::fprintf(stderr, "rnncore: error: %s\n", line.c_str());
-  return kError;
-}
+    "  grad      gradients of a model's weights, input and initial states (backward through time)\n"
+    "  help      this text, or 'rnncore help <command>' (the same as 'rnncore <command> --help')\n";
 
 std::string library_error(Status s) {
   const std::string d = last_error_detail();
@@ -285,6 +195,126 @@ double compare(const char* label, const std::vector<unsigned char>& got, DType d
   return rel;
 }
 
+// The options of run and grad (grad: no --mc-dropout, no checking; its own gradient files).
+struct RunOptions {
+  ModelHintOptions hints;
+  std::string weights, input, output, dtype = "f32", config, seq_lengths, h0, c0, hn, cn, row_ids, backend = "auto";
+  std::string expect, expect_hn, expect_cn;
+  std::string dy, grads, dhn, dcn, dx, dh0, dc0;
+  bool batch_first = false, train = false, mc_dropout = false, oversubscribe = false;
+  unsigned long long seed = 0, step = 0;
+  double dropout = 0.0, tolerance = -1.0;
+  long long threads = 1, repeat = 0;
+};
+
+// Adds the options run and grad share to `app` (`grad`: the grad command's set).
+void add_run_options(CLI::App& app, RunOptions& o, bool grad) {
+  add_model_hint_options(app, o.hints);
+  const char* model = "model (inferred from tensor names, shapes and safetensors metadata unless given)";
+  app.add_option("--dtype", o.dtype, "compute type (f64 runs the reference backend)")
+      ->check(one_of({"f32", "f64"}))
+      ->type_name("f32|f64")
+      ->group(model);
+  CLI::Option* config =
+      app.add_option("--config", o.config,
+                     "a stack of layers with wrappers; the weights must match it\n(the JSON schema: docs/config.md)")
+          ->type_name("STACK.json")
+          ->group(model);
+  config->excludes(app.get_option("--mode"))->excludes(app.get_option("--gru"));
+
+  const char* io = "inputs and outputs (.npy; float32 outputs in rnncore's layouts)";
+  app.add_option("--weights", o.weights, "the model (tensor names and shapes say what it is)")
+      ->required()
+      ->type_name("M.safetensors")
+      ->group(io);
+  app.add_option("--input", o.input, "the input x [T, B, I] (time-major) or [B, T, I]\n(--batch-first)")
+      ->required()
+      ->type_name("X.npy")
+      ->group(io);
+  if (grad) {
+    app.add_option("--dy", o.dy, "gradient of the output, shaped like y: [T, B, D*H]\n(or [B, T, D*H] with --batch-first)")
+        ->required()
+        ->type_name("DY.npy")
+        ->group(io);
+    app.add_option("--grads", o.grads,
+                   "write the weight gradients: one float32 tensor per weight\ntensor of M, same name and shape")
+        ->required()
+        ->type_name("G.safetensors")
+        ->group(io);
+    app.add_option("--output", o.output, "also write the training forward's output y")->type_name("Y.npy")->group(io);
+  } else {
+    app.add_option("--output", o.output, "write the output y [T, B, D*H] (or [B, T, D*H] with\n--batch-first)")
+        ->required()
+        ->type_name("Y.npy")
+        ->group(io);
+  }
+  app.add_flag("--batch-first", o.batch_first, "x is [B, T, I] and y is [B, T, D*H] (default: time-major)")->group(io);
+  app.add_option("--seq-lengths", o.seq_lengths, "[B] integer lengths, 0..T, any order")->type_name("L.npy")->group(io);
+  app.add_option("--h0", o.h0, "initial hidden state [L*D, B, H] (default zeros)")->type_name("F.npy")->group(io);
+  app.add_option("--c0", o.c0, "initial cell state [L*D, B, H] (LSTM; default zeros)")->type_name("F.npy")->group(io);
+  if (grad) {
+    app.add_option("--dhn", o.dhn, "gradient of the final hidden state [L*D, B, H] (default zeros)")
+        ->type_name("F.npy")
+        ->group(io);
+    app.add_option("--dcn", o.dcn, "gradient of the final cell state [L*D, B, H] (default zeros)")
+        ->type_name("F.npy")
+        ->group(io);
+    app.add_option("--dx", o.dx, "write the gradient of the input, in its layout")->type_name("DX.npy")->group(io);
+    app.add_option("--dh0", o.dh0, "write the gradient of h0 [L*D, B, H]")->type_name("F.npy")->group(io);
+    app.add_option("--dc0", o.dc0, "write the gradient of c0 [L*D, B, H]")->type_name("F.npy")->group(io);
+  } else {
+    app.add_option("--hn", o.hn,
+                   "write the final hidden state [L*D, B, H] (a stack whose\n"
+                   "layers differ: the per-layer [B, H_l] blocks, flattened)")
+        ->type_name("F.npy")
+        ->group(io);
+    app.add_option("--cn", o.cn, "write the final cell state, as --hn")->type_name("F.npy")->group(io);
+  }
+
+  const char* dropout = "dropout (docs/dropout.md)";
+  CLI::Option* train =
+      app.add_flag("--train", o.train, "a training run: dropout on (default: an inference run,\nno dropout)")->group(dropout);
+  if (!grad)
+    app.add_flag("--mc-dropout", o.mc_dropout, "Monte-Carlo dropout in an inference run")->excludes(train)->group(dropout);
+  app.add_option("--seed", o.seed, "the run's seed")->check(unsigned_64())->type_name("S")->group(dropout);
+  app.add_option("--step", o.step, "the run's step counter")->check(unsigned_64())->type_name("N")->group(dropout);
+  app.add_option("--dropout", o.dropout, "inter-layer dropout probability, in [0, 1)\n(CudnnLSTM's dropout)")
+      ->check(real_range(0.0, 1.0, false, true))
+      ->type_name("P")
+      ->group(dropout);
+  app.add_option("--row-ids", o.row_ids, "[B] row ids for the masks (default: the batch index)")
+      ->type_name("R.npy")
+      ->group(dropout);
+
+  const char* exec = "execution";
+  app.add_option("--backend", o.backend)
+      ->check(one_of({"auto", "reference", "simd", "gpu"}))
+      ->type_name("auto|reference|simd|gpu")
+      ->group(exec);
+  app.add_option("--threads", o.threads, "worker threads, at most the machine's cores (1..1024)")
+      ->check(int_range(1, 1024))
+      ->type_name("N")
+      ->group(exec);
+  app.add_flag("--oversubscribe", o.oversubscribe, "allow --threads above the machine's core count")->group(exec);
+  if (!grad) {
+    app.add_option("--repeat", o.repeat, "time N further runs and report the median (0..1000000)")
+        ->check(int_range(0, 1000000))
+        ->type_name("N")
+        ->group(exec);
+    const char* check = "checking";
+    app.add_option("--expect", o.expect, "print the largest deviation of y from a stored output")
+        ->type_name("Y.npy")
+        ->group(check);
+    app.add_option("--expect-hn", o.expect_hn, "likewise for hn")->type_name("F.npy")->group(check);
+    app.add_option("--expect-cn", o.expect_cn, "likewise for cn")->type_name("F.npy")->group(check);
+    app.add_option("--tolerance", o.tolerance, "with --expect*: exit 1 if the relative error exceeds R")
+        ->check(real_range(0.0, 1e300))
+        ->type_name("R")
+        ->default_str("none")
+        ->group(check);
+  }
+}
+
 // What run and grad share: the model, the run's inputs and its dropout parameters, read and
 // checked from the command line.
 struct RunSetup {
@@ -323,51 +353,32 @@ struct RunSetup {
 };
 
 // Reads the model and inputs that run and grad share; returns 0, or the exit status after
-// printing the error (`usage`: the command's usage text).
-int prepare_run(const Args& args, const char* usage, RunSetup* rs) {
+// printing the error.
+int prepare_run(const CLI::App& app, const RunOptions& o, RunSetup* rs) {
   std::string err;
-  long long threads = 1;
-  if (!args.get_int("threads", 1, 1024, 1, &threads, &err)) return usage_error(usage, err);
+  const long long threads = o.threads;
   ModelHints hints;
-  hints.format = args.get("format");
-  hints.prefix = args.get("prefix");
-  hints.prefix_given = args.has("prefix");
-  hints.mode = args.get("mode");
-  hints.gru = args.get("gru");
-  hints.input_mode = args.get("input-mode");
-  const std::string dtype_name = args.get("dtype", "f32");
-  if (dtype_name != "f32" && dtype_name != "f64") return usage_error(usage, "--dtype must be f32 or f64");
-  hints.dtype = dtype_name == "f64" ? DType::f64 : DType::f32;
+  hints.format = o.hints.format;
+  hints.prefix = o.hints.prefix;
+  hints.prefix_given = given(app, "--prefix");
+  hints.mode = o.hints.mode;
+  hints.gru = o.hints.gru;
+  hints.input_mode = o.hints.input_mode;
+  hints.dtype = o.dtype == "f64" ? DType::f64 : DType::f32;
   Backend backend = Backend::auto_select;
-  if (!parse_backend(args.get("backend", "auto"), &backend))
-    return usage_error(usage, "--backend must be auto, reference, simd or gpu");
-  WeightFormat fmt_check;
-  if (!hints.format.empty() && !parse_format(hints.format, &fmt_check))
-    return usage_error(usage, "--format must be pytorch, onnx, keras or canonical");
-  Mode mode_check;
-  if (!hints.mode.empty() && !parse_mode(hints.mode, &mode_check))
-    return usage_error(usage, "--mode must be lstm, gru, rnn_tanh or rnn_relu");
-  GruVariant gru_check;
-  if (!hints.gru.empty() && !parse_gru_variant(hints.gru, &gru_check))
-    return usage_error(usage, "--gru must be reset-after or reset-before");
-  unsigned long long& seed = rs->seed;
-  unsigned long long& step = rs->step;
-  double dropout = 0.0;
-  if (!args.get_u64("seed", 0, &seed, &err) || !args.get_u64("step", 0, &step, &err) ||
-      !args.get_double("dropout", 0.0, 1.0, 0.0, &dropout, &err))
-    return usage_error(usage, err);
-  if (dropout >= 1.0) return usage_error(usage, "option '--dropout' needs a probability in [0, 1), got 1");
-  if (args.has("train") && args.has("mc-dropout")) return usage_error(usage, "--train and --mc-dropout exclude each other");
-  const RunMode run_mode = rs->run_mode = args.has("train") ? RunMode::training : args.has("mc-dropout") ? RunMode::monte_carlo : RunMode::inference;
-  if (run_mode == RunMode::inference && (args.has("seed") || args.has("step") || args.has("dropout") || args.has("row-ids")))
+  parse_backend(o.backend, &backend);  // checked by the option
+  rs->seed = o.seed;
+  rs->step = o.step;
+  const double dropout = o.dropout;
+  const RunMode run_mode = rs->run_mode = o.train ? RunMode::training : o.mc_dropout ? RunMode::monte_carlo : RunMode::inference;
+  if (run_mode == RunMode::inference &&
+      (given(app, "--seed") || given(app, "--step") || given(app, "--dropout") || given(app, "--row-ids")))
     std::fprintf(stderr, "rnncore: note: dropout acts in --train (or --mc-dropout) runs only; this run is deterministic\n");
-  if (args.has("config") && (args.has("mode") || args.has("gru")))
-    return usage_error(usage, "--mode and --gru come from the --config file's layers");
 
   StackSpec config;
-  if (args.has("config") && read_stack_config(args.get("config"), &config, &err) != Status::ok) return error(err);
+  if (!o.config.empty() && read_stack_config(o.config, &config, &err) != Status::ok) return error(err);
   LoadedModel& model = rs->model;
-  if (load_weights(args.get("weights"), hints, args.has("config") ? &config : nullptr, &model, &err) != Status::ok)
+  if (load_weights(o.weights, hints, !o.config.empty() ? &config : nullptr, &model, &err) != Status::ok)
     return error(err);
   for (const std::string& note : model.notes) std::fprintf(stderr, "rnncore: note: %s\n", note.c_str());
   if (!model.ignored.empty()) {
@@ -378,7 +389,7 @@ int prepare_run(const Args& args, const char* usage, RunSetup* rs) {
                  model.ignored.size() == 1 ? "is" : "are", list.c_str());
   }
   StackSpec& stack = model.stack;
-  if (args.has("dropout")) stack.dropout = dropout;
+  if (given(app, "--dropout")) stack.dropout = dropout;
   const DType dt = stack.dtype;
   const LayerSpec& last = stack.layers[stack.num_layers - 1];
   const std::int64_t L = stack.num_layers, I = stack.input_size, out_width = num_directions(last) * last.hidden_size;
@@ -388,24 +399,24 @@ int prepare_run(const Args& args, const char* usage, RunSetup* rs) {
   rs->out_width = out_width;
   const bool uniform = uniform_states(stack);
   const std::int64_t D = num_directions(stack.layers[0]), H = stack.layers[0].hidden_size;
-  const bool batch_first = rs->batch_first = args.has("batch-first");
+  const bool batch_first = rs->batch_first = o.batch_first;
 
   // Input: [T, B, I] or [B, T, I].
   std::vector<std::int64_t> xshape;
   std::vector<unsigned char>& x = rs->x;
   const std::string I_s = std::to_string(I);
-  if (!read_float_npy(args.get("input"), dt, {-1, -1, I},
+  if (!read_float_npy(o.input, dt, {-1, -1, I},
                       batch_first ? dims_string({"B", "T", I_s}) + " (batch-first)" : dims_string({"T", "B", I_s}) + " (time-major)",
                       &xshape, &x, &err))
     return error(err);
   const std::int64_t T = rs->T = batch_first ? xshape[1] : xshape[0], B = rs->B = batch_first ? xshape[0] : xshape[1];
   rs->xshape = xshape;
-  if (T > (1 << 28) || B > (1 << 24)) return error(args.get("input") + ": sequence or batch too large");
+  if (T > (1 << 28) || B > (1 << 24)) return error(o.input + ": sequence or batch too large");
   const std::string B_s = std::to_string(B), T_s = std::to_string(T), LD_s = std::to_string(L * D), H_s = std::to_string(H);
 
   std::vector<std::int32_t>& lengths = rs->lengths;
-  if (args.has("seq-lengths")) {
-    const std::string path = args.get("seq-lengths");
+  if (!o.seq_lengths.empty()) {
+    const std::string path = o.seq_lengths;
     io::Array a;
     if (io::read_npy(path.c_str(), &a) != RNNCORE_OK) return error(rnncore_last_error_detail());
     if (a.shape.size() != 1 || a.shape[0] != B)
@@ -422,8 +433,8 @@ int prepare_run(const Args& args, const char* usage, RunSetup* rs) {
   const std::string state_what = rs->state_what = uniform ? dims_string({LD_s, B_s, H_s}) + " ([layers*directions, batch, hidden])"
                                          : dims_string({std::to_string(state_dims[0])}) + " (per-layer [B, H_l] blocks, flattened)";
   std::vector<std::uint32_t>& row_ids = rs->row_ids;
-  if (args.has("row-ids")) {
-    const std::string path = args.get("row-ids");
+  if (!o.row_ids.empty()) {
+    const std::string path = o.row_ids;
     io::Array a;
     std::vector<std::int32_t> ids;
     if (io::read_npy(path.c_str(), &a) != RNNCORE_OK) return error(rnncore_last_error_detail());
@@ -440,12 +451,12 @@ int prepare_run(const Args& args, const char* usage, RunSetup* rs) {
   std::vector<unsigned char>& h0 = rs->h0;
   std::vector<unsigned char>& c0 = rs->c0;
   std::vector<std::int64_t> ignored;
-  if (args.has("h0") && !read_float_npy(args.get("h0"), dt, state_dims, state_what, &ignored, &h0, &err)) return error(err);
-  if (args.has("c0") || args.has("cn") || args.has("expect-cn")) {
+  if (!o.h0.empty() && !read_float_npy(o.h0, dt, state_dims, state_what, &ignored, &h0, &err)) return error(err);
+  if (!o.c0.empty() || !o.cn.empty() || !o.expect_cn.empty()) {
     if (!any_lstm)
       return error(std::string("--c0/--cn/--expect-cn: a ") + to_string(stack.layers[0].mode) + " network has no cell state");
   }
-  if (args.has("c0") && !read_float_npy(args.get("c0"), dt, state_dims, state_what, &ignored, &c0, &err)) return error(err);
+  if (!o.c0.empty() && !read_float_npy(o.c0, dt, state_dims, state_what, &ignored, &c0, &err)) return error(err);
 
   PlanOptions& opt = rs->opt;
   opt.max_batch = static_cast<std::int32_t>(std::max<std::int64_t>(B, 1));
@@ -455,29 +466,24 @@ int prepare_run(const Args& args, const char* usage, RunSetup* rs) {
   return 0;
 }
 
+// The app of `rnncore run`.
+void define_run(CLI::App& app, RunOptions& o) {
+  setup_app(app);
+  app.description("Runs a recurrent model from a safetensors file on .npy input; prints the model, the time per run\n"
+                  "and, with --expect*, the largest deviation from stored outputs.");
+  add_run_options(app, o, false);
+}
+
 int cmd_run(int argc, char** argv) {
-  Args args;
+  CLI::App app{"", "rnncore run"};
+  RunOptions o;
+  define_run(app, o);
+  if (const int rc = parse_command(app, "run", argc, argv); rc >= 0) return rc;
   std::string err;
-  const std::vector<OptionSpec> known = {
-      {"weights", true},  {"input", true},     {"output", true},      {"format", true},     {"prefix", true},
-      {"mode", true},     {"gru", true},       {"input-mode", true},  {"dtype", true},      {"batch-first", false},
-      {"seq-lengths", true}, {"h0", true},     {"c0", true},          {"hn", true},         {"cn", true},
-      {"backend", true},  {"threads", true},   {"repeat", true},      {"expect", true},     {"expect-hn", true},
-      {"expect-cn", true}, {"tolerance", true}, {"help", false}, {"config", true},   {"train", false},
-      {"mc-dropout", false}, {"seed", true},   {"step", true},      {"dropout", true},    {"row-ids", true}};
-  if (!args.parse(argc, argv, 2, known, &err)) return usage_error(kRunUsage, err);
-  if (args.has("help")) {
-    std::fputs(kRunUsage, stdout);
-    return 0;
-  }
-  for (const char* required : {"weights", "input", "output"})
-    if (!args.has(required)) return usage_error(kRunUsage, std::string("missing --") + required);
-  long long repeat = 0;
-  double tolerance = -1;
-  if (!args.get_int("repeat", 0, 1000000, 0, &repeat, &err) || !args.get_double("tolerance", 0, 1e300, -1, &tolerance, &err))
-    return usage_error(kRunUsage, err);
+  const long long repeat = o.repeat;
+  const double tolerance = given(app, "--tolerance") ? o.tolerance : -1.0;
   RunSetup rs;
-  if (const int rc = prepare_run(args, kRunUsage, &rs)) return rc;
+  if (const int rc = prepare_run(app, o, &rs)) return rc;
   const LoadedModel& model = rs.model;
   const StackSpec& stack = rs.stack();
   const DType dt = stack.dtype;
@@ -492,7 +498,7 @@ int cmd_run(int argc, char** argv) {
   const std::vector<std::int64_t> yshape = rs.yshape();
   Model net;
   Status s = Model::create(stack, opt, model.canonical.data(), &net);
-  if (s != Status::ok) return error(args.get("weights") + ": " + library_error(s));
+  if (s != Status::ok) return error(o.weights + ": " + library_error(s));
 
   std::vector<unsigned char> y(static_cast<std::size_t>(T * B * out_width) * es),
       hy(static_cast<std::size_t>(state_elements(stack, static_cast<int>(B))) * es), cy(any_lstm ? hy.size() : 0);
@@ -526,11 +532,11 @@ int cmd_run(int argc, char** argv) {
   std::sort(times.begin(), times.end());
   const double ms = times.empty() ? first_ms : times[times.size() / 2];
 
-  if (!write_f32_npy(args.get("output"), dt, y.data(), yshape, &err)) return error(err);
-  if (args.has("hn") && !write_f32_npy(args.get("hn"), dt, hy.data(), state_dims, &err)) return error(err);
-  if (args.has("cn") && !write_f32_npy(args.get("cn"), dt, cy.data(), state_dims, &err)) return error(err);
+  if (!write_f32_npy(o.output, dt, y.data(), yshape, &err)) return error(err);
+  if (!o.hn.empty() && !write_f32_npy(o.hn, dt, hy.data(), state_dims, &err)) return error(err);
+  if (!o.cn.empty() && !write_f32_npy(o.cn, dt, cy.data(), state_dims, &err)) return error(err);
 
-  if (!args.has("config")) {
+  if (o.config.empty()) {
     const RnnSpec& spec = model.spec;
     std::printf("model: %s%s, %lld layer(s), %s, input %lld, hidden %lld (%s weights, prefix '%s')\n", to_string(spec.mode),
                 spec.mode == Mode::gru ? (std::string(" ") + to_string(spec.gru_variant)).c_str() : "",
@@ -559,15 +565,15 @@ int cmd_run(int argc, char** argv) {
 
   double worst = 0;
   struct Check {
-    const char* flag;
+    const std::string* path;
     const char* label;
     const std::vector<unsigned char>* got;
     const std::vector<std::int64_t>* shape;
   };
-  for (const Check& c : {Check{"expect", "y", &y, &yshape}, Check{"expect-hn", "hn", &hy, &state_dims},
-                         Check{"expect-cn", "cn", &cy, &state_dims}}) {
-    if (!args.has(c.flag)) continue;
-    const double rel = compare(c.label, *c.got, dt, *c.shape, args.get(c.flag), &err);
+  for (const Check& c : {Check{&o.expect, "y", &y, &yshape}, Check{&o.expect_hn, "hn", &hy, &state_dims},
+                         Check{&o.expect_cn, "cn", &cy, &state_dims}}) {
+    if (c.path->empty()) continue;
+    const double rel = compare(c.label, *c.got, dt, *c.shape, *c.path, &err);
     if (rel < 0) return error(err);
     worst = std::max(worst, rel);
   }
@@ -636,40 +642,39 @@ bool write_weight_grads(const std::string& weights_path, const std::string& out_
   return true;
 }
 
+// The app of `rnncore grad`.
+void define_grad(CLI::App& app, RunOptions& o) {
+  setup_app(app);
+  app.description(
+      "Backward through time (docs/training.md): the gradients of  sum(y*dy) + sum(hn*dhn) + sum(cn*dcn)\n"
+      "with respect to the weights, the input and the initial states. With --train, dropout acts with the\n"
+      "masks of 'rnncore run --train' with the same seed and step.");
+  add_run_options(app, o, true);
+}
+
 int cmd_grad(int argc, char** argv) {
-  Args args;
+  CLI::App app{"", "rnncore grad"};
+  RunOptions o;
+  define_grad(app, o);
+  if (const int rc = parse_command(app, "grad", argc, argv); rc >= 0) return rc;
   std::string err;
-  const std::vector<OptionSpec> known = {
-      {"weights", true},  {"input", true},   {"dy", true},          {"grads", true},   {"dhn", true},
-      {"dcn", true},      {"dx", true},      {"dh0", true},         {"dc0", true},     {"output", true},
-      {"format", true},   {"prefix", true},  {"mode", true},        {"gru", true},     {"input-mode", true},
-      {"dtype", true},    {"batch-first", false}, {"seq-lengths", true}, {"h0", true},  {"c0", true},
-      {"backend", true},  {"threads", true}, {"help", false},       {"config", true},  {"train", false},
-      {"seed", true},     {"step", true},    {"dropout", true},     {"row-ids", true}};
-  if (!args.parse(argc, argv, 2, known, &err)) return usage_error(kGradUsage, err);
-  if (args.has("help")) {
-    std::fputs(kGradUsage, stdout);
-    return 0;
-  }
-  for (const char* required : {"weights", "input", "dy", "grads"})
-    if (!args.has(required)) return usage_error(kGradUsage, std::string("missing --") + required);
   RunSetup rs;
-  if (const int rc = prepare_run(args, kGradUsage, &rs)) return rc;
+  if (const int rc = prepare_run(app, o, &rs)) return rc;
   const StackSpec& stack = rs.stack();
   const DType dt = stack.dtype;
   const std::size_t es = dtype_size(dt);
-  if (!rs.any_lstm && (args.has("dcn") || args.has("dc0")))
+  if (!rs.any_lstm && (!o.dcn.empty() || !o.dc0.empty()))
     return error(std::string("--dcn/--dc0: a ") + to_string(stack.layers[0].mode) + " network has no cell state");
 
   std::vector<std::int64_t> ignored;
   std::vector<unsigned char> dy, dhn, dcn;
   const std::vector<std::int64_t> yshape = rs.yshape();
-  if (!read_float_npy(args.get("dy"), dt, yshape, shape_string(yshape) + (rs.batch_first ? " (batch-first)" : " (time-major)"),
+  if (!read_float_npy(o.dy, dt, yshape, shape_string(yshape) + (rs.batch_first ? " (batch-first)" : " (time-major)"),
                       &ignored, &dy, &err))
     return error(err);
-  if (args.has("dhn") && !read_float_npy(args.get("dhn"), dt, rs.state_dims, rs.state_what, &ignored, &dhn, &err))
+  if (!o.dhn.empty() && !read_float_npy(o.dhn, dt, rs.state_dims, rs.state_what, &ignored, &dhn, &err))
     return error(err);
-  if (args.has("dcn") && !read_float_npy(args.get("dcn"), dt, rs.state_dims, rs.state_what, &ignored, &dcn, &err))
+  if (!o.dcn.empty() && !read_float_npy(o.dcn, dt, rs.state_dims, rs.state_what, &ignored, &dcn, &err))
     return error(err);
 
   PlanOptions opt = rs.opt;
@@ -683,7 +688,7 @@ int cmd_grad(int argc, char** argv) {
   } guard{pool};
   Plan plan;
   Status s = Plan::create(stack, opt, &plan);
-  if (s != Status::ok) return error(args.get("weights") + ": " + library_error(s));
+  if (s != Status::ok) return error(o.weights + ": " + library_error(s));
   Aligned packed(plan.packed_weight_bytes()), ws(plan.workspace_bytes()), bws(plan.backward_workspace_bytes()),
       reserve(plan.reserve_bytes());
   if ((s = plan.pack_weights(rs.model.canonical.data(), packed.p, packed.bytes)) != Status::ok) return error(library_error(s));
@@ -711,11 +716,11 @@ int cmd_grad(int argc, char** argv) {
   if ((s = plan.backward(packed.p, bws.p, bws.bytes, ba)) != Status::ok) return error(library_error(s));
   const auto t2 = clock::now();
 
-  if (!write_weight_grads(args.get("weights"), args.get("grads"), rs.model, dweights.data(), &err)) return error(err);
-  if (args.has("dx") && !write_f32_npy(args.get("dx"), dt, dx.data(), rs.xshape, &err)) return error(err);
-  if (args.has("dh0") && !write_f32_npy(args.get("dh0"), dt, dh0.data(), rs.state_dims, &err)) return error(err);
-  if (args.has("dc0") && !write_f32_npy(args.get("dc0"), dt, dc0.data(), rs.state_dims, &err)) return error(err);
-  if (args.has("output") && !write_f32_npy(args.get("output"), dt, y.data(), yshape, &err)) return error(err);
+  if (!write_weight_grads(o.weights, o.grads, rs.model, dweights.data(), &err)) return error(err);
+  if (!o.dx.empty() && !write_f32_npy(o.dx, dt, dx.data(), rs.xshape, &err)) return error(err);
+  if (!o.dh0.empty() && !write_f32_npy(o.dh0, dt, dh0.data(), rs.state_dims, &err)) return error(err);
+  if (!o.dc0.empty() && !write_f32_npy(o.dc0, dt, dc0.data(), rs.state_dims, &err)) return error(err);
+  if (!o.output.empty() && !write_f32_npy(o.output, dt, y.data(), yshape, &err)) return error(err);
   std::printf("grad: T=%lld B=%lld, backend %s (%s), %s run; forward %.3f ms, backward %.3f ms; reserve %zu bytes\n",
               static_cast<long long>(rs.T), static_cast<long long>(rs.B), to_string(plan.backend()), plan.kernel_name(),
               rs.run_mode == RunMode::training ? "training (dropout on)" : "deterministic",
@@ -724,52 +729,108 @@ int cmd_grad(int argc, char** argv) {
   return 0;
 }
 
+struct BenchOptions {
+  std::string mode = "lstm", gru, dtype = "f32", backend = "auto";
+  long long seq = 100, batch = 1, input = 512, hidden = 512, layers = 1, threads = 1, reps = 20;
+  bool bidirectional = false, backward = false, peak = false, oversubscribe = false;
+  double dropout = 0.0;
+};
+
+// The app of `rnncore bench`.
+void define_bench(CLI::App& app, BenchOptions& o) {
+  setup_app(app);
+  app.description("Times a forward pass of random weights: one warm-up, then the median of --reps runs.");
+  const char* shape = "shape";
+  app.add_option("--mode", o.mode, "cell")
+      ->check(one_of({"lstm", "gru", "rnn_tanh", "rnn_relu"}))
+      ->type_name("lstm|gru|rnn_tanh|rnn_relu")
+      ->group(shape);
+  app.add_option("--gru", o.gru, "GRU variant (default: reset-after)")
+      ->check(one_of({"reset-after", "reset-before"}))
+      ->type_name("reset-after|reset-before")
+      ->group(shape);
+  app.add_option("--seq", o.seq, "sequence length (1..2^20)")->check(int_range(1, 1 << 20))->type_name("T")->group(shape);
+  app.add_option("--batch", o.batch, "batch (1..65536)")->check(int_range(1, 1 << 16))->type_name("B")->group(shape);
+  app.add_option("--input", o.input, "input size (1..65536)")->check(int_range(1, 1 << 16))->type_name("I")->group(shape);
+  app.add_option("--hidden", o.hidden, "hidden size (1..65536)")->check(int_range(1, 1 << 16))->type_name("H")->group(shape);
+  app.add_option("--layers", o.layers, "layers (1.." + std::to_string(kMaxLayers) + ")")
+      ->check(int_range(1, kMaxLayers))
+      ->type_name("L")
+      ->group(shape);
+  app.add_flag("--bidirectional", o.bidirectional, "both directions")->group(shape);
+  app.add_option("--dtype", o.dtype,
+                 "computation type, or bf16 / f16 weight storage with f32 accumulation")
+      ->check(one_of({"f32", "f64", "bf16", "f16"}))
+      ->type_name("f32|f64|bf16|f16")
+      ->group(shape);
+  const char* exec = "execution";
+  app.add_option("--backend", o.backend,
+                 "gpu: device buffers; each run is timed on the host until\nthe device has finished it")
+      ->check(one_of({"auto", "reference", "simd", "gpu"}))
+      ->type_name("auto|reference|simd|gpu")
+      ->group(exec);
+  app.add_option("--threads", o.threads, "worker threads, at most the machine's cores (1..1024)")
+      ->check(int_range(1, 1024))
+      ->type_name("N")
+      ->group(exec);
+  app.add_flag("--oversubscribe", o.oversubscribe, "allow --threads above the machine's core count")->group(exec);
+  app.add_option("--reps", o.reps, "timed repetitions after one warm-up (1..1000000)")
+      ->check(int_range(1, 1000000))
+      ->type_name("R")
+      ->group(exec);
+  const char* extra = "also measure";
+  app.add_option("--dropout", o.dropout,
+                 "also time the network with dropout P, in (0, 1), on every\n"
+                 "site (wrapper input, output and state, inter-layer),\n"
+                 "alternating, and print the overhead")
+      ->check(real_range(0.0, 1.0, true, true))
+      ->type_name("P")
+      ->default_str("none")
+      ->group(extra);
+  app.add_flag("--backward", o.backward,
+               "also time a training step (training forward filling the\n"
+               "reserve + backward for dx, dh0, dc0 and the weights) against\n"
+               "the inference forward, alternating, and print both and their\n"
+               "ratio; with --dropout P the training step is also timed with\n"
+               "dropout P on every site (CPU backends only); each timed run\n"
+               "follows an untimed one of the same kind")
+      ->group(extra);
+  app.add_flag("--peak", o.peak,
+               "also measure this core's FMA peak (of the kernels'\n"
+               "instruction set) and print the fraction of it reached")
+      ->group(extra);
+  app.footer(
+      "prints: median_ms=... gflops=... (2 flops per multiply-add of the matrix products);\n"
+      "  with --backward (median_ms is then the inference forward's):\n"
+      "  training_step_ms=... forward_ms=... backward_ms=... gflops=... (3x the forward's) ratio=...");
+}
+
 int cmd_bench(int argc, char** argv) {
-  Args args;
-  std::string err;
-  const std::vector<OptionSpec> known = {{"mode", true},   {"seq", true},     {"batch", true}, {"input", true},
-                                         {"hidden", true}, {"layers", true},  {"bidirectional", false},
-                                         {"gru", true},    {"threads", true}, {"reps", true},  {"dtype", true},
-                                         {"backend", true}, {"help", false}, {"dropout", true}, {"peak", false},
-                                         {"backward", false}};
-  if (!args.parse(argc, argv, 2, known, &err)) return usage_error(kBenchUsage, err);
-  if (args.has("help")) {
-    std::fputs(kBenchUsage, stdout);
-    return 0;
-  }
+  CLI::App app{"", "rnncore bench"};
+  BenchOptions o;
+  define_bench(app, o);
+  if (const int rc = parse_command(app, "bench", argc, argv); rc >= 0) return rc;
   RnnSpec spec;
-  if (!parse_mode(args.get("mode", "lstm"), &spec.mode)) return usage_error(kBenchUsage, "--mode must be lstm, gru, rnn_tanh or rnn_relu");
-  if (args.has("gru") && !parse_gru_variant(args.get("gru"), &spec.gru_variant))
-    return usage_error(kBenchUsage, "--gru must be reset-after or reset-before");
-  long long T, B, I, H, L, threads, reps;
-  if (!args.get_int("seq", 1, 1 << 20, 100, &T, &err) || !args.get_int("batch", 1, 1 << 16, 1, &B, &err) ||
-      !args.get_int("input", 1, 1 << 16, 512, &I, &err) || !args.get_int("hidden", 1, 1 << 16, 512, &H, &err) ||
-      !args.get_int("layers", 1, kMaxLayers, 1, &L, &err) || !args.get_int("threads", 1, 1024, 1, &threads, &err) ||
-      !args.get_int("reps", 1, 1000000, 20, &reps, &err))
-    return usage_error(kBenchUsage, err);
-  const std::string dtype_name = args.get("dtype", "f32");
-  if (dtype_name != "f32" && dtype_name != "f64" && dtype_name != "bf16" && dtype_name != "f16")
-    return usage_error(kBenchUsage, "--dtype must be f32, f64, bf16 or f16");
+  parse_mode(o.mode, &spec.mode);  // the names were checked by the options
+  if (!o.gru.empty()) parse_gru_variant(o.gru, &spec.gru_variant);
+  const long long T = o.seq, B = o.batch, I = o.input, H = o.hidden, L = o.layers, threads = o.threads, reps = o.reps;
+  const std::string dtype_name = o.dtype;
   spec.dtype = dtype_name == "f64" ? DType::f64 : DType::f32;  // bf16 / f16: weight storage, f32 computation
   spec.input_size = static_cast<int>(I);
   spec.hidden_size = static_cast<int>(H);
   spec.num_layers = static_cast<int>(L);
-  spec.direction = args.has("bidirectional") ? Direction::bidirectional : Direction::unidirectional;
+  spec.direction = o.bidirectional ? Direction::bidirectional : Direction::unidirectional;
   PlanOptions opt;
   opt.max_batch = static_cast<int>(B);
   opt.max_seq_len = static_cast<int>(T);
   opt.threads = static_cast<int>(threads);
   opt.weight_dtype = dtype_name == "bf16" ? DType::bf16 : dtype_name == "f16" ? DType::f16 : DType::f32;
-  if (!parse_backend(args.get("backend", "auto"), &opt.backend)) return usage_error(kBenchUsage, "--backend must be auto, reference, simd or gpu");
-  const bool backward = args.has("backward");
+  parse_backend(o.backend, &opt.backend);
+  const bool backward = o.backward;
   if (backward && opt.backend == Backend::gpu)
-    return usage_error(kBenchUsage, "--backward: training runs on the CPU backends only (auto, reference or simd)");
-
-
-  double dropout = 0.0;
-  if (!args.get_double("dropout", 0.0, 1.0, 0.0, &dropout, &err)) return usage_error(kBenchUsage, err);
-  if (args.has("dropout") && !(dropout > 0.0 && dropout < 1.0))
-    return usage_error(kBenchUsage, "option '--dropout' needs a probability in (0, 1)");
+    return usage_error("bench", "--backward: training runs on the CPU backends only (auto, reference or simd)");
+  const double dropout = o.dropout;
+  const bool with_dropout = given(app, "--dropout");
 
   const std::int64_t n = param_count(spec);
   if (validate(spec) != Status::ok) return error(last_error_detail());
@@ -808,7 +869,7 @@ int cmd_bench(int argc, char** argv) {
   if (pool != nullptr) opt.thread_pool = pool;
   // Forward only: the network and, with --dropout, the network with dropout (both timed).
   // --backward: the inference forward of the network (one Model), timed against training steps.
-  const int nets = args.has("dropout") && !backward ? 2 : 1;
+  const int nets = with_dropout && !backward ? 2 : 1;
   Model net[2];
   for (int k = 0; k < nets; ++k) {
     const Status s = Model::create(stacks[k], opt, w.data(), &net[k]);
@@ -840,7 +901,7 @@ int cmd_bench(int argc, char** argv) {
       for (void* p : buf) std::free(p);
     }
   };
-  const int train_nets = backward ? (args.has("dropout") ? 2 : 1) : 0;
+  const int train_nets = backward ? (with_dropout ? 2 : 1) : 0;
   TrainNet train[2];
   const std::size_t states = static_cast<std::size_t>(L * D * B * H) * es;
   std::vector<unsigned char> dy(backward ? y.size() : 0), dhy(backward ? states : 0), dcy(backward ? states : 0),
@@ -949,7 +1010,7 @@ int cmd_bench(int argc, char** argv) {
               to_string(spec.mode), dtype_name.c_str(), T, B, I, H, L, D == 2 ? "bidirectional" : "unidirectional",
               threads, to_string(net[0].plan().backend()), net[0].plan().kernel_name(), reps);
   const double gflops = flops / (median * 1e6);
-  if (args.has("peak")) {
+  if (o.peak) {
     // The peak of the instruction set the kernels use (RNNCORE_MAX_ISA may cap it below the widest).
     bench::FmaPeak peaks[2];
     const int measured = bench::measure_fma_peaks(3, 0.05, peaks);
@@ -989,10 +1050,16 @@ int cmd_bench(int argc, char** argv) {
   return 0;
 }
 
+// The app of `rnncore info`.
+void define_info(CLI::App& app) {
+  setup_app(app);
+  app.description("Prints the version, the backends, the CPU's instruction sets and the kernels plans choose.");
+}
+
 int cmd_info(int argc, char** argv) {
-  Args args;
-  std::string err;
-  if (!args.parse(argc, argv, 2, {{"help", false}}, &err)) return usage_error(kInfoUsage, err);
+  CLI::App app{"", "rnncore info"};
+  define_info(app);
+  if (const int rc = parse_command(app, "info", argc, argv); rc >= 0) return rc;
   std::printf("rnncore %s\n", version_string());
   Isa isas[8];
   const int n = available_isas(isas, 8);
@@ -1041,10 +1108,36 @@ int cmd_info(int argc, char** argv) {
   return 0;
 }
 
+// Prints the help of `rnncore <topic>`, or the list of commands; false for an unknown topic.
+bool print_help(const std::string& topic) {
+  CLI::App app{"", "rnncore " + topic};
+  RunOptions run;
+  BenchOptions bench;
+  ExportCOptions export_c;
+  if (topic == "run") define_run(app, run);
+  else if (topic == "grad") define_grad(app, run);
+  else if (topic == "bench") define_bench(app, bench);
+  else if (topic == "info") define_info(app);
+  else if (topic == "export-c") define_export_c(app, export_c);
+  else if (topic.empty()) {
+    std::fputs(kUsage, stdout);
+    return true;
+  } else {
+    return false;
+  }
+  std::fputs(app.help().c_str(), stdout);
+  return true;
+}
+
+int top_level_error(const std::string& what) {
+  std::fprintf(stderr, "rnncore: %s\nrun 'rnncore help' for the commands\n", what.c_str());
+  return kUsageError;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) return usage_error(kUsage, "missing command");
+  if (argc < 2) return top_level_error("missing command");
   const std::string cmd = argv[1];
   if (cmd == "run") return cmd_run(argc, argv);
   if (cmd == "bench") return cmd_bench(argc, argv);
@@ -1053,18 +1146,12 @@ int main(int argc, char** argv) {
   if (cmd == "grad") return cmd_grad(argc, argv);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     const std::string topic = argc > 2 ? argv[2] : "";
-    std::fputs(topic == "run"        ? kRunUsage
-               : topic == "bench"    ? kBenchUsage
-               : topic == "info"     ? kInfoUsage
-               : topic == "export-c" ? kExportCUsage
-               : topic == "grad"     ? kGradUsage
-                                     : kUsage,
-               stdout);
+    if (!print_help(topic)) return top_level_error("no command '" + topic + "' to show help for");
     return 0;
   }
   if (cmd == "--version") {
     std::printf("rnncore %s\n", version_string());
     return 0;
   }
-  return usage_error(kUsage, "unknown command '" + cmd + "'");
+  return top_level_error("unknown command '" + cmd + "'");
 }
