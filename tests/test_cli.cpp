@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -209,6 +210,24 @@ TEST_CASE("cli: usage errors exit 2") {
   CHECK(run(base_args() + " --train --mc-dropout").code == 2);
   CHECK(run(base_args() + " --seed -1").code == 2);
   CHECK(run("export-c --weights w.safetensors --output m.h --sample-output y.npy").code == 2);
+}
+
+TEST_CASE("cli: --threads above the core count is refused unless --oversubscribe") {
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (cores == 0 || cores > 64) return;  // unknown, or too many threads to start for a test
+  const std::string too_many = " --threads " + std::to_string(cores + 1);
+  for (const std::string& args : {base_args() + too_many, "bench --seq 2 --input 4 --hidden 4 --reps 1" + too_many}) {
+    INFO(args);
+    const Result r = run(args);
+    CHECK(r.code == 2);
+    CHECK(r.err.find("is more than the " + std::to_string(cores) + " cores of this machine") != std::string::npos);
+    CHECK(r.err.find("--oversubscribe") != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 2);  // the problem, the hint
+    const Result forced = run(args + " --oversubscribe");
+    INFO(forced.err);
+    CHECK(forced.code == 0);
+  }
+  CHECK(run(base_args() + " --threads " + std::to_string(cores)).code == 0);
 }
 
 TEST_CASE("cli: a usage error is one line naming the problem and a hint, not the usage text") {

@@ -357,6 +357,7 @@ struct RunSetup {
 int prepare_run(const CLI::App& app, const RunOptions& o, RunSetup* rs) {
   std::string err;
   const long long threads = o.threads;
+  if (const int rc = check_threads(app.get_name().substr(8), threads, o.oversubscribe); rc >= 0) return rc;  // "rnncore run"
   ModelHints hints;
   hints.format = o.hints.format;
   hints.prefix = o.hints.prefix;
@@ -810,6 +811,7 @@ int cmd_bench(int argc, char** argv) {
   BenchOptions o;
   define_bench(app, o);
   if (const int rc = parse_command(app, "bench", argc, argv); rc >= 0) return rc;
+  if (const int rc = check_threads("bench", o.threads, o.oversubscribe); rc >= 0) return rc;
   RnnSpec spec;
   parse_mode(o.mode, &spec.mode);  // the names were checked by the options
   if (!o.gru.empty()) parse_gru_variant(o.gru, &spec.gru_variant);
