@@ -70,10 +70,12 @@ struct Header {
   std::map<std::string, std::string> defines, fields;
   std::map<std::string, std::vector<float>> arrays;
   std::map<std::string, long> declared_sizes;
+  std::string text;  // the whole header
 };
 
 Header parse(const std::string& text) {
   Header h;
+  h.text = text;
   std::istringstream lines(text);
   std::string line, array;
   while (std::getline(lines, line)) {
@@ -159,7 +161,16 @@ Header check_export(const std::string& weights, const std::string& flags, const 
   CHECK(h.defines.at("NET_MAX_SEQ_LEN") == std::to_string(max_seq_len));
   CHECK(h.defines.at("NET_PACKED_BYTES") == std::to_string(whole.packed_weight_bytes()));
   CHECK(h.defines.at("NET_WORKSPACE_BYTES") == std::to_string(whole.workspace_bytes()));
-  CHECK(h.defines.at("NET_STEP_WORKSPACE_BYTES") == std::to_string(step.workspace_bytes()));
+  if (spec.direction == Direction::bidirectional) {
+    // A bidirectional network cannot stream: no step workspace, a comment saying why.
+    CHECK(h.defines.count("NET_STEP_WORKSPACE_BYTES") == 0);
+    CHECK(h.text.find("/* No NET_STEP_WORKSPACE_BYTES: the network is bidirectional and cannot stream") !=
+          std::string::npos);
+    CHECK(r.out.find("bidirectional: no streaming") != std::string::npos);
+  } else {
+    CHECK(h.defines.at("NET_STEP_WORKSPACE_BYTES") == std::to_string(step.workspace_bytes()));
+    CHECK(h.text.find("No NET_STEP_WORKSPACE_BYTES") == std::string::npos);
+  }
   const std::size_t ws_at = (whole.packed_weight_bytes() + kAlignment - 1) / kAlignment * kAlignment;
   CHECK(h.defines.at("NET_ARENA_BYTES") == std::to_string(ws_at + whole.workspace_bytes()));
   return h;

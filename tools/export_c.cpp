@@ -27,8 +27,8 @@ void define_export_c(CLI::App& app, ExportCOptions& o) {
       "Writes a C header for firmware: the canonical weights as 'static const float NAME_weights[]', the\n"
       "network as 'static const rnncore_spec NAME_spec', and the exact buffer sizes of its plans on the\n"
       "portable scalar path (the one Cortex-M builds run) as NAME_PACKED_BYTES, NAME_WORKSPACE_BYTES,\n"
-      "NAME_STEP_WORKSPACE_BYTES (max_seq_len 1, for streaming) and NAME_ARENA_BYTES (packed weights\n"
-      "and workspace in one 64-byte-aligned buffer).");
+      "NAME_STEP_WORKSPACE_BYTES (max_seq_len 1, for streaming; not for a bidirectional network, which\n"
+      "cannot stream) and NAME_ARENA_BYTES (packed weights and workspace in one 64-byte-aligned buffer).");
   app.add_option("--weights", o.weights, "the model")->required()->type_name("M.safetensors");
   app.add_option("--output", o.output, "the header to write")->required()->type_name("MODEL.h");
   app.add_option("--name", o.name, "C identifier prefix (default: from --output)")->type_name("NAME");
@@ -268,15 +268,29 @@ int cmd_export_c(int argc, char** argv) {
                static_cast<long long>(L), NAME.c_str(), static_cast<long long>(D), NAME.c_str(),
                static_cast<long long>(D * H), NAME.c_str(), static_cast<long long>(L * D * H), NAME.c_str(),
                weights.size());
+  // A bidirectional network cannot stream: its reverse direction starts at the sequence's last step,
+  // so a step-at-a-time plan would run every step as a sequence of its own. No step size for it.
+  const bool streams = D == 1;
   std::fprintf(out,
                "/* Exact buffer sizes on the portable scalar path (plan options max_isa = RNNCORE_ISA_NONE, as\n"
                " * every build without SIMD kernels, e.g. Cortex-M): a plan for max_batch %lld and max_seq_len %lld,\n"
-               " * and a streaming plan (max_seq_len 1) that shares its packed weights. ARENA_BYTES holds the\n"
+               "%s"
                " * packed weights, then (at PACKED_BYTES rounded up to RNNCORE_ALIGNMENT) the workspace. */\n"
                "#define %s_MAX_BATCH %lld\n#define %s_MAX_SEQ_LEN %lld\n#define %s_PACKED_BYTES %zu\n"
-               "#define %s_WORKSPACE_BYTES %zu\n#define %s_STEP_WORKSPACE_BYTES %zu\n#define %s_ARENA_BYTES %zu\n\n",
-               max_batch, max_seq_len, NAME.c_str(), max_batch, NAME.c_str(), max_seq_len, NAME.c_str(), packed,
-               NAME.c_str(), workspace, NAME.c_str(), step.workspace_bytes(), NAME.c_str(), arena);
+               "#define %s_WORKSPACE_BYTES %zu\n",
+               max_batch, max_seq_len,
+               streams ? " * and a streaming plan (max_seq_len 1) that shares its packed weights. ARENA_BYTES holds the\n"
+                       : " * and no streaming plan: the network is bidirectional. ARENA_BYTES holds the\n",
+               NAME.c_str(), max_batch, NAME.c_str(), max_seq_len, NAME.c_str(), packed, NAME.c_str(), workspace);
+  if (streams)
+    std::fprintf(out, "#define %s_STEP_WORKSPACE_BYTES %zu\n", NAME.c_str(), step.workspace_bytes());
+  else
+    std::fprintf(out,
+                 "/* No %s_STEP_WORKSPACE_BYTES: the network is bidirectional and cannot stream (its reverse\n"
+                 " * direction starts at the last step, so the sequence cannot be fed a step at a time); run\n"
+                 " * whole sequences of up to %s_MAX_SEQ_LEN steps with %s_WORKSPACE_BYTES. */\n",
+                 NAME.c_str(), NAME.c_str(), NAME.c_str());
+  std::fprintf(out, "#define %s_ARENA_BYTES %zu\n\n", NAME.c_str(), arena);
   std::fprintf(out,
                "/** The network (C99 designated initializers: fields not named are 0, as after rnncore_spec_init). */\n"
                "static const rnncore_spec %s_spec = {\n"
@@ -301,9 +315,10 @@ int cmd_export_c(int argc, char** argv) {
   std::fprintf(out, "\n#endif /* %s */\n", guard.c_str());
   const bool written = std::ferror(out) == 0;
   if (std::fclose(out) != 0 || !written) return error(path + ": cannot write");
-  std::printf("%s: %s_weights[%zu]%s; packed %zu + workspace %zu bytes (arena %zu; streaming workspace %zu)\n",
-              path.c_str(), name.c_str(), weights.size(), sample_in.empty() ? "" : ", sample", packed, workspace, arena,
-              step.workspace_bytes());
+  const std::string streaming =
+      streams ? "streaming workspace " + std::to_string(step.workspace_bytes()) : std::string("bidirectional: no streaming");
+  std::printf("%s: %s_weights[%zu]%s; packed %zu + workspace %zu bytes (arena %zu; %s)\n", path.c_str(), name.c_str(),
+              weights.size(), sample_in.empty() ? "" : ", sample", packed, workspace, arena, streaming.c_str());
   return 0;
 }
 
