@@ -348,6 +348,29 @@ TEST_CASE("cli: an Elman RNN needs its activation; missing or extra tensors are 
                "several recurrent models in the file (prefixes 'a.', 'b.'); pass --prefix");
 }
 
+TEST_CASE("cli: tensors of the file that are not part of the recurrent model are named in a note") {
+  // The bundled PyTorch LSTM with a Linear head (fc.weight, fc.bias) saved beside it, as a
+  // state_dict of nn.Module(lstm, fc) would have it.
+  const std::string d = temp_dir();
+  io::SafeTensors f;
+  REQUIRE(io::read_safetensors(src(kModel + ".safetensors").c_str(), &f) == RNNCORE_OK);
+  std::vector<io::TensorToWrite> tensors;
+  for (const io::TensorEntry& e : f.tensors) tensors.push_back({e.name, e.type, e.shape, f.data(e)});
+  std::vector<float> fc_weight(3 * 32, 0.5f), fc_bias(3, 0.25f);
+  tensors.push_back({"fc.weight", io::ElemType::f32, {3, 32}, fc_weight.data()});
+  tensors.push_back({"fc.bias", io::ElemType::f32, {3}, fc_bias.data()});
+  REQUIRE(io::write_safetensors((d + "/with_head.safetensors").c_str(), tensors, {}) == RNNCORE_OK);
+  const Result r = run("run --weights " + d + "/with_head.safetensors --input " + src(kModel + "_input.npy") +
+                       " --output " + d + "/y_head.npy --expect " + src(kModel + "_expected_y.npy") + " --tolerance 1e-5");
+  INFO(r.err);
+  CHECK(r.code == 0);  // the LSTM runs as without the head
+  CHECK(r.err.find("rnncore: note: 2 tensors of the file are not part of the recurrent model and are ignored: ") !=
+        std::string::npos);
+  CHECK(r.err.find("fc.weight") != std::string::npos);
+  CHECK(r.err.find("fc.bias") != std::string::npos);
+  CHECK(r.err.find("lstm.weight") == std::string::npos);  // the model's own tensors are not listed
+}
+
 TEST_CASE("cli: stacks from JSON configs with --train reproduce the dropout golden data") {
   const std::string dir = src("tests/golden/dropout");
   int cases = 0;
