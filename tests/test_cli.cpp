@@ -255,6 +255,7 @@ TEST_CASE("cli: --help lists every command's options with their defaults") {
   CHECK(bench.out.substr(hidden_line, bench.out.find('\n', hidden_line) - hidden_line).find("REQUIRED") == std::string::npos);
   const Result help = run("help run");  // the same as run --help
   CHECK(help.code == 0);
+  CHECK(help.out.find("docs/config.md") != std::string::npos);  // where the --config schema is
   CHECK(help.out == run("run --help").out);
   for (const char* option : {"--weights M.safetensors REQUIRED", "--threads N=1", "--seed S=0", "--backend", "--config",
                              "--mc-dropout", "--tolerance", "--row-ids"})
