@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <dirent.h>
@@ -370,6 +371,80 @@ TEST_CASE("cli: tensors of the file that are not part of the recurrent model are
   CHECK(r.err.find("fc.weight") != std::string::npos);
   CHECK(r.err.find("fc.bias") != std::string::npos);
   CHECK(r.err.find("lstm.weight") == std::string::npos);  // the model's own tensors are not listed
+}
+
+// The values of a float .npy file, in f64.
+std::vector<double> npy_values(const std::string& path) {
+  io::Array a;
+  REQUIRE(io::read_npy(path.c_str(), &a) == RNNCORE_OK);
+  std::vector<double> v;
+  REQUIRE(io::to_f64(a, &v) == RNNCORE_OK);
+  return v;
+}
+
+TEST_CASE("cli: run --mc-samples N writes the mean and variance of N Monte-Carlo dropout samples") {
+  const std::string d = temp_dir();
+  const std::string model = "run --weights " + src(kModel + ".safetensors") + " --input " + src(kModel + "_input.npy");
+  // The bundled 2-layer LSTM with inter-layer dropout 0.3: masks between the layers.
+  const std::string mc = " --mc-dropout --dropout 0.3 --seed 5";
+
+  // N = 1: the mean is the single --mc-dropout run, bit for bit, and the variance 0.
+  Result r = run(model + mc + " --step 10 --output " + d + "/single.npy");
+  REQUIRE(r.code == 0);
+  r = run(model + mc + " --step 10 --mc-samples 1 --output " + d + "/mean1.npy --output-variance " + d + "/var1.npy");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const std::vector<double> single = npy_values(d + "/single.npy"), mean1 = npy_values(d + "/mean1.npy"),
+                            var1 = npy_values(d + "/var1.npy");
+  CHECK(mean1 == single);
+  CHECK(std::all_of(var1.begin(), var1.end(), [](double v) { return v == 0.0; }));
+
+  // N = 3: the mean and population variance of three separate runs with steps 10, 11, 12.
+  std::vector<std::vector<double>> runs;
+  for (int k = 0; k < 3; ++k) {
+    const std::string out = d + "/sample" + std::to_string(k) + ".npy";
+    REQUIRE(run(model + mc + " --step " + std::to_string(10 + k) + " --output " + out).code == 0);
+    runs.push_back(npy_values(out));
+  }
+  CHECK(runs[0] != runs[1]);  // distinct masks per sample
+  r = run(model + mc + " --step 10 --mc-samples 3 --output " + d + "/mean3.npy --output-variance " + d + "/var3.npy");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("3 sample(s) with steps 10..12") != std::string::npos);
+  const std::vector<double> mean3 = npy_values(d + "/mean3.npy"), var3 = npy_values(d + "/var3.npy");
+  REQUIRE(mean3.size() == single.size());
+  REQUIRE(var3.size() == single.size());
+  double max_var = 0;
+  std::size_t varying = 0;
+  for (std::size_t i = 0; i < mean3.size(); ++i) {
+    const double m = (runs[0][i] + runs[1][i] + runs[2][i]) / 3.0;
+    double v = 0;
+    for (int k = 0; k < 3; ++k) v += (runs[k][i] - m) * (runs[k][i] - m) / 3.0;
+    // Both are f64 results rounded to float32 once: they agree to float32 rounding.
+    CHECK(std::fabs(mean3[i] - m) <= 1e-7 * std::max(1.0, std::fabs(m)));
+    CHECK(std::fabs(var3[i] - v) <= 1e-6 * v + 1e-12);
+    max_var = std::max(max_var, v);
+    varying += v > 0;
+  }
+  CHECK(max_var > 1e-4);            // the samples do differ
+  CHECK(varying > mean3.size() / 2);
+
+  // No dropout in the model: the samples are identical, variance 0, and a note says so.
+  r = run(model + " --mc-dropout --mc-samples 3 --output " + d + "/mean_nd.npy --output-variance " + d + "/var_nd.npy");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.err.find("no dropout acts in this model") != std::string::npos);
+  CHECK(r.err.find("the 3 samples are identical and their variance is 0") != std::string::npos);
+  const std::vector<double> var_nd = npy_values(d + "/var_nd.npy");
+  CHECK(std::all_of(var_nd.begin(), var_nd.end(), [](double v) { return v == 0.0; }));
+  REQUIRE(run(model + " --output " + d + "/deterministic.npy").code == 0);
+  CHECK(npy_values(d + "/mean_nd.npy") == npy_values(d + "/deterministic.npy"));
+
+  // Usage: only with --mc-dropout; no final states (N samples have N of them); the variance needs N.
+  CHECK(run(model + " --output " + d + "/o.npy --mc-samples 3").code == 2);
+  CHECK(run(model + mc + " --output " + d + "/o.npy --mc-samples 3 --hn " + d + "/hn.npy").code == 2);
+  CHECK(run(model + mc + " --output " + d + "/o.npy --output-variance " + d + "/v.npy").code == 2);
+  CHECK(run(model + mc + " --output " + d + "/o.npy --mc-samples 0").code == 2);
 }
 
 TEST_CASE("cli: stacks from JSON configs with --train reproduce the dropout golden data") {

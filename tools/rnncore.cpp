@@ -199,12 +199,12 @@ double compare(const char* label, const std::vector<unsigned char>& got, DType d
 struct RunOptions {
   ModelHintOptions hints;
   std::string weights, input, output, dtype = "f32", config, seq_lengths, h0, c0, hn, cn, row_ids, backend = "auto";
-  std::string expect, expect_hn, expect_cn;
+  std::string expect, expect_hn, expect_cn, output_variance;
   std::string dy, grads, dhn, dcn, dx, dh0, dc0;
   bool batch_first = false, train = false, mc_dropout = false, oversubscribe = false;
   unsigned long long seed = 0, step = 0;
   double dropout = 0.0, tolerance = -1.0;
-  long long threads = 1, repeat = 0;
+  long long threads = 1, repeat = 0, mc_samples = 1;
 };
 
 // Adds the options run and grad share to `app` (`grad`: the grad command's set).
@@ -274,8 +274,9 @@ void add_run_options(CLI::App& app, RunOptions& o, bool grad) {
   const char* dropout = "dropout (docs/dropout.md)";
   CLI::Option* train =
       app.add_flag("--train", o.train, "a training run: dropout on (default: an inference run,\nno dropout)")->group(dropout);
+  CLI::Option* mc = nullptr;
   if (!grad)
-    app.add_flag("--mc-dropout", o.mc_dropout, "Monte-Carlo dropout in an inference run")->excludes(train)->group(dropout);
+    mc = app.add_flag("--mc-dropout", o.mc_dropout, "Monte-Carlo dropout in an inference run")->excludes(train)->group(dropout);
   app.add_option("--seed", o.seed, "the run's seed")->check(unsigned_64())->type_name("S")->group(dropout);
   app.add_option("--step", o.step, "the run's step counter")->check(unsigned_64())->type_name("N")->group(dropout);
   app.add_option("--dropout", o.dropout, "inter-layer dropout probability, in [0, 1)\n(CudnnLSTM's dropout)")
@@ -312,6 +313,23 @@ void add_run_options(CLI::App& app, RunOptions& o, bool grad) {
         ->type_name("R")
         ->default_str("none")
         ->group(check);
+    CLI::Option* samples =
+        app.add_option("--mc-samples", o.mc_samples,
+                       "with --mc-dropout: run N dropout samples in one call, sample k\n"
+                       "with step --step + k, and write their per-element mean to\n"
+                       "--output (--expect compares the mean) (1..1000000;\n"
+                       "docs/dropout.md, Monte-Carlo dropout)")
+            ->check(int_range(1, 1000000))
+            ->type_name("N")
+            ->needs(mc)
+            ->group(dropout);
+    for (const char* other : {"--hn", "--cn", "--expect-hn", "--expect-cn", "--repeat"}) samples->excludes(other);
+    app.add_option("--output-variance", o.output_variance,
+                   "with --mc-samples: write the per-element variance of the\n"
+                   "samples, (1/N) * sum (y_k - mean)^2 (population, 0 for N = 1)")
+        ->type_name("V.npy")
+        ->needs(samples)
+        ->group(dropout);
   }
 }
 
@@ -467,6 +485,23 @@ int prepare_run(const CLI::App& app, const RunOptions& o, RunSetup* rs) {
   return 0;
 }
 
+// Whether a dropout run of `st` draws any mask: inter-layer dropout between layers, or a dropout
+// wrapper with a keep below 1 on a part it drops.
+bool has_dropout(const StackSpec& st) {
+  if (st.dropout > 0.0 && st.num_layers > 1) return true;
+  for (int l = 0; l < st.num_layers; ++l) {
+    const LayerSpec& ls = st.layers[l];
+    for (int w = 0; w < ls.num_wrappers; ++w) {
+      if (ls.wrappers[w].kind != WrapperKind::dropout) continue;
+      const DropoutWrapper& d = ls.wrappers[w].dropout;
+      const bool state = d.state_keep < 1.0 && d.state_filter != StateFilter::none &&
+                         !(d.state_filter == StateFilter::c_only && ls.mode != Mode::lstm);
+      if (d.input_keep < 1.0 || d.output_keep < 1.0 || state) return true;
+    }
+  }
+  return false;
+}
+
 // The app of `rnncore run`.
 void define_run(CLI::App& app, RunOptions& o) {
   setup_app(app);
@@ -518,6 +553,27 @@ int cmd_run(int argc, char** argv) {
     const Status f = net.forward(run_args);
     return f == Status::ok && on_gpu ? gpu_synchronize(nullptr) : f;
   };
+  // --mc-samples N: sample k runs with step + k, which gives it masks of its own (the step is a word
+  // of the mask function's counter, docs/dropout.md), and its y is folded into a per-element
+  // running mean and sum of squared deviations (Welford, in f64) in one buffer made before the
+  // first sample: the samples reuse the model's buffers and allocate nothing.
+  const bool mc = given(app, "--mc-samples");
+  const long long samples = mc ? o.mc_samples : 1;
+  const std::size_t y_count = y.size() / es;
+  std::vector<double> acc(mc ? 2 * y_count : 0);  // [mean, m2] per element
+  auto fold = [&](long long k) {
+    const double inv = 1.0 / static_cast<double>(k + 1);
+    for (std::size_t i = 0; i < y_count; ++i) {
+      const double v = element(y, dt, i), d = v - acc[2 * i];
+      acc[2 * i] += d * inv;
+      acc[2 * i + 1] += d * (v - acc[2 * i]);
+    }
+  };
+  if (mc && !has_dropout(stack))
+    std::fprintf(stderr,
+                 "rnncore: note: no dropout acts in this model (no inter-layer dropout, no dropout wrapper with a "
+                 "keep below 1): the %lld samples are identical and their variance is 0\n",
+                 samples);
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   s = forward();
@@ -530,6 +586,26 @@ int cmd_run(int argc, char** argv) {
     times.push_back(std::chrono::duration<double, std::milli>(clock::now() - t1).count());
   }
   if (on_gpu && (s = device.download(fa, nullptr)) != Status::ok) return error(library_error(s));
+  if (mc) {
+    fold(0);
+    for (long long k = 1; k < samples; ++k) {
+      run_args.step = step + static_cast<unsigned long long>(k);
+      const auto t1 = clock::now();
+      if ((s = forward()) != Status::ok) return error(library_error(s));
+      times.push_back(std::chrono::duration<double, std::milli>(clock::now() - t1).count());
+      if (on_gpu && (s = device.download(fa, nullptr)) != Status::ok) return error(library_error(s));
+      fold(k);
+    }
+    // y holds the mean from here on (for --output and --expect); the variance is m2 / N.
+    std::vector<double> variance(y_count);
+    for (std::size_t i = 0; i < y_count; ++i) {
+      if (dt == DType::f64) reinterpret_cast<double*>(y.data())[i] = acc[2 * i];
+      else reinterpret_cast<float*>(y.data())[i] = static_cast<float>(acc[2 * i]);
+      variance[i] = acc[2 * i + 1] / static_cast<double>(samples);
+    }
+    if (!o.output_variance.empty() && !write_f32_npy(o.output_variance, DType::f64, variance.data(), yshape, &err))
+      return error(err);
+  }
   std::sort(times.begin(), times.end());
   const double ms = times.empty() ? first_ms : times[times.size() / 2];
 
@@ -556,7 +632,10 @@ int cmd_run(int argc, char** argv) {
                 static_cast<long long>(L), layers.c_str(), static_cast<long long>(I), stack.dropout, to_string(model.format),
                 model.prefix.c_str());
   }
-  if (run_mode != RunMode::inference)
+  if (mc)
+    std::printf("dropout: monte-carlo, %lld sample(s) with steps %llu..%llu, seed %llu%s; y is their mean\n", samples,
+                step, step + static_cast<unsigned long long>(samples - 1), seed, rs.row_ids.empty() ? "" : ", row ids given");
+  else if (run_mode != RunMode::inference)
     std::printf("dropout: %s run, seed %llu, step %llu%s\n", run_mode == RunMode::training ? "training" : "monte-carlo",
                 seed, step, rs.row_ids.empty() ? "" : ", row ids given");
   std::printf("run: T=%lld B=%lld, backend %s (%s), %.3f ms per run, %.2f us per step%s\n", static_cast<long long>(T),
