@@ -70,7 +70,7 @@ constexpr const char* kPersistentNames[] = {"f32_lstm_recurrence_persistent", "f
 /// σ(x) = 1 / (1 + e^-x), the formula of the reference backend.
 RNNCORE_HD inline float act_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 RNNCORE_HD inline float act_tanh(float x) { return tanhf(x); }
-RNNCORE_HD inline float act_relu(float x) { return x > 0.0f ? x : 0.0f; }
+RNNCORE_HD inline float act_relu(float x) { return x > 0.0f || x != x ? x : 0.0f; }  // NaN stays NaN
 
 /// Four floats loaded and stored as one 16-byte access (callers guarantee the alignment).
 struct alignas(16) F4 {

@@ -354,7 +354,7 @@ inline void cell_epilogue(const StepArgs& s, int row, int j, const vf<Arch>* acc
   } else {  // Elman: NV vectors of units
     for (int n = 0; n < NV; ++n) {
       const vf<Arch> pre = acc[n] + vf<Arch>::load_aligned(px + n * V);
-      const vf<Arch> h = C == Cell::rnn_tanh ? tanh_f32<Arch>(pre) : xsimd::max(pre, vf<Arch>(0.0f));
+      const vf<Arch> h = C == Cell::rnn_tanh ? tanh_f32<Arch>(pre) : relu_f32<Arch>(pre);
       store_state(s, s.h_next, h, s.mask_h, row, u + n * V, s.h16_next);
       store_first<Arch>(y + n * V, h, units - n * V);
     }

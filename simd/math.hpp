@@ -14,6 +14,7 @@
 #define RNNCORE_SIMD_MATH_HPP
 
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include <xsimd/xsimd.hpp>
@@ -48,11 +49,16 @@ RNNCORE_SIMD_INLINE vf<Arch> fmadd(vf<Arch> a, vf<Arch> b, vf<Arch> c) {
   return xsimd::fma(a, b, c);
 }
 
-/// e^x for x clamped to [−87, 88] (results stay normal; beyond, the sigmoid and tanh saturate anyway).
+/// e^x for x clamped to [−87, 88] (results stay normal; σ(x) is 1 below anyway), and +Inf beyond
+/// ln(FLT_MAX) ≈ 88.72 where std::exp overflows too: σ(−∞) is then exactly 0 as on the reference,
+/// and 0·∞ gives the same NaN. NaN stays NaN: x86's min/max return their second operand when
+/// either is NaN, so x goes second; NEON's propagate NaN. test_simd_math and test_nonfinite hold
+/// every instruction set to this.
 template <class Arch>
 RNNCORE_SIMD_INLINE vf<Arch> exp_f32(vf<Arch> x) {
   using F = vf<Arch>;
-  x = xsimd::min(xsimd::max(x, F(-87.0f)), F(88.0f));
+  const auto overflow = x > F(88.72283935546875f);
+  x = xsimd::min(F(88.0f), xsimd::max(F(-87.0f), x));
   // n = round(x / ln 2) through the 1.5·2^23 trick: the integer lands in the low mantissa bits.
   const F magic(12582912.0f);
   const F n_magic = fmadd(x, F(1.44269504088896341f), magic);
@@ -67,13 +73,19 @@ RNNCORE_SIMD_INLINE vf<Arch> exp_f32(vf<Arch> x) {
   p = fmadd(p, r * r, r);  // e^r − 1
   const vi<Arch> n_int = xsimd::bitwise_cast<vi<Arch>>(n_magic) - vi<Arch>(0x4B400000);
   const F scale = xsimd::bitwise_cast<F>((n_int + vi<Arch>(127)) << 23);  // 2^n
-  return fmadd(p, scale, scale);
+  return xsimd::select(overflow, F(std::numeric_limits<float>::infinity()), fmadd(p, scale, scale));
 }
 
 /// 1 / (1 + e^−x).
 template <class Arch>
 RNNCORE_SIMD_INLINE vf<Arch> sigmoid_f32(vf<Arch> x) {
   return vf<Arch>(1.0f) / (vf<Arch>(1.0f) + exp_f32<Arch>(-x));
+}
+
+/// max(x, 0), with NaN kept (a compare is false for NaN) and −0 giving +0, as the reference computes it.
+template <class Arch>
+RNNCORE_SIMD_INLINE vf<Arch> relu_f32(vf<Arch> x) {
+  return xsimd::select(x <= vf<Arch>(0.0f), vf<Arch>(0.0f), x);
 }
 
 /// tanh x: an odd polynomial near 0 (where 1 − 2/(e^2x + 1) would cancel), the exponential form beyond.

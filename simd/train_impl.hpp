@@ -231,7 +231,7 @@ void activate(Activation kind, float* v, std::int32_t n) {
     switch (kind) {
       case Activation::sigmoid: return sigmoid_f32<Arch>(x);
       case Activation::tanh: return tanh_f32<Arch>(x);
-      case Activation::relu: return xsimd::max(x, vf<Arch>(0.0f));
+      case Activation::relu: return relu_f32<Arch>(x);
     }
     return x;
   };

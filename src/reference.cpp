@@ -95,7 +95,8 @@ void cell_step(const LayerPlan& lp, const CellParams<const T>& cp, const T* x, c
     case Mode::rnn_relu:
       for (int u = 0; u < H; ++u) {
         const T pre = input_term(cp, 0, u, x, I) + recurrent_term(cp, 0, u, h, H);
-        h_next[u] = lp.mode == Mode::rnn_tanh ? std::tanh(pre) : (pre > T(0) ? pre : T(0));
+        // ReLU keeps NaN (as PyTorch does): bad input must not become a believable 0.
+        h_next[u] = lp.mode == Mode::rnn_tanh ? std::tanh(pre) : (pre > T(0) || pre != pre ? pre : T(0));
         if (keep != nullptr) keep[u] = h_next[u];
       }
       break;

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -44,7 +45,7 @@ TEST_CASE("exp, sigmoid and tanh are accurate on every instruction set") {
       // relative error is measured against values ≥ 1e−30.
       worst_sig = std::max(worst_sig, rel(s[i], 1.0 / (1.0 + std::exp(-v)), 1e-30));
       worst_tanh = std::max(worst_tanh, rel(t[i], std::tanh(v), 1e-37));
-      REQUIRE(std::isfinite(e[i]));
+      REQUIRE((std::isfinite(e[i]) || (x[i] > 88.0f && e[i] == INFINITY)));  // overflow to +Inf, as std::exp
       REQUIRE(s[i] >= 0.0f);
       REQUIRE(s[i] <= 1.0f);
       REQUIRE(std::fabs(t[i]) <= 1.0f);
@@ -58,4 +59,35 @@ TEST_CASE("exp, sigmoid and tanh are accurate on every instruction set") {
   }
   for (std::size_t i = 1; i < tanh_by_isa.size(); ++i)
     CHECK(std::memcmp(tanh_by_isa[0].data(), tanh_by_isa[i].data(), sizeof(float) * n) == 0);
+}
+
+TEST_CASE("NaN stays NaN and infinities saturate on every instruction set") {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {nan, -nan, inf, -inf, 1e30f, -1e30f, 0.5f, nan};
+  while (x.size() % 16 != 0) x.push_back(x[x.size() % 8]);
+  const int n = static_cast<int>(x.size());
+  Isa isas[8];
+  const int count = available_isas(isas, 8);
+  for (int k = 0; k < count; ++k) {
+    Isa chosen;
+    const simd::F32Kernels* kt = detail::select_f32_kernels(isas[k], &chosen);
+    REQUIRE(kt != nullptr);
+    INFO("isa " << std::string(to_string(chosen)));
+    std::vector<float> e(n), s(n), t(n), r(x);
+    kt->math(x.data(), e.data(), s.data(), t.data(), n);
+    kt->activate(simd::Activation::relu, r.data(), n);
+    for (int i = 0; i < n; ++i) {
+      INFO("x = " << x[i]);
+      if (std::isnan(x[i])) {
+        CHECK(std::isnan(e[i]));
+        CHECK(std::isnan(s[i]));
+        CHECK(std::isnan(t[i]));
+        CHECK(std::isnan(r[i]));
+      } else if (std::fabs(x[i]) > 1e29f) {
+        CHECK(s[i] == doctest::Approx(x[i] > 0 ? 1.0 : 0.0));
+        CHECK(t[i] == (x[i] > 0 ? 1.0f : -1.0f));
+        CHECK(r[i] == (x[i] > 0 ? x[i] : 0.0f));
+      }
+    }
+  }
 }
