@@ -11,7 +11,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends g++ meson ninja-build pkg-config libxsimd-dev doctest-dev \
-  nlohmann-json3-dev >/dev/null
+  nlohmann-json3-dev libcli11-dev >/dev/null
 
 [ -f build/build.ninja ] || meson setup build
 ninja -C build tools/rnncore

@@ -587,6 +587,7 @@ int cmd_run(int argc, char** argv) {
   }
   if (on_gpu && (s = device.download(fa, nullptr)) != Status::ok) return error(library_error(s));
   if (mc) {
+    times.reserve(static_cast<std::size_t>(samples));
     fold(0);
     for (long long k = 1; k < samples; ++k) {
       run_args.step = step + static_cast<unsigned long long>(k);
@@ -1091,16 +1092,20 @@ int cmd_bench(int argc, char** argv) {
               to_string(spec.mode), dtype_name.c_str(), T, B, I, H, L, D == 2 ? "bidirectional" : "unidirectional",
               threads, to_string(net[0].plan().backend()), net[0].plan().kernel_name(), reps);
   const double gflops = flops / (median * 1e6);
-  if (o.peak) {
+  bench::FmaPeak peaks[2];
+  const int measured = o.peak ? bench::measure_fma_peaks(3, 0.05, peaks) : 0;
+  if (o.peak && measured == 0) {  // the loops are x86 only
+    std::printf("median_ms=%.4f gflops=%.2f peak_gflops=n/a (the FMA peak loop is x86 AVX2 / AVX-512 only)%s\n", median,
+                gflops, backward ? " (inference forward)" : "");
+  } else if (o.peak) {
     // The peak of the instruction set the kernels use (RNNCORE_MAX_ISA may cap it below the widest).
-    bench::FmaPeak peaks[2];
-    const int measured = bench::measure_fma_peaks(3, 0.05, peaks);
-    double peak = measured > 0 ? peaks[0].gflops : 0.0;
+    // Otherwise (an sse2 or reference plan) the widest measured, which the line names.
+    const bench::FmaPeak* peak = &peaks[0];
     for (int p = 0; p < measured; ++p)
-      if (std::strcmp(peaks[p].isa, to_string(net[0].plan().isa())) == 0) peak = peaks[p].gflops;
-    std::printf("median_ms=%.4f gflops=%.2f peak_gflops=%.1f (one core) fraction_of_peak=%.3f%s%s\n", median, gflops, peak,
-                peak > 0 ? gflops / (peak * static_cast<double>(threads)) : 0.0, threads > 1 ? " (of threads x one core)" : "",
-                backward ? " (inference forward)" : "");
+      if (std::strcmp(peaks[p].isa, to_string(net[0].plan().isa())) == 0) peak = &peaks[p];
+    std::printf("median_ms=%.4f gflops=%.2f peak_gflops=%.1f (%s, one core) fraction_of_peak=%.3f%s%s\n", median, gflops,
+                peak->gflops, peak->isa, peak->gflops > 0 ? gflops / (peak->gflops * static_cast<double>(threads)) : 0.0,
+                threads > 1 ? " (of threads x one core)" : "", backward ? " (inference forward)" : "");
   } else {
     std::printf("median_ms=%.4f gflops=%.2f%s\n", median, gflops, backward ? " (inference forward)" : "");
   }
