@@ -152,7 +152,7 @@ if PKG_CONFIG_PATH= meson setup "$parent/build-tests" "$parent" --wrap-mode=forc
      >"$work/parent-tests-setup.log" 2>&1; then
   n=$(meson introspect "$parent/build-tests" --tests | python3 -c 'import json, sys; print(len(json.load(sys.stdin)))')
   if [ "$n" -gt 1 ]; then
-    ok "Meson subproject: -Drnncore:tests=true registers rnncore's tests ($n tests)"
+    ok "Meson subproject: -Drnncore:tests=true registers rnncore's tests ($n tests in the parent in all)"
   else
     bad "Meson subproject: -Drnncore:tests=true registered $n test(s)"
   fi
