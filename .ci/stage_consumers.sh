@@ -30,7 +30,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
 export DEBIAN_FRONTEND=noninteractive
 log "installing the build dependencies and cmake"
 if ! { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends \
-         g++ meson ninja-build pkg-config libxsimd-dev doctest-dev nlohmann-json3-dev cmake >/dev/null; }; then
+         g++ meson ninja-build pkg-config libxsimd-dev doctest-dev nlohmann-json3-dev libcli11-dev cmake >/dev/null; }; then
   bad "apt-get install"
 fi
 

@@ -51,7 +51,7 @@ log "installing the cross toolchains and emulators"
 stage_start=$(date +%s)
 if ! { $SUDO apt-get update -qq &&
        $SUDO apt-get install -y -qq --no-install-recommends \
-         g++ meson ninja-build pkg-config libxsimd-dev doctest-dev python3 diffutils \
+         g++ meson ninja-build pkg-config libxsimd-dev doctest-dev nlohmann-json3-dev libcli11-dev python3 diffutils \
          g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user \
          gcc-arm-none-eabi binutils-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-dev \
          qemu-system-arm >/dev/null; }; then

@@ -21,7 +21,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
 export DEBIAN_FRONTEND=noninteractive
 echo "=== installing hipcc (ROCm 5.2 from Debian) and the build dependencies"
 if ! { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends \
-         hipcc libamdhip64-dev rocm-device-libs g++ meson ninja-build pkg-config libxsimd-dev doctest-dev >/dev/null; }; then
+         hipcc libamdhip64-dev rocm-device-libs g++ meson ninja-build pkg-config libxsimd-dev doctest-dev nlohmann-json3-dev libcli11-dev >/dev/null; }; then
   bad "apt-get install hipcc libamdhip64-dev rocm-device-libs"
 fi
 

@@ -1,4 +1,4 @@
-// Stack configurations as JSON (`rnncore run --config STACK.json`, docs/dropout.md):
+// Stack configurations as JSON (`rnncore run --config STACK.json`, schema in docs/config.md):
 //
 //   {"input_size": 16, "dropout": 0.2, "input_mode": "linear",
 //    "layers": [{"mode": "lstm", "hidden_size": 32, "direction": "bidirectional", "gru": "reset-after",
