@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <limits>
 #include <string>
 
 #include "src/internal/half.hpp"
@@ -480,4 +481,45 @@ TEST_CASE("persistent-kernel planning respects shared memory and co-residency") 
   CHECK(g.persist_units[0][0] == 4);  // B = 1: 128 blocks of 4 units, a 32 KiB slice each
   CHECK(gpu::persistent_units(g, 0, 1) == 4);
   CHECK(gpu::persistent_units(g, 0, 64) == 0);  // auto: large batches run the per-step kernel
+}
+
+TEST_CASE("emulated GPU forward: NaN and Inf give NaN where the reference does, in every cell and kernel") {
+  const Mode modes[] = {Mode::lstm, Mode::gru, Mode::gru, Mode::rnn_tanh, Mode::rnn_relu};
+  const GruVariant variants[] = {GruVariant::reset_after, GruVariant::reset_after, GruVariant::reset_before,
+                                 GruVariant::reset_after, GruVariant::reset_after};
+  const float poisons[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(), -1e30f};
+  const int T = 4, B = 3, I = 5, H = 7;
+  for (int m = 0; m < 5; ++m)
+    for (float poison : poisons)
+      for (gpu::Recurrence rec : {gpu::Recurrence::persistent, gpu::Recurrence::tiled}) {
+        StackSpec st;
+        st.input_size = I;
+        st.num_layers = 2;
+        st.layers[0] = layer(modes[m], H, true, {}, variants[m]);
+        st.layers[1] = layer(modes[m], H, false, {}, variants[m]);
+        Rng rng(40 + m);
+        const auto w = random_vector<float>(rng, param_count(st), 0.4);
+        auto x = random_vector<float>(rng, static_cast<std::size_t>(T) * B * I, 1.0);
+        x[(1 * B + 1) * I + 2] = poison;  // t = 1, row 1
+        ForwardArgs a;
+        a.batch = B;
+        a.seq_len = T;
+        a.x = x.data();
+        PlanOptions opt;
+        opt.max_batch = B;
+        opt.max_seq_len = T;
+        opt.backend = Backend::reference;
+        Outputs<float> want, got;
+        REQUIRE(run_forward(st, opt, w, a, &want) == Status::ok);
+        REQUIRE(run_emulated(st, opt, config(32, rec), w, a, &got, nullptr) == Status::ok);
+        INFO(to_string(modes[m]) << " " << to_string(variants[m]) << " poison " << poison << " "
+                                 << describe(config(32, rec)));
+        std::size_t nans = 0;
+        for (std::size_t i = 0; i < want.y.size(); ++i) {
+          nans += std::isnan(want.y[i]);
+          CHECK(std::isnan(want.y[i]) == std::isnan(got.y[i]));
+        }
+        for (std::size_t i = 0; i < want.hy.size(); ++i) CHECK(std::isnan(want.hy[i]) == std::isnan(got.hy[i]));
+        if (std::isnan(poison)) CHECK(nans > 0);
+      }
 }
