@@ -30,20 +30,6 @@ struct Run {
   std::vector<float> y, hy, cy;
 };
 
-std::vector<Isa> isas_here() {
-  std::vector<Isa> out;
-  for (Isa isa : {Isa::sse2, Isa::avx2, Isa::avx512, Isa::neon}) {
-    Plan plan;
-    RnnSpec spec;
-    spec.input_size = spec.hidden_size = 4;
-    PlanOptions opt;
-    opt.backend = Backend::simd;
-    opt.max_isa = isa;
-    if (Plan::create(spec, opt, &plan) == Status::ok && plan.isa() == isa) out.push_back(isa);
-  }
-  return out;
-}
-
 Run run(const RnnSpec& spec, PlanOptions opt, const std::vector<float>& w, const std::vector<float>& x,
         const std::vector<float>& h0, const std::vector<float>& c0, int T, int B) {
   Model model;

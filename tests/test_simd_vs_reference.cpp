@@ -90,20 +90,6 @@ void check_case(const Case& c, std::uint64_t seed, Isa isa) {
   if (s32.mode == Mode::lstm) CHECK(rel_error(got.cy.data(), ref.cy.data(), ref.cy.size()) < 1e-5);
 }
 
-std::vector<Isa> isas_here() {
-  std::vector<Isa> out;
-  for (Isa isa : {Isa::sse2, Isa::avx2, Isa::avx512, Isa::neon}) {
-    Plan plan;
-    RnnSpec spec;
-    spec.input_size = spec.hidden_size = 4;
-    PlanOptions opt;
-    opt.backend = Backend::simd;
-    opt.max_isa = isa;
-    if (Plan::create(spec, opt, &plan) == Status::ok && plan.isa() == isa) out.push_back(isa);
-  }
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("every SIMD path matches the f64 reference on random shapes") {

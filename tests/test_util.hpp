@@ -105,6 +105,22 @@ rnncore::Status run_forward(const rnncore::RnnSpec& spec, rnncore::PlanOptions o
   return s != rnncore::Status::ok ? s : run_forward(rnncore::to_stack(spec), opt, canonical, args, out);
 }
 
+// The SIMD instruction sets this machine runs (max_isa forces each in turn).
+inline std::vector<rnncore::Isa> isas_here() {
+  using namespace rnncore;
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::sse2, Isa::avx2, Isa::avx512, Isa::neon}) {
+    Plan plan;
+    RnnSpec spec;
+    spec.input_size = spec.hidden_size = 4;
+    PlanOptions opt;
+    opt.backend = Backend::simd;
+    opt.max_isa = isa;
+    if (Plan::create(spec, opt, &plan) == Status::ok && plan.isa() == isa) out.push_back(isa);
+  }
+  return out;
+}
+
 // A dropout wrapper with the given keep probabilities.
 inline rnncore::Wrapper dropout_wrapper(double in, double out, double state, bool variational = false,
                                         bool per_sequence = false,

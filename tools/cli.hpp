@@ -7,6 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "rnncore/io/model.hpp"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -128,11 +130,9 @@ inline CLI::Validator one_of(std::vector<std::string> names) {
 }
 
 /// The options that say how to read a model file (run, grad, export-c): empty means inferred.
-struct ModelHintOptions {
-  std::string format, prefix, mode, gru, input_mode;
-};
-
-inline void add_model_hint_options(CLI::App& app, ModelHintOptions& o) {
+/// Binds --format, --prefix, --mode, --gru and --input-mode to the loader's hints; after parsing,
+/// model_hints() completes them with what only the parse knows.
+inline void add_model_hint_options(CLI::App& app, io::ModelHints& o) {
   const char* g = "model (inferred from tensor names, shapes and safetensors metadata unless given)";
   app.add_option("--format", o.format, "weight layout (default: detected)")
       ->check(one_of({"pytorch", "onnx", "keras", "canonical"}))
@@ -153,6 +153,21 @@ inline void add_model_hint_options(CLI::App& app, ModelHintOptions& o) {
       ->check(one_of({"linear", "skip", "auto_select"}))
       ->type_name("linear|skip|auto_select")
       ->group(g);
+}
+
+/// The hints after parsing: an empty --prefix given on purpose differs from no --prefix.
+inline io::ModelHints model_hints(const CLI::App& app, io::ModelHints hints) {
+  hints.prefix_given = given(app, "--prefix");
+  return hints;
+}
+
+/// --threads N and --oversubscribe (check_threads decides after parsing).
+inline void add_thread_options(CLI::App& app, long long& threads, bool& oversubscribe, const char* group) {
+  app.add_option("--threads", threads, "worker threads, at most the machine's cores (1..1024)")
+      ->check(int_range(1, 1024))
+      ->type_name("N")
+      ->group(group);
+  app.add_flag("--oversubscribe", oversubscribe, "allow --threads above the machine's core count")->group(group);
 }
 
 }  // namespace tools

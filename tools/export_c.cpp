@@ -192,13 +192,7 @@ int cmd_export_c(int argc, char** argv) {
   if (!is_identifier(name)) return usage_error("export-c", "--name must be a C identifier, got '" + name + "'");
   const std::string NAME = upper(name);
 
-  ModelHints hints;
-  hints.format = o.hints.format;
-  hints.prefix = o.hints.prefix;
-  hints.prefix_given = given(app, "--prefix");
-  hints.mode = o.hints.mode;
-  hints.gru = o.hints.gru;
-  hints.input_mode = o.hints.input_mode;
+  const ModelHints hints = model_hints(app, o.hints);
   LoadedModel model;
   if (load_weights(o.weights, hints, nullptr, &model, &err) != Status::ok) return error(err);
   for (const std::string& note : model.notes) std::fprintf(stderr, "rnncore: note: %s\n", note.c_str());

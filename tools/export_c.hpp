@@ -14,7 +14,7 @@ namespace tools {
 
 /// The options of `rnncore export-c`.
 struct ExportCOptions {
-  ModelHintOptions hints;
+  io::ModelHints hints;  ///< prefix_given: set by model_hints() after parsing
   std::string weights, output, name, sample_input, sample_output;
   long long max_batch = 0, max_seq_len = 0;  // 0: the sample's, else 1
 };

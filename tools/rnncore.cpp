@@ -197,7 +197,7 @@ double compare(const char* label, const std::vector<unsigned char>& got, DType d
 
 // The options of run and grad (grad: no --mc-dropout, no checking; its own gradient files).
 struct RunOptions {
-  ModelHintOptions hints;
+  io::ModelHints hints;  // prefix_given: set by model_hints() after parsing
   std::string weights, input, output, dtype = "f32", config, seq_lengths, h0, c0, hn, cn, row_ids, backend = "auto";
   std::string expect, expect_hn, expect_cn, output_variance;
   std::string dy, grads, dhn, dcn, dx, dh0, dc0;
@@ -292,11 +292,7 @@ void add_run_options(CLI::App& app, RunOptions& o, bool grad) {
       ->check(one_of({"auto", "reference", "simd", "gpu"}))
       ->type_name("auto|reference|simd|gpu")
       ->group(exec);
-  app.add_option("--threads", o.threads, "worker threads, at most the machine's cores (1..1024)")
-      ->check(int_range(1, 1024))
-      ->type_name("N")
-      ->group(exec);
-  app.add_flag("--oversubscribe", o.oversubscribe, "allow --threads above the machine's core count")->group(exec);
+  add_thread_options(app, o.threads, o.oversubscribe, exec);
   if (!grad) {
     app.add_option("--repeat", o.repeat, "time N further runs and report the median (0..1000000)")
         ->check(int_range(0, 1000000))
@@ -376,13 +372,7 @@ int prepare_run(const CLI::App& app, const RunOptions& o, RunSetup* rs) {
   std::string err;
   const long long threads = o.threads;
   if (const int rc = check_threads(app.get_name().substr(8), threads, o.oversubscribe); rc >= 0) return rc;  // "rnncore run"
-  ModelHints hints;
-  hints.format = o.hints.format;
-  hints.prefix = o.hints.prefix;
-  hints.prefix_given = given(app, "--prefix");
-  hints.mode = o.hints.mode;
-  hints.gru = o.hints.gru;
-  hints.input_mode = o.hints.input_mode;
+  ModelHints hints = model_hints(app, o.hints);
   hints.dtype = o.dtype == "f64" ? DType::f64 : DType::f32;
   Backend backend = Backend::auto_select;
   parse_backend(o.backend, &backend);  // checked by the option
@@ -850,11 +840,7 @@ void define_bench(CLI::App& app, BenchOptions& o) {
       ->check(one_of({"auto", "reference", "simd", "gpu"}))
       ->type_name("auto|reference|simd|gpu")
       ->group(exec);
-  app.add_option("--threads", o.threads, "worker threads, at most the machine's cores (1..1024)")
-      ->check(int_range(1, 1024))
-      ->type_name("N")
-      ->group(exec);
-  app.add_flag("--oversubscribe", o.oversubscribe, "allow --threads above the machine's core count")->group(exec);
+  add_thread_options(app, o.threads, o.oversubscribe, exec);
   app.add_option("--reps", o.reps, "timed repetitions after one warm-up (1..1000000)")
       ->check(int_range(1, 1000000))
       ->type_name("R")
