@@ -67,6 +67,18 @@ constexpr int max_rows() {
   return r > 8 ? 8 : (r < 1 ? 1 : r);
 }
 
+// Register tile of the f32 micro-kernels over a panel row of PW vectors: `rows` rows × `vectors`
+// vectors per pass, a block taking ceil(PW / vectors) passes. 32 registers hold a whole LSTM block
+// (6 rows × 4 vectors: 24 accumulators). 16 do not — 2 rows × 4 left each weight load feeding only
+// two FMAs — so they take two vectors at a time on 6 rows (12 accumulators, 2 weights, a broadcast),
+// the shape of the classic AVX2 SGEMM kernel.
+template <class Arch, int PW>
+struct Tile {
+  static constexpr bool whole_block = RegisterFile<Arch>::count >= 32;
+  static constexpr int vectors = whole_block || PW < 2 ? PW : 2;
+  static constexpr int rows = whole_block || vectors == 1 ? max_rows<Arch, PW>() : 6;
+};
+
 // Gates a step's recurrent panel holds (GRU reset-before: r and z; n comes in phase 2).
 constexpr int cell_gates(Cell cell) {
   return cell == Cell::lstm ? 4 : cell == Cell::gru_reset_after ? 3 : cell == Cell::gru_reset_before ? 2 : 1;
@@ -134,11 +146,11 @@ struct Operands<Arch, Weights::bf16> {
 };
 #endif
 
-// acc[m][b·G + g] = Σ_k rows[m][k] · panels[b][k][g] for NB blocks at once (panel: K × G × V,
-// aligned). Each lane sums k in increasing order whatever MR and NB are, so results do not depend
-// on how rows and blocks are tiled. NB > 1 serves single-row tiles: G chains alone would leave the
-// FMA pipes waiting on their latency.
-template <class Arch, Weights W, int G, int MR, int NB = 1>
+// acc[m][b·G + g] = Σ_k rows[m][k] · panels[b][k][g] for NB blocks at once (panel: K rows of PW ≥ G
+// vectors, aligned; the caller points it at the first of the G it wants). Each lane sums k in
+// increasing order whatever MR, NB and the passes are, so results do not depend on the tiling.
+// NB > 1 serves single-row tiles: G chains alone would leave the FMA pipes waiting on their latency.
+template <class Arch, Weights W, int G, int MR, int NB = 1, int PW = G>
 inline void accumulate(const typename Operands<Arch, W>::Input* const* rows, int k,
                        const typename Operands<Arch, W>::Weight* const* panels, vf<Arch> (&acc)[MR][NB * G]) {
   using Op = Operands<Arch, W>;
@@ -152,7 +164,7 @@ inline void accumulate(const typename Operands<Arch, W>::Input* const* rows, int
       for (int b = 0; b < NB; ++b)
         for (int g = 0; g < G; ++g)
           w[b * G + g] = _mm512_load_si512(
-              reinterpret_cast<const void*>(panels[b] + (static_cast<std::ptrdiff_t>(p) * G + g) * V * 2));
+              reinterpret_cast<const void*>(panels[b] + (static_cast<std::ptrdiff_t>(p) * PW + g) * V * 2));
       for (int m = 0; m < MR; ++m) {
         std::uint32_t pair;
         std::memcpy(&pair, rows[m] + 2 * p, sizeof pair);
@@ -166,11 +178,29 @@ inline void accumulate(const typename Operands<Arch, W>::Input* const* rows, int
   for (int p = 0; p < k; ++p) {
     vf<Arch> w[NB * G];
     for (int b = 0; b < NB; ++b)
-      for (int g = 0; g < G; ++g) w[b * G + g] = Op::weight(panels[b] + (static_cast<std::ptrdiff_t>(p) * G + g) * V);
+      for (int g = 0; g < G; ++g) w[b * G + g] = Op::weight(panels[b] + (static_cast<std::ptrdiff_t>(p) * PW + g) * V);
     for (int m = 0; m < MR; ++m) {
       const vf<Arch> x = Op::input(rows[m], p);
       for (int g = 0; g < NB * G; ++g) acc[m][g] = fmadd<Arch>(x, w[g], acc[m][g]);
     }
+  }
+}
+
+// pre[m][g] = Σ_k rows[m][k] · panel[k][g] for the G vectors of a block's panel rows, in passes of
+// NT vectors (the last may be narrower) so that each pass's accumulators stay in registers.
+template <class Arch, Weights W, int G, int NT, int M, int G0 = 0>
+inline void accumulate_passes(const typename Operands<Arch, W>::Input* const* rows, int k,
+                              const typename Operands<Arch, W>::Weight* panel, vf<Arch> (&pre)[M][G]) {
+  if constexpr (G0 < G) {
+    constexpr int N = G - G0 < NT ? G - G0 : NT;
+    constexpr int V = static_cast<int>(vf<Arch>::size);
+    constexpr int pair = W == Weights::bf16 && RNNCORE_SIMD_BF16_PAIRS ? 2 : 1;  // elements per k per lane
+    const typename Operands<Arch, W>::Weight* part[1] = {panel + G0 * V * pair};
+    vf<Arch> acc[M][N];
+    accumulate<Arch, W, N, M, 1, G>(rows, k, part, acc);
+    for (int m = 0; m < M; ++m)
+      for (int g = 0; g < N; ++g) pre[m][G0 + g] = acc[m][g];
+    accumulate_passes<Arch, W, G, NT, M, G0 + N>(rows, k, panel, pre);
   }
 }
 
@@ -244,7 +274,7 @@ void gemm_vectors(const GemmArgs& a) {
   using Input = typename Op::Input;
   using Weight = typename Op::Weight;
   constexpr int V = static_cast<int>(vf<Arch>::size);
-  constexpr int MR = max_rows<Arch, NVEC>();
+  constexpr int MR = Tile<Arch, NVEC>::rows;
   const std::ptrdiff_t panel_block = panel_elements<W>(a.k, NVEC, V);
   const int pass = static_cast<int>(std::max<std::ptrdiff_t>(1, kPanelPassBytes / (panel_block * static_cast<std::ptrdiff_t>(sizeof(Weight)))));
   for (int jp = a.block_begin; jp < a.block_end; jp += pass) {
@@ -266,7 +296,7 @@ void gemm_vectors(const GemmArgs& a) {
         with_rows<MR>(mr, [&](auto mrc) {
           constexpr int M = decltype(mrc)::value;
           vf<Arch> acc[M][NVEC];
-          accumulate<Arch, W, NVEC, M>(rows, a.k, &panel, acc);
+          accumulate_passes<Arch, W, NVEC, Tile<Arch, NVEC>::vectors, M>(rows, a.k, panel, acc);
           for (int m = 0; m < M; ++m) {
             float* c = a.c + (r + m) * a.c_row_stride + static_cast<std::ptrdiff_t>(j) * NVEC * V;
             for (int g = 0; g < NVEC; ++g) (acc[m][g] + vf<Arch>::load_aligned(bias + g * V)).store_aligned(c + g * V);
@@ -382,7 +412,7 @@ void step(const StepArgs& s) {
   using Weight = typename Op::Weight;
   constexpr int V = static_cast<int>(vf<Arch>::size);
   constexpr int G = cell_vectors(C);
-  constexpr int MR = max_rows<Arch, G>();
+  constexpr int MR = Tile<Arch, G>::rows;
   const std::ptrdiff_t panel_block = panel_elements<W>(s.hidden, G, V);
   const Weight* panel = static_cast<const Weight*>(s.panel);
   if (s.row_end - s.row_begin == 1) {  // one row (batch 1): several blocks per tile
@@ -405,7 +435,7 @@ void step(const StepArgs& s) {
     return;
   }
   for (int j = s.block_begin; j < s.block_end; ++j) {
-    const Weight* panels[1] = {panel + j * panel_block};
+    const Weight* block = panel + j * panel_block;
     for (int r = s.row_begin; r < s.row_end; r += MR) {
       const int mr = s.row_end - r < MR ? s.row_end - r : MR;
       const typename Op::Input* rows[MR];
@@ -414,7 +444,7 @@ void step(const StepArgs& s) {
       with_rows<MR>(mr, [&](auto mrc) {
         constexpr int M = decltype(mrc)::value;
         vf<Arch> acc[M][G];
-        accumulate<Arch, W, G, M>(rows, s.hidden, panels, acc);
+        accumulate_passes<Arch, W, G, Tile<Arch, G>::vectors, M>(rows, s.hidden, block, acc);
         for (int m = 0; m < M; ++m) cell_epilogue<Arch, C>(s, r + m, j, acc[m]);
       });
     }
@@ -427,7 +457,7 @@ void gru_reset_before_phase2(const StepArgs& s) {
   using Op = Operands<Arch, W>;
   using Weight = typename Op::Weight;
   constexpr int V = static_cast<int>(vf<Arch>::size);
-  constexpr int MR = max_rows<Arch, 1>();
+  constexpr int MR = Tile<Arch, 1>::rows;
   const std::ptrdiff_t panel_block = panel_elements<W>(s.hidden, 1, V);
   for (int j = s.block_begin; j < s.block_end; ++j) {
     for (int r = s.row_begin; r < s.row_end; r += MR) {
@@ -493,6 +523,18 @@ constexpr void fill_weight_kernels(F32Kernels* k) {
   k->step[w][static_cast<int>(Cell::rnn_tanh)] = &step<Arch, W, Cell::rnn_tanh>;
   k->step[w][static_cast<int>(Cell::rnn_relu)] = &step<Arch, W, Cell::rnn_relu>;
   k->gru_reset_before_phase2[w] = &gru_reset_before_phase2<Arch, W>;
+}
+
+// True when a kernel-family name carries the LSTM step's register tile, "_<rows>x<vectors>__".
+template <class Arch>
+constexpr bool names_its_tile(const char* name) {
+  using T = Tile<Arch, cell_vectors(Cell::lstm)>;
+  static_assert(T::rows < 10 && T::vectors < 10, "one digit each");
+  for (int i = 0; name[i] != '\0'; ++i)
+    if (name[i] == '_' && name[i + 1] == '0' + T::rows && name[i + 2] == 'x' && name[i + 3] == '0' + T::vectors &&
+        name[i + 4] == '_' && name[i + 5] == '_')
+      return true;
+  return false;
 }
 
 template <class Arch>
