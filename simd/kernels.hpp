@@ -3,11 +3,14 @@
 // Packed layouts (all f32, V = vector width in floats). A block holds NV·V hidden units (NV = 4 for
 // the one-gate Elman cells, so that a micro-tile is as wide as an LSTM's; 1 otherwise); Hp = H
 // rounded up to NV·V, nb = Hp / (NV·V):
-//   panel of a matrix set {M_g} over K inputs: for block j < nb, for k < K, for gate g < G, for
-//     sub-vector n < NV: V floats M_g[(j·NV + n)·V + v][k] (zero past H). One block holds every gate
-//     of its units, so a micro-kernel's accumulators are all the pre-activations the cell needs.
+//   panel of a matrix set {M_g} over K inputs: for block j < nb, its G·NV vectors (vector g·NV + n:
+//     gate g, sub-vector n) in passes of P = min(G·NV, F32Kernels::pass_vectors) (the last may be
+//     narrower): for pass q, for k < K, for each vector of the pass: V floats
+//     M_g[(j·NV + n)·V + v][k] (zero past H). One block holds every gate of its units, so a
+//     micro-kernel's tile ends with all the pre-activations the cell needs; a pass is the part one
+//     register tile accumulates, and lies contiguous so that it streams from cache.
 //   gate vectors (proj rows, biases): for block j, for gate g, for n: V floats — the same order.
-// Kernel names follow dtype_op__isa (e.g. f32_lstm_step__avx512).
+// Kernel families are named dtype_op_tile__isa (e.g. f32_rnn_6x2__avx2: 6 rows x 2 vectors).
 #ifndef RNNCORE_SIMD_KERNELS_HPP
 #define RNNCORE_SIMD_KERNELS_HPP
 
@@ -101,8 +104,9 @@ enum class Activation : std::int32_t { sigmoid = 0, tanh = 1, relu = 2 };
 
 /// f32 kernels of one instruction set; chosen once per plan.
 struct F32Kernels {
-  const char* name;      ///< e.g. "f32_rnn__avx2"
+  const char* name;      ///< dtype_op_tile__isa, e.g. "f32_rnn_6x2__avx2" (LSTM step tile: rows x vectors)
   std::int32_t vector;   ///< V: floats per vector
+  std::int32_t pass_vectors;  ///< most vectors of a block's panel one register tile takes (panel passes)
   /// Per weight storage (null where this instruction set has none).
   void (*gemm[kWeightsCount])(const GemmArgs&);
   /// Full step for every cell but GRU reset-before, which runs phase 1 (r, z, r⊙h) then phase 2 (n, h).

@@ -146,11 +146,11 @@ struct Operands<Arch, Weights::bf16> {
 };
 #endif
 
-// acc[m][b·G + g] = Σ_k rows[m][k] · panels[b][k][g] for NB blocks at once (panel: K rows of PW ≥ G
-// vectors, aligned; the caller points it at the first of the G it wants). Each lane sums k in
-// increasing order whatever MR, NB and the passes are, so results do not depend on the tiling.
+// acc[m][b·G + g] = Σ_k rows[m][k] · panels[b][k][g] for NB blocks at once (panel: K × G × V,
+// aligned). Each lane sums k in increasing order whatever MR, NB and the passes are, so results do
+// not depend on the tiling.
 // NB > 1 serves single-row tiles: G chains alone would leave the FMA pipes waiting on their latency.
-template <class Arch, Weights W, int G, int MR, int NB = 1, int PW = G>
+template <class Arch, Weights W, int G, int MR, int NB = 1>
 inline void accumulate(const typename Operands<Arch, W>::Input* const* rows, int k,
                        const typename Operands<Arch, W>::Weight* const* panels, vf<Arch> (&acc)[MR][NB * G]) {
   using Op = Operands<Arch, W>;
@@ -164,7 +164,7 @@ inline void accumulate(const typename Operands<Arch, W>::Input* const* rows, int
       for (int b = 0; b < NB; ++b)
         for (int g = 0; g < G; ++g)
           w[b * G + g] = _mm512_load_si512(
-              reinterpret_cast<const void*>(panels[b] + (static_cast<std::ptrdiff_t>(p) * PW + g) * V * 2));
+              reinterpret_cast<const void*>(panels[b] + (static_cast<std::ptrdiff_t>(p) * G + g) * V * 2));
       for (int m = 0; m < MR; ++m) {
         std::uint32_t pair;
         std::memcpy(&pair, rows[m] + 2 * p, sizeof pair);
@@ -178,7 +178,7 @@ inline void accumulate(const typename Operands<Arch, W>::Input* const* rows, int
   for (int p = 0; p < k; ++p) {
     vf<Arch> w[NB * G];
     for (int b = 0; b < NB; ++b)
-      for (int g = 0; g < G; ++g) w[b * G + g] = Op::weight(panels[b] + (static_cast<std::ptrdiff_t>(p) * PW + g) * V);
+      for (int g = 0; g < G; ++g) w[b * G + g] = Op::weight(panels[b] + (static_cast<std::ptrdiff_t>(p) * G + g) * V);
     for (int m = 0; m < MR; ++m) {
       const vf<Arch> x = Op::input(rows[m], p);
       for (int g = 0; g < NB * G; ++g) acc[m][g] = fmadd<Arch>(x, w[g], acc[m][g]);
@@ -186,32 +186,34 @@ inline void accumulate(const typename Operands<Arch, W>::Input* const* rows, int
   }
 }
 
-// pre[m][g] = Σ_k rows[m][k] · panel[k][g] for the G vectors of a block's panel rows, in passes of
-// NT vectors (the last may be narrower) so that each pass's accumulators stay in registers.
-template <class Arch, Weights W, int G, int NT, int M, int G0 = 0>
+// Panel elements of `vectors` vectors over k rows (bf16 pairs pad K to even).
+template <Weights W>
+constexpr std::ptrdiff_t panel_elements(int k, int vectors, int V) {
+  return static_cast<std::ptrdiff_t>(W == Weights::bf16 && RNNCORE_SIMD_BF16_PAIRS ? (k + 1) / 2 * 2 : k) * vectors * V;
+}
+
+// pre[m][b·G + g] = Σ_k rows[m][k] · block_b[k][g] for the G vectors of NB blocks, in passes of NT
+// vectors (the last may be narrower) so that each pass's accumulators stay in registers. A block's
+// panel holds its passes one after the other (simd/kernels.hpp), each K rows of its own vectors.
+template <class Arch, Weights W, int G, int NT, int M, int NB = 1, int G0 = 0>
 inline void accumulate_passes(const typename Operands<Arch, W>::Input* const* rows, int k,
-                              const typename Operands<Arch, W>::Weight* panel, vf<Arch> (&pre)[M][G]) {
+                              const typename Operands<Arch, W>::Weight* const* blocks, vf<Arch> (&pre)[M][NB * G]) {
   if constexpr (G0 < G) {
     constexpr int N = G - G0 < NT ? G - G0 : NT;
     constexpr int V = static_cast<int>(vf<Arch>::size);
-    constexpr int pair = W == Weights::bf16 && RNNCORE_SIMD_BF16_PAIRS ? 2 : 1;  // elements per k per lane
-    const typename Operands<Arch, W>::Weight* part[1] = {panel + G0 * V * pair};
-    vf<Arch> acc[M][N];
-    accumulate<Arch, W, N, M, 1, G>(rows, k, part, acc);
+    const typename Operands<Arch, W>::Weight* part[NB];
+    for (int b = 0; b < NB; ++b) part[b] = blocks[b] + panel_elements<W>(k, G0, V);
+    vf<Arch> acc[M][NB * N];
+    accumulate<Arch, W, N, M, NB>(rows, k, part, acc);
     for (int m = 0; m < M; ++m)
-      for (int g = 0; g < N; ++g) pre[m][G0 + g] = acc[m][g];
-    accumulate_passes<Arch, W, G, NT, M, G0 + N>(rows, k, panel, pre);
+      for (int b = 0; b < NB; ++b)
+        for (int g = 0; g < N; ++g) pre[m][b * G + G0 + g] = acc[m][b * N + g];
+    accumulate_passes<Arch, W, G, NT, M, NB, G0 + N>(rows, k, blocks, pre);
   }
 }
 
 // Blocks a single-row tile takes at once: enough for 8 independent accumulator chains.
 constexpr int single_row_blocks(int vectors) { return vectors >= 8 ? 1 : (8 + vectors - 1) / vectors; }
-
-// Panel elements per k of a panel row of `vectors` vectors (bf16 pairs pad K to even).
-template <Weights W>
-constexpr std::ptrdiff_t panel_elements(int k, int vectors, int V) {
-  return static_cast<std::ptrdiff_t>(W == Weights::bf16 && RNNCORE_SIMD_BF16_PAIRS ? (k + 1) / 2 * 2 : k) * vectors * V;
-}
 
 // Stores the first n (≤ V) lanes of v to unaligned memory.
 template <class Arch>
@@ -296,7 +298,7 @@ void gemm_vectors(const GemmArgs& a) {
         with_rows<MR>(mr, [&](auto mrc) {
           constexpr int M = decltype(mrc)::value;
           vf<Arch> acc[M][NVEC];
-          accumulate_passes<Arch, W, NVEC, Tile<Arch, NVEC>::vectors, M>(rows, a.k, panel, acc);
+          accumulate_passes<Arch, W, NVEC, Tile<Arch, NVEC>::vectors, M>(rows, a.k, &panel, acc);
           for (int m = 0; m < M; ++m) {
             float* c = a.c + (r + m) * a.c_row_stride + static_cast<std::ptrdiff_t>(j) * NVEC * V;
             for (int g = 0; g < NVEC; ++g) (acc[m][g] + vf<Arch>::load_aligned(bias + g * V)).store_aligned(c + g * V);
@@ -416,20 +418,20 @@ void step(const StepArgs& s) {
   const std::ptrdiff_t panel_block = panel_elements<W>(s.hidden, G, V);
   const Weight* panel = static_cast<const Weight*>(s.panel);
   if (s.row_end - s.row_begin == 1) {  // one row (batch 1): several blocks per tile
-    constexpr int NB = single_row_blocks(G);
+    constexpr int NT = Tile<Arch, G>::vectors, NB = single_row_blocks(NT);
     const typename Op::Input* row[1] = {state_row<Arch, W>(s.h_prev, s.h16_prev, static_cast<std::ptrdiff_t>(s.row_begin) * s.hidden_padded)};
     int j = s.block_begin;
     for (; j + NB <= s.block_end; j += NB) {
       const Weight* panels[NB];
       for (int b = 0; b < NB; ++b) panels[b] = panel + (j + b) * panel_block;
       vf<Arch> acc[1][NB * G];
-      accumulate<Arch, W, G, 1, NB>(row, s.hidden, panels, acc);
+      accumulate_passes<Arch, W, G, NT, 1, NB>(row, s.hidden, panels, acc);
       for (int b = 0; b < NB; ++b) cell_epilogue<Arch, C>(s, s.row_begin, j + b, acc[0] + b * G);
     }
     for (; j < s.block_end; ++j) {
       const Weight* panels[1] = {panel + j * panel_block};
       vf<Arch> acc[1][G];
-      accumulate<Arch, W, G, 1>(row, s.hidden, panels, acc);
+      accumulate_passes<Arch, W, G, NT, 1>(row, s.hidden, panels, acc);
       cell_epilogue<Arch, C>(s, s.row_begin, j, acc[0]);
     }
     return;
@@ -444,7 +446,7 @@ void step(const StepArgs& s) {
       with_rows<MR>(mr, [&](auto mrc) {
         constexpr int M = decltype(mrc)::value;
         vf<Arch> acc[M][G];
-        accumulate_passes<Arch, W, G, Tile<Arch, G>::vectors, M>(rows, s.hidden, block, acc);
+        accumulate_passes<Arch, W, G, Tile<Arch, G>::vectors, M>(rows, s.hidden, &block, acc);
         for (int m = 0; m < M; ++m) cell_epilogue<Arch, C>(s, r + m, j, acc[m]);
       });
     }
@@ -542,6 +544,11 @@ constexpr F32Kernels make_kernels(const char* name) {
   F32Kernels k{};
   k.name = name;
   k.vector = static_cast<std::int32_t>(vf<Arch>::size);
+  k.pass_vectors = Tile<Arch, 4>::vectors;  // the widest block has 4 vectors
+  static_assert(Tile<Arch, 1>::vectors == std::min(1, Tile<Arch, 4>::vectors) &&
+                    Tile<Arch, 2>::vectors == std::min(2, Tile<Arch, 4>::vectors) &&
+                    Tile<Arch, 3>::vectors == std::min(3, Tile<Arch, 4>::vectors),
+                "a block of PW vectors is packed in passes of min(PW, pass_vectors)");
   fill_weight_kernels<Arch, Weights::f32>(&k);
 #if RNNCORE_SIMD_LOWP
   fill_weight_kernels<Arch, Weights::f16>(&k);
