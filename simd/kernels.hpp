@@ -3,9 +3,9 @@
 // Packed layouts (all f32, V = vector width in floats). A block holds NV·V hidden units (NV = 4 for
 // the one-gate Elman cells, so that a micro-tile is as wide as an LSTM's; 1 otherwise); Hp = H
 // rounded up to NV·V, nb = Hp / (NV·V):
-//   panel of a matrix set {M_g} over K inputs: for block j < nb, its G·NV vectors (vector g·NV + n:
-//     gate g, sub-vector n) in passes of P = min(G·NV, F32Kernels::pass_vectors) (the last may be
-//     narrower): for pass q, for k < K, for each vector of the pass: V floats
+//   panel of a matrix set {M_g} over K inputs: for block j < nb, its PW = G·NV vectors (vector
+//     g·NV + n: gate g, sub-vector n) in passes of P = F32Kernels::pass_vectors[PW] (P divides PW):
+//     for pass q, for k < K, for each vector of the pass: V floats
 //     M_g[(j·NV + n)·V + v][k] (zero past H). One block holds every gate of its units, so a
 //     micro-kernel's tile ends with all the pre-activations the cell needs; a pass is the part one
 //     register tile accumulates, and lies contiguous so that it streams from cache.
@@ -106,7 +106,7 @@ enum class Activation : std::int32_t { sigmoid = 0, tanh = 1, relu = 2 };
 struct F32Kernels {
   const char* name;      ///< dtype_op_tile__isa, e.g. "f32_rnn_6x2__avx2" (LSTM step tile: rows x vectors)
   std::int32_t vector;   ///< V: floats per vector
-  std::int32_t pass_vectors;  ///< most vectors of a block's panel one register tile takes (panel passes)
+  std::int32_t pass_vectors[5];  ///< [PW]: vectors per pass of a block's panel of PW (1..4) vectors
   /// Per weight storage (null where this instruction set has none).
   void (*gemm[kWeightsCount])(const GemmArgs&);
   /// Full step for every cell but GRU reset-before, which runs phase 1 (r, z, r⊙h) then phase 2 (n, h).

@@ -68,15 +68,17 @@ constexpr int max_rows() {
 }
 
 // Register tile of the f32 micro-kernels over a panel row of PW vectors: `rows` rows × `vectors`
-// vectors per pass, a block taking ceil(PW / vectors) passes. 32 registers hold a whole LSTM block
-// (6 rows × 4 vectors: 24 accumulators). 16 do not — 2 rows × 4 left each weight load feeding only
-// two FMAs — so they take two vectors at a time on 6 rows (12 accumulators, 2 weights, a broadcast),
-// the shape of the classic AVX2 SGEMM kernel.
+// vectors per pass, a block taking PW / vectors passes. 32 registers hold a whole block (LSTM: 6
+// rows × 4 vectors, 24 accumulators). 16 do not — 2 rows × 4 left each weight load feeding only two
+// FMAs — so they hold 12 accumulators, the weights of one k and a broadcast: 6 rows × 2 vectors (the
+// LSTM and Elman blocks in two passes, the shape of the classic AVX2 SGEMM kernel), 4 × 3 for the GRU's
+// three gates in one pass (beats 6 × 2 + 6 × 1, whose second pass has only 6 FMA chains), 8 × 1.
 template <class Arch, int PW>
 struct Tile {
   static constexpr bool whole_block = RegisterFile<Arch>::count >= 32;
-  static constexpr int vectors = whole_block || PW < 2 ? PW : 2;
-  static constexpr int rows = whole_block || vectors == 1 ? max_rows<Arch, PW>() : 6;
+  static constexpr int vectors = whole_block || PW != 4 ? PW : 2;
+  static constexpr int rows = whole_block ? max_rows<Arch, PW>() : PW == 1 ? 8 : PW == 3 ? 4 : 6;
+  static_assert(PW % vectors == 0, "passes of equal width");
 };
 
 // Gates a step's recurrent panel holds (GRU reset-before: r and z; n comes in phase 2).
@@ -193,7 +195,7 @@ constexpr std::ptrdiff_t panel_elements(int k, int vectors, int V) {
 }
 
 // pre[m][b·G + g] = Σ_k rows[m][k] · block_b[k][g] for the G vectors of NB blocks, in passes of NT
-// vectors (the last may be narrower) so that each pass's accumulators stay in registers. A block's
+// vectors so that each pass's accumulators stay in registers. A block's
 // panel holds its passes one after the other (simd/kernels.hpp), each K rows of its own vectors.
 template <class Arch, Weights W, int G, int NT, int M, int NB = 1, int G0 = 0>
 inline void accumulate_passes(const typename Operands<Arch, W>::Input* const* rows, int k,
@@ -544,11 +546,11 @@ constexpr F32Kernels make_kernels(const char* name) {
   F32Kernels k{};
   k.name = name;
   k.vector = static_cast<std::int32_t>(vf<Arch>::size);
-  k.pass_vectors = Tile<Arch, 4>::vectors;  // the widest block has 4 vectors
-  static_assert(Tile<Arch, 1>::vectors == std::min(1, Tile<Arch, 4>::vectors) &&
-                    Tile<Arch, 2>::vectors == std::min(2, Tile<Arch, 4>::vectors) &&
-                    Tile<Arch, 3>::vectors == std::min(3, Tile<Arch, 4>::vectors),
-                "a block of PW vectors is packed in passes of min(PW, pass_vectors)");
+  k.pass_vectors[0] = 0;
+  k.pass_vectors[1] = Tile<Arch, 1>::vectors;
+  k.pass_vectors[2] = Tile<Arch, 2>::vectors;
+  k.pass_vectors[3] = Tile<Arch, 3>::vectors;
+  k.pass_vectors[4] = Tile<Arch, 4>::vectors;
   fill_weight_kernels<Arch, Weights::f32>(&k);
 #if RNNCORE_SIMD_LOWP
   fill_weight_kernels<Arch, Weights::f16>(&k);

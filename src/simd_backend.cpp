@@ -31,7 +31,7 @@ void put(void* dst, std::size_t i, float v, simd::Weights w) {
 }
 
 // Packs the matrices {M_g : g in gates} ([H, K] row-major each) into panel order (simd/kernels.hpp):
-// block j, pass of at most `pass` vectors, column k, vector (gate g, sub-vector n) of the pass, lane
+// block j, pass of `pass` vectors, column k, vector (gate g, sub-vector n) of the pass, lane
 // v → M_g[(j·NV + n)·V + v][k] (zero past H). In k-pairs for vdpbf16ps: within a pass, pair k/2,
 // vector, lane, then the two k of the pair (K padded to even).
 void pack_panel(void* dst, const float* const* mats, int gate_count, int H, int K, int V, int NV, int pass,
@@ -40,16 +40,15 @@ void pack_panel(void* dst, const float* const* mats, int gate_count, int H, int 
   const int KR = f.pairs ? (K + 1) / 2 * 2 : K;  // panel rows per block
   std::size_t i = 0;
   for (int j = 0; j < blocks; ++j)
-    for (int first = 0; first < vectors; first += pass) {
-      const int n_pass = std::min(pass, vectors - first);
+    for (int first = 0; first < vectors; first += pass) {  // `pass` divides `vectors`
       const std::size_t pass_base = i;
       for (int k = 0; k < KR; ++k)
-        for (int q = 0; q < n_pass; ++q)
+        for (int q = 0; q < pass; ++q)
           for (int v = 0; v < V; ++v) {
             const int vec = first + q, g = vec / NV, unit = j * bu + vec % NV * V + v;
             const float value = unit < H && k < K ? mats[g][static_cast<std::int64_t>(unit) * K + k] : 0.0f;
             std::size_t at = i++;
-            if (f.pairs) at = pass_base + ((static_cast<std::size_t>(k / 2) * n_pass + q) * V + v) * 2 + k % 2;
+            if (f.pairs) at = pass_base + ((static_cast<std::size_t>(k / 2) * pass + q) * V + v) * 2 + k % 2;
             put(dst, at, value, f.weights);
           }
     }
@@ -99,13 +98,13 @@ Status simd_pack(const PlanImpl& p, const void* canonical_void, unsigned char* p
         bW[g] = canonical + canonical_offset(st, l, d, ParamKind::input_bias, g);
         bR[g] = canonical + canonical_offset(st, l, d, ParamKind::recurrent_bias, g);
       }
-      const int pass = p.kernels->pass_vectors;
-      if (!lp.skip_input) pack_panel(packed + dp.w_panel, W, G, H, lp.input_size, V, NV, pass, f);
+      const std::int32_t* pass = p.kernels->pass_vectors;  // by vectors per block
+      if (!lp.skip_input) pack_panel(packed + dp.w_panel, W, G, H, lp.input_size, V, NV, pass[G * NV], f);
       if (reset_before) {
-        pack_panel(packed + dp.r_panel, R, 2, H, H, V, NV, pass, f);
-        pack_panel(packed + dp.r_panel_n, R + 2, 1, H, H, V, NV, pass, f);
+        pack_panel(packed + dp.r_panel, R, 2, H, H, V, NV, pass[2 * NV], f);
+        pack_panel(packed + dp.r_panel_n, R + 2, 1, H, H, V, NV, pass[NV], f);
       } else {
-        pack_panel(packed + dp.r_panel, R, G, H, H, V, NV, pass, f);
+        pack_panel(packed + dp.r_panel, R, G, H, H, V, NV, pass[G * NV], f);
       }
       // Both biases fold into the projection, except the reset-after GRU's bR_n, which r multiplies.
       const float* folded[4] = {bR[0], bR[1], bR[2], bR[3]};
