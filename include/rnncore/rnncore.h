@@ -240,7 +240,7 @@ size_t rnncore_plan_packed_weight_bytes(const rnncore_plan* plan);
 size_t rnncore_plan_workspace_bytes(const rnncore_plan* plan);
 /** Backend chosen at plan time (rnncore_backend). */
 int32_t rnncore_plan_backend(const rnncore_plan* plan);
-/** Kernel family in use, e.g. "f32_rnn__avx512". */
+/** Kernel family in use, e.g. "f32_rnn_6x4__avx512" (dtype, op, register tile, ISA). */
 const char* rnncore_plan_kernel_name(const rnncore_plan* plan);
 /** Packs canonical weights into a RNNCORE_ALIGNMENT-aligned buffer of packed_weight_bytes. */
 rnncore_status rnncore_plan_pack_weights(const rnncore_plan* plan, const void* canonical, void* packed, size_t packed_bytes);

@@ -385,7 +385,7 @@ class Plan {
   /// The backend and instruction set chosen at plan time.
   Backend backend() const;
   Isa isa() const;
-  /// Name of the kernel family in use, e.g. "f32_rnn__avx512" or "f64_rnn__reference".
+  /// Name of the kernel family in use, e.g. "f32_rnn_6x4__avx512" (dtype, op, register tile, ISA) or "f64_rnn__reference".
   const char* kernel_name() const;
 
   /// Exact bytes of the packed-weight buffer (aligned to kAlignment).
