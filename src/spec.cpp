@@ -70,6 +70,7 @@ const char* to_string(WeightFormat format) {
     case WeightFormat::pytorch: return "pytorch";
     case WeightFormat::onnx: return "onnx";
     case WeightFormat::keras: return "keras";
+    case WeightFormat::tensorflow: return "tensorflow";
   }
   return "?";
 }

@@ -1,4 +1,5 @@
-// Weight import and export: PyTorch, ONNX, Keras and canonical layouts (DESIGN §4, docs/weights.md).
+// Weight import and export: PyTorch, ONNX, Keras, TensorFlow (TF1 cells) and canonical layouts (DESIGN §4,
+// docs/weights.md).
 //
 // Every format is a list of tensors; each tensor element maps to one canonical element (or, for
 // Keras' single folded bias, to the sum of two). Import and export walk the same map, so the two are
@@ -20,6 +21,7 @@ enum class Role {
   recurrent_bias,
   bias_pair,         // ONNX B [D, 2·G·H]; Keras reset-after GRU bias [2, G·H]: input half, then recurrent half
   bias_folded,       // Keras single bias [G·H]: bW + bR on export; bW (and bR = 0) on import
+  stacked_kernel,    // TF1 cell kernel [K + H, n·H]: input rows (Wᵀ), then recurrent rows (Rᵀ)
 };
 
 // One tensor of a format.
@@ -40,6 +42,46 @@ struct FormatTensor {
 constexpr int kIdentity[4] = {0, 1, 2, 3};
 constexpr int kOnnxLstm[4] = {0, 3, 1, 2};  // ONNX i, o, f, c
 constexpr int kZrh[3] = {1, 0, 2};          // ONNX / Keras GRU z, r, h
+constexpr int kTfLstm[4] = {0, 2, 1, 3};    // TF1 LSTM i, j (candidate), f, o
+constexpr int kTfGates[2] = {0, 1};         // TF1 GRU gates/: r, u (u is z: h' = u·h + (1 − u)·c)
+constexpr int kTfCandidate[1] = {2};        // TF1 GRU candidate/: n
+
+// One tensor of a TF1 cell, relative to its scope `cell_{l}[/fw|/bw]/`.
+struct TfPart {
+  const char* name;
+  Role role;
+  int rows;  // 0: [n·H] (a bias), 1: [K + H, n·H], 2: [K, n·H], 3: [H, n·H]
+  int gates;
+  const int* gate_map;
+};
+constexpr TfPart kTfLstmParts[2] = {{"kernel", Role::stacked_kernel, 1, 4, kTfLstm},
+                                    {"bias", Role::bias_folded, 0, 4, kTfLstm}};
+constexpr TfPart kTfRnnParts[2] = {{"kernel", Role::stacked_kernel, 1, 1, kIdentity},
+                                   {"bias", Role::bias_folded, 0, 1, kIdentity}};
+// GRUCell (reset-before): the candidate's one bias is bW_n + bR_n, both outside r.
+constexpr TfPart kTfGruParts[4] = {{"gates/kernel", Role::stacked_kernel, 1, 2, kTfGates},
+                                   {"gates/bias", Role::bias_folded, 0, 2, kTfGates},
+                                   {"candidate/kernel", Role::stacked_kernel, 1, 1, kTfCandidate},
+                                   {"candidate/bias", Role::bias_folded, 0, 1, kTfCandidate}};
+// CudnnCompatibleGRUCell (reset-after): the candidate keeps input and hidden projections apart.
+constexpr TfPart kTfCudnnGruParts[6] = {
+    {"gates/kernel", Role::stacked_kernel, 1, 2, kTfGates},
+    {"gates/bias", Role::bias_folded, 0, 2, kTfGates},
+    {"candidate/input_projection/kernel", Role::input_weight, 2, 1, kTfCandidate},
+    {"candidate/input_projection/bias", Role::input_bias, 0, 1, kTfCandidate},
+    {"candidate/hidden_projection/kernel", Role::recurrent_weight, 3, 1, kTfCandidate},
+    {"candidate/hidden_projection/bias", Role::recurrent_bias, 0, 1, kTfCandidate}};
+
+// The tensors of one direction of a TF1 cell; *n receives their count.
+const TfPart* tf_parts(const LayerSpec& ls, int* n) {
+  if (ls.mode != Mode::gru) {
+    *n = 2;
+    return ls.mode == Mode::lstm ? kTfLstmParts : kTfRnnParts;
+  }
+  const bool before = ls.gru_variant == GruVariant::reset_before;
+  *n = before ? 4 : 6;
+  return before ? kTfGruParts : kTfCudnnGruParts;
+}
 
 Shape shape_of(std::int64_t a, std::int64_t b = -1, std::int64_t c = -1) {
   Shape s;
@@ -59,6 +101,11 @@ int layer_tensor_count(const StackSpec& st, WeightFormat format, int l) {
     case WeightFormat::pytorch: return D * 4;
     case WeightFormat::onnx: return 3;
     case WeightFormat::keras: return D * 3;
+    case WeightFormat::tensorflow: {
+      int n = 0;
+      tf_parts(st.layers[l], &n);
+      return D * n;
+    }
   }
   return 0;
 }
@@ -147,6 +194,20 @@ Status describe(const StackSpec& st, WeightFormat format, int index, FormatTenso
       t->gate_map = ls.mode == Mode::gru ? kZrh : kIdentity;
       return Status::ok;
     }
+    case WeightFormat::tensorflow: {
+      int n = 0;
+      const TfPart* parts = tf_parts(ls, &n);
+      const int d = i / n;
+      const TfPart& p = parts[i % n];
+      std::snprintf(t->name, sizeof t->name, "cell_%d%s/%s", l, D == 1 ? "" : d ? "/bw" : "/fw", p.name);
+      const std::int64_t cols = static_cast<std::int64_t>(p.gates) * H;
+      t->shape = p.rows == 0 ? shape_of(cols) : shape_of(p.rows == 1 ? K + H : p.rows == 2 ? K : H, cols);
+      t->role = p.role;
+      t->transposed = p.rows != 0;
+      t->dir = d;
+      t->gate_map = p.gate_map;
+      return Status::ok;
+    }
   }
   return detail::fail_status(Status::invalid_enum, "tensor index %d out of range", index);
 }
@@ -177,9 +238,10 @@ ElementTarget target_of(const StackSpec& spec, const FormatTensor& t, std::int64
       const std::int64_t K = t.role == Role::input_weight ? layer_input_size(spec, t.layer) : H;
       if (t.gate >= 0) return {offset(kind, 0, e), -1};  // canonical [H, K]
       std::int64_t row, k;
-      if (t.transposed) {  // Keras [K, G·H]
-        k = e / GH;
-        row = e % GH;
+      if (t.transposed) {  // Keras [K, G·H], TF [K, n·H]
+        const std::int64_t cols = t.shape.dims[1];
+        k = e / cols;
+        row = e % cols;
       } else {  // [G·H, K]
         row = e / K;
         k = e % K;
@@ -199,6 +261,12 @@ ElementTarget target_of(const StackSpec& spec, const FormatTensor& t, std::int64
     }
     case Role::bias_folded:
       return {offset(ParamKind::input_bias, e / H, e % H), offset(ParamKind::recurrent_bias, e / H, e % H)};
+    case Role::stacked_kernel: {
+      const std::int64_t K = layer_input_size(spec, t.layer), cols = t.shape.dims[1];
+      const std::int64_t row = e / cols, col = e % cols;
+      if (row < K) return {offset(ParamKind::input_weight, col / H, (col % H) * K + row), -1};
+      return {offset(ParamKind::recurrent_weight, col / H, (col % H) * H + (row - K)), -1};
+    }
   }
   return {-1, -1};
 }
@@ -264,13 +332,14 @@ bool looks_like_parameter(WeightFormat format, const char* name) {
     case WeightFormat::canonical:
       return (name[0] == 'W' || name[0] == 'R' || starts_with(name, "bW") || starts_with(name, "bR")) &&
              std::strstr(name, "_l") != nullptr;
+    case WeightFormat::tensorflow: return starts_with(name, "cell_");
   }
   return false;
 }
 
 Status check_format(const StackSpec& spec, WeightFormat format) {
   RNNCORE_RETURN_IF_ERROR(validate(spec));
-  RNNCORE_ENSURE(format >= WeightFormat::canonical && format <= WeightFormat::keras, Status::invalid_enum,
+  RNNCORE_ENSURE(format >= WeightFormat::canonical && format <= WeightFormat::tensorflow, Status::invalid_enum,
                  "weight format %d is not a format", static_cast<int>(format));
   return Status::ok;
 }

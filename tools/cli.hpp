@@ -130,13 +130,13 @@ inline CLI::Validator one_of(std::vector<std::string> names) {
 }
 
 /// The options that say how to read a model file (run, grad, export-c): empty means inferred.
-/// Binds --format, --prefix, --mode, --gru and --input-mode to the loader's hints; after parsing,
+/// Binds --format, --prefix, --mode, --gru, --forget-bias and --input-mode to the loader's hints; after parsing,
 /// model_hints() completes them with what only the parse knows.
 inline void add_model_hint_options(CLI::App& app, io::ModelHints& o) {
   const char* g = "model (inferred from tensor names, shapes and safetensors metadata unless given)";
   app.add_option("--format", o.format, "weight layout (default: detected)")
-      ->check(one_of({"pytorch", "onnx", "keras", "canonical"}))
-      ->type_name("pytorch|onnx|keras|canonical")
+      ->check(one_of({"pytorch", "onnx", "keras", "tensorflow", "canonical"}))
+      ->type_name("pytorch|onnx|keras|tensorflow|canonical")
       ->group(g);
   app.add_option("--prefix", o.prefix, "tensor-name prefix, ending with its separator\n(default: detected)")
       ->type_name("NAME.")
@@ -148,6 +148,10 @@ inline void add_model_hint_options(CLI::App& app, io::ModelHints& o) {
   app.add_option("--gru", o.gru, "GRU variant (default: metadata, else the format's own)")
       ->check(one_of({"reset-after", "reset-before"}))
       ->type_name("reset-after|reset-before")
+      ->group(g);
+  app.add_option("--forget-bias", o.forget_bias,
+                 "TF LSTMCell forget_bias added to the f gate\n(tensorflow format; default: metadata, else 0)")
+      ->type_name("X")
       ->group(g);
   app.add_option("--input-mode", o.input_mode, "check layer 0's input mode (canonical files)")
       ->check(one_of({"linear", "skip", "auto_select"}))

@@ -37,7 +37,7 @@ typedef enum rnncore_dtype { RNNCORE_F32 = 0, RNNCORE_F64 = 1, RNNCORE_F16 = 2, 
 typedef enum rnncore_layout { RNNCORE_TIME_MAJOR = 0, RNNCORE_BATCH_MAJOR = 1 } rnncore_layout;
 typedef enum rnncore_backend { RNNCORE_BACKEND_AUTO = 0, RNNCORE_BACKEND_REFERENCE = 1, RNNCORE_BACKEND_SIMD = 2, RNNCORE_BACKEND_GPU = 3 } rnncore_backend;
 typedef enum rnncore_isa { RNNCORE_ISA_NONE = 0, RNNCORE_ISA_SSE2 = 1, RNNCORE_ISA_AVX2 = 2, RNNCORE_ISA_AVX512 = 3, RNNCORE_ISA_NEON = 4, RNNCORE_ISA_BEST = 100 } rnncore_isa;
-typedef enum rnncore_weight_format { RNNCORE_FORMAT_CANONICAL = 0, RNNCORE_FORMAT_PYTORCH = 1, RNNCORE_FORMAT_ONNX = 2, RNNCORE_FORMAT_KERAS = 3 } rnncore_weight_format;
+typedef enum rnncore_weight_format { RNNCORE_FORMAT_CANONICAL = 0, RNNCORE_FORMAT_PYTORCH = 1, RNNCORE_FORMAT_ONNX = 2, RNNCORE_FORMAT_KERAS = 3, RNNCORE_FORMAT_TENSORFLOW = 4 } rnncore_weight_format;
 typedef enum rnncore_state_filter { RNNCORE_STATE_FILTER_DEFAULT = 0, RNNCORE_STATE_FILTER_H_AND_C = 1, RNNCORE_STATE_FILTER_C_ONLY = 2, RNNCORE_STATE_FILTER_NONE = 3 } rnncore_state_filter;
 typedef enum rnncore_wrapper_kind { RNNCORE_WRAPPER_DROPOUT = 0, RNNCORE_WRAPPER_RESIDUAL = 1 } rnncore_wrapper_kind;
 typedef enum rnncore_run_mode { RNNCORE_RUN_INFERENCE = 0, RNNCORE_RUN_TRAINING = 1, RNNCORE_RUN_MONTE_CARLO = 2 } rnncore_run_mode;

@@ -226,8 +226,11 @@ Status canonical_bias_shapes(const StackSpec& stack, Shape* shapes, int capacity
 /// Fills the initial state of `batch` rows with zeros (h, and c when non-null). Elements of spec.dtype.
 Status zero_state(const RnnSpec& spec, int batch, void* h, void* c);
 
-/// Weight layouts rnncore imports and exports (DESIGN §4, docs/weights.md).
-enum class WeightFormat : std::int32_t { canonical = 0, pytorch = 1, onnx = 2, keras = 3 };
+/// Weight layouts rnncore imports and exports (DESIGN §4, docs/weights.md). `tensorflow`: TF1 cells
+/// (LSTMCell, LSTMBlockCell, CudnnCompatibleLSTMCell, GRUCell, CudnnCompatibleGRUCell, BasicRNNCell)
+/// with scopes renamed by tools/tf_to_safetensors.py (`cell_{l}[/fw|/bw]/kernel` ...); an LSTMCell's
+/// `forget_bias` is not a weight: add it to bR of the f gate after import (io::load_weights does).
+enum class WeightFormat : std::int32_t { canonical = 0, pytorch = 1, onnx = 2, keras = 3, tensorflow = 4 };
 const char* to_string(WeightFormat format);
 
 /// A named tensor in caller memory (row-major, densely packed).

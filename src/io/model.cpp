@@ -2,7 +2,9 @@
 #include "rnncore/io/model.hpp"
 
 #include <cctype>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 
 namespace rnncore {
@@ -58,13 +60,14 @@ class Inspector {
 // Tensor names (after the prefix) that identify a format: the recurrent weight of layer 0.
 struct Anchor {
   WeightFormat format;
-  const char* names[2];
+  const char* names[4];
 };
 constexpr Anchor kAnchors[] = {
-    {WeightFormat::pytorch, {"weight_hh_l0", nullptr}},
-    {WeightFormat::keras, {"recurrent_kernel", "recurrent_kernel_l0"}},
-    {WeightFormat::canonical, {"R0_l0", nullptr}},
-    {WeightFormat::onnx, {"R", "R_l0"}},
+    {WeightFormat::pytorch, {"weight_hh_l0", nullptr, nullptr, nullptr}},
+    {WeightFormat::keras, {"recurrent_kernel", "recurrent_kernel_l0", nullptr, nullptr}},
+    {WeightFormat::canonical, {"R0_l0", nullptr, nullptr, nullptr}},
+    {WeightFormat::onnx, {"R", "R_l0", nullptr, nullptr}},
+    {WeightFormat::tensorflow, {"cell_0/kernel", "cell_0/gates/kernel", "cell_0/fw/kernel", "cell_0/fw/gates/kernel"}},
 };
 
 // A prefix must end at a separator so that "xR" is not taken for "R" with prefix "x".
@@ -103,9 +106,51 @@ struct Inferred {
   std::string anchor;  // tensor the gate count came from (for messages)
   std::vector<std::int64_t> anchor_shape;
   const io::TensorEntry* keras_bias = nullptr;
+  bool tf_reset_after = false;  // a TF GRU with CudnnCompatibleGRUCell's candidate projections
 };
 
-bool infer_sizes(Inspector& in, WeightFormat format, const std::string& p, Inferred* r) {
+// TF1 cell tensors (tensorflow format): `cell_{l}[/fw|/bw]/kernel` (LSTM, RNN) or `.../gates/kernel`
+// (GRU). `mode_gates`: the gate count of the mode given (0: none), which a TF LSTM/RNN kernel
+// [I + H, G·H] needs to tell G from H.
+bool infer_tensorflow(Inspector& in, const std::string& p, int mode_gates, Inferred* r) {
+  const bool bi = in.find(p + "cell_0/fw/kernel") != nullptr || in.find(p + "cell_0/fw/gates/kernel") != nullptr;
+  const std::string d0 = p + (bi ? "cell_0/fw/" : "cell_0/");
+  for (const char* peephole : {"w_i_diag", "w_f_diag", "w_o_diag"})
+    if (in.find(d0 + peephole) != nullptr)
+      return in.fail("tensor '" + d0 + peephole + "': LSTMCell peepholes (use_peepholes=True) are not supported");
+  if (in.find(d0 + "projection/kernel") != nullptr)
+    return in.fail("tensor '" + d0 + "projection/kernel': LSTMCell projections (num_proj) are not supported");
+  const io::TensorEntry* k = nullptr;
+  const bool gru = in.find(d0 + "gates/kernel") != nullptr;
+  if (gru) {
+    const char* ks = "[I + H, 2*H]";
+    if (!in.need(d0 + "gates/kernel", 2, ks, &k)) return false;
+    if (k->shape[1] % 2 != 0 || k->shape[0] <= k->shape[1] / 2) return in.bad_shape(*k, ks);
+    r->gates = 3;
+    r->hidden = static_cast<int>(k->shape[1] / 2);
+    r->tf_reset_after = in.find(d0 + "candidate/input_projection/kernel") != nullptr;
+  } else {
+    const char* ks = "[I + H, G*H] with G = 4 (LSTM) or 1 (RNN)";
+    if (!in.need(d0 + "kernel", 2, ks, &k)) return false;
+    if (mode_gates == 0)
+      return in.fail("tensor '" + k->name + "' " + shape_string(k->shape) +
+                     ": a TF kernel [I + H, G*H] does not tell an LSTM (G = 4) from an Elman RNN (G = 1); pass --mode "
+                     "(files written by tools/tf_to_safetensors.py carry it in their metadata)");
+    if (mode_gates == 3) return in.fail("mode gru, but the file has no TF GRU tensor '" + d0 + "gates/kernel'");
+    if (k->shape[1] % mode_gates != 0 || k->shape[0] <= k->shape[1] / mode_gates) return in.bad_shape(*k, ks);
+    r->gates = mode_gates;
+    r->hidden = static_cast<int>(k->shape[1] / mode_gates);
+  }
+  r->input = static_cast<int>(k->shape[0]) - r->hidden;
+  r->anchor = k->name;
+  r->anchor_shape = k->shape;
+  r->dirs = bi ? 2 : 1;
+  r->layers = count_layers(in, p, bi ? (gru ? "cell_%d/fw/gates/kernel" : "cell_%d/fw/kernel")
+                                     : (gru ? "cell_%d/gates/kernel" : "cell_%d/kernel"));
+  return true;
+}
+
+bool infer_sizes(Inspector& in, WeightFormat format, const std::string& p, int mode_gates, Inferred* r) {
   const io::TensorEntry *R = nullptr, *W = nullptr;
   auto gates_from = [&](std::int64_t gh, std::int64_t h, const io::TensorEntry& e, const char* expected) {
     if (h <= 0 || gh % h != 0 || (gh / h != 1 && gh / h != 3 && gh / h != 4)) return in.bad_shape(e, expected);
@@ -181,8 +226,26 @@ bool infer_sizes(Inspector& in, WeightFormat format, const std::string& p, Infer
       r->dirs = in.find(p + "R0_l0_reverse") != nullptr ? 2 : 1;
       return true;
     }
+    case WeightFormat::tensorflow: return infer_tensorflow(in, p, mode_gates, r);
   }
   return false;
+}
+
+// TF's LSTMCell adds `forget_bias` to the f gate at run time; import left bR = 0 (the TF bias is one
+// folded bias), so bR_f of every LSTM layer and direction takes it.
+void add_forget_bias(const StackSpec& st, double forget_bias, std::vector<unsigned char>* canonical) {
+  for (int l = 0; l < st.num_layers; ++l) {
+    if (st.layers[l].mode != Mode::lstm) continue;
+    for (int d = 0; d < num_directions(st.layers[l]); ++d) {
+      const std::int64_t at = canonical_offset(st, l, d, ParamKind::recurrent_bias, 1);
+      for (int u = 0; u < st.layers[l].hidden_size; ++u) {
+        if (st.dtype == DType::f64)
+          reinterpret_cast<double*>(canonical->data())[at + u] += forget_bias;
+        else
+          reinterpret_cast<float*>(canonical->data())[at + u] += static_cast<float>(forget_bias);
+      }
+    }
+  }
 }
 
 // Names (with shapes) of the file's tensors that import did not read.
@@ -221,7 +284,8 @@ bool parse_gru_variant(const std::string& s, GruVariant* out) {
 }
 
 bool parse_format(const std::string& s, WeightFormat* out) {
-  for (WeightFormat f : {WeightFormat::canonical, WeightFormat::pytorch, WeightFormat::onnx, WeightFormat::keras})
+  for (WeightFormat f : {WeightFormat::canonical, WeightFormat::pytorch, WeightFormat::onnx, WeightFormat::keras,
+                         WeightFormat::tensorflow})
     if (lower(s) == to_string(f)) {
       *out = f;
       return true;
@@ -254,6 +318,30 @@ bool uniform_states(const StackSpec& st) {
   return true;
 }
 
+namespace {
+
+// The forget bias (flag, else metadata 'forget_bias') of a TF LSTMCell, added after import.
+Status apply_forget_bias(const io::SafeTensors& file, const ModelHints& hints, LoadedModel* out, std::string* error) {
+  std::string fb = hints.forget_bias;
+  if (fb.empty() && file.meta("forget_bias") != nullptr) fb = *file.meta("forget_bias");
+  if (fb.empty()) return Status::ok;
+  if (out->format != WeightFormat::tensorflow) {
+    *error = file.path + ": a forget bias belongs to TF LSTM cells (format tensorflow), not to the " +
+             to_string(out->format) + " format";
+    return Status::invalid_enum;
+  }
+  char* end = nullptr;
+  const double value = std::strtod(fb.c_str(), &end);
+  if (end == fb.c_str() || *end != '\0' || !std::isfinite(value)) {
+    *error = file.path + ": forget bias '" + fb + "' is not a finite number";
+    return Status::invalid_enum;
+  }
+  add_forget_bias(out->stack, value, &out->canonical);
+  return Status::ok;
+}
+
+}  // namespace
+
 Status load_weights(const std::string& path, const ModelHints& hints, const StackSpec* config, LoadedModel* out,
                     std::string* error) {
   io::SafeTensors file;
@@ -274,7 +362,8 @@ Status load_weights(const std::string& path, const ModelHints& hints, const Stac
   if (fmt.empty() && file.meta("format") != nullptr) fmt = *file.meta("format");
   if (!fmt.empty()) {
     if (!parse_format(fmt, &out->format))
-      return fail(Status::invalid_enum, "unknown weight format '" + fmt + "' (pytorch, onnx, keras or canonical)");
+      return fail(Status::invalid_enum,
+                  "unknown weight format '" + fmt + "' (pytorch, onnx, keras, tensorflow or canonical)");
   } else {
     bool found = false;
     for (const Anchor& a : kAnchors)
@@ -285,7 +374,7 @@ Status load_weights(const std::string& path, const ModelHints& hints, const Stac
     if (!found)
       return fail(Status::tensor_missing,
                   "no recurrent weights found: expected a tensor named like 'weight_hh_l0' (pytorch), 'R' (onnx), "
-                  "'recurrent_kernel' (keras) or 'R0_l0' (canonical)");
+                  "'recurrent_kernel' (keras), 'cell_0/kernel' (tensorflow) or 'R0_l0' (canonical)");
   }
 
   // Prefix: flag, or the one prefix under which the format's anchor appears.
@@ -321,8 +410,16 @@ Status load_weights(const std::string& path, const ModelHints& hints, const Stac
     out->prefix = *prefixes.begin();
   }
 
+  // The mode, where given, before the sizes: a TF LSTM/RNN kernel needs it to tell G from H.
+  std::string mode = hints.mode;
+  if (mode.empty() && file.meta("mode") != nullptr) mode = *file.meta("mode");
+  Mode given_mode = Mode::lstm;
+  int mode_gates = 0;
+  if (config != nullptr) mode_gates = num_gates(config->layers[0].mode);
+  else if (!mode.empty() && parse_mode(mode, &given_mode)) mode_gates = num_gates(given_mode);
+
   Inferred inf;
-  if (!infer_sizes(in, out->format, out->prefix, &inf)) return Status::tensor_shape;
+  if (!infer_sizes(in, out->format, out->prefix, mode_gates, &inf)) return Status::tensor_shape;
 
   RnnSpec& spec = out->spec;
   spec.dtype = hints.dtype;
@@ -348,8 +445,6 @@ Status load_weights(const std::string& path, const ModelHints& hints, const Stac
     if (vs != Status::ok) return fail(vs, std::string("configuration: ") + last_error_detail());
   } else {
     // Mode: flag, metadata, else the gate count (an Elman RNN needs to be told its activation).
-    std::string mode = hints.mode;
-    if (mode.empty() && file.meta("mode") != nullptr) mode = *file.meta("mode");
     if (!mode.empty()) {
       if (!parse_mode(mode, &spec.mode))
         return fail(Status::invalid_enum, "unknown mode '" + mode + "' (lstm, gru, rnn_tanh or rnn_relu)");
@@ -373,6 +468,7 @@ Status load_weights(const std::string& path, const ModelHints& hints, const Stac
       if (v.empty() && file.meta("gru") != nullptr) v = *file.meta("gru");
       if (v.empty() && file.meta("linear_before_reset") != nullptr)
         v = *file.meta("linear_before_reset") == "0" ? "reset-before" : "reset-after";
+      if (v.empty() && out->format == WeightFormat::tensorflow) v = inf.tf_reset_after ? "reset-after" : "reset-before";
       if (v.empty() && out->format == WeightFormat::keras && inf.keras_bias != nullptr)
         v = inf.keras_bias->shape.size() == 2 ? "reset-after" : "reset-before";
       if (v.empty()) {
@@ -416,7 +512,7 @@ Status load_weights(const std::string& path, const ModelHints& hints, const Stac
       import_weights(out->stack, out->format, views.data(), views.size(), out->prefix.c_str(), out->canonical.data());
   if (s != Status::ok) return fail(s, last_error_detail());
   out->ignored = unused_tensors(file, out->stack, out->format, out->prefix);
-  return Status::ok;
+  return apply_forget_bias(file, hints, out, error);
 }
 
 Status load_model(const std::string& path, const LoadOptions& options, Model* out, LoadedModel* info,

@@ -22,12 +22,15 @@ namespace io {
 
 /// What the user pinned on the command line; empty strings mean "infer".
 struct ModelHints {
-  std::string format;      ///< pytorch | onnx | keras | canonical
+  std::string format;      ///< pytorch | onnx | keras | tensorflow | canonical
   std::string prefix;      ///< tensor-name prefix, e.g. "lstm."
   bool prefix_given = false;
   std::string mode;        ///< lstm | gru | rnn_tanh | rnn_relu
   std::string gru;         ///< reset-after | reset-before
   std::string input_mode;  ///< linear | skip | auto_select (canonical format only)
+  /// TF LSTMCell's forget_bias, added to the f gate's bias (tensorflow format only; empty: metadata
+  /// 'forget_bias', else 0 as in CudnnCompatibleLSTMCell). A decimal number.
+  std::string forget_bias;
   DType dtype = DType::f32;
 };
 
