@@ -1,6 +1,7 @@
 // Golden tests: every case made by tests/golden/make_pytorch_golden.py (PyTorch 1.13, float64) and
 // tests/golden/make_onnx_golden.py (ONNX's reference implementations) and
-// tests/golden/make_keras_golden.py (TensorFlow 2.21 / Keras 3 layers), run through the library's
+// tests/golden/make_keras_golden.py (TensorFlow 2.21 / Keras 3 layers) and tests/golden/make_tf_golden.py
+// (TensorFlow 2.21 tf.compat.v1 cells, checkpoints converted by tools/tf_to_safetensors.py), run through the library's
 // importers and every backend: the f64 reference, the f32 reference and each SIMD instruction set
 // this machine has. Tolerances: relative error (∞-norm, tests/golden/README.md) ≤ 1e-10 for f64,
 // ≤ 1e-5 for f32.
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "rnncore/io/model.hpp"
 #include "rnncore/io/safetensors.hpp"
 #include "tests/test_util.hpp"
 #include "rnncore/io/stack_config.hpp"
@@ -399,5 +401,79 @@ TEST_CASE("golden gradients: every mode, wrapper and dropout kind against PyTorc
     run_grad_case<double>(f, Backend::reference, Isa::best, 1e-9);
     run_grad_case<float>(f, Backend::reference, Isa::best, 1e-4);
     if (!cpu_backends().empty() && cpu_backends().back() == Backend::simd) run_grad_case<float>(f, Backend::simd, Isa::best, 1e-4);
+  }
+}
+
+namespace {
+
+// A TensorFlow case (tests/golden/make_tf_golden.py): <case>.model.safetensors is what
+// tools/tf_to_safetensors.py wrote from TF's checkpoint, loaded as `rnncore run` loads it (metadata
+// gives format, mode, GRU variant and forget bias; wrappers come from the data file's 'config');
+// <case>.data.safetensors holds the input and TF's float64 outputs.
+template <class T>
+void run_tf_case(const std::string& model_path, const io::SafeTensors& data, Backend backend, Isa isa,
+                 double tolerance) {
+  io::ModelHints hints;
+  hints.dtype = sizeof(T) == 8 ? DType::f64 : DType::f32;
+  StackSpec config;
+  std::string err;
+  const std::string* cfg = data.meta("config");
+  if (cfg != nullptr)
+    REQUIRE_MESSAGE(io::parse_stack_config(cfg->data(), cfg->size(), "config", &config, &err) == Status::ok, err);
+  io::LoadedModel m;
+  REQUIRE_MESSAGE(io::load_weights(model_path, hints, cfg != nullptr ? &config : nullptr, &m, &err) == Status::ok, err);
+  CHECK(m.format == WeightFormat::tensorflow);
+  CHECK(m.ignored.empty());
+  const T* w = reinterpret_cast<const T*>(m.canonical.data());
+  const std::vector<T> canonical(w, w + m.canonical.size() / sizeof(T));
+  const std::vector<T> x = floats<T>(data, "input");
+  std::vector<T> h0, c0;
+  if (data.find("h0") != nullptr) h0 = floats<T>(data, "h0");
+  if (data.find("c0") != nullptr) c0 = floats<T>(data, "c0");
+  const std::vector<std::int32_t> lengths = optional_ints(data, "seq_lengths");
+  ForwardArgs a;
+  a.seq_len = std::stoi(meta(data, "seq_len"));
+  a.batch = std::stoi(meta(data, "batch"));
+  a.x = x.data();
+  a.h0 = h0.empty() ? nullptr : h0.data();
+  a.c0 = c0.empty() ? nullptr : c0.data();
+  a.seq_lengths = lengths.empty() ? nullptr : lengths.data();
+  PlanOptions opt;
+  opt.max_batch = a.batch;
+  opt.max_seq_len = a.seq_len;
+  opt.backend = backend;
+  opt.max_isa = isa;
+  Outputs<T> out;
+  REQUIRE_MESSAGE(run_forward(m.stack, opt, canonical, a, &out) == Status::ok, last_error_detail());
+  const std::vector<double> y = floats<double>(data, "expected.y"), hn = floats<double>(data, "expected.hn");
+  REQUIRE(y.size() == out.y.size());
+  REQUIRE(hn.size() == out.hy.size());
+  CHECK(rel_error(out.y.data(), y.data(), y.size()) <= tolerance);
+  CHECK(rel_error(out.hy.data(), hn.data(), hn.size()) <= tolerance);
+  if (data.find("expected.cn") != nullptr) {
+    const std::vector<double> cn = floats<double>(data, "expected.cn");
+    REQUIRE(cn.size() == out.cy.size());
+    CHECK(rel_error(out.cy.data(), cn.data(), cn.size()) <= tolerance);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("golden: TensorFlow checkpoints (TF1 cells, MultiRNNCell, bidirectional, wrappers) via tf_to_safetensors") {
+  std::vector<std::string> models;
+  for (const std::string& p : list_cases(golden_dir("tf")))
+    if (p.size() > 18 && p.compare(p.size() - 18, 18, ".model.safetensors") == 0) models.push_back(p);
+  REQUIRE(models.size() >= 13);
+  for (const std::string& model : models) {
+    INFO(model);
+    const std::string data_path = model.substr(0, model.size() - 18) + ".data.safetensors";
+    io::SafeTensors data;
+    REQUIRE(io::read_safetensors(data_path.c_str(), &data) == RNNCORE_OK);
+    run_tf_case<double>(model, data, Backend::reference, Isa::best, 1e-10);
+    run_tf_case<float>(model, data, Backend::reference, Isa::best, 1e-5);
+    for (Isa isa : isas_here()) {
+      INFO("simd " << std::string(to_string(isa)));
+      run_tf_case<float>(model, data, Backend::simd, isa, 1e-5);
+    }
   }
 }

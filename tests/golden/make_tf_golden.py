@@ -1,0 +1,295 @@
+#!/tmp/tfenv/bin/python
+"""Generate TensorFlow-checkpoint golden data for rnncore: tests/golden/tf/<case>.{model,data}.safetensors
+
+Needs TensorFlow with the TF1 cells (tf.compat.v1.nn.rnn_cell lives in tf-keras since TF 2.16), in a
+venv outside the repository:
+    /usr/bin/python3 -m venv /tmp/tfenv
+    /tmp/tfenv/bin/pip install tensorflow-cpu tf-keras numpy
+    /tmp/tfenv/bin/python tests/golden/make_tf_golden.py
+
+For every case a tf.compat.v1 graph is built in float32 from TF's own cells (LSTMCell, GRUCell,
+BasicRNNCell, MultiRNNCell, DropoutWrapper, ResidualWrapper, dynamic_rnn, bidirectional_dynamic_rnn),
+its variables are initialised by TF (biases drawn too, so they matter), a tf.train.Saver writes a
+checkpoint (with its .meta graph), and tools/tf_to_safetensors.py converts it: that output is stored
+unchanged as <case>.model.safetensors (the weights exactly as TF saved them, renamed). The expected
+outputs come from the same graph built in float64 with the checkpoint's float32 values, run on the
+float64 copy of the stored float32 input; <case>.data.safetensors holds input, initial states,
+lengths, expected.y [T, B, D*H], expected.hn / expected.cn [L*D, B, H] (rnncore's layouts) and, for
+wrapped cells, the stack configuration (metadata 'config', docs/config.md). The float32 graph's
+error against the float64 one is printed (not stored).
+
+Cells TF 2.x no longer ships are written here from their documented definitions, with TF's variable
+names: CudnnCompatibleGRUCell (reset-after: gates/kernel [I+H, 2H] r,u; candidate/input_projection and
+candidate/hidden_projection kernels and biases; h' = u*h + (1-u)*c) and LSTMBlockCell (scope
+lstm_cell, kernel/bias, run by TF's own LSTMBlockCell op; its float64 twin is an LSTMCell, as the op
+has no float64 kernel; the script checks the op against it). CudnnCompatibleLSTMCell is LSTMCell with
+forget_bias 0 under the scope name cudnn_compatible_lstm_cell.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import zlib
+
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_io  # noqa: E402
+
+v1 = tf.compat.v1
+v1.disable_eager_execution()
+rc = v1.nn.rnn_cell
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+OUT = os.path.join(ROOT, "tests", "golden", "tf")
+TOOL = os.path.join(ROOT, "tools", "tf_to_safetensors.py")
+
+
+class CudnnCompatibleGRUCell(rc.GRUCell):
+    """The reset-after GRU of tf.contrib.cudnn_rnn, from its documented equations and variable names."""
+
+    def build(self, inputs_shape):
+        i, h = int(inputs_shape[-1]), self._num_units
+        self._gk = self.add_weight("gates/kernel", [i + h, 2 * h])
+        self._gb = self.add_weight("gates/bias", [2 * h])
+        self._ik = self.add_weight("candidate/input_projection/kernel", [i, h])
+        self._hk = self.add_weight("candidate/hidden_projection/kernel", [h, h])
+        self._ib = self.add_weight("candidate/input_projection/bias", [h])
+        self._hb = self.add_weight("candidate/hidden_projection/bias", [h])
+        self.built = True
+
+    def call(self, inputs, state):
+        gates = tf.sigmoid(tf.matmul(tf.concat([inputs, state], 1), self._gk) + self._gb)
+        r, u = tf.split(gates, 2, axis=1)
+        c = tf.tanh(tf.matmul(inputs, self._ik) + self._ib + r * (tf.matmul(state, self._hk) + self._hb))
+        h = u * state + (1 - u) * c
+        return h, h
+
+
+class LSTMBlockCell(rc.LSTMCell):
+    """tf.contrib.rnn.LSTMBlockCell: LSTMCell's variables, run by TF's fused LSTMBlockCell op."""
+
+    def call(self, inputs, state):
+        c, h = state
+        z = tf.zeros([self._num_units], inputs.dtype)
+        out = tf.raw_ops.LSTMBlockCell(x=inputs, cs_prev=c, h_prev=h, w=self._kernel, wci=z, wcf=z, wco=z,
+                                       b=self._bias, forget_bias=self._forget_bias, cell_clip=-1.0,
+                                       use_peephole=False)
+        cs, h_new = out[1], out[6]
+        return h_new, rc.LSTMStateTuple(cs, h_new)
+
+
+def make_cell(kind, H, dtype, block_op=True):
+    if kind == "lstm":
+        return rc.LSTMCell(H, dtype=dtype)
+    if kind == "lstm_fb05":
+        return rc.LSTMCell(H, forget_bias=0.5, dtype=dtype)
+    if kind == "cudnn_lstm":
+        return rc.LSTMCell(H, forget_bias=0.0, name="cudnn_compatible_lstm_cell", dtype=dtype)
+    if kind == "block_lstm":
+        cls = LSTMBlockCell if block_op else rc.LSTMCell
+        return cls(H, forget_bias=1.0, name="lstm_cell", dtype=dtype)
+    if kind == "gru":
+        return rc.GRUCell(H, dtype=dtype)
+    if kind == "cudnn_gru":
+        return CudnnCompatibleGRUCell(H, name="cudnn_compatible_gru_cell", dtype=dtype)
+    if kind == "rnn_tanh":
+        return rc.BasicRNNCell(H, dtype=dtype)
+    if kind == "rnn_relu":
+        return rc.BasicRNNCell(H, activation=tf.nn.relu, dtype=dtype)
+    raise ValueError(kind)
+
+
+MODES = {"lstm": "lstm", "lstm_fb05": "lstm", "cudnn_lstm": "lstm", "block_lstm": "lstm", "gru": "gru",
+         "cudnn_gru": "gru", "rnn_tanh": "rnn_tanh", "rnn_relu": "rnn_relu"}
+
+# name, cell kind, layers, structure, I, H, B, T, lengths, initial state, wrappers
+CASES = [
+    ("lstm_cell_fb1_h0", "lstm", 1, "multi", 3, 4, 3, 5, None, True, None),
+    ("lstm_cell_fb05_len", "lstm_fb05", 1, "single", 3, 4, 3, 5, [5, 2, 0], False, None),
+    ("lstm_block_cell_l2", "block_lstm", 2, "multi", 3, 4, 2, 4, None, True, None),
+    ("cudnn_compatible_lstm_l2", "cudnn_lstm", 2, "multi", 3, 5, 2, 4, [4, 3], False, None),
+    ("gru_cell_l2_h0", "gru", 2, "multi", 3, 4, 3, 4, None, True, None),
+    ("cudnn_compatible_gru_len", "cudnn_gru", 1, "single", 2, 4, 3, 5, [1, 5, 3], True, None),
+    ("basic_rnn_tanh_l2", "rnn_tanh", 2, "multi", 3, 4, 2, 4, None, False, None),
+    ("basic_rnn_relu", "rnn_relu", 1, "single", 3, 4, 3, 4, None, True, None),
+    ("bidir_lstm_len", "lstm", 1, "bidir", 3, 4, 3, 5, [5, 3, 1], True, None),
+    ("stack_bidir_gru_l2", "gru", 2, "stack_bidir", 3, 3, 2, 4, [4, 2], False, None),
+    ("stack_bidir_cudnn_lstm_l2", "cudnn_lstm", 2, "stack_bidir", 2, 3, 2, 3, None, False, None),
+    ("residual_lstm_l3", "lstm", 3, "multi", 3, 4, 2, 4, [4, 1], False, "residual"),
+    ("dropout_keep1_gru_l2", "gru", 2, "multi", 3, 4, 2, 4, None, False, "dropout"),
+]
+
+
+def wrap(cell, layer, wrappers):
+    if wrappers == "residual" and layer > 0:
+        return rc.ResidualWrapper(cell)
+    if wrappers == "dropout":
+        return rc.DropoutWrapper(cell, input_keep_prob=1.0, output_keep_prob=1.0, state_keep_prob=1.0)
+    return cell
+
+
+def layer_config(case):
+    name, kind, L, structure, I, H, B, T, lengths, init, wrappers = case
+    layers = []
+    for l in range(L):
+        layer = {"mode": MODES[kind], "hidden_size": H}
+        if MODES[kind] == "gru":
+            layer["gru"] = "reset-after" if kind == "cudnn_gru" else "reset-before"
+        if structure in ("bidir", "stack_bidir"):
+            layer["direction"] = "bidirectional"
+        if wrappers == "residual" and l > 0:
+            layer["wrappers"] = [{"type": "residual"}]
+        if wrappers == "dropout":
+            layer["wrappers"] = [{"type": "dropout", "input_keep": 1, "output_keep": 1, "state_keep": 1}]
+        layers.append(layer)
+    return {"input_size": I, "layers": layers}
+
+
+def state_tuple(kind, c, h):
+    return rc.LSTMStateTuple(c, h) if MODES[kind] == "lstm" else h
+
+
+def build(case, dtype, block_op=True):
+    """The graph of a case: placeholders, and outputs y [T, B, D*H], hn, cn as lists per layer*D+dir."""
+    name, kind, L, structure, I, H, B, T, lengths, init, wrappers = case
+    D = 2 if structure in ("bidir", "stack_bidir") else 1
+    x = v1.placeholder(dtype, [T, B, I], name="x")
+    h0 = v1.placeholder(dtype, [L * D, B, H], name="h0")
+    c0 = v1.placeholder(dtype, [L * D, B, H], name="c0")
+    seq = tf.constant(lengths, tf.int32) if lengths is not None else None
+    lstm = MODES[kind] == "lstm"
+
+    def init_state(i):
+        return state_tuple(kind, c0[i], h0[i]) if init else None
+
+    def parts(state):
+        return (state.c, state.h) if lstm else (None, state)
+
+    hn, cn = [], []
+    if structure in ("single", "multi"):
+        if structure == "single":
+            cell = wrap(make_cell(kind, H, dtype, block_op), 0, wrappers)
+            s0 = init_state(0)
+        else:
+            cell = rc.MultiRNNCell([wrap(make_cell(kind, H, dtype, block_op), l, wrappers) for l in range(L)])
+            s0 = tuple(init_state(l) for l in range(L)) if init else None
+        y, s = v1.nn.dynamic_rnn(cell, x, sequence_length=seq, initial_state=s0, dtype=dtype, time_major=True)
+        for st in ([s] if structure == "single" else list(s)):
+            c, h = parts(st)
+            hn.append(h)
+            cn.append(c)
+    elif structure == "bidir":
+        fw, bw = make_cell(kind, H, dtype, block_op), make_cell(kind, H, dtype, block_op)
+        (yf, yb), (sf, sb) = v1.nn.bidirectional_dynamic_rnn(
+            fw, bw, x, sequence_length=seq, initial_state_fw=init_state(0), initial_state_bw=init_state(1),
+            dtype=dtype, time_major=True)
+        y = tf.concat([yf, yb], 2)
+        for st in (sf, sb):
+            c, h = parts(st)
+            hn.append(h)
+            cn.append(c)
+    else:  # stack_bidir: one bidirectional_dynamic_rnn per layer, as CudnnLSTM's checkpoint scopes say
+        y = x
+        with v1.variable_scope("stack_bidirectional_rnn"):
+            for l in range(L):
+                with v1.variable_scope("cell_%d" % l):
+                    fw, bw = make_cell(kind, H, dtype, block_op), make_cell(kind, H, dtype, block_op)
+                    (yf, yb), (sf, sb) = v1.nn.bidirectional_dynamic_rnn(
+                        fw, bw, y, sequence_length=seq, initial_state_fw=init_state(2 * l),
+                        initial_state_bw=init_state(2 * l + 1), dtype=dtype, time_major=True)
+                    y = tf.concat([yf, yb], 2)
+                    for st in (sf, sb):
+                        c, h = parts(st)
+                        hn.append(h)
+                        cn.append(c)
+    return x, h0, c0, y, tf.stack(hn), (tf.stack(cn) if lstm else None)
+
+
+def draw_variables(sess, rng):
+    """TF initialised the kernels; biases are drawn too (TF starts them at 0 or 1), and everything is
+    rounded to float32."""
+    for v in v1.global_variables():
+        shape = v.shape.as_list()
+        value = sess.run(v) if "bias" not in v.name else rng.uniform(-0.5, 0.5, shape)
+        v.load(np.asarray(value, np.float32), sess)
+
+
+def run(case, dtype, feeds, values=None, ckpt=None, block_op=True):
+    g = v1.Graph()
+    with g.as_default():
+        v1.set_random_seed(1)
+        x, h0, c0, y, hn, cn = build(case, dtype, block_op)
+        with v1.Session(graph=g, config=v1.ConfigProto(intra_op_parallelism_threads=1,
+                                                       inter_op_parallelism_threads=1)) as sess:
+            sess.run(v1.global_variables_initializer())
+            if values is None:
+                draw_variables(sess, np.random.default_rng(zlib.crc32(case[0].encode())))
+            else:
+                for v in v1.global_variables():
+                    v.load(values[v.name.split(":")[0]].astype(dtype.as_numpy_dtype), sess)
+            if ckpt is not None:
+                v1.train.Saver().save(sess, ckpt)
+            got = {v.name.split(":")[0]: sess.run(v) for v in v1.global_variables()}
+            fd = {x: feeds["x"].astype(dtype.as_numpy_dtype), h0: feeds["h0"].astype(dtype.as_numpy_dtype),
+                  c0: feeds["c0"].astype(dtype.as_numpy_dtype)}
+            outs = sess.run([y, hn] + ([cn] if cn is not None else []), fd)
+    return outs, got
+
+
+def rel(a, b):
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+
+
+def make_case(case, tmp):
+    name, kind, L, structure, I, H, B, T, lengths, init, wrappers = case
+    D = 2 if structure in ("bidir", "stack_bidir") else 1
+    rng = np.random.default_rng(sum(map(ord, name)))
+    feeds = {"x": rng.standard_normal((T, B, I)).astype(np.float32),
+             "h0": (rng.standard_normal((L * D, B, H)) if init else np.zeros((L * D, B, H))).astype(np.float32),
+             "c0": (rng.standard_normal((L * D, B, H)) if init else np.zeros((L * D, B, H))).astype(np.float32)}
+    ckpt = os.path.join(tmp, name, "model.ckpt")
+    out32, values = run(case, tf.float32, feeds, ckpt=ckpt)
+    out64, _ = run(case, tf.float64, feeds, values=values, block_op=False)
+    err = max(rel(a, b) for a, b in zip(out32, out64))
+    assert err < 1e-5, (name, err)  # also: the LSTMBlockCell op agrees with its LSTMCell twin
+
+    model = os.path.join(OUT, name + ".model.safetensors")
+    r = subprocess.run([sys.executable, TOOL, ckpt, "-o", model], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit("converter failed on %s:\n%s" % (name, r.stderr))
+    data = {"input": feeds["x"], "expected.y": out64[0], "expected.hn": out64[1]}
+    if MODES[kind] == "lstm":
+        data["expected.cn"] = out64[2]
+    if init:
+        data["h0"] = feeds["h0"]
+        if MODES[kind] == "lstm":
+            data["c0"] = feeds["c0"]
+    if lengths is not None:
+        data["seq_lengths"] = np.asarray(lengths, np.int32)
+    meta = {"case": name, "seq_len": str(T), "batch": str(B), "tensorflow": tf.__version__,
+            "source": "tests/golden/make_tf_golden.py"}
+    if wrappers is not None:
+        meta["config"] = json.dumps(layer_config(case), separators=(",", ":"))
+    safetensors_io.save_file(data, os.path.join(OUT, name + ".data.safetensors"), metadata=meta)
+    tool_lines = [l for l in r.stderr.splitlines() if l.startswith(("layer", "note", "wrote"))]
+    print("%-28s f32-vs-f64 %.1e  %s" % (name, err, tool_lines[-1] if tool_lines else ""))
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in CASES:
+            make_case(case, tmp)
+    total = sum(os.path.getsize(os.path.join(OUT, f)) for f in os.listdir(OUT))
+    print("%d cases, %d bytes in %s" % (len(CASES), total, OUT))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,466 @@
+#!/usr/bin/env python3
+"""Convert a TensorFlow checkpoint (TF1 RNN cells, CudnnLSTM) or a Keras model to an rnncore model file.
+
+    tf_to_safetensors.py CHECKPOINT_PREFIX -o model.safetensors     # e.g. /tmp/run/model.ckpt-1000
+    tf_to_safetensors.py model.keras -o model.safetensors           # or model.h5
+    rnncore run --model model.safetensors --input x.npy --output y.npy
+
+Checkpoints: the variables of TF1 cells -- LSTMCell, BasicLSTMCell, LSTMBlockCell,
+CudnnCompatibleLSTMCell (also what CudnnLSTM saves), GRUCell, CudnnCompatibleGRUCell, BasicRNNCell --
+under MultiRNNCell (`.../multi_rnn_cell/cell_<k>/...`), bidirectional_dynamic_rnn (`.../fw/...`,
+`.../bw/...`) and stack_bidirectional_dynamic_rnn / CudnnLSTM scopes are written in rnncore's
+`tensorflow` layout (docs/weights.md) as TF saved them, renamed `cell_<l>[/fw|/bw]/<variable>`.
+Metadata: format, mode, gru variant, forget_bias. What a checkpoint does not store -- LSTMCell's
+forget_bias, cell_clip, the RNN activation -- is read from the `.meta` graph next to it when there
+is one; else TF's defaults are assumed and said so (override with --forget-bias / --mode).
+Peepholes, projections and cell clipping are refused: rnncore does not run them yet.
+
+Keras models: LSTM, GRU, SimpleRNN layers (and Bidirectional of them, merge_mode concat), in
+sequence, written in rnncore's `keras` layout.
+
+Wrappers (DropoutWrapper, ResidualWrapper) own no variables: give them to `rnncore run --config`
+(docs/config.md).
+
+Needs TensorFlow (`pip install tensorflow-cpu`; for TF1 graphs also tf-keras); rnncore itself does not.
+"""
+
+import argparse
+import json
+import os
+import re
+import struct
+import sys
+
+import numpy as np
+
+CELL_SCOPES = {  # scope name -> (mode, default forget bias)
+    "lstm_cell": ("lstm", 1.0),  # LSTMCell, LSTMBlockCell
+    "basic_lstm_cell": ("lstm", 1.0),
+    "cudnn_compatible_lstm_cell": ("lstm", 0.0),
+    "gru_cell": ("gru", None),
+    "cudnn_compatible_gru_cell": ("gru", None),
+    "basic_rnn_cell": ("rnn_tanh", None),
+}
+# Variables of a cell, relative to its scope (longest first, so "gates/kernel" is not read as "kernel").
+CELL_VARIABLES = [
+    "candidate/input_projection/kernel", "candidate/input_projection/bias",
+    "candidate/hidden_projection/kernel", "candidate/hidden_projection/bias",
+    "candidate/kernel", "candidate/bias", "gates/kernel", "gates/bias",
+    "projection/kernel", "w_i_diag", "w_f_diag", "w_o_diag", "kernel", "bias",
+]
+
+
+class ConvertError(Exception):
+    pass
+
+
+def progress(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def import_tensorflow():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        import tensorflow as tf
+    except ImportError:
+        raise ConvertError("TensorFlow is not installed: pip install tensorflow-cpu (only this converter needs it)")
+    return tf
+
+
+# ---------------------------------------------------------------- safetensors
+
+
+def write_safetensors(path, tensors, metadata):
+    """tensors: list of (name, ndarray) in order; metadata: dict of strings."""
+    dtypes = {np.dtype("float32"): "F32", np.dtype("float64"): "F64", np.dtype("float16"): "F16"}
+    header = {"__metadata__": metadata}
+    offset, blobs = 0, []
+    # Wider elements first, so every tensor is aligned to its element size.
+    for name, a in sorted(tensors, key=lambda t: -np.asarray(t[1]).dtype.itemsize):
+        a = np.ascontiguousarray(a)
+        if a.dtype not in dtypes:
+            a = a.astype(np.float32)
+        b = a.astype(a.dtype.newbyteorder("<")).tobytes()
+        header[name] = {"dtype": dtypes[a.dtype], "shape": list(a.shape), "data_offsets": [offset, offset + len(b)]}
+        offset += len(b)
+        blobs.append(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+# ---------------------------------------------------------------- checkpoints
+
+
+def split_cell_variable(name):
+    """'rnn/multi_rnn_cell/cell_0/lstm_cell/kernel' -> ('rnn/multi_rnn_cell/cell_0', 'lstm_cell', 'kernel')."""
+    for var in CELL_VARIABLES:
+        if name.endswith("/" + var):
+            scope = name[: -len(var) - 1]
+            outer, _, cell = scope.rpartition("/")
+            return outer, cell, var
+    return None
+
+
+class Cell:
+    def __init__(self, outer, name):
+        self.outer, self.name, self.vars = outer, name, {}
+        parts = outer.split("/") if outer else []
+        self.direction = 0
+        dir_at = max((i for i, p in enumerate(parts) if p in ("fw", "bw")), default=-1)
+        if dir_at >= 0:
+            self.direction = 1 if parts[dir_at] == "bw" else 0
+        layer_at = max((i for i, p in enumerate(parts) if re.fullmatch(r"cell_\d+", p)), default=-1)
+        self.layer = int(parts[layer_at][5:]) if layer_at >= 0 else 0
+        # A direction scope outside the layer scope: bidirectional_dynamic_rnn over whole stacks.
+        self.stack_per_direction = 0 <= dir_at < layer_at
+        drop = {dir_at, layer_at}
+        if layer_at > 0 and parts[layer_at - 1] == "multi_rnn_cell":
+            drop.add(layer_at - 1)
+        self.group = "/".join(p for i, p in enumerate(parts) if i not in drop)
+        self.bidirectional = dir_at >= 0
+
+    @property
+    def scope(self):
+        return (self.outer + "/" if self.outer else "") + self.name
+
+    def kind(self):
+        v = self.vars
+        if "gates/kernel" in v:
+            return "cudnn_gru" if "candidate/input_projection/kernel" in v else "gru"
+        return CELL_SCOPES[self.name][0]
+
+
+def find_cells(names, scope):
+    cells, ignored = {}, []
+    for n in sorted(names):
+        if scope and not (n == scope or n.startswith(scope.rstrip("/") + "/")):
+            continue
+        parts = split_cell_variable(n)
+        if parts is None or parts[1] not in CELL_SCOPES:
+            ignored.append(n)
+            continue
+        outer, cell, var = parts
+        key = (outer, cell)
+        cells.setdefault(key, Cell(outer, cell)).vars[var] = n
+    return list(cells.values()), ignored
+
+
+def graph_nodes(meta_path, tf):
+    """Every NodeDef of a .meta graph (top level and functions: while-loop bodies), by name."""
+    from tensorflow.core.protobuf import meta_graph_pb2
+
+    m = meta_graph_pb2.MetaGraphDef()
+    with open(meta_path, "rb") as f:
+        m.ParseFromString(f.read())
+    bodies = [list(m.graph_def.node)] + [list(fn.node_def) for fn in m.graph_def.library.function]
+    return [{n.name: n for n in body} for body in bodies]
+
+
+def cell_paths_in(body, cell):
+    """Node-name paths of `cell`'s scope inside one graph body ('.../lstm_cell')."""
+    out = set()
+    for name in body:
+        i = name.find(cell.name + "/")
+        while i >= 0:
+            if i == 0 or name[i - 1] == "/":
+                out.add(name[: i + len(cell.name)])
+            i = name.find(cell.name + "/", i + 1)
+    return {p for p in out if cell.scope.endswith(p)}
+
+
+def const_value(body, ref, tf):
+    node = body.get(ref.split(":")[0])
+    if node is None or node.op != "Const":
+        return None
+    v = tf.make_ndarray(node.attr["value"].tensor)
+    return float(v) if v.size == 1 else None
+
+
+def inspect_graph(cell, bodies, tf):
+    """What the graph says about a cell: forget bias values, clipping, ReLU activation."""
+    found = {"forget_bias": set(), "clip": False, "relu": False, "seen": False}
+    for body in bodies:
+        for path in cell_paths_in(body, cell):
+            found["seen"] = True
+            for name, node in body.items():
+                if not name.startswith(path + "/"):
+                    continue
+                rest = name[len(path) + 1:]
+                if rest.startswith("clip_by_value"):
+                    found["clip"] = True
+                if node.op == "Relu":
+                    found["relu"] = True
+                if node.op == "LSTMBlockCell":  # LSTMBlockCell / CudnnCompatibleLSTMCell: attributes of one op
+                    found["forget_bias"].add(float(node.attr["forget_bias"].f))
+                    found["clip"] = found["clip"] or node.attr["cell_clip"].f > 0
+                    if node.attr["use_peephole"].b:
+                        raise ConvertError("cell '%s': LSTMBlockCell peepholes are not supported by rnncore yet"
+                                           % cell.scope)
+                if rest == "add" and node.op in ("Add", "AddV2") and len(node.input) == 2:
+                    if re.search(r"split(:output)?:2$", node.input[0]):
+                        v = const_value(body, node.input[1], tf)
+                        if v is not None:
+                            found["forget_bias"].add(v)
+    return found
+
+
+def order_layers(cells):
+    groups = sorted({c.group for c in cells})
+    if len(groups) > 1:
+        raise ConvertError("several recurrent models in the checkpoint (scopes %s); pass --scope to pick one"
+                           % ", ".join("'%s'" % g for g in groups))
+    bi = {c.bidirectional for c in cells}
+    if len(bi) > 1:
+        raise ConvertError("some cells are under fw/bw scopes and some are not: " +
+                           ", ".join(c.scope for c in cells))
+    if any(c.stack_per_direction for c in cells) and max(c.layer for c in cells) > 0:
+        raise ConvertError("bidirectional_dynamic_rnn over MultiRNNCell stacks runs each direction's whole stack "
+                           "on its own; rnncore's bidirectional layers concatenate both directions after every "
+                           "layer (CudnnLSTM, stack_bidirectional_dynamic_rnn). Not convertible: " +
+                           ", ".join(c.scope for c in cells))
+    D = 2 if bi.pop() else 1
+    by = {}
+    for c in cells:
+        if (c.layer, c.direction) in by:
+            raise ConvertError("two cells for layer %d direction %d: '%s' and '%s'; pass --scope"
+                               % (c.layer, c.direction, by[(c.layer, c.direction)].scope, c.scope))
+        by[(c.layer, c.direction)] = c
+    L = max(c.layer for c in cells) + 1
+    for l in range(L):
+        for d in range(D):
+            if (l, d) not in by:
+                raise ConvertError("layer %d%s is missing (cells found: %s)"
+                                   % (l, ["", " forward", " backward"][d + (D == 2)],
+                                      ", ".join(c.scope for c in cells)))
+    return [[by[(l, d)] for d in range(D)] for l in range(L)]
+
+
+def check_cell(cell):
+    v = cell.vars
+    for p in ("w_i_diag", "w_f_diag", "w_o_diag"):
+        if p in v:
+            raise ConvertError("'%s': LSTMCell peepholes (use_peepholes=True) are not supported by rnncore yet" % v[p])
+    if "projection/kernel" in v:
+        raise ConvertError("'%s': LSTMCell projections (num_proj) are not supported by rnncore yet"
+                           % v["projection/kernel"])
+    need = {"lstm": ["kernel", "bias"], "rnn_tanh": ["kernel", "bias"],
+            "gru": ["gates/kernel", "gates/bias", "candidate/kernel", "candidate/bias"],
+            "cudnn_gru": ["gates/kernel", "gates/bias", "candidate/input_projection/kernel",
+                          "candidate/input_projection/bias", "candidate/hidden_projection/kernel",
+                          "candidate/hidden_projection/bias"]}[cell.kind()]
+    missing = [n for n in need if n not in v]
+    if missing:
+        raise ConvertError("cell '%s' lacks %s" % (cell.scope, ", ".join(missing)))
+    extra = [n for n in v if n not in need]
+    if extra:
+        raise ConvertError("cell '%s' has variables of another cell kind too: %s" % (cell.scope, ", ".join(extra)))
+    return need
+
+
+def convert_checkpoint(path, args):
+    tf = import_tensorflow()
+    progress("reading checkpoint %s" % path)
+    try:
+        reader = tf.train.load_checkpoint(path)
+    except Exception as e:  # TF raises several types for a bad path
+        raise ConvertError("cannot read checkpoint '%s': %s" % (path, str(e).splitlines()[0]))
+    names = list(reader.get_variable_to_shape_map())
+    cells, ignored = find_cells(names, args.scope)
+    if not cells:
+        raise ConvertError("no TF1 RNN cell variables in '%s'%s (looked for scopes %s); variables: %s"
+                           % (path, " under scope '%s'" % args.scope if args.scope else "",
+                              ", ".join(sorted(CELL_SCOPES)), ", ".join(sorted(names)[:20])))
+    layers = order_layers(cells)
+    needs = [[check_cell(c) for c in layer] for layer in layers]
+
+    meta = path + ".meta"
+    bodies = graph_nodes(meta, tf) if os.path.exists(meta) else None
+    if bodies is None:
+        progress("note: no graph %s: forget_bias, cell_clip and the RNN activation are not in checkpoints; "
+                 "TF's defaults are assumed (pass --forget-bias / --mode to say otherwise)" % meta)
+    else:
+        progress("reading graph %s" % meta)
+
+    modes, variants, forget = [], set(), set()
+    for layer in layers:
+        for c in layer:
+            kind = c.kind()
+            mode = {"cudnn_gru": "gru"}.get(kind, kind)
+            g = inspect_graph(c, bodies, tf) if bodies is not None else None
+            if g is not None and g["clip"]:
+                raise ConvertError("cell '%s' clips its cell state or projection (cell_clip / proj_clip): "
+                                   "not supported by rnncore yet" % c.scope)
+            if mode in ("lstm", "gru") and g is not None and g["relu"]:
+                raise ConvertError("cell '%s' uses a ReLU activation; rnncore's LSTM and GRU use tanh" % c.scope)
+            if mode == "rnn_tanh" and g is not None and g["relu"]:
+                mode = "rnn_relu"
+            if mode == "lstm":
+                if g is not None and len(g["forget_bias"]) > 1:
+                    raise ConvertError("cell '%s': the graph holds several forget biases %s; pass --forget-bias"
+                                       % (c.scope, sorted(g["forget_bias"])))
+                if g is not None and g["forget_bias"]:
+                    forget.add(g["forget_bias"].pop())
+                else:
+                    forget.add(CELL_SCOPES[c.name][1])
+                    if bodies is not None and args.forget_bias is None:
+                        progress("note: no forget bias found in the graph for '%s'; assuming %g"
+                                 % (c.scope, CELL_SCOPES[c.name][1]))
+            if mode == "gru":
+                variants.add("reset-after" if kind == "cudnn_gru" else "reset-before")
+            modes.append(mode)
+    if args.mode:
+        modes = [args.mode if m.startswith("rnn") and args.mode.startswith("rnn") else m for m in modes]
+    if args.forget_bias is not None:
+        forget = {args.forget_bias}
+
+    tensors, D = [], len(layers[0])
+    for l, layer in enumerate(layers):
+        for d, c in enumerate(layer):
+            progress("layer %d%s: %s (%s) %s" % (l, ["", "/fw", "/bw"][d + (D == 2)], c.scope, c.kind(),
+                                                 list(reader.get_tensor(c.vars[needs[l][d][0]]).shape)))
+            for var in needs[l][d]:
+                name = "cell_%d%s/%s" % (l, ["", "/fw", "/bw"][d + (D == 2)], var)
+                tensors.append((name, reader.get_tensor(c.vars[var])))
+
+    metadata = {"format": "tensorflow", "source": "tools/tf_to_safetensors.py from TensorFlow %s checkpoint %s"
+                % (tf.__version__, os.path.basename(path))}
+    if len(set(modes)) == 1:
+        metadata["mode"] = modes[0]
+    else:
+        progress("note: the layers differ in cell (%s): run with --config (docs/config.md) giving each layer"
+                 % ", ".join(modes))
+    if len(variants) == 1:
+        metadata["gru"] = variants.pop()
+    if "lstm" in modes:
+        if len(forget) > 1:
+            raise ConvertError("the LSTM cells use different forget biases %s; rnncore takes one per model"
+                               % sorted(forget))
+        metadata["forget_bias"] = repr(float(forget.pop()))
+    metadata["tf_scopes"] = ",".join(c.scope for layer in layers for c in layer)
+    ignored_note(ignored)
+    return tensors, metadata
+
+
+def ignored_note(ignored):
+    ignored = [n for n in ignored if not n.startswith("global_step") and "/Adam" not in n and "/Momentum" not in n]
+    if ignored:
+        progress("not recurrent-cell variables, left out: %s%s" % (", ".join(ignored[:10]),
+                                                                   " ..." if len(ignored) > 10 else ""))
+
+
+# ---------------------------------------------------------------- Keras
+
+
+def keras_cell(layer, keras):
+    """(mode, gru variant or None, cell layer) of a Keras recurrent layer, or None for another layer."""
+    name = type(layer).__name__
+    if name == "Bidirectional":
+        if layer.merge_mode != "concat":
+            raise ConvertError("layer '%s': Bidirectional merge_mode '%s' (rnncore concatenates)"
+                               % (layer.name, layer.merge_mode))
+        return keras_cell(layer.forward_layer, keras)
+    if name not in ("LSTM", "GRU", "SimpleRNN"):
+        return None
+    act = getattr(layer.activation, "__name__", str(layer.activation))
+    rec = getattr(getattr(layer, "recurrent_activation", None), "__name__", "sigmoid")
+    if name == "SimpleRNN":
+        if act not in ("tanh", "relu"):
+            raise ConvertError("layer '%s': SimpleRNN activation '%s' (rnncore has tanh and relu)" % (layer.name, act))
+        return ("rnn_" + act, None, layer)
+    if act != "tanh" or rec != "sigmoid":
+        raise ConvertError("layer '%s': activations %s/%s (rnncore runs tanh with sigmoid gates)"
+                           % (layer.name, act, rec))
+    if getattr(layer, "go_backwards", False):
+        raise ConvertError("layer '%s': go_backwards is not supported" % layer.name)
+    if name == "GRU":
+        return ("gru", "reset-after" if layer.reset_after else "reset-before", layer)
+    return ("lstm", None, layer)
+
+
+def convert_keras(path, args):
+    tf = import_tensorflow()
+    import keras
+
+    progress("loading Keras model %s" % path)
+    try:
+        model = keras.models.load_model(path, compile=False)
+    except Exception as e:
+        raise ConvertError("cannot load Keras model '%s': %s" % (path, str(e).splitlines()[0]))
+    found = []
+    for layer in model.layers:
+        cell = keras_cell(layer, keras)
+        if cell is None:
+            if found or type(layer).__name__ not in ("InputLayer",):
+                progress("note: layer '%s' (%s) is not recurrent: left out" % (layer.name, type(layer).__name__))
+            continue
+        found.append((layer, cell))
+    if not found:
+        raise ConvertError("no LSTM, GRU or SimpleRNN layer in '%s'" % path)
+    modes = {c[0] for _, c in found}
+    if len(modes) > 1:
+        progress("note: the layers differ in cell (%s): run with --config" % ", ".join(c[0] for _, c in found))
+    bis = {type(l).__name__ == "Bidirectional" for l, _ in found}
+    single = len(found) == 1 and not bis == {True}
+    tensors = []
+    for i, (layer, (mode, gru, _)) in enumerate(found):
+        dirs = [layer.forward_layer, layer.backward_layer] if type(layer).__name__ == "Bidirectional" else [layer]
+        for d, sub in enumerate(dirs):
+            weights = sub.get_weights()
+            progress("layer %d%s: %s %s" % (i, " reverse" if d else "", sub.name, [list(w.shape) for w in weights]))
+            for part, w in zip(("kernel", "recurrent_kernel", "bias"), weights):
+                name = part if single else "%s_l%d%s" % (part, i, "_reverse" if d else "")
+                tensors.append((name, w))
+    metadata = {"format": "keras", "source": "tools/tf_to_safetensors.py from Keras %s model %s"
+                % (keras.__version__, os.path.basename(path))}
+    if len(modes) == 1:
+        metadata["mode"] = args.mode or modes.pop()
+    grus = {c[1] for _, c in found if c[1]}
+    if len(grus) == 1:
+        metadata["gru"] = grus.pop()
+    return tensors, metadata
+
+
+# ---------------------------------------------------------------- main
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        description="Convert a TensorFlow checkpoint (TF1 RNN cells, CudnnLSTM) or a Keras .keras/.h5 model to "
+                    "a safetensors file that `rnncore run --model` runs with no flags.",
+        epilog="Wrappers (DropoutWrapper, ResidualWrapper) own no variables: pass them to rnncore with "
+               "--config (docs/config.md). Layouts: docs/weights.md.")
+    p.add_argument("model", help="checkpoint prefix (model.ckpt-1000, as given to Saver.restore) or a "
+                                 ".keras / .h5 file")
+    p.add_argument("-o", "--output", required=True, help="safetensors file to write")
+    p.add_argument("--scope", help="take only the variables under this scope (a checkpoint with several RNNs)")
+    p.add_argument("--forget-bias", type=float, help="LSTMCell forget_bias (default: read from the .meta graph, "
+                                                     "else 1.0 for LSTMCell, 0 for CudnnCompatibleLSTMCell)")
+    p.add_argument("--mode", choices=["rnn_tanh", "rnn_relu"],
+                   help="activation of BasicRNNCell / SimpleRNN layers (default: from the graph, else tanh)")
+    args = p.parse_args(argv)
+    try:
+        if args.model.endswith((".keras", ".h5", ".hdf5")):
+            if not os.path.exists(args.model):
+                raise ConvertError("'%s' does not exist" % args.model)
+            tensors, metadata = convert_keras(args.model, args)
+        else:
+            if os.path.isdir(args.model):
+                raise ConvertError("'%s' is a directory; give the checkpoint prefix (e.g. %s/model.ckpt), or a "
+                                   "SavedModel's variables/variables" % (args.model, args.model.rstrip("/")))
+            tensors, metadata = convert_checkpoint(args.model, args)
+        write_safetensors(args.output, tensors, metadata)
+    except ConvertError as e:
+        print("tf_to_safetensors: error: %s" % e, file=sys.stderr)
+        return 1
+    progress("wrote %s: %d tensors, %s" % (args.output, len(tensors),
+                                         ", ".join("%s=%s" % kv for kv in metadata.items() if kv[0] != "source")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
