@@ -572,3 +572,36 @@ TEST_CASE("cli: rnncore grad errors") {
   CHECK(help.code == 0);
   CHECK(help.out.find("--dh0") != std::string::npos);
 }
+
+TEST_CASE("cli: TensorFlow cell files: a kernel needs its mode; peepholes and projections refused; forget bias") {
+  const std::string d = temp_dir();
+  const std::vector<float> w(6 * 16, 0.1f);
+  std::vector<io::TensorToWrite> t = {{"cell_0/kernel", io::ElemType::f32, {6, 16}, w.data()},  // I 2 + H 4, 4 gates
+                                      {"cell_0/bias", io::ElemType::f32, {16}, w.data()}};
+  REQUIRE(io::write_safetensors((d + "/tf_lstm.safetensors").c_str(), t, {}) == RNNCORE_OK);
+  const float x[2] = {1, 2};
+  const std::int64_t xs[3] = {1, 1, 2};
+  REQUIRE(io::write_npy((d + "/x2.npy").c_str(), io::ElemType::f32, xs, 3, x) == RNNCORE_OK);
+  const std::string io_args = " --input " + d + "/x2.npy --output " + d + "/o.npy";
+  const std::string args = "run --weights " + d + "/tf_lstm.safetensors" + io_args;
+  expect_error(args, "does not tell an LSTM (G = 4) from an Elman RNN (G = 1); pass --mode");
+  CHECK(run(args + " --mode lstm").code == 0);
+  CHECK(run(args + " --mode lstm --forget-bias 1.0").code == 0);
+  expect_error(args + " --mode lstm --forget-bias one", "forget bias 'one' is not a finite number");
+
+  std::vector<io::TensorToWrite> peep = t;
+  peep.push_back({"cell_0/w_f_diag", io::ElemType::f32, {4}, w.data()});
+  REQUIRE(io::write_safetensors((d + "/tf_peep.safetensors").c_str(), peep, {{"mode", "lstm"}}) == RNNCORE_OK);
+  expect_error("run --weights " + d + "/tf_peep.safetensors" + io_args,
+               "cell_0/w_f_diag': LSTMCell peepholes (use_peepholes=True) are not supported");
+  std::vector<io::TensorToWrite> proj = t;
+  proj.push_back({"cell_0/projection/kernel", io::ElemType::f32, {4, 3}, w.data()});
+  REQUIRE(io::write_safetensors((d + "/tf_proj.safetensors").c_str(), proj, {{"mode", "lstm"}}) == RNNCORE_OK);
+  expect_error("run --weights " + d + "/tf_proj.safetensors" + io_args, "LSTMCell projections (num_proj) are not supported");
+
+  std::vector<io::TensorToWrite> pt = {{"weight_ih_l0", io::ElemType::f32, {16, 2}, w.data()},
+                                       {"weight_hh_l0", io::ElemType::f32, {16, 4}, w.data()}};
+  REQUIRE(io::write_safetensors((d + "/pt_lstm.safetensors").c_str(), pt, {}) == RNNCORE_OK);
+  expect_error("run --weights " + d + "/pt_lstm.safetensors" + io_args + " --forget-bias 1",
+               "a forget bias belongs to TF LSTM cells (format tensorflow), not to the pytorch format");
+}

@@ -68,7 +68,8 @@ TEST_CASE("export then import restores the canonical weights, every format") {
   Rng rng(21);
   for (Mode m : {Mode::lstm, Mode::gru, Mode::rnn_tanh, Mode::rnn_relu})
     for (GruVariant v : {GruVariant::reset_after, GruVariant::reset_before})
-      for (WeightFormat f : {WeightFormat::canonical, WeightFormat::pytorch, WeightFormat::onnx, WeightFormat::keras}) {
+      for (WeightFormat f : {WeightFormat::canonical, WeightFormat::pytorch, WeightFormat::onnx, WeightFormat::keras,
+                             WeightFormat::tensorflow}) {
         if (m != Mode::gru && v == GruVariant::reset_before) continue;
         const RnnSpec s = make(m, 3, 5, 2, true, v);
         const auto canonical = random_vector<double>(rng, param_count(s), 1.0);
@@ -77,8 +78,12 @@ TEST_CASE("export then import restores the canonical weights, every format") {
         std::vector<double> back(canonical.size());
         INFO(to_string(m) << " " << to_string(v) << " " << to_string(f));
         REQUIRE(import_weights(s, f, views.data(), views.size(), "net.", back.data()) == Status::ok);
-        // Keras holds one bias (bW + bR) except for the reset-after GRU: compare the sums there.
-        const bool folded = f == WeightFormat::keras && !(m == Mode::gru && v == GruVariant::reset_after);
+        // Keras holds one bias (bW + bR) except for the reset-after GRU: compare the sums there. TF cells
+        // likewise, except the n gate of CudnnCompatibleGRUCell (its input and hidden projection biases).
+        const bool reset_after = m == Mode::gru && v == GruVariant::reset_after;
+        auto folded = [&](int g) {
+          return (f == WeightFormat::keras && !reset_after) || (f == WeightFormat::tensorflow && !(reset_after && g == 2));
+        };
         for (int l = 0; l < 2; ++l)
           for (int d = 0; d < 2; ++d)
             for (int g = 0; g < num_gates(m); ++g) {
@@ -90,7 +95,7 @@ TEST_CASE("export then import restores the canonical weights, every format") {
               const std::int64_t bw = canonical_offset(s, l, d, ParamKind::input_bias, g);
               const std::int64_t br = canonical_offset(s, l, d, ParamKind::recurrent_bias, g);
               for (int u = 0; u < 5; ++u) {
-                if (folded) {
+                if (folded(g)) {
                   CHECK(back[bw + u] == doctest::Approx(canonical[bw + u] + canonical[br + u]).epsilon(1e-15));
                   CHECK(back[br + u] == 0.0);
                 } else {

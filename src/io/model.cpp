@@ -135,7 +135,8 @@ bool infer_tensorflow(Inspector& in, const std::string& p, int mode_gates, Infer
     if (mode_gates == 0)
       return in.fail("tensor '" + k->name + "' " + shape_string(k->shape) +
                      ": a TF kernel [I + H, G*H] does not tell an LSTM (G = 4) from an Elman RNN (G = 1); pass --mode "
-                     "(files written by tools/tf_to_safetensors.py carry it in their metadata)");
+                     "(files written by tools/tf_to_safetensors.py carry it in their metadata), or --config for a stack of "
+                     "different cells");
     if (mode_gates == 3) return in.fail("mode gru, but the file has no TF GRU tensor '" + d0 + "gates/kernel'");
     if (k->shape[1] % mode_gates != 0 || k->shape[0] <= k->shape[1] / mode_gates) return in.bad_shape(*k, ks);
     r->gates = mode_gates;
