@@ -177,12 +177,18 @@ inline void accumulate(const typename Operands<Arch, W>::Input* const* rows, int
     return;
   }
 #endif
+  // Unrolled by pragma: GCC peels at most 16 iterations by itself, so a 6 × 4 tile's accumulators
+  // stayed an array on the stack (AArch64), loaded and stored every k.
   for (int p = 0; p < k; ++p) {
     vf<Arch> w[NB * G];
+#pragma GCC unroll 8
     for (int b = 0; b < NB; ++b)
+#pragma GCC unroll 8
       for (int g = 0; g < G; ++g) w[b * G + g] = Op::weight(panels[b] + (static_cast<std::ptrdiff_t>(p) * G + g) * V);
+#pragma GCC unroll 8
     for (int m = 0; m < MR; ++m) {
       const vf<Arch> x = Op::input(rows[m], p);
+#pragma GCC unroll 8
       for (int g = 0; g < NB * G; ++g) acc[m][g] = fmadd<Arch>(x, w[g], acc[m][g]);
     }
   }
