@@ -28,6 +28,10 @@ RnnSpec to_cpp(const rnncore_spec& s) {
   r.input_mode = static_cast<InputMode>(s.input_mode);
   r.dtype = static_cast<DType>(s.dtype);
   r.dropout = s.dropout;
+  r.proj_size = s.proj_size;
+  r.peepholes = s.peepholes != 0;
+  r.cell_clip = s.cell_clip;
+  r.proj_clip = s.proj_clip;
   return r;
 }
 
@@ -46,6 +50,10 @@ StackSpec to_cpp(const rnncore_stack_spec& s) {
     b.hidden_size = a.hidden_size;
     b.direction = static_cast<Direction>(a.direction);
     b.num_wrappers = a.num_wrappers;
+    b.proj_size = a.proj_size;
+    b.peepholes = a.peepholes != 0;
+    b.cell_clip = a.cell_clip;
+    b.proj_clip = a.proj_clip;
     for (int w = 0; w < kMaxWrappers; ++w) {
       const rnncore_wrapper& x = a.wrappers[w];
       Wrapper& y = b.wrappers[w];
@@ -215,7 +223,7 @@ int64_t rnncore_param_count(const rnncore_spec* spec) {
 }
 
 int64_t rnncore_canonical_offset(const rnncore_spec* spec, int layer, int direction, int32_t kind, int gate) {
-  if (spec == nullptr || kind < 0 || kind > 3 || validate(to_cpp(*spec)) != Status::ok) return -1;
+  if (spec == nullptr || kind < 0 || kind > 5 || validate(to_cpp(*spec)) != Status::ok) return -1;
   return canonical_offset(to_cpp(*spec), layer, direction, static_cast<ParamKind>(kind), gate);
 }
 
@@ -297,6 +305,16 @@ int64_t rnncore_stack_state_elements(const rnncore_stack_spec* stack, int batch)
 int64_t rnncore_stack_state_offset(const rnncore_stack_spec* stack, int batch, int layer, int direction) {
   if (stack == nullptr || validate(to_cpp(*stack)) != Status::ok || layer < 0 || layer >= stack->num_layers) return -1;
   return state_offset(to_cpp(*stack), batch, layer, direction);
+}
+
+int64_t rnncore_stack_cell_state_elements(const rnncore_stack_spec* stack, int batch) {
+  if (stack == nullptr || validate(to_cpp(*stack)) != Status::ok) return 0;
+  return cell_state_elements(to_cpp(*stack), batch);
+}
+
+int64_t rnncore_stack_cell_state_offset(const rnncore_stack_spec* stack, int batch, int layer, int direction) {
+  if (stack == nullptr || validate(to_cpp(*stack)) != Status::ok || layer < 0 || layer >= stack->num_layers) return -1;
+  return cell_state_offset(to_cpp(*stack), batch, layer, direction);
 }
 
 rnncore_status rnncore_stack_import_weights(const rnncore_stack_spec* stack, int32_t format,

@@ -35,7 +35,10 @@ Mask wrapper_mask(const StackSpec& stack, const RunDropout& run, int layer, int 
       m.keep = filter_drops(d.state_filter, kind) && (kind == MaskKind::state_h || ls.mode == Mode::lstm) ? d.state_keep : 1.0;
       break;
   }
-  m.width = static_cast<std::uint32_t>(kind == MaskKind::input ? layer_input_size(stack, layer) : ls.hidden_size);
+  // h and the output have output_size units (P with a projection), c has hidden_size.
+  m.width = static_cast<std::uint32_t>(kind == MaskKind::input     ? layer_input_size(stack, layer)
+                                       : kind == MaskKind::state_c ? ls.hidden_size
+                                                                   : output_size(ls));
   m.active = run.on && m.keep < 1.0;
   m.seed = d.has_seed ? d.seed : run.seed;
   m.variational = d.variational;
@@ -69,7 +72,7 @@ Mask inter_layer_mask(const StackSpec& stack, const RunDropout& run, int layer) 
   m.keep = rnncore_keep_from_dropout(stack.dropout);
   m.active = run.on && layer < stack.num_layers - 1 && m.keep < 1.0;
   m.seed = run.seed;
-  m.width = static_cast<std::uint32_t>(num_directions(stack.layers[layer]) * stack.layers[layer].hidden_size);
+  m.width = static_cast<std::uint32_t>(num_directions(stack.layers[layer]) * output_size(stack.layers[layer]));
   m.site = rnncore_mask_site(static_cast<std::uint32_t>(layer), 0, 0, RNNCORE_SITE_INTER_LAYER, 0);
   m.time_offset = run.time_offset;
   rnncore_mask_params_init(&m.params, m.keep);

@@ -121,7 +121,7 @@ Status Plan::forward(const void* packed, void* workspace, std::size_t workspace_
   if (a.cy != nullptr)
     for (int l = 0; l < st.num_layers; ++l)
       if (p.layers[l].mode != Mode::lstm)
-        std::memset(static_cast<unsigned char*>(a.cy) + static_cast<std::size_t>(state_offset(st, a.batch, l, 0)) * dtype_size(st.dtype),
+        std::memset(static_cast<unsigned char*>(a.cy) + static_cast<std::size_t>(cell_state_offset(st, a.batch, l, 0)) * dtype_size(st.dtype),
                     0, static_cast<std::size_t>(p.layers[l].dirs) * a.batch * p.layers[l].hidden * dtype_size(st.dtype));
 
   if (a.reserve != nullptr) return detail::train_forward(p, pk, ws, a, run);
@@ -166,7 +166,7 @@ DirectionIO direction_io(const PlanImpl& p, const ForwardArgs& a, unsigned char*
                          unsigned char* reserve) {
   const StackSpec& st = p.stack;
   const LayerPlan& lp = p.layers[l];
-  const std::int64_t T = a.seq_len, B = a.batch, in_w = lp.input_size, H = lp.hidden, out_w = lp.dirs * H;
+  const std::int64_t T = a.seq_len, B = a.batch, in_w = lp.input_size, H = lp.out, out_w = lp.dirs * H;
   const std::size_t es = dtype_size(st.dtype);
   const bool batch_major = a.layout == Layout::batch_major;
   DirectionIO io;
@@ -194,12 +194,14 @@ DirectionIO direction_io(const PlanImpl& p, const ForwardArgs& a, unsigned char*
     io.y_st = B * out_w;
     io.y_sb = out_w;
   }
+  // h slots have O = lp.out units, c slots H (they differ only with a projection).
   const std::size_t slot = static_cast<std::size_t>(state_offset(st, a.batch, l, d)) * es;
+  const std::size_t c_slot = static_cast<std::size_t>(cell_state_offset(st, a.batch, l, d)) * es;
   io.y = out == nullptr ? nullptr : out + static_cast<std::size_t>(d * H) * es;
   io.h0 = a.h0 == nullptr ? nullptr : static_cast<const unsigned char*>(a.h0) + slot;
-  io.c0 = a.c0 == nullptr || lp.mode != Mode::lstm ? nullptr : static_cast<const unsigned char*>(a.c0) + slot;
+  io.c0 = a.c0 == nullptr || lp.mode != Mode::lstm ? nullptr : static_cast<const unsigned char*>(a.c0) + c_slot;
   io.hy = a.hy == nullptr ? nullptr : static_cast<unsigned char*>(a.hy) + slot;
-  io.cy = a.cy == nullptr || lp.mode != Mode::lstm ? nullptr : static_cast<unsigned char*>(a.cy) + slot;
+  io.cy = a.cy == nullptr || lp.mode != Mode::lstm ? nullptr : static_cast<unsigned char*>(a.cy) + c_slot;
   if (reserve != nullptr) io.keep = reserve + p.train.keep[l][d];
   return io;
 }

@@ -60,7 +60,8 @@ std::uint64_t packed_fingerprint(const PlanImpl& p) {
   for (int l = 0; l < p.stack.num_layers; ++l) {
     const LayerPlan& lp = p.layers[l];
     for (std::int64_t v : {std::int64_t(lp.mode), std::int64_t(lp.gru_variant), std::int64_t(lp.hidden),
-                           std::int64_t(lp.dirs), std::int64_t(lp.skip_input)})
+                           std::int64_t(lp.dirs), std::int64_t(lp.skip_input), std::int64_t(lp.out),
+                           std::int64_t(p.stack.layers[l].peepholes)})
       h = fnv1a(h, v);
   }
   return h;
@@ -75,10 +76,22 @@ void copy_name(char (&out)[N], const char* a, const char* b) {
   out[n] = '\0';
 }
 
+// The first layer with LSTM extensions (projection, peepholes, clips), or -1: only the reference runs them.
+int first_extended_layer(const StackSpec& stack) {
+  for (int l = 0; l < stack.num_layers; ++l)
+    if (has_lstm_extensions(stack.layers[l])) return l;
+  return -1;
+}
+
 Status choose_backend(const StackSpec& stack, const PlanOptions& options, PlanImpl* p) {
   Backend want = options.backend;
   RNNCORE_ENSURE(want >= Backend::auto_select && want <= Backend::gpu, Status::invalid_enum,
                  "options.backend = %d is not a backend", static_cast<int>(want));
+  const int ext = first_extended_layer(stack);
+  RNNCORE_ENSURE(ext < 0 || want == Backend::auto_select || want == Backend::reference, Status::unsupported,
+                 "backend %s: layers[%d] has an LSTM projection, peepholes or a clip, which only the reference backend "
+                 "runs yet (use backend reference or auto)", to_string(want), ext);
+  if (ext >= 0) want = Backend::reference;  // auto: the reference is the backend that has them
   if (want == Backend::gpu) {
     p->backend = Backend::gpu;
     return gpu_select(options, p);
@@ -128,7 +141,7 @@ void layout_common(PlanImpl* p, Arena* ws, std::uint64_t es) {
   const std::uint64_t B = p->options.max_batch, T = p->options.max_seq_len;
   std::uint64_t inner_out = 0;
   for (int l = 0; l + 1 < st.num_layers; ++l)
-    inner_out = std::max<std::uint64_t>(inner_out, static_cast<std::uint64_t>(p->layers[l].dirs) * p->layers[l].hidden);
+    inner_out = std::max<std::uint64_t>(inner_out, static_cast<std::uint64_t>(p->layers[l].dirs) * p->layers[l].out);
   WorkspaceLayout& w = p->ws;
   if (st.num_layers > 1) w.layer_out[0] = ws->take(T * B * inner_out, es);
   if (st.num_layers > 2) w.layer_out[1] = ws->take(T * B * inner_out, es);
@@ -334,6 +347,10 @@ Status check_training(const StackSpec& st, const PlanOptions& options) {
   RNNCORE_ENSURE(options.backend != Backend::gpu, Status::unsupported,
                  "options.training: the GPU backend has no backward yet; plan training on the CPU (reference or simd)");
   for (int l = 0; l < st.num_layers; ++l)
+    RNNCORE_ENSURE(!has_lstm_extensions(st.layers[l]), Status::unsupported,
+                   "layers[%d]: training (backward) of LSTM projections, peepholes and clips is not implemented yet; "
+                   "plan them for inference", l);
+  for (int l = 0; l < st.num_layers; ++l)
     for (int w = 0; w < st.layers[l].num_wrappers; ++w) {
       const Wrapper& wr = st.layers[l].wrappers[w];
       RNNCORE_ENSURE(wr.kind != WrapperKind::residual || (wr.residual.f32 == nullptr && wr.residual.f64 == nullptr),
@@ -408,6 +425,8 @@ Status Plan::create(const StackSpec& stack, const PlanOptions& options, Plan* ou
     lp.cell = detail::cell_of(ls);
     lp.input_size = layer_input_size(stack, l);
     lp.hidden = ls.hidden_size;
+    lp.out = output_size(ls);
+    lp.extensions = has_lstm_extensions(ls);
     lp.gates = num_gates(ls.mode);
     lp.dirs = num_directions(ls);
     lp.skip_input = l == 0 && uses_skip_input(stack);

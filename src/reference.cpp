@@ -34,30 +34,61 @@ T input_term(const CellParams<const T>& cp, int g, int u, const T* x, int in_siz
   return wx + cp.bW[g][u];
 }
 
+// R_g h + bR_g for unit u; h has `width` units (the layer's output size: H, or P with a projection).
 template <class T>
-T recurrent_term(const CellParams<const T>& cp, int g, int u, const T* h, int hidden) {
-  return dot(cp.R[g] + static_cast<std::int64_t>(u) * hidden, h, hidden) + cp.bR[g][u];
+T recurrent_term(const CellParams<const T>& cp, int g, int u, const T* h, int width) {
+  return dot(cp.R[g] + static_cast<std::int64_t>(u) * width, h, width) + cp.bR[g][u];
+}
+
+// TF's clip_by_value(v, −clip, clip); clip 0 means none.
+template <class T>
+T clip_value(T v, double clip) {
+  if (clip <= 0.0) return v;
+  const T lo = static_cast<T>(-clip), hi = static_cast<T>(clip);
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
+// One LSTM step for one row (TF LSTMCell with its options; the plain cuDNN LSTM without them):
+//   i = σ(W_i x + bW_i + R_i h + bR_i [+ p_i ⊙ c]), f likewise with p_f, g = tanh(…),
+//   c' = clip(f ⊙ c + i ⊙ g), o = σ(W_o x + bW_o + R_o h + bR_o [+ p_o ⊙ c']), m = o ⊙ tanh(c'),
+//   h' = clip_proj(W_proj m) with a projection, else m.
+// `m` is a scratch row of H; `keep` (training, never with the extensions) records i f g o c h.
+template <class T>
+void lstm_step(const LayerPlan& lp, const LayerSpec& ls, const CellParams<const T>& cp, const T* x, const T* h,
+               T* h_next, T* c, T* m, T* keep) {
+  const int H = lp.hidden, I = lp.input_size, O = lp.out;
+  T* cell_out = cp.proj != nullptr ? m : h_next;
+  for (int u = 0; u < H; ++u) {
+    T pre[4];
+    for (int g = 0; g < 4; ++g) pre[g] = input_term(cp, g, u, x, I) + recurrent_term(cp, g, u, h, O);
+    if (cp.peep[0] != nullptr) {
+      pre[0] += cp.peep[0][u] * c[u];
+      pre[1] += cp.peep[1][u] * c[u];
+    }
+    const T i = sigmoid(pre[0]), f = sigmoid(pre[1]), gg = std::tanh(pre[2]);
+    c[u] = clip_value(f * c[u] + i * gg, ls.cell_clip);
+    if (cp.peep[3] != nullptr) pre[3] += cp.peep[3][u] * c[u];
+    const T o = sigmoid(pre[3]);
+    cell_out[u] = o * std::tanh(c[u]);
+    if (keep != nullptr) {
+      const T kept[6] = {i, f, gg, o, c[u], cell_out[u]};
+      for (int k = 0; k < 6; ++k) keep[k * H + u] = kept[k];
+    }
+  }
+  if (cp.proj == nullptr) return;
+  for (int k = 0; k < O; ++k)
+    h_next[k] = clip_value(dot(cp.proj + static_cast<std::int64_t>(k) * H, m, H), ls.proj_clip);
 }
 
 // One cell step for one row: reads x, h, c; writes h_next and c (in place). With `keep` (a reserve
 // row, slot-major: keep_slots) it also records the gate activations and new state for backward.
 template <class T>
-void cell_step(const LayerPlan& lp, const CellParams<const T>& cp, const T* x, const T* h, T* h_next, T* c, T* scratch,
-               T* keep) {
+void cell_step(const LayerPlan& lp, const LayerSpec& ls, const CellParams<const T>& cp, const T* x, const T* h, T* h_next,
+               T* c, T* scratch, T* keep) {
   const int H = lp.hidden, I = lp.input_size;
   switch (lp.mode) {
     case Mode::lstm:
-      for (int u = 0; u < H; ++u) {
-        T pre[4];
-        for (int g = 0; g < 4; ++g) pre[g] = input_term(cp, g, u, x, I) + recurrent_term(cp, g, u, h, H);
-        const T i = sigmoid(pre[0]), f = sigmoid(pre[1]), gg = std::tanh(pre[2]), o = sigmoid(pre[3]);
-        c[u] = f * c[u] + i * gg;
-        h_next[u] = o * std::tanh(c[u]);
-        if (keep != nullptr) {
-          const T kept[6] = {i, f, gg, o, c[u], h_next[u]};
-          for (int k = 0; k < 6; ++k) keep[k * H + u] = kept[k];
-        }
-      }
+      lstm_step(lp, ls, cp, x, h, h_next, c, scratch, keep);
       break;
     case Mode::gru:
       if (lp.gru_variant == GruVariant::reset_after) {
@@ -108,7 +139,8 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
                    const ReferenceBuffers& buf) {
   const LayerPlan& lp = p.layers[layer];
   const LayerSpec& ls = p.stack.layers[layer];
-  const int H = lp.hidden, I = lp.input_size, B = io.batch, nw = ls.num_wrappers;
+  // h, y and the wrappers' output side have O units (P with a projection); c has H.
+  const int H = lp.hidden, O = lp.out, I = lp.input_size, B = io.batch, nw = ls.num_wrappers;
   const CellParams<const T> cp = cell_params(p, layer, dir, reinterpret_cast<const T*>(canonical));
   T* h = reinterpret_cast<T*>(buf.h[0]);
   T* h_next = reinterpret_cast<T*>(buf.h[1]);
@@ -120,27 +152,28 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
   T* out = rows + 2 * p.max_width;       // the output on its way out through the wrappers
   T* res = rows + 3 * p.max_width;
   T* cell_scratch = rows + 4 * p.max_width;
-  const std::size_t state_bytes = sizeof(T) * static_cast<std::size_t>(B) * H;
+  const std::size_t state_bytes = sizeof(T) * static_cast<std::size_t>(B) * O;
+  const std::size_t cell_bytes = sizeof(T) * static_cast<std::size_t>(B) * H;
 
   const WrapperMasks wm = wrapper_masks(p, layer, dir, io.dropout);
 
   if (io.h0 != nullptr) std::memcpy(h, io.h0, state_bytes); else std::memset(h, 0, state_bytes);
   if (c != nullptr) {
-    if (io.c0 != nullptr) std::memcpy(c, io.c0, state_bytes); else std::memset(c, 0, state_bytes);
+    if (io.c0 != nullptr) std::memcpy(c, io.c0, cell_bytes); else std::memset(c, 0, cell_bytes);
   }
   const T* x = static_cast<const T*>(io.x);
   T* y = static_cast<T*>(io.y);
   for (int s = 0; s < io.steps; ++s) {
     const int t = io.reverse ? io.steps - 1 - s : s;
     for (int b = 0; b < B; ++b) {
-      T* hb = h + static_cast<std::int64_t>(b) * H;
-      T* hnb = h_next + static_cast<std::int64_t>(b) * H;
+      T* hb = h + static_cast<std::int64_t>(b) * O;
+      T* hnb = h_next + static_cast<std::int64_t>(b) * O;
       T* cb = c != nullptr ? c + static_cast<std::int64_t>(b) * H : nullptr;
       T* yb = y + t * io.y_st + b * io.y_sb;
       const int len = io.lengths != nullptr ? io.lengths[b] : io.steps;
       if (t >= len) {  // past the row's length: state carries over, output is zero
-        std::memcpy(hnb, hb, sizeof(T) * H);
-        for (int u = 0; u < H; ++u) yb[u] = T(0);
+        std::memcpy(hnb, hb, sizeof(T) * O);
+        for (int u = 0; u < O; ++u) yb[u] = T(0);
         continue;
       }
       // In through the wrappers, outermost first: each dropout wrapper drops the input it passes on.
@@ -150,30 +183,30 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
 
       T* keep = io.keep == nullptr ? nullptr
                                    : static_cast<T*>(io.keep) + (static_cast<std::int64_t>(t) * B + b) * keep_width;
-      cell_step(lp, cp, x_cell, hb, hnb, cb, cell_scratch, keep);
+      cell_step(lp, ls, cp, x_cell, hb, hnb, cb, cell_scratch, keep);
 
       // Out through the wrappers, innermost first.
-      std::memcpy(out, hnb, sizeof(T) * H);
+      std::memcpy(out, hnb, sizeof(T) * O);
       for (int w = 0; w < nw; ++w) {
         if (ls.wrappers[w].kind == WrapperKind::dropout) {
-          multiply_by_mask(wm.output[w], io.dropout, t, b, out, H);
-          multiply_by_mask(wm.state_h[w], io.dropout, t, b, hnb, H);
+          multiply_by_mask(wm.output[w], io.dropout, t, b, out, O);
+          multiply_by_mask(wm.state_h[w], io.dropout, t, b, hnb, O);
           if (cb != nullptr) multiply_by_mask(wm.state_c[w], io.dropout, t, b, cb, H);
         } else {  // residual: fn(the input this wrapper received, the output it got back)
           std::memcpy(x_level, xb, sizeof(T) * I);
           for (int v = nw - 1; v > w; --v) multiply_by_mask(wm.input[v], io.dropout, t, b, x_level, I);
-          apply_residual(ls.wrappers[w].residual, x_level, out, res, H);
-          std::memcpy(out, res, sizeof(T) * H);
+          apply_residual(ls.wrappers[w].residual, x_level, out, res, O);
+          std::memcpy(out, res, sizeof(T) * O);
         }
       }
-      std::memcpy(yb, out, sizeof(T) * H);
+      std::memcpy(yb, out, sizeof(T) * O);
     }
     T* tmp = h;
     h = h_next;
     h_next = tmp;
   }
   if (io.hy != nullptr) std::memcpy(io.hy, h, state_bytes);
-  if (io.cy != nullptr && c != nullptr) std::memcpy(io.cy, c, state_bytes);
+  if (io.cy != nullptr && c != nullptr) std::memcpy(io.cy, c, cell_bytes);
 }
 
 }  // namespace

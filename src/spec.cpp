@@ -1,4 +1,5 @@
 // Spec validation and the canonical (cuDNN / CudnnLSTM) parameter layout.
+#include <cmath>
 #include <cstring>
 
 #include "src/internal/error.hpp"
@@ -103,6 +104,10 @@ StackSpec to_stack(const RnnSpec& spec) {
     st.layers[l].gru_variant = spec.gru_variant;
     st.layers[l].hidden_size = spec.hidden_size;
     st.layers[l].direction = spec.direction;
+    st.layers[l].proj_size = spec.proj_size;
+    st.layers[l].peepholes = spec.peepholes;
+    st.layers[l].cell_clip = spec.cell_clip;
+    st.layers[l].proj_clip = spec.proj_clip;
   }
   return st;
 }
@@ -123,14 +128,34 @@ Status validate_dropout_p(double p, const char* field) {
   return Status::ok;
 }
 
+bool clip_ok(double clip) { return clip >= 0.0 && std::isfinite(clip); }  // false for NaN
+
+// proj_size, peepholes, cell_clip, proj_clip of one layer (`what`: "spec" or "layers[l]").
+Status validate_lstm_extensions(const LayerSpec& ls, const char* what) {
+  RNNCORE_ENSURE(ls.mode == Mode::lstm || !has_lstm_extensions(ls), Status::unsupported,
+                 "%s: proj_size, peepholes, cell_clip and proj_clip are LSTM features; mode is %s", what,
+                 to_string(ls.mode));
+  RNNCORE_ENSURE(ls.proj_size >= 0 && ls.proj_size < ls.hidden_size, Status::invalid_size,
+                 "%s.proj_size = %d: 0 (no projection) or 1..hidden_size-1 = %d (a projection is smaller than the "
+                 "cell, as PyTorch requires)", what, ls.proj_size, ls.hidden_size - 1);
+  RNNCORE_ENSURE(clip_ok(ls.cell_clip), Status::invalid_size,
+                 "%s.cell_clip = %g: a clip is a finite value >= 0 (0: no clipping)", what, ls.cell_clip);
+  RNNCORE_ENSURE(clip_ok(ls.proj_clip), Status::invalid_size,
+                 "%s.proj_clip = %g: a clip is a finite value >= 0 (0: no clipping)", what, ls.proj_clip);
+  RNNCORE_ENSURE(ls.proj_clip == 0.0 || ls.proj_size > 0, Status::invalid_size,
+                 "%s.proj_clip = %g without a projection (proj_size = 0)", what, ls.proj_clip);
+  return Status::ok;
+}
+
 Status validate_wrapper(const StackSpec& st, int l, int w) {
   const Wrapper& wr = st.layers[l].wrappers[w];
   RNNCORE_ENSURE(wr.kind == WrapperKind::dropout || wr.kind == WrapperKind::residual, Status::invalid_enum,
                  "layers[%d].wrappers[%d].kind = %d is not a wrapper", l, w, static_cast<int>(wr.kind));
   if (wr.kind == WrapperKind::residual) {
-    RNNCORE_ENSURE(layer_input_size(st, l) == st.layers[l].hidden_size, Status::width_mismatch,
+    RNNCORE_ENSURE(layer_input_size(st, l) == output_size(st.layers[l]), Status::width_mismatch,
                    "layers[%d].wrappers[%d]: a residual connection needs the cell's input width (%d) to equal its "
-                   "hidden size (%d)", l, w, layer_input_size(st, l), st.layers[l].hidden_size);
+                   "%s (%d)", l, w, layer_input_size(st, l),
+                   st.layers[l].proj_size > 0 ? "projection size" : "hidden size", output_size(st.layers[l]));
     return Status::ok;
   }
   const DropoutWrapper& d = wr.dropout;
@@ -169,6 +194,7 @@ Status validate(const RnnSpec& spec) {
   RNNCORE_ENSURE(spec.input_mode != InputMode::skip || spec.input_size == spec.hidden_size,
                  Status::skip_needs_equal_sizes, "input_mode skip with input_size = %d and hidden_size = %d",
                  spec.input_size, spec.hidden_size);
+  RNNCORE_RETURN_IF_ERROR(validate_lstm_extensions(to_stack(spec).layers[0], "spec"));
   return validate_dropout_p(spec.dropout, "spec.dropout");
 }
 
@@ -195,6 +221,13 @@ Status validate(const StackSpec& st) {
                    "layers[%d].hidden_size = %d (must be 1..%d)", l, ls.hidden_size, detail::kMaxFeatureSize);
     RNNCORE_ENSURE(ls.num_wrappers >= 0 && ls.num_wrappers <= kMaxWrappers, Status::invalid_size,
                    "layers[%d].num_wrappers = %d (must be 0..%d)", l, ls.num_wrappers, kMaxWrappers);
+    char what[16] = "layers[";  // "layers[<l>]" without printf (firmware builds link none)
+    int n = 7;
+    if (l >= 10) what[n++] = static_cast<char>('0' + l / 10);
+    what[n++] = static_cast<char>('0' + l % 10);
+    what[n++] = ']';
+    what[n] = '\0';
+    RNNCORE_RETURN_IF_ERROR(validate_lstm_extensions(ls, what));
   }
   RNNCORE_ENSURE(layer_input_size(st, 1 < st.num_layers ? 1 : 0) <= 2 * detail::kMaxFeatureSize, Status::invalid_size,
                  "layer widths too large");
@@ -209,13 +242,18 @@ Status validate(const StackSpec& st) {
 int num_directions(const RnnSpec& spec) { return spec.direction == Direction::bidirectional ? 2 : 1; }
 int num_directions(const LayerSpec& layer) { return layer.direction == Direction::bidirectional ? 2 : 1; }
 
+bool has_lstm_extensions(const LayerSpec& ls) {
+  return ls.proj_size != 0 || ls.peepholes || ls.cell_clip != 0.0 || ls.proj_clip != 0.0;
+}
+int output_size(const LayerSpec& ls) { return ls.proj_size > 0 ? ls.proj_size : ls.hidden_size; }
+
 int layer_input_size(const RnnSpec& spec, int layer) {
-  return layer == 0 ? spec.input_size : num_directions(spec) * spec.hidden_size;
+  return layer == 0 ? spec.input_size : num_directions(spec) * (spec.proj_size > 0 ? spec.proj_size : spec.hidden_size);
 }
 int layer_input_size(const StackSpec& st, int layer) {
   if (layer <= 0) return st.input_size;
   const LayerSpec& prev = st.layers[layer - 1];
-  return num_directions(prev) * prev.hidden_size;
+  return num_directions(prev) * output_size(prev);
 }
 
 bool uses_skip_input(const RnnSpec& spec) {
@@ -227,26 +265,45 @@ bool uses_skip_input(const StackSpec& st) {
          (st.input_mode == InputMode::auto_select && st.input_size == st.layers[0].hidden_size);
 }
 
-std::int64_t state_elements(const StackSpec& st, int batch) {
+namespace {
+
+// Offset of (layer, direction) in a state tensor whose (l, d) block has batch × width(l) elements.
+template <class Width>
+std::int64_t state_block_offset(const StackSpec& st, int batch, int layer, int direction, Width width) {
   std::int64_t n = 0;
-  for (int l = 0; l < st.num_layers; ++l)
-    n += static_cast<std::int64_t>(num_directions(st.layers[l])) * batch * st.layers[l].hidden_size;
-  return n;
+  for (int l = 0; l < layer; ++l) n += static_cast<std::int64_t>(num_directions(st.layers[l])) * batch * width(st.layers[l]);
+  return direction == 0 ? n : n + static_cast<std::int64_t>(direction) * batch * width(st.layers[layer]);
 }
 
+int cell_width(const LayerSpec& ls) { return ls.hidden_size; }
+
+}  // namespace
+
+std::int64_t state_elements(const StackSpec& st, int batch) {
+  return state_block_offset(st, batch, st.num_layers, 0, output_size);
+}
 std::int64_t state_offset(const StackSpec& st, int batch, int layer, int direction) {
-  std::int64_t n = 0;
-  for (int l = 0; l < layer; ++l) n += static_cast<std::int64_t>(num_directions(st.layers[l])) * batch * st.layers[l].hidden_size;
-  return n + static_cast<std::int64_t>(direction) * batch * st.layers[layer].hidden_size;
+  return state_block_offset(st, batch, layer, direction, output_size);
+}
+std::int64_t cell_state_elements(const StackSpec& st, int batch) {
+  return state_block_offset(st, batch, st.num_layers, 0, cell_width);
+}
+std::int64_t cell_state_offset(const StackSpec& st, int batch, int layer, int direction) {
+  return state_block_offset(st, batch, layer, direction, cell_width);
 }
 
 namespace detail {
 
 std::int64_t params_per_direction(const StackSpec& st, int layer) {
   const LayerSpec& ls = st.layers[layer];
-  const std::int64_t g = num_gates(ls.mode), h = ls.hidden_size;
+  const std::int64_t g = num_gates(ls.mode), h = ls.hidden_size, o = output_size(ls);
   const bool has_w = !(layer == 0 && uses_skip_input(st));
-  return g * ((has_w ? h * layer_input_size(st, layer) : 0) + h * h + 2 * h);
+  return g * ((has_w ? h * layer_input_size(st, layer) : 0) + h * o + 2 * h) + extension_params(ls);
+}
+
+std::int64_t extension_params(const LayerSpec& ls) {
+  const std::int64_t h = ls.hidden_size;
+  return (ls.peepholes ? 3 * h : 0) + static_cast<std::int64_t>(ls.proj_size) * h;
 }
 
 }  // namespace detail
@@ -266,14 +323,19 @@ std::int64_t canonical_offset(const StackSpec& st, int layer, int direction, Par
   std::int64_t off = 0;
   for (int l = 0; l < layer; ++l) off += num_directions(st.layers[l]) * detail::params_per_direction(st, l);
   off += direction * detail::params_per_direction(st, layer);
-  const std::int64_t h = ls.hidden_size;
+  const std::int64_t h = ls.hidden_size, o = output_size(ls);
   const bool has_w = !(layer == 0 && uses_skip_input(st));
   const std::int64_t w_block = has_w ? h * layer_input_size(st, layer) : 0;
+  const std::int64_t ext = off + g * (w_block + h * o + 2 * h);  // the LSTM extensions follow the biases
   switch (kind) {
     case ParamKind::input_weight: return has_w ? off + gate * w_block : -1;
-    case ParamKind::recurrent_weight: return off + g * w_block + gate * h * h;
-    case ParamKind::input_bias: return off + g * (w_block + h * h) + gate * h;
-    case ParamKind::recurrent_bias: return off + g * (w_block + h * h + h) + gate * h;
+    case ParamKind::recurrent_weight: return off + g * w_block + gate * h * o;
+    case ParamKind::input_bias: return off + g * (w_block + h * o) + gate * h;
+    case ParamKind::recurrent_bias: return off + g * (w_block + h * o + h) + gate * h;
+    case ParamKind::peephole:  // p_i, p_f, p_o: canonical gates 0, 1, 3
+      if (!ls.peepholes || gate == 2) return -1;
+      return ext + (gate == 3 ? 2 : gate) * h;
+    case ParamKind::projection: return ls.proj_size > 0 && gate == 0 ? ext + (ls.peepholes ? 3 * h : 0) : -1;
   }
   return -1;
 }
@@ -301,7 +363,8 @@ Status canonical_weight_shapes(const StackSpec& st, Shape* shapes, int capacity,
         for (int k = 0; k < g; ++k, ++n)
           if (n < capacity) shapes[n] = make_shape(h, layer_input_size(st, l));
       for (int k = 0; k < g; ++k, ++n)
-        if (n < capacity) shapes[n] = make_shape(h, h);
+        if (n < capacity) shapes[n] = make_shape(h, output_size(st.layers[l]));
+      if (st.layers[l].proj_size > 0 && n++ < capacity) shapes[n - 1] = make_shape(st.layers[l].proj_size, h);
     }
   }
   *count = n;
@@ -317,9 +380,11 @@ Status canonical_bias_shapes(const StackSpec& st, Shape* shapes, int capacity, i
   RNNCORE_ENSURE(count != nullptr, Status::null_pointer, "canonical_bias_shapes: count is null");
   RNNCORE_ENSURE(capacity == 0 || shapes != nullptr, Status::null_pointer, "canonical_bias_shapes: shapes is null");
   int n = 0;
-  for (int l = 0; l < st.num_layers; ++l)
-    for (int i = 0; i < num_directions(st.layers[l]) * 2 * num_gates(st.layers[l].mode); ++i, ++n)
+  for (int l = 0; l < st.num_layers; ++l) {  // per direction: bW_k, bR_k, then the peepholes p_i, p_f, p_o
+    const int per_dir = 2 * num_gates(st.layers[l].mode) + (st.layers[l].peepholes ? 3 : 0);
+    for (int i = 0; i < num_directions(st.layers[l]) * per_dir; ++i, ++n)
       if (n < capacity) shapes[n] = make_shape(st.layers[l].hidden_size);
+  }
   *count = n;
   return Status::ok;
 }
@@ -329,7 +394,8 @@ Status canonical_bias_shapes(const RnnSpec& spec, Shape* shapes, int capacity, i
 }
 
 Shape state_shape(const RnnSpec& spec, int batch) {
-  return make_shape(static_cast<std::int64_t>(spec.num_layers) * num_directions(spec), batch, spec.hidden_size);
+  return make_shape(static_cast<std::int64_t>(spec.num_layers) * num_directions(spec), batch,
+                    spec.proj_size > 0 ? spec.proj_size : spec.hidden_size);
 }
 
 Status zero_state(const RnnSpec& spec, int batch, void* h, void* c) {
@@ -338,7 +404,8 @@ Status zero_state(const RnnSpec& spec, int batch, void* h, void* c) {
   RNNCORE_ENSURE(h != nullptr, Status::null_pointer, "zero_state: h is null");
   const std::size_t bytes = static_cast<std::size_t>(state_shape(spec, batch).elements()) * dtype_size(spec.dtype);
   std::memset(h, 0, bytes);
-  if (c != nullptr) std::memset(c, 0, bytes);
+  if (c != nullptr)
+    std::memset(c, 0, static_cast<std::size_t>(cell_state_elements(to_stack(spec), batch)) * dtype_size(spec.dtype));
   return Status::ok;
 }
 

@@ -21,7 +21,9 @@ enum class Role {
   recurrent_bias,
   bias_pair,         // ONNX B [D, 2·G·H]; Keras reset-after GRU bias [2, G·H]: input half, then recurrent half
   bias_folded,       // Keras single bias [G·H]: bW + bR on export; bW (and bR = 0) on import
-  stacked_kernel,    // TF1 cell kernel [K + H, n·H]: input rows (Wᵀ), then recurrent rows (Rᵀ)
+  stacked_kernel,    // TF1 cell kernel [K + O, n·H]: input rows (Wᵀ), then recurrent rows (Rᵀ)
+  peephole,          // LSTM peepholes: [H] per gate (canonical, TF w_*_diag), ONNX P [D, 3·H] (i, o, f)
+  projection,        // LSTM projection: [P, H] (canonical, PyTorch weight_hr), TF projection/kernel [H, P]
 };
 
 // One tensor of a format.
@@ -45,6 +47,8 @@ constexpr int kZrh[3] = {1, 0, 2};          // ONNX / Keras GRU z, r, h
 constexpr int kTfLstm[4] = {0, 2, 1, 3};    // TF1 LSTM i, j (candidate), f, o
 constexpr int kTfGates[2] = {0, 1};         // TF1 GRU gates/: r, u (u is z: h' = u·h + (1 − u)·c)
 constexpr int kTfCandidate[1] = {2};        // TF1 GRU candidate/: n
+constexpr int kOnnxPeephole[3] = {0, 3, 1};  // ONNX P: i, o, f
+constexpr int kPeepholeGates[3] = {0, 1, 3};  // canonical peephole order: i, f, o
 
 // One tensor of a TF1 cell, relative to its scope `cell_{l}[/fw|/bw]/`.
 struct TfPart {
@@ -93,18 +97,34 @@ Shape shape_of(std::int64_t a, std::int64_t b = -1, std::int64_t c = -1) {
 
 bool skip_layer(const StackSpec& st, int layer) { return layer == 0 && uses_skip_input(st); }
 
+// Tensors of one direction's LSTM extensions in per-direction formats: 3 peephole vectors, 1 projection.
+int extension_tensors(const LayerSpec& ls) { return (ls.peepholes ? 3 : 0) + (ls.proj_size > 0 ? 1 : 0); }
+
+// Extension tensor j (0..extension_tensors−1) of a direction: a peephole (gate i, f, o) or the projection.
+void describe_extension(const LayerSpec& ls, int j, FormatTensor* t) {
+  if (ls.peepholes && j < 3) {
+    t->role = Role::peephole;
+    t->gate = kPeepholeGates[j];
+    t->shape = shape_of(ls.hidden_size);
+    return;
+  }
+  t->role = Role::projection;
+  t->gate = 0;
+  t->shape = shape_of(ls.proj_size, ls.hidden_size);
+}
+
 // Tensors of one layer in a format.
 int layer_tensor_count(const StackSpec& st, WeightFormat format, int l) {
   const int D = num_directions(st.layers[l]), G = num_gates(st.layers[l].mode);
   switch (format) {
-    case WeightFormat::canonical: return D * (4 * G - (skip_layer(st, l) ? G : 0));
-    case WeightFormat::pytorch: return D * 4;
-    case WeightFormat::onnx: return 3;
+    case WeightFormat::canonical: return D * (4 * G - (skip_layer(st, l) ? G : 0) + extension_tensors(st.layers[l]));
+    case WeightFormat::pytorch: return D * (4 + extension_tensors(st.layers[l]));
+    case WeightFormat::onnx: return st.layers[l].peepholes ? 4 : 3;
     case WeightFormat::keras: return D * 3;
     case WeightFormat::tensorflow: {
       int n = 0;
       tf_parts(st.layers[l], &n);
-      return D * n;
+      return D * (n + extension_tensors(st.layers[l]));
     }
   }
   return 0;
@@ -130,49 +150,63 @@ Status describe(const StackSpec& st, WeightFormat format, int index, FormatTenso
   while (l < st.num_layers && i >= layer_tensor_count(st, format, l)) i -= layer_tensor_count(st, format, l++);
   if (l >= st.num_layers) return detail::fail_status(Status::invalid_enum, "tensor index %d out of range", index);
   const LayerSpec& ls = st.layers[l];
-  const int L = st.num_layers, D = num_directions(ls), G = num_gates(ls.mode), H = ls.hidden_size;
+  const int L = st.num_layers, D = num_directions(ls), G = num_gates(ls.mode), H = ls.hidden_size, O = output_size(ls);
   const int K = layer_input_size(st, l);
   const std::int64_t GH = static_cast<std::int64_t>(G) * H;
   t->layer = l;
   switch (format) {
     case WeightFormat::canonical: {
-      const int per_dir = 4 * G - (skip_layer(st, l) ? G : 0);
+      const int base = 4 * G - (skip_layer(st, l) ? G : 0), per_dir = base + extension_tensors(ls);
       const int d = i / per_dir, j = i % per_dir;
+      t->dir = d;
+      if (j >= base) {  // Pi, Pf, Po [H]; Wproj [P, H]
+        describe_extension(ls, j - base, t);
+        static const char* const kPeep[4] = {"Pi", "Pf", "", "Po"};
+        std::snprintf(t->name, sizeof t->name, "%s_l%d%s", t->role == Role::projection ? "Wproj" : kPeep[t->gate], l,
+                      d ? "_reverse" : "");
+        return Status::ok;
+      }
       const int part = j / G + (skip_layer(st, l) ? 1 : 0), g = j % G;  // skip layers start at R
       static const char* const kPart[4] = {"W", "R", "bW", "bR"};
       std::snprintf(t->name, sizeof t->name, "%s%d_l%d%s", kPart[part], g, l, d ? "_reverse" : "");
       t->role = part == 0 ? Role::input_weight : part == 1 ? Role::recurrent_weight
               : part == 2 ? Role::input_bias : Role::recurrent_bias;
-      t->shape = part == 0 ? shape_of(H, K) : part == 1 ? shape_of(H, H) : shape_of(H);
-      t->dir = d;
+      t->shape = part == 0 ? shape_of(H, K) : part == 1 ? shape_of(H, O) : shape_of(H);
       t->gate = g;
       return Status::ok;
     }
-    case WeightFormat::pytorch: {
-      const int d = i / 4, part = i % 4;
-      static const char* const kPart[4] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh"};
+    case WeightFormat::pytorch: {  // weight_hr_l{l}: nn.LSTM(proj_size=P), [P, H]
+      const int per_dir = 4 + extension_tensors(ls), d = i / per_dir, part = i % per_dir;
+      static const char* const kPart[5] = {"weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr"};
       std::snprintf(t->name, sizeof t->name, "%s_l%d%s", kPart[part], l, d ? "_reverse" : "");
-      t->shape = part < 2 ? shape_of(GH, part == 0 ? K : H) : shape_of(GH);
+      t->dir = d;
+      if (part == 4) {
+        describe_extension(ls, 0, t);
+        return Status::ok;
+      }
+      t->shape = part < 2 ? shape_of(GH, part == 0 ? K : O) : shape_of(GH);
       t->role = part == 0 ? Role::input_weight : part == 1 ? Role::recurrent_weight
               : part == 2 ? Role::input_bias : Role::recurrent_bias;
       t->optional = part >= 2;  // nn.LSTM(bias=False)
       t->dir = d;
       return Status::ok;
     }
-    case WeightFormat::onnx: {
+    case WeightFormat::onnx: {  // P [D, 3·H]: peepholes i, o, f (optional: absent means zeros)
       const int part = i;
-      static const char* const kPart[3] = {"W", "R", "B"};
+      static const char* const kPart[4] = {"W", "R", "B", "P"};
       if (L == 1) {
         std::snprintf(t->name, sizeof t->name, "%s", kPart[part]);
         std::snprintf(t->alias, sizeof t->alias, "%s_l0", kPart[part]);
       } else {
         std::snprintf(t->name, sizeof t->name, "%s_l%d", kPart[part], l);
       }
-      t->shape = part == 0 ? shape_of(D, GH, K) : part == 1 ? shape_of(D, GH, H) : shape_of(D, 2 * GH);
-      t->role = part == 0 ? Role::input_weight : part == 1 ? Role::recurrent_weight : Role::bias_pair;
-      t->optional = part == 2;  // ONNX: B absent means zero biases
+      t->shape = part == 0 ? shape_of(D, GH, K) : part == 1 ? shape_of(D, GH, H) : part == 2 ? shape_of(D, 2 * GH)
+                                                                                                : shape_of(D, 3 * H);
+      t->role = part == 0 ? Role::input_weight : part == 1 ? Role::recurrent_weight
+              : part == 2 ? Role::bias_pair : Role::peephole;
+      t->optional = part >= 2;  // ONNX: B (P) absent means zero biases (peepholes)
       t->dir = -1;
-      t->gate_map = ls.mode == Mode::lstm ? kOnnxLstm : ls.mode == Mode::gru ? kZrh : kIdentity;
+      t->gate_map = part == 3 ? kOnnxPeephole : ls.mode == Mode::lstm ? kOnnxLstm : ls.mode == Mode::gru ? kZrh : kIdentity;
       return Status::ok;
     }
     case WeightFormat::keras: {
@@ -197,11 +231,22 @@ Status describe(const StackSpec& st, WeightFormat format, int index, FormatTenso
     case WeightFormat::tensorflow: {
       int n = 0;
       const TfPart* parts = tf_parts(ls, &n);
-      const int d = i / n;
-      const TfPart& p = parts[i % n];
-      std::snprintf(t->name, sizeof t->name, "cell_%d%s/%s", l, D == 1 ? "" : d ? "/bw" : "/fw", p.name);
+      const int per_dir = n + extension_tensors(ls), d = i / per_dir, j = i % per_dir;
+      const char* scope = D == 1 ? "" : d ? "/bw" : "/fw";
+      t->dir = d;
+      if (j >= n) {  // LSTMCell use_peepholes: w_i_diag, w_f_diag, w_o_diag [H]; num_proj: projection/kernel [H, P]
+        describe_extension(ls, j - n, t);
+        static const char* const kTfPeep[4] = {"w_i_diag", "w_f_diag", "", "w_o_diag"};
+        std::snprintf(t->name, sizeof t->name, "cell_%d%s/%s", l, scope,
+                      t->role == Role::projection ? "projection/kernel" : kTfPeep[t->gate]);
+        if (t->role == Role::projection) t->shape = shape_of(H, ls.proj_size);
+        t->transposed = t->role == Role::projection;
+        return Status::ok;
+      }
+      const TfPart& p = parts[j];
+      std::snprintf(t->name, sizeof t->name, "cell_%d%s/%s", l, scope, p.name);
       const std::int64_t cols = static_cast<std::int64_t>(p.gates) * H;
-      t->shape = p.rows == 0 ? shape_of(cols) : shape_of(p.rows == 1 ? K + H : p.rows == 2 ? K : H, cols);
+      t->shape = p.rows == 0 ? shape_of(cols) : shape_of(p.rows == 1 ? K + O : p.rows == 2 ? K : H, cols);
       t->role = p.role;
       t->transposed = p.rows != 0;
       t->dir = d;
@@ -220,7 +265,7 @@ struct ElementTarget {
 
 ElementTarget target_of(const StackSpec& spec, const FormatTensor& t, std::int64_t e) {
   const LayerSpec& ls = spec.layers[t.layer];
-  const std::int64_t H = ls.hidden_size, G = num_gates(ls.mode), GH = G * H;
+  const std::int64_t H = ls.hidden_size, O = output_size(ls), G = num_gates(ls.mode), GH = G * H;
   int dir = t.dir;
   if (dir < 0) {  // ONNX: leading direction dimension
     const std::int64_t per_dir = t.shape.elements() / t.shape.dims[0];
@@ -235,7 +280,7 @@ ElementTarget target_of(const StackSpec& spec, const FormatTensor& t, std::int64
     case Role::input_weight:
     case Role::recurrent_weight: {
       const ParamKind kind = t.role == Role::input_weight ? ParamKind::input_weight : ParamKind::recurrent_weight;
-      const std::int64_t K = t.role == Role::input_weight ? layer_input_size(spec, t.layer) : H;
+      const std::int64_t K = t.role == Role::input_weight ? layer_input_size(spec, t.layer) : O;
       if (t.gate >= 0) return {offset(kind, 0, e), -1};  // canonical [H, K]
       std::int64_t row, k;
       if (t.transposed) {  // Keras [K, G·H], TF [K, n·H]
@@ -265,8 +310,12 @@ ElementTarget target_of(const StackSpec& spec, const FormatTensor& t, std::int64
       const std::int64_t K = layer_input_size(spec, t.layer), cols = t.shape.dims[1];
       const std::int64_t row = e / cols, col = e % cols;
       if (row < K) return {offset(ParamKind::input_weight, col / H, (col % H) * K + row), -1};
-      return {offset(ParamKind::recurrent_weight, col / H, (col % H) * H + (row - K)), -1};
+      return {offset(ParamKind::recurrent_weight, col / H, (col % H) * O + (row - K)), -1};
     }
+    case Role::peephole:  // one gate [H], or ONNX's [3·H] of one direction
+      return {offset(ParamKind::peephole, e / H, e % H), -1};
+    case Role::projection:  // [P, H], or TF's transpose [H, P]
+      return {offset(ParamKind::projection, 0, t.transposed ? (e % O) * H + e / O : e), -1};
   }
   return {-1, -1};
 }
@@ -330,7 +379,7 @@ bool looks_like_parameter(WeightFormat format, const char* name) {
              ((name[0] == 'W' || name[0] == 'R' || name[0] == 'B' || name[0] == 'P') && name[1] == '_');
     case WeightFormat::keras: return starts_with(name, "kernel") || starts_with(name, "recurrent_kernel") || starts_with(name, "bias");
     case WeightFormat::canonical:
-      return (name[0] == 'W' || name[0] == 'R' || starts_with(name, "bW") || starts_with(name, "bR")) &&
+      return (name[0] == 'W' || name[0] == 'R' || name[0] == 'P' || starts_with(name, "bW") || starts_with(name, "bR")) &&
              std::strstr(name, "_l") != nullptr;
     case WeightFormat::tensorflow: return starts_with(name, "cell_");
   }
@@ -341,6 +390,16 @@ Status check_format(const StackSpec& spec, WeightFormat format) {
   RNNCORE_RETURN_IF_ERROR(validate(spec));
   RNNCORE_ENSURE(format >= WeightFormat::canonical && format <= WeightFormat::tensorflow, Status::invalid_enum,
                  "weight format %d is not a format", static_cast<int>(format));
+  for (int l = 0; l < spec.num_layers; ++l) {  // LSTM extensions the format's layer cannot hold
+    const LayerSpec& ls = spec.layers[l];
+    RNNCORE_ENSURE(!(ls.peepholes && (format == WeightFormat::pytorch || format == WeightFormat::keras)),
+                   Status::unsupported, "layers[%d]: the %s format has no LSTM peepholes (canonical, onnx and tensorflow do)",
+                   l, to_string(format));
+    RNNCORE_ENSURE(!(ls.proj_size > 0 && (format == WeightFormat::onnx || format == WeightFormat::keras)),
+                   Status::unsupported,
+                   "layers[%d]: the %s format has no LSTM projection (canonical, pytorch and tensorflow do)", l,
+                   to_string(format));
+  }
   return Status::ok;
 }
 

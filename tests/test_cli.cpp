@@ -198,6 +198,12 @@ TEST_CASE("cli: every golden case through rnncore run with inferred specs") {
   }
 }
 
+TEST_CASE("cli: PyTorch nn.LSTM(proj_size) golden cases through rnncore run (P inferred, reference backend)") {
+  const auto cases = list_cases(src("tests/golden/pytorch_proj"));
+  REQUIRE(cases.size() >= 4);
+  for (const std::string& c : cases) run_golden(c);
+}
+
 TEST_CASE("cli: usage errors exit 2") {
   CHECK(run("").code == 2);
   CHECK(run("frobnicate").code == 2);
@@ -573,15 +579,16 @@ TEST_CASE("cli: rnncore grad errors") {
   CHECK(help.out.find("--dh0") != std::string::npos);
 }
 
-TEST_CASE("cli: TensorFlow cell files: a kernel needs its mode; peepholes and projections refused; forget bias") {
+TEST_CASE("cli: TensorFlow cell files: a kernel needs its mode; peepholes and projections; forget bias") {
   const std::string d = temp_dir();
   const std::vector<float> w(6 * 16, 0.1f);
   std::vector<io::TensorToWrite> t = {{"cell_0/kernel", io::ElemType::f32, {6, 16}, w.data()},  // I 2 + H 4, 4 gates
                                       {"cell_0/bias", io::ElemType::f32, {16}, w.data()}};
   REQUIRE(io::write_safetensors((d + "/tf_lstm.safetensors").c_str(), t, {}) == RNNCORE_OK);
-  const float x[2] = {1, 2};
-  const std::int64_t xs[3] = {1, 1, 2};
+  const float x[3] = {1, 2, 3};
+  const std::int64_t xs[3] = {1, 1, 2}, xs3[3] = {1, 1, 3};
   REQUIRE(io::write_npy((d + "/x2.npy").c_str(), io::ElemType::f32, xs, 3, x) == RNNCORE_OK);
+  REQUIRE(io::write_npy((d + "/x3.npy").c_str(), io::ElemType::f32, xs3, 3, x) == RNNCORE_OK);
   const std::string io_args = " --input " + d + "/x2.npy --output " + d + "/o.npy";
   const std::string args = "run --weights " + d + "/tf_lstm.safetensors" + io_args;
   expect_error(args, "does not tell an LSTM (G = 4) from an Elman RNN (G = 1); pass --mode");
@@ -589,15 +596,39 @@ TEST_CASE("cli: TensorFlow cell files: a kernel needs its mode; peepholes and pr
   CHECK(run(args + " --mode lstm --forget-bias 1.0").code == 0);
   expect_error(args + " --mode lstm --forget-bias one", "forget bias 'one' is not a finite number");
 
+  // LSTMCell(use_peepholes=True): all three w_*_diag, run by the reference backend (auto picks it).
   std::vector<io::TensorToWrite> peep = t;
   peep.push_back({"cell_0/w_f_diag", io::ElemType::f32, {4}, w.data()});
-  REQUIRE(io::write_safetensors((d + "/tf_peep.safetensors").c_str(), peep, {{"mode", "lstm"}}) == RNNCORE_OK);
-  expect_error("run --weights " + d + "/tf_peep.safetensors" + io_args,
-               "cell_0/w_f_diag': LSTMCell peepholes (use_peepholes=True) are not supported");
+  REQUIRE(io::write_safetensors((d + "/tf_peep1.safetensors").c_str(), peep, {{"mode", "lstm"}}) == RNNCORE_OK);
+  expect_error("run --weights " + d + "/tf_peep1.safetensors" + io_args, "tensor 'cell_0/w_i_diag' [4] is missing");
+  peep.push_back({"cell_0/w_i_diag", io::ElemType::f32, {4}, w.data()});
+  peep.push_back({"cell_0/w_o_diag", io::ElemType::f32, {4}, w.data()});
+  REQUIRE(io::write_safetensors((d + "/tf_peep.safetensors").c_str(), peep, {{"mode", "lstm"}, {"cell_clip", "0.5"}}) ==
+          RNNCORE_OK);
+  const Result pr = run("run --weights " + d + "/tf_peep.safetensors" + io_args);
+  INFO(pr.err);
+  CHECK(pr.code == 0);
+  CHECK(pr.out.find("hidden 4, peepholes, cell_clip 0.5") != std::string::npos);
+  expect_error("run --weights " + d + "/tf_peep.safetensors" + io_args + " --backend simd",
+               "only the reference backend runs yet");
+  std::vector<io::TensorToWrite> clip = t;
+  REQUIRE(io::write_safetensors((d + "/tf_clip.safetensors").c_str(), clip, {{"mode", "lstm"}, {"cell_clip", "-1"}}) ==
+          RNNCORE_OK);
+  expect_error("run --weights " + d + "/tf_clip.safetensors" + io_args, "metadata cell_clip '-1' is not a finite number >= 0");
+  // LSTMCell(num_proj=3): kernel [I + P, 4H] = [6, 16] is I = 3.
   std::vector<io::TensorToWrite> proj = t;
   proj.push_back({"cell_0/projection/kernel", io::ElemType::f32, {4, 3}, w.data()});
   REQUIRE(io::write_safetensors((d + "/tf_proj.safetensors").c_str(), proj, {{"mode", "lstm"}}) == RNNCORE_OK);
-  expect_error("run --weights " + d + "/tf_proj.safetensors" + io_args, "LSTMCell projections (num_proj) are not supported");
+  const Result pj = run("run --weights " + d + "/tf_proj.safetensors --input " + d + "/x3.npy --output " + d +
+                        "/o.npy --hn " + d + "/hn.npy --cn " + d + "/cn.npy");
+  INFO(pj.err);
+  CHECK(pj.code == 0);
+  CHECK(pj.out.find("input 3, hidden 4, proj_size 3") != std::string::npos);
+  io::Array hn, cn;
+  REQUIRE(io::read_npy((d + "/hn.npy").c_str(), &hn) == RNNCORE_OK);
+  REQUIRE(io::read_npy((d + "/cn.npy").c_str(), &cn) == RNNCORE_OK);
+  CHECK(hn.shape == std::vector<std::int64_t>{1, 1, 3});
+  CHECK(cn.shape == std::vector<std::int64_t>{1, 1, 4});
 
   std::vector<io::TensorToWrite> pt = {{"weight_ih_l0", io::ElemType::f32, {16, 2}, w.data()},
                                        {"weight_hh_l0", io::ElemType::f32, {16, 4}, w.data()}};

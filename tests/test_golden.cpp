@@ -74,6 +74,7 @@ void load_case(const std::string& path, GoldenCase* c) {
   c->spec.input_size = std::stoi(meta(f, "input_size"));
   c->spec.hidden_size = std::stoi(meta(f, "hidden_size"));
   c->spec.num_layers = std::stoi(meta(f, "num_layers"));
+  if (f.meta("proj_size") != nullptr) c->spec.proj_size = std::stoi(meta(f, "proj_size"));  // nn.LSTM(proj_size)
   c->spec.direction = meta(f, "bidirectional") == "1" ? Direction::bidirectional : Direction::unidirectional;
   c->T = std::stoi(meta(f, "seq_len"));
   c->B = std::stoi(meta(f, "batch"));
@@ -150,7 +151,7 @@ void run_case(const GoldenCase& c, Backend backend, Isa isa, double tolerance) {
   }
   // Outputs past a row's length are exactly zero.
   if (!c.lengths.empty()) {
-    const int width = num_directions(spec) * spec.hidden_size;
+    const int width = num_directions(spec) * output_size(to_stack(spec).layers[0]);
     for (int b = 0; b < c.B; ++b)
       for (int t = c.lengths[b]; t < c.T; ++t)
         for (int u = 0; u < width; ++u) {
@@ -182,6 +183,40 @@ void run_all_backends(const std::string& path) {
 }
 
 }  // namespace
+
+TEST_CASE("golden: PyTorch nn.LSTM(proj_size) on the reference backend; SIMD refuses it, auto picks the reference") {
+  const std::vector<std::string> cases = list_cases(golden_dir("pytorch_proj"));
+  REQUIRE(cases.size() >= 4);
+  for (const std::string& p : cases) {
+    GoldenCase c;
+    load_case(p, &c);
+    INFO(p);
+    REQUIRE(c.spec.proj_size > 0);
+    run_case<double>(c, Backend::reference, Isa::best, 1e-10);
+    run_case<float>(c, Backend::reference, Isa::best, 1e-5);
+    run_case<float>(c, Backend::auto_select, Isa::best, 1e-5);  // auto: the reference runs it
+    PlanOptions opt;
+    opt.max_batch = c.B;
+    opt.max_seq_len = c.T;
+    opt.backend = Backend::auto_select;
+    Plan plan;
+    REQUIRE(Plan::create(c.spec, opt, &plan) == Status::ok);
+    CHECK(plan.backend() == Backend::reference);
+    opt.backend = Backend::simd;
+    CHECK(Plan::create(c.spec, opt, &plan) == Status::unsupported);
+    CHECK(std::string(last_error_detail()).find("only the reference backend runs yet") != std::string::npos);
+    opt.backend = Backend::gpu;
+    CHECK(Plan::create(c.spec, opt, &plan) == Status::unsupported);
+    // The model-file loader infers P from weight_hr_l0 [P, H] and weight_hh_l0 [4H, P].
+    io::ModelHints hints;
+    io::LoadedModel m;
+    std::string err;
+    REQUIRE_MESSAGE(io::load_weights(p, hints, nullptr, &m, &err) == Status::ok, err);
+    CHECK(m.spec.proj_size == c.spec.proj_size);
+    CHECK(m.spec.hidden_size == c.spec.hidden_size);
+    CHECK(m.spec.num_layers == c.spec.num_layers);
+  }
+}
 
 TEST_CASE("golden: PyTorch nn.LSTM / nn.GRU / nn.RNN, all modes, 1-3 layers, uni/bidirectional, lengths") {
   const auto cases = list_cases(golden_dir("pytorch"));
@@ -424,6 +459,15 @@ void run_tf_case(const std::string& model_path, const io::SafeTensors& data, Bac
   REQUIRE_MESSAGE(io::load_weights(model_path, hints, cfg != nullptr ? &config : nullptr, &m, &err) == Status::ok, err);
   CHECK(m.format == WeightFormat::tensorflow);
   CHECK(m.ignored.empty());
+  bool extended = false;  // LSTM projection, peepholes or clips: the reference backend's alone so far
+  for (int l = 0; l < m.stack.num_layers; ++l) extended = extended || has_lstm_extensions(m.stack.layers[l]);
+  if (extended && backend == Backend::simd) {
+    PlanOptions opt;
+    opt.backend = backend;
+    Plan plan;
+    CHECK(Plan::create(m.stack, opt, &plan) == Status::unsupported);
+    return;
+  }
   const T* w = reinterpret_cast<const T*>(m.canonical.data());
   const std::vector<T> canonical(w, w + m.canonical.size() / sizeof(T));
   const std::vector<T> x = floats<T>(data, "input");
@@ -463,7 +507,7 @@ TEST_CASE("golden: TensorFlow checkpoints (TF1 cells, MultiRNNCell, bidirectiona
   std::vector<std::string> models;
   for (const std::string& p : list_cases(golden_dir("tf")))
     if (p.size() > 18 && p.compare(p.size() - 18, 18, ".model.safetensors") == 0) models.push_back(p);
-  REQUIRE(models.size() >= 13);
+  REQUIRE(models.size() >= 25);
   for (const std::string& model : models) {
     INFO(model);
     const std::string data_path = model.substr(0, model.size() - 18) + ".data.safetensors";

@@ -74,7 +74,7 @@ inline std::vector<rnncore::Backend> cpu_backends() {
 }
 
 // Plans, packs and runs one forward of a stack into `out` (poisoned first, so every element must be
-// written; state tensors hold state_elements(stack, B) elements).
+// written; h tensors hold state_elements(stack, B) elements, c tensors cell_state_elements).
 template <class T>
 rnncore::Status run_forward(const rnncore::StackSpec& stack, rnncore::PlanOptions opt, const std::vector<T>& canonical,
                             rnncore::ForwardArgs args, Outputs<T>* out) {
@@ -88,9 +88,9 @@ rnncore::Status run_forward(const rnncore::StackSpec& stack, rnncore::PlanOption
   const LayerSpec& last = stack.layers[stack.num_layers - 1];
   bool lstm = false;
   for (int l = 0; l < stack.num_layers; ++l) lstm = lstm || stack.layers[l].mode == Mode::lstm;
-  out->y.assign(static_cast<std::size_t>(args.seq_len) * args.batch * num_directions(last) * last.hidden_size, T(-7));
+  out->y.assign(static_cast<std::size_t>(args.seq_len) * args.batch * num_directions(last) * output_size(last), T(-7));
   out->hy.assign(static_cast<std::size_t>(state_elements(stack, args.batch)), T(-7));
-  out->cy.assign(lstm ? out->hy.size() : 0, T(-7));
+  out->cy.assign(lstm ? static_cast<std::size_t>(cell_state_elements(stack, args.batch)) : 0, T(-7));
   args.y = out->y.data();
   args.hy = out->hy.data();
   args.cy = lstm ? out->cy.data() : nullptr;

@@ -197,6 +197,9 @@ int cmd_export_c(int argc, char** argv) {
   if (load_weights(o.weights, hints, nullptr, &model, &err) != Status::ok) return error(err);
   for (const std::string& note : model.notes) std::fprintf(stderr, "rnncore: note: %s\n", note.c_str());
   const RnnSpec& spec = model.spec;
+  if (has_lstm_extensions(to_stack(spec).layers[0]))
+    return error(o.weights + ": export-c does not write LSTM projections, peepholes or clips yet (the model has them; "
+                 "rnncore run runs it)");
   const std::int64_t L = spec.num_layers, D = num_directions(spec), H = spec.hidden_size, I = spec.input_size;
   std::vector<float> weights(model.canonical.size() / sizeof(float));
   std::copy(model.canonical.begin(), model.canonical.end(), reinterpret_cast<unsigned char*>(weights.data()));

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rnncore/gpu.hpp"
@@ -288,7 +289,8 @@ void add_run_options(CLI::App& app, RunOptions& o, bool grad) {
       ->group(dropout);
 
   const char* exec = "execution";
-  app.add_option("--backend", o.backend)
+  app.add_option("--backend", o.backend,
+                 "auto: simd where it runs the model, else reference (LSTM\nprojections, peepholes and clips: reference only)")
       ->check(one_of({"auto", "reference", "simd", "gpu"}))
       ->type_name("auto|reference|simd|gpu")
       ->group(exec);
@@ -334,8 +336,8 @@ void add_run_options(CLI::App& app, RunOptions& o, bool grad) {
 struct RunSetup {
   LoadedModel model;
   std::vector<unsigned char> x, h0, c0;
-  std::vector<std::int64_t> xshape, state_dims;
-  std::string state_what;
+  std::vector<std::int64_t> xshape, state_dims, cell_dims;  // h: O = proj_size or H units; c: H
+  std::string state_what, cell_what;
   std::vector<std::int32_t> lengths;
   std::vector<std::uint32_t> row_ids;
   std::int64_t T = 0, B = 0, out_width = 0;
@@ -401,7 +403,7 @@ int prepare_run(const CLI::App& app, const RunOptions& o, RunSetup* rs) {
   if (given(app, "--dropout")) stack.dropout = dropout;
   const DType dt = stack.dtype;
   const LayerSpec& last = stack.layers[stack.num_layers - 1];
-  const std::int64_t L = stack.num_layers, I = stack.input_size, out_width = num_directions(last) * last.hidden_size;
+  const std::int64_t L = stack.num_layers, I = stack.input_size, out_width = num_directions(last) * output_size(last);
   bool any_lstm = false;
   for (int l = 0; l < stack.num_layers; ++l) any_lstm = any_lstm || stack.layers[l].mode == Mode::lstm;
   rs->any_lstm = any_lstm;
@@ -437,10 +439,17 @@ int prepare_run(const CLI::App& app, const RunOptions& o, RunSetup* rs) {
         return error(path + ": length " + std::to_string(lengths[b]) + " of row " + std::to_string(b) +
                      " is outside 0.." + T_s);
   }
+  const std::int64_t O = output_size(stack.layers[0]);  // h units: the projection size, or H
   const std::vector<std::int64_t> state_dims = rs->state_dims =
-      uniform ? std::vector<std::int64_t>{L * D, B, H} : std::vector<std::int64_t>{state_elements(stack, static_cast<int>(B))};
-  const std::string state_what = rs->state_what = uniform ? dims_string({LD_s, B_s, H_s}) + " ([layers*directions, batch, hidden])"
-                                         : dims_string({std::to_string(state_dims[0])}) + " (per-layer [B, H_l] blocks, flattened)";
+      uniform ? std::vector<std::int64_t>{L * D, B, O} : std::vector<std::int64_t>{state_elements(stack, static_cast<int>(B))};
+  const std::string state_what = rs->state_what =
+      uniform ? dims_string({LD_s, B_s, std::to_string(O)}) + (O == H ? " ([layers*directions, batch, hidden])"
+                                                                       : " ([layers*directions, batch, proj_size])")
+              : dims_string({std::to_string(state_dims[0])}) + " (per-layer [B, H_l] blocks, flattened)";
+  const std::vector<std::int64_t> cell_dims = rs->cell_dims =
+      uniform ? std::vector<std::int64_t>{L * D, B, H} : std::vector<std::int64_t>{cell_state_elements(stack, static_cast<int>(B))};
+  rs->cell_what = uniform ? dims_string({LD_s, B_s, H_s}) + " ([layers*directions, batch, hidden])"
+                          : dims_string({std::to_string(cell_dims[0])}) + " (per-layer [B, H_l] blocks, flattened)";
   std::vector<std::uint32_t>& row_ids = rs->row_ids;
   if (!o.row_ids.empty()) {
     const std::string path = o.row_ids;
@@ -465,7 +474,7 @@ int prepare_run(const CLI::App& app, const RunOptions& o, RunSetup* rs) {
     if (!any_lstm)
       return error(std::string("--c0/--cn/--expect-cn: a ") + to_string(stack.layers[0].mode) + " network has no cell state");
   }
-  if (!o.c0.empty() && !read_float_npy(o.c0, dt, state_dims, state_what, &ignored, &c0, &err)) return error(err);
+  if (!o.c0.empty() && !read_float_npy(o.c0, dt, cell_dims, rs->cell_what, &ignored, &c0, &err)) return error(err);
 
   PlanOptions& opt = rs->opt;
   opt.max_batch = static_cast<std::int32_t>(std::max<std::int64_t>(B, 1));
@@ -527,7 +536,8 @@ int cmd_run(int argc, char** argv) {
   if (s != Status::ok) return error(o.weights + ": " + library_error(s));
 
   std::vector<unsigned char> y(static_cast<std::size_t>(T * B * out_width) * es),
-      hy(static_cast<std::size_t>(state_elements(stack, static_cast<int>(B))) * es), cy(any_lstm ? hy.size() : 0);
+      hy(static_cast<std::size_t>(state_elements(stack, static_cast<int>(B))) * es),
+      cy(any_lstm ? static_cast<std::size_t>(cell_state_elements(stack, static_cast<int>(B))) * es : 0);
   ForwardArgs fa = rs.forward_args();
   fa.y = y.data();
   fa.hy = hy.data();
@@ -602,14 +612,23 @@ int cmd_run(int argc, char** argv) {
 
   if (!write_f32_npy(o.output, dt, y.data(), yshape, &err)) return error(err);
   if (!o.hn.empty() && !write_f32_npy(o.hn, dt, hy.data(), state_dims, &err)) return error(err);
-  if (!o.cn.empty() && !write_f32_npy(o.cn, dt, cy.data(), state_dims, &err)) return error(err);
+  if (!o.cn.empty() && !write_f32_npy(o.cn, dt, cy.data(), rs.cell_dims, &err)) return error(err);
 
   if (o.config.empty()) {
     const RnnSpec& spec = model.spec;
-    std::printf("model: %s%s, %lld layer(s), %s, input %lld, hidden %lld (%s weights, prefix '%s')\n", to_string(spec.mode),
+    std::string ext;  // LSTM extensions, when present
+    if (spec.proj_size > 0) ext += ", proj_size " + std::to_string(spec.proj_size);
+    if (spec.peepholes) ext += ", peepholes";
+    char clip[64];
+    for (const auto& c : {std::make_pair(", cell_clip %g", spec.cell_clip), std::make_pair(", proj_clip %g", spec.proj_clip)})
+      if (c.second > 0) {
+        std::snprintf(clip, sizeof clip, c.first, c.second);
+        ext += clip;
+      }
+    std::printf("model: %s%s, %lld layer(s), %s, input %lld, hidden %lld%s (%s weights, prefix '%s')\n", to_string(spec.mode),
                 spec.mode == Mode::gru ? (std::string(" ") + to_string(spec.gru_variant)).c_str() : "",
                 static_cast<long long>(L), D == 2 ? "bidirectional" : "unidirectional", static_cast<long long>(I),
-                static_cast<long long>(H), to_string(model.format), model.prefix.c_str());
+                static_cast<long long>(H), ext.c_str(), to_string(model.format), model.prefix.c_str());
   } else {
     std::string layers;
     for (int l = 0; l < stack.num_layers; ++l) {
@@ -642,7 +661,7 @@ int cmd_run(int argc, char** argv) {
     const std::vector<std::int64_t>* shape;
   };
   for (const Check& c : {Check{&o.expect, "y", &y, &yshape}, Check{&o.expect_hn, "hn", &hy, &state_dims},
-                         Check{&o.expect_cn, "cn", &cy, &state_dims}}) {
+                         Check{&o.expect_cn, "cn", &cy, &rs.cell_dims}}) {
     if (c.path->empty()) continue;
     const double rel = compare(c.label, *c.got, dt, *c.shape, *c.path, &err);
     if (rel < 0) return error(err);
@@ -745,7 +764,7 @@ int cmd_grad(int argc, char** argv) {
     return error(err);
   if (!o.dhn.empty() && !read_float_npy(o.dhn, dt, rs.state_dims, rs.state_what, &ignored, &dhn, &err))
     return error(err);
-  if (!o.dcn.empty() && !read_float_npy(o.dcn, dt, rs.state_dims, rs.state_what, &ignored, &dcn, &err))
+  if (!o.dcn.empty() && !read_float_npy(o.dcn, dt, rs.cell_dims, rs.cell_what, &ignored, &dcn, &err))
     return error(err);
 
   PlanOptions opt = rs.opt;
@@ -790,7 +809,7 @@ int cmd_grad(int argc, char** argv) {
   if (!write_weight_grads(o.weights, o.grads, rs.model, dweights.data(), &err)) return error(err);
   if (!o.dx.empty() && !write_f32_npy(o.dx, dt, dx.data(), rs.xshape, &err)) return error(err);
   if (!o.dh0.empty() && !write_f32_npy(o.dh0, dt, dh0.data(), rs.state_dims, &err)) return error(err);
-  if (!o.dc0.empty() && !write_f32_npy(o.dc0, dt, dc0.data(), rs.state_dims, &err)) return error(err);
+  if (!o.dc0.empty() && !write_f32_npy(o.dc0, dt, dc0.data(), rs.cell_dims, &err)) return error(err);
   if (!o.output.empty() && !write_f32_npy(o.output, dt, y.data(), yshape, &err)) return error(err);
   std::printf("grad: T=%lld B=%lld, backend %s (%s), %s run; forward %.3f ms, backward %.3f ms; reserve %zu bytes\n",
               static_cast<long long>(rs.T), static_cast<long long>(rs.B), to_string(plan.backend()), plan.kernel_name(),
@@ -1176,6 +1195,7 @@ int cmd_info(int argc, char** argv) {
   if (Plan::create(spec, PlanOptions{}, &plan) == Status::ok) std::printf("f32 kernels: %s\n", plan.kernel_name());
   spec.dtype = DType::f64;
   if (Plan::create(spec, PlanOptions{}, &plan) == Status::ok) std::printf("f64 kernels: %s\n", plan.kernel_name());
+  std::printf("LSTM projection, peepholes, cell/projection clip: reference backend only (backend auto picks it)\n");
   std::printf("env RNNCORE_MAX_ISA caps the instruction set (none, sse2, avx2, avx512, neon)\n");
   return 0;
 }

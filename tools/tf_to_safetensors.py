@@ -10,10 +10,12 @@ CudnnCompatibleLSTMCell (also what CudnnLSTM saves), GRUCell, CudnnCompatibleGRU
 under MultiRNNCell (`.../multi_rnn_cell/cell_<k>/...`), bidirectional_dynamic_rnn (`.../fw/...`,
 `.../bw/...`) and stack_bidirectional_dynamic_rnn / CudnnLSTM scopes are written in rnncore's
 `tensorflow` layout (docs/weights.md) as TF saved them, renamed `cell_<l>[/fw|/bw]/<variable>`.
-Metadata: format, mode, gru variant, forget_bias. What a checkpoint does not store -- LSTMCell's
-forget_bias, cell_clip, the RNN activation -- is read from the `.meta` graph next to it when there
-is one; else TF's defaults are assumed and said so (override with --forget-bias / --mode).
-Peepholes, projections and cell clipping are refused: rnncore does not run them yet.
+LSTMCell's peepholes (`w_i_diag`, `w_f_diag`, `w_o_diag`) and projection (`projection/kernel`,
+num_proj) are written with the cell's other variables.
+Metadata: format, mode, gru variant, forget_bias, cell_clip, proj_clip. What a checkpoint does not
+store -- LSTMCell's forget_bias, cell_clip and proj_clip, the RNN activation -- is read from the
+`.meta` graph next to it when there is one; else TF's defaults (no clipping) are assumed and said so
+(override with --forget-bias / --mode). LSTMBlockCell peepholes are refused (not verified yet).
 
 Keras models: LSTM, GRU, SimpleRNN layers (and Bidirectional of them, merge_mode concat), in
 sequence, written in rnncore's `keras` layout.
@@ -181,9 +183,15 @@ def const_value(body, ref, tf):
     return float(v) if v.size == 1 else None
 
 
+def clip_kind(body, node):
+    """'proj_clip' if a clip_by_value's Minimum clips LSTMCell's projection (a MatMul), else 'cell_clip'."""
+    src = body.get(node.input[0].split(":")[0].lstrip("^"))
+    return "proj_clip" if src is not None and src.op in ("MatMul", "BatchMatMulV2") else "cell_clip"
+
+
 def inspect_graph(cell, bodies, tf):
-    """What the graph says about a cell: forget bias values, clipping, ReLU activation."""
-    found = {"forget_bias": set(), "clip": False, "relu": False, "seen": False}
+    """What the graph says about a cell: forget bias values, clip values, ReLU activation."""
+    found = {"forget_bias": set(), "cell_clip": set(), "proj_clip": set(), "relu": False, "seen": False}
     for body in bodies:
         for path in cell_paths_in(body, cell):
             found["seen"] = True
@@ -191,13 +199,19 @@ def inspect_graph(cell, bodies, tf):
                 if not name.startswith(path + "/"):
                     continue
                 rest = name[len(path) + 1:]
-                if rest.startswith("clip_by_value"):
-                    found["clip"] = True
+                # clip_ops.clip_by_value(x, -clip, clip): Minimum(x, clip), then Maximum(., -clip).
+                if re.match(r"clip_by_value(_\d+)?/Minimum$", rest) and node.op == "Minimum":
+                    v = const_value(body, node.input[1], tf)
+                    if v is None:
+                        raise ConvertError("cell '%s': clip_by_value '%s' with a bound that is not a constant"
+                                           % (cell.scope, name))
+                    found[clip_kind(body, node)].add(v)
                 if node.op == "Relu":
                     found["relu"] = True
                 if node.op == "LSTMBlockCell":  # LSTMBlockCell / CudnnCompatibleLSTMCell: attributes of one op
                     found["forget_bias"].add(float(node.attr["forget_bias"].f))
-                    found["clip"] = found["clip"] or node.attr["cell_clip"].f > 0
+                    if node.attr["cell_clip"].f > 0:
+                        found["cell_clip"].add(float(node.attr["cell_clip"].f))
                     if node.attr["use_peephole"].b:
                         raise ConvertError("cell '%s': LSTMBlockCell peepholes are not supported by rnncore yet"
                                            % cell.scope)
@@ -242,17 +256,16 @@ def order_layers(cells):
 
 def check_cell(cell):
     v = cell.vars
-    for p in ("w_i_diag", "w_f_diag", "w_o_diag"):
-        if p in v:
-            raise ConvertError("'%s': LSTMCell peepholes (use_peepholes=True) are not supported by rnncore yet" % v[p])
-    if "projection/kernel" in v:
-        raise ConvertError("'%s': LSTMCell projections (num_proj) are not supported by rnncore yet"
-                           % v["projection/kernel"])
+    peep = [p for p in ("w_i_diag", "w_f_diag", "w_o_diag") if p in v]
+    if peep and len(peep) != 3:
+        raise ConvertError("cell '%s' has %s but not all of w_i_diag, w_f_diag, w_o_diag" % (cell.scope, peep))
     need = {"lstm": ["kernel", "bias"], "rnn_tanh": ["kernel", "bias"],
             "gru": ["gates/kernel", "gates/bias", "candidate/kernel", "candidate/bias"],
             "cudnn_gru": ["gates/kernel", "gates/bias", "candidate/input_projection/kernel",
                           "candidate/input_projection/bias", "candidate/hidden_projection/kernel",
                           "candidate/hidden_projection/bias"]}[cell.kind()]
+    if cell.kind() == "lstm":  # LSTMCell(use_peepholes=True), LSTMCell(num_proj=P)
+        need = need + peep + (["projection/kernel"] if "projection/kernel" in v else [])
     missing = [n for n in need if n not in v]
     if missing:
         raise ConvertError("cell '%s' lacks %s" % (cell.scope, ", ".join(missing)))
@@ -286,15 +299,20 @@ def convert_checkpoint(path, args):
     else:
         progress("reading graph %s" % meta)
 
-    modes, variants, forget = [], set(), set()
+    modes, variants, forget, clips = [], set(), set(), {"cell_clip": set(), "proj_clip": set()}
     for layer in layers:
         for c in layer:
             kind = c.kind()
             mode = {"cudnn_gru": "gru"}.get(kind, kind)
             g = inspect_graph(c, bodies, tf) if bodies is not None else None
-            if g is not None and g["clip"]:
-                raise ConvertError("cell '%s' clips its cell state or projection (cell_clip / proj_clip): "
-                                   "not supported by rnncore yet" % c.scope)
+            for key in ("cell_clip", "proj_clip"):
+                if mode != "lstm" and g is not None and g[key]:
+                    raise ConvertError("cell '%s' (%s) clips (%s): only LSTM cells clip in rnncore" % (c.scope, mode, key))
+                if g is not None and len(g[key]) > 1:
+                    raise ConvertError("cell '%s': the graph holds several %s values %s" % (c.scope, key, sorted(g[key])))
+                clips[key].add(g[key].pop() if g is not None and g[key] else 0.0)
+            if "w_i_diag" in c.vars and bodies is not None and c.name != "lstm_cell":
+                raise ConvertError("cell '%s': peepholes of this cell kind are not supported (LSTMCell's are)" % c.scope)
             if mode in ("lstm", "gru") and g is not None and g["relu"]:
                 raise ConvertError("cell '%s' uses a ReLU activation; rnncore's LSTM and GRU use tanh" % c.scope)
             if mode == "rnn_tanh" and g is not None and g["relu"]:
@@ -341,6 +359,12 @@ def convert_checkpoint(path, args):
             raise ConvertError("the LSTM cells use different forget biases %s; rnncore takes one per model"
                                % sorted(forget))
         metadata["forget_bias"] = repr(float(forget.pop()))
+        for key, values in clips.items():
+            if len(values) > 1:
+                raise ConvertError("the LSTM cells use different %s values %s; rnncore takes one per model "
+                                   "(per layer: --config)" % (key, sorted(values)))
+            if values and max(values) > 0:
+                metadata[key] = repr(float(values.pop()))
     metadata["tf_scopes"] = ",".join(c.scope for layer in layers for c in layer)
     ignored_note(ignored)
     return tensors, metadata

@@ -41,7 +41,7 @@ typedef enum rnncore_weight_format { RNNCORE_FORMAT_CANONICAL = 0, RNNCORE_FORMA
 typedef enum rnncore_state_filter { RNNCORE_STATE_FILTER_DEFAULT = 0, RNNCORE_STATE_FILTER_H_AND_C = 1, RNNCORE_STATE_FILTER_C_ONLY = 2, RNNCORE_STATE_FILTER_NONE = 3 } rnncore_state_filter;
 typedef enum rnncore_wrapper_kind { RNNCORE_WRAPPER_DROPOUT = 0, RNNCORE_WRAPPER_RESIDUAL = 1 } rnncore_wrapper_kind;
 typedef enum rnncore_run_mode { RNNCORE_RUN_INFERENCE = 0, RNNCORE_RUN_TRAINING = 1, RNNCORE_RUN_MONTE_CARLO = 2 } rnncore_run_mode;
-typedef enum rnncore_param_kind { RNNCORE_PARAM_INPUT_WEIGHT = 0, RNNCORE_PARAM_RECURRENT_WEIGHT = 1, RNNCORE_PARAM_INPUT_BIAS = 2, RNNCORE_PARAM_RECURRENT_BIAS = 3 } rnncore_param_kind;
+typedef enum rnncore_param_kind { RNNCORE_PARAM_INPUT_WEIGHT = 0, RNNCORE_PARAM_RECURRENT_WEIGHT = 1, RNNCORE_PARAM_INPUT_BIAS = 2, RNNCORE_PARAM_RECURRENT_BIAS = 3, RNNCORE_PARAM_PEEPHOLE = 4, RNNCORE_PARAM_PROJECTION = 5 } rnncore_param_kind;
 
 /** A uniform stack of recurrent layers (CudnnLSTM and its GRU / RNN siblings). Enum fields hold the enums above. */
 typedef struct rnncore_spec {
@@ -54,6 +54,11 @@ typedef struct rnncore_spec {
   int32_t input_mode;  /**< rnncore_input_mode */
   int32_t dtype;       /**< RNNCORE_F32 or RNNCORE_F64 */
   double dropout;      /**< inter-layer dropout p in [0, 1) (dropout runs only) */
+  /* LSTM extensions (rnncore::RnnSpec; reference backend only). Zero: off. */
+  int32_t proj_size;   /**< P: h = W_proj (o * tanh(c)), 0 or 1..H-1 */
+  int32_t peepholes;   /**< nonzero: TF LSTMCell use_peepholes */
+  double cell_clip;    /**< c clipped to [-clip, clip]; 0: none */
+  double proj_clip;    /**< projection clipped to [-clip, clip]; 0: none */
 } rnncore_spec;
 
 /** TF's DropoutWrapper (see rnncore::DropoutWrapper and docs/dropout.md). */
@@ -90,6 +95,10 @@ typedef struct rnncore_layer_spec {
   int32_t direction;   /**< rnncore_direction */
   int32_t num_wrappers;
   rnncore_wrapper wrappers[RNNCORE_MAX_WRAPPERS];
+  int32_t proj_size;   /**< LSTM projection size P (0: none) */
+  int32_t peepholes;   /**< nonzero: LSTM peepholes */
+  double cell_clip;    /**< 0: none */
+  double proj_clip;    /**< 0: none */
 } rnncore_layer_spec;
 
 /** A stack of layers with their own cells, sizes, directions and wrappers. */
@@ -222,6 +231,9 @@ int64_t rnncore_stack_param_count(const rnncore_stack_spec* stack);
 /** Elements of a state tensor of a stack for `batch` rows; and the offset of (layer, direction)'s [batch, H_l] block. */
 int64_t rnncore_stack_state_elements(const rnncore_stack_spec* stack, int batch);
 int64_t rnncore_stack_state_offset(const rnncore_stack_spec* stack, int batch, int layer, int direction);
+/** c state tensors: like the two above with H_l units per block (h blocks have P_l with a projection). */
+int64_t rnncore_stack_cell_state_elements(const rnncore_stack_spec* stack, int batch);
+int64_t rnncore_stack_cell_state_offset(const rnncore_stack_spec* stack, int batch, int layer, int direction);
 /** Named tensors of a format → a stack's canonical buffer. */
 rnncore_status rnncore_stack_import_weights(const rnncore_stack_spec* stack, int32_t format,
                                             const rnncore_tensor_view* tensors, size_t count, const char* prefix,

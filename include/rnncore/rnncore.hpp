@@ -106,6 +106,11 @@ struct RnnSpec {
   InputMode input_mode = InputMode::linear;
   DType dtype = DType::f32;  ///< activations and canonical weights: f32 or f64
   double dropout = 0.0;      ///< CudnnLSTM inter-layer dropout p in [0, 1): every layer's output but the last, in dropout runs
+  /// LSTM only (TF LSTMCell, PyTorch nn.LSTM; docs/weights.md "LSTM extensions"). Reference backend only.
+  std::int32_t proj_size = 0;  ///< P: h = W_proj (o ⊙ tanh(c)) has P units (0: no projection; else 1..H−1)
+  bool peepholes = false;      ///< i, f see p_i ⊙ c_{t−1}, p_f ⊙ c_{t−1}; o sees p_o ⊙ c_t (TF use_peepholes)
+  double cell_clip = 0.0;      ///< c clipped to [−clip, clip] after its update (0: none; TF cell_clip)
+  double proj_clip = 0.0;      ///< the projection clipped to [−clip, clip] (0: none; needs proj_size; TF proj_clip)
 };
 
 /// Which parts of the outgoing state a DropoutWrapper's state dropout touches
@@ -154,6 +159,11 @@ struct LayerSpec {
   GruVariant gru_variant = GruVariant::reset_after;
   std::int32_t hidden_size = 0;
   Direction direction = Direction::unidirectional;
+  /// LSTM extensions, as in RnnSpec: projection size P (0: none), peepholes, cell and projection clips (0: none).
+  std::int32_t proj_size = 0;
+  bool peepholes = false;
+  double cell_clip = 0.0;
+  double proj_clip = 0.0;
   std::int32_t num_wrappers = 0;
   Wrapper wrappers[kMaxWrappers];  ///< wrappers[0] wraps the cell, wrappers[1] wraps that, ...
 };
@@ -181,6 +191,10 @@ int num_directions(const RnnSpec& spec);
 int layer_input_size(const RnnSpec& spec, int layer);
 /// True when layer 0 runs in skip mode (input_mode skip, or auto_select with input_size == hidden_size).
 bool uses_skip_input(const RnnSpec& spec);
+/// True when an LSTM layer uses a projection, peepholes or a clip (the reference backend runs these).
+bool has_lstm_extensions(const LayerSpec& layer);
+/// Units of a layer's output and of its h state per direction: proj_size when it projects, else hidden_size.
+int output_size(const LayerSpec& layer);
 /// Bytes of one element of a dtype.
 std::size_t dtype_size(DType dtype);
 
@@ -197,14 +211,28 @@ int num_directions(const LayerSpec& layer);
 int layer_input_size(const StackSpec& stack, int layer);
 bool uses_skip_input(const StackSpec& stack);
 
-/// Elements of a state tensor (h or c) for `batch` rows: Σ over layers and directions of batch × H_l.
-/// For a uniform stack this is [L·D, B, H].
+/// Elements of an h state tensor for `batch` rows: Σ over layers and directions of batch × O_l, where
+/// O_l = output_size (H_l, or P_l with a projection). For a uniform stack this is [L·D, B, O]; it is
+/// also the c tensor's size unless some layer projects (then see cell_state_elements).
 std::int64_t state_elements(const StackSpec& stack, int batch);
-/// Element offset of the [batch, H_l] block of (layer, direction) in a state tensor.
+/// Element offset of the [batch, O_l] block of (layer, direction) in an h state tensor.
 std::int64_t state_offset(const StackSpec& stack, int batch, int layer, int direction);
+/// Elements of a c state tensor: Σ over layers and directions of batch × H_l ([L·D, B, H] when uniform).
+std::int64_t cell_state_elements(const StackSpec& stack, int batch);
+/// Element offset of the [batch, H_l] block of (layer, direction) in a c state tensor.
+std::int64_t cell_state_offset(const StackSpec& stack, int batch, int layer, int direction);
 
-/// Kinds of canonical parameter (DESIGN §4): W_k [H, I_l], R_k [H, H], bW_k [H], bR_k [H].
-enum class ParamKind : std::int32_t { input_weight = 0, recurrent_weight = 1, input_bias = 2, recurrent_bias = 3 };
+/// Kinds of canonical parameter (DESIGN §4): W_k [H, I_l], R_k [H, O] (O = output_size: H, or P with a
+/// projection), bW_k [H], bR_k [H]; LSTM extensions: peephole p_k [H] for gates i, f, o (canonical gate
+/// 0, 1, 3) and the projection W_proj [P, H] (gate 0).
+enum class ParamKind : std::int32_t {
+  input_weight = 0,
+  recurrent_weight = 1,
+  input_bias = 2,
+  recurrent_bias = 3,
+  peephole = 4,
+  projection = 5
+};
 
 /// Number of scalars of the canonical parameter buffer (CudnnLSTM's opaque parameter count).
 std::int64_t param_count(const RnnSpec& spec);
@@ -213,11 +241,13 @@ std::int64_t param_count(const RnnSpec& spec);
 /// @param[in] layer 0..L-1  @param[in] direction 0 (forward) or 1 (reverse)  @param[in] gate 0..G-1 in canonical gate order
 std::int64_t canonical_offset(const RnnSpec& spec, int layer, int direction, ParamKind kind, int gate);
 /// CudnnLSTM's canonical_weight_shapes: per layer, per direction, W_k for each gate then R_k for each
+/// gate, then W_proj [P, H] when the layer projects.
 /// gate (W omitted for a skip layer). Writes at most `capacity` shapes; `*count` receives the total.
 Status canonical_weight_shapes(const RnnSpec& spec, Shape* shapes, int capacity, int* count);
-/// CudnnLSTM's canonical_bias_shapes: per layer, per direction, bW_k for each gate then bR_k.
+/// CudnnLSTM's canonical_bias_shapes: per layer, per direction, bW_k for each gate then bR_k, then the
+/// peepholes p_i, p_f, p_o [H] when the layer has them.
 Status canonical_bias_shapes(const RnnSpec& spec, Shape* shapes, int capacity, int* count);
-/// CudnnLSTM's state_shape: [L·D, batch, H] (for h, and for c in LSTM).
+/// CudnnLSTM's state_shape: [L·D, batch, O] for h (O = proj_size or H); c is [L·D, batch, H].
 Shape state_shape(const RnnSpec& spec, int batch);
 std::int64_t param_count(const StackSpec& stack);
 std::int64_t canonical_offset(const StackSpec& stack, int layer, int direction, ParamKind kind, int gate);
@@ -335,10 +365,10 @@ struct ForwardArgs {
   Layout layout = Layout::time_major;
   const void* x = nullptr;                  ///< [T, B, I] (or [B, T, I])
   const std::int32_t* seq_lengths = nullptr;  ///< [B] in 0..T, any order; null: all T
-  const void* h0 = nullptr;                 ///< [L·D, B, H] or null (zeros)
+  const void* h0 = nullptr;                 ///< [L·D, B, H] (P with a projection) or null (zeros)
   const void* c0 = nullptr;                 ///< [L·D, B, H] or null (zeros); LSTM only
-  void* y = nullptr;                        ///< [T, B, D·H] (or [B, T, D·H]); zero past a row's length
-  void* hy = nullptr;                       ///< [L·D, B, H] final h, or null (may be h0 itself: streaming in place)
+  void* y = nullptr;                        ///< [T, B, D·H] (D·P with a projection; or batch-major); zero past a row's length
+  void* hy = nullptr;                       ///< [L·D, B, H] (P with a projection) final h, or null (may be h0 itself: streaming in place)
   void* cy = nullptr;                       ///< [L·D, B, H] final c (LSTM), or null (may be c0 itself)
   RunMode run_mode = RunMode::inference;
   std::uint64_t seed = 0;                   ///< run seed: masks of inter-layer dropout and of wrappers without a seed

@@ -15,6 +15,8 @@ struct CellParams {
   T* R[4] = {};   // [H, H]
   T* bW[4] = {};  // [H]
   T* bR[4] = {};  // [H]
+  T* peep[4] = {};  // [H] LSTM peepholes for gates i, f, o (index 0, 1, 3); null without
+  T* proj = nullptr;  // [P, H] LSTM projection; null without
 };
 
 template <class T>
@@ -26,7 +28,11 @@ CellParams<T> cell_params(const PlanImpl& p, int layer, int dir, T* canonical) {
     cp.R[g] = canonical + canonical_offset(p.stack, layer, dir, ParamKind::recurrent_weight, g);
     cp.bW[g] = canonical + canonical_offset(p.stack, layer, dir, ParamKind::input_bias, g);
     cp.bR[g] = canonical + canonical_offset(p.stack, layer, dir, ParamKind::recurrent_bias, g);
+    const std::int64_t pe = canonical_offset(p.stack, layer, dir, ParamKind::peephole, g);
+    cp.peep[g] = pe < 0 ? nullptr : canonical + pe;
   }
+  const std::int64_t pr = canonical_offset(p.stack, layer, dir, ParamKind::projection, 0);
+  cp.proj = pr < 0 ? nullptr : canonical + pr;
   return cp;
 }
 

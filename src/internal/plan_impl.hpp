@@ -27,7 +27,9 @@ struct LayerPlan {
   GruVariant gru_variant = GruVariant::reset_after;
   simd::Cell cell = simd::Cell::lstm;
   std::int32_t input_size = 0;     // I_l
-  std::int32_t hidden = 0;         // H_l
+  std::int32_t hidden = 0;         // H_l: cell units (c, gates)
+  std::int32_t out = 0;            // O_l: units of h and of the output per direction (P_l, or H_l)
+  bool extensions = false;         // LSTM projection, peepholes or clips (reference backend only)
   std::int32_t hidden_stride = 0;  // floats per state row: Hp (SIMD) or H (reference)
   std::int32_t gates = 0;
   std::int32_t dirs = 1;

@@ -107,6 +107,8 @@ struct Inferred {
   std::vector<std::int64_t> anchor_shape;
   const io::TensorEntry* keras_bias = nullptr;
   bool tf_reset_after = false;  // a TF GRU with CudnnCompatibleGRUCell's candidate projections
+  int proj = 0;                 // LSTM projection size (PyTorch weight_hr_l0, TF projection/kernel, canonical Wproj_l0)
+  bool peepholes = false;       // LSTM peepholes (TF w_*_diag, ONNX P, canonical Pi_l0)
 };
 
 // TF1 cell tensors (tensorflow format): `cell_{l}[/fw|/bw]/kernel` (LSTM, RNN) or `.../gates/kernel`
@@ -115,11 +117,11 @@ struct Inferred {
 bool infer_tensorflow(Inspector& in, const std::string& p, int mode_gates, Inferred* r) {
   const bool bi = in.find(p + "cell_0/fw/kernel") != nullptr || in.find(p + "cell_0/fw/gates/kernel") != nullptr;
   const std::string d0 = p + (bi ? "cell_0/fw/" : "cell_0/");
-  for (const char* peephole : {"w_i_diag", "w_f_diag", "w_o_diag"})
-    if (in.find(d0 + peephole) != nullptr)
-      return in.fail("tensor '" + d0 + peephole + "': LSTMCell peepholes (use_peepholes=True) are not supported");
-  if (in.find(d0 + "projection/kernel") != nullptr)
-    return in.fail("tensor '" + d0 + "projection/kernel': LSTMCell projections (num_proj) are not supported");
+  // LSTMCell(use_peepholes=True): w_i_diag, w_f_diag, w_o_diag [H]; LSTMCell(num_proj=P): projection/kernel [H, P].
+  for (const char* diag : {"w_i_diag", "w_f_diag", "w_o_diag"}) r->peepholes = r->peepholes || in.find(d0 + diag) != nullptr;
+  const io::TensorEntry* proj = nullptr;
+  if (in.find(d0 + "projection/kernel") != nullptr && !in.need(d0 + "projection/kernel", 2, "[H, P]", &proj)) return false;
+  if ((r->peepholes || proj != nullptr) && mode_gates == 0) mode_gates = 4;  // only an LSTMCell has these
   const io::TensorEntry* k = nullptr;
   const bool gru = in.find(d0 + "gates/kernel") != nullptr;
   if (gru) {
@@ -138,11 +140,17 @@ bool infer_tensorflow(Inspector& in, const std::string& p, int mode_gates, Infer
                      "(files written by tools/tf_to_safetensors.py carry it in their metadata), or --config for a stack of "
                      "different cells");
     if (mode_gates == 3) return in.fail("mode gru, but the file has no TF GRU tensor '" + d0 + "gates/kernel'");
-    if (k->shape[1] % mode_gates != 0 || k->shape[0] <= k->shape[1] / mode_gates) return in.bad_shape(*k, ks);
+    const std::int64_t h_rows = proj != nullptr ? proj->shape[1] : k->shape[1] / mode_gates;  // O: P or H
+    if (k->shape[1] % mode_gates != 0 || k->shape[0] <= h_rows) return in.bad_shape(*k, ks);
     r->gates = mode_gates;
     r->hidden = static_cast<int>(k->shape[1] / mode_gates);
   }
-  r->input = static_cast<int>(k->shape[0]) - r->hidden;
+  if (proj != nullptr) {
+    if (proj->shape[0] != r->hidden || k->shape[0] <= proj->shape[1])
+      return in.bad_shape(*proj, "[" + std::to_string(r->hidden) + ", P] with P < the kernel's rows");
+    r->proj = static_cast<int>(proj->shape[1]);
+  }
+  r->input = static_cast<int>(k->shape[0]) - (r->proj > 0 ? r->proj : r->hidden);
   r->anchor = k->name;
   r->anchor_shape = k->shape;
   r->dirs = bi ? 2 : 1;
@@ -165,9 +173,14 @@ bool infer_sizes(Inspector& in, WeightFormat format, const std::string& p, int m
     case WeightFormat::pytorch: {
       const char* rs = "[G*H, H] with G = 1, 3 or 4";
       if (!in.need(p + "weight_hh_l0", 2, rs, &R)) return false;
-      if (in.find(p + "weight_hr_l0") != nullptr)
-        return in.fail("tensor '" + p + "weight_hr_l0': LSTM projections (proj_size > 0) are not supported");
-      if (!gates_from(R->shape[0], R->shape[1], *R, rs)) return false;
+      const io::TensorEntry* hr = nullptr;  // nn.LSTM(proj_size=P): weight_hr_l0 [P, H], weight_hh_l0 [4H, P]
+      if (in.find(p + "weight_hr_l0") != nullptr) {
+        if (!in.need(p + "weight_hr_l0", 2, "[P, H]", &hr)) return false;
+        if (R->shape[1] != hr->shape[0])
+          return in.bad_shape(*R, "[4*H, " + std::to_string(hr->shape[0]) + "] (P from weight_hr_l0)");
+        r->proj = static_cast<int>(hr->shape[0]);
+      }
+      if (!gates_from(R->shape[0], hr != nullptr ? hr->shape[1] : R->shape[1], *R, rs)) return false;
       if (!in.need(p + "weight_ih_l0", 2, "[G*H, I]", &W)) return false;
       if (W->shape[0] != R->shape[0]) return in.bad_shape(*W, "[" + std::to_string(R->shape[0]) + ", I]");
       r->input = static_cast<int>(W->shape[1]);
@@ -187,6 +200,7 @@ bool infer_sizes(Inspector& in, WeightFormat format, const std::string& p, int m
         return in.bad_shape(*W, "[" + std::to_string(R->shape[0]) + ", " + std::to_string(R->shape[1]) + ", I]");
       r->input = static_cast<int>(W->shape[2]);
       r->dirs = static_cast<int>(R->shape[0]);
+      r->peepholes = in.find(p + (multi ? "P_l0" : "P")) != nullptr;
       r->layers = multi ? count_layers(in, p, "R_l%d") : 1;
       return true;
     }
@@ -206,7 +220,12 @@ bool infer_sizes(Inspector& in, WeightFormat format, const std::string& p, int m
     }
     case WeightFormat::canonical: {
       if (!in.need(p + "R0_l0", 2, "[H, H]", &R)) return false;
-      if (R->shape[0] != R->shape[1]) return in.bad_shape(*R, "[H, H]");
+      const io::TensorEntry* wp = nullptr;  // a projection: Wproj_l0 [P, H], R [H, P]
+      if (in.find(p + "Wproj_l0") != nullptr && !in.need(p + "Wproj_l0", 2, "[P, H]", &wp)) return false;
+      if (wp != nullptr) r->proj = static_cast<int>(wp->shape[0]);
+      if (R->shape[1] != (wp != nullptr ? wp->shape[0] : R->shape[0]) || (wp != nullptr && wp->shape[1] != R->shape[0]))
+        return in.bad_shape(*R, wp != nullptr ? "[H, P] (P, H from Wproj_l0)" : "[H, H]");
+      r->peepholes = in.find(p + "Pi_l0") != nullptr;
       r->gates = count_layers(in, p, "R%d_l0");  // counts gates here
       if (r->gates != 1 && r->gates != 3 && r->gates != 4)
         return in.fail("found " + std::to_string(r->gates) + " recurrent matrices R0_l0..R" +
@@ -315,11 +334,29 @@ bool float_dtype(io::ElemType type, DType* out) {
 
 bool uniform_states(const StackSpec& st) {
   for (int l = 1; l < st.num_layers; ++l)
-    if (st.layers[l].hidden_size != st.layers[0].hidden_size || st.layers[l].direction != st.layers[0].direction) return false;
+    if (st.layers[l].hidden_size != st.layers[0].hidden_size || st.layers[l].direction != st.layers[0].direction ||
+        st.layers[l].proj_size != st.layers[0].proj_size)
+      return false;
   return true;
 }
 
 namespace {
+
+// TF LSTMCell's cell_clip and proj_clip (not weights: tools/tf_to_safetensors.py writes them as metadata).
+bool read_clips(const io::SafeTensors& file, RnnSpec* spec, std::string* error) {
+  for (const char* key : {"cell_clip", "proj_clip"}) {
+    const std::string* v = file.meta(key);
+    if (v == nullptr || v->empty()) continue;
+    char* end = nullptr;
+    const double value = std::strtod(v->c_str(), &end);
+    if (end == v->c_str() || *end != '\0' || !std::isfinite(value) || value < 0) {
+      *error = file.path + ": metadata " + key + " '" + *v + "' is not a finite number >= 0";
+      return false;
+    }
+    (std::string(key) == "cell_clip" ? spec->cell_clip : spec->proj_clip) = value;
+  }
+  return true;
+}
 
 // The forget bias (flag, else metadata 'forget_bias') of a TF LSTMCell, added after import.
 Status apply_forget_bias(const io::SafeTensors& file, const ModelHints& hints, LoadedModel* out, std::string* error) {
@@ -429,6 +466,9 @@ Status load_weights(const std::string& path, const ModelHints& hints, const Stac
   spec.num_layers = inf.layers;
   spec.direction = inf.dirs == 2 ? Direction::bidirectional : Direction::unidirectional;
   spec.input_mode = inf.skip ? InputMode::skip : InputMode::linear;
+  spec.proj_size = inf.proj;
+  spec.peepholes = inf.peepholes;
+  if (!read_clips(file, &spec, error)) return Status::invalid_enum;
 
   if (config != nullptr) {
     // The stack comes from the configuration; the weights only tell the input size.

@@ -149,12 +149,17 @@ bool parse_wrapper(Reader& r, const JsonValue& v, Wrapper* w) {
 
 bool parse_layer(Reader& r, const JsonValue& v, int index, LayerSpec* ls) {
   const std::string what = "layers[" + std::to_string(index) + "]";
-  if (!r.object(v, what.c_str(), {"mode", "hidden_size", "direction", "gru", "wrappers"})) return false;
-  std::string mode, direction = "unidirectional", gru = "reset-after";
-  long long hidden = 0;
-  if (!r.string(v, "mode", &mode, true) || !r.integer(v, "hidden_size", 1, 1 << 16, &hidden, true) ||
-      !r.string(v, "direction", &direction, false) || !r.string(v, "gru", &gru, false))
+  if (!r.object(v, what.c_str(),
+                {"mode", "hidden_size", "direction", "gru", "proj_size", "peepholes", "cell_clip", "proj_clip", "wrappers"}))
     return false;
+  std::string mode, direction = "unidirectional", gru = "reset-after";
+  long long hidden = 0, proj = 0;
+  if (!r.string(v, "mode", &mode, true) || !r.integer(v, "hidden_size", 1, 1 << 16, &hidden, true) ||
+      !r.string(v, "direction", &direction, false) || !r.string(v, "gru", &gru, false) ||
+      !r.integer(v, "proj_size", 0, 1 << 16, &proj, false) || !r.boolean(v, "peepholes", &ls->peepholes) ||
+      !r.number(v, "cell_clip", &ls->cell_clip) || !r.number(v, "proj_clip", &ls->proj_clip))
+    return false;
+  ls->proj_size = static_cast<std::int32_t>(proj);  // LSTM extensions: validate() checks the values
   if (!parse_mode(mode, &ls->mode)) return r.fail(*r.at(v, "mode"), "mode '" + mode + "' (lstm, gru, rnn_tanh or rnn_relu)");
   if (!parse_gru_variant(gru, &ls->gru_variant)) return r.fail(*r.at(v, "gru"), "gru '" + gru + "' (reset-after or reset-before)");
   if (direction == "unidirectional") ls->direction = Direction::unidirectional;

@@ -8,13 +8,15 @@ venv outside the repository:
     /tmp/tfenv/bin/python tests/golden/make_tf_golden.py
 
 For every case a tf.compat.v1 graph is built in float32 from TF's own cells (LSTMCell, GRUCell,
-BasicRNNCell, MultiRNNCell, DropoutWrapper, ResidualWrapper, dynamic_rnn, bidirectional_dynamic_rnn),
+BasicRNNCell, MultiRNNCell, DropoutWrapper, ResidualWrapper, dynamic_rnn, bidirectional_dynamic_rnn;
+LSTMCell with every combination of use_peepholes, cell_clip, num_proj and proj_clip),
 its variables are drawn from a seeded generator (biases too, so they matter), a tf.train.Saver writes a
 checkpoint (with its .meta graph), and tools/tf_to_safetensors.py converts it: that output is stored
 unchanged as <case>.model.safetensors (the weights exactly as TF saved them, renamed). The expected
 outputs come from the same graph built in float64 with the checkpoint's float32 values, run on the
 float64 copy of the stored float32 input; <case>.data.safetensors holds input, initial states,
-lengths, expected.y [T, B, D*H], expected.hn / expected.cn [L*D, B, H] (rnncore's layouts) and, for
+lengths, expected.y [T, B, D*O], expected.hn [L*D, B, O], expected.cn [L*D, B, H] (rnncore's layouts;
+O = num_proj, or H) and, for
 wrapped cells, the stack configuration (metadata 'config', docs/config.md). The float32 graph's
 error against the float64 one is printed (not stored). Re-running reproduces byte-identical files
 (checked with md5sum; TensorFlow 2.21.0, tf-keras 2.21.0, numpy 2.4).
@@ -86,7 +88,23 @@ class LSTMBlockCell(rc.LSTMCell):
         return h_new, rc.LSTMStateTuple(cs, h_new)
 
 
+def lstm_options(kind):
+    """LSTMCell options of an 'lstm+<flags>' kind: p use_peepholes, c cell_clip 0.25, P num_proj 2, q proj_clip 0.125.
+    The clips bind with these weights and inputs (make_case prints where: a final c or an output on the bound)
+    and are exact in float32, so the float32 graph the converter reads clips where the float64 reference does."""
+    flags = kind.split("+", 1)[1]
+    return {"use_peepholes": "p" in flags, "cell_clip": 0.25 if "c" in flags else None,
+            "num_proj": 2 if "P" in flags else None, "proj_clip": 0.125 if "q" in flags else None}
+
+
+def out_size(kind, H):
+    """Units of h and of the output: num_proj, or H."""
+    return lstm_options(kind)["num_proj"] or H if kind.startswith("lstm+") else H
+
+
 def make_cell(kind, H, dtype, block_op=True):
+    if kind.startswith("lstm+"):
+        return rc.LSTMCell(H, dtype=dtype, **lstm_options(kind))
     if kind == "lstm":
         return rc.LSTMCell(H, dtype=dtype)
     if kind == "lstm_fb05":
@@ -125,7 +143,22 @@ CASES = [
     ("stack_bidir_cudnn_lstm_l2", "cudnn_lstm", 2, "stack_bidir", 2, 3, 2, 3, None, False, None),
     ("residual_lstm_l3", "lstm", 3, "multi", 3, 4, 2, 4, [4, 1], False, "residual"),
     ("dropout_keep1_gru_l2", "gru", 2, "multi", 3, 4, 2, 4, None, False, "dropout"),
+    # LSTMCell with every combination of peepholes (p), cell clip (c), projection (P) and projection clip (q)
+    ("lstm_peep_len", "lstm+p", 1, "single", 3, 4, 2, 4, [4, 2], True, None),
+    ("lstm_cellclip_h0", "lstm+c", 1, "single", 3, 4, 2, 5, None, True, None),
+    ("lstm_proj_l2_h0", "lstm+P", 2, "multi", 3, 4, 2, 4, None, True, None),
+    ("lstm_peep_cellclip_len", "lstm+pc", 1, "single", 3, 4, 3, 5, [5, 0, 3], False, None),
+    ("bidir_lstm_peep_proj_len", "lstm+pP", 1, "bidir", 3, 4, 2, 4, [4, 1], True, None),
+    ("lstm_cellclip_proj", "lstm+cP", 1, "single", 2, 4, 2, 4, None, False, None),
+    ("lstm_peep_cellclip_proj_l2_len", "lstm+pcP", 2, "multi", 3, 4, 2, 4, [4, 3], False, None),
+    ("lstm_proj_projclip_h0", "lstm+Pq", 1, "single", 3, 4, 2, 4, None, True, None),
+    ("lstm_peep_proj_projclip_len", "lstm+pPq", 1, "single", 3, 5, 2, 4, [3, 4], False, None),
+    ("bidir_lstm_cellclip_proj_projclip", "lstm+cPq", 1, "bidir", 2, 4, 2, 3, None, False, None),
+    ("lstm_all_l2_h0_len", "lstm+pcPq", 2, "multi", 3, 4, 2, 4, [2, 4], True, None),
+    ("stack_bidir_lstm_all_l2", "lstm+pcPq", 2, "stack_bidir", 3, 4, 2, 3, None, True, None),
 ]
+for _case in CASES:
+    MODES.setdefault(_case[1], "lstm" if _case[1].startswith("lstm") else _case[1])
 
 
 def wrap(cell, layer, wrappers):
@@ -162,7 +195,7 @@ def build(case, dtype, block_op=True):
     name, kind, L, structure, I, H, B, T, lengths, init, wrappers = case
     D = 2 if structure in ("bidir", "stack_bidir") else 1
     x = v1.placeholder(dtype, [T, B, I], name="x")
-    h0 = v1.placeholder(dtype, [L * D, B, H], name="h0")
+    h0 = v1.placeholder(dtype, [L * D, B, out_size(kind, H)], name="h0")
     c0 = v1.placeholder(dtype, [L * D, B, H], name="c0")
     seq = tf.constant(lengths, tf.int32) if lengths is not None else None
     lstm = MODES[kind] == "lstm"
@@ -251,15 +284,22 @@ def rel(a, b):
 def make_case(case, tmp):
     name, kind, L, structure, I, H, B, T, lengths, init, wrappers = case
     D = 2 if structure in ("bidir", "stack_bidir") else 1
+    O = out_size(kind, H)
     rng = np.random.default_rng(sum(map(ord, name)))
     feeds = {"x": rng.standard_normal((T, B, I)).astype(np.float32),
-             "h0": (rng.standard_normal((L * D, B, H)) if init else np.zeros((L * D, B, H))).astype(np.float32),
+             "h0": (rng.standard_normal((L * D, B, O)) if init else np.zeros((L * D, B, O))).astype(np.float32),
              "c0": (rng.standard_normal((L * D, B, H)) if init else np.zeros((L * D, B, H))).astype(np.float32)}
     ckpt = os.path.join(tmp, name, "model.ckpt")
     out32, values = run(case, tf.float32, feeds, ckpt=ckpt)
     out64, _ = run(case, tf.float64, feeds, values=values, block_op=False)
     err = max(rel(a, b) for a, b in zip(out32, out64))
     assert err < 1e-5, (name, err)  # also: the LSTMBlockCell op agrees with its LSTMCell twin
+    opts = lstm_options(kind) if kind.startswith("lstm+") else {}
+    binds = []  # the clips bind: some final c, some output sits on the bound
+    if opts.get("cell_clip"):
+        binds.append("cell_clip %s" % ("binds" if np.max(np.abs(out64[2])) == opts["cell_clip"] else "not at the end"))
+    if opts.get("proj_clip"):
+        binds.append("proj_clip %s" % ("binds" if np.max(np.abs(out64[0])) == opts["proj_clip"] else "not reached"))
 
     model = os.path.join(OUT, name + ".model.safetensors")
     r = subprocess.run([sys.executable, TOOL, ckpt, "-o", model], capture_output=True, text=True)
@@ -280,7 +320,8 @@ def make_case(case, tmp):
         meta["config"] = json.dumps(layer_config(case), separators=(",", ":"))
     safetensors_io.save_file(data, os.path.join(OUT, name + ".data.safetensors"), metadata=meta)
     tool_lines = [l for l in r.stderr.splitlines() if l.startswith(("layer", "note", "wrote"))]
-    print("%-28s f32-vs-f64 %.1e  %s" % (name, err, tool_lines[-1] if tool_lines else ""))
+    print("%-28s f32-vs-f64 %.1e  %s%s" % (name, err, tool_lines[-1] if tool_lines else "",
+                                           "  [%s]" % ", ".join(binds) if binds else ""))
 
 
 def main():
