@@ -321,3 +321,40 @@ TEST_CASE("lstm extensions: the C API carries the fields") {
   cs.proj_clip = -1;
   CHECK(rnncore_validate(&cs) == RNNCORE_ERR_INVALID_SIZE);
 }
+
+TEST_CASE("lstm extensions: output dropout and residuals act on the P-wide output") {
+  // Layer 1 (I = D·P = 2, H 4, P 2) has a residual (input width 2 = P) inside an output dropout.
+  Rng rng(21);
+  StackSpec st = to_stack(ext_spec(3, 5, 2, true, 0.6, 0.4, 2));
+  st.layers[1].hidden_size = 4;
+  st.layers[1].num_wrappers = 2;
+  st.layers[1].wrappers[0] = residual_wrapper();
+  st.layers[1].wrappers[1] = dropout_wrapper(1.0, 0.5, 0.8);
+  st.dropout = 0.3;
+  REQUIRE(validate(st) == Status::ok);
+  const std::vector<double> w = random_vector<double>(rng, static_cast<std::size_t>(param_count(st)), 0.8);
+  const std::vector<double> x = random_vector<double>(rng, 4 * 2 * 3, 1.0);
+  PlanOptions opt;
+  opt.max_batch = 2;
+  opt.max_seq_len = 4;
+  ForwardArgs a;
+  a.batch = 2;
+  a.seq_len = 4;
+  a.x = x.data();
+  a.seed = 5;
+  Outputs<double> plain, dropped;
+  REQUIRE(run_forward(st, opt, w, a, &plain) == Status::ok);
+  a.run_mode = RunMode::training;
+  REQUIRE(run_forward(st, opt, w, a, &dropped) == Status::ok);
+  REQUIRE(dropped.y.size() == 4 * 2 * 2);
+  int zeros = 0;
+  for (double v : dropped.y) {
+    CHECK(std::isfinite(v));
+    zeros += v == 0.0;
+  }
+  CHECK(zeros > 0);                         // output dropout (keep 0.5) hit some of the 16 outputs
+  CHECK(zeros < 16);
+  CHECK(plain.y != dropped.y);
+  CHECK(dropped.cy.size() == 2 * 5 + 2 * 4);  // c: [B, 5] then [B, 4]
+  CHECK(dropped.hy.size() == 2 * 2 + 2 * 2);  // h: [B, 2] twice
+}
