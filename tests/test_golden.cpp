@@ -270,6 +270,22 @@ std::vector<std::int32_t> optional_ints(const io::SafeTensors& f, const char* na
 
 // A dropout golden case (tests/golden/make_dropout_golden.py): a stack from its JSON config, run
 // in training mode with the stored seed, step and row ids.
+// Checks y, hn and (when the file has it) cn against the file's expected outputs; returns expected y.
+template <class T>
+std::vector<double> check_outputs(const Outputs<T>& out, const io::SafeTensors& f, double tolerance) {
+  const std::vector<double> y = floats<double>(f, "expected.y"), hn = floats<double>(f, "expected.hn");
+  REQUIRE(y.size() == out.y.size());
+  REQUIRE(hn.size() == out.hy.size());
+  CHECK(rel_error(out.y.data(), y.data(), y.size()) <= tolerance);
+  CHECK(rel_error(out.hy.data(), hn.data(), hn.size()) <= tolerance);
+  if (f.find("expected.cn") != nullptr) {
+    const std::vector<double> cn = floats<double>(f, "expected.cn");
+    REQUIRE(cn.size() == out.cy.size());
+    CHECK(rel_error(out.cy.data(), cn.data(), cn.size()) <= tolerance);
+  }
+  return y;
+}
+
 template <class T>
 void run_dropout_case(const io::SafeTensors& f, Backend backend, Isa isa, double tolerance) {
   StackSpec st;
@@ -302,16 +318,7 @@ void run_dropout_case(const io::SafeTensors& f, Backend backend, Isa isa, double
   opt.max_isa = isa;
   Outputs<T> out;
   REQUIRE(run_forward(st, opt, canonical, args, &out) == Status::ok);
-  const std::vector<double> y = floats<double>(f, "expected.y"), hn = floats<double>(f, "expected.hn");
-  REQUIRE(y.size() == out.y.size());
-  REQUIRE(hn.size() == out.hy.size());
-  CHECK(rel_error(out.y.data(), y.data(), y.size()) <= tolerance);
-  CHECK(rel_error(out.hy.data(), hn.data(), hn.size()) <= tolerance);
-  if (f.find("expected.cn") != nullptr) {
-    const std::vector<double> cn = floats<double>(f, "expected.cn");
-    REQUIRE(cn.size() == out.cy.size());
-    CHECK(rel_error(out.cy.data(), cn.data(), cn.size()) <= tolerance);
-  }
+  const std::vector<double> y = check_outputs(out, f, tolerance);
   for (std::size_t i = 0; i < y.size(); ++i) REQUIRE((out.y[i] == T(0)) == (y[i] == 0.0));  // the same drops
 }
 
@@ -490,16 +497,7 @@ void run_tf_case(const std::string& model_path, const io::SafeTensors& data, Bac
   opt.max_isa = isa;
   Outputs<T> out;
   REQUIRE_MESSAGE(run_forward(m.stack, opt, canonical, a, &out) == Status::ok, last_error_detail());
-  const std::vector<double> y = floats<double>(data, "expected.y"), hn = floats<double>(data, "expected.hn");
-  REQUIRE(y.size() == out.y.size());
-  REQUIRE(hn.size() == out.hy.size());
-  CHECK(rel_error(out.y.data(), y.data(), y.size()) <= tolerance);
-  CHECK(rel_error(out.hy.data(), hn.data(), hn.size()) <= tolerance);
-  if (data.find("expected.cn") != nullptr) {
-    const std::vector<double> cn = floats<double>(data, "expected.cn");
-    REQUIRE(cn.size() == out.cy.size());
-    CHECK(rel_error(out.cy.data(), cn.data(), cn.size()) <= tolerance);
-  }
+  check_outputs(out, data, tolerance);
 }
 
 }  // namespace
