@@ -56,6 +56,7 @@ struct GemmArgs {
 struct StepArgs {
   std::int32_t hidden = 0;               ///< H
   std::int32_t hidden_padded = 0;        ///< Hp
+  std::int32_t state_size = 0;           ///< units of h, the recurrent products' K: H, or P with an LSTM projection
   const float* proj = nullptr;           ///< rows of G × Hp gate vectors: W x + biases for this step
   std::int64_t proj_row_stride = 0;
   const void* panel = nullptr;           ///< recurrent panel (GRU reset-before: the r, z gates)
@@ -72,6 +73,11 @@ struct StepArgs {
   const float* mask_h = nullptr;         ///< state dropout: rows of Hp mask values (1/keep or 0) for h, or null
   const float* mask_c = nullptr;         ///< state dropout for the LSTM c, or null
   std::int64_t mask_row_stride = 0;      ///< floats between mask rows (0: one row shared by the batch)
+  // LSTM extensions (TF LSTMCell): peepholes, cell clip and, with a projection, the cell output.
+  const float* peepholes = nullptr;      ///< p_i, p_f, p_o in gate-vector order (3 × Hp floats), or null
+  float cell_clip = 0.0f;                ///< c is clipped to [−cell_clip, cell_clip]; 0: no clip
+  float* cell_out = nullptr;             ///< projection: o ⊙ tanh(c) goes here (rows of Hp), not to h_next and y
+  std::uint16_t* cell_out16 = nullptr;   ///< bf16 weights with a projection: the same in bf16
   float* y = nullptr;                    ///< output row base for this step (H floats per row written)
   std::int64_t y_row_stride = 0;
   const std::int32_t* lengths = nullptr;  ///< per row: steps of the row (null: all); the row is active iff t < length

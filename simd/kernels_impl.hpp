@@ -356,7 +356,7 @@ inline void cell_epilogue(const StepArgs& s, int row, int j, const vf<Arch>* acc
   const std::ptrdiff_t hrow = static_cast<std::ptrdiff_t>(row) * s.hidden_padded;
   float* y = s.y + row * s.y_row_stride + u;
   if (s.lengths != nullptr && s.t >= s.lengths[row]) {  // past this row's length: state carries over, output is zero
-    if (C != Cell::gru_reset_before) {
+    if (C != Cell::gru_reset_before && s.cell_out == nullptr) {  // (a projection's h is the runtime's)
       for (int n = 0; n < NV; ++n) {
         const vf<Arch> hp = vf<Arch>::load_aligned(s.h_prev + hrow + u + n * V);
         hp.store_aligned(s.h_next + hrow + u + n * V);
@@ -370,13 +370,26 @@ inline void cell_epilogue(const StepArgs& s, int row, int j, const vf<Arch>* acc
   constexpr int G = cell_gates(C);
   const float* px = s.proj + row * s.proj_row_stride + u * (C == Cell::gru_reset_before ? 3 : G);
   if constexpr (C == Cell::lstm) {
-    const vf<Arch> i = sigmoid_f32<Arch>(acc[0] + vf<Arch>::load_aligned(px));
-    const vf<Arch> f = sigmoid_f32<Arch>(acc[1] + vf<Arch>::load_aligned(px + V));
+    const vf<Arch> c_prev = vf<Arch>::load_aligned(s.c + hrow + u);
+    vf<Arch> pre_i = acc[0] + vf<Arch>::load_aligned(px), pre_f = acc[1] + vf<Arch>::load_aligned(px + V);
+    vf<Arch> pre_o = acc[3] + vf<Arch>::load_aligned(px + 3 * V);
+    const float* peep = s.peepholes != nullptr ? s.peepholes + u * 3 : nullptr;  // p_i, p_f, p_o of the block
+    if (peep != nullptr) {  // i and f see c_{t−1}, o sees c_t
+      pre_i = fmadd<Arch>(vf<Arch>::load_aligned(peep), c_prev, pre_i);
+      pre_f = fmadd<Arch>(vf<Arch>::load_aligned(peep + V), c_prev, pre_f);
+    }
+    const vf<Arch> i = sigmoid_f32<Arch>(pre_i), f = sigmoid_f32<Arch>(pre_f);
     const vf<Arch> g = tanh_f32<Arch>(acc[2] + vf<Arch>::load_aligned(px + 2 * V));
-    const vf<Arch> o = sigmoid_f32<Arch>(acc[3] + vf<Arch>::load_aligned(px + 3 * V));
-    const vf<Arch> c = fmadd<Arch>(f, vf<Arch>::load_aligned(s.c + hrow + u), i * g);
-    const vf<Arch> h = o * tanh_f32<Arch>(c);
+    vf<Arch> c = fmadd<Arch>(f, c_prev, i * g);
+    if (s.cell_clip > 0.0f) c = clip_f32<Arch>(c, s.cell_clip);
+    if (peep != nullptr) pre_o = fmadd<Arch>(vf<Arch>::load_aligned(peep + 2 * V), c, pre_o);
+    const vf<Arch> h = sigmoid_f32<Arch>(pre_o) * tanh_f32<Arch>(c);
     store_state(s, s.c, c, s.mask_c, row, u);
+    if (s.cell_out != nullptr) {  // the runtime projects it into h and y once every block is done
+      h.store_aligned(s.cell_out + hrow + u);
+      if (s.cell_out16 != nullptr) store_bf16<Arch>(s.cell_out16 + hrow + u, h);
+      return;
+    }
     store_state(s, s.h_next, h, s.mask_h, row, u, s.h16_next);
     store_first<Arch>(y, h, units);
   } else if constexpr (C == Cell::gru_reset_after) {
@@ -427,7 +440,7 @@ void step(const StepArgs& s) {
   constexpr int V = static_cast<int>(vf<Arch>::size);
   constexpr int G = cell_vectors(C);
   constexpr int MR = Tile<Arch, G>::rows;
-  const std::ptrdiff_t panel_block = panel_elements<W>(s.hidden, G, V);
+  const std::ptrdiff_t panel_block = panel_elements<W>(s.state_size, G, V);
   const Weight* panel = static_cast<const Weight*>(s.panel);
   if (s.row_end - s.row_begin == 1) {  // one row (batch 1): several blocks per tile
     constexpr int NT = Tile<Arch, G>::vectors, NB = single_row_blocks(NT);
@@ -437,13 +450,13 @@ void step(const StepArgs& s) {
       const Weight* panels[NB];
       for (int b = 0; b < NB; ++b) panels[b] = panel + (j + b) * panel_block;
       vf<Arch> acc[1][NB * G];
-      accumulate_passes<Arch, W, G, NT, 1, NB>(row, s.hidden, panels, acc);
+      accumulate_passes<Arch, W, G, NT, 1, NB>(row, s.state_size, panels, acc);
       for (int b = 0; b < NB; ++b) cell_epilogue<Arch, C>(s, s.row_begin, j + b, acc[0] + b * G);
     }
     for (; j < s.block_end; ++j) {
       const Weight* panels[1] = {panel + j * panel_block};
       vf<Arch> acc[1][G];
-      accumulate_passes<Arch, W, G, NT, 1>(row, s.hidden, panels, acc);
+      accumulate_passes<Arch, W, G, NT, 1>(row, s.state_size, panels, acc);
       cell_epilogue<Arch, C>(s, s.row_begin, j, acc[0]);
     }
     return;
@@ -459,7 +472,7 @@ void step(const StepArgs& s) {
       with_rows<MR>(mr, [&](auto mrc) {
         constexpr int M = decltype(mrc)::value;
         vf<Arch> acc[M][G];
-        accumulate_passes<Arch, W, G, Tile<Arch, G>::vectors, M>(rows, s.hidden, &block, acc);
+        accumulate_passes<Arch, W, G, Tile<Arch, G>::vectors, M>(rows, s.state_size, &block, acc);
         for (int m = 0; m < M; ++m) cell_epilogue<Arch, C>(s, r + m, j, acc[m]);
       });
     }

@@ -88,6 +88,12 @@ RNNCORE_SIMD_INLINE vf<Arch> relu_f32(vf<Arch> x) {
   return xsimd::select(x <= vf<Arch>(0.0f), vf<Arch>(0.0f), x);
 }
 
+/// x clipped to [−limit, limit] (TF's clip_by_value; limit > 0), NaN kept as in exp_f32: x goes second.
+template <class Arch>
+RNNCORE_SIMD_INLINE vf<Arch> clip_f32(vf<Arch> x, float limit) {
+  return xsimd::min(vf<Arch>(limit), xsimd::max(vf<Arch>(-limit), x));
+}
+
 /// tanh x: an odd polynomial near 0 (where 1 − 2/(e^2x + 1) would cancel), the exponential form beyond.
 template <class Arch>
 RNNCORE_SIMD_INLINE vf<Arch> tanh_f32(vf<Arch> x) {

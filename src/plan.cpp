@@ -76,7 +76,7 @@ void copy_name(char (&out)[N], const char* a, const char* b) {
   out[n] = '\0';
 }
 
-// The first layer with LSTM extensions (projection, peepholes, clips), or -1: only the reference runs them.
+// The first layer with LSTM extensions (projection, peepholes, clips), or -1: the GPU kernels lack them.
 int first_extended_layer(const StackSpec& stack) {
   for (int l = 0; l < stack.num_layers; ++l)
     if (has_lstm_extensions(stack.layers[l])) return l;
@@ -88,10 +88,9 @@ Status choose_backend(const StackSpec& stack, const PlanOptions& options, PlanIm
   RNNCORE_ENSURE(want >= Backend::auto_select && want <= Backend::gpu, Status::invalid_enum,
                  "options.backend = %d is not a backend", static_cast<int>(want));
   const int ext = first_extended_layer(stack);
-  RNNCORE_ENSURE(ext < 0 || want == Backend::auto_select || want == Backend::reference, Status::unsupported,
-                 "backend %s: layers[%d] has an LSTM projection, peepholes or a clip, which only the reference backend "
-                 "runs yet (use backend reference or auto)", to_string(want), ext);
-  if (ext >= 0) want = Backend::reference;  // auto: the reference is the backend that has them
+  RNNCORE_ENSURE(ext < 0 || want != Backend::gpu, Status::unsupported,
+                 "backend gpu: layers[%d] has an LSTM projection, peepholes or a clip, which the GPU kernels do not run "
+                 "yet (use backend simd, reference or auto)", ext);
   if (want == Backend::gpu) {
     p->backend = Backend::gpu;
     return gpu_select(options, p);
@@ -182,7 +181,7 @@ void layout_simd(PlanImpl* p) {
   const std::uint64_t V = static_cast<std::uint64_t>(p->vector), B = p->options.max_batch, T = p->options.max_seq_len;
   Arena packed(kPackedHeaderBytes);
   std::uint64_t proj = 0, state = 0, x_cell = 0, x16_row = 0;
-  bool lstm = false, reset_before = false, state_masks = false;
+  bool lstm = false, reset_before = false, state_masks = false, projection = false;
   const bool lowp = p->weights != simd::Weights::f32, bf16 = p->weights == simd::Weights::bf16;
   const std::uint64_t wes = lowp ? 2 : 4;  // bytes of a packed weight
   // Panel rows per k: vdpbf16ps panels hold k-pairs, so K is padded to even.
@@ -192,6 +191,9 @@ void layout_simd(PlanImpl* p) {
     const std::uint64_t bu = V * simd::vectors_per_gate(lp.cell);  // units per block
     const std::uint64_t H = lp.hidden, G = lp.gates, Hp = (H + bu - 1) / bu * bu;
     const bool rb = lp.cell == simd::Cell::gru_reset_before;
+    const LayerSpec& ls = st.layers[l];
+    // h has O units (P with a projection, which is smaller than H): rows keep the stride Hp.
+    const std::uint64_t O = lp.out, Op = (O + V - 1) / V * V;
     lp.hidden_stride = static_cast<std::int32_t>(Hp);
     for (int d = 0; d < lp.dirs; ++d) {
       DirectionPack& dp = lp.dir[d];
@@ -200,11 +202,17 @@ void layout_simd(PlanImpl* p) {
         dp.r_panel = packed.take(Hp * krows(H) * 2, wes);
         dp.r_panel_n = packed.take(Hp * krows(H), wes);
       } else {
-        dp.r_panel = packed.take(Hp * krows(H) * G, wes);
+        dp.r_panel = packed.take(Hp * krows(O) * G, wes);
       }
       dp.bias = packed.take(Hp * G, 4);
       if (lp.cell == simd::Cell::gru_reset_after) dp.bias_rn = packed.take(Hp, 4);
+      if (ls.peepholes) dp.peepholes = packed.take(Hp * 3, 4);
+      if (ls.proj_size > 0) {
+        dp.proj_panel = packed.take(Op * krows(H), wes);
+        dp.proj_bias = packed.take(Op, 4);
+      }
     }
+    projection = projection || ls.proj_size > 0;
     // The projections are computed a chunk of steps at a time, sized to stay in cache (~2 MB) and
     // used right away; a whole sequence when it fits.
     const std::uint64_t per_step = B * G * Hp;
@@ -236,10 +244,12 @@ void layout_simd(PlanImpl* p) {
       w.mask_h[d] = ws.take(state, 4);
       if (lstm) w.mask_c[d] = ws.take(state, 4);
     }
+    if (projection) w.cell_out[d] = ws.take(state, 4);
     if (bf16) {
       w.h16[d][0] = ws.take(state, 2);
       w.h16[d][1] = ws.take(state, 2);
       if (reset_before) w.rh16[d] = ws.take(state, 2);
+      if (projection) w.cell_out16[d] = ws.take(state, 2);
     }
   }
   if (x16_row > 0) {  // a chunk's input rows in bf16, per thread

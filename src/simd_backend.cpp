@@ -103,8 +103,19 @@ Status simd_pack(const PlanImpl& p, const void* canonical_void, unsigned char* p
       if (reset_before) {
         pack_panel(packed + dp.r_panel, R, 2, H, H, V, NV, pass[2 * NV], f);
         pack_panel(packed + dp.r_panel_n, R + 2, 1, H, H, V, NV, pass[NV], f);
-      } else {
-        pack_panel(packed + dp.r_panel, R, G, H, H, V, NV, pass[G * NV], f);
+      } else {  // K is h's width: P with a projection
+        pack_panel(packed + dp.r_panel, R, G, H, lp.out, V, NV, pass[G * NV], f);
+      }
+      if (dp.peepholes != 0) {  // canonical p_i, p_f, p_o are gates 0, 1, 3
+        const float* peep[3];
+        for (int q = 0; q < 3; ++q) peep[q] = canonical + canonical_offset(st, l, d, ParamKind::peephole, q == 2 ? 3 : q);
+        pack_gate_vectors(at<float>(packed, dp.peepholes), peep, nullptr, 3, H, V, NV);
+      }
+      if (dp.proj_panel != 0) {  // W_proj [P, H]: a one-gate panel of P units over K = H
+        const float* proj[1] = {canonical + canonical_offset(st, l, d, ParamKind::projection, 0)};
+        pack_panel(packed + dp.proj_panel, proj, 1, lp.out, H, V, 1, pass[1], f);
+        const int Op = static_cast<int>(round_up(lp.out, V));
+        std::memset(at<float>(packed, dp.proj_bias), 0, sizeof(float) * static_cast<std::size_t>(Op));
       }
       // Both biases fold into the projection, except the reset-after GRU's bR_n, which r multiplies.
       const float* folded[4] = {bR[0], bR[1], bR[2], bR[3]};
@@ -147,6 +158,51 @@ void fill_state_masks(const PlanImpl& p, const Mask* masks, int count, const Run
   }
 }
 
+// The LSTM projection of one step for blocks [j0, j1) of h (V units each; P = lp.out units in all):
+// h = clip(W_proj m) is the output y, and after state dropout the next state; rows past their
+// length carry h over and output zeros. Runs once every block's m = o ⊙ tanh(c) is in a.cell_out.
+void project_step(const PlanImpl& p, const LayerPlan& lp, const LayerSpec& ls, const DirectionPack& dp,
+                  const unsigned char* packed, const simd::StepArgs& a, int batch, int j0, int j1) {
+  if (j0 >= j1) return;
+  const int V = p.vector, P = lp.out, Hp = a.hidden_padded, u0 = j0 * V, u1 = j1 * V;
+  simd::GemmArgs g;
+  g.a = a.cell_out;
+  g.a16 = a.cell_out16;
+  g.a16_stride = Hp;
+  g.a_sb = Hp;  // rows r < batch are t = 0, b = r
+  g.batch = batch;
+  g.k = lp.hidden;
+  g.vectors = 1;
+  g.panel = packed + dp.proj_panel;
+  g.bias = at<float>(packed, dp.proj_bias);
+  g.c = a.h_next;
+  g.c_row_stride = Hp;
+  g.row_end = batch;
+  g.block_begin = j0;
+  g.block_end = j1;
+  p.kernels->gemm[static_cast<int>(p.weights)](g);
+  const float clip = static_cast<float>(ls.proj_clip);
+  for (int b = 0; b < batch; ++b) {
+    float* h = a.h_next + static_cast<std::int64_t>(b) * Hp;
+    const float* h_prev = a.h_prev + static_cast<std::int64_t>(b) * Hp;
+    float* y = a.y + b * a.y_row_stride;
+    const float* mask = a.mask_h != nullptr ? a.mask_h + b * a.mask_row_stride : nullptr;
+    const bool past = a.lengths != nullptr && a.t >= a.lengths[b];
+    for (int u = u0; u < u1; ++u) {  // units past P are zero: zero weights, zero mask
+      if (past) {
+        h[u] = h_prev[u];
+        if (u < P) y[u] = 0.0f;
+        continue;
+      }
+      float v = h[u];
+      if (clip > 0.0f) v = v < -clip ? -clip : v > clip ? clip : v;  // NaN passes, as on the reference
+      if (u < P) y[u] = v;
+      h[u] = mask != nullptr ? v * mask[u] : v;
+    }
+    if (a.h16_next != nullptr) p.kernels->to_bf16(h + u0, a.h16_next + static_cast<std::int64_t>(b) * Hp + u0, u1 - u0);
+  }
+}
+
 // One direction of one layer, run by a team: each member owns a contiguous range of unit blocks (all
 // gates of those units) — its slice of the recurrent weights stays in its cache across steps — and
 // the team meets at one barrier per step.
@@ -157,12 +213,17 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
   const DirectionPack& dp = lp.dir[dir];
   const simd::F32Kernels& k = *p.kernels;
   const int H = lp.hidden, G = lp.gates, V = p.vector, Hp = lp.hidden_stride, I = lp.input_size, B = io.batch,
-            T = io.steps;
+            T = io.steps, O = lp.out;  // O: units of h and y (P with a projection, else H)
   const int NV = simd::vectors_per_gate(lp.cell), bu = V * NV;  // units per block
   const int blocks = Hp / bu;
   int j0, j1;
   team.share(blocks, &j0, &j1);
-  const int u0 = j0 * bu, u1 = j1 * bu;  // this member's units (padded)
+  const int u0 = j0 * bu, u1 = j1 * bu;  // this member's units of c and the gates (padded)
+  // With a projection, h is shared out separately, in blocks of V of its P units.
+  const bool projected = dp.proj_panel != 0;
+  int pj0 = 0, pj1 = 0;
+  if (projected) team.share(static_cast<int>(round_up(O, V) / V), &pj0, &pj1);
+  const int hu0 = projected ? pj0 * V : u0, hu1 = projected ? pj1 * V : u1;  // this member's units of h
   const std::int64_t proj_row = static_cast<std::int64_t>(G) * Hp;
   const int w = static_cast<int>(p.weights);
   const bool bf16 = p.weights == simd::Weights::bf16;
@@ -250,18 +311,16 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
   float* h = at<float>(ws, p.ws.h[dir][0]);
   float* h_next = at<float>(ws, p.ws.h[dir][1]);
   float* c = lp.mode == Mode::lstm ? at<float>(ws, p.ws.c[dir]) : nullptr;
-  const int u_end = u1 < H ? u1 : H;
+  const int u_end = u1 < H ? u1 : H, hu_end = hu1 < O ? hu1 : O;
   std::uint16_t* h16 = bf16 ? at<std::uint16_t>(ws, p.ws.h16[dir][0]) : nullptr;
   std::uint16_t* h16_next = bf16 ? at<std::uint16_t>(ws, p.ws.h16[dir][1]) : nullptr;
   for (int b = 0; b < B; ++b) {
     float* hb = h + static_cast<std::int64_t>(b) * Hp;
-    float* cb = c != nullptr ? c + static_cast<std::int64_t>(b) * Hp : nullptr;
-    for (int u = u0; u < u1; ++u) {
-      const bool real = u < H;
-      hb[u] = real && io.h0 != nullptr ? static_cast<const float*>(io.h0)[b * H + u] : 0.0f;
-      if (cb != nullptr) cb[u] = real && io.c0 != nullptr ? static_cast<const float*>(io.c0)[b * H + u] : 0.0f;
-    }
-    if (h16 != nullptr && u0 < u1) k.to_bf16(hb + u0, h16 + static_cast<std::int64_t>(b) * Hp + u0, u1 - u0);
+    for (int u = hu0; u < hu1; ++u) hb[u] = u < O && io.h0 != nullptr ? static_cast<const float*>(io.h0)[b * O + u] : 0.0f;
+    if (h16 != nullptr && hu0 < hu1) k.to_bf16(hb + hu0, h16 + static_cast<std::int64_t>(b) * Hp + hu0, hu1 - hu0);
+    if (c == nullptr) continue;
+    float* cb = c + static_cast<std::int64_t>(b) * Hp;
+    for (int u = u0; u < u1; ++u) cb[u] = u < H && io.c0 != nullptr ? static_cast<const float*>(io.c0)[b * H + u] : 0.0f;
   }
   team.sync();
 
@@ -273,6 +332,7 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
   simd::StepArgs a;
   a.hidden = H;
   a.hidden_padded = Hp;
+  a.state_size = O;
   a.proj_row_stride = proj_row;
   a.panel = packed + dp.r_panel;
   a.panel_n = cell == simd::Cell::gru_reset_before ? packed + dp.r_panel_n : nullptr;
@@ -290,6 +350,10 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
   a.row_end = B;
   a.block_begin = j0;
   a.block_end = j1;
+  a.peepholes = dp.peepholes != 0 ? at<float>(packed, dp.peepholes) : nullptr;
+  a.cell_clip = static_cast<float>(ls.cell_clip);
+  a.cell_out = projected ? at<float>(ws, p.ws.cell_out[dir]) : nullptr;
+  a.cell_out16 = projected && bf16 ? at<std::uint16_t>(ws, p.ws.cell_out16[dir]) : nullptr;
   int t_lo = 0, t_hi = 0;  // the chunk of steps whose projections are in `proj`
   for (int step = 0; step < T; ++step) {
     const int t = io.reverse ? T - 1 - step : step;
@@ -299,7 +363,7 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
       project(t_lo, t_hi);
     }
     if (step == 0 || wm.state_per_step) {
-      if (mask_h != nullptr) fill_state_masks(p, wm.state_h, wm.count, run, t, B, H, Hp, u0, u1, mask_h, mask_scratch);
+      if (mask_h != nullptr) fill_state_masks(p, wm.state_h, wm.count, run, t, B, O, Hp, hu0, hu1, mask_h, mask_scratch);
       if (mask_c != nullptr) fill_state_masks(p, wm.state_c, wm.count, run, t, B, H, Hp, u0, u1, mask_c, mask_scratch);
     }
     a.t = t;
@@ -314,6 +378,10 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
       team.sync();  // the n gate needs all of r ⊙ h
       k.gru_reset_before_phase2[w](a);
     }
+    if (projected) {
+      team.sync();  // the projection needs all of o ⊙ tanh(c)
+      project_step(p, lp, ls, dp, packed, a, B, pj0, pj1);
+    }
     team.sync();  // h_next complete before anyone reads it
     std::swap(h, h_next);
     std::swap(h16, h16_next);
@@ -321,8 +389,8 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
 
   // 4. Final states of this member's units.
   for (int b = 0; b < B; ++b) {
-    if (io.hy != nullptr && u0 < u_end)
-      std::memcpy(static_cast<float*>(io.hy) + b * H + u0, h + b * Hp + u0, sizeof(float) * (u_end - u0));
+    if (io.hy != nullptr && hu0 < hu_end)
+      std::memcpy(static_cast<float*>(io.hy) + b * O + hu0, h + b * Hp + hu0, sizeof(float) * (hu_end - hu0));
     if (io.cy != nullptr && c != nullptr && u0 < u_end)
       std::memcpy(static_cast<float*>(io.cy) + b * H + u0, c + b * Hp + u0, sizeof(float) * (u_end - u0));
   }
@@ -337,13 +405,13 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
     float* o = static_cast<float*>(io.y) + t * io.y_st + b * io.y_sb;
     for (int w = 0; w < wm.count; ++w) {
       if (ls.wrappers[w].kind == WrapperKind::dropout) {
-        multiply_mask_row(p, wm.output[w], run, t, b, o, H, mask_scratch);
+        multiply_mask_row(p, wm.output[w], run, t, b, o, O, mask_scratch);
         continue;
       }
       std::memcpy(x_level, x_raw + t * io.x_st + b * io.x_sb, sizeof(float) * I);
       for (int v = wm.count - 1; v > w; --v) multiply_mask_row(p, wm.input[v], run, t, b, x_level, I, mask_scratch);
-      apply_residual(ls.wrappers[w].residual, x_level, o, residual, H);
-      std::memcpy(o, residual, sizeof(float) * H);
+      apply_residual(ls.wrappers[w].residual, x_level, o, residual, O);
+      std::memcpy(o, residual, sizeof(float) * O);
     }
   }
 }

@@ -596,7 +596,7 @@ TEST_CASE("cli: TensorFlow cell files: a kernel needs its mode; peepholes and pr
   CHECK(run(args + " --mode lstm --forget-bias 1.0").code == 0);
   expect_error(args + " --mode lstm --forget-bias one", "forget bias 'one' is not a finite number");
 
-  // LSTMCell(use_peepholes=True): all three w_*_diag, run by the reference backend (auto picks it).
+  // LSTMCell(use_peepholes=True): all three w_*_diag, on every CPU backend.
   std::vector<io::TensorToWrite> peep = t;
   peep.push_back({"cell_0/w_f_diag", io::ElemType::f32, {4}, w.data()});
   REQUIRE(io::write_safetensors((d + "/tf_peep1.safetensors").c_str(), peep, {{"mode", "lstm"}}) == RNNCORE_OK);
@@ -609,8 +609,16 @@ TEST_CASE("cli: TensorFlow cell files: a kernel needs its mode; peepholes and pr
   INFO(pr.err);
   CHECK(pr.code == 0);
   CHECK(pr.out.find("hidden 4, peepholes, cell_clip 0.5") != std::string::npos);
-  expect_error("run --weights " + d + "/tf_peep.safetensors" + io_args + " --backend simd",
-               "only the reference backend runs yet");
+  const std::vector<double> by_auto = npy_values(d + "/o.npy");
+  for (const char* backend : {"reference", "simd"}) {  // the SIMD backend runs them too, when this machine has one
+    const Result br = run("run --weights " + d + "/tf_peep.safetensors" + io_args + " --backend " + backend);
+    if (br.code != 0 && std::string(backend) == "simd" && br.err.find("no SIMD kernels") != std::string::npos) continue;
+    INFO(backend << ": " << br.err);
+    REQUIRE(br.code == 0);
+    const std::vector<double> got = npy_values(d + "/o.npy");
+    REQUIRE(got.size() == by_auto.size());
+    for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(by_auto[i]).epsilon(1e-5));
+  }
   std::vector<io::TensorToWrite> clip = t;
   REQUIRE(io::write_safetensors((d + "/tf_clip.safetensors").c_str(), clip, {{"mode", "lstm"}, {"cell_clip", "-1"}}) ==
           RNNCORE_OK);

@@ -185,7 +185,7 @@ void run_all_backends(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("golden: PyTorch nn.LSTM(proj_size) on the reference backend; SIMD refuses it, auto picks the reference") {
+TEST_CASE("golden: PyTorch nn.LSTM(proj_size) on the CPU backends; the GPU refuses it") {
   const std::vector<std::string> cases = list_cases(golden_dir("pytorch_proj"));
   REQUIRE(cases.size() >= 4);
   for (const std::string& p : cases) {
@@ -195,17 +195,14 @@ TEST_CASE("golden: PyTorch nn.LSTM(proj_size) on the reference backend; SIMD ref
     REQUIRE(c.spec.proj_size > 0);
     run_case<double>(c, Backend::reference, Isa::best, 1e-10);
     run_case<float>(c, Backend::reference, Isa::best, 1e-5);
-    run_case<float>(c, Backend::auto_select, Isa::best, 1e-5);  // auto: the reference runs it
+    for (Isa isa : isas_here()) {
+      INFO("simd " << std::string(to_string(isa)));
+      run_case<float>(c, Backend::simd, isa, 1e-5);
+    }
     PlanOptions opt;
     opt.max_batch = c.B;
     opt.max_seq_len = c.T;
-    opt.backend = Backend::auto_select;
     Plan plan;
-    REQUIRE(Plan::create(c.spec, opt, &plan) == Status::ok);
-    CHECK(plan.backend() == Backend::reference);
-    opt.backend = Backend::simd;
-    CHECK(Plan::create(c.spec, opt, &plan) == Status::unsupported);
-    CHECK(std::string(last_error_detail()).find("only the reference backend runs yet") != std::string::npos);
     opt.backend = Backend::gpu;
     CHECK(Plan::create(c.spec, opt, &plan) == Status::unsupported);
     // The model-file loader infers P from weight_hr_l0 [P, H] and weight_hh_l0 [4H, P].
@@ -467,15 +464,6 @@ void run_tf_case(const std::string& model_path, const io::SafeTensors& data, Bac
   REQUIRE_MESSAGE(io::load_weights(model_path, hints, cfg != nullptr ? &config : nullptr, &m, &err) == Status::ok, err);
   CHECK(m.format == WeightFormat::tensorflow);
   CHECK(m.ignored.empty());
-  bool extended = false;  // LSTM projection, peepholes or clips: the reference backend's alone so far
-  for (int l = 0; l < m.stack.num_layers; ++l) extended = extended || has_lstm_extensions(m.stack.layers[l]);
-  if (extended && backend == Backend::simd) {
-    PlanOptions opt;
-    opt.backend = backend;
-    Plan plan;
-    CHECK(Plan::create(m.stack, opt, &plan) == Status::unsupported);
-    return;
-  }
   const T* w = reinterpret_cast<const T*>(m.canonical.data());
   const std::vector<T> canonical(w, w + m.canonical.size() / sizeof(T));
   const std::vector<T> x = floats<T>(data, "input");

@@ -4,6 +4,7 @@
 // Golden data from PyTorch and TensorFlow: tests/test_golden.cpp.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -204,23 +205,118 @@ TEST_CASE("lstm extensions: zero peepholes and unreachable clips give the plain 
   CHECK(rel_error(e.cy.data(), p.cy.data(), p.cy.size()) == 0.0);
 }
 
-TEST_CASE("lstm extensions: SIMD, GPU and training refuse them; auto picks the reference") {
+TEST_CASE("lstm extensions: the GPU and training refuse them; auto picks the SIMD backend for f32") {
   RnnSpec s = ext_spec(3, 4, 2, false, 0, 0);
   s.dtype = DType::f32;
   PlanOptions opt;
   Plan plan;
   REQUIRE(Plan::create(s, opt, &plan) == Status::ok);
-  CHECK(plan.backend() == Backend::reference);
-  for (Backend b : {Backend::simd, Backend::gpu}) {
-    opt.backend = b;
-    CHECK(Plan::create(s, opt, &plan) == Status::unsupported);
-    CHECK(std::string(last_error_detail()).find("layers[0] has an LSTM projection, peepholes or a clip") !=
-          std::string::npos);
-  }
+  CHECK(plan.backend() == (isas_here().empty() ? Backend::reference : Backend::simd));
+  opt.backend = Backend::gpu;
+  CHECK(Plan::create(s, opt, &plan) == Status::unsupported);
+  CHECK(std::string(last_error_detail()).find("layers[0] has an LSTM projection, peepholes or a clip") != std::string::npos);
   opt.backend = Backend::reference;
   opt.training = true;
   CHECK(Plan::create(s, opt, &plan) == Status::unsupported);
   CHECK(std::string(last_error_detail()).find("training (backward) of LSTM projections") != std::string::npos);
+}
+
+namespace {
+
+// Random extended stacks: every layer an LSTM with some of projection, peepholes and clips (sizes
+// around the vector widths), some layers plain, some wrapped in dropout; random lengths and states.
+StackSpec random_extended_stack(Rng& rng) {
+  static const int kSizes[] = {1, 3, 4, 7, 8, 9, 16, 17, 24, 33, 40};
+  StackSpec st;
+  st.input_size = kSizes[rng.range(0, 10)];
+  st.num_layers = rng.range(1, 3);
+  st.dropout = rng.range(0, 3) == 0 ? 0.25 : 0.0;
+  for (int l = 0; l < st.num_layers; ++l) {
+    LayerSpec& ls = st.layers[l];
+    ls.mode = Mode::lstm;
+    ls.hidden_size = kSizes[rng.range(1, 10)];
+    ls.direction = rng.range(0, 1) ? Direction::bidirectional : Direction::unidirectional;
+    if (rng.range(0, 4) == 0) continue;  // a plain layer now and then
+    ls.proj_size = rng.range(0, 2) == 0 ? 0 : rng.range(1, ls.hidden_size - 1);
+    ls.peepholes = rng.range(0, 1) == 1;
+    ls.cell_clip = rng.range(0, 1) ? 0.0 : 0.3 + 0.1 * rng.range(0, 5);
+    ls.proj_clip = ls.proj_size > 0 && rng.range(0, 1) ? 0.1 + 0.05 * rng.range(0, 4) : 0.0;
+    if (rng.range(0, 2) == 0) ls.wrappers[ls.num_wrappers++] = dropout_wrapper(0.9, 0.8, 0.7, rng.range(0, 1) == 1);
+  }
+  return st;
+}
+
+}  // namespace
+
+TEST_CASE("lstm extensions: every SIMD path and weight type matches the f64 reference") {
+  Rng rng(1515);
+  ThreadPool* pool = nullptr;
+  REQUIRE(ThreadPool::create(3, &pool) == Status::ok);
+  const std::vector<Isa> isas = isas_here();
+  int checked = 0;
+  for (int i = 0; i < 40; ++i) {
+    StackSpec st = random_extended_stack(rng);
+    if (validate(st) != Status::ok) {  // e.g. a projection wider than its cell: draw again
+      --i;
+      continue;
+    }
+    const int T = rng.range(1, 8), B = rng.range(1, 11);
+    int widest = 1;
+    for (int l = 0; l < st.num_layers; ++l) widest = std::max(widest, st.layers[l].hidden_size);
+    const auto w = random_vector<float>(rng, static_cast<std::size_t>(param_count(st)), 1.5 / std::sqrt(double(widest)));
+    const auto x = random_vector<float>(rng, static_cast<std::size_t>(T) * B * st.input_size, 1.5);
+    const auto h0 = random_vector<float>(rng, static_cast<std::size_t>(state_elements(st, B)), 0.5);
+    const auto c0 = random_vector<float>(rng, static_cast<std::size_t>(cell_state_elements(st, B)), 1.0);
+    std::vector<std::int32_t> lengths(B);
+    for (auto& len : lengths) len = rng.range(0, T);
+    const bool with_lengths = rng.range(0, 1) == 1, initial = rng.range(0, 1) == 1;
+    StackSpec st64 = st;
+    st64.dtype = DType::f64;
+    const std::vector<double> w64(w.begin(), w.end()), x64(x.begin(), x.end()), h64(h0.begin(), h0.end()),
+        c64(c0.begin(), c0.end());
+    ForwardArgs a;
+    a.batch = B;
+    a.seq_len = T;
+    a.layout = rng.range(0, 1) ? Layout::batch_major : Layout::time_major;
+    a.seq_lengths = with_lengths ? lengths.data() : nullptr;
+    a.run_mode = RunMode::training;  // dropout on
+    a.seed = 40 + i;
+    PlanOptions o;
+    o.max_batch = B;
+    o.max_seq_len = T;
+    o.backend = Backend::reference;
+    Outputs<double> ref;
+    a.x = x64.data();
+    a.h0 = initial ? h64.data() : nullptr;
+    a.c0 = initial ? c64.data() : nullptr;
+    REQUIRE(run_forward(st64, o, w64, a, &ref) == Status::ok);
+    a.x = x.data();
+    a.h0 = initial ? h0.data() : nullptr;
+    a.c0 = initial ? c0.data() : nullptr;
+    o.backend = Backend::simd;
+    o.threads = 1 + i % 3;
+    o.thread_pool = pool;
+    for (Isa isa : isas)
+      for (DType wd : {DType::f32, DType::f16, DType::bf16}) {
+        o.max_isa = isa;
+        o.weight_dtype = wd;
+        Plan probe;
+        if (Plan::create(st, o, &probe) != Status::ok || probe.isa() != isa) continue;  // not on this ISA
+        INFO("case " << i << " isa " << std::string(to_string(isa)) << " weights " << std::string(to_string(wd))
+                     << " layers " << st.num_layers << " P0 " << st.layers[0].proj_size << " H0 "
+                     << st.layers[0].hidden_size << " B " << B << " T " << T << " threads " << o.threads);
+        Outputs<float> got;
+        REQUIRE(run_forward(st, o, w, a, &got) == Status::ok);
+        // f32: accumulation error only; f16 and bf16: test_lowp's stated bounds.
+        const double tol = wd == DType::f32 ? 1e-5 : wd == DType::f16 ? 2e-3 : 2e-2;
+        CHECK(rel_error(got.y.data(), ref.y.data(), ref.y.size()) < tol);
+        CHECK(rel_error(got.hy.data(), ref.hy.data(), ref.hy.size()) < tol);
+        CHECK(rel_error(got.cy.data(), ref.cy.data(), ref.cy.size()) < tol);
+        ++checked;
+      }
+  }
+  MESSAGE("extended SIMD runs checked: " << checked);
+  ThreadPool::destroy(pool);
 }
 
 TEST_CASE("lstm extensions: formats that hold them round-trip; the others refuse them") {

@@ -152,6 +152,12 @@ TEST_CASE("dropout runs make no heap allocation either") {
   st.layers[1].hidden_size = 16;
   st.layers[1].direction = Direction::unidirectional;
   st.layers[1].wrappers[st.layers[1].num_wrappers++] = residual_wrapper();
+  // Layer 0 has every LSTM extension: 12 cells projected to 8 units, peepholes, both clips.
+  st.layers[0].hidden_size = 12;
+  st.layers[0].proj_size = 8;
+  st.layers[0].peepholes = true;
+  st.layers[0].cell_clip = 0.5;
+  st.layers[0].proj_clip = 0.3;
   ThreadPool* pool = nullptr;
   REQUIRE(ThreadPool::create(2, &pool) == Status::ok);
   const int variants = cpu_backends().size() == 2 ? 3 : 1;
@@ -168,7 +174,7 @@ TEST_CASE("dropout runs make no heap allocation either") {
     Rng rng(8);
     const auto w = random_vector<float>(rng, param_count(st), 0.3);
     const auto x = random_vector<float>(rng, 5 * 3 * 8, 1.0);
-    std::vector<float> y(5 * 3 * 16), hy(state_elements(st, 3)), cy(hy.size());
+    std::vector<float> y(5 * 3 * 16), hy(state_elements(st, 3)), cy(cell_state_elements(st, 3));
     const std::int32_t lengths[3] = {5, 0, 2};
     const std::uint32_t ids[3] = {7, 8, 9};
     REQUIRE(plan.pack_weights(w.data(), packed.ptr, packed.size) == Status::ok);

@@ -19,6 +19,9 @@ struct DirectionPack {
   std::size_t r_panel_n = 0;  // SIMD GRU reset-before: n gate recurrent panel
   std::size_t bias = 0;       // SIMD: folded projection bias in gate-vector order
   std::size_t bias_rn = 0;    // SIMD GRU reset-after: bR_n
+  std::size_t peepholes = 0;  // SIMD LSTM with peepholes: p_i, p_f, p_o in gate-vector order
+  std::size_t proj_panel = 0; // SIMD LSTM with a projection: W_proj as a one-gate panel (Pp × H)
+  std::size_t proj_bias = 0;  //   and its bias (zeros: TF's and PyTorch's projections have none)
 };
 
 // Per-layer facts, derived from the stack once.
@@ -29,7 +32,7 @@ struct LayerPlan {
   std::int32_t input_size = 0;     // I_l
   std::int32_t hidden = 0;         // H_l: cell units (c, gates)
   std::int32_t out = 0;            // O_l: units of h and of the output per direction (P_l, or H_l)
-  bool extensions = false;         // LSTM projection, peepholes or clips (reference backend only)
+  bool extensions = false;         // LSTM projection, peepholes or clips (not on the GPU, not in training)
   std::int32_t hidden_stride = 0;  // floats per state row: Hp (SIMD) or H (reference)
   std::int32_t gates = 0;
   std::int32_t dirs = 1;
@@ -55,6 +58,8 @@ struct WorkspaceLayout {
   std::size_t mask_c[2] = {0, 0};     // [dir] [B] rows of Hs: for c
   std::size_t h16[2][2] = {{0, 0}, {0, 0}};  // bf16 weights: h in bf16, [dir][buffer] rows of Hs
   std::size_t rh16[2] = {0, 0};       // bf16 weights, GRU reset-before: r ⊙ h in bf16
+  std::size_t cell_out[2] = {0, 0};   // SIMD LSTM projection: o ⊙ tanh(c), [dir] rows of Hs
+  std::size_t cell_out16[2] = {0, 0}; //   and in bf16 (bf16 weights)
   std::size_t x16 = 0;                // bf16 weights: per thread, a chunk's input rows in bf16
   std::size_t x16_stride = 0;
   std::size_t scratch = 0;            // per thread (SIMD) or direction (reference): kScratchRows rows
