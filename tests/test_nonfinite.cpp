@@ -34,11 +34,11 @@ Run run(const RnnSpec& spec, PlanOptions opt, const std::vector<float>& w, const
         const std::vector<float>& h0, const std::vector<float>& c0, int T, int B) {
   Model model;
   REQUIRE(Model::create(spec, opt, w.data(), &model) == Status::ok);
-  const int out = num_directions(spec) * spec.hidden_size;
+  const int out = num_directions(spec) * (spec.proj_size > 0 ? spec.proj_size : spec.hidden_size);
   Run r;
   r.y.assign(static_cast<std::size_t>(T) * B * out, -7.0f);
   r.hy.assign(h0.size(), -7.0f);
-  r.cy.assign(h0.size(), -7.0f);
+  r.cy.assign(c0.size(), -7.0f);
   ForwardArgs a;
   a.batch = B;
   a.seq_len = T;
@@ -136,4 +136,56 @@ TEST_CASE("NaN and Inf propagate on every CPU path exactly as on the reference")
     }
   }
   CHECK(nan_cases >= 5 * 4);
+}
+
+TEST_CASE("NaN and Inf through LSTM peepholes, clips and a projection as on the reference") {
+  // Clips keep NaN (TF's clip_by_value does) and bound infinities; the projection mixes a NaN into
+  // every unit of h.
+  const std::vector<Isa> isas = isas_here();
+  REQUIRE(!isas.empty());
+  const int T = 4, B = 3;
+  RnnSpec spec;
+  spec.input_size = 5;
+  spec.hidden_size = 9;
+  spec.proj_size = 4;
+  spec.peepholes = true;
+  spec.cell_clip = 0.5;
+  spec.proj_clip = 0.3;
+  spec.num_layers = 2;
+  spec.direction = Direction::bidirectional;
+  Rng rng(151);
+  const auto w0 = random_vector<float>(rng, param_count(spec), 0.4);
+  const auto x0 = random_vector<float>(rng, static_cast<std::size_t>(T) * B * spec.input_size, 1.0);
+  const auto h00 = random_vector<float>(rng, static_cast<std::size_t>(state_elements(to_stack(spec), B)), 0.5);
+  const auto c00 = random_vector<float>(rng, static_cast<std::size_t>(cell_state_elements(to_stack(spec), B)), 0.5);
+  const Poison poisons[] = {{Site::x, kNaN, "NaN in x"},   {Site::h0, kNaN, "NaN in h0"},  {Site::c0, kNaN, "NaN in c0"},
+                            {Site::weight, kNaN, "NaN weight"}, {Site::x, kInf, "+Inf in x"}, {Site::c0, -kInf, "-Inf in c0"},
+                            {Site::x, 1e30f, "1e30 in x"}};
+  for (const Poison& p : poisons) {
+    std::vector<float> w = w0, x = x0, h0 = h00, c0 = c00;
+    switch (p.site) {
+      case Site::x: x[(1 * B + 1) * spec.input_size + 2] = p.value; break;
+      case Site::h0: h0[B * spec.proj_size + 1] = p.value; break;
+      case Site::c0: c0[2 * B * spec.hidden_size + 4] = p.value; break;
+      case Site::weight: w[w.size() / 3] = p.value; break;
+    }
+    PlanOptions opt;
+    opt.max_batch = B;
+    opt.max_seq_len = T;
+    opt.backend = Backend::reference;
+    const Run want = run(spec, opt, w, x, h0, c0, T, B);
+    std::size_t nans = 0;
+    for (float v : want.y) nans += std::isnan(v);
+    if (std::isnan(p.value)) CHECK(nans > 0);
+    for (Isa isa : isas) {
+      char what[120];
+      std::snprintf(what, sizeof what, "extended LSTM, %s, isa %s", p.name, to_string(isa));
+      opt.backend = Backend::simd;
+      opt.max_isa = isa;
+      const Run got = run(spec, opt, w, x, h0, c0, T, B);
+      check_same(got.y, want.y, what);
+      check_same(got.hy, want.hy, what);
+      check_same(got.cy, want.cy, what);
+    }
+  }
 }
