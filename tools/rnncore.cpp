@@ -290,7 +290,7 @@ void add_run_options(CLI::App& app, RunOptions& o, bool grad) {
 
   const char* exec = "execution";
   app.add_option("--backend", o.backend,
-                 "auto: simd where it runs the model, else reference (LSTM\nprojections, peepholes and clips: reference only)")
+                 "auto: simd where it runs the model, else reference")
       ->check(one_of({"auto", "reference", "simd", "gpu"}))
       ->type_name("auto|reference|simd|gpu")
       ->group(exec);
@@ -821,8 +821,8 @@ int cmd_grad(int argc, char** argv) {
 
 struct BenchOptions {
   std::string mode = "lstm", gru, dtype = "f32", backend = "auto";
-  long long seq = 100, batch = 1, input = 512, hidden = 512, layers = 1, threads = 1, reps = 20;
-  bool bidirectional = false, backward = false, peak = false, oversubscribe = false;
+  long long seq = 100, batch = 1, input = 512, hidden = 512, layers = 1, threads = 1, reps = 20, proj = 0;
+  bool bidirectional = false, backward = false, peak = false, oversubscribe = false, peepholes = false;
   double dropout = 0.0;
 };
 
@@ -848,6 +848,11 @@ void define_bench(CLI::App& app, BenchOptions& o) {
       ->type_name("L")
       ->group(shape);
   app.add_flag("--bidirectional", o.bidirectional, "both directions")->group(shape);
+  app.add_option("--proj", o.proj, "LSTM projection size (1..H-1; default none)")
+      ->check(int_range(1, 1 << 16))
+      ->type_name("P")
+      ->group(shape);
+  app.add_flag("--peepholes", o.peepholes, "LSTM peepholes")->group(shape);
   app.add_option("--dtype", o.dtype,
                  "computation type, or bf16 / f16 weight storage with f32 accumulation")
       ->check(one_of({"f32", "f64", "bf16", "f16"}))
@@ -907,6 +912,8 @@ int cmd_bench(int argc, char** argv) {
   spec.hidden_size = static_cast<int>(H);
   spec.num_layers = static_cast<int>(L);
   spec.direction = o.bidirectional ? Direction::bidirectional : Direction::unidirectional;
+  spec.proj_size = static_cast<int>(o.proj);
+  spec.peepholes = o.peepholes;
   PlanOptions opt;
   opt.max_batch = static_cast<int>(B);
   opt.max_seq_len = static_cast<int>(T);
@@ -1090,12 +1097,18 @@ int cmd_bench(int argc, char** argv) {
   };
   for (int k = 0; k < nets; ++k) std::sort(ms[k].begin(), ms[k].end());
   const double median = ms[0][ms[0].size() / 2];
-  double flops = 0;  // 2 · G·H · (I_l + H) per step, row, layer and direction
+  // 2 · G·H · (I_l + O) per step, row, layer and direction (O: P with a projection, else H), + 2 · P·H
+  const double O = o.proj > 0 ? static_cast<double>(o.proj) : static_cast<double>(H);
+  double flops = 0;
   for (int l = 0; l < L; ++l)
-    flops += 2.0 * num_gates(spec.mode) * H * (layer_input_size(spec, l) + H) * T * B * D;
-  std::printf("%s %s T=%lld B=%lld I=%lld H=%lld L=%lld %s threads=%lld backend=%s kernel=%s reps=%lld\n",
-              to_string(spec.mode), dtype_name.c_str(), T, B, I, H, L, D == 2 ? "bidirectional" : "unidirectional",
-              threads, to_string(net[0].plan().backend()), net[0].plan().kernel_name(), reps);
+    flops += 2.0 * (num_gates(spec.mode) * H * (layer_input_size(spec, l) + O) + (o.proj > 0 ? O * H : 0.0)) * T * B * D;
+  std::string ext;
+  if (o.proj > 0) ext += " P=" + std::to_string(o.proj);
+  if (o.peepholes) ext += " peepholes";
+  std::printf("%s %s T=%lld B=%lld I=%lld H=%lld%s L=%lld %s threads=%lld backend=%s kernel=%s reps=%lld\n",
+              to_string(spec.mode), dtype_name.c_str(), T, B, I, H, ext.c_str(), L,
+              D == 2 ? "bidirectional" : "unidirectional", threads, to_string(net[0].plan().backend()),
+              net[0].plan().kernel_name(), reps);
   const double gflops = flops / (median * 1e6);
   bench::FmaPeak peaks[2];
   const int measured = o.peak ? bench::measure_fma_peaks(3, 0.05, peaks) : 0;
@@ -1195,7 +1208,7 @@ int cmd_info(int argc, char** argv) {
   if (Plan::create(spec, PlanOptions{}, &plan) == Status::ok) std::printf("f32 kernels: %s\n", plan.kernel_name());
   spec.dtype = DType::f64;
   if (Plan::create(spec, PlanOptions{}, &plan) == Status::ok) std::printf("f64 kernels: %s\n", plan.kernel_name());
-  std::printf("LSTM projection, peepholes, cell/projection clip: reference backend only (backend auto picks it)\n");
+  std::printf("LSTM projection, peepholes, cell/projection clip: reference and simd backends (not gpu)\n");
   std::printf("env RNNCORE_MAX_ISA caps the instruction set (none, sse2, avx2, avx512, neon)\n");
   return 0;
 }
