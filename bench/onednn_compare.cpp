@@ -66,6 +66,9 @@ const char* const kUsage =
     "                    the largest); defaults then: --modes lstm,gru --hidden 128,256,512 --seq 50\n"
     "                    --threads 1 --reps 5 --warmup 1, no stacked cases, and no untimed runs before\n"
     "                    the timed runs of a library whose warm-up run took over 250 ms\n"
+    "  --proj-div K      LSTM shapes get a projection of P = H/K units (LSTMP, K >= 2; rnncore's\n"
+    "                    proj_size, oneDNN's weights_projection); no stacked cases; not with --backward\n"
+    "  --peepholes       LSTM shapes get peepholes (oneDNN's weights_peephole)\n"
     "  --rnncore-weights f32|bf16|f16   rnncore's weight storage (oneDNN stays f32); the agreement check\n"
     "                    allows bf16 2e-2, f16 2e-3 (their stated error) instead of 1e-4\n"
     "timing:\n"
@@ -97,6 +100,8 @@ struct Shape {
   int threads = 1;
   int layers = 1;
   int directions = 1;
+  int proj = 0;            // LSTM projection size (0: none)
+  bool peepholes = false;  // LSTM peepholes
 };
 
 struct Result {
@@ -124,6 +129,14 @@ const char* mode_name(Mode m) {
     case Mode::rnn_relu: return "rnn_relu";
   }
   return "?";
+}
+
+// The mode column: "lstm", or "lstmp" (projection) / "lstm+ph" (peepholes) / "lstmp+ph".
+std::string shape_mode(const Shape& s) {
+  std::string m = mode_name(s.mode);
+  if (s.proj > 0) m += "p";
+  if (s.peepholes) m += "+ph";
+  return m;
 }
 
 bool parse_mode(const std::string& s, Mode* m) {
@@ -246,10 +259,11 @@ int onednn_max_threads() {
 }
 
 double flops_per_run(const rnncore::RnnSpec& spec, int seq, int batch) {
-  double f = 0;  // 2 flops per multiply-add of the input and recurrent products
+  double f = 0;  // 2 flops per multiply-add of the input, recurrent (K = P with a projection) and projection products
+  const double H = spec.hidden_size, P = spec.proj_size, O = P > 0 ? P : H;
   for (int l = 0; l < spec.num_layers; ++l)
-    f += 2.0 * rnncore::num_gates(spec.mode) * spec.hidden_size *
-         (rnncore::layer_input_size(spec, l) + spec.hidden_size) * seq * batch * rnncore::num_directions(spec);
+    f += 2.0 * (rnncore::num_gates(spec.mode) * H * (rnncore::layer_input_size(spec, l) + O) + P * H) * seq * batch *
+         rnncore::num_directions(spec);
   return f;
 }
 
@@ -260,6 +274,7 @@ struct OnednnNet {
   dnnl::primitive prim;
   std::unordered_map<int, dnnl::memory> args;
   std::vector<float> wl, wi, bias;  // user-layout weights (kept: memories may point into them)
+  std::vector<float> peephole, projection;  // LSTM: [L, D, 3, H] (i, f, o) and [L, D, H, P] (ldio)
   std::string impl;
 };
 
@@ -283,9 +298,12 @@ void convert_weights(const rnncore::RnnSpec& spec, const float* canonical, Onedn
   const int L = spec.num_layers, D = rnncore::num_directions(spec), H = spec.hidden_size;
   const int G = rnncore::num_gates(spec.mode), Gb = spec.mode == Mode::gru ? 4 : G;
   const int I = spec.input_size;  // all layers: input_size == hidden_size, and D == 2 only for L == 1
+  const int P = spec.proj_size, K = P > 0 ? P : H;  // K: units of h, the recurrent product's inputs
   net->wl.assign(static_cast<std::size_t>(L) * D * I * G * H, 0.0f);
-  net->wi.assign(static_cast<std::size_t>(L) * D * H * G * H, 0.0f);
+  net->wi.assign(static_cast<std::size_t>(L) * D * K * G * H, 0.0f);
   net->bias.assign(static_cast<std::size_t>(L) * D * Gb * H, 0.0f);
+  if (spec.peepholes) net->peephole.assign(static_cast<std::size_t>(L) * D * 3 * H, 0.0f);
+  if (P > 0) net->projection.assign(static_cast<std::size_t>(L) * D * H * P, 0.0f);
   for (int l = 0; l < L; ++l)
     for (int d = 0; d < D; ++d) {
       const std::size_t ld = static_cast<std::size_t>(l) * D + d;
@@ -298,8 +316,8 @@ void convert_weights(const rnncore::RnnSpec& spec, const float* canonical, Onedn
         for (int j = 0; j < H; ++j) {
           for (int k = 0; k < I; ++k)
             net->wl[((ld * I + k) * G + g) * H + j] = W[static_cast<std::size_t>(j) * I + k];
-          for (int k = 0; k < H; ++k)
-            net->wi[((ld * H + k) * G + g) * H + j] = R[static_cast<std::size_t>(j) * H + k];
+          for (int k = 0; k < K; ++k)
+            net->wi[((ld * K + k) * G + g) * H + j] = R[static_cast<std::size_t>(j) * K + k];
           if (spec.mode == Mode::gru && g == 2) {
             net->bias[(ld * Gb + 2) * H + j] = bW[j];
             net->bias[(ld * Gb + 3) * H + j] = bR[j];
@@ -307,6 +325,15 @@ void convert_weights(const rnncore::RnnSpec& spec, const float* canonical, Onedn
             net->bias[(ld * Gb + g) * H + j] = bW[j] + bR[j];
           }
         }
+      }
+      for (int q = 0; q < 3 && spec.peepholes; ++q) {  // oneDNN i, f, o = canonical peepholes 0, 1, 3
+        const float* pq = canonical + rnncore::canonical_offset(spec, l, d, ParamKind::peephole, q == 2 ? 3 : q);
+        for (int j = 0; j < H; ++j) net->peephole[(ld * 3 + q) * H + j] = pq[j];
+      }
+      if (P > 0) {  // canonical W_proj [P, H]; oneDNN (l, d, i = cell unit, o = projected unit)
+        const float* wp = canonical + rnncore::canonical_offset(spec, l, d, ParamKind::projection, 0);
+        for (int j = 0; j < H; ++j)
+          for (int o = 0; o < P; ++o) net->projection[(ld * H + j) * P + o] = wp[static_cast<std::size_t>(o) * H + j];
       }
     }
 }
@@ -321,14 +348,19 @@ OnednnNet make_onednn(const dnnl::engine& eng, dnnl::stream& strm, const rnncore
   const memory::dim T = seq, B = batch, L = spec.num_layers, D = rnncore::num_directions(spec);
   const memory::dim H = spec.hidden_size, I = spec.input_size, G = rnncore::num_gates(spec.mode);
   const memory::dim Gb = spec.mode == Mode::gru ? 4 : G;
+  const memory::dim P = spec.proj_size, K = P > 0 ? P : H;  // K: units of h (and of y per direction)
 
   OnednnNet net;
   convert_weights(spec, canonical, &net);
 
-  const memory::desc src_md({T, B, I}, f32, tag::tnc), dst_md({T, B, D * H}, f32, tag::tnc);
-  const memory::desc state_md({L, D, B, H}, f32, tag::ldnc), none;  // none: zero initial states
-  const memory::desc wl_any({L, D, I, G, H}, f32, tag::any), wi_any({L, D, H, G, H}, f32, tag::any);
+  const memory::desc src_md({T, B, I}, f32, tag::tnc), dst_md({T, B, D * K}, f32, tag::tnc);
+  const memory::desc state_md({L, D, B, K}, f32, tag::ldnc), none;  // none: zero initial states
+  const memory::desc cell_md({L, D, B, H}, f32, tag::ldnc);
+  const memory::desc wl_any({L, D, I, G, H}, f32, tag::any), wi_any({L, D, K, G, H}, f32, tag::any);
   const memory::desc bias_md({L, D, Gb, H}, f32, tag::ldgo);
+  const memory::desc peep_md = spec.peepholes ? memory::desc({L, D, 3, H}, f32, tag::ldgo) : none;
+  const memory::desc wp_any = P > 0 ? memory::desc({L, D, H, P}, f32, tag::any) : none;
+  memory::desc wp_md;
   const auto fwd = dnnl::prop_kind::forward_inference;
   const auto dir = D == 2 ? dnnl::rnn_direction::bidirectional_concat : dnnl::rnn_direction::unidirectional_left2right;
   dnnl::primitive_attr attr;
@@ -337,11 +369,12 @@ OnednnNet make_onednn(const dnnl::engine& eng, dnnl::stream& strm, const rnncore
   memory::desc wl_md, wi_md, scratch_md;
   switch (spec.mode) {
     case Mode::lstm: {
-      const dnnl::lstm_forward::desc d(fwd, dir, src_md, none, none, wl_any, wi_any, bias_md, dst_md, state_md,
-                                       state_md);
+      const dnnl::lstm_forward::desc d(fwd, dir, src_md, none, none, wl_any, wi_any, peep_md, wp_any, bias_md, dst_md,
+                                       state_md, cell_md);
       const dnnl::lstm_forward::primitive_desc pd(d, attr, eng);
       net.prim = dnnl::lstm_forward(pd);
       wl_md = pd.weights_layer_desc(), wi_md = pd.weights_iter_desc(), scratch_md = pd.scratchpad_desc();
+      wp_md = pd.weights_projection_desc();
       net.impl = pd.impl_info_str();
       break;
     }
@@ -365,8 +398,9 @@ OnednnNet make_onednn(const dnnl::engine& eng, dnnl::stream& strm, const rnncore
   }
 
   // Weights in ldigo, reordered once into the primitive's own layout when it differs.
-  auto weights = [&](const memory::desc& want, std::vector<float>& user, const memory::dims& dims) {
-    memory src(memory::desc(dims, f32, tag::ldigo), eng, user.data());
+  auto weights = [&](const memory::desc& want, std::vector<float>& user, const memory::dims& dims,
+                     tag user_tag = tag::ldigo) {
+    memory src(memory::desc(dims, f32, user_tag), eng, user.data());
     if (want == src.get_desc()) return src;
     memory dst(want, eng);
     dnnl::reorder(src, dst).execute(strm, src, dst);
@@ -374,12 +408,14 @@ OnednnNet make_onednn(const dnnl::engine& eng, dnnl::stream& strm, const rnncore
     return dst;
   };
   net.args[DNNL_ARG_WEIGHTS_LAYER] = weights(wl_md, net.wl, {L, D, I, G, H});
-  net.args[DNNL_ARG_WEIGHTS_ITER] = weights(wi_md, net.wi, {L, D, H, G, H});
+  net.args[DNNL_ARG_WEIGHTS_ITER] = weights(wi_md, net.wi, {L, D, K, G, H});
+  if (spec.peepholes) net.args[DNNL_ARG_WEIGHTS_PEEPHOLE] = memory(peep_md, eng, net.peephole.data());
+  if (P > 0) net.args[DNNL_ARG_WEIGHTS_PROJECTION] = weights(wp_md, net.projection, {L, D, H, P}, tag::ldio);
   net.args[DNNL_ARG_BIAS] = memory(bias_md, eng, net.bias.data());
   net.args[DNNL_ARG_SRC_LAYER] = memory(src_md, eng, x);
   net.args[DNNL_ARG_DST_LAYER] = memory(dst_md, eng, y);
   net.args[DNNL_ARG_DST_ITER] = memory(state_md, eng, hy);
-  if (spec.mode == Mode::lstm) net.args[DNNL_ARG_DST_ITER_C] = memory(state_md, eng, cy);
+  if (spec.mode == Mode::lstm) net.args[DNNL_ARG_DST_ITER_C] = memory(cell_md, eng, cy);
   net.args[DNNL_ARG_SCRATCHPAD] = memory(scratch_md, eng);
   return net;
 }
@@ -486,6 +522,8 @@ rnncore::RnnSpec spec_of(const Shape& s) {
   spec.hidden_size = s.hidden;
   spec.num_layers = s.layers;
   spec.direction = s.directions == 2 ? rnncore::Direction::bidirectional : rnncore::Direction::unidirectional;
+  spec.proj_size = s.proj;
+  spec.peepholes = s.peepholes;
   return spec;
 }
 
@@ -502,12 +540,14 @@ Result run_shape(const Shape& s, const Timing& tm, const dnnl::engine& eng, dnnl
   Rng rng(static_cast<std::uint64_t>(s.hidden) * 7919 + static_cast<std::uint64_t>(s.mode) * 31 + s.layers);
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.hidden));
   for (float& w : canonical) w = rng.next(scale);
-  const int D = s.directions;
+  const int D = s.directions, O = s.proj > 0 ? s.proj : s.hidden;  // O: units of h and y per direction
   const std::size_t n_x = static_cast<std::size_t>(s.seq) * s.batch * s.hidden;
-  const std::size_t n_y = n_x * D, n_state = static_cast<std::size_t>(s.layers) * D * s.batch * s.hidden;
+  const std::size_t n_y = static_cast<std::size_t>(s.seq) * s.batch * D * O;
+  const std::size_t n_state = static_cast<std::size_t>(s.layers) * D * s.batch * O;
+  const std::size_t n_cell = static_cast<std::size_t>(s.layers) * D * s.batch * s.hidden;
   std::vector<float> x(n_x);
   for (float& v : x) v = rng.next(1.0f);
-  std::vector<float> y_rn(n_y), y_dn(n_y), hy_rn(n_state), hy_dn(n_state), cy_rn(n_state), cy_dn(n_state);
+  std::vector<float> y_rn(n_y), y_dn(n_y), hy_rn(n_state), hy_dn(n_state), cy_rn(n_cell), cy_dn(n_cell);
 
   rnncore::PlanOptions opt;
   opt.max_batch = s.batch;
@@ -992,7 +1032,7 @@ std::vector<std::string> columns(const Context& c);
 std::vector<std::string> forward_cells(const Context& c, const Result& r) {
   const Shape& s = r.shape;
   char buf[kNumColumns][64];
-  std::snprintf(buf[0], 64, "%s", mode_name(s.mode));
+  std::snprintf(buf[0], 64, "%s", shape_mode(s).c_str());
   std::snprintf(buf[1], 64, "%d", s.hidden);
   std::snprintf(buf[2], 64, "%d", s.batch);
   std::snprintf(buf[3], 64, "%d", s.seq);
@@ -1189,7 +1229,7 @@ void write_csv(std::FILE* f, const Context& c, const std::vector<Result>& result
                c.timing.backward ? "rnncore_fwd_ms,rnncore_bwd_ms,onednn_fwd_ms,onednn_bwd_ms,rel_dw,rel_dx,rel_dstate," : "");
   for (const Result& r : results) {
     const Shape& s = r.shape;
-    std::fprintf(f, "%s,%d,%d,%d,%d,%d,%d,", mode_name(s.mode), s.hidden, s.batch, s.seq, s.threads, s.layers,
+    std::fprintf(f, "%s,%d,%d,%d,%d,%d,%d,", shape_mode(s).c_str(), s.hidden, s.batch, s.seq, s.threads, s.layers,
                  s.directions);
     if (r.error.empty()) {
       std::fprintf(f,
@@ -1236,6 +1276,8 @@ int main(int argc, char** argv) {
   std::vector<Mode> modes = {Mode::lstm, Mode::gru, Mode::rnn_tanh};
   std::vector<int> hidden = {128, 256, 512, 1024}, batch = {1, 16, 64}, threads = {1, 2};
   int seq = 100;
+  int proj_div = 0;         // --proj-div K: LSTM shapes project to P = H/K
+  bool peepholes = false;   // --peepholes
   bool extras = true, quick = false, reps_given = false, warmup_given = false, wait_given = false, retries_given = false;
   bool modes_given = false, hidden_given = false, threads_given = false, seq_given = false;
   int peak_runs = 7;
@@ -1264,6 +1306,11 @@ int main(int argc, char** argv) {
       quick = true;
     } else if (a == "--no-extras") {
       extras = false;
+    } else if (a == "--proj-div") {
+      if (!value(&v) || !parse_int(v, 2, 1 << 16, &n)) return usage_error("--proj-div takes K >= 2 (P = H/K)");
+      proj_div = static_cast<int>(n);
+    } else if (a == "--peepholes") {
+      peepholes = true;
     } else if (a == "--backward") {
       tm.backward = true;
     } else if (a == "--modes") {
@@ -1350,11 +1397,18 @@ int main(int argc, char** argv) {
     tm.prerun_skip_ms = 250;
   }
 
+  if ((proj_div > 0 || peepholes) && tm.backward) return usage_error("--proj-div and --peepholes time forward runs only");
+  if (proj_div > 0) extras = false;  // oneDNN stacks need equal layer widths; P != H
+
   // The shapes: every (threads, mode, H, B) of the sweep, then the stacked cases per thread count.
   std::vector<Shape> shapes;
   auto add = [&](Mode m, int h, int b, int t, int layers, int dirs) {
     Shape s;
     s.mode = m, s.hidden = h, s.batch = b, s.seq = seq, s.threads = t, s.layers = layers, s.directions = dirs;
+    if (m == Mode::lstm) {
+      s.proj = proj_div > 0 ? std::max(1, h / proj_div) : 0;
+      s.peepholes = peepholes;
+    }
     shapes.push_back(s);
   };
   if (quick) {
@@ -1463,7 +1517,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "threads = %d: oneDNN (OpenMP) max threads now %d\n", s.threads, onednn_max_threads());
     }
     std::fprintf(stderr, "[%3zu/%zu] %-8s H=%-4d B=%-3d T=%d threads=%d layers=%s  (%.0f s elapsed)\n", i + 1,
-                 shapes.size(), mode_name(s.mode), s.hidden, s.batch, s.seq, s.threads, layers_text(s).c_str(),
+                 shapes.size(), shape_mode(s).c_str(), s.hidden, s.batch, s.seq, s.threads, layers_text(s).c_str(),
                  now_s() - start);
     if (tm.wait_quiet_s > 0) wait_until_quiet(tm.busy_limit, tm.wait_quiet_s);
     auto run = [&]() { return tm.backward ? run_shape_backward(s, tm, eng, strm) : run_shape(s, tm, eng, strm); };
