@@ -490,6 +490,13 @@ void run_tf_case(const std::string& model_path, const io::SafeTensors& data, Bac
   a.h0 = h0.empty() ? nullptr : h0.data();
   a.c0 = c0.empty() ? nullptr : c0.data();
   a.seq_lengths = lengths.empty() ? nullptr : lengths.data();
+  const std::string* run_mode = data.meta("run_mode");  // DropoutWrapper keep < 1: TF's wrapper given rnncore's masks
+  if (run_mode != nullptr) {
+    REQUIRE(*run_mode == "training");
+    a.run_mode = RunMode::training;
+    a.seed = std::stoull(meta(data, "seed"));
+    a.step = std::stoull(meta(data, "step"));
+  }
   PlanOptions opt;
   opt.max_batch = a.batch;
   opt.max_seq_len = a.seq_len;
@@ -497,16 +504,18 @@ void run_tf_case(const std::string& model_path, const io::SafeTensors& data, Bac
   opt.max_isa = isa;
   Outputs<T> out;
   REQUIRE_MESSAGE(run_forward(m.stack, opt, canonical, a, &out) == Status::ok, last_error_detail());
-  check_outputs(out, data, tolerance);
+  const std::vector<double> y = check_outputs(out, data, tolerance);
+  if (run_mode != nullptr)
+    for (std::size_t i = 0; i < y.size(); ++i) REQUIRE((out.y[i] == T(0)) == (y[i] == 0.0));  // the same drops
 }
 
 }  // namespace
 
-TEST_CASE("golden: TensorFlow checkpoints (TF1 cells, MultiRNNCell, bidirectional, wrappers) via tf_to_safetensors") {
+TEST_CASE("golden: TensorFlow checkpoints (TF1 cells, MultiRNNCell, bidirectional, wrappers, DropoutWrapper keep < 1) via tf_to_safetensors") {
   std::vector<std::string> models;
   for (const std::string& p : list_cases(golden_dir("tf")))
     if (p.size() > 18 && p.compare(p.size() - 18, 18, ".model.safetensors") == 0) models.push_back(p);
-  REQUIRE(models.size() >= 25);
+  REQUIRE(models.size() >= 30);
   for (const std::string& model : models) {
     INFO(model);
     const std::string data_path = model.substr(0, model.size() - 18) + ".data.safetensors";
