@@ -579,6 +579,55 @@ TEST_CASE("cli: rnncore grad errors") {
   CHECK(help.out.find("--dh0") != std::string::npos);
 }
 
+TEST_CASE("cli: files converted by tools/tf_to_safetensors.py (tests/golden/tf) run with no model flags") {
+  // The converter's metadata (format, mode, GRU variant, forget bias, clips) is all rnncore run needs;
+  // wrappers and stacks of different cells come from --config, dropout runs from --train --seed --step.
+  int plain = 0, configured = 0;
+  for (const std::string& model : list_cases(src("tests/golden/tf"))) {
+    if (model.size() < 18 || model.compare(model.size() - 18, 18, ".model.safetensors") != 0) continue;
+    const std::string data_path = model.substr(0, model.size() - 18) + ".data.safetensors";
+    INFO(data_path);
+    io::SafeTensors f;
+    REQUIRE(io::read_safetensors(data_path.c_str(), &f) == RNNCORE_OK);
+    const std::string d = temp_dir();
+    extract(f, "input", d + "/x.npy");
+    std::string args = "run --weights " + model + " --input " + d + "/x.npy --output " + d + "/y.npy --hn " + d + "/hn.npy";
+    if (f.find("expected.cn") != nullptr) args += " --cn " + d + "/cn.npy";
+    for (const char* name : {"h0", "c0", "seq_lengths"})
+      if (f.find(name) != nullptr) {
+        extract(f, name, d + "/" + name + ".npy");
+        args += std::string(" --") + (std::string(name) == "seq_lengths" ? "seq-lengths" : name) + " " + d + "/" + name + ".npy";
+      }
+    if (f.meta("config") != nullptr) {
+      std::ofstream(d + "/stack.json") << *f.meta("config");
+      args += " --config " + d + "/stack.json";
+      ++configured;
+    } else {
+      ++plain;
+    }
+    if (f.meta("run_mode") != nullptr) args += " --train --seed " + *f.meta("seed") + " --step " + *f.meta("step");
+    const Result r = run(args);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    // hn of a stack whose layers differ in direction is written flat; compare the values.
+    io::Array got, want;
+    for (const char* out : {"y", "hn", "cn"}) {
+      const std::string expected = std::string("expected.") + out;
+      if (f.find(expected) == nullptr) continue;
+      REQUIRE(io::read_npy((d + "/" + out + ".npy").c_str(), &got) == RNNCORE_OK);
+      REQUIRE(f.array(expected, &want) == RNNCORE_OK);
+      std::vector<double> g, w;
+      REQUIRE(io::to_f64(got, &g) == RNNCORE_OK);
+      REQUIRE(io::to_f64(want, &w) == RNNCORE_OK);
+      REQUIRE(g.size() == w.size());
+      INFO(out);
+      CHECK(rel_error(g.data(), w.data(), w.size()) < 1e-5);
+    }
+  }
+  CHECK(plain >= 25);
+  CHECK(configured >= 5);
+}
+
 TEST_CASE("cli: TensorFlow cell files: a kernel needs its mode; peepholes and projections; forget bias") {
   const std::string d = temp_dir();
   const std::vector<float> w(6 * 16, 0.1f);

@@ -450,7 +450,7 @@ TEST_CASE("golden gradients: every mode, wrapper and dropout kind against PyTorc
 namespace {
 
 // A TensorFlow case (tests/golden/make_tf_golden.py): <case>.model.safetensors is what
-// tools/tf_to_safetensors.py wrote from TF's checkpoint, loaded as `rnncore run` loads it (metadata
+// tools/tf_to_safetensors.py wrote from TF's checkpoint (or, for keras_file_*, from a Keras 3 .keras file), loaded as `rnncore run` loads it (metadata
 // gives format, mode, GRU variant and forget bias; wrappers come from the data file's 'config');
 // <case>.data.safetensors holds the input and TF's float64 outputs.
 template <class T>
@@ -465,7 +465,9 @@ void run_tf_case(const std::string& model_path, const io::SafeTensors& data, Bac
     REQUIRE_MESSAGE(io::parse_stack_config(cfg->data(), cfg->size(), "config", &config, &err) == Status::ok, err);
   io::LoadedModel m;
   REQUIRE_MESSAGE(io::load_weights(model_path, hints, cfg != nullptr ? &config : nullptr, &m, &err) == Status::ok, err);
-  CHECK(m.format == WeightFormat::tensorflow);
+  // A Keras .keras file through the converter is in the keras layout; checkpoints in the tensorflow one.
+  const std::string* format = data.meta("format");
+  CHECK(m.format == (format != nullptr && *format == "keras" ? WeightFormat::keras : WeightFormat::tensorflow));
   CHECK(m.ignored.empty());
   bool extended = false;  // LSTM projection, peepholes or clips: the reference backend's alone so far
   for (int l = 0; l < m.stack.num_layers; ++l) extended = extended || has_lstm_extensions(m.stack.layers[l]);
@@ -511,11 +513,11 @@ void run_tf_case(const std::string& model_path, const io::SafeTensors& data, Bac
 
 }  // namespace
 
-TEST_CASE("golden: TensorFlow checkpoints (TF1 cells, MultiRNNCell, bidirectional, wrappers, DropoutWrapper keep < 1) via tf_to_safetensors") {
+TEST_CASE("golden: TensorFlow checkpoints (TF1 cells, MultiRNNCell, bidirectional, wrappers, DropoutWrapper keep < 1) and .keras files via tf_to_safetensors") {
   std::vector<std::string> models;
   for (const std::string& p : list_cases(golden_dir("tf")))
     if (p.size() > 18 && p.compare(p.size() - 18, 18, ".model.safetensors") == 0) models.push_back(p);
-  REQUIRE(models.size() >= 30);
+  REQUIRE(models.size() >= 33);
   for (const std::string& model : models) {
     INFO(model);
     const std::string data_path = model.substr(0, model.size() - 18) + ".data.safetensors";

@@ -26,6 +26,11 @@ TF's own DropoutWrapper is given rnncore's masks (docs/dropout.md, masks.py) as 
 rest itself (state filter, order, 1/keep scaling); the data file says run_mode training, seed and step.
 See RnncoreMaskDropoutWrapper.
 
+Keras files (KERAS_FILE_CASES, keras_file_*): Keras 3 models (LSTM, GRU reset_after True and False,
+Bidirectional(LSTM), one model mixing them) saved with model.save() as .keras by tf_keras_models.py
+(a process of its own: Keras 3 needs eager TensorFlow) and converted by the tool; the mixed model's
+data file carries its stack configuration.
+
 Cells TF 2.x no longer ships are written here from their documented definitions, with TF's variable
 names: CudnnCompatibleGRUCell (reset-after: gates/kernel [I+H, 2H] r,u; candidate/input_projection and
 candidate/hidden_projection kernels and biases; h' = u*h + (1-u)*c) and LSTMBlockCell (scope
@@ -509,6 +514,41 @@ def make_dropout_case(case, tmp):
     print("%-28s f32-vs-f64 %.1e  %d mask sites  %s" % (name, err, len(sites), tool_lines[-1] if tool_lines else ""))
 
 
+KERAS_FILE_CASES = ["keras_file_lstm_gru_bilstm", "keras_file_bilstm_l2", "keras_file_gru_rb"]  # tf_keras_models.py
+
+
+def make_keras_file_cases(tmp, only):
+    """Keras 3 models saved as .keras (tests/golden/tf_keras_models.py, in a process of its own: Keras 3 needs
+    eager TensorFlow), converted by tools/tf_to_safetensors.py: <case>.model.safetensors as the tool wrote it,
+    <case>.data.safetensors with the float64 Keras twin's outputs (and 'config' where the layers differ)."""
+    names = [n for n in KERAS_FILE_CASES if not only or n in only]
+    if not names:
+        return
+    helper = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tf_keras_models.py")
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    r = subprocess.run([sys.executable, helper, tmp], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        raise SystemExit("tf_keras_models.py failed:\n%s" % r.stderr)
+    for name in names:
+        z = np.load(os.path.join(tmp, name + ".npz"))
+        model = os.path.join(OUT, name + ".model.safetensors")
+        t = subprocess.run([sys.executable, TOOL, os.path.join(tmp, name + ".keras"), "-o", model],
+                           capture_output=True, text=True, env=env)
+        if t.returncode != 0:
+            raise SystemExit("converter failed on %s:\n%s" % (name, t.stderr))
+        T, B = z["input"].shape[:2]
+        data = {"input": z["input"], "expected.y": z["y"], "expected.hn": z["hn"]}
+        if z["cn"].size:
+            data["expected.cn"] = z["cn"]
+        meta = {"case": name, "seq_len": str(T), "batch": str(B), "keras": str(z["keras"]), "format": "keras",
+                "source": "tests/golden/make_tf_golden.py (a .keras file from tests/golden/tf_keras_models.py)"}
+        if str(z["config"]):
+            meta["config"] = str(z["config"])
+        safetensors_io.save_file(data, os.path.join(OUT, name + ".data.safetensors"), metadata=meta)
+        tool_lines = [l for l in t.stderr.splitlines() if l.startswith(("layer", "note", "wrote"))]
+        print("%-28s f32-vs-f64 %.1e  %s" % (name, float(z["err"]), tool_lines[-1] if tool_lines else ""))
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     only = set(sys.argv[1:])  # case names: make only those
@@ -519,8 +559,9 @@ def main():
         for case in DROPOUT_CASES:
             if not only or case[0] in only:
                 make_dropout_case(case, tmp)
+        make_keras_file_cases(tmp, only)
     total = sum(os.path.getsize(os.path.join(OUT, f)) for f in os.listdir(OUT))
-    print("%d cases, %d bytes in %s" % (len(CASES) + len(DROPOUT_CASES), total, OUT))
+    print("%d cases, %d bytes in %s" % (len(CASES) + len(DROPOUT_CASES) + len(KERAS_FILE_CASES), total, OUT))
 
 
 if __name__ == "__main__":
