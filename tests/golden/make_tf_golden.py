@@ -99,13 +99,22 @@ class LSTMBlockCell(rc.LSTMCell):
         return h_new, rc.LSTMStateTuple(cs, h_new)
 
 
+def layer_kind(kind, layer):
+    """The cell kind of one layer: 'a/b' is a stack whose layer 0 is a and layers above b."""
+    kinds = kind.split("/")
+    return kinds[min(layer, len(kinds) - 1)]
+
+
 def lstm_options(kind):
-    """LSTMCell options of an 'lstm+<flags>' kind: p use_peepholes, c cell_clip 0.25, P num_proj 2, q proj_clip 0.125.
+    """LSTMCell options of an 'lstm+<flags>' kind: p use_peepholes, c cell_clip 0.25 (C: 0.125), P num_proj 2,
+    q proj_clip 0.125 (Q: 0.0625, R: 0.03125, S: 0.015625); for a per-layer 'a/b' kind, layer 0's.
     The clips bind with these weights and inputs (make_case prints where: a final c or an output on the bound)
     and are exact in float32, so the float32 graph the converter reads clips where the float64 reference does."""
-    flags = kind.split("+", 1)[1]
-    return {"use_peepholes": "p" in flags, "cell_clip": 0.25 if "c" in flags else None,
-            "num_proj": 2 if "P" in flags else None, "proj_clip": 0.125 if "q" in flags else None}
+    flags = layer_kind(kind, 0).split("+", 1)[1]
+    return {"use_peepholes": "p" in flags,
+            "cell_clip": 0.25 if "c" in flags else 0.125 if "C" in flags else None,
+            "num_proj": 2 if "P" in flags else None,
+            "proj_clip": 0.125 if "q" in flags else 0.0625 if "Q" in flags else 0.03125 if "R" in flags else 0.015625 if "S" in flags else None}
 
 
 def out_size(kind, H):
@@ -167,6 +176,8 @@ CASES = [
     ("bidir_lstm_cellclip_proj_projclip", "lstm+cPq", 1, "bidir", 2, 4, 2, 3, None, False, None),
     ("lstm_all_l2_h0_len", "lstm+pcPq", 2, "multi", 3, 4, 2, 4, [2, 4], True, None),
     ("stack_bidir_lstm_all_l2", "lstm+pcPq", 2, "stack_bidir", 3, 4, 2, 3, None, True, None),
+    # Layers that clip (and peep) differently: the converter writes one clip value per layer
+    ("lstm_perlayer_clips_l3", "lstm+pcPS/lstm+CPR", 3, "multi", 3, 4, 2, 5, [5, 3], True, None),
 ]
 for _case in CASES:
     MODES.setdefault(_case[1], "lstm" if _case[1].startswith("lstm") else _case[1])
@@ -318,7 +329,8 @@ def build(case, dtype, block_op=True):
             cell = wrap(make_cell(kind, H, dtype, block_op), 0, wrappers)
             s0 = init_state(0)
         else:
-            cell = rc.MultiRNNCell([wrap(make_cell(kind, H, dtype, block_op), l, wrappers) for l in range(L)])
+            cell = rc.MultiRNNCell([wrap(make_cell(layer_kind(kind, l), H, dtype, block_op), l, wrappers)
+                                    for l in range(L)])
             s0 = tuple(init_state(l) for l in range(L)) if init else None
         y, s = v1.nn.dynamic_rnn(cell, x, sequence_length=seq, initial_state=s0, dtype=dtype, time_major=True)
         for st in ([s] if structure == "single" else list(s)):
@@ -426,6 +438,13 @@ def make_case(case, tmp):
         binds.append("cell_clip %s" % ("binds" if np.max(np.abs(out64[2])) == opts["cell_clip"] else "not at the end"))
     if opts.get("proj_clip"):
         binds.append("proj_clip %s" % ("binds" if np.max(np.abs(out64[0])) == opts["proj_clip"] else "not reached"))
+    if "/" in kind:  # per-layer clips: each layer's final c and h (hn is the projected, clipped h) on its bounds
+        for l in range(L):
+            o = lstm_options(layer_kind(kind, l))
+            on = [np.max(np.abs(out64[2][l])) == o["cell_clip"], np.max(np.abs(out64[1][l])) == o["proj_clip"]]
+            binds.append("layer %d: cell_clip %g %s, proj_clip %g %s" % (
+                l, o["cell_clip"], "binds" if on[0] else "-", o["proj_clip"], "binds" if on[1] else "-"))
+            assert all(on), (name, binds[-1])
 
     model = os.path.join(OUT, name + ".model.safetensors")
     r = subprocess.run([sys.executable, TOOL, ckpt, "-o", model], capture_output=True, text=True)
