@@ -517,7 +517,7 @@ TEST_CASE("golden: TensorFlow checkpoints (TF1 cells, MultiRNNCell, bidirectiona
   std::vector<std::string> models;
   for (const std::string& p : list_cases(golden_dir("tf")))
     if (p.size() > 18 && p.compare(p.size() - 18, 18, ".model.safetensors") == 0) models.push_back(p);
-  REQUIRE(models.size() >= 34);
+  REQUIRE(models.size() >= 35);
   for (const std::string& model : models) {
     INFO(model);
     const std::string data_path = model.substr(0, model.size() - 18) + ".data.safetensors";

@@ -34,7 +34,7 @@ data file carries its stack configuration.
 Cells TF 2.x no longer ships are written here from their documented definitions, with TF's variable
 names: CudnnCompatibleGRUCell (reset-after: gates/kernel [I+H, 2H] r,u; candidate/input_projection and
 candidate/hidden_projection kernels and biases; h' = u*h + (1-u)*c) and LSTMBlockCell (scope
-lstm_cell, kernel/bias, run by TF's own LSTMBlockCell op; its float64 twin is an LSTMCell, as the op
+lstm_cell, kernel/bias, with use_peephole w_i_diag/w_f_diag/w_o_diag, run by TF's own LSTMBlockCell op; its float64 twin is an LSTMCell, as the op
 has no float64 kernel; the script checks the op against it). CudnnCompatibleLSTMCell is LSTMCell with
 forget_bias 0 under the scope name cudnn_compatible_lstm_cell.
 """
@@ -87,14 +87,20 @@ class CudnnCompatibleGRUCell(rc.GRUCell):
 
 
 class LSTMBlockCell(rc.LSTMCell):
-    """tf.contrib.rnn.LSTMBlockCell: LSTMCell's variables, run by TF's fused LSTMBlockCell op."""
+    """tf.contrib.rnn.LSTMBlockCell: LSTMCell's variables, run by TF's fused LSTMBlockCell op. Its
+    use_peephole variables are LSTMCell's w_i_diag, w_f_diag, w_o_diag (contrib's names for wci, wcf, wco);
+    cell_clip is the op's attribute (-1: none)."""
 
     def call(self, inputs, state):
         c, h = state
         z = tf.zeros([self._num_units], inputs.dtype)
-        out = tf.raw_ops.LSTMBlockCell(x=inputs, cs_prev=c, h_prev=h, w=self._kernel, wci=z, wcf=z, wco=z,
-                                       b=self._bias, forget_bias=self._forget_bias, cell_clip=-1.0,
-                                       use_peephole=False)
+        peep = self._use_peepholes
+        out = tf.raw_ops.LSTMBlockCell(x=inputs, cs_prev=c, h_prev=h, w=self._kernel,
+                                       wci=self._w_i_diag if peep else z, wcf=self._w_f_diag if peep else z,
+                                       wco=self._w_o_diag if peep else z, b=self._bias,
+                                       forget_bias=self._forget_bias,
+                                       cell_clip=self._cell_clip if self._cell_clip is not None else -1.0,
+                                       use_peephole=peep)
         cs, h_new = out[1], out[6]
         return h_new, rc.LSTMStateTuple(cs, h_new)
 
@@ -134,6 +140,9 @@ def make_cell(kind, H, dtype, block_op=True):
     if kind == "block_lstm":
         cls = LSTMBlockCell if block_op else rc.LSTMCell
         return cls(H, forget_bias=1.0, name="lstm_cell", dtype=dtype)
+    if kind == "block_lstm_peep":  # LSTMBlockCell(use_peephole=True, cell_clip=0.25)
+        cls = LSTMBlockCell if block_op else rc.LSTMCell
+        return cls(H, forget_bias=1.0, use_peepholes=True, cell_clip=0.25, name="lstm_cell", dtype=dtype)
     if kind == "gru":
         return rc.GRUCell(H, dtype=dtype)
     if kind == "cudnn_gru":
@@ -145,14 +154,15 @@ def make_cell(kind, H, dtype, block_op=True):
     raise ValueError(kind)
 
 
-MODES = {"lstm": "lstm", "lstm_fb05": "lstm", "cudnn_lstm": "lstm", "block_lstm": "lstm", "gru": "gru",
-         "cudnn_gru": "gru", "rnn_tanh": "rnn_tanh", "rnn_relu": "rnn_relu"}
+MODES = {"lstm": "lstm", "lstm_fb05": "lstm", "cudnn_lstm": "lstm", "block_lstm": "lstm", "block_lstm_peep": "lstm",
+         "gru": "gru", "cudnn_gru": "gru", "rnn_tanh": "rnn_tanh", "rnn_relu": "rnn_relu"}
 
 # name, cell kind, layers, structure, I, H, B, T, lengths, initial state, wrappers
 CASES = [
     ("lstm_cell_fb1_h0", "lstm", 1, "multi", 3, 4, 3, 5, None, True, None),
     ("lstm_cell_fb05_len", "lstm_fb05", 1, "single", 3, 4, 3, 5, [5, 2, 0], False, None),
     ("lstm_block_cell_l2", "block_lstm", 2, "multi", 3, 4, 2, 4, None, True, None),
+    ("lstm_block_cell_peep_clip_l2_len", "block_lstm_peep", 2, "multi", 3, 4, 3, 5, [5, 2, 4], True, None),
     ("cudnn_compatible_lstm_l2", "cudnn_lstm", 2, "multi", 3, 5, 2, 4, [4, 3], False, None),
     ("gru_cell_l2_h0", "gru", 2, "multi", 3, 4, 3, 4, None, True, None),
     ("cudnn_compatible_gru_len", "cudnn_gru", 1, "single", 2, 4, 3, 5, [1, 5, 3], True, None),
