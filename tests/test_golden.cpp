@@ -450,9 +450,10 @@ TEST_CASE("golden gradients: every mode, wrapper and dropout kind against PyTorc
 namespace {
 
 // A TensorFlow case (tests/golden/make_tf_golden.py): <case>.model.safetensors is what
-// tools/tf_to_safetensors.py wrote from TF's checkpoint (or, for keras_file_*, from a Keras 3 .keras file), loaded as `rnncore run` loads it (metadata
-// gives format, mode, GRU variant and forget bias; wrappers come from the data file's 'config');
-// <case>.data.safetensors holds the input and TF's float64 outputs.
+// tools/tf_to_safetensors.py wrote from TF's checkpoint (or, for keras_file_*, from a Keras 3 .keras
+// file), loaded as `rnncore run` loads it (metadata gives format, mode, GRU variant, forget bias and
+// clips; wrappers come from the data file's 'config'); <case>.data.safetensors holds the input and
+// TF's float64 outputs, and for DropoutWrapper cases (dropout_*) the training run's seed and step.
 template <class T>
 void run_tf_case(const std::string& model_path, const io::SafeTensors& data, Backend backend, Isa isa,
                  double tolerance) {
