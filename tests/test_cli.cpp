@@ -579,6 +579,124 @@ TEST_CASE("cli: rnncore grad errors") {
   CHECK(help.out.find("--dh0") != std::string::npos);
 }
 
+TEST_CASE("cli: files converted by tools/tf_to_safetensors.py (tests/golden/tf) run with no model flags") {
+  // The converter's metadata (format, mode, GRU variant, forget bias, clips) is all rnncore run needs;
+  // wrappers and stacks of different cells come from --config, dropout runs from --train --seed --step.
+  int plain = 0, configured = 0;
+  for (const std::string& model : list_cases(src("tests/golden/tf"))) {
+    if (model.size() < 18 || model.compare(model.size() - 18, 18, ".model.safetensors") != 0) continue;
+    const std::string data_path = model.substr(0, model.size() - 18) + ".data.safetensors";
+    INFO(data_path);
+    io::SafeTensors f;
+    REQUIRE(io::read_safetensors(data_path.c_str(), &f) == RNNCORE_OK);
+    const std::string d = temp_dir();
+    extract(f, "input", d + "/x.npy");
+    std::string args = "run --weights " + model + " --input " + d + "/x.npy --output " + d + "/y.npy --hn " + d + "/hn.npy";
+    if (f.find("expected.cn") != nullptr) args += " --cn " + d + "/cn.npy";
+    for (const char* name : {"h0", "c0", "seq_lengths"})
+      if (f.find(name) != nullptr) {
+        extract(f, name, d + "/" + name + ".npy");
+        args += std::string(" --") + (std::string(name) == "seq_lengths" ? "seq-lengths" : name) + " " + d + "/" + name + ".npy";
+      }
+    if (f.meta("config") != nullptr) {
+      std::ofstream(d + "/stack.json") << *f.meta("config");
+      args += " --config " + d + "/stack.json";
+      ++configured;
+    } else {
+      ++plain;
+    }
+    if (f.meta("run_mode") != nullptr) args += " --train --seed " + *f.meta("seed") + " --step " + *f.meta("step");
+    const Result r = run(args);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    // hn of a stack whose layers differ in direction is written flat; compare the values.
+    io::Array got, want;
+    for (const char* out : {"y", "hn", "cn"}) {
+      const std::string expected = std::string("expected.") + out;
+      if (f.find(expected) == nullptr) continue;
+      REQUIRE(io::read_npy((d + "/" + out + ".npy").c_str(), &got) == RNNCORE_OK);
+      REQUIRE(f.array(expected, &want) == RNNCORE_OK);
+      std::vector<double> g, w;
+      REQUIRE(io::to_f64(got, &g) == RNNCORE_OK);
+      REQUIRE(io::to_f64(want, &w) == RNNCORE_OK);
+      REQUIRE(g.size() == w.size());
+      INFO(out);
+      CHECK(rel_error(g.data(), w.data(), w.size()) < 1e-5);
+    }
+  }
+  CHECK(plain >= 25);
+  CHECK(configured >= 5);
+}
+
+TEST_CASE("cli: --config keeps a TF file's projection, peepholes and clips; clips per layer from the metadata") {
+  const std::string d = temp_dir();
+  struct Case {
+    const char* name;
+    const char* config;  // says nothing of the LSTM extensions: they come from the file
+    const char* printed;
+  };
+  const Case cases[] = {
+      {"lstm_peep_proj_projclip_len",
+       R"({"layers": [{"mode": "lstm", "hidden_size": 5, "wrappers": [{"type": "dropout", "output_keep": 0.9}]}]})",
+       "[lstm 5 proj 2 peepholes proj_clip 0.125 +dropout]"},
+      {"lstm_perlayer_clips_l3",
+       R"({"layers": [{"mode": "lstm", "hidden_size": 4, "wrappers": [{"type": "dropout", "state_keep": 0.5}]},
+                     {"mode": "lstm", "hidden_size": 4}, {"mode": "lstm", "hidden_size": 4}]})",
+       "[lstm 4 proj 2 peepholes cell_clip 0.25 proj_clip 0.015625 +dropout, lstm 4 proj 2 cell_clip 0.125 proj_clip "
+       "0.03125, lstm 4 proj 2 cell_clip 0.125 proj_clip 0.03125]"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const std::string model = src(std::string("tests/golden/tf/") + c.name + ".model.safetensors");
+    io::SafeTensors f;
+    REQUIRE(io::read_safetensors(src(std::string("tests/golden/tf/") + c.name + ".data.safetensors").c_str(), &f) ==
+            RNNCORE_OK);
+    std::ofstream(d + "/ext.json") << c.config;
+    std::string args = "run --weights " + model + " --config " + d + "/ext.json --output " + d + "/y.npy --hn " + d + "/hn.npy";
+    for (const char* name : {"input", "h0", "c0", "seq_lengths"})
+      if (f.find(name) != nullptr) {
+        extract(f, name, d + "/" + name + ".npy");
+        args += std::string(" --") + (std::string(name) == "seq_lengths" ? "seq-lengths" : name) + " " + d + "/" + name + ".npy";
+      }
+    const Result r = run(args);  // an inference run: the dropout wrapper is idle, the outputs are TF's
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find(c.printed) != std::string::npos);
+    CHECK(compare_npy(d + "/y.npy", f, "expected.y") < 1e-5);
+    CHECK(compare_npy(d + "/hn.npy", f, "expected.hn") < 1e-5);
+  }
+  // Without --config the per-layer values are printed per layer.
+  const std::string perlayer = src("tests/golden/tf/lstm_perlayer_clips_l3.model.safetensors");
+  const Result p = run("run --weights " + perlayer + " --input " + d + "/input.npy --output " + d + "/y.npy");
+  INFO(p.err);
+  CHECK(p.code == 0);
+  CHECK(p.out.find("proj_size 2, peepholes 1/0/0, cell_clip 0.25/0.125/0.125, proj_clip 0.015625/0.03125/0.03125") !=
+        std::string::npos);
+  // A configuration's own clip wins over the file's.
+  std::ofstream(d + "/own.json") << R"({"layers": [{"mode": "lstm", "hidden_size": 4, "cell_clip": 8},
+      {"mode": "lstm", "hidden_size": 4}, {"mode": "lstm", "hidden_size": 4}]})";
+  const Result own = run("run --weights " + perlayer + " --config " + d + "/own.json --input " + d + "/input.npy --output " +
+                         d + "/y.npy");
+  CHECK(own.code == 0);
+  CHECK(own.out.find("[lstm 4 proj 2 peepholes cell_clip 8 proj_clip 0.015625, lstm 4 proj 2 cell_clip 0.125") !=
+        std::string::npos);
+  // A list of per-layer clips must have one value per layer; only LSTM layers clip.
+  const std::vector<float> w(6 * 16, 0.1f);
+  const std::vector<io::TensorToWrite> t = {{"cell_0/kernel", io::ElemType::f32, {6, 16}, w.data()},
+                                            {"cell_0/bias", io::ElemType::f32, {16}, w.data()}};
+  REQUIRE(io::write_safetensors((d + "/clips2.safetensors").c_str(), t, {{"mode", "lstm"}, {"cell_clip", "0.5,0.25"}}) ==
+          RNNCORE_OK);
+  const float x[2] = {1, 2};
+  const std::int64_t xs[3] = {1, 1, 2};
+  REQUIRE(io::write_npy((d + "/x2.npy").c_str(), io::ElemType::f32, xs, 3, x) == RNNCORE_OK);
+  expect_error("run --weights " + d + "/clips2.safetensors --input " + d + "/x2.npy --output " + d + "/o.npy",
+               "metadata cell_clip lists 2 values for a model of 1 layer(s)");
+  REQUIRE(io::write_safetensors((d + "/clips_bad.safetensors").c_str(), t, {{"mode", "lstm"}, {"cell_clip", "0.5,x"}}) ==
+          RNNCORE_OK);
+  expect_error("run --weights " + d + "/clips_bad.safetensors --input " + d + "/x2.npy --output " + d + "/o.npy",
+               "metadata cell_clip '0.5,x' is not a finite number >= 0 (or a comma-separated list of one per layer)");
+}
+
 TEST_CASE("cli: TensorFlow cell files: a kernel needs its mode; peepholes and projections; forget bias") {
   const std::string d = temp_dir();
   const std::vector<float> w(6 * 16, 0.1f);

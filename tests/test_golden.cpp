@@ -447,9 +447,10 @@ TEST_CASE("golden gradients: every mode, wrapper and dropout kind against PyTorc
 namespace {
 
 // A TensorFlow case (tests/golden/make_tf_golden.py): <case>.model.safetensors is what
-// tools/tf_to_safetensors.py wrote from TF's checkpoint, loaded as `rnncore run` loads it (metadata
-// gives format, mode, GRU variant and forget bias; wrappers come from the data file's 'config');
-// <case>.data.safetensors holds the input and TF's float64 outputs.
+// tools/tf_to_safetensors.py wrote from TF's checkpoint (or, for keras_file_*, from a Keras 3 .keras
+// file), loaded as `rnncore run` loads it (metadata gives format, mode, GRU variant, forget bias and
+// clips; wrappers come from the data file's 'config'); <case>.data.safetensors holds the input and
+// TF's float64 outputs, and for DropoutWrapper cases (dropout_*) the training run's seed and step.
 template <class T>
 void run_tf_case(const std::string& model_path, const io::SafeTensors& data, Backend backend, Isa isa,
                  double tolerance) {
@@ -462,7 +463,9 @@ void run_tf_case(const std::string& model_path, const io::SafeTensors& data, Bac
     REQUIRE_MESSAGE(io::parse_stack_config(cfg->data(), cfg->size(), "config", &config, &err) == Status::ok, err);
   io::LoadedModel m;
   REQUIRE_MESSAGE(io::load_weights(model_path, hints, cfg != nullptr ? &config : nullptr, &m, &err) == Status::ok, err);
-  CHECK(m.format == WeightFormat::tensorflow);
+  // A Keras .keras file through the converter is in the keras layout; checkpoints in the tensorflow one.
+  const std::string* format = data.meta("format");
+  CHECK(m.format == (format != nullptr && *format == "keras" ? WeightFormat::keras : WeightFormat::tensorflow));
   CHECK(m.ignored.empty());
   const T* w = reinterpret_cast<const T*>(m.canonical.data());
   const std::vector<T> canonical(w, w + m.canonical.size() / sizeof(T));
@@ -478,6 +481,13 @@ void run_tf_case(const std::string& model_path, const io::SafeTensors& data, Bac
   a.h0 = h0.empty() ? nullptr : h0.data();
   a.c0 = c0.empty() ? nullptr : c0.data();
   a.seq_lengths = lengths.empty() ? nullptr : lengths.data();
+  const std::string* run_mode = data.meta("run_mode");  // DropoutWrapper keep < 1: TF's wrapper given rnncore's masks
+  if (run_mode != nullptr) {
+    REQUIRE(*run_mode == "training");
+    a.run_mode = RunMode::training;
+    a.seed = std::stoull(meta(data, "seed"));
+    a.step = std::stoull(meta(data, "step"));
+  }
   PlanOptions opt;
   opt.max_batch = a.batch;
   opt.max_seq_len = a.seq_len;
@@ -485,16 +495,18 @@ void run_tf_case(const std::string& model_path, const io::SafeTensors& data, Bac
   opt.max_isa = isa;
   Outputs<T> out;
   REQUIRE_MESSAGE(run_forward(m.stack, opt, canonical, a, &out) == Status::ok, last_error_detail());
-  check_outputs(out, data, tolerance);
+  const std::vector<double> y = check_outputs(out, data, tolerance);
+  if (run_mode != nullptr)
+    for (std::size_t i = 0; i < y.size(); ++i) REQUIRE((out.y[i] == T(0)) == (y[i] == 0.0));  // the same drops
 }
 
 }  // namespace
 
-TEST_CASE("golden: TensorFlow checkpoints (TF1 cells, MultiRNNCell, bidirectional, wrappers) via tf_to_safetensors") {
+TEST_CASE("golden: TensorFlow checkpoints (TF1 cells, MultiRNNCell, bidirectional, wrappers, DropoutWrapper keep < 1) and .keras files via tf_to_safetensors") {
   std::vector<std::string> models;
   for (const std::string& p : list_cases(golden_dir("tf")))
     if (p.size() > 18 && p.compare(p.size() - 18, 18, ".model.safetensors") == 0) models.push_back(p);
-  REQUIRE(models.size() >= 25);
+  REQUIRE(models.size() >= 35);
   for (const std::string& model : models) {
     INFO(model);
     const std::string data_path = model.substr(0, model.size() - 18) + ".data.safetensors";

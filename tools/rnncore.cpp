@@ -218,7 +218,8 @@ void add_run_options(CLI::App& app, RunOptions& o, bool grad) {
       ->group(model);
   CLI::Option* config =
       app.add_option("--config", o.config,
-                     "a stack of layers with wrappers; the weights must match it\n(the JSON schema: docs/config.md)")
+                     "a stack of layers with wrappers; the weights must match it\n(the JSON schema: docs/config.md); an "
+                     "LSTM projection, peepholes\nand clips its layers do not give come from the weights file")
           ->type_name("STACK.json")
           ->group(model);
   config->excludes(app.get_option("--mode"))->excludes(app.get_option("--gru"));
@@ -616,15 +617,27 @@ int cmd_run(int argc, char** argv) {
 
   if (o.config.empty()) {
     const RnnSpec& spec = model.spec;
-    std::string ext;  // LSTM extensions, when present
-    if (spec.proj_size > 0) ext += ", proj_size " + std::to_string(spec.proj_size);
-    if (spec.peepholes) ext += ", peepholes";
-    char clip[64];
-    for (const auto& c : {std::make_pair(", cell_clip %g", spec.cell_clip), std::make_pair(", proj_clip %g", spec.proj_clip)})
-      if (c.second > 0) {
-        std::snprintf(clip, sizeof clip, c.first, c.second);
-        ext += clip;
+    // LSTM extensions, when present: one value, or one per layer (a/b/c) where the layers differ.
+    std::string ext;
+    auto per_layer = [&](const char* name, auto get, bool flag) {
+      std::string values;
+      bool any = false, same = true;
+      char v[32];
+      for (int l = 0; l < stack.num_layers; ++l) {
+        const double x = get(stack.layers[l]);
+        any = any || x > 0;
+        same = same && x == get(stack.layers[0]);
+        std::snprintf(v, sizeof v, "%g", x);
+        values += (l ? "/" : "") + std::string(v);
       }
+      if (!any) return;
+      if (same) values = values.substr(0, values.find('/'));
+      ext += std::string(", ") + name + (flag && same ? "" : " " + values);
+    };
+    per_layer("proj_size", [](const LayerSpec& ls) { return static_cast<double>(ls.proj_size); }, false);
+    per_layer("peepholes", [](const LayerSpec& ls) { return ls.peepholes ? 1.0 : 0.0; }, true);
+    per_layer("cell_clip", [](const LayerSpec& ls) { return ls.cell_clip; }, false);
+    per_layer("proj_clip", [](const LayerSpec& ls) { return ls.proj_clip; }, false);
     std::printf("model: %s%s, %lld layer(s), %s, input %lld, hidden %lld%s (%s weights, prefix '%s')\n", to_string(spec.mode),
                 spec.mode == Mode::gru ? (std::string(" ") + to_string(spec.gru_variant)).c_str() : "",
                 static_cast<long long>(L), D == 2 ? "bidirectional" : "unidirectional", static_cast<long long>(I),
@@ -635,6 +648,15 @@ int cmd_run(int argc, char** argv) {
       const LayerSpec& ls = stack.layers[l];
       layers += (l ? ", " : "") + std::string(to_string(ls.mode)) + " " + std::to_string(ls.hidden_size) +
                 (ls.direction == Direction::bidirectional ? " bi" : "");
+      char ext[96];  // LSTM extensions (from the configuration, or the file where the configuration says nothing)
+      std::snprintf(ext, sizeof ext, "%s%s", ls.proj_size > 0 ? (" proj " + std::to_string(ls.proj_size)).c_str() : "",
+                    ls.peepholes ? " peepholes" : "");
+      layers += ext;
+      for (const auto& c : {std::make_pair(" cell_clip %g", ls.cell_clip), std::make_pair(" proj_clip %g", ls.proj_clip)})
+        if (c.second > 0) {
+          std::snprintf(ext, sizeof ext, c.first, c.second);
+          layers += ext;
+        }
       for (int w = 0; w < ls.num_wrappers; ++w)
         layers += ls.wrappers[w].kind == WrapperKind::dropout ? " +dropout" : " +residual";
     }

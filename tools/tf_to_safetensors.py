@@ -12,10 +12,13 @@ under MultiRNNCell (`.../multi_rnn_cell/cell_<k>/...`), bidirectional_dynamic_rn
 `tensorflow` layout (docs/weights.md) as TF saved them, renamed `cell_<l>[/fw|/bw]/<variable>`.
 LSTMCell's peepholes (`w_i_diag`, `w_f_diag`, `w_o_diag`) and projection (`projection/kernel`,
 num_proj) are written with the cell's other variables.
-Metadata: format, mode, gru variant, forget_bias, cell_clip, proj_clip. What a checkpoint does not
+Metadata: format, mode, gru variant, forget_bias, cell_clip, proj_clip (one value for every layer, or
+a comma-separated list of one per layer, 0 for none, where the layers clip differently). What a checkpoint does not
 store -- LSTMCell's forget_bias, cell_clip and proj_clip, the RNN activation -- is read from the
 `.meta` graph next to it when there is one; else TF's defaults (no clipping) are assumed and said so
-(override with --forget-bias / --mode). LSTMBlockCell peepholes are refused (not verified yet).
+(override with --forget-bias / --mode). LSTMBlockCell's peepholes (use_peephole: w_i_diag, w_f_diag,
+w_o_diag, its wci, wcf, wco) and cell_clip are read like LSTMCell's; the op's use_peephole attribute
+must agree with the variables.
 
 Keras models: LSTM, GRU, SimpleRNN layers (and Bidirectional of them, merge_mode concat), in
 sequence, written in rnncore's `keras` layout.
@@ -191,7 +194,8 @@ def clip_kind(body, node):
 
 def inspect_graph(cell, bodies, tf):
     """What the graph says about a cell: forget bias values, clip values, ReLU activation."""
-    found = {"forget_bias": set(), "cell_clip": set(), "proj_clip": set(), "relu": False, "seen": False}
+    found = {"forget_bias": set(), "cell_clip": set(), "proj_clip": set(), "relu": False, "seen": False,
+             "block_op": False, "block_peephole": False}
     for body in bodies:
         for path in cell_paths_in(body, cell):
             found["seen"] = True
@@ -212,9 +216,8 @@ def inspect_graph(cell, bodies, tf):
                     found["forget_bias"].add(float(node.attr["forget_bias"].f))
                     if node.attr["cell_clip"].f > 0:
                         found["cell_clip"].add(float(node.attr["cell_clip"].f))
-                    if node.attr["use_peephole"].b:
-                        raise ConvertError("cell '%s': LSTMBlockCell peepholes are not supported by rnncore yet"
-                                           % cell.scope)
+                    found["block_op"] = True
+                    found["block_peephole"] = found["block_peephole"] or node.attr["use_peephole"].b
                 if rest == "add" and node.op in ("Add", "AddV2") and len(node.input) == 2:
                     if re.search(r"split(:output)?:2$", node.input[0]):
                         v = const_value(body, node.input[1], tf)
@@ -299,8 +302,11 @@ def convert_checkpoint(path, args):
     else:
         progress("reading graph %s" % meta)
 
-    modes, variants, forget, clips = [], set(), set(), {"cell_clip": set(), "proj_clip": set()}
+    modes, variants, forget = [], set(), set()
+    clips = {"cell_clip": [], "proj_clip": []}  # per layer: the set of its directions' values
     for layer in layers:
+        for key in clips:
+            clips[key].append(set())
         for c in layer:
             kind = c.kind()
             mode = {"cudnn_gru": "gru"}.get(kind, kind)
@@ -310,7 +316,11 @@ def convert_checkpoint(path, args):
                     raise ConvertError("cell '%s' (%s) clips (%s): only LSTM cells clip in rnncore" % (c.scope, mode, key))
                 if g is not None and len(g[key]) > 1:
                     raise ConvertError("cell '%s': the graph holds several %s values %s" % (c.scope, key, sorted(g[key])))
-                clips[key].add(g[key].pop() if g is not None and g[key] else 0.0)
+                clips[key][-1].add(g[key].pop() if g is not None and g[key] else 0.0)
+            if g is not None and g["block_op"] and g["block_peephole"] != ("w_i_diag" in c.vars):
+                raise ConvertError("cell '%s': its LSTMBlockCell op has use_peephole=%s but the checkpoint %s "
+                                   "w_i_diag, w_f_diag, w_o_diag" % (c.scope, g["block_peephole"],
+                                                                    "lacks" if g["block_peephole"] else "has"))
             if "w_i_diag" in c.vars and bodies is not None and c.name != "lstm_cell":
                 raise ConvertError("cell '%s': peepholes of this cell kind are not supported (LSTMCell's are)" % c.scope)
             if mode in ("lstm", "gru") and g is not None and g["relu"]:
@@ -330,7 +340,11 @@ def convert_checkpoint(path, args):
                                  % (c.scope, CELL_SCOPES[c.name][1]))
             if mode == "gru":
                 variants.add("reset-after" if kind == "cudnn_gru" else "reset-before")
-            modes.append(mode)
+        modes.append(mode)
+        for key in clips:
+            if len(clips[key][-1]) > 1:
+                raise ConvertError("the directions of layer %d use different %s values %s; rnncore takes one per layer"
+                                   % (len(modes) - 1, key, sorted(clips[key][-1])))
     if args.mode:
         modes = [args.mode if m.startswith("rnn") and args.mode.startswith("rnn") else m for m in modes]
     if args.forget_bias is not None:
@@ -359,12 +373,10 @@ def convert_checkpoint(path, args):
             raise ConvertError("the LSTM cells use different forget biases %s; rnncore takes one per model"
                                % sorted(forget))
         metadata["forget_bias"] = repr(float(forget.pop()))
-        for key, values in clips.items():
-            if len(values) > 1:
-                raise ConvertError("the LSTM cells use different %s values %s; rnncore takes one per model "
-                                   "(per layer: --config)" % (key, sorted(values)))
-            if values and max(values) > 0:
-                metadata[key] = repr(float(values.pop()))
+        for key, per_layer in clips.items():
+            values = [float(v.pop()) for v in per_layer]
+            if max(values) > 0:  # one value for every layer, or one per layer (0: none) where they differ
+                metadata[key] = repr(values[0]) if len(set(values)) == 1 else ",".join(repr(v) for v in values)
     metadata["tf_scopes"] = ",".join(c.scope for layer in layers for c in layer)
     ignored_note(ignored)
     return tensors, metadata

@@ -342,18 +342,104 @@ bool uniform_states(const StackSpec& st) {
 
 namespace {
 
-// TF LSTMCell's cell_clip and proj_clip (not weights: tools/tf_to_safetensors.py writes them as metadata).
-bool read_clips(const io::SafeTensors& file, RnnSpec* spec, std::string* error) {
-  for (const char* key : {"cell_clip", "proj_clip"}) {
-    const std::string* v = file.meta(key);
+// TF LSTMCell's cell_clip and proj_clip (not weights: tools/tf_to_safetensors.py writes them as metadata):
+// one number for every layer, or a comma-separated list of one per layer (0: none), as the converter
+// writes for a stack whose layers clip differently.
+struct FileClips {
+  std::vector<double> values[2];  // cell_clip, proj_clip: none, one value (every layer) or one per layer
+  double at(int key, int layer) const {
+    const std::vector<double>& v = values[key];
+    return v.empty() ? 0.0 : v.size() == 1 ? v[0] : layer < static_cast<int>(v.size()) ? v[layer] : 0.0;
+  }
+};
+
+bool read_clips(const io::SafeTensors& file, FileClips* clips, std::string* error) {
+  const char* keys[2] = {"cell_clip", "proj_clip"};
+  for (int k = 0; k < 2; ++k) {
+    const std::string* v = file.meta(keys[k]);
     if (v == nullptr || v->empty()) continue;
-    char* end = nullptr;
-    const double value = std::strtod(v->c_str(), &end);
-    if (end == v->c_str() || *end != '\0' || !std::isfinite(value) || value < 0) {
-      *error = file.path + ": metadata " + key + " '" + *v + "' is not a finite number >= 0";
+    const char* at = v->c_str();
+    for (;;) {
+      char* end = nullptr;
+      const double value = std::strtod(at, &end);
+      if (end == at || (*end != '\0' && *end != ',') || !std::isfinite(value) || value < 0) {
+        *error = file.path + ": metadata " + keys[k] + " '" + *v +
+                 "' is not a finite number >= 0 (or a comma-separated list of one per layer)";
+        return false;
+      }
+      clips->values[k].push_back(value);
+      if (*end == '\0') break;
+      at = end + 1;
+    }
+  }
+  return true;
+}
+
+// The LSTM extensions whose tensors the file holds for layer l: the projection size and the peepholes
+// (TF cell_l[/fw]/projection/kernel [H, P], w_*_diag; PyTorch weight_hr_l{l} [P, H]; canonical
+// Wproj_l{l} [P, H], P*_l{l}; ONNX P_l{l} (or P for one layer)).
+void file_layer_extensions(const Inspector& in, WeightFormat format, const std::string& p, int l, int* proj,
+                           bool* peepholes) {
+  const std::string n = std::to_string(l);
+  const io::TensorEntry* e = nullptr;
+  *proj = 0;
+  *peepholes = false;
+  switch (format) {
+    case WeightFormat::tensorflow:
+      for (const char* d : {"/", "/fw/"}) {
+        const std::string cell = p + "cell_" + n + d;
+        if (e == nullptr && (e = in.find(cell + "projection/kernel")) != nullptr && e->shape.size() == 2)
+          *proj = static_cast<int>(e->shape[1]);
+        for (const char* diag : {"w_i_diag", "w_f_diag", "w_o_diag"})  // any: import names a missing one
+          *peepholes = *peepholes || in.find(cell + diag) != nullptr;
+      }
+      break;
+    case WeightFormat::pytorch:
+      if ((e = in.find(p + "weight_hr_l" + n)) != nullptr && e->shape.size() == 2) *proj = static_cast<int>(e->shape[0]);
+      break;
+    case WeightFormat::canonical:
+      if ((e = in.find(p + "Wproj_l" + n)) != nullptr && e->shape.size() == 2) *proj = static_cast<int>(e->shape[0]);
+      for (const char* diag : {"Pi_l", "Pf_l", "Po_l"}) *peepholes = *peepholes || in.find(p + diag + n) != nullptr;
+      break;
+    case WeightFormat::onnx:
+      *peepholes = in.find(p + "P_l" + n) != nullptr || (l == 0 && in.find(p + "P") != nullptr);
+      break;
+    case WeightFormat::keras: break;
+  }
+}
+
+// Puts the file's LSTM extensions into the stack's LSTM layers. From a --config (`keep_given`), a layer
+// keeps what the configuration says and takes the file's projection, peepholes and clips where it says
+// nothing (0 / false); else every layer takes exactly what the file holds for it.
+bool apply_file_extensions(const Inspector& in, WeightFormat format, const std::string& p, const FileClips& clips,
+                           bool keep_given, StackSpec* st, std::string* error, const std::string& path) {
+  for (int k = 0; k < 2; ++k)
+    if (clips.values[k].size() > 1 && static_cast<int>(clips.values[k].size()) != st->num_layers) {
+      *error = path + ": metadata " + (k == 0 ? "cell_clip" : "proj_clip") + " lists " +
+               std::to_string(clips.values[k].size()) + " values for a model of " + std::to_string(st->num_layers) +
+               " layer(s)";
       return false;
     }
-    (std::string(key) == "cell_clip" ? spec->cell_clip : spec->proj_clip) = value;
+  for (int l = 0; l < st->num_layers; ++l) {
+    LayerSpec& ls = st->layers[l];
+    int proj = 0;
+    bool peep = false;
+    file_layer_extensions(in, format, p, l, &proj, &peep);
+    const double cell_clip = clips.at(0, l), proj_clip = clips.at(1, l);
+    const bool listed = clips.values[0].size() > 1 || clips.values[1].size() > 1;
+    if (ls.mode != Mode::lstm) {
+      // One value is every LSTM layer's (a configuration may mix cells); a list names each layer.
+      if ((cell_clip > 0 || proj_clip > 0) && (listed || !keep_given)) {
+        *error = path + ": metadata gives layer " + std::to_string(l) + " (" + to_string(ls.mode) +
+                 ") a clip; only LSTM layers clip";
+        return false;
+      }
+      continue;
+    }
+    if (!keep_given || ls.proj_size == 0) ls.proj_size = proj;
+    if (!keep_given || !ls.peepholes) ls.peepholes = peep;
+    if (!keep_given || ls.cell_clip == 0) ls.cell_clip = cell_clip;
+    if ((!keep_given || ls.proj_clip == 0) && (ls.proj_size > 0 || listed || !keep_given)) ls.proj_clip = proj_clip;
   }
   return true;
 }
@@ -468,7 +554,10 @@ Status load_weights(const std::string& path, const ModelHints& hints, const Stac
   spec.input_mode = inf.skip ? InputMode::skip : InputMode::linear;
   spec.proj_size = inf.proj;
   spec.peepholes = inf.peepholes;
-  if (!read_clips(file, &spec, error)) return Status::invalid_enum;
+  FileClips clips;
+  if (!read_clips(file, &clips, error)) return Status::invalid_enum;
+  spec.cell_clip = clips.at(0, 0);  // layer 0's: the stack below takes every layer's own
+  spec.proj_clip = clips.at(1, 0);
 
   if (config != nullptr) {
     // The stack comes from the configuration; the weights only tell the input size.
@@ -482,6 +571,9 @@ Status load_weights(const std::string& path, const ModelHints& hints, const Stac
     if (inf.skip) out->stack.input_mode = InputMode::skip;
     spec.mode = out->stack.layers[0].mode;
     spec.gru_variant = out->stack.layers[0].gru_variant;
+    // The file's projections, peepholes and clips, where the configuration's layers do not say them.
+    if (!apply_file_extensions(in, out->format, out->prefix, clips, true, &out->stack, error, file.path))
+      return Status::invalid_enum;
     const Status vs = validate(out->stack);
     if (vs != Status::ok) return fail(vs, std::string("configuration: ") + last_error_detail());
   } else {
@@ -532,8 +624,14 @@ Status load_weights(const std::string& path, const ModelHints& hints, const Stac
         return fail(Status::tensor_shape, std::string("input mode ") + hints.input_mode + " does not match the file: layer 0 " +
                                               (inf.skip ? "has no" : "has") + " input weights");
     }
+    if (spec.mode != Mode::lstm) spec.cell_clip = spec.proj_clip = 0;  // checked per layer below
     if (validate(spec) != Status::ok) return fail(validate(spec), last_error_detail());
     out->stack = to_stack(spec);
+    // Each layer's own projection, peepholes and clips (a TF stack may clip, project or peep differently per layer).
+    if (!apply_file_extensions(in, out->format, out->prefix, clips, false, &out->stack, error, file.path))
+      return Status::invalid_enum;
+    const Status vs = validate(out->stack);
+    if (vs != Status::ok) return fail(vs, last_error_detail());
   }
 
   // Import every tensor; integer tensors are passed with an invalid dtype so a needed one is reported.
