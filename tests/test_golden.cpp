@@ -4,8 +4,8 @@
 // (TensorFlow 2.21 tf.compat.v1 cells, checkpoints converted by tools/tf_to_safetensors.py) and
 // tests/golden/make_pytorch_proj_golden.py (nn.LSTM(proj_size)), run through the library's
 // importers and every backend: the f64 reference, the f32 reference and each SIMD instruction set
-// this machine has (LSTM projections, peepholes and clips: the reference only; SIMD must refuse them). Tolerances: relative error (∞-norm, tests/golden/README.md) ≤ 1e-10 for f64,
-// ≤ 1e-5 for f32.
+// this machine has (LSTM projections, peepholes and clips included). Tolerances: relative error
+// (∞-norm, tests/golden/README.md) ≤ 1e-10 for f64, ≤ 1e-5 for f32.
 #include <doctest/doctest.h>
 
 #include <algorithm>
