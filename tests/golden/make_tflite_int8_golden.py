@@ -53,7 +53,10 @@ from safetensors_io import save_file  # noqa: E402
 OUT = os.path.join(HERE, "tflite_int8")
 
 # name, I, H, T, B, return_sequences, weight gain (scales the Keras initial weights, so that the
-# cell state grows and the converter picks a coarser power-of-two cell scale), input gain, seed
+# cell state grows and the converter picks a coarser power-of-two cell scale), input gain, seed,
+# and optionally a constant added to the forget and input gates' biases (long memory: with
+# f near 1 and i near 1 the cell state integrates over many steps and needs a coarser scale) and
+# one added to the cell gate's bias (a drift: g keeps one sign, so |c| grows about linearly in t)
 CASES = [
     ("lstm_I3_H4_T5_B1_seq", 3, 4, 5, 1, True, 1.0, 1.0, 1),
     ("lstm_I8_H16_T6_B2_seq", 8, 16, 6, 2, True, 1.0, 1.0, 2),
@@ -61,6 +64,9 @@ CASES = [
     ("lstm_I5_H8_T7_B1_seq_gain3", 5, 8, 7, 1, True, 3.0, 2.0, 4),
     ("lstm_I12_H24_T8_B2_seq_gain2", 12, 24, 8, 2, True, 2.0, 3.0, 5),
     ("lstm_I4_H12_T6_B1_last_gain4", 4, 12, 6, 1, False, 4.0, 1.5, 6),
+    ("lstm_I4_H8_T40_B1_seq_memory", 4, 8, 40, 1, True, 4.0, 2.0, 7, 5.0),
+    ("lstm_I6_H10_T48_B2_seq_memory", 6, 10, 48, 2, True, 3.0, 2.0, 9, 3.0),
+    ("lstm_I4_H8_T24_B1_seq_clip", 4, 8, 24, 1, True, 2.0, 1.0, 10, 6.0, 3.0),
 ]
 
 # UNIDIRECTIONAL_SEQUENCE_LSTM operand indices (tensorflow/lite/kernels/lstm_shared.h)
@@ -108,7 +114,7 @@ def lstm_options(model_bytes):
     raise AssertionError("no UNIDIRECTIONAL_SEQUENCE_LSTM in the model")
 
 
-def make_case(name, I, H, T, B, return_sequences, gain, in_gain, seed):
+def make_case(name, I, H, T, B, return_sequences, gain, in_gain, seed, memory_bias=0.0, drift=0.0):
     tf.keras.utils.set_random_seed(seed)
     rng = np.random.default_rng(1000 + seed)
     inp = keras.Input(shape=(T, I), batch_size=B)
@@ -116,6 +122,8 @@ def make_case(name, I, H, T, B, return_sequences, gain, in_gain, seed):
     model = keras.Model(inp, layer(inp))
     kernel, rkernel, bias = layer.get_weights()
     bias = bias + rng.uniform(-0.5, 0.5, bias.shape).astype(np.float32)
+    bias[: 2 * H] += np.float32(memory_bias)  # Keras bias order i, f, c, o
+    bias[2 * H : 3 * H] += np.float32(drift)
     layer.set_weights([kernel * gain, rkernel * gain, bias])
 
     calib = [(in_gain * rng.standard_normal((B, T, I))).astype(np.float32) for _ in range(64)]
