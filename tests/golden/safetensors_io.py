@@ -31,6 +31,8 @@ _DTYPES = {
     "F32": np.dtype("<f4"),
     "I64": np.dtype("<i8"),
     "I32": np.dtype("<i4"),
+    "I16": np.dtype("<i2"),
+    "I8": np.dtype("i1"),
 }
 
 
@@ -39,7 +41,7 @@ def _dtype_name(arr):
     for name, ref in _DTYPES.items():
         if dt.kind == ref.kind and dt.itemsize == ref.itemsize:
             return name
-    raise TypeError(f"unsupported dtype {arr.dtype} (supported: F32, F64, I32, I64)")
+    raise TypeError(f"unsupported dtype {arr.dtype} (supported: F32, F64, I32, I64, I16, I8)")
 
 
 def serialize(tensors, metadata=None):

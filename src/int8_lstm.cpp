@@ -1,0 +1,379 @@
+// The integer LSTM's scalar reference (src/internal/int8_lstm.hpp; semantics in docs/int8.md).
+//
+// Bit-exactness with LiteRT rests on reproducing, operation by operation, the integer arithmetic
+// of its 8x8_16 kernel: the rounding of every fixed-point product and shift, where results
+// saturate and where 16-bit sums wrap. Each helper below says which of those it is.
+#include "src/internal/int8_lstm.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+
+#include "src/internal/error.hpp"
+
+namespace rnncore {
+namespace q8 {
+namespace {
+
+constexpr std::int32_t kI16Min = -32768;
+constexpr std::int32_t kI16Max = 32767;
+
+// 16-bit fixed-point arithmetic (gemmlowp's FixedPoint<int16_t, N> semantics).
+
+// Plain 16-bit addition or subtraction of raw values: wraps (two's complement).
+inline std::int16_t wrap16(std::int32_t v) {
+  return static_cast<std::int16_t>(static_cast<std::uint16_t>(static_cast<std::uint32_t>(v) & 0xFFFFu));
+}
+
+inline std::int32_t wrap32(std::int64_t v) {
+  return static_cast<std::int32_t>(static_cast<std::uint32_t>(static_cast<std::uint64_t>(v) & 0xFFFFFFFFu));
+}
+
+inline std::int16_t sat16(std::int32_t v) {
+  return static_cast<std::int16_t>(v < kI16Min ? kI16Min : (v > kI16Max ? kI16Max : v));
+}
+
+// round(a · b / 2^15), ties away from zero; the one overflowing case (−1 · −1) gives the maximum.
+inline std::int16_t rdhm16(std::int16_t a, std::int16_t b) {
+  if (a == kI16Min && b == kI16Min) return static_cast<std::int16_t>(kI16Max);
+  const std::int32_t ab = static_cast<std::int32_t>(a) * static_cast<std::int32_t>(b);
+  const std::int32_t nudge = ab >= 0 ? (1 << 14) : (1 - (1 << 14));
+  return static_cast<std::int16_t>((ab + nudge) / (1 << 15));  // division truncates toward zero
+}
+
+// x / 2^e rounded to nearest, ties away from zero (arithmetic shift plus a remainder test).
+template <class T>
+inline T rounding_divide_by_pot(T x, int e) {
+  const std::int32_t xi = x;
+  const std::int32_t mask = (std::int32_t{1} << e) - 1;
+  const std::int32_t remainder = xi & mask;
+  const std::int32_t threshold = (mask >> 1) + (xi < 0 ? 1 : 0);
+  return static_cast<T>((xi >> e) + (remainder > threshold ? 1 : 0));
+}
+
+// x · 2^e for e > 0, saturating at the int16 range.
+inline std::int16_t sat_shl16(std::int16_t x, int e) {
+  const std::int32_t threshold = (std::int32_t{1} << (15 - e)) - 1;
+  if (x > threshold) return static_cast<std::int16_t>(kI16Max);
+  if (x < -threshold) return static_cast<std::int16_t>(kI16Min);
+  return static_cast<std::int16_t>(static_cast<std::int32_t>(x) * (std::int32_t{1} << e));
+}
+
+// (a + b) / 2 rounded half away from zero, in 32 bits.
+inline std::int16_t rounding_half_sum16(std::int16_t a, std::int16_t b) {
+  const std::int32_t sum = static_cast<std::int32_t>(a) + b;
+  return static_cast<std::int16_t>((sum + (sum >= 0 ? 1 : -1)) / 2);
+}
+
+// The 16-bit constant gemmlowp derives from a Q(n).(31−n) 32-bit constant: the constant divided by
+// 2^16, rounded to nearest (ties away from zero).
+constexpr std::int16_t c16(std::int32_t q31) {
+  return static_cast<std::int16_t>((q31 >> 16) + (((q31 & 0xFFFF) > (0x7FFF + (q31 < 0 ? 1 : 0))) ? 1 : 0));
+}
+
+constexpr std::int16_t kOneQ0 = 32767;           // "1" in Q0.15 (the largest value)
+constexpr std::int16_t kOneQ2 = 1 << 13;         // 1 in Q2.13
+constexpr std::int16_t kHalfQ0 = c16(1 << 30);   // 0.5
+constexpr std::int16_t kExpMinusEighth = c16(1895147668);  // exp(−1/8), Q0.31
+constexpr std::int16_t kOneThird = c16(715827883);         // 1/3, Q0.31
+constexpr std::int16_t k48Over17 = c16(1515870810);        // 48/17, Q2.29
+constexpr std::int16_t kMinus32Over17 = c16(-1010580540);  // −32/17, Q2.29
+
+// exp(a) for a in [−1/4, 0), Q0.15 in and out: fourth-order Taylor expansion around −1/8.
+std::int16_t exp_on_interval_quarter(std::int16_t a) {
+  const std::int16_t x = wrap16(a + (1 << 12));  // a + 1/8
+  const std::int16_t x2 = rdhm16(x, x);
+  const std::int16_t x3 = rdhm16(x2, x);
+  const std::int16_t x4 = rdhm16(x2, x2);
+  const std::int16_t x4_over_4 = rounding_divide_by_pot<std::int16_t>(x4, 2);
+  const std::int16_t poly = rounding_divide_by_pot<std::int16_t>(
+      wrap16(rdhm16(wrap16(x4_over_4 + x3), kOneThird) + x2), 1);  // x²/2 + x³/6 + x⁴/24
+  return sat16(static_cast<std::int32_t>(kExpMinusEighth) + rdhm16(kExpMinusEighth, wrap16(x + poly)));
+}
+
+// exp(a) for a ≤ 0 given with `ib` integer bits (Q(ib).(15−ib)), result in Q0.15: exp of the
+// residue in [−1/4, 0), then one factor exp(−2^k) per set bit of the rest (k = −2 .. 4).
+std::int16_t exp_on_negative_values(std::int16_t a, int ib) {
+  const int frac = 15 - ib;
+  const std::int32_t quarter = std::int32_t{1} << (frac - 2);
+  const std::int16_t a_mod_quarter_minus_quarter = wrap16((a & (quarter - 1)) - quarter);
+  std::int16_t result = exp_on_interval_quarter(
+      ib > 0 ? sat_shl16(a_mod_quarter_minus_quarter, ib) : a_mod_quarter_minus_quarter);
+  const std::int32_t remainder = wrap16(a_mod_quarter_minus_quarter - a);
+  struct Factor {
+    int exponent;
+    std::int16_t value;  // exp(−2^exponent) in Q0.15
+  };
+  static constexpr Factor kFactors[] = {
+      {-2, c16(1672461947)}, {-1, c16(1302514674)}, {0, c16(790015084)}, {1, c16(290630308)},
+      {2, c16(39332535)},    {3, c16(720401)},      {4, c16(242)},
+  };
+  for (const Factor& f : kFactors) {
+    if (ib > f.exponent && (remainder & (std::int32_t{1} << (frac + f.exponent))) != 0) {
+      result = rdhm16(result, f.value);
+    }
+  }
+  if (ib > 5) {
+    const std::int16_t clamp = c16(-(std::int32_t{1} << (36 - ib)));  // −32 in Q(ib)
+    if (a < clamp) result = 0;
+  }
+  if (a == 0) result = kOneQ0;
+  return result;
+}
+
+// Newton–Raphson reciprocal of (1 + a)/2 for a in [0, 1], in Q2.13 (three iterations).
+std::int16_t reciprocal_half_denominator(std::int16_t half_denominator) {
+  std::int16_t x = wrap16(k48Over17 + rdhm16(half_denominator, kMinus32Over17));
+  for (int i = 0; i < 3; ++i) {
+    const std::int16_t half_denominator_times_x = rdhm16(half_denominator, x);
+    const std::int16_t one_minus = wrap16(kOneQ2 - half_denominator_times_x);
+    x = wrap16(x + sat_shl16(rdhm16(x, one_minus), 2));
+  }
+  return x;
+}
+
+// 1 / (1 + a), a in [0, 1], Q0.15.
+std::int16_t one_over_one_plus_x(std::int16_t a) {
+  return sat_shl16(reciprocal_half_denominator(rounding_half_sum16(a, kOneQ0)), 1);
+}
+
+// (1 − a) / (1 + a), a in [0, 1], Q0.15.
+std::int16_t one_minus_x_over_one_plus_x(std::int16_t a) {
+  return sat_shl16(wrap16(reciprocal_half_denominator(rounding_half_sum16(a, kOneQ0)) - kOneQ2), 2);
+}
+
+inline std::int32_t sat_rdhm32(std::int32_t a, std::int32_t b) {
+  if (a == std::numeric_limits<std::int32_t>::min() && b == a) return std::numeric_limits<std::int32_t>::max();
+  const std::int64_t ab = static_cast<std::int64_t>(a) * b;
+  const std::int64_t nudge = ab >= 0 ? (std::int64_t{1} << 30) : (1 - (std::int64_t{1} << 30));
+  return static_cast<std::int32_t>((ab + nudge) / (std::int64_t{1} << 31));
+}
+
+}  // namespace
+
+Status quantize_multiplier(double scale, const char* what, QuantizedMultiplier* out) {
+  RNNCORE_ENSURE(out != nullptr, Status::null_pointer, "quantize_multiplier: out is null");
+  RNNCORE_ENSURE(std::isfinite(scale) && scale > 0.0, Status::invalid_size,
+                 "%s: scale %g must be finite and positive", what, scale);
+  int shift = 0;
+  const double q = std::frexp(scale, &shift);  // scale = q · 2^shift, q in [0.5, 1)
+  std::int64_t q_fixed = static_cast<std::int64_t>(std::round(q * static_cast<double>(std::int64_t{1} << 31)));
+  if (q_fixed == (std::int64_t{1} << 31)) {
+    q_fixed /= 2;
+    ++shift;
+  }
+  RNNCORE_ENSURE(shift >= -31, Status::invalid_size,
+                 "%s: scale %g is below 2^-32; its fixed-point multiplier would round every product to 0",
+                 what, scale);
+  RNNCORE_ENSURE(shift <= 30, Status::invalid_size,
+                 "%s: scale %g is 2^30 or more; its fixed-point multiplier overflows", what, scale);
+  out->multiplier = static_cast<std::int32_t>(q_fixed);
+  out->shift = shift;
+  return Status::ok;
+}
+
+std::int32_t multiply_by_quantized_multiplier(std::int32_t x, QuantizedMultiplier m) {
+  const int left = m.shift > 0 ? m.shift : 0;
+  const int right = m.shift > 0 ? 0 : -m.shift;
+  // TFLite multiplies in int32; with left > 0 that wraps on overflow, reproduced without UB.
+  const std::int32_t shifted = static_cast<std::int32_t>(static_cast<std::uint32_t>(x) << left);
+  return rounding_divide_by_pot<std::int32_t>(sat_rdhm32(shifted, m.multiplier), right);
+}
+
+std::int16_t sigmoid_q3_12(std::int16_t x) {
+  if (x == 0) return kHalfQ0;
+  const std::int16_t abs_x = x > 0 ? x : wrap16(-static_cast<std::int32_t>(x));
+  const std::int16_t positive = one_over_one_plus_x(exp_on_negative_values(wrap16(-static_cast<std::int32_t>(abs_x)), 3));
+  return x > 0 ? positive : wrap16(kOneQ0 - positive);
+}
+
+std::int16_t tanh_q(std::int16_t x, int integer_bits) {
+  if (integer_bits < 0 || integer_bits > 6) return 0;
+  if (x == 0) return 0;
+  const std::int16_t neg_abs = x < 0 ? x : wrap16(-static_cast<std::int32_t>(x));
+  // tanh|x| = (1 − e^(−2|x|)) / (1 + e^(−2|x|)); −2|x| is the same raw value with one more integer bit
+  const std::int16_t t = one_minus_x_over_one_plus_x(exp_on_negative_values(neg_abs, integer_bits + 1));
+  return x < 0 ? wrap16(-static_cast<std::int32_t>(t)) : t;
+}
+
+Status int8_lstm_prepare(const Int8LstmQuantization& q, int input_size, int hidden_size,
+                         const std::int8_t* const w[kGates], const std::int8_t* const r[kGates],
+                         const std::int32_t* const bias[kGates], std::int32_t* bias_storage,
+                         std::size_t bias_storage_words, Int8LstmParams* out) {
+  detail::clear_error();
+  RNNCORE_ENSURE(out != nullptr && w != nullptr && r != nullptr && bias_storage != nullptr,
+                 Status::null_pointer, "int8_lstm_prepare: out, w, r and bias_storage must not be null");
+  // Up to 2^16 units an int8 dot product (|w x| <= 2^14 per term) stays within 2^30.
+  RNNCORE_ENSURE(input_size > 0 && hidden_size > 0 && input_size <= (1 << 16) && hidden_size <= (1 << 16),
+                 Status::invalid_size, "int8_lstm_prepare: input_size %d and hidden_size %d must be in 1..65536",
+                 input_size, hidden_size);
+  RNNCORE_ENSURE(bias_storage_words >= int8_lstm_bias_words(hidden_size), Status::buffer_too_small,
+                 "int8_lstm_prepare: bias_storage has %zu int32 words, needs %zu", bias_storage_words,
+                 int8_lstm_bias_words(hidden_size));
+  static const char* const kGateName[kGates] = {"i", "f", "g", "o"};
+  for (int g = 0; g < kGates; ++g) {
+    RNNCORE_ENSURE(w[g] != nullptr && r[g] != nullptr, Status::null_pointer,
+                   "int8_lstm_prepare: weights of gate %s are null", kGateName[g]);
+  }
+  const auto zp_ok = [](std::int32_t zp) { return zp >= -128 && zp <= 127; };
+  RNNCORE_ENSURE(zp_ok(q.input_zp) && zp_ok(q.state_zp) && zp_ok(q.hidden_zp), Status::invalid_size,
+                 "int8_lstm_prepare: zero points (input %d, state %d, hidden %d) must be in -128..127",
+                 static_cast<int>(q.input_zp), static_cast<int>(q.state_zp), static_cast<int>(q.hidden_zp));
+  const auto scale_ok = [](float s) { return std::isfinite(s) && s > 0.0f; };
+  RNNCORE_ENSURE(scale_ok(q.input_scale), Status::invalid_size, "input scale %g must be finite and positive",
+                 static_cast<double>(q.input_scale));
+  RNNCORE_ENSURE(scale_ok(q.state_scale), Status::invalid_size,
+                 "output state scale %g must be finite and positive", static_cast<double>(q.state_scale));
+  RNNCORE_ENSURE(scale_ok(q.hidden_scale), Status::invalid_size, "hidden scale %g must be finite and positive",
+                 static_cast<double>(q.hidden_scale));
+  RNNCORE_ENSURE(scale_ok(q.cell_scale), Status::invalid_size, "cell state scale %g must be finite and positive",
+                 static_cast<double>(q.cell_scale));
+  RNNCORE_ENSURE(std::isfinite(q.cell_clip) && q.cell_clip >= 0.0f, Status::invalid_size,
+                 "cell clip %g must be finite and >= 0 (0: none)", static_cast<double>(q.cell_clip));
+
+  Int8LstmParams p;
+  p.input_size = input_size;
+  p.hidden_size = hidden_size;
+  // The gate pre-activations are int16 Q3.12 (scale 2^-12); the effective scales are formed in
+  // float, as TFLite forms them, before they become fixed-point multipliers.
+  const float gate_scale = 1.0f / 4096.0f;
+  char what[64];
+  for (int g = 0; g < kGates; ++g) {
+    RNNCORE_ENSURE(scale_ok(q.w_scale[g]), Status::invalid_size,
+                   "input weight scale of gate %s is %g; it must be finite and positive", kGateName[g],
+                   static_cast<double>(q.w_scale[g]));
+    RNNCORE_ENSURE(scale_ok(q.r_scale[g]), Status::invalid_size,
+                   "recurrent weight scale of gate %s is %g; it must be finite and positive", kGateName[g],
+                   static_cast<double>(q.r_scale[g]));
+    const float ex = q.w_scale[g] * q.input_scale / gate_scale;
+    const float eh = q.r_scale[g] * q.state_scale / gate_scale;
+    std::snprintf(what, sizeof what, "effective input scale of gate %s", kGateName[g]);
+    RNNCORE_RETURN_IF_ERROR(quantize_multiplier(ex, what, &p.x_mult[g]));
+    std::snprintf(what, sizeof what, "effective recurrent scale of gate %s", kGateName[g]);
+    RNNCORE_RETURN_IF_ERROR(quantize_multiplier(eh, what, &p.h_mult[g]));
+  }
+  const float two_m15 = 1.0f / 32768.0f;
+  RNNCORE_RETURN_IF_ERROR(
+      quantize_multiplier(two_m15 / q.hidden_scale * two_m15, "effective hidden scale", &p.hidden_mult));
+
+  int cell_log2 = 0;
+  const float mantissa = std::frexp(q.cell_scale, &cell_log2);
+  RNNCORE_ENSURE(mantissa == 0.5f, Status::unsupported,
+                 "cell state scale %g is not a power of two (the integer LSTM needs 2^k)",
+                 static_cast<double>(q.cell_scale));
+  cell_log2 -= 1;
+  RNNCORE_ENSURE(cell_log2 >= -15 && cell_log2 <= -9, Status::unsupported,
+                 "cell state scale 2^%d is outside 2^-15 .. 2^-9 (tanh of the cell state needs 0..6 integer bits)",
+                 cell_log2);
+  p.cell_log2 = cell_log2;
+  if (q.cell_clip > 0.0f) {
+    float c = q.cell_clip / q.cell_scale;
+    c = c < -32768.0f ? -32768.0f : (c > 32767.0f ? 32767.0f : c);
+    p.cell_clip = static_cast<std::int16_t>(c);
+  }
+  p.hidden_zp = q.hidden_zp;
+
+  // Effective biases: the zero points' products with the weights' row sums, folded once.
+  const int H = hidden_size, I = input_size;
+  for (int g = 0; g < kGates; ++g) {
+    std::int32_t* xb = bias_storage + static_cast<std::size_t>(g) * H;
+    std::int32_t* hb = bias_storage + static_cast<std::size_t>(kGates + g) * H;
+    for (int j = 0; j < H; ++j) {
+      std::int32_t sw = 0, sr = 0;
+      for (int k = 0; k < I; ++k) sw += w[g][static_cast<std::size_t>(j) * I + k];
+      for (int k = 0; k < H; ++k) sr += r[g][static_cast<std::size_t>(j) * H + k];
+      const std::int64_t bx = static_cast<std::int64_t>(bias != nullptr && bias[g] != nullptr ? bias[g][j] : 0) -
+                              static_cast<std::int64_t>(q.input_zp) * sw;
+      const std::int64_t bh = -static_cast<std::int64_t>(q.state_zp) * sr;
+      RNNCORE_ENSURE(bx >= std::numeric_limits<std::int32_t>::min() && bx <= std::numeric_limits<std::int32_t>::max(),
+                     Status::invalid_size, "effective input bias of gate %s, unit %d (%lld) overflows int32",
+                     kGateName[g], j, static_cast<long long>(bx));
+      xb[j] = static_cast<std::int32_t>(bx);
+      hb[j] = static_cast<std::int32_t>(bh);  // |z_h| <= 128, |row sum| <= 128 H <= 2^23
+    }
+    p.w[g] = w[g];
+    p.r[g] = r[g];
+    p.x_bias[g] = xb;
+    p.h_bias[g] = hb;
+  }
+  *out = p;
+  return Status::ok;
+}
+
+void int8_lstm_step(const Int8LstmParams& p, int batch, const std::int8_t* x, std::int8_t* h,
+                    std::int16_t* c, std::int16_t* scratch) {
+  const int H = p.hidden_size, I = p.input_size;
+  for (int b = 0; b < batch; ++b) {
+    const std::int8_t* xb = x + static_cast<std::size_t>(b) * I;
+    std::int8_t* hb = h + static_cast<std::size_t>(b) * H;
+    std::int16_t* cb = c + static_cast<std::size_t>(b) * H;
+    // Gates from the previous output state (all four read h before it is overwritten).
+    for (int g = 0; g < kGates; ++g) {
+      std::int16_t* gate = scratch + static_cast<std::size_t>(g) * H;
+      const std::int8_t* wg = p.w[g];
+      const std::int8_t* rg = p.r[g];
+      for (int j = 0; j < H; ++j) {
+        // int32 accumulators as in TFLite; summed in 64 bits and wrapped to 32, which gives
+        // TFLite's result without signed overflow (reachable only with a bias near the int32 limits).
+        std::int64_t ax = p.x_bias[g][j];
+        for (int k = 0; k < I; ++k) ax += static_cast<std::int32_t>(wg[static_cast<std::size_t>(j) * I + k]) * xb[k];
+        std::int64_t ah = p.h_bias[g][j];
+        for (int k = 0; k < H; ++k) ah += static_cast<std::int32_t>(rg[static_cast<std::size_t>(j) * H + k]) * hb[k];
+        // Each product is rescaled to Q3.12 on its own and saturated; then the two are summed and
+        // saturated again (TFLite accumulates the recurrent part onto the saturated input part).
+        const std::int16_t zx = sat16(multiply_by_quantized_multiplier(wrap32(ax), p.x_mult[g]));
+        const std::int16_t z = sat16(multiply_by_quantized_multiplier(wrap32(ah), p.h_mult[g]) + zx);
+        gate[j] = g == 2 ? tanh_q(z, 3) : sigmoid_q3_12(z);
+      }
+    }
+    const std::int16_t* gi = scratch;
+    const std::int16_t* gf = scratch + H;
+    const std::int16_t* gg = scratch + 2 * static_cast<std::size_t>(H);
+    const std::int16_t* go = scratch + 3 * static_cast<std::size_t>(H);
+    const int ig_shift = 30 + p.cell_log2;  // Q0.15 · Q0.15 → cell scale 2^cell_log2
+    const int tanh_bits = 15 + p.cell_log2;  // integer bits of the cell state
+    for (int j = 0; j < H; ++j) {
+      const std::int32_t fc = rounding_divide_by_pot<std::int32_t>(static_cast<std::int32_t>(gf[j]) * cb[j], 15);
+      const std::int32_t ig = rounding_divide_by_pot<std::int32_t>(static_cast<std::int32_t>(gi[j]) * gg[j], ig_shift);
+      std::int16_t cn = sat16(wrap16(fc) + wrap16(ig));  // each product is stored as int16 first
+      if (p.cell_clip > 0) {
+        if (cn > p.cell_clip) cn = p.cell_clip;
+        if (cn < -p.cell_clip) cn = static_cast<std::int16_t>(-p.cell_clip);
+      }
+      cb[j] = cn;
+      const std::int32_t prod = static_cast<std::int32_t>(go[j]) * tanh_q(cn, tanh_bits);
+      const std::int32_t hq = multiply_by_quantized_multiplier(prod, p.hidden_mult) + p.hidden_zp;
+      hb[j] = static_cast<std::int8_t>(hq < -128 ? -128 : (hq > 127 ? 127 : hq));
+    }
+  }
+}
+
+Status int8_lstm_sequence(const Int8LstmParams& p, int batch, int seq_len, const std::int8_t* x,
+                          std::int8_t* y, std::int8_t* h, std::int16_t* c, std::int16_t* scratch,
+                          std::size_t scratch_words) {
+  detail::clear_error();
+  RNNCORE_ENSURE(x != nullptr && h != nullptr && c != nullptr && scratch != nullptr, Status::null_pointer,
+                 "int8_lstm_sequence: x, h, c and scratch must not be null");
+  RNNCORE_ENSURE(p.hidden_size > 0 && p.input_size > 0 && p.w[0] != nullptr, Status::weights_not_packed,
+                 "int8_lstm_sequence: the parameters were not prepared (int8_lstm_prepare)");
+  RNNCORE_ENSURE(batch >= 0 && seq_len >= 0, Status::invalid_size,
+                 "int8_lstm_sequence: batch %d and seq_len %d must be >= 0", batch, seq_len);
+  RNNCORE_ENSURE(scratch_words >= int8_lstm_scratch_words(p.hidden_size), Status::buffer_too_small,
+                 "int8_lstm_sequence: scratch has %zu int16 words, needs %zu", scratch_words,
+                 int8_lstm_scratch_words(p.hidden_size));
+  const std::size_t H = static_cast<std::size_t>(p.hidden_size), I = static_cast<std::size_t>(p.input_size);
+  const std::size_t T = static_cast<std::size_t>(seq_len);
+  for (int b = 0; b < batch; ++b) {
+    for (std::size_t t = 0; t < T; ++t) {
+      int8_lstm_step(p, 1, x + (b * T + t) * I, h + b * H, c + b * H, scratch);
+      if (y != nullptr) {
+        for (std::size_t j = 0; j < H; ++j) y[(b * T + t) * H + j] = h[b * H + j];
+      }
+    }
+  }
+  return Status::ok;
+}
+
+}  // namespace q8
+}  // namespace rnncore

@@ -1,0 +1,111 @@
+// The integer LSTM (int8 weights and activations, int16 cell state): the scalar reference of
+// LiteRT / TFLite's "8x8_16" integer LSTM (UNIDIRECTIONAL_SEQUENCE_LSTM with int8 input and
+// int16 cell state), bit for bit. Semantics, scales and what is still missing: docs/int8.md.
+//
+// Not yet in the public API: the planner, the packed buffer, the C API and the model loader do
+// not know the integer LSTM yet (docs/int8.md, "What is left"). Everything here is plain C++:
+// no allocation, no exceptions; memory is the caller's.
+#ifndef RNNCORE_SRC_INTERNAL_INT8_LSTM_HPP
+#define RNNCORE_SRC_INTERNAL_INT8_LSTM_HPP
+
+#include <cstddef>
+#include <cstdint>
+
+#include "rnncore/rnncore.hpp"
+
+namespace rnncore {
+namespace q8 {
+
+/// A real multiplier m as TFLite represents it: m ≈ multiplier · 2^(shift − 31), multiplier in
+/// [2^30, 2^31). `quantize_multiplier` derives it from a scale once, at prepare time.
+struct QuantizedMultiplier {
+  std::int32_t multiplier = 0;
+  int shift = 0;  ///< > 0: shift left before the high multiply; < 0: rounding shift right after it
+};
+
+/// TFLite's QuantizeMultiplier (frexp, round half away from zero, 2^31 carried into the shift).
+/// Refuses (Status::invalid_size, detail naming `what`) a scale that is not finite and positive,
+/// one below 2^-32 (every product would round to 0) and one of 2^30 or more (the multiplier's
+/// shift would overflow the 32-bit product).
+Status quantize_multiplier(double scale, const char* what, QuantizedMultiplier* out);
+
+/// round(x · m) as TFLite's MultiplyByQuantizedMultiplier computes it: a saturating rounding
+/// doubling high multiply, then a rounding (half away from zero) right shift.
+std::int32_t multiply_by_quantized_multiplier(std::int32_t x, QuantizedMultiplier m);
+
+/// Logistic of a Q3.12 value, in Q0.15 (gemmlowp's fixed-point logistic on int16, as TFLite's
+/// integer LSTM gates use it).
+std::int16_t sigmoid_q3_12(std::int16_t x);
+
+/// tanh of a value with `integer_bits` (0..6) integer bits, i.e. Q(ib).(15 − ib), in Q0.15
+/// (gemmlowp's fixed-point tanh on int16). Returns 0 for integer_bits outside 0..6.
+std::int16_t tanh_q(std::int16_t x, int integer_bits);
+
+/// Gate index order everywhere below: i, f, g, o (TFLite's input, forget, cell, output).
+constexpr int kGates = 4;
+
+/// The quantization of one integer LSTM layer, as a quantized model states it (real value =
+/// scale · (q − zero_point)). TFLite tensors: input, input-to-gate and recurrent-to-gate weights,
+/// output state (variable tensor 18, also the op's output without projection), cell state
+/// (variable tensor 19) and the intermediate "effective hidden scale" tensor (intermediate 4).
+struct Int8LstmQuantization {
+  float input_scale = 0.0f;     ///< int8 input x
+  std::int32_t input_zp = 0;
+  float w_scale[kGates] = {};   ///< input weights [H, I] per gate (symmetric, per tensor)
+  float r_scale[kGates] = {};   ///< recurrent weights [H, H] per gate (symmetric, per tensor)
+  float state_scale = 0.0f;     ///< int8 output state h (= the output y without projection)
+  std::int32_t state_zp = 0;
+  float hidden_scale = 0.0f;    ///< o ⊙ tanh(c) before projection; without projection = state
+  std::int32_t hidden_zp = 0;
+  float cell_scale = 0.0f;      ///< int16 cell state: a power of two, 2^-15 .. 2^-9
+  float cell_clip = 0.0f;       ///< real clip of the cell state; 0: none
+};
+
+/// What prepare derives from a quantization and the weights; holds pointers into the caller's
+/// weights and effective-bias storage (which must outlive it).
+struct Int8LstmParams {
+  int input_size = 0, hidden_size = 0;
+  QuantizedMultiplier x_mult[kGates];  ///< w_scale · input_scale / 2^-12
+  QuantizedMultiplier h_mult[kGates];  ///< r_scale · state_scale / 2^-12
+  QuantizedMultiplier hidden_mult;     ///< 2^-15 · 2^-15 / hidden_scale
+  int cell_log2 = 0;                   ///< log2(cell_scale), −15 .. −9
+  std::int16_t cell_clip = 0;          ///< quantized clip (0: none)
+  std::int32_t hidden_zp = 0;
+  const std::int8_t* w[kGates] = {};   ///< [H, I] row-major
+  const std::int8_t* r[kGates] = {};   ///< [H, H] row-major
+  const std::int32_t* x_bias[kGates] = {};  ///< bias − input_zp · row sums of w  [H]
+  const std::int32_t* h_bias[kGates] = {};  ///< −state_zp · row sums of r        [H]
+};
+
+/// int32 words of effective-bias storage prepare needs: 8 · hidden_size.
+inline std::size_t int8_lstm_bias_words(int hidden_size) { return 8 * static_cast<std::size_t>(hidden_size); }
+/// int16 words of scratch a step needs: 4 · hidden_size (one row at a time).
+inline std::size_t int8_lstm_scratch_words(int hidden_size) { return 4 * static_cast<std::size_t>(hidden_size); }
+
+/// Checks the quantization and derives the fixed-point multipliers, the cell shift and clip, and
+/// the effective biases (into `bias_storage`, int8_lstm_bias_words(H) words). `bias[g]` may be
+/// null (no bias). Errors: null_pointer, invalid_size (sizes outside 1..65536; zero, negative or
+/// non-finite scales; multipliers out of range; a zero point outside int8; an effective bias
+/// beyond int32), unsupported (a cell scale that is not a
+/// power of two in 2^-15 .. 2^-9), buffer_too_small.
+Status int8_lstm_prepare(const Int8LstmQuantization& q, int input_size, int hidden_size,
+                         const std::int8_t* const w[kGates], const std::int8_t* const r[kGates],
+                         const std::int32_t* const bias[kGates], std::int32_t* bias_storage,
+                         std::size_t bias_storage_words, Int8LstmParams* out);
+
+/// One time step for `batch` rows: x [batch, I], h [batch, H] (read, then overwritten with the
+/// new output state, which is also the step's output), c [batch, H] (read and overwritten).
+/// `scratch`: int8_lstm_scratch_words(H) int16 words. No checks: prepare validated the params.
+void int8_lstm_step(const Int8LstmParams& p, int batch, const std::int8_t* x, std::int8_t* h,
+                    std::int16_t* c, std::int16_t* scratch);
+
+/// A whole sequence, batch-major like the TFLite op (time_major false): x [batch, T, I],
+/// y [batch, T, H] (or null), h [batch, H] and c [batch, H] carry the state in and out.
+Status int8_lstm_sequence(const Int8LstmParams& p, int batch, int seq_len, const std::int8_t* x,
+                          std::int8_t* y, std::int8_t* h, std::int16_t* c, std::int16_t* scratch,
+                          std::size_t scratch_words);
+
+}  // namespace q8
+}  // namespace rnncore
+
+#endif  // RNNCORE_SRC_INTERNAL_INT8_LSTM_HPP

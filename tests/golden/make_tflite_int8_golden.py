@@ -1,0 +1,226 @@
+#!/tmp/tfenv/bin/python
+"""Golden data for rnncore's integer LSTM: tests/golden/tflite_int8/<case>.safetensors (+ <case>.tflite)
+
+Needs TensorFlow 2.21 with tf-keras (a venv outside the repository, as for make_tf_golden.py):
+    /usr/bin/python3 -m venv /tmp/tfenv
+    /tmp/tfenv/bin/pip install tensorflow-cpu tf-keras numpy
+    /tmp/tfenv/bin/python tests/golden/make_tflite_int8_golden.py
+
+For each case a small tf.keras model `Input(batch B, T, I) -> LSTM(H)` (unidirectional,
+return_sequences on or off) with seeded random weights is converted by the TFLite converter to a
+full-integer model (representative dataset, TFLITE_BUILTINS_INT8, int8 input and output). The
+converter fuses the Keras LSTM into one UNIDIRECTIONAL_SEQUENCE_LSTM op with int8 weights, int32
+biases, an int8 output state and an int16 cell state: LiteRT's integer "8x8_16" LSTM
+(tensorflow/lite/kernels/lstm_eval.cc, LstmStepInteger8x8_16). The script checks that the model
+holds exactly that op (with return_sequences off, a STRIDED_SLICE follows it) and its operand types,
+then runs TFLite's interpreter on a seeded int8 input and stores, in one safetensors file per case:
+
+  x          I8  [B, T, I]   the int8 input given to the interpreter
+  y          I8  [B, T, H]   the interpreter's int8 output ([B, H] when return_sequences is off)
+  w_i w_f w_c w_o  I8 [H, I] input weights per gate (TFLite order i, f, c(=g), o; symmetric, zp 0)
+  r_i r_f r_c r_o  I8 [H, H] recurrent weights per gate
+  b_i b_f b_c b_o  I32 [H]   gate biases (scale = weight scale x input scale, zp 0)
+  h0 I8 [B, H], c0 I16 [B, H]  the op's variable state tensors before the run
+  hn I8 [B, H], cn I16 [B, H]  the same tensors after the run (final states)
+
+and in the metadata (strings; scales are float32 values written so they read back exactly):
+  input_scale input_zp, w_<g>_scale, r_<g>_scale, b_<g>_scale, output_scale output_zp
+  (the output tensor), output_state_scale output_state_zp (variable tensor 18), cell_scale
+  (variable tensor 19, a power of two), hidden_scale hidden_zp (the op's intermediate
+  "effective_hidden_scale_intermediate", intermediate 4 in lstm.cc), cell_clip proj_clip
+  (the op's options), return_sequences, I H T B, tf_version.
+
+The <case>.tflite file is the converted model itself (a few KiB), kept for the converter script
+still to come (tools/tflite_to_safetensors.py). Seeds are fixed; the converter's calibration is
+deterministic, so re-running reproduces the files (checked with md5sum on TF 2.21.0).
+"""
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tf_keras as keras  # noqa: E402
+from tensorflow.lite.python import schema_py_generated as schema_fb  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from safetensors_io import save_file  # noqa: E402
+
+OUT = os.path.join(HERE, "tflite_int8")
+
+# name, I, H, T, B, return_sequences, weight gain (scales the Keras initial weights, so that the
+# cell state grows and the converter picks a coarser power-of-two cell scale), input gain, seed,
+# and optionally a constant added to the forget and input gates' biases (long memory: with
+# f near 1 and i near 1 the cell state integrates over many steps and needs a coarser scale) and
+# one added to the cell gate's bias (a drift: g keeps one sign, so |c| grows about linearly in t)
+CASES = [
+    ("lstm_I3_H4_T5_B1_seq", 3, 4, 5, 1, True, 1.0, 1.0, 1),
+    ("lstm_I8_H16_T6_B2_seq", 8, 16, 6, 2, True, 1.0, 1.0, 2),
+    ("lstm_I16_H32_T8_B2_last", 16, 32, 8, 2, False, 1.0, 1.0, 3),
+    ("lstm_I5_H8_T7_B1_seq_gain3", 5, 8, 7, 1, True, 3.0, 2.0, 4),
+    ("lstm_I12_H24_T8_B2_seq_gain2", 12, 24, 8, 2, True, 2.0, 3.0, 5),
+    ("lstm_I4_H12_T6_B1_last_gain4", 4, 12, 6, 1, False, 4.0, 1.5, 6),
+    ("lstm_I4_H8_T40_B1_seq_memory", 4, 8, 40, 1, True, 4.0, 2.0, 7, 5.0),
+    ("lstm_I6_H10_T48_B2_seq_memory", 6, 10, 48, 2, True, 3.0, 2.0, 9, 3.0),
+    ("lstm_I4_H8_T24_B1_seq_clip", 4, 8, 24, 1, True, 2.0, 1.0, 10, 6.0, 3.0),
+]
+
+# UNIDIRECTIONAL_SEQUENCE_LSTM operand indices (tensorflow/lite/kernels/lstm_shared.h)
+IN_X = 0
+IN_W = {"i": 1, "f": 2, "c": 3, "o": 4}
+IN_R = {"i": 5, "f": 6, "c": 7, "o": 8}
+IN_PEEP = (9, 10, 11)
+IN_B = {"i": 12, "f": 13, "c": 14, "o": 15}
+IN_PROJ = (16, 17)
+IN_H = 18
+IN_C = 19
+IN_LN = (20, 21, 22, 23)
+
+
+def f32s(v):
+    """A float32 value as a string that reads back (strtod, then to float) exactly."""
+    return repr(float(np.float32(v)))
+
+
+def one_scale(detail):
+    q = detail["quantization_parameters"]
+    assert len(q["scales"]) == 1, f"{detail['name']}: per-channel quantization {q['scales']}"
+    return float(q["scales"][0]), int(q["zero_points"][0])
+
+
+def lstm_options(model_bytes):
+    """cell_clip, proj_clip, time_major, asymmetric_quantize_inputs of the model's one LSTM op."""
+    m = schema_fb.Model.GetRootAsModel(model_bytes, 0)
+    sg = m.Subgraphs(0)
+    for i in range(sg.OperatorsLength()):
+        op = sg.Operators(i)
+        code = m.OperatorCodes(op.OpcodeIndex())
+        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+        if builtin == schema_fb.BuiltinOperator.UNIDIRECTIONAL_SEQUENCE_LSTM:
+            t = op.BuiltinOptions()
+            o = schema_fb.UnidirectionalSequenceLSTMOptions()
+            o.Init(t.Bytes, t.Pos)
+            return {
+                "cell_clip": o.CellClip(),
+                "proj_clip": o.ProjClip(),
+                "time_major": bool(o.TimeMajor()),
+                "asymmetric_quantize_inputs": bool(o.AsymmetricQuantizeInputs()),
+                "fused_activation": o.FusedActivationFunction(),
+            }
+    raise AssertionError("no UNIDIRECTIONAL_SEQUENCE_LSTM in the model")
+
+
+def make_case(name, I, H, T, B, return_sequences, gain, in_gain, seed, memory_bias=0.0, drift=0.0):
+    tf.keras.utils.set_random_seed(seed)
+    rng = np.random.default_rng(1000 + seed)
+    inp = keras.Input(shape=(T, I), batch_size=B)
+    layer = keras.layers.LSTM(H, return_sequences=return_sequences)
+    model = keras.Model(inp, layer(inp))
+    kernel, rkernel, bias = layer.get_weights()
+    bias = bias + rng.uniform(-0.5, 0.5, bias.shape).astype(np.float32)
+    bias[: 2 * H] += np.float32(memory_bias)  # Keras bias order i, f, c, o
+    bias[2 * H : 3 * H] += np.float32(drift)
+    layer.set_weights([kernel * gain, rkernel * gain, bias])
+
+    calib = [(in_gain * rng.standard_normal((B, T, I))).astype(np.float32) for _ in range(64)]
+
+    def representative():
+        for c in calib:
+            yield [c]
+
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.representative_dataset = representative
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    conv.inference_input_type = tf.int8
+    conv.inference_output_type = tf.int8
+    fb = conv.convert()
+
+    opts = lstm_options(fb)
+    assert opts["fused_activation"] == schema_fb.ActivationFunctionType.TANH, opts
+    assert not opts["time_major"] and not opts["asymmetric_quantize_inputs"], opts
+
+    it = tf.lite.Interpreter(model_content=fb, experimental_preserve_all_tensors=True)
+    it.allocate_tensors()
+    ops = it._get_ops_details()
+    names = [o["op_name"] for o in ops]
+    expect = ["UNIDIRECTIONAL_SEQUENCE_LSTM"] + ([] if return_sequences else ["STRIDED_SLICE"])
+    assert names == expect, f"{name}: ops {names}, expected {expect}"
+    lstm = ops[0]
+    ins = list(lstm["inputs"])
+    det = {d["index"]: d for d in it.get_tensor_details()}
+    types = [np.dtype(t).name for t in lstm["operand_types"]]
+    assert types == ["int8"] * 9 + ["int32"] * 4 + ["int8", "int16"], f"{name}: operand types {types}"
+    for k in IN_PEEP + IN_PROJ + IN_LN:
+        assert ins[k] == -1, f"{name}: optional operand {k} present (peephole/projection/layer norm)"
+    hid = [d for d in det.values() if d["name"].startswith("effective_hidden_scale_intermediate")]
+    assert len(hid) == 1, f"{name}: hidden intermediate {[d['name'] for d in hid]}"
+
+    in_det = it.get_input_details()[0]
+    out_det = it.get_output_details()[0]
+    assert in_det["index"] == ins[IN_X]
+    in_scale, in_zp = one_scale(in_det)
+    out_scale, out_zp = one_scale(out_det)
+
+    xf = (in_gain * rng.standard_normal((B, T, I))).astype(np.float32)
+    x = np.clip(np.round(xf / in_scale) + in_zp, -128, 127).astype(np.int8)
+
+    h0 = it.get_tensor(ins[IN_H]).copy()
+    c0 = it.get_tensor(ins[IN_C]).copy()
+    it.set_tensor(in_det["index"], x)
+    it.invoke()
+    y = it.get_tensor(out_det["index"]).copy()
+    hn = it.get_tensor(ins[IN_H]).copy()
+    cn = it.get_tensor(ins[IN_C]).copy()
+
+    tensors = {"x": x, "y": y, "h0": h0.astype(np.int8), "c0": c0.astype(np.int16),
+               "hn": hn.astype(np.int8), "cn": cn.astype(np.int16)}
+    meta = {
+        "op": "UNIDIRECTIONAL_SEQUENCE_LSTM", "I": str(I), "H": str(H), "T": str(T), "B": str(B),
+        "return_sequences": "1" if return_sequences else "0",
+        "input_scale": f32s(in_scale), "input_zp": str(in_zp),
+        "output_scale": f32s(out_scale), "output_zp": str(out_zp),
+        "cell_clip": f32s(opts["cell_clip"]), "proj_clip": f32s(opts["proj_clip"]),
+        "tf_version": tf.__version__,
+        "made_by": "tests/golden/make_tflite_int8_golden.py",
+    }
+    for g in "ifco":
+        for prefix, table in (("w", IN_W), ("r", IN_R), ("b", IN_B)):
+            d = det[ins[table[g]]]
+            s, zp = one_scale(d)
+            assert zp == 0, f"{name}: {prefix}_{g} zero point {zp}"
+            tensors[f"{prefix}_{g}"] = it.get_tensor(d["index"]).copy()
+            meta[f"{prefix}_{g}_scale"] = f32s(s)
+    s, zp = one_scale(det[ins[IN_H]])
+    meta["output_state_scale"], meta["output_state_zp"] = f32s(s), str(zp)
+    s, zp = one_scale(det[ins[IN_C]])
+    assert zp == 0
+    meta["cell_scale"] = f32s(s)
+    s, zp = one_scale(hid[0])
+    meta["hidden_scale"], meta["hidden_zp"] = f32s(s), str(zp)
+
+    assert tensors["w_i"].shape == (H, I) and tensors["r_i"].shape == (H, H)
+    assert y.shape == ((B, T, H) if return_sequences else (B, H))
+    os.makedirs(OUT, exist_ok=True)
+    save_file(tensors, os.path.join(OUT, name + ".safetensors"), metadata=meta)
+    with open(os.path.join(OUT, name + ".tflite"), "wb") as f:
+        f.write(fb)
+    return meta, y
+
+
+def main():
+    print(f"TensorFlow {tf.__version__}")
+    print(f"{'case':34s} {'in scale/zp':>18s} {'out scale/zp':>18s} {'cell':>10s}  y range")
+    for c in CASES:
+        meta, y = make_case(*c)
+        print(f"{c[0]:34s} {float(meta['input_scale']):12.6g}/{meta['input_zp']:>4s} "
+              f"{float(meta['output_scale']):12.6g}/{meta['output_zp']:>4s} "
+              f"2^{int(np.log2(float(meta['cell_scale']))):<4d}  [{y.min()}, {y.max()}]")
+
+
+if __name__ == "__main__":
+    main()

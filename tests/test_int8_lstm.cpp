@@ -1,0 +1,376 @@
+// The integer LSTM's scalar reference (src/internal/int8_lstm.hpp, docs/int8.md):
+//   * bit-exact against LiteRT's integer LSTM on the committed goldens (tests/golden/tflite_int8/,
+//     made by tests/golden/make_tflite_int8_golden.py): every output element and the final states;
+//   * streaming: one step per call with the state carried equals the whole sequence, bit for bit;
+//   * refusals: zero, negative and non-finite scales, multipliers out of range, a cell scale that
+//     is not a power of two (or outside 2^-15 .. 2^-9), each with its status;
+//   * the fixed-point sigmoid and tanh against the real functions (sanity, not the contract).
+#include <doctest/doctest.h>
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "rnncore/io/safetensors.hpp"
+#include "src/internal/int8_lstm.hpp"
+
+using namespace rnncore;
+using namespace rnncore::q8;
+
+namespace {
+
+std::string golden_dir() { return std::string(RNNCORE_SOURCE_DIR) + "/tests/golden/tflite_int8"; }
+
+std::vector<std::string> list_cases() {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(golden_dir().c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0) out.push_back(golden_dir() + "/" + n);
+    }
+    closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string meta(const io::SafeTensors& f, const char* key) {
+  const std::string* v = f.meta(key);
+  REQUIRE_MESSAGE(v != nullptr, "metadata '" << key << "' missing in " << f.path);
+  return *v;
+}
+float meta_f(const io::SafeTensors& f, const char* key) { return static_cast<float>(std::strtod(meta(f, key).c_str(), nullptr)); }
+int meta_i(const io::SafeTensors& f, const char* key) { return std::atoi(meta(f, key).c_str()); }
+
+template <class T>
+std::vector<T> ints(const io::SafeTensors& f, const char* name, io::ElemType type) {
+  const io::TensorEntry* e = f.find(name);
+  REQUIRE_MESSAGE(e != nullptr, "tensor '" << name << "' missing in " << f.path);
+  REQUIRE(e->type == type);
+  io::Array a;
+  REQUIRE(f.array(name, &a) == RNNCORE_OK);
+  std::vector<std::int32_t> v;
+  REQUIRE(io::to_i32(a, &v) == RNNCORE_OK);
+  return std::vector<T>(v.begin(), v.end());
+}
+
+// One golden case: LiteRT's model and its int8 input, output and states.
+struct Case {
+  io::SafeTensors f;
+  int I = 0, H = 0, T = 0, B = 0;
+  bool sequences = true;
+  Int8LstmQuantization q;
+  std::vector<std::int8_t> w[kGates], r[kGates], x, y, h0, hn;
+  std::vector<std::int32_t> b[kGates];
+  std::vector<std::int16_t> c0, cn;
+};
+
+void load(const std::string& path, Case* c) {
+  REQUIRE(io::read_safetensors(path.c_str(), &c->f) == RNNCORE_OK);
+  const io::SafeTensors& f = c->f;
+  REQUIRE(meta(f, "op") == "UNIDIRECTIONAL_SEQUENCE_LSTM");
+  c->I = meta_i(f, "I");
+  c->H = meta_i(f, "H");
+  c->T = meta_i(f, "T");
+  c->B = meta_i(f, "B");
+  c->sequences = meta(f, "return_sequences") == "1";
+  static const char* const kTf[kGates] = {"i", "f", "c", "o"};  // TFLite's name of gate g
+  for (int g = 0; g < kGates; ++g) {
+    const std::string wn = std::string("w_") + kTf[g], rn = std::string("r_") + kTf[g], bn = std::string("b_") + kTf[g];
+    c->w[g] = ints<std::int8_t>(f, wn.c_str(), io::ElemType::i8);
+    c->r[g] = ints<std::int8_t>(f, rn.c_str(), io::ElemType::i8);
+    c->b[g] = ints<std::int32_t>(f, bn.c_str(), io::ElemType::i32);
+    REQUIRE(c->w[g].size() == static_cast<std::size_t>(c->H * c->I));
+    REQUIRE(c->r[g].size() == static_cast<std::size_t>(c->H * c->H));
+    c->q.w_scale[g] = meta_f(f, (wn + "_scale").c_str());
+    c->q.r_scale[g] = meta_f(f, (rn + "_scale").c_str());
+  }
+  c->q.input_scale = meta_f(f, "input_scale");
+  c->q.input_zp = meta_i(f, "input_zp");
+  c->q.state_scale = meta_f(f, "output_state_scale");
+  c->q.state_zp = meta_i(f, "output_state_zp");
+  c->q.hidden_scale = meta_f(f, "hidden_scale");
+  c->q.hidden_zp = meta_i(f, "hidden_zp");
+  c->q.cell_scale = meta_f(f, "cell_scale");
+  c->q.cell_clip = meta_f(f, "cell_clip");
+  // Without projection the op writes its output state as its output: one quantization for both.
+  REQUIRE(meta_f(f, "output_scale") == c->q.state_scale);
+  REQUIRE(meta_i(f, "output_zp") == c->q.state_zp);
+  c->x = ints<std::int8_t>(f, "x", io::ElemType::i8);
+  c->y = ints<std::int8_t>(f, "y", io::ElemType::i8);
+  c->h0 = ints<std::int8_t>(f, "h0", io::ElemType::i8);
+  c->hn = ints<std::int8_t>(f, "hn", io::ElemType::i8);
+  c->c0 = ints<std::int16_t>(f, "c0", io::ElemType::i16);
+  c->cn = ints<std::int16_t>(f, "cn", io::ElemType::i16);
+  REQUIRE(c->x.size() == static_cast<std::size_t>(c->B * c->T * c->I));
+  REQUIRE(c->y.size() == static_cast<std::size_t>(c->B * (c->sequences ? c->T : 1) * c->H));
+}
+
+struct Prepared {
+  std::vector<std::int32_t> bias_storage;
+  Int8LstmParams p;
+};
+
+Status prepare(const Case& c, const Int8LstmQuantization& q, Prepared* out) {
+  const std::int8_t* w[kGates];
+  const std::int8_t* r[kGates];
+  const std::int32_t* b[kGates];
+  for (int g = 0; g < kGates; ++g) {
+    w[g] = c.w[g].data();
+    r[g] = c.r[g].data();
+    b[g] = c.b[g].data();
+  }
+  out->bias_storage.assign(int8_lstm_bias_words(c.H), 0);
+  return int8_lstm_prepare(q, c.I, c.H, w, r, b, out->bias_storage.data(), out->bias_storage.size(), &out->p);
+}
+
+// Index of the first differing element, or -1.
+template <class T>
+long first_mismatch(const std::vector<T>& a, const std::vector<T>& b) {
+  if (a.size() != b.size()) return 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) return static_cast<long>(i);
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("int8 LSTM: bit-exact with LiteRT's integer LSTM (8x8_16) on the goldens") {
+  const std::vector<std::string> cases = list_cases();
+  REQUIRE(cases.size() >= 9);
+  for (const std::string& path : cases) {
+    CAPTURE(path);
+    Case c;
+    load(path, &c);
+    Prepared pr;
+    INFO(last_error_detail());
+    REQUIRE(prepare(c, c.q, &pr) == Status::ok);
+    std::vector<std::int8_t> h = c.h0, y(static_cast<std::size_t>(c.B) * c.T * c.H);
+    std::vector<std::int16_t> cs = c.c0, scratch(int8_lstm_scratch_words(c.H));
+    REQUIRE(int8_lstm_sequence(pr.p, c.B, c.T, c.x.data(), y.data(), h.data(), cs.data(), scratch.data(),
+                               scratch.size()) == Status::ok);
+    std::vector<std::int8_t> got = y;
+    if (!c.sequences) {  // the model slices the last step
+      got.resize(static_cast<std::size_t>(c.B) * c.H);
+      for (int b = 0; b < c.B; ++b)
+        for (int j = 0; j < c.H; ++j)
+          got[static_cast<std::size_t>(b) * c.H + j] = y[(static_cast<std::size_t>(b) * c.T + (c.T - 1)) * c.H + j];
+    }
+    const long my = first_mismatch(got, c.y);
+    CHECK_MESSAGE(my < 0, "y differs at " << my << ": " << int(got[my < 0 ? 0 : my]) << " vs LiteRT "
+                                          << int(c.y[my < 0 ? 0 : my]));
+    CHECK(first_mismatch(h, c.hn) < 0);
+    CHECK(first_mismatch(cs, c.cn) < 0);
+  }
+}
+
+TEST_CASE("int8 LSTM: a step per call with the state carried equals the whole sequence, bit for bit") {
+  for (const std::string& path : list_cases()) {
+    CAPTURE(path);
+    Case c;
+    load(path, &c);
+    Prepared pr;
+    REQUIRE(prepare(c, c.q, &pr) == Status::ok);
+    std::vector<std::int16_t> scratch(int8_lstm_scratch_words(c.H));
+    const std::size_t H = c.H, I = c.I, T = c.T, B = c.B;
+    std::vector<std::int8_t> h_all = c.h0, y_all(B * T * H);
+    std::vector<std::int16_t> c_all = c.c0;
+    REQUIRE(int8_lstm_sequence(pr.p, c.B, c.T, c.x.data(), y_all.data(), h_all.data(), c_all.data(),
+                               scratch.data(), scratch.size()) == Status::ok);
+    // All rows of the batch advance together one step per call (time-major steps).
+    std::vector<std::int8_t> h = c.h0, xt(B * I), y(B * T * H);
+    std::vector<std::int16_t> cs = c.c0;
+    for (std::size_t t = 0; t < T; ++t) {
+      for (std::size_t b = 0; b < B; ++b)
+        for (std::size_t k = 0; k < I; ++k) xt[b * I + k] = c.x[(b * T + t) * I + k];
+      int8_lstm_step(pr.p, c.B, xt.data(), h.data(), cs.data(), scratch.data());
+      for (std::size_t b = 0; b < B; ++b)
+        for (std::size_t j = 0; j < H; ++j) y[(b * T + t) * H + j] = h[b * H + j];
+    }
+    CHECK(first_mismatch(y, y_all) < 0);
+    CHECK(first_mismatch(h, h_all) < 0);
+    CHECK(first_mismatch(cs, c_all) < 0);
+    // Chunks: the first half of the sequence, then the rest from the carried state.
+    if (c.T >= 2) {
+      const int t1 = c.T / 2;
+      std::vector<std::int8_t> h2 = c.h0, y2(B * T * H), xa(B * t1 * I), xb(B * (T - t1) * I);
+      std::vector<std::int8_t> ya(B * t1 * H), yb(B * (T - t1) * H);
+      std::vector<std::int16_t> c2 = c.c0;
+      for (std::size_t b = 0; b < B; ++b)
+        for (std::size_t t = 0; t < T; ++t)
+          for (std::size_t k = 0; k < I; ++k) {
+            const std::int8_t v = c.x[(b * T + t) * I + k];
+            if (t < static_cast<std::size_t>(t1)) xa[(b * t1 + t) * I + k] = v;
+            else xb[(b * (T - t1) + (t - t1)) * I + k] = v;
+          }
+      REQUIRE(int8_lstm_sequence(pr.p, c.B, t1, xa.data(), ya.data(), h2.data(), c2.data(), scratch.data(),
+                                 scratch.size()) == Status::ok);
+      REQUIRE(int8_lstm_sequence(pr.p, c.B, c.T - t1, xb.data(), yb.data(), h2.data(), c2.data(),
+                                 scratch.data(), scratch.size()) == Status::ok);
+      for (std::size_t b = 0; b < B; ++b)
+        for (std::size_t t = 0; t < T; ++t)
+          for (std::size_t j = 0; j < H; ++j)
+            y2[(b * T + t) * H + j] = t < static_cast<std::size_t>(t1) ? ya[(b * t1 + t) * H + j]
+                                                                       : yb[(b * (T - t1) + (t - t1)) * H + j];
+      CHECK(first_mismatch(y2, y_all) < 0);
+      CHECK(first_mismatch(h2, h_all) < 0);
+      CHECK(first_mismatch(c2, c_all) < 0);
+    }
+  }
+}
+
+TEST_CASE("int8 LSTM: the cell clip bounds the int16 cell state to [-clip, clip]") {
+  const std::vector<std::string> cases = list_cases();
+  REQUIRE(!cases.empty());
+  for (const std::string& path : cases) {
+    CAPTURE(path);
+    Case c;
+    load(path, &c);
+    // The converter writes cell_clip 10 for Keras LSTMs; the goldens run with it (test above),
+    // and lstm_I4_H8_T24_B1_seq_clip reaches it (20480 at 2^-11). Here a clip far below.
+    Int8LstmQuantization q = c.q;
+    q.cell_clip = 0.01f;
+    Prepared pr;
+    REQUIRE(prepare(c, q, &pr) == Status::ok);
+    const int clip = static_cast<int>(0.01f / q.cell_scale);
+    CHECK(pr.p.cell_clip == clip);
+    std::vector<std::int8_t> h = c.h0, xt(static_cast<std::size_t>(c.B) * c.I);
+    std::vector<std::int16_t> cs = c.c0, scratch(int8_lstm_scratch_words(c.H));
+    int at_clip = 0;
+    for (int t = 0; t < c.T; ++t) {
+      for (int b = 0; b < c.B; ++b)
+        for (int k = 0; k < c.I; ++k)
+          xt[static_cast<std::size_t>(b) * c.I + k] = c.x[(static_cast<std::size_t>(b) * c.T + t) * c.I + k];
+      int8_lstm_step(pr.p, c.B, xt.data(), h.data(), cs.data(), scratch.data());
+      for (std::int16_t v : cs) {
+        CHECK(std::abs(static_cast<int>(v)) <= clip);
+        at_clip += std::abs(static_cast<int>(v)) == clip;
+      }
+    }
+    CHECK(at_clip > 0);
+  }
+}
+
+TEST_CASE("int8 LSTM: bad quantization parameters are refused with their status") {
+  const std::vector<std::string> cases = list_cases();
+  REQUIRE(!cases.empty());
+  Case c;
+  load(cases.front(), &c);
+  Prepared pr;
+  auto expect = [&](const Int8LstmQuantization& q, Status s, const char* needle) {
+    const Status got = prepare(c, q, &pr);
+    CHECK(got == s);
+    const std::string detail = last_error_detail();
+    CHECK_MESSAGE(detail.find(needle) != std::string::npos, "detail: " << detail);
+  };
+  SUBCASE("zero and negative scales") {
+    Int8LstmQuantization q = c.q;
+    q.input_scale = 0.0f;
+    expect(q, Status::invalid_size, "input scale");
+    q = c.q;
+    q.state_scale = -0.01f;
+    expect(q, Status::invalid_size, "output state scale");
+    q = c.q;
+    q.w_scale[1] = 0.0f;
+    expect(q, Status::invalid_size, "input weight scale of gate f");
+    q = c.q;
+    q.r_scale[3] = -1.0f;
+    expect(q, Status::invalid_size, "recurrent weight scale of gate o");
+    q = c.q;
+    q.hidden_scale = std::nanf("");
+    expect(q, Status::invalid_size, "hidden scale");
+    q = c.q;
+    q.cell_scale = 0.0f;
+    expect(q, Status::invalid_size, "cell state scale");
+  }
+  SUBCASE("multipliers that overflow or underflow") {
+    Int8LstmQuantization q = c.q;
+    q.hidden_scale = 1e-30f;  // 2^-30 / 1e-30 is far above 2^30
+    expect(q, Status::invalid_size, "effective hidden scale");
+    q = c.q;
+    q.w_scale[2] = 1e30f;
+    expect(q, Status::invalid_size, "effective input scale of gate g");
+    q = c.q;
+    q.r_scale[0] = 1e-30f;  // below 2^-32: every product would round to zero
+    expect(q, Status::invalid_size, "effective recurrent scale of gate i");
+  }
+  SUBCASE("cell state scale: power of two, 2^-15 .. 2^-9") {
+    Int8LstmQuantization q = c.q;
+    q.cell_scale = 3.0f / 65536.0f;
+    expect(q, Status::unsupported, "not a power of two");
+    q.cell_scale = 1.0f / 256.0f;  // 2^-8: tanh would need 7 integer bits
+    expect(q, Status::unsupported, "outside");
+    q.cell_scale = 1.0f / 65536.0f;  // 2^-16
+    expect(q, Status::unsupported, "outside");
+  }
+  SUBCASE("zero points and sizes") {
+    Int8LstmQuantization q = c.q;
+    q.input_zp = 128;
+    expect(q, Status::invalid_size, "zero points");
+    std::vector<std::int32_t> small(3);
+    const std::int8_t* w[kGates] = {c.w[0].data(), c.w[1].data(), c.w[2].data(), c.w[3].data()};
+    const std::int8_t* r[kGates] = {c.r[0].data(), c.r[1].data(), c.r[2].data(), c.r[3].data()};
+    Int8LstmParams p;
+    CHECK(int8_lstm_prepare(c.q, c.I, c.H, w, r, nullptr, small.data(), small.size(), &p) == Status::buffer_too_small);
+    CHECK(int8_lstm_prepare(c.q, 0, c.H, w, r, nullptr, small.data(), small.size(), &p) == Status::invalid_size);
+    CHECK(int8_lstm_prepare(c.q, c.I, c.H, w, r, nullptr, nullptr, 0, &p) == Status::null_pointer);
+    CHECK(int8_lstm_prepare(c.q, 65537, c.H, w, r, nullptr, small.data(), small.size(), &p) == Status::invalid_size);
+  }
+  SUBCASE("an effective bias beyond int32") {
+    int row_sum = 0;
+    for (int k = 0; k < c.I; ++k) row_sum += c.w[0][static_cast<std::size_t>(k)];
+    REQUIRE(row_sum != 0);
+    Int8LstmQuantization q = c.q;
+    q.input_zp = row_sum > 0 ? -1 : 1;  // -z_x * row sum > 0
+    Case big = c;
+    big.b[0][0] = 2147483647;
+    const Status got = prepare(big, q, &pr);
+    CHECK(got == Status::invalid_size);
+    CHECK(std::string(last_error_detail()).find("effective input bias of gate i, unit 0") != std::string::npos);
+  }
+}
+
+TEST_CASE("int8 LSTM: quantize_multiplier and the fixed-point activations") {
+  QuantizedMultiplier m;
+  REQUIRE(quantize_multiplier(0.5, "x", &m) == Status::ok);
+  CHECK(m.multiplier == (1 << 30));
+  CHECK(m.shift == 0);
+  CHECK(multiply_by_quantized_multiplier(7, m) == 4);    // 3.5: the high multiply rounds half up
+  CHECK(multiply_by_quantized_multiplier(-7, m) == -3);  // -3.5 likewise (TFLite's double rounding)
+  REQUIRE(quantize_multiplier(0.25, "x", &m) == Status::ok);
+  CHECK(m.shift == -1);
+  CHECK(multiply_by_quantized_multiplier(-6, m) == -2);  // -1.5: the rounding shift rounds away from zero
+  REQUIRE(quantize_multiplier(3.0, "x", &m) == Status::ok);
+  CHECK(multiply_by_quantized_multiplier(1000, m) == 3000);
+  REQUIRE(quantize_multiplier(std::ldexp(1.0, -20) * 1.25, "x", &m) == Status::ok);
+  CHECK(multiply_by_quantized_multiplier(1 << 22, m) == 5);
+  CHECK(quantize_multiplier(0.0, "x", &m) == Status::invalid_size);
+  CHECK(quantize_multiplier(-1.0, "x", &m) == Status::invalid_size);
+  CHECK(quantize_multiplier(std::ldexp(1.0, 31), "x", &m) == Status::invalid_size);
+
+  CHECK(sigmoid_q3_12(0) == 16384);
+  CHECK(tanh_q(0, 3) == 0);
+  double worst_s = 0, worst_t = 0;
+  for (int v = -32768; v <= 32767; ++v) {
+    const std::int16_t x = static_cast<std::int16_t>(v);
+    const double s = sigmoid_q3_12(x) / 32768.0;
+    worst_s = std::max(worst_s, std::fabs(s - 1.0 / (1.0 + std::exp(-v / 4096.0))));
+    for (int ib = 0; ib <= 6; ++ib) {
+      const double t = tanh_q(x, ib) / 32768.0;
+      worst_t = std::max(worst_t, std::fabs(t - std::tanh(std::ldexp(static_cast<double>(v), ib - 15))));
+    }
+    // odd / complementary symmetry where the raw value can be negated
+    if (v > -32768) {
+      CHECK(tanh_q(static_cast<std::int16_t>(-v), 3) == -tanh_q(x, 3));
+    }
+  }
+  // gemmlowp's 16-bit functions are accurate to a few units in the last place (measured: 6.4 for
+  // the sigmoid, 12 for tanh, in units of 2^-15)
+  CHECK(worst_s < 7.0 / 32768);
+  CHECK(worst_t < 13.0 / 32768);
+}
