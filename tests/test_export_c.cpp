@@ -207,6 +207,30 @@ TEST_CASE("export-c: weights, spec and sizes read back exactly, for every cell a
     const Header h = check_export(golden + "onnx/gru_lbr0_uni_I3_H3_B3_T7.safetensors", "", hints, 1, 1);
     CHECK(h.fields.at("gru_variant") == "RNNCORE_GRU_RESET_BEFORE");
   }
+  SUBCASE("TF LSTMCell with peepholes, cell clip and a projection: the spec's fields and the state sizes") {
+    const Header h = check_export(golden + "tf/lstm_peep_cellclip_proj_l2_len.model.safetensors", "--max-batch 2", hints, 2, 1);
+    CHECK(h.fields.at("proj_size") == "2");
+    CHECK(h.fields.at("peepholes") == "1");
+    CHECK(h.fields.at("cell_clip") == "0.25");
+    CHECK(h.fields.count("proj_clip") == 0);  // 0: not written
+    CHECK(h.defines.at("NET_OUTPUT_SIZE") == "2");      // D·P
+    CHECK(h.defines.at("NET_STATE_SIZE") == "4");       // L·D·P
+    CHECK(h.defines.at("NET_CELL_STATE_SIZE") == "8");  // L·D·H
+    CHECK(h.text.find("/* layer 1: W_proj [2, 4] */") != std::string::npos);
+    CHECK(h.text.find("/* layer 0: p_o [4] */") != std::string::npos);
+  }
+  SUBCASE("plain models get no extension fields (their headers keep their bytes)") {
+    const Header h = check_export(golden + "onnx/gru_lbr0_uni_I3_H3_B3_T7.safetensors", "", hints, 1, 1);
+    CHECK(h.fields.count("proj_size") == 0);
+    CHECK(h.defines.count("NET_CELL_STATE_SIZE") == 0);
+  }
+}
+
+TEST_CASE("export-c: a file whose layers clip differently is refused (one rnncore_spec holds every layer)") {
+  const Result r = run("export-c --weights " + kSource + "/tests/golden/tf/lstm_perlayer_clips_l3.model.safetensors --output " +
+                       temp_dir() + "/clips.h");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("layer 1 differs from layer 0 (size, projection, peepholes or clips)") != std::string::npos);
 }
 
 TEST_CASE("export-c: the sample input and expected output are the .npy files, bit for bit") {

@@ -143,15 +143,43 @@ std::vector<std::pair<std::size_t, std::string>> canonical_marks(const RnnSpec& 
         for (int g = 0; g < G; ++g) {
           const std::int64_t at = canonical_offset(spec, l, d, static_cast<ParamKind>(k), g);
           if (at < 0) continue;  // e.g. no W in a skip-input layer
-          const int H = spec.hidden_size, cols = k == 0 ? layer_input_size(spec, l) : H;
+          const int H = spec.hidden_size, cols = k == 0 ? layer_input_size(spec, l) : output_size(to_stack(spec).layers[l]);
           const std::string gate = spec.mode == Mode::lstm ? kLstm[g] : spec.mode == Mode::gru ? kGru[g] : "";
           std::string label = "layer " + std::to_string(l) + (d ? " reverse" : "") + ": " + kKind[k] +
                               (gate.empty() ? "" : "_" + gate) + " [" + std::to_string(H) +
                               (k < 2 ? ", " + std::to_string(cols) : "") + "]";
           marks.emplace_back(static_cast<std::size_t>(at), label);
         }
+  // LSTM extensions, after each direction's biases: peepholes p_i, p_f, p_o, then W_proj [P, H].
+  for (int l = 0; l < spec.num_layers; ++l)
+    for (int d = 0; d < num_directions(spec); ++d) {
+      const std::string where = "layer " + std::to_string(l) + (d ? " reverse" : "") + ": ";
+      const std::string H = std::to_string(spec.hidden_size);
+      for (int g : {0, 1, 3}) {
+        const std::int64_t at = canonical_offset(spec, l, d, ParamKind::peephole, g);
+        if (at >= 0) marks.emplace_back(static_cast<std::size_t>(at), where + "p_" + kLstm[g] + " [" + H + "]");
+      }
+      const std::int64_t at = canonical_offset(spec, l, d, ParamKind::projection, 0);
+      if (at >= 0)
+        marks.emplace_back(static_cast<std::size_t>(at), where + "W_proj [" + std::to_string(spec.proj_size) + ", " + H + "]");
+    }
   std::sort(marks.begin(), marks.end());
   return marks;
+}
+
+// The spec initializer's lines for the LSTM extensions (none for a plain cell, so such headers keep
+// their bytes). Clips print with 17 significant digits: the double reads back exactly.
+std::string extension_fields(const RnnSpec& spec) {
+  std::string f;
+  char buf[64];
+  if (spec.proj_size > 0) f += "    .proj_size = " + std::to_string(spec.proj_size) + ",\n";
+  if (spec.peepholes) f += "    .peepholes = 1,\n";
+  for (const auto& clip : {std::make_pair("cell_clip", spec.cell_clip), std::make_pair("proj_clip", spec.proj_clip)}) {
+    if (clip.second == 0.0) continue;
+    std::snprintf(buf, sizeof buf, "    .%s = %.17g,\n", clip.first, clip.second);
+    f += buf;
+  }
+  return f;
 }
 
 bool read_sample(const std::string& path, std::int64_t width, const char* what, std::vector<std::int64_t>* shape,
@@ -197,10 +225,19 @@ int cmd_export_c(int argc, char** argv) {
   if (load_weights(o.weights, hints, nullptr, &model, &err) != Status::ok) return error(err);
   for (const std::string& note : model.notes) std::fprintf(stderr, "rnncore: note: %s\n", note.c_str());
   const RnnSpec& spec = model.spec;
-  if (has_lstm_extensions(to_stack(spec).layers[0]))
-    return error(o.weights + ": export-c does not write LSTM projections, peepholes or clips yet (the model has them; "
-                 "rnncore run runs it)");
+  // The header holds one rnncore_spec: every layer must be layer 0's cell (a file whose layers clip
+  // differently, or a --config stack, needs a StackSpec the C header cannot carry yet).
+  const StackSpec uniform = to_stack(spec);
+  for (int l = 0; l < model.stack.num_layers; ++l) {
+    const LayerSpec &a = model.stack.layers[l], &b = uniform.layers[l];
+    if (a.hidden_size != b.hidden_size || a.proj_size != b.proj_size || a.peepholes != b.peepholes ||
+        a.cell_clip != b.cell_clip || a.proj_clip != b.proj_clip)
+      return error(o.weights + ": layer " + std::to_string(l) +
+                   " differs from layer 0 (size, projection, peepholes or clips); export-c writes one rnncore_spec for "
+                   "every layer");
+  }
   const std::int64_t L = spec.num_layers, D = num_directions(spec), H = spec.hidden_size, I = spec.input_size;
+  const std::int64_t O = spec.proj_size > 0 ? spec.proj_size : H;  // units of h and of the output per direction
   std::vector<float> weights(model.canonical.size() / sizeof(float));
   std::copy(model.canonical.begin(), model.canonical.end(), reinterpret_cast<unsigned char*>(weights.data()));
   if (!all_finite(weights)) return error(o.weights + ": the weights hold an infinity or NaN");
@@ -210,10 +247,10 @@ int cmd_export_c(int argc, char** argv) {
   if (!o.sample_input.empty() && !read_sample(o.sample_input, I, "input", &in_shape, &sample_in, &err))
     return error(err);
   if (!o.sample_output.empty()) {
-    if (!read_sample(o.sample_output, D * H, "output", &out_shape, &sample_out, &err)) return error(err);
+    if (!read_sample(o.sample_output, D * O, "output", &out_shape, &sample_out, &err)) return error(err);
     if (out_shape[0] != in_shape[0] || out_shape[1] != in_shape[1])
       return error(o.sample_output + ": expected shape " +
-                   io::shape_to_string(std::vector<std::int64_t>{in_shape[0], in_shape[1], D * H}.data(), 3) +
+                   io::shape_to_string(std::vector<std::int64_t>{in_shape[0], in_shape[1], D * O}.data(), 3) +
                    " (T and B of the sample input), found " + io::shape_to_string(out_shape.data(), 3));
   }
   if (!all_finite(sample_in) || !all_finite(sample_out)) return error("the sample holds an infinity or NaN");
@@ -258,13 +295,19 @@ int cmd_export_c(int argc, char** argv) {
   std::fprintf(out,
                "#define %s_INPUT_SIZE %lld\n#define %s_HIDDEN_SIZE %lld\n#define %s_NUM_LAYERS %lld\n"
                "#define %s_NUM_DIRECTIONS %lld\n"
-               "/** Floats of one output row (D*H) and of one batch row of the state h or c (L*D*H). */\n"
+               "/** Floats of one output row (D*H) and of one batch row of the state h or c (L*D*H); with a\n"
+               " * projection P replaces H in both, and c has CELL_STATE_SIZE. */\n"
                "#define %s_OUTPUT_SIZE %lld\n#define %s_STATE_SIZE %lld\n"
                "#define %s_PARAM_COUNT %zu\n\n",
                NAME.c_str(), static_cast<long long>(I), NAME.c_str(), static_cast<long long>(H), NAME.c_str(),
                static_cast<long long>(L), NAME.c_str(), static_cast<long long>(D), NAME.c_str(),
-               static_cast<long long>(D * H), NAME.c_str(), static_cast<long long>(L * D * H), NAME.c_str(),
+               static_cast<long long>(D * O), NAME.c_str(), static_cast<long long>(L * D * O), NAME.c_str(),
                weights.size());
+  if (O != H)
+    std::fprintf(out,
+                 "/** With the projection, h has %s_PROJ_SIZE units and c keeps the hidden size: floats of one\n"
+                 " * batch row of c (L*D*H). */\n#define %s_PROJ_SIZE %lld\n#define %s_CELL_STATE_SIZE %lld\n\n",
+                 NAME.c_str(), NAME.c_str(), static_cast<long long>(O), NAME.c_str(), static_cast<long long>(L * D * H));
   // A bidirectional network cannot stream: its reverse direction starts at the sequence's last step,
   // so a step-at-a-time plan would run every step as a sequence of its own. No step size for it.
   const bool streams = D == 1;
@@ -292,14 +335,16 @@ int cmd_export_c(int argc, char** argv) {
                "/** The network (C99 designated initializers: fields not named are 0, as after rnncore_spec_init). */\n"
                "static const rnncore_spec %s_spec = {\n"
                "    .mode = %s,\n    .gru_variant = %s,\n    .input_size = %lld,\n    .hidden_size = %lld,\n"
-               "    .num_layers = %lld,\n    .direction = %s,\n    .input_mode = %s,\n    .dtype = RNNCORE_F32,\n};\n\n",
+               "    .num_layers = %lld,\n    .direction = %s,\n    .input_mode = %s,\n    .dtype = RNNCORE_F32,\n%s};\n\n",
                name.c_str(), mode_enum(spec.mode),
                spec.gru_variant == GruVariant::reset_before ? "RNNCORE_GRU_RESET_BEFORE" : "RNNCORE_GRU_RESET_AFTER",
                static_cast<long long>(I), static_cast<long long>(H), static_cast<long long>(L),
-               D == 2 ? "RNNCORE_BIDIRECTIONAL" : "RNNCORE_UNIDIRECTIONAL", input_mode_enum(spec.input_mode));
+               D == 2 ? "RNNCORE_BIDIRECTIONAL" : "RNNCORE_UNIDIRECTIONAL", input_mode_enum(spec.input_mode),
+               extension_fields(spec).c_str());
   std::fprintf(out,
-               "/** Canonical weights (cuDNN order: per layer and direction W_k, R_k, bW_k, bR_k) for\n"
-               " * rnncore_plan_pack_weights. */\n");
+               "/** Canonical weights (cuDNN order: per layer and direction W_k, R_k, bW_k, bR_k%s) for\n"
+               " * rnncore_plan_pack_weights. */\n",
+               O != H || spec.peepholes ? ", then the peepholes and W_proj" : "");
   write_array(out, "static const float " + name + "_weights", weights.data(), weights.size(), canonical_marks(spec));
   if (!sample_in.empty()) {
     std::fprintf(out, "\n/* A sample: input [T, B, I] (time-major)%s. */\n#define %s_SAMPLE_STEPS %lld\n#define %s_SAMPLE_BATCH %lld\n",
