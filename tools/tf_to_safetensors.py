@@ -3,7 +3,7 @@
 
     tf_to_safetensors.py CHECKPOINT_PREFIX -o model.safetensors     # e.g. /tmp/run/model.ckpt-1000
     tf_to_safetensors.py model.keras -o model.safetensors           # or model.h5
-    rnncore run --model model.safetensors --input x.npy --output y.npy
+    rnncore run --weights model.safetensors --input x.npy --output y.npy
 
 Checkpoints: the variables of TF1 cells -- LSTMCell, BasicLSTMCell, LSTMBlockCell,
 CudnnCompatibleLSTMCell (also what CudnnLSTM saves), GRUCell, CudnnCompatibleGRUCell, BasicRNNCell --
@@ -467,7 +467,7 @@ def convert_keras(path, args):
 def main(argv=None):
     p = argparse.ArgumentParser(
         description="Convert a TensorFlow checkpoint (TF1 RNN cells, CudnnLSTM) or a Keras .keras/.h5 model to "
-                    "a safetensors file that `rnncore run --model` runs with no flags.",
+                    "a safetensors file that `rnncore run --weights` runs with no flags.",
         epilog="Wrappers (DropoutWrapper, ResidualWrapper) own no variables: pass them to rnncore with "
                "--config (docs/config.md). Layouts: docs/weights.md.")
     p.add_argument("model", help="checkpoint prefix (model.ckpt-1000, as given to Saver.restore) or a "
