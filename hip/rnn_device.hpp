@@ -2,7 +2,8 @@
 // hip/gpu_compat.hpp) and the host C++ compiler (tests/gpu/emulator.hpp runs them on the CPU).
 //
 // Every kernel is a struct with
-//   using Args = ...;                                   its by-value argument block
+//   using Args = ...;                                   its argument block (in device memory; the
+//                                                       kernel receives a pointer to it)
 //   template <class Exec> RNNCORE_HD static void run(const Exec& ex, const Args& a, int arg, float* smem);
 // `Exec` is the only way a kernel body reaches the machine: block and thread indices, __syncthreads
 // (ex.sync), the grid barrier of a cooperative launch (ex.grid_sync), warp shuffles (ex.shfl_xor)

@@ -30,11 +30,28 @@ struct DeviceExec {
 
 /// Every rnncore kernel: K's body with the device Exec and the dynamic shared memory. Profilers
 /// show the body's name as the template argument (f32_lstm_recurrence_persistent<8>, ...).
+/// The argument block (LayerArgs is 2 KiB) must never be copied into private memory, which is
+/// what a by-value block that a body indexes with blockIdx.z (a.dir[bz]) becomes under hipcc
+/// (2 KiB of scratch per lane on gfx90a). How that is avoided is the vendor's (gpu_compat.hpp):
+///  - NVIDIA (RNNCORE_GPU_ARGS_BY_VALUE): by value, __grid_constant__: read in place from the
+///    parameter bank, also with a dynamic index, and re-readable at any point;
+///  - AMD: a const __restrict__ pointer to the copy that hip/rnn_plan.hpp made in the workspace
+///    or the packed buffer: uniform scalar loads (s_load).
+/// (A pointer on NVIDIA too was measured: ptxas then spills values loaded through it around calls
+/// in 37 instead of 11 kernels on sm_90; docs/gpu.md, "Kernel arguments".)
+#if RNNCORE_GPU_ARGS_BY_VALUE
 template <class K>
-__global__ void __launch_bounds__(K::kMaxThreads) rnncore_kernel(typename K::Args args, int arg) {
+__global__ void __launch_bounds__(K::kMaxThreads) rnncore_kernel(RNNCORE_GPU_GRID_CONSTANT const typename K::Args args, int arg) {
   RNNCORE_GPU_DYNAMIC_SMEM(rnncore_smem);
   K::run(DeviceExec(), args, arg, rnncore_smem);
 }
+#else
+template <class K>
+__global__ void __launch_bounds__(K::kMaxThreads) rnncore_kernel(const typename K::Args* __restrict__ args, int arg) {
+  RNNCORE_GPU_DYNAMIC_SMEM(rnncore_smem);
+  K::run(DeviceExec(), *args, arg, rnncore_smem);
+}
+#endif
 
 /// Above this, a kernel must opt in to more dynamic shared memory (NVIDIA; harmless on AMD).
 constexpr std::size_t kDefaultSmemLimit = 48 * 1024;
@@ -73,18 +90,33 @@ class DeviceLauncher {
  public:
   DeviceLauncher(hipStream_t stream, bool synchronous) : stream_(stream), synchronous_(synchronous) {}
 
+  /// Whether kernels take a pointer to the argument block's device copy (else the block by value).
+  static constexpr bool kArgsInDeviceMemory = !RNNCORE_GPU_ARGS_BY_VALUE;
+
   template <class K>
-  Status launch(const Dims& d, const typename K::Args& a, int arg) {
+  Status launch(const Dims& d, const typename K::Args& host, const typename K::Args* dev, int arg) {
     RNNCORE_RETURN_IF_ERROR(prepare<K>(d));
-    rnncore_kernel<K><<<dim3(d.gx, d.gy, d.gz), dim3(d.block), d.smem, stream_>>>(a, arg);
+#if RNNCORE_GPU_ARGS_BY_VALUE
+    (void)dev;
+    rnncore_kernel<K><<<dim3(d.gx, d.gy, d.gz), dim3(d.block), d.smem, stream_>>>(host, arg);
+#else
+    (void)host;
+    rnncore_kernel<K><<<dim3(d.gx, d.gy, d.gz), dim3(d.block), d.smem, stream_>>>(dev, arg);
+#endif
     RNNCORE_GPU_CHECK(hipGetLastError(), "launch of", K::name());
     return Status::ok;
   }
 
   template <class K>
-  Status launch_cooperative(const Dims& d, const typename K::Args& a, int arg) {
+  Status launch_cooperative(const Dims& d, const typename K::Args& host, const typename K::Args* dev, int arg) {
     RNNCORE_RETURN_IF_ERROR(prepare<K>(d));
-    typename K::Args args = a;
+#if RNNCORE_GPU_ARGS_BY_VALUE
+    (void)dev;
+    typename K::Args args = host;
+#else
+    (void)host;
+    const typename K::Args* args = dev;
+#endif
     void* params[] = {&args, &arg};
     RNNCORE_GPU_CHECK(hipLaunchCooperativeKernel(reinterpret_cast<const void*>(&rnncore_kernel<K>), dim3(d.gx, d.gy, d.gz),
                                                  dim3(d.block), params, static_cast<unsigned int>(d.smem), stream_),

@@ -197,7 +197,7 @@ TEST_CASE("mask kernels draw the CPU's mask rows bit for bit") {
       ia.mask = gpu::schedule::to_site(inter);
       emu::Launcher ln(facts, 1);
       const std::int64_t items = static_cast<std::int64_t>(T) * B * ((width + 3) / 4);
-      REQUIRE(ln.launch<gpu::f32_rnn_inter_layer_dropout>(gpu::elementwise_dims(g, items, 1), ia, 0) == Status::ok);
+      REQUIRE(ln.launch<gpu::f32_rnn_inter_layer_dropout>(gpu::elementwise_dims(g, items, 1), ia, &ia, 0) == Status::ok);
       std::vector<float> row(width);
       for (int t = 0; t < T; ++t)
         for (int b = 0; b < B; ++b) {
@@ -232,7 +232,7 @@ TEST_CASE("mask kernels draw the CPU's mask rows bit for bit") {
         for (int w = 0; w < 2; ++w)
           da.input[w] = gpu::schedule::to_site(detail::wrapper_mask(ws, run, 0, d, w, detail::MaskKind::input));
       }
-      REQUIRE(ln.launch<gpu::f32_rnn_input_dropout>(gpu::elementwise_dims(g, items, 2), la, 0) == Status::ok);
+      REQUIRE(ln.launch<gpu::f32_rnn_input_dropout>(gpu::elementwise_dims(g, items, 2), la, &la, 0) == Status::ok);
       std::vector<float> m0(width), m1(width);
       for (int d = 0; d < 2; ++d) {
         const detail::Mask outer = detail::wrapper_mask(ws, run, 0, d, 1, detail::MaskKind::input);
