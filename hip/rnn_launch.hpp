@@ -67,13 +67,32 @@ inline Status runtime_error(hipError_t e, const char* what, const char* detail =
     if (rnncore_e_ != hipSuccess) return ::rnncore::gpu::runtime_error(rnncore_e_, (what), (detail)); \
   } while (0)
 
+/// Raises K's dynamic shared-memory limit on the current device to the device's opt-in maximum,
+/// once per (kernel, device) in the process (hip/rnn_plan.hpp, raise_smem_limit_once): never to a
+/// plan's own size, which another thread's larger plan may exceed.
+template <class K>
+Status raise_smem_limit() {
+  int device = 0;
+  RNNCORE_GPU_CHECK(hipGetDevice(&device), "device query", "");
+  const auto query = [](int dev, int* bytes) -> Status {
+    RNNCORE_GPU_CHECK(rnncore_gpu_smem_optin(dev, bytes), "device query", "");
+    return Status::ok;
+  };
+  const auto set = [](int, int bytes) -> Status {
+    RNNCORE_GPU_CHECK(hipFuncSetAttribute(reinterpret_cast<const void*>(&rnncore_kernel<K>),
+                                          hipFuncAttributeMaxDynamicSharedMemorySize, bytes),
+                      "shared memory opt-in of", K::name());
+    return Status::ok;
+  };
+  return raise_smem_limit_once<K>(device, query, set);
+}
+
 /// Occupancy of a kernel at a block size and dynamic shared memory (opting in where needed).
 template <class K>
 int blocks_per_multiprocessor(int threads, std::size_t smem) {
   const void* fn = reinterpret_cast<const void*>(&rnncore_kernel<K>);
   if (threads > K::kMaxThreads) return 0;
-  if (smem > kDefaultSmemLimit &&
-      hipFuncSetAttribute(fn, hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) != hipSuccess) {
+  if (smem > kDefaultSmemLimit && raise_smem_limit<K>() != Status::ok) {
     (void)hipGetLastError();
     return 0;
   }
@@ -147,10 +166,7 @@ class DeviceLauncher {
   Status prepare(const Dims& d) {
     RNNCORE_ENSURE(d.block > 0 && d.block <= static_cast<std::uint32_t>(K::kMaxThreads), Status::internal,
                    "gpu: %s launched with %u threads (bound %d)", K::name(), d.block, K::kMaxThreads);
-    if (d.smem > kDefaultSmemLimit)
-      RNNCORE_GPU_CHECK(hipFuncSetAttribute(reinterpret_cast<const void*>(&rnncore_kernel<K>),
-                                            hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(d.smem)),
-                        "shared memory opt-in of", K::name());
+    if (d.smem > kDefaultSmemLimit) RNNCORE_RETURN_IF_ERROR(raise_smem_limit<K>());
     return Status::ok;
   }
 

@@ -21,6 +21,7 @@
 #define RNNCORE_HIP_RNN_PLAN_HPP
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -109,6 +110,29 @@ struct Dims {
   std::uint32_t gx = 1, gy = 1, gz = 1, block = 1;
   std::size_t smem = 0;
 };
+
+/// Devices for which the backend remembers per-kernel settings (more are served, uncached).
+constexpr int kMaxDevices = 64;
+
+/// A kernel's dynamic shared-memory limit (cudaFuncAttributeMaxDynamicSharedMemorySize) is one
+/// value per (kernel, device) for the whole process. Setting it per launch to that launch's size
+/// let two host threads with different plans race: one lowered it between another's setting and
+/// its launch, which then failed. Instead it is raised once per (Tag = kernel, device) to the
+/// device's opt-in maximum: `query_max(device, &bytes)` then `set(device, bytes)`, both returning
+/// Status. Every caller sets the same value, so the limit never decreases once raised, and
+/// threads that race through the first call only set it twice to that value. Launches still ask
+/// for the plan's own size; the limit only allows it.
+template <class Tag, class Query, class Set>
+Status raise_smem_limit_once(int device, Query query_max, Set set) {
+  static std::atomic<int> raised[kMaxDevices];  // zero-initialised (static storage)
+  const bool cached = device >= 0 && device < kMaxDevices;
+  if (cached && raised[device].load(std::memory_order_acquire) != 0) return Status::ok;
+  int bytes = 0;
+  RNNCORE_RETURN_IF_ERROR(query_max(device, &bytes));
+  RNNCORE_RETURN_IF_ERROR(set(device, bytes));
+  if (cached) raised[device].store(1, std::memory_order_release);
+  return Status::ok;
+}
 
 /// What the GPU kernels cannot do, as a plan-time error.
 inline Status check_supported(const StackSpec& st, const PlanOptions& options) {

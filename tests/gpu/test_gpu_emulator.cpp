@@ -6,9 +6,11 @@
 // needed); tests/gpu/test_gpu_device.cpp is the same comparison on a real device.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <thread>
 
 #include "src/internal/half.hpp"
 #include "tests/gpu/emulator.hpp"
@@ -522,4 +524,53 @@ TEST_CASE("emulated GPU forward: NaN and Inf give NaN where the reference does, 
         for (std::size_t i = 0; i < want.hy.size(); ++i) CHECK(std::isnan(want.hy[i]) == std::isnan(got.hy[i]));
         if (std::isnan(poison)) CHECK(nans > 0);
       }
+}
+
+TEST_CASE("a kernel's shared-memory limit is raised once per device, to the device's maximum") {
+  // hip/rnn_launch.hpp raises the process-wide cudaFuncAttributeMaxDynamicSharedMemorySize through
+  // gpu::raise_smem_limit_once; here the runtime is a fake: one attribute per device, which a
+  // launch of `smem` bytes needs to be at least `smem`.
+  constexpr int kOptin[2] = {227 * 1024, 99 * 1024};  // H100-like and a smaller device
+  std::atomic<int> attribute[2];
+  std::atomic<int> sets{0};
+  for (auto& a : attribute) a = 48 * 1024;
+  const auto query = [&](int device, int* bytes) {
+    *bytes = kOptin[device];
+    return Status::ok;
+  };
+  const auto set = [&](int device, int bytes) {
+    attribute[device] = bytes;
+    ++sets;
+    return Status::ok;
+  };
+  // What per-launch setting got wrong: plan A (200 KiB) opts in, plan B (60 KiB) opts in, A launches.
+  struct KernelA {};
+  REQUIRE(gpu::raise_smem_limit_once<KernelA>(0, query, set) == Status::ok);
+  REQUIRE(gpu::raise_smem_limit_once<KernelA>(0, query, set) == Status::ok);
+  CHECK(attribute[0] >= 200 * 1024);
+  CHECK(attribute[0] == kOptin[0]);
+  CHECK(sets == 1);  // once per (kernel, device)
+  REQUIRE(gpu::raise_smem_limit_once<KernelA>(1, query, set) == Status::ok);
+  CHECK(attribute[1] == kOptin[1]);
+  CHECK(sets == 2);
+
+  // Many threads with different plans of another kernel: every launch finds its size allowed.
+  struct KernelB {};
+  attribute[0] = attribute[1] = 48 * 1024;
+  sets = 0;
+  std::atomic<int> refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 2000; ++i) {
+        const int device = (t + i) & 1, smem = 48 * 1024 + 1 + (t * 7919 + i * 104729) % (kOptin[device] - 48 * 1024);
+        if (gpu::raise_smem_limit_once<KernelB>(device, query, set) != Status::ok || attribute[device] < smem) ++refused;
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(refused == 0);
+  CHECK(attribute[0] == kOptin[0]);
+  CHECK(attribute[1] == kOptin[1]);
+  CHECK(sets >= 2);
+  CHECK(sets <= 16);  // at most every thread's first call per device, all with the same value
 }
