@@ -61,6 +61,8 @@ typedef cudaMemcpyKind hipMemcpyKind;
 #define hipMemcpyAsync cudaMemcpyAsync
 #define hipMemsetAsync cudaMemsetAsync
 #define hipStreamSynchronize cudaStreamSynchronize
+#define hipStreamCreateWithFlags cudaStreamCreateWithFlags
+#define hipStreamNonBlocking cudaStreamNonBlocking
 #define hipEventCreate cudaEventCreate
 #define hipEventDestroy cudaEventDestroy
 #define hipEventRecord cudaEventRecord

@@ -107,7 +107,10 @@ int blocks_per_multiprocessor(int threads, std::size_t smem) {
 /// Launches kernels on one stream. `synchronous` (packing) makes finish() wait for the stream.
 class DeviceLauncher {
  public:
-  DeviceLauncher(hipStream_t stream, bool synchronous) : stream_(stream), synchronous_(synchronous) {}
+  /// `read_stream`: where copy_to_host runs (a non-blocking stream of the device, so that reading
+  /// the packed header neither waits for nor orders the run's stream); null: the legacy stream.
+  DeviceLauncher(hipStream_t stream, bool synchronous, hipStream_t read_stream = nullptr)
+      : stream_(stream), read_stream_(read_stream), synchronous_(synchronous) {}
 
   /// Whether kernels take a pointer to the argument block's device copy (else the block by value).
   static constexpr bool kArgsInDeviceMemory = !RNNCORE_GPU_ARGS_BY_VALUE;
@@ -151,6 +154,11 @@ class DeviceLauncher {
     RNNCORE_GPU_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyHostToDevice, stream_), "copy to the device", "");
     return Status::ok;
   }
+  Status copy_to_host(void* dst, const void* src, std::size_t bytes) {
+    RNNCORE_GPU_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToHost, read_stream_), "copy to the host", "");
+    RNNCORE_GPU_CHECK(hipStreamSynchronize(read_stream_), "copy to the host", "");
+    return Status::ok;
+  }
   Status zero_async(void* dst, std::size_t bytes) {
     RNNCORE_GPU_CHECK(hipMemsetAsync(dst, 0, bytes, stream_), "zeroing", "");
     return Status::ok;
@@ -171,6 +179,7 @@ class DeviceLauncher {
   }
 
   hipStream_t stream_;
+  hipStream_t read_stream_;
   bool synchronous_;
 };
 

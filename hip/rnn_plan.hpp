@@ -15,6 +15,8 @@
 // RNNCORE_GPU_ARGS_BY_VALUE; see LayerArgBlock).
 //   Status copy_to_device(void* dst, const void* src, size_t bytes);        // synchronous (packing)
 //   Status copy_to_device_async(void* dst, const void* src, size_t bytes);  // on the run's stream
+//   Status copy_to_host(void* dst, const void* src, size_t bytes);  // synchronous, of memory already
+//                                                                   // written (the packed header)
 //   Status zero_async(void* dst, size_t bytes);                             // on the run's stream
 //   Status finish(const char* what);  // packing: wait and check; forward: check launches (no wait)
 #ifndef RNNCORE_HIP_RNN_PLAN_HPP
@@ -482,6 +484,21 @@ Status pack(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const float* can
 
 // ---------------------------------------------------------------------------------- forward
 
+/// Reads the packed buffer's header back from the device and checks it as the CPU backends do: a
+/// buffer that pack_weights of this plan's layout (shapes, weight storage type, size) did not
+/// fill is refused before anything runs, never read as weights.
+template <class L>
+Status check_packed(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const unsigned char* packed) {
+  detail::PackedHeader header;
+  std::memset(&header, 0, sizeof header);
+  RNNCORE_RETURN_IF_ERROR(ln.copy_to_host(&header, packed, sizeof header));
+  static const char* const kWeights[] = {"f32", "f16", "bf16"};
+  RNNCORE_ENSURE(header.magic == detail::kPackedMagic && header.fingerprint == p.fingerprint, Status::weights_not_packed,
+                 "forward: the packed buffer was not filled by pack_weights of this plan's layout (GPU, %s weights)",
+                 kWeights[g.weights >= 0 && g.weights < 3 ? g.weights : 0]);
+  return Status::ok;
+}
+
 /// The forward pass as launches on the launcher's stream: per layer, input dropout (if any), the
 /// input projection of all steps, the initial state, the recurrence (persistent or per step, both
 /// directions in each launch), the final state, the output chain of the wrappers, and the
@@ -491,6 +508,7 @@ Status forward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const un
                     const ForwardArgs& a) {
   using schedule::at;
   auto* packed = const_cast<unsigned char*>(packed_c);  // kernels only read it
+  RNNCORE_RETURN_IF_ERROR(check_packed(ln, p, g, packed_c));
   const StackSpec& st = p.stack;
   const int B = a.batch, T = a.seq_len, layers = st.num_layers;
   const bool batch_major = a.layout == Layout::batch_major;

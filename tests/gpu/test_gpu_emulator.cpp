@@ -52,6 +52,7 @@ Status make_gpu_plan(const StackSpec& stack, PlanOptions opt, const EmuConfig& c
   *out = detail::impl(cpu);
   out->backend = Backend::gpu;
   out->options.backend = Backend::gpu;
+  out->options.weight_dtype = weights;
   out->vector = 1;
   out->kernels = nullptr;
   gpu::GpuPlan g{};
@@ -67,6 +68,7 @@ Status make_gpu_plan(const StackSpec& stack, PlanOptions opt, const EmuConfig& c
   const int per_sm = cfg.blocks_per_sm;
   gpu::plan_persistent(*out, &g, [per_sm](int, int, int, int, std::size_t) { return per_sm; });
   gpu::set_gpu_plan(out, g);
+  out->fingerprint = detail::packed_fingerprint(*out);  // as Plan::create does once the layout is made
   return out->ws.total == ~std::size_t{0} ? Status::invalid_size : Status::ok;
 }
 
@@ -573,4 +575,64 @@ TEST_CASE("a kernel's shared-memory limit is raised once per device, to the devi
   CHECK(attribute[1] == kOptin[1]);
   CHECK(sets >= 2);
   CHECK(sets <= 16);  // at most every thread's first call per device, all with the same value
+}
+
+TEST_CASE("a GPU forward refuses a packed buffer of another layout or weight type") {
+  // The plan's fingerprint covers the GPU weight storage type, and forward reads the packed
+  // header back before anything runs (gpu::check_packed), as the CPU backends read theirs.
+  StackSpec st;
+  st.input_size = 5;
+  st.num_layers = 2;
+  st.layers[0] = layer(Mode::lstm, 12, true, {});
+  st.layers[1] = layer(Mode::gru, 8, false, {});
+  EmuConfig cfg;
+  detail::PlanImpl plans[3];
+  const DType types[3] = {DType::f32, DType::f16, DType::bf16};
+  for (int i = 0; i < 3; ++i) {
+    PlanOptions opt;
+    opt.max_batch = 3;
+    opt.max_seq_len = 4;
+    opt.weight_dtype = types[i];
+    REQUIRE(make_gpu_plan(st, opt, cfg, &plans[i]) == Status::ok);
+  }
+  CHECK(plans[0].fingerprint != plans[1].fingerprint);
+  CHECK(plans[0].fingerprint != plans[2].fingerprint);
+  CHECK(plans[1].fingerprint != plans[2].fingerprint);
+  CHECK(plans[1].packed_bytes == plans[2].packed_bytes);  // same layout, other element type: the fingerprint still differs
+
+  Rng rng(5);
+  std::vector<float> canonical(static_cast<std::size_t>(param_count(st)));
+  for (float& v : canonical) v = static_cast<float>(rng.uniform(-0.5, 0.5));
+  std::vector<float> x(static_cast<std::size_t>(4 * 3 * 5), 0.25f), y(static_cast<std::size_t>(4 * 3 * 8), -7.0f);
+  ForwardArgs a;
+  a.x = x.data();
+  a.y = y.data();
+  a.batch = 3;
+  a.seq_len = 4;
+  for (int packer = 0; packer < 3; ++packer)
+    for (int runner = 0; runner < 3; ++runner) {
+      const detail::PlanImpl& pp = plans[packer];
+      const detail::PlanImpl& pr = plans[runner];
+      AlignedBuffer packed(std::max(pp.packed_bytes, pr.packed_bytes)), ws(pr.ws.total);
+      std::memset(packed.ptr, 0xff, packed.size);
+      emu::Launcher ln(gpu::get_gpu_plan(pp).facts, cfg.blocks_per_sm);
+      REQUIRE(gpu::pack(ln, pp, gpu::get_gpu_plan(pp), canonical.data(), packed.ptr) == Status::ok);
+      const std::map<std::string, int> packing = ln.launches;
+      const Status s = gpu::forward(ln, pr, gpu::get_gpu_plan(pr), packed.ptr, ws.ptr, a);
+      CAPTURE(packer);
+      CAPTURE(runner);
+      if (packer == runner) {
+        CHECK(s == Status::ok);
+      } else {
+        CHECK(s == Status::weights_not_packed);
+        CHECK(ln.launches == packing);  // refused before any launch
+        CHECK(std::string(last_error_detail()).find("pack_weights") != std::string::npos);
+      }
+    }
+  // A buffer nothing packed (its bytes as a fresh allocation might hold).
+  AlignedBuffer raw(plans[0].packed_bytes), ws(plans[0].ws.total);
+  std::memset(raw.ptr, 0, raw.size);
+  emu::Launcher ln(gpu::get_gpu_plan(plans[0]).facts, cfg.blocks_per_sm);
+  CHECK(gpu::forward(ln, plans[0], gpu::get_gpu_plan(plans[0]), raw.ptr, ws.ptr, a) == Status::weights_not_packed);
+  CHECK(ln.launches.empty());
 }
