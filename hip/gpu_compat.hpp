@@ -37,6 +37,8 @@ typedef cudaFuncAttribute hipFuncAttribute;
 typedef cudaMemcpyKind hipMemcpyKind;
 
 #define hipSuccess cudaSuccess
+#define hipErrorCooperativeLaunchTooLarge cudaErrorCooperativeLaunchTooLarge
+#define hipErrorNotSupported cudaErrorNotSupported
 #define hipMemcpyHostToDevice cudaMemcpyHostToDevice
 #define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
 #define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice

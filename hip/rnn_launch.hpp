@@ -104,6 +104,13 @@ int blocks_per_multiprocessor(int threads, std::size_t smem) {
   return n;
 }
 
+/// Whether a cooperative launch failed because the runtime refuses cooperative launches here
+/// (not supported, e.g. under MPS or on a device without the attribute) or
+/// because fewer blocks can be co-resident now than at plan time. Other errors are real errors.
+inline bool cooperative_refused(hipError_t e) {
+  return e == hipErrorCooperativeLaunchTooLarge || e == hipErrorNotSupported;
+}
+
 /// Launches kernels on one stream. `synchronous` (packing) makes finish() wait for the stream.
 class DeviceLauncher {
  public:
@@ -140,10 +147,14 @@ class DeviceLauncher {
     const typename K::Args* args = dev;
 #endif
     void* params[] = {&args, &arg};
-    RNNCORE_GPU_CHECK(hipLaunchCooperativeKernel(reinterpret_cast<const void*>(&rnncore_kernel<K>), dim3(d.gx, d.gy, d.gz),
-                                                 dim3(d.block), params, static_cast<unsigned int>(d.smem), stream_),
-                      "cooperative launch of", K::name());
-    return Status::ok;
+    const hipError_t e = hipLaunchCooperativeKernel(reinterpret_cast<const void*>(&rnncore_kernel<K>), dim3(d.gx, d.gy, d.gz),
+                                                    dim3(d.block), params, static_cast<unsigned int>(d.smem), stream_);
+    if (e == hipSuccess) return Status::ok;
+    if (cooperative_refused(e)) {  // nothing was queued; the schedule runs the per-step kernels instead
+      (void)hipGetLastError();     // not a sticky error: clear it so that later checks do not see it
+      return Status::unsupported;
+    }
+    return runtime_error(e, "cooperative launch of", K::name());
   }
 
   Status copy_to_device(void* dst, const void* src, std::size_t bytes) {

@@ -8,6 +8,8 @@
 // A Launcher provides:
 //   template <class K> Status launch(const Dims&, const typename K::Args& host, const typename K::Args* dev, int arg);
 //   template <class K> Status launch_cooperative(const Dims&, const typename K::Args& host, const typename K::Args* dev, int arg);
+//       Status::unsupported when the runtime refuses the cooperative launch itself (not supported
+//       here, e.g. under MPS, or more blocks than can be co-resident now): nothing was queued
 //   static constexpr bool kArgsInDeviceMemory;  // whether kernels read `dev` (else `host` is passed by value)
 // `host` is the argument block on the host; `dev`, when kArgsInDeviceMemory, its copy in device
 // memory (the workspace or the packed buffer) that a copy on the same stream filled before the
@@ -367,15 +369,19 @@ template <int C, class WT, class L>
 Status recurrence(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs* dev, int layer) {
   const int units = persistent_units(g, layer, la.batch);
   if (units > 0) {
+    Status s = Status::internal;
     switch (bucket_index(la.batch)) {
-      case 0: return persistent<C, 1, WT>(ln, g, la, dev, units);
-      case 1: return persistent<C, 2, WT>(ln, g, la, dev, units);
-      case 2: return persistent<C, 4, WT>(ln, g, la, dev, units);
-      case 3: return persistent<C, 8, WT>(ln, g, la, dev, units);
-      case 4: return persistent<C, 16, WT>(ln, g, la, dev, units);
-      case 5: return persistent<C, 32, WT>(ln, g, la, dev, units);
-      default: return persistent<C, 64, WT>(ln, g, la, dev, units);
+      case 0: s = persistent<C, 1, WT>(ln, g, la, dev, units); break;
+      case 1: s = persistent<C, 2, WT>(ln, g, la, dev, units); break;
+      case 2: s = persistent<C, 4, WT>(ln, g, la, dev, units); break;
+      case 3: s = persistent<C, 8, WT>(ln, g, la, dev, units); break;
+      case 4: s = persistent<C, 16, WT>(ln, g, la, dev, units); break;
+      case 5: s = persistent<C, 32, WT>(ln, g, la, dev, units); break;
+      default: s = persistent<C, 64, WT>(ln, g, la, dev, units); break;
     }
+    // A refused cooperative launch (MPS, a device shared with other work, co-residency lower than
+    // at plan time) queued nothing: the per-step kernels below compute the same recurrence.
+    if (s != Status::unsupported) return s;
   }
   if (use_large_tile(g, la.hidden, la.batch, la.dirs)) return steps_tiled<C, StepTileLarge, WT>(ln, la, dev);
   return steps_tiled<C, StepTileSmall, WT>(ln, la, dev);

@@ -277,6 +277,10 @@ class Launcher {
   rnncore::Status launch_cooperative(const rnncore::gpu::Dims& d, const typename K::Args& host, const typename K::Args* dev,
                                      int arg) {
     if (!same_args<K>(host, dev)) return rnncore::Status::device;
+    if (refuse_cooperative) {  // as a runtime that refuses the launch (MPS): nothing runs
+      ++refused[K::name()];
+      return rnncore::Status::unsupported;
+    }
     return run<K>(d, *dev, arg, true);
   }
   rnncore::Status copy_to_device(void* dst, const void* src, std::size_t bytes) {
@@ -293,6 +297,10 @@ class Launcher {
 
   /// Launches per kernel name since construction.
   std::map<std::string, int> launches;
+  /// Refuse every cooperative launch as a runtime that does not allow them (e.g. under MPS) does.
+  bool refuse_cooperative = false;
+  /// Cooperative launches refused per kernel name.
+  std::map<std::string, int> refused;
   /// Problems a GPU would have reported (empty when all launches were valid).
   std::vector<std::string> errors;
 

@@ -31,6 +31,7 @@ struct EmuConfig {
   int blocks_per_sm = 2;
   std::int64_t smem = 48 * 1024;
   int persist_threads = 64;
+  bool refuse_cooperative = false;  ///< the runtime refuses cooperative launches (MPS)
 };
 
 std::string describe(const EmuConfig& c) {
@@ -83,6 +84,7 @@ Status run_emulated(const StackSpec& stack, const PlanOptions& opt, const EmuCon
   std::memset(packed.ptr, 0xff, p.packed_bytes);
   std::memset(ws.ptr, 0xff, p.ws.total);
   emu::Launcher ln(g.facts, cfg.blocks_per_sm);
+  ln.refuse_cooperative = cfg.refuse_cooperative;
   Status s = gpu::pack(ln, p, g, canonical.data(), packed.ptr);
   if (s == Status::ok) {
     const LayerSpec& last = stack.layers[stack.num_layers - 1];
@@ -635,4 +637,33 @@ TEST_CASE("a GPU forward refuses a packed buffer of another layout or weight typ
   emu::Launcher ln(gpu::get_gpu_plan(plans[0]).facts, cfg.blocks_per_sm);
   CHECK(gpu::forward(ln, plans[0], gpu::get_gpu_plan(plans[0]), raw.ptr, ws.ptr, a) == Status::weights_not_packed);
   CHECK(ln.launches.empty());
+}
+
+TEST_CASE("a refused cooperative launch falls back to the per-step kernels") {
+  // Plans made for the persistent kernel, run where the runtime refuses cooperative launches (as
+  // under MPS): the same results as the reference, from the per-step kernels, for every cell.
+  Rng rng(31);
+  for (Mode mode : {Mode::lstm, Mode::gru, Mode::rnn_tanh}) {
+    for (bool reset_before : {false, true}) {
+      if (reset_before && mode != Mode::gru) continue;
+      Case c;
+      c.stack.input_size = 6;
+      c.stack.num_layers = 2;
+      c.stack.layers[0] = layer(mode, 10, true, {});
+      c.stack.layers[1] = layer(mode, 7, false, {});
+      if (reset_before) c.stack.layers[0].gru_variant = GruVariant::reset_before;
+      c.T = 5;
+      c.B = 3;
+      EmuConfig cfg = config(32, gpu::Recurrence::persistent);
+      std::map<std::string, int> launches;
+      check_case(c, cfg, rng.next(), &launches);
+      REQUIRE(count_prefix(launches, "persistent") > 0);  // the plan does choose the persistent kernel
+      REQUIRE(count_prefix(launches, "step_tiled") == 0);
+      cfg.refuse_cooperative = true;
+      launches.clear();
+      check_case(c, cfg, rng.next(), &launches);
+      CHECK(count_prefix(launches, "persistent") == 0);
+      CHECK(count_prefix(launches, "step_tiled") > 0);
+    }
+  }
 }
