@@ -12,6 +12,8 @@
 //   rnncore_gpu_grid_sync()         grid-wide barrier of a cooperative launch
 //   rnncore_gpu_load_coherent(p)    a load that sees other blocks' stores after a grid barrier
 //   RNNCORE_GPU_DYNAMIC_SMEM(name)  declares the dynamic shared-memory array
+//   RNNCORE_GPU_ARGS_BY_VALUE       1: kernels take their argument block by value, marked
+//                                   RNNCORE_GPU_GRID_CONSTANT; 0: a pointer to a device copy
 //   rnncore_gpu_smem_optin(...)     the largest dynamic shared memory one block may request
 //   rnncore_gpu_arch_name(...)      "sm_90", "gfx90a", ... for messages
 #ifndef RNNCORE_HIP_GPU_COMPAT_HPP
@@ -35,6 +37,8 @@ typedef cudaFuncAttribute hipFuncAttribute;
 typedef cudaMemcpyKind hipMemcpyKind;
 
 #define hipSuccess cudaSuccess
+#define hipErrorCooperativeLaunchTooLarge cudaErrorCooperativeLaunchTooLarge
+#define hipErrorNotSupported cudaErrorNotSupported
 #define hipMemcpyHostToDevice cudaMemcpyHostToDevice
 #define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
 #define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
@@ -59,6 +63,8 @@ typedef cudaMemcpyKind hipMemcpyKind;
 #define hipMemcpyAsync cudaMemcpyAsync
 #define hipMemsetAsync cudaMemsetAsync
 #define hipStreamSynchronize cudaStreamSynchronize
+#define hipStreamCreateWithFlags cudaStreamCreateWithFlags
+#define hipStreamNonBlocking cudaStreamNonBlocking
 #define hipEventCreate cudaEventCreate
 #define hipEventDestroy cudaEventDestroy
 #define hipEventRecord cudaEventRecord
@@ -72,6 +78,11 @@ typedef cudaMemcpyKind hipMemcpyKind;
 #define RNNCORE_GPU_WARP_SIZE 32
 
 #define RNNCORE_GPU_DYNAMIC_SMEM(name) extern __shared__ __align__(16) float name[]
+
+/// Kernel argument blocks by value in the parameter space, __grid_constant__ (CUDA 11.7+, sm_70+):
+/// read in place, also through a dynamic index, with no per-thread copy (hip/rnn_launch.hpp).
+#define RNNCORE_GPU_ARGS_BY_VALUE 1
+#define RNNCORE_GPU_GRID_CONSTANT __grid_constant__
 
 /// Butterfly exchange: the value of lane (this lane ^ mask). All lanes of the warp take part.
 __device__ __forceinline__ float rnncore_gpu_shfl_xor(float v, int mask) {
@@ -119,6 +130,12 @@ inline hipError_t rnncore_gpu_device_name(int device, char* out, std::size_t cap
 #endif
 
 #define RNNCORE_GPU_DYNAMIC_SMEM(name) extern __shared__ __attribute__((aligned(16))) float name[]
+
+/// hipcc (ROCm 5.2, LLVM 14) copies a by-value aggregate kernel argument into private memory
+/// (scratch) when the body indexes it dynamically, and has no __grid_constant__: kernels take a
+/// pointer to a copy of the block in device memory instead (hip/rnn_launch.hpp).
+#define RNNCORE_GPU_ARGS_BY_VALUE 0
+#define RNNCORE_GPU_GRID_CONSTANT
 
 __device__ inline float rnncore_gpu_shfl_xor(float v, int mask) { return __shfl_xor(v, mask, RNNCORE_GPU_WARP_SIZE); }
 __device__ inline void rnncore_gpu_grid_sync() { cooperative_groups::this_grid().sync(); }

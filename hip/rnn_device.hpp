@@ -2,7 +2,8 @@
 // hip/gpu_compat.hpp) and the host C++ compiler (tests/gpu/emulator.hpp runs them on the CPU).
 //
 // Every kernel is a struct with
-//   using Args = ...;                                   its by-value argument block
+//   using Args = ...;                                   its argument block (in device memory; the
+//                                                       kernel receives a pointer to it)
 //   template <class Exec> RNNCORE_HD static void run(const Exec& ex, const Args& a, int arg, float* smem);
 // `Exec` is the only way a kernel body reaches the machine: block and thread indices, __syncthreads
 // (ex.sync), the grid barrier of a cooperative launch (ex.grid_sync), warp shuffles (ex.shfl_xor)
@@ -28,6 +29,7 @@
 #include <stdint.h>
 
 #include "rnncore/philox.h"
+#include "src/internal/half.hpp"
 
 /// GPU compilers: inline the cell epilogue into the kernels and unroll loops over register arrays,
 /// so that accumulators never take the address of a stack copy. (Host compilers decide alone.)
@@ -81,8 +83,9 @@ RNNCORE_HD inline F4 load4(const float* p) { return *reinterpret_cast<const F4*>
 // ------------------------------------------------------------------------------------ weight storage
 
 /// Storage types of W and R (PlanOptions::weight_dtype): f32, or IEEE binary16 / bfloat16 bits.
-/// Products and sums stay f32; only loads convert. Conversions are exact bit manipulation (the
-/// same results from every compiler), round-to-nearest-even when packing.
+/// Products and sums stay f32; only loads convert. The conversions are the library's own
+/// (src/internal/half.hpp, host and device): exact bit manipulation, the same results from every
+/// compiler, round-to-nearest-even when packing.
 struct WeightF16 {
   uint16_t bits;
 };
@@ -91,32 +94,9 @@ struct WeightBF16 {
 };
 enum WeightId : int { kWeightF32 = 0, kWeightF16 = 1, kWeightBF16 = 2 };
 
-RNNCORE_HD inline float bits_to_float(uint32_t u) {
-  union {
-    uint32_t u;
-    float f;
-  } c;
-  c.u = u;
-  return c.f;
-}
-RNNCORE_HD inline uint32_t float_to_bits(float f) {
-  union {
-    float f;
-    uint32_t u;
-  } c;
-  c.f = f;
-  return c.u;
-}
-
 RNNCORE_HD inline float to_float(float w) { return w; }
-RNNCORE_HD inline float to_float(WeightBF16 w) { return bits_to_float(static_cast<uint32_t>(w.bits) << 16); }
-RNNCORE_HD inline float to_float(WeightF16 w) {
-  const uint32_t sign = static_cast<uint32_t>(w.bits & 0x8000u) << 16, exp = (w.bits >> 10) & 0x1fu, mant = w.bits & 0x3ffu;
-  if (exp == 0x1fu) return bits_to_float(sign | 0x7f800000u | (mant << 13));  // inf, nan
-  if (exp != 0) return bits_to_float(sign | ((exp + 112u) << 23) | (mant << 13));
-  const float v = static_cast<float>(mant) * (1.0f / 16777216.0f);  // subnormal (or zero): mant · 2^-24, exact
-  return sign != 0 ? -v : v;
-}
+RNNCORE_HD inline float to_float(WeightBF16 w) { return detail::bf16_to_f32(w.bits); }
+RNNCORE_HD inline float to_float(WeightF16 w) { return detail::f16_to_f32(w.bits); }
 
 /// f32 → storage type, round to nearest even (NaN stays NaN, overflow goes to inf).
 template <class WT>
@@ -127,28 +107,11 @@ RNNCORE_HD inline float from_float<float>(float f) {
 }
 template <>
 RNNCORE_HD inline WeightBF16 from_float<WeightBF16>(float f) {
-  const uint32_t u = float_to_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return WeightBF16{static_cast<uint16_t>((u >> 16) | 0x40u)};
-  return WeightBF16{static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)};
+  return WeightBF16{detail::f32_to_bf16(f)};
 }
 template <>
 RNNCORE_HD inline WeightF16 from_float<WeightF16>(float f) {
-  const uint32_t u = float_to_bits(f), abs = u & 0x7fffffffu;
-  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
-  if (abs > 0x7f800000u) return WeightF16{static_cast<uint16_t>(sign | 0x7e00u)};
-  if (abs >= 0x477ff000u) return WeightF16{static_cast<uint16_t>(sign | 0x7c00u)};
-  if (abs < 0x38800000u) {  // below the smallest normal half: subnormal or zero
-    if (abs < 0x33000000u) return WeightF16{sign};
-    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-    const int shift = 126 - static_cast<int>(abs >> 23);  // 14..24
-    uint32_t q = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (q & 1u))) ++q;
-    return WeightF16{static_cast<uint16_t>(sign | q)};
-  }
-  uint32_t r = abs - 0x38000000u;  // rebias the exponent 127 → 15
-  r = (r + 0xfffu + ((r >> 13) & 1u)) >> 13;
-  return WeightF16{static_cast<uint16_t>(sign | r)};
+  return WeightF16{detail::f32_to_f16(f)};
 }
 
 /// Four consecutive weights (16-byte aligned for f32, 8-byte for the 16-bit types) as floats.

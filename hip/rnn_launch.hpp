@@ -30,11 +30,28 @@ struct DeviceExec {
 
 /// Every rnncore kernel: K's body with the device Exec and the dynamic shared memory. Profilers
 /// show the body's name as the template argument (f32_lstm_recurrence_persistent<8>, ...).
+/// The argument block (LayerArgs is 2 KiB) must never be copied into private memory, which is
+/// what a by-value block that a body indexes with blockIdx.z (a.dir[bz]) becomes under hipcc
+/// (2 KiB of scratch per lane on gfx90a). How that is avoided is the vendor's (gpu_compat.hpp):
+///  - NVIDIA (RNNCORE_GPU_ARGS_BY_VALUE): by value, __grid_constant__: read in place from the
+///    parameter bank, also with a dynamic index, and re-readable at any point;
+///  - AMD: a const __restrict__ pointer to the copy that hip/rnn_plan.hpp made in the workspace
+///    or the packed buffer: uniform scalar loads (s_load).
+/// (A pointer on NVIDIA too was measured: ptxas then spills values loaded through it around calls
+/// in 37 instead of 11 kernels on sm_90; docs/gpu.md, "Kernel arguments".)
+#if RNNCORE_GPU_ARGS_BY_VALUE
 template <class K>
-__global__ void __launch_bounds__(K::kMaxThreads) rnncore_kernel(typename K::Args args, int arg) {
+__global__ void __launch_bounds__(K::kMaxThreads) rnncore_kernel(RNNCORE_GPU_GRID_CONSTANT const typename K::Args args, int arg) {
   RNNCORE_GPU_DYNAMIC_SMEM(rnncore_smem);
   K::run(DeviceExec(), args, arg, rnncore_smem);
 }
+#else
+template <class K>
+__global__ void __launch_bounds__(K::kMaxThreads) rnncore_kernel(const typename K::Args* __restrict__ args, int arg) {
+  RNNCORE_GPU_DYNAMIC_SMEM(rnncore_smem);
+  K::run(DeviceExec(), *args, arg, rnncore_smem);
+}
+#endif
 
 /// Above this, a kernel must opt in to more dynamic shared memory (NVIDIA; harmless on AMD).
 constexpr std::size_t kDefaultSmemLimit = 48 * 1024;
@@ -50,13 +67,32 @@ inline Status runtime_error(hipError_t e, const char* what, const char* detail =
     if (rnncore_e_ != hipSuccess) return ::rnncore::gpu::runtime_error(rnncore_e_, (what), (detail)); \
   } while (0)
 
+/// Raises K's dynamic shared-memory limit on the current device to the device's opt-in maximum,
+/// once per (kernel, device) in the process (hip/rnn_plan.hpp, raise_smem_limit_once): never to a
+/// plan's own size, which another thread's larger plan may exceed.
+template <class K>
+Status raise_smem_limit() {
+  int device = 0;
+  RNNCORE_GPU_CHECK(hipGetDevice(&device), "device query", "");
+  const auto query = [](int dev, int* bytes) -> Status {
+    RNNCORE_GPU_CHECK(rnncore_gpu_smem_optin(dev, bytes), "device query", "");
+    return Status::ok;
+  };
+  const auto set = [](int, int bytes) -> Status {
+    RNNCORE_GPU_CHECK(hipFuncSetAttribute(reinterpret_cast<const void*>(&rnncore_kernel<K>),
+                                          hipFuncAttributeMaxDynamicSharedMemorySize, bytes),
+                      "shared memory opt-in of", K::name());
+    return Status::ok;
+  };
+  return raise_smem_limit_once<K>(device, query, set);
+}
+
 /// Occupancy of a kernel at a block size and dynamic shared memory (opting in where needed).
 template <class K>
 int blocks_per_multiprocessor(int threads, std::size_t smem) {
   const void* fn = reinterpret_cast<const void*>(&rnncore_kernel<K>);
   if (threads > K::kMaxThreads) return 0;
-  if (smem > kDefaultSmemLimit &&
-      hipFuncSetAttribute(fn, hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) != hipSuccess) {
+  if (smem > kDefaultSmemLimit && raise_smem_limit<K>() != Status::ok) {
     (void)hipGetLastError();
     return 0;
   }
@@ -68,28 +104,57 @@ int blocks_per_multiprocessor(int threads, std::size_t smem) {
   return n;
 }
 
+/// Whether a cooperative launch failed because the runtime refuses cooperative launches here
+/// (not supported, e.g. under MPS or on a device without the attribute) or
+/// because fewer blocks can be co-resident now than at plan time. Other errors are real errors.
+inline bool cooperative_refused(hipError_t e) {
+  return e == hipErrorCooperativeLaunchTooLarge || e == hipErrorNotSupported;
+}
+
 /// Launches kernels on one stream. `synchronous` (packing) makes finish() wait for the stream.
 class DeviceLauncher {
  public:
-  DeviceLauncher(hipStream_t stream, bool synchronous) : stream_(stream), synchronous_(synchronous) {}
+  /// `read_stream`: where copy_to_host runs (a non-blocking stream of the device, so that reading
+  /// the packed header neither waits for nor orders the run's stream); null: the legacy stream.
+  DeviceLauncher(hipStream_t stream, bool synchronous, hipStream_t read_stream = nullptr)
+      : stream_(stream), read_stream_(read_stream), synchronous_(synchronous) {}
+
+  /// Whether kernels take a pointer to the argument block's device copy (else the block by value).
+  static constexpr bool kArgsInDeviceMemory = !RNNCORE_GPU_ARGS_BY_VALUE;
 
   template <class K>
-  Status launch(const Dims& d, const typename K::Args& a, int arg) {
+  Status launch(const Dims& d, const typename K::Args& host, const typename K::Args* dev, int arg) {
     RNNCORE_RETURN_IF_ERROR(prepare<K>(d));
-    rnncore_kernel<K><<<dim3(d.gx, d.gy, d.gz), dim3(d.block), d.smem, stream_>>>(a, arg);
+#if RNNCORE_GPU_ARGS_BY_VALUE
+    (void)dev;
+    rnncore_kernel<K><<<dim3(d.gx, d.gy, d.gz), dim3(d.block), d.smem, stream_>>>(host, arg);
+#else
+    (void)host;
+    rnncore_kernel<K><<<dim3(d.gx, d.gy, d.gz), dim3(d.block), d.smem, stream_>>>(dev, arg);
+#endif
     RNNCORE_GPU_CHECK(hipGetLastError(), "launch of", K::name());
     return Status::ok;
   }
 
   template <class K>
-  Status launch_cooperative(const Dims& d, const typename K::Args& a, int arg) {
+  Status launch_cooperative(const Dims& d, const typename K::Args& host, const typename K::Args* dev, int arg) {
     RNNCORE_RETURN_IF_ERROR(prepare<K>(d));
-    typename K::Args args = a;
+#if RNNCORE_GPU_ARGS_BY_VALUE
+    (void)dev;
+    typename K::Args args = host;
+#else
+    (void)host;
+    const typename K::Args* args = dev;
+#endif
     void* params[] = {&args, &arg};
-    RNNCORE_GPU_CHECK(hipLaunchCooperativeKernel(reinterpret_cast<const void*>(&rnncore_kernel<K>), dim3(d.gx, d.gy, d.gz),
-                                                 dim3(d.block), params, static_cast<unsigned int>(d.smem), stream_),
-                      "cooperative launch of", K::name());
-    return Status::ok;
+    const hipError_t e = hipLaunchCooperativeKernel(reinterpret_cast<const void*>(&rnncore_kernel<K>), dim3(d.gx, d.gy, d.gz),
+                                                    dim3(d.block), params, static_cast<unsigned int>(d.smem), stream_);
+    if (e == hipSuccess) return Status::ok;
+    if (cooperative_refused(e)) {  // nothing was queued; the schedule runs the per-step kernels instead
+      (void)hipGetLastError();     // not a sticky error: clear it so that later checks do not see it
+      return Status::unsupported;
+    }
+    return runtime_error(e, "cooperative launch of", K::name());
   }
 
   Status copy_to_device(void* dst, const void* src, std::size_t bytes) {
@@ -98,6 +163,11 @@ class DeviceLauncher {
   }
   Status copy_to_device_async(void* dst, const void* src, std::size_t bytes) {
     RNNCORE_GPU_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyHostToDevice, stream_), "copy to the device", "");
+    return Status::ok;
+  }
+  Status copy_to_host(void* dst, const void* src, std::size_t bytes) {
+    RNNCORE_GPU_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToHost, read_stream_), "copy to the host", "");
+    RNNCORE_GPU_CHECK(hipStreamSynchronize(read_stream_), "copy to the host", "");
     return Status::ok;
   }
   Status zero_async(void* dst, std::size_t bytes) {
@@ -115,14 +185,12 @@ class DeviceLauncher {
   Status prepare(const Dims& d) {
     RNNCORE_ENSURE(d.block > 0 && d.block <= static_cast<std::uint32_t>(K::kMaxThreads), Status::internal,
                    "gpu: %s launched with %u threads (bound %d)", K::name(), d.block, K::kMaxThreads);
-    if (d.smem > kDefaultSmemLimit)
-      RNNCORE_GPU_CHECK(hipFuncSetAttribute(reinterpret_cast<const void*>(&rnncore_kernel<K>),
-                                            hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(d.smem)),
-                        "shared memory opt-in of", K::name());
+    if (d.smem > kDefaultSmemLimit) RNNCORE_RETURN_IF_ERROR(raise_smem_limit<K>());
     return Status::ok;
   }
 
   hipStream_t stream_;
+  hipStream_t read_stream_;
   bool synchronous_;
 };
 

@@ -6,16 +6,26 @@
 // tests check these schedules, offsets and grids exactly as the GPU runs them.
 //
 // A Launcher provides:
-//   template <class K> Status launch(const Dims&, const typename K::Args&, int arg);
-//   template <class K> Status launch_cooperative(const Dims&, const typename K::Args&, int arg);
+//   template <class K> Status launch(const Dims&, const typename K::Args& host, const typename K::Args* dev, int arg);
+//   template <class K> Status launch_cooperative(const Dims&, const typename K::Args& host, const typename K::Args* dev, int arg);
+//       Status::unsupported when the runtime refuses the cooperative launch itself (not supported
+//       here, e.g. under MPS, or more blocks than can be co-resident now): nothing was queued
+//   static constexpr bool kArgsInDeviceMemory;  // whether kernels read `dev` (else `host` is passed by value)
+// `host` is the argument block on the host; `dev`, when kArgsInDeviceMemory, its copy in device
+// memory (the workspace or the packed buffer) that a copy on the same stream filled before the
+// launch. Which one a kernel receives is the vendor's choice (hip/gpu_compat.hpp,
+// RNNCORE_GPU_ARGS_BY_VALUE; see LayerArgBlock).
 //   Status copy_to_device(void* dst, const void* src, size_t bytes);        // synchronous (packing)
 //   Status copy_to_device_async(void* dst, const void* src, size_t bytes);  // on the run's stream
+//   Status copy_to_host(void* dst, const void* src, size_t bytes);  // synchronous, of memory already
+//                                                                   // written (the packed header)
 //   Status zero_async(void* dst, size_t bytes);                             // on the run's stream
 //   Status finish(const char* what);  // packing: wait and check; forward: check launches (no wait)
 #ifndef RNNCORE_HIP_RNN_PLAN_HPP
 #define RNNCORE_HIP_RNN_PLAN_HPP
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -35,9 +45,18 @@ static_assert(static_cast<int>(simd::Cell::lstm) == kLstm && static_cast<int>(si
                   static_cast<int>(simd::Cell::rnn_tanh) == kRnnTanh && static_cast<int>(simd::Cell::rnn_relu) == kRnnRelu,
               "cell numbering");
 
-// Kernel arguments are passed by value; 4 KiB is the portable limit.
-static_assert(sizeof(LayerArgs) <= 4000 && sizeof(PackArgs) <= 4000 && sizeof(InterLayerArgs) <= 4000,
-              "kernel argument blocks must stay under the launch parameter limit");
+/// The argument blocks of one layer of a forward run. forward() fills one per layer on the host;
+/// where the launcher passes kernels a pointer (AMD), it copies them into the workspace
+/// (GpuPlan::ws_args) with one asynchronous copy per run, before the run's first launch. A
+/// by-value block of 2 KiB is copied into private memory (scratch) by hipcc whenever a kernel
+/// indexes its `dir` array with the block index; nvcc reads it in place when it is marked
+/// __grid_constant__ (docs/gpu.md, "Kernel arguments").
+struct LayerArgBlock {
+  LayerArgs layer;
+  InterLayerArgs inter;
+};
+static_assert(std::is_trivially_copyable<LayerArgBlock>::value && std::is_trivially_copyable<PackArgs>::value,
+              "argument blocks are copied to the device as bytes");
 
 /// Batch buckets of the persistent kernel: MAXB of the instance that runs a batch B is the
 /// smallest bucket ≥ B.
@@ -73,6 +92,8 @@ struct GpuPlan {
   std::uint64_t staging_bytes;
   std::uint64_t ws_lengths;      ///< workspace offset of the device copy of seq_lengths [B]
   std::uint64_t ws_row_ids;      ///< ... of row_ids [B]
+  std::uint64_t ws_args;         ///< workspace offset of the run's LayerArgBlock [layers]
+  std::uint64_t pack_args;       ///< packed-buffer offset of the PackArgs of the (layer, direction) being packed
   /// Units per block of the persistent kernel per layer and batch bucket; 0: that bucket does not
   /// fit (shared memory or co-residency) and the per-step kernel runs instead.
   std::int16_t persist_units[kMaxLayers][kBucketCount];
@@ -93,6 +114,29 @@ struct Dims {
   std::uint32_t gx = 1, gy = 1, gz = 1, block = 1;
   std::size_t smem = 0;
 };
+
+/// Devices for which the backend remembers per-kernel settings (more are served, uncached).
+constexpr int kMaxDevices = 64;
+
+/// A kernel's dynamic shared-memory limit (cudaFuncAttributeMaxDynamicSharedMemorySize) is one
+/// value per (kernel, device) for the whole process. Setting it per launch to that launch's size
+/// let two host threads with different plans race: one lowered it between another's setting and
+/// its launch, which then failed. Instead it is raised once per (Tag = kernel, device) to the
+/// device's opt-in maximum: `query_max(device, &bytes)` then `set(device, bytes)`, both returning
+/// Status. Every caller sets the same value, so the limit never decreases once raised, and
+/// threads that race through the first call only set it twice to that value. Launches still ask
+/// for the plan's own size; the limit only allows it.
+template <class Tag, class Query, class Set>
+Status raise_smem_limit_once(int device, Query query_max, Set set) {
+  static std::atomic<int> raised[kMaxDevices];  // zero-initialised (static storage)
+  const bool cached = device >= 0 && device < kMaxDevices;
+  if (cached && raised[device].load(std::memory_order_acquire) != 0) return Status::ok;
+  int bytes = 0;
+  RNNCORE_RETURN_IF_ERROR(query_max(device, &bytes));
+  RNNCORE_RETURN_IF_ERROR(set(device, bytes));
+  if (cached) raised[device].store(1, std::memory_order_release);
+  return Status::ok;
+}
 
 /// What the GPU kernels cannot do, as a plan-time error.
 inline Status check_supported(const StackSpec& st, const PlanOptions& options) {
@@ -189,6 +233,7 @@ inline void compute_layout(detail::PlanImpl* p, GpuPlan* g) {
     lstm = lstm || lp.mode == Mode::lstm;
     reset_before = reset_before || lp.cell == simd::Cell::gru_reset_before;
   }
+  g->pack_args = packed.take(1, sizeof(PackArgs));
   g->staging = packed.take(staging, 4);
   g->staging_bytes = staging * 4;
   p->packed_bytes = static_cast<std::size_t>(packed.size());
@@ -211,6 +256,7 @@ inline void compute_layout(detail::PlanImpl* p, GpuPlan* g) {
   if (st.num_layers > 2) w.layer_out[1] = ws.take(inner_out, 4);
   g->ws_lengths = ws.take(B, 4);
   g->ws_row_ids = ws.take(B, 4);
+  g->ws_args = ws.take(static_cast<std::uint64_t>(st.num_layers), sizeof(LayerArgBlock));
   w.total = static_cast<std::size_t>(ws.size());
   if (packed.overflow() || ws.overflow()) w.total = ~std::size_t{0};
 }
@@ -289,61 +335,66 @@ Dims step_dims(const LayerArgs& la) {
   return d;
 }
 
+// `la` is the host copy of a layer's arguments (grids are computed from it), `dev` its device copy.
 template <int C, class Tile, class WT, class L>
-Status steps_tiled(L& ln, const LayerArgs& la) {
+Status steps_tiled(L& ln, const LayerArgs& la, const LayerArgs* dev) {
   if constexpr (C == kGruResetBefore) {
     using P1 = f32_rnn_step_tiled<C, 0, 2, 1, Tile, WT>;
     using P2 = f32_rnn_step_tiled<C, 2, 1, 2, Tile, WT>;
     const Dims d1 = step_dims<Tile, P1>(la), d2 = step_dims<Tile, P2>(la);
     for (int s = 0; s < la.steps; ++s) {
-      RNNCORE_RETURN_IF_ERROR(ln.template launch<P1>(d1, la, s));
-      RNNCORE_RETURN_IF_ERROR(ln.template launch<P2>(d2, la, s));
+      RNNCORE_RETURN_IF_ERROR(ln.template launch<P1>(d1, la, dev, s));
+      RNNCORE_RETURN_IF_ERROR(ln.template launch<P2>(d2, la, dev, s));
     }
   } else {
     using K = f32_rnn_step_tiled<C, 0, cell_gates(C), 0, Tile, WT>;
     const Dims d = step_dims<Tile, K>(la);
-    for (int s = 0; s < la.steps; ++s) RNNCORE_RETURN_IF_ERROR(ln.template launch<K>(d, la, s));
+    for (int s = 0; s < la.steps; ++s) RNNCORE_RETURN_IF_ERROR(ln.template launch<K>(d, la, dev, s));
   }
   return Status::ok;
 }
 
 template <int C, int MAXB, class WT, class L>
-Status persistent(L& ln, const GpuPlan& g, const LayerArgs& la, int units) {
+Status persistent(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs* dev, int units) {
   using K = f32_rnn_recurrence_persistent<C, MAXB, WT>;
   Dims d;
   d.gx = static_cast<std::uint32_t>((la.hidden + units - 1) / units);
   d.gz = static_cast<std::uint32_t>(la.dirs);
   d.block = static_cast<std::uint32_t>(g.persist_threads);
   d.smem = persistent_smem_bytes(cell_gates(C), MAXB, units, la.hidden_stride, la.batch, sizeof(WT));
-  return ln.template launch_cooperative<K>(d, la, units);
+  return ln.template launch_cooperative<K>(d, la, dev, units);
 }
 
 template <int C, class WT, class L>
-Status recurrence(L& ln, const GpuPlan& g, const LayerArgs& la, int layer) {
+Status recurrence(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs* dev, int layer) {
   const int units = persistent_units(g, layer, la.batch);
   if (units > 0) {
+    Status s = Status::internal;
     switch (bucket_index(la.batch)) {
-      case 0: return persistent<C, 1, WT>(ln, g, la, units);
-      case 1: return persistent<C, 2, WT>(ln, g, la, units);
-      case 2: return persistent<C, 4, WT>(ln, g, la, units);
-      case 3: return persistent<C, 8, WT>(ln, g, la, units);
-      case 4: return persistent<C, 16, WT>(ln, g, la, units);
-      case 5: return persistent<C, 32, WT>(ln, g, la, units);
-      default: return persistent<C, 64, WT>(ln, g, la, units);
+      case 0: s = persistent<C, 1, WT>(ln, g, la, dev, units); break;
+      case 1: s = persistent<C, 2, WT>(ln, g, la, dev, units); break;
+      case 2: s = persistent<C, 4, WT>(ln, g, la, dev, units); break;
+      case 3: s = persistent<C, 8, WT>(ln, g, la, dev, units); break;
+      case 4: s = persistent<C, 16, WT>(ln, g, la, dev, units); break;
+      case 5: s = persistent<C, 32, WT>(ln, g, la, dev, units); break;
+      default: s = persistent<C, 64, WT>(ln, g, la, dev, units); break;
     }
+    // A refused cooperative launch (MPS, a device shared with other work, co-residency lower than
+    // at plan time) queued nothing: the per-step kernels below compute the same recurrence.
+    if (s != Status::unsupported) return s;
   }
-  if (use_large_tile(g, la.hidden, la.batch, la.dirs)) return steps_tiled<C, StepTileLarge, WT>(ln, la);
-  return steps_tiled<C, StepTileSmall, WT>(ln, la);
+  if (use_large_tile(g, la.hidden, la.batch, la.dirs)) return steps_tiled<C, StepTileLarge, WT>(ln, la, dev);
+  return steps_tiled<C, StepTileSmall, WT>(ln, la, dev);
 }
 
 template <class WT, class L>
-Status recurrence_of(L& ln, const GpuPlan& g, const LayerArgs& la, int layer, simd::Cell cell) {
+Status recurrence_of(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs* dev, int layer, simd::Cell cell) {
   switch (cell) {
-    case simd::Cell::lstm: return recurrence<kLstm, WT>(ln, g, la, layer);
-    case simd::Cell::gru_reset_after: return recurrence<kGruResetAfter, WT>(ln, g, la, layer);
-    case simd::Cell::gru_reset_before: return recurrence<kGruResetBefore, WT>(ln, g, la, layer);
-    case simd::Cell::rnn_tanh: return recurrence<kRnnTanh, WT>(ln, g, la, layer);
-    case simd::Cell::rnn_relu: return recurrence<kRnnRelu, WT>(ln, g, la, layer);
+    case simd::Cell::lstm: return recurrence<kLstm, WT>(ln, g, la, dev, layer);
+    case simd::Cell::gru_reset_after: return recurrence<kGruResetAfter, WT>(ln, g, la, dev, layer);
+    case simd::Cell::gru_reset_before: return recurrence<kGruResetBefore, WT>(ln, g, la, dev, layer);
+    case simd::Cell::rnn_tanh: return recurrence<kRnnTanh, WT>(ln, g, la, dev, layer);
+    case simd::Cell::rnn_relu: return recurrence<kRnnRelu, WT>(ln, g, la, dev, layer);
   }
   return Status::internal;
 }
@@ -402,6 +453,7 @@ Status pack_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const float
           ln.copy_to_device(packed + g.staging, canonical + begin, static_cast<std::size_t>(count) * sizeof(float)));
       const detail::DirectionPack& dp = lp.dir[d];
       PackArgs a;
+      std::memset(&a, 0, sizeof a);
       a.staging = schedule::at<float>(packed, g.staging);
       a.w_at = w0 < 0 ? -1 : w0 - begin;
       a.r_at = r0 - begin;
@@ -417,8 +469,12 @@ Status pack_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const float
       a.in_pad = (lp.input_size + 3) / 4 * 4;
       a.hidden_stride = lp.hidden_stride;
       a.cell = static_cast<std::int32_t>(lp.cell);
+      // The argument block goes next to the staging area; like the staging copy, this synchronous
+      // copy waits for the previous (layer, direction)'s kernel, which read both.
+      if (L::kArgsInDeviceMemory) RNNCORE_RETURN_IF_ERROR(ln.copy_to_device(packed + g.pack_args, &a, sizeof a));
       using K = f32_rnn_pack_weights<WT>;
-      RNNCORE_RETURN_IF_ERROR(ln.template launch<K>(elementwise_dims(g, K::elements(a), 1), a, 0));
+      RNNCORE_RETURN_IF_ERROR(ln.template launch<K>(elementwise_dims(g, K::elements(a), 1), a,
+                                                    schedule::at<const PackArgs>(packed, g.pack_args), 0));
     }
   }
   return ln.finish("pack_weights");
@@ -434,6 +490,21 @@ Status pack(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const float* can
 
 // ---------------------------------------------------------------------------------- forward
 
+/// Reads the packed buffer's header back from the device and checks it as the CPU backends do: a
+/// buffer that pack_weights of this plan's layout (shapes, weight storage type, size) did not
+/// fill is refused before anything runs, never read as weights.
+template <class L>
+Status check_packed(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const unsigned char* packed) {
+  detail::PackedHeader header;
+  std::memset(&header, 0, sizeof header);
+  RNNCORE_RETURN_IF_ERROR(ln.copy_to_host(&header, packed, sizeof header));
+  static const char* const kWeights[] = {"f32", "f16", "bf16"};
+  RNNCORE_ENSURE(header.magic == detail::kPackedMagic && header.fingerprint == p.fingerprint, Status::weights_not_packed,
+                 "forward: the packed buffer was not filled by pack_weights of this plan's layout (GPU, %s weights)",
+                 kWeights[g.weights >= 0 && g.weights < 3 ? g.weights : 0]);
+  return Status::ok;
+}
+
 /// The forward pass as launches on the launcher's stream: per layer, input dropout (if any), the
 /// input projection of all steps, the initial state, the recurrence (persistent or per step, both
 /// directions in each launch), the final state, the output chain of the wrappers, and the
@@ -443,6 +514,7 @@ Status forward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const un
                     const ForwardArgs& a) {
   using schedule::at;
   auto* packed = const_cast<unsigned char*>(packed_c);  // kernels only read it
+  RNNCORE_RETURN_IF_ERROR(check_packed(ln, p, g, packed_c));
   const StackSpec& st = p.stack;
   const int B = a.batch, T = a.seq_len, layers = st.num_layers;
   const bool batch_major = a.layout == Layout::batch_major;
@@ -463,12 +535,16 @@ Status forward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const un
     row_ids = at<std::uint32_t>(ws, g.ws_row_ids);
   }
 
+  // First every layer's argument blocks on the host, then one copy of them into the workspace,
+  // then the launches, which pass the kernels pointers to those device copies.
+  LayerArgBlock host[kMaxLayers];
+  bool input_dropped[kMaxLayers] = {};
   for (int l = 0; l < layers; ++l) {
     const detail::LayerPlan& lp = p.layers[l];
     const LayerSpec& ls = st.layers[l];
     const std::int64_t I = lp.input_size, H = lp.hidden, out_w = static_cast<std::int64_t>(lp.dirs) * H;
-    LayerArgs la;
-    std::memset(&la, 0, sizeof la);
+    std::memset(&host[l], 0, sizeof host[l]);
+    LayerArgs& la = host[l].layer;
     la.gates = lp.gates;
     la.batch = B;
     la.steps = T;
@@ -507,7 +583,6 @@ Status forward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const un
       y_st = B * out_w;
       y_sb = out_w;
     }
-    bool input_dropped = false;
     for (int d = 0; d < lp.dirs; ++d) {
       DirArgs& da = la.dir[d];
       const detail::DirectionPack& dp = lp.dir[d];
@@ -540,26 +615,45 @@ Status forward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const un
         da.output[w] = schedule::to_site(detail::wrapper_mask(st, run, l, d, w, detail::MaskKind::output));
         da.state_h[w] = schedule::to_site(detail::wrapper_mask(st, run, l, d, w, detail::MaskKind::state_h));
         da.state_c[w] = schedule::to_site(detail::wrapper_mask(st, run, l, d, w, detail::MaskKind::state_c));
-        input_dropped = input_dropped || da.input[w].active;
+        input_dropped[l] = input_dropped[l] || da.input[w].active;
       }
       da.reverse = d == 1 ? 1 : 0;
+      if (input_dropped[l]) {  // the cell reads x_cell, which the input-dropout pre-pass writes
+        da.x_cell = at<float>(ws, p.ws.x_cell[d]);
+        da.x = da.x_cell;
+        da.x_st = B * I;
+        da.x_sb = I;
+      }
     }
+    const detail::Mask inter = detail::inter_layer_mask(st, run, l);
+    if (inter.active) {
+      InterLayerArgs& ia = host[l].inter;
+      ia.out = out;
+      ia.steps = T;
+      ia.batch = B;
+      ia.width = static_cast<std::int32_t>(out_w);
+      ia.row_ids = row_ids;
+      ia.step = run.step;
+      ia.mask = schedule::to_site(inter);
+    }
+  }
+  if (L::kArgsInDeviceMemory && layers > 0)
+    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + g.ws_args, host, sizeof(LayerArgBlock) * static_cast<std::size_t>(layers)));
+  const LayerArgBlock* dev = at<const LayerArgBlock>(ws, g.ws_args);
 
+  for (int l = 0; l < layers; ++l) {
+    const detail::LayerPlan& lp = p.layers[l];
+    const LayerArgs& la = host[l].layer;
+    const LayerArgs* dla = &dev[l].layer;
+    const std::int64_t I = lp.input_size, H = lp.hidden, out_w = static_cast<std::int64_t>(lp.dirs) * H;
     if (T > 0) {
-      if (input_dropped) {
-        for (int d = 0; d < lp.dirs; ++d) {
-          DirArgs& da = la.dir[d];
-          da.x_cell = at<float>(ws, p.ws.x_cell[d]);
-          da.x = da.x_cell;
-          da.x_st = B * I;
-          da.x_sb = I;
-        }
+      if (input_dropped[l]) {
         const std::int64_t items = static_cast<std::int64_t>(T) * B * ((I + 3) / 4);
-        RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_input_dropout>(elementwise_dims(g, items, lp.dirs), la, 0));
+        RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_input_dropout>(elementwise_dims(g, items, lp.dirs), la, dla, 0));
       }
       if (lp.skip_input) {
         const std::int64_t items = static_cast<std::int64_t>(T) * B * lp.gates * H;
-        RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_proj_skip>(elementwise_dims(g, items, lp.dirs), la, 0));
+        RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_proj_skip>(elementwise_dims(g, items, lp.dirs), la, dla, 0));
       } else {
         using K = f32_rnn_proj_gemm_tiled<WT>;
         Dims d;
@@ -568,34 +662,26 @@ Status forward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const un
         d.gz = static_cast<std::uint32_t>(lp.dirs);
         d.block = K::kThreads;
         d.smem = K::smem_bytes();
-        RNNCORE_RETURN_IF_ERROR(ln.template launch<K>(d, la, 0));
+        RNNCORE_RETURN_IF_ERROR(ln.template launch<K>(d, la, dla, 0));
       }
     }
     RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_state_init>(
-        elementwise_dims(g, static_cast<std::int64_t>(B) * lp.hidden_stride, lp.dirs), la, 0));
-    if (T > 0) RNNCORE_RETURN_IF_ERROR(schedule::recurrence_of<WT>(ln, g, la, l, lp.cell));
+        elementwise_dims(g, static_cast<std::int64_t>(B) * lp.hidden_stride, lp.dirs), la, dla, 0));
+    if (T > 0) RNNCORE_RETURN_IF_ERROR(schedule::recurrence_of<WT>(ln, g, la, dla, l, lp.cell));
     if (a.hy != nullptr || (a.cy != nullptr && lp.mode == Mode::lstm))
       RNNCORE_RETURN_IF_ERROR(
-          ln.template launch<f32_rnn_state_final>(elementwise_dims(g, static_cast<std::int64_t>(B) * H, lp.dirs), la, 0));
+          ln.template launch<f32_rnn_state_final>(elementwise_dims(g, static_cast<std::int64_t>(B) * H, lp.dirs), la, dla, 0));
     if (T > 0 && lp.output_chain) {
       const std::int64_t items = static_cast<std::int64_t>(T) * B * ((H + 3) / 4);
-      RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_output_chain>(elementwise_dims(g, items, lp.dirs), la, 0));
+      RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_output_chain>(elementwise_dims(g, items, lp.dirs), la, dla, 0));
     }
     if (a.cy != nullptr && lp.mode != Mode::lstm)  // a layer without cell state reports c = 0
       RNNCORE_RETURN_IF_ERROR(ln.zero_async(static_cast<unsigned char*>(a.cy) + static_cast<std::size_t>(state_offset(st, B, l, 0)) * sizeof(float),
                                             static_cast<std::size_t>(out_w) * B * sizeof(float)));
-    const detail::Mask inter = detail::inter_layer_mask(st, run, l);
-    if (inter.active && T > 0) {
-      InterLayerArgs ia;
-      ia.out = out;
-      ia.steps = T;
-      ia.batch = B;
-      ia.width = static_cast<std::int32_t>(out_w);
-      ia.row_ids = row_ids;
-      ia.step = run.step;
-      ia.mask = schedule::to_site(inter);
+    if (host[l].inter.mask.active && T > 0) {
       const std::int64_t items = static_cast<std::int64_t>(T) * B * ((out_w + 3) / 4);
-      RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_inter_layer_dropout>(elementwise_dims(g, items, 1), ia, 0));
+      RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_inter_layer_dropout>(elementwise_dims(g, items, 1), host[l].inter,
+                                                                                      &dev[l].inter, 0));
     }
   }
   return ln.finish("forward");

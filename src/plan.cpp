@@ -51,21 +51,29 @@ std::uint64_t fnv1a(std::uint64_t h, std::int64_t v) {
   return h;
 }
 
+}  // namespace
+
+// Identifies the packed buffer's layout: the stack's shapes, the backend and how it stores the
+// weights (the SIMD panels' vector width and type, the GPU's weight storage type), training, and
+// the buffer's size (which the GPU layout's padding and storage type determine).
 std::uint64_t packed_fingerprint(const PlanImpl& p) {
   std::uint64_t h = 0xcbf29ce484222325ull;
   for (std::int64_t v : {std::int64_t(p.stack.input_size), std::int64_t(p.stack.num_layers), std::int64_t(p.stack.dtype),
                          std::int64_t(p.backend), std::int64_t(p.vector), std::int64_t(p.weights), std::int64_t(p.bf16_pairs),
-                         std::int64_t(p.options.training)})
+                         std::int64_t(p.options.training), std::int64_t(p.options.weight_dtype),
+                         static_cast<std::int64_t>(p.packed_bytes)})
     h = fnv1a(h, v);
   for (int l = 0; l < p.stack.num_layers; ++l) {
     const LayerPlan& lp = p.layers[l];
     for (std::int64_t v : {std::int64_t(lp.mode), std::int64_t(lp.gru_variant), std::int64_t(lp.hidden),
                            std::int64_t(lp.dirs), std::int64_t(lp.skip_input), std::int64_t(lp.out),
-                           std::int64_t(p.stack.layers[l].peepholes)})
+                           std::int64_t(p.stack.layers[l].peepholes), std::int64_t(lp.hidden_stride)})
       h = fnv1a(h, v);
   }
   return h;
 }
+
+namespace {
 
 // out = a + b, truncated to fit. Not snprintf: firmware builds link no printf (newlib-nano's needs malloc).
 template <std::size_t N>

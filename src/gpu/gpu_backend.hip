@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "hip/gpu_compat.hpp"
 #include "hip/rnn_launch.hpp"
@@ -63,6 +64,25 @@ int env_choice(const char* var, const char* const* names, int count, int fallbac
   for (int i = 0; i < count; ++i)
     if (std::strcmp(v, names[i]) == 0) return i;
   return fallback;
+}
+
+// A non-blocking stream per device, on which forward reads the packed buffer's header back
+// (gpu::check_packed): created once per device at plan time (gpu_layout), so that forward
+// allocates nothing, and never destroyed. Devices beyond kMaxDevices read on the legacy stream.
+hipStream_t g_read_stream[gpu::kMaxDevices];
+hipError_t g_read_stream_error[gpu::kMaxDevices];
+std::once_flag g_read_stream_once[gpu::kMaxDevices];
+
+// The read stream of `device` (the current device), creating it on the first call.
+Status read_stream(int device, hipStream_t* out) {
+  *out = nullptr;
+  if (device < 0 || device >= gpu::kMaxDevices) return Status::ok;
+  std::call_once(g_read_stream_once[device], [device] {
+    g_read_stream_error[device] = hipStreamCreateWithFlags(&g_read_stream[device], hipStreamNonBlocking);
+  });
+  RNNCORE_GPU_CHECK(g_read_stream_error[device], "creating a stream", "");
+  *out = g_read_stream[device];
+  return Status::ok;
 }
 
 template <int C, class WT>
@@ -137,6 +157,8 @@ Status gpu_layout(PlanImpl* p) {
   RNNCORE_ENSURE(g.magic == gpu::kGpuPlanMagic, Status::internal, "%s", "gpu_layout before gpu_select");
   DeviceScope scope(g.device);
   RNNCORE_GPU_CHECK(scope.status(), "selecting device", "");
+  hipStream_t unused = nullptr;
+  RNNCORE_RETURN_IF_ERROR(read_stream(g.device, &unused));  // made here, used by forward
   gpu::compute_layout(p, &g);
   gpu::plan_persistent(*p, &g, persistent_occupancy_of);
   gpu::set_gpu_plan(p, g);
@@ -155,7 +177,9 @@ Status gpu_forward(const PlanImpl& p, const void* packed, void* workspace, const
   const GpuPlan g = gpu::get_gpu_plan(p);
   DeviceScope scope(g.device);
   RNNCORE_GPU_CHECK(scope.status(), "selecting device", "");
-  gpu::DeviceLauncher launcher(static_cast<hipStream_t>(args.stream), false);
+  hipStream_t reads = nullptr;
+  RNNCORE_RETURN_IF_ERROR(read_stream(g.device, &reads));
+  gpu::DeviceLauncher launcher(static_cast<hipStream_t>(args.stream), false, reads);
   return gpu::forward(launcher, p, g, static_cast<const unsigned char*>(packed), static_cast<unsigned char*>(workspace),
                       args);
 }

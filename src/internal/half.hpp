@@ -1,33 +1,52 @@
-// IEEE binary16 and bfloat16 conversions (exact, round-to-nearest-even on narrowing).
+// IEEE binary16 and bfloat16 conversions (exact, round-to-nearest-even on narrowing): the one
+// definition, for the host (weights, the SIMD backend's packing, .npy files) and for GPU kernels
+// (hip/rnn_device.hpp's weight loads and packing), which include it under nvcc and hipcc. Bits move
+// between float and uint32 by memcpy on the host and the compilers' bit-cast intrinsics on the
+// device (__uint_as_float, __float_as_uint), never through a union.
 #ifndef RNNCORE_SRC_INTERNAL_HALF_HPP
 #define RNNCORE_SRC_INTERNAL_HALF_HPP
 
 #include <cstdint>
 #include <cstring>
 
+/// Host and device under nvcc / hipcc, host only otherwise (as RNNCORE_HD of rnncore/philox.h).
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define RNNCORE_HALF_HD __host__ __device__
+#else
+#define RNNCORE_HALF_HD
+#endif
+
 namespace rnncore {
 namespace detail {
 
-inline float bits_to_f32(std::uint32_t u) {
+RNNCORE_HALF_HD inline float bits_to_f32(std::uint32_t u) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+  return __uint_as_float(u);
+#else
   float f;
   std::memcpy(&f, &u, 4);
   return f;
+#endif
 }
-inline std::uint32_t f32_to_bits(float f) {
+RNNCORE_HALF_HD inline std::uint32_t f32_to_bits(float f) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+  return __float_as_uint(f);
+#else
   std::uint32_t u;
   std::memcpy(&u, &f, 4);
   return u;
+#endif
 }
 
-inline float bf16_to_f32(std::uint16_t h) { return bits_to_f32(static_cast<std::uint32_t>(h) << 16); }
+RNNCORE_HALF_HD inline float bf16_to_f32(std::uint16_t h) { return bits_to_f32(static_cast<std::uint32_t>(h) << 16); }
 
-inline std::uint16_t f32_to_bf16(float f) {
+RNNCORE_HALF_HD inline std::uint16_t f32_to_bf16(float f) {
   const std::uint32_t u = f32_to_bits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40);  // quiet NaN
   return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-inline float f16_to_f32(std::uint16_t h) {
+RNNCORE_HALF_HD inline float f16_to_f32(std::uint16_t h) {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   const std::uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
   if (exp == 0x1f) return bits_to_f32(sign | 0x7f800000u | (mant << 13));  // inf, nan
@@ -38,7 +57,7 @@ inline float f16_to_f32(std::uint16_t h) {
   return sign != 0 ? -v : v;
 }
 
-inline std::uint16_t f32_to_f16(float f) {
+RNNCORE_HALF_HD inline std::uint16_t f32_to_f16(float f) {
   const std::uint32_t u = f32_to_bits(f);
   const std::uint16_t sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
   const std::uint32_t abs = u & 0x7fffffffu;

@@ -142,6 +142,10 @@ struct PackedHeader {
 };
 
 const PlanImpl& impl(const Plan& plan);
+// The packed layout's identity (stored in the packed header, checked by forward): shapes, backend,
+// weight storage (the SIMD panels' or the GPU's), training and the buffer's size. Plan::create sets
+// PlanImpl::fingerprint to it once the layout is made.
+std::uint64_t packed_fingerprint(const PlanImpl& p);
 
 // A dropout run's parameters (DESIGN §6), resolved once per forward call.
 struct RunDropout {

@@ -264,19 +264,31 @@ class Launcher {
  public:
   Launcher(const rnncore::gpu::DeviceFacts& facts, int blocks_per_sm) : facts_(facts), blocks_per_sm_(blocks_per_sm) {}
 
+  /// Kernels read the argument block's copy in (emulated) device memory, and the launch checks
+  /// that the copy equals the host's block: a schedule that launches before copying, or copies
+  /// to the wrong place, fails here (the GPU's by-pointer path, AMD's, would read stale bytes).
+  static constexpr bool kArgsInDeviceMemory = true;
   template <class K>
-  rnncore::Status launch(const rnncore::gpu::Dims& d, const typename K::Args& a, int arg) {
-    return run<K>(d, a, arg, false);
+  rnncore::Status launch(const rnncore::gpu::Dims& d, const typename K::Args& host, const typename K::Args* dev, int arg) {
+    if (!same_args<K>(host, dev)) return rnncore::Status::device;
+    return run<K>(d, *dev, arg, false);
   }
   template <class K>
-  rnncore::Status launch_cooperative(const rnncore::gpu::Dims& d, const typename K::Args& a, int arg) {
-    return run<K>(d, a, arg, true);
+  rnncore::Status launch_cooperative(const rnncore::gpu::Dims& d, const typename K::Args& host, const typename K::Args* dev,
+                                     int arg) {
+    if (!same_args<K>(host, dev)) return rnncore::Status::device;
+    if (refuse_cooperative) {  // as a runtime that refuses the launch (MPS): nothing runs
+      ++refused[K::name()];
+      return rnncore::Status::unsupported;
+    }
+    return run<K>(d, *dev, arg, true);
   }
   rnncore::Status copy_to_device(void* dst, const void* src, std::size_t bytes) {
     std::memcpy(dst, src, bytes);
     return rnncore::Status::ok;
   }
   rnncore::Status copy_to_device_async(void* dst, const void* src, std::size_t bytes) { return copy_to_device(dst, src, bytes); }
+  rnncore::Status copy_to_host(void* dst, const void* src, std::size_t bytes) { return copy_to_device(dst, src, bytes); }
   rnncore::Status zero_async(void* dst, std::size_t bytes) {
     std::memset(dst, 0, bytes);
     return rnncore::Status::ok;
@@ -285,10 +297,20 @@ class Launcher {
 
   /// Launches per kernel name since construction.
   std::map<std::string, int> launches;
+  /// Refuse every cooperative launch as a runtime that does not allow them (e.g. under MPS) does.
+  bool refuse_cooperative = false;
+  /// Cooperative launches refused per kernel name.
+  std::map<std::string, int> refused;
   /// Problems a GPU would have reported (empty when all launches were valid).
   std::vector<std::string> errors;
 
  private:
+  template <class K>
+  bool same_args(const typename K::Args& host, const typename K::Args* dev) {
+    if (dev != nullptr && std::memcmp(&host, dev, sizeof host) == 0) return true;
+    errors.push_back(std::string(K::name()) + ": the argument block in device memory differs from the host's");
+    return false;
+  }
   template <class K>
   rnncore::Status run(const rnncore::gpu::Dims& d, const typename K::Args& a, int arg, bool cooperative) {
     ++launches[K::name()];

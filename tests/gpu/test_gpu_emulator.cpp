@@ -6,9 +6,11 @@
 // needed); tests/gpu/test_gpu_device.cpp is the same comparison on a real device.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <thread>
 
 #include "src/internal/half.hpp"
 #include "tests/gpu/emulator.hpp"
@@ -29,6 +31,7 @@ struct EmuConfig {
   int blocks_per_sm = 2;
   std::int64_t smem = 48 * 1024;
   int persist_threads = 64;
+  bool refuse_cooperative = false;  ///< the runtime refuses cooperative launches (MPS)
 };
 
 std::string describe(const EmuConfig& c) {
@@ -50,6 +53,7 @@ Status make_gpu_plan(const StackSpec& stack, PlanOptions opt, const EmuConfig& c
   *out = detail::impl(cpu);
   out->backend = Backend::gpu;
   out->options.backend = Backend::gpu;
+  out->options.weight_dtype = weights;
   out->vector = 1;
   out->kernels = nullptr;
   gpu::GpuPlan g{};
@@ -65,6 +69,7 @@ Status make_gpu_plan(const StackSpec& stack, PlanOptions opt, const EmuConfig& c
   const int per_sm = cfg.blocks_per_sm;
   gpu::plan_persistent(*out, &g, [per_sm](int, int, int, int, std::size_t) { return per_sm; });
   gpu::set_gpu_plan(out, g);
+  out->fingerprint = detail::packed_fingerprint(*out);  // as Plan::create does once the layout is made
   return out->ws.total == ~std::size_t{0} ? Status::invalid_size : Status::ok;
 }
 
@@ -79,6 +84,7 @@ Status run_emulated(const StackSpec& stack, const PlanOptions& opt, const EmuCon
   std::memset(packed.ptr, 0xff, p.packed_bytes);
   std::memset(ws.ptr, 0xff, p.ws.total);
   emu::Launcher ln(g.facts, cfg.blocks_per_sm);
+  ln.refuse_cooperative = cfg.refuse_cooperative;
   Status s = gpu::pack(ln, p, g, canonical.data(), packed.ptr);
   if (s == Status::ok) {
     const LayerSpec& last = stack.layers[stack.num_layers - 1];
@@ -197,7 +203,7 @@ TEST_CASE("mask kernels draw the CPU's mask rows bit for bit") {
       ia.mask = gpu::schedule::to_site(inter);
       emu::Launcher ln(facts, 1);
       const std::int64_t items = static_cast<std::int64_t>(T) * B * ((width + 3) / 4);
-      REQUIRE(ln.launch<gpu::f32_rnn_inter_layer_dropout>(gpu::elementwise_dims(g, items, 1), ia, 0) == Status::ok);
+      REQUIRE(ln.launch<gpu::f32_rnn_inter_layer_dropout>(gpu::elementwise_dims(g, items, 1), ia, &ia, 0) == Status::ok);
       std::vector<float> row(width);
       for (int t = 0; t < T; ++t)
         for (int b = 0; b < B; ++b) {
@@ -232,7 +238,7 @@ TEST_CASE("mask kernels draw the CPU's mask rows bit for bit") {
         for (int w = 0; w < 2; ++w)
           da.input[w] = gpu::schedule::to_site(detail::wrapper_mask(ws, run, 0, d, w, detail::MaskKind::input));
       }
-      REQUIRE(ln.launch<gpu::f32_rnn_input_dropout>(gpu::elementwise_dims(g, items, 2), la, 0) == Status::ok);
+      REQUIRE(ln.launch<gpu::f32_rnn_input_dropout>(gpu::elementwise_dims(g, items, 2), la, &la, 0) == Status::ok);
       std::vector<float> m0(width), m1(width);
       for (int d = 0; d < 2; ++d) {
         const detail::Mask outer = detail::wrapper_mask(ws, run, 0, d, 1, detail::MaskKind::input);
@@ -522,4 +528,142 @@ TEST_CASE("emulated GPU forward: NaN and Inf give NaN where the reference does, 
         for (std::size_t i = 0; i < want.hy.size(); ++i) CHECK(std::isnan(want.hy[i]) == std::isnan(got.hy[i]));
         if (std::isnan(poison)) CHECK(nans > 0);
       }
+}
+
+TEST_CASE("a kernel's shared-memory limit is raised once per device, to the device's maximum") {
+  // hip/rnn_launch.hpp raises the process-wide cudaFuncAttributeMaxDynamicSharedMemorySize through
+  // gpu::raise_smem_limit_once; here the runtime is a fake: one attribute per device, which a
+  // launch of `smem` bytes needs to be at least `smem`.
+  constexpr int kOptin[2] = {227 * 1024, 99 * 1024};  // H100-like and a smaller device
+  std::atomic<int> attribute[2];
+  std::atomic<int> sets{0};
+  for (auto& a : attribute) a = 48 * 1024;
+  const auto query = [&](int device, int* bytes) {
+    *bytes = kOptin[device];
+    return Status::ok;
+  };
+  const auto set = [&](int device, int bytes) {
+    attribute[device] = bytes;
+    ++sets;
+    return Status::ok;
+  };
+  // What per-launch setting got wrong: plan A (200 KiB) opts in, plan B (60 KiB) opts in, A launches.
+  struct KernelA {};
+  REQUIRE(gpu::raise_smem_limit_once<KernelA>(0, query, set) == Status::ok);
+  REQUIRE(gpu::raise_smem_limit_once<KernelA>(0, query, set) == Status::ok);
+  CHECK(attribute[0] >= 200 * 1024);
+  CHECK(attribute[0] == kOptin[0]);
+  CHECK(sets == 1);  // once per (kernel, device)
+  REQUIRE(gpu::raise_smem_limit_once<KernelA>(1, query, set) == Status::ok);
+  CHECK(attribute[1] == kOptin[1]);
+  CHECK(sets == 2);
+
+  // Many threads with different plans of another kernel: every launch finds its size allowed.
+  struct KernelB {};
+  attribute[0] = attribute[1] = 48 * 1024;
+  sets = 0;
+  std::atomic<int> refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 2000; ++i) {
+        const int device = (t + i) & 1, smem = 48 * 1024 + 1 + (t * 7919 + i * 104729) % (kOptin[device] - 48 * 1024);
+        if (gpu::raise_smem_limit_once<KernelB>(device, query, set) != Status::ok || attribute[device] < smem) ++refused;
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(refused == 0);
+  CHECK(attribute[0] == kOptin[0]);
+  CHECK(attribute[1] == kOptin[1]);
+  CHECK(sets >= 2);
+  CHECK(sets <= 16);  // at most every thread's first call per device, all with the same value
+}
+
+TEST_CASE("a GPU forward refuses a packed buffer of another layout or weight type") {
+  // The plan's fingerprint covers the GPU weight storage type, and forward reads the packed
+  // header back before anything runs (gpu::check_packed), as the CPU backends read theirs.
+  StackSpec st;
+  st.input_size = 5;
+  st.num_layers = 2;
+  st.layers[0] = layer(Mode::lstm, 12, true, {});
+  st.layers[1] = layer(Mode::gru, 8, false, {});
+  EmuConfig cfg;
+  detail::PlanImpl plans[3];
+  const DType types[3] = {DType::f32, DType::f16, DType::bf16};
+  for (int i = 0; i < 3; ++i) {
+    PlanOptions opt;
+    opt.max_batch = 3;
+    opt.max_seq_len = 4;
+    opt.weight_dtype = types[i];
+    REQUIRE(make_gpu_plan(st, opt, cfg, &plans[i]) == Status::ok);
+  }
+  CHECK(plans[0].fingerprint != plans[1].fingerprint);
+  CHECK(plans[0].fingerprint != plans[2].fingerprint);
+  CHECK(plans[1].fingerprint != plans[2].fingerprint);
+  CHECK(plans[1].packed_bytes == plans[2].packed_bytes);  // same layout, other element type: the fingerprint still differs
+
+  Rng rng(5);
+  std::vector<float> canonical(static_cast<std::size_t>(param_count(st)));
+  for (float& v : canonical) v = static_cast<float>(rng.uniform(-0.5, 0.5));
+  std::vector<float> x(static_cast<std::size_t>(4 * 3 * 5), 0.25f), y(static_cast<std::size_t>(4 * 3 * 8), -7.0f);
+  ForwardArgs a;
+  a.x = x.data();
+  a.y = y.data();
+  a.batch = 3;
+  a.seq_len = 4;
+  for (int packer = 0; packer < 3; ++packer)
+    for (int runner = 0; runner < 3; ++runner) {
+      const detail::PlanImpl& pp = plans[packer];
+      const detail::PlanImpl& pr = plans[runner];
+      AlignedBuffer packed(std::max(pp.packed_bytes, pr.packed_bytes)), ws(pr.ws.total);
+      std::memset(packed.ptr, 0xff, packed.size);
+      emu::Launcher ln(gpu::get_gpu_plan(pp).facts, cfg.blocks_per_sm);
+      REQUIRE(gpu::pack(ln, pp, gpu::get_gpu_plan(pp), canonical.data(), packed.ptr) == Status::ok);
+      const std::map<std::string, int> packing = ln.launches;
+      const Status s = gpu::forward(ln, pr, gpu::get_gpu_plan(pr), packed.ptr, ws.ptr, a);
+      CAPTURE(packer);
+      CAPTURE(runner);
+      if (packer == runner) {
+        CHECK(s == Status::ok);
+      } else {
+        CHECK(s == Status::weights_not_packed);
+        CHECK(ln.launches == packing);  // refused before any launch
+        CHECK(std::string(last_error_detail()).find("pack_weights") != std::string::npos);
+      }
+    }
+  // A buffer nothing packed (its bytes as a fresh allocation might hold).
+  AlignedBuffer raw(plans[0].packed_bytes), ws(plans[0].ws.total);
+  std::memset(raw.ptr, 0, raw.size);
+  emu::Launcher ln(gpu::get_gpu_plan(plans[0]).facts, cfg.blocks_per_sm);
+  CHECK(gpu::forward(ln, plans[0], gpu::get_gpu_plan(plans[0]), raw.ptr, ws.ptr, a) == Status::weights_not_packed);
+  CHECK(ln.launches.empty());
+}
+
+TEST_CASE("a refused cooperative launch falls back to the per-step kernels") {
+  // Plans made for the persistent kernel, run where the runtime refuses cooperative launches (as
+  // under MPS): the same results as the reference, from the per-step kernels, for every cell.
+  Rng rng(31);
+  for (Mode mode : {Mode::lstm, Mode::gru, Mode::rnn_tanh}) {
+    for (bool reset_before : {false, true}) {
+      if (reset_before && mode != Mode::gru) continue;
+      Case c;
+      c.stack.input_size = 6;
+      c.stack.num_layers = 2;
+      c.stack.layers[0] = layer(mode, 10, true, {});
+      c.stack.layers[1] = layer(mode, 7, false, {});
+      if (reset_before) c.stack.layers[0].gru_variant = GruVariant::reset_before;
+      c.T = 5;
+      c.B = 3;
+      EmuConfig cfg = config(32, gpu::Recurrence::persistent);
+      std::map<std::string, int> launches;
+      check_case(c, cfg, rng.next(), &launches);
+      REQUIRE(count_prefix(launches, "persistent") > 0);  // the plan does choose the persistent kernel
+      REQUIRE(count_prefix(launches, "step_tiled") == 0);
+      cfg.refuse_cooperative = true;
+      launches.clear();
+      check_case(c, cfg, rng.next(), &launches);
+      CHECK(count_prefix(launches, "persistent") == 0);
+      CHECK(count_prefix(launches, "step_tiled") > 0);
+    }
+  }
 }
