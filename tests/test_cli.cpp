@@ -787,7 +787,7 @@ TEST_CASE("cli: int8 models converted by tools/tflite_to_safetensors.py run bit 
     CHECK(got.bytes == want.bytes);  // every element, bit for bit
     ++cases;
   }
-  CHECK(cases == 9);
+  CHECK(cases == 11);
 }
 
 TEST_CASE("cli: int8 models: float input is quantized; wrong dtype, shape and options are refused") {
