@@ -146,6 +146,9 @@ def extract(model_bytes, tf):
     lstms = [o for o in ops if o["op_name"] == LSTM_OP]
     if any(n == "BIDIRECTIONAL_SEQUENCE_LSTM" for n in names):
         raise ConvertError("BIDIRECTIONAL_SEQUENCE_LSTM is not supported (one unidirectional LSTM only)")
+    if len(lstms) == 2 and "REVERSE_V2" in names:
+        raise ConvertError("a bidirectional LSTM (Keras Bidirectional: two %s ops and a REVERSE_V2) is not supported; "
+                           "one unidirectional LSTM only (ops: %s)" % (LSTM_OP, ", ".join(names)))
     if len(lstms) != 1:
         raise ConvertError("the model has %d %s ops (ops: %s); the converter takes exactly one"
                            % (len(lstms), LSTM_OP, ", ".join(names) or "none"))
@@ -271,6 +274,8 @@ def main(argv=None):
             raise ConvertError("'%s' does not exist" % args.model)
         with open(args.model, "rb") as f:
             model_bytes = f.read()
+        if not model_bytes:
+            raise ConvertError("'%s' is empty" % args.model)
         tf = import_tensorflow()
         try:
             tensors, meta, _ = extract(model_bytes, tf)
