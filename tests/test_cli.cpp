@@ -843,6 +843,28 @@ TEST_CASE("cli: int8 models: float input is quantized; wrong dtype, shape and op
   r = run("run --weights " + model + " --input " + d + "/xq.npy --output " + d + "/y.npy --batch-first");
   CHECK(r.code == 2);
   CHECK(r.err.find("--batch-first does not apply") != std::string::npos);
+  // damaged copies of the model (same header length): one line naming the file and what is wrong
+  const std::string bytes = slurp(model);
+  auto damaged = [&](const std::string& from, const std::string& to, const std::string& needle) {
+    std::string b = bytes;
+    const std::size_t at = b.find(from);
+    REQUIRE(at != std::string::npos);
+    REQUIRE(from.size() == to.size());
+    b.replace(at, from.size(), to);
+    const std::string path = d + "/damaged.safetensors";
+    std::ofstream(path, std::ios::binary) << b;
+    const Result rd = run("run --weights " + path + " --input " + d + "/xq.npy --output " + d + "/y.npy");
+    INFO(from << " -> " << to);
+    CHECK(rd.code == 1);
+    CHECK_MESSAGE(rd.err.find(needle) != std::string::npos, rd.err);
+    CHECK(rd.err.find(path) != std::string::npos);
+  };
+  damaged("\"w_f\":{", "\"w_x\":{", "tensor 'w_f' missing");
+  damaged("\"cell_scale\":\"6.103515625e-05\"", "\"cell_scale\":\"6.103515625e-04\"", "not a power of two");
+  damaged("\"cell_scale\":\"6.103515625e-05\"", "\"cell_scale\":\"6.1035156x5e-05\"", "metadata 'cell_scale'");
+  damaged("\"input_zp\":\"-2\"", "\"input_zp\":\"-x\"", "metadata 'input_zp' is '-x'");
+  damaged("\"w_f\":{\"dtype\":\"I8\"", "\"w_f\":{\"dtype\":\"U8\"", "tensor 'w_f' is U8, expected I8");
+
   // a golden data file (no metadata format=tflite_int8) is not taken for an int8 model
   r = run("run --weights " + src("tests/golden/tflite_int8/lstm_I8_H16_T6_B2_seq.safetensors") + " --input " + d +
           "/xq.npy --output " + d + "/y.npy");
