@@ -865,6 +865,11 @@ TEST_CASE("cli: int8 models: float input is quantized; wrong dtype, shape and op
   damaged("\"input_zp\":\"-2\"", "\"input_zp\":\"-x\"", "metadata 'input_zp' is '-x'");
   damaged("\"w_f\":{\"dtype\":\"I8\"", "\"w_f\":{\"dtype\":\"U8\"", "tensor 'w_f' is U8, expected I8");
 
+  // commands for float models name what an int8 model takes
+  r = run("export-c --weights " + model + " --output " + d + "/m.h");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("an int8 LSTM model (format tflite_int8") != std::string::npos);
+
   // a golden data file (no metadata format=tflite_int8) is not taken for an int8 model
   r = run("run --weights " + src("tests/golden/tflite_int8/lstm_I8_H16_T6_B2_seq.safetensors") + " --input " + d +
           "/xq.npy --output " + d + "/y.npy");
