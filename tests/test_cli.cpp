@@ -775,10 +775,19 @@ TEST_CASE("cli: int8 models converted by tools/tflite_to_safetensors.py run bit 
     REQUIRE(io::read_safetensors(golden.c_str(), &f) == RNNCORE_OK);
     const std::string d = temp_dir();
     extract(f, "x", d + "/x.npy");
-    const Result r = run("run --weights " + model + " --input " + d + "/x.npy --output " + d + "/y.npy");
+    const Result r = run("run --weights " + model + " --input " + d + "/x.npy --output " + d + "/y.npy --hn " + d +
+                         "/hn.npy --cn " + d + "/cn.npy");
     INFO(r.err);
     REQUIRE(r.code == 0);
     CHECK(r.out.find("int8 LSTM") != std::string::npos);
+    for (const char* state : {"hn", "cn"}) {  // the op's variable tensors after LiteRT's run
+      io::Array g, w;
+      REQUIRE(io::read_npy((d + "/" + state + ".npy").c_str(), &g) == RNNCORE_OK);
+      REQUIRE(f.array(state, &w) == RNNCORE_OK);
+      CHECK(g.type == w.type);
+      CHECK(g.shape == w.shape);
+      CHECK(g.bytes == w.bytes);
+    }
     io::Array got, want;
     REQUIRE(io::read_npy((d + "/y.npy").c_str(), &got) == RNNCORE_OK);
     REQUIRE(f.array("y", &want) == RNNCORE_OK);

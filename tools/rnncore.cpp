@@ -509,9 +509,10 @@ void define_run(CLI::App& app, RunOptions& o) {
   app.description("Runs a recurrent model from a safetensors file on .npy input; prints the model, the time per run\n"
                   "and, with --expect*, the largest deviation from stored outputs.\n"
                   "An int8 LSTM model (format tflite_int8, written from a quantized .tflite by\n"
-                  "tools/tflite_to_safetensors.py; docs/int8.md) takes --weights, --input and --output only:\n"
-                  "x int8 [B, T, I] (batch-major), or float32 quantized as TFLite's QUANTIZE op does; y int8\n"
-                  "[B, T, H], or [B, H] for a model that returns the last step; bit for bit LiteRT's output.");
+                  "tools/tflite_to_safetensors.py; docs/int8.md) takes --weights, --input, --output, --hn and\n"
+                  "--cn only: x int8 [B, T, I] (batch-major), or float32 quantized as TFLite's QUANTIZE op does;\n"
+                  "y int8 [B, T, H], or [B, H] for a model that returns the last step; hn int8 and cn int16\n"
+                  "[B, H] (the op's final output and cell states); bit for bit LiteRT's.");
   add_run_options(app, o, false);
 }
 
@@ -521,10 +522,11 @@ void define_run(CLI::App& app, RunOptions& o) {
 int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) {
   for (const CLI::Option* opt : app.get_options()) {
     const std::string name = opt->get_name();
-    if (opt->count() > 0 && name != "--weights" && name != "--input" && name != "--output")
+    if (opt->count() > 0 && name != "--weights" && name != "--input" && name != "--output" && name != "--hn" &&
+        name != "--cn")
       return usage_error("run", name + " does not apply to " + o.weights +
-                                    ", an int8 LSTM model (format tflite_int8): it runs with --weights, --input and "
-                                    "--output only (docs/int8.md)");
+                                    ", an int8 LSTM model (format tflite_int8): it runs with --weights, --input, "
+                                    "--output, --hn and --cn only (docs/int8.md)");
   }
   std::string err;
   Int8Model model;
@@ -554,9 +556,16 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
                                                                    : std::vector<std::int64_t>{B, H};
   std::vector<std::int8_t> y(static_cast<std::size_t>(model.return_sequences ? B * T * H : B * H));
   const auto t0 = std::chrono::steady_clock::now();
-  run_int8_model(model, static_cast<int>(B), static_cast<int>(T), x.data(), y.data());
+  std::vector<std::int8_t> hn(static_cast<std::size_t>(B * H));
+  std::vector<std::int16_t> cn(static_cast<std::size_t>(B * H));
+  run_int8_model(model, static_cast<int>(B), static_cast<int>(T), x.data(), y.data(), hn.data(), cn.data());
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (write_npy(o.output.c_str(), ElemType::i8, yshape.data(), static_cast<int>(yshape.size()), y.data()) != RNNCORE_OK)
+    return error(rnncore_last_error_detail());
+  const std::int64_t sshape[2] = {B, H};
+  if (!o.hn.empty() && write_npy(o.hn.c_str(), ElemType::i8, sshape, 2, hn.data()) != RNNCORE_OK)
+    return error(rnncore_last_error_detail());
+  if (!o.cn.empty() && write_npy(o.cn.c_str(), ElemType::i16, sshape, 2, cn.data()) != RNNCORE_OK)
     return error(rnncore_last_error_detail());
   std::printf("model: int8 LSTM (tflite_int8, LiteRT's 8x8_16 integer LSTM), I=%lld H=%lld, %s; cell scale 2^%d\n",
               static_cast<long long>(I), static_cast<long long>(H),

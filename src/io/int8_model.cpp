@@ -160,7 +160,8 @@ std::int8_t quantize_input(const Int8Model& m, float x) {
   return static_cast<std::int8_t>(static_cast<long>(std::nearbyint(v)) + m.q.input_zp);
 }
 
-void run_int8_model(const Int8Model& m, int batch, int seq_len, const std::int8_t* x, std::int8_t* y) {
+void run_int8_model(const Int8Model& m, int batch, int seq_len, const std::int8_t* x, std::int8_t* y,
+                    std::int8_t* hn, std::int16_t* cn) {
   const std::size_t H = static_cast<std::size_t>(m.hidden_size), B = static_cast<std::size_t>(batch);
   std::vector<std::int8_t> h(B * H, static_cast<std::int8_t>(m.q.state_zp));
   std::vector<std::int16_t> c(B * H, 0);
@@ -171,6 +172,8 @@ void run_int8_model(const Int8Model& m, int batch, int seq_len, const std::int8_
     q8::int8_lstm_sequence(m.params, batch, seq_len, x, nullptr, h.data(), c.data(), scratch.data(), scratch.size());
     if (!h.empty()) std::memcpy(y, h.data(), h.size());  // without projection the output state is the last step's output
   }
+  if (hn != nullptr && !h.empty()) std::memcpy(hn, h.data(), h.size());
+  if (cn != nullptr && !c.empty()) std::memcpy(cn, c.data(), c.size() * sizeof(std::int16_t));
 }
 
 }  // namespace io

@@ -48,8 +48,10 @@ std::int8_t quantize_input(const Int8Model& m, float x);
 
 /// Runs the model on x [B, T, I] (batch-major, as the TFLite op) from the states LiteRT starts
 /// with (h = the output state's zero point, c = 0); writes y [B, T, H], or [B, H] (the last step)
-/// for a model without return_sequences.
-void run_int8_model(const Int8Model& m, int batch, int seq_len, const std::int8_t* x, std::int8_t* y);
+/// for a model without return_sequences; and, where not null, the final states hn [B, H] (int8, the
+/// op's output state) and cn [B, H] (int16, its cell state), LiteRT's variable tensors after the run.
+void run_int8_model(const Int8Model& m, int batch, int seq_len, const std::int8_t* x, std::int8_t* y,
+                    std::int8_t* hn = nullptr, std::int16_t* cn = nullptr);
 
 }  // namespace io
 }  // namespace rnncore
