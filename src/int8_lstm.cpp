@@ -263,8 +263,11 @@ Status int8_lstm_prepare(const Int8LstmQuantization& q, int input_size, int hidd
                  "cell state scale %g is not a power of two (the integer LSTM needs 2^k)",
                  static_cast<double>(q.cell_scale));
   cell_log2 -= 1;
-  RNNCORE_ENSURE(cell_log2 >= -15 && cell_log2 <= -9, Status::unsupported,
-                 "cell state scale 2^%d is outside 2^-15 .. 2^-9 (tanh of the cell state needs 0..6 integer bits)",
+  // Finer than 2^-15 the cell state has a negative number of integer bits: LiteRT's ApplyTanh has
+  // no case for it and leaves its output buffer as it was (see int8_lstm_step); below 2^-30 the
+  // input-times-cell-gate shift 30 + k would be negative.
+  RNNCORE_ENSURE(cell_log2 >= -30 && cell_log2 <= -9, Status::unsupported,
+                 "cell state scale 2^%d is outside 2^-30 .. 2^-9 (tanh of the cell state needs at most 6 integer bits)",
                  cell_log2);
   p.cell_log2 = cell_log2;
   if (q.cell_clip > 0.0f) {
@@ -342,7 +345,13 @@ void int8_lstm_step(const Int8LstmParams& p, int batch, const std::int8_t* x, st
         if (cn < -p.cell_clip) cn = static_cast<std::int16_t>(-p.cell_clip);
       }
       cb[j] = cn;
-      const std::int32_t prod = static_cast<std::int32_t>(go[j]) * tanh_q(cn, tanh_bits);
+      // A cell scale finer than 2^-15 (the converter picks one when the calibrated |c| stays below
+      // 1/2) gives tanh −1 .. −15 integer bits; LiteRT's ApplyTanh (portable_tensor_utils.cc)
+      // dispatches only 0..6 and otherwise returns without writing its output, which is the input
+      // gate's scratch buffer: LiteRT then multiplies o by the input gate i instead of tanh(c).
+      // Reproduced here, bit for bit (tested on Keras models converted with cell scale 2^-16).
+      const std::int16_t tc = tanh_bits >= 0 ? tanh_q(cn, tanh_bits) : gi[j];
+      const std::int32_t prod = static_cast<std::int32_t>(go[j]) * tc;
       const std::int32_t hq = multiply_by_quantized_multiplier(prod, p.hidden_mult) + p.hidden_zp;
       hb[j] = static_cast<std::int8_t>(hq < -128 ? -128 : (hq > 127 ? 127 : hq));
     }

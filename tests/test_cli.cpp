@@ -762,3 +762,126 @@ TEST_CASE("cli: TensorFlow cell files: a kernel needs its mode; peepholes and pr
   expect_error("run --weights " + d + "/pt_lstm.safetensors" + io_args + " --forget-bias 1",
                "a forget bias belongs to TF LSTM cells (format tensorflow), not to the pytorch format");
 }
+
+TEST_CASE("cli: int8 models converted by tools/tflite_to_safetensors.py run bit for bit as LiteRT") {
+  // tests/golden/tflite_int8/converted/<case>.safetensors: the converter's output for <case>.tflite;
+  // <case>.safetensors beside it holds LiteRT's int8 input x and output y.
+  int cases = 0;
+  for (const std::string& model : list_cases(src("tests/golden/tflite_int8/converted"))) {
+    const std::string name = model.substr(model.rfind('/') + 1);
+    const std::string golden = src("tests/golden/tflite_int8/") + name;
+    INFO(model);
+    io::SafeTensors f;
+    REQUIRE(io::read_safetensors(golden.c_str(), &f) == RNNCORE_OK);
+    const std::string d = temp_dir();
+    extract(f, "x", d + "/x.npy");
+    const Result r = run("run --weights " + model + " --input " + d + "/x.npy --output " + d + "/y.npy --hn " + d +
+                         "/hn.npy --cn " + d + "/cn.npy");
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find("int8 LSTM") != std::string::npos);
+    for (const char* state : {"hn", "cn"}) {  // the op's variable tensors after LiteRT's run
+      io::Array g, w;
+      REQUIRE(io::read_npy((d + "/" + state + ".npy").c_str(), &g) == RNNCORE_OK);
+      REQUIRE(f.array(state, &w) == RNNCORE_OK);
+      CHECK(g.type == w.type);
+      CHECK(g.shape == w.shape);
+      CHECK(g.bytes == w.bytes);
+    }
+    io::Array got, want;
+    REQUIRE(io::read_npy((d + "/y.npy").c_str(), &got) == RNNCORE_OK);
+    REQUIRE(f.array("y", &want) == RNNCORE_OK);
+    CHECK(got.type == io::ElemType::i8);
+    CHECK(got.shape == want.shape);
+    CHECK(got.bytes == want.bytes);  // every element, bit for bit
+    ++cases;
+  }
+  CHECK(cases == 11);
+}
+
+TEST_CASE("cli: int8 models: float input is quantized; wrong dtype, shape and options are refused") {
+  const std::string model = src("tests/golden/tflite_int8/converted/lstm_I8_H16_T6_B2_seq.safetensors");
+  io::SafeTensors f;
+  REQUIRE(io::read_safetensors(model.c_str(), &f) == RNNCORE_OK);
+  const std::string d = temp_dir();
+  const float s = static_cast<float>(std::strtod(f.meta("input_scale")->c_str(), nullptr));
+  const int zp = std::atoi(f.meta("input_zp")->c_str());
+  // float32 input: x·(1/s) rounded half to even (LiteRT's QUANTIZE on XNNPACK), clamped to int8.
+  const std::int64_t shape[3] = {1, 2, 8};
+  const float xf[16] = {0.0f, 2.5f * s, 3.5f * s, -2.5f * s, 1e9f, -1e9f, 0.49f * s, -7.0f * s,
+                        1.0f, -1.0f, 0.25f, 3.0f * s, 0.0f, 0.0f, 0.0f, 0.0f};
+  std::int8_t xq[16];
+  for (int k = 0; k < 16; ++k) {
+    const float v = std::nearbyint(std::min(std::max(xf[k] * (1.0f / s), -128.0f - zp), 127.0f - zp));
+    xq[k] = static_cast<std::int8_t>(static_cast<int>(v) + zp);
+  }
+  CHECK(xq[1] == zp + 2);
+  CHECK(xq[4] == 127);
+  CHECK(xq[5] == -128);
+  REQUIRE(io::write_npy((d + "/xf.npy").c_str(), io::ElemType::f32, shape, 3, xf) == RNNCORE_OK);
+  REQUIRE(io::write_npy((d + "/xq.npy").c_str(), io::ElemType::i8, shape, 3, xq) == RNNCORE_OK);
+  Result r = run("run --weights " + model + " --input " + d + "/xf.npy --output " + d + "/yf.npy");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  r = run("run --weights " + model + " --input " + d + "/xq.npy --output " + d + "/yq.npy");
+  REQUIRE(r.code == 0);
+  io::Array a, b;
+  REQUIRE(io::read_npy((d + "/yf.npy").c_str(), &a) == RNNCORE_OK);
+  REQUIRE(io::read_npy((d + "/yq.npy").c_str(), &b) == RNNCORE_OK);
+  CHECK(a.shape == std::vector<std::int64_t>{1, 2, 16});
+  CHECK(a.bytes == b.bytes);
+
+  // float64 input: refused, naming the dtypes
+  const double x64[16] = {};
+  REQUIRE(io::write_npy((d + "/x64.npy").c_str(), io::ElemType::f64, shape, 3, x64) == RNNCORE_OK);
+  r = run("run --weights " + model + " --input " + d + "/x64.npy --output " + d + "/y.npy");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("expected int8 or float32 input [B, T, 8]") != std::string::npos);
+  CHECK(r.err.find("found F64") != std::string::npos);
+  // wrong input size I, and a 2-D input
+  const std::int64_t bad[3] = {1, 2, 7};
+  REQUIRE(io::write_npy((d + "/x7.npy").c_str(), io::ElemType::i8, bad, 3, xq) == RNNCORE_OK);
+  r = run("run --weights " + model + " --input " + d + "/x7.npy --output " + d + "/y.npy");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("expected shape [B, T, 8] (batch-major, as the TFLite op), found [1, 2, 7]") != std::string::npos);
+  REQUIRE(io::write_npy((d + "/x2.npy").c_str(), io::ElemType::i8, shape + 1, 2, xq) == RNNCORE_OK);
+  r = run("run --weights " + model + " --input " + d + "/x2.npy --output " + d + "/y.npy");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("found [2, 8]") != std::string::npos);
+  // options of float models: a usage error
+  r = run("run --weights " + model + " --input " + d + "/xq.npy --output " + d + "/y.npy --batch-first");
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--batch-first does not apply") != std::string::npos);
+  // damaged copies of the model (same header length): one line naming the file and what is wrong
+  const std::string bytes = slurp(model);
+  auto damaged = [&](const std::string& from, const std::string& to, const std::string& needle) {
+    std::string b = bytes;
+    const std::size_t at = b.find(from);
+    REQUIRE(at != std::string::npos);
+    REQUIRE(from.size() == to.size());
+    b.replace(at, from.size(), to);
+    const std::string path = d + "/damaged.safetensors";
+    std::ofstream(path, std::ios::binary) << b;
+    const Result rd = run("run --weights " + path + " --input " + d + "/xq.npy --output " + d + "/y.npy");
+    INFO(from << " -> " << to);
+    CHECK(rd.code == 1);
+    CHECK_MESSAGE(rd.err.find(needle) != std::string::npos, rd.err);
+    CHECK(rd.err.find(path) != std::string::npos);
+  };
+  damaged("\"w_f\":{", "\"w_x\":{", "tensor 'w_f' missing");
+  damaged("\"cell_scale\":\"6.103515625e-05\"", "\"cell_scale\":\"6.103515625e-04\"", "not a power of two");
+  damaged("\"cell_scale\":\"6.103515625e-05\"", "\"cell_scale\":\"6.1035156x5e-05\"", "metadata 'cell_scale'");
+  damaged("\"input_zp\":\"-2\"", "\"input_zp\":\"-x\"", "metadata 'input_zp' is '-x'");
+  damaged("\"w_f\":{\"dtype\":\"I8\"", "\"w_f\":{\"dtype\":\"U8\"", "tensor 'w_f' is U8, expected I8");
+
+  // commands for float models name what an int8 model takes
+  r = run("export-c --weights " + model + " --output " + d + "/m.h");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("an int8 LSTM model (format tflite_int8") != std::string::npos);
+
+  // a golden data file (no metadata format=tflite_int8) is not taken for an int8 model
+  r = run("run --weights " + src("tests/golden/tflite_int8/lstm_I8_H16_T6_B2_seq.safetensors") + " --input " + d +
+          "/xq.npy --output " + d + "/y.npy");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("no recurrent weights found") != std::string::npos);
+}

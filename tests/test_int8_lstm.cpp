@@ -3,7 +3,7 @@
 //     made by tests/golden/make_tflite_int8_golden.py): every output element and the final states;
 //   * streaming: one step per call with the state carried equals the whole sequence, bit for bit;
 //   * refusals: zero, negative and non-finite scales, multipliers out of range, a cell scale that
-//     is not a power of two (or outside 2^-15 .. 2^-9), each with its status;
+//     is not a power of two (or outside 2^-30 .. 2^-9), each with its status;
 //   * the fixed-point sigmoid and tanh against the real functions (sanity, not the contract).
 #include <doctest/doctest.h>
 
@@ -299,14 +299,18 @@ TEST_CASE("int8 LSTM: bad quantization parameters are refused with their status"
     q.r_scale[0] = 1e-30f;  // below 2^-32: every product would round to zero
     expect(q, Status::invalid_size, "effective recurrent scale of gate i");
   }
-  SUBCASE("cell state scale: power of two, 2^-15 .. 2^-9") {
+  SUBCASE("cell state scale: power of two, 2^-30 .. 2^-9") {
     Int8LstmQuantization q = c.q;
     q.cell_scale = 3.0f / 65536.0f;
     expect(q, Status::unsupported, "not a power of two");
     q.cell_scale = 1.0f / 256.0f;  // 2^-8: tanh would need 7 integer bits
     expect(q, Status::unsupported, "outside");
-    q.cell_scale = 1.0f / 65536.0f;  // 2^-16
+    q.cell_scale = 1.0f / 2147483648.0f;  // 2^-31: the shift 30 + k of i·g would be negative
     expect(q, Status::unsupported, "outside");
+    // 2^-16 .. 2^-30 are accepted: LiteRT runs them (with the input gate in place of tanh(c))
+    q.cell_scale = 1.0f / 65536.0f;
+    CHECK(prepare(c, q, &pr) == Status::ok);
+    CHECK(pr.p.cell_log2 == -16);
   }
   SUBCASE("zero points and sizes") {
     Int8LstmQuantization q = c.q;

@@ -22,6 +22,7 @@
 #include "tools/fma_peak/fma_peak.hpp"
 #include "rnncore/io/model.hpp"
 #include "rnncore/io/stack_config.hpp"
+#include "src/io/int8_model.hpp"
 
 using namespace rnncore;
 using namespace rnncore::tools;
@@ -506,8 +507,74 @@ bool has_dropout(const StackSpec& st) {
 void define_run(CLI::App& app, RunOptions& o) {
   setup_app(app);
   app.description("Runs a recurrent model from a safetensors file on .npy input; prints the model, the time per run\n"
-                  "and, with --expect*, the largest deviation from stored outputs.");
+                  "and, with --expect*, the largest deviation from stored outputs.\n"
+                  "An int8 LSTM model (format tflite_int8, written from a quantized .tflite by\n"
+                  "tools/tflite_to_safetensors.py; docs/int8.md) takes --weights, --input, --output, --hn and\n"
+                  "--cn only: x int8 [B, T, I] (batch-major), or float32 quantized as TFLite's QUANTIZE op does;\n"
+                  "y int8 [B, T, H], or [B, H] for a model that returns the last step; hn int8 and cn int16\n"
+                  "[B, H] (the op's final output and cell states); bit for bit LiteRT's.");
   add_run_options(app, o, false);
+}
+
+// `rnncore run` on an integer LSTM model (metadata format=tflite_int8, written by
+// tools/tflite_to_safetensors.py; docs/int8.md): int8 [B, T, I] input, or float32 quantized as
+// TFLite's QUANTIZE op does; int8 output [B, T, H], or [B, H] for a last-step model.
+int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) {
+  for (const CLI::Option* opt : app.get_options()) {
+    const std::string name = opt->get_name();
+    if (opt->count() > 0 && name != "--weights" && name != "--input" && name != "--output" && name != "--hn" &&
+        name != "--cn")
+      return usage_error("run", name + " does not apply to " + o.weights +
+                                    ", an int8 LSTM model (format tflite_int8): it runs with --weights, --input, "
+                                    "--output, --hn and --cn only (docs/int8.md)");
+  }
+  std::string err;
+  Int8Model model;
+  if (load_int8_model(file, &model, &err) != Status::ok) return error(err);
+  const std::int64_t I = model.input_size, H = model.hidden_size;
+  const std::string expected = dims_string({"B", "T", std::to_string(I)}) + " (batch-major, as the TFLite op)";
+  Array a;
+  if (read_npy(o.input.c_str(), &a) != RNNCORE_OK) return error(rnncore_last_error_detail());
+  if (a.type != ElemType::i8 && a.type != ElemType::f32)
+    return error(o.input + ": expected int8 or float32 input " + expected + " for the int8 model " + o.weights +
+                 ", found " + elem_type_name(a.type) + " " + shape_string(a.shape));
+  if (a.shape.size() != 3 || a.shape[2] != I)
+    return error(o.input + ": expected shape " + expected + ", found " + shape_string(a.shape));
+  const std::int64_t B = a.shape[0], T = a.shape[1];
+  if (T > (1 << 28) || B > (1 << 24)) return error(o.input + ": sequence or batch too large");
+  std::vector<std::int8_t> x(static_cast<std::size_t>(B * T * I));
+  if (a.type == ElemType::i8) {
+    if (!x.empty()) std::memcpy(x.data(), a.bytes.data(), x.size());
+  } else {
+    for (std::size_t k = 0; k < x.size(); ++k) {
+      float v;
+      std::memcpy(&v, a.bytes.data() + 4 * k, 4);
+      x[k] = quantize_input(model, v);
+    }
+  }
+  const std::vector<std::int64_t> yshape = model.return_sequences ? std::vector<std::int64_t>{B, T, H}
+                                                                   : std::vector<std::int64_t>{B, H};
+  std::vector<std::int8_t> y(static_cast<std::size_t>(model.return_sequences ? B * T * H : B * H));
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::int8_t> hn(static_cast<std::size_t>(B * H));
+  std::vector<std::int16_t> cn(static_cast<std::size_t>(B * H));
+  run_int8_model(model, static_cast<int>(B), static_cast<int>(T), x.data(), y.data(), hn.data(), cn.data());
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (write_npy(o.output.c_str(), ElemType::i8, yshape.data(), static_cast<int>(yshape.size()), y.data()) != RNNCORE_OK)
+    return error(rnncore_last_error_detail());
+  const std::int64_t sshape[2] = {B, H};
+  if (!o.hn.empty() && write_npy(o.hn.c_str(), ElemType::i8, sshape, 2, hn.data()) != RNNCORE_OK)
+    return error(rnncore_last_error_detail());
+  if (!o.cn.empty() && write_npy(o.cn.c_str(), ElemType::i16, sshape, 2, cn.data()) != RNNCORE_OK)
+    return error(rnncore_last_error_detail());
+  std::printf("model: int8 LSTM (tflite_int8, LiteRT's 8x8_16 integer LSTM), I=%lld H=%lld, %s; cell scale 2^%d\n",
+              static_cast<long long>(I), static_cast<long long>(H),
+              model.return_sequences ? "returns sequences" : "returns the last step", model.params.cell_log2);
+  std::printf("input: %s%s; output: int8 %s\n", a.type == ElemType::i8 ? "int8" : "float32",
+              a.type == ElemType::i8 ? "" : " (quantized as TFLite's QUANTIZE op)", shape_string(yshape).c_str());
+  std::printf("run: T=%lld B=%lld, backend reference (scalar integer), %.3f ms\n", static_cast<long long>(T),
+              static_cast<long long>(B), ms);
+  return 0;
 }
 
 int cmd_run(int argc, char** argv) {
@@ -515,6 +582,11 @@ int cmd_run(int argc, char** argv) {
   RunOptions o;
   define_run(app, o);
   if (const int rc = parse_command(app, "run", argc, argv); rc >= 0) return rc;
+  {
+    // An integer LSTM model runs through its own path (its metadata says format=tflite_int8).
+    SafeTensors file;
+    if (read_safetensors(o.weights.c_str(), &file) == RNNCORE_OK && is_int8_model(file)) return run_int8(app, o, file);
+  }
   std::string err;
   const long long repeat = o.repeat;
   const double tolerance = given(app, "--tolerance") ? o.tolerance : -1.0;

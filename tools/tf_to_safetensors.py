@@ -76,8 +76,10 @@ def import_tensorflow():
 
 
 def write_safetensors(path, tensors, metadata):
-    """tensors: list of (name, ndarray) in order; metadata: dict of strings."""
-    dtypes = {np.dtype("float32"): "F32", np.dtype("float64"): "F64", np.dtype("float16"): "F16"}
+    """tensors: list of (name, ndarray) in order; metadata: dict of strings. Float tensors keep
+    F32/F64/F16, int8/int16/int32 ones I8/I16/I32 (tflite_to_safetensors.py); anything else becomes F32."""
+    dtypes = {np.dtype("float32"): "F32", np.dtype("float64"): "F64", np.dtype("float16"): "F16",
+              np.dtype("int8"): "I8", np.dtype("int16"): "I16", np.dtype("int32"): "I32"}
     header = {"__metadata__": metadata}
     offset, blobs = 0, []
     # Wider elements first, so every tensor is aligned to its element size.

@@ -57,7 +57,7 @@ struct Int8LstmQuantization {
   std::int32_t state_zp = 0;
   float hidden_scale = 0.0f;    ///< o ⊙ tanh(c) before projection; without projection = state
   std::int32_t hidden_zp = 0;
-  float cell_scale = 0.0f;      ///< int16 cell state: a power of two, 2^-15 .. 2^-9
+  float cell_scale = 0.0f;      ///< int16 cell state: a power of two, 2^-30 .. 2^-9
   float cell_clip = 0.0f;       ///< real clip of the cell state; 0: none
 };
 
@@ -68,7 +68,7 @@ struct Int8LstmParams {
   QuantizedMultiplier x_mult[kGates];  ///< w_scale · input_scale / 2^-12
   QuantizedMultiplier h_mult[kGates];  ///< r_scale · state_scale / 2^-12
   QuantizedMultiplier hidden_mult;     ///< 2^-15 · 2^-15 / hidden_scale
-  int cell_log2 = 0;                   ///< log2(cell_scale), −15 .. −9
+  int cell_log2 = 0;                   ///< log2(cell_scale), −30 .. −9
   std::int16_t cell_clip = 0;          ///< quantized clip (0: none)
   std::int32_t hidden_zp = 0;
   const std::int8_t* w[kGates] = {};   ///< [H, I] row-major
@@ -87,7 +87,8 @@ inline std::size_t int8_lstm_scratch_words(int hidden_size) { return 4 * static_
 /// null (no bias). Errors: null_pointer, invalid_size (sizes outside 1..65536; zero, negative or
 /// non-finite scales; multipliers out of range; a zero point outside int8; an effective bias
 /// beyond int32), unsupported (a cell scale that is not a
-/// power of two in 2^-15 .. 2^-9), buffer_too_small.
+/// power of two in 2^-30 .. 2^-9), buffer_too_small. Below 2^-15 a step uses the input gate in
+/// place of tanh(c), as LiteRT does (docs/int8.md).
 Status int8_lstm_prepare(const Int8LstmQuantization& q, int input_size, int hidden_size,
                          const std::int8_t* const w[kGates], const std::int8_t* const r[kGates],
                          const std::int32_t* const bias[kGates], std::int32_t* bias_storage,

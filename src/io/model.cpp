@@ -485,6 +485,10 @@ Status load_weights(const std::string& path, const ModelHints& hints, const Stac
   std::string fmt = hints.format;
   if (fmt.empty() && file.meta("format") != nullptr) fmt = *file.meta("format");
   if (!fmt.empty()) {
+    if (fmt == "tflite_int8")
+      return fail(Status::unsupported,
+                  "an int8 LSTM model (format tflite_int8, from tools/tflite_to_safetensors.py) runs with "
+                  "'rnncore run --weights M --input X --output Y' only; this command takes float models (docs/int8.md)");
     if (!parse_format(fmt, &out->format))
       return fail(Status::invalid_enum,
                   "unknown weight format '" + fmt + "' (pytorch, onnx, keras, tensorflow or canonical)");

@@ -12,7 +12,8 @@
 #define LSTM_SMALL_HIDDEN_SIZE 32
 #define LSTM_SMALL_NUM_LAYERS 2
 #define LSTM_SMALL_NUM_DIRECTIONS 1
-/** Floats of one output row (D*H) and of one batch row of the state h or c (L*D*H). */
+/** Floats of one output row (D*H) and of one batch row of the state h or c (L*D*H); with a
+ * projection P replaces H in both, and c has CELL_STATE_SIZE. */
 #define LSTM_SMALL_OUTPUT_SIZE 32
 #define LSTM_SMALL_STATE_SIZE 64
 #define LSTM_SMALL_PARAM_COUNT 14848

@@ -1,0 +1,298 @@
+#!/usr/bin/env python3
+"""Convert a quantized (int8) TFLite LSTM model to a safetensors file that `rnncore run` runs.
+
+    tflite_to_safetensors.py model.tflite -o model.safetensors
+    rnncore run --weights model.safetensors --input x.npy --output y.npy
+
+The .tflite file is read through LiteRT's interpreter (`tf.lite.Interpreter`: tensor details,
+quantization parameters, the ops) and the op options from the flatbuffer. It must hold one
+UNIDIRECTIONAL_SEQUENCE_LSTM op with TFLite's integer "8x8_16" semantics -- int8 input, weights and
+output, int32 biases, int16 cell state, per-tensor weight scales -- as the TFLite converter writes
+for a Keras LSTM with full-integer quantization (representative dataset, TFLITE_BUILTINS_INT8).
+Around it the graph may have a QUANTIZE op (float input), a STRIDED_SLICE taking the last step
+(return_sequences=False) and a DEQUANTIZE op (float output); nothing else. Refused, naming the
+feature: projection, peepholes, CIFG, layer normalization, per-channel weight scales, int16
+activations (16x8), hybrid or float LSTMs, time-major ops, several LSTM ops, other ops.
+
+Written (docs/int8.md, "The model file"):
+  w_i w_f w_c w_o  I8 [H, I]   input weights per gate (TFLite order i, f, c(=g), o)
+  r_i r_f r_c r_o  I8 [H, H]   recurrent weights per gate
+  b_i b_f b_c b_o  I32 [H]     gate biases
+  metadata (strings; scales as float32 values that read back exactly):
+    format=tflite_int8, op=UNIDIRECTIONAL_SEQUENCE_LSTM, I, H, return_sequences (1/0),
+    input_scale input_zp (the op's int8 input), w_<g>_scale r_<g>_scale b_<g>_scale,
+    output_scale output_zp (the model's int8 output), output_state_scale output_state_zp,
+    cell_scale, hidden_scale hidden_zp, cell_clip proj_clip,
+    graph_input (int8 or float32: float32 when a QUANTIZE op quantizes it with input_scale/zp),
+    graph_output (int8 or float32: float32 when a DEQUANTIZE op dequantizes output_scale/zp),
+    source (the .tflite file's name), tf_version.
+
+Needs TensorFlow (`pip install tensorflow-cpu`); rnncore itself does not. The golden-data script
+tests/golden/make_tflite_int8_golden.py extracts its models with this module.
+"""
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tf_to_safetensors import write_safetensors  # noqa: E402
+
+# UNIDIRECTIONAL_SEQUENCE_LSTM operand indices (tensorflow/lite/kernels/lstm_shared.h)
+IN_X = 0
+IN_W = {"i": 1, "f": 2, "c": 3, "o": 4}
+IN_R = {"i": 5, "f": 6, "c": 7, "o": 8}
+IN_PEEP = (9, 10, 11)
+IN_B = {"i": 12, "f": 13, "c": 14, "o": 15}
+IN_PROJ = (16, 17)
+IN_H = 18
+IN_C = 19
+IN_LN = (20, 21, 22, 23)
+
+LSTM_OP = "UNIDIRECTIONAL_SEQUENCE_LSTM"
+
+
+class ConvertError(Exception):
+    pass
+
+
+def import_tensorflow():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        import tensorflow as tf
+    except ImportError:
+        raise ConvertError("TensorFlow is not installed: pip install tensorflow-cpu (only this converter needs it)")
+    return tf
+
+
+def f32s(v):
+    """A float32 value as a string that reads back (strtod, then to float) exactly."""
+    return repr(float(np.float32(v)))
+
+
+def one_scale(detail, what):
+    """(scale, zero point) of a per-tensor quantized tensor; refuses per-channel and unquantized ones."""
+    q = detail["quantization_parameters"]
+    scales, zps = q["scales"], q["zero_points"]
+    if len(scales) > 1:
+        raise ConvertError("%s (tensor '%s') has per-channel quantization (%d scales); rnncore's integer LSTM, "
+                           "like TFLite's fused integer LSTM, takes one scale per tensor"
+                           % (what, detail["name"], len(scales)))
+    if len(scales) == 0:
+        raise ConvertError("%s (tensor '%s') is not quantized" % (what, detail["name"]))
+    return float(scales[0]), int(zps[0])
+
+
+def lstm_options(model_bytes):
+    """cell_clip, proj_clip, time_major, asymmetric_quantize_inputs, fused activation of the model's
+    UNIDIRECTIONAL_SEQUENCE_LSTM op, from the flatbuffer (the interpreter does not show op options)."""
+    from tensorflow.lite.python import schema_py_generated as schema_fb
+
+    m = schema_fb.Model.GetRootAsModel(model_bytes, 0)
+    sg = m.Subgraphs(0)
+    for i in range(sg.OperatorsLength()):
+        op = sg.Operators(i)
+        code = m.OperatorCodes(op.OpcodeIndex())
+        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+        if builtin == schema_fb.BuiltinOperator.UNIDIRECTIONAL_SEQUENCE_LSTM:
+            t = op.BuiltinOptions()
+            o = schema_fb.UnidirectionalSequenceLSTMOptions()
+            o.Init(t.Bytes, t.Pos)
+            return {
+                "cell_clip": o.CellClip(),
+                "proj_clip": o.ProjClip(),
+                "time_major": bool(o.TimeMajor()),
+                "asymmetric_quantize_inputs": bool(o.AsymmetricQuantizeInputs()),
+                "tanh_activation": o.FusedActivationFunction() == schema_fb.ActivationFunctionType.TANH,
+            }
+    raise ConvertError("no %s op in the model" % LSTM_OP)
+
+
+def check_last_step_slice(it, op, lstm_out, det):
+    """A STRIDED_SLICE after the LSTM must take the last time step ([:, -1, :], shrinking the time axis)."""
+    if op["inputs"][0] != lstm_out:
+        raise ConvertError("the STRIDED_SLICE does not read the LSTM's output")
+    try:
+        begin, end, strides = (it.get_tensor(k) for k in op["inputs"][1:4])
+    except ValueError:
+        raise ConvertError("the STRIDED_SLICE's begin/end/strides are not constants")
+    T = det[lstm_out]["shape"][1]
+    out_shape = list(det[op["outputs"][0]]["shape"])
+    in_shape = list(det[lstm_out]["shape"])
+    last = (begin[1] == -1 or begin[1] == T - 1) and strides[1] == 1
+    if not last or out_shape != [in_shape[0], in_shape[2]]:
+        raise ConvertError("the STRIDED_SLICE after the LSTM (begin %s, end %s, strides %s, shape %s) is not the "
+                           "last time step that a Keras LSTM with return_sequences=False returns"
+                           % (list(begin), list(end), list(strides), out_shape))
+
+
+def extract(model_bytes, tf):
+    """Reads a quantized .tflite model: returns (tensors, metadata, info) where tensors maps the
+    weight names to arrays, metadata the quantization (strings, see the module docstring) and info
+    {interpreter, lstm (op details), graph_input, graph_output (tensor details), x, y (the LSTM's
+    int8 input and the model's int8 output tensor indices)}. Raises ConvertError naming what is not
+    supported."""
+    opts = lstm_options(model_bytes)
+    # Without the default delegates, so that the ops are the model's own (XNNPACK would take a QUANTIZE
+    # or DEQUANTIZE op into a DELEGATE node); the LSTM itself runs on the built-in kernel either way.
+    it = tf.lite.Interpreter(model_content=model_bytes, experimental_preserve_all_tensors=True,
+                             experimental_op_resolver_type=tf.lite.experimental.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    it.allocate_tensors()
+    ops = it._get_ops_details()
+    det = {d["index"]: d for d in it.get_tensor_details()}
+    names = [o["op_name"] for o in ops]
+    lstms = [o for o in ops if o["op_name"] == LSTM_OP]
+    if any(n == "BIDIRECTIONAL_SEQUENCE_LSTM" for n in names):
+        raise ConvertError("BIDIRECTIONAL_SEQUENCE_LSTM is not supported (one unidirectional LSTM only)")
+    if len(lstms) == 2 and "REVERSE_V2" in names:
+        raise ConvertError("a bidirectional LSTM (Keras Bidirectional: two %s ops and a REVERSE_V2) is not supported; "
+                           "one unidirectional LSTM only (ops: %s)" % (LSTM_OP, ", ".join(names)))
+    if len(lstms) != 1:
+        raise ConvertError("the model has %d %s ops (ops: %s); the converter takes exactly one"
+                           % (len(lstms), LSTM_OP, ", ".join(names) or "none"))
+    lstm = lstms[0]
+    ins = list(lstm["inputs"])
+    ins += [-1] * (24 - len(ins))
+
+    # The graph: [QUANTIZE] LSTM [STRIDED_SLICE] [DEQUANTIZE], each feeding the next.
+    pos = names.index(LSTM_OP)
+    before, after = ops[:pos], ops[pos + 1:]
+    graph_in = it.get_input_details()
+    graph_out = it.get_output_details()
+    if len(graph_in) != 1 or len(graph_out) != 1:
+        raise ConvertError("the model has %d inputs and %d outputs; expected one of each" % (len(graph_in), len(graph_out)))
+    allowed_before = [["QUANTIZE"], []]
+    if [o["op_name"] for o in before] not in allowed_before:
+        raise ConvertError("ops before the LSTM: %s (only a QUANTIZE of a float input is supported)"
+                           % ", ".join(o["op_name"] for o in before))
+    after_names = [o["op_name"] for o in after]
+    if after_names not in ([], ["STRIDED_SLICE"], ["DEQUANTIZE"], ["STRIDED_SLICE", "DEQUANTIZE"]):
+        raise ConvertError("ops after the LSTM: %s (only a STRIDED_SLICE taking the last step and a DEQUANTIZE to a "
+                           "float output are supported)" % ", ".join(after_names))
+    if before and (before[0]["inputs"][0] != graph_in[0]["index"] or before[0]["outputs"][0] != ins[IN_X]):
+        raise ConvertError("the QUANTIZE op does not feed the model's input to the LSTM")
+    if not before and graph_in[0]["index"] != ins[IN_X]:
+        raise ConvertError("the model's input is not the LSTM's input")
+    lstm_out = lstm["outputs"][0]
+    y = lstm_out
+    return_sequences = True
+    for o in after:
+        if o["inputs"][0] != y:
+            raise ConvertError("the %s op does not read the output of the op before it" % o["op_name"])
+        if o["op_name"] == "STRIDED_SLICE":
+            check_last_step_slice(it, o, lstm_out, det)
+            return_sequences = False
+        y = o["outputs"][0]
+    y_int8 = after[0]["outputs"][0] if after and after[0]["op_name"] == "STRIDED_SLICE" else lstm_out
+    if y != graph_out[0]["index"] and y_int8 != graph_out[0]["index"]:
+        raise ConvertError("the model's output is not the LSTM's output")
+
+    # The LSTM op itself: its variant.
+    if ins[IN_W["i"]] == -1:
+        raise ConvertError("CIFG (coupled input and forget gate: no input-gate weights) is not supported")
+    if any(ins[k] != -1 for k in IN_PEEP):
+        raise ConvertError("peephole connections are not supported")
+    if any(ins[k] != -1 for k in IN_PROJ):
+        raise ConvertError("a projection layer is not supported")
+    if any(ins[k] != -1 for k in IN_LN):
+        raise ConvertError("layer normalization is not supported")
+    types = [np.dtype(det[k]["dtype"]).name if k != -1 else None for k in ins]
+    x_type = types[IN_X]
+    if x_type == "int16":
+        raise ConvertError("int16 activations (the 16x8 integer LSTM) are not supported, only int8 (8x8_16)")
+    if x_type != "int8" or types[IN_W["i"]] != "int8":
+        raise ConvertError("not a full-integer int8 LSTM (input %s, weights %s): a float or hybrid LSTM; convert "
+                           "with a representative dataset and supported_ops=[TFLITE_BUILTINS_INT8]"
+                           % (x_type, types[IN_W["i"]]))
+    expect = ["int8"] * 9 + ["int32"] * 4
+    got = [types[k] for k in [IN_X] + [IN_W[g] for g in "ifco"] + [IN_R[g] for g in "ifco"] + [IN_B[g] for g in "ifco"]]
+    if got != expect or types[IN_H] != "int8" or types[IN_C] != "int16":
+        raise ConvertError("operand types %s (output state %s, cell state %s); expected int8 input and weights, "
+                           "int32 biases, int8 output state and int16 cell state" % (got, types[IN_H], types[IN_C]))
+    if opts["time_major"]:
+        raise ConvertError("a time-major LSTM op is not supported (Keras writes batch-major ones)")
+    if opts["asymmetric_quantize_inputs"]:
+        raise ConvertError("asymmetric_quantize_inputs (a hybrid LSTM) is not supported")
+    if not opts["tanh_activation"]:
+        raise ConvertError("the LSTM's activation is not tanh; only tanh is supported")
+    hid = [d for d in det.values() if d["name"].startswith("effective_hidden_scale_intermediate")]
+    if len(hid) != 1:
+        raise ConvertError("the LSTM's 'effective_hidden_scale_intermediate' tensor was not found (%d candidates)"
+                           % len(hid))
+
+    x_shape = det[ins[IN_X]]["shape"]
+    H, I = det[ins[IN_W["i"]]]["shape"]
+    tensors = {}
+    meta = {"format": "tflite_int8", "op": LSTM_OP, "I": str(int(I)), "H": str(int(H)),
+            "return_sequences": "1" if return_sequences else "0"}
+    in_scale, in_zp = one_scale(det[ins[IN_X]], "the LSTM input")
+    out_scale, out_zp = one_scale(det[y_int8], "the LSTM output")
+    meta.update({"input_scale": f32s(in_scale), "input_zp": str(in_zp),
+                 "output_scale": f32s(out_scale), "output_zp": str(out_zp),
+                 "cell_clip": f32s(opts["cell_clip"]), "proj_clip": f32s(opts["proj_clip"])})
+    for g in "ifco":
+        for prefix, table, what in (("w", IN_W, "input weights"), ("r", IN_R, "recurrent weights"), ("b", IN_B, "bias")):
+            d = det[ins[table[g]]]
+            s, zp = one_scale(d, "gate %s %s" % (g, what))
+            if zp != 0:
+                raise ConvertError("gate %s %s (tensor '%s') have zero point %d; expected symmetric (0)"
+                                   % (g, what, d["name"], zp))
+            tensors["%s_%s" % (prefix, g)] = it.get_tensor(d["index"]).copy()
+            meta["%s_%s_scale" % (prefix, g)] = f32s(s)
+    s, zp = one_scale(det[ins[IN_H]], "the output state")
+    meta["output_state_scale"], meta["output_state_zp"] = f32s(s), str(zp)
+    s, zp = one_scale(det[ins[IN_C]], "the cell state")
+    if zp != 0:
+        raise ConvertError("the cell state has zero point %d; expected 0" % zp)
+    meta["cell_scale"] = f32s(s)
+    s, zp = one_scale(hid[0], "the effective hidden scale intermediate")
+    meta["hidden_scale"], meta["hidden_zp"] = f32s(s), str(zp)
+    meta["graph_input"] = "float32" if before else "int8"
+    meta["graph_output"] = "float32" if after and after[-1]["op_name"] == "DEQUANTIZE" else "int8"
+    meta["tf_version"] = tf.__version__
+    if tensors["w_i"].shape != (H, I) or tensors["r_i"].shape != (H, H) or len(x_shape) != 3 or x_shape[2] != I:
+        raise ConvertError("unexpected shapes: input %s, w_i %s, r_i %s"
+                           % (list(x_shape), list(tensors["w_i"].shape), list(tensors["r_i"].shape)))
+    info = {"interpreter": it, "lstm": lstm, "inputs": ins, "graph_input": graph_in[0], "graph_output": graph_out[0],
+            "x": ins[IN_X], "y": y_int8}
+    return tensors, meta, info
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        description="Convert a quantized (int8) TFLite LSTM model -- one UNIDIRECTIONAL_SEQUENCE_LSTM op, as the "
+                    "TFLite converter writes for a Keras LSTM with full-integer quantization -- to a safetensors "
+                    "file that `rnncore run --weights` runs bit for bit as LiteRT does.",
+        epilog="Semantics and file contents: docs/int8.md.")
+    p.add_argument("model", help="the .tflite file")
+    p.add_argument("-o", "--output", required=True, help="safetensors file to write")
+    args = p.parse_args(argv)
+    try:
+        if not os.path.exists(args.model):
+            raise ConvertError("'%s' does not exist" % args.model)
+        with open(args.model, "rb") as f:
+            model_bytes = f.read()
+        if not model_bytes:
+            raise ConvertError("'%s' is empty" % args.model)
+        tf = import_tensorflow()
+        try:
+            tensors, meta, _ = extract(model_bytes, tf)
+        except ConvertError:
+            raise
+        except Exception as e:  # not a flatbuffer, or one the interpreter refuses
+            raise ConvertError("'%s' could not be read as a TFLite model: %s" % (args.model, str(e).splitlines()[0]))
+        meta["source"] = os.path.basename(args.model)
+        write_safetensors(args.output, sorted(tensors.items()), meta)
+    except ConvertError as e:
+        print("tflite_to_safetensors: error: %s" % e, file=sys.stderr)
+        return 1
+    print("wrote %s: I=%s H=%s return_sequences=%s input %s, output %s, cell scale %s"
+          % (args.output, meta["I"], meta["H"], meta["return_sequences"], meta["graph_input"], meta["graph_output"],
+             meta["cell_scale"]), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
