@@ -10,12 +10,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <dirent.h>
 #include <string>
 #include <vector>
 
 #include "rnncore/io/model.hpp"
 #include "rnncore/io/safetensors.hpp"
+#include "tests/golden_files.hpp"
 #include "tests/test_util.hpp"
 #include "rnncore/io/stack_config.hpp"
 
@@ -23,27 +23,6 @@ using namespace rnncore;
 using namespace rnncore_test;
 
 namespace {
-
-std::string golden_dir(const char* sub) { return std::string(RNNCORE_SOURCE_DIR) + "/tests/golden/" + sub; }
-
-std::vector<std::string> list_cases(const std::string& dir) {
-  std::vector<std::string> out;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      const std::string n = e->d_name;
-      if (n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0) out.push_back(dir + "/" + n);
-    }
-    closedir(d);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-std::string meta(const io::SafeTensors& f, const char* key) {
-  const std::string* v = f.meta(key);
-  REQUIRE_MESSAGE(v != nullptr, "metadata '" << key << "' missing in " << f.path);
-  return *v;
-}
 
 template <class T>
 std::vector<T> floats(const io::SafeTensors& f, const std::string& name) {

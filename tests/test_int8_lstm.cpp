@@ -7,8 +7,6 @@
 //   * the fixed-point sigmoid and tanh against the real functions (sanity, not the contract).
 #include <doctest/doctest.h>
 
-#include <dirent.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -18,32 +16,17 @@
 
 #include "rnncore/io/safetensors.hpp"
 #include "src/internal/int8_lstm.hpp"
+#include "tests/golden_files.hpp"
 
 using namespace rnncore;
 using namespace rnncore::q8;
 
 namespace {
 
-std::string golden_dir() { return std::string(RNNCORE_SOURCE_DIR) + "/tests/golden/tflite_int8"; }
+std::string golden_dir() { return rnncore_test::golden_dir("tflite_int8"); }
+std::vector<std::string> list_cases() { return rnncore_test::list_cases(golden_dir()); }
+using rnncore_test::meta;
 
-std::vector<std::string> list_cases() {
-  std::vector<std::string> out;
-  if (DIR* d = opendir(golden_dir().c_str())) {
-    while (dirent* e = readdir(d)) {
-      const std::string n = e->d_name;
-      if (n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0) out.push_back(golden_dir() + "/" + n);
-    }
-    closedir(d);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-std::string meta(const io::SafeTensors& f, const char* key) {
-  const std::string* v = f.meta(key);
-  REQUIRE_MESSAGE(v != nullptr, "metadata '" << key << "' missing in " << f.path);
-  return *v;
-}
 float meta_f(const io::SafeTensors& f, const char* key) { return static_cast<float>(std::strtod(meta(f, key).c_str(), nullptr)); }
 int meta_i(const io::SafeTensors& f, const char* key) { return std::atoi(meta(f, key).c_str()); }
 

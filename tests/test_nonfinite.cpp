@@ -71,6 +71,13 @@ void check_same(const std::vector<float>& got, const std::vector<float>& want, c
   CHECK(far == 0);
 }
 
+// check_same on every output of a run.
+void check_run(const Run& got, const Run& want, const char* what) {
+  check_same(got.y, want.y, what);
+  check_same(got.hy, want.hy, what);
+  check_same(got.cy, want.cy, what);
+}
+
 }  // namespace
 
 TEST_CASE("NaN and Inf propagate on every CPU path exactly as on the reference") {
@@ -126,10 +133,7 @@ TEST_CASE("NaN and Inf propagate on every CPU path exactly as on the reference")
             opt.backend = Backend::simd;
             opt.max_isa = isa;
             opt.training = training;
-            const Run got = run(spec, opt, w, x, h0, c0, T, B);
-            check_same(got.y, want.y, what);
-            check_same(got.hy, want.hy, what);
-            check_same(got.cy, want.cy, what);
+            check_run(run(spec, opt, w, x, h0, c0, T, B), want, what);
           }
         }
       }
@@ -182,10 +186,7 @@ TEST_CASE("NaN and Inf through LSTM peepholes, clips and a projection as on the 
       std::snprintf(what, sizeof what, "extended LSTM, %s, isa %s", p.name, to_string(isa));
       opt.backend = Backend::simd;
       opt.max_isa = isa;
-      const Run got = run(spec, opt, w, x, h0, c0, T, B);
-      check_same(got.y, want.y, what);
-      check_same(got.hy, want.hy, what);
-      check_same(got.cy, want.cy, what);
+      check_run(run(spec, opt, w, x, h0, c0, T, B), want, what);
     }
   }
 }

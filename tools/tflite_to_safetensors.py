@@ -38,7 +38,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tf_to_safetensors import write_safetensors  # noqa: E402
+from tf_to_safetensors import ConvertError, import_tensorflow, write_safetensors  # noqa: E402
 
 # UNIDIRECTIONAL_SEQUENCE_LSTM operand indices (tensorflow/lite/kernels/lstm_shared.h)
 IN_X = 0
@@ -52,19 +52,6 @@ IN_C = 19
 IN_LN = (20, 21, 22, 23)
 
 LSTM_OP = "UNIDIRECTIONAL_SEQUENCE_LSTM"
-
-
-class ConvertError(Exception):
-    pass
-
-
-def import_tensorflow():
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    try:
-        import tensorflow as tf
-    except ImportError:
-        raise ConvertError("TensorFlow is not installed: pip install tensorflow-cpu (only this converter needs it)")
-    return tf
 
 
 def f32s(v):
