@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 
 #include "src/internal/error.hpp"
@@ -300,67 +301,79 @@ Status int8_lstm_prepare(const Int8LstmQuantization& q, int input_size, int hidd
     p.x_bias[g] = xb;
     p.h_bias[g] = hb;
   }
+  p.dot = int8_best_dot_kernel().fn;
   *out = p;
   return Status::ok;
 }
 
+namespace {
+
+// Units [j0, j0 + n) of one batch row (n <= kUnitBlock): the four gates from x and the previous
+// output state h, then the cell (c, in place) and the new output state (into h_next; h itself
+// is still read by the blocks after this one).
+void step_block(const Int8LstmParams& p, int j0, int n, const std::int8_t* x, const std::int8_t* h,
+                std::int16_t* c, std::int8_t* h_next) {
+  const std::size_t H = static_cast<std::size_t>(p.hidden_size), I = static_cast<std::size_t>(p.input_size);
+  const std::size_t j = static_cast<std::size_t>(j0);
+  std::int32_t ax[kUnitBlock], ah[kUnitBlock];
+  std::int16_t act[kGates][kUnitBlock];
+  for (int g = 0; g < kGates; ++g) {
+    // int32 accumulators as in TFLite (the kernels wrap, as TFLite's do, without overflow UB).
+    p.dot(p.w[g] + j * I, n, p.input_size, x, p.x_bias[g] + j, ax);
+    p.dot(p.r[g] + j * H, n, p.hidden_size, h, p.h_bias[g] + j, ah);
+    for (int u = 0; u < n; ++u) {
+      // Each product is rescaled to Q3.12 on its own and saturated; then the two are summed and
+      // saturated again (TFLite accumulates the recurrent part onto the saturated input part).
+      const std::int16_t zx = sat16(multiply_by_quantized_multiplier(ax[u], p.x_mult[g]));
+      const std::int16_t z = sat16(multiply_by_quantized_multiplier(ah[u], p.h_mult[g]) + zx);
+      act[g][u] = g == 2 ? tanh_q(z, 3) : sigmoid_q3_12(z);
+    }
+  }
+  const int ig_shift = 30 + p.cell_log2;   // Q0.15 · Q0.15 → cell scale 2^cell_log2
+  const int tanh_bits = 15 + p.cell_log2;  // integer bits of the cell state
+  for (int u = 0; u < n; ++u) {
+    const std::int16_t gi = act[0][u], gf = act[1][u], gg = act[2][u], go = act[3][u];
+    std::int16_t& cell = c[j + static_cast<std::size_t>(u)];
+    const std::int32_t fc = rounding_divide_by_pot<std::int32_t>(static_cast<std::int32_t>(gf) * cell, 15);
+    const std::int32_t ig = rounding_divide_by_pot<std::int32_t>(static_cast<std::int32_t>(gi) * gg, ig_shift);
+    std::int16_t cn = sat16(wrap16(fc) + wrap16(ig));  // each product is stored as int16 first
+    if (p.cell_clip > 0) {
+      if (cn > p.cell_clip) cn = p.cell_clip;
+      if (cn < -p.cell_clip) cn = static_cast<std::int16_t>(-p.cell_clip);
+    }
+    cell = cn;
+    // A cell scale finer than 2^-15 (the converter picks one when the calibrated |c| stays below
+    // 1/2) gives tanh −1 .. −15 integer bits; LiteRT's ApplyTanh (portable_tensor_utils.cc)
+    // dispatches only 0..6 and otherwise returns without writing its output, which is the input
+    // gate's scratch buffer: LiteRT then multiplies o by the input gate i instead of tanh(c).
+    // Reproduced here, bit for bit (tested on Keras models converted with cell scale 2^-16).
+    const std::int16_t tc = tanh_bits >= 0 ? tanh_q(cn, tanh_bits) : gi;
+    const std::int32_t prod = static_cast<std::int32_t>(go) * tc;
+    const std::int32_t hq = multiply_by_quantized_multiplier(prod, p.hidden_mult) + p.hidden_zp;
+    h_next[j + static_cast<std::size_t>(u)] = static_cast<std::int8_t>(hq < -128 ? -128 : (hq > 127 ? 127 : hq));
+  }
+}
+
+}  // namespace
+
 void int8_lstm_step(const Int8LstmParams& p, int batch, const std::int8_t* x, std::int8_t* h,
-                    std::int16_t* c, std::int16_t* scratch) {
-  const int H = p.hidden_size, I = p.input_size;
+                    std::int16_t* c, std::int8_t* scratch) {
+  const int H = p.hidden_size;
+  const std::size_t Hs = static_cast<std::size_t>(H), Is = static_cast<std::size_t>(p.input_size);
   for (int b = 0; b < batch; ++b) {
-    const std::int8_t* xb = x + static_cast<std::size_t>(b) * I;
-    std::int8_t* hb = h + static_cast<std::size_t>(b) * H;
-    std::int16_t* cb = c + static_cast<std::size_t>(b) * H;
-    // Gates from the previous output state (all four read h before it is overwritten).
-    for (int g = 0; g < kGates; ++g) {
-      std::int16_t* gate = scratch + static_cast<std::size_t>(g) * H;
-      const std::int8_t* wg = p.w[g];
-      const std::int8_t* rg = p.r[g];
-      for (int j = 0; j < H; ++j) {
-        // int32 accumulators as in TFLite; summed in 64 bits and wrapped to 32, which gives
-        // TFLite's result without signed overflow (reachable only with a bias near the int32 limits).
-        std::int64_t ax = p.x_bias[g][j];
-        for (int k = 0; k < I; ++k) ax += static_cast<std::int32_t>(wg[static_cast<std::size_t>(j) * I + k]) * xb[k];
-        std::int64_t ah = p.h_bias[g][j];
-        for (int k = 0; k < H; ++k) ah += static_cast<std::int32_t>(rg[static_cast<std::size_t>(j) * H + k]) * hb[k];
-        // Each product is rescaled to Q3.12 on its own and saturated; then the two are summed and
-        // saturated again (TFLite accumulates the recurrent part onto the saturated input part).
-        const std::int16_t zx = sat16(multiply_by_quantized_multiplier(wrap32(ax), p.x_mult[g]));
-        const std::int16_t z = sat16(multiply_by_quantized_multiplier(wrap32(ah), p.h_mult[g]) + zx);
-        gate[j] = g == 2 ? tanh_q(z, 3) : sigmoid_q3_12(z);
-      }
+    const std::size_t bs = static_cast<std::size_t>(b);
+    std::int8_t* hb = h + bs * Hs;
+    for (int j0 = 0; j0 < H; j0 += kUnitBlock) {
+      const int n = H - j0 < kUnitBlock ? H - j0 : kUnitBlock;
+      step_block(p, j0, n, x + bs * Is, hb, c + bs * Hs, scratch);
     }
-    const std::int16_t* gi = scratch;
-    const std::int16_t* gf = scratch + H;
-    const std::int16_t* gg = scratch + 2 * static_cast<std::size_t>(H);
-    const std::int16_t* go = scratch + 3 * static_cast<std::size_t>(H);
-    const int ig_shift = 30 + p.cell_log2;  // Q0.15 · Q0.15 → cell scale 2^cell_log2
-    const int tanh_bits = 15 + p.cell_log2;  // integer bits of the cell state
-    for (int j = 0; j < H; ++j) {
-      const std::int32_t fc = rounding_divide_by_pot<std::int32_t>(static_cast<std::int32_t>(gf[j]) * cb[j], 15);
-      const std::int32_t ig = rounding_divide_by_pot<std::int32_t>(static_cast<std::int32_t>(gi[j]) * gg[j], ig_shift);
-      std::int16_t cn = sat16(wrap16(fc) + wrap16(ig));  // each product is stored as int16 first
-      if (p.cell_clip > 0) {
-        if (cn > p.cell_clip) cn = p.cell_clip;
-        if (cn < -p.cell_clip) cn = static_cast<std::int16_t>(-p.cell_clip);
-      }
-      cb[j] = cn;
-      // A cell scale finer than 2^-15 (the converter picks one when the calibrated |c| stays below
-      // 1/2) gives tanh −1 .. −15 integer bits; LiteRT's ApplyTanh (portable_tensor_utils.cc)
-      // dispatches only 0..6 and otherwise returns without writing its output, which is the input
-      // gate's scratch buffer: LiteRT then multiplies o by the input gate i instead of tanh(c).
-      // Reproduced here, bit for bit (tested on Keras models converted with cell scale 2^-16).
-      const std::int16_t tc = tanh_bits >= 0 ? tanh_q(cn, tanh_bits) : gi[j];
-      const std::int32_t prod = static_cast<std::int32_t>(go[j]) * tc;
-      const std::int32_t hq = multiply_by_quantized_multiplier(prod, p.hidden_mult) + p.hidden_zp;
-      hb[j] = static_cast<std::int8_t>(hq < -128 ? -128 : (hq > 127 ? 127 : hq));
-    }
+    std::memcpy(hb, scratch, Hs);
   }
 }
 
 Status int8_lstm_sequence(const Int8LstmParams& p, int batch, int seq_len, const std::int8_t* x,
-                          std::int8_t* y, std::int8_t* h, std::int16_t* c, std::int16_t* scratch,
-                          std::size_t scratch_words) {
+                          std::int8_t* y, std::int8_t* h, std::int16_t* c, std::int8_t* scratch,
+                          std::size_t scratch_bytes) {
   detail::clear_error();
   RNNCORE_ENSURE(x != nullptr && h != nullptr && c != nullptr && scratch != nullptr, Status::null_pointer,
                  "int8_lstm_sequence: x, h, c and scratch must not be null");
@@ -368,9 +381,9 @@ Status int8_lstm_sequence(const Int8LstmParams& p, int batch, int seq_len, const
                  "int8_lstm_sequence: the parameters were not prepared (int8_lstm_prepare)");
   RNNCORE_ENSURE(batch >= 0 && seq_len >= 0, Status::invalid_size,
                  "int8_lstm_sequence: batch %d and seq_len %d must be >= 0", batch, seq_len);
-  RNNCORE_ENSURE(scratch_words >= int8_lstm_scratch_words(p.hidden_size), Status::buffer_too_small,
-                 "int8_lstm_sequence: scratch has %zu int16 words, needs %zu", scratch_words,
-                 int8_lstm_scratch_words(p.hidden_size));
+  RNNCORE_ENSURE(scratch_bytes >= int8_lstm_scratch_bytes(p.hidden_size), Status::buffer_too_small,
+                 "int8_lstm_sequence: scratch has %zu bytes, needs %zu", scratch_bytes,
+                 int8_lstm_scratch_bytes(p.hidden_size));
   const std::size_t H = static_cast<std::size_t>(p.hidden_size), I = static_cast<std::size_t>(p.input_size);
   const std::size_t T = static_cast<std::size_t>(seq_len);
   for (int b = 0; b < batch; ++b) {

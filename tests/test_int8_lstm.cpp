@@ -134,7 +134,8 @@ TEST_CASE("int8 LSTM: bit-exact with LiteRT's integer LSTM (8x8_16) on the golde
     INFO(last_error_detail());
     REQUIRE(prepare(c, c.q, &pr) == Status::ok);
     std::vector<std::int8_t> h = c.h0, y(static_cast<std::size_t>(c.B) * c.T * c.H);
-    std::vector<std::int16_t> cs = c.c0, scratch(int8_lstm_scratch_words(c.H));
+    std::vector<std::int16_t> cs = c.c0;
+    std::vector<std::int8_t> scratch(int8_lstm_scratch_bytes(c.H));
     REQUIRE(int8_lstm_sequence(pr.p, c.B, c.T, c.x.data(), y.data(), h.data(), cs.data(), scratch.data(),
                                scratch.size()) == Status::ok);
     std::vector<std::int8_t> got = y;
@@ -159,7 +160,7 @@ TEST_CASE("int8 LSTM: a step per call with the state carried equals the whole se
     load(path, &c);
     Prepared pr;
     REQUIRE(prepare(c, c.q, &pr) == Status::ok);
-    std::vector<std::int16_t> scratch(int8_lstm_scratch_words(c.H));
+    std::vector<std::int8_t> scratch(int8_lstm_scratch_bytes(c.H));
     const std::size_t H = c.H, I = c.I, T = c.T, B = c.B;
     std::vector<std::int8_t> h_all = c.h0, y_all(B * T * H);
     std::vector<std::int16_t> c_all = c.c0;
@@ -223,7 +224,8 @@ TEST_CASE("int8 LSTM: the cell clip bounds the int16 cell state to [-clip, clip]
     const int clip = static_cast<int>(0.01f / q.cell_scale);
     CHECK(pr.p.cell_clip == clip);
     std::vector<std::int8_t> h = c.h0, xt(static_cast<std::size_t>(c.B) * c.I);
-    std::vector<std::int16_t> cs = c.c0, scratch(int8_lstm_scratch_words(c.H));
+    std::vector<std::int16_t> cs = c.c0;
+    std::vector<std::int8_t> scratch(int8_lstm_scratch_bytes(c.H));
     int at_clip = 0;
     for (int t = 0; t < c.T; ++t) {
       for (int b = 0; b < c.B; ++b)

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "rnncore/rnncore.hpp"
+#include "src/internal/int8_kernels.hpp"
 
 namespace rnncore {
 namespace q8 {
@@ -75,12 +76,17 @@ struct Int8LstmParams {
   const std::int8_t* r[kGates] = {};   ///< [H, H] row-major
   const std::int32_t* x_bias[kGates] = {};  ///< bias − input_zp · row sums of w  [H]
   const std::int32_t* h_bias[kGates] = {};  ///< −state_zp · row sums of r        [H]
+  DotRowsFn dot = nullptr;  ///< the matrix-vector kernel (prepare picks the fastest; tests set others)
 };
 
 /// int32 words of effective-bias storage prepare needs: 8 · hidden_size.
 inline std::size_t int8_lstm_bias_words(int hidden_size) { return 8 * static_cast<std::size_t>(hidden_size); }
-/// int16 words of scratch a step needs: 4 · hidden_size (one row at a time).
-inline std::size_t int8_lstm_scratch_words(int hidden_size) { return 4 * static_cast<std::size_t>(hidden_size); }
+/// Bytes of scratch a step needs: hidden_size (the new output state, until every unit has read
+/// the old one). The gates are computed in blocks of kUnitBlock units on the stack.
+inline std::size_t int8_lstm_scratch_bytes(int hidden_size) { return static_cast<std::size_t>(hidden_size); }
+
+/// Units a step computes together: the kernels run on blocks of this many rows of each gate.
+constexpr int kUnitBlock = 8;
 
 /// Checks the quantization and derives the fixed-point multipliers, the cell shift and clip, and
 /// the effective biases (into `bias_storage`, int8_lstm_bias_words(H) words). `bias[g]` may be
@@ -96,15 +102,15 @@ Status int8_lstm_prepare(const Int8LstmQuantization& q, int input_size, int hidd
 
 /// One time step for `batch` rows: x [batch, I], h [batch, H] (read, then overwritten with the
 /// new output state, which is also the step's output), c [batch, H] (read and overwritten).
-/// `scratch`: int8_lstm_scratch_words(H) int16 words. No checks: prepare validated the params.
+/// `scratch`: int8_lstm_scratch_bytes(H) bytes. No checks: prepare validated the params.
 void int8_lstm_step(const Int8LstmParams& p, int batch, const std::int8_t* x, std::int8_t* h,
-                    std::int16_t* c, std::int16_t* scratch);
+                    std::int16_t* c, std::int8_t* scratch);
 
 /// A whole sequence, batch-major like the TFLite op (time_major false): x [batch, T, I],
 /// y [batch, T, H] (or null), h [batch, H] and c [batch, H] carry the state in and out.
 Status int8_lstm_sequence(const Int8LstmParams& p, int batch, int seq_len, const std::int8_t* x,
-                          std::int8_t* y, std::int8_t* h, std::int16_t* c, std::int16_t* scratch,
-                          std::size_t scratch_words);
+                          std::int8_t* y, std::int8_t* h, std::int16_t* c, std::int8_t* scratch,
+                          std::size_t scratch_bytes);
 
 }  // namespace q8
 }  // namespace rnncore

@@ -165,7 +165,7 @@ void run_int8_model(const Int8Model& m, int batch, int seq_len, const std::int8_
   const std::size_t H = static_cast<std::size_t>(m.hidden_size), B = static_cast<std::size_t>(batch);
   std::vector<std::int8_t> h(B * H, static_cast<std::int8_t>(m.q.state_zp));
   std::vector<std::int16_t> c(B * H, 0);
-  std::vector<std::int16_t> scratch(q8::int8_lstm_scratch_words(m.hidden_size));
+  std::vector<std::int8_t> scratch(q8::int8_lstm_scratch_bytes(m.hidden_size));
   if (m.return_sequences) {
     q8::int8_lstm_sequence(m.params, batch, seq_len, x, y, h.data(), c.data(), scratch.data(), scratch.size());
   } else {
