@@ -25,8 +25,8 @@ extern "C" {
 
 /** Gates of the integer LSTM, in TFLite's order: input, forget, cell (g), output. */
 #define RNNCORE_INT8_LSTM_GATES 4
-/** Bytes of a rnncore_int8_lstm value. */
-#define RNNCORE_INT8_LSTM_BYTES 512
+/** Bytes of a rnncore_int8_lstm value (192 on 32-bit targets, 256 on 64-bit ones). */
+#define RNNCORE_INT8_LSTM_BYTES (128 + 16 * sizeof(void*))
 
 /** The quantization of one integer LSTM layer (real value = scale · (q − zero point)), as the
  * TFLite converter writes it for a Keras LSTM; docs/int8.md, "What a quantized model states". */
