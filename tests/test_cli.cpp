@@ -799,6 +799,51 @@ TEST_CASE("cli: int8 models converted by tools/tflite_to_safetensors.py run bit 
   CHECK(cases == 12);
 }
 
+TEST_CASE("cli: stacked int8 LSTMs (Keras LSTM layers one after another) run bit for bit as LiteRT") {
+  // tests/golden/tflite_int8/stacks/<case>.safetensors: the converter's output (metadata layers = L);
+  // <case>.io.safetensors: LiteRT's int8 input x and output y.
+  int cases = 0;
+  const std::string d = temp_dir();
+  for (const std::string& model : list_cases(src("tests/golden/tflite_int8/stacks"))) {
+    if (model.find(".io.safetensors") != std::string::npos) continue;
+    INFO(model);
+    io::SafeTensors f;
+    const std::string golden = model.substr(0, model.size() - 12) + ".io.safetensors";
+    REQUIRE(io::read_safetensors(golden.c_str(), &f) == RNNCORE_OK);
+    extract(f, "x", d + "/x.npy");
+    Result r = run("run --weights " + model + " --input " + d + "/x.npy --output " + d + "/y.npy");
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find(" layers (H ") != std::string::npos);
+    io::Array got, want;
+    REQUIRE(io::read_npy((d + "/y.npy").c_str(), &got) == RNNCORE_OK);
+    REQUIRE(f.array("y", &want) == RNNCORE_OK);
+    CHECK(got.shape == want.shape);
+    CHECK(got.bytes == want.bytes);  // every element, bit for bit
+    // the per-layer states have different widths: single-layer models only
+    r = run("run --weights " + model + " --input " + d + "/x.npy --output " + d + "/y.npy --hn " + d + "/hn.npy");
+    CHECK(r.code == 2);
+    ++cases;
+  }
+  CHECK(cases == 3);
+
+  // A stack whose layer 1 does not read layer 0's quantization is refused, naming both.
+  const std::string model = src("tests/golden/tflite_int8/stacks/stack2_I6_H12_8_T10_B2_last.safetensors");
+  std::string bytes = slurp(model);
+  const std::string key = "\"l1.input_zp\":\"";
+  const std::size_t at = bytes.find(key);
+  REQUIRE(at != std::string::npos);
+  bytes[at + key.size()] = bytes[at + key.size()] == '5' ? '6' : '5';
+  {
+    std::ofstream out(d + "/bad_stack.safetensors", std::ios::binary);
+    out << bytes;
+  }
+  const Result r = run("run --weights " + d + "/bad_stack.safetensors --input " + d + "/x.npy --output " + d + "/y.npy");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("layer 1's input") != std::string::npos);
+  CHECK(r.err.find("is not layer 0's output") != std::string::npos);
+}
+
 TEST_CASE("cli: int8 models: float input is quantized; wrong dtype, shape and options are refused") {
   const std::string model = src("tests/golden/tflite_int8/converted/lstm_I8_H16_T6_B2_seq.safetensors");
   io::SafeTensors f;
