@@ -239,7 +239,13 @@ Status int8_lstm_prepare(const Int8LstmQuantization& q, int input_size, int hidd
   // The gate pre-activations are int16 Q3.12 (scale 2^-12); the effective scales are formed in
   // float, as TFLite forms them, before they become fixed-point multipliers.
   const float gate_scale = 1.0f / 4096.0f;
-  char what[64];
+  // Constant names, not snprintf: in a firmware build snprintf links newlib's printf and malloc.
+  static const char* const kInputWhat[kGates] = {
+      "effective input scale of gate i", "effective input scale of gate f",
+      "effective input scale of gate g", "effective input scale of gate o"};
+  static const char* const kRecurrentWhat[kGates] = {
+      "effective recurrent scale of gate i", "effective recurrent scale of gate f",
+      "effective recurrent scale of gate g", "effective recurrent scale of gate o"};
   for (int g = 0; g < kGates; ++g) {
     RNNCORE_ENSURE(scale_ok(q.w_scale[g]), Status::invalid_size,
                    "input weight scale of gate %s is %g; it must be finite and positive", kGateName[g],
@@ -249,10 +255,8 @@ Status int8_lstm_prepare(const Int8LstmQuantization& q, int input_size, int hidd
                    static_cast<double>(q.r_scale[g]));
     const float ex = q.w_scale[g] * q.input_scale / gate_scale;
     const float eh = q.r_scale[g] * q.state_scale / gate_scale;
-    std::snprintf(what, sizeof what, "effective input scale of gate %s", kGateName[g]);
-    RNNCORE_RETURN_IF_ERROR(quantize_multiplier(ex, what, &p.x_mult[g]));
-    std::snprintf(what, sizeof what, "effective recurrent scale of gate %s", kGateName[g]);
-    RNNCORE_RETURN_IF_ERROR(quantize_multiplier(eh, what, &p.h_mult[g]));
+    RNNCORE_RETURN_IF_ERROR(quantize_multiplier(ex, kInputWhat[g], &p.x_mult[g]));
+    RNNCORE_RETURN_IF_ERROR(quantize_multiplier(eh, kRecurrentWhat[g], &p.h_mult[g]));
   }
   const float two_m15 = 1.0f / 32768.0f;
   RNNCORE_RETURN_IF_ERROR(
