@@ -8,8 +8,8 @@
 //     = acc + w0·v0 + w2·v2 + w1·v1 + w3·v3,
 // four multiply-accumulates in 2 SMLADs and (for the weights) 3 more instructions: a load and two
 // SXTB16 (the rotate is part of SXTB16's encoding). The vector's word is widened once and used for
-// 4 rows, and the loop takes 8 columns per iteration: (2·3 + 8·5 + 2) / 32 = 1.5 instructions per
-// multiply-accumulate (rows4_cols8).
+// 4 rows, and the loop takes 16 columns per iteration: (4·3 + 16·5 + 2) / 64 = 1.47 instructions
+// per multiply-accumulate (rows4_cols16).
 //
 // Exactness (equal to i8_dot_rows_scalar's wrapping int32 sums): SMLAD computes
 // Ra + Rn.lo·Rm.lo + Rn.hi·Rm.hi exactly (as a wider integer) and writes its low 32 bits to Rd;
@@ -64,70 +64,89 @@ inline std::int32_t tail(std::int32_t acc, const std::int8_t* w, const std::int8
 }
 
 
-// The hot loop: n >= 1 iterations of 8 columns for 4 rows, in assembly so that the instruction
-// count is what the design says on every compiler and optimization level (GCC 12 at -Os and -O2
-// spills the sums in C: 4 sums, 4 row pointers, the vector pointer, a count and 4 temporaries
-// exceed the 13 free registers). Rows 1 and 3 are read at a register offset K from rows 0 and 2,
-// which saves two pointers: 13 registers in all. Per iteration, twice: a vector word (load, two
-// SXTB16), then per row a weight word (load, two SXTB16) and two SMLADs; then SUBS and BNE:
-// 2 · (3 + 4 · 5) + 2 = 48 instructions for 32 multiply-accumulates, 1.5 per MAC.
+// The hot loop in assembly, so that the instruction count is what the design says on every
+// compiler and optimization level (GCC 12 spills the sums of the same loop in C at -Os and -O2:
+// 4 sums, 4 row pointers, the vector pointer, a count and 4 temporaries exceed the 13 free
+// registers). Rows 1 and 3 are read at a register offset K from rows 0 and 2, which saves two
+// pointers: 13 registers in all. One word of 4 columns: the vector's word (load, two SXTB16), then
+// per row a weight word (load, two SXTB16) and two SMLADs: 3 + 4 · 5 = 23 instructions for 16
+// multiply-accumulates. rows4_cols16 runs 4 words per iteration plus SUBS and BNE: 94 instructions
+// for 64 MACs, 1.47 per MAC.
 #if defined(__OPTIMIZE__)
-inline void rows4_cols8(const std::int8_t*& w0, const std::int8_t*& w2, std::int32_t K,
-                        const std::int8_t*& vp, int n, std::int32_t& a0, std::int32_t& a1,
-                        std::int32_t& a2, std::int32_t& a3) {
+#define RNNCORE_DSP_ROW(ACC, LOAD)          \
+  LOAD "\n\t"                              \
+  "sxtb16 %[u], %[t]\n\t"                   \
+  "sxtb16 %[t], %[t], ror #8\n\t"           \
+  "smlad " ACC ", %[u], %[ve], " ACC "\n\t" \
+  "smlad " ACC ", %[t], %[vo], " ACC "\n\t"
+#define RNNCORE_DSP_WORD                                \
+  "ldr %[vo], [%[vp]], #4\n\t"                         \
+  "sxtb16 %[ve], %[vo]\n\t"                            \
+  "sxtb16 %[vo], %[vo], ror #8\n\t"                    \
+  RNNCORE_DSP_ROW("%[a1]", "ldr %[t], [%[w0], %[K]]")   \
+  RNNCORE_DSP_ROW("%[a0]", "ldr %[t], [%[w0]], #4")     \
+  RNNCORE_DSP_ROW("%[a3]", "ldr %[t], [%[w2], %[K]]")   \
+  RNNCORE_DSP_ROW("%[a2]", "ldr %[t], [%[w2]], #4")
+// Every operand read-write ("+r"): with 13 operands GCC finds no allocation at -O2 when the
+// temporaries are write-only early clobbers.
+#define RNNCORE_DSP_OPERANDS                                                                    \
+  [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [w0] "+r"(w0), [w2] "+r"(w2),      \
+      [vp] "+r"(vp), [n] "+r"(n), [ve] "+r"(ve), [vo] "+r"(vo), [t] "+r"(t), [u] "+r"(u), [K] "+r"(k)
+
+// n >= 1 iterations of 16 columns (4 words) for rows 0..3; advances w0, w2 and vp.
+inline void rows4_cols16(const std::int8_t*& w0, const std::int8_t*& w2, std::int32_t K,
+                         const std::int8_t*& vp, int n, std::int32_t& a0, std::int32_t& a1,
+                         std::int32_t& a2, std::int32_t& a3) {
   std::uint32_t ve = 0, vo = 0, t = 0, u = 0;
   std::int32_t k = K;
-#define RNNCORE_DSP_ROW(ACC, LOAD)            \
-  LOAD "\n\t"                                \
-  "sxtb16 %[u], %[t]\n\t"                     \
-  "sxtb16 %[t], %[t], ror #8\n\t"             \
-  "smlad " ACC ", %[u], %[ve], " ACC "\n\t"   \
-  "smlad " ACC ", %[t], %[vo], " ACC "\n\t"
-#define RNNCORE_DSP_WORD                                      \
-  "ldr %[vo], [%[vp]], #4\n\t"                               \
-  "sxtb16 %[ve], %[vo]\n\t"                                  \
-  "sxtb16 %[vo], %[vo], ror #8\n\t"                          \
-  RNNCORE_DSP_ROW("%[a1]", "ldr %[t], [%[w0], %[K]]")         \
-  RNNCORE_DSP_ROW("%[a0]", "ldr %[t], [%[w0]], #4")           \
-  RNNCORE_DSP_ROW("%[a3]", "ldr %[t], [%[w2], %[K]]")         \
-  RNNCORE_DSP_ROW("%[a2]", "ldr %[t], [%[w2]], #4")
-  __asm__(
-      "1:\n\t"
-      RNNCORE_DSP_WORD
-      RNNCORE_DSP_WORD
-      "subs %[n], %[n], #1\n\t"
-      "bne 1b\n\t"
-      : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [w0] "+r"(w0), [w2] "+r"(w2),
-        [vp] "+r"(vp), [n] "+r"(n), [ve] "+r"(ve), [vo] "+r"(vo), [t] "+r"(t), [u] "+r"(u), [K] "+r"(k)
-      :
-      : "cc", "memory");
+  __asm__("1:\n\t" RNNCORE_DSP_WORD RNNCORE_DSP_WORD RNNCORE_DSP_WORD RNNCORE_DSP_WORD
+          "subs %[n], %[n], #1\n\t"
+          "bne 1b\n\t"
+          : RNNCORE_DSP_OPERANDS
+          :
+          : "cc", "memory");
+}
+
+// 4 columns (one word) for rows 0..3; advances w0, w2 and vp.
+inline void rows4_cols4(const std::int8_t*& w0, const std::int8_t*& w2, std::int32_t K,
+                        const std::int8_t*& vp, std::int32_t& a0, std::int32_t& a1, std::int32_t& a2,
+                        std::int32_t& a3) {
+  std::uint32_t ve = 0, vo = 0, t = 0, u = 0;
+  std::int32_t k = K;
+  int n = 0;
+  __asm__(RNNCORE_DSP_WORD : RNNCORE_DSP_OPERANDS : : "memory");
+}
+#undef RNNCORE_DSP_OPERANDS
 #undef RNNCORE_DSP_WORD
 #undef RNNCORE_DSP_ROW
-}
 #else
-// Unoptimized builds keep a frame pointer (r7), which leaves 12 registers: the same loop in C.
-inline void rows4_cols8(const std::int8_t*& w0, const std::int8_t*& w2, std::int32_t K,
-                        const std::int8_t*& vp, int n, std::int32_t& a0, std::int32_t& a1,
-                        std::int32_t& a2, std::int32_t& a3) {
-  for (int i = 0; i < 2 * n; ++i, vp += 4, w0 += 4, w2 += 4) {
-    const std::uint32_t x = load4(vp);
-    const int16x2_t ve = even_pairs(x), vo = odd_pairs(x);
-    a0 = mac4(a0, load4(w0), ve, vo);
-    a1 = mac4(a1, load4(w0 + K), ve, vo);
-    a2 = mac4(a2, load4(w2), ve, vo);
-    a3 = mac4(a3, load4(w2 + K), ve, vo);
-  }
+// Unoptimized builds keep a frame pointer (r7), which leaves 12 registers: the same in C.
+inline void rows4_cols4(const std::int8_t*& w0, const std::int8_t*& w2, std::int32_t K,
+                        const std::int8_t*& vp, std::int32_t& a0, std::int32_t& a1, std::int32_t& a2,
+                        std::int32_t& a3) {
+  const std::uint32_t x = load4(vp);
+  const int16x2_t ve = even_pairs(x), vo = odd_pairs(x);
+  a0 = mac4(a0, load4(w0), ve, vo);
+  a1 = mac4(a1, load4(w0 + K), ve, vo);
+  a2 = mac4(a2, load4(w2), ve, vo);
+  a3 = mac4(a3, load4(w2 + K), ve, vo);
+  vp += 4, w0 += 4, w2 += 4;
+}
+inline void rows4_cols16(const std::int8_t*& w0, const std::int8_t*& w2, std::int32_t K,
+                         const std::int8_t*& vp, int n, std::int32_t& a0, std::int32_t& a1,
+                         std::int32_t& a2, std::int32_t& a3) {
+  for (int i = 0; i < 4 * n; ++i) rows4_cols4(w0, w2, K, vp, a0, a1, a2, a3);
 }
 #endif
 
 }  // namespace
 
-void i8_dot_rows_dsp_4x8(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
+void i8_dot_rows_dsp_4x16(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
                          const std::int32_t* bias, std::int32_t* out) {
   const std::size_t K = static_cast<std::size_t>(k_size);
-  const int k8 = k_size / 8, rem = k_size % 4;
-  const bool k4 = (k_size & 4) != 0;
+  const int k16 = k_size / 16, words_left = (k_size / 4) % 4, rem = k_size % 4;
   const std::int8_t* const v_tail = v + (k_size & ~3);
+  const std::int32_t K32 = static_cast<std::int32_t>(k_size);
   int j = 0;
   // 4 rows per pass: each word of v is widened once for four rows.
   for (; j + 4 <= rows; j += 4) {
@@ -135,22 +154,20 @@ void i8_dot_rows_dsp_4x8(const std::int8_t* w, int rows, int k_size, const std::
     const std::int8_t* w2 = w0 + 2 * K;
     const std::int8_t* vp = v;
     std::int32_t a0 = bias[j], a1 = bias[j + 1], a2 = bias[j + 2], a3 = bias[j + 3];
-    if (k8 > 0) rows4_cols8(w0, w2, static_cast<std::int32_t>(k_size), vp, k8, a0, a1, a2, a3);
-    const std::int8_t* w1 = w0 + K;
-    const std::int8_t* w3 = w2 + K;
-    if (k4) {
-      const std::uint32_t x = load4(vp);
-      const int16x2_t ve = even_pairs(x), vo = odd_pairs(x);
-      a0 = mac4(a0, load4(w0), ve, vo);
-      a1 = mac4(a1, load4(w1), ve, vo);
-      a2 = mac4(a2, load4(w2), ve, vo);
-      a3 = mac4(a3, load4(w3), ve, vo);
-      w0 += 4, w1 += 4, w2 += 4, w3 += 4;
+    if (k16 > 0) rows4_cols16(w0, w2, K32, vp, k16, a0, a1, a2, a3);
+    for (int i = 0; i < words_left; ++i) rows4_cols4(w0, w2, K32, vp, a0, a1, a2, a3);
+    if (rem != 0) {  // tested once: an LSTM's K is most often a multiple of 4
+      const std::int8_t* const w1 = w0 + K;
+      const std::int8_t* const w3 = w2 + K;
+      a0 = tail(a0, w0, v_tail, rem);
+      a1 = tail(a1, w1, v_tail, rem);
+      a2 = tail(a2, w2, v_tail, rem);
+      a3 = tail(a3, w3, v_tail, rem);
     }
-    out[j] = tail(a0, w0, v_tail, rem);
-    out[j + 1] = tail(a1, w1, v_tail, rem);
-    out[j + 2] = tail(a2, w2, v_tail, rem);
-    out[j + 3] = tail(a3, w3, v_tail, rem);
+    out[j] = a0;
+    out[j + 1] = a1;
+    out[j + 2] = a2;
+    out[j + 3] = a3;
   }
   // The last rows % 4 rows, one at a time.
   for (; j < rows; ++j) {

@@ -27,7 +27,7 @@ const DotRowsKernel kKernels[] = {
     {"i8_dot_rows_scalar", i8_dot_rows_scalar},
 #if defined(__ARM_FEATURE_DSP)
     // Every ARMv7E-M and ARMv7-A core has it (compile-time feature, no run-time check needed).
-    {"i8_dot_rows_dsp_4x8", i8_dot_rows_dsp_4x8},
+    {"i8_dot_rows_dsp_4x16", i8_dot_rows_dsp_4x16},
 #endif
 };
 }  // namespace

@@ -366,7 +366,7 @@ TEST_CASE("int8 LSTM: quantize_multiplier and the fixed-point activations") {
   CHECK(worst_t < 13.0 / 32768);
 }
 
-// Every kernel of this build (on ARM with the DSP extension: i8_dot_rows_dsp_4x8, see
+// Every kernel of this build (on ARM with the DSP extension: i8_dot_rows_dsp_4x16, see
 // src/int8_dot_dsp.cpp) against the scalar one: any rows (the 4-row passes and the single-row
 // rest), any K (the 8-column loop, the 4-column step, the 1..3 column tail), weights and vector at
 // every alignment, the int8 extremes, and biases near the int32 limits so that sums wrap.
@@ -377,7 +377,7 @@ TEST_CASE("int8 dot kernels: DSP kernel equals the scalar kernel") {
   CHECK(std::string(kernels[0].name) == "i8_dot_rows_scalar");
 #if defined(__ARM_FEATURE_DSP)
   bool has_dsp = false;
-  for (int i = 0; i < n_kernels; ++i) has_dsp = has_dsp || std::string(kernels[i].name) == "i8_dot_rows_dsp_4x8";
+  for (int i = 0; i < n_kernels; ++i) has_dsp = has_dsp || std::string(kernels[i].name) == "i8_dot_rows_dsp_4x16";
   CHECK(has_dsp);
 #endif
   std::mt19937 rng(13);
