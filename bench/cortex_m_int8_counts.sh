@@ -13,7 +13,8 @@
 # with TCG plugin support (API v1: QEMU 6.0-8.x; tested with Debian's 7.2), gcc for the plugin,
 # meson, ninja. Env: WORK (scratch directory, default /tmp/rnncore-cortex-m-counts), NICE (19),
 # BUILD (a configured Cortex-M4F build directory to reuse; default: $WORK/build-m4 from
-# cross/arm-none-eabi-cortex-m4f.ini).
+# cross/arm-none-eabi-cortex-m4f.ini), BUILD_ONLY=1 (build the int8 and f32 images of each shape,
+# print their paths and stop: no plugin, no qemu; .ci/stage_cross.sh checks them so).
 #
 # Method: the bench image (bench/cortex_m/bench_lstm.cpp, the firmware example's MPS2 start-up,
 # linker script and semihosting console) runs R passes of T steps; with N(T, R) the instructions
@@ -30,10 +31,12 @@ T1=4
 T2=12
 mkdir -p "$WORK/img" "$WORK/counts"
 
+BUILD_ONLY=${BUILD_ONLY:-0}
+
 # The plugin: one inline add of the block's instruction count per executed translation block
 # (the same as bench/arm_instruction_counts.sh's; QEMU's plugin API v1, declared here).
 plugin=$WORK/libinsncount.so
-if [ ! -f "$plugin" ]; then
+if [ "$BUILD_ONLY" != 1 ] && [ ! -f "$plugin" ]; then
   cat >"$WORK/insncount.c" <<'EOF'
 #include <stdint.h>
 #include <stdio.h>
@@ -110,6 +113,11 @@ count() {  # int8 H T R -> instructions of the whole emulated run; the image's r
   fi
   cat "$f"
 }
+
+if [ "$BUILD_ONLY" = 1 ]; then
+  for H in $SHAPES; do image 1 "$H" $T2 2; image 0 "$H" $T2 2; done
+  exit 0
+fi
 
 field() { grep -o " $2=[^ ]*" "$1" | head -1 | cut -d= -f2; }
 
