@@ -1,6 +1,8 @@
 // The integer LSTM's matrix-vector kernel for ARM's 32-bit DSP extension (ARMv7E-M: Cortex-M4,
 // M7, M33 with DSP; also ARMv6 / ARMv7-A in A32 and T32): dual 16-bit multiply-accumulates,
 // SMLAD, on int8 values widened two at a time by SXTB16. See src/internal/int8_kernels.hpp.
+// Built where the compiler defines __ARM_FEATURE_SIMD32 as well as __ARM_FEATURE_DSP: ARMv5TE
+// has the DSP multiplies but not SXTB16 / SMLAD (<arm_acle.h> declares them under SIMD32).
 //
 // One 32-bit word holds four int8 values b0 b1 b2 b3 (little-endian). SXTB16(x) sign-extends
 // bytes 0 and 2 into the two int16 halves, SXTB16(ROR(x, 8)) bytes 1 and 3, so
@@ -22,7 +24,7 @@
 // the int32 limits).
 #include "src/internal/int8_kernels.hpp"
 
-#if defined(__ARM_FEATURE_DSP)
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
 
 #include <arm_acle.h>
 
@@ -34,7 +36,9 @@ namespace rnncore {
 namespace q8 {
 namespace {
 
-// Four int8 at any alignment (ARMv7-M and ARMv7-A load unaligned words with LDR).
+// Four int8 at any alignment: ARMv6 and later load unaligned words with LDR (ARMv7-M faults only
+// with CCR.UNALIGN_TRP set, which no toolchain default sets; GCC itself emits such LDRs for
+// memcpy under its default -munaligned-access). The assembly below relies on the same.
 inline std::uint32_t load4(const std::int8_t* p) {
   std::uint32_t x;
   std::memcpy(&x, p, 4);
@@ -62,7 +66,6 @@ inline std::int32_t tail(std::int32_t acc, const std::int8_t* w, const std::int8
   for (int k = 0; k < n; ++k) a += static_cast<std::uint32_t>(static_cast<std::int32_t>(w[k]) * v[k]);
   return static_cast<std::int32_t>(a);
 }
-
 
 // The hot loop in assembly, so that the instruction count is what the design says on every
 // compiler and optimization level (GCC 12 spills the sums of the same loop in C at -Os and -O2:
@@ -185,4 +188,4 @@ void i8_dot_rows_dsp_4x16(const std::int8_t* w, int rows, int k_size, const std:
 }  // namespace q8
 }  // namespace rnncore
 
-#endif  // __ARM_FEATURE_DSP
+#endif  // __ARM_FEATURE_DSP && __ARM_FEATURE_SIMD32

@@ -375,7 +375,7 @@ TEST_CASE("int8 dot kernels: DSP kernel equals the scalar kernel") {
   const DotRowsKernel* kernels = int8_dot_kernels(&n_kernels);
   REQUIRE(n_kernels >= 1);
   CHECK(std::string(kernels[0].name) == "i8_dot_rows_scalar");
-#if defined(__ARM_FEATURE_DSP)
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
   bool has_dsp = false;
   for (int i = 0; i < n_kernels; ++i) has_dsp = has_dsp || std::string(kernels[i].name) == "i8_dot_rows_dsp_4x16";
   CHECK(has_dsp);
