@@ -147,7 +147,10 @@ inline void rows4_cols16(const std::int8_t*& w0, const std::int8_t*& w2, std::in
 void i8_dot_rows_dsp_4x16(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
                          const std::int32_t* bias, std::int32_t* out) {
   const std::size_t K = static_cast<std::size_t>(k_size);
-  const int k16 = k_size / 16, words_left = (k_size / 4) % 4, rem = k_size % 4;
+  // Unsigned: k_size > 0, and the signed divisions would cost sign fix-ups on every call.
+  const unsigned uk = static_cast<unsigned>(k_size);
+  const int k16 = static_cast<int>(uk >> 4), words_left = static_cast<int>((uk >> 2) & 3u),
+            rem = static_cast<int>(uk & 3u);
   const std::int8_t* const v_tail = v + (k_size & ~3);
   const std::int32_t K32 = static_cast<std::int32_t>(k_size);
   int j = 0;
