@@ -2,10 +2,11 @@
 # CI stage: the edge targets (cross/*.ini, docs/porting.md).
 #   - aarch64 and armv7 (armhf, NEON) Linux: cross-build everything, run the whole test suite under
 #     qemu-user (meson's exe_wrapper);
-#   - Cortex-M4F and Cortex-M7 bare metal, firmware profile: build librnncore.a and the firmware
-#     and on-device training examples, print their sizes, check that each image links no heap,
-#     printf or environment, and run them under qemu-system-arm (MPS2-AN386 / MPS2-AN500,
-#     semihosting): each must print PASS.
+#   - Cortex-M4F and Cortex-M7 bare metal, firmware profile: build librnncore.a, the firmware and
+#     on-device training examples and the int8 kernel test (tests/cross/int8_kernels_baremetal.cpp),
+#     print their sizes, check that each image links no heap, printf or environment, and run them
+#     under qemu-system-arm (MPS2-AN386 / MPS2-AN500, semihosting): each must print PASS. On the
+#     Cortex-M4F also build (not run) the instruction-count bench images.
 # Every meson test counts as one test, as do each image's link check; a target that fails to
 # configure or build counts as one failure. Ends with "STAGE_RESULT passed=N failed=M".
 #
@@ -103,7 +104,7 @@ for target in cortex-m4f cortex-m7; do
       fi
     fi
     # The firmware profile's promise: an image holds no allocator, printf, environment or C++ runtime.
-    for img in "$image" "$train_image" "${bench_images[@]+"${bench_images[@]}"}"; do
+    for img in "$image" "$train_image" "$dir/examples/firmware/int8_kernels_test.elf" "${bench_images[@]+"${bench_images[@]}"}"; do
       if [ ! -f "$img" ]; then fail_one "$target: $img was not built"; continue; fi
       forbidden=$(arm-none-eabi-nm "$img" | awk '{print $NF}' |
                   grep -E '^(_?malloc|_malloc_r|_?free|_free_r|_?realloc|_realloc_r|_sbrk|_sbrk_r|_?v?s?n?printf|_svfprintf_r|getenv|_getenv_r|_Zn[wa][jm].*|_Zd[la]Pv.*|__cxa_.*|__gxx_personality.*)$' || true)
