@@ -796,7 +796,7 @@ TEST_CASE("cli: int8 models converted by tools/tflite_to_safetensors.py run bit 
     CHECK(got.bytes == want.bytes);  // every element, bit for bit
     ++cases;
   }
-  CHECK(cases == 11);
+  CHECK(cases == 12);
 }
 
 TEST_CASE("cli: int8 models: float input is quantized; wrong dtype, shape and options are refused") {
@@ -874,10 +874,34 @@ TEST_CASE("cli: int8 models: float input is quantized; wrong dtype, shape and op
   damaged("\"input_zp\":\"-2\"", "\"input_zp\":\"-x\"", "metadata 'input_zp' is '-x'");
   damaged("\"w_f\":{\"dtype\":\"I8\"", "\"w_f\":{\"dtype\":\"U8\"", "tensor 'w_f' is U8, expected I8");
 
-  // commands for float models name what an int8 model takes
+  // export-c writes an int8 model's header for rnncore/int8.h; float-only options are usage errors
   r = run("export-c --weights " + model + " --output " + d + "/m.h");
+  CHECK(r.code == 0);
+  CHECK(slurp(d + "/m.h").find("static const rnncore_int8_lstm_quantization m_quantization = {") != std::string::npos);
+  for (const char* opt : {"--max-batch 2", "--mode lstm"}) {
+    r = run("export-c --weights " + model + " --output " + d + "/m.h " + opt);
+    CHECK(r.code == 2);
+  }
+  r = run("export-c --weights " + model + " --output " + d + "/m.h --sample-input " + d + "/xf.npy");
   CHECK(r.code == 1);
-  CHECK(r.err.find("an int8 LSTM model (format tflite_int8") != std::string::npos);
+  CHECK(r.err.find("expected int8 [B, T, 8] (input, batch-major), found F32 [1, 2, 8]") != std::string::npos);
+  {  // a last-step model's sample output is [B, H]
+    const std::string last = "tests/golden/tflite_int8/lstm_I16_H32_T8_B2_last.safetensors";
+    io::SafeTensors g;
+    REQUIRE(io::read_safetensors(src(last).c_str(), &g) == RNNCORE_OK);
+    extract(g, "x", d + "/x_last.npy");
+    extract(g, "y", d + "/y_last.npy");
+    r = run("export-c --weights " + src("tests/golden/tflite_int8/converted/lstm_I16_H32_T8_B2_last.safetensors") +
+            " --sample-input " + d + "/x_last.npy --sample-output " + d + "/y_last.npy --output " + d + "/last.h");
+    CHECK(r.code == 0);
+    const std::string h = slurp(d + "/last.h");
+    CHECK(h.find("#define LAST_RETURN_SEQUENCES 0\n") != std::string::npos);
+    CHECK(h.find("static const int8_t last_sample_output[64] = {") != std::string::npos);
+    r = run("export-c --weights " + src("tests/golden/tflite_int8/converted/lstm_I16_H32_T8_B2_last.safetensors") +
+            " --sample-input " + d + "/x_last.npy --sample-output " + d + "/x_last.npy --output " + d + "/last.h");
+    CHECK(r.code == 1);
+    CHECK(r.err.find("expected int8 [B, 32] (B and T of the sample input)") != std::string::npos);
+  }
 
   // a golden data file (no metadata format=tflite_int8) is not taken for an int8 model
   r = run("run --weights " + src("tests/golden/tflite_int8/lstm_I8_H16_T6_B2_seq.safetensors") + " --input " + d +

@@ -50,7 +50,7 @@ import tf_keras as keras  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from safetensors_io import save_file  # noqa: E402
+from safetensors_io import load_file, save_file  # noqa: E402
 
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
 import tflite_to_safetensors  # noqa: E402
@@ -78,7 +78,12 @@ CASES = [
     # the input gate stands in for it (docs/int8.md)
     ("lstm_I2_H24_T10_B1_seq_fine16", 2, 24, 10, 1, True, 1.0, 1.0, 11, -1.7),
     ("lstm_I3_H16_T12_B2_seq_fine18", 3, 16, 12, 2, True, 1.0, 1.0, 12, -3.0),
+    # the firmware example's model (examples/firmware_int8, write_example below): the shape of the
+    # float firmware example (examples/firmware), 50 steps of 4 rows
+    ("lstm_I16_H32_T50_B4_seq", 16, 32, 50, 4, True, 1.0, 1.0, 13),
 ]
+EXAMPLE_CASE = "lstm_I16_H32_T50_B4_seq"
+EXAMPLES = os.path.join(HERE, "..", "..", "examples", "models")
 
 # The order of the metadata keys in the committed files (so that re-running reproduces them byte for
 # byte); the values come from the converter's extract().
@@ -152,6 +157,17 @@ def make_case(name, I, H, T, B, return_sequences, gain, in_gain, seed, memory_bi
     return meta, y
 
 
+def write_example(name):
+    """examples/models/lstm_int8*: the converted model, the golden's int8 input and LiteRT's output
+    (as .npy), which `rnncore export-c` turns into examples/firmware_int8's header."""
+    tflite = os.path.join(OUT, name + ".tflite")
+    for out in (os.path.join(OUT, "converted", name + ".safetensors"), os.path.join(EXAMPLES, "lstm_int8.safetensors")):
+        assert tflite_to_safetensors.main([tflite, "-o", out]) == 0
+    t, _ = load_file(os.path.join(OUT, name + ".safetensors"))
+    np.save(os.path.join(EXAMPLES, "lstm_int8_input.npy"), t["x"])
+    np.save(os.path.join(EXAMPLES, "lstm_int8_expected_y.npy"), t["y"])
+
+
 def main():
     print(f"TensorFlow {tf.__version__}")
     print(f"{'case':34s} {'in scale/zp':>18s} {'out scale/zp':>18s} {'cell':>10s}  y range")
@@ -160,6 +176,7 @@ def main():
         print(f"{c[0]:34s} {float(meta['input_scale']):12.6g}/{meta['input_zp']:>4s} "
               f"{float(meta['output_scale']):12.6g}/{meta['output_zp']:>4s} "
               f"2^{int(np.log2(float(meta['cell_scale']))):<4d}  [{y.min()}, {y.max()}]")
+    write_example(EXAMPLE_CASE)
 
 
 if __name__ == "__main__":
