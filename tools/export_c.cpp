@@ -246,6 +246,9 @@ bool read_int8_sample(const std::string& path, std::int64_t width, const char* w
 int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std::string& name) {
   const std::string NAME = upper(name);
   std::string err;
+  if (io::int8_layer_count(file) != 1)
+    return error(o.weights + ": a stack of " + std::to_string(io::int8_layer_count(file)) +
+                 " int8 LSTM layers; export-c writes single-layer int8 models so far (docs/int8.md)");
   io::Int8Model m;
   if (io::load_int8_model(file, &m, &err) != Status::ok) return error(err);
   const std::int64_t I = m.input_size, H = m.hidden_size;
@@ -295,11 +298,14 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
                "/** int32 words of %s_folded_bias, and bytes of a run's scratch. */\n"
                "#define %s_BIAS_WORDS %zu\n#define %s_SCRATCH_BYTES %zu\n"
                "/** A run starts from LiteRT's initial state: every h = %s_STATE_ZERO_POINT, every c = 0. */\n"
-               "#define %s_STATE_ZERO_POINT %d\n\n",
+               "#define %s_STATE_ZERO_POINT %d\n%s\n",
                NAME.c_str(), static_cast<long long>(I), NAME.c_str(), static_cast<long long>(H), NAME.c_str(),
                m.return_sequences ? 1 : 0, name.c_str(), NAME.c_str(), q8::int8_lstm_bias_words(m.hidden_size),
                NAME.c_str(), q8::int8_lstm_scratch_bytes(m.hidden_size), NAME.c_str(), NAME.c_str(),
-               static_cast<int>(m.q.state_zp));
+               static_cast<int>(m.q.state_zp),
+               m.reverse_input ? ("/** The model reverses the time axis first (Keras go_backwards): run its steps last to "
+                                  "first. */\n#define " + NAME + "_REVERSE_INPUT 1\n").c_str()
+                               : "");
   const q8::Int8LstmQuantization& q = m.q;
   std::fprintf(out,
                "/** The quantization (real = scale * (q - zero point)); the model's input %s int8 with the input\n"

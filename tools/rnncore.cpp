@@ -558,6 +558,11 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
       x[k] = quantize_input(first, v);
     }
   }
+  if (stack.reverse_input) {  // Keras go_backwards: the model's REVERSE_V2 of the time axis
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t t = 0; t < T / 2; ++t)
+        std::swap_ranges(x.begin() + (b * T + t) * I, x.begin() + (b * T + t + 1) * I, x.begin() + (b * T + T - 1 - t) * I);
+  }
   const std::vector<std::int64_t> yshape = model.return_sequences ? std::vector<std::int64_t>{B, T, H}
                                                                    : std::vector<std::int64_t>{B, H};
   std::vector<std::int8_t> y(static_cast<std::size_t>(model.return_sequences ? B * T * H : B * H));
@@ -585,8 +590,9 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
               static_cast<long long>(I), static_cast<long long>(H),
               L > 1 ? (", " + std::to_string(L) + " layers (H " + sizes + ")").c_str() : "",
               stack.return_sequences ? "returns sequences" : "returns the last step", cells.c_str());
-  std::printf("input: %s%s; output: int8 %s\n", a.type == ElemType::i8 ? "int8" : "float32",
-              a.type == ElemType::i8 ? "" : " (quantized as TFLite's QUANTIZE op)", shape_string(yshape).c_str());
+  std::printf("input: %s%s%s; output: int8 %s\n", a.type == ElemType::i8 ? "int8" : "float32",
+              a.type == ElemType::i8 ? "" : " (quantized as TFLite's QUANTIZE op)",
+              stack.reverse_input ? ", steps read last to first (go_backwards)" : "", shape_string(yshape).c_str());
   std::printf("run: T=%lld B=%lld, backend reference (scalar integer), %.3f ms\n", static_cast<long long>(T),
               static_cast<long long>(B), ms);
   return 0;

@@ -5,14 +5,15 @@
     rnncore run --weights model.safetensors --input x.npy --output y.npy
 
 The .tflite file is read through LiteRT's interpreter (`tf.lite.Interpreter`: tensor details,
-quantization parameters, the ops) and the op options from the flatbuffer. It must hold one
-UNIDIRECTIONAL_SEQUENCE_LSTM op with TFLite's integer "8x8_16" semantics -- int8 input, weights and
-output, int32 biases, int16 cell state, per-tensor weight scales -- as the TFLite converter writes
-for a Keras LSTM with full-integer quantization (representative dataset, TFLITE_BUILTINS_INT8).
-Around it the graph may have a QUANTIZE op (float input), a STRIDED_SLICE taking the last step
-(return_sequences=False) and a DEQUANTIZE op (float output); nothing else. Refused, naming the
-feature: projection, peepholes, CIFG, layer normalization, per-channel weight scales, int16
-activations (16x8), hybrid or float LSTMs, time-major ops, several LSTM ops, other ops.
+quantization parameters, the ops) and the op options from the flatbuffer. It must hold one or more
+UNIDIRECTIONAL_SEQUENCE_LSTM ops, each feeding the next (stacked Keras LSTMs), with TFLite's integer
+"8x8_16" semantics -- int8 input, weights and output, int32 biases, int16 cell state, per-tensor
+weight scales -- as the TFLite converter writes for a Keras LSTM with full-integer quantization
+(representative dataset, TFLITE_BUILTINS_INT8). Around them the graph may have a QUANTIZE op (float
+input), a REVERSE_V2 of the time axis (Keras go_backwards on the first layer), a STRIDED_SLICE taking
+the last step (return_sequences=False) and a DEQUANTIZE op (float output); nothing else. Refused,
+naming the feature: projection, peepholes, CIFG, layer normalization, per-channel weight scales,
+int16 activations (16x8), hybrid or float LSTMs, time-major ops, bidirectional LSTMs, other ops.
 
 Written (docs/int8.md, "The model file"):
   w_i w_f w_c w_o  I8 [H, I]   input weights per gate (TFLite order i, f, c(=g), o)
@@ -25,7 +26,9 @@ Written (docs/int8.md, "The model file"):
     cell_scale, hidden_scale hidden_zp, cell_clip proj_clip,
     graph_input (int8 or float32: float32 when a QUANTIZE op quantizes it with input_scale/zp),
     graph_output (int8 or float32: float32 when a DEQUANTIZE op dequantizes output_scale/zp),
-    source (the .tflite file's name), tf_version.
+    source (the .tflite file's name), tf_version; reverse_input=1 for go_backwards.
+  A stack of L >= 2 LSTMs: metadata layers=L and every layer's tensors and keys prefixed "l<k>."
+  (docs/int8.md, "The model file"); the unprefixed I, H, input_*, output_* describe the model.
 
 Needs TensorFlow (`pip install tensorflow-cpu`); rnncore itself does not. The golden-data script
 tests/golden/make_tflite_int8_golden.py extracts its models with this module.
@@ -213,7 +216,8 @@ def extract(model_bytes, tf):
     lstms = [o for o in ops if o["op_name"] == LSTM_OP]
     if any(n == "BIDIRECTIONAL_SEQUENCE_LSTM" for n in names):
         raise ConvertError("BIDIRECTIONAL_SEQUENCE_LSTM is not supported (unidirectional LSTMs only)")
-    if len(lstms) >= 2 and "REVERSE_V2" in names:
+    first_lstm = names.index(LSTM_OP) if lstms else len(names)
+    if len(lstms) >= 2 and ("CONCATENATION" in names or "REVERSE_V2" in names[first_lstm:] or names.count("REVERSE_V2") > 1):
         raise ConvertError("a bidirectional LSTM (Keras Bidirectional: two %s ops and a REVERSE_V2) is not supported; "
                            "unidirectional LSTMs only (ops: %s)" % (LSTM_OP, ", ".join(names)))
     if not lstms:
@@ -232,18 +236,29 @@ def extract(model_bytes, tf):
     graph_out = it.get_output_details()
     if len(graph_in) != 1 or len(graph_out) != 1:
         raise ConvertError("the model has %d inputs and %d outputs; expected one of each" % (len(graph_in), len(graph_out)))
-    if [o["op_name"] for o in before] not in [["QUANTIZE"], []]:
-        raise ConvertError("ops before the LSTM: %s (only a QUANTIZE of a float input is supported)"
-                           % ", ".join(o["op_name"] for o in before))
+    before_names = [o["op_name"] for o in before]
+    if before_names not in ([], ["QUANTIZE"], ["REVERSE_V2"], ["QUANTIZE", "REVERSE_V2"], ["REVERSE_V2", "QUANTIZE"]):
+        raise ConvertError("ops before the LSTM: %s (only a QUANTIZE of a float input and a REVERSE_V2 of the time "
+                           "axis, Keras go_backwards, are supported)" % ", ".join(before_names))
+    reverse = "REVERSE_V2" in before_names
+    for o in before:  # a chain from the model's input to the first LSTM
+        if o["op_name"] == "REVERSE_V2":
+            axis = it.get_tensor(o["inputs"][1]) if len(o["inputs"]) > 1 else None
+            if axis is None or list(np.ravel(axis)) != [1]:
+                raise ConvertError("the REVERSE_V2 before the LSTM reverses axes %s; only the time axis (1, Keras "
+                                   "go_backwards) is supported" % (None if axis is None else list(np.ravel(axis))))
+    chain = graph_in[0]["index"]
+    for o in before:
+        if o["inputs"][0] != chain:
+            raise ConvertError("the %s op before the LSTM does not read the model's input" % o["op_name"])
+        chain = o["outputs"][0]
     after_names = [o["op_name"] for o in after]
     if after_names not in ([], ["STRIDED_SLICE"], ["DEQUANTIZE"], ["STRIDED_SLICE", "DEQUANTIZE"]):
         raise ConvertError("ops after the LSTM: %s (only a STRIDED_SLICE taking the last step and a DEQUANTIZE to a "
                            "float output are supported)" % ", ".join(after_names))
     x_index = lstms[0]["inputs"][IN_X]
-    if before and (before[0]["inputs"][0] != graph_in[0]["index"] or before[0]["outputs"][0] != x_index):
-        raise ConvertError("the QUANTIZE op does not feed the model's input to the LSTM")
-    if not before and graph_in[0]["index"] != x_index:
-        raise ConvertError("the model's input is not the LSTM's input")
+    if chain != x_index:
+        raise ConvertError("the model's input does not reach the LSTM's input through the ops before it")
     for k in range(1, len(lstms)):
         if lstms[k]["inputs"][IN_X] != lstms[k - 1]["outputs"][0]:
             raise ConvertError("LSTM %d does not read the output of LSTM %d (only a plain stack is supported)" % (k + 1, k))
@@ -285,7 +300,9 @@ def extract(model_bytes, tf):
     s, zp = one_scale(det[y_int8], "the model's int8 output")
     if (f32s(s), str(zp)) != (meta["output_scale"], meta["output_zp"]):
         raise ConvertError("the last step's quantization differs from the LSTM output's")
-    meta["graph_input"] = "float32" if before else "int8"
+    if reverse:
+        meta["reverse_input"] = "1"  # Keras go_backwards: the LSTM reads the steps last to first
+    meta["graph_input"] = "float32" if "QUANTIZE" in before_names else "int8"
     meta["graph_output"] = "float32" if after and after[-1]["op_name"] == "DEQUANTIZE" else "int8"
     meta["tf_version"] = tf.__version__
     ins = list(lstms[0]["inputs"])

@@ -151,7 +151,7 @@ Status load_layer(const SafeTensors& file, const std::string& prefix, Int8Model*
 
 // The model-level flags: return_sequences, float input and output.
 Status load_flags(const SafeTensors& file, bool* return_sequences, bool* float_input, bool* float_output,
-                  std::string* error) {
+                  bool* reverse_input, std::string* error) {
   Meta m{file, error, ""};
   const std::string* op = m.get("op");
   if (op == nullptr) return Status::format;
@@ -162,6 +162,8 @@ Status load_flags(const SafeTensors& file, bool* return_sequences, bool* float_i
   if (!m.flag("return_sequences", "1", "0", return_sequences) || !m.flag("graph_input", "float32", "int8", float_input) ||
       !m.flag("graph_output", "float32", "int8", float_output))
     return Status::format;
+  *reverse_input = false;
+  if (file.meta("reverse_input") != nullptr && !m.flag("reverse_input", "1", "0", reverse_input)) return Status::format;
   return Status::ok;
 }
 
@@ -177,7 +179,8 @@ Status load_int8_model(const SafeTensors& file, Int8Model* out, std::string* err
     *error = file.path + ": a stack of " + *file.meta("layers") + " int8 LSTM layers, where one layer is expected";
     return Status::unsupported;
   }
-  const Status s = load_flags(file, &out->return_sequences, &out->float_input, &out->float_output, error);
+  const Status s =
+      load_flags(file, &out->return_sequences, &out->float_input, &out->float_output, &out->reverse_input, error);
   return s != Status::ok ? s : load_layer(file, "", out, error);
 }
 
@@ -185,7 +188,7 @@ Status load_int8_stack(const SafeTensors& file, Int8Stack* out, std::string* err
   Meta m{file, error, ""};
   std::int32_t L = 1;
   if (file.meta("layers") != nullptr && !m.i32("layers", 2, 64, &L)) return Status::format;
-  Status s = load_flags(file, &out->return_sequences, &out->float_input, &out->float_output, error);
+  Status s = load_flags(file, &out->return_sequences, &out->float_input, &out->float_output, &out->reverse_input, error);
   if (s != Status::ok) return s;
   out->layers.clear();
   for (int k = 0; k < L; ++k) {

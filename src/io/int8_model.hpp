@@ -27,6 +27,7 @@ struct Int8Model {
   bool return_sequences = true;  ///< false: the model outputs the last step only ([B, H])
   bool float_input = false;      ///< the .tflite model took float input through a QUANTIZE op
   bool float_output = false;     ///< ... and gave float output through a DEQUANTIZE op
+  bool reverse_input = false;    ///< the model reverses the time axis first (Keras go_backwards)
   q8::Int8LstmQuantization q;
   std::vector<std::int8_t> w[q8::kGates], r[q8::kGates];
   std::vector<std::int32_t> b[q8::kGates];
@@ -45,6 +46,7 @@ struct Int8Model {
 struct Int8Stack {
   std::vector<std::unique_ptr<Int8Model>> layers;
   bool return_sequences = true, float_input = false, float_output = false;
+  bool reverse_input = false;  ///< the steps are read last to first (Keras go_backwards; metadata reverse_input)
 };
 
 /// Layers of an int8 model file: its metadata 'layers', 1 when absent.

@@ -158,23 +158,27 @@ def make_case(name, I, H, T, B, return_sequences, gain, in_gain, seed, memory_bi
 
 
 # Stacked LSTMs (Keras LSTM layers one after another; the converter writes one fused op each):
-# name, I, hidden sizes, T, B, return_sequences of the last layer, seed. Written to
+# name, I, hidden sizes, T, B, return_sequences of the last layer, seed, and optionally go_backwards
+# for the first layer (the converter writes a REVERSE_V2 of the time axis before it). Written to
 # tflite_int8/stacks/<name>.tflite, the converted model <name>.safetensors, and <name>.io.safetensors
 # (the int8 input x and LiteRT's output y).
 STACKS = [
     ("stack2_I6_H12_8_T10_B2_last", 6, (12, 8), 10, 2, False, 21),
     ("stack3_I4_H16_16_8_T12_B3_seq", 4, (16, 16, 8), 12, 3, True, 22),
     ("stack2_I10_H24_32_T20_B1_seq", 10, (24, 32), 20, 1, True, 23),
+    ("backwards_I6_H12_T10_B2_seq", 6, (12,), 10, 2, True, 24, True),
+    ("backwards_stack2_I5_H16_8_T9_B2_last", 5, (16, 8), 9, 2, False, 25, True),
 ]
 
 
-def make_stack(name, I, sizes, T, B, return_sequences, seed):
+def make_stack(name, I, sizes, T, B, return_sequences, seed, go_backwards=False):
     tf.keras.utils.set_random_seed(seed)
     rng = np.random.default_rng(2000 + seed)
     inp = keras.Input(shape=(T, I), batch_size=B)
     h = inp
     for k, H in enumerate(sizes):
-        h = keras.layers.LSTM(H, return_sequences=return_sequences or k + 1 < len(sizes))(h)
+        h = keras.layers.LSTM(H, return_sequences=return_sequences or k + 1 < len(sizes),
+                              go_backwards=go_backwards and k == 0)(h)
     model = keras.Model(inp, h)
     calib = [rng.standard_normal((B, T, I)).astype(np.float32) for _ in range(64)]
     conv = tf.lite.TFLiteConverter.from_keras_model(model)
@@ -185,7 +189,8 @@ def make_stack(name, I, sizes, T, B, return_sequences, seed):
     conv.inference_output_type = tf.int8
     fb = conv.convert()
     _, meta, info = tflite_to_safetensors.extract(fb, tf)
-    assert meta["layers"] == str(len(sizes)), meta
+    assert meta.get("layers", "1") == str(len(sizes)), meta
+    assert meta.get("reverse_input", "0") == ("1" if go_backwards else "0"), meta
     it = info["interpreter"]
     s, z = info["graph_input"]["quantization"]
     x = np.clip(np.round(rng.standard_normal((B, T, I)) / s) + z, -128, 127).astype(np.int8)
