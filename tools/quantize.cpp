@@ -120,30 +120,31 @@ struct Ranges {
   double x_min = 0, x_max = 0, h_min = 0, h_max = 0, c_abs = 0;
 };
 
-// Runs the float model over `d` a step at a time, carrying h and c (the public API's streaming), so
-// that every step's cell state is seen; writes y [T, B, H] and widens `r` (if not null) by the step's
-// x, h and c. Prints progress on stderr when it takes long.
-Status run_float(Model& net, const Data& d, std::int64_t I, std::int64_t H, std::vector<float>* y, Ranges* r,
-                 const char* what) {
-  const std::size_t BH = static_cast<std::size_t>(d.B * H), BI = static_cast<std::size_t>(d.B * I);
-  std::vector<float> h(BH, 0.0f), c(BH, 0.0f);
-  y->assign(static_cast<std::size_t>(d.T) * BH, 0.0f);
+// Runs the float model a step at a time over x [T, B, I] (time-major), carrying h and c [B, H] in
+// and out (the public API's streaming), so that every step's cell state is seen; writes y [T, B, H]
+// (row stride `y_rows` rows, from row `y_row`) and widens `r` (if not null) by each step's x, h and c.
+// Prints progress on stderr when it takes long.
+Status run_float(Model& net, const float* x, std::int64_t T, std::int64_t B, std::int64_t I, std::int64_t H,
+                 float* h, float* c, float* y, std::int64_t y_rows, std::int64_t y_row, Ranges* r, const char* what) {
+  const std::size_t BH = static_cast<std::size_t>(B * H), BI = static_cast<std::size_t>(B * I);
+  std::vector<float> yt(BH);
   ForwardArgs fa;
-  fa.batch = static_cast<std::int32_t>(d.B);
+  fa.batch = static_cast<std::int32_t>(B);
   fa.seq_len = 1;
   fa.layout = Layout::time_major;
-  fa.h0 = fa.hy = h.data();
-  fa.c0 = fa.cy = c.data();
+  fa.h0 = fa.hy = h;
+  fa.c0 = fa.cy = c;
+  fa.y = yt.data();
   const auto start = Clock::now();
   auto last = start;
-  for (std::int64_t t = 0; t < d.T; ++t) {
-    fa.x = d.x.data() + static_cast<std::size_t>(t) * BI;
-    fa.y = y->data() + static_cast<std::size_t>(t) * BH;
+  for (std::int64_t t = 0; t < T; ++t) {
+    fa.x = x + static_cast<std::size_t>(t) * BI;
     const Status s = net.forward(fa);
     if (s != Status::ok) return s;
+    std::memcpy(y + static_cast<std::size_t>((t * y_rows + y_row) * H), yt.data(), BH * sizeof(float));
     if (r != nullptr) {
       for (std::size_t k = 0; k < BI; ++k) {
-        const double v = d.x[static_cast<std::size_t>(t) * BI + k];
+        const double v = x[static_cast<std::size_t>(t) * BI + k];
         r->x_min = std::min(r->x_min, v);
         r->x_max = std::max(r->x_max, v);
       }
@@ -157,8 +158,31 @@ Status run_float(Model& net, const Data& d, std::int64_t I, std::int64_t H, std:
     if (now - last > std::chrono::seconds(2)) {
       last = now;
       std::fprintf(stderr, "rnncore quantize: %s: step %lld/%lld, %.1f s\n", what, static_cast<long long>(t + 1),
-                   static_cast<long long>(d.T), std::chrono::duration<double>(now - start).count());
+                   static_cast<long long>(T), std::chrono::duration<double>(now - start).count());
     }
+  }
+  return Status::ok;
+}
+
+// The float model on a data set: every row from a zero state, or (group > 0) the rows in groups of
+// `group` run one after another, each group starting from the previous group's final state (what
+// TFLite's converter does with a representative dataset of `group`-row batches: it does not reset
+// the LSTM's variable tensors between them). y [T, B, H].
+Status run_float_data(Model& net, const Data& d, std::int64_t I, std::int64_t H, std::int64_t group, std::vector<float>* y,
+                      Ranges* r, const char* what) {
+  y->assign(static_cast<std::size_t>(d.T * d.B * H), 0.0f);
+  if (group <= 0) {
+    std::vector<float> h(static_cast<std::size_t>(d.B * H), 0.0f), c(h.size(), 0.0f);
+    return run_float(net, d.x.data(), d.T, d.B, I, H, h.data(), c.data(), y->data(), d.B, 0, r, what);
+  }
+  std::vector<float> h(static_cast<std::size_t>(group * H), 0.0f), c(h.size(), 0.0f);
+  std::vector<float> xg(static_cast<std::size_t>(d.T * group * I));
+  for (std::int64_t g0 = 0; g0 < d.B; g0 += group) {
+    for (std::int64_t t = 0; t < d.T; ++t)
+      std::memcpy(&xg[static_cast<std::size_t>(t * group * I)], &d.x[static_cast<std::size_t>((t * d.B + g0) * I)],
+                  static_cast<std::size_t>(group * I) * sizeof(float));
+    const Status s = run_float(net, xg.data(), d.T, group, I, H, h.data(), c.data(), y->data(), d.B, g0, r, what);
+    if (s != Status::ok) return s;
   }
   return Status::ok;
 }
@@ -240,6 +264,22 @@ void define_quantize(CLI::App& app, QuantizeOptions& o) {
       ->type_name("X2.npy")
       ->group(io);
   app.add_flag("--batch-first", o.batch_first, "the .npy inputs are [B, T, I] (default: time-major)")->group(io);
+  app.add_option("--carry-state", o.carry_state,
+                 "calibrate as TFLite's converter does with a representative\n"
+                 "dataset of N-row batches: the rows in groups of N, each group\n"
+                 "starting from the previous group's final h and c (default 0:\n"
+                 "every row from a zero state, as the model runs); B % N == 0")
+      ->check(int_range(0, 1 << 24))
+      ->type_name("N")
+      ->group("calibration");
+  app.add_option("--cell-clip", o.cell_clip,
+                 "the int8 model's cell clip, which the float model also\n"
+                 "calibrates with (default: the float model's, else none;\n"
+                 "TFLite's converter writes 10 for a Keras LSTM; 0: none)")
+      ->check(real_range(0.0, 1e30))
+      ->type_name("C")
+      ->default_str("the model's")
+      ->group("calibration");
 }
 
 int cmd_quantize(int argc, char** argv) {
@@ -271,13 +311,28 @@ int cmd_quantize(int argc, char** argv) {
   Data cal, ev;
   if (!(err = read_data(o.calibration, I, o.batch_first, &cal)).empty()) return error(err);
   if (!o.eval.empty() && !(err = read_data(o.eval, I, o.batch_first, &ev)).empty()) return error(err);
+  const std::int64_t group = o.carry_state;
+  if (group > 0 && cal.B % group != 0)
+    return usage_error("quantize", "--carry-state " + std::to_string(group) + " does not divide the calibration's " +
+                                       std::to_string(cal.B) + " rows");
 
   PlanOptions opt;
-  opt.max_batch = static_cast<std::int32_t>(std::max(cal.B, ev.B));
+  opt.max_batch = static_cast<std::int32_t>(std::max(cal.B, ev.B));  // a group has fewer rows
   opt.max_seq_len = 1;
   Model net;
   Status s = Model::create(stack, opt, model.canonical.data(), &net);
   if (s != Status::ok) return error(o.weights + ": " + last_error_detail());
+  // --cell-clip: the int8 model's clip, and the float model calibrates with it (as TFLite's
+  // calibration runs the converted op with its clip); the accuracy is against the model as given.
+  const double cell_clip = given(app, "--cell-clip") ? o.cell_clip : ls.cell_clip;
+  Model clipped;
+  if (cell_clip != ls.cell_clip) {
+    StackSpec cs = stack;
+    cs.layers[0].cell_clip = cell_clip;
+    if ((s = Model::create(cs, opt, model.canonical.data(), &clipped)) != Status::ok)
+      return error(o.weights + ": " + last_error_detail());
+  }
+  Model& cal_net = cell_clip != ls.cell_clip ? clipped : net;
   std::printf("model: LSTM, one unidirectional layer, input %lld, hidden %lld%s (%s weights, prefix '%s')\n",
               static_cast<long long>(I), static_cast<long long>(H),
               ls.cell_clip > 0 ? (", cell_clip " + num(ls.cell_clip)).c_str() : "", to_string(model.format),
@@ -289,12 +344,16 @@ int cmd_quantize(int argc, char** argv) {
   r.x_min = r.h_min = INFINITY;
   r.x_max = r.h_max = -INFINITY;
   std::vector<float> y_cal, y_ev;
-  if ((s = run_float(net, cal, I, H, &y_cal, &r, "calibration")) != Status::ok) return error(last_error_detail());
-  std::printf("calibration: %s, T=%lld B=%lld (%lld steps of a row), %.3f s: x in [%.6g, %.6g], h in [%.6g, %.6g], "
+  if ((s = run_float_data(cal_net, cal, I, H, group, &y_cal, &r, "calibration")) != Status::ok) return error(last_error_detail());
+  std::printf("calibration: %s, T=%lld B=%lld (%lld steps of a row)%s, %.3f s: x in [%.6g, %.6g], h in [%.6g, %.6g], "
               "max|c| %.6g\n",
               o.calibration.c_str(), static_cast<long long>(cal.T), static_cast<long long>(cal.B),
-              static_cast<long long>(cal.T * cal.B), std::chrono::duration<double>(Clock::now() - t0).count(), r.x_min,
-              r.x_max, r.h_min, r.h_max, r.c_abs);
+              static_cast<long long>(cal.T * cal.B),
+              group > 0 ? (", groups of " + std::to_string(group) + " rows carrying the state").c_str() : "",
+              std::chrono::duration<double>(Clock::now() - t0).count(), r.x_min, r.x_max, r.h_min, r.h_max, r.c_abs);
+  // The accuracy compares runs from a zero state, as the int8 model runs.
+  if ((group > 0 || &cal_net != &net) && (s = run_float_data(net, cal, I, H, 0, &y_cal, nullptr, "calibration")) != Status::ok)
+    return error(last_error_detail());
 
   // The quantization (docs/int8.md, "rnncore quantize").
   const Asymmetric xq = asymmetric_int8(r.x_min, r.x_max);
@@ -332,8 +391,10 @@ int cmd_quantize(int argc, char** argv) {
                        obr = canonical_offset(stack, 0, 0, ParamKind::recurrent_bias, g);
     w_scale[g] = quantize_weights(canon + ow, static_cast<std::size_t>(H * I), &wq[g]);
     r_scale[g] = quantize_weights(canon + orr, static_cast<std::size_t>(H * H), &rq[g]);
-    // The bias (bW + bR: the model's two biases act as one) in int32 at scale s_W · s_x.
-    b_scale[g] = w_scale[g] * xq.scale;
+    // The bias (bW + bR: the model's two biases act as one) in int32 at scale s_W · s_x, the
+    // product of the two float32 scales (as the converter forms it; the double product can differ
+    // in the last bit).
+    b_scale[g] = static_cast<double>(static_cast<float>(w_scale[g])) * static_cast<double>(static_cast<float>(xq.scale));
     bq[g].resize(static_cast<std::size_t>(H));
     for (std::int64_t j = 0; j < H; ++j) {
       const double b = static_cast<double>(canon[obw + j]) + static_cast<double>(canon[obr + j]);
@@ -363,7 +424,7 @@ int cmd_quantize(int argc, char** argv) {
       {"hidden_scale", f32s(hq.scale)},  // without projection the converter gives the hidden intermediate h's quantization
       {"hidden_zp", std::to_string(hq.zero_point)},
       {"cell_scale", f32s(cell_scale)},
-      {"cell_clip", f32s(ls.cell_clip)},
+      {"cell_clip", f32s(cell_clip)},
       {"proj_clip", f32s(0.0)},
       {"graph_input", "float32"},
       {"graph_output", "float32"},
@@ -373,6 +434,7 @@ int cmd_quantize(int argc, char** argv) {
       {"float_format", to_string(model.format)},
       {"calibration", basename_of(o.calibration)},
       {"calibration_shape", "[T=" + std::to_string(cal.T) + ", B=" + std::to_string(cal.B) + ", I=" + std::to_string(I) + "]"},
+      {"calibration_carry_state", std::to_string(group)},
       {"calibration_x_min", num(r.x_min)},
       {"calibration_x_max", num(r.x_max)},
       {"calibration_h_min", num(r.h_min)},
@@ -397,7 +459,7 @@ int cmd_quantize(int argc, char** argv) {
                  " removed)");
   }
   std::printf("quantization: input scale %.6g zp %d; h scale %.6g zp %d; cell scale 2^%d; cell clip %s\n", xq.scale,
-              xq.zero_point, hq.scale, hq.zero_point, cell_log2, ls.cell_clip > 0 ? num(ls.cell_clip).c_str() : "none");
+              xq.zero_point, hq.scale, hq.zero_point, cell_log2, cell_clip > 0 ? num(cell_clip).c_str() : "none");
   std::printf("weight scales (i f c o): W %.6g %.6g %.6g %.6g; R %.6g %.6g %.6g %.6g\n", w_scale[0], w_scale[1], w_scale[2],
               w_scale[3], r_scale[0], r_scale[1], r_scale[2], r_scale[3]);
   std::printf("wrote %s: int8 LSTM (format tflite_int8), float32 input [B, T, %lld] (batch-major), int8 output [B, T, %lld]\n",
@@ -405,7 +467,7 @@ int cmd_quantize(int argc, char** argv) {
 
   print_accuracy("calibration data", cal, H, measure(qm, cal, y_cal));
   if (!o.eval.empty()) {
-    if ((s = run_float(net, ev, I, H, &y_ev, nullptr, "evaluation")) != Status::ok) return error(last_error_detail());
+    if ((s = run_float_data(net, ev, I, H, 0, &y_ev, nullptr, "evaluation")) != Status::ok) return error(last_error_detail());
     print_accuracy("evaluation data", ev, H, measure(qm, ev, y_ev));
   }
   return 0;

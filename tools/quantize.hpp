@@ -17,6 +17,8 @@ struct QuantizeOptions {
   io::ModelHints hints;  ///< prefix_given: set by model_hints() after parsing
   std::string weights, calibration, output, eval;
   bool batch_first = false;
+  long long carry_state = 0;  ///< 0: every calibration row starts from a zero state; N: groups of N carry it
+  double cell_clip = 0.0;     ///< --cell-clip (used only where given)
 };
 
 /// The app of `rnncore quantize` (its options, bound to `o`, and help text).
