@@ -290,6 +290,11 @@ int cmd_quantize(int argc, char** argv) {
   std::string err;
   io::ModelHints hints = model_hints(app, o.hints);
   hints.dtype = DType::f32;
+  {
+    io::SafeTensors file;
+    if (io::read_safetensors(o.weights.c_str(), &file) == RNNCORE_OK && io::is_int8_model(file))
+      return error(o.weights + ": already an int8 LSTM model (format tflite_int8); rnncore quantize takes a float model");
+  }
   io::LoadedModel model;
   if (io::load_weights(o.weights, hints, nullptr, &model, &err) != Status::ok) return error(err);
   for (const std::string& note : model.notes) std::fprintf(stderr, "rnncore: note: %s\n", note.c_str());
@@ -297,7 +302,8 @@ int cmd_quantize(int argc, char** argv) {
   const LayerSpec& ls = stack.layers[0];
   // What TFLite's integer LSTM (and so the int8 model file) cannot hold.
   std::string refuse;
-  if (ls.mode != Mode::lstm) refuse = std::string("a ") + to_string(ls.mode) + " model";
+  if (ls.mode != Mode::lstm)
+    refuse = ls.mode == Mode::gru ? std::string("a GRU") : std::string("an Elman RNN (") + to_string(ls.mode) + ")";
   else if (stack.num_layers != 1) refuse = std::to_string(stack.num_layers) + " layers";
   else if (ls.direction != Direction::unidirectional) refuse = "a bidirectional LSTM";
   else if (ls.proj_size > 0) refuse = "an LSTM with a projection (proj_size " + std::to_string(ls.proj_size) + ")";
