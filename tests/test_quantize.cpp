@@ -375,3 +375,43 @@ TEST_CASE("quantize: models the int8 LSTM cannot run and bad calibration data ar
   CHECK(run("help quantize").out == help.out);
   CHECK(run("help").out.find("quantize") != std::string::npos);
 }
+
+TEST_CASE("quantize: a cell scale outside 2^-30 .. 2^-9 is clamped with a note; an all-zero input range") {
+  // nn.LSTM(1, 2) with zero weights: the gates are their biases. i = g ≈ 1 and f ≈ 1 make c grow by
+  // about 1 a step (|c| ≈ 100 after 100 steps: 2^-8 wanted, 2^-9 the coarsest); i ≈ 0 keeps
+  // |c| ≈ 1e-8 (2^-41 wanted, 2^-30 the finest). The calibration input is all zeros: scale 1, zero
+  // point −128, as TFLite's quantizer gives an empty range.
+  const std::string d = temp_dir();
+  const int H = 2, T = 100, B = 1;
+  const std::vector<float> wih(4 * H, 0.0f), whh(4 * H * H, 0.0f), bhh(4 * H, 0.0f);
+  std::vector<float> x(T * B, 0.0f);
+  const std::int64_t xshape[3] = {T, B, 1};
+  REQUIRE(io::write_npy((d + "/zeros.npy").c_str(), io::ElemType::f32, xshape, 3, x.data()) == RNNCORE_OK);
+  for (const float bi : {20.0f, -20.0f}) {
+    INFO("input gate bias " << bi);
+    std::vector<float> bih = {bi, bi, 20.0f, 20.0f, 20.0f, 20.0f, 0.0f, 0.0f};  // i, f, g, o
+    const std::string w = d + "/grow.safetensors", q = d + "/grow_q.safetensors";
+    REQUIRE(io::write_safetensors(w.c_str(),
+                                  {{"lstm.weight_ih_l0", io::ElemType::f32, {4 * H, 1}, wih.data()},
+                                   {"lstm.weight_hh_l0", io::ElemType::f32, {4 * H, H}, whh.data()},
+                                   {"lstm.bias_ih_l0", io::ElemType::f32, {4 * H}, bih.data()},
+                                   {"lstm.bias_hh_l0", io::ElemType::f32, {4 * H}, bhh.data()}},
+                                  {{"mode", "lstm"}}) == RNNCORE_OK);
+    const Result r = run("quantize --weights " + w + " --calibration " + d + "/zeros.npy --output " + q);
+    INFO(r.out);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const io::SafeTensors f = read_file(q);
+    CHECK(meta_f32(f, "input_scale") == 1.0f);
+    CHECK(meta_int(f, "input_zp") == -128);
+    if (bi > 0) {
+      CHECK(meta_f32(f, "cell_scale") == std::ldexp(1.0f, -9));
+      CHECK(r.err.find("would take the cell scale 2^-8; the integer LSTM takes 2^-30 .. 2^-9, so it is 2^-9 "
+                       "(cell states beyond 64 saturate)") != std::string::npos);
+    } else {
+      CHECK(meta_f32(f, "cell_scale") == std::ldexp(1.0f, -30));
+      CHECK(r.err.find("so it is 2^-30") != std::string::npos);
+    }
+    CHECK(r.out.find("accuracy on ") != std::string::npos);
+  }
+}
