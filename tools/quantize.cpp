@@ -120,12 +120,26 @@ struct Ranges {
   double x_min = 0, x_max = 0, h_min = 0, h_max = 0, c_abs = 0;
 };
 
+// Progress of a float run over a data set (steps of all groups), on stderr every 2 s.
+struct Progress {
+  const char* what;
+  long long done, total;
+  Clock::time_point start, last;
+  void step() {
+    ++done;
+    const auto now = Clock::now();
+    if (now - last < std::chrono::seconds(2)) return;
+    last = now;
+    std::fprintf(stderr, "rnncore quantize: %s: step %lld/%lld, %.1f s\n", what, done, total,
+                 std::chrono::duration<double>(now - start).count());
+  }
+};
+
 // Runs the float model a step at a time over x [T, B, I] (time-major), carrying h and c [B, H] in
 // and out (the public API's streaming), so that every step's cell state is seen; writes y [T, B, H]
 // (row stride `y_rows` rows, from row `y_row`) and widens `r` (if not null) by each step's x, h and c.
-// Prints progress on stderr when it takes long.
 Status run_float(Model& net, const float* x, std::int64_t T, std::int64_t B, std::int64_t I, std::int64_t H,
-                 float* h, float* c, float* y, std::int64_t y_rows, std::int64_t y_row, Ranges* r, const char* what) {
+                 float* h, float* c, float* y, std::int64_t y_rows, std::int64_t y_row, Ranges* r, Progress* progress) {
   const std::size_t BH = static_cast<std::size_t>(B * H), BI = static_cast<std::size_t>(B * I);
   std::vector<float> yt(BH);
   ForwardArgs fa;
@@ -135,8 +149,6 @@ Status run_float(Model& net, const float* x, std::int64_t T, std::int64_t B, std
   fa.h0 = fa.hy = h;
   fa.c0 = fa.cy = c;
   fa.y = yt.data();
-  const auto start = Clock::now();
-  auto last = start;
   for (std::int64_t t = 0; t < T; ++t) {
     fa.x = x + static_cast<std::size_t>(t) * BI;
     const Status s = net.forward(fa);
@@ -154,12 +166,7 @@ Status run_float(Model& net, const float* x, std::int64_t T, std::int64_t B, std
         r->c_abs = std::max(r->c_abs, std::fabs(static_cast<double>(c[k])));
       }
     }
-    const auto now = Clock::now();
-    if (now - last > std::chrono::seconds(2)) {
-      last = now;
-      std::fprintf(stderr, "rnncore quantize: %s: step %lld/%lld, %.1f s\n", what, static_cast<long long>(t + 1),
-                   static_cast<long long>(T), std::chrono::duration<double>(now - start).count());
-    }
+    progress->step();
   }
   return Status::ok;
 }
@@ -171,9 +178,11 @@ Status run_float(Model& net, const float* x, std::int64_t T, std::int64_t B, std
 Status run_float_data(Model& net, const Data& d, std::int64_t I, std::int64_t H, std::int64_t group, std::vector<float>* y,
                       Ranges* r, const char* what) {
   y->assign(static_cast<std::size_t>(d.T * d.B * H), 0.0f);
+  const auto now = Clock::now();
+  Progress progress{what, 0, group > 0 ? d.T * (d.B / group) : d.T, now, now};
   if (group <= 0) {
     std::vector<float> h(static_cast<std::size_t>(d.B * H), 0.0f), c(h.size(), 0.0f);
-    return run_float(net, d.x.data(), d.T, d.B, I, H, h.data(), c.data(), y->data(), d.B, 0, r, what);
+    return run_float(net, d.x.data(), d.T, d.B, I, H, h.data(), c.data(), y->data(), d.B, 0, r, &progress);
   }
   std::vector<float> h(static_cast<std::size_t>(group * H), 0.0f), c(h.size(), 0.0f);
   std::vector<float> xg(static_cast<std::size_t>(d.T * group * I));
@@ -181,7 +190,7 @@ Status run_float_data(Model& net, const Data& d, std::int64_t I, std::int64_t H,
     for (std::int64_t t = 0; t < d.T; ++t)
       std::memcpy(&xg[static_cast<std::size_t>(t * group * I)], &d.x[static_cast<std::size_t>((t * d.B + g0) * I)],
                   static_cast<std::size_t>(group * I) * sizeof(float));
-    const Status s = run_float(net, xg.data(), d.T, group, I, H, h.data(), c.data(), y->data(), d.B, g0, r, what);
+    const Status s = run_float(net, xg.data(), d.T, group, I, H, h.data(), c.data(), y->data(), d.B, g0, r, &progress);
     if (s != Status::ok) return s;
   }
   return Status::ok;
@@ -202,7 +211,22 @@ Accuracy measure(const io::Int8Model& m, const Data& d, const std::vector<float>
     for (std::int64_t t = 0; t < T; ++t)
       for (std::int64_t k = 0; k < I; ++k)
         xq[static_cast<std::size_t>((b * T + t) * I + k)] = io::quantize_input(m, d.x[static_cast<std::size_t>((t * B + b) * I + k)]);
-  io::run_int8_model(m, static_cast<int>(B), static_cast<int>(T), xq.data(), yq.data());
+  // Rows in chunks (each row starts from the initial state either way), for progress on stderr.
+  const std::int64_t chunk = 8;
+  const auto start = Clock::now();
+  auto last = start;
+  for (std::int64_t b0 = 0; b0 < B; b0 += chunk) {
+    const std::int64_t rows = std::min(chunk, B - b0);
+    io::run_int8_model(m, static_cast<int>(rows), static_cast<int>(T), xq.data() + static_cast<std::size_t>(b0 * T * I),
+                       yq.data() + static_cast<std::size_t>(b0 * T * H));
+    const auto now = Clock::now();
+    if (now - last >= std::chrono::seconds(2)) {
+      last = now;
+      std::fprintf(stderr, "rnncore quantize: int8 run on %s: rows %lld/%lld, %.1f s\n", d.path.c_str(),
+                   static_cast<long long>(b0 + rows), static_cast<long long>(B),
+                   std::chrono::duration<double>(now - start).count());
+    }
+  }
   Accuracy a;
   double lo = INFINITY, hi = -INFINITY, sig = 0, err = 0;
   for (std::int64_t t = 0; t < T; ++t)
