@@ -344,6 +344,18 @@ TEST_CASE("quantize: models the int8 LSTM cannot run and bad calibration data ar
   };
   for (const auto& k : kinds) refused("quantize --weights " + src(k[0]) + cal, 1, k[1]);
 
+  {  // a weight that is not finite
+    const std::vector<float> wih(8, 0.0f), whh(16, 0.0f), bhh(8, 0.0f);
+    std::vector<float> b(8, 0.0f);
+    b[3] = NAN;
+    REQUIRE(io::write_safetensors((d + "/nan.safetensors").c_str(),
+                                  {{"lstm.weight_ih_l0", io::ElemType::f32, {8, 1}, wih.data()},
+                                   {"lstm.weight_hh_l0", io::ElemType::f32, {8, 2}, whh.data()},
+                                   {"lstm.bias_ih_l0", io::ElemType::f32, {8}, b.data()},
+                                   {"lstm.bias_hh_l0", io::ElemType::f32, {8}, bhh.data()}},
+                                  {{"mode", "lstm"}}) == RNNCORE_OK);
+    refused("quantize --weights " + d + "/nan.safetensors" + cal, 1, "a weight is nan; a model to quantize must be finite");
+  }
   const std::string w = "quantize --weights " + src(kData + "lstm_I8_H24.safetensors") + " --output " + out + " --calibration ";
   const std::int64_t wrong_i[3] = {5, 2, 7}, empty[3] = {0, 4, 8}, rank2[2] = {5, 8}, ok[3] = {5, 2, 8};
   std::vector<float> zeros(80, 0.0f);

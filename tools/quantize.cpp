@@ -1,6 +1,6 @@
 // `rnncore quantize` (tools/quantize.hpp): post-training quantization of a float LSTM to the
 // integer LSTM file of docs/int8.md, with the scales chosen as TFLite's converter chooses them for
-// a Keras LSTM (docs/int8.md, "rnncore quantize").
+// a Keras LSTM (docs/int8.md, "Quantizing a float LSTM").
 #include "tools/quantize.hpp"
 
 #include <algorithm>
@@ -337,6 +337,12 @@ int cmd_quantize(int argc, char** argv) {
     return error(o.weights + ": " + refuse + "; rnncore quantize takes one unidirectional LSTM layer without "
                  "projection or peepholes (what the int8 LSTM runs; docs/int8.md)");
   const std::int64_t I = stack.input_size, H = ls.hidden_size;
+  {
+    const float* w = reinterpret_cast<const float*>(model.canonical.data());
+    const std::size_t n = model.canonical.size() / sizeof(float);
+    for (std::size_t k = 0; k < n; ++k)
+      if (!std::isfinite(w[k])) return error(o.weights + ": a weight is " + num(w[k]) + "; a model to quantize must be finite");
+  }
 
   Data cal, ev;
   if (!(err = read_data(o.calibration, I, o.batch_first, &cal)).empty()) return error(err);
@@ -385,7 +391,7 @@ int cmd_quantize(int argc, char** argv) {
   if ((group > 0 || &cal_net != &net) && (s = run_float_data(net, cal, I, H, 0, &y_cal, nullptr, "calibration")) != Status::ok)
     return error(last_error_detail());
 
-  // The quantization (docs/int8.md, "rnncore quantize").
+  // The quantization (docs/int8.md, "Quantizing a float LSTM").
   const Asymmetric xq = asymmetric_int8(r.x_min, r.x_max);
   const Asymmetric hq = asymmetric_int8(r.h_min, r.h_max);  // the initial h = 0 is in the range too
   int cell_log2 = -15;  // max|c| = 0: any scale holds it
