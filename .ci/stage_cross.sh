@@ -2,10 +2,12 @@
 # CI stage: the edge targets (cross/*.ini, docs/porting.md).
 #   - aarch64 and armv7 (armhf, NEON) Linux: cross-build everything, run the whole test suite under
 #     qemu-user (meson's exe_wrapper);
-#   - Cortex-M4F and Cortex-M7 bare metal, firmware profile: build librnncore.a and the firmware
-#     and on-device training examples, print their sizes, check that each image links no heap,
-#     printf or environment, and run them under qemu-system-arm (MPS2-AN386 / MPS2-AN500,
-#     semihosting): each must print PASS.
+#   - Cortex-M4F and Cortex-M7 bare metal, firmware profile: build librnncore.a, the firmware
+#     (float and int8) and on-device training examples and the int8 kernel test
+#     (tests/cross/int8_kernels_baremetal.cpp), print their sizes, check that each image links no
+#     heap, printf or environment, and run them under qemu-system-arm (MPS2-AN386 / MPS2-AN500,
+#     semihosting): each must print PASS. On the Cortex-M4F also build (not run) the
+#     instruction-count bench images (bench/cortex_m_int8_counts.sh).
 # Every meson test counts as one test, as do each image's link check; a target that fails to
 # configure or build counts as one failure. Ends with "STAGE_RESULT passed=N failed=M".
 #
@@ -80,6 +82,7 @@ for target in cortex-m4f cortex-m7; do
   log "$target: firmware profile, sizes, and the firmware and training examples under qemu-system-arm"
   dir="$build_root/$target"
   image="$dir/examples/firmware/firmware_lstm.elf"
+  int8_image="$dir/examples/firmware/firmware_lstm_int8.elf"
   train_image="$dir/examples/train/train_lstm.elf"
   t0=$(date +%s)
   if build_target "cross/arm-none-eabi-$target.ini" "$dir"; then
@@ -88,10 +91,26 @@ for target in cortex-m4f cortex-m7; do
     echo "--- $target: the firmware example image (examples/firmware)"
     arm-none-eabi-size "$image"
     python3 tests/cross/map_sizes.py "$dir/examples/firmware/firmware_lstm.map"
+    echo "--- $target: the int8 firmware example image (examples/firmware/main_int8.c)"
+    arm-none-eabi-size "$int8_image"
+    python3 tests/cross/map_sizes.py "$dir/examples/firmware/firmware_lstm_int8.map"
     echo "--- $target: the on-device training image (examples/train)"
     arm-none-eabi-size "$train_image"
+    # The int8 / f32 instruction-count bench (bench/cortex_m_int8_counts.sh): its images are built
+    # (H = 32), not run, and held to the same promise below; they link the int8 LSTM.
+    bench_images=()
+    if [ "$target" = cortex-m4f ]; then
+      echo "--- $target: the Cortex-M4 instruction-count bench images (built, not run)"
+      if out=$(BUILD="$dir" WORK="$dir/bench-counts" BUILD_ONLY=1 SHAPES=32 bash bench/cortex_m_int8_counts.sh); then
+        read -r -a bench_images <<<"$(echo $out)"
+        arm-none-eabi-size "${bench_images[@]}"
+      else
+        fail_one "$target: bench/cortex_m_int8_counts.sh images"
+      fi
+    fi
     # The firmware profile's promise: an image holds no allocator, printf, environment or C++ runtime.
-    for img in "$image" "$train_image"; do
+    for img in "$image" "$int8_image" "$train_image" "$dir/examples/firmware/int8_kernels_test.elf" \
+               "${bench_images[@]+"${bench_images[@]}"}"; do
       if [ ! -f "$img" ]; then fail_one "$target: $img was not built"; continue; fi
       forbidden=$(arm-none-eabi-nm "$img" | awk '{print $NF}' |
                   grep -E '^(_?malloc|_malloc_r|_?free|_free_r|_?realloc|_realloc_r|_sbrk|_sbrk_r|_?v?s?n?printf|_svfprintf_r|getenv|_getenv_r|_Zn[wa][jm].*|_Zd[la]Pv.*|__cxa_.*|__gxx_personality.*)$' || true)

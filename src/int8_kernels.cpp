@@ -25,6 +25,10 @@ void i8_dot_rows_scalar(const std::int8_t* w, int rows, int k_size, const std::i
 namespace {
 const DotRowsKernel kKernels[] = {
     {"i8_dot_rows_scalar", i8_dot_rows_scalar},
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
+    // Every ARMv7E-M and ARMv7-A core has it (compile-time feature, no run-time check needed).
+    {"i8_dot_rows_dsp_4x16", i8_dot_rows_dsp_4x16},
+#endif
 };
 }  // namespace
 

@@ -7,7 +7,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -198,13 +197,17 @@ std::int16_t tanh_q(std::int16_t x, int integer_bits) {
   return x < 0 ? wrap16(-static_cast<std::int32_t>(t)) : t;
 }
 
-Status int8_lstm_prepare(const Int8LstmQuantization& q, int input_size, int hidden_size,
-                         const std::int8_t* const w[kGates], const std::int8_t* const r[kGates],
-                         const std::int32_t* const bias[kGates], std::int32_t* bias_storage,
-                         std::size_t bias_storage_words, Int8LstmParams* out) {
-  detail::clear_error();
+namespace {
+
+const char* const kGateName[kGates] = {"i", "f", "g", "o"};
+
+// Everything prepare derives from the quantization alone: the checks of sizes, zero points and
+// scales, the fixed-point multipliers, the cell shift and clip (into *out, weights untouched).
+Status derive_scales(const Int8LstmQuantization& q, int input_size, int hidden_size,
+                     const std::int8_t* const w[kGates], const std::int8_t* const r[kGates],
+                     const std::int32_t* bias_storage, std::size_t bias_storage_words, Int8LstmParams* out) {
   RNNCORE_ENSURE(out != nullptr && w != nullptr && r != nullptr && bias_storage != nullptr,
-                 Status::null_pointer, "int8_lstm_prepare: out, w, r and bias_storage must not be null");
+                 Status::null_pointer, "int8_lstm_prepare: out, w, r and the bias storage must not be null");
   // Up to 2^16 units an int8 dot product (|w x| <= 2^14 per term) stays within 2^30.
   RNNCORE_ENSURE(input_size > 0 && hidden_size > 0 && input_size <= (1 << 16) && hidden_size <= (1 << 16),
                  Status::invalid_size, "int8_lstm_prepare: input_size %d and hidden_size %d must be in 1..65536",
@@ -212,7 +215,6 @@ Status int8_lstm_prepare(const Int8LstmQuantization& q, int input_size, int hidd
   RNNCORE_ENSURE(bias_storage_words >= int8_lstm_bias_words(hidden_size), Status::buffer_too_small,
                  "int8_lstm_prepare: bias_storage has %zu int32 words, needs %zu", bias_storage_words,
                  int8_lstm_bias_words(hidden_size));
-  static const char* const kGateName[kGates] = {"i", "f", "g", "o"};
   for (int g = 0; g < kGates; ++g) {
     RNNCORE_ENSURE(w[g] != nullptr && r[g] != nullptr, Status::null_pointer,
                    "int8_lstm_prepare: weights of gate %s are null", kGateName[g]);
@@ -239,7 +241,12 @@ Status int8_lstm_prepare(const Int8LstmQuantization& q, int input_size, int hidd
   // The gate pre-activations are int16 Q3.12 (scale 2^-12); the effective scales are formed in
   // float, as TFLite forms them, before they become fixed-point multipliers.
   const float gate_scale = 1.0f / 4096.0f;
-  char what[64];
+  // Named without snprintf: firmware images link no printf.
+  static const char* const kInputWhat[kGates] = {"effective input scale of gate i", "effective input scale of gate f",
+                                                 "effective input scale of gate g", "effective input scale of gate o"};
+  static const char* const kRecurrentWhat[kGates] = {
+      "effective recurrent scale of gate i", "effective recurrent scale of gate f",
+      "effective recurrent scale of gate g", "effective recurrent scale of gate o"};
   for (int g = 0; g < kGates; ++g) {
     RNNCORE_ENSURE(scale_ok(q.w_scale[g]), Status::invalid_size,
                    "input weight scale of gate %s is %g; it must be finite and positive", kGateName[g],
@@ -249,10 +256,8 @@ Status int8_lstm_prepare(const Int8LstmQuantization& q, int input_size, int hidd
                    static_cast<double>(q.r_scale[g]));
     const float ex = q.w_scale[g] * q.input_scale / gate_scale;
     const float eh = q.r_scale[g] * q.state_scale / gate_scale;
-    std::snprintf(what, sizeof what, "effective input scale of gate %s", kGateName[g]);
-    RNNCORE_RETURN_IF_ERROR(quantize_multiplier(ex, what, &p.x_mult[g]));
-    std::snprintf(what, sizeof what, "effective recurrent scale of gate %s", kGateName[g]);
-    RNNCORE_RETURN_IF_ERROR(quantize_multiplier(eh, what, &p.h_mult[g]));
+    RNNCORE_RETURN_IF_ERROR(quantize_multiplier(ex, kInputWhat[g], &p.x_mult[g]));
+    RNNCORE_RETURN_IF_ERROR(quantize_multiplier(eh, kRecurrentWhat[g], &p.h_mult[g]));
   }
   const float two_m15 = 1.0f / 32768.0f;
   RNNCORE_RETURN_IF_ERROR(
@@ -277,31 +282,72 @@ Status int8_lstm_prepare(const Int8LstmQuantization& q, int input_size, int hidd
     p.cell_clip = static_cast<std::int16_t>(c);
   }
   p.hidden_zp = q.hidden_zp;
-
-  // Effective biases: the zero points' products with the weights' row sums, folded once.
-  const int H = hidden_size, I = input_size;
   for (int g = 0; g < kGates; ++g) {
-    std::int32_t* xb = bias_storage + static_cast<std::size_t>(g) * H;
-    std::int32_t* hb = bias_storage + static_cast<std::size_t>(kGates + g) * H;
+    p.w[g] = w[g];
+    p.r[g] = r[g];
+  }
+  p.dot = int8_best_dot_kernel().fn;
+  *out = p;
+  return Status::ok;
+}
+
+// The effective biases: the zero points' products with the weights' row sums, folded once. With
+// `check` the values are already in `storage` (folded earlier, e.g. by `rnncore export-c` into
+// flash) and must equal what folding gives; otherwise they are written there.
+Status fold_biases(const Int8LstmQuantization& q, const std::int32_t* const bias[kGates], const std::int32_t* check,
+                   std::int32_t* storage, Int8LstmParams* p) {
+  const int H = p->hidden_size, I = p->input_size;
+  for (int g = 0; g < kGates; ++g) {
+    const std::size_t xo = static_cast<std::size_t>(g) * H, ho = static_cast<std::size_t>(kGates + g) * H;
     for (int j = 0; j < H; ++j) {
       std::int32_t sw = 0, sr = 0;
-      for (int k = 0; k < I; ++k) sw += w[g][static_cast<std::size_t>(j) * I + k];
-      for (int k = 0; k < H; ++k) sr += r[g][static_cast<std::size_t>(j) * H + k];
+      for (int k = 0; k < I; ++k) sw += p->w[g][static_cast<std::size_t>(j) * I + k];
+      for (int k = 0; k < H; ++k) sr += p->r[g][static_cast<std::size_t>(j) * H + k];
       const std::int64_t bx = static_cast<std::int64_t>(bias != nullptr && bias[g] != nullptr ? bias[g][j] : 0) -
                               static_cast<std::int64_t>(q.input_zp) * sw;
-      const std::int64_t bh = -static_cast<std::int64_t>(q.state_zp) * sr;
+      const std::int64_t bh = -static_cast<std::int64_t>(q.state_zp) * sr;  // |z_h| <= 128, |sum| <= 2^23
       RNNCORE_ENSURE(bx >= std::numeric_limits<std::int32_t>::min() && bx <= std::numeric_limits<std::int32_t>::max(),
                      Status::invalid_size, "effective input bias of gate %s, unit %d (%lld) overflows int32",
                      kGateName[g], j, static_cast<long long>(bx));
-      xb[j] = static_cast<std::int32_t>(bx);
-      hb[j] = static_cast<std::int32_t>(bh);  // |z_h| <= 128, |row sum| <= 128 H <= 2^23
+      if (check != nullptr) {
+        RNNCORE_ENSURE(check[xo + j] == bx && check[ho + j] == bh, Status::invalid_size,
+                       "the folded biases of gate %s, unit %d do not match the weights, biases and zero points "
+                       "(fold them again, e.g. export the model again)",
+                       kGateName[g], j);
+      } else {
+        storage[xo + j] = static_cast<std::int32_t>(bx);
+        storage[ho + j] = static_cast<std::int32_t>(bh);
+      }
     }
-    p.w[g] = w[g];
-    p.r[g] = r[g];
-    p.x_bias[g] = xb;
-    p.h_bias[g] = hb;
+    const std::int32_t* base = check != nullptr ? check : storage;
+    p->x_bias[g] = base + xo;
+    p->h_bias[g] = base + ho;
   }
-  p.dot = int8_best_dot_kernel().fn;
+  return Status::ok;
+}
+
+}  // namespace
+
+Status int8_lstm_prepare(const Int8LstmQuantization& q, int input_size, int hidden_size,
+                         const std::int8_t* const w[kGates], const std::int8_t* const r[kGates],
+                         const std::int32_t* const bias[kGates], std::int32_t* bias_storage,
+                         std::size_t bias_storage_words, Int8LstmParams* out) {
+  detail::clear_error();
+  Int8LstmParams p;
+  RNNCORE_RETURN_IF_ERROR(derive_scales(q, input_size, hidden_size, w, r, bias_storage, bias_storage_words, &p));
+  RNNCORE_RETURN_IF_ERROR(fold_biases(q, bias, nullptr, bias_storage, &p));
+  *out = p;
+  return Status::ok;
+}
+
+Status int8_lstm_prepare_folded(const Int8LstmQuantization& q, int input_size, int hidden_size,
+                                const std::int8_t* const w[kGates], const std::int8_t* const r[kGates],
+                                const std::int32_t* const bias[kGates], const std::int32_t* folded_biases,
+                                std::size_t folded_words, Int8LstmParams* out) {
+  detail::clear_error();
+  Int8LstmParams p;
+  RNNCORE_RETURN_IF_ERROR(derive_scales(q, input_size, hidden_size, w, r, folded_biases, folded_words, &p));
+  RNNCORE_RETURN_IF_ERROR(fold_biases(q, bias, folded_biases, nullptr, &p));
   *out = p;
   return Status::ok;
 }

@@ -796,7 +796,52 @@ TEST_CASE("cli: int8 models converted by tools/tflite_to_safetensors.py run bit 
     CHECK(got.bytes == want.bytes);  // every element, bit for bit
     ++cases;
   }
-  CHECK(cases == 11);
+  CHECK(cases == 12);
+}
+
+TEST_CASE("cli: stacked int8 LSTMs (Keras LSTM layers one after another) run bit for bit as LiteRT") {
+  // tests/golden/tflite_int8/stacks/<case>.safetensors: the converter's output (metadata layers = L);
+  // <case>.io.safetensors: LiteRT's int8 input x and output y.
+  int cases = 0;
+  const std::string d = temp_dir();
+  for (const std::string& model : list_cases(src("tests/golden/tflite_int8/stacks"))) {
+    if (model.find(".io.safetensors") != std::string::npos) continue;
+    INFO(model);
+    io::SafeTensors f;
+    const std::string golden = model.substr(0, model.size() - 12) + ".io.safetensors";
+    REQUIRE(io::read_safetensors(golden.c_str(), &f) == RNNCORE_OK);
+    extract(f, "x", d + "/x.npy");
+    Result r = run("run --weights " + model + " --input " + d + "/x.npy --output " + d + "/y.npy");
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find(" layers (H ") != std::string::npos);
+    io::Array got, want;
+    REQUIRE(io::read_npy((d + "/y.npy").c_str(), &got) == RNNCORE_OK);
+    REQUIRE(f.array("y", &want) == RNNCORE_OK);
+    CHECK(got.shape == want.shape);
+    CHECK(got.bytes == want.bytes);  // every element, bit for bit
+    // the per-layer states have different widths: single-layer models only
+    r = run("run --weights " + model + " --input " + d + "/x.npy --output " + d + "/y.npy --hn " + d + "/hn.npy");
+    CHECK(r.code == 2);
+    ++cases;
+  }
+  CHECK(cases == 3);
+
+  // A stack whose layer 1 does not read layer 0's quantization is refused, naming both.
+  const std::string model = src("tests/golden/tflite_int8/stacks/stack2_I6_H12_8_T10_B2_last.safetensors");
+  std::string bytes = slurp(model);
+  const std::string key = "\"l1.input_zp\":\"";
+  const std::size_t at = bytes.find(key);
+  REQUIRE(at != std::string::npos);
+  bytes[at + key.size()] = bytes[at + key.size()] == '5' ? '6' : '5';
+  {
+    std::ofstream out(d + "/bad_stack.safetensors", std::ios::binary);
+    out << bytes;
+  }
+  const Result r = run("run --weights " + d + "/bad_stack.safetensors --input " + d + "/x.npy --output " + d + "/y.npy");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("layer 1's input") != std::string::npos);
+  CHECK(r.err.find("is not layer 0's output") != std::string::npos);
 }
 
 TEST_CASE("cli: int8 models: float input is quantized; wrong dtype, shape and options are refused") {
@@ -874,10 +919,34 @@ TEST_CASE("cli: int8 models: float input is quantized; wrong dtype, shape and op
   damaged("\"input_zp\":\"-2\"", "\"input_zp\":\"-x\"", "metadata 'input_zp' is '-x'");
   damaged("\"w_f\":{\"dtype\":\"I8\"", "\"w_f\":{\"dtype\":\"U8\"", "tensor 'w_f' is U8, expected I8");
 
-  // commands for float models name what an int8 model takes
+  // export-c writes an int8 model's header for rnncore/int8.h; float-only options are usage errors
   r = run("export-c --weights " + model + " --output " + d + "/m.h");
+  CHECK(r.code == 0);
+  CHECK(slurp(d + "/m.h").find("static const rnncore_int8_lstm_quantization m_quantization = {") != std::string::npos);
+  for (const char* opt : {"--max-batch 2", "--mode lstm"}) {
+    r = run("export-c --weights " + model + " --output " + d + "/m.h " + opt);
+    CHECK(r.code == 2);
+  }
+  r = run("export-c --weights " + model + " --output " + d + "/m.h --sample-input " + d + "/xf.npy");
   CHECK(r.code == 1);
-  CHECK(r.err.find("an int8 LSTM model (format tflite_int8") != std::string::npos);
+  CHECK(r.err.find("expected int8 [B, T, 8] (input, batch-major), found F32 [1, 2, 8]") != std::string::npos);
+  {  // a last-step model's sample output is [B, H]
+    const std::string last = "tests/golden/tflite_int8/lstm_I16_H32_T8_B2_last.safetensors";
+    io::SafeTensors g;
+    REQUIRE(io::read_safetensors(src(last).c_str(), &g) == RNNCORE_OK);
+    extract(g, "x", d + "/x_last.npy");
+    extract(g, "y", d + "/y_last.npy");
+    r = run("export-c --weights " + src("tests/golden/tflite_int8/converted/lstm_I16_H32_T8_B2_last.safetensors") +
+            " --sample-input " + d + "/x_last.npy --sample-output " + d + "/y_last.npy --output " + d + "/last.h");
+    CHECK(r.code == 0);
+    const std::string h = slurp(d + "/last.h");
+    CHECK(h.find("#define LAST_RETURN_SEQUENCES 0\n") != std::string::npos);
+    CHECK(h.find("static const int8_t last_sample_output[64] = {") != std::string::npos);
+    r = run("export-c --weights " + src("tests/golden/tflite_int8/converted/lstm_I16_H32_T8_B2_last.safetensors") +
+            " --sample-input " + d + "/x_last.npy --sample-output " + d + "/x_last.npy --output " + d + "/last.h");
+    CHECK(r.code == 1);
+    CHECK(r.err.find("expected int8 [B, 32] (B and T of the sample input)") != std::string::npos);
+  }
 
   // a golden data file (no metadata format=tflite_int8) is not taken for an int8 model
   r = run("run --weights " + src("tests/golden/tflite_int8/lstm_I8_H16_T6_B2_seq.safetensors") + " --input " + d +

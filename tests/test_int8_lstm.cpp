@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -362,4 +364,47 @@ TEST_CASE("int8 LSTM: quantize_multiplier and the fixed-point activations") {
   // the sigmoid, 12 for tanh, in units of 2^-15)
   CHECK(worst_s < 7.0 / 32768);
   CHECK(worst_t < 13.0 / 32768);
+}
+
+// Every kernel of this build (on ARM with the DSP extension: i8_dot_rows_dsp_4x16, see
+// src/int8_dot_dsp.cpp) against the scalar one: any rows (the 4-row passes and the single-row
+// rest), any K (the 8-column loop, the 4-column step, the 1..3 column tail), weights and vector at
+// every alignment, the int8 extremes, and biases near the int32 limits so that sums wrap.
+TEST_CASE("int8 dot kernels: DSP kernel equals the scalar kernel") {
+  int n_kernels = 0;
+  const DotRowsKernel* kernels = int8_dot_kernels(&n_kernels);
+  REQUIRE(n_kernels >= 1);
+  CHECK(std::string(kernels[0].name) == "i8_dot_rows_scalar");
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
+  bool has_dsp = false;
+  for (int i = 0; i < n_kernels; ++i) has_dsp = has_dsp || std::string(kernels[i].name) == "i8_dot_rows_dsp_4x16";
+  CHECK(has_dsp);
+#endif
+  std::mt19937 rng(13);
+  const auto pick = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  std::vector<std::int8_t> wbuf(9 * 300 + 8), vbuf(300 + 8);
+  std::vector<std::int32_t> bias(9), want(9), got(9);
+  for (int trial = 0; trial < 600; ++trial) {
+    const int rows = pick(1, 9), K = trial < 300 ? trial + 1 : pick(1, 300);
+    const int wo = pick(0, 3), vo = pick(0, 3);  // misalign both
+    const int mode = trial % 4;  // 0: random, 1: all -128, 2: -128/127 mixed, 3: small
+    for (auto& x : wbuf) x = static_cast<std::int8_t>(mode == 1 ? -128 : mode == 2 ? (pick(0, 1) ? 127 : -128) : mode == 3 ? pick(-2, 2) : pick(-128, 127));
+    for (auto& x : vbuf) x = static_cast<std::int8_t>(mode == 1 ? -128 : mode == 2 ? (pick(0, 1) ? 127 : -128) : pick(-128, 127));
+    for (auto& b : bias) {
+      const int kind = pick(0, 2);  // near INT32_MAX, near INT32_MIN, anywhere
+      b = kind == 0 ? std::numeric_limits<std::int32_t>::max() - pick(0, 1 << 20)
+        : kind == 1 ? std::numeric_limits<std::int32_t>::min() + pick(0, 1 << 20)
+                    : static_cast<std::int32_t>(rng());
+    }
+    i8_dot_rows_scalar(wbuf.data() + wo, rows, K, vbuf.data() + vo, bias.data(), want.data());
+    for (int i = 1; i < n_kernels; ++i) {
+      std::fill(got.begin(), got.end(), 0x5A5A5A5A);
+      kernels[i].fn(wbuf.data() + wo, rows, K, vbuf.data() + vo, bias.data(), got.data());
+      for (int j = 0; j < rows; ++j) {
+        REQUIRE_MESSAGE(got[j] == want[j], kernels[i].name << ": rows " << rows << " K " << K << " row " << j
+                                                          << " w+" << wo << " v+" << vo << " mode " << mode);
+      }
+      CHECK(got[rows < 9 ? rows : 8] == (rows < 9 ? 0x5A5A5A5A : got[8]));  // writes only `rows` outputs
+    }
+  }
 }

@@ -16,6 +16,8 @@
 #include "rnncore/rnncore.hpp"
 #include "rnncore/io/npy.hpp"
 #include "rnncore/io/model.hpp"
+#include "rnncore/io/safetensors.hpp"
+#include "src/io/int8_model.hpp"
 
 namespace rnncore {
 namespace tools {
@@ -28,7 +30,12 @@ void define_export_c(CLI::App& app, ExportCOptions& o) {
       "network as 'static const rnncore_spec NAME_spec', and the exact buffer sizes of its plans on the\n"
       "portable scalar path (the one Cortex-M builds run) as NAME_PACKED_BYTES, NAME_WORKSPACE_BYTES,\n"
       "NAME_STEP_WORKSPACE_BYTES (max_seq_len 1, for streaming; not for a bidirectional network, which\n"
-      "cannot stream) and NAME_ARENA_BYTES (packed weights and workspace in one 64-byte-aligned buffer).");
+      "cannot stream) and NAME_ARENA_BYTES (packed weights and workspace in one 64-byte-aligned buffer).\n"
+      "An int8 LSTM model (format tflite_int8; docs/int8.md) gives a header for rnncore/int8.h instead:\n"
+      "NAME_quantization, the int8 weights NAME_w and NAME_r, the int32 NAME_bias, the biases folded with\n"
+      "the zero points (NAME_folded_bias, for rnncore_int8_lstm_prepare_folded: they can stay in flash),\n"
+      "NAME_SCRATCH_BYTES and NAME_STATE_ZERO_POINT; its sample is int8 [B, T, I] (batch-major) and\n"
+      "the expected output int8 [B, T, H] ([B, H] for a last-step model).");
   app.add_option("--weights", o.weights, "the model")->required()->type_name("M.safetensors");
   app.add_option("--output", o.output, "the header to write")->required()->type_name("MODEL.h");
   app.add_option("--name", o.name, "C identifier prefix (default: from --output)")->type_name("NAME");
@@ -42,7 +49,7 @@ void define_export_c(CLI::App& app, ExportCOptions& o) {
       ->type_name("T")
       ->default_str("");
   CLI::Option* in = app.add_option("--sample-input", o.sample_input,
-                                   "also embed a time-major input [T, B, I] as NAME_sample_input")
+                                   "also embed a time-major input [T, B, I] as NAME_sample_input\n(int8 models: int8 [B, T, I])")
                         ->type_name("X.npy");
   app.add_option("--sample-output", o.sample_output, "and its expected output [T, B, D*H] as NAME_sample_output")
       ->type_name("Y.npy")
@@ -108,10 +115,15 @@ const char* input_mode_enum(InputMode m) {
   return "?";
 }
 
-// One float array as a C definition, eight values a line; `marks` (sorted offset → label) become
+// C literals: a float that reads back as exactly `v` (float_literal), an integer as is.
+std::string c_literal(float v) { return float_literal(v); }
+std::string c_literal(std::int32_t v) { return std::to_string(v); }
+
+// One array as a C definition, `per_line` values a line; `marks` (sorted offset → label) become
 // comment lines where a block starts.
-void write_array(std::FILE* out, const std::string& decl, const float* v, std::size_t n,
-                 const std::vector<std::pair<std::size_t, std::string>>& marks = {}) {
+template <class T>
+void write_array(std::FILE* out, const std::string& decl, const T* v, std::size_t n,
+                 const std::vector<std::pair<std::size_t, std::string>>& marks = {}, std::size_t per_line = 8) {
   std::fprintf(out, "%s[%zu] = {\n", decl.c_str(), n);
   std::size_t next_mark = 0, column = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -121,8 +133,8 @@ void write_array(std::FILE* out, const std::string& decl, const float* v, std::s
       ++next_mark;
       column = 0;
     }
-    std::fprintf(out, "%s%s,", column == 0 ? "  " : " ", float_literal(v[i]).c_str());
-    if (++column == 8 || i + 1 == n) {
+    std::fprintf(out, "%s%s,", column == 0 ? "  " : " ", c_literal(v[i]).c_str());
+    if (++column == per_line || i + 1 == n) {
       std::fputc('\n', out);
       column = 0;
     }
@@ -208,6 +220,161 @@ bool all_finite(const std::vector<float>& v) {
 
 std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
 
+// An int8 sample: [B, T, width] (batch-major, as the integer LSTM runs), int8.
+bool read_int8_sample(const std::string& path, std::int64_t width, const char* what, std::vector<std::int64_t>* shape,
+                      std::vector<std::int8_t>* out, std::string* err) {
+  io::Array a;
+  if (io::read_npy(path.c_str(), &a) != RNNCORE_OK) {
+    *err = rnncore_last_error_detail();
+    return false;
+  }
+  const std::string expected = "int8 [B, T, " + std::to_string(width) + "] (" + what + ", batch-major)";
+  if (a.type != io::ElemType::i8 || a.shape.size() != 3 || a.shape[2] != width) {
+    *err = path + ": expected " + expected + ", found " + io::elem_type_name(a.type) + " " +
+           io::shape_to_string(a.shape.data(), a.shape.size());
+    return false;
+  }
+  out->assign(reinterpret_cast<const std::int8_t*>(a.bytes.data()),
+              reinterpret_cast<const std::int8_t*>(a.bytes.data()) + a.bytes.size());
+  *shape = a.shape;
+  return true;
+}
+
+// `export-c` of an integer LSTM (format tflite_int8, docs/int8.md): the int8 weights and int32
+// biases as they are, the biases folded by the library's own prepare (so firmware can keep them
+// in flash: rnncore_int8_lstm_prepare_folded), the quantization, the sizes, and a sample.
+int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std::string& name) {
+  const std::string NAME = upper(name);
+  std::string err;
+  io::Int8Model m;
+  if (io::load_int8_model(file, &m, &err) != Status::ok) return error(err);
+  const std::int64_t I = m.input_size, H = m.hidden_size;
+  std::vector<std::int64_t> in_shape, out_shape;
+  std::vector<std::int8_t> sample_in, sample_out;
+  if (!o.sample_input.empty() && !read_int8_sample(o.sample_input, I, "input", &in_shape, &sample_in, &err))
+    return error(err);
+  if (!o.sample_output.empty()) {
+    io::Array a;
+    if (io::read_npy(o.sample_output.c_str(), &a) != RNNCORE_OK) return error(rnncore_last_error_detail());
+    // A last-step model's output is [B, H]; store it as [B, 1, H].
+    if (!m.return_sequences && a.shape.size() == 2) a.shape.insert(a.shape.begin() + 1, 1);
+    const std::string s = o.sample_output;
+    if (a.type != io::ElemType::i8 || a.shape.size() != 3 || a.shape[0] != in_shape[0] || a.shape[2] != H ||
+        a.shape[1] != (m.return_sequences ? in_shape[1] : 1))
+      return error(s + ": expected int8 " +
+                   (m.return_sequences ? "[B, T, " + std::to_string(H) + "]" : "[B, " + std::to_string(H) + "]") +
+                   " (B and T of the sample input), found " + io::elem_type_name(a.type) + " " +
+                   io::shape_to_string(a.shape.data(), a.shape.size()));
+    sample_out.assign(reinterpret_cast<const std::int8_t*>(a.bytes.data()),
+                      reinterpret_cast<const std::int8_t*>(a.bytes.data()) + a.bytes.size());
+  }
+  if (o.max_batch > 0 || o.max_seq_len > 0)
+    return usage_error("export-c", "--max-batch and --max-seq-len do not apply to an int8 model: its buffers do "
+                                   "not depend on them (NAME_SCRATCH_BYTES, and the state per row)");
+
+  const std::string path = o.output;
+  std::FILE* out = std::fopen(path.c_str(), "w");
+  if (out == nullptr) return error(path + ": cannot open for writing");
+  const std::string guard = "RNNCORE_EXPORT_" + NAME + "_H";
+  const int cell_log2 = m.params.cell_log2;
+  std::fprintf(out,
+               "/* %s: an integer LSTM compiled into the program, for rnncore's int8 C API (rnncore/int8.h).\n"
+               " * Generated by `rnncore export-c` (rnncore %s) from %s; do not edit, export again.\n"
+               " * LiteRT's integer LSTM (8x8_16): input %lld, hidden %lld, %s; int8 weights (%lld bytes), int16\n"
+               " * cell state with scale 2^%d. Semantics: docs/int8.md.\n"
+               " *\n"
+               " * Include it in one C file: the arrays are static. */\n"
+               "#ifndef %s\n#define %s\n\n#include <rnncore/int8.h>\n\n",
+               base_name(path).c_str(), version_string(), base_name(o.weights).c_str(), static_cast<long long>(I),
+               static_cast<long long>(H), m.return_sequences ? "returns every step" : "returns the last step",
+               static_cast<long long>(4 * H * (I + H)), cell_log2, guard.c_str(), guard.c_str());
+  std::fprintf(out,
+               "#define %s_INPUT_SIZE %lld\n#define %s_HIDDEN_SIZE %lld\n"
+               "/** 1: the model's output is every step's h [B, T, H]; 0: the last step's only [B, H]. */\n"
+               "#define %s_RETURN_SEQUENCES %d\n"
+               "/** int32 words of %s_folded_bias, and bytes of a run's scratch. */\n"
+               "#define %s_BIAS_WORDS %zu\n#define %s_SCRATCH_BYTES %zu\n"
+               "/** A run starts from LiteRT's initial state: every h = %s_STATE_ZERO_POINT, every c = 0. */\n"
+               "#define %s_STATE_ZERO_POINT %d\n\n",
+               NAME.c_str(), static_cast<long long>(I), NAME.c_str(), static_cast<long long>(H), NAME.c_str(),
+               m.return_sequences ? 1 : 0, name.c_str(), NAME.c_str(), q8::int8_lstm_bias_words(m.hidden_size),
+               NAME.c_str(), q8::int8_lstm_scratch_bytes(m.hidden_size), NAME.c_str(), NAME.c_str(),
+               static_cast<int>(m.q.state_zp));
+  const q8::Int8LstmQuantization& q = m.q;
+  std::fprintf(out,
+               "/** The quantization (real = scale * (q - zero point)); the model's input %s int8 with the input\n"
+               " * scale and zero point, its output is h (the state's). */\n"
+               "static const rnncore_int8_lstm_quantization %s_quantization = {\n"
+               "    .input_scale = %s,\n    .input_zp = %d,\n"
+               "    .w_scale = {%s, %s, %s, %s},\n    .r_scale = {%s, %s, %s, %s},\n"
+               "    .state_scale = %s,\n    .state_zp = %d,\n    .hidden_scale = %s,\n    .hidden_zp = %d,\n"
+               "    .cell_scale = %s,\n    .cell_clip = %s,\n};\n\n",
+               m.float_input ? "was float, quantized by the graph to" : "is", name.c_str(),
+               float_literal(q.input_scale).c_str(), static_cast<int>(q.input_zp), float_literal(q.w_scale[0]).c_str(),
+               float_literal(q.w_scale[1]).c_str(), float_literal(q.w_scale[2]).c_str(),
+               float_literal(q.w_scale[3]).c_str(), float_literal(q.r_scale[0]).c_str(),
+               float_literal(q.r_scale[1]).c_str(), float_literal(q.r_scale[2]).c_str(),
+               float_literal(q.r_scale[3]).c_str(), float_literal(q.state_scale).c_str(), static_cast<int>(q.state_zp),
+               float_literal(q.hidden_scale).c_str(), static_cast<int>(q.hidden_zp), float_literal(q.cell_scale).c_str(),
+               float_literal(q.cell_clip).c_str());
+  static const char* const kGate[q8::kGates] = {"i", "f", "g", "o"};
+  const auto gate_marks = [](std::size_t per_gate) {
+    std::vector<std::pair<std::size_t, std::string>> marks;
+    for (int g = 0; g < q8::kGates; ++g) marks.emplace_back(g * per_gate, std::string("gate ") + kGate[g]);
+    return marks;
+  };
+  // One array each for W, R and the biases, gates i, f, g, o one after the other.
+  const auto concat = [](const auto& per_gate) {
+    std::vector<typename std::decay_t<decltype(per_gate[0])>::value_type> all;
+    for (int g = 0; g < q8::kGates; ++g) all.insert(all.end(), per_gate[g].begin(), per_gate[g].end());
+    return all;
+  };
+  const std::size_t hi = static_cast<std::size_t>(H * I), hh = static_cast<std::size_t>(H * H);
+  std::fprintf(out, "/** Input weights W_g [H, I] (row-major), gates i, f, g, o. */\n");
+  write_array(out, "static const int8_t " + name + "_w", concat(m.w).data(), 4 * hi, gate_marks(hi), 16);
+  std::fprintf(out, "/** Recurrent weights R_g [H, H]. */\n");
+  write_array(out, "static const int8_t " + name + "_r", concat(m.r).data(), 4 * hh, gate_marks(hh), 16);
+  std::fprintf(out, "/** Biases b_g [H] (scale w_scale[g] * input_scale). */\n");
+  write_array(out, "static const int32_t " + name + "_bias", concat(m.b).data(), 4 * static_cast<std::size_t>(H),
+              gate_marks(static_cast<std::size_t>(H)));
+  std::fprintf(out,
+               "/** The biases folded with the zero points (rnncore_int8_lstm_prepare_folded checks them):\n"
+               " * input parts of gates i, f, g, o, then their recurrent parts. */\n");
+  std::vector<std::pair<std::size_t, std::string>> folded_marks;
+  for (int g = 0; g < 2 * q8::kGates; ++g)
+    folded_marks.emplace_back(g * static_cast<std::size_t>(H),
+                              std::string(g < q8::kGates ? "input part, gate " : "recurrent part, gate ") + kGate[g % 4]);
+  write_array(out, "static const int32_t " + name + "_folded_bias", m.bias_storage.data(), m.bias_storage.size(),
+              folded_marks);
+  std::fprintf(out,
+               "/** Per-gate pointers, as rnncore_int8_lstm_prepare takes them. */\n"
+               "static const int8_t* const %s_w_gates[4] = {%s_w, %s_w + %zu, %s_w + %zu, %s_w + %zu};\n"
+               "static const int8_t* const %s_r_gates[4] = {%s_r, %s_r + %zu, %s_r + %zu, %s_r + %zu};\n"
+               "static const int32_t* const %s_bias_gates[4] = {%s_bias, %s_bias + %lld, %s_bias + %lld, %s_bias + %lld};\n",
+               name.c_str(), name.c_str(), name.c_str(), hi, name.c_str(), 2 * hi, name.c_str(), 3 * hi, name.c_str(),
+               name.c_str(), name.c_str(), hh, name.c_str(), 2 * hh, name.c_str(), 3 * hh, name.c_str(), name.c_str(),
+               name.c_str(), static_cast<long long>(H), name.c_str(), 2 * static_cast<long long>(H), name.c_str(),
+               3 * static_cast<long long>(H));
+  if (!sample_in.empty()) {
+    std::fprintf(out,
+                 "\n/* A sample: input x [B, T, I] (batch-major)%s. */\n#define %s_SAMPLE_BATCH %lld\n"
+                 "#define %s_SAMPLE_STEPS %lld\n",
+                 sample_out.empty() ? "" : m.return_sequences ? " and the expected output [B, T, H]"
+                                                              : " and the expected output [B, H] (the last step)",
+                 NAME.c_str(), static_cast<long long>(in_shape[0]), NAME.c_str(), static_cast<long long>(in_shape[1]));
+    write_array(out, "static const int8_t " + name + "_sample_input", sample_in.data(), sample_in.size(), {}, 16);
+    if (!sample_out.empty())
+      write_array(out, "static const int8_t " + name + "_sample_output", sample_out.data(), sample_out.size(), {}, 16);
+  }
+  std::fprintf(out, "\n#endif /* %s */\n", guard.c_str());
+  const bool written = std::ferror(out) == 0;
+  if (std::fclose(out) != 0 || !written) return error(path + ": cannot write");
+  std::printf("%s: int8 LSTM I=%lld H=%lld, weights %lld bytes, folded biases %zu bytes%s\n", path.c_str(),
+              static_cast<long long>(I), static_cast<long long>(H), static_cast<long long>(4 * H * (I + H)),
+              4 * m.bias_storage.size(), sample_in.empty() ? "" : ", sample");
+  return 0;
+}
+
 }  // namespace
 
 int cmd_export_c(int argc, char** argv) {
@@ -220,6 +387,17 @@ int cmd_export_c(int argc, char** argv) {
   if (!is_identifier(name)) return usage_error("export-c", "--name must be a C identifier, got '" + name + "'");
   const std::string NAME = upper(name);
 
+  {
+    // An integer LSTM (format tflite_int8) has its own header: int8 arrays for rnncore/int8.h.
+    io::SafeTensors file;
+    if (io::read_safetensors(o.weights.c_str(), &file) == RNNCORE_OK && io::is_int8_model(file)) {
+      for (const char* opt : {"--format", "--prefix", "--mode", "--gru", "--forget-bias", "--input-mode"})
+        if (app.get_option_no_throw(opt) != nullptr && app.get_option_no_throw(opt)->count() > 0)
+          return usage_error("export-c", std::string(opt) + " does not apply to " + o.weights +
+                                             ", an int8 LSTM model (format tflite_int8)");
+      return export_int8(o, file, name);
+    }
+  }
   const ModelHints hints = model_hints(app, o.hints);
   LoadedModel model;
   if (load_weights(o.weights, hints, nullptr, &model, &err) != Status::ok) return error(err);

@@ -531,9 +531,15 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
                                     "--output, --hn and --cn only (docs/int8.md)");
   }
   std::string err;
-  Int8Model model;
-  if (load_int8_model(file, &model, &err) != Status::ok) return error(err);
-  const std::int64_t I = model.input_size, H = model.hidden_size;
+  Int8Stack stack;
+  if (load_int8_stack(file, &stack, &err) != Status::ok) return error(err);
+  const Int8Model& first = *stack.layers.front();
+  const Int8Model& model = *stack.layers.back();  // the layer whose output the model returns
+  const std::size_t L = stack.layers.size();
+  if (L > 1 && (!o.hn.empty() || !o.cn.empty()))
+    return usage_error("run", "--hn and --cn take single-layer int8 models; " + o.weights + " has " +
+                                  std::to_string(L) + " layers");
+  const std::int64_t I = first.input_size, H = model.hidden_size;
   const std::string expected = dims_string({"B", "T", std::to_string(I)}) + " (batch-major, as the TFLite op)";
   Array a;
   if (read_npy(o.input.c_str(), &a) != RNNCORE_OK) return error(rnncore_last_error_detail());
@@ -551,7 +557,7 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
     for (std::size_t k = 0; k < x.size(); ++k) {
       float v;
       std::memcpy(&v, a.bytes.data() + 4 * k, 4);
-      x[k] = quantize_input(model, v);
+      x[k] = quantize_input(first, v);
     }
   }
   const std::vector<std::int64_t> yshape = model.return_sequences ? std::vector<std::int64_t>{B, T, H}
@@ -560,7 +566,10 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::int8_t> hn(static_cast<std::size_t>(B * H));
   std::vector<std::int16_t> cn(static_cast<std::size_t>(B * H));
-  run_int8_model(model, static_cast<int>(B), static_cast<int>(T), x.data(), y.data(), hn.data(), cn.data());
+  if (L == 1)
+    run_int8_model(model, static_cast<int>(B), static_cast<int>(T), x.data(), y.data(), hn.data(), cn.data());
+  else
+    run_int8_stack(stack, static_cast<int>(B), static_cast<int>(T), x.data(), y.data());
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (write_npy(o.output.c_str(), ElemType::i8, yshape.data(), static_cast<int>(yshape.size()), y.data()) != RNNCORE_OK)
     return error(rnncore_last_error_detail());
@@ -569,9 +578,15 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
     return error(rnncore_last_error_detail());
   if (!o.cn.empty() && write_npy(o.cn.c_str(), ElemType::i16, sshape, 2, cn.data()) != RNNCORE_OK)
     return error(rnncore_last_error_detail());
-  std::printf("model: int8 LSTM (tflite_int8, LiteRT's 8x8_16 integer LSTM), I=%lld H=%lld, %s; cell scale 2^%d\n",
+  std::string cells, sizes;
+  for (const auto& layer : stack.layers) {
+    cells += (cells.empty() ? "2^" : ", 2^") + std::to_string(layer->params.cell_log2);
+    sizes += (sizes.empty() ? "" : ", ") + std::to_string(layer->hidden_size);
+  }
+  std::printf("model: int8 LSTM (tflite_int8, LiteRT's 8x8_16 integer LSTM), I=%lld H=%lld%s, %s; cell scale %s\n",
               static_cast<long long>(I), static_cast<long long>(H),
-              model.return_sequences ? "returns sequences" : "returns the last step", model.params.cell_log2);
+              L > 1 ? (", " + std::to_string(L) + " layers (H " + sizes + ")").c_str() : "",
+              stack.return_sequences ? "returns sequences" : "returns the last step", cells.c_str());
   std::printf("input: %s%s; output: int8 %s\n", a.type == ElemType::i8 ? "int8" : "float32",
               a.type == ElemType::i8 ? "" : " (quantized as TFLite's QUANTIZE op)", shape_string(yshape).c_str());
   std::printf("run: T=%lld B=%lld, backend reference (scalar integer), %.3f ms\n", static_cast<long long>(T),

@@ -73,12 +73,14 @@ def one_scale(detail, what):
 
 
 def lstm_options(model_bytes):
-    """cell_clip, proj_clip, time_major, asymmetric_quantize_inputs, fused activation of the model's
-    UNIDIRECTIONAL_SEQUENCE_LSTM op, from the flatbuffer (the interpreter does not show op options)."""
+    """Per UNIDIRECTIONAL_SEQUENCE_LSTM op of the model, in op order: cell_clip, proj_clip, time_major,
+    asymmetric_quantize_inputs, whether its activation is tanh, and its intermediate tensors, from
+    the flatbuffer (the interpreter shows neither op options nor intermediates)."""
     from tensorflow.lite.python import schema_py_generated as schema_fb
 
     m = schema_fb.Model.GetRootAsModel(model_bytes, 0)
     sg = m.Subgraphs(0)
+    found = []
     for i in range(sg.OperatorsLength()):
         op = sg.Operators(i)
         code = m.OperatorCodes(op.OpcodeIndex())
@@ -87,14 +89,17 @@ def lstm_options(model_bytes):
             t = op.BuiltinOptions()
             o = schema_fb.UnidirectionalSequenceLSTMOptions()
             o.Init(t.Bytes, t.Pos)
-            return {
+            found.append({
                 "cell_clip": o.CellClip(),
                 "proj_clip": o.ProjClip(),
                 "time_major": bool(o.TimeMajor()),
                 "asymmetric_quantize_inputs": bool(o.AsymmetricQuantizeInputs()),
                 "tanh_activation": o.FusedActivationFunction() == schema_fb.ActivationFunctionType.TANH,
-            }
-    raise ConvertError("no %s op in the model" % LSTM_OP)
+                "intermediates": [op.Intermediates(j) for j in range(op.IntermediatesLength())],
+            })
+    if not found:
+        raise ConvertError("no %s op in the model" % LSTM_OP)
+    return found
 
 
 def check_last_step_slice(it, op, lstm_out, det):
@@ -115,12 +120,87 @@ def check_last_step_slice(it, op, lstm_out, det):
                            % (list(begin), list(end), list(strides), out_shape))
 
 
+def extract_layer(it, det, lstm, opts, what):
+    """One LSTM op's weights and quantization: (tensors, metadata) with the names and keys of a
+    single-layer file. `what` names the op in errors ("the LSTM", "LSTM 2 of 3")."""
+    ins = list(lstm["inputs"])
+    ins += [-1] * (24 - len(ins))
+    if ins[IN_W["i"]] == -1:
+        raise ConvertError("%s: CIFG (coupled input and forget gate: no input-gate weights) is not supported" % what)
+    if any(ins[k] != -1 for k in IN_PEEP):
+        raise ConvertError("%s: peephole connections are not supported" % what)
+    if any(ins[k] != -1 for k in IN_PROJ):
+        raise ConvertError("%s: a projection layer is not supported" % what)
+    if any(ins[k] != -1 for k in IN_LN):
+        raise ConvertError("%s: layer normalization is not supported" % what)
+    types = [np.dtype(det[k]["dtype"]).name if k != -1 else None for k in ins]
+    x_type = types[IN_X]
+    if x_type == "int16":
+        raise ConvertError("int16 activations (the 16x8 integer LSTM) are not supported, only int8 (8x8_16)")
+    if x_type != "int8" or types[IN_W["i"]] != "int8":
+        raise ConvertError("not a full-integer int8 LSTM (input %s, weights %s): a float or hybrid LSTM; convert "
+                           "with a representative dataset and supported_ops=[TFLITE_BUILTINS_INT8]"
+                           % (x_type, types[IN_W["i"]]))
+    expect = ["int8"] * 9 + ["int32"] * 4
+    got = [types[k] for k in [IN_X] + [IN_W[g] for g in "ifco"] + [IN_R[g] for g in "ifco"] + [IN_B[g] for g in "ifco"]]
+    if got != expect or types[IN_H] != "int8" or types[IN_C] != "int16":
+        raise ConvertError("%s: operand types %s (output state %s, cell state %s); expected int8 input and weights, "
+                           "int32 biases, int8 output state and int16 cell state" % (what, got, types[IN_H], types[IN_C]))
+    if opts["time_major"]:
+        raise ConvertError("a time-major LSTM op is not supported (Keras writes batch-major ones)")
+    if opts["asymmetric_quantize_inputs"]:
+        raise ConvertError("asymmetric_quantize_inputs (a hybrid LSTM) is not supported")
+    if not opts["tanh_activation"]:
+        raise ConvertError("%s: the activation is not tanh; only tanh is supported" % what)
+    if len(opts["intermediates"]) != 5:
+        raise ConvertError("%s has %d intermediate tensors; an integer LSTM has 5 (the fifth: the effective hidden "
+                           "scale)" % (what, len(opts["intermediates"])))
+    hid = det[opts["intermediates"][4]]
+
+    x_shape = det[ins[IN_X]]["shape"]
+    H, I = det[ins[IN_W["i"]]]["shape"]
+    tensors = {}
+    meta = {"I": str(int(I)), "H": str(int(H))}
+    in_scale, in_zp = one_scale(det[ins[IN_X]], "the input of " + what)
+    out_scale, out_zp = one_scale(det[lstm["outputs"][0]], "the output of " + what)
+    meta.update({"input_scale": f32s(in_scale), "input_zp": str(in_zp),
+                 "output_scale": f32s(out_scale), "output_zp": str(out_zp),
+                 "cell_clip": f32s(opts["cell_clip"]), "proj_clip": f32s(opts["proj_clip"])})
+    for g in "ifco":
+        for prefix, table, kind in (("w", IN_W, "input weights"), ("r", IN_R, "recurrent weights"), ("b", IN_B, "bias")):
+            d = det[ins[table[g]]]
+            s, zp = one_scale(d, "gate %s %s" % (g, kind))
+            if zp != 0:
+                raise ConvertError("gate %s %s (tensor '%s') have zero point %d; expected symmetric (0)"
+                                   % (g, kind, d["name"], zp))
+            tensors["%s_%s" % (prefix, g)] = it.get_tensor(d["index"]).copy()
+            meta["%s_%s_scale" % (prefix, g)] = f32s(s)
+    s, zp = one_scale(det[ins[IN_H]], "the output state")
+    meta["output_state_scale"], meta["output_state_zp"] = f32s(s), str(zp)
+    s, zp = one_scale(det[ins[IN_C]], "the cell state")
+    if zp != 0:
+        raise ConvertError("the cell state has zero point %d; expected 0" % zp)
+    meta["cell_scale"] = f32s(s)
+    s, zp = one_scale(hid, "the effective hidden scale intermediate")
+    meta["hidden_scale"], meta["hidden_zp"] = f32s(s), str(zp)
+    if tensors["w_i"].shape != (H, I) or tensors["r_i"].shape != (H, H) or len(x_shape) != 3 or x_shape[2] != I:
+        raise ConvertError("unexpected shapes: input %s, w_i %s, r_i %s"
+                           % (list(x_shape), list(tensors["w_i"].shape), list(tensors["r_i"].shape)))
+    return tensors, meta
+
+
+# Metadata keys of one layer; in a file of several layers each carries its layer's prefix "l<k>.".
+LAYER_KEYS = ("I", "H", "input_scale", "input_zp", "output_scale", "output_zp", "cell_clip", "proj_clip") + \
+    tuple("%s_%s_scale" % (p, g) for g in "ifco" for p in "wrb") + \
+    ("output_state_scale", "output_state_zp", "cell_scale", "hidden_scale", "hidden_zp")
+
+
 def extract(model_bytes, tf):
     """Reads a quantized .tflite model: returns (tensors, metadata, info) where tensors maps the
     weight names to arrays, metadata the quantization (strings, see the module docstring) and info
-    {interpreter, lstm (op details), graph_input, graph_output (tensor details), x, y (the LSTM's
-    int8 input and the model's int8 output tensor indices)}. Raises ConvertError naming what is not
-    supported."""
+    {interpreter, lstm (the first LSTM op's details), inputs (its operand indices), graph_input,
+    graph_output (tensor details), x, y (the first LSTM's int8 input and the model's int8 output
+    tensor indices)}. Raises ConvertError naming what is not supported."""
     opts = lstm_options(model_bytes)
     # Without the default delegates, so that the ops are the model's own (XNNPACK would take a QUANTIZE
     # or DEQUANTIZE op into a DELEGATE node); the LSTM itself runs on the built-in kernel either way.
@@ -132,37 +212,42 @@ def extract(model_bytes, tf):
     names = [o["op_name"] for o in ops]
     lstms = [o for o in ops if o["op_name"] == LSTM_OP]
     if any(n == "BIDIRECTIONAL_SEQUENCE_LSTM" for n in names):
-        raise ConvertError("BIDIRECTIONAL_SEQUENCE_LSTM is not supported (one unidirectional LSTM only)")
-    if len(lstms) == 2 and "REVERSE_V2" in names:
+        raise ConvertError("BIDIRECTIONAL_SEQUENCE_LSTM is not supported (unidirectional LSTMs only)")
+    if len(lstms) >= 2 and "REVERSE_V2" in names:
         raise ConvertError("a bidirectional LSTM (Keras Bidirectional: two %s ops and a REVERSE_V2) is not supported; "
-                           "one unidirectional LSTM only (ops: %s)" % (LSTM_OP, ", ".join(names)))
-    if len(lstms) != 1:
-        raise ConvertError("the model has %d %s ops (ops: %s); the converter takes exactly one"
-                           % (len(lstms), LSTM_OP, ", ".join(names) or "none"))
-    lstm = lstms[0]
-    ins = list(lstm["inputs"])
-    ins += [-1] * (24 - len(ins))
+                           "unidirectional LSTMs only (ops: %s)" % (LSTM_OP, ", ".join(names)))
+    if not lstms:
+        raise ConvertError("the model has no %s op (ops: %s)" % (LSTM_OP, ", ".join(names) or "none"))
+    if len(opts) != len(lstms):
+        raise ConvertError("the flatbuffer lists %d LSTM ops, the interpreter %d" % (len(opts), len(lstms)))
 
-    # The graph: [QUANTIZE] LSTM [STRIDED_SLICE] [DEQUANTIZE], each feeding the next.
-    pos = names.index(LSTM_OP)
-    before, after = ops[:pos], ops[pos + 1:]
+    # The graph: [QUANTIZE] LSTM ... LSTM [STRIDED_SLICE] [DEQUANTIZE], each feeding the next.
+    first = names.index(LSTM_OP)
+    last = first + len(lstms) - 1
+    if names[first:last + 1] != [LSTM_OP] * len(lstms):
+        raise ConvertError("ops between the LSTMs: %s (stacked LSTMs must feed each other directly)"
+                           % ", ".join(names[first:last + 1]))
+    before, after = ops[:first], ops[last + 1:]
     graph_in = it.get_input_details()
     graph_out = it.get_output_details()
     if len(graph_in) != 1 or len(graph_out) != 1:
         raise ConvertError("the model has %d inputs and %d outputs; expected one of each" % (len(graph_in), len(graph_out)))
-    allowed_before = [["QUANTIZE"], []]
-    if [o["op_name"] for o in before] not in allowed_before:
+    if [o["op_name"] for o in before] not in [["QUANTIZE"], []]:
         raise ConvertError("ops before the LSTM: %s (only a QUANTIZE of a float input is supported)"
                            % ", ".join(o["op_name"] for o in before))
     after_names = [o["op_name"] for o in after]
     if after_names not in ([], ["STRIDED_SLICE"], ["DEQUANTIZE"], ["STRIDED_SLICE", "DEQUANTIZE"]):
         raise ConvertError("ops after the LSTM: %s (only a STRIDED_SLICE taking the last step and a DEQUANTIZE to a "
                            "float output are supported)" % ", ".join(after_names))
-    if before and (before[0]["inputs"][0] != graph_in[0]["index"] or before[0]["outputs"][0] != ins[IN_X]):
+    x_index = lstms[0]["inputs"][IN_X]
+    if before and (before[0]["inputs"][0] != graph_in[0]["index"] or before[0]["outputs"][0] != x_index):
         raise ConvertError("the QUANTIZE op does not feed the model's input to the LSTM")
-    if not before and graph_in[0]["index"] != ins[IN_X]:
+    if not before and graph_in[0]["index"] != x_index:
         raise ConvertError("the model's input is not the LSTM's input")
-    lstm_out = lstm["outputs"][0]
+    for k in range(1, len(lstms)):
+        if lstms[k]["inputs"][IN_X] != lstms[k - 1]["outputs"][0]:
+            raise ConvertError("LSTM %d does not read the output of LSTM %d (only a plain stack is supported)" % (k + 1, k))
+    lstm_out = lstms[-1]["outputs"][0]
     y = lstm_out
     return_sequences = True
     for o in after:
@@ -176,74 +261,37 @@ def extract(model_bytes, tf):
     if y != graph_out[0]["index"] and y_int8 != graph_out[0]["index"]:
         raise ConvertError("the model's output is not the LSTM's output")
 
-    # The LSTM op itself: its variant.
-    if ins[IN_W["i"]] == -1:
-        raise ConvertError("CIFG (coupled input and forget gate: no input-gate weights) is not supported")
-    if any(ins[k] != -1 for k in IN_PEEP):
-        raise ConvertError("peephole connections are not supported")
-    if any(ins[k] != -1 for k in IN_PROJ):
-        raise ConvertError("a projection layer is not supported")
-    if any(ins[k] != -1 for k in IN_LN):
-        raise ConvertError("layer normalization is not supported")
-    types = [np.dtype(det[k]["dtype"]).name if k != -1 else None for k in ins]
-    x_type = types[IN_X]
-    if x_type == "int16":
-        raise ConvertError("int16 activations (the 16x8 integer LSTM) are not supported, only int8 (8x8_16)")
-    if x_type != "int8" or types[IN_W["i"]] != "int8":
-        raise ConvertError("not a full-integer int8 LSTM (input %s, weights %s): a float or hybrid LSTM; convert "
-                           "with a representative dataset and supported_ops=[TFLITE_BUILTINS_INT8]"
-                           % (x_type, types[IN_W["i"]]))
-    expect = ["int8"] * 9 + ["int32"] * 4
-    got = [types[k] for k in [IN_X] + [IN_W[g] for g in "ifco"] + [IN_R[g] for g in "ifco"] + [IN_B[g] for g in "ifco"]]
-    if got != expect or types[IN_H] != "int8" or types[IN_C] != "int16":
-        raise ConvertError("operand types %s (output state %s, cell state %s); expected int8 input and weights, "
-                           "int32 biases, int8 output state and int16 cell state" % (got, types[IN_H], types[IN_C]))
-    if opts["time_major"]:
-        raise ConvertError("a time-major LSTM op is not supported (Keras writes batch-major ones)")
-    if opts["asymmetric_quantize_inputs"]:
-        raise ConvertError("asymmetric_quantize_inputs (a hybrid LSTM) is not supported")
-    if not opts["tanh_activation"]:
-        raise ConvertError("the LSTM's activation is not tanh; only tanh is supported")
-    hid = [d for d in det.values() if d["name"].startswith("effective_hidden_scale_intermediate")]
-    if len(hid) != 1:
-        raise ConvertError("the LSTM's 'effective_hidden_scale_intermediate' tensor was not found (%d candidates)"
-                           % len(hid))
-
-    x_shape = det[ins[IN_X]]["shape"]
-    H, I = det[ins[IN_W["i"]]]["shape"]
-    tensors = {}
-    meta = {"format": "tflite_int8", "op": LSTM_OP, "I": str(int(I)), "H": str(int(H)),
-            "return_sequences": "1" if return_sequences else "0"}
-    in_scale, in_zp = one_scale(det[ins[IN_X]], "the LSTM input")
-    out_scale, out_zp = one_scale(det[y_int8], "the LSTM output")
-    meta.update({"input_scale": f32s(in_scale), "input_zp": str(in_zp),
-                 "output_scale": f32s(out_scale), "output_zp": str(out_zp),
-                 "cell_clip": f32s(opts["cell_clip"]), "proj_clip": f32s(opts["proj_clip"])})
-    for g in "ifco":
-        for prefix, table, what in (("w", IN_W, "input weights"), ("r", IN_R, "recurrent weights"), ("b", IN_B, "bias")):
-            d = det[ins[table[g]]]
-            s, zp = one_scale(d, "gate %s %s" % (g, what))
-            if zp != 0:
-                raise ConvertError("gate %s %s (tensor '%s') have zero point %d; expected symmetric (0)"
-                                   % (g, what, d["name"], zp))
-            tensors["%s_%s" % (prefix, g)] = it.get_tensor(d["index"]).copy()
-            meta["%s_%s_scale" % (prefix, g)] = f32s(s)
-    s, zp = one_scale(det[ins[IN_H]], "the output state")
-    meta["output_state_scale"], meta["output_state_zp"] = f32s(s), str(zp)
-    s, zp = one_scale(det[ins[IN_C]], "the cell state")
-    if zp != 0:
-        raise ConvertError("the cell state has zero point %d; expected 0" % zp)
-    meta["cell_scale"] = f32s(s)
-    s, zp = one_scale(hid[0], "the effective hidden scale intermediate")
-    meta["hidden_scale"], meta["hidden_zp"] = f32s(s), str(zp)
+    L = len(lstms)
+    tensors, meta = {}, {"format": "tflite_int8", "op": LSTM_OP}
+    if L > 1:
+        meta["layers"] = str(L)
+    for k, (op, o) in enumerate(zip(lstms, opts)):
+        what = "the LSTM" if L == 1 else "LSTM %d of %d" % (k + 1, L)
+        lt, lm = extract_layer(it, det, op, o, what)
+        prefix = "" if L == 1 else "l%d." % k
+        tensors.update({prefix + n: v for n, v in lt.items()})
+        if L == 1:
+            meta.update({"I": lm["I"], "H": lm["H"], "return_sequences": "1" if return_sequences else "0"})
+        meta.update({prefix + key: lm[key] for key in LAYER_KEYS if L > 1 or key not in ("I", "H")})
+    if L > 1:
+        meta["return_sequences"] = "1" if return_sequences else "0"
+        # The model's input and output, as a single-layer file states them (I and H: their widths).
+        meta["I"], meta["H"] = meta["l0.I"], meta["l%d.H" % (L - 1)]
+        for key in ("input_scale", "input_zp"):
+            meta[key] = meta["l0." + key]
+        for key in ("output_scale", "output_zp"):
+            meta[key] = meta["l%d.%s" % (L - 1, key)]
+    # The model's output: the last LSTM's output, or its last step (same quantization).
+    s, zp = one_scale(det[y_int8], "the model's int8 output")
+    if (f32s(s), str(zp)) != (meta["output_scale"], meta["output_zp"]):
+        raise ConvertError("the last step's quantization differs from the LSTM output's")
     meta["graph_input"] = "float32" if before else "int8"
     meta["graph_output"] = "float32" if after and after[-1]["op_name"] == "DEQUANTIZE" else "int8"
     meta["tf_version"] = tf.__version__
-    if tensors["w_i"].shape != (H, I) or tensors["r_i"].shape != (H, H) or len(x_shape) != 3 or x_shape[2] != I:
-        raise ConvertError("unexpected shapes: input %s, w_i %s, r_i %s"
-                           % (list(x_shape), list(tensors["w_i"].shape), list(tensors["r_i"].shape)))
-    info = {"interpreter": it, "lstm": lstm, "inputs": ins, "graph_input": graph_in[0], "graph_output": graph_out[0],
-            "x": ins[IN_X], "y": y_int8}
+    ins = list(lstms[0]["inputs"])
+    ins += [-1] * (24 - len(ins))
+    info = {"interpreter": it, "lstm": lstms[0], "inputs": ins, "graph_input": graph_in[0],
+            "graph_output": graph_out[0], "x": x_index, "y": y_int8}
     return tensors, meta, info
 
 
@@ -275,9 +323,12 @@ def main(argv=None):
     except ConvertError as e:
         print("tflite_to_safetensors: error: %s" % e, file=sys.stderr)
         return 1
-    print("wrote %s: I=%s H=%s return_sequences=%s input %s, output %s, cell scale %s"
-          % (args.output, meta["I"], meta["H"], meta["return_sequences"], meta["graph_input"], meta["graph_output"],
-             meta["cell_scale"]), file=sys.stderr)
+    L = int(meta.get("layers", "1"))
+    cells = ", ".join(meta[("l%d." % k if L > 1 else "") + "cell_scale"] for k in range(L))
+    layers = "" if L == 1 else " layers=%d (H %s)" % (L, ", ".join(meta["l%d.H" % k] for k in range(L)))
+    print("wrote %s: I=%s H=%s%s return_sequences=%s input %s, output %s, cell scale %s"
+          % (args.output, meta["I"], meta["H"], layers, meta["return_sequences"], meta["graph_input"],
+             meta["graph_output"], cells), file=sys.stderr)
     return 0
 
 

@@ -26,6 +26,13 @@ struct DotRowsKernel {
 void i8_dot_rows_scalar(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
                         const std::int32_t* bias, std::int32_t* out);
 
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
+/// ARM's DSP extension (Cortex-M4/M7, ARMv7-A): SXTB16 widening, SMLAD dual 16-bit MACs; 4 rows
+/// and 16 columns per loop iteration (src/int8_dot_dsp.cpp).
+void i8_dot_rows_dsp_4x16(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
+                         const std::int32_t* bias, std::int32_t* out);
+#endif
+
 /// The kernels this build has and this CPU runs, the scalar one first and the fastest last;
 /// `count` receives how many. The list is static (no allocation).
 const DotRowsKernel* int8_dot_kernels(int* count);

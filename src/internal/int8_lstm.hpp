@@ -100,6 +100,16 @@ Status int8_lstm_prepare(const Int8LstmQuantization& q, int input_size, int hidd
                          const std::int32_t* const bias[kGates], std::int32_t* bias_storage,
                          std::size_t bias_storage_words, Int8LstmParams* out);
 
+/// As int8_lstm_prepare, with the effective biases already folded (by an earlier prepare, or by
+/// `rnncore export-c` into flash: int8_lstm_bias_words(H) words, the input parts of gates i, f, g,
+/// o, then their recurrent parts). Nothing is written: each folded value is recomputed from the
+/// weights, biases and zero points and must be equal (else invalid_size), so a stale table is
+/// refused instead of giving wrong outputs. Keeps the biases out of RAM on a microcontroller.
+Status int8_lstm_prepare_folded(const Int8LstmQuantization& q, int input_size, int hidden_size,
+                                const std::int8_t* const w[kGates], const std::int8_t* const r[kGates],
+                                const std::int32_t* const bias[kGates], const std::int32_t* folded_biases,
+                                std::size_t folded_words, Int8LstmParams* out);
+
 /// One time step for `batch` rows: x [batch, I], h [batch, H] (read, then overwritten with the
 /// new output state, which is also the step's output), c [batch, H] (read and overwritten).
 /// `scratch`: int8_lstm_scratch_bytes(H) bytes. No checks: prepare validated the params.

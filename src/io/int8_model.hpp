@@ -7,6 +7,7 @@
 #define RNNCORE_SRC_IO_INT8_MODEL_HPP
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,9 +38,26 @@ struct Int8Model {
   Int8Model& operator=(const Int8Model&) = delete;
 };
 
-/// Reads the weights and quantization from `file` and prepares them. On failure returns the status
-/// and puts one line naming the file and the tensor or metadata key (expected vs found) in *error.
+/// A stack of integer LSTM layers (a file with metadata layers = L, each layer's tensors and keys
+/// prefixed "l<k>."; a single-layer file is a stack of one): layer k reads layer k-1's int8
+/// output, every step of it. The model-level flags are the stack's; each layer's say how it runs
+/// inside the stack (only the last may return the last step alone).
+struct Int8Stack {
+  std::vector<std::unique_ptr<Int8Model>> layers;
+  bool return_sequences = true, float_input = false, float_output = false;
+};
+
+/// Layers of an int8 model file: its metadata 'layers', 1 when absent.
+int int8_layer_count(const SafeTensors& file);
+
+/// Reads the weights and quantization of a single-layer file and prepares them. On failure
+/// returns the status and puts one line naming the file and the tensor or metadata key (expected
+/// vs found) in *error; a stack of several layers is refused (unsupported: load_int8_stack).
 Status load_int8_model(const SafeTensors& file, Int8Model* out, std::string* error);
+
+/// Reads every layer of a file (single-layer or stack), checking that each layer's input is the
+/// previous layer's output (width, scale and zero point). Errors as load_int8_model.
+Status load_int8_stack(const SafeTensors& file, Int8Stack* out, std::string* error);
 
 /// Quantizes float input as LiteRT's QUANTIZE op does on the CPU, where its default XNNPACK
 /// delegate runs it: q = clamp(x · (1/scale), −128 − zp, 127 − zp) rounded half to even, + zp,
@@ -52,6 +70,10 @@ std::int8_t quantize_input(const Int8Model& m, float x);
 /// op's output state) and cn [B, H] (int16, its cell state), LiteRT's variable tensors after the run.
 void run_int8_model(const Int8Model& m, int batch, int seq_len, const std::int8_t* x, std::int8_t* y,
                     std::int8_t* hn = nullptr, std::int16_t* cn = nullptr);
+
+/// Runs a stack on x [B, T, I]: each layer from LiteRT's initial state, y as run_int8_model gives
+/// the last layer's output.
+void run_int8_stack(const Int8Stack& s, int batch, int seq_len, const std::int8_t* x, std::int8_t* y);
 
 }  // namespace io
 }  // namespace rnncore

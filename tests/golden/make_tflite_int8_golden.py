@@ -50,7 +50,7 @@ import tf_keras as keras  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from safetensors_io import save_file  # noqa: E402
+from safetensors_io import load_file, save_file  # noqa: E402
 
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
 import tflite_to_safetensors  # noqa: E402
@@ -78,7 +78,12 @@ CASES = [
     # the input gate stands in for it (docs/int8.md)
     ("lstm_I2_H24_T10_B1_seq_fine16", 2, 24, 10, 1, True, 1.0, 1.0, 11, -1.7),
     ("lstm_I3_H16_T12_B2_seq_fine18", 3, 16, 12, 2, True, 1.0, 1.0, 12, -3.0),
+    # the firmware example's model (examples/firmware_int8, write_example below): the shape of the
+    # float firmware example (examples/firmware), 50 steps of 4 rows
+    ("lstm_I16_H32_T50_B4_seq", 16, 32, 50, 4, True, 1.0, 1.0, 13),
 ]
+EXAMPLE_CASE = "lstm_I16_H32_T50_B4_seq"
+EXAMPLES = os.path.join(HERE, "..", "..", "examples", "models")
 
 # The order of the metadata keys in the committed files (so that re-running reproduces them byte for
 # byte); the values come from the converter's extract().
@@ -152,6 +157,63 @@ def make_case(name, I, H, T, B, return_sequences, gain, in_gain, seed, memory_bi
     return meta, y
 
 
+# Stacked LSTMs (Keras LSTM layers one after another; the converter writes one fused op each):
+# name, I, hidden sizes, T, B, return_sequences of the last layer, seed. Written to
+# tflite_int8/stacks/<name>.tflite, the converted model <name>.safetensors, and <name>.io.safetensors
+# (the int8 input x and LiteRT's output y).
+STACKS = [
+    ("stack2_I6_H12_8_T10_B2_last", 6, (12, 8), 10, 2, False, 21),
+    ("stack3_I4_H16_16_8_T12_B3_seq", 4, (16, 16, 8), 12, 3, True, 22),
+    ("stack2_I10_H24_32_T20_B1_seq", 10, (24, 32), 20, 1, True, 23),
+]
+
+
+def make_stack(name, I, sizes, T, B, return_sequences, seed):
+    tf.keras.utils.set_random_seed(seed)
+    rng = np.random.default_rng(2000 + seed)
+    inp = keras.Input(shape=(T, I), batch_size=B)
+    h = inp
+    for k, H in enumerate(sizes):
+        h = keras.layers.LSTM(H, return_sequences=return_sequences or k + 1 < len(sizes))(h)
+    model = keras.Model(inp, h)
+    calib = [rng.standard_normal((B, T, I)).astype(np.float32) for _ in range(64)]
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.representative_dataset = lambda: ([c] for c in calib)
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    conv.inference_input_type = tf.int8
+    conv.inference_output_type = tf.int8
+    fb = conv.convert()
+    _, meta, info = tflite_to_safetensors.extract(fb, tf)
+    assert meta["layers"] == str(len(sizes)), meta
+    it = info["interpreter"]
+    s, z = info["graph_input"]["quantization"]
+    x = np.clip(np.round(rng.standard_normal((B, T, I)) / s) + z, -128, 127).astype(np.int8)
+    it.set_tensor(info["graph_input"]["index"], x)
+    it.invoke()
+    y = it.get_tensor(info["graph_output"]["index"]).copy()
+    assert y.shape == ((B, T, sizes[-1]) if return_sequences else (B, sizes[-1]))
+    out = os.path.join(OUT, "stacks")
+    os.makedirs(out, exist_ok=True)
+    tflite = os.path.join(out, name + ".tflite")
+    with open(tflite, "wb") as f:
+        f.write(fb)
+    assert tflite_to_safetensors.main([tflite, "-o", os.path.join(out, name + ".safetensors")]) == 0
+    save_file({"x": x, "y": y}, os.path.join(out, name + ".io.safetensors"),
+              metadata={"made_by": "tests/golden/make_tflite_int8_golden.py", "tf_version": tf.__version__})
+
+
+def write_example(name):
+    """examples/models/lstm_int8*: the converted model, the golden's int8 input and LiteRT's output
+    (as .npy), which `rnncore export-c` turns into examples/firmware_int8's header."""
+    tflite = os.path.join(OUT, name + ".tflite")
+    for out in (os.path.join(OUT, "converted", name + ".safetensors"), os.path.join(EXAMPLES, "lstm_int8.safetensors")):
+        assert tflite_to_safetensors.main([tflite, "-o", out]) == 0
+    t, _ = load_file(os.path.join(OUT, name + ".safetensors"))
+    np.save(os.path.join(EXAMPLES, "lstm_int8_input.npy"), t["x"])
+    np.save(os.path.join(EXAMPLES, "lstm_int8_expected_y.npy"), t["y"])
+
+
 def main():
     print(f"TensorFlow {tf.__version__}")
     print(f"{'case':34s} {'in scale/zp':>18s} {'out scale/zp':>18s} {'cell':>10s}  y range")
@@ -160,6 +222,9 @@ def main():
         print(f"{c[0]:34s} {float(meta['input_scale']):12.6g}/{meta['input_zp']:>4s} "
               f"{float(meta['output_scale']):12.6g}/{meta['output_zp']:>4s} "
               f"2^{int(np.log2(float(meta['cell_scale']))):<4d}  [{y.min()}, {y.max()}]")
+    write_example(EXAMPLE_CASE)
+    for c in STACKS:
+        make_stack(*c)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,103 @@
+/* rnncore — the integer LSTM's C API (C99): int8 weights and activations, int16 cell state, the
+ * arithmetic of LiteRT / TFLite's integer LSTM ("8x8_16"), bit for bit. Semantics, every scale,
+ * and how a quantized model gets here: docs/int8.md.
+ *
+ *   rnncore_int8_lstm_quantization   what the quantized model states (scales, zero points)
+ *   rnncore_int8_lstm_prepare        checks it, derives the fixed-point multipliers and folds the
+ *                                    effective biases into caller memory (or _prepare_folded: the
+ *                                    biases folded ahead of time, e.g. by `rnncore export-c`, in flash)
+ *   rnncore_int8_lstm_run            runs steps; the state (h int8, c int16) is the caller's
+ *
+ * Nothing allocates; the weights are read where they lie (flash) and never copied. A prepared
+ * rnncore_int8_lstm is a fixed-size value that points into the weights and biases it was given.
+ */
+#ifndef RNNCORE_INT8_H
+#define RNNCORE_INT8_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rnncore/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Gates of the integer LSTM, in TFLite's order: input, forget, cell (g), output. */
+#define RNNCORE_INT8_LSTM_GATES 4
+/** Bytes of a rnncore_int8_lstm value (192 on 32-bit targets, 256 on 64-bit ones). */
+#define RNNCORE_INT8_LSTM_BYTES (128 + 16 * sizeof(void*))
+
+/** The quantization of one integer LSTM layer (real value = scale · (q − zero point)), as the
+ * TFLite converter writes it for a Keras LSTM; docs/int8.md, "What a quantized model states". */
+typedef struct rnncore_int8_lstm_quantization {
+  float input_scale;  /**< int8 input x */
+  int32_t input_zp;
+  float w_scale[RNNCORE_INT8_LSTM_GATES]; /**< input weights [H, I] per gate (symmetric) */
+  float r_scale[RNNCORE_INT8_LSTM_GATES]; /**< recurrent weights [H, H] per gate (symmetric) */
+  float state_scale;  /**< int8 output state h (= the output y) */
+  int32_t state_zp;
+  float hidden_scale; /**< o ⊙ tanh(c) before it becomes h; equal to the state's without projection */
+  int32_t hidden_zp;
+  float cell_scale;   /**< int16 cell state: a power of two, 2^-30 .. 2^-9 */
+  float cell_clip;    /**< real clip of the cell state; 0: none */
+} rnncore_int8_lstm_quantization;
+
+/** A prepared integer LSTM: a plain value of fixed size that points into the caller's weights
+ * and (folded) biases. */
+typedef union rnncore_int8_lstm {
+  unsigned char opaque[RNNCORE_INT8_LSTM_BYTES];
+  uint64_t align_u64_;
+  void* align_ptr_;
+} rnncore_int8_lstm;
+
+/** int32 words of folded-bias storage for hidden_size H: 8·H (the input parts of gates i, f, g, o,
+ * then their recurrent parts). 0 for H outside 1..65536. */
+size_t rnncore_int8_lstm_bias_words(int32_t hidden_size);
+/** Bytes of scratch a run needs for hidden_size H: H (any alignment). 0 for H outside 1..65536. */
+size_t rnncore_int8_lstm_scratch_bytes(int32_t hidden_size);
+
+/** Checks the quantization, derives the fixed-point multipliers and folds the effective biases
+ * (bias − zero points × weight row sums) into bias_storage (bias_storage_words ≥
+ * rnncore_int8_lstm_bias_words(H)), which must outlive `lstm`, as must the weights.
+ * @param w     input weights per gate, int8 [H, I] row-major, gates i, f, g, o
+ * @param r     recurrent weights per gate, int8 [H, H]
+ * @param bias  int32 [H] per gate (scale w_scale·input_scale), or NULL (no biases); an entry may be NULL
+ * @return RNNCORE_OK; RNNCORE_ERR_NULL_POINTER; RNNCORE_ERR_INVALID_SIZE (sizes outside
+ *         1..65536, zero, negative or non-finite scales, fixed-point multipliers out of range, zero
+ *         points outside int8, an effective bias beyond int32); RNNCORE_ERR_UNSUPPORTED (a cell
+ *         scale that is not a power of two in 2^-30 .. 2^-9); RNNCORE_ERR_BUFFER_TOO_SMALL. */
+rnncore_status rnncore_int8_lstm_prepare(const rnncore_int8_lstm_quantization* q, int32_t input_size,
+                                         int32_t hidden_size, const int8_t* const w[RNNCORE_INT8_LSTM_GATES],
+                                         const int8_t* const r[RNNCORE_INT8_LSTM_GATES],
+                                         const int32_t* const bias[RNNCORE_INT8_LSTM_GATES], int32_t* bias_storage,
+                                         size_t bias_storage_words, rnncore_int8_lstm* lstm);
+
+/** As rnncore_int8_lstm_prepare, with the biases folded ahead of time (`rnncore export-c` writes
+ * them as NAME_folded_bias; or the storage of an earlier prepare): nothing is written, so they
+ * may stay in flash. Each folded value is recomputed and must be equal: a table that does not
+ * belong to these weights, biases and zero points is refused (RNNCORE_ERR_INVALID_SIZE). */
+rnncore_status rnncore_int8_lstm_prepare_folded(const rnncore_int8_lstm_quantization* q, int32_t input_size,
+                                                int32_t hidden_size, const int8_t* const w[RNNCORE_INT8_LSTM_GATES],
+                                                const int8_t* const r[RNNCORE_INT8_LSTM_GATES],
+                                                const int32_t* const bias[RNNCORE_INT8_LSTM_GATES],
+                                                const int32_t* folded_bias, size_t folded_words,
+                                                rnncore_int8_lstm* lstm);
+
+/** Runs seq_len steps for `batch` rows, batch-major like the TFLite op: x int8 [batch, seq_len, I];
+ * y int8 [batch, seq_len, H] or NULL; h int8 [batch, H] and c int16 [batch, H] carry the state in
+ * and out (a fresh state, as LiteRT starts: h = state_zp, c = 0). Streaming a sequence in pieces
+ * gives the same bits as one call. scratch: rnncore_int8_lstm_scratch_bytes(H) bytes.
+ * @return RNNCORE_OK; RNNCORE_ERR_NULL_POINTER; RNNCORE_ERR_WEIGHTS_NOT_PACKED (not prepared);
+ *         RNNCORE_ERR_INVALID_SIZE (negative batch or seq_len); RNNCORE_ERR_BUFFER_TOO_SMALL. */
+rnncore_status rnncore_int8_lstm_run(const rnncore_int8_lstm* lstm, int32_t batch, int32_t seq_len, const int8_t* x,
+                                     int8_t* y, int8_t* h, int16_t* c, int8_t* scratch, size_t scratch_bytes);
+
+/** The matrix-vector kernel a prepared LSTM runs (e.g. "i8_dot_rows_scalar"); "" if not prepared. */
+const char* rnncore_int8_lstm_kernel_name(const rnncore_int8_lstm* lstm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RNNCORE_INT8_H */

@@ -1,0 +1,103 @@
+// The integer LSTM's C API (include/rnncore/int8.h): thin conversions onto rnncore::q8.
+#include <new>
+
+#include "rnncore/int8.h"
+#include "src/internal/error.hpp"
+#include "src/internal/int8_lstm.hpp"
+
+namespace rnncore {
+namespace {
+
+static_assert(RNNCORE_INT8_LSTM_GATES == q8::kGates, "RNNCORE_INT8_LSTM_GATES is out of date");
+static_assert(sizeof(q8::Int8LstmParams) <= sizeof(rnncore_int8_lstm), "RNNCORE_INT8_LSTM_BYTES is too small");
+static_assert(alignof(rnncore_int8_lstm) >= alignof(q8::Int8LstmParams), "rnncore_int8_lstm is under-aligned");
+
+q8::Int8LstmQuantization to_cpp(const rnncore_int8_lstm_quantization& c) {
+  q8::Int8LstmQuantization q;
+  q.input_scale = c.input_scale;
+  q.input_zp = c.input_zp;
+  for (int g = 0; g < q8::kGates; ++g) {
+    q.w_scale[g] = c.w_scale[g];
+    q.r_scale[g] = c.r_scale[g];
+  }
+  q.state_scale = c.state_scale;
+  q.state_zp = c.state_zp;
+  q.hidden_scale = c.hidden_scale;
+  q.hidden_zp = c.hidden_zp;
+  q.cell_scale = c.cell_scale;
+  q.cell_clip = c.cell_clip;
+  return q;
+}
+
+bool hidden_size_ok(std::int32_t h) { return h >= 1 && h <= (1 << 16); }
+
+// The prepared parameters live in the union's bytes (constructed there by prepare).
+const q8::Int8LstmParams& params(const rnncore_int8_lstm* lstm) {
+  return *std::launder(reinterpret_cast<const q8::Int8LstmParams*>(lstm->opaque));
+}
+
+// Stores `p` in *lstm, or an unprepared value (run refuses it) when prepare failed.
+rnncore_status store(Status s, const q8::Int8LstmParams& p, rnncore_int8_lstm* lstm) {
+  new (lstm->opaque) q8::Int8LstmParams(s == Status::ok ? p : q8::Int8LstmParams{});
+  return static_cast<rnncore_status>(s);
+}
+
+}  // namespace
+}  // namespace rnncore
+
+using namespace rnncore;
+
+extern "C" {
+
+size_t rnncore_int8_lstm_bias_words(int32_t hidden_size) {
+  return hidden_size_ok(hidden_size) ? q8::int8_lstm_bias_words(hidden_size) : 0;
+}
+
+size_t rnncore_int8_lstm_scratch_bytes(int32_t hidden_size) {
+  return hidden_size_ok(hidden_size) ? q8::int8_lstm_scratch_bytes(hidden_size) : 0;
+}
+
+rnncore_status rnncore_int8_lstm_prepare(const rnncore_int8_lstm_quantization* q, int32_t input_size,
+                                         int32_t hidden_size, const int8_t* const w[RNNCORE_INT8_LSTM_GATES],
+                                         const int8_t* const r[RNNCORE_INT8_LSTM_GATES],
+                                         const int32_t* const bias[RNNCORE_INT8_LSTM_GATES], int32_t* bias_storage,
+                                         size_t bias_storage_words, rnncore_int8_lstm* lstm) {
+  if (q == nullptr || lstm == nullptr)
+    return detail::fail(RNNCORE_ERR_NULL_POINTER, "rnncore_int8_lstm_prepare: q and lstm must not be null");
+  q8::Int8LstmParams p;
+  const Status s = q8::int8_lstm_prepare(to_cpp(*q), input_size, hidden_size, w, r, bias, bias_storage,
+                                         bias_storage_words, &p);
+  return store(s, p, lstm);
+}
+
+rnncore_status rnncore_int8_lstm_prepare_folded(const rnncore_int8_lstm_quantization* q, int32_t input_size,
+                                                int32_t hidden_size, const int8_t* const w[RNNCORE_INT8_LSTM_GATES],
+                                                const int8_t* const r[RNNCORE_INT8_LSTM_GATES],
+                                                const int32_t* const bias[RNNCORE_INT8_LSTM_GATES],
+                                                const int32_t* folded_bias, size_t folded_words,
+                                                rnncore_int8_lstm* lstm) {
+  if (q == nullptr || lstm == nullptr)
+    return detail::fail(RNNCORE_ERR_NULL_POINTER, "rnncore_int8_lstm_prepare_folded: q and lstm must not be null");
+  q8::Int8LstmParams p;
+  const Status s = q8::int8_lstm_prepare_folded(to_cpp(*q), input_size, hidden_size, w, r, bias, folded_bias,
+                                                folded_words, &p);
+  return store(s, p, lstm);
+}
+
+rnncore_status rnncore_int8_lstm_run(const rnncore_int8_lstm* lstm, int32_t batch, int32_t seq_len, const int8_t* x,
+                                     int8_t* y, int8_t* h, int16_t* c, int8_t* scratch, size_t scratch_bytes) {
+  if (lstm == nullptr) return detail::fail(RNNCORE_ERR_NULL_POINTER, "rnncore_int8_lstm_run: lstm is null");
+  return static_cast<rnncore_status>(
+      q8::int8_lstm_sequence(params(lstm), batch, seq_len, x, y, h, c, scratch, scratch_bytes));
+}
+
+const char* rnncore_int8_lstm_kernel_name(const rnncore_int8_lstm* lstm) {
+  if (lstm == nullptr || params(lstm).dot == nullptr) return "";
+  int n = 0;
+  const q8::DotRowsKernel* k = q8::int8_dot_kernels(&n);
+  for (int i = 0; i < n; ++i)
+    if (k[i].fn == params(lstm).dot) return k[i].name;
+  return "";
+}
+
+}  // extern "C"

@@ -1,0 +1,90 @@
+// The int8 matrix-vector kernels of a bare-metal build (on Cortex-M4/M7: i8_dot_rows_dsp_4x16)
+// against the scalar kernel, on the emulated core: the check of tests/test_int8_lstm.cpp ("int8
+// dot kernels: ..."), which runs on the hosts and under qemu-user, repeated for the firmware
+// build's own code (Thumb-2 at -Os, another register allocation around the kernel's assembly).
+// Random shapes: rows 1..9, K 1..300 (every K once, then at random), weights and vector at every
+// alignment, the int8 extremes, biases near the int32 limits so that sums wrap. Prints PASS and
+// exits 0, or the first mismatch and FAIL. Runs from static memory (no heap, no printf).
+#include <cstdint>
+
+extern "C" {  // the examples' C console and board
+#include "examples/firmware/board.h"
+#include "examples/firmware/console.h"
+}
+#include "src/internal/int8_kernels.hpp"
+
+namespace {
+
+using rnncore::q8::DotRowsKernel;
+
+std::uint32_t g_rng = 0x13579BDFu;
+std::uint32_t next_u32() {  // xorshift32
+  g_rng ^= g_rng << 13;
+  g_rng ^= g_rng >> 17;
+  g_rng ^= g_rng << 5;
+  return g_rng;
+}
+int pick(int lo, int hi) { return lo + static_cast<int>(next_u32() % static_cast<std::uint32_t>(hi - lo + 1)); }
+
+constexpr int kMaxRows = 9, kMaxK = 300;
+std::int8_t g_w[kMaxRows * kMaxK + 8], g_v[kMaxK + 8];
+std::int32_t g_bias[kMaxRows], g_want[kMaxRows], g_got[kMaxRows + 1];
+
+int run() {
+  int n_kernels = 0;
+  const DotRowsKernel* kernels = rnncore::q8::int8_dot_kernels(&n_kernels);
+  put("int8 dot kernels:");
+  for (int i = 0; i < n_kernels; ++i) {
+    put(" ");
+    put(kernels[i].name);
+  }
+  end_line();
+  long compared = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    const int rows = pick(1, kMaxRows), K = trial < kMaxK ? trial + 1 : pick(1, kMaxK);
+    const int wo = pick(0, 3), vo = pick(0, 3);
+    const int mode = trial % 4;  // 0: random, 1: all -128, 2: -128 / 127 mixed, 3: small weights
+    for (std::int8_t& x : g_w) {
+      x = static_cast<std::int8_t>(mode == 1 ? -128 : mode == 2 ? (pick(0, 1) ? 127 : -128) : mode == 3 ? pick(-2, 2) : pick(-128, 127));
+    }
+    for (std::int8_t& x : g_v) x = static_cast<std::int8_t>(mode == 1 ? -128 : mode == 2 ? (pick(0, 1) ? 127 : -128) : pick(-128, 127));
+    for (std::int32_t& b : g_bias) {
+      const int kind = pick(0, 2);  // near INT32_MAX, near INT32_MIN, anywhere
+      b = kind == 0 ? INT32_MAX - pick(0, 1 << 20) : kind == 1 ? INT32_MIN + pick(0, 1 << 20) : static_cast<std::int32_t>(next_u32());
+    }
+    rnncore::q8::i8_dot_rows_scalar(g_w + wo, rows, K, g_v + vo, g_bias, g_want);
+    for (int i = 1; i < n_kernels; ++i) {
+      for (std::int32_t& x : g_got) x = 0x5A5A5A5A;
+      kernels[i].fn(g_w + wo, rows, K, g_v + vo, g_bias, g_got);
+      for (int j = 0; j <= rows; ++j) {
+        const bool ok = j < rows ? g_got[j] == g_want[j] : g_got[j] == 0x5A5A5A5A;  // and no write past `rows`
+        if (!ok) {
+          put("FAIL: ");
+          put(kernels[i].name);
+          put(" rows ");
+          put_uint(static_cast<unsigned long>(rows));
+          put(" K ");
+          put_uint(static_cast<unsigned long>(K));
+          put(" row ");
+          put_uint(static_cast<unsigned long>(j));
+          put(" w+");
+          put_uint(static_cast<unsigned long>(wo));
+          put(" v+");
+          put_uint(static_cast<unsigned long>(vo));
+          end_line();
+          return 1;
+        }
+      }
+      ++compared;
+    }
+  }
+  put("compared ");
+  put_uint(static_cast<unsigned long>(compared));
+  put(" calls with the scalar kernel's; PASS");
+  end_line();
+  return 0;
+}
+
+}  // namespace
+
+extern "C" int main(void) { return run(); }

@@ -1,0 +1,179 @@
+// The integer LSTM's C API (include/rnncore/int8.h) on LiteRT's goldens: every converted model of
+// tests/golden/tflite_int8/converted/ prepared through the C API (biases folded into RAM, and
+// again from an already-folded table as export-c writes it), run whole and streamed one step per
+// call; outputs and final states equal LiteRT's bit for bit. And its refusals.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rnncore/int8.h"
+#include "rnncore/io/safetensors.hpp"
+#include "src/io/int8_model.hpp"
+#include "tests/golden_files.hpp"
+
+using namespace rnncore;
+
+namespace {
+
+template <class T>
+std::vector<T> tensor(const io::SafeTensors& f, const char* name) {
+  io::Array a;
+  REQUIRE_MESSAGE(f.array(name, &a) == RNNCORE_OK, name << " in " << f.path);
+  std::vector<std::int32_t> v;
+  REQUIRE(io::to_i32(a, &v) == RNNCORE_OK);
+  return std::vector<T>(v.begin(), v.end());
+}
+
+rnncore_int8_lstm_quantization to_c(const q8::Int8LstmQuantization& q) {
+  rnncore_int8_lstm_quantization c{};
+  c.input_scale = q.input_scale;
+  c.input_zp = q.input_zp;
+  for (int g = 0; g < 4; ++g) {
+    c.w_scale[g] = q.w_scale[g];
+    c.r_scale[g] = q.r_scale[g];
+  }
+  c.state_scale = q.state_scale;
+  c.state_zp = q.state_zp;
+  c.hidden_scale = q.hidden_scale;
+  c.hidden_zp = q.hidden_zp;
+  c.cell_scale = q.cell_scale;
+  c.cell_clip = q.cell_clip;
+  return c;
+}
+
+// A model's pointers as the C API takes them.
+struct Pointers {
+  const std::int8_t* w[4];
+  const std::int8_t* r[4];
+  const std::int32_t* b[4];
+  explicit Pointers(const io::Int8Model& m) {
+    for (int g = 0; g < 4; ++g) {
+      w[g] = m.w[g].data();
+      r[g] = m.r[g].data();
+      b[g] = m.b[g].data();
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("int8 C API: LiteRT's goldens, whole and streamed, biases folded in RAM or read from a table") {
+  const std::vector<std::string> models = rnncore_test::list_cases(rnncore_test::golden_dir("tflite_int8/converted"));
+  REQUIRE(models.size() >= 9);
+  for (const std::string& path : models) {
+    CAPTURE(path);
+    io::SafeTensors mf, gf;
+    REQUIRE(io::read_safetensors(path.c_str(), &mf) == RNNCORE_OK);
+    const std::string golden = rnncore_test::golden_dir("tflite_int8") + path.substr(path.find_last_of('/'));
+    REQUIRE(io::read_safetensors(golden.c_str(), &gf) == RNNCORE_OK);
+    io::Int8Model m;
+    std::string err;
+    REQUIRE_MESSAGE(io::load_int8_model(mf, &m, &err) == Status::ok, err);
+    const int I = m.input_size, H = m.hidden_size;
+    const int B = std::stoi(rnncore_test::meta(gf, "B")), T = std::stoi(rnncore_test::meta(gf, "T"));
+    const std::vector<std::int8_t> x = tensor<std::int8_t>(gf, "x"), y_ref = tensor<std::int8_t>(gf, "y");
+    const std::vector<std::int8_t> hn_ref = tensor<std::int8_t>(gf, "hn");
+    const std::vector<std::int16_t> cn_ref = tensor<std::int16_t>(gf, "cn");
+
+    const rnncore_int8_lstm_quantization q = to_c(m.q);
+    const Pointers p(m);
+    std::vector<std::int32_t> folded(rnncore_int8_lstm_bias_words(H));
+    REQUIRE(folded.size() == 8u * H);
+    rnncore_int8_lstm lstm, from_table;
+    REQUIRE(rnncore_int8_lstm_prepare(&q, I, H, p.w, p.r, p.b, folded.data(), folded.size(), &lstm) == RNNCORE_OK);
+    REQUIRE(rnncore_int8_lstm_prepare_folded(&q, I, H, p.w, p.r, p.b, folded.data(), folded.size(), &from_table) ==
+            RNNCORE_OK);
+    CHECK(std::string(rnncore_int8_lstm_kernel_name(&lstm)).rfind("i8_dot_rows_", 0) == 0);
+    std::vector<std::int8_t> scratch(rnncore_int8_lstm_scratch_bytes(H));
+    REQUIRE(scratch.size() == static_cast<std::size_t>(H));
+
+    for (const rnncore_int8_lstm* run : {&lstm, &from_table}) {
+      // Whole sequence.
+      std::vector<std::int8_t> y(static_cast<std::size_t>(B) * T * H), h(static_cast<std::size_t>(B) * H,
+                                                                          static_cast<std::int8_t>(q.state_zp));
+      std::vector<std::int16_t> c(static_cast<std::size_t>(B) * H, 0);
+      REQUIRE(rnncore_int8_lstm_run(run, B, T, x.data(), y.data(), h.data(), c.data(), scratch.data(),
+                                    scratch.size()) == RNNCORE_OK);
+      CHECK(h == hn_ref);
+      CHECK(c == cn_ref);
+      if (m.return_sequences) {
+        CHECK(y == y_ref);
+      } else {
+        CHECK(h == y_ref);  // the last step's output is the final output state
+      }
+      // One step per call, each batch row on its own.
+      for (int b = 0; b < B; ++b) {
+        std::vector<std::int8_t> hs(static_cast<std::size_t>(H), static_cast<std::int8_t>(q.state_zp)), ys(H);
+        std::vector<std::int16_t> cs(static_cast<std::size_t>(H), 0);
+        int equal_steps = 0;
+        for (int t = 0; t < T; ++t) {
+          REQUIRE(rnncore_int8_lstm_run(run, 1, 1, x.data() + (static_cast<std::size_t>(b) * T + t) * I, ys.data(),
+                                        hs.data(), cs.data(), scratch.data(), scratch.size()) == RNNCORE_OK);
+          equal_steps += std::equal(ys.begin(), ys.end(), y.begin() + (static_cast<std::ptrdiff_t>(b) * T + t) * H);
+        }
+        CHECK(equal_steps == T);
+        CHECK(std::equal(hs.begin(), hs.end(), hn_ref.begin() + static_cast<std::ptrdiff_t>(b) * H));
+      }
+    }
+
+    // A folded table that does not belong to the model is refused, whichever word is wrong.
+    for (std::size_t at : {std::size_t{0}, folded.size() / 2 - 1, folded.size() / 2, folded.size() - 1}) {
+      std::vector<std::int32_t> bad = folded;
+      bad[at] += 1;
+      rnncore_int8_lstm refused;
+      CHECK(rnncore_int8_lstm_prepare_folded(&q, I, H, p.w, p.r, p.b, bad.data(), bad.size(), &refused) ==
+            RNNCORE_ERR_INVALID_SIZE);
+      std::vector<std::int8_t> h(H);
+      std::vector<std::int16_t> c(H);
+      CHECK(rnncore_int8_lstm_run(&refused, 1, 1, x.data(), nullptr, h.data(), c.data(), scratch.data(),
+                                  scratch.size()) == RNNCORE_ERR_WEIGHTS_NOT_PACKED);
+    }
+  }
+}
+
+TEST_CASE("int8 C API: refusals") {
+  rnncore_int8_lstm_quantization q{};
+  q.input_scale = 0.02f;
+  q.state_scale = q.hidden_scale = 1.0f / 128;
+  q.cell_scale = 1.0f / 2048;
+  for (int g = 0; g < 4; ++g) q.w_scale[g] = q.r_scale[g] = 0.01f;
+  const int I = 3, H = 5;
+  std::vector<std::int8_t> w(H * I, 1), r(H * H, -1);
+  const std::int8_t* wp[4] = {w.data(), w.data(), w.data(), w.data()};
+  const std::int8_t* rp[4] = {r.data(), r.data(), r.data(), r.data()};
+  std::vector<std::int32_t> bias(rnncore_int8_lstm_bias_words(H));
+  rnncore_int8_lstm lstm;
+  REQUIRE(rnncore_int8_lstm_prepare(&q, I, H, wp, rp, nullptr, bias.data(), bias.size(), &lstm) == RNNCORE_OK);
+
+  CHECK(rnncore_int8_lstm_bias_words(0) == 0);
+  CHECK(rnncore_int8_lstm_scratch_bytes(70000) == 0);
+  CHECK(rnncore_int8_lstm_prepare(nullptr, I, H, wp, rp, nullptr, bias.data(), bias.size(), &lstm) ==
+        RNNCORE_ERR_NULL_POINTER);
+  CHECK(rnncore_int8_lstm_prepare(&q, I, H, wp, rp, nullptr, bias.data(), bias.size() - 1, &lstm) ==
+        RNNCORE_ERR_BUFFER_TOO_SMALL);
+  rnncore_int8_lstm_quantization bad = q;
+  bad.cell_scale = 0.001f;  // not a power of two
+  CHECK(rnncore_int8_lstm_prepare(&bad, I, H, wp, rp, nullptr, bias.data(), bias.size(), &lstm) ==
+        RNNCORE_ERR_UNSUPPORTED);
+  CHECK(rnncore_int8_lstm_kernel_name(&lstm)[0] == '\0');  // a failed prepare leaves it unprepared
+  bad = q;
+  bad.w_scale[2] = -0.01f;
+  CHECK(rnncore_int8_lstm_prepare(&bad, I, H, wp, rp, nullptr, bias.data(), bias.size(), &lstm) ==
+        RNNCORE_ERR_INVALID_SIZE);
+
+  REQUIRE(rnncore_int8_lstm_prepare(&q, I, H, wp, rp, nullptr, bias.data(), bias.size(), &lstm) == RNNCORE_OK);
+  std::vector<std::int8_t> x(I), h(H), scratch(H);
+  std::vector<std::int16_t> c(H);
+  CHECK(rnncore_int8_lstm_run(&lstm, 1, 1, x.data(), nullptr, h.data(), c.data(), scratch.data(), H - 1) ==
+        RNNCORE_ERR_BUFFER_TOO_SMALL);
+  CHECK(rnncore_int8_lstm_run(&lstm, -1, 1, x.data(), nullptr, h.data(), c.data(), scratch.data(), H) ==
+        RNNCORE_ERR_INVALID_SIZE);
+  CHECK(rnncore_int8_lstm_run(&lstm, 1, 1, nullptr, nullptr, h.data(), c.data(), scratch.data(), H) ==
+        RNNCORE_ERR_NULL_POINTER);
+  CHECK(rnncore_int8_lstm_run(nullptr, 1, 1, x.data(), nullptr, h.data(), c.data(), scratch.data(), H) ==
+        RNNCORE_ERR_NULL_POINTER);
+  CHECK(rnncore_int8_lstm_run(&lstm, 0, 1, x.data(), nullptr, h.data(), c.data(), scratch.data(), H) == RNNCORE_OK);
+}
