@@ -241,6 +241,12 @@ TEST_CASE("quantize: a PyTorch LSTM; the scales follow the rules; rnncore run st
   CHECK(printed(r.out, "(evaluation data", "snr_db=") == doctest::Approx(snr).epsilon(1e-3));
   CHECK(printed(r.out, "(calibration data", "snr_db=") > 35.0);
 
+  // The file goes on to firmware as a converted one does (export-c's int8 header).
+  const Result ex = run("export-c --weights " + q + " --name q --output " + d + "/q.h");
+  INFO(ex.err);
+  CHECK(ex.code == 0);
+  CHECK(slurp(d + "/q.h").find("#define Q_HIDDEN_SIZE 24") != std::string::npos);
+
   // The same calibration laid out batch-first gives the same file.
   std::vector<float> cbf(x.size());
   const std::int64_t cT = xshape[0], cB = xshape[1];
