@@ -19,6 +19,7 @@
 #include "rnncore/io/safetensors.hpp"
 #include "tools/cli.hpp"
 #include "tools/export_c.hpp"
+#include "tools/quantize.hpp"
 #include "tools/fma_peak/fma_peak.hpp"
 #include "rnncore/io/model.hpp"
 #include "rnncore/io/stack_config.hpp"
@@ -39,6 +40,7 @@ const char* const kUsage =
     "  info      version, backends, CPU features and chosen kernels\n"
     "  export-c  write a model as a C header for firmware (weights, spec, buffer sizes)\n"
     "  grad      gradients of a model's weights, input and initial states (backward through time)\n"
+    "  quantize  quantize a float LSTM to an int8 model with calibration data; reports the accuracy lost\n"
     "  help      this text, or 'rnncore help <command>' (the same as 'rnncore <command> --help')\n";
 
 std::string library_error(Status s) {
@@ -1334,11 +1336,13 @@ bool print_help(const std::string& topic) {
   RunOptions run;
   BenchOptions bench;
   ExportCOptions export_c;
+  QuantizeOptions quantize;
   if (topic == "run") define_run(app, run);
   else if (topic == "grad") define_grad(app, run);
   else if (topic == "bench") define_bench(app, bench);
   else if (topic == "info") define_info(app);
   else if (topic == "export-c") define_export_c(app, export_c);
+  else if (topic == "quantize") define_quantize(app, quantize);
   else if (topic.empty()) {
     std::fputs(kUsage, stdout);
     return true;
@@ -1364,6 +1368,7 @@ int main(int argc, char** argv) {
   if (cmd == "info") return cmd_info(argc, argv);
   if (cmd == "export-c") return cmd_export_c(argc, argv);
   if (cmd == "grad") return cmd_grad(argc, argv);
+  if (cmd == "quantize") return cmd_quantize(argc, argv);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     const std::string topic = argc > 2 ? argv[2] : "";
     if (!print_help(topic)) return top_level_error("no command '" + topic + "' to show help for");

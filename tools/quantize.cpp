@@ -1,0 +1,513 @@
+// `rnncore quantize` (tools/quantize.hpp): post-training quantization of a float LSTM to the
+// integer LSTM file of docs/int8.md, with the scales chosen as TFLite's converter chooses them for
+// a Keras LSTM (docs/int8.md, "Quantizing a float LSTM").
+#include "tools/quantize.hpp"
+
+#include <algorithm>
+#include <cfloat>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rnncore/io/model.hpp"
+#include "rnncore/io/npy.hpp"
+#include "rnncore/io/safetensors.hpp"
+#include "rnncore/rnncore.hpp"
+#include "src/io/int8_model.hpp"
+
+namespace rnncore {
+namespace tools {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const char* const kGateNames[q8::kGates] = {"i", "f", "c", "o"};  // TFLite's names; canonical i, f, g, o
+
+std::string basename_of(const std::string& path) {
+  const std::size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// A float32 as a string that strtod (then a cast to float) reads back exactly: the value's own
+// double, 17 significant digits.
+std::string f32s(double v) {
+  char b[40];
+  std::snprintf(b, sizeof b, "%.17g", static_cast<double>(static_cast<float>(v)));
+  return b;
+}
+
+std::string num(double v) {
+  char b[40];
+  std::snprintf(b, sizeof b, "%.9g", v);
+  return b;
+}
+
+// Asymmetric int8 quantization of a calibrated range as TFLite's MLIR quantizer makes it
+// (getNudgedScaleAndZeroPoint): the range widened to include 0, scale = range / 255, the zero point
+// from whichever end gives the smaller error, rounded half away from zero and kept in −128..127.
+// An empty range (all zeros) gets scale 1 and zero point −128, as the quantizer gives it.
+struct Asymmetric {
+  double scale = 1.0;
+  int zero_point = -128;
+};
+Asymmetric asymmetric_int8(double rmin, double rmax) {
+  rmin = std::min(rmin, 0.0);
+  rmax = std::max(rmax, 0.0);
+  const double qmin = -128.0, qmax = 127.0;
+  Asymmetric a;
+  if (rmax - rmin < std::numeric_limits<double>::epsilon()) return a;
+  a.scale = (rmax - rmin) / (qmax - qmin);
+  const double from_min = qmin - rmin / a.scale, err_min = std::fabs(qmin) + std::fabs(rmin / a.scale);
+  const double from_max = qmax - rmax / a.scale, err_max = std::fabs(qmax) + std::fabs(rmax / a.scale);
+  const double zp = err_min < err_max ? from_min : from_max;
+  a.zero_point = zp < qmin ? -128 : zp > qmax ? 127 : static_cast<int>(std::round(zp));
+  return a;
+}
+
+// The float model's inputs of one data set, time-major [T, B, I] whatever the file's layout.
+struct Data {
+  std::string path;
+  std::int64_t T = 0, B = 0;
+  std::vector<float> x;  // [T, B, I]
+};
+
+// Reads a calibration or evaluation .npy: float, [T, B, I] (or [B, T, I] with --batch-first), not
+// empty, finite. Returns "" or the error line.
+std::string read_data(const std::string& path, std::int64_t I, bool batch_first, Data* out) {
+  io::Array a;
+  if (io::read_npy(path.c_str(), &a) != RNNCORE_OK) {
+    const std::string d = rnncore_last_error_detail();
+    return d.empty() ? path + ": cannot be read as .npy" : d;
+  }
+  const std::string expected = batch_first ? "[B, T, " + std::to_string(I) + "] (batch-first)"
+                                           : "[T, B, " + std::to_string(I) + "] (time-major; --batch-first for [B, T, I])";
+  std::vector<float> v;
+  if (io::to_f32(a, &v) != RNNCORE_OK)
+    return path + ": expected float32 input " + expected + ", found " + io::elem_type_name(a.type) + " " +
+           io::shape_to_string(a.shape.data(), a.shape.size());
+  if (a.shape.size() != 3 || a.shape[2] != I)
+    return path + ": expected shape " + expected + ", found " + io::shape_to_string(a.shape.data(), a.shape.size());
+  const std::int64_t T = batch_first ? a.shape[1] : a.shape[0], B = batch_first ? a.shape[0] : a.shape[1];
+  if (T == 0 || B == 0)
+    return path + ": no data (shape " + io::shape_to_string(a.shape.data(), a.shape.size()) + "): calibration needs at least one step of one row";
+  if (T > (1 << 28) || B > (1 << 24)) return path + ": sequence or batch too large";
+  for (std::size_t k = 0; k < v.size(); ++k)
+    if (!std::isfinite(v[k])) return path + ": element " + std::to_string(k) + " is " + num(v[k]) + "; calibration data must be finite";
+  out->path = path;
+  out->T = T;
+  out->B = B;
+  if (!batch_first) {
+    out->x = std::move(v);
+  } else {
+    out->x.resize(v.size());
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t t = 0; t < T; ++t)
+        std::memcpy(&out->x[static_cast<std::size_t>((t * B + b) * I)], &v[static_cast<std::size_t>((b * T + t) * I)],
+                    static_cast<std::size_t>(I) * sizeof(float));
+  }
+  return "";
+}
+
+// What the float run saw.
+struct Ranges {
+  double x_min = 0, x_max = 0, h_min = 0, h_max = 0, c_abs = 0;
+};
+
+// Progress of a float run over a data set (steps of all groups), on stderr every 2 s.
+struct Progress {
+  const char* what;
+  long long done, total;
+  Clock::time_point start, last;
+  void step() {
+    ++done;
+    const auto now = Clock::now();
+    if (now - last < std::chrono::seconds(2)) return;
+    last = now;
+    std::fprintf(stderr, "rnncore quantize: %s: step %lld/%lld, %.1f s\n", what, done, total,
+                 std::chrono::duration<double>(now - start).count());
+  }
+};
+
+// Runs the float model a step at a time over x [T, B, I] (time-major), carrying h and c [B, H] in
+// and out (the public API's streaming), so that every step's cell state is seen; writes y [T, B, H]
+// (row stride `y_rows` rows, from row `y_row`) and widens `r` (if not null) by each step's x, h and c.
+Status run_float(Model& net, const float* x, std::int64_t T, std::int64_t B, std::int64_t I, std::int64_t H,
+                 float* h, float* c, float* y, std::int64_t y_rows, std::int64_t y_row, Ranges* r, Progress* progress) {
+  const std::size_t BH = static_cast<std::size_t>(B * H), BI = static_cast<std::size_t>(B * I);
+  std::vector<float> yt(BH);
+  ForwardArgs fa;
+  fa.batch = static_cast<std::int32_t>(B);
+  fa.seq_len = 1;
+  fa.layout = Layout::time_major;
+  fa.h0 = fa.hy = h;
+  fa.c0 = fa.cy = c;
+  fa.y = yt.data();
+  for (std::int64_t t = 0; t < T; ++t) {
+    fa.x = x + static_cast<std::size_t>(t) * BI;
+    const Status s = net.forward(fa);
+    if (s != Status::ok) return s;
+    std::memcpy(y + static_cast<std::size_t>((t * y_rows + y_row) * H), yt.data(), BH * sizeof(float));
+    if (r != nullptr) {
+      for (std::size_t k = 0; k < BI; ++k) {
+        const double v = x[static_cast<std::size_t>(t) * BI + k];
+        r->x_min = std::min(r->x_min, v);
+        r->x_max = std::max(r->x_max, v);
+      }
+      for (std::size_t k = 0; k < BH; ++k) {
+        r->h_min = std::min(r->h_min, static_cast<double>(h[k]));
+        r->h_max = std::max(r->h_max, static_cast<double>(h[k]));
+        r->c_abs = std::max(r->c_abs, std::fabs(static_cast<double>(c[k])));
+      }
+    }
+    progress->step();
+  }
+  return Status::ok;
+}
+
+// The float model on a data set: every row from a zero state, or (group > 0) the rows in groups of
+// `group` run one after another, each group starting from the previous group's final state (what
+// TFLite's converter does with a representative dataset of `group`-row batches: it does not reset
+// the LSTM's variable tensors between them). y [T, B, H].
+Status run_float_data(Model& net, const Data& d, std::int64_t I, std::int64_t H, std::int64_t group, std::vector<float>* y,
+                      Ranges* r, const char* what) {
+  y->assign(static_cast<std::size_t>(d.T * d.B * H), 0.0f);
+  const auto now = Clock::now();
+  Progress progress{what, 0, group > 0 ? d.T * (d.B / group) : d.T, now, now};
+  if (group <= 0) {
+    std::vector<float> h(static_cast<std::size_t>(d.B * H), 0.0f), c(h.size(), 0.0f);
+    return run_float(net, d.x.data(), d.T, d.B, I, H, h.data(), c.data(), y->data(), d.B, 0, r, &progress);
+  }
+  std::vector<float> h(static_cast<std::size_t>(group * H), 0.0f), c(h.size(), 0.0f);
+  std::vector<float> xg(static_cast<std::size_t>(d.T * group * I));
+  for (std::int64_t g0 = 0; g0 < d.B; g0 += group) {
+    for (std::int64_t t = 0; t < d.T; ++t)
+      std::memcpy(&xg[static_cast<std::size_t>(t * group * I)], &d.x[static_cast<std::size_t>((t * d.B + g0) * I)],
+                  static_cast<std::size_t>(group * I) * sizeof(float));
+    const Status s = run_float(net, xg.data(), d.T, group, I, H, h.data(), c.data(), y->data(), d.B, g0, r, &progress);
+    if (s != Status::ok) return s;
+  }
+  return Status::ok;
+}
+
+// The error of the quantized model's dequantized output against the float output.
+struct Accuracy {
+  double max_abs = 0, rms = 0, range = 0, snr_db = 0;
+  std::size_t n = 0;
+};
+
+// Runs the int8 model as `rnncore run` does on float32 input (quantized as TFLite's QUANTIZE op),
+// dequantizes y as its DEQUANTIZE op (float32(q − z) · s) and compares with the float y [T, B, H].
+Accuracy measure(const io::Int8Model& m, const Data& d, const std::vector<float>& y_float) {
+  const std::int64_t T = d.T, B = d.B, I = m.input_size, H = m.hidden_size;
+  std::vector<std::int8_t> xq(static_cast<std::size_t>(B * T * I)), yq(static_cast<std::size_t>(B * T * H));
+  for (std::int64_t b = 0; b < B; ++b)  // the int8 model takes [B, T, I]
+    for (std::int64_t t = 0; t < T; ++t)
+      for (std::int64_t k = 0; k < I; ++k)
+        xq[static_cast<std::size_t>((b * T + t) * I + k)] = io::quantize_input(m, d.x[static_cast<std::size_t>((t * B + b) * I + k)]);
+  // Rows in chunks (each row starts from the initial state either way), for progress on stderr.
+  const std::int64_t chunk = 8;
+  const auto start = Clock::now();
+  auto last = start;
+  for (std::int64_t b0 = 0; b0 < B; b0 += chunk) {
+    const std::int64_t rows = std::min(chunk, B - b0);
+    io::run_int8_model(m, static_cast<int>(rows), static_cast<int>(T), xq.data() + static_cast<std::size_t>(b0 * T * I),
+                       yq.data() + static_cast<std::size_t>(b0 * T * H));
+    const auto now = Clock::now();
+    if (now - last >= std::chrono::seconds(2)) {
+      last = now;
+      std::fprintf(stderr, "rnncore quantize: int8 run on %s: rows %lld/%lld, %.1f s\n", d.path.c_str(),
+                   static_cast<long long>(b0 + rows), static_cast<long long>(B),
+                   std::chrono::duration<double>(now - start).count());
+    }
+  }
+  Accuracy a;
+  double lo = INFINITY, hi = -INFINITY, sig = 0, err = 0;
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t j = 0; j < H; ++j) {
+        const double f = y_float[static_cast<std::size_t>((t * B + b) * H + j)];
+        const float q = static_cast<float>(yq[static_cast<std::size_t>((b * T + t) * H + j)] - m.q.state_zp) * m.q.state_scale;
+        const double e = static_cast<double>(q) - f;
+        a.max_abs = std::max(a.max_abs, std::fabs(e));
+        err += e * e;
+        sig += f * f;
+        lo = std::min(lo, f);
+        hi = std::max(hi, f);
+      }
+  a.n = y_float.size();
+  a.rms = std::sqrt(err / static_cast<double>(a.n));
+  a.range = hi - lo;
+  a.snr_db = err > 0 ? 10.0 * std::log10(sig / err) : INFINITY;
+  return a;
+}
+
+void print_accuracy(const char* label, const Data& d, std::int64_t H, const Accuracy& a) {
+  std::printf("accuracy on %s (%s, y [T=%lld, B=%lld, H=%lld], %zu values): max_abs_err=%.4g rms_err=%.4g "
+              "max_err/range=%.4g (range %.4g) snr_db=%.2f\n",
+              d.path.c_str(), label, static_cast<long long>(d.T), static_cast<long long>(d.B), static_cast<long long>(H),
+              a.n, a.max_abs, a.rms, a.range > 0 ? a.max_abs / a.range : 0.0, a.range, a.snr_db);
+}
+
+}  // namespace
+
+void define_quantize(CLI::App& app, QuantizeOptions& o) {
+  setup_app(app);
+  app.description(
+      "Post-training quantization of a float LSTM (one unidirectional layer without projection or\n"
+      "peepholes, in any layout `rnncore run` loads) to an int8 LSTM model file (format tflite_int8,\n"
+      "LiteRT's 8x8_16 integer LSTM) that `rnncore run` runs. Runs the float model on the calibration\n"
+      "data a step at a time, takes the ranges of x, h and |c|, and chooses the quantization as\n"
+      "TFLite's converter does for a Keras LSTM: x and h asymmetric int8, weights symmetric int8 per\n"
+      "gate (max|W|/127), int32 biases, the cell state int16 with scale 2^(ceil(log2 max|c|) - 15)\n"
+      "(2^-30 .. 2^-9). Then runs both models on the calibration data (and --eval) and prints the\n"
+      "error of the int8 output against the float output. The int8 model takes float32 input\n"
+      "[B, T, I] (batch-major, as the TFLite op) and gives int8 y [B, T, H]; docs/int8.md.");
+  add_model_hint_options(app, o.hints);
+  const char* io = "inputs and outputs";
+  app.add_option("--weights", o.weights, "the float model (one LSTM layer; tensor names and shapes\nsay what it is)")
+      ->required()
+      ->type_name("M.safetensors")
+      ->group(io);
+  app.add_option("--calibration", o.calibration,
+                 "calibration input x [T, B, I] (time-major, as `rnncore run`\ntakes it) or [B, T, I] (--batch-first)")
+      ->required()
+      ->type_name("X.npy")
+      ->group(io);
+  app.add_option("--output", o.output, "the int8 model to write (format tflite_int8)")
+      ->required()
+      ->type_name("Q.safetensors")
+      ->group(io);
+  app.add_option("--eval", o.eval, "also report the error on this input (held-out data,\nlaid out as --calibration)")
+      ->type_name("X2.npy")
+      ->group(io);
+  app.add_flag("--batch-first", o.batch_first, "the .npy inputs are [B, T, I] (default: time-major)")->group(io);
+  app.add_option("--carry-state", o.carry_state,
+                 "calibrate as TFLite's converter does with a representative\n"
+                 "dataset of N-row batches: the rows in groups of N, each group\n"
+                 "starting from the previous group's final h and c (default 0:\n"
+                 "every row from a zero state, as the model runs); B % N == 0")
+      ->check(int_range(0, 1 << 24))
+      ->type_name("N")
+      ->group("calibration");
+  app.add_option("--cell-clip", o.cell_clip,
+                 "the int8 model's cell clip, which the float model also\n"
+                 "calibrates with (default: the float model's, else none;\n"
+                 "TFLite's converter writes 10 for a Keras LSTM; 0: none)")
+      ->check(real_range(0.0, 1e30))
+      ->type_name("C")
+      ->default_str("the model's")
+      ->group("calibration");
+}
+
+int cmd_quantize(int argc, char** argv) {
+  CLI::App app{"", "rnncore quantize"};
+  QuantizeOptions o;
+  define_quantize(app, o);
+  if (const int rc = parse_command(app, "quantize", argc, argv); rc >= 0) return rc;
+  std::string err;
+  io::ModelHints hints = model_hints(app, o.hints);
+  hints.dtype = DType::f32;
+  {
+    io::SafeTensors file;
+    if (io::read_safetensors(o.weights.c_str(), &file) == RNNCORE_OK && io::is_int8_model(file))
+      return error(o.weights + ": already an int8 LSTM model (format tflite_int8); rnncore quantize takes a float model");
+  }
+  io::LoadedModel model;
+  if (io::load_weights(o.weights, hints, nullptr, &model, &err) != Status::ok) return error(err);
+  for (const std::string& note : model.notes) std::fprintf(stderr, "rnncore: note: %s\n", note.c_str());
+  const StackSpec& stack = model.stack;
+  const LayerSpec& ls = stack.layers[0];
+  // What TFLite's integer LSTM (and so the int8 model file) cannot hold.
+  std::string refuse;
+  if (ls.mode != Mode::lstm)
+    refuse = ls.mode == Mode::gru ? std::string("a GRU") : std::string("an Elman RNN (") + to_string(ls.mode) + ")";
+  else if (stack.num_layers != 1) refuse = std::to_string(stack.num_layers) + " layers";
+  else if (ls.direction != Direction::unidirectional) refuse = "a bidirectional LSTM";
+  else if (ls.proj_size > 0) refuse = "an LSTM with a projection (proj_size " + std::to_string(ls.proj_size) + ")";
+  else if (ls.peepholes) refuse = "an LSTM with peepholes";
+  else if (uses_skip_input(stack)) refuse = "an LSTM in skip input mode (no input weights)";
+  if (!refuse.empty())
+    return error(o.weights + ": " + refuse + "; rnncore quantize takes one unidirectional LSTM layer without "
+                 "projection or peepholes (what the int8 LSTM runs; docs/int8.md)");
+  const std::int64_t I = stack.input_size, H = ls.hidden_size;
+  {
+    const float* w = reinterpret_cast<const float*>(model.canonical.data());
+    const std::size_t n = model.canonical.size() / sizeof(float);
+    for (std::size_t k = 0; k < n; ++k)
+      if (!std::isfinite(w[k])) return error(o.weights + ": a weight is " + num(w[k]) + "; a model to quantize must be finite");
+  }
+
+  Data cal, ev;
+  if (!(err = read_data(o.calibration, I, o.batch_first, &cal)).empty()) return error(err);
+  if (!o.eval.empty() && !(err = read_data(o.eval, I, o.batch_first, &ev)).empty()) return error(err);
+  const std::int64_t group = o.carry_state;
+  if (group > 0 && cal.B % group != 0)
+    return usage_error("quantize", "--carry-state " + std::to_string(group) + " does not divide the calibration's " +
+                                       std::to_string(cal.B) + " rows");
+
+  PlanOptions opt;
+  opt.max_batch = static_cast<std::int32_t>(std::max(cal.B, ev.B));  // a group has fewer rows
+  opt.max_seq_len = 1;
+  Model net;
+  Status s = Model::create(stack, opt, model.canonical.data(), &net);
+  if (s != Status::ok) return error(o.weights + ": " + last_error_detail());
+  // --cell-clip: the int8 model's clip, and the float model calibrates with it (as TFLite's
+  // calibration runs the converted op with its clip); the accuracy is against the model as given.
+  const double cell_clip = given(app, "--cell-clip") ? o.cell_clip : ls.cell_clip;
+  Model clipped;
+  if (cell_clip != ls.cell_clip) {
+    StackSpec cs = stack;
+    cs.layers[0].cell_clip = cell_clip;
+    if ((s = Model::create(cs, opt, model.canonical.data(), &clipped)) != Status::ok)
+      return error(o.weights + ": " + last_error_detail());
+  }
+  Model& cal_net = cell_clip != ls.cell_clip ? clipped : net;
+  std::printf("model: LSTM, one unidirectional layer, input %lld, hidden %lld%s (%s weights, prefix '%s')\n",
+              static_cast<long long>(I), static_cast<long long>(H),
+              ls.cell_clip > 0 ? (", cell_clip " + num(ls.cell_clip)).c_str() : "", to_string(model.format),
+              model.prefix.c_str());
+
+  // Calibration: the float model's ranges.
+  const auto t0 = Clock::now();
+  Ranges r;
+  r.x_min = r.h_min = INFINITY;
+  r.x_max = r.h_max = -INFINITY;
+  std::vector<float> y_cal, y_ev;
+  if ((s = run_float_data(cal_net, cal, I, H, group, &y_cal, &r, "calibration")) != Status::ok) return error(last_error_detail());
+  std::printf("calibration: %s, T=%lld B=%lld (%lld steps of a row)%s, %.3f s: x in [%.6g, %.6g], h in [%.6g, %.6g], "
+              "max|c| %.6g\n",
+              o.calibration.c_str(), static_cast<long long>(cal.T), static_cast<long long>(cal.B),
+              static_cast<long long>(cal.T * cal.B),
+              group > 0 ? (", groups of " + std::to_string(group) + " rows carrying the state").c_str() : "",
+              std::chrono::duration<double>(Clock::now() - t0).count(), r.x_min, r.x_max, r.h_min, r.h_max, r.c_abs);
+  // The accuracy compares runs from a zero state, as the int8 model runs.
+  if ((group > 0 || &cal_net != &net) && (s = run_float_data(net, cal, I, H, 0, &y_cal, nullptr, "calibration")) != Status::ok)
+    return error(last_error_detail());
+
+  // The quantization (docs/int8.md, "Quantizing a float LSTM").
+  const Asymmetric xq = asymmetric_int8(r.x_min, r.x_max);
+  const Asymmetric hq = asymmetric_int8(r.h_min, r.h_max);  // the initial h = 0 is in the range too
+  int cell_log2 = -15;  // max|c| = 0: any scale holds it
+  if (r.c_abs > 0) cell_log2 = static_cast<int>(std::ceil(std::log2(r.c_abs))) - 15;
+  const int cell_log2_tf = cell_log2;
+  cell_log2 = std::min(std::max(cell_log2, -30), -9);
+  if (cell_log2 != cell_log2_tf)
+    std::fprintf(stderr,
+                 "rnncore: note: max|c| = %.6g would take the cell scale 2^%d; the integer LSTM takes 2^-30 .. 2^-9, so it "
+                 "is 2^%d%s\n",
+                 r.c_abs, cell_log2_tf, cell_log2, cell_log2 == -9 ? " (cell states beyond 64 saturate)" : "");
+  const double cell_scale = std::ldexp(1.0, cell_log2);
+
+  std::vector<std::int8_t> wq[q8::kGates], rq[q8::kGates];
+  std::vector<std::int32_t> bq[q8::kGates];
+  double w_scale[q8::kGates], r_scale[q8::kGates], b_scale[q8::kGates];
+  const float* canon = reinterpret_cast<const float*>(model.canonical.data());
+  // Symmetric per tensor, narrow range: scale max|W|/127 (1 for an all-zero tensor), values
+  // round(W / scale) (half away from zero) in −127..127.
+  auto quantize_weights = [](const float* w, std::size_t n, std::vector<std::int8_t>* out) {
+    double m = 0;
+    for (std::size_t k = 0; k < n; ++k) m = std::max(m, std::fabs(static_cast<double>(w[k])));
+    const double scale = m > 0 ? m / 127.0 : 1.0;
+    out->resize(n);
+    for (std::size_t k = 0; k < n; ++k)
+      (*out)[k] = static_cast<std::int8_t>(std::min(std::max(std::round(w[k] / scale), -127.0), 127.0));
+    return scale;
+  };
+  for (int g = 0; g < q8::kGates; ++g) {  // canonical gates i, f, g, o = TFLite's i, f, c, o
+    const std::int64_t ow = canonical_offset(stack, 0, 0, ParamKind::input_weight, g),
+                       orr = canonical_offset(stack, 0, 0, ParamKind::recurrent_weight, g),
+                       obw = canonical_offset(stack, 0, 0, ParamKind::input_bias, g),
+                       obr = canonical_offset(stack, 0, 0, ParamKind::recurrent_bias, g);
+    w_scale[g] = quantize_weights(canon + ow, static_cast<std::size_t>(H * I), &wq[g]);
+    r_scale[g] = quantize_weights(canon + orr, static_cast<std::size_t>(H * H), &rq[g]);
+    // The bias (bW + bR: the model's two biases act as one) in int32 at scale s_W · s_x, the
+    // product of the two float32 scales (as the converter forms it; the double product can differ
+    // in the last bit).
+    b_scale[g] = static_cast<double>(static_cast<float>(w_scale[g])) * static_cast<double>(static_cast<float>(xq.scale));
+    bq[g].resize(static_cast<std::size_t>(H));
+    for (std::int64_t j = 0; j < H; ++j) {
+      const double b = static_cast<double>(canon[obw + j]) + static_cast<double>(canon[obr + j]);
+      bq[g][static_cast<std::size_t>(j)] = static_cast<std::int32_t>(std::min(std::max(std::round(b / b_scale[g]), -2147483648.0), 2147483647.0));
+    }
+  }
+
+  // The file, as tools/tflite_to_safetensors.py writes it (docs/int8.md, "The model file").
+  std::vector<io::TensorToWrite> tensors;
+  for (const char* kind : {"b", "r", "w"})
+    for (int g : {2, 1, 0, 3})  // names sorted as the converter writes them: c, f, i, o
+      tensors.push_back(kind[0] == 'b'   ? io::TensorToWrite{std::string("b_") + kGateNames[g], io::ElemType::i32, {H}, bq[g].data()}
+                        : kind[0] == 'r' ? io::TensorToWrite{std::string("r_") + kGateNames[g], io::ElemType::i8, {H, H}, rq[g].data()}
+                                         : io::TensorToWrite{std::string("w_") + kGateNames[g], io::ElemType::i8, {H, I}, wq[g].data()});
+  std::vector<std::pair<std::string, std::string>> meta = {
+      {"format", "tflite_int8"},
+      {"op", "UNIDIRECTIONAL_SEQUENCE_LSTM"},
+      {"I", std::to_string(I)},
+      {"H", std::to_string(H)},
+      {"return_sequences", "1"},
+      {"input_scale", f32s(xq.scale)},
+      {"input_zp", std::to_string(xq.zero_point)},
+      {"output_scale", f32s(hq.scale)},
+      {"output_zp", std::to_string(hq.zero_point)},
+      {"output_state_scale", f32s(hq.scale)},
+      {"output_state_zp", std::to_string(hq.zero_point)},
+      {"hidden_scale", f32s(hq.scale)},  // without projection the converter gives the hidden intermediate h's quantization
+      {"hidden_zp", std::to_string(hq.zero_point)},
+      {"cell_scale", f32s(cell_scale)},
+      {"cell_clip", f32s(cell_clip)},
+      {"proj_clip", f32s(0.0)},
+      {"graph_input", "float32"},
+      {"graph_output", "float32"},
+      {"source", "rnncore quantize"},
+      {"rnncore_version", version_string()},
+      {"float_model", basename_of(o.weights)},
+      {"float_format", to_string(model.format)},
+      {"calibration", basename_of(o.calibration)},
+      {"calibration_shape", "[T=" + std::to_string(cal.T) + ", B=" + std::to_string(cal.B) + ", I=" + std::to_string(I) + "]"},
+      {"calibration_carry_state", std::to_string(group)},
+      {"calibration_x_min", num(r.x_min)},
+      {"calibration_x_max", num(r.x_max)},
+      {"calibration_h_min", num(r.h_min)},
+      {"calibration_h_max", num(r.h_max)},
+      {"calibration_c_absmax", num(r.c_abs)},
+  };
+  for (int g = 0; g < q8::kGates; ++g) {
+    meta.push_back({std::string("w_") + kGateNames[g] + "_scale", f32s(w_scale[g])});
+    meta.push_back({std::string("r_") + kGateNames[g] + "_scale", f32s(r_scale[g])});
+    meta.push_back({std::string("b_") + kGateNames[g] + "_scale", f32s(b_scale[g])});
+  }
+  if (io::write_safetensors(o.output.c_str(), tensors, meta) != RNNCORE_OK) return error(rnncore_last_error_detail());
+
+  // Read back and prepared exactly as `rnncore run` loads it: a scale the integer LSTM refuses is
+  // found here, not at the first run.
+  io::SafeTensors file;
+  io::Int8Model qm;
+  if (io::read_safetensors(o.output.c_str(), &file) != RNNCORE_OK) return error(rnncore_last_error_detail());
+  if (io::load_int8_model(file, &qm, &err) != Status::ok) {
+    std::remove(o.output.c_str());
+    return error(err + " (the quantization chosen from the calibration is not one the integer LSTM runs; " + o.output +
+                 " removed)");
+  }
+  std::printf("quantization: input scale %.6g zp %d; h scale %.6g zp %d; cell scale 2^%d; cell clip %s\n", xq.scale,
+              xq.zero_point, hq.scale, hq.zero_point, cell_log2, cell_clip > 0 ? num(cell_clip).c_str() : "none");
+  std::printf("weight scales (i f c o): W %.6g %.6g %.6g %.6g; R %.6g %.6g %.6g %.6g\n", w_scale[0], w_scale[1], w_scale[2],
+              w_scale[3], r_scale[0], r_scale[1], r_scale[2], r_scale[3]);
+  std::printf("wrote %s: int8 LSTM (format tflite_int8), float32 input [B, T, %lld] (batch-major), int8 output [B, T, %lld]\n",
+              o.output.c_str(), static_cast<long long>(I), static_cast<long long>(H));
+
+  print_accuracy("calibration data", cal, H, measure(qm, cal, y_cal));
+  if (!o.eval.empty()) {
+    if ((s = run_float_data(net, ev, I, H, 0, &y_ev, nullptr, "evaluation")) != Status::ok) return error(last_error_detail());
+    print_accuracy("evaluation data", ev, H, measure(qm, ev, y_ev));
+  }
+  return 0;
+}
+
+}  // namespace tools
+}  // namespace rnncore
