@@ -799,7 +799,7 @@ TEST_CASE("cli: int8 models converted by tools/tflite_to_safetensors.py run bit 
   CHECK(cases == 12);
 }
 
-TEST_CASE("cli: stacked int8 LSTMs and go_backwards run bit for bit as LiteRT") {
+TEST_CASE("cli: stacked int8 LSTMs, go_backwards and Dense layers run bit for bit as LiteRT") {
   // tests/golden/tflite_int8/stacks/<case>.safetensors: the converter's output (metadata layers = L);
   // <case>.io.safetensors: LiteRT's int8 input x and output y.
   int cases = 0;
@@ -817,6 +817,7 @@ TEST_CASE("cli: stacked int8 LSTMs and go_backwards run bit for bit as LiteRT") 
     const std::string name = model.substr(model.rfind('/') + 1);
     CHECK((r.out.find(" layers (H ") != std::string::npos) == (name.find("stack") != std::string::npos));
     CHECK((r.out.find("(go_backwards)") != std::string::npos) == (name.find("backwards") != std::string::npos));
+    CHECK((r.out.find("then Dense ") != std::string::npos) == (name.find("dense") != std::string::npos));
     io::Array got, want;
     REQUIRE(io::read_npy((d + "/y.npy").c_str(), &got) == RNNCORE_OK);
     REQUIRE(f.array("y", &want) == RNNCORE_OK);
@@ -829,7 +830,7 @@ TEST_CASE("cli: stacked int8 LSTMs and go_backwards run bit for bit as LiteRT") 
     }
     ++cases;
   }
-  CHECK(cases == 5);
+  CHECK(cases == 7);
 
   // A stack whose layer 1 does not read layer 0's quantization is refused, naming both.
   const std::string model = src("tests/golden/tflite_int8/stacks/stack2_I6_H12_8_T10_B2_last.safetensors");

@@ -1,7 +1,8 @@
 // The integer LSTM's C API (include/rnncore/int8.h) on LiteRT's goldens: every converted model of
 // tests/golden/tflite_int8/converted/ prepared through the C API (biases folded into RAM, and
 // again from an already-folded table as export-c writes it), run whole and streamed one step per
-// call; outputs and final states equal LiteRT's bit for bit. And its refusals.
+// call; outputs and final states equal LiteRT's bit for bit. And its refusals; and the int8 Dense
+// layer's requantization (src/internal/int8_dense.hpp) on hand-computed cases.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "rnncore/int8.h"
 #include "rnncore/io/safetensors.hpp"
+#include "src/internal/int8_dense.hpp"
 #include "src/io/int8_model.hpp"
 #include "tests/golden_files.hpp"
 
@@ -176,4 +178,51 @@ TEST_CASE("int8 C API: refusals") {
   CHECK(rnncore_int8_lstm_run(nullptr, 1, 1, x.data(), nullptr, h.data(), c.data(), scratch.data(), H) ==
         RNNCORE_ERR_NULL_POINTER);
   CHECK(rnncore_int8_lstm_run(&lstm, 0, 1, x.data(), nullptr, h.data(), c.data(), scratch.data(), H) == RNNCORE_OK);
+}
+
+TEST_CASE("int8 Dense (after the LSTM): XNNPACK's requantization, hand-computed; refusals") {
+  // One input, two outputs: acc = w · (x − z_x) + b; y = round_half_even(clamp(acc · s)) + z_y with
+  // s = (s_x · s_w) / s_y in float32. s_x = 0.5, s_w = 0.25, s_y = 0.25: s = 0.5, so acc 5 → 2.5 → 2
+  // (half to even) and acc 7 → 3.5 → 4.
+  const std::int8_t w[2] = {1, -1};
+  const std::int32_t b[2] = {0, 0};
+  const float ws[1] = {0.25f};
+  q8::Int8DenseQuantization q;
+  q.input_scale = 0.5f;
+  q.input_zp = 3;
+  q.w_scales = ws;
+  q.w_scale_count = 1;
+  q.output_scale = 0.25f;
+  q.output_zp = -10;
+  std::int32_t bias_storage[2];
+  float scale_storage[2];
+  q8::Int8DenseParams p;
+  REQUIRE(q8::int8_dense_prepare(q, 1, 2, w, b, bias_storage, scale_storage, &p) == Status::ok);
+  std::int8_t y[2];
+  const std::int8_t x5 = 8;  // x − z_x = 5
+  q8::int8_dense(p, 1, &x5, y);
+  CHECK(y[0] == 2 - 10);
+  CHECK(y[1] == -2 - 10);  // −2.5 → −2
+  const std::int8_t x7 = 10;
+  q8::int8_dense(p, 1, &x7, y);
+  CHECK(y[0] == 4 - 10);
+  CHECK(y[1] == -4 - 10);
+  const std::int8_t big = 127;  // ±124 · 0.5 = ±62: inside the int8 range on both sides
+  q8::int8_dense(p, 1, &big, y);
+  CHECK(y[0] == 62 - 10);
+  CHECK(y[1] == -72);
+  q.relu = true;  // RELU: nothing below the output zero point
+  REQUIRE(q8::int8_dense_prepare(q, 1, 2, w, b, bias_storage, scale_storage, &p) == Status::ok);
+  q8::int8_dense(p, 1, &x7, y);
+  CHECK(y[0] == 4 - 10);
+  CHECK(y[1] == -10);
+
+  q.w_scale_count = 3;
+  CHECK(q8::int8_dense_prepare(q, 1, 2, w, b, bias_storage, scale_storage, &p) == Status::invalid_size);
+  q.w_scale_count = 1;
+  q.output_scale = 0.0f;
+  CHECK(q8::int8_dense_prepare(q, 1, 2, w, b, bias_storage, scale_storage, &p) == Status::invalid_size);
+  q.output_scale = 0.25f;
+  q.input_zp = 200;
+  CHECK(q8::int8_dense_prepare(q, 1, 2, w, b, bias_storage, scale_storage, &p) == Status::invalid_size);
 }

@@ -536,10 +536,12 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
   const Int8Model& first = *stack.layers.front();
   const Int8Model& model = *stack.layers.back();  // the layer whose output the model returns
   const std::size_t L = stack.layers.size();
-  if (L > 1 && (!o.hn.empty() || !o.cn.empty()))
-    return usage_error("run", "--hn and --cn take single-layer int8 models; " + o.weights + " has " +
-                                  std::to_string(L) + " layers");
-  const std::int64_t I = first.input_size, H = model.hidden_size;
+  const bool single = L == 1 && stack.dense.empty();
+  if (!single && (!o.hn.empty() || !o.cn.empty()))
+    return usage_error("run", "--hn and --cn take int8 models of one LSTM layer alone; " + o.weights + " has " +
+                                  std::to_string(L) + " LSTM layer(s) and " + std::to_string(stack.dense.size()) +
+                                  " Dense layer(s)");
+  const std::int64_t I = first.input_size, H = stack.output_size();
   const std::string expected = dims_string({"B", "T", std::to_string(I)}) + " (batch-major, as the TFLite op)";
   Array a;
   if (read_npy(o.input.c_str(), &a) != RNNCORE_OK) return error(rnncore_last_error_detail());
@@ -571,7 +573,7 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::int8_t> hn(static_cast<std::size_t>(B * H));
   std::vector<std::int16_t> cn(static_cast<std::size_t>(B * H));
-  if (L == 1)
+  if (single)
     run_int8_model(model, static_cast<int>(B), static_cast<int>(T), x.data(), y.data(), hn.data(), cn.data());
   else
     run_int8_stack(stack, static_cast<int>(B), static_cast<int>(T), x.data(), y.data());
@@ -590,8 +592,11 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
   }
   std::printf("model: int8 LSTM (tflite_int8, LiteRT's 8x8_16 integer LSTM), I=%lld H=%lld%s, %s; cell scale %s\n",
               static_cast<long long>(I), static_cast<long long>(H),
-              L > 1 ? (", " + std::to_string(L) + " layers (H " + sizes + ")").c_str() : "",
+              (L > 1 ? ", " + std::to_string(L) + " layers (H " + sizes + ")" : std::string()).c_str(),
               stack.return_sequences ? "returns sequences" : "returns the last step", cells.c_str());
+  for (const auto& d : stack.dense)
+    std::printf("then Dense %d -> %d%s (int8, XNNPACK's requantization)\n", d->in_size, d->out_size,
+                d->q.relu ? ", relu" : "");
   std::printf("input: %s%s%s; output: int8 %s\n", a.type == ElemType::i8 ? "int8" : "float32",
               a.type == ElemType::i8 ? "" : " (quantized as TFLite's QUANTIZE op)",
               stack.reverse_input ? ", steps read last to first (go_backwards)" : "", shape_string(yshape).c_str());

@@ -105,6 +105,62 @@ def lstm_options(model_bytes):
     return found
 
 
+def fc_options(model_bytes):
+    """Per FULLY_CONNECTED op, in op order: its fused activation (a name), weights format and
+    keep_num_dims, from the flatbuffer."""
+    from tensorflow.lite.python import schema_py_generated as schema_fb
+
+    names = {v: k for k, v in vars(schema_fb.ActivationFunctionType).items() if not k.startswith("_")}
+    m = schema_fb.Model.GetRootAsModel(model_bytes, 0)
+    sg = m.Subgraphs(0)
+    found = []
+    for i in range(sg.OperatorsLength()):
+        op = sg.Operators(i)
+        code = m.OperatorCodes(op.OpcodeIndex())
+        if max(code.BuiltinCode(), code.DeprecatedBuiltinCode()) == schema_fb.BuiltinOperator.FULLY_CONNECTED:
+            t = op.BuiltinOptions()
+            o = schema_fb.FullyConnectedOptions()
+            o.Init(t.Bytes, t.Pos)
+            found.append({"activation": names.get(o.FusedActivationFunction(), "?"),
+                          "weights_format": o.WeightsFormat(), "keep_num_dims": bool(o.KeepNumDims())})
+    return found
+
+
+def extract_dense(it, det, op, opts, what):
+    """One FULLY_CONNECTED op after the LSTM (a Keras Dense on the last step): int8 input and output
+    (per tensor), int8 weights [N, K] (per output channel or per tensor, symmetric), int32 bias or
+    none, activation NONE or RELU. Returns (tensors, metadata) with the names of layer j's "fc<j>."."""
+    ins = list(op["inputs"]) + [-1] * (3 - len(op["inputs"]))
+    x, w, b = ins[:3]
+    y = op["outputs"][0]
+    types = [np.dtype(det[k]["dtype"]).name for k in (x, w, y)]
+    if types != ["int8"] * 3 or (b != -1 and np.dtype(det[b]["dtype"]).name != "int32"):
+        raise ConvertError("%s: operand types %s (bias %s); expected int8 input, weights and output and an int32 bias"
+                           % (what, types, None if b == -1 else np.dtype(det[b]["dtype"]).name))
+    if opts["weights_format"] != 0 or opts["keep_num_dims"]:
+        raise ConvertError("%s: shuffled weights or keep_num_dims are not supported" % what)
+    if opts["activation"] not in ("NONE", "RELU"):
+        raise ConvertError("%s: fused activation %s is not supported (NONE or RELU)" % (what, opts["activation"]))
+    N, K = det[w]["shape"]
+    if list(det[x]["shape"])[-1] != K or len(det[x]["shape"]) != 2:
+        raise ConvertError("%s: input shape %s, weights [%d, %d]" % (what, list(det[x]["shape"]), N, K))
+    q = det[w]["quantization_parameters"]
+    scales, zps = q["scales"], q["zero_points"]
+    if len(scales) not in (1, N) or np.any(zps != 0) or (len(scales) == N and N > 1 and q["quantized_dimension"] != 0):
+        raise ConvertError("%s: weight quantization with %d scales (dimension %d) and zero points %s; expected "
+                           "symmetric scales per tensor or per output channel" % (what, len(scales),
+                                                                                q["quantized_dimension"], list(zps)))
+    sx, zx = one_scale(det[x], "the input of " + what)
+    sy, zy = one_scale(det[y], "the output of " + what)
+    w_scales = np.broadcast_to(np.asarray(scales, np.float32), (N,))
+    tensors = {"w": it.get_tensor(w).copy(),
+               "b": it.get_tensor(b).astype(np.int32) if b != -1 else np.zeros(N, np.int32)}
+    meta = {"in": str(int(K)), "out": str(int(N)), "input_scale": f32s(sx), "input_zp": str(zx),
+            "w_scales": ",".join(f32s(v) for v in w_scales), "output_scale": f32s(sy), "output_zp": str(zy),
+            "activation": opts["activation"].lower()}
+    return tensors, meta
+
+
 def check_last_step_slice(it, op, lstm_out, det):
     """A STRIDED_SLICE after the LSTM must take the last time step ([:, -1, :], shrinking the time axis)."""
     if op["inputs"][0] != lstm_out:
@@ -253,9 +309,12 @@ def extract(model_bytes, tf):
             raise ConvertError("the %s op before the LSTM does not read the model's input" % o["op_name"])
         chain = o["outputs"][0]
     after_names = [o["op_name"] for o in after]
-    if after_names not in ([], ["STRIDED_SLICE"], ["DEQUANTIZE"], ["STRIDED_SLICE", "DEQUANTIZE"]):
-        raise ConvertError("ops after the LSTM: %s (only a STRIDED_SLICE taking the last step and a DEQUANTIZE to a "
-                           "float output are supported)" % ", ".join(after_names))
+    n_fc = after_names.count("FULLY_CONNECTED")
+    pattern = (["STRIDED_SLICE"] if "STRIDED_SLICE" in after_names else []) + ["FULLY_CONNECTED"] * n_fc + \
+        (["DEQUANTIZE"] if after_names[-1:] == ["DEQUANTIZE"] else [])
+    if after_names != pattern or (n_fc and "STRIDED_SLICE" not in after_names):
+        raise ConvertError("ops after the LSTM: %s (only a STRIDED_SLICE taking the last step, Dense layers on it "
+                           "(FULLY_CONNECTED) and a DEQUANTIZE to a float output are supported)" % ", ".join(after_names))
     x_index = lstms[0]["inputs"][IN_X]
     if chain != x_index:
         raise ConvertError("the model's input does not reach the LSTM's input through the ops before it")
@@ -272,30 +331,46 @@ def extract(model_bytes, tf):
             check_last_step_slice(it, o, lstm_out, det)
             return_sequences = False
         y = o["outputs"][0]
-    y_int8 = after[0]["outputs"][0] if after and after[0]["op_name"] == "STRIDED_SLICE" else lstm_out
+    int8_ops = [o for o in after if o["op_name"] != "DEQUANTIZE"]
+    y_int8 = int8_ops[-1]["outputs"][0] if int8_ops else lstm_out
     if y != graph_out[0]["index"] and y_int8 != graph_out[0]["index"]:
         raise ConvertError("the model's output is not the LSTM's output")
 
     L = len(lstms)
+    fcs = [o for o in after if o["op_name"] == "FULLY_CONNECTED"]
+    # One plain LSTM keeps the single-layer file (no prefixes); a stack or a Dense head prefixes.
+    prefixed = L > 1 or bool(fcs)
     tensors, meta = {}, {"format": "tflite_int8", "op": LSTM_OP}
-    if L > 1:
+    if prefixed:
         meta["layers"] = str(L)
     for k, (op, o) in enumerate(zip(lstms, opts)):
         what = "the LSTM" if L == 1 else "LSTM %d of %d" % (k + 1, L)
         lt, lm = extract_layer(it, det, op, o, what)
-        prefix = "" if L == 1 else "l%d." % k
+        prefix = "l%d." % k if prefixed else ""
         tensors.update({prefix + n: v for n, v in lt.items()})
-        if L == 1:
+        if not prefixed:
             meta.update({"I": lm["I"], "H": lm["H"], "return_sequences": "1" if return_sequences else "0"})
-        meta.update({prefix + key: lm[key] for key in LAYER_KEYS if L > 1 or key not in ("I", "H")})
-    if L > 1:
+        meta.update({prefix + key: lm[key] for key in LAYER_KEYS if prefixed or key not in ("I", "H")})
+    if fcs:
+        meta["dense"] = str(len(fcs))
+        prev_scale, prev_zp = meta["l%d.output_scale" % (L - 1)], meta["l%d.output_zp" % (L - 1)]
+        for j, (op, o) in enumerate(zip(fcs, fc_options(model_bytes))):
+            dt, dm = extract_dense(it, det, op, o, "Dense %d (FULLY_CONNECTED)" % (j + 1))
+            if (dm["input_scale"], dm["input_zp"]) != (prev_scale, prev_zp):
+                raise ConvertError("Dense %d reads its input with another quantization than the op before writes it"
+                                   % (j + 1))
+            prev_scale, prev_zp = dm["output_scale"], dm["output_zp"]
+            tensors.update({"fc%d.%s" % (j, n): v for n, v in dt.items()})
+            meta.update({"fc%d.%s" % (j, key): v for key, v in dm.items()})
+    if prefixed:
         meta["return_sequences"] = "1" if return_sequences else "0"
         # The model's input and output, as a single-layer file states them (I and H: their widths).
-        meta["I"], meta["H"] = meta["l0.I"], meta["l%d.H" % (L - 1)]
+        last = "fc%d." % (len(fcs) - 1) if fcs else "l%d." % (L - 1)
+        meta["I"], meta["H"] = meta["l0.I"], meta[last + ("out" if fcs else "H")]
         for key in ("input_scale", "input_zp"):
             meta[key] = meta["l0." + key]
         for key in ("output_scale", "output_zp"):
-            meta[key] = meta["l%d.%s" % (L - 1, key)]
+            meta[key] = meta[last + key]
     # The model's output: the last LSTM's output, or its last step (same quantization).
     s, zp = one_scale(det[y_int8], "the model's int8 output")
     if (f32s(s), str(zp)) != (meta["output_scale"], meta["output_zp"]):
@@ -341,8 +416,12 @@ def main(argv=None):
         print("tflite_to_safetensors: error: %s" % e, file=sys.stderr)
         return 1
     L = int(meta.get("layers", "1"))
-    cells = ", ".join(meta[("l%d." % k if L > 1 else "") + "cell_scale"] for k in range(L))
-    layers = "" if L == 1 else " layers=%d (H %s)" % (L, ", ".join(meta["l%d.H" % k] for k in range(L)))
+    prefixed = "layers" in meta
+    cells = ", ".join(meta[("l%d." % k if prefixed else "") + "cell_scale"] for k in range(L))
+    layers = "" if not prefixed else " layers=%d (H %s)" % (L, ", ".join(meta["l%d.H" % k] for k in range(L)))
+    if "dense" in meta:
+        layers += " dense=%s (%s)" % (meta["dense"], ", ".join(
+            "%s %s" % (meta["fc%d.out" % j], meta["fc%d.activation" % j]) for j in range(int(meta["dense"]))))
     print("wrote %s: I=%s H=%s%s return_sequences=%s input %s, output %s, cell scale %s"
           % (args.output, meta["I"], meta["H"], layers, meta["return_sequences"], meta["graph_input"],
              meta["graph_output"], cells), file=sys.stderr)

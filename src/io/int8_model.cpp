@@ -1,6 +1,7 @@
 // Loading and running an integer LSTM model file (src/io/int8_model.hpp, docs/int8.md).
 #include "src/io/int8_model.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -167,6 +168,54 @@ Status load_flags(const SafeTensors& file, bool* return_sequences, bool* float_i
   return Status::ok;
 }
 
+// Dense layer j ("fc<j>." keys and tensors).
+Status load_dense(const SafeTensors& file, int j, Int8Dense* out, std::string* error) {
+  const std::string prefix = "fc" + std::to_string(j) + ".";
+  Meta m{file, error, prefix};
+  std::int32_t in = 0, n = 0;
+  q8::Int8DenseQuantization& q = out->q;
+  if (!m.i32("in", 1, 65536, &in) || !m.i32("out", 1, 65536, &n) || !m.f32("input_scale", &q.input_scale) ||
+      !m.i32("input_zp", -128, 127, &q.input_zp) || !m.f32("output_scale", &q.output_scale) ||
+      !m.i32("output_zp", -128, 127, &q.output_zp))
+    return Status::format;
+  bool relu = false;
+  if (!m.flag("activation", "relu", "none", &relu)) return Status::format;
+  q.relu = relu;
+  const std::string* list = m.get("w_scales");
+  if (list == nullptr) return Status::format;
+  out->w_scales.clear();
+  for (std::size_t at = 0; at <= list->size();) {
+    const std::size_t comma = std::min(list->find(',', at), list->size());
+    const std::string item = list->substr(at, comma - at);
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str(), &end);
+    if (item.empty() || *end != '\0' || !std::isfinite(v)) {
+      *error = file.path + ": metadata '" + prefix + "w_scales' has '" + item + "', expected a comma-separated list of numbers";
+      return Status::format;
+    }
+    out->w_scales.push_back(static_cast<float>(v));
+    at = comma + 1;
+  }
+  if (out->w_scales.size() != 1 && out->w_scales.size() != static_cast<std::size_t>(n)) {
+    *error = file.path + ": metadata '" + prefix + "w_scales' has " + std::to_string(out->w_scales.size()) +
+             " scales for " + std::to_string(n) + " outputs (1 or one per output)";
+    return Status::format;
+  }
+  Status s = tensor(file, prefix + "w", ElemType::i8, {n, in}, &out->w, error);
+  if (s == Status::ok) s = tensor(file, prefix + "b", ElemType::i32, {n}, &out->b, error);
+  if (s != Status::ok) return s;
+  out->in_size = in;
+  out->out_size = n;
+  q.w_scales = out->w_scales.data();
+  q.w_scale_count = static_cast<int>(out->w_scales.size());
+  out->bias_storage.assign(static_cast<std::size_t>(n), 0);
+  out->scale_storage.assign(static_cast<std::size_t>(n), 0.0f);
+  s = q8::int8_dense_prepare(q, in, n, out->w.data(), out->b.data(), out->bias_storage.data(),
+                             out->scale_storage.data(), &out->params);
+  if (s != Status::ok) *error = file.path + " (Dense " + std::to_string(j) + "): " + last_error_detail();
+  return s;
+}
+
 }  // namespace
 
 int int8_layer_count(const SafeTensors& file) {
@@ -186,17 +235,21 @@ Status load_int8_model(const SafeTensors& file, Int8Model* out, std::string* err
 
 Status load_int8_stack(const SafeTensors& file, Int8Stack* out, std::string* error) {
   Meta m{file, error, ""};
-  std::int32_t L = 1;
-  if (file.meta("layers") != nullptr && !m.i32("layers", 2, 64, &L)) return Status::format;
+  // A file with a 'layers' key prefixes every layer ("l<k>."; also a single LSTM with Dense layers).
+  std::int32_t L = 1, D = 0;
+  const bool prefixed = file.meta("layers") != nullptr;
+  if (prefixed && !m.i32("layers", 1, 64, &L)) return Status::format;
+  if (file.meta("dense") != nullptr && !m.i32("dense", 1, 16, &D)) return Status::format;
   Status s = load_flags(file, &out->return_sequences, &out->float_input, &out->float_output, &out->reverse_input, error);
   if (s != Status::ok) return s;
   out->layers.clear();
   for (int k = 0; k < L; ++k) {
     out->layers.emplace_back(new Int8Model);
     Int8Model& layer = *out->layers.back();
-    s = load_layer(file, L == 1 ? std::string() : "l" + std::to_string(k) + ".", &layer, error);
+    s = load_layer(file, prefixed ? "l" + std::to_string(k) + "." : std::string(), &layer, error);
     if (s != Status::ok) return s;
-    layer.return_sequences = k + 1 < L || out->return_sequences;  // a layer inside the stack feeds every step on
+    // A layer inside the stack feeds every step on; Dense layers read the last step.
+    layer.return_sequences = k + 1 < L || (out->return_sequences && D == 0);
     layer.float_input = k == 0 && out->float_input;
     layer.float_output = k + 1 == L && out->float_output;
     if (k > 0) {
@@ -212,6 +265,27 @@ Status load_int8_stack(const SafeTensors& file, Int8Stack* out, std::string* err
                  std::to_string(prev.q.state_zp) + ")";
         return Status::unsupported;
       }
+    }
+  }
+  if (D > 0 && out->return_sequences) {
+    *error = file.path + ": Dense layers on every step (return_sequences 1) are not supported, only on the last step";
+    return Status::unsupported;
+  }
+  out->dense.clear();
+  for (int j = 0; j < D; ++j) {
+    out->dense.emplace_back(new Int8Dense);
+    s = load_dense(file, j, out->dense.back().get(), error);
+    if (s != Status::ok) return s;
+    // Dense j reads what the layer before it writes: the same width and quantization.
+    const Int8Dense& d = *out->dense.back();
+    const int width = j == 0 ? out->layers.back()->hidden_size : out->dense[j - 1]->out_size;
+    const float scale = j == 0 ? out->layers.back()->q.state_scale : out->dense[j - 1]->q.output_scale;
+    const std::int32_t zp = j == 0 ? out->layers.back()->q.state_zp : out->dense[j - 1]->q.output_zp;
+    if (d.in_size != width || d.q.input_scale != scale || d.q.input_zp != zp) {
+      *error = file.path + ": Dense " + std::to_string(j) + "'s input (" + std::to_string(d.in_size) +
+               " units, zero point " + std::to_string(d.q.input_zp) + ") is not the output of the layer before it (" +
+               std::to_string(width) + " units, zero point " + std::to_string(zp) + ")";
+      return Status::unsupported;
     }
   }
   return Status::ok;
@@ -250,8 +324,22 @@ void run_int8_stack(const Int8Stack& s, int batch, int seq_len, const std::int8_
   const std::int8_t* layer_x = x;
   for (std::size_t k = 0; k < s.layers.size(); ++k) {
     const Int8Model& layer = *s.layers[k];
-    if (k + 1 == s.layers.size()) {
+    if (k + 1 == s.layers.size() && s.dense.empty()) {
       run_int8_model(layer, batch, seq_len, layer_x, y);
+    } else if (k + 1 == s.layers.size()) {
+      // The last step [B, H], then each Dense layer in turn; the last one writes y.
+      out.assign(B * static_cast<std::size_t>(layer.hidden_size), 0);
+      run_int8_model(layer, batch, seq_len, layer_x, out.data());
+      for (std::size_t j = 0; j < s.dense.size(); ++j) {
+        const Int8Dense& d = *s.dense[j];
+        if (j + 1 == s.dense.size()) {
+          q8::int8_dense(d.params, batch, out.data(), y);
+        } else {
+          in.assign(B * static_cast<std::size_t>(d.out_size), 0);
+          q8::int8_dense(d.params, batch, out.data(), in.data());
+          out.swap(in);
+        }
+      }
     } else {
       out.assign(B * T * static_cast<std::size_t>(layer.hidden_size), 0);
       run_int8_model(layer, batch, seq_len, layer_x, out.data());

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "rnncore/io/safetensors.hpp"
+#include "src/internal/int8_dense.hpp"
 #include "src/internal/int8_lstm.hpp"
 
 namespace rnncore {
@@ -39,14 +40,34 @@ struct Int8Model {
   Int8Model& operator=(const Int8Model&) = delete;
 };
 
+/// A Dense layer after the LSTMs (TFLite FULLY_CONNECTED on the last step): weights and
+/// quantization as the file states them, and the prepared parameters (pointing into this object).
+struct Int8Dense {
+  int in_size = 0, out_size = 0;
+  std::vector<std::int8_t> w;        ///< [out, in]
+  std::vector<std::int32_t> b;       ///< [out]
+  std::vector<float> w_scales;       ///< [out] or [1]
+  q8::Int8DenseQuantization q;
+  std::vector<std::int32_t> bias_storage;
+  std::vector<float> scale_storage;
+  q8::Int8DenseParams params;
+
+  Int8Dense() = default;
+  Int8Dense(const Int8Dense&) = delete;
+  Int8Dense& operator=(const Int8Dense&) = delete;
+};
+
 /// A stack of integer LSTM layers (a file with metadata layers = L, each layer's tensors and keys
 /// prefixed "l<k>."; a single-layer file is a stack of one): layer k reads layer k-1's int8
 /// output, every step of it. The model-level flags are the stack's; each layer's say how it runs
 /// inside the stack (only the last may return the last step alone).
 struct Int8Stack {
   std::vector<std::unique_ptr<Int8Model>> layers;
+  std::vector<std::unique_ptr<Int8Dense>> dense;  ///< Dense layers on the last step (metadata dense, fc<j>.)
   bool return_sequences = true, float_input = false, float_output = false;
   bool reverse_input = false;  ///< the steps are read last to first (Keras go_backwards; metadata reverse_input)
+  /// Width of the model's output: the last Dense layer's, else the last LSTM's.
+  int output_size() const { return dense.empty() ? layers.back()->hidden_size : dense.back()->out_size; }
 };
 
 /// Layers of an int8 model file: its metadata 'layers', 1 when absent.
@@ -74,7 +95,7 @@ void run_int8_model(const Int8Model& m, int batch, int seq_len, const std::int8_
                     std::int8_t* hn = nullptr, std::int16_t* cn = nullptr);
 
 /// Runs a stack on x [B, T, I]: each layer from LiteRT's initial state, y as run_int8_model gives
-/// the last layer's output.
+/// the last layer's output, or [B, out] through the Dense layers.
 void run_int8_stack(const Int8Stack& s, int batch, int seq_len, const std::int8_t* x, std::int8_t* y);
 
 }  // namespace io

@@ -168,10 +168,14 @@ STACKS = [
     ("stack2_I10_H24_32_T20_B1_seq", 10, (24, 32), 20, 1, True, 23),
     ("backwards_I6_H12_T10_B2_seq", 6, (12,), 10, 2, True, 24, True),
     ("backwards_stack2_I5_H16_8_T9_B2_last", 5, (16, 8), 9, 2, False, 25, True),
+    # Dense layers on the last step (FULLY_CONNECTED, per-channel weights; LiteRT runs them on XNNPACK):
+    # (units, activation) each, with random biases (Keras's zero biases would be dropped)
+    ("dense_I6_H12_T10_B2_relu7_3", 6, (12,), 10, 2, False, 26, False, ((7, "relu"), (3, None))),
+    ("dense_stack2_I8_H16_12_T15_B3_5", 8, (16, 12), 15, 3, False, 27, False, ((5, None),)),
 ]
 
 
-def make_stack(name, I, sizes, T, B, return_sequences, seed, go_backwards=False):
+def make_stack(name, I, sizes, T, B, return_sequences, seed, go_backwards=False, dense=()):
     tf.keras.utils.set_random_seed(seed)
     rng = np.random.default_rng(2000 + seed)
     inp = keras.Input(shape=(T, I), batch_size=B)
@@ -179,6 +183,11 @@ def make_stack(name, I, sizes, T, B, return_sequences, seed, go_backwards=False)
     for k, H in enumerate(sizes):
         h = keras.layers.LSTM(H, return_sequences=return_sequences or k + 1 < len(sizes),
                               go_backwards=go_backwards and k == 0)(h)
+    for units, activation in dense:
+        layer = keras.layers.Dense(units, activation=activation)
+        h = layer(h)
+        w, b = layer.get_weights()
+        layer.set_weights([w, rng.uniform(-0.3, 0.3, b.shape).astype(np.float32)])
     model = keras.Model(inp, h)
     calib = [rng.standard_normal((B, T, I)).astype(np.float32) for _ in range(64)]
     conv = tf.lite.TFLiteConverter.from_keras_model(model)
@@ -191,13 +200,18 @@ def make_stack(name, I, sizes, T, B, return_sequences, seed, go_backwards=False)
     _, meta, info = tflite_to_safetensors.extract(fb, tf)
     assert meta.get("layers", "1") == str(len(sizes)), meta
     assert meta.get("reverse_input", "0") == ("1" if go_backwards else "0"), meta
-    it = info["interpreter"]
+    assert meta.get("dense", "0") == str(len(dense)), meta
+    # LiteRT's default interpreter (XNNPACK takes the Dense layers), fresh: its LSTM state variables
+    # would carry over from one invoke() to the next.
+    it = tf.lite.Interpreter(model_content=fb)
+    it.allocate_tensors()
     s, z = info["graph_input"]["quantization"]
     x = np.clip(np.round(rng.standard_normal((B, T, I)) / s) + z, -128, 127).astype(np.int8)
     it.set_tensor(info["graph_input"]["index"], x)
     it.invoke()
     y = it.get_tensor(info["graph_output"]["index"]).copy()
-    assert y.shape == ((B, T, sizes[-1]) if return_sequences else (B, sizes[-1]))
+    width = dense[-1][0] if dense else sizes[-1]
+    assert y.shape == ((B, T, width) if return_sequences else (B, width))
     out = os.path.join(OUT, "stacks")
     os.makedirs(out, exist_ok=True)
     tflite = os.path.join(out, name + ".tflite")
