@@ -10,6 +10,11 @@
 #include <cstring>
 #include <limits>
 
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SAT)
+#include <arm_acle.h>
+#define RNNCORE_Q8_ACLE 1  // SMLABB and SSAT (Cortex-M4/M7/M33, 32-bit ARMv7-A): the same values
+#endif
+
 #include "src/internal/error.hpp"
 
 namespace rnncore {
@@ -37,22 +42,32 @@ inline std::int16_t wrap16(std::int32_t v) {
   return static_cast<std::int16_t>(static_cast<std::uint16_t>(static_cast<std::uint32_t>(v) & 0xFFFFu));
 }
 
-RNNCORE_Q8_INLINE std::int32_t sat16(std::int32_t v) {  // one SSAT on ARMv6 and later
+RNNCORE_Q8_INLINE std::int32_t sat16(std::int32_t v) {
+#if defined(RNNCORE_Q8_ACLE)
+  return __ssat(v, 16);
+#else
   return v < kI16Min ? kI16Min : (v > kI16Max ? kI16Max : v);
+#endif
 }
 
 // gemmlowp's rounding doubling high multiply on int16: (a·b + nudge) / 2^15 truncated, nudge
 // 2^14 for a·b >= 0 and 1 − 2^14 below. For a·b < 0 the sum is negative, so truncation is the
 // ceiling, and ceil((ab + 1 − 2^14) / 2^15) = floor((ab + 2^14) / 2^15): one add and one
-// arithmetic shift for both signs. Only (−2^15)² exceeds int16 (to 2^15), which saturates.
+// arithmetic shift for both signs. Only (−2^15)² exceeds int16 (to 2^15), which saturates; the
+// result is never below −2^15, so a signed saturation to 16 bits is the same clamp. a and b are
+// int16 values (SMLABB multiplies the low halves).
 RNNCORE_Q8_INLINE std::int32_t rdhm16(std::int32_t a, std::int32_t b) {
+#if defined(RNNCORE_Q8_ACLE)
+  return __ssat(static_cast<std::int32_t>(__smlabb(a, b, 1 << 14)) >> 15, 16);
+#else
   const std::int32_t r = (a * b + (1 << 14)) >> 15;
   return r > kI16Max ? kI16Max : r;
+#endif
 }
 
 // x / 2^E rounded half away from zero, for |x| < 2^30: floor((x + 2^(E−1) − [x < 0]) / 2^E).
 template <int E>
-RNNCORE_Q8_INLINE std::int32_t round_shift(std::int32_t x) {
+constexpr RNNCORE_Q8_INLINE std::int32_t round_shift(std::int32_t x) {
   static_assert(E >= 1 && E <= 29, "round_shift: E in 1..29");
   return (x + (std::int32_t{1} << (E - 1)) - (x < 0 ? 1 : 0)) >> E;
 }
@@ -83,15 +98,46 @@ constexpr std::int16_t kMinus32Over17 = c16(-1010580540);  // −32/17, Q2.29
 constexpr std::int16_t kExpFactor[7] = {c16(1672461947), c16(1302514674), c16(790015084), c16(290630308),
                                         c16(39332535),   c16(720401),     c16(242)};
 
-// exp(a) for a in [−1/4, 0), Q0.15 in and out: fourth-order Taylor expansion around −1/8.
-RNNCORE_Q8_INLINE std::int32_t exp_on_interval_quarter(std::int32_t a) {
-  const std::int32_t x = a + (1 << 12);  // a + 1/8, in [−1/8, 1/8)
-  const std::int32_t x2 = rdhm16(x, x);
-  const std::int32_t x3 = rdhm16(x2, x);
-  const std::int32_t x4 = rdhm16(x2, x2);
-  const std::int32_t poly = round_shift<1>(rdhm16(round_shift<2>(x4) + x3, kOneThird) + x2);
-  return sat16(kExpMinusEighth + rdhm16(kExpMinusEighth, x + poly));
+// rdhm16 and sat16 evaluable at compile time (for the table below).
+constexpr std::int32_t rdhm16_portable(std::int32_t a, std::int32_t b) {
+  const std::int32_t r = (a * b + (1 << 14)) >> 15;
+  return r > kI16Max ? kI16Max : r;
 }
+
+// exp(a) for a in [−1/4, 0), Q0.15 in and out: fourth-order Taylor expansion around −1/8.
+// kConst: the portable arithmetic, for constant evaluation.
+template <bool kConst>
+constexpr std::int32_t exp_on_interval_quarter(std::int32_t a) {
+  const auto mul = [](std::int32_t u, std::int32_t v) {
+    if constexpr (kConst) {
+      return rdhm16_portable(u, v);
+    } else {
+      return rdhm16(u, v);
+    }
+  };
+  const std::int32_t x = a + (1 << 12);  // a + 1/8, in [−1/8, 1/8)
+  const std::int32_t x2 = mul(x, x);
+  const std::int32_t x3 = mul(x2, x);
+  const std::int32_t x4 = mul(x2, x2);
+  const std::int32_t poly = round_shift<1>(mul(round_shift<2>(x4) + x3, kOneThird) + x2);
+  const std::int32_t e = kExpMinusEighth + mul(kExpMinusEighth, x + poly);
+  if constexpr (kConst) {
+    return e < kI16Min ? kI16Min : (e > kI16Max ? kI16Max : e);
+  } else {
+    return sat16(e);
+  }
+}
+
+// exp on [−1/4, 0) at the multiples of 2^-12 (1,024 values, 2 KiB of flash): with 3 or more
+// integer bits (the sigmoid, the cell gate's tanh, tanh of a cell state of scale 2^-13 or coarser)
+// every argument the exponential passes it is one of those, so a load replaces ~28 instructions.
+struct ExpQuarterTable {
+  std::int16_t v[1024] = {};
+  constexpr ExpQuarterTable() {
+    for (int i = 0; i < 1024; ++i) v[i] = static_cast<std::int16_t>(exp_on_interval_quarter<true>(8 * i - 8192));
+  }
+};
+constexpr ExpQuarterTable kExpQuarter{};
 
 // The factors exp(−2^k), k = K .. min(4, IB − 1), for the set bits of the remainder, unrolled at
 // compile time (bit positions and constants become immediates).
@@ -114,7 +160,12 @@ RNNCORE_Q8_INLINE std::int32_t exp_on_negative_values(std::int32_t a) {
   constexpr std::int32_t quarter = std::int32_t{1} << (13 - IB);
   const std::int32_t residue = (a & (quarter - 1)) - quarter;  // in [−quarter, 0)
   // residue · 2^IB lies in [−2^13, 0): the reference's saturating shift never saturates here.
-  std::int32_t result = exp_on_interval_quarter(residue * (std::int32_t{1} << IB));
+  std::int32_t result;
+  if constexpr (IB >= 3) {
+    result = kExpQuarter.v[(a & (quarter - 1)) << (IB - 3)];  // residue · 2^IB = 8 · index − 2^13
+  } else {
+    result = exp_on_interval_quarter<false>(residue * (std::int32_t{1} << IB));
+  }
   result = apply_exp_factors<IB, -2>(result, residue - a);
   if constexpr (IB > 5) {
     constexpr std::int16_t clamp = c16(-(std::int32_t{1} << (36 - IB)));  // −32 in Q(IB)
@@ -410,7 +461,11 @@ void step_block(const Int8LstmParams& p, int j0, int n, const std::int8_t* x, co
     const std::int16_t tc = tanh_bits >= 0 ? tanh_q(cn, tanh_bits) : gi;
     const std::int32_t prod = static_cast<std::int32_t>(go) * tc;
     const std::int32_t hq = rescale(prod, p.hidden_mult) + p.hidden_zp;
+#if defined(RNNCORE_Q8_ACLE)
+    h_next[j + static_cast<std::size_t>(u)] = static_cast<std::int8_t>(__ssat(hq, 8));
+#else
     h_next[j + static_cast<std::size_t>(u)] = static_cast<std::int8_t>(hq < -128 ? -128 : (hq > 127 ? 127 : hq));
+#endif
   }
 }
 
