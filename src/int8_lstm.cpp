@@ -217,6 +217,28 @@ RNNCORE_Q8_INLINE std::int32_t rescale(std::int32_t x, QuantizedMultiplier m) {
   return rounding_divide_by_pot(sat_rdhm32(shifted, m.multiplier), right);
 }
 
+// rescale for the step's loops, its shifts and rounding mask taken apart once per block. The
+// step's multipliers come from quantize_multiplier, in [2^30, 2^31): never −2^31, so the high
+// multiply's one saturating case (−2^31 · −2^31) cannot occur and is not tested for.
+struct StepMultiplier {
+  std::int32_t multiplier;
+  int left, right;
+  std::uint32_t mask, half;  // 2^right − 1 and its half (rounding_divide_by_pot's threshold)
+  explicit StepMultiplier(QuantizedMultiplier m)
+      : multiplier(m.multiplier),
+        left(m.shift > 0 ? m.shift : 0),
+        right(m.shift > 0 ? 0 : -m.shift),
+        mask((std::uint32_t{1} << right) - 1u),
+        half(mask >> 1) {}
+  RNNCORE_Q8_INLINE std::int32_t operator()(std::int32_t x) const {
+    const std::int32_t shifted = static_cast<std::int32_t>(static_cast<std::uint32_t>(x) << left);
+    const std::int32_t high =
+        static_cast<std::int32_t>((static_cast<std::int64_t>(shifted) * multiplier + (std::int64_t{1} << 30)) >> 31);
+    const std::uint32_t threshold = half + (high < 0 ? 1u : 0u);
+    return (high >> right) + ((static_cast<std::uint32_t>(high) & mask) > threshold ? 1 : 0);
+  }
+};
+
 }  // namespace
 
 Status quantize_multiplier(double scale, const char* what, QuantizedMultiplier* out) {
@@ -240,7 +262,10 @@ Status quantize_multiplier(double scale, const char* what, QuantizedMultiplier* 
   return Status::ok;
 }
 
-std::int32_t multiply_by_quantized_multiplier(std::int32_t x, QuantizedMultiplier m) { return rescale(x, m); }
+std::int32_t multiply_by_quantized_multiplier(std::int32_t x, QuantizedMultiplier m) {
+  // the step's arithmetic wherever it applies, so that the tests of this function cover it
+  return m.multiplier == std::numeric_limits<std::int32_t>::min() ? rescale(x, m) : StepMultiplier(m)(x);
+}
 
 std::int16_t sigmoid_q3_12(std::int16_t x) {
   if (x == 0) return kHalfQ0;
@@ -432,16 +457,18 @@ void step_block(const Int8LstmParams& p, int j0, int n, const std::int8_t* x, co
     // int32 accumulators as in TFLite (the kernels wrap, as TFLite's do, without overflow UB).
     p.dot(p.w[g] + j * I, n, p.input_size, x, p.x_bias[g] + j, ax);
     p.dot(p.r[g] + j * H, n, p.hidden_size, h, p.h_bias[g] + j, ah);
+    const StepMultiplier mx(p.x_mult[g]), mh(p.h_mult[g]);
     for (int u = 0; u < n; ++u) {
       // Each product is rescaled to Q3.12 on its own and saturated; then the two are summed and
       // saturated again (TFLite accumulates the recurrent part onto the saturated input part).
-      const std::int32_t zx = sat16(rescale(ax[u], p.x_mult[g]));
-      const std::int16_t z = static_cast<std::int16_t>(sat16(rescale(ah[u], p.h_mult[g]) + zx));
+      const std::int32_t zx = sat16(mx(ax[u]));
+      const std::int16_t z = static_cast<std::int16_t>(sat16(mh(ah[u]) + zx));
       act[g][u] = g == 2 ? tanh_fixed<3>(z) : sigmoid_q3_12(z);
     }
   }
   const int ig_shift = 30 + p.cell_log2;   // Q0.15 · Q0.15 → cell scale 2^cell_log2
   const int tanh_bits = 15 + p.cell_log2;  // integer bits of the cell state
+  const StepMultiplier m_hidden(p.hidden_mult);
   for (int u = 0; u < n; ++u) {
     const std::int16_t gi = act[0][u], gf = act[1][u], gg = act[2][u], go = act[3][u];
     std::int16_t& cell = c[j + static_cast<std::size_t>(u)];
@@ -460,7 +487,7 @@ void step_block(const Int8LstmParams& p, int j0, int n, const std::int8_t* x, co
     // Reproduced here, bit for bit (tested on Keras models converted with cell scale 2^-16).
     const std::int16_t tc = tanh_bits >= 0 ? tanh_q(cn, tanh_bits) : gi;
     const std::int32_t prod = static_cast<std::int32_t>(go) * tc;
-    const std::int32_t hq = rescale(prod, p.hidden_mult) + p.hidden_zp;
+    const std::int32_t hq = m_hidden(prod) + p.hidden_zp;
 #if defined(RNNCORE_Q8_ACLE)
     h_next[j + static_cast<std::size_t>(u)] = static_cast<std::int8_t>(__ssat(hq, 8));
 #else
