@@ -194,8 +194,15 @@ RNNCORE_Q8_INLINE std::int32_t exp_minus_abs(std::int32_t x) {
   return exp_on_negative_values<IB>(x < 0 ? x : -x);
 }
 
+// Logistic of a Q3.12 value, Q0.15: 1 / (1 + e^(−|x|)), then 1 − that for x < 0.
+RNNCORE_Q8_INLINE std::int16_t sigmoid_fixed(std::int16_t x) {
+  if (x == 0) return kHalfQ0;
+  const std::int32_t positive = sat16(reciprocal_of_one_plus(exp_minus_abs<3>(x)) * 2);  // Q2.13 → Q0.15
+  return static_cast<std::int16_t>(x > 0 ? positive : kOneQ0 - positive);
+}
+
 template <int IB>
-std::int16_t tanh_fixed(std::int16_t x) {
+RNNCORE_Q8_INLINE std::int16_t tanh_fixed(std::int16_t x) {
   if (x == 0) return 0;
   // tanh|x| = (1 − e^(−2|x|)) / (1 + e^(−2|x|)); −2|x| is the same raw value with one more integer bit
   const std::int32_t recip = reciprocal_of_one_plus(exp_minus_abs<IB + 1>(x));
@@ -267,12 +274,7 @@ std::int32_t multiply_by_quantized_multiplier(std::int32_t x, QuantizedMultiplie
   return m.multiplier == std::numeric_limits<std::int32_t>::min() ? rescale(x, m) : StepMultiplier(m)(x);
 }
 
-std::int16_t sigmoid_q3_12(std::int16_t x) {
-  if (x == 0) return kHalfQ0;
-  // 1 / (1 + e^(−|x|)), then 1 − that for x < 0
-  const std::int32_t positive = sat16(reciprocal_of_one_plus(exp_minus_abs<3>(x)) * 2);  // Q2.13 → Q0.15
-  return static_cast<std::int16_t>(x > 0 ? positive : kOneQ0 - positive);
-}
+std::int16_t sigmoid_q3_12(std::int16_t x) { return sigmoid_fixed(x); }
 
 std::int16_t tanh_q(std::int16_t x, int integer_bits) {
   switch (integer_bits) {
@@ -463,7 +465,7 @@ void step_block(const Int8LstmParams& p, int j0, int n, const std::int8_t* x, co
       // saturated again (TFLite accumulates the recurrent part onto the saturated input part).
       const std::int32_t zx = sat16(mx(ax[u]));
       const std::int16_t z = static_cast<std::int16_t>(sat16(mh(ah[u]) + zx));
-      act[g][u] = g == 2 ? tanh_fixed<3>(z) : sigmoid_q3_12(z);
+      act[g][u] = g == 2 ? tanh_fixed<3>(z) : sigmoid_fixed(z);
     }
   }
   const int ig_shift = 30 + p.cell_log2;   // Q0.15 · Q0.15 → cell scale 2^cell_log2
