@@ -239,8 +239,17 @@ struct StepMultiplier {
         half(mask >> 1) {}
   RNNCORE_Q8_INLINE std::int32_t operator()(std::int32_t x) const {
     const std::int32_t shifted = static_cast<std::int32_t>(static_cast<std::uint32_t>(x) << left);
+#if defined(RNNCORE_Q8_ACLE) && defined(__OPTIMIZE__)
+    // One SMLAL onto 2^30: GCC 12 otherwise sometimes widens the hoisted multiplier and emits a
+    // full 64 × 64 multiply (UMULL, MUL, MLA) for the input part.
+    std::uint32_t lo = std::uint32_t{1} << 30;
+    std::int32_t hi = 0;
+    __asm__("smlal %0, %1, %2, %3" : "+r"(lo), "+r"(hi) : "r"(shifted), "r"(multiplier));
+    const std::int32_t high = static_cast<std::int32_t>((lo >> 31) | (static_cast<std::uint32_t>(hi) << 1));
+#else
     const std::int32_t high =
         static_cast<std::int32_t>((static_cast<std::int64_t>(shifted) * multiplier + (std::int64_t{1} << 30)) >> 31);
+#endif
     const std::uint32_t threshold = half + (high < 0 ? 1u : 0u);
     return (high >> right) + ((static_cast<std::uint32_t>(high) & mask) > threshold ? 1 : 0);
   }
