@@ -239,7 +239,7 @@ struct StepMultiplier {
         half(mask >> 1) {}
   RNNCORE_Q8_INLINE std::int32_t operator()(std::int32_t x) const {
     const std::int32_t shifted = static_cast<std::int32_t>(static_cast<std::uint32_t>(x) << left);
-#if defined(RNNCORE_Q8_ACLE) && defined(__OPTIMIZE__)
+#if defined(RNNCORE_Q8_ACLE)
     // One SMLAL onto 2^30: GCC 12 otherwise sometimes widens the hoisted multiplier and emits a
     // full 64 × 64 multiply (UMULL, MUL, MLA) for the input part.
     std::uint32_t lo = std::uint32_t{1} << 30;
