@@ -121,7 +121,7 @@ fi
 
 field() { grep -o " $2=[^ ]*" "$1" | head -1 | cut -d= -f2; }
 
-echo "$(qemu-system-arm --version | head -1); $(arm-none-eabi-gcc --version | head -1); -mcpu=cortex-m4 -mfpu=fpv4-sp-d16, library -Os (firmware profile)."
+echo "$(qemu-system-arm --version | head -1); $(arm-none-eabi-gcc --version | head -1); -mcpu=cortex-m4 -mfpu=fpv4-sp-d16, library -Os (firmware profile; src/int8_lstm.cpp -O2)."
 echo "Guest instructions (not cycles); T1 = $T1, T2 = $T2 steps, double difference over 1 and 2 passes."
 echo
 echo "| H = I | MACs/step | int8 instr/step | int8 instr/MAC | of which the kernel (instr/MAC) | int8, scalar kernel: instr/step | f32 instr/step | f32 instr/MAC | f32 / int8 |"

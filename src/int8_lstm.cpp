@@ -10,6 +10,11 @@
 #include <cstring>
 #include <limits>
 
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SAT)
+#include <arm_acle.h>
+#define RNNCORE_Q8_ACLE 1  // SMLABB and SSAT (Cortex-M4/M7/M33, 32-bit ARMv7-A): the same values
+#endif
+
 #include "src/internal/error.hpp"
 
 namespace rnncore {
@@ -19,51 +24,61 @@ namespace {
 constexpr std::int32_t kI16Min = -32768;
 constexpr std::int32_t kI16Max = 32767;
 
-// 16-bit fixed-point arithmetic (gemmlowp's FixedPoint<int16_t, N> semantics).
+// 16-bit fixed-point arithmetic (gemmlowp's FixedPoint<int16_t, N> semantics), written for few
+// instructions: a literal transcription (tests/int8_fixed_point_reference.hpp, the first version
+// of this file) costs about 2,500 Cortex-M4 instructions per unit and step. Every function here
+// equals it on every input it can receive (tests/test_int8_lstm.cpp: all int16 inputs of the
+// sigmoid and of tanh with each integer_bits; random and extreme inputs of the rescaling). Where a
+// 16-bit sum of the reference wraps only for inputs the activations never produce, it is a plain
+// sum here; the exhaustive tests are what shows those cases do not occur.
 
-// Plain 16-bit addition or subtraction of raw values: wraps (two's complement).
+#if defined(__GNUC__)
+#define RNNCORE_Q8_INLINE inline __attribute__((always_inline))
+#else
+#define RNNCORE_Q8_INLINE inline
+#endif
+
 inline std::int16_t wrap16(std::int32_t v) {
   return static_cast<std::int16_t>(static_cast<std::uint16_t>(static_cast<std::uint32_t>(v) & 0xFFFFu));
 }
 
-inline std::int32_t wrap32(std::int64_t v) {
-  return static_cast<std::int32_t>(static_cast<std::uint32_t>(static_cast<std::uint64_t>(v) & 0xFFFFFFFFu));
+RNNCORE_Q8_INLINE std::int32_t sat16(std::int32_t v) {
+#if defined(RNNCORE_Q8_ACLE)
+  return __ssat(v, 16);
+#else
+  return v < kI16Min ? kI16Min : (v > kI16Max ? kI16Max : v);
+#endif
 }
 
-inline std::int16_t sat16(std::int32_t v) {
-  return static_cast<std::int16_t>(v < kI16Min ? kI16Min : (v > kI16Max ? kI16Max : v));
+// gemmlowp's rounding doubling high multiply on int16: (a·b + nudge) / 2^15 truncated, nudge
+// 2^14 for a·b >= 0 and 1 − 2^14 below. For a·b < 0 the sum is negative, so truncation is the
+// ceiling, and ceil((ab + 1 − 2^14) / 2^15) = floor((ab + 2^14) / 2^15): one add and one
+// arithmetic shift for both signs. Only (−2^15)² exceeds int16 (to 2^15), which saturates; the
+// result is never below −2^15, so a signed saturation to 16 bits is the same clamp. a and b are
+// int16 values (SMLABB multiplies the low halves).
+RNNCORE_Q8_INLINE std::int32_t rdhm16(std::int32_t a, std::int32_t b) {
+#if defined(RNNCORE_Q8_ACLE)
+  return __ssat(static_cast<std::int32_t>(__smlabb(a, b, 1 << 14)) >> 15, 16);
+#else
+  const std::int32_t r = (a * b + (1 << 14)) >> 15;
+  return r > kI16Max ? kI16Max : r;
+#endif
 }
 
-// round(a · b / 2^15), ties away from zero; the one overflowing case (−1 · −1) gives the maximum.
-inline std::int16_t rdhm16(std::int16_t a, std::int16_t b) {
-  if (a == kI16Min && b == kI16Min) return static_cast<std::int16_t>(kI16Max);
-  const std::int32_t ab = static_cast<std::int32_t>(a) * static_cast<std::int32_t>(b);
-  const std::int32_t nudge = ab >= 0 ? (1 << 14) : (1 - (1 << 14));
-  return static_cast<std::int16_t>((ab + nudge) / (1 << 15));  // division truncates toward zero
+// x / 2^E rounded half away from zero, for |x| < 2^30: floor((x + 2^(E−1) − [x < 0]) / 2^E).
+template <int E>
+constexpr RNNCORE_Q8_INLINE std::int32_t round_shift(std::int32_t x) {
+  static_assert(E >= 1 && E <= 29, "round_shift: E in 1..29");
+  return (x + (std::int32_t{1} << (E - 1)) - (x < 0 ? 1 : 0)) >> E;
 }
 
-// x / 2^e rounded to nearest, ties away from zero (arithmetic shift plus a remainder test).
-template <class T>
-inline T rounding_divide_by_pot(T x, int e) {
-  const std::int32_t xi = x;
-  const std::int32_t mask = (std::int32_t{1} << e) - 1;
-  const std::int32_t remainder = xi & mask;
-  const std::int32_t threshold = (mask >> 1) + (xi < 0 ? 1 : 0);
-  return static_cast<T>((xi >> e) + (remainder > threshold ? 1 : 0));
-}
-
-// x · 2^e for e > 0, saturating at the int16 range.
-inline std::int16_t sat_shl16(std::int16_t x, int e) {
-  const std::int32_t threshold = (std::int32_t{1} << (15 - e)) - 1;
-  if (x > threshold) return static_cast<std::int16_t>(kI16Max);
-  if (x < -threshold) return static_cast<std::int16_t>(kI16Min);
-  return static_cast<std::int16_t>(static_cast<std::int32_t>(x) * (std::int32_t{1} << e));
-}
-
-// (a + b) / 2 rounded half away from zero, in 32 bits.
-inline std::int16_t rounding_half_sum16(std::int16_t a, std::int16_t b) {
-  const std::int32_t sum = static_cast<std::int32_t>(a) + b;
-  return static_cast<std::int16_t>((sum + (sum >= 0 ? 1 : -1)) / 2);
+// The same for any int32 and a run-time e in 0..31 (arithmetic shift plus a remainder test,
+// which cannot overflow).
+RNNCORE_Q8_INLINE std::int32_t rounding_divide_by_pot(std::int32_t x, int e) {
+  const std::uint32_t mask = (std::uint32_t{1} << e) - 1u;
+  const std::uint32_t remainder = static_cast<std::uint32_t>(x) & mask;
+  const std::uint32_t threshold = (mask >> 1) + (x < 0 ? 1u : 0u);
+  return (x >> e) + (remainder > threshold ? 1 : 0);
 }
 
 // The 16-bit constant gemmlowp derives from a Q(n).(31−n) 32-bit constant: the constant divided by
@@ -79,76 +94,166 @@ constexpr std::int16_t kExpMinusEighth = c16(1895147668);  // exp(−1/8), Q0.31
 constexpr std::int16_t kOneThird = c16(715827883);         // 1/3, Q0.31
 constexpr std::int16_t k48Over17 = c16(1515870810);        // 48/17, Q2.29
 constexpr std::int16_t kMinus32Over17 = c16(-1010580540);  // −32/17, Q2.29
+// exp(−2^k) in Q0.15 for k = −2 .. 4
+constexpr std::int16_t kExpFactor[7] = {c16(1672461947), c16(1302514674), c16(790015084), c16(290630308),
+                                        c16(39332535),   c16(720401),     c16(242)};
+
+// rdhm16 and sat16 evaluable at compile time (for the table below).
+constexpr std::int32_t rdhm16_portable(std::int32_t a, std::int32_t b) {
+  const std::int32_t r = (a * b + (1 << 14)) >> 15;
+  return r > kI16Max ? kI16Max : r;
+}
 
 // exp(a) for a in [−1/4, 0), Q0.15 in and out: fourth-order Taylor expansion around −1/8.
-std::int16_t exp_on_interval_quarter(std::int16_t a) {
-  const std::int16_t x = wrap16(a + (1 << 12));  // a + 1/8
-  const std::int16_t x2 = rdhm16(x, x);
-  const std::int16_t x3 = rdhm16(x2, x);
-  const std::int16_t x4 = rdhm16(x2, x2);
-  const std::int16_t x4_over_4 = rounding_divide_by_pot<std::int16_t>(x4, 2);
-  const std::int16_t poly = rounding_divide_by_pot<std::int16_t>(
-      wrap16(rdhm16(wrap16(x4_over_4 + x3), kOneThird) + x2), 1);  // x²/2 + x³/6 + x⁴/24
-  return sat16(static_cast<std::int32_t>(kExpMinusEighth) + rdhm16(kExpMinusEighth, wrap16(x + poly)));
+// kConst: the portable arithmetic, for constant evaluation.
+template <bool kConst>
+constexpr std::int32_t exp_on_interval_quarter(std::int32_t a) {
+  const auto mul = [](std::int32_t u, std::int32_t v) {
+    if constexpr (kConst) {
+      return rdhm16_portable(u, v);
+    } else {
+      return rdhm16(u, v);
+    }
+  };
+  const std::int32_t x = a + (1 << 12);  // a + 1/8, in [−1/8, 1/8)
+  const std::int32_t x2 = mul(x, x);
+  const std::int32_t x3 = mul(x2, x);
+  const std::int32_t x4 = mul(x2, x2);
+  const std::int32_t poly = round_shift<1>(mul(round_shift<2>(x4) + x3, kOneThird) + x2);
+  const std::int32_t e = kExpMinusEighth + mul(kExpMinusEighth, x + poly);
+  if constexpr (kConst) {
+    return e < kI16Min ? kI16Min : (e > kI16Max ? kI16Max : e);
+  } else {
+    return sat16(e);
+  }
 }
 
-// exp(a) for a ≤ 0 given with `ib` integer bits (Q(ib).(15−ib)), result in Q0.15: exp of the
-// residue in [−1/4, 0), then one factor exp(−2^k) per set bit of the rest (k = −2 .. 4).
-std::int16_t exp_on_negative_values(std::int16_t a, int ib) {
-  const int frac = 15 - ib;
-  const std::int32_t quarter = std::int32_t{1} << (frac - 2);
-  const std::int16_t a_mod_quarter_minus_quarter = wrap16((a & (quarter - 1)) - quarter);
-  std::int16_t result = exp_on_interval_quarter(
-      ib > 0 ? sat_shl16(a_mod_quarter_minus_quarter, ib) : a_mod_quarter_minus_quarter);
-  const std::int32_t remainder = wrap16(a_mod_quarter_minus_quarter - a);
-  struct Factor {
-    int exponent;
-    std::int16_t value;  // exp(−2^exponent) in Q0.15
-  };
-  static constexpr Factor kFactors[] = {
-      {-2, c16(1672461947)}, {-1, c16(1302514674)}, {0, c16(790015084)}, {1, c16(290630308)},
-      {2, c16(39332535)},    {3, c16(720401)},      {4, c16(242)},
-  };
-  for (const Factor& f : kFactors) {
-    if (ib > f.exponent && (remainder & (std::int32_t{1} << (frac + f.exponent))) != 0) {
-      result = rdhm16(result, f.value);
-    }
+// exp on [−1/4, 0) at the multiples of 2^-12 (1,024 values, 2 KiB of flash): with 3 or more
+// integer bits (the sigmoid, the cell gate's tanh, tanh of a cell state of scale 2^-13 or coarser)
+// every argument the exponential passes it is one of those, so a load replaces ~28 instructions.
+struct ExpQuarterTable {
+  std::int16_t v[1024] = {};
+  constexpr ExpQuarterTable() {
+    for (int i = 0; i < 1024; ++i) v[i] = static_cast<std::int16_t>(exp_on_interval_quarter<true>(8 * i - 8192));
   }
-  if (ib > 5) {
-    const std::int16_t clamp = c16(-(std::int32_t{1} << (36 - ib)));  // −32 in Q(ib)
+};
+constexpr ExpQuarterTable kExpQuarter{};
+
+// The factors exp(−2^k), k = K .. min(4, IB − 1), for the set bits of the remainder, unrolled at
+// compile time (bit positions and constants become immediates).
+template <int IB, int K>
+RNNCORE_Q8_INLINE std::int32_t apply_exp_factors(std::int32_t result, std::int32_t remainder) {
+  if constexpr (K > 4 || K >= IB) {
+    (void)remainder;
+    return result;
+  } else {
+    if ((remainder & (std::int32_t{1} << (15 - IB + K))) != 0) result = rdhm16(result, kExpFactor[K + 2]);
+    return apply_exp_factors<IB, K + 1>(result, remainder);
+  }
+}
+
+// exp(a) for a ≤ 0 given with IB integer bits (Q(IB).(15−IB)), result in Q0.15: exp of the
+// residue in [−1/4, 0), then one factor exp(−2^k) per set bit of the rest (k = −2 .. 4).
+template <int IB>
+RNNCORE_Q8_INLINE std::int32_t exp_on_negative_values(std::int32_t a) {
+  static_assert(IB >= 1 && IB <= 7, "exp_on_negative_values: 1..7 integer bits");
+  constexpr std::int32_t quarter = std::int32_t{1} << (13 - IB);
+  const std::int32_t residue = (a & (quarter - 1)) - quarter;  // in [−quarter, 0)
+  // residue · 2^IB lies in [−2^13, 0): the reference's saturating shift never saturates here.
+  std::int32_t result;
+  if constexpr (IB >= 3) {
+    result = kExpQuarter.v[(a & (quarter - 1)) << (IB - 3)];  // residue · 2^IB = 8 · index − 2^13
+  } else {
+    result = exp_on_interval_quarter<false>(residue * (std::int32_t{1} << IB));
+  }
+  result = apply_exp_factors<IB, -2>(result, residue - a);
+  if constexpr (IB > 5) {
+    constexpr std::int16_t clamp = c16(-(std::int32_t{1} << (36 - IB)));  // −32 in Q(IB)
     if (a < clamp) result = 0;
   }
-  if (a == 0) result = kOneQ0;
-  return result;
+  return a == 0 ? kOneQ0 : result;
 }
 
-// Newton–Raphson reciprocal of (1 + a)/2 for a in [0, 1], in Q2.13 (three iterations).
-std::int16_t reciprocal_half_denominator(std::int16_t half_denominator) {
-  std::int16_t x = wrap16(k48Over17 + rdhm16(half_denominator, kMinus32Over17));
-  for (int i = 0; i < 3; ++i) {
-    const std::int16_t half_denominator_times_x = rdhm16(half_denominator, x);
-    const std::int16_t one_minus = wrap16(kOneQ2 - half_denominator_times_x);
-    x = wrap16(x + sat_shl16(rdhm16(x, one_minus), 2));
-  }
-  return x;
+// Newton–Raphson reciprocal of (1 + a)/2 for a in [0, 1], in Q2.13 (three iterations, as gemmlowp).
+RNNCORE_Q8_INLINE std::int32_t newton_step(std::int32_t half_denominator, std::int32_t x) {
+  const std::int32_t one_minus = kOneQ2 - rdhm16(half_denominator, x);
+  return x + sat16(rdhm16(x, one_minus) * 4);  // the saturating ·4 of Q0.15 → Q2.13
 }
 
-// 1 / (1 + a), a in [0, 1], Q0.15.
-std::int16_t one_over_one_plus_x(std::int16_t a) {
-  return sat_shl16(reciprocal_half_denominator(rounding_half_sum16(a, kOneQ0)), 1);
+RNNCORE_Q8_INLINE std::int32_t reciprocal_of_one_plus(std::int32_t a) {
+  const std::int32_t half_denominator = (a + kOneQ0 + 1) >> 1;  // (a + 1)/2 rounded; a + 1 > 0
+  std::int32_t x = k48Over17 + rdhm16(half_denominator, kMinus32Over17);
+  x = newton_step(half_denominator, x);
+  x = newton_step(half_denominator, x);
+  return newton_step(half_denominator, x);
 }
 
-// (1 − a) / (1 + a), a in [0, 1], Q0.15.
-std::int16_t one_minus_x_over_one_plus_x(std::int16_t a) {
-  return sat_shl16(wrap16(reciprocal_half_denominator(rounding_half_sum16(a, kOneQ0)) - kOneQ2), 2);
+// exp(−|x|) of a value with IB integer bits; its argument is −|x| (−2^15 stays itself).
+template <int IB>
+RNNCORE_Q8_INLINE std::int32_t exp_minus_abs(std::int32_t x) {
+  return exp_on_negative_values<IB>(x < 0 ? x : -x);
+}
+
+// Logistic of a Q3.12 value, Q0.15: 1 / (1 + e^(−|x|)), then 1 − that for x < 0.
+RNNCORE_Q8_INLINE std::int16_t sigmoid_fixed(std::int16_t x) {
+  if (x == 0) return kHalfQ0;
+  const std::int32_t positive = sat16(reciprocal_of_one_plus(exp_minus_abs<3>(x)) * 2);  // Q2.13 → Q0.15
+  return static_cast<std::int16_t>(x > 0 ? positive : kOneQ0 - positive);
+}
+
+template <int IB>
+RNNCORE_Q8_INLINE std::int16_t tanh_fixed(std::int16_t x) {
+  if (x == 0) return 0;
+  // tanh|x| = (1 − e^(−2|x|)) / (1 + e^(−2|x|)); −2|x| is the same raw value with one more integer bit
+  const std::int32_t recip = reciprocal_of_one_plus(exp_minus_abs<IB + 1>(x));
+  const std::int32_t t = sat16((recip - kOneQ2) * 4);  // (2/(1 + e) − 1), Q2.13 → Q0.15
+  return static_cast<std::int16_t>(x < 0 ? -t : t);
 }
 
 inline std::int32_t sat_rdhm32(std::int32_t a, std::int32_t b) {
+  // as rdhm16: floor((ab + 2^30) / 2^31) equals gemmlowp's nudged truncating division
   if (a == std::numeric_limits<std::int32_t>::min() && b == a) return std::numeric_limits<std::int32_t>::max();
-  const std::int64_t ab = static_cast<std::int64_t>(a) * b;
-  const std::int64_t nudge = ab >= 0 ? (std::int64_t{1} << 30) : (1 - (std::int64_t{1} << 30));
-  return static_cast<std::int32_t>((ab + nudge) / (std::int64_t{1} << 31));
+  return static_cast<std::int32_t>((static_cast<std::int64_t>(a) * b + (std::int64_t{1} << 30)) >> 31);
 }
+
+RNNCORE_Q8_INLINE std::int32_t rescale(std::int32_t x, QuantizedMultiplier m) {
+  const int left = m.shift > 0 ? m.shift : 0;
+  const int right = m.shift > 0 ? 0 : -m.shift;
+  // TFLite multiplies in int32; with left > 0 that wraps on overflow, reproduced without UB.
+  const std::int32_t shifted = static_cast<std::int32_t>(static_cast<std::uint32_t>(x) << left);
+  return rounding_divide_by_pot(sat_rdhm32(shifted, m.multiplier), right);
+}
+
+// rescale for the step's loops, its shifts and rounding mask taken apart once per block. The
+// step's multipliers come from quantize_multiplier, in [2^30, 2^31): never −2^31, so the high
+// multiply's one saturating case (−2^31 · −2^31) cannot occur and is not tested for.
+struct StepMultiplier {
+  std::int32_t multiplier;
+  int left, right;
+  std::uint32_t mask, half;  // 2^right − 1 and its half (rounding_divide_by_pot's threshold)
+  explicit StepMultiplier(QuantizedMultiplier m)
+      : multiplier(m.multiplier),
+        left(m.shift > 0 ? m.shift : 0),
+        right(m.shift > 0 ? 0 : -m.shift),
+        mask((std::uint32_t{1} << right) - 1u),
+        half(mask >> 1) {}
+  RNNCORE_Q8_INLINE std::int32_t operator()(std::int32_t x) const {
+    const std::int32_t shifted = static_cast<std::int32_t>(static_cast<std::uint32_t>(x) << left);
+#if defined(RNNCORE_Q8_ACLE)
+    // One SMLAL onto 2^30: GCC 12 otherwise sometimes widens the hoisted multiplier and emits a
+    // full 64 × 64 multiply (UMULL, MUL, MLA) for the input part.
+    std::uint32_t lo = std::uint32_t{1} << 30;
+    std::int32_t hi = 0;
+    __asm__("smlal %0, %1, %2, %3" : "+r"(lo), "+r"(hi) : "r"(shifted), "r"(multiplier));
+    const std::int32_t high = static_cast<std::int32_t>((lo >> 31) | (static_cast<std::uint32_t>(hi) << 1));
+#else
+    const std::int32_t high =
+        static_cast<std::int32_t>((static_cast<std::int64_t>(shifted) * multiplier + (std::int64_t{1} << 30)) >> 31);
+#endif
+    const std::uint32_t threshold = half + (high < 0 ? 1u : 0u);
+    return (high >> right) + ((static_cast<std::uint32_t>(high) & mask) > threshold ? 1 : 0);
+  }
+};
 
 }  // namespace
 
@@ -174,27 +279,23 @@ Status quantize_multiplier(double scale, const char* what, QuantizedMultiplier* 
 }
 
 std::int32_t multiply_by_quantized_multiplier(std::int32_t x, QuantizedMultiplier m) {
-  const int left = m.shift > 0 ? m.shift : 0;
-  const int right = m.shift > 0 ? 0 : -m.shift;
-  // TFLite multiplies in int32; with left > 0 that wraps on overflow, reproduced without UB.
-  const std::int32_t shifted = static_cast<std::int32_t>(static_cast<std::uint32_t>(x) << left);
-  return rounding_divide_by_pot<std::int32_t>(sat_rdhm32(shifted, m.multiplier), right);
+  // the step's arithmetic wherever it applies, so that the tests of this function cover it
+  return m.multiplier == std::numeric_limits<std::int32_t>::min() ? rescale(x, m) : StepMultiplier(m)(x);
 }
 
-std::int16_t sigmoid_q3_12(std::int16_t x) {
-  if (x == 0) return kHalfQ0;
-  const std::int16_t abs_x = x > 0 ? x : wrap16(-static_cast<std::int32_t>(x));
-  const std::int16_t positive = one_over_one_plus_x(exp_on_negative_values(wrap16(-static_cast<std::int32_t>(abs_x)), 3));
-  return x > 0 ? positive : wrap16(kOneQ0 - positive);
-}
+std::int16_t sigmoid_q3_12(std::int16_t x) { return sigmoid_fixed(x); }
 
 std::int16_t tanh_q(std::int16_t x, int integer_bits) {
-  if (integer_bits < 0 || integer_bits > 6) return 0;
-  if (x == 0) return 0;
-  const std::int16_t neg_abs = x < 0 ? x : wrap16(-static_cast<std::int32_t>(x));
-  // tanh|x| = (1 − e^(−2|x|)) / (1 + e^(−2|x|)); −2|x| is the same raw value with one more integer bit
-  const std::int16_t t = one_minus_x_over_one_plus_x(exp_on_negative_values(neg_abs, integer_bits + 1));
-  return x < 0 ? wrap16(-static_cast<std::int32_t>(t)) : t;
+  switch (integer_bits) {
+    case 0: return tanh_fixed<0>(x);
+    case 1: return tanh_fixed<1>(x);
+    case 2: return tanh_fixed<2>(x);
+    case 3: return tanh_fixed<3>(x);
+    case 4: return tanh_fixed<4>(x);
+    case 5: return tanh_fixed<5>(x);
+    case 6: return tanh_fixed<6>(x);
+    default: return 0;
+  }
 }
 
 namespace {
@@ -367,22 +468,24 @@ void step_block(const Int8LstmParams& p, int j0, int n, const std::int8_t* x, co
     // int32 accumulators as in TFLite (the kernels wrap, as TFLite's do, without overflow UB).
     p.dot(p.w[g] + j * I, n, p.input_size, x, p.x_bias[g] + j, ax);
     p.dot(p.r[g] + j * H, n, p.hidden_size, h, p.h_bias[g] + j, ah);
+    const StepMultiplier mx(p.x_mult[g]), mh(p.h_mult[g]);
     for (int u = 0; u < n; ++u) {
       // Each product is rescaled to Q3.12 on its own and saturated; then the two are summed and
       // saturated again (TFLite accumulates the recurrent part onto the saturated input part).
-      const std::int16_t zx = sat16(multiply_by_quantized_multiplier(ax[u], p.x_mult[g]));
-      const std::int16_t z = sat16(multiply_by_quantized_multiplier(ah[u], p.h_mult[g]) + zx);
-      act[g][u] = g == 2 ? tanh_q(z, 3) : sigmoid_q3_12(z);
+      const std::int32_t zx = sat16(mx(ax[u]));
+      const std::int16_t z = static_cast<std::int16_t>(sat16(mh(ah[u]) + zx));
+      act[g][u] = g == 2 ? tanh_fixed<3>(z) : sigmoid_fixed(z);
     }
   }
   const int ig_shift = 30 + p.cell_log2;   // Q0.15 · Q0.15 → cell scale 2^cell_log2
   const int tanh_bits = 15 + p.cell_log2;  // integer bits of the cell state
+  const StepMultiplier m_hidden(p.hidden_mult);
   for (int u = 0; u < n; ++u) {
     const std::int16_t gi = act[0][u], gf = act[1][u], gg = act[2][u], go = act[3][u];
     std::int16_t& cell = c[j + static_cast<std::size_t>(u)];
-    const std::int32_t fc = rounding_divide_by_pot<std::int32_t>(static_cast<std::int32_t>(gf) * cell, 15);
-    const std::int32_t ig = rounding_divide_by_pot<std::int32_t>(static_cast<std::int32_t>(gi) * gg, ig_shift);
-    std::int16_t cn = sat16(wrap16(fc) + wrap16(ig));  // each product is stored as int16 first
+    const std::int32_t fc = round_shift<15>(static_cast<std::int32_t>(gf) * cell);
+    const std::int32_t ig = rounding_divide_by_pot(static_cast<std::int32_t>(gi) * gg, ig_shift);
+    std::int16_t cn = static_cast<std::int16_t>(sat16(wrap16(fc) + wrap16(ig)));  // each product is stored as int16 first
     if (p.cell_clip > 0) {
       if (cn > p.cell_clip) cn = p.cell_clip;
       if (cn < -p.cell_clip) cn = static_cast<std::int16_t>(-p.cell_clip);
@@ -395,8 +498,12 @@ void step_block(const Int8LstmParams& p, int j0, int n, const std::int8_t* x, co
     // Reproduced here, bit for bit (tested on Keras models converted with cell scale 2^-16).
     const std::int16_t tc = tanh_bits >= 0 ? tanh_q(cn, tanh_bits) : gi;
     const std::int32_t prod = static_cast<std::int32_t>(go) * tc;
-    const std::int32_t hq = multiply_by_quantized_multiplier(prod, p.hidden_mult) + p.hidden_zp;
+    const std::int32_t hq = m_hidden(prod) + p.hidden_zp;
+#if defined(RNNCORE_Q8_ACLE)
+    h_next[j + static_cast<std::size_t>(u)] = static_cast<std::int8_t>(__ssat(hq, 8));
+#else
     h_next[j + static_cast<std::size_t>(u)] = static_cast<std::int8_t>(hq < -128 ? -128 : (hq > 127 ? 127 : hq));
+#endif
   }
 }
 

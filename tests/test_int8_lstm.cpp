@@ -18,6 +18,7 @@
 
 #include "rnncore/io/safetensors.hpp"
 #include "src/internal/int8_lstm.hpp"
+#include "tests/int8_fixed_point_reference.hpp"
 #include "tests/golden_files.hpp"
 
 using namespace rnncore;
@@ -366,6 +367,71 @@ TEST_CASE("int8 LSTM: quantize_multiplier and the fixed-point activations") {
   CHECK(worst_t < 13.0 / 32768);
 }
 
+// src/int8_lstm.cpp computes the activations and the rescaling with fewer instructions than a
+// literal transcription of gemmlowp's and TFLite's arithmetic (tests/int8_fixed_point_reference.hpp,
+// the version that first matched LiteRT). The activations are functions of one int16: equal on
+// every input, for every integer_bits tanh accepts (and 0 outside 0..6, as before).
+TEST_CASE("int8 LSTM: the fixed-point activations equal the reference on every int16 input") {
+  long sigmoid_diffs = 0, tanh_diffs = 0;
+  for (int v = -32768; v <= 32767; ++v) {
+    const std::int16_t x = static_cast<std::int16_t>(v);
+    if (sigmoid_q3_12(x) != reference::sigmoid_q3_12(x)) {
+      if (++sigmoid_diffs <= 5) FAIL_CHECK("sigmoid_q3_12(" << v << ") = " << sigmoid_q3_12(x) << ", reference " << reference::sigmoid_q3_12(x));
+    }
+    for (int ib = -1; ib <= 7; ++ib) {
+      if (tanh_q(x, ib) != reference::tanh_q(x, ib)) {
+        if (++tanh_diffs <= 5) FAIL_CHECK("tanh_q(" << v << ", " << ib << ") = " << tanh_q(x, ib) << ", reference " << reference::tanh_q(x, ib));
+      }
+    }
+  }
+  CHECK(sigmoid_diffs == 0);
+  CHECK(tanh_diffs == 0);
+}
+
+// The rescaling: every multiplier shift quantize_multiplier produces (-31..30), multipliers at
+// and between the ends of [2^30, 2^31), and accumulators random, near 0, near the int32 ends and
+// at the rounding ties of each shift.
+TEST_CASE("int8 LSTM: multiply_by_quantized_multiplier equals the reference") {
+  std::mt19937 rng(2026);
+  std::uniform_int_distribution<std::int32_t> any(std::numeric_limits<std::int32_t>::min(),
+                                                  std::numeric_limits<std::int32_t>::max());
+  std::uniform_int_distribution<std::int32_t> mult(1 << 30, std::numeric_limits<std::int32_t>::max());
+  long diffs = 0, checked = 0;
+  const auto check = [&](std::int32_t x, QuantizedMultiplier m) {
+    ++checked;
+    const std::int32_t got = multiply_by_quantized_multiplier(x, m), want = reference::multiply_by_quantized_multiplier(x, m);
+    if (got != want && ++diffs <= 5) {
+      FAIL_CHECK("x " << x << " multiplier " << m.multiplier << " shift " << m.shift << ": " << got << ", reference " << want);
+    }
+  };
+  const std::int32_t kMin = std::numeric_limits<std::int32_t>::min(), kMax = std::numeric_limits<std::int32_t>::max();
+  for (int shift = -31; shift <= 30; ++shift) {
+    const std::int32_t multipliers[] = {1 << 30, (1 << 30) + 1, 1518500250, kMax - 1, kMax, mult(rng), mult(rng)};
+    for (const std::int32_t mm : multipliers) {
+      const QuantizedMultiplier m{mm, shift};
+      for (std::int32_t x = -300; x <= 300; ++x) check(x, m);
+      for (std::int32_t d = 0; d < 64; ++d) {
+        check(kMin + d, m);
+        check(kMax - d, m);
+      }
+      for (int e = 0; e <= 31; ++e) {  // around ±2^e: ties of the rounding shifts
+        const std::int64_t t = std::int64_t{1} << e;
+        for (int d = -2; d <= 2; ++d) {
+          if (t + d <= kMax) check(static_cast<std::int32_t>(t + d), m);
+          check(static_cast<std::int32_t>(-t + d), m);
+        }
+      }
+      for (int k = 0; k < 2000; ++k) check(any(rng), m);
+    }
+  }
+  // the multiplier −2^31 (not one quantize_multiplier makes): the one saturating product
+  for (int shift = -3; shift <= 3; ++shift) {
+    for (const std::int32_t x : {kMin, kMin + 1, -1, 0, 1, kMax}) check(x, QuantizedMultiplier{kMin, shift});
+  }
+  CHECK(checked > 1000000);
+  CHECK(diffs == 0);
+}
+
 // Every kernel of this build (on ARM with the DSP extension: i8_dot_rows_dsp_4x16, see
 // src/int8_dot_dsp.cpp) against the scalar one: any rows (the 4-row passes and the single-row
 // rest), any K (the 8-column loop, the 4-column step, the 1..3 column tail), weights and vector at
@@ -385,7 +451,7 @@ TEST_CASE("int8 dot kernels: DSP kernel equals the scalar kernel") {
   std::vector<std::int8_t> wbuf(9 * 300 + 8), vbuf(300 + 8);
   std::vector<std::int32_t> bias(9), want(9), got(9);
   for (int trial = 0; trial < 600; ++trial) {
-    const int rows = pick(1, 9), K = trial < 300 ? trial + 1 : pick(1, 300);
+    const int rows = pick(1, kUnitBlock + 1), K = trial < 300 ? trial + 1 : pick(1, 300);
     const int wo = pick(0, 3), vo = pick(0, 3);  // misalign both
     const int mode = trial % 4;  // 0: random, 1: all -128, 2: -128/127 mixed, 3: small
     for (auto& x : wbuf) x = static_cast<std::int8_t>(mode == 1 ? -128 : mode == 2 ? (pick(0, 1) ? 127 : -128) : mode == 3 ? pick(-2, 2) : pick(-128, 127));

@@ -86,7 +86,7 @@ inline std::size_t int8_lstm_bias_words(int hidden_size) { return 8 * static_cas
 inline std::size_t int8_lstm_scratch_bytes(int hidden_size) { return static_cast<std::size_t>(hidden_size); }
 
 /// Units a step computes together: the kernels run on blocks of this many rows of each gate.
-constexpr int kUnitBlock = 8;
+constexpr int kUnitBlock = 16;
 
 /// Checks the quantization and derives the fixed-point multipliers, the cell shift and clip, and
 /// the effective biases (into `bias_storage`, int8_lstm_bias_words(H) words). `bias[g]` may be

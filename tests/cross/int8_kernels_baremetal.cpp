@@ -2,7 +2,7 @@
 // against the scalar kernel, on the emulated core: the check of tests/test_int8_lstm.cpp ("int8
 // dot kernels: ..."), which runs on the hosts and under qemu-user, repeated for the firmware
 // build's own code (Thumb-2 at -Os, another register allocation around the kernel's assembly).
-// Random shapes: rows 1..9, K 1..300 (every K once, then at random), weights and vector at every
+// Random shapes: rows 1..kUnitBlock + 1, K 1..300 (every K once, then at random), weights and vector at every
 // alignment, the int8 extremes, biases near the int32 limits so that sums wrap. Prints PASS and
 // exits 0, or the first mismatch and FAIL. Runs from static memory (no heap, no printf).
 #include <cstdint>
@@ -12,6 +12,8 @@ extern "C" {  // the examples' C console and board
 #include "examples/firmware/console.h"
 }
 #include "src/internal/int8_kernels.hpp"
+#include "src/internal/int8_lstm.hpp"
+#include "tests/int8_fixed_point_reference.hpp"
 
 namespace {
 
@@ -26,7 +28,7 @@ std::uint32_t next_u32() {  // xorshift32
 }
 int pick(int lo, int hi) { return lo + static_cast<int>(next_u32() % static_cast<std::uint32_t>(hi - lo + 1)); }
 
-constexpr int kMaxRows = 9, kMaxK = 300;
+constexpr int kMaxRows = rnncore::q8::kUnitBlock + 1, kMaxK = 300;
 std::int8_t g_w[kMaxRows * kMaxK + 8], g_v[kMaxK + 8];
 std::int32_t g_bias[kMaxRows], g_want[kMaxRows], g_got[kMaxRows + 1];
 
@@ -85,6 +87,35 @@ int run() {
   return 0;
 }
 
+// The fixed-point sigmoid and tanh of src/int8_lstm.cpp (on Cortex-M: SMLABB, SSAT, the exp
+// table, -O2) against the transcription of gemmlowp's arithmetic, on every int16 input and every
+// integer_bits of tanh: the check of tests/test_int8_lstm.cpp on the firmware build's own code.
+int run_activations() {
+  namespace q8 = rnncore::q8;
+  for (int v = -32768; v <= 32767; ++v) {
+    const std::int16_t x = static_cast<std::int16_t>(v);
+    int bad_ib = -2;  // -1: the sigmoid; 0..6: tanh with that many integer bits
+    if (q8::sigmoid_q3_12(x) != q8::reference::sigmoid_q3_12(x)) bad_ib = -1;
+    for (int ib = 0; ib <= 6 && bad_ib == -2; ++ib) {
+      if (q8::tanh_q(x, ib) != q8::reference::tanh_q(x, ib)) bad_ib = ib;
+    }
+    if (bad_ib != -2) {
+      put(bad_ib == -1 ? "FAIL: sigmoid_q3_12 differs from the reference at x = " : "FAIL: tanh_q differs from the reference at x = ");
+      put(v < 0 ? "-" : "");
+      put_uint(static_cast<unsigned long>(v < 0 ? -v : v));
+      if (bad_ib >= 0) {
+        put(", integer bits ");
+        put_uint(static_cast<unsigned long>(bad_ib));
+      }
+      end_line();
+      return 1;
+    }
+  }
+  put("int8 activations: sigmoid and tanh (integer bits 0..6) equal the reference on all 65536 inputs; PASS");
+  end_line();
+  return 0;
+}
+
 }  // namespace
 
-extern "C" int main(void) { return run(); }
+extern "C" int main(void) { return run() != 0 ? 1 : run_activations(); }
