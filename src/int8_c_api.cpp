@@ -3,6 +3,7 @@
 
 #include "rnncore/int8.h"
 #include "src/internal/error.hpp"
+#include "src/internal/int8_dense.hpp"
 #include "src/internal/int8_lstm.hpp"
 
 namespace rnncore {
@@ -11,6 +12,8 @@ namespace {
 static_assert(RNNCORE_INT8_LSTM_GATES == q8::kGates, "RNNCORE_INT8_LSTM_GATES is out of date");
 static_assert(sizeof(q8::Int8LstmParams) <= sizeof(rnncore_int8_lstm), "RNNCORE_INT8_LSTM_BYTES is too small");
 static_assert(alignof(rnncore_int8_lstm) >= alignof(q8::Int8LstmParams), "rnncore_int8_lstm is under-aligned");
+static_assert(sizeof(q8::Int8DenseParams) <= sizeof(rnncore_int8_dense), "RNNCORE_INT8_DENSE_BYTES is too small");
+static_assert(alignof(rnncore_int8_dense) >= alignof(q8::Int8DenseParams), "rnncore_int8_dense is under-aligned");
 
 q8::Int8LstmQuantization to_cpp(const rnncore_int8_lstm_quantization& c) {
   q8::Int8LstmQuantization q;
@@ -98,6 +101,37 @@ const char* rnncore_int8_lstm_kernel_name(const rnncore_int8_lstm* lstm) {
   for (int i = 0; i < n; ++i)
     if (k[i].fn == params(lstm).dot) return k[i].name;
   return "";
+}
+
+rnncore_status rnncore_int8_dense_prepare(const rnncore_int8_dense_quantization* q, int32_t in_size,
+                                          int32_t out_size, const int8_t* w, const int32_t* bias,
+                                          int32_t* bias_storage, float* scale_storage, rnncore_int8_dense* dense) {
+  if (q == nullptr || dense == nullptr)
+    return detail::fail(RNNCORE_ERR_NULL_POINTER, "rnncore_int8_dense_prepare: q and dense must not be null");
+  q8::Int8DenseQuantization cq;
+  cq.input_scale = q->input_scale;
+  cq.input_zp = q->input_zp;
+  cq.w_scales = q->w_scales;
+  cq.w_scale_count = q->w_scale_count;
+  cq.output_scale = q->output_scale;
+  cq.output_zp = q->output_zp;
+  cq.relu = q->relu != 0;
+  q8::Int8DenseParams p;
+  const Status s = q8::int8_dense_prepare(cq, in_size, out_size, w, bias, bias_storage, scale_storage, &p);
+  new (dense->opaque) q8::Int8DenseParams(s == Status::ok ? p : q8::Int8DenseParams{});
+  return static_cast<rnncore_status>(s);
+}
+
+rnncore_status rnncore_int8_dense_run(const rnncore_int8_dense* dense, int32_t batch, const int8_t* x, int8_t* y) {
+  detail::clear_error();
+  if (dense == nullptr || x == nullptr || y == nullptr)
+    return detail::fail(RNNCORE_ERR_NULL_POINTER, "rnncore_int8_dense_run: dense, x and y must not be null");
+  const q8::Int8DenseParams& p = *std::launder(reinterpret_cast<const q8::Int8DenseParams*>(dense->opaque));
+  if (p.dot == nullptr || p.w == nullptr)
+    return detail::fail(RNNCORE_ERR_WEIGHTS_NOT_PACKED, "rnncore_int8_dense_run: the layer was not prepared");
+  if (batch < 0) return detail::fail(RNNCORE_ERR_INVALID_SIZE, "rnncore_int8_dense_run: batch %d < 0", batch);
+  q8::int8_dense(p, batch, x, y);
+  return RNNCORE_OK;
 }
 
 }  // extern "C"

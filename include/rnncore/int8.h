@@ -7,6 +7,7 @@
  *                                    effective biases into caller memory (or _prepare_folded: the
  *                                    biases folded ahead of time, e.g. by `rnncore export-c`, in flash)
  *   rnncore_int8_lstm_run            runs steps; the state (h int8, c int16) is the caller's
+ *   rnncore_int8_dense_*             a Dense layer on the LSTM's last step (Keras Dense head)
  *
  * Nothing allocates; the weights are read where they lie (flash) and never copied. A prepared
  * rnncore_int8_lstm is a fixed-size value that points into the weights and biases it was given.
@@ -95,6 +96,44 @@ rnncore_status rnncore_int8_lstm_run(const rnncore_int8_lstm* lstm, int32_t batc
 
 /** The matrix-vector kernel a prepared LSTM runs (e.g. "i8_dot_rows_scalar"); "" if not prepared. */
 const char* rnncore_int8_lstm_kernel_name(const rnncore_int8_lstm* lstm);
+
+/** A Dense layer after the LSTM (TFLite FULLY_CONNECTED on the last step, a Keras Dense), run
+ * as LiteRT's default CPU path (XNNPACK) runs it: acc = b + Σ w·(x − input_zp) in int32, times
+ * the float32 scale input_scale · w_scale / output_scale, clamped (RELU: nothing below
+ * output_zp), rounded half to even, + output_zp. docs/int8.md, "Dense layers after the LSTM". */
+typedef struct rnncore_int8_dense_quantization {
+  float input_scale;      /**< int8 input (the LSTM's output state) */
+  int32_t input_zp;
+  const float* w_scales;  /**< weight scales: one per output, or one for all (w_scale_count 1) */
+  int32_t w_scale_count;
+  float output_scale;     /**< int8 output */
+  int32_t output_zp;
+  int32_t relu;           /**< nonzero: the fused RELU */
+} rnncore_int8_dense_quantization;
+
+/** Bytes of a rnncore_int8_dense value. */
+#define RNNCORE_INT8_DENSE_BYTES (32 + 8 * sizeof(void*))
+
+/** A prepared Dense layer: points into the caller's weights and storage. */
+typedef union rnncore_int8_dense {
+  unsigned char opaque[RNNCORE_INT8_DENSE_BYTES];
+  uint64_t align_u64_;
+  void* align_ptr_;
+} rnncore_int8_dense;
+
+/** Checks the quantization and fills bias_storage (int32 [out_size]: the bias folded with the
+ * input zero point) and scale_storage (float [out_size]), which must outlive `dense`, as must w
+ * (int8 [out_size, in_size], row-major). bias (int32 [out_size]) may be NULL.
+ * @return RNNCORE_OK; RNNCORE_ERR_NULL_POINTER; RNNCORE_ERR_INVALID_SIZE (sizes outside 1..65536,
+ *         scales not finite and positive, zero points outside int8, a folded bias beyond int32). */
+rnncore_status rnncore_int8_dense_prepare(const rnncore_int8_dense_quantization* q, int32_t in_size,
+                                          int32_t out_size, const int8_t* w, const int32_t* bias,
+                                          int32_t* bias_storage, float* scale_storage, rnncore_int8_dense* dense);
+
+/** y int8 [batch, out_size] from x int8 [batch, in_size].
+ * @return RNNCORE_OK; RNNCORE_ERR_NULL_POINTER; RNNCORE_ERR_WEIGHTS_NOT_PACKED (not prepared);
+ *         RNNCORE_ERR_INVALID_SIZE (negative batch). */
+rnncore_status rnncore_int8_dense_run(const rnncore_int8_dense* dense, int32_t batch, const int8_t* x, int8_t* y);
 
 #ifdef __cplusplus
 }

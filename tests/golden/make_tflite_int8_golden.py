@@ -222,6 +222,16 @@ def make_stack(name, I, sizes, T, B, return_sequences, seed, go_backwards=False,
               metadata={"made_by": "tests/golden/make_tflite_int8_golden.py", "tf_version": tf.__version__})
 
 
+# The stack whose exported header tests/int8_stack_header.c runs through the C API: its sample as .npy.
+HEADER_STACK = "dense_stack2_I8_H16_12_T15_B3_5"
+
+
+def write_stack_sample(name):
+    t, _ = load_file(os.path.join(OUT, "stacks", name + ".io.safetensors"))
+    np.save(os.path.join(OUT, "stacks", name + ".x.npy"), t["x"])
+    np.save(os.path.join(OUT, "stacks", name + ".y.npy"), t["y"])
+
+
 def write_example(name):
     """examples/models/lstm_int8*: the converted model, the golden's int8 input and LiteRT's output
     (as .npy), which `rnncore export-c` turns into examples/firmware_int8's header."""
@@ -244,6 +254,7 @@ def main():
     write_example(EXAMPLE_CASE)
     for c in STACKS:
         make_stack(*c)
+    write_stack_sample(HEADER_STACK)
 
 
 if __name__ == "__main__":
