@@ -44,7 +44,7 @@ inline std::int16_t rdhm16(std::int16_t a, std::int16_t b) {
 template <class T>
 inline T rounding_divide_by_pot(T x, int e) {
   const std::int32_t xi = x;
-  const std::int32_t mask = (std::int32_t{1} << e) - 1;
+  const std::int32_t mask = static_cast<std::int32_t>((std::uint32_t{1} << e) - 1u);  // e = 31 must not overflow
   const std::int32_t remainder = xi & mask;
   const std::int32_t threshold = (mask >> 1) + (xi < 0 ? 1 : 0);
   return static_cast<T>((xi >> e) + (remainder > threshold ? 1 : 0));
