@@ -448,10 +448,11 @@ TEST_CASE("int8 dot kernels: DSP kernel equals the scalar kernel") {
 #endif
   std::mt19937 rng(13);
   const auto pick = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  std::vector<std::int8_t> wbuf(9 * 300 + 8), vbuf(300 + 8);
-  std::vector<std::int32_t> bias(9), want(9), got(9);
+  const int max_rows = kUnitBlock + 1;  // the step calls kernels on blocks of up to kUnitBlock rows
+  std::vector<std::int8_t> wbuf(static_cast<std::size_t>(max_rows) * 300 + 8), vbuf(300 + 8);
+  std::vector<std::int32_t> bias(max_rows), want(max_rows), got(max_rows);
   for (int trial = 0; trial < 600; ++trial) {
-    const int rows = pick(1, kUnitBlock + 1), K = trial < 300 ? trial + 1 : pick(1, 300);
+    const int rows = pick(1, max_rows), K = trial < 300 ? trial + 1 : pick(1, 300);
     const int wo = pick(0, 3), vo = pick(0, 3);  // misalign both
     const int mode = trial % 4;  // 0: random, 1: all -128, 2: -128/127 mixed, 3: small
     for (auto& x : wbuf) x = static_cast<std::int8_t>(mode == 1 ? -128 : mode == 2 ? (pick(0, 1) ? 127 : -128) : mode == 3 ? pick(-2, 2) : pick(-128, 127));
