@@ -383,7 +383,7 @@ TEST_CASE("int8 kernels: the list, and the choice within a cap") {
   REQUIRE(n >= 1);
   CHECK(std::strcmp(k[0].name, "i8_dot_rows_scalar") == 0);
   CHECK(k[0].isa == Isa::none);
-  for (int i = 0; i < n; ++i) MESSAGE("int8 kernel " << i << ": " << k[i].name);
+  for (int i = 0; i < n; ++i) MESSAGE("int8 kernel " << i << ": " << std::string(k[i].name));
   // No cap: the last (fastest), unless RNNCORE_MAX_ISA caps it; cap none: the scalar one.
   const char* env = std::getenv("RNNCORE_MAX_ISA");
   if (env == nullptr || *env == '\0') CHECK((int8_best_dot_kernel().fn == k[n - 1].fn));
