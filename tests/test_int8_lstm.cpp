@@ -413,7 +413,7 @@ TEST_CASE("int8 kernels: every kernel equals the scalar one, bit for bit") {
   constexpr std::int32_t kMax = std::numeric_limits<std::int32_t>::max();
   constexpr std::int32_t kMin = std::numeric_limits<std::int32_t>::min();
   long compared = 0;
-  for (int rows = 1; rows <= 9; ++rows) {
+  for (int rows = 1; rows <= kUnitBlock + 1; ++rows) {  // the step calls with up to kUnitBlock rows
     for (int K : ks) {
       // Values: random; all −128 (the largest products, (−128)² each, a pair 2^15); all 127;
       // −128 against 127 (the most negative products); random against −128.
