@@ -13,6 +13,10 @@
 #if defined(__linux__) && defined(__arm__) && !defined(__ARM_NEON)
 #include <sys/auxv.h>
 #endif
+#if defined(__linux__) && defined(__aarch64__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 
 namespace rnncore {
 namespace simd {
@@ -71,11 +75,24 @@ bool cpu_has_avx512_bf16() {
 #endif
 }
 
+bool cpu_has_isa(Isa isa) { return cpu_has(isa); }
+
+bool cpu_has_arm_dotprod() {
+#if defined(__ARM_FEATURE_DOTPROD)
+  return true;  // the whole library targets a CPU that has it
+#elif defined(__linux__) && defined(__aarch64__) && defined(HWCAP_ASIMDDP)
+  return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#else
+  return false;  // elsewhere only where the compiler's target promises it (above)
+#endif
+}
+
 namespace {
 
 // Rank for capping: neon sits beside the x86 ladder, so compare within a family.
 bool within_cap(Isa isa, Isa cap) {
   if (cap == Isa::best) return true;
+  if (isa == Isa::none) return true;  // portable code
   if (cap == Isa::none) return false;
   if (isa == Isa::neon || cap == Isa::neon) return isa == cap;
   return static_cast<int>(isa) <= static_cast<int>(cap);
@@ -94,6 +111,9 @@ Isa env_cap() {
 }
 
 }  // namespace
+
+bool isa_within_cap(Isa isa, Isa cap) { return within_cap(isa, cap); }
+Isa env_isa_cap() { return env_cap(); }
 
 }  // namespace detail
 

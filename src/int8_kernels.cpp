@@ -2,6 +2,8 @@
 // the list of those this build and CPU have.
 #include "src/internal/int8_kernels.hpp"
 
+#include "src/internal/plan_impl.hpp"
+
 #include <cstddef>
 #include <cstdint>
 
@@ -23,24 +25,78 @@ void i8_dot_rows_scalar(const std::int8_t* w, int rows, int k_size, const std::i
 }
 
 namespace {
-const DotRowsKernel kKernels[] = {
-    {"i8_dot_rows_scalar", i8_dot_rows_scalar},
+
+// Every kernel this build has, scalar first and then slowest to fastest; each with whether this
+// CPU runs it.
+struct Candidate {
+  DotRowsKernel kernel;
+  bool (*runs)();
+};
+
+bool always() { return true; }
+#if defined(RNNCORE_BUILD_I8_SSE2)
+bool has_sse2() { return detail::cpu_has_isa(Isa::sse2); }
+#endif
+#if defined(RNNCORE_BUILD_I8_AVX2)
+bool has_avx2() { return detail::cpu_has_isa(Isa::avx2); }
+#endif
+#if defined(RNNCORE_BUILD_I8_NEON)
+bool has_neon() { return detail::cpu_has_isa(Isa::neon); }
+#endif
+#if defined(RNNCORE_BUILD_I8_SDOT)
+bool has_sdot() { return detail::cpu_has_isa(Isa::neon) && detail::cpu_has_arm_dotprod(); }
+#endif
+
+const Candidate kCandidates[] = {
+    {{"i8_dot_rows_scalar", i8_dot_rows_scalar, Isa::none}, always},
 #if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
-    // Every ARMv7E-M and ARMv7-A core has it (compile-time feature, no run-time check needed).
-    {"i8_dot_rows_dsp_4x16", i8_dot_rows_dsp_4x16},
+    // Every ARMv7E-M and ARMv7-A core has it (a compile-time feature); no ISA cap excludes it.
+    {{"i8_dot_rows_dsp_4x16", i8_dot_rows_dsp_4x16, Isa::none}, always},
+#endif
+#if defined(RNNCORE_BUILD_I8_SSE2)
+    {{"i8_dot_rows_sse2_4x16", i8_dot_rows_sse2_4x16, Isa::sse2}, has_sse2},
+#endif
+#if defined(RNNCORE_BUILD_I8_AVX2)
+    {{"i8_dot_rows_avx2_4x16", i8_dot_rows_avx2_4x16, Isa::avx2}, has_avx2},
+#endif
+#if defined(RNNCORE_BUILD_I8_NEON)
+    {{"i8_dot_rows_neon_4x16", i8_dot_rows_neon_4x16, Isa::neon}, has_neon},
+#endif
+#if defined(RNNCORE_BUILD_I8_SDOT)
+    {{"i8_dot_rows_sdot_4x16", i8_dot_rows_sdot_4x16, Isa::neon}, has_sdot},
 #endif
 };
+constexpr int kCandidateCount = static_cast<int>(sizeof kCandidates / sizeof kCandidates[0]);
+
+// Those this CPU runs, found once (a function-local static: no allocation, initialised once even
+// with several threads).
+struct KernelList {
+  DotRowsKernel k[kCandidateCount];
+  int n = 0;
+};
+
+KernelList detect() {
+  KernelList l;
+  for (const Candidate& c : kCandidates)
+    if (c.runs()) l.k[l.n++] = c.kernel;
+  return l;
+}
+
 }  // namespace
 
 const DotRowsKernel* int8_dot_kernels(int* count) {
-  *count = static_cast<int>(sizeof kKernels / sizeof kKernels[0]);
-  return kKernels;
+  static const KernelList list = detect();
+  *count = list.n;
+  return list.k;
 }
 
-DotRowsKernel int8_best_dot_kernel() {
+DotRowsKernel int8_best_dot_kernel(Isa cap) {
   int n = 0;
   const DotRowsKernel* k = int8_dot_kernels(&n);
-  return k[n - 1];
+  const Isa env = detail::env_isa_cap();
+  for (int i = n - 1; i > 0; --i)
+    if (detail::isa_within_cap(k[i].isa, cap) && detail::isa_within_cap(k[i].isa, env)) return k[i];
+  return k[0];
 }
 
 }  // namespace q8

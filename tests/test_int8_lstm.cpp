@@ -4,13 +4,16 @@
 //   * streaming: one step per call with the state carried equals the whole sequence, bit for bit;
 //   * refusals: zero, negative and non-finite scales, multipliers out of range, a cell scale that
 //     is not a power of two (or outside 2^-30 .. 2^-9), each with its status;
-//   * the fixed-point sigmoid and tanh against the real functions (sanity, not the contract).
+//   * the fixed-point sigmoid and tanh against the real functions (sanity, not the contract);
+//   * every matrix-vector kernel this build and CPU have (int8_dot_kernels) equals the scalar one
+//     bit for bit on random and extreme shapes and values, and runs every golden bit-exactly.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -136,6 +139,13 @@ TEST_CASE("int8 LSTM: bit-exact with LiteRT's integer LSTM (8x8_16) on the golde
     Prepared pr;
     INFO(last_error_detail());
     REQUIRE(prepare(c, c.q, &pr) == Status::ok);
+    CHECK((pr.p.dot == int8_best_dot_kernel().fn));
+    int nk = 0;
+    const DotRowsKernel* kernels = int8_dot_kernels(&nk);
+    for (int ki = 0; ki < nk; ++ki) {
+    const std::string kernel_name = kernels[ki].name;
+    CAPTURE(kernel_name);
+    pr.p.dot = kernels[ki].fn;
     std::vector<std::int8_t> h = c.h0, y(static_cast<std::size_t>(c.B) * c.T * c.H);
     std::vector<std::int16_t> cs = c.c0;
     std::vector<std::int8_t> scratch(int8_lstm_scratch_bytes(c.H));
@@ -153,6 +163,7 @@ TEST_CASE("int8 LSTM: bit-exact with LiteRT's integer LSTM (8x8_16) on the golde
                                           << int(c.y[my < 0 ? 0 : my]));
     CHECK(first_mismatch(h, c.hn) < 0);
     CHECK(first_mismatch(cs, c.cn) < 0);
+    }
   }
 }
 
@@ -432,46 +443,90 @@ TEST_CASE("int8 LSTM: multiply_by_quantized_multiplier equals the reference") {
   CHECK(diffs == 0);
 }
 
-// Every kernel of this build (on ARM with the DSP extension: i8_dot_rows_dsp_4x16, see
-// src/int8_dot_dsp.cpp) against the scalar one: any rows (the 4-row passes and the single-row
-// rest), any K (the 8-column loop, the 4-column step, the 1..3 column tail), weights and vector at
-// every alignment, the int8 extremes, and biases near the int32 limits so that sums wrap.
-TEST_CASE("int8 dot kernels: DSP kernel equals the scalar kernel") {
-  int n_kernels = 0;
-  const DotRowsKernel* kernels = int8_dot_kernels(&n_kernels);
-  REQUIRE(n_kernels >= 1);
-  CHECK(std::string(kernels[0].name) == "i8_dot_rows_scalar");
+TEST_CASE("int8 kernels: the list, and the choice within a cap") {
+  int n = 0;
+  const DotRowsKernel* k = int8_dot_kernels(&n);
+  REQUIRE(n >= 1);
+  CHECK(std::strcmp(k[0].name, "i8_dot_rows_scalar") == 0);
+  CHECK(k[0].isa == Isa::none);
 #if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
-  bool has_dsp = false;
-  for (int i = 0; i < n_kernels; ++i) has_dsp = has_dsp || std::string(kernels[i].name) == "i8_dot_rows_dsp_4x16";
-  CHECK(has_dsp);
+  // ARM's DSP extension (src/int8_dot_dsp.cpp) is built in and listed right after the scalar kernel.
+  REQUIRE(n >= 2);
+  CHECK(std::strcmp(k[1].name, "i8_dot_rows_dsp_4x16") == 0);
 #endif
-  std::mt19937 rng(13);
-  const auto pick = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  const int max_rows = kUnitBlock + 1;  // the step calls kernels on blocks of up to kUnitBlock rows
-  std::vector<std::int8_t> wbuf(static_cast<std::size_t>(max_rows) * 300 + 8), vbuf(300 + 8);
-  std::vector<std::int32_t> bias(max_rows), want(max_rows), got(max_rows);
-  for (int trial = 0; trial < 600; ++trial) {
-    const int rows = pick(1, max_rows), K = trial < 300 ? trial + 1 : pick(1, 300);
-    const int wo = pick(0, 3), vo = pick(0, 3);  // misalign both
-    const int mode = trial % 4;  // 0: random, 1: all -128, 2: -128/127 mixed, 3: small
-    for (auto& x : wbuf) x = static_cast<std::int8_t>(mode == 1 ? -128 : mode == 2 ? (pick(0, 1) ? 127 : -128) : mode == 3 ? pick(-2, 2) : pick(-128, 127));
-    for (auto& x : vbuf) x = static_cast<std::int8_t>(mode == 1 ? -128 : mode == 2 ? (pick(0, 1) ? 127 : -128) : pick(-128, 127));
-    for (auto& b : bias) {
-      const int kind = pick(0, 2);  // near INT32_MAX, near INT32_MIN, anywhere
-      b = kind == 0 ? std::numeric_limits<std::int32_t>::max() - pick(0, 1 << 20)
-        : kind == 1 ? std::numeric_limits<std::int32_t>::min() + pick(0, 1 << 20)
-                    : static_cast<std::int32_t>(rng());
-    }
-    i8_dot_rows_scalar(wbuf.data() + wo, rows, K, vbuf.data() + vo, bias.data(), want.data());
-    for (int i = 1; i < n_kernels; ++i) {
-      std::fill(got.begin(), got.end(), 0x5A5A5A5A);
-      kernels[i].fn(wbuf.data() + wo, rows, K, vbuf.data() + vo, bias.data(), got.data());
-      for (int j = 0; j < rows; ++j) {
-        REQUIRE_MESSAGE(got[j] == want[j], kernels[i].name << ": rows " << rows << " K " << K << " row " << j
-                                                          << " w+" << wo << " v+" << vo << " mode " << mode);
+  for (int i = 0; i < n; ++i) MESSAGE("int8 kernel " << i << ": " << std::string(k[i].name));
+  // No cap: the last (fastest), unless RNNCORE_MAX_ISA caps it; cap none: the scalar one.
+  const char* env = std::getenv("RNNCORE_MAX_ISA");
+  if (env == nullptr || *env == '\0') CHECK((int8_best_dot_kernel().fn == k[n - 1].fn));
+  CHECK((int8_best_dot_kernel(Isa::none).fn == &i8_dot_rows_scalar));
+  // A cap picks the fastest kernel within it: x86's ladder, or NEON's family (SDOT included).
+  for (Isa cap : {Isa::sse2, Isa::avx2, Isa::avx512, Isa::neon}) {
+    const DotRowsKernel best = int8_best_dot_kernel(cap);
+    const std::string cap_name = to_string(cap), best_name = best.name;
+    CAPTURE(cap_name);
+    CAPTURE(best_name);
+    if (best.isa == Isa::none) continue;
+    if (cap == Isa::neon) CHECK(best.isa == Isa::neon);
+    else CHECK((best.isa != Isa::neon && static_cast<int>(best.isa) <= static_cast<int>(cap)));
+  }
+}
+
+TEST_CASE("int8 kernels: every kernel equals the scalar one, bit for bit") {
+  int nk = 0;
+  const DotRowsKernel* kernels = int8_dot_kernels(&nk);
+  std::mt19937 rng(20261124);
+  std::uniform_int_distribution<int> byte(-128, 127);
+  std::uniform_int_distribution<std::int32_t> any32(std::numeric_limits<std::int32_t>::min(),
+                                                    std::numeric_limits<std::int32_t>::max());
+  std::vector<int> ks;
+  for (int k = 1; k <= 40; ++k) ks.push_back(k);
+  for (int k : {47, 48, 49, 63, 64, 65, 95, 127, 128, 129, 191, 255, 256, 257, 289, 299, 300}) ks.push_back(k);
+  constexpr std::int32_t kMax = std::numeric_limits<std::int32_t>::max();
+  constexpr std::int32_t kMin = std::numeric_limits<std::int32_t>::min();
+  long compared = 0;
+  for (int rows = 1; rows <= kUnitBlock + 1; ++rows) {  // the step calls with up to kUnitBlock rows
+    for (int K : ks) {
+      // Values: random; all −128 (the largest products, (−128)² each, a pair 2^15); all 127;
+      // −128 against 127 (the most negative products); random against −128.
+      for (int pattern = 0; pattern < 5; ++pattern) {
+        // Offsets make w and v unaligned; each buffer ends where the kernel's reads must end, so
+        // that AddressSanitizer sees any read past it.
+        const int ow = (pattern + rows) % 4, ov = (pattern + K) % 3;
+        std::vector<std::int8_t> wbuf(static_cast<std::size_t>(ow + rows * K)), vbuf(static_cast<std::size_t>(ov + K));
+        std::int8_t* w = wbuf.data() + ow;
+        std::int8_t* v = vbuf.data() + ov;
+        for (int i = 0; i < rows * K; ++i)
+          w[i] = static_cast<std::int8_t>(pattern == 0 || pattern == 4 ? byte(rng) : (pattern == 2 ? 127 : -128));
+        for (int i = 0; i < K; ++i)
+          v[i] = static_cast<std::int8_t>(pattern == 0 ? byte(rng) : (pattern == 1 || pattern == 4 ? -128 : 127));
+        // Biases: random, and near both limits so that the sums wrap (either way).
+        for (int bias_kind = 0; bias_kind < 3; ++bias_kind) {
+          std::vector<std::int32_t> bias(static_cast<std::size_t>(rows));
+          for (int j = 0; j < rows; ++j)
+            bias[static_cast<std::size_t>(j)] = bias_kind == 0 ? any32(rng) : (bias_kind == 1 ? kMax - j : kMin + j);
+          std::vector<std::int32_t> want(static_cast<std::size_t>(rows));
+          i8_dot_rows_scalar(w, rows, K, v, bias.data(), want.data());
+          for (int ki = 0; ki < nk; ++ki) {
+            // One guard word past the rows: a kernel writes exactly `rows` sums.
+            std::vector<std::int32_t> got(static_cast<std::size_t>(rows) + 1, 0x5A5A5A5A);
+            kernels[ki].fn(w, rows, K, v, bias.data(), got.data());
+            ++compared;
+            const bool same = std::equal(want.begin(), want.end(), got.begin()) && got[static_cast<std::size_t>(rows)] == 0x5A5A5A5A;
+            if (!same) {
+              FAIL_CHECK(kernels[ki].name << " differs: rows " << rows << ", K " << K << ", pattern " << pattern
+                                          << ", bias kind " << bias_kind);
+            }
+          }
+        }
       }
-      CHECK(got[rows < 9 ? rows : 8] == (rows < 9 ? 0x5A5A5A5A : got[8]));  // writes only `rows` outputs
     }
   }
+  MESSAGE(compared << " kernel calls compared with the scalar kernel (" << nk << " kernels)");
+  // The extremes above do wrap: 300 products (−128)² onto INT32_MAX pass the limit.
+  std::vector<std::int8_t> w(300, -128), v(300, -128);
+  const std::int32_t b = kMax;
+  std::int32_t out = 0;
+  i8_dot_rows_scalar(w.data(), 1, 300, v.data(), &b, &out);
+  CHECK(out == static_cast<std::int32_t>(static_cast<std::uint32_t>(kMax) + 300u * 16384u));
+  CHECK(out < 0);
 }

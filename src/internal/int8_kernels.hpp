@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "rnncore/rnncore.hpp"
+
 namespace rnncore {
 namespace q8 {
 
@@ -16,10 +18,13 @@ namespace q8 {
 using DotRowsFn = void (*)(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
                            const std::int32_t* bias, std::int32_t* out);
 
-/// One kernel: its name (dtype, op, ISA, tile) and function.
+/// One kernel: its name (dtype, op, ISA, tile), function, and the instruction set a cap
+/// (RNNCORE_MAX_ISA) compares with: none for portable code (never excluded), neon for the NEON
+/// and SDOT kernels (SDOT is an extension of NEON, with no cap value of its own).
 struct DotRowsKernel {
   const char* name;
   DotRowsFn fn;
+  Isa isa;
 };
 
 /// The portable kernel, the specification of the others.
@@ -32,13 +37,28 @@ void i8_dot_rows_scalar(const std::int8_t* w, int rows, int k_size, const std::i
 void i8_dot_rows_dsp_4x16(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
                          const std::int32_t* bias, std::int32_t* out);
 #endif
+// The vector kernels (simd/i8_dot_<isa>.cpp, each compiled with its ISA's flags; built when
+// meson.build defines RNNCORE_BUILD_I8_<ISA>). Rows are taken 4 at a time sharing the loads of v;
+// products are widened to int16 and summed pairwise into int32 lanes (never an int16 sum of two
+// products: (−128)² + (−128)² = 2^15 does not fit), so every int32 sum is exact and wraps as the
+// scalar one does.
+void i8_dot_rows_sse2_4x16(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
+                           const std::int32_t* bias, std::int32_t* out);
+void i8_dot_rows_avx2_4x16(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
+                           const std::int32_t* bias, std::int32_t* out);
+void i8_dot_rows_neon_4x16(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
+                           const std::int32_t* bias, std::int32_t* out);
+/// AArch64 with the dot-product extension (SDOT, Armv8.2-A+dotprod), chosen at run time.
+void i8_dot_rows_sdot_4x16(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
+                           const std::int32_t* bias, std::int32_t* out);
 
 /// The kernels this build has and this CPU runs, the scalar one first and the fastest last;
 /// `count` receives how many. The list is static (no allocation).
 const DotRowsKernel* int8_dot_kernels(int* count);
 
-/// The fastest kernel this CPU runs (the last of int8_dot_kernels).
-DotRowsKernel int8_best_dot_kernel();
+/// The fastest kernel this CPU runs within `cap` and the environment's cap RNNCORE_MAX_ISA (the
+/// last of int8_dot_kernels that both allow; the scalar one at worst).
+DotRowsKernel int8_best_dot_kernel(Isa cap = Isa::best);
 
 }  // namespace q8
 }  // namespace rnncore

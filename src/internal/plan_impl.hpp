@@ -228,6 +228,13 @@ Status gpu_forward(const PlanImpl& p, const void* packed, void* workspace, const
 // CPU features: the best f32 kernel table not above `cap` (also capped by env RNNCORE_MAX_ISA), or null.
 const simd::F32Kernels* select_f32_kernels(Isa cap, Isa* chosen);
 bool cpu_has_avx512_bf16();
+// Whether this CPU runs `isa` (and the OS saves its registers); whether it has AArch64's SDOT.
+bool cpu_has_isa(Isa isa);
+bool cpu_has_arm_dotprod();
+// Whether a kernel of `isa` lies within a cap (none: portable code, always), and the cap
+// RNNCORE_MAX_ISA sets (best when unset).
+bool isa_within_cap(Isa isa, Isa cap);
+Isa env_isa_cap();
 
 }  // namespace detail
 }  // namespace rnncore
