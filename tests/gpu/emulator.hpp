@@ -491,6 +491,7 @@ rnncore::Status Launcher::run(const rnncore::gpu::Dims& d, const typename K::Arg
     errors.push_back(what);
     return rnncore::Status::device;
   }
+  if (blocks == 0) return rnncore::Status::ok;  // an empty grid runs nothing
   SchedRng rng{seed_ * 0x2545f4914f6cdd1dull + ++runs_};
   // Blocks start in a random order; a cooperative grid is resident at once, an ordinary one as
   // many blocks as the device holds, the next starting where one finished.
