@@ -3,26 +3,37 @@
 // itself, with
 //   - __syncthreads as a real barrier of the block's threads,
 //   - the grid barrier of a cooperative launch as a barrier of every thread of the grid (all blocks
-//     run together, as co-residency guarantees on a GPU),
+//     resident together, as co-residency guarantees on a GPU),
+//   - the blocks of an ordinary launch started in a seeded random order, as many resident at once
+//     as the device holds (SMs × blocks per SM), their threads interleaved,
+//   - threads scheduled in a seeded random order: each runs from barrier to barrier, and the next
+//     to run is drawn from every runnable thread of every resident block (deterministic per seed),
 //   - warp shuffles through a per-warp exchange buffer and barrier, for any warp size (32 and 64
 //     are tested: kernels must not assume one),
 //   - shared memory filled with NaN before each block, so a read of anything the block did not
 //     write first shows up in the results,
-//   - threads scheduled round-robin from barrier to barrier, in ascending order in one launch and
-//     descending in the next, so a missing barrier lets some thread read stale data either way,
+//   - every access to tracked device memory and shared memory checked by the race and coherence
+//     detector (tests/gpu/emu_detector.hpp), where the build has it,
 //   - a deadlock (a barrier some thread never reaches) reported and aborted,
+//   - mutations: one barrier, grid barrier or coherent load of the kernels, named by its source
+//     line, can be left out (or made a plain load) to show that the detector or the results notice,
 // and the launch checks a GPU would make (block size against the kernel's bound, shared memory
 // against the device limit, co-residency of a cooperative grid). Device memory is host memory.
-// Everything runs on the calling thread, deterministically.
+// Everything runs on the calling thread.
 //
-// What it cannot show: the vendor's compilers and runtime, the hardware memory model (weakly
-// ordered stores, L1 coherence), timing and occupancy. Those need a GPU (tests/gpu/test_gpu_device.cpp).
+// Launcher::run, which runs kernel bodies, is defined only in the translation unit that defines
+// RNNCORE_EMU_KERNELS_TU (tests/gpu/emu_kernels.cpp, the instrumented one): kernels instantiated
+// anywhere else would fail to link instead of running unchecked.
+//
+// What it cannot show: the vendor's compilers and runtime, the hardware memory model beyond the
+// detector's two rules, timing and occupancy. Those need a GPU (tests/gpu/test_gpu_device.cpp).
 #ifndef RNNCORE_TESTS_GPU_EMULATOR_HPP
 #define RNNCORE_TESTS_GPU_EMULATOR_HPP
 
 #include <sys/mman.h>
 #include <ucontext.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -32,10 +43,13 @@
 #include <map>
 #include <memory>
 #include <new>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "hip/rnn_plan.hpp"
+#include "tests/gpu/emu_detector.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define RNNCORE_EMU_ASAN 1
@@ -51,87 +65,160 @@
 namespace rnncore_test {
 namespace emu {
 
-/// Runs fn(0..n-1) as fibers on the calling thread until every one has returned; fibers give way
-/// only in yield() (inside barriers).
+/// splitmix64: the scheduler's choices, deterministic per seed.
+struct SchedRng {
+  std::uint64_t s;
+  std::uint64_t next() {
+    std::uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  std::size_t below(std::size_t n) { return static_cast<std::size_t>(next() % n); }
+};
+
+/// Fibers on the calling thread. spawn() adds one; run() resumes a randomly drawn runnable fiber
+/// until none is left. A fiber gives way only in block() (waiting at a barrier) or yield().
 class Fibers {
  public:
   Fibers() = default;
   Fibers(const Fibers&) = delete;
   Fibers& operator=(const Fibers&) = delete;
   ~Fibers() {
-    for (Fiber& f : fibers_) munmap(f.stack, kStackBytes);
+    for (auto& f : fibers_)
+      if (f->stack != nullptr) pool().push_back(f->stack);
   }
 
-  void run(int n, const std::function<void(int)>& fn, bool reverse) {
-    while (static_cast<int>(fibers_.size()) < n) {
-      Fiber f;
-      f.stack = mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-      if (f.stack == MAP_FAILED) fatal("cannot map a fiber stack");
-      fibers_.push_back(f);
+  /// A new fiber running `body` as GPU thread `ctx`; `tag` is handed to run()'s on_done.
+  void spawn(std::function<void()> body, const detector::ThreadCtx& ctx, int tag) {
+    int id;
+    if (!free_.empty()) {
+      id = free_.back();
+      free_.pop_back();
+    } else {
+      id = static_cast<int>(fibers_.size());
+      fibers_.emplace_back(new Fiber());
     }
-    fn_ = &fn;
-    for (int i = 0; i < n; ++i) {
-      Fiber& f = fibers_[i];
-      f.done = false;
-      f.fake = nullptr;
-      getcontext(&f.ctx);
-      f.ctx.uc_stack.ss_sp = f.stack;
-      f.ctx.uc_stack.ss_size = kStackBytes;
-      f.ctx.uc_link = nullptr;
-      makecontext(&f.ctx, &Fibers::entry, 0);
-    }
-    int alive = n;
-    while (alive > 0) {
-      const unsigned long before = progress_;
-      for (int k = 0; k < n; ++k) {
-        const int i = reverse ? n - 1 - k : k;
-        if (fibers_[i].done) continue;
-        resume(i);
-        if (fibers_[i].done) --alive;
+    Fiber& f = *fibers_[id];
+    if (f.stack == nullptr) {
+      if (!pool().empty()) {
+        f.stack = pool().back();
+        pool().pop_back();
+      } else {
+        f.stack = mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (f.stack == MAP_FAILED) fatal("cannot map a fiber stack");
       }
-      if (alive > 0 && progress_ == before) fatal("deadlock: threads wait at barriers that others never reach");
     }
-    fn_ = nullptr;
+    f.body = std::move(body);
+    f.ctx_gpu = ctx;
+    f.tag = tag;
+    f.done = f.blocked = false;
+    f.fake = nullptr;
+#if defined(RNNCORE_EMU_FAST_SWITCH)
+    // The first switch to the fiber pops six callee-saved registers and returns into entry(),
+    // with the stack aligned as at a call.
+    void** top = reinterpret_cast<void**>(static_cast<char*>(f.stack) + kStackBytes);
+    *--top = nullptr;  // entry()'s return address: it never returns
+    *--top = reinterpret_cast<void*>(&Fibers::entry);
+    for (int r = 0; r < 6; ++r) *--top = nullptr;
+    f.sp = top;
+#else
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = f.stack;
+    f.ctx.uc_stack.ss_size = kStackBytes;
+    f.ctx.uc_link = nullptr;
+    makecontext(&f.ctx, &Fibers::entry, 0);
+#endif
+    runnable_.push_back(id);
+    ++live_;
   }
 
-  /// Inside a fiber: back to the scheduler (called while waiting at a barrier).
+  /// Runs until every fiber has returned; on_done(tag) after each (it may spawn more).
+  void run(SchedRng& rng, const std::function<void(int)>& on_done) {
+    while (live_ > 0) {
+      if (runnable_.empty()) fatal("deadlock: threads wait at barriers that others never reach");
+      const std::size_t k = rng.below(runnable_.size());
+      const int id = runnable_[k];
+      runnable_[k] = runnable_.back();
+      runnable_.pop_back();
+      resume(id);
+      Fiber& f = *fibers_[id];
+      if (f.done) {
+        --live_;
+        f.body = nullptr;
+        free_.push_back(id);
+        on_done(f.tag);
+      } else if (!f.blocked) {
+        runnable_.push_back(id);
+      }
+    }
+  }
+
+  /// Inside a fiber: wait until wake(current()).
+  void block() {
+    fibers_[current_]->blocked = true;
+    yield();
+  }
+  void wake(int id) {
+    fibers_[id]->blocked = false;
+    runnable_.push_back(id);
+  }
+  int current() const { return current_; }
+  /// Inside a fiber: back to the scheduler, staying runnable.
   void yield() {
-    Fiber& f = fibers_[current_];
+    Fiber& f = *fibers_[current_];
 #if defined(RNNCORE_EMU_ASAN)
     __sanitizer_start_switch_fiber(&f.fake, main_bottom_, main_size_);
 #endif
+#if defined(RNNCORE_EMU_FAST_SWITCH)
+    rnncore_emu_switch(&f.sp, main_sp_);
+#else
     swapcontext(&f.ctx, &main_);
+#endif
 #if defined(RNNCORE_EMU_ASAN)
     __sanitizer_finish_switch_fiber(f.fake, nullptr, nullptr);
 #endif
   }
-  /// Something happened that may let a waiting fiber go on (deadlock detection).
-  void progress() { ++progress_; }
 
  private:
   static constexpr std::size_t kStackBytes = 256 * 1024;
   struct Fiber {
     ucontext_t ctx;
+    void* sp = nullptr;  // saved stack pointer (fast switch)
     void* stack = nullptr;
     void* fake = nullptr;  // AddressSanitizer's fake stack while switched out
-    bool done = false;
+    std::function<void()> body;
+    detector::ThreadCtx ctx_gpu;
+    int tag = 0;
+    bool done = false, blocked = false;
   };
 
   static void fatal(const char* what) {
     std::fprintf(stderr, "emulator: %s\n", what);
     std::abort();
   }
+  /// Fiber stacks of the process, reused from launch to launch (mapping them is what costs).
+  static std::vector<void*>& pool() {
+    static std::vector<void*> stacks;
+    return stacks;
+  }
 
   void resume(int i) {
     current_ = i;
     active() = this;
+    detector::current = &fibers_[i]->ctx_gpu;
 #if defined(RNNCORE_EMU_ASAN)
-    __sanitizer_start_switch_fiber(&main_fake_, fibers_[i].stack, kStackBytes);
+    __sanitizer_start_switch_fiber(&main_fake_, fibers_[i]->stack, kStackBytes);
 #endif
-    swapcontext(&main_, &fibers_[i].ctx);
+#if defined(RNNCORE_EMU_FAST_SWITCH)
+    rnncore_emu_switch(&main_sp_, fibers_[i]->sp);
+#else
+    swapcontext(&main_, &fibers_[i]->ctx);
+#endif
 #if defined(RNNCORE_EMU_ASAN)
     __sanitizer_finish_switch_fiber(main_fake_, nullptr, nullptr);
 #endif
+    detector::current = nullptr;
   }
 
   static Fibers*& active() {
@@ -145,73 +232,127 @@ class Fibers {
     __sanitizer_finish_switch_fiber(nullptr, &self->main_bottom_, &self->main_size_);
 #endif
     const int id = self->current_;
-    (*self->fn_)(id);
-    self->fibers_[id].done = true;
-    self->progress();
+    self->fibers_[id]->body();
+    self->fibers_[id]->done = true;
 #if defined(RNNCORE_EMU_ASAN)
     __sanitizer_start_switch_fiber(nullptr, self->main_bottom_, self->main_size_);
 #endif
+#if defined(RNNCORE_EMU_FAST_SWITCH)
+    void* finished = nullptr;
+    rnncore_emu_switch(&finished, self->main_sp_);  // this fiber is finished: never resumed
+#else
     setcontext(&self->main_);  // this fiber is finished: never resumed
+#endif
   }
 
-  std::vector<Fiber> fibers_;
+  std::vector<std::unique_ptr<Fiber>> fibers_;
+  std::vector<int> free_, runnable_;
+  int live_ = 0;
   ucontext_t main_;
+  void* main_sp_ = nullptr;
   void* main_fake_ = nullptr;
   const void* main_bottom_ = nullptr;
   std::size_t main_size_ = 0;
-  const std::function<void(int)>* fn_ = nullptr;
   int current_ = 0;
-  unsigned long progress_ = 0;
 };
 
-/// A barrier of `count` fibers.
+/// A barrier of `count` fibers; `epoch` (if given) counts its completions for the detector.
 class Barrier {
  public:
-  Barrier(Fibers* fibers, int count) : fibers_(fibers), count_(count) {}
+  Barrier(Fibers* fibers, int count, std::uint32_t* epoch = nullptr) : fibers_(fibers), count_(count), epoch_(epoch) {}
   void wait() {
-    const unsigned long generation = generation_;
-    fibers_->progress();
     if (++arrived_ == count_) {
       arrived_ = 0;
-      ++generation_;
+      if (epoch_ != nullptr) ++*epoch_;
+      for (int w : waiters_) fibers_->wake(w);
+      waiters_.clear();
+      fibers_->yield();  // the last to arrive need not be the first to go on
       return;
     }
-    while (generation_ == generation) fibers_->yield();
+    waiters_.push_back(fibers_->current());
+    fibers_->block();
   }
 
  private:
   Fibers* fibers_;
   const int count_;
+  std::uint32_t* epoch_;
   int arrived_ = 0;
-  unsigned long generation_ = 0;
+  std::vector<int> waiters_;
 };
 
-/// What the threads of one block share.
+/// What the threads of one resident block share (a block slot: the next block reuses it).
 struct Block {
   Block(Fibers* fibers, int threads, int warp, std::size_t smem_bytes)
-      : barrier(fibers, threads),
+      : barrier(fibers, threads, &epoch),
         smem_floats(smem_bytes / sizeof(float) + 4),
         smem(new (std::align_val_t(64)) float[smem_floats]),
         exchange(static_cast<std::size_t>(threads) * 2) {
     for (int w = 0; w < threads / warp; ++w) warp_barriers.emplace_back(new Barrier(fibers, warp));
+    detector::track(smem, smem_floats * sizeof(float), "shared memory");
   }
-  ~Block() { ::operator delete[](smem, std::align_val_t(64)); }
+  ~Block() {
+    detector::untrack(smem);
+    ::operator delete[](smem, std::align_val_t(64));
+  }
   Block(const Block&) = delete;
   Block& operator=(const Block&) = delete;
-  void poison() {
+  /// A new block in this slot: fresh (NaN) shared memory with no access history.
+  void start(std::int64_t block_id, int threads) {
     for (std::size_t i = 0; i < smem_floats; ++i) smem[i] = std::numeric_limits<float>::quiet_NaN();
+    detector::forget(smem, smem_floats * sizeof(float));
+    id = block_id;
+    remaining = threads;
   }
+  std::uint32_t epoch = 0;  // block barriers completed
   Barrier barrier;
   std::size_t smem_floats;
   float* smem;
   std::vector<std::unique_ptr<Barrier>> warp_barriers;
   std::vector<float> exchange;  // per warp: two buffers of `warp` floats, used alternately
+  std::int64_t id = -1;
+  int remaining = 0;
 };
 
-/// The emulator's side of the Exec interface of hip/rnn_device.hpp.
+/// Kinds of mutation sites: the places a kernel synchronises.
+enum SiteKind : int { kSync = 0, kGridSync = 1, kCoherentLoad = 2 };
+inline const char* site_kind_name(int k) { return k == kSync ? "sync" : k == kGridSync ? "grid_sync" : "load_coherent"; }
+
+/// One synchronisation call site of the kernels: its kind, source line and a kernel that reached it.
+struct Site {
+  int kind;
+  int line;
+  std::string file;
+  bool operator<(const Site& o) const { return std::tie(kind, line, file) < std::tie(o.kind, o.line, o.file); }
+};
+
+/// A site left out (a barrier skipped, a coherent load made plain); kind -1: none.
+struct Mutation {
+  int kind = -1;
+  int line = 0;
+};
+
+/// What the threads of one launch share beyond their block.
+struct LaunchShared {
+  Barrier* grid = nullptr;
+  const Mutation* mutation = nullptr;
+  std::map<Site, std::set<std::string>>* census = nullptr;
+  const char* kernel = "";
+  /// Records a reached site; whether the mutation leaves it out.
+  bool skip(int kind, const char* file, int line) const {
+    if (census != nullptr) {
+      const char* base = std::strrchr(file, '/');
+      (*census)[Site{kind, line, base != nullptr ? base + 1 : file}].insert(kernel);
+    }
+    return mutation->kind == kind && mutation->line == line;
+  }
+};
+
+/// The emulator's side of the Exec interface of hip/rnn_device.hpp. The synchronising calls take
+/// their call site (file, line) as default arguments: the kernels call them as ex.sync().
 class Exec {
  public:
-  Exec(const rnncore::gpu::Dims& d, std::int64_t block, int thread, int warp, Block* b, Barrier* grid)
+  Exec(const rnncore::gpu::Dims& d, std::int64_t block, int thread, int warp, Block* b, const LaunchShared* launch)
       : bx_(static_cast<int>(block % d.gx)),
         by_(static_cast<int>((block / d.gx) % d.gy)),
         bz_(static_cast<int>(block / (static_cast<std::int64_t>(d.gx) * d.gy))),
@@ -221,7 +362,7 @@ class Exec {
         bdx_(static_cast<int>(d.block)),
         warp_(warp),
         block_(b),
-        grid_(grid) {}
+        launch_(launch) {}
   int bx() const { return bx_; }
   int by() const { return by_; }
   int bz() const { return bz_; }
@@ -230,13 +371,15 @@ class Exec {
   int tx() const { return tx_; }
   int bdx() const { return bdx_; }
   int warp_size() const { return warp_; }
-  void sync() const { block_->barrier.wait(); }
-  void grid_sync() const {
-    if (grid_ == nullptr) {
+  void sync(const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+    if (!launch_->skip(kSync, file, line)) block_->barrier.wait();
+  }
+  void grid_sync(const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+    if (launch_->grid == nullptr) {
       std::fprintf(stderr, "emulator: grid_sync outside a cooperative launch\n");
       std::abort();
     }
-    grid_->wait();
+    if (!launch_->skip(kGridSync, file, line)) launch_->grid->wait();
   }
   float shfl_xor(float v, int mask) const {
     const int w = tx_ / warp_, lane = tx_ % warp_;
@@ -248,13 +391,15 @@ class Exec {
     phase_ ^= 1;  // the other buffer next time: no second barrier needed before it is rewritten
     return r;
   }
-  float load_coherent(const float* p) const { return *p; }
+  float load_coherent(const float* p, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+    return detector::load(p, !launch_->skip(kCoherentLoad, file, line));
+  }
   float* smem() const { return block_->smem; }
 
  private:
   int bx_, by_, bz_, gdx_, gdy_, tx_, bdx_, warp_;
   Block* block_;
-  Barrier* grid_;
+  const LaunchShared* launch_;
   mutable int phase_ = 0;
 };
 
@@ -262,7 +407,8 @@ class Exec {
 /// facts given, and counts launches by kernel name.
 class Launcher {
  public:
-  Launcher(const rnncore::gpu::DeviceFacts& facts, int blocks_per_sm) : facts_(facts), blocks_per_sm_(blocks_per_sm) {}
+  Launcher(const rnncore::gpu::DeviceFacts& facts, int blocks_per_sm, std::uint64_t seed = 1)
+      : facts_(facts), blocks_per_sm_(blocks_per_sm), seed_(seed) {}
 
   /// Kernels read the argument block's copy in (emulated) device memory, and the launch checks
   /// that the copy equals the host's block: a schedule that launches before copying, or copies
@@ -303,6 +449,10 @@ class Launcher {
   std::map<std::string, int> refused;
   /// Problems a GPU would have reported (empty when all launches were valid).
   std::vector<std::string> errors;
+  /// The site left out of every launch (none by default).
+  Mutation mutation;
+  /// If set: every synchronisation site the kernels reach, with the kernels that reach it.
+  std::map<Site, std::set<std::string>>* census = nullptr;
 
  private:
   template <class K>
@@ -312,55 +462,85 @@ class Launcher {
     return false;
   }
   template <class K>
-  rnncore::Status run(const rnncore::gpu::Dims& d, const typename K::Args& a, int arg, bool cooperative) {
-    ++launches[K::name()];
-    const int threads = static_cast<int>(d.block), warp = facts_.warp_size;
-    const std::int64_t blocks = static_cast<std::int64_t>(d.gx) * d.gy * d.gz;
-    char what[256];
-    const char* problem = nullptr;
-    if (threads < 1 || threads > K::kMaxThreads) problem = "block size above the kernel's launch bound";
-    else if (threads % warp != 0) problem = "block size not a multiple of the warp size";
-    else if (static_cast<std::int64_t>(d.smem) > facts_.smem_optin) problem = "shared memory above the device limit";
-    else if (cooperative && blocks > static_cast<std::int64_t>(facts_.sm_count) * blocks_per_sm_)
-      problem = "cooperative grid larger than the co-resident capacity";
-    else if (d.gy > 65535 || d.gz > 65535) problem = "grid y or z above 65535";
-    if (problem != nullptr) {
-      std::snprintf(what, sizeof what, "%s: %s (grid %ux%ux%u, block %d, smem %zu)", K::name(), problem, d.gx, d.gy, d.gz,
-                    threads, d.smem);
-      errors.push_back(what);
-      return rnncore::Status::device;
-    }
-    reverse_ = !reverse_;
-    if (cooperative) {  // all blocks at once: the grid barrier needs them co-resident
-      std::vector<std::unique_ptr<Block>> state;
-      for (std::int64_t b = 0; b < blocks; ++b) {
-        state.emplace_back(new Block(&fibers_, threads, warp, d.smem));
-        state.back()->poison();
-      }
-      Barrier grid(&fibers_, static_cast<int>(blocks * threads));
-      fibers_.run(static_cast<int>(blocks * threads), [&](int i) {
-        const std::int64_t b = i / threads;
-        Exec ex(d, b, i % threads, warp, state[b].get(), &grid);
-        K::run(ex, a, arg, ex.smem());
-      }, reverse_);
-    } else {  // one block after another
-      Block block(&fibers_, threads, warp, d.smem);
-      for (std::int64_t b = 0; b < blocks; ++b) {
-        block.poison();
-        fibers_.run(threads, [&](int tid) {
-          Exec ex(d, b, tid, warp, &block, nullptr);
-          K::run(ex, a, arg, ex.smem());
-        }, reverse_);
-      }
-    }
-    return rnncore::Status::ok;
-  }
+  rnncore::Status run(const rnncore::gpu::Dims& d, const typename K::Args& a, int arg, bool cooperative);
 
   rnncore::gpu::DeviceFacts facts_;
   int blocks_per_sm_;
+  std::uint64_t seed_;
+  std::uint64_t runs_ = 0;
   Fibers fibers_;
-  bool reverse_ = true;
 };
+
+#if defined(RNNCORE_EMU_KERNELS_TU)
+template <class K>
+rnncore::Status Launcher::run(const rnncore::gpu::Dims& d, const typename K::Args& a, int arg, bool cooperative) {
+  ++launches[K::name()];
+  const int threads = static_cast<int>(d.block), warp = facts_.warp_size;
+  const std::int64_t blocks = static_cast<std::int64_t>(d.gx) * d.gy * d.gz;
+  const std::int64_t resident = static_cast<std::int64_t>(facts_.sm_count) * blocks_per_sm_;
+  char what[256];
+  const char* problem = nullptr;
+  if (threads < 1 || threads > K::kMaxThreads) problem = "block size above the kernel's launch bound";
+  else if (threads % warp != 0) problem = "block size not a multiple of the warp size";
+  else if (static_cast<std::int64_t>(d.smem) > facts_.smem_optin) problem = "shared memory above the device limit";
+  else if (cooperative && blocks > resident) problem = "cooperative grid larger than the co-resident capacity";
+  else if (d.gy > 65535 || d.gz > 65535) problem = "grid y or z above 65535";
+  if (problem != nullptr) {
+    std::snprintf(what, sizeof what, "%s: %s (grid %ux%ux%u, block %d, smem %zu)", K::name(), problem, d.gx, d.gy, d.gz,
+                  threads, d.smem);
+    errors.push_back(what);
+    return rnncore::Status::device;
+  }
+  if (blocks == 0) return rnncore::Status::ok;  // an empty grid runs nothing
+  SchedRng rng{seed_ * 0x2545f4914f6cdd1dull + ++runs_};
+  // Blocks start in a random order; a cooperative grid is resident at once, an ordinary one as
+  // many blocks as the device holds, the next starting where one finished.
+  std::vector<std::int64_t> order(static_cast<std::size_t>(blocks));
+  for (std::int64_t b = 0; b < blocks; ++b) order[static_cast<std::size_t>(b)] = b;
+  for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+  const std::int64_t slots = cooperative ? blocks : std::max<std::int64_t>(1, std::min(blocks, resident));
+  std::uint32_t grid_epoch = 0;
+  std::unique_ptr<Barrier> grid;
+  if (cooperative) grid.reset(new Barrier(&fibers_, static_cast<int>(blocks * threads), &grid_epoch));
+  LaunchShared shared;
+  shared.grid = grid.get();
+  shared.mutation = &mutation;
+  shared.census = census;
+  shared.kernel = K::name();
+  detector::ThreadCtx ctx;
+  ctx.launch = detector::next_launch();
+  ctx.grid_epoch = &grid_epoch;
+  ctx.kernel = K::name();
+  ctx.cooperative = cooperative;
+  ctx.gx = d.gx;
+  ctx.gy = d.gy;
+  std::vector<std::unique_ptr<Block>> slot(static_cast<std::size_t>(slots));
+  std::size_t next = 0;
+  const auto start = [&](int s) {
+    Block* blk = slot[static_cast<std::size_t>(s)].get();
+    const std::int64_t b = order[next++];
+    blk->start(b, threads);
+    ctx.block = static_cast<std::uint32_t>(b);
+    ctx.block_epoch = &blk->epoch;
+    for (int t = 0; t < threads; ++t) {
+      ctx.thread = static_cast<std::uint32_t>(t);
+      fibers_.spawn([&d, &a, &shared, arg, blk, b, t, warp] {
+        const Exec ex(d, b, t, warp, blk, &shared);
+        K::run(ex, a, arg, ex.smem());
+      }, ctx, s);
+    }
+  };
+  for (std::int64_t s = 0; s < slots; ++s) {
+    slot[static_cast<std::size_t>(s)].reset(new Block(&fibers_, threads, warp, d.smem));
+    start(static_cast<int>(s));
+  }
+  fibers_.run(rng, [&](int s) {
+    Block* blk = slot[static_cast<std::size_t>(s)].get();
+    if (--blk->remaining == 0 && next < order.size()) start(s);
+  });
+  return rnncore::Status::ok;
+}
+#endif
 
 }  // namespace emu
 }  // namespace rnncore_test

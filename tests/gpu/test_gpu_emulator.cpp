@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "src/internal/half.hpp"
-#include "tests/gpu/emulator.hpp"
+#include "tests/gpu/emu_kernels.hpp"
 #include "tests/gpu/gpu_cases.hpp"
 #include "tests/test_util.hpp"
 
@@ -30,15 +30,18 @@ struct EmuConfig {
   int sm_count = 4;
   int blocks_per_sm = 2;
   std::int64_t smem = 48 * 1024;
-  int persist_threads = 64;
+  int persist_threads = gpu::kPersistentThreads;  ///< the planner's block size on a GPU
   bool refuse_cooperative = false;  ///< the runtime refuses cooperative launches (MPS)
+  std::uint64_t sched_seed = 1;     ///< the emulator's block and thread order
 };
 
 std::string describe(const EmuConfig& c) {
   static const char* const rec[] = {"auto", "persistent", "tiled"};
   static const char* const tile[] = {"auto", "small", "large"};
   return "warp=" + std::to_string(c.warp) + " recurrence=" + rec[static_cast<int>(c.recurrence)] +
-         " tile=" + tile[static_cast<int>(c.tile)];
+         " tile=" + tile[static_cast<int>(c.tile)] + " sms=" + std::to_string(c.sm_count) + "x" +
+         std::to_string(c.blocks_per_sm) + " persist_threads=" + std::to_string(c.persist_threads) +
+         " sched_seed=" + std::to_string(c.sched_seed);
 }
 
 /// The plan a GPU build makes for `stack` on the emulated device: the common fields from a CPU plan,
@@ -73,19 +76,67 @@ Status make_gpu_plan(const StackSpec& stack, PlanOptions opt, const EmuConfig& c
   return out->ws.total == ~std::size_t{0} ? Status::invalid_size : Status::ok;
 }
 
+/// While alive, the detector checks accesses to the buffers named here (and to shared memory);
+/// check() turns what it found into test failures.
+struct Tracked {
+  Tracked() {
+    emu::detector::reset();
+    (void)emu::detector::take_reports();
+  }
+  ~Tracked() { emu::detector::reset(); }
+  Tracked(const Tracked&) = delete;
+  Tracked& operator=(const Tracked&) = delete;
+  void buffer(const void* p, std::size_t bytes, const std::string& name) { emu::detector::track(p, bytes, name); }
+  /// The workspace, with its parts named for reports.
+  void workspace(const detail::PlanImpl& p, const gpu::GpuPlan& g, const unsigned char* ws) {
+    buffer(ws, p.ws.total, "ws");
+    const auto name = [&](std::size_t at, const std::string& n) {
+      if (at != 0) emu::detector::label(ws + at, "ws." + n);
+    };
+    for (int d = 0; d < 2; ++d) {
+      const std::string dd = "[" + std::to_string(d) + "]";
+      name(p.ws.proj[d], "proj" + dd);
+      name(p.ws.h[d][0], "h" + dd + "[0]");
+      name(p.ws.h[d][1], "h" + dd + "[1]");
+      name(p.ws.c[d], "c" + dd);
+      name(p.ws.rh[d], "rh" + dd);
+      name(p.ws.z[d], "z" + dd);
+      name(p.ws.x_cell[d], "x_cell" + dd);
+      name(p.ws.layer_out[d], "layer_out" + dd);
+    }
+    name(g.ws_lengths, "lengths");
+    name(g.ws_row_ids, "row_ids");
+    name(g.ws_args, "args");
+    if (p.ws.proj[0] == 0) emu::detector::label(ws, "ws.proj[0]");
+  }
+  /// Fails the test for every race or stale read found since the last check.
+  static std::size_t check(const std::string& what) {
+    const std::size_t n = emu::detector::report_count();
+    for (const std::string& r : emu::detector::take_reports()) FAIL_CHECK(what << ": " << r);
+    return n;
+  }
+};
+
 /// Packs and runs a forward on the emulated device; outputs start poisoned (-7), the packed buffer
 /// and workspace start as NaN bytes, so anything read before it is written shows.
 Status run_emulated(const StackSpec& stack, const PlanOptions& opt, const EmuConfig& cfg, const std::vector<float>& canonical,
-                    ForwardArgs args, Outputs<float>* out, std::map<std::string, int>* launches) {
+                    ForwardArgs args, Outputs<float>* out, std::map<std::string, int>* launches,
+                    const emu::Mutation& mutation = emu::Mutation(), std::map<emu::Site, std::set<std::string>>* census = nullptr,
+                    std::size_t* reports = nullptr) {
   detail::PlanImpl p;
   RNNCORE_RETURN_IF_ERROR(make_gpu_plan(stack, opt, cfg, &p));
   const gpu::GpuPlan g = gpu::get_gpu_plan(p);
   AlignedBuffer packed(p.packed_bytes), ws(p.ws.total);
   std::memset(packed.ptr, 0xff, p.packed_bytes);
   std::memset(ws.ptr, 0xff, p.ws.total);
-  emu::Launcher ln(g.facts, cfg.blocks_per_sm);
+  emu::Launcher ln(g.facts, cfg.blocks_per_sm, cfg.sched_seed);
   ln.refuse_cooperative = cfg.refuse_cooperative;
-  Status s = gpu::pack(ln, p, g, canonical.data(), packed.ptr);
+  ln.mutation = mutation;
+  ln.census = census;
+  Tracked tracked;
+  tracked.buffer(packed.ptr, p.packed_bytes, "packed");
+  tracked.workspace(p, g, ws.ptr);
+  Status s = emu::pack(ln, p, g, canonical.data(), packed.ptr);
   if (s == Status::ok) {
     const LayerSpec& last = stack.layers[stack.num_layers - 1];
     bool lstm = false;
@@ -96,7 +147,20 @@ Status run_emulated(const StackSpec& stack, const PlanOptions& opt, const EmuCon
     args.y = out->y.data();
     args.hy = out->hy.data();
     args.cy = lstm ? out->cy.data() : nullptr;
-    s = gpu::forward(ln, p, g, packed.ptr, ws.ptr, args);
+    const std::size_t in_bytes = sizeof(float) * static_cast<std::size_t>(args.seq_len) * args.batch * stack.input_size;
+    tracked.buffer(args.x, in_bytes, "x");
+    tracked.buffer(out->y.data(), sizeof(float) * out->y.size(), "y");
+    tracked.buffer(out->hy.data(), sizeof(float) * out->hy.size(), "hy");
+    tracked.buffer(out->cy.data(), sizeof(float) * out->cy.size(), "cy");
+    tracked.buffer(args.h0, sizeof(float) * out->hy.size(), "h0");
+    tracked.buffer(args.c0, sizeof(float) * out->cy.size(), "c0");
+    s = emu::forward(ln, p, g, packed.ptr, ws.ptr, args);
+  }
+  if (reports != nullptr) {  // the caller judges what was found (mutants)
+    *reports = emu::detector::report_count();
+    (void)emu::detector::take_reports();
+  } else {
+    Tracked::check(describe(cfg));
   }
   for (const std::string& e : ln.errors) FAIL_CHECK(e);
   if (launches != nullptr) *launches = ln.launches;
@@ -203,7 +267,7 @@ TEST_CASE("mask kernels draw the CPU's mask rows bit for bit") {
       ia.mask = gpu::schedule::to_site(inter);
       emu::Launcher ln(facts, 1);
       const std::int64_t items = static_cast<std::int64_t>(T) * B * ((width + 3) / 4);
-      REQUIRE(ln.launch<gpu::f32_rnn_inter_layer_dropout>(gpu::elementwise_dims(g, items, 1), ia, &ia, 0) == Status::ok);
+      REQUIRE(emu::inter_layer_dropout(ln, gpu::elementwise_dims(g, items, 1), ia) == Status::ok);
       std::vector<float> row(width);
       for (int t = 0; t < T; ++t)
         for (int b = 0; b < B; ++b) {
@@ -238,7 +302,7 @@ TEST_CASE("mask kernels draw the CPU's mask rows bit for bit") {
         for (int w = 0; w < 2; ++w)
           da.input[w] = gpu::schedule::to_site(detail::wrapper_mask(ws, run, 0, d, w, detail::MaskKind::input));
       }
-      REQUIRE(ln.launch<gpu::f32_rnn_input_dropout>(gpu::elementwise_dims(g, items, 2), la, &la, 0) == Status::ok);
+      REQUIRE(emu::input_dropout(ln, gpu::elementwise_dims(g, items, 2), la) == Status::ok);
       std::vector<float> m0(width), m1(width);
       for (int d = 0; d < 2; ++d) {
         const detail::Mask outer = detail::wrapper_mask(ws, run, 0, d, 1, detail::MaskKind::input);
@@ -354,9 +418,16 @@ TEST_CASE("emulated GPU forward: streaming in chunks (time_offset, hy aliasing h
     const gpu::GpuPlan g = gpu::get_gpu_plan(p);
     AlignedBuffer packed(p.packed_bytes), ws(p.ws.total);
     emu::Launcher ln(g.facts, cfg.blocks_per_sm);
-    REQUIRE(gpu::pack(ln, p, g, w32.data(), packed.ptr) == Status::ok);
+    Tracked tracked;
+    tracked.buffer(packed.ptr, p.packed_bytes, "packed");
+    tracked.workspace(p, g, ws.ptr);
+    REQUIRE(emu::pack(ln, p, g, w32.data(), packed.ptr) == Status::ok);
     const std::size_t states = static_cast<std::size_t>(state_elements(st, B));
     std::vector<float> h(states, 0.0f), c(states, 0.0f), y(static_cast<std::size_t>(T) * B * 5, -7.0f);
+    tracked.buffer(h.data(), sizeof(float) * h.size(), "h0 = hy");
+    tracked.buffer(c.data(), sizeof(float) * c.size(), "c0 = cy");
+    tracked.buffer(y.data(), sizeof(float) * y.size(), "y");
+    tracked.buffer(x32.data(), sizeof(float) * x32.size(), "x");
     for (int chunk = 0; chunk < 2; ++chunk) {
       ForwardArgs k = a;
       k.seq_len = half;
@@ -365,12 +436,13 @@ TEST_CASE("emulated GPU forward: streaming in chunks (time_offset, hy aliasing h
       k.h0 = k.hy = h.data();
       k.c0 = k.cy = c.data();
       k.time_offset = static_cast<std::uint32_t>(chunk * half);
-      REQUIRE(gpu::forward(ln, p, g, packed.ptr, ws.ptr, k) == Status::ok);
+      REQUIRE(emu::forward(ln, p, g, packed.ptr, ws.ptr, k) == Status::ok);
     }
     INFO(describe(cfg));
     CHECK(rel_error(y.data(), ref.y.data(), ref.y.size()) < 1e-5);
     CHECK(rel_error(h.data(), ref.hy.data(), ref.hy.size()) < 1e-5);
     CHECK(ln.errors.empty());
+    Tracked::check(describe(cfg));
   }
 }
 
@@ -618,9 +690,9 @@ TEST_CASE("a GPU forward refuses a packed buffer of another layout or weight typ
       AlignedBuffer packed(std::max(pp.packed_bytes, pr.packed_bytes)), ws(pr.ws.total);
       std::memset(packed.ptr, 0xff, packed.size);
       emu::Launcher ln(gpu::get_gpu_plan(pp).facts, cfg.blocks_per_sm);
-      REQUIRE(gpu::pack(ln, pp, gpu::get_gpu_plan(pp), canonical.data(), packed.ptr) == Status::ok);
+      REQUIRE(emu::pack(ln, pp, gpu::get_gpu_plan(pp), canonical.data(), packed.ptr) == Status::ok);
       const std::map<std::string, int> packing = ln.launches;
-      const Status s = gpu::forward(ln, pr, gpu::get_gpu_plan(pr), packed.ptr, ws.ptr, a);
+      const Status s = emu::forward(ln, pr, gpu::get_gpu_plan(pr), packed.ptr, ws.ptr, a);
       CAPTURE(packer);
       CAPTURE(runner);
       if (packer == runner) {
@@ -635,7 +707,7 @@ TEST_CASE("a GPU forward refuses a packed buffer of another layout or weight typ
   AlignedBuffer raw(plans[0].packed_bytes), ws(plans[0].ws.total);
   std::memset(raw.ptr, 0, raw.size);
   emu::Launcher ln(gpu::get_gpu_plan(plans[0]).facts, cfg.blocks_per_sm);
-  CHECK(gpu::forward(ln, plans[0], gpu::get_gpu_plan(plans[0]), raw.ptr, ws.ptr, a) == Status::weights_not_packed);
+  CHECK(emu::forward(ln, plans[0], gpu::get_gpu_plan(plans[0]), raw.ptr, ws.ptr, a) == Status::weights_not_packed);
   CHECK(ln.launches.empty());
 }
 
@@ -666,4 +738,244 @@ TEST_CASE("a refused cooperative launch falls back to the per-step kernels") {
       CHECK(count_prefix(launches, "step_tiled") > 0);
     }
   }
+}
+
+// ------------------------------------------------------------------------------------ the emulator itself
+
+TEST_CASE("the emulator's detector reports the defective probes, naming kernel, buffer and threads") {
+  if (!emu::detector::available()) {
+    MESSAGE("no access instrumentation in this build (AddressSanitizer): the detector is not tested");
+    return;
+  }
+  gpu::DeviceFacts f;
+  f.warp_size = 32;
+  f.sm_count = 2;
+  struct Expect {
+    emu::Probe probe;
+    bool barrier;
+    const char* report;  // null: none
+  };
+  const Expect cases[] = {
+      {emu::Probe::smem_neighbour, true, nullptr},         {emu::Probe::smem_neighbour, false, "race in probe at shared memory+"},
+      {emu::Probe::global_other_block, true, nullptr},     {emu::Probe::global_other_block, false, "race in probe at buf+"},
+      {emu::Probe::grid_plain_load, true, "stale read in probe at buf+"},
+      {emu::Probe::grid_coherent_load, true, nullptr},     {emu::Probe::same_value_writes, true, nullptr},
+      {emu::Probe::same_value_writes, false, "race in probe at buf+"},
+      {emu::Probe::grid_no_barrier, true, nullptr},        {emu::Probe::grid_no_barrier, false, "race in probe at buf+"},
+  };
+  const int blocks = 4, threads = 64;
+  for (std::uint64_t seed = 1; seed <= 3; ++seed)
+    for (const Expect& e : cases) {
+      CAPTURE(static_cast<int>(e.probe));
+      CAPTURE(e.barrier);
+      CAPTURE(seed);
+      std::vector<float> buf(static_cast<std::size_t>(blocks) * threads, 0.0f);
+      Tracked tracked;
+      tracked.buffer(buf.data(), sizeof(float) * buf.size(), "buf");
+      emu::Launcher ln(f, 2, seed);
+      REQUIRE(emu::run_probe(ln, e.probe, e.barrier, buf.data(), blocks, threads) == Status::ok);
+      const std::size_t n = emu::detector::report_count();
+      const std::vector<std::string> lines = emu::detector::take_reports();
+      CHECK((n > 0) == (e.report != nullptr));
+      if (e.report != nullptr && !lines.empty()) {
+        INFO(lines[0]);
+        CHECK(lines[0].rfind(e.report, 0) == 0);
+        CHECK(lines[0].find("thread") != std::string::npos);
+        CHECK(lines[0].find("block") != std::string::npos);
+      }
+    }
+}
+
+TEST_CASE("emulated GPU forward: wrapper stacks under several scheduling seeds and device shapes") {
+  // The same cases with other block and thread orders, and other co-resident capacities (which
+  // change the persistent kernel's slices); the detector checks every run.
+  Rng rng(515);
+  int n = 0;
+  for (Mode mode : {Mode::lstm, Mode::gru})
+    for (int v : {1, 2}) {
+      const Case c = wrapper_case(mode, v, rng);
+      for (std::uint64_t seed : {11u, 12u, 13u}) {
+        EmuConfig cfg = config(n % 2 ? 64 : 32, seed % 2 ? gpu::Recurrence::persistent : gpu::Recurrence::tiled);
+        cfg.sched_seed = seed * 1000 + static_cast<std::uint64_t>(n);
+        cfg.sm_count = 1 + n % 5;
+        cfg.blocks_per_sm = 1 + n % 3;
+        cfg.persist_threads = n % 3 == 0 ? 128 : gpu::kPersistentThreads;
+        check_case(c, cfg, 7000 + static_cast<std::uint64_t>(n), nullptr);
+        ++n;
+      }
+    }
+}
+
+TEST_CASE("emulated GPU forward at the device's block sizes with H >= 256 and a large T·B·H") {
+  struct Big {
+    Mode mode;
+    GruVariant variant;
+    int H, I, T, B;
+    bool bidirectional;
+    gpu::Recurrence rec;
+  };
+  const Big bigs[] = {
+      {Mode::lstm, GruVariant::reset_after, 256, 48, 3, 2, false, gpu::Recurrence::persistent},
+      {Mode::gru, GruVariant::reset_before, 260, 40, 2, 3, true, gpu::Recurrence::persistent},
+      {Mode::gru, GruVariant::reset_after, 256, 32, 5, 40, false, gpu::Recurrence::tiled},  // T·B·H = 51200
+      {Mode::rnn_tanh, GruVariant::reset_after, 300, 20, 6, 70, false, gpu::Recurrence::tiled},
+  };
+  int i = 0;
+  for (const Big& b : bigs) {
+    Case c;
+    c.stack.input_size = b.I;
+    c.stack.num_layers = 1;
+    c.stack.layers[0] = layer(b.mode, b.H, b.bidirectional, {}, b.variant);
+    c.T = b.T;
+    c.B = b.B;
+    c.lengths = true;
+    c.initial = i % 2 == 0;
+    EmuConfig cfg = config(32, b.rec, i == 3 ? gpu::TileChoice::large : gpu::TileChoice::auto_select);
+    cfg.sm_count = 8;  // 16 co-resident blocks of 256 threads for the persistent kernel
+    cfg.smem = 227 * 1024;
+    cfg.sched_seed = 90 + static_cast<std::uint64_t>(i);
+    std::map<std::string, int> launches;
+    check_case(c, cfg, 8000 + static_cast<std::uint64_t>(i), &launches);
+    CHECK(count_prefix(launches, b.rec == gpu::Recurrence::persistent ? "persistent" : "tiled") > 0);
+    ++i;
+  }
+}
+
+namespace {
+
+/// Runs case `c` on the emulator (no reference), with a mutation; returns the outputs, and the
+/// number of detector reports in *found.
+Outputs<float> run_mutant(const Case& c, const EmuConfig& cfg, std::uint64_t data_seed, const emu::Mutation& m,
+                          std::map<emu::Site, std::set<std::string>>* census, std::size_t* found) {
+  Rng rng(data_seed);
+  StackSpec st = c.stack;
+  st.dtype = DType::f32;
+  const auto w = random_vector<float>(rng, static_cast<std::size_t>(param_count(st)), 0.3);
+  const auto x = random_vector<float>(rng, static_cast<std::size_t>(c.T) * c.B * st.input_size, 1.0);
+  std::vector<std::int32_t> lengths(static_cast<std::size_t>(c.B));
+  for (auto& l : lengths) l = rng.range(0, c.T);
+  ForwardArgs a;
+  a.batch = c.B;
+  a.seq_len = c.T;
+  a.x = x.data();
+  a.seq_lengths = c.lengths ? lengths.data() : nullptr;
+  PlanOptions opt;
+  opt.max_batch = c.B;
+  opt.max_seq_len = c.T;
+  Outputs<float> out;
+  REQUIRE(run_emulated(st, opt, cfg, w, a, &out, nullptr, m, census, found) == Status::ok);
+  return out;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0);
+}
+
+/// Line `line` of hip/rnn_device.hpp.
+std::string device_source_line(int line) {
+  std::FILE* f = std::fopen(RNNCORE_SOURCE_DIR "/hip/rnn_device.hpp", "r");
+  if (f == nullptr) return "";
+  char buf[1024];
+  std::string text;
+  for (int i = 1; std::fgets(buf, sizeof buf, f) != nullptr; ++i)
+    if (i == line) {
+      text = buf;
+      break;
+    }
+  std::fclose(f);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("mutants: leaving out any barrier, grid barrier or coherent load is caught, or is a known survivor") {
+  // Every synchronisation site the kernels reach (a census of ex.sync / ex.grid_sync /
+  // ex.load_coherent calls by source line) is left out in turn, in every kernel that calls it,
+  // over cases that reach every site (every cell, both recurrence kernels, several k chunks,
+  // partial sums, several persistent slices, rows past their length). A mutant is caught when
+  // the detector reports it or the outputs differ from the unmutated run's bits. Sites whose
+  // removal is harmless with the launch shapes the schedules use are listed (by their source
+  // text) with the reason; any other survivor fails.
+  if (!emu::detector::available()) {
+    MESSAGE("no access instrumentation in this build (AddressSanitizer): mutants not run");
+    return;
+  }
+  struct Survivor {
+    const char* text;  // part of the site's source line
+    const char* why;
+  };
+  const char* const own_units =
+      "a block of the persistent kernel owns the same units at every step, so the h it reads here is its own (the same "
+      "thread's) write of the previous step; the per-step kernels read h written by an earlier launch";
+  const Survivor survivors[] = {
+      {"ex.sync();  // the partial-sum area is the tile area of the next row tile",
+       "each block of the per-step kernel runs one row tile (grid.y = row tiles, at most 65535), so no next tile reuses the area"},
+      {"hn[u0 + j] = ex.load_coherent(hp + u0 + j);", own_units},
+      {"d.rh[b * Hs + u0 + j] = r * ex.load_coherent(hp + u0 + j);", own_units},
+      {"hnew[j] = (1.0f - z) * nn + z * ex.load_coherent(hp + u0 + j);", own_units},
+  };
+  std::vector<std::pair<Case, EmuConfig>> cases;
+  const Mode modes[] = {Mode::lstm, Mode::gru, Mode::gru, Mode::rnn_tanh};
+  const GruVariant variants[] = {GruVariant::reset_after, GruVariant::reset_after, GruVariant::reset_before,
+                                 GruVariant::reset_after};
+  for (int m = 0; m < 4; ++m)
+    for (gpu::Recurrence r : {gpu::Recurrence::persistent, gpu::Recurrence::tiled}) {
+      Case c;
+      c.stack.input_size = 19;  // two k chunks of the projection GEMM
+      c.stack.num_layers = 1;
+      c.stack.layers[0] = layer(modes[m], 37, m % 2 == 0, {}, variants[m]);  // Hs = 40: two k chunks of a step tile
+      c.T = 3;
+      c.B = 5;
+      c.lengths = true;
+      EmuConfig cfg = config(32, r, m % 2 ? gpu::TileChoice::large : gpu::TileChoice::small);
+      cfg.persist_threads = 64;
+      cfg.sched_seed = static_cast<std::uint64_t>(m);
+      cases.emplace_back(c, cfg);
+    }
+  std::map<emu::Site, std::set<std::string>> census;
+  std::map<emu::Site, std::vector<std::size_t>> reached_by;  // the cases that reach a site
+  std::vector<Outputs<float>> baseline;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    std::size_t found = 0;
+    std::map<emu::Site, std::set<std::string>> mine;
+    baseline.push_back(run_mutant(cases[i].first, cases[i].second, 100 + i, emu::Mutation(), &mine, &found));
+    CHECK(found == 0);
+    for (const auto& site : mine) {
+      census[site.first].insert(site.second.begin(), site.second.end());
+      reached_by[site.first].push_back(i);
+    }
+  }
+  REQUIRE(census.size() >= 10);
+  int killed_by_detector = 0, killed_by_results = 0, survived = 0;
+  for (const auto& site : census) {
+    const emu::Site& s = site.first;
+    std::string kernels;
+    for (const std::string& k : site.second) kernels += (kernels.empty() ? "" : ", ") + k;
+    const std::string text = device_source_line(s.line);
+    emu::Mutation m;
+    m.kind = s.kind;
+    m.line = s.line;
+    std::string how;
+    for (std::size_t i : reached_by[s]) {
+      if (!how.empty()) break;
+      std::size_t found = 0;
+      const Outputs<float> out = run_mutant(cases[i].first, cases[i].second, 100 + i, m, nullptr, &found);
+      if (found > 0) how = "detector";
+      else if (!same_bits(out.y, baseline[i].y) || !same_bits(out.hy, baseline[i].hy) || !same_bits(out.cy, baseline[i].cy))
+        how = "results";
+    }
+    const char* why = nullptr;
+    for (const Survivor& sv : survivors)
+      if (text.find(sv.text) != std::string::npos) why = sv.why;
+    killed_by_detector += how == "detector";
+    killed_by_results += how == "results";
+    survived += how.empty();
+    MESSAGE(std::string(emu::site_kind_name(s.kind)) << " at " << s.file << ":" << s.line << " (" << kernels << "): "
+                                        << (how.empty() ? "SURVIVED" : "caught by the " + how) << " | " << text);
+    if (how.empty()) CHECK_MESSAGE(why != nullptr, "an unexplained survivor");
+    else CHECK_MESSAGE(why == nullptr, "a listed survivor is caught now: update the list");
+  }
+  MESSAGE("mutants: " << census.size() << " sites, " << killed_by_detector << " caught by the detector, " << killed_by_results
+                      << " by the results only, " << survived << " survived");
 }
