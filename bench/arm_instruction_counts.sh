@@ -31,41 +31,10 @@ SHAPES=("lstm 256 1" "lstm 256 16" "lstm 256 64" "lstm 512 1" "lstm 512 16" "lst
 if [ -n "${ARM_SHAPES:-}" ]; then IFS=';' read -ra SHAPES <<<"$ARM_SHAPES"; fi  # e.g. "lstm 256 16;gru 512 16"
 mkdir -p "$WORK/counts"
 
-# The plugin: one inline add of the block's instruction count per executed translation block.
+# The instruction-counting plugin (bench/qemu_insncount.c).
 plugin=$WORK/libinsncount.so
 if [ ! -f "$plugin" ]; then
-  cat >"$WORK/insncount.c" <<'EOF'
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-typedef uint64_t qemu_plugin_id_t;  /* the subset of QEMU's qemu-plugin.h (API v1) used here */
-struct qemu_plugin_tb;
-__attribute__((visibility("default"))) int qemu_plugin_version = 1;
-void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t, void (*)(qemu_plugin_id_t, struct qemu_plugin_tb*));
-void qemu_plugin_register_vcpu_tb_exec_inline(struct qemu_plugin_tb*, int /* QEMU_PLUGIN_INLINE_ADD_U64 */, void*, uint64_t);
-size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb*);
-void qemu_plugin_register_atexit_cb(qemu_plugin_id_t, void (*)(qemu_plugin_id_t, void*), void*);
-static uint64_t insns;
-static char out[4096];
-static void on_trans(qemu_plugin_id_t id, struct qemu_plugin_tb* tb) {
-  (void)id;
-  qemu_plugin_register_vcpu_tb_exec_inline(tb, 0, &insns, qemu_plugin_tb_n_insns(tb));
-}
-static void on_exit_(qemu_plugin_id_t id, void* p) {
-  (void)id, (void)p;
-  FILE* f = fopen(out, "w");
-  if (f) fprintf(f, "%llu\n", (unsigned long long)insns), fclose(f);
-}
-__attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t id, const void* info, int argc, char** argv) {
-  (void)info;
-  if (argc != 1 || strncmp(argv[0], "out=", 4) != 0) return 1;
-  snprintf(out, sizeof out, "%s", argv[0] + 4);
-  qemu_plugin_register_vcpu_tb_trans_cb(id, on_trans);
-  qemu_plugin_register_atexit_cb(id, on_exit_, NULL);
-  return 0;
-}
-EOF
-  gcc -O2 -shared -fPIC -o "$plugin" "$WORK/insncount.c"
+  gcc -O2 -shared -fPIC -o "$plugin" "$REPO/bench/qemu_insncount.c"
 fi
 
 # Sources (git archive: the repository's work tree is not touched) and release builds of the tool.
