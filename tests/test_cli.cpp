@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <dirent.h>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -19,67 +18,14 @@
 #include "rnncore/gpu.hpp"
 #include "rnncore/io/npy.hpp"
 #include "rnncore/io/safetensors.hpp"
+#include "tests/golden_files.hpp"
 #include "tests/test_util.hpp"
+#include "tests/tool_run.hpp"
 
 using namespace rnncore;
 using namespace rnncore_test;
 
 namespace {
-
-// The command that starts the tool: RNNCORE_TOOL, after RNNCORE_TOOL_WRAPPER (the emulator of a
-// cross build, e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu"; empty on a native build).
-std::string tool() {
-  const char* p = std::getenv("RNNCORE_TOOL");
-  REQUIRE_MESSAGE(p != nullptr, "RNNCORE_TOOL is not set (meson sets it)");
-  const char* wrapper = std::getenv("RNNCORE_TOOL_WRAPPER");
-  return wrapper != nullptr && *wrapper != '\0' ? std::string(wrapper) + " " + p : std::string(p);
-}
-
-std::string temp_dir() {
-  static std::string dir;
-  if (dir.empty()) {
-    char tmpl[] = "/tmp/rnncore_cli_XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    dir = tmpl;
-  }
-  return dir;
-}
-
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-Result run(const std::string& args) {
-  const std::string out = temp_dir() + "/stdout.txt", err = temp_dir() + "/stderr.txt";
-  const std::string cmd = tool() + " " + args + " >" + out + " 2>" + err;
-  const int status = std::system(cmd.c_str());
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
-
-std::vector<std::string> list_cases(const std::string& dir) {
-  std::vector<std::string> out;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      const std::string n = e->d_name;
-      if (n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0) out.push_back(dir + "/" + n);
-    }
-    closedir(d);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 // Writes tensor `name` of a golden file as .npy.
 void extract(const io::SafeTensors& f, const std::string& name, const std::string& path) {

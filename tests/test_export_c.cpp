@@ -18,51 +18,18 @@
 
 #include "rnncore/io/npy.hpp"
 #include "tests/test_util.hpp"
+#include "tests/tool_run.hpp"
 #include "rnncore/io/model.hpp"
 
 using namespace rnncore;
+using rnncore_test::Result;
+using rnncore_test::run;
+using rnncore_test::slurp;
+using rnncore_test::temp_dir;
 
 namespace {
 
 const std::string kSource = RNNCORE_SOURCE_DIR;
-
-std::string temp_dir() {
-  static std::string dir;
-  if (dir.empty()) {
-    char tmpl[] = "/tmp/rnncore_export_c_XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    dir = tmpl;
-  }
-  return dir;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-// Runs the tool (through RNNCORE_TOOL_WRAPPER, the emulator of a cross build, when set).
-Result run(const std::string& args) {
-  const char* tool = std::getenv("RNNCORE_TOOL");
-  REQUIRE_MESSAGE(tool != nullptr, "RNNCORE_TOOL is not set (meson sets it)");
-  const char* wrapper = std::getenv("RNNCORE_TOOL_WRAPPER");
-  const std::string out = temp_dir() + "/stdout.txt", err = temp_dir() + "/stderr.txt";
-  const std::string cmd = (wrapper != nullptr && *wrapper != '\0' ? std::string(wrapper) + " " : std::string()) + tool +
-                          " " + args + " >" + out + " 2>" + err;
-  const int status = std::system(cmd.c_str());
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
 
 // The C header as the test reads it: #define constants, float array initialisers, and the
 // `.field = value` lines of the spec initialiser.

@@ -20,49 +20,15 @@
 
 #include "rnncore/io/npy.hpp"
 #include "rnncore/io/safetensors.hpp"
+#include "tests/tool_run.hpp"
 
 using namespace rnncore;
+using rnncore_test::Result;
+using rnncore_test::run;
+using rnncore_test::slurp;
+using rnncore_test::temp_dir;
 
 namespace {
-
-std::string tool() {
-  const char* p = std::getenv("RNNCORE_TOOL");
-  REQUIRE_MESSAGE(p != nullptr, "RNNCORE_TOOL is not set (meson sets it)");
-  const char* wrapper = std::getenv("RNNCORE_TOOL_WRAPPER");
-  return wrapper != nullptr && *wrapper != '\0' ? std::string(wrapper) + " " + p : std::string(p);
-}
-
-std::string temp_dir() {
-  static std::string dir;
-  if (dir.empty()) {
-    char tmpl[] = "/tmp/rnncore_quantize_XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    dir = tmpl;
-  }
-  return dir;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-Result run(const std::string& args) {
-  const std::string out = temp_dir() + "/stdout.txt", err = temp_dir() + "/stderr.txt";
-  const int status = std::system((tool() + " " + args + " >" + out + " 2>" + err).c_str());
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
 
 std::string src(const std::string& rel) { return std::string(RNNCORE_SOURCE_DIR) + "/" + rel; }
 const std::string kData = "tests/data/quantize/";
