@@ -75,55 +75,50 @@ def one_scale(detail, what):
     return float(scales[0]), int(zps[0])
 
 
-def lstm_options(model_bytes):
-    """Per UNIDIRECTIONAL_SEQUENCE_LSTM op of the model, in op order: cell_clip, proj_clip, time_major,
-    asymmetric_quantize_inputs, whether its activation is tanh, and its intermediate tensors, from
-    the flatbuffer (the interpreter shows neither op options nor intermediates)."""
+def ops_options(model_bytes, op_name, options_class):
+    """(operator, its options table) of every op `op_name` (a BuiltinOperator name) of the model's
+    first subgraph, in op order, from the flatbuffer (the interpreter shows neither op options nor
+    intermediates); and the schema module."""
     from tensorflow.lite.python import schema_py_generated as schema_fb
 
     m = schema_fb.Model.GetRootAsModel(model_bytes, 0)
     sg = m.Subgraphs(0)
+    wanted = getattr(schema_fb.BuiltinOperator, op_name)
     found = []
     for i in range(sg.OperatorsLength()):
         op = sg.Operators(i)
         code = m.OperatorCodes(op.OpcodeIndex())
-        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
-        if builtin == schema_fb.BuiltinOperator.UNIDIRECTIONAL_SEQUENCE_LSTM:
+        if max(code.BuiltinCode(), code.DeprecatedBuiltinCode()) == wanted:
             t = op.BuiltinOptions()
-            o = schema_fb.UnidirectionalSequenceLSTMOptions()
+            o = getattr(schema_fb, options_class)()
             o.Init(t.Bytes, t.Pos)
-            found.append({
-                "cell_clip": o.CellClip(),
-                "proj_clip": o.ProjClip(),
-                "time_major": bool(o.TimeMajor()),
-                "asymmetric_quantize_inputs": bool(o.AsymmetricQuantizeInputs()),
-                "tanh_activation": o.FusedActivationFunction() == schema_fb.ActivationFunctionType.TANH,
-                "intermediates": [op.Intermediates(j) for j in range(op.IntermediatesLength())],
-            })
+            found.append((op, o))
+    return found, schema_fb
+
+
+def lstm_options(model_bytes):
+    """Per UNIDIRECTIONAL_SEQUENCE_LSTM op of the model, in op order: cell_clip, proj_clip, time_major,
+    asymmetric_quantize_inputs, whether its activation is tanh, and its intermediate tensors."""
+    found, schema_fb = ops_options(model_bytes, LSTM_OP, "UnidirectionalSequenceLSTMOptions")
     if not found:
         raise ConvertError("no %s op in the model" % LSTM_OP)
-    return found
+    return [{
+        "cell_clip": o.CellClip(),
+        "proj_clip": o.ProjClip(),
+        "time_major": bool(o.TimeMajor()),
+        "asymmetric_quantize_inputs": bool(o.AsymmetricQuantizeInputs()),
+        "tanh_activation": o.FusedActivationFunction() == schema_fb.ActivationFunctionType.TANH,
+        "intermediates": [op.Intermediates(j) for j in range(op.IntermediatesLength())],
+    } for op, o in found]
 
 
 def fc_options(model_bytes):
     """Per FULLY_CONNECTED op, in op order: its fused activation (a name), weights format and
-    keep_num_dims, from the flatbuffer."""
-    from tensorflow.lite.python import schema_py_generated as schema_fb
-
+    keep_num_dims."""
+    found, schema_fb = ops_options(model_bytes, "FULLY_CONNECTED", "FullyConnectedOptions")
     names = {v: k for k, v in vars(schema_fb.ActivationFunctionType).items() if not k.startswith("_")}
-    m = schema_fb.Model.GetRootAsModel(model_bytes, 0)
-    sg = m.Subgraphs(0)
-    found = []
-    for i in range(sg.OperatorsLength()):
-        op = sg.Operators(i)
-        code = m.OperatorCodes(op.OpcodeIndex())
-        if max(code.BuiltinCode(), code.DeprecatedBuiltinCode()) == schema_fb.BuiltinOperator.FULLY_CONNECTED:
-            t = op.BuiltinOptions()
-            o = schema_fb.FullyConnectedOptions()
-            o.Init(t.Bytes, t.Pos)
-            found.append({"activation": names.get(o.FusedActivationFunction(), "?"),
-                          "weights_format": o.WeightsFormat(), "keep_num_dims": bool(o.KeepNumDims())})
-    return found
+    return [{"activation": names.get(o.FusedActivationFunction(), "?"), "weights_format": o.WeightsFormat(),
+             "keep_num_dims": bool(o.KeepNumDims())} for _, o in found]
 
 
 def extract_dense(it, det, op, opts, what):
