@@ -5,9 +5,11 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 
+#include "rnncore/int8.h"
 #include "tests/test_util.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -273,4 +275,55 @@ TEST_CASE("training forward and backward make no heap allocation") {
     CHECK(s4 == Status::invalid_size);
     CHECK(after == before);
   }
+}
+
+TEST_CASE("the int8 LSTM and Dense layer (C API) make no heap allocation") {
+  if (!RNNCORE_TEST_COUNTS_ALLOCATIONS) {
+    MESSAGE("allocation counting is off in this build (sanitizer or non-glibc): skipped");
+    return;
+  }
+  const int I = 19, H = 37, O = 5, B = 3, T = 7;
+  Rng rng(8);
+  std::vector<std::int8_t> w(4 * H * I), r(4 * H * H), fw(O * H), x(B * T * I), y(B * T * H), h(B * H), fy(B * O);
+  std::vector<std::int16_t> c(B * H, 0);
+  for (auto& v : w) v = static_cast<std::int8_t>(rng.range(-127, 127));
+  for (auto& v : r) v = static_cast<std::int8_t>(rng.range(-127, 127));
+  for (auto& v : fw) v = static_cast<std::int8_t>(rng.range(-127, 127));
+  for (auto& v : x) v = static_cast<std::int8_t>(rng.range(-128, 127));
+  rnncore_int8_lstm_quantization q{};
+  q.input_scale = 0.02f;
+  q.input_zp = -3;
+  for (int g = 0; g < 4; ++g) q.w_scale[g] = q.r_scale[g] = 0.004f;
+  q.state_scale = q.hidden_scale = 1.0f / 128;
+  q.state_zp = q.hidden_zp = 2;
+  q.cell_scale = 1.0f / 2048;
+  const std::int8_t* wg[4] = {&w[0], &w[H * I], &w[2 * H * I], &w[3 * H * I]};
+  const std::int8_t* rg[4] = {&r[0], &r[H * H], &r[2 * H * H], &r[3 * H * H]};
+  std::vector<std::int32_t> folded(rnncore_int8_lstm_bias_words(H)), fbias(O);
+  std::vector<float> fscale(O);
+  std::vector<std::int8_t> scratch(rnncore_int8_lstm_scratch_bytes(H));
+  rnncore_int8_lstm lstm;
+  REQUIRE(rnncore_int8_lstm_prepare(&q, I, H, wg, rg, nullptr, folded.data(), folded.size(), &lstm) == RNNCORE_OK);
+  const float ws = 0.01f;
+  rnncore_int8_dense_quantization dq{};
+  dq.input_scale = q.state_scale;
+  dq.input_zp = q.state_zp;
+  dq.w_scales = &ws;
+  dq.w_scale_count = 1;
+  dq.output_scale = 0.05f;
+  dq.relu = 1;
+  rnncore_int8_dense dense;
+  REQUIRE(rnncore_int8_dense_prepare(&dq, H, O, fw.data(), nullptr, fbias.data(), fscale.data(), &dense) == RNNCORE_OK);
+
+  const long before = g_allocations.load();
+  const rnncore_status s1 = rnncore_int8_lstm_run(&lstm, B, T, x.data(), y.data(), h.data(), c.data(), scratch.data(),
+                                                  scratch.size());
+  const rnncore_status s2 = rnncore_int8_dense_run(&dense, B, h.data(), fy.data());
+  // an error path must not allocate either
+  const rnncore_status s3 = rnncore_int8_lstm_run(&lstm, B, T, x.data(), y.data(), h.data(), c.data(), scratch.data(), 1);
+  const long after = g_allocations.load();
+  CHECK(s1 == RNNCORE_OK);
+  CHECK(s2 == RNNCORE_OK);
+  CHECK(s3 == RNNCORE_ERR_BUFFER_TOO_SMALL);
+  CHECK(after == before);
 }
