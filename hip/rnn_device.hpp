@@ -47,9 +47,9 @@
 namespace rnncore {
 namespace gpu {
 
-/// Cells, numbered as rnncore::simd::Cell (checked in hip/rnn_plan.hpp).
+/// Cells, numbered as rnncore::simd::Cell (checked in src/gpu/plan.hpp).
 enum CellId : int { kLstm = 0, kGruResetAfter = 1, kGruResetBefore = 2, kRnnTanh = 3, kRnnRelu = 4 };
-/// Wrappers per layer (== rnncore::kMaxWrappers, checked in hip/rnn_plan.hpp).
+/// Wrappers per layer (== rnncore::kMaxWrappers, checked in src/gpu/plan.hpp).
 constexpr int kWrappers = 4;
 /// Threads per block of the element-wise kernels, and the most the persistent kernel is launched
 /// with (its launch bound; the host may use fewer, a multiple of the warp size).

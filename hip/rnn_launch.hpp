@@ -1,12 +1,12 @@
 // Device side of the kernels of hip/rnn_device.hpp: the one __global__ template that runs a kernel
-// body with the GPU's Exec, and the launcher that hip/rnn_plan.hpp's schedules drive. Compiled by
+// body with the GPU's Exec, and the launcher that src/gpu/schedule.hpp's schedules drive. Compiled by
 // hipcc or nvcc only (src/gpu/gpu_backend.hip includes it).
 #ifndef RNNCORE_HIP_RNN_LAUNCH_HPP
 #define RNNCORE_HIP_RNN_LAUNCH_HPP
 
 #include "hip/gpu_compat.hpp"
 #include "hip/rnn_device.hpp"
-#include "hip/rnn_plan.hpp"
+#include "src/gpu/schedule.hpp"
 
 namespace rnncore {
 namespace gpu {
@@ -35,7 +35,7 @@ struct DeviceExec {
 /// (2 KiB of scratch per lane on gfx90a). How that is avoided is the vendor's (gpu_compat.hpp):
 ///  - NVIDIA (RNNCORE_GPU_ARGS_BY_VALUE): by value, __grid_constant__: read in place from the
 ///    parameter bank, also with a dynamic index, and re-readable at any point;
-///  - AMD: a const __restrict__ pointer to the copy that hip/rnn_plan.hpp made in the workspace
+///  - AMD: a const __restrict__ pointer to the copy that src/gpu/schedule.hpp made in the workspace
 ///    or the packed buffer: uniform scalar loads (s_load).
 /// (A pointer on NVIDIA too was measured: ptxas then spills values loaded through it around calls
 /// in 37 instead of 11 kernels on sm_90; docs/gpu.md, "Kernel arguments".)
@@ -68,7 +68,7 @@ inline Status runtime_error(hipError_t e, const char* what, const char* detail =
   } while (0)
 
 /// Raises K's dynamic shared-memory limit on the current device to the device's opt-in maximum,
-/// once per (kernel, device) in the process (hip/rnn_plan.hpp, raise_smem_limit_once): never to a
+/// once per (kernel, device) in the process (src/gpu/schedule.hpp, raise_smem_limit_once): never to a
 /// plan's own size, which another thread's larger plan may exceed.
 template <class K>
 Status raise_smem_limit() {

@@ -6,6 +6,7 @@
 #include <new>
 #include <type_traits>
 
+#include "src/internal/arena.hpp"
 #include "src/internal/dropout.hpp"
 #include "src/internal/error.hpp"
 #include "src/internal/plan_impl.hpp"
@@ -19,29 +20,6 @@ static_assert(alignof(PlanImpl) <= 8, "PlanImpl needs more alignment than Plan p
 static_assert(std::is_trivially_copyable<PlanImpl>::value, "plans are copied bytewise");
 
 namespace {
-
-// Largest buffer a plan may request; keeps every offset computation far from overflow.
-constexpr std::uint64_t kMaxBufferBytes = std::uint64_t{1} << 46;
-
-// Appends regions to a buffer, each aligned to kAlignment; tracks overflow.
-class Arena {
- public:
-  explicit Arena(std::size_t start) : size_(start) {}
-  std::size_t take(std::uint64_t count, std::uint64_t elem_bytes) {
-    if (count != 0 && elem_bytes > kMaxBufferBytes / count) overflow_ = true;
-    const std::uint64_t bytes = overflow_ ? 0 : count * elem_bytes;
-    const std::size_t at = size_;
-    size_ = static_cast<std::size_t>(round_up(static_cast<std::int64_t>(size_ + bytes), kAlignment));
-    if (size_ > kMaxBufferBytes) overflow_ = true;
-    return at;
-  }
-  std::size_t size() const { return size_; }
-  bool overflow() const { return overflow_; }
-
- private:
-  std::size_t size_;
-  bool overflow_ = false;
-};
 
 std::uint64_t fnv1a(std::uint64_t h, std::int64_t v) {
   for (int i = 0; i < 8; ++i) {
@@ -91,7 +69,7 @@ int first_extended_layer(const StackSpec& stack) {
   return -1;
 }
 
-Status choose_backend(const StackSpec& stack, const PlanOptions& options, PlanImpl* p) {
+Status choose_backend(const StackSpec& stack, const PlanOptions& options, const GpuPlanner& gpu, PlanImpl* p) {
   Backend want = options.backend;
   RNNCORE_ENSURE(want >= Backend::auto_select && want <= Backend::gpu, Status::invalid_enum,
                  "options.backend = %d is not a backend", static_cast<int>(want));
@@ -101,7 +79,7 @@ Status choose_backend(const StackSpec& stack, const PlanOptions& options, PlanIm
                  "yet (use backend simd, reference or auto)", ext);
   if (want == Backend::gpu) {
     p->backend = Backend::gpu;
-    return gpu_select(options, p);
+    return gpu.select(options, p, gpu.context);
   }
   if (want == Backend::simd || want == Backend::auto_select) {
     Isa isa = Isa::none;
@@ -394,6 +372,88 @@ Status check_residual_functions(const StackSpec& st) {
 
 }  // namespace
 
+GpuPlanner build_gpu_planner() {
+  GpuPlanner g;
+  g.select = [](const PlanOptions& options, PlanImpl* p, const void*) { return gpu_select(options, p); };
+  g.layout = [](PlanImpl* p, const void*) { return gpu_layout(p); };
+  return g;
+}
+
+Status create_plan(const StackSpec& stack, const PlanOptions& options, const GpuPlanner& gpu, Plan* out) {
+  RNNCORE_RETURN_IF_ERROR(validate(stack));
+  RNNCORE_ENSURE(out != nullptr, Status::null_pointer, "Plan::create: out is null");
+  RNNCORE_ENSURE(options.max_batch >= 1 && options.max_batch <= (1 << 24), Status::invalid_size,
+                 "options.max_batch = %d (must be 1..%d)", options.max_batch, 1 << 24);
+  RNNCORE_ENSURE(options.max_seq_len >= 1 && options.max_seq_len <= (1 << 28), Status::invalid_size,
+                 "options.max_seq_len = %d (must be 1..%d)", options.max_seq_len, 1 << 28);
+  const bool isa_ok = (options.max_isa >= Isa::none && options.max_isa <= Isa::neon) || options.max_isa == Isa::best;
+  RNNCORE_ENSURE(isa_ok, Status::invalid_enum, "options.max_isa = %d is not an instruction set",
+                 static_cast<int>(options.max_isa));
+  RNNCORE_RETURN_IF_ERROR(check_residual_functions(stack));
+  RNNCORE_RETURN_IF_ERROR(check_training(stack, options));
+  RNNCORE_ENSURE(options.threads >= 1 && options.threads <= 256, Status::invalid_size, "options.threads = %d (1..256)",
+                 options.threads);
+  RNNCORE_ENSURE(options.threads == 1 || options.thread_pool != nullptr, Status::null_pointer,
+                 "options.threads = %d needs options.thread_pool (ThreadPool::create; a Model makes its own)", options.threads);
+  RNNCORE_ENSURE(options.threads == 1 || options.thread_pool->size() >= options.threads, Status::invalid_size,
+                 "options.threads = %d but the thread pool has %d threads", options.threads,
+                 options.threads == 1 ? 1 : options.thread_pool->size());
+
+  // PlanImpl is large (it holds the stack); build it in place rather than on the stack.
+  // (Plan is its storage: impl() reads the PlanImpl at the Plan's address.)
+  unsigned char* storage = reinterpret_cast<unsigned char*>(out);
+  std::memset(storage, 0, Plan::kStorageBytes);
+  PlanImpl* p = new (storage) PlanImpl();
+  p->stack = stack;
+  p->options = options;
+  p->any_dropout = stack_has_dropout(stack);
+  for (int l = 0; l < stack.num_layers; ++l) {
+    LayerPlan& lp = p->layers[l];
+    const LayerSpec& ls = stack.layers[l];
+    lp.mode = ls.mode;
+    lp.gru_variant = ls.gru_variant;
+    lp.cell = cell_of(ls);
+    lp.input_size = layer_input_size(stack, l);
+    lp.hidden = ls.hidden_size;
+    lp.out = output_size(ls);
+    lp.extensions = has_lstm_extensions(ls);
+    lp.gates = num_gates(ls.mode);
+    lp.dirs = num_directions(ls);
+    lp.skip_input = l == 0 && uses_skip_input(stack);
+    layer_dropout_flags(stack, l, &lp);
+  }
+  const Status s = choose_backend(stack, options, gpu, p);
+  if (s != Status::ok) {
+    p->magic = 0;
+    return s;
+  }
+  for (int l = 0; l < stack.num_layers; ++l) {
+    const std::int32_t hp = static_cast<std::int32_t>(
+        round_up(p->layers[l].hidden, p->vector * simd::vectors_per_gate(p->layers[l].cell)));
+    p->max_width = std::max({p->max_width, p->layers[l].input_size, p->layers[l].dirs * p->layers[l].hidden, hp});
+  }
+  if (p->backend == Backend::gpu) {
+    const Status gs = gpu.layout(p, gpu.context);
+    if (gs != Status::ok) {
+      p->magic = 0;
+      return gs;
+    }
+  } else if (p->backend == Backend::simd) {
+    layout_simd(p);
+  } else {
+    layout_reference(p);
+  }
+  if (options.training) layout_training(p);
+  if (p->ws.total == ~std::size_t{0}) {
+    p->magic = 0;
+    return fail_status(Status::invalid_size, "buffers for max_batch = %d and max_seq_len = %d would exceed 2^46 bytes",
+                               options.max_batch, options.max_seq_len);
+  }
+  p->fingerprint = packed_fingerprint(*p);
+  p->magic = kPlanMagic;
+  return Status::ok;
+}
+
 const PlanImpl& impl(const Plan& plan) {
   // Plan's storage holds a PlanImpl placed by Plan::create (or zero bytes: magic 0).
   return *std::launder(reinterpret_cast<const PlanImpl*>(&plan));
@@ -410,76 +470,7 @@ Status Plan::create(const RnnSpec& spec, const PlanOptions& options, Plan* out) 
 }
 
 Status Plan::create(const StackSpec& stack, const PlanOptions& options, Plan* out) {
-  RNNCORE_RETURN_IF_ERROR(validate(stack));
-  RNNCORE_ENSURE(out != nullptr, Status::null_pointer, "Plan::create: out is null");
-  RNNCORE_ENSURE(options.max_batch >= 1 && options.max_batch <= (1 << 24), Status::invalid_size,
-                 "options.max_batch = %d (must be 1..%d)", options.max_batch, 1 << 24);
-  RNNCORE_ENSURE(options.max_seq_len >= 1 && options.max_seq_len <= (1 << 28), Status::invalid_size,
-                 "options.max_seq_len = %d (must be 1..%d)", options.max_seq_len, 1 << 28);
-  const bool isa_ok = (options.max_isa >= Isa::none && options.max_isa <= Isa::neon) || options.max_isa == Isa::best;
-  RNNCORE_ENSURE(isa_ok, Status::invalid_enum, "options.max_isa = %d is not an instruction set",
-                 static_cast<int>(options.max_isa));
-  RNNCORE_RETURN_IF_ERROR(detail::check_residual_functions(stack));
-  RNNCORE_RETURN_IF_ERROR(detail::check_training(stack, options));
-  RNNCORE_ENSURE(options.threads >= 1 && options.threads <= 256, Status::invalid_size, "options.threads = %d (1..256)",
-                 options.threads);
-  RNNCORE_ENSURE(options.threads == 1 || options.thread_pool != nullptr, Status::null_pointer,
-                 "options.threads = %d needs options.thread_pool (ThreadPool::create; a Model makes its own)", options.threads);
-  RNNCORE_ENSURE(options.threads == 1 || options.thread_pool->size() >= options.threads, Status::invalid_size,
-                 "options.threads = %d but the thread pool has %d threads", options.threads,
-                 options.threads == 1 ? 1 : options.thread_pool->size());
-
-  // PlanImpl is large (it holds the stack); build it in place rather than on the stack.
-  std::memset(out->storage_, 0, sizeof out->storage_);
-  PlanImpl* p = new (out->storage_) PlanImpl();
-  p->stack = stack;
-  p->options = options;
-  p->any_dropout = detail::stack_has_dropout(stack);
-  for (int l = 0; l < stack.num_layers; ++l) {
-    detail::LayerPlan& lp = p->layers[l];
-    const LayerSpec& ls = stack.layers[l];
-    lp.mode = ls.mode;
-    lp.gru_variant = ls.gru_variant;
-    lp.cell = detail::cell_of(ls);
-    lp.input_size = layer_input_size(stack, l);
-    lp.hidden = ls.hidden_size;
-    lp.out = output_size(ls);
-    lp.extensions = has_lstm_extensions(ls);
-    lp.gates = num_gates(ls.mode);
-    lp.dirs = num_directions(ls);
-    lp.skip_input = l == 0 && uses_skip_input(stack);
-    detail::layer_dropout_flags(stack, l, &lp);
-  }
-  const Status s = detail::choose_backend(stack, options, p);
-  if (s != Status::ok) {
-    p->magic = 0;
-    return s;
-  }
-  for (int l = 0; l < stack.num_layers; ++l) {
-    const std::int32_t hp = static_cast<std::int32_t>(
-        detail::round_up(p->layers[l].hidden, p->vector * simd::vectors_per_gate(p->layers[l].cell)));
-    p->max_width = std::max({p->max_width, p->layers[l].input_size, p->layers[l].dirs * p->layers[l].hidden, hp});
-  }
-  if (p->backend == Backend::gpu) {
-    const Status gs = detail::gpu_layout(p);
-    if (gs != Status::ok) {
-      p->magic = 0;
-      return gs;
-    }
-  } else if (p->backend == Backend::simd) {
-    detail::layout_simd(p);
-  } else {
-    detail::layout_reference(p);
-  }
-  if (options.training) detail::layout_training(p);
-  if (p->ws.total == ~std::size_t{0}) {
-    p->magic = 0;
-    return detail::fail_status(Status::invalid_size, "buffers for max_batch = %d and max_seq_len = %d would exceed 2^46 bytes",
-                               options.max_batch, options.max_seq_len);
-  }
-  p->fingerprint = detail::packed_fingerprint(*p);
-  p->magic = detail::kPlanMagic;
-  return Status::ok;
+  return detail::create_plan(stack, options, detail::build_gpu_planner(), out);
 }
 
 const StackSpec& Plan::stack() const { return impl(*this).stack; }

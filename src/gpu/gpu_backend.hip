@@ -1,8 +1,9 @@
 // The GPU backend's entry points (src/internal/plan_impl.hpp: gpu_select, gpu_layout, gpu_pack,
 // gpu_forward) and the public device-memory functions of include/rnncore/gpu.hpp. Built by hipcc
 // (-Dgpu=hip) or nvcc (-Dgpu=cuda); the runtime is reached through HIP names only, which
-// hip/gpu_compat.hpp maps to CUDA for nvcc. The planning and the launch schedules are
-// hip/rnn_plan.hpp, the kernels hip/rnn_device.hpp (both also run in the host tests).
+// hip/gpu_compat.hpp maps to CUDA for nvcc. The planning (src/gpu/plan.hpp), the
+// launch schedules (src/gpu/schedule.hpp) and the kernels (hip/rnn_device.hpp) also run in the
+// host tests; this file adds the device queries and the launcher (hip/rnn_launch.hpp).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -10,7 +11,7 @@
 
 #include "hip/gpu_compat.hpp"
 #include "hip/rnn_launch.hpp"
-#include "hip/rnn_plan.hpp"
+#include "src/gpu/schedule.hpp"
 #include "rnncore/gpu.hpp"
 #include "src/internal/error.hpp"
 #include "src/internal/plan_impl.hpp"
@@ -109,64 +110,71 @@ int persistent_occupancy_cell(int cell, int bucket, int threads, std::size_t sme
   }
 }
 
-// Occupancy of the persistent kernel instance a plan would launch (hip/rnn_plan.hpp's plan_persistent).
+// Occupancy of the persistent kernel instance a plan would launch (src/gpu/plan.hpp's plan_persistent).
 int persistent_occupancy_of(int cell, int bucket, int weights, int threads, std::size_t smem) {
   if (weights == gpu::kWeightF16) return persistent_occupancy_cell<gpu::WeightF16>(cell, bucket, threads, smem);
   if (weights == gpu::kWeightBF16) return persistent_occupancy_cell<gpu::WeightBF16>(cell, bucket, threads, smem);
   return persistent_occupancy_cell<float>(cell, bucket, threads, smem);
 }
 
-}  // namespace
-
-Status gpu_select(const PlanOptions& options, PlanImpl* p) {
-  RNNCORE_RETURN_IF_ERROR(gpu::check_supported(p->stack, options));
-  RNNCORE_RETURN_IF_ERROR(usable_device(options.gpu_device));
-  GpuPlan g{};
-  g.magic = gpu::kGpuPlanMagic;
-  g.device = options.gpu_device;
-  int v = 0;
-  RNNCORE_GPU_CHECK(hipDeviceGetAttribute(&v, hipDeviceAttributeMultiprocessorCount, g.device), "device query", "");
-  g.facts.sm_count = v;
-  RNNCORE_GPU_CHECK(hipDeviceGetAttribute(&v, hipDeviceAttributeWarpSize, g.device), "device query", "");
-  g.facts.warp_size = v;  // warpSize is read on the host; kernels use their target's constant
-  RNNCORE_GPU_CHECK(hipDeviceGetAttribute(&v, hipDeviceAttributeMaxThreadsPerBlock, g.device), "device query", "");
-  g.facts.max_threads = v;
-  RNNCORE_GPU_CHECK(hipDeviceGetAttribute(&v, hipDeviceAttributeCooperativeLaunch, g.device), "device query", "");
-  g.facts.cooperative = v;
-  RNNCORE_GPU_CHECK(rnncore_gpu_smem_optin(g.device, &v), "device query", "");
-  g.facts.smem_optin = v;
-  static const char* const kRecurrence[] = {"auto", "persistent", "tiled"};
-  static const char* const kTile[] = {"auto", "small", "large"};
-  g.recurrence = env_choice("RNNCORE_GPU_RECURRENCE", kRecurrence, 3, 0);
-  g.tile = env_choice("RNNCORE_GPU_TILE", kTile, 3, 0);
-  g.persist_threads = gpu::kPersistentThreads;
-  g.weights = gpu::weight_id(options.weight_dtype);
-  gpu::set_gpu_plan(p, g);
-  char arch[32] = "?";
-  (void)rnncore_gpu_arch_name(g.device, arch, sizeof arch);
-  static const char* const kWeights[] = {"", "_f16w", "_bf16w"};  // f32 computation; W, R stored as
-  std::snprintf(p->kernel_name, sizeof p->kernel_name, "f32_rnn%s__%s_%s", kWeights[g.weights], RNNCORE_GPU_VENDOR, arch);
-  p->isa = Isa::none;
-  p->kernels = nullptr;
-  p->vector = 1;
+// The description of `device` from the runtime (what src/gpu/plan.hpp plans for).
+Status describe_device(int device, gpu::DeviceDescription* d) {
+  struct Query {
+    hipDeviceAttribute_t attribute;
+    std::int32_t* out;
+  };
+  std::int32_t smem_per_sm = 0;
+  const Query queries[] = {
+      {hipDeviceAttributeMultiprocessorCount, &d->sm_count},
+      {hipDeviceAttributeWarpSize, &d->warp_size},  // device code uses its target's constant
+      {hipDeviceAttributeMaxThreadsPerBlock, &d->max_threads},
+      {hipDeviceAttributeMaxThreadsPerMultiProcessor, &d->max_threads_per_sm},
+      {hipDeviceAttributeMaxRegistersPerMultiprocessor, &d->registers_per_sm},
+      {hipDeviceAttributeMaxSharedMemoryPerMultiprocessor, &smem_per_sm},
+      {hipDeviceAttributeCooperativeLaunch, &d->cooperative},
+  };
+  for (const Query& q : queries) {
+    int v = 0;
+    RNNCORE_GPU_CHECK(hipDeviceGetAttribute(&v, q.attribute, device), "device query", "");
+    *q.out = v;
+  }
+  d->smem_per_sm = smem_per_sm;
+  int optin = 0;
+  RNNCORE_GPU_CHECK(rnncore_gpu_smem_optin(device, &optin), "device query", "");
+  d->smem_optin = optin;
+  d->max_blocks_per_sm = 32;  // not a HIP attribute; the occupancy queries apply the real limit
+  (void)rnncore_gpu_arch_name(device, d->arch, sizeof d->arch);
+  char name[256] = "";
+  if (rnncore_gpu_device_name(device, name, sizeof name) != hipSuccess) std::snprintf(name, sizeof name, "device %d", device);
+  std::snprintf(d->name, sizeof d->name, "%.23s", name);
   return Status::ok;
 }
 
+}  // namespace
+
+Status gpu_select(const PlanOptions& options, PlanImpl* p) {
+  RNNCORE_RETURN_IF_ERROR(usable_device(options.gpu_device));
+  gpu::DeviceDescription device;
+  RNNCORE_RETURN_IF_ERROR(describe_device(options.gpu_device, &device));
+  static const char* const kRecurrence[] = {"auto", "persistent", "tiled"};
+  static const char* const kTile[] = {"auto", "small", "large"};
+  gpu::Choices choices;
+  choices.recurrence = static_cast<gpu::Recurrence>(env_choice("RNNCORE_GPU_RECURRENCE", kRecurrence, 3, 0));
+  choices.tile = static_cast<gpu::TileChoice>(env_choice("RNNCORE_GPU_TILE", kTile, 3, 0));
+  return gpu::plan_select(options, device, options.gpu_device, choices, p);
+}
+
 Status gpu_layout(PlanImpl* p) {
-  GpuPlan g = gpu::get_gpu_plan(*p);
-  RNNCORE_ENSURE(g.magic == gpu::kGpuPlanMagic, Status::internal, "%s", "gpu_layout before gpu_select");
-  DeviceScope scope(g.device);
+  DeviceScope scope(p->gpu.device);
   RNNCORE_GPU_CHECK(scope.status(), "selecting device", "");
   hipStream_t unused = nullptr;
-  RNNCORE_RETURN_IF_ERROR(read_stream(g.device, &unused));  // made here, used by forward
-  gpu::compute_layout(p, &g);
-  gpu::plan_persistent(*p, &g, persistent_occupancy_of);
-  gpu::set_gpu_plan(p, g);
+  RNNCORE_RETURN_IF_ERROR(read_stream(p->gpu.device, &unused));  // made here, used by forward
+  gpu::plan_layout(p, persistent_occupancy_of);
   return Status::ok;
 }
 
 Status gpu_pack(const PlanImpl& p, const void* canonical_host, void* packed_device) {
-  const GpuPlan g = gpu::get_gpu_plan(p);
+  const GpuPlan& g = p.gpu;
   DeviceScope scope(g.device);
   RNNCORE_GPU_CHECK(scope.status(), "selecting device", "");
   gpu::DeviceLauncher launcher(nullptr, true);
@@ -174,7 +182,7 @@ Status gpu_pack(const PlanImpl& p, const void* canonical_host, void* packed_devi
 }
 
 Status gpu_forward(const PlanImpl& p, const void* packed, void* workspace, const ForwardArgs& args) {
-  const GpuPlan g = gpu::get_gpu_plan(p);
+  const GpuPlan& g = p.gpu;
   DeviceScope scope(g.device);
   RNNCORE_GPU_CHECK(scope.status(), "selecting device", "");
   hipStream_t reads = nullptr;

@@ -8,6 +8,7 @@
 
 #include "rnncore/rnncore.hpp"
 #include "simd/kernels.hpp"
+#include "src/internal/gpu_plan.hpp"
 
 namespace rnncore {
 namespace detail {
@@ -110,7 +111,6 @@ constexpr std::size_t kPackedHeaderBytes = 64;
 constexpr int kScratchRows = 6;
 constexpr std::uint64_t kReserveMagic = 0x5652455345525243ull;  // reserve filled by a training forward
 constexpr std::size_t kReserveHeaderBytes = 64;  // rows of the per-direction scratch area
-constexpr std::size_t kGpuPlanBytes = 1024;  // PlanImpl::gpu: the GPU backend's own plan record
 
 struct PlanImpl {
   std::uint64_t magic = 0;
@@ -130,9 +130,9 @@ struct PlanImpl {
   WorkspaceLayout ws;
   LayerPlan layers[kMaxLayers];
   TrainLayout train;                 // options.training only
-  // GPU backend only: device facts and kernel choices made at plan time, in the layout of
-  // hip/rnn_plan.hpp's GpuPlan (which checks that it fits). Opaque to everything else.
-  alignas(8) unsigned char gpu[kGpuPlanBytes] = {};
+#ifndef RNNCORE_NO_GPU_PLAN
+  gpu::GpuPlan gpu;                  // backend gpu only: the device planned for and the kernel choices
+#endif
 };
 
 // The packed buffer's first kPackedHeaderBytes.
@@ -224,6 +224,18 @@ Status gpu_pack(const PlanImpl& p, const void* canonical_host, void* packed_devi
 // The whole forward pass on the GPU, on args.stream.
 Status gpu_forward(const PlanImpl& p, const void* packed, void* workspace, const ForwardArgs& args);
 // (Device memory for Model: gpu_alloc / gpu_free of include/rnncore/gpu.hpp.)
+
+// Where Plan::create gets a GPU plan's device part: the build's backend (gpu_select, gpu_layout:
+// the device's own description and occupancy), or a described device without a runtime (the
+// emulator tests plan for device profiles through create_plan with src/gpu/plan.hpp's functions).
+struct GpuPlanner {
+  Status (*select)(const PlanOptions& options, PlanImpl* p, const void* context) = nullptr;
+  Status (*layout)(PlanImpl* p, const void* context) = nullptr;
+  const void* context = nullptr;
+};
+GpuPlanner build_gpu_planner();
+// Plan::create with the GPU part from `gpu`.
+Status create_plan(const StackSpec& stack, const PlanOptions& options, const GpuPlanner& gpu, Plan* out);
 
 // CPU features: the best f32 kernel table not above `cap` (also capped by env RNNCORE_MAX_ISA), or null.
 const simd::F32Kernels* select_f32_kernels(Isa cap, Isa* chosen);

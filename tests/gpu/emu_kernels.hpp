@@ -8,7 +8,7 @@
 namespace rnncore_test {
 namespace emu {
 
-/// gpu::pack and gpu::forward (hip/rnn_plan.hpp) on the emulator.
+/// gpu::pack and gpu::forward (src/gpu/schedule.hpp) on the emulator.
 rnncore::Status pack(Launcher& ln, const rnncore::detail::PlanImpl& p, const rnncore::gpu::GpuPlan& g, const float* canonical,
                      unsigned char* packed);
 rnncore::Status forward(Launcher& ln, const rnncore::detail::PlanImpl& p, const rnncore::gpu::GpuPlan& g,

@@ -48,7 +48,7 @@
 #include <tuple>
 #include <vector>
 
-#include "hip/rnn_plan.hpp"
+#include "src/gpu/schedule.hpp"
 #include "tests/gpu/emu_detector.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -403,11 +403,11 @@ class Exec {
   mutable int phase_ = 0;
 };
 
-/// A Launcher (see hip/rnn_plan.hpp) that runs every kernel in the emulator, with the device
+/// A Launcher (see src/gpu/schedule.hpp) that runs every kernel in the emulator, with the device
 /// facts given, and counts launches by kernel name.
 class Launcher {
  public:
-  Launcher(const rnncore::gpu::DeviceFacts& facts, int blocks_per_sm, std::uint64_t seed = 1)
+  Launcher(const rnncore::gpu::DeviceDescription& facts, int blocks_per_sm, std::uint64_t seed = 1)
       : facts_(facts), blocks_per_sm_(blocks_per_sm), seed_(seed) {}
 
   /// Kernels read the argument block's copy in (emulated) device memory, and the launch checks
@@ -464,7 +464,7 @@ class Launcher {
   template <class K>
   rnncore::Status run(const rnncore::gpu::Dims& d, const typename K::Args& a, int arg, bool cooperative);
 
-  rnncore::gpu::DeviceFacts facts_;
+  rnncore::gpu::DeviceDescription facts_;
   int blocks_per_sm_;
   std::uint64_t seed_;
   std::uint64_t runs_ = 0;

@@ -1,5 +1,5 @@
 // The GPU backend without a GPU: its kernels (hip/rnn_device.hpp), launch schedules, layouts and
-// persistent-kernel planning (hip/rnn_plan.hpp) run in the host emulator (tests/gpu/emulator.hpp)
+// persistent-kernel planning (src/gpu/plan.hpp, src/gpu/schedule.hpp) run in the host emulator (tests/gpu/emulator.hpp)
 // and are compared with the reference backend, for every mode and option, both recurrence kernels
 // (persistent and per step, both tile shapes) and warp sizes 32 and 64. The masks the kernels draw
 // are compared bit for bit with the CPU's mask rows. Built in every configuration (no GPU compiler
@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "src/gpu/device_profiles.hpp"
 #include "src/internal/half.hpp"
 #include "tests/gpu/emu_kernels.hpp"
 #include "tests/gpu/gpu_cases.hpp"
@@ -33,6 +34,9 @@ struct EmuConfig {
   int persist_threads = gpu::kPersistentThreads;  ///< the planner's block size on a GPU
   bool refuse_cooperative = false;  ///< the runtime refuses cooperative launches (MPS)
   std::uint64_t sched_seed = 1;     ///< the emulator's block and thread order
+  /// A real device's profile instead of the fields above (sm_count, warp, smem, blocks_per_sm):
+  /// planned for with its modeled occupancy.
+  const gpu::DeviceProfile* profile = nullptr;
 };
 
 std::string describe(const EmuConfig& c) {
@@ -41,39 +45,43 @@ std::string describe(const EmuConfig& c) {
   return "warp=" + std::to_string(c.warp) + " recurrence=" + rec[static_cast<int>(c.recurrence)] +
          " tile=" + tile[static_cast<int>(c.tile)] + " sms=" + std::to_string(c.sm_count) + "x" +
          std::to_string(c.blocks_per_sm) + " persist_threads=" + std::to_string(c.persist_threads) +
-         " sched_seed=" + std::to_string(c.sched_seed);
+         " sched_seed=" + std::to_string(c.sched_seed) + (c.profile ? std::string(" profile=") + c.profile->device.name : "");
 }
 
-/// The plan a GPU build makes for `stack` on the emulated device: the common fields from a CPU plan,
-/// then the GPU backend's own layout and persistent-kernel slices (hip/rnn_plan.hpp).
+/// The plan a GPU build makes for `stack` on a described device (gpu::plan_for_device).
+Status plan_for(const StackSpec& stack, const PlanOptions& opt, const gpu::DescribedDevice& on, detail::PlanImpl* out) {
+  Plan plan;
+  RNNCORE_RETURN_IF_ERROR(gpu::plan_for_device(stack, opt, on, &plan));
+  *out = detail::impl(plan);
+  return Status::ok;
+}
+
+/// plan_for a device profile, with the modeled occupancy of its persistent kernels.
+Status make_profile_plan(const StackSpec& stack, PlanOptions opt, const gpu::DeviceProfile& profile, detail::PlanImpl* out) {
+  gpu::DescribedDevice on;
+  on.device = profile.device;
+  on.registers = profile.persistent_registers;
+  return plan_for(stack, opt, on, out);
+}
+
+/// Blocks of the persistent kernel one multiprocessor of `profile` holds, shared memory aside.
+int profile_blocks_per_sm(const gpu::DeviceProfile& profile) {
+  return gpu::modeled_blocks_per_sm(profile.device, gpu::kPersistentThreads, profile.persistent_registers, 0);
+}
+
+/// plan_for the emulated device of `cfg`.
 Status make_gpu_plan(const StackSpec& stack, PlanOptions opt, const EmuConfig& cfg, detail::PlanImpl* out) {
-  RNNCORE_RETURN_IF_ERROR(gpu::check_supported(stack, opt));
-  const DType weights = opt.weight_dtype;
-  opt.backend = Backend::reference;
-  opt.weight_dtype = DType::f32;  // the CPU plan only lends its common fields
-  Plan cpu;
-  RNNCORE_RETURN_IF_ERROR(Plan::create(stack, opt, &cpu));
-  *out = detail::impl(cpu);
-  out->backend = Backend::gpu;
-  out->options.backend = Backend::gpu;
-  out->options.weight_dtype = weights;
-  out->vector = 1;
-  out->kernels = nullptr;
-  gpu::GpuPlan g{};
-  g.magic = gpu::kGpuPlanMagic;
-  g.facts.sm_count = cfg.sm_count;
-  g.facts.warp_size = cfg.warp;
-  g.facts.smem_optin = cfg.smem;
-  g.recurrence = static_cast<std::int32_t>(cfg.recurrence);
-  g.tile = static_cast<std::int32_t>(cfg.tile);
-  g.persist_threads = cfg.persist_threads;
-  g.weights = gpu::weight_id(weights);
-  gpu::compute_layout(out, &g);
-  const int per_sm = cfg.blocks_per_sm;
-  gpu::plan_persistent(*out, &g, [per_sm](int, int, int, int, std::size_t) { return per_sm; });
-  gpu::set_gpu_plan(out, g);
-  out->fingerprint = detail::packed_fingerprint(*out);  // as Plan::create does once the layout is made
-  return out->ws.total == ~std::size_t{0} ? Status::invalid_size : Status::ok;
+  if (cfg.profile != nullptr) return make_profile_plan(stack, opt, *cfg.profile, out);
+  gpu::DescribedDevice on;
+  on.device.sm_count = cfg.sm_count;
+  on.device.warp_size = cfg.warp;
+  on.device.smem_optin = cfg.smem;
+  std::snprintf(on.device.arch, sizeof on.device.arch, "emu%d", cfg.warp);
+  on.choices.recurrence = cfg.recurrence;
+  on.choices.tile = cfg.tile;
+  on.choices.persist_threads = cfg.persist_threads;
+  on.blocks_per_sm = cfg.blocks_per_sm;
+  return plan_for(stack, opt, on, out);
 }
 
 /// While alive, the detector checks accesses to the buffers named here (and to shared memory);
@@ -125,11 +133,11 @@ Status run_emulated(const StackSpec& stack, const PlanOptions& opt, const EmuCon
                     std::size_t* reports = nullptr) {
   detail::PlanImpl p;
   RNNCORE_RETURN_IF_ERROR(make_gpu_plan(stack, opt, cfg, &p));
-  const gpu::GpuPlan g = gpu::get_gpu_plan(p);
+  const gpu::GpuPlan g = p.gpu;
   AlignedBuffer packed(p.packed_bytes), ws(p.ws.total);
   std::memset(packed.ptr, 0xff, p.packed_bytes);
   std::memset(ws.ptr, 0xff, p.ws.total);
-  emu::Launcher ln(g.facts, cfg.blocks_per_sm, cfg.sched_seed);
+  emu::Launcher ln(g.target, cfg.profile ? profile_blocks_per_sm(*cfg.profile) : cfg.blocks_per_sm, cfg.sched_seed);
   ln.refuse_cooperative = cfg.refuse_cooperative;
   ln.mutation = mutation;
   ln.census = census;
@@ -226,14 +234,14 @@ TEST_CASE("mask kernels draw the CPU's mask rows bit for bit") {
   // Inter-layer dropout and wrapper input dropout on all-ones tensors, against detail::mask_row
   // (the generator the CPU backends use), for every (t, row), with and without row ids.
   for (int warp : {32, 64}) {
-    const gpu::DeviceFacts facts = [&] {
-      gpu::DeviceFacts f;
+    const gpu::DeviceDescription facts = [&] {
+      gpu::DeviceDescription f;
       f.warp_size = warp;
       f.sm_count = 2;
       return f;
     }();
     gpu::GpuPlan g{};
-    g.facts = facts;
+    g.target = facts;
     Rng rng(11);
     for (int iter = 0; iter < 12; ++iter) {
       const int T = rng.range(1, 5), B = rng.range(1, 6), width = rng.range(1, 37);
@@ -415,9 +423,9 @@ TEST_CASE("emulated GPU forward: streaming in chunks (time_offset, hy aliasing h
     const EmuConfig cfg = config(32, r);
     detail::PlanImpl p;
     REQUIRE(make_gpu_plan(st, opt, cfg, &p) == Status::ok);
-    const gpu::GpuPlan g = gpu::get_gpu_plan(p);
+    const gpu::GpuPlan g = p.gpu;
     AlignedBuffer packed(p.packed_bytes), ws(p.ws.total);
-    emu::Launcher ln(g.facts, cfg.blocks_per_sm);
+    emu::Launcher ln(g.target, cfg.blocks_per_sm);
     Tracked tracked;
     tracked.buffer(packed.ptr, p.packed_bytes, "packed");
     tracked.workspace(p, g, ws.ptr);
@@ -540,7 +548,7 @@ TEST_CASE("persistent-kernel planning respects shared memory and co-residency") 
   h100.persist_threads = 256;
   detail::PlanImpl p;
   REQUIRE(make_gpu_plan(to_stack(spec), opt, h100, &p) == Status::ok);
-  gpu::GpuPlan g = gpu::get_gpu_plan(p);
+  gpu::GpuPlan g = p.gpu;
   for (int k = 0; k < gpu::kBucketCount; ++k) {
     const int units = g.persist_units[0][k];
     INFO("bucket " << gpu::kBuckets[k] << " units " << units);
@@ -553,12 +561,81 @@ TEST_CASE("persistent-kernel planning respects shared memory and co-residency") 
   spec.direction = Direction::unidirectional;
   spec.hidden_size = 512;
   REQUIRE(make_gpu_plan(to_stack(spec), opt, h100, &p) == Status::ok);
-  g = gpu::get_gpu_plan(p);
+  g = p.gpu;
   MESSAGE("H=512 LSTM units per block by bucket: " << g.persist_units[0][0] << " " << g.persist_units[0][3] << " "
                                                      << g.persist_units[0][4]);
   CHECK(g.persist_units[0][0] == 4);  // B = 1: 128 blocks of 4 units, a 32 KiB slice each
   CHECK(gpu::persistent_units(g, 0, 1) == 4);
   CHECK(gpu::persistent_units(g, 0, 64) == 0);  // auto: large batches run the per-step kernel
+}
+
+TEST_CASE("the backend's planner plans for H100, A100, MI250X and MI300X profiles, and the plans run") {
+  // Plan::create's path with each profile's description and modeled occupancy (no runtime): the
+  // persistent slices fit the device's shared memory and are co-resident, and a forward with
+  // that plan, at the profile's warp size, matches the reference in the emulator.
+  struct Shape {
+    Mode mode;
+    int hidden;
+    bool bidirectional;
+    int batch;
+  };
+  const Shape shapes[] = {{Mode::lstm, 512, false, 1}, {Mode::lstm, 1024, true, 16}, {Mode::gru, 256, false, 8},
+                          {Mode::rnn_tanh, 2048, false, 4}};
+  for (int i = 0; i < gpu::kProfileCount; ++i) {
+    const gpu::DeviceProfile prof = gpu::device_profile(i);
+    const int per_sm = profile_blocks_per_sm(prof);
+    CAPTURE(prof.device.name);
+    CHECK(per_sm >= 1);
+    for (const Shape& sh : shapes) {
+      RnnSpec spec;
+      spec.mode = sh.mode;
+      spec.input_size = 64;
+      spec.hidden_size = sh.hidden;
+      spec.direction = sh.bidirectional ? Direction::bidirectional : Direction::unidirectional;
+      PlanOptions opt;
+      opt.max_batch = sh.batch;
+      opt.max_seq_len = 50;
+      detail::PlanImpl p;
+      REQUIRE(make_profile_plan(to_stack(spec), opt, prof, &p) == Status::ok);
+      CHECK(std::string(p.kernel_name).find(prof.device.arch) != std::string::npos);
+      const int k = gpu::bucket_index(sh.batch), units = p.gpu.persist_units[0][k];
+      const int G = num_gates(sh.mode), dirs = sh.bidirectional ? 2 : 1;
+      const std::string what = std::string(prof.device.name) + ": " + to_string(sh.mode) + " H=" + std::to_string(sh.hidden) +
+                               (sh.bidirectional ? " bi" : "") + " B=" + std::to_string(sh.batch) + ": " +
+                               (units ? std::to_string(units) + " units per block" : "per-step kernel");
+      MESSAGE(what);
+      if (units == 0) continue;
+      const std::int64_t blocks = dirs * ((sh.hidden + units - 1) / units);
+      const std::size_t smem = gpu::persistent_smem_bytes(G, gpu::kBuckets[k], units, p.layers[0].hidden_stride, sh.batch, 4);
+      CHECK(static_cast<std::int64_t>(smem) <= prof.device.smem_optin);
+      CHECK(blocks <= static_cast<std::int64_t>(prof.device.sm_count) *
+                          gpu::modeled_blocks_per_sm(prof.device, gpu::kPersistentThreads, prof.persistent_registers,
+                                                     static_cast<std::int64_t>(smem)));
+    }
+    // H = 512 at B = 1 on an H100: 128 blocks of 4 units, a 32 KiB slice of R each.
+    if (i == 0) {
+      RnnSpec spec;
+      spec.input_size = spec.hidden_size = 512;
+      detail::PlanImpl p;
+      PlanOptions opt;
+      REQUIRE(make_profile_plan(to_stack(spec), opt, prof, &p) == Status::ok);
+      CHECK(gpu::persistent_units(p.gpu, 0, 1) == 4);
+    }
+    // A small network planned for the profile runs correctly in the emulator, at its warp size.
+    Case c;
+    c.stack.input_size = 12;
+    c.stack.num_layers = 2;
+    c.stack.layers[0] = layer(Mode::lstm, 24, true, {});
+    c.stack.layers[1] = layer(Mode::gru, 20, false, {});
+    c.T = 3;
+    c.B = 3;
+    c.lengths = true;
+    EmuConfig cfg;
+    cfg.profile = &prof;
+    std::map<std::string, int> launches;
+    check_case(c, cfg, 4200 + i, &launches);
+    CHECK(count_prefix(launches, "persistent") > 0);
+  }
 }
 
 TEST_CASE("emulated GPU forward: NaN and Inf give NaN where the reference does, in every cell and kernel") {
@@ -689,10 +766,10 @@ TEST_CASE("a GPU forward refuses a packed buffer of another layout or weight typ
       const detail::PlanImpl& pr = plans[runner];
       AlignedBuffer packed(std::max(pp.packed_bytes, pr.packed_bytes)), ws(pr.ws.total);
       std::memset(packed.ptr, 0xff, packed.size);
-      emu::Launcher ln(gpu::get_gpu_plan(pp).facts, cfg.blocks_per_sm);
-      REQUIRE(emu::pack(ln, pp, gpu::get_gpu_plan(pp), canonical.data(), packed.ptr) == Status::ok);
+      emu::Launcher ln(pp.gpu.target, cfg.blocks_per_sm);
+      REQUIRE(emu::pack(ln, pp, pp.gpu, canonical.data(), packed.ptr) == Status::ok);
       const std::map<std::string, int> packing = ln.launches;
-      const Status s = emu::forward(ln, pr, gpu::get_gpu_plan(pr), packed.ptr, ws.ptr, a);
+      const Status s = emu::forward(ln, pr, pr.gpu, packed.ptr, ws.ptr, a);
       CAPTURE(packer);
       CAPTURE(runner);
       if (packer == runner) {
@@ -706,8 +783,8 @@ TEST_CASE("a GPU forward refuses a packed buffer of another layout or weight typ
   // A buffer nothing packed (its bytes as a fresh allocation might hold).
   AlignedBuffer raw(plans[0].packed_bytes), ws(plans[0].ws.total);
   std::memset(raw.ptr, 0, raw.size);
-  emu::Launcher ln(gpu::get_gpu_plan(plans[0]).facts, cfg.blocks_per_sm);
-  CHECK(emu::forward(ln, plans[0], gpu::get_gpu_plan(plans[0]), raw.ptr, ws.ptr, a) == Status::weights_not_packed);
+  emu::Launcher ln(plans[0].gpu.target, cfg.blocks_per_sm);
+  CHECK(emu::forward(ln, plans[0], plans[0].gpu, raw.ptr, ws.ptr, a) == Status::weights_not_packed);
   CHECK(ln.launches.empty());
 }
 
@@ -747,7 +824,7 @@ TEST_CASE("the emulator's detector reports the defective probes, naming kernel, 
     MESSAGE("no access instrumentation in this build (AddressSanitizer): the detector is not tested");
     return;
   }
-  gpu::DeviceFacts f;
+  gpu::DeviceDescription f;
   f.warp_size = 32;
   f.sm_count = 2;
   struct Expect {

@@ -1,0 +1,451 @@
+// The schedules of pack_weights and forward on the GPU as sequences of kernel launches on a
+// `Launcher`, from a plan that src/gpu/plan.hpp made; no GPU runtime is touched here. It is compiled into the
+// GPU backend (src/gpu/gpu_backend.hip, where the launcher is hip/rnn_launch.hpp's DeviceLauncher)
+// and into the host tests (tests/gpu/, where the launcher runs the kernels in the emulator), so the
+// tests check these schedules, offsets and grids exactly as the GPU runs them.
+//
+// A Launcher provides:
+//   template <class K> Status launch(const Dims&, const typename K::Args& host, const typename K::Args* dev, int arg);
+//   template <class K> Status launch_cooperative(const Dims&, const typename K::Args& host, const typename K::Args* dev, int arg);
+//       Status::unsupported when the runtime refuses the cooperative launch itself (not supported
+//       here, e.g. under MPS, or more blocks than can be co-resident now): nothing was queued
+//   static constexpr bool kArgsInDeviceMemory;  // whether kernels read `dev` (else `host` is passed by value)
+// `host` is the argument block on the host; `dev`, when kArgsInDeviceMemory, its copy in device
+// memory (the workspace or the packed buffer) that a copy on the same stream filled before the
+// launch. Which one a kernel receives is the vendor's choice (hip/gpu_compat.hpp,
+// RNNCORE_GPU_ARGS_BY_VALUE; see LayerArgBlock).
+//   Status copy_to_device(void* dst, const void* src, size_t bytes);        // synchronous (packing)
+//   Status copy_to_device_async(void* dst, const void* src, size_t bytes);  // on the run's stream
+//   Status copy_to_host(void* dst, const void* src, size_t bytes);  // synchronous, of memory already
+//                                                                   // written (the packed header)
+//   Status zero_async(void* dst, size_t bytes);                             // on the run's stream
+//   Status finish(const char* what);  // packing: wait and check; forward: check launches (no wait)
+#ifndef RNNCORE_SRC_GPU_SCHEDULE_HPP
+#define RNNCORE_SRC_GPU_SCHEDULE_HPP
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "hip/rnn_device.hpp"
+#include "src/gpu/plan.hpp"
+#include "src/internal/dropout.hpp"
+#include "src/internal/error.hpp"
+#include "src/internal/plan_impl.hpp"
+#include "src/internal/spec_internal.hpp"
+
+namespace rnncore {
+namespace gpu {
+/// Grid of a launch: gx × gy × gz blocks of `block` threads with `smem` bytes of dynamic shared memory.
+struct Dims {
+  std::uint32_t gx = 1, gy = 1, gz = 1, block = 1;
+  std::size_t smem = 0;
+};
+
+/// Devices for which the backend remembers per-kernel settings (more are served, uncached).
+constexpr int kMaxDevices = 64;
+
+/// A kernel's dynamic shared-memory limit (cudaFuncAttributeMaxDynamicSharedMemorySize) is one
+/// value per (kernel, device) for the whole process. Setting it per launch to that launch's size
+/// let two host threads with different plans race: one lowered it between another's setting and
+/// its launch, which then failed. Instead it is raised once per (Tag = kernel, device) to the
+/// device's opt-in maximum: `query_max(device, &bytes)` then `set(device, bytes)`, both returning
+/// Status. Every caller sets the same value, so the limit never decreases once raised, and
+/// threads that race through the first call only set it twice to that value. Launches still ask
+/// for the plan's own size; the limit only allows it.
+template <class Tag, class Query, class Set>
+Status raise_smem_limit_once(int device, Query query_max, Set set) {
+  static std::atomic<int> raised[kMaxDevices];  // zero-initialised (static storage)
+  const bool cached = device >= 0 && device < kMaxDevices;
+  if (cached && raised[device].load(std::memory_order_acquire) != 0) return Status::ok;
+  int bytes = 0;
+  RNNCORE_RETURN_IF_ERROR(query_max(device, &bytes));
+  RNNCORE_RETURN_IF_ERROR(set(device, bytes));
+  if (cached) raised[device].store(1, std::memory_order_release);
+  return Status::ok;
+}
+
+// ---------------------------------------------------------------------------------- launches
+
+/// A grid-stride launch over `elements` items (at most 16 blocks per multiprocessor), `dirs` deep.
+inline Dims elementwise_dims(const GpuPlan& g, std::int64_t elements, int dirs) {
+  Dims d;
+  const std::int64_t cap = static_cast<std::int64_t>(g.target.sm_count) * 16;
+  const std::int64_t blocks = (elements + kBlockThreads - 1) / kBlockThreads;
+  d.gx = static_cast<std::uint32_t>(std::max<std::int64_t>(1, std::min(blocks, cap)));
+  d.gz = static_cast<std::uint32_t>(dirs);
+  d.block = kBlockThreads;
+  return d;
+}
+
+namespace schedule {
+
+template <class Tile, class K>
+Dims step_dims(const LayerArgs& la) {
+  Dims d;
+  d.gx = static_cast<std::uint32_t>((la.hidden + Tile::kBU - 1) / Tile::kBU);
+  d.gy = static_cast<std::uint32_t>(std::min<std::int64_t>((la.batch + Tile::kBM - 1) / Tile::kBM, 65535));
+  d.gz = static_cast<std::uint32_t>(la.dirs);
+  d.block = Tile::kThreads;
+  d.smem = K::smem_bytes();
+  return d;
+}
+
+// `la` is the host copy of a layer's arguments (grids are computed from it), `dev` its device copy.
+template <int C, class Tile, class WT, class L>
+Status steps_tiled(L& ln, const LayerArgs& la, const LayerArgs* dev) {
+  if constexpr (C == kGruResetBefore) {
+    using P1 = f32_rnn_step_tiled<C, 0, 2, 1, Tile, WT>;
+    using P2 = f32_rnn_step_tiled<C, 2, 1, 2, Tile, WT>;
+    const Dims d1 = step_dims<Tile, P1>(la), d2 = step_dims<Tile, P2>(la);
+    for (int s = 0; s < la.steps; ++s) {
+      RNNCORE_RETURN_IF_ERROR(ln.template launch<P1>(d1, la, dev, s));
+      RNNCORE_RETURN_IF_ERROR(ln.template launch<P2>(d2, la, dev, s));
+    }
+  } else {
+    using K = f32_rnn_step_tiled<C, 0, cell_gates(C), 0, Tile, WT>;
+    const Dims d = step_dims<Tile, K>(la);
+    for (int s = 0; s < la.steps; ++s) RNNCORE_RETURN_IF_ERROR(ln.template launch<K>(d, la, dev, s));
+  }
+  return Status::ok;
+}
+
+template <int C, int MAXB, class WT, class L>
+Status persistent(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs* dev, int units) {
+  using K = f32_rnn_recurrence_persistent<C, MAXB, WT>;
+  Dims d;
+  d.gx = static_cast<std::uint32_t>((la.hidden + units - 1) / units);
+  d.gz = static_cast<std::uint32_t>(la.dirs);
+  d.block = static_cast<std::uint32_t>(g.persist_threads);
+  d.smem = persistent_smem_bytes(cell_gates(C), MAXB, units, la.hidden_stride, la.batch, sizeof(WT));
+  return ln.template launch_cooperative<K>(d, la, dev, units);
+}
+
+template <int C, class WT, class L>
+Status recurrence(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs* dev, int layer) {
+  const int units = persistent_units(g, layer, la.batch);
+  if (units > 0) {
+    Status s = Status::internal;
+    switch (bucket_index(la.batch)) {
+      case 0: s = persistent<C, 1, WT>(ln, g, la, dev, units); break;
+      case 1: s = persistent<C, 2, WT>(ln, g, la, dev, units); break;
+      case 2: s = persistent<C, 4, WT>(ln, g, la, dev, units); break;
+      case 3: s = persistent<C, 8, WT>(ln, g, la, dev, units); break;
+      case 4: s = persistent<C, 16, WT>(ln, g, la, dev, units); break;
+      case 5: s = persistent<C, 32, WT>(ln, g, la, dev, units); break;
+      default: s = persistent<C, 64, WT>(ln, g, la, dev, units); break;
+    }
+    // A refused cooperative launch (MPS, a device shared with other work, co-residency lower than
+    // at plan time) queued nothing: the per-step kernels below compute the same recurrence.
+    if (s != Status::unsupported) return s;
+  }
+  if (use_large_tile(g, la.hidden, la.batch, la.dirs)) return steps_tiled<C, StepTileLarge, WT>(ln, la, dev);
+  return steps_tiled<C, StepTileSmall, WT>(ln, la, dev);
+}
+
+template <class WT, class L>
+Status recurrence_of(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs* dev, int layer, simd::Cell cell) {
+  switch (cell) {
+    case simd::Cell::lstm: return recurrence<kLstm, WT>(ln, g, la, dev, layer);
+    case simd::Cell::gru_reset_after: return recurrence<kGruResetAfter, WT>(ln, g, la, dev, layer);
+    case simd::Cell::gru_reset_before: return recurrence<kGruResetBefore, WT>(ln, g, la, dev, layer);
+    case simd::Cell::rnn_tanh: return recurrence<kRnnTanh, WT>(ln, g, la, dev, layer);
+    case simd::Cell::rnn_relu: return recurrence<kRnnRelu, WT>(ln, g, la, dev, layer);
+  }
+  return Status::internal;
+}
+
+inline MaskSite to_site(const detail::Mask& m) {
+  MaskSite s;
+  s.seed = m.seed;
+  s.site = m.site;
+  s.width = m.width;
+  s.params = m.params;
+  s.active = m.active ? 1 : 0;
+  s.variational = m.variational ? 1 : 0;
+  s.time_offset = m.time_offset;
+  s.shared = m.shared ? 1 : 0;
+  return s;
+}
+
+template <class T>
+T* at(unsigned char* base, std::size_t offset) {
+  return reinterpret_cast<T*>(base + offset);
+}
+
+}  // namespace schedule
+
+// ---------------------------------------------------------------------------------- pack
+
+/// pack_weights on the GPU: per (layer, direction), the canonical parameters are copied into the
+/// staging area at the end of the packed buffer and a kernel writes the packed blocks from there.
+/// No memory beyond the packed buffer is used.
+template <class WT, class L>
+Status pack_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const float* canonical, unsigned char* packed) {
+  const StackSpec& st = p.stack;
+  const detail::PackedHeader header{detail::kPackedMagic, p.fingerprint};
+  unsigned char head[detail::kPackedHeaderBytes] = {};
+  std::memcpy(head, &header, sizeof header);
+  RNNCORE_RETURN_IF_ERROR(ln.copy_to_device(packed, head, sizeof head));
+  for (int l = 0; l < st.num_layers; ++l) {
+    const detail::LayerPlan& lp = p.layers[l];
+    const std::int64_t H = lp.hidden, I = lp.input_size, G = lp.gates;
+    for (int d = 0; d < lp.dirs; ++d) {
+      std::int64_t begin = 0, count = 0;
+      canonical_span(st, l, d, &begin, &count);
+      // The kernel assumes each kind's gate blocks follow one another (DESIGN §4); say so if not.
+      const std::int64_t w0 = canonical_offset(st, l, d, ParamKind::input_weight, 0);
+      const std::int64_t r0 = canonical_offset(st, l, d, ParamKind::recurrent_weight, 0);
+      const std::int64_t bw0 = canonical_offset(st, l, d, ParamKind::input_bias, 0);
+      const std::int64_t br0 = canonical_offset(st, l, d, ParamKind::recurrent_bias, 0);
+      for (int gate = 1; gate < G; ++gate) {
+        const bool ok = (w0 < 0 || canonical_offset(st, l, d, ParamKind::input_weight, gate) == w0 + gate * H * I) &&
+                        canonical_offset(st, l, d, ParamKind::recurrent_weight, gate) == r0 + gate * H * H &&
+                        canonical_offset(st, l, d, ParamKind::input_bias, gate) == bw0 + gate * H &&
+                        canonical_offset(st, l, d, ParamKind::recurrent_bias, gate) == br0 + gate * H;
+        RNNCORE_ENSURE(ok, Status::internal, "gpu pack: canonical gate blocks of layer %d are not consecutive", l);
+      }
+      RNNCORE_RETURN_IF_ERROR(
+          ln.copy_to_device(packed + g.staging, canonical + begin, static_cast<std::size_t>(count) * sizeof(float)));
+      const detail::DirectionPack& dp = lp.dir[d];
+      PackArgs a;
+      std::memset(&a, 0, sizeof a);
+      a.staging = schedule::at<float>(packed, g.staging);
+      a.w_at = w0 < 0 ? -1 : w0 - begin;
+      a.r_at = r0 - begin;
+      a.bw_at = bw0 - begin;
+      a.br_at = br0 - begin;
+      a.w = lp.skip_input ? nullptr : packed + dp.w_panel;
+      a.r = packed + dp.r_panel;
+      a.bias = schedule::at<float>(packed, dp.bias);
+      a.bias_rn = lp.cell == simd::Cell::gru_reset_after ? schedule::at<float>(packed, dp.bias_rn) : nullptr;
+      a.gates = lp.gates;
+      a.hidden = lp.hidden;
+      a.in_size = lp.input_size;
+      a.in_pad = (lp.input_size + 3) / 4 * 4;
+      a.hidden_stride = lp.hidden_stride;
+      a.cell = static_cast<std::int32_t>(lp.cell);
+      // The argument block goes next to the staging area; like the staging copy, this synchronous
+      // copy waits for the previous (layer, direction)'s kernel, which read both.
+      if (L::kArgsInDeviceMemory) RNNCORE_RETURN_IF_ERROR(ln.copy_to_device(packed + g.pack_args, &a, sizeof a));
+      using K = f32_rnn_pack_weights<WT>;
+      RNNCORE_RETURN_IF_ERROR(ln.template launch<K>(elementwise_dims(g, K::elements(a), 1), a,
+                                                    schedule::at<const PackArgs>(packed, g.pack_args), 0));
+    }
+  }
+  return ln.finish("pack_weights");
+}
+
+/// pack_weights on the GPU (see pack_with), for the plan's weight storage type.
+template <class L>
+Status pack(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const float* canonical, unsigned char* packed) {
+  if (g.weights == kWeightF16) return pack_with<WeightF16>(ln, p, g, canonical, packed);
+  if (g.weights == kWeightBF16) return pack_with<WeightBF16>(ln, p, g, canonical, packed);
+  return pack_with<float>(ln, p, g, canonical, packed);
+}
+
+// ---------------------------------------------------------------------------------- forward
+
+/// Reads the packed buffer's header back from the device and checks it as the CPU backends do: a
+/// buffer that pack_weights of this plan's layout (shapes, weight storage type, size) did not
+/// fill is refused before anything runs, never read as weights.
+template <class L>
+Status check_packed(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const unsigned char* packed) {
+  detail::PackedHeader header;
+  std::memset(&header, 0, sizeof header);
+  RNNCORE_RETURN_IF_ERROR(ln.copy_to_host(&header, packed, sizeof header));
+  static const char* const kWeights[] = {"f32", "f16", "bf16"};
+  RNNCORE_ENSURE(header.magic == detail::kPackedMagic && header.fingerprint == p.fingerprint, Status::weights_not_packed,
+                 "forward: the packed buffer was not filled by pack_weights of this plan's layout (GPU, %s weights)",
+                 kWeights[g.weights >= 0 && g.weights < 3 ? g.weights : 0]);
+  return Status::ok;
+}
+
+/// Device copies of the run's lengths and row ids (null where the run has none or needs none).
+struct RunArrays {
+  const std::int32_t* lengths = nullptr;
+  const std::uint32_t* row_ids = nullptr;
+};
+
+/// The arguments of direction `d` of layer `l`: inputs, outputs and state slots as the CPU
+/// backends walk them (detail::direction_io), the packed blocks, the workspace and the masks.
+/// Returns whether a wrapper drops this layer's input.
+inline bool direction_args(const detail::PlanImpl& p, const ForwardArgs& a, const detail::RunDropout& run,
+                           unsigned char* packed, unsigned char* ws, int l, int d, DirArgs* da) {
+  using schedule::at;
+  const StackSpec& st = p.stack;
+  const detail::LayerPlan& lp = p.layers[l];
+  const detail::DirectionIO io = detail::direction_io(p, a, ws, l, d, run, nullptr);
+  const detail::DirectionPack& dp = lp.dir[d];
+  da->x = da->x_raw = static_cast<const float*>(io.x);
+  da->x_st = da->xr_st = io.x_st;
+  da->x_sb = da->xr_sb = io.x_sb;
+  da->y = static_cast<float*>(io.y);
+  da->y_st = io.y_st;
+  da->y_sb = io.y_sb;
+  da->h0 = static_cast<const float*>(io.h0);
+  da->c0 = static_cast<const float*>(io.c0);
+  da->hy = static_cast<float*>(io.hy);
+  da->cy = static_cast<float*>(io.cy);
+  da->reverse = io.reverse ? 1 : 0;
+  da->w = lp.skip_input ? nullptr : packed + dp.w_panel;
+  da->r = packed + dp.r_panel;
+  da->bias = at<float>(packed, dp.bias);
+  da->bias_rn = lp.cell == simd::Cell::gru_reset_after ? at<float>(packed, dp.bias_rn) : nullptr;
+  da->proj = at<float>(ws, p.ws.proj[d]);
+  da->h[0] = at<float>(ws, p.ws.h[d][0]);
+  da->h[1] = at<float>(ws, p.ws.h[d][1]);
+  da->c = lp.mode == Mode::lstm ? at<float>(ws, p.ws.c[d]) : nullptr;
+  da->rh = lp.cell == simd::Cell::gru_reset_before ? at<float>(ws, p.ws.rh[d]) : nullptr;
+  da->zg = lp.cell == simd::Cell::gru_reset_before ? at<float>(ws, p.ws.z[d]) : nullptr;
+  bool input_dropped = false;
+  for (int w = 0; w < st.layers[l].num_wrappers; ++w) {
+    da->input[w] = schedule::to_site(detail::wrapper_mask(st, run, l, d, w, detail::MaskKind::input));
+    da->output[w] = schedule::to_site(detail::wrapper_mask(st, run, l, d, w, detail::MaskKind::output));
+    da->state_h[w] = schedule::to_site(detail::wrapper_mask(st, run, l, d, w, detail::MaskKind::state_h));
+    da->state_c[w] = schedule::to_site(detail::wrapper_mask(st, run, l, d, w, detail::MaskKind::state_c));
+    input_dropped = input_dropped || da->input[w].active;
+  }
+  if (input_dropped) {  // the cell reads x_cell, which the input-dropout pre-pass writes
+    da->x_cell = at<float>(ws, p.ws.x_cell[d]);
+    da->x = da->x_cell;
+    da->x_st = static_cast<std::int64_t>(a.batch) * lp.input_size;
+    da->x_sb = lp.input_size;
+  }
+  return input_dropped;
+}
+
+/// The argument blocks of layer `l` of a run (the layer's and, where it applies, the inter-layer
+/// dropout's). Returns whether a wrapper drops the layer's input.
+inline bool layer_args(const detail::PlanImpl& p, const ForwardArgs& a, const detail::RunDropout& run, const RunArrays& arrays,
+                       unsigned char* packed, unsigned char* ws, int l, LayerArgBlock* out) {
+  const detail::LayerPlan& lp = p.layers[l];
+  const LayerSpec& ls = p.stack.layers[l];
+  std::memset(out, 0, sizeof *out);
+  LayerArgs& la = out->layer;
+  la.gates = lp.gates;
+  la.batch = a.batch;
+  la.steps = a.seq_len;
+  la.in_size = lp.input_size;
+  la.in_pad = (lp.input_size + 3) / 4 * 4;
+  la.hidden = lp.hidden;
+  la.hidden_stride = lp.hidden_stride;
+  la.dirs = lp.dirs;
+  la.num_wrappers = ls.num_wrappers;
+  for (int w = 0; w < ls.num_wrappers; ++w) la.residual[w] = ls.wrappers[w].kind == WrapperKind::residual ? 1 : 0;
+  la.lengths = arrays.lengths;
+  la.row_ids = arrays.row_ids;
+  la.step = run.step;
+  bool input_dropped = false;
+  for (int d = 0; d < lp.dirs; ++d) input_dropped = direction_args(p, a, run, packed, ws, l, d, &la.dir[d]) || input_dropped;
+  const detail::Mask inter = detail::inter_layer_mask(p.stack, run, l);
+  if (inter.active) {
+    InterLayerArgs& ia = out->inter;
+    ia.out = la.dir[0].y;  // the layer's whole output row starts at direction 0's columns
+    ia.steps = a.seq_len;
+    ia.batch = a.batch;
+    ia.width = lp.dirs * lp.hidden;
+    ia.row_ids = arrays.row_ids;
+    ia.step = run.step;
+    ia.mask = schedule::to_site(inter);
+  }
+  return input_dropped;
+}
+
+/// Layer `l`'s input projection of all steps: the tiled GEMM, or the skip-input copy.
+template <class WT, class L>
+Status input_projection(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const LayerArgs& la, const LayerArgs* dev, int l) {
+  const detail::LayerPlan& lp = p.layers[l];
+  if (lp.skip_input) {
+    const std::int64_t items = static_cast<std::int64_t>(la.steps) * la.batch * lp.gates * lp.hidden;
+    return ln.template launch<f32_rnn_proj_skip>(elementwise_dims(g, items, lp.dirs), la, dev, 0);
+  }
+  using K = f32_rnn_proj_gemm_tiled<WT>;
+  Dims d;
+  d.gx = static_cast<std::uint32_t>((static_cast<std::int64_t>(lp.gates) * lp.hidden + K::kBN - 1) / K::kBN);
+  d.gy = static_cast<std::uint32_t>(std::min<std::int64_t>((static_cast<std::int64_t>(la.steps) * la.batch + K::kBM - 1) / K::kBM, 65535));
+  d.gz = static_cast<std::uint32_t>(lp.dirs);
+  d.block = K::kThreads;
+  d.smem = K::smem_bytes();
+  return ln.template launch<K>(d, la, dev, 0);
+}
+
+/// The launches of layer `l`, in stream order: input dropout, input projection, initial state,
+/// recurrence, final state, the wrappers' output chain, the inter-layer dropout.
+template <class WT, class L>
+Status launch_layer(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const ForwardArgs& a, const LayerArgBlock& host,
+                    const LayerArgBlock* dev, bool input_dropped, int l) {
+  const detail::LayerPlan& lp = p.layers[l];
+  const LayerArgs& la = host.layer;
+  const LayerArgs* dla = &dev->layer;
+  const std::int64_t T = a.seq_len, B = a.batch, H = lp.hidden, out_w = static_cast<std::int64_t>(lp.dirs) * H;
+  if (T > 0 && input_dropped) {
+    const std::int64_t items = T * B * ((lp.input_size + 3) / 4);
+    RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_input_dropout>(elementwise_dims(g, items, lp.dirs), la, dla, 0));
+  }
+  if (T > 0) RNNCORE_RETURN_IF_ERROR(input_projection<WT>(ln, p, g, la, dla, l));
+  RNNCORE_RETURN_IF_ERROR(
+      ln.template launch<f32_rnn_state_init>(elementwise_dims(g, B * lp.hidden_stride, lp.dirs), la, dla, 0));
+  if (T > 0) RNNCORE_RETURN_IF_ERROR(schedule::recurrence_of<WT>(ln, g, la, dla, l, lp.cell));
+  if (a.hy != nullptr || (a.cy != nullptr && lp.mode == Mode::lstm))
+    RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_state_final>(elementwise_dims(g, B * H, lp.dirs), la, dla, 0));
+  if (T > 0 && lp.output_chain) {
+    const std::int64_t items = T * B * ((H + 3) / 4);
+    RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_output_chain>(elementwise_dims(g, items, lp.dirs), la, dla, 0));
+  }
+  if (a.cy != nullptr && lp.mode != Mode::lstm)  // a layer without cell state reports c = 0
+    RNNCORE_RETURN_IF_ERROR(ln.zero_async(static_cast<unsigned char*>(a.cy) + static_cast<std::size_t>(state_offset(p.stack, a.batch, l, 0)) * sizeof(float),
+                                          static_cast<std::size_t>(out_w * B) * sizeof(float)));
+  if (T > 0 && host.inter.mask.active) {
+    const std::int64_t items = T * B * ((out_w + 3) / 4);
+    RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_inter_layer_dropout>(elementwise_dims(g, items, 1), host.inter, &dev->inter, 0));
+  }
+  return Status::ok;
+}
+
+/// The forward pass as launches on the launcher's stream. Host seq_lengths / row_ids are copied
+/// into the workspace on the stream; then every layer's argument blocks are built on the host and
+/// copied into the workspace at once (where kernels read them from device memory); then each
+/// layer's launches (launch_layer), both directions in each launch.
+template <class WT, class L>
+Status forward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const unsigned char* packed_c, unsigned char* ws,
+                    const ForwardArgs& a) {
+  auto* packed = const_cast<unsigned char*>(packed_c);  // kernels only read it
+  RNNCORE_RETURN_IF_ERROR(check_packed(ln, p, g, packed_c));
+  const detail::RunDropout run = detail::run_dropout(p, a);
+  RunArrays arrays;
+  if (a.seq_lengths != nullptr) {
+    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + g.ws_lengths, a.seq_lengths, sizeof(std::int32_t) * a.batch));
+    arrays.lengths = schedule::at<std::int32_t>(ws, g.ws_lengths);
+  }
+  if (a.row_ids != nullptr && run.on) {  // only masks read row ids
+    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + g.ws_row_ids, a.row_ids, sizeof(std::uint32_t) * a.batch));
+    arrays.row_ids = schedule::at<std::uint32_t>(ws, g.ws_row_ids);
+  }
+  const int layers = p.stack.num_layers;
+  LayerArgBlock host[kMaxLayers];
+  bool input_dropped[kMaxLayers] = {};
+  for (int l = 0; l < layers; ++l) input_dropped[l] = layer_args(p, a, run, arrays, packed, ws, l, &host[l]);
+  if (L::kArgsInDeviceMemory && layers > 0)
+    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + g.ws_args, host, sizeof(LayerArgBlock) * static_cast<std::size_t>(layers)));
+  const LayerArgBlock* dev = schedule::at<const LayerArgBlock>(ws, g.ws_args);
+  for (int l = 0; l < layers; ++l)
+    RNNCORE_RETURN_IF_ERROR(launch_layer<WT>(ln, p, g, a, host[l], &dev[l], input_dropped[l], l));
+  return ln.finish("forward");
+}
+
+/// The forward pass on the GPU (see forward_with), for the plan's weight storage type.
+template <class L>
+Status forward(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const unsigned char* packed, unsigned char* ws,
+               const ForwardArgs& a) {
+  if (g.weights == kWeightF16) return forward_with<WeightF16>(ln, p, g, packed, ws, a);
+  if (g.weights == kWeightBF16) return forward_with<WeightBF16>(ln, p, g, packed, ws, a);
+  return forward_with<float>(ln, p, g, packed, ws, a);
+}
+
+}  // namespace gpu
+}  // namespace rnncore
+
+#endif  // RNNCORE_SRC_GPU_SCHEDULE_HPP

@@ -1,0 +1,64 @@
+// The GPU backend's part of a plan (PlanImpl::gpu): the device it was planned for and the kernel
+// choices made then. Plain host data, no GPU runtime; left out of firmware builds
+// (RNNCORE_NO_GPU_PLAN). src/gpu/plan.hpp fills it; src/gpu/schedule.hpp reads it.
+#ifndef RNNCORE_SRC_INTERNAL_GPU_PLAN_HPP
+#define RNNCORE_SRC_INTERNAL_GPU_PLAN_HPP
+
+#include <cstdint>
+
+#include "rnncore/rnncore.hpp"
+
+namespace rnncore {
+namespace gpu {
+
+/// What planning needs to know about a device. The backend reads it from the runtime at plan time
+/// (src/gpu/gpu_backend.hip); tests and the speed model take it from src/gpu/device_profiles.hpp.
+struct DeviceDescription {
+  char name[24] = "device";      ///< e.g. "H100 SXM"
+  char arch[16] = "?";           ///< e.g. "sm_90", "gfx90a" (the kernel family name carries it)
+  std::int32_t sm_count = 1;     ///< multiprocessors / compute units
+  std::int32_t warp_size = 32;   ///< host-side value; device code has its own constant
+  std::int32_t max_threads = 1024;          ///< per block
+  std::int32_t max_threads_per_sm = 2048;   ///< resident threads per multiprocessor
+  std::int32_t max_blocks_per_sm = 32;      ///< resident blocks per multiprocessor
+  std::int32_t registers_per_sm = 65536;    ///< 32-bit registers of a multiprocessor (all SIMDs)
+  std::int32_t cooperative = 1;             ///< cooperative launches supported
+  std::int64_t smem_per_sm = 64 * 1024;     ///< shared memory / LDS of a multiprocessor
+  std::int64_t smem_optin = 48 * 1024;      ///< largest dynamic shared memory of one block
+};
+
+/// Batch buckets of the persistent kernel: MAXB of the instance that runs a batch B is the
+/// smallest bucket ≥ B.
+constexpr int kBuckets[] = {1, 2, 4, 8, 16, 32, 64};
+constexpr int kBucketCount = 7;
+/// With Recurrence::auto_select the persistent kernel runs batches up to this size.
+constexpr int kAutoPersistentMaxBatch = 16;
+
+/// How the recurrence of a layer runs (env RNNCORE_GPU_RECURRENCE=auto|persistent|tiled).
+enum class Recurrence : std::int32_t { auto_select = 0, persistent = 1, tiled = 2 };
+/// Tile of the per-step kernel (env RNNCORE_GPU_TILE=auto|small|large).
+enum class TileChoice : std::int32_t { auto_select = 0, small = 1, large = 2 };
+
+/// Everything a GPU plan records beyond PlanImpl's common fields.
+struct GpuPlan {
+  std::int32_t device = -1;      ///< device ordinal
+  DeviceDescription target;      ///< the device planned for
+  Recurrence recurrence = Recurrence::auto_select;
+  TileChoice tile = TileChoice::auto_select;
+  std::int32_t persist_threads = 0;  ///< block size of the persistent kernel (a multiple of the warp size)
+  std::int32_t weights = 0;          ///< storage type of W and R (hip/rnn_device.hpp's WeightId)
+  std::uint64_t staging = 0;         ///< packed-buffer offset of the canonical staging area (used by pack only)
+  std::uint64_t staging_bytes = 0;
+  std::uint64_t ws_lengths = 0;      ///< workspace offset of the device copy of seq_lengths [B]
+  std::uint64_t ws_row_ids = 0;      ///< ... of row_ids [B]
+  std::uint64_t ws_args = 0;         ///< workspace offset of the run's argument blocks [layers]
+  std::uint64_t pack_args = 0;       ///< packed-buffer offset of the (layer, direction) being packed's arguments
+  /// Units per block of the persistent kernel per layer and batch bucket; 0: that bucket does not
+  /// fit (shared memory or co-residency) and the per-step kernel runs instead.
+  std::int16_t persist_units[kMaxLayers][kBucketCount] = {};
+};
+
+}  // namespace gpu
+}  // namespace rnncore
+
+#endif  // RNNCORE_SRC_INTERNAL_GPU_PLAN_HPP
