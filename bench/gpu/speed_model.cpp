@@ -1,0 +1,160 @@
+// speed_model: what bounds one time step of rnncore's GPU recurrence on a device, in place of a
+// timing where no GPU can be reached (issue 14, item 6; docs/gpu.md "Speed model").
+//
+// For each device profile (src/gpu/device_profiles.hpp) and shape, the backend's own planner
+// (gpu::plan_for_device, the modeled occupancy) chooses the recurrence kernel; the model then takes,
+// per time step and direction:
+//   FLOPs       2·G·H·H·B for R·h (the input projection of all steps is one GEMM before the
+//               recurrence, reported apart as a per-step share at the f32 rate);
+//   weights     G·H·Hs elements of R in the plan's storage type, read once per step, from
+//               - shared memory / LDS, for the persistent kernel (the slice stays on chip); its
+//                 bandwidth is 128 bytes per clock per multiprocessor on every profile;
+//               - L2, for the per-step kernel when R fits in half the L2 (bandwidth: an assumption,
+//                 2.5× HBM, stated in the output);
+//               - HBM otherwise;
+//   latency     the assumed cost of one grid barrier (persistent: 1 µs, two for the reset-before
+//               GRU) or one kernel launch (per step: 3 µs, two for the reset-before GRU).
+// bound = max(FLOPs at the f32 rate of the multiprocessors the grid occupies, weight bytes at the
+// tier's bandwidth) + latency. A lower bound for these kernels, not a prediction: the kernels'
+// instruction mix, bank conflicts and the h broadcast are not modelled. Printed beside cuDNN's
+// published anchors.
+//
+// usage: speed_model [--csv]
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "src/gpu/device_profiles.hpp"
+#include "src/gpu/plan.hpp"
+#include "src/internal/plan_impl.hpp"
+
+using namespace rnncore;
+
+namespace {
+
+constexpr double kGridBarrierUs = 1.0;     // assumption: one grid-wide barrier
+constexpr double kLaunchUs = 3.0;          // assumption: one kernel launch, back to back on a stream
+constexpr double kL2OverHbm = 2.5;         // assumption: L2 bandwidth as a multiple of HBM's
+constexpr double kSmemBytesPerClock = 128; // shared memory / LDS bytes per clock per multiprocessor
+
+struct ModelShape {
+  Mode mode;
+  int hidden;
+  int batch;
+  DType weights;
+};
+
+struct Row {
+  std::string kernel, where;
+  double flops = 0, weight_bytes = 0, compute_us = 0, memory_us = 0, latency_us = 0, bound_us = 0, proj_us = 0;
+  int blocks = 0;
+};
+
+double clock_ghz(const gpu::DeviceProfile& p) {
+  // Boost clocks of the data sheets (H100 SXM 1.98, A100 1.41, MI250X 1.7, MI300X 2.1 GHz).
+  const std::string arch = p.device.arch;
+  return arch == "sm_90" ? 1.98 : arch == "sm_80" ? 1.41 : arch == "gfx90a" ? 1.7 : 2.1;
+}
+
+bool model(const gpu::DeviceProfile& prof, const ModelShape& sh, Row* row) {
+  RnnSpec spec;
+  spec.mode = sh.mode;
+  spec.input_size = sh.hidden;
+  spec.hidden_size = sh.hidden;
+  PlanOptions opt;
+  opt.max_batch = sh.batch;
+  opt.max_seq_len = 100;
+  opt.weight_dtype = sh.weights;
+  gpu::DescribedDevice on;
+  on.device = prof.device;
+  on.registers = prof.persistent_registers;
+  Plan plan;
+  if (gpu::plan_for_device(to_stack(spec), opt, on, &plan) != Status::ok) return false;
+  const detail::PlanImpl& p = detail::impl(plan);
+  const detail::LayerPlan& lp = p.layers[0];
+  const double G = lp.gates, H = lp.hidden, Hs = lp.hidden_stride, B = sh.batch;
+  const double wb = sh.weights == DType::f32 ? 4 : 2;
+  const bool two_phase = lp.cell == simd::Cell::gru_reset_before;
+  const int units = gpu::persistent_units(p.gpu, 0, sh.batch);
+  row->flops = 2 * G * H * H * B;
+  row->weight_bytes = G * H * Hs * wb;
+  const double sm_gflops = prof.f32_tflops * 1e3 / prof.device.sm_count;  // GFLOP/s per multiprocessor
+  double sms_used, bandwidth_gbs;
+  if (units > 0) {
+    row->kernel = "persistent";
+    row->blocks = static_cast<int>((lp.hidden + units - 1) / units);
+    // The block scheduler spreads a grid no larger than the device one block per multiprocessor.
+    sms_used = std::min<double>(prof.device.sm_count, row->blocks);
+    bandwidth_gbs = kSmemBytesPerClock * clock_ghz(prof) * sms_used;
+    row->where = std::string(gpu::vendor_of(prof.device)) == "hip" ? "LDS of " + std::to_string(static_cast<int>(sms_used)) + " CUs"
+                                                                   : "shared memory of " + std::to_string(static_cast<int>(sms_used)) + " SMs";
+    row->latency_us = kGridBarrierUs * (two_phase ? 2 : 1);
+  } else {
+    row->kernel = "per step";
+    sms_used = prof.device.sm_count;
+    const bool in_l2 = row->weight_bytes <= prof.l2_bytes / 2;
+    bandwidth_gbs = in_l2 ? prof.memory_gbs * kL2OverHbm : prof.memory_gbs;
+    row->where = in_l2 ? "L2" : "HBM";
+    row->latency_us = kLaunchUs * (two_phase ? 2 : 1);
+  }
+  row->compute_us = row->flops / (sm_gflops * sms_used * 1e3);
+  row->memory_us = row->weight_bytes / (bandwidth_gbs * 1e3);
+  row->bound_us = std::max(row->compute_us, row->memory_us) + row->latency_us;
+  row->proj_us = 2 * G * H * H * B / (prof.f32_tflops * 1e6);  // I = H: the projection's share of a step
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool csv = argc > 1 && std::strcmp(argv[1], "--csv") == 0;
+  if (argc > 1 && !csv) {
+    std::printf("usage: speed_model [--csv]\n  Per device profile and shape, the bound on one time step of the GPU recurrence\n"
+                "  (see the comment at the top of bench/gpu/speed_model.cpp and docs/gpu.md).\n");
+    return std::strcmp(argv[1], "--help") == 0 ? 0 : 2;
+  }
+  const ModelShape shapes[] = {
+      {Mode::lstm, 512, 16, DType::f32},  {Mode::lstm, 512, 16, DType::f16},  {Mode::lstm, 256, 1, DType::f32},
+      {Mode::lstm, 512, 1, DType::f32},   {Mode::lstm, 1024, 1, DType::f32},  {Mode::lstm, 1024, 4, DType::f16},
+      {Mode::lstm, 1024, 64, DType::f32}, {Mode::gru, 512, 8, DType::f32},    {Mode::rnn_tanh, 2048, 4, DType::f32},
+  };
+  if (csv)
+    std::printf("device,mode,H,B,weights,kernel,blocks,where,flops,weight_bytes,compute_us,memory_us,latency_us,bound_us,"
+                "tflops_at_bound,projection_us\n");
+  else
+    std::printf("Assumptions: grid barrier %.1f us, kernel launch %.1f us, L2 bandwidth %.1fx HBM, shared memory %g B/clock/SM.\n"
+                "I = H, one layer, one direction; bound = max(compute, weight reads) + latency, per time step.\n\n",
+                kGridBarrierUs, kLaunchUs, kL2OverHbm, kSmemBytesPerClock);
+  for (int i = 0; i < gpu::kProfileCount; ++i) {
+    const gpu::DeviceProfile prof = gpu::device_profile(i);
+    if (!csv) {
+      std::printf("## %s (%s): %d %s, %.0f GB/s HBM, %.0f MB L2, %.1f TFLOP/s f32\n\n", prof.device.name, prof.device.arch,
+                  prof.device.sm_count, std::strcmp(gpu::vendor_of(prof.device), "hip") == 0 ? "CUs" : "SMs", prof.memory_gbs, prof.l2_bytes / 1e6, prof.f32_tflops);
+      std::printf("| cell | H | B | weights | kernel (blocks) | R read from | MFLOP | R KiB | compute us | memory us | latency us | bound us/step | TFLOP/s | projection us |\n");
+      std::printf("| --- | ---: | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    }
+    for (const ModelShape& sh : shapes) {
+      Row r;
+      if (!model(prof, sh, &r)) {
+        std::fprintf(stderr, "speed_model: planning failed for %s H=%d: %s\n", prof.device.name, sh.hidden, last_error_detail());
+        return 1;
+      }
+      const double tflops = r.flops / (r.bound_us * 1e6);
+      if (csv)
+        std::printf("%s,%s,%d,%d,%s,%s,%d,%s,%.0f,%.0f,%.3f,%.3f,%.2f,%.3f,%.3f,%.3f\n", prof.device.name, to_string(sh.mode),
+                    sh.hidden, sh.batch, to_string(sh.weights), r.kernel.c_str(), r.blocks, r.where.c_str(), r.flops,
+                    r.weight_bytes, r.compute_us, r.memory_us, r.latency_us, r.bound_us, tflops, r.proj_us);
+      else
+        std::printf("| %s | %d | %d | %s | %s%s | %s | %.1f | %.0f | %.2f | %.2f | %.1f | %.2f | %.2f | %.3f |\n",
+                    to_string(sh.mode), sh.hidden, sh.batch, to_string(sh.weights), r.kernel.c_str(),
+                    r.blocks ? (" (" + std::to_string(r.blocks) + ")").c_str() : "", r.where.c_str(), r.flops / 1e6,
+                    r.weight_bytes / 1024, r.compute_us, r.memory_us, r.latency_us, r.bound_us, tflops, r.proj_us);
+    }
+    if (!csv) std::printf("\n");
+  }
+  if (!csv)
+    std::printf("Anchors (published, cuDNN): DeepBench on a V100, LSTM H = 512, N = 16: 43.8 us/step in FP32, 17.6 us in FP16;\n"
+                "persistent RNNs (Diamos et al. 2016): 2.8 TFLOP/s at batch 4 on a Titan X (Maxwell).\n");
+  return 0;
+}
