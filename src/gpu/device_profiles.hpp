@@ -21,8 +21,8 @@ struct DeviceProfile {
   double f32_tflops = 0;        ///< vector (SIMT) f32 FMA rate, TFLOP/s
   double f16_matrix_tflops = 0; ///< tensor / matrix cores, f16 in, f32 accumulate, TFLOP/s
   /// Registers per thread of the largest persistent-kernel instance on this target, for the
-  /// modeled occupancy: nvcc 13's --resource-usage for sm_90 (101; used for sm_80 too), and for
-  /// AMD the largest LSTM kernel's VGPRs on gfx90a (173, docs/gpu.md), an upper bound.
+  /// modeled occupancy: nvcc 13's --resource-usage for sm_90 (101; used for sm_80 too) and
+  /// Debian hipcc 5.2's kernel-resource-usage for gfx90a (71 VGPRs; used for gfx942 too).
   int persistent_registers = 0;
 };
 
@@ -61,12 +61,12 @@ inline DeviceProfile device_profile(int i) {
     case 2:  // AMD Instinct MI250X, one GCD (gfx90a, wave64): 512 VGPRs per SIMD lane, 4 SIMDs
       set("MI250X (1 GCD)", "gfx90a", 110, 64, 2048, 4 * 64 * 512, 64 * 1024, 64 * 1024);
       p.memory_gbs = 1638, p.l2_bytes = 8e6, p.f32_tflops = 23.9, p.f16_matrix_tflops = 191.5;
-      p.persistent_registers = 173;
+      p.persistent_registers = 71;
       break;
     default:  // AMD Instinct MI300X (gfx942, wave64)
       set("MI300X", "gfx942", 304, 64, 2048, 4 * 64 * 512, 64 * 1024, 64 * 1024);
       p.memory_gbs = 5300, p.l2_bytes = 32e6, p.f32_tflops = 81.7, p.f16_matrix_tflops = 1307.4;
-      p.persistent_registers = 173;
+      p.persistent_registers = 71;
       break;
   }
   return p;
