@@ -595,7 +595,8 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
   }
   std::printf("model: int8 LSTM (tflite_int8, LiteRT's 8x8_16 integer LSTM), I=%lld H=%lld%s, %s; cell scale %s\n",
               static_cast<long long>(I), static_cast<long long>(H),
-              (L > 1 || stack.bidirectional() ? ", " + std::to_string(L) + " layer(s) (H " + sizes + ")" : std::string()).c_str(),
+              (L > 1 || stack.bidirectional() ? ", " + std::to_string(L) + (L > 1 ? " layers (H " : " layer (H ") + sizes + ")"
+                                              : std::string()).c_str(),
               stack.return_sequences ? "returns sequences" : "returns the last step", cells.c_str());
   for (const auto& d : stack.dense)
     std::printf("then Dense %d -> %d%s (int8, XNNPACK's requantization)\n", d->in_size, d->out_size,
