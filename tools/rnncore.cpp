@@ -514,7 +514,8 @@ void define_run(CLI::App& app, RunOptions& o) {
                   "tools/tflite_to_safetensors.py; docs/int8.md) takes --weights, --input, --output, --hn and\n"
                   "--cn only: x int8 [B, T, I] (batch-major), or float32 quantized as TFLite's QUANTIZE op does;\n"
                   "y int8 [B, T, H], or [B, H] for a model that returns the last step; hn int8 and cn int16\n"
-                  "[B, H] (the op's final output and cell states); bit for bit LiteRT's.");
+                  "[B, H] (the op's final output and cell states; one-direction single-layer models only); bit\n"
+                  "for bit LiteRT's. Stacks, go_backwards, Keras Bidirectional (concat) and Dense heads run too.");
   add_run_options(app, o, false);
 }
 
