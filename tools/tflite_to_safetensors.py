@@ -342,6 +342,9 @@ def extract_graph(model_bytes, tf, it, ops, det, lstm_opts):
                 check_last_step_slice(it, after[0], t, det)
                 t = take(after[0])
                 seqs.append(False)
+            elif d == "forward" and names == ["REVERSE_V2"]:
+                raise ConvertError("layer %d: the output of the LSTM on the layer's own input is reversed in time "
+                                   "(a Keras Bidirectional around an LSTM with go_backwards=True); not supported" % k)
             elif d == "backward" and names == ["REVERSE_V2"]:
                 time_reverse(after[0], "after the backward LSTM")
                 t = take(after[0])
