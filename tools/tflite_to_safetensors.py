@@ -604,9 +604,10 @@ def extract(model_bytes, tf):
 
 def main(argv=None):
     p = argparse.ArgumentParser(
-        description="Convert a quantized (int8) TFLite LSTM model -- one UNIDIRECTIONAL_SEQUENCE_LSTM op, as the "
-                    "TFLite converter writes for a Keras LSTM with full-integer quantization -- to a safetensors "
-                    "file that `rnncore run --weights` runs bit for bit as LiteRT does.",
+        description="Convert a quantized (int8) TFLite LSTM model -- UNIDIRECTIONAL_SEQUENCE_LSTM ops, as the "
+                    "TFLite converter writes for Keras LSTMs with full-integer quantization (one, stacked, "
+                    "go_backwards on the first, Bidirectional with merge_mode concat, Dense layers on the last "
+                    "step) -- to a safetensors file that `rnncore run --weights` runs bit for bit as LiteRT does.",
         epilog="Semantics and file contents: docs/int8.md.")
     p.add_argument("model", help="the .tflite file")
     p.add_argument("-o", "--output", required=True, help="safetensors file to write")

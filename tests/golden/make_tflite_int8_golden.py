@@ -282,6 +282,30 @@ def make_bidi(name, I, layers, T, B, seed, dense=()):
               metadata={"made_by": "tests/golden/make_tflite_int8_golden.py", "tf_version": tf.__version__})
 
 
+def check_bidi_refusals():
+    """Bidirectional variants the converter refuses, each naming what: merge_mode sum / ave (an ADD,
+    and a MUL for ave, after the two LSTMs) and go_backwards on the wrapped LSTM. Nothing is written."""
+    for merge, go_backwards, expect in (("sum", False, "merge_mode sum, mul or ave"),
+                                        ("ave", False, "merge_mode sum, mul or ave"),
+                                        ("concat", True, "go_backwards=True")):
+        tf.keras.utils.set_random_seed(35)
+        rng = np.random.default_rng(2035)
+        inp = keras.Input(shape=(6, 4), batch_size=2)
+        lstm = keras.layers.LSTM(5, return_sequences=True, go_backwards=go_backwards)
+        model = keras.Model(inp, keras.layers.Bidirectional(lstm, merge_mode=merge)(inp))
+        calib = [rng.standard_normal((2, 6, 4)).astype(np.float32) for _ in range(16)]
+        conv = tf.lite.TFLiteConverter.from_keras_model(model)
+        conv.optimizations = [tf.lite.Optimize.DEFAULT]
+        conv.representative_dataset = lambda: ([c] for c in calib)
+        conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        try:
+            tflite_to_safetensors.extract(conv.convert(), tf)
+        except tflite_to_safetensors.ConvertError as e:
+            assert expect in str(e), (merge, go_backwards, str(e))
+        else:
+            raise AssertionError("Bidirectional merge_mode=%s go_backwards=%s was not refused" % (merge, go_backwards))
+
+
 # The stack whose exported header tests/int8_stack_header.c runs through the C API: its sample as .npy.
 HEADER_STACK = "dense_stack2_I8_H16_12_T15_B3_5"
 
@@ -316,6 +340,7 @@ def main():
         make_stack(*c)
     for c in BIDI:
         make_bidi(*c)
+    check_bidi_refusals()
     write_stack_sample(HEADER_STACK)
 
 
