@@ -745,9 +745,9 @@ TEST_CASE("cli: int8 models converted by tools/tflite_to_safetensors.py run bit 
   CHECK(cases == 12);
 }
 
-TEST_CASE("cli: stacked int8 LSTMs, go_backwards and Dense layers run bit for bit as LiteRT") {
+TEST_CASE("cli: stacked int8 LSTMs, go_backwards, Bidirectional and Dense layers run bit for bit as LiteRT") {
   // tests/golden/tflite_int8/stacks/<case>.safetensors: the converter's output (metadata layers = L);
-  // <case>.io.safetensors: LiteRT's int8 input x and output y.
+  // <case>.io.safetensors: LiteRT's int8 input x and output y. bidi_*: Keras Bidirectional layers.
   int cases = 0;
   const std::string d = temp_dir();
   for (const std::string& model : list_cases(src("tests/golden/tflite_int8/stacks"))) {
@@ -764,19 +764,20 @@ TEST_CASE("cli: stacked int8 LSTMs, go_backwards and Dense layers run bit for bi
     CHECK((r.out.find(" layers (H ") != std::string::npos) == (name.find("stack") != std::string::npos));
     CHECK((r.out.find("(go_backwards)") != std::string::npos) == (name.find("backwards") != std::string::npos));
     CHECK((r.out.find("then Dense ") != std::string::npos) == (name.find("dense") != std::string::npos));
+    CHECK((r.out.find("bidirectional ") != std::string::npos) == (name.find("bidi") != std::string::npos));
     io::Array got, want;
     REQUIRE(io::read_npy((d + "/y.npy").c_str(), &got) == RNNCORE_OK);
     REQUIRE(f.array("y", &want) == RNNCORE_OK);
     CHECK(got.shape == want.shape);
     CHECK(got.bytes == want.bytes);  // every element, bit for bit
-    if (name.find("stack") != std::string::npos) {
-      // the per-layer states have different widths: single-layer models only
+    if (name.find("stack") != std::string::npos || name.find("bidi") != std::string::npos) {
+      // the per-layer states have different widths (a bidirectional layer has two): single-layer models only
       r = run("run --weights " + model + " --input " + d + "/x.npy --output " + d + "/y.npy --hn " + d + "/hn.npy");
       CHECK(r.code == 2);
     }
     ++cases;
   }
-  CHECK(cases == 7);
+  CHECK(cases == 11);
 
   // A stack whose layer 1 does not read layer 0's quantization is refused, naming both.
   const std::string model = src("tests/golden/tflite_int8/stacks/stack2_I6_H12_8_T10_B2_last.safetensors");
@@ -793,6 +794,20 @@ TEST_CASE("cli: stacked int8 LSTMs, go_backwards and Dense layers run bit for bi
   CHECK(r.code == 1);
   CHECK(r.err.find("layer 1's input") != std::string::npos);
   CHECK(r.err.find("is not layer 0's output") != std::string::npos);
+
+  // A bidirectional layer of another merge mode than concat is refused, naming the key.
+  bytes = slurp(src("tests/golden/tflite_int8/stacks/bidi_I5_H6_T7_B2_seq.safetensors"));
+  const std::string mode = "\"l0.bidirectional\":\"concat\"";
+  const std::size_t m = bytes.find(mode);
+  REQUIRE(m != std::string::npos);
+  bytes.replace(m + mode.size() - 7, 6, "summed");
+  {
+    std::ofstream out(d + "/bad_bidi.safetensors", std::ios::binary);
+    out << bytes;
+  }
+  const Result rb = run("run --weights " + d + "/bad_bidi.safetensors --input " + d + "/x.npy --output " + d + "/y.npy");
+  CHECK(rb.code == 1);
+  CHECK(rb.err.find("'l0.bidirectional' is 'summed'; only 'concat'") != std::string::npos);
 }
 
 TEST_CASE("cli: int8 models: float input is quantized; wrong dtype, shape and options are refused") {

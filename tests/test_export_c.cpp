@@ -219,6 +219,14 @@ TEST_CASE("export-c: the sample input and expected output are the .npy files, bi
   CHECK(slurp(temp_dir() + "/model.h") == first);
 }
 
+TEST_CASE("export-c: a bidirectional int8 model is refused (the C API runs one direction per layer)") {
+  const Result r = run("export-c --weights " + kSource + "/tests/golden/tflite_int8/stacks/bidi_I5_H6_T7_B2_seq.safetensors" +
+                       " --output " + temp_dir() + "/bidi.h");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("bidi_I5_H6_T7_B2_seq.safetensors: a bidirectional int8 LSTM layer (Keras Bidirectional) cannot be "
+                   "exported") != std::string::npos);
+}
+
 TEST_CASE("export-c: usage errors exit 2, other errors exit 1 with one line naming the file") {
   const std::string model = kSource + "/examples/models/lstm_small.safetensors";
   const std::string out = " --output " + temp_dir() + "/bad.h";

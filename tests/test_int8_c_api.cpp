@@ -2,7 +2,8 @@
 // tests/golden/tflite_int8/converted/ prepared through the C API (biases folded into RAM, and
 // again from an already-folded table as export-c writes it), run whole and streamed one step per
 // call; outputs and final states equal LiteRT's bit for bit. And its refusals; and the int8 Dense
-// layer's requantization (src/internal/int8_dense.hpp) on hand-computed cases.
+// layer's requantization (src/internal/int8_dense.hpp) on hand-computed cases. And the
+// bidirectional goldens (tests/golden/tflite_int8/stacks/bidi_*), through the loader and as two C API LSTMs.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -61,6 +62,68 @@ struct Pointers {
 };
 
 }  // namespace
+
+TEST_CASE("int8 bidirectional goldens: the loaded stack, and the C API's two LSTMs per layer, equal LiteRT") {
+  // tests/golden/tflite_int8/stacks/bidi_*: Keras Bidirectional(LSTM) models (merge_mode concat).
+  // io::run_int8_stack runs them; and a bidirectional first layer is two rnncore_int8_lstm_run
+  // calls -- the forward LSTM on x, the backward one on x with each row's steps reversed, its output
+  // reversed back -- whose outputs, side by side per step, are LiteRT's layer output byte for byte
+  // (checked where that layer is the model: bidi_I5_H6_T7_B2_seq).
+  int cases = 0;
+  for (const std::string& path : rnncore_test::list_cases(rnncore_test::golden_dir("tflite_int8/stacks"))) {
+    const std::string name = path.substr(path.find_last_of('/') + 1);
+    if (name.rfind("bidi", 0) != 0 || name.find(".io.") != std::string::npos) continue;
+    CAPTURE(path);
+    io::SafeTensors mf, gf;
+    REQUIRE(io::read_safetensors(path.c_str(), &mf) == RNNCORE_OK);
+    const std::string golden = path.substr(0, path.size() - 12) + ".io.safetensors";
+    REQUIRE(io::read_safetensors(golden.c_str(), &gf) == RNNCORE_OK);
+    io::Int8Stack st;
+    std::string err;
+    REQUIRE_MESSAGE(io::load_int8_stack(mf, &st, &err) == Status::ok, err);
+    REQUIRE(st.bidirectional());
+    REQUIRE(st.layers.front()->backward);
+    io::Array xa;
+    REQUIRE(gf.array("x", &xa) == RNNCORE_OK);
+    const int B = static_cast<int>(xa.shape[0]), T = static_cast<int>(xa.shape[1]);
+    const std::vector<std::int8_t> x = tensor<std::int8_t>(gf, "x"), y_ref = tensor<std::int8_t>(gf, "y");
+    std::vector<std::int8_t> y(y_ref.size());
+    io::run_int8_stack(st, B, T, x.data(), y.data());
+    CHECK(y == y_ref);
+    ++cases;
+    if (name != "bidi_I5_H6_T7_B2_seq.safetensors") continue;
+    const io::Int8Model& fw = *st.layers[0];
+    const io::Int8Model& bw = *fw.backward;
+    const int I = fw.input_size, Hf = fw.hidden_size, Hb = bw.hidden_size;
+    std::vector<std::int8_t> xr(x.size()), yf(static_cast<std::size_t>(B) * T * Hf), yb(static_cast<std::size_t>(B) * T * Hb);
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < T; ++t)
+        std::copy_n(x.begin() + (static_cast<std::ptrdiff_t>(b) * T + t) * I, I,
+                    xr.begin() + (static_cast<std::ptrdiff_t>(b) * T + T - 1 - t) * I);
+    for (const io::Int8Model* m : {&fw, &bw}) {
+      const rnncore_int8_lstm_quantization q = to_c(m->q);
+      const Pointers p(*m);
+      std::vector<std::int32_t> folded(rnncore_int8_lstm_bias_words(m->hidden_size));
+      rnncore_int8_lstm lstm;
+      REQUIRE(rnncore_int8_lstm_prepare(&q, I, m->hidden_size, p.w, p.r, p.b, folded.data(), folded.size(), &lstm) ==
+              RNNCORE_OK);
+      std::vector<std::int8_t> h(static_cast<std::size_t>(B) * m->hidden_size, static_cast<std::int8_t>(q.state_zp));
+      std::vector<std::int16_t> c(h.size(), 0);
+      std::vector<std::int8_t> scratch(rnncore_int8_lstm_scratch_bytes(m->hidden_size));
+      REQUIRE(rnncore_int8_lstm_run(&lstm, B, T, (m == &fw ? x : xr).data(), (m == &fw ? yf : yb).data(), h.data(),
+                                    c.data(), scratch.data(), scratch.size()) == RNNCORE_OK);
+    }
+    int equal_rows = 0;
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < T; ++t) {
+        const auto row = y_ref.begin() + (static_cast<std::ptrdiff_t>(b) * T + t) * (Hf + Hb);
+        equal_rows += std::equal(row, row + Hf, yf.begin() + (static_cast<std::ptrdiff_t>(b) * T + t) * Hf) &&
+                      std::equal(row + Hf, row + Hf + Hb, yb.begin() + (static_cast<std::ptrdiff_t>(b) * T + T - 1 - t) * Hb);
+      }
+    CHECK(equal_rows == B * T);
+  }
+  CHECK(cases == 4);
+}
 
 TEST_CASE("int8 C API: LiteRT's goldens, whole and streamed, biases folded in RAM or read from a table") {
   const std::vector<std::string> models = rnncore_test::list_cases(rnncore_test::golden_dir("tflite_int8/converted"));

@@ -514,7 +514,8 @@ void define_run(CLI::App& app, RunOptions& o) {
                   "tools/tflite_to_safetensors.py; docs/int8.md) takes --weights, --input, --output, --hn and\n"
                   "--cn only: x int8 [B, T, I] (batch-major), or float32 quantized as TFLite's QUANTIZE op does;\n"
                   "y int8 [B, T, H], or [B, H] for a model that returns the last step; hn int8 and cn int16\n"
-                  "[B, H] (the op's final output and cell states); bit for bit LiteRT's.");
+                  "[B, H] (the op's final output and cell states; one-direction single-layer models only); bit\n"
+                  "for bit LiteRT's. Stacks, go_backwards, Keras Bidirectional (concat) and Dense heads run too.");
   add_run_options(app, o, false);
 }
 
@@ -536,11 +537,11 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
   const Int8Model& first = *stack.layers.front();
   const Int8Model& model = *stack.layers.back();  // the layer whose output the model returns
   const std::size_t L = stack.layers.size();
-  const bool single = L == 1 && stack.dense.empty();
+  const bool single = L == 1 && stack.dense.empty() && !first.backward;
   if (!single && (!o.hn.empty() || !o.cn.empty()))
     return usage_error("run", "--hn and --cn take int8 models of one LSTM layer alone; " + o.weights + " has " +
-                                  std::to_string(L) + " LSTM layer(s) and " + std::to_string(stack.dense.size()) +
-                                  " Dense layer(s)");
+                                  std::to_string(L) + (stack.bidirectional() ? " LSTM layer(s), bidirectional," : " LSTM layer(s)") +
+                                  " and " + std::to_string(stack.dense.size()) + " Dense layer(s)");
   const std::int64_t I = first.input_size, H = stack.output_size();
   const std::string expected = dims_string({"B", "T", std::to_string(I)}) + " (batch-major, as the TFLite op)";
   Array a;
@@ -588,11 +589,15 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
   std::string cells, sizes;
   for (const auto& layer : stack.layers) {
     cells += (cells.empty() ? "2^" : ", 2^") + std::to_string(layer->params.cell_log2);
-    sizes += (sizes.empty() ? "" : ", ") + std::to_string(layer->hidden_size);
+    if (layer->backward) cells += "/2^" + std::to_string(layer->backward->params.cell_log2);
+    sizes += (sizes.empty() ? "" : ", ") + (layer->backward ? "bidirectional " + std::to_string(layer->hidden_size) + "+" +
+                                                                  std::to_string(layer->backward->hidden_size)
+                                                            : std::to_string(layer->hidden_size));
   }
   std::printf("model: int8 LSTM (tflite_int8, LiteRT's 8x8_16 integer LSTM), I=%lld H=%lld%s, %s; cell scale %s\n",
               static_cast<long long>(I), static_cast<long long>(H),
-              (L > 1 ? ", " + std::to_string(L) + " layers (H " + sizes + ")" : std::string()).c_str(),
+              (L > 1 || stack.bidirectional() ? ", " + std::to_string(L) + (L > 1 ? " layers (H " : " layer (H ") + sizes + ")"
+                                              : std::string()).c_str(),
               stack.return_sequences ? "returns sequences" : "returns the last step", cells.c_str());
   for (const auto& d : stack.dense)
     std::printf("then Dense %d -> %d%s (int8, XNNPACK's requantization)\n", d->in_size, d->out_size,

@@ -11,9 +11,14 @@ UNIDIRECTIONAL_SEQUENCE_LSTM ops, each feeding the next (stacked Keras LSTMs), w
 weight scales -- as the TFLite converter writes for a Keras LSTM with full-integer quantization
 (representative dataset, TFLITE_BUILTINS_INT8). Around them the graph may have a QUANTIZE op (float
 input), a REVERSE_V2 of the time axis (Keras go_backwards on the first layer), a STRIDED_SLICE taking
-the last step (return_sequences=False) and a DEQUANTIZE op (float output); nothing else. Refused,
-naming the feature: projection, peepholes, CIFG, layer normalization, per-channel weight scales,
-int16 activations (16x8), hybrid or float LSTMs, time-major ops, bidirectional LSTMs, other ops.
+the last step (return_sequences=False), Dense layers on it (FULLY_CONNECTED) and a DEQUANTIZE op
+(float output). A layer may be a Keras Bidirectional(LSTM) with merge_mode='concat': the forward
+LSTM op on the layer's input, the backward one on its REVERSE_V2, the backward output reversed back
+(every step) or both last steps taken (STRIDED_SLICE), and a CONCATENATION [forward, backward] whose
+inputs and output have one quantization (a copy). Nothing else. Refused, naming the feature:
+projection, peepholes, CIFG, layer normalization, per-channel weight scales, int16 activations
+(16x8), hybrid or float LSTMs, time-major ops, BIDIRECTIONAL_SEQUENCE_LSTM ops, Bidirectional with
+merge_mode sum/mul/ave (ADD, MUL), a requantizing CONCATENATION, other ops.
 
 Written (docs/int8.md, "The model file"):
   w_i w_f w_c w_o  I8 [H, I]   input weights per gate (TFLite order i, f, c(=g), o)
@@ -29,6 +34,9 @@ Written (docs/int8.md, "The model file"):
     source (the .tflite file's name), tf_version; reverse_input=1 for go_backwards.
   A stack of L >= 2 LSTMs: metadata layers=L and every layer's tensors and keys prefixed "l<k>."
   (docs/int8.md, "The model file"); the unprefixed I, H, input_*, output_* describe the model.
+  A bidirectional layer k (the file is then always prefixed): l<k>.bidirectional=concat, l<k>.I,
+  l<k>.H (both directions' widths), l<k>.input_scale/zp, l<k>.output_scale/zp (the CONCATENATION's
+  output), and each direction's tensors and keys as a layer's under l<k>.fw. and l<k>.bw.
 
 Needs TensorFlow (`pip install tensorflow-cpu`); rnncore itself does not. The golden-data script
 tests/golden/make_tflite_int8_golden.py extracts its models with this module.
@@ -249,6 +257,215 @@ LAYER_KEYS = ("I", "H", "input_scale", "input_zp", "output_scale", "output_zp", 
     ("output_state_scale", "output_state_zp", "cell_scale", "hidden_scale", "hidden_zp")
 
 
+def concat_options(model_bytes):
+    """Per CONCATENATION op, in op order: its axis and whether its fused activation is NONE."""
+    found, schema_fb = ops_options(model_bytes, "CONCATENATION", "ConcatenationOptions")
+    return [{"axis": o.Axis(), "no_activation": o.FusedActivationFunction() == schema_fb.ActivationFunctionType.NONE}
+            for _, o in found]
+
+
+def extract_graph(model_bytes, tf, it, ops, det, lstm_opts):
+    """A model with a Keras Bidirectional(LSTM) layer, walked from its input: [QUANTIZE], then layers,
+    each a plain LSTM ([REVERSE_V2] before the first: go_backwards) or a bidirectional one -- the
+    forward LSTM on the layer's input, the backward LSTM on its REVERSE_V2 (time axis), the backward
+    output reversed back (every step) or both outputs' last steps (STRIDED_SLICE), then a
+    CONCATENATION [forward, backward] on the last axis --, then [STRIDED_SLICE of the last step]
+    [FULLY_CONNECTED ...] [DEQUANTIZE]. Returns extract()'s (tensors, metadata, info); the file is
+    always prefixed (layers, l<k>.; a bidirectional layer's directions under l<k>.fw. and l<k>.bw.)."""
+    consumers = {}
+    for o in ops:
+        for t in o["inputs"]:
+            consumers.setdefault(t, []).append(o)
+    used = set()
+    opts_concat = dict(zip((o["index"] for o in ops if o["op_name"] == "CONCATENATION"), concat_options(model_bytes)))
+
+    def next_ops(t):
+        return [o for o in consumers.get(t, []) if o["inputs"][0] == t or o["op_name"] in ("CONCATENATION", "ADD", "MUL")]
+
+    def take(o):
+        used.add(o["index"])
+        return o["outputs"][0]
+
+    def time_reverse(o, where):
+        axis = it.get_tensor(o["inputs"][1]) if len(o["inputs"]) > 1 else None
+        if axis is None or list(np.ravel(axis)) != [1]:
+            raise ConvertError("the REVERSE_V2 %s reverses axes %s; only the time axis (1) is supported"
+                               % (where, None if axis is None else list(np.ravel(axis))))
+
+    graph_in, graph_out = it.get_input_details(), it.get_output_details()
+    if len(graph_in) != 1 or len(graph_out) != 1:
+        raise ConvertError("the model has %d inputs and %d outputs; expected one of each" % (len(graph_in), len(graph_out)))
+    cur = graph_in[0]["index"]
+    nxt = next_ops(cur)
+    float_in = len(nxt) == 1 and nxt[0]["op_name"] == "QUANTIZE"
+    if float_in:
+        cur = take(nxt[0])
+    layers = []  # {"fw": op} or {"fw": op, "bw": op, "concat": op}
+    reverse = False
+    return_sequences = True
+    while return_sequences:
+        nxt = next_ops(cur)
+        kinds = sorted(o["op_name"] for o in nxt)
+        k = len(layers)
+        if kinds == ["REVERSE_V2"] and not layers and [o["op_name"] for o in next_ops(nxt[0]["outputs"][0])] == [LSTM_OP]:
+            time_reverse(nxt[0], "before the first LSTM")  # Keras go_backwards on the first layer
+            reverse = True
+            cur = take(nxt[0])
+            continue
+        if kinds == [LSTM_OP]:
+            lstm = nxt[0]
+            cur = take(lstm)
+            layers.append({"fw": lstm})
+            after = next_ops(cur)
+            if [o["op_name"] for o in after] == ["STRIDED_SLICE"]:
+                check_last_step_slice(it, after[0], cur, det)
+                cur = take(after[0])
+                return_sequences = False
+            continue
+        if kinds != ["REVERSE_V2", LSTM_OP]:
+            break
+        # Keras Bidirectional: the forward LSTM reads the layer's input, the backward one its reverse.
+        rev = [o for o in nxt if o["op_name"] == "REVERSE_V2"][0]
+        fw = [o for o in nxt if o["op_name"] == LSTM_OP][0]
+        time_reverse(rev, "before the backward LSTM of a bidirectional layer")
+        bw_in = next_ops(take(rev))
+        if [o["op_name"] for o in bw_in] != [LSTM_OP]:
+            raise ConvertError("layer %d: the time-reversed input feeds %s, not one LSTM (the backward direction of "
+                               "a Keras Bidirectional)" % (k, ", ".join(o["op_name"] for o in bw_in) or "nothing"))
+        bw = bw_in[0]
+        ends, seqs = [], []
+        for d, lstm in (("forward", fw), ("backward", bw)):
+            t = take(lstm)
+            after = next_ops(t)
+            names = [o["op_name"] for o in after]
+            if names == ["STRIDED_SLICE"]:
+                check_last_step_slice(it, after[0], t, det)
+                t = take(after[0])
+                seqs.append(False)
+            elif d == "forward" and names == ["REVERSE_V2"]:
+                raise ConvertError("layer %d: the output of the LSTM on the layer's own input is reversed in time "
+                                   "(a Keras Bidirectional around an LSTM with go_backwards=True); not supported" % k)
+            elif d == "backward" and names == ["REVERSE_V2"]:
+                time_reverse(after[0], "after the backward LSTM")
+                t = take(after[0])
+                seqs.append(True)
+            else:
+                seqs.append(True)
+            ends.append(t)
+        merge = next_ops(ends[0])
+        if len(merge) != 1 or [o["index"] for o in next_ops(ends[1])] != [merge[0]["index"]]:
+            raise ConvertError("layer %d: the two directions of the bidirectional LSTM do not meet in one op" % k)
+        merge = merge[0]
+        if merge["op_name"] in ("ADD", "MUL"):
+            raise ConvertError("layer %d: a Keras Bidirectional with merge_mode sum, mul or ave (the directions merged "
+                               "by %s) is not supported; only merge_mode='concat'" % (k, merge["op_name"]))
+        if merge["op_name"] != "CONCATENATION":
+            raise ConvertError("layer %d: the directions of the bidirectional LSTM meet in a %s op; only "
+                               "CONCATENATION (merge_mode='concat') is supported" % (k, merge["op_name"]))
+        if seqs[0] != seqs[1] or (seqs[1] and [o["op_name"] for o in next_ops(bw["outputs"][0])] != ["REVERSE_V2"]):
+            raise ConvertError("layer %d: the backward LSTM's output is not reversed back (or the directions differ "
+                               "in return_sequences)" % k)
+        if list(merge["inputs"]) != ends:
+            raise ConvertError("layer %d: the CONCATENATION does not take [forward, backward] (the order of a Keras "
+                               "Bidirectional with merge_mode='concat'; go_backwards inside it is not supported)" % k)
+        co = opts_concat[merge["index"]]
+        rank = len(det[merge["outputs"][0]]["shape"])
+        if co["axis"] not in (-1, rank - 1) or not co["no_activation"]:
+            raise ConvertError("layer %d: a CONCATENATION on axis %d or with a fused activation" % (k, co["axis"]))
+        labels = [one_scale(det[t], "an input of layer %d's CONCATENATION" % k) for t in ends]
+        out_label = one_scale(det[merge["outputs"][0]], "the output of layer %d's CONCATENATION" % k)
+        if any((f32s(s), z) != (f32s(out_label[0]), out_label[1]) for s, z in labels):
+            raise ConvertError("layer %d: the CONCATENATION requantizes (inputs %s, output %s); only one of equal "
+                               "quantization (a copy) is supported" % (k, labels, out_label))
+        cur = take(merge)
+        layers.append({"fw": fw, "bw": bw, "concat": merge})
+        return_sequences = seqs[0]
+    if not layers:
+        raise ConvertError("no LSTM reads the model's input")
+    fcs = []
+    dequant = False
+    while True:
+        nxt = next_ops(cur)
+        if len(nxt) == 1 and nxt[0]["op_name"] == "FULLY_CONNECTED" and not return_sequences and not dequant:
+            fcs.append(nxt[0])
+            cur = take(nxt[0])
+        elif len(nxt) == 1 and nxt[0]["op_name"] == "DEQUANTIZE" and not dequant:
+            dequant = True
+            y_int8 = cur
+            cur = take(nxt[0])
+        elif not nxt:
+            break
+        elif len(nxt) == 1 and nxt[0]["op_name"] == "FULLY_CONNECTED" and return_sequences:
+            raise ConvertError("a Dense layer on every step (FULLY_CONNECTED after an LSTM layer with "
+                               "return_sequences=True) is not supported, only on the last step")
+        else:
+            raise ConvertError("after the LSTM layers: %s (only a STRIDED_SLICE taking the last step, Dense layers "
+                               "on it (FULLY_CONNECTED) and a DEQUANTIZE are supported)"
+                               % ", ".join(o["op_name"] for o in nxt))
+    if not dequant:
+        y_int8 = cur
+    left = [o["op_name"] for o in ops if o["index"] not in used]
+    if left:
+        raise ConvertError("ops outside the supported chain of LSTM layers: %s (ops: %s)"
+                           % (", ".join(left), ", ".join(o["op_name"] for o in ops)))
+    if cur != graph_out[0]["index"]:
+        raise ConvertError("the model's output is not the last layer's output")
+
+    L = len(layers)
+    tensors, meta = {}, {"format": "tflite_int8", "op": LSTM_OP, "layers": str(L)}
+    for k, layer in enumerate(layers):
+        prefix = "l%d." % k
+        if "bw" not in layer:
+            lt, lm = extract_layer(it, det, layer["fw"], lstm_opts[layer["fw"]["index"]], "LSTM layer %d" % k)
+            tensors.update({prefix + n: v for n, v in lt.items()})
+            meta.update({prefix + key: lm[key] for key in LAYER_KEYS})
+            continue
+        width = 0
+        for d, name in (("fw", "forward"), ("bw", "backward")):
+            op = layer[d]
+            lt, lm = extract_layer(it, det, op, lstm_opts[op["index"]], "the %s LSTM of layer %d" % (name, k))
+            tensors.update({prefix + d + "." + n: v for n, v in lt.items()})
+            meta.update({prefix + d + "." + key: lm[key] for key in LAYER_KEYS})
+            width += int(lm["H"])
+        s, z = one_scale(det[layer["concat"]["outputs"][0]], "the output of layer %d" % k)
+        meta.update({prefix + "bidirectional": "concat", prefix + "I": meta[prefix + "fw.I"], prefix + "H": str(width),
+                     prefix + "input_scale": meta[prefix + "fw.input_scale"],
+                     prefix + "input_zp": meta[prefix + "fw.input_zp"],
+                     prefix + "output_scale": f32s(s), prefix + "output_zp": str(z)})
+    if fcs:
+        meta["dense"] = str(len(fcs))
+        prev_scale, prev_zp = meta["l%d.output_scale" % (L - 1)], meta["l%d.output_zp" % (L - 1)]
+        for j, (op, o) in enumerate(zip(fcs, fc_options(model_bytes))):
+            dt, dm = extract_dense(it, det, op, o, "Dense %d (FULLY_CONNECTED)" % (j + 1))
+            if (dm["input_scale"], dm["input_zp"]) != (prev_scale, prev_zp):
+                raise ConvertError("Dense %d reads its input with another quantization than the op before writes it"
+                                   % (j + 1))
+            prev_scale, prev_zp = dm["output_scale"], dm["output_zp"]
+            tensors.update({"fc%d.%s" % (j, n): v for n, v in dt.items()})
+            meta.update({"fc%d.%s" % (j, key): v for key, v in dm.items()})
+    meta["return_sequences"] = "1" if return_sequences else "0"
+    last = "fc%d." % (len(fcs) - 1) if fcs else "l%d." % (L - 1)
+    meta["I"], meta["H"] = meta["l0.I"], meta[last + ("out" if fcs else "H")]
+    for key in ("input_scale", "input_zp"):
+        meta[key] = meta["l0." + key]
+    for key in ("output_scale", "output_zp"):
+        meta[key] = meta[last + key]
+    s, zp = one_scale(det[y_int8], "the model's int8 output")
+    if (f32s(s), str(zp)) != (meta["output_scale"], meta["output_zp"]):
+        raise ConvertError("the model's int8 output has another quantization than the last layer's output")
+    if reverse:
+        meta["reverse_input"] = "1"
+    meta["graph_input"] = "float32" if float_in else "int8"
+    meta["graph_output"] = "float32" if dequant else "int8"
+    meta["tf_version"] = tf.__version__
+    first = layers[0]["fw"]
+    ins = list(first["inputs"])
+    ins += [-1] * (24 - len(ins))
+    info = {"interpreter": it, "lstm": first, "inputs": ins, "graph_input": graph_in[0],
+            "graph_output": graph_out[0], "x": first["inputs"][IN_X], "y": y_int8}
+    return tensors, meta, info
+
+
 def extract(model_bytes, tf):
     """Reads a quantized .tflite model: returns (tensors, metadata, info) where tensors maps the
     weight names to arrays, metadata the quantization (strings, see the module docstring) and info
@@ -268,9 +485,12 @@ def extract(model_bytes, tf):
     if any(n == "BIDIRECTIONAL_SEQUENCE_LSTM" for n in names):
         raise ConvertError("BIDIRECTIONAL_SEQUENCE_LSTM is not supported (unidirectional LSTMs only)")
     first_lstm = names.index(LSTM_OP) if lstms else len(names)
-    if len(lstms) >= 2 and ("CONCATENATION" in names or "REVERSE_V2" in names[first_lstm:] or names.count("REVERSE_V2") > 1):
-        raise ConvertError("a bidirectional LSTM (Keras Bidirectional: two %s ops and a REVERSE_V2) is not supported; "
-                           "unidirectional LSTMs only (ops: %s)" % (LSTM_OP, ", ".join(names)))
+    if len(lstms) >= 2 and ("CONCATENATION" in names or "REVERSE_V2" in names[first_lstm:] or names.count("REVERSE_V2") > 1
+                            or "ADD" in names or "MUL" in names):
+        # Keras Bidirectional somewhere: the graph is walked from the input (extract_graph).
+        if len(opts) != len(lstms):
+            raise ConvertError("the flatbuffer lists %d LSTM ops, the interpreter %d" % (len(opts), len(lstms)))
+        return extract_graph(model_bytes, tf, it, ops, det, dict(zip((o["index"] for o in lstms), opts)))
     if not lstms:
         raise ConvertError("the model has no %s op (ops: %s)" % (LSTM_OP, ", ".join(names) or "none"))
     if len(opts) != len(lstms):
@@ -384,9 +604,10 @@ def extract(model_bytes, tf):
 
 def main(argv=None):
     p = argparse.ArgumentParser(
-        description="Convert a quantized (int8) TFLite LSTM model -- one UNIDIRECTIONAL_SEQUENCE_LSTM op, as the "
-                    "TFLite converter writes for a Keras LSTM with full-integer quantization -- to a safetensors "
-                    "file that `rnncore run --weights` runs bit for bit as LiteRT does.",
+        description="Convert a quantized (int8) TFLite LSTM model -- UNIDIRECTIONAL_SEQUENCE_LSTM ops, as the "
+                    "TFLite converter writes for Keras LSTMs with full-integer quantization (one, stacked, "
+                    "go_backwards on the first, Bidirectional with merge_mode concat, Dense layers on the last "
+                    "step) -- to a safetensors file that `rnncore run --weights` runs bit for bit as LiteRT does.",
         epilog="Semantics and file contents: docs/int8.md.")
     p.add_argument("model", help="the .tflite file")
     p.add_argument("-o", "--output", required=True, help="safetensors file to write")
@@ -412,8 +633,10 @@ def main(argv=None):
         return 1
     L = int(meta.get("layers", "1"))
     prefixed = "layers" in meta
-    cells = ", ".join(meta[("l%d." % k if prefixed else "") + "cell_scale"] for k in range(L))
-    layers = "" if not prefixed else " layers=%d (H %s)" % (L, ", ".join(meta["l%d.H" % k] for k in range(L)))
+    cells = ", ".join(meta[("l%d." % k if prefixed else "") + "cell_scale"] if ("l%d.bidirectional" % k) not in meta
+                      else "%s/%s" % (meta["l%d.fw.cell_scale" % k], meta["l%d.bw.cell_scale" % k]) for k in range(L))
+    layers = "" if not prefixed else " layers=%d (H %s)" % (L, ", ".join(
+        meta["l%d.H" % k] + (" bidirectional" if ("l%d.bidirectional" % k) in meta else "") for k in range(L)))
     if "dense" in meta:
         layers += " dense=%s (%s)" % (meta["dense"], ", ".join(
             "%s %s" % (meta["fc%d.out" % j], meta["fc%d.activation" % j]) for j in range(int(meta["dense"]))))

@@ -102,7 +102,11 @@ namespace {
 
 // One layer (`prefix` "" in a single-layer file, "l<k>." in a stack): its weights, quantization
 // and prepared parameters. The model-level flags are the caller's.
-Status load_layer(const SafeTensors& file, const std::string& prefix, Int8Model* out, std::string* error) {
+// A direction of a bidirectional layer (`direction`) may have an output tensor labelled with
+// another quantization than its state (the converter gives the concatenation's inputs its own):
+// LiteRT copies the state's bytes to the output all the same.
+Status load_layer(const SafeTensors& file, const std::string& prefix, Int8Model* out, std::string* error,
+                  bool direction = false) {
   Meta m{file, error, prefix};
   std::int32_t I = 0, H = 0, out_zp = 0;
   float out_scale = 0.0f;
@@ -116,7 +120,7 @@ Status load_layer(const SafeTensors& file, const std::string& prefix, Int8Model*
     return Status::format;
   float proj_clip = 0.0f;
   if (file.meta(prefix + "proj_clip") != nullptr && !m.f32("proj_clip", &proj_clip)) return Status::format;
-  if (out_scale != q.state_scale || out_zp != q.state_zp) {
+  if (!direction && (out_scale != q.state_scale || out_zp != q.state_zp)) {
     *error = file.path + ": the output's quantization (scale " + *file.meta(prefix + "output_scale") +
              ", zero point " + std::to_string(out_zp) + ") differs from the LSTM's output state (" +
              *file.meta(prefix + "output_state_scale") + ", " + std::to_string(q.state_zp) +
@@ -125,6 +129,8 @@ Status load_layer(const SafeTensors& file, const std::string& prefix, Int8Model*
   }
   out->input_size = I;
   out->hidden_size = H;
+  out->output_scale = q.state_scale;
+  out->output_zp = q.state_zp;
   const std::int8_t* w[q8::kGates];
   const std::int8_t* r[q8::kGates];
   const std::int32_t* b[q8::kGates];
@@ -146,6 +152,43 @@ Status load_layer(const SafeTensors& file, const std::string& prefix, Int8Model*
     *error = file.path + (prefix.empty() ? "" : " (layer " + prefix.substr(1, prefix.size() - 2) + ")") + ": " +
              last_error_detail();
     return s;
+  }
+  return Status::ok;
+}
+
+// A bidirectional layer (`prefix` "l<k>."; metadata bidirectional = concat): the forward direction
+// ("l<k>.fw.") into *out, the backward one ("l<k>.bw.") into out->backward, and the layer's own
+// I, H (both directions' widths), input and output quantization (the CONCATENATION's output).
+Status load_bidirectional(const SafeTensors& file, const std::string& prefix, Int8Model* out, std::string* error) {
+  Meta m{file, error, prefix};
+  const std::string* mode = m.get("bidirectional");
+  if (*mode != "concat") {
+    *error = file.path + ": metadata '" + prefix + "bidirectional' is '" + *mode +
+             "'; only 'concat' (Keras merge_mode='concat') is supported";
+    return Status::unsupported;
+  }
+  std::int32_t I = 0, H = 0, in_zp = 0;
+  float in_scale = 0.0f;
+  if (!m.i32("I", 1, 65536, &I) || !m.i32("H", 2, 131072, &H) || !m.f32("input_scale", &in_scale) ||
+      !m.i32("input_zp", -128, 127, &in_zp) || !m.f32("output_scale", &out->output_scale) ||
+      !m.i32("output_zp", -128, 127, &out->output_zp))
+    return Status::format;
+  const float concat_scale = out->output_scale;
+  const std::int32_t concat_zp = out->output_zp;
+  Status s = load_layer(file, prefix + "fw.", out, error, true);
+  if (s != Status::ok) return s;
+  out->backward.reset(new Int8Model);
+  s = load_layer(file, prefix + "bw.", out->backward.get(), error, true);
+  if (s != Status::ok) return s;
+  out->output_scale = concat_scale;
+  out->output_zp = concat_zp;
+  if (out->input_size != I || out->backward->input_size != I || out->output_size() != H ||
+      out->q.input_scale != in_scale || out->q.input_zp != in_zp) {
+    *error = file.path + ": bidirectional layer '" + prefix + "': I " + std::to_string(I) + ", H " + std::to_string(H) +
+             " and input quantization do not match its directions (I " + std::to_string(out->input_size) + " and " +
+             std::to_string(out->backward->input_size) + ", H " + std::to_string(out->hidden_size) + " + " +
+             std::to_string(out->backward->hidden_size) + ")";
+    return Status::format;
   }
   return Status::ok;
 }
@@ -246,23 +289,32 @@ Status load_int8_stack(const SafeTensors& file, Int8Stack* out, std::string* err
   for (int k = 0; k < L; ++k) {
     out->layers.emplace_back(new Int8Model);
     Int8Model& layer = *out->layers.back();
-    s = load_layer(file, prefixed ? "l" + std::to_string(k) + "." : std::string(), &layer, error);
+    const std::string prefix = prefixed ? "l" + std::to_string(k) + "." : std::string();
+    if (prefixed && file.meta(prefix + "bidirectional") != nullptr)
+      s = load_bidirectional(file, prefix, &layer, error);
+    else
+      s = load_layer(file, prefix, &layer, error);
     if (s != Status::ok) return s;
     // A layer inside the stack feeds every step on; Dense layers read the last step.
     layer.return_sequences = k + 1 < L || (out->return_sequences && D == 0);
+    if (layer.backward) layer.backward->return_sequences = layer.return_sequences;
+    if (layer.backward && k == 0 && out->reverse_input) {
+      *error = file.path + ": reverse_input (go_backwards) before a bidirectional layer is not supported";
+      return Status::unsupported;
+    }
     layer.float_input = k == 0 && out->float_input;
     layer.float_output = k + 1 == L && out->float_output;
     if (k > 0) {
       // Layer k reads layer k-1's int8 output as it is: the same width and quantization.
       const Int8Model& prev = *out->layers[k - 1];
-      if (layer.input_size != prev.hidden_size || layer.q.input_scale != prev.q.state_scale ||
-          layer.q.input_zp != prev.q.state_zp) {
+      if (layer.input_size != prev.output_size() || layer.q.input_scale != prev.output_scale ||
+          layer.q.input_zp != prev.output_zp) {
         *error = file.path + ": layer " + std::to_string(k) + "'s input (" + std::to_string(layer.input_size) +
                  " units, scale " + *file.meta("l" + std::to_string(k) + ".input_scale") + ", zero point " +
                  std::to_string(layer.q.input_zp) + ") is not layer " + std::to_string(k - 1) + "'s output (" +
-                 std::to_string(prev.hidden_size) + " units, scale " +
-                 *file.meta("l" + std::to_string(k - 1) + ".output_state_scale") + ", zero point " +
-                 std::to_string(prev.q.state_zp) + ")";
+                 std::to_string(prev.output_size()) + " units, scale " +
+                 *file.meta("l" + std::to_string(k - 1) + ".output_scale") + ", zero point " +
+                 std::to_string(prev.output_zp) + ")";
         return Status::unsupported;
       }
     }
@@ -278,9 +330,9 @@ Status load_int8_stack(const SafeTensors& file, Int8Stack* out, std::string* err
     if (s != Status::ok) return s;
     // Dense j reads what the layer before it writes: the same width and quantization.
     const Int8Dense& d = *out->dense.back();
-    const int width = j == 0 ? out->layers.back()->hidden_size : out->dense[j - 1]->out_size;
-    const float scale = j == 0 ? out->layers.back()->q.state_scale : out->dense[j - 1]->q.output_scale;
-    const std::int32_t zp = j == 0 ? out->layers.back()->q.state_zp : out->dense[j - 1]->q.output_zp;
+    const int width = j == 0 ? out->layers.back()->output_size() : out->dense[j - 1]->out_size;
+    const float scale = j == 0 ? out->layers.back()->output_scale : out->dense[j - 1]->q.output_scale;
+    const std::int32_t zp = j == 0 ? out->layers.back()->output_zp : out->dense[j - 1]->q.output_zp;
     if (d.in_size != width || d.q.input_scale != scale || d.q.input_zp != zp) {
       *error = file.path + ": Dense " + std::to_string(j) + "'s input (" + std::to_string(d.in_size) +
                " units, zero point " + std::to_string(d.q.input_zp) + ") is not the output of the layer before it (" +
@@ -318,6 +370,46 @@ void run_int8_model(const Int8Model& m, int batch, int seq_len, const std::int8_
   if (cn != nullptr && !c.empty()) std::memcpy(cn, c.data(), c.size() * sizeof(std::int16_t));
 }
 
+namespace {
+
+// x [B, T, n] with every row's steps in reverse order.
+void reverse_steps(std::size_t B, std::size_t T, std::size_t n, const std::int8_t* x, std::int8_t* xr) {
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t t = 0; t < T; ++t)
+      if (n != 0) std::memcpy(xr + (b * T + T - 1 - t) * n, x + (b * T + t) * n, n);
+}
+
+// One layer of a stack: a plain LSTM (run_int8_model), or a bidirectional one -- LiteRT's graph:
+// the forward LSTM on x, the backward LSTM on REVERSE_V2(x), its output reversed back (every step)
+// or both last steps (STRIDED_SLICE), and a CONCATENATION [forward, backward] that copies (its
+// inputs and output have one quantization; the bytes are the LSTMs' output states as they are).
+void run_layer(const Int8Model& layer, int batch, int seq_len, const std::int8_t* x, std::int8_t* y) {
+  if (!layer.backward) {
+    run_int8_model(layer, batch, seq_len, x, y);
+    return;
+  }
+  const Int8Model& bw = *layer.backward;
+  const std::size_t B = static_cast<std::size_t>(batch), T = static_cast<std::size_t>(seq_len);
+  const std::size_t I = static_cast<std::size_t>(layer.input_size), Hf = static_cast<std::size_t>(layer.hidden_size),
+                    Hb = static_cast<std::size_t>(bw.hidden_size), W = Hf + Hb;
+  const std::size_t steps = layer.return_sequences ? T : 1;
+  std::vector<std::int8_t> xr(B * T * I), yf(B * steps * Hf), yb(B * steps * Hb), ybr;
+  reverse_steps(B, T, I, x, xr.data());
+  run_int8_model(layer, batch, seq_len, x, yf.data());
+  run_int8_model(bw, batch, seq_len, xr.data(), yb.data());
+  if (layer.return_sequences) {
+    ybr.assign(yb.size(), 0);
+    reverse_steps(B, T, Hb, yb.data(), ybr.data());
+    yb.swap(ybr);
+  }
+  for (std::size_t r = 0; r < B * steps; ++r) {
+    if (Hf != 0) std::memcpy(y + r * W, yf.data() + r * Hf, Hf);
+    if (Hb != 0) std::memcpy(y + r * W + Hf, yb.data() + r * Hb, Hb);
+  }
+}
+
+}  // namespace
+
 void run_int8_stack(const Int8Stack& s, int batch, int seq_len, const std::int8_t* x, std::int8_t* y) {
   const std::size_t B = static_cast<std::size_t>(batch), T = static_cast<std::size_t>(seq_len);
   std::vector<std::int8_t> in, out;
@@ -325,11 +417,11 @@ void run_int8_stack(const Int8Stack& s, int batch, int seq_len, const std::int8_
   for (std::size_t k = 0; k < s.layers.size(); ++k) {
     const Int8Model& layer = *s.layers[k];
     if (k + 1 == s.layers.size() && s.dense.empty()) {
-      run_int8_model(layer, batch, seq_len, layer_x, y);
+      run_layer(layer, batch, seq_len, layer_x, y);
     } else if (k + 1 == s.layers.size()) {
       // The last step [B, H], then each Dense layer in turn; the last one writes y.
-      out.assign(B * static_cast<std::size_t>(layer.hidden_size), 0);
-      run_int8_model(layer, batch, seq_len, layer_x, out.data());
+      out.assign(B * static_cast<std::size_t>(layer.output_size()), 0);
+      run_layer(layer, batch, seq_len, layer_x, out.data());
       for (std::size_t j = 0; j < s.dense.size(); ++j) {
         const Int8Dense& d = *s.dense[j];
         if (j + 1 == s.dense.size()) {
@@ -341,8 +433,8 @@ void run_int8_stack(const Int8Stack& s, int batch, int seq_len, const std::int8_
         }
       }
     } else {
-      out.assign(B * T * static_cast<std::size_t>(layer.hidden_size), 0);
-      run_int8_model(layer, batch, seq_len, layer_x, out.data());
+      out.assign(B * T * static_cast<std::size_t>(layer.output_size()), 0);
+      run_layer(layer, batch, seq_len, layer_x, out.data());
       in.swap(out);
       layer_x = in.data();
     }

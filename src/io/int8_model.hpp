@@ -34,6 +34,17 @@ struct Int8Model {
   std::vector<std::int32_t> b[q8::kGates];
   std::vector<std::int32_t> bias_storage;
   q8::Int8LstmParams params;
+  /// A bidirectional layer (Keras Bidirectional, merge_mode concat; metadata l<k>.bidirectional):
+  /// the backward direction, which reads the layer's input with the time axis reversed; this
+  /// object is then the forward direction. Null for a one-direction layer.
+  std::unique_ptr<Int8Model> backward;
+  /// The layer's int8 output as the next layer reads it: the output state's quantization, or for
+  /// a bidirectional layer the CONCATENATION's (metadata l<k>.output_scale/zp): LiteRT's integer
+  /// LSTM copies its output state to its output without requantizing, and the concatenation copies.
+  float output_scale = 0.0f;
+  std::int32_t output_zp = 0;
+  /// Width of the layer's output: H, or H of both directions for a bidirectional layer.
+  int output_size() const { return hidden_size + (backward ? backward->hidden_size : 0); }
 
   Int8Model() = default;
   Int8Model(const Int8Model&) = delete;
@@ -67,7 +78,13 @@ struct Int8Stack {
   bool return_sequences = true, float_input = false, float_output = false;
   bool reverse_input = false;  ///< the steps are read last to first (Keras go_backwards; metadata reverse_input)
   /// Width of the model's output: the last Dense layer's, else the last LSTM's.
-  int output_size() const { return dense.empty() ? layers.back()->hidden_size : dense.back()->out_size; }
+  int output_size() const { return dense.empty() ? layers.back()->output_size() : dense.back()->out_size; }
+  /// Whether some layer is bidirectional.
+  bool bidirectional() const {
+    for (const auto& l : layers)
+      if (l->backward) return true;
+    return false;
+  }
 };
 
 /// Layers of an int8 model file: its metadata 'layers', 1 when absent.
@@ -95,7 +112,9 @@ void run_int8_model(const Int8Model& m, int batch, int seq_len, const std::int8_
                     std::int8_t* hn = nullptr, std::int16_t* cn = nullptr);
 
 /// Runs a stack on x [B, T, I]: each layer from LiteRT's initial state, y as run_int8_model gives
-/// the last layer's output, or [B, out] through the Dense layers.
+/// the last layer's output, or [B, out] through the Dense layers. A bidirectional layer runs its
+/// forward direction on the input and its backward one on the input reversed in time (its output
+/// reversed back when the layer returns every step), and writes [forward, backward] per step.
 void run_int8_stack(const Int8Stack& s, int batch, int seq_len, const std::int8_t* x, std::int8_t* y);
 
 }  // namespace io

@@ -222,6 +222,90 @@ def make_stack(name, I, sizes, T, B, return_sequences, seed, go_backwards=False,
               metadata={"made_by": "tests/golden/make_tflite_int8_golden.py", "tf_version": tf.__version__})
 
 
+# Keras Bidirectional(LSTM) layers (merge_mode concat; the converter writes a forward LSTM op, a
+# REVERSE_V2, a backward LSTM op, a REVERSE_V2 of its output (every step) or STRIDED_SLICEs of both
+# last steps, and a CONCATENATION): name, I, layers ("bi" or "lstm", H, return_sequences), T, B,
+# seed, Dense head ((units, activation) each). Written to tflite_int8/stacks/ as the stacks above.
+BIDI = [
+    ("bidi_I5_H6_T7_B2_seq", 5, (("bi", 6, True),), 7, 2, 31),
+    ("bidi_dense_I7_H8_T9_B3_last_4_3", 7, (("bi", 8, False),), 9, 3, 32, ((4, "relu"), (3, None))),
+    ("bidi_stack2_I6_H8_6_T8_B2_last", 6, (("bi", 8, True), ("lstm", 6, False)), 8, 2, 33),
+    ("bidi_stack2_I4_H6_5_T6_B2_seq_bibi", 4, (("bi", 6, True), ("bi", 5, True)), 6, 2, 34),
+]
+
+
+def make_bidi(name, I, layers, T, B, seed, dense=()):
+    tf.keras.utils.set_random_seed(seed)
+    rng = np.random.default_rng(2000 + seed)
+    inp = keras.Input(shape=(T, I), batch_size=B)
+    h = inp
+    for kind, H, rs in layers:
+        lstm = keras.layers.LSTM(H, return_sequences=rs)
+        h = keras.layers.Bidirectional(lstm, merge_mode="concat")(h) if kind == "bi" else lstm(h)
+    for units, activation in dense:
+        layer = keras.layers.Dense(units, activation=activation)
+        h = layer(h)
+        w, b = layer.get_weights()
+        layer.set_weights([w, rng.uniform(-0.3, 0.3, b.shape).astype(np.float32)])
+    model = keras.Model(inp, h)
+    calib = [rng.standard_normal((B, T, I)).astype(np.float32) for _ in range(64)]
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.representative_dataset = lambda: ([c] for c in calib)
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    conv.inference_input_type = tf.int8
+    conv.inference_output_type = tf.int8
+    fb = conv.convert()
+    _, meta, info = tflite_to_safetensors.extract(fb, tf)
+    assert meta["layers"] == str(len(layers)), meta
+    assert [meta.get("l%d.bidirectional" % k) for k in range(len(layers))] == \
+        ["concat" if kind == "bi" else None for kind, _, _ in layers], meta
+    assert meta.get("dense", "0") == str(len(dense)), meta
+    # LiteRT's default interpreter, fresh (its LSTM state variables carry over between invoke()s).
+    it = tf.lite.Interpreter(model_content=fb)
+    it.allocate_tensors()
+    s, z = info["graph_input"]["quantization"]
+    x = np.clip(np.round(rng.standard_normal((B, T, I)) / s) + z, -128, 127).astype(np.int8)
+    it.set_tensor(info["graph_input"]["index"], x)
+    it.invoke()
+    y = it.get_tensor(info["graph_output"]["index"]).copy()
+    last = layers[-1]
+    width = dense[-1][0] if dense else last[1] * (2 if last[0] == "bi" else 1)
+    assert y.shape == ((B, T, width) if last[2] else (B, width)), y.shape
+    out = os.path.join(OUT, "stacks")
+    os.makedirs(out, exist_ok=True)
+    tflite = os.path.join(out, name + ".tflite")
+    with open(tflite, "wb") as f:
+        f.write(fb)
+    assert tflite_to_safetensors.main([tflite, "-o", os.path.join(out, name + ".safetensors")]) == 0
+    save_file({"x": x, "y": y}, os.path.join(out, name + ".io.safetensors"),
+              metadata={"made_by": "tests/golden/make_tflite_int8_golden.py", "tf_version": tf.__version__})
+
+
+def check_bidi_refusals():
+    """Bidirectional variants the converter refuses, each naming what: merge_mode sum / ave (an ADD,
+    and a MUL for ave, after the two LSTMs) and go_backwards on the wrapped LSTM. Nothing is written."""
+    for merge, go_backwards, expect in (("sum", False, "merge_mode sum, mul or ave"),
+                                        ("ave", False, "merge_mode sum, mul or ave"),
+                                        ("concat", True, "go_backwards=True")):
+        tf.keras.utils.set_random_seed(35)
+        rng = np.random.default_rng(2035)
+        inp = keras.Input(shape=(6, 4), batch_size=2)
+        lstm = keras.layers.LSTM(5, return_sequences=True, go_backwards=go_backwards)
+        model = keras.Model(inp, keras.layers.Bidirectional(lstm, merge_mode=merge)(inp))
+        calib = [rng.standard_normal((2, 6, 4)).astype(np.float32) for _ in range(16)]
+        conv = tf.lite.TFLiteConverter.from_keras_model(model)
+        conv.optimizations = [tf.lite.Optimize.DEFAULT]
+        conv.representative_dataset = lambda: ([c] for c in calib)
+        conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        try:
+            tflite_to_safetensors.extract(conv.convert(), tf)
+        except tflite_to_safetensors.ConvertError as e:
+            assert expect in str(e), (merge, go_backwards, str(e))
+        else:
+            raise AssertionError("Bidirectional merge_mode=%s go_backwards=%s was not refused" % (merge, go_backwards))
+
+
 # The stack whose exported header tests/int8_stack_header.c runs through the C API: its sample as .npy.
 HEADER_STACK = "dense_stack2_I8_H16_12_T15_B3_5"
 
@@ -254,6 +338,9 @@ def main():
     write_example(EXAMPLE_CASE)
     for c in STACKS:
         make_stack(*c)
+    for c in BIDI:
+        make_bidi(*c)
+    check_bidi_refusals()
     write_stack_sample(HEADER_STACK)
 
 
