@@ -120,6 +120,22 @@ Status choose_backend(const StackSpec& stack, const PlanOptions& options, const 
   return Status::ok;
 }
 
+}  // namespace
+
+void take_direction_buffers(Arena* ws, const DirectionBuffers& sizes, int d, WorkspaceLayout* w) {
+  w->proj[d] = ws->take(sizes.proj, 4);
+  w->h[d][0] = ws->take(sizes.state, 4);
+  w->h[d][1] = ws->take(sizes.state, 4);
+  if (sizes.lstm) w->c[d] = ws->take(sizes.state, 4);
+  if (sizes.reset_before) {
+    w->rh[d] = ws->take(sizes.state, 4);
+    w->z[d] = ws->take(sizes.state, 4);
+  }
+  if (sizes.x_cell > 0) w->x_cell[d] = ws->take(sizes.x_cell, 4);
+}
+
+namespace {
+
 // Regions shared by both backends: inner-layer outputs, per-direction scratch rows.
 void layout_common(PlanImpl* p, Arena* ws, std::uint64_t es) {
   const StackSpec& st = p->stack;
@@ -216,16 +232,14 @@ void layout_simd(PlanImpl* p) {
   Arena ws(0);
   WorkspaceLayout& w = p->ws;
   w.proj_floats = proj;
+  DirectionBuffers sizes;
+  sizes.proj = proj;
+  sizes.state = state;
+  sizes.x_cell = x_cell;
+  sizes.lstm = lstm;
+  sizes.reset_before = reset_before;
   for (int d = 0; d < 2; ++d) {
-    w.proj[d] = ws.take(proj, 4);
-    w.h[d][0] = ws.take(state, 4);
-    w.h[d][1] = ws.take(state, 4);
-    if (lstm) w.c[d] = ws.take(state, 4);
-    if (reset_before) {
-      w.rh[d] = ws.take(state, 4);
-      w.z[d] = ws.take(state, 4);
-    }
-    if (x_cell > 0) w.x_cell[d] = ws.take(x_cell, 4);
+    take_direction_buffers(&ws, sizes, d, &w);
     if (state_masks) {
       w.mask_h[d] = ws.take(state, 4);
       if (lstm) w.mask_c[d] = ws.take(state, 4);

@@ -124,17 +124,13 @@ inline void compute_layout(detail::PlanImpl* p, GpuPlan* g) {
   detail::Arena ws(0);
   detail::WorkspaceLayout& w = p->ws;
   w = detail::WorkspaceLayout();
-  for (int d = 0; d < 2; ++d) {
-    w.proj[d] = ws.take(proj, 4);
-    w.h[d][0] = ws.take(state, 4);
-    w.h[d][1] = ws.take(state, 4);
-    if (lstm) w.c[d] = ws.take(state, 4);
-    if (reset_before) {
-      w.rh[d] = ws.take(state, 4);
-      w.z[d] = ws.take(state, 4);
-    }
-    if (x_cell > 0) w.x_cell[d] = ws.take(x_cell, 4);
-  }
+  detail::DirectionBuffers sizes;
+  sizes.proj = proj;
+  sizes.state = state;
+  sizes.x_cell = x_cell;
+  sizes.lstm = lstm;
+  sizes.reset_before = reset_before;
+  for (int d = 0; d < 2; ++d) detail::take_direction_buffers(&ws, sizes, d, &w);
   if (st.num_layers > 1) w.layer_out[0] = ws.take(inner_out, 4);
   if (st.num_layers > 2) w.layer_out[1] = ws.take(inner_out, 4);
   g->ws_lengths = ws.take(B, 4);

@@ -8,6 +8,7 @@
 
 #include "rnncore/rnncore.hpp"
 #include "simd/kernels.hpp"
+#include "src/internal/arena.hpp"
 #include "src/internal/gpu_plan.hpp"
 
 namespace rnncore {
@@ -224,6 +225,14 @@ Status gpu_pack(const PlanImpl& p, const void* canonical_host, void* packed_devi
 // The whole forward pass on the GPU, on args.stream.
 Status gpu_forward(const PlanImpl& p, const void* packed, void* workspace, const ForwardArgs& args);
 // (Device memory for Model: gpu_alloc / gpu_free of include/rnncore/gpu.hpp.)
+
+// The per-direction f32 workspace buffers the SIMD and GPU layouts share, in this order: proj,
+// h[0], h[1], c (LSTM), rh and z (reset-before GRU), x_cell (input dropout); sizes in elements.
+struct DirectionBuffers {
+  std::uint64_t proj = 0, state = 0, x_cell = 0;
+  bool lstm = false, reset_before = false;
+};
+void take_direction_buffers(Arena* ws, const DirectionBuffers& sizes, int dir, WorkspaceLayout* w);
 
 // Where Plan::create gets a GPU plan's device part: the build's backend (gpu_select, gpu_layout:
 // the device's own description and occupancy), or a described device without a runtime (the
