@@ -21,6 +21,7 @@
 
 #include "rnncore/io/safetensors.hpp"
 #include "src/internal/int8_lstm.hpp"
+#include "src/internal/int8_softmax.hpp"
 #include "tests/int8_fixed_point_reference.hpp"
 #include "tests/golden_files.hpp"
 
@@ -534,4 +535,20 @@ TEST_CASE("int8 kernels: every kernel equals the scalar one, bit for bit") {
   i8_dot_rows_scalar(w.data(), 1, 300, v.data(), &b, &out);
   CHECK(out == static_cast<std::int32_t>(static_cast<std::uint32_t>(kMax) + 300u * 16384u));
   CHECK(out < 0);
+}
+
+TEST_CASE("int8 softmax: refuses bad parameters; rows of equal inputs share the probability") {
+  q8::Int8SoftmaxParams p;
+  CHECK(q8::int8_softmax_prepare(0.0f, 1.0f, 1.0f / 256, -128, &p) == Status::invalid_size);
+  CHECK(q8::int8_softmax_prepare(0.05f, std::nanf(""), 1.0f / 256, -128, &p) == Status::invalid_size);
+  CHECK(q8::int8_softmax_prepare(0.05f, 1.0f, -1.0f, -128, &p) == Status::invalid_size);
+  CHECK(q8::int8_softmax_prepare(0.05f, 1.0f, 1.0f / 256, 200, &p) == Status::invalid_size);
+  REQUIRE(q8::int8_softmax_prepare(0.05f, 1.0f, 1.0f / 256, -128, &p) == Status::ok);
+  // Four equal inputs: each 1/4 = 64/256, i.e. -128 + 64; one dominant input: 255/256 or more -> 127.
+  const std::int8_t x[8] = {3, 3, 3, 3, 127, -128, -128, -128};
+  std::int8_t y[8] = {};
+  q8::int8_softmax(p, 2, 4, x, y);
+  for (int j = 0; j < 4; ++j) CHECK(y[j] == -64);
+  CHECK(y[4] == 127);
+  for (int j = 5; j < 8; ++j) CHECK(y[j] == -128);
 }

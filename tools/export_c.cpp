@@ -341,6 +341,9 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
   if (st.bidirectional())
     return error(o.weights + ": a bidirectional int8 LSTM layer (Keras Bidirectional) cannot be exported: the C API "
                              "(rnncore/int8.h) runs one direction per layer; `rnncore run` runs the model (docs/int8.md)");
+  if (st.has_softmax)
+    return error(o.weights + ": the int8 softmax on the model's output cannot be exported yet: the C API "
+                             "(rnncore/int8.h) has no softmax; `rnncore run` runs the model (docs/int8.md)");
   const bool single = st.layers.size() == 1 && st.dense.empty();
   const io::Int8Model& first = *st.layers.front();
   const std::int64_t I = first.input_size, O = st.output_size();

@@ -537,11 +537,12 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
   const Int8Model& first = *stack.layers.front();
   const Int8Model& model = *stack.layers.back();  // the layer whose output the model returns
   const std::size_t L = stack.layers.size();
-  const bool single = L == 1 && stack.dense.empty() && !first.backward;
+  const bool single = L == 1 && stack.dense.empty() && !first.backward && !stack.has_softmax;
   if (!single && (!o.hn.empty() || !o.cn.empty()))
     return usage_error("run", "--hn and --cn take int8 models of one LSTM layer alone; " + o.weights + " has " +
                                   std::to_string(L) + (stack.bidirectional() ? " LSTM layer(s), bidirectional," : " LSTM layer(s)") +
-                                  " and " + std::to_string(stack.dense.size()) + " Dense layer(s)");
+                                  " and " + std::to_string(stack.dense.size()) + " Dense layer(s)" +
+                                  (stack.has_softmax ? " and a softmax" : ""));
   const std::int64_t I = first.input_size, H = stack.output_size();
   const std::string expected = dims_string({"B", "T", std::to_string(I)}) + " (batch-major, as the TFLite op)";
   Array a;
@@ -602,6 +603,9 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
   for (const auto& d : stack.dense)
     std::printf("then Dense %d -> %d%s (int8, XNNPACK's requantization)\n", d->in_size, d->out_size,
                 d->q.relu ? ", relu" : "");
+  if (stack.has_softmax)
+    std::printf("then softmax over %d (int8, beta %g, TFLite's table of exp)\n", stack.output_size(),
+                static_cast<double>(stack.softmax_beta));
   std::printf("input: %s%s%s; output: int8 %s\n", a.type == ElemType::i8 ? "int8" : "float32",
               a.type == ElemType::i8 ? "" : " (quantized as TFLite's QUANTIZE op)",
               stack.reverse_input ? ", steps read last to first (go_backwards)" : "", shape_string(yshape).c_str());

@@ -11,8 +11,8 @@ UNIDIRECTIONAL_SEQUENCE_LSTM ops, each feeding the next (stacked Keras LSTMs), w
 weight scales -- as the TFLite converter writes for a Keras LSTM with full-integer quantization
 (representative dataset, TFLITE_BUILTINS_INT8). Around them the graph may have a QUANTIZE op (float
 input), a REVERSE_V2 of the time axis (Keras go_backwards on the first layer), a STRIDED_SLICE taking
-the last step (return_sequences=False), Dense layers on it (FULLY_CONNECTED) and a DEQUANTIZE op
-(float output). A layer may be a Keras Bidirectional(LSTM) with merge_mode='concat': the forward
+the last step (return_sequences=False), Dense layers on it (FULLY_CONNECTED), a SOFTMAX (a Keras
+Dense with activation="softmax") and a DEQUANTIZE op (float output). A layer may be a Keras Bidirectional(LSTM) with merge_mode='concat': the forward
 LSTM op on the layer's input, the backward one on its REVERSE_V2, the backward output reversed back
 (every step) or both last steps taken (STRIDED_SLICE), and a CONCATENATION [forward, backward] whose
 inputs and output have one quantization (a copy). Nothing else. Refused, naming the feature:
@@ -37,6 +37,8 @@ Written (docs/int8.md, "The model file"):
   A bidirectional layer k (the file is then always prefixed): l<k>.bidirectional=concat, l<k>.I,
   l<k>.H (both directions' widths), l<k>.input_scale/zp, l<k>.output_scale/zp (the CONCATENATION's
   output), and each direction's tensors and keys as a layer's under l<k>.fw. and l<k>.bw.
+  A SOFTMAX on the last step or after the Dense layers (the file is then prefixed): softmax=1,
+  softmax.beta, softmax.input_scale/zp, softmax.output_scale/zp (the model's output).
 
 Needs TensorFlow (`pip install tensorflow-cpu`); rnncore itself does not. The golden-data script
 tests/golden/make_tflite_int8_golden.py extracts its models with this module.
@@ -162,6 +164,31 @@ def extract_dense(it, det, op, opts, what):
             "w_scales": ",".join(f32s(v) for v in w_scales), "output_scale": f32s(sy), "output_zp": str(zy),
             "activation": opts["activation"].lower()}
     return tensors, meta
+
+
+def softmax_betas(model_bytes):
+    """Per SOFTMAX op, in op order: its beta."""
+    found, _ = ops_options(model_bytes, "SOFTMAX", "SoftmaxOptions")
+    return [o.Beta() for _, o in found]
+
+
+def extract_softmax(det, op, beta, prev_scale, prev_zp):
+    """The SOFTMAX op of a classifier head (Keras Dense(..., activation="softmax"), or a softmax on
+    the last step): int8 input and output [B, N] per tensor, reading what the op before it writes.
+    Returns its "softmax." metadata."""
+    x, y = op["inputs"][0], op["outputs"][0]
+    types = [np.dtype(det[k]["dtype"]).name for k in (x, y)]
+    if types != ["int8"] * 2 or len(det[x]["shape"]) != 2:
+        raise ConvertError("the SOFTMAX: operand types %s, input shape %s; expected int8 [batch, units] (a softmax "
+                           "on the last step or a Dense head)" % (types, list(det[x]["shape"])))
+    sx, zx = one_scale(det[x], "the input of the SOFTMAX")
+    sy, zy = one_scale(det[y], "the output of the SOFTMAX")
+    if (f32s(sx), str(zx)) != (prev_scale, prev_zp):
+        raise ConvertError("the SOFTMAX reads its input with another quantization than the op before writes it")
+    if not (np.isfinite(beta) and beta > 0):
+        raise ConvertError("the SOFTMAX has beta %r; a finite positive beta is supported" % beta)
+    return {"softmax": "1", "softmax.beta": f32s(beta), "softmax.input_scale": f32s(sx), "softmax.input_zp": str(zx),
+            "softmax.output_scale": f32s(sy), "softmax.output_zp": str(zy)}
 
 
 def check_last_step_slice(it, op, lstm_out, det):
@@ -383,11 +410,17 @@ def extract_graph(model_bytes, tf, it, ops, det, lstm_opts):
     if not layers:
         raise ConvertError("no LSTM reads the model's input")
     fcs = []
+    softmax = None
     dequant = False
     while True:
         nxt = next_ops(cur)
-        if len(nxt) == 1 and nxt[0]["op_name"] == "FULLY_CONNECTED" and not return_sequences and not dequant:
+        if len(nxt) == 1 and nxt[0]["op_name"] == "FULLY_CONNECTED" and not return_sequences and not dequant \
+                and softmax is None:
             fcs.append(nxt[0])
+            cur = take(nxt[0])
+        elif len(nxt) == 1 and nxt[0]["op_name"] == "SOFTMAX" and not return_sequences and not dequant \
+                and softmax is None:
+            softmax = nxt[0]
             cur = take(nxt[0])
         elif len(nxt) == 1 and nxt[0]["op_name"] == "DEQUANTIZE" and not dequant:
             dequant = True
@@ -400,7 +433,7 @@ def extract_graph(model_bytes, tf, it, ops, det, lstm_opts):
                                "return_sequences=True) is not supported, only on the last step")
         else:
             raise ConvertError("after the LSTM layers: %s (only a STRIDED_SLICE taking the last step, Dense layers "
-                               "on it (FULLY_CONNECTED) and a DEQUANTIZE are supported)"
+                               "on it (FULLY_CONNECTED), a SOFTMAX and a DEQUANTIZE are supported)"
                                % ", ".join(o["op_name"] for o in nxt))
     if not dequant:
         y_int8 = cur
@@ -448,6 +481,10 @@ def extract_graph(model_bytes, tf, it, ops, det, lstm_opts):
     meta["I"], meta["H"] = meta["l0.I"], meta[last + ("out" if fcs else "H")]
     for key in ("input_scale", "input_zp"):
         meta[key] = meta["l0." + key]
+    if softmax is not None:
+        meta.update(extract_softmax(det, softmax, softmax_betas(model_bytes)[0], meta[last + "output_scale"],
+                                    meta[last + "output_zp"]))
+        last = "softmax."
     for key in ("output_scale", "output_zp"):
         meta[key] = meta[last + key]
     s, zp = one_scale(det[y_int8], "the model's int8 output")
@@ -525,11 +562,13 @@ def extract(model_bytes, tf):
         chain = o["outputs"][0]
     after_names = [o["op_name"] for o in after]
     n_fc = after_names.count("FULLY_CONNECTED")
+    has_softmax = "SOFTMAX" in after_names
     pattern = (["STRIDED_SLICE"] if "STRIDED_SLICE" in after_names else []) + ["FULLY_CONNECTED"] * n_fc + \
-        (["DEQUANTIZE"] if after_names[-1:] == ["DEQUANTIZE"] else [])
-    if after_names != pattern or (n_fc and "STRIDED_SLICE" not in after_names):
+        (["SOFTMAX"] if has_softmax else []) + (["DEQUANTIZE"] if after_names[-1:] == ["DEQUANTIZE"] else [])
+    if after_names != pattern or ((n_fc or has_softmax) and "STRIDED_SLICE" not in after_names):
         raise ConvertError("ops after the LSTM: %s (only a STRIDED_SLICE taking the last step, Dense layers on it "
-                           "(FULLY_CONNECTED) and a DEQUANTIZE to a float output are supported)" % ", ".join(after_names))
+                           "(FULLY_CONNECTED), a SOFTMAX and a DEQUANTIZE to a float output are supported)"
+                           % ", ".join(after_names))
     x_index = lstms[0]["inputs"][IN_X]
     if chain != x_index:
         raise ConvertError("the model's input does not reach the LSTM's input through the ops before it")
@@ -553,8 +592,9 @@ def extract(model_bytes, tf):
 
     L = len(lstms)
     fcs = [o for o in after if o["op_name"] == "FULLY_CONNECTED"]
-    # One plain LSTM keeps the single-layer file (no prefixes); a stack or a Dense head prefixes.
-    prefixed = L > 1 or bool(fcs)
+    softmax = [o for o in after if o["op_name"] == "SOFTMAX"]
+    # One plain LSTM keeps the single-layer file (no prefixes); a stack or a head prefixes.
+    prefixed = L > 1 or bool(fcs) or bool(softmax)
     tensors, meta = {}, {"format": "tflite_int8", "op": LSTM_OP}
     if prefixed:
         meta["layers"] = str(L)
@@ -584,6 +624,10 @@ def extract(model_bytes, tf):
         meta["I"], meta["H"] = meta["l0.I"], meta[last + ("out" if fcs else "H")]
         for key in ("input_scale", "input_zp"):
             meta[key] = meta["l0." + key]
+        if softmax:
+            meta.update(extract_softmax(det, softmax[0], softmax_betas(model_bytes)[0], meta[last + "output_scale"],
+                                        meta[last + "output_zp"]))
+            last = "softmax."
         for key in ("output_scale", "output_zp"):
             meta[key] = meta[last + key]
     # The model's output: the last LSTM's output, or its last step (same quantization).
@@ -640,6 +684,8 @@ def main(argv=None):
     if "dense" in meta:
         layers += " dense=%s (%s)" % (meta["dense"], ", ".join(
             "%s %s" % (meta["fc%d.out" % j], meta["fc%d.activation" % j]) for j in range(int(meta["dense"]))))
+    if meta.get("softmax") == "1":
+        layers += " softmax (beta %s)" % meta["softmax.beta"]
     print("wrote %s: I=%s H=%s%s return_sequences=%s input %s, output %s, cell scale %s"
           % (args.output, meta["I"], meta["H"], layers, meta["return_sequences"], meta["graph_input"],
              meta["graph_output"], cells), file=sys.stderr)

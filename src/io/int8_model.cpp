@@ -266,6 +266,36 @@ int int8_layer_count(const SafeTensors& file) {
   return v == nullptr ? 1 : std::atoi(v->c_str());
 }
 
+// The softmax on the model's output ("softmax." keys), reading what the op before it writes.
+Status load_softmax(const SafeTensors& file, Int8Stack* out, std::string* error) {
+  out->has_softmax = false;
+  if (file.meta("softmax") == nullptr) return Status::ok;
+  Meta m{file, error, "softmax."};
+  float in_scale = 0.0f, out_scale = 0.0f;
+  std::int32_t in_zp = 0, out_zp = 0;
+  if (!Meta{file, error, ""}.flag("softmax", "1", "0", &out->has_softmax) || !m.f32("beta", &out->softmax_beta) ||
+      !m.f32("input_scale", &in_scale) || !m.i32("input_zp", -128, 127, &in_zp) || !m.f32("output_scale", &out_scale) ||
+      !m.i32("output_zp", -128, 127, &out_zp))
+    return Status::format;
+  if (!out->has_softmax) return Status::ok;
+  if (out->return_sequences) {
+    *error = file.path + ": a softmax on every step (return_sequences 1) is not supported, only on the last step";
+    return Status::unsupported;
+  }
+  const float prev_scale = out->dense.empty() ? out->layers.back()->output_scale : out->dense.back()->q.output_scale;
+  const std::int32_t prev_zp = out->dense.empty() ? out->layers.back()->output_zp : out->dense.back()->q.output_zp;
+  if (in_scale != prev_scale || in_zp != prev_zp) {
+    *error = file.path + ": the softmax's input (scale " + *file.meta("softmax.input_scale") + ", zero point " +
+             std::to_string(in_zp) + ") is not the output of the layer before it (zero point " + std::to_string(prev_zp) + ")";
+    return Status::unsupported;
+  }
+  if (q8::int8_softmax_prepare(in_scale, out->softmax_beta, out_scale, out_zp, &out->softmax) != Status::ok) {
+    *error = file.path + " (softmax): " + last_error_detail();
+    return Status::invalid_size;
+  }
+  return Status::ok;
+}
+
 Status load_int8_model(const SafeTensors& file, Int8Model* out, std::string* error) {
   if (int8_layer_count(file) != 1) {
     *error = file.path + ": a stack of " + *file.meta("layers") + " int8 LSTM layers, where one layer is expected";
@@ -340,7 +370,7 @@ Status load_int8_stack(const SafeTensors& file, Int8Stack* out, std::string* err
       return Status::unsupported;
     }
   }
-  return Status::ok;
+  return load_softmax(file, out, error);
 }
 
 std::int8_t quantize_input(const Int8Model& m, float x) {
@@ -416,22 +446,22 @@ void run_int8_stack(const Int8Stack& s, int batch, int seq_len, const std::int8_
   const std::int8_t* layer_x = x;
   for (std::size_t k = 0; k < s.layers.size(); ++k) {
     const Int8Model& layer = *s.layers[k];
-    if (k + 1 == s.layers.size() && s.dense.empty()) {
+    if (k + 1 == s.layers.size() && s.dense.empty() && !s.has_softmax) {
       run_layer(layer, batch, seq_len, layer_x, y);
     } else if (k + 1 == s.layers.size()) {
-      // The last step [B, H], then each Dense layer in turn; the last one writes y.
+      // The last step [B, H], then each Dense layer in turn, then the softmax; the last writes y.
       out.assign(B * static_cast<std::size_t>(layer.output_size()), 0);
       run_layer(layer, batch, seq_len, layer_x, out.data());
-      for (std::size_t j = 0; j < s.dense.size(); ++j) {
-        const Int8Dense& d = *s.dense[j];
-        if (j + 1 == s.dense.size()) {
-          q8::int8_dense(d.params, batch, out.data(), y);
-        } else {
-          in.assign(B * static_cast<std::size_t>(d.out_size), 0);
-          q8::int8_dense(d.params, batch, out.data(), in.data());
-          out.swap(in);
-        }
+      for (const auto& d : s.dense) {
+        in.assign(B * static_cast<std::size_t>(d->out_size), 0);
+        q8::int8_dense(d->params, batch, out.data(), in.data());
+        out.swap(in);
       }
+      const int width = s.output_size();
+      if (s.has_softmax)
+        q8::int8_softmax(s.softmax, batch, width, out.data(), y);
+      else
+        std::memcpy(y, out.data(), out.size());
     } else {
       out.assign(B * T * static_cast<std::size_t>(layer.output_size()), 0);
       run_layer(layer, batch, seq_len, layer_x, out.data());

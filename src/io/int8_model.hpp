@@ -13,6 +13,7 @@
 
 #include "rnncore/io/safetensors.hpp"
 #include "src/internal/int8_dense.hpp"
+#include "src/internal/int8_softmax.hpp"
 #include "src/internal/int8_lstm.hpp"
 
 namespace rnncore {
@@ -77,6 +78,10 @@ struct Int8Stack {
   std::vector<std::unique_ptr<Int8Dense>> dense;  ///< Dense layers on the last step (metadata dense, fc<j>.)
   bool return_sequences = true, float_input = false, float_output = false;
   bool reverse_input = false;  ///< the steps are read last to first (Keras go_backwards; metadata reverse_input)
+  /// A softmax on the output (the last Dense layer's, else the last step; metadata softmax=1).
+  bool has_softmax = false;
+  float softmax_beta = 1.0f;
+  q8::Int8SoftmaxParams softmax;
   /// Width of the model's output: the last Dense layer's, else the last LSTM's.
   int output_size() const { return dense.empty() ? layers.back()->output_size() : dense.back()->out_size; }
   /// Whether some layer is bidirectional.
@@ -112,7 +117,7 @@ void run_int8_model(const Int8Model& m, int batch, int seq_len, const std::int8_
                     std::int8_t* hn = nullptr, std::int16_t* cn = nullptr);
 
 /// Runs a stack on x [B, T, I]: each layer from LiteRT's initial state, y as run_int8_model gives
-/// the last layer's output, or [B, out] through the Dense layers. A bidirectional layer runs its
+/// the last layer's output, or [B, out] through the Dense layers and the softmax. A bidirectional layer runs its
 /// forward direction on the input and its backward one on the input reversed in time (its output
 /// reversed back when the layer returns every step), and writes [forward, backward] per step.
 void run_int8_stack(const Int8Stack& s, int batch, int seq_len, const std::int8_t* x, std::int8_t* y);

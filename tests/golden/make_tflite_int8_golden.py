@@ -172,6 +172,10 @@ STACKS = [
     # (units, activation) each, with random biases (Keras's zero biases would be dropped)
     ("dense_I6_H12_T10_B2_relu7_3", 6, (12,), 10, 2, False, 26, False, ((7, "relu"), (3, None))),
     ("dense_stack2_I8_H16_12_T15_B3_5", 8, (16, 12), 15, 3, False, 27, False, ((5, None),)),
+    # Classifier heads: Dense(..., activation="softmax") is a FULLY_CONNECTED and a SOFTMAX op
+    ("dense_softmax_I6_H12_T10_B4_softmax5", 6, (12,), 10, 4, False, 28, False, ((5, "softmax"),)),
+    ("dense_softmax_stack2_I5_H16_10_T8_B3_relu8_softmax4", 5, (16, 10), 8, 3, False, 29, False,
+     ((8, "relu"), (4, "softmax"))),
 ]
 
 
@@ -201,6 +205,7 @@ def make_stack(name, I, sizes, T, B, return_sequences, seed, go_backwards=False,
     assert meta.get("layers", "1") == str(len(sizes)), meta
     assert meta.get("reverse_input", "0") == ("1" if go_backwards else "0"), meta
     assert meta.get("dense", "0") == str(len(dense)), meta
+    assert meta.get("softmax", "0") == ("1" if dense and dense[-1][1] == "softmax" else "0"), meta
     # LiteRT's default interpreter (XNNPACK takes the Dense layers), fresh: its LSTM state variables
     # would carry over from one invoke() to the next.
     it = tf.lite.Interpreter(model_content=fb)
@@ -261,6 +266,7 @@ def make_bidi(name, I, layers, T, B, seed, dense=()):
     assert [meta.get("l%d.bidirectional" % k) for k in range(len(layers))] == \
         ["concat" if kind == "bi" else None for kind, _, _ in layers], meta
     assert meta.get("dense", "0") == str(len(dense)), meta
+    assert meta.get("softmax", "0") == ("1" if dense and dense[-1][1] == "softmax" else "0"), meta
     # LiteRT's default interpreter, fresh (its LSTM state variables carry over between invoke()s).
     it = tf.lite.Interpreter(model_content=fb)
     it.allocate_tensors()
