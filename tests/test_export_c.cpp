@@ -227,12 +227,17 @@ TEST_CASE("export-c: a bidirectional int8 model is refused (the C API runs one d
                    "exported") != std::string::npos);
 }
 
-TEST_CASE("export-c: an int8 model with a softmax head is refused (the C API has no softmax)") {
+TEST_CASE("export-c: an int8 model with a softmax, sigmoid or tanh head is refused (the C API has neither)") {
   const std::string name = "dense_softmax_I6_H12_T10_B4_softmax5.safetensors";
   const Result r = run("export-c --weights " + kSource + "/tests/golden/tflite_int8/stacks/" + name + " --output " +
                        temp_dir() + "/softmax.h");
   CHECK(r.code == 1);
   CHECK(r.err.find(name + ": the int8 softmax on the model's output cannot be exported yet") != std::string::npos);
+  const std::string sigmoid = "dense_sigmoid_I5_H10_T8_B6_sigmoid1.safetensors";
+  const Result s = run("export-c --weights " + kSource + "/tests/golden/tflite_int8/stacks/" + sigmoid + " --output " +
+                       temp_dir() + "/sigmoid.h");
+  CHECK(s.code == 1);
+  CHECK(s.err.find(sigmoid + ": Dense 0's sigmoid or tanh cannot be exported yet") != std::string::npos);
 }
 
 TEST_CASE("export-c: usage errors exit 2, other errors exit 1 with one line naming the file") {

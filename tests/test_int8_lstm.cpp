@@ -21,7 +21,7 @@
 
 #include "rnncore/io/safetensors.hpp"
 #include "src/internal/int8_lstm.hpp"
-#include "src/internal/int8_softmax.hpp"
+#include "src/internal/int8_activations.hpp"
 #include "tests/int8_fixed_point_reference.hpp"
 #include "tests/golden_files.hpp"
 
@@ -551,4 +551,21 @@ TEST_CASE("int8 softmax: refuses bad parameters; rows of equal inputs share the 
   for (int j = 0; j < 4; ++j) CHECK(y[j] == -64);
   CHECK(y[4] == 127);
   for (int j = 5; j < 8; ++j) CHECK(y[j] == -128);
+}
+
+TEST_CASE("int8 sigmoid and tanh tables: refuse bad parameters; fixed points and symmetry") {
+  std::int8_t t[256];
+  CHECK(q8::int8_activation_table(q8::TableActivation::sigmoid, 0.0f, 0, 1.0f / 256, -128, t) == Status::invalid_size);
+  CHECK(q8::int8_activation_table(q8::TableActivation::tanh, 0.1f, 300, 1.0f / 128, 0, t) == Status::invalid_size);
+  REQUIRE(q8::int8_activation_table(q8::TableActivation::sigmoid, 0.1f, 5, 1.0f / 256, -128, t) == Status::ok);
+  CHECK(t[5 + 128] == 0);       // sigmoid(0) = 1/2 = 128/256
+  CHECK(t[127 + 128] == 127);   // sigmoid(12.2) rounds to 256/256, clamped
+  CHECK(t[-128 + 128] == -128); // sigmoid(-13.3) rounds to 0
+  REQUIRE(q8::int8_activation_table(q8::TableActivation::tanh, 0.02f, 0, 1.0f / 128, 0, t) == Status::ok);
+  for (int v = 1; v <= 127; ++v) CHECK(t[v + 128] == -t[-v + 128]);  // tanh is odd; rounding is symmetric
+  std::int8_t x[3] = {0, 10, -10}, y[3];
+  q8::int8_lookup(t, 3, x, y);
+  CHECK(y[0] == 0);
+  CHECK(y[1] == t[138]);
+  CHECK(y[2] == -y[1]);
 }

@@ -344,6 +344,10 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
   if (st.has_softmax)
     return error(o.weights + ": the int8 softmax on the model's output cannot be exported yet: the C API "
                              "(rnncore/int8.h) has no softmax; `rnncore run` runs the model (docs/int8.md)");
+  for (std::size_t j = 0; j < st.dense.size(); ++j)
+    if (st.dense[j]->has_table)
+      return error(o.weights + ": Dense " + std::to_string(j) + "'s sigmoid or tanh cannot be exported yet: the C API "
+                               "(rnncore/int8.h) has no table activation; `rnncore run` runs the model (docs/int8.md)");
   const bool single = st.layers.size() == 1 && st.dense.empty();
   const io::Int8Model& first = *st.layers.front();
   const std::int64_t I = first.input_size, O = st.output_size();

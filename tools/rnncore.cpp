@@ -601,8 +601,9 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
                                               : std::string()).c_str(),
               stack.return_sequences ? "returns sequences" : "returns the last step", cells.c_str());
   for (const auto& d : stack.dense)
-    std::printf("then Dense %d -> %d%s (int8, XNNPACK's requantization)\n", d->in_size, d->out_size,
-                d->q.relu ? ", relu" : "");
+    std::printf("then Dense %d -> %d%s (int8, XNNPACK's requantization%s)\n", d->in_size, d->out_size,
+                d->q.relu ? ", relu" : !d->has_table ? "" : d->table_function == q8::TableActivation::sigmoid ? ", sigmoid" : ", tanh",
+                d->has_table ? "; the activation as TFLite's int8 table" : "");
   if (stack.has_softmax)
     std::printf("then softmax over %d (int8, beta %g, TFLite's table of exp)\n", stack.output_size(),
                 static_cast<double>(stack.softmax_beta));

@@ -11,8 +11,9 @@ UNIDIRECTIONAL_SEQUENCE_LSTM ops, each feeding the next (stacked Keras LSTMs), w
 weight scales -- as the TFLite converter writes for a Keras LSTM with full-integer quantization
 (representative dataset, TFLITE_BUILTINS_INT8). Around them the graph may have a QUANTIZE op (float
 input), a REVERSE_V2 of the time axis (Keras go_backwards on the first layer), a STRIDED_SLICE taking
-the last step (return_sequences=False), Dense layers on it (FULLY_CONNECTED), a SOFTMAX (a Keras
-Dense with activation="softmax") and a DEQUANTIZE op (float output). A layer may be a Keras Bidirectional(LSTM) with merge_mode='concat': the forward
+the last step (return_sequences=False), Dense layers on it (FULLY_CONNECTED, each optionally followed
+by a LOGISTIC or TANH: a Keras Dense with activation="sigmoid" / "tanh"), a SOFTMAX (activation=
+"softmax") and a DEQUANTIZE op (float output). A layer may be a Keras Bidirectional(LSTM) with merge_mode='concat': the forward
 LSTM op on the layer's input, the backward one on its REVERSE_V2, the backward output reversed back
 (every step) or both last steps taken (STRIDED_SLICE), and a CONCATENATION [forward, backward] whose
 inputs and output have one quantization (a copy). Nothing else. Refused, naming the feature:
@@ -37,6 +38,9 @@ Written (docs/int8.md, "The model file"):
   A bidirectional layer k (the file is then always prefixed): l<k>.bidirectional=concat, l<k>.I,
   l<k>.H (both directions' widths), l<k>.input_scale/zp, l<k>.output_scale/zp (the CONCATENATION's
   output), and each direction's tensors and keys as a layer's under l<k>.fw. and l<k>.bw.
+  Dense layer j: fc<j>.w I8 [out, in], fc<j>.b I32 [out], fc<j>.in/out/input_scale/input_zp/
+  w_scales/output_scale/output_zp/activation (none, relu, sigmoid, tanh; for sigmoid and tanh
+  fc<j>.linear_scale/zp are the FULLY_CONNECTED's output and output_* the LOGISTIC / TANH op's).
   A SOFTMAX on the last step or after the Dense layers (the file is then prefixed): softmax=1,
   softmax.beta, softmax.input_scale/zp, softmax.output_scale/zp (the model's output).
 
@@ -189,6 +193,57 @@ def extract_softmax(det, op, beta, prev_scale, prev_zp):
         raise ConvertError("the SOFTMAX has beta %r; a finite positive beta is supported" % beta)
     return {"softmax": "1", "softmax.beta": f32s(beta), "softmax.input_scale": f32s(sx), "softmax.input_zp": str(zx),
             "softmax.output_scale": f32s(sy), "softmax.output_zp": str(zy)}
+
+
+LUT_ACTIVATIONS = {"LOGISTIC": "sigmoid", "TANH": "tanh"}
+
+
+def split_head(ops_after):
+    """The ops after the last step as a head: Dense layers [(FULLY_CONNECTED, LOGISTIC/TANH op or
+    None)], then an optional SOFTMAX op; None when the ops are not of that form."""
+    dense, softmax, k = [], None, 0
+    while k < len(ops_after) and ops_after[k]["op_name"] == "FULLY_CONNECTED":
+        act = ops_after[k + 1] if k + 1 < len(ops_after) and ops_after[k + 1]["op_name"] in LUT_ACTIVATIONS else None
+        dense.append((ops_after[k], act))
+        k += 2 if act is not None else 1
+    if k < len(ops_after) and ops_after[k]["op_name"] == "SOFTMAX":
+        softmax = ops_after[k]
+        k += 1
+    return (dense, softmax) if k == len(ops_after) else None
+
+
+def extract_head(it, det, model_bytes, dense, softmax, prev_scale, prev_zp):
+    """Tensors and metadata of a head (split_head's parts) after a last step written with
+    (prev_scale, prev_zp): each Dense layer j under "fc<j>." -- a LOGISTIC or TANH after it is its
+    activation (sigmoid, tanh; its output quantization is the layer's, the FULLY_CONNECTED's own
+    is linear_scale / linear_zp) -- and a softmax under "softmax.". Returns (tensors, meta, the
+    metadata prefix of the head's output)."""
+    tensors, meta, last = {}, {}, None
+    if dense:
+        meta["dense"] = str(len(dense))
+    for j, ((op, act), o) in enumerate(zip(dense, fc_options(model_bytes))):
+        what = "Dense %d (FULLY_CONNECTED)" % (j + 1)
+        dt, dm = extract_dense(it, det, op, o, what)
+        if (dm["input_scale"], dm["input_zp"]) != (prev_scale, prev_zp):
+            raise ConvertError("Dense %d reads its input with another quantization than the op before writes it"
+                               % (j + 1))
+        if act is not None:
+            if dm["activation"] != "none":
+                raise ConvertError("%s: a fused %s before %s" % (what, dm["activation"], act["op_name"]))
+            x, y = act["inputs"][0], act["outputs"][0]
+            if x != op["outputs"][0] or [np.dtype(det[t]["dtype"]).name for t in (x, y)] != ["int8"] * 2:
+                raise ConvertError("%s: the %s after it must read its int8 output and write int8" % (what, act["op_name"]))
+            sy, zy = one_scale(det[y], "the output of the %s after %s" % (act["op_name"], what))
+            dm.update({"activation": LUT_ACTIVATIONS[act["op_name"]], "linear_scale": dm["output_scale"],
+                       "linear_zp": dm["output_zp"], "output_scale": f32s(sy), "output_zp": str(zy)})
+        prev_scale, prev_zp = dm["output_scale"], dm["output_zp"]
+        tensors.update({"fc%d.%s" % (j, n): v for n, v in dt.items()})
+        meta.update({"fc%d.%s" % (j, key): v for key, v in dm.items()})
+        last = "fc%d." % j
+    if softmax is not None:
+        meta.update(extract_softmax(det, softmax, softmax_betas(model_bytes)[0], prev_scale, prev_zp))
+        last = "softmax."
+    return tensors, meta, last
 
 
 def check_last_step_slice(it, op, lstm_out, det):
@@ -409,18 +464,13 @@ def extract_graph(model_bytes, tf, it, ops, det, lstm_opts):
         return_sequences = seqs[0]
     if not layers:
         raise ConvertError("no LSTM reads the model's input")
-    fcs = []
-    softmax = None
+    head = []  # the ops after the last step, checked by split_head
     dequant = False
     while True:
         nxt = next_ops(cur)
-        if len(nxt) == 1 and nxt[0]["op_name"] == "FULLY_CONNECTED" and not return_sequences and not dequant \
-                and softmax is None:
-            fcs.append(nxt[0])
-            cur = take(nxt[0])
-        elif len(nxt) == 1 and nxt[0]["op_name"] == "SOFTMAX" and not return_sequences and not dequant \
-                and softmax is None:
-            softmax = nxt[0]
+        if len(nxt) == 1 and nxt[0]["op_name"] in ("FULLY_CONNECTED", "SOFTMAX", *LUT_ACTIVATIONS) \
+                and not return_sequences and not dequant:
+            head.append(nxt[0])
             cur = take(nxt[0])
         elif len(nxt) == 1 and nxt[0]["op_name"] == "DEQUANTIZE" and not dequant:
             dequant = True
@@ -433,8 +483,12 @@ def extract_graph(model_bytes, tf, it, ops, det, lstm_opts):
                                "return_sequences=True) is not supported, only on the last step")
         else:
             raise ConvertError("after the LSTM layers: %s (only a STRIDED_SLICE taking the last step, Dense layers "
-                               "on it (FULLY_CONNECTED), a SOFTMAX and a DEQUANTIZE are supported)"
-                               % ", ".join(o["op_name"] for o in nxt))
+                               "on it (FULLY_CONNECTED, each optionally followed by a LOGISTIC or TANH), a SOFTMAX "
+                               "and a DEQUANTIZE are supported)" % ", ".join(o["op_name"] for o in nxt))
+    parts = split_head(head)
+    if parts is None:
+        raise ConvertError("after the last step: %s (Dense layers, each optionally followed by a LOGISTIC or TANH, "
+                           "then a SOFTMAX, are supported)" % ", ".join(o["op_name"] for o in head))
     if not dequant:
         y_int8 = cur
     left = [o["op_name"] for o in ops if o["index"] not in used]
@@ -465,26 +519,16 @@ def extract_graph(model_bytes, tf, it, ops, det, lstm_opts):
                      prefix + "input_scale": meta[prefix + "fw.input_scale"],
                      prefix + "input_zp": meta[prefix + "fw.input_zp"],
                      prefix + "output_scale": f32s(s), prefix + "output_zp": str(z)})
-    if fcs:
-        meta["dense"] = str(len(fcs))
-        prev_scale, prev_zp = meta["l%d.output_scale" % (L - 1)], meta["l%d.output_zp" % (L - 1)]
-        for j, (op, o) in enumerate(zip(fcs, fc_options(model_bytes))):
-            dt, dm = extract_dense(it, det, op, o, "Dense %d (FULLY_CONNECTED)" % (j + 1))
-            if (dm["input_scale"], dm["input_zp"]) != (prev_scale, prev_zp):
-                raise ConvertError("Dense %d reads its input with another quantization than the op before writes it"
-                                   % (j + 1))
-            prev_scale, prev_zp = dm["output_scale"], dm["output_zp"]
-            tensors.update({"fc%d.%s" % (j, n): v for n, v in dt.items()})
-            meta.update({"fc%d.%s" % (j, key): v for key, v in dm.items()})
+    ht, hm, head_last = extract_head(it, det, model_bytes, parts[0], parts[1], meta["l%d.output_scale" % (L - 1)],
+                                     meta["l%d.output_zp" % (L - 1)])
+    tensors.update(ht)
+    meta.update(hm)
     meta["return_sequences"] = "1" if return_sequences else "0"
-    last = "fc%d." % (len(fcs) - 1) if fcs else "l%d." % (L - 1)
-    meta["I"], meta["H"] = meta["l0.I"], meta[last + ("out" if fcs else "H")]
+    last = head_last or "l%d." % (L - 1)
+    meta["I"] = meta["l0.I"]
+    meta["H"] = meta["fc%d.out" % (len(parts[0]) - 1)] if parts[0] else meta["l%d.H" % (L - 1)]
     for key in ("input_scale", "input_zp"):
         meta[key] = meta["l0." + key]
-    if softmax is not None:
-        meta.update(extract_softmax(det, softmax, softmax_betas(model_bytes)[0], meta[last + "output_scale"],
-                                    meta[last + "output_zp"]))
-        last = "softmax."
     for key in ("output_scale", "output_zp"):
         meta[key] = meta[last + key]
     s, zp = one_scale(det[y_int8], "the model's int8 output")
@@ -561,14 +605,14 @@ def extract(model_bytes, tf):
             raise ConvertError("the %s op before the LSTM does not read the model's input" % o["op_name"])
         chain = o["outputs"][0]
     after_names = [o["op_name"] for o in after]
-    n_fc = after_names.count("FULLY_CONNECTED")
-    has_softmax = "SOFTMAX" in after_names
-    pattern = (["STRIDED_SLICE"] if "STRIDED_SLICE" in after_names else []) + ["FULLY_CONNECTED"] * n_fc + \
-        (["SOFTMAX"] if has_softmax else []) + (["DEQUANTIZE"] if after_names[-1:] == ["DEQUANTIZE"] else [])
-    if after_names != pattern or ((n_fc or has_softmax) and "STRIDED_SLICE" not in after_names):
+    body = after[1:] if after_names[:1] == ["STRIDED_SLICE"] else list(after)
+    if body and body[-1]["op_name"] == "DEQUANTIZE":
+        body = body[:-1]
+    parts = split_head(body)
+    if parts is None or (body and after_names[:1] != ["STRIDED_SLICE"]):
         raise ConvertError("ops after the LSTM: %s (only a STRIDED_SLICE taking the last step, Dense layers on it "
-                           "(FULLY_CONNECTED), a SOFTMAX and a DEQUANTIZE to a float output are supported)"
-                           % ", ".join(after_names))
+                           "(FULLY_CONNECTED, each optionally followed by a LOGISTIC or TANH), a SOFTMAX and a "
+                           "DEQUANTIZE to a float output are supported)" % ", ".join(after_names))
     x_index = lstms[0]["inputs"][IN_X]
     if chain != x_index:
         raise ConvertError("the model's input does not reach the LSTM's input through the ops before it")
@@ -591,10 +635,8 @@ def extract(model_bytes, tf):
         raise ConvertError("the model's output is not the LSTM's output")
 
     L = len(lstms)
-    fcs = [o for o in after if o["op_name"] == "FULLY_CONNECTED"]
-    softmax = [o for o in after if o["op_name"] == "SOFTMAX"]
     # One plain LSTM keeps the single-layer file (no prefixes); a stack or a head prefixes.
-    prefixed = L > 1 or bool(fcs) or bool(softmax)
+    prefixed = L > 1 or bool(body)
     tensors, meta = {}, {"format": "tflite_int8", "op": LSTM_OP}
     if prefixed:
         meta["layers"] = str(L)
@@ -606,28 +648,18 @@ def extract(model_bytes, tf):
         if not prefixed:
             meta.update({"I": lm["I"], "H": lm["H"], "return_sequences": "1" if return_sequences else "0"})
         meta.update({prefix + key: lm[key] for key in LAYER_KEYS if prefixed or key not in ("I", "H")})
-    if fcs:
-        meta["dense"] = str(len(fcs))
-        prev_scale, prev_zp = meta["l%d.output_scale" % (L - 1)], meta["l%d.output_zp" % (L - 1)]
-        for j, (op, o) in enumerate(zip(fcs, fc_options(model_bytes))):
-            dt, dm = extract_dense(it, det, op, o, "Dense %d (FULLY_CONNECTED)" % (j + 1))
-            if (dm["input_scale"], dm["input_zp"]) != (prev_scale, prev_zp):
-                raise ConvertError("Dense %d reads its input with another quantization than the op before writes it"
-                                   % (j + 1))
-            prev_scale, prev_zp = dm["output_scale"], dm["output_zp"]
-            tensors.update({"fc%d.%s" % (j, n): v for n, v in dt.items()})
-            meta.update({"fc%d.%s" % (j, key): v for key, v in dm.items()})
     if prefixed:
+        ht, hm, head_last = extract_head(it, det, model_bytes, parts[0], parts[1], meta["l%d.output_scale" % (L - 1)],
+                                         meta["l%d.output_zp" % (L - 1)])
+        tensors.update(ht)
+        meta.update(hm)
         meta["return_sequences"] = "1" if return_sequences else "0"
         # The model's input and output, as a single-layer file states them (I and H: their widths).
-        last = "fc%d." % (len(fcs) - 1) if fcs else "l%d." % (L - 1)
-        meta["I"], meta["H"] = meta["l0.I"], meta[last + ("out" if fcs else "H")]
+        last = head_last or "l%d." % (L - 1)
+        meta["I"] = meta["l0.I"]
+        meta["H"] = meta["fc%d.out" % (len(parts[0]) - 1)] if parts[0] else meta["l%d.H" % (L - 1)]
         for key in ("input_scale", "input_zp"):
             meta[key] = meta["l0." + key]
-        if softmax:
-            meta.update(extract_softmax(det, softmax[0], softmax_betas(model_bytes)[0], meta[last + "output_scale"],
-                                        meta[last + "output_zp"]))
-            last = "softmax."
         for key in ("output_scale", "output_zp"):
             meta[key] = meta[last + key]
     # The model's output: the last LSTM's output, or its last step (same quantization).

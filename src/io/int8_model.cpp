@@ -221,9 +221,27 @@ Status load_dense(const SafeTensors& file, int j, Int8Dense* out, std::string* e
       !m.i32("input_zp", -128, 127, &q.input_zp) || !m.f32("output_scale", &q.output_scale) ||
       !m.i32("output_zp", -128, 127, &q.output_zp))
     return Status::format;
-  bool relu = false;
-  if (!m.flag("activation", "relu", "none", &relu)) return Status::format;
-  q.relu = relu;
+  const std::string* act = m.get("activation");
+  if (act == nullptr) return Status::format;
+  if (*act != "none" && *act != "relu" && *act != "sigmoid" && *act != "tanh") {
+    *error = file.path + ": metadata '" + prefix + "activation' is '" + *act + "', expected none, relu, sigmoid or tanh";
+    return Status::format;
+  }
+  q.relu = *act == "relu";
+  out->has_table = *act == "sigmoid" || *act == "tanh";
+  if (out->has_table) {
+    // The FULLY_CONNECTED writes linear_*; the table maps that to the layer's output_*.
+    out->table_output_scale = q.output_scale;
+    out->table_output_zp = q.output_zp;
+    if (!m.f32("linear_scale", &q.output_scale) || !m.i32("linear_zp", -128, 127, &q.output_zp)) return Status::format;
+    const q8::TableActivation f = *act == "sigmoid" ? q8::TableActivation::sigmoid : q8::TableActivation::tanh;
+    out->table_function = f;
+    if (q8::int8_activation_table(f, q.output_scale, q.output_zp, out->table_output_scale, out->table_output_zp,
+                                  out->table) != Status::ok) {
+      *error = file.path + " (Dense " + std::to_string(j) + "): " + last_error_detail();
+      return Status::invalid_size;
+    }
+  }
   const std::string* list = m.get("w_scales");
   if (list == nullptr) return Status::format;
   out->w_scales.clear();
@@ -282,8 +300,8 @@ Status load_softmax(const SafeTensors& file, Int8Stack* out, std::string* error)
     *error = file.path + ": a softmax on every step (return_sequences 1) is not supported, only on the last step";
     return Status::unsupported;
   }
-  const float prev_scale = out->dense.empty() ? out->layers.back()->output_scale : out->dense.back()->q.output_scale;
-  const std::int32_t prev_zp = out->dense.empty() ? out->layers.back()->output_zp : out->dense.back()->q.output_zp;
+  const float prev_scale = out->dense.empty() ? out->layers.back()->output_scale : out->dense.back()->output_scale();
+  const std::int32_t prev_zp = out->dense.empty() ? out->layers.back()->output_zp : out->dense.back()->output_zp();
   if (in_scale != prev_scale || in_zp != prev_zp) {
     *error = file.path + ": the softmax's input (scale " + *file.meta("softmax.input_scale") + ", zero point " +
              std::to_string(in_zp) + ") is not the output of the layer before it (zero point " + std::to_string(prev_zp) + ")";
@@ -361,8 +379,8 @@ Status load_int8_stack(const SafeTensors& file, Int8Stack* out, std::string* err
     // Dense j reads what the layer before it writes: the same width and quantization.
     const Int8Dense& d = *out->dense.back();
     const int width = j == 0 ? out->layers.back()->output_size() : out->dense[j - 1]->out_size;
-    const float scale = j == 0 ? out->layers.back()->output_scale : out->dense[j - 1]->q.output_scale;
-    const std::int32_t zp = j == 0 ? out->layers.back()->output_zp : out->dense[j - 1]->q.output_zp;
+    const float scale = j == 0 ? out->layers.back()->output_scale : out->dense[j - 1]->output_scale();
+    const std::int32_t zp = j == 0 ? out->layers.back()->output_zp : out->dense[j - 1]->output_zp();
     if (d.in_size != width || d.q.input_scale != scale || d.q.input_zp != zp) {
       *error = file.path + ": Dense " + std::to_string(j) + "'s input (" + std::to_string(d.in_size) +
                " units, zero point " + std::to_string(d.q.input_zp) + ") is not the output of the layer before it (" +
@@ -455,6 +473,7 @@ void run_int8_stack(const Int8Stack& s, int batch, int seq_len, const std::int8_
       for (const auto& d : s.dense) {
         in.assign(B * static_cast<std::size_t>(d->out_size), 0);
         q8::int8_dense(d->params, batch, out.data(), in.data());
+        if (d->has_table) q8::int8_lookup(d->table, static_cast<int>(in.size()), in.data(), in.data());
         out.swap(in);
       }
       const int width = s.output_size();

@@ -13,7 +13,7 @@
 
 #include "rnncore/io/safetensors.hpp"
 #include "src/internal/int8_dense.hpp"
-#include "src/internal/int8_softmax.hpp"
+#include "src/internal/int8_activations.hpp"
 #include "src/internal/int8_lstm.hpp"
 
 namespace rnncore {
@@ -63,6 +63,16 @@ struct Int8Dense {
   std::vector<std::int32_t> bias_storage;
   std::vector<float> scale_storage;
   q8::Int8DenseParams params;
+  /// A sigmoid or tanh after the layer (metadata activation sigmoid / tanh): its table maps the
+  /// FULLY_CONNECTED's output (q.output_*: metadata linear_scale / linear_zp) to the layer's.
+  bool has_table = false;
+  q8::TableActivation table_function = q8::TableActivation::sigmoid;
+  std::int8_t table[256] = {};
+  float table_output_scale = 0.0f;
+  std::int32_t table_output_zp = 0;
+  /// The quantization of what the layer writes (after its table activation, if any).
+  float output_scale() const { return has_table ? table_output_scale : q.output_scale; }
+  std::int32_t output_zp() const { return has_table ? table_output_zp : q.output_zp; }
 
   Int8Dense() = default;
   Int8Dense(const Int8Dense&) = delete;

@@ -176,6 +176,9 @@ STACKS = [
     ("dense_softmax_I6_H12_T10_B4_softmax5", 6, (12,), 10, 4, False, 28, False, ((5, "softmax"),)),
     ("dense_softmax_stack2_I5_H16_10_T8_B3_relu8_softmax4", 5, (16, 10), 8, 3, False, 29, False,
      ((8, "relu"), (4, "softmax"))),
+    # Dense(..., activation="sigmoid" / "tanh"): a FULLY_CONNECTED and a LOGISTIC / TANH op
+    ("dense_sigmoid_I5_H10_T8_B6_sigmoid1", 5, (10,), 8, 6, False, 30, False, ((1, "sigmoid"),)),
+    ("dense_tanh_stack2_I4_H12_8_T6_B3_tanh6_3", 4, (12, 8), 6, 3, False, 31, False, ((6, "tanh"), (3, None))),
 ]
 
 

@@ -1,5 +1,5 @@
-// The int8 softmax of src/internal/int8_softmax.hpp.
-#include "src/internal/int8_softmax.hpp"
+// The int8 softmax of src/internal/int8_activations.hpp.
+#include "src/internal/int8_activations.hpp"
 
 #include <cmath>
 
@@ -10,7 +10,31 @@ namespace q8 {
 
 namespace {
 bool positive_finite(float v) { return std::isfinite(v) && v > 0.0f; }
+bool int8_zero_point(std::int32_t zp) { return zp >= -128 && zp <= 127; }
 }  // namespace
+
+Status int8_activation_table(TableActivation f, float input_scale, std::int32_t input_zp, float output_scale,
+                             std::int32_t output_zp, std::int8_t table[256]) {
+  RNNCORE_ENSURE(positive_finite(input_scale) && positive_finite(output_scale), Status::invalid_size,
+                 "int8 %s: input scale %g and output scale %g must be finite and positive",
+                 f == TableActivation::sigmoid ? "sigmoid" : "tanh", static_cast<double>(input_scale),
+                 static_cast<double>(output_scale));
+  RNNCORE_ENSURE(int8_zero_point(input_zp) && int8_zero_point(output_zp), Status::invalid_size,
+                 "int8 activation: zero points %d and %d must be in int8", static_cast<int>(input_zp),
+                 static_cast<int>(output_zp));
+  const float inverse = 1.0f / output_scale;
+  for (int v = -128; v <= 127; ++v) {
+    const float x = input_scale * static_cast<float>(v - input_zp);
+    const float y = f == TableActivation::sigmoid ? 1.0f / (1.0f + std::exp(-x)) : std::tanh(x);
+    const long q = std::lround(y * inverse) + output_zp;  // half away from zero, as std::round
+    table[v + 128] = static_cast<std::int8_t>(q < -128 ? -128 : q > 127 ? 127 : q);
+  }
+  return Status::ok;
+}
+
+void int8_lookup(const std::int8_t table[256], int n, const std::int8_t* x, std::int8_t* y) {
+  for (int i = 0; i < n; ++i) y[i] = table[x[i] + 128];
+}
 
 Status int8_softmax_prepare(float input_scale, float beta, float output_scale, std::int32_t output_zp,
                             Int8SoftmaxParams* out) {
@@ -18,7 +42,7 @@ Status int8_softmax_prepare(float input_scale, float beta, float output_scale, s
   RNNCORE_ENSURE(positive_finite(input_scale) && positive_finite(beta) && positive_finite(output_scale),
                  Status::invalid_size, "int8 softmax: input scale %g, beta %g and output scale %g must be finite and positive",
                  static_cast<double>(input_scale), static_cast<double>(beta), static_cast<double>(output_scale));
-  RNNCORE_ENSURE(output_zp >= -128 && output_zp <= 127, Status::invalid_size,
+  RNNCORE_ENSURE(int8_zero_point(output_zp), Status::invalid_size,
                  "int8 softmax: output zero point %d is outside int8", static_cast<int>(output_zp));
   // TFLite forms −scale·β in float32 and multiplies by the distance in float32.
   const float step = -input_scale * beta;
