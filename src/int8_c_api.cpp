@@ -3,6 +3,7 @@
 
 #include "rnncore/int8.h"
 #include "src/internal/error.hpp"
+#include "src/internal/int8_activations.hpp"
 #include "src/internal/int8_dense.hpp"
 #include "src/internal/int8_lstm.hpp"
 
@@ -131,6 +132,44 @@ rnncore_status rnncore_int8_dense_run(const rnncore_int8_dense* dense, int32_t b
     return detail::fail(RNNCORE_ERR_WEIGHTS_NOT_PACKED, "rnncore_int8_dense_run: the layer was not prepared");
   if (batch < 0) return detail::fail(RNNCORE_ERR_INVALID_SIZE, "rnncore_int8_dense_run: batch %d < 0", batch);
   q8::int8_dense(p, batch, x, y);
+  return RNNCORE_OK;
+}
+
+rnncore_status rnncore_int8_activation_table(rnncore_int8_activation f, float input_scale, int32_t input_zp,
+                                             float output_scale, int32_t output_zp, int8_t table[256]) {
+  detail::clear_error();
+  if (table == nullptr) return detail::fail(RNNCORE_ERR_NULL_POINTER, "rnncore_int8_activation_table: table is null");
+  if (f != RNNCORE_INT8_SIGMOID && f != RNNCORE_INT8_TANH)
+    return detail::fail(RNNCORE_ERR_INVALID_ENUM, "rnncore_int8_activation_table: f = %d is not an activation",
+                        static_cast<int>(f));
+  const q8::TableActivation fn = f == RNNCORE_INT8_SIGMOID ? q8::TableActivation::sigmoid : q8::TableActivation::tanh;
+  return static_cast<rnncore_status>(q8::int8_activation_table(fn, input_scale, input_zp, output_scale, output_zp, table));
+}
+
+rnncore_status rnncore_int8_lookup(const int8_t table[256], int32_t n, const int8_t* x, int8_t* y) {
+  detail::clear_error();
+  if (table == nullptr || x == nullptr || y == nullptr)
+    return detail::fail(RNNCORE_ERR_NULL_POINTER, "rnncore_int8_lookup: table, x and y must not be null");
+  if (n < 0) return detail::fail(RNNCORE_ERR_INVALID_SIZE, "rnncore_int8_lookup: n %d < 0", n);
+  q8::int8_lookup(table, n, x, y);
+  return RNNCORE_OK;
+}
+
+rnncore_status rnncore_int8_softmax_prepare(float input_scale, float beta, float output_scale, int32_t output_zp,
+                                            rnncore_int8_softmax* softmax) {
+  detail::clear_error();
+  if (softmax == nullptr) return detail::fail(RNNCORE_ERR_NULL_POINTER, "rnncore_int8_softmax_prepare: softmax is null");
+  return static_cast<rnncore_status>(q8::int8_softmax_prepare(input_scale, beta, output_scale, output_zp, softmax));
+}
+
+rnncore_status rnncore_int8_softmax_run(const rnncore_int8_softmax* softmax, int32_t rows, int32_t n, const int8_t* x,
+                                        int8_t* y) {
+  detail::clear_error();
+  if (softmax == nullptr || x == nullptr || y == nullptr)
+    return detail::fail(RNNCORE_ERR_NULL_POINTER, "rnncore_int8_softmax_run: softmax, x and y must not be null");
+  if (rows < 0 || n < 1)
+    return detail::fail(RNNCORE_ERR_INVALID_SIZE, "rnncore_int8_softmax_run: rows %d and n %d (rows >= 0, n >= 1)", rows, n);
+  q8::int8_softmax(*softmax, rows, n, x, y);
   return RNNCORE_OK;
 }
 

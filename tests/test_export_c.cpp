@@ -227,17 +227,23 @@ TEST_CASE("export-c: a bidirectional int8 model is refused (the C API runs one d
                    "exported") != std::string::npos);
 }
 
-TEST_CASE("export-c: an int8 model with a softmax, sigmoid or tanh head is refused (the C API has neither)") {
-  const std::string name = "dense_softmax_I6_H12_T10_B4_softmax5.safetensors";
-  const Result r = run("export-c --weights " + kSource + "/tests/golden/tflite_int8/stacks/" + name + " --output " +
-                       temp_dir() + "/softmax.h");
-  CHECK(r.code == 1);
-  CHECK(r.err.find(name + ": the int8 softmax on the model's output cannot be exported yet") != std::string::npos);
-  const std::string sigmoid = "dense_sigmoid_I5_H10_T8_B6_sigmoid1.safetensors";
-  const Result s = run("export-c --weights " + kSource + "/tests/golden/tflite_int8/stacks/" + sigmoid + " --output " +
-                       temp_dir() + "/sigmoid.h");
-  CHECK(s.code == 1);
-  CHECK(s.err.find(sigmoid + ": Dense 0's sigmoid or tanh cannot be exported yet") != std::string::npos);
+TEST_CASE("export-c: int8 heads with a table activation and a softmax are written as constants") {
+  // (tests/int8_head_header.c runs such a header through the C API against LiteRT.)
+  const std::string d = temp_dir();
+  Result r = run("export-c --weights " + kSource + "/tests/golden/tflite_int8/stacks/dense_tanh_stack2_I4_H12_8_T6_B3_tanh6_3.safetensors" +
+                 " --name net --output " + d + "/tanh.h");
+  REQUIRE(r.code == 0);
+  std::string h = slurp(d + "/tanh.h");
+  CHECK(h.find("#define NET_FC0_ACTIVATION RNNCORE_INT8_TANH") != std::string::npos);
+  CHECK(h.find("static const int8_t net_fc0_table[256]") != std::string::npos);
+  CHECK(h.find("#define NET_FC1_ACTIVATION 0") != std::string::npos);
+  CHECK(h.find("#define NET_SOFTMAX 0") != std::string::npos);
+  r = run("export-c --weights " + kSource + "/tests/golden/tflite_int8/stacks/dense_softmax_I6_H12_T10_B4_softmax5.safetensors" +
+          " --name net --output " + d + "/softmax.h");
+  REQUIRE(r.code == 0);
+  h = slurp(d + "/softmax.h");
+  CHECK(h.find("#define NET_SOFTMAX 1") != std::string::npos);
+  CHECK(h.find("static const rnncore_int8_softmax net_softmax = {") != std::string::npos);
 }
 
 TEST_CASE("export-c: usage errors exit 2, other errors exit 1 with one line naming the file") {

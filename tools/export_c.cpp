@@ -326,6 +326,37 @@ void write_int8_dense(std::FILE* out, const io::Int8Dense& d, const std::string&
                n.c_str(), float_literal(d.q.input_scale).c_str(), static_cast<int>(d.q.input_zp), n.c_str(),
                d.w_scales.size(), float_literal(d.q.output_scale).c_str(), static_cast<int>(d.q.output_zp),
                d.q.relu ? 1 : 0);
+  if (!d.has_table) {
+    std::fprintf(out, "#define %s_ACTIVATION 0\n", N.c_str());
+    return;
+  }
+  const bool sigmoid = d.table_function == q8::TableActivation::sigmoid;
+  std::fprintf(out,
+               "/** Then a %s (TFLite %s): y = %s_table[x + 128] over the Dense output (rnncore_int8_lookup);\n"
+               " * the Dense output's quantization is the one above, the table's output below. */\n"
+               "#define %s_ACTIVATION %s\n#define %s_TABLE_OUTPUT_SCALE %s\n#define %s_TABLE_OUTPUT_ZERO_POINT %d\n",
+               sigmoid ? "sigmoid" : "tanh", sigmoid ? "LOGISTIC" : "TANH", n.c_str(), N.c_str(),
+               sigmoid ? "RNNCORE_INT8_SIGMOID" : "RNNCORE_INT8_TANH", N.c_str(),
+               float_literal(d.table_output_scale).c_str(), N.c_str(), static_cast<int>(d.table_output_zp));
+  write_array(out, "static const int8_t " + n + "_table", d.table, 256, {}, 16);
+}
+
+// The softmax on the model's output: a prepared rnncore_int8_softmax as a constant (its table of
+// expf values made here, so firmware needs no expf).
+void write_int8_softmax(std::FILE* out, const io::Int8Stack& st, const std::string& n, const std::string& N) {
+  std::fprintf(out,
+               "\n/* The softmax on the output (TFLite SOFTMAX, beta %s): rnncore_int8_softmax_run(&%s_softmax, B,\n"
+               " * %s_OUTPUT_SIZE, x, y) over the last Dense layer's output (or the last step). */\n"
+               "#define %s_SOFTMAX_BETA %s\n#define %s_SOFTMAX_INPUT_SCALE %s\n#define %s_SOFTMAX_INPUT_ZERO_POINT %d\n"
+               "static const rnncore_int8_softmax %s_softmax = {\n  {\n",
+               float_literal(st.softmax_beta).c_str(), n.c_str(), N.c_str(), N.c_str(),
+               float_literal(st.softmax_beta).c_str(), N.c_str(), float_literal(st.softmax_input_scale).c_str(), N.c_str(),
+               static_cast<int>(st.softmax_input_zp), n.c_str());
+  for (int i = 0; i < 256; ++i)
+    std::fprintf(out, "%s%s%s", i % 8 == 0 ? "    " : " ", float_literal(st.softmax.table[i]).c_str(),
+                 i == 255 ? "\n" : i % 8 == 7 ? ",\n" : ",");
+  std::fprintf(out, "  },\n  %s,\n  %d,\n};\n", float_literal(st.softmax.output_scale).c_str(),
+               static_cast<int>(st.softmax.output_zp));
 }
 
 // `export-c` of an integer LSTM model (format tflite_int8, docs/int8.md): the int8 weights and
@@ -341,14 +372,7 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
   if (st.bidirectional())
     return error(o.weights + ": a bidirectional int8 LSTM layer (Keras Bidirectional) cannot be exported: the C API "
                              "(rnncore/int8.h) runs one direction per layer; `rnncore run` runs the model (docs/int8.md)");
-  if (st.has_softmax)
-    return error(o.weights + ": the int8 softmax on the model's output cannot be exported yet: the C API "
-                             "(rnncore/int8.h) has no softmax; `rnncore run` runs the model (docs/int8.md)");
-  for (std::size_t j = 0; j < st.dense.size(); ++j)
-    if (st.dense[j]->has_table)
-      return error(o.weights + ": Dense " + std::to_string(j) + "'s sigmoid or tanh cannot be exported yet: the C API "
-                               "(rnncore/int8.h) has no table activation; `rnncore run` runs the model (docs/int8.md)");
-  const bool single = st.layers.size() == 1 && st.dense.empty();
+  const bool single = st.layers.size() == 1 && st.dense.empty() && !st.has_softmax;
   const io::Int8Model& first = *st.layers.front();
   const std::int64_t I = first.input_size, O = st.output_size();
   std::vector<std::int64_t> in_shape;
@@ -427,11 +451,12 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
                  name.c_str(), name.c_str(), guard.c_str(), guard.c_str());
     std::fprintf(out,
                  "#define %s_INPUT_SIZE %lld\n#define %s_OUTPUT_SIZE %lld\n#define %s_LAYERS %zu\n#define %s_DENSE %zu\n"
+                 "/** 1: a softmax on the output (%s_softmax, after the Dense layers). */\n#define %s_SOFTMAX %d\n"
                  "/** 1: the model's output is every step's [B, T, OUTPUT_SIZE]; 0: the last step's only. */\n"
                  "#define %s_RETURN_SEQUENCES %d\n%s",
                  NAME.c_str(), static_cast<long long>(I), NAME.c_str(), static_cast<long long>(O), NAME.c_str(),
-                 st.layers.size(), NAME.c_str(), st.dense.size(), NAME.c_str(), st.return_sequences ? 1 : 0,
-                 reverse.c_str());
+                 st.layers.size(), NAME.c_str(), st.dense.size(), name.c_str(), NAME.c_str(), st.has_softmax ? 1 : 0,
+                 NAME.c_str(), st.return_sequences ? 1 : 0, reverse.c_str());
     for (std::size_t k = 0; k < st.layers.size(); ++k) {
       const std::string n = name + "_l" + std::to_string(k), N = NAME + "_L" + std::to_string(k);
       std::fprintf(out, "\n/* LSTM layer %zu */\n#define %s_INPUT_SIZE %d\n#define %s_HIDDEN_SIZE %d\n", k, N.c_str(),
@@ -442,6 +467,7 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
     }
     for (std::size_t j = 0; j < st.dense.size(); ++j)
       write_int8_dense(out, *st.dense[j], name + "_fc" + std::to_string(j), NAME + "_FC" + std::to_string(j));
+    if (st.has_softmax) write_int8_softmax(out, st, name, NAME);
   }
   if (!sample_in.empty()) {
     std::fprintf(out,

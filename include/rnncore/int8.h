@@ -8,6 +8,8 @@
  *                                    biases folded ahead of time, e.g. by `rnncore export-c`, in flash)
  *   rnncore_int8_lstm_run            runs steps; the state (h int8, c int16) is the caller's
  *   rnncore_int8_dense_*             a Dense layer on the LSTM's last step (Keras Dense head)
+ *   rnncore_int8_activation_table, rnncore_int8_lookup   a sigmoid or tanh after a Dense layer
+ *   rnncore_int8_softmax_*           a softmax on the model's output
  *
  * Nothing allocates; the weights are read where they lie (flash) and never copied. A prepared
  * rnncore_int8_lstm is a fixed-size value that points into the weights and biases it was given.
@@ -134,6 +136,47 @@ rnncore_status rnncore_int8_dense_prepare(const rnncore_int8_dense_quantization*
  * @return RNNCORE_OK; RNNCORE_ERR_NULL_POINTER; RNNCORE_ERR_WEIGHTS_NOT_PACKED (not prepared);
  *         RNNCORE_ERR_INVALID_SIZE (negative batch). */
 rnncore_status rnncore_int8_dense_run(const rnncore_int8_dense* dense, int32_t batch, const int8_t* x, int8_t* y);
+
+/** The function of a table activation after a Dense layer. */
+typedef enum rnncore_int8_activation {
+  RNNCORE_INT8_SIGMOID = 1, /**< TFLite LOGISTIC (a Keras Dense with activation="sigmoid") */
+  RNNCORE_INT8_TANH = 2     /**< TFLite TANH (activation="tanh") */
+} rnncore_int8_activation;
+
+/** The int8 table of a sigmoid or tanh as TFLite builds it: table[v + 128] is the output for the
+ * int8 input v (dequantized in float32, the function in float32, times the reciprocal of the
+ * output scale, rounded half away from zero, + output_zp, clamped). `rnncore export-c` writes the
+ * table into the header, so firmware needs no expf. docs/int8.md, "Classifier heads".
+ * @return RNNCORE_OK; RNNCORE_ERR_NULL_POINTER; RNNCORE_ERR_INVALID_ENUM (f);
+ *         RNNCORE_ERR_INVALID_SIZE (scales not finite and positive, zero points outside int8). */
+rnncore_status rnncore_int8_activation_table(rnncore_int8_activation f, float input_scale, int32_t input_zp,
+                                             float output_scale, int32_t output_zp, int8_t table[256]);
+
+/** y[i] = table[x[i] + 128] for i < n; y may be x.
+ * @return RNNCORE_OK; RNNCORE_ERR_NULL_POINTER; RNNCORE_ERR_INVALID_SIZE (negative n). */
+rnncore_status rnncore_int8_lookup(const int8_t table[256], int32_t n, const int8_t* x, int8_t* y);
+
+/** A softmax over the last axis as LiteRT runs TFLite's int8 SOFTMAX (a Keras Dense with
+ * activation="softmax"): table[255 − v] = expf(−input_scale · beta · v) for the distance v of an
+ * input from its row's maximum, the row's sum of table values in float32, each output
+ * table · 1/(sum · output_scale) + 0.5 truncated, + output_zp, clamped to int8. Plain data, so that
+ * `rnncore export-c` writes a prepared softmax as a const value (flash). */
+typedef struct rnncore_int8_softmax {
+  float table[256];
+  float output_scale;
+  int32_t output_zp;
+} rnncore_int8_softmax;
+
+/** Fills a softmax's table.
+ * @return RNNCORE_OK; RNNCORE_ERR_NULL_POINTER; RNNCORE_ERR_INVALID_SIZE (scales or beta not finite
+ *         and positive, output_zp outside int8). */
+rnncore_status rnncore_int8_softmax_prepare(float input_scale, float beta, float output_scale, int32_t output_zp,
+                                            rnncore_int8_softmax* softmax);
+
+/** y [rows, n] = the softmax of x [rows, n] along n; y may be x.
+ * @return RNNCORE_OK; RNNCORE_ERR_NULL_POINTER; RNNCORE_ERR_INVALID_SIZE (negative rows, n < 1). */
+rnncore_status rnncore_int8_softmax_run(const rnncore_int8_softmax* softmax, int32_t rows, int32_t n, const int8_t* x,
+                                        int8_t* y);
 
 #ifdef __cplusplus
 }

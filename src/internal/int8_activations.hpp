@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "rnncore/int8.h"
 #include "rnncore/rnncore.hpp"
 
 namespace rnncore {
@@ -31,12 +32,9 @@ Status int8_activation_table(TableActivation f, float input_scale, std::int32_t 
 /// y[i] = table[x[i] + 128] for n values.
 void int8_lookup(const std::int8_t table[256], int n, const std::int8_t* x, std::int8_t* y);
 
-/// A prepared softmax: its table and output quantization.
-struct Int8SoftmaxParams {
-  float table[256] = {};  ///< table[255 − v] = expf(−input_scale · beta · v)
-  float output_scale = 0.0f;
-  std::int32_t output_zp = 0;
-};
+/// A prepared softmax: its table (table[255 − v] = expf(−input_scale · beta · v)) and output
+/// quantization; the C API's plain struct, so that export-c can write one as a constant.
+using Int8SoftmaxParams = ::rnncore_int8_softmax;
 
 /// Fills the table. Errors: invalid_size for scales or beta not finite and positive, or an output
 /// zero point outside int8.

@@ -307,6 +307,8 @@ Status load_softmax(const SafeTensors& file, Int8Stack* out, std::string* error)
              std::to_string(in_zp) + ") is not the output of the layer before it (zero point " + std::to_string(prev_zp) + ")";
     return Status::unsupported;
   }
+  out->softmax_input_scale = in_scale;
+  out->softmax_input_zp = in_zp;
   if (q8::int8_softmax_prepare(in_scale, out->softmax_beta, out_scale, out_zp, &out->softmax) != Status::ok) {
     *error = file.path + " (softmax): " + last_error_detail();
     return Status::invalid_size;

@@ -91,6 +91,8 @@ struct Int8Stack {
   /// A softmax on the output (the last Dense layer's, else the last step; metadata softmax=1).
   bool has_softmax = false;
   float softmax_beta = 1.0f;
+  float softmax_input_scale = 0.0f;
+  std::int32_t softmax_input_zp = 0;
   q8::Int8SoftmaxParams softmax;
   /// Width of the model's output: the last Dense layer's, else the last LSTM's.
   int output_size() const { return dense.empty() ? layers.back()->output_size() : dense.back()->out_size; }

@@ -179,6 +179,8 @@ STACKS = [
     # Dense(..., activation="sigmoid" / "tanh"): a FULLY_CONNECTED and a LOGISTIC / TANH op
     ("dense_sigmoid_I5_H10_T8_B6_sigmoid1", 5, (10,), 8, 6, False, 30, False, ((1, "sigmoid"),)),
     ("dense_tanh_stack2_I4_H12_8_T6_B3_tanh6_3", 4, (12, 8), 6, 3, False, 31, False, ((6, "tanh"), (3, None))),
+    # A classifier head through export-c and the C API (tests/int8_head_header.c)
+    ("dense_head_I6_H14_T9_B5_sigmoid8_softmax3", 6, (14,), 9, 5, False, 32, False, ((8, "sigmoid"), (3, "softmax"))),
 ]
 
 
@@ -317,6 +319,7 @@ def check_bidi_refusals():
 
 # The stack whose exported header tests/int8_stack_header.c runs through the C API: its sample as .npy.
 HEADER_STACK = "dense_stack2_I8_H16_12_T15_B3_5"
+HEADER_HEAD = "dense_head_I6_H14_T9_B5_sigmoid8_softmax3"
 
 
 def write_stack_sample(name):
@@ -351,6 +354,7 @@ def main():
         make_bidi(*c)
     check_bidi_refusals()
     write_stack_sample(HEADER_STACK)
+    write_stack_sample(HEADER_HEAD)
 
 
 if __name__ == "__main__":
