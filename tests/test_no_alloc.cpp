@@ -277,7 +277,7 @@ TEST_CASE("training forward and backward make no heap allocation") {
   }
 }
 
-TEST_CASE("the int8 LSTM and Dense layer (C API) make no heap allocation") {
+TEST_CASE("the int8 LSTM, Dense layer, table activation and softmax (C API) make no heap allocation") {
   if (!RNNCORE_TEST_COUNTS_ALLOCATIONS) {
     MESSAGE("allocation counting is off in this build (sanitizer or non-glibc): skipped");
     return;
@@ -314,16 +314,24 @@ TEST_CASE("the int8 LSTM and Dense layer (C API) make no heap allocation") {
   dq.relu = 1;
   rnncore_int8_dense dense;
   REQUIRE(rnncore_int8_dense_prepare(&dq, H, O, fw.data(), nullptr, fbias.data(), fscale.data(), &dense) == RNNCORE_OK);
+  std::int8_t table[256];
+  REQUIRE(rnncore_int8_activation_table(RNNCORE_INT8_TANH, 0.05f, 0, 1.0f / 128, 0, table) == RNNCORE_OK);
+  static rnncore_int8_softmax softmax;
+  REQUIRE(rnncore_int8_softmax_prepare(0.05f, 1.0f, 1.0f / 256, -128, &softmax) == RNNCORE_OK);
 
   const long before = g_allocations.load();
   const rnncore_status s1 = rnncore_int8_lstm_run(&lstm, B, T, x.data(), y.data(), h.data(), c.data(), scratch.data(),
                                                   scratch.size());
   const rnncore_status s2 = rnncore_int8_dense_run(&dense, B, h.data(), fy.data());
+  const rnncore_status s4 = rnncore_int8_lookup(table, static_cast<std::int32_t>(fy.size()), fy.data(), fy.data());
+  const rnncore_status s5 = rnncore_int8_softmax_run(&softmax, B, O, fy.data(), fy.data());
   // an error path must not allocate either
   const rnncore_status s3 = rnncore_int8_lstm_run(&lstm, B, T, x.data(), y.data(), h.data(), c.data(), scratch.data(), 1);
   const long after = g_allocations.load();
   CHECK(s1 == RNNCORE_OK);
   CHECK(s2 == RNNCORE_OK);
   CHECK(s3 == RNNCORE_ERR_BUFFER_TOO_SMALL);
+  CHECK(s4 == RNNCORE_OK);
+  CHECK(s5 == RNNCORE_OK);
   CHECK(after == before);
 }
