@@ -779,7 +779,7 @@ TEST_CASE("cli: stacked int8 LSTMs, go_backwards, Bidirectional and Dense layers
     }
     ++cases;
   }
-  CHECK(cases == 16);
+  CHECK(cases == 17);
 
   // A stack whose layer 1 does not read layer 0's quantization is refused, naming both.
   const std::string model = src("tests/golden/tflite_int8/stacks/stack2_I6_H12_8_T10_B2_last.safetensors");

@@ -372,6 +372,9 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
   if (st.bidirectional())
     return error(o.weights + ": a bidirectional int8 LSTM layer (Keras Bidirectional) cannot be exported: the C API "
                              "(rnncore/int8.h) runs one direction per layer; `rnncore run` runs the model (docs/int8.md)");
+  if (st.return_sequences && (!st.dense.empty() || st.has_softmax))
+    return error(o.weights + ": Dense layers or a softmax on every step cannot be exported yet (the header's head runs "
+                             "on the last step); `rnncore run` runs the model (docs/int8.md)");
   const bool single = st.layers.size() == 1 && st.dense.empty() && !st.has_softmax;
   const io::Int8Model& first = *st.layers.front();
   const std::int64_t I = first.input_size, O = st.output_size();

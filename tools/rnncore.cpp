@@ -601,12 +601,13 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
                                               : std::string()).c_str(),
               stack.return_sequences ? "returns sequences" : "returns the last step", cells.c_str());
   for (const auto& d : stack.dense)
-    std::printf("then Dense %d -> %d%s (int8, XNNPACK's requantization%s)\n", d->in_size, d->out_size,
+    std::printf("then Dense %d -> %d%s%s (int8, XNNPACK's requantization%s)\n", d->in_size, d->out_size,
+                stack.return_sequences ? " on every step" : "",
                 d->q.relu ? ", relu" : !d->has_table ? "" : d->table_function == q8::TableActivation::sigmoid ? ", sigmoid" : ", tanh",
                 d->has_table ? "; the activation as TFLite's int8 table" : "");
   if (stack.has_softmax)
-    std::printf("then softmax over %d (int8, beta %g, TFLite's table of exp)\n", stack.output_size(),
-                static_cast<double>(stack.softmax_beta));
+    std::printf("then softmax over %d%s (int8, beta %g, TFLite's table of exp)\n", stack.output_size(),
+                stack.return_sequences ? " on every step" : "", static_cast<double>(stack.softmax_beta));
   std::printf("input: %s%s%s; output: int8 %s\n", a.type == ElemType::i8 ? "int8" : "float32",
               a.type == ElemType::i8 ? "" : " (quantized as TFLite's QUANTIZE op)",
               stack.reverse_input ? ", steps read last to first (go_backwards)" : "", shape_string(yshape).c_str());

@@ -11,9 +11,9 @@ UNIDIRECTIONAL_SEQUENCE_LSTM ops, each feeding the next (stacked Keras LSTMs), w
 weight scales -- as the TFLite converter writes for a Keras LSTM with full-integer quantization
 (representative dataset, TFLITE_BUILTINS_INT8). Around them the graph may have a QUANTIZE op (float
 input), a REVERSE_V2 of the time axis (Keras go_backwards on the first layer), a STRIDED_SLICE taking
-the last step (return_sequences=False), Dense layers on it (FULLY_CONNECTED, each optionally followed
-by a LOGISTIC or TANH: a Keras Dense with activation="sigmoid" / "tanh"), a SOFTMAX (activation=
-"softmax") and a DEQUANTIZE op (float output). A layer may be a Keras Bidirectional(LSTM) with merge_mode='concat': the forward
+the last step (return_sequences=False), Dense layers on it or on every step (FULLY_CONNECTED, each
+optionally followed by a LOGISTIC or TANH: a Keras Dense with activation="sigmoid" / "tanh"), a
+SOFTMAX (activation="softmax") and a DEQUANTIZE op (float output). A layer may be a Keras Bidirectional(LSTM) with merge_mode='concat': the forward
 LSTM op on the layer's input, the backward one on its REVERSE_V2, the backward output reversed back
 (every step) or both last steps taken (STRIDED_SLICE), and a CONCATENATION [forward, backward] whose
 inputs and output have one quantization (a copy). Nothing else. Refused, naming the feature:
@@ -146,12 +146,14 @@ def extract_dense(it, det, op, opts, what):
     if types != ["int8"] * 3 or (b != -1 and np.dtype(det[b]["dtype"]).name != "int32"):
         raise ConvertError("%s: operand types %s (bias %s); expected int8 input, weights and output and an int32 bias"
                            % (what, types, None if b == -1 else np.dtype(det[b]["dtype"]).name))
-    if opts["weights_format"] != 0 or opts["keep_num_dims"]:
-        raise ConvertError("%s: shuffled weights or keep_num_dims are not supported" % what)
+    rank = len(det[x]["shape"])
+    if opts["weights_format"] != 0 or (opts["keep_num_dims"] and rank != 3):
+        raise ConvertError("%s: shuffled weights, or keep_num_dims on a rank-%d input, are not supported" % (what, rank))
     if opts["activation"] not in ("NONE", "RELU"):
         raise ConvertError("%s: fused activation %s is not supported (NONE or RELU)" % (what, opts["activation"]))
     N, K = det[w]["shape"]
-    if list(det[x]["shape"])[-1] != K or len(det[x]["shape"]) != 2:
+    # [B, K] on the last step; [B, T, K] on every step (keep_num_dims: the rows are B·T)
+    if list(det[x]["shape"])[-1] != K or rank not in (2, 3) or (rank == 3 and not opts["keep_num_dims"]):
         raise ConvertError("%s: input shape %s, weights [%d, %d]" % (what, list(det[x]["shape"]), N, K))
     q = det[w]["quantization_parameters"]
     scales, zps = q["scales"], q["zero_points"]
@@ -182,9 +184,9 @@ def extract_softmax(det, op, beta, prev_scale, prev_zp):
     Returns its "softmax." metadata."""
     x, y = op["inputs"][0], op["outputs"][0]
     types = [np.dtype(det[k]["dtype"]).name for k in (x, y)]
-    if types != ["int8"] * 2 or len(det[x]["shape"]) != 2:
-        raise ConvertError("the SOFTMAX: operand types %s, input shape %s; expected int8 [batch, units] (a softmax "
-                           "on the last step or a Dense head)" % (types, list(det[x]["shape"])))
+    if types != ["int8"] * 2 or len(det[x]["shape"]) not in (2, 3):
+        raise ConvertError("the SOFTMAX: operand types %s, input shape %s; expected int8 [batch, units] or "
+                           "[batch, steps, units]" % (types, list(det[x]["shape"])))
     sx, zx = one_scale(det[x], "the input of the SOFTMAX")
     sy, zy = one_scale(det[y], "the output of the SOFTMAX")
     if (f32s(sx), str(zx)) != (prev_scale, prev_zp):
@@ -468,8 +470,7 @@ def extract_graph(model_bytes, tf, it, ops, det, lstm_opts):
     dequant = False
     while True:
         nxt = next_ops(cur)
-        if len(nxt) == 1 and nxt[0]["op_name"] in ("FULLY_CONNECTED", "SOFTMAX", *LUT_ACTIVATIONS) \
-                and not return_sequences and not dequant:
+        if len(nxt) == 1 and nxt[0]["op_name"] in ("FULLY_CONNECTED", "SOFTMAX", *LUT_ACTIVATIONS) and not dequant:
             head.append(nxt[0])
             cur = take(nxt[0])
         elif len(nxt) == 1 and nxt[0]["op_name"] == "DEQUANTIZE" and not dequant:
@@ -478,9 +479,6 @@ def extract_graph(model_bytes, tf, it, ops, det, lstm_opts):
             cur = take(nxt[0])
         elif not nxt:
             break
-        elif len(nxt) == 1 and nxt[0]["op_name"] == "FULLY_CONNECTED" and return_sequences:
-            raise ConvertError("a Dense layer on every step (FULLY_CONNECTED after an LSTM layer with "
-                               "return_sequences=True) is not supported, only on the last step")
         else:
             raise ConvertError("after the LSTM layers: %s (only a STRIDED_SLICE taking the last step, Dense layers "
                                "on it (FULLY_CONNECTED, each optionally followed by a LOGISTIC or TANH), a SOFTMAX "
@@ -609,7 +607,7 @@ def extract(model_bytes, tf):
     if body and body[-1]["op_name"] == "DEQUANTIZE":
         body = body[:-1]
     parts = split_head(body)
-    if parts is None or (body and after_names[:1] != ["STRIDED_SLICE"]):
+    if parts is None:
         raise ConvertError("ops after the LSTM: %s (only a STRIDED_SLICE taking the last step, Dense layers on it "
                            "(FULLY_CONNECTED, each optionally followed by a LOGISTIC or TANH), a SOFTMAX and a "
                            "DEQUANTIZE to a float output are supported)" % ", ".join(after_names))

@@ -296,10 +296,6 @@ Status load_softmax(const SafeTensors& file, Int8Stack* out, std::string* error)
       !m.i32("output_zp", -128, 127, &out_zp))
     return Status::format;
   if (!out->has_softmax) return Status::ok;
-  if (out->return_sequences) {
-    *error = file.path + ": a softmax on every step (return_sequences 1) is not supported, only on the last step";
-    return Status::unsupported;
-  }
   const float prev_scale = out->dense.empty() ? out->layers.back()->output_scale : out->dense.back()->output_scale();
   const std::int32_t prev_zp = out->dense.empty() ? out->layers.back()->output_zp : out->dense.back()->output_zp();
   if (in_scale != prev_scale || in_zp != prev_zp) {
@@ -345,8 +341,8 @@ Status load_int8_stack(const SafeTensors& file, Int8Stack* out, std::string* err
     else
       s = load_layer(file, prefix, &layer, error);
     if (s != Status::ok) return s;
-    // A layer inside the stack feeds every step on; Dense layers read the last step.
-    layer.return_sequences = k + 1 < L || (out->return_sequences && D == 0);
+    // A layer inside the stack feeds every step on; the head reads every step or the last.
+    layer.return_sequences = k + 1 < L || out->return_sequences;
     if (layer.backward) layer.backward->return_sequences = layer.return_sequences;
     if (layer.backward && k == 0 && out->reverse_input) {
       *error = file.path + ": reverse_input (go_backwards) before a bidirectional layer is not supported";
@@ -368,10 +364,6 @@ Status load_int8_stack(const SafeTensors& file, Int8Stack* out, std::string* err
         return Status::unsupported;
       }
     }
-  }
-  if (D > 0 && out->return_sequences) {
-    *error = file.path + ": Dense layers on every step (return_sequences 1) are not supported, only on the last step";
-    return Status::unsupported;
   }
   out->dense.clear();
   for (int j = 0; j < D; ++j) {
@@ -469,18 +461,20 @@ void run_int8_stack(const Int8Stack& s, int batch, int seq_len, const std::int8_
     if (k + 1 == s.layers.size() && s.dense.empty() && !s.has_softmax) {
       run_layer(layer, batch, seq_len, layer_x, y);
     } else if (k + 1 == s.layers.size()) {
-      // The last step [B, H], then each Dense layer in turn, then the softmax; the last writes y.
-      out.assign(B * static_cast<std::size_t>(layer.output_size()), 0);
+      // The last step [B, H] (or every step, [B·T, H] rows), then each Dense layer in turn, then
+      // the softmax; the last writes y.
+      const std::size_t rows = s.return_sequences ? B * T : B;
+      out.assign(rows * static_cast<std::size_t>(layer.output_size()), 0);
       run_layer(layer, batch, seq_len, layer_x, out.data());
       for (const auto& d : s.dense) {
-        in.assign(B * static_cast<std::size_t>(d->out_size), 0);
-        q8::int8_dense(d->params, batch, out.data(), in.data());
+        in.assign(rows * static_cast<std::size_t>(d->out_size), 0);
+        q8::int8_dense(d->params, static_cast<int>(rows), out.data(), in.data());
         if (d->has_table) q8::int8_lookup(d->table, static_cast<int>(in.size()), in.data(), in.data());
         out.swap(in);
       }
       const int width = s.output_size();
       if (s.has_softmax)
-        q8::int8_softmax(s.softmax, batch, width, out.data(), y);
+        q8::int8_softmax(s.softmax, static_cast<int>(rows), width, out.data(), y);
       else
         std::memcpy(y, out.data(), out.size());
     } else {

@@ -179,6 +179,8 @@ STACKS = [
     # Dense(..., activation="sigmoid" / "tanh"): a FULLY_CONNECTED and a LOGISTIC / TANH op
     ("dense_sigmoid_I5_H10_T8_B6_sigmoid1", 5, (10,), 8, 6, False, 30, False, ((1, "sigmoid"),)),
     ("dense_tanh_stack2_I4_H12_8_T6_B3_tanh6_3", 4, (12, 8), 6, 3, False, 31, False, ((6, "tanh"), (3, None))),
+    # Dense layers and a softmax on every step (keep_num_dims FULLY_CONNECTED on [B, T, H])
+    ("dense_seq_I5_H10_T7_B3_relu4_softmax3", 5, (10,), 7, 3, True, 33, False, ((4, "relu"), (3, "softmax"))),
     # A classifier head through export-c and the C API (tests/int8_head_header.c)
     ("dense_head_I6_H14_T9_B5_sigmoid8_softmax3", 6, (14,), 9, 5, False, 32, False, ((8, "sigmoid"), (3, "softmax"))),
 ]
