@@ -4,6 +4,8 @@
 #ifndef RNNCORE_HIP_RNN_LAUNCH_HPP
 #define RNNCORE_HIP_RNN_LAUNCH_HPP
 
+#include <type_traits>
+
 #include "hip/gpu_compat.hpp"
 #include "hip/rnn_device.hpp"
 #include "hip/rnn_plan.hpp"
@@ -39,15 +41,26 @@ struct DeviceExec {
 ///    or the packed buffer: uniform scalar loads (s_load).
 /// (A pointer on NVIDIA too was measured: ptxas then spills values loaded through it around calls
 /// in 37 instead of 11 kernels on sm_90; docs/gpu.md, "Kernel arguments".)
+/// K::kMinBlocks where a kernel has one (the resident blocks per SM it asks ptxas to plan for,
+/// RNNCORE_GPU_LAUNCH_BOUNDS), else 0: no hint.
+template <class K, class = void>
+struct KernelMinBlocks {
+  static constexpr int value = 0;
+};
+template <class K>
+struct KernelMinBlocks<K, std::void_t<decltype(K::kMinBlocks)>> {
+  static constexpr int value = K::kMinBlocks;
+};
+
 #if RNNCORE_GPU_ARGS_BY_VALUE
 template <class K>
-__global__ void __launch_bounds__(K::kMaxThreads) rnncore_kernel(RNNCORE_GPU_GRID_CONSTANT const typename K::Args args, int arg) {
+__global__ void RNNCORE_GPU_LAUNCH_BOUNDS(K::kMaxThreads, KernelMinBlocks<K>::value) rnncore_kernel(RNNCORE_GPU_GRID_CONSTANT const typename K::Args args, int arg) {
   RNNCORE_GPU_DYNAMIC_SMEM(rnncore_smem);
   K::run(DeviceExec(), args, arg, rnncore_smem);
 }
 #else
 template <class K>
-__global__ void __launch_bounds__(K::kMaxThreads) rnncore_kernel(const typename K::Args* __restrict__ args, int arg) {
+__global__ void RNNCORE_GPU_LAUNCH_BOUNDS(K::kMaxThreads, KernelMinBlocks<K>::value) rnncore_kernel(const typename K::Args* __restrict__ args, int arg) {
   RNNCORE_GPU_DYNAMIC_SMEM(rnncore_smem);
   K::run(DeviceExec(), *args, arg, rnncore_smem);
 }
