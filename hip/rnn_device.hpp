@@ -391,9 +391,9 @@ struct f32_rnn_proj_gemm_tiled {
   static const char* name() { return "f32_rnn_proj_gemm_tiled"; }
   static constexpr int kBM = 64, kBN = 64, kBK = 16, kThreads = 256;
   static constexpr int kMaxThreads = kThreads;
-  /// NVIDIA: one resident block per SM is all this kernel needs from registers, so ptxas keeps every
-  /// value in registers instead of spilling to reach an occupancy of its own choice (docs/gpu.md).
-  static constexpr int kMinBlocks = 1;
+  /// NVIDIA: 3 resident blocks per SM (at most 85 registers): without it ptxas aimed at 4 and
+  /// spilled; with 1 it took registers it does not need (docs/gpu.md, "Resources and the CI gate").
+  static constexpr int kMinBlocks = 3;
   static constexpr int kLoadsA = kBM * kBK / kThreads;  // x elements a thread loads per k chunk
   static_assert(kBM * kBK % kThreads == 0, "every thread loads the same number of x elements");
   RNNCORE_HD static size_t smem_bytes() { return sizeof(float) * kBK * (kBM + kBN); }
@@ -705,9 +705,11 @@ struct f32_rnn_recurrence_persistent {
   static const char* name() { return kPersistentNames[C]; }
   static constexpr int kGates = cell_gates(C);
   static constexpr int kMaxThreads = kPersistentThreads;
-  /// NVIDIA: one resident block per SM is all this kernel needs from registers, so ptxas keeps every
-  /// value in registers instead of spilling to reach an occupancy of its own choice (docs/gpu.md).
-  static constexpr int kMinBlocks = 1;
+  /// NVIDIA: the resident blocks per SM to plan registers for: 3 (at most 85 registers), or 2 (at
+  /// most 128) for buckets 2 and 64, whose code reaches 80 and 100+ registers. Without it ptxas aimed
+  /// at 4-6 blocks and spilled; with 1 it took up to 122 registers for bucket 2, halving
+  /// co-residency (docs/gpu.md, "Resources and the CI gate").
+  static constexpr int kMinBlocks = MAXB == 2 || MAXB >= 64 ? 2 : 3;
 
   /// pre[n][b] = R row n · op[b] for this block's rows n in [n_begin, n_end).
   template <class Exec>
