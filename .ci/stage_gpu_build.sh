@@ -49,7 +49,7 @@ echo "=== AMD: -Dgpu=hip for gfx90a and gfx1030"
 if command -v hipcc >/dev/null; then
   if meson setup "$work/hip" -Dgpu=hip -Dgpu_hip_archs=gfx90a,gfx1030 -Dgpu_resource_usage=true >"$work/hip-setup.log" 2>&1 &&
      meson compile -C "$work/hip" >"$work/usage/hipcc.log" 2>&1; then
-    grep -v 'remark:\|^__global__\|^\^$' "$work/usage/hipcc.log"
+    grep -v 'remark:\|^__global__\|^\^$\|^In file included from' "$work/usage/hipcc.log"
     ok "hipcc build (gfx90a, gfx1030)"
     # The device test links the HIP runtime; with no AMD GPU here it must skip (exit 77).
     meson test -C "$work/hip" --print-errorlogs gpu_device
@@ -57,7 +57,7 @@ if command -v hipcc >/dev/null; then
     grep -h "SKIP" "$work/hip/meson-logs/testlog.txt" | head -n 2
   else
     cat "$work/hip-setup.log"
-    grep -v 'remark:\|^__global__\|^\^$' "$work/usage/hipcc.log"
+    grep -v 'remark:\|^__global__\|^\^$\|^In file included from' "$work/usage/hipcc.log"
     bad "hipcc build"
   fi
   # (nvcc includes its runtime header implicitly; hipcc needs it named)
