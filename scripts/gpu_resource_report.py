@@ -240,7 +240,25 @@ def report(kernels, list_kernels, targets=TARGETS):
                 print(t, names[n], {f: v for f, v in k.items() if f != 'name'})
 
 
-def markdown(kernels, targets, path, command):
+def toolchains(logs):
+    """The compilers' versions, where the logs or the compilers found say."""
+    out = []
+    nvcc = find_nvcc()
+    if nvcc:
+        r = subprocess.run([nvcc, '--version'], capture_output=True, text=True)
+        m = re.search(r'release (\S+),', r.stdout)
+        if m:
+            out.append(f'CUDA {m.group(1)}')
+    hipcc = shutil.which('hipcc')
+    if hipcc:
+        r = subprocess.run([hipcc, '--version'], capture_output=True, text=True)
+        m = re.search(r'HIP version: (\S+)', r.stdout)
+        if m:
+            out.append(f'HIP {m.group(1)}')
+    return ', '.join(out) or 'unknown'
+
+
+def markdown(kernels, targets, path, command, logs):
     names = short_names([n for t in targets for n in kernels.get(t, {})])
     rows = sorted({names[n] for t in targets for n in kernels.get(t, {})})
     by_short = {t: {names[n]: k for n, k in kernels.get(t, {}).items()} for t in targets}
@@ -267,7 +285,8 @@ def markdown(kernels, targets, path, command):
                 '`persistent_smem_bytes`; the step tiles and the GEMM: fixed by the tile shape), so it is not in the '
                 'compilers\' reports and the occupancy above is the registers\' bound. Local memory (NVIDIA) or '
                 'scratch (AMD), per thread / lane, is shown in bold; the CI gate (`--check`) fails on any that '
-                '`scripts/gpu_resource_allowances.txt` does not allow.\n\n')
+                '`scripts/gpu_resource_allowances.txt` does not allow. Compilers: ' + toolchains(logs) + '.\n\n'
+                'Cells: NVIDIA `registers`; AMD `VGPRs / waves per SIMD`.\n\n')
         f.write('| kernel | ' + ' | '.join(targets) + ' |\n')
         f.write('| --- |' + ' --- |' * len(targets) + '\n')
         for s in rows:
@@ -300,7 +319,7 @@ def main(argv):
     kernels = parse(logs)
     report(kernels, list_kernels, targets)
     if opts['--markdown']:
-        markdown(kernels, targets, opts['--markdown'], 'scripts/gpu_resource_report.py --markdown docs/gpu_resources.md DIR')
+        markdown(kernels, targets, opts['--markdown'], 'scripts/gpu_resource_report.py --markdown docs/gpu_resources.md DIR', logs)
     if opts['--check']:
         try:
             allowances = load_allowances(opts['--check'])
