@@ -83,8 +83,9 @@ typedef cudaMemcpyKind hipMemcpyKind;
 /// read in place, also through a dynamic index, with no per-thread copy (hip/rnn_launch.hpp).
 #define RNNCORE_GPU_ARGS_BY_VALUE 1
 // Launch bounds: the block size, and on NVIDIA the fewest resident blocks per SM the kernel needs
-// (0: no hint). Without a hint ptxas aims at an occupancy of its own and spills a few bytes to
-// reach it; 1 lets it keep everything in registers (docs/gpu.md, "Resources").
+// (0: no hint). Without a hint ptxas aims at an occupancy of its own and may spill a few bytes to
+// reach it; the kernels that did name a target they reach without spills (docs/gpu.md, "Resources
+// and the CI gate").
 #define RNNCORE_GPU_LAUNCH_BOUNDS(threads, min_blocks) __launch_bounds__(threads, min_blocks)
 #define RNNCORE_GPU_GRID_CONSTANT __grid_constant__
 

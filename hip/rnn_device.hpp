@@ -391,8 +391,8 @@ struct f32_rnn_proj_gemm_tiled {
   static const char* name() { return "f32_rnn_proj_gemm_tiled"; }
   static constexpr int kBM = 64, kBN = 64, kBK = 16, kThreads = 256;
   static constexpr int kMaxThreads = kThreads;
-  /// NVIDIA: 3 resident blocks per SM (at most 85 registers): without it ptxas aimed at 4 and
-  /// spilled; with 1 it took registers it does not need (docs/gpu.md, "Resources and the CI gate").
+  /// NVIDIA: 3 resident blocks per SM (at most 85 registers; it takes 74-80): without a hint ptxas
+  /// aimed at 4 (64 registers) and spilled (docs/gpu.md, "Resources and the CI gate").
   static constexpr int kMinBlocks = 3;
   static constexpr int kLoadsA = kBM * kBK / kThreads;  // x elements a thread loads per k chunk
   static_assert(kBM * kBK % kThreads == 0, "every thread loads the same number of x elements");
@@ -706,9 +706,9 @@ struct f32_rnn_recurrence_persistent {
   static constexpr int kGates = cell_gates(C);
   static constexpr int kMaxThreads = kPersistentThreads;
   /// NVIDIA: the resident blocks per SM to plan registers for: 3 (at most 85 registers), or 2 (at
-  /// most 128) for buckets 2 and 64, whose code reaches 80 and 100+ registers. Without it ptxas aimed
-  /// at 4-6 blocks and spilled; with 1 it took up to 122 registers for bucket 2, halving
-  /// co-residency (docs/gpu.md, "Resources and the CI gate").
+  /// most 128) for bucket 2, which spilled at 85 (it takes up to 121), and bucket 64 (91-110).
+  /// Without a hint ptxas aimed at 4-6 blocks and spilled; with 1, buckets 4-32 took up to 96
+  /// registers instead of 72 (docs/gpu.md, "Resources and the CI gate").
   static constexpr int kMinBlocks = MAXB == 2 || MAXB >= 64 ? 2 : 3;
 
   /// pre[n][b] = R row n · op[b] for this block's rows n in [n_begin, n_end).

@@ -30,17 +30,6 @@ struct DeviceExec {
   __device__ float load_coherent(const float* p) const { return rnncore_gpu_load_coherent(p); }
 };
 
-/// Every rnncore kernel: K's body with the device Exec and the dynamic shared memory. Profilers
-/// show the body's name as the template argument (f32_lstm_recurrence_persistent<8>, ...).
-/// The argument block (LayerArgs is 2 KiB) must never be copied into private memory, which is
-/// what a by-value block that a body indexes with blockIdx.z (a.dir[bz]) becomes under hipcc
-/// (2 KiB of scratch per lane on gfx90a). How that is avoided is the vendor's (gpu_compat.hpp):
-///  - NVIDIA (RNNCORE_GPU_ARGS_BY_VALUE): by value, __grid_constant__: read in place from the
-///    parameter bank, also with a dynamic index, and re-readable at any point;
-///  - AMD: a const __restrict__ pointer to the copy that hip/rnn_plan.hpp made in the workspace
-///    or the packed buffer: uniform scalar loads (s_load).
-/// (A pointer on NVIDIA too was measured: ptxas then spills values loaded through it around calls
-/// in 37 instead of 11 kernels on sm_90; docs/gpu.md, "Kernel arguments".)
 /// K::kMinBlocks where a kernel has one (the resident blocks per SM it asks ptxas to plan for,
 /// RNNCORE_GPU_LAUNCH_BOUNDS), else 0: no hint.
 template <class K, class = void>
@@ -52,6 +41,17 @@ struct KernelMinBlocks<K, std::void_t<decltype(K::kMinBlocks)>> {
   static constexpr int value = K::kMinBlocks;
 };
 
+/// Every rnncore kernel: K's body with the device Exec and the dynamic shared memory. Profilers
+/// show the body's name as the template argument (f32_lstm_recurrence_persistent<8>, ...).
+/// The argument block (LayerArgs is 2 KiB) must never be copied into private memory, which is
+/// what a by-value block that a body indexes with blockIdx.z (a.dir[bz]) becomes under hipcc
+/// (2 KiB of scratch per lane on gfx90a). How that is avoided is the vendor's (gpu_compat.hpp):
+///  - NVIDIA (RNNCORE_GPU_ARGS_BY_VALUE): by value, __grid_constant__: read in place from the
+///    parameter bank, also with a dynamic index, and re-readable at any point;
+///  - AMD: a const __restrict__ pointer to the copy that hip/rnn_plan.hpp made in the workspace
+///    or the packed buffer: uniform scalar loads (s_load).
+/// (A pointer on NVIDIA too was measured: ptxas then spilled values loaded through it in 37
+/// instead of 11 kernels on sm_90; docs/gpu.md, "Kernel arguments".)
 #if RNNCORE_GPU_ARGS_BY_VALUE
 template <class K>
 __global__ void RNNCORE_GPU_LAUNCH_BOUNDS(K::kMaxThreads, KernelMinBlocks<K>::value) rnncore_kernel(RNNCORE_GPU_GRID_CONSTANT const typename K::Args args, int arg) {
