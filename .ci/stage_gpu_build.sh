@@ -5,8 +5,12 @@
 #   - nvcc (from the machine image, /usr/local/cuda) for NVIDIA sm_80 and sm_90, then the whole
 #     test suite of that build: CPU tests pass, the GPU device test skips saying why, the kernel
 #     emulator test runs the kernels on the host;
-#   - include/rnncore/philox.h in device code with both compilers (tests/philox_device_check.cu).
-# Counts one result per compile and per test; ends with "STAGE_RESULT passed=N failed=M".
+#   - include/rnncore/philox.h in device code with both compilers (tests/philox_device_check.cu);
+#   - the resource gate: both builds print the compilers' per-kernel resource usage
+#     (-Dgpu_resource_usage=true), and scripts/gpu_resource_report.py --check fails a target where a
+#     kernel instance has spills / local memory (NVIDIA) or scratch (AMD) beyond
+#     scripts/gpu_resource_allowances.txt, or where an allowance there has gone stale.
+# Counts one result per compile, per test and per gate target; ends with "STAGE_RESULT passed=N failed=M".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -27,6 +31,8 @@ fi
 
 work=$(mktemp -d /tmp/rnncore-gpu-ci.XXXXXX)
 trap 'rm -rf "$work"' EXIT
+# The compilers' resource reports, from the builds below (no extra compile): nvcc.log, hipcc.log.
+mkdir -p "$work/usage"
 
 # Adds the results of a meson build directory's last test run.
 count_tests() {
@@ -41,8 +47,9 @@ count_tests() {
 
 echo "=== AMD: -Dgpu=hip for gfx90a and gfx1030"
 if command -v hipcc >/dev/null; then
-  if meson setup "$work/hip" -Dgpu=hip -Dgpu_hip_archs=gfx90a,gfx1030 >"$work/hip-setup.log" 2>&1 &&
-     meson compile -C "$work/hip"; then
+  if meson setup "$work/hip" -Dgpu=hip -Dgpu_hip_archs=gfx90a,gfx1030 -Dgpu_resource_usage=true >"$work/hip-setup.log" 2>&1 &&
+     meson compile -C "$work/hip" >"$work/usage/hipcc.log" 2>&1; then
+    grep -v 'remark:\|^__global__\|^\^$\|^In file included from' "$work/usage/hipcc.log"
     ok "hipcc build (gfx90a, gfx1030)"
     # The device test links the HIP runtime; with no AMD GPU here it must skip (exit 77).
     meson test -C "$work/hip" --print-errorlogs gpu_device
@@ -50,6 +57,7 @@ if command -v hipcc >/dev/null; then
     grep -h "SKIP" "$work/hip/meson-logs/testlog.txt" | head -n 2
   else
     cat "$work/hip-setup.log"
+    grep -v 'remark:\|^__global__\|^\^$\|^In file included from' "$work/usage/hipcc.log"
     bad "hipcc build"
   fi
   # (nvcc includes its runtime header implicitly; hipcc needs it named)
@@ -67,14 +75,16 @@ echo "=== NVIDIA: -Dgpu=cuda for sm_80 and sm_90"
 export PATH="$PATH:/usr/local/cuda/bin"
 if command -v nvcc >/dev/null; then
   nvcc --version | tail -n 2
-  if meson setup "$work/cuda" -Dgpu=cuda -Dgpu_cuda_archs=sm_80,sm_90 >"$work/cuda-setup.log" 2>&1 &&
-     meson compile -C "$work/cuda"; then
+  if meson setup "$work/cuda" -Dgpu=cuda -Dgpu_cuda_archs=sm_80,sm_90 -Dgpu_resource_usage=true >"$work/cuda-setup.log" 2>&1 &&
+     meson compile -C "$work/cuda" >"$work/usage/nvcc.log" 2>&1; then
+    grep -v 'ptxas info\|bytes stack frame' "$work/usage/nvcc.log"
     ok "nvcc build (sm_80, sm_90)"
     (cd "$root" && meson test -C "$work/cuda" --print-errorlogs)
     count_tests "$work/cuda" "cuda build: test suite"
     grep -h "SKIP" "$work/cuda/meson-logs/testlog.txt" | head -n 2
   else
     cat "$work/cuda-setup.log"
+    grep -v 'ptxas info\|bytes stack frame' "$work/usage/nvcc.log"
     bad "nvcc build"
   fi
   if nvcc -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -Iinclude \
@@ -86,6 +96,19 @@ if command -v nvcc >/dev/null; then
 else
   bad "nvcc not found (the CUDA toolkit comes with the CI machine image: /usr/local/cuda/bin/nvcc is missing)"
 fi
+
+echo "=== resource gate: spills / scratch per kernel instance against scripts/gpu_resource_allowances.txt"
+gate_start=$(date +%s)
+python3 scripts/gpu_resource_report.py --logs "$work/usage" --check scripts/gpu_resource_allowances.txt >"$work/gate.txt" 2>&1
+cat "$work/gate.txt"
+for target in sm_80 sm_90 gfx90a gfx1030; do
+  if grep -q "^CHECK $target ok" "$work/gate.txt"; then
+    ok "resource gate $target"
+  else
+    bad "resource gate $target (kernels above, or no report)"
+  fi
+done
+echo "stage_gpu_build: resource gate took $(($(date +%s) - gate_start)) s (the reports come from the builds)"
 
 echo "stage_gpu_build: wall time $(($(date +%s) - start)) s"
 echo "STAGE_RESULT passed=$passed failed=$failed"

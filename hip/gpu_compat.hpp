@@ -85,6 +85,11 @@ typedef cudaMemcpyKind hipMemcpyKind;
 /// Kernel argument blocks by value in the parameter space, __grid_constant__ (CUDA 11.7+, sm_70+):
 /// read in place, also through a dynamic index, with no per-thread copy (hip/rnn_launch.hpp).
 #define RNNCORE_GPU_ARGS_BY_VALUE 1
+// Launch bounds: the block size, and on NVIDIA the fewest resident blocks per SM the kernel needs
+// (0: no hint). Without a hint ptxas aims at an occupancy of its own and may spill a few bytes to
+// reach it; the kernels that did name a target they reach without spills (docs/gpu.md, "Resources
+// and the CI gate").
+#define RNNCORE_GPU_LAUNCH_BOUNDS(threads, min_blocks) __launch_bounds__(threads, min_blocks)
 #define RNNCORE_GPU_GRID_CONSTANT __grid_constant__
 
 /// Butterfly exchange: the value of lane (this lane ^ mask). All lanes of the warp take part.
@@ -138,6 +143,8 @@ inline hipError_t rnncore_gpu_device_name(int device, char* out, std::size_t cap
 /// (scratch) when the body indexes it dynamically, and has no __grid_constant__: kernels take a
 /// pointer to a copy of the block in device memory instead (hip/rnn_launch.hpp).
 #define RNNCORE_GPU_ARGS_BY_VALUE 0
+// (HIP's second __launch_bounds__ argument means waves per execution unit, not blocks: AMD takes the block size only.)
+#define RNNCORE_GPU_LAUNCH_BOUNDS(threads, min_blocks) __launch_bounds__(threads)
 #define RNNCORE_GPU_GRID_CONSTANT
 
 __device__ inline float rnncore_gpu_shfl_xor(float v, int mask) { return __shfl_xor(v, mask, RNNCORE_GPU_WARP_SIZE); }

@@ -391,6 +391,11 @@ struct f32_rnn_proj_gemm_tiled {
   static const char* name() { return "f32_rnn_proj_gemm_tiled"; }
   static constexpr int kBM = 64, kBN = 64, kBK = 16, kThreads = 256;
   static constexpr int kMaxThreads = kThreads;
+  /// NVIDIA: 3 resident blocks per SM (at most 85 registers; it takes 74-80): without a hint ptxas
+  /// aimed at 4 (64 registers) and spilled (docs/gpu.md, "Resources and the CI gate").
+  static constexpr int kMinBlocks = 3;
+  static constexpr int kLoadsA = kBM * kBK / kThreads;  // x elements a thread loads per k chunk
+  static_assert(kBM * kBK % kThreads == 0, "every thread loads the same number of x elements");
   RNNCORE_HD static size_t smem_bytes() { return sizeof(float) * kBK * (kBM + kBN); }
   template <class Exec>
   RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float* smem) {
@@ -406,18 +411,21 @@ struct f32_rnn_proj_gemm_tiled {
       float acc[4][4];
       for (int i = 0; i < 4; ++i)
         for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+      // The x rows this thread loads (element e = tid + i·kThreads of a tile), found once per m tile
+      // rather than per k chunk (a 64-bit division is a long software sequence on GPUs).
+      const float* xrow[kLoadsA];
+      RNNCORE_GPU_UNROLL
+      for (int i = 0; i < kLoadsA; ++i) {
+        const int64_t m = m0 + (tid + i * kThreads) / kBK;
+        const int64_t t = m / a.batch, b = m - t * a.batch;
+        xrow[i] = m < M ? d.x + t * d.x_st + b * d.x_sb : nullptr;
+      }
       for (int k0 = 0; k0 < K; k0 += kBK) {
         // Loads walk k fastest: consecutive threads read consecutive addresses of a row.
-        for (int e = tid; e < kBM * kBK; e += kThreads) {
-          const int r = e / kBK, kk = e % kBK;
-          const int64_t m = m0 + r;
-          const int k = k0 + kk;
-          float v = 0.0f;
-          if (m < M && k < K) {
-            const int64_t t = m / a.batch, b = m % a.batch;
-            v = d.x[t * d.x_st + b * d.x_sb + k];
-          }
-          As[kk * kBM + r] = v;
+        RNNCORE_GPU_UNROLL
+        for (int i = 0; i < kLoadsA; ++i) {
+          const int e = tid + i * kThreads, r = e / kBK, kk = e % kBK, k = k0 + kk;
+          As[kk * kBM + r] = xrow[i] != nullptr && k < K ? xrow[i][k] : 0.0f;
         }
         for (int e = tid; e < kBN * kBK; e += kThreads) {
           const int c = e / kBK, kk = e % kBK;
@@ -588,6 +596,9 @@ struct f32_rnn_step_tiled {
                                                              : kStepNames[C]; }
   static constexpr int kAcc = Tile::kTM * NG * 4;
   static constexpr int kMaxThreads = Tile::kThreads;
+  /// NVIDIA: one resident block per SM is all this kernel needs from registers, so ptxas keeps every
+  /// value in registers instead of spilling to reach an occupancy of its own choice (docs/gpu.md).
+  static constexpr int kMinBlocks = 1;
   RNNCORE_HD static size_t smem_bytes() {
     const size_t tiles = static_cast<size_t>(Tile::kBK) * (Tile::kBM + NG * Tile::kBU);
     const size_t partial = static_cast<size_t>(Tile::kKS - 1) * Tile::kRowThreads * Tile::kUnitThreads * kAcc;
@@ -694,6 +705,11 @@ struct f32_rnn_recurrence_persistent {
   static const char* name() { return kPersistentNames[C]; }
   static constexpr int kGates = cell_gates(C);
   static constexpr int kMaxThreads = kPersistentThreads;
+  /// NVIDIA: the resident blocks per SM to plan registers for: 3 (at most 85 registers), or 2 (at
+  /// most 128) for bucket 2, which spilled at 85 (it takes up to 121), and bucket 64 (91-110).
+  /// Without a hint ptxas aimed at 4-6 blocks and spilled; with 1, buckets 4-32 took up to 96
+  /// registers instead of 72 (docs/gpu.md, "Resources and the CI gate").
+  static constexpr int kMinBlocks = MAXB == 2 || MAXB >= 64 ? 2 : 3;
 
   /// pre[n][b] = R row n · op[b] for this block's rows n in [n_begin, n_end).
   template <class Exec>
@@ -703,20 +719,25 @@ struct f32_rnn_recurrence_persistent {
     const int64_t k4n = Hs / 4;
     for (int n = n_begin + ex.tx() / ws; n < n_end; n += warps) {
       float acc[MAXB];
+      RNNCORE_GPU_UNROLL
       for (int b = 0; b < MAXB; ++b) acc[b] = 0.0f;
       for (int64_t k4 = lane; k4 < k4n; k4 += ws) {
         const F4 rv = load4w(rows + n * Hs + 4 * k4);
+        RNNCORE_GPU_UNROLL
         for (int b = 0; b < MAXB; ++b) {
-          if (b >= batch) break;
-          const F4 hv = load4(stage + b * Hs + 4 * k4);
-          acc[b] += rv.x * hv.x + rv.y * hv.y + rv.z * hv.z + rv.w * hv.w;
+          if (b < batch) {
+            const F4 hv = load4(stage + b * Hs + 4 * k4);
+            acc[b] += rv.x * hv.x + rv.y * hv.y + rv.z * hv.z + rv.w * hv.w;
+          }
         }
       }
+      RNNCORE_GPU_UNROLL
       for (int b = 0; b < MAXB; ++b) {
-        if (b >= batch) break;  // uniform across the warp: every lane takes part in the shuffles
-        float v = acc[b];
-        for (int m = ws / 2; m > 0; m /= 2) v += ex.shfl_xor(v, m);
-        if (lane == 0) pre[n * MAXB + b] = v;
+        if (b < batch) {  // uniform across the warp: every lane takes part in the shuffles
+          float v = acc[b];
+          for (int m = ws / 2; m > 0; m /= 2) v += ex.shfl_xor(v, m);
+          if (lane == 0) pre[n * MAXB + b] = v;
+        }
       }
     }
   }
@@ -752,10 +773,12 @@ struct f32_rnn_recurrence_persistent {
     WT* rows = reinterpret_cast<WT*>(smem);                                       // [G·U][Hs]
     float* st = reinterpret_cast<float*>(rows + static_cast<int64_t>(G) * units * Hs);  // [B][Hs]
     float* pre = st + static_cast<int64_t>(B) * Hs;              // [G·U][MAXB]
-    const int64_t slice = static_cast<int64_t>(G) * units * Hs;
-    for (int64_t i = ex.tx(); i < slice; i += ex.bdx()) {  // this block's R rows, once for all steps
-      const int64_t n = i / Hs, k = i % Hs;
-      const int g = static_cast<int>(n / units), u = unit0 + static_cast<int>(n % units);
+    // The slice fits in shared memory, so 32-bit indices (a 64-bit division is a long software
+    // sequence on GPUs).
+    const int hs = static_cast<int>(Hs), slice = G * units * hs;
+    for (int i = ex.tx(); i < slice; i += ex.bdx()) {  // this block's R rows, once for all steps
+      const int n = i / hs, k = i - n * hs;
+      const int g = n / units, u = unit0 + (n - g * units);
       rows[i] = u < H ? static_cast<const WT*>(d.r)[(static_cast<int64_t>(g) * H + u) * Hs + k] : from_float<WT>(0.0f);
     }
     for (int s = 0; s < a.steps; ++s) {

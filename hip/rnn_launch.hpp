@@ -4,6 +4,8 @@
 #ifndef RNNCORE_HIP_RNN_LAUNCH_HPP
 #define RNNCORE_HIP_RNN_LAUNCH_HPP
 
+#include <type_traits>
+
 #include "hip/gpu_compat.hpp"
 #include "hip/rnn_device.hpp"
 #include "src/gpu/schedule.hpp"
@@ -28,6 +30,17 @@ struct DeviceExec {
   __device__ float load_coherent(const float* p) const { return rnncore_gpu_load_coherent(p); }
 };
 
+/// K::kMinBlocks where a kernel has one (the resident blocks per SM it asks ptxas to plan for,
+/// RNNCORE_GPU_LAUNCH_BOUNDS), else 0: no hint.
+template <class K, class = void>
+struct KernelMinBlocks {
+  static constexpr int value = 0;
+};
+template <class K>
+struct KernelMinBlocks<K, std::void_t<decltype(K::kMinBlocks)>> {
+  static constexpr int value = K::kMinBlocks;
+};
+
 /// Every rnncore kernel: K's body with the device Exec and the dynamic shared memory. Profilers
 /// show the body's name as the template argument (f32_lstm_recurrence_persistent<8>, ...).
 /// The argument block (LayerArgs is 2 KiB) must never be copied into private memory, which is
@@ -37,17 +50,17 @@ struct DeviceExec {
 ///    parameter bank, also with a dynamic index, and re-readable at any point;
 ///  - AMD: a const __restrict__ pointer to the copy that src/gpu/schedule.hpp made in the workspace
 ///    or the packed buffer: uniform scalar loads (s_load).
-/// (A pointer on NVIDIA too was measured: ptxas then spills values loaded through it around calls
-/// in 37 instead of 11 kernels on sm_90; docs/gpu.md, "Kernel arguments".)
+/// (A pointer on NVIDIA too was measured: ptxas then spilled values loaded through it in 37
+/// instead of 11 kernels on sm_90; docs/gpu.md, "Kernel arguments".)
 #if RNNCORE_GPU_ARGS_BY_VALUE
 template <class K>
-__global__ void __launch_bounds__(K::kMaxThreads) rnncore_kernel(RNNCORE_GPU_GRID_CONSTANT const typename K::Args args, int arg) {
+__global__ void RNNCORE_GPU_LAUNCH_BOUNDS(K::kMaxThreads, KernelMinBlocks<K>::value) rnncore_kernel(RNNCORE_GPU_GRID_CONSTANT const typename K::Args args, int arg) {
   RNNCORE_GPU_DYNAMIC_SMEM(rnncore_smem);
   K::run(DeviceExec(), args, arg, rnncore_smem);
 }
 #else
 template <class K>
-__global__ void __launch_bounds__(K::kMaxThreads) rnncore_kernel(const typename K::Args* __restrict__ args, int arg) {
+__global__ void RNNCORE_GPU_LAUNCH_BOUNDS(K::kMaxThreads, KernelMinBlocks<K>::value) rnncore_kernel(const typename K::Args* __restrict__ args, int arg) {
   RNNCORE_GPU_DYNAMIC_SMEM(rnncore_smem);
   K::run(DeviceExec(), *args, arg, rnncore_smem);
 }
