@@ -21,8 +21,9 @@ struct DeviceProfile {
   double f32_tflops = 0;        ///< vector (SIMT) f32 FMA rate, TFLOP/s
   double f16_matrix_tflops = 0; ///< tensor / matrix cores, f16 in, f32 accumulate, TFLOP/s
   /// Registers per thread of the largest persistent-kernel instance on this target, for the
-  /// modeled occupancy: nvcc 13's --resource-usage for sm_90 (101; used for sm_80 too) and
-  /// Debian hipcc 5.2's kernel-resource-usage for gfx90a (71 VGPRs; used for gfx942 too).
+  /// modeled occupancy (an upper bound for the others; docs/gpu_resources.md): nvcc 13's
+  /// --resource-usage, sm_90 121 and sm_80 119; Debian hipcc 5.2's kernel-resource-usage,
+  /// gfx90a 238 VGPRs (batch bucket 64; 61-136 below it), used for gfx942 too.
   int persistent_registers = 0;
 };
 
@@ -51,22 +52,22 @@ inline DeviceProfile device_profile(int i) {
     case 0:  // NVIDIA H100 SXM5 80 GB (sm_90)
       set("H100 SXM", "sm_90", 132, 32, 2048, 65536, 228 * 1024, 227 * 1024);
       p.memory_gbs = 3350, p.l2_bytes = 50e6, p.f32_tflops = 67, p.f16_matrix_tflops = 989;
-      p.persistent_registers = 101;
+      p.persistent_registers = 121;
       break;
     case 1:  // NVIDIA A100 SXM4 80 GB (sm_80)
       set("A100 SXM 80GB", "sm_80", 108, 32, 2048, 65536, 164 * 1024, 163 * 1024);
       p.memory_gbs = 2039, p.l2_bytes = 40e6, p.f32_tflops = 19.5, p.f16_matrix_tflops = 312;
-      p.persistent_registers = 101;
+      p.persistent_registers = 119;
       break;
     case 2:  // AMD Instinct MI250X, one GCD (gfx90a, wave64): 512 VGPRs per SIMD lane, 4 SIMDs
       set("MI250X (1 GCD)", "gfx90a", 110, 64, 2048, 4 * 64 * 512, 64 * 1024, 64 * 1024);
       p.memory_gbs = 1638, p.l2_bytes = 8e6, p.f32_tflops = 23.9, p.f16_matrix_tflops = 191.5;
-      p.persistent_registers = 71;
+      p.persistent_registers = 238;
       break;
     default:  // AMD Instinct MI300X (gfx942, wave64)
       set("MI300X", "gfx942", 304, 64, 2048, 4 * 64 * 512, 64 * 1024, 64 * 1024);
       p.memory_gbs = 5300, p.l2_bytes = 32e6, p.f32_tflops = 81.7, p.f16_matrix_tflops = 1307.4;
-      p.persistent_registers = 71;
+      p.persistent_registers = 238;
       break;
   }
   return p;
