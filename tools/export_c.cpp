@@ -311,11 +311,12 @@ void write_int8_lstm_arrays(std::FILE* out, const io::Int8Model& m, const std::s
 }
 
 // A Dense layer's part: sizes, weights, bias, weight scales and the quantization.
-void write_int8_dense(std::FILE* out, const io::Int8Dense& d, const std::string& n, const std::string& N) {
+void write_int8_dense(std::FILE* out, const io::Int8Dense& d, bool every_step, const std::string& n, const std::string& N) {
   std::fprintf(out,
-               "\n/* Dense layer %s (on the last step; rnncore_int8_dense_prepare with %s_OUT_SIZE int32 and float\n"
-               " * words of storage). */\n#define %s_IN_SIZE %d\n#define %s_OUT_SIZE %d\n",
-               n.c_str(), N.c_str(), N.c_str(), d.in_size, N.c_str(), d.out_size);
+               "\n/* Dense layer %s (%s; rnncore_int8_dense_prepare with %s_OUT_SIZE int32\n"
+               " * and float words of storage). */\n#define %s_IN_SIZE %d\n#define %s_OUT_SIZE %d\n",
+               n.c_str(), every_step ? "on every step: its rows are the B·T steps" : "on the last step", N.c_str(),
+               N.c_str(), d.in_size, N.c_str(), d.out_size);
   write_array(out, "static const int8_t " + n + "_w", d.w.data(), d.w.size(), {}, 16);
   write_array(out, "static const int32_t " + n + "_bias", d.b.data(), d.b.size());
   write_array(out, "static const float " + n + "_w_scales", d.w_scales.data(), d.w_scales.size());
@@ -346,7 +347,8 @@ void write_int8_dense(std::FILE* out, const io::Int8Dense& d, const std::string&
 void write_int8_softmax(std::FILE* out, const io::Int8Stack& st, const std::string& n, const std::string& N) {
   std::fprintf(out,
                "\n/* The softmax on the output (TFLite SOFTMAX, beta %s): rnncore_int8_softmax_run(&%s_softmax, B,\n"
-               " * %s_OUTPUT_SIZE, x, y) over the last Dense layer's output (or the last step). */\n"
+               " * %s_OUTPUT_SIZE, x, y) over the last Dense layer's output (rows: B, or B·T when the model\n"
+               " * returns every step). */\n"
                "#define %s_SOFTMAX_BETA %s\n#define %s_SOFTMAX_INPUT_SCALE %s\n#define %s_SOFTMAX_INPUT_ZERO_POINT %d\n"
                "static const rnncore_int8_softmax %s_softmax = {\n  {\n",
                float_literal(st.softmax_beta).c_str(), n.c_str(), N.c_str(), N.c_str(),
@@ -372,9 +374,6 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
   if (st.bidirectional())
     return error(o.weights + ": a bidirectional int8 LSTM layer (Keras Bidirectional) cannot be exported: the C API "
                              "(rnncore/int8.h) runs one direction per layer; `rnncore run` runs the model (docs/int8.md)");
-  if (st.return_sequences && (!st.dense.empty() || st.has_softmax))
-    return error(o.weights + ": Dense layers or a softmax on every step cannot be exported yet (the header's head runs "
-                             "on the last step); `rnncore run` runs the model (docs/int8.md)");
   const bool single = st.layers.size() == 1 && st.dense.empty() && !st.has_softmax;
   const io::Int8Model& first = *st.layers.front();
   const std::int64_t I = first.input_size, O = st.output_size();
@@ -469,7 +468,8 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
       write_int8_lstm_arrays(out, *st.layers[k], n, k == 0 && st.float_input);
     }
     for (std::size_t j = 0; j < st.dense.size(); ++j)
-      write_int8_dense(out, *st.dense[j], name + "_fc" + std::to_string(j), NAME + "_FC" + std::to_string(j));
+      write_int8_dense(out, *st.dense[j], st.return_sequences, name + "_fc" + std::to_string(j),
+                       NAME + "_FC" + std::to_string(j));
     if (st.has_softmax) write_int8_softmax(out, st, name, NAME);
   }
   if (!sample_in.empty()) {

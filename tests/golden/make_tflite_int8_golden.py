@@ -322,6 +322,7 @@ def check_bidi_refusals():
 # The stack whose exported header tests/int8_stack_header.c runs through the C API: its sample as .npy.
 HEADER_STACK = "dense_stack2_I8_H16_12_T15_B3_5"
 HEADER_HEAD = "dense_head_I6_H14_T9_B5_sigmoid8_softmax3"
+HEADER_SEQ = "dense_seq_I5_H10_T7_B3_relu4_softmax3"
 
 
 def write_stack_sample(name):
@@ -357,6 +358,7 @@ def main():
     check_bidi_refusals()
     write_stack_sample(HEADER_STACK)
     write_stack_sample(HEADER_HEAD)
+    write_stack_sample(HEADER_SEQ)
 
 
 if __name__ == "__main__":
