@@ -219,12 +219,17 @@ TEST_CASE("export-c: the sample input and expected output are the .npy files, bi
   CHECK(slurp(temp_dir() + "/model.h") == first);
 }
 
-TEST_CASE("export-c: a bidirectional int8 model is refused (the C API runs one direction per layer)") {
+TEST_CASE("export-c: a bidirectional int8 layer is written as its two directions") {
+  // (tests/int8_bidi_header.c runs such a header through the C API against LiteRT.)
+  const std::string d = temp_dir();
   const Result r = run("export-c --weights " + kSource + "/tests/golden/tflite_int8/stacks/bidi_I5_H6_T7_B2_seq.safetensors" +
-                       " --output " + temp_dir() + "/bidi.h");
-  CHECK(r.code == 1);
-  CHECK(r.err.find("bidi_I5_H6_T7_B2_seq.safetensors: a bidirectional int8 LSTM layer (Keras Bidirectional) cannot be "
-                   "exported") != std::string::npos);
+                       " --name net --output " + d + "/bidi.h");
+  REQUIRE(r.code == 0);
+  const std::string h = slurp(d + "/bidi.h");
+  CHECK(h.find("#define NET_L0_BIDIRECTIONAL 1") != std::string::npos);
+  CHECK(h.find("#define NET_L0_HIDDEN_SIZE 12") != std::string::npos);
+  CHECK(h.find("#define NET_L0_FW_HIDDEN_SIZE 6") != std::string::npos);
+  CHECK(h.find("static const rnncore_int8_lstm_quantization net_l0_bw_quantization") != std::string::npos);
 }
 
 TEST_CASE("export-c: int8 heads with a table activation and a softmax are written as constants") {

@@ -371,10 +371,7 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
   std::string err;
   io::Int8Stack st;
   if (io::load_int8_stack(file, &st, &err) != Status::ok) return error(err);
-  if (st.bidirectional())
-    return error(o.weights + ": a bidirectional int8 LSTM layer (Keras Bidirectional) cannot be exported: the C API "
-                             "(rnncore/int8.h) runs one direction per layer; `rnncore run` runs the model (docs/int8.md)");
-  const bool single = st.layers.size() == 1 && st.dense.empty() && !st.has_softmax;
+  const bool single = st.layers.size() == 1 && st.dense.empty() && !st.has_softmax && !st.bidirectional();
   const io::Int8Model& first = *st.layers.front();
   const std::int64_t I = first.input_size, O = st.output_size();
   std::vector<std::int64_t> in_shape;
@@ -407,9 +404,13 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
   long long weight_bytes = 0;
   std::string cells, sizes;
   for (const auto& l : st.layers) {
-    weight_bytes += 4LL * l->hidden_size * (l->input_size + l->hidden_size);
+    for (const io::Int8Model* d : {static_cast<const io::Int8Model*>(l.get()), static_cast<const io::Int8Model*>(l->backward.get())})
+      if (d != nullptr) weight_bytes += 4LL * d->hidden_size * (d->input_size + d->hidden_size);
     cells += (cells.empty() ? "2^" : ", 2^") + std::to_string(l->params.cell_log2);
-    sizes += (sizes.empty() ? "" : ", ") + std::to_string(l->hidden_size);
+    if (l->backward) cells += "/2^" + std::to_string(l->backward->params.cell_log2);
+    sizes += (sizes.empty() ? "" : ", ") + (l->backward ? "bidirectional " + std::to_string(l->hidden_size) + "+" +
+                                                              std::to_string(l->backward->hidden_size)
+                                                        : std::to_string(l->hidden_size));
   }
   const std::string reverse =
       st.reverse_input ? "/** The model reverses the time axis first (Keras go_backwards): run its steps last to first. */\n"
@@ -460,12 +461,32 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
                  st.layers.size(), NAME.c_str(), st.dense.size(), name.c_str(), NAME.c_str(), st.has_softmax ? 1 : 0,
                  NAME.c_str(), st.return_sequences ? 1 : 0, reverse.c_str());
     for (std::size_t k = 0; k < st.layers.size(); ++k) {
+      const io::Int8Model& layer = *st.layers[k];
       const std::string n = name + "_l" + std::to_string(k), N = NAME + "_L" + std::to_string(k);
-      std::fprintf(out, "\n/* LSTM layer %zu */\n#define %s_INPUT_SIZE %d\n#define %s_HIDDEN_SIZE %d\n", k, N.c_str(),
-                   st.layers[k]->input_size, N.c_str(), st.layers[k]->hidden_size);
-      write_int8_lstm(out, *st.layers[k], n, N);
-      std::fprintf(out, "\n");
-      write_int8_lstm_arrays(out, *st.layers[k], n, k == 0 && st.float_input);
+      if (layer.backward == nullptr) {
+        std::fprintf(out, "\n/* LSTM layer %zu */\n#define %s_BIDIRECTIONAL 0\n#define %s_INPUT_SIZE %d\n#define %s_HIDDEN_SIZE %d\n",
+                     k, N.c_str(), N.c_str(), layer.input_size, N.c_str(), layer.hidden_size);
+        write_int8_lstm(out, layer, n, N);
+        std::fprintf(out, "\n");
+        write_int8_lstm_arrays(out, layer, n, k == 0 && st.float_input);
+        continue;
+      }
+      // Keras Bidirectional (concat): each direction is an LSTM of its own; the layer's output per
+      // step is the forward h bytes, then the backward h bytes, as they are (the concatenation copies).
+      std::fprintf(out,
+                   "\n/* LSTM layer %zu: Keras Bidirectional (merge_mode concat). %s_fw_... runs on the steps in order;\n"
+                   " * %s_bw_... on the steps last to first (e.g. one step per call, t = T-1 .. 0, writing step t's\n"
+                   " * output in place). The layer's output per step is [forward h, backward h]: %s_HIDDEN_SIZE bytes. */\n"
+                   "#define %s_BIDIRECTIONAL 1\n#define %s_INPUT_SIZE %d\n#define %s_HIDDEN_SIZE %d\n",
+                   k, n.c_str(), n.c_str(), N.c_str(), N.c_str(), N.c_str(), layer.input_size, N.c_str(),
+                   layer.output_size());
+      for (const io::Int8Model* d : {static_cast<const io::Int8Model*>(&layer), static_cast<const io::Int8Model*>(layer.backward.get())}) {
+        const std::string dir = d == &layer ? "_fw" : "_bw", DIR = d == &layer ? "_FW" : "_BW";
+        std::fprintf(out, "#define %s%s_HIDDEN_SIZE %d\n", N.c_str(), DIR.c_str(), d->hidden_size);
+        write_int8_lstm(out, *d, n + dir, N + DIR);
+        std::fprintf(out, "\n");
+        write_int8_lstm_arrays(out, *d, n + dir, k == 0 && st.float_input);
+      }
     }
     for (std::size_t j = 0; j < st.dense.size(); ++j)
       write_int8_dense(out, *st.dense[j], st.return_sequences, name + "_fc" + std::to_string(j),

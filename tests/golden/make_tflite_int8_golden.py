@@ -323,6 +323,7 @@ def check_bidi_refusals():
 HEADER_STACK = "dense_stack2_I8_H16_12_T15_B3_5"
 HEADER_HEAD = "dense_head_I6_H14_T9_B5_sigmoid8_softmax3"
 HEADER_SEQ = "dense_seq_I5_H10_T7_B3_relu4_softmax3"
+HEADER_BIDI = "bidi_stack2_I4_H6_5_T6_B2_seq_bibi"
 
 
 def write_stack_sample(name):
@@ -359,6 +360,7 @@ def main():
     write_stack_sample(HEADER_STACK)
     write_stack_sample(HEADER_HEAD)
     write_stack_sample(HEADER_SEQ)
+    write_stack_sample(HEADER_BIDI)
 
 
 if __name__ == "__main__":
