@@ -248,6 +248,24 @@ def extract_head(it, det, model_bytes, dense, softmax, prev_scale, prev_zp):
     return tensors, meta, last
 
 
+def add_head(it, det, model_bytes, parts, L, return_sequences, tensors, meta):
+    """Adds a prefixed file's head (split_head's parts, after L LSTM layers) and the model-level keys:
+    return_sequences, and the model's input and output as a single-layer file states them (I and H:
+    their widths)."""
+    ht, hm, head_last = extract_head(it, det, model_bytes, parts[0], parts[1], meta["l%d.output_scale" % (L - 1)],
+                                     meta["l%d.output_zp" % (L - 1)])
+    tensors.update(ht)
+    meta.update(hm)
+    meta["return_sequences"] = "1" if return_sequences else "0"
+    last = head_last or "l%d." % (L - 1)
+    meta["I"] = meta["l0.I"]
+    meta["H"] = meta["fc%d.out" % (len(parts[0]) - 1)] if parts[0] else meta["l%d.H" % (L - 1)]
+    for key in ("input_scale", "input_zp"):
+        meta[key] = meta["l0." + key]
+    for key in ("output_scale", "output_zp"):
+        meta[key] = meta[last + key]
+
+
 def check_last_step_slice(it, op, lstm_out, det):
     """A STRIDED_SLICE after the LSTM must take the last time step ([:, -1, :], shrinking the time axis)."""
     if op["inputs"][0] != lstm_out:
@@ -517,18 +535,7 @@ def extract_graph(model_bytes, tf, it, ops, det, lstm_opts):
                      prefix + "input_scale": meta[prefix + "fw.input_scale"],
                      prefix + "input_zp": meta[prefix + "fw.input_zp"],
                      prefix + "output_scale": f32s(s), prefix + "output_zp": str(z)})
-    ht, hm, head_last = extract_head(it, det, model_bytes, parts[0], parts[1], meta["l%d.output_scale" % (L - 1)],
-                                     meta["l%d.output_zp" % (L - 1)])
-    tensors.update(ht)
-    meta.update(hm)
-    meta["return_sequences"] = "1" if return_sequences else "0"
-    last = head_last or "l%d." % (L - 1)
-    meta["I"] = meta["l0.I"]
-    meta["H"] = meta["fc%d.out" % (len(parts[0]) - 1)] if parts[0] else meta["l%d.H" % (L - 1)]
-    for key in ("input_scale", "input_zp"):
-        meta[key] = meta["l0." + key]
-    for key in ("output_scale", "output_zp"):
-        meta[key] = meta[last + key]
+    add_head(it, det, model_bytes, parts, L, return_sequences, tensors, meta)
     s, zp = one_scale(det[y_int8], "the model's int8 output")
     if (f32s(s), str(zp)) != (meta["output_scale"], meta["output_zp"]):
         raise ConvertError("the model's int8 output has another quantization than the last layer's output")
@@ -647,19 +654,7 @@ def extract(model_bytes, tf):
             meta.update({"I": lm["I"], "H": lm["H"], "return_sequences": "1" if return_sequences else "0"})
         meta.update({prefix + key: lm[key] for key in LAYER_KEYS if prefixed or key not in ("I", "H")})
     if prefixed:
-        ht, hm, head_last = extract_head(it, det, model_bytes, parts[0], parts[1], meta["l%d.output_scale" % (L - 1)],
-                                         meta["l%d.output_zp" % (L - 1)])
-        tensors.update(ht)
-        meta.update(hm)
-        meta["return_sequences"] = "1" if return_sequences else "0"
-        # The model's input and output, as a single-layer file states them (I and H: their widths).
-        last = head_last or "l%d." % (L - 1)
-        meta["I"] = meta["l0.I"]
-        meta["H"] = meta["fc%d.out" % (len(parts[0]) - 1)] if parts[0] else meta["l%d.H" % (L - 1)]
-        for key in ("input_scale", "input_zp"):
-            meta[key] = meta["l0." + key]
-        for key in ("output_scale", "output_zp"):
-            meta[key] = meta[last + key]
+        add_head(it, det, model_bytes, parts, L, return_sequences, tensors, meta)
     # The model's output: the last LSTM's output, or its last step (same quantization).
     s, zp = one_scale(det[y_int8], "the model's int8 output")
     if (f32s(s), str(zp)) != (meta["output_scale"], meta["output_zp"]):
