@@ -186,21 +186,17 @@ STACKS = [
 ]
 
 
-def make_stack(name, I, sizes, T, B, return_sequences, seed, go_backwards=False, dense=()):
-    tf.keras.utils.set_random_seed(seed)
-    rng = np.random.default_rng(2000 + seed)
-    inp = keras.Input(shape=(T, I), batch_size=B)
-    h = inp
-    for k, H in enumerate(sizes):
-        h = keras.layers.LSTM(H, return_sequences=return_sequences or k + 1 < len(sizes),
-                              go_backwards=go_backwards and k == 0)(h)
+def convert_with_head(inp, h, dense, rng, shape):
+    """Adds Dense layers ((units, activation) each, random biases: Keras's zero biases would be
+    dropped) on h, converts the Keras model with full-integer quantization (int8 I/O, 64
+    calibration batches of `shape`) and extracts it: (flatbuffer, metadata, info)."""
     for units, activation in dense:
         layer = keras.layers.Dense(units, activation=activation)
         h = layer(h)
         w, b = layer.get_weights()
         layer.set_weights([w, rng.uniform(-0.3, 0.3, b.shape).astype(np.float32)])
     model = keras.Model(inp, h)
-    calib = [rng.standard_normal((B, T, I)).astype(np.float32) for _ in range(64)]
+    calib = [rng.standard_normal(shape).astype(np.float32) for _ in range(64)]
     conv = tf.lite.TFLiteConverter.from_keras_model(model)
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
     conv.representative_dataset = lambda: ([c] for c in calib)
@@ -209,21 +205,23 @@ def make_stack(name, I, sizes, T, B, return_sequences, seed, go_backwards=False,
     conv.inference_output_type = tf.int8
     fb = conv.convert()
     _, meta, info = tflite_to_safetensors.extract(fb, tf)
-    assert meta.get("layers", "1") == str(len(sizes)), meta
-    assert meta.get("reverse_input", "0") == ("1" if go_backwards else "0"), meta
-    assert meta.get("dense", "0") == str(len(dense)), meta
-    assert meta.get("softmax", "0") == ("1" if dense and dense[-1][1] == "softmax" else "0"), meta
-    # LiteRT's default interpreter (XNNPACK takes the Dense layers), fresh: its LSTM state variables
-    # would carry over from one invoke() to the next.
+    return fb, meta, info
+
+
+def run_litert(fb, info, rng, shape):
+    """(x, y): a random int8 input of `shape` and LiteRT's output for it. A fresh default interpreter
+    (XNNPACK takes the Dense layers): its LSTM state variables would carry over between invoke()s."""
     it = tf.lite.Interpreter(model_content=fb)
     it.allocate_tensors()
     s, z = info["graph_input"]["quantization"]
-    x = np.clip(np.round(rng.standard_normal((B, T, I)) / s) + z, -128, 127).astype(np.int8)
+    x = np.clip(np.round(rng.standard_normal(shape) / s) + z, -128, 127).astype(np.int8)
     it.set_tensor(info["graph_input"]["index"], x)
     it.invoke()
-    y = it.get_tensor(info["graph_output"]["index"]).copy()
-    width = dense[-1][0] if dense else sizes[-1]
-    assert y.shape == ((B, T, width) if return_sequences else (B, width))
+    return x, it.get_tensor(info["graph_output"]["index"]).copy()
+
+
+def write_stack_golden(name, fb, x, y):
+    """tflite_int8/stacks/<name>.tflite, its conversion <name>.safetensors and <name>.io.safetensors."""
     out = os.path.join(OUT, "stacks")
     os.makedirs(out, exist_ok=True)
     tflite = os.path.join(out, name + ".tflite")
@@ -232,6 +230,25 @@ def make_stack(name, I, sizes, T, B, return_sequences, seed, go_backwards=False,
     assert tflite_to_safetensors.main([tflite, "-o", os.path.join(out, name + ".safetensors")]) == 0
     save_file({"x": x, "y": y}, os.path.join(out, name + ".io.safetensors"),
               metadata={"made_by": "tests/golden/make_tflite_int8_golden.py", "tf_version": tf.__version__})
+
+
+def make_stack(name, I, sizes, T, B, return_sequences, seed, go_backwards=False, dense=()):
+    tf.keras.utils.set_random_seed(seed)
+    rng = np.random.default_rng(2000 + seed)
+    inp = keras.Input(shape=(T, I), batch_size=B)
+    h = inp
+    for k, H in enumerate(sizes):
+        h = keras.layers.LSTM(H, return_sequences=return_sequences or k + 1 < len(sizes),
+                              go_backwards=go_backwards and k == 0)(h)
+    fb, meta, info = convert_with_head(inp, h, dense, rng, (B, T, I))
+    assert meta.get("layers", "1") == str(len(sizes)), meta
+    assert meta.get("reverse_input", "0") == ("1" if go_backwards else "0"), meta
+    assert meta.get("dense", "0") == str(len(dense)), meta
+    assert meta.get("softmax", "0") == ("1" if dense and dense[-1][1] == "softmax" else "0"), meta
+    x, y = run_litert(fb, info, rng, (B, T, I))
+    width = dense[-1][0] if dense else sizes[-1]
+    assert y.shape == ((B, T, width) if return_sequences else (B, width))
+    write_stack_golden(name, fb, x, y)
 
 
 # Keras Bidirectional(LSTM) layers (merge_mode concat; the converter writes a forward LSTM op, a
@@ -254,45 +271,17 @@ def make_bidi(name, I, layers, T, B, seed, dense=()):
     for kind, H, rs in layers:
         lstm = keras.layers.LSTM(H, return_sequences=rs)
         h = keras.layers.Bidirectional(lstm, merge_mode="concat")(h) if kind == "bi" else lstm(h)
-    for units, activation in dense:
-        layer = keras.layers.Dense(units, activation=activation)
-        h = layer(h)
-        w, b = layer.get_weights()
-        layer.set_weights([w, rng.uniform(-0.3, 0.3, b.shape).astype(np.float32)])
-    model = keras.Model(inp, h)
-    calib = [rng.standard_normal((B, T, I)).astype(np.float32) for _ in range(64)]
-    conv = tf.lite.TFLiteConverter.from_keras_model(model)
-    conv.optimizations = [tf.lite.Optimize.DEFAULT]
-    conv.representative_dataset = lambda: ([c] for c in calib)
-    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    conv.inference_input_type = tf.int8
-    conv.inference_output_type = tf.int8
-    fb = conv.convert()
-    _, meta, info = tflite_to_safetensors.extract(fb, tf)
+    fb, meta, info = convert_with_head(inp, h, dense, rng, (B, T, I))
     assert meta["layers"] == str(len(layers)), meta
     assert [meta.get("l%d.bidirectional" % k) for k in range(len(layers))] == \
         ["concat" if kind == "bi" else None for kind, _, _ in layers], meta
     assert meta.get("dense", "0") == str(len(dense)), meta
     assert meta.get("softmax", "0") == ("1" if dense and dense[-1][1] == "softmax" else "0"), meta
-    # LiteRT's default interpreter, fresh (its LSTM state variables carry over between invoke()s).
-    it = tf.lite.Interpreter(model_content=fb)
-    it.allocate_tensors()
-    s, z = info["graph_input"]["quantization"]
-    x = np.clip(np.round(rng.standard_normal((B, T, I)) / s) + z, -128, 127).astype(np.int8)
-    it.set_tensor(info["graph_input"]["index"], x)
-    it.invoke()
-    y = it.get_tensor(info["graph_output"]["index"]).copy()
+    x, y = run_litert(fb, info, rng, (B, T, I))
     last = layers[-1]
     width = dense[-1][0] if dense else last[1] * (2 if last[0] == "bi" else 1)
     assert y.shape == ((B, T, width) if last[2] else (B, width)), y.shape
-    out = os.path.join(OUT, "stacks")
-    os.makedirs(out, exist_ok=True)
-    tflite = os.path.join(out, name + ".tflite")
-    with open(tflite, "wb") as f:
-        f.write(fb)
-    assert tflite_to_safetensors.main([tflite, "-o", os.path.join(out, name + ".safetensors")]) == 0
-    save_file({"x": x, "y": y}, os.path.join(out, name + ".io.safetensors"),
-              metadata={"made_by": "tests/golden/make_tflite_int8_golden.py", "tf_version": tf.__version__})
+    write_stack_golden(name, fb, x, y)
 
 
 def check_bidi_refusals():
