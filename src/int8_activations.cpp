@@ -1,4 +1,4 @@
-// The int8 softmax of src/internal/int8_activations.hpp.
+// The int8 head activations of src/internal/int8_activations.hpp: sigmoid / tanh tables, softmax.
 #include "src/internal/int8_activations.hpp"
 
 #include <cmath>
@@ -11,6 +11,9 @@ namespace q8 {
 namespace {
 bool positive_finite(float v) { return std::isfinite(v) && v > 0.0f; }
 bool int8_zero_point(std::int32_t zp) { return zp >= -128 && zp <= 127; }
+// Bounds a value to be rounded to well within int32 (tiny output scales make it huge); anything
+// beyond ±1000 clamps to the same int8 either way.
+float bounded(float v) { return v > 1000.0f ? 1000.0f : v < -1000.0f ? -1000.0f : v; }
 }  // namespace
 
 Status int8_activation_table(TableActivation f, float input_scale, std::int32_t input_zp, float output_scale,
@@ -26,7 +29,7 @@ Status int8_activation_table(TableActivation f, float input_scale, std::int32_t 
   for (int v = -128; v <= 127; ++v) {
     const float x = input_scale * static_cast<float>(v - input_zp);
     const float y = f == TableActivation::sigmoid ? 1.0f / (1.0f + std::exp(-x)) : std::tanh(x);
-    const long q = std::lround(y * inverse) + output_zp;  // half away from zero, as std::round
+    const long q = std::lround(bounded(y * inverse)) + output_zp;  // half away from zero, as std::round
     table[v + 128] = static_cast<std::int8_t>(q < -128 ? -128 : q > 127 ? 127 : q);
   }
   return Status::ok;
@@ -62,7 +65,7 @@ void int8_softmax(const Int8SoftmaxParams& p, int rows, int n, const std::int8_t
     for (int j = 0; j < n; ++j) sum += from_max[x[j] + 128];
     const float inv = 1.0f / (sum * p.output_scale);
     for (int j = 0; j < n; ++j) {
-      const std::int32_t q = static_cast<std::int32_t>(from_max[x[j] + 128] * inv + 0.5f) + p.output_zp;
+      const std::int32_t q = static_cast<std::int32_t>(bounded(from_max[x[j] + 128] * inv + 0.5f)) + p.output_zp;
       y[j] = static_cast<std::int8_t>(q < -128 ? -128 : q > 127 ? 127 : q);
     }
   }

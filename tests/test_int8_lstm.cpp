@@ -563,6 +563,17 @@ TEST_CASE("int8 sigmoid and tanh tables: refuse bad parameters; fixed points and
   CHECK(t[-128 + 128] == -128); // sigmoid(-13.3) rounds to 0
   REQUIRE(q8::int8_activation_table(q8::TableActivation::tanh, 0.02f, 0, 1.0f / 128, 0, t) == Status::ok);
   for (int v = 1; v <= 127; ++v) CHECK(t[v + 128] == -t[-v + 128]);  // tanh is odd; rounding is symmetric
+  // A tiny output scale saturates every output instead of overflowing the rounding.
+  REQUIRE(q8::int8_activation_table(q8::TableActivation::sigmoid, 0.1f, 0, 1e-30f, 0, t) == Status::ok);
+  for (int v = 0; v < 256; ++v) CHECK(t[v] == 127);
+  q8::Int8SoftmaxParams sp;
+  REQUIRE(q8::int8_softmax_prepare(0.1f, 1.0f, 1e-30f, 0, &sp) == Status::ok);
+  const std::int8_t sx[2] = {5, 5};
+  std::int8_t sy[2] = {};
+  q8::int8_softmax(sp, 1, 2, sx, sy);
+  CHECK(sy[0] == 127);
+  CHECK(sy[1] == 127);
+  REQUIRE(q8::int8_activation_table(q8::TableActivation::tanh, 0.02f, 0, 1.0f / 128, 0, t) == Status::ok);
   std::int8_t x[3] = {0, 10, -10}, y[3];
   q8::int8_lookup(t, 3, x, y);
   CHECK(y[0] == 0);

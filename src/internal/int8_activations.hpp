@@ -5,11 +5,14 @@
 // dequantized in float32, the function in float32 (1 / (1 + expf(−v)), tanhf), times the float32
 // reciprocal of the output scale, rounded half away from zero, plus the output zero point, clamped.
 //
-// The softmax over the last axis (activation="softmax": a SOFTMAX op) is TFLite's int8 SOFTMAX: a table of 256 float32 values exp(−s·β·v) for every
-// distance v from the row's maximum (s: the input scale), a float32 sum in element order, each
-// probability table · 1/(sum · output scale), rounded half up, plus the output zero point, clamped
-// to int8. Bit-exact with LiteRT where expf is (the table is built with the C library's expf, as
-// TFLite builds it). docs/int8.md. Plain C++: no allocation, no exceptions.
+// The softmax over the last axis (activation="softmax": a SOFTMAX op) is TFLite's int8 SOFTMAX:
+// a table of 256 float32 values exp(−s·β·v) for every distance v from the row's maximum (s: the
+// input scale), a float32 sum in element order, each probability table · 1/(sum · output scale),
+// rounded half up, plus the output zero point, clamped to int8.
+//
+// Bit-exact with LiteRT where the C library's expf and tanhf are LiteRT's (the tables are built
+// with them, as TFLite builds its own). docs/int8.md, "Classifier heads". Plain C++: no
+// allocation, no exceptions.
 #ifndef RNNCORE_SRC_INTERNAL_INT8_ACTIVATIONS_HPP
 #define RNNCORE_SRC_INTERNAL_INT8_ACTIVATIONS_HPP
 
