@@ -130,7 +130,7 @@ rnncore_status rnncore_int8_dense_run(const rnncore_int8_dense* dense, int32_t b
   const q8::Int8DenseParams& p = *std::launder(reinterpret_cast<const q8::Int8DenseParams*>(dense->opaque));
   if (p.dot == nullptr || p.w == nullptr)
     return detail::fail(RNNCORE_ERR_WEIGHTS_NOT_PACKED, "rnncore_int8_dense_run: the layer was not prepared");
-  if (batch < 0) return detail::fail(RNNCORE_ERR_INVALID_SIZE, "rnncore_int8_dense_run: batch %d < 0", batch);
+  if (batch < 0) return detail::fail(RNNCORE_ERR_INVALID_SIZE, "rnncore_int8_dense_run: batch %d < 0", static_cast<int>(batch));
   q8::int8_dense(p, batch, x, y);
   return RNNCORE_OK;
 }
@@ -150,7 +150,7 @@ rnncore_status rnncore_int8_lookup(const int8_t table[256], int32_t n, const int
   detail::clear_error();
   if (table == nullptr || x == nullptr || y == nullptr)
     return detail::fail(RNNCORE_ERR_NULL_POINTER, "rnncore_int8_lookup: table, x and y must not be null");
-  if (n < 0) return detail::fail(RNNCORE_ERR_INVALID_SIZE, "rnncore_int8_lookup: n %d < 0", n);
+  if (n < 0) return detail::fail(RNNCORE_ERR_INVALID_SIZE, "rnncore_int8_lookup: n %d < 0", static_cast<int>(n));
   q8::int8_lookup(table, n, x, y);
   return RNNCORE_OK;
 }
@@ -168,7 +168,8 @@ rnncore_status rnncore_int8_softmax_run(const rnncore_int8_softmax* softmax, int
   if (softmax == nullptr || x == nullptr || y == nullptr)
     return detail::fail(RNNCORE_ERR_NULL_POINTER, "rnncore_int8_softmax_run: softmax, x and y must not be null");
   if (rows < 0 || n < 1)
-    return detail::fail(RNNCORE_ERR_INVALID_SIZE, "rnncore_int8_softmax_run: rows %d and n %d (rows >= 0, n >= 1)", rows, n);
+    return detail::fail(RNNCORE_ERR_INVALID_SIZE, "rnncore_int8_softmax_run: rows %d and n %d (rows >= 0, n >= 1)",
+                        static_cast<int>(rows), static_cast<int>(n));
   q8::int8_softmax(*softmax, rows, n, x, y);
   return RNNCORE_OK;
 }
