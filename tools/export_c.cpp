@@ -35,7 +35,9 @@ void define_export_c(CLI::App& app, ExportCOptions& o) {
       "NAME_quantization, the int8 weights NAME_w and NAME_r, the int32 NAME_bias, the biases folded with\n"
       "the zero points (NAME_folded_bias, for rnncore_int8_lstm_prepare_folded: they can stay in flash),\n"
       "NAME_SCRATCH_BYTES and NAME_STATE_ZERO_POINT; its sample is int8 [B, T, I] (batch-major) and\n"
-      "the expected output int8 [B, T, H] ([B, H] for a last-step model).");
+      "the expected output int8 [B, T, H] ([B, H] for a last-step model). A stack names layer k\n"
+      "NAME_l<k>_... (a Keras Bidirectional layer: NAME_l<k>_fw_... and NAME_l<k>_bw_...), Dense layer j\n"
+      "NAME_fc<j>_... (a sigmoid or tanh after it: the table NAME_fc<j>_table) and a softmax NAME_softmax.");
   app.add_option("--weights", o.weights, "the model")->required()->type_name("M.safetensors");
   app.add_option("--output", o.output, "the header to write")->required()->type_name("MODEL.h");
   app.add_option("--name", o.name, "C identifier prefix (default: from --output)")->type_name("NAME");

@@ -515,7 +515,8 @@ void define_run(CLI::App& app, RunOptions& o) {
                   "--cn only: x int8 [B, T, I] (batch-major), or float32 quantized as TFLite's QUANTIZE op does;\n"
                   "y int8 [B, T, H], or [B, H] for a model that returns the last step; hn int8 and cn int16\n"
                   "[B, H] (the op's final output and cell states; one-direction single-layer models only); bit\n"
-                  "for bit LiteRT's. Stacks, go_backwards, Keras Bidirectional (concat) and Dense heads run too.");
+                  "for bit LiteRT's. Stacks, go_backwards, Keras Bidirectional (concat) and Dense heads (relu,\n"
+                  "sigmoid, tanh, softmax; on the last step or every step) run too.");
   add_run_options(app, o, false);
 }
 
