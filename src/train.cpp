@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "src/internal/canonical_params.hpp"
+#include "src/internal/cell_grad.hpp"
 #include "src/internal/dropout.hpp"
 #include "src/internal/error.hpp"
 #include "src/internal/plan_impl.hpp"
@@ -331,38 +332,23 @@ class BackwardDirection {
         for (int w = 0; w < wm_.count; ++w) apply(wm_.state_c[w], t, b, dc_cell, H);
         tanh_row(k + 4 * H, tc, H);
         for (int u = 0; u < H; ++u) {
-          const T i = k[u], f = k[H + u], g = k[2 * H + u], o = k[3 * H + u];
-          const T dct = dc_cell[u] + dh_cell[u] * o * (T(1) - tc[u] * tc[u]);
-          dgr[u] = dct * g * i * (T(1) - i);
-          dgr[H + u] = dct * c_prev[u] * f * (T(1) - f);
-          dgr[2 * H + u] = dct * i * (T(1) - g * g);
-          dgr[3 * H + u] = dh_cell[u] * tc[u] * o * (T(1) - o);
-          dc[u] = dct * f;
+          dc[u] = lstm_unit_backward(k[u], k[H + u], k[2 * H + u], k[3 * H + u], tc[u], c_prev[u], dh_cell[u], dc_cell[u],
+                                     dgr + u, H);
           dh_direct[u] = T(0);
         }
         break;
       }
       case Mode::gru: {
         const bool after = lp_.gru_variant == GruVariant::reset_after;
-        for (int u = 0; u < H; ++u) {
-          const T r = k[u], z = k[H + u], n = k[2 * H + u];
-          const T dan = dh_cell[u] * (T(1) - z) * (T(1) - n * n);
-          dgr[H + u] = dh_cell[u] * (hp[u] - n) * z * (T(1) - z);
-          dgr[2 * H + u] = dan;
-          dh_direct[u] = dh_cell[u] * z;
-          if (after) {
-            dgr[u] = dan * k[3 * H + u] * r * (T(1) - r);
-            dgr[3 * H + u] = dan * r;  // gradient of R_n h + bR_n
-          }
-        }
+        for (int u = 0; u < H; ++u)
+          dh_direct[u] = gru_unit_backward(after, k[u], k[H + u], k[2 * H + u], after ? k[3 * H + u] : T(0), hp[u],
+                                           dh_cell[u], dgr + u, H);
         break;
       }
       case Mode::rnn_tanh:
       case Mode::rnn_relu:
         for (int u = 0; u < H; ++u) {
-          const T h = k[u];
-          const T slope = lp_.mode == Mode::rnn_tanh ? T(1) - h * h : (h > T(0) ? T(1) : T(0));
-          dgr[u] = dh_cell[u] * slope;
+          dgr[u] = rnn_unit_backward(lp_.mode == Mode::rnn_tanh, k[u], dh_cell[u]);
           dh_direct[u] = T(0);
         }
         break;
@@ -380,11 +366,7 @@ class BackwardDirection {
       const T* drh = d_rh + static_cast<std::int64_t>(b) * H_;
       T* dgr = g_.dgates + at(t, b) * gw_;
       T* dh_direct = g_.dh_next + static_cast<std::int64_t>(b) * H_;
-      for (int u = 0; u < H_; ++u) {
-        const T r = k[u];
-        dgr[u] = drh[u] * hp[u] * r * (T(1) - r);
-        dh_direct[u] += drh[u] * r;
-      }
+      for (int u = 0; u < H_; ++u) dh_direct[u] += gru_reset_before_r(k[u], hp[u], drh[u], dgr + u);
     }
   }
 
@@ -865,10 +847,20 @@ Status train_forward(const PlanImpl& p, const unsigned char* packed, unsigned ch
   return Status::ok;
 }
 
+void describe_reserve(const PlanImpl& p, const ForwardArgs& a, unsigned char* header) {
+  const ReserveHeader h = describe_run(p, a, run_dropout(p, a));
+  std::memset(header, 0, kReserveHeaderBytes);
+  std::memcpy(header, &h, sizeof h);
+}
+
 Status check_reserve(const PlanImpl& p, const ForwardArgs& a) {
   RNNCORE_ENSURE(a.reserve != nullptr, Status::null_pointer, "backward: forward.reserve is null (run a training forward first)");
+  return check_reserve_header(p, a, static_cast<const unsigned char*>(a.reserve));
+}
+
+Status check_reserve_header(const PlanImpl& p, const ForwardArgs& a, const unsigned char* header) {
   ReserveHeader have;
-  std::memcpy(&have, a.reserve, sizeof have);
+  std::memcpy(&have, header, sizeof have);
   RNNCORE_ENSURE(have.magic == kReserveMagic && have.fingerprint == p.fingerprint, Status::weights_not_packed,
                  "backward: the reserve was not filled by a training forward of this plan");
   const ReserveHeader want = describe_run(p, a, run_dropout(p, a));
