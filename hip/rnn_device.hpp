@@ -188,6 +188,7 @@ struct DirArgs {
   float* cy;
   MaskSite input[kWrappers], output[kWrappers], state_h[kWrappers], state_c[kWrappers];
   int32_t reverse;
+  float* keep;  ///< training forward: reserve rows [T][B][cell_keep_slots(C)·H] (slot-major), else null
 };
 
 /// One layer of one forward run: the argument block of every per-layer kernel.
@@ -238,6 +239,21 @@ RNNCORE_HD inline bool row_active(const LayerArgs& a, int t, int b) {
   return t < (a.lengths != nullptr ? a.lengths[b] : a.steps);
 }
 
+/// Values a training forward keeps per row and step, in units of H (src/internal/plan_impl.hpp,
+/// keep_slots): LSTM i f g o c h; GRU reset-after r z n (R_n h + bR_n) h; reset-before r z n h; RNN h.
+RNNCORE_HD constexpr int cell_keep_slots(int c) {
+  return c == kLstm ? 6 : c == kGruResetAfter ? 5 : c == kGruResetBefore ? 4 : 1;
+}
+
+/// Training forward: writes v[0..n) into keep slot `slot` of units u0.. of row (t, b).
+template <int C>
+RNNCORE_HD RNNCORE_GPU_INLINE void keep4(const LayerArgs& a, const DirArgs& d, int t, int b, int u0, int slot, const float* v, int n) {
+  if (d.keep == nullptr) return;
+  float* k = d.keep + (static_cast<int64_t>(t) * a.batch + b) * (cell_keep_slots(C) * static_cast<int64_t>(a.hidden)) +
+             static_cast<int64_t>(slot) * a.hidden + u0;
+  for (int j = 0; j < 4; ++j) if (j < n) k[j] = v[j];
+}
+
 /// The cell's update for units u0 .. u0+3 (u0 a multiple of 4) of batch row b at step s (time t),
 /// from the recurrent dot products rec[4·gate + j] of this phase's gates: gates, state update, length
 /// handling, state dropout (wrappers innermost first), the raw cell output into y. The reset-before
@@ -263,40 +279,58 @@ RNNCORE_HD RNNCORE_GPU_INLINE void cell_epilogue4(const Exec& ex, const LayerArg
   const int64_t GH = static_cast<int64_t>(a.gates) * H;
   const float* pr = d.proj + (static_cast<int64_t>(t) * a.batch + b) * GH + u0;
   if constexpr (PHASE == 1) {  // reset-before GRU: r ⊙ h feeds every unit's n gate, after a barrier
+    float r4[4] = {0.0f, 0.0f, 0.0f, 0.0f}, z4[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // for the reserve
     for (int j = 0; j < 4; ++j) if (j < n) {
       const float r = act_sigmoid(pr[j] + rec[j]);
-      d.zg[b * Hs + u0 + j] = act_sigmoid(pr[H + j] + rec[4 + j]);
+      z4[j] = act_sigmoid(pr[H + j] + rec[4 + j]);
+      r4[j] = r;
+      d.zg[b * Hs + u0 + j] = z4[j];
       d.rh[b * Hs + u0 + j] = r * ex.load_coherent(hp + u0 + j);
     }
+    keep4<C>(a, d, t, b, u0, 0, r4, n);
+    keep4<C>(a, d, t, b, u0, 1, z4, n);
   } else {
     float hnew[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if constexpr (C == kLstm) {
       float cnew[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       float* cr = d.c + b * Hs + u0;
+      float gate[4][4] = {};  // i f g o of each unit
       for (int j = 0; j < 4; ++j) if (j < n) {
-        const float i = act_sigmoid(pr[j] + rec[j]);
-        const float f = act_sigmoid(pr[H + j] + rec[4 + j]);
-        const float g = act_tanh(pr[2 * H + j] + rec[8 + j]);
-        const float o = act_sigmoid(pr[3 * H + j] + rec[12 + j]);
-        cnew[j] = f * cr[j] + i * g;
-        hnew[j] = o * act_tanh(cnew[j]);
+        gate[0][j] = act_sigmoid(pr[j] + rec[j]);
+        gate[1][j] = act_sigmoid(pr[H + j] + rec[4 + j]);
+        gate[2][j] = act_tanh(pr[2 * H + j] + rec[8 + j]);
+        gate[3][j] = act_sigmoid(pr[3 * H + j] + rec[12 + j]);
+        cnew[j] = gate[1][j] * cr[j] + gate[0][j] * gate[2][j];
+        hnew[j] = gate[3][j] * act_tanh(cnew[j]);
+      }
+      if (d.keep != nullptr) {
+        for (int s4 = 0; s4 < 4; ++s4) keep4<C>(a, d, t, b, u0, s4, gate[s4], n);
+        keep4<C>(a, d, t, b, u0, 4, cnew, n);
       }
       const uint32_t q = static_cast<uint32_t>(u0) / 4u;
       for (int w = 0; w < a.num_wrappers; ++w) apply_mask4(d.state_c[w], a.step, t, a.row_ids, b, q, cnew, n);
       for (int j = 0; j < 4; ++j) if (j < n) cr[j] = cnew[j];
     } else if constexpr (C == kGruResetAfter) {
+      float gate[4][4] = {};  // r z n (R_n h + bR_n) of each unit
       for (int j = 0; j < 4; ++j) if (j < n) {
-        const float r = act_sigmoid(pr[j] + rec[j]);
-        const float z = act_sigmoid(pr[H + j] + rec[4 + j]);
-        const float nn = act_tanh(pr[2 * H + j] + r * (rec[8 + j] + d.bias_rn[u0 + j]));
+        gate[0][j] = act_sigmoid(pr[j] + rec[j]);
+        gate[1][j] = act_sigmoid(pr[H + j] + rec[4 + j]);
+        gate[3][j] = rec[8 + j] + d.bias_rn[u0 + j];
+        gate[2][j] = act_tanh(pr[2 * H + j] + gate[0][j] * gate[3][j]);
+        const float z = gate[1][j], nn = gate[2][j];
         hnew[j] = (1.0f - z) * nn + z * ex.load_coherent(hp + u0 + j);
       }
+      if (d.keep != nullptr)
+        for (int s4 = 0; s4 < 4; ++s4) keep4<C>(a, d, t, b, u0, s4, gate[s4], n);
     } else if constexpr (C == kGruResetBefore) {  // PHASE 2: rec is R_n (r ⊙ h)
+      float n4[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // for the reserve
       for (int j = 0; j < 4; ++j) if (j < n) {
         const float z = d.zg[b * Hs + u0 + j];
         const float nn = act_tanh(pr[2 * H + j] + rec[j]);
+        n4[j] = nn;
         hnew[j] = (1.0f - z) * nn + z * ex.load_coherent(hp + u0 + j);
       }
+      keep4<C>(a, d, t, b, u0, 2, n4, n);
     } else {
       for (int j = 0; j < 4; ++j) if (j < n) {
         const float pre = pr[j] + rec[j];
@@ -306,6 +340,7 @@ RNNCORE_HD RNNCORE_GPU_INLINE void cell_epilogue4(const Exec& ex, const LayerArg
     // The cell output goes to y as is (output dropout and residuals run after the recurrence); the
     // state that carries on is the dropped one.
     for (int j = 0; j < 4; ++j) if (j < n) yr[u0 + j] = hnew[j];
+    keep4<C>(a, d, t, b, u0, cell_keep_slots(C) - 1, hnew, n);
     const uint32_t q = static_cast<uint32_t>(u0) / 4u;
     for (int w = 0; w < a.num_wrappers; ++w) apply_mask4(d.state_h[w], a.step, t, a.row_ids, b, q, hnew, n);
     for (int j = 0; j < 4; ++j) if (j < n) hn[u0 + j] = hnew[j];

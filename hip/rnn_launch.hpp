@@ -183,6 +183,13 @@ class DeviceLauncher {
     RNNCORE_GPU_CHECK(hipStreamSynchronize(read_stream_), "copy to the host", "");
     return Status::ok;
   }
+  /// After everything queued on the run's stream (backward reads the reserve header a training
+  /// forward queued): a copy on that stream, waited for.
+  Status copy_to_host_in_order(void* dst, const void* src, std::size_t bytes) {
+    RNNCORE_GPU_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToHost, stream_), "copy to the host", "");
+    RNNCORE_GPU_CHECK(hipStreamSynchronize(stream_), "copy to the host", "");
+    return Status::ok;
+  }
   Status zero_async(void* dst, std::size_t bytes) {
     RNNCORE_GPU_CHECK(hipMemsetAsync(dst, 0, bytes, stream_), "zeroing", "");
     return Status::ok;

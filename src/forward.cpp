@@ -157,6 +157,7 @@ Status Plan::backward(const void* packed, void* workspace, std::size_t workspace
                  a.dcy != nullptr ? "dcy" : "dc0");
   RNNCORE_ENSURE(a.forward.reserve == nullptr || a.forward.reserve_bytes >= p.train.reserve_total, Status::buffer_too_small,
                  "backward: reserve has %zu bytes, the plan needs %zu", a.forward.reserve_bytes, p.train.reserve_total);
+  if (p.backend == Backend::gpu) return detail::gpu_backward(p, packed, workspace, a);
   return detail::train_backward(p, static_cast<const unsigned char*>(packed), static_cast<unsigned char*>(workspace), a);
 }
 

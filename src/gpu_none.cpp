@@ -17,6 +17,7 @@ Status gpu_select(const PlanOptions&, PlanImpl*) { return no_gpu(); }
 Status gpu_layout(PlanImpl*) { return no_gpu(); }
 Status gpu_pack(const PlanImpl&, const void*, void*) { return no_gpu(); }
 Status gpu_forward(const PlanImpl&, const void*, void*, const ForwardArgs&) { return no_gpu(); }
+Status gpu_backward(const PlanImpl&, const void*, void*, const BackwardArgs&) { return no_gpu(); }
 
 }  // namespace detail
 

@@ -1,5 +1,6 @@
 // Model: the convenience owner. Allocates the packed weights and workspace once, at create.
 #include <cstdlib>
+#include <initializer_list>
 #include <utility>
 
 #include "rnncore/gpu.hpp"
@@ -25,14 +26,10 @@ Model::~Model() { release(); }
 void Model::release() {
 #if !defined(RNNCORE_NO_HEAP)  // without a heap no Model ever holds memory
   if (plan_.backend() == Backend::gpu) {  // device memory (src/gpu)
-    gpu_free(plan_.options().gpu_device, packed_);
-    gpu_free(plan_.options().gpu_device, workspace_);
+    for (void* buffer : {packed_, workspace_, reserve_, backward_workspace_}) gpu_free(plan_.options().gpu_device, buffer);
   } else {
-    std::free(packed_);
-    std::free(workspace_);
+    for (void* buffer : {packed_, workspace_, reserve_, backward_workspace_}) std::free(buffer);
   }
-  std::free(reserve_);
-  std::free(backward_workspace_);
 #endif
   packed_ = nullptr;
   workspace_ = nullptr;
@@ -93,7 +90,10 @@ Status Model::create(const StackSpec& stack, const PlanOptions& options, const v
   RNNCORE_ENSURE(m.packed_ != nullptr && m.workspace_ != nullptr, Status::out_of_memory,
                  "Model::create: could not allocate %zu + %zu bytes", m.plan_.packed_weight_bytes(),
                  m.plan_.workspace_bytes());
-  if (opt.training) {
+  if (opt.training && m.plan_.backend() == Backend::gpu) {
+    RNNCORE_RETURN_IF_ERROR(gpu_alloc(opt.gpu_device, m.plan_.reserve_bytes(), &m.reserve_));
+    RNNCORE_RETURN_IF_ERROR(gpu_alloc(opt.gpu_device, m.plan_.backward_workspace_bytes(), &m.backward_workspace_));
+  } else if (opt.training) {
     m.reserve_ = allocate_aligned(m.plan_.reserve_bytes());
     m.backward_workspace_ = allocate_aligned(m.plan_.backward_workspace_bytes());
     RNNCORE_ENSURE(m.reserve_ != nullptr && m.backward_workspace_ != nullptr, Status::out_of_memory,

@@ -269,9 +269,11 @@ void layout_training(PlanImpl* p) {
   const StackSpec& st = p->stack;
   const std::uint64_t es = dtype_size(st.dtype), B = p->options.max_batch, T = p->options.max_seq_len;
   TrainLayout& tr = p->train;
-  // The reference backend's packed buffer is the canonical one; the SIMD backend's gets a copy.
+  // The reference backend's packed buffer is the canonical one; the SIMD backend's gets a copy;
+  // the GPU's kernels read their own packed W and R.
+  const bool gpu = p->backend == Backend::gpu;
   Arena packed(p->packed_bytes);
-  if (p->backend == Backend::reference) {
+  if (p->backend == Backend::reference || gpu) {
     tr.canonical = kPackedHeaderBytes;
   } else {
     tr.canonical = packed.take(static_cast<std::uint64_t>(param_count(st)), es);
@@ -300,14 +302,14 @@ void layout_training(PlanImpl* p) {
     tr.layer_out[l] = reserve.take(T * B * static_cast<std::uint64_t>(p->layers[l].dirs) * p->layers[l].hidden, es);
   tr.reserve_total = reserve.size();
 
-  Arena fw(0);
-  for (int d = 0; d < 2; ++d) {
+  Arena fw(0);  // (the GPU's training forward runs in its ordinary workspace)
+  for (int d = 0; d < 2 && !gpu; ++d) {
     tr.h[d][0] = fw.take(B * hidden, es);
     tr.h[d][1] = fw.take(B * hidden, es);
     tr.c[d] = fw.take(B * hidden, es);
   }
   tr.rows_stride = static_cast<std::size_t>(round_up(static_cast<std::int64_t>(kScratchRows * p->max_width * es), kAlignment));
-  tr.rows = fw.take(2 * tr.rows_stride, 1);
+  if (!gpu) tr.rows = fw.take(2 * tr.rows_stride, 1);
   if (p->backend == Backend::simd) {
     tr.proj = fw.take(T * B * gates * hidden, es);
     tr.rec = fw.take(B * gates * hidden, es);
@@ -333,6 +335,11 @@ void layout_training(PlanImpl* p) {
     tr.backward_pack = bw.take(static_cast<std::uint64_t>(p->options.threads) * simd::kMatmulScratchFloats, es);
     tr.r_packed = bw.take(gates * hidden * hidden, es);
   }
+  if (gpu) {
+    tr.gpu_lengths = bw.take(B, sizeof(std::int32_t));
+    tr.gpu_row_ids = bw.take(B, sizeof(std::uint32_t));
+    tr.gpu_args = bw.take(static_cast<std::uint64_t>(st.num_layers) * kGpuGradArgBytesPerLayer, 1);
+  }
   tr.backward_total = bw.size();
 
   p->ws.total = std::max(p->ws.total, tr.forward_total);
@@ -351,11 +358,9 @@ simd::Cell cell_of(const LayerSpec& ls) {
   return simd::Cell::lstm;
 }
 
-// Training runs on the CPU, and backward cannot differentiate a custom residual function.
+// Backward cannot differentiate LSTM extensions or a custom residual function.
 Status check_training(const StackSpec& st, const PlanOptions& options) {
   if (!options.training) return Status::ok;
-  RNNCORE_ENSURE(options.backend != Backend::gpu, Status::unsupported,
-                 "options.training: the GPU backend has no backward yet; plan training on the CPU (reference or simd)");
   for (int l = 0; l < st.num_layers; ++l)
     RNNCORE_ENSURE(!has_lstm_extensions(st.layers[l]), Status::unsupported,
                    "layers[%d]: training (backward) of LSTM projections, peepholes and clips is not implemented yet; "

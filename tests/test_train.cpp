@@ -480,8 +480,6 @@ TEST_CASE("training errors: every bad argument gets a status and a detail") {
   Plan refused;
   CHECK(Plan::create(res, opt, &refused) == Status::unsupported);
   CHECK(std::string(last_error_detail()).find("residual") != std::string::npos);
-  opt.backend = Backend::gpu;
-  CHECK(Plan::create(c.stack, opt, &refused) == Status::unsupported);
 }
 
 TEST_CASE("empty runs: no rows, or no steps (the initial state's gradient is the final state's)") {

@@ -344,8 +344,10 @@ struct PlanOptions {
   ThreadPool* thread_pool = nullptr;  ///< needed when threads > 1 (Model makes its own); at least `threads` big
   int gpu_device = 0;        ///< GPU backend: the device ordinal
   /// Plan for training: the plan then reports reserve_bytes() and backward_workspace_bytes(), the
-  /// packed buffer also holds the canonical weights (backward reads them), and forward() with a
-  /// reserve keeps what backward needs. CPU backends only; a custom residual function is refused.
+  /// packed buffer also holds the canonical weights on the CPU backends (backward reads them; the
+  /// GPU's reads its packed W and R), and forward() with a reserve keeps what backward needs. All
+  /// backends; on the GPU the reserve and backward workspace are device memory. A custom residual
+  /// function and LSTM projections, peepholes and clips are refused.
   bool training = false;
 };
 

@@ -1,5 +1,5 @@
 // The GPU backend's entry points (src/internal/plan_impl.hpp: gpu_select, gpu_layout, gpu_pack,
-// gpu_forward) and the public device-memory functions of include/rnncore/gpu.hpp. Built by hipcc
+// gpu_forward, gpu_backward) and the public device-memory functions of include/rnncore/gpu.hpp. Built by hipcc
 // (-Dgpu=hip) or nvcc (-Dgpu=cuda); the runtime is reached through HIP names only, which
 // hip/gpu_compat.hpp maps to CUDA for nvcc. The planning (src/gpu/plan.hpp), the
 // launch schedules (src/gpu/schedule.hpp) and the kernels (hip/rnn_device.hpp) also run in the
@@ -11,6 +11,7 @@
 
 #include "hip/gpu_compat.hpp"
 #include "hip/rnn_launch.hpp"
+#include "src/gpu/backward.hpp"
 #include "src/gpu/schedule.hpp"
 #include "rnncore/gpu.hpp"
 #include "src/internal/error.hpp"
@@ -190,6 +191,17 @@ Status gpu_forward(const PlanImpl& p, const void* packed, void* workspace, const
   gpu::DeviceLauncher launcher(static_cast<hipStream_t>(args.stream), false, reads);
   return gpu::forward(launcher, p, g, static_cast<const unsigned char*>(packed), static_cast<unsigned char*>(workspace),
                       args);
+}
+
+Status gpu_backward(const PlanImpl& p, const void* packed, void* workspace, const BackwardArgs& args) {
+  const GpuPlan& g = p.gpu;
+  DeviceScope scope(g.device);
+  RNNCORE_GPU_CHECK(scope.status(), "selecting device", "");
+  hipStream_t reads = nullptr;
+  RNNCORE_RETURN_IF_ERROR(read_stream(g.device, &reads));
+  gpu::DeviceLauncher launcher(static_cast<hipStream_t>(args.forward.stream), false, reads);
+  return gpu::backward(launcher, p, g, static_cast<const unsigned char*>(packed), static_cast<unsigned char*>(workspace),
+                       args);
 }
 
 }  // namespace detail

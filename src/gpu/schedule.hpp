@@ -18,6 +18,8 @@
 //   Status copy_to_device_async(void* dst, const void* src, size_t bytes);  // on the run's stream
 //   Status copy_to_host(void* dst, const void* src, size_t bytes);  // synchronous, of memory already
 //                                                                   // written (the packed header)
+//   Status copy_to_host_in_order(void* dst, const void* src, size_t bytes);  // on the run's stream, then
+//                                                                   // waits for it (backward's reserve header)
 //   Status zero_async(void* dst, size_t bytes);                             // on the run's stream
 //   Status finish(const char* what);  // packing: wait and check; forward: check launches (no wait)
 #ifndef RNNCORE_SRC_GPU_SCHEDULE_HPP
@@ -277,7 +279,8 @@ inline bool direction_args(const detail::PlanImpl& p, const ForwardArgs& a, cons
   using schedule::at;
   const StackSpec& st = p.stack;
   const detail::LayerPlan& lp = p.layers[l];
-  const detail::DirectionIO io = detail::direction_io(p, a, ws, l, d, run, nullptr);
+  auto* reserve = static_cast<unsigned char*>(a.reserve);
+  const detail::DirectionIO io = detail::direction_io(p, a, ws, l, d, run, reserve);
   const detail::DirectionPack& dp = lp.dir[d];
   da->x = da->x_raw = static_cast<const float*>(io.x);
   da->x_st = da->xr_st = io.x_st;
@@ -290,6 +293,7 @@ inline bool direction_args(const detail::PlanImpl& p, const ForwardArgs& a, cons
   da->hy = static_cast<float*>(io.hy);
   da->cy = static_cast<float*>(io.cy);
   da->reverse = io.reverse ? 1 : 0;
+  da->keep = static_cast<float*>(io.keep);
   da->w = lp.skip_input ? nullptr : packed + dp.w_panel;
   da->r = packed + dp.r_panel;
   da->bias = at<float>(packed, dp.bias);
@@ -415,6 +419,11 @@ Status forward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const un
   auto* packed = const_cast<unsigned char*>(packed_c);  // kernels only read it
   RNNCORE_RETURN_IF_ERROR(check_packed(ln, p, g, packed_c));
   const detail::RunDropout run = detail::run_dropout(p, a);
+  unsigned char header[detail::kReserveHeaderBytes];  // a training forward: what backward checks
+  if (a.reserve != nullptr) {
+    detail::describe_reserve(p, a, header);
+    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(a.reserve, header, sizeof header));
+  }
   RunArrays arrays;
   if (a.seq_lengths != nullptr) {
     RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + g.ws_lengths, a.seq_lengths, sizeof(std::int32_t) * a.batch));

@@ -98,8 +98,12 @@ struct TrainLayout {
                              // (the reset-before GRU's d(r ⊙ h))
   std::size_t backward_pack = 0;  // SIMD: simd::kMatmulScratchFloats per thread
   std::size_t r_packed = 0;       // SIMD: one direction's R [G·H, H] packed for the per-step products
+  // GPU backend: device copies of seq_lengths and row_ids [B], and the argument blocks of every
+  // layer's backward kernels (kGpuGradArgBytesPerLayer each; src/gpu/backward.hpp).
+  std::size_t gpu_lengths = 0, gpu_row_ids = 0, gpu_args = 0;
   std::size_t backward_total = 0;
 };
+constexpr std::size_t kGpuGradArgBytesPerLayer = 8192;
 
 // Values a training forward keeps per row and step, in units of H (reserve rows are slot-major:
 // slot s of unit u at s·H + u): LSTM i f g o c h; GRU reset-after r z n (R_n h + bR_n) h;
@@ -208,6 +212,10 @@ void pack_training(const PlanImpl& p, const float* canonical, unsigned char* pac
 Status train_forward(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& args,
                      const RunDropout& run);
 Status train_backward(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const BackwardArgs& args);
+// The reserve's header (kReserveHeaderBytes) describing a training forward's run, and the check
+// that backward's run is that one (the GPU backend copies the header between host and device).
+void describe_reserve(const PlanImpl& p, const ForwardArgs& args, unsigned char* header);
+Status check_reserve_header(const PlanImpl& p, const ForwardArgs& args, const unsigned char* header);
 Status simd_pack(const PlanImpl& p, const void* canonical, unsigned char* packed);
 // The whole forward pass on the plan's threads (options.threads, from options.thread_pool).
 void simd_forward(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& args,
@@ -224,6 +232,8 @@ Status gpu_layout(PlanImpl* p);
 Status gpu_pack(const PlanImpl& p, const void* canonical_host, void* packed_device);
 // The whole forward pass on the GPU, on args.stream.
 Status gpu_forward(const PlanImpl& p, const void* packed, void* workspace, const ForwardArgs& args);
+// Backward through time on the GPU after a training forward (args.forward.reserve), on its stream.
+Status gpu_backward(const PlanImpl& p, const void* packed, void* workspace, const BackwardArgs& args);
 // (Device memory for Model: gpu_alloc / gpu_free of include/rnncore/gpu.hpp.)
 
 // The per-direction f32 workspace buffers the SIMD and GPU layouts share, in this order: proj,

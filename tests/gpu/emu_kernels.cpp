@@ -30,6 +30,10 @@ rnncore::Status forward(Launcher& ln, const rnncore::detail::PlanImpl& p, const 
                         const unsigned char* packed, unsigned char* ws, const rnncore::ForwardArgs& a) {
   return rnncore::gpu::forward(ln, p, g, packed, ws, a);
 }
+rnncore::Status backward(Launcher& ln, const rnncore::detail::PlanImpl& p, const rnncore::gpu::GpuPlan& g,
+                         const unsigned char* packed, unsigned char* ws, const rnncore::BackwardArgs& a) {
+  return rnncore::gpu::backward(ln, p, g, packed, ws, a);
+}
 rnncore::Status inter_layer_dropout(Launcher& ln, const rnncore::gpu::Dims& d, const rnncore::gpu::InterLayerArgs& a) {
   return ln.launch<rnncore::gpu::f32_rnn_inter_layer_dropout>(d, a, &a, 0);
 }

@@ -3,6 +3,7 @@
 #ifndef RNNCORE_TESTS_GPU_EMU_KERNELS_HPP
 #define RNNCORE_TESTS_GPU_EMU_KERNELS_HPP
 
+#include "src/gpu/backward.hpp"
 #include "tests/gpu/emulator.hpp"
 
 namespace rnncore_test {
@@ -13,6 +14,9 @@ rnncore::Status pack(Launcher& ln, const rnncore::detail::PlanImpl& p, const rnn
                      unsigned char* packed);
 rnncore::Status forward(Launcher& ln, const rnncore::detail::PlanImpl& p, const rnncore::gpu::GpuPlan& g,
                         const unsigned char* packed, unsigned char* ws, const rnncore::ForwardArgs& a);
+/// gpu::backward (src/gpu/backward.hpp) on the emulator.
+rnncore::Status backward(Launcher& ln, const rnncore::detail::PlanImpl& p, const rnncore::gpu::GpuPlan& g,
+                         const unsigned char* packed, unsigned char* ws, const rnncore::BackwardArgs& a);
 /// Single launches of the mask kernels.
 rnncore::Status inter_layer_dropout(Launcher& ln, const rnncore::gpu::Dims& d, const rnncore::gpu::InterLayerArgs& a);
 rnncore::Status input_dropout(Launcher& ln, const rnncore::gpu::Dims& d, const rnncore::gpu::LayerArgs& a);

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <functional>
 #include <initializer_list>
@@ -191,6 +192,156 @@ inline Case wrapper_case(Mode mode, int v, Rng& rng) {
   c.step = rng.next();
   c.time_offset = v == 1 ? 1000 : 0;  // a later chunk of a streamed sequence
   return c;
+}
+
+// ------------------------------------------------------------------------------ training
+
+/// A training run's results.
+template <class T>
+struct TrainResults {
+  std::vector<T> y, hy, cy, dx, dh0, dc0, dw;
+};
+
+/// The data of a case, in f32 (representable in the weight storage type) and f64.
+struct TrainData {
+  std::vector<float> w, x, h0, c0, dy, dhy, dcy;
+  std::vector<std::int32_t> lengths;
+  std::vector<std::uint32_t> rows;
+};
+
+inline bool has_lstm(const StackSpec& st) {
+  for (int l = 0; l < st.num_layers; ++l)
+    if (st.layers[l].mode == Mode::lstm) return true;
+  return false;
+}
+
+inline TrainData draw_training(const Case& c, std::uint64_t seed) {
+  Rng rng(seed);
+  const StackSpec& st = c.stack;
+  const LayerSpec& last = st.layers[st.num_layers - 1];
+  const std::size_t states = static_cast<std::size_t>(state_elements(st, c.B));
+  const std::size_t out = static_cast<std::size_t>(c.T) * c.B * num_directions(last) * last.hidden_size;
+  TrainData d;
+  d.w = random_vector<float>(rng, static_cast<std::size_t>(param_count(st)), 1.0 / std::sqrt(double(st.layers[0].hidden_size)));
+  for (float& w : d.w) {
+    if (c.weights == DType::f16) w = detail::f16_to_f32(detail::f32_to_f16(w));
+    if (c.weights == DType::bf16) w = detail::bf16_to_f32(detail::f32_to_bf16(w));
+  }
+  d.x = random_vector<float>(rng, static_cast<std::size_t>(c.T) * c.B * st.input_size, 1.0);
+  d.h0 = random_vector<float>(rng, states, 0.5);
+  d.c0 = random_vector<float>(rng, states, 0.5);
+  d.dy = random_vector<float>(rng, out, 1.0);
+  d.dhy = random_vector<float>(rng, states, 1.0);
+  d.dcy = random_vector<float>(rng, states, 1.0);
+  d.lengths.resize(c.B);
+  for (auto& l : d.lengths) l = rng.range(0, c.T);
+  d.rows.resize(c.B);
+  for (auto& r : d.rows) r = static_cast<std::uint32_t>(rng.next());
+  return d;
+}
+
+/// The run's arguments over `data` (of T), outputs into `r`.
+template <class T>
+void bind(const Case& c, const std::vector<T>& x, const std::vector<T>& h0, const std::vector<T>& c0, const TrainData& d,
+          TrainResults<T>* r, ForwardArgs* a) {
+  const StackSpec& st = c.stack;
+  const bool lstm = has_lstm(st);
+  const std::size_t states = static_cast<std::size_t>(state_elements(st, c.B));
+  const LayerSpec& last = st.layers[st.num_layers - 1];
+  r->y.assign(static_cast<std::size_t>(c.T) * c.B * num_directions(last) * last.hidden_size, T(-7));
+  r->hy.assign(states, T(-7));
+  r->cy.assign(lstm ? states : 0, T(-7));
+  r->dx.assign(x.size(), T(-7));
+  r->dh0.assign(states, T(-7));
+  r->dc0.assign(lstm ? states : 0, T(-7));
+  r->dw.assign(d.w.size(), T(-7));
+  a->batch = c.B;
+  a->seq_len = c.T;
+  a->layout = c.batch_major ? Layout::batch_major : Layout::time_major;
+  a->seq_lengths = c.lengths ? d.lengths.data() : nullptr;
+  a->row_ids = c.row_ids ? d.rows.data() : nullptr;
+  a->run_mode = c.run_mode;
+  a->seed = c.seed;
+  a->step = c.step;
+  a->time_offset = c.time_offset;
+  a->x = x.data();
+  a->h0 = c.initial ? h0.data() : nullptr;
+  a->c0 = c.initial && lstm ? c0.data() : nullptr;
+  a->y = r->y.data();
+  a->hy = r->hy.data();
+  a->cy = lstm ? r->cy.data() : nullptr;
+}
+
+template <class T>
+void bind_backward(const Case& c, const std::vector<T>& dy, const std::vector<T>& dhy, const std::vector<T>& dcy,
+                   TrainResults<T>* r, BackwardArgs* b) {
+  const bool lstm = has_lstm(c.stack);
+  b->dy = dy.data();
+  b->dhy = dhy.data();
+  b->dcy = lstm ? dcy.data() : nullptr;
+  b->dx = r->dx.data();
+  b->dh0 = r->dh0.data();
+  b->dc0 = lstm ? r->dc0.data() : nullptr;
+  b->dweights = r->dw.data();
+}
+
+/// The f64 reference backend's training forward and backward.
+inline TrainResults<double> train_reference(const Case& c, const TrainData& d) {
+  StackSpec st = c.stack;
+  st.dtype = DType::f64;
+  PlanOptions opt;
+  opt.max_batch = c.B + 1;
+  opt.max_seq_len = c.T + 1;
+  opt.backend = Backend::reference;
+  opt.training = true;
+  Plan plan;
+  REQUIRE_MESSAGE(Plan::create(st, opt, &plan) == Status::ok, last_error_detail());
+  const auto to64 = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+  const std::vector<double> w = to64(d.w), x = to64(d.x), h0 = to64(d.h0), c0 = to64(d.c0), dy = to64(d.dy),
+                            dhy = to64(d.dhy), dcy = to64(d.dcy);
+  AlignedBuffer packed(plan.packed_weight_bytes()), ws(plan.workspace_bytes()), bws(plan.backward_workspace_bytes()),
+      reserve(plan.reserve_bytes());
+  REQUIRE(plan.pack_weights(w.data(), packed.ptr, packed.size) == Status::ok);
+  TrainResults<double> r;
+  ForwardArgs a;
+  bind(c, x, h0, c0, d, &r, &a);
+  a.reserve = reserve.ptr;
+  a.reserve_bytes = reserve.size;
+  REQUIRE_MESSAGE(plan.forward(packed.ptr, ws.ptr, ws.size, a) == Status::ok, last_error_detail());
+  BackwardArgs b;
+  b.forward = a;
+  bind_backward(c, dy, dhy, dcy, &r, &b);
+  REQUIRE_MESSAGE(plan.backward(packed.ptr, bws.ptr, bws.size, b) == Status::ok, last_error_detail());
+  return r;
+}
+
+inline double g_training_worst = 0;  ///< the largest relative error check_training saw (tests report it)
+
+/// A GPU training run (emulated or on a device): the training forward and backward of a case.
+using GpuTrainRunner = std::function<Status(const Case&, const TrainData&, TrainResults<float>*)>;
+
+/// Runs case c both ways and compares everything at 1e-5 relative error (rel_error: the largest
+/// difference over the largest reference magnitude; f32 sums against f64).
+inline void check_training(const Case& c, std::uint64_t seed, const GpuTrainRunner& gpu, const std::string& what) {
+  INFO(describe(c) << " | " << what);
+  const TrainData d = draw_training(c, seed);
+  const TrainResults<double> want = train_reference(c, d);
+  TrainResults<float> got;
+  const Status s = gpu(c, d, &got);
+  REQUIRE_MESSAGE(s == Status::ok, last_error_detail());
+  const double tol = 1e-5;
+  const auto check = [&](const char* name, const std::vector<float>& g, const std::vector<double>& w) {
+    const double e = rel_error(g.data(), w.data(), w.size());
+    g_training_worst = std::max(g_training_worst, e);
+    CHECK_MESSAGE(e < tol, name);
+  };
+  check("y", got.y, want.y);
+  check("hy", got.hy, want.hy);
+  check("cy", got.cy, want.cy);
+  check("dx", got.dx, want.dx);
+  check("dh0", got.dh0, want.dh0);
+  check("dc0", got.dc0, want.dc0);
+  check("dweights", got.dw, want.dw);
 }
 
 }  // namespace rnncore_test

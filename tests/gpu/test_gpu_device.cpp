@@ -106,6 +106,65 @@ void check_on_device(const Case& c, const KernelChoice& k, std::uint64_t data_se
 
 const KernelChoice kChoices[] = {{"persistent", "auto"}, {"tiled", "small"}, {"tiled", "large"}};
 
+/// A host vector's copy in device memory.
+template <class T>
+struct DeviceCopy : DeviceBuffer {
+  explicit DeviceCopy(const std::vector<T>& v) : DeviceBuffer(v.size() * sizeof(T)) {
+    if (!v.empty()) upload(v);
+  }
+};
+
+/// A training forward and backward on the device through a training Model (its reserve and
+/// backward workspace in device memory), host tensors copied around it.
+Status train_device(const Case& c, const TrainData& d, TrainResults<float>* r, const KernelChoice& k) {
+  setenv("RNNCORE_GPU_RECURRENCE", k.recurrence, 1);
+  setenv("RNNCORE_GPU_TILE", k.tile, 1);
+  PlanOptions opt;
+  opt.max_batch = c.B + 1;
+  opt.max_seq_len = c.T + 1;
+  opt.backend = Backend::gpu;
+  opt.training = true;
+  opt.weight_dtype = c.weights;
+  Model model;
+  RNNCORE_RETURN_IF_ERROR(Model::create(c.stack, opt, d.w.data(), &model));
+  ForwardArgs a;
+  bind(c, d.x, d.h0, d.c0, d, r, &a);
+  BackwardArgs b;
+  bind_backward(c, d.dy, d.dhy, d.dcy, r, &b);
+  DeviceCopy<float> x(d.x), h0(d.h0), c0(d.c0), dy(d.dy), dhy(d.dhy), dcy(d.dcy), y(r->y), hy(r->hy), cy(r->cy), dx(r->dx),
+      dh0(r->dh0), dc0(r->dc0), dw(r->dw);
+  a.x = x.get();
+  a.h0 = a.h0 != nullptr ? h0.get() : nullptr;
+  a.c0 = a.c0 != nullptr ? c0.get() : nullptr;
+  a.y = y.get();
+  a.hy = hy.get();
+  a.cy = a.cy != nullptr ? cy.get() : nullptr;
+  RNNCORE_RETURN_IF_ERROR(model.forward(a));
+  b.forward = a;
+  b.dy = dy.get();
+  b.dhy = dhy.get();
+  b.dcy = b.dcy != nullptr ? dcy.get() : nullptr;
+  b.dx = dx.get();
+  b.dh0 = dh0.get();
+  b.dc0 = b.dc0 != nullptr ? dc0.get() : nullptr;
+  b.dweights = dw.get();
+  RNNCORE_RETURN_IF_ERROR(model.backward(b));
+  REQUIRE(gpu_synchronize(nullptr) == Status::ok);
+  y.download(&r->y);
+  hy.download(&r->hy);
+  if (!r->cy.empty()) cy.download(&r->cy);
+  dx.download(&r->dx);
+  dh0.download(&r->dh0);
+  if (!r->dc0.empty()) dc0.download(&r->dc0);
+  dw.download(&r->dw);
+  return Status::ok;
+}
+
+void check_training_on_device(const Case& c, const KernelChoice& k, std::uint64_t seed) {
+  check_training(c, seed, [&](const Case& cc, const TrainData& d, TrainResults<float>* r) { return train_device(cc, d, r, k); },
+                 describe(k));
+}
+
 }  // namespace
 
 TEST_CASE("GPU forward matches the reference: CudnnLSTM-style random cases, every kernel choice") {
@@ -156,6 +215,19 @@ TEST_CASE("GPU forward: benchmark-sized shapes (several blocks, tiles and slices
       check_on_device(c, kChoices[0], 7100 + B);
     }
   }
+}
+
+TEST_CASE("GPU training (Model): forward with a reserve and backward match the reference, every kernel choice") {
+  Rng rng(2611);
+  g_training_worst = 0;
+  for (int i = 0; i < 24; ++i) check_training_on_device(random_case(rng), kChoices[i % 3], 8000 + i);
+  for (Mode mode : {Mode::lstm, Mode::gru, Mode::rnn_tanh, Mode::rnn_relu})
+    for (int v = 0; v < 4; ++v) {
+      Case c = wrapper_case(mode, v, rng);
+      c.run_mode = RunMode::training;
+      check_training_on_device(c, kChoices[v % 3], 8100 + v);
+    }
+  MESSAGE("largest relative error: " << g_training_worst);
 }
 
 TEST_CASE("GPU plans refuse what the kernels cannot run, with reasons") {

@@ -1,0 +1,329 @@
+// Backward through time on the GPU (DESIGN §10, docs/training.md): the kernels of one (layer,
+// direction), written once like hip/rnn_device.hpp's (an `Exec` reaches the machine; the emulator
+// in tests/gpu/ runs the same bodies). The calculus per unit is src/internal/cell_grad.hpp's, which
+// the CPU backward (src/train.cpp) uses too; dropout masks are regenerated from the mask function
+// (mask_bits4), never stored. src/gpu/backward.hpp schedules them:
+//   gather (x_cell, h_prev of every step), start (dh, dc from dhy, dcy),
+//   per step in reverse: cell (gate gradients, the direct part of dh_{t−1}, dc_{t−1}), the
+//     products dh_{t−1} += dgatesᵀ-side · R (f32_rnn_grad_gemm), for the reset-before GRU also
+//     d(r ⊙ h) and reset_before_r,
+//   end (dh0, dc0), the weight gradients as products over every (step, row), the input gradient.
+// Determinism: every output element is one thread's sum in a fixed order; no atomics anywhere, so
+// results do not depend on the grid, the device or the run.
+#ifndef RNNCORE_HIP_RNN_BACKWARD_HPP
+#define RNNCORE_HIP_RNN_BACKWARD_HPP
+
+#include "hip/rnn_device.hpp"
+#include "src/internal/cell_grad.hpp"
+
+namespace rnncore {
+namespace gpu {
+
+/// One direction of one layer of a backward run. Element strides; pointers are device memory.
+/// State-sized buffers are [B][H] (no padding).
+struct GradDirArgs {
+  int32_t cell, gates, batch, steps, in_size, in_pad, hidden, hidden_stride, reverse, num_wrappers;
+  int32_t residual[kWrappers];  ///< wrapper w is an (additive) residual wrapper
+  const int32_t* lengths;       ///< [B] or null
+  const uint32_t* row_ids;      ///< [B] or null
+  uint32_t step;                ///< the mask function's c3, as in the forward
+  const float* x;               ///< the layer's input (before input dropout)
+  int64_t x_st, x_sb;
+  const float* keep;            ///< reserve rows [T][B][cell_keep_slots(cell)·H]
+  const float* h0;              ///< [B][H] or null (zeros)
+  const float* c0;
+  const float* dy;              ///< gradient of this direction's output columns, or null (zero)
+  int64_t dy_st, dy_sb;
+  const float* dhy;             ///< [B][H] or null
+  const float* dcy;
+  float* dx;                    ///< gradient of the layer's input, added to; or null (not wanted)
+  int64_t dx_st, dx_sb;
+  float* dh0;                   ///< [B][H] or null
+  float* dc0;
+  float* dh;                    ///< [B][H] dh of the step being processed, then of the one before
+  float* dc;                    ///< [B][H] (LSTM)
+  float* dgates;                ///< [T][B][(G+1)·H]
+  float* hprev;                 ///< [T][B][H] the state each step read (zero past a row's length)
+  float* xcell;                 ///< [T][B][I] the cell input (then its gradient)
+  float* drh;                   ///< [B][H] reset-before GRU: d(r ⊙ h)
+  MaskSite input[kWrappers], output[kWrappers], state_h[kWrappers], state_c[kWrappers];
+};
+
+/// C[i][j] (+)= Σ_p A[i][p] · B[p][j] for i < m, j < n, p < k in increasing order (B null: 1),
+/// with A at a + arg · a_arg (arg: the step), element strides for A and B, B of type BT.
+struct GemmArgs {
+  const float* a;
+  int64_t a_m, a_k, a_arg;
+  const void* b;
+  int64_t b_k, b_n;
+  float* c;
+  int64_t ldc, m, n, k;
+  int32_t accumulate;
+};
+
+RNNCORE_HD inline bool grad_active(const GradDirArgs& a, int t, int b) {
+  return t < (a.lengths != nullptr ? a.lengths[b] : a.steps);
+}
+/// The step before t in the direction's order for row b, or −1 at the row's first.
+RNNCORE_HD inline int grad_previous(const GradDirArgs& a, int t, int b) {
+  if (!a.reverse) return t - 1;
+  return t + 1 < (a.lengths != nullptr ? a.lengths[b] : a.steps) ? t + 1 : -1;
+}
+RNNCORE_HD inline int64_t grad_width(const GradDirArgs& a) { return static_cast<int64_t>(a.gates + 1) * a.hidden; }
+RNNCORE_HD inline const float* grad_keep(const GradDirArgs& a, int t, int b) {
+  return a.keep + (static_cast<int64_t>(t) * a.batch + b) * (cell_keep_slots(a.cell) * static_cast<int64_t>(a.hidden));
+}
+/// Multiplies v by masks[from], masks[from − 1] … masks[to] (an empty range when from < to).
+RNNCORE_HD RNNCORE_GPU_INLINE void masks_down(const GradDirArgs& a, const MaskSite* masks, int from, int to, int t, int b, int q,
+                                              float* v, int n) {
+  for (int w = from; w >= to; --w) apply_mask4(masks[w], a.step, t, a.row_ids, b, static_cast<uint32_t>(q), v, n);
+}
+
+/// The state (slot `slot` of the reserve) that step t read for units 4q..: the previous step's kept
+/// value with every state mask applied, or the initial state.
+RNNCORE_HD RNNCORE_GPU_INLINE void grad_state_before(const GradDirArgs& a, int t, int b, int q, int slot, const MaskSite* masks,
+                                                     const float* initial, float* out, int n) {
+  const int tp = grad_previous(a, t, b), u0 = 4 * q;
+  if (tp < 0) {
+    for (int j = 0; j < 4; ++j) if (j < n) out[j] = initial != nullptr ? initial[static_cast<int64_t>(b) * a.hidden + u0 + j] : 0.0f;
+    return;
+  }
+  const float* k = grad_keep(a, tp, b) + static_cast<int64_t>(slot) * a.hidden + u0;
+  for (int j = 0; j < 4; ++j) if (j < n) out[j] = k[j];
+  for (int w = 0; w < a.num_wrappers; ++w) apply_mask4(masks[w], a.step, tp, a.row_ids, b, static_cast<uint32_t>(q), out, n);
+}
+
+/// x_cell (the input after input dropout) and h_prev of every (step, row), and zero gate
+/// gradients past a row's length (such rows then add nothing to the products over all rows).
+/// One thread per 4 units of x or of h.
+struct f32_rnn_grad_gather {
+  using Args = GradDirArgs;
+  static const char* name() { return "f32_rnn_grad_gather"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
+    const int I = a.in_size, H = a.hidden, gi = (I + 3) / 4, gh = (H + 3) / 4;
+    const int64_t total = static_cast<int64_t>(a.steps) * a.batch * (gi + gh);
+    for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
+      const int64_t m = i / (gi + gh);
+      const int t = static_cast<int>(m / a.batch), b = static_cast<int>(m % a.batch), g = static_cast<int>(i % (gi + gh));
+      const bool active = grad_active(a, t, b);
+      float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      if (g < gi) {
+        const int u0 = 4 * g, n = imin(4, I - u0);
+        const float* xr = a.x + t * a.x_st + b * a.x_sb + u0;
+        if (active) {
+          for (int j = 0; j < 4; ++j) if (j < n) v[j] = xr[j];
+          masks_down(a, a.input, a.num_wrappers - 1, 0, t, b, g, v, n);
+        }
+        for (int j = 0; j < 4; ++j) if (j < n) a.xcell[m * I + u0 + j] = v[j];
+        continue;
+      }
+      const int q = g - gi, u0 = 4 * q, n = imin(4, H - u0);
+      if (active) grad_state_before(a, t, b, q, cell_keep_slots(a.cell) - 1, a.state_h, a.h0, v, n);
+      for (int j = 0; j < 4; ++j) if (j < n) a.hprev[m * H + u0 + j] = v[j];
+      if (active) continue;
+      float* dg = a.dgates + m * grad_width(a);
+      for (int s = 0; s <= a.gates; ++s)
+        for (int j = 0; j < 4; ++j) if (j < n) dg[static_cast<int64_t>(s) * H + u0 + j] = 0.0f;
+    }
+  }
+};
+
+/// dh = dhy (or 0), dc = dcy (or 0) before the last step.
+struct f32_rnn_grad_start {
+  using Args = GradDirArgs;
+  static const char* name() { return "f32_rnn_grad_start"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
+    const int64_t total = static_cast<int64_t>(a.batch) * a.hidden;
+    for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
+      a.dh[i] = a.dhy != nullptr ? a.dhy[i] : 0.0f;
+      if (a.cell == kLstm) a.dc[i] = a.dcy != nullptr ? a.dcy[i] : 0.0f;
+    }
+  }
+};
+
+/// dh0 = dh, dc0 = dc after the first step.
+struct f32_rnn_grad_end {
+  using Args = GradDirArgs;
+  static const char* name() { return "f32_rnn_grad_end"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
+    const int64_t total = static_cast<int64_t>(a.batch) * a.hidden;
+    for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
+      if (a.dh0 != nullptr) a.dh0[i] = a.dh[i];
+      if (a.dc0 != nullptr && a.cell == kLstm) a.dc0[i] = a.dc[i];
+    }
+  }
+};
+
+/// The gradient reaching the cell output h at (t, b), units 4q..: dh through the state masks, plus
+/// dy through the output wrappers (outermost first); a residual wrapper passes dy on to the
+/// layer's input gradient too (through the input masks outside it).
+RNNCORE_HD RNNCORE_GPU_INLINE void grad_cell_output(const GradDirArgs& a, int t, int b, int q, float* dh_cell, int n) {
+  const int u0 = 4 * q;
+  for (int j = 0; j < 4; ++j) if (j < n) dh_cell[j] = a.dh[static_cast<int64_t>(b) * a.hidden + u0 + j];
+  for (int w = 0; w < a.num_wrappers; ++w) apply_mask4(a.state_h[w], a.step, t, a.row_ids, b, static_cast<uint32_t>(q), dh_cell, n);
+  if (a.dy == nullptr) return;
+  float dout[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  const float* dy = a.dy + t * a.dy_st + b * a.dy_sb + u0;
+  for (int j = 0; j < 4; ++j) if (j < n) dout[j] = dy[j];
+  for (int w = a.num_wrappers - 1; w >= 0; --w) {
+    if (!a.residual[w]) {
+      apply_mask4(a.output[w], a.step, t, a.row_ids, b, static_cast<uint32_t>(q), dout, n);
+    } else if (a.dx != nullptr) {  // residuals need I == H: the same 4 units of the input
+      float dres[4] = {dout[0], dout[1], dout[2], dout[3]};
+      masks_down(a, a.input, a.num_wrappers - 1, w + 1, t, b, q, dres, n);
+      float* dx = a.dx + t * a.dx_st + b * a.dx_sb + u0;
+      for (int j = 0; j < 4; ++j) if (j < n) dx[j] += dres[j];
+    }
+  }
+  for (int j = 0; j < 4; ++j) if (j < n) dh_cell[j] += dout[j];
+}
+
+/// One step t (arg) of cell C, one thread per (row, 4 units): the pre-activation gradients into
+/// dgates[t][b], dh[b] replaced by the part of dh_{t−1} that bypasses R, dc[b] by dc_{t−1}. Rows
+/// past their length keep dh and dc (the state passed that step unchanged).
+template <int C>
+struct f32_rnn_grad_cell {
+  using Args = GradDirArgs;
+  static const char* name() { return "f32_rnn_grad_cell"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int t, float*) {
+    const int H = a.hidden, groups = (H + 3) / 4;
+    const int64_t total = static_cast<int64_t>(a.batch) * groups;
+    for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
+      const int b = static_cast<int>(i / groups), q = static_cast<int>(i % groups), u0 = 4 * q, n = imin(4, H - u0);
+      if (!grad_active(a, t, b)) continue;
+      float dh_cell[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      grad_cell_output(a, t, b, q, dh_cell, n);
+      const float* k = grad_keep(a, t, b) + u0;
+      const int64_t row = static_cast<int64_t>(t) * a.batch + b;
+      float* dg = a.dgates + row * grad_width(a) + u0;
+      float* dh = a.dh + static_cast<int64_t>(b) * H + u0;
+      if constexpr (C == kLstm) {
+        float c_prev[4] = {0.0f, 0.0f, 0.0f, 0.0f}, dc_cell[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        grad_state_before(a, t, b, q, 4, a.state_c, a.c0, c_prev, n);
+        float* dc = a.dc + static_cast<int64_t>(b) * H + u0;
+        for (int j = 0; j < 4; ++j) if (j < n) dc_cell[j] = dc[j];
+        for (int w = 0; w < a.num_wrappers; ++w) apply_mask4(a.state_c[w], a.step, t, a.row_ids, b, static_cast<uint32_t>(q), dc_cell, n);
+        for (int j = 0; j < 4; ++j) if (j < n) {
+          dc[j] = detail::lstm_unit_backward(k[j], k[H + j], k[2 * H + j], k[3 * H + j], act_tanh(k[4 * H + j]), c_prev[j],
+                                             dh_cell[j], dc_cell[j], dg + j, static_cast<int64_t>(H));
+          dh[j] = 0.0f;
+        }
+      } else if constexpr (C == kGruResetAfter || C == kGruResetBefore) {
+        const float* hp = a.hprev + row * H + u0;
+        for (int j = 0; j < 4; ++j) if (j < n)
+          dh[j] = detail::gru_unit_backward(C == kGruResetAfter, k[j], k[H + j], k[2 * H + j], C == kGruResetAfter ? k[3 * H + j] : 0.0f,
+                                            hp[j], dh_cell[j], dg + j, static_cast<int64_t>(H));
+      } else {
+        for (int j = 0; j < 4; ++j) if (j < n) {
+          dg[j] = detail::rnn_unit_backward(C == kRnnTanh, k[j], dh_cell[j]);
+          dh[j] = 0.0f;
+        }
+      }
+    }
+  }
+};
+
+/// Reset-before GRU, step t (arg), after drh = d(r ⊙ h) (a product with R_n): r's gradient and
+/// what reaches dh_{t−1} through r ⊙ h.
+struct f32_rnn_grad_reset_before_r {
+  using Args = GradDirArgs;
+  static const char* name() { return "f32_rnn_grad_reset_before_r"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int t, float*) {
+    const int64_t H = a.hidden, total = static_cast<int64_t>(a.batch) * H;
+    for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
+      const int b = static_cast<int>(i / H), u = static_cast<int>(i % H);
+      if (!grad_active(a, t, b)) continue;
+      const int64_t row = static_cast<int64_t>(t) * a.batch + b;
+      a.dh[i] += detail::gru_reset_before_r(grad_keep(a, t, b)[u], a.hprev[row * H + u], a.drh[i], a.dgates + row * grad_width(a) + u);
+    }
+  }
+};
+
+/// Reset-before GRU, after the r and z products: h_prev ← r ⊙ h_prev (what R_n multiplied).
+struct f32_rnn_grad_reset_hprev {
+  using Args = GradDirArgs;
+  static const char* name() { return "f32_rnn_grad_reset_hprev"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
+    const int64_t H = a.hidden, total = static_cast<int64_t>(a.steps) * a.batch * H;
+    for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
+      const int64_t m = i / H;
+      const int t = static_cast<int>(m / a.batch), b = static_cast<int>(m % a.batch);
+      if (grad_active(a, t, b)) a.hprev[i] *= grad_keep(a, t, b)[i % H];  // rows past a length hold 0 already
+    }
+  }
+};
+
+/// The layer input's gradient: dx += (xcell, now Σ_g W_gᵀ dpre_g, or Σ_g dpre_g for a skip input)
+/// through the input masks, for every (step, row) within its length. One thread per 4 inputs.
+struct f32_rnn_grad_input {
+  using Args = GradDirArgs;
+  static const char* name() { return "f32_rnn_grad_input"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int skip_input, float*) {
+    const int I = a.in_size, gi = (I + 3) / 4;
+    const int64_t total = static_cast<int64_t>(a.steps) * a.batch * gi;
+    for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
+      const int64_t m = i / gi;
+      const int t = static_cast<int>(m / a.batch), b = static_cast<int>(m % a.batch), q = static_cast<int>(i % gi);
+      const int u0 = 4 * q, n = imin(4, I - u0);
+      if (!grad_active(a, t, b)) continue;
+      float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      if (skip_input) {  // every gate added x itself (I == H)
+        const float* dg = a.dgates + m * grad_width(a) + u0;
+        for (int g = 0; g < a.gates; ++g)
+          for (int j = 0; j < 4; ++j) if (j < n) v[j] += dg[static_cast<int64_t>(g) * a.hidden + j];
+      } else {
+        for (int j = 0; j < 4; ++j) if (j < n) v[j] = a.xcell[m * I + u0 + j];
+      }
+      masks_down(a, a.input, a.num_wrappers - 1, 0, t, b, q, v, n);
+      float* dx = a.dx + t * a.dx_st + b * a.dx_sb + u0;
+      for (int j = 0; j < 4; ++j) if (j < n) dx[j] += v[j];
+    }
+  }
+};
+
+/// GemmArgs' product, one thread per element of C (grid-stride), summing p in increasing order:
+/// deterministic, and simple. (A tiled version is the next step: docs/training.md, "GPU".)
+template <class BT>
+struct f32_rnn_grad_gemm {
+  using Args = GemmArgs;
+  static const char* name() { return "f32_rnn_grad_gemm"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& g, int arg, float*) {
+    const float* A = g.a + static_cast<int64_t>(arg) * g.a_arg;
+    const BT* B = static_cast<const BT*>(g.b);
+    const int64_t total = g.m * g.n;
+    for (int64_t e = grid_first(ex); e < total; e += grid_stride(ex)) {
+      const int64_t i = e / g.n, j = e % g.n;
+      const float* ai = A + i * g.a_m;
+      float s = 0.0f;
+      if (B == nullptr) {
+        for (int64_t p = 0; p < g.k; ++p) s += ai[p * g.a_k];
+      } else {
+        const BT* bj = B + j * g.b_n;
+        for (int64_t p = 0; p < g.k; ++p) s += ai[p * g.a_k] * to_float(bj[p * g.b_k]);
+      }
+      float* c = g.c + i * g.ldc + j;
+      *c = g.accumulate ? *c + s : s;
+    }
+  }
+};
+
+}  // namespace gpu
+}  // namespace rnncore
+
+#endif  // RNNCORE_HIP_RNN_BACKWARD_HPP

@@ -1,0 +1,330 @@
+// The schedule of backward through time on the GPU: launches of hip/rnn_backward.hpp's kernels on
+// a Launcher (src/gpu/schedule.hpp says what a Launcher provides), after a training forward that
+// gpu::forward ran with a reserve. Like schedule.hpp it touches no GPU runtime, so the emulator
+// tests (tests/gpu/) run exactly this schedule. The walk is src/train.cpp's: layers from the last
+// to the first, in each the directions one after another (a residual wrapper of either direction
+// adds to the same input gradient), the steps of each in reverse.
+#ifndef RNNCORE_SRC_GPU_BACKWARD_HPP
+#define RNNCORE_SRC_GPU_BACKWARD_HPP
+
+#include "hip/rnn_backward.hpp"
+#include "src/gpu/schedule.hpp"
+#include "src/internal/canonical_params.hpp"
+
+namespace rnncore {
+namespace gpu {
+
+/// The products of one direction (GemmArgs), by role.
+enum GradGemm : int {
+  kGemmRecurrent,  ///< per step: dh += dgates[t][:, 0:K0] · R[0:K0] (K0: every gate whose column is its own)
+  kGemmRecurrentN, ///< per step, GRU: reset-after dh += d(rec_n) · R_n; reset-before drh = dn · R_n
+  kGemmW,          ///< dW += Σ dpreᵀ x_cell
+  kGemmBiasW,      ///< dbW += Σ dpre
+  kGemmBiasR,      ///< dbR += Σ dpre (its own columns)
+  kGemmBiasRN,     ///< reset-after GRU: dbR_n += Σ d(rec_n)
+  kGemmR,          ///< dR[0:K0] += Σ dpreᵀ h_prev
+  kGemmRN,         ///< GRU: dR_n += Σ d(rec_n or n)ᵀ (h_prev or r ⊙ h_prev)
+  kGemmInput,      ///< x_cell ← dpre · W (the input gradient before the input masks)
+  kGemmCount
+};
+
+/// Everything a layer's backward kernels read, copied to the workspace at once.
+struct GradLayerBlock {
+  GradDirArgs dir[2];
+  GemmArgs gemm[2][kGemmCount];
+  InterLayerArgs inter;  ///< the inter-layer mask on the gradient of the layer below's output
+};
+static_assert(sizeof(GradLayerBlock) <= detail::kGpuGradArgBytesPerLayer, "kGpuGradArgBytesPerLayer is too small");
+static_assert(std::is_trivially_copyable<GradLayerBlock>::value, "argument blocks are copied to the device as bytes");
+
+namespace grad {
+
+/// [T, B, width] views of caller tensors in the run's layout (element strides).
+inline void caller_strides(const ForwardArgs& f, std::int64_t width, std::int64_t* st, std::int64_t* sb) {
+  const bool bm = f.layout == Layout::batch_major;
+  *st = bm ? width : f.batch * width;
+  *sb = bm ? f.seq_len * width : width;
+}
+
+/// A product C (+)= A·B in GemmArgs' terms: A at `a` with strides (a_m, a_k), per-arg step a_arg.
+inline GemmArgs product(const float* a, std::int64_t a_m, std::int64_t a_k, std::int64_t a_arg, const void* b, std::int64_t b_k,
+                        float* c, std::int64_t ldc, std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate) {
+  GemmArgs g;
+  std::memset(&g, 0, sizeof g);
+  g.a = a;
+  g.a_m = a_m;
+  g.a_k = a_k;
+  g.a_arg = a_arg;
+  g.b = b;
+  g.b_k = b_k;
+  g.b_n = 1;
+  g.c = c;
+  g.ldc = ldc;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.accumulate = accumulate ? 1 : 0;
+  return g;
+}
+
+/// Where one backward run's tensors are, per layer (inputs, output gradients, input gradients).
+struct Views {
+  const BackwardArgs* args;
+  unsigned char *packed, *ws, *reserve;
+  RunArrays arrays;
+  int cur;  ///< which of the workspace's dlayer buffers holds the current layer's output gradient
+};
+
+/// The kernels' arguments for direction d of layer l.
+inline void direction_grad_args(const detail::PlanImpl& p, const Views& v, int l, int d, GradDirArgs* ga) {
+  using schedule::at;
+  const StackSpec& st = p.stack;
+  const detail::LayerPlan& lp = p.layers[l];
+  const detail::TrainLayout& tr = p.train;
+  const BackwardArgs& a = *v.args;
+  const ForwardArgs& f = a.forward;
+  const detail::RunDropout run = detail::run_dropout(p, f);
+  const std::int64_t H = lp.hidden, I = lp.input_size, out_w = static_cast<std::int64_t>(lp.dirs) * H;
+  const int L = st.num_layers;
+  std::memset(ga, 0, sizeof *ga);
+  ga->cell = static_cast<std::int32_t>(lp.cell);
+  ga->gates = lp.gates;
+  ga->batch = f.batch;
+  ga->steps = f.seq_len;
+  ga->in_size = lp.input_size;
+  ga->in_pad = (lp.input_size + 3) / 4 * 4;
+  ga->hidden = lp.hidden;
+  ga->hidden_stride = lp.hidden_stride;
+  ga->reverse = d == 1 ? 1 : 0;
+  ga->num_wrappers = st.layers[l].num_wrappers;
+  ga->lengths = v.arrays.lengths;
+  ga->row_ids = v.arrays.row_ids;
+  ga->step = run.step;
+  for (int w = 0; w < ga->num_wrappers; ++w) {
+    ga->residual[w] = st.layers[l].wrappers[w].kind == WrapperKind::residual ? 1 : 0;
+    ga->input[w] = schedule::to_site(detail::wrapper_mask(st, run, l, d, w, detail::MaskKind::input));
+    ga->output[w] = schedule::to_site(detail::wrapper_mask(st, run, l, d, w, detail::MaskKind::output));
+    ga->state_h[w] = schedule::to_site(detail::wrapper_mask(st, run, l, d, w, detail::MaskKind::state_h));
+    ga->state_c[w] = schedule::to_site(detail::wrapper_mask(st, run, l, d, w, detail::MaskKind::state_c));
+  }
+  if (l == 0) {
+    ga->x = static_cast<const float*>(f.x);
+    caller_strides(f, I, &ga->x_st, &ga->x_sb);
+  } else {
+    ga->x = at<const float>(v.reserve, tr.layer_out[l - 1]);
+    ga->x_st = f.batch * I;
+    ga->x_sb = I;
+  }
+  if (l == L - 1) {
+    if (a.dy != nullptr) {
+      ga->dy = static_cast<const float*>(a.dy) + d * H;
+      caller_strides(f, out_w, &ga->dy_st, &ga->dy_sb);
+    }
+  } else {
+    ga->dy = at<const float>(v.ws, tr.dlayer[v.cur]) + d * H;
+    ga->dy_st = f.batch * out_w;
+    ga->dy_sb = out_w;
+  }
+  if (l > 0) {
+    ga->dx = at<float>(v.ws, tr.dlayer[v.cur ^ 1]);
+    ga->dx_st = f.batch * I;
+    ga->dx_sb = I;
+  } else if (a.dx != nullptr) {
+    ga->dx = static_cast<float*>(a.dx);
+    caller_strides(f, I, &ga->dx_st, &ga->dx_sb);
+  }
+  ga->keep = at<const float>(v.reserve, tr.keep[l][d]);
+  const std::size_t slot = static_cast<std::size_t>(state_offset(st, f.batch, l, d)) * sizeof(float);
+  auto state = [&](const void* base) { return base == nullptr ? nullptr : reinterpret_cast<const float*>(static_cast<const unsigned char*>(base) + slot); };
+  auto state_out = [&](void* base) { return base == nullptr ? nullptr : reinterpret_cast<float*>(static_cast<unsigned char*>(base) + slot); };
+  const bool lstm = lp.mode == Mode::lstm;
+  ga->h0 = state(f.h0);
+  ga->c0 = lstm ? state(f.c0) : nullptr;
+  ga->dhy = state(a.dhy);
+  ga->dcy = lstm ? state(a.dcy) : nullptr;
+  ga->dh0 = state_out(a.dh0);
+  ga->dc0 = lstm ? state_out(a.dc0) : nullptr;
+  ga->dh = at<float>(v.ws, tr.dh[0]);
+  ga->dc = at<float>(v.ws, tr.dc);
+  ga->dgates = at<float>(v.ws, tr.dgates);
+  ga->hprev = at<float>(v.ws, tr.hprev);
+  ga->xcell = at<float>(v.ws, tr.xcell);
+  ga->drh = at<float>(v.ws, tr.brows);
+}
+
+/// The products of direction d of layer l (unused roles stay zero: m = 0).
+inline void direction_products(const detail::PlanImpl& p, const Views& v, int l, int d, const GradDirArgs& ga, GemmArgs* out) {
+  const detail::LayerPlan& lp = p.layers[l];
+  const detail::DirectionPack& dp = lp.dir[d];
+  const std::int64_t H = lp.hidden, I = lp.input_size, G = lp.gates, gw = (G + 1) * H, Hs = lp.hidden_stride;
+  const std::int64_t rows = static_cast<std::int64_t>(ga.steps) * ga.batch, B = ga.batch;
+  const bool gru = lp.mode == Mode::gru, reset_after = lp.cell == simd::Cell::gru_reset_after;
+  const std::int64_t k0 = (gru ? 2 : G) * H, n_col = reset_after ? 3 * H : 2 * H;
+  const void* R = v.packed + dp.r_panel;
+  const auto* Rn = static_cast<const unsigned char*>(R);  // row 2H of R, in bytes of the storage type
+  const std::size_t wbytes = p.gpu.weights == kWeightF32 ? sizeof(float) : 2;
+  Rn += static_cast<std::size_t>(2 * H * Hs) * wbytes;
+  std::memset(out, 0, sizeof(GemmArgs) * kGemmCount);
+  out[kGemmRecurrent] = product(ga.dgates, gw, 1, B * gw, R, Hs, ga.dh, H, B, H, k0, true);
+  if (gru)
+    out[kGemmRecurrentN] = reset_after ? product(ga.dgates + n_col, gw, 1, B * gw, Rn, Hs, ga.dh, H, B, H, H, true)
+                                       : product(ga.dgates + n_col, gw, 1, B * gw, Rn, Hs, ga.drh, H, B, H, H, false);
+  if (!lp.skip_input && ga.dx != nullptr)
+    out[kGemmInput] = product(ga.dgates, gw, 1, 0, v.packed + dp.w_panel, (I + 3) / 4 * 4, ga.xcell, I, rows, I, G * H, false);
+  if (v.args->dweights == nullptr) return;
+  const detail::CellParams<float> dw = detail::cell_params(p, l, d, static_cast<float*>(v.args->dweights));
+  if (dw.W[0] != nullptr) out[kGemmW] = product(ga.dgates, 1, gw, 0, ga.xcell, I, dw.W[0], I, G * H, I, rows, true);
+  out[kGemmBiasW] = product(ga.dgates, 1, gw, 0, nullptr, 0, dw.bW[0], 1, G * H, 1, rows, true);
+  out[kGemmBiasR] = product(ga.dgates, 1, gw, 0, nullptr, 0, dw.bR[0], 1, reset_after ? 2 * H : G * H, 1, rows, true);
+  if (reset_after) out[kGemmBiasRN] = product(ga.dgates + n_col, 1, gw, 0, nullptr, 0, dw.bR[2], 1, H, 1, rows, true);
+  out[kGemmR] = product(ga.dgates, 1, gw, 0, ga.hprev, H, dw.R[0], H, k0, H, rows, true);
+  if (gru) out[kGemmRN] = product(ga.dgates + n_col, 1, gw, 0, ga.hprev, H, dw.R[2], H, H, H, rows, true);
+}
+
+/// Whether product `role` exists in this direction.
+inline bool has(const GemmArgs& g) { return g.m > 0; }
+
+template <class BT, class L>
+Status gemm(L& ln, const GpuPlan& g, const GemmArgs& host, const GemmArgs* dev, int arg) {
+  return ln.template launch<f32_rnn_grad_gemm<BT>>(elementwise_dims(g, host.m * host.n, 1), host, dev, arg);
+}
+
+/// Direction d of a layer: its launches in stream order.
+template <int C, class WT, class L>
+Status direction(L& ln, const GpuPlan& g, const GradLayerBlock& host, const GradLayerBlock* dev, int d, bool skip_input) {
+  const GradDirArgs& ga = host.dir[d];
+  const GradDirArgs* dga = &dev->dir[d];
+  const GemmArgs* gm = host.gemm[d];
+  const GemmArgs* dgm = dev->gemm[d];
+  const std::int64_t BH = static_cast<std::int64_t>(ga.batch) * ga.hidden, groups = ga.batch * ((ga.hidden + 3) / 4);
+  const std::int64_t rows = static_cast<std::int64_t>(ga.steps) * ga.batch;
+  RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_grad_gather>(
+      elementwise_dims(g, rows * ((ga.in_size + 3) / 4 + (ga.hidden + 3) / 4), 1), ga, dga, 0));
+  RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_grad_start>(elementwise_dims(g, BH, 1), ga, dga, 0));
+  for (int s = ga.steps - 1; s >= 0; --s) {
+    const int t = ga.reverse ? ga.steps - 1 - s : s;
+    RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_grad_cell<C>>(elementwise_dims(g, groups, 1), ga, dga, t));
+    if constexpr (C == kGruResetBefore) {
+      RNNCORE_RETURN_IF_ERROR(gemm<WT>(ln, g, gm[kGemmRecurrentN], &dgm[kGemmRecurrentN], t));
+      RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_grad_reset_before_r>(elementwise_dims(g, BH, 1), ga, dga, t));
+    }
+    RNNCORE_RETURN_IF_ERROR(gemm<WT>(ln, g, gm[kGemmRecurrent], &dgm[kGemmRecurrent], t));
+    if constexpr (C == kGruResetAfter) RNNCORE_RETURN_IF_ERROR(gemm<WT>(ln, g, gm[kGemmRecurrentN], &dgm[kGemmRecurrentN], t));
+  }
+  if (ga.dh0 != nullptr || ga.dc0 != nullptr)
+    RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_grad_end>(elementwise_dims(g, BH, 1), ga, dga, 0));
+  for (int role : {kGemmW, kGemmBiasW, kGemmBiasR, kGemmBiasRN, kGemmR})
+    if (has(gm[role])) RNNCORE_RETURN_IF_ERROR(gemm<float>(ln, g, gm[role], &dgm[role], 0));
+  if (has(gm[kGemmRN])) {
+    if constexpr (C == kGruResetBefore)  // R_n multiplied r ⊙ h_prev (r and z are done with h_prev)
+      RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_grad_reset_hprev>(elementwise_dims(g, rows * ga.hidden, 1), ga, dga, 0));
+    RNNCORE_RETURN_IF_ERROR(gemm<float>(ln, g, gm[kGemmRN], &dgm[kGemmRN], 0));
+  }
+  if (ga.dx == nullptr) return Status::ok;
+  if (has(gm[kGemmInput])) RNNCORE_RETURN_IF_ERROR(gemm<WT>(ln, g, gm[kGemmInput], &dgm[kGemmInput], 0));
+  return ln.template launch<f32_rnn_grad_input>(elementwise_dims(g, rows * ((ga.in_size + 3) / 4), 1), ga, dga, skip_input ? 1 : 0);
+}
+
+template <class WT, class L>
+Status direction_of(L& ln, const GpuPlan& g, const GradLayerBlock& host, const GradLayerBlock* dev, int d, simd::Cell cell, bool skip) {
+  switch (cell) {
+    case simd::Cell::lstm: return direction<kLstm, WT>(ln, g, host, dev, d, skip);
+    case simd::Cell::gru_reset_after: return direction<kGruResetAfter, WT>(ln, g, host, dev, d, skip);
+    case simd::Cell::gru_reset_before: return direction<kGruResetBefore, WT>(ln, g, host, dev, d, skip);
+    case simd::Cell::rnn_tanh: return direction<kRnnTanh, WT>(ln, g, host, dev, d, skip);
+    case simd::Cell::rnn_relu: return direction<kRnnRelu, WT>(ln, g, host, dev, d, skip);
+  }
+  return Status::internal;
+}
+
+/// Zeroes what backward adds to or only partly writes: dweights (unless accumulating), dx, dc0.
+template <class L>
+Status zero_outputs(L& ln, const detail::PlanImpl& p, const BackwardArgs& a) {
+  const StackSpec& st = p.stack;
+  const ForwardArgs& f = a.forward;
+  if (a.dweights != nullptr && !a.accumulate)
+    RNNCORE_RETURN_IF_ERROR(ln.zero_async(a.dweights, static_cast<std::size_t>(param_count(st)) * sizeof(float)));
+  if (f.batch == 0) return Status::ok;
+  if (a.dc0 != nullptr)  // non-LSTM blocks stay zero
+    RNNCORE_RETURN_IF_ERROR(ln.zero_async(a.dc0, static_cast<std::size_t>(state_elements(st, f.batch)) * sizeof(float)));
+  if (a.dx != nullptr)
+    RNNCORE_RETURN_IF_ERROR(ln.zero_async(a.dx, sizeof(float) * static_cast<std::size_t>(f.seq_len) * f.batch * st.input_size));
+  return Status::ok;
+}
+
+}  // namespace grad
+
+/// Backward through time on the GPU (see the file comment), for weights stored as WT.
+template <class WT, class L>
+Status backward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const unsigned char* packed_c, unsigned char* ws,
+                     const BackwardArgs& a) {
+  const ForwardArgs& f = a.forward;
+  const detail::TrainLayout& tr = p.train;
+  RNNCORE_RETURN_IF_ERROR(check_packed(ln, p, g, packed_c));
+  RNNCORE_RETURN_IF_ERROR(grad::zero_outputs(ln, p, a));
+  if (f.batch == 0) return ln.finish("backward");
+  RNNCORE_ENSURE(f.reserve != nullptr, Status::null_pointer, "backward: forward.reserve is null (run a training forward first)");
+  unsigned char header[detail::kReserveHeaderBytes];
+  RNNCORE_RETURN_IF_ERROR(ln.copy_to_host_in_order(header, f.reserve, sizeof header));
+  RNNCORE_RETURN_IF_ERROR(detail::check_reserve_header(p, f, header));
+  grad::Views v{&a, const_cast<unsigned char*>(packed_c), ws, static_cast<unsigned char*>(f.reserve), RunArrays(), 0};
+  const detail::RunDropout run = detail::run_dropout(p, f);
+  if (f.seq_lengths != nullptr) {
+    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + tr.gpu_lengths, f.seq_lengths, sizeof(std::int32_t) * f.batch));
+    v.arrays.lengths = schedule::at<std::int32_t>(ws, tr.gpu_lengths);
+  }
+  if (f.row_ids != nullptr && run.on) {
+    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + tr.gpu_row_ids, f.row_ids, sizeof(std::uint32_t) * f.batch));
+    v.arrays.row_ids = schedule::at<std::uint32_t>(ws, tr.gpu_row_ids);
+  }
+  const int layers = p.stack.num_layers;
+  GradLayerBlock host[kMaxLayers];
+  std::memset(host, 0, sizeof host);
+  for (int l = layers - 1, cur = 0; l >= 0; --l, cur ^= 1) {
+    v.cur = cur;
+    for (int d = 0; d < p.layers[l].dirs; ++d) {
+      grad::direction_grad_args(p, v, l, d, &host[l].dir[d]);
+      grad::direction_products(p, v, l, d, host[l].dir[d], host[l].gemm[d]);
+    }
+    const detail::Mask inter = l > 0 ? detail::inter_layer_mask(p.stack, run, l - 1) : detail::Mask();
+    if (inter.active) {
+      InterLayerArgs& ia = host[l].inter;
+      ia.out = host[l].dir[0].dx;
+      ia.steps = f.seq_len;
+      ia.batch = f.batch;
+      ia.width = p.layers[l].input_size;
+      ia.row_ids = v.arrays.row_ids;
+      ia.step = run.step;
+      ia.mask = schedule::to_site(inter);
+    }
+  }
+  if (L::kArgsInDeviceMemory)
+    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + tr.gpu_args, host, sizeof(GradLayerBlock) * static_cast<std::size_t>(layers)));
+  const GradLayerBlock* dev = schedule::at<const GradLayerBlock>(ws, tr.gpu_args);
+  for (int l = layers - 1; l >= 0; --l) {
+    const detail::LayerPlan& lp = p.layers[l];
+    if (l > 0)  // the layer below's output gradient, which this layer's directions add to
+      RNNCORE_RETURN_IF_ERROR(ln.zero_async(host[l].dir[0].dx, sizeof(float) * static_cast<std::size_t>(f.seq_len) * f.batch * lp.input_size));
+    for (int d = 0; d < lp.dirs; ++d)
+      RNNCORE_RETURN_IF_ERROR(grad::direction_of<WT>(ln, g, host[l], &dev[l], d, lp.cell, lp.skip_input));
+    if (host[l].inter.mask.active) {
+      const std::int64_t items = static_cast<std::int64_t>(f.seq_len) * f.batch * ((host[l].inter.width + 3) / 4);
+      RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_inter_layer_dropout>(elementwise_dims(g, items, 1), host[l].inter, &dev[l].inter, 0));
+    }
+  }
+  return ln.finish("backward");
+}
+
+/// Backward on the GPU (see backward_with), for the plan's weight storage type.
+template <class L>
+Status backward(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const unsigned char* packed, unsigned char* ws,
+                const BackwardArgs& a) {
+  if (g.weights == kWeightF16) return backward_with<WeightF16>(ln, p, g, packed, ws, a);
+  if (g.weights == kWeightBF16) return backward_with<WeightBF16>(ln, p, g, packed, ws, a);
+  return backward_with<float>(ln, p, g, packed, ws, a);
+}
+
+}  // namespace gpu
+}  // namespace rnncore
+
+#endif  // RNNCORE_SRC_GPU_BACKWARD_HPP
