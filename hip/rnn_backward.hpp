@@ -296,7 +296,8 @@ struct f32_rnn_grad_input {
 };
 
 /// GemmArgs' product, one thread per element of C (grid-stride), summing p in increasing order:
-/// deterministic, and simple. (A tiled version is the next step: docs/training.md, "GPU".)
+/// deterministic. For the small products (a step's rows, bias sums); f32_rnn_grad_gemm_tiled does
+/// the large ones.
 template <class BT>
 struct f32_rnn_grad_gemm {
   using Args = GemmArgs;
@@ -319,6 +320,67 @@ struct f32_rnn_grad_gemm {
       }
       float* c = g.c + i * g.ldc + j;
       *c = g.accumulate ? *c + s : s;
+    }
+  }
+};
+
+/// GemmArgs' product (B not null) in shared-memory tiles of kBM × kBN over k chunks of kBK; each
+/// of the kThreads threads accumulates a 4 × 4 block in registers, summing p in increasing order
+/// like f32_rnn_grad_gemm. For the large products (weight and input gradients over every step and
+/// row). grid = (n tiles, m tiles, strided).
+template <class BT>
+struct f32_rnn_grad_gemm_tiled {
+  using Args = GemmArgs;
+  static const char* name() { return "f32_rnn_grad_gemm_tiled"; }
+  static constexpr int kBM = 64, kBN = 64, kBK = 16, kThreads = 256;
+  static constexpr int kMaxThreads = kThreads;
+  /// NVIDIA: 3 resident blocks per SM (at most 85 registers), as f32_rnn_proj_gemm_tiled.
+  static constexpr int kMinBlocks = 3;
+  RNNCORE_HD static size_t smem_bytes() { return sizeof(float) * kBK * (kBM + kBN); }
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& g, int arg, float* smem) {
+    float* As = smem;              // [kBK][kBM]
+    float* Bs = smem + kBK * kBM;  // [kBK][kBN]
+    const float* A = g.a + static_cast<int64_t>(arg) * g.a_arg;
+    const BT* B = static_cast<const BT*>(g.b);
+    const int tid = ex.tx(), ty = tid / (kBN / 4), tx = tid % (kBN / 4);
+    const int64_t n0 = static_cast<int64_t>(ex.bx()) * kBN, m_tiles = (g.m + kBM - 1) / kBM;
+    for (int64_t mt = ex.by(); mt < m_tiles; mt += ex.gdy()) {
+      const int64_t m0 = mt * kBM;
+      float acc[4][4];
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+      for (int64_t k0 = 0; k0 < g.k; k0 += kBK) {
+        for (int e = tid; e < kBM * kBK; e += kThreads) {  // e = kk · kBM + r: rows fastest
+          const int kk = e / kBM, r = e % kBM;
+          const int64_t i = m0 + r, p = k0 + kk;
+          As[e] = i < g.m && p < g.k ? A[i * g.a_m + p * g.a_k] : 0.0f;
+        }
+        for (int e = tid; e < kBN * kBK; e += kThreads) {  // e = kk · kBN + c: columns fastest
+          const int kk = e / kBN, c = e % kBN;
+          const int64_t j = n0 + c, p = k0 + kk;
+          Bs[e] = j < g.n && p < g.k ? to_float(B[p * g.b_k + j * g.b_n]) : 0.0f;
+        }
+        ex.sync();
+        const int kn = static_cast<int>(g.k - k0 < kBK ? g.k - k0 : kBK);
+        for (int kk = 0; kk < kn; ++kk) {
+          const F4 av = load4(As + kk * kBM + ty * 4), bv = load4(Bs + kk * kBN + tx * 4);
+          const float ar[4] = {av.x, av.y, av.z, av.w}, br[4] = {bv.x, bv.y, bv.z, bv.w};
+          for (int i = 0; i < 4; ++i)
+            for (int j = 0; j < 4; ++j) acc[i][j] += ar[i] * br[j];
+        }
+        ex.sync();
+      }
+      for (int i = 0; i < 4; ++i) {
+        const int64_t r = m0 + ty * 4 + i;
+        if (r >= g.m) continue;
+        for (int j = 0; j < 4; ++j) {
+          const int64_t c = n0 + tx * 4 + j;
+          if (c >= g.n) continue;
+          float* out = g.c + r * g.ldc + c;
+          *out = g.accumulate ? *out + acc[i][j] : acc[i][j];
+        }
+      }
     }
   }
 };

@@ -184,9 +184,19 @@ inline void direction_products(const detail::PlanImpl& p, const Views& v, int l,
 /// Whether product `role` exists in this direction.
 inline bool has(const GemmArgs& g) { return g.m > 0; }
 
+/// A product: tiled where C has at least a tile's rows and columns (and B is a matrix), else one
+/// thread per element.
 template <class BT, class L>
 Status gemm(L& ln, const GpuPlan& g, const GemmArgs& host, const GemmArgs* dev, int arg) {
-  return ln.template launch<f32_rnn_grad_gemm<BT>>(elementwise_dims(g, host.m * host.n, 1), host, dev, arg);
+  using K = f32_rnn_grad_gemm_tiled<BT>;
+  if (host.b == nullptr || host.m < K::kBM / 2 || host.n < K::kBN / 2)
+    return ln.template launch<f32_rnn_grad_gemm<BT>>(elementwise_dims(g, host.m * host.n, 1), host, dev, arg);
+  Dims d;
+  d.gx = static_cast<std::uint32_t>((host.n + K::kBN - 1) / K::kBN);
+  d.gy = static_cast<std::uint32_t>(std::min<std::int64_t>((host.m + K::kBM - 1) / K::kBM, 65535));
+  d.block = K::kThreads;
+  d.smem = K::smem_bytes();
+  return ln.template launch<K>(d, host, dev, arg);
 }
 
 /// Direction d of a layer: its launches in stream order.

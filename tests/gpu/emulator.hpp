@@ -330,6 +330,7 @@ struct Site {
 struct Mutation {
   int kind = -1;
   int line = 0;
+  const char* file = nullptr;  ///< the site's file name (no directory); null: any file
 };
 
 /// What the threads of one launch share beyond their block.
@@ -340,11 +341,10 @@ struct LaunchShared {
   const char* kernel = "";
   /// Records a reached site; whether the mutation leaves it out.
   bool skip(int kind, const char* file, int line) const {
-    if (census != nullptr) {
-      const char* base = std::strrchr(file, '/');
-      (*census)[Site{kind, line, base != nullptr ? base + 1 : file}].insert(kernel);
-    }
-    return mutation->kind == kind && mutation->line == line;
+    const char* slash = std::strrchr(file, '/');
+    const char* base = slash != nullptr ? slash + 1 : file;
+    if (census != nullptr) (*census)[Site{kind, line, base}].insert(kernel);
+    return mutation->kind == kind && mutation->line == line && (mutation->file == nullptr || std::strcmp(mutation->file, base) == 0);
   }
 };
 

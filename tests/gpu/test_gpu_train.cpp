@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <set>
 #include <string>
 
 #include "tests/gpu/emu_kernels.hpp"
@@ -26,6 +28,10 @@ struct Device {
   int blocks_per_sm = 2;
   gpu::Recurrence recurrence = gpu::Recurrence::auto_select;
   std::uint64_t sched_seed = 1;
+  std::map<std::string, int>* launches = nullptr;  ///< if set: the launches per kernel name
+  emu::Mutation mutation;                          ///< a synchronisation site left out
+  std::map<emu::Site, std::set<std::string>>* census = nullptr;  ///< if set: the sites reached
+  std::size_t* reports = nullptr;  ///< if set: the detector's report count (else reports fail the test)
 };
 
 /// The GPU backend's training forward and backward in the emulator; buffers start as NaN bytes.
@@ -56,6 +62,8 @@ Status train_emulated(const Case& c, const TrainData& d, const Device& dev, Trai
   emu::detector::track(bws.ptr, bws.size, "backward ws");
   emu::detector::track(reserve.ptr, reserve.size, "reserve");
   emu::Launcher ln(p.gpu.target, dev.blocks_per_sm, dev.sched_seed);
+  ln.mutation = dev.mutation;
+  ln.census = dev.census;
   RNNCORE_RETURN_IF_ERROR(emu::pack(ln, p, p.gpu, d.w.data(), packed.ptr));
   ForwardArgs a;
   bind(c, d.x, d.h0, d.c0, d, r, &a);
@@ -66,9 +74,12 @@ Status train_emulated(const Case& c, const TrainData& d, const Device& dev, Trai
   b.forward = a;
   bind_backward(c, d.dy, d.dhy, d.dcy, r, &b);
   const Status s = emu::backward(ln, p, p.gpu, packed.ptr, bws.ptr, b);
-  for (const std::string& rep : emu::detector::take_reports()) FAIL_CHECK(rep);
+  if (dev.reports != nullptr) *dev.reports = emu::detector::report_count();
+  for (const std::string& rep : emu::detector::take_reports())
+    if (dev.reports == nullptr) FAIL_CHECK(rep);
   emu::detector::reset();
   for (const std::string& e : ln.errors) FAIL_CHECK(e);
+  if (dev.launches != nullptr) *dev.launches = ln.launches;
   return s;
 }
 
@@ -116,6 +127,77 @@ TEST_CASE("emulated GPU training with f16 and bf16 weight storage") {
       check_emulated(c, rng.next());
     }
   MESSAGE("largest relative error: " << g_training_worst);
+}
+
+TEST_CASE("emulated GPU training: shapes large enough for the tiled products (edges in every dimension)") {
+  Rng rng(2026112404);
+  g_training_worst = 0;
+  const struct {
+    Mode mode;
+    GruVariant variant;
+    int input, hidden, T, B;
+    bool bidirectional;
+  } shapes[] = {{Mode::lstm, GruVariant::reset_after, 36, 40, 7, 9, true},
+                {Mode::gru, GruVariant::reset_before, 70, 33, 3, 33, false},
+                {Mode::gru, GruVariant::reset_after, 17, 65, 4, 40, true},
+                {Mode::rnn_relu, GruVariant::reset_after, 66, 67, 5, 35, false}};
+  for (const auto& sh : shapes) {
+    Case c;
+    c.stack.input_size = sh.input;
+    c.stack.num_layers = 2;
+    c.stack.layers[0] = layer(sh.mode, sh.hidden, sh.bidirectional, {}, sh.variant);
+    c.stack.layers[1] = layer(sh.mode, sh.hidden - 1, false, {}, sh.variant);
+    c.T = sh.T;
+    c.B = sh.B;
+    c.lengths = true;
+    c.initial = true;
+    std::map<std::string, int> launches;
+    Device dev;
+    dev.launches = &launches;
+    check_emulated(c, rng.next(), dev);
+    CHECK(launches["f32_rnn_grad_gemm_tiled"] > 0);
+    if (sh.B >= 32) CHECK(launches["f32_rnn_grad_gemm_tiled"] > 2 * sh.T);  // the steps' products too
+  }
+  MESSAGE("largest relative error: " << g_training_worst);
+}
+
+TEST_CASE("mutants: leaving out any barrier of the backward kernels is caught") {
+  // Every synchronisation site of hip/rnn_backward.hpp that a training run reaches is left out in
+  // turn; the mutant is caught when the detector reports a race or a gradient's bits change.
+  Case c;
+  c.stack.input_size = 36;
+  c.stack.num_layers = 1;
+  c.stack.layers[0] = layer(Mode::lstm, 40, true, {});
+  c.T = 7;
+  c.B = 33;
+  c.lengths = true;
+  const TrainData d = draw_training(c, 99);
+  std::map<emu::Site, std::set<std::string>> census;
+  Device dev;
+  std::size_t found = 0;
+  dev.census = &census;
+  dev.reports = &found;
+  TrainResults<float> base;
+  REQUIRE(train_emulated(c, d, dev, &base) == Status::ok);
+  CHECK(found == 0);
+  dev.census = nullptr;
+  int sites = 0;
+  for (const auto& site : census) {
+    if (site.first.file != "rnn_backward.hpp") continue;
+    ++sites;
+    dev.mutation.kind = site.first.kind;
+    dev.mutation.line = site.first.line;
+    dev.mutation.file = "rnn_backward.hpp";
+    TrainResults<float> got;
+    found = 0;
+    REQUIRE(train_emulated(c, d, dev, &got) == Status::ok);
+    const bool changed = std::memcmp(got.dw.data(), base.dw.data(), sizeof(float) * base.dw.size()) != 0 ||
+                         std::memcmp(got.dx.data(), base.dx.data(), sizeof(float) * base.dx.size()) != 0;
+    const std::string how = found > 0 ? "caught by the detector" : changed ? "caught by the results" : "SURVIVED";
+    MESSAGE(std::string(emu::site_kind_name(site.first.kind)) << " at rnn_backward.hpp:" << site.first.line << ": " << how);
+    CHECK((found > 0 || changed));
+  }
+  CHECK(sites >= 2);  // the tiled product's two barriers
 }
 
 TEST_CASE("a GPU backward refuses a reserve of another run") {
