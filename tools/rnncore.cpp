@@ -913,6 +913,9 @@ int cmd_grad(int argc, char** argv) {
   Plan plan;
   Status s = Plan::create(stack, opt, &plan);
   if (s != Status::ok) return error(o.weights + ": " + library_error(s));
+  if (plan.backend() == Backend::gpu)  // its buffers would be device memory; this command's are the host's
+    return error("grad: --backend gpu is not served here (it reads and writes .npy files on the host); GPU training "
+                 "is the library's (Plan or Model with Backend::gpu), and 'rnncore bench --backward --backend gpu' times it");
   Aligned packed(plan.packed_weight_bytes()), ws(plan.workspace_bytes()), bws(plan.backward_workspace_bytes()),
       reserve(plan.reserve_bytes());
   if ((s = plan.pack_weights(rs.model.canonical.data(), packed.p, packed.bytes)) != Status::ok) return error(library_error(s));
@@ -1017,8 +1020,9 @@ void define_bench(CLI::App& app, BenchOptions& o) {
                "reserve + backward for dx, dh0, dc0 and the weights) against\n"
                "the inference forward, alternating, and print both and their\n"
                "ratio; with --dropout P the training step is also timed with\n"
-               "dropout P on every site (CPU backends only); each timed run\n"
-               "follows an untimed one of the same kind")
+               "dropout P on every site; each timed run follows an untimed\n"
+               "one of the same kind (GPU: device buffers, each half timed\n"
+               "to the end of a synchronize)")
       ->group(extra);
   app.add_flag("--peak", o.peak,
                "also measure this core's FMA peak (of the kernels'\n"
@@ -1055,8 +1059,6 @@ int cmd_bench(int argc, char** argv) {
   opt.weight_dtype = dtype_name == "bf16" ? DType::bf16 : dtype_name == "f16" ? DType::f16 : DType::f32;
   parse_backend(o.backend, &opt.backend);
   const bool backward = o.backward;
-  if (backward && opt.backend == Backend::gpu)
-    return usage_error("bench", "--backward: training runs on the CPU backends only (auto, reference or simd)");
   const double dropout = o.dropout;
   const bool with_dropout = given(app, "--dropout");
 
@@ -1115,19 +1117,24 @@ int cmd_bench(int argc, char** argv) {
   fa.seed = 1;
   // A GPU plan runs on device copies of x and y and is timed with events on its stream.
   const bool on_gpu = net[0].plan().backend() == Backend::gpu;
-  if (backward && on_gpu)
-    return error("--backward: the inference plan chose the GPU backend, training runs on the CPU: use --backend simd");
 
   // --backward: training plans (the network, and with --dropout the network with dropout on every
   // site), each with its packed weights, forward and backward workspaces and reserve; one training
   // step = a training forward that fills the reserve + backward for dx, dh0, dc0 and the weights.
+  // On the GPU the buffers and the gradient tensors are device memory.
   struct TrainNet {
     Plan plan;
     void* buf[4] = {nullptr, nullptr, nullptr, nullptr};  // packed, workspace, backward workspace, reserve
     std::size_t bytes[4] = {0, 0, 0, 0};
+    int device = -1;  // >= 0: buf are device memory of that GPU
     ~TrainNet() {
-      for (void* p : buf) std::free(p);
+      for (void* p : buf) device >= 0 ? gpu_free(device, p) : std::free(p);
     }
+  };
+  struct DeviceTensor {  // a device copy of a host tensor (GPU --backward)
+    int device = 0;
+    void* p = nullptr;
+    ~DeviceTensor() { gpu_free(device, p); }
   };
   const int train_nets = backward ? (with_dropout ? 2 : 1) : 0;
   TrainNet train[2];
@@ -1148,13 +1155,33 @@ int cmd_bench(int argc, char** argv) {
     if (s != Status::ok) return error(library_error(s));
     const std::size_t sizes[4] = {tn.plan.packed_weight_bytes(), tn.plan.workspace_bytes(),
                                   tn.plan.backward_workspace_bytes(), tn.plan.reserve_bytes()};
+    tn.device = on_gpu ? opt.gpu_device : -1;
     for (int b = 0; b < 4; ++b) {
       tn.bytes[b] = sizes[b];
+      if (on_gpu) {
+        if ((s = gpu_alloc(opt.gpu_device, sizes[b], &tn.buf[b])) != Status::ok) return error(library_error(s));
+        continue;
+      }
       tn.buf[b] = std::aligned_alloc(kAlignment, (sizes[b] + kAlignment - 1) / kAlignment * kAlignment + kAlignment);
       if (tn.buf[b] == nullptr) return error("out of memory");
     }
     if ((s = tn.plan.pack_weights(w.data(), tn.buf[0], tn.bytes[0])) != Status::ok) return error(library_error(s));
   }
+  // The gradient tensors as backward sees them: host vectors, or their device copies on the GPU.
+  DeviceTensor grads[7];  // dy, dhy, dcy, dx, dh0, dc0, dweights
+  std::vector<unsigned char>* grad_host[7] = {&dy, &dhy, &dcy, &dx, &dh0, &dc0, &dweights};
+  void* grad_ptr[7];
+  for (int i = 0; i < 7; ++i) {
+    grad_ptr[i] = grad_host[i]->data();
+    if (!on_gpu || grad_host[i]->empty()) continue;
+    grads[i].device = opt.gpu_device;
+    Status s = gpu_alloc(opt.gpu_device, grad_host[i]->size(), &grads[i].p);
+    if (s == Status::ok) s = gpu_copy(grads[i].p, grad_host[i]->data(), grad_host[i]->size(), GpuCopy::host_to_device);
+    if (s != Status::ok) return error(library_error(s));
+    grad_ptr[i] = grads[i].p;
+  }
+  // One training step, its two halves timed on the host (on the GPU: from the call to the end of
+  // a synchronize).
   auto training_step = [&](int k, std::uint64_t step, double* fwd_ms, double* bwd_ms) {
     using clk = std::chrono::steady_clock;
     TrainNet& tn = train[k];
@@ -1165,18 +1192,20 @@ int cmd_bench(int argc, char** argv) {
     ta.reserve_bytes = tn.bytes[3];
     const auto t0 = clk::now();
     Status s = tn.plan.forward(tn.buf[0], tn.buf[1], tn.bytes[1], ta);
+    if (s == Status::ok && on_gpu) s = gpu_synchronize(ta.stream);
     const auto t1 = clk::now();
     if (s != Status::ok) return s;
     BackwardArgs ba;
     ba.forward = ta;
-    ba.dy = dy.data();
-    ba.dhy = dhy.data();
-    ba.dcy = spec.mode == Mode::lstm ? dcy.data() : nullptr;
-    ba.dx = dx.data();
-    ba.dh0 = dh0.data();
-    ba.dc0 = spec.mode == Mode::lstm ? dc0.data() : nullptr;
-    ba.dweights = dweights.data();
+    ba.dy = grad_ptr[0];
+    ba.dhy = grad_ptr[1];
+    ba.dcy = spec.mode == Mode::lstm ? grad_ptr[2] : nullptr;
+    ba.dx = grad_ptr[3];
+    ba.dh0 = grad_ptr[4];
+    ba.dc0 = spec.mode == Mode::lstm ? grad_ptr[5] : nullptr;
+    ba.dweights = grad_ptr[6];
     s = tn.plan.backward(tn.buf[0], tn.buf[2], tn.bytes[2], ba);
+    if (s == Status::ok && on_gpu) s = gpu_synchronize(ta.stream);
     const auto t2 = clk::now();
     *fwd_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
     *bwd_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
