@@ -12,6 +12,7 @@
 #include <string>
 
 #include "rnncore/gpu.hpp"
+#include "src/internal/error.hpp"
 #include "src/internal/plan_impl.hpp"
 #include "tests/gpu/gpu_cases.hpp"
 
