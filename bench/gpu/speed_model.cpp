@@ -19,7 +19,13 @@
 // instruction mix, bank conflicts and the h broadcast are not modelled. Printed beside cuDNN's
 // published anchors.
 //
-// usage: speed_model [--csv]
+// --backward: the same bound for one step of backward through time (src/gpu/backward.hpp): per
+// step the cell kernel and dh += dpre · R (2·G·H·H·B FLOPs, R read once from L2 or HBM — backward
+// has no persistent kernel yet), 2 launches (3 for the reset-after GRU, 4 for the reset-before);
+// the weight and input gradients are products over all steps after the recurrence, reported as a
+// per-step share at the f32 rate (2·G·H·(2·I + H)·B FLOPs).
+//
+// usage: speed_model [--csv] [--backward]
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -105,14 +111,39 @@ bool model(const gpu::DeviceProfile& prof, const ModelShape& sh, Row* row) {
   return true;
 }
 
+/// One step of backward (see the file comment), from the same plan's layer facts.
+bool model_backward(const gpu::DeviceProfile& prof, const ModelShape& sh, Row* row) {
+  if (!model(prof, sh, row)) return false;  // the forward's plan: shapes, the weight bytes
+  const double G = num_gates(sh.mode), H = sh.hidden, B = sh.batch;
+  const int launches = sh.mode == Mode::gru ? 3 : 2;  // (the profiles' shapes use the reset-after GRU)
+  const bool in_l2 = row->weight_bytes <= prof.l2_bytes / 2;
+  const double bandwidth_gbs = in_l2 ? prof.memory_gbs * kL2OverHbm : prof.memory_gbs;
+  row->kernel = "per step";
+  row->blocks = 0;
+  row->where = in_l2 ? "L2" : "HBM";
+  row->compute_us = row->flops / (prof.f32_tflops * 1e6);
+  row->memory_us = row->weight_bytes / (bandwidth_gbs * 1e3);
+  row->latency_us = kLaunchUs * launches;
+  row->bound_us = std::max(row->compute_us, row->memory_us) + row->latency_us;
+  row->proj_us = 2 * G * H * (2 * H + H) * B / (prof.f32_tflops * 1e6);  // I = H: dW, dR and dx per step
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool csv = argc > 1 && std::strcmp(argv[1], "--csv") == 0;
-  if (argc > 1 && !csv) {
-    std::printf("usage: speed_model [--csv]\n  Per device profile and shape, the bound on one time step of the GPU recurrence\n"
-                "  (see the comment at the top of bench/gpu/speed_model.cpp and docs/gpu.md).\n");
-    return std::strcmp(argv[1], "--help") == 0 ? 0 : 2;
+  bool csv = false, backward = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--csv") == 0) {
+      csv = true;
+    } else if (std::strcmp(argv[i], "--backward") == 0) {
+      backward = true;
+    } else {
+      std::printf("usage: speed_model [--csv] [--backward]\n  Per device profile and shape, the bound on one time step of the GPU recurrence\n"
+                  "  (--backward: of backward through time; see the comment at the top of bench/gpu/speed_model.cpp\n"
+                  "  and docs/gpu.md).\n");
+      return std::strcmp(argv[i], "--help") == 0 ? 0 : 2;
+    }
   }
   const ModelShape shapes[] = {
       {Mode::lstm, 512, 16, DType::f32},  {Mode::lstm, 512, 16, DType::f16},  {Mode::lstm, 256, 1, DType::f32},
@@ -124,19 +155,21 @@ int main(int argc, char** argv) {
                 "tflops_at_bound,projection_us\n");
   else
     std::printf("Assumptions: grid barrier %.1f us, kernel launch %.1f us, L2 bandwidth %.1fx HBM, shared memory %g B/clock/SM.\n"
-                "I = H, one layer, one direction; bound = max(compute, weight reads) + latency, per time step.\n\n",
-                kGridBarrierUs, kLaunchUs, kL2OverHbm, kSmemBytesPerClock);
+                "I = H, one layer, one direction; bound = max(compute, weight reads) + latency, per time step%s.\n\n",
+                kGridBarrierUs, kLaunchUs, kL2OverHbm, kSmemBytesPerClock,
+                backward ? " of backward (last column: the weight and input gradients' share of a step)" : "");
   for (int i = 0; i < gpu::kProfileCount; ++i) {
     const gpu::DeviceProfile prof = gpu::device_profile(i);
     if (!csv) {
       std::printf("## %s (%s): %d %s, %.0f GB/s HBM, %.0f MB L2, %.1f TFLOP/s f32\n\n", prof.device.name, prof.device.arch,
                   prof.device.sm_count, std::strcmp(gpu::vendor_of(prof.device), "hip") == 0 ? "CUs" : "SMs", prof.memory_gbs, prof.l2_bytes / 1e6, prof.f32_tflops);
-      std::printf("| cell | H | B | weights | kernel (blocks) | R read from | MFLOP | R KiB | compute us | memory us | latency us | bound us/step | TFLOP/s | projection us |\n");
+      std::printf("| cell | H | B | weights | kernel (blocks) | R read from | MFLOP | R KiB | compute us | memory us | latency us | bound us/step | TFLOP/s | %s |\n",
+                  backward ? "gradient products us" : "projection us");
       std::printf("| --- | ---: | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     }
     for (const ModelShape& sh : shapes) {
       Row r;
-      if (!model(prof, sh, &r)) {
+      if (!(backward ? model_backward(prof, sh, &r) : model(prof, sh, &r))) {
         std::fprintf(stderr, "speed_model: planning failed for %s H=%d: %s\n", prof.device.name, sh.hidden, last_error_detail());
         return 1;
       }
