@@ -362,13 +362,7 @@ struct f32_rnn_grad_gemm_tiled {
           Bs[e] = j < g.n && p < g.k ? to_float(B[p * g.b_k + j * g.b_n]) : 0.0f;
         }
         ex.sync();
-        const int kn = static_cast<int>(g.k - k0 < kBK ? g.k - k0 : kBK);
-        for (int kk = 0; kk < kn; ++kk) {
-          const F4 av = load4(As + kk * kBM + ty * 4), bv = load4(Bs + kk * kBN + tx * 4);
-          const float ar[4] = {av.x, av.y, av.z, av.w}, br[4] = {bv.x, bv.y, bv.z, bv.w};
-          for (int i = 0; i < 4; ++i)
-            for (int j = 0; j < 4; ++j) acc[i][j] += ar[i] * br[j];
-        }
+        tile_mac_4x4(As, kBM, Bs, kBN, static_cast<int>(g.k - k0 < kBK ? g.k - k0 : kBK), ty, tx, acc);
         ex.sync();
       }
       for (int i = 0; i < 4; ++i) {

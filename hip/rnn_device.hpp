@@ -416,6 +416,18 @@ struct f32_rnn_input_dropout {
   }
 };
 
+/// One thread's 4 × 4 register block of a shared-memory tile product: acc[i][j] += Σ As[kk][4·ty + i]
+/// · Bs[kk][4·tx + j] over kk < kn, kk in increasing order (As [k][bm] and Bs [k][bn], 16-byte aligned rows).
+RNNCORE_HD RNNCORE_GPU_INLINE void tile_mac_4x4(const float* As, int bm, const float* Bs, int bn, int kn, int ty, int tx,
+                                                float (&acc)[4][4]) {
+  for (int kk = 0; kk < kn; ++kk) {
+    const F4 av = load4(As + kk * bm + ty * 4), bv = load4(Bs + kk * bn + tx * 4);
+    const float ar[4] = {av.x, av.y, av.z, av.w}, br[4] = {bv.x, bv.y, bv.z, bv.w};
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) acc[i][j] += ar[i] * br[j];
+  }
+}
+
 /// Input projection of every step at once: proj[m][n] = Σ_k x[m][k] · W[n][k] + bias[n] for rows
 /// m = t·B + b, columns n < G·H. Shared-memory tiles of kBM × kBN over k chunks of kBK; each of the
 /// kThreads threads accumulates a 4 × 4 block in registers; W is stored as WT, converted on the
@@ -469,13 +481,7 @@ struct f32_rnn_proj_gemm_tiled {
           Bs[kk * kBN + c] = n < N && k < K ? to_float(static_cast<const WT*>(d.w)[n * a.in_pad + k]) : 0.0f;
         }
         ex.sync();
-        const int kn = imin(kBK, K - k0);
-        for (int kk = 0; kk < kn; ++kk) {
-          const F4 av = load4(As + kk * kBM + ty * 4), bv = load4(Bs + kk * kBN + tx * 4);
-          const float ar[4] = {av.x, av.y, av.z, av.w}, br[4] = {bv.x, bv.y, bv.z, bv.w};
-          for (int i = 0; i < 4; ++i)
-            for (int j = 0; j < 4; ++j) acc[i][j] += ar[i] * br[j];
-        }
+        tile_mac_4x4(As, kBM, Bs, kBN, imin(kBK, K - k0), ty, tx, acc);
         ex.sync();
       }
       for (int i = 0; i < 4; ++i) {

@@ -329,9 +329,7 @@ Status backward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const u
 template <class L>
 Status backward(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const unsigned char* packed, unsigned char* ws,
                 const BackwardArgs& a) {
-  if (g.weights == kWeightF16) return backward_with<WeightF16>(ln, p, g, packed, ws, a);
-  if (g.weights == kWeightBF16) return backward_with<WeightBF16>(ln, p, g, packed, ws, a);
-  return backward_with<float>(ln, p, g, packed, ws, a);
+  return with_weight_type(g, [&](auto wt) { return backward_with<decltype(wt)>(ln, p, g, packed, ws, a); });
 }
 
 }  // namespace gpu

@@ -240,12 +240,18 @@ Status pack_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const float
   return ln.finish("pack_weights");
 }
 
+/// f(WT()) for the plan's weight storage type WT: how a schedule picks its kernels' instances.
+template <class F>
+Status with_weight_type(const GpuPlan& g, F&& f) {
+  if (g.weights == kWeightF16) return f(WeightF16());
+  if (g.weights == kWeightBF16) return f(WeightBF16());
+  return f(float());
+}
+
 /// pack_weights on the GPU (see pack_with), for the plan's weight storage type.
 template <class L>
 Status pack(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const float* canonical, unsigned char* packed) {
-  if (g.weights == kWeightF16) return pack_with<WeightF16>(ln, p, g, canonical, packed);
-  if (g.weights == kWeightBF16) return pack_with<WeightBF16>(ln, p, g, canonical, packed);
-  return pack_with<float>(ln, p, g, canonical, packed);
+  return with_weight_type(g, [&](auto wt) { return pack_with<decltype(wt)>(ln, p, g, canonical, packed); });
 }
 
 // ---------------------------------------------------------------------------------- forward
@@ -449,9 +455,7 @@ Status forward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const un
 template <class L>
 Status forward(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const unsigned char* packed, unsigned char* ws,
                const ForwardArgs& a) {
-  if (g.weights == kWeightF16) return forward_with<WeightF16>(ln, p, g, packed, ws, a);
-  if (g.weights == kWeightBF16) return forward_with<WeightBF16>(ln, p, g, packed, ws, a);
-  return forward_with<float>(ln, p, g, packed, ws, a);
+  return with_weight_type(g, [&](auto wt) { return forward_with<decltype(wt)>(ln, p, g, packed, ws, a); });
 }
 
 }  // namespace gpu
