@@ -548,22 +548,24 @@ struct f16_rnn_proj_gemm_mma_64x64 {
   /// fragment load start in different banks.
   static constexpr int kLd = kBK + 8;
   static constexpr int kMaxThreads = 256;  ///< 4 warps of 64 (AMD); NVIDIA launches 128
-  RNNCORE_HD static size_t smem_bytes() { return sizeof(uint16_t) * kLd * (kBM + kBN) + sizeof(int64_t) * kBM; }
+  static_assert(kBM == kBN && kBK % 4 == 0, "a thread stages one row of each tile, a quarter or half of its chunk");
+  RNNCORE_HD static size_t smem_bytes() { return sizeof(uint16_t) * kLd * (kBM + kBN); }
   /// Threads of a block on a device of warp size `warp`.
   RNNCORE_HD static int threads(int warp) { return kWarps * warp; }
 
-  /// Stages chunk k0 of the x rows (rounded to WT; 0 outside M × K) and of the W rows (0 outside N).
+  /// Stages chunk k0: thread t loads row t % kBM of the x tile (rounded to WT; 0 outside M × K) and
+  /// of the W tile (0 outside N), the (t / kBM)-th of the bdx / kBM equal k segments of the chunk.
+  /// A thread keeps its rows for the whole m tile: their offsets are found once (`xo`, -1 outside M).
   template <class Exec>
-  RNNCORE_HD static void stage(const Exec& ex, const Args& a, const DirArgs& d, const int64_t* xoff, int64_t n0, int k0,
-                               uint16_t* as, uint16_t* bs) {
+  RNNCORE_HD static void stage(const Exec& ex, const Args& a, const DirArgs& d, int64_t xo, int64_t n, int k0, uint16_t* as,
+                               uint16_t* bs) {
     const int64_t N = static_cast<int64_t>(a.gates) * a.hidden;
-    const int K = a.in_size;
-    for (int e = ex.tx(); e < kBM * kBK; e += ex.bdx()) {  // k fastest: consecutive lanes, consecutive addresses
-      const int r = e / kBK, kk = e % kBK, k = k0 + kk;
-      const int64_t xo = xoff[r];
-      as[r * kLd + kk] = xo >= 0 && k < K ? from_float<WT>(d.x[xo + k]).bits : uint16_t{0};
-      const int64_t n = n0 + r;
-      bs[r * kLd + kk] = n < N && k < K ? static_cast<const WT*>(d.w)[n * a.in_pad + k].bits : uint16_t{0};
+    const int K = a.in_size, r = ex.tx() % kBM, len = kBK / (ex.bdx() / kBM), kb = k0 + (ex.tx() / kBM) * len;
+    const WT* wr = static_cast<const WT*>(d.w) + n * a.in_pad;
+    for (int j = 0; j < len; ++j) {
+      const int k = kb + j;
+      as[r * kLd + k - k0] = xo >= 0 && k < K ? from_float<WT>(d.x[xo + k]).bits : uint16_t{0};
+      bs[r * kLd + k - k0] = n < N && k < K ? wr[k].bits : uint16_t{0};
     }
   }
 
@@ -572,7 +574,6 @@ struct f16_rnn_proj_gemm_mma_64x64 {
     const DirArgs& d = a.dir[ex.bz()];
     uint16_t* as = reinterpret_cast<uint16_t*>(smem);  // [kBM][kLd]: x rows m, k fastest
     uint16_t* bs = as + kBM * kLd;                     // [kBN][kLd]: W rows n, k fastest (B = Wᵀ, column-major)
-    int64_t* xoff = reinterpret_cast<int64_t*>(bs + kBN * kLd);  // [kBM] element offset of x row m, or -1
     const int64_t M = static_cast<int64_t>(a.steps) * a.batch, N = static_cast<int64_t>(a.gates) * a.hidden;
     const int ws = ex.warp_size(), warp = ex.tx() / ws, lane = ex.tx() % ws, e = 256 / ws;
     const int wm = (warp / 2) * 32, wn = (warp % 2) * 32;  // this warp's quarter of the tile
@@ -580,18 +581,15 @@ struct f16_rnn_proj_gemm_mma_64x64 {
     const int64_t m_tiles = (M + kBM - 1) / kBM;
     for (int64_t mt = ex.by(); mt < m_tiles; mt += ex.gdy()) {
       const int64_t m0 = mt * kBM;
-      // x row offsets once per m tile (a 64-bit division is a long software sequence on GPUs).
-      for (int r = ex.tx(); r < kBM; r += ex.bdx()) {
-        const int64_t m = m0 + r, t = m / a.batch, b = m - t * a.batch;
-        xoff[r] = m < M ? t * d.x_st + b * d.x_sb : -1;
-      }
+      // This thread's x row, once per m tile (a 64-bit division is a long software sequence on GPUs).
+      const int64_t m = m0 + ex.tx() % kBM, t = m / a.batch, b = m - t * a.batch;
+      const int64_t xo = m < M ? t * d.x_st + b * d.x_sb : -1;
       MmaAcc acc[2][2];
       for (int i = 0; i < 2; ++i)
         for (int j = 0; j < 2; ++j)
           for (int c = 0; c < 8; ++c) acc[i][j].c[c] = 0.0f;
-      ex.sync();  // xoff written (and the previous tile's fragments read)
       for (int k0 = 0; k0 < a.in_size; k0 += kBK) {
-        stage(ex, a, d, xoff, n0, k0, as, bs);
+        stage(ex, a, d, xo, n0 + ex.tx() % kBN, k0, as, bs);
         ex.sync();
         RNNCORE_GPU_UNROLL
         for (int ks = 0; ks < kBK; ks += kMmaDim) {

@@ -33,6 +33,7 @@ struct EmuConfig {
   std::int64_t smem = 48 * 1024;
   int persist_threads = gpu::kPersistentThreads;  ///< the planner's block size on a GPU
   bool refuse_cooperative = false;  ///< the runtime refuses cooperative launches (MPS)
+  bool mma = false;                 ///< the device has matrix units (DeviceDescription::mma)
   std::uint64_t sched_seed = 1;     ///< the emulator's block and thread order
   /// A real device's profile instead of the fields above (sm_count, warp, smem, blocks_per_sm):
   /// planned for with its modeled occupancy.
@@ -76,6 +77,7 @@ Status make_gpu_plan(const StackSpec& stack, PlanOptions opt, const EmuConfig& c
   on.device.sm_count = cfg.sm_count;
   on.device.warp_size = cfg.warp;
   on.device.smem_optin = cfg.smem;
+  on.device.mma = cfg.mma ? 1 : 0;
   std::snprintf(on.device.arch, sizeof on.device.arch, "emu%d", cfg.warp);
   on.choices.recurrence = cfg.recurrence;
   on.choices.tile = cfg.tile;
@@ -939,6 +941,8 @@ Outputs<float> run_mutant(const Case& c, const EmuConfig& cfg, std::uint64_t dat
   PlanOptions opt;
   opt.max_batch = c.B;
   opt.max_seq_len = c.T;
+  opt.weight_dtype = c.weights;
+  opt.gpu_half_math = c.half_math;
   Outputs<float> out;
   REQUIRE(run_emulated(st, opt, cfg, w, a, &out, nullptr, m, census, found) == Status::ok);
   return out;
@@ -1010,6 +1014,19 @@ TEST_CASE("mutants: leaving out any barrier, grid barrier or coherent load is ca
       cfg.sched_seed = static_cast<std::uint64_t>(m);
       cases.emplace_back(c, cfg);
     }
+  for (int warp : {32, 64}) {  // the matrix-unit projection GEMM: two k chunks, two m and three n tiles
+    Case c;
+    c.stack.input_size = 40;
+    c.stack.num_layers = 1;
+    c.stack.layers[0] = layer(Mode::lstm, 37, false, {});
+    c.T = 14;
+    c.B = 5;
+    c.weights = DType::f16;
+    c.half_math = true;
+    EmuConfig cfg = config(warp, gpu::Recurrence::tiled);
+    cfg.mma = true;
+    cases.emplace_back(c, cfg);
+  }
   std::map<emu::Site, std::set<std::string>> census;
   std::map<emu::Site, std::vector<std::size_t>> reached_by;  // the cases that reach a site
   std::vector<Outputs<float>> baseline;
