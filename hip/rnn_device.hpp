@@ -561,11 +561,11 @@ struct f16_rnn_proj_gemm_mma_64x64 {
                                uint16_t* bs) {
     const int64_t N = static_cast<int64_t>(a.gates) * a.hidden;
     const int K = a.in_size, r = ex.tx() % kBM, len = kBK / (ex.bdx() / kBM), kb = k0 + (ex.tx() / kBM) * len;
-    const WT* wr = static_cast<const WT*>(d.w) + n * a.in_pad;
+    const WT* wr = n < N ? static_cast<const WT*>(d.w) + n * a.in_pad : nullptr;
     for (int j = 0; j < len; ++j) {
       const int k = kb + j;
       as[r * kLd + k - k0] = xo >= 0 && k < K ? from_float<WT>(d.x[xo + k]).bits : uint16_t{0};
-      bs[r * kLd + k - k0] = n < N && k < K ? wr[k].bits : uint16_t{0};
+      bs[r * kLd + k - k0] = wr != nullptr && k < K ? wr[k].bits : uint16_t{0};
     }
   }
 
@@ -582,8 +582,8 @@ struct f16_rnn_proj_gemm_mma_64x64 {
     for (int64_t mt = ex.by(); mt < m_tiles; mt += ex.gdy()) {
       const int64_t m0 = mt * kBM;
       // This thread's x row, once per m tile (a 64-bit division is a long software sequence on GPUs).
-      const int64_t m = m0 + ex.tx() % kBM, t = m / a.batch, b = m - t * a.batch;
-      const int64_t xo = m < M ? t * d.x_st + b * d.x_sb : -1;
+      const int64_t mx = m0 + ex.tx() % kBM, t = mx / a.batch, b = mx - t * a.batch;
+      const int64_t xo = mx < M ? t * d.x_st + b * d.x_sb : -1;
       MmaAcc acc[2][2];
       for (int i = 0; i < 2; ++i)
         for (int j = 0; j < 2; ++j)
