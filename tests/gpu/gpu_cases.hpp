@@ -123,6 +123,10 @@ inline void compare_case(const Case& c, std::uint64_t data_seed, const GpuRunner
   }
 }
 
+/// Relative error allowed against the f64 reference with PlanOptions::gpu_half_math and weight
+/// storage `wt` on a device with matrix units: x rounded to f16 keeps 11 significant bits, to bf16 8.
+inline double half_math_tolerance(DType wt) { return wt == DType::bf16 ? 2e-2 : 2e-3; }
+
 /// A CudnnLSTM-style random case (as tests/test_simd_vs_reference.cpp draws them).
 inline Case random_case(Rng& rng) {
   static const Mode kModes[] = {Mode::lstm, Mode::gru, Mode::rnn_tanh, Mode::rnn_relu};

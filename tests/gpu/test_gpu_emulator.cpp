@@ -1264,7 +1264,7 @@ TEST_CASE("gpu_half_math: the planner picks the matrix units only with 16-bit we
         c.weights = wt;
         c.half_math = half;
         // x rounded to the weight type: f16 keeps 11 bits, bf16 8 (docs/gpu.md, "Tensor cores").
-        c.tolerance = !half ? 1e-5 : wt == DType::f16 ? 2e-3 : 2e-2;
+        c.tolerance = half ? half_math_tolerance(wt) : 1e-5;
         EmuConfig cfg;
         cfg.profile = &prof;
         std::map<std::string, int> launches;
@@ -1298,4 +1298,22 @@ TEST_CASE("gpu_half_math: the planner picks the matrix units only with 16-bit we
   std::map<std::string, int> launches;
   check_case(c, cfg, 4310, &launches);
   CHECK(count_prefix(launches, "proj_gemm_mma") == 0);
+}
+
+TEST_CASE("emulated GPU forward with gpu_half_math: CudnnLSTM-style random cases on the matrix units") {
+  // The cases tests/gpu/test_gpu_device.cpp runs on a device with the option, here on the H100 and
+  // MI250X profiles (warp 32 and 64): the same tolerance holds.
+  Rng rng(4343);
+  for (int i = 0; i < 16; ++i) {
+    Case c = random_case(rng);
+    c.weights = i % 2 ? DType::bf16 : DType::f16;
+    c.half_math = true;
+    c.tolerance = half_math_tolerance(c.weights);
+    const gpu::DeviceProfile prof = gpu::device_profile(i % 4 < 2 ? 0 : 2);
+    EmuConfig cfg;
+    cfg.profile = &prof;
+    std::map<std::string, int> launches;
+    check_case(c, cfg, 6500 + static_cast<std::uint64_t>(i), &launches);
+    if (!uses_skip_input(c.stack) || c.stack.num_layers > 1) CHECK(count_prefix(launches, "proj_gemm_mma") > 0);
+  }
 }
