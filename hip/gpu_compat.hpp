@@ -11,6 +11,12 @@
 //   rnncore_gpu_shfl_xor(v, mask)   butterfly exchange within a warp
 //   rnncore_gpu_grid_sync()         grid-wide barrier of a cooperative launch
 //   rnncore_gpu_load_coherent(p)    a load that sees other blocks' stores after a grid barrier
+//   RNNCORE_GPU_HAS_MMA             1 where the target being compiled has matrix units the kernels use
+//                                   (NVIDIA sm_80+, AMD CDNA gfx90a / gfx94x), else 0
+//   rnncore_gpu_mma_f16(a, b, c)    a warp's 16x16x16 multiply-accumulate, f16 / bf16 in, f32
+//   rnncore_gpu_mma_bf16(a, b, c)   accumulate, fragments as hip/rnn_device.hpp's mma_coord lays them
+//                                   out (a trap where RNNCORE_GPU_HAS_MMA is 0: never planned there)
+//   rnncore_gpu_arch_has_mma(arch)  host: whether a device of that arch name has them
 //   RNNCORE_GPU_DYNAMIC_SMEM(name)  declares the dynamic shared-memory array
 //   RNNCORE_GPU_ARGS_BY_VALUE       1: kernels take their argument block by value, marked
 //                                   RNNCORE_GPU_GRID_CONSTANT; 0: a pointer to a device copy
@@ -21,6 +27,7 @@
 
 #include <cstddef>
 #include <cstdio>
+#include <cstring>
 
 #if defined(__CUDACC__) && !defined(__HIP__) && !defined(__HIP_PLATFORM_AMD__)
 // ---------------------------------------------------------------- NVIDIA: CUDA runtime under HIP names
@@ -102,6 +109,43 @@ __device__ __forceinline__ void rnncore_gpu_grid_sync() { cooperative_groups::th
 /// Load that bypasses the (incoherent) L1, for data other blocks wrote in this kernel.
 __device__ __forceinline__ float rnncore_gpu_load_coherent(const float* p) { return __ldcg(p); }
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define RNNCORE_GPU_HAS_MMA 1
+#else
+#define RNNCORE_GPU_HAS_MMA 0
+#endif
+/// D = A·B + C on 16x16x16 as two mma.sync m16n8k16 (columns 0-7, then 8-15): a[0..3] are A's four
+/// .f16x2 / .bf16x2 registers, b[0..1] and b[2..3] B's two per half, c[0..3] and c[4..7] C's four f32
+/// per half (PTX ISA, "Matrix Fragments for mma.m16n8k16").
+#define RNNCORE_GPU_MMA_M16N8K16(type, a, b, c, h)                                                            \
+  asm("mma.sync.aligned.m16n8k16.row.col.f32." type "." type ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "    \
+      "{%8, %9}, {%0, %1, %2, %3};"                                                                          \
+      : "+f"(c[4 * (h)]), "+f"(c[4 * (h) + 1]), "+f"(c[4 * (h) + 2]), "+f"(c[4 * (h) + 3])                  \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[2 * (h)]), "r"(b[2 * (h) + 1]))
+__device__ __forceinline__ void rnncore_gpu_mma_f16(const unsigned* a, const unsigned* b, float* c) {
+#if RNNCORE_GPU_HAS_MMA
+  RNNCORE_GPU_MMA_M16N8K16("f16", a, b, c, 0);
+  RNNCORE_GPU_MMA_M16N8K16("f16", a, b, c, 1);
+#else
+  (void)a, (void)b, (void)c;
+  __trap();
+#endif
+}
+__device__ __forceinline__ void rnncore_gpu_mma_bf16(const unsigned* a, const unsigned* b, float* c) {
+#if RNNCORE_GPU_HAS_MMA
+  RNNCORE_GPU_MMA_M16N8K16("bf16", a, b, c, 0);
+  RNNCORE_GPU_MMA_M16N8K16("bf16", a, b, c, 1);
+#else
+  (void)a, (void)b, (void)c;
+  __trap();
+#endif
+}
+/// Whether an NVIDIA device of `arch` ("sm_XY") has the mma.sync the kernels use: sm_80 and later.
+inline bool rnncore_gpu_arch_has_mma(const char* arch) {
+  int v = 0;
+  return std::sscanf(arch, "sm_%d", &v) == 1 && v >= 80;
+}
+
 /// Largest dynamic shared memory per block after opting in (cudaFuncSetAttribute).
 inline hipError_t rnncore_gpu_smem_optin(int device, int* bytes) {
   return cudaDeviceGetAttribute(bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
@@ -151,6 +195,51 @@ __device__ inline float rnncore_gpu_shfl_xor(float v, int mask) { return __shfl_
 __device__ inline void rnncore_gpu_grid_sync() { cooperative_groups::this_grid().sync(); }
 /// AMD's vector L1 is write-through and the grid barrier's acquire invalidates it: a plain load.
 __device__ inline float rnncore_gpu_load_coherent(const float* p) { return *p; }
+
+#if defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__)
+#define RNNCORE_GPU_HAS_MMA 1
+typedef _Float16 rnncore_gpu_half4 __attribute__((ext_vector_type(4)));
+typedef short rnncore_gpu_short4 __attribute__((ext_vector_type(4)));
+typedef float rnncore_gpu_float4 __attribute__((ext_vector_type(4)));
+/// A fragment's two 32-bit registers as the builtins' 4-element operand.
+template <class V>
+__device__ inline V rnncore_gpu_frag4(const unsigned* r) {
+  const unsigned long long bits = static_cast<unsigned long long>(r[0]) | static_cast<unsigned long long>(r[1]) << 32;
+  return __builtin_bit_cast(V, bits);
+}
+#else
+#define RNNCORE_GPU_HAS_MMA 0
+#endif
+/// D = A·B + C on 16x16x16 with one v_mfma_f32_16x16x16f16 / _bf16_1k on a wave64: a[0..1], b[0..1]
+/// hold the lane's 4 elements of A and B, c[0..3] its 4 of C.
+__device__ inline void rnncore_gpu_mma_f16(const unsigned* a, const unsigned* b, float* c) {
+#if RNNCORE_GPU_HAS_MMA
+  rnncore_gpu_float4 acc = {c[0], c[1], c[2], c[3]};
+  acc = __builtin_amdgcn_mfma_f32_16x16x16f16(rnncore_gpu_frag4<rnncore_gpu_half4>(a),
+                                              rnncore_gpu_frag4<rnncore_gpu_half4>(b), acc, 0, 0, 0);
+  for (int i = 0; i < 4; ++i) c[i] = acc[i];
+#else
+  (void)a, (void)b, (void)c;
+  __builtin_trap();
+#endif
+}
+__device__ inline void rnncore_gpu_mma_bf16(const unsigned* a, const unsigned* b, float* c) {
+#if RNNCORE_GPU_HAS_MMA
+  rnncore_gpu_float4 acc = {c[0], c[1], c[2], c[3]};
+  acc = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(rnncore_gpu_frag4<rnncore_gpu_short4>(a),
+                                                  rnncore_gpu_frag4<rnncore_gpu_short4>(b), acc, 0, 0, 0);
+  for (int i = 0; i < 4; ++i) c[i] = acc[i];
+#else
+  (void)a, (void)b, (void)c;
+  __builtin_trap();
+#endif
+}
+/// Whether an AMD device of `arch` has the MFMA instructions the kernels use: CDNA 2 and 3
+/// (gfx90a, gfx940-942). RDNA (gfx10xx, gfx11xx) has none.
+inline bool rnncore_gpu_arch_has_mma(const char* arch) {
+  return std::strcmp(arch, "gfx90a") == 0 || std::strcmp(arch, "gfx940") == 0 || std::strcmp(arch, "gfx941") == 0 ||
+         std::strcmp(arch, "gfx942") == 0;
+}
 
 /// HIP reports the per-block limit directly (no opt-in step on AMD).
 inline hipError_t rnncore_gpu_smem_optin(int device, int* bytes) {

@@ -93,6 +93,9 @@ struct WeightBF16 {
   uint16_t bits;
 };
 enum WeightId : int { kWeightF32 = 0, kWeightF16 = 1, kWeightBF16 = 2 };
+RNNCORE_HD constexpr WeightId weight_id_of(float) { return kWeightF32; }
+RNNCORE_HD constexpr WeightId weight_id_of(WeightF16) { return kWeightF16; }
+RNNCORE_HD constexpr WeightId weight_id_of(WeightBF16) { return kWeightBF16; }
 
 RNNCORE_HD inline float to_float(float w) { return w; }
 RNNCORE_HD inline float to_float(WeightBF16 w) { return detail::bf16_to_f32(w.bits); }
@@ -123,6 +126,78 @@ RNNCORE_HD inline F4 load4w(const WT* p) {
   };
   const Four q = *reinterpret_cast<const Four*>(p);
   return F4{to_float(q.v[0]), to_float(q.v[1]), to_float(q.v[2]), to_float(q.v[3])};
+}
+
+// ------------------------------------------------------------------------------------ matrix units
+
+/// A warp's 16×16×16 matrix multiply-accumulate, D = A·B + C with A [16 rows m][16 k] and B [16 k][16
+/// columns n] of f16 or bf16 (MmaFrag<WeightF16> / <WeightBF16>) and C, D in f32: ex.mma_16x16x16(a, b, c).
+/// Every lane of the warp takes part; each holds E = 256 / warp elements of A, of B and of C, at the
+/// vendor's positions (mma_coord). On a GPU the op is the compat header's rnncore_gpu_mma_* (NVIDIA
+/// sm_80+: two mma.sync m16n8k16; AMD CDNA: one MFMA 16x16x16); the emulator (tests/gpu/emulator.hpp)
+/// gathers the fragments by its own model of both layouts, so a kernel that places an element
+/// wrongly gets a wrong product there too. Kernels use it only where the plan says the device has
+/// matrix units (DeviceDescription::mma).
+constexpr int kMmaDim = 16;
+
+/// One operand's fragment of a lane: element i is bits 16·(i % 2) of r[i / 2] (the registers'
+/// packing on both vendors); E = 256 / warp elements are used (8 on warp 32, 4 on warp 64).
+template <class WT>
+struct MmaFrag {
+  uint32_t r[4];
+};
+/// The accumulator fragment of a lane: c[i] for i < E.
+struct MmaAcc {
+  float c[8];
+};
+
+/// Which matrix a fragment position belongs to.
+enum MmaOperand : int { kMmaA = 0, kMmaB = 1, kMmaC = 2 };
+
+/// Position of element i of `lane`'s fragment of operand `op`: (row, col) of A [m][k], B [k][n] or
+/// C [m][n]. Warp 32 is NVIDIA's mma.m16n8k16 (PTX ISA, "Matrix Fragments for mma.m16n8k16", f16 /
+/// bf16) for n in [0, 8) (elements 0-3 of B and C) and again for n in [8, 16) (elements 4-7), with
+/// group g = lane / 4 and t = lane % 4: A (g + 8·(i/2 % 2), 2t + i%2 + 8·(i/4)); B (2t + i%2 +
+/// 8·(i/2 % 2), g + 8·(i/4)); C (g + 8·(i/2 % 2), 2t + i%2 + 8·(i/4)). Warp 64 is AMD's
+/// v_mfma_f32_16x16x16{f16,bf16_1k} with q = lane / 16: A (lane % 16, 4q + i); B (4q + i, lane % 16);
+/// C (4q + i, lane % 16).
+RNNCORE_HD inline void mma_coord(int warp, int op, int lane, int i, int* row, int* col) {
+  if (warp == 64) {
+    const int l16 = lane % 16, k = 4 * (lane / 16) + i;
+    *row = op == kMmaA ? l16 : k;
+    *col = op == kMmaA ? k : l16;
+    return;
+  }
+  const int g = lane / 4, t = lane % 4, half = i / 4, pair = (i / 2) % 2;
+  const int inner = 2 * t + i % 2;  // the element's position within its 8-wide stripe
+  if (op == kMmaA) {
+    *row = g + 8 * pair;
+    *col = inner + 8 * half;
+  } else if (op == kMmaB) {
+    *row = inner + 8 * pair;
+    *col = g + 8 * half;
+  } else {
+    *row = g + 8 * pair;
+    *col = inner + 8 * half;
+  }
+}
+
+/// This lane's fragment of a 16 × 16 operand held as 16-bit bits in `tile`, element (row, col) at
+/// tile[row · row_stride + col · col_stride].
+template <class WT, class Exec>
+RNNCORE_HD RNNCORE_GPU_INLINE MmaFrag<WT> mma_load(const Exec& ex, int op, const uint16_t* tile, int row_stride,
+                                                   int col_stride) {
+  const int ws = ex.warp_size(), lane = ex.tx() % ws, e = 256 / ws;
+  MmaFrag<WT> f = {{0u, 0u, 0u, 0u}};
+  RNNCORE_GPU_UNROLL
+  for (int i = 0; i < 8; ++i) {
+    if (i < e) {
+      int row = 0, col = 0;
+      mma_coord(ws, op, lane, i, &row, &col);
+      f.r[i / 2] |= static_cast<uint32_t>(tile[row * row_stride + col * col_stride]) << (16 * (i % 2));
+    }
+  }
+  return f;
 }
 
 // ------------------------------------------------------------------------------------ masks
@@ -490,6 +565,93 @@ struct f32_rnn_proj_gemm_tiled {
         for (int j = 0; j < 4; ++j) {
           const int64_t n = n0 + tx * 4 + j;
           if (n < N) d.proj[m * N + n] = acc[i][j] + d.bias[n];
+        }
+      }
+    }
+  }
+};
+
+/// Names of the matrix-unit projection GEMM per WeightId.
+constexpr const char* kMmaGemmNames[] = {"", "f16_rnn_proj_gemm_mma_64x64", "bf16_rnn_proj_gemm_mma_64x64"};
+
+/// The input projection of f32_rnn_proj_gemm_tiled on the matrix units (PlanOptions::gpu_half_math,
+/// f16 / bf16 weights, a device with them): proj[m][n] = Σ_k x̃[m][k] · W[n][k] + bias[n] where x̃ is
+/// x rounded to WT (round to nearest even), the products exact and the sums in f32. A block computes a
+/// 64 × 64 tile of proj with 4 warps (4 · warp threads), each a 32 × 32 quarter as 2 × 2 MMA tiles, over
+/// k chunks of kBK staged in shared memory as WT bits. grid = (N tiles, M tiles (strided), direction).
+template <class WT>
+struct f16_rnn_proj_gemm_mma_64x64 {
+  using Args = LayerArgs;
+  static const char* name() { return kMmaGemmNames[weight_id_of(WT{})]; }
+  static constexpr bool kUsesMma = true;
+  static constexpr int kBM = 64, kBN = 64, kBK = 32, kWarps = 4;
+  /// Row stride of the staged tiles in 16-bit elements: padded by 8 so that the rows of a
+  /// fragment load start in different banks.
+  static constexpr int kLd = kBK + 8;
+  static constexpr int kMaxThreads = 256;  ///< 4 warps of 64 (AMD); NVIDIA launches 128
+  static_assert(kBM == kBN && kBK % 4 == 0, "a thread stages one row of each tile, a quarter or half of its chunk");
+  RNNCORE_HD static size_t smem_bytes() { return sizeof(uint16_t) * kLd * (kBM + kBN); }
+  /// Threads of a block on a device of warp size `warp`.
+  RNNCORE_HD static int threads(int warp) { return kWarps * warp; }
+
+  /// Stages chunk k0: thread t loads row t % kBM of the x tile (rounded to WT; 0 outside M × K) and
+  /// of the W tile (0 outside N), the (t / kBM)-th of the bdx / kBM equal k segments of the chunk.
+  /// A thread keeps its rows for the whole m tile: their offsets are found once (`xo`, -1 outside M).
+  template <class Exec>
+  RNNCORE_HD static void stage(const Exec& ex, const Args& a, const DirArgs& d, int64_t xo, int64_t n, int k0, uint16_t* as,
+                               uint16_t* bs) {
+    const int64_t N = static_cast<int64_t>(a.gates) * a.hidden;
+    const int K = a.in_size, r = ex.tx() % kBM, len = kBK / (ex.bdx() / kBM), kb = k0 + (ex.tx() / kBM) * len;
+    const WT* wr = n < N ? static_cast<const WT*>(d.w) + n * a.in_pad : nullptr;
+    for (int j = 0; j < len; ++j) {
+      const int k = kb + j;
+      as[r * kLd + k - k0] = xo >= 0 && k < K ? from_float<WT>(d.x[xo + k]).bits : uint16_t{0};
+      bs[r * kLd + k - k0] = wr != nullptr && k < K ? wr[k].bits : uint16_t{0};
+    }
+  }
+
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float* smem) {
+    const DirArgs& d = a.dir[ex.bz()];
+    uint16_t* as = reinterpret_cast<uint16_t*>(smem);  // [kBM][kLd]: x rows m, k fastest
+    uint16_t* bs = as + kBM * kLd;                     // [kBN][kLd]: W rows n, k fastest (B = Wᵀ, column-major)
+    const int64_t M = static_cast<int64_t>(a.steps) * a.batch, N = static_cast<int64_t>(a.gates) * a.hidden;
+    const int ws = ex.warp_size(), warp = ex.tx() / ws, lane = ex.tx() % ws, e = 256 / ws;
+    const int wm = (warp / 2) * 32, wn = (warp % 2) * 32;  // this warp's quarter of the tile
+    const int64_t n0 = static_cast<int64_t>(ex.bx()) * kBN;
+    const int64_t m_tiles = (M + kBM - 1) / kBM;
+    for (int64_t mt = ex.by(); mt < m_tiles; mt += ex.gdy()) {
+      const int64_t m0 = mt * kBM;
+      // This thread's x row, once per m tile (a 64-bit division is a long software sequence on GPUs).
+      const int64_t mx = m0 + ex.tx() % kBM, t = mx / a.batch, b = mx - t * a.batch;
+      const int64_t xo = mx < M ? t * d.x_st + b * d.x_sb : -1;
+      MmaAcc acc[2][2];
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 2; ++j)
+          for (int c = 0; c < 8; ++c) acc[i][j].c[c] = 0.0f;
+      for (int k0 = 0; k0 < a.in_size; k0 += kBK) {
+        stage(ex, a, d, xo, n0 + ex.tx() % kBN, k0, as, bs);
+        ex.sync();
+        RNNCORE_GPU_UNROLL
+        for (int ks = 0; ks < kBK; ks += kMmaDim) {
+          MmaFrag<WT> fa[2], fb[2];
+          for (int i = 0; i < 2; ++i) fa[i] = mma_load<WT>(ex, kMmaA, as + (wm + 16 * i) * kLd + ks, kLd, 1);
+          for (int j = 0; j < 2; ++j) fb[j] = mma_load<WT>(ex, kMmaB, bs + (wn + 16 * j) * kLd + ks, 1, kLd);
+          for (int i = 0; i < 2; ++i)
+            for (int j = 0; j < 2; ++j) ex.mma_16x16x16(fa[i], fb[j], acc[i][j]);
+        }
+        ex.sync();  // the tiles are restaged next chunk
+      }
+      for (int i = 0; i < 2; ++i) {
+        for (int j = 0; j < 2; ++j) {
+          RNNCORE_GPU_UNROLL
+          for (int c = 0; c < 8; ++c) {
+            if (c >= e) continue;
+            int row = 0, col = 0;
+            mma_coord(ws, kMmaC, lane, c, &row, &col);
+            const int64_t m = m0 + wm + 16 * i + row, n = n0 + wn + 16 * j + col;
+            if (m < M && n < N) d.proj[m * N + n] = acc[i][j].c[c] + d.bias[n];
+          }
         }
       }
     }

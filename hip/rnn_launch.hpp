@@ -14,7 +14,7 @@ namespace rnncore {
 namespace gpu {
 
 /// The GPU's side of the Exec interface of rnn_device.hpp: built-in indices and the compat
-/// header's barrier, shuffle and load primitives.
+/// header's barrier, shuffle, load and matrix primitives.
 struct DeviceExec {
   __device__ int bx() const { return static_cast<int>(blockIdx.x); }
   __device__ int by() const { return static_cast<int>(blockIdx.y); }
@@ -28,6 +28,12 @@ struct DeviceExec {
   __device__ void grid_sync() const { rnncore_gpu_grid_sync(); }
   __device__ float shfl_xor(float v, int mask) const { return rnncore_gpu_shfl_xor(v, mask); }
   __device__ float load_coherent(const float* p) const { return rnncore_gpu_load_coherent(p); }
+  __device__ void mma_16x16x16(const MmaFrag<WeightF16>& a, const MmaFrag<WeightF16>& b, MmaAcc& c) const {
+    rnncore_gpu_mma_f16(a.r, b.r, c.c);
+  }
+  __device__ void mma_16x16x16(const MmaFrag<WeightBF16>& a, const MmaFrag<WeightBF16>& b, MmaAcc& c) const {
+    rnncore_gpu_mma_bf16(a.r, b.r, c.c);
+  }
 };
 
 /// K::kMinBlocks where a kernel has one (the resident blocks per SM it asks ptxas to plan for,

@@ -47,6 +47,7 @@ inline DeviceProfile device_profile(int i) {
     d.cooperative = 1;
     d.smem_per_sm = smem_per_sm;
     d.smem_optin = smem_optin;
+    d.mma = 1;  // all four have matrix units: tensor cores (sm_80, sm_90), MFMA (gfx90a, gfx942)
   };
   switch (i) {
     case 0:  // NVIDIA H100 SXM5 80 GB (sm_90)

@@ -211,9 +211,12 @@ inline Status plan_select(const PlanOptions& options, const DeviceDescription& d
   g.tile = choices.tile;
   g.persist_threads = choices.persist_threads;
   g.weights = weight_id(options.weight_dtype);
+  // Half-precision products only where asked for, with 16-bit weights, on a device with matrix units.
+  g.mma_proj = options.gpu_half_math && g.weights != kWeightF32 && device.mma != 0 ? 1 : 0;
   static const char* const kWeights[] = {"", "_f16w", "_bf16w"};  // f32 computation; W, R stored as
-  std::snprintf(p->kernel_name, sizeof p->kernel_name, "f32_rnn%s__%s_%.11s", kWeights[g.weights],
-                vendor_of(device), device.arch);
+  const int n = std::snprintf(p->kernel_name, sizeof p->kernel_name, "f32_rnn%s%s__%s_", kWeights[g.weights],
+                              g.mma_proj ? "_mma" : "", vendor_of(device));  // at most 24 of the 31 characters
+  std::snprintf(p->kernel_name + n, sizeof p->kernel_name - static_cast<std::size_t>(n), "%s", device.arch);
   p->isa = Isa::none;
   p->kernels = nullptr;
   p->vector = 1;

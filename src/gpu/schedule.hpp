@@ -364,13 +364,26 @@ inline bool layer_args(const detail::PlanImpl& p, const ForwardArgs& a, const de
   return input_dropped;
 }
 
-/// Layer `l`'s input projection of all steps: the tiled GEMM, or the skip-input copy.
+/// Layer `l`'s input projection of all steps: the tiled GEMM (on the matrix units where the plan
+/// says so), or the skip-input copy.
 template <class WT, class L>
 Status input_projection(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const LayerArgs& la, const LayerArgs* dev, int l) {
   const detail::LayerPlan& lp = p.layers[l];
   if (lp.skip_input) {
     const std::int64_t items = static_cast<std::int64_t>(la.steps) * la.batch * lp.gates * lp.hidden;
     return ln.template launch<f32_rnn_proj_skip>(elementwise_dims(g, items, lp.dirs), la, dev, 0);
+  }
+  if constexpr (!std::is_same<WT, float>::value) {
+    if (g.mma_proj) {  // the matrix units (plan_select checked the option and the device)
+      using M = f16_rnn_proj_gemm_mma_64x64<WT>;
+      Dims d;
+      d.gx = static_cast<std::uint32_t>((static_cast<std::int64_t>(lp.gates) * lp.hidden + M::kBN - 1) / M::kBN);
+      d.gy = static_cast<std::uint32_t>(std::min<std::int64_t>((static_cast<std::int64_t>(la.steps) * la.batch + M::kBM - 1) / M::kBM, 65535));
+      d.gz = static_cast<std::uint32_t>(lp.dirs);
+      d.block = static_cast<std::uint32_t>(M::threads(g.target.warp_size));
+      d.smem = M::smem_bytes();
+      return ln.template launch<M>(d, la, dev, 0);
+    }
   }
   using K = f32_rnn_proj_gemm_tiled<WT>;
   Dims d;

@@ -25,6 +25,9 @@ struct DeviceDescription {
   std::int32_t cooperative = 1;             ///< cooperative launches supported
   std::int64_t smem_per_sm = 64 * 1024;     ///< shared memory / LDS of a multiprocessor
   std::int64_t smem_optin = 48 * 1024;      ///< largest dynamic shared memory of one block
+  /// Matrix units the kernels can use (NVIDIA sm_80+: mma.sync; AMD CDNA gfx90a / gfx94x: MFMA);
+  /// 0 elsewhere (RDNA, older NVIDIA), where no plan chooses a matrix-unit kernel.
+  std::int32_t mma = 0;
 };
 
 /// Batch buckets of the persistent kernel: MAXB of the instance that runs a batch B is the
@@ -47,6 +50,9 @@ struct GpuPlan {
   TileChoice tile = TileChoice::auto_select;
   std::int32_t persist_threads = 0;  ///< block size of the persistent kernel (a multiple of the warp size)
   std::int32_t weights = 0;          ///< storage type of W and R (hip/rnn_device.hpp's WeightId)
+  /// The input projection runs on the matrix units (f16_rnn_proj_gemm_mma_64x64): f16 / bf16
+  /// weights, PlanOptions::gpu_half_math and a device with them (DeviceDescription::mma).
+  std::int32_t mma_proj = 0;
   std::uint64_t staging = 0;         ///< packed-buffer offset of the canonical staging area (used by pack only)
   std::uint64_t staging_bytes = 0;
   std::uint64_t ws_lengths = 0;      ///< workspace offset of the device copy of seq_lengths [B]

@@ -43,6 +43,58 @@ rnncore::Status input_dropout(Launcher& ln, const rnncore::gpu::Dims& d, const r
 
 namespace {
 
+struct MmaProbeArgs {
+  const std::uint16_t* a;
+  const std::uint16_t* b;
+  const float* c;
+  float* d;
+  std::int32_t placement;
+};
+
+/// One warp: fragments of A, B and C from global memory, one MMA, D back (tests of the op itself).
+template <class WT>
+struct mma_probe_kernel {
+  using Args = MmaProbeArgs;
+  static const char* name() { return "mma_probe"; }
+  static constexpr bool kUsesMma = true;
+  static constexpr int kMaxThreads = 64;
+  template <class Exec>
+  static void run(const Exec& ex, const Args& p, int, float*) {
+    using namespace rnncore::gpu;
+    const int ws = ex.warp_size(), lane = ex.tx(), e = 256 / ws;
+    const auto place = static_cast<MmaPlacement>(p.placement);
+    const auto coord = [&](int op, int l, int i, int* row, int* col) {
+      if (place == MmaPlacement::swap_lanes && op == kMmaA && l < 2) l ^= 1;
+      if (place == MmaPlacement::a_transposed && op == kMmaA) {
+        mma_coord(ws, kMmaA, l, i, col, row);
+        return;
+      }
+      if (place == MmaPlacement::other_vendor && op == kMmaA) {  // warp 64's positions for the lanes and elements they cover
+        mma_coord(ws == 32 ? 64 : 32, op, ws == 32 ? l + 32 * (i / 4) : l % 32, ws == 32 ? i % 4 : i + 4 * (l / 32), row, col);
+        return;
+      }
+      mma_coord(ws, op, l, i, row, col);
+    };
+    MmaFrag<WT> fa = {{0u, 0u, 0u, 0u}}, fb = {{0u, 0u, 0u, 0u}};
+    MmaAcc acc = {{0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}};
+    for (int i = 0; i < e; ++i) {
+      int r = 0, c = 0;
+      coord(kMmaA, lane, i, &r, &c);
+      fa.r[i / 2] |= static_cast<std::uint32_t>(p.a[r * 16 + c]) << (16 * (i % 2));
+      coord(kMmaB, lane, i, &r, &c);
+      fb.r[i / 2] |= static_cast<std::uint32_t>(p.b[r * 16 + c]) << (16 * (i % 2));
+      coord(kMmaC, lane, i, &r, &c);
+      acc.c[i] = p.c[r * 16 + c];
+    }
+    ex.mma_16x16x16(fa, fb, acc);
+    for (int i = 0; i < e; ++i) {
+      int r = 0, c = 0;
+      coord(kMmaC, lane, i, &r, &c);
+      p.d[r * 16 + c] = acc.c[i];
+    }
+  }
+};
+
 struct ProbeArgs {
   float* buf;
   std::int32_t probe, with_barrier;
@@ -87,6 +139,46 @@ struct probe_kernel {
 };
 
 }  // namespace
+
+rnncore::Status mma_probe(Launcher& ln, const std::uint16_t* a, const std::uint16_t* b, const float* c, float* d, bool bf16,
+                          MmaPlacement placement) {
+  const MmaProbeArgs args{a, b, c, d, static_cast<std::int32_t>(placement)};
+  rnncore::gpu::Dims dims;
+  dims.block = static_cast<std::uint32_t>(ln.warp_size());
+  if (bf16) return ln.launch<mma_probe_kernel<rnncore::gpu::WeightBF16>>(dims, args, &args, 0);
+  return ln.launch<mma_probe_kernel<rnncore::gpu::WeightF16>>(dims, args, &args, 0);
+}
+
+namespace {
+template <class WT>
+rnncore::Status proj_gemm_with(Launcher& ln, const rnncore::gpu::LayerArgs& a, bool mma) {
+  using namespace rnncore::gpu;
+  const std::int64_t M = static_cast<std::int64_t>(a.steps) * a.batch, N = static_cast<std::int64_t>(a.gates) * a.hidden;
+  Dims d;
+  if constexpr (!std::is_same<WT, float>::value) {
+    if (mma) {
+      using K = f16_rnn_proj_gemm_mma_64x64<WT>;
+      d.gx = static_cast<std::uint32_t>((N + K::kBN - 1) / K::kBN);
+      d.gy = static_cast<std::uint32_t>((M + K::kBM - 1) / K::kBM);
+      d.block = static_cast<std::uint32_t>(K::threads(ln.warp_size()));
+      d.smem = K::smem_bytes();
+      return ln.launch<K>(d, a, &a, 0);
+    }
+  }
+  using K = f32_rnn_proj_gemm_tiled<WT>;
+  d.gx = static_cast<std::uint32_t>((N + K::kBN - 1) / K::kBN);
+  d.gy = static_cast<std::uint32_t>((M + K::kBM - 1) / K::kBM);
+  d.block = K::kThreads;
+  d.smem = K::smem_bytes();
+  return ln.launch<K>(d, a, &a, 0);
+}
+}  // namespace
+
+rnncore::Status proj_gemm(Launcher& ln, const rnncore::gpu::LayerArgs& a, int weights, bool mma) {
+  if (weights == rnncore::gpu::kWeightF16) return proj_gemm_with<rnncore::gpu::WeightF16>(ln, a, mma);
+  if (weights == rnncore::gpu::kWeightBF16) return proj_gemm_with<rnncore::gpu::WeightBF16>(ln, a, mma);
+  return proj_gemm_with<float>(ln, a, mma);
+}
 
 rnncore::Status run_probe(Launcher& ln, Probe probe, bool with_barrier, float* buf, int blocks, int threads) {
   ProbeArgs a{buf, static_cast<std::int32_t>(probe), with_barrier ? 1 : 0};

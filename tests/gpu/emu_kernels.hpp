@@ -21,6 +21,23 @@ rnncore::Status backward(Launcher& ln, const rnncore::detail::PlanImpl& p, const
 rnncore::Status inter_layer_dropout(Launcher& ln, const rnncore::gpu::Dims& d, const rnncore::gpu::InterLayerArgs& a);
 rnncore::Status input_dropout(Launcher& ln, const rnncore::gpu::Dims& d, const rnncore::gpu::LayerArgs& a);
 
+/// How the MMA probe places its fragments: as mma_coord says, or deliberately wrong.
+enum class MmaPlacement {
+  vendor,        ///< hip/rnn_device.hpp's mma_coord (the vendor's layout)
+  swap_lanes,    ///< lanes 0 and 1 load each other's elements of A
+  a_transposed,  ///< A's positions with row and column exchanged
+  other_vendor,  ///< A at the other warp size's positions (one vendor's layout on the other's
+                 ///< hardware; B and C as the vendor's, since the other layout used for all three
+                 ///< operands happens to be a consistent relabelling that gives the right D)
+};
+/// One warp computes D = A·B + C with ex.mma_16x16x16: A [16][16], B [16][16] (k rows) given as
+/// f16 (bf16 false) or bf16 bits, C [16][16] f32 in, D out, row-major.
+rnncore::Status mma_probe(Launcher& ln, const std::uint16_t* a, const std::uint16_t* b, const float* c, float* d, bool bf16,
+                          MmaPlacement placement);
+/// The input projection of `a` (direction 0) by the matrix-unit GEMM (mma) or the f32 tiled one,
+/// with the weight storage `weights` (WeightId), on the launcher's device.
+rnncore::Status proj_gemm(Launcher& ln, const rnncore::gpu::LayerArgs& a, int weights, bool mma);
+
 /// Small kernels with a known defect (or without it), to test the detector itself.
 enum class Probe {
   smem_neighbour,          ///< threads read a neighbour's shared-memory write after (or without) a barrier

@@ -10,6 +10,11 @@
 //     to run is drawn from every runnable thread of every resident block (deterministic per seed),
 //   - warp shuffles through a per-warp exchange buffer and barrier, for any warp size (32 and 64
 //     are tested: kernels must not assume one),
+//   - the warp's matrix multiply-accumulate (ex.mma_16x16x16) through the same kind of exchange: the
+//     lanes' fragments are gathered by this file's own model of the vendors' layouts (warp 32:
+//     NVIDIA mma.sync m16n8k16 twice; warp 64: AMD MFMA 16x16x16; mma_owner), the product formed in
+//     f32 from the f16 / bf16 inputs, and each lane's results scattered back by the same model; a
+//     launch of a kernel that uses it on a device without matrix units is refused,
 //   - shared memory filled with NaN before each block, so a read of anything the block did not
 //     write first shows up in the results,
 //   - every access to tracked device memory and shared memory checked by the race and coherence
@@ -46,9 +51,11 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "src/gpu/schedule.hpp"
+#include "src/internal/half.hpp"
 #include "tests/gpu/emu_detector.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -287,7 +294,8 @@ struct Block {
       : barrier(fibers, threads, &epoch),
         smem_floats(smem_bytes / sizeof(float) + 4),
         smem(new (std::align_val_t(64)) float[smem_floats]),
-        exchange(static_cast<std::size_t>(threads) * 2) {
+        exchange(static_cast<std::size_t>(threads) * 2),
+        mma_exchange(static_cast<std::size_t>(threads) * 2 * kMmaWords) {
     for (int w = 0; w < threads / warp; ++w) warp_barriers.emplace_back(new Barrier(fibers, warp));
     detector::track(smem, smem_floats * sizeof(float), "shared memory");
   }
@@ -310,6 +318,9 @@ struct Block {
   float* smem;
   std::vector<std::unique_ptr<Barrier>> warp_barriers;
   std::vector<float> exchange;  // per warp: two buffers of `warp` floats, used alternately
+  /// Words of one lane's MMA operands in the exchange: A (4), B (4), C (8).
+  static constexpr std::size_t kMmaWords = 16;
+  std::vector<std::uint32_t> mma_exchange;  // per warp: two buffers of `warp` × kMmaWords, used alternately
   std::int64_t id = -1;
   int remaining = 0;
 };
@@ -332,6 +343,43 @@ struct Mutation {
   int line = 0;
   const char* file = nullptr;  ///< the site's file name (no directory); null: any file
 };
+
+/// The emulator's model of the matrix units' fragment layouts, written from the vendors' documents
+/// as the inverse of hip/rnn_device.hpp's mma_coord (which lane holds an element, and where), so that
+/// the two are independent statements of the same fact: (lane, element) of the fragment of operand
+/// `op` (0 A [m][k], 1 B [k][n], 2 C [m][n]) that holds (row, col). Warp 32: NVIDIA PTX ISA,
+/// mma.m16n8k16 f16/bf16, one instruction per 8 columns n; warp 64: AMD CDNA3 ISA,
+/// v_mfma_f32_16x16x16f16 (four lane groups of 16 along k for A and B, along m for C).
+inline bool mma_owner(int warp, int op, int row, int col, int* lane, int* elem) {
+  if (warp == 64) {
+    const int k = op == 0 ? col : row, other = op == 0 ? row : col;  // A, B: lane % 16 is m or n
+    if (op == 2) {  // C: lane % 16 = n, lane / 16 and the element split m
+      *lane = col + 16 * (row / 4);
+      *elem = row % 4;
+      return true;
+    }
+    *lane = other + 16 * (k / 4);
+    *elem = k % 4;
+    return true;
+  }
+  if (warp != 32) return false;
+  if (op == 0) {  // A [m][k]: thread group m % 8, pair k % 8 / 2; + 2 for m ≥ 8, + 4 for k ≥ 8
+    *lane = 4 * (row % 8) + (col % 8) / 2;
+    *elem = col % 2 + 2 * (row / 8) + 4 * (col / 8);
+  } else if (op == 1) {  // B [k][n] of the instruction for n / 8: group n % 8, pair k % 8 / 2; + 2 for k ≥ 8
+    *lane = 4 * (col % 8) + (row % 8) / 2;
+    *elem = 4 * (col / 8) + row % 2 + 2 * (row / 8);
+  } else {  // C [m][n] of the instruction for n / 8: group m % 8, pair n % 8 / 2; + 2 for m ≥ 8
+    *lane = 4 * (row % 8) + (col % 8) / 2;
+    *elem = 4 * (col / 8) + col % 2 + 2 * (row / 8);
+  }
+  return true;
+}
+
+/// 16-bit operand bits as f32.
+inline float mma_input(std::uint16_t bits, bool bf16) {
+  return bf16 ? rnncore::detail::bf16_to_f32(bits) : rnncore::detail::f16_to_f32(bits);
+}
 
 /// What the threads of one launch share beyond their block.
 struct LaunchShared {
@@ -391,17 +439,78 @@ class Exec {
     phase_ ^= 1;  // the other buffer next time: no second barrier needed before it is rewritten
     return r;
   }
+  /// The warp's D = A·B + C (hip/rnn_device.hpp, "matrix units"). Every lane of the warp must call it
+  /// (a lane that does not leaves the others waiting: a reported deadlock).
+  void mma_16x16x16(const rnncore::gpu::MmaFrag<rnncore::gpu::WeightF16>& a, const rnncore::gpu::MmaFrag<rnncore::gpu::WeightF16>& b,
+                    rnncore::gpu::MmaAcc& c) const {
+    mma(a.r, b.r, c.c, false);
+  }
+  void mma_16x16x16(const rnncore::gpu::MmaFrag<rnncore::gpu::WeightBF16>& a,
+                    const rnncore::gpu::MmaFrag<rnncore::gpu::WeightBF16>& b, rnncore::gpu::MmaAcc& c) const {
+    mma(a.r, b.r, c.c, true);
+  }
   float load_coherent(const float* p, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
     return detector::load(p, !launch_->skip(kCoherentLoad, file, line));
   }
   float* smem() const { return block_->smem; }
 
  private:
+  /// Publishes this lane's operands, meets the warp, and computes its own elements of D from every
+  /// lane's operands as the model places them.
+  void mma(const std::uint32_t* a, const std::uint32_t* b, float* c, bool bf16) const {
+    const int w = tx_ / warp_, lane = tx_ % warp_, e = 256 / warp_;
+    std::uint32_t* buf = block_->mma_exchange.data() + (static_cast<std::size_t>(w) * 2 + mma_phase_) * warp_ * Block::kMmaWords;
+    std::uint32_t* mine = buf + static_cast<std::size_t>(lane) * Block::kMmaWords;
+    for (int i = 0; i < 4; ++i) mine[i] = a[i], mine[4 + i] = b[i];
+    block_->warp_barriers[w]->wait();
+    const auto half = [&](int op, int row, int col) {  // the 16-bit operand element at (row, col)
+      int l = 0, el = 0;
+      if (!mma_owner(warp_, op, row, col, &l, &el)) {
+        std::fprintf(stderr, "emulator: no matrix-unit layout for warp size %d\n", warp_);
+        std::abort();
+      }
+      const std::uint32_t word = buf[static_cast<std::size_t>(l) * Block::kMmaWords + 4 * op + el / 2];
+      return mma_input(static_cast<std::uint16_t>(word >> (16 * (el % 2))), bf16);
+    };
+    float d[8];
+    int done = 0;
+    for (int row = 0; row < 16; ++row)
+      for (int col = 0; col < 16; ++col) {  // the elements of C the model gives this lane
+        int l = 0, el = 0;
+        if (!mma_owner(warp_, 2, row, col, &l, &el) || l != lane) continue;
+        float sum = 0.0f;  // products of 16-bit inputs are exact in f32; the sum is f32
+        for (int k = 0; k < 16; ++k) sum += half(0, row, k) * half(1, k, col);
+        d[el] = sum + c[el];
+        ++done;
+      }
+    if (done != e) {
+      std::fprintf(stderr, "emulator: the matrix-unit layout gives lane %d %d elements, not %d\n", lane, done, e);
+      std::abort();
+    }
+    for (int i = 0; i < e; ++i) c[i] = d[i];
+    mma_phase_ ^= 1;  // as shfl_xor: the next op uses the other buffer
+  }
+
   int bx_, by_, bz_, gdx_, gdy_, tx_, bdx_, warp_;
   Block* block_;
   const LaunchShared* launch_;
   mutable int phase_ = 0;
+  mutable int mma_phase_ = 0;
 };
+
+/// Whether kernel K uses the matrix units (K::kUsesMma).
+template <class K, class = void>
+struct UsesMma {
+  static constexpr bool value = false;
+};
+template <class K>
+struct UsesMma<K, std::void_t<decltype(K::kUsesMma)>> {
+  static constexpr bool value = K::kUsesMma;
+};
+template <class K>
+constexpr bool uses_mma() {
+  return UsesMma<K>::value;
+}
 
 /// A Launcher (see src/gpu/schedule.hpp) that runs every kernel in the emulator, with the device
 /// facts given, and counts launches by kernel name.
@@ -441,6 +550,8 @@ class Launcher {
     return rnncore::Status::ok;
   }
   rnncore::Status finish(const char*) { return rnncore::Status::ok; }
+  /// The emulated device's warp size.
+  int warp_size() const { return facts_.warp_size; }
 
   /// Launches per kernel name since construction.
   std::map<std::string, int> launches;
@@ -486,6 +597,7 @@ rnncore::Status Launcher::run(const rnncore::gpu::Dims& d, const typename K::Arg
   else if (static_cast<std::int64_t>(d.smem) > facts_.smem_optin) problem = "shared memory above the device limit";
   else if (cooperative && blocks > resident) problem = "cooperative grid larger than the co-resident capacity";
   else if (d.gy > 65535 || d.gz > 65535) problem = "grid y or z above 65535";
+  else if (uses_mma<K>() && facts_.mma == 0) problem = "a matrix-unit kernel on a device without matrix units";
   if (problem != nullptr) {
     std::snprintf(what, sizeof what, "%s: %s (grid %ux%ux%u, block %d, smem %zu)", K::name(), problem, d.gx, d.gy, d.gz,
                   threads, d.smem);

@@ -29,6 +29,8 @@ struct Case {
   std::uint64_t seed = 0, step = 0;
   DType weights = DType::f32;  ///< GPU weight storage; the weights are drawn representable in it
   std::uint32_t time_offset = 0;
+  bool half_math = false;    ///< PlanOptions::gpu_half_math for the GPU run
+  double tolerance = 1e-5;   ///< relative error allowed against the f64 reference
 };
 
 inline std::string describe(const Case& c) {
@@ -49,9 +51,9 @@ inline std::string describe(const Case& c) {
 using GpuRunner = std::function<rnncore::Status(const rnncore::StackSpec&, const rnncore::PlanOptions&, const std::vector<float>&,
                                                 const rnncore::ForwardArgs&, Outputs<float>*)>;
 
-/// Runs a case through `gpu` and the f64 reference with the same f32-rounded data; checks 1e-5
-/// relative error and, in dropout runs, that exactly the same outputs are zero (the masks agree
-/// bit for bit). `what` describes the GPU configuration for failure messages.
+/// Runs a case through `gpu` and the f64 reference with the same f32-rounded data; checks the case's
+/// relative error (1e-5 unless half-precision math makes it larger) and, in dropout runs, that
+/// exactly the same outputs are zero (the masks agree bit for bit). `what` describes the GPU configuration for failure messages.
 inline void compare_case(const Case& c, std::uint64_t data_seed, const GpuRunner& gpu, const std::string& what) {
   Rng rng(data_seed);
   StackSpec s32 = c.stack, s64 = c.stack;
@@ -100,14 +102,15 @@ inline void compare_case(const Case& c, std::uint64_t data_seed, const GpuRunner
 
   Outputs<float> got;
   opt.weight_dtype = c.weights;
+  opt.gpu_half_math = c.half_math;
   a.x = x32.data();
   a.h0 = c.initial ? h32.data() : nullptr;
   a.c0 = c.initial && lstm ? c32.data() : nullptr;
   const Status st = gpu(s32, opt, w32, a, &got);
   REQUIRE(st == Status::ok);
-  CHECK(rel_error(got.y.data(), ref.y.data(), ref.y.size()) < 1e-5);
-  CHECK(rel_error(got.hy.data(), ref.hy.data(), ref.hy.size()) < 1e-5);
-  if (lstm) CHECK(rel_error(got.cy.data(), ref.cy.data(), ref.cy.size()) < 1e-5);
+  CHECK(rel_error(got.y.data(), ref.y.data(), ref.y.size()) < c.tolerance);
+  CHECK(rel_error(got.hy.data(), ref.hy.data(), ref.hy.size()) < c.tolerance);
+  if (lstm) CHECK(rel_error(got.cy.data(), ref.cy.data(), ref.cy.size()) < c.tolerance);
   if (c.run_mode != RunMode::inference) {
     // A dropped element is exactly 0 in both; anything else that is 0 on one side only must be
     // tiny on the other (a ReLU at its kink), not a kept value of ordinary size.
@@ -116,10 +119,14 @@ inline void compare_case(const Case& c, std::uint64_t data_seed, const GpuRunner
     std::size_t mismatched = 0;
     for (std::size_t i = 0; i < ref.y.size(); ++i)
       if ((ref.y[i] == 0.0) != (got.y[i] == 0.0f))
-        mismatched += std::max(std::fabs(ref.y[i]), std::fabs(static_cast<double>(got.y[i]))) > 1e-5 * scale;
+        mismatched += std::max(std::fabs(ref.y[i]), std::fabs(static_cast<double>(got.y[i]))) > c.tolerance * scale;
     CHECK(mismatched == 0);
   }
 }
+
+/// Relative error allowed against the f64 reference with PlanOptions::gpu_half_math and weight
+/// storage `wt` on a device with matrix units: x rounded to f16 keeps 11 significant bits, to bf16 8.
+inline double half_math_tolerance(DType wt) { return wt == DType::bf16 ? 2e-2 : 2e-3; }
 
 /// A CudnnLSTM-style random case (as tests/test_simd_vs_reference.cpp draws them).
 inline Case random_case(Rng& rng) {

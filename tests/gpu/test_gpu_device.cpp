@@ -198,6 +198,29 @@ TEST_CASE("GPU forward with f16 and bf16 weight storage (weights representable i
     }
 }
 
+TEST_CASE("GPU forward with gpu_half_math: the input projection on tensor / matrix cores") {
+  // Where the device has matrix units (sm_80+, gfx90a / gfx94x) the plan takes the MMA GEMM, and the
+  // hardware's fragment layouts must then agree with hip/rnn_device.hpp's mma_coord (the emulator
+  // checks the kernels against its own model of them; only this test checks the hardware).
+  Rng rng(4343);  // the emulator test runs the same cases
+  for (int i = 0; i < 16; ++i) {
+    Case c = random_case(rng);
+    c.weights = i % 2 ? DType::bf16 : DType::f16;
+    c.half_math = true;
+    c.tolerance = half_math_tolerance(c.weights);
+    check_on_device(c, kChoices[i % 3], 6500 + static_cast<std::uint64_t>(i));
+  }
+  RnnSpec spec;
+  spec.input_size = spec.hidden_size = 256;
+  PlanOptions opt;
+  opt.backend = Backend::gpu;
+  opt.weight_dtype = DType::f16;
+  opt.gpu_half_math = true;
+  Plan plan;
+  REQUIRE(Plan::create(to_stack(spec), opt, &plan) == Status::ok);
+  MESSAGE("gpu_half_math plan: " << plan.kernel_name());
+}
+
 TEST_CASE("GPU forward: benchmark-sized shapes (several blocks, tiles and slices)") {
   // Shapes of bench/gpu: enough rows and units that every kernel runs many blocks.
   for (Mode mode : {Mode::lstm, Mode::gru}) {

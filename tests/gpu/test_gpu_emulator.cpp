@@ -33,6 +33,7 @@ struct EmuConfig {
   std::int64_t smem = 48 * 1024;
   int persist_threads = gpu::kPersistentThreads;  ///< the planner's block size on a GPU
   bool refuse_cooperative = false;  ///< the runtime refuses cooperative launches (MPS)
+  bool mma = false;                 ///< the device has matrix units (DeviceDescription::mma)
   std::uint64_t sched_seed = 1;     ///< the emulator's block and thread order
   /// A real device's profile instead of the fields above (sm_count, warp, smem, blocks_per_sm):
   /// planned for with its modeled occupancy.
@@ -76,6 +77,7 @@ Status make_gpu_plan(const StackSpec& stack, PlanOptions opt, const EmuConfig& c
   on.device.sm_count = cfg.sm_count;
   on.device.warp_size = cfg.warp;
   on.device.smem_optin = cfg.smem;
+  on.device.mma = cfg.mma ? 1 : 0;
   std::snprintf(on.device.arch, sizeof on.device.arch, "emu%d", cfg.warp);
   on.choices.recurrence = cfg.recurrence;
   on.choices.tile = cfg.tile;
@@ -939,6 +941,8 @@ Outputs<float> run_mutant(const Case& c, const EmuConfig& cfg, std::uint64_t dat
   PlanOptions opt;
   opt.max_batch = c.B;
   opt.max_seq_len = c.T;
+  opt.weight_dtype = c.weights;
+  opt.gpu_half_math = c.half_math;
   Outputs<float> out;
   REQUIRE(run_emulated(st, opt, cfg, w, a, &out, nullptr, m, census, found) == Status::ok);
   return out;
@@ -1010,6 +1014,19 @@ TEST_CASE("mutants: leaving out any barrier, grid barrier or coherent load is ca
       cfg.sched_seed = static_cast<std::uint64_t>(m);
       cases.emplace_back(c, cfg);
     }
+  for (int warp : {32, 64}) {  // the matrix-unit projection GEMM: two k chunks, two m and three n tiles
+    Case c;
+    c.stack.input_size = 40;
+    c.stack.num_layers = 1;
+    c.stack.layers[0] = layer(Mode::lstm, 37, false, {});
+    c.T = 14;
+    c.B = 5;
+    c.weights = DType::f16;
+    c.half_math = true;
+    EmuConfig cfg = config(warp, gpu::Recurrence::tiled);
+    cfg.mma = true;
+    cases.emplace_back(c, cfg);
+  }
   std::map<emu::Site, std::set<std::string>> census;
   std::map<emu::Site, std::vector<std::size_t>> reached_by;  // the cases that reach a site
   std::vector<Outputs<float>> baseline;
@@ -1055,4 +1072,248 @@ TEST_CASE("mutants: leaving out any barrier, grid barrier or coherent load is ca
   }
   MESSAGE("mutants: " << census.size() << " sites, " << killed_by_detector << " caught by the detector, " << killed_by_results
                       << " by the results only, " << survived << " survived");
+}
+
+// ---------------------------------------------------------------------------------- matrix units
+
+namespace {
+
+/// An emulated device with matrix units (or without) at a warp size.
+gpu::DeviceDescription mma_device(int warp, bool mma) {
+  gpu::DeviceDescription d;
+  d.sm_count = 4;
+  d.warp_size = warp;
+  d.mma = mma ? 1 : 0;
+  std::snprintf(d.arch, sizeof d.arch, "emu%d", warp);
+  return d;
+}
+
+/// `n` random 16-bit values of f16 (bf16 false) or bf16 in [-scale, scale], and their f32 values.
+std::vector<std::uint16_t> random_halves(Rng& rng, std::size_t n, double scale, bool bf16, std::vector<float>* values) {
+  std::vector<std::uint16_t> bits(n);
+  values->resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const float f = static_cast<float>(rng.uniform(-scale, scale));
+    bits[i] = bf16 ? detail::f32_to_bf16(f) : detail::f32_to_f16(f);
+    (*values)[i] = bf16 ? detail::bf16_to_f32(bits[i]) : detail::f16_to_f32(bits[i]);
+  }
+  return bits;
+}
+
+/// Largest |D - (A·B + C)| of the probe (float64 reference) and the largest |reference| value.
+double mma_probe_error(int warp, bool bf16, emu::MmaPlacement placement, std::uint64_t seed, double* scale) {
+  Rng rng(seed);
+  std::vector<float> av, bv;
+  const std::vector<std::uint16_t> a = random_halves(rng, 256, 2.0, bf16, &av), b = random_halves(rng, 256, 2.0, bf16, &bv);
+  const std::vector<float> c = random_vector<float>(rng, 256, 1.0);
+  std::vector<float> d(256, std::numeric_limits<float>::quiet_NaN());
+  emu::Launcher ln(mma_device(warp, true), 1, seed);
+  Tracked tracked;
+  tracked.buffer(d.data(), sizeof(float) * d.size(), "d");
+  REQUIRE(emu::mma_probe(ln, a.data(), b.data(), c.data(), d.data(), bf16, placement) == Status::ok);
+  Tracked::check("mma probe");
+  for (const std::string& e : ln.errors) FAIL_CHECK(e);
+  double err = 0;
+  *scale = 0;
+  for (int m = 0; m < 16; ++m)
+    for (int n = 0; n < 16; ++n) {
+      double ref = c[m * 16 + n];
+      for (int k = 0; k < 16; ++k) ref += static_cast<double>(av[m * 16 + k]) * bv[k * 16 + n];
+      err = std::max(err, std::fabs(d[m * 16 + n] - ref));  // NaN (an element never written) fails below
+      if (std::isnan(d[m * 16 + n])) err = std::numeric_limits<double>::infinity();
+      *scale = std::max(*scale, std::fabs(ref));
+    }
+  return err;
+}
+
+}  // namespace
+
+TEST_CASE("the matrix-unit op in the vendors' fragment layouts computes A·B + C at warp 32 and 64") {
+  // mma_coord (the kernels' statement of the layouts) against the emulator's own model (mma_owner):
+  // with the vendor's placement the product is exact up to f32 sums (16 exact products of 16-bit
+  // inputs); with any wrong placement of A the result is wrong, so the layout is really checked.
+  for (int warp : {32, 64})
+    for (bool bf16 : {false, true}) {
+      CAPTURE(warp);
+      CAPTURE(bf16);
+      double scale = 0;
+      const double err = mma_probe_error(warp, bf16, emu::MmaPlacement::vendor, 7 + warp + bf16, &scale);
+      CHECK(err <= 1e-6 * scale);
+      for (emu::MmaPlacement wrong : {emu::MmaPlacement::swap_lanes, emu::MmaPlacement::a_transposed, emu::MmaPlacement::other_vendor}) {
+        CAPTURE(static_cast<int>(wrong));
+        CHECK(mma_probe_error(warp, bf16, wrong, 7 + warp + bf16, &scale) > 1e-2 * scale);
+      }
+    }
+}
+
+TEST_CASE("the emulator refuses a matrix-unit kernel on a device without matrix units") {
+  std::vector<std::uint16_t> a(256, 0), b(256, 0);
+  std::vector<float> c(256, 0.0f), d(256, 0.0f);
+  emu::Launcher ln(mma_device(32, false), 1);
+  CHECK(emu::mma_probe(ln, a.data(), b.data(), c.data(), d.data(), false, emu::MmaPlacement::vendor) == Status::device);
+  REQUIRE(ln.errors.size() == 1);
+  CHECK(ln.errors[0].find("without matrix units") != std::string::npos);
+}
+
+namespace {
+
+/// One projection GEMM problem: proj [M = T·B][N = G·H] = x [T][B][K] · Wᵀ + bias, W [N][Kp] in WT bits.
+struct GemmProblem {
+  int T, B, K, G, H;
+  bool batch_major;
+};
+
+/// Runs the projection of `pr` with `weights` on the emulated device (mma: the matrix-unit kernel,
+/// else the f32 tiled one) and checks it. The matrix-unit result must match a float64 reference of
+/// x rounded to the weight type within f32 summation error (1e-5 of Σ|x̃||W|), and the f32 kernel
+/// within the x rounding's bound (2^-11 (f16) or 2^-8 (bf16) of Σ|x||W|, plus the same 1e-5).
+void check_gemm(const GemmProblem& pr, int warp, int weights) {
+  const bool bf16 = weights == gpu::kWeightBF16;
+  const int M = pr.T * pr.B, N = pr.G * pr.H, Kp = (pr.K + 3) / 4 * 4;
+  Rng rng(static_cast<std::uint64_t>(M * 131 + N * 7 + pr.K + warp + weights));
+  std::vector<float> wv;
+  std::vector<std::uint16_t> w = random_halves(rng, static_cast<std::size_t>(N) * Kp, 1.0 / std::sqrt(pr.K), bf16, &wv);
+  for (int n = 0; n < N; ++n)
+    for (int k = pr.K; k < Kp; ++k) w[static_cast<std::size_t>(n) * Kp + k] = 0, wv[static_cast<std::size_t>(n) * Kp + k] = 0.0f;
+  const std::vector<float> x = random_vector<float>(rng, static_cast<std::size_t>(M) * pr.K, 1.0);
+  const std::vector<float> bias = random_vector<float>(rng, static_cast<std::size_t>(N), 0.5);
+  gpu::LayerArgs a;
+  std::memset(&a, 0, sizeof a);
+  a.gates = pr.G;
+  a.hidden = pr.H;
+  a.batch = pr.B;
+  a.steps = pr.T;
+  a.in_size = pr.K;
+  a.in_pad = Kp;
+  a.dirs = 1;
+  gpu::DirArgs& d = a.dir[0];
+  d.x = x.data();
+  d.x_st = pr.batch_major ? pr.K : static_cast<std::int64_t>(pr.B) * pr.K;  // x [T][B][K] or [B][T][K]
+  d.x_sb = pr.batch_major ? static_cast<std::int64_t>(pr.T) * pr.K : pr.K;
+  d.w = w.data();
+  d.bias = bias.data();
+  const auto round_x = [&](float v) { return bf16 ? detail::bf16_to_f32(detail::f32_to_bf16(v)) : detail::f16_to_f32(detail::f32_to_f16(v)); };
+  const double u = bf16 ? 1.0 / 256 : 1.0 / 2048;
+  for (bool mma : {true, false}) {
+    CAPTURE(mma);
+    std::vector<float> proj(static_cast<std::size_t>(M) * N, std::numeric_limits<float>::quiet_NaN());
+    d.proj = proj.data();
+    emu::Launcher ln(mma_device(warp, true), 2, 11);
+    Tracked tracked;
+    tracked.buffer(proj.data(), sizeof(float) * proj.size(), "proj");
+    REQUIRE(emu::proj_gemm(ln, a, weights, mma) == Status::ok);
+    Tracked::check(mma ? "mma gemm" : "f32 gemm");
+    for (const std::string& e : ln.errors) FAIL_CHECK(e);
+    double worst = 0;  // the largest error as a fraction of its bound
+    for (int m = 0; m < M; ++m) {
+      const int t = m / pr.B, b = m % pr.B;
+      const float* xr = x.data() + t * d.x_st + b * d.x_sb;
+      for (int n = 0; n < N; ++n) {
+        double ref = bias[n], mag = std::fabs(bias[n]), mag_exact = 0;
+        for (int k = 0; k < pr.K; ++k) {
+          const double wk = wv[static_cast<std::size_t>(n) * Kp + k];
+          ref += static_cast<double>(round_x(xr[k])) * wk;
+          mag += std::fabs(round_x(xr[k]) * wk);
+          mag_exact += std::fabs(xr[k] * wk);
+        }
+        const double bound = 1e-5 * mag + (mma ? 0.0 : u * mag_exact) + 1e-30;
+        const double got = proj[static_cast<std::size_t>(m) * N + n];
+        worst = std::isnan(got) ? INFINITY : std::max(worst, std::fabs(got - ref) / bound);
+      }
+    }
+    CHECK(worst <= 1.0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the matrix-unit projection GEMM matches the float64 reference with x rounded to the weight type") {
+  // Edges in every dimension (M, N, K not multiples of 16 or of the 64 × 64 tile), a K of one
+  // chunk and of several, both layouts of x, f16 and bf16, warp 32 (NVIDIA) and 64 (AMD).
+  const GemmProblem problems[] = {{3, 5, 23, 4, 9, false},   {7, 11, 70, 3, 43, true}, {1, 1, 1, 1, 1, false},
+                                  {2, 33, 32, 4, 16, false}, {5, 13, 100, 1, 130, true}};
+  for (int warp : {32, 64})
+    for (int weights : {static_cast<int>(gpu::kWeightF16), static_cast<int>(gpu::kWeightBF16)})
+      for (const GemmProblem& pr : problems) {
+        CAPTURE(warp);
+        CAPTURE(weights);
+        CAPTURE(pr.T * pr.B);
+        CAPTURE(pr.G * pr.H);
+        CAPTURE(pr.K);
+        check_gemm(pr, warp, weights);
+      }
+}
+
+TEST_CASE("gpu_half_math: the planner picks the matrix units only with 16-bit weights on a device that has them") {
+  Case c;
+  c.stack.input_size = 40;
+  c.stack.num_layers = 2;
+  c.stack.layers[0] = layer(Mode::lstm, 36, true, {});
+  c.stack.layers[1] = layer(Mode::gru, 20, false, {});
+  c.T = 4;
+  c.B = 5;
+  c.lengths = true;
+  c.initial = true;
+  for (int i : {0, 2}) {  // H100 (warp 32), MI250X (warp 64)
+    const gpu::DeviceProfile prof = gpu::device_profile(i);
+    for (DType wt : {DType::f16, DType::bf16})
+      for (bool half : {false, true}) {
+        CAPTURE(prof.device.name);
+        CAPTURE(to_string(wt));
+        CAPTURE(half);
+        c.weights = wt;
+        c.half_math = half;
+        // x rounded to the weight type: f16 keeps 11 bits, bf16 8 (docs/gpu.md, "Tensor cores").
+        c.tolerance = half ? half_math_tolerance(wt) : 1e-5;
+        EmuConfig cfg;
+        cfg.profile = &prof;
+        std::map<std::string, int> launches;
+        check_case(c, cfg, 4300 + i, &launches);
+        CHECK(count_prefix(launches, "proj_gemm_mma") == (half ? 2 : 0));
+        CHECK(count_prefix(launches, "f32_rnn_proj_gemm_tiled") == (half ? 0 : 2));
+      }
+  }
+  // f32 weights, or a device without matrix units (RDNA): the f32 kernel, whatever the option.
+  PlanOptions opt;
+  opt.gpu_half_math = true;
+  opt.weight_dtype = DType::f32;
+  detail::PlanImpl p;
+  REQUIRE(make_profile_plan(c.stack, opt, gpu::device_profile(0), &p) == Status::ok);
+  CHECK(p.gpu.mma_proj == 0);
+  opt.weight_dtype = DType::f16;
+  REQUIRE(make_profile_plan(c.stack, opt, gpu::device_profile(0), &p) == Status::ok);
+  CHECK(p.gpu.mma_proj == 1);
+  CHECK(std::string(p.kernel_name) == "f32_rnn_f16w_mma__cuda_sm_90");
+  gpu::DeviceProfile rdna = gpu::device_profile(2);
+  rdna.device.mma = 0;
+  std::snprintf(rdna.device.arch, sizeof rdna.device.arch, "gfx1030");
+  rdna.device.warp_size = 32;
+  REQUIRE(make_profile_plan(c.stack, opt, rdna, &p) == Status::ok);
+  CHECK(p.gpu.mma_proj == 0);
+  c.weights = DType::f16;
+  c.half_math = true;
+  c.tolerance = 1e-5;  // unchanged numerics there
+  EmuConfig cfg;
+  cfg.profile = &rdna;
+  std::map<std::string, int> launches;
+  check_case(c, cfg, 4310, &launches);
+  CHECK(count_prefix(launches, "proj_gemm_mma") == 0);
+}
+
+TEST_CASE("emulated GPU forward with gpu_half_math: CudnnLSTM-style random cases on the matrix units") {
+  // The cases tests/gpu/test_gpu_device.cpp runs on a device with the option, here on the H100 and
+  // MI250X profiles (warp 32 and 64): the same tolerance holds.
+  Rng rng(4343);
+  for (int i = 0; i < 16; ++i) {
+    Case c = random_case(rng);
+    c.weights = i % 2 ? DType::bf16 : DType::f16;
+    c.half_math = true;
+    c.tolerance = half_math_tolerance(c.weights);
+    const gpu::DeviceProfile prof = gpu::device_profile(i % 4 < 2 ? 0 : 2);
+    EmuConfig cfg;
+    cfg.profile = &prof;
+    std::map<std::string, int> launches;
+    check_case(c, cfg, 6500 + static_cast<std::uint64_t>(i), &launches);
+    if (!uses_skip_input(c.stack) || c.stack.num_layers > 1) CHECK(count_prefix(launches, "proj_gemm_mma") > 0);
+  }
 }
