@@ -377,6 +377,7 @@ HEADER_STACK = "dense_stack2_I8_H16_12_T15_B3_5"
 HEADER_HEAD = "dense_head_I6_H14_T9_B5_sigmoid8_softmax3"
 HEADER_SEQ = "dense_seq_I5_H10_T7_B3_relu4_softmax3"
 HEADER_BIDI = "bidi_stack2_I4_H6_5_T6_B2_seq_bibi"
+HEADER_EMBED = "embed_stack2_V60_E6_H10_8_T7_B2_dense_softmax3"
 
 
 def write_stack_sample(name):
@@ -402,6 +403,7 @@ def main():
         for c in EMBEDDINGS:
             make_embedding(*c)
         check_embedding_refusals()
+        write_stack_sample(HEADER_EMBED)
         return
     print(f"{'case':34s} {'in scale/zp':>18s} {'out scale/zp':>18s} {'cell':>10s}  y range")
     for c in CASES:
@@ -422,6 +424,7 @@ def main():
     write_stack_sample(HEADER_HEAD)
     write_stack_sample(HEADER_SEQ)
     write_stack_sample(HEADER_BIDI)
+    write_stack_sample(HEADER_EMBED)
 
 
 if __name__ == "__main__":
