@@ -13,7 +13,8 @@ weight scales -- as the TFLite converter writes for a Keras LSTM with full-integ
 input), a REVERSE_V2 of the time axis (Keras go_backwards on the first layer), a STRIDED_SLICE taking
 the last step (return_sequences=False), Dense layers on it or on every step (FULLY_CONNECTED, each
 optionally followed by a LOGISTIC or TANH: a Keras Dense with activation="sigmoid" / "tanh"), a
-SOFTMAX (activation="softmax") and a DEQUANTIZE op (float output). A layer may be a Keras Bidirectional(LSTM) with merge_mode='concat': the forward
+SOFTMAX (activation="softmax") and a DEQUANTIZE op (float output); first, a GATHER of an int8
+table by the model's integer input (a Keras Embedding on token ids). A layer may be a Keras Bidirectional(LSTM) with merge_mode='concat': the forward
 LSTM op on the layer's input, the backward one on its REVERSE_V2, the backward output reversed back
 (every step) or both last steps taken (STRIDED_SLICE), and a CONCATENATION [forward, backward] whose
 inputs and output have one quantization (a copy). Nothing else. Refused, naming the feature:
@@ -751,7 +752,7 @@ def main(argv=None):
         description="Convert a quantized (int8) TFLite LSTM model -- UNIDIRECTIONAL_SEQUENCE_LSTM ops, as the "
                     "TFLite converter writes for Keras LSTMs with full-integer quantization (one, stacked, "
                     "go_backwards on the first, Bidirectional with merge_mode concat, Dense layers on the last "
-                    "step) -- to a safetensors file that `rnncore run --weights` runs bit for bit as LiteRT does.",
+                    "step; a Keras Embedding first) -- to a safetensors file that `rnncore run --weights` runs bit for bit as LiteRT does.",
         epilog="Semantics and file contents: docs/int8.md.")
     p.add_argument("model", help="the .tflite file")
     p.add_argument("-o", "--output", required=True, help="safetensors file to write")
