@@ -796,6 +796,20 @@ TEST_CASE("cli: an int8 model with an Embedding takes token ids only, each insid
           " --input " + d + "/ids.npy --output " + d + "/y.npy");
   CHECK(r.code == 1);
   CHECK(r.err.find("which has no Embedding") != std::string::npos);
+
+  // A table whose quantization is not the first layer's input is refused, naming both.
+  std::string bytes = slurp(golden + ".safetensors");
+  const std::string key = "\"embedding.zp\":\"";
+  const std::size_t at = bytes.find(key);
+  REQUIRE(at != std::string::npos);
+  bytes[at + key.size()] = bytes[at + key.size()] == '5' ? '6' : '5';
+  {
+    std::ofstream out(d + "/bad_embedding.safetensors", std::ios::binary);
+    out << bytes;
+  }
+  r = run("run --weights " + d + "/bad_embedding.safetensors --input " + d + "/ids.npy --output " + d + "/y.npy");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("is not the embedding's rows") != std::string::npos);
 }
 
 TEST_CASE("cli: stacked int8 LSTMs, go_backwards, Bidirectional and Dense layers run bit for bit as LiteRT") {
