@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -745,6 +747,71 @@ TEST_CASE("cli: int8 models converted by tools/tflite_to_safetensors.py run bit 
   CHECK(cases == 12);
 }
 
+TEST_CASE("cli: an int8 model with an Embedding takes token ids only, each inside its vocabulary") {
+  // embed_V40_*: Keras Embedding(40, 8) -> LSTM(12); its golden x holds int32 ids [3, 9].
+  const std::string d = temp_dir();
+  const std::string golden = src("tests/golden/tflite_int8/stacks/embed_V40_E8_H12_T9_B3_last");
+  io::SafeTensors f;
+  REQUIRE(io::read_safetensors((golden + ".io.safetensors").c_str(), &f) == RNNCORE_OK);
+  io::Array x;
+  REQUIRE(f.array("x", &x) == RNNCORE_OK);
+  REQUIRE(x.type == io::ElemType::i32);
+  const std::string run_ids = "run --weights " + golden + ".safetensors --input " + d + "/ids.npy --output " + d + "/y.npy";
+
+  // int64 ids run as int32 ones do.
+  std::vector<std::int64_t> wide(x.bytes.size() / 4);
+  for (std::size_t k = 0; k < wide.size(); ++k) {
+    std::int32_t v;
+    std::memcpy(&v, x.bytes.data() + 4 * k, 4);
+    wide[k] = v;
+  }
+  REQUIRE(io::write_npy((d + "/ids.npy").c_str(), io::ElemType::i64, x.shape.data(), 2, wide.data()) == RNNCORE_OK);
+  Result r = run(run_ids);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  io::Array got, want;
+  REQUIRE(io::read_npy((d + "/y.npy").c_str(), &got) == RNNCORE_OK);
+  REQUIRE(f.array("y", &want) == RNNCORE_OK);
+  CHECK(got.bytes == want.bytes);
+
+  // An id outside [0, 40) is refused, naming its position and value (LiteRT's GATHER fails too).
+  for (const std::int64_t bad : {std::int64_t{40}, std::int64_t{-1}}) {
+    std::vector<std::int64_t> ids = wide;
+    ids[1 * 9 + 4] = bad;
+    REQUIRE(io::write_npy((d + "/ids.npy").c_str(), io::ElemType::i64, x.shape.data(), 2, ids.data()) == RNNCORE_OK);
+    r = run(run_ids);
+    CHECK(r.code == 1);
+    CHECK(r.err.find("token id " + std::to_string(bad) + " at [1, 4]") != std::string::npos);
+    CHECK(r.err.find("[0, 40)") != std::string::npos);
+  }
+  // int8 or float input to the embedding model, and ids to a model without one, are refused.
+  const std::int64_t shape3[3] = {3, 9, 8};
+  std::vector<std::int8_t> rows(3 * 9 * 8, 1);
+  REQUIRE(io::write_npy((d + "/ids.npy").c_str(), io::ElemType::i8, shape3, 3, rows.data()) == RNNCORE_OK);
+  r = run(run_ids);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("starts with an Embedding: expected token ids") != std::string::npos);
+  REQUIRE(io::write_npy((d + "/ids.npy").c_str(), io::ElemType::i32, x.shape.data(), 2, x.bytes.data()) == RNNCORE_OK);
+  r = run("run --weights " + src("tests/golden/tflite_int8/stacks/stack2_I6_H12_8_T10_B2_last.safetensors") +
+          " --input " + d + "/ids.npy --output " + d + "/y.npy");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("which has no Embedding") != std::string::npos);
+
+  // A table whose quantization is not the first layer's input is refused, naming both.
+  std::string bytes = slurp(golden + ".safetensors");
+  const std::string key = "\"embedding.zp\":\"";
+  const std::size_t at = bytes.find(key);
+  REQUIRE(at != std::string::npos);
+  bytes[at + key.size()] = bytes[at + key.size()] == '5' ? '6' : '5';
+  {
+    std::ofstream out(d + "/bad_embedding.safetensors", std::ios::binary);
+    out << bytes;
+  }
+  r = run("run --weights " + d + "/bad_embedding.safetensors --input " + d + "/ids.npy --output " + d + "/y.npy");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("is not the embedding's rows") != std::string::npos);
+}
+
 TEST_CASE("cli: stacked int8 LSTMs, go_backwards, Bidirectional and Dense layers run bit for bit as LiteRT") {
   // tests/golden/tflite_int8/stacks/<case>.safetensors: the converter's output (metadata layers = L);
   // <case>.io.safetensors: LiteRT's int8 input x and output y. bidi_*: Keras Bidirectional layers.
@@ -766,6 +833,7 @@ TEST_CASE("cli: stacked int8 LSTMs, go_backwards, Bidirectional and Dense layers
     CHECK((r.out.find("then Dense ") != std::string::npos) == (name.find("dense") != std::string::npos));
     CHECK((r.out.find("bidirectional ") != std::string::npos) == (name.find("bidi") != std::string::npos));
     CHECK((r.out.find("then softmax ") != std::string::npos) == (name.find("softmax") != std::string::npos));
+    CHECK((r.out.find("token ids") != std::string::npos) == (name.find("embed") != std::string::npos));
     io::Array got, want;
     REQUIRE(io::read_npy((d + "/y.npy").c_str(), &got) == RNNCORE_OK);
     REQUIRE(f.array("y", &want) == RNNCORE_OK);
@@ -779,7 +847,7 @@ TEST_CASE("cli: stacked int8 LSTMs, go_backwards, Bidirectional and Dense layers
     }
     ++cases;
   }
-  CHECK(cases == 17);
+  CHECK(cases == 20);
 
   // A stack whose layer 1 does not read layer 0's quantization is refused, naming both.
   const std::string model = src("tests/golden/tflite_int8/stacks/stack2_I6_H12_8_T10_B2_last.safetensors");

@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,9 @@ void define_export_c(CLI::App& app, ExportCOptions& o) {
       "NAME_SCRATCH_BYTES and NAME_STATE_ZERO_POINT; its sample is int8 [B, T, I] (batch-major) and\n"
       "the expected output int8 [B, T, H] ([B, H] for a last-step model). A stack names layer k\n"
       "NAME_l<k>_... (a Keras Bidirectional layer: NAME_l<k>_fw_... and NAME_l<k>_bw_...), Dense layer j\n"
-      "NAME_fc<j>_... (a sigmoid or tanh after it: the table NAME_fc<j>_table) and a softmax NAME_softmax.");
+      "NAME_fc<j>_... (a sigmoid or tanh after it: the table NAME_fc<j>_table) and a softmax NAME_softmax.\n"
+      "A model that starts with a Keras Embedding gets its table NAME_embedding_table [V, E] (a row copy per\n"
+      "token id) and NAME_EMBEDDING_*; its sample is token ids, int32 or int64 [B, T] (NAME_sample_ids).");
   app.add_option("--weights", o.weights, "the model")->required()->type_name("M.safetensors");
   app.add_option("--output", o.output, "the header to write")->required()->type_name("MODEL.h");
   app.add_option("--name", o.name, "C identifier prefix (default: from --output)")->type_name("NAME");
@@ -363,6 +366,58 @@ void write_int8_softmax(std::FILE* out, const io::Int8Stack& st, const std::stri
                static_cast<int>(st.softmax.output_zp));
 }
 
+// The embedding of a model that starts with a Keras Embedding: its table and quantization, so that
+// firmware turns token ids into the first layer's int8 input by copying rows.
+void write_int8_embedding(std::FILE* out, const io::Int8Stack& st, const std::string& n, const std::string& N) {
+  std::fprintf(out,
+               "\n/* The embedding (Keras Embedding; TFLite GATHER): the model's input is token ids [B, T], each in\n"
+               " * [0, %s_EMBEDDING_VOCAB). The first layer's input row for id k is the %s_EMBEDDING_DIM bytes at\n"
+               " * %s_embedding_table + k * %s_EMBEDDING_DIM, copied as they are (already int8 with the first\n"
+               " * layer's input quantization). LiteRT fails on an id outside the vocabulary: refuse it too. */\n"
+               "#define %s_EMBEDDING 1\n#define %s_EMBEDDING_VOCAB %d\n#define %s_EMBEDDING_DIM %d\n"
+               "#define %s_EMBEDDING_SCALE %s\n#define %s_EMBEDDING_ZERO_POINT %d\n",
+               N.c_str(), N.c_str(), n.c_str(), N.c_str(), N.c_str(), N.c_str(), st.vocab, N.c_str(), st.embed_dim,
+               N.c_str(), float_literal(st.embed_scale).c_str(), N.c_str(), static_cast<int>(st.embed_zp));
+  write_array(out, "static const int8_t " + n + "_embedding_table", st.table.data(), st.table.size(), {}, 16);
+}
+
+// A sample of token ids [B, T] (int32 or int64 .npy) for an embedding model: the ids as int32 and
+// their rows, the first layer's int8 input [B, T, E].
+bool read_ids_sample(const std::string& path, const io::Int8Stack& st, std::vector<std::int64_t>* shape,
+                     std::vector<std::int32_t>* ids, std::vector<std::int8_t>* rows, std::string* err) {
+  io::Array a;
+  if (io::read_npy(path.c_str(), &a) != RNNCORE_OK) {
+    *err = rnncore_last_error_detail();
+    return false;
+  }
+  if ((a.type != io::ElemType::i32 && a.type != io::ElemType::i64) || a.shape.size() != 2) {
+    *err = path + ": expected token ids, int32 or int64 [B, T] (the model starts with an Embedding), found " +
+           io::elem_type_name(a.type) + " " + io::shape_to_string(a.shape.data(), a.shape.size());
+    return false;
+  }
+  const std::size_t count = static_cast<std::size_t>(a.shape[0] * a.shape[1]);
+  std::vector<std::int64_t> wide(count);
+  for (std::size_t k = 0; k < count; ++k) {
+    if (a.type == io::ElemType::i32) {
+      std::int32_t v;
+      std::memcpy(&v, a.bytes.data() + 4 * k, 4);
+      wide[k] = v;
+    } else {
+      std::memcpy(&wide[k], a.bytes.data() + 8 * k, 8);
+    }
+  }
+  rows->assign(count * static_cast<std::size_t>(st.embed_dim), 0);
+  const std::size_t bad = io::embed_ids(st, count, wide.data(), rows->data());
+  if (bad != count) {
+    *err = path + ": token id " + std::to_string(wide[bad]) + " at position " + std::to_string(bad) +
+           " is outside the embedding's vocabulary [0, " + std::to_string(st.vocab) + ")";
+    return false;
+  }
+  ids->assign(wide.begin(), wide.end());
+  *shape = {a.shape[0], a.shape[1], st.embed_dim};
+  return true;
+}
+
 // `export-c` of an integer LSTM model (format tflite_int8, docs/int8.md): the int8 weights and
 // int32 biases as they are, the biases folded by the library's own prepare (so firmware can keep
 // them in flash: rnncore_int8_lstm_prepare_folded), the quantization, the sizes, and a sample. A
@@ -378,7 +433,10 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
   const std::int64_t I = first.input_size, O = st.output_size();
   std::vector<std::int64_t> in_shape;
   std::vector<std::int8_t> sample_in, sample_out;
-  if (!o.sample_input.empty() && !read_int8_sample(o.sample_input, I, "input", &in_shape, &sample_in, &err))
+  std::vector<std::int32_t> sample_ids;
+  if (!o.sample_input.empty() &&
+      !(st.has_embedding ? read_ids_sample(o.sample_input, st, &in_shape, &sample_ids, &sample_in, &err)
+                         : read_int8_sample(o.sample_input, I, "input", &in_shape, &sample_in, &err)))
     return error(err);
   if (!o.sample_output.empty()) {
     io::Array a;
@@ -418,24 +476,30 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
       st.reverse_input ? "/** The model reverses the time axis first (Keras go_backwards): run its steps last to first. */\n"
                          "#define " + NAME + "_REVERSE_INPUT 1\n"
                        : std::string();
+  const std::string embedding_usage =
+      !st.has_embedding ? std::string()
+                        : " * The model starts with an Embedding: its input is token ids [B, T]; copy each id's row of\n"
+                          " * " + name + "_embedding_table (" + NAME + "_EMBEDDING_DIM bytes) into the first layer's input\n"
+                          " * [B, T, " + NAME + "_INPUT_SIZE], refusing ids outside [0, " + NAME + "_EMBEDDING_VOCAB).\n *\n";
   if (single) {
     std::fprintf(out,
                  "/* %s: an integer LSTM compiled into the program, for rnncore's int8 C API (rnncore/int8.h).\n"
                  " * Generated by `rnncore export-c` (rnncore %s) from %s; do not edit, export again.\n"
                  " * LiteRT's integer LSTM (8x8_16): input %lld, hidden %lld, %s; int8 weights (%lld bytes), int16\n"
                  " * cell state with scale %s. Semantics: docs/int8.md.\n"
-                 " *\n"
+                 " *\n%s"
                  " * Include it in one C file: the arrays are static. */\n"
                  "#ifndef %s\n#define %s\n\n#include <rnncore/int8.h>\n\n",
                  base_name(path).c_str(), version_string(), base_name(o.weights).c_str(), static_cast<long long>(I),
                  static_cast<long long>(O), st.return_sequences ? "returns every step" : "returns the last step",
-                 weight_bytes, cells.c_str(), guard.c_str(), guard.c_str());
+                 weight_bytes, cells.c_str(), embedding_usage.c_str(), guard.c_str(), guard.c_str());
     std::fprintf(out,
                  "#define %s_INPUT_SIZE %lld\n#define %s_HIDDEN_SIZE %lld\n"
                  "/** 1: the model's output is every step's h [B, T, H]; 0: the last step's only [B, H]. */\n"
                  "#define %s_RETURN_SEQUENCES %d\n",
                  NAME.c_str(), static_cast<long long>(I), NAME.c_str(), static_cast<long long>(O), NAME.c_str(),
                  st.return_sequences ? 1 : 0);
+    if (st.has_embedding) write_int8_embedding(out, st, name, NAME);
     write_int8_lstm(out, first, name, NAME);
     std::fprintf(out, "%s\n", reverse.c_str());
     write_int8_lstm_arrays(out, first, name, st.float_input);
@@ -446,14 +510,14 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
                  " * LiteRT's integer LSTM (8x8_16): input %lld, %zu LSTM layer(s) (H %s), %zu Dense layer(s), output %lld,\n"
                  " * %s; int8 LSTM weights (%lld bytes), cell scales %s. Layer k is %s_l<k>_..., Dense layer j\n"
                  " * %s_fc<j>_...; each layer reads the one before it, from LiteRT's initial state. docs/int8.md.\n"
-                 " *\n"
+                 " *\n%s"
                  " * Include it in one C file: the arrays are static. */\n"
                  "#ifndef %s\n#define %s\n\n#include <rnncore/int8.h>\n\n",
                  base_name(path).c_str(), st.dense.empty() ? "" : " and Dense layers", version_string(),
                  base_name(o.weights).c_str(), static_cast<long long>(I), st.layers.size(), sizes.c_str(),
                  st.dense.size(), static_cast<long long>(O),
                  st.return_sequences ? "returns every step" : "returns the last step", weight_bytes, cells.c_str(),
-                 name.c_str(), name.c_str(), guard.c_str(), guard.c_str());
+                 name.c_str(), name.c_str(), embedding_usage.c_str(), guard.c_str(), guard.c_str());
     std::fprintf(out,
                  "#define %s_INPUT_SIZE %lld\n#define %s_OUTPUT_SIZE %lld\n#define %s_LAYERS %zu\n#define %s_DENSE %zu\n"
                  "/** 1: a softmax on the output (%s_softmax, after the Dense layers). */\n#define %s_SOFTMAX %d\n"
@@ -462,6 +526,7 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
                  NAME.c_str(), static_cast<long long>(I), NAME.c_str(), static_cast<long long>(O), NAME.c_str(),
                  st.layers.size(), NAME.c_str(), st.dense.size(), name.c_str(), NAME.c_str(), st.has_softmax ? 1 : 0,
                  NAME.c_str(), st.return_sequences ? 1 : 0, reverse.c_str());
+    if (st.has_embedding) write_int8_embedding(out, st, name, NAME);
     for (std::size_t k = 0; k < st.layers.size(); ++k) {
       const io::Int8Model& layer = *st.layers[k];
       const std::string n = name + "_l" + std::to_string(k), N = NAME + "_L" + std::to_string(k);
@@ -504,6 +569,10 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
                                                                : (single ? " and the expected output [B, H] (the last step)"
                                                                          : " and the expected output [B, OUTPUT_SIZE] (the last step)"),
                  NAME.c_str(), static_cast<long long>(in_shape[0]), NAME.c_str(), static_cast<long long>(in_shape[1]));
+    if (!sample_ids.empty()) {
+      std::fprintf(out, "/** The sample's token ids [B, T]; %s_sample_input holds their rows. */\n", name.c_str());
+      write_array(out, "static const int32_t " + name + "_sample_ids", sample_ids.data(), sample_ids.size(), {}, 16);
+    }
     write_array(out, "static const int8_t " + name + "_sample_input", sample_in.data(), sample_in.size(), {}, 16);
     if (!sample_out.empty())
       write_array(out, "static const int8_t " + name + "_sample_output", sample_out.data(), sample_out.size(), {}, 16);

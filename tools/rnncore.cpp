@@ -516,8 +516,31 @@ void define_run(CLI::App& app, RunOptions& o) {
                   "y int8 [B, T, H], or [B, H] for a model that returns the last step; hn int8 and cn int16\n"
                   "[B, H] (the op's final output and cell states; one-direction single-layer models only); bit\n"
                   "for bit LiteRT's. Stacks, go_backwards, Keras Bidirectional (concat) and Dense heads (relu,\n"
-                  "sigmoid, tanh, softmax; on the last step or every step) run too.");
+                  "sigmoid, tanh, softmax; on the last step or every step) run too. A model that starts with\n"
+                  "a Keras Embedding takes token ids, int32 or int64 [B, T], each in [0, V).");
   add_run_options(app, o, false);
+}
+
+// Token ids a ([B, T], int32 or int64) looked up in the stack's embedding into x [B, T, E]; an
+// error naming the first id outside the vocabulary, or "".
+std::string embed_input(const Int8Stack& stack, const Array& a, std::int8_t* x) {
+  const std::size_t n = static_cast<std::size_t>(a.shape[0] * a.shape[1]);
+  std::vector<std::int64_t> ids(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    if (a.type == ElemType::i32) {
+      std::int32_t v;
+      std::memcpy(&v, a.bytes.data() + 4 * k, 4);
+      ids[k] = v;
+    } else {
+      std::memcpy(&ids[k], a.bytes.data() + 8 * k, 8);
+    }
+  }
+  const std::size_t bad = embed_ids(stack, n, ids.data(), x);
+  if (bad == n) return std::string();
+  const std::size_t T = static_cast<std::size_t>(a.shape[1]);
+  return "token id " + std::to_string(ids[bad]) + " at [" + std::to_string(bad / T) + ", " + std::to_string(bad % T) +
+         "] is outside the embedding's vocabulary [0, " + std::to_string(stack.vocab) +
+         ") (LiteRT's GATHER fails on it too)";
 }
 
 // `rnncore run` on an integer LSTM model (metadata format=tflite_int8, written by
@@ -548,15 +571,25 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
   const std::string expected = dims_string({"B", "T", std::to_string(I)}) + " (batch-major, as the TFLite op)";
   Array a;
   if (read_npy(o.input.c_str(), &a) != RNNCORE_OK) return error(rnncore_last_error_detail());
-  if (a.type != ElemType::i8 && a.type != ElemType::f32)
+  const bool ids = a.type == ElemType::i32 || a.type == ElemType::i64;
+  if (stack.has_embedding && !ids)
+    return error(o.input + ": " + o.weights + " starts with an Embedding: expected token ids, int32 or int64 [B, T], found " +
+                 elem_type_name(a.type) + " " + shape_string(a.shape));
+  if (!stack.has_embedding && ids)
+    return error(o.input + ": token ids (" + elem_type_name(a.type) + ") for " + o.weights +
+                 ", which has no Embedding: expected int8 or float32 input " + expected);
+  if (!ids && a.type != ElemType::i8 && a.type != ElemType::f32)
     return error(o.input + ": expected int8 or float32 input " + expected + " for the int8 model " + o.weights +
                  ", found " + elem_type_name(a.type) + " " + shape_string(a.shape));
-  if (a.shape.size() != 3 || a.shape[2] != I)
-    return error(o.input + ": expected shape " + expected + ", found " + shape_string(a.shape));
+  if (ids ? a.shape.size() != 2 : a.shape.size() != 3 || a.shape[2] != I)
+    return error(o.input + ": expected shape " + (ids ? std::string("[B, T] (token ids)") : expected) + ", found " +
+                 shape_string(a.shape));
   const std::int64_t B = a.shape[0], T = a.shape[1];
   if (T > (1 << 28) || B > (1 << 24)) return error(o.input + ": sequence or batch too large");
   std::vector<std::int8_t> x(static_cast<std::size_t>(B * T * I));
-  if (a.type == ElemType::i8) {
+  if (ids) {
+    if (const std::string e = embed_input(stack, a, x.data()); !e.empty()) return error(o.input + ": " + e);
+  } else if (a.type == ElemType::i8) {
     if (!x.empty()) std::memcpy(x.data(), a.bytes.data(), x.size());
   } else {
     for (std::size_t k = 0; k < x.size(); ++k) {
@@ -609,8 +642,12 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
   if (stack.has_softmax)
     std::printf("then softmax over %d%s (int8, beta %g, TFLite's table of exp)\n", stack.output_size(),
                 stack.return_sequences ? " on every step" : "", static_cast<double>(stack.softmax_beta));
-  std::printf("input: %s%s%s; output: int8 %s\n", a.type == ElemType::i8 ? "int8" : "float32",
-              a.type == ElemType::i8 ? "" : " (quantized as TFLite's QUANTIZE op)",
+  if (stack.has_embedding)
+    std::printf("input: token ids (%s) through an embedding %d x %d (int8 rows, scale %g, zero point %d)\n",
+                elem_type_name(a.type), stack.vocab, stack.embed_dim, static_cast<double>(stack.embed_scale),
+                static_cast<int>(stack.embed_zp));
+  std::printf("input: %s%s%s; output: int8 %s\n", a.type == ElemType::f32 ? "float32" : "int8",
+              a.type == ElemType::f32 ? " (quantized as TFLite's QUANTIZE op)" : "",
               stack.reverse_input ? ", steps read last to first (go_backwards)" : "", shape_string(yshape).c_str());
   std::printf("run: T=%lld B=%lld, backend reference (scalar integer), %.3f ms\n", static_cast<long long>(T),
               static_cast<long long>(B), ms);

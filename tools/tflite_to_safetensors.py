@@ -13,7 +13,8 @@ weight scales -- as the TFLite converter writes for a Keras LSTM with full-integ
 input), a REVERSE_V2 of the time axis (Keras go_backwards on the first layer), a STRIDED_SLICE taking
 the last step (return_sequences=False), Dense layers on it or on every step (FULLY_CONNECTED, each
 optionally followed by a LOGISTIC or TANH: a Keras Dense with activation="sigmoid" / "tanh"), a
-SOFTMAX (activation="softmax") and a DEQUANTIZE op (float output). A layer may be a Keras Bidirectional(LSTM) with merge_mode='concat': the forward
+SOFTMAX (activation="softmax") and a DEQUANTIZE op (float output); first, a GATHER of an int8
+table by the model's integer input (a Keras Embedding on token ids). A layer may be a Keras Bidirectional(LSTM) with merge_mode='concat': the forward
 LSTM op on the layer's input, the backward one on its REVERSE_V2, the backward output reversed back
 (every step) or both last steps taken (STRIDED_SLICE), and a CONCATENATION [forward, backward] whose
 inputs and output have one quantization (a copy). Nothing else. Refused, naming the feature:
@@ -43,6 +44,11 @@ Written (docs/int8.md, "The model file"):
   fc<j>.linear_scale/zp are the FULLY_CONNECTED's output and output_* the LOGISTIC / TANH op's).
   A SOFTMAX on the last step or after the Dense layers (the file is then prefixed): softmax=1,
   softmax.beta, softmax.input_scale/zp, softmax.output_scale/zp (the model's output).
+  A Keras Embedding first (a GATHER of an int8 constant table [V, E] by the model's int32 or int64
+  input [B, T], the token ids): embedding.table I8 [V, E], embedding=1, embedding.V, embedding.E,
+  embedding.scale, embedding.zp (the table's quantization = the lookup's output = the first LSTM's
+  input), embedding.ids_dtype (int32 / int64), and graph_input=token_ids. A float table, or a
+  GATHER elsewhere or on other indices (a float input CAST to integers), is refused.
 
 Needs TensorFlow (`pip install tensorflow-cpu`); rnncore itself does not. The golden-data script
 tests/golden/make_tflite_int8_golden.py extracts its models with this module.
@@ -366,14 +372,15 @@ def concat_options(model_bytes):
             for _, o in found]
 
 
-def extract_graph(model_bytes, tf, it, ops, det, lstm_opts):
+def extract_graph(model_bytes, tf, it, ops, det, lstm_opts, start):
     """A model with a Keras Bidirectional(LSTM) layer, walked from its input: [QUANTIZE], then layers,
     each a plain LSTM ([REVERSE_V2] before the first: go_backwards) or a bidirectional one -- the
     forward LSTM on the layer's input, the backward LSTM on its REVERSE_V2 (time axis), the backward
     output reversed back (every step) or both outputs' last steps (STRIDED_SLICE), then a
     CONCATENATION [forward, backward] on the last axis --, then [STRIDED_SLICE of the last step]
     [FULLY_CONNECTED ...] [DEQUANTIZE]. Returns extract()'s (tensors, metadata, info); the file is
-    always prefixed (layers, l<k>.; a bidirectional layer's directions under l<k>.fw. and l<k>.bw.)."""
+    always prefixed (layers, l<k>.; a bidirectional layer's directions under l<k>.fw. and l<k>.bw.).
+    `start` is the tensor the first layer reads: the model's input, or an Embedding's output."""
     consumers = {}
     for o in ops:
         for t in o["inputs"]:
@@ -397,7 +404,7 @@ def extract_graph(model_bytes, tf, it, ops, det, lstm_opts):
     graph_in, graph_out = it.get_input_details(), it.get_output_details()
     if len(graph_in) != 1 or len(graph_out) != 1:
         raise ConvertError("the model has %d inputs and %d outputs; expected one of each" % (len(graph_in), len(graph_out)))
-    cur = graph_in[0]["index"]
+    cur = start  # the model's input, or an Embedding's output (find_embedding)
     nxt = next_ops(cur)
     float_in = len(nxt) == 1 and nxt[0]["op_name"] == "QUANTIZE"
     if float_in:
@@ -551,6 +558,64 @@ def extract_graph(model_bytes, tf, it, ops, det, lstm_opts):
             "graph_output": graph_out[0], "x": first["inputs"][IN_X], "y": y_int8}
     return tensors, meta, info
 
+def find_embedding(it, ops, det):
+    """A Keras Embedding in front of the LSTMs: the model's first op a GATHER whose params are an
+    int8 constant table [V, E] and whose indices are the model's integer input [B, T] (token ids).
+    Returns (the GATHER op, tensors, metadata) -- the table under "embedding.table" and its keys
+    under "embedding." -- or None when the model has no GATHER; refuses any other GATHER."""
+    gathers = [o for o in ops if o["op_name"] == "GATHER"]
+    if not gathers:
+        return None
+    graph_in = it.get_input_details()
+    op = gathers[0]
+    table, ids = op["inputs"][0], op["inputs"][1]
+    y = op["outputs"][0]
+    cast = [o for o in ops if o["op_name"] == "CAST" and ids in o["outputs"]]
+    if len(gathers) == 1 and len(graph_in) == 1 and cast and cast[0]["inputs"][0] == graph_in[0]["index"]:
+        raise ConvertError("the Embedding's token ids are the model's %s input cast to integers (a CAST op); declare "
+                           "the Keras Input with dtype='int32' so that the ids reach the Embedding as they are"
+                           % np.dtype(graph_in[0]["dtype"]).name)
+    if len(gathers) > 1 or op is not ops[0] or len(graph_in) != 1 or ids != graph_in[0]["index"]:
+        raise ConvertError("a GATHER op elsewhere than first, on the model's input (ops: %s); only a Keras Embedding "
+                           "in front of the LSTMs is supported" % ", ".join(o["op_name"] for o in ops))
+    ids_type = np.dtype(det[ids]["dtype"]).name
+    types = [np.dtype(det[t]["dtype"]).name for t in (table, y)]
+    if types != ["int8", "int8"]:
+        raise ConvertError("the Embedding (GATHER) has a %s table and %s output; only an int8 table (full-integer "
+                           "quantization: representative dataset, TFLITE_BUILTINS_INT8) is supported" % tuple(types))
+    if ids_type not in ("int32", "int64") or len(det[ids]["shape"]) != 2:
+        raise ConvertError("the Embedding's token ids are %s %s; expected int32 or int64 [batch, steps]"
+                           % (ids_type, list(det[ids]["shape"])))
+    try:
+        values = it.get_tensor(table).copy()
+    except ValueError:
+        values = None
+    if values is None or values.ndim != 2 or det[table].get("sparsity_parameters"):
+        raise ConvertError("the Embedding's table (tensor '%s') is not a constant int8 [V, E] array" % det[table]["name"])
+    s, zp = one_scale(det[table], "the Embedding's table")
+    ys, yzp = one_scale(det[y], "the Embedding's output")
+    if (f32s(s), zp) != (f32s(ys), yzp):
+        raise ConvertError("the Embedding (GATHER) output's quantization (%r, %d) differs from its table's (%r, %d); "
+                           "only a lookup that copies (one quantization) is supported" % (ys, yzp, s, zp))
+    V, E = values.shape
+    meta = {"embedding": "1", "embedding.V": str(int(V)), "embedding.E": str(int(E)), "embedding.scale": f32s(s),
+            "embedding.zp": str(zp), "embedding.ids_dtype": ids_type}
+    return op, {"embedding.table": values}, meta
+
+
+def add_embedding(emb, tensors, meta):
+    """Adds an embedding (find_embedding's) to a converted model: its table and keys, graph_input
+    token_ids; the first LSTM must read the table's rows as they are (its input quantization)."""
+    _, et, em = emb
+    if (meta["input_scale"], meta["input_zp"]) != (em["embedding.scale"], em["embedding.zp"]):
+        raise ConvertError("the first LSTM reads its input with (%s, %s), the Embedding writes (%s, %s)"
+                           % (meta["input_scale"], meta["input_zp"], em["embedding.scale"], em["embedding.zp"]))
+    if meta["I"] != em["embedding.E"]:
+        raise ConvertError("the first LSTM takes %s inputs, the Embedding writes %s" % (meta["I"], em["embedding.E"]))
+    tensors.update(et)
+    meta.update(em)
+    meta["graph_input"] = "token_ids"
+
 
 def extract(model_bytes, tf):
     """Reads a quantized .tflite model: returns (tensors, metadata, info) where tensors maps the
@@ -566,6 +631,11 @@ def extract(model_bytes, tf):
     it.allocate_tensors()
     ops = it._get_ops_details()
     det = {d["index"]: d for d in it.get_tensor_details()}
+    emb = find_embedding(it, ops, det)
+    start = it.get_input_details()[0]["index"]
+    if emb is not None:  # the LSTMs read the lookup's rows: the graph is read from there on
+        ops = [o for o in ops if o is not emb[0]]
+        start = emb[0]["outputs"][0]
     names = [o["op_name"] for o in ops]
     lstms = [o for o in ops if o["op_name"] == LSTM_OP]
     if any(n == "BIDIRECTIONAL_SEQUENCE_LSTM" for n in names):
@@ -576,7 +646,11 @@ def extract(model_bytes, tf):
         # Keras Bidirectional somewhere: the graph is walked from the input (extract_graph).
         if len(opts) != len(lstms):
             raise ConvertError("the flatbuffer lists %d LSTM ops, the interpreter %d" % (len(opts), len(lstms)))
-        return extract_graph(model_bytes, tf, it, ops, det, dict(zip((o["index"] for o in lstms), opts)))
+        tensors, meta, info = extract_graph(model_bytes, tf, it, ops, det, dict(zip((o["index"] for o in lstms), opts)),
+                                            start)
+        if emb is not None:
+            add_embedding(emb, tensors, meta)
+        return tensors, meta, info
     if not lstms:
         raise ConvertError("the model has no %s op (ops: %s)" % (LSTM_OP, ", ".join(names) or "none"))
     if len(opts) != len(lstms):
@@ -604,7 +678,7 @@ def extract(model_bytes, tf):
             if axis is None or list(np.ravel(axis)) != [1]:
                 raise ConvertError("the REVERSE_V2 before the LSTM reverses axes %s; only the time axis (1, Keras "
                                    "go_backwards) is supported" % (None if axis is None else list(np.ravel(axis))))
-    chain = graph_in[0]["index"]
+    chain = start
     for o in before:
         if o["inputs"][0] != chain:
             raise ConvertError("the %s op before the LSTM does not read the model's input" % o["op_name"])
@@ -668,6 +742,8 @@ def extract(model_bytes, tf):
     ins += [-1] * (24 - len(ins))
     info = {"interpreter": it, "lstm": lstms[0], "inputs": ins, "graph_input": graph_in[0],
             "graph_output": graph_out[0], "x": x_index, "y": y_int8}
+    if emb is not None:
+        add_embedding(emb, tensors, meta)
     return tensors, meta, info
 
 
@@ -676,7 +752,7 @@ def main(argv=None):
         description="Convert a quantized (int8) TFLite LSTM model -- UNIDIRECTIONAL_SEQUENCE_LSTM ops, as the "
                     "TFLite converter writes for Keras LSTMs with full-integer quantization (one, stacked, "
                     "go_backwards on the first, Bidirectional with merge_mode concat, Dense layers on the last "
-                    "step) -- to a safetensors file that `rnncore run --weights` runs bit for bit as LiteRT does.",
+                    "step; a Keras Embedding first) -- to a safetensors file that `rnncore run --weights` runs bit for bit as LiteRT does.",
         epilog="Semantics and file contents: docs/int8.md.")
     p.add_argument("model", help="the .tflite file")
     p.add_argument("-o", "--output", required=True, help="safetensors file to write")
@@ -711,6 +787,8 @@ def main(argv=None):
             "%s %s" % (meta["fc%d.out" % j], meta["fc%d.activation" % j]) for j in range(int(meta["dense"]))))
     if meta.get("softmax") == "1":
         layers += " softmax (beta %s)" % meta["softmax.beta"]
+    if meta.get("embedding") == "1":
+        layers = " embedding %sx%s (ids %s)" % (meta["embedding.V"], meta["embedding.E"], meta["embedding.ids_dtype"]) + layers
     print("wrote %s: I=%s H=%s%s return_sequences=%s input %s, output %s, cell scale %s"
           % (args.output, meta["I"], meta["H"], layers, meta["return_sequences"], meta["graph_input"],
              meta["graph_output"], cells), file=sys.stderr)

@@ -194,8 +194,9 @@ Status load_bidirectional(const SafeTensors& file, const std::string& prefix, In
 }
 
 // The model-level flags: return_sequences, float input and output.
+// token_ids: where not null, set when the input is token ids (graph_input token_ids); null refuses them.
 Status load_flags(const SafeTensors& file, bool* return_sequences, bool* float_input, bool* float_output,
-                  bool* reverse_input, std::string* error) {
+                  bool* reverse_input, std::string* error, bool* token_ids = nullptr) {
   Meta m{file, error, ""};
   const std::string* op = m.get("op");
   if (op == nullptr) return Status::format;
@@ -203,11 +204,51 @@ Status load_flags(const SafeTensors& file, bool* return_sequences, bool* float_i
     *error = file.path + ": metadata 'op' is '" + *op + "', expected 'UNIDIRECTIONAL_SEQUENCE_LSTM'";
     return Status::unsupported;
   }
-  if (!m.flag("return_sequences", "1", "0", return_sequences) || !m.flag("graph_input", "float32", "int8", float_input) ||
-      !m.flag("graph_output", "float32", "int8", float_output))
+  const std::string* in = m.get("graph_input");
+  if (in == nullptr) return Status::format;
+  if (*in == "token_ids") {  // a Keras Embedding first (load_embedding): the LSTMs take int8 rows
+    if (token_ids == nullptr) {
+      *error = file.path + ": an int8 model with an Embedding (graph_input token_ids), which runs as a stack "
+                           "(rnncore run; docs/int8.md)";
+      return Status::unsupported;
+    }
+    *token_ids = true;
+    *float_input = false;
+  } else if (!m.flag("graph_input", "float32", "int8", float_input)) {
+    *error += " or 'token_ids'";
+    return Status::format;
+  }
+  if (!m.flag("return_sequences", "1", "0", return_sequences) || !m.flag("graph_output", "float32", "int8", float_output))
     return Status::format;
   *reverse_input = false;
   if (file.meta("reverse_input") != nullptr && !m.flag("reverse_input", "1", "0", reverse_input)) return Status::format;
+  return Status::ok;
+}
+
+// The embedding table and its quantization ("embedding." keys; graph_input token_ids).
+Status load_embedding(const SafeTensors& file, Int8Stack* out, std::string* error) {
+  Meta m{file, error, "embedding."};
+  bool on = false;
+  std::int32_t V = 0, E = 0;
+  if (!Meta{file, error, ""}.flag("embedding", "1", "0", &on)) return Status::format;
+  if (!on) {
+    *error = file.path + ": metadata 'graph_input' is 'token_ids' but 'embedding' is '0'";
+    return Status::format;
+  }
+  if (!m.i32("V", 1, 1 << 30, &V) || !m.i32("E", 1, 65536, &E) || !m.f32("scale", &out->embed_scale) ||
+      !m.i32("zp", -128, 127, &out->embed_zp))
+    return Status::format;
+  const std::string* ids = m.get("ids_dtype");
+  if (ids == nullptr) return Status::format;
+  if (*ids != "int32" && *ids != "int64") {
+    *error = file.path + ": metadata 'embedding.ids_dtype' is '" + *ids + "', expected 'int32' or 'int64'";
+    return Status::format;
+  }
+  const Status s = tensor(file, "embedding.table", ElemType::i8, {V, E}, &out->table, error);
+  if (s != Status::ok) return s;
+  out->has_embedding = true;
+  out->vocab = V;
+  out->embed_dim = E;
   return Status::ok;
 }
 
@@ -329,8 +370,16 @@ Status load_int8_stack(const SafeTensors& file, Int8Stack* out, std::string* err
   const bool prefixed = file.meta("layers") != nullptr;
   if (prefixed && !m.i32("layers", 1, 64, &L)) return Status::format;
   if (file.meta("dense") != nullptr && !m.i32("dense", 1, 16, &D)) return Status::format;
-  Status s = load_flags(file, &out->return_sequences, &out->float_input, &out->float_output, &out->reverse_input, error);
+  bool token_ids = false;
+  Status s = load_flags(file, &out->return_sequences, &out->float_input, &out->float_output, &out->reverse_input, error,
+                        &token_ids);
   if (s != Status::ok) return s;
+  out->has_embedding = false;
+  if (token_ids && (s = load_embedding(file, out, error)) != Status::ok) return s;
+  if (!token_ids && file.meta("embedding") != nullptr && *file.meta("embedding") != "0") {
+    *error = file.path + ": metadata 'embedding' is set but 'graph_input' is not 'token_ids'";
+    return Status::format;
+  }
   out->layers.clear();
   for (int k = 0; k < L; ++k) {
     out->layers.emplace_back(new Int8Model);
@@ -349,6 +398,16 @@ Status load_int8_stack(const SafeTensors& file, Int8Stack* out, std::string* err
       return Status::unsupported;
     }
     layer.float_input = k == 0 && out->float_input;
+    if (k == 0 && out->has_embedding &&
+        (layer.input_size != out->embed_dim || layer.q.input_scale != out->embed_scale ||
+         layer.q.input_zp != out->embed_zp)) {
+      // The lookup copies rows: the first layer must read them with the table's quantization.
+      *error = file.path + ": the first layer's input (" + std::to_string(layer.input_size) + " units, scale " +
+               *file.meta(prefixed ? "l0.input_scale" : "input_scale") + ", zero point " +
+               std::to_string(layer.q.input_zp) + ") is not the embedding's rows (" + std::to_string(out->embed_dim) +
+               " units, scale " + *file.meta("embedding.scale") + ", zero point " + std::to_string(out->embed_zp) + ")";
+      return Status::unsupported;
+    }
     layer.float_output = k + 1 == L && out->float_output;
     if (k > 0) {
       // Layer k reads layer k-1's int8 output as it is: the same width and quantization.
@@ -383,6 +442,15 @@ Status load_int8_stack(const SafeTensors& file, Int8Stack* out, std::string* err
     }
   }
   return load_softmax(file, out, error);
+}
+
+std::size_t embed_ids(const Int8Stack& s, std::size_t n, const std::int64_t* ids, std::int8_t* x) {
+  const std::size_t E = static_cast<std::size_t>(s.embed_dim);
+  for (std::size_t k = 0; k < n; ++k) {
+    if (ids[k] < 0 || ids[k] >= s.vocab) return k;
+    std::memcpy(x + k * E, s.table.data() + static_cast<std::size_t>(ids[k]) * E, E);
+  }
+  return n;
 }
 
 std::int8_t quantize_input(const Int8Model& m, float x) {

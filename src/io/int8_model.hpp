@@ -6,6 +6,7 @@
 #ifndef RNNCORE_SRC_IO_INT8_MODEL_HPP
 #define RNNCORE_SRC_IO_INT8_MODEL_HPP
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -94,6 +95,14 @@ struct Int8Stack {
   float softmax_input_scale = 0.0f;
   std::int32_t softmax_input_zp = 0;
   q8::Int8SoftmaxParams softmax;
+  /// A Keras Embedding first (metadata embedding=1, graph_input=token_ids; "embedding." keys): the
+  /// model's input is token ids [B, T], each replaced by its row of `table` -- LiteRT's GATHER, a
+  /// copy: the rows are already the first layer's int8 input (embed_scale / embed_zp are its).
+  bool has_embedding = false;
+  int vocab = 0, embed_dim = 0;
+  std::vector<std::int8_t> table;  ///< [vocab, embed_dim]
+  float embed_scale = 0.0f;
+  std::int32_t embed_zp = 0;
   /// Width of the model's output: the last Dense layer's, else the last LSTM's.
   int output_size() const { return dense.empty() ? layers.back()->output_size() : dense.back()->out_size; }
   /// Whether some layer is bidirectional.
@@ -115,6 +124,11 @@ Status load_int8_model(const SafeTensors& file, Int8Model* out, std::string* err
 /// Reads every layer of a file (single-layer or stack), checking that each layer's input is the
 /// previous layer's output (width, scale and zero point). Errors as load_int8_model.
 Status load_int8_stack(const SafeTensors& file, Int8Stack* out, std::string* error);
+
+/// Looks up n token ids in the stack's embedding table (Int8Stack::has_embedding), writing n rows
+/// of embed_dim int8 values to x. Returns n, or the position of the first id outside [0, vocab)
+/// (LiteRT's GATHER fails on it too; x is then partly written).
+std::size_t embed_ids(const Int8Stack& s, std::size_t n, const std::int64_t* ids, std::int8_t* x);
 
 /// Quantizes float input as LiteRT's QUANTIZE op does on the CPU, where its default XNNPACK
 /// delegate runs it: q = clamp(x · (1/scale), −128 − zp, 127 − zp) rounded half to even, + zp,

@@ -5,6 +5,7 @@ Needs TensorFlow 2.21 with tf-keras (a venv outside the repository, as for make_
     /usr/bin/python3 -m venv /tmp/tfenv
     /tmp/tfenv/bin/pip install tensorflow-cpu tf-keras numpy
     /tmp/tfenv/bin/python tests/golden/make_tflite_int8_golden.py
+    /tmp/tfenv/bin/python tests/golden/make_tflite_int8_golden.py --embeddings-only   # the Embedding cases alone
 
 For each case a small tf.keras model `Input(batch B, T, I) -> LSTM(H)` (unidirectional,
 return_sequences on or off) with seeded random weights is converted by the TFLite converter to a
@@ -284,6 +285,69 @@ def make_bidi(name, I, layers, T, B, seed, dense=()):
     write_stack_golden(name, fb, x, y)
 
 
+# Models that start with a Keras Embedding (token ids, int32 [B, T] -> int8 rows: the converter's
+# GATHER of an int8 table): name, V, E, layers ("bi" or "lstm", H, return_sequences), T, B, seed,
+# Dense head, the Embedding's initializer range. Written to tflite_int8/stacks/ as the stacks above.
+EMBEDDINGS = [
+    ("embed_V40_E8_H12_T9_B3_last", 40, 8, (("lstm", 12, False),), 9, 3, 41, (), 0.05),
+    ("embed_stack2_V60_E6_H10_8_T7_B2_dense_softmax3", 60, 6, (("lstm", 10, True), ("lstm", 8, False)), 7, 2, 42,
+     ((3, "softmax"),), 1.0),
+    ("embed_bidi_V25_E5_H6_T6_B2_seq", 25, 5, (("bi", 6, True),), 6, 2, 43, (), 0.5),
+]
+
+
+def make_embedding(name, V, E, layers, T, B, seed, dense, init):
+    tf.keras.utils.set_random_seed(seed)
+    rng = np.random.default_rng(2000 + seed)
+    inp = keras.Input(shape=(T,), batch_size=B, dtype="int32")
+    h = keras.layers.Embedding(V, E, embeddings_initializer=keras.initializers.RandomUniform(-init, init))(inp)
+    for kind, H, rs in layers:
+        lstm = keras.layers.LSTM(H, return_sequences=rs)
+        h = keras.layers.Bidirectional(lstm, merge_mode="concat")(h) if kind == "bi" else lstm(h)
+    for units, activation in dense:
+        layer = keras.layers.Dense(units, activation=activation)
+        h = layer(h)
+        w, b = layer.get_weights()
+        layer.set_weights([w, rng.uniform(-0.3, 0.3, b.shape).astype(np.float32)])
+    calib = [rng.integers(0, V, (B, T)).astype(np.int32) for _ in range(64)]
+    conv = tf.lite.TFLiteConverter.from_keras_model(keras.Model(inp, h))
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.representative_dataset = lambda: ([c] for c in calib)
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    conv.inference_output_type = tf.int8
+    fb = conv.convert()
+    _, meta, info = tflite_to_safetensors.extract(fb, tf)
+    assert meta["graph_input"] == "token_ids" and meta["embedding.V"] == str(V) and meta["embedding.E"] == str(E), meta
+    it = tf.lite.Interpreter(model_content=fb)
+    it.allocate_tensors()
+    x = rng.integers(0, V, (B, T)).astype(np.int32)
+    x[0, 0], x[-1, -1] = 0, V - 1  # both ends of the vocabulary
+    it.set_tensor(info["graph_input"]["index"], x)
+    it.invoke()
+    write_stack_golden(name, fb, x, it.get_tensor(info["graph_output"]["index"]).copy())
+
+
+def check_embedding_refusals():
+    """Embeddings the converter refuses, each naming why: a float Keras Input (a CAST to int32 before
+    the GATHER) and a float conversion (a float32 table). Nothing is written."""
+    for float_input, expect in ((True, "cast to integers (a CAST op)"), (False, "has a float32 table")):
+        tf.keras.utils.set_random_seed(44)
+        inp = keras.Input((5,), batch_size=1, dtype="float32" if float_input else "int32")
+        model = keras.Model(inp, keras.layers.LSTM(4)(keras.layers.Embedding(10, 3)(inp)))
+        conv = tf.lite.TFLiteConverter.from_keras_model(model)
+        if float_input:  # full integer; the float input goes through a CAST
+            calib = [np.random.default_rng(44).integers(0, 10, (1, 5)).astype(np.float32) for _ in range(8)]
+            conv.optimizations = [tf.lite.Optimize.DEFAULT]
+            conv.representative_dataset = lambda: ([c] for c in calib)
+            conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        try:
+            tflite_to_safetensors.extract(conv.convert(), tf)
+        except tflite_to_safetensors.ConvertError as e:
+            assert expect in str(e), (float_input, str(e))
+        else:
+            raise AssertionError("an Embedding with float_input=%s was not refused" % float_input)
+
+
 def check_bidi_refusals():
     """Bidirectional variants the converter refuses, each naming what: merge_mode sum / ave (an ADD,
     and a MUL for ave, after the two LSTMs) and go_backwards on the wrapped LSTM. Nothing is written."""
@@ -313,6 +377,7 @@ HEADER_STACK = "dense_stack2_I8_H16_12_T15_B3_5"
 HEADER_HEAD = "dense_head_I6_H14_T9_B5_sigmoid8_softmax3"
 HEADER_SEQ = "dense_seq_I5_H10_T7_B3_relu4_softmax3"
 HEADER_BIDI = "bidi_stack2_I4_H6_5_T6_B2_seq_bibi"
+HEADER_EMBED = "embed_stack2_V60_E6_H10_8_T7_B2_dense_softmax3"
 
 
 def write_stack_sample(name):
@@ -334,6 +399,12 @@ def write_example(name):
 
 def main():
     print(f"TensorFlow {tf.__version__}")
+    if sys.argv[1:] == ["--embeddings-only"]:  # adds the Embedding cases without rewriting the others
+        for c in EMBEDDINGS:
+            make_embedding(*c)
+        check_embedding_refusals()
+        write_stack_sample(HEADER_EMBED)
+        return
     print(f"{'case':34s} {'in scale/zp':>18s} {'out scale/zp':>18s} {'cell':>10s}  y range")
     for c in CASES:
         meta, y = make_case(*c)
@@ -345,11 +416,15 @@ def main():
         make_stack(*c)
     for c in BIDI:
         make_bidi(*c)
+    for c in EMBEDDINGS:
+        make_embedding(*c)
+    check_embedding_refusals()
     check_bidi_refusals()
     write_stack_sample(HEADER_STACK)
     write_stack_sample(HEADER_HEAD)
     write_stack_sample(HEADER_SEQ)
     write_stack_sample(HEADER_BIDI)
+    write_stack_sample(HEADER_EMBED)
 
 
 if __name__ == "__main__":
