@@ -273,7 +273,7 @@ Status backward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const u
   RNNCORE_RETURN_IF_ERROR(check_packed(ln, p, g, packed_c));
   RNNCORE_RETURN_IF_ERROR(grad::zero_outputs(ln, p, a));
   if (f.batch == 0) return ln.finish("backward");
-  RNNCORE_ENSURE(f.reserve != nullptr, Status::null_pointer, "backward: forward.reserve is null (run a training forward first)");
+  RNNCORE_ENSURE(f.reserve != nullptr, Status::null_pointer, "backward: forward.reserve is null (%s)", "run a training forward first");
   unsigned char header[detail::kReserveHeaderBytes];
   RNNCORE_RETURN_IF_ERROR(ln.copy_to_host_in_order(header, f.reserve, sizeof header));
   RNNCORE_RETURN_IF_ERROR(detail::check_reserve_header(p, f, header));
