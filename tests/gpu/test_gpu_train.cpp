@@ -176,7 +176,7 @@ TEST_CASE("GPU gradients are the same bits for any grid size and block order (no
     REQUIRE(train_emulated(c, d, a, &first) == Status::ok);
     REQUIRE(train_emulated(c, d, b, &other) == Status::ok);
     const auto same = [](const std::vector<float>& x, const std::vector<float>& y) {
-      return x.size() == y.size() && std::memcmp(x.data(), y.data(), sizeof(float) * x.size()) == 0;
+      return x.size() == y.size() && (x.empty() || std::memcmp(x.data(), y.data(), sizeof(float) * x.size()) == 0);
     };
     CHECK(same(first.dw, other.dw));
     CHECK(same(first.dx, other.dx));
@@ -188,6 +188,10 @@ TEST_CASE("GPU gradients are the same bits for any grid size and block order (no
 TEST_CASE("mutants: leaving out any barrier of the backward kernels is caught") {
   // Every synchronisation site of hip/rnn_backward.hpp that a training run reaches is left out in
   // turn; the mutant is caught when the detector reports a race or a gradient's bits change.
+  if (!emu::detector::available()) {
+    MESSAGE("no access instrumentation in this build (AddressSanitizer): mutants not run");
+    return;
+  }
   Case c;
   c.stack.input_size = 36;
   c.stack.num_layers = 1;
