@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
 
   std::printf("int8 LSTM step (I = H, B = 1), median of %d; GMAC/s = 4·H·(I+H) per step / time; "
               "ratio = f32 step time / int8 step time\n", reps);
-  std::printf("%6s %5s  %-24s %12s %9s %8s\n", "H", "T", "kernel", "us/step", "GMAC/s", "vs f32");
+  std::printf("%6s %5s  %-28s %12s %9s %8s\n", "H", "T", "kernel", "us/step", "GMAC/s", "vs f32");
   for (int H : sizes) {
     const int I = H;
     const double macs = 4.0 * H * (I + H);
@@ -162,12 +162,12 @@ int main(int argc, char** argv) {
         ok = ok && int8_lstm_sequence(p, 1, T, x.data(), y.data(), h.data(), c.data(), scratch.data(), scratch.size()) == Status::ok;
       }) / T;
       if (!ok) return std::fprintf(stderr, "int8_lstm_sequence failed\n"), 1;
-      if (rest) std::printf("%6d %5d  %-24s %12.2f %9s %8s\n", H, T, "(step without the dots)", s * 1e6, "-", "-");
-      else std::printf("%6d %5d  %-24s %12.2f %9.2f %8.2f\n", H, T, kernels[ki].name, s * 1e6, macs / s * 1e-9,
+      if (rest) std::printf("%6d %5d  %-28s %12.2f %9s %8s\n", H, T, "(step without the dots)", s * 1e6, "-", "-");
+      else std::printf("%6d %5d  %-28s %12.2f %9.2f %8.2f\n", H, T, kernels[ki].name, s * 1e6, macs / s * 1e-9,
                        f32 > 0 ? f32 / s : 0.0);
     }
     if (f32 > 0)
-      std::printf("%6d %5d  %-24s %12.2f %9.2f %8.2f\n", H, T, (std::string("f32 ") + f32_kernel).c_str(), f32 * 1e6,
+      std::printf("%6d %5d  %-28s %12.2f %9.2f %8.2f\n", H, T, (std::string("f32 ") + f32_kernel).c_str(), f32 * 1e6,
                   macs / f32 * 1e-9, 1.0);
   }
   return 0;

@@ -75,6 +75,14 @@ bool cpu_has_avx512_bf16() {
 #endif
 }
 
+bool cpu_has_avx512_vnni() {
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+  return cpu_has(Isa::avx512) && __builtin_cpu_supports("avx512vnni");
+#else
+  return false;
+#endif
+}
+
 bool cpu_has_isa(Isa isa) { return cpu_has(isa); }
 
 bool cpu_has_arm_dotprod() {

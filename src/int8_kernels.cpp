@@ -43,6 +43,9 @@ bool has_avx2() { return detail::cpu_has_isa(Isa::avx2); }
 #if defined(RNNCORE_BUILD_I8_NEON)
 bool has_neon() { return detail::cpu_has_isa(Isa::neon); }
 #endif
+#if defined(RNNCORE_BUILD_I8_AVX512VNNI)
+bool has_avx512vnni() { return detail::cpu_has_avx512_vnni(); }
+#endif
 #if defined(RNNCORE_BUILD_I8_SDOT)
 bool has_sdot() { return detail::cpu_has_isa(Isa::neon) && detail::cpu_has_arm_dotprod(); }
 #endif
@@ -58,6 +61,9 @@ const Candidate kCandidates[] = {
 #endif
 #if defined(RNNCORE_BUILD_I8_AVX2)
     {{"i8_dot_rows_avx2_4x16", i8_dot_rows_avx2_4x16, Isa::avx2}, has_avx2},
+#endif
+#if defined(RNNCORE_BUILD_I8_AVX512VNNI)
+    {{"i8_dot_rows_avx512vnni_4x64", i8_dot_rows_avx512vnni_4x64, Isa::avx512}, has_avx512vnni},
 #endif
 #if defined(RNNCORE_BUILD_I8_NEON)
     {{"i8_dot_rows_neon_4x16", i8_dot_rows_neon_4x16, Isa::neon}, has_neon},

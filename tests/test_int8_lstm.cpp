@@ -486,7 +486,7 @@ TEST_CASE("int8 kernels: every kernel equals the scalar one, bit for bit") {
                                                     std::numeric_limits<std::int32_t>::max());
   std::vector<int> ks;
   for (int k = 1; k <= 40; ++k) ks.push_back(k);
-  for (int k : {47, 48, 49, 63, 64, 65, 95, 127, 128, 129, 191, 255, 256, 257, 289, 299, 300}) ks.push_back(k);
+  for (int k : {47, 48, 49, 63, 64, 65, 95, 127, 128, 129, 191, 255, 256, 257, 289, 299, 300, 383, 384, 385}) ks.push_back(k);
   constexpr std::int32_t kMax = std::numeric_limits<std::int32_t>::max();
   constexpr std::int32_t kMin = std::numeric_limits<std::int32_t>::min();
   long compared = 0;

@@ -51,6 +51,10 @@ void i8_dot_rows_neon_4x16(const std::int8_t* w, int rows, int k_size, const std
 /// AArch64 with the dot-product extension (SDOT, Armv8.2-A+dotprod), chosen at run time.
 void i8_dot_rows_sdot_4x16(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
                            const std::int32_t* bias, std::int32_t* out);
+/// x86 AVX-512 VNNI (vpdpbusd on unsigned-shifted v, the shift's sum taken off again), chosen at
+/// run time; capped as avx512.
+void i8_dot_rows_avx512vnni_4x64(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
+                                 const std::int32_t* bias, std::int32_t* out);
 
 /// The kernels this build has and this CPU runs, the scalar one first and the fastest last;
 /// `count` receives how many. The list is static (no allocation).

@@ -262,6 +262,8 @@ bool cpu_has_avx512_bf16();
 // Whether this CPU runs `isa` (and the OS saves its registers); whether it has AArch64's SDOT.
 bool cpu_has_isa(Isa isa);
 bool cpu_has_arm_dotprod();
+// Whether it has x86 AVX-512 VNNI (vpdpbusd) as well as Isa::avx512.
+bool cpu_has_avx512_vnni();
 // Whether a kernel of `isa` lies within a cap (none: portable code, always), and the cap
 // RNNCORE_MAX_ISA sets (best when unset).
 bool isa_within_cap(Isa isa, Isa cap);
