@@ -4,7 +4,8 @@
 #     both wavefront sizes are compiled; the device test must skip cleanly;
 #   - nvcc (from the machine image, /usr/local/cuda) for NVIDIA sm_80 and sm_90, then the whole
 #     test suite of that build: CPU tests pass, the GPU device test skips saying why, the kernel
-#     emulator test runs the kernels on the host;
+#     emulator test runs the kernels on the host (without its long cases, which the release stage
+#     runs);
 #   - include/rnncore/philox.h in device code with both compilers (tests/philox_device_check.cu);
 #   - the resource gate: both builds print the compilers' per-kernel resource usage
 #     (-Dgpu_resource_usage=true), and scripts/gpu_resource_report.py --check fails a target where a
@@ -79,9 +80,13 @@ if command -v nvcc >/dev/null; then
      meson compile -C "$work/cuda" >"$work/usage/nvcc.log" 2>&1; then
     grep -v 'ptxas info\|bytes stack frame' "$work/usage/nvcc.log"
     ok "nvcc build (sm_80, sm_90)"
-    (cd "$root" && meson test -C "$work/cuda" --print-errorlogs)
+    (cd "$root" && meson test -C "$work/cuda" --print-errorlogs --no-suite emulator)
     count_tests "$work/cuda" "cuda build: test suite"
     grep -h "SKIP" "$work/cuda/meson-logs/testlog.txt" | head -n 2
+    # The emulator's kernels are host code, the same as in the release stage, which runs all of
+    # it; here it only shows that it still links and runs beside the real backend.
+    (cd "$root" && meson test -C "$work/cuda" --print-errorlogs --suite emulator --test-args=--test-suite-exclude=long)
+    count_tests "$work/cuda" "cuda build: gpu_emulator without its long cases"
   else
     cat "$work/cuda-setup.log"
     grep -v 'ptxas info\|bytes stack frame' "$work/usage/nvcc.log"

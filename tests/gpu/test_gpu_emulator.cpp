@@ -349,7 +349,7 @@ TEST_CASE("emulated GPU forward matches the reference: CudnnLSTM-style random ca
   CHECK(tiled > 0);
 }
 
-TEST_CASE("emulated GPU forward: every cell through both recurrence kernels, multi-tile shapes") {
+TEST_CASE("emulated GPU forward: every cell through both recurrence kernels, multi-tile shapes" * doctest::test_suite("long")) {
   // Shapes with several GEMM tiles (T·B > 64, G·H > 64, I > 16), several step tiles and several
   // persistent slices; every batch bucket of the persistent kernel up to 32.
   const Mode modes[] = {Mode::lstm, Mode::gru, Mode::gru, Mode::rnn_tanh, Mode::rnn_relu};
@@ -375,7 +375,7 @@ TEST_CASE("emulated GPU forward: every cell through both recurrence kernels, mul
     }
 }
 
-TEST_CASE("emulated GPU forward: dropout wrappers, residuals, inter-layer dropout, row ids") {
+TEST_CASE("emulated GPU forward: dropout wrappers, residuals, inter-layer dropout, row ids" * doctest::test_suite("long")) {
   Rng rng(77);
   int n = 0;
   for (Mode mode : {Mode::lstm, Mode::gru, Mode::rnn_tanh})
@@ -865,7 +865,7 @@ TEST_CASE("the emulator's detector reports the defective probes, naming kernel, 
     }
 }
 
-TEST_CASE("emulated GPU forward: wrapper stacks under several scheduling seeds and device shapes") {
+TEST_CASE("emulated GPU forward: wrapper stacks under several scheduling seeds and device shapes" * doctest::test_suite("long")) {
   // The same cases with other block and thread orders, and other co-resident capacities (which
   // change the persistent kernel's slices); the detector checks every run.
   Rng rng(515);
@@ -885,7 +885,7 @@ TEST_CASE("emulated GPU forward: wrapper stacks under several scheduling seeds a
     }
 }
 
-TEST_CASE("emulated GPU forward at the device's block sizes with H >= 256 and a large T·B·H") {
+TEST_CASE("emulated GPU forward at the device's block sizes with H >= 256 and a large T·B·H" * doctest::test_suite("long")) {
   struct Big {
     Mode mode;
     GruVariant variant;
@@ -1244,7 +1244,7 @@ TEST_CASE("the matrix-unit projection GEMM matches the float64 reference with x 
       }
 }
 
-TEST_CASE("gpu_half_math: the planner picks the matrix units only with 16-bit weights on a device that has them") {
+TEST_CASE("gpu_half_math: the planner picks the matrix units only with 16-bit weights on a device that has them" * doctest::test_suite("long")) {
   Case c;
   c.stack.input_size = 40;
   c.stack.num_layers = 2;

@@ -105,7 +105,7 @@ TEST_CASE("emulated GPU training: every cell, both directions, lengths and layou
   MESSAGE("largest relative error: " << g_training_worst);
 }
 
-TEST_CASE("emulated GPU training: dropout wrappers, residuals, state filters and inter-layer dropout") {
+TEST_CASE("emulated GPU training: dropout wrappers, residuals, state filters and inter-layer dropout" * doctest::test_suite("long")) {
   g_training_worst = 0;
   Rng rng(2026112402);
   for (Mode mode : {Mode::lstm, Mode::gru, Mode::rnn_tanh, Mode::rnn_relu})
@@ -129,7 +129,7 @@ TEST_CASE("emulated GPU training with f16 and bf16 weight storage") {
   MESSAGE("largest relative error: " << g_training_worst);
 }
 
-TEST_CASE("emulated GPU training: shapes large enough for the tiled products (edges in every dimension)") {
+TEST_CASE("emulated GPU training: shapes large enough for the tiled products (edges in every dimension)" * doctest::test_suite("long")) {
   Rng rng(2026112404);
   g_training_worst = 0;
   const struct {
@@ -161,7 +161,7 @@ TEST_CASE("emulated GPU training: shapes large enough for the tiled products (ed
   MESSAGE("largest relative error: " << g_training_worst);
 }
 
-TEST_CASE("GPU gradients are the same bits for any grid size and block order (no atomics)") {
+TEST_CASE("GPU gradients are the same bits for any grid size and block order (no atomics)" * doctest::test_suite("long")) {
   Rng rng(2026112405);
   for (Mode mode : {Mode::lstm, Mode::gru}) {
     Case c = wrapper_case(mode, 2, rng);
