@@ -847,7 +847,7 @@ TEST_CASE("cli: stacked int8 LSTMs, go_backwards, Bidirectional and Dense layers
     }
     ++cases;
   }
-  CHECK(cases == 20);
+  CHECK(cases == 24);
 
   // A stack whose layer 1 does not read layer 0's quantization is refused, naming both.
   const std::string model = src("tests/golden/tflite_int8/stacks/stack2_I6_H12_8_T10_B2_last.safetensors");
@@ -877,7 +877,7 @@ TEST_CASE("cli: stacked int8 LSTMs, go_backwards, Bidirectional and Dense layers
   }
   const Result rb = run("run --weights " + d + "/bad_bidi.safetensors --input " + d + "/x.npy --output " + d + "/y.npy");
   CHECK(rb.code == 1);
-  CHECK(rb.err.find("'l0.bidirectional' is 'summed'; only 'concat'") != std::string::npos);
+  CHECK(rb.err.find("'l0.bidirectional' is 'summed'; expected concat, sum, mul or ave") != std::string::npos);
 }
 
 TEST_CASE("cli: int8 models: float input is quantized; wrong dtype, shape and options are refused") {

@@ -232,6 +232,17 @@ TEST_CASE("export-c: a bidirectional int8 layer is written as its two directions
   CHECK(h.find("static const rnncore_int8_lstm_quantization net_l0_bw_quantization") != std::string::npos);
 }
 
+TEST_CASE("export-c: a Bidirectional merged by sum, mul or ave is refused, naming the layer") {
+  const std::string d = temp_dir();
+  for (const char* name : {"bidi_sum_I5_H8_T7_B2_seq", "bidi_mul_dense_I6_H6_T8_B3_last_4"}) {
+    const Result r = run("export-c --weights " + kSource + "/tests/golden/tflite_int8/stacks/" + name +
+                         ".safetensors --name net --output " + d + "/merged.h");
+    CAPTURE(r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.find("layer 0 is a Bidirectional merged by sum, mul or ave") != std::string::npos);
+  }
+}
+
 TEST_CASE("export-c: int8 heads with a table activation and a softmax are written as constants") {
   // (tests/int8_head_header.c runs such a header through the C API against LiteRT.)
   const std::string d = temp_dir();

@@ -64,7 +64,8 @@ struct Pointers {
 }  // namespace
 
 TEST_CASE("int8 bidirectional goldens: the loaded stack, and the C API's two LSTMs per layer, equal LiteRT") {
-  // tests/golden/tflite_int8/stacks/bidi_*: Keras Bidirectional(LSTM) models (merge_mode concat).
+  // tests/golden/tflite_int8/stacks/bidi_*: Keras Bidirectional(LSTM) models (merge_mode concat; the
+  // bidi_sum_*, bidi_mul_*, bidi_ave_* ones merge the directions by int8 ADD / MUL).
   // io::run_int8_stack runs them; and a bidirectional first layer is two rnncore_int8_lstm_run
   // calls -- the forward LSTM on x, the backward one on x with each row's steps reversed, its output
   // reversed back -- whose outputs, side by side per step, are LiteRT's layer output byte for byte
@@ -122,7 +123,7 @@ TEST_CASE("int8 bidirectional goldens: the loaded stack, and the C API's two LST
       }
     CHECK(equal_rows == B * T);
   }
-  CHECK(cases == 4);
+  CHECK(cases == 8);
 }
 
 TEST_CASE("int8 C API: LiteRT's goldens, whole and streamed, biases folded in RAM or read from a table") {

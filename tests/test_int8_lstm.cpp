@@ -22,6 +22,7 @@
 #include "rnncore/io/safetensors.hpp"
 #include "src/internal/int8_lstm.hpp"
 #include "src/internal/int8_activations.hpp"
+#include "src/internal/int8_elementwise.hpp"
 #include "tests/int8_fixed_point_reference.hpp"
 #include "tests/golden_files.hpp"
 
@@ -535,6 +536,61 @@ TEST_CASE("int8 kernels: every kernel equals the scalar one, bit for bit") {
   i8_dot_rows_scalar(w.data(), 1, 300, v.data(), &b, &out);
   CHECK(out == static_cast<std::int32_t>(static_cast<std::uint32_t>(kMax) + 300u * 16384u));
   CHECK(out < 0);
+}
+
+TEST_CASE("int8 ADD and MUL equal LiteRT's (XNNPACK) on every pair of operands") {
+  // tests/golden/tflite_int8/elementwise/<op>_<k>.safetensors: all 65,536 (a, b) pairs and LiteRT's y.
+  const auto files = rnncore_test::list_cases(golden_dir() + "/elementwise");
+  REQUIRE(files.size() == 4);
+  int adds = 0, muls = 0;
+  for (const std::string& path : files) {
+    INFO(path);
+    io::SafeTensors f;
+    REQUIRE(io::read_safetensors(path.c_str(), &f) == RNNCORE_OK);
+    const std::vector<std::int8_t> a = ints<std::int8_t>(f, "a", io::ElemType::i8), b = ints<std::int8_t>(f, "b", io::ElemType::i8),
+                                   want = ints<std::int8_t>(f, "y", io::ElemType::i8);
+    REQUIRE((a.size() == 65536 && b.size() == 65536 && want.size() == 65536));
+    const Int8Quant qa{meta_f(f, "a_scale"), meta_i(f, "a_zp")}, qb{meta_f(f, "b_scale"), meta_i(f, "b_zp")},
+        qy{meta_f(f, "y_scale"), meta_i(f, "y_zp")};
+    std::vector<std::int8_t> got(a.size()), got_const(a.size());
+    if (meta(f, "op") == "ADD") {
+      Int8AddParams p;
+      REQUIRE(int8_add_prepare(qa, qb, qy, &p) == Status::ok);
+      int8_add(p, a.size(), a.data(), b.data(), got.data());
+      ++adds;
+    } else {
+      Int8MulParams p;
+      REQUIRE(int8_mul_prepare(qa, qb, qy, &p) == Status::ok);
+      int8_mul(p, a.size(), a.data(), b.data(), got.data());
+      // The constant operand (Keras merge_mode ave's 0.5): each block of 256 has one b.
+      for (std::size_t i = 0; i < a.size(); i += 256) int8_mul_constant(p, 256, a.data() + i, b[i], got_const.data() + i);
+      CHECK(got_const == want);
+      ++muls;
+    }
+    CHECK(got == want);
+  }
+  CHECK((adds == 2 && muls == 2));
+}
+
+TEST_CASE("int8 ADD and MUL refuse what XNNPACK would not take, and bad quantization") {
+  Int8AddParams add;
+  Int8MulParams mul;
+  const Int8Quant q{0.01f, 3};
+  CHECK(int8_add_prepare(q, q, q, &add) == Status::ok);
+  CHECK(int8_mul_prepare(q, q, Int8Quant{0.0001f, 0}, &mul) == Status::ok);
+  // An operand's scale over the output's outside [2^-10, 2^8); a product scale outside [2^-16, 2^8).
+  CHECK(int8_add_prepare(Int8Quant{0.01f / 1500.0f, 0}, q, q, &add) == Status::unsupported);
+  CHECK(std::string(last_error_detail()).find("XNNPACK") != std::string::npos);
+  CHECK(int8_add_prepare(q, Int8Quant{3.0f, 0}, q, &add) == Status::unsupported);
+  CHECK(int8_mul_prepare(q, q, Int8Quant{10.0f, 0}, &mul) == Status::unsupported);  // 1e-5 < 2^-16
+  CHECK(int8_mul_prepare(Int8Quant{1.0f, 0}, Int8Quant{1.0f, 0}, Int8Quant{0.001f, 0}, &mul) == Status::unsupported);
+  // Scales not finite and positive; zero points outside int8.
+  for (const float bad : {0.0f, -0.5f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    CHECK(int8_add_prepare(Int8Quant{bad, 0}, q, q, &add) == Status::invalid_size);
+    CHECK(int8_mul_prepare(q, q, Int8Quant{bad, 0}, &mul) == Status::invalid_size);
+  }
+  CHECK(int8_add_prepare(q, Int8Quant{0.01f, 128}, q, &add) == Status::invalid_size);
+  CHECK(int8_mul_prepare(Int8Quant{0.01f, -129}, q, q, &mul) == Status::invalid_size);
 }
 
 TEST_CASE("int8 softmax: refuses bad parameters; rows of equal inputs share the probability") {

@@ -428,6 +428,11 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
   std::string err;
   io::Int8Stack st;
   if (io::load_int8_stack(file, &st, &err) != Status::ok) return error(err);
+  for (std::size_t k = 0; k < st.layers.size(); ++k)
+    if (st.layers[k]->backward && st.layers[k]->merge != io::Int8Model::Merge::concat)
+      return error(o.weights + ": layer " + std::to_string(k) +
+                   " is a Bidirectional merged by sum, mul or ave; export-c writes merge_mode concat only "
+                   "(rnncore run runs the others)");
   const bool single = st.layers.size() == 1 && st.dense.empty() && !st.has_softmax && !st.bidirectional();
   const io::Int8Model& first = *st.layers.front();
   const std::int64_t I = first.input_size, O = st.output_size();

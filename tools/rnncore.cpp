@@ -515,9 +515,10 @@ void define_run(CLI::App& app, RunOptions& o) {
                   "--cn only: x int8 [B, T, I] (batch-major), or float32 quantized as TFLite's QUANTIZE op does;\n"
                   "y int8 [B, T, H], or [B, H] for a model that returns the last step; hn int8 and cn int16\n"
                   "[B, H] (the op's final output and cell states; one-direction single-layer models only); bit\n"
-                  "for bit LiteRT's. Stacks, go_backwards, Keras Bidirectional (concat) and Dense heads (relu,\n"
-                  "sigmoid, tanh, softmax; on the last step or every step) run too. A model that starts with\n"
-                  "a Keras Embedding takes token ids, int32 or int64 [B, T], each in [0, V).");
+                  "for bit LiteRT's. Stacks, go_backwards, Keras Bidirectional (merge_mode concat, sum, mul, ave)\n"
+                  "and Dense heads (relu, sigmoid, tanh, softmax; on the last step or every step) run too. A\n"
+                  "model that starts with a Keras Embedding takes token ids, int32 or int64 [B, T], each in\n"
+                  "[0, V).");
   add_run_options(app, o, false);
 }
 
@@ -625,9 +626,12 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
   for (const auto& layer : stack.layers) {
     cells += (cells.empty() ? "2^" : ", 2^") + std::to_string(layer->params.cell_log2);
     if (layer->backward) cells += "/2^" + std::to_string(layer->backward->params.cell_log2);
-    sizes += (sizes.empty() ? "" : ", ") + (layer->backward ? "bidirectional " + std::to_string(layer->hidden_size) + "+" +
-                                                                  std::to_string(layer->backward->hidden_size)
-                                                            : std::to_string(layer->hidden_size));
+    static const char* const merge_names[] = {"", " sum", " mul", " ave"};  // Int8Model::Merge; concat: no word
+    sizes += (sizes.empty() ? "" : ", ") +
+             (layer->backward ? "bidirectional " + std::to_string(layer->hidden_size) + "+" +
+                                    std::to_string(layer->backward->hidden_size) +
+                                    merge_names[static_cast<int>(layer->merge)]
+                              : std::to_string(layer->hidden_size));
   }
   std::printf("model: int8 LSTM (tflite_int8, LiteRT's 8x8_16 integer LSTM), I=%lld H=%lld%s, %s; cell scale %s\n",
               static_cast<long long>(I), static_cast<long long>(H),

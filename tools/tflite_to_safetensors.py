@@ -14,13 +14,14 @@ input), a REVERSE_V2 of the time axis (Keras go_backwards on the first layer), a
 the last step (return_sequences=False), Dense layers on it or on every step (FULLY_CONNECTED, each
 optionally followed by a LOGISTIC or TANH: a Keras Dense with activation="sigmoid" / "tanh"), a
 SOFTMAX (activation="softmax") and a DEQUANTIZE op (float output); first, a GATHER of an int8
-table by the model's integer input (a Keras Embedding on token ids). A layer may be a Keras Bidirectional(LSTM) with merge_mode='concat': the forward
-LSTM op on the layer's input, the backward one on its REVERSE_V2, the backward output reversed back
-(every step) or both last steps taken (STRIDED_SLICE), and a CONCATENATION [forward, backward] whose
-inputs and output have one quantization (a copy). Nothing else. Refused, naming the feature:
-projection, peepholes, CIFG, layer normalization, per-channel weight scales, int16 activations
-(16x8), hybrid or float LSTMs, time-major ops, BIDIRECTIONAL_SEQUENCE_LSTM ops, Bidirectional with
-merge_mode sum/mul/ave (ADD, MUL), a requantizing CONCATENATION, other ops.
+table by the model's integer input (a Keras Embedding on token ids). A layer may be a Keras
+Bidirectional(LSTM): the forward LSTM op on the layer's input, the backward one on its REVERSE_V2,
+the backward output reversed back (every step) or both last steps taken (STRIDED_SLICE), and then
+(merge_mode concat) a CONCATENATION [forward, backward] whose inputs and output have one
+quantization (a copy), or (sum, mul, ave) an int8 ADD, a MUL, or an ADD and a MUL by a constant 0.5,
+without fused activations. Nothing else. Refused, naming the feature: projection, peepholes, CIFG,
+layer normalization, per-channel weight scales, int16 activations (16x8), hybrid or float LSTMs,
+time-major ops, BIDIRECTIONAL_SEQUENCE_LSTM ops, a requantizing CONCATENATION, other ops.
 
 Written (docs/int8.md, "The model file"):
   w_i w_f w_c w_o  I8 [H, I]   input weights per gate (TFLite order i, f, c(=g), o)
@@ -36,9 +37,13 @@ Written (docs/int8.md, "The model file"):
     source (the .tflite file's name), tf_version; reverse_input=1 for go_backwards.
   A stack of L >= 2 LSTMs: metadata layers=L and every layer's tensors and keys prefixed "l<k>."
   (docs/int8.md, "The model file"); the unprefixed I, H, input_*, output_* describe the model.
-  A bidirectional layer k (the file is then always prefixed): l<k>.bidirectional=concat, l<k>.I,
-  l<k>.H (both directions' widths), l<k>.input_scale/zp, l<k>.output_scale/zp (the CONCATENATION's
-  output), and each direction's tensors and keys as a layer's under l<k>.fw. and l<k>.bw.
+  A bidirectional layer k (the file is then always prefixed): l<k>.bidirectional=concat (or sum,
+  mul, ave), l<k>.I, l<k>.H (its output width: both directions' for concat, one direction's
+  otherwise), l<k>.input_scale/zp, l<k>.output_scale/zp (the CONCATENATION's, or the last merge
+  op's, output), and each direction's tensors and keys as a layer's under l<k>.fw. and l<k>.bw.
+  A merge's ADD / MUL: l<k>.merge.fw_scale/zp and merge.bw_scale/zp (the quantization it reads each
+  direction's output with); for ave also merge.sum_scale/zp (the ADD's output) and merge.half,
+  merge.half_scale/zp (the MUL's int8 constant 0.5).
   Dense layer j: fc<j>.w I8 [out, in], fc<j>.b I32 [out], fc<j>.in/out/input_scale/input_zp/
   w_scales/output_scale/output_zp/activation (none, relu, sigmoid, tanh; for sigmoid and tanh
   fc<j>.linear_scale/zp are the FULLY_CONNECTED's output and output_* the LOGISTIC / TANH op's).
@@ -110,8 +115,10 @@ def ops_options(model_bytes, op_name, options_class):
         code = m.OperatorCodes(op.OpcodeIndex())
         if max(code.BuiltinCode(), code.DeprecatedBuiltinCode()) == wanted:
             t = op.BuiltinOptions()
-            o = getattr(schema_fb, options_class)()
-            o.Init(t.Bytes, t.Pos)
+            o = None
+            if t is not None:  # an op without an options table has its defaults
+                o = getattr(schema_fb, options_class)()
+                o.Init(t.Bytes, t.Pos)
             found.append((op, o))
     return found, schema_fb
 
@@ -372,6 +379,45 @@ def concat_options(model_bytes):
             for _, o in found]
 
 
+def bidi_merge(it, det, op, ends, k, next_ops, no_activation):
+    """A Keras Bidirectional's directions merged by an int8 ADD (merge_mode sum), MUL (mul) or ADD
+    then MUL by a constant 0.5 (ave): {"mode", "ops", "merge_meta"}, the metadata being the
+    quantization each op reads its operands with (merge.fw_scale/zp, merge.bw_scale/zp; for ave
+    also the ADD's output merge.sum_scale/zp and the constant merge.half, merge.half_scale/zp)."""
+    if sorted(op["inputs"]) != sorted(ends) or len(op["inputs"]) != 2:
+        raise ConvertError("layer %d: the %s merging the directions takes %s, not the two directions' outputs"
+                           % (k, op["op_name"], list(op["inputs"])))
+    if not no_activation.get(op["index"], False):
+        raise ConvertError("layer %d: the %s merging the directions has a fused activation" % (k, op["op_name"]))
+    meta = {}
+    for d, t in (("fw", ends[0]), ("bw", ends[1])):
+        s, z = one_scale(det[t], "the %s output read by layer %d's %s" % (d, k, op["op_name"]))
+        meta.update({"merge.%s_scale" % d: f32s(s), "merge.%s_zp" % d: str(z)})
+    if op["op_name"] == "MUL":
+        return {"mode": "mul", "ops": [op], "merge_meta": meta}
+    after = next_ops(op["outputs"][0])
+    if len(after) == 1 and after[0]["op_name"] == "MUL":
+        # merge_mode ave: (forward + backward) · 0.5, the 0.5 a quantized constant.
+        mul = after[0]
+        const = [t for t in mul["inputs"] if t != op["outputs"][0]]
+        try:
+            value = np.ravel(it.get_tensor(const[0])) if len(const) == 1 else None
+        except ValueError:
+            value = None
+        if value is None or value.size != 1 or not no_activation.get(mul["index"], False):
+            raise ConvertError("layer %d: the ADD merging the directions is followed by a MUL that is not by a "
+                               "constant (Keras merge_mode ave multiplies by 0.5)" % k)
+        hs, hz = one_scale(det[const[0]], "the constant of layer %d's MUL" % k)
+        if abs(hs * (int(value[0]) - hz) - 0.5) > hs:
+            raise ConvertError("layer %d: the ADD merging the directions is followed by a MUL by %g, not 0.5 "
+                               "(Keras merge_mode ave)" % (k, hs * (int(value[0]) - hz)))
+        s, z = one_scale(det[op["outputs"][0]], "the sum of layer %d's directions" % k)
+        meta.update({"merge.sum_scale": f32s(s), "merge.sum_zp": str(z), "merge.half": str(int(value[0])),
+                     "merge.half_scale": f32s(hs), "merge.half_zp": str(hz)})
+        return {"mode": "ave", "ops": [op, mul], "merge_meta": meta}
+    return {"mode": "sum", "ops": [op], "merge_meta": meta}
+
+
 def extract_graph(model_bytes, tf, it, ops, det, lstm_opts, start):
     """A model with a Keras Bidirectional(LSTM) layer, walked from its input: [QUANTIZE], then layers,
     each a plain LSTM ([REVERSE_V2] before the first: go_backwards) or a bidirectional one -- the
@@ -387,6 +433,12 @@ def extract_graph(model_bytes, tf, it, ops, det, lstm_opts, start):
             consumers.setdefault(t, []).append(o)
     used = set()
     opts_concat = dict(zip((o["index"] for o in ops if o["op_name"] == "CONCATENATION"), concat_options(model_bytes)))
+    no_activation = {}  # ADD and MUL ops: whether the fused activation is NONE
+    for name, options in (("ADD", "AddOptions"), ("MUL", "MulOptions")):
+        found, schema_fb = ops_options(model_bytes, name, options)
+        indices = [o["index"] for o in ops if o["op_name"] == name]
+        no_activation.update({i: opt is None or opt.FusedActivationFunction() == schema_fb.ActivationFunctionType.NONE
+                              for i, (_, opt) in zip(indices, found)})
 
     def next_ops(t):
         return [o for o in consumers.get(t, []) if o["inputs"][0] == t or o["op_name"] in ("CONCATENATION", "ADD", "MUL")]
@@ -409,7 +461,7 @@ def extract_graph(model_bytes, tf, it, ops, det, lstm_opts, start):
     float_in = len(nxt) == 1 and nxt[0]["op_name"] == "QUANTIZE"
     if float_in:
         cur = take(nxt[0])
-    layers = []  # {"fw": op} or {"fw": op, "bw": op, "concat": op}
+    layers = []  # {"fw": op} or {"fw": op, "bw": op, "mode": merge_mode, "ops": the merge's ops, ...}
     reverse = False
     return_sequences = True
     while return_sequences:
@@ -465,15 +517,21 @@ def extract_graph(model_bytes, tf, it, ops, det, lstm_opts, start):
         if len(merge) != 1 or [o["index"] for o in next_ops(ends[1])] != [merge[0]["index"]]:
             raise ConvertError("layer %d: the two directions of the bidirectional LSTM do not meet in one op" % k)
         merge = merge[0]
-        if merge["op_name"] in ("ADD", "MUL"):
-            raise ConvertError("layer %d: a Keras Bidirectional with merge_mode sum, mul or ave (the directions merged "
-                               "by %s) is not supported; only merge_mode='concat'" % (k, merge["op_name"]))
-        if merge["op_name"] != "CONCATENATION":
+        if merge["op_name"] not in ("CONCATENATION", "ADD", "MUL"):
             raise ConvertError("layer %d: the directions of the bidirectional LSTM meet in a %s op; only "
-                               "CONCATENATION (merge_mode='concat') is supported" % (k, merge["op_name"]))
+                               "CONCATENATION, ADD and MUL (Keras merge_mode concat, sum, ave, mul) are supported"
+                               % (k, merge["op_name"]))
         if seqs[0] != seqs[1] or (seqs[1] and [o["op_name"] for o in next_ops(bw["outputs"][0])] != ["REVERSE_V2"]):
             raise ConvertError("layer %d: the backward LSTM's output is not reversed back (or the directions differ "
                                "in return_sequences)" % k)
+        if merge["op_name"] != "CONCATENATION":
+            layer = bidi_merge(it, det, merge, ends, k, next_ops, no_activation)
+            for o in layer["ops"]:
+                cur = take(o)
+            layer.update({"fw": fw, "bw": bw})
+            layers.append(layer)
+            return_sequences = seqs[0]
+            continue
         if list(merge["inputs"]) != ends:
             raise ConvertError("layer %d: the CONCATENATION does not take [forward, backward] (the order of a Keras "
                                "Bidirectional with merge_mode='concat'; go_backwards inside it is not supported)" % k)
@@ -487,7 +545,7 @@ def extract_graph(model_bytes, tf, it, ops, det, lstm_opts, start):
             raise ConvertError("layer %d: the CONCATENATION requantizes (inputs %s, output %s); only one of equal "
                                "quantization (a copy) is supported" % (k, labels, out_label))
         cur = take(merge)
-        layers.append({"fw": fw, "bw": bw, "concat": merge})
+        layers.append({"fw": fw, "bw": bw, "mode": "concat", "ops": [merge]})
         return_sequences = seqs[0]
     if not layers:
         raise ConvertError("no LSTM reads the model's input")
@@ -530,15 +588,22 @@ def extract_graph(model_bytes, tf, it, ops, det, lstm_opts, start):
             tensors.update({prefix + n: v for n, v in lt.items()})
             meta.update({prefix + key: lm[key] for key in LAYER_KEYS})
             continue
-        width = 0
+        widths = []
         for d, name in (("fw", "forward"), ("bw", "backward")):
             op = layer[d]
             lt, lm = extract_layer(it, det, op, lstm_opts[op["index"]], "the %s LSTM of layer %d" % (name, k))
             tensors.update({prefix + d + "." + n: v for n, v in lt.items()})
             meta.update({prefix + d + "." + key: lm[key] for key in LAYER_KEYS})
-            width += int(lm["H"])
-        s, z = one_scale(det[layer["concat"]["outputs"][0]], "the output of layer %d" % k)
-        meta.update({prefix + "bidirectional": "concat", prefix + "I": meta[prefix + "fw.I"], prefix + "H": str(width),
+            widths.append(int(lm["H"]))
+        if layer["mode"] == "concat":
+            width = sum(widths)
+        elif widths[0] != widths[1]:
+            raise ConvertError("layer %d: merge_mode %s of directions of widths %d and %d" % (k, layer["mode"], *widths))
+        else:
+            width = widths[0]
+        meta.update({prefix + key: v for key, v in layer.get("merge_meta", {}).items()})
+        s, z = one_scale(det[layer["ops"][-1]["outputs"][0]], "the output of layer %d" % k)
+        meta.update({prefix + "bidirectional": layer["mode"], prefix + "I": meta[prefix + "fw.I"], prefix + "H": str(width),
                      prefix + "input_scale": meta[prefix + "fw.input_scale"],
                      prefix + "input_zp": meta[prefix + "fw.input_zp"],
                      prefix + "output_scale": f32s(s), prefix + "output_zp": str(z)})
@@ -781,7 +846,9 @@ def main(argv=None):
     cells = ", ".join(meta[("l%d." % k if prefixed else "") + "cell_scale"] if ("l%d.bidirectional" % k) not in meta
                       else "%s/%s" % (meta["l%d.fw.cell_scale" % k], meta["l%d.bw.cell_scale" % k]) for k in range(L))
     layers = "" if not prefixed else " layers=%d (H %s)" % (L, ", ".join(
-        meta["l%d.H" % k] + (" bidirectional" if ("l%d.bidirectional" % k) in meta else "") for k in range(L)))
+        meta["l%d.H" % k] + ({None: "", "concat": " bidirectional"}.get(meta.get("l%d.bidirectional" % k),
+                                                                       " bidirectional " + meta.get("l%d.bidirectional" % k, "")))
+        for k in range(L)))
     if "dense" in meta:
         layers += " dense=%s (%s)" % (meta["dense"], ", ".join(
             "%s %s" % (meta["fc%d.out" % j], meta["fc%d.activation" % j]) for j in range(int(meta["dense"]))))

@@ -156,20 +156,53 @@ Status load_layer(const SafeTensors& file, const std::string& prefix, Int8Model*
   return Status::ok;
 }
 
-// A bidirectional layer (`prefix` "l<k>."; metadata bidirectional = concat): the forward direction
-// ("l<k>.fw.") into *out, the backward one ("l<k>.bw.") into out->backward, and the layer's own
-// I, H (both directions' widths), input and output quantization (the CONCATENATION's output).
+// A merging bidirectional layer's ADD / MUL (metadata "merge." keys: the operands' quantization as
+// the op reads them, and for ave the ADD's output and the constant 0.5), prepared into *out.
+Status load_merge(const SafeTensors& file, const std::string& prefix, Int8Model* out, std::string* error) {
+  Meta m{file, error, prefix};
+  q8::Int8Quant fw, bw, result{out->output_scale, out->output_zp}, sum = result;
+  if (!m.f32("merge.fw_scale", &fw.scale) || !m.i32("merge.fw_zp", -128, 127, &fw.zero_point) ||
+      !m.f32("merge.bw_scale", &bw.scale) || !m.i32("merge.bw_zp", -128, 127, &bw.zero_point))
+    return Status::format;
+  Status s = Status::ok;
+  if (out->merge == Int8Model::Merge::mul) {
+    s = q8::int8_mul_prepare(fw, bw, result, &out->merge_mul);
+  } else if (out->merge == Int8Model::Merge::sum) {
+    s = q8::int8_add_prepare(fw, bw, result, &out->merge_add);
+  } else {
+    q8::Int8Quant half;
+    std::int32_t half_value = 0;
+    if (!m.f32("merge.sum_scale", &sum.scale) || !m.i32("merge.sum_zp", -128, 127, &sum.zero_point) ||
+        !m.i32("merge.half", -128, 127, &half_value) || !m.f32("merge.half_scale", &half.scale) ||
+        !m.i32("merge.half_zp", -128, 127, &half.zero_point))
+      return Status::format;
+    out->merge_half = static_cast<std::int8_t>(half_value);
+    s = q8::int8_add_prepare(fw, bw, sum, &out->merge_add);
+    if (s == Status::ok) s = q8::int8_mul_prepare(sum, half, result, &out->merge_mul);
+  }
+  if (s != Status::ok) *error = file.path + " (layer '" + prefix + "'): " + last_error_detail();
+  return s;
+}
+
+// A bidirectional layer (`prefix` "l<k>."; metadata bidirectional = concat, sum, mul or ave): the
+// forward direction ("l<k>.fw.") into *out, the backward one ("l<k>.bw.") into out->backward, and
+// the layer's own I, H (its output width), input and output quantization (the CONCATENATION's or
+// the merge's output).
 Status load_bidirectional(const SafeTensors& file, const std::string& prefix, Int8Model* out, std::string* error) {
   Meta m{file, error, prefix};
   const std::string* mode = m.get("bidirectional");
-  if (*mode != "concat") {
+  const char* const modes[] = {"concat", "sum", "mul", "ave"};
+  int mode_index = -1;
+  for (int i = 0; i < 4; ++i)
+    if (*mode == modes[i]) mode_index = i;
+  if (mode_index < 0) {
     *error = file.path + ": metadata '" + prefix + "bidirectional' is '" + *mode +
-             "'; only 'concat' (Keras merge_mode='concat') is supported";
+             "'; expected concat, sum, mul or ave (Keras merge_mode)";
     return Status::unsupported;
   }
   std::int32_t I = 0, H = 0, in_zp = 0;
   float in_scale = 0.0f;
-  if (!m.i32("I", 1, 65536, &I) || !m.i32("H", 2, 131072, &H) || !m.f32("input_scale", &in_scale) ||
+  if (!m.i32("I", 1, 65536, &I) || !m.i32("H", 1, 131072, &H) || !m.f32("input_scale", &in_scale) ||
       !m.i32("input_zp", -128, 127, &in_zp) || !m.f32("output_scale", &out->output_scale) ||
       !m.i32("output_zp", -128, 127, &out->output_zp))
     return Status::format;
@@ -182,6 +215,13 @@ Status load_bidirectional(const SafeTensors& file, const std::string& prefix, In
   if (s != Status::ok) return s;
   out->output_scale = concat_scale;
   out->output_zp = concat_zp;
+  out->merge = static_cast<Int8Model::Merge>(mode_index);
+  if (out->merge != Int8Model::Merge::concat && out->hidden_size != out->backward->hidden_size) {
+    *error = file.path + ": bidirectional layer '" + prefix + "' merges by " + *mode + " directions of widths " +
+             std::to_string(out->hidden_size) + " and " + std::to_string(out->backward->hidden_size);
+    return Status::format;
+  }
+  if (out->merge != Int8Model::Merge::concat && (s = load_merge(file, prefix, out, error)) != Status::ok) return s;
   if (out->input_size != I || out->backward->input_size != I || out->output_size() != H ||
       out->q.input_scale != in_scale || out->q.input_zp != in_zp) {
     *error = file.path + ": bidirectional layer '" + prefix + "': I " + std::to_string(I) + ", H " + std::to_string(H) +
@@ -492,7 +532,8 @@ void reverse_steps(std::size_t B, std::size_t T, std::size_t n, const std::int8_
 // One layer of a stack: a plain LSTM (run_int8_model), or a bidirectional one -- LiteRT's graph:
 // the forward LSTM on x, the backward LSTM on REVERSE_V2(x), its output reversed back (every step)
 // or both last steps (STRIDED_SLICE), and a CONCATENATION [forward, backward] that copies (its
-// inputs and output have one quantization; the bytes are the LSTMs' output states as they are).
+// inputs and output have one quantization; the bytes are the LSTMs' output states as they are),
+// or the merge's ADD / MUL, which read those bytes with their operands' quantization.
 void run_layer(const Int8Model& layer, int batch, int seq_len, const std::int8_t* x, std::int8_t* y) {
   if (!layer.backward) {
     run_int8_model(layer, batch, seq_len, x, y);
@@ -512,9 +553,20 @@ void run_layer(const Int8Model& layer, int batch, int seq_len, const std::int8_t
     reverse_steps(B, T, Hb, yb.data(), ybr.data());
     yb.swap(ybr);
   }
-  for (std::size_t r = 0; r < B * steps; ++r) {
-    if (Hf != 0) std::memcpy(y + r * W, yf.data() + r * Hf, Hf);
-    if (Hb != 0) std::memcpy(y + r * W + Hf, yb.data() + r * Hb, Hb);
+  const std::size_t n = B * steps * Hf;  // a merge's directions have one width
+  switch (layer.merge) {
+    case Int8Model::Merge::concat:
+      for (std::size_t r = 0; r < B * steps; ++r) {
+        if (Hf != 0) std::memcpy(y + r * W, yf.data() + r * Hf, Hf);
+        if (Hb != 0) std::memcpy(y + r * W + Hf, yb.data() + r * Hb, Hb);
+      }
+      break;
+    case Int8Model::Merge::sum: q8::int8_add(layer.merge_add, n, yf.data(), yb.data(), y); break;
+    case Int8Model::Merge::mul: q8::int8_mul(layer.merge_mul, n, yf.data(), yb.data(), y); break;
+    case Int8Model::Merge::ave:
+      q8::int8_add(layer.merge_add, n, yf.data(), yb.data(), y);
+      q8::int8_mul_constant(layer.merge_mul, n, y, layer.merge_half, y);
+      break;
   }
 }
 

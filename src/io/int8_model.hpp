@@ -15,6 +15,7 @@
 #include "rnncore/io/safetensors.hpp"
 #include "src/internal/int8_dense.hpp"
 #include "src/internal/int8_activations.hpp"
+#include "src/internal/int8_elementwise.hpp"
 #include "src/internal/int8_lstm.hpp"
 
 namespace rnncore {
@@ -36,17 +37,26 @@ struct Int8Model {
   std::vector<std::int32_t> b[q8::kGates];
   std::vector<std::int32_t> bias_storage;
   q8::Int8LstmParams params;
-  /// A bidirectional layer (Keras Bidirectional, merge_mode concat; metadata l<k>.bidirectional):
-  /// the backward direction, which reads the layer's input with the time axis reversed; this
-  /// object is then the forward direction. Null for a one-direction layer.
+  /// A bidirectional layer (Keras Bidirectional; metadata l<k>.bidirectional): the backward
+  /// direction, which reads the layer's input with the time axis reversed; this object is then the
+  /// forward direction. Null for a one-direction layer.
   std::unique_ptr<Int8Model> backward;
+  /// How a bidirectional layer joins its directions (Keras merge_mode; the metadata's value):
+  /// concat copies [forward, backward]; sum is an int8 ADD, mul an int8 MUL, ave an ADD and then a
+  /// MUL by the quantized constant 0.5 (src/internal/int8_elementwise.hpp).
+  enum class Merge { concat, sum, mul, ave };
+  Merge merge = Merge::concat;
+  q8::Int8AddParams merge_add;  ///< sum, ave: forward + backward
+  q8::Int8MulParams merge_mul;  ///< mul: forward · backward; ave: the sum · merge_half
+  std::int8_t merge_half = 0;   ///< ave: the MUL's constant operand (0.5 in its quantization)
   /// The layer's int8 output as the next layer reads it: the output state's quantization, or for
-  /// a bidirectional layer the CONCATENATION's (metadata l<k>.output_scale/zp): LiteRT's integer
-  /// LSTM copies its output state to its output without requantizing, and the concatenation copies.
+  /// a bidirectional layer the CONCATENATION's or the merge's (metadata l<k>.output_scale/zp):
+  /// LiteRT's integer LSTM copies its output state to its output without requantizing, and the
+  /// concatenation copies.
   float output_scale = 0.0f;
   std::int32_t output_zp = 0;
-  /// Width of the layer's output: H, or H of both directions for a bidirectional layer.
-  int output_size() const { return hidden_size + (backward ? backward->hidden_size : 0); }
+  /// Width of the layer's output: H, or H of both directions for a concatenating bidirectional layer.
+  int output_size() const { return hidden_size + (backward && merge == Merge::concat ? backward->hidden_size : 0); }
 
   Int8Model() = default;
   Int8Model(const Int8Model&) = delete;

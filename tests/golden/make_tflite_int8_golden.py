@@ -6,6 +6,7 @@ Needs TensorFlow 2.21 with tf-keras (a venv outside the repository, as for make_
     /tmp/tfenv/bin/pip install tensorflow-cpu tf-keras numpy
     /tmp/tfenv/bin/python tests/golden/make_tflite_int8_golden.py
     /tmp/tfenv/bin/python tests/golden/make_tflite_int8_golden.py --embeddings-only   # the Embedding cases alone
+    /tmp/tfenv/bin/python tests/golden/make_tflite_int8_golden.py --bidi-merge-only   # merge_mode sum/mul/ave alone
 
 For each case a small tf.keras model `Input(batch B, T, I) -> LSTM(H)` (unidirectional,
 return_sequences on or off) with seeded random weights is converted by the TFLite converter to a
@@ -264,6 +265,18 @@ BIDI = [
 ]
 
 
+# Keras Bidirectional(LSTM) with merge_mode sum, mul and ave: the directions meet in an int8 ADD, a
+# MUL, or an ADD and a MUL by a constant 0.5 (LiteRT runs them on XNNPACK). Layers as BIDI's, with
+# the kind "bi" replaced by the merge mode.
+BIDI_MERGE = [
+    ("bidi_sum_I5_H8_T7_B2_seq", 5, (("sum", 8, True),), 7, 2, 51),
+    ("bidi_mul_dense_I6_H6_T8_B3_last_4", 6, (("mul", 6, False),), 8, 3, 52, ((4, None),)),
+    ("bidi_ave_stack2_I4_H6_5_T6_B2_seq", 4, (("ave", 6, True), ("ave", 5, True)), 6, 2, 53),
+    ("bidi_sum_stack2_I7_H10_6_T9_B2_dense_softmax3", 7, (("sum", 10, True), ("lstm", 6, False)), 9, 2, 54,
+     ((3, "softmax"),)),
+]
+
+
 def make_bidi(name, I, layers, T, B, seed, dense=()):
     tf.keras.utils.set_random_seed(seed)
     rng = np.random.default_rng(2000 + seed)
@@ -271,11 +284,12 @@ def make_bidi(name, I, layers, T, B, seed, dense=()):
     h = inp
     for kind, H, rs in layers:
         lstm = keras.layers.LSTM(H, return_sequences=rs)
-        h = keras.layers.Bidirectional(lstm, merge_mode="concat")(h) if kind == "bi" else lstm(h)
+        merge = "concat" if kind == "bi" else kind
+        h = lstm(h) if kind == "lstm" else keras.layers.Bidirectional(lstm, merge_mode=merge)(h)
     fb, meta, info = convert_with_head(inp, h, dense, rng, (B, T, I))
     assert meta["layers"] == str(len(layers)), meta
     assert [meta.get("l%d.bidirectional" % k) for k in range(len(layers))] == \
-        ["concat" if kind == "bi" else None for kind, _, _ in layers], meta
+        [None if kind == "lstm" else "concat" if kind == "bi" else kind for kind, _, _ in layers], meta
     assert meta.get("dense", "0") == str(len(dense)), meta
     assert meta.get("softmax", "0") == ("1" if dense and dense[-1][1] == "softmax" else "0"), meta
     x, y = run_litert(fb, info, rng, (B, T, I))
@@ -349,11 +363,10 @@ def check_embedding_refusals():
 
 
 def check_bidi_refusals():
-    """Bidirectional variants the converter refuses, each naming what: merge_mode sum / ave (an ADD,
-    and a MUL for ave, after the two LSTMs) and go_backwards on the wrapped LSTM. Nothing is written."""
-    for merge, go_backwards, expect in (("sum", False, "merge_mode sum, mul or ave"),
-                                        ("ave", False, "merge_mode sum, mul or ave"),
-                                        ("concat", True, "go_backwards=True")):
+    """Bidirectional variants the converter refuses, each naming what: go_backwards on the wrapped
+    LSTM, with merge_mode concat and sum. Nothing is written."""
+    for merge, go_backwards, expect in (("concat", True, "go_backwards=True"),
+                                        ("sum", True, "go_backwards=True")):
         tf.keras.utils.set_random_seed(35)
         rng = np.random.default_rng(2035)
         inp = keras.Input(shape=(6, 4), batch_size=2)
@@ -397,6 +410,44 @@ def write_example(name):
     np.save(os.path.join(EXAMPLES, "lstm_int8_expected_y.npy"), t["y"])
 
 
+def write_elementwise():
+    """tflite_int8/elementwise/<op>_<k>.safetensors: LiteRT's int8 ADD and MUL (on XNNPACK, as in
+    the merged Bidirectional layers) on every pair of int8 operands, a [65536] and b [65536] (a
+    varies fastest), and their output y, for quantizations drawn from calibration; metadata
+    op (ADD / MUL), a_scale a_zp b_scale b_zp y_scale y_zp. tests/test_int8_lstm.cpp replays them."""
+    out = os.path.join(OUT, "elementwise")
+    os.makedirs(out, exist_ok=True)
+    rng = np.random.default_rng(2060)
+    a = np.tile(np.arange(-128, 128, dtype=np.int8), 256)
+    b = np.repeat(np.arange(-128, 128, dtype=np.int8), 256)
+    for k, op in enumerate(("ADD", "ADD", "MUL", "MUL")):
+        ra, rb = rng.uniform(0.2, 3.0, 2)
+        ia, ib = keras.Input(shape=(65536,), batch_size=1), keras.Input(shape=(65536,), batch_size=1)
+        o = (keras.layers.Add() if op == "ADD" else keras.layers.Multiply())([ia, ib])
+        calib = [[rng.uniform(-ra, ra * rng.uniform(0.3, 1.0), (1, 65536)).astype(np.float32),
+                  rng.uniform(-rb * rng.uniform(0.3, 1.0), rb, (1, 65536)).astype(np.float32)] for _ in range(8)]
+        conv = tf.lite.TFLiteConverter.from_keras_model(keras.Model([ia, ib], o))
+        conv.optimizations = [tf.lite.Optimize.DEFAULT]
+        conv.representative_dataset = lambda: iter(calib)
+        conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        conv.inference_input_type = tf.int8
+        conv.inference_output_type = tf.int8
+        it = tf.lite.Interpreter(model_content=conv.convert())
+        it.allocate_tensors()
+        the_op = [d for d in it._get_ops_details() if d["op_name"] == op][0]
+        det = {d["index"]: d for d in it.get_tensor_details()}
+        quant = [det[t]["quantization"] for t in (*the_op["inputs"], the_op["outputs"][0])]
+        it.set_tensor(the_op["inputs"][0], a.reshape(1, -1))
+        it.set_tensor(the_op["inputs"][1], b.reshape(1, -1))
+        it.invoke()
+        y = it.get_tensor(it.get_output_details()[0]["index"]).reshape(-1).copy()
+        meta = {"op": op, "made_by": "tests/golden/make_tflite_int8_golden.py", "tf_version": tf.__version__}
+        for key, (sc, zp) in zip(("a", "b", "y"), quant):
+            meta.update({key + "_scale": tflite_to_safetensors.f32s(sc), key + "_zp": str(zp)})
+        save_file({"a": a, "b": b, "y": y}, os.path.join(out, "%s_%d.safetensors" % (op.lower(), k)), metadata=meta)
+        print("elementwise %s %d: a %s b %s y %s" % (op, k, quant[0], quant[1], quant[2]))
+
+
 def main():
     print(f"TensorFlow {tf.__version__}")
     if sys.argv[1:] == ["--embeddings-only"]:  # adds the Embedding cases without rewriting the others
@@ -404,6 +455,12 @@ def main():
             make_embedding(*c)
         check_embedding_refusals()
         write_stack_sample(HEADER_EMBED)
+        return
+    if sys.argv[1:] == ["--bidi-merge-only"]:  # adds the merge_mode cases without rewriting the others
+        for c in BIDI_MERGE:
+            make_bidi(*c)
+        check_bidi_refusals()
+        write_elementwise()
         return
     print(f"{'case':34s} {'in scale/zp':>18s} {'out scale/zp':>18s} {'cell':>10s}  y range")
     for c in CASES:
@@ -414,8 +471,9 @@ def main():
     write_example(EXAMPLE_CASE)
     for c in STACKS:
         make_stack(*c)
-    for c in BIDI:
+    for c in BIDI + BIDI_MERGE:
         make_bidi(*c)
+    write_elementwise()
     for c in EMBEDDINGS:
         make_embedding(*c)
     check_embedding_refusals()
