@@ -4,6 +4,7 @@
 #include "rnncore/int8.h"
 #include "src/internal/error.hpp"
 #include "src/internal/int8_activations.hpp"
+#include "src/internal/int8_elementwise.hpp"
 #include "src/internal/int8_dense.hpp"
 #include "src/internal/int8_lstm.hpp"
 
@@ -171,6 +172,44 @@ rnncore_status rnncore_int8_softmax_run(const rnncore_int8_softmax* softmax, int
     return detail::fail(RNNCORE_ERR_INVALID_SIZE, "rnncore_int8_softmax_run: rows %d and n %d (rows >= 0, n >= 1)",
                         static_cast<int>(rows), static_cast<int>(n));
   q8::int8_softmax(*softmax, rows, n, x, y);
+  return RNNCORE_OK;
+}
+
+rnncore_status rnncore_int8_add_prepare(float a_scale, int32_t a_zp, float b_scale, int32_t b_zp, float output_scale,
+                                        int32_t output_zp, rnncore_int8_add* add) {
+  detail::clear_error();
+  if (add == nullptr) return detail::fail(RNNCORE_ERR_NULL_POINTER, "rnncore_int8_add_prepare: add is null");
+  return static_cast<rnncore_status>(q8::int8_add_prepare({a_scale, a_zp}, {b_scale, b_zp}, {output_scale, output_zp}, add));
+}
+
+rnncore_status rnncore_int8_add_run(const rnncore_int8_add* add, size_t n, const int8_t* a, const int8_t* b, int8_t* y) {
+  detail::clear_error();
+  if (add == nullptr || a == nullptr || b == nullptr || y == nullptr)
+    return detail::fail(RNNCORE_ERR_NULL_POINTER, "rnncore_int8_add_run: add, a, b and y must not be null");
+  q8::int8_add(*add, n, a, b, y);
+  return RNNCORE_OK;
+}
+
+rnncore_status rnncore_int8_mul_prepare(float a_scale, int32_t a_zp, float b_scale, int32_t b_zp, float output_scale,
+                                        int32_t output_zp, rnncore_int8_mul* mul) {
+  detail::clear_error();
+  if (mul == nullptr) return detail::fail(RNNCORE_ERR_NULL_POINTER, "rnncore_int8_mul_prepare: mul is null");
+  return static_cast<rnncore_status>(q8::int8_mul_prepare({a_scale, a_zp}, {b_scale, b_zp}, {output_scale, output_zp}, mul));
+}
+
+rnncore_status rnncore_int8_mul_run(const rnncore_int8_mul* mul, size_t n, const int8_t* a, const int8_t* b, int8_t* y) {
+  detail::clear_error();
+  if (mul == nullptr || a == nullptr || b == nullptr || y == nullptr)
+    return detail::fail(RNNCORE_ERR_NULL_POINTER, "rnncore_int8_mul_run: mul, a, b and y must not be null");
+  q8::int8_mul(*mul, n, a, b, y);
+  return RNNCORE_OK;
+}
+
+rnncore_status rnncore_int8_mul_constant_run(const rnncore_int8_mul* mul, size_t n, const int8_t* a, int8_t b, int8_t* y) {
+  detail::clear_error();
+  if (mul == nullptr || a == nullptr || y == nullptr)
+    return detail::fail(RNNCORE_ERR_NULL_POINTER, "rnncore_int8_mul_constant_run: mul, a and y must not be null");
+  q8::int8_mul_constant(*mul, n, a, b, y);
   return RNNCORE_OK;
 }
 

@@ -232,15 +232,25 @@ TEST_CASE("export-c: a bidirectional int8 layer is written as its two directions
   CHECK(h.find("static const rnncore_int8_lstm_quantization net_l0_bw_quantization") != std::string::npos);
 }
 
-TEST_CASE("export-c: a Bidirectional merged by sum, mul or ave is refused, naming the layer") {
+TEST_CASE("export-c: a Bidirectional merged by sum, mul or ave is written with its prepared ADD / MUL") {
+  // (tests/int8_merge_header.c runs an ave header through the C API against LiteRT.)
   const std::string d = temp_dir();
-  for (const char* name : {"bidi_sum_I5_H8_T7_B2_seq", "bidi_mul_dense_I6_H6_T8_B3_last_4"}) {
-    const Result r = run("export-c --weights " + kSource + "/tests/golden/tflite_int8/stacks/" + name +
-                         ".safetensors --name net --output " + d + "/merged.h");
-    CAPTURE(r.err);
-    CHECK(r.code == 1);
-    CHECK(r.err.find("layer 0 is a Bidirectional merged by sum, mul or ave") != std::string::npos);
-  }
+  const std::string stacks = kSource + "/tests/golden/tflite_int8/stacks/";
+  const Result sum = run("export-c --weights " + stacks + "bidi_sum_I5_H8_T7_B2_seq.safetensors --name net --output " +
+                         d + "/sum.h");
+  REQUIRE(sum.code == 0);
+  std::string h = slurp(d + "/sum.h");
+  CHECK(h.find("#define NET_L0_MERGE 1") != std::string::npos);
+  CHECK(h.find("#define NET_L0_HIDDEN_SIZE 8") != std::string::npos);  // one direction's width
+  CHECK(h.find("static const rnncore_int8_add net_l0_merge_add = {") != std::string::npos);
+  CHECK(h.find("net_l0_merge_mul") == std::string::npos);
+  const Result mul = run("export-c --weights " + stacks + "bidi_mul_dense_I6_H6_T8_B3_last_4.safetensors --name net --output " +
+                         d + "/mul.h");
+  REQUIRE(mul.code == 0);
+  h = slurp(d + "/mul.h");
+  CHECK(h.find("#define NET_L0_MERGE 2") != std::string::npos);
+  CHECK(h.find("static const rnncore_int8_mul net_l0_merge_mul = {") != std::string::npos);
+  CHECK(h.find("#define NET_L0_MERGE_HALF") == std::string::npos);
 }
 
 TEST_CASE("export-c: int8 heads with a table activation and a softmax are written as constants") {

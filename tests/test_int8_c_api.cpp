@@ -290,3 +290,38 @@ TEST_CASE("int8 Dense (after the LSTM): XNNPACK's requantization, hand-computed;
   q.input_zp = 200;
   CHECK(q8::int8_dense_prepare(q, 1, 2, w, b, bias_storage, scale_storage, &p) == Status::invalid_size);
 }
+
+TEST_CASE("int8 C API: ADD and MUL equal LiteRT's on every operand pair; null pointers and bad scales are refused") {
+  // tests/golden/tflite_int8/elementwise/: LiteRT's (XNNPACK's) output for all 65,536 (a, b) pairs.
+  int files = 0;
+  for (const std::string& path : rnncore_test::list_cases(rnncore_test::golden_dir("tflite_int8/elementwise"))) {
+    CAPTURE(path);
+    io::SafeTensors f;
+    REQUIRE(io::read_safetensors(path.c_str(), &f) == RNNCORE_OK);
+    const std::vector<std::int8_t> a = tensor<std::int8_t>(f, "a"), b = tensor<std::int8_t>(f, "b"), want = tensor<std::int8_t>(f, "y");
+    const auto scale = [&](const char* k) { return std::stof(rnncore_test::meta(f, k)); };
+    const auto zp = [&](const char* k) { return static_cast<std::int32_t>(std::stol(rnncore_test::meta(f, k))); };
+    std::vector<std::int8_t> y(a.size());
+    if (rnncore_test::meta(f, "op") == "ADD") {
+      rnncore_int8_add add;
+      REQUIRE(rnncore_int8_add_prepare(scale("a_scale"), zp("a_zp"), scale("b_scale"), zp("b_zp"), scale("y_scale"),
+                                       zp("y_zp"), &add) == RNNCORE_OK);
+      REQUIRE(rnncore_int8_add_run(&add, a.size(), a.data(), b.data(), y.data()) == RNNCORE_OK);
+      CHECK(rnncore_int8_add_run(&add, a.size(), a.data(), nullptr, y.data()) == RNNCORE_ERR_NULL_POINTER);
+    } else {
+      rnncore_int8_mul mul;
+      REQUIRE(rnncore_int8_mul_prepare(scale("a_scale"), zp("a_zp"), scale("b_scale"), zp("b_zp"), scale("y_scale"),
+                                       zp("y_zp"), &mul) == RNNCORE_OK);
+      REQUIRE(rnncore_int8_mul_run(&mul, a.size(), a.data(), b.data(), y.data()) == RNNCORE_OK);
+      CHECK(rnncore_int8_mul_constant_run(nullptr, 1, a.data(), 0, y.data()) == RNNCORE_ERR_NULL_POINTER);
+    }
+    CHECK(y == want);
+    ++files;
+  }
+  CHECK(files == 4);
+  rnncore_int8_add add;
+  CHECK(rnncore_int8_add_prepare(0.01f, 0, 0.01f, 0, 0.01f, 0, nullptr) == RNNCORE_ERR_NULL_POINTER);
+  CHECK(rnncore_int8_add_prepare(-0.01f, 0, 0.01f, 0, 0.01f, 0, &add) == RNNCORE_ERR_INVALID_SIZE);
+  CHECK(rnncore_int8_add_prepare(5.0f, 0, 0.01f, 0, 0.01f, 0, &add) == RNNCORE_ERR_UNSUPPORTED);
+  CHECK(std::string(rnncore_last_error_detail()).find("XNNPACK") != std::string::npos);
+}

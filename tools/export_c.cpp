@@ -366,6 +366,46 @@ void write_int8_softmax(std::FILE* out, const io::Int8Stack& st, const std::stri
                static_cast<int>(st.softmax.output_zp));
 }
 
+// A bidirectional layer's merge_mode, as Int8Model::Merge numbers them (the header's NAME_L<k>_MERGE).
+const char* const kMergeNames[] = {"concat", "sum", "mul", "ave"};
+
+// What firmware does with a bidirectional layer's two outputs per step (a comment of the header).
+std::string merge_usage(const io::Int8Model& layer, const std::string& n, const std::string& N) {
+  switch (layer.merge) {
+    case io::Int8Model::Merge::concat:
+      return "The layer's output per step is\n * [forward h, backward h]: " + N + "_HIDDEN_SIZE bytes.";
+    case io::Int8Model::Merge::sum:
+      return "The layer's output is\n * rnncore_int8_add_run(&" + n + "_merge_add, n, forward, backward, y) of the two outputs.";
+    case io::Int8Model::Merge::mul:
+      return "The layer's output is\n * rnncore_int8_mul_run(&" + n + "_merge_mul, n, forward, backward, y) of the two outputs.";
+    case io::Int8Model::Merge::ave:
+      return "The layer's output is\n * rnncore_int8_add_run(&" + n + "_merge_add, n, forward, backward, y), then\n"
+             " * rnncore_int8_mul_constant_run(&" + n + "_merge_mul, n, y, " + N + "_MERGE_HALF, y).";
+  }
+  return "";
+}
+
+// A bidirectional layer's merge (N_MERGE: 0 concat, 1 sum, 2 mul, 3 ave) and its prepared ops.
+void write_int8_merge(std::FILE* out, const io::Int8Model& layer, const std::string& n, const std::string& N) {
+  const io::Int8Model::Merge m = layer.merge;
+  std::fprintf(out, "/** 0: concat, 1: sum, 2: mul, 3: ave (Keras merge_mode). */\n#define %s_MERGE %d\n", N.c_str(),
+               static_cast<int>(m));
+  if (m == io::Int8Model::Merge::sum || m == io::Int8Model::Merge::ave) {
+    const rnncore_int8_add& a = layer.merge_add;
+    std::fprintf(out, "static const rnncore_int8_add %s_merge_add = {%ld, %ld, %ld, %ld, %ld};\n", n.c_str(),
+                 static_cast<long>(a.a_multiplier), static_cast<long>(a.b_multiplier), static_cast<long>(a.bias),
+                 static_cast<long>(a.output_zp), static_cast<long>(a.shift));
+  }
+  if (m == io::Int8Model::Merge::mul || m == io::Int8Model::Merge::ave) {
+    const rnncore_int8_mul& p = layer.merge_mul;
+    std::fprintf(out, "static const rnncore_int8_mul %s_merge_mul = {%ld, %ld, %ld, %s};\n", n.c_str(),
+                 static_cast<long>(p.a_zp), static_cast<long>(p.b_zp), static_cast<long>(p.output_zp),
+                 float_literal(p.scale).c_str());
+  }
+  if (m == io::Int8Model::Merge::ave)
+    std::fprintf(out, "#define %s_MERGE_HALF %d\n", N.c_str(), static_cast<int>(layer.merge_half));
+}
+
 // The embedding of a model that starts with a Keras Embedding: its table and quantization, so that
 // firmware turns token ids into the first layer's int8 input by copying rows.
 void write_int8_embedding(std::FILE* out, const io::Int8Stack& st, const std::string& n, const std::string& N) {
@@ -428,11 +468,6 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
   std::string err;
   io::Int8Stack st;
   if (io::load_int8_stack(file, &st, &err) != Status::ok) return error(err);
-  for (std::size_t k = 0; k < st.layers.size(); ++k)
-    if (st.layers[k]->backward && st.layers[k]->merge != io::Int8Model::Merge::concat)
-      return error(o.weights + ": layer " + std::to_string(k) +
-                   " is a Bidirectional merged by sum, mul or ave; export-c writes merge_mode concat only "
-                   "(rnncore run runs the others)");
   const bool single = st.layers.size() == 1 && st.dense.empty() && !st.has_softmax && !st.bidirectional();
   const io::Int8Model& first = *st.layers.front();
   const std::int64_t I = first.input_size, O = st.output_size();
@@ -543,15 +578,17 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
         write_int8_lstm_arrays(out, layer, n, k == 0 && st.float_input);
         continue;
       }
-      // Keras Bidirectional (concat): each direction is an LSTM of its own; the layer's output per
-      // step is the forward h bytes, then the backward h bytes, as they are (the concatenation copies).
+      // Keras Bidirectional: each direction is an LSTM of its own; the layer's output per step is the
+      // forward h bytes, then the backward h bytes, as they are (concat: the concatenation copies),
+      // or their int8 ADD / MUL (sum, mul, ave).
       std::fprintf(out,
-                   "\n/* LSTM layer %zu: Keras Bidirectional (merge_mode concat). %s_fw_... runs on the steps in order;\n"
+                   "\n/* LSTM layer %zu: Keras Bidirectional (merge_mode %s). %s_fw_... runs on the steps in order;\n"
                    " * %s_bw_... on the steps last to first (e.g. one step per call, t = T-1 .. 0, writing step t's\n"
-                   " * output in place). The layer's output per step is [forward h, backward h]: %s_HIDDEN_SIZE bytes. */\n"
+                   " * output in place). %s */\n"
                    "#define %s_BIDIRECTIONAL 1\n#define %s_INPUT_SIZE %d\n#define %s_HIDDEN_SIZE %d\n",
-                   k, n.c_str(), n.c_str(), N.c_str(), N.c_str(), N.c_str(), layer.input_size, N.c_str(),
-                   layer.output_size());
+                   k, kMergeNames[static_cast<int>(layer.merge)], n.c_str(), n.c_str(), merge_usage(layer, n, N).c_str(),
+                   N.c_str(), N.c_str(), layer.input_size, N.c_str(), layer.output_size());
+      write_int8_merge(out, layer, n, N);
       for (const io::Int8Model* d : {static_cast<const io::Int8Model*>(&layer), static_cast<const io::Int8Model*>(layer.backward.get())}) {
         const std::string dir = d == &layer ? "_fw" : "_bw", DIR = d == &layer ? "_FW" : "_BW";
         std::fprintf(out, "#define %s%s_HIDDEN_SIZE %d\n", N.c_str(), DIR.c_str(), d->hidden_size);

@@ -10,6 +10,7 @@
  *   rnncore_int8_dense_*             a Dense layer on the LSTM's last step (Keras Dense head)
  *   rnncore_int8_activation_table, rnncore_int8_lookup   a sigmoid or tanh after a Dense layer
  *   rnncore_int8_softmax_*           a softmax on the model's output
+ *   rnncore_int8_add_*, rnncore_int8_mul_*   a Keras Bidirectional's merge_mode sum, mul, ave
  *
  * Nothing allocates; the weights are read where they lie (flash) and never copied. A prepared
  * rnncore_int8_lstm is a fixed-size value that points into the weights and biases it was given.
@@ -177,6 +178,46 @@ rnncore_status rnncore_int8_softmax_prepare(float input_scale, float beta, float
  * @return RNNCORE_OK; RNNCORE_ERR_NULL_POINTER; RNNCORE_ERR_INVALID_SIZE (negative rows, n < 1). */
 rnncore_status rnncore_int8_softmax_run(const rnncore_int8_softmax* softmax, int32_t rows, int32_t n, const int8_t* x,
                                         int8_t* y);
+
+/** An element-wise int8 ADD as LiteRT's XNNPACK delegate computes it on x86 (a Keras
+ * Bidirectional with merge_mode "sum", and the first op of "ave"): integer multipliers of each
+ * operand's scale over the output's, y = clamp(((bias + a·a_multiplier + b·b_multiplier) >> shift)
+ * + output_zp). Plain data, so that `rnncore export-c` writes a prepared one as a const value. */
+typedef struct rnncore_int8_add {
+  int32_t a_multiplier, b_multiplier, bias, output_zp, shift;
+} rnncore_int8_add;
+
+/** An element-wise int8 MUL as LiteRT's XNNPACK delegate computes it on x86 (merge_mode "mul", and
+ * ave's multiplication by 0.5): (a − a_zp)(b − b_zp) · scale in float32, clamped, rounded to nearest
+ * even, + output_zp. Plain data, as rnncore_int8_add. */
+typedef struct rnncore_int8_mul {
+  int32_t a_zp, b_zp, output_zp;
+  float scale; /**< (a_scale · b_scale) / output_scale in float32 */
+} rnncore_int8_mul;
+
+/** Prepares an ADD of a (a_scale, a_zp) and b into y (output_scale, output_zp).
+ * @return RNNCORE_OK; RNNCORE_ERR_NULL_POINTER; RNNCORE_ERR_INVALID_SIZE (scales not finite and
+ *         positive, zero points outside int8); RNNCORE_ERR_UNSUPPORTED (an operand's scale over the
+ *         output's outside [2^-10, 2^8), where XNNPACK does not take the op). */
+rnncore_status rnncore_int8_add_prepare(float a_scale, int32_t a_zp, float b_scale, int32_t b_zp, float output_scale,
+                                        int32_t output_zp, rnncore_int8_add* add);
+
+/** y[i] = a[i] + b[i] for i < n; y may be a or b.
+ * @return RNNCORE_OK; RNNCORE_ERR_NULL_POINTER. */
+rnncore_status rnncore_int8_add_run(const rnncore_int8_add* add, size_t n, const int8_t* a, const int8_t* b, int8_t* y);
+
+/** Prepares a MUL, as rnncore_int8_add_prepare (RNNCORE_ERR_UNSUPPORTED: the product's scale over
+ * the output's outside [2^-16, 2^8)). */
+rnncore_status rnncore_int8_mul_prepare(float a_scale, int32_t a_zp, float b_scale, int32_t b_zp, float output_scale,
+                                        int32_t output_zp, rnncore_int8_mul* mul);
+
+/** y[i] = a[i] · b[i] for i < n; y may be a or b.
+ * @return RNNCORE_OK; RNNCORE_ERR_NULL_POINTER. */
+rnncore_status rnncore_int8_mul_run(const rnncore_int8_mul* mul, size_t n, const int8_t* a, const int8_t* b, int8_t* y);
+
+/** y[i] = a[i] · b for i < n and one constant operand b (merge_mode ave's 0.5); y may be a.
+ * @return RNNCORE_OK; RNNCORE_ERR_NULL_POINTER. */
+rnncore_status rnncore_int8_mul_constant_run(const rnncore_int8_mul* mul, size_t n, const int8_t* a, int8_t b, int8_t* y);
 
 #ifdef __cplusplus
 }

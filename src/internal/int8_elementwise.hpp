@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "rnncore/int8.h"
 #include "rnncore/rnncore.hpp"
 
 namespace rnncore {
@@ -27,17 +28,10 @@ struct Int8Quant {
   std::int32_t zero_point = 0;
 };
 
-/// A prepared ADD.
-struct Int8AddParams {
-  std::int32_t a_multiplier = 0, b_multiplier = 0, bias = 0, output_zp = 0;
-  int shift = 0;
-};
-
-/// A prepared MUL.
-struct Int8MulParams {
-  std::int32_t a_zp = 0, b_zp = 0, output_zp = 0;
-  float scale = 0.0f;  ///< (s_a · s_b) / s_out in float32
-};
+/// A prepared ADD: the C API's plain struct, so that export-c can write one as a constant.
+using Int8AddParams = ::rnncore_int8_add;
+/// A prepared MUL (scale: (s_a · s_b) / s_out in float32), the C API's struct as well.
+using Int8MulParams = ::rnncore_int8_mul;
 
 /// Errors: invalid_size for scales not finite and positive or zero points outside int8;
 /// unsupported where XNNPACK would not take the op (an operand's scale over the output's outside

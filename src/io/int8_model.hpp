@@ -46,8 +46,8 @@ struct Int8Model {
   /// MUL by the quantized constant 0.5 (src/internal/int8_elementwise.hpp).
   enum class Merge { concat, sum, mul, ave };
   Merge merge = Merge::concat;
-  q8::Int8AddParams merge_add;  ///< sum, ave: forward + backward
-  q8::Int8MulParams merge_mul;  ///< mul: forward · backward; ave: the sum · merge_half
+  q8::Int8AddParams merge_add{};  ///< sum, ave: forward + backward
+  q8::Int8MulParams merge_mul{};  ///< mul: forward · backward; ave: the sum · merge_half
   std::int8_t merge_half = 0;   ///< ave: the MUL's constant operand (0.5 in its quantization)
   /// The layer's int8 output as the next layer reads it: the output state's quantization, or for
   /// a bidirectional layer the CONCATENATION's or the merge's (metadata l<k>.output_scale/zp):

@@ -385,11 +385,12 @@ def check_bidi_refusals():
             raise AssertionError("Bidirectional merge_mode=%s go_backwards=%s was not refused" % (merge, go_backwards))
 
 
-# The stack whose exported header tests/int8_stack_header.c runs through the C API: its sample as .npy.
+# The stacks whose exported headers tests/int8_<kind>_header.c run through the C API: their samples as .npy.
 HEADER_STACK = "dense_stack2_I8_H16_12_T15_B3_5"
 HEADER_HEAD = "dense_head_I6_H14_T9_B5_sigmoid8_softmax3"
 HEADER_SEQ = "dense_seq_I5_H10_T7_B3_relu4_softmax3"
 HEADER_BIDI = "bidi_stack2_I4_H6_5_T6_B2_seq_bibi"
+HEADER_MERGE = "bidi_ave_stack2_I4_H6_5_T6_B2_seq"
 HEADER_EMBED = "embed_stack2_V60_E6_H10_8_T7_B2_dense_softmax3"
 
 
@@ -461,6 +462,7 @@ def main():
             make_bidi(*c)
         check_bidi_refusals()
         write_elementwise()
+        write_stack_sample(HEADER_MERGE)
         return
     print(f"{'case':34s} {'in scale/zp':>18s} {'out scale/zp':>18s} {'cell':>10s}  y range")
     for c in CASES:
@@ -483,6 +485,7 @@ def main():
     write_stack_sample(HEADER_SEQ)
     write_stack_sample(HEADER_BIDI)
     write_stack_sample(HEADER_EMBED)
+    write_stack_sample(HEADER_MERGE)
 
 
 if __name__ == "__main__":
