@@ -180,6 +180,15 @@ inline int persistent_units(const GpuPlan& g, int layer, int batch) {
   return g.persist_units[layer][k];
 }
 
+/// Whether a layer of `batch` rows runs its recurrence on the matrix units (f16_rnn_step_mma_16x16):
+/// the plan allows it (gpu_half_math, 16-bit weights, a device with them), the batch fills at least
+/// kMmaStepMinBatch of a tile's 16 rows, and no recurrence kernel is forced (RNNCORE_GPU_RECURRENCE
+/// persistent / tiled pick the f32 kernels, for comparisons). It then takes precedence over the
+/// persistent kernel, whose f32 dot products it replaces.
+inline bool use_mma_step(const GpuPlan& g, int batch) {
+  return g.mma_step != 0 && batch >= kMmaStepMinBatch && g.recurrence == Recurrence::auto_select;
+}
+
 /// Whether the per-step kernel uses the large tile: when even large tiles fill every multiprocessor.
 inline bool use_large_tile(const GpuPlan& g, int hidden, int batch, int dirs) {
   if (g.tile != TileChoice::auto_select) return g.tile == TileChoice::large;
@@ -213,6 +222,7 @@ inline Status plan_select(const PlanOptions& options, const DeviceDescription& d
   g.weights = weight_id(options.weight_dtype);
   // Half-precision products only where asked for, with 16-bit weights, on a device with matrix units.
   g.mma_proj = options.gpu_half_math && g.weights != kWeightF32 && device.mma != 0 ? 1 : 0;
+  g.mma_step = g.mma_proj;  // also in training plans: the step's epilogue writes the same reserve rows
   static const char* const kWeights[] = {"", "_f16w", "_bf16w"};  // f32 computation; W, R stored as
   const int n = std::snprintf(p->kernel_name, sizeof p->kernel_name, "f32_rnn%s%s__%s_", kWeights[g.weights],
                               g.mma_proj ? "_mma" : "", vendor_of(device));  // at most 24 of the 31 characters

@@ -1317,3 +1317,105 @@ TEST_CASE("emulated GPU forward with gpu_half_math: CudnnLSTM-style random cases
     if (!uses_skip_input(c.stack) || c.stack.num_layers > 1) CHECK(count_prefix(launches, "proj_gemm_mma") > 0);
   }
 }
+
+TEST_CASE("emulated GPU forward with gpu_half_math at batch >= 8: the recurrence on the matrix units, every cell") {
+  // Every cell at B = 8, 9, 16, 33 (one, two and three 16-row tiles, rows of padding), H not a
+  // multiple of 16 (partial unit tiles, and Hs = 40: two k chunks), both directions, lengths and
+  // initial states, f16 and bf16, on the H100 (warp 32) and MI250X (warp 64) profiles, against the
+  // f64 reference with the tolerances of the matrix-unit projection (x and h rounded alike).
+  struct Cell {
+    Mode mode;
+    GruVariant variant;
+  };
+  const Cell cells[] = {{Mode::lstm, GruVariant::reset_after},
+                        {Mode::gru, GruVariant::reset_after},
+                        {Mode::gru, GruVariant::reset_before},
+                        {Mode::rnn_tanh, GruVariant::reset_after},
+                        {Mode::rnn_relu, GruVariant::reset_after}};
+  const int batches[] = {8, 9, 16, 33};
+  g_forward_worst = 0;
+  double worst[2] = {0, 0};  // f16, bf16
+  int i = 0;
+  for (const Cell& cell : cells)
+    for (int B : batches) {
+      Case c;
+      c.stack.input_size = 11;
+      c.stack.num_layers = 1;
+      c.stack.layers[0] = layer(cell.mode, i % 2 ? 37 : 20, i % 3 != 1, {}, cell.variant);
+      c.T = 3;
+      c.B = B;
+      c.lengths = i % 2 == 0;
+      c.initial = i % 4 < 2;
+      c.batch_major = i % 5 == 3;
+      c.weights = i % 3 == 2 ? DType::bf16 : DType::f16;
+      c.half_math = true;
+      c.tolerance = half_math_tolerance(c.weights);
+      const gpu::DeviceProfile prof = gpu::device_profile(i % 2 ? 2 : 0);
+      EmuConfig cfg;
+      cfg.profile = &prof;
+      cfg.sched_seed = 70 + static_cast<std::uint64_t>(i);
+      std::map<std::string, int> launches;
+      g_forward_worst = 0;
+      check_case(c, cfg, 7100 + static_cast<std::uint64_t>(i), &launches);
+      worst[c.weights == DType::bf16] = std::max(worst[c.weights == DType::bf16], g_forward_worst);
+      const int per_step = cell.variant == GruVariant::reset_before && cell.mode == Mode::gru ? 2 : 1;
+      CHECK(count_prefix(launches, "_mma_16x16") == c.T * per_step);
+      CHECK(count_prefix(launches, "persistent") + count_prefix(launches, "_tiled") - count_prefix(launches, "proj_gemm_tiled") == 0);
+      ++i;
+    }
+  MESSAGE("largest relative error: f16 " << worst[0] << " (tolerance " << half_math_tolerance(DType::f16) << "), bf16 "
+                                         << worst[1] << " (tolerance " << half_math_tolerance(DType::bf16) << ")");
+}
+
+TEST_CASE("gpu_half_math: the recurrence takes the matrix units only from batch 8, with the option, unforced") {
+  // B = 7 (the plan's max_batch is 8: the run's batch decides) keeps the f32 recurrence and the
+  // matrix-unit projection; a forced recurrence keeps the f32 kernels at any batch.
+  Case c;
+  c.stack.input_size = 9;
+  c.stack.num_layers = 2;
+  c.stack.layers[0] = layer(Mode::lstm, 21, true, {});
+  c.stack.layers[1] = layer(Mode::gru, 18, false, {}, GruVariant::reset_before);
+  c.T = 3;
+  c.B = 7;
+  c.weights = DType::f16;
+  c.half_math = true;
+  c.tolerance = half_math_tolerance(c.weights);
+  const gpu::DeviceProfile prof = gpu::device_profile(0);
+  EmuConfig cfg;
+  cfg.profile = &prof;
+  std::map<std::string, int> launches;
+  check_case(c, cfg, 7300, &launches);
+  CHECK(count_prefix(launches, "_mma_16x16") == 0);
+  CHECK(count_prefix(launches, "proj_gemm_mma") == 2);
+  c.B = 8;
+  EmuConfig forced = config(32, gpu::Recurrence::tiled);
+  forced.mma = true;
+  check_case(c, forced, 7301, &launches);
+  CHECK(count_prefix(launches, "_mma_16x16") == 0);
+  CHECK(count_prefix(launches, "step_tiled") + count_prefix(launches, "phase1_tiled") > 0);
+
+  PlanOptions opt;
+  opt.max_batch = 64;
+  opt.gpu_half_math = true;
+  opt.weight_dtype = DType::bf16;
+  detail::PlanImpl p;
+  REQUIRE(make_profile_plan(c.stack, opt, gpu::device_profile(2), &p) == Status::ok);
+  CHECK(p.gpu.mma_step == 1);
+  CHECK(!gpu::use_mma_step(p.gpu, 7));
+  CHECK(gpu::use_mma_step(p.gpu, 8));
+  opt.training = true;  // the epilogue writes the reserve rows on this path too
+  REQUIRE(make_profile_plan(c.stack, opt, gpu::device_profile(2), &p) == Status::ok);
+  CHECK(gpu::use_mma_step(p.gpu, 64));
+  opt.gpu_half_math = false;
+  REQUIRE(make_profile_plan(c.stack, opt, gpu::device_profile(2), &p) == Status::ok);
+  CHECK(!gpu::use_mma_step(p.gpu, 64));
+  opt.gpu_half_math = true;
+  opt.weight_dtype = DType::f32;
+  REQUIRE(make_profile_plan(c.stack, opt, gpu::device_profile(2), &p) == Status::ok);
+  CHECK(!gpu::use_mma_step(p.gpu, 64));
+  gpu::DeviceProfile rdna = gpu::device_profile(2);
+  rdna.device.mma = 0;
+  opt.weight_dtype = DType::f16;
+  REQUIRE(make_profile_plan(c.stack, opt, rdna, &p) == Status::ok);
+  CHECK(!gpu::use_mma_step(p.gpu, 64));
+}
