@@ -992,6 +992,9 @@ TEST_CASE("mutants: leaving out any barrier, grid barrier or coherent load is ca
   const Survivor survivors[] = {
       {"ex.sync();  // the partial-sum area is the tile area of the next row tile",
        "each block of the per-step kernel runs one row tile (grid.y = row tiles, at most 65535), so no next tile reuses the area"},
+      {"ex.sync();  // `pre` is the staging area of the next row tile",
+       "each block of the matrix-unit step kernel runs one row tile (grid.y = row tiles, at most 65535), so no next tile "
+       "reuses the area"},
       {"hn[u0 + j] = ex.load_coherent(hp + u0 + j);", own_units},
       {"d.rh[b * Hs + u0 + j] = r * ex.load_coherent(hp + u0 + j);", own_units},
       {"hnew[j] = (1.0f - z) * nn + z * ex.load_coherent(hp + u0 + j);", own_units},
@@ -1024,6 +1027,20 @@ TEST_CASE("mutants: leaving out any barrier, grid barrier or coherent load is ca
     c.weights = DType::f16;
     c.half_math = true;
     EmuConfig cfg = config(warp, gpu::Recurrence::tiled);
+    cfg.mma = true;
+    cases.emplace_back(c, cfg);
+  }
+  for (int warp : {32, 64}) {  // the matrix-unit step kernel: two k chunks, two unit tiles, padded rows
+    Case c;
+    c.stack.input_size = 8;
+    c.stack.num_layers = 1;
+    c.stack.layers[0] = layer(Mode::lstm, 37, false, {});
+    c.T = 2;
+    c.B = 9;
+    c.lengths = true;
+    c.weights = DType::bf16;
+    c.half_math = true;
+    EmuConfig cfg = config(warp, gpu::Recurrence::auto_select);
     cfg.mma = true;
     cases.emplace_back(c, cfg);
   }
