@@ -180,14 +180,14 @@ inline int persistent_units(const GpuPlan& g, int layer, int batch) {
   return g.persist_units[layer][k];
 }
 
-/// Whether a layer of `batch` rows runs its recurrence on the matrix units (f16_rnn_step_mma_16x16):
-/// the plan allows it (gpu_half_math, 16-bit weights, a device with them), the batch fills at least
-/// kMmaStepMinBatch of a tile's 16 rows, and no recurrence kernel is forced (RNNCORE_GPU_RECURRENCE
-/// persistent / tiled pick the f32 kernels, for comparisons). It then takes precedence over the
-/// persistent kernel, whose f32 dot products it replaces.
-inline bool use_mma_step(const GpuPlan& g, int batch) {
-  return g.mma_step != 0 && batch >= kMmaStepMinBatch && g.recurrence == Recurrence::auto_select;
-}
+/// Whether the per-step recurrence of a run of `batch` rows runs on the matrix units
+/// (f16_rnn_step_mma_16x16) rather than in f32 (f32_rnn_step_tiled): the plan allows it
+/// (gpu_half_math, 16-bit weights, a device with them: GpuPlan::mma_step) and the batch fills at
+/// least kMmaStepMinBatch of a tile's 16 rows. Where the persistent kernel runs the batch
+/// (persistent_units > 0) it keeps doing so in f32: the speed model bounds it below the per-step
+/// kernel on the matrix units at such batches (docs/gpu.md, "Speed model"), since a launch per
+/// step costs more than a grid barrier and R comes from L2 instead of shared memory.
+inline bool use_mma_step(const GpuPlan& g, int batch) { return g.mma_step != 0 && batch >= kMmaStepMinBatch; }
 
 /// Whether the per-step kernel uses the large tile: when even large tiles fill every multiprocessor.
 inline bool use_large_tile(const GpuPlan& g, int hidden, int batch, int dirs) {

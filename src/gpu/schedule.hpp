@@ -156,9 +156,6 @@ Status persistent(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs*
 
 template <int C, class WT, class L>
 Status recurrence(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs* dev, int layer) {
-  if constexpr (!std::is_same<WT, float>::value) {
-    if (use_mma_step(g, la.batch)) return steps_mma<C, WT>(ln, g, la, dev);  // plan_select checked the device
-  }
   const int units = persistent_units(g, layer, la.batch);
   if (units > 0) {
     Status s = Status::internal;
@@ -174,6 +171,9 @@ Status recurrence(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs*
     // A refused cooperative launch (MPS, a device shared with other work, co-residency lower than
     // at plan time) queued nothing: the per-step kernels below compute the same recurrence.
     if (s != Status::unsupported) return s;
+  }
+  if constexpr (!std::is_same<WT, float>::value) {
+    if (use_mma_step(g, la.batch)) return steps_mma<C, WT>(ln, g, la, dev);  // plan_select checked the device
   }
   if (use_large_tile(g, la.hidden, la.batch, la.dirs)) return steps_tiled<C, StepTileLarge, WT>(ln, la, dev);
   return steps_tiled<C, StepTileSmall, WT>(ln, la, dev);

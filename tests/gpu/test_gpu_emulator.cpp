@@ -57,11 +57,14 @@ Status plan_for(const StackSpec& stack, const PlanOptions& opt, const gpu::Descr
   return Status::ok;
 }
 
-/// plan_for a device profile, with the modeled occupancy of its persistent kernels.
-Status make_profile_plan(const StackSpec& stack, PlanOptions opt, const gpu::DeviceProfile& profile, detail::PlanImpl* out) {
+/// plan_for a device profile, with the modeled occupancy of its persistent kernels (and a forced
+/// recurrence kernel, if given).
+Status make_profile_plan(const StackSpec& stack, PlanOptions opt, const gpu::DeviceProfile& profile, detail::PlanImpl* out,
+                         gpu::Recurrence recurrence = gpu::Recurrence::auto_select) {
   gpu::DescribedDevice on;
   on.device = profile.device;
   on.registers = profile.persistent_registers;
+  on.choices.recurrence = recurrence;
   return plan_for(stack, opt, on, out);
 }
 
@@ -72,7 +75,7 @@ int profile_blocks_per_sm(const gpu::DeviceProfile& profile) {
 
 /// plan_for the emulated device of `cfg`.
 Status make_gpu_plan(const StackSpec& stack, PlanOptions opt, const EmuConfig& cfg, detail::PlanImpl* out) {
-  if (cfg.profile != nullptr) return make_profile_plan(stack, opt, *cfg.profile, out);
+  if (cfg.profile != nullptr) return make_profile_plan(stack, opt, *cfg.profile, out, cfg.recurrence);
   gpu::DescribedDevice on;
   on.device.sm_count = cfg.sm_count;
   on.device.warp_size = cfg.warp;
@@ -1040,7 +1043,7 @@ TEST_CASE("mutants: leaving out any barrier, grid barrier or coherent load is ca
     c.lengths = true;
     c.weights = DType::bf16;
     c.half_math = true;
-    EmuConfig cfg = config(warp, gpu::Recurrence::auto_select);
+    EmuConfig cfg = config(warp, gpu::Recurrence::tiled);
     cfg.mma = true;
     cases.emplace_back(c, cfg);
   }
@@ -1335,11 +1338,12 @@ TEST_CASE("emulated GPU forward with gpu_half_math: CudnnLSTM-style random cases
   }
 }
 
-TEST_CASE("emulated GPU forward with gpu_half_math at batch >= 8: the recurrence on the matrix units, every cell") {
+TEST_CASE("emulated GPU forward with gpu_half_math at batch >= 8: the per-step recurrence on the matrix units, every cell") {
   // Every cell at B = 8, 9, 16, 33 (one, two and three 16-row tiles, rows of padding), H not a
   // multiple of 16 (partial unit tiles, and Hs = 40: two k chunks), both directions, lengths and
   // initial states, f16 and bf16, on the H100 (warp 32) and MI250X (warp 64) profiles, against the
-  // f64 reference with the tolerances of the matrix-unit projection (x and h rounded alike).
+  // f64 reference with the tolerances of the matrix-unit projection (x and h rounded alike). The
+  // per-step recurrence is forced where the persistent kernel would run the batch (B <= 16).
   struct Cell {
     Mode mode;
     GruVariant variant;
@@ -1350,7 +1354,6 @@ TEST_CASE("emulated GPU forward with gpu_half_math at batch >= 8: the recurrence
                         {Mode::rnn_tanh, GruVariant::reset_after},
                         {Mode::rnn_relu, GruVariant::reset_after}};
   const int batches[] = {8, 9, 16, 33};
-  g_forward_worst = 0;
   double worst[2] = {0, 0};  // f16, bf16
   int i = 0;
   for (const Cell& cell : cells)
@@ -1370,6 +1373,7 @@ TEST_CASE("emulated GPU forward with gpu_half_math at batch >= 8: the recurrence
       const gpu::DeviceProfile prof = gpu::device_profile(i % 2 ? 2 : 0);
       EmuConfig cfg;
       cfg.profile = &prof;
+      cfg.recurrence = B <= gpu::kAutoPersistentMaxBatch ? gpu::Recurrence::tiled : gpu::Recurrence::auto_select;
       cfg.sched_seed = 70 + static_cast<std::uint64_t>(i);
       std::map<std::string, int> launches;
       g_forward_worst = 0;
@@ -1384,9 +1388,10 @@ TEST_CASE("emulated GPU forward with gpu_half_math at batch >= 8: the recurrence
                                          << worst[1] << " (tolerance " << half_math_tolerance(DType::bf16) << ")");
 }
 
-TEST_CASE("gpu_half_math: the recurrence takes the matrix units only from batch 8, with the option, unforced") {
-  // B = 7 (the plan's max_batch is 8: the run's batch decides) keeps the f32 recurrence and the
-  // matrix-unit projection; a forced recurrence keeps the f32 kernels at any batch.
+TEST_CASE("gpu_half_math: the per-step recurrence takes the matrix units from batch 8; the persistent kernel keeps f32") {
+  // The run's batch decides (the plan's max_batch is B + 1): B = 7 keeps the f32 per-step kernel
+  // and the matrix-unit projection; at B = 8 the auto choice is the persistent kernel (f32), the
+  // per-step one takes the matrix units.
   Case c;
   c.stack.input_size = 9;
   c.stack.num_layers = 2;
@@ -1400,16 +1405,17 @@ TEST_CASE("gpu_half_math: the recurrence takes the matrix units only from batch 
   const gpu::DeviceProfile prof = gpu::device_profile(0);
   EmuConfig cfg;
   cfg.profile = &prof;
+  cfg.recurrence = gpu::Recurrence::tiled;
   std::map<std::string, int> launches;
   check_case(c, cfg, 7300, &launches);
   CHECK(count_prefix(launches, "_mma_16x16") == 0);
+  CHECK(count_prefix(launches, "step_tiled") + count_prefix(launches, "phase1_tiled") == 2 * c.T);
   CHECK(count_prefix(launches, "proj_gemm_mma") == 2);
   c.B = 8;
-  EmuConfig forced = config(32, gpu::Recurrence::tiled);
-  forced.mma = true;
-  check_case(c, forced, 7301, &launches);
+  cfg.recurrence = gpu::Recurrence::auto_select;
+  check_case(c, cfg, 7301, &launches);
   CHECK(count_prefix(launches, "_mma_16x16") == 0);
-  CHECK(count_prefix(launches, "step_tiled") + count_prefix(launches, "phase1_tiled") > 0);
+  CHECK(count_prefix(launches, "recurrence_persistent") == 2);
 
   PlanOptions opt;
   opt.max_batch = 64;
