@@ -98,7 +98,7 @@ bool model(const gpu::DeviceProfile& prof, const ModelShape& sh, Row* row) {
   double sms_used, bandwidth_gbs, rate_gflops = sm_gflops, padded = 1;
   if (units == 0 && gpu::use_mma_step(p.gpu, sh.batch)) {
     const int unit_tiles = (lp.hidden + gpu::kMmaDim - 1) / gpu::kMmaDim, row_tiles = (sh.batch + gpu::kMmaDim - 1) / gpu::kMmaDim;
-    row->kernel = "per step, matrix units";
+    row->kernel = "per step on matrix units";
     row->blocks = unit_tiles * row_tiles;
     sms_used = std::min<double>(prof.device.sm_count, row->blocks);
     rate_gflops = prof.f16_matrix_tflops * 1e3 / prof.device.sm_count;
