@@ -682,6 +682,46 @@ TEST_CASE("emulated GPU forward: NaN and Inf give NaN where the reference does, 
         for (std::size_t i = 0; i < want.hy.size(); ++i) CHECK(std::isnan(want.hy[i]) == std::isnan(got.hy[i]));
         if (std::isnan(poison)) CHECK(nans > 0);
       }
+  // The matrix-unit step (gpu_half_math, f16 weights, B = 9): NaN and Inf propagate through the
+  // rounding and the MMA as in f32 (-1e30 is left out: it overflows f16, as documented).
+  for (int m = 0; m < 5; ++m)
+    for (float poison : {poisons[0], poisons[1]}) {
+      const int B9 = 9;
+      StackSpec st;
+      st.input_size = I;
+      st.num_layers = 2;
+      st.layers[0] = layer(modes[m], H, true, {}, variants[m]);
+      st.layers[1] = layer(modes[m], H, false, {}, variants[m]);
+      Rng rng(50 + m);
+      const auto w = random_vector<float>(rng, param_count(st), 0.4);
+      auto x = random_vector<float>(rng, static_cast<std::size_t>(T) * B9 * I, 1.0);
+      x[(1 * B9 + 4) * I + 2] = poison;  // t = 1, row 4
+      ForwardArgs a;
+      a.batch = B9;
+      a.seq_len = T;
+      a.x = x.data();
+      PlanOptions opt;
+      opt.max_batch = B9;
+      opt.max_seq_len = T;
+      opt.backend = Backend::reference;
+      Outputs<float> want, got;
+      REQUIRE(run_forward(st, opt, w, a, &want) == Status::ok);
+      opt.weight_dtype = DType::f16;
+      opt.gpu_half_math = true;
+      EmuConfig cfg = config(32, gpu::Recurrence::tiled);
+      cfg.mma = true;
+      std::map<std::string, int> launches;
+      REQUIRE(run_emulated(st, opt, cfg, w, a, &got, &launches) == Status::ok);
+      INFO(to_string(modes[m]) << " " << to_string(variants[m]) << " poison " << poison << " half math");
+      CHECK(count_prefix(launches, "_mma_16x16") > 0);
+      std::size_t nans = 0;
+      for (std::size_t i = 0; i < want.y.size(); ++i) {
+        nans += std::isnan(want.y[i]);
+        CHECK(std::isnan(want.y[i]) == std::isnan(got.y[i]));
+      }
+      for (std::size_t i = 0; i < want.hy.size(); ++i) CHECK(std::isnan(want.hy[i]) == std::isnan(got.hy[i]));
+      if (std::isnan(poison)) CHECK(nans > 0);
+    }
 }
 
 TEST_CASE("a kernel's shared-memory limit is raised once per device, to the device's maximum") {
