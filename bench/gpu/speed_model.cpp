@@ -15,7 +15,11 @@
 //   latency     the assumed cost of one grid barrier (persistent: 1 µs, two for the reset-before
 //               GRU) or one kernel launch (per step: 3 µs, two for the reset-before GRU).
 // bound = max(FLOPs at the f32 rate of the multiprocessors the grid occupies, weight bytes at the
-// tier's bandwidth) + latency. A lower bound for these kernels, not a prediction: the kernels'
+// tier's bandwidth) + latency. Shapes marked "half math" plan with PlanOptions::gpu_half_math: where
+// the per-step recurrence runs on the matrix units (f16_rnn_step_mma_16x16, batch ≥ 8), the
+// compute term counts the batch padded to 16 rows at the profile's f16 matrix rate of the
+// multiprocessors its blocks occupy (R from L2 or HBM, as the per-step kernel), and the projection's
+// share is at that rate too where it runs on them. A lower bound for these kernels, not a prediction: the kernels'
 // instruction mix, bank conflicts and the h broadcast are not modelled. Printed beside cuDNN's
 // published anchors.
 //
@@ -27,6 +31,7 @@
 //
 // usage: speed_model [--csv] [--backward]
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -49,6 +54,7 @@ struct ModelShape {
   int hidden;
   int batch;
   DType weights;
+  bool half_math = false;  ///< PlanOptions::gpu_half_math
 };
 
 struct Row {
@@ -56,6 +62,8 @@ struct Row {
   double flops = 0, weight_bytes = 0, compute_us = 0, memory_us = 0, latency_us = 0, bound_us = 0, proj_us = 0;
   int blocks = 0;
 };
+
+std::string weights_label(const ModelShape& sh) { return std::string(to_string(sh.weights)) + (sh.half_math ? " half math" : ""); }
 
 double clock_ghz(const gpu::DeviceProfile& p) {
   // Boost clocks of the data sheets (H100 SXM 1.98, A100 1.41, MI250X 1.7, MI300X 2.1 GHz).
@@ -72,6 +80,7 @@ bool model(const gpu::DeviceProfile& prof, const ModelShape& sh, Row* row) {
   opt.max_batch = sh.batch;
   opt.max_seq_len = 100;
   opt.weight_dtype = sh.weights;
+  opt.gpu_half_math = sh.half_math;
   gpu::DescribedDevice on;
   on.device = prof.device;
   on.registers = prof.persistent_registers;
@@ -86,8 +95,21 @@ bool model(const gpu::DeviceProfile& prof, const ModelShape& sh, Row* row) {
   row->flops = 2 * G * H * H * B;
   row->weight_bytes = G * H * Hs * wb;
   const double sm_gflops = prof.f32_tflops * 1e3 / prof.device.sm_count;  // GFLOP/s per multiprocessor
-  double sms_used, bandwidth_gbs;
-  if (units > 0) {
+  double sms_used, bandwidth_gbs, rate_gflops = sm_gflops, padded = 1;
+  if (units == 0 && gpu::use_mma_step(p.gpu, sh.batch)) {
+    const int unit_tiles = (lp.hidden + gpu::kMmaDim - 1) / gpu::kMmaDim, row_tiles = (sh.batch + gpu::kMmaDim - 1) / gpu::kMmaDim;
+    row->kernel = "per step on matrix units";
+    row->blocks = unit_tiles * row_tiles;
+    sms_used = std::min<double>(prof.device.sm_count, row->blocks);
+    rate_gflops = prof.f16_matrix_tflops * 1e3 / prof.device.sm_count;
+    const int kbk = gpu::f16_rnn_step_mma_16x16<gpu::kLstm, 0, 4, 0, gpu::WeightF16>::kBK;
+    const double k_computed = std::ceil(Hs / kbk) * kbk;  // rows, units and k the tiles compute
+    padded = static_cast<double>(row_tiles) * gpu::kMmaDim * unit_tiles * gpu::kMmaDim * k_computed / (B * H * H);
+    const bool in_l2 = row->weight_bytes <= prof.l2_bytes / 2;
+    bandwidth_gbs = in_l2 ? prof.memory_gbs * kL2OverHbm : prof.memory_gbs;
+    row->where = in_l2 ? "L2" : "HBM";
+    row->latency_us = kLaunchUs * (two_phase ? 2 : 1);
+  } else if (units > 0) {
     row->kernel = "persistent";
     row->blocks = static_cast<int>((lp.hidden + units - 1) / units);
     // The block scheduler spreads a grid no larger than the device one block per multiprocessor.
@@ -104,10 +126,11 @@ bool model(const gpu::DeviceProfile& prof, const ModelShape& sh, Row* row) {
     row->where = in_l2 ? "L2" : "HBM";
     row->latency_us = kLaunchUs * (two_phase ? 2 : 1);
   }
-  row->compute_us = row->flops / (sm_gflops * sms_used * 1e3);
+  row->compute_us = row->flops * padded / (rate_gflops * sms_used * 1e3);
   row->memory_us = row->weight_bytes / (bandwidth_gbs * 1e3);
   row->bound_us = std::max(row->compute_us, row->memory_us) + row->latency_us;
-  row->proj_us = 2 * G * H * H * B / (prof.f32_tflops * 1e6);  // I = H: the projection's share of a step
+  const double proj_tflops = p.gpu.mma_proj ? prof.f16_matrix_tflops : prof.f32_tflops;
+  row->proj_us = 2 * G * H * H * B / (proj_tflops * 1e6);  // I = H: the projection's share of a step
   return true;
 }
 
@@ -149,6 +172,7 @@ int main(int argc, char** argv) {
       {Mode::lstm, 512, 16, DType::f32},  {Mode::lstm, 512, 16, DType::f16},  {Mode::lstm, 256, 1, DType::f32},
       {Mode::lstm, 512, 1, DType::f32},   {Mode::lstm, 1024, 1, DType::f32},  {Mode::lstm, 1024, 4, DType::f16},
       {Mode::lstm, 1024, 64, DType::f32}, {Mode::gru, 512, 8, DType::f32},    {Mode::rnn_tanh, 2048, 4, DType::f32},
+      {Mode::lstm, 512, 16, DType::f16, true}, {Mode::lstm, 1024, 64, DType::f16, true},
   };
   if (csv)
     std::printf("device,mode,H,B,weights,kernel,blocks,where,flops,weight_bytes,compute_us,memory_us,latency_us,bound_us,"
@@ -176,11 +200,11 @@ int main(int argc, char** argv) {
       const double tflops = r.flops / (r.bound_us * 1e6);
       if (csv)
         std::printf("%s,%s,%d,%d,%s,%s,%d,%s,%.0f,%.0f,%.3f,%.3f,%.2f,%.3f,%.3f,%.3f\n", prof.device.name, to_string(sh.mode),
-                    sh.hidden, sh.batch, to_string(sh.weights), r.kernel.c_str(), r.blocks, r.where.c_str(), r.flops,
+                    sh.hidden, sh.batch, weights_label(sh).c_str(), r.kernel.c_str(), r.blocks, r.where.c_str(), r.flops,
                     r.weight_bytes, r.compute_us, r.memory_us, r.latency_us, r.bound_us, tflops, r.proj_us);
       else
         std::printf("| %s | %d | %d | %s | %s%s | %s | %.1f | %.0f | %.2f | %.2f | %.1f | %.2f | %.2f | %.3f |\n",
-                    to_string(sh.mode), sh.hidden, sh.batch, to_string(sh.weights), r.kernel.c_str(),
+                    to_string(sh.mode), sh.hidden, sh.batch, weights_label(sh).c_str(), r.kernel.c_str(),
                     r.blocks ? (" (" + std::to_string(r.blocks) + ")").c_str() : "", r.where.c_str(), r.flops / 1e6,
                     r.weight_bytes / 1024, r.compute_us, r.memory_us, r.latency_us, r.bound_us, tflops, r.proj_us);
     }

@@ -344,9 +344,10 @@ struct PlanOptions {
   ThreadPool* thread_pool = nullptr;  ///< needed when threads > 1 (Model makes its own); at least `threads` big
   int gpu_device = 0;        ///< GPU backend: the device ordinal
   /// GPU backend with f16 / bf16 weight_dtype: allow half-precision inputs to the matrix products,
-  /// so that the input projection runs on tensor cores / matrix cores where the device has them —
-  /// x is rounded to the weight type (round to nearest even; f16 overflows beyond ±65504), the
-  /// products and f32 sums are as before. Off: every product takes f32 inputs (docs/gpu.md).
+  /// so that the input projection, and the per-step recurrence at batches of 8 or more, run on
+  /// tensor cores / matrix cores where the device has them — x and h are rounded to the weight type
+  /// (round to nearest even; f16 overflows beyond ±65504), the products and f32 sums are as before.
+  /// Off: every product takes f32 inputs (docs/gpu.md, "Tensor cores").
   bool gpu_half_math = false;
   /// Plan for training: the plan then reports reserve_bytes() and backward_workspace_bytes(), the
   /// packed buffer also holds the canonical weights on the CPU backends (backward reads them; the

@@ -180,6 +180,15 @@ inline int persistent_units(const GpuPlan& g, int layer, int batch) {
   return g.persist_units[layer][k];
 }
 
+/// Whether the per-step recurrence of a run of `batch` rows runs on the matrix units
+/// (f16_rnn_step_mma_16x16) rather than in f32 (f32_rnn_step_tiled): the plan allows it
+/// (gpu_half_math, 16-bit weights, a device with them: GpuPlan::mma_step) and the batch fills at
+/// least kMmaStepMinBatch of a tile's 16 rows. Where the persistent kernel runs the batch
+/// (persistent_units > 0) it keeps doing so in f32: the speed model bounds it below the per-step
+/// kernel on the matrix units at such batches (docs/gpu.md, "Speed model"), since a launch per
+/// step costs more than a grid barrier and R comes from L2 instead of shared memory.
+inline bool use_mma_step(const GpuPlan& g, int batch) { return g.mma_step != 0 && batch >= kMmaStepMinBatch; }
+
 /// Whether the per-step kernel uses the large tile: when even large tiles fill every multiprocessor.
 inline bool use_large_tile(const GpuPlan& g, int hidden, int batch, int dirs) {
   if (g.tile != TileChoice::auto_select) return g.tile == TileChoice::large;
@@ -213,6 +222,7 @@ inline Status plan_select(const PlanOptions& options, const DeviceDescription& d
   g.weights = weight_id(options.weight_dtype);
   // Half-precision products only where asked for, with 16-bit weights, on a device with matrix units.
   g.mma_proj = options.gpu_half_math && g.weights != kWeightF32 && device.mma != 0 ? 1 : 0;
+  g.mma_step = g.mma_proj;  // also in training plans: the step's epilogue writes the same reserve rows
   static const char* const kWeights[] = {"", "_f16w", "_bf16w"};  // f32 computation; W, R stored as
   const int n = std::snprintf(p->kernel_name, sizeof p->kernel_name, "f32_rnn%s%s__%s_", kWeights[g.weights],
                               g.mma_proj ? "_mma" : "", vendor_of(device));  // at most 24 of the 31 characters

@@ -114,6 +114,37 @@ Status steps_tiled(L& ln, const LayerArgs& la, const LayerArgs* dev) {
   return Status::ok;
 }
 
+/// Grid of the matrix-unit step kernel K: 16-unit tiles × 16-row tiles (strided) × directions.
+template <class K>
+Dims mma_step_dims(const GpuPlan& g, const LayerArgs& la) {
+  Dims d;
+  d.gx = static_cast<std::uint32_t>((la.hidden + kMmaDim - 1) / kMmaDim);
+  d.gy = static_cast<std::uint32_t>(std::min<std::int64_t>((la.batch + kMmaDim - 1) / kMmaDim, 65535));
+  d.gz = static_cast<std::uint32_t>(la.dirs);
+  d.block = static_cast<std::uint32_t>(K::threads(g.target.warp_size));
+  d.smem = K::smem_bytes();
+  return d;
+}
+
+/// The per-step recurrence on the matrix units (the reset-before GRU as two launches per step).
+template <int C, class WT, class L>
+Status steps_mma(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs* dev) {
+  if constexpr (C == kGruResetBefore) {
+    using P1 = f16_rnn_step_mma_16x16<C, 0, 2, 1, WT>;
+    using P2 = f16_rnn_step_mma_16x16<C, 2, 1, 2, WT>;
+    const Dims d1 = mma_step_dims<P1>(g, la), d2 = mma_step_dims<P2>(g, la);
+    for (int s = 0; s < la.steps; ++s) {
+      RNNCORE_RETURN_IF_ERROR(ln.template launch<P1>(d1, la, dev, s));
+      RNNCORE_RETURN_IF_ERROR(ln.template launch<P2>(d2, la, dev, s));
+    }
+  } else {
+    using K = f16_rnn_step_mma_16x16<C, 0, cell_gates(C), 0, WT>;
+    const Dims d = mma_step_dims<K>(g, la);
+    for (int s = 0; s < la.steps; ++s) RNNCORE_RETURN_IF_ERROR(ln.template launch<K>(d, la, dev, s));
+  }
+  return Status::ok;
+}
+
 template <int C, int MAXB, class WT, class L>
 Status persistent(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs* dev, int units) {
   using K = f32_rnn_recurrence_persistent<C, MAXB, WT>;
@@ -142,6 +173,9 @@ Status recurrence(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs*
     // A refused cooperative launch (MPS, a device shared with other work, co-residency lower than
     // at plan time) queued nothing: the per-step kernels below compute the same recurrence.
     if (s != Status::unsupported) return s;
+  }
+  if constexpr (!std::is_same<WT, float>::value) {
+    if (use_mma_step(g, la.batch)) return steps_mma<C, WT>(ln, g, la, dev);  // plan_select checked the device
   }
   if (use_large_tile(g, la.hidden, la.batch, la.dirs)) return steps_tiled<C, StepTileLarge, WT>(ln, la, dev);
   return steps_tiled<C, StepTileSmall, WT>(ln, la, dev);

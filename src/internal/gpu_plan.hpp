@@ -36,6 +36,10 @@ constexpr int kBuckets[] = {1, 2, 4, 8, 16, 32, 64};
 constexpr int kBucketCount = 7;
 /// With Recurrence::auto_select the persistent kernel runs batches up to this size.
 constexpr int kAutoPersistentMaxBatch = 16;
+/// With PlanOptions::gpu_half_math on a device with matrix units, the per-step recurrence of
+/// batches of at least this many rows runs on them (src/gpu/plan.hpp, use_mma_step): below it most
+/// of the 16 rows of a matrix tile would be padding.
+constexpr int kMmaStepMinBatch = 8;
 
 /// How the recurrence of a layer runs (env RNNCORE_GPU_RECURRENCE=auto|persistent|tiled).
 enum class Recurrence : std::int32_t { auto_select = 0, persistent = 1, tiled = 2 };
@@ -53,6 +57,9 @@ struct GpuPlan {
   /// The input projection runs on the matrix units (f16_rnn_proj_gemm_mma_64x64): f16 / bf16
   /// weights, PlanOptions::gpu_half_math and a device with them (DeviceDescription::mma).
   std::int32_t mma_proj = 0;
+  /// The per-step recurrence may run on the matrix units (f16_rnn_step_mma_16x16): the same
+  /// conditions as mma_proj; a run takes it when use_mma_step says so (the batch).
+  std::int32_t mma_step = 0;
   std::uint64_t staging = 0;         ///< packed-buffer offset of the canonical staging area (used by pack only)
   std::uint64_t staging_bytes = 0;
   std::uint64_t ws_lengths = 0;      ///< workspace offset of the device copy of seq_lengths [B]

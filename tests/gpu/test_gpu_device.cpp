@@ -198,7 +198,7 @@ TEST_CASE("GPU forward with f16 and bf16 weight storage (weights representable i
     }
 }
 
-TEST_CASE("GPU forward with gpu_half_math: the input projection on tensor / matrix cores") {
+TEST_CASE("GPU forward with gpu_half_math: the input projection and the per-step recurrence on tensor / matrix cores") {
   // Where the device has matrix units (sm_80+, gfx90a / gfx94x) the plan takes the MMA GEMM, and the
   // hardware's fragment layouts must then agree with hip/rnn_device.hpp's mma_coord (the emulator
   // checks the kernels against its own model of them; only this test checks the hardware).
@@ -210,6 +210,25 @@ TEST_CASE("GPU forward with gpu_half_math: the input projection on tensor / matr
     c.tolerance = half_math_tolerance(c.weights);
     check_on_device(c, kChoices[i % 3], 6500 + static_cast<std::uint64_t>(i));
   }
+  // The per-step recurrence on the matrix units (B >= 8; the per-step kernel forced where the
+  // persistent one would run the batch): every cell, one and three row tiles, partial unit tiles.
+  int n = 0;
+  for (Mode mode : {Mode::lstm, Mode::gru, Mode::rnn_tanh, Mode::rnn_relu})
+    for (int B : {8, 33}) {
+      Case c;
+      c.stack.input_size = 11;
+      c.stack.num_layers = 1;
+      c.stack.layers[0] = layer(mode, n % 2 ? 37 : 20, n % 3 != 1, {}, n % 4 < 2 ? GruVariant::reset_before : GruVariant::reset_after);
+      c.T = 3;
+      c.B = B;
+      c.lengths = n % 2 == 0;
+      c.initial = true;
+      c.weights = n % 3 == 2 ? DType::bf16 : DType::f16;
+      c.half_math = true;
+      c.tolerance = half_math_tolerance(c.weights);
+      check_on_device(c, kChoices[1 + n % 2], 6600 + static_cast<std::uint64_t>(n));
+      ++n;
+    }
   RnnSpec spec;
   spec.input_size = spec.hidden_size = 256;
   PlanOptions opt;

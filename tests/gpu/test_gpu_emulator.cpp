@@ -57,11 +57,14 @@ Status plan_for(const StackSpec& stack, const PlanOptions& opt, const gpu::Descr
   return Status::ok;
 }
 
-/// plan_for a device profile, with the modeled occupancy of its persistent kernels.
-Status make_profile_plan(const StackSpec& stack, PlanOptions opt, const gpu::DeviceProfile& profile, detail::PlanImpl* out) {
+/// plan_for a device profile, with the modeled occupancy of its persistent kernels (and a forced
+/// recurrence kernel, if given).
+Status make_profile_plan(const StackSpec& stack, PlanOptions opt, const gpu::DeviceProfile& profile, detail::PlanImpl* out,
+                         gpu::Recurrence recurrence = gpu::Recurrence::auto_select) {
   gpu::DescribedDevice on;
   on.device = profile.device;
   on.registers = profile.persistent_registers;
+  on.choices.recurrence = recurrence;
   return plan_for(stack, opt, on, out);
 }
 
@@ -72,7 +75,7 @@ int profile_blocks_per_sm(const gpu::DeviceProfile& profile) {
 
 /// plan_for the emulated device of `cfg`.
 Status make_gpu_plan(const StackSpec& stack, PlanOptions opt, const EmuConfig& cfg, detail::PlanImpl* out) {
-  if (cfg.profile != nullptr) return make_profile_plan(stack, opt, *cfg.profile, out);
+  if (cfg.profile != nullptr) return make_profile_plan(stack, opt, *cfg.profile, out, cfg.recurrence);
   gpu::DescribedDevice on;
   on.device.sm_count = cfg.sm_count;
   on.device.warp_size = cfg.warp;
@@ -679,6 +682,46 @@ TEST_CASE("emulated GPU forward: NaN and Inf give NaN where the reference does, 
         for (std::size_t i = 0; i < want.hy.size(); ++i) CHECK(std::isnan(want.hy[i]) == std::isnan(got.hy[i]));
         if (std::isnan(poison)) CHECK(nans > 0);
       }
+  // The matrix-unit step (gpu_half_math, f16 weights, B = 9): NaN and Inf propagate through the
+  // rounding and the MMA as in f32 (-1e30 is left out: it overflows f16, as documented).
+  for (int m = 0; m < 5; ++m)
+    for (float poison : {poisons[0], poisons[1]}) {
+      const int B9 = 9;
+      StackSpec st;
+      st.input_size = I;
+      st.num_layers = 2;
+      st.layers[0] = layer(modes[m], H, true, {}, variants[m]);
+      st.layers[1] = layer(modes[m], H, false, {}, variants[m]);
+      Rng rng(50 + m);
+      const auto w = random_vector<float>(rng, param_count(st), 0.4);
+      auto x = random_vector<float>(rng, static_cast<std::size_t>(T) * B9 * I, 1.0);
+      x[(1 * B9 + 4) * I + 2] = poison;  // t = 1, row 4
+      ForwardArgs a;
+      a.batch = B9;
+      a.seq_len = T;
+      a.x = x.data();
+      PlanOptions opt;
+      opt.max_batch = B9;
+      opt.max_seq_len = T;
+      opt.backend = Backend::reference;
+      Outputs<float> want, got;
+      REQUIRE(run_forward(st, opt, w, a, &want) == Status::ok);
+      opt.weight_dtype = DType::f16;
+      opt.gpu_half_math = true;
+      EmuConfig cfg = config(32, gpu::Recurrence::tiled);
+      cfg.mma = true;
+      std::map<std::string, int> launches;
+      REQUIRE(run_emulated(st, opt, cfg, w, a, &got, &launches) == Status::ok);
+      INFO(to_string(modes[m]) << " " << to_string(variants[m]) << " poison " << poison << " half math");
+      CHECK(count_prefix(launches, "_mma_16x16") > 0);
+      std::size_t nans = 0;
+      for (std::size_t i = 0; i < want.y.size(); ++i) {
+        nans += std::isnan(want.y[i]);
+        CHECK(std::isnan(want.y[i]) == std::isnan(got.y[i]));
+      }
+      for (std::size_t i = 0; i < want.hy.size(); ++i) CHECK(std::isnan(want.hy[i]) == std::isnan(got.hy[i]));
+      if (std::isnan(poison)) CHECK(nans > 0);
+    }
 }
 
 TEST_CASE("a kernel's shared-memory limit is raised once per device, to the device's maximum") {
@@ -992,6 +1035,9 @@ TEST_CASE("mutants: leaving out any barrier, grid barrier or coherent load is ca
   const Survivor survivors[] = {
       {"ex.sync();  // the partial-sum area is the tile area of the next row tile",
        "each block of the per-step kernel runs one row tile (grid.y = row tiles, at most 65535), so no next tile reuses the area"},
+      {"ex.sync();  // `pre` is the staging area of the next row tile",
+       "each block of the matrix-unit step kernel runs one row tile (grid.y = row tiles, at most 65535), so no next tile "
+       "reuses the area"},
       {"hn[u0 + j] = ex.load_coherent(hp + u0 + j);", own_units},
       {"d.rh[b * Hs + u0 + j] = r * ex.load_coherent(hp + u0 + j);", own_units},
       {"hnew[j] = (1.0f - z) * nn + z * ex.load_coherent(hp + u0 + j);", own_units},
@@ -1022,6 +1068,20 @@ TEST_CASE("mutants: leaving out any barrier, grid barrier or coherent load is ca
     c.T = 14;
     c.B = 5;
     c.weights = DType::f16;
+    c.half_math = true;
+    EmuConfig cfg = config(warp, gpu::Recurrence::tiled);
+    cfg.mma = true;
+    cases.emplace_back(c, cfg);
+  }
+  for (int warp : {32, 64}) {  // the matrix-unit step kernel: two k chunks, two unit tiles, padded rows
+    Case c;
+    c.stack.input_size = 8;
+    c.stack.num_layers = 1;
+    c.stack.layers[0] = layer(Mode::lstm, 37, false, {});
+    c.T = 2;
+    c.B = 9;
+    c.lengths = true;
+    c.weights = DType::bf16;
     c.half_math = true;
     EmuConfig cfg = config(warp, gpu::Recurrence::tiled);
     cfg.mma = true;
@@ -1316,4 +1376,109 @@ TEST_CASE("emulated GPU forward with gpu_half_math: CudnnLSTM-style random cases
     check_case(c, cfg, 6500 + static_cast<std::uint64_t>(i), &launches);
     if (!uses_skip_input(c.stack) || c.stack.num_layers > 1) CHECK(count_prefix(launches, "proj_gemm_mma") > 0);
   }
+}
+
+TEST_CASE("emulated GPU forward with gpu_half_math at batch >= 8: the per-step recurrence on the matrix units, every cell") {
+  // Every cell at B = 8, 9, 16, 33 (one, two and three 16-row tiles, rows of padding), H not a
+  // multiple of 16 (partial unit tiles, and Hs = 40: two k chunks), both directions, lengths and
+  // initial states, f16 and bf16, on the H100 (warp 32) and MI250X (warp 64) profiles, against the
+  // f64 reference with the tolerances of the matrix-unit projection (x and h rounded alike). The
+  // per-step recurrence is forced where the persistent kernel would run the batch (B <= 16).
+  struct Cell {
+    Mode mode;
+    GruVariant variant;
+  };
+  const Cell cells[] = {{Mode::lstm, GruVariant::reset_after},
+                        {Mode::gru, GruVariant::reset_after},
+                        {Mode::gru, GruVariant::reset_before},
+                        {Mode::rnn_tanh, GruVariant::reset_after},
+                        {Mode::rnn_relu, GruVariant::reset_after}};
+  const int batches[] = {8, 9, 16, 33};
+  double worst[2] = {0, 0};  // f16, bf16
+  int i = 0;
+  for (const Cell& cell : cells)
+    for (int B : batches) {
+      Case c;
+      c.stack.input_size = 11;
+      c.stack.num_layers = 1;
+      c.stack.layers[0] = layer(cell.mode, i % 2 ? 37 : 20, i % 3 != 1, {}, cell.variant);
+      c.T = 3;
+      c.B = B;
+      c.lengths = i % 2 == 0;
+      c.initial = i % 4 < 2;
+      c.batch_major = i % 5 == 3;
+      c.weights = i % 3 == 2 ? DType::bf16 : DType::f16;
+      c.half_math = true;
+      c.tolerance = half_math_tolerance(c.weights);
+      const gpu::DeviceProfile prof = gpu::device_profile(i % 2 ? 2 : 0);
+      EmuConfig cfg;
+      cfg.profile = &prof;
+      cfg.recurrence = B <= gpu::kAutoPersistentMaxBatch ? gpu::Recurrence::tiled : gpu::Recurrence::auto_select;
+      cfg.sched_seed = 70 + static_cast<std::uint64_t>(i);
+      std::map<std::string, int> launches;
+      g_forward_worst = 0;
+      check_case(c, cfg, 7100 + static_cast<std::uint64_t>(i), &launches);
+      worst[c.weights == DType::bf16] = std::max(worst[c.weights == DType::bf16], g_forward_worst);
+      const int per_step = cell.variant == GruVariant::reset_before && cell.mode == Mode::gru ? 2 : 1;
+      CHECK(count_prefix(launches, "_mma_16x16") == c.T * per_step);
+      CHECK(count_prefix(launches, "persistent") + count_prefix(launches, "_tiled") - count_prefix(launches, "proj_gemm_tiled") == 0);
+      ++i;
+    }
+  MESSAGE("largest relative error: f16 " << worst[0] << " (tolerance " << half_math_tolerance(DType::f16) << "), bf16 "
+                                         << worst[1] << " (tolerance " << half_math_tolerance(DType::bf16) << ")");
+}
+
+TEST_CASE("gpu_half_math: the per-step recurrence takes the matrix units from batch 8; the persistent kernel keeps f32") {
+  // The run's batch decides (the plan's max_batch is B + 1): B = 7 keeps the f32 per-step kernel
+  // and the matrix-unit projection; at B = 8 the auto choice is the persistent kernel (f32), the
+  // per-step one takes the matrix units.
+  Case c;
+  c.stack.input_size = 9;
+  c.stack.num_layers = 2;
+  c.stack.layers[0] = layer(Mode::lstm, 21, true, {});
+  c.stack.layers[1] = layer(Mode::gru, 18, false, {}, GruVariant::reset_before);
+  c.T = 3;
+  c.B = 7;
+  c.weights = DType::f16;
+  c.half_math = true;
+  c.tolerance = half_math_tolerance(c.weights);
+  const gpu::DeviceProfile prof = gpu::device_profile(0);
+  EmuConfig cfg;
+  cfg.profile = &prof;
+  cfg.recurrence = gpu::Recurrence::tiled;
+  std::map<std::string, int> launches;
+  check_case(c, cfg, 7300, &launches);
+  CHECK(count_prefix(launches, "_mma_16x16") == 0);
+  CHECK(count_prefix(launches, "step_tiled") + count_prefix(launches, "phase1_tiled") == 2 * c.T);
+  CHECK(count_prefix(launches, "proj_gemm_mma") == 2);
+  c.B = 8;
+  cfg.recurrence = gpu::Recurrence::auto_select;
+  check_case(c, cfg, 7301, &launches);
+  CHECK(count_prefix(launches, "_mma_16x16") == 0);
+  CHECK(count_prefix(launches, "recurrence_persistent") == 2);
+
+  PlanOptions opt;
+  opt.max_batch = 64;
+  opt.gpu_half_math = true;
+  opt.weight_dtype = DType::bf16;
+  detail::PlanImpl p;
+  REQUIRE(make_profile_plan(c.stack, opt, gpu::device_profile(2), &p) == Status::ok);
+  CHECK(p.gpu.mma_step == 1);
+  CHECK(!gpu::use_mma_step(p.gpu, 7));
+  CHECK(gpu::use_mma_step(p.gpu, 8));
+  opt.training = true;  // the epilogue writes the reserve rows on this path too
+  REQUIRE(make_profile_plan(c.stack, opt, gpu::device_profile(2), &p) == Status::ok);
+  CHECK(gpu::use_mma_step(p.gpu, 64));
+  opt.gpu_half_math = false;
+  REQUIRE(make_profile_plan(c.stack, opt, gpu::device_profile(2), &p) == Status::ok);
+  CHECK(!gpu::use_mma_step(p.gpu, 64));
+  opt.gpu_half_math = true;
+  opt.weight_dtype = DType::f32;
+  REQUIRE(make_profile_plan(c.stack, opt, gpu::device_profile(2), &p) == Status::ok);
+  CHECK(!gpu::use_mma_step(p.gpu, 64));
+  gpu::DeviceProfile rdna = gpu::device_profile(2);
+  rdna.device.mma = 0;
+  opt.weight_dtype = DType::f16;
+  REQUIRE(make_profile_plan(c.stack, opt, rdna, &p) == Status::ok);
+  CHECK(!gpu::use_mma_step(p.gpu, 64));
 }

@@ -43,7 +43,9 @@ Status train_emulated(const Case& c, const TrainData& d, const Device& dev, Trai
   opt.max_seq_len = c.T + 1;
   opt.training = true;
   opt.weight_dtype = c.weights;
+  opt.gpu_half_math = c.half_math;
   gpu::DescribedDevice on;
+  on.device.mma = c.half_math ? 1 : 0;  // a device with matrix units where the case asks for them
   on.device.sm_count = dev.sm_count;
   on.device.warp_size = dev.warp;
   on.device.smem_optin = 48 * 1024;
@@ -127,6 +129,54 @@ TEST_CASE("emulated GPU training with f16 and bf16 weight storage") {
       check_emulated(c, rng.next());
     }
   MESSAGE("largest relative error: " << g_training_worst);
+}
+
+TEST_CASE("emulated GPU training with gpu_half_math at batch >= 8: the forward's recurrence on the matrix units") {
+  // The training forward's per-step recurrence on the matrix units writes the reserve rows through
+  // the shared epilogue; backward (f32) reads them. Against the f64 reference at the forward's
+  // half-math tolerances, every output and gradient.
+  double worst[2] = {0, 0};  // f16, bf16
+  Rng rng(2026112405);
+  const struct {
+    Mode mode;
+    GruVariant variant;
+    int hidden, B;
+    bool bidirectional;
+    DType weights;
+  } shapes[] = {{Mode::lstm, GruVariant::reset_after, 20, 9, true, DType::f16},
+                {Mode::gru, GruVariant::reset_before, 37, 17, false, DType::bf16},
+                {Mode::gru, GruVariant::reset_after, 20, 8, true, DType::bf16},
+                {Mode::rnn_tanh, GruVariant::reset_after, 37, 9, false, DType::f16}};
+  int i = 0;
+  for (const auto& sh : shapes) {
+    Case c;
+    c.stack.input_size = 11;
+    c.stack.num_layers = 1;
+    c.stack.layers[0] = layer(sh.mode, sh.hidden, sh.bidirectional, {}, sh.variant);
+    c.T = 3;
+    c.B = sh.B;
+    c.lengths = i % 2 == 0;
+    c.initial = true;
+    c.weights = sh.weights;
+    c.half_math = true;
+    c.tolerance = half_math_tolerance(c.weights);
+    std::map<std::string, int> launches;
+    Device dev;
+    dev.warp = i % 2 ? 64 : 32;
+    dev.recurrence = gpu::Recurrence::tiled;
+    dev.launches = &launches;
+    g_training_worst = 0;
+    check_emulated(c, rng.next(), dev);
+    worst[c.weights == DType::bf16] = std::max(worst[c.weights == DType::bf16], g_training_worst);
+    const int per_step = sh.mode == Mode::gru && sh.variant == GruVariant::reset_before ? 2 : 1;
+    int mma_steps = 0;  // launches of the matrix-unit step kernel
+    for (const auto& kv : launches)
+      if (kv.first.find("_mma_16x16") != std::string::npos) mma_steps += kv.second;
+    CHECK(mma_steps == c.T * per_step);
+    ++i;
+  }
+  MESSAGE("largest relative error: f16 " << worst[0] << " (tolerance " << half_math_tolerance(DType::f16) << "), bf16 "
+                                         << worst[1] << " (tolerance " << half_math_tolerance(DType::bf16) << ")");
 }
 
 TEST_CASE("emulated GPU training: shapes large enough for the tiled products (edges in every dimension)" * doctest::test_suite("long")) {
