@@ -643,85 +643,68 @@ TEST_CASE("the backend's planner plans for H100, A100, MI250X and MI300X profile
   }
 }
 
+namespace {
+
+// A two-layer stack of `mode` with one poisoned input (t = 1, row `row`) through the reference and
+// the emulated GPU (`cfg`; half_math: f16 weights and gpu_half_math, the matrix-unit step): NaN in
+// exactly the same outputs of y and hy.
+void check_nan_propagation(Mode mode, GruVariant variant, float poison, int B, int row, std::uint64_t seed,
+                           const EmuConfig& cfg, bool half_math) {
+  const int T = 4, I = 5, H = 7;
+  StackSpec st;
+  st.input_size = I;
+  st.num_layers = 2;
+  st.layers[0] = layer(mode, H, true, {}, variant);
+  st.layers[1] = layer(mode, H, false, {}, variant);
+  Rng rng(seed);
+  const auto w = random_vector<float>(rng, param_count(st), 0.4);
+  auto x = random_vector<float>(rng, static_cast<std::size_t>(T) * B * I, 1.0);
+  x[(static_cast<std::size_t>(1) * B + row) * I + 2] = poison;
+  ForwardArgs a;
+  a.batch = B;
+  a.seq_len = T;
+  a.x = x.data();
+  PlanOptions opt;
+  opt.max_batch = B;
+  opt.max_seq_len = T;
+  opt.backend = Backend::reference;
+  Outputs<float> want, got;
+  REQUIRE(run_forward(st, opt, w, a, &want) == Status::ok);
+  if (half_math) {
+    opt.weight_dtype = DType::f16;
+    opt.gpu_half_math = true;
+  }
+  std::map<std::string, int> launches;
+  REQUIRE(run_emulated(st, opt, cfg, w, a, &got, &launches) == Status::ok);
+  INFO(to_string(mode) << " " << to_string(variant) << " poison " << poison << " " << describe(cfg)
+                       << (half_math ? " half math" : ""));
+  if (half_math) CHECK(count_prefix(launches, "_mma_16x16") > 0);
+  std::size_t nans = 0;
+  for (std::size_t i = 0; i < want.y.size(); ++i) {
+    nans += std::isnan(want.y[i]);
+    CHECK(std::isnan(want.y[i]) == std::isnan(got.y[i]));
+  }
+  for (std::size_t i = 0; i < want.hy.size(); ++i) CHECK(std::isnan(want.hy[i]) == std::isnan(got.hy[i]));
+  if (std::isnan(poison)) CHECK(nans > 0);
+}
+
+}  // namespace
+
 TEST_CASE("emulated GPU forward: NaN and Inf give NaN where the reference does, in every cell and kernel") {
   const Mode modes[] = {Mode::lstm, Mode::gru, Mode::gru, Mode::rnn_tanh, Mode::rnn_relu};
   const GruVariant variants[] = {GruVariant::reset_after, GruVariant::reset_after, GruVariant::reset_before,
                                  GruVariant::reset_after, GruVariant::reset_after};
   const float poisons[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(), -1e30f};
-  const int T = 4, B = 3, I = 5, H = 7;
-  for (int m = 0; m < 5; ++m)
+  for (int m = 0; m < 5; ++m) {
     for (float poison : poisons)
-      for (gpu::Recurrence rec : {gpu::Recurrence::persistent, gpu::Recurrence::tiled}) {
-        StackSpec st;
-        st.input_size = I;
-        st.num_layers = 2;
-        st.layers[0] = layer(modes[m], H, true, {}, variants[m]);
-        st.layers[1] = layer(modes[m], H, false, {}, variants[m]);
-        Rng rng(40 + m);
-        const auto w = random_vector<float>(rng, param_count(st), 0.4);
-        auto x = random_vector<float>(rng, static_cast<std::size_t>(T) * B * I, 1.0);
-        x[(1 * B + 1) * I + 2] = poison;  // t = 1, row 1
-        ForwardArgs a;
-        a.batch = B;
-        a.seq_len = T;
-        a.x = x.data();
-        PlanOptions opt;
-        opt.max_batch = B;
-        opt.max_seq_len = T;
-        opt.backend = Backend::reference;
-        Outputs<float> want, got;
-        REQUIRE(run_forward(st, opt, w, a, &want) == Status::ok);
-        REQUIRE(run_emulated(st, opt, config(32, rec), w, a, &got, nullptr) == Status::ok);
-        INFO(to_string(modes[m]) << " " << to_string(variants[m]) << " poison " << poison << " "
-                                 << describe(config(32, rec)));
-        std::size_t nans = 0;
-        for (std::size_t i = 0; i < want.y.size(); ++i) {
-          nans += std::isnan(want.y[i]);
-          CHECK(std::isnan(want.y[i]) == std::isnan(got.y[i]));
-        }
-        for (std::size_t i = 0; i < want.hy.size(); ++i) CHECK(std::isnan(want.hy[i]) == std::isnan(got.hy[i]));
-        if (std::isnan(poison)) CHECK(nans > 0);
-      }
-  // The matrix-unit step (gpu_half_math, f16 weights, B = 9): NaN and Inf propagate through the
-  // rounding and the MMA as in f32 (-1e30 is left out: it overflows f16, as documented).
-  for (int m = 0; m < 5; ++m)
-    for (float poison : {poisons[0], poisons[1]}) {
-      const int B9 = 9;
-      StackSpec st;
-      st.input_size = I;
-      st.num_layers = 2;
-      st.layers[0] = layer(modes[m], H, true, {}, variants[m]);
-      st.layers[1] = layer(modes[m], H, false, {}, variants[m]);
-      Rng rng(50 + m);
-      const auto w = random_vector<float>(rng, param_count(st), 0.4);
-      auto x = random_vector<float>(rng, static_cast<std::size_t>(T) * B9 * I, 1.0);
-      x[(1 * B9 + 4) * I + 2] = poison;  // t = 1, row 4
-      ForwardArgs a;
-      a.batch = B9;
-      a.seq_len = T;
-      a.x = x.data();
-      PlanOptions opt;
-      opt.max_batch = B9;
-      opt.max_seq_len = T;
-      opt.backend = Backend::reference;
-      Outputs<float> want, got;
-      REQUIRE(run_forward(st, opt, w, a, &want) == Status::ok);
-      opt.weight_dtype = DType::f16;
-      opt.gpu_half_math = true;
-      EmuConfig cfg = config(32, gpu::Recurrence::tiled);
-      cfg.mma = true;
-      std::map<std::string, int> launches;
-      REQUIRE(run_emulated(st, opt, cfg, w, a, &got, &launches) == Status::ok);
-      INFO(to_string(modes[m]) << " " << to_string(variants[m]) << " poison " << poison << " half math");
-      CHECK(count_prefix(launches, "_mma_16x16") > 0);
-      std::size_t nans = 0;
-      for (std::size_t i = 0; i < want.y.size(); ++i) {
-        nans += std::isnan(want.y[i]);
-        CHECK(std::isnan(want.y[i]) == std::isnan(got.y[i]));
-      }
-      for (std::size_t i = 0; i < want.hy.size(); ++i) CHECK(std::isnan(want.hy[i]) == std::isnan(got.hy[i]));
-      if (std::isnan(poison)) CHECK(nans > 0);
-    }
+      for (gpu::Recurrence rec : {gpu::Recurrence::persistent, gpu::Recurrence::tiled})
+        check_nan_propagation(modes[m], variants[m], poison, 3, 1, 40 + m, config(32, rec), false);
+    // The matrix-unit step (gpu_half_math, f16 weights, B = 9): NaN and Inf propagate through the
+    // rounding and the MMA as in f32 (-1e30 is left out: it overflows f16, as documented).
+    EmuConfig cfg = config(32, gpu::Recurrence::tiled);
+    cfg.mma = true;
+    for (float poison : {poisons[0], poisons[1]}) check_nan_propagation(modes[m], variants[m], poison, 9, 4, 50 + m, cfg, true);
+  }
 }
 
 TEST_CASE("a kernel's shared-memory limit is raised once per device, to the device's maximum") {
