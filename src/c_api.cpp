@@ -83,6 +83,8 @@ PlanOptions to_cpp(const rnncore_plan_options& o) {
   r.threads = o.threads;
   r.gpu_device = o.gpu_device;
   r.training = o.training != 0;
+  r.weight_dtype = static_cast<DType>(o.weight_dtype);  // the same numbers (Plan::create checks the value)
+  r.gpu_half_math = o.gpu_half_math != 0;
   return r;
 }
 
@@ -351,6 +353,8 @@ void rnncore_plan_options_init(rnncore_plan_options* options) {
   options->backend = RNNCORE_BACKEND_AUTO;
   options->max_isa = RNNCORE_ISA_BEST;
   options->training = 0;
+  options->weight_dtype = RNNCORE_F32;
+  options->gpu_half_math = 0;
 }
 
 rnncore_status rnncore_plan_create(const rnncore_spec* spec, const rnncore_plan_options* options, rnncore_plan* plan) {

@@ -408,6 +408,9 @@ Status create_plan(const StackSpec& stack, const PlanOptions& options, const Gpu
   const bool isa_ok = (options.max_isa >= Isa::none && options.max_isa <= Isa::neon) || options.max_isa == Isa::best;
   RNNCORE_ENSURE(isa_ok, Status::invalid_enum, "options.max_isa = %d is not an instruction set",
                  static_cast<int>(options.max_isa));
+  const DType wd = options.weight_dtype;
+  RNNCORE_ENSURE(wd == DType::f32 || wd == DType::f16 || wd == DType::bf16, Status::invalid_enum,
+                 "options.weight_dtype = %d: weights are stored as f32, f16 or bf16", static_cast<int>(wd));
   RNNCORE_RETURN_IF_ERROR(check_residual_functions(stack));
   RNNCORE_RETURN_IF_ERROR(check_training(stack, options));
   RNNCORE_ENSURE(options.threads >= 1 && options.threads <= 256, Status::invalid_size, "options.threads = %d (1..256)",

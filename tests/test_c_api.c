@@ -257,6 +257,34 @@ int main(void) {
     EXPECT(rnncore_backward(&p, packed, bws, bws_bytes, &ba) == RNNCORE_ERR_NULL_POINTER);
     EXPECT(strstr(rnncore_last_error_detail(), "reserve") != NULL);
   }
+  {
+    /* 16-bit weight storage from C: bf16 packs about half the bytes of f32 (biases stay f32) where the
+     * SIMD backend has it (AVX2 / AVX-512), and is refused by name elsewhere; an unknown storage type
+     * is refused. */
+    rnncore_spec s;
+    rnncore_plan_options o;
+    rnncore_plan p32, p16;
+    rnncore_spec_init(&s);
+    s.mode = RNNCORE_MODE_LSTM;
+    s.input_size = 16;
+    s.hidden_size = 32;
+    rnncore_plan_options_init(&o);
+    EXPECT(o.weight_dtype == RNNCORE_F32 && o.gpu_half_math == 0);
+    o.backend = RNNCORE_BACKEND_SIMD;
+    if (rnncore_plan_create(&s, &o, &p32) == RNNCORE_OK) {
+      rnncore_status st;
+      o.weight_dtype = RNNCORE_BF16;
+      st = rnncore_plan_create(&s, &o, &p16);
+      EXPECT(st == RNNCORE_OK || st == RNNCORE_ERR_UNSUPPORTED);
+      if (st == RNNCORE_OK)
+        EXPECT(20 * rnncore_plan_packed_weight_bytes(&p16) <= 11 * rnncore_plan_packed_weight_bytes(&p32));
+      else
+        EXPECT(strstr(rnncore_last_error_detail(), "weight_dtype bf16") != NULL);
+    }
+    o.weight_dtype = RNNCORE_F64;
+    EXPECT(rnncore_plan_create(&s, &o, &p16) == RNNCORE_ERR_INVALID_ENUM);
+    EXPECT(strstr(rnncore_last_error_detail(), "weight_dtype") != NULL);
+  }
   printf("%s (%d failures)\n", failures ? "FAIL" : "PASS", failures);
   return failures ? 1 : 0;
 }

@@ -1001,6 +1001,7 @@ struct BenchOptions {
   std::string mode = "lstm", gru, dtype = "f32", backend = "auto";
   long long seq = 100, batch = 1, input = 512, hidden = 512, layers = 1, threads = 1, reps = 20, proj = 0;
   bool bidirectional = false, backward = false, peak = false, oversubscribe = false, peepholes = false;
+  bool gpu_half_math = false;
   double dropout = 0.0;
 };
 
@@ -1043,6 +1044,10 @@ void define_bench(CLI::App& app, BenchOptions& o) {
       ->type_name("auto|reference|simd|gpu")
       ->group(exec);
   add_thread_options(app, o.threads, o.oversubscribe, exec);
+  app.add_flag("--gpu-half-math", o.gpu_half_math,
+               "GPU backend with --dtype f16 or bf16: let the matrix units\n"
+               "take x and h rounded to the weight type (docs/gpu.md)")
+      ->group(exec);
   app.add_option("--reps", o.reps, "timed repetitions after one warm-up (1..1000000)")
       ->check(int_range(1, 1000000))
       ->type_name("R")
@@ -1099,6 +1104,9 @@ int cmd_bench(int argc, char** argv) {
   opt.threads = static_cast<int>(threads);
   opt.weight_dtype = dtype_name == "bf16" ? DType::bf16 : dtype_name == "f16" ? DType::f16 : DType::f32;
   parse_backend(o.backend, &opt.backend);
+  if (o.gpu_half_math && (opt.backend != Backend::gpu || opt.weight_dtype == DType::f32))
+    return usage_error("bench", "--gpu-half-math needs --backend gpu and --dtype f16 or bf16");
+  opt.gpu_half_math = o.gpu_half_math;
   const bool backward = o.backward;
   const double dropout = o.dropout;
   const bool with_dropout = given(app, "--dropout");

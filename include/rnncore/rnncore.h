@@ -140,7 +140,11 @@ typedef struct rnncore_plan_options {
   int32_t max_isa;     /**< rnncore_isa cap for the SIMD backend */
   int32_t threads;     /**< CPU worker threads (1: none) */
   int32_t gpu_device;  /**< GPU backend: device ordinal */
-  int32_t training;    /**< nonzero: plan for training (reserve and backward workspace; CPU only) */
+  int32_t training;    /**< nonzero: plan for training (reserve and backward workspace) */
+  int32_t weight_dtype;  /**< rnncore_dtype the packed weights are stored in: RNNCORE_F32 (0, the default), or
+                              RNNCORE_F16 / RNNCORE_BF16 with f32 arithmetic (f32 specs; SIMD or GPU backend) */
+  int32_t gpu_half_math; /**< nonzero: the GPU backend may round x and h to the 16-bit weight type for the
+                              matrix units (docs/gpu.md, "Tensor cores"); needs F16 or BF16 weight_dtype */
 } rnncore_plan_options;
 
 /** A planned network; a plain value of fixed size (place it anywhere, copy it freely). */
