@@ -301,7 +301,7 @@ std::int16_t tanh_q(std::int16_t x, int integer_bits) {
 namespace {
 
 #if !defined(RNNCORE_NO_HEAP)
-// Host builds look the gates' activations up instead of computing them: the sigmoid and the cell
+// Host builds look the activations up instead of computing them: the sigmoid and the cell
 // gate's tanh (3 integer bits) map int16 to int16, so two tables of 65,536 entries, filled once by
 // the functions above, give the same bits for about one load each (the computed activation is some
 // 30 dependent multiplies; the step's rest cost 100 ns a unit on x86 with it). 256 KiB of static
@@ -327,12 +327,53 @@ RNNCORE_Q8_INLINE std::int16_t gate_activation(int g, std::int16_t z) {
   const GateTables& t = gate_tables();
   return g == 2 ? t.tanh3[z + 32768] : t.sigmoid[z + 32768];
 }
-// Fills the tables now, so that the first step does not.
-void fill_gate_tables() { (void)gate_tables(); }
+
+// tanh of a cell state with IB integer bits, the same way: a table per IB, filled at the prepare of
+// the first layer whose cell scale gives that IB (most models use one or two of the seven).
+template <int IB>
+const std::int16_t* cell_tanh_table_for() {
+  struct Table {
+    std::int16_t v[65536];
+    Table() {
+      for (std::int32_t x = -32768; x <= 32767; ++x) v[x + 32768] = tanh_fixed<IB>(static_cast<std::int16_t>(x));
+    }
+  };
+  static const Table table;
+  return table.v;
+}
+
+// The table of tanh with `bits` integer bits (0..6), or null (a finer cell scale: no tanh).
+const std::int16_t* cell_tanh_table(int bits) {
+  switch (bits) {
+    case 0: return cell_tanh_table_for<0>();
+    case 1: return cell_tanh_table_for<1>();
+    case 2: return cell_tanh_table_for<2>();
+    case 3: return gate_tables().tanh3;
+    case 4: return cell_tanh_table_for<4>();
+    case 5: return cell_tanh_table_for<5>();
+    case 6: return cell_tanh_table_for<6>();
+    default: return nullptr;
+  }
+}
+
+// Fills the tables a layer with this cell scale uses now, so that its first step does not.
+void fill_tables(int cell_log2) {
+  (void)gate_tables();
+  (void)cell_tanh_table(15 + cell_log2);
+}
 #else
 RNNCORE_Q8_INLINE std::int16_t gate_activation(int g, std::int16_t z) { return g == 2 ? tanh_fixed<3>(z) : sigmoid_fixed(z); }
-void fill_gate_tables() {}
+const std::int16_t* cell_tanh_table(int) { return nullptr; }
+void fill_tables(int) {}
 #endif
+
+// tanh of the cell state (integer bits 0..6): the host's table, or computed.
+struct CellTanh {
+  int bits;
+  const std::int16_t* table;
+  explicit CellTanh(int integer_bits) : bits(integer_bits), table(cell_tanh_table(integer_bits)) {}
+  RNNCORE_Q8_INLINE std::int16_t operator()(std::int16_t c) const { return table != nullptr ? table[c + 32768] : tanh_q(c, bits); }
+};
 
 const char* const kGateName[kGates] = {"i", "f", "g", "o"};
 
@@ -470,7 +511,7 @@ Status int8_lstm_prepare(const Int8LstmQuantization& q, int input_size, int hidd
   detail::clear_error();
   Int8LstmParams p;
   RNNCORE_RETURN_IF_ERROR(derive_scales(q, input_size, hidden_size, w, r, bias_storage, bias_storage_words, &p));
-  fill_gate_tables();
+  fill_tables(p.cell_log2);
   RNNCORE_RETURN_IF_ERROR(fold_biases(q, bias, nullptr, bias_storage, &p));
   *out = p;
   return Status::ok;
@@ -483,7 +524,7 @@ Status int8_lstm_prepare_folded(const Int8LstmQuantization& q, int input_size, i
   detail::clear_error();
   Int8LstmParams p;
   RNNCORE_RETURN_IF_ERROR(derive_scales(q, input_size, hidden_size, w, r, folded_biases, folded_words, &p));
-  fill_gate_tables();
+  fill_tables(p.cell_log2);
   RNNCORE_RETURN_IF_ERROR(fold_biases(q, bias, folded_biases, nullptr, &p));
   *out = p;
   return Status::ok;
@@ -515,6 +556,7 @@ void step_block(const Int8LstmParams& p, int j0, int n, const std::int8_t* x, co
   }
   const int ig_shift = 30 + p.cell_log2;   // Q0.15 · Q0.15 → cell scale 2^cell_log2
   const int tanh_bits = 15 + p.cell_log2;  // integer bits of the cell state
+  const CellTanh cell_tanh(tanh_bits);
   const StepMultiplier m_hidden(p.hidden_mult);
   for (int u = 0; u < n; ++u) {
     const std::int16_t gi = act[0][u], gf = act[1][u], gg = act[2][u], go = act[3][u];
@@ -532,7 +574,7 @@ void step_block(const Int8LstmParams& p, int j0, int n, const std::int8_t* x, co
     // dispatches only 0..6 and otherwise returns without writing its output, which is the input
     // gate's scratch buffer: LiteRT then multiplies o by the input gate i instead of tanh(c).
     // Reproduced here, bit for bit (tested on Keras models converted with cell scale 2^-16).
-    const std::int16_t tc = tanh_bits >= 0 ? tanh_q(cn, tanh_bits) : gi;
+    const std::int16_t tc = tanh_bits >= 0 ? cell_tanh(cn) : gi;
     const std::int32_t prod = static_cast<std::int32_t>(go) * tc;
     const std::int32_t hq = m_hidden(prod) + p.hidden_zp;
 #if defined(RNNCORE_Q8_ACLE)
