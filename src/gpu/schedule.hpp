@@ -407,17 +407,15 @@ Status input_projection(L& ln, const detail::PlanImpl& p, const GpuPlan& g, cons
     const std::int64_t items = static_cast<std::int64_t>(la.steps) * la.batch * lp.gates * lp.hidden;
     return ln.template launch<f32_rnn_proj_skip>(elementwise_dims(g, items, lp.dirs), la, dev, 0);
   }
-  if constexpr (!std::is_same<WT, float>::value) {
-    if (g.mma_proj) {  // the matrix units (plan_select checked the option and the device)
-      using M = f16_rnn_proj_gemm_mma_64x64<WT>;
-      Dims d;
-      d.gx = static_cast<std::uint32_t>((static_cast<std::int64_t>(lp.gates) * lp.hidden + M::kBN - 1) / M::kBN);
-      d.gy = static_cast<std::uint32_t>(std::min<std::int64_t>((static_cast<std::int64_t>(la.steps) * la.batch + M::kBM - 1) / M::kBM, 65535));
-      d.gz = static_cast<std::uint32_t>(lp.dirs);
-      d.block = static_cast<std::uint32_t>(M::threads(g.target.warp_size));
-      d.smem = M::smem_bytes();
-      return ln.template launch<M>(d, la, dev, 0);
-    }
+  if (g.mma_proj) {  // the matrix units, TF32 for f32 weights (plan_select checked the option and the device)
+    using M = rnn_proj_gemm_mma_64x64<WT>;
+    Dims d;
+    d.gx = static_cast<std::uint32_t>((static_cast<std::int64_t>(lp.gates) * lp.hidden + M::kBN - 1) / M::kBN);
+    d.gy = static_cast<std::uint32_t>(std::min<std::int64_t>((static_cast<std::int64_t>(la.steps) * la.batch + M::kBM - 1) / M::kBM, 65535));
+    d.gz = static_cast<std::uint32_t>(lp.dirs);
+    d.block = static_cast<std::uint32_t>(M::threads(g.target.warp_size));
+    d.smem = M::smem_bytes();
+    return ln.template launch<M>(d, la, dev, 0);
   }
   using K = f32_rnn_proj_gemm_tiled<WT>;
   Dims d;
