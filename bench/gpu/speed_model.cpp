@@ -19,7 +19,8 @@
 // the per-step recurrence runs on the matrix units (f16_rnn_step_mma_16x16, batch ≥ 8), the
 // compute term counts the batch padded to 16 rows at the profile's f16 matrix rate of the
 // multiprocessors its blocks occupy (R from L2 or HBM, as the per-step kernel), and the projection's
-// share is at that rate too where it runs on them. A lower bound for these kernels, not a prediction: the kernels'
+// share is at that rate too where it runs on them (with f32 weights: TF32 on NVIDIA at the profile's
+// TF32 rate, the recurrence in f32). A lower bound for these kernels, not a prediction: the kernels'
 // instruction mix, bank conflicts and the h broadcast are not modelled. Printed beside cuDNN's
 // published anchors.
 //
@@ -129,7 +130,8 @@ bool model(const gpu::DeviceProfile& prof, const ModelShape& sh, Row* row) {
   row->compute_us = row->flops * padded / (rate_gflops * sms_used * 1e3);
   row->memory_us = row->weight_bytes / (bandwidth_gbs * 1e3);
   row->bound_us = std::max(row->compute_us, row->memory_us) + row->latency_us;
-  const double proj_tflops = p.gpu.mma_proj ? prof.f16_matrix_tflops : prof.f32_tflops;
+  const double matrix_tflops = p.gpu.weights == gpu::kWeightF32 ? prof.tf32_matrix_tflops : prof.f16_matrix_tflops;
+  const double proj_tflops = p.gpu.mma_proj ? matrix_tflops : prof.f32_tflops;
   row->proj_us = 2 * G * H * H * B / (proj_tflops * 1e6);  // I = H: the projection's share of a step
   return true;
 }
@@ -172,7 +174,7 @@ int main(int argc, char** argv) {
       {Mode::lstm, 512, 16, DType::f32},  {Mode::lstm, 512, 16, DType::f16},  {Mode::lstm, 256, 1, DType::f32},
       {Mode::lstm, 512, 1, DType::f32},   {Mode::lstm, 1024, 1, DType::f32},  {Mode::lstm, 1024, 4, DType::f16},
       {Mode::lstm, 1024, 64, DType::f32}, {Mode::gru, 512, 8, DType::f32},    {Mode::rnn_tanh, 2048, 4, DType::f32},
-      {Mode::lstm, 512, 16, DType::f16, true}, {Mode::lstm, 1024, 64, DType::f16, true},
+      {Mode::lstm, 512, 16, DType::f16, true}, {Mode::lstm, 1024, 64, DType::f16, true}, {Mode::lstm, 1024, 64, DType::f32, true},
   };
   if (csv)
     std::printf("device,mode,H,B,weights,kernel,blocks,where,flops,weight_bytes,compute_us,memory_us,latency_us,bound_us,"

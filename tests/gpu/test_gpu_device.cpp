@@ -229,6 +229,17 @@ TEST_CASE("GPU forward with gpu_half_math: the input projection and the per-step
       check_on_device(c, kChoices[1 + n % 2], 6600 + static_cast<std::uint64_t>(n));
       ++n;
     }
+  // f32 weights: TF32 projections on NVIDIA sm_80+ (the hardware's m16n8k8 .tf32 layout against
+  // mma_coord_tf32), the f32 GEMM elsewhere (the f32 tolerance holds within TF32's); the emulator
+  // test runs the same cases on the H100 profile.
+  Rng tf32_rng(4444);
+  for (int i = 0; i < 3; ++i) {
+    Case c = random_case(tf32_rng);
+    c.weights = DType::f32;
+    c.half_math = true;
+    c.tolerance = half_math_tolerance(DType::f32);
+    check_on_device(c, kChoices[i % 3], 6600 + static_cast<std::uint64_t>(i));
+  }
   RnnSpec spec;
   spec.input_size = spec.hidden_size = 256;
   PlanOptions opt;
