@@ -967,57 +967,64 @@ struct f32_rnn_step_tiled {
   }
 };
 
-/// Names of the matrix-unit step kernels, [WeightId - 1][cell], then the reset-before GRU's two
-/// phases (index 4 + PHASE; that cell always runs in phases).
-constexpr const char* kMmaStepNames[2][7] = {
+/// Names of the matrix-unit step kernels, [WeightId][cell] (f32 weights: TF32), then the
+/// reset-before GRU's two phases (index 4 + PHASE; that cell always runs in phases).
+constexpr const char* kMmaStepNames[3][7] = {
+    {"tf32_lstm_step_mma_16x16", "tf32_gru_step_mma_16x16", "", "tf32_rnn_tanh_step_mma_16x16",
+     "tf32_rnn_relu_step_mma_16x16", "tf32_gru_reset_before_phase1_mma_16x16", "tf32_gru_reset_before_phase2_mma_16x16"},
     {"f16_lstm_step_mma_16x16", "f16_gru_step_mma_16x16", "", "f16_rnn_tanh_step_mma_16x16",
      "f16_rnn_relu_step_mma_16x16", "f16_gru_reset_before_phase1_mma_16x16", "f16_gru_reset_before_phase2_mma_16x16"},
     {"bf16_lstm_step_mma_16x16", "bf16_gru_step_mma_16x16", "", "bf16_rnn_tanh_step_mma_16x16",
      "bf16_rnn_relu_step_mma_16x16", "bf16_gru_reset_before_phase1_mma_16x16", "bf16_gru_reset_before_phase2_mma_16x16"}};
 
-/// f32_rnn_step_tiled's step on the matrix units (PlanOptions::gpu_half_math, f16 / bf16 weights, a
-/// device with them, batches of at least kMmaStepMinBatch; src/gpu/plan.hpp, use_mma_step): the
-/// recurrent product of gates [G0, G0 + NG) is h̃·Rᵀ with h̃ = the operand (h, or r ⊙ h in PHASE 2)
-/// rounded to WT, exact products and f32 sums, then the same cell epilogue. A block owns 16 units
-/// (all NG gates) and runs 16-row tiles of the batch (rows past B are zero); warp g computes gate
-/// G0 + g's 16 × 16 tile over k chunks of kBK staged in shared memory as WT bits. The accumulators
+/// f32_rnn_step_tiled's step on the matrix units (PlanOptions::gpu_half_math on a device with them:
+/// f16 / bf16 weights, or f32 weights as TF32 where the device takes it; batches of at least
+/// kMmaStepMinBatch; src/gpu/plan.hpp, use_mma_step): the recurrent product of gates [G0, G0 + NG)
+/// is h̃·R̃ᵀ with h̃ = the operand (h, or r ⊙ h in PHASE 2) rounded to the operand type of WT
+/// (MmaOperandOf: WT, or TF32 for f32 weights, which rounds R too: R̃), exact products and f32
+/// sums, then the same cell epilogue. A block owns 16 units (all NG gates) and runs 16-row tiles of
+/// the batch (rows past B are zero); warp g computes gate G0 + g's 16 × 16 tile over k chunks of
+/// kBK staged in shared memory as operand bits. The accumulators
 /// meet in shared memory, where each (row, 4 units) item gathers its gates for cell_epilogue4.
 /// grid = (unit tiles, row tiles (strided), direction); block = NG warps.
 template <int C, int G0, int NG, int PHASE, class WT>
-struct f16_rnn_step_mma_16x16 {
+struct rnn_step_mma_16x16 {
   using Args = LayerArgs;
-  static const char* name() { return kMmaStepNames[weight_id_of(WT{}) - 1][PHASE ? 4 + PHASE : C]; }
+  using Op = MmaOperandOf<WT>;
+  using Bits = typename Op::Bits;
+  static const char* name() { return kMmaStepNames[weight_id_of(WT{})][PHASE ? 4 + PHASE : C]; }
   static constexpr bool kUsesMma = true;
+  static constexpr bool kUsesMmaTf32 = weight_id_of(WT{}) == kWeightF32;
   static constexpr int kBK = 32;
-  /// Row stride of the staged tiles in 16-bit elements: padded by 8 so that the rows of a
+  /// Row stride of the staged tiles in elements: padded by 16 bytes so that the rows of a
   /// fragment load start in different banks (as the projection GEMM's).
-  static constexpr int kLd = kBK + 8;
+  static constexpr int kLd = kBK + 16 / static_cast<int>(sizeof(Bits));
   static constexpr int kMaxThreads = NG * 64;  ///< NG warps of 64 (AMD); NVIDIA launches NG · 32
   static_assert(NG >= 1 && NG <= 4, "a cell has at most 4 gates");
   /// Staged h̃ [16][kLd] and R [NG·16][kLd], or (after the k loop, in the same bytes) the
   /// accumulators [NG][16 rows][16 units] in f32.
   RNNCORE_HD static size_t smem_bytes() {
-    const size_t staged = sizeof(uint16_t) * kLd * kMmaDim * (1 + NG), acc = sizeof(float) * NG * kMmaDim * kMmaDim;
+    const size_t staged = sizeof(Bits) * kLd * kMmaDim * (1 + NG), acc = sizeof(float) * NG * kMmaDim * kMmaDim;
     return staged > acc ? staged : acc;
   }
   /// Threads of a block on a device of warp size `warp`.
   RNNCORE_HD static int threads(int warp) { return NG * warp; }
 
-  /// Stages chunk k0 of rows b0.. of the operand (rounded to WT) and of R's rows for units u0..,
+  /// Stages chunk k0 of rows b0.. of the operand and of R's rows for units u0.. as operand bits,
   /// k fastest so that consecutive threads read consecutive addresses; zeros outside B, H and Hs.
   template <class Exec>
   RNNCORE_HD static void stage(const Exec& ex, const Args& a, const DirArgs& d, const float* op, int b0, int u0, int k0,
-                               uint16_t* hs, uint16_t* rs) {
+                               Bits* hs, Bits* rs) {
     const int hs_len = a.hidden_stride;
     for (int e = ex.tx(); e < kMmaDim * kBK; e += ex.bdx()) {
       const int r = e / kBK, kk = e % kBK, b = b0 + r, k = k0 + kk;
-      hs[r * kLd + kk] = b < a.batch && k < hs_len ? from_float<WT>(op[static_cast<int64_t>(b) * hs_len + k]).bits : uint16_t{0};
+      hs[r * kLd + kk] = b < a.batch && k < hs_len ? Op::of_x(op[static_cast<int64_t>(b) * hs_len + k]) : Bits{0};
     }
     const WT* R = static_cast<const WT*>(d.r);
     for (int e = ex.tx(); e < NG * kMmaDim * kBK; e += ex.bdx()) {
       const int n = e / kBK, kk = e % kBK, g = n / kMmaDim, u = u0 + n % kMmaDim, k = k0 + kk;
       rs[n * kLd + kk] =
-          u < a.hidden && k < hs_len ? R[(static_cast<int64_t>(G0 + g) * a.hidden + u) * hs_len + k].bits : uint16_t{0};
+          u < a.hidden && k < hs_len ? Op::of_weight(R[(static_cast<int64_t>(G0 + g) * a.hidden + u) * hs_len + k]) : Bits{0};
     }
   }
 
@@ -1026,8 +1033,9 @@ struct f16_rnn_step_mma_16x16 {
     const DirArgs& d = a.dir[ex.bz()];
     const int t = d.reverse ? a.steps - 1 - s : s;
     const float* op = PHASE == 2 ? d.rh : d.h[s & 1];
-    uint16_t* hs = reinterpret_cast<uint16_t*>(smem);  // [16][kLd]: operand rows b, k fastest
-    uint16_t* rs = hs + kMmaDim * kLd;                 // [NG·16][kLd]: R rows (gate, unit), k fastest (B = Rᵀ)
+    using OT = typename Op::Type;
+    Bits* hs = reinterpret_cast<Bits*>(smem);  // [16][kLd]: operand rows b, k fastest
+    Bits* rs = hs + kMmaDim * kLd;             // [NG·16][kLd]: R rows (gate, unit), k fastest (B = Rᵀ)
     float* pre = smem;                                 // [NG][16][16] after the k loop
     const int ws = ex.warp_size(), warp = ex.tx() / ws, lane = ex.tx() % ws, e = 256 / ws;
     const int u0 = ex.bx() * kMmaDim, row_tiles = (a.batch + kMmaDim - 1) / kMmaDim;
@@ -1039,10 +1047,10 @@ struct f16_rnn_step_mma_16x16 {
         stage(ex, a, d, op, b0, u0, k0, hs, rs);
         ex.sync();
         RNNCORE_GPU_UNROLL
-        for (int ks = 0; ks < kBK; ks += kMmaDim) {
-          const MmaFrag<WT> fa = mma_load<WT>(ex, kMmaA, hs + ks, kLd, 1);
-          const MmaFrag<WT> fb = mma_load<WT>(ex, kMmaB, rs + warp * kMmaDim * kLd + ks, 1, kLd);
-          ex.mma_16x16x16(fa, fb, acc);
+        for (int ks = 0; ks < kBK; ks += Op::kK) {
+          const MmaFrag<OT> fa = mma_load<OT>(ex, kMmaA, hs + ks, kLd, 1);
+          const MmaFrag<OT> fb = mma_load<OT>(ex, kMmaB, rs + warp * kMmaDim * kLd + ks, 1, kLd);
+          mma_op(ex, fa, fb, acc);
         }
         ex.sync();  // the tiles are restaged next chunk, and their bytes hold `pre` after the last
       }

@@ -130,15 +130,15 @@ Dims mma_step_dims(const GpuPlan& g, const LayerArgs& la) {
 template <int C, class WT, class L>
 Status steps_mma(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs* dev) {
   if constexpr (C == kGruResetBefore) {
-    using P1 = f16_rnn_step_mma_16x16<C, 0, 2, 1, WT>;
-    using P2 = f16_rnn_step_mma_16x16<C, 2, 1, 2, WT>;
+    using P1 = rnn_step_mma_16x16<C, 0, 2, 1, WT>;
+    using P2 = rnn_step_mma_16x16<C, 2, 1, 2, WT>;
     const Dims d1 = mma_step_dims<P1>(g, la), d2 = mma_step_dims<P2>(g, la);
     for (int s = 0; s < la.steps; ++s) {
       RNNCORE_RETURN_IF_ERROR(ln.template launch<P1>(d1, la, dev, s));
       RNNCORE_RETURN_IF_ERROR(ln.template launch<P2>(d2, la, dev, s));
     }
   } else {
-    using K = f16_rnn_step_mma_16x16<C, 0, cell_gates(C), 0, WT>;
+    using K = rnn_step_mma_16x16<C, 0, cell_gates(C), 0, WT>;
     const Dims d = mma_step_dims<K>(g, la);
     for (int s = 0; s < la.steps; ++s) RNNCORE_RETURN_IF_ERROR(ln.template launch<K>(d, la, dev, s));
   }
@@ -174,9 +174,7 @@ Status recurrence(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs*
     // at plan time) queued nothing: the per-step kernels below compute the same recurrence.
     if (s != Status::unsupported) return s;
   }
-  if constexpr (!std::is_same<WT, float>::value) {
-    if (use_mma_step(g, la.batch)) return steps_mma<C, WT>(ln, g, la, dev);  // plan_select checked the device
-  }
+  if (use_mma_step(g, la.batch)) return steps_mma<C, WT>(ln, g, la, dev);  // plan_select checked the device (TF32 for f32)
   if (use_large_tile(g, la.hidden, la.batch, la.dirs)) return steps_tiled<C, StepTileLarge, WT>(ln, la, dev);
   return steps_tiled<C, StepTileSmall, WT>(ln, la, dev);
 }

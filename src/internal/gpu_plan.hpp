@@ -61,7 +61,7 @@ struct GpuPlan {
   /// on a device with them (DeviceDescription::mma) with f16 / bf16 weights, or with f32 weights
   /// where they take TF32 (DeviceDescription::mma_tf32; x and W rounded to TF32).
   std::int32_t mma_proj = 0;
-  /// The per-step recurrence may run on the matrix units (f16_rnn_step_mma_16x16): the same
+  /// The per-step recurrence may run on the matrix units (rnn_step_mma_16x16): the same
   /// conditions as mma_proj; a run takes it when use_mma_step says so (the batch).
   std::int32_t mma_step = 0;
   std::uint64_t staging = 0;         ///< packed-buffer offset of the canonical staging area (used by pack only)

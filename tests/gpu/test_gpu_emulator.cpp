@@ -1072,6 +1072,21 @@ TEST_CASE("mutants: leaving out any barrier, grid barrier or coherent load is ca
     cfg.mma_tf32 = true;
     cases.emplace_back(c, cfg);
   }
+  {  // the TF32 step kernel (NVIDIA only): two k chunks, two unit tiles, padded rows
+    Case c;
+    c.stack.input_size = 8;
+    c.stack.num_layers = 1;
+    c.stack.layers[0] = layer(Mode::lstm, 37, false, {});
+    c.T = 2;
+    c.B = 9;
+    c.lengths = true;
+    c.weights = DType::f32;
+    c.half_math = true;
+    EmuConfig cfg = config(32, gpu::Recurrence::tiled);
+    cfg.mma = true;
+    cfg.mma_tf32 = true;
+    cases.emplace_back(c, cfg);
+  }
   for (int warp : {32, 64}) {  // the matrix-unit step kernel: two k chunks, two unit tiles, padded rows
     Case c;
     c.stack.input_size = 8;
@@ -1437,7 +1452,7 @@ TEST_CASE("gpu_half_math: the planner picks the matrix units only with 16-bit we
   detail::PlanImpl p;
   REQUIRE(make_profile_plan(c.stack, opt, gpu::device_profile(0), &p) == Status::ok);
   CHECK(p.gpu.mma_proj == 1);
-  CHECK(p.gpu.mma_step == 0);
+  CHECK(p.gpu.mma_step == 1);
   CHECK(std::string(p.kernel_name) == "f32_rnn_tf32__cuda_sm_90");
   REQUIRE(make_profile_plan(c.stack, opt, gpu::device_profile(2), &p) == Status::ok);
   CHECK(p.gpu.mma_proj == 0);
@@ -1462,7 +1477,7 @@ TEST_CASE("gpu_half_math: the planner picks the matrix units only with 16-bit we
 }
 
 TEST_CASE("gpu_half_math with f32 weights: TF32 projections on the H100 and A100, f32 on MI250X and MI300X") {
-  // Whole forwards (two layers, both directions, lengths, initial states; the step in f32) against
+  // Whole forwards (two layers, both directions, lengths, initial states; B = 3: the step in f32) against
   // the f64 reference within half_math_tolerance(f32) = 4e-3 on the H100 profile, where the TF32
   // GEMM must run; on the MI250X one the plan keeps the f32 GEMM and f32 accuracy (1e-5). The
   // A100 and MI300X plans make the same choices.
@@ -1501,7 +1516,7 @@ TEST_CASE("gpu_half_math with f32 weights: TF32 projections on the H100 and A100
     detail::PlanImpl p;
     REQUIRE(make_profile_plan(c.stack, opt, gpu::device_profile(i), &p) == Status::ok);
     CHECK(p.gpu.mma_proj == (i < 2 ? 1 : 0));  // H100, A100: TF32; MI250X, MI300X: none
-    CHECK(p.gpu.mma_step == 0);
+    CHECK(p.gpu.mma_step == (i < 2 ? 1 : 0));
   }
 }
 
@@ -1591,6 +1606,51 @@ TEST_CASE("emulated GPU forward with gpu_half_math at batch >= 8: the per-step r
     }
   MESSAGE("largest relative error: f16 " << worst[0] << " (tolerance " << half_math_tolerance(DType::f16) << "), bf16 "
                                          << worst[1] << " (tolerance " << half_math_tolerance(DType::bf16) << ")");
+}
+
+TEST_CASE("gpu_half_math with f32 weights at batch >= 8: the per-step recurrence in TF32 on the H100 profile, every cell") {
+  // Every cell at B = 9 and 33 (one and three row tiles with padding), H = 20 and 37, lengths,
+  // initial states, uni- and bidirectional, against the f64 reference within half_math_tolerance(f32)
+  // (h and R rounded to TF32 as x and W are), checking that the TF32 step ran at every step.
+  struct Cell {
+    Mode mode;
+    GruVariant variant;
+  };
+  const Cell cells[] = {{Mode::lstm, GruVariant::reset_after},
+                        {Mode::gru, GruVariant::reset_after},
+                        {Mode::gru, GruVariant::reset_before},
+                        {Mode::rnn_tanh, GruVariant::reset_after},
+                        {Mode::rnn_relu, GruVariant::reset_after}};
+  const gpu::DeviceProfile prof = gpu::device_profile(0);
+  double worst = 0;
+  int i = 0;
+  for (const Cell& cell : cells)
+    for (int B : {9, 33}) {
+      Case c;
+      c.stack.input_size = 11;
+      c.stack.num_layers = 1;
+      c.stack.layers[0] = layer(cell.mode, i % 2 ? 37 : 20, i % 3 != 1, {}, cell.variant);
+      c.T = 3;
+      c.B = B;
+      c.lengths = i % 2 == 0;
+      c.initial = i % 4 < 2;
+      c.weights = DType::f32;
+      c.half_math = true;
+      c.tolerance = half_math_tolerance(DType::f32);
+      EmuConfig cfg;
+      cfg.profile = &prof;
+      cfg.recurrence = B <= gpu::kAutoPersistentMaxBatch ? gpu::Recurrence::tiled : gpu::Recurrence::auto_select;
+      cfg.sched_seed = 80 + static_cast<std::uint64_t>(i);
+      std::map<std::string, int> launches;
+      g_forward_worst = 0;
+      check_case(c, cfg, 7200 + static_cast<std::uint64_t>(i), &launches);
+      worst = std::max(worst, g_forward_worst);
+      const int per_step = cell.variant == GruVariant::reset_before && cell.mode == Mode::gru ? 2 : 1;
+      CHECK(count_prefix(launches, "tf32_") - count_prefix(launches, "tf32_rnn_proj_gemm") == c.T * per_step);
+      CHECK(count_prefix(launches, "tf32_rnn_proj_gemm_mma_64x64") == 1);
+      ++i;
+    }
+  MESSAGE("TF32 step: largest relative error " << worst << " (tolerance " << half_math_tolerance(DType::f32) << ")");
 }
 
 TEST_CASE("gpu_half_math: the per-step recurrence takes the matrix units from batch 8; the persistent kernel keeps f32") {
