@@ -1609,9 +1609,10 @@ TEST_CASE("emulated GPU forward with gpu_half_math at batch >= 8: the per-step r
 }
 
 TEST_CASE("gpu_half_math with f32 weights at batch >= 8: the per-step recurrence in TF32 on the H100 profile, every cell") {
-  // Every cell at B = 9 and 33 (one and three row tiles with padding), H = 20 and 37, lengths,
-  // initial states, uni- and bidirectional, against the f64 reference within half_math_tolerance(f32)
-  // (h and R rounded to TF32 as x and W are), checking that the TF32 step ran at every step.
+  // Every cell at B = 9 or 33 (one or three row tiles with padding; the LSTM at both), H = 20 and
+  // 37, lengths, initial states, uni- and bidirectional, against the f64 reference within
+  // half_math_tolerance(f32) (h and R rounded to TF32 as x and W are), checking that the TF32 step
+  // ran at every step.
   struct Cell {
     Mode mode;
     GruVariant variant;
@@ -1626,10 +1627,14 @@ TEST_CASE("gpu_half_math with f32 weights at batch >= 8: the per-step recurrence
   int i = 0;
   for (const Cell& cell : cells)
     for (int B : {9, 33}) {
+      if (i / 2 > 0 && (B == 33) != (i / 2 % 2 == 0)) {  // past the LSTM: one batch per cell, alternating
+        ++i;
+        continue;
+      }
       Case c;
       c.stack.input_size = 11;
       c.stack.num_layers = 1;
-      c.stack.layers[0] = layer(cell.mode, i % 2 ? 37 : 20, i % 3 != 1, {}, cell.variant);
+      c.stack.layers[0] = layer(cell.mode, i % 4 < 2 ? 37 : 20, i % 3 != 1, {}, cell.variant);
       c.T = 3;
       c.B = B;
       c.lengths = i % 2 == 0;
