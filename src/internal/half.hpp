@@ -82,10 +82,10 @@ RNNCORE_HALF_HD inline std::uint16_t f32_to_f16(float f) {
 /// that the kernels and the emulator (tests/gpu/emulator.hpp) run the very same rounding. Adding
 /// half a unit of the 10th mantissa bit to the magnitude and clearing the 13 bits below rounds
 /// ties away; a carry into the exponent is the right result (up to +-inf past the largest TF32).
-/// NaN and inf pass unchanged.
+/// Inf passes unchanged; NaN gets its quiet bit, so that it stays NaN without its 13 low bits.
 RNNCORE_HALF_HD inline std::uint32_t f32_to_tf32(float f) {
   const std::uint32_t u = f32_to_bits(f);
-  if ((u & 0x7f800000u) == 0x7f800000u) return u;
+  if ((u & 0x7f800000u) == 0x7f800000u) return (u & 0x007fffffu) != 0 ? u | 0x00400000u : u;
   return (u + 0x1000u) & 0xffffe000u;
 }
 /// A TF32 pattern's value (the 13 low bits, which the tensor cores ignore, cleared).

@@ -1242,6 +1242,7 @@ TEST_CASE("TF32 rounding: to nearest, ties away from zero, at 10 mantissa bits (
   CHECK(std::isinf(round(std::numeric_limits<float>::max())));  // past the largest TF32
   CHECK(round(std::numeric_limits<float>::infinity()) == std::numeric_limits<float>::infinity());
   CHECK(std::isnan(round(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(std::isnan(detail::tf32_to_f32(detail::f32_to_tf32(detail::bits_to_f32(0x7f800001u)))));  // payload in the low bits only
   CHECK(bits(round(std::ldexp(1.0f, -149))) == 0u);  // the smallest subnormal: below half a TF32 unit
   CHECK(bits(round(std::ldexp(1.0f, -137))) == 0x2000u);  // subnormal tie: away
   CHECK((detail::f32_to_tf32(3.14159265f) & 0x1fffu) == 0u);
