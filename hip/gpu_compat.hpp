@@ -16,7 +16,10 @@
 //   rnncore_gpu_mma_f16(a, b, c)    a warp's 16x16x16 multiply-accumulate, f16 / bf16 in, f32
 //   rnncore_gpu_mma_bf16(a, b, c)   accumulate, fragments as hip/rnn_device.hpp's mma_coord lays them
 //                                   out (a trap where RNNCORE_GPU_HAS_MMA is 0: never planned there)
+//   rnncore_gpu_mma_tf32(a, b, c)   a warp's 16x16x8 multiply-accumulate, TF32 in, f32 accumulate (NVIDIA
+//                                   sm_80+ only; a trap elsewhere, AMD included: never planned there)
 //   rnncore_gpu_arch_has_mma(arch)  host: whether a device of that arch name has them
+//   rnncore_gpu_arch_has_mma_tf32(arch)  host: whether its matrix units take TF32
 //   RNNCORE_GPU_DYNAMIC_SMEM(name)  declares the dynamic shared-memory array
 //   RNNCORE_GPU_ARGS_BY_VALUE       1: kernels take their argument block by value, marked
 //                                   RNNCORE_GPU_GRID_CONSTANT; 0: a pointer to a device copy
@@ -140,11 +143,29 @@ __device__ __forceinline__ void rnncore_gpu_mma_bf16(const unsigned* a, const un
   __trap();
 #endif
 }
+/// D = A·B + C on 16x16x8 as two mma.sync m16n8k8 .tf32 (columns 0-7, then 8-15): a[0..3] are A's
+/// four TF32 registers, b[0..1] and b[2..3] B's two per half, c[0..3] and c[4..7] C's four f32 per
+/// half (PTX ISA, "Matrix Fragments for mma.m16n8k8", .tf32). The operands are already rounded
+/// (detail::f32_to_tf32, the rounding of cvt.rna.tf32.f32, done by the kernels in shared code).
+__device__ __forceinline__ void rnncore_gpu_mma_tf32(const unsigned* a, const unsigned* b, float* c) {
+#if RNNCORE_GPU_HAS_MMA
+  for (int h = 0; h < 2; ++h)
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(c[4 * h]), "+f"(c[4 * h + 1]), "+f"(c[4 * h + 2]), "+f"(c[4 * h + 3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[2 * h]), "r"(b[2 * h + 1]));
+#else
+  (void)a, (void)b, (void)c;
+  __trap();
+#endif
+}
 /// Whether an NVIDIA device of `arch` ("sm_XY") has the mma.sync the kernels use: sm_80 and later.
 inline bool rnncore_gpu_arch_has_mma(const char* arch) {
   int v = 0;
   return std::sscanf(arch, "sm_%d", &v) == 1 && v >= 80;
 }
+/// TF32 came with the same generation (sm_80).
+inline bool rnncore_gpu_arch_has_mma_tf32(const char* arch) { return rnncore_gpu_arch_has_mma(arch); }
 
 /// Largest dynamic shared memory per block after opting in (cudaFuncSetAttribute).
 inline hipError_t rnncore_gpu_smem_optin(int device, int* bytes) {
@@ -234,12 +255,20 @@ __device__ inline void rnncore_gpu_mma_bf16(const unsigned* a, const unsigned* b
   __builtin_trap();
 #endif
 }
+/// CDNA 2 (gfx90a) has no TF32 (CDNA 3's xf32 is a different format): the op is never planned on AMD.
+__device__ inline void rnncore_gpu_mma_tf32(const unsigned* a, const unsigned* b, float* c) {
+  (void)a, (void)b, (void)c;
+  __builtin_trap();
+}
 /// Whether an AMD device of `arch` has the MFMA instructions the kernels use: CDNA 2 and 3
 /// (gfx90a, gfx940-942). RDNA (gfx10xx, gfx11xx) has none.
 inline bool rnncore_gpu_arch_has_mma(const char* arch) {
   return std::strcmp(arch, "gfx90a") == 0 || std::strcmp(arch, "gfx940") == 0 || std::strcmp(arch, "gfx941") == 0 ||
          std::strcmp(arch, "gfx942") == 0;
 }
+
+/// No AMD target takes the TF32 op.
+inline bool rnncore_gpu_arch_has_mma_tf32(const char*) { return false; }
 
 /// HIP reports the per-block limit directly (no opt-in step on AMD).
 inline hipError_t rnncore_gpu_smem_optin(int device, int* bytes) {

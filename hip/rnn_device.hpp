@@ -200,6 +200,80 @@ RNNCORE_HD RNNCORE_GPU_INLINE MmaFrag<WT> mma_load(const Exec& ex, int op, const
   return f;
 }
 
+/// TF32 operands (f32 weights under PlanOptions::gpu_half_math, NVIDIA only): a warp's 16×16×8
+/// multiply-accumulate ex.mma_16x16x8(a, b, c), A [16 m][8 k] and B [8 k][16 n] as TF32 patterns
+/// (detail::f32_to_tf32, round to nearest, ties away), C, D in f32 (MmaAcc). On a GPU it is two
+/// mma.sync m16n8k8 .tf32 (columns 0-7, then 8-15; rnncore_gpu_mma_tf32 of the compat header, a trap
+/// on AMD, which has no TF32: DeviceDescription::mma_tf32 keeps plans from it there).
+struct Tf32 {
+  uint32_t bits;
+};
+/// Operand element i of a lane's MmaFrag<Tf32> is the whole register r[i] (4 of A, 4 of B).
+constexpr int kMmaTf32K = 8;
+
+/// Position of element i (0-3) of `lane`'s TF32 fragment of operand `op` (warp 32 only): (row, col)
+/// of A [16][8], B [8][16] or C [16][16]. PTX ISA, "Matrix Fragments for mma.m16n8k8", .tf32, with
+/// g = lane / 4 and t = lane % 4: A a_i at (g + 8·(i % 2), t + 4·(i / 2)); B b_i at (t + 4·i, g),
+/// here i % 2 of the instruction for n / 8 = i / 2; C as mma.m16n8k16's (mma_coord, elements 0-7).
+RNNCORE_HD inline void mma_coord_tf32(int op, int lane, int i, int* row, int* col) {
+  const int g = lane / 4, t = lane % 4;
+  if (op == kMmaA) {
+    *row = g + 8 * (i % 2);
+    *col = t + 4 * (i / 2);
+  } else if (op == kMmaB) {
+    *row = t + 4 * (i % 2);
+    *col = g + 8 * (i / 2);
+  } else {
+    mma_coord(32, kMmaC, lane, i, row, col);
+  }
+}
+
+/// This lane's TF32 fragment of a 16 × 8 A or 8 × 16 B held as TF32 patterns in `tile`, element
+/// (row, col) at tile[row · row_stride + col · col_stride].
+template <class OT, class Exec>
+RNNCORE_HD RNNCORE_GPU_INLINE MmaFrag<OT> mma_load(const Exec& ex, int op, const uint32_t* tile, int row_stride,
+                                                   int col_stride) {
+  const int lane = ex.tx() % ex.warp_size();
+  MmaFrag<OT> f = {{0u, 0u, 0u, 0u}};
+  RNNCORE_GPU_UNROLL
+  for (int i = 0; i < 4; ++i) {
+    int row = 0, col = 0;
+    mma_coord_tf32(op, lane, i, &row, &col);
+    f.r[i] = tile[row * row_stride + col * col_stride];
+  }
+  return f;
+}
+
+/// The matrix-unit operand of weights stored as WT: the operand type, its bits as staged in shared
+/// memory, the k of one op, and the conversions of x and of a weight (round to nearest even for
+/// f16 / bf16, TF32's ties away for f32 weights).
+template <class WT>
+struct MmaOperandOf {
+  using Type = WT;
+  using Bits = uint16_t;
+  static constexpr int kK = kMmaDim;
+  RNNCORE_HD static Bits of_x(float x) { return from_float<WT>(x).bits; }
+  RNNCORE_HD static Bits of_weight(WT w) { return w.bits; }
+};
+template <>
+struct MmaOperandOf<float> {
+  using Type = Tf32;
+  using Bits = uint32_t;
+  static constexpr int kK = kMmaTf32K;
+  RNNCORE_HD static Bits of_x(float x) { return detail::f32_to_tf32(x); }
+  RNNCORE_HD static Bits of_weight(float w) { return detail::f32_to_tf32(w); }
+};
+
+/// The op of a fragment type: 16×16×16 for f16 / bf16, 16×16×8 for TF32.
+template <class Exec, class OT>
+RNNCORE_HD RNNCORE_GPU_INLINE void mma_op(const Exec& ex, const MmaFrag<OT>& a, const MmaFrag<OT>& b, MmaAcc& c) {
+  ex.mma_16x16x16(a, b, c);
+}
+template <class Exec>
+RNNCORE_HD RNNCORE_GPU_INLINE void mma_op(const Exec& ex, const MmaFrag<Tf32>& a, const MmaFrag<Tf32>& b, MmaAcc& c) {
+  ex.mma_16x16x8(a, b, c);
+}
+
 // ------------------------------------------------------------------------------------ masks
 
 /// One dropout mask site of one run, resolved on the host from src/internal/dropout.hpp's Mask
@@ -571,50 +645,59 @@ struct f32_rnn_proj_gemm_tiled {
   }
 };
 
-/// Names of the matrix-unit projection GEMM per WeightId.
-constexpr const char* kMmaGemmNames[] = {"", "f16_rnn_proj_gemm_mma_64x64", "bf16_rnn_proj_gemm_mma_64x64"};
+/// Names of the matrix-unit projection GEMM per WeightId (f32 weights: the TF32 instance).
+constexpr const char* kMmaGemmNames[] = {"tf32_rnn_proj_gemm_mma_64x64", "f16_rnn_proj_gemm_mma_64x64",
+                                         "bf16_rnn_proj_gemm_mma_64x64"};
 
-/// The input projection of f32_rnn_proj_gemm_tiled on the matrix units (PlanOptions::gpu_half_math,
-/// f16 / bf16 weights, a device with them): proj[m][n] = Σ_k x̃[m][k] · W[n][k] + bias[n] where x̃ is
-/// x rounded to WT (round to nearest even), the products exact and the sums in f32. A block computes a
-/// 64 × 64 tile of proj with 4 warps (4 · warp threads), each a 32 × 32 quarter as 2 × 2 MMA tiles, over
-/// k chunks of kBK staged in shared memory as WT bits. grid = (N tiles, M tiles (strided), direction).
+/// The input projection of f32_rnn_proj_gemm_tiled on the matrix units (PlanOptions::gpu_half_math
+/// on a device with them): proj[m][n] = Σ_k x̃[m][k] · W̃[n][k] + bias[n] where x̃ is x rounded to the
+/// operand type (MmaOperandOf<WT>: WT itself, round to nearest even, for f16 / bf16 weights; TF32,
+/// ties away, for f32 weights, which rounds W too: W̃), the products exact and the sums in f32. A
+/// block computes a 64 × 64 tile of proj with 4 warps (4 · warp threads), each a 32 × 32 quarter as
+/// 2 × 2 MMA tiles, over k chunks of kBK staged in shared memory as operand bits. The TF32 instance
+/// (WT = float, "tf32_…") runs on NVIDIA only (kUsesMmaTf32, DeviceDescription::mma_tf32).
+/// grid = (N tiles, M tiles (strided), direction).
 template <class WT>
-struct f16_rnn_proj_gemm_mma_64x64 {
+struct rnn_proj_gemm_mma_64x64 {
   using Args = LayerArgs;
+  using Op = MmaOperandOf<WT>;
+  using Bits = typename Op::Bits;
   static const char* name() { return kMmaGemmNames[weight_id_of(WT{})]; }
   static constexpr bool kUsesMma = true;
+  static constexpr bool kUsesMmaTf32 = weight_id_of(WT{}) == kWeightF32;
   static constexpr int kBM = 64, kBN = 64, kBK = 32, kWarps = 4;
-  /// Row stride of the staged tiles in 16-bit elements: padded by 8 so that the rows of a
+  /// Row stride of the staged tiles in elements: padded by 16 bytes so that the rows of a
   /// fragment load start in different banks.
-  static constexpr int kLd = kBK + 8;
+  static constexpr int kLd = kBK + 16 / static_cast<int>(sizeof(Bits));
   static constexpr int kMaxThreads = 256;  ///< 4 warps of 64 (AMD); NVIDIA launches 128
   static_assert(kBM == kBN && kBK % 4 == 0, "a thread stages one row of each tile, a quarter or half of its chunk");
-  RNNCORE_HD static size_t smem_bytes() { return sizeof(uint16_t) * kLd * (kBM + kBN); }
+  RNNCORE_HD static size_t smem_bytes() { return sizeof(Bits) * kLd * (kBM + kBN); }
   /// Threads of a block on a device of warp size `warp`.
   RNNCORE_HD static int threads(int warp) { return kWarps * warp; }
 
-  /// Stages chunk k0: thread t loads row t % kBM of the x tile (rounded to WT; 0 outside M × K) and
-  /// of the W tile (0 outside N), the (t / kBM)-th of the bdx / kBM equal k segments of the chunk.
-  /// A thread keeps its rows for the whole m tile: their offsets are found once (`xo`, -1 outside M).
+  /// Stages chunk k0: thread t loads row t % kBM of the x tile (as operand bits; 0 outside M × K)
+  /// and of the W tile (0 outside N), the (t / kBM)-th of the bdx / kBM equal k segments of the
+  /// chunk. A thread keeps its rows for the whole m tile: their offsets are found once (`xo`, -1
+  /// outside M).
   template <class Exec>
-  RNNCORE_HD static void stage(const Exec& ex, const Args& a, const DirArgs& d, int64_t xo, int64_t n, int k0, uint16_t* as,
-                               uint16_t* bs) {
+  RNNCORE_HD static void stage(const Exec& ex, const Args& a, const DirArgs& d, int64_t xo, int64_t n, int k0, Bits* as,
+                               Bits* bs) {
     const int64_t N = static_cast<int64_t>(a.gates) * a.hidden;
     const int K = a.in_size, r = ex.tx() % kBM, len = kBK / (ex.bdx() / kBM), kb = k0 + (ex.tx() / kBM) * len;
     const WT* wr = n < N ? static_cast<const WT*>(d.w) + n * a.in_pad : nullptr;
     for (int j = 0; j < len; ++j) {
       const int k = kb + j;
-      as[r * kLd + k - k0] = xo >= 0 && k < K ? from_float<WT>(d.x[xo + k]).bits : uint16_t{0};
-      bs[r * kLd + k - k0] = wr != nullptr && k < K ? wr[k].bits : uint16_t{0};
+      as[r * kLd + k - k0] = xo >= 0 && k < K ? Op::of_x(d.x[xo + k]) : Bits{0};
+      bs[r * kLd + k - k0] = wr != nullptr && k < K ? Op::of_weight(wr[k]) : Bits{0};
     }
   }
 
   template <class Exec>
   RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float* smem) {
+    using OT = typename Op::Type;
     const DirArgs& d = a.dir[ex.bz()];
-    uint16_t* as = reinterpret_cast<uint16_t*>(smem);  // [kBM][kLd]: x rows m, k fastest
-    uint16_t* bs = as + kBM * kLd;                     // [kBN][kLd]: W rows n, k fastest (B = Wᵀ, column-major)
+    Bits* as = reinterpret_cast<Bits*>(smem);  // [kBM][kLd]: x rows m, k fastest
+    Bits* bs = as + kBM * kLd;                 // [kBN][kLd]: W rows n, k fastest (B = Wᵀ, column-major)
     const int64_t M = static_cast<int64_t>(a.steps) * a.batch, N = static_cast<int64_t>(a.gates) * a.hidden;
     const int ws = ex.warp_size(), warp = ex.tx() / ws, lane = ex.tx() % ws, e = 256 / ws;
     const int wm = (warp / 2) * 32, wn = (warp % 2) * 32;  // this warp's quarter of the tile
@@ -633,12 +716,12 @@ struct f16_rnn_proj_gemm_mma_64x64 {
         stage(ex, a, d, xo, n0 + ex.tx() % kBN, k0, as, bs);
         ex.sync();
         RNNCORE_GPU_UNROLL
-        for (int ks = 0; ks < kBK; ks += kMmaDim) {
-          MmaFrag<WT> fa[2], fb[2];
-          for (int i = 0; i < 2; ++i) fa[i] = mma_load<WT>(ex, kMmaA, as + (wm + 16 * i) * kLd + ks, kLd, 1);
-          for (int j = 0; j < 2; ++j) fb[j] = mma_load<WT>(ex, kMmaB, bs + (wn + 16 * j) * kLd + ks, 1, kLd);
+        for (int ks = 0; ks < kBK; ks += Op::kK) {
+          MmaFrag<OT> fa[2], fb[2];
+          for (int i = 0; i < 2; ++i) fa[i] = mma_load<OT>(ex, kMmaA, as + (wm + 16 * i) * kLd + ks, kLd, 1);
+          for (int j = 0; j < 2; ++j) fb[j] = mma_load<OT>(ex, kMmaB, bs + (wn + 16 * j) * kLd + ks, 1, kLd);
           for (int i = 0; i < 2; ++i)
-            for (int j = 0; j < 2; ++j) ex.mma_16x16x16(fa[i], fb[j], acc[i][j]);
+            for (int j = 0; j < 2; ++j) mma_op(ex, fa[i], fb[j], acc[i][j]);
         }
         ex.sync();  // the tiles are restaged next chunk
       }
@@ -884,57 +967,64 @@ struct f32_rnn_step_tiled {
   }
 };
 
-/// Names of the matrix-unit step kernels, [WeightId - 1][cell], then the reset-before GRU's two
-/// phases (index 4 + PHASE; that cell always runs in phases).
-constexpr const char* kMmaStepNames[2][7] = {
+/// Names of the matrix-unit step kernels, [WeightId][cell] (f32 weights: TF32), then the
+/// reset-before GRU's two phases (index 4 + PHASE; that cell always runs in phases).
+constexpr const char* kMmaStepNames[3][7] = {
+    {"tf32_lstm_step_mma_16x16", "tf32_gru_step_mma_16x16", "", "tf32_rnn_tanh_step_mma_16x16",
+     "tf32_rnn_relu_step_mma_16x16", "tf32_gru_reset_before_phase1_mma_16x16", "tf32_gru_reset_before_phase2_mma_16x16"},
     {"f16_lstm_step_mma_16x16", "f16_gru_step_mma_16x16", "", "f16_rnn_tanh_step_mma_16x16",
      "f16_rnn_relu_step_mma_16x16", "f16_gru_reset_before_phase1_mma_16x16", "f16_gru_reset_before_phase2_mma_16x16"},
     {"bf16_lstm_step_mma_16x16", "bf16_gru_step_mma_16x16", "", "bf16_rnn_tanh_step_mma_16x16",
      "bf16_rnn_relu_step_mma_16x16", "bf16_gru_reset_before_phase1_mma_16x16", "bf16_gru_reset_before_phase2_mma_16x16"}};
 
-/// f32_rnn_step_tiled's step on the matrix units (PlanOptions::gpu_half_math, f16 / bf16 weights, a
-/// device with them, batches of at least kMmaStepMinBatch; src/gpu/plan.hpp, use_mma_step): the
-/// recurrent product of gates [G0, G0 + NG) is h̃·Rᵀ with h̃ = the operand (h, or r ⊙ h in PHASE 2)
-/// rounded to WT, exact products and f32 sums, then the same cell epilogue. A block owns 16 units
-/// (all NG gates) and runs 16-row tiles of the batch (rows past B are zero); warp g computes gate
-/// G0 + g's 16 × 16 tile over k chunks of kBK staged in shared memory as WT bits. The accumulators
+/// f32_rnn_step_tiled's step on the matrix units (PlanOptions::gpu_half_math on a device with them:
+/// f16 / bf16 weights, or f32 weights as TF32 where the device takes it; batches of at least
+/// kMmaStepMinBatch; src/gpu/plan.hpp, use_mma_step): the recurrent product of gates [G0, G0 + NG)
+/// is h̃·R̃ᵀ with h̃ = the operand (h, or r ⊙ h in PHASE 2) rounded to the operand type of WT
+/// (MmaOperandOf: WT, or TF32 for f32 weights, which rounds R too: R̃), exact products and f32
+/// sums, then the same cell epilogue. A block owns 16 units (all NG gates) and runs 16-row tiles of
+/// the batch (rows past B are zero); warp g computes gate G0 + g's 16 × 16 tile over k chunks of
+/// kBK staged in shared memory as operand bits. The accumulators
 /// meet in shared memory, where each (row, 4 units) item gathers its gates for cell_epilogue4.
 /// grid = (unit tiles, row tiles (strided), direction); block = NG warps.
 template <int C, int G0, int NG, int PHASE, class WT>
-struct f16_rnn_step_mma_16x16 {
+struct rnn_step_mma_16x16 {
   using Args = LayerArgs;
-  static const char* name() { return kMmaStepNames[weight_id_of(WT{}) - 1][PHASE ? 4 + PHASE : C]; }
+  using Op = MmaOperandOf<WT>;
+  using Bits = typename Op::Bits;
+  static const char* name() { return kMmaStepNames[weight_id_of(WT{})][PHASE ? 4 + PHASE : C]; }
   static constexpr bool kUsesMma = true;
+  static constexpr bool kUsesMmaTf32 = weight_id_of(WT{}) == kWeightF32;
   static constexpr int kBK = 32;
-  /// Row stride of the staged tiles in 16-bit elements: padded by 8 so that the rows of a
+  /// Row stride of the staged tiles in elements: padded by 16 bytes so that the rows of a
   /// fragment load start in different banks (as the projection GEMM's).
-  static constexpr int kLd = kBK + 8;
+  static constexpr int kLd = kBK + 16 / static_cast<int>(sizeof(Bits));
   static constexpr int kMaxThreads = NG * 64;  ///< NG warps of 64 (AMD); NVIDIA launches NG · 32
   static_assert(NG >= 1 && NG <= 4, "a cell has at most 4 gates");
   /// Staged h̃ [16][kLd] and R [NG·16][kLd], or (after the k loop, in the same bytes) the
   /// accumulators [NG][16 rows][16 units] in f32.
   RNNCORE_HD static size_t smem_bytes() {
-    const size_t staged = sizeof(uint16_t) * kLd * kMmaDim * (1 + NG), acc = sizeof(float) * NG * kMmaDim * kMmaDim;
+    const size_t staged = sizeof(Bits) * kLd * kMmaDim * (1 + NG), acc = sizeof(float) * NG * kMmaDim * kMmaDim;
     return staged > acc ? staged : acc;
   }
   /// Threads of a block on a device of warp size `warp`.
   RNNCORE_HD static int threads(int warp) { return NG * warp; }
 
-  /// Stages chunk k0 of rows b0.. of the operand (rounded to WT) and of R's rows for units u0..,
+  /// Stages chunk k0 of rows b0.. of the operand and of R's rows for units u0.. as operand bits,
   /// k fastest so that consecutive threads read consecutive addresses; zeros outside B, H and Hs.
   template <class Exec>
   RNNCORE_HD static void stage(const Exec& ex, const Args& a, const DirArgs& d, const float* op, int b0, int u0, int k0,
-                               uint16_t* hs, uint16_t* rs) {
+                               Bits* hs, Bits* rs) {
     const int hs_len = a.hidden_stride;
     for (int e = ex.tx(); e < kMmaDim * kBK; e += ex.bdx()) {
       const int r = e / kBK, kk = e % kBK, b = b0 + r, k = k0 + kk;
-      hs[r * kLd + kk] = b < a.batch && k < hs_len ? from_float<WT>(op[static_cast<int64_t>(b) * hs_len + k]).bits : uint16_t{0};
+      hs[r * kLd + kk] = b < a.batch && k < hs_len ? Op::of_x(op[static_cast<int64_t>(b) * hs_len + k]) : Bits{0};
     }
     const WT* R = static_cast<const WT*>(d.r);
     for (int e = ex.tx(); e < NG * kMmaDim * kBK; e += ex.bdx()) {
       const int n = e / kBK, kk = e % kBK, g = n / kMmaDim, u = u0 + n % kMmaDim, k = k0 + kk;
       rs[n * kLd + kk] =
-          u < a.hidden && k < hs_len ? R[(static_cast<int64_t>(G0 + g) * a.hidden + u) * hs_len + k].bits : uint16_t{0};
+          u < a.hidden && k < hs_len ? Op::of_weight(R[(static_cast<int64_t>(G0 + g) * a.hidden + u) * hs_len + k]) : Bits{0};
     }
   }
 
@@ -943,8 +1033,9 @@ struct f16_rnn_step_mma_16x16 {
     const DirArgs& d = a.dir[ex.bz()];
     const int t = d.reverse ? a.steps - 1 - s : s;
     const float* op = PHASE == 2 ? d.rh : d.h[s & 1];
-    uint16_t* hs = reinterpret_cast<uint16_t*>(smem);  // [16][kLd]: operand rows b, k fastest
-    uint16_t* rs = hs + kMmaDim * kLd;                 // [NG·16][kLd]: R rows (gate, unit), k fastest (B = Rᵀ)
+    using OT = typename Op::Type;
+    Bits* hs = reinterpret_cast<Bits*>(smem);  // [16][kLd]: operand rows b, k fastest
+    Bits* rs = hs + kMmaDim * kLd;             // [NG·16][kLd]: R rows (gate, unit), k fastest (B = Rᵀ)
     float* pre = smem;                                 // [NG][16][16] after the k loop
     const int ws = ex.warp_size(), warp = ex.tx() / ws, lane = ex.tx() % ws, e = 256 / ws;
     const int u0 = ex.bx() * kMmaDim, row_tiles = (a.batch + kMmaDim - 1) / kMmaDim;
@@ -956,10 +1047,10 @@ struct f16_rnn_step_mma_16x16 {
         stage(ex, a, d, op, b0, u0, k0, hs, rs);
         ex.sync();
         RNNCORE_GPU_UNROLL
-        for (int ks = 0; ks < kBK; ks += kMmaDim) {
-          const MmaFrag<WT> fa = mma_load<WT>(ex, kMmaA, hs + ks, kLd, 1);
-          const MmaFrag<WT> fb = mma_load<WT>(ex, kMmaB, rs + warp * kMmaDim * kLd + ks, 1, kLd);
-          ex.mma_16x16x16(fa, fb, acc);
+        for (int ks = 0; ks < kBK; ks += Op::kK) {
+          const MmaFrag<OT> fa = mma_load<OT>(ex, kMmaA, hs + ks, kLd, 1);
+          const MmaFrag<OT> fb = mma_load<OT>(ex, kMmaB, rs + warp * kMmaDim * kLd + ks, 1, kLd);
+          mma_op(ex, fa, fb, acc);
         }
         ex.sync();  // the tiles are restaged next chunk, and their bytes hold `pre` after the last
       }

@@ -34,6 +34,9 @@ struct DeviceExec {
   __device__ void mma_16x16x16(const MmaFrag<WeightBF16>& a, const MmaFrag<WeightBF16>& b, MmaAcc& c) const {
     rnncore_gpu_mma_bf16(a.r, b.r, c.c);
   }
+  __device__ void mma_16x16x8(const MmaFrag<Tf32>& a, const MmaFrag<Tf32>& b, MmaAcc& c) const {
+    rnncore_gpu_mma_tf32(a.r, b.r, c.c);
+  }
 };
 
 /// K::kMinBlocks where a kernel has one (the resident blocks per SM it asks ptxas to plan for,

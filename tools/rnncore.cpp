@@ -1045,8 +1045,9 @@ void define_bench(CLI::App& app, BenchOptions& o) {
       ->group(exec);
   add_thread_options(app, o.threads, o.oversubscribe, exec);
   app.add_flag("--gpu-half-math", o.gpu_half_math,
-               "GPU backend with --dtype f16 or bf16: let the matrix units\n"
-               "take x and h rounded to the weight type (docs/gpu.md)")
+               "GPU backend: let the matrix units take x and h rounded to the\n"
+               "weight type (--dtype f16 / bf16), or to TF32 (--dtype f32, NVIDIA;\n"
+               "docs/gpu.md)")
       ->group(exec);
   app.add_option("--reps", o.reps, "timed repetitions after one warm-up (1..1000000)")
       ->check(int_range(1, 1000000))
@@ -1104,8 +1105,7 @@ int cmd_bench(int argc, char** argv) {
   opt.threads = static_cast<int>(threads);
   opt.weight_dtype = dtype_name == "bf16" ? DType::bf16 : dtype_name == "f16" ? DType::f16 : DType::f32;
   parse_backend(o.backend, &opt.backend);
-  if (o.gpu_half_math && (opt.backend != Backend::gpu || opt.weight_dtype == DType::f32))
-    return usage_error("bench", "--gpu-half-math needs --backend gpu and --dtype f16 or bf16");
+  if (o.gpu_half_math && opt.backend != Backend::gpu) return usage_error("bench", "--gpu-half-math needs --backend gpu");
   opt.gpu_half_math = o.gpu_half_math;
   const bool backward = o.backward;
   const double dropout = o.dropout;

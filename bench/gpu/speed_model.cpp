@@ -16,10 +16,11 @@
 //               GRU) or one kernel launch (per step: 3 µs, two for the reset-before GRU).
 // bound = max(FLOPs at the f32 rate of the multiprocessors the grid occupies, weight bytes at the
 // tier's bandwidth) + latency. Shapes marked "half math" plan with PlanOptions::gpu_half_math: where
-// the per-step recurrence runs on the matrix units (f16_rnn_step_mma_16x16, batch ≥ 8), the
+// the per-step recurrence runs on the matrix units (rnn_step_mma_16x16, batch ≥ 8), the
 // compute term counts the batch padded to 16 rows at the profile's f16 matrix rate of the
 // multiprocessors its blocks occupy (R from L2 or HBM, as the per-step kernel), and the projection's
-// share is at that rate too where it runs on them. A lower bound for these kernels, not a prediction: the kernels'
+// share is at that rate too where it runs on them (with f32 weights: TF32 on NVIDIA, at the
+// profile's TF32 rate). A lower bound for these kernels, not a prediction: the kernels'
 // instruction mix, bank conflicts and the h broadcast are not modelled. Printed beside cuDNN's
 // published anchors.
 //
@@ -95,14 +96,16 @@ bool model(const gpu::DeviceProfile& prof, const ModelShape& sh, Row* row) {
   row->flops = 2 * G * H * H * B;
   row->weight_bytes = G * H * Hs * wb;
   const double sm_gflops = prof.f32_tflops * 1e3 / prof.device.sm_count;  // GFLOP/s per multiprocessor
+  // The matrix units' rate for the plan's operands: TF32 for f32 weights (NVIDIA only), else f16 / bf16.
+  const double matrix_tflops = p.gpu.weights == gpu::kWeightF32 ? prof.tf32_matrix_tflops : prof.f16_matrix_tflops;
   double sms_used, bandwidth_gbs, rate_gflops = sm_gflops, padded = 1;
   if (units == 0 && gpu::use_mma_step(p.gpu, sh.batch)) {
     const int unit_tiles = (lp.hidden + gpu::kMmaDim - 1) / gpu::kMmaDim, row_tiles = (sh.batch + gpu::kMmaDim - 1) / gpu::kMmaDim;
     row->kernel = "per step on matrix units";
     row->blocks = unit_tiles * row_tiles;
     sms_used = std::min<double>(prof.device.sm_count, row->blocks);
-    rate_gflops = prof.f16_matrix_tflops * 1e3 / prof.device.sm_count;
-    const int kbk = gpu::f16_rnn_step_mma_16x16<gpu::kLstm, 0, 4, 0, gpu::WeightF16>::kBK;
+    rate_gflops = matrix_tflops * 1e3 / prof.device.sm_count;
+    const int kbk = gpu::rnn_step_mma_16x16<gpu::kLstm, 0, 4, 0, gpu::WeightF16>::kBK;
     const double k_computed = std::ceil(Hs / kbk) * kbk;  // rows, units and k the tiles compute
     padded = static_cast<double>(row_tiles) * gpu::kMmaDim * unit_tiles * gpu::kMmaDim * k_computed / (B * H * H);
     const bool in_l2 = row->weight_bytes <= prof.l2_bytes / 2;
@@ -129,7 +132,7 @@ bool model(const gpu::DeviceProfile& prof, const ModelShape& sh, Row* row) {
   row->compute_us = row->flops * padded / (rate_gflops * sms_used * 1e3);
   row->memory_us = row->weight_bytes / (bandwidth_gbs * 1e3);
   row->bound_us = std::max(row->compute_us, row->memory_us) + row->latency_us;
-  const double proj_tflops = p.gpu.mma_proj ? prof.f16_matrix_tflops : prof.f32_tflops;
+  const double proj_tflops = p.gpu.mma_proj ? matrix_tflops : prof.f32_tflops;
   row->proj_us = 2 * G * H * H * B / (proj_tflops * 1e6);  // I = H: the projection's share of a step
   return true;
 }
@@ -172,7 +175,7 @@ int main(int argc, char** argv) {
       {Mode::lstm, 512, 16, DType::f32},  {Mode::lstm, 512, 16, DType::f16},  {Mode::lstm, 256, 1, DType::f32},
       {Mode::lstm, 512, 1, DType::f32},   {Mode::lstm, 1024, 1, DType::f32},  {Mode::lstm, 1024, 4, DType::f16},
       {Mode::lstm, 1024, 64, DType::f32}, {Mode::gru, 512, 8, DType::f32},    {Mode::rnn_tanh, 2048, 4, DType::f32},
-      {Mode::lstm, 512, 16, DType::f16, true}, {Mode::lstm, 1024, 64, DType::f16, true},
+      {Mode::lstm, 512, 16, DType::f16, true}, {Mode::lstm, 1024, 64, DType::f16, true}, {Mode::lstm, 1024, 64, DType::f32, true},
   };
   if (csv)
     std::printf("device,mode,H,B,weights,kernel,blocks,where,flops,weight_bytes,compute_us,memory_us,latency_us,bound_us,"

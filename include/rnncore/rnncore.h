@@ -144,7 +144,8 @@ typedef struct rnncore_plan_options {
   int32_t weight_dtype;  /**< rnncore_dtype the packed weights are stored in: RNNCORE_F32 (0, the default), or
                               RNNCORE_F16 / RNNCORE_BF16 with f32 arithmetic (f32 specs; SIMD or GPU backend) */
   int32_t gpu_half_math; /**< nonzero: the GPU backend may round x and h to the 16-bit weight type for the
-                              matrix units (docs/gpu.md, "Tensor cores"); needs F16 or BF16 weight_dtype */
+                              matrix units, or with F32 weight_dtype x, h and the weights to TF32 (NVIDIA
+                              sm_80+; AMD keeps f32) (docs/gpu.md, "Tensor cores") */
 } rnncore_plan_options;
 
 /** A planned network; a plain value of fixed size (place it anywhere, copy it freely). */

@@ -347,6 +347,8 @@ struct PlanOptions {
   /// so that the input projection, and the per-step recurrence at batches of 8 or more, run on
   /// tensor cores / matrix cores where the device has them — x and h are rounded to the weight type
   /// (round to nearest even; f16 overflows beyond ±65504), the products and f32 sums are as before.
+  /// With f32 weight_dtype on NVIDIA sm_80+: the same products in TF32 — x, h, W and R rounded to
+  /// 10 mantissa bits (ties away), so results differ from f32 by ~1e-3 relative; AMD keeps f32.
   /// Off: every product takes f32 inputs (docs/gpu.md, "Tensor cores").
   bool gpu_half_math = false;
   /// Plan for training: the plan then reports reserve_bytes() and backward_workspace_bytes(), the

@@ -20,6 +20,7 @@ struct DeviceProfile {
   double l2_bytes = 0;          ///< last-level cache on the die (L2; MI300X: per XCD × 8, without Infinity Cache)
   double f32_tflops = 0;        ///< vector (SIMT) f32 FMA rate, TFLOP/s
   double f16_matrix_tflops = 0; ///< tensor / matrix cores, f16 in, f32 accumulate, TFLOP/s
+  double tf32_matrix_tflops = 0; ///< tensor cores, TF32 in, f32 accumulate, TFLOP/s (0: none, AMD)
   /// Registers per thread of the largest persistent-kernel instance on this target, for the
   /// modeled occupancy (an upper bound for the others; docs/gpu_resources.md): nvcc 13's
   /// --resource-usage, sm_90 123 and sm_80 119 (with the training forward's reserve writes);
@@ -49,17 +50,20 @@ inline DeviceProfile device_profile(int i) {
     d.smem_per_sm = smem_per_sm;
     d.smem_optin = smem_optin;
     d.mma = 1;  // all four have matrix units: tensor cores (sm_80, sm_90), MFMA (gfx90a, gfx942)
+    d.mma_tf32 = 0;  // TF32 operands: the NVIDIA two only (set below)
   };
   switch (i) {
     case 0:  // NVIDIA H100 SXM5 80 GB (sm_90)
       set("H100 SXM", "sm_90", 132, 32, 2048, 65536, 228 * 1024, 227 * 1024);
-      p.memory_gbs = 3350, p.l2_bytes = 50e6, p.f32_tflops = 67, p.f16_matrix_tflops = 989;
+      p.memory_gbs = 3350, p.l2_bytes = 50e6, p.f32_tflops = 67, p.f16_matrix_tflops = 989, p.tf32_matrix_tflops = 494.7;
       p.persistent_registers = 123;
+      d.mma_tf32 = 1;
       break;
     case 1:  // NVIDIA A100 SXM4 80 GB (sm_80)
       set("A100 SXM 80GB", "sm_80", 108, 32, 2048, 65536, 164 * 1024, 163 * 1024);
-      p.memory_gbs = 2039, p.l2_bytes = 40e6, p.f32_tflops = 19.5, p.f16_matrix_tflops = 312;
+      p.memory_gbs = 2039, p.l2_bytes = 40e6, p.f32_tflops = 19.5, p.f16_matrix_tflops = 312, p.tf32_matrix_tflops = 156;
       p.persistent_registers = 119;
+      d.mma_tf32 = 1;
       break;
     case 2:  // AMD Instinct MI250X, one GCD (gfx90a, wave64): 512 VGPRs per SIMD lane, 4 SIMDs
       set("MI250X (1 GCD)", "gfx90a", 110, 64, 2048, 4 * 64 * 512, 64 * 1024, 64 * 1024);

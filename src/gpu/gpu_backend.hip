@@ -146,6 +146,7 @@ Status describe_device(int device, gpu::DeviceDescription* d) {
   d->max_blocks_per_sm = 32;  // not a HIP attribute; the occupancy queries apply the real limit
   (void)rnncore_gpu_arch_name(device, d->arch, sizeof d->arch);
   d->mma = rnncore_gpu_arch_has_mma(d->arch) ? 1 : 0;
+  d->mma_tf32 = rnncore_gpu_arch_has_mma_tf32(d->arch) ? 1 : 0;
   char name[256] = "";
   if (rnncore_gpu_device_name(device, name, sizeof name) != hipSuccess) std::snprintf(name, sizeof name, "device %d", device);
   std::snprintf(d->name, sizeof d->name, "%.23s", name);

@@ -181,8 +181,8 @@ inline int persistent_units(const GpuPlan& g, int layer, int batch) {
 }
 
 /// Whether the per-step recurrence of a run of `batch` rows runs on the matrix units
-/// (f16_rnn_step_mma_16x16) rather than in f32 (f32_rnn_step_tiled): the plan allows it
-/// (gpu_half_math, 16-bit weights, a device with them: GpuPlan::mma_step) and the batch fills at
+/// (rnn_step_mma_16x16) rather than in f32 (f32_rnn_step_tiled): the plan allows it
+/// (gpu_half_math on a device with them, 16-bit weights or f32 ones as TF32: GpuPlan::mma_step) and the batch fills at
 /// least kMmaStepMinBatch of a tile's 16 rows. Where the persistent kernel runs the batch
 /// (persistent_units > 0) it keeps doing so in f32: the speed model bounds it below the per-step
 /// kernel on the matrix units at such batches (docs/gpu.md, "Speed model"), since a launch per
@@ -220,12 +220,15 @@ inline Status plan_select(const PlanOptions& options, const DeviceDescription& d
   g.tile = choices.tile;
   g.persist_threads = choices.persist_threads;
   g.weights = weight_id(options.weight_dtype);
-  // Half-precision products only where asked for, with 16-bit weights, on a device with matrix units.
-  g.mma_proj = options.gpu_half_math && g.weights != kWeightF32 && device.mma != 0 ? 1 : 0;
+  // Reduced-precision products only where asked for, on a device with matrix units: f16 / bf16
+  // products for 16-bit weights; for f32 weights TF32 products (x, h, W and R rounded to 10
+  // mantissa bits) where the matrix units take TF32 (NVIDIA sm_80+, not AMD).
+  g.mma_proj = options.gpu_half_math && device.mma != 0 && (g.weights != kWeightF32 || device.mma_tf32 != 0) ? 1 : 0;
   g.mma_step = g.mma_proj;  // also in training plans: the step's epilogue writes the same reserve rows
   static const char* const kWeights[] = {"", "_f16w", "_bf16w"};  // f32 computation; W, R stored as
-  const int n = std::snprintf(p->kernel_name, sizeof p->kernel_name, "f32_rnn%s%s__%s_", kWeights[g.weights],
-                              g.mma_proj ? "_mma" : "", vendor_of(device));  // at most 24 of the 31 characters
+  const char* products = !g.mma_proj ? "" : g.weights == kWeightF32 ? "_tf32" : "_mma";
+  const int n = std::snprintf(p->kernel_name, sizeof p->kernel_name, "f32_rnn%s%s__%s_", kWeights[g.weights], products,
+                              vendor_of(device));  // at most 24 of the 31 characters
   std::snprintf(p->kernel_name + n, sizeof p->kernel_name - static_cast<std::size_t>(n), "%s", device.arch);
   p->isa = Isa::none;
   p->kernels = nullptr;

@@ -130,15 +130,15 @@ Dims mma_step_dims(const GpuPlan& g, const LayerArgs& la) {
 template <int C, class WT, class L>
 Status steps_mma(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs* dev) {
   if constexpr (C == kGruResetBefore) {
-    using P1 = f16_rnn_step_mma_16x16<C, 0, 2, 1, WT>;
-    using P2 = f16_rnn_step_mma_16x16<C, 2, 1, 2, WT>;
+    using P1 = rnn_step_mma_16x16<C, 0, 2, 1, WT>;
+    using P2 = rnn_step_mma_16x16<C, 2, 1, 2, WT>;
     const Dims d1 = mma_step_dims<P1>(g, la), d2 = mma_step_dims<P2>(g, la);
     for (int s = 0; s < la.steps; ++s) {
       RNNCORE_RETURN_IF_ERROR(ln.template launch<P1>(d1, la, dev, s));
       RNNCORE_RETURN_IF_ERROR(ln.template launch<P2>(d2, la, dev, s));
     }
   } else {
-    using K = f16_rnn_step_mma_16x16<C, 0, cell_gates(C), 0, WT>;
+    using K = rnn_step_mma_16x16<C, 0, cell_gates(C), 0, WT>;
     const Dims d = mma_step_dims<K>(g, la);
     for (int s = 0; s < la.steps; ++s) RNNCORE_RETURN_IF_ERROR(ln.template launch<K>(d, la, dev, s));
   }
@@ -174,9 +174,7 @@ Status recurrence(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs*
     // at plan time) queued nothing: the per-step kernels below compute the same recurrence.
     if (s != Status::unsupported) return s;
   }
-  if constexpr (!std::is_same<WT, float>::value) {
-    if (use_mma_step(g, la.batch)) return steps_mma<C, WT>(ln, g, la, dev);  // plan_select checked the device
-  }
+  if (use_mma_step(g, la.batch)) return steps_mma<C, WT>(ln, g, la, dev);  // plan_select checked the device (TF32 for f32)
   if (use_large_tile(g, la.hidden, la.batch, la.dirs)) return steps_tiled<C, StepTileLarge, WT>(ln, la, dev);
   return steps_tiled<C, StepTileSmall, WT>(ln, la, dev);
 }
@@ -407,17 +405,15 @@ Status input_projection(L& ln, const detail::PlanImpl& p, const GpuPlan& g, cons
     const std::int64_t items = static_cast<std::int64_t>(la.steps) * la.batch * lp.gates * lp.hidden;
     return ln.template launch<f32_rnn_proj_skip>(elementwise_dims(g, items, lp.dirs), la, dev, 0);
   }
-  if constexpr (!std::is_same<WT, float>::value) {
-    if (g.mma_proj) {  // the matrix units (plan_select checked the option and the device)
-      using M = f16_rnn_proj_gemm_mma_64x64<WT>;
-      Dims d;
-      d.gx = static_cast<std::uint32_t>((static_cast<std::int64_t>(lp.gates) * lp.hidden + M::kBN - 1) / M::kBN);
-      d.gy = static_cast<std::uint32_t>(std::min<std::int64_t>((static_cast<std::int64_t>(la.steps) * la.batch + M::kBM - 1) / M::kBM, 65535));
-      d.gz = static_cast<std::uint32_t>(lp.dirs);
-      d.block = static_cast<std::uint32_t>(M::threads(g.target.warp_size));
-      d.smem = M::smem_bytes();
-      return ln.template launch<M>(d, la, dev, 0);
-    }
+  if (g.mma_proj) {  // the matrix units, TF32 for f32 weights (plan_select checked the option and the device)
+    using M = rnn_proj_gemm_mma_64x64<WT>;
+    Dims d;
+    d.gx = static_cast<std::uint32_t>((static_cast<std::int64_t>(lp.gates) * lp.hidden + M::kBN - 1) / M::kBN);
+    d.gy = static_cast<std::uint32_t>(std::min<std::int64_t>((static_cast<std::int64_t>(la.steps) * la.batch + M::kBM - 1) / M::kBM, 65535));
+    d.gz = static_cast<std::uint32_t>(lp.dirs);
+    d.block = static_cast<std::uint32_t>(M::threads(g.target.warp_size));
+    d.smem = M::smem_bytes();
+    return ln.template launch<M>(d, la, dev, 0);
   }
   using K = f32_rnn_proj_gemm_tiled<WT>;
   Dims d;

@@ -28,6 +28,9 @@ struct DeviceDescription {
   /// Matrix units the kernels can use (NVIDIA sm_80+: mma.sync; AMD CDNA gfx90a / gfx94x: MFMA);
   /// 0 elsewhere (RDNA, older NVIDIA), where no plan chooses a matrix-unit kernel.
   std::int32_t mma = 0;
+  /// The matrix units also take TF32 operands (NVIDIA sm_80+: mma.sync m16n8k8 .tf32); AMD CDNA 2
+  /// has no TF32, so f32 weights never go to the matrix units there.
+  std::int32_t mma_tf32 = 0;
 };
 
 /// Batch buckets of the persistent kernel: MAXB of the instance that runs a batch B is the
@@ -54,10 +57,11 @@ struct GpuPlan {
   TileChoice tile = TileChoice::auto_select;
   std::int32_t persist_threads = 0;  ///< block size of the persistent kernel (a multiple of the warp size)
   std::int32_t weights = 0;          ///< storage type of W and R (hip/rnn_device.hpp's WeightId)
-  /// The input projection runs on the matrix units (f16_rnn_proj_gemm_mma_64x64): f16 / bf16
-  /// weights, PlanOptions::gpu_half_math and a device with them (DeviceDescription::mma).
+  /// The input projection runs on the matrix units (rnn_proj_gemm_mma_64x64): PlanOptions::gpu_half_math
+  /// on a device with them (DeviceDescription::mma) with f16 / bf16 weights, or with f32 weights
+  /// where they take TF32 (DeviceDescription::mma_tf32; x and W rounded to TF32).
   std::int32_t mma_proj = 0;
-  /// The per-step recurrence may run on the matrix units (f16_rnn_step_mma_16x16): the same
+  /// The per-step recurrence may run on the matrix units (rnn_step_mma_16x16): the same
   /// conditions as mma_proj; a run takes it when use_mma_step says so (the batch).
   std::int32_t mma_step = 0;
   std::uint64_t staging = 0;         ///< packed-buffer offset of the canonical staging area (used by pack only)

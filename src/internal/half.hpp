@@ -77,6 +77,20 @@ RNNCORE_HALF_HD inline std::uint16_t f32_to_f16(float f) {
   return static_cast<std::uint16_t>(sign | r);
 }
 
+/// f32 → TF32 (1 + 8 + 10 bits) as the 32-bit pattern the tensor cores read, rounded to nearest
+/// with ties away from zero: the rounding of PTX cvt.rna.tf32.f32, written as bit arithmetic so
+/// that the kernels and the emulator (tests/gpu/emulator.hpp) run the very same rounding. Adding
+/// half a unit of the 10th mantissa bit to the magnitude and clearing the 13 bits below rounds
+/// ties away; a carry into the exponent is the right result (up to +-inf past the largest TF32).
+/// Inf passes unchanged; NaN gets its quiet bit, so that it stays NaN without its 13 low bits.
+RNNCORE_HALF_HD inline std::uint32_t f32_to_tf32(float f) {
+  const std::uint32_t u = f32_to_bits(f);
+  if ((u & 0x7f800000u) == 0x7f800000u) return (u & 0x007fffffu) != 0 ? u | 0x00400000u : u;
+  return (u + 0x1000u) & 0xffffe000u;
+}
+/// A TF32 pattern's value (the 13 low bits, which the tensor cores ignore, cleared).
+RNNCORE_HALF_HD inline float tf32_to_f32(std::uint32_t t) { return bits_to_f32(t & 0xffffe000u); }
+
 }  // namespace detail
 }  // namespace rnncore
 

@@ -95,6 +95,61 @@ struct mma_probe_kernel {
   }
 };
 
+struct MmaTf32ProbeArgs {
+  const std::uint32_t* a;  // [16][8] TF32 patterns
+  const std::uint32_t* b;  // [8][16]
+  const float* c;
+  float* d;
+  std::int32_t placement;
+};
+
+/// mma_probe_kernel for the TF32 op (ex.mma_16x16x8, warp 32). The wrong placements of A: lanes 0
+/// and 1 exchanged, each 8 × 8 block of A transposed, or the f16 op's positions (mma_coord's
+/// elements 0-3, which lie in A's 8 columns too).
+struct mma_tf32_probe_kernel {
+  using Args = MmaTf32ProbeArgs;
+  static const char* name() { return "mma_tf32_probe"; }
+  static constexpr bool kUsesMma = true;
+  static constexpr bool kUsesMmaTf32 = true;
+  static constexpr int kMaxThreads = 64;
+  template <class Exec>
+  static void run(const Exec& ex, const Args& p, int, float*) {
+    using namespace rnncore::gpu;
+    const int lane = ex.tx();
+    const auto place = static_cast<MmaPlacement>(p.placement);
+    const auto coord = [&](int op, int l, int i, int* row, int* col) {
+      if (place == MmaPlacement::swap_lanes && op == kMmaA && l < 2) l ^= 1;
+      if (place == MmaPlacement::f16_layout && op == kMmaA) return mma_coord(32, kMmaA, l, i, row, col);
+      mma_coord_tf32(op, l, i, row, col);
+      if (place == MmaPlacement::a_transposed && op == kMmaA) {
+        const int r = *row;
+        *row = 8 * (r / 8) + *col;
+        *col = r % 8;
+      }
+    };
+    MmaFrag<Tf32> fa = {{0u, 0u, 0u, 0u}}, fb = {{0u, 0u, 0u, 0u}};
+    MmaAcc acc = {{0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}};
+    for (int i = 0; i < 4; ++i) {
+      int r = 0, c = 0;
+      coord(kMmaA, lane, i, &r, &c);
+      fa.r[i] = p.a[r * 8 + c];
+      coord(kMmaB, lane, i, &r, &c);
+      fb.r[i] = p.b[r * 16 + c];
+    }
+    for (int i = 0; i < 8; ++i) {
+      int r = 0, c = 0;
+      coord(kMmaC, lane, i, &r, &c);
+      acc.c[i] = p.c[r * 16 + c];
+    }
+    ex.mma_16x16x8(fa, fb, acc);
+    for (int i = 0; i < 8; ++i) {
+      int r = 0, c = 0;
+      coord(kMmaC, lane, i, &r, &c);
+      p.d[r * 16 + c] = acc.c[i];
+    }
+  }
+};
+
 struct ProbeArgs {
   float* buf;
   std::int32_t probe, with_barrier;
@@ -149,21 +204,27 @@ rnncore::Status mma_probe(Launcher& ln, const std::uint16_t* a, const std::uint1
   return ln.launch<mma_probe_kernel<rnncore::gpu::WeightF16>>(dims, args, &args, 0);
 }
 
+rnncore::Status mma_tf32_probe(Launcher& ln, const std::uint32_t* a, const std::uint32_t* b, const float* c, float* d,
+                               MmaPlacement placement) {
+  const MmaTf32ProbeArgs args{a, b, c, d, static_cast<std::int32_t>(placement)};
+  rnncore::gpu::Dims dims;
+  dims.block = static_cast<std::uint32_t>(ln.warp_size());
+  return ln.launch<mma_tf32_probe_kernel>(dims, args, &args, 0);
+}
+
 namespace {
 template <class WT>
 rnncore::Status proj_gemm_with(Launcher& ln, const rnncore::gpu::LayerArgs& a, bool mma) {
   using namespace rnncore::gpu;
   const std::int64_t M = static_cast<std::int64_t>(a.steps) * a.batch, N = static_cast<std::int64_t>(a.gates) * a.hidden;
   Dims d;
-  if constexpr (!std::is_same<WT, float>::value) {
-    if (mma) {
-      using K = f16_rnn_proj_gemm_mma_64x64<WT>;
-      d.gx = static_cast<std::uint32_t>((N + K::kBN - 1) / K::kBN);
-      d.gy = static_cast<std::uint32_t>((M + K::kBM - 1) / K::kBM);
-      d.block = static_cast<std::uint32_t>(K::threads(ln.warp_size()));
-      d.smem = K::smem_bytes();
-      return ln.launch<K>(d, a, &a, 0);
-    }
+  if (mma) {  // f32 weights: the TF32 instance
+    using K = rnn_proj_gemm_mma_64x64<WT>;
+    d.gx = static_cast<std::uint32_t>((N + K::kBN - 1) / K::kBN);
+    d.gy = static_cast<std::uint32_t>((M + K::kBM - 1) / K::kBM);
+    d.block = static_cast<std::uint32_t>(K::threads(ln.warp_size()));
+    d.smem = K::smem_bytes();
+    return ln.launch<K>(d, a, &a, 0);
   }
   using K = f32_rnn_proj_gemm_tiled<WT>;
   d.gx = static_cast<std::uint32_t>((N + K::kBN - 1) / K::kBN);

@@ -29,13 +29,19 @@ enum class MmaPlacement {
   other_vendor,  ///< A at the other warp size's positions (one vendor's layout on the other's
                  ///< hardware; B and C as the vendor's, since the other layout used for all three
                  ///< operands happens to be a consistent relabelling that gives the right D)
+  f16_layout,    ///< TF32 probe only: A at the f16 op's positions (mma_coord, elements 0-3)
 };
 /// One warp computes D = A·B + C with ex.mma_16x16x16: A [16][16], B [16][16] (k rows) given as
 /// f16 (bf16 false) or bf16 bits, C [16][16] f32 in, D out, row-major.
 rnncore::Status mma_probe(Launcher& ln, const std::uint16_t* a, const std::uint16_t* b, const float* c, float* d, bool bf16,
                           MmaPlacement placement);
-/// The input projection of `a` (direction 0) by the matrix-unit GEMM (mma) or the f32 tiled one,
-/// with the weight storage `weights` (WeightId), on the launcher's device.
+/// One warp computes D = A·B + C with ex.mma_16x16x8 (TF32): A [16][8], B [8][16] as TF32 patterns,
+/// C [16][16] f32 in, D out, row-major; A's fragments placed as `placement` says (a_transposed:
+/// each 8 × 8 block of A transposed).
+rnncore::Status mma_tf32_probe(Launcher& ln, const std::uint32_t* a, const std::uint32_t* b, const float* c, float* d,
+                               MmaPlacement placement);
+/// The input projection of `a` (direction 0) by the matrix-unit GEMM (mma; TF32 for f32 weights) or
+/// the f32 tiled one, with the weight storage `weights` (WeightId), on the launcher's device.
 rnncore::Status proj_gemm(Launcher& ln, const rnncore::gpu::LayerArgs& a, int weights, bool mma);
 
 /// Small kernels with a known defect (or without it), to test the detector itself.

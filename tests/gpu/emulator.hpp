@@ -14,7 +14,9 @@
 //     lanes' fragments are gathered by this file's own model of the vendors' layouts (warp 32:
 //     NVIDIA mma.sync m16n8k16 twice; warp 64: AMD MFMA 16x16x16; mma_owner), the product formed in
 //     f32 from the f16 / bf16 inputs, and each lane's results scattered back by the same model; a
-//     launch of a kernel that uses it on a device without matrix units is refused,
+//     launch of a kernel that uses it on a device without matrix units is refused; likewise the
+//     TF32 op (ex.mma_16x16x8: mma.sync m16n8k8 .tf32 twice, mma_owner_tf32; warp 32 only), refused
+//     on a device without TF32 (DeviceDescription::mma_tf32),
 //   - shared memory filled with NaN before each block, so a read of anything the block did not
 //     write first shows up in the results,
 //   - every access to tracked device memory and shared memory checked by the race and coherence
@@ -376,6 +378,25 @@ inline bool mma_owner(int warp, int op, int row, int col, int* lane, int* elem) 
   return true;
 }
 
+/// The emulator's model of the TF32 fragments (NVIDIA PTX ISA, mma.m16n8k8 .tf32, one instruction
+/// per 8 columns n; warp 32 only), written as the inverse of the hardware's table and independent
+/// of hip/rnn_device.hpp's mma_coord_tf32: (lane, register) holding A [16 m][8 k] (op 0) or B [8 k][16
+/// n] (op 1) at (row, col). A: thread group m % 8, column k % 4 of the group; m ≥ 8 is the odd
+/// register, k ≥ 4 the upper pair. B: group n % 8, row k % 4; k ≥ 4 the odd register, n ≥ 8 the
+/// second instruction's pair. C / D are laid out as mma.m16n8k16's (mma_owner, op 2).
+inline bool mma_owner_tf32(int op, int row, int col, int* lane, int* reg) {
+  if (op == 0) {
+    *lane = 4 * (row % 8) + col % 4;
+    *reg = row / 8 + 2 * (col / 4);
+  } else if (op == 1) {
+    *lane = 4 * (col % 8) + row % 4;
+    *reg = row / 4 + 2 * (col / 8);
+  } else {
+    return mma_owner(32, op, row, col, lane, reg);
+  }
+  return true;
+}
+
 /// 16-bit operand bits as f32.
 inline float mma_input(std::uint16_t bits, bool bf16) {
   return bf16 ? rnncore::detail::bf16_to_f32(bits) : rnncore::detail::f16_to_f32(bits);
@@ -449,6 +470,16 @@ class Exec {
                     const rnncore::gpu::MmaFrag<rnncore::gpu::WeightBF16>& b, rnncore::gpu::MmaAcc& c) const {
     mma(a.r, b.r, c.c, true);
   }
+  /// The warp's D = A·B + C on TF32 operands, A [16][8], B [8][16] (NVIDIA only: a warp of 64 is an
+  /// error, as the op does not exist there).
+  void mma_16x16x8(const rnncore::gpu::MmaFrag<rnncore::gpu::Tf32>& a, const rnncore::gpu::MmaFrag<rnncore::gpu::Tf32>& b,
+                   rnncore::gpu::MmaAcc& c) const {
+    if (warp_ != 32) {
+      std::fprintf(stderr, "emulator: the TF32 matrix op exists on NVIDIA only (warp 32), not at warp %d\n", warp_);
+      std::abort();
+    }
+    mma(a.r, b.r, c.c, false, true);
+  }
   float load_coherent(const float* p, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
     return detector::load(p, !launch_->skip(kCoherentLoad, file, line));
   }
@@ -456,19 +487,21 @@ class Exec {
 
  private:
   /// Publishes this lane's operands, meets the warp, and computes its own elements of D from every
-  /// lane's operands as the model places them.
-  void mma(const std::uint32_t* a, const std::uint32_t* b, float* c, bool bf16) const {
-    const int w = tx_ / warp_, lane = tx_ % warp_, e = 256 / warp_;
+  /// lane's operands as the model places them: 16-bit ones (bf16 or f16) over k = 16, or TF32 ones
+  /// (tf32: a whole register each, its 13 low bits ignored as the tensor cores do) over k = 8.
+  void mma(const std::uint32_t* a, const std::uint32_t* b, float* c, bool bf16, bool tf32 = false) const {
+    const int w = tx_ / warp_, lane = tx_ % warp_, e = 256 / warp_, depth = tf32 ? 8 : 16;
     std::uint32_t* buf = block_->mma_exchange.data() + (static_cast<std::size_t>(w) * 2 + mma_phase_) * warp_ * Block::kMmaWords;
     std::uint32_t* mine = buf + static_cast<std::size_t>(lane) * Block::kMmaWords;
     for (int i = 0; i < 4; ++i) mine[i] = a[i], mine[4 + i] = b[i];
     block_->warp_barriers[w]->wait();
-    const auto half = [&](int op, int row, int col) {  // the 16-bit operand element at (row, col)
+    const auto input = [&](int op, int row, int col) {  // the operand element at (row, col)
       int l = 0, el = 0;
-      if (!mma_owner(warp_, op, row, col, &l, &el)) {
+      if (!(tf32 ? mma_owner_tf32(op, row, col, &l, &el) : mma_owner(warp_, op, row, col, &l, &el))) {
         std::fprintf(stderr, "emulator: no matrix-unit layout for warp size %d\n", warp_);
         std::abort();
       }
+      if (tf32) return rnncore::detail::tf32_to_f32(buf[static_cast<std::size_t>(l) * Block::kMmaWords + 4 * op + el]);
       const std::uint32_t word = buf[static_cast<std::size_t>(l) * Block::kMmaWords + 4 * op + el / 2];
       return mma_input(static_cast<std::uint16_t>(word >> (16 * (el % 2))), bf16);
     };
@@ -478,8 +511,8 @@ class Exec {
       for (int col = 0; col < 16; ++col) {  // the elements of C the model gives this lane
         int l = 0, el = 0;
         if (!mma_owner(warp_, 2, row, col, &l, &el) || l != lane) continue;
-        float sum = 0.0f;  // products of 16-bit inputs are exact in f32; the sum is f32
-        for (int k = 0; k < 16; ++k) sum += half(0, row, k) * half(1, k, col);
+        float sum = 0.0f;  // products of 16-bit or TF32 inputs are exact in f32; the sum is f32
+        for (int k = 0; k < depth; ++k) sum += input(0, row, k) * input(1, k, col);
         d[el] = sum + c[el];
         ++done;
       }
@@ -511,6 +544,15 @@ template <class K>
 constexpr bool uses_mma() {
   return UsesMma<K>::value;
 }
+/// Whether kernel K uses the TF32 matrix op (K::kUsesMmaTf32).
+template <class K, class = void>
+struct UsesMmaTf32 {
+  static constexpr bool value = false;
+};
+template <class K>
+struct UsesMmaTf32<K, std::void_t<decltype(K::kUsesMmaTf32)>> {
+  static constexpr bool value = K::kUsesMmaTf32;
+};
 
 /// A Launcher (see src/gpu/schedule.hpp) that runs every kernel in the emulator, with the device
 /// facts given, and counts launches by kernel name.
@@ -598,6 +640,7 @@ rnncore::Status Launcher::run(const rnncore::gpu::Dims& d, const typename K::Arg
   else if (cooperative && blocks > resident) problem = "cooperative grid larger than the co-resident capacity";
   else if (d.gy > 65535 || d.gz > 65535) problem = "grid y or z above 65535";
   else if (uses_mma<K>() && facts_.mma == 0) problem = "a matrix-unit kernel on a device without matrix units";
+  else if (UsesMmaTf32<K>::value && facts_.mma_tf32 == 0) problem = "a TF32 matrix-unit kernel on a device without TF32";
   if (problem != nullptr) {
     std::snprintf(what, sizeof what, "%s: %s (grid %ux%ux%u, block %d, smem %zu)", K::name(), problem, d.gx, d.gy, d.gz,
                   threads, d.smem);

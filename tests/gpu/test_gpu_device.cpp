@@ -229,6 +229,31 @@ TEST_CASE("GPU forward with gpu_half_math: the input projection and the per-step
       check_on_device(c, kChoices[1 + n % 2], 6600 + static_cast<std::uint64_t>(n));
       ++n;
     }
+  // f32 weights: TF32 projections and steps on NVIDIA sm_80+ (the hardware's m16n8k8 .tf32 layout
+  // against mma_coord_tf32), f32 elsewhere (the f32 tolerance holds within TF32's); the emulator
+  // test runs the same random cases on the H100 profile, and the steps as its every-cell TF32 case.
+  Rng tf32_rng(4444);
+  for (int i = 0; i < 3; ++i) {
+    Case c = random_case(tf32_rng);
+    c.weights = DType::f32;
+    c.half_math = true;
+    c.tolerance = half_math_tolerance(DType::f32);
+    check_on_device(c, kChoices[i % 3], 6600 + static_cast<std::uint64_t>(i));
+  }
+  for (Mode mode : {Mode::lstm, Mode::gru}) {  // B = 33, the per-step kernel forced: the TF32 step
+    Case c;
+    c.stack.input_size = 11;
+    c.stack.num_layers = 1;
+    c.stack.layers[0] = layer(mode, 37, true, {}, mode == Mode::gru ? GruVariant::reset_before : GruVariant::reset_after);
+    c.T = 3;
+    c.B = 33;
+    c.lengths = true;
+    c.initial = true;
+    c.weights = DType::f32;
+    c.half_math = true;
+    c.tolerance = half_math_tolerance(DType::f32);
+    check_on_device(c, kChoices[1], 6700 + static_cast<std::uint64_t>(mode == Mode::gru));
+  }
   RnnSpec spec;
   spec.input_size = spec.hidden_size = 256;
   PlanOptions opt;

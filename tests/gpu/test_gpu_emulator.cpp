@@ -34,6 +34,7 @@ struct EmuConfig {
   int persist_threads = gpu::kPersistentThreads;  ///< the planner's block size on a GPU
   bool refuse_cooperative = false;  ///< the runtime refuses cooperative launches (MPS)
   bool mma = false;                 ///< the device has matrix units (DeviceDescription::mma)
+  bool mma_tf32 = false;            ///< they take TF32 (DeviceDescription::mma_tf32)
   std::uint64_t sched_seed = 1;     ///< the emulator's block and thread order
   /// A real device's profile instead of the fields above (sm_count, warp, smem, blocks_per_sm):
   /// planned for with its modeled occupancy.
@@ -81,6 +82,7 @@ Status make_gpu_plan(const StackSpec& stack, PlanOptions opt, const EmuConfig& c
   on.device.warp_size = cfg.warp;
   on.device.smem_optin = cfg.smem;
   on.device.mma = cfg.mma ? 1 : 0;
+  on.device.mma_tf32 = cfg.mma_tf32 ? 1 : 0;
   std::snprintf(on.device.arch, sizeof on.device.arch, "emu%d", cfg.warp);
   on.choices.recurrence = cfg.recurrence;
   on.choices.tile = cfg.tile;
@@ -1056,6 +1058,35 @@ TEST_CASE("mutants: leaving out any barrier, grid barrier or coherent load is ca
     cfg.mma = true;
     cases.emplace_back(c, cfg);
   }
+  {  // the TF32 projection GEMM (NVIDIA only): two k chunks, two m and three n tiles
+    Case c;
+    c.stack.input_size = 40;
+    c.stack.num_layers = 1;
+    c.stack.layers[0] = layer(Mode::lstm, 37, false, {});
+    c.T = 14;
+    c.B = 5;
+    c.weights = DType::f32;
+    c.half_math = true;
+    EmuConfig cfg = config(32, gpu::Recurrence::tiled);
+    cfg.mma = true;
+    cfg.mma_tf32 = true;
+    cases.emplace_back(c, cfg);
+  }
+  {  // the TF32 step kernel (NVIDIA only): two k chunks, two unit tiles, padded rows
+    Case c;
+    c.stack.input_size = 8;
+    c.stack.num_layers = 1;
+    c.stack.layers[0] = layer(Mode::lstm, 37, false, {});
+    c.T = 2;
+    c.B = 9;
+    c.lengths = true;
+    c.weights = DType::f32;
+    c.half_math = true;
+    EmuConfig cfg = config(32, gpu::Recurrence::tiled);
+    cfg.mma = true;
+    cfg.mma_tf32 = true;
+    cases.emplace_back(c, cfg);
+  }
   for (int warp : {32, 64}) {  // the matrix-unit step kernel: two k chunks, two unit tiles, padded rows
     Case c;
     c.stack.input_size = 8;
@@ -1127,6 +1158,7 @@ gpu::DeviceDescription mma_device(int warp, bool mma) {
   d.sm_count = 4;
   d.warp_size = warp;
   d.mma = mma ? 1 : 0;
+  d.mma_tf32 = mma && warp == 32 ? 1 : 0;  // TF32 is NVIDIA's (warp 32)
   std::snprintf(d.arch, sizeof d.arch, "emu%d", warp);
   return d;
 }
@@ -1198,6 +1230,79 @@ TEST_CASE("the emulator refuses a matrix-unit kernel on a device without matrix 
   CHECK(ln.errors[0].find("without matrix units") != std::string::npos);
 }
 
+TEST_CASE("TF32 rounding: to nearest, ties away from zero, at 10 mantissa bits (cvt.rna.tf32.f32)") {
+  const auto bits = [](float f) { return detail::f32_to_bits(f); };
+  const auto round = [](float f) { return detail::tf32_to_f32(detail::f32_to_tf32(f)); };
+  const float ulp = std::ldexp(1.0f, -10);  // TF32's unit at 1
+  CHECK(round(1.0f + ulp / 2) == 1.0f + ulp);  // a tie goes away from zero (to even would give 1)
+  CHECK(round(-(1.0f + ulp / 2)) == -(1.0f + ulp));
+  CHECK(round(1.0f + ulp / 2 - std::ldexp(1.0f, -23)) == 1.0f);  // below the tie: down
+  CHECK(round(1.0f + 3 * ulp / 2) == 1.0f + 2 * ulp);
+  CHECK(round(2.0f - ulp / 4) == 2.0f);  // a carry into the exponent
+  CHECK(std::isinf(round(std::numeric_limits<float>::max())));  // past the largest TF32
+  CHECK(round(std::numeric_limits<float>::infinity()) == std::numeric_limits<float>::infinity());
+  CHECK(std::isnan(round(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(std::isnan(detail::tf32_to_f32(detail::f32_to_tf32(detail::bits_to_f32(0x7f800001u)))));  // payload in the low bits only
+  CHECK(bits(round(std::ldexp(1.0f, -149))) == 0u);  // the smallest subnormal: below half a TF32 unit
+  CHECK(bits(round(std::ldexp(1.0f, -137))) == 0x2000u);  // subnormal tie: away
+  CHECK((detail::f32_to_tf32(3.14159265f) & 0x1fffu) == 0u);
+}
+
+namespace {
+
+/// Largest |D - (Ã·B̃ + C)| of the TF32 probe (float64 reference of the TF32-rounded operands; the
+/// probe is given f32 patterns rounded by detail::f32_to_tf32) and the largest |reference| value.
+double mma_tf32_probe_error(emu::MmaPlacement placement, std::uint64_t seed, double* scale) {
+  Rng rng(seed);
+  const std::vector<float> af = random_vector<float>(rng, 128, 2.0), bf = random_vector<float>(rng, 128, 2.0);
+  const std::vector<float> c = random_vector<float>(rng, 256, 1.0);
+  std::vector<std::uint32_t> a(128), b(128);
+  for (int i = 0; i < 128; ++i) a[i] = detail::f32_to_tf32(af[i]), b[i] = detail::f32_to_tf32(bf[i]);
+  std::vector<float> d(256, std::numeric_limits<float>::quiet_NaN());
+  emu::Launcher ln(mma_device(32, true), 1, seed);
+  Tracked tracked;
+  tracked.buffer(d.data(), sizeof(float) * d.size(), "d");
+  REQUIRE(emu::mma_tf32_probe(ln, a.data(), b.data(), c.data(), d.data(), placement) == Status::ok);
+  Tracked::check("mma tf32 probe");
+  for (const std::string& e : ln.errors) FAIL_CHECK(e);
+  double err = 0;
+  *scale = 0;
+  for (int m = 0; m < 16; ++m)
+    for (int n = 0; n < 16; ++n) {
+      double ref = c[m * 16 + n];
+      for (int k = 0; k < 8; ++k) ref += static_cast<double>(detail::tf32_to_f32(a[m * 8 + k])) * detail::tf32_to_f32(b[k * 16 + n]);
+      err = std::max(err, std::fabs(d[m * 16 + n] - ref));
+      if (std::isnan(d[m * 16 + n])) err = std::numeric_limits<double>::infinity();
+      *scale = std::max(*scale, std::fabs(ref));
+    }
+  return err;
+}
+
+}  // namespace
+
+TEST_CASE("the TF32 matrix-unit op (NVIDIA m16n8k8 twice) computes A·B + C in its fragment layout at warp 32") {
+  // mma_coord_tf32 (the kernels' statement of PTX's m16n8k8 .tf32 layout) against the emulator's own
+  // model (mma_owner_tf32): exact up to f32 sums with the PTX placement (8 exact products of TF32
+  // inputs); wrong with lanes swapped, A's 8 × 8 blocks transposed, or the f16 op's layout.
+  double scale = 0;
+  const double err = mma_tf32_probe_error(emu::MmaPlacement::vendor, 41, &scale);
+  CHECK(err <= 1e-6 * scale);
+  MESSAGE("TF32 op: largest error " << err << " at largest |D| " << scale);
+  for (emu::MmaPlacement wrong : {emu::MmaPlacement::swap_lanes, emu::MmaPlacement::a_transposed, emu::MmaPlacement::f16_layout}) {
+    CAPTURE(static_cast<int>(wrong));
+    CHECK(mma_tf32_probe_error(wrong, 41, &scale) > 1e-2 * scale);
+  }
+  // A device whose matrix units take no TF32 (AMD) refuses the kernel.
+  std::vector<std::uint32_t> a(128, 0), b(128, 0);
+  std::vector<float> c(256, 0.0f), d(256, 0.0f);
+  gpu::DeviceDescription amd = mma_device(32, true);
+  amd.mma_tf32 = 0;
+  emu::Launcher ln(amd, 1);
+  CHECK(emu::mma_tf32_probe(ln, a.data(), b.data(), c.data(), d.data(), emu::MmaPlacement::vendor) == Status::device);
+  REQUIRE(ln.errors.size() == 1);
+  CHECK(ln.errors[0].find("without TF32") != std::string::npos);
+}
+
 namespace {
 
 /// One projection GEMM problem: proj [M = T·B][N = G·H] = x [T][B][K] · Wᵀ + bias, W [N][Kp] in WT bits.
@@ -1210,12 +1315,13 @@ struct GemmProblem {
 /// else the f32 tiled one) and checks it. The matrix-unit result must match a float64 reference of
 /// x rounded to the weight type within f32 summation error (1e-5 of Σ|x̃||W|), and the f32 kernel
 /// within the x rounding's bound (2^-11 (f16) or 2^-8 (bf16) of Σ|x||W|, plus the same 1e-5).
-void check_gemm(const GemmProblem& pr, int warp, int weights) {
-  const bool bf16 = weights == gpu::kWeightBF16;
+double check_gemm(const GemmProblem& pr, int warp, int weights) {
+  const bool bf16 = weights == gpu::kWeightBF16, f32 = weights == gpu::kWeightF32;
   const int M = pr.T * pr.B, N = pr.G * pr.H, Kp = (pr.K + 3) / 4 * 4;
   Rng rng(static_cast<std::uint64_t>(M * 131 + N * 7 + pr.K + warp + weights));
-  std::vector<float> wv;
+  std::vector<float> wv;  // the weights' values (f32: as stored; the TF32 kernel rounds them)
   std::vector<std::uint16_t> w = random_halves(rng, static_cast<std::size_t>(N) * Kp, 1.0 / std::sqrt(pr.K), bf16, &wv);
+  if (f32) wv = random_vector<float>(rng, static_cast<std::size_t>(N) * Kp, 1.0 / std::sqrt(pr.K));
   for (int n = 0; n < N; ++n)
     for (int k = pr.K; k < Kp; ++k) w[static_cast<std::size_t>(n) * Kp + k] = 0, wv[static_cast<std::size_t>(n) * Kp + k] = 0.0f;
   const std::vector<float> x = random_vector<float>(rng, static_cast<std::size_t>(M) * pr.K, 1.0);
@@ -1233,10 +1339,15 @@ void check_gemm(const GemmProblem& pr, int warp, int weights) {
   d.x = x.data();
   d.x_st = pr.batch_major ? pr.K : static_cast<std::int64_t>(pr.B) * pr.K;  // x [T][B][K] or [B][T][K]
   d.x_sb = pr.batch_major ? static_cast<std::int64_t>(pr.T) * pr.K : pr.K;
-  d.w = w.data();
+  d.w = f32 ? static_cast<const void*>(wv.data()) : static_cast<const void*>(w.data());
   d.bias = bias.data();
-  const auto round_x = [&](float v) { return bf16 ? detail::bf16_to_f32(detail::f32_to_bf16(v)) : detail::f16_to_f32(detail::f32_to_f16(v)); };
-  const double u = bf16 ? 1.0 / 256 : 1.0 / 2048;
+  const auto tf32 = [](float v) { return detail::tf32_to_f32(detail::f32_to_tf32(v)); };
+  const auto round_x = [&](float v) {
+    return f32 ? tf32(v) : bf16 ? detail::bf16_to_f32(detail::f32_to_bf16(v)) : detail::f16_to_f32(detail::f32_to_f16(v));
+  };
+  // x's rounding, the f32 kernel's distance from the rounded reference (f32 weights: x and W, TF32)
+  const double u = bf16 ? 1.0 / 256 : f32 ? 2.0 / 2048 : 1.0 / 2048;
+  double worst_mma = 0;
   for (bool mma : {true, false}) {
     CAPTURE(mma);
     std::vector<float> proj(static_cast<std::size_t>(M) * N, std::numeric_limits<float>::quiet_NaN());
@@ -1254,10 +1365,10 @@ void check_gemm(const GemmProblem& pr, int warp, int weights) {
       for (int n = 0; n < N; ++n) {
         double ref = bias[n], mag = std::fabs(bias[n]), mag_exact = 0;
         for (int k = 0; k < pr.K; ++k) {
-          const double wk = wv[static_cast<std::size_t>(n) * Kp + k];
+          const double w_exact = wv[static_cast<std::size_t>(n) * Kp + k], wk = f32 ? tf32(static_cast<float>(w_exact)) : w_exact;
           ref += static_cast<double>(round_x(xr[k])) * wk;
           mag += std::fabs(round_x(xr[k]) * wk);
-          mag_exact += std::fabs(xr[k] * wk);
+          mag_exact += std::fabs(xr[k] * w_exact);
         }
         const double bound = 1e-5 * mag + (mma ? 0.0 : u * mag_exact) + 1e-30;
         const double got = proj[static_cast<std::size_t>(m) * N + n];
@@ -1265,7 +1376,9 @@ void check_gemm(const GemmProblem& pr, int warp, int weights) {
       }
     }
     CHECK(worst <= 1.0);
+    if (mma) worst_mma = worst;
   }
+  return worst_mma;
 }
 
 }  // namespace
@@ -1285,6 +1398,22 @@ TEST_CASE("the matrix-unit projection GEMM matches the float64 reference with x 
         CAPTURE(pr.K);
         check_gemm(pr, warp, weights);
       }
+}
+
+TEST_CASE("the TF32 projection GEMM matches the float64 reference with x and W rounded to TF32") {
+  // The same edge shapes as the f16 / bf16 GEMM, f32 weights, warp 32 (TF32 is NVIDIA's): within
+  // f32 summation error (1e-5 of Σ|x̃||W̃|) of the rounded operands' exact product; the f32 kernel
+  // within 2 · 2^-11 of Σ|x||W| of the same reference (the two roundings).
+  const GemmProblem problems[] = {{3, 5, 23, 4, 9, false},   {7, 11, 70, 3, 43, true}, {1, 1, 1, 1, 1, false},
+                                  {2, 33, 32, 4, 16, false}, {5, 13, 100, 1, 130, true}};
+  double worst = 0;
+  for (const GemmProblem& pr : problems) {
+    CAPTURE(pr.T * pr.B);
+    CAPTURE(pr.G * pr.H);
+    CAPTURE(pr.K);
+    worst = std::max(worst, check_gemm(pr, 32, gpu::kWeightF32));
+  }
+  MESSAGE("TF32 GEMM: largest error " << worst << " of the bound 1e-5 * sum |x~||W~|");
 }
 
 TEST_CASE("gpu_half_math: the planner picks the matrix units only with 16-bit weights on a device that has them" * doctest::test_suite("long")) {
@@ -1316,12 +1445,17 @@ TEST_CASE("gpu_half_math: the planner picks the matrix units only with 16-bit we
         CHECK(count_prefix(launches, "f32_rnn_proj_gemm_tiled") == (half ? 0 : 2));
       }
   }
-  // f32 weights, or a device without matrix units (RDNA): the f32 kernel, whatever the option.
+  // f32 weights: TF32 on the H100 (tested below), the f32 kernel on AMD; a device without matrix
+  // units (RDNA): the f32 kernel, whatever the option.
   PlanOptions opt;
   opt.gpu_half_math = true;
   opt.weight_dtype = DType::f32;
   detail::PlanImpl p;
   REQUIRE(make_profile_plan(c.stack, opt, gpu::device_profile(0), &p) == Status::ok);
+  CHECK(p.gpu.mma_proj == 1);
+  CHECK(p.gpu.mma_step == 1);
+  CHECK(std::string(p.kernel_name) == "f32_rnn_tf32__cuda_sm_90");
+  REQUIRE(make_profile_plan(c.stack, opt, gpu::device_profile(2), &p) == Status::ok);
   CHECK(p.gpu.mma_proj == 0);
   opt.weight_dtype = DType::f16;
   REQUIRE(make_profile_plan(c.stack, opt, gpu::device_profile(0), &p) == Status::ok);
@@ -1341,6 +1475,70 @@ TEST_CASE("gpu_half_math: the planner picks the matrix units only with 16-bit we
   std::map<std::string, int> launches;
   check_case(c, cfg, 4310, &launches);
   CHECK(count_prefix(launches, "proj_gemm_mma") == 0);
+}
+
+TEST_CASE("gpu_half_math with f32 weights: TF32 projections on the H100 and A100, f32 on MI250X and MI300X") {
+  // Whole forwards (two layers, both directions, lengths, initial states; B = 3: the step in f32) against
+  // the f64 reference within half_math_tolerance(f32) = 4e-3 on the H100 profile, where the TF32
+  // GEMM must run; on the MI250X one the plan keeps the f32 GEMM and f32 accuracy (1e-5). The
+  // A100 and MI300X plans make the same choices.
+  Case c;
+  c.stack.input_size = 40;
+  c.stack.num_layers = 2;
+  c.stack.layers[0] = layer(Mode::lstm, 20, true, {});  // K = 40: two k chunks of the GEMM
+  c.stack.layers[1] = layer(Mode::gru, 12, false, {});
+  c.T = 3;
+  c.B = 3;
+  c.lengths = true;
+  c.initial = true;
+  c.weights = DType::f32;
+  c.half_math = true;
+  double worst = 0;
+  for (int i : {0, 2}) {  // H100, MI250X run; A100 and MI300X are planned for below
+    const gpu::DeviceProfile prof = gpu::device_profile(i);
+    CAPTURE(prof.device.name);
+    const bool nvidia = prof.device.warp_size == 32;
+    c.tolerance = nvidia ? half_math_tolerance(DType::f32) : 1e-5;
+    EmuConfig cfg;
+    cfg.profile = &prof;
+    std::map<std::string, int> launches;
+    g_forward_worst = 0;
+    check_case(c, cfg, 4400 + static_cast<std::uint64_t>(i), &launches);
+    if (nvidia) worst = std::max(worst, g_forward_worst);
+    CHECK(count_prefix(launches, "tf32_rnn_proj_gemm_mma_64x64") == (nvidia ? 2 : 0));
+    CHECK(count_prefix(launches, "f32_rnn_proj_gemm_tiled") == (nvidia ? 0 : 2));
+    CHECK(count_prefix(launches, "_mma_16x16") == 0);
+  }
+  MESSAGE("TF32 forwards: largest relative error " << worst << " (tolerance " << half_math_tolerance(DType::f32) << ")");
+  PlanOptions opt;
+  opt.gpu_half_math = true;
+  opt.weight_dtype = DType::f32;
+  for (int i = 0; i < gpu::kProfileCount; ++i) {
+    detail::PlanImpl p;
+    REQUIRE(make_profile_plan(c.stack, opt, gpu::device_profile(i), &p) == Status::ok);
+    CHECK(p.gpu.mma_proj == (i < 2 ? 1 : 0));  // H100, A100: TF32; MI250X, MI300X: none
+    CHECK(p.gpu.mma_step == (i < 2 ? 1 : 0));
+  }
+}
+
+TEST_CASE("gpu_half_math with f32 weights: CudnnLSTM-style random cases with TF32 projections on the H100 profile") {
+  Rng rng(4444);
+  double worst = 0;
+  const gpu::DeviceProfile h100 = gpu::device_profile(0);
+  for (int i = 0; i < 3; ++i) {
+    Case r = random_case(rng);
+    r.weights = DType::f32;
+    r.half_math = true;
+    r.tolerance = half_math_tolerance(DType::f32);
+    EmuConfig cfg;
+    cfg.profile = &h100;
+    std::map<std::string, int> launches;
+    g_forward_worst = 0;
+    check_case(r, cfg, 6600 + static_cast<std::uint64_t>(i), &launches);
+    worst = std::max(worst, g_forward_worst);
+    if (!uses_skip_input(r.stack) || r.stack.num_layers > 1) CHECK(count_prefix(launches, "tf32_rnn_proj_gemm_mma_64x64") > 0);
+  }
+  MESSAGE("TF32 random forwards: largest relative error " << worst);
 }
 
 TEST_CASE("emulated GPU forward with gpu_half_math: CudnnLSTM-style random cases on the matrix units") {
@@ -1409,6 +1607,56 @@ TEST_CASE("emulated GPU forward with gpu_half_math at batch >= 8: the per-step r
     }
   MESSAGE("largest relative error: f16 " << worst[0] << " (tolerance " << half_math_tolerance(DType::f16) << "), bf16 "
                                          << worst[1] << " (tolerance " << half_math_tolerance(DType::bf16) << ")");
+}
+
+TEST_CASE("gpu_half_math with f32 weights at batch >= 8: the per-step recurrence in TF32 on the H100 profile, every cell") {
+  // Every cell at B = 9 or 33 (one or three row tiles with padding; the LSTM at both), H = 20 and
+  // 37, lengths, initial states, uni- and bidirectional, against the f64 reference within
+  // half_math_tolerance(f32) (h and R rounded to TF32 as x and W are), checking that the TF32 step
+  // ran at every step.
+  struct Cell {
+    Mode mode;
+    GruVariant variant;
+  };
+  const Cell cells[] = {{Mode::lstm, GruVariant::reset_after},
+                        {Mode::gru, GruVariant::reset_after},
+                        {Mode::gru, GruVariant::reset_before},
+                        {Mode::rnn_tanh, GruVariant::reset_after},
+                        {Mode::rnn_relu, GruVariant::reset_after}};
+  const gpu::DeviceProfile prof = gpu::device_profile(0);
+  double worst = 0;
+  int i = 0;
+  for (const Cell& cell : cells)
+    for (int B : {9, 33}) {
+      if (i / 2 > 0 && (B == 33) != (i / 2 % 2 == 0)) {  // past the LSTM: one batch per cell, alternating
+        ++i;
+        continue;
+      }
+      Case c;
+      c.stack.input_size = 11;
+      c.stack.num_layers = 1;
+      c.stack.layers[0] = layer(cell.mode, i % 4 < 2 ? 37 : 20, i % 3 != 1, {}, cell.variant);
+      c.T = 3;
+      c.B = B;
+      c.lengths = i % 2 == 0;
+      c.initial = i % 4 < 2;
+      c.weights = DType::f32;
+      c.half_math = true;
+      c.tolerance = half_math_tolerance(DType::f32);
+      EmuConfig cfg;
+      cfg.profile = &prof;
+      cfg.recurrence = B <= gpu::kAutoPersistentMaxBatch ? gpu::Recurrence::tiled : gpu::Recurrence::auto_select;
+      cfg.sched_seed = 80 + static_cast<std::uint64_t>(i);
+      std::map<std::string, int> launches;
+      g_forward_worst = 0;
+      check_case(c, cfg, 7200 + static_cast<std::uint64_t>(i), &launches);
+      worst = std::max(worst, g_forward_worst);
+      const int per_step = cell.variant == GruVariant::reset_before && cell.mode == Mode::gru ? 2 : 1;
+      CHECK(count_prefix(launches, "tf32_") - count_prefix(launches, "tf32_rnn_proj_gemm") == c.T * per_step);
+      CHECK(count_prefix(launches, "tf32_rnn_proj_gemm_mma_64x64") == 1);
+      ++i;
+    }
+  MESSAGE("TF32 step: largest relative error " << worst << " (tolerance " << half_math_tolerance(DType::f32) << ")");
 }
 
 TEST_CASE("gpu_half_math: the per-step recurrence takes the matrix units from batch 8; the persistent kernel keeps f32") {

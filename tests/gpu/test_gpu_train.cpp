@@ -46,6 +46,7 @@ Status train_emulated(const Case& c, const TrainData& d, const Device& dev, Trai
   opt.gpu_half_math = c.half_math;
   gpu::DescribedDevice on;
   on.device.mma = c.half_math ? 1 : 0;  // a device with matrix units where the case asks for them
+  on.device.mma_tf32 = c.half_math && dev.warp == 32 ? 1 : 0;  // TF32 too at warp 32 (NVIDIA)
   on.device.sm_count = dev.sm_count;
   on.device.warp_size = dev.warp;
   on.device.smem_optin = 48 * 1024;
@@ -135,7 +136,7 @@ TEST_CASE("emulated GPU training with gpu_half_math at batch >= 8: the forward's
   // The training forward's per-step recurrence on the matrix units writes the reserve rows through
   // the shared epilogue; backward (f32) reads them. Against the f64 reference at the forward's
   // half-math tolerances, every output and gradient.
-  double worst[2] = {0, 0};  // f16, bf16
+  double worst[3] = {0, 0, 0};  // f16, bf16, f32 (TF32)
   Rng rng(2026112405);
   const struct {
     Mode mode;
@@ -146,7 +147,8 @@ TEST_CASE("emulated GPU training with gpu_half_math at batch >= 8: the forward's
   } shapes[] = {{Mode::lstm, GruVariant::reset_after, 20, 9, true, DType::f16},
                 {Mode::gru, GruVariant::reset_before, 37, 17, false, DType::bf16},
                 {Mode::gru, GruVariant::reset_after, 20, 8, true, DType::bf16},
-                {Mode::rnn_tanh, GruVariant::reset_after, 37, 9, false, DType::f16}};
+                {Mode::rnn_tanh, GruVariant::reset_after, 37, 9, false, DType::f16},
+                {Mode::lstm, GruVariant::reset_after, 20, 9, true, DType::f32}};  // TF32: warp 32
   int i = 0;
   for (const auto& sh : shapes) {
     Case c;
@@ -167,7 +169,8 @@ TEST_CASE("emulated GPU training with gpu_half_math at batch >= 8: the forward's
     dev.launches = &launches;
     g_training_worst = 0;
     check_emulated(c, rng.next(), dev);
-    worst[c.weights == DType::bf16] = std::max(worst[c.weights == DType::bf16], g_training_worst);
+    const int w = c.weights == DType::bf16 ? 1 : c.weights == DType::f32 ? 2 : 0;
+    worst[w] = std::max(worst[w], g_training_worst);
     const int per_step = sh.mode == Mode::gru && sh.variant == GruVariant::reset_before ? 2 : 1;
     int mma_steps = 0;  // launches of the matrix-unit step kernel
     for (const auto& kv : launches)
@@ -176,7 +179,8 @@ TEST_CASE("emulated GPU training with gpu_half_math at batch >= 8: the forward's
     ++i;
   }
   MESSAGE("largest relative error: f16 " << worst[0] << " (tolerance " << half_math_tolerance(DType::f16) << "), bf16 "
-                                         << worst[1] << " (tolerance " << half_math_tolerance(DType::bf16) << ")");
+                                         << worst[1] << " (tolerance " << half_math_tolerance(DType::bf16) << "), TF32 "
+                                         << worst[2] << " (tolerance " << half_math_tolerance(DType::f32) << ")");
 }
 
 TEST_CASE("emulated GPU training: shapes large enough for the tiled products (edges in every dimension)" * doctest::test_suite("long")) {
