@@ -1559,49 +1559,70 @@ TEST_CASE("emulated GPU forward with gpu_half_math: CudnnLSTM-style random cases
   }
 }
 
+namespace {
+
+/// Every cell kind, for the matrix-unit step tests.
+struct StepCell {
+  Mode mode;
+  GruVariant variant;
+};
+const StepCell kStepCells[] = {{Mode::lstm, GruVariant::reset_after},
+                               {Mode::gru, GruVariant::reset_after},
+                               {Mode::gru, GruVariant::reset_before},
+                               {Mode::rnn_tanh, GruVariant::reset_after},
+                               {Mode::rnn_relu, GruVariant::reset_after}};
+
+/// One layer of `cell` (I = 11, T = 3) at batch B and width H with gpu_half_math and `weights`,
+/// planned for `prof` with the per-step recurrence forced where the persistent kernel would take
+/// the batch, against the f64 reference within half_math_tolerance; case `i` varies direction,
+/// lengths and initial states. Returns the largest relative error; the launches go to *launches.
+double check_mma_step_case(const StepCell& cell, int B, int H, DType weights, bool batch_major, int i,
+                           std::uint64_t sched_seed, std::uint64_t data_seed, const gpu::DeviceProfile& prof,
+                           std::map<std::string, int>* launches) {
+  Case c;
+  c.stack.input_size = 11;
+  c.stack.num_layers = 1;
+  c.stack.layers[0] = layer(cell.mode, H, i % 3 != 1, {}, cell.variant);
+  c.T = 3;
+  c.B = B;
+  c.lengths = i % 2 == 0;
+  c.initial = i % 4 < 2;
+  c.batch_major = batch_major;
+  c.weights = weights;
+  c.half_math = true;
+  c.tolerance = half_math_tolerance(weights);
+  EmuConfig cfg;
+  cfg.profile = &prof;
+  cfg.recurrence = B <= gpu::kAutoPersistentMaxBatch ? gpu::Recurrence::tiled : gpu::Recurrence::auto_select;
+  cfg.sched_seed = sched_seed;
+  g_forward_worst = 0;
+  check_case(c, cfg, data_seed, launches);
+  return g_forward_worst;
+}
+
+/// Launches of the step kernel per time step: two for the reset-before GRU (its phases).
+int step_launches(const StepCell& cell) { return cell.variant == GruVariant::reset_before && cell.mode == Mode::gru ? 2 : 1; }
+
+}  // namespace
+
 TEST_CASE("emulated GPU forward with gpu_half_math at batch >= 8: the per-step recurrence on the matrix units, every cell") {
   // Every cell at B = 8, 9, 16, 33 (one, two and three 16-row tiles, rows of padding), H not a
   // multiple of 16 (partial unit tiles, and Hs = 40: two k chunks), both directions, lengths and
   // initial states, f16 and bf16, on the H100 (warp 32) and MI250X (warp 64) profiles, against the
   // f64 reference with the tolerances of the matrix-unit projection (x and h rounded alike). The
   // per-step recurrence is forced where the persistent kernel would run the batch (B <= 16).
-  struct Cell {
-    Mode mode;
-    GruVariant variant;
-  };
-  const Cell cells[] = {{Mode::lstm, GruVariant::reset_after},
-                        {Mode::gru, GruVariant::reset_after},
-                        {Mode::gru, GruVariant::reset_before},
-                        {Mode::rnn_tanh, GruVariant::reset_after},
-                        {Mode::rnn_relu, GruVariant::reset_after}};
   const int batches[] = {8, 9, 16, 33};
   double worst[2] = {0, 0};  // f16, bf16
   int i = 0;
-  for (const Cell& cell : cells)
+  for (const StepCell& cell : kStepCells)
     for (int B : batches) {
-      Case c;
-      c.stack.input_size = 11;
-      c.stack.num_layers = 1;
-      c.stack.layers[0] = layer(cell.mode, i % 2 ? 37 : 20, i % 3 != 1, {}, cell.variant);
-      c.T = 3;
-      c.B = B;
-      c.lengths = i % 2 == 0;
-      c.initial = i % 4 < 2;
-      c.batch_major = i % 5 == 3;
-      c.weights = i % 3 == 2 ? DType::bf16 : DType::f16;
-      c.half_math = true;
-      c.tolerance = half_math_tolerance(c.weights);
+      const DType weights = i % 3 == 2 ? DType::bf16 : DType::f16;
       const gpu::DeviceProfile prof = gpu::device_profile(i % 2 ? 2 : 0);
-      EmuConfig cfg;
-      cfg.profile = &prof;
-      cfg.recurrence = B <= gpu::kAutoPersistentMaxBatch ? gpu::Recurrence::tiled : gpu::Recurrence::auto_select;
-      cfg.sched_seed = 70 + static_cast<std::uint64_t>(i);
       std::map<std::string, int> launches;
-      g_forward_worst = 0;
-      check_case(c, cfg, 7100 + static_cast<std::uint64_t>(i), &launches);
-      worst[c.weights == DType::bf16] = std::max(worst[c.weights == DType::bf16], g_forward_worst);
-      const int per_step = cell.variant == GruVariant::reset_before && cell.mode == Mode::gru ? 2 : 1;
-      CHECK(count_prefix(launches, "_mma_16x16") == c.T * per_step);
+      const double err = check_mma_step_case(cell, B, i % 2 ? 37 : 20, weights, i % 5 == 3, i, 70 + static_cast<std::uint64_t>(i),
+                                             7100 + static_cast<std::uint64_t>(i), prof, &launches);
+      worst[weights == DType::bf16] = std::max(worst[weights == DType::bf16], err);
+      CHECK(count_prefix(launches, "_mma_16x16") == 3 * step_launches(cell));  // T = 3
       CHECK(count_prefix(launches, "persistent") + count_prefix(launches, "_tiled") - count_prefix(launches, "proj_gemm_tiled") == 0);
       ++i;
     }
@@ -1614,45 +1635,20 @@ TEST_CASE("gpu_half_math with f32 weights at batch >= 8: the per-step recurrence
   // 37, lengths, initial states, uni- and bidirectional, against the f64 reference within
   // half_math_tolerance(f32) (h and R rounded to TF32 as x and W are), checking that the TF32 step
   // ran at every step.
-  struct Cell {
-    Mode mode;
-    GruVariant variant;
-  };
-  const Cell cells[] = {{Mode::lstm, GruVariant::reset_after},
-                        {Mode::gru, GruVariant::reset_after},
-                        {Mode::gru, GruVariant::reset_before},
-                        {Mode::rnn_tanh, GruVariant::reset_after},
-                        {Mode::rnn_relu, GruVariant::reset_after}};
   const gpu::DeviceProfile prof = gpu::device_profile(0);
   double worst = 0;
   int i = 0;
-  for (const Cell& cell : cells)
+  for (const StepCell& cell : kStepCells)
     for (int B : {9, 33}) {
       if (i / 2 > 0 && (B == 33) != (i / 2 % 2 == 0)) {  // past the LSTM: one batch per cell, alternating
         ++i;
         continue;
       }
-      Case c;
-      c.stack.input_size = 11;
-      c.stack.num_layers = 1;
-      c.stack.layers[0] = layer(cell.mode, i % 4 < 2 ? 37 : 20, i % 3 != 1, {}, cell.variant);
-      c.T = 3;
-      c.B = B;
-      c.lengths = i % 2 == 0;
-      c.initial = i % 4 < 2;
-      c.weights = DType::f32;
-      c.half_math = true;
-      c.tolerance = half_math_tolerance(DType::f32);
-      EmuConfig cfg;
-      cfg.profile = &prof;
-      cfg.recurrence = B <= gpu::kAutoPersistentMaxBatch ? gpu::Recurrence::tiled : gpu::Recurrence::auto_select;
-      cfg.sched_seed = 80 + static_cast<std::uint64_t>(i);
       std::map<std::string, int> launches;
-      g_forward_worst = 0;
-      check_case(c, cfg, 7200 + static_cast<std::uint64_t>(i), &launches);
-      worst = std::max(worst, g_forward_worst);
-      const int per_step = cell.variant == GruVariant::reset_before && cell.mode == Mode::gru ? 2 : 1;
-      CHECK(count_prefix(launches, "tf32_") - count_prefix(launches, "tf32_rnn_proj_gemm") == c.T * per_step);
+      worst = std::max(worst, check_mma_step_case(cell, B, i % 4 < 2 ? 37 : 20, DType::f32, false, i,
+                                                  80 + static_cast<std::uint64_t>(i), 7200 + static_cast<std::uint64_t>(i),
+                                                  prof, &launches));
+      CHECK(count_prefix(launches, "tf32_") - count_prefix(launches, "tf32_rnn_proj_gemm") == 3 * step_launches(cell));
       CHECK(count_prefix(launches, "tf32_rnn_proj_gemm_mma_64x64") == 1);
       ++i;
     }
