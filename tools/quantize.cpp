@@ -18,6 +18,7 @@
 #include "rnncore/io/model.hpp"
 #include "rnncore/io/npy.hpp"
 #include "rnncore/io/safetensors.hpp"
+#include "rnncore/io/stack_config.hpp"
 #include "rnncore/rnncore.hpp"
 #include "src/io/int8_model.hpp"
 
@@ -115,9 +116,13 @@ std::string read_data(const std::string& path, std::int64_t I, bool batch_first,
   return "";
 }
 
-// What the float run saw.
+// What the float run saw: the stack's input, and each layer's h (every step's output) and |c|.
+struct LayerRanges {
+  double h_min = INFINITY, h_max = -INFINITY, c_abs = 0;
+};
 struct Ranges {
-  double x_min = 0, x_max = 0, h_min = 0, h_max = 0, c_abs = 0;
+  double x_min = INFINITY, x_max = -INFINITY;
+  std::vector<LayerRanges> layer;
 };
 
 // Progress of a float run over a data set (steps of all groups), on stderr every 2 s.
@@ -135,12 +140,31 @@ struct Progress {
   }
 };
 
-// Runs the float model a step at a time over x [T, B, I] (time-major), carrying h and c [B, H] in
-// and out (the public API's streaming), so that every step's cell state is seen; writes y [T, B, H]
-// (row stride `y_rows` rows, from row `y_row`) and widens `r` (if not null) by each step's x, h and c.
-Status run_float(Model& net, const float* x, std::int64_t T, std::int64_t B, std::int64_t I, std::int64_t H,
-                 float* h, float* c, float* y, std::int64_t y_rows, std::int64_t y_row, Ranges* r, Progress* progress) {
-  const std::size_t BH = static_cast<std::size_t>(B * H), BI = static_cast<std::size_t>(B * I);
+// Widens `r` by one step: x [B, I] and the state after it, h and c [Σ_l B·H_l] (state_offset).
+void widen(const StackSpec& stack, std::int64_t B, const float* x, const float* h, const float* c, Ranges* r) {
+  for (std::int64_t k = 0; k < B * stack.input_size; ++k) {
+    r->x_min = std::min(r->x_min, static_cast<double>(x[k]));
+    r->x_max = std::max(r->x_max, static_cast<double>(x[k]));
+  }
+  for (int l = 0; l < stack.num_layers; ++l) {
+    LayerRanges& lr = r->layer[static_cast<std::size_t>(l)];
+    const std::int64_t at = state_offset(stack, static_cast<int>(B), l, 0), n = B * stack.layers[l].hidden_size;
+    for (std::int64_t k = at; k < at + n; ++k) {
+      lr.h_min = std::min(lr.h_min, static_cast<double>(h[k]));
+      lr.h_max = std::max(lr.h_max, static_cast<double>(h[k]));
+      lr.c_abs = std::max(lr.c_abs, std::fabs(static_cast<double>(c[k])));
+    }
+  }
+}
+
+// Runs the float model a step at a time over x [T, B, I] (time-major), carrying every layer's h and
+// c [Σ_l B·H_l] in and out (the public API's streaming), so that every step's state is seen; writes
+// the last layer's y [T, B, H] (row stride `y_rows` rows, from row `y_row`) and widens `r` (if not
+// null) by each step's x, h and c.
+Status run_float(Model& net, const StackSpec& stack, const float* x, std::int64_t T, std::int64_t B, float* h, float* c,
+                 float* y, std::int64_t y_rows, std::int64_t y_row, Ranges* r, Progress* progress) {
+  const std::int64_t H = stack.layers[stack.num_layers - 1].hidden_size;
+  const std::size_t BH = static_cast<std::size_t>(B * H), BI = static_cast<std::size_t>(B * stack.input_size);
   std::vector<float> yt(BH);
   ForwardArgs fa;
   fa.batch = static_cast<std::int32_t>(B);
@@ -154,18 +178,7 @@ Status run_float(Model& net, const float* x, std::int64_t T, std::int64_t B, std
     const Status s = net.forward(fa);
     if (s != Status::ok) return s;
     std::memcpy(y + static_cast<std::size_t>((t * y_rows + y_row) * H), yt.data(), BH * sizeof(float));
-    if (r != nullptr) {
-      for (std::size_t k = 0; k < BI; ++k) {
-        const double v = x[static_cast<std::size_t>(t) * BI + k];
-        r->x_min = std::min(r->x_min, v);
-        r->x_max = std::max(r->x_max, v);
-      }
-      for (std::size_t k = 0; k < BH; ++k) {
-        r->h_min = std::min(r->h_min, static_cast<double>(h[k]));
-        r->h_max = std::max(r->h_max, static_cast<double>(h[k]));
-        r->c_abs = std::max(r->c_abs, std::fabs(static_cast<double>(c[k])));
-      }
-    }
+    if (r != nullptr) widen(stack, B, x + static_cast<std::size_t>(t) * BI, h, c, r);
     progress->step();
   }
   return Status::ok;
@@ -174,23 +187,23 @@ Status run_float(Model& net, const float* x, std::int64_t T, std::int64_t B, std
 // The float model on a data set: every row from a zero state, or (group > 0) the rows in groups of
 // `group` run one after another, each group starting from the previous group's final state (what
 // TFLite's converter does with a representative dataset of `group`-row batches: it does not reset
-// the LSTM's variable tensors between them). y [T, B, H].
-Status run_float_data(Model& net, const Data& d, std::int64_t I, std::int64_t H, std::int64_t group, std::vector<float>* y,
+// the LSTM's variable tensors between them). y [T, B, H] (the last layer's).
+Status run_float_data(Model& net, const StackSpec& stack, const Data& d, std::int64_t group, std::vector<float>* y,
                       Ranges* r, const char* what) {
+  const std::int64_t I = stack.input_size, H = stack.layers[stack.num_layers - 1].hidden_size;
   y->assign(static_cast<std::size_t>(d.T * d.B * H), 0.0f);
   const auto now = Clock::now();
   Progress progress{what, 0, group > 0 ? d.T * (d.B / group) : d.T, now, now};
-  if (group <= 0) {
-    std::vector<float> h(static_cast<std::size_t>(d.B * H), 0.0f), c(h.size(), 0.0f);
-    return run_float(net, d.x.data(), d.T, d.B, I, H, h.data(), c.data(), y->data(), d.B, 0, r, &progress);
-  }
-  std::vector<float> h(static_cast<std::size_t>(group * H), 0.0f), c(h.size(), 0.0f);
+  const std::int64_t rows = group > 0 ? group : d.B;
+  std::vector<float> h(static_cast<std::size_t>(state_offset(stack, static_cast<int>(rows), stack.num_layers, 0)), 0.0f),
+      c(h.size(), 0.0f);
+  if (group <= 0) return run_float(net, stack, d.x.data(), d.T, d.B, h.data(), c.data(), y->data(), d.B, 0, r, &progress);
   std::vector<float> xg(static_cast<std::size_t>(d.T * group * I));
   for (std::int64_t g0 = 0; g0 < d.B; g0 += group) {
     for (std::int64_t t = 0; t < d.T; ++t)
       std::memcpy(&xg[static_cast<std::size_t>(t * group * I)], &d.x[static_cast<std::size_t>((t * d.B + g0) * I)],
                   static_cast<std::size_t>(group * I) * sizeof(float));
-    const Status s = run_float(net, xg.data(), d.T, group, I, H, h.data(), c.data(), y->data(), d.B, g0, r, &progress);
+    const Status s = run_float(net, stack, xg.data(), d.T, group, h.data(), c.data(), y->data(), d.B, g0, r, &progress);
     if (s != Status::ok) return s;
   }
   return Status::ok;
@@ -204,24 +217,26 @@ struct Accuracy {
 
 // Runs the int8 model as `rnncore run` does on float32 input (quantized as TFLite's QUANTIZE op),
 // dequantizes y as its DEQUANTIZE op (float32(q − z) · s) and compares with the float y [T, B, H].
-Accuracy measure(const io::Int8Model& m, const Data& d, const std::vector<float>& y_float) {
-  const std::int64_t T = d.T, B = d.B, I = m.input_size, H = m.hidden_size;
+Accuracy measure(const io::Int8Stack& m, const Data& d, const std::vector<float>& y_float) {
+  const io::Int8Model& first = *m.layers.front();
+  const io::Int8Model& last = *m.layers.back();
+  const std::int64_t T = d.T, B = d.B, I = first.input_size, H = last.hidden_size;
   std::vector<std::int8_t> xq(static_cast<std::size_t>(B * T * I)), yq(static_cast<std::size_t>(B * T * H));
   for (std::int64_t b = 0; b < B; ++b)  // the int8 model takes [B, T, I]
     for (std::int64_t t = 0; t < T; ++t)
       for (std::int64_t k = 0; k < I; ++k)
-        xq[static_cast<std::size_t>((b * T + t) * I + k)] = io::quantize_input(m, d.x[static_cast<std::size_t>((t * B + b) * I + k)]);
+        xq[static_cast<std::size_t>((b * T + t) * I + k)] = io::quantize_input(first, d.x[static_cast<std::size_t>((t * B + b) * I + k)]);
   // Rows in chunks (each row starts from the initial state either way), for progress on stderr.
   const std::int64_t chunk = 8;
   const auto start = Clock::now();
-  auto last = start;
+  auto last_report = start;
   for (std::int64_t b0 = 0; b0 < B; b0 += chunk) {
     const std::int64_t rows = std::min(chunk, B - b0);
-    io::run_int8_model(m, static_cast<int>(rows), static_cast<int>(T), xq.data() + static_cast<std::size_t>(b0 * T * I),
+    io::run_int8_stack(m, static_cast<int>(rows), static_cast<int>(T), xq.data() + static_cast<std::size_t>(b0 * T * I),
                        yq.data() + static_cast<std::size_t>(b0 * T * H));
     const auto now = Clock::now();
-    if (now - last >= std::chrono::seconds(2)) {
-      last = now;
+    if (now - last_report >= std::chrono::seconds(2)) {
+      last_report = now;
       std::fprintf(stderr, "rnncore quantize: int8 run on %s: rows %lld/%lld, %.1f s\n", d.path.c_str(),
                    static_cast<long long>(b0 + rows), static_cast<long long>(B),
                    std::chrono::duration<double>(now - start).count());
@@ -233,7 +248,7 @@ Accuracy measure(const io::Int8Model& m, const Data& d, const std::vector<float>
     for (std::int64_t b = 0; b < B; ++b)
       for (std::int64_t j = 0; j < H; ++j) {
         const double f = y_float[static_cast<std::size_t>((t * B + b) * H + j)];
-        const float q = static_cast<float>(yq[static_cast<std::size_t>((b * T + t) * H + j)] - m.q.state_zp) * m.q.state_scale;
+        const float q = static_cast<float>(yq[static_cast<std::size_t>((b * T + t) * H + j)] - last.output_zp) * last.output_scale;
         const double e = static_cast<double>(q) - f;
         a.max_abs = std::max(a.max_abs, std::fabs(e));
         err += e * e;
@@ -255,23 +270,221 @@ void print_accuracy(const char* label, const Data& d, std::int64_t H, const Accu
               a.n, a.max_abs, a.rms, a.range > 0 ? a.max_abs / a.range : 0.0, a.range, a.snr_db);
 }
 
+// Why the integer LSTM (and so the int8 model file) cannot hold this float stack; "" if it can.
+std::string refusal(const StackSpec& stack) {
+  for (int l = 0; l < stack.num_layers; ++l) {
+    const LayerSpec& ls = stack.layers[l];
+    const std::string at = stack.num_layers > 1 ? " (layer " + std::to_string(l) + ")" : std::string();
+    if (ls.mode != Mode::lstm)
+      return (ls.mode == Mode::gru ? std::string("a GRU") : std::string("an Elman RNN (") + to_string(ls.mode) + ")") + at;
+    if (ls.direction != Direction::unidirectional) return "a bidirectional LSTM" + at;
+    if (ls.proj_size > 0) return "an LSTM with a projection (proj_size " + std::to_string(ls.proj_size) + ")" + at;
+    if (ls.peepholes) return "an LSTM with peepholes" + at;
+    for (int k = 0; k < ls.num_wrappers; ++k)
+      if (ls.wrappers[k].kind == WrapperKind::residual) return "a residual wrapper" + at;
+  }
+  if (uses_skip_input(stack)) return "an LSTM in skip input mode (no input weights)";
+  return "";
+}
+
+// One layer's quantization (docs/int8.md, "Quantizing a float LSTM") and its int8 tensors.
+struct QuantizedLayer {
+  std::int64_t I = 0, H = 0;
+  Asymmetric input, output;  // x (above layer 0: the previous layer's output, as the converter shares it) and h
+  int cell_log2 = -15;
+  double cell_clip = 0.0;
+  std::vector<std::int8_t> w[q8::kGates], r[q8::kGates];
+  std::vector<std::int32_t> b[q8::kGates];
+  double w_scale[q8::kGates] = {}, r_scale[q8::kGates] = {}, b_scale[q8::kGates] = {};
+};
+
+// Symmetric per tensor, narrow range: scale max|W|/127 (1 for an all-zero tensor), values
+// round(W / scale) (half away from zero) in −127..127. Returns the scale.
+double quantize_weights(const float* w, std::size_t n, std::vector<std::int8_t>* out) {
+  double m = 0;
+  for (std::size_t k = 0; k < n; ++k) m = std::max(m, std::fabs(static_cast<double>(w[k])));
+  const double scale = m > 0 ? m / 127.0 : 1.0;
+  out->resize(n);
+  for (std::size_t k = 0; k < n; ++k)
+    (*out)[k] = static_cast<std::int8_t>(std::min(std::max(std::round(w[k] / scale), -127.0), 127.0));
+  return scale;
+}
+
+// The cell state's scale 2^k: k = ceil(log2 max|c|) − 15 as the converter takes it, kept in
+// −15..−9 with a note on stderr (`where`: "" or " (layer l)"). Finer than 2^-15 the converter's
+// choice breaks the model: tanh of the cell would need 15 + k < 0 integer bits, which LiteRT's
+// integer LSTM (and so this one, bit for bit) does not compute -- it takes the input gate in its
+// place (docs/int8.md). Coarser than 2^-9 the integer LSTM refuses the scale.
+int cell_scale_log2(double c_abs, const std::string& where) {
+  if (c_abs <= 0) return -15;  // max|c| = 0: any scale holds it
+  const int wanted = static_cast<int>(std::ceil(std::log2(c_abs))) - 15;
+  const int k = std::min(std::max(wanted, -15), -9);
+  if (k < wanted)
+    std::fprintf(stderr,
+                 "rnncore: note: max|c| = %.6g%s would take the cell scale 2^%d; the integer LSTM takes 2^-30 .. 2^-9, so "
+                 "it is 2^%d (cell states beyond 64 saturate)\n",
+                 c_abs, where.c_str(), wanted, k);
+  else if (k > wanted)
+    std::fprintf(stderr,
+                 "rnncore: note: max|c| = %.6g%s would take the cell scale 2^%d (TFLite's converter's choice); finer than "
+                 "2^-15 the integer LSTM computes no tanh of the cell (LiteRT takes the input gate in its place), so it is "
+                 "2^-15\n",
+                 c_abs, where.c_str(), wanted);
+  return k;
+}
+
+QuantizedLayer quantize_layer(const StackSpec& stack, int l, const float* canon, const Asymmetric& input,
+                              const LayerRanges& lr, double cell_clip) {
+  QuantizedLayer q;
+  q.I = layer_input_size(stack, l);
+  q.H = stack.layers[l].hidden_size;
+  q.input = input;
+  q.output = asymmetric_int8(lr.h_min, lr.h_max);  // the initial h = 0 is in the range too
+  q.cell_log2 = cell_scale_log2(lr.c_abs, stack.num_layers > 1 ? " (layer " + std::to_string(l) + ")" : "");
+  q.cell_clip = cell_clip;
+  for (int g = 0; g < q8::kGates; ++g) {  // canonical gates i, f, g, o = TFLite's i, f, c, o
+    const std::int64_t ow = canonical_offset(stack, l, 0, ParamKind::input_weight, g),
+                       orr = canonical_offset(stack, l, 0, ParamKind::recurrent_weight, g),
+                       obw = canonical_offset(stack, l, 0, ParamKind::input_bias, g),
+                       obr = canonical_offset(stack, l, 0, ParamKind::recurrent_bias, g);
+    q.w_scale[g] = quantize_weights(canon + ow, static_cast<std::size_t>(q.H * q.I), &q.w[g]);
+    q.r_scale[g] = quantize_weights(canon + orr, static_cast<std::size_t>(q.H * q.H), &q.r[g]);
+    // The bias (bW + bR: the model's two biases act as one) in int32 at scale s_W · s_x, the
+    // product of the two float32 scales (as the converter forms it; the double product can differ
+    // in the last bit).
+    q.b_scale[g] = static_cast<double>(static_cast<float>(q.w_scale[g])) * static_cast<double>(static_cast<float>(input.scale));
+    q.b[g].resize(static_cast<std::size_t>(q.H));
+    for (std::int64_t j = 0; j < q.H; ++j) {
+      const double b = static_cast<double>(canon[obw + j]) + static_cast<double>(canon[obr + j]);
+      q.b[g][static_cast<std::size_t>(j)] =
+          static_cast<std::int32_t>(std::min(std::max(std::round(b / q.b_scale[g]), -2147483648.0), 2147483647.0));
+    }
+  }
+  return q;
+}
+
+using Metadata = std::vector<std::pair<std::string, std::string>>;
+
+// One layer's tensors and keys under `prefix` ("" in a one-layer file, "l<k>." in a stack), as
+// tools/tflite_to_safetensors.py writes them (docs/int8.md, "The model file").
+void add_layer(const QuantizedLayer& q, const LayerRanges& lr, const std::string& prefix,
+               std::vector<io::TensorToWrite>* tensors, Metadata* meta) {
+  for (const char* kind : {"b", "r", "w"})
+    for (int g : {2, 1, 0, 3}) {  // names sorted as the converter writes them: c, f, i, o
+      const std::string name = prefix + kind + "_" + kGateNames[g];
+      tensors->push_back(kind[0] == 'b'   ? io::TensorToWrite{name, io::ElemType::i32, {q.H}, q.b[g].data()}
+                         : kind[0] == 'r' ? io::TensorToWrite{name, io::ElemType::i8, {q.H, q.H}, q.r[g].data()}
+                                          : io::TensorToWrite{name, io::ElemType::i8, {q.H, q.I}, q.w[g].data()});
+    }
+  const Metadata keys = {
+      {"I", std::to_string(q.I)},
+      {"H", std::to_string(q.H)},
+      {"input_scale", f32s(q.input.scale)},
+      {"input_zp", std::to_string(q.input.zero_point)},
+      {"output_scale", f32s(q.output.scale)},
+      {"output_zp", std::to_string(q.output.zero_point)},
+      {"output_state_scale", f32s(q.output.scale)},
+      {"output_state_zp", std::to_string(q.output.zero_point)},
+      {"hidden_scale", f32s(q.output.scale)},  // without projection the converter gives the hidden intermediate h's quantization
+      {"hidden_zp", std::to_string(q.output.zero_point)},
+      {"cell_scale", f32s(std::ldexp(1.0, q.cell_log2))},
+      {"cell_clip", f32s(q.cell_clip)},
+      {"proj_clip", f32s(0.0)},
+      {"calibration_h_min", num(lr.h_min)},
+      {"calibration_h_max", num(lr.h_max)},
+      {"calibration_c_absmax", num(lr.c_abs)},
+  };
+  for (const auto& kv : keys) meta->push_back({prefix + kv.first, kv.second});
+  for (int g = 0; g < q8::kGates; ++g) {
+    meta->push_back({prefix + "w_" + kGateNames[g] + "_scale", f32s(q.w_scale[g])});
+    meta->push_back({prefix + "r_" + kGateNames[g] + "_scale", f32s(q.r_scale[g])});
+    meta->push_back({prefix + "b_" + kGateNames[g] + "_scale", f32s(q.b_scale[g])});
+  }
+}
+
+// A layer's quantization on stdout (`label`: "" or "layer l: ").
+void print_layer(const std::string& label, const QuantizedLayer& q) {
+  std::printf("%squantization: input scale %.6g zp %d; h scale %.6g zp %d; cell scale 2^%d; cell clip %s\n", label.c_str(),
+              q.input.scale, q.input.zero_point, q.output.scale, q.output.zero_point, q.cell_log2,
+              q.cell_clip > 0 ? num(q.cell_clip).c_str() : "none");
+  std::printf("%sweight scales (i f c o): W %.6g %.6g %.6g %.6g; R %.6g %.6g %.6g %.6g\n", label.c_str(), q.w_scale[0],
+              q.w_scale[1], q.w_scale[2], q.w_scale[3], q.r_scale[0], q.r_scale[1], q.r_scale[2], q.r_scale[3]);
+}
+
+// The int8 model file: top-level keys, then each layer's (docs/int8.md, "The model file"; a stack
+// as the converter writes one: metadata layers = L and every layer's keys and tensors under "l<k>.").
+Status write_model(const QuantizeOptions& o, const io::LoadedModel& model, const Data& cal, const Ranges& r,
+                   const std::vector<QuantizedLayer>& layers) {
+  const int L = static_cast<int>(layers.size());
+  Metadata meta = {
+      {"format", "tflite_int8"},
+      {"op", "UNIDIRECTIONAL_SEQUENCE_LSTM"},
+      {"return_sequences", "1"},
+      {"graph_input", "float32"},
+      {"graph_output", "float32"},
+      {"source", "rnncore quantize"},
+      {"rnncore_version", version_string()},
+      {"float_model", basename_of(o.weights)},
+      {"float_format", to_string(model.format)},
+      {"calibration", basename_of(o.calibration)},
+      {"calibration_shape", "[T=" + std::to_string(cal.T) + ", B=" + std::to_string(cal.B) + ", I=" +
+                                std::to_string(layers.front().I) + "]"},
+      {"calibration_carry_state", std::to_string(o.carry_state)},
+      {"calibration_x_min", num(r.x_min)},
+      {"calibration_x_max", num(r.x_max)},
+  };
+  if (L > 1) {  // the stack's input and output, as the first and the last layer's
+    meta.push_back({"layers", std::to_string(L)});
+    meta.push_back({"I", std::to_string(layers.front().I)});
+    meta.push_back({"H", std::to_string(layers.back().H)});
+    meta.push_back({"input_scale", f32s(layers.front().input.scale)});
+    meta.push_back({"input_zp", std::to_string(layers.front().input.zero_point)});
+    meta.push_back({"output_scale", f32s(layers.back().output.scale)});
+    meta.push_back({"output_zp", std::to_string(layers.back().output.zero_point)});
+  }
+  std::vector<io::TensorToWrite> tensors;
+  for (int l = 0; l < L; ++l)
+    add_layer(layers[static_cast<std::size_t>(l)], r.layer[static_cast<std::size_t>(l)],
+              L > 1 ? "l" + std::to_string(l) + "." : std::string(), &tensors, &meta);
+  return io::write_safetensors(o.output.c_str(), tensors, meta) == RNNCORE_OK ? Status::ok : Status::io;
+}
+
+// "input 16, hidden 32" or "input 16, hidden 32, 24" (every layer's), and the cell clips.
+std::string describe_stack(const StackSpec& stack) {
+  std::string d = "input " + std::to_string(stack.input_size) + ", hidden ";
+  for (int l = 0; l < stack.num_layers; ++l) d += (l ? ", " : "") + std::to_string(stack.layers[l].hidden_size);
+  for (int l = 0; l < stack.num_layers; ++l)
+    if (stack.layers[l].cell_clip > 0)
+      d += ", cell_clip " + num(stack.layers[l].cell_clip) + (stack.num_layers > 1 ? " (layer " + std::to_string(l) + ")" : "");
+  return d;
+}
+
 }  // namespace
 
 void define_quantize(CLI::App& app, QuantizeOptions& o) {
   setup_app(app);
   app.description(
-      "Post-training quantization of a float LSTM (one unidirectional layer without projection or\n"
-      "peepholes, in any layout `rnncore run` loads) to an int8 LSTM model file (format tflite_int8,\n"
-      "LiteRT's 8x8_16 integer LSTM) that `rnncore run` runs. Runs the float model on the calibration\n"
-      "data a step at a time, takes the ranges of x, h and |c|, and chooses the quantization as\n"
-      "TFLite's converter does for a Keras LSTM: x and h asymmetric int8, weights symmetric int8 per\n"
+      "Post-training quantization of a float LSTM (one layer or a stack of unidirectional layers\n"
+      "without projection or peepholes, in any layout `rnncore run` loads) to an int8 LSTM model file\n"
+      "(format tflite_int8, LiteRT's 8x8_16 integer LSTM) that `rnncore run` runs. Runs the float\n"
+      "model on the calibration data a step at a time, takes the ranges of x and of each layer's h\n"
+      "and |c|, and chooses the quantization as TFLite's converter does for a Keras LSTM: x and h\n"
+      "asymmetric int8 (a layer's input is the previous layer's output), weights symmetric int8 per\n"
       "gate (max|W|/127), int32 biases, the cell state int16 with scale 2^(ceil(log2 max|c|) - 15)\n"
-      "(2^-30 .. 2^-9). Then runs both models on the calibration data (and --eval) and prints the\n"
-      "error of the int8 output against the float output. The int8 model takes float32 input\n"
-      "[B, T, I] (batch-major, as the TFLite op) and gives int8 y [B, T, H]; docs/int8.md.");
+      "(kept in 2^-15 .. 2^-9: finer, the integer LSTM computes no tanh of the cell). Then runs\n"
+      "both models on the calibration data (and --eval) and prints the error of the int8 output\n"
+      "against the float output. The int8 model takes float32 input [B, T, I] (batch-major, as\n"
+      "the TFLite op) and gives int8 y [B, T, H]; docs/int8.md.");
   add_model_hint_options(app, o.hints);
+  app.add_option("--config", o.config,
+                 "the float model's stack (the JSON schema: docs/config.md), where\nthe weights alone do not say it "
+                 "(a Keras stack whose layers\ndiffer in width); the weights must match it")
+      ->type_name("STACK.json")
+      ->excludes(app.get_option("--mode"))
+      ->excludes(app.get_option("--gru"))
+      ->group("model (inferred from tensor names, shapes and safetensors metadata unless given)");
   const char* io = "inputs and outputs";
-  app.add_option("--weights", o.weights, "the float model (one LSTM layer; tensor names and shapes\nsay what it is)")
+  app.add_option("--weights", o.weights, "the float model (LSTM layers; tensor names and shapes\nsay what it is)")
       ->required()
       ->type_name("M.safetensors")
       ->group(io);
@@ -319,30 +532,21 @@ int cmd_quantize(int argc, char** argv) {
     if (io::read_safetensors(o.weights.c_str(), &file) == RNNCORE_OK && io::is_int8_model(file))
       return error(o.weights + ": already an int8 LSTM model (format tflite_int8); rnncore quantize takes a float model");
   }
+  StackSpec config;
+  if (!o.config.empty() && io::read_stack_config(o.config, &config, &err) != Status::ok) return error(err);
   io::LoadedModel model;
-  if (io::load_weights(o.weights, hints, nullptr, &model, &err) != Status::ok) return error(err);
+  if (io::load_weights(o.weights, hints, o.config.empty() ? nullptr : &config, &model, &err) != Status::ok) return error(err);
   for (const std::string& note : model.notes) std::fprintf(stderr, "rnncore: note: %s\n", note.c_str());
   const StackSpec& stack = model.stack;
-  const LayerSpec& ls = stack.layers[0];
-  // What TFLite's integer LSTM (and so the int8 model file) cannot hold.
-  std::string refuse;
-  if (ls.mode != Mode::lstm)
-    refuse = ls.mode == Mode::gru ? std::string("a GRU") : std::string("an Elman RNN (") + to_string(ls.mode) + ")";
-  else if (stack.num_layers != 1) refuse = std::to_string(stack.num_layers) + " layers";
-  else if (ls.direction != Direction::unidirectional) refuse = "a bidirectional LSTM";
-  else if (ls.proj_size > 0) refuse = "an LSTM with a projection (proj_size " + std::to_string(ls.proj_size) + ")";
-  else if (ls.peepholes) refuse = "an LSTM with peepholes";
-  else if (uses_skip_input(stack)) refuse = "an LSTM in skip input mode (no input weights)";
+  const int L = stack.num_layers;
+  const std::string refuse = refusal(stack);
   if (!refuse.empty())
-    return error(o.weights + ": " + refuse + "; rnncore quantize takes one unidirectional LSTM layer without "
-                 "projection or peepholes (what the int8 LSTM runs; docs/int8.md)");
-  const std::int64_t I = stack.input_size, H = ls.hidden_size;
-  {
-    const float* w = reinterpret_cast<const float*>(model.canonical.data());
-    const std::size_t n = model.canonical.size() / sizeof(float);
-    for (std::size_t k = 0; k < n; ++k)
-      if (!std::isfinite(w[k])) return error(o.weights + ": a weight is " + num(w[k]) + "; a model to quantize must be finite");
-  }
+    return error(o.weights + ": " + refuse + "; rnncore quantize takes unidirectional LSTM layers without projection or "
+                 "peepholes (what the int8 LSTM runs; docs/int8.md)");
+  const std::int64_t I = stack.input_size, H = stack.layers[L - 1].hidden_size;
+  const float* canon = reinterpret_cast<const float*>(model.canonical.data());
+  for (std::size_t k = 0; k < model.canonical.size() / sizeof(float); ++k)
+    if (!std::isfinite(canon[k])) return error(o.weights + ": a weight is " + num(canon[k]) + "; a model to quantize must be finite");
 
   Data cal, ev;
   if (!(err = read_data(o.calibration, I, o.batch_first, &cal)).empty()) return error(err);
@@ -358,152 +562,72 @@ int cmd_quantize(int argc, char** argv) {
   Model net;
   Status s = Model::create(stack, opt, model.canonical.data(), &net);
   if (s != Status::ok) return error(o.weights + ": " + last_error_detail());
-  // --cell-clip: the int8 model's clip, and the float model calibrates with it (as TFLite's
-  // calibration runs the converted op with its clip); the accuracy is against the model as given.
-  const double cell_clip = given(app, "--cell-clip") ? o.cell_clip : ls.cell_clip;
+  // --cell-clip: every layer's clip in the int8 model, and the float model calibrates with it (as
+  // TFLite's calibration runs the converted op with its clip); the accuracy is against the model as given.
+  StackSpec clipped_stack = stack;
+  bool reclipped = false;
+  if (given(app, "--cell-clip"))
+    for (int l = 0; l < L; ++l) {
+      reclipped = reclipped || clipped_stack.layers[l].cell_clip != o.cell_clip;
+      clipped_stack.layers[l].cell_clip = o.cell_clip;
+    }
   Model clipped;
-  if (cell_clip != ls.cell_clip) {
-    StackSpec cs = stack;
-    cs.layers[0].cell_clip = cell_clip;
-    if ((s = Model::create(cs, opt, model.canonical.data(), &clipped)) != Status::ok)
-      return error(o.weights + ": " + last_error_detail());
-  }
-  Model& cal_net = cell_clip != ls.cell_clip ? clipped : net;
-  std::printf("model: LSTM, one unidirectional layer, input %lld, hidden %lld%s (%s weights, prefix '%s')\n",
-              static_cast<long long>(I), static_cast<long long>(H),
-              ls.cell_clip > 0 ? (", cell_clip " + num(ls.cell_clip)).c_str() : "", to_string(model.format),
-              model.prefix.c_str());
+  if (reclipped && (s = Model::create(clipped_stack, opt, model.canonical.data(), &clipped)) != Status::ok)
+    return error(o.weights + ": " + last_error_detail());
+  Model& cal_net = reclipped ? clipped : net;
+  std::printf("model: LSTM, %s, %s (%s weights, prefix '%s')\n",
+              L == 1 ? "one unidirectional layer" : (std::to_string(L) + " unidirectional layers").c_str(),
+              describe_stack(stack).c_str(), to_string(model.format), model.prefix.c_str());
 
   // Calibration: the float model's ranges.
   const auto t0 = Clock::now();
   Ranges r;
-  r.x_min = r.h_min = INFINITY;
-  r.x_max = r.h_max = -INFINITY;
+  r.layer.resize(static_cast<std::size_t>(L));
   std::vector<float> y_cal, y_ev;
-  if ((s = run_float_data(cal_net, cal, I, H, group, &y_cal, &r, "calibration")) != Status::ok) return error(last_error_detail());
-  std::printf("calibration: %s, T=%lld B=%lld (%lld steps of a row)%s, %.3f s: x in [%.6g, %.6g], h in [%.6g, %.6g], "
-              "max|c| %.6g\n",
-              o.calibration.c_str(), static_cast<long long>(cal.T), static_cast<long long>(cal.B),
-              static_cast<long long>(cal.T * cal.B),
+  if ((s = run_float_data(cal_net, clipped_stack, cal, group, &y_cal, &r, "calibration")) != Status::ok)
+    return error(last_error_detail());
+  std::string seen;
+  for (int l = 0; l < L; ++l) {
+    const LayerRanges& lr = r.layer[static_cast<std::size_t>(l)];
+    char b[160];
+    std::snprintf(b, sizeof b, "%sh in [%.6g, %.6g], max|c| %.6g", L > 1 ? ("; layer " + std::to_string(l) + ": ").c_str() : ", ",
+                  lr.h_min, lr.h_max, lr.c_abs);
+    seen += b;
+  }
+  std::printf("calibration: %s, T=%lld B=%lld (%lld steps of a row)%s, %.3f s: x in [%.6g, %.6g]%s\n", o.calibration.c_str(),
+              static_cast<long long>(cal.T), static_cast<long long>(cal.B), static_cast<long long>(cal.T * cal.B),
               group > 0 ? (", groups of " + std::to_string(group) + " rows carrying the state").c_str() : "",
-              std::chrono::duration<double>(Clock::now() - t0).count(), r.x_min, r.x_max, r.h_min, r.h_max, r.c_abs);
+              std::chrono::duration<double>(Clock::now() - t0).count(), r.x_min, r.x_max, seen.c_str());
   // The accuracy compares runs from a zero state, as the int8 model runs.
-  if ((group > 0 || &cal_net != &net) && (s = run_float_data(net, cal, I, H, 0, &y_cal, nullptr, "calibration")) != Status::ok)
+  if ((group > 0 || reclipped) && (s = run_float_data(net, stack, cal, 0, &y_cal, nullptr, "calibration")) != Status::ok)
     return error(last_error_detail());
 
-  // The quantization (docs/int8.md, "Quantizing a float LSTM").
-  const Asymmetric xq = asymmetric_int8(r.x_min, r.x_max);
-  const Asymmetric hq = asymmetric_int8(r.h_min, r.h_max);  // the initial h = 0 is in the range too
-  int cell_log2 = -15;  // max|c| = 0: any scale holds it
-  if (r.c_abs > 0) cell_log2 = static_cast<int>(std::ceil(std::log2(r.c_abs))) - 15;
-  const int cell_log2_tf = cell_log2;
-  cell_log2 = std::min(std::max(cell_log2, -30), -9);
-  if (cell_log2 != cell_log2_tf)
-    std::fprintf(stderr,
-                 "rnncore: note: max|c| = %.6g would take the cell scale 2^%d; the integer LSTM takes 2^-30 .. 2^-9, so it "
-                 "is 2^%d%s\n",
-                 r.c_abs, cell_log2_tf, cell_log2, cell_log2 == -9 ? " (cell states beyond 64 saturate)" : "");
-  const double cell_scale = std::ldexp(1.0, cell_log2);
-
-  std::vector<std::int8_t> wq[q8::kGates], rq[q8::kGates];
-  std::vector<std::int32_t> bq[q8::kGates];
-  double w_scale[q8::kGates], r_scale[q8::kGates], b_scale[q8::kGates];
-  const float* canon = reinterpret_cast<const float*>(model.canonical.data());
-  // Symmetric per tensor, narrow range: scale max|W|/127 (1 for an all-zero tensor), values
-  // round(W / scale) (half away from zero) in −127..127.
-  auto quantize_weights = [](const float* w, std::size_t n, std::vector<std::int8_t>* out) {
-    double m = 0;
-    for (std::size_t k = 0; k < n; ++k) m = std::max(m, std::fabs(static_cast<double>(w[k])));
-    const double scale = m > 0 ? m / 127.0 : 1.0;
-    out->resize(n);
-    for (std::size_t k = 0; k < n; ++k)
-      (*out)[k] = static_cast<std::int8_t>(std::min(std::max(std::round(w[k] / scale), -127.0), 127.0));
-    return scale;
-  };
-  for (int g = 0; g < q8::kGates; ++g) {  // canonical gates i, f, g, o = TFLite's i, f, c, o
-    const std::int64_t ow = canonical_offset(stack, 0, 0, ParamKind::input_weight, g),
-                       orr = canonical_offset(stack, 0, 0, ParamKind::recurrent_weight, g),
-                       obw = canonical_offset(stack, 0, 0, ParamKind::input_bias, g),
-                       obr = canonical_offset(stack, 0, 0, ParamKind::recurrent_bias, g);
-    w_scale[g] = quantize_weights(canon + ow, static_cast<std::size_t>(H * I), &wq[g]);
-    r_scale[g] = quantize_weights(canon + orr, static_cast<std::size_t>(H * H), &rq[g]);
-    // The bias (bW + bR: the model's two biases act as one) in int32 at scale s_W · s_x, the
-    // product of the two float32 scales (as the converter forms it; the double product can differ
-    // in the last bit).
-    b_scale[g] = static_cast<double>(static_cast<float>(w_scale[g])) * static_cast<double>(static_cast<float>(xq.scale));
-    bq[g].resize(static_cast<std::size_t>(H));
-    for (std::int64_t j = 0; j < H; ++j) {
-      const double b = static_cast<double>(canon[obw + j]) + static_cast<double>(canon[obr + j]);
-      bq[g][static_cast<std::size_t>(j)] = static_cast<std::int32_t>(std::min(std::max(std::round(b / b_scale[g]), -2147483648.0), 2147483647.0));
-    }
-  }
-
-  // The file, as tools/tflite_to_safetensors.py writes it (docs/int8.md, "The model file").
-  std::vector<io::TensorToWrite> tensors;
-  for (const char* kind : {"b", "r", "w"})
-    for (int g : {2, 1, 0, 3})  // names sorted as the converter writes them: c, f, i, o
-      tensors.push_back(kind[0] == 'b'   ? io::TensorToWrite{std::string("b_") + kGateNames[g], io::ElemType::i32, {H}, bq[g].data()}
-                        : kind[0] == 'r' ? io::TensorToWrite{std::string("r_") + kGateNames[g], io::ElemType::i8, {H, H}, rq[g].data()}
-                                         : io::TensorToWrite{std::string("w_") + kGateNames[g], io::ElemType::i8, {H, I}, wq[g].data()});
-  std::vector<std::pair<std::string, std::string>> meta = {
-      {"format", "tflite_int8"},
-      {"op", "UNIDIRECTIONAL_SEQUENCE_LSTM"},
-      {"I", std::to_string(I)},
-      {"H", std::to_string(H)},
-      {"return_sequences", "1"},
-      {"input_scale", f32s(xq.scale)},
-      {"input_zp", std::to_string(xq.zero_point)},
-      {"output_scale", f32s(hq.scale)},
-      {"output_zp", std::to_string(hq.zero_point)},
-      {"output_state_scale", f32s(hq.scale)},
-      {"output_state_zp", std::to_string(hq.zero_point)},
-      {"hidden_scale", f32s(hq.scale)},  // without projection the converter gives the hidden intermediate h's quantization
-      {"hidden_zp", std::to_string(hq.zero_point)},
-      {"cell_scale", f32s(cell_scale)},
-      {"cell_clip", f32s(cell_clip)},
-      {"proj_clip", f32s(0.0)},
-      {"graph_input", "float32"},
-      {"graph_output", "float32"},
-      {"source", "rnncore quantize"},
-      {"rnncore_version", version_string()},
-      {"float_model", basename_of(o.weights)},
-      {"float_format", to_string(model.format)},
-      {"calibration", basename_of(o.calibration)},
-      {"calibration_shape", "[T=" + std::to_string(cal.T) + ", B=" + std::to_string(cal.B) + ", I=" + std::to_string(I) + "]"},
-      {"calibration_carry_state", std::to_string(group)},
-      {"calibration_x_min", num(r.x_min)},
-      {"calibration_x_max", num(r.x_max)},
-      {"calibration_h_min", num(r.h_min)},
-      {"calibration_h_max", num(r.h_max)},
-      {"calibration_c_absmax", num(r.c_abs)},
-  };
-  for (int g = 0; g < q8::kGates; ++g) {
-    meta.push_back({std::string("w_") + kGateNames[g] + "_scale", f32s(w_scale[g])});
-    meta.push_back({std::string("r_") + kGateNames[g] + "_scale", f32s(r_scale[g])});
-    meta.push_back({std::string("b_") + kGateNames[g] + "_scale", f32s(b_scale[g])});
-  }
-  if (io::write_safetensors(o.output.c_str(), tensors, meta) != RNNCORE_OK) return error(rnncore_last_error_detail());
+  // The quantization (docs/int8.md, "Quantizing a float LSTM"): layer l > 0 reads layer l−1's int8
+  // output as it is, so its input takes that output's quantization.
+  std::vector<QuantizedLayer> layers;
+  for (int l = 0; l < L; ++l)
+    layers.push_back(quantize_layer(stack, l, canon, l == 0 ? asymmetric_int8(r.x_min, r.x_max) : layers.back().output,
+                                    r.layer[static_cast<std::size_t>(l)], clipped_stack.layers[l].cell_clip));
+  if (write_model(o, model, cal, r, layers) != Status::ok) return error(rnncore_last_error_detail());
 
   // Read back and prepared exactly as `rnncore run` loads it: a scale the integer LSTM refuses is
   // found here, not at the first run.
   io::SafeTensors file;
-  io::Int8Model qm;
+  io::Int8Stack qm;
   if (io::read_safetensors(o.output.c_str(), &file) != RNNCORE_OK) return error(rnncore_last_error_detail());
-  if (io::load_int8_model(file, &qm, &err) != Status::ok) {
+  if (io::load_int8_stack(file, &qm, &err) != Status::ok) {
     std::remove(o.output.c_str());
     return error(err + " (the quantization chosen from the calibration is not one the integer LSTM runs; " + o.output +
                  " removed)");
   }
-  std::printf("quantization: input scale %.6g zp %d; h scale %.6g zp %d; cell scale 2^%d; cell clip %s\n", xq.scale,
-              xq.zero_point, hq.scale, hq.zero_point, cell_log2, cell_clip > 0 ? num(cell_clip).c_str() : "none");
-  std::printf("weight scales (i f c o): W %.6g %.6g %.6g %.6g; R %.6g %.6g %.6g %.6g\n", w_scale[0], w_scale[1], w_scale[2],
-              w_scale[3], r_scale[0], r_scale[1], r_scale[2], r_scale[3]);
-  std::printf("wrote %s: int8 LSTM (format tflite_int8), float32 input [B, T, %lld] (batch-major), int8 output [B, T, %lld]\n",
-              o.output.c_str(), static_cast<long long>(I), static_cast<long long>(H));
+  for (int l = 0; l < L; ++l) print_layer(L > 1 ? "layer " + std::to_string(l) + ": " : "", layers[static_cast<std::size_t>(l)]);
+  std::printf("wrote %s: int8 LSTM%s (format tflite_int8), float32 input [B, T, %lld] (batch-major), int8 output [B, T, %lld]\n",
+              o.output.c_str(), L > 1 ? (", " + std::to_string(L) + " layers").c_str() : "", static_cast<long long>(I),
+              static_cast<long long>(H));
 
   print_accuracy("calibration data", cal, H, measure(qm, cal, y_cal));
   if (!o.eval.empty()) {
-    if ((s = run_float_data(net, ev, I, H, 0, &y_ev, nullptr, "evaluation")) != Status::ok) return error(last_error_detail());
+    if ((s = run_float_data(net, stack, ev, 0, &y_ev, nullptr, "evaluation")) != Status::ok) return error(last_error_detail());
     print_accuracy("evaluation data", ev, H, measure(qm, ev, y_ev));
   }
   return 0;

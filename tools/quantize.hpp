@@ -1,5 +1,5 @@
-// `rnncore quantize`: post-training quantization of a float LSTM (one unidirectional layer, as
-// `rnncore run` loads it) to the integer LSTM file that `rnncore run` runs (format tflite_int8,
+// `rnncore quantize`: post-training quantization of a float LSTM (unidirectional layers, as
+// `rnncore run` loads them) to the integer LSTM file that `rnncore run` runs (format tflite_int8,
 // docs/int8.md): calibrates ranges on a .npy, chooses the scales as TFLite's converter does for a
 // Keras LSTM, writes the file and reports the accuracy lost against the float model.
 #ifndef RNNCORE_TOOLS_QUANTIZE_HPP
@@ -16,6 +16,7 @@ namespace tools {
 struct QuantizeOptions {
   io::ModelHints hints;  ///< prefix_given: set by model_hints() after parsing
   std::string weights, calibration, output, eval;
+  std::string config;  ///< --config: the stack (docs/config.md), for layers the weights alone do not say (widths)
   bool batch_first = false;
   long long carry_state = 0;  ///< 0: every calibration row starts from a zero state; N: groups of N carry it
   double cell_clip = 0.0;     ///< --cell-clip (used only where given)

@@ -9,6 +9,10 @@ choice of scales with `rnncore quantize`'s (tests/test_cli.cpp). Output in tests
                             in TFLite's calibration as in rnncore's)
   keras_tflite.safetensors  TFLite's full-integer conversion of that model with that data set
                             (float32 input and output), as tools/tflite_to_safetensors.py writes it
+  keras_stack2_*            the same three files for two stacked LSTMs (I 6 -> H 20 -> H 12, both
+                            returning sequences; kernel_l0 ... bias_l1), converted as one model
+
+--stack-only writes the keras_stack2_* files alone.
 
 Needs TensorFlow 2.21 with tf-keras (see make_tflite_int8_golden.py):
     /tmp/tfenv/bin/python tests/golden/make_quantize_tflite_golden.py
@@ -71,5 +75,50 @@ def main():
     print({k: meta[k] for k in sorted(meta)})
 
 
+def stack2():
+    """Two stacked LSTMs (20 then 12 units), both with every |c| above 1/2 on the calibration data, so
+    that the converter's cell scales are ones rnncore quantize also takes (2^-15 or coarser)."""
+    tf.keras.utils.set_random_seed(22)
+    rng = np.random.default_rng(22)
+    sizes = (20, 12)
+    inp = keras.Input(shape=(T, I), batch_size=B)
+    layers = [keras.layers.LSTM(h, return_sequences=True) for h in sizes]
+    out = inp
+    for layer in layers:
+        out = layer(out)
+    model = keras.Model(inp, out)
+    tensors = {}
+    for k, (layer, h) in enumerate(zip(layers, sizes)):
+        kernel, rkernel, bias = layer.get_weights()
+        bias = bias + rng.uniform(-0.5, 0.5, bias.shape).astype(np.float32)
+        bias[h:2 * h] += np.float32(1.0)
+        layer.set_weights([kernel * np.float32(2.0), rkernel * np.float32(2.0), bias])
+        kernel, rkernel, bias = layer.get_weights()
+        tensors.update({f"kernel_l{k}": kernel, f"recurrent_kernel_l{k}": rkernel, f"bias_l{k}": bias})
+
+    shift = rng.uniform(-0.3, 0.6, I).astype(np.float32)
+    calib = [(1.5 * rng.standard_normal((B, T, I)) + shift).astype(np.float32) for _ in range(BATCHES)]
+
+    def representative():
+        for c in calib:
+            yield [c]
+
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.representative_dataset = representative
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    fb = conv.convert()
+    weights, meta, _ = tflite_to_safetensors.extract(fb, tf)
+    meta["source"] = "make_quantize_tflite_golden.py (TFLite converter)"
+
+    os.makedirs(OUT, exist_ok=True)
+    save_file(tensors, os.path.join(OUT, "keras_stack2_lstm.safetensors"), {"format": "keras", "mode": "lstm"})
+    np.save(os.path.join(OUT, "keras_stack2_calib.npy"), np.concatenate(calib, axis=0))
+    write_safetensors(os.path.join(OUT, "keras_stack2_tflite.safetensors"), sorted(weights.items()), meta)
+    print({k: meta[k] for k in sorted(meta)})
+
+
 if __name__ == "__main__":
-    main()
+    if "--stack-only" not in sys.argv[1:]:
+        main()
+    stack2()
