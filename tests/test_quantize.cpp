@@ -89,6 +89,37 @@ double printed(const std::string& out, const std::string& line, const std::strin
   return std::strtod(out.c_str() + k + key.size(), nullptr);
 }
 
+// Writes x [T, B, I] (time-major, as quantize reads it) to `path` as [B, T, I], the layout the int8
+// model takes.
+void write_batch_first(const std::string& path, const std::vector<float>& x, std::int64_t T, std::int64_t B, std::int64_t I) {
+  std::vector<float> bf(x.size());
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t i = 0; i < I; ++i) bf[(b * T + t) * I + i] = x[(t * B + b) * I + i];
+  const std::int64_t shape[3] = {B, T, I};
+  REQUIRE(io::write_npy(path.c_str(), io::ElemType::f32, shape, 3, bf.data()) == RNNCORE_OK);
+}
+
+// The int8 output yq [B, T, H] of `rnncore run`, dequantized with scale `sy` and zero point `zy`,
+// against the float output y [T, B, H].
+struct OutputError {
+  double max_abs = 0, rms = 0, snr_db = 0;
+};
+OutputError output_error(const io::Array& yq, const std::vector<float>& y, std::int64_t T, std::int64_t B, std::int64_t H,
+                         float sy, int zy) {
+  double max_abs = 0, err = 0, sig = 0;
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t j = 0; j < H; ++j) {
+        const float v = static_cast<float>(static_cast<std::int8_t>(yq.bytes[(b * T + t) * H + j]) - zy) * sy;
+        const double want = y[(t * B + b) * H + j], e = static_cast<double>(v) - want;
+        max_abs = std::max(max_abs, std::fabs(e));
+        err += e * e;
+        sig += want * want;
+      }
+  return {max_abs, std::sqrt(err / static_cast<double>(y.size())), 10 * std::log10(sig / err)};
+}
+
 }  // namespace
 
 TEST_CASE("quantize: a PyTorch LSTM; the scales follow the rules; rnncore run stays within the stated error") {
@@ -173,12 +204,7 @@ TEST_CASE("quantize: a PyTorch LSTM; the scales follow the rules; rnncore run st
   std::vector<std::int64_t> eshape;
   const std::vector<float> ev = npy_f32(src(kData + "eval.npy"), &eshape);
   const std::int64_t T = eshape[0], B = eshape[1];
-  std::vector<float> evbf(ev.size());
-  for (std::int64_t t = 0; t < T; ++t)
-    for (std::int64_t b = 0; b < B; ++b)
-      for (int i = 0; i < I; ++i) evbf[(b * T + t) * I + i] = ev[(t * B + b) * I + i];
-  const std::int64_t bf_shape[3] = {B, T, I};
-  REQUIRE(io::write_npy((d + "/evbf.npy").c_str(), io::ElemType::f32, bf_shape, 3, evbf.data()) == RNNCORE_OK);
+  write_batch_first(d + "/evbf.npy", ev, T, B, I);
   const Result rr = run("run --weights " + q + " --input " + d + "/evbf.npy --output " + d + "/yq.npy");
   INFO(rr.err);
   REQUIRE(rr.code == 0);
@@ -187,25 +213,13 @@ TEST_CASE("quantize: a PyTorch LSTM; the scales follow the rules; rnncore run st
   REQUIRE(yq.type == io::ElemType::i8);
   REQUIRE(yq.shape == std::vector<std::int64_t>{B, T, H});
   const std::vector<float> yf = npy_f32(src(kData + "eval_y.npy"));
-  const float sy = meta_f32(f, "output_scale");
-  const int zy = meta_int(f, "output_zp");
-  double max_abs = 0, err = 0, sig = 0;
-  for (std::int64_t t = 0; t < T; ++t)
-    for (std::int64_t b = 0; b < B; ++b)
-      for (int j = 0; j < H; ++j) {
-        const float yqv = static_cast<float>(static_cast<std::int8_t>(yq.bytes[(b * T + t) * H + j]) - zy) * sy;
-        const double e = static_cast<double>(yqv) - yf[(t * B + b) * H + j];
-        max_abs = std::max(max_abs, std::fabs(e));
-        err += e * e;
-        sig += static_cast<double>(yf[(t * B + b) * H + j]) * yf[(t * B + b) * H + j];
-      }
-  const double rms = std::sqrt(err / static_cast<double>(yf.size())), snr = 10 * std::log10(sig / err);
-  CHECK(max_abs < 0.03);
-  CHECK(rms < 0.003);
-  CHECK(snr > 35.0);
+  const OutputError e = output_error(yq, yf, T, B, H, meta_f32(f, "output_scale"), meta_int(f, "output_zp"));
+  CHECK(e.max_abs < 0.03);
+  CHECK(e.rms < 0.003);
+  CHECK(e.snr_db > 35.0);
   // quantize's own report of the same comparison (against rnncore's float run, not PyTorch's)
-  CHECK(printed(r.out, "(evaluation data", "max_abs_err=") == doctest::Approx(max_abs).epsilon(1e-3));
-  CHECK(printed(r.out, "(evaluation data", "snr_db=") == doctest::Approx(snr).epsilon(1e-3));
+  CHECK(printed(r.out, "(evaluation data", "max_abs_err=") == doctest::Approx(e.max_abs).epsilon(1e-3));
+  CHECK(printed(r.out, "(evaluation data", "snr_db=") == doctest::Approx(e.snr_db).epsilon(1e-3));
   CHECK(printed(r.out, "(calibration data", "snr_db=") > 35.0);
 
   // The file goes on to firmware as a converted one does (export-c's int8 header).
@@ -215,13 +229,7 @@ TEST_CASE("quantize: a PyTorch LSTM; the scales follow the rules; rnncore run st
   CHECK(slurp(d + "/q.h").find("#define Q_HIDDEN_SIZE 24") != std::string::npos);
 
   // The same calibration laid out batch-first gives the same file.
-  std::vector<float> cbf(x.size());
-  const std::int64_t cT = xshape[0], cB = xshape[1];
-  for (std::int64_t t = 0; t < cT; ++t)
-    for (std::int64_t b = 0; b < cB; ++b)
-      for (int i = 0; i < I; ++i) cbf[(b * cT + t) * I + i] = x[(t * cB + b) * I + i];
-  const std::int64_t cshape[3] = {cB, cT, I};
-  REQUIRE(io::write_npy((d + "/calib.npy").c_str(), io::ElemType::f32, cshape, 3, cbf.data()) == RNNCORE_OK);
+  write_batch_first(d + "/calib.npy", x, xshape[0], xshape[1], I);
   const Result rb = run("quantize --weights " + src(kData + "lstm_I8_H24.safetensors") + " --calibration " + d +
                         "/calib.npy --batch-first --output " + d + "/q2.safetensors");
   REQUIRE(rb.code == 0);
@@ -354,12 +362,7 @@ TEST_CASE("quantize: the bundled PyTorch model (two layers) runs within the stat
   std::vector<std::int64_t> shape;
   const std::vector<float> x = npy_f32(src("examples/models/lstm_small_input.npy"), &shape);
   const std::int64_t T = shape[0], B = shape[1], I = shape[2], H = 32;
-  std::vector<float> xbf(x.size());
-  for (std::int64_t t = 0; t < T; ++t)
-    for (std::int64_t b = 0; b < B; ++b)
-      for (std::int64_t i = 0; i < I; ++i) xbf[(b * T + t) * I + i] = x[(t * B + b) * I + i];
-  const std::int64_t bf_shape[3] = {B, T, I};
-  REQUIRE(io::write_npy((d + "/xbf.npy").c_str(), io::ElemType::f32, bf_shape, 3, xbf.data()) == RNNCORE_OK);
+  write_batch_first(d + "/xbf.npy", x, T, B, I);
   const Result rr = run("run --weights " + q + " --input " + d + "/xbf.npy --output " + d + "/yq.npy");
   INFO(rr.err);
   REQUIRE(rr.code == 0);
@@ -367,20 +370,9 @@ TEST_CASE("quantize: the bundled PyTorch model (two layers) runs within the stat
   REQUIRE(io::read_npy((d + "/yq.npy").c_str(), &yq) == RNNCORE_OK);
   REQUIRE(yq.shape == std::vector<std::int64_t>{B, T, H});
   const std::vector<float> yf = npy_f32(src("examples/models/lstm_small_expected_y.npy"));
-  const float sy = meta_f32(f, "output_scale");
-  const int zy = meta_int(f, "output_zp");
-  double max_abs = 0, err = 0, sig = 0;
-  for (std::int64_t t = 0; t < T; ++t)
-    for (std::int64_t b = 0; b < B; ++b)
-      for (std::int64_t j = 0; j < H; ++j) {
-        const float v = static_cast<float>(static_cast<std::int8_t>(yq.bytes[(b * T + t) * H + j]) - zy) * sy;
-        const double want = yf[(t * B + b) * H + j], e = static_cast<double>(v) - want;
-        max_abs = std::max(max_abs, std::fabs(e));
-        err += e * e;
-        sig += want * want;
-      }
-  CHECK(max_abs < 0.005);
-  CHECK(10 * std::log10(sig / err) > 35.0);
+  const OutputError e = output_error(yq, yf, T, B, H, meta_f32(f, "output_scale"), meta_int(f, "output_zp"));
+  CHECK(e.max_abs < 0.005);
+  CHECK(e.snr_db > 35.0);
 
   // Calibrated on a quarter of the input, layer 1's max|c| is 0.38: the converter's rule gives
   // 2^-16, with which the integer LSTM (as LiteRT's) drops tanh of the cell and the output is lost

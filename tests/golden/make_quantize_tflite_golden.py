@@ -39,22 +39,11 @@ OUT = os.path.normpath(os.path.join(HERE, "..", "data", "quantize"))
 I, H, T, B, BATCHES = 6, 20, 30, 4, 16
 
 
-def main():
-    tf.keras.utils.set_random_seed(21)
-    rng = np.random.default_rng(21)
-    inp = keras.Input(shape=(T, I), batch_size=B)
-    layer = keras.layers.LSTM(H, return_sequences=True)
-    model = keras.Model(inp, layer(inp))
-    kernel, rkernel, bias = layer.get_weights()
-    # A larger gain and a forget bias near 1 so that |c| exceeds 1 (a cell scale coarser than 2^-15).
-    bias = bias + rng.uniform(-0.5, 0.5, bias.shape).astype(np.float32)
-    bias[H:2 * H] += np.float32(1.0)
-    layer.set_weights([kernel * np.float32(2.0), rkernel * np.float32(2.0), bias])
-    kernel, rkernel, bias = layer.get_weights()
-
-    shift = rng.uniform(-0.3, 0.6, I).astype(np.float32)
-    calib = [(1.5 * rng.standard_normal((B, T, I)) + shift).astype(np.float32) for _ in range(BATCHES)]
-
+def convert_and_save(model, float_tensors, calib, stem):
+    """Converts `model` to full integer with `calib` (a list of [B, T, I] batches) as the
+    representative dataset and writes <stem>_lstm.safetensors (the float Keras weights),
+    <stem>_calib.npy (the batches stacked along B) and <stem>_tflite.safetensors (the conversion,
+    as tools/tflite_to_safetensors.py writes it)."""
     def representative():
         for c in calib:
             yield [c]
@@ -68,11 +57,34 @@ def main():
     meta["source"] = "make_quantize_tflite_golden.py (TFLite converter)"
 
     os.makedirs(OUT, exist_ok=True)
-    save_file({"kernel": kernel, "recurrent_kernel": rkernel, "bias": bias},
-              os.path.join(OUT, "keras_lstm.safetensors"), {"format": "keras", "mode": "lstm"})
-    np.save(os.path.join(OUT, "keras_calib.npy"), np.concatenate(calib, axis=0))
-    write_safetensors(os.path.join(OUT, "keras_tflite.safetensors"), sorted(weights.items()), meta)
+    save_file(float_tensors, os.path.join(OUT, stem + "_lstm.safetensors"), {"format": "keras", "mode": "lstm"})
+    np.save(os.path.join(OUT, stem + "_calib.npy"), np.concatenate(calib, axis=0))
+    write_safetensors(os.path.join(OUT, stem + "_tflite.safetensors"), sorted(weights.items()), meta)
     print({k: meta[k] for k in sorted(meta)})
+
+
+def boost(layer, h, rng):
+    """A larger gain (x2) and a forget bias near 1, so that |c| exceeds 1 (a cell scale coarser than
+    2^-15). Returns the layer's weights after it."""
+    kernel, rkernel, bias = layer.get_weights()
+    bias = bias + rng.uniform(-0.5, 0.5, bias.shape).astype(np.float32)
+    bias[h:2 * h] += np.float32(1.0)
+    layer.set_weights([kernel * np.float32(2.0), rkernel * np.float32(2.0), bias])
+    return layer.get_weights()
+
+
+def main():
+    tf.keras.utils.set_random_seed(21)
+    rng = np.random.default_rng(21)
+    inp = keras.Input(shape=(T, I), batch_size=B)
+    layer = keras.layers.LSTM(H, return_sequences=True)
+    model = keras.Model(inp, layer(inp))
+    kernel, rkernel, bias = boost(layer, H, rng)
+
+    shift = rng.uniform(-0.3, 0.6, I).astype(np.float32)
+    calib = [(1.5 * rng.standard_normal((B, T, I)) + shift).astype(np.float32) for _ in range(BATCHES)]
+    # keras_lstm.safetensors, keras_calib.npy, keras_tflite.safetensors
+    convert_and_save(model, {"kernel": kernel, "recurrent_kernel": rkernel, "bias": bias}, calib, "keras")
 
 
 def stack2():
@@ -89,33 +101,12 @@ def stack2():
     model = keras.Model(inp, out)
     tensors = {}
     for k, (layer, h) in enumerate(zip(layers, sizes)):
-        kernel, rkernel, bias = layer.get_weights()
-        bias = bias + rng.uniform(-0.5, 0.5, bias.shape).astype(np.float32)
-        bias[h:2 * h] += np.float32(1.0)
-        layer.set_weights([kernel * np.float32(2.0), rkernel * np.float32(2.0), bias])
-        kernel, rkernel, bias = layer.get_weights()
+        kernel, rkernel, bias = boost(layer, h, rng)
         tensors.update({f"kernel_l{k}": kernel, f"recurrent_kernel_l{k}": rkernel, f"bias_l{k}": bias})
 
     shift = rng.uniform(-0.3, 0.6, I).astype(np.float32)
     calib = [(1.5 * rng.standard_normal((B, T, I)) + shift).astype(np.float32) for _ in range(BATCHES)]
-
-    def representative():
-        for c in calib:
-            yield [c]
-
-    conv = tf.lite.TFLiteConverter.from_keras_model(model)
-    conv.optimizations = [tf.lite.Optimize.DEFAULT]
-    conv.representative_dataset = representative
-    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    fb = conv.convert()
-    weights, meta, _ = tflite_to_safetensors.extract(fb, tf)
-    meta["source"] = "make_quantize_tflite_golden.py (TFLite converter)"
-
-    os.makedirs(OUT, exist_ok=True)
-    save_file(tensors, os.path.join(OUT, "keras_stack2_lstm.safetensors"), {"format": "keras", "mode": "lstm"})
-    np.save(os.path.join(OUT, "keras_stack2_calib.npy"), np.concatenate(calib, axis=0))
-    write_safetensors(os.path.join(OUT, "keras_stack2_tflite.safetensors"), sorted(weights.items()), meta)
-    print({k: meta[k] for k in sorted(meta)})
+    convert_and_save(model, tensors, calib, "keras_stack2")
 
 
 if __name__ == "__main__":
