@@ -100,6 +100,21 @@ void write_batch_first(const std::string& path, const std::vector<float>& x, std
   REQUIRE(io::write_npy(path.c_str(), io::ElemType::f32, shape, 3, bf.data()) == RNNCORE_OK);
 }
 
+// `rnncore run` of the int8 model `q` on x [T, B, I] (written batch-first into `dir`): its int8
+// output, checked to be [B, T, H].
+io::Array run_int8(const std::string& q, const std::vector<float>& x, std::int64_t T, std::int64_t B, std::int64_t I,
+                   std::int64_t H, const std::string& dir) {
+  write_batch_first(dir + "/xbf.npy", x, T, B, I);
+  const Result rr = run("run --weights " + q + " --input " + dir + "/xbf.npy --output " + dir + "/yq.npy");
+  INFO(rr.err);
+  REQUIRE(rr.code == 0);
+  io::Array yq;
+  REQUIRE(io::read_npy((dir + "/yq.npy").c_str(), &yq) == RNNCORE_OK);
+  REQUIRE(yq.type == io::ElemType::i8);
+  REQUIRE(yq.shape == std::vector<std::int64_t>{B, T, H});
+  return yq;
+}
+
 // The int8 output yq [B, T, H] of `rnncore run`, dequantized with scale `sy` and zero point `zy`,
 // against the float output y [T, B, H].
 struct OutputError {
@@ -204,14 +219,7 @@ TEST_CASE("quantize: a PyTorch LSTM; the scales follow the rules; rnncore run st
   std::vector<std::int64_t> eshape;
   const std::vector<float> ev = npy_f32(src(kData + "eval.npy"), &eshape);
   const std::int64_t T = eshape[0], B = eshape[1];
-  write_batch_first(d + "/evbf.npy", ev, T, B, I);
-  const Result rr = run("run --weights " + q + " --input " + d + "/evbf.npy --output " + d + "/yq.npy");
-  INFO(rr.err);
-  REQUIRE(rr.code == 0);
-  io::Array yq;
-  REQUIRE(io::read_npy((d + "/yq.npy").c_str(), &yq) == RNNCORE_OK);
-  REQUIRE(yq.type == io::ElemType::i8);
-  REQUIRE(yq.shape == std::vector<std::int64_t>{B, T, H});
+  const io::Array yq = run_int8(q, ev, T, B, I, H, d);
   const std::vector<float> yf = npy_f32(src(kData + "eval_y.npy"));
   const OutputError e = output_error(yq, yf, T, B, H, meta_f32(f, "output_scale"), meta_int(f, "output_zp"));
   CHECK(e.max_abs < 0.03);
@@ -362,13 +370,7 @@ TEST_CASE("quantize: the bundled PyTorch model (two layers) runs within the stat
   std::vector<std::int64_t> shape;
   const std::vector<float> x = npy_f32(src("examples/models/lstm_small_input.npy"), &shape);
   const std::int64_t T = shape[0], B = shape[1], I = shape[2], H = 32;
-  write_batch_first(d + "/xbf.npy", x, T, B, I);
-  const Result rr = run("run --weights " + q + " --input " + d + "/xbf.npy --output " + d + "/yq.npy");
-  INFO(rr.err);
-  REQUIRE(rr.code == 0);
-  io::Array yq;
-  REQUIRE(io::read_npy((d + "/yq.npy").c_str(), &yq) == RNNCORE_OK);
-  REQUIRE(yq.shape == std::vector<std::int64_t>{B, T, H});
+  const io::Array yq = run_int8(q, x, T, B, I, H, d);
   const std::vector<float> yf = npy_f32(src("examples/models/lstm_small_expected_y.npy"));
   const OutputError e = output_error(yq, yf, T, B, H, meta_f32(f, "output_scale"), meta_int(f, "output_zp"));
   CHECK(e.max_abs < 0.005);
