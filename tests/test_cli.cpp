@@ -821,7 +821,9 @@ TEST_CASE("cli: an int8 model with an Embedding takes token ids only, each insid
 
 TEST_CASE("cli: stacked int8 LSTMs, go_backwards, Bidirectional and Dense layers run bit for bit as LiteRT") {
   // tests/golden/tflite_int8/stacks/<case>.safetensors: the converter's output (metadata layers = L);
-  // <case>.io.safetensors: LiteRT's int8 input x and output y. bidi_*: Keras Bidirectional layers.
+  // <case>.io.safetensors: LiteRT's int8 input x and output y, and every LSTM op's final states hn,
+  // cn (the [B, H] blocks of layer 0 forward, backward, layer 1, ... flattened). bidi_*: Keras
+  // Bidirectional layers.
   int cases = 0;
   const std::string d = temp_dir();
   for (const std::string& model : list_cases(src("tests/golden/tflite_int8/stacks"))) {
@@ -831,7 +833,8 @@ TEST_CASE("cli: stacked int8 LSTMs, go_backwards, Bidirectional and Dense layers
     const std::string golden = model.substr(0, model.size() - 12) + ".io.safetensors";
     REQUIRE(io::read_safetensors(golden.c_str(), &f) == RNNCORE_OK);
     extract(f, "x", d + "/x.npy");
-    Result r = run("run --weights " + model + " --input " + d + "/x.npy --output " + d + "/y.npy");
+    Result r = run("run --weights " + model + " --input " + d + "/x.npy --output " + d + "/y.npy --hn " + d +
+                   "/hn.npy --cn " + d + "/cn.npy");
     INFO(r.err);
     REQUIRE(r.code == 0);
     const std::string name = model.substr(model.rfind('/') + 1);
@@ -846,11 +849,17 @@ TEST_CASE("cli: stacked int8 LSTMs, go_backwards, Bidirectional and Dense layers
     REQUIRE(f.array("y", &want) == RNNCORE_OK);
     CHECK(got.shape == want.shape);
     CHECK(got.bytes == want.bytes);  // every element, bit for bit
-    if (name.find("stack") != std::string::npos || name.find("bidi") != std::string::npos ||
-        name.find("softmax") != std::string::npos) {
-      // the per-layer states have different widths (a bidirectional layer has two): single-layer models only
-      r = run("run --weights " + model + " --input " + d + "/x.npy --output " + d + "/y.npy --hn " + d + "/hn.npy");
-      CHECK(r.code == 2);
+    for (const char* state : {"hn", "cn"}) {  // LiteRT's variable tensors after the run, bit for bit
+      io::Array g, w;
+      REQUIRE(io::read_npy((d + "/" + state + ".npy").c_str(), &g) == RNNCORE_OK);
+      REQUIRE(f.array(state, &w) == RNNCORE_OK);
+      CHECK(g.type == w.type);
+      CHECK(g.bytes == w.bytes);
+      // [B, H] for one LSTM, [L·D, B, H] for LSTMs of one width, else the blocks flattened
+      const std::int64_t B = got.shape[0];
+      if (name.rfind("backwards_I6_H12", 0) == 0) CHECK(g.shape == std::vector<std::int64_t>{B, 12});
+      if (name.rfind("bidi_I5_H6", 0) == 0) CHECK(g.shape == std::vector<std::int64_t>{2, B, 6});
+      if (name.rfind("stack3_I4_H16_16_8", 0) == 0) CHECK(g.shape == std::vector<std::int64_t>{B * (16 + 16 + 8)});
     }
     ++cases;
   }

@@ -514,7 +514,8 @@ void define_run(CLI::App& app, RunOptions& o) {
                   "tools/tflite_to_safetensors.py; docs/int8.md) takes --weights, --input, --output, --hn and\n"
                   "--cn only: x int8 [B, T, I] (batch-major), or float32 quantized as TFLite's QUANTIZE op does;\n"
                   "y int8 [B, T, H], or [B, H] for a model that returns the last step; hn int8 and cn int16\n"
-                  "[B, H] (the op's final output and cell states; one-direction single-layer models only); bit\n"
+                  "(every LSTM op's final output and cell states: [B, H] for one, [L*D, B, H] for a stack of\n"
+                  "one width, else the per-layer [B, H_l] blocks flattened, forward before backward); bit\n"
                   "for bit LiteRT's. Stacks, go_backwards, Keras Bidirectional (merge_mode concat, sum, mul, ave)\n"
                   "and Dense heads (relu, sigmoid, tanh, softmax; on the last step or every step) run too. A\n"
                   "model that starts with a Keras Embedding takes token ids, int32 or int64 [B, T], each in\n"
@@ -544,6 +545,20 @@ std::string embed_input(const Int8Stack& stack, const Array& a, std::int8_t* x) 
          ") (LiteRT's GATHER fails on it too)";
 }
 
+// The shape --hn and --cn write an int8 model's final states in: [B, H] for one LSTM, [L·D, B, H]
+// for a stack whose LSTMs (layers and directions) have one width, else the [B, H_l] blocks flattened.
+std::vector<std::int64_t> int8_state_shape(const Int8Stack& stack, std::int64_t B) {
+  std::vector<std::int64_t> widths;
+  for (const auto& layer : stack.layers) {
+    widths.push_back(layer->hidden_size);
+    if (layer->backward) widths.push_back(layer->backward->hidden_size);
+  }
+  const bool uniform = std::all_of(widths.begin(), widths.end(), [&](std::int64_t w) { return w == widths[0]; });
+  if (widths.size() == 1) return {B, widths[0]};
+  if (uniform) return {static_cast<std::int64_t>(widths.size()), B, widths[0]};
+  return {static_cast<std::int64_t>(int8_state_elements(stack, static_cast<int>(B)))};
+}
+
 // `rnncore run` on an integer LSTM model (metadata format=tflite_int8, written by
 // tools/tflite_to_safetensors.py; docs/int8.md): int8 [B, T, I] input, or float32 quantized as
 // TFLite's QUANTIZE op does; int8 output [B, T, H], or [B, H] for a last-step model.
@@ -562,12 +577,6 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
   const Int8Model& first = *stack.layers.front();
   const Int8Model& model = *stack.layers.back();  // the layer whose output the model returns
   const std::size_t L = stack.layers.size();
-  const bool single = L == 1 && stack.dense.empty() && !first.backward && !stack.has_softmax;
-  if (!single && (!o.hn.empty() || !o.cn.empty()))
-    return usage_error("run", "--hn and --cn take int8 models of one LSTM layer alone; " + o.weights + " has " +
-                                  std::to_string(L) + (stack.bidirectional() ? " LSTM layer(s), bidirectional," : " LSTM layer(s)") +
-                                  " and " + std::to_string(stack.dense.size()) + " Dense layer(s)" +
-                                  (stack.has_softmax ? " and a softmax" : ""));
   const std::int64_t I = first.input_size, H = stack.output_size();
   const std::string expected = dims_string({"B", "T", std::to_string(I)}) + " (batch-major, as the TFLite op)";
   Array a;
@@ -608,19 +617,17 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
                                                                    : std::vector<std::int64_t>{B, H};
   std::vector<std::int8_t> y(static_cast<std::size_t>(model.return_sequences ? B * T * H : B * H));
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::int8_t> hn(static_cast<std::size_t>(B * H));
-  std::vector<std::int16_t> cn(static_cast<std::size_t>(B * H));
-  if (single)
-    run_int8_model(model, static_cast<int>(B), static_cast<int>(T), x.data(), y.data(), hn.data(), cn.data());
-  else
-    run_int8_stack(stack, static_cast<int>(B), static_cast<int>(T), x.data(), y.data());
+  std::vector<std::int8_t> hn(int8_state_elements(stack, static_cast<int>(B)));
+  std::vector<std::int16_t> cn(hn.size());
+  run_int8_stack(stack, static_cast<int>(B), static_cast<int>(T), x.data(), y.data(), hn.data(), cn.data());
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (write_npy(o.output.c_str(), ElemType::i8, yshape.data(), static_cast<int>(yshape.size()), y.data()) != RNNCORE_OK)
     return error(rnncore_last_error_detail());
-  const std::int64_t sshape[2] = {B, H};
-  if (!o.hn.empty() && write_npy(o.hn.c_str(), ElemType::i8, sshape, 2, hn.data()) != RNNCORE_OK)
+  const std::vector<std::int64_t> sshape = int8_state_shape(stack, B);
+  const int srank = static_cast<int>(sshape.size());
+  if (!o.hn.empty() && write_npy(o.hn.c_str(), ElemType::i8, sshape.data(), srank, hn.data()) != RNNCORE_OK)
     return error(rnncore_last_error_detail());
-  if (!o.cn.empty() && write_npy(o.cn.c_str(), ElemType::i16, sshape, 2, cn.data()) != RNNCORE_OK)
+  if (!o.cn.empty() && write_npy(o.cn.c_str(), ElemType::i16, sshape.data(), srank, cn.data()) != RNNCORE_OK)
     return error(rnncore_last_error_detail());
   std::string cells, sizes;
   for (const auto& layer : stack.layers) {

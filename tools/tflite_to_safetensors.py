@@ -620,7 +620,9 @@ def extract_graph(model_bytes, tf, it, ops, det, lstm_opts, start):
     ins = list(first["inputs"])
     ins += [-1] * (24 - len(ins))
     info = {"interpreter": it, "lstm": first, "inputs": ins, "graph_input": graph_in[0],
-            "graph_output": graph_out[0], "x": first["inputs"][IN_X], "y": y_int8}
+            "graph_output": graph_out[0], "x": first["inputs"][IN_X], "y": y_int8,
+            "states": [(op["inputs"][IN_H], op["inputs"][IN_C]) for layer in layers
+                       for op in ([layer["fw"], layer["bw"]] if "bw" in layer else [layer["fw"]])]}
     return tensors, meta, info
 
 def find_embedding(it, ops, det):
@@ -687,7 +689,9 @@ def extract(model_bytes, tf):
     weight names to arrays, metadata the quantization (strings, see the module docstring) and info
     {interpreter, lstm (the first LSTM op's details), inputs (its operand indices), graph_input,
     graph_output (tensor details), x, y (the first LSTM's int8 input and the model's int8 output
-    tensor indices)}. Raises ConvertError naming what is not supported."""
+    tensor indices), states (per LSTM op, layer by layer, a bidirectional layer's forward direction
+    first: the indices of its variable output and cell state tensors)}. Raises ConvertError naming
+    what is not supported."""
     opts = lstm_options(model_bytes)
     # Without the default delegates, so that the ops are the model's own (XNNPACK would take a QUANTIZE
     # or DEQUANTIZE op into a DELEGATE node); the LSTM itself runs on the built-in kernel either way.
@@ -806,7 +810,8 @@ def extract(model_bytes, tf):
     ins = list(lstms[0]["inputs"])
     ins += [-1] * (24 - len(ins))
     info = {"interpreter": it, "lstm": lstms[0], "inputs": ins, "graph_input": graph_in[0],
-            "graph_output": graph_out[0], "x": x_index, "y": y_int8}
+            "graph_output": graph_out[0], "x": x_index, "y": y_int8,
+            "states": [(op["inputs"][IN_H], op["inputs"][IN_C]) for op in lstms]}
     if emb is not None:
         add_embedding(emb, tensors, meta)
     return tensors, meta, info

@@ -534,9 +534,11 @@ void reverse_steps(std::size_t B, std::size_t T, std::size_t n, const std::int8_
 // or both last steps (STRIDED_SLICE), and a CONCATENATION [forward, backward] that copies (its
 // inputs and output have one quantization; the bytes are the LSTMs' output states as they are),
 // or the merge's ADD / MUL, which read those bytes with their operands' quantization.
-void run_layer(const Int8Model& layer, int batch, int seq_len, const std::int8_t* x, std::int8_t* y) {
+// hn, cn (null: not wanted): the final states [B, H] of the forward direction, then the backward.
+void run_layer(const Int8Model& layer, int batch, int seq_len, const std::int8_t* x, std::int8_t* y, std::int8_t* hn,
+               std::int16_t* cn) {
   if (!layer.backward) {
-    run_int8_model(layer, batch, seq_len, x, y);
+    run_int8_model(layer, batch, seq_len, x, y, hn, cn);
     return;
   }
   const Int8Model& bw = *layer.backward;
@@ -546,8 +548,9 @@ void run_layer(const Int8Model& layer, int batch, int seq_len, const std::int8_t
   const std::size_t steps = layer.return_sequences ? T : 1;
   std::vector<std::int8_t> xr(B * T * I), yf(B * steps * Hf), yb(B * steps * Hb), ybr;
   reverse_steps(B, T, I, x, xr.data());
-  run_int8_model(layer, batch, seq_len, x, yf.data());
-  run_int8_model(bw, batch, seq_len, xr.data(), yb.data());
+  run_int8_model(layer, batch, seq_len, x, yf.data(), hn, cn);
+  run_int8_model(bw, batch, seq_len, xr.data(), yb.data(), hn != nullptr ? hn + B * Hf : nullptr,
+                 cn != nullptr ? cn + B * Hf : nullptr);
   if (layer.return_sequences) {
     ybr.assign(yb.size(), 0);
     reverse_steps(B, T, Hb, yb.data(), ybr.data());
@@ -572,20 +575,35 @@ void run_layer(const Int8Model& layer, int batch, int seq_len, const std::int8_t
 
 }  // namespace
 
-void run_int8_stack(const Int8Stack& s, int batch, int seq_len, const std::int8_t* x, std::int8_t* y) {
+std::size_t int8_state_elements(const Int8Stack& s, int batch) {
+  std::size_t n = 0;
+  for (const auto& layer : s.layers)
+    n += static_cast<std::size_t>(batch) *
+         static_cast<std::size_t>(layer->hidden_size + (layer->backward ? layer->backward->hidden_size : 0));
+  return n;
+}
+
+void run_int8_stack(const Int8Stack& s, int batch, int seq_len, const std::int8_t* x, std::int8_t* y, std::int8_t* hn,
+                    std::int16_t* cn) {
   const std::size_t B = static_cast<std::size_t>(batch), T = static_cast<std::size_t>(seq_len);
   std::vector<std::int8_t> in, out;
   const std::int8_t* layer_x = x;
   for (std::size_t k = 0; k < s.layers.size(); ++k) {
     const Int8Model& layer = *s.layers[k];
+    // This layer's blocks of the final states; the next layer's follow them.
+    std::int8_t* const layer_hn = hn;
+    std::int16_t* const layer_cn = cn;
+    const std::size_t states = B * static_cast<std::size_t>(layer.hidden_size + (layer.backward ? layer.backward->hidden_size : 0));
+    if (hn != nullptr) hn += states;
+    if (cn != nullptr) cn += states;
     if (k + 1 == s.layers.size() && s.dense.empty() && !s.has_softmax) {
-      run_layer(layer, batch, seq_len, layer_x, y);
+      run_layer(layer, batch, seq_len, layer_x, y, layer_hn, layer_cn);
     } else if (k + 1 == s.layers.size()) {
       // The last step [B, H] (or every step, [B·T, H] rows), then each Dense layer in turn, then
       // the softmax; the last writes y.
       const std::size_t rows = s.return_sequences ? B * T : B;
       out.assign(rows * static_cast<std::size_t>(layer.output_size()), 0);
-      run_layer(layer, batch, seq_len, layer_x, out.data());
+      run_layer(layer, batch, seq_len, layer_x, out.data(), layer_hn, layer_cn);
       for (const auto& d : s.dense) {
         in.assign(rows * static_cast<std::size_t>(d->out_size), 0);
         q8::int8_dense(d->params, static_cast<int>(rows), out.data(), in.data());
@@ -599,7 +617,7 @@ void run_int8_stack(const Int8Stack& s, int batch, int seq_len, const std::int8_
         std::memcpy(y, out.data(), out.size());
     } else {
       out.assign(B * T * static_cast<std::size_t>(layer.output_size()), 0);
-      run_layer(layer, batch, seq_len, layer_x, out.data());
+      run_layer(layer, batch, seq_len, layer_x, out.data(), layer_hn, layer_cn);
       in.swap(out);
       layer_x = in.data();
     }

@@ -152,11 +152,16 @@ std::int8_t quantize_input(const Int8Model& m, float x);
 void run_int8_model(const Int8Model& m, int batch, int seq_len, const std::int8_t* x, std::int8_t* y,
                     std::int8_t* hn = nullptr, std::int16_t* cn = nullptr);
 
+/// Elements of a stack's final states for `batch` rows: Σ B·H over its layers and directions.
+std::size_t int8_state_elements(const Int8Stack& s, int batch);
 /// Runs a stack on x [B, T, I]: each layer from LiteRT's initial state, y as run_int8_model gives
 /// the last layer's output, or [B, out] through the Dense layers and the softmax. A bidirectional layer runs its
 /// forward direction on the input and its backward one on the input reversed in time (its output
 /// reversed back when the layer returns every step), and writes [forward, backward] per step.
-void run_int8_stack(const Int8Stack& s, int batch, int seq_len, const std::int8_t* x, std::int8_t* y);
+/// Where not null, hn (int8) and cn (int16) get every LSTM's final output and cell state
+/// (int8_state_elements): the [B, H] blocks of layer 0 (forward, then backward), layer 1, ...
+void run_int8_stack(const Int8Stack& s, int batch, int seq_len, const std::int8_t* x, std::int8_t* y,
+                    std::int8_t* hn = nullptr, std::int16_t* cn = nullptr);
 
 }  // namespace io
 }  // namespace rnncore

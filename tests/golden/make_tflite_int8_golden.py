@@ -7,6 +7,7 @@ Needs TensorFlow 2.21 with tf-keras (a venv outside the repository, as for make_
     /tmp/tfenv/bin/python tests/golden/make_tflite_int8_golden.py
     /tmp/tfenv/bin/python tests/golden/make_tflite_int8_golden.py --embeddings-only   # the Embedding cases alone
     /tmp/tfenv/bin/python tests/golden/make_tflite_int8_golden.py --bidi-merge-only   # merge_mode sum/mul/ave alone
+    /tmp/tfenv/bin/python tests/golden/make_tflite_int8_golden.py --stack-states-only # adds hn, cn to the stacks' io files
 
 For each case a small tf.keras model `Input(batch B, T, I) -> LSTM(H)` (unidirectional,
 return_sequences on or off) with seeded random weights is converted by the TFLite converter to a
@@ -163,7 +164,9 @@ def make_case(name, I, H, T, B, return_sequences, gain, in_gain, seed, memory_bi
 # name, I, hidden sizes, T, B, return_sequences of the last layer, seed, and optionally go_backwards
 # for the first layer (the converter writes a REVERSE_V2 of the time axis before it). Written to
 # tflite_int8/stacks/<name>.tflite, the converted model <name>.safetensors, and <name>.io.safetensors
-# (the int8 input x and LiteRT's output y).
+# (the int8 input x, LiteRT's output y, and every LSTM op's final states: hn int8 and cn int16, the
+# [B, H] blocks of layer 0 (forward, then backward), layer 1, ... flattened, as `rnncore run --hn
+# --cn` writes them for a stack).
 STACKS = [
     ("stack2_I6_H12_8_T10_B2_last", 6, (12, 8), 10, 2, False, 21),
     ("stack3_I4_H16_16_8_T12_B3_seq", 4, (16, 16, 8), 12, 3, True, 22),
@@ -222,6 +225,28 @@ def run_litert(fb, info, rng, shape):
     return x, it.get_tensor(info["graph_output"]["index"]).copy()
 
 
+def final_states(fb, x, y):
+    """(hn, cn): every LSTM op's variable output and cell state after LiteRT's default interpreter
+    runs the model on x from its initial state, flattened in rnncore's order (layer by layer, a
+    bidirectional layer's forward direction first). Checks that the run gives y."""
+    _, _, info = tflite_to_safetensors.extract(fb, tf)
+    it = tf.lite.Interpreter(model_content=fb)
+    it.allocate_tensors()
+    it.set_tensor(info["graph_input"]["index"], x)
+    it.invoke()
+    assert np.array_equal(it.get_tensor(info["graph_output"]["index"]), y)
+    hn = np.concatenate([it.get_tensor(h).reshape(-1) for h, _ in info["states"]]).astype(np.int8)
+    cn = np.concatenate([it.get_tensor(c).reshape(-1) for _, c in info["states"]]).astype(np.int16)
+    return hn, cn
+
+
+def write_stack_io(name, fb, x, y):
+    """tflite_int8/stacks/<name>.io.safetensors: x, y and the final states (final_states)."""
+    hn, cn = final_states(fb, x, y)
+    save_file({"x": x, "y": y, "hn": hn, "cn": cn}, os.path.join(OUT, "stacks", name + ".io.safetensors"),
+              metadata={"made_by": "tests/golden/make_tflite_int8_golden.py", "tf_version": tf.__version__})
+
+
 def write_stack_golden(name, fb, x, y):
     """tflite_int8/stacks/<name>.tflite, its conversion <name>.safetensors and <name>.io.safetensors."""
     out = os.path.join(OUT, "stacks")
@@ -230,8 +255,19 @@ def write_stack_golden(name, fb, x, y):
     with open(tflite, "wb") as f:
         f.write(fb)
     assert tflite_to_safetensors.main([tflite, "-o", os.path.join(out, name + ".safetensors")]) == 0
-    save_file({"x": x, "y": y}, os.path.join(out, name + ".io.safetensors"),
-              metadata={"made_by": "tests/golden/make_tflite_int8_golden.py", "tf_version": tf.__version__})
+    write_stack_io(name, fb, x, y)
+
+
+def add_stack_states():
+    """Rewrites every committed stack golden's io file with its final states, from the committed
+    .tflite and x (y checked unchanged)."""
+    out = os.path.join(OUT, "stacks")
+    for f in sorted(os.listdir(out)):
+        if f.endswith(".io.safetensors"):
+            name = f[:-len(".io.safetensors")]
+            t, _ = load_file(os.path.join(out, f))
+            with open(os.path.join(out, name + ".tflite"), "rb") as g:
+                write_stack_io(name, g.read(), t["x"], t["y"])
 
 
 def make_stack(name, I, sizes, T, B, return_sequences, seed, go_backwards=False, dense=()):
@@ -456,6 +492,9 @@ def main():
             make_embedding(*c)
         check_embedding_refusals()
         write_stack_sample(HEADER_EMBED)
+        return
+    if sys.argv[1:] == ["--stack-states-only"]:
+        add_stack_states()
         return
     if sys.argv[1:] == ["--bidi-merge-only"]:  # adds the merge_mode cases without rewriting the others
         for c in BIDI_MERGE:
