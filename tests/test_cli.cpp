@@ -896,6 +896,71 @@ TEST_CASE("cli: stacked int8 LSTMs, go_backwards, Bidirectional and Dense layers
   CHECK(rb.err.find("'l0.bidirectional' is 'summed'; expected concat, sum, mul or ave") != std::string::npos);
 }
 
+namespace {
+
+// Steps [t0, t1) of a batch-major array [B, T, n] (an int8 model's x or y), as an .npy [B, t1 - t0, n].
+void write_steps(const io::Array& a, std::int64_t t0, std::int64_t t1, const std::string& path) {
+  const std::int64_t B = a.shape[0], T = a.shape[1], n = a.shape[2];
+  std::vector<std::uint8_t> part;
+  for (std::int64_t b = 0; b < B; ++b)
+    part.insert(part.end(), a.bytes.begin() + (b * T + t0) * n, a.bytes.begin() + (b * T + t1) * n);
+  const std::int64_t shape[3] = {B, t1 - t0, n};
+  REQUIRE(io::write_npy(path.c_str(), a.type, shape, 3, part.data()) == RNNCORE_OK);
+}
+
+}  // namespace
+
+TEST_CASE("cli: int8 models stream in chunks: --hn/--cn of one call as --h0/--c0 of the next give LiteRT's run") {
+  // A single LSTM and a stack of three (widths 16, 16, 8: the states are the blocks flattened), both
+  // returning every step: the sequence in two chunks, the states carried through files, equals the
+  // golden's one run of LiteRT -- y, and the final states.
+  const std::string d = temp_dir();
+  const std::string cases[][2] = {
+      {"tests/golden/tflite_int8/converted/lstm_I16_H32_T50_B4_seq.safetensors", "tests/golden/tflite_int8/lstm_I16_H32_T50_B4_seq.safetensors"},
+      {"tests/golden/tflite_int8/stacks/stack3_I4_H16_16_8_T12_B3_seq.safetensors",
+       "tests/golden/tflite_int8/stacks/stack3_I4_H16_16_8_T12_B3_seq.io.safetensors"}};
+  for (const auto& c : cases) {
+    INFO(c[0]);
+    io::SafeTensors f;
+    REQUIRE(io::read_safetensors(src(c[1]).c_str(), &f) == RNNCORE_OK);
+    io::Array x, y;
+    REQUIRE(f.array("x", &x) == RNNCORE_OK);
+    REQUIRE(f.array("y", &y) == RNNCORE_OK);
+    const std::int64_t T = x.shape[1], split = T / 3;
+    write_steps(x, 0, split, d + "/x1.npy");
+    write_steps(x, split, T, d + "/x2.npy");
+    const std::string run1 = "run --weights " + src(c[0]) + " --input " + d + "/x1.npy --output " + d + "/y1.npy --hn " + d +
+                             "/h1.npy --cn " + d + "/c1.npy";
+    Result r = run(run1);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    r = run("run --weights " + src(c[0]) + " --input " + d + "/x2.npy --output " + d + "/y2.npy --h0 " + d +
+            "/h1.npy --c0 " + d + "/c1.npy --hn " + d + "/h2.npy --cn " + d + "/c2.npy");
+    REQUIRE(r.code == 0);
+    for (int k = 0; k < 2; ++k) {
+      write_steps(y, k == 0 ? 0 : split, k == 0 ? split : T, d + "/want.npy");
+      CHECK(slurp(d + (k == 0 ? "/y1.npy" : "/y2.npy")) == slurp(d + "/want.npy"));
+    }
+    for (const char* state : {"hn", "cn"}) {
+      io::Array got, want;
+      REQUIRE(io::read_npy((d + (state[0] == 'h' ? "/h2.npy" : "/c2.npy")).c_str(), &got) == RNNCORE_OK);
+      REQUIRE(f.array(state, &want) == RNNCORE_OK);
+      CHECK(got.bytes == want.bytes);
+    }
+    // The initial states must have the final states' dtype and shape.
+    r = run("run --weights " + src(c[0]) + " --input " + d + "/x2.npy --output " + d + "/y2.npy --h0 " + d + "/c1.npy");
+    CHECK(r.code == 1);
+    CHECK(r.err.find("c1.npy: expected I8 ") != std::string::npos);
+    CHECK(r.err.find("(the model's output states, as --hn / --cn write them), found I16") != std::string::npos);
+    const std::int64_t wrong[2] = {1, 3};
+    const std::int16_t zeros[3] = {};
+    REQUIRE(io::write_npy((d + "/c_wrong.npy").c_str(), io::ElemType::i16, wrong, 2, zeros) == RNNCORE_OK);
+    r = run("run --weights " + src(c[0]) + " --input " + d + "/x2.npy --output " + d + "/y2.npy --c0 " + d + "/c_wrong.npy");
+    CHECK(r.code == 1);
+    CHECK(r.err.find("(the model's cell states, as --hn / --cn write them), found I16 [1, 3]") != std::string::npos);
+  }
+}
+
 TEST_CASE("cli: int8 models: float input is quantized; wrong dtype, shape and options are refused") {
   const std::string model = src("tests/golden/tflite_int8/converted/lstm_I8_H16_T6_B2_seq.safetensors");
   io::SafeTensors f;

@@ -516,7 +516,8 @@ void define_run(CLI::App& app, RunOptions& o) {
                   "y int8 [B, T, H], or [B, H] for a model that returns the last step; hn int8 and cn int16\n"
                   "(every LSTM op's final output and cell states: [B, H] for one, [L*D, B, H] for a stack of\n"
                   "one width, else the per-layer [B, H_l] blocks flattened, forward before backward); bit\n"
-                  "for bit LiteRT's. Stacks, go_backwards, Keras Bidirectional (merge_mode concat, sum, mul, ave)\n"
+                  "for bit LiteRT's. --h0 (int8) and --c0 (int16), in the same shape, set the initial states\n"
+                  "(default: LiteRT's, h = the output zero point, c = 0), so a sequence runs in chunks. Stacks, go_backwards, Keras Bidirectional (merge_mode concat, sum, mul, ave)\n"
                   "and Dense heads (relu, sigmoid, tanh, softmax; on the last step or every step) run too. A\n"
                   "model that starts with a Keras Embedding takes token ids, int32 or int64 [B, T], each in\n"
                   "[0, V).");
@@ -559,6 +560,17 @@ std::vector<std::int64_t> int8_state_shape(const Int8Stack& stack, std::int64_t 
   return {static_cast<std::int64_t>(int8_state_elements(stack, static_cast<int>(B)))};
 }
 
+// Reads an int8 model's initial state (--h0 int8, --c0 int16) of the shape --hn and --cn write;
+// returns "" or the error line.
+std::string read_int8_state(const std::string& path, ElemType type, const std::vector<std::int64_t>& shape, Array* out) {
+  if (read_npy(path.c_str(), out) != RNNCORE_OK) return rnncore_last_error_detail();
+  if (out->type != type || out->shape != shape)
+    return path + ": expected " + elem_type_name(type) + " " + shape_string(shape) + " (the model's " +
+           (type == ElemType::i8 ? "output" : "cell") + " states, as --hn / --cn write them), found " +
+           elem_type_name(out->type) + " " + shape_string(out->shape);
+  return "";
+}
+
 // `rnncore run` on an integer LSTM model (metadata format=tflite_int8, written by
 // tools/tflite_to_safetensors.py; docs/int8.md): int8 [B, T, I] input, or float32 quantized as
 // TFLite's QUANTIZE op does; int8 output [B, T, H], or [B, H] for a last-step model.
@@ -566,10 +578,10 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
   for (const CLI::Option* opt : app.get_options()) {
     const std::string name = opt->get_name();
     if (opt->count() > 0 && name != "--weights" && name != "--input" && name != "--output" && name != "--hn" &&
-        name != "--cn")
+        name != "--cn" && name != "--h0" && name != "--c0")
       return usage_error("run", name + " does not apply to " + o.weights +
                                     ", an int8 LSTM model (format tflite_int8): it runs with --weights, --input, "
-                                    "--output, --hn and --cn only (docs/int8.md)");
+                                    "--output, --h0, --c0, --hn and --cn only (docs/int8.md)");
   }
   std::string err;
   Int8Stack stack;
@@ -619,11 +631,19 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::int8_t> hn(int8_state_elements(stack, static_cast<int>(B)));
   std::vector<std::int16_t> cn(hn.size());
-  run_int8_stack(stack, static_cast<int>(B), static_cast<int>(T), x.data(), y.data(), hn.data(), cn.data());
+  const std::vector<std::int64_t> sshape = int8_state_shape(stack, B);
+  Array h0, c0;
+  if (!o.h0.empty() && !(err = read_int8_state(o.h0, ElemType::i8, sshape, &h0)).empty()) return error(err);
+  if (!o.c0.empty() && !(err = read_int8_state(o.c0, ElemType::i16, sshape, &c0)).empty()) return error(err);
+  Int8States states;
+  states.h0 = o.h0.empty() ? nullptr : reinterpret_cast<const std::int8_t*>(h0.bytes.data());
+  states.c0 = o.c0.empty() ? nullptr : reinterpret_cast<const std::int16_t*>(c0.bytes.data());
+  states.hn = hn.data();
+  states.cn = cn.data();
+  run_int8_stack(stack, static_cast<int>(B), static_cast<int>(T), x.data(), y.data(), states);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (write_npy(o.output.c_str(), ElemType::i8, yshape.data(), static_cast<int>(yshape.size()), y.data()) != RNNCORE_OK)
     return error(rnncore_last_error_detail());
-  const std::vector<std::int64_t> sshape = int8_state_shape(stack, B);
   const int srank = static_cast<int>(sshape.size());
   if (!o.hn.empty() && write_npy(o.hn.c_str(), ElemType::i8, sshape.data(), srank, hn.data()) != RNNCORE_OK)
     return error(rnncore_last_error_detail());

@@ -504,11 +504,22 @@ std::int8_t quantize_input(const Int8Model& m, float x) {
   return static_cast<std::int8_t>(static_cast<long>(std::nearbyint(v)) + m.q.input_zp);
 }
 
+Int8States Int8States::after(std::size_t n) const {
+  Int8States s;
+  s.h0 = h0 != nullptr ? h0 + n : nullptr;
+  s.c0 = c0 != nullptr ? c0 + n : nullptr;
+  s.hn = hn != nullptr ? hn + n : nullptr;
+  s.cn = cn != nullptr ? cn + n : nullptr;
+  return s;
+}
+
 void run_int8_model(const Int8Model& m, int batch, int seq_len, const std::int8_t* x, std::int8_t* y,
-                    std::int8_t* hn, std::int16_t* cn) {
+                    const Int8States& s) {
   const std::size_t H = static_cast<std::size_t>(m.hidden_size), B = static_cast<std::size_t>(batch);
   std::vector<std::int8_t> h(B * H, static_cast<std::int8_t>(m.q.state_zp));
   std::vector<std::int16_t> c(B * H, 0);
+  if (s.h0 != nullptr && !h.empty()) std::memcpy(h.data(), s.h0, h.size());
+  if (s.c0 != nullptr && !c.empty()) std::memcpy(c.data(), s.c0, c.size() * sizeof(std::int16_t));
   std::vector<std::int8_t> scratch(q8::int8_lstm_scratch_bytes(m.hidden_size));
   if (m.return_sequences) {
     q8::int8_lstm_sequence(m.params, batch, seq_len, x, y, h.data(), c.data(), scratch.data(), scratch.size());
@@ -516,8 +527,8 @@ void run_int8_model(const Int8Model& m, int batch, int seq_len, const std::int8_
     q8::int8_lstm_sequence(m.params, batch, seq_len, x, nullptr, h.data(), c.data(), scratch.data(), scratch.size());
     if (!h.empty()) std::memcpy(y, h.data(), h.size());  // without projection the output state is the last step's output
   }
-  if (hn != nullptr && !h.empty()) std::memcpy(hn, h.data(), h.size());
-  if (cn != nullptr && !c.empty()) std::memcpy(cn, c.data(), c.size() * sizeof(std::int16_t));
+  if (s.hn != nullptr && !h.empty()) std::memcpy(s.hn, h.data(), h.size());
+  if (s.cn != nullptr && !c.empty()) std::memcpy(s.cn, c.data(), c.size() * sizeof(std::int16_t));
 }
 
 namespace {
@@ -534,11 +545,11 @@ void reverse_steps(std::size_t B, std::size_t T, std::size_t n, const std::int8_
 // or both last steps (STRIDED_SLICE), and a CONCATENATION [forward, backward] that copies (its
 // inputs and output have one quantization; the bytes are the LSTMs' output states as they are),
 // or the merge's ADD / MUL, which read those bytes with their operands' quantization.
-// hn, cn (null: not wanted): the final states [B, H] of the forward direction, then the backward.
-void run_layer(const Int8Model& layer, int batch, int seq_len, const std::int8_t* x, std::int8_t* y, std::int8_t* hn,
-               std::int16_t* cn) {
+// `st`: the layer's states, the forward direction's block, then the backward one's.
+void run_layer(const Int8Model& layer, int batch, int seq_len, const std::int8_t* x, std::int8_t* y,
+               const Int8States& st) {
   if (!layer.backward) {
-    run_int8_model(layer, batch, seq_len, x, y, hn, cn);
+    run_int8_model(layer, batch, seq_len, x, y, st);
     return;
   }
   const Int8Model& bw = *layer.backward;
@@ -548,9 +559,8 @@ void run_layer(const Int8Model& layer, int batch, int seq_len, const std::int8_t
   const std::size_t steps = layer.return_sequences ? T : 1;
   std::vector<std::int8_t> xr(B * T * I), yf(B * steps * Hf), yb(B * steps * Hb), ybr;
   reverse_steps(B, T, I, x, xr.data());
-  run_int8_model(layer, batch, seq_len, x, yf.data(), hn, cn);
-  run_int8_model(bw, batch, seq_len, xr.data(), yb.data(), hn != nullptr ? hn + B * Hf : nullptr,
-                 cn != nullptr ? cn + B * Hf : nullptr);
+  run_int8_model(layer, batch, seq_len, x, yf.data(), st);
+  run_int8_model(bw, batch, seq_len, xr.data(), yb.data(), st.after(B * Hf));
   if (layer.return_sequences) {
     ybr.assign(yb.size(), 0);
     reverse_steps(B, T, Hb, yb.data(), ybr.data());
@@ -583,27 +593,24 @@ std::size_t int8_state_elements(const Int8Stack& s, int batch) {
   return n;
 }
 
-void run_int8_stack(const Int8Stack& s, int batch, int seq_len, const std::int8_t* x, std::int8_t* y, std::int8_t* hn,
-                    std::int16_t* cn) {
+void run_int8_stack(const Int8Stack& s, int batch, int seq_len, const std::int8_t* x, std::int8_t* y,
+                    const Int8States& st) {
   const std::size_t B = static_cast<std::size_t>(batch), T = static_cast<std::size_t>(seq_len);
   std::vector<std::int8_t> in, out;
   const std::int8_t* layer_x = x;
+  std::size_t state_at = 0;  // this layer's blocks of the states; the next layer's follow them
   for (std::size_t k = 0; k < s.layers.size(); ++k) {
     const Int8Model& layer = *s.layers[k];
-    // This layer's blocks of the final states; the next layer's follow them.
-    std::int8_t* const layer_hn = hn;
-    std::int16_t* const layer_cn = cn;
-    const std::size_t states = B * static_cast<std::size_t>(layer.hidden_size + (layer.backward ? layer.backward->hidden_size : 0));
-    if (hn != nullptr) hn += states;
-    if (cn != nullptr) cn += states;
+    const Int8States layer_st = st.after(state_at);
+    state_at += B * static_cast<std::size_t>(layer.hidden_size + (layer.backward ? layer.backward->hidden_size : 0));
     if (k + 1 == s.layers.size() && s.dense.empty() && !s.has_softmax) {
-      run_layer(layer, batch, seq_len, layer_x, y, layer_hn, layer_cn);
+      run_layer(layer, batch, seq_len, layer_x, y, layer_st);
     } else if (k + 1 == s.layers.size()) {
       // The last step [B, H] (or every step, [B·T, H] rows), then each Dense layer in turn, then
       // the softmax; the last writes y.
       const std::size_t rows = s.return_sequences ? B * T : B;
       out.assign(rows * static_cast<std::size_t>(layer.output_size()), 0);
-      run_layer(layer, batch, seq_len, layer_x, out.data(), layer_hn, layer_cn);
+      run_layer(layer, batch, seq_len, layer_x, out.data(), layer_st);
       for (const auto& d : s.dense) {
         in.assign(rows * static_cast<std::size_t>(d->out_size), 0);
         q8::int8_dense(d->params, static_cast<int>(rows), out.data(), in.data());
@@ -617,7 +624,7 @@ void run_int8_stack(const Int8Stack& s, int batch, int seq_len, const std::int8_
         std::memcpy(y, out.data(), out.size());
     } else {
       out.assign(B * T * static_cast<std::size_t>(layer.output_size()), 0);
-      run_layer(layer, batch, seq_len, layer_x, out.data(), layer_hn, layer_cn);
+      run_layer(layer, batch, seq_len, layer_x, out.data(), layer_st);
       in.swap(out);
       layer_x = in.data();
     }

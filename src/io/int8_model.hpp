@@ -145,23 +145,35 @@ std::size_t embed_ids(const Int8Stack& s, std::size_t n, const std::int64_t* ids
 /// in float with the reciprocal rounded to float (docs/int8.md; NaN gives zp).
 std::int8_t quantize_input(const Int8Model& m, float x);
 
-/// Runs the model on x [B, T, I] (batch-major, as the TFLite op) from the states LiteRT starts
-/// with (h = the output state's zero point, c = 0); writes y [B, T, H], or [B, H] (the last step)
-/// for a model without return_sequences; and, where not null, the final states hn [B, H] (int8, the
-/// op's output state) and cn [B, H] (int16, its cell state), LiteRT's variable tensors after the run.
-void run_int8_model(const Int8Model& m, int batch, int seq_len, const std::int8_t* x, std::int8_t* y,
-                    std::int8_t* hn = nullptr, std::int16_t* cn = nullptr);
+/// The states of a run, per LSTM op: the op's output state h (int8) and cell state c (int16), each
+/// [B, H] -- LiteRT's variable tensors. Each pointer may be null: h0 / c0 then start as LiteRT's do
+/// (h = the output state's zero point, c = 0), hn / cn are not written. For a stack they hold the
+/// [B, H] blocks of layer 0 (a bidirectional layer's forward direction, then its backward one),
+/// layer 1, ... (int8_state_elements).
+struct Int8States {
+  const std::int8_t* h0 = nullptr;
+  const std::int16_t* c0 = nullptr;
+  std::int8_t* hn = nullptr;
+  std::int16_t* cn = nullptr;
+  /// The same states `n` elements on (the next op's block).
+  Int8States after(std::size_t n) const;
+};
 
-/// Elements of a stack's final states for `batch` rows: Σ B·H over its layers and directions.
+/// Runs the model on x [B, T, I] (batch-major, as the TFLite op) from the states `s` gives; writes
+/// y [B, T, H], or [B, H] (the last step) for a model without return_sequences, and the final
+/// states where `s` asks for them.
+void run_int8_model(const Int8Model& m, int batch, int seq_len, const std::int8_t* x, std::int8_t* y,
+                    const Int8States& s = Int8States());
+
+/// Elements of a stack's states for `batch` rows: Σ B·H over its layers and directions.
 std::size_t int8_state_elements(const Int8Stack& s, int batch);
-/// Runs a stack on x [B, T, I]: each layer from LiteRT's initial state, y as run_int8_model gives
-/// the last layer's output, or [B, out] through the Dense layers and the softmax. A bidirectional layer runs its
-/// forward direction on the input and its backward one on the input reversed in time (its output
-/// reversed back when the layer returns every step), and writes [forward, backward] per step.
-/// Where not null, hn (int8) and cn (int16) get every LSTM's final output and cell state
-/// (int8_state_elements): the [B, H] blocks of layer 0 (forward, then backward), layer 1, ...
+/// Runs a stack on x [B, T, I]: each layer from its states in `st` (LiteRT's initial state where
+/// null), y as run_int8_model gives the last layer's output, or [B, out] through the Dense layers
+/// and the softmax. A bidirectional layer runs its forward direction on the input and its backward
+/// one on the input reversed in time (its output reversed back when the layer returns every step),
+/// and writes [forward, backward] per step.
 void run_int8_stack(const Int8Stack& s, int batch, int seq_len, const std::int8_t* x, std::int8_t* y,
-                    std::int8_t* hn = nullptr, std::int16_t* cn = nullptr);
+                    const Int8States& st = Int8States());
 
 }  // namespace io
 }  // namespace rnncore
