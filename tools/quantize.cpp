@@ -64,7 +64,9 @@ Asymmetric asymmetric_int8(double rmin, double rmax) {
   const double qmin = -128.0, qmax = 127.0;
   Asymmetric a;
   if (rmax - rmin < std::numeric_limits<double>::epsilon()) return a;
-  a.scale = (rmax - rmin) / (qmax - qmin);
+  // The range's width in float32, as the converter forms it from its float32 statistics (with the
+  // width in double the scale can differ in its last bit: seen on Keras models).
+  a.scale = static_cast<double>(static_cast<float>(static_cast<float>(rmax) - static_cast<float>(rmin))) / (qmax - qmin);
   const double from_min = qmin - rmin / a.scale, err_min = std::fabs(qmin) + std::fabs(rmin / a.scale);
   const double from_max = qmax - rmax / a.scale, err_max = std::fabs(qmax) + std::fabs(rmax / a.scale);
   const double zp = err_min < err_max ? from_min : from_max;
@@ -123,6 +125,9 @@ struct LayerRanges {
 struct Ranges {
   double x_min = INFINITY, x_max = -INFINITY;
   std::vector<LayerRanges> layer;
+  /// |c| only at the last step of each group of rows run together (--cell-range batch-end, as
+  /// TFLite's calibration logs the LSTM's variable cell state once per invoke); else every step.
+  bool cell_at_batch_end = false;
 };
 
 // Progress of a float run over a data set (steps of all groups), on stderr every 2 s.
@@ -140,8 +145,10 @@ struct Progress {
   }
 };
 
-// Widens `r` by one step: x [B, I] and the state after it, h and c [Σ_l B·H_l] (state_offset).
-void widen(const StackSpec& stack, std::int64_t B, const float* x, const float* h, const float* c, Ranges* r) {
+// Widens `r` by one step: x [B, I] and the state after it, h and c [Σ_l B·H_l] (state_offset);
+// `last`: the group's last step.
+void widen(const StackSpec& stack, std::int64_t B, const float* x, const float* h, const float* c, bool last, Ranges* r) {
+  const bool cell = last || !r->cell_at_batch_end;
   for (std::int64_t k = 0; k < B * stack.input_size; ++k) {
     r->x_min = std::min(r->x_min, static_cast<double>(x[k]));
     r->x_max = std::max(r->x_max, static_cast<double>(x[k]));
@@ -152,7 +159,7 @@ void widen(const StackSpec& stack, std::int64_t B, const float* x, const float* 
     for (std::int64_t k = at; k < at + n; ++k) {
       lr.h_min = std::min(lr.h_min, static_cast<double>(h[k]));
       lr.h_max = std::max(lr.h_max, static_cast<double>(h[k]));
-      lr.c_abs = std::max(lr.c_abs, std::fabs(static_cast<double>(c[k])));
+      if (cell) lr.c_abs = std::max(lr.c_abs, std::fabs(static_cast<double>(c[k])));
     }
   }
 }
@@ -178,7 +185,7 @@ Status run_float(Model& net, const StackSpec& stack, const float* x, std::int64_
     const Status s = net.forward(fa);
     if (s != Status::ok) return s;
     std::memcpy(y + static_cast<std::size_t>((t * y_rows + y_row) * H), yt.data(), BH * sizeof(float));
-    if (r != nullptr) widen(stack, B, x + static_cast<std::size_t>(t) * BI, h, c, r);
+    if (r != nullptr) widen(stack, B, x + static_cast<std::size_t>(t) * BI, h, c, t + 1 == T, r);
     progress->step();
   }
   return Status::ok;
@@ -430,6 +437,7 @@ Status write_model(const QuantizeOptions& o, const io::LoadedModel& model, const
       {"calibration_shape", "[T=" + std::to_string(cal.T) + ", B=" + std::to_string(cal.B) + ", I=" +
                                 std::to_string(layers.front().I) + "]"},
       {"calibration_carry_state", std::to_string(o.carry_state)},
+      {"calibration_cell_range", o.cell_range},
       {"calibration_x_min", num(r.x_min)},
       {"calibration_x_max", num(r.x_max)},
   };
@@ -517,6 +525,15 @@ void define_quantize(CLI::App& app, QuantizeOptions& o) {
       ->type_name("C")
       ->default_str("the model's")
       ->group("calibration");
+  app.add_option("--cell-range", o.cell_range,
+                 "the steps whose |c| sets the cell scale: every step (the\n"
+                 "default: no calibrated cell state saturates), or the last\n"
+                 "step of each group of rows run together (--carry-state N;\n"
+                 "else of the whole calibration), as TFLite's converter takes it:\n"
+                 "its calibration sees the LSTM's cell state once per batch")
+      ->check(one_of({"every-step", "batch-end"}))
+      ->type_name("every-step|batch-end")
+      ->group("calibration");
 }
 
 int cmd_quantize(int argc, char** argv) {
@@ -583,6 +600,7 @@ int cmd_quantize(int argc, char** argv) {
   const auto t0 = Clock::now();
   Ranges r;
   r.layer.resize(static_cast<std::size_t>(L));
+  r.cell_at_batch_end = o.cell_range == "batch-end";
   std::vector<float> y_cal, y_ev;
   if ((s = run_float_data(cal_net, clipped_stack, cal, group, &y_cal, &r, "calibration")) != Status::ok)
     return error(last_error_detail());
