@@ -1048,62 +1048,28 @@ TEST_CASE("mutants: leaving out any barrier, grid barrier or coherent load is ca
       cfg.sched_seed = static_cast<std::uint64_t>(m);
       cases.emplace_back(c, cfg);
     }
-  for (int warp : {32, 64}) {  // the matrix-unit projection GEMM: two k chunks, two m and three n tiles
+  // The matrix-unit kernels: one LSTM layer of 37 units under gpu_half_math.
+  const auto add_matrix_unit_case = [&](int input_size, int T, int B, bool lengths, DType weights, int warp, bool tf32) {
     Case c;
-    c.stack.input_size = 40;
+    c.stack.input_size = input_size;
     c.stack.num_layers = 1;
     c.stack.layers[0] = layer(Mode::lstm, 37, false, {});
-    c.T = 14;
-    c.B = 5;
-    c.weights = DType::f16;
+    c.T = T;
+    c.B = B;
+    c.lengths = lengths;
+    c.weights = weights;
     c.half_math = true;
     EmuConfig cfg = config(warp, gpu::Recurrence::tiled);
     cfg.mma = true;
+    cfg.mma_tf32 = tf32;
     cases.emplace_back(c, cfg);
-  }
-  {  // the TF32 projection GEMM (NVIDIA only): two k chunks, two m and three n tiles
-    Case c;
-    c.stack.input_size = 40;
-    c.stack.num_layers = 1;
-    c.stack.layers[0] = layer(Mode::lstm, 37, false, {});
-    c.T = 14;
-    c.B = 5;
-    c.weights = DType::f32;
-    c.half_math = true;
-    EmuConfig cfg = config(32, gpu::Recurrence::tiled);
-    cfg.mma = true;
-    cfg.mma_tf32 = true;
-    cases.emplace_back(c, cfg);
-  }
-  {  // the TF32 step kernel (NVIDIA only): two k chunks, two unit tiles, padded rows
-    Case c;
-    c.stack.input_size = 8;
-    c.stack.num_layers = 1;
-    c.stack.layers[0] = layer(Mode::lstm, 37, false, {});
-    c.T = 2;
-    c.B = 9;
-    c.lengths = true;
-    c.weights = DType::f32;
-    c.half_math = true;
-    EmuConfig cfg = config(32, gpu::Recurrence::tiled);
-    cfg.mma = true;
-    cfg.mma_tf32 = true;
-    cases.emplace_back(c, cfg);
-  }
-  for (int warp : {32, 64}) {  // the matrix-unit step kernel: two k chunks, two unit tiles, padded rows
-    Case c;
-    c.stack.input_size = 8;
-    c.stack.num_layers = 1;
-    c.stack.layers[0] = layer(Mode::lstm, 37, false, {});
-    c.T = 2;
-    c.B = 9;
-    c.lengths = true;
-    c.weights = DType::bf16;
-    c.half_math = true;
-    EmuConfig cfg = config(warp, gpu::Recurrence::tiled);
-    cfg.mma = true;
-    cases.emplace_back(c, cfg);
-  }
+  };
+  // the projection GEMM (f16; TF32 on NVIDIA only): two k chunks, two m and three n tiles
+  for (int warp : {32, 64}) add_matrix_unit_case(40, 14, 5, false, DType::f16, warp, false);
+  add_matrix_unit_case(40, 14, 5, false, DType::f32, 32, true);
+  // the step kernel (TF32, then bf16): two k chunks, two unit tiles, padded rows
+  add_matrix_unit_case(8, 2, 9, true, DType::f32, 32, true);
+  for (int warp : {32, 64}) add_matrix_unit_case(8, 2, 9, true, DType::bf16, warp, false);
   std::map<emu::Site, std::set<std::string>> census;
   std::map<emu::Site, std::vector<std::size_t>> reached_by;  // the cases that reach a site
   std::vector<Outputs<float>> baseline;
