@@ -11,7 +11,7 @@
 // four multiply-accumulates in 2 SMLADs and (for the weights) 3 more instructions: a load and two
 // SXTB16 (the rotate is part of SXTB16's encoding). The vector's word is widened once and used for
 // 4 rows, and the loop takes 16 columns per iteration: (4·3 + 16·5 + 2) / 64 = 1.47 instructions
-// per multiply-accumulate (rows4_cols16).
+// per multiply-accumulate (rows4_groups).
 //
 // Exactness (equal to i8_dot_rows_scalar's wrapping int32 sums): SMLAD computes
 // Ra + Rn.lo·Rm.lo + Rn.hi·Rm.hi exactly (as a wider integer) and writes its low 32 bits to Rd;
@@ -73,8 +73,8 @@ inline std::int32_t tail(std::int32_t acc, const std::int8_t* w, const std::int8
 // registers). Rows 1 and 3 are read at a register offset K from rows 0 and 2, which saves two
 // pointers: 13 registers in all. One word of 4 columns: the vector's word (load, two SXTB16), then
 // per row a weight word (load, two SXTB16) and two SMLADs: 3 + 4 · 5 = 23 instructions for 16
-// multiply-accumulates. rows4_cols16 runs 4 words per iteration plus SUBS and BNE: 94 instructions
-// for 64 MACs, 1.47 per MAC.
+// multiply-accumulates. The column loop runs 4 words per iteration plus SUBS and BNE: 94
+// instructions for 64 MACs, 1.47 per MAC.
 #if defined(__OPTIMIZE__)
 #define RNNCORE_DSP_ROW(ACC, LOAD)          \
   LOAD "\n\t"                              \
@@ -90,55 +90,95 @@ inline std::int32_t tail(std::int32_t acc, const std::int8_t* w, const std::int8
   RNNCORE_DSP_ROW("%[a0]", "ldr %[t], [%[w0]], #4")     \
   RNNCORE_DSP_ROW("%[a3]", "ldr %[t], [%[w2], %[K]]")   \
   RNNCORE_DSP_ROW("%[a2]", "ldr %[t], [%[w2]], #4")
-// Every operand read-write ("+r"): with 13 operands GCC finds no allocation at -O2 when the
-// temporaries are write-only early clobbers.
-#define RNNCORE_DSP_OPERANDS                                                                    \
-  [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [w0] "+r"(w0), [w2] "+r"(w2),      \
-      [vp] "+r"(vp), [n] "+r"(n), [ve] "+r"(ve), [vo] "+r"(vo), [t] "+r"(t), [u] "+r"(u), [K] "+r"(k)
+// The loop over groups of 4 rows in assembly too: in C its set-up per group (reloading the
+// counts, pointers and biases it spilled) cost about 60 instructions, a third of the kernel at
+// K = 32. Every register holds the column loop, so the group loop keeps its state in memory
+// (stack operands) and the sums live in r0..r3 for LDM / STM: about 20 instructions a group.
+struct GroupWalk {
+  const std::int32_t* bias;  // the next group's 4 biases
+  std::int32_t* out;         // and outputs
+  const std::int8_t* v;
+  int k16, kw;               // 16-column iterations and single words left (K & ~3 columns in all)
+  std::int32_t skip;         // from a group's row 0 after its columns to the next group's: 4K - (K & ~3)
+  int groups;                // groups left, >= 1
+};
 
-// n >= 1 iterations of 16 columns (4 words) for rows 0..3; advances w0, w2 and vp.
-inline void rows4_cols16(const std::int8_t*& w0, const std::int8_t*& w2, std::int32_t K,
-                         const std::int8_t*& vp, int n, std::int32_t& a0, std::int32_t& a1,
-                         std::int32_t& a2, std::int32_t& a3) {
-  std::uint32_t ve = 0, vo = 0, t = 0, u = 0;
-  std::int32_t k = K;
-  __asm__("1:\n\t" RNNCORE_DSP_WORD RNNCORE_DSP_WORD RNNCORE_DSP_WORD RNNCORE_DSP_WORD
-          "subs %[n], %[n], #1\n\t"
-          "bne 1b\n\t"
-          : RNNCORE_DSP_OPERANDS
-          :
-          : "cc", "memory");
+// groups >= 1 groups of 4 rows, columns [0, K & ~3): out[j] = bias[j] + the rows' products.
+// The walk is this function's local, so that its fields are addressed from sp (no register).
+void rows4_groups(const std::int8_t* w, std::int32_t K, GroupWalk g) {
+  register std::int32_t a0 __asm__("r0");
+  register std::int32_t a1 __asm__("r1");
+  register std::int32_t a2 __asm__("r2");
+  register std::int32_t a3 __asm__("r3");
+  const std::int8_t* w0 = w;
+  const std::int8_t* w2 = w + 2 * K;
+  const std::int8_t* vp;
+  std::uint32_t ve, vo, t, u;
+  int n;
+  __asm__(
+      "0:\n\t"
+      "ldr %[t], %[bias]\n\t"
+      "ldmia %[t]!, {r0, r1, r2, r3}\n\t"
+      "str %[t], %[bias]\n\t"
+      "ldr %[vp], %[v]\n\t"
+      "ldr %[n], %[k16]\n\t"
+      "cmp %[n], #0\n\t"
+      "beq 2f\n\t"
+      "1:\n\t" RNNCORE_DSP_WORD RNNCORE_DSP_WORD RNNCORE_DSP_WORD RNNCORE_DSP_WORD
+      "subs %[n], %[n], #1\n\t"
+      "bne 1b\n\t"
+      "2:\n\t"
+      "ldr %[n], %[kw]\n\t"
+      "cmp %[n], #0\n\t"
+      "beq 4f\n\t"
+      "3:\n\t" RNNCORE_DSP_WORD
+      "subs %[n], %[n], #1\n\t"
+      "bne 3b\n\t"
+      "4:\n\t"
+      "ldr %[t], %[out]\n\t"
+      "stmia %[t]!, {r0, r1, r2, r3}\n\t"
+      "str %[t], %[out]\n\t"
+      "ldr %[t], %[skip]\n\t"
+      "add %[w0], %[w0], %[t]\n\t"
+      "add %[w2], %[w2], %[t]\n\t"
+      "ldr %[t], %[groups]\n\t"
+      "subs %[t], %[t], #1\n\t"
+      "str %[t], %[groups]\n\t"
+      "bne 0b\n\t"
+      // the temporaries and sums write-only here (the asm sets them first): a "+" operand counts
+      // twice against GCC's limit of 30
+      : [a0] "=&r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [w0] "+r"(w0), [w2] "+r"(w2),
+        [vp] "=&r"(vp), [n] "=&r"(n), [ve] "=&r"(ve), [vo] "=&r"(vo), [t] "=&r"(t), [u] "=&r"(u),
+        [bias] "+m"(g.bias), [out] "+m"(g.out), [groups] "+m"(g.groups)
+      : [K] "r"(K), [v] "m"(g.v), [k16] "m"(g.k16), [kw] "m"(g.kw), [skip] "m"(g.skip)
+      : "cc", "memory");
 }
-
-// 4 columns (one word) for rows 0..3; advances w0, w2 and vp.
-inline void rows4_cols4(const std::int8_t*& w0, const std::int8_t*& w2, std::int32_t K,
-                        const std::int8_t*& vp, std::int32_t& a0, std::int32_t& a1, std::int32_t& a2,
-                        std::int32_t& a3) {
-  std::uint32_t ve = 0, vo = 0, t = 0, u = 0;
-  std::int32_t k = K;
-  int n = 0;
-  __asm__(RNNCORE_DSP_WORD : RNNCORE_DSP_OPERANDS : : "memory");
-}
-#undef RNNCORE_DSP_OPERANDS
 #undef RNNCORE_DSP_WORD
 #undef RNNCORE_DSP_ROW
 #else
 // Unoptimized builds keep a frame pointer (r7), which leaves 12 registers: the same in C.
-inline void rows4_cols4(const std::int8_t*& w0, const std::int8_t*& w2, std::int32_t K,
-                        const std::int8_t*& vp, std::int32_t& a0, std::int32_t& a1, std::int32_t& a2,
-                        std::int32_t& a3) {
-  const std::uint32_t x = load4(vp);
-  const int16x2_t ve = even_pairs(x), vo = odd_pairs(x);
-  a0 = mac4(a0, load4(w0), ve, vo);
-  a1 = mac4(a1, load4(w0 + K), ve, vo);
-  a2 = mac4(a2, load4(w2), ve, vo);
-  a3 = mac4(a3, load4(w2 + K), ve, vo);
-  vp += 4, w0 += 4, w2 += 4;
-}
-inline void rows4_cols16(const std::int8_t*& w0, const std::int8_t*& w2, std::int32_t K,
-                         const std::int8_t*& vp, int n, std::int32_t& a0, std::int32_t& a1,
-                         std::int32_t& a2, std::int32_t& a3) {
-  for (int i = 0; i < 4 * n; ++i) rows4_cols4(w0, w2, K, vp, a0, a1, a2, a3);
+struct GroupWalk {
+  const std::int32_t* bias;
+  std::int32_t* out;
+  const std::int8_t* v;
+  int k16, kw;
+  std::int32_t skip;
+  int groups;
+};
+void rows4_groups(const std::int8_t* w, std::int32_t K, GroupWalk g) {
+  const int words = 4 * g.k16 + g.kw;
+  for (; g.groups > 0; --g.groups, g.bias += 4, g.out += 4, w += 4 * K) {
+    std::int32_t a0 = g.bias[0], a1 = g.bias[1], a2 = g.bias[2], a3 = g.bias[3];
+    for (int i = 0; i < words; ++i) {
+      const std::uint32_t x = load4(g.v + 4 * i);
+      const int16x2_t ve = even_pairs(x), vo = odd_pairs(x);
+      a0 = mac4(a0, load4(w + 4 * i), ve, vo);
+      a1 = mac4(a1, load4(w + K + 4 * i), ve, vo);
+      a2 = mac4(a2, load4(w + 2 * K + 4 * i), ve, vo);
+      a3 = mac4(a3, load4(w + 3 * K + 4 * i), ve, vo);
+    }
+    g.out[0] = a0, g.out[1] = a1, g.out[2] = a2, g.out[3] = a3;
+  }
 }
 #endif
 
@@ -149,42 +189,27 @@ void i8_dot_rows_dsp_4x16(const std::int8_t* w, int rows, int k_size, const std:
   const std::size_t K = static_cast<std::size_t>(k_size);
   // Unsigned: k_size > 0, and the signed divisions would cost sign fix-ups on every call.
   const unsigned uk = static_cast<unsigned>(k_size);
-  const int k16 = static_cast<int>(uk >> 4), words_left = static_cast<int>((uk >> 2) & 3u),
-            rem = static_cast<int>(uk & 3u);
-  const std::int8_t* const v_tail = v + (k_size & ~3);
-  const std::int32_t K32 = static_cast<std::int32_t>(k_size);
-  int j = 0;
-  // 4 rows per pass: each word of v is widened once for four rows.
-  for (; j + 4 <= rows; j += 4) {
-    const std::int8_t* w0 = w + static_cast<std::size_t>(j) * K;
-    const std::int8_t* w2 = w0 + 2 * K;
-    const std::int8_t* vp = v;
-    std::int32_t a0 = bias[j], a1 = bias[j + 1], a2 = bias[j + 2], a3 = bias[j + 3];
-    if (k16 > 0) rows4_cols16(w0, w2, K32, vp, k16, a0, a1, a2, a3);
-    for (int i = 0; i < words_left; ++i) rows4_cols4(w0, w2, K32, vp, a0, a1, a2, a3);
-    if (rem != 0) {  // tested once: an LSTM's K is most often a multiple of 4
-      const std::int8_t* const w1 = w0 + K;
-      const std::int8_t* const w3 = w2 + K;
-      a0 = tail(a0, w0, v_tail, rem);
-      a1 = tail(a1, w1, v_tail, rem);
-      a2 = tail(a2, w2, v_tail, rem);
-      a3 = tail(a3, w3, v_tail, rem);
+  const int k4 = static_cast<int>(uk & ~3u), rem = static_cast<int>(uk & 3u);
+  const int groups = static_cast<int>(static_cast<unsigned>(rows) >> 2);
+  // 4 rows per group: each word of v is widened once for four rows.
+  if (groups > 0) {
+    GroupWalk walk{bias, out, v, static_cast<int>(uk >> 4), static_cast<int>((uk >> 2) & 3u),
+                   static_cast<std::int32_t>(4 * uk - static_cast<unsigned>(k4)), groups};
+    rows4_groups(w, static_cast<std::int32_t>(k_size), walk);
+    if (rem != 0) {  // the last k % 4 columns of those rows; an LSTM's K is most often a multiple of 4
+      for (int j = 0; j < 4 * groups; ++j) out[j] = tail(out[j], w + static_cast<std::size_t>(j) * K + k4, v + k4, rem);
     }
-    out[j] = a0;
-    out[j + 1] = a1;
-    out[j + 2] = a2;
-    out[j + 3] = a3;
   }
   // The last rows % 4 rows, one at a time.
-  for (; j < rows; ++j) {
+  for (int j = 4 * groups; j < rows; ++j) {
     const std::int8_t* w0 = w + static_cast<std::size_t>(j) * K;
     std::int32_t a0 = bias[j];
-    for (int k = 0; k + 4 <= k_size; k += 4) {
+    for (int k = 0; k < k4; k += 4) {
       const std::uint32_t x = load4(v + k);
       a0 = mac4(a0, load4(w0), even_pairs(x), odd_pairs(x));
       w0 += 4;
     }
-    out[j] = tail(a0, w0, v_tail, rem);
+    out[j] = tail(a0, w0, v + k4, rem);
   }
 }
 
