@@ -174,18 +174,62 @@ RNNCORE_Q8_INLINE std::int32_t exp_on_negative_values(std::int32_t a) {
   return a == 0 ? kOneQ0 : result;
 }
 
-// Newton–Raphson reciprocal of (1 + a)/2 for a in [0, 1], in Q2.13 (three iterations, as gemmlowp).
-RNNCORE_Q8_INLINE std::int32_t newton_step(std::int32_t half_denominator, std::int32_t x) {
-  const std::int32_t one_minus = kOneQ2 - rdhm16(half_denominator, x);
-  return x + sat16(rdhm16(x, one_minus) * 4);  // the saturating ·4 of Q0.15 → Q2.13
+// Newton–Raphson reciprocal of (1 + a)/2 for a in [0, 1], in Q2.13 (three iterations, as gemmlowp),
+// from the rounded half denominator (1 + a)/2 in [1/2, 1]. kConst: the portable arithmetic, for
+// constant evaluation.
+template <bool kConst>
+constexpr std::int32_t reciprocal_of_half_denominator(std::int32_t half_denominator) {
+  const auto mul = [](std::int32_t u, std::int32_t v) {
+    if constexpr (kConst) {
+      return rdhm16_portable(u, v);
+    } else {
+      return rdhm16(u, v);
+    }
+  };
+  const auto times4 = [](std::int32_t v) {  // the saturating ·4 of Q0.15 → Q2.13
+    if constexpr (kConst) {
+      return v * 4 < kI16Min ? kI16Min : (v * 4 > kI16Max ? kI16Max : v * 4);
+    } else {
+      return sat16(v * 4);
+    }
+  };
+  std::int32_t x = k48Over17 + mul(half_denominator, kMinus32Over17);
+  for (int i = 0; i < 3; ++i) x += times4(mul(x, kOneQ2 - mul(half_denominator, x)));
+  return x;
 }
+
+#if defined(RNNCORE_NO_HEAP) && !defined(RNNCORE_Q8_NO_RECIPROCAL_TABLE) && \
+    (!defined(__arm__) || defined(__ARM_FEATURE_IDIV))
+// Firmware builds divide instead (UDIV: one instruction on ARMv7E-M and ARMv8-M Mainline): the
+// reciprocal depends on a only through hd = (a + 1)/2, 2^14 .. 2^15 − 1 in Q0.15, and is within 3 of
+// round(2^28 / hd) for every one of those 16,384 values, so an int8 table of the differences (16 KiB
+// of flash, computed at compile time from the iteration itself) gives the same values for a
+// division, a load and an add instead of about 30 instructions. tests/cross/int8_kernels_baremetal.cpp
+// compares the activations built on it with the reference on every int16 input. Define
+// RNNCORE_Q8_NO_RECIPROCAL_TABLE (meson option int8_reciprocal_table=false) to keep the 16 KiB.
+#define RNNCORE_Q8_RECIPROCAL_TABLE 1
+constexpr std::uint32_t rounded_reciprocal(std::uint32_t hd) { return ((std::uint32_t{1} << 28) + (hd >> 1)) / hd; }
+struct ReciprocalDeltas {
+  std::int8_t d[1 << 14] = {};
+  constexpr ReciprocalDeltas() {
+    for (std::int32_t i = 0; i < (1 << 14); ++i) {
+      const std::int32_t hd = (1 << 14) + i;
+      d[i] = static_cast<std::int8_t>(reciprocal_of_half_denominator<true>(hd) -
+                                      static_cast<std::int32_t>(rounded_reciprocal(static_cast<std::uint32_t>(hd))));
+    }
+  }
+};
+constexpr ReciprocalDeltas kReciprocalDeltas{};
+#endif
 
 RNNCORE_Q8_INLINE std::int32_t reciprocal_of_one_plus(std::int32_t a) {
   const std::int32_t half_denominator = (a + kOneQ0 + 1) >> 1;  // (a + 1)/2 rounded; a + 1 > 0
-  std::int32_t x = k48Over17 + rdhm16(half_denominator, kMinus32Over17);
-  x = newton_step(half_denominator, x);
-  x = newton_step(half_denominator, x);
-  return newton_step(half_denominator, x);
+#if defined(RNNCORE_Q8_RECIPROCAL_TABLE)
+  const std::uint32_t hd = static_cast<std::uint32_t>(half_denominator);
+  return static_cast<std::int32_t>(rounded_reciprocal(hd)) + kReciprocalDeltas.d[hd - (1u << 14)];
+#else
+  return reciprocal_of_half_denominator<false>(half_denominator);
+#endif
 }
 
 // exp(−|x|) of a value with IB integer bits; its argument is −|x| (−2^15 stays itself).
@@ -367,14 +411,6 @@ const std::int16_t* cell_tanh_table(int) { return nullptr; }
 void fill_tables(int) {}
 #endif
 
-// tanh of the cell state (integer bits 0..6): the host's table, or computed.
-struct CellTanh {
-  int bits;
-  const std::int16_t* table;
-  explicit CellTanh(int integer_bits) : bits(integer_bits), table(cell_tanh_table(integer_bits)) {}
-  RNNCORE_Q8_INLINE std::int16_t operator()(std::int16_t c) const { return table != nullptr ? table[c + 32768] : tanh_q(c, bits); }
-};
-
 const char* const kGateName[kGates] = {"i", "f", "g", "o"};
 
 // Everything prepare derives from the quantization alone: the checks of sizes, zero points and
@@ -532,6 +568,52 @@ Status int8_lstm_prepare_folded(const Int8LstmQuantization& q, int input_size, i
 
 namespace {
 
+// The cell and the new output state of units [j, j + n) from their gate activations. IB: the cell
+// state's integer bits, 15 + cell_log2, as a template argument so that the firmware's computed
+// tanh is inlined with constant shifts (the host reads its table); −1 stands for every finer scale.
+template <int IB>
+void update_cells(const Int8LstmParams& p, std::size_t j, int n, const std::int16_t (*act)[kUnitBlock],
+                  std::int16_t* c, std::int8_t* h_next) {
+  const std::int16_t* const table = IB >= 0 ? cell_tanh_table(IB) : nullptr;
+  const StepMultiplier m_hidden(p.hidden_mult);
+  for (int u = 0; u < n; ++u) {
+    const std::int16_t gi = act[0][u], gf = act[1][u], gg = act[2][u], go = act[3][u];
+    std::int16_t& cell = c[j + static_cast<std::size_t>(u)];
+    const std::int32_t fc = round_shift<15>(static_cast<std::int32_t>(gf) * cell);
+    // Q0.15 · Q0.15 → cell scale 2^cell_log2: a shift by 30 + cell_log2 (|gi · gg| < 2^30)
+    std::int32_t ig;
+    if constexpr (IB >= 0) {
+      ig = round_shift<15 + IB>(static_cast<std::int32_t>(gi) * gg);
+    } else {
+      ig = rounding_divide_by_pot(static_cast<std::int32_t>(gi) * gg, 30 + p.cell_log2);
+    }
+    std::int16_t cn = static_cast<std::int16_t>(sat16(wrap16(fc) + wrap16(ig)));  // each product is stored as int16 first
+    if (p.cell_clip > 0) {
+      if (cn > p.cell_clip) cn = p.cell_clip;
+      if (cn < -p.cell_clip) cn = static_cast<std::int16_t>(-p.cell_clip);
+    }
+    cell = cn;
+    // A cell scale finer than 2^-15 (the converter picks one when the calibrated |c| stays below
+    // 1/2) gives tanh −1 .. −15 integer bits; LiteRT's ApplyTanh (portable_tensor_utils.cc)
+    // dispatches only 0..6 and otherwise returns without writing its output, which is the input
+    // gate's scratch buffer: LiteRT then multiplies o by the input gate i instead of tanh(c).
+    // Reproduced here, bit for bit (tested on Keras models converted with cell scale 2^-16).
+    std::int16_t tc;
+    if constexpr (IB >= 0) {
+      tc = table != nullptr ? table[cn + 32768] : tanh_fixed<IB>(cn);
+    } else {
+      tc = gi;
+    }
+    const std::int32_t prod = static_cast<std::int32_t>(go) * tc;
+    const std::int32_t hq = m_hidden(prod) + p.hidden_zp;
+#if defined(RNNCORE_Q8_ACLE)
+    h_next[j + static_cast<std::size_t>(u)] = static_cast<std::int8_t>(__ssat(hq, 8));
+#else
+    h_next[j + static_cast<std::size_t>(u)] = static_cast<std::int8_t>(hq < -128 ? -128 : (hq > 127 ? 127 : hq));
+#endif
+  }
+}
+
 // Units [j0, j0 + n) of one batch row (n <= kUnitBlock): the four gates from x and the previous
 // output state h, then the cell (c, in place) and the new output state (into h_next; h itself
 // is still read by the blocks after this one).
@@ -554,34 +636,15 @@ void step_block(const Int8LstmParams& p, int j0, int n, const std::int8_t* x, co
       act[g][u] = gate_activation(g, z);
     }
   }
-  const int ig_shift = 30 + p.cell_log2;   // Q0.15 · Q0.15 → cell scale 2^cell_log2
-  const int tanh_bits = 15 + p.cell_log2;  // integer bits of the cell state
-  const CellTanh cell_tanh(tanh_bits);
-  const StepMultiplier m_hidden(p.hidden_mult);
-  for (int u = 0; u < n; ++u) {
-    const std::int16_t gi = act[0][u], gf = act[1][u], gg = act[2][u], go = act[3][u];
-    std::int16_t& cell = c[j + static_cast<std::size_t>(u)];
-    const std::int32_t fc = round_shift<15>(static_cast<std::int32_t>(gf) * cell);
-    const std::int32_t ig = rounding_divide_by_pot(static_cast<std::int32_t>(gi) * gg, ig_shift);
-    std::int16_t cn = static_cast<std::int16_t>(sat16(wrap16(fc) + wrap16(ig)));  // each product is stored as int16 first
-    if (p.cell_clip > 0) {
-      if (cn > p.cell_clip) cn = p.cell_clip;
-      if (cn < -p.cell_clip) cn = static_cast<std::int16_t>(-p.cell_clip);
-    }
-    cell = cn;
-    // A cell scale finer than 2^-15 (the converter picks one when the calibrated |c| stays below
-    // 1/2) gives tanh −1 .. −15 integer bits; LiteRT's ApplyTanh (portable_tensor_utils.cc)
-    // dispatches only 0..6 and otherwise returns without writing its output, which is the input
-    // gate's scratch buffer: LiteRT then multiplies o by the input gate i instead of tanh(c).
-    // Reproduced here, bit for bit (tested on Keras models converted with cell scale 2^-16).
-    const std::int16_t tc = tanh_bits >= 0 ? cell_tanh(cn) : gi;
-    const std::int32_t prod = static_cast<std::int32_t>(go) * tc;
-    const std::int32_t hq = m_hidden(prod) + p.hidden_zp;
-#if defined(RNNCORE_Q8_ACLE)
-    h_next[j + static_cast<std::size_t>(u)] = static_cast<std::int8_t>(__ssat(hq, 8));
-#else
-    h_next[j + static_cast<std::size_t>(u)] = static_cast<std::int8_t>(hq < -128 ? -128 : (hq > 127 ? 127 : hq));
-#endif
+  switch (15 + p.cell_log2) {  // derive_scales admits cell_log2 <= −9
+    case 0: update_cells<0>(p, j, n, act, c, h_next); break;
+    case 1: update_cells<1>(p, j, n, act, c, h_next); break;
+    case 2: update_cells<2>(p, j, n, act, c, h_next); break;
+    case 3: update_cells<3>(p, j, n, act, c, h_next); break;
+    case 4: update_cells<4>(p, j, n, act, c, h_next); break;
+    case 5: update_cells<5>(p, j, n, act, c, h_next); break;
+    case 6: update_cells<6>(p, j, n, act, c, h_next); break;
+    default: update_cells<-1>(p, j, n, act, c, h_next); break;
   }
 }
 
