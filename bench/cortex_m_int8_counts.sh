@@ -16,6 +16,14 @@
 # cross/arm-none-eabi-cortex-m4f.ini), BUILD_ONLY=1 (build the int8 and f32 images of each shape,
 # print their paths and stop: no plugin, no qemu; .ci/stage_cross.sh checks them so).
 #
+# CMSIS_NN=<a CMSIS-NN source tree> adds ARM CMSIS-NN's integer LSTM (arm_lstm_unidirectional_s8,
+# the function TFLite Micro's CMSIS-NN kernel calls) on the same weights, inputs and quantization
+# (bench/cortex_m/bench_cmsis_nn_lstm.c), counted the same way, its library compiled at -Os and at
+# -O2, and a check image that runs both LSTMs and counts differing outputs. CMSIS-NN is not part of
+# this repository: git clone https://github.com/ARM-software/CMSIS-NN (docs/int8.md, "Against
+# CMSIS-NN", names the commit measured). It needs no other CMSIS headers. Without CMSIS_NN the
+# script prints what it printed before.
+#
 # Method: the bench image (bench/cortex_m/bench_lstm.cpp, the firmware example's MPS2 start-up,
 # linker script and semihosting console) runs R passes of T steps; with N(T, R) the instructions
 # of the whole emulated run, per step = [N(T2,2) - N(T2,1) - N(T1,2) + N(T1,1)] / (T2 - T1), T1 = 4,
@@ -82,8 +90,59 @@ count() {  # int8 H T R -> instructions of the whole emulated run; the image's r
   cat "$f"
 }
 
+# CMSIS-NN (only with CMSIS_NN set): the LSTM's sources, compiled at -Os or -O2 into a library.
+CMSIS_NN=${CMSIS_NN:-}
+CMSIS_SRCS="LSTMFunctions/arm_lstm_unidirectional_s8.c NNSupportFunctions/arm_nn_lstm_step_s8.c
+  NNSupportFunctions/arm_nn_lstm_calculate_gate_s8_s16.c NNSupportFunctions/arm_nn_vec_mat_mul_result_acc_s8_s16.c
+  NNSupportFunctions/arm_nntables.c ActivationFunctions/arm_nn_activation_s16.c
+  BasicMathFunctions/arm_elementwise_mul_s16.c BasicMathFunctions/arm_elementwise_mul_acc_s16.c
+  BasicMathFunctions/arm_elementwise_mul_s16_s8.c FullyConnectedFunctions/arm_vector_sum_s8.c"
+cmsis_commit() { git -C "$CMSIS_NN" rev-parse HEAD 2>/dev/null || echo "unknown (not a git work tree)"; }
+cmsis_lib() {  # Os|O2 -> path of the library
+  local dir=$WORK/cmsis-nn-$1 stamp
+  stamp="$CMSIS_NN $(cmsis_commit)"
+  if [ ! -f "$dir/libcmsisnn.a" ] || [ "$(cat "$dir/stamp" 2>/dev/null)" != "$stamp" ]; then
+    rm -rf "$dir" && mkdir -p "$dir"
+    for f in $CMSIS_SRCS; do
+      nice -n "$NICE" arm-none-eabi-gcc "${CPU[@]}" -std=c99 -"$1" -ffunction-sections -fdata-sections \
+        -I"$CMSIS_NN/Include" -c "$CMSIS_NN/Source/$f" -o "$dir/$(basename "${f%.c}").o"
+    done
+    arm-none-eabi-ar rcs "$dir/libcmsisnn.a" "$dir"/*.o
+    echo "$stamp" >"$dir/stamp"
+  fi
+  echo "$dir/libcmsisnn.a"
+}
+cmsis_image() {  # Os|O2 H T R check -> path of the image (check 1: also runs rnncore's int8 LSTM)
+  local name=$WORK/img/cmsis-$1-H$2-T$3-R$4-C$5.elf lib
+  lib=$(cmsis_lib "$1")
+  if [ ! -f "$name" ] || [ "$REPO/bench/cortex_m/bench_cmsis_nn_lstm.c" -nt "$name" ] || [ "$lib" -nt "$name" ] ||
+     { [ "$5" = 1 ] && [ "$BUILD/librnncore.a" -nt "$name" ]; }; then
+    nice -n "$NICE" arm-none-eabi-gcc "${CPU[@]}" -std=c99 -Os -ffunction-sections -fdata-sections \
+      -I"$REPO" -I"$REPO/include" -I"$CMSIS_NN/Include" \
+      -DBENCH_H="$2" -DBENCH_T="$3" -DBENCH_REPS="$4" -DBENCH_CHECK="$5" \
+      -c "$REPO/bench/cortex_m/bench_cmsis_nn_lstm.c" -o "$name.o"
+    nice -n "$NICE" arm-none-eabi-gcc "${CPU[@]}" --specs=nano.specs -nostartfiles -T"$FW/mps2/mps2.ld" -Wl,--gc-sections \
+      -o "$name" "$name.o" "$objs/console.o" "$objs/startup.o" "$objs/semihosting.o" "$lib" "$BUILD/librnncore.a" -lm
+  fi
+  echo "$name"
+}
+cmsis_count() {  # Os|O2 H T R check -> instructions of the whole emulated run; the image's report in .log
+  local f=$WORK/counts/cmsis-$1-H$2-T$3-R$4-C$5 img
+  img=$(cmsis_image "$@")
+  if [ ! -s "$f" ] || [ "$img" -nt "$f" ]; then
+    nice -n "$NICE" qemu-system-arm -M mps2-an386 -display none -serial null -monitor none -semihosting \
+      -plugin "$plugin,out=$f.tmp" -d plugin -kernel "$img" >"$f.log" 2>&1 </dev/null ||
+      { cat "$f.log" >&2; exit 1; }
+    mv "$f.tmp" "$f"
+  fi
+  cat "$f"
+}
+
 if [ "$BUILD_ONLY" = 1 ]; then
   for H in $SHAPES; do image 1 "$H" $T2 2; image 0 "$H" $T2 2; done
+  if [ -n "$CMSIS_NN" ]; then
+    for H in $SHAPES; do cmsis_image Os "$H" $T2 2 0; cmsis_image O2 "$H" $T2 2 0; cmsis_image Os "$H" 16 4 1; done
+  fi
   exit 0
 fi
 
@@ -95,6 +154,7 @@ echo
 echo "| H = I | MACs/step | int8 instr/step | int8 instr/MAC | of which the kernel (instr/MAC) | int8, scalar kernel: instr/step | f32 instr/step | f32 instr/MAC | f32 / int8 |"
 echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 mem_rows=()
+declare -A rnncore_int8
 for H in $SHAPES; do
   macs=$((4 * H * (H + H)))
   declare -A step
@@ -103,6 +163,7 @@ for H in $SHAPES; do
     n21=$(count $m "$H" $T2 1); n22=$(count $m "$H" $T2 2)
     step[$m]=$(((n22 - n21 - n12 + n11) / (T2 - T1)))
   done
+  rnncore_int8[$H]=${step[1]}
   # The int8 runs with the picked and with the scalar kernel must end in the same state, bit for bit.
   for T in $T1 $T2; do for R in 1 2; do
     if [ "$(grep -o 'checksum=[0-9]*' "$WORK/counts/lstm-1-H$H-T$T-R$R.log")" != \
@@ -131,3 +192,52 @@ echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for r in "${mem_rows[@]}"; do echo "$r"; done
 echo
 echo "int8 kernel picked by int8_lstm_prepare: $kernel."
+
+[ -n "$CMSIS_NN" ] || exit 0
+
+# CMSIS-NN's arm_lstm_unidirectional_s8 on the same model, counted the same way.
+echo
+echo "CMSIS-NN $(cmsis_commit) ($CMSIS_NN): arm_lstm_unidirectional_s8, batch-major, B = 1; its sources at -Os or -O2, the bench at -Os; the same T1, T2, passes and double difference."
+echo
+echo "| H = I | MACs/step | rnncore int8 instr/step | CMSIS-NN -Os instr/step | instr/MAC | CMSIS-NN -O2 instr/step | instr/MAC | CMSIS-NN -Os / rnncore | CMSIS-NN -O2 / rnncore |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+cmsis_mem=()
+cmsis_check=()
+for H in $SHAPES; do
+  macs=$((4 * H * (H + H)))
+  declare -A cstep
+  for o in Os O2; do
+    n11=$(cmsis_count $o "$H" $T1 1 0); n12=$(cmsis_count $o "$H" $T1 2 0)
+    n21=$(cmsis_count $o "$H" $T2 1 0); n22=$(cmsis_count $o "$H" $T2 2 0)
+    cstep[$o]=$(((n22 - n21 - n12 + n11) / (T2 - T1)))
+  done
+  awk -v H="$H" -v m="$macs" -v r="${rnncore_int8[$H]}" -v s="${cstep[Os]}" -v t="${cstep[O2]}" \
+    'BEGIN { printf "| %d | %d | %d | %d | %.2f | %d | %.2f | %.2f | %.2f |\n", H, m, r, s, s / m, t, t / m, s / r, t / r }'
+  ls=$WORK/counts/cmsis-Os-H$H-T$T2-R2-C0.log
+  l2=$WORK/counts/cmsis-O2-H$H-T$T2-R2-C0.log
+  ts=$(arm-none-eabi-size -A "$WORK/img/cmsis-Os-H$H-T$T2-R2-C0.elf" | awk '$1 == ".text" { print $2 }')
+  t2=$(arm-none-eabi-size -A "$WORK/img/cmsis-O2-H$H-T$T2-R2-C0.elf" | awk '$1 == ".text" { print $2 }')
+  cmsis_mem+=("| $H | $(field "$ls" weight_bytes) + $(field "$ls" bias_bytes) | $ts | $t2 | $(field "$ls" state_bytes) | $(field "$ls" scratch_bytes) | $(field "$ls" kernel_sum_bytes) | $(field "$ls" params_bytes) | $(field "$ls" output_step_bytes) | $(field "$ls" stack_bytes) | $(field "$l2" stack_bytes) |")
+  # Both libraries must end in the same state.
+  if [ "$(field "$ls" checksum)" != "$(field "$l2" checksum)" ]; then
+    echo "CMSIS-NN H=$H: the final state differs between -Os and -O2" >&2
+    exit 1
+  fi
+  # The check image: CMSIS-NN (-Os) and rnncore's int8 LSTM, 4 passes of 16 steps, every output compared.
+  cmsis_count Os "$H" 16 4 1 >/dev/null
+  lc=$WORK/counts/cmsis-Os-H$H-T16-R4-C1.log
+  grep -q '^CHECK' "$lc" || { cat "$lc" >&2; exit 1; }
+  cmsis_check+=("| $H | $(field "$lc" outputs) | $(field "$lc" diff_y) | $(field "$lc" max_abs_y) | $(field "$lc" cells) | $(field "$lc" diff_c) | $(field "$lc" max_abs_c) |")
+done
+echo
+echo "CMSIS-NN memory (bytes). Flash: int8 weights + int32 biases, the image's .text (code and constants: the bench, console and CMSIS-NN's LSTM with its 256-entry sigmoid table). RAM: state (h int8 + c int16), scratch (two int16 gate buffers), kernel sums (the effective biases, 8·H int32), cmsis_nn_lstm_params + context, the op's output per step (it writes every step's h and reads it back as the next step's input), stack high-water."
+echo
+echo "| H | weights + biases | image .text, -Os | image .text, -O2 | state | scratch | kernel sums | params | output per step | stack, -Os | stack, -O2 |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+for r in "${cmsis_mem[@]}"; do echo "$r"; done
+echo
+echo "CMSIS-NN against rnncore's int8 LSTM (bit-exact with LiteRT) on the same model and input, 4 passes of 16 steps (the state carried): every step's output h, and the cell state after each pass."
+echo
+echo "| H | outputs compared | outputs differing | max abs difference | cell states compared | differing | max abs difference |"
+echo "|---:|---:|---:|---:|---:|---:|---:|"
+for r in "${cmsis_check[@]}"; do echo "$r"; done
