@@ -268,34 +268,57 @@ RNNCORE_Q8_INLINE std::int32_t rescale(std::int32_t x, QuantizedMultiplier m) {
   return rounding_divide_by_pot(sat_rdhm32(shifted, m.multiplier), right);
 }
 
-// rescale for the step's loops, its shifts and rounding mask taken apart once per block. The
-// step's multipliers come from quantize_multiplier, in [2^30, 2^31): never −2^31, so the high
-// multiply's one saturating case (−2^31 · −2^31) cannot occur and is not tested for.
+// rescale for the step's loops, with both roundings in one 64-bit sum. The step's multipliers M
+// come from quantize_multiplier, in [2^30, 2^31) (multiply_by_quantized_multiplier sends others to
+// rescale). With a = x · 2^left, the high multiply is h = floor((a·M + 2^30) / 2^31) (as in
+// sat_rdhm32: −2^31 · −2^31 cannot occur), and for a right shift r >= 1 the rounding shift is
+// floor((h + 2^(r−1) − [h < 0]) / 2^r). The inner floor can go (floor((floor(y) + k) / m) =
+// floor((y + k) / m) for integers k, m), so the result is
+//   floor((a·M + 2^30 + (2^(r−1) − [h < 0]) · 2^31) / 2^(31+r)),
+// exact in 64 bits (|a·M| < 2^62). And [h < 0] may be replaced by [a < 0]: they differ only at
+// a = −1, M = 2^30 (h = 0), where both sums lie in [0, 2^(31+r)) and give 0. On ARM that is
+// one SMLAL onto hi:lo = k · 2^31 + 2^30 with k = 2^(r−1) − [a < 0] (k's low bit into lo's top
+// bit), then an arithmetic shift of hi by r − 1: six instructions where the two separate roundings
+// took about 13. Without a right shift (r = 0) the result is h itself.
 struct StepMultiplier {
   std::int32_t multiplier;
   int left, right;
-  std::uint32_t mask, half;  // 2^right − 1 and its half (rounding_divide_by_pot's threshold)
+  std::int32_t half;  // 2^(right − 1) for right >= 1
   explicit StepMultiplier(QuantizedMultiplier m)
       : multiplier(m.multiplier),
         left(m.shift > 0 ? m.shift : 0),
         right(m.shift > 0 ? 0 : -m.shift),
-        mask((std::uint32_t{1} << right) - 1u),
-        half(mask >> 1) {}
+        half(m.shift < 0 ? std::int32_t{1} << (-m.shift - 1) : 0) {}
   RNNCORE_Q8_INLINE std::int32_t operator()(std::int32_t x) const {
-    const std::int32_t shifted = static_cast<std::int32_t>(static_cast<std::uint32_t>(x) << left);
+    if (right == 0) {
+      const std::int32_t shifted = static_cast<std::int32_t>(static_cast<std::uint32_t>(x) << left);
+      return static_cast<std::int32_t>(high_sum(shifted, std::int32_t{1} << 30, 0) >> 31);
+    }
+    const std::int32_t k = half + (x >> 31);  // 2^(r−1) − [x < 0]
+    const std::uint32_t lo = (static_cast<std::uint32_t>(k) << 31) | (std::uint32_t{1} << 30);
 #if defined(RNNCORE_Q8_ACLE)
-    // One SMLAL onto 2^30: GCC 12 otherwise sometimes widens the hoisted multiplier and emits a
-    // full 64 × 64 multiply (UMULL, MUL, MLA) for the input part.
-    std::uint32_t lo = std::uint32_t{1} << 30;
-    std::int32_t hi = 0;
-    __asm__("smlal %0, %1, %2, %3" : "+r"(lo), "+r"(hi) : "r"(shifted), "r"(multiplier));
-    const std::int32_t high = static_cast<std::int32_t>((lo >> 31) | (static_cast<std::uint32_t>(hi) << 1));
+    std::uint32_t l = lo;
+    std::int32_t hi = k >> 1;
+    // One SMLAL: GCC 12 otherwise sometimes widens the hoisted multiplier and emits a full
+    // 64 × 64 multiply (UMULL, MUL, MLA).
+    __asm__("smlal %0, %1, %2, %3" : "+r"(l), "+r"(hi) : "r"(x), "r"(multiplier));
+    return hi >> (right - 1);
 #else
-    const std::int32_t high =
-        static_cast<std::int32_t>((static_cast<std::int64_t>(shifted) * multiplier + (std::int64_t{1} << 30)) >> 31);
+    return static_cast<std::int32_t>(high_sum(x, static_cast<std::int32_t>(lo), k >> 1) >> (31 + right));
 #endif
-    const std::uint32_t threshold = half + (high < 0 ? 1u : 0u);
-    return (high >> right) + ((static_cast<std::uint32_t>(high) & mask) > threshold ? 1 : 0);
+  }
+  // a · M + hi:lo in 64 bits (hi:lo a two's-complement 64-bit addend).
+  RNNCORE_Q8_INLINE std::int64_t high_sum(std::int32_t a, std::int32_t lo, std::int32_t hi) const {
+#if defined(RNNCORE_Q8_ACLE)
+    std::uint32_t l = static_cast<std::uint32_t>(lo);
+    std::int32_t h = hi;
+    __asm__("smlal %0, %1, %2, %3" : "+r"(l), "+r"(h) : "r"(a), "r"(multiplier));
+    return static_cast<std::int64_t>((static_cast<std::uint64_t>(static_cast<std::uint32_t>(h)) << 32) | l);
+#else
+    const std::uint64_t addend = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(hi)) << 32) |
+                                 static_cast<std::uint32_t>(lo);
+    return static_cast<std::int64_t>(a) * multiplier + static_cast<std::int64_t>(addend);
+#endif
   }
 };
 
@@ -324,7 +347,7 @@ Status quantize_multiplier(double scale, const char* what, QuantizedMultiplier* 
 
 std::int32_t multiply_by_quantized_multiplier(std::int32_t x, QuantizedMultiplier m) {
   // the step's arithmetic wherever it applies, so that the tests of this function cover it
-  return m.multiplier == std::numeric_limits<std::int32_t>::min() ? rescale(x, m) : StepMultiplier(m)(x);
+  return m.multiplier >= (std::int32_t{1} << 30) ? StepMultiplier(m)(x) : rescale(x, m);
 }
 
 std::int16_t sigmoid_q3_12(std::int16_t x) { return sigmoid_fixed(x); }
