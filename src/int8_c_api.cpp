@@ -24,6 +24,8 @@ q8::Int8LstmQuantization to_cpp(const rnncore_int8_lstm_quantization& c) {
   for (int g = 0; g < q8::kGates; ++g) {
     q.w_scale[g] = c.w_scale[g];
     q.r_scale[g] = c.r_scale[g];
+    q.w_scales[g] = c.w_scales[g];
+    q.r_scales[g] = c.r_scales[g];
   }
   q.state_scale = c.state_scale;
   q.state_zp = c.state_zp;
@@ -56,6 +58,10 @@ extern "C" {
 
 size_t rnncore_int8_lstm_bias_words(int32_t hidden_size) {
   return hidden_size_ok(hidden_size) ? q8::int8_lstm_bias_words(hidden_size) : 0;
+}
+
+size_t rnncore_int8_lstm_storage_words(const rnncore_int8_lstm_quantization* q, int32_t hidden_size) {
+  return q != nullptr && hidden_size_ok(hidden_size) ? q8::int8_lstm_storage_words(to_cpp(*q), hidden_size) : 0;
 }
 
 size_t rnncore_int8_lstm_scratch_bytes(int32_t hidden_size) {

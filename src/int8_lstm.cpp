@@ -447,13 +447,19 @@ Status derive_scales(const Int8LstmQuantization& q, int input_size, int hidden_s
   RNNCORE_ENSURE(input_size > 0 && hidden_size > 0 && input_size <= (1 << 16) && hidden_size <= (1 << 16),
                  Status::invalid_size, "int8_lstm_prepare: input_size %d and hidden_size %d must be in 1..65536",
                  input_size, hidden_size);
-  RNNCORE_ENSURE(bias_storage_words >= int8_lstm_bias_words(hidden_size), Status::buffer_too_small,
-                 "int8_lstm_prepare: bias_storage has %zu int32 words, needs %zu", bias_storage_words,
-                 int8_lstm_bias_words(hidden_size));
+  const bool per_channel = int8_lstm_per_channel(q);
   for (int g = 0; g < kGates; ++g) {
     RNNCORE_ENSURE(w[g] != nullptr && r[g] != nullptr, Status::null_pointer,
                    "int8_lstm_prepare: weights of gate %s are null", kGateName[g]);
+    RNNCORE_ENSURE((q.w_scales[g] != nullptr) == per_channel && (q.r_scales[g] != nullptr) == per_channel,
+                   Status::null_pointer,
+                   "int8_lstm_prepare: per-channel weight scales are given for some weights only (gate %s); give "
+                   "them for the input and recurrent weights of every gate, or for none",
+                   kGateName[g]);
   }
+  RNNCORE_ENSURE(bias_storage_words >= int8_lstm_storage_words(q, hidden_size), Status::buffer_too_small,
+                 "int8_lstm_prepare: bias_storage has %zu int32 words, needs %zu", bias_storage_words,
+                 int8_lstm_storage_words(q, hidden_size));
   const auto zp_ok = [](std::int32_t zp) { return zp >= -128 && zp <= 127; };
   RNNCORE_ENSURE(zp_ok(q.input_zp) && zp_ok(q.state_zp) && zp_ok(q.hidden_zp), Status::invalid_size,
                  "int8_lstm_prepare: zero points (input %d, state %d, hidden %d) must be in -128..127",
@@ -482,7 +488,7 @@ Status derive_scales(const Int8LstmQuantization& q, int input_size, int hidden_s
   static const char* const kRecurrentWhat[kGates] = {
       "effective recurrent scale of gate i", "effective recurrent scale of gate f",
       "effective recurrent scale of gate g", "effective recurrent scale of gate o"};
-  for (int g = 0; g < kGates; ++g) {
+  for (int g = 0; g < kGates && !per_channel; ++g) {  // per channel: derive_row_multipliers
     RNNCORE_ENSURE(scale_ok(q.w_scale[g]), Status::invalid_size,
                    "input weight scale of gate %s is %g; it must be finite and positive", kGateName[g],
                    static_cast<double>(q.w_scale[g]));
@@ -561,6 +567,46 @@ Status fold_biases(const Int8LstmQuantization& q, const std::int32_t* const bias
   return Status::ok;
 }
 
+// Per channel: each unit's input and recurrent multipliers, formed as the per-tensor ones are,
+// from the row's own weight scale; into storage after the biases (or checked there, as
+// fold_biases checks a folded table).
+Status derive_row_multipliers(const Int8LstmQuantization& q, const std::int32_t* check, std::int32_t* storage,
+                              Int8LstmParams* p) {
+  if (!int8_lstm_per_channel(q)) return Status::ok;
+  const int H = p->hidden_size;
+  const float gate_scale = 1.0f / 4096.0f;
+  static const char* const kWhat[2] = {"effective input scale of a unit", "effective recurrent scale of a unit"};
+  for (int part = 0; part < 2; ++part) {  // input weights, then recurrent weights
+    for (int g = 0; g < kGates; ++g) {
+      const float* const scales = part == 0 ? q.w_scales[g] : q.r_scales[g];
+      const float operand_scale = part == 0 ? q.input_scale : q.state_scale;
+      const std::size_t offset = (static_cast<std::size_t>(2 * kGates) + static_cast<std::size_t>(part * kGates + g) * 2) *
+                                 static_cast<std::size_t>(H);
+      for (int j = 0; j < H; ++j) {
+        const float ws = scales[j];
+        RNNCORE_ENSURE(std::isfinite(ws) && ws > 0.0f, Status::invalid_size,
+                       "%s weight scale of gate %s, unit %d is %g; it must be finite and positive",
+                       part == 0 ? "input" : "recurrent", kGateName[g], j, static_cast<double>(ws));
+        QuantizedMultiplier m;
+        RNNCORE_RETURN_IF_ERROR(quantize_multiplier(ws * operand_scale / gate_scale, kWhat[part], &m));
+        const std::size_t at = offset + 2 * static_cast<std::size_t>(j);
+        if (check != nullptr) {
+          RNNCORE_ENSURE(check[at] == m.multiplier && check[at + 1] == m.shift, Status::invalid_size,
+                         "the folded multipliers of gate %s, unit %d do not match the weight scales "
+                         "(fold them again, e.g. export the model again)",
+                         kGateName[g], j);
+        } else {
+          storage[at] = m.multiplier;
+          storage[at + 1] = m.shift;
+        }
+      }
+      const std::int32_t* const rows = (check != nullptr ? check : storage) + offset;
+      (part == 0 ? p->x_mult_rows : p->h_mult_rows)[g] = rows;
+    }
+  }
+  return Status::ok;
+}
+
 }  // namespace
 
 Status int8_lstm_prepare(const Int8LstmQuantization& q, int input_size, int hidden_size,
@@ -572,6 +618,7 @@ Status int8_lstm_prepare(const Int8LstmQuantization& q, int input_size, int hidd
   RNNCORE_RETURN_IF_ERROR(derive_scales(q, input_size, hidden_size, w, r, bias_storage, bias_storage_words, &p));
   fill_tables(p.cell_log2);
   RNNCORE_RETURN_IF_ERROR(fold_biases(q, bias, nullptr, bias_storage, &p));
+  RNNCORE_RETURN_IF_ERROR(derive_row_multipliers(q, nullptr, bias_storage, &p));
   *out = p;
   return Status::ok;
 }
@@ -585,6 +632,7 @@ Status int8_lstm_prepare_folded(const Int8LstmQuantization& q, int input_size, i
   RNNCORE_RETURN_IF_ERROR(derive_scales(q, input_size, hidden_size, w, r, folded_biases, folded_words, &p));
   fill_tables(p.cell_log2);
   RNNCORE_RETURN_IF_ERROR(fold_biases(q, bias, folded_biases, nullptr, &p));
+  RNNCORE_RETURN_IF_ERROR(derive_row_multipliers(q, folded_biases, nullptr, &p));
   *out = p;
   return Status::ok;
 }
@@ -637,10 +685,25 @@ void update_cells(const Int8LstmParams& p, std::size_t j, int n, const std::int1
   }
 }
 
+// Gate g's activations of n units from their int32 sums; x_mult(u) and h_mult(u) give unit u's
+// multipliers (the same for all units per tensor, where the compiler hoists them).
+template <class XMult, class HMult>
+RNNCORE_Q8_INLINE void gate_units(int g, int n, const std::int32_t* ax, const std::int32_t* ah, std::int16_t* act,
+                                  XMult x_mult, HMult h_mult) {
+  for (int u = 0; u < n; ++u) {
+    // Each product is rescaled to Q3.12 on its own and saturated; then the two are summed and
+    // saturated again (TFLite accumulates the recurrent part onto the saturated input part).
+    const std::int32_t zx = sat16(x_mult(u)(ax[u]));
+    const std::int16_t z = static_cast<std::int16_t>(sat16(h_mult(u)(ah[u]) + zx));
+    act[u] = gate_activation(g, z);
+  }
+}
+
 // Units [j0, j0 + n) of one batch row (n <= kUnitBlock): the four gates from x and the previous
 // output state h, then the cell (c, in place) and the new output state (into h_next; h itself
-// is still read by the blocks after this one).
-void step_block(const Int8LstmParams& p, int j0, int n, const std::int8_t* x, const std::int8_t* h,
+// is still read by the blocks after this one). kPerChannel: the multipliers are per unit.
+template <bool kPerChannel>
+RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const std::int8_t* x, const std::int8_t* h,
                 std::int16_t* c, std::int8_t* h_next) {
   const std::size_t H = static_cast<std::size_t>(p.hidden_size), I = static_cast<std::size_t>(p.input_size);
   const std::size_t j = static_cast<std::size_t>(j0);
@@ -650,13 +713,15 @@ void step_block(const Int8LstmParams& p, int j0, int n, const std::int8_t* x, co
     // int32 accumulators as in TFLite (the kernels wrap, as TFLite's do, without overflow UB).
     p.dot(p.w[g] + j * I, n, p.input_size, x, p.x_bias[g] + j, ax);
     p.dot(p.r[g] + j * H, n, p.hidden_size, h, p.h_bias[g] + j, ah);
-    const StepMultiplier mx(p.x_mult[g]), mh(p.h_mult[g]);
-    for (int u = 0; u < n; ++u) {
-      // Each product is rescaled to Q3.12 on its own and saturated; then the two are summed and
-      // saturated again (TFLite accumulates the recurrent part onto the saturated input part).
-      const std::int32_t zx = sat16(mx(ax[u]));
-      const std::int16_t z = static_cast<std::int16_t>(sat16(mh(ah[u]) + zx));
-      act[g][u] = gate_activation(g, z);
+    if constexpr (!kPerChannel) {
+      const StepMultiplier mx(p.x_mult[g]), mh(p.h_mult[g]);
+      gate_units(g, n, ax, ah, act[g], [&mx](int) -> const StepMultiplier& { return mx; },
+                 [&mh](int) -> const StepMultiplier& { return mh; });
+    } else {  // each unit's own multipliers
+      const std::int32_t* const xm = p.x_mult_rows[g] + 2 * j;
+      const std::int32_t* const hm = p.h_mult_rows[g] + 2 * j;
+      gate_units(g, n, ax, ah, act[g], [xm](int u) { return StepMultiplier({xm[2 * u], xm[2 * u + 1]}); },
+                 [hm](int u) { return StepMultiplier({hm[2 * u], hm[2 * u + 1]}); });
     }
   }
   switch (15 + p.cell_log2) {  // derive_scales admits cell_log2 <= −9
@@ -682,7 +747,11 @@ void int8_lstm_step(const Int8LstmParams& p, int batch, const std::int8_t* x, st
     std::int8_t* hb = h + bs * Hs;
     for (int j0 = 0; j0 < H; j0 += kUnitBlock) {
       const int n = H - j0 < kUnitBlock ? H - j0 : kUnitBlock;
-      step_block(p, j0, n, x + bs * Is, hb, c + bs * Hs, scratch);
+      if (p.x_mult_rows[0] == nullptr) {
+        step_block<false>(p, j0, n, x + bs * Is, hb, c + bs * Hs, scratch);
+      } else {
+        step_block<true>(p, j0, n, x + bs * Is, hb, c + bs * Hs, scratch);
+      }
     }
     std::memcpy(hb, scratch, Hs);
   }

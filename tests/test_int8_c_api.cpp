@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -242,6 +243,66 @@ TEST_CASE("int8 C API: refusals") {
   CHECK(rnncore_int8_lstm_run(nullptr, 1, 1, x.data(), nullptr, h.data(), c.data(), scratch.data(), H) ==
         RNNCORE_ERR_NULL_POINTER);
   CHECK(rnncore_int8_lstm_run(&lstm, 0, 1, x.data(), nullptr, h.data(), c.data(), scratch.data(), H) == RNNCORE_OK);
+}
+
+TEST_CASE("int8 C API: per-channel weight scales, as the C++ prepare gives them") {
+  rnncore_int8_lstm_quantization q{};
+  q.input_scale = 0.02f;
+  q.state_scale = q.hidden_scale = 1.0f / 128;
+  q.cell_scale = 1.0f / 2048;
+  const int I = 7, H = 19;
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> byte(-128, 127);
+  std::uniform_real_distribution<float> scale(0.002f, 0.02f);
+  std::vector<std::int8_t> w(4 * H * I), r(4 * H * H), x(3 * I);
+  for (auto& v : w) v = static_cast<std::int8_t>(byte(rng));
+  for (auto& v : r) v = static_cast<std::int8_t>(byte(rng));
+  for (auto& v : x) v = static_cast<std::int8_t>(byte(rng));
+  std::vector<float> ws(4 * H), rs(4 * H);
+  for (auto& v : ws) v = scale(rng);
+  for (auto& v : rs) v = scale(rng);
+  const std::int8_t* wp[4];
+  const std::int8_t* rp[4];
+  for (int g = 0; g < 4; ++g) {
+    wp[g] = w.data() + g * H * I;
+    rp[g] = r.data() + g * H * H;
+    q.w_scales[g] = ws.data() + g * H;
+    q.r_scales[g] = rs.data() + g * H;
+  }
+  CHECK(rnncore_int8_lstm_storage_words(&q, H) == 24u * H);
+  CHECK(rnncore_int8_lstm_storage_words(nullptr, H) == 0);
+  rnncore_int8_lstm_quantization per_tensor{};
+  CHECK(rnncore_int8_lstm_storage_words(&per_tensor, H) == rnncore_int8_lstm_bias_words(H));
+  std::vector<std::int32_t> storage(rnncore_int8_lstm_storage_words(&q, H));
+  rnncore_int8_lstm lstm;
+  CHECK(rnncore_int8_lstm_prepare(&q, I, H, wp, rp, nullptr, storage.data(), rnncore_int8_lstm_bias_words(H), &lstm) ==
+        RNNCORE_ERR_BUFFER_TOO_SMALL);
+  REQUIRE(rnncore_int8_lstm_prepare(&q, I, H, wp, rp, nullptr, storage.data(), storage.size(), &lstm) == RNNCORE_OK);
+  // The same model through the C++ API.
+  q8::Int8LstmQuantization qc;
+  qc.input_scale = q.input_scale;
+  qc.state_scale = q.state_scale;
+  qc.hidden_scale = q.hidden_scale;
+  qc.cell_scale = q.cell_scale;
+  for (int g = 0; g < 4; ++g) qc.w_scales[g] = q.w_scales[g], qc.r_scales[g] = q.r_scales[g];
+  std::vector<std::int32_t> storage_cpp(q8::int8_lstm_storage_words(qc, H));
+  q8::Int8LstmParams p;
+  REQUIRE(q8::int8_lstm_prepare(qc, I, H, wp, rp, nullptr, storage_cpp.data(), storage_cpp.size(), &p) == Status::ok);
+  CHECK(storage == storage_cpp);
+  std::vector<std::int8_t> h(H, 3), h_cpp(H, 3), y(3 * H), y_cpp(3 * H), scratch(H);
+  std::vector<std::int16_t> c(H, 100), c_cpp(H, 100);
+  REQUIRE(rnncore_int8_lstm_run(&lstm, 1, 3, x.data(), y.data(), h.data(), c.data(), scratch.data(), H) == RNNCORE_OK);
+  REQUIRE(q8::int8_lstm_sequence(p, 1, 3, x.data(), y_cpp.data(), h_cpp.data(), c_cpp.data(), scratch.data(), H) ==
+          Status::ok);
+  CHECK(y == y_cpp);
+  CHECK(c == c_cpp);
+  // Folded ahead of time (export-c's table): accepted as it is, refused when a multiplier is off.
+  rnncore_int8_lstm folded;
+  CHECK(rnncore_int8_lstm_prepare_folded(&q, I, H, wp, rp, nullptr, storage.data(), storage.size(), &folded) ==
+        RNNCORE_OK);
+  storage[8 * H] ^= 1;
+  CHECK(rnncore_int8_lstm_prepare_folded(&q, I, H, wp, rp, nullptr, storage.data(), storage.size(), &folded) ==
+        RNNCORE_ERR_INVALID_SIZE);
 }
 
 TEST_CASE("int8 Dense (after the LSTM): XNNPACK's requantization, hand-computed; refusals") {

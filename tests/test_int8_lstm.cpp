@@ -116,7 +116,7 @@ Status prepare(const Case& c, const Int8LstmQuantization& q, Prepared* out) {
     r[g] = c.r[g].data();
     b[g] = c.b[g].data();
   }
-  out->bias_storage.assign(int8_lstm_bias_words(c.H), 0);
+  out->bias_storage.assign(int8_lstm_storage_words(q, c.H), 0);
   return int8_lstm_prepare(q, c.I, c.H, w, r, b, out->bias_storage.data(), out->bias_storage.size(), &out->p);
 }
 
@@ -222,6 +222,118 @@ TEST_CASE("int8 LSTM: a step per call with the state carried equals the whole se
       CHECK(first_mismatch(c2, c_all) < 0);
     }
   }
+}
+
+// Per-channel scales (rnncore's extension; LiteRT's integer LSTM has none to compare with): rows
+// at their tensor's scale give the per-tensor bits; with scales of their own, each unit's step
+// equals the per-tensor step of a model whose scales are that unit's (a unit reads only its own
+// rows and multipliers, and the shared x and h).
+struct RowScales {
+  std::vector<float> w[kGates], r[kGates];
+  Int8LstmQuantization apply(Int8LstmQuantization q) {
+    for (int g = 0; g < kGates; ++g) {
+      q.w_scales[g] = w[g].data();
+      q.r_scales[g] = r[g].data();
+      q.w_scale[g] = q.r_scale[g] = std::nanf("");  // per channel these are not read
+    }
+    return q;
+  }
+};
+
+TEST_CASE("int8 LSTM: per-channel weight scales") {
+  const std::vector<std::string> cases = list_cases();
+  REQUIRE(!cases.empty());
+  std::mt19937 rng(20261125);
+  std::uniform_real_distribution<float> factor(0.5f, 2.0f);
+  int units_compared = 0;
+  for (const std::string& path : cases) {
+    CAPTURE(path);
+    Case c;
+    load(path, &c);
+    const auto run = [&c](const Int8LstmParams& p, std::vector<std::int8_t>* h, std::vector<std::int16_t>* cs, int steps) {
+      std::vector<std::int8_t> y(static_cast<std::size_t>(c.B) * steps * c.H), scratch(int8_lstm_scratch_bytes(c.H));
+      *h = c.h0;
+      *cs = c.c0;
+      // the first `steps` steps of every batch row
+      std::vector<std::int8_t> x(static_cast<std::size_t>(c.B) * steps * c.I);
+      for (int b = 0; b < c.B; ++b)
+        std::copy_n(c.x.begin() + static_cast<std::ptrdiff_t>(b) * c.T * c.I, steps * c.I,
+                    x.begin() + static_cast<std::ptrdiff_t>(b) * steps * c.I);
+      REQUIRE(int8_lstm_sequence(p, c.B, steps, x.data(), y.data(), h->data(), cs->data(), scratch.data(),
+                                 scratch.size()) == Status::ok);
+      return y;
+    };
+    Prepared tensor;
+    REQUIRE(prepare(c, c.q, &tensor) == Status::ok);
+    std::vector<std::int8_t> h_t, h_c;
+    std::vector<std::int16_t> c_t, c_c;
+    const std::vector<std::int8_t> y_t = run(tensor.p, &h_t, &c_t, c.T);
+
+    RowScales same;
+    for (int g = 0; g < kGates; ++g) {
+      same.w[g].assign(static_cast<std::size_t>(c.H), c.q.w_scale[g]);
+      same.r[g].assign(static_cast<std::size_t>(c.H), c.q.r_scale[g]);
+    }
+    const Int8LstmQuantization q_same = same.apply(c.q);
+    CHECK(int8_lstm_storage_words(q_same, c.H) == 24 * static_cast<std::size_t>(c.H));
+    Prepared channel;
+    INFO(last_error_detail());
+    REQUIRE(prepare(c, q_same, &channel) == Status::ok);
+    CHECK(first_mismatch(run(channel.p, &h_c, &c_c, c.T), y_t) < 0);
+    CHECK(first_mismatch(h_c, h_t) < 0);
+    CHECK(first_mismatch(c_c, c_t) < 0);
+
+    // Scales of their own: one step, unit by unit against per-tensor models.
+    RowScales own = same;
+    for (int g = 0; g < kGates; ++g) {
+      for (float& v : own.w[g]) v *= factor(rng);
+      for (float& v : own.r[g]) v *= factor(rng);
+    }
+    const Int8LstmQuantization q_own = own.apply(c.q);
+    REQUIRE(prepare(c, q_own, &channel) == Status::ok);
+    run(channel.p, &h_c, &c_c, 1);
+    for (int j = 0; j < c.H; j += (c.H > 24 ? 5 : 1)) {
+      Int8LstmQuantization qj = c.q;
+      for (int g = 0; g < kGates; ++g) {
+        qj.w_scale[g] = own.w[g][static_cast<std::size_t>(j)];
+        qj.r_scale[g] = own.r[g][static_cast<std::size_t>(j)];
+      }
+      REQUIRE(prepare(c, qj, &tensor) == Status::ok);
+      run(tensor.p, &h_t, &c_t, 1);
+      for (int b = 0; b < c.B; ++b) {
+        const std::size_t at = static_cast<std::size_t>(b) * c.H + j;
+        CHECK(h_c[at] == h_t[at]);
+        CHECK(c_c[at] == c_t[at]);
+      }
+      ++units_compared;
+    }
+    // Refusals: scales for some weights only, a zero row scale, too little storage, and a folded
+    // table whose multipliers do not belong to the scales.
+    Int8LstmQuantization bad = q_own;
+    bad.r_scales[2] = nullptr;
+    CHECK(prepare(c, bad, &channel) == Status::null_pointer);
+    bad = q_own;
+    own.w[1][0] = 0.0f;
+    CHECK(prepare(c, bad, &channel) == Status::invalid_size);
+    CHECK(std::string(last_error_detail()).find("gate f, unit 0") != std::string::npos);
+    own.w[1][0] = same.w[1][0];
+    const std::int8_t* w[kGates];
+    const std::int8_t* r[kGates];
+    const std::int32_t* bias[kGates];
+    for (int g = 0; g < kGates; ++g) w[g] = c.w[g].data(), r[g] = c.r[g].data(), bias[g] = c.b[g].data();
+    std::vector<std::int32_t> storage(int8_lstm_storage_words(q_own, c.H) - 1);
+    Int8LstmParams p;
+    CHECK(int8_lstm_prepare(q_own, c.I, c.H, w, r, bias, storage.data(), storage.size(), &p) == Status::buffer_too_small);
+    storage.push_back(0);
+    REQUIRE(int8_lstm_prepare(q_own, c.I, c.H, w, r, bias, storage.data(), storage.size(), &p) == Status::ok);
+    Int8LstmParams folded;
+    CHECK(int8_lstm_prepare_folded(q_own, c.I, c.H, w, r, bias, storage.data(), storage.size(), &folded) == Status::ok);
+    CHECK(folded.x_mult_rows[3] == storage.data() + 8 * c.H + 6 * c.H);
+    storage[16 * static_cast<std::size_t>(c.H) + 1] += 1;  // a recurrent shift of gate i, unit 0
+    CHECK(int8_lstm_prepare_folded(q_own, c.I, c.H, w, r, bias, storage.data(), storage.size(), &folded) ==
+          Status::invalid_size);
+  }
+  CHECK(units_compared > 50);
 }
 
 TEST_CASE("int8 LSTM: the cell clip bounds the int16 cell state to [-clip, clip]") {

@@ -29,8 +29,8 @@ extern "C" {
 
 /** Gates of the integer LSTM, in TFLite's order: input, forget, cell (g), output. */
 #define RNNCORE_INT8_LSTM_GATES 4
-/** Bytes of a rnncore_int8_lstm value (192 on 32-bit targets, 256 on 64-bit ones). */
-#define RNNCORE_INT8_LSTM_BYTES (128 + 16 * sizeof(void*))
+/** Bytes of a rnncore_int8_lstm value (224 on 32-bit targets, 320 on 64-bit ones). */
+#define RNNCORE_INT8_LSTM_BYTES (128 + 24 * sizeof(void*))
 
 /** The quantization of one integer LSTM layer (real value = scale · (q − zero point)), as the
  * TFLite converter writes it for a Keras LSTM; docs/int8.md, "What a quantized model states". */
@@ -45,6 +45,11 @@ typedef struct rnncore_int8_lstm_quantization {
   int32_t hidden_zp;
   float cell_scale;   /**< int16 cell state: a power of two, 2^-30 .. 2^-9 */
   float cell_clip;    /**< real clip of the cell state; 0: none */
+  /** Per output channel instead of w_scale / r_scale (rnncore's extension: TFLite's integer LSTM
+   * is per tensor; `rnncore quantize --per-channel` writes such models): [H] scales of each gate's
+   * input and recurrent weights, all eight or all NULL (per tensor; zero-initialise the struct). */
+  const float* w_scales[RNNCORE_INT8_LSTM_GATES];
+  const float* r_scales[RNNCORE_INT8_LSTM_GATES];
 } rnncore_int8_lstm_quantization;
 
 /** A prepared integer LSTM: a plain value of fixed size that points into the caller's weights
@@ -58,12 +63,18 @@ typedef union rnncore_int8_lstm {
 /** int32 words of folded-bias storage for hidden_size H: 8·H (the input parts of gates i, f, g, o,
  * then their recurrent parts). 0 for H outside 1..65536. */
 size_t rnncore_int8_lstm_bias_words(int32_t hidden_size);
+/** int32 words of storage rnncore_int8_lstm_prepare needs for this quantization: the folded biases
+ * (8·H), and with per-channel scales each unit's fixed-point multipliers after them (24·H in all).
+ * 0 for q NULL or H outside 1..65536. */
+size_t rnncore_int8_lstm_storage_words(const rnncore_int8_lstm_quantization* q, int32_t hidden_size);
 /** Bytes of scratch a run needs for hidden_size H: H (any alignment). 0 for H outside 1..65536. */
 size_t rnncore_int8_lstm_scratch_bytes(int32_t hidden_size);
 
 /** Checks the quantization, derives the fixed-point multipliers and folds the effective biases
  * (bias − zero points × weight row sums) into bias_storage (bias_storage_words ≥
- * rnncore_int8_lstm_bias_words(H)), which must outlive `lstm`, as must the weights.
+ * rnncore_int8_lstm_storage_words(q, H); per tensor that is rnncore_int8_lstm_bias_words(H)),
+ * which must outlive `lstm`, as must the weights (and nothing else: per-channel scales are read
+ * here only).
  * @param w     input weights per gate, int8 [H, I] row-major, gates i, f, g, o
  * @param r     recurrent weights per gate, int8 [H, H]
  * @param bias  int32 [H] per gate (scale w_scale·input_scale), or NULL (no biases); an entry may be NULL
@@ -77,9 +88,9 @@ rnncore_status rnncore_int8_lstm_prepare(const rnncore_int8_lstm_quantization* q
                                          const int32_t* const bias[RNNCORE_INT8_LSTM_GATES], int32_t* bias_storage,
                                          size_t bias_storage_words, rnncore_int8_lstm* lstm);
 
-/** As rnncore_int8_lstm_prepare, with the biases folded ahead of time (`rnncore export-c` writes
- * them as NAME_folded_bias; or the storage of an earlier prepare): nothing is written, so they
- * may stay in flash. Each folded value is recomputed and must be equal: a table that does not
+/** As rnncore_int8_lstm_prepare, with the biases (and per channel the multipliers) folded ahead of
+ * time (`rnncore export-c` writes them as NAME_folded_bias; or the storage of an earlier prepare):
+ * nothing is written, so they may stay in flash. Each folded value is recomputed and must be equal: a table that does not
  * belong to these weights, biases and zero points is refused (RNNCORE_ERR_INVALID_SIZE). */
 rnncore_status rnncore_int8_lstm_prepare_folded(const rnncore_int8_lstm_quantization* q, int32_t input_size,
                                                 int32_t hidden_size, const int8_t* const w[RNNCORE_INT8_LSTM_GATES],

@@ -54,6 +54,11 @@ struct Int8LstmQuantization {
   std::int32_t input_zp = 0;
   float w_scale[kGates] = {};   ///< input weights [H, I] per gate (symmetric, per tensor)
   float r_scale[kGates] = {};   ///< recurrent weights [H, H] per gate (symmetric, per tensor)
+  /// Per output channel instead (rnncore's own extension; TFLite's integer LSTM is per tensor):
+  /// [H] scales for each gate's input and recurrent weights, all eight or none. Where given,
+  /// w_scale and r_scale are not read; each unit's rows get their own fixed-point multipliers.
+  const float* w_scales[kGates] = {};
+  const float* r_scales[kGates] = {};
   float state_scale = 0.0f;     ///< int8 output state h (= the output y without projection)
   std::int32_t state_zp = 0;
   float hidden_scale = 0.0f;    ///< o ⊙ tanh(c) before projection; without projection = state
@@ -76,11 +81,23 @@ struct Int8LstmParams {
   const std::int8_t* r[kGates] = {};   ///< [H, H] row-major
   const std::int32_t* x_bias[kGates] = {};  ///< bias − input_zp · row sums of w  [H]
   const std::int32_t* h_bias[kGates] = {};  ///< −state_zp · row sums of r        [H]
+  /// Per-channel models: (multiplier, shift) of each unit's rows [2H], replacing x_mult / h_mult;
+  /// null per tensor.
+  const std::int32_t* x_mult_rows[kGates] = {};
+  const std::int32_t* h_mult_rows[kGates] = {};
   DotRowsFn dot = nullptr;  ///< the matrix-vector kernel (prepare picks the fastest; tests set others)
 };
 
 /// int32 words of effective-bias storage prepare needs: 8 · hidden_size.
 inline std::size_t int8_lstm_bias_words(int hidden_size) { return 8 * static_cast<std::size_t>(hidden_size); }
+/// Whether a quantization states per-channel weight scales (Int8LstmQuantization::w_scales).
+inline bool int8_lstm_per_channel(const Int8LstmQuantization& q) { return q.w_scales[0] != nullptr; }
+/// int32 words of storage prepare needs for this quantization: the effective biases (8 · H), and
+/// per channel the rows' multipliers after them (16 · H more: input parts of gates i, f, g, o,
+/// then recurrent parts, a (multiplier, shift) pair per unit).
+inline std::size_t int8_lstm_storage_words(const Int8LstmQuantization& q, int hidden_size) {
+  return (int8_lstm_per_channel(q) ? 24 : 8) * static_cast<std::size_t>(hidden_size);
+}
 /// Bytes of scratch a step needs: hidden_size (the new output state, until every unit has read
 /// the old one). The gates are computed in blocks of kUnitBlock units on the stack.
 inline std::size_t int8_lstm_scratch_bytes(int hidden_size) { return static_cast<std::size_t>(hidden_size); }
@@ -89,7 +106,8 @@ inline std::size_t int8_lstm_scratch_bytes(int hidden_size) { return static_cast
 constexpr int kUnitBlock = 16;
 
 /// Checks the quantization and derives the fixed-point multipliers, the cell shift and clip, and
-/// the effective biases (into `bias_storage`, int8_lstm_bias_words(H) words). `bias[g]` may be
+/// the effective biases (into `bias_storage`, int8_lstm_storage_words(q, H) words: per channel the
+/// rows' multipliers follow the biases). `bias[g]` may be
 /// null (no bias). Errors: null_pointer, invalid_size (sizes outside 1..65536; zero, negative or
 /// non-finite scales; multipliers out of range; a zero point outside int8; an effective bias
 /// beyond int32), unsupported (a cell scale that is not a
@@ -101,8 +119,8 @@ Status int8_lstm_prepare(const Int8LstmQuantization& q, int input_size, int hidd
                          std::size_t bias_storage_words, Int8LstmParams* out);
 
 /// As int8_lstm_prepare, with the effective biases already folded (by an earlier prepare, or by
-/// `rnncore export-c` into flash: int8_lstm_bias_words(H) words, the input parts of gates i, f, g,
-/// o, then their recurrent parts). Nothing is written: each folded value is recomputed from the
+/// `rnncore export-c` into flash: int8_lstm_storage_words(q, H) words, the input parts of gates
+/// i, f, g, o, then their recurrent parts; per channel then the rows' multipliers). Nothing is written: each folded value is recomputed from the
 /// weights, biases and zero points and must be equal (else invalid_size), so a stale table is
 /// refused instead of giving wrong outputs. Keeps the biases out of RAM on a microcontroller.
 Status int8_lstm_prepare_folded(const Int8LstmQuantization& q, int input_size, int hidden_size,
