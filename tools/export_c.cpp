@@ -249,17 +249,37 @@ bool read_int8_sample(const std::string& path, std::int64_t width, const char* w
 // folded) and per-gate pointer tables, with C names `n` (e.g. "m" or "m_l1") and macros `N`.
 void write_int8_lstm(std::FILE* out, const io::Int8Model& m, const std::string& n, const std::string& N) {
   std::fprintf(out,
-               "/** int32 words of %s_folded_bias, and bytes of a run's scratch. */\n"
+               "/** int32 words of %s_folded_bias (with per-channel scales the units' multipliers too), and\n"
+               " * bytes of a run's scratch. */\n"
                "#define %s_BIAS_WORDS %zu\n#define %s_SCRATCH_BYTES %zu\n"
                "/** A run starts from LiteRT's initial state: every h = %s_STATE_ZERO_POINT, every c = 0. */\n"
                "#define %s_STATE_ZERO_POINT %d\n",
-               n.c_str(), N.c_str(), q8::int8_lstm_bias_words(m.hidden_size), N.c_str(),
+               n.c_str(), N.c_str(), q8::int8_lstm_storage_words(m.q, m.hidden_size), N.c_str(),
                q8::int8_lstm_scratch_bytes(m.hidden_size), N.c_str(), N.c_str(), static_cast<int>(m.q.state_zp));
 }
 
 void write_int8_lstm_arrays(std::FILE* out, const io::Int8Model& m, const std::string& n, bool float_input) {
   const std::int64_t I = m.input_size, H = m.hidden_size;
   const q8::Int8LstmQuantization& q = m.q;
+  const bool per_channel = q8::int8_lstm_per_channel(q);
+  if (per_channel) {  // rnncore quantize --per-channel: the units' scales, which prepare reads
+    const auto concat_scales = [](const std::vector<float>* per_gate) {
+      std::vector<float> all;
+      for (int g = 0; g < q8::kGates; ++g) all.insert(all.end(), per_gate[g].begin(), per_gate[g].end());
+      return all;
+    };
+    std::fprintf(out, "/** Per-channel weight scales [H] of gates i, f, g, o: input weights, then recurrent. */\n");
+    const std::vector<float> ws = concat_scales(m.w_scales), rs = concat_scales(m.r_scales);
+    write_array(out, "static const float " + n + "_w_scales", ws.data(), ws.size());
+    write_array(out, "static const float " + n + "_r_scales", rs.data(), rs.size());
+  }
+  std::string channel_fields;
+  if (per_channel) {
+    const std::string hs = std::to_string(H);
+    channel_fields = "    .w_scales = {" + n + "_w_scales, " + n + "_w_scales + " + hs + ", " + n + "_w_scales + 2 * " + hs +
+                     ", " + n + "_w_scales + 3 * " + hs + "},\n    .r_scales = {" + n + "_r_scales, " + n + "_r_scales + " +
+                     hs + ", " + n + "_r_scales + 2 * " + hs + ", " + n + "_r_scales + 3 * " + hs + "},\n";
+  }
   std::fprintf(out,
                "/** The quantization (real = scale * (q - zero point)); the model's input %s int8 with the input\n"
                " * scale and zero point, its output is h (the state's). */\n"
@@ -267,7 +287,7 @@ void write_int8_lstm_arrays(std::FILE* out, const io::Int8Model& m, const std::s
                "    .input_scale = %s,\n    .input_zp = %d,\n"
                "    .w_scale = {%s, %s, %s, %s},\n    .r_scale = {%s, %s, %s, %s},\n"
                "    .state_scale = %s,\n    .state_zp = %d,\n    .hidden_scale = %s,\n    .hidden_zp = %d,\n"
-               "    .cell_scale = %s,\n    .cell_clip = %s,\n};\n\n",
+               "    .cell_scale = %s,\n    .cell_clip = %s,\n%s};\n\n",
                float_input ? "was float, quantized by the graph to" : "is", n.c_str(),
                float_literal(q.input_scale).c_str(), static_cast<int>(q.input_zp), float_literal(q.w_scale[0]).c_str(),
                float_literal(q.w_scale[1]).c_str(), float_literal(q.w_scale[2]).c_str(),
@@ -275,7 +295,7 @@ void write_int8_lstm_arrays(std::FILE* out, const io::Int8Model& m, const std::s
                float_literal(q.r_scale[1]).c_str(), float_literal(q.r_scale[2]).c_str(),
                float_literal(q.r_scale[3]).c_str(), float_literal(q.state_scale).c_str(), static_cast<int>(q.state_zp),
                float_literal(q.hidden_scale).c_str(), static_cast<int>(q.hidden_zp), float_literal(q.cell_scale).c_str(),
-               float_literal(q.cell_clip).c_str());
+               float_literal(q.cell_clip).c_str(), channel_fields.c_str());
   static const char* const kGate[q8::kGates] = {"i", "f", "g", "o"};
   const auto gate_marks = [](std::size_t per_gate) {
     std::vector<std::pair<std::size_t, std::string>> marks;
@@ -303,6 +323,12 @@ void write_int8_lstm_arrays(std::FILE* out, const io::Int8Model& m, const std::s
   for (int g = 0; g < 2 * q8::kGates; ++g)
     folded_marks.emplace_back(g * static_cast<std::size_t>(H),
                               std::string(g < q8::kGates ? "input part, gate " : "recurrent part, gate ") + kGate[g % 4]);
+  if (per_channel) {  // then each unit's (multiplier, shift), as prepare derives them
+    for (int g = 0; g < 2 * q8::kGates; ++g)
+      folded_marks.emplace_back(8 * static_cast<std::size_t>(H) + 2 * g * static_cast<std::size_t>(H),
+                                std::string(g < q8::kGates ? "input multipliers, gate " : "recurrent multipliers, gate ") +
+                                    kGate[g % 4]);
+  }
   write_array(out, "static const int32_t " + n + "_folded_bias", m.bias_storage.data(), m.bias_storage.size(),
               folded_marks);
   std::fprintf(out,
@@ -623,12 +649,13 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
   const bool written = std::ferror(out) == 0;
   if (std::fclose(out) != 0 || !written) return error(path + ": cannot write");
   std::size_t folded = 0;
-  for (const auto& l : st.layers) folded += 4 * l->bias_storage.size();
-  std::printf("%s: int8 LSTM I=%lld H=%lld%s, weights %lld bytes, folded biases %zu bytes%s\n", path.c_str(),
+  bool per_channel = false;
+  for (const auto& l : st.layers) folded += 4 * l->bias_storage.size(), per_channel |= q8::int8_lstm_per_channel(l->q);
+  std::printf("%s: int8 LSTM I=%lld H=%lld%s, weights %lld bytes, folded biases%s %zu bytes%s\n", path.c_str(),
               static_cast<long long>(I), static_cast<long long>(O),
               single ? "" : (", " + std::to_string(st.layers.size()) + " LSTM and " + std::to_string(st.dense.size()) +
                              " Dense layer(s)").c_str(),
-              weight_bytes, folded, sample_in.empty() ? "" : ", sample");
+              weight_bytes, per_channel ? " and per-channel multipliers" : "", folded, sample_in.empty() ? "" : ", sample");
   return 0;
 }
 

@@ -303,6 +303,9 @@ struct QuantizedLayer {
   std::vector<std::int8_t> w[q8::kGates], r[q8::kGates];
   std::vector<std::int32_t> b[q8::kGates];
   double w_scale[q8::kGates] = {}, r_scale[q8::kGates] = {}, b_scale[q8::kGates] = {};
+  /// --per-channel: each row's scales ([H] per gate; empty per tensor); w_scale, r_scale and
+  /// b_scale then hold their largest (for the summary line).
+  std::vector<double> w_scales[q8::kGates], r_scales[q8::kGates], b_scales[q8::kGates];
 };
 
 // Symmetric per tensor, narrow range: scale max|W|/127 (1 for an all-zero tensor), values
@@ -340,8 +343,25 @@ int cell_scale_log2(double c_abs, const std::string& where) {
   return k;
 }
 
+// Per output channel: each of the `rows` rows of `cols` values quantized as a tensor of its own
+// (quantize_weights); the rows' scales into *scales. Returns the largest.
+double quantize_rows(const float* w, std::int64_t rows, std::int64_t cols, std::vector<std::int8_t>* out,
+                     std::vector<double>* scales) {
+  out->resize(static_cast<std::size_t>(rows * cols));
+  scales->resize(static_cast<std::size_t>(rows));
+  std::vector<std::int8_t> row;
+  double largest = 0;
+  for (std::int64_t j = 0; j < rows; ++j) {
+    const double s = quantize_weights(w + j * cols, static_cast<std::size_t>(cols), &row);
+    std::copy(row.begin(), row.end(), out->begin() + j * cols);
+    (*scales)[static_cast<std::size_t>(j)] = s;
+    largest = std::max(largest, s);
+  }
+  return largest;
+}
+
 QuantizedLayer quantize_layer(const StackSpec& stack, int l, const float* canon, const Asymmetric& input,
-                              const LayerRanges& lr, double cell_clip) {
+                              const LayerRanges& lr, double cell_clip, bool per_channel) {
   QuantizedLayer q;
   q.I = layer_input_size(stack, l);
   q.H = stack.layers[l].hidden_size;
@@ -354,17 +374,28 @@ QuantizedLayer quantize_layer(const StackSpec& stack, int l, const float* canon,
                        orr = canonical_offset(stack, l, 0, ParamKind::recurrent_weight, g),
                        obw = canonical_offset(stack, l, 0, ParamKind::input_bias, g),
                        obr = canonical_offset(stack, l, 0, ParamKind::recurrent_bias, g);
-    q.w_scale[g] = quantize_weights(canon + ow, static_cast<std::size_t>(q.H * q.I), &q.w[g]);
-    q.r_scale[g] = quantize_weights(canon + orr, static_cast<std::size_t>(q.H * q.H), &q.r[g]);
-    // The bias (bW + bR: the model's two biases act as one) in int32 at scale s_W · s_x, the
-    // product of the two float32 scales (as the converter forms it; the double product can differ
-    // in the last bit).
-    q.b_scale[g] = static_cast<double>(static_cast<float>(q.w_scale[g])) * static_cast<double>(static_cast<float>(input.scale));
+    if (per_channel) {
+      q.w_scale[g] = quantize_rows(canon + ow, q.H, q.I, &q.w[g], &q.w_scales[g]);
+      q.r_scale[g] = quantize_rows(canon + orr, q.H, q.H, &q.r[g], &q.r_scales[g]);
+    } else {
+      q.w_scale[g] = quantize_weights(canon + ow, static_cast<std::size_t>(q.H * q.I), &q.w[g]);
+      q.r_scale[g] = quantize_weights(canon + orr, static_cast<std::size_t>(q.H * q.H), &q.r[g]);
+    }
+    // The bias (bW + bR: the model's two biases act as one) in int32 at scale s_W · s_x (per
+    // channel the row's s_W), the product of the two float32 scales (as the converter forms it;
+    // the double product can differ in the last bit).
+    const auto bias_scale = [&input](double ws) {
+      return static_cast<double>(static_cast<float>(ws)) * static_cast<double>(static_cast<float>(input.scale));
+    };
+    q.b_scale[g] = bias_scale(q.w_scale[g]);
     q.b[g].resize(static_cast<std::size_t>(q.H));
+    if (per_channel) q.b_scales[g].resize(static_cast<std::size_t>(q.H));
     for (std::int64_t j = 0; j < q.H; ++j) {
       const double b = static_cast<double>(canon[obw + j]) + static_cast<double>(canon[obr + j]);
+      const double bs = per_channel ? bias_scale(q.w_scales[g][static_cast<std::size_t>(j)]) : q.b_scale[g];
+      if (per_channel) q.b_scales[g][static_cast<std::size_t>(j)] = bs;
       q.b[g][static_cast<std::size_t>(j)] =
-          static_cast<std::int32_t>(std::min(std::max(std::round(b / q.b_scale[g]), -2147483648.0), 2147483647.0));
+          static_cast<std::int32_t>(std::min(std::max(std::round(b / bs), -2147483648.0), 2147483647.0));
     }
   }
   return q;
@@ -402,10 +433,26 @@ void add_layer(const QuantizedLayer& q, const LayerRanges& lr, const std::string
       {"calibration_c_absmax", num(lr.c_abs)},
   };
   for (const auto& kv : keys) meta->push_back({prefix + kv.first, kv.second});
+  const auto list = [](const std::vector<double>& v) {  // 9 digits: each float32 reads back exactly
+    std::string s;
+    char b[24];
+    for (double x : v) {
+      std::snprintf(b, sizeof b, "%s%.9g", s.empty() ? "" : ",", static_cast<double>(static_cast<float>(x)));
+      s += b;
+    }
+    return s;
+  };
   for (int g = 0; g < q8::kGates; ++g) {
-    meta->push_back({prefix + "w_" + kGateNames[g] + "_scale", f32s(q.w_scale[g])});
-    meta->push_back({prefix + "r_" + kGateNames[g] + "_scale", f32s(q.r_scale[g])});
-    meta->push_back({prefix + "b_" + kGateNames[g] + "_scale", f32s(q.b_scale[g])});
+    const std::string n = kGateNames[g];
+    if (q.w_scales[g].empty()) {
+      meta->push_back({prefix + "w_" + n + "_scale", f32s(q.w_scale[g])});
+      meta->push_back({prefix + "r_" + n + "_scale", f32s(q.r_scale[g])});
+      meta->push_back({prefix + "b_" + n + "_scale", f32s(q.b_scale[g])});
+    } else {  // per channel: a scale per unit, as the loader reads them (docs/int8.md)
+      meta->push_back({prefix + "w_" + n + "_scales", list(q.w_scales[g])});
+      meta->push_back({prefix + "r_" + n + "_scales", list(q.r_scales[g])});
+      meta->push_back({prefix + "b_" + n + "_scales", list(q.b_scales[g])});
+    }
   }
 }
 
@@ -414,7 +461,8 @@ void print_layer(const std::string& label, const QuantizedLayer& q) {
   std::printf("%squantization: input scale %.6g zp %d; h scale %.6g zp %d; cell scale 2^%d; cell clip %s\n", label.c_str(),
               q.input.scale, q.input.zero_point, q.output.scale, q.output.zero_point, q.cell_log2,
               q.cell_clip > 0 ? num(q.cell_clip).c_str() : "none");
-  std::printf("%sweight scales (i f c o): W %.6g %.6g %.6g %.6g; R %.6g %.6g %.6g %.6g\n", label.c_str(), q.w_scale[0],
+  std::printf("%s%sweight scales (i f c o): W %.6g %.6g %.6g %.6g; R %.6g %.6g %.6g %.6g\n", label.c_str(),
+              q.w_scales[0].empty() ? "" : "largest per-channel ", q.w_scale[0],
               q.w_scale[1], q.w_scale[2], q.w_scale[3], q.r_scale[0], q.r_scale[1], q.r_scale[2], q.r_scale[3]);
 }
 
@@ -478,7 +526,7 @@ void define_quantize(CLI::App& app, QuantizeOptions& o) {
       "model on the calibration data a step at a time, takes the ranges of x and of each layer's h\n"
       "and |c|, and chooses the quantization as TFLite's converter does for a Keras LSTM: x and h\n"
       "asymmetric int8 (a layer's input is the previous layer's output), weights symmetric int8 per\n"
-      "gate (max|W|/127), int32 biases, the cell state int16 with scale 2^(ceil(log2 max|c|) - 15)\n"
+      "gate (max|W|/127; --per-channel: per unit), int32 biases, the cell state int16 with scale 2^(ceil(log2 max|c|) - 15)\n"
       "(kept in 2^-15 .. 2^-9: finer, the integer LSTM computes no tanh of the cell). Then runs\n"
       "both models on the calibration data (and --eval) and prints the error of the int8 output\n"
       "against the float output. The int8 model takes float32 input [B, T, I] (batch-major, as\n"
@@ -524,6 +572,12 @@ void define_quantize(CLI::App& app, QuantizeOptions& o) {
       ->check(real_range(0.0, 1e30))
       ->type_name("C")
       ->default_str("the model's")
+      ->group("calibration");
+  app.add_flag("--per-channel", o.per_channel,
+               "a weight scale per unit (each row of each gate's input and\n"
+               "recurrent weights: max|row|/127) instead of per gate; rnncore's\n"
+               "extension (TFLite's integer LSTM is per tensor): the file runs in\n"
+               "`rnncore run`, the C API and export-c, not in LiteRT")
       ->group("calibration");
   app.add_option("--cell-range", o.cell_range,
                  "the steps whose |c| sets the cell scale: every step (the\n"
@@ -625,7 +679,7 @@ int cmd_quantize(int argc, char** argv) {
   std::vector<QuantizedLayer> layers;
   for (int l = 0; l < L; ++l)
     layers.push_back(quantize_layer(stack, l, canon, l == 0 ? asymmetric_int8(r.x_min, r.x_max) : layers.back().output,
-                                    r.layer[static_cast<std::size_t>(l)], clipped_stack.layers[l].cell_clip));
+                                    r.layer[static_cast<std::size_t>(l)], clipped_stack.layers[l].cell_clip, o.per_channel));
   if (write_model(o, model, cal, r, layers) != Status::ok) return error(rnncore_last_error_detail());
 
   // Read back and prepared exactly as `rnncore run` loads it: a scale the integer LSTM refuses is

@@ -21,6 +21,7 @@ struct QuantizeOptions {
   long long carry_state = 0;  ///< 0: every calibration row starts from a zero state; N: groups of N carry it
   double cell_clip = 0.0;     ///< --cell-clip (used only where given)
   std::string cell_range = "every-step";  ///< --cell-range: max|c| over every-step or batch-end (the converter's)
+  bool per_channel = false;  ///< --per-channel: a weight scale per unit (row) instead of per gate
 };
 
 /// The app of `rnncore quantize` (its options, bound to `o`, and help text).

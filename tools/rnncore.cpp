@@ -660,8 +660,11 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
                                     merge_names[static_cast<int>(layer->merge)]
                               : std::to_string(layer->hidden_size));
   }
-  std::printf("model: int8 LSTM (tflite_int8, LiteRT's 8x8_16 integer LSTM), I=%lld H=%lld%s, %s; cell scale %s\n",
-              static_cast<long long>(I), static_cast<long long>(H),
+  bool per_channel = false;
+  for (const auto& layer : stack.layers) per_channel |= q8::int8_lstm_per_channel(layer->q);
+  std::printf("model: int8 LSTM (tflite_int8, LiteRT's 8x8_16 integer LSTM%s), I=%lld H=%lld%s, %s; cell scale %s\n",
+              per_channel ? "; per-channel weight scales, rnncore's extension" : "", static_cast<long long>(I),
+              static_cast<long long>(H),
               (L > 1 || stack.bidirectional() ? ", " + std::to_string(L) + (L > 1 ? " layers (H " : " layer (H ") + sizes + ")"
                                               : std::string()).c_str(),
               stack.return_sequences ? "returns sequences" : "returns the last step", cells.c_str());

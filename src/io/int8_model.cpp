@@ -57,6 +57,25 @@ struct Meta {
     *out = static_cast<std::int32_t>(l);
     return true;
   }
+  // A comma-separated list of finite numbers (per-channel weight scales).
+  bool f32_list(const char* key, std::vector<float>* out) {
+    const std::string* list = get(key);
+    if (list == nullptr) return false;
+    out->clear();
+    for (std::size_t at = 0; at <= list->size();) {
+      const std::size_t comma = std::min(list->find(',', at), list->size());
+      const std::string item = list->substr(at, comma - at);
+      char* end = nullptr;
+      const double v = std::strtod(item.c_str(), &end);
+      if (item.empty() || *end != '\0' || !std::isfinite(v)) {
+        *error = file.path + ": metadata '" + prefix + key + "' has '" + item + "', expected a comma-separated list of numbers";
+        return false;
+      }
+      out->push_back(static_cast<float>(v));
+      at = comma + 1;
+    }
+    return true;
+  }
   bool flag(const char* key, const char* yes, const char* no, bool* out) {
     const std::string* v = get(key);
     if (v == nullptr) return false;
@@ -134,19 +153,34 @@ Status load_layer(const SafeTensors& file, const std::string& prefix, Int8Model*
   const std::int8_t* w[q8::kGates];
   const std::int8_t* r[q8::kGates];
   const std::int32_t* b[q8::kGates];
+  const bool per_channel = file.meta(prefix + "w_i_scales") != nullptr;
   for (int g = 0; g < q8::kGates; ++g) {
     const std::string n = kGateNames[g];
     Status s = tensor(file, prefix + "w_" + n, ElemType::i8, {H, I}, &out->w[g], error);
     if (s == Status::ok) s = tensor(file, prefix + "r_" + n, ElemType::i8, {H, H}, &out->r[g], error);
     if (s == Status::ok) s = tensor(file, prefix + "b_" + n, ElemType::i32, {H}, &out->b[g], error);
     if (s != Status::ok) return s;
-    if (!m.f32(("w_" + n + "_scale").c_str(), &q.w_scale[g]) || !m.f32(("r_" + n + "_scale").c_str(), &q.r_scale[g]))
+    if (per_channel) {  // rnncore quantize --per-channel: one scale per unit (row)
+      for (int part = 0; part < 2; ++part) {
+        const std::string key = (part == 0 ? "w_" : "r_") + n + "_scales";
+        std::vector<float>& list = (part == 0 ? out->w_scales : out->r_scales)[g];
+        if (!m.f32_list(key.c_str(), &list)) return Status::format;
+        if (list.size() != static_cast<std::size_t>(H)) {
+          *error = file.path + ": metadata '" + prefix + key + "' has " + std::to_string(list.size()) + " scales for " +
+                   std::to_string(H) + " units";
+          return Status::format;
+        }
+        (part == 0 ? q.w_scales : q.r_scales)[g] = list.data();
+      }
+    } else if (!m.f32(("w_" + n + "_scale").c_str(), &q.w_scale[g]) ||
+               !m.f32(("r_" + n + "_scale").c_str(), &q.r_scale[g])) {
       return Status::format;
+    }
     w[g] = out->w[g].data();
     r[g] = out->r[g].data();
     b[g] = out->b[g].data();
   }
-  out->bias_storage.assign(q8::int8_lstm_bias_words(H), 0);
+  out->bias_storage.assign(q8::int8_lstm_storage_words(q, H), 0);
   const Status s = q8::int8_lstm_prepare(q, I, H, w, r, b, out->bias_storage.data(), out->bias_storage.size(), &out->params);
   if (s != Status::ok) {
     *error = file.path + (prefix.empty() ? "" : " (layer " + prefix.substr(1, prefix.size() - 2) + ")") + ": " +
@@ -323,21 +357,7 @@ Status load_dense(const SafeTensors& file, int j, Int8Dense* out, std::string* e
       return Status::invalid_size;
     }
   }
-  const std::string* list = m.get("w_scales");
-  if (list == nullptr) return Status::format;
-  out->w_scales.clear();
-  for (std::size_t at = 0; at <= list->size();) {
-    const std::size_t comma = std::min(list->find(',', at), list->size());
-    const std::string item = list->substr(at, comma - at);
-    char* end = nullptr;
-    const double v = std::strtod(item.c_str(), &end);
-    if (item.empty() || *end != '\0' || !std::isfinite(v)) {
-      *error = file.path + ": metadata '" + prefix + "w_scales' has '" + item + "', expected a comma-separated list of numbers";
-      return Status::format;
-    }
-    out->w_scales.push_back(static_cast<float>(v));
-    at = comma + 1;
-  }
+  if (!m.f32_list("w_scales", &out->w_scales)) return Status::format;
   if (out->w_scales.size() != 1 && out->w_scales.size() != static_cast<std::size_t>(n)) {
     *error = file.path + ": metadata '" + prefix + "w_scales' has " + std::to_string(out->w_scales.size()) +
              " scales for " + std::to_string(n) + " outputs (1 or one per output)";

@@ -35,7 +35,9 @@ struct Int8Model {
   q8::Int8LstmQuantization q;
   std::vector<std::int8_t> w[q8::kGates], r[q8::kGates];
   std::vector<std::int32_t> b[q8::kGates];
-  std::vector<std::int32_t> bias_storage;
+  /// Per-channel weight scales ([H] per gate; empty per tensor), which q points into.
+  std::vector<float> w_scales[q8::kGates], r_scales[q8::kGates];
+  std::vector<std::int32_t> bias_storage;  ///< prepare's storage: folded biases (and per channel the multipliers)
   q8::Int8LstmParams params;
   /// A bidirectional layer (Keras Bidirectional; metadata l<k>.bidirectional): the backward
   /// direction, which reads the layer's input with the time axis reversed; this object is then the
