@@ -6,7 +6,8 @@
 // difference cancels start-up, weight set-up and each pass's fixed cost. It prints one line of
 // memory figures. BENCH_INT8: 0 the f32 LSTM, 1 the int8 LSTM, 2 the int8 LSTM with the scalar
 // kernel (i8_dot_rows_scalar), 3 the int8 kernel alone (the matrix-vector products of a step, in
-// the step's blocks, nothing else). Built with -DBENCH_INT8=0..3 -DBENCH_H=.. -DBENCH_T=.. -DBENCH_REPS=..; the
+// the step's blocks, nothing else), 4 the int8 LSTM with per-channel weight scales. Built with
+// -DBENCH_INT8=0..4 -DBENCH_H=.. -DBENCH_T=.. -DBENCH_REPS=..; the
 // step count and repetitions live in volatile variables so that every variant has the same code.
 // C++ without exceptions or RTTI, linked by the C driver like the firmware example (no libstdc++).
 #include <cstddef>
@@ -60,7 +61,12 @@ void report(const char* key, unsigned long value) {
 using namespace rnncore::q8;
 std::int8_t g_w[kGates][H * I], g_r[kGates][H * H];  // flash on a real part (const arrays)
 std::int32_t g_b[kGates][H];
+#if BENCH_INT8 == 4
+std::int32_t g_bias_storage[24 * H];  // effective biases and the units' multipliers (RAM)
+float g_row_scales[2][kGates][H];     // per-channel weight scales
+#else
 std::int32_t g_bias_storage[8 * H];  // effective biases (RAM)
+#endif
 std::int8_t g_x[BENCH_MAX_T * I];
 std::int8_t g_h[H], g_scratch[H];
 std::int16_t g_c[H];
@@ -80,6 +86,13 @@ int run() {
     q.w_scale[g] = 1.0f / 512;
     q.r_scale[g] = 1.0f / 512;
   }
+#if BENCH_INT8 == 4
+  for (int g = 0; g < kGates; ++g) {  // per channel: the scales above times 1 .. 1.75 by unit
+    for (int j = 0; j < H; ++j) g_row_scales[0][g][j] = g_row_scales[1][g][j] = (1.0f + 0.25f * (j % 4)) / 512;
+    q.w_scales[g] = g_row_scales[0][g];
+    q.r_scales[g] = g_row_scales[1][g];
+  }
+#endif
   q.state_scale = q.hidden_scale = 1.0f / 128;
   q.state_zp = q.hidden_zp = -5;
   q.cell_scale = 1.0f / 2048;  // 2^-11, as Keras conversions with a cell clip of 10
@@ -87,7 +100,7 @@ int run() {
   const std::int8_t* w[kGates] = {g_w[0], g_w[1], g_w[2], g_w[3]};
   const std::int8_t* r[kGates] = {g_r[0], g_r[1], g_r[2], g_r[3]};
   const std::int32_t* b[kGates] = {g_b[0], g_b[1], g_b[2], g_b[3]};
-  if (int8_lstm_prepare(q, I, H, w, r, b, g_bias_storage, 8 * H, &g_params) != rnncore::Status::ok) {
+  if (int8_lstm_prepare(q, I, H, w, r, b, g_bias_storage, sizeof g_bias_storage / 4, &g_params) != rnncore::Status::ok) {
     put("FAIL: int8_lstm_prepare");
     end_line();
     return 1;
