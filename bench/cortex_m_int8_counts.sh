@@ -78,9 +78,8 @@ image() {  # int8 H T R -> path of the image
   echo "$name"
 }
 
-count() {  # int8 H T R -> instructions of the whole emulated run; the image's report in .log
-  local f=$WORK/counts/lstm-$1-H$2-T$3-R$4 img
-  img=$(image "$@")
+emulate() {  # IMAGE COUNT_FILE -> the image's instructions (counted once per image; its report in COUNT_FILE.log)
+  local img=$1 f=$2
   if [ ! -s "$f" ] || [ "$img" -nt "$f" ]; then
     nice -n "$NICE" qemu-system-arm -M mps2-an386 -display none -serial null -monitor none -semihosting \
       -plugin "$plugin,out=$f.tmp" -d plugin -kernel "$img" >"$f.log" 2>&1 </dev/null ||
@@ -88,6 +87,12 @@ count() {  # int8 H T R -> instructions of the whole emulated run; the image's r
     mv "$f.tmp" "$f"
   fi
   cat "$f"
+}
+
+count() {  # int8 H T R -> instructions of the whole emulated run; the image's report in .log
+  local img
+  img=$(image "$@")
+  emulate "$img" "$WORK/counts/lstm-$1-H$2-T$3-R$4"
 }
 
 # CMSIS-NN (only with CMSIS_NN set): the LSTM's sources, compiled at -Os or -O2 into a library.
@@ -127,15 +132,9 @@ cmsis_image() {  # Os|O2 H T R check -> path of the image (check 1: also runs rn
   echo "$name"
 }
 cmsis_count() {  # Os|O2 H T R check -> instructions of the whole emulated run; the image's report in .log
-  local f=$WORK/counts/cmsis-$1-H$2-T$3-R$4-C$5 img
+  local img
   img=$(cmsis_image "$@")
-  if [ ! -s "$f" ] || [ "$img" -nt "$f" ]; then
-    nice -n "$NICE" qemu-system-arm -M mps2-an386 -display none -serial null -monitor none -semihosting \
-      -plugin "$plugin,out=$f.tmp" -d plugin -kernel "$img" >"$f.log" 2>&1 </dev/null ||
-      { cat "$f.log" >&2; exit 1; }
-    mv "$f.tmp" "$f"
-  fi
-  cat "$f"
+  emulate "$img" "$WORK/counts/cmsis-$1-H$2-T$3-R$4-C$5"
 }
 
 if [ "$BUILD_ONLY" = 1 ]; then

@@ -98,34 +98,41 @@ constexpr std::int16_t kMinus32Over17 = c16(-1010580540);  // −32/17, Q2.29
 constexpr std::int16_t kExpFactor[7] = {c16(1672461947), c16(1302514674), c16(790015084), c16(290630308),
                                         c16(39332535),   c16(720401),     c16(242)};
 
-// rdhm16 and sat16 evaluable at compile time (for the table below).
+// rdhm16 and sat16 evaluable at compile time (for the tables below), and the choice between them:
+// kConst the portable arithmetic, for constant evaluation; else the target's.
 constexpr std::int32_t rdhm16_portable(std::int32_t a, std::int32_t b) {
   const std::int32_t r = (a * b + (1 << 14)) >> 15;
   return r > kI16Max ? kI16Max : r;
+}
+constexpr std::int32_t sat16_portable(std::int32_t v) { return v < kI16Min ? kI16Min : (v > kI16Max ? kI16Max : v); }
+template <bool kConst>
+constexpr RNNCORE_Q8_INLINE std::int32_t mul16(std::int32_t a, std::int32_t b) {
+  if constexpr (kConst) {
+    return rdhm16_portable(a, b);
+  } else {
+    return rdhm16(a, b);
+  }
+}
+template <bool kConst>
+constexpr RNNCORE_Q8_INLINE std::int32_t saturate16(std::int32_t v) {
+  if constexpr (kConst) {
+    return sat16_portable(v);
+  } else {
+    return sat16(v);
+  }
 }
 
 // exp(a) for a in [−1/4, 0), Q0.15 in and out: fourth-order Taylor expansion around −1/8.
 // kConst: the portable arithmetic, for constant evaluation.
 template <bool kConst>
 constexpr std::int32_t exp_on_interval_quarter(std::int32_t a) {
-  const auto mul = [](std::int32_t u, std::int32_t v) {
-    if constexpr (kConst) {
-      return rdhm16_portable(u, v);
-    } else {
-      return rdhm16(u, v);
-    }
-  };
+  const auto mul = [](std::int32_t u, std::int32_t v) { return mul16<kConst>(u, v); };
   const std::int32_t x = a + (1 << 12);  // a + 1/8, in [−1/8, 1/8)
   const std::int32_t x2 = mul(x, x);
   const std::int32_t x3 = mul(x2, x);
   const std::int32_t x4 = mul(x2, x2);
   const std::int32_t poly = round_shift<1>(mul(round_shift<2>(x4) + x3, kOneThird) + x2);
-  const std::int32_t e = kExpMinusEighth + mul(kExpMinusEighth, x + poly);
-  if constexpr (kConst) {
-    return e < kI16Min ? kI16Min : (e > kI16Max ? kI16Max : e);
-  } else {
-    return sat16(e);
-  }
+  return saturate16<kConst>(kExpMinusEighth + mul(kExpMinusEighth, x + poly));
 }
 
 // exp on [−1/4, 0) at the multiples of 2^-12 (1,024 values, 2 KiB of flash): with 3 or more
@@ -179,22 +186,10 @@ RNNCORE_Q8_INLINE std::int32_t exp_on_negative_values(std::int32_t a) {
 // constant evaluation.
 template <bool kConst>
 constexpr std::int32_t reciprocal_of_half_denominator(std::int32_t half_denominator) {
-  const auto mul = [](std::int32_t u, std::int32_t v) {
-    if constexpr (kConst) {
-      return rdhm16_portable(u, v);
-    } else {
-      return rdhm16(u, v);
-    }
-  };
-  const auto times4 = [](std::int32_t v) {  // the saturating ·4 of Q0.15 → Q2.13
-    if constexpr (kConst) {
-      return v * 4 < kI16Min ? kI16Min : (v * 4 > kI16Max ? kI16Max : v * 4);
-    } else {
-      return sat16(v * 4);
-    }
-  };
+  const auto mul = [](std::int32_t u, std::int32_t v) { return mul16<kConst>(u, v); };
   std::int32_t x = k48Over17 + mul(half_denominator, kMinus32Over17);
-  for (int i = 0; i < 3; ++i) x += times4(mul(x, kOneQ2 - mul(half_denominator, x)));
+  // each iteration's correction goes from Q0.15 to Q2.13 by a saturating ·4
+  for (int i = 0; i < 3; ++i) x += saturate16<kConst>(mul(x, kOneQ2 - mul(half_denominator, x)) * 4);
   return x;
 }
 

@@ -249,12 +249,12 @@ bool read_int8_sample(const std::string& path, std::int64_t width, const char* w
 // folded) and per-gate pointer tables, with C names `n` (e.g. "m" or "m_l1") and macros `N`.
 void write_int8_lstm(std::FILE* out, const io::Int8Model& m, const std::string& n, const std::string& N) {
   std::fprintf(out,
-               "/** int32 words of %s_folded_bias (with per-channel scales the units' multipliers too), and\n"
-               " * bytes of a run's scratch. */\n"
+               "/** int32 words of %s_folded_bias%s, and bytes of a run's scratch. */\n"
                "#define %s_BIAS_WORDS %zu\n#define %s_SCRATCH_BYTES %zu\n"
                "/** A run starts from LiteRT's initial state: every h = %s_STATE_ZERO_POINT, every c = 0. */\n"
                "#define %s_STATE_ZERO_POINT %d\n",
-               n.c_str(), N.c_str(), q8::int8_lstm_storage_words(m.q, m.hidden_size), N.c_str(),
+               n.c_str(), q8::int8_lstm_per_channel(m.q) ? " (and the units' multipliers)" : "", N.c_str(),
+               q8::int8_lstm_storage_words(m.q, m.hidden_size), N.c_str(),
                q8::int8_lstm_scratch_bytes(m.hidden_size), N.c_str(), N.c_str(), static_cast<int>(m.q.state_zp));
 }
 
