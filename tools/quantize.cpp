@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -124,7 +125,8 @@ struct LayerRanges {
 };
 struct Ranges {
   double x_min = INFINITY, x_max = -INFINITY;
-  std::vector<LayerRanges> layer;
+  std::vector<LayerRanges> layer;     ///< each layer's (a bidirectional one's forward direction)
+  std::vector<LayerRanges> backward;  ///< a bidirectional layer's backward direction (else unused)
   /// |c| only at the last step of each group of rows run together (--cell-range batch-end, as
   /// TFLite's calibration logs the LSTM's variable cell state once per invoke); else every step.
   bool cell_at_batch_end = false;
@@ -216,6 +218,106 @@ Status run_float_data(Model& net, const StackSpec& stack, const Data& d, std::in
   return Status::ok;
 }
 
+bool has_bidirectional(const StackSpec& stack) {
+  for (int l = 0; l < stack.num_layers; ++l)
+    if (stack.layers[l].direction != Direction::unidirectional) return true;
+  return false;
+}
+
+// One direction of layer l as a one-layer unidirectional LSTM (the layer's width and clip) and its
+// canonical weights, copied from the stack's.
+void direction_as_layer(const StackSpec& stack, const float* canon, int l, int dir, StackSpec* one,
+                        std::vector<float>* weights) {
+  *one = StackSpec{};
+  one->input_size = layer_input_size(stack, l);
+  one->num_layers = 1;
+  one->layers[0] = stack.layers[l];
+  one->layers[0].direction = Direction::unidirectional;
+  weights->assign(static_cast<std::size_t>(param_count(*one)), 0.0f);
+  const std::int64_t H = one->layers[0].hidden_size, I = one->input_size;
+  for (ParamKind k : {ParamKind::input_weight, ParamKind::recurrent_weight, ParamKind::input_bias, ParamKind::recurrent_bias})
+    for (int g = 0; g < q8::kGates; ++g) {
+      const std::int64_t n = k == ParamKind::input_weight ? H * I : k == ParamKind::recurrent_weight ? H * H : H;
+      std::memcpy(weights->data() + canonical_offset(*one, 0, 0, k, g), canon + canonical_offset(stack, l, dir, k, g),
+                  static_cast<std::size_t>(n) * sizeof(float));
+    }
+}
+
+// x [T, B, W] with its steps in reverse order.
+std::vector<float> reversed_steps(const std::vector<float>& x, std::int64_t T) {
+  std::vector<float> r(x.size());
+  const std::size_t step = x.size() / static_cast<std::size_t>(T);
+  for (std::int64_t t = 0; t < T; ++t)
+    std::memcpy(&r[static_cast<std::size_t>(T - 1 - t) * step], &x[static_cast<std::size_t>(t) * step], step * sizeof(float));
+  return r;
+}
+
+// One direction of layer l of a stack on the layer's input `in` [T, B, I_l] (the backward one on it
+// reversed in time, its output reversed back): y [T, B, H_l] into columns dir·H_l of `out`
+// [T, B, D·H_l], and (r not null) the direction's ranges into *lr.
+Status run_direction(const StackSpec& stack, const float* canon, int l, int dir, const Data& in, std::int64_t group,
+                     bool cell_at_batch_end, Data* out, LayerRanges* lr, const char* what) {
+  StackSpec one;
+  std::vector<float> w, y;
+  direction_as_layer(stack, canon, l, dir, &one, &w);
+  PlanOptions opt;
+  opt.max_batch = static_cast<std::int32_t>(in.B);
+  opt.max_seq_len = 1;
+  Model net;
+  Status s = Model::create(one, opt, w.data(), &net);
+  if (s != Status::ok) return s;
+  Data x = in;
+  if (dir == 1) x.x = reversed_steps(in.x, in.T);
+  Ranges r;
+  r.layer.resize(1);
+  r.cell_at_batch_end = cell_at_batch_end;
+  if ((s = run_float_data(net, one, x, group, &y, lr != nullptr ? &r : nullptr, what)) != Status::ok) return s;
+  if (dir == 1) y = reversed_steps(y, in.T);
+  if (lr != nullptr) *lr = r.layer[0];
+  const std::int64_t H = one.layers[0].hidden_size, W = H * num_directions(stack.layers[l]);
+  for (std::int64_t row = 0; row < in.T * in.B; ++row)
+    std::memcpy(&out->x[static_cast<std::size_t>(row * W + dir * H)], &y[static_cast<std::size_t>(row * H)],
+                static_cast<std::size_t>(H) * sizeof(float));
+  return Status::ok;
+}
+
+// The float stack layer by layer (a stack with a bidirectional layer, whose backward direction
+// cannot stream forward in time): each layer's directions over the whole of the previous layer's
+// output (run_direction: a step at a time, groups as run_float_data), then the next layer on their
+// concatenation [forward h, backward h]. y: the last layer's [T, B, W]; r (if not null): x's range
+// and every direction's.
+Status run_float_by_layer(const StackSpec& stack, const float* canon, const Data& d, std::int64_t group,
+                          std::vector<float>* y, Ranges* r, const char* what) {
+  if (r != nullptr) {
+    for (float v : d.x) {
+      r->x_min = std::min(r->x_min, static_cast<double>(v));
+      r->x_max = std::max(r->x_max, static_cast<double>(v));
+    }
+    r->backward.resize(r->layer.size());
+  }
+  Data in = d;
+  for (int l = 0; l < stack.num_layers; ++l) {
+    const int D = num_directions(stack.layers[l]);
+    Data out = in;
+    out.x.assign(static_cast<std::size_t>(in.T * in.B * D * stack.layers[l].hidden_size), 0.0f);
+    for (int dir = 0; dir < D; ++dir) {
+      LayerRanges* lr = r == nullptr ? nullptr : dir == 0 ? &r->layer[static_cast<std::size_t>(l)] : &r->backward[static_cast<std::size_t>(l)];
+      const Status s = run_direction(stack, canon, l, dir, in, group, r != nullptr && r->cell_at_batch_end, &out, lr, what);
+      if (s != Status::ok) return s;
+    }
+    in = std::move(out);
+  }
+  *y = std::move(in.x);
+  return Status::ok;
+}
+
+// The float model on a data set (run_float_data; a stack with a bidirectional layer layer by layer).
+Status run_float_model(Model& net, const StackSpec& stack, const float* canon, const Data& d, std::int64_t group,
+                       std::vector<float>* y, Ranges* r, const char* what) {
+  return has_bidirectional(stack) ? run_float_by_layer(stack, canon, d, group, y, r, what)
+                                  : run_float_data(net, stack, d, group, y, r, what);
+}
+
 // The error of the quantized model's dequantized output against the float output.
 struct Accuracy {
   double max_abs = 0, rms = 0, range = 0, snr_db = 0;
@@ -227,7 +329,7 @@ struct Accuracy {
 Accuracy measure(const io::Int8Stack& m, const Data& d, const std::vector<float>& y_float) {
   const io::Int8Model& first = *m.layers.front();
   const io::Int8Model& last = *m.layers.back();
-  const std::int64_t T = d.T, B = d.B, I = first.input_size, H = last.hidden_size;
+  const std::int64_t T = d.T, B = d.B, I = first.input_size, H = last.output_size();
   std::vector<std::int8_t> xq(static_cast<std::size_t>(B * T * I)), yq(static_cast<std::size_t>(B * T * H));
   for (std::int64_t b = 0; b < B; ++b)  // the int8 model takes [B, T, I]
     for (std::int64_t t = 0; t < T; ++t)
@@ -284,7 +386,6 @@ std::string refusal(const StackSpec& stack) {
     const std::string at = stack.num_layers > 1 ? " (layer " + std::to_string(l) + ")" : std::string();
     if (ls.mode != Mode::lstm)
       return (ls.mode == Mode::gru ? std::string("a GRU") : std::string("an Elman RNN (") + to_string(ls.mode) + ")") + at;
-    if (ls.direction != Direction::unidirectional) return "a bidirectional LSTM" + at;
     if (ls.proj_size > 0) return "an LSTM with a projection (proj_size " + std::to_string(ls.proj_size) + ")" + at;
     if (ls.peepholes) return "an LSTM with peepholes" + at;
     for (int k = 0; k < ls.num_wrappers; ++k)
@@ -306,6 +407,11 @@ struct QuantizedLayer {
   /// --per-channel: each row's scales ([H] per gate; empty per tensor); w_scale, r_scale and
   /// b_scale then hold their largest (for the summary line).
   std::vector<double> w_scales[q8::kGates], r_scales[q8::kGates], b_scales[q8::kGates];
+  /// A bidirectional layer's backward direction (this one is the forward direction); its output
+  /// has this one's quantization (the concatenation copies both directions' bytes).
+  std::unique_ptr<QuantizedLayer> backward;
+  /// The layer's output width: H, or both directions' H.
+  std::int64_t width() const { return H + (backward ? backward->H : 0); }
 };
 
 // Symmetric per tensor, narrow range: scale max|W|/127 (1 for an all-zero tensor), values
@@ -360,20 +466,23 @@ double quantize_rows(const float* w, std::int64_t rows, std::int64_t cols, std::
   return largest;
 }
 
-QuantizedLayer quantize_layer(const StackSpec& stack, int l, const float* canon, const Asymmetric& input,
-                              const LayerRanges& lr, double cell_clip, bool per_channel) {
+// Direction `dir` of layer l: its weights and biases, output (h) quantization `output`, the cell
+// scale from max|c| `c_abs` (`where`: "" or " (layer l)" for the notes).
+QuantizedLayer quantize_direction(const StackSpec& stack, int l, int dir, const float* canon, const Asymmetric& input,
+                                  const Asymmetric& output, double c_abs, const std::string& where, double cell_clip,
+                                  bool per_channel) {
   QuantizedLayer q;
   q.I = layer_input_size(stack, l);
   q.H = stack.layers[l].hidden_size;
   q.input = input;
-  q.output = asymmetric_int8(lr.h_min, lr.h_max);  // the initial h = 0 is in the range too
-  q.cell_log2 = cell_scale_log2(lr.c_abs, stack.num_layers > 1 ? " (layer " + std::to_string(l) + ")" : "");
+  q.output = output;
+  q.cell_log2 = cell_scale_log2(c_abs, where);
   q.cell_clip = cell_clip;
   for (int g = 0; g < q8::kGates; ++g) {  // canonical gates i, f, g, o = TFLite's i, f, c, o
-    const std::int64_t ow = canonical_offset(stack, l, 0, ParamKind::input_weight, g),
-                       orr = canonical_offset(stack, l, 0, ParamKind::recurrent_weight, g),
-                       obw = canonical_offset(stack, l, 0, ParamKind::input_bias, g),
-                       obr = canonical_offset(stack, l, 0, ParamKind::recurrent_bias, g);
+    const std::int64_t ow = canonical_offset(stack, l, dir, ParamKind::input_weight, g),
+                       orr = canonical_offset(stack, l, dir, ParamKind::recurrent_weight, g),
+                       obw = canonical_offset(stack, l, dir, ParamKind::input_bias, g),
+                       obr = canonical_offset(stack, l, dir, ParamKind::recurrent_bias, g);
     if (per_channel) {
       q.w_scale[g] = quantize_rows(canon + ow, q.H, q.I, &q.w[g], &q.w_scales[g]);
       q.r_scale[g] = quantize_rows(canon + orr, q.H, q.H, &q.r[g], &q.r_scales[g]);
@@ -398,6 +507,25 @@ QuantizedLayer quantize_layer(const StackSpec& stack, int l, const float* canon,
           static_cast<std::int32_t>(std::min(std::max(std::round(b / bs), -2147483648.0), 2147483647.0));
     }
   }
+  return q;
+}
+
+// Layer l's quantization: h asymmetric int8 over its calibrated range (the initial h = 0 is in the
+// range too). A bidirectional layer's two directions share one: LiteRT's CONCATENATION copies both
+// directions' int8 outputs without requantizing, so it is the union of their ranges.
+QuantizedLayer quantize_layer(const StackSpec& stack, int l, const float* canon, const Asymmetric& input, const Ranges& r,
+                              double cell_clip, bool per_channel) {
+  const LayerRanges& f = r.layer[static_cast<std::size_t>(l)];
+  const std::string where = stack.num_layers > 1 ? " (layer " + std::to_string(l) : std::string();
+  if (num_directions(stack.layers[l]) == 1)
+    return quantize_direction(stack, l, 0, canon, input, asymmetric_int8(f.h_min, f.h_max), f.c_abs,
+                              where.empty() ? where : where + ")", cell_clip, per_channel);
+  const LayerRanges& b = r.backward[static_cast<std::size_t>(l)];
+  const Asymmetric output = asymmetric_int8(std::min(f.h_min, b.h_min), std::max(f.h_max, b.h_max));
+  const std::string in = where.empty() ? " (" : where + ", ";
+  QuantizedLayer q = quantize_direction(stack, l, 0, canon, input, output, f.c_abs, in + "forward)", cell_clip, per_channel);
+  q.backward.reset(new QuantizedLayer(
+      quantize_direction(stack, l, 1, canon, input, output, b.c_abs, in + "backward)", cell_clip, per_channel)));
   return q;
 }
 
@@ -456,8 +584,8 @@ void add_layer(const QuantizedLayer& q, const LayerRanges& lr, const std::string
   }
 }
 
-// A layer's quantization on stdout (`label`: "" or "layer l: ").
-void print_layer(const std::string& label, const QuantizedLayer& q) {
+// A layer's (or direction's) quantization on stdout (`label`: "" or "layer l: ").
+void print_direction(const std::string& label, const QuantizedLayer& q) {
   std::printf("%squantization: input scale %.6g zp %d; h scale %.6g zp %d; cell scale 2^%d; cell clip %s\n", label.c_str(),
               q.input.scale, q.input.zero_point, q.output.scale, q.output.zero_point, q.cell_log2,
               q.cell_clip > 0 ? num(q.cell_clip).c_str() : "none");
@@ -466,11 +594,45 @@ void print_layer(const std::string& label, const QuantizedLayer& q) {
               q.w_scale[1], q.w_scale[2], q.w_scale[3], q.r_scale[0], q.r_scale[1], q.r_scale[2], q.r_scale[3]);
 }
 
+// Layer l's quantization on stdout, a bidirectional layer's a line pair per direction.
+void print_layer(int L, int l, const QuantizedLayer& q) {
+  const std::string label = L > 1 ? "layer " + std::to_string(l) : std::string();
+  if (!q.backward) {
+    print_direction(label.empty() ? label : label + ": ", q);
+    return;
+  }
+  print_direction(label.empty() ? "forward: " : label + " forward: ", q);
+  print_direction(label.empty() ? "backward: " : label + " backward: ", *q.backward);
+}
+
+// A bidirectional layer's keys and tensors under `prefix` ("l<k>."), as
+// tools/tflite_to_safetensors.py writes a Keras Bidirectional (concat): each direction's under
+// "fw." and "bw.", then the layer's (I; H, the concatenation's width; the input's and the
+// concatenation's quantization, which is both directions' output state's).
+void add_bidirectional(const QuantizedLayer& q, const LayerRanges& f, const LayerRanges& b, const std::string& prefix,
+                       std::vector<io::TensorToWrite>* tensors, Metadata* meta) {
+  add_layer(q, f, prefix + "fw.", tensors, meta);
+  add_layer(*q.backward, b, prefix + "bw.", tensors, meta);
+  const Metadata keys = {
+      {"bidirectional", "concat"},
+      {"I", std::to_string(q.I)},
+      {"H", std::to_string(q.width())},
+      {"input_scale", f32s(q.input.scale)},
+      {"input_zp", std::to_string(q.input.zero_point)},
+      {"output_scale", f32s(q.output.scale)},
+      {"output_zp", std::to_string(q.output.zero_point)},
+  };
+  for (const auto& kv : keys) meta->push_back({prefix + kv.first, kv.second});
+}
+
 // The int8 model file: top-level keys, then each layer's (docs/int8.md, "The model file"; a stack
-// as the converter writes one: metadata layers = L and every layer's keys and tensors under "l<k>.").
+// as the converter writes one: metadata layers = L and every layer's keys and tensors under "l<k>.";
+// so is a single bidirectional layer, which the loader reads only under a prefix).
 Status write_model(const QuantizeOptions& o, const io::LoadedModel& model, const Data& cal, const Ranges& r,
                    const std::vector<QuantizedLayer>& layers) {
   const int L = static_cast<int>(layers.size());
+  bool prefixed = L > 1;
+  for (const QuantizedLayer& q : layers) prefixed = prefixed || q.backward != nullptr;
   Metadata meta = {
       {"format", "tflite_int8"},
       {"op", "UNIDIRECTIONAL_SEQUENCE_LSTM"},
@@ -489,19 +651,24 @@ Status write_model(const QuantizeOptions& o, const io::LoadedModel& model, const
       {"calibration_x_min", num(r.x_min)},
       {"calibration_x_max", num(r.x_max)},
   };
-  if (L > 1) {  // the stack's input and output, as the first and the last layer's
+  if (prefixed) {  // the stack's input and output, as the first and the last layer's
     meta.push_back({"layers", std::to_string(L)});
     meta.push_back({"I", std::to_string(layers.front().I)});
-    meta.push_back({"H", std::to_string(layers.back().H)});
+    meta.push_back({"H", std::to_string(layers.back().width())});
     meta.push_back({"input_scale", f32s(layers.front().input.scale)});
     meta.push_back({"input_zp", std::to_string(layers.front().input.zero_point)});
     meta.push_back({"output_scale", f32s(layers.back().output.scale)});
     meta.push_back({"output_zp", std::to_string(layers.back().output.zero_point)});
   }
   std::vector<io::TensorToWrite> tensors;
-  for (int l = 0; l < L; ++l)
-    add_layer(layers[static_cast<std::size_t>(l)], r.layer[static_cast<std::size_t>(l)],
-              L > 1 ? "l" + std::to_string(l) + "." : std::string(), &tensors, &meta);
+  for (int l = 0; l < L; ++l) {
+    const std::size_t k = static_cast<std::size_t>(l);
+    const std::string prefix = prefixed ? "l" + std::to_string(l) + "." : std::string();
+    if (layers[k].backward)
+      add_bidirectional(layers[k], r.layer[k], r.backward[k], prefix, &tensors, &meta);
+    else
+      add_layer(layers[k], r.layer[k], prefix, &tensors, &meta);
+  }
   return io::write_safetensors(o.output.c_str(), tensors, meta) == RNNCORE_OK ? Status::ok : Status::io;
 }
 
@@ -513,6 +680,38 @@ std::string describe_stack(const StackSpec& stack) {
     if (stack.layers[l].cell_clip > 0)
       d += ", cell_clip " + num(stack.layers[l].cell_clip) + (stack.num_layers > 1 ? " (layer " + std::to_string(l) + ")" : "");
   return d;
+}
+
+// "one unidirectional layer", "2 bidirectional layers", "3 layers (bidirectional, unidirectional, ...)".
+std::string describe_layers(const StackSpec& stack) {
+  const int L = stack.num_layers;
+  std::string kinds;
+  bool mixed = false;
+  for (int l = 0; l < L; ++l) {
+    kinds += std::string(l ? ", " : "") + (num_directions(stack.layers[l]) == 2 ? "bidirectional" : "unidirectional");
+    mixed = mixed || stack.layers[l].direction != stack.layers[0].direction;
+  }
+  const std::string kind = num_directions(stack.layers[0]) == 2 ? "bidirectional" : "unidirectional";
+  if (L == 1) return "one " + kind + " layer";
+  return mixed ? std::to_string(L) + " layers (" + kinds + ")" : std::to_string(L) + " " + kind + " layers";
+}
+
+// What the calibration saw of each layer: ", h in [..], max|c| .." or "; layer l: ..." each, a
+// bidirectional layer's per direction.
+std::string describe_ranges(const StackSpec& stack, const Ranges& r) {
+  const int L = stack.num_layers;
+  std::string seen;
+  for (int l = 0; l < L; ++l)
+    for (int dir = 0; dir < num_directions(stack.layers[l]); ++dir) {
+      const LayerRanges& lr = (dir == 0 ? r.layer : r.backward)[static_cast<std::size_t>(l)];
+      std::string label = L > 1 ? "layer " + std::to_string(l) : std::string();
+      if (num_directions(stack.layers[l]) == 2) label += std::string(label.empty() ? "" : " ") + (dir ? "backward" : "forward");
+      char b[160];
+      std::snprintf(b, sizeof b, "%sh in [%.6g, %.6g], max|c| %.6g", label.empty() ? ", " : ("; " + label + ": ").c_str(),
+                    lr.h_min, lr.h_max, lr.c_abs);
+      seen += b;
+    }
+  return seen;
 }
 
 }  // namespace
@@ -612,9 +811,9 @@ int cmd_quantize(int argc, char** argv) {
   const int L = stack.num_layers;
   const std::string refuse = refusal(stack);
   if (!refuse.empty())
-    return error(o.weights + ": " + refuse + "; rnncore quantize takes unidirectional LSTM layers without projection or "
-                 "peepholes (what the int8 LSTM runs; docs/int8.md)");
-  const std::int64_t I = stack.input_size, H = stack.layers[L - 1].hidden_size;
+    return error(o.weights + ": " + refuse + "; rnncore quantize takes LSTM layers (unidirectional or bidirectional) "
+                 "without projection or peepholes (what the int8 LSTM runs; docs/int8.md)");
+  const std::int64_t I = stack.input_size, H = stack.layers[L - 1].hidden_size * num_directions(stack.layers[L - 1]);
   const float* canon = reinterpret_cast<const float*>(model.canonical.data());
   for (std::size_t k = 0; k < model.canonical.size() / sizeof(float); ++k)
     if (!std::isfinite(canon[k])) return error(o.weights + ": a weight is " + num(canon[k]) + "; a model to quantize must be finite");
@@ -646,40 +845,33 @@ int cmd_quantize(int argc, char** argv) {
   if (reclipped && (s = Model::create(clipped_stack, opt, model.canonical.data(), &clipped)) != Status::ok)
     return error(o.weights + ": " + last_error_detail());
   Model& cal_net = reclipped ? clipped : net;
-  std::printf("model: LSTM, %s, %s (%s weights, prefix '%s')\n",
-              L == 1 ? "one unidirectional layer" : (std::to_string(L) + " unidirectional layers").c_str(),
+  std::printf("model: LSTM, %s, %s (%s weights, prefix '%s')\n", describe_layers(stack).c_str(),
               describe_stack(stack).c_str(), to_string(model.format), model.prefix.c_str());
 
   // Calibration: the float model's ranges.
   const auto t0 = Clock::now();
   Ranges r;
   r.layer.resize(static_cast<std::size_t>(L));
+  r.backward.resize(static_cast<std::size_t>(L));
   r.cell_at_batch_end = o.cell_range == "batch-end";
   std::vector<float> y_cal, y_ev;
-  if ((s = run_float_data(cal_net, clipped_stack, cal, group, &y_cal, &r, "calibration")) != Status::ok)
+  if ((s = run_float_model(cal_net, clipped_stack, canon, cal, group, &y_cal, &r, "calibration")) != Status::ok)
     return error(last_error_detail());
-  std::string seen;
-  for (int l = 0; l < L; ++l) {
-    const LayerRanges& lr = r.layer[static_cast<std::size_t>(l)];
-    char b[160];
-    std::snprintf(b, sizeof b, "%sh in [%.6g, %.6g], max|c| %.6g", L > 1 ? ("; layer " + std::to_string(l) + ": ").c_str() : ", ",
-                  lr.h_min, lr.h_max, lr.c_abs);
-    seen += b;
-  }
+  const std::string seen = describe_ranges(stack, r);
   std::printf("calibration: %s, T=%lld B=%lld (%lld steps of a row)%s, %.3f s: x in [%.6g, %.6g]%s\n", o.calibration.c_str(),
               static_cast<long long>(cal.T), static_cast<long long>(cal.B), static_cast<long long>(cal.T * cal.B),
               group > 0 ? (", groups of " + std::to_string(group) + " rows carrying the state").c_str() : "",
               std::chrono::duration<double>(Clock::now() - t0).count(), r.x_min, r.x_max, seen.c_str());
   // The accuracy compares runs from a zero state, as the int8 model runs.
-  if ((group > 0 || reclipped) && (s = run_float_data(net, stack, cal, 0, &y_cal, nullptr, "calibration")) != Status::ok)
+  if ((group > 0 || reclipped) && (s = run_float_model(net, stack, canon, cal, 0, &y_cal, nullptr, "calibration")) != Status::ok)
     return error(last_error_detail());
 
   // The quantization (docs/int8.md, "Quantizing a float LSTM"): layer l > 0 reads layer l−1's int8
   // output as it is, so its input takes that output's quantization.
   std::vector<QuantizedLayer> layers;
   for (int l = 0; l < L; ++l)
-    layers.push_back(quantize_layer(stack, l, canon, l == 0 ? asymmetric_int8(r.x_min, r.x_max) : layers.back().output,
-                                    r.layer[static_cast<std::size_t>(l)], clipped_stack.layers[l].cell_clip, o.per_channel));
+    layers.push_back(quantize_layer(stack, l, canon, l == 0 ? asymmetric_int8(r.x_min, r.x_max) : layers.back().output, r,
+                                    clipped_stack.layers[l].cell_clip, o.per_channel));
   if (write_model(o, model, cal, r, layers) != Status::ok) return error(rnncore_last_error_detail());
 
   // Read back and prepared exactly as `rnncore run` loads it: a scale the integer LSTM refuses is
@@ -692,14 +884,16 @@ int cmd_quantize(int argc, char** argv) {
     return error(err + " (the quantization chosen from the calibration is not one the integer LSTM runs; " + o.output +
                  " removed)");
   }
-  for (int l = 0; l < L; ++l) print_layer(L > 1 ? "layer " + std::to_string(l) + ": " : "", layers[static_cast<std::size_t>(l)]);
+  for (int l = 0; l < L; ++l) print_layer(L, l, layers[static_cast<std::size_t>(l)]);
   std::printf("wrote %s: int8 LSTM%s (format tflite_int8), float32 input [B, T, %lld] (batch-major), int8 output [B, T, %lld]\n",
-              o.output.c_str(), L > 1 ? (", " + std::to_string(L) + " layers").c_str() : "", static_cast<long long>(I),
+              o.output.c_str(), L > 1 || has_bidirectional(stack) ? (", " + describe_layers(stack)).c_str() : "",
+              static_cast<long long>(I),
               static_cast<long long>(H));
 
   print_accuracy("calibration data", cal, H, measure(qm, cal, y_cal));
   if (!o.eval.empty()) {
-    if ((s = run_float_data(net, stack, ev, 0, &y_ev, nullptr, "evaluation")) != Status::ok) return error(last_error_detail());
+    if ((s = run_float_model(net, stack, canon, ev, 0, &y_ev, nullptr, "evaluation")) != Status::ok)
+      return error(last_error_detail());
     print_accuracy("evaluation data", ev, H, measure(qm, ev, y_ev));
   }
   return 0;
