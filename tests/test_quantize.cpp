@@ -552,6 +552,134 @@ TEST_CASE("quantize: the bundled PyTorch model (two layers) runs within the stat
   CHECK(printed(rq.out, "(calibration data", "snr_db=") > 35.0);  // measured 43.0
 }
 
+// The int8 weights of one gate of `kind` ("w" or "r") of layer prefix `at` ("l0.fw." ...) against
+// PyTorch's float rows g·H .. (g+1)·H of `W` (per gate: round(W / scale) at the file's scale).
+int wrong_weights(const io::SafeTensors& f, const std::string& at, const char* kind, const char* gate, int g,
+                  const std::vector<float>& W, int H, int cols) {
+  const std::vector<std::int8_t> wq = tensor_of<std::int8_t>(f, at + kind + "_" + gate, io::ElemType::i8);
+  REQUIRE(wq.size() == static_cast<std::size_t>(H * cols));
+  const double s = meta_f32(f, (at + kind + "_" + gate + "_scale").c_str());
+  int wrong = 0;
+  for (int k = 0; k < H * cols; ++k) wrong += wq[k] != static_cast<int>(std::round(W[g * H * cols + k] / s));
+  return wrong;
+}
+
+TEST_CASE("quantize: a PyTorch bidirectional LSTM stack (concat); both directions share h's quantization; run, export-c") {
+  // lstm_bi2_I5_H10.safetensors: nn.LSTM(5, 10, num_layers=2, bidirectional=True) (PyTorch's output
+  // at each step is [forward h, backward h], 20 wide; layer 1 reads layer 0's); make_quantize_bidi_data.py.
+  const std::string d = temp_dir(), q = d + "/qb.safetensors", w = src(kData + "lstm_bi2_I5_H10.safetensors");
+  const std::string args = "quantize --weights " + w + " --calibration " + src(kData + "bidi_calib.npy") + " --eval " +
+                           src(kData + "bidi_eval.npy");
+  const Result r = run(args + " --output " + q);
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("model: LSTM, 2 bidirectional layers, input 5, hidden 10, 10") != std::string::npos);
+  const io::SafeTensors f = read_file(q), m = read_file(w);
+  CHECK(*f.meta("layers") == "2");
+  CHECK(meta_int(f, "I") == 5);
+  CHECK(meta_int(f, "H") == 20);
+  const int H = 10;
+  for (int l = 0; l < 2; ++l) {
+    const std::string at = "l" + std::to_string(l) + ".";
+    INFO(at);
+    CHECK(*f.meta((at + "bidirectional").c_str()) == "concat");
+    CHECK(meta_int(f, (at + "I").c_str()) == (l == 0 ? 5 : 20));
+    CHECK(meta_int(f, (at + "H").c_str()) == 20);
+    // The concatenation copies both directions' bytes: one quantization for both output states,
+    // asymmetric int8 over the union of their calibrated h ranges.
+    double lo = 0, hi = 0;
+    for (const char* dir : {"fw.", "bw."}) {
+      const std::string p = at + dir;
+      for (const char* key : {"output_state_scale", "output_scale", "hidden_scale"})
+        CHECK(meta_f32(f, (p + key).c_str()) == meta_f32(f, (at + "output_scale").c_str()));
+      for (const char* key : {"output_state_zp", "output_zp", "hidden_zp"})
+        CHECK(meta_int(f, (p + key).c_str()) == meta_int(f, (at + "output_zp").c_str()));
+      CHECK(meta_f32(f, (p + "input_scale").c_str()) == meta_f32(f, (at + "input_scale").c_str()));
+      lo = std::min(lo, std::strtod(f.meta((p + "calibration_h_min").c_str())->c_str(), nullptr));
+      hi = std::max(hi, std::strtod(f.meta((p + "calibration_h_max").c_str())->c_str(), nullptr));
+      // each direction's cell scale from its own max|c|
+      const double c_abs = std::strtod(f.meta((p + "calibration_c_absmax").c_str())->c_str(), nullptr);
+      CHECK(meta_f32(f, (p + "cell_scale").c_str()) == std::ldexp(1.0f, std::max(-15, static_cast<int>(std::ceil(std::log2(c_abs))) - 15)));
+    }
+    CHECK(meta_f32(f, (at + "output_scale").c_str()) == doctest::Approx((hi - lo) / 255.0).epsilon(1e-6));
+    CHECK(std::strtod(f.meta((at + "fw.calibration_h_max").c_str())->c_str(), nullptr) !=
+          std::strtod(f.meta((at + "bw.calibration_h_max").c_str())->c_str(), nullptr));
+    // Weights: the forward direction's from weight_*_l<k>, the backward one's from weight_*_l<k>_reverse.
+    const char* gates[4] = {"i", "f", "c", "o"};
+    for (const char* dir : {"fw.", "bw."}) {
+      const std::string suffix = "_l" + std::to_string(l) + (dir[0] == 'b' ? "_reverse" : "");
+      const std::vector<float> wih = tensor_f32(m, "lstm.weight_ih" + suffix), whh = tensor_f32(m, "lstm.weight_hh" + suffix);
+      for (int g = 0; g < 4; ++g) {
+        CHECK(wrong_weights(f, at + dir, "w", gates[g], g, wih, H, l == 0 ? 5 : 20) == 0);
+        CHECK(wrong_weights(f, at + dir, "r", gates[g], g, whh, H, H) == 0);
+      }
+    }
+  }
+  // Layer 1 reads layer 0's concatenation as it is.
+  CHECK(meta_f32(f, "l1.input_scale") == meta_f32(f, "l0.output_scale"));
+  CHECK(meta_int(f, "l1.input_zp") == meta_int(f, "l0.output_zp"));
+  CHECK(meta_f32(f, "output_scale") == meta_f32(f, "l1.output_scale"));
+
+  // rnncore run on the held-out data against PyTorch's own float output (measured: max 0.0150, RMS
+  // 0.00125, SNR 40.4 dB).
+  std::vector<std::int64_t> eshape;
+  const std::vector<float> ev = npy_f32(src(kData + "bidi_eval.npy"), &eshape);
+  const std::int64_t T = eshape[0], B = eshape[1];
+  const std::vector<float> yf = npy_f32(src(kData + "bidi_eval_y.npy"));
+  const io::Array yq = run_int8(q, ev, T, B, 5, 20, d);
+  const OutputError e = output_error(yq, yf, T, B, 20, meta_f32(f, "output_scale"), meta_int(f, "output_zp"));
+  CHECK(e.max_abs < 0.03);
+  CHECK(e.rms < 0.0025);
+  CHECK(e.snr_db > 35.0);
+  // quantize's own report (against rnncore's float run, layer by layer) agrees with PyTorch's
+  CHECK(printed(r.out, "(evaluation data", "max_abs_err=") == doctest::Approx(e.max_abs).epsilon(1e-3));
+  CHECK(printed(r.out, "(evaluation data", "snr_db=") == doctest::Approx(e.snr_db).epsilon(1e-3));
+  CHECK(printed(r.out, "(calibration data", "snr_db=") > 35.0);
+  const Result ex = run("export-c --weights " + q + " --name q --output " + d + "/qb.h");
+  INFO(ex.err);
+  CHECK(ex.code == 0);
+  CHECK(slurp(d + "/qb.h").find("#define Q_L0_BIDIRECTIONAL 1") != std::string::npos);
+
+  // --per-channel on both directions (measured: SNR 40.6 dB on the held-out data).
+  const Result rc = run(args + " --per-channel --output " + d + "/qbc.safetensors");
+  INFO(rc.err);
+  REQUIRE(rc.code == 0);
+  const io::SafeTensors fc = read_file(d + "/qbc.safetensors");
+  for (const char* key : {"l0.fw.w_i_scales", "l0.bw.w_i_scales", "l1.fw.r_o_scales", "l1.bw.b_c_scales"})
+    CHECK_MESSAGE(fc.meta(key) != nullptr, key);
+  const io::Array yc = run_int8(d + "/qbc.safetensors", ev, T, B, 5, 20, d);
+  const OutputError ec = output_error(yc, yf, T, B, 20, meta_f32(fc, "output_scale"), meta_int(fc, "output_zp"));
+  CHECK(ec.snr_db > 35.0);
+  CHECK(printed(rc.out, "(evaluation data", "snr_db=") == doctest::Approx(ec.snr_db).epsilon(1e-3));
+  const Result exc = run("export-c --weights " + d + "/qbc.safetensors --name q --output " + d + "/qbc.h");
+  INFO(exc.err);
+  CHECK(exc.code == 0);
+}
+
+TEST_CASE("quantize: a single bidirectional layer is written as a one-layer stack file") {
+  // The loader reads a bidirectional layer only under a prefix: layers = 1, l0.fw. / l0.bw.
+  const std::string d = temp_dir(), q = d + "/q1.safetensors";
+  const std::int64_t T = 12, B = 3, I = 17, shape[3] = {T, B, I};
+  std::vector<float> x(static_cast<std::size_t>(T * B * I));
+  for (std::size_t k = 0; k < x.size(); ++k) x[k] = static_cast<float>(std::sin(0.37 * static_cast<double>(k)) + 0.2);
+  REQUIRE(io::write_npy((d + "/x.npy").c_str(), io::ElemType::f32, shape, 3, x.data()) == RNNCORE_OK);
+  const Result r = run("quantize --weights " + src("tests/golden/pytorch/lstm_l1_bi_full_I17_H33_bf_h0.safetensors") +
+                       " --calibration " + d + "/x.npy --output " + q);
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("model: LSTM, one bidirectional layer, input 17, hidden 33") != std::string::npos);
+  const io::SafeTensors f = read_file(q);
+  CHECK(*f.meta("layers") == "1");
+  CHECK(*f.meta("l0.bidirectional") == "concat");
+  CHECK(meta_int(f, "H") == 66);
+  CHECK(meta_f32(f, "l0.fw.output_state_scale") == meta_f32(f, "l0.bw.output_state_scale"));
+  CHECK(printed(r.out, "(calibration data", "snr_db=") > 30.0);
+  const io::Array yq = run_int8(q, x, T, B, I, 66, d);
+  CHECK(yq.bytes.size() == static_cast<std::size_t>(B * T * 66));
+}
+
 TEST_CASE("quantize: models the int8 LSTM cannot run and bad calibration data are refused") {
   const std::string d = temp_dir(), out = d + "/refused.safetensors";
   const std::string cal = " --calibration " + src(kData + "calib.npy") + " --output " + out;
