@@ -719,17 +719,22 @@ std::string describe_ranges(const StackSpec& stack, const Ranges& r) {
 void define_quantize(CLI::App& app, QuantizeOptions& o) {
   setup_app(app);
   app.description(
-      "Post-training quantization of a float LSTM (one layer or a stack of unidirectional layers\n"
-      "without projection or peepholes, in any layout `rnncore run` loads) to an int8 LSTM model file\n"
+      "Post-training quantization of a float LSTM (one layer or a stack of layers, unidirectional\n"
+      "or bidirectional (PyTorch's bidirectional=True: the directions' h concatenated), without\n"
+      "projection or peepholes, in any layout `rnncore run` loads) to an int8 LSTM model file\n"
       "(format tflite_int8, LiteRT's 8x8_16 integer LSTM) that `rnncore run` runs. Runs the float\n"
       "model on the calibration data a step at a time, takes the ranges of x and of each layer's h\n"
-      "and |c|, and chooses the quantization as TFLite's converter does for a Keras LSTM: x and h\n"
-      "asymmetric int8 (a layer's input is the previous layer's output), weights symmetric int8 per\n"
-      "gate (max|W|/127; --per-channel: per unit), int32 biases, the cell state int16 with scale 2^(ceil(log2 max|c|) - 15)\n"
-      "(kept in 2^-15 .. 2^-9: finer, the integer LSTM computes no tanh of the cell). Then runs\n"
+      "and |c| (a bidirectional layer's per direction: layer by layer, the backward direction on its\n"
+      "input reversed in time), and chooses the quantization as TFLite's converter does for a Keras\n"
+      "LSTM: x and h asymmetric int8 (a layer's input is the previous layer's output; a\n"
+      "bidirectional layer's two directions share one h quantization over both ranges, as the\n"
+      "concatenation copies their bytes; each direction has its own weights and cell scale),\n"
+      "weights symmetric int8 per gate (max|W|/127; --per-channel: per unit), int32 biases, the\n"
+      "cell state int16 with scale 2^(ceil(log2 max|c|) - 15) (kept in 2^-15 .. 2^-9: finer, the\n"
+      "integer LSTM computes no tanh of the cell). Then runs\n"
       "both models on the calibration data (and --eval) and prints the error of the int8 output\n"
       "against the float output. The int8 model takes float32 input [B, T, I] (batch-major, as\n"
-      "the TFLite op) and gives int8 y [B, T, H]; docs/int8.md.");
+      "the TFLite op) and gives int8 y [B, T, H] (bidirectional: [B, T, 2H]); docs/int8.md.");
   add_model_hint_options(app, o.hints);
   app.add_option("--config", o.config,
                  "the float model's stack (the JSON schema: docs/config.md), where\nthe weights alone do not say it "

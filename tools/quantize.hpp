@@ -1,5 +1,5 @@
-// `rnncore quantize`: post-training quantization of a float LSTM (unidirectional layers, as
-// `rnncore run` loads them) to the integer LSTM file that `rnncore run` runs (format tflite_int8,
+// `rnncore quantize`: post-training quantization of a float LSTM (unidirectional or bidirectional
+// layers, as `rnncore run` loads them) to the integer LSTM file that `rnncore run` runs (format tflite_int8,
 // docs/int8.md): calibrates ranges on a .npy, chooses the scales as TFLite's converter does for a
 // Keras LSTM, writes the file and reports the accuracy lost against the float model.
 #ifndef RNNCORE_TOOLS_QUANTIZE_HPP
