@@ -137,6 +137,25 @@ OutputError output_error(const io::Array& yq, const std::vector<float>& y, std::
   return {max_abs, std::sqrt(err / static_cast<double>(y.size())), 10 * std::log10(sig / err)};
 }
 
+// `rnncore run` of the int8 model `q` (file `f`, output width W) on held-out data x_file
+// (time-major), dequantized, against the float output y_file (PyTorch's), within the stated bounds;
+// quantize's own report `out` of the same comparison (against rnncore's float run) must agree.
+void check_held_out(const std::string& out, const std::string& q, const io::SafeTensors& f, const std::string& x_file,
+                    const std::string& y_file, std::int64_t I, std::int64_t W, const std::string& dir, double max_abs,
+                    double rms, double snr_db) {
+  std::vector<std::int64_t> shape;
+  const std::vector<float> x = npy_f32(x_file, &shape);
+  const std::int64_t T = shape[0], B = shape[1];
+  const io::Array yq = run_int8(q, x, T, B, I, W, dir);
+  const OutputError e = output_error(yq, npy_f32(y_file), T, B, W, meta_f32(f, "output_scale"), meta_int(f, "output_zp"));
+  CHECK(e.max_abs < max_abs);
+  CHECK(e.rms < rms);
+  CHECK(e.snr_db > snr_db);
+  CHECK(printed(out, "(evaluation data", "max_abs_err=") == doctest::Approx(e.max_abs).epsilon(1e-3));
+  CHECK(printed(out, "(evaluation data", "snr_db=") == doctest::Approx(e.snr_db).epsilon(1e-3));
+  CHECK(printed(out, "(calibration data", "snr_db=") > snr_db);
+}
+
 }  // namespace
 
 TEST_CASE("quantize: a PyTorch LSTM; the scales follow the rules; rnncore run stays within the stated error") {
@@ -218,19 +237,7 @@ TEST_CASE("quantize: a PyTorch LSTM; the scales follow the rules; rnncore run st
   // rnncore run on the held-out data (float32 [B, T, I] for the int8 model), dequantized, against
   // PyTorch's own float output: the bound stated in docs/int8.md (measured: max 0.0167, RMS 0.00195,
   // SNR 37.4 dB).
-  std::vector<std::int64_t> eshape;
-  const std::vector<float> ev = npy_f32(src(kData + "eval.npy"), &eshape);
-  const std::int64_t T = eshape[0], B = eshape[1];
-  const io::Array yq = run_int8(q, ev, T, B, I, H, d);
-  const std::vector<float> yf = npy_f32(src(kData + "eval_y.npy"));
-  const OutputError e = output_error(yq, yf, T, B, H, meta_f32(f, "output_scale"), meta_int(f, "output_zp"));
-  CHECK(e.max_abs < 0.03);
-  CHECK(e.rms < 0.003);
-  CHECK(e.snr_db > 35.0);
-  // quantize's own report of the same comparison (against rnncore's float run, not PyTorch's)
-  CHECK(printed(r.out, "(evaluation data", "max_abs_err=") == doctest::Approx(e.max_abs).epsilon(1e-3));
-  CHECK(printed(r.out, "(evaluation data", "snr_db=") == doctest::Approx(e.snr_db).epsilon(1e-3));
-  CHECK(printed(r.out, "(calibration data", "snr_db=") > 35.0);
+  check_held_out(r.out, q, f, src(kData + "eval.npy"), src(kData + "eval_y.npy"), I, H, d, 0.03, 0.003, 35.0);
 
   // The file goes on to firmware as a converted one does (export-c's int8 header).
   const Result ex = run("export-c --weights " + q + " --name q --output " + d + "/q.h");
@@ -566,7 +573,7 @@ int wrong_weights(const io::SafeTensors& f, const std::string& at, const char* k
 
 TEST_CASE("quantize: a PyTorch bidirectional LSTM stack (concat); both directions share h's quantization; run, export-c") {
   // lstm_bi2_I5_H10.safetensors: nn.LSTM(5, 10, num_layers=2, bidirectional=True) (PyTorch's output
-  // at each step is [forward h, backward h], 20 wide; layer 1 reads layer 0's); make_quantize_bidi_data.py.
+  // at each step is [forward h, backward h], 20 wide; layer 1 reads layer 0's); make_quantize_data.py.
   const std::string d = temp_dir(), q = d + "/qb.safetensors", w = src(kData + "lstm_bi2_I5_H10.safetensors");
   const std::string args = "quantize --weights " + w + " --calibration " + src(kData + "bidi_calib.npy") + " --eval " +
                            src(kData + "bidi_eval.npy");
@@ -623,19 +630,7 @@ TEST_CASE("quantize: a PyTorch bidirectional LSTM stack (concat); both direction
 
   // rnncore run on the held-out data against PyTorch's own float output (measured: max 0.0150, RMS
   // 0.00125, SNR 40.4 dB).
-  std::vector<std::int64_t> eshape;
-  const std::vector<float> ev = npy_f32(src(kData + "bidi_eval.npy"), &eshape);
-  const std::int64_t T = eshape[0], B = eshape[1];
-  const std::vector<float> yf = npy_f32(src(kData + "bidi_eval_y.npy"));
-  const io::Array yq = run_int8(q, ev, T, B, 5, 20, d);
-  const OutputError e = output_error(yq, yf, T, B, 20, meta_f32(f, "output_scale"), meta_int(f, "output_zp"));
-  CHECK(e.max_abs < 0.03);
-  CHECK(e.rms < 0.0025);
-  CHECK(e.snr_db > 35.0);
-  // quantize's own report (against rnncore's float run, layer by layer) agrees with PyTorch's
-  CHECK(printed(r.out, "(evaluation data", "max_abs_err=") == doctest::Approx(e.max_abs).epsilon(1e-3));
-  CHECK(printed(r.out, "(evaluation data", "snr_db=") == doctest::Approx(e.snr_db).epsilon(1e-3));
-  CHECK(printed(r.out, "(calibration data", "snr_db=") > 35.0);
+  check_held_out(r.out, q, f, src(kData + "bidi_eval.npy"), src(kData + "bidi_eval_y.npy"), 5, 20, d, 0.03, 0.0025, 35.0);
   const Result ex = run("export-c --weights " + q + " --name q --output " + d + "/qb.h");
   INFO(ex.err);
   CHECK(ex.code == 0);
@@ -648,10 +643,8 @@ TEST_CASE("quantize: a PyTorch bidirectional LSTM stack (concat); both direction
   const io::SafeTensors fc = read_file(d + "/qbc.safetensors");
   for (const char* key : {"l0.fw.w_i_scales", "l0.bw.w_i_scales", "l1.fw.r_o_scales", "l1.bw.b_c_scales"})
     CHECK_MESSAGE(fc.meta(key) != nullptr, key);
-  const io::Array yc = run_int8(d + "/qbc.safetensors", ev, T, B, 5, 20, d);
-  const OutputError ec = output_error(yc, yf, T, B, 20, meta_f32(fc, "output_scale"), meta_int(fc, "output_zp"));
-  CHECK(ec.snr_db > 35.0);
-  CHECK(printed(rc.out, "(evaluation data", "snr_db=") == doctest::Approx(ec.snr_db).epsilon(1e-3));
+  check_held_out(rc.out, d + "/qbc.safetensors", fc, src(kData + "bidi_eval.npy"), src(kData + "bidi_eval_y.npy"), 5, 20,
+                 d, 0.03, 0.0025, 35.0);
   const Result exc = run("export-c --weights " + d + "/qbc.safetensors --name q --output " + d + "/qbc.h");
   INFO(exc.err);
   CHECK(exc.code == 0);

@@ -255,7 +255,7 @@ std::vector<float> reversed_steps(const std::vector<float>& x, std::int64_t T) {
 // One direction of layer l of a stack on the layer's input `in` [T, B, I_l] (the backward one on it
 // reversed in time, its output reversed back): y [T, B, H_l] into columns dir·H_l of `out`
 // [T, B, D·H_l], and (r not null) the direction's ranges into *lr.
-Status run_direction(const StackSpec& stack, const float* canon, int l, int dir, const Data& in, std::int64_t group,
+Status run_float_direction(const StackSpec& stack, const float* canon, int l, int dir, const Data& in, std::int64_t group,
                      bool cell_at_batch_end, Data* out, LayerRanges* lr, const char* what) {
   StackSpec one;
   std::vector<float> w, y;
@@ -283,7 +283,7 @@ Status run_direction(const StackSpec& stack, const float* canon, int l, int dir,
 
 // The float stack layer by layer (a stack with a bidirectional layer, whose backward direction
 // cannot stream forward in time): each layer's directions over the whole of the previous layer's
-// output (run_direction: a step at a time, groups as run_float_data), then the next layer on their
+// output (run_float_direction: a step at a time, groups as run_float_data), then the next layer on their
 // concatenation [forward h, backward h]. y: the last layer's [T, B, W]; r (if not null): x's range
 // and every direction's.
 Status run_float_by_layer(const StackSpec& stack, const float* canon, const Data& d, std::int64_t group,
@@ -302,7 +302,7 @@ Status run_float_by_layer(const StackSpec& stack, const float* canon, const Data
     out.x.assign(static_cast<std::size_t>(in.T * in.B * D * stack.layers[l].hidden_size), 0.0f);
     for (int dir = 0; dir < D; ++dir) {
       LayerRanges* lr = r == nullptr ? nullptr : dir == 0 ? &r->layer[static_cast<std::size_t>(l)] : &r->backward[static_cast<std::size_t>(l)];
-      const Status s = run_direction(stack, canon, l, dir, in, group, r != nullptr && r->cell_at_batch_end, &out, lr, what);
+      const Status s = run_float_direction(stack, canon, l, dir, in, group, r != nullptr && r->cell_at_batch_end, &out, lr, what);
       if (s != Status::ok) return s;
     }
     in = std::move(out);
