@@ -2,9 +2,10 @@
 // LiteRT / TFLite's "8x8_16" integer LSTM (UNIDIRECTIONAL_SEQUENCE_LSTM with int8 input and
 // int16 cell state), bit for bit. Semantics, scales and what is still missing: docs/int8.md.
 //
-// Not yet in the public API: the planner, the packed buffer, the C API and the model loader do
-// not know the integer LSTM yet (docs/int8.md, "What is left"). Everything here is plain C++:
-// no allocation, no exceptions; memory is the caller's.
+// Its public face is the C API (include/rnncore/int8.h, src/int8_c_api.cpp); the model files
+// load through the io library (src/io/int8_model.hpp). The planner and the float stacks do not
+// know it (docs/int8.md, "What is left"). Everything here is plain C++: no allocation, no
+// exceptions; memory is the caller's.
 #ifndef RNNCORE_SRC_INTERNAL_INT8_LSTM_HPP
 #define RNNCORE_SRC_INTERNAL_INT8_LSTM_HPP
 
