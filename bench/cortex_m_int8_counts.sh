@@ -150,47 +150,50 @@ field() { grep -o " $2=[^ ]*" "$1" | head -1 | cut -d= -f2; }
 echo "$(qemu-system-arm --version | head -1); $(arm-none-eabi-gcc --version | head -1); -mcpu=cortex-m4 -mfpu=fpv4-sp-d16, library -Os (firmware profile; src/int8_lstm.cpp -O2)."
 echo "Guest instructions (not cycles); T1 = $T1, T2 = $T2 steps, double difference over 1 and 2 passes."
 echo
-echo "| H = I | MACs/step | int8 instr/step | int8 instr/MAC | of which the kernel (instr/MAC) | int8, scalar kernel: instr/step | int8 per-channel: instr/step | f32 instr/step | f32 instr/MAC | f32 / int8 |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| H = I | MACs/step | int8 instr/step | int8 instr/MAC | of which the kernel (instr/MAC) | int8 interleaved: instr/step | instr/MAC | of which the kernel (instr/MAC) | int8, scalar kernel: instr/step | int8 per-channel: instr/step | f32 instr/step | f32 instr/MAC | f32 / int8 |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 mem_rows=()
 declare -A rnncore_int8
 for H in $SHAPES; do
   macs=$((4 * H * (H + H)))
   declare -A step
-  for m in 1 3 2 4 0; do
+  for m in 1 3 5 6 2 4 0; do
     n11=$(count $m "$H" $T1 1); n12=$(count $m "$H" $T1 2)
     n21=$(count $m "$H" $T2 1); n22=$(count $m "$H" $T2 2)
     step[$m]=$(((n22 - n21 - n12 + n11) / (T2 - T1)))
   done
   rnncore_int8[$H]=${step[1]}
-  # The int8 runs with the picked and with the scalar kernel must end in the same state, bit for bit.
-  for T in $T1 $T2; do for R in 1 2; do
+  # The int8 runs with the picked, the scalar and the interleaved kernel must end in the same state, bit for bit.
+  for T in $T1 $T2; do for R in 1 2; do for m in 2 5; do
     if [ "$(grep -o 'checksum=[0-9]*' "$WORK/counts/lstm-1-H$H-T$T-R$R.log")" != \
-         "$(grep -o 'checksum=[0-9]*' "$WORK/counts/lstm-2-H$H-T$T-R$R.log")" ]; then
-      echo "int8 H=$H T=$T R=$R: the final state differs between the picked and the scalar kernel" >&2
+         "$(grep -o 'checksum=[0-9]*' "$WORK/counts/lstm-$m-H$H-T$T-R$R.log")" ]; then
+      echo "int8 H=$H T=$T R=$R: the final state differs between the picked kernel and variant $m" >&2
       exit 1
     fi
-  done; done
+  done; done; done
   l8=$WORK/counts/lstm-1-H$H-T$T2-R2.log
   l32=$WORK/counts/lstm-0-H$H-T$T2-R2.log
   kernel=$(grep -o 'kernel=[^ ]*' "$l8" | cut -d= -f2)
-  awk -v H="$H" -v m="$macs" -v a="${step[1]}" -v k="${step[3]}" -v s="${step[2]}" -v c="${step[4]}" -v b="${step[0]}" \
-    'BEGIN { printf "| %d | %d | %d | %.2f | %d (%.2f) | %d | %d | %d | %.2f | %.2f |\n", H, m, a, a / m, k, k / m, s, c, b, b / m, b / a }'
+  awk -v H="$H" -v m="$macs" -v a="${step[1]}" -v k="${step[3]}" -v i="${step[5]}" -v ik="${step[6]}" -v s="${step[2]}" \
+    -v c="${step[4]}" -v b="${step[0]}" \
+    'BEGIN { printf "| %d | %d | %d | %.2f | %d (%.2f) | %d | %.2f | %d (%.2f) | %d | %d | %d | %.2f | %.2f |\n", H, m, a, a / m, k, k / m, i, i / m, ik, ik / m, s, c, b, b / m, b / a }'
   i8=$WORK/img/lstm-1-H$H-T$T2-R2.elf
   f32=$WORK/img/lstm-0-H$H-T$T2-R2.elf
   # text and rodata of the image (code, constants; the bench generates its weights into RAM)
   t8=$(arm-none-eabi-size -A "$i8" | awk '$1 == ".text" { print $2 }')
   t32=$(arm-none-eabi-size -A "$f32" | awk '$1 == ".text" { print $2 }')
-  mem_rows+=("| $H | $(field "$l8" weight_bytes) + $(field "$l8" bias_bytes) | $(field "$l32" weight_bytes) | $t8 | $t32 | $(field "$l8" state_bytes) | $(field "$l8" scratch_bytes) | $(field "$l8" eff_bias_bytes) | $(field "$l8" params_bytes) | $(field "$l8" stack_bytes) | $(field "$l32" state_bytes) | $(field "$l32" packed_bytes) | $(field "$l32" workspace_bytes) | $(field "$l32" stack_bytes) |")
+  li=$WORK/counts/lstm-5-H$H-T$T2-R2.log
+  kernel_i=$(grep -o 'kernel=[^ ]*' "$li" | cut -d= -f2)
+  mem_rows+=("| $H | $(field "$l8" weight_bytes) + $(field "$l8" bias_bytes) | $(field "$l32" weight_bytes) | $t8 | $t32 | $(field "$l8" state_bytes) | $(field "$l8" scratch_bytes) | $(field "$l8" eff_bias_bytes) | $(field "$l8" params_bytes) | $(field "$l8" stack_bytes) | $(field "$li" scratch_bytes) | $(field "$li" stack_bytes) | $(field "$l32" state_bytes) | $(field "$l32" packed_bytes) | $(field "$l32" workspace_bytes) | $(field "$l32" stack_bytes) |")
 done
 echo
 echo "Memory (bytes). Flash: weights (int8: int8 weights + int32 biases; f32: canonical floats) and the image's .text (code and constants, weights excluded). RAM: int8 state (h int8 + c int16), scratch, effective biases, the prepared parameters, stack high-water during the run; f32 state (h, c), packed weights (the C API packs into caller RAM), workspace, stack."
 echo
-echo "| H | int8 weights + biases | f32 weights | int8 image .text | f32 image .text | int8 state | int8 scratch | int8 eff. biases | int8 params | int8 stack | f32 state | f32 packed | f32 workspace | f32 stack |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| H | int8 weights + biases | f32 weights | int8 image .text | f32 image .text | int8 state | int8 scratch | int8 eff. biases | int8 params | int8 stack | int8 interleaved scratch | int8 interleaved stack | f32 state | f32 packed | f32 workspace | f32 stack |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for r in "${mem_rows[@]}"; do echo "$r"; done
 echo
-echo "int8 kernel picked by int8_lstm_prepare: $kernel."
+echo "int8 kernel picked by int8_lstm_prepare: $kernel; with interleaved weights: $kernel_i."
 
 [ -n "$CMSIS_NN" ] || exit 0
 

@@ -12,6 +12,10 @@ namespace rnncore {
 namespace {
 
 static_assert(RNNCORE_INT8_LSTM_GATES == q8::kGates, "RNNCORE_INT8_LSTM_GATES is out of date");
+static_assert(RNNCORE_INT8_WEIGHTS_ROW_MAJOR == static_cast<int>(q8::Int8WeightLayout::row_major) &&
+                  RNNCORE_INT8_WEIGHTS_INTERLEAVED4 == static_cast<int>(q8::Int8WeightLayout::interleaved4),
+              "RNNCORE_INT8_WEIGHTS_* are out of date");
+static_assert(RNNCORE_INT8_INTERLEAVED4_BYTES(5, 9) == q8::interleaved4_bytes(5, 9), "RNNCORE_INT8_INTERLEAVED4_BYTES");
 static_assert(sizeof(q8::Int8LstmParams) <= sizeof(rnncore_int8_lstm), "RNNCORE_INT8_LSTM_BYTES is too small");
 static_assert(alignof(rnncore_int8_lstm) >= alignof(q8::Int8LstmParams), "rnncore_int8_lstm is under-aligned");
 static_assert(sizeof(q8::Int8DenseParams) <= sizeof(rnncore_int8_dense), "RNNCORE_INT8_DENSE_BYTES is too small");
@@ -33,6 +37,7 @@ q8::Int8LstmQuantization to_cpp(const rnncore_int8_lstm_quantization& c) {
   q.hidden_zp = c.hidden_zp;
   q.cell_scale = c.cell_scale;
   q.cell_clip = c.cell_clip;
+  q.weight_layout = static_cast<q8::Int8WeightLayout>(c.weight_layout);
   return q;
 }
 
@@ -66,6 +71,22 @@ size_t rnncore_int8_lstm_storage_words(const rnncore_int8_lstm_quantization* q, 
 
 size_t rnncore_int8_lstm_scratch_bytes(int32_t hidden_size) {
   return hidden_size_ok(hidden_size) ? q8::int8_lstm_scratch_bytes(hidden_size) : 0;
+}
+
+size_t rnncore_int8_lstm_run_scratch_bytes(const rnncore_int8_lstm* lstm) {
+  if (lstm == nullptr || params(lstm).w[0] == nullptr) return 0;
+  return q8::int8_lstm_scratch_bytes(params(lstm));
+}
+
+rnncore_status rnncore_int8_interleave4(const int8_t* w, int32_t rows, int32_t k, int8_t* out) {
+  detail::clear_error();
+  if (w == nullptr || out == nullptr)
+    return detail::fail(RNNCORE_ERR_NULL_POINTER, "rnncore_int8_interleave4: w and out must not be null");
+  if (!hidden_size_ok(rows) || !hidden_size_ok(k))
+    return detail::fail(RNNCORE_ERR_INVALID_SIZE, "rnncore_int8_interleave4: rows %d and k %d must be in 1..65536",
+                        static_cast<int>(rows), static_cast<int>(k));
+  q8::interleave4(w, rows, k, out);
+  return RNNCORE_OK;
 }
 
 rnncore_status rnncore_int8_lstm_prepare(const rnncore_int8_lstm_quantization* q, int32_t input_size,
@@ -105,6 +126,12 @@ rnncore_status rnncore_int8_lstm_run(const rnncore_int8_lstm* lstm, int32_t batc
 const char* rnncore_int8_lstm_kernel_name(const rnncore_int8_lstm* lstm) {
   if (lstm == nullptr || params(lstm).dot == nullptr) return "";
   int n = 0;
+  if (params(lstm).layout == q8::Int8WeightLayout::interleaved4) {
+    const q8::DotPanelsKernel* k = q8::int8_panel_kernels(&n);
+    for (int i = 0; i < n; ++i)
+      if (k[i].fn == params(lstm).dot_panels) return k[i].name;
+    return "";
+  }
   const q8::DotRowsKernel* k = q8::int8_dot_kernels(&n);
   for (int i = 0; i < n; ++i)
     if (k[i].fn == params(lstm).dot) return k[i].name;

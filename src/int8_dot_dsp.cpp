@@ -213,6 +213,101 @@ void i8_dot_rows_dsp_4x16(const std::int8_t* w, int rows, int k_size, const std:
   }
 }
 
+// The interleaved layout (src/internal/int8_kernels.hpp, interleave4): a panel's word of 4
+// columns is the same word of its 4 rows, 16 contiguous bytes, so one LDM reads it; the vector
+// comes widened (widen_pairs), one LDM of two words per word of columns. Per word: 2 LDM, 8 SXTB16
+// and 8 SMLAD, 18 instructions for 16 multiply-accumulates; the loop takes 4 words and adds SUBS
+// and BNE: 74 for 64, 1.16 per MAC. It needs 14 registers (4 sums, 4 weight words, 2 vector words,
+// a temporary, 2 pointers and a count), more than GCC leaves an asm statement, so it is a whole
+// function in assembly: r0..r3 the sums (LDM / STM with the biases and outputs), r4..r7 the weight
+// words, r8 / r9 the vector's pairs, r10 the temporary, r11 the weights (panels are contiguous: the
+// pointer runs on from one panel into the next), r12 the vector, lr the count. The walk's other
+// fields are copied to the stack. Written in unified syntax valid in A32 and T32 alike. The same
+// exactness argument as above: each SMLAD adds two exact products modulo 2^32.
+struct PanelWalk {
+  const std::int32_t* bias;  // the next panel's 4 biases     [sp, #0]
+  std::int32_t* out;         // and outputs                   [sp, #4]
+  const std::int16_t* v;     // the widened vector            [sp, #8]
+  int k16, kw;               // 4-word iterations, then single words: k_words = 4·k16 + kw  [sp, #12], [sp, #16]
+  int panels;                // panels left, >= 1             [sp, #20]
+};
+extern "C" void rnncore_i8_panels4_dsp(const PanelWalk* walk, const std::int8_t* w);
+
+#define RNNCORE_PANEL_ROW(W, ACC)     \
+  "sxtb16 r10, " W "\n\t"              \
+  "smlad " ACC ", r10, r8, " ACC "\n\t" \
+  "sxtb16 " W ", " W ", ror #8\n\t"     \
+  "smlad " ACC ", " W ", r9, " ACC "\n\t"
+#define RNNCORE_PANEL_WORD                                                              \
+  "ldmia r11!, {r4, r5, r6, r7}\n\t"                                                    \
+  "ldmia r12!, {r8, r9}\n\t" RNNCORE_PANEL_ROW("r4", "r0") RNNCORE_PANEL_ROW("r5", "r1") \
+      RNNCORE_PANEL_ROW("r6", "r2") RNNCORE_PANEL_ROW("r7", "r3")
+#if defined(__thumb__)
+#define RNNCORE_THUMB_FUNC ".thumb_func\n\t"
+#else
+#define RNNCORE_THUMB_FUNC
+#endif
+__asm__(
+    ".pushsection .text.rnncore_i8_panels4_dsp, \"ax\", %progbits\n\t"
+    ".balign 4\n\t"
+    ".global rnncore_i8_panels4_dsp\n\t"
+    ".type rnncore_i8_panels4_dsp, %function\n\t"
+    RNNCORE_THUMB_FUNC
+    "rnncore_i8_panels4_dsp:\n\t"
+    "push {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"
+    "sub sp, sp, #24\n\t"
+    "mov r11, r1\n\t"
+    "ldmia r0, {r1, r2, r3, r4, r5, r6}\n\t"
+    "stmia sp, {r1, r2, r3, r4, r5, r6}\n\t"
+    "0:\n\t"
+    "ldr r10, [sp, #0]\n\t"
+    "ldmia r10!, {r0, r1, r2, r3}\n\t"
+    "str r10, [sp, #0]\n\t"
+    "ldr r12, [sp, #8]\n\t"
+    "ldr lr, [sp, #12]\n\t"
+    "cmp lr, #0\n\t"
+    "beq 2f\n\t"
+    "1:\n\t" RNNCORE_PANEL_WORD RNNCORE_PANEL_WORD RNNCORE_PANEL_WORD RNNCORE_PANEL_WORD
+    "subs lr, lr, #1\n\t"
+    "bne 1b\n\t"
+    "2:\n\t"
+    "ldr lr, [sp, #16]\n\t"
+    "cmp lr, #0\n\t"
+    "beq 4f\n\t"
+    "3:\n\t" RNNCORE_PANEL_WORD
+    "subs lr, lr, #1\n\t"
+    "bne 3b\n\t"
+    "4:\n\t"
+    "ldr r10, [sp, #4]\n\t"
+    "stmia r10!, {r0, r1, r2, r3}\n\t"
+    "str r10, [sp, #4]\n\t"
+    "ldr r10, [sp, #20]\n\t"
+    "subs r10, r10, #1\n\t"
+    "str r10, [sp, #20]\n\t"
+    "bne 0b\n\t"
+    "add sp, sp, #24\n\t"
+    "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}\n\t"
+    ".size rnncore_i8_panels4_dsp, .-rnncore_i8_panels4_dsp\n\t"
+    ".popsection\n\t");
+#undef RNNCORE_THUMB_FUNC
+#undef RNNCORE_PANEL_WORD
+#undef RNNCORE_PANEL_ROW
+
+void i8_dot_panels_dsp_4x16(const std::int8_t* w, int rows, int k_words, const std::int16_t* v,
+                            const std::int32_t* bias, std::int32_t* out) {
+  const int panels = static_cast<int>(static_cast<unsigned>(rows) >> 2);
+  if (panels > 0) {
+    const unsigned kw = static_cast<unsigned>(k_words);
+    const PanelWalk walk{bias, out, v, static_cast<int>(kw >> 2), static_cast<int>(kw & 3u), panels};
+    rnncore_i8_panels4_dsp(&walk, w);
+  }
+  const int done = 4 * panels;
+  if (done < rows) {  // a last panel of 1..3 rows (H not a multiple of 4)
+    i8_dot_panels_scalar(w + static_cast<std::size_t>(panels) * static_cast<std::size_t>(k_words) * 16, rows - done,
+                         k_words, v, bias + done, out + done);
+  }
+}
+
 }  // namespace q8
 }  // namespace rnncore
 

@@ -24,6 +24,52 @@ void i8_dot_rows_scalar(const std::int8_t* w, int rows, int k_size, const std::i
   }
 }
 
+void interleave4(const std::int8_t* w, int rows, int k_size, std::int8_t* out) {
+  const int k_words = (k_size + 3) / 4;
+  const std::size_t bytes = interleaved4_bytes(rows, k_size);
+  for (std::size_t i = 0; i < bytes; ++i) out[i] = 0;
+  for (int j = 0; j < rows; ++j)
+    for (int k = 0; k < k_size; ++k)
+      out[interleaved4_offset(j, k, k_words)] = w[static_cast<std::size_t>(j) * static_cast<std::size_t>(k_size) + k];
+}
+
+void widen_pairs(const std::int8_t* v, int n, std::int16_t* out) {
+  const auto at = [v, n](int k) -> std::int16_t { return k < n ? v[k] : 0; };
+  for (int k = 0; k < n; k += 4, out += 4) {
+    out[0] = at(k), out[1] = at(k + 2), out[2] = at(k + 1), out[3] = at(k + 3);
+  }
+}
+
+void i8_dot_panels_scalar(const std::int8_t* w, int rows, int k_words, const std::int16_t* v,
+                          const std::int32_t* bias, std::int32_t* out) {
+  for (int j = 0; j < rows; ++j) {
+    const std::int8_t* word = w + interleaved4_offset(j, 0, k_words);
+    std::uint32_t acc = static_cast<std::uint32_t>(bias[j]);  // wraps as i8_dot_rows_scalar
+    for (int k = 0; k < k_words; ++k, word += 16) {
+      const std::int16_t* pairs = v + 4 * k;  // v0, v2, v1, v3
+      acc += static_cast<std::uint32_t>(word[0] * pairs[0] + word[2] * pairs[1]);
+      acc += static_cast<std::uint32_t>(word[1] * pairs[2] + word[3] * pairs[3]);
+    }
+    out[j] = static_cast<std::int32_t>(acc);
+  }
+}
+
+namespace {
+
+const DotPanelsKernel kPanelKernels[] = {
+    {"i8_dot_panels_scalar", i8_dot_panels_scalar},
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
+    {"i8_dot_panels_dsp_4x16", i8_dot_panels_dsp_4x16},
+#endif
+};
+
+}  // namespace
+
+const DotPanelsKernel* int8_panel_kernels(int* count) {
+  *count = static_cast<int>(sizeof kPanelKernels / sizeof kPanelKernels[0]);
+  return kPanelKernels;
+}
+
 namespace {
 
 // Every kernel this build has, scalar first and then slowest to fastest; each with whether this

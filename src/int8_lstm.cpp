@@ -431,6 +431,32 @@ void fill_tables(int) {}
 
 const char* const kGateName[kGates] = {"i", "f", "g", "o"};
 
+// The weights' layout: a known one, and interleaved weights 4-byte aligned (the kernel reads
+// them with LDM, which faults on an unaligned address). Sets the layout and its kernel.
+Status check_layout(Int8WeightLayout layout, const std::int8_t* const w[kGates], const std::int8_t* const r[kGates],
+                    Int8LstmParams* p) {
+  RNNCORE_ENSURE(layout == Int8WeightLayout::row_major || layout == Int8WeightLayout::interleaved4,
+                 Status::invalid_enum, "int8_lstm_prepare: weight layout %d is neither row-major (0) nor interleaved (1)",
+                 static_cast<int>(layout));
+  p->layout = layout;
+  if (layout != Int8WeightLayout::interleaved4) return Status::ok;
+  for (int g = 0; g < kGates; ++g) {
+    RNNCORE_ENSURE(reinterpret_cast<std::uintptr_t>(w[g]) % 4 == 0 && reinterpret_cast<std::uintptr_t>(r[g]) % 4 == 0,
+                   Status::misaligned, "int8_lstm_prepare: interleaved weights of gate %s are not 4-byte aligned",
+                   kGateName[g]);
+  }
+  int n = 0;
+  const DotPanelsKernel* kernels = int8_panel_kernels(&n);
+  p->dot_panels = kernels[n - 1].fn;
+  return Status::ok;
+}
+
+// Weight (j, k) of a [rows, k_size] matrix in `layout`.
+inline std::int8_t weight_at(const std::int8_t* m, Int8WeightLayout layout, int j, int k, int k_size) {
+  return layout == Int8WeightLayout::interleaved4 ? m[interleaved4_offset(j, k, (k_size + 3) / 4)]
+                                                  : m[static_cast<std::size_t>(j) * static_cast<std::size_t>(k_size) + k];
+}
+
 // Everything prepare derives from the quantization alone: the checks of sizes, zero points and
 // scales, the fixed-point multipliers, the cell shift and clip (into *out, weights untouched).
 Status derive_scales(const Int8LstmQuantization& q, int input_size, int hidden_size,
@@ -523,6 +549,7 @@ Status derive_scales(const Int8LstmQuantization& q, int input_size, int hidden_s
     p.r[g] = r[g];
   }
   p.dot = int8_best_dot_kernel().fn;
+  RNNCORE_RETURN_IF_ERROR(check_layout(q.weight_layout, w, r, &p));
   *out = p;
   return Status::ok;
 }
@@ -537,8 +564,8 @@ Status fold_biases(const Int8LstmQuantization& q, const std::int32_t* const bias
     const std::size_t xo = static_cast<std::size_t>(g) * H, ho = static_cast<std::size_t>(kGates + g) * H;
     for (int j = 0; j < H; ++j) {
       std::int32_t sw = 0, sr = 0;
-      for (int k = 0; k < I; ++k) sw += p->w[g][static_cast<std::size_t>(j) * I + k];
-      for (int k = 0; k < H; ++k) sr += p->r[g][static_cast<std::size_t>(j) * H + k];
+      for (int k = 0; k < I; ++k) sw += weight_at(p->w[g], p->layout, j, k, I);
+      for (int k = 0; k < H; ++k) sr += weight_at(p->r[g], p->layout, j, k, H);
       const std::int64_t bx = static_cast<std::int64_t>(bias != nullptr && bias[g] != nullptr ? bias[g][j] : 0) -
                               static_cast<std::int64_t>(q.input_zp) * sw;
       const std::int64_t bh = -static_cast<std::int64_t>(q.state_zp) * sr;  // |z_h| <= 128, |sum| <= 2^23
@@ -696,18 +723,34 @@ RNNCORE_Q8_INLINE void gate_units(int g, int n, const std::int32_t* ax, const st
 
 // Units [j0, j0 + n) of one batch row (n <= kUnitBlock): the four gates from x and the previous
 // output state h, then the cell (c, in place) and the new output state (into h_next; h itself
-// is still read by the blocks after this one). kPerChannel: the multipliers are per unit.
-template <bool kPerChannel>
-RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const std::int8_t* x, const std::int8_t* h,
-                std::int16_t* c, std::int8_t* h_next) {
+// is still read by the blocks after this one). kPerChannel: the multipliers are per unit;
+// kInterleaved: the weights are interleaved (the panel kernel, on x and h widened).
+// A step's operands for one batch row: x and h, and with interleaved weights the same widened
+// (widen_pairs; null otherwise).
+struct StepOperands {
+  const std::int8_t* x;
+  const std::int8_t* h;
+  const std::int16_t* x_pairs;
+  const std::int16_t* h_pairs;
+};
+
+template <bool kPerChannel, bool kInterleaved>
+RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const StepOperands& in, std::int16_t* c,
+                                  std::int8_t* h_next) {
   const std::size_t H = static_cast<std::size_t>(p.hidden_size), I = static_cast<std::size_t>(p.input_size);
   const std::size_t j = static_cast<std::size_t>(j0);
+  const int x_words = (p.input_size + 3) / 4, h_words = (p.hidden_size + 3) / 4;
   std::int32_t ax[kUnitBlock], ah[kUnitBlock];
   std::int16_t act[kGates][kUnitBlock];
   for (int g = 0; g < kGates; ++g) {
     // int32 accumulators as in TFLite (the kernels wrap, as TFLite's do, without overflow UB).
-    p.dot(p.w[g] + j * I, n, p.input_size, x, p.x_bias[g] + j, ax);
-    p.dot(p.r[g] + j * H, n, p.hidden_size, h, p.h_bias[g] + j, ah);
+    if constexpr (!kInterleaved) {
+      p.dot(p.w[g] + j * I, n, p.input_size, in.x, p.x_bias[g] + j, ax);
+      p.dot(p.r[g] + j * H, n, p.hidden_size, in.h, p.h_bias[g] + j, ah);
+    } else {  // j0 is a multiple of kUnitBlock, so of 4: the block starts at a panel
+      p.dot_panels(p.w[g] + interleaved4_offset(j0, 0, x_words), n, x_words, in.x_pairs, p.x_bias[g] + j, ax);
+      p.dot_panels(p.r[g] + interleaved4_offset(j0, 0, h_words), n, h_words, in.h_pairs, p.h_bias[g] + j, ah);
+    }
     if constexpr (!kPerChannel) {
       const StepMultiplier mx(p.x_mult[g]), mh(p.h_mult[g]);
       gate_units(g, n, ax, ah, act[g], [&mx](int) -> const StepMultiplier& { return mx; },
@@ -737,15 +780,30 @@ void int8_lstm_step(const Int8LstmParams& p, int batch, const std::int8_t* x, st
                     std::int16_t* c, std::int8_t* scratch) {
   const int H = p.hidden_size;
   const std::size_t Hs = static_cast<std::size_t>(H), Is = static_cast<std::size_t>(p.input_size);
+  // Interleaved weights: x and h widened once per step, after the new state, 4-byte aligned.
+  std::int16_t* x_pairs = nullptr;
+  std::int16_t* h_pairs = nullptr;
+  if (p.layout == Int8WeightLayout::interleaved4) {
+    const std::uintptr_t at = (reinterpret_cast<std::uintptr_t>(scratch + Hs) + 3u) & ~std::uintptr_t{3};
+    x_pairs = reinterpret_cast<std::int16_t*>(at);
+    h_pairs = x_pairs + ((p.input_size + 3) & ~3);
+  }
   for (int b = 0; b < batch; ++b) {
     const std::size_t bs = static_cast<std::size_t>(b);
     std::int8_t* hb = h + bs * Hs;
+    const StepOperands in{x + bs * Is, hb, x_pairs, h_pairs};
+    if (x_pairs != nullptr) {
+      widen_pairs(in.x, p.input_size, x_pairs);
+      widen_pairs(hb, H, h_pairs);
+    }
     for (int j0 = 0; j0 < H; j0 += kUnitBlock) {
       const int n = H - j0 < kUnitBlock ? H - j0 : kUnitBlock;
-      if (p.x_mult_rows[0] == nullptr) {
-        step_block<false>(p, j0, n, x + bs * Is, hb, c + bs * Hs, scratch);
+      std::int16_t* const cb = c + bs * Hs;
+      const bool per_channel = p.x_mult_rows[0] != nullptr;
+      if (x_pairs == nullptr) {
+        per_channel ? step_block<true, false>(p, j0, n, in, cb, scratch) : step_block<false, false>(p, j0, n, in, cb, scratch);
       } else {
-        step_block<true>(p, j0, n, x + bs * Is, hb, c + bs * Hs, scratch);
+        per_channel ? step_block<true, true>(p, j0, n, in, cb, scratch) : step_block<false, true>(p, j0, n, in, cb, scratch);
       }
     }
     std::memcpy(hb, scratch, Hs);
@@ -762,9 +820,8 @@ Status int8_lstm_sequence(const Int8LstmParams& p, int batch, int seq_len, const
                  "int8_lstm_sequence: the parameters were not prepared (int8_lstm_prepare)");
   RNNCORE_ENSURE(batch >= 0 && seq_len >= 0, Status::invalid_size,
                  "int8_lstm_sequence: batch %d and seq_len %d must be >= 0", batch, seq_len);
-  RNNCORE_ENSURE(scratch_bytes >= int8_lstm_scratch_bytes(p.hidden_size), Status::buffer_too_small,
-                 "int8_lstm_sequence: scratch has %zu bytes, needs %zu", scratch_bytes,
-                 int8_lstm_scratch_bytes(p.hidden_size));
+  RNNCORE_ENSURE(scratch_bytes >= int8_lstm_scratch_bytes(p), Status::buffer_too_small,
+                 "int8_lstm_sequence: scratch has %zu bytes, needs %zu", scratch_bytes, int8_lstm_scratch_bytes(p));
   const std::size_t H = static_cast<std::size_t>(p.hidden_size), I = static_cast<std::size_t>(p.input_size);
   const std::size_t T = static_cast<std::size_t>(seq_len);
   for (int b = 0; b < batch; ++b) {

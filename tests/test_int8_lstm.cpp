@@ -104,9 +104,11 @@ void load(const std::string& path, Case* c) {
 
 struct Prepared {
   std::vector<std::int32_t> bias_storage;
+  std::vector<std::int8_t> w[kGates], r[kGates];  // the weights interleaved, where q asks for that layout
   Int8LstmParams p;
 };
 
+// Prepares c's weights in q.weight_layout (interleaved by interleave4 from the golden's row-major).
 Status prepare(const Case& c, const Int8LstmQuantization& q, Prepared* out) {
   const std::int8_t* w[kGates];
   const std::int8_t* r[kGates];
@@ -115,6 +117,14 @@ Status prepare(const Case& c, const Int8LstmQuantization& q, Prepared* out) {
     w[g] = c.w[g].data();
     r[g] = c.r[g].data();
     b[g] = c.b[g].data();
+    if (q.weight_layout == Int8WeightLayout::interleaved4) {  // std::vector's storage is 4-byte aligned
+      out->w[g].assign(interleaved4_bytes(c.H, c.I), 0x55);
+      out->r[g].assign(interleaved4_bytes(c.H, c.H), 0x55);
+      interleave4(w[g], c.H, c.I, out->w[g].data());
+      interleave4(r[g], c.H, c.H, out->r[g].data());
+      w[g] = out->w[g].data();
+      r[g] = out->r[g].data();
+    }
   }
   out->bias_storage.assign(int8_lstm_storage_words(q, c.H), 0);
   return int8_lstm_prepare(q, c.I, c.H, w, r, b, out->bias_storage.data(), out->bias_storage.size(), &out->p);
@@ -138,19 +148,30 @@ TEST_CASE("int8 LSTM: bit-exact with LiteRT's integer LSTM (8x8_16) on the golde
     CAPTURE(path);
     Case c;
     load(path, &c);
+    // Every kernel of both weight layouts: the row-major ones, then the interleaved ones.
+    int nk = 0, np = 0;
+    const DotRowsKernel* kernels = int8_dot_kernels(&nk);
+    const DotPanelsKernel* panels = int8_panel_kernels(&np);
+    for (int ki = 0; ki < nk + np; ++ki) {
+    const bool interleaved = ki >= nk;
+    const std::string kernel_name = interleaved ? panels[ki - nk].name : kernels[ki].name;
+    CAPTURE(kernel_name);
+    Int8LstmQuantization q = c.q;
+    q.weight_layout = interleaved ? Int8WeightLayout::interleaved4 : Int8WeightLayout::row_major;
     Prepared pr;
     INFO(last_error_detail());
-    REQUIRE(prepare(c, c.q, &pr) == Status::ok);
-    CHECK((pr.p.dot == int8_best_dot_kernel().fn));
-    int nk = 0;
-    const DotRowsKernel* kernels = int8_dot_kernels(&nk);
-    for (int ki = 0; ki < nk; ++ki) {
-    const std::string kernel_name = kernels[ki].name;
-    CAPTURE(kernel_name);
-    pr.p.dot = kernels[ki].fn;
+    REQUIRE(prepare(c, q, &pr) == Status::ok);
+    if (interleaved) {
+      CHECK((pr.p.dot_panels == panels[np - 1].fn));
+      pr.p.dot_panels = panels[ki - nk].fn;
+    } else {
+      CHECK((pr.p.dot == int8_best_dot_kernel().fn));
+      pr.p.dot = kernels[ki].fn;
+    }
     std::vector<std::int8_t> h = c.h0, y(static_cast<std::size_t>(c.B) * c.T * c.H);
     std::vector<std::int16_t> cs = c.c0;
-    std::vector<std::int8_t> scratch(int8_lstm_scratch_bytes(c.H));
+    std::vector<std::int8_t> scratch(int8_lstm_scratch_bytes(pr.p));
+    CHECK(scratch.size() == (interleaved ? c.H + 3 + 2 * ((c.I + 3) / 4 * 4 + (c.H + 3) / 4 * 4) : c.H));
     REQUIRE(int8_lstm_sequence(pr.p, c.B, c.T, c.x.data(), y.data(), h.data(), cs.data(), scratch.data(),
                                scratch.size()) == Status::ok);
     std::vector<std::int8_t> got = y;
@@ -251,7 +272,7 @@ TEST_CASE("int8 LSTM: per-channel weight scales") {
     Case c;
     load(path, &c);
     const auto run = [&c](const Int8LstmParams& p, std::vector<std::int8_t>* h, std::vector<std::int16_t>* cs, int steps) {
-      std::vector<std::int8_t> y(static_cast<std::size_t>(c.B) * steps * c.H), scratch(int8_lstm_scratch_bytes(c.H));
+      std::vector<std::int8_t> y(static_cast<std::size_t>(c.B) * steps * c.H), scratch(int8_lstm_scratch_bytes(p));
       *h = c.h0;
       *cs = c.c0;
       // the first `steps` steps of every batch row
@@ -290,7 +311,17 @@ TEST_CASE("int8 LSTM: per-channel weight scales") {
       for (float& v : own.r[g]) v *= factor(rng);
     }
     const Int8LstmQuantization q_own = own.apply(c.q);
+    // Interleaved weights with per-unit multipliers: the same bits as row-major ones.
+    Int8LstmQuantization q_own_interleaved = q_own;
+    q_own_interleaved.weight_layout = Int8WeightLayout::interleaved4;
+    REQUIRE(prepare(c, q_own_interleaved, &channel) == Status::ok);
+    std::vector<std::int8_t> h_i;
+    std::vector<std::int16_t> c_i;
+    const std::vector<std::int8_t> y_i = run(channel.p, &h_i, &c_i, c.T);
     REQUIRE(prepare(c, q_own, &channel) == Status::ok);
+    CHECK(first_mismatch(run(channel.p, &h_c, &c_c, c.T), y_i) < 0);
+    CHECK(first_mismatch(h_c, h_i) < 0);
+    CHECK(first_mismatch(c_c, c_i) < 0);
     run(channel.p, &h_c, &c_c, 1);
     for (int j = 0; j < c.H; j += (c.H > 24 ? 5 : 1)) {
       Int8LstmQuantization qj = c.q;
@@ -648,6 +679,91 @@ TEST_CASE("int8 kernels: every kernel equals the scalar one, bit for bit") {
   i8_dot_rows_scalar(w.data(), 1, 300, v.data(), &b, &out);
   CHECK(out == static_cast<std::int32_t>(static_cast<std::uint32_t>(kMax) + 300u * 16384u));
   CHECK(out < 0);
+}
+
+TEST_CASE("int8 LSTM: an unknown weight layout and misaligned interleaved weights are refused") {
+  const std::vector<std::string> cases = list_cases();
+  REQUIRE(!cases.empty());
+  Case c;
+  load(cases[0], &c);
+  Prepared pr;
+  Int8LstmQuantization q = c.q;
+  q.weight_layout = static_cast<Int8WeightLayout>(2);
+  CHECK(prepare(c, q, &pr) == Status::invalid_enum);
+  q.weight_layout = Int8WeightLayout::interleaved4;
+  REQUIRE(prepare(c, q, &pr) == Status::ok);
+  // The same bytes one byte further on: refused, not read with a faulting LDM.
+  std::vector<std::int8_t> shifted(pr.w[1].size() + 1);
+  std::copy(pr.w[1].begin(), pr.w[1].end(), shifted.begin() + 1);
+  const std::int8_t* w[kGates] = {pr.w[0].data(), shifted.data() + 1, pr.w[2].data(), pr.w[3].data()};
+  const std::int8_t* r[kGates] = {pr.r[0].data(), pr.r[1].data(), pr.r[2].data(), pr.r[3].data()};
+  const std::int32_t* b[kGates] = {c.b[0].data(), c.b[1].data(), c.b[2].data(), c.b[3].data()};
+  std::vector<std::int32_t> storage(int8_lstm_storage_words(q, c.H));
+  Int8LstmParams p;
+  CHECK(int8_lstm_prepare(q, c.I, c.H, w, r, b, storage.data(), storage.size(), &p) == Status::misaligned);
+  CHECK(std::string(last_error_detail()).find("gate f") != std::string::npos);
+  // A scratch of the row-major size is too small for interleaved weights.
+  std::vector<std::int8_t> h = c.h0, scratch(int8_lstm_scratch_bytes(c.H));
+  std::vector<std::int16_t> cs = c.c0;
+  CHECK(int8_lstm_sequence(pr.p, 1, 1, c.x.data(), nullptr, h.data(), cs.data(), scratch.data(), scratch.size()) ==
+        Status::buffer_too_small);
+}
+
+TEST_CASE("int8 kernels: the interleaved layout's kernels equal the row-major scalar one, bit for bit") {
+  int np = 0;
+  const DotPanelsKernel* panels = int8_panel_kernels(&np);
+  REQUIRE(np >= 1);
+  CHECK(std::string(panels[0].name) == "i8_dot_panels_scalar");
+  // The layout itself: element (j, k) at interleaved4_offset, padding zero.
+  {
+    std::vector<std::int8_t> w(5 * 7);
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<std::int8_t>(i + 1);
+    std::vector<std::int8_t> out(interleaved4_bytes(5, 7), 0x55);
+    REQUIRE(out.size() == 8 * 8);
+    interleave4(w.data(), 5, 7, out.data());
+    CHECK(out[0] == 1);   // row 0, columns 0..3
+    CHECK(out[4] == 8);   // row 1, column 0
+    CHECK(out[16] == 5);  // row 0, column 4 (the panel's second word)
+    CHECK(out[19] == 0);  // row 0, column 7: padding
+    CHECK(out[32] == 29); // row 4, column 0 (the second panel)
+    CHECK(out[36] == 0);  // row 5: padding
+    std::vector<std::int16_t> pairs(8, 0x5555);
+    const std::int8_t v[7] = {1, 2, 3, 4, 5, 6, 7};
+    widen_pairs(v, 7, pairs.data());
+    CHECK(pairs == std::vector<std::int16_t>{1, 3, 2, 4, 5, 7, 6, 0});
+  }
+  std::mt19937 rng(20261125);
+  std::uniform_int_distribution<int> byte(-128, 127);
+  std::uniform_int_distribution<std::int32_t> any32(std::numeric_limits<std::int32_t>::min(),
+                                                    std::numeric_limits<std::int32_t>::max());
+  long compared = 0;
+  for (int rows = 1; rows <= kUnitBlock + 1; ++rows) {
+    for (int K : {1, 2, 3, 4, 5, 7, 8, 12, 15, 16, 17, 20, 31, 32, 33, 48, 63, 64, 65, 100, 128, 129, 255, 256, 300}) {
+      for (int pattern = 0; pattern < 3; ++pattern) {  // random; all −128; −128 against 127
+        std::vector<std::int8_t> w(static_cast<std::size_t>(rows * K)), v(static_cast<std::size_t>(K));
+        for (std::int8_t& x : w) x = static_cast<std::int8_t>(pattern == 0 ? byte(rng) : -128);
+        for (std::int8_t& x : v) x = static_cast<std::int8_t>(pattern == 0 ? byte(rng) : (pattern == 1 ? -128 : 127));
+        std::vector<std::int32_t> bias(static_cast<std::size_t>(rows));
+        for (int j = 0; j < rows; ++j) bias[static_cast<std::size_t>(j)] = pattern == 0 ? any32(rng) : std::numeric_limits<std::int32_t>::max() - j;
+        std::vector<std::int32_t> want(static_cast<std::size_t>(rows));
+        i8_dot_rows_scalar(w.data(), rows, K, v.data(), bias.data(), want.data());
+        // Exactly sized buffers: AddressSanitizer sees a read past the layout or the widened vector.
+        std::vector<std::int8_t> packed(interleaved4_bytes(rows, K));
+        interleave4(w.data(), rows, K, packed.data());
+        const int k_words = (K + 3) / 4;
+        std::vector<std::int16_t> pairs(static_cast<std::size_t>(4 * k_words));
+        widen_pairs(v.data(), K, pairs.data());
+        for (int ki = 0; ki < np; ++ki) {
+          std::vector<std::int32_t> got(static_cast<std::size_t>(rows) + 1, 0x5A5A5A5A);
+          panels[ki].fn(packed.data(), rows, k_words, pairs.data(), bias.data(), got.data());
+          ++compared;
+          if (!std::equal(want.begin(), want.end(), got.begin()) || got[static_cast<std::size_t>(rows)] != 0x5A5A5A5A)
+            FAIL_CHECK(panels[ki].name << " differs: rows " << rows << ", K " << K << ", pattern " << pattern);
+        }
+      }
+    }
+  }
+  MESSAGE(compared << " interleaved kernel calls compared with the row-major scalar kernel (" << np << " kernels)");
 }
 
 TEST_CASE("int8 ADD and MUL equal LiteRT's (XNNPACK) on every pair of operands") {

@@ -6,8 +6,10 @@
 // difference cancels start-up, weight set-up and each pass's fixed cost. It prints one line of
 // memory figures. BENCH_INT8: 0 the f32 LSTM, 1 the int8 LSTM, 2 the int8 LSTM with the scalar
 // kernel (i8_dot_rows_scalar), 3 the int8 kernel alone (the matrix-vector products of a step, in
-// the step's blocks, nothing else), 4 the int8 LSTM with per-channel weight scales. Built with
-// -DBENCH_INT8=0..4 -DBENCH_H=.. -DBENCH_T=.. -DBENCH_REPS=..; the
+// the step's blocks, nothing else), 4 the int8 LSTM with per-channel weight scales, 5 the int8
+// LSTM with interleaved weights (Int8WeightLayout::interleaved4, i8_dot_panels_dsp_4x16), 6 its
+// kernel alone (the step's widening of x and h and its kernel calls). Built with
+// -DBENCH_INT8=0..6 -DBENCH_H=.. -DBENCH_T=.. -DBENCH_REPS=..; the
 // step count and repetitions live in volatile variables so that every variant has the same code.
 // C++ without exceptions or RTTI, linked by the C driver like the firmware example (no libstdc++).
 #include <cstddef>
@@ -59,7 +61,11 @@ void report(const char* key, unsigned long value) {
 
 #if BENCH_INT8
 using namespace rnncore::q8;
+#define BENCH_INTERLEAVED (BENCH_INT8 == 5 || BENCH_INT8 == 6)
 std::int8_t g_w[kGates][H * I], g_r[kGates][H * H];  // flash on a real part (const arrays)
+#if BENCH_INTERLEAVED
+alignas(4) std::int8_t g_wi[kGates][interleaved4_bytes(H, I)], g_ri[kGates][interleaved4_bytes(H, H)];  // flash too
+#endif
 std::int32_t g_b[kGates][H];
 #if BENCH_INT8 == 4
 std::int32_t g_bias_storage[24 * H];  // effective biases and the units' multipliers (RAM)
@@ -68,7 +74,12 @@ float g_row_scales[2][kGates][H];     // per-channel weight scales
 std::int32_t g_bias_storage[8 * H];  // effective biases (RAM)
 #endif
 std::int8_t g_x[BENCH_MAX_T * I];
-std::int8_t g_h[H], g_scratch[H];
+#if BENCH_INTERLEAVED
+std::int8_t g_scratch[H + 3 + 2 * ((I + 3) / 4 * 4 + (H + 3) / 4 * 4)];  // int8_lstm_scratch_bytes(params)
+#else
+std::int8_t g_scratch[H];
+#endif
+std::int8_t g_h[H];
 std::int16_t g_c[H];
 Int8LstmParams g_params;
 
@@ -97,8 +108,18 @@ int run() {
   q.state_zp = q.hidden_zp = -5;
   q.cell_scale = 1.0f / 2048;  // 2^-11, as Keras conversions with a cell clip of 10
   q.cell_clip = 10.0f;
+#if BENCH_INTERLEAVED
+  for (int g = 0; g < kGates; ++g) {
+    interleave4(g_w[g], H, I, g_wi[g]);
+    interleave4(g_r[g], H, H, g_ri[g]);
+  }
+  q.weight_layout = Int8WeightLayout::interleaved4;
+  const std::int8_t* w[kGates] = {g_wi[0], g_wi[1], g_wi[2], g_wi[3]};
+  const std::int8_t* r[kGates] = {g_ri[0], g_ri[1], g_ri[2], g_ri[3]};
+#else
   const std::int8_t* w[kGates] = {g_w[0], g_w[1], g_w[2], g_w[3]};
   const std::int8_t* r[kGates] = {g_r[0], g_r[1], g_r[2], g_r[3]};
+#endif
   const std::int32_t* b[kGates] = {g_b[0], g_b[1], g_b[2], g_b[3]};
   if (int8_lstm_prepare(q, I, H, w, r, b, g_bias_storage, sizeof g_bias_storage / 4, &g_params) != rnncore::Status::ok) {
     put("FAIL: int8_lstm_prepare");
@@ -114,6 +135,12 @@ int run() {
   for (int i = 0; i < n_kernels; ++i) {
     if (kernels[i].fn == g_params.dot) kernel = kernels[i].name;
   }
+#if BENCH_INTERLEAVED
+  const DotPanelsKernel* panel_kernels = int8_panel_kernels(&n_kernels);
+  for (int i = 0; i < n_kernels; ++i) {
+    if (panel_kernels[i].fn == g_params.dot_panels) kernel = panel_kernels[i].name;
+  }
+#endif
   board_stack_mark();
   const int steps = g_steps, reps = g_reps;
   for (int rep = 0; rep < reps; ++rep) {
@@ -126,6 +153,22 @@ int run() {
         for (int g = 0; g < kGates; ++g) {
           g_params.dot(g_params.w[g] + j0 * I, n, I, g_x + t * I, g_params.x_bias[g] + j0, ax);
           g_params.dot(g_params.r[g] + j0 * H, n, H, g_h, g_params.h_bias[g] + j0, ah);
+        }
+      }
+    }
+#elif BENCH_INT8 == 6
+    // The same for interleaved weights: x and h widened, then the kernel calls.
+    for (int t = 0; t < steps; ++t) {
+      std::int32_t ax[kUnitBlock], ah[kUnitBlock];
+      alignas(4) std::int16_t xw[(I + 3) / 4 * 4], hw[(H + 3) / 4 * 4];
+      widen_pairs(g_x + t * I, I, xw);
+      widen_pairs(g_h, H, hw);
+      const int xk = (I + 3) / 4, hk = (H + 3) / 4;
+      for (int j0 = 0; j0 < H; j0 += kUnitBlock) {
+        const int n = H - j0 < kUnitBlock ? H - j0 : kUnitBlock;
+        for (int g = 0; g < kGates; ++g) {
+          g_params.dot_panels(g_params.w[g] + interleaved4_offset(j0, 0, xk), n, xk, xw, g_params.x_bias[g] + j0, ax);
+          g_params.dot_panels(g_params.r[g] + interleaved4_offset(j0, 0, hk), n, hk, hw, g_params.h_bias[g] + j0, ah);
         }
       }
     }
@@ -149,7 +192,11 @@ int run() {
   report("R", static_cast<unsigned long>(reps));
   end_line();
   put("MEM");
+#if BENCH_INTERLEAVED
+  report("weight_bytes", sizeof g_wi + sizeof g_ri);
+#else
   report("weight_bytes", sizeof g_w + sizeof g_r);
+#endif
   report("bias_bytes", sizeof g_b);
   report("eff_bias_bytes", sizeof g_bias_storage);
   report("state_bytes", sizeof g_h + sizeof g_c);

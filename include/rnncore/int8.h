@@ -50,7 +50,30 @@ typedef struct rnncore_int8_lstm_quantization {
    * input and recurrent weights, all eight or all NULL (per tensor; zero-initialise the struct). */
   const float* w_scales[RNNCORE_INT8_LSTM_GATES];
   const float* r_scales[RNNCORE_INT8_LSTM_GATES];
+  /** How w and r lie in memory: RNNCORE_INT8_WEIGHTS_ROW_MAJOR (0, TFLite's layout) or
+   * RNNCORE_INT8_WEIGHTS_INTERLEAVED4 (rnncore_int8_interleave4; `rnncore export-c --interleave`). */
+  int32_t weight_layout;
 } rnncore_int8_lstm_quantization;
+
+/** Weights [H, K] per gate, row-major (TFLite's layout; the default). */
+#define RNNCORE_INT8_WEIGHTS_ROW_MAJOR 0
+/** Weights per gate in panels of 4 rows, each word of 4 columns of the 4 rows together (rows and K
+ * padded with zeros to multiples of 4), 4-byte aligned: on Cortex-M4/M7 the kernel reads a word of 4
+ * rows with one load, about 1.2 instructions per multiply-accumulate instead of 1.5; elsewhere a
+ * portable kernel reads it. A run's scratch then also holds x and h widened to int16
+ * (rnncore_int8_lstm_run_scratch_bytes). docs/int8.md, "Interleaved weights". */
+#define RNNCORE_INT8_WEIGHTS_INTERLEAVED4 1
+/** Bytes of a [rows, k] int8 matrix in the interleaved layout: 4·ceil(rows/4) · 4·ceil(k/4). */
+#define RNNCORE_INT8_INTERLEAVED4_BYTES(rows, k) ((size_t)(((rows) + 3) / 4 * 4) * (size_t)(((k) + 3) / 4 * 4))
+/** Scratch bytes of a run with interleaved weights (input size I, hidden size H), for static buffers:
+ * H + 3 + 2·(4·ceil(I/4) + 4·ceil(H/4)). */
+#define RNNCORE_INT8_LSTM_INTERLEAVED4_SCRATCH_BYTES(I, H) \
+  ((size_t)(H) + 3 + 2 * ((size_t)(((I) + 3) / 4 * 4) + (size_t)(((H) + 3) / 4 * 4)))
+/** Writes the row-major int8 matrix w [rows, k] into out (RNNCORE_INT8_INTERLEAVED4_BYTES(rows, k)
+ * bytes) in the interleaved layout, the padding zero; e.g. at start-up into RAM, for weights that
+ * arrive row-major (`rnncore export-c --interleave` writes them so at build time, for flash).
+ * @return RNNCORE_OK; RNNCORE_ERR_NULL_POINTER; RNNCORE_ERR_INVALID_SIZE (rows or k outside 1..65536). */
+rnncore_status rnncore_int8_interleave4(const int8_t* w, int32_t rows, int32_t k, int8_t* out);
 
 /** A prepared integer LSTM: a plain value of fixed size that points into the caller's weights
  * and (folded) biases. */
@@ -67,21 +90,27 @@ size_t rnncore_int8_lstm_bias_words(int32_t hidden_size);
  * (8·H), and with per-channel scales each unit's fixed-point multipliers after them (24·H in all).
  * 0 for q NULL or H outside 1..65536. */
 size_t rnncore_int8_lstm_storage_words(const rnncore_int8_lstm_quantization* q, int32_t hidden_size);
-/** Bytes of scratch a run needs for hidden_size H: H (any alignment). 0 for H outside 1..65536. */
+/** Bytes of scratch a run of row-major weights needs for hidden_size H: H (any alignment). 0 for H
+ * outside 1..65536. Interleaved weights need more: rnncore_int8_lstm_run_scratch_bytes. */
 size_t rnncore_int8_lstm_scratch_bytes(int32_t hidden_size);
+/** Bytes of scratch a run of this prepared LSTM needs (any alignment): H for row-major weights,
+ * RNNCORE_INT8_LSTM_INTERLEAVED4_SCRATCH_BYTES(I, H) for interleaved ones; 0 if not prepared. */
+size_t rnncore_int8_lstm_run_scratch_bytes(const rnncore_int8_lstm* lstm);
 
 /** Checks the quantization, derives the fixed-point multipliers and folds the effective biases
  * (bias − zero points × weight row sums) into bias_storage (bias_storage_words ≥
  * rnncore_int8_lstm_storage_words(q, H); per tensor that is rnncore_int8_lstm_bias_words(H)),
  * which must outlive `lstm`, as must the weights (and nothing else: per-channel scales are read
  * here only).
- * @param w     input weights per gate, int8 [H, I] row-major, gates i, f, g, o
- * @param r     recurrent weights per gate, int8 [H, H]
+ * @param w     input weights per gate, int8 [H, I] in q->weight_layout (row-major by default), gates i, f, g, o
+ * @param r     recurrent weights per gate, int8 [H, H], the same layout
  * @param bias  int32 [H] per gate (scale w_scale·input_scale), or NULL (no biases); an entry may be NULL
  * @return RNNCORE_OK; RNNCORE_ERR_NULL_POINTER; RNNCORE_ERR_INVALID_SIZE (sizes outside
  *         1..65536, zero, negative or non-finite scales, fixed-point multipliers out of range, zero
  *         points outside int8, an effective bias beyond int32); RNNCORE_ERR_UNSUPPORTED (a cell
- *         scale that is not a power of two in 2^-30 .. 2^-9); RNNCORE_ERR_BUFFER_TOO_SMALL. */
+ *         scale that is not a power of two in 2^-30 .. 2^-9); RNNCORE_ERR_BUFFER_TOO_SMALL;
+ *         RNNCORE_ERR_INVALID_ENUM (weight_layout); RNNCORE_ERR_MISALIGNED (interleaved weights not
+ *         4-byte aligned). */
 rnncore_status rnncore_int8_lstm_prepare(const rnncore_int8_lstm_quantization* q, int32_t input_size,
                                          int32_t hidden_size, const int8_t* const w[RNNCORE_INT8_LSTM_GATES],
                                          const int8_t* const r[RNNCORE_INT8_LSTM_GATES],
@@ -102,7 +131,7 @@ rnncore_status rnncore_int8_lstm_prepare_folded(const rnncore_int8_lstm_quantiza
 /** Runs seq_len steps for `batch` rows, batch-major like the TFLite op: x int8 [batch, seq_len, I];
  * y int8 [batch, seq_len, H] or NULL; h int8 [batch, H] and c int16 [batch, H] carry the state in
  * and out (a fresh state, as LiteRT starts: h = state_zp, c = 0). Streaming a sequence in pieces
- * gives the same bits as one call. scratch: rnncore_int8_lstm_scratch_bytes(H) bytes.
+ * gives the same bits as one call. scratch: rnncore_int8_lstm_run_scratch_bytes(lstm) bytes.
  * @return RNNCORE_OK; RNNCORE_ERR_NULL_POINTER; RNNCORE_ERR_WEIGHTS_NOT_PACKED (not prepared);
  *         RNNCORE_ERR_INVALID_SIZE (negative batch or seq_len); RNNCORE_ERR_BUFFER_TOO_SMALL. */
 rnncore_status rnncore_int8_lstm_run(const rnncore_int8_lstm* lstm, int32_t batch, int32_t seq_len, const int8_t* x,

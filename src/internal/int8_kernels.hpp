@@ -6,6 +6,7 @@
 #ifndef RNNCORE_SRC_INTERNAL_INT8_KERNELS_HPP
 #define RNNCORE_SRC_INTERNAL_INT8_KERNELS_HPP
 
+#include <cstddef>
 #include <cstdint>
 
 #include "rnncore/rnncore.hpp"
@@ -55,6 +56,51 @@ void i8_dot_rows_sdot_4x16(const std::int8_t* w, int rows, int k_size, const std
 /// run time; capped as avx512.
 void i8_dot_rows_avx512vnni_4x64(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
                                  const std::int32_t* bias, std::int32_t* out);
+
+/// The interleaved weight layout (Int8WeightLayout::interleaved4, docs/int8.md "Interleaved
+/// weights"): a matrix [rows, K] stored as panels of 4 rows, rows and K padded with zeros to
+/// multiples of 4; panel p holds, for each word k of 4 columns, the word of row 4p, then of rows
+/// 4p+1, 4p+2, 4p+3 (16 bytes), so that one load multiple reads the same columns of 4 rows.
+/// Bytes of a [rows, k_size] matrix in that layout.
+constexpr std::size_t interleaved4_bytes(int rows, int k_size) {
+  return static_cast<std::size_t>((rows + 3) & ~3) * static_cast<std::size_t>((k_size + 3) & ~3);
+}
+/// Offset of element (row j, column k) in that layout, k_words = ceil(K / 4).
+constexpr std::size_t interleaved4_offset(int j, int k, int k_words) {
+  return (static_cast<std::size_t>(j >> 2) * static_cast<std::size_t>(k_words) + static_cast<std::size_t>(k >> 2)) * 16 +
+         static_cast<std::size_t>(j & 3) * 4 + static_cast<std::size_t>(k & 3);
+}
+/// Writes row-major int8 [rows, k_size] into `out` (interleaved4_bytes(rows, k_size) bytes) in that
+/// layout; the padding is zero.
+void interleave4(const std::int8_t* w, int rows, int k_size, std::int8_t* out);
+
+/// The vector an interleaved kernel reads: the int8 vector widened once to int16, each word of 4
+/// columns (v0 v1 v2 v3) as the pairs (v0, v2) and (v1, v3), the order SXTB16 gives a weight word;
+/// n padded with zeros to a multiple of 4 (out: 4 · ceil(n / 4) int16, 4-byte aligned).
+void widen_pairs(const std::int8_t* v, int n, std::int16_t* out);
+
+/// out[j] = bias[j] + Σ_k w(j, k) · v[k] for 0 <= j < rows, wrapping as DotRowsFn, with w in the
+/// interleaved layout (starting at a panel; 4-byte aligned) and v widened by widen_pairs; k_words
+/// = ceil(K / 4).
+using DotPanelsFn = void (*)(const std::int8_t* w, int rows, int k_words, const std::int16_t* v,
+                             const std::int32_t* bias, std::int32_t* out);
+struct DotPanelsKernel {
+  const char* name;
+  DotPanelsFn fn;
+};
+/// The portable interleaved kernel, the specification of the other.
+void i8_dot_panels_scalar(const std::int8_t* w, int rows, int k_words, const std::int16_t* v,
+                          const std::int32_t* bias, std::int32_t* out);
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
+/// ARM's DSP extension on the interleaved layout: one LDM reads a word of each of 4 rows, one LDM
+/// the widened vector's word, 8 SXTB16 and 8 SMLAD; 4 rows and 16 columns per loop iteration
+/// (src/int8_dot_dsp.cpp).
+void i8_dot_panels_dsp_4x16(const std::int8_t* w, int rows, int k_words, const std::int16_t* v,
+                            const std::int32_t* bias, std::int32_t* out);
+#endif
+/// The interleaved kernels this build has, the scalar one first and the fastest last; `count`
+/// receives how many (the DSP one is a compile-time feature: no CPU check, no ISA cap).
+const DotPanelsKernel* int8_panel_kernels(int* count);
 
 /// The kernels this build has and this CPU runs, the scalar one first and the fastest last;
 /// `count` receives how many. The list is static (no allocation).

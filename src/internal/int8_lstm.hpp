@@ -46,6 +46,16 @@ std::int16_t tanh_q(std::int16_t x, int integer_bits);
 /// Gate index order everywhere below: i, f, g, o (TFLite's input, forget, cell, output).
 constexpr int kGates = 4;
 
+/// How an integer LSTM's weights w[g] and r[g] lie in memory.
+enum class Int8WeightLayout : std::int32_t {
+  row_major = 0,     ///< [H, K] row-major, as TFLite stores them
+  /// Panels of 4 rows, each word of 4 columns of the 4 rows together (interleave4; rows and K
+  /// padded to multiples of 4; 4-byte aligned): the layout of the Cortex-M DSP kernel
+  /// i8_dot_panels_dsp_4x16 (docs/int8.md, "Interleaved weights"). `rnncore export-c --interleave`
+  /// writes it; a run's scratch then also holds x and h widened to int16.
+  interleaved4 = 1,
+};
+
 /// The quantization of one integer LSTM layer, as a quantized model states it (real value =
 /// scale · (q − zero_point)). TFLite tensors: input, input-to-gate and recurrent-to-gate weights,
 /// output state (variable tensor 18, also the op's output without projection), cell state
@@ -66,6 +76,7 @@ struct Int8LstmQuantization {
   std::int32_t hidden_zp = 0;
   float cell_scale = 0.0f;      ///< int16 cell state: a power of two, 2^-30 .. 2^-9
   float cell_clip = 0.0f;       ///< real clip of the cell state; 0: none
+  Int8WeightLayout weight_layout = Int8WeightLayout::row_major;  ///< of the weights prepare is given
 };
 
 /// What prepare derives from a quantization and the weights; holds pointers into the caller's
@@ -78,8 +89,9 @@ struct Int8LstmParams {
   int cell_log2 = 0;                   ///< log2(cell_scale), −30 .. −9
   std::int16_t cell_clip = 0;          ///< quantized clip (0: none)
   std::int32_t hidden_zp = 0;
-  const std::int8_t* w[kGates] = {};   ///< [H, I] row-major
-  const std::int8_t* r[kGates] = {};   ///< [H, H] row-major
+  Int8WeightLayout layout = Int8WeightLayout::row_major;
+  const std::int8_t* w[kGates] = {};   ///< [H, I] in `layout`
+  const std::int8_t* r[kGates] = {};   ///< [H, H] in `layout`
   const std::int32_t* x_bias[kGates] = {};  ///< bias − input_zp · row sums of w  [H]
   const std::int32_t* h_bias[kGates] = {};  ///< −state_zp · row sums of r        [H]
   /// Per-channel models: (multiplier, shift) of each unit's rows [2H], replacing x_mult / h_mult;
@@ -87,6 +99,7 @@ struct Int8LstmParams {
   const std::int32_t* x_mult_rows[kGates] = {};
   const std::int32_t* h_mult_rows[kGates] = {};
   DotRowsFn dot = nullptr;  ///< the matrix-vector kernel (prepare picks the fastest; tests set others)
+  DotPanelsFn dot_panels = nullptr;  ///< the same for the interleaved layout
 };
 
 /// int32 words of effective-bias storage prepare needs: 8 · hidden_size.
@@ -102,6 +115,13 @@ inline std::size_t int8_lstm_storage_words(const Int8LstmQuantization& q, int hi
 /// Bytes of scratch a step needs: hidden_size (the new output state, until every unit has read
 /// the old one). The gates are computed in blocks of kUnitBlock units on the stack.
 inline std::size_t int8_lstm_scratch_bytes(int hidden_size) { return static_cast<std::size_t>(hidden_size); }
+/// Bytes of scratch a step of these parameters needs: with interleaved weights also x and h widened
+/// to int16 (2 bytes per column, columns padded to multiples of 4), 4-byte aligned within it.
+inline std::size_t int8_lstm_scratch_bytes(const Int8LstmParams& p) {
+  if (p.layout != Int8WeightLayout::interleaved4) return int8_lstm_scratch_bytes(p.hidden_size);
+  const auto padded = [](int n) { return static_cast<std::size_t>((n + 3) & ~3); };
+  return static_cast<std::size_t>(p.hidden_size) + 3 + 2 * (padded(p.input_size) + padded(p.hidden_size));
+}
 
 /// Units a step computes together: the kernels run on blocks of this many rows of each gate.
 constexpr int kUnitBlock = 16;
@@ -131,7 +151,7 @@ Status int8_lstm_prepare_folded(const Int8LstmQuantization& q, int input_size, i
 
 /// One time step for `batch` rows: x [batch, I], h [batch, H] (read, then overwritten with the
 /// new output state, which is also the step's output), c [batch, H] (read and overwritten).
-/// `scratch`: int8_lstm_scratch_bytes(H) bytes. No checks: prepare validated the params.
+/// `scratch`: int8_lstm_scratch_bytes(p) bytes. No checks: prepare validated the params.
 void int8_lstm_step(const Int8LstmParams& p, int batch, const std::int8_t* x, std::int8_t* h,
                     std::int16_t* c, std::int8_t* scratch);
 

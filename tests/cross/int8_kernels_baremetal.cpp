@@ -1,4 +1,5 @@
-// The int8 matrix-vector kernels of a bare-metal build (on Cortex-M4/M7: i8_dot_rows_dsp_4x16)
+// The int8 matrix-vector kernels of a bare-metal build (on Cortex-M4/M7: i8_dot_rows_dsp_4x16 and
+// i8_dot_panels_dsp_4x16)
 // against the scalar kernel, on the emulated core: the check of tests/test_int8_lstm.cpp ("int8
 // dot kernels: ..."), which runs on the hosts and under qemu-user, repeated for the firmware
 // build's own code (Thumb-2 at -Os, another register allocation around the kernel's assembly).
@@ -87,6 +88,56 @@ int run() {
   return 0;
 }
 
+// The interleaved layout's kernels (on Cortex-M4/M7: i8_dot_panels_dsp_4x16, a whole function in
+// assembly) against the row-major scalar kernel, on the same random shapes and values.
+alignas(4) std::int8_t g_packed[rnncore::q8::interleaved4_bytes(kMaxRows, kMaxK)];
+alignas(4) std::int16_t g_pairs[kMaxK + 4];
+
+int run_panels() {
+  int n_kernels = 0;
+  const rnncore::q8::DotPanelsKernel* kernels = rnncore::q8::int8_panel_kernels(&n_kernels);
+  put("int8 interleaved kernels:");
+  for (int i = 0; i < n_kernels; ++i) {
+    put(" ");
+    put(kernels[i].name);
+  }
+  end_line();
+  long compared = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int rows = pick(1, kMaxRows), K = trial < kMaxK ? trial + 1 : pick(1, kMaxK);
+    for (int i = 0; i < rows * K; ++i) g_w[i] = static_cast<std::int8_t>(trial % 3 == 1 ? -128 : pick(-128, 127));
+    for (int i = 0; i < K; ++i) g_v[i] = static_cast<std::int8_t>(trial % 3 == 1 ? -128 : pick(-128, 127));
+    for (int j = 0; j < rows; ++j) g_bias[j] = trial % 2 ? INT32_MAX - pick(0, 1 << 20) : static_cast<std::int32_t>(next_u32());
+    rnncore::q8::i8_dot_rows_scalar(g_w, rows, K, g_v, g_bias, g_want);
+    rnncore::q8::interleave4(g_w, rows, K, g_packed);
+    rnncore::q8::widen_pairs(g_v, K, g_pairs);
+    for (int i = 0; i < n_kernels; ++i) {
+      for (std::int32_t& x : g_got) x = 0x5A5A5A5A;
+      kernels[i].fn(g_packed, rows, (K + 3) / 4, g_pairs, g_bias, g_got);
+      for (int j = 0; j <= rows; ++j) {
+        if (j < rows ? g_got[j] != g_want[j] : g_got[j] != 0x5A5A5A5A) {
+          put("FAIL: ");
+          put(kernels[i].name);
+          put(" rows ");
+          put_uint(static_cast<unsigned long>(rows));
+          put(" K ");
+          put_uint(static_cast<unsigned long>(K));
+          put(" row ");
+          put_uint(static_cast<unsigned long>(j));
+          end_line();
+          return 1;
+        }
+      }
+      ++compared;
+    }
+  }
+  put("compared ");
+  put_uint(static_cast<unsigned long>(compared));
+  put(" interleaved calls with the row-major scalar kernel's; PASS");
+  end_line();
+  return 0;
+}
+
 // The fixed-point sigmoid and tanh of src/int8_lstm.cpp (on Cortex-M: SMLABB, SSAT, the exp
 // table, -O2) against the transcription of gemmlowp's arithmetic, on every int16 input and every
 // integer_bits of tanh: the check of tests/test_int8_lstm.cpp on the firmware build's own code.
@@ -118,4 +169,4 @@ int run_activations() {
 
 }  // namespace
 
-extern "C" int main(void) { return run() != 0 ? 1 : run_activations(); }
+extern "C" int main(void) { return run() != 0 || run_panels() != 0 ? 1 : run_activations(); }
