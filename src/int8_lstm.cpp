@@ -148,32 +148,32 @@ constexpr ExpQuarterTable kExpQuarter{};
 
 // The factors exp(−2^k), k = K .. min(4, IB − 1), for the set bits of the remainder, unrolled at
 // compile time (bit positions and constants become immediates).
-template <int IB, int K>
-RNNCORE_Q8_INLINE std::int32_t apply_exp_factors(std::int32_t result, std::int32_t remainder) {
+template <int IB, int K, bool kConst = false>
+constexpr RNNCORE_Q8_INLINE std::int32_t apply_exp_factors(std::int32_t result, std::int32_t remainder) {
   if constexpr (K > 4 || K >= IB) {
     (void)remainder;
     return result;
   } else {
-    if ((remainder & (std::int32_t{1} << (15 - IB + K))) != 0) result = rdhm16(result, kExpFactor[K + 2]);
-    return apply_exp_factors<IB, K + 1>(result, remainder);
+    if ((remainder & (std::int32_t{1} << (15 - IB + K))) != 0) result = mul16<kConst>(result, kExpFactor[K + 2]);
+    return apply_exp_factors<IB, K + 1, kConst>(result, remainder);
   }
 }
 
 // exp(a) for a ≤ 0 given with IB integer bits (Q(IB).(15−IB)), result in Q0.15: exp of the
 // residue in [−1/4, 0), then one factor exp(−2^k) per set bit of the rest (k = −2 .. 4).
-template <int IB>
-RNNCORE_Q8_INLINE std::int32_t exp_on_negative_values(std::int32_t a) {
+template <int IB, bool kConst = false>
+constexpr RNNCORE_Q8_INLINE std::int32_t exp_on_negative_values(std::int32_t a) {
   static_assert(IB >= 1 && IB <= 7, "exp_on_negative_values: 1..7 integer bits");
   constexpr std::int32_t quarter = std::int32_t{1} << (13 - IB);
   const std::int32_t residue = (a & (quarter - 1)) - quarter;  // in [−quarter, 0)
   // residue · 2^IB lies in [−2^13, 0): the reference's saturating shift never saturates here.
-  std::int32_t result;
+  std::int32_t result = 0;
   if constexpr (IB >= 3) {
     result = kExpQuarter.v[(a & (quarter - 1)) << (IB - 3)];  // residue · 2^IB = 8 · index − 2^13
   } else {
-    result = exp_on_interval_quarter<false>(residue * (std::int32_t{1} << IB));
+    result = exp_on_interval_quarter<kConst>(residue * (std::int32_t{1} << IB));
   }
-  result = apply_exp_factors<IB, -2>(result, residue - a);
+  result = apply_exp_factors<IB, -2, kConst>(result, residue - a);
   if constexpr (IB > 5) {
     constexpr std::int16_t clamp = c16(-(std::int32_t{1} << (36 - IB)));  // −32 in Q(IB)
     if (a < clamp) result = 0;
@@ -217,8 +217,10 @@ struct ReciprocalDeltas {
 constexpr ReciprocalDeltas kReciprocalDeltas{};
 #endif
 
-RNNCORE_Q8_INLINE std::int32_t reciprocal_of_one_plus(std::int32_t a) {
+template <bool kConst = false>
+constexpr RNNCORE_Q8_INLINE std::int32_t reciprocal_of_one_plus(std::int32_t a) {
   const std::int32_t half_denominator = (a + kOneQ0 + 1) >> 1;  // (a + 1)/2 rounded; a + 1 > 0
+  if constexpr (kConst) return reciprocal_of_half_denominator<true>(half_denominator);
 #if defined(RNNCORE_Q8_RECIPROCAL_TABLE)
   const std::uint32_t hd = static_cast<std::uint32_t>(half_denominator);
   return static_cast<std::int32_t>(rounded_reciprocal(hd)) + kReciprocalDeltas.d[hd - (1u << 14)];
@@ -227,25 +229,64 @@ RNNCORE_Q8_INLINE std::int32_t reciprocal_of_one_plus(std::int32_t a) {
 #endif
 }
 
-// exp(−|x|) of a value with IB integer bits; its argument is −|x| (−2^15 stays itself).
-template <int IB>
-RNNCORE_Q8_INLINE std::int32_t exp_minus_abs(std::int32_t x) {
-  return exp_on_negative_values<IB>(x < 0 ? x : -x);
+// 1 / (1 + e^(−|x|)) in Q0.15 for a Q3.12 value x ≠ 0, given −|x| (−2^15 for x = −2^15).
+template <bool kConst = false>
+constexpr RNNCORE_Q8_INLINE std::int32_t sigmoid_of_abs(std::int32_t minus_abs) {
+  return saturate16<kConst>(reciprocal_of_one_plus<kConst>(exp_on_negative_values<3, kConst>(minus_abs)) * 2);  // Q2.13 → Q0.15
 }
+// tanh|x| in Q0.15 for x ≠ 0 with IB integer bits, given −|x|: (1 − e^(−2|x|)) / (1 + e^(−2|x|));
+// −2|x| is the same raw value with one more integer bit.
+template <int IB, bool kConst = false>
+constexpr RNNCORE_Q8_INLINE std::int32_t tanh_of_abs(std::int32_t minus_abs) {
+  const std::int32_t recip = reciprocal_of_one_plus<kConst>(exp_on_negative_values<IB + 1, kConst>(minus_abs));
+  return saturate16<kConst>((recip - kOneQ2) * 4);  // (2/(1 + e) − 1), Q2.13 → Q0.15
+}
+
+#if defined(RNNCORE_NO_HEAP) && defined(RNNCORE_Q8_ACTIVATION_TABLES)
+// Firmware builds that trade 128 KiB of flash for speed (meson option int8_activation_tables): the
+// sigmoid and tanh(Q3.12) of every |x| in 1 .. 2^15, computed at compile time by the functions
+// above, so that an activation is a load and a sign instead of about 45 instructions. tanh with
+// IB > 3 integer bits reads the same table at x · 2^(IB − 3) saturated to int16 (the same real
+// argument; equal on every int16 input and IB 4..6, which tests/cross/int8_kernels_baremetal.cpp
+// checks on the emulated core). Host builds have run-time tables instead ("Activation tables").
+struct AbsTables {
+  std::int16_t sigmoid[32769] = {};
+  std::int16_t tanh3[32769] = {};
+  constexpr AbsTables() {
+    sigmoid[0] = kHalfQ0;  // and tanh3[0] = 0: the values at x = 0, so that a lookup needs no test for it
+    for (std::int32_t m = 1; m <= 32768; ++m) {
+      sigmoid[m] = static_cast<std::int16_t>(sigmoid_of_abs<true>(-m));
+      tanh3[m] = static_cast<std::int16_t>(tanh_of_abs<3, true>(-m));
+    }
+  }
+};
+constexpr AbsTables kAbsTables{};
+#define RNNCORE_Q8_ABS_TABLES 1
+#endif
 
 // Logistic of a Q3.12 value, Q0.15: 1 / (1 + e^(−|x|)), then 1 − that for x < 0.
 RNNCORE_Q8_INLINE std::int16_t sigmoid_fixed(std::int16_t x) {
+#if defined(RNNCORE_Q8_ABS_TABLES)
+  const std::int32_t positive = kAbsTables.sigmoid[x < 0 ? -x : x];
+  return static_cast<std::int16_t>(x >= 0 ? positive : kOneQ0 - positive);
+#else
   if (x == 0) return kHalfQ0;
-  const std::int32_t positive = sat16(reciprocal_of_one_plus(exp_minus_abs<3>(x)) * 2);  // Q2.13 → Q0.15
+  const std::int32_t positive = sigmoid_of_abs(x < 0 ? x : -x);
   return static_cast<std::int16_t>(x > 0 ? positive : kOneQ0 - positive);
+#endif
 }
 
 template <int IB>
 RNNCORE_Q8_INLINE std::int16_t tanh_fixed(std::int16_t x) {
+#if defined(RNNCORE_Q8_ABS_TABLES)
+  if constexpr (IB >= 3) {
+    const std::int32_t y = IB > 3 ? sat16(static_cast<std::int32_t>(x) * (1 << (IB - 3))) : x;
+    const std::int32_t t = kAbsTables.tanh3[y < 0 ? -y : y];
+    return static_cast<std::int16_t>(x < 0 ? -t : t);
+  }
+#endif
   if (x == 0) return 0;
-  // tanh|x| = (1 − e^(−2|x|)) / (1 + e^(−2|x|)); −2|x| is the same raw value with one more integer bit
-  const std::int32_t recip = reciprocal_of_one_plus(exp_minus_abs<IB + 1>(x));
-  const std::int32_t t = sat16((recip - kOneQ2) * 4);  // (2/(1 + e) − 1), Q2.13 → Q0.15
+  const std::int32_t t = tanh_of_abs<IB>(x < 0 ? x : -x);
   return static_cast<std::int16_t>(x < 0 ? -t : t);
 }
 
@@ -284,8 +325,11 @@ struct StepMultiplier {
         left(m.shift > 0 ? m.shift : 0),
         right(m.shift > 0 ? 0 : -m.shift),
         half(m.shift < 0 ? std::int32_t{1} << (-m.shift - 1) : 0) {}
-  RNNCORE_Q8_INLINE std::int32_t operator()(std::int32_t x) const {
-    if (right == 0) {
+  RNNCORE_Q8_INLINE std::int32_t operator()(std::int32_t x) const { return apply<false>(x); }
+  // kRightShift: the caller knows right >= 1 (no test of the left-shift case).
+  template <bool kRightShift>
+  RNNCORE_Q8_INLINE std::int32_t apply(std::int32_t x) const {
+    if (!kRightShift && right == 0) {
       const std::int32_t shifted = static_cast<std::int32_t>(static_cast<std::uint32_t>(x) << left);
       return static_cast<std::int32_t>(high_sum(shifted, std::int32_t{1} << 30, 0) >> 31);
     }
@@ -385,9 +429,10 @@ const GateTables& gate_tables() {
   return tables;
 }
 
-RNNCORE_Q8_INLINE std::int16_t gate_activation(int g, std::int16_t z) {
+template <bool kTanh>
+RNNCORE_Q8_INLINE std::int16_t gate_activation(std::int16_t z) {
   const GateTables& t = gate_tables();
-  return g == 2 ? t.tanh3[z + 32768] : t.sigmoid[z + 32768];
+  return kTanh ? t.tanh3[z + 32768] : t.sigmoid[z + 32768];
 }
 
 // tanh of a cell state with IB integer bits, the same way: a table per IB, filled at the prepare of
@@ -424,7 +469,14 @@ void fill_tables(int cell_log2) {
   (void)cell_tanh_table(15 + cell_log2);
 }
 #else
-RNNCORE_Q8_INLINE std::int16_t gate_activation(int g, std::int16_t z) { return g == 2 ? tanh_fixed<3>(z) : sigmoid_fixed(z); }
+template <bool kTanh>
+RNNCORE_Q8_INLINE std::int16_t gate_activation(std::int16_t z) {
+  if constexpr (kTanh) {
+    return tanh_fixed<3>(z);
+  } else {
+    return sigmoid_fixed(z);
+  }
+}
 const std::int16_t* cell_tanh_table(int) { return nullptr; }
 void fill_tables(int) {}
 #endif
@@ -707,24 +759,35 @@ void update_cells(const Int8LstmParams& p, std::size_t j, int n, const std::int1
   }
 }
 
-// Gate g's activations of n units from their int32 sums; x_mult(u) and h_mult(u) give unit u's
-// multipliers (the same for all units per tensor, where the compiler hoists them).
-template <class XMult, class HMult>
-RNNCORE_Q8_INLINE void gate_units(int g, int n, const std::int32_t* ax, const std::int32_t* ah, std::int16_t* act,
+// A gate's activations of n units from their int32 sums (kTanh: the cell gate g, else a sigmoid);
+// x_mult(u) and h_mult(u) give unit u's multipliers (the same for all units per tensor, where the
+// compiler hoists them). kRightShifts: every multiplier shifts right (StepMultiplier::apply).
+template <bool kTanh, bool kRightShifts, class XMult, class HMult>
+RNNCORE_Q8_INLINE void gate_units(int n, const std::int32_t* ax, const std::int32_t* ah, std::int16_t* act,
                                   XMult x_mult, HMult h_mult) {
   for (int u = 0; u < n; ++u) {
     // Each product is rescaled to Q3.12 on its own and saturated; then the two are summed and
     // saturated again (TFLite accumulates the recurrent part onto the saturated input part).
-    const std::int32_t zx = sat16(x_mult(u)(ax[u]));
-    const std::int16_t z = static_cast<std::int16_t>(sat16(h_mult(u)(ah[u]) + zx));
-    act[u] = gate_activation(g, z);
+    const std::int32_t zx = sat16(x_mult(u).template apply<kRightShifts>(ax[u]));
+    const std::int16_t z = static_cast<std::int16_t>(sat16(h_mult(u).template apply<kRightShifts>(ah[u]) + zx));
+    act[u] = gate_activation<kTanh>(z);
   }
 }
 
-// Units [j0, j0 + n) of one batch row (n <= kUnitBlock): the four gates from x and the previous
-// output state h, then the cell (c, in place) and the new output state (into h_next; h itself
-// is still read by the blocks after this one). kPerChannel: the multipliers are per unit;
-// kInterleaved: the weights are interleaved (the panel kernel, on x and h widened).
+// A gate per tensor: one pair of multipliers, and the loop without the left-shift case where (as
+// for most models: effective scales below 1) both shift right.
+template <bool kTanh>
+RNNCORE_Q8_INLINE void gate_units_per_tensor(int n, const std::int32_t* ax, const std::int32_t* ah, std::int16_t* act,
+                                             const StepMultiplier& mx, const StepMultiplier& mh) {
+  const auto x_mult = [&mx](int) -> const StepMultiplier& { return mx; };
+  const auto h_mult = [&mh](int) -> const StepMultiplier& { return mh; };
+  if (mx.right > 0 && mh.right > 0) {
+    gate_units<kTanh, true>(n, ax, ah, act, x_mult, h_mult);
+  } else {
+    gate_units<kTanh, false>(n, ax, ah, act, x_mult, h_mult);
+  }
+}
+
 // A step's operands for one batch row: x and h, and with interleaved weights the same widened
 // (widen_pairs; null otherwise).
 struct StepOperands {
@@ -733,6 +796,11 @@ struct StepOperands {
   const std::int16_t* x_pairs;
   const std::int16_t* h_pairs;
 };
+
+// Units [j0, j0 + n) of one batch row (n <= kUnitBlock): the four gates from x and the previous
+// output state h, then the cell (c, in place) and the new output state (into h_next; h itself
+// is still read by the blocks after this one). kPerChannel: the multipliers are per unit;
+// kInterleaved: the weights are interleaved (the panel kernel, on x and h widened).
 
 template <bool kPerChannel, bool kInterleaved>
 RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const StepOperands& in, std::int16_t* c,
@@ -753,13 +821,15 @@ RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const 
     }
     if constexpr (!kPerChannel) {
       const StepMultiplier mx(p.x_mult[g]), mh(p.h_mult[g]);
-      gate_units(g, n, ax, ah, act[g], [&mx](int) -> const StepMultiplier& { return mx; },
-                 [&mh](int) -> const StepMultiplier& { return mh; });
+      g == 2 ? gate_units_per_tensor<true>(n, ax, ah, act[g], mx, mh)
+             : gate_units_per_tensor<false>(n, ax, ah, act[g], mx, mh);
     } else {  // each unit's own multipliers
       const std::int32_t* const xm = p.x_mult_rows[g] + 2 * j;
       const std::int32_t* const hm = p.h_mult_rows[g] + 2 * j;
-      gate_units(g, n, ax, ah, act[g], [xm](int u) { return StepMultiplier({xm[2 * u], xm[2 * u + 1]}); },
-                 [hm](int u) { return StepMultiplier({hm[2 * u], hm[2 * u + 1]}); });
+      const auto x_mult = [xm](int u) { return StepMultiplier({xm[2 * u], xm[2 * u + 1]}); };
+      const auto h_mult = [hm](int u) { return StepMultiplier({hm[2 * u], hm[2 * u + 1]}); };
+      g == 2 ? gate_units<true, false>(n, ax, ah, act[g], x_mult, h_mult)
+             : gate_units<false, false>(n, ax, ah, act[g], x_mult, h_mult);
     }
   }
   switch (15 + p.cell_log2) {  // derive_scales admits cell_log2 <= −9

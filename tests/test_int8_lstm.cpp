@@ -547,6 +547,21 @@ TEST_CASE("int8 LSTM: the fixed-point activations equal the reference on every i
 // The rescaling: every multiplier shift quantize_multiplier produces (-31..30), multipliers at
 // and between the ends of [2^30, 2^31), and accumulators random, near 0, near the int32 ends and
 // at the rounding ties of each shift.
+TEST_CASE("int8 LSTM: tanh with IB > 3 integer bits is tanh with 3 at the argument scaled, saturated") {
+  // The firmware's activation tables (meson option int8_activation_tables) hold tanh for 3 integer
+  // bits only and read it at x · 2^(IB − 3), saturated to int16, for the cell state's IB 4..6: the
+  // same real argument, and the same fixed-point result on every int16 input (checked here, and
+  // on the emulated core by tests/cross/int8_kernels_baremetal.cpp with the tables built in).
+  for (int ib = 4; ib <= 6; ++ib) {
+    long differ = 0;
+    for (std::int32_t x = -32768; x <= 32767; ++x) {
+      const std::int32_t y = std::clamp<std::int32_t>(x * (1 << (ib - 3)), -32768, 32767);
+      differ += tanh_q(static_cast<std::int16_t>(x), ib) != tanh_q(static_cast<std::int16_t>(y), 3);
+    }
+    CHECK_MESSAGE(differ == 0, "integer bits " << ib);
+  }
+}
+
 TEST_CASE("int8 LSTM: multiply_by_quantized_multiplier equals the reference") {
   std::mt19937 rng(2026);
   std::uniform_int_distribution<std::int32_t> any(std::numeric_limits<std::int32_t>::min(),
