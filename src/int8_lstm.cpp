@@ -193,7 +193,7 @@ constexpr std::int32_t reciprocal_of_half_denominator(std::int32_t half_denomina
   return x;
 }
 
-#if defined(RNNCORE_NO_HEAP) && !defined(RNNCORE_Q8_NO_RECIPROCAL_TABLE) && \
+#if defined(RNNCORE_NO_HEAP) && !defined(RNNCORE_Q8_NO_RECIPROCAL_TABLE) && !defined(RNNCORE_Q8_ACTIVATION_TABLES) && \
     (!defined(__arm__) || defined(__ARM_FEATURE_IDIV))
 // Firmware builds divide instead (UDIV: one instruction on ARMv7E-M and ARMv8-M Mainline): the
 // reciprocal depends on a only through hd = (a + 1)/2, 2^14 .. 2^15 − 1 in Q0.15, and is within 3 of
@@ -201,7 +201,9 @@ constexpr std::int32_t reciprocal_of_half_denominator(std::int32_t half_denomina
 // of flash, computed at compile time from the iteration itself) gives the same values for a
 // division, a load and an add instead of about 30 instructions. tests/cross/int8_kernels_baremetal.cpp
 // compares the activations built on it with the reference on every int16 input. Define
-// RNNCORE_Q8_NO_RECIPROCAL_TABLE (meson option int8_reciprocal_table=false) to keep the 16 KiB.
+// RNNCORE_Q8_NO_RECIPROCAL_TABLE (meson option int8_reciprocal_table=false) to keep the 16 KiB. With
+// the activation tables (below) only tanh of a cell state with fewer than 3 integer bits divides,
+// which is rare: those builds keep the 16 KiB too.
 #define RNNCORE_Q8_RECIPROCAL_TABLE 1
 constexpr std::uint32_t rounded_reciprocal(std::uint32_t hd) { return ((std::uint32_t{1} << 28) + (hd >> 1)) / hd; }
 struct ReciprocalDeltas {
