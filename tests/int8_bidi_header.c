@@ -10,7 +10,12 @@
 
 #include <rnncore/int8.h>
 
+#include "int8_header_layout.h"
+#ifdef RNNCORE_TEST_INTERLEAVED
+#include "bidi_model_interleaved.h" /* the same model, `rnncore export-c --interleave` */
+#else
 #include "bidi_model.h"
+#endif
 
 #define B BIDI_MODEL_SAMPLE_BATCH
 #define T BIDI_MODEL_SAMPLE_STEPS
@@ -24,7 +29,10 @@ typedef char two_bidirectional_layers[(BIDI_MODEL_LAYERS == 2 && BIDI_MODEL_L0_B
 
 static int8_t y0[B * T * BIDI_MODEL_L0_HIDDEN_SIZE];
 static int8_t y[B * T * BIDI_MODEL_OUTPUT_SIZE];
-static int8_t steps[B * T * MAX_H], h[B * MAX_H], scratch[MAX_H];
+#define MAX2(a, b) ((a) > (b) ? (a) : (b))
+static int8_t steps[B * T * MAX_H], h[B * MAX_H];
+static int8_t scratch[MAX2(MAX2(BIDI_MODEL_L0_FW_SCRATCH_BYTES, BIDI_MODEL_L0_BW_SCRATCH_BYTES),
+                           MAX2(BIDI_MODEL_L1_FW_SCRATCH_BYTES, BIDI_MODEL_L1_BW_SCRATCH_BYTES))];
 static int16_t c[B * MAX_H];
 
 static int check(const char* what, rnncore_status s) {
@@ -72,7 +80,9 @@ int main(void) {
       check("prepare", rnncore_int8_lstm_prepare_folded(&bidi_model_l1_bw_quantization, BIDI_MODEL_L1_INPUT_SIZE,
                                                         BIDI_MODEL_L1_BW_HIDDEN_SIZE, bidi_model_l1_bw_w_gates,
                                                         bidi_model_l1_bw_r_gates, bidi_model_l1_bw_bias_gates,
-                                                        bidi_model_l1_bw_folded_bias, BIDI_MODEL_L1_BW_BIAS_WORDS, &b1)))
+                                                        bidi_model_l1_bw_folded_bias, BIDI_MODEL_L1_BW_BIAS_WORDS, &b1)) ||
+      wrong_layout("layer 0 forward", &f0) || wrong_layout("layer 0 backward", &b0) ||
+      wrong_layout("layer 1 forward", &f1) || wrong_layout("layer 1 backward", &b1))
     return 1;
   if (run_layer(&f0, &b0, BIDI_MODEL_L0_INPUT_SIZE, BIDI_MODEL_L0_FW_HIDDEN_SIZE, BIDI_MODEL_L0_BW_HIDDEN_SIZE,
                 BIDI_MODEL_L0_FW_STATE_ZERO_POINT, BIDI_MODEL_L0_BW_STATE_ZERO_POINT, bidi_model_sample_input, y0) ||

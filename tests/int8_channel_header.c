@@ -10,7 +10,12 @@
 
 #include <rnncore/int8.h>
 
+#include "int8_header_layout.h"
+#ifdef RNNCORE_TEST_INTERLEAVED
+#include "channel_model_interleaved.h" /* the same model, `rnncore export-c --interleave` */
+#else
 #include "channel_model.h"
+#endif
 
 #define B CHANNEL_MODEL_SAMPLE_BATCH
 #define T CHANNEL_MODEL_SAMPLE_STEPS
@@ -34,6 +39,7 @@ int main(void) {
     printf("FAIL: prepare: %s\n", rnncore_last_error_detail());
     return 1;
   }
+  if (wrong_layout("the LSTM", &lstm)) return 1;
   memset(h, CHANNEL_MODEL_STATE_ZERO_POINT, sizeof h);
   s = rnncore_int8_lstm_run(&lstm, B, T, channel_model_sample_input, y, h, c, scratch, sizeof scratch);
   if (s != RNNCORE_OK) {

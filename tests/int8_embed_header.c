@@ -10,7 +10,12 @@
 
 #include <rnncore/int8.h>
 
+#include "int8_header_layout.h"
+#ifdef RNNCORE_TEST_INTERLEAVED
+#include "embed_model_interleaved.h" /* the same model, `rnncore export-c --interleave` */
+#else
 #include "embed_model.h"
+#endif
 
 #define B EMBED_MODEL_SAMPLE_BATCH
 #define T EMBED_MODEL_SAMPLE_STEPS
@@ -62,7 +67,8 @@ int main(void) {
                                   embed_model_l1_folded_bias, EMBED_MODEL_L1_BIAS_WORDS, &l1)) ||
       check("prepare Dense 0", rnncore_int8_dense_prepare(&embed_model_fc0_quantization, EMBED_MODEL_FC0_IN_SIZE,
                                                           EMBED_MODEL_FC0_OUT_SIZE, embed_model_fc0_w, embed_model_fc0_bias,
-                                                          fc0_bias, fc0_scale, &fc0)))
+                                                          fc0_bias, fc0_scale, &fc0)) ||
+      wrong_layout("LSTM 0", &l0) || wrong_layout("LSTM 1", &l1))
     return 1;
   memset(h0, EMBED_MODEL_L0_STATE_ZERO_POINT, sizeof h0);
   memset(h1, EMBED_MODEL_L1_STATE_ZERO_POINT, sizeof h1);

@@ -9,7 +9,12 @@
 
 #include <rnncore/int8.h>
 
+#include "int8_header_layout.h"
+#ifdef RNNCORE_TEST_INTERLEAVED
+#include "head_model_interleaved.h" /* the same model, `rnncore export-c --interleave` */
+#else
 #include "head_model.h"
+#endif
 
 #define B HEAD_MODEL_SAMPLE_BATCH
 #define T HEAD_MODEL_SAMPLE_STEPS
@@ -46,7 +51,8 @@ int main(void) {
                                                           fc0_bias, fc0_scale, &fc0)) ||
       check("prepare Dense 1", rnncore_int8_dense_prepare(&head_model_fc1_quantization, HEAD_MODEL_FC1_IN_SIZE,
                                                           HEAD_MODEL_FC1_OUT_SIZE, head_model_fc1_w, head_model_fc1_bias,
-                                                          fc1_bias, fc1_scale, &fc1)))
+                                                          fc1_bias, fc1_scale, &fc1)) ||
+      wrong_layout("the LSTM", &l0))
     return 1;
   memset(h, HEAD_MODEL_L0_STATE_ZERO_POINT, sizeof h);
   if (check("run the LSTM", rnncore_int8_lstm_run(&l0, B, T, head_model_sample_input, NULL, h, c, scratch, sizeof scratch)) ||

@@ -10,7 +10,12 @@
 
 #include <rnncore/int8.h>
 
+#include "int8_header_layout.h"
+#ifdef RNNCORE_TEST_INTERLEAVED
+#include "merge_model_interleaved.h" /* the same model, `rnncore export-c --interleave` */
+#else
 #include "merge_model.h"
+#endif
 
 #define B MERGE_MODEL_SAMPLE_BATCH
 #define T MERGE_MODEL_SAMPLE_STEPS
@@ -25,7 +30,10 @@ typedef char two_ave_layers[(MERGE_MODEL_LAYERS == 2 && MERGE_MODEL_L0_MERGE == 
 
 static int8_t y0[B * T * MAX_H], y[B * T * MAX_H];
 static int8_t xr[B * T * MAX_I], fw_out[B * T * MAX_H], bw_out[B * T * MAX_H], bw_back[B * T * MAX_H];
-static int8_t h[B * MAX_H], scratch[MAX_H];
+#define MAX2(a, b) ((a) > (b) ? (a) : (b))
+static int8_t h[B * MAX_H];
+static int8_t scratch[MAX2(MAX2(MERGE_MODEL_L0_FW_SCRATCH_BYTES, MERGE_MODEL_L0_BW_SCRATCH_BYTES),
+                           MAX2(MERGE_MODEL_L1_FW_SCRATCH_BYTES, MERGE_MODEL_L1_BW_SCRATCH_BYTES))];
 static int16_t c[B * MAX_H];
 
 static int check(const char* what, rnncore_status s) {
@@ -77,7 +85,9 @@ int main(void) {
       check("prepare", rnncore_int8_lstm_prepare_folded(&merge_model_l1_bw_quantization, MERGE_MODEL_L1_INPUT_SIZE,
                                                         MERGE_MODEL_L1_BW_HIDDEN_SIZE, merge_model_l1_bw_w_gates,
                                                         merge_model_l1_bw_r_gates, merge_model_l1_bw_bias_gates,
-                                                        merge_model_l1_bw_folded_bias, MERGE_MODEL_L1_BW_BIAS_WORDS, &b1)))
+                                                        merge_model_l1_bw_folded_bias, MERGE_MODEL_L1_BW_BIAS_WORDS, &b1)) ||
+      wrong_layout("layer 0 forward", &f0) || wrong_layout("layer 0 backward", &b0) ||
+      wrong_layout("layer 1 forward", &f1) || wrong_layout("layer 1 backward", &b1))
     return 1;
   if (run_layer(&f0, &b0, MERGE_MODEL_L0_INPUT_SIZE, MERGE_MODEL_L0_HIDDEN_SIZE, MERGE_MODEL_L0_FW_STATE_ZERO_POINT,
                 MERGE_MODEL_L0_BW_STATE_ZERO_POINT, &merge_model_l0_merge_add, &merge_model_l0_merge_mul,

@@ -9,7 +9,12 @@
 
 #include <rnncore/int8.h>
 
+#include "int8_header_layout.h"
+#ifdef RNNCORE_TEST_INTERLEAVED
+#include "seq_model_interleaved.h" /* the same model, `rnncore export-c --interleave` */
+#else
 #include "seq_model.h"
+#endif
 
 #define B SEQ_MODEL_SAMPLE_BATCH
 #define T SEQ_MODEL_SAMPLE_STEPS
@@ -45,7 +50,8 @@ int main(void) {
                                                           fc0_bias, fc0_scale, &fc0)) ||
       check("prepare Dense 1", rnncore_int8_dense_prepare(&seq_model_fc1_quantization, SEQ_MODEL_FC1_IN_SIZE,
                                                           SEQ_MODEL_FC1_OUT_SIZE, seq_model_fc1_w, seq_model_fc1_bias,
-                                                          fc1_bias, fc1_scale, &fc1)))
+                                                          fc1_bias, fc1_scale, &fc1)) ||
+      wrong_layout("the LSTM", &l0))
     return 1;
   memset(h, SEQ_MODEL_L0_STATE_ZERO_POINT, sizeof h);
   if (check("run the LSTM", rnncore_int8_lstm_run(&l0, B, T, seq_model_sample_input, steps, h, c, scratch, sizeof scratch)) ||

@@ -8,7 +8,12 @@
 
 #include <rnncore/int8.h>
 
+#include "int8_header_layout.h"
+#ifdef RNNCORE_TEST_INTERLEAVED
+#include "stack_model_interleaved.h" /* the same model, `rnncore export-c --interleave` */
+#else
 #include "stack_model.h"
+#endif
 
 #define B STACK_MODEL_SAMPLE_BATCH
 #define T STACK_MODEL_SAMPLE_STEPS
@@ -43,7 +48,8 @@ int main(void) {
                                    stack_model_l1_folded_bias, STACK_MODEL_L1_BIAS_WORDS, &l1)) ||
       check("prepare Dense 0", rnncore_int8_dense_prepare(&stack_model_fc0_quantization, STACK_MODEL_FC0_IN_SIZE,
                                                           STACK_MODEL_FC0_OUT_SIZE, stack_model_fc0_w,
-                                                          stack_model_fc0_bias, fc_bias, fc_scale, &fc0)))
+                                                          stack_model_fc0_bias, fc_bias, fc_scale, &fc0)) ||
+      wrong_layout("layer 0", &l0) || wrong_layout("layer 1", &l1))
     return 1;
   memset(h0, STACK_MODEL_L0_STATE_ZERO_POINT, sizeof h0);
   memset(h1, STACK_MODEL_L1_STATE_ZERO_POINT, sizeof h1);

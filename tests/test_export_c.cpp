@@ -5,6 +5,7 @@
 // (examples/firmware/meson.build), so the header is also known to be valid C.
 #include <doctest/doctest.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -230,6 +231,92 @@ TEST_CASE("export-c: a bidirectional int8 layer is written as its two directions
   CHECK(h.find("#define NET_L0_HIDDEN_SIZE 12") != std::string::npos);
   CHECK(h.find("#define NET_L0_FW_HIDDEN_SIZE 6") != std::string::npos);
   CHECK(h.find("static const rnncore_int8_lstm_quantization net_l0_bw_quantization") != std::string::npos);
+}
+
+namespace {
+
+// The integer values of the C array `name` in a header (its comment lines skipped).
+std::vector<long> int_array(const std::string& text, const std::string& name) {
+  std::vector<long> v;
+  const std::size_t at = text.find(" " + name + "[");
+  REQUIRE_MESSAGE(at != std::string::npos, name);
+  std::istringstream lines(text.substr(text.find('\n', at) + 1));
+  std::string line;
+  while (std::getline(lines, line) && line != "};") {
+    if (line.find("/*") != std::string::npos) continue;
+    for (const char* p = line.c_str(); *p != '\0';) {
+      char* end = nullptr;
+      const long x = std::strtol(p, &end, 10);
+      if (end == p) break;
+      v.push_back(x);
+      p = end + (*end == ',' ? 1 : 0);
+    }
+  }
+  return v;
+}
+
+// Element (j, k) of gate g of the interleaved layout, from its definition (int8.h): panels of 4 rows,
+// each 16 bytes a word of 4 columns of each of the panel's rows; rows and columns padded to 4.
+std::size_t interleaved_at(int g, int j, int k, int rows, int cols) {
+  const std::size_t words = static_cast<std::size_t>((cols + 3) / 4), panels = static_cast<std::size_t>((rows + 3) / 4);
+  return g * panels * words * 16 + ((j / 4) * words + k / 4) * 16 + (j % 4) * 4 + k % 4;
+}
+
+}  // namespace
+
+TEST_CASE("export-c --interleave: every LSTM's weights interleaved and 4-byte aligned, the rest as row-major") {
+  // (tests/int8_*_header.c run such headers through the C API against LiteRT: the *_interleaved tests.)
+  // Two Bidirectional layers, H 6 and 5, inputs 4 and 12: rows padded in every direction.
+  const std::string d = temp_dir();
+  const std::string model = kSource + "/tests/golden/tflite_int8/stacks/bidi_stack2_I4_H6_5_T6_B2_seq_bibi.safetensors";
+  REQUIRE(run("export-c --weights " + model + " --name net --output " + d + "/rows.h").code == 0);
+  const Result r = run("export-c --weights " + model + " --name net --output " + d + "/panels.h --interleave");
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(r.out.find("interleaved") != std::string::npos);
+  const std::string rows = slurp(d + "/rows.h"), panels = slurp(d + "/panels.h");
+  const Header h = parse(panels);
+  CHECK(rows.find("INTERLEAVED4") == std::string::npos);
+  CHECK(panels.find("#define RNNCORE_INT8_ALIGN4 __attribute__((aligned(4)))") != std::string::npos);
+  int layers = 0;
+  for (const char* lstm : {"l0_fw", "l0_bw", "l1_fw", "l1_bw"}) {
+    const std::string n = std::string("net_") + lstm;
+    std::string N = n;
+    for (char& c : N) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    CAPTURE(n);
+    const int I = std::stoi(h.defines.at(N.substr(0, 6) + "_INPUT_SIZE"));  // NET_L<k>_INPUT_SIZE
+    const int H = std::stoi(h.defines.at(N + "_HIDDEN_SIZE"));
+    const auto pad = [](int x) { return (x + 3) / 4 * 4; };
+    CHECK(h.defines.at(N + "_SCRATCH_BYTES") == std::to_string(H + 3 + 2 * (pad(I) + pad(H))));
+    for (const auto& [m, k] : {std::make_pair(n + "_w", I), std::make_pair(n + "_r", H)}) {
+      CAPTURE(m);
+      CHECK(panels.find("static RNNCORE_INT8_ALIGN4 const int8_t " + m + "[") != std::string::npos);
+      const std::vector<long> a = int_array(rows, m), b = int_array(panels, m);
+      REQUIRE(a.size() == 4u * H * k);
+      REQUIRE(b.size() == 4u * pad(H) * pad(k));
+      std::vector<long> expected(b.size(), 0);
+      for (int g = 0; g < 4; ++g)
+        for (int j = 0; j < H; ++j)
+          for (int c = 0; c < k; ++c)
+            expected[interleaved_at(g, j, c, H, k)] = a[(static_cast<std::size_t>(g) * H + j) * k + c];
+      CHECK(b == expected);
+      const std::string gate1 = m + " + " + std::to_string(pad(H) * pad(k)) + ", ";
+      CHECK(panels.find(gate1) != std::string::npos);  // the pointer tables step by a gate's padded size
+    }
+    for (const std::string& m : {n + "_bias", n + "_folded_bias"}) CHECK(int_array(rows, m) == int_array(panels, m));
+    ++layers;
+  }
+  CHECK(layers == 4);
+  std::size_t fields = 0;
+  const std::string field = "    .weight_layout = RNNCORE_INT8_WEIGHTS_INTERLEAVED4,\n";
+  for (std::size_t at = panels.find(field); at != std::string::npos; at = panels.find(field, at + 1)) ++fields;
+  CHECK(fields == 4);
+
+  // A float model has no int8 weights to interleave: a usage error.
+  const Result f = run("export-c --weights " + kSource + "/examples/models/lstm_small.safetensors --output " + d +
+                       "/f.h --interleave");
+  CHECK(f.code == 2);
+  CHECK(f.err.find("--interleave") != std::string::npos);
+  CHECK(run("help export-c").out.find("--interleave") != std::string::npos);
 }
 
 TEST_CASE("export-c: a Bidirectional merged by sum, mul or ave is written with its prepared ADD / MUL") {

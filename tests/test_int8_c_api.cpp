@@ -1,7 +1,8 @@
 // The integer LSTM's C API (include/rnncore/int8.h) on LiteRT's goldens: every converted model of
 // tests/golden/tflite_int8/converted/ prepared through the C API (biases folded into RAM, and
 // again from an already-folded table as export-c writes it), run whole and streamed one step per
-// call; outputs and final states equal LiteRT's bit for bit. And its refusals; and the int8 Dense
+// call, and again with the weights interleaved (weight_layout 1); outputs and final states equal
+// LiteRT's bit for bit. And its refusals, rnncore_int8_interleave4; and the int8 Dense
 // layer's requantization (src/internal/int8_dense.hpp) on hand-computed cases. And the
 // bidirectional goldens (tests/golden/tflite_int8/stacks/bidi_*), through the loader and as two C API LSTMs.
 #include <doctest/doctest.h>
@@ -58,6 +59,27 @@ struct Pointers {
       w[g] = m.w[g].data();
       r[g] = m.r[g].data();
       b[g] = m.b[g].data();
+    }
+  }
+};
+
+// A model's weights in the interleaved layout (rnncore_int8_interleave4 per gate, gates one after the
+// other), held in int32 words so that every gate starts 4-byte aligned.
+struct Interleaved {
+  std::vector<std::int32_t> w_words, r_words;
+  const std::int8_t* w[4];
+  const std::int8_t* r[4];
+  explicit Interleaved(const io::Int8Model& m) {
+    const std::size_t wb = RNNCORE_INT8_INTERLEAVED4_BYTES(m.hidden_size, m.input_size);
+    const std::size_t rb = RNNCORE_INT8_INTERLEAVED4_BYTES(m.hidden_size, m.hidden_size);
+    w_words.resize(wb), r_words.resize(rb);  // wb words: the 4 · wb bytes of 4 gates
+    auto* wp = reinterpret_cast<std::int8_t*>(w_words.data());
+    auto* rp = reinterpret_cast<std::int8_t*>(r_words.data());
+    for (int g = 0; g < 4; ++g) {
+      w[g] = wp + g * wb;
+      r[g] = rp + g * rb;
+      REQUIRE(rnncore_int8_interleave4(m.w[g].data(), m.hidden_size, m.input_size, wp + g * wb) == RNNCORE_OK);
+      REQUIRE(rnncore_int8_interleave4(m.r[g].data(), m.hidden_size, m.hidden_size, rp + g * rb) == RNNCORE_OK);
     }
   }
 };
@@ -156,14 +178,30 @@ TEST_CASE("int8 C API: LiteRT's goldens, whole and streamed, biases folded in RA
     CHECK(std::string(rnncore_int8_lstm_kernel_name(&lstm)).rfind("i8_dot_rows_", 0) == 0);
     std::vector<std::int8_t> scratch(rnncore_int8_lstm_scratch_bytes(H));
     REQUIRE(scratch.size() == static_cast<std::size_t>(H));
+    CHECK(rnncore_int8_lstm_run_scratch_bytes(&lstm) == scratch.size());
 
-    for (const rnncore_int8_lstm* run : {&lstm, &from_table}) {
+    // The same weights interleaved (weight_layout 1), biases folded into RAM and from the row-major
+    // table (the folded biases do not depend on the layout): the same bits below.
+    rnncore_int8_lstm_quantization qi = q;
+    qi.weight_layout = RNNCORE_INT8_WEIGHTS_INTERLEAVED4;
+    const Interleaved pi(m);
+    std::vector<std::int32_t> folded_i(folded.size());
+    rnncore_int8_lstm panels, panels_from_table;
+    REQUIRE(rnncore_int8_lstm_prepare(&qi, I, H, pi.w, pi.r, p.b, folded_i.data(), folded_i.size(), &panels) == RNNCORE_OK);
+    CHECK(folded_i == folded);
+    REQUIRE(rnncore_int8_lstm_prepare_folded(&qi, I, H, pi.w, pi.r, p.b, folded.data(), folded.size(),
+                                             &panels_from_table) == RNNCORE_OK);
+    CHECK(std::string(rnncore_int8_lstm_kernel_name(&panels)).rfind("i8_dot_panels_", 0) == 0);
+    CHECK(rnncore_int8_lstm_run_scratch_bytes(&panels) == RNNCORE_INT8_LSTM_INTERLEAVED4_SCRATCH_BYTES(I, H));
+
+    for (const rnncore_int8_lstm* run : {&lstm, &from_table, &panels, &panels_from_table}) {
+      std::vector<std::int8_t> run_scratch(rnncore_int8_lstm_run_scratch_bytes(run));
       // Whole sequence.
       std::vector<std::int8_t> y(static_cast<std::size_t>(B) * T * H), h(static_cast<std::size_t>(B) * H,
                                                                           static_cast<std::int8_t>(q.state_zp));
       std::vector<std::int16_t> c(static_cast<std::size_t>(B) * H, 0);
-      REQUIRE(rnncore_int8_lstm_run(run, B, T, x.data(), y.data(), h.data(), c.data(), scratch.data(),
-                                    scratch.size()) == RNNCORE_OK);
+      REQUIRE(rnncore_int8_lstm_run(run, B, T, x.data(), y.data(), h.data(), c.data(), run_scratch.data(),
+                                    run_scratch.size()) == RNNCORE_OK);
       CHECK(h == hn_ref);
       CHECK(c == cn_ref);
       if (m.return_sequences) {
@@ -178,12 +216,18 @@ TEST_CASE("int8 C API: LiteRT's goldens, whole and streamed, biases folded in RA
         int equal_steps = 0;
         for (int t = 0; t < T; ++t) {
           REQUIRE(rnncore_int8_lstm_run(run, 1, 1, x.data() + (static_cast<std::size_t>(b) * T + t) * I, ys.data(),
-                                        hs.data(), cs.data(), scratch.data(), scratch.size()) == RNNCORE_OK);
+                                        hs.data(), cs.data(), run_scratch.data(), run_scratch.size()) == RNNCORE_OK);
           equal_steps += std::equal(ys.begin(), ys.end(), y.begin() + (static_cast<std::ptrdiff_t>(b) * T + t) * H);
         }
         CHECK(equal_steps == T);
         CHECK(std::equal(hs.begin(), hs.end(), hn_ref.begin() + static_cast<std::ptrdiff_t>(b) * H));
       }
+    }
+    {  // interleaved weights need the larger scratch: the row-major size is refused
+      std::vector<std::int8_t> h(H), too_small(H);
+      std::vector<std::int16_t> c(H);
+      CHECK(rnncore_int8_lstm_run(&panels, 1, 1, x.data(), nullptr, h.data(), c.data(), too_small.data(),
+                                  too_small.size()) == RNNCORE_ERR_BUFFER_TOO_SMALL);
     }
 
     // A folded table that does not belong to the model is refused, whichever word is wrong.
@@ -243,6 +287,80 @@ TEST_CASE("int8 C API: refusals") {
   CHECK(rnncore_int8_lstm_run(nullptr, 1, 1, x.data(), nullptr, h.data(), c.data(), scratch.data(), H) ==
         RNNCORE_ERR_NULL_POINTER);
   CHECK(rnncore_int8_lstm_run(&lstm, 0, 1, x.data(), nullptr, h.data(), c.data(), scratch.data(), H) == RNNCORE_OK);
+}
+
+TEST_CASE("int8 C API: rnncore_int8_interleave4 writes the layout int8.h defines; interleaved weights' refusals") {
+  // w [5, 6], w(j, k) = 10 j + k + 1: rows padded to 8, columns to 8; panels of 4 rows, each 16 bytes
+  // a word of 4 columns of the panel's 4 rows.
+  std::int8_t w[5 * 6];
+  for (int j = 0; j < 5; ++j)
+    for (int k = 0; k < 6; ++k) w[j * 6 + k] = static_cast<std::int8_t>(10 * j + k + 1);
+  const std::int8_t expected[64] = {
+      1,  2,  3,  4,  11, 12, 13, 14, 21, 22, 23, 24, 31, 32, 33, 34,  // rows 0-3, columns 0-3
+      5,  6,  0,  0,  15, 16, 0,  0,  25, 26, 0,  0,  35, 36, 0,  0,   // rows 0-3, columns 4-7
+      41, 42, 43, 44, 0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,   // rows 4-7, columns 0-3
+      45, 46, 0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,   // rows 4-7, columns 4-7
+  };
+  static_assert(RNNCORE_INT8_INTERLEAVED4_BYTES(5, 6) == sizeof expected, "8 rows of 8 columns");
+  static_assert(RNNCORE_INT8_INTERLEAVED4_BYTES(1, 1) == 16 && RNNCORE_INT8_INTERLEAVED4_BYTES(4, 4) == 16, "a word");
+  std::vector<std::int8_t> out(sizeof expected, 0x55);  // the padding must be written too
+  REQUIRE(rnncore_int8_interleave4(w, 5, 6, out.data()) == RNNCORE_OK);
+  CHECK(std::equal(out.begin(), out.end(), expected));
+  CHECK(rnncore_int8_interleave4(nullptr, 5, 6, out.data()) == RNNCORE_ERR_NULL_POINTER);
+  CHECK(rnncore_int8_interleave4(w, 5, 6, nullptr) == RNNCORE_ERR_NULL_POINTER);
+  for (const auto& [rows, k] : {std::make_pair(0, 6), std::make_pair(5, 0), std::make_pair(-1, 6), std::make_pair(65537, 1),
+                                std::make_pair(1, 65537)})
+    CHECK(rnncore_int8_interleave4(w, rows, k, out.data()) == RNNCORE_ERR_INVALID_SIZE);
+
+  // A small model (I 3, H 5) in both layouts.
+  rnncore_int8_lstm_quantization q{};
+  q.input_scale = 0.02f;
+  q.state_scale = q.hidden_scale = 1.0f / 128;
+  q.cell_scale = 1.0f / 2048;
+  for (int g = 0; g < 4; ++g) q.w_scale[g] = q.r_scale[g] = 0.01f;
+  const int I = 3, H = 5;
+  const std::size_t wb = RNNCORE_INT8_INTERLEAVED4_BYTES(H, I), rb = RNNCORE_INT8_INTERLEAVED4_BYTES(H, H);
+  std::vector<std::int32_t> w_words(wb + 1), r_words(rb + 1);  // 4 gates and a spare word, 4-byte aligned
+  auto* wi = reinterpret_cast<std::int8_t*>(w_words.data());
+  auto* ri = reinterpret_cast<std::int8_t*>(r_words.data());
+  std::vector<std::int8_t> wr(H * I, 3), rr(H * H, -2);
+  for (int g = 0; g < 4; ++g) {
+    REQUIRE(rnncore_int8_interleave4(wr.data(), H, I, wi + g * wb) == RNNCORE_OK);
+    REQUIRE(rnncore_int8_interleave4(rr.data(), H, H, ri + g * rb) == RNNCORE_OK);
+  }
+  const std::int8_t* wp[4] = {wi, wi + wb, wi + 2 * wb, wi + 3 * wb};
+  const std::int8_t* rp[4] = {ri, ri + rb, ri + 2 * rb, ri + 3 * rb};
+  std::vector<std::int32_t> bias(rnncore_int8_lstm_bias_words(H));
+  rnncore_int8_lstm lstm{};
+  CHECK(rnncore_int8_lstm_run_scratch_bytes(nullptr) == 0);
+  CHECK(rnncore_int8_lstm_run_scratch_bytes(&lstm) == 0);  // never prepared
+
+  q.weight_layout = 7;
+  CHECK(rnncore_int8_lstm_prepare(&q, I, H, wp, rp, nullptr, bias.data(), bias.size(), &lstm) == RNNCORE_ERR_INVALID_ENUM);
+  CHECK(rnncore_int8_lstm_run_scratch_bytes(&lstm) == 0);  // a failed prepare leaves it unprepared
+  q.weight_layout = RNNCORE_INT8_WEIGHTS_INTERLEAVED4;
+  const std::int8_t* w_off[4] = {wp[0], wp[1], wp[2] + 1, wp[3]};  // one gate one byte off
+  CHECK(rnncore_int8_lstm_prepare(&q, I, H, w_off, rp, nullptr, bias.data(), bias.size(), &lstm) == RNNCORE_ERR_MISALIGNED);
+  const std::int8_t* r_off[4] = {rp[0] + 1, rp[1], rp[2], rp[3]};
+  CHECK(rnncore_int8_lstm_prepare(&q, I, H, wp, r_off, nullptr, bias.data(), bias.size(), &lstm) == RNNCORE_ERR_MISALIGNED);
+  CHECK(rnncore_int8_lstm_run_scratch_bytes(&lstm) == 0);
+  q.weight_layout = RNNCORE_INT8_WEIGHTS_ROW_MAJOR;  // row-major weights may lie anywhere
+  CHECK(rnncore_int8_lstm_prepare(&q, I, H, w_off, r_off, nullptr, bias.data(), bias.size(), &lstm) == RNNCORE_OK);
+  CHECK(rnncore_int8_lstm_run_scratch_bytes(&lstm) == static_cast<std::size_t>(H));
+
+  q.weight_layout = RNNCORE_INT8_WEIGHTS_INTERLEAVED4;
+  REQUIRE(rnncore_int8_lstm_prepare(&q, I, H, wp, rp, nullptr, bias.data(), bias.size(), &lstm) == RNNCORE_OK);
+  const std::size_t need = RNNCORE_INT8_LSTM_INTERLEAVED4_SCRATCH_BYTES(I, H);
+  CHECK(need == H + 3 + 2 * (4 + 8));
+  CHECK(rnncore_int8_lstm_run_scratch_bytes(&lstm) == need);
+  std::vector<std::int8_t> x(I, 7), h(H, 0), scratch(need + 1);
+  std::vector<std::int16_t> c(H, 0);
+  CHECK(rnncore_int8_lstm_run(&lstm, 1, 1, x.data(), nullptr, h.data(), c.data(), scratch.data(),
+                              rnncore_int8_lstm_scratch_bytes(H)) == RNNCORE_ERR_BUFFER_TOO_SMALL);
+  CHECK(rnncore_int8_lstm_run(&lstm, 1, 1, x.data(), nullptr, h.data(), c.data(), scratch.data(), need - 1) ==
+        RNNCORE_ERR_BUFFER_TOO_SMALL);
+  // Exactly that many bytes at any alignment (run aligns the widened vectors inside it).
+  CHECK(rnncore_int8_lstm_run(&lstm, 1, 1, x.data(), nullptr, h.data(), c.data(), scratch.data() + 1, need) == RNNCORE_OK);
 }
 
 TEST_CASE("int8 C API: per-channel weight scales, as the C++ prepare gives them") {

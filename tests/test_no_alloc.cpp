@@ -304,6 +304,23 @@ TEST_CASE("the int8 LSTM, Dense layer, table activation and softmax (C API) make
   std::vector<std::int8_t> scratch(rnncore_int8_lstm_scratch_bytes(H));
   rnncore_int8_lstm lstm;
   REQUIRE(rnncore_int8_lstm_prepare(&q, I, H, wg, rg, nullptr, folded.data(), folded.size(), &lstm) == RNNCORE_OK);
+  // The same weights interleaved (int32 words: 4-byte aligned), which run on x and h widened in scratch.
+  const std::size_t wb = RNNCORE_INT8_INTERLEAVED4_BYTES(H, I), rb = RNNCORE_INT8_INTERLEAVED4_BYTES(H, H);
+  std::vector<std::int32_t> w_words(wb), r_words(rb);  // wb words: the 4 · wb bytes of 4 gates
+  auto* wi = reinterpret_cast<std::int8_t*>(w_words.data());
+  auto* ri = reinterpret_cast<std::int8_t*>(r_words.data());
+  for (int g = 0; g < 4; ++g) {
+    REQUIRE(rnncore_int8_interleave4(wg[g], H, I, wi + g * wb) == RNNCORE_OK);
+    REQUIRE(rnncore_int8_interleave4(rg[g], H, H, ri + g * rb) == RNNCORE_OK);
+  }
+  const std::int8_t* wig[4] = {wi, wi + wb, wi + 2 * wb, wi + 3 * wb};
+  const std::int8_t* rig[4] = {ri, ri + rb, ri + 2 * rb, ri + 3 * rb};
+  rnncore_int8_lstm_quantization qi = q;
+  qi.weight_layout = RNNCORE_INT8_WEIGHTS_INTERLEAVED4;
+  rnncore_int8_lstm panels;
+  REQUIRE(rnncore_int8_lstm_prepare(&qi, I, H, wig, rig, nullptr, folded.data(), folded.size(), &panels) == RNNCORE_OK);
+  std::vector<std::int8_t> panel_scratch(rnncore_int8_lstm_run_scratch_bytes(&panels)), yi(y.size()), hi(h.size());
+  std::vector<std::int16_t> ci(c.size(), 0);
   const float ws = 0.01f;
   rnncore_int8_dense_quantization dq{};
   dq.input_scale = q.state_scale;
@@ -327,11 +344,18 @@ TEST_CASE("the int8 LSTM, Dense layer, table activation and softmax (C API) make
   const rnncore_status s5 = rnncore_int8_softmax_run(&softmax, B, O, fy.data(), fy.data());
   // an error path must not allocate either
   const rnncore_status s3 = rnncore_int8_lstm_run(&lstm, B, T, x.data(), y.data(), h.data(), c.data(), scratch.data(), 1);
+  const rnncore_status s6 = rnncore_int8_lstm_run(&panels, B, T, x.data(), yi.data(), hi.data(), ci.data(),
+                                                  panel_scratch.data(), panel_scratch.size());
+  const rnncore_status s7 = rnncore_int8_lstm_run(&panels, B, T, x.data(), yi.data(), hi.data(), ci.data(),
+                                                  panel_scratch.data(), scratch.size());  // too small: refused
   const long after = g_allocations.load();
   CHECK(s1 == RNNCORE_OK);
   CHECK(s2 == RNNCORE_OK);
   CHECK(s3 == RNNCORE_ERR_BUFFER_TOO_SMALL);
   CHECK(s4 == RNNCORE_OK);
   CHECK(s5 == RNNCORE_OK);
+  CHECK(s6 == RNNCORE_OK);
+  CHECK(s7 == RNNCORE_ERR_BUFFER_TOO_SMALL);
+  CHECK(yi == y);  // the interleaved run computed the same steps
   CHECK(after == before);
 }

@@ -18,6 +18,7 @@
 #include "rnncore/io/npy.hpp"
 #include "rnncore/io/model.hpp"
 #include "rnncore/io/safetensors.hpp"
+#include "src/internal/int8_kernels.hpp"
 #include "src/io/int8_model.hpp"
 
 namespace rnncore {
@@ -40,7 +41,10 @@ void define_export_c(CLI::App& app, ExportCOptions& o) {
       "NAME_l<k>_... (a Keras Bidirectional layer: NAME_l<k>_fw_... and NAME_l<k>_bw_...), Dense layer j\n"
       "NAME_fc<j>_... (a sigmoid or tanh after it: the table NAME_fc<j>_table) and a softmax NAME_softmax.\n"
       "A model that starts with a Keras Embedding gets its table NAME_embedding_table [V, E] (a row copy per\n"
-      "token id) and NAME_EMBEDDING_*; its sample is token ids, int32 or int64 [B, T] (NAME_sample_ids).");
+      "token id) and NAME_EMBEDDING_*; its sample is token ids, int32 or int64 [B, T] (NAME_sample_ids).\n"
+      "With --interleave every LSTM layer's NAME_w and NAME_r are written in the interleaved layout\n"
+      "(rnncore_int8_interleave4, 4-byte aligned; the quantization's weight_layout says so), which the\n"
+      "Cortex-M4/M7 DSP kernel reads; NAME_SCRATCH_BYTES is then the larger scratch that layout needs.");
   app.add_option("--weights", o.weights, "the model")->required()->type_name("M.safetensors");
   app.add_option("--output", o.output, "the header to write")->required()->type_name("MODEL.h");
   app.add_option("--name", o.name, "C identifier prefix (default: from --output)")->type_name("NAME");
@@ -59,6 +63,8 @@ void define_export_c(CLI::App& app, ExportCOptions& o) {
   app.add_option("--sample-output", o.sample_output, "and its expected output [T, B, D*H] as NAME_sample_output")
       ->type_name("Y.npy")
       ->needs(in);
+  app.add_flag("--interleave", o.interleave,
+               "int8 models: the LSTM weights in the interleaved layout\n(panels of 4 rows; the fast kernel on Cortex-M4/M7)");
   add_model_hint_options(app, o.hints);
 }
 
@@ -247,19 +253,87 @@ bool read_int8_sample(const std::string& path, std::int64_t width, const char* w
 
 // One LSTM layer's part of an int8 header: its sizes, quantization, weights, biases (raw and
 // folded) and per-gate pointer tables, with C names `n` (e.g. "m" or "m_l1") and macros `N`.
-void write_int8_lstm(std::FILE* out, const io::Int8Model& m, const std::string& n, const std::string& N) {
+void write_int8_lstm(std::FILE* out, const io::Int8Model& m, const std::string& n, const std::string& N,
+                     bool interleave) {
+  q8::Int8LstmParams sizes;  // only what the scratch size depends on
+  sizes.input_size = m.input_size;
+  sizes.hidden_size = m.hidden_size;
+  sizes.layout = interleave ? q8::Int8WeightLayout::interleaved4 : q8::Int8WeightLayout::row_major;
   std::fprintf(out,
-               "/** int32 words of %s_folded_bias%s, and bytes of a run's scratch. */\n"
+               "/** int32 words of %s_folded_bias%s, and bytes of a run's scratch%s. */\n"
                "#define %s_BIAS_WORDS %zu\n#define %s_SCRATCH_BYTES %zu\n"
                "/** A run starts from LiteRT's initial state: every h = %s_STATE_ZERO_POINT, every c = 0. */\n"
                "#define %s_STATE_ZERO_POINT %d\n",
-               n.c_str(), q8::int8_lstm_per_channel(m.q) ? " (and the units' multipliers)" : "", N.c_str(),
-               q8::int8_lstm_storage_words(m.q, m.hidden_size), N.c_str(),
-               q8::int8_lstm_scratch_bytes(m.hidden_size), N.c_str(), N.c_str(), static_cast<int>(m.q.state_zp));
+               n.c_str(), q8::int8_lstm_per_channel(m.q) ? " (and the units' multipliers)" : "",
+               interleave ? " (with interleaved weights\n"
+                            " * also x and h widened to int16: RNNCORE_INT8_LSTM_INTERLEAVED4_SCRATCH_BYTES(I, H))"
+                          : "",
+               N.c_str(), q8::int8_lstm_storage_words(m.q, m.hidden_size), N.c_str(), q8::int8_lstm_scratch_bytes(sizes),
+               N.c_str(), N.c_str(), static_cast<int>(m.q.state_zp));
 }
 
-void write_int8_lstm_arrays(std::FILE* out, const io::Int8Model& m, const std::string& n, bool float_input) {
-  const std::int64_t I = m.input_size, H = m.hidden_size;
+// The alignment interleaved weights need, defined once per header (and once per program: a header
+// exported earlier, or the user, may have defined it). int8_t arrays get 1-byte alignment from the
+// language; declaring them as int32_t words or a union would change what the C API takes, so the
+// compiler is asked: GNU attribute, C11 _Alignas or MSVC's __declspec, else no silent fallback.
+void write_align_macro(std::FILE* out) {
+  std::fprintf(out,
+               "/* Interleaved weights must be 4-byte aligned (the Cortex-M kernel reads them with LDM, which\n"
+               " * faults on other addresses; prepare refuses them with RNNCORE_ERR_MISALIGNED). An int8_t array\n"
+               " * may lie anywhere, so this asks the compiler; elsewhere define RNNCORE_INT8_ALIGN4 yourself (a\n"
+               " * declaration specifier that aligns the array to 4 bytes): there is no silent fallback. */\n"
+               "#ifndef RNNCORE_INT8_ALIGN4\n"
+               "#if defined(__GNUC__) || defined(__clang__) || defined(__ARMCC_VERSION)\n"
+               "#define RNNCORE_INT8_ALIGN4 __attribute__((aligned(4)))\n"
+               "#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L\n"
+               "#define RNNCORE_INT8_ALIGN4 _Alignas(4)\n"
+               "#elif defined(_MSC_VER)\n"
+               "#define RNNCORE_INT8_ALIGN4 __declspec(align(4))\n"
+               "#else\n"
+               "#error \"define RNNCORE_INT8_ALIGN4 to align an array to 4 bytes with this compiler\"\n"
+               "#endif\n"
+               "#endif\n\n");
+}
+
+const char* const kGate[q8::kGates] = {"i", "f", "g", "o"};
+
+// Labels "gate i" .. "gate o" at each gate's first element.
+std::vector<std::pair<std::size_t, std::string>> gate_marks(std::size_t per_gate) {
+  std::vector<std::pair<std::size_t, std::string>> marks;
+  for (int g = 0; g < q8::kGates; ++g) marks.emplace_back(g * per_gate, std::string("gate ") + kGate[g]);
+  return marks;
+}
+
+// An LSTM's input (rows H, k = I) or recurrent (k = H) weights as one array `name`, gates one after
+// the other: row-major as the model has them, or each gate interleaved (interleave4) and the array
+// 4-byte aligned. Returns the elements of one gate.
+std::size_t write_int8_weights(std::FILE* out, const std::vector<std::int8_t> (&per_gate)[q8::kGates], int rows, int k,
+                               const std::string& name, bool recurrent, bool interleave) {
+  const char* what = recurrent ? "Recurrent weights R_g [H, H]" : "Input weights W_g [H, I]";
+  if (!interleave) {
+    std::fprintf(out, recurrent ? "/** %s. */\n" : "/** %s (row-major), gates i, f, g, o. */\n", what);
+    const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(k);
+    std::vector<std::int8_t> all;
+    for (int g = 0; g < q8::kGates; ++g) all.insert(all.end(), per_gate[g].begin(), per_gate[g].end());
+    write_array(out, "static const int8_t " + name, all.data(), 4 * n, gate_marks(n), 16);
+    return n;
+  }
+  const std::size_t n = q8::interleaved4_bytes(rows, k);
+  std::fprintf(out,
+               "/** %s, gates i, f, g, o, each interleaved (rnncore_int8_interleave4):\n"
+               " * panels of 4 rows, each line (16 bytes) 4 columns of those 4 rows, row by row; rows and\n"
+               " * columns padded with zeros to multiples of 4: RNNCORE_INT8_INTERLEAVED4_BYTES(%d, %d) = %zu\n"
+               " * bytes a gate. */\n",
+               what, rows, k, n);
+  std::vector<std::int8_t> all(4 * n);
+  for (int g = 0; g < q8::kGates; ++g) q8::interleave4(per_gate[g].data(), rows, k, all.data() + g * n);
+  write_array(out, "static RNNCORE_INT8_ALIGN4 const int8_t " + name, all.data(), all.size(), gate_marks(n), 16);
+  return n;
+}
+
+void write_int8_lstm_arrays(std::FILE* out, const io::Int8Model& m, const std::string& n, bool float_input,
+                            bool interleave) {
+  const std::int64_t H = m.hidden_size;
   const q8::Int8LstmQuantization& q = m.q;
   const bool per_channel = q8::int8_lstm_per_channel(q);
   if (per_channel) {  // rnncore quantize --per-channel: the units' scales, which prepare reads
@@ -273,13 +347,14 @@ void write_int8_lstm_arrays(std::FILE* out, const io::Int8Model& m, const std::s
     write_array(out, "static const float " + n + "_w_scales", ws.data(), ws.size());
     write_array(out, "static const float " + n + "_r_scales", rs.data(), rs.size());
   }
-  std::string channel_fields;
+  std::string extra_fields;
   if (per_channel) {
     const std::string hs = std::to_string(H);
-    channel_fields = "    .w_scales = {" + n + "_w_scales, " + n + "_w_scales + " + hs + ", " + n + "_w_scales + 2 * " + hs +
-                     ", " + n + "_w_scales + 3 * " + hs + "},\n    .r_scales = {" + n + "_r_scales, " + n + "_r_scales + " +
-                     hs + ", " + n + "_r_scales + 2 * " + hs + ", " + n + "_r_scales + 3 * " + hs + "},\n";
+    extra_fields = "    .w_scales = {" + n + "_w_scales, " + n + "_w_scales + " + hs + ", " + n + "_w_scales + 2 * " + hs +
+                   ", " + n + "_w_scales + 3 * " + hs + "},\n    .r_scales = {" + n + "_r_scales, " + n + "_r_scales + " +
+                   hs + ", " + n + "_r_scales + 2 * " + hs + ", " + n + "_r_scales + 3 * " + hs + "},\n";
   }
+  if (interleave) extra_fields += "    .weight_layout = RNNCORE_INT8_WEIGHTS_INTERLEAVED4,\n";
   std::fprintf(out,
                "/** The quantization (real = scale * (q - zero point)); the model's input %s int8 with the input\n"
                " * scale and zero point, its output is h (the state's). */\n"
@@ -295,24 +370,15 @@ void write_int8_lstm_arrays(std::FILE* out, const io::Int8Model& m, const std::s
                float_literal(q.r_scale[1]).c_str(), float_literal(q.r_scale[2]).c_str(),
                float_literal(q.r_scale[3]).c_str(), float_literal(q.state_scale).c_str(), static_cast<int>(q.state_zp),
                float_literal(q.hidden_scale).c_str(), static_cast<int>(q.hidden_zp), float_literal(q.cell_scale).c_str(),
-               float_literal(q.cell_clip).c_str(), channel_fields.c_str());
-  static const char* const kGate[q8::kGates] = {"i", "f", "g", "o"};
-  const auto gate_marks = [](std::size_t per_gate) {
-    std::vector<std::pair<std::size_t, std::string>> marks;
-    for (int g = 0; g < q8::kGates; ++g) marks.emplace_back(g * per_gate, std::string("gate ") + kGate[g]);
-    return marks;
-  };
+               float_literal(q.cell_clip).c_str(), extra_fields.c_str());
   // One array each for W, R and the biases, gates i, f, g, o one after the other.
   const auto concat = [](const auto& per_gate) {
     std::vector<typename std::decay_t<decltype(per_gate[0])>::value_type> all;
     for (int g = 0; g < q8::kGates; ++g) all.insert(all.end(), per_gate[g].begin(), per_gate[g].end());
     return all;
   };
-  const std::size_t hi = static_cast<std::size_t>(H * I), hh = static_cast<std::size_t>(H * H);
-  std::fprintf(out, "/** Input weights W_g [H, I] (row-major), gates i, f, g, o. */\n");
-  write_array(out, "static const int8_t " + n + "_w", concat(m.w).data(), 4 * hi, gate_marks(hi), 16);
-  std::fprintf(out, "/** Recurrent weights R_g [H, H]. */\n");
-  write_array(out, "static const int8_t " + n + "_r", concat(m.r).data(), 4 * hh, gate_marks(hh), 16);
+  const std::size_t hi = write_int8_weights(out, m.w, m.hidden_size, m.input_size, n + "_w", false, interleave);
+  const std::size_t hh = write_int8_weights(out, m.r, m.hidden_size, m.hidden_size, n + "_r", true, interleave);
   std::fprintf(out, "/** Biases b_g [H] (scale w_scale[g] * input_scale). */\n");
   write_array(out, "static const int32_t " + n + "_bias", concat(m.b).data(), 4 * static_cast<std::size_t>(H),
               gate_marks(static_cast<std::size_t>(H)));
@@ -332,13 +398,13 @@ void write_int8_lstm_arrays(std::FILE* out, const io::Int8Model& m, const std::s
   write_array(out, "static const int32_t " + n + "_folded_bias", m.bias_storage.data(), m.bias_storage.size(),
               folded_marks);
   std::fprintf(out,
-               "/** Per-gate pointers, as rnncore_int8_lstm_prepare takes them. */\n"
+               "/** Per-gate pointers, as rnncore_int8_lstm_prepare takes them%s. */\n"
                "static const int8_t* const %s_w_gates[4] = {%s_w, %s_w + %zu, %s_w + %zu, %s_w + %zu};\n"
                "static const int8_t* const %s_r_gates[4] = {%s_r, %s_r + %zu, %s_r + %zu, %s_r + %zu};\n"
                "static const int32_t* const %s_bias_gates[4] = {%s_bias, %s_bias + %lld, %s_bias + %lld, %s_bias + %lld};\n",
-               n.c_str(), n.c_str(), n.c_str(), hi, n.c_str(), 2 * hi, n.c_str(), 3 * hi, n.c_str(), n.c_str(), n.c_str(),
-               hh, n.c_str(), 2 * hh, n.c_str(), 3 * hh, n.c_str(), n.c_str(), n.c_str(), static_cast<long long>(H),
-               n.c_str(), 2 * static_cast<long long>(H), n.c_str(), 3 * static_cast<long long>(H));
+               interleave ? " (gates INTERLEAVED4_BYTES apart)" : "", n.c_str(), n.c_str(), n.c_str(), hi, n.c_str(),
+               2 * hi, n.c_str(), 3 * hi, n.c_str(), n.c_str(), n.c_str(), hh, n.c_str(), 2 * hh, n.c_str(), 3 * hh,
+               n.c_str(), n.c_str(), n.c_str(), static_cast<long long>(H), n.c_str(), 2 * static_cast<long long>(H), n.c_str(), 3 * static_cast<long long>(H));
 }
 
 // A Dense layer's part: sizes, weights, bias, weight scales and the quantization.
@@ -484,6 +550,13 @@ bool read_ids_sample(const std::string& path, const io::Int8Stack& st, std::vect
   return true;
 }
 
+// Bytes of an LSTM's int8 weights W and R in the header (interleaved: rows and columns padded).
+long long int8_weight_bytes(const io::Int8Model& m, bool interleave) {
+  const int I = m.input_size, H = m.hidden_size;
+  if (!interleave) return 4LL * H * (I + H);
+  return static_cast<long long>(4 * (q8::interleaved4_bytes(H, I) + q8::interleaved4_bytes(H, H)));
+}
+
 // `export-c` of an integer LSTM model (format tflite_int8, docs/int8.md): the int8 weights and
 // int32 biases as they are, the biases folded by the library's own prepare (so firmware can keep
 // them in flash: rnncore_int8_lstm_prepare_folded), the quantization, the sizes, and a sample. A
@@ -531,7 +604,7 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
   std::string cells, sizes;
   for (const auto& l : st.layers) {
     for (const io::Int8Model* d : {static_cast<const io::Int8Model*>(l.get()), static_cast<const io::Int8Model*>(l->backward.get())})
-      if (d != nullptr) weight_bytes += 4LL * d->hidden_size * (d->input_size + d->hidden_size);
+      if (d != nullptr) weight_bytes += int8_weight_bytes(*d, o.interleave);
     cells += (cells.empty() ? "2^" : ", 2^") + std::to_string(l->params.cell_log2);
     if (l->backward) cells += "/2^" + std::to_string(l->backward->params.cell_log2);
     sizes += (sizes.empty() ? "" : ", ") + (l->backward ? "bidirectional " + std::to_string(l->hidden_size) + "+" +
@@ -547,18 +620,20 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
                         : " * The model starts with an Embedding: its input is token ids [B, T]; copy each id's row of\n"
                           " * " + name + "_embedding_table (" + NAME + "_EMBEDDING_DIM bytes) into the first layer's input\n"
                           " * [B, T, " + NAME + "_INPUT_SIZE], refusing ids outside [0, " + NAME + "_EMBEDDING_VOCAB).\n *\n";
+  const char* const layout = o.interleave ? ", interleaved" : "";
   if (single) {
     std::fprintf(out,
                  "/* %s: an integer LSTM compiled into the program, for rnncore's int8 C API (rnncore/int8.h).\n"
                  " * Generated by `rnncore export-c` (rnncore %s) from %s; do not edit, export again.\n"
-                 " * LiteRT's integer LSTM (8x8_16): input %lld, hidden %lld, %s; int8 weights (%lld bytes), int16\n"
+                 " * LiteRT's integer LSTM (8x8_16): input %lld, hidden %lld, %s; int8 weights (%lld bytes%s), int16\n"
                  " * cell state with scale %s. Semantics: docs/int8.md.\n"
                  " *\n%s"
                  " * Include it in one C file: the arrays are static. */\n"
                  "#ifndef %s\n#define %s\n\n#include <rnncore/int8.h>\n\n",
                  base_name(path).c_str(), version_string(), base_name(o.weights).c_str(), static_cast<long long>(I),
                  static_cast<long long>(O), st.return_sequences ? "returns every step" : "returns the last step",
-                 weight_bytes, cells.c_str(), embedding_usage.c_str(), guard.c_str(), guard.c_str());
+                 weight_bytes, layout, cells.c_str(), embedding_usage.c_str(), guard.c_str(), guard.c_str());
+    if (o.interleave) write_align_macro(out);
     std::fprintf(out,
                  "#define %s_INPUT_SIZE %lld\n#define %s_HIDDEN_SIZE %lld\n"
                  "/** 1: the model's output is every step's h [B, T, H]; 0: the last step's only [B, H]. */\n"
@@ -566,15 +641,15 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
                  NAME.c_str(), static_cast<long long>(I), NAME.c_str(), static_cast<long long>(O), NAME.c_str(),
                  st.return_sequences ? 1 : 0);
     if (st.has_embedding) write_int8_embedding(out, st, name, NAME);
-    write_int8_lstm(out, first, name, NAME);
+    write_int8_lstm(out, first, name, NAME, o.interleave);
     std::fprintf(out, "%s\n", reverse.c_str());
-    write_int8_lstm_arrays(out, first, name, st.float_input);
+    write_int8_lstm_arrays(out, first, name, st.float_input, o.interleave);
   } else {
     std::fprintf(out,
                  "/* %s: integer LSTM layers%s compiled into the program, for rnncore's int8 C API (rnncore/int8.h).\n"
                  " * Generated by `rnncore export-c` (rnncore %s) from %s; do not edit, export again.\n"
                  " * LiteRT's integer LSTM (8x8_16): input %lld, %zu LSTM layer(s) (H %s), %zu Dense layer(s), output %lld,\n"
-                 " * %s; int8 LSTM weights (%lld bytes), cell scales %s. Layer k is %s_l<k>_..., Dense layer j\n"
+                 " * %s; int8 LSTM weights (%lld bytes%s), cell scales %s. Layer k is %s_l<k>_..., Dense layer j\n"
                  " * %s_fc<j>_...; each layer reads the one before it, from LiteRT's initial state. docs/int8.md.\n"
                  " *\n%s"
                  " * Include it in one C file: the arrays are static. */\n"
@@ -582,8 +657,9 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
                  base_name(path).c_str(), st.dense.empty() ? "" : " and Dense layers", version_string(),
                  base_name(o.weights).c_str(), static_cast<long long>(I), st.layers.size(), sizes.c_str(),
                  st.dense.size(), static_cast<long long>(O),
-                 st.return_sequences ? "returns every step" : "returns the last step", weight_bytes, cells.c_str(),
-                 name.c_str(), name.c_str(), embedding_usage.c_str(), guard.c_str(), guard.c_str());
+                 st.return_sequences ? "returns every step" : "returns the last step", weight_bytes, layout,
+                 cells.c_str(), name.c_str(), name.c_str(), embedding_usage.c_str(), guard.c_str(), guard.c_str());
+    if (o.interleave) write_align_macro(out);
     std::fprintf(out,
                  "#define %s_INPUT_SIZE %lld\n#define %s_OUTPUT_SIZE %lld\n#define %s_LAYERS %zu\n#define %s_DENSE %zu\n"
                  "/** 1: a softmax on the output (%s_softmax, after the Dense layers). */\n#define %s_SOFTMAX %d\n"
@@ -599,9 +675,9 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
       if (layer.backward == nullptr) {
         std::fprintf(out, "\n/* LSTM layer %zu */\n#define %s_BIDIRECTIONAL 0\n#define %s_INPUT_SIZE %d\n#define %s_HIDDEN_SIZE %d\n",
                      k, N.c_str(), N.c_str(), layer.input_size, N.c_str(), layer.hidden_size);
-        write_int8_lstm(out, layer, n, N);
+        write_int8_lstm(out, layer, n, N, o.interleave);
         std::fprintf(out, "\n");
-        write_int8_lstm_arrays(out, layer, n, k == 0 && st.float_input);
+        write_int8_lstm_arrays(out, layer, n, k == 0 && st.float_input, o.interleave);
         continue;
       }
       // Keras Bidirectional: each direction is an LSTM of its own; the layer's output per step is the
@@ -618,9 +694,9 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
       for (const io::Int8Model* d : {static_cast<const io::Int8Model*>(&layer), static_cast<const io::Int8Model*>(layer.backward.get())}) {
         const std::string dir = d == &layer ? "_fw" : "_bw", DIR = d == &layer ? "_FW" : "_BW";
         std::fprintf(out, "#define %s%s_HIDDEN_SIZE %d\n", N.c_str(), DIR.c_str(), d->hidden_size);
-        write_int8_lstm(out, *d, n + dir, N + DIR);
+        write_int8_lstm(out, *d, n + dir, N + DIR, o.interleave);
         std::fprintf(out, "\n");
-        write_int8_lstm_arrays(out, *d, n + dir, k == 0 && st.float_input);
+        write_int8_lstm_arrays(out, *d, n + dir, k == 0 && st.float_input, o.interleave);
       }
     }
     for (std::size_t j = 0; j < st.dense.size(); ++j)
@@ -651,11 +727,12 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
   std::size_t folded = 0;
   bool per_channel = false;
   for (const auto& l : st.layers) folded += 4 * l->bias_storage.size(), per_channel |= q8::int8_lstm_per_channel(l->q);
-  std::printf("%s: int8 LSTM I=%lld H=%lld%s, weights %lld bytes, folded biases%s %zu bytes%s\n", path.c_str(),
+  std::printf("%s: int8 LSTM I=%lld H=%lld%s, weights %lld bytes%s, folded biases%s %zu bytes%s\n", path.c_str(),
               static_cast<long long>(I), static_cast<long long>(O),
               single ? "" : (", " + std::to_string(st.layers.size()) + " LSTM and " + std::to_string(st.dense.size()) +
                              " Dense layer(s)").c_str(),
-              weight_bytes, per_channel ? " and per-channel multipliers" : "", folded, sample_in.empty() ? "" : ", sample");
+              weight_bytes, layout, per_channel ? " and per-channel multipliers" : "", folded,
+              sample_in.empty() ? "" : ", sample");
   return 0;
 }
 
@@ -685,6 +762,9 @@ int cmd_export_c(int argc, char** argv) {
   const ModelHints hints = model_hints(app, o.hints);
   LoadedModel model;
   if (load_weights(o.weights, hints, nullptr, &model, &err) != Status::ok) return error(err);
+  if (o.interleave)
+    return usage_error("export-c", "--interleave applies to int8 LSTM models (format tflite_int8) only; " + o.weights +
+                                       " is a float model");
   for (const std::string& note : model.notes) std::fprintf(stderr, "rnncore: note: %s\n", note.c_str());
   const RnnSpec& spec = model.spec;
   // The header holds one rnncore_spec: every layer must be layer 0's cell (a file whose layers clip

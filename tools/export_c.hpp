@@ -17,6 +17,7 @@ struct ExportCOptions {
   io::ModelHints hints;  ///< prefix_given: set by model_hints() after parsing
   std::string weights, output, name, sample_input, sample_output;
   long long max_batch = 0, max_seq_len = 0;  // 0: the sample's, else 1
+  bool interleave = false;  ///< int8 models: LSTM weights in the interleaved layout (Cortex-M's fast kernel)
 };
 
 /// The app of `rnncore export-c` (its options, bound to `o`, and help text).

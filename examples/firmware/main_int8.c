@@ -5,7 +5,9 @@
  *   2. streamed one time step per call, each row's state carried from call to call, compared
  *      step by step with run 1: bitwise equal.
  * The biases are folded ahead of time by `rnncore export-c` and stay in flash (prepare_folded
- * checks them); RAM holds only the state, one row of scratch and the prepared parameters.
+ * checks them); RAM holds only the state, the scratch and the prepared parameters. The weights are
+ * exported interleaved (`--interleave`), the layout the Cortex-M4/M7 DSP kernel reads; a run's
+ * scratch then also holds x and h widened to int16 (LSTM_INT8_SCRATCH_BYTES).
  * Prints PASS or FAIL and exits with 0 or 1.
  *
  * The model header comes from `rnncore export-c` (generated/lstm_int8_model.h; host builds export
@@ -26,7 +28,8 @@
 
 typedef char sample_is_sequences[LSTM_INT8_RETURN_SEQUENCES ? 1 : -1];
 
-/* All RAM the model needs besides the stack: the state of every row and one row of scratch. */
+/* All RAM the model needs besides the stack: the state of every row and the scratch of a run (the
+ * new h, and x and h widened for the interleaved kernel). */
 static rnncore_int8_lstm lstm;
 static int8_t h_whole[BATCH * HIDDEN];
 static int16_t c_whole[BATCH * HIDDEN];
@@ -65,7 +68,7 @@ int main(void) {
                                             lstm_int8_r_gates, lstm_int8_bias_gates,
                                             lstm_int8_folded_bias, LSTM_INT8_BIAS_WORDS, &lstm);
   if (status != RNNCORE_OK) return put_failure("prepare", status);
-  if (rnncore_int8_lstm_scratch_bytes(HIDDEN) > sizeof scratch) {
+  if (rnncore_int8_lstm_run_scratch_bytes(&lstm) > sizeof scratch) {
     put("FAIL: the scratch is smaller than the library needs (export the header again)");
     end_line();
     return 1;
