@@ -25,7 +25,7 @@ void i8_dot_rows_scalar(const std::int8_t* w, int rows, int k_size, const std::i
 }
 
 void interleave4(const std::int8_t* w, int rows, int k_size, std::int8_t* out) {
-  const int k_words = (k_size + 3) / 4;
+  const int k_words = interleaved4_words(k_size);
   const std::size_t bytes = interleaved4_bytes(rows, k_size);
   for (std::size_t i = 0; i < bytes; ++i) out[i] = 0;
   for (int j = 0; j < rows; ++j)

@@ -507,7 +507,7 @@ Status check_layout(Int8WeightLayout layout, const std::int8_t* const w[kGates],
 
 // Weight (j, k) of a [rows, k_size] matrix in `layout`.
 inline std::int8_t weight_at(const std::int8_t* m, Int8WeightLayout layout, int j, int k, int k_size) {
-  return layout == Int8WeightLayout::interleaved4 ? m[interleaved4_offset(j, k, (k_size + 3) / 4)]
+  return layout == Int8WeightLayout::interleaved4 ? m[interleaved4_offset(j, k, interleaved4_words(k_size))]
                                                   : m[static_cast<std::size_t>(j) * static_cast<std::size_t>(k_size) + k];
 }
 
@@ -809,7 +809,7 @@ RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const 
                                   std::int8_t* h_next) {
   const std::size_t H = static_cast<std::size_t>(p.hidden_size), I = static_cast<std::size_t>(p.input_size);
   const std::size_t j = static_cast<std::size_t>(j0);
-  const int x_words = (p.input_size + 3) / 4, h_words = (p.hidden_size + 3) / 4;
+  const int x_words = interleaved4_words(p.input_size), h_words = interleaved4_words(p.hidden_size);
   std::int32_t ax[kUnitBlock], ah[kUnitBlock];
   std::int16_t act[kGates][kUnitBlock];
   for (int g = 0; g < kGates; ++g) {
@@ -858,7 +858,7 @@ void int8_lstm_step(const Int8LstmParams& p, int batch, const std::int8_t* x, st
   if (p.layout == Int8WeightLayout::interleaved4) {
     const std::uintptr_t at = (reinterpret_cast<std::uintptr_t>(scratch + Hs) + 3u) & ~std::uintptr_t{3};
     x_pairs = reinterpret_cast<std::int16_t*>(at);
-    h_pairs = x_pairs + ((p.input_size + 3) & ~3);
+    h_pairs = x_pairs + 4 * interleaved4_words(p.input_size);
   }
   for (int b = 0; b < batch; ++b) {
     const std::size_t bs = static_cast<std::size_t>(b);

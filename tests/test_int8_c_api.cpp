@@ -245,12 +245,18 @@ TEST_CASE("int8 C API: LiteRT's goldens, whole and streamed, biases folded in RA
   }
 }
 
-TEST_CASE("int8 C API: refusals") {
+// The quantization of the small hand-made models below (weights ±1, I 3, H 5).
+static rnncore_int8_lstm_quantization small_quantization() {
   rnncore_int8_lstm_quantization q{};
   q.input_scale = 0.02f;
   q.state_scale = q.hidden_scale = 1.0f / 128;
   q.cell_scale = 1.0f / 2048;
   for (int g = 0; g < 4; ++g) q.w_scale[g] = q.r_scale[g] = 0.01f;
+  return q;
+}
+
+TEST_CASE("int8 C API: refusals") {
+  rnncore_int8_lstm_quantization q = small_quantization();
   const int I = 3, H = 5;
   std::vector<std::int8_t> w(H * I, 1), r(H * H, -1);
   const std::int8_t* wp[4] = {w.data(), w.data(), w.data(), w.data()};
@@ -313,11 +319,7 @@ TEST_CASE("int8 C API: rnncore_int8_interleave4 writes the layout int8.h defines
     CHECK(rnncore_int8_interleave4(w, rows, k, out.data()) == RNNCORE_ERR_INVALID_SIZE);
 
   // A small model (I 3, H 5) in both layouts.
-  rnncore_int8_lstm_quantization q{};
-  q.input_scale = 0.02f;
-  q.state_scale = q.hidden_scale = 1.0f / 128;
-  q.cell_scale = 1.0f / 2048;
-  for (int g = 0; g < 4; ++g) q.w_scale[g] = q.r_scale[g] = 0.01f;
+  rnncore_int8_lstm_quantization q = small_quantization();
   const int I = 3, H = 5;
   const std::size_t wb = RNNCORE_INT8_INTERLEAVED4_BYTES(H, I), rb = RNNCORE_INT8_INTERLEAVED4_BYTES(H, H);
   std::vector<std::int32_t> w_words(wb + 1), r_words(rb + 1);  // 4 gates and a spare word, 4-byte aligned

@@ -61,9 +61,11 @@ void i8_dot_rows_avx512vnni_4x64(const std::int8_t* w, int rows, int k_size, con
 /// weights"): a matrix [rows, K] stored as panels of 4 rows, rows and K padded with zeros to
 /// multiples of 4; panel p holds, for each word k of 4 columns, the word of row 4p, then of rows
 /// 4p+1, 4p+2, 4p+3 (16 bytes), so that one load multiple reads the same columns of 4 rows.
+/// Words of 4 columns of a K-column matrix in that layout (and of 4 int16 pairs of a widened vector).
+constexpr int interleaved4_words(int k_size) { return (k_size + 3) / 4; }
 /// Bytes of a [rows, k_size] matrix in that layout.
 constexpr std::size_t interleaved4_bytes(int rows, int k_size) {
-  return static_cast<std::size_t>((rows + 3) & ~3) * static_cast<std::size_t>((k_size + 3) & ~3);
+  return 16 * static_cast<std::size_t>(interleaved4_words(rows)) * static_cast<std::size_t>(interleaved4_words(k_size));
 }
 /// Offset of element (row j, column k) in that layout, k_words = ceil(K / 4).
 constexpr std::size_t interleaved4_offset(int j, int k, int k_words) {

@@ -119,8 +119,8 @@ inline std::size_t int8_lstm_scratch_bytes(int hidden_size) { return static_cast
 /// to int16 (2 bytes per column, columns padded to multiples of 4), 4-byte aligned within it.
 inline std::size_t int8_lstm_scratch_bytes(const Int8LstmParams& p) {
   if (p.layout != Int8WeightLayout::interleaved4) return int8_lstm_scratch_bytes(p.hidden_size);
-  const auto padded = [](int n) { return static_cast<std::size_t>((n + 3) & ~3); };
-  return static_cast<std::size_t>(p.hidden_size) + 3 + 2 * (padded(p.input_size) + padded(p.hidden_size));
+  const int pairs = 4 * (interleaved4_words(p.input_size) + interleaved4_words(p.hidden_size));  // int16 each
+  return static_cast<std::size_t>(p.hidden_size) + 3 + 2 * static_cast<std::size_t>(pairs);
 }
 
 /// Units a step computes together: the kernels run on blocks of this many rows of each gate.

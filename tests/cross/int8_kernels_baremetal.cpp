@@ -33,6 +33,26 @@ constexpr int kMaxRows = rnncore::q8::kUnitBlock + 1, kMaxK = 300;
 std::int8_t g_w[kMaxRows * kMaxK + 8], g_v[kMaxK + 8];
 std::int32_t g_bias[kMaxRows], g_want[kMaxRows], g_got[kMaxRows + 1];
 
+// The first of rows 0..rows whose sum in g_got is not g_want's (row `rows`: a write past the
+// end, over the guard 0x5A5A5A5A), or -1.
+int first_wrong_row(int rows) {
+  for (int j = 0; j <= rows; ++j)
+    if (j < rows ? g_got[j] != g_want[j] : g_got[j] != 0x5A5A5A5A) return j;
+  return -1;
+}
+
+// "FAIL: <kernel> rows R K K row J"; the caller may add to the line and ends it.
+void put_failure(const char* kernel, int rows, int K, int row) {
+  put("FAIL: ");
+  put(kernel);
+  put(" rows ");
+  put_uint(static_cast<unsigned long>(rows));
+  put(" K ");
+  put_uint(static_cast<unsigned long>(K));
+  put(" row ");
+  put_uint(static_cast<unsigned long>(row));
+}
+
 int run() {
   int n_kernels = 0;
   const DotRowsKernel* kernels = rnncore::q8::int8_dot_kernels(&n_kernels);
@@ -59,24 +79,14 @@ int run() {
     for (int i = 1; i < n_kernels; ++i) {
       for (std::int32_t& x : g_got) x = 0x5A5A5A5A;
       kernels[i].fn(g_w + wo, rows, K, g_v + vo, g_bias, g_got);
-      for (int j = 0; j <= rows; ++j) {
-        const bool ok = j < rows ? g_got[j] == g_want[j] : g_got[j] == 0x5A5A5A5A;  // and no write past `rows`
-        if (!ok) {
-          put("FAIL: ");
-          put(kernels[i].name);
-          put(" rows ");
-          put_uint(static_cast<unsigned long>(rows));
-          put(" K ");
-          put_uint(static_cast<unsigned long>(K));
-          put(" row ");
-          put_uint(static_cast<unsigned long>(j));
-          put(" w+");
-          put_uint(static_cast<unsigned long>(wo));
-          put(" v+");
-          put_uint(static_cast<unsigned long>(vo));
-          end_line();
-          return 1;
-        }
+      if (const int j = first_wrong_row(rows); j >= 0) {
+        put_failure(kernels[i].name, rows, K, j);
+        put(" w+");
+        put_uint(static_cast<unsigned long>(wo));
+        put(" v+");
+        put_uint(static_cast<unsigned long>(vo));
+        end_line();
+        return 1;
       }
       ++compared;
     }
@@ -113,20 +123,11 @@ int run_panels() {
     rnncore::q8::widen_pairs(g_v, K, g_pairs);
     for (int i = 0; i < n_kernels; ++i) {
       for (std::int32_t& x : g_got) x = 0x5A5A5A5A;
-      kernels[i].fn(g_packed, rows, (K + 3) / 4, g_pairs, g_bias, g_got);
-      for (int j = 0; j <= rows; ++j) {
-        if (j < rows ? g_got[j] != g_want[j] : g_got[j] != 0x5A5A5A5A) {
-          put("FAIL: ");
-          put(kernels[i].name);
-          put(" rows ");
-          put_uint(static_cast<unsigned long>(rows));
-          put(" K ");
-          put_uint(static_cast<unsigned long>(K));
-          put(" row ");
-          put_uint(static_cast<unsigned long>(j));
-          end_line();
-          return 1;
-        }
+      kernels[i].fn(g_packed, rows, rnncore::q8::interleaved4_words(K), g_pairs, g_bias, g_got);
+      if (const int j = first_wrong_row(rows); j >= 0) {
+        put_failure(kernels[i].name, rows, K, j);
+        end_line();
+        return 1;
       }
       ++compared;
     }
