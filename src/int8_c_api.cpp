@@ -85,7 +85,13 @@ rnncore_status rnncore_int8_interleave4(const int8_t* w, int32_t rows, int32_t k
   if (!hidden_size_ok(rows) || !hidden_size_ok(k))
     return detail::fail(RNNCORE_ERR_INVALID_SIZE, "rnncore_int8_interleave4: rows %d and k %d must be in 1..65536",
                         static_cast<int>(rows), static_cast<int>(k));
-  q8::interleave4(w, rows, k, out);
+  int bad_row = 0, bad_column = 0;
+  if (!q8::interleave4(w, rows, k, out, &bad_row, &bad_column))
+    return detail::fail(RNNCORE_ERR_UNSUPPORTED,
+                        "rnncore_int8_interleave4: weight (%d, %d) is -128 and weight (%d, %d) negative; the "
+                        "interleaved layout stores an odd row's weight beside its even row's only for -127..127 "
+                        "(quantize symmetrically to -127..127, as TFLite does, or keep the weights row-major)",
+                        bad_row, bad_column, bad_row - 1, bad_column);
   return RNNCORE_OK;
 }
 

@@ -213,35 +213,50 @@ void i8_dot_rows_dsp_4x16(const std::int8_t* w, int rows, int k_size, const std:
   }
 }
 
-// The interleaved layout (src/internal/int8_kernels.hpp, interleave4): a panel's word of 4
-// columns is the same word of its 4 rows, 16 contiguous bytes, so one LDM reads it; the vector
-// comes widened (widen_pairs), one LDM of two words per word of columns. Per word: 2 LDM, 8 SXTB16
-// and 8 SMLAD, 18 instructions for 16 multiply-accumulates; the loop takes 4 words and adds SUBS
-// and BNE: 74 for 64, 1.16 per MAC. It needs 14 registers (4 sums, 4 weight words, 2 vector words,
-// a temporary, 2 pointers and a count), more than GCC leaves an asm statement, so it is a whole
-// function in assembly: r0..r3 the sums (LDM / STM with the biases and outputs), r4..r7 the weight
-// words, r8 / r9 the vector's pairs, r10 the temporary, r11 the weights (panels are contiguous: the
-// pointer runs on from one panel into the next), r12 the vector, lr the count. The walk's other
-// fields are copied to the stack. Written in unified syntax valid in A32 and T32 alike. The same
-// exactness argument as above: each SMLAD adds two exact products modulo 2^32.
+// The interleaved layout (src/internal/int8_kernels.hpp, interleave4) pairs rows A and B (and C
+// and D) of a panel in each int16 half of a word: half = 256 · w(B, c) + w(A, c) exactly. With the
+// vector widened in order (the pair x_c, x_c+1 in one word), for a word of rows A, B at columns
+// c, c + 1:
+//   SMLAD(word, x)          adds 256 · (w(B,c)·x_c + w(B,c+1)·x_c+1) + (w(A,c)·x_c + w(A,c+1)·x_c+1)
+//   SMLAD(SXTB16(word), x)  adds                                        w(A,c)·x_c + w(A,c+1)·x_c+1
+// Two sums per row pair, both started at A's bias: `a` ends at bias(A) + S_A, `r` at bias(A) +
+// S_A + 256 · S_B (mod 2^32), so S_B = (r − a) >> 8 (arithmetic). Four multiply-accumulates cost
+// one SXTB16 and two SMLADs instead of two and two.
+//
+// Exactness. Each SMLAD adds two exact products modulo 2^32 (as above), so a and r are the stated
+// residues. r − a = 256 · S_B modulo 2^32, and |S_B| <= 127 · 128 · 512 < 2^23 for at most 512
+// columns (an odd row's weights are −127..127, x is −128..127), so 256 · S_B lies strictly inside
+// int32 and r − a, read as int32, is 256 · S_B itself; the arithmetic shift gives S_B exactly, and
+// bias(B) + S_B is then added modulo 2^32 as the scalar kernel adds it. Calls with more columns are
+// split into pieces of 512, each adding onto the sums of the last (i8_dot_panels_dsp_4x16).
+//
+// Per 4 columns of 4 rows: one LDM of the 4 weight words, one of the vector's 2 words, 4 SXTB16 and
+// 8 SMLAD, 14 instructions for 16 multiply-accumulates; the loop takes 16 columns and adds SUBS
+// and BNE: 58 for 64, 0.91 per MAC. SXTB16 writes over a weight word once its raw SMLAD is done,
+// so the 14 registers are: r0 / r2 the sums a of A / C, r1 / r3 the sums r of pairs AB / CD,
+// r4..r7 the weight words, r8 / r9 the vector's pairs, r10 a temporary for the panel's bookkeeping,
+// r11 the weights (panels are contiguous: the pointer runs on from one panel into the next), r12
+// the vector, lr the count. The walk's other fields are copied to the stack. Written in unified
+// syntax valid in A32 and T32 alike.
 struct PanelWalk {
   const std::int32_t* bias;  // the next panel's 4 biases     [sp, #0]
-  std::int32_t* out;         // and outputs                   [sp, #4]
+  std::int32_t* out;         // and outputs (may be bias)     [sp, #4]
   const std::int16_t* v;     // the widened vector            [sp, #8]
-  int k16, kw;               // 4-word iterations, then single words: k_words = 4·k16 + kw  [sp, #12], [sp, #16]
+  int k16, kw;               // 4-group iterations, then single groups of 4 columns  [sp, #12], [sp, #16]
   int panels;                // panels left, >= 1             [sp, #20]
 };
 extern "C" void rnncore_i8_panels4_dsp(const PanelWalk* walk, const std::int8_t* w);
 
-#define RNNCORE_PANEL_ROW(W, ACC)     \
-  "sxtb16 r10, " W "\n\t"              \
-  "smlad " ACC ", r10, r8, " ACC "\n\t" \
-  "sxtb16 " W ", " W ", ror #8\n\t"     \
-  "smlad " ACC ", " W ", r9, " ACC "\n\t"
-#define RNNCORE_PANEL_WORD                                                              \
-  "ldmia r11!, {r4, r5, r6, r7}\n\t"                                                    \
-  "ldmia r12!, {r8, r9}\n\t" RNNCORE_PANEL_ROW("r4", "r0") RNNCORE_PANEL_ROW("r5", "r1") \
-      RNNCORE_PANEL_ROW("r6", "r2") RNNCORE_PANEL_ROW("r7", "r3")
+// Rows A, B (sums r0, r1) or C, D (r2, r3) of weight word W against the vector pair X.
+#define RNNCORE_PANEL_PAIR(W, X, A, R) \
+  "smlad " R ", " W ", " X ", " R "\n\t" \
+  "sxtb16 " W ", " W "\n\t"            \
+  "smlad " A ", " W ", " X ", " A "\n\t"
+#define RNNCORE_PANEL_GROUP                                                                  \
+  "ldmia r11!, {r4, r5, r6, r7}\n\t"                                                         \
+  "ldmia r12!, {r8, r9}\n\t" RNNCORE_PANEL_PAIR("r4", "r8", "r0", "r1")                       \
+      RNNCORE_PANEL_PAIR("r5", "r8", "r2", "r3") RNNCORE_PANEL_PAIR("r6", "r9", "r0", "r1") \
+          RNNCORE_PANEL_PAIR("r7", "r9", "r2", "r3")
 #if defined(__thumb__)
 #define RNNCORE_THUMB_FUNC ".thumb_func\n\t"
 #else
@@ -260,24 +275,35 @@ __asm__(
     "ldmia r0, {r1, r2, r3, r4, r5, r6}\n\t"
     "stmia sp, {r1, r2, r3, r4, r5, r6}\n\t"
     "0:\n\t"
-    "ldr r10, [sp, #0]\n\t"
-    "ldmia r10!, {r0, r1, r2, r3}\n\t"
-    "str r10, [sp, #0]\n\t"
+    "ldr r10, [sp, #0]\n\t"  // both sums of a pair start at its even row's bias
+    "ldr r0, [r10, #0]\n\t"
+    "ldr r2, [r10, #8]\n\t"
+    "mov r1, r0\n\t"
+    "mov r3, r2\n\t"
     "ldr r12, [sp, #8]\n\t"
     "ldr lr, [sp, #12]\n\t"
     "cmp lr, #0\n\t"
     "beq 2f\n\t"
-    "1:\n\t" RNNCORE_PANEL_WORD RNNCORE_PANEL_WORD RNNCORE_PANEL_WORD RNNCORE_PANEL_WORD
+    "1:\n\t" RNNCORE_PANEL_GROUP RNNCORE_PANEL_GROUP RNNCORE_PANEL_GROUP RNNCORE_PANEL_GROUP
     "subs lr, lr, #1\n\t"
     "bne 1b\n\t"
     "2:\n\t"
     "ldr lr, [sp, #16]\n\t"
     "cmp lr, #0\n\t"
     "beq 4f\n\t"
-    "3:\n\t" RNNCORE_PANEL_WORD
+    "3:\n\t" RNNCORE_PANEL_GROUP
     "subs lr, lr, #1\n\t"
     "bne 3b\n\t"
     "4:\n\t"
+    "ldr r10, [sp, #0]\n\t"  // the odd rows: bias + (r − a) / 256
+    "ldr r4, [r10, #4]\n\t"
+    "ldr r5, [r10, #12]\n\t"
+    "add r10, r10, #16\n\t"
+    "str r10, [sp, #0]\n\t"
+    "sub r1, r1, r0\n\t"
+    "add r1, r4, r1, asr #8\n\t"
+    "sub r3, r3, r2\n\t"
+    "add r3, r5, r3, asr #8\n\t"
     "ldr r10, [sp, #4]\n\t"
     "stmia r10!, {r0, r1, r2, r3}\n\t"
     "str r10, [sp, #4]\n\t"
@@ -290,16 +316,27 @@ __asm__(
     ".size rnncore_i8_panels4_dsp, .-rnncore_i8_panels4_dsp\n\t"
     ".popsection\n\t");
 #undef RNNCORE_THUMB_FUNC
-#undef RNNCORE_PANEL_WORD
-#undef RNNCORE_PANEL_ROW
+#undef RNNCORE_PANEL_GROUP
+#undef RNNCORE_PANEL_PAIR
 
 void i8_dot_panels_dsp_4x16(const std::int8_t* w, int rows, int k_words, const std::int16_t* v,
                             const std::int32_t* bias, std::int32_t* out) {
+  constexpr int kMaxGroups = 128;  // 512 columns a call: the bound of the exactness argument
   const int panels = static_cast<int>(static_cast<unsigned>(rows) >> 2);
-  if (panels > 0) {
+  if (panels > 0 && k_words <= kMaxGroups) {
     const unsigned kw = static_cast<unsigned>(k_words);
     const PanelWalk walk{bias, out, v, static_cast<int>(kw >> 2), static_cast<int>(kw & 3u), panels};
     rnncore_i8_panels4_dsp(&walk, w);
+  } else {
+    // Wider: each panel in pieces of 512 columns, each piece adding onto the sums of the last.
+    for (int p = 0; p < panels; ++p) {
+      for (int k0 = 0; k0 < k_words; k0 += kMaxGroups) {
+        const unsigned kw = static_cast<unsigned>(k_words - k0 < kMaxGroups ? k_words - k0 : kMaxGroups);
+        const PanelWalk walk{k0 == 0 ? bias + 4 * p : out + 4 * p, out + 4 * p, v + 4 * k0,
+                             static_cast<int>(kw >> 2), static_cast<int>(kw & 3u), 1};
+        rnncore_i8_panels4_dsp(&walk, w + (static_cast<std::size_t>(p) * static_cast<std::size_t>(k_words) + k0) * 16);
+      }
+    }
   }
   const int done = 4 * panels;
   if (done < rows) {  // a last panel of 1..3 rows (H not a multiple of 4)

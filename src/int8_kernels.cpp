@@ -24,32 +24,39 @@ void i8_dot_rows_scalar(const std::int8_t* w, int rows, int k_size, const std::i
   }
 }
 
-void interleave4(const std::int8_t* w, int rows, int k_size, std::int8_t* out) {
+bool interleave4(const std::int8_t* w, int rows, int k_size, std::int8_t* out, int* bad_row, int* bad_column) {
   const int k_words = interleaved4_words(k_size);
   const std::size_t bytes = interleaved4_bytes(rows, k_size);
   for (std::size_t i = 0; i < bytes; ++i) out[i] = 0;
-  for (int j = 0; j < rows; ++j)
-    for (int k = 0; k < k_size; ++k)
-      out[interleaved4_offset(j, k, k_words)] = w[static_cast<std::size_t>(j) * static_cast<std::size_t>(k_size) + k];
+  const auto at = [w, rows, k_size](int j, int k) -> int {
+    return j < rows ? w[static_cast<std::size_t>(j) * static_cast<std::size_t>(k_size) + static_cast<std::size_t>(k)] : 0;
+  };
+  for (int j = 0; j < rows; j += 2) {  // a pair of rows: j stored as it is, j + 1 corrected
+    for (int k = 0; k < k_size; ++k) {
+      const int even = at(j, k), odd = at(j + 1, k) - (even < 0 ? 1 : 0);
+      if (odd < -128) {
+        if (bad_row != nullptr) *bad_row = j + 1;
+        if (bad_column != nullptr) *bad_column = k;
+        return false;
+      }
+      out[interleaved4_offset(j, k, k_words)] = static_cast<std::int8_t>(even);
+      out[interleaved4_offset(j + 1, k, k_words)] = static_cast<std::int8_t>(odd);
+    }
+  }
+  return true;
 }
 
 void widen_pairs(const std::int8_t* v, int n, std::int16_t* out) {
-  const auto at = [v, n](int k) -> std::int16_t { return k < n ? v[k] : 0; };
-  for (int k = 0; k < n; k += 4, out += 4) {
-    out[0] = at(k), out[1] = at(k + 2), out[2] = at(k + 1), out[3] = at(k + 3);
-  }
+  const int padded = 4 * interleaved4_words(n);
+  for (int k = 0; k < padded; ++k) out[k] = k < n ? v[k] : 0;
 }
 
 void i8_dot_panels_scalar(const std::int8_t* w, int rows, int k_words, const std::int16_t* v,
                           const std::int32_t* bias, std::int32_t* out) {
   for (int j = 0; j < rows; ++j) {
-    const std::int8_t* word = w + interleaved4_offset(j, 0, k_words);
     std::uint32_t acc = static_cast<std::uint32_t>(bias[j]);  // wraps as i8_dot_rows_scalar
-    for (int k = 0; k < k_words; ++k, word += 16) {
-      const std::int16_t* pairs = v + 4 * k;  // v0, v2, v1, v3
-      acc += static_cast<std::uint32_t>(word[0] * pairs[0] + word[2] * pairs[1]);
-      acc += static_cast<std::uint32_t>(word[1] * pairs[2] + word[3] * pairs[3]);
-    }
+    for (int k = 0; k < 4 * k_words; ++k)
+      acc += static_cast<std::uint32_t>(interleaved4_weight(w, j, k, k_words) * static_cast<std::int32_t>(v[k]));
     out[j] = static_cast<std::int32_t>(acc);
   }
 }

@@ -507,7 +507,7 @@ Status check_layout(Int8WeightLayout layout, const std::int8_t* const w[kGates],
 
 // Weight (j, k) of a [rows, k_size] matrix in `layout`.
 inline std::int8_t weight_at(const std::int8_t* m, Int8WeightLayout layout, int j, int k, int k_size) {
-  return layout == Int8WeightLayout::interleaved4 ? m[interleaved4_offset(j, k, interleaved4_words(k_size))]
+  return layout == Int8WeightLayout::interleaved4 ? interleaved4_weight(m, j, k, interleaved4_words(k_size))
                                                   : m[static_cast<std::size_t>(j) * static_cast<std::size_t>(k_size) + k];
 }
 
@@ -629,8 +629,11 @@ Status fold_biases(const Int8LstmQuantization& q, const std::int32_t* const bias
       if (check != nullptr) {
         RNNCORE_ENSURE(check[xo + j] == bx && check[ho + j] == bh, Status::invalid_size,
                        "the folded biases of gate %s, unit %d do not match the weights, biases and zero points "
-                       "(fold them again, e.g. export the model again)",
-                       kGateName[g], j);
+                       "(fold them again, e.g. export the model again%s)",
+                       kGateName[g], j,
+                       p->layout == Int8WeightLayout::interleaved4
+                           ? "; interleaved weights exported before 2026-11-25 are in the older interleaved layout"
+                           : "");
       } else {
         storage[xo + j] = static_cast<std::int32_t>(bx);
         storage[ho + j] = static_cast<std::int32_t>(bh);

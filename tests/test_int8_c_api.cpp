@@ -296,16 +296,19 @@ TEST_CASE("int8 C API: refusals") {
 }
 
 TEST_CASE("int8 C API: rnncore_int8_interleave4 writes the layout int8.h defines; interleaved weights' refusals") {
-  // w [5, 6], w(j, k) = 10 j + k + 1: rows padded to 8, columns to 8; panels of 4 rows, each 16 bytes
-  // a word of 4 columns of the panel's 4 rows.
+  // w [5, 6], w(j, k) = 10 j + k + 1 but w(0, 0) = −1: rows padded to 8, columns to 8; panels of 4
+  // rows, 16 bytes for each 4 columns: words (rows 0 1, columns 0 1), (2 3, 0 1), (0 1, 2 3),
+  // (2 3, 2 3), each (even row, c), (odd row, c), (even, c + 1), (odd, c + 1); an odd row's weight
+  // less 1 where the even row's is negative (w(1, 0) = 11 is stored as 10).
   std::int8_t w[5 * 6];
   for (int j = 0; j < 5; ++j)
     for (int k = 0; k < 6; ++k) w[j * 6 + k] = static_cast<std::int8_t>(10 * j + k + 1);
+  w[0] = -1;
   const std::int8_t expected[64] = {
-      1,  2,  3,  4,  11, 12, 13, 14, 21, 22, 23, 24, 31, 32, 33, 34,  // rows 0-3, columns 0-3
-      5,  6,  0,  0,  15, 16, 0,  0,  25, 26, 0,  0,  35, 36, 0,  0,   // rows 0-3, columns 4-7
-      41, 42, 43, 44, 0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,   // rows 4-7, columns 0-3
-      45, 46, 0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,   // rows 4-7, columns 4-7
+      -1, 10, 2,  12, 21, 31, 22, 32, 3,  13, 4,  14, 23, 33, 24, 34,  // rows 0-3, columns 0-3
+      5,  15, 6,  16, 25, 35, 26, 36, 0,  0,  0,  0,  0,  0,  0,  0,   // rows 0-3, columns 4-7
+      41, 0,  42, 0,  0,  0,  0,  0,  43, 0,  44, 0,  0,  0,  0,  0,   // rows 4-7, columns 0-3
+      45, 0,  46, 0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,   // rows 4-7, columns 4-7
   };
   static_assert(RNNCORE_INT8_INTERLEAVED4_BYTES(5, 6) == sizeof expected, "8 rows of 8 columns");
   static_assert(RNNCORE_INT8_INTERLEAVED4_BYTES(1, 1) == 16 && RNNCORE_INT8_INTERLEAVED4_BYTES(4, 4) == 16, "a word");
@@ -317,6 +320,12 @@ TEST_CASE("int8 C API: rnncore_int8_interleave4 writes the layout int8.h defines
   for (const auto& [rows, k] : {std::make_pair(0, 6), std::make_pair(5, 0), std::make_pair(-1, 6), std::make_pair(65537, 1),
                                 std::make_pair(1, 65537)})
     CHECK(rnncore_int8_interleave4(w, rows, k, out.data()) == RNNCORE_ERR_INVALID_SIZE);
+  // An odd row's −128 beside a negative weight of its even row has no such form.
+  const std::int8_t odd_min[4] = {-1, 0, -128, 5};
+  CHECK(rnncore_int8_interleave4(odd_min, 2, 2, out.data()) == RNNCORE_ERR_UNSUPPORTED);
+  CHECK(std::string(rnncore_last_error_detail()).find("weight (1, 0) is -128") != std::string::npos);
+  const std::int8_t even_min[4] = {-128, 0, -127, 5};  // −128 in an even row, −127 in an odd one: fine
+  CHECK(rnncore_int8_interleave4(even_min, 2, 2, out.data()) == RNNCORE_OK);
 
   // A small model (I 3, H 5) in both layouts.
   rnncore_int8_lstm_quantization q = small_quantization();

@@ -120,8 +120,8 @@ Status prepare(const Case& c, const Int8LstmQuantization& q, Prepared* out) {
     if (q.weight_layout == Int8WeightLayout::interleaved4) {  // std::vector's storage is 4-byte aligned
       out->w[g].assign(interleaved4_bytes(c.H, c.I), 0x55);
       out->r[g].assign(interleaved4_bytes(c.H, c.H), 0x55);
-      interleave4(w[g], c.H, c.I, out->w[g].data());
-      interleave4(r[g], c.H, c.H, out->r[g].data());
+      REQUIRE(interleave4(w[g], c.H, c.I, out->w[g].data()));
+      REQUIRE(interleave4(r[g], c.H, c.H, out->r[g].data()));
       w[g] = out->w[g].data();
       r[g] = out->r[g].data();
     }
@@ -729,23 +729,42 @@ TEST_CASE("int8 kernels: the interleaved layout's kernels equal the row-major sc
   const DotPanelsKernel* panels = int8_panel_kernels(&np);
   REQUIRE(np >= 1);
   CHECK(std::string(panels[0].name) == "i8_dot_panels_scalar");
-  // The layout itself: element (j, k) at interleaved4_offset, padding zero.
+  // The layout itself: rows paired in each word's halves, element (j, k) at interleaved4_offset.
   {
     std::vector<std::int8_t> w(5 * 7);
     for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<std::int8_t>(i + 1);
     std::vector<std::int8_t> out(interleaved4_bytes(5, 7), 0x55);
     REQUIRE(out.size() == 8 * 8);
-    interleave4(w.data(), 5, 7, out.data());
-    CHECK(out[0] == 1);   // row 0, columns 0..3
-    CHECK(out[4] == 8);   // row 1, column 0
-    CHECK(out[16] == 5);  // row 0, column 4 (the panel's second word)
-    CHECK(out[19] == 0);  // row 0, column 7: padding
-    CHECK(out[32] == 29); // row 4, column 0 (the second panel)
-    CHECK(out[36] == 0);  // row 5: padding
+    REQUIRE(interleave4(w.data(), 5, 7, out.data()));
+    CHECK(std::vector<std::int8_t>(out.begin(), out.begin() + 12) ==
+          std::vector<std::int8_t>{1, 8, 2, 9, 15, 22, 16, 23, 3, 10, 4, 11});  // rows 0..3, columns 0..3
+    CHECK(out[16] == 5);   // row 0, column 4 (the panel's second group of columns)
+    CHECK(out[17] == 12);  // row 1, column 4
+    CHECK(out[26] == 0);   // row 0, column 7: padding
+    CHECK(out[32] == 29);  // row 4, column 0 (the second panel)
+    CHECK(out[33] == 0);   // row 5: padding
+    for (int j = 0; j < 5; ++j)
+      for (int k = 0; k < 7; ++k) CHECK(interleaved4_weight(out.data(), j, k, 2) == w[static_cast<std::size_t>(j * 7 + k)]);
+    // An odd row's byte is corrected where its even row's is negative: the half is 256·odd + even.
+    const std::int8_t neg[4] = {-3, 5, 7, -128};
+    std::vector<std::int8_t> two(16, 0x55);
+    REQUIRE(interleave4(neg, 2, 2, two.data()));
+    CHECK(std::vector<std::int8_t>(two.begin(), two.begin() + 4) == std::vector<std::int8_t>{-3, 6, 5, -128});
+    CHECK(static_cast<std::int16_t>((two[1] << 8) | (two[0] & 0xFF)) == 256 * 7 - 3);
+    for (int k = 0; k < 2; ++k) CHECK(interleaved4_weight(two.data(), 1, k, 1) == neg[2 + k]);
+    const std::int8_t pad[1] = {-3};  // the padding row beside a negative weight decodes as 0
+    REQUIRE(interleave4(pad, 1, 1, two.data()));
+    CHECK(interleaved4_weight(two.data(), 1, 0, 1) == 0);
+    // −128 in an odd row beside a negative weight has no such half.
+    const std::int8_t bad[4] = {5, -3, 0, -128};
+    int bad_row = -1, bad_column = -1;
+    CHECK_FALSE(interleave4(bad, 2, 2, two.data(), &bad_row, &bad_column));
+    CHECK(bad_row == 1);
+    CHECK(bad_column == 1);
     std::vector<std::int16_t> pairs(8, 0x5555);
     const std::int8_t v[7] = {1, 2, 3, 4, 5, 6, 7};
     widen_pairs(v, 7, pairs.data());
-    CHECK(pairs == std::vector<std::int16_t>{1, 3, 2, 4, 5, 7, 6, 0});
+    CHECK(pairs == std::vector<std::int16_t>{1, 2, 3, 4, 5, 6, 7, 0});
   }
   std::mt19937 rng(20261125);
   std::uniform_int_distribution<int> byte(-128, 127);
@@ -753,10 +772,17 @@ TEST_CASE("int8 kernels: the interleaved layout's kernels equal the row-major sc
                                                     std::numeric_limits<std::int32_t>::max());
   long compared = 0;
   for (int rows = 1; rows <= kUnitBlock + 1; ++rows) {
-    for (int K : {1, 2, 3, 4, 5, 7, 8, 12, 15, 16, 17, 20, 31, 32, 33, 48, 63, 64, 65, 100, 128, 129, 255, 256, 300}) {
-      for (int pattern = 0; pattern < 3; ++pattern) {  // random; all −128; −128 against 127
+    // Up to 512 columns the DSP kernel takes a panel in one piece; beyond, in pieces of 512.
+    for (int K : {1, 2, 3, 4, 5, 7, 8, 12, 15, 16, 17, 20, 31, 32, 33, 48, 63, 64, 65, 100, 128, 129, 255, 256, 300, 512,
+                  513, 1100}) {
+      if (K > 300 && rows % 4 != 1) continue;
+      for (int pattern = 0; pattern < 3; ++pattern) {  // random; the extremes −128 (−127 in odd rows) against −128 and 127
         std::vector<std::int8_t> w(static_cast<std::size_t>(rows * K)), v(static_cast<std::size_t>(K));
-        for (std::int8_t& x : w) x = static_cast<std::int8_t>(pattern == 0 ? byte(rng) : -128);
+        for (std::size_t i = 0; i < w.size(); ++i) {
+          const bool odd_row = (i / static_cast<std::size_t>(K)) % 2 == 1;
+          const int x = pattern == 0 ? byte(rng) : -128;
+          w[i] = static_cast<std::int8_t>(odd_row && x == -128 ? -127 : x);  // what the layout can store
+        }
         for (std::int8_t& x : v) x = static_cast<std::int8_t>(pattern == 0 ? byte(rng) : (pattern == 1 ? -128 : 127));
         std::vector<std::int32_t> bias(static_cast<std::size_t>(rows));
         for (int j = 0; j < rows; ++j) bias[static_cast<std::size_t>(j)] = pattern == 0 ? any32(rng) : std::numeric_limits<std::int32_t>::max() - j;
@@ -764,7 +790,7 @@ TEST_CASE("int8 kernels: the interleaved layout's kernels equal the row-major sc
         i8_dot_rows_scalar(w.data(), rows, K, v.data(), bias.data(), want.data());
         // Exactly sized buffers: AddressSanitizer sees a read past the layout or the widened vector.
         std::vector<std::int8_t> packed(interleaved4_bytes(rows, K));
-        interleave4(w.data(), rows, K, packed.data());
+        REQUIRE(interleave4(w.data(), rows, K, packed.data()));
         const int k_words = (K + 3) / 4;
         std::vector<std::int16_t> pairs(static_cast<std::size_t>(4 * k_words));
         widen_pairs(v.data(), K, pairs.data());

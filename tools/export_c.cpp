@@ -321,12 +321,13 @@ std::size_t write_int8_weights(std::FILE* out, const std::vector<std::int8_t> (&
   const std::size_t n = q8::interleaved4_bytes(rows, k);
   std::fprintf(out,
                "/** %s, gates i, f, g, o, each interleaved (rnncore_int8_interleave4):\n"
-               " * panels of 4 rows, each line (16 bytes) 4 columns of those 4 rows, row by row; rows and\n"
-               " * columns padded with zeros to multiples of 4: RNNCORE_INT8_INTERLEAVED4_BYTES(%d, %d) = %zu\n"
+               " * panels of 4 rows, each line (16 bytes) 4 columns of those 4 rows, rows paired in int16\n"
+               " * halves (docs/int8.md); rows and columns padded with zeros to multiples of 4:\n"
+               " * RNNCORE_INT8_INTERLEAVED4_BYTES(%d, %d) = %zu\n"
                " * bytes a gate. */\n",
                what, rows, k, n);
   std::vector<std::int8_t> all(4 * n);
-  for (int g = 0; g < q8::kGates; ++g) q8::interleave4(per_gate[g].data(), rows, k, all.data() + g * n);
+  for (int g = 0; g < q8::kGates; ++g) q8::interleave4(per_gate[g].data(), rows, k, all.data() + g * n);  // interleavable()
   write_array(out, "static RNNCORE_INT8_ALIGN4 const int8_t " + name, all.data(), all.size(), gate_marks(n), 16);
   return n;
 }
@@ -550,6 +551,27 @@ bool read_ids_sample(const std::string& path, const io::Int8Stack& st, std::vect
   return true;
 }
 
+// Whether every weight of an LSTM can be interleaved (interleave4: an odd row's −128 beside a
+// negative weight of its even row cannot); else *why says which.
+bool interleavable(const io::Int8Model& m, const std::string& layer, std::string* why) {
+  const int H = static_cast<int>(m.hidden_size), I = static_cast<int>(m.input_size);
+  for (int part = 0; part < 2; ++part) {
+    const int k = part == 0 ? I : H;
+    std::vector<std::int8_t> scratch(q8::interleaved4_bytes(H, k));
+    for (int g = 0; g < q8::kGates; ++g) {
+      int row = 0, column = 0;
+      if (!q8::interleave4((part == 0 ? m.w : m.r)[g].data(), H, k, scratch.data(), &row, &column)) {
+        *why = layer + (part == 0 ? "input" : "recurrent") + " weight (" + std::to_string(row) + ", " +
+               std::to_string(column) + ") of gate " + kGate[g] +
+               " is -128 beside a negative weight in the row before; the interleaved layout stores weights "
+               "-127..127 there (quantize symmetrically, as TFLite does, or export without --interleave)";
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 // Bytes of an LSTM's int8 weights W and R in the header (interleaved: rows and columns padded).
 long long int8_weight_bytes(const io::Int8Model& m, bool interleave) {
   const int I = m.input_size, H = m.hidden_size;
@@ -596,6 +618,15 @@ int export_int8(const ExportCOptions& o, const io::SafeTensors& file, const std:
     return usage_error("export-c", "--max-batch and --max-seq-len do not apply to an int8 model: its buffers do "
                                    "not depend on them (NAME_SCRATCH_BYTES, and the state per row)");
 
+  if (o.interleave) {
+    for (std::size_t i = 0; i < st.layers.size(); ++i) {
+      const auto& l = st.layers[i];
+      std::string why;
+      const std::string at = o.weights + ": layer " + std::to_string(i) + ", ";
+      if (!interleavable(*l, at, &why) || (l->backward && !interleavable(*l->backward, at + "backward, ", &why)))
+        return error(why);
+    }
+  }
   const std::string path = o.output;
   std::FILE* out = std::fopen(path.c_str(), "w");
   if (out == nullptr) return error(path + ": cannot open for writing");

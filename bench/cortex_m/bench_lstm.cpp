@@ -85,8 +85,9 @@ Int8LstmParams g_params;
 
 int run() {
   for (int g = 0; g < kGates; ++g) {
-    for (auto& v : g_w[g]) v = static_cast<std::int8_t>(next_u32());
-    for (auto& v : g_r[g]) v = static_cast<std::int8_t>(next_u32());
+    // −127..127, as symmetric quantizers give them (what the interleaved layout stores)
+    for (auto& v : g_w[g]) v = static_cast<std::int8_t>(static_cast<int>(next_u32() % 255) - 127);
+    for (auto& v : g_r[g]) v = static_cast<std::int8_t>(static_cast<int>(next_u32() % 255) - 127);
     for (auto& v : g_b[g]) v = static_cast<std::int32_t>(next_u32() % 20001) - 10000;
   }
   for (auto& v : g_x) v = static_cast<std::int8_t>(next_u32());

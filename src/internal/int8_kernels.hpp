@@ -57,28 +57,43 @@ void i8_dot_rows_sdot_4x16(const std::int8_t* w, int rows, int k_size, const std
 void i8_dot_rows_avx512vnni_4x64(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
                                  const std::int32_t* bias, std::int32_t* out);
 
-/// The interleaved weight layout (Int8WeightLayout::interleaved4, docs/int8.md "Interleaved
-/// weights"): a matrix [rows, K] stored as panels of 4 rows, rows and K padded with zeros to
-/// multiples of 4; panel p holds, for each word k of 4 columns, the word of row 4p, then of rows
-/// 4p+1, 4p+2, 4p+3 (16 bytes), so that one load multiple reads the same columns of 4 rows.
-/// Words of 4 columns of a K-column matrix in that layout (and of 4 int16 pairs of a widened vector).
+/// The interleaved layout (Int8WeightLayout::interleaved4, docs/int8.md "Interleaved weights"): a
+/// matrix [rows, K] stored as panels of 4 rows A B C D, rows and K padded with zeros to multiples
+/// of 4. For each group of 4 columns a panel holds 16 bytes, 4 words: rows A, B at columns 0, 1;
+/// rows C, D at columns 0, 1; A, B at columns 2, 3; C, D at columns 2, 3. A word's bytes are
+/// (A, c), (B, c)', (A, c + 1), (B, c + 1)': its two int16 halves pair the two rows' weights of one
+/// column. The odd row's byte is stored as w(B, c) − [w(A, c) < 0], so that the half, read as one
+/// int16, is exactly 256 · w(B, c) + w(A, c): one SMLAD on the raw word then adds
+/// 256 · (B's products) + (A's products), and one on SXTB16 of it A's alone (src/int8_dot_dsp.cpp).
+/// An odd row's −128 beside a negative weight of its even row cannot be stored (interleave4
+/// refuses it; TFLite's and rnncore's quantizers give weights in −127..127).
+/// Groups of 4 columns of a K-column matrix in that layout (and of a widened vector's 4 int16).
 constexpr int interleaved4_words(int k_size) { return (k_size + 3) / 4; }
 /// Bytes of a [rows, k_size] matrix in that layout.
 constexpr std::size_t interleaved4_bytes(int rows, int k_size) {
   return 16 * static_cast<std::size_t>(interleaved4_words(rows)) * static_cast<std::size_t>(interleaved4_words(k_size));
 }
-/// Offset of element (row j, column k) in that layout, k_words = ceil(K / 4).
+/// Offset of the byte of element (row j, column k) in that layout, k_words = ceil(K / 4).
 constexpr std::size_t interleaved4_offset(int j, int k, int k_words) {
   return (static_cast<std::size_t>(j >> 2) * static_cast<std::size_t>(k_words) + static_cast<std::size_t>(k >> 2)) * 16 +
-         static_cast<std::size_t>(j & 3) * 4 + static_cast<std::size_t>(k & 3);
+         static_cast<std::size_t>(k & 2) * 4 + static_cast<std::size_t>(j & 2) * 2 + static_cast<std::size_t>(k & 1) * 2 +
+         static_cast<std::size_t>(j & 1);
+}
+/// Element (row j, column k) of a matrix in that layout: the stored byte, for an odd row plus the
+/// correction its even row's byte implies.
+inline std::int8_t interleaved4_weight(const std::int8_t* m, int j, int k, int k_words) {
+  const std::size_t at = interleaved4_offset(j, k, k_words);
+  return (j & 1) == 0 ? m[at] : static_cast<std::int8_t>(m[at] + (m[at - 1] < 0 ? 1 : 0));
 }
 /// Writes row-major int8 [rows, k_size] into `out` (interleaved4_bytes(rows, k_size) bytes) in that
-/// layout; the padding is zero.
-void interleave4(const std::int8_t* w, int rows, int k_size, std::int8_t* out);
+/// layout, the padding zero. Returns false (out then undefined) where an odd row's −128 meets a
+/// negative weight of the row before it; *bad_row and *bad_column (if not null) say where.
+bool interleave4(const std::int8_t* w, int rows, int k_size, std::int8_t* out, int* bad_row = nullptr,
+                 int* bad_column = nullptr);
 
-/// The vector an interleaved kernel reads: the int8 vector widened once to int16, each word of 4
-/// columns (v0 v1 v2 v3) as the pairs (v0, v2) and (v1, v3), the order SXTB16 gives a weight word;
-/// n padded with zeros to a multiple of 4 (out: 4 · ceil(n / 4) int16, 4-byte aligned).
+/// The vector an interleaved kernel reads: the int8 vector widened once to int16, in order (each
+/// int16 pair is two consecutive columns, as a weight word's halves are), padded with zeros to a
+/// multiple of 4 (out: 4 · ceil(n / 4) int16, 4-byte aligned).
 void widen_pairs(const std::int8_t* v, int n, std::int16_t* out);
 
 /// out[j] = bias[j] + Σ_k w(j, k) · v[k] for 0 <= j < rows, wrapping as DotRowsFn, with w in the
@@ -94,9 +109,9 @@ struct DotPanelsKernel {
 void i8_dot_panels_scalar(const std::int8_t* w, int rows, int k_words, const std::int16_t* v,
                           const std::int32_t* bias, std::int32_t* out);
 #if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
-/// ARM's DSP extension on the interleaved layout: one LDM reads a word of each of 4 rows, one LDM
-/// the widened vector's word, 8 SXTB16 and 8 SMLAD; 4 rows and 16 columns per loop iteration
-/// (src/int8_dot_dsp.cpp).
+/// ARM's DSP extension on the interleaved layout: per 4 columns of 4 rows, one LDM of the 4 weight
+/// words, one of the widened vector's 2 words, 4 SXTB16 and 8 SMLAD (0.875 instructions per
+/// multiply-accumulate); 4 rows and 16 columns per loop iteration (src/int8_dot_dsp.cpp).
 void i8_dot_panels_dsp_4x16(const std::int8_t* w, int rows, int k_words, const std::int16_t* v,
                             const std::int32_t* bias, std::int32_t* out);
 #endif
