@@ -213,12 +213,22 @@ void i8_dot_rows_dsp_4x16(const std::int8_t* w, int rows, int k_size, const std:
   }
 }
 
+int widen_pairs_dsp(const std::int8_t* v, int n, std::int16_t* out) {
+  const int whole = static_cast<int>(static_cast<unsigned>(n) & ~3u);
+  for (int k = 0; k < whole; k += 4) {
+    const std::uint32_t x = load4(v + k);
+    const int16x2_t pairs[2] = {even_pairs(x), odd_pairs(x)};
+    std::memcpy(out + k, pairs, 8);
+  }
+  return whole;
+}
+
 // The interleaved layout (src/internal/int8_kernels.hpp, interleave4) pairs rows A and B (and C
 // and D) of a panel in each int16 half of a word: half = 256 · w(B, c) + w(A, c) exactly. With the
-// vector widened in order (the pair x_c, x_c+1 in one word), for a word of rows A, B at columns
-// c, c + 1:
-//   SMLAD(word, x)          adds 256 · (w(B,c)·x_c + w(B,c+1)·x_c+1) + (w(A,c)·x_c + w(A,c+1)·x_c+1)
-//   SMLAD(SXTB16(word), x)  adds                                        w(A,c)·x_c + w(A,c+1)·x_c+1
+// vector widened by SXTB16 (the pair x_c, x_c+2 in one word), for a word of rows A, B at columns
+// c, c + 2:
+//   SMLAD(word, x)          adds 256 · (w(B,c)·x_c + w(B,c+2)·x_c+2) + (w(A,c)·x_c + w(A,c+2)·x_c+2)
+//   SMLAD(SXTB16(word), x)  adds                                        w(A,c)·x_c + w(A,c+2)·x_c+2
 // Two sums per row pair, both started at A's bias: `a` ends at bias(A) + S_A, `r` at bias(A) +
 // S_A + 256 · S_B (mod 2^32), so S_B = (r − a) >> 8 (arithmetic). Four multiply-accumulates cost
 // one SXTB16 and two SMLADs instead of two and two.
@@ -234,7 +244,7 @@ void i8_dot_rows_dsp_4x16(const std::int8_t* w, int rows, int k_size, const std:
 // 8 SMLAD, 14 instructions for 16 multiply-accumulates; the loop takes 16 columns and adds SUBS
 // and BNE: 58 for 64, 0.91 per MAC. SXTB16 writes over a weight word once its raw SMLAD is done,
 // so the 14 registers are: r0 / r2 the sums a of A / C, r1 / r3 the sums r of pairs AB / CD,
-// r4..r7 the weight words, r8 / r9 the vector's pairs, r10 a temporary for the panel's bookkeeping,
+// r4..r7 the weight words, r8 / r9 the vector's pairs, r10 the biases (free in the column loop),
 // r11 the weights (panels are contiguous: the pointer runs on from one panel into the next), r12
 // the vector, lr the count. The walk's other fields are copied to the stack. Written in unified
 // syntax valid in A32 and T32 alike.
@@ -243,7 +253,7 @@ struct PanelWalk {
   std::int32_t* out;         // and outputs (may be bias)     [sp, #4]
   const std::int16_t* v;     // the widened vector            [sp, #8]
   int k16, kw;               // 4-group iterations, then single groups of 4 columns  [sp, #12], [sp, #16]
-  int panels;                // panels left, >= 1             [sp, #20]
+  int panels;                // >= 1; on the stack, where the biases end  [sp, #20]
 };
 extern "C" void rnncore_i8_panels4_dsp(const PanelWalk* walk, const std::int8_t* w);
 
@@ -274,9 +284,11 @@ __asm__(
     "mov r11, r1\n\t"
     "ldmia r0, {r1, r2, r3, r4, r5, r6}\n\t"
     "stmia sp, {r1, r2, r3, r4, r5, r6}\n\t"
+    "mov r10, r1\n\t"              // the biases, in a register outside the column loop
+    "add r6, r1, r6, lsl #4\n\t"   // and where they end: [sp, #20] becomes that pointer
+    "str r6, [sp, #20]\n\t"
     "0:\n\t"
-    "ldr r10, [sp, #0]\n\t"  // both sums of a pair start at its even row's bias
-    "ldr r0, [r10, #0]\n\t"
+    "ldr r0, [r10, #0]\n\t"  // both sums of a pair start at its even row's bias
     "ldr r2, [r10, #8]\n\t"
     "mov r1, r0\n\t"
     "mov r3, r2\n\t"
@@ -295,21 +307,18 @@ __asm__(
     "subs lr, lr, #1\n\t"
     "bne 3b\n\t"
     "4:\n\t"
-    "ldr r10, [sp, #0]\n\t"  // the odd rows: bias + (r − a) / 256
-    "ldr r4, [r10, #4]\n\t"
+    "ldr r4, [r10, #4]\n\t"  // the odd rows: bias + (r − a) / 256
     "ldr r5, [r10, #12]\n\t"
     "add r10, r10, #16\n\t"
-    "str r10, [sp, #0]\n\t"
     "sub r1, r1, r0\n\t"
     "add r1, r4, r1, asr #8\n\t"
     "sub r3, r3, r2\n\t"
     "add r3, r5, r3, asr #8\n\t"
-    "ldr r10, [sp, #4]\n\t"
-    "stmia r10!, {r0, r1, r2, r3}\n\t"
-    "str r10, [sp, #4]\n\t"
-    "ldr r10, [sp, #20]\n\t"
-    "subs r10, r10, #1\n\t"
-    "str r10, [sp, #20]\n\t"
+    "ldr r4, [sp, #4]\n\t"
+    "stmia r4!, {r0, r1, r2, r3}\n\t"
+    "str r4, [sp, #4]\n\t"
+    "ldr r4, [sp, #20]\n\t"
+    "cmp r10, r4\n\t"
     "bne 0b\n\t"
     "add sp, sp, #24\n\t"
     "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}\n\t"

@@ -47,8 +47,11 @@ bool interleave4(const std::int8_t* w, int rows, int k_size, std::int8_t* out, i
 }
 
 void widen_pairs(const std::int8_t* v, int n, std::int16_t* out) {
-  const int padded = 4 * interleaved4_words(n);
-  for (int k = 0; k < padded; ++k) out[k] = k < n ? v[k] : 0;
+  int k = 0;
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
+  k = widen_pairs_dsp(v, n, out);
+#endif
+  for (const int padded = 4 * interleaved4_words(n); k < padded; ++k) out[widened_index(k)] = k < n ? v[k] : 0;
 }
 
 void i8_dot_panels_scalar(const std::int8_t* w, int rows, int k_words, const std::int16_t* v,
@@ -56,7 +59,7 @@ void i8_dot_panels_scalar(const std::int8_t* w, int rows, int k_words, const std
   for (int j = 0; j < rows; ++j) {
     std::uint32_t acc = static_cast<std::uint32_t>(bias[j]);  // wraps as i8_dot_rows_scalar
     for (int k = 0; k < 4 * k_words; ++k)
-      acc += static_cast<std::uint32_t>(interleaved4_weight(w, j, k, k_words) * static_cast<std::int32_t>(v[k]));
+      acc += static_cast<std::uint32_t>(interleaved4_weight(w, j, k, k_words) * static_cast<std::int32_t>(v[widened_index(k)]));
     out[j] = static_cast<std::int32_t>(acc);
   }
 }

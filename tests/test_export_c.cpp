@@ -259,9 +259,9 @@ std::vector<long> int_array(const std::string& text, const std::string& name) {
 // each 16 bytes a word of 4 columns of each of the panel's rows; rows and columns padded to 4.
 std::size_t interleaved_at(int g, int j, int k, int rows, int cols) {
   const std::size_t words = static_cast<std::size_t>((cols + 3) / 4), panels = static_cast<std::size_t>((rows + 3) / 4);
-  // within a group of 4 columns: words (rows 0 1, columns 0 1), (2 3, 0 1), (0 1, 2 3), (2 3, 2 3);
-  // in a word, (row even, column c), (odd, c), (even, c + 1), (odd, c + 1)
-  return g * panels * words * 16 + ((j / 4) * words + k / 4) * 16 + (k % 4 / 2) * 8 + (j % 4 / 2) * 4 + (k % 2) * 2 + j % 2;
+  // within a group of 4 columns: words (rows 0 1, columns 0 2), (2 3, 0 2), (0 1, 1 3), (2 3, 1 3);
+  // in a word, (row even, column c), (odd, c), (even, c + 2), (odd, c + 2)
+  return g * panels * words * 16 + ((j / 4) * words + k / 4) * 16 + (k % 2) * 8 + (j % 4 / 2) * 4 + (k % 4 / 2) * 2 + j % 2;
 }
 
 }  // namespace

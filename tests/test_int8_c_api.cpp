@@ -297,18 +297,18 @@ TEST_CASE("int8 C API: refusals") {
 
 TEST_CASE("int8 C API: rnncore_int8_interleave4 writes the layout int8.h defines; interleaved weights' refusals") {
   // w [5, 6], w(j, k) = 10 j + k + 1 but w(0, 0) = −1: rows padded to 8, columns to 8; panels of 4
-  // rows, 16 bytes for each 4 columns: words (rows 0 1, columns 0 1), (2 3, 0 1), (0 1, 2 3),
-  // (2 3, 2 3), each (even row, c), (odd row, c), (even, c + 1), (odd, c + 1); an odd row's weight
+  // rows, 16 bytes for each 4 columns: words (rows 0 1, columns 0 2), (2 3, 0 2), (0 1, 1 3),
+  // (2 3, 1 3), each (even row, c), (odd row, c), (even, c + 2), (odd, c + 2); an odd row's weight
   // less 1 where the even row's is negative (w(1, 0) = 11 is stored as 10).
   std::int8_t w[5 * 6];
   for (int j = 0; j < 5; ++j)
     for (int k = 0; k < 6; ++k) w[j * 6 + k] = static_cast<std::int8_t>(10 * j + k + 1);
   w[0] = -1;
   const std::int8_t expected[64] = {
-      -1, 10, 2,  12, 21, 31, 22, 32, 3,  13, 4,  14, 23, 33, 24, 34,  // rows 0-3, columns 0-3
-      5,  15, 6,  16, 25, 35, 26, 36, 0,  0,  0,  0,  0,  0,  0,  0,   // rows 0-3, columns 4-7
-      41, 0,  42, 0,  0,  0,  0,  0,  43, 0,  44, 0,  0,  0,  0,  0,   // rows 4-7, columns 0-3
-      45, 0,  46, 0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,   // rows 4-7, columns 4-7
+      -1, 10, 3,  13, 21, 31, 23, 33, 2,  12, 4,  14, 22, 32, 24, 34,  // rows 0-3, columns 0-3
+      5,  15, 0,  0,  25, 35, 0,  0,  6,  16, 0,  0,  26, 36, 0,  0,   // rows 0-3, columns 4-7
+      41, 0,  43, 0,  0,  0,  0,  0,  42, 0,  44, 0,  0,  0,  0,  0,   // rows 4-7, columns 0-3
+      45, 0,  0,  0,  0,  0,  0,  0,  46, 0,  0,  0,  0,  0,  0,  0,   // rows 4-7, columns 4-7
   };
   static_assert(RNNCORE_INT8_INTERLEAVED4_BYTES(5, 6) == sizeof expected, "8 rows of 8 columns");
   static_assert(RNNCORE_INT8_INTERLEAVED4_BYTES(1, 1) == 16 && RNNCORE_INT8_INTERLEAVED4_BYTES(4, 4) == 16, "a word");

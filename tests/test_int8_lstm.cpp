@@ -729,7 +729,8 @@ TEST_CASE("int8 kernels: the interleaved layout's kernels equal the row-major sc
   const DotPanelsKernel* panels = int8_panel_kernels(&np);
   REQUIRE(np >= 1);
   CHECK(std::string(panels[0].name) == "i8_dot_panels_scalar");
-  // The layout itself: rows paired in each word's halves, element (j, k) at interleaved4_offset.
+  // The layout itself: rows paired in each word's halves, element (j, k) at interleaved4_offset;
+  // a word holds columns c and c + 2 (the order SXTB16 widens the vector in).
   {
     std::vector<std::int8_t> w(5 * 7);
     for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<std::int8_t>(i + 1);
@@ -737,7 +738,7 @@ TEST_CASE("int8 kernels: the interleaved layout's kernels equal the row-major sc
     REQUIRE(out.size() == 8 * 8);
     REQUIRE(interleave4(w.data(), 5, 7, out.data()));
     CHECK(std::vector<std::int8_t>(out.begin(), out.begin() + 12) ==
-          std::vector<std::int8_t>{1, 8, 2, 9, 15, 22, 16, 23, 3, 10, 4, 11});  // rows 0..3, columns 0..3
+          std::vector<std::int8_t>{1, 8, 3, 10, 15, 22, 17, 24, 2, 9, 4, 11});  // rows 0..3, columns 0..3
     CHECK(out[16] == 5);   // row 0, column 4 (the panel's second group of columns)
     CHECK(out[17] == 12);  // row 1, column 4
     CHECK(out[26] == 0);   // row 0, column 7: padding
@@ -749,7 +750,7 @@ TEST_CASE("int8 kernels: the interleaved layout's kernels equal the row-major sc
     const std::int8_t neg[4] = {-3, 5, 7, -128};
     std::vector<std::int8_t> two(16, 0x55);
     REQUIRE(interleave4(neg, 2, 2, two.data()));
-    CHECK(std::vector<std::int8_t>(two.begin(), two.begin() + 4) == std::vector<std::int8_t>{-3, 6, 5, -128});
+    CHECK(std::vector<std::int8_t>{two[0], two[1], two[8], two[9]} == std::vector<std::int8_t>{-3, 6, 5, -128});
     CHECK(static_cast<std::int16_t>((two[1] << 8) | (two[0] & 0xFF)) == 256 * 7 - 3);
     for (int k = 0; k < 2; ++k) CHECK(interleaved4_weight(two.data(), 1, k, 1) == neg[2 + k]);
     const std::int8_t pad[1] = {-3};  // the padding row beside a negative weight decodes as 0
@@ -764,7 +765,7 @@ TEST_CASE("int8 kernels: the interleaved layout's kernels equal the row-major sc
     std::vector<std::int16_t> pairs(8, 0x5555);
     const std::int8_t v[7] = {1, 2, 3, 4, 5, 6, 7};
     widen_pairs(v, 7, pairs.data());
-    CHECK(pairs == std::vector<std::int16_t>{1, 2, 3, 4, 5, 6, 7, 0});
+    CHECK(pairs == std::vector<std::int16_t>{1, 3, 2, 4, 5, 7, 6, 0});
   }
   std::mt19937 rng(20261125);
   std::uniform_int_distribution<int> byte(-128, 127);

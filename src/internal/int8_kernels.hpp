@@ -59,10 +59,11 @@ void i8_dot_rows_avx512vnni_4x64(const std::int8_t* w, int rows, int k_size, con
 
 /// The interleaved layout (Int8WeightLayout::interleaved4, docs/int8.md "Interleaved weights"): a
 /// matrix [rows, K] stored as panels of 4 rows A B C D, rows and K padded with zeros to multiples
-/// of 4. For each group of 4 columns a panel holds 16 bytes, 4 words: rows A, B at columns 0, 1;
-/// rows C, D at columns 0, 1; A, B at columns 2, 3; C, D at columns 2, 3. A word's bytes are
-/// (A, c), (B, c)', (A, c + 1), (B, c + 1)': its two int16 halves pair the two rows' weights of one
-/// column. The odd row's byte is stored as w(B, c) − [w(A, c) < 0], so that the half, read as one
+/// of 4. For each group of 4 columns a panel holds 16 bytes, 4 words: rows A, B at columns 0, 2;
+/// rows C, D at columns 0, 2; A, B at columns 1, 3; C, D at columns 1, 3 (the order SXTB16 widens
+/// a word of the vector in). A word's bytes are (A, c), (B, c)', (A, c + 2), (B, c + 2)': its two
+/// int16 halves pair the two rows' weights of one column. The odd row's byte is stored as
+/// w(B, c) − [w(A, c) < 0], so that the half, read as one
 /// int16, is exactly 256 · w(B, c) + w(A, c): one SMLAD on the raw word then adds
 /// 256 · (B's products) + (A's products), and one on SXTB16 of it A's alone (src/int8_dot_dsp.cpp).
 /// An odd row's −128 beside a negative weight of its even row cannot be stored (interleave4
@@ -76,7 +77,7 @@ constexpr std::size_t interleaved4_bytes(int rows, int k_size) {
 /// Offset of the byte of element (row j, column k) in that layout, k_words = ceil(K / 4).
 constexpr std::size_t interleaved4_offset(int j, int k, int k_words) {
   return (static_cast<std::size_t>(j >> 2) * static_cast<std::size_t>(k_words) + static_cast<std::size_t>(k >> 2)) * 16 +
-         static_cast<std::size_t>(k & 2) * 4 + static_cast<std::size_t>(j & 2) * 2 + static_cast<std::size_t>(k & 1) * 2 +
+         static_cast<std::size_t>(k & 1) * 8 + static_cast<std::size_t>(j & 2) * 2 + static_cast<std::size_t>(k & 2) +
          static_cast<std::size_t>(j & 1);
 }
 /// Element (row j, column k) of a matrix in that layout: the stored byte, for an odd row plus the
@@ -91,10 +92,17 @@ inline std::int8_t interleaved4_weight(const std::int8_t* m, int j, int k, int k
 bool interleave4(const std::int8_t* w, int rows, int k_size, std::int8_t* out, int* bad_row = nullptr,
                  int* bad_column = nullptr);
 
-/// The vector an interleaved kernel reads: the int8 vector widened once to int16, in order (each
-/// int16 pair is two consecutive columns, as a weight word's halves are), padded with zeros to a
-/// multiple of 4 (out: 4 · ceil(n / 4) int16, 4-byte aligned).
+/// The vector an interleaved kernel reads: the int8 vector widened once to int16, each group of 4
+/// (v0 v1 v2 v3) as the pairs (v0, v2) and (v1, v3), the columns of a weight word's halves and the
+/// order SXTB16 gives; n padded with zeros to a multiple of 4 (out: 4 · ceil(n / 4) int16, 4-byte
+/// aligned).
 void widen_pairs(const std::int8_t* v, int n, std::int16_t* out);
+/// Position of column k in a vector widened so.
+constexpr int widened_index(int k) { return (k & ~3) | ((k & 1) << 1) | ((k >> 1) & 1); }
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
+/// widen_pairs of the first 4 · floor(n / 4) values with SXTB16 (src/int8_dot_dsp.cpp); returns how many.
+int widen_pairs_dsp(const std::int8_t* v, int n, std::int16_t* out);
+#endif
 
 /// out[j] = bias[j] + Σ_k w(j, k) · v[k] for 0 <= j < rows, wrapping as DotRowsFn, with w in the
 /// interleaved layout (starting at a panel; 4-byte aligned) and v widened by widen_pairs; k_words
