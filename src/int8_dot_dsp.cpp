@@ -328,24 +328,35 @@ __asm__(
 #undef RNNCORE_PANEL_GROUP
 #undef RNNCORE_PANEL_PAIR
 
+namespace {
+
+constexpr int kMaxGroups = 128;  // 512 columns a call: the bound of the exactness argument above
+
+// More columns than that: each panel in pieces of 512, each piece adding onto the sums of the last.
+// Not inlined, so that the usual call's frame stays small.
+__attribute__((noinline)) void panels_in_pieces(const std::int8_t* w, int panels, int k_words, const std::int16_t* v,
+                                                const std::int32_t* bias, std::int32_t* out) {
+  for (int p = 0; p < panels; ++p) {
+    for (int k0 = 0; k0 < k_words; k0 += kMaxGroups) {
+      const unsigned kw = static_cast<unsigned>(k_words - k0 < kMaxGroups ? k_words - k0 : kMaxGroups);
+      const PanelWalk walk{k0 == 0 ? bias + 4 * p : out + 4 * p, out + 4 * p, v + 4 * k0,
+                           static_cast<int>(kw >> 2), static_cast<int>(kw & 3u), 1};
+      rnncore_i8_panels4_dsp(&walk, w + (static_cast<std::size_t>(p) * static_cast<std::size_t>(k_words) + k0) * 16);
+    }
+  }
+}
+
+}  // namespace
+
 void i8_dot_panels_dsp_4x16(const std::int8_t* w, int rows, int k_words, const std::int16_t* v,
                             const std::int32_t* bias, std::int32_t* out) {
-  constexpr int kMaxGroups = 128;  // 512 columns a call: the bound of the exactness argument
   const int panels = static_cast<int>(static_cast<unsigned>(rows) >> 2);
   if (panels > 0 && k_words <= kMaxGroups) {
     const unsigned kw = static_cast<unsigned>(k_words);
     const PanelWalk walk{bias, out, v, static_cast<int>(kw >> 2), static_cast<int>(kw & 3u), panels};
     rnncore_i8_panels4_dsp(&walk, w);
-  } else {
-    // Wider: each panel in pieces of 512 columns, each piece adding onto the sums of the last.
-    for (int p = 0; p < panels; ++p) {
-      for (int k0 = 0; k0 < k_words; k0 += kMaxGroups) {
-        const unsigned kw = static_cast<unsigned>(k_words - k0 < kMaxGroups ? k_words - k0 : kMaxGroups);
-        const PanelWalk walk{k0 == 0 ? bias + 4 * p : out + 4 * p, out + 4 * p, v + 4 * k0,
-                             static_cast<int>(kw >> 2), static_cast<int>(kw & 3u), 1};
-        rnncore_i8_panels4_dsp(&walk, w + (static_cast<std::size_t>(p) * static_cast<std::size_t>(k_words) + k0) * 16);
-      }
-    }
+  } else if (panels > 0) {
+    panels_in_pieces(w, panels, k_words, v, bias, out);
   }
   const int done = 4 * panels;
   if (done < rows) {  // a last panel of 1..3 rows (H not a multiple of 4)

@@ -44,7 +44,9 @@ void define_export_c(CLI::App& app, ExportCOptions& o) {
       "token id) and NAME_EMBEDDING_*; its sample is token ids, int32 or int64 [B, T] (NAME_sample_ids).\n"
       "With --interleave every LSTM layer's NAME_w and NAME_r are written in the interleaved layout\n"
       "(rnncore_int8_interleave4, 4-byte aligned; the quantization's weight_layout says so), which the\n"
-      "Cortex-M4/M7 DSP kernel reads; NAME_SCRATCH_BYTES is then the larger scratch that layout needs.");
+      "Cortex-M4/M7 DSP kernel reads; NAME_SCRATCH_BYTES is then the larger scratch that layout needs.\n"
+      "The layout holds weights -127..127 in odd rows beside negative ones (a -128 there is refused);\n"
+      "it changed on 2026-11-25, so headers written with --interleave before must be exported again.");
   app.add_option("--weights", o.weights, "the model")->required()->type_name("M.safetensors");
   app.add_option("--output", o.output, "the header to write")->required()->type_name("MODEL.h");
   app.add_option("--name", o.name, "C identifier prefix (default: from --output)")->type_name("NAME");

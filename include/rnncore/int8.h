@@ -57,11 +57,13 @@ typedef struct rnncore_int8_lstm_quantization {
 
 /** Weights [H, K] per gate, row-major (TFLite's layout; the default). */
 #define RNNCORE_INT8_WEIGHTS_ROW_MAJOR 0
-/** Weights per gate in panels of 4 rows, each word of 4 columns of the 4 rows together (rows and K
- * padded with zeros to multiples of 4), 4-byte aligned: on Cortex-M4/M7 the kernel reads a word of 4
- * rows with one load, about 1.2 instructions per multiply-accumulate instead of 1.5; elsewhere a
- * portable kernel reads it. A run's scratch then also holds x and h widened to int16
- * (rnncore_int8_lstm_run_scratch_bytes). docs/int8.md, "Interleaved weights". */
+/** Weights per gate in panels of 4 rows, 4 columns of the 4 rows in 16 bytes with two rows paired in
+ * each int16 half (rows and K padded with zeros to multiples of 4), 4-byte aligned: on Cortex-M4/M7
+ * the kernel reads them with one load and multiplies two rows' weights with one SMLAD, about 0.9
+ * instructions per multiply-accumulate in its loop instead of 1.5; elsewhere a portable kernel reads
+ * them. A run's scratch then also holds x and h widened to int16 (rnncore_int8_lstm_run_scratch_bytes).
+ * The layout changed on 2026-11-25: interleave weights written before again. docs/int8.md,
+ * "Interleaved weights". */
 #define RNNCORE_INT8_WEIGHTS_INTERLEAVED4 1
 /** Bytes of a [rows, k] int8 matrix in the interleaved layout: 4·ceil(rows/4) · 4·ceil(k/4). */
 #define RNNCORE_INT8_INTERLEAVED4_BYTES(rows, k) ((size_t)(((rows) + 3) / 4 * 4) * (size_t)(((k) + 3) / 4 * 4))
@@ -72,7 +74,9 @@ typedef struct rnncore_int8_lstm_quantization {
 /** Writes the row-major int8 matrix w [rows, k] into out (RNNCORE_INT8_INTERLEAVED4_BYTES(rows, k)
  * bytes) in the interleaved layout, the padding zero; e.g. at start-up into RAM, for weights that
  * arrive row-major (`rnncore export-c --interleave` writes them so at build time, for flash).
- * @return RNNCORE_OK; RNNCORE_ERR_NULL_POINTER; RNNCORE_ERR_INVALID_SIZE (rows or k outside 1..65536). */
+ * @return RNNCORE_OK; RNNCORE_ERR_NULL_POINTER; RNNCORE_ERR_INVALID_SIZE (rows or k outside 1..65536);
+ *         RNNCORE_ERR_UNSUPPORTED (a weight of -128 in an odd row beside a negative weight of the row
+ *         before, which the paired halves cannot hold; symmetric quantizers give -127..127). */
 rnncore_status rnncore_int8_interleave4(const int8_t* w, int32_t rows, int32_t k, int8_t* out);
 
 /** A prepared integer LSTM: a plain value of fixed size that points into the caller's weights
