@@ -269,8 +269,11 @@ constexpr AbsTables kAbsTables{};
 // Logistic of a Q3.12 value, Q0.15: 1 / (1 + e^(−|x|)), then 1 − that for x < 0.
 RNNCORE_Q8_INLINE std::int16_t sigmoid_fixed(std::int16_t x) {
 #if defined(RNNCORE_Q8_ABS_TABLES)
-  const std::int32_t positive = kAbsTables.sigmoid[x < 0 ? -x : x];
-  return static_cast<std::int16_t>(x >= 0 ? positive : kOneQ0 - positive);
+  // Branch-free with the sign mask m (0 or −1): |x| = (x ^ m) − m, and for x < 0 the mirror
+  // 1 − σ = 32767 − p = (p ^ −1) + 2^15.
+  const std::int32_t m = static_cast<std::int32_t>(x) >> 31;
+  const std::int32_t positive = kAbsTables.sigmoid[static_cast<std::uint32_t>((x ^ m) - m)];
+  return static_cast<std::int16_t>((positive ^ m) - m * (kOneQ0 + 1));
 #else
   if (x == 0) return kHalfQ0;
   const std::int32_t positive = sigmoid_of_abs(x < 0 ? x : -x);
@@ -283,8 +286,9 @@ RNNCORE_Q8_INLINE std::int16_t tanh_fixed(std::int16_t x) {
 #if defined(RNNCORE_Q8_ABS_TABLES)
   if constexpr (IB >= 3) {
     const std::int32_t y = IB > 3 ? sat16(static_cast<std::int32_t>(x) * (1 << (IB - 3))) : x;
-    const std::int32_t t = kAbsTables.tanh3[y < 0 ? -y : y];
-    return static_cast<std::int16_t>(x < 0 ? -t : t);
+    const std::int32_t m = y >> 31;  // as in sigmoid_fixed; y has x's sign
+    const std::int32_t t = kAbsTables.tanh3[static_cast<std::uint32_t>((y ^ m) - m)];
+    return static_cast<std::int16_t>((t ^ m) - m);
   }
 #endif
   if (x == 0) return 0;
