@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "rnncore/int8.h"
 #include "rnncore/io/npy.hpp"
 #include "tests/test_util.hpp"
 #include "tests/tool_run.hpp"
@@ -279,6 +280,9 @@ TEST_CASE("export-c --interleave: every LSTM's weights interleaved and 4-byte al
   const Header h = parse(panels);
   CHECK(rows.find("INTERLEAVED4") == std::string::npos);
   CHECK(panels.find("#define RNNCORE_INT8_ALIGN4 __attribute__((aligned(4)))") != std::string::npos);
+  // A library of another layout revision than the header's refuses it at compile time.
+  CHECK(panels.find("#if !defined(RNNCORE_INT8_INTERLEAVED4_REVISION) || RNNCORE_INT8_INTERLEAVED4_REVISION != " +
+                    std::to_string(RNNCORE_INT8_INTERLEAVED4_REVISION) + "\n#error") != std::string::npos);
   int layers = 0;
   for (const char* lstm : {"l0_fw", "l0_bw", "l1_fw", "l1_bw"}) {
     const std::string n = std::string("net_") + lstm;

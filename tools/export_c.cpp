@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "rnncore/rnncore.h"
+#include "rnncore/int8.h"
 #include "rnncore/rnncore.hpp"
 #include "rnncore/io/npy.hpp"
 #include "rnncore/io/model.hpp"
@@ -294,7 +295,13 @@ void write_align_macro(std::FILE* out) {
                "#else\n"
                "#error \"define RNNCORE_INT8_ALIGN4 to align an array to 4 bytes with this compiler\"\n"
                "#endif\n"
-               "#endif\n\n");
+               "#endif\n"
+               "/* The weights below are in revision %d of the interleaved layout; a library with another\n"
+               " * (or none) would read them wrongly. */\n"
+               "#if !defined(RNNCORE_INT8_INTERLEAVED4_REVISION) || RNNCORE_INT8_INTERLEAVED4_REVISION != %d\n"
+               "#error \"interleaved weights of another layout revision than rnncore/int8.h's: export the model again\"\n"
+               "#endif\n\n",
+               RNNCORE_INT8_INTERLEAVED4_REVISION, RNNCORE_INT8_INTERLEAVED4_REVISION);
 }
 
 const char* const kGate[q8::kGates] = {"i", "f", "g", "o"};

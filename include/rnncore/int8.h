@@ -65,6 +65,9 @@ typedef struct rnncore_int8_lstm_quantization {
  * The layout changed on 2026-11-25: interleave weights written before again. docs/int8.md,
  * "Interleaved weights". */
 #define RNNCORE_INT8_WEIGHTS_INTERLEAVED4 1
+/** Revision of the interleaved layout's bytes: 2 since 2026-11-25 (rows paired in int16 halves; 1,
+ * before, had no such macro). Headers from `rnncore export-c --interleave` check it at compile time. */
+#define RNNCORE_INT8_INTERLEAVED4_REVISION 2
 /** Bytes of a [rows, k] int8 matrix in the interleaved layout: 4·ceil(rows/4) · 4·ceil(k/4). */
 #define RNNCORE_INT8_INTERLEAVED4_BYTES(rows, k) ((size_t)(((rows) + 3) / 4 * 4) * (size_t)(((k) + 3) / 4 * 4))
 /** Scratch bytes of a run with interleaved weights (input size I, hidden size H), for static buffers:

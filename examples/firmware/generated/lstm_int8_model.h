@@ -24,6 +24,11 @@
 #error "define RNNCORE_INT8_ALIGN4 to align an array to 4 bytes with this compiler"
 #endif
 #endif
+/* The weights below are in revision 2 of the interleaved layout; a library with another
+ * (or none) would read them wrongly. */
+#if !defined(RNNCORE_INT8_INTERLEAVED4_REVISION) || RNNCORE_INT8_INTERLEAVED4_REVISION != 2
+#error "interleaved weights of another layout revision than rnncore/int8.h's: export the model again"
+#endif
 
 #define LSTM_INT8_INPUT_SIZE 16
 #define LSTM_INT8_HIDDEN_SIZE 32
