@@ -111,8 +111,11 @@ int run() {
   q.cell_clip = 10.0f;
 #if BENCH_INTERLEAVED
   for (int g = 0; g < kGates; ++g) {
-    interleave4(g_w[g], H, I, g_wi[g]);
-    interleave4(g_r[g], H, H, g_ri[g]);
+    if (!interleave4(g_w[g], H, I, g_wi[g]) || !interleave4(g_r[g], H, H, g_ri[g])) {
+      put("FAIL: interleave4");
+      end_line();
+      return 1;
+    }
   }
   q.weight_layout = Int8WeightLayout::interleaved4;
   const std::int8_t* w[kGates] = {g_wi[0], g_wi[1], g_wi[2], g_wi[3]};
