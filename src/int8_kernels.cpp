@@ -24,23 +24,34 @@ void i8_dot_rows_scalar(const std::int8_t* w, int rows, int k_size, const std::i
   }
 }
 
+bool interleavable4(const std::int8_t* w, int rows, int k_size, int* bad_row, int* bad_column) {
+  const std::size_t K = static_cast<std::size_t>(k_size);
+  for (int j = 1; j < rows; j += 2) {
+    const std::int8_t* odd = w + static_cast<std::size_t>(j) * K;
+    for (int k = 0; k < k_size; ++k) {
+      if (odd[k] == -128 && odd[static_cast<std::ptrdiff_t>(k) - k_size] < 0) {
+        if (bad_row != nullptr) *bad_row = j;
+        if (bad_column != nullptr) *bad_column = k;
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 bool interleave4(const std::int8_t* w, int rows, int k_size, std::int8_t* out, int* bad_row, int* bad_column) {
+  if (!interleavable4(w, rows, k_size, bad_row, bad_column)) return false;
   const int k_words = interleaved4_words(k_size);
   const std::size_t bytes = interleaved4_bytes(rows, k_size);
   for (std::size_t i = 0; i < bytes; ++i) out[i] = 0;
   const auto at = [w, rows, k_size](int j, int k) -> int {
     return j < rows ? w[static_cast<std::size_t>(j) * static_cast<std::size_t>(k_size) + static_cast<std::size_t>(k)] : 0;
   };
-  for (int j = 0; j < rows; j += 2) {  // a pair of rows: j stored as it is, j + 1 corrected
+  for (int j = 0; j < rows; j += 2) {  // a pair of rows: j stored as it is, j + 1 corrected (the padding row too)
     for (int k = 0; k < k_size; ++k) {
-      const int even = at(j, k), odd = at(j + 1, k) - (even < 0 ? 1 : 0);
-      if (odd < -128) {
-        if (bad_row != nullptr) *bad_row = j + 1;
-        if (bad_column != nullptr) *bad_column = k;
-        return false;
-      }
+      const int even = at(j, k);
       out[interleaved4_offset(j, k, k_words)] = static_cast<std::int8_t>(even);
-      out[interleaved4_offset(j + 1, k, k_words)] = static_cast<std::int8_t>(odd);
+      out[interleaved4_offset(j + 1, k, k_words)] = static_cast<std::int8_t>(at(j + 1, k) - (even < 0 ? 1 : 0));
     }
   }
   return true;

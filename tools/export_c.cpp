@@ -336,7 +336,7 @@ std::size_t write_int8_weights(std::FILE* out, const std::vector<std::int8_t> (&
                " * bytes a gate. */\n",
                what, rows, k, n);
   std::vector<std::int8_t> all(4 * n);
-  for (int g = 0; g < q8::kGates; ++g) q8::interleave4(per_gate[g].data(), rows, k, all.data() + g * n);  // interleavable()
+  for (int g = 0; g < q8::kGates; ++g) q8::interleave4(per_gate[g].data(), rows, k, all.data() + g * n);  // interleavable() checked
   write_array(out, "static RNNCORE_INT8_ALIGN4 const int8_t " + name, all.data(), all.size(), gate_marks(n), 16);
   return n;
 }
@@ -560,16 +560,15 @@ bool read_ids_sample(const std::string& path, const io::Int8Stack& st, std::vect
   return true;
 }
 
-// Whether every weight of an LSTM can be interleaved (interleave4: an odd row's −128 beside a
-// negative weight of its even row cannot); else *why says which.
+// Whether every weight of an LSTM can be interleaved (interleavable4), checked before the header is
+// opened; else *why says which.
 bool interleavable(const io::Int8Model& m, const std::string& layer, std::string* why) {
   const int H = static_cast<int>(m.hidden_size), I = static_cast<int>(m.input_size);
   for (int part = 0; part < 2; ++part) {
     const int k = part == 0 ? I : H;
-    std::vector<std::int8_t> scratch(q8::interleaved4_bytes(H, k));
     for (int g = 0; g < q8::kGates; ++g) {
       int row = 0, column = 0;
-      if (!q8::interleave4((part == 0 ? m.w : m.r)[g].data(), H, k, scratch.data(), &row, &column)) {
+      if (!q8::interleavable4((part == 0 ? m.w : m.r)[g].data(), H, k, &row, &column)) {
         *why = layer + (part == 0 ? "input" : "recurrent") + " weight (" + std::to_string(row) + ", " +
                std::to_string(column) + ") of gate " + kGate[g] +
                " is -128 beside a negative weight in the row before; the interleaved layout stores weights "

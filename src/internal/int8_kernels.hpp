@@ -86,9 +86,13 @@ inline std::int8_t interleaved4_weight(const std::int8_t* m, int j, int k, int k
   const std::size_t at = interleaved4_offset(j, k, k_words);
   return (j & 1) == 0 ? m[at] : static_cast<std::int8_t>(m[at] + (m[at - 1] < 0 ? 1 : 0));
 }
+/// Whether row-major int8 [rows, k_size] has that layout: false where an odd row's −128 meets a
+/// negative weight of the row before it, the first such weight then in *bad_row, *bad_column (if
+/// not null).
+bool interleavable4(const std::int8_t* w, int rows, int k_size, int* bad_row = nullptr, int* bad_column = nullptr);
 /// Writes row-major int8 [rows, k_size] into `out` (interleaved4_bytes(rows, k_size) bytes) in that
-/// layout, the padding zero. Returns false (out then undefined) where an odd row's −128 meets a
-/// negative weight of the row before it; *bad_row and *bad_column (if not null) say where.
+/// layout, the padding zero. Returns false, writing nothing, where interleavable4 is false (and
+/// says where as it does).
 bool interleave4(const std::int8_t* w, int rows, int k_size, std::int8_t* out, int* bad_row = nullptr,
                  int* bad_column = nullptr);
 
