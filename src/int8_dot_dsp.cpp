@@ -238,7 +238,7 @@ int widen_pairs_dsp(const std::int8_t* v, int n, std::int16_t* out) {
 // columns (an odd row's weights are −127..127, x is −128..127), so 256 · S_B lies strictly inside
 // int32 and r − a, read as int32, is 256 · S_B itself; the arithmetic shift gives S_B exactly, and
 // bias(B) + S_B is then added modulo 2^32 as the scalar kernel adds it. Calls with more columns are
-// split into pieces of 512, each adding onto the sums of the last (i8_dot_panels_dsp_4x16).
+// split into pieces of 512, each adding onto the sums of the last (other_product).
 //
 // Per 4 columns of 4 rows: one LDM of the 4 weight words, one of the vector's 2 words, 4 SXTB16 and
 // 8 SMLAD, 14 instructions for 16 multiply-accumulates; the loop takes 16 columns and adds SUBS
@@ -246,16 +246,16 @@ int widen_pairs_dsp(const std::int8_t* v, int n, std::int16_t* out) {
 // so the 14 registers are: r0 / r2 the sums a of A / C, r1 / r3 the sums r of pairs AB / CD,
 // r4..r7 the weight words, r8 / r9 the vector's pairs, r10 the biases (free in the column loop),
 // r11 the weights (panels are contiguous: the pointer runs on from one panel into the next), r12
-// the vector, lr the count. The walk's other fields are copied to the stack. Written in unified
-// syntax valid in A32 and T32 alike.
-struct PanelWalk {
-  const std::int32_t* bias;  // the next panel's 4 biases     [sp, #0]
-  std::int32_t* out;         // and outputs (may be bias)     [sp, #4]
-  const std::int16_t* v;     // the widened vector            [sp, #8]
-  int k16, kw;               // 4-group iterations, then single groups of 4 columns  [sp, #12], [sp, #16]
-  int panels;                // >= 1; on the stack, where the biases end  [sp, #20]
-};
-extern "C" void rnncore_i8_panels4_dsp(const PanelWalk* walk, const std::int8_t* w);
+// the vector, lr the count. A product's other values live on the stack.
+//
+// Around the loop, per panel of 4 rows: 7 instructions to start (the sums, the vector, the count,
+// and a jump into the loop) and 12 to end (the odd rows' sums, the store, the panel test). The
+// jump enters the 4-group loop body at the group that leaves ceil(K / 16) full passes, so that K
+// need not be a multiple of 16 and no pass count is tested (each group is 14 four-byte
+// instructions in A32 and T32, 56 bytes: the assembler checks). One call takes a list of products
+// (a gate's x and h), so that its cost is paid once for them. Written in unified syntax valid in
+// A32 and T32 alike.
+extern "C" void rnncore_i8_panels4_dsp(const PanelProduct* products, int count);
 
 // Rows A, B (sums r0, r1) or C, D (r2, r3) of weight word W against the vector pair X.
 #define RNNCORE_PANEL_PAIR(W, X, A, R) \
@@ -269,9 +269,13 @@ extern "C" void rnncore_i8_panels4_dsp(const PanelWalk* walk, const std::int8_t*
           RNNCORE_PANEL_PAIR("r7", "r9", "r2", "r3")
 #if defined(__thumb__)
 #define RNNCORE_THUMB_FUNC ".thumb_func\n\t"
+#define RNNCORE_THUMB_BIT "orr r8, r8, #1\n\t"  // a T32 target address for LDR PC
 #else
 #define RNNCORE_THUMB_FUNC
+#define RNNCORE_THUMB_BIT
 #endif
+// The stack frame: [sp, #0] the next product, #4 loop passes, #8 the vector, #12 the end of the
+// biases, #16 the outputs, #20 the loop entry (stored by one STM), #24 the end of the list.
 __asm__(
     ".pushsection .text.rnncore_i8_panels4_dsp, \"ax\", %progbits\n\t"
     ".balign 4\n\t"
@@ -280,50 +284,59 @@ __asm__(
     RNNCORE_THUMB_FUNC
     "rnncore_i8_panels4_dsp:\n\t"
     "push {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"
-    "sub sp, sp, #24\n\t"
-    "mov r11, r1\n\t"
-    "ldmia r0, {r1, r2, r3, r4, r5, r6}\n\t"
-    "stmia sp, {r1, r2, r3, r4, r5, r6}\n\t"
-    "mov r10, r1\n\t"              // the biases, in a register outside the column loop
-    "add r6, r1, r6, lsl #4\n\t"   // and where they end: [sp, #20] becomes that pointer
-    "str r6, [sp, #20]\n\t"
+    "sub sp, sp, #28\n\t"
+    "add r1, r1, r1, lsl #1\n\t"  // the list's end: 24 bytes a product
+    "add r1, r0, r1, lsl #3\n\t"
+    "str r1, [sp, #24]\n\t"
+    "5:\n\t"  // a product: w, v, bias, out, rows, k_words
+    "ldmia r0!, {r4, r5, r6, r7, r8, r9}\n\t"
+    "mov r11, r4\n\t"
+    "mov r10, r6\n\t"
+    "add r6, r6, r8, lsl #2\n\t"  // the biases' end
+    "add r4, r9, #3\n\t"          // passes: ceil(k_words / 4)
+    "lsr r4, r4, #2\n\t"
+    "rsb r9, r9, #0\n\t"  // groups the first pass skips: (−k_words) mod 4, 56 bytes each
+    "and r9, r9, #3\n\t"
+    "adr r8, .Lrnncore_p4_group0\n\t"
+    "add r8, r8, r9, lsl #6\n\t"
+    "sub r8, r8, r9, lsl #3\n\t"
+    RNNCORE_THUMB_BIT
+    "stmia sp, {r0, r4, r5, r6, r7, r8}\n\t"
     "0:\n\t"
     "ldr r0, [r10, #0]\n\t"  // both sums of a pair start at its even row's bias
     "ldr r2, [r10, #8]\n\t"
     "mov r1, r0\n\t"
     "mov r3, r2\n\t"
     "ldr r12, [sp, #8]\n\t"
-    "ldr lr, [sp, #12]\n\t"
-    "cmp lr, #0\n\t"
-    "beq 2f\n\t"
-    "1:\n\t" RNNCORE_PANEL_GROUP RNNCORE_PANEL_GROUP RNNCORE_PANEL_GROUP RNNCORE_PANEL_GROUP
+    "ldr lr, [sp, #4]\n\t"
+    "ldr pc, [sp, #20]\n\t"
+    ".Lrnncore_p4_group0:\n\t" RNNCORE_PANEL_GROUP
+    ".Lrnncore_p4_group1:\n\t" RNNCORE_PANEL_GROUP RNNCORE_PANEL_GROUP RNNCORE_PANEL_GROUP
+    ".if .Lrnncore_p4_group1 - .Lrnncore_p4_group0 - 56\n\t"
+    ".error \"rnncore_i8_panels4_dsp: a group is not 56 bytes\"\n\t"
+    ".endif\n\t"
     "subs lr, lr, #1\n\t"
-    "bne 1b\n\t"
-    "2:\n\t"
-    "ldr lr, [sp, #16]\n\t"
-    "cmp lr, #0\n\t"
-    "beq 4f\n\t"
-    "3:\n\t" RNNCORE_PANEL_GROUP
-    "subs lr, lr, #1\n\t"
-    "bne 3b\n\t"
-    "4:\n\t"
-    "ldr r4, [r10, #4]\n\t"  // the odd rows: bias + (r − a) / 256
-    "ldr r5, [r10, #12]\n\t"
-    "add r10, r10, #16\n\t"
+    "bne .Lrnncore_p4_group0\n\t"
+    "ldmia r10!, {r4, r5, r6, r7}\n\t"  // the odd rows: bias + (r − a) / 256
     "sub r1, r1, r0\n\t"
-    "add r1, r4, r1, asr #8\n\t"
+    "add r1, r5, r1, asr #8\n\t"
     "sub r3, r3, r2\n\t"
-    "add r3, r5, r3, asr #8\n\t"
-    "ldr r4, [sp, #4]\n\t"
+    "add r3, r7, r3, asr #8\n\t"
+    "ldr r4, [sp, #16]\n\t"
     "stmia r4!, {r0, r1, r2, r3}\n\t"
-    "str r4, [sp, #4]\n\t"
-    "ldr r4, [sp, #20]\n\t"
+    "str r4, [sp, #16]\n\t"
+    "ldr r4, [sp, #12]\n\t"
     "cmp r10, r4\n\t"
     "bne 0b\n\t"
-    "add sp, sp, #24\n\t"
+    "ldr r0, [sp, #0]\n\t"
+    "ldr r1, [sp, #24]\n\t"
+    "cmp r0, r1\n\t"
+    "bne 5b\n\t"
+    "add sp, sp, #28\n\t"
     "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}\n\t"
     ".size rnncore_i8_panels4_dsp, .-rnncore_i8_panels4_dsp\n\t"
     ".popsection\n\t");
+#undef RNNCORE_THUMB_BIT
 #undef RNNCORE_THUMB_FUNC
 #undef RNNCORE_PANEL_GROUP
 #undef RNNCORE_PANEL_PAIR
@@ -332,36 +345,48 @@ namespace {
 
 constexpr int kMaxGroups = 128;  // 512 columns a call: the bound of the exactness argument above
 
-// More columns than that: each panel in pieces of 512, each piece adding onto the sums of the last.
-// Not inlined, so that the usual call's frame stays small.
-__attribute__((noinline)) void panels_in_pieces(const std::int8_t* w, int panels, int k_words, const std::int16_t* v,
-                                                const std::int32_t* bias, std::int32_t* out) {
-  for (int p = 0; p < panels; ++p) {
-    for (int k0 = 0; k0 < k_words; k0 += kMaxGroups) {
-      const unsigned kw = static_cast<unsigned>(k_words - k0 < kMaxGroups ? k_words - k0 : kMaxGroups);
-      const PanelWalk walk{k0 == 0 ? bias + 4 * p : out + 4 * p, out + 4 * p, v + 4 * k0,
-                           static_cast<int>(kw >> 2), static_cast<int>(kw & 3u), 1};
-      rnncore_i8_panels4_dsp(&walk, w + (static_cast<std::size_t>(p) * static_cast<std::size_t>(k_words) + k0) * 16);
+// What the assembly takes: whole panels (at least one), at most 512 columns.
+inline bool whole_panels(const PanelProduct& p) { return p.rows >= 4 && (p.rows & 3) == 0 && p.k_words <= kMaxGroups; }
+
+// Any other product: more columns than that in pieces of 512, each piece adding onto the sums of
+// the last, and a last panel of 1..3 rows (H not a multiple of 4) by the scalar kernel. Not
+// inlined, so that the usual call's frame stays small.
+__attribute__((noinline)) void other_product(const PanelProduct& p) {
+  const int panels = static_cast<int>(static_cast<unsigned>(p.rows) >> 2);
+  const std::size_t panel_bytes = 16 * static_cast<std::size_t>(p.k_words);
+  if (panels > 0 && p.k_words <= kMaxGroups) {
+    const PanelProduct whole{p.w, p.v, p.bias, p.out, 4 * panels, p.k_words};
+    rnncore_i8_panels4_dsp(&whole, 1);
+  } else {
+    for (int q = 0; q < panels; ++q) {
+      for (int k0 = 0; k0 < p.k_words; k0 += kMaxGroups) {
+        const PanelProduct piece{p.w + static_cast<std::size_t>(q) * panel_bytes + 16 * static_cast<std::size_t>(k0),
+                                 p.v + 4 * k0, k0 == 0 ? p.bias + 4 * q : p.out + 4 * q, p.out + 4 * q, 4,
+                                 p.k_words - k0 < kMaxGroups ? p.k_words - k0 : kMaxGroups};
+        rnncore_i8_panels4_dsp(&piece, 1);
+      }
     }
+  }
+  const int done = 4 * panels;
+  if (done < p.rows) {
+    const PanelProduct last{p.w + static_cast<std::size_t>(panels) * panel_bytes, p.v, p.bias + done, p.out + done,
+                            p.rows - done, p.k_words};
+    i8_dot_panels_scalar(&last, 1);
   }
 }
 
 }  // namespace
 
-void i8_dot_panels_dsp_4x16(const std::int8_t* w, int rows, int k_words, const std::int16_t* v,
-                            const std::int32_t* bias, std::int32_t* out) {
-  const int panels = static_cast<int>(static_cast<unsigned>(rows) >> 2);
-  if (panels > 0 && k_words <= kMaxGroups) {
-    const unsigned kw = static_cast<unsigned>(k_words);
-    const PanelWalk walk{bias, out, v, static_cast<int>(kw >> 2), static_cast<int>(kw & 3u), panels};
-    rnncore_i8_panels4_dsp(&walk, w);
-  } else if (panels > 0) {
-    panels_in_pieces(w, panels, k_words, v, bias, out);
-  }
-  const int done = 4 * panels;
-  if (done < rows) {  // a last panel of 1..3 rows (H not a multiple of 4)
-    i8_dot_panels_scalar(w + static_cast<std::size_t>(panels) * static_cast<std::size_t>(k_words) * 16, rows - done,
-                         k_words, v, bias + done, out + done);
+void i8_dot_panels_dsp_4x16(const PanelProduct* products, int count) {
+  int whole = 0;  // the leading products the assembly takes, in one call
+  while (whole < count && whole_panels(products[whole])) ++whole;
+  if (whole > 0) rnncore_i8_panels4_dsp(products, whole);
+  for (int i = whole; i < count; ++i) {
+    if (whole_panels(products[i])) {
+      rnncore_i8_panels4_dsp(products + i, 1);
+    } else {
+      other_product(products[i]);
+    }
   }
 }
 

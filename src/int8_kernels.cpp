@@ -65,13 +65,17 @@ void widen_pairs(const std::int8_t* v, int n, std::int16_t* out) {
   for (const int padded = 4 * interleaved4_words(n); k < padded; ++k) out[widened_index(k)] = k < n ? v[k] : 0;
 }
 
-void i8_dot_panels_scalar(const std::int8_t* w, int rows, int k_words, const std::int16_t* v,
-                          const std::int32_t* bias, std::int32_t* out) {
-  for (int j = 0; j < rows; ++j) {
-    std::uint32_t acc = static_cast<std::uint32_t>(bias[j]);  // wraps as i8_dot_rows_scalar
-    for (int k = 0; k < 4 * k_words; ++k)
-      acc += static_cast<std::uint32_t>(interleaved4_weight(w, j, k, k_words) * static_cast<std::int32_t>(v[widened_index(k)]));
-    out[j] = static_cast<std::int32_t>(acc);
+void i8_dot_panels_scalar(const PanelProduct* products, int count) {
+  for (int i = 0; i < count; ++i) {
+    const PanelProduct& p = products[i];
+    for (int j = 0; j < p.rows; ++j) {
+      std::uint32_t acc = static_cast<std::uint32_t>(p.bias[j]);  // wraps as i8_dot_rows_scalar
+      for (int k = 0; k < 4 * p.k_words; ++k) {
+        acc += static_cast<std::uint32_t>(interleaved4_weight(p.w, j, k, p.k_words) *
+                                          static_cast<std::int32_t>(p.v[widened_index(k)]));
+      }
+      p.out[j] = static_cast<std::int32_t>(acc);
+    }
   }
 }
 

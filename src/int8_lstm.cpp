@@ -310,24 +310,32 @@ RNNCORE_Q8_INLINE std::int32_t rescale(std::int32_t x, QuantizedMultiplier m) {
   return rounding_divide_by_pot(sat_rdhm32(shifted, m.multiplier), right);
 }
 
-// rescale for the step's loops, with both roundings in one 64-bit sum. The step's multipliers M
-// come from quantize_multiplier, in [2^30, 2^31) (multiply_by_quantized_multiplier sends others to
+// rescale for the step's loops, with both roundings in one sum. The step's multipliers M come
+// from quantize_multiplier, in [2^30, 2^31) (multiply_by_quantized_multiplier sends others to
 // rescale). With a = x · 2^left, the high multiply is h = floor((a·M + 2^30) / 2^31) (as in
 // sat_rdhm32: −2^31 · −2^31 cannot occur), and for a right shift r >= 1 the rounding shift is
-// floor((h + 2^(r−1) − [h < 0]) / 2^r). The inner floor can go (floor((floor(y) + k) / m) =
-// floor((y + k) / m) for integers k, m), so the result is
-//   floor((a·M + 2^30 + (2^(r−1) − [h < 0]) · 2^31) / 2^(31+r)),
-// exact in 64 bits (|a·M| < 2^62). And [h < 0] may be replaced by [a < 0]: they differ only at
-// a = −1, M = 2^30 (h = 0), where both sums lie in [0, 2^(31+r)) and give 0. On ARM that is
-// one SMLAL onto hi:lo = k · 2^31 + 2^30 with k = 2^(r−1) − [a < 0] (k's low bit into lo's top
-// bit), then an arithmetic shift of hi by r − 1: six instructions where the two separate roundings
-// took about 13. Without a right shift (r = 0) the result is h itself.
+// floor((h + k) / 2^r) with k = 2^(r−1) − [h < 0]. [h < 0] may be replaced by [a < 0]: they
+// differ only at a = −1, M = 2^30 (h = 0), where both give 0. Without a right shift (r = 0) the
+// result is h itself.
+//
+// On ARM, SMMLAR computes (acc · 2^32 + p · q + 2^31) >> 32, the top word of an exact 64-bit sum.
+// With q = 2M − 2^32 (the bit pattern of 2M, stored as int32 in `doubled`) and acc = a − [a < 0]:
+//   s = a − [a < 0] + floor((2aM − a · 2^32 + 2^31) / 2^32) = floor((a·M + 2^30) / 2^31) − [a < 0]
+//     = h − [a < 0],
+// for every int32 a: s lies in int32 (h ≥ −M > −2^31, and h ≤ 2^31 − 2), so the top word of the
+// wrapped operand's sum is s itself. The rounding shift is then floor((s + 2^(r−1)) / 2^r) =
+// floor((floor(s / 2^(r−1)) + 1) / 2), which cannot overflow where s + 2^(r−1) could: an add,
+// SMMLAR and three shifts and adds, five instructions (SMLAL onto a 64-bit nudge took six or seven).
+// Elsewhere one 64-bit sum, floor((a·M + 2^30 + k · 2^31) / 2^(31+r)) with k = 2^(r−1) − [a < 0]
+// (the inner floor can go: floor((floor(y) + k) / m) = floor((y + k) / m) for integers k, m).
 struct StepMultiplier {
   std::int32_t multiplier;
+  std::int32_t doubled;  // 2 · multiplier − 2^32 (its bit pattern), SMMLAR's operand
   int left, right;
   std::int32_t half;  // 2^(right − 1) for right >= 1
   explicit StepMultiplier(QuantizedMultiplier m)
       : multiplier(m.multiplier),
+        doubled(static_cast<std::int32_t>(static_cast<std::uint32_t>(m.multiplier) << 1)),
         left(m.shift > 0 ? m.shift : 0),
         right(m.shift > 0 ? 0 : -m.shift),
         half(m.shift < 0 ? std::int32_t{1} << (-m.shift - 1) : 0) {}
@@ -339,16 +347,14 @@ struct StepMultiplier {
       const std::int32_t shifted = static_cast<std::int32_t>(static_cast<std::uint32_t>(x) << left);
       return static_cast<std::int32_t>(high_sum(shifted, std::int32_t{1} << 30, 0) >> 31);
     }
+#if defined(RNNCORE_Q8_ACLE)
+    const std::int32_t acc = static_cast<std::int32_t>(static_cast<std::uint32_t>(x) + static_cast<std::uint32_t>(x >> 31));
+    std::int32_t s;  // h − [x < 0]
+    __asm__("smmlar %0, %1, %2, %3" : "=r"(s) : "r"(x), "r"(doubled), "r"(acc));
+    return ((s >> (right - 1)) + 1) >> 1;
+#else
     const std::int32_t k = half + (x >> 31);  // 2^(r−1) − [x < 0]
     const std::uint32_t lo = (static_cast<std::uint32_t>(k) << 31) | (std::uint32_t{1} << 30);
-#if defined(RNNCORE_Q8_ACLE)
-    std::uint32_t l = lo;
-    std::int32_t hi = k >> 1;
-    // One SMLAL: GCC 12 otherwise sometimes widens the hoisted multiplier and emits a full
-    // 64 × 64 multiply (UMULL, MUL, MLA).
-    __asm__("smlal %0, %1, %2, %3" : "+r"(l), "+r"(hi) : "r"(x), "r"(multiplier));
-    return hi >> (right - 1);
-#else
     return static_cast<std::int32_t>(high_sum(x, static_cast<std::int32_t>(lo), k >> 1) >> (31 + right));
 #endif
   }
@@ -357,6 +363,8 @@ struct StepMultiplier {
 #if defined(RNNCORE_Q8_ACLE)
     std::uint32_t l = static_cast<std::uint32_t>(lo);
     std::int32_t h = hi;
+    // One SMLAL: GCC 12 otherwise sometimes widens the hoisted multiplier and emits a full
+    // 64 × 64 multiply (UMULL, MUL, MLA).
     __asm__("smlal %0, %1, %2, %3" : "+r"(l), "+r"(h) : "r"(a), "r"(multiplier));
     return static_cast<std::int64_t>((static_cast<std::uint64_t>(static_cast<std::uint32_t>(h)) << 32) | l);
 #else
@@ -825,8 +833,10 @@ RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const 
       p.dot(p.w[g] + j * I, n, p.input_size, in.x, p.x_bias[g] + j, ax);
       p.dot(p.r[g] + j * H, n, p.hidden_size, in.h, p.h_bias[g] + j, ah);
     } else {  // j0 is a multiple of kUnitBlock, so of 4: the block starts at a panel
-      p.dot_panels(p.w[g] + interleaved4_offset(j0, 0, x_words), n, x_words, in.x_pairs, p.x_bias[g] + j, ax);
-      p.dot_panels(p.r[g] + interleaved4_offset(j0, 0, h_words), n, h_words, in.h_pairs, p.h_bias[g] + j, ah);
+      const PanelProduct products[2] = {
+          {p.w[g] + interleaved4_offset(j0, 0, x_words), in.x_pairs, p.x_bias[g] + j, ax, n, x_words},
+          {p.r[g] + interleaved4_offset(j0, 0, h_words), in.h_pairs, p.h_bias[g] + j, ah, n, h_words}};
+      p.dot_panels(products, 2);
     }
     if constexpr (!kPerChannel) {
       const StepMultiplier mx(p.x_mult[g]), mh(p.h_mult[g]);

@@ -797,7 +797,8 @@ TEST_CASE("int8 kernels: the interleaved layout's kernels equal the row-major sc
         widen_pairs(v.data(), K, pairs.data());
         for (int ki = 0; ki < np; ++ki) {
           std::vector<std::int32_t> got(static_cast<std::size_t>(rows) + 1, 0x5A5A5A5A);
-          panels[ki].fn(packed.data(), rows, k_words, pairs.data(), bias.data(), got.data());
+          const PanelProduct product{packed.data(), pairs.data(), bias.data(), got.data(), rows, k_words};
+          panels[ki].fn(&product, 1);
           ++compared;
           if (!std::equal(want.begin(), want.end(), got.begin()) || got[static_cast<std::size_t>(rows)] != 0x5A5A5A5A)
             FAIL_CHECK(panels[ki].name << " differs: rows " << rows << ", K " << K << ", pattern " << pattern);
@@ -806,6 +807,55 @@ TEST_CASE("int8 kernels: the interleaved layout's kernels equal the row-major sc
     }
   }
   MESSAGE(compared << " interleaved kernel calls compared with the row-major scalar kernel (" << np << " kernels)");
+}
+
+TEST_CASE("int8 LSTM: an interleaved kernel takes a list of products in one call") {
+  // Shapes the DSP kernel takes whole (every loop entry: K mod 16 = 0, 4, 8, 12 columns, one and
+  // several panels) and ones it does not (rows not a multiple of 4, more than 512 columns, no
+  // rows), in an order that mixes them, each product with its own weights, vector and biases.
+  struct Shape {
+    int rows, K;
+  };
+  const Shape shapes[] = {{4, 16}, {8, 36}, {16, 8}, {4, 1}, {5, 20}, {12, 44}, {8, 600}, {0, 8}, {4, 64}, {7, 3}, {32, 32}};
+  constexpr int kCount = static_cast<int>(sizeof shapes / sizeof shapes[0]);
+  std::mt19937 rng(20261125);
+  std::uniform_int_distribution<int> weight(-127, 127), byte(-128, 127);
+  std::uniform_int_distribution<std::int32_t> any32(std::numeric_limits<std::int32_t>::min(),
+                                                    std::numeric_limits<std::int32_t>::max());
+  std::vector<std::vector<std::int8_t>> packed(kCount);
+  std::vector<std::vector<std::int16_t>> pairs(kCount);
+  std::vector<std::vector<std::int32_t>> bias(kCount), want(kCount), got(kCount);
+  std::vector<PanelProduct> products(kCount);
+  for (int i = 0; i < kCount; ++i) {
+    const int rows = shapes[i].rows, K = shapes[i].K;
+    std::vector<std::int8_t> w(static_cast<std::size_t>(rows * K)), v(static_cast<std::size_t>(K));
+    for (std::int8_t& x : w) x = static_cast<std::int8_t>(weight(rng));
+    for (std::int8_t& x : v) x = static_cast<std::int8_t>(byte(rng));
+    bias[i].resize(static_cast<std::size_t>(rows));
+    for (std::int32_t& b : bias[i]) b = any32(rng);
+    want[i].resize(static_cast<std::size_t>(rows));
+    i8_dot_rows_scalar(w.data(), rows, K, v.data(), bias[i].data(), want[i].data());
+    packed[i].resize(interleaved4_bytes(rows, K));
+    REQUIRE(interleave4(w.data(), rows, K, packed[i].data()));
+    pairs[i].resize(static_cast<std::size_t>(4 * interleaved4_words(K)));
+    widen_pairs(v.data(), K, pairs[i].data());
+  }
+  int np = 0;
+  const DotPanelsKernel* panels = int8_panel_kernels(&np);
+  for (int ki = 0; ki < np; ++ki) {
+    CAPTURE(panels[ki].name);
+    for (int i = 0; i < kCount; ++i) {
+      got[i].assign(static_cast<std::size_t>(shapes[i].rows) + 1, 0x5A5A5A5A);
+      products[i] = PanelProduct{packed[i].data(), pairs[i].data(), bias[i].data(), got[i].data(), shapes[i].rows,
+                                 interleaved4_words(shapes[i].K)};
+    }
+    panels[ki].fn(products.data(), kCount);
+    for (int i = 0; i < kCount; ++i) {
+      CAPTURE(i);
+      CHECK(std::equal(want[i].begin(), want[i].end(), got[i].begin()));
+      CHECK(got[i].back() == 0x5A5A5A5A);  // nothing written past the product's rows
+    }
+  }
 }
 
 TEST_CASE("int8 ADD and MUL equal LiteRT's (XNNPACK) on every pair of operands") {

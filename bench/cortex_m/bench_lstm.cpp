@@ -171,8 +171,10 @@ int run() {
       for (int j0 = 0; j0 < H; j0 += kUnitBlock) {
         const int n = H - j0 < kUnitBlock ? H - j0 : kUnitBlock;
         for (int g = 0; g < kGates; ++g) {
-          g_params.dot_panels(g_params.w[g] + interleaved4_offset(j0, 0, xk), n, xk, xw, g_params.x_bias[g] + j0, ax);
-          g_params.dot_panels(g_params.r[g] + interleaved4_offset(j0, 0, hk), n, hk, hw, g_params.h_bias[g] + j0, ah);
+          const PanelProduct products[2] = {
+              {g_params.w[g] + interleaved4_offset(j0, 0, xk), xw, g_params.x_bias[g] + j0, ax, n, xk},
+              {g_params.r[g] + interleaved4_offset(j0, 0, hk), hw, g_params.h_bias[g] + j0, ah, n, hk}};
+          g_params.dot_panels(products, 2);
         }
       }
     }

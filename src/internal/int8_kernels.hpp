@@ -108,24 +108,32 @@ constexpr int widened_index(int k) { return (k & ~3) | ((k & 1) << 1) | ((k >> 1
 int widen_pairs_dsp(const std::int8_t* v, int n, std::int16_t* out);
 #endif
 
-/// out[j] = bias[j] + Σ_k w(j, k) · v[k] for 0 <= j < rows, wrapping as DotRowsFn, with w in the
-/// interleaved layout (starting at a panel; 4-byte aligned) and v widened by widen_pairs; k_words
-/// = ceil(K / 4).
-using DotPanelsFn = void (*)(const std::int8_t* w, int rows, int k_words, const std::int16_t* v,
-                             const std::int32_t* bias, std::int32_t* out);
+/// One product of an interleaved kernel: out[j] = bias[j] + Σ_k w(j, k) · v[k] for 0 <= j < rows,
+/// wrapping as DotRowsFn, with w in the interleaved layout (starting at a panel; 4-byte aligned), v
+/// widened by widen_pairs and k_words = ceil(K / 4) >= 1. The field order is the one the assembly
+/// kernel reads (src/int8_dot_dsp.cpp).
+struct PanelProduct {
+  const std::int8_t* w;
+  const std::int16_t* v;
+  const std::int32_t* bias;
+  std::int32_t* out;
+  int rows;
+  int k_words;
+};
+/// `count` products in one call: a step block's 8 (4 gates, times x and h), so that what a call
+/// costs is paid once a block.
+using DotPanelsFn = void (*)(const PanelProduct* products, int count);
 struct DotPanelsKernel {
   const char* name;
   DotPanelsFn fn;
 };
 /// The portable interleaved kernel, the specification of the other.
-void i8_dot_panels_scalar(const std::int8_t* w, int rows, int k_words, const std::int16_t* v,
-                          const std::int32_t* bias, std::int32_t* out);
+void i8_dot_panels_scalar(const PanelProduct* products, int count);
 #if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
 /// ARM's DSP extension on the interleaved layout: per 4 columns of 4 rows, one LDM of the 4 weight
 /// words, one of the widened vector's 2 words, 4 SXTB16 and 8 SMLAD (0.875 instructions per
 /// multiply-accumulate); 4 rows and 16 columns per loop iteration (src/int8_dot_dsp.cpp).
-void i8_dot_panels_dsp_4x16(const std::int8_t* w, int rows, int k_words, const std::int16_t* v,
-                            const std::int32_t* bias, std::int32_t* out);
+void i8_dot_panels_dsp_4x16(const PanelProduct* products, int count);
 #endif
 /// The interleaved kernels this build has, the scalar one first and the fastest last; `count`
 /// receives how many (the DSP one is a compile-time feature: no CPU check, no ISA cap).

@@ -130,7 +130,8 @@ int run_panels() {
     rnncore::q8::widen_pairs(g_v, K, g_pairs);
     for (int i = 0; i < n_kernels; ++i) {
       for (std::int32_t& x : g_got) x = 0x5A5A5A5A;
-      kernels[i].fn(g_packed, rows, rnncore::q8::interleaved4_words(K), g_pairs, g_bias, g_got);
+      const rnncore::q8::PanelProduct product{g_packed, g_pairs, g_bias, g_got, rows, rnncore::q8::interleaved4_words(K)};
+      kernels[i].fn(&product, 1);
       if (const int j = first_wrong_row(rows); j >= 0) {
         put_failure(kernels[i].name, rows, K, j);
         end_line();
