@@ -251,28 +251,31 @@ constexpr RNNCORE_Q8_INLINE std::int32_t tanh_of_abs(std::int32_t minus_abs) {
 // IB > 3 integer bits reads the same table at x · 2^(IB − 3) saturated to int16 (the same real
 // argument; equal on every int16 input and IB 4..6, which tests/cross/int8_kernels_baremetal.cpp
 // checks on the emulated core). Host builds have run-time tables instead ("Activation tables").
-struct AbsTables {
-  std::int16_t sigmoid[32769] = {};
-  std::int16_t tanh3[32769] = {};
-  constexpr AbsTables() {
-    sigmoid[0] = kHalfQ0;  // and tanh3[0] = 0: the values at x = 0, so that a lookup needs no test for it
+// Two objects, not one: an entry of the second would sit 64 KiB into the first's, an offset that
+// GCC adds with two more instructions per lookup.
+template <bool kTanh>
+struct AbsTable {
+  std::int16_t v[32769] = {};
+  constexpr AbsTable() {
+    v[0] = kTanh ? 0 : kHalfQ0;  // the value at x = 0, so that a lookup needs no test for it
     for (std::int32_t m = 1; m <= 32768; ++m) {
-      sigmoid[m] = static_cast<std::int16_t>(sigmoid_of_abs<true>(-m));
-      tanh3[m] = static_cast<std::int16_t>(tanh_of_abs<3, true>(-m));
+      v[m] = static_cast<std::int16_t>(kTanh ? tanh_of_abs<3, true>(-m) : sigmoid_of_abs<true>(-m));
     }
   }
 };
-constexpr AbsTables kAbsTables{};
+constexpr AbsTable<false> kAbsSigmoid{};
+constexpr AbsTable<true> kAbsTanh3{};
 #define RNNCORE_Q8_ABS_TABLES 1
 #endif
 
-// Logistic of a Q3.12 value, Q0.15: 1 / (1 + e^(−|x|)), then 1 − that for x < 0.
-RNNCORE_Q8_INLINE std::int16_t sigmoid_fixed(std::int16_t x) {
+// Logistic of a Q3.12 value, Q0.15: 1 / (1 + e^(−|x|)), then 1 − that for x < 0. x is an int16
+// value, passed as int32 so that a saturated sum needs no sign extension first.
+RNNCORE_Q8_INLINE std::int16_t sigmoid_fixed(std::int32_t x) {
 #if defined(RNNCORE_Q8_ABS_TABLES)
   // Branch-free with the sign mask m (0 or −1): |x| = (x ^ m) − m, and for x < 0 the mirror
   // 1 − σ = 32767 − p = (p ^ −1) + 2^15.
   const std::int32_t m = static_cast<std::int32_t>(x) >> 31;
-  const std::int32_t positive = kAbsTables.sigmoid[static_cast<std::uint32_t>((x ^ m) - m)];
+  const std::int32_t positive = kAbsSigmoid.v[static_cast<std::uint32_t>((x ^ m) - m)];
   return static_cast<std::int16_t>((positive ^ m) - m * (kOneQ0 + 1));
 #else
   if (x == 0) return kHalfQ0;
@@ -282,12 +285,12 @@ RNNCORE_Q8_INLINE std::int16_t sigmoid_fixed(std::int16_t x) {
 }
 
 template <int IB>
-RNNCORE_Q8_INLINE std::int16_t tanh_fixed(std::int16_t x) {
+RNNCORE_Q8_INLINE std::int16_t tanh_fixed(std::int32_t x) {  // x: an int16 value, as sigmoid_fixed
 #if defined(RNNCORE_Q8_ABS_TABLES)
   if constexpr (IB >= 3) {
     const std::int32_t y = IB > 3 ? sat16(static_cast<std::int32_t>(x) * (1 << (IB - 3))) : x;
     const std::int32_t m = y >> 31;  // as in sigmoid_fixed; y has x's sign
-    const std::int32_t t = kAbsTables.tanh3[static_cast<std::uint32_t>((y ^ m) - m)];
+    const std::int32_t t = kAbsTanh3.v[static_cast<std::uint32_t>((y ^ m) - m)];
     return static_cast<std::int16_t>((t ^ m) - m);
   }
 #endif
@@ -444,7 +447,7 @@ const GateTables& gate_tables() {
 }
 
 template <bool kTanh>
-RNNCORE_Q8_INLINE std::int16_t gate_activation(std::int16_t z) {
+RNNCORE_Q8_INLINE std::int16_t gate_activation(std::int32_t z) {  // z: an int16 value
   const GateTables& t = gate_tables();
   return kTanh ? t.tanh3[z + 32768] : t.sigmoid[z + 32768];
 }
@@ -484,7 +487,7 @@ void fill_tables(int cell_log2) {
 }
 #else
 template <bool kTanh>
-RNNCORE_Q8_INLINE std::int16_t gate_activation(std::int16_t z) {
+RNNCORE_Q8_INLINE std::int16_t gate_activation(std::int32_t z) {  // z: an int16 value
   if constexpr (kTanh) {
     return tanh_fixed<3>(z);
   } else {
@@ -733,14 +736,22 @@ namespace {
 // The cell and the new output state of units [j, j + n) from their gate activations. IB: the cell
 // state's integer bits, 15 + cell_log2, as a template argument so that the firmware's computed
 // tanh is inlined with constant shifts (the host reads its table); −1 stands for every finer scale.
-template <int IB>
-void update_cells(const Int8LstmParams& p, std::size_t j, int n, const std::int16_t (*act)[kUnitBlock],
-                  std::int16_t* c, std::int8_t* h_next) {
+// kRightShift: the output's multiplier shifts right (StepMultiplier::apply), as it does unless the
+// output scale is below 2^-30; the loop is chosen outside, which leaves registers for the rest.
+template <int IB, bool kRightShift>
+RNNCORE_Q8_INLINE void update_cells_with(const Int8LstmParams& p, const StepMultiplier& m_hidden, std::size_t j, int n,
+                                         const std::int16_t (*act)[kUnitBlock], std::int16_t* c, std::int8_t* h_next) {
   const std::int16_t* const table = IB >= 0 ? cell_tanh_table(IB) : nullptr;
-  const StepMultiplier m_hidden(p.hidden_mult);
+  const std::int32_t hidden_zp = p.hidden_zp;
+  // The clip as two bounds, the int16 range without one (the sum is saturated to it already), so
+  // that the loop does not test for it.
+  const std::int32_t clip_high = p.cell_clip > 0 ? p.cell_clip : kI16Max;
+  const std::int32_t clip_low = p.cell_clip > 0 ? -p.cell_clip : kI16Min;
+  std::int16_t* const cells = c + j;
+  std::int8_t* const out = h_next + j;
   for (int u = 0; u < n; ++u) {
     const std::int16_t gi = act[0][u], gf = act[1][u], gg = act[2][u], go = act[3][u];
-    std::int16_t& cell = c[j + static_cast<std::size_t>(u)];
+    std::int16_t& cell = cells[u];
     const std::int32_t fc = round_shift<15>(static_cast<std::int32_t>(gf) * cell);
     // Q0.15 · Q0.15 → cell scale 2^cell_log2: a shift by 30 + cell_log2 (|gi · gg| < 2^30)
     std::int32_t ig;
@@ -749,11 +760,9 @@ void update_cells(const Int8LstmParams& p, std::size_t j, int n, const std::int1
     } else {
       ig = rounding_divide_by_pot(static_cast<std::int32_t>(gi) * gg, 30 + p.cell_log2);
     }
-    std::int16_t cn = static_cast<std::int16_t>(sat16(wrap16(fc) + wrap16(ig)));  // each product is stored as int16 first
-    if (p.cell_clip > 0) {
-      if (cn > p.cell_clip) cn = p.cell_clip;
-      if (cn < -p.cell_clip) cn = static_cast<std::int16_t>(-p.cell_clip);
-    }
+    std::int32_t clipped = sat16(wrap16(fc) + wrap16(ig));  // each product is stored as int16 first
+    clipped = clipped > clip_high ? clip_high : clipped;
+    const std::int16_t cn = static_cast<std::int16_t>(clipped < clip_low ? clip_low : clipped);
     cell = cn;
     // A cell scale finer than 2^-15 (the converter picks one when the calibrated |c| stays below
     // 1/2) gives tanh −1 .. −15 integer bits; LiteRT's ApplyTanh (portable_tensor_utils.cc)
@@ -767,12 +776,23 @@ void update_cells(const Int8LstmParams& p, std::size_t j, int n, const std::int1
       tc = gi;
     }
     const std::int32_t prod = static_cast<std::int32_t>(go) * tc;
-    const std::int32_t hq = m_hidden(prod) + p.hidden_zp;
+    const std::int32_t hq = m_hidden.apply<kRightShift>(prod) + hidden_zp;
 #if defined(RNNCORE_Q8_ACLE)
-    h_next[j + static_cast<std::size_t>(u)] = static_cast<std::int8_t>(__ssat(hq, 8));
+    out[u] = static_cast<std::int8_t>(__ssat(hq, 8));
 #else
-    h_next[j + static_cast<std::size_t>(u)] = static_cast<std::int8_t>(hq < -128 ? -128 : (hq > 127 ? 127 : hq));
+    out[u] = static_cast<std::int8_t>(hq < -128 ? -128 : (hq > 127 ? 127 : hq));
 #endif
+  }
+}
+
+template <int IB>
+void update_cells(const Int8LstmParams& p, std::size_t j, int n, const std::int16_t (*act)[kUnitBlock],
+                  std::int16_t* c, std::int8_t* h_next) {
+  const StepMultiplier m_hidden(p.hidden_mult);
+  if (m_hidden.right > 0) {
+    update_cells_with<IB, true>(p, m_hidden, j, n, act, c, h_next);
+  } else {
+    update_cells_with<IB, false>(p, m_hidden, j, n, act, c, h_next);
   }
 }
 
@@ -786,7 +806,7 @@ RNNCORE_Q8_INLINE void gate_units(int n, const std::int32_t* ax, const std::int3
     // Each product is rescaled to Q3.12 on its own and saturated; then the two are summed and
     // saturated again (TFLite accumulates the recurrent part onto the saturated input part).
     const std::int32_t zx = sat16(x_mult(u).template apply<kRightShifts>(ax[u]));
-    const std::int16_t z = static_cast<std::int16_t>(sat16(h_mult(u).template apply<kRightShifts>(ah[u]) + zx));
+    const std::int32_t z = sat16(h_mult(u).template apply<kRightShifts>(ah[u]) + zx);
     act[u] = gate_activation<kTanh>(z);
   }
 }
