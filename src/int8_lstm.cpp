@@ -34,8 +34,10 @@ constexpr std::int32_t kI16Max = 32767;
 
 #if defined(__GNUC__)
 #define RNNCORE_Q8_INLINE inline __attribute__((always_inline))
+#define RNNCORE_Q8_NOINLINE __attribute__((noinline))
 #else
 #define RNNCORE_Q8_INLINE inline
+#define RNNCORE_Q8_NOINLINE
 #endif
 
 inline std::int16_t wrap16(std::int32_t v) {
@@ -733,24 +735,47 @@ Status int8_lstm_prepare_folded(const Int8LstmQuantization& q, int input_size, i
 
 namespace {
 
+// The new output state of n units from o and tanh(c): o · tanh(c) requantized to int8. A loop of
+// its own after the cell loop, out of line: one copy for every cell scale, a loop per direction
+// of the multiplier's shift instead of a test per unit, and registers left to the cell loop.
+template <bool kRightShift>
+RNNCORE_Q8_INLINE void output_units(const StepMultiplier& m, std::int32_t zp, int n, const std::int16_t* o,
+                                    const std::int16_t* tanh_c, std::int8_t* out) {
+  for (int u = 0; u < n; ++u) {
+    const std::int32_t hq = m.apply<kRightShift>(static_cast<std::int32_t>(o[u]) * tanh_c[u]) + zp;
+#if defined(RNNCORE_Q8_ACLE)
+    out[u] = static_cast<std::int8_t>(__ssat(hq, 8));
+#else
+    out[u] = static_cast<std::int8_t>(hq < -128 ? -128 : (hq > 127 ? 127 : hq));
+#endif
+  }
+}
+
+RNNCORE_Q8_NOINLINE void update_outputs(const Int8LstmParams& p, int n, const std::int16_t* o, const std::int16_t* tanh_c,
+                                        std::int8_t* out) {
+  const StepMultiplier m(p.hidden_mult);
+  if (m.right > 0) {  // an output scale of 2^-30 or coarser: every model seen
+    output_units<true>(m, p.hidden_zp, n, o, tanh_c, out);
+  } else {
+    output_units<false>(m, p.hidden_zp, n, o, tanh_c, out);
+  }
+}
+
 // The cell and the new output state of units [j, j + n) from their gate activations. IB: the cell
 // state's integer bits, 15 + cell_log2, as a template argument so that the firmware's computed
 // tanh is inlined with constant shifts (the host reads its table); −1 stands for every finer scale.
-// kRightShift: the output's multiplier shifts right (StepMultiplier::apply), as it does unless the
-// output scale is below 2^-30; the loop is chosen outside, which leaves registers for the rest.
-template <int IB, bool kRightShift>
-RNNCORE_Q8_INLINE void update_cells_with(const Int8LstmParams& p, const StepMultiplier& m_hidden, std::size_t j, int n,
-                                         const std::int16_t (*act)[kUnitBlock], std::int16_t* c, std::int8_t* h_next) {
+// tanh(c) goes into act[0] (i's slot, read first) for update_outputs.
+template <int IB>
+void update_cells(const Int8LstmParams& p, std::size_t j, int n, std::int16_t (*act)[kUnitBlock], std::int16_t* c,
+                  std::int8_t* h_next) {
   const std::int16_t* const table = IB >= 0 ? cell_tanh_table(IB) : nullptr;
-  const std::int32_t hidden_zp = p.hidden_zp;
   // The clip as two bounds, the int16 range without one (the sum is saturated to it already), so
   // that the loop does not test for it.
   const std::int32_t clip_high = p.cell_clip > 0 ? p.cell_clip : kI16Max;
   const std::int32_t clip_low = p.cell_clip > 0 ? -p.cell_clip : kI16Min;
   std::int16_t* const cells = c + j;
-  std::int8_t* const out = h_next + j;
   for (int u = 0; u < n; ++u) {
-    const std::int16_t gi = act[0][u], gf = act[1][u], gg = act[2][u], go = act[3][u];
+    const std::int16_t gi = act[0][u], gf = act[1][u], gg = act[2][u];
     std::int16_t& cell = cells[u];
     const std::int32_t fc = round_shift<15>(static_cast<std::int32_t>(gf) * cell);
     // Q0.15 · Q0.15 → cell scale 2^cell_log2: a shift by 30 + cell_log2 (|gi · gg| < 2^30)
@@ -768,32 +793,11 @@ RNNCORE_Q8_INLINE void update_cells_with(const Int8LstmParams& p, const StepMult
     // 1/2) gives tanh −1 .. −15 integer bits; LiteRT's ApplyTanh (portable_tensor_utils.cc)
     // dispatches only 0..6 and otherwise returns without writing its output, which is the input
     // gate's scratch buffer: LiteRT then multiplies o by the input gate i instead of tanh(c).
-    // Reproduced here, bit for bit (tested on Keras models converted with cell scale 2^-16).
-    std::int16_t tc;
-    if constexpr (IB >= 0) {
-      tc = table != nullptr ? table[cn + 32768] : tanh_fixed<IB>(cn);
-    } else {
-      tc = gi;
-    }
-    const std::int32_t prod = static_cast<std::int32_t>(go) * tc;
-    const std::int32_t hq = m_hidden.apply<kRightShift>(prod) + hidden_zp;
-#if defined(RNNCORE_Q8_ACLE)
-    out[u] = static_cast<std::int8_t>(__ssat(hq, 8));
-#else
-    out[u] = static_cast<std::int8_t>(hq < -128 ? -128 : (hq > 127 ? 127 : hq));
-#endif
+    // Reproduced here, bit for bit (tested on Keras models converted with cell scale 2^-16): i is
+    // left in act[0].
+    if constexpr (IB >= 0) act[0][u] = table != nullptr ? table[cn + 32768] : tanh_fixed<IB>(cn);
   }
-}
-
-template <int IB>
-void update_cells(const Int8LstmParams& p, std::size_t j, int n, const std::int16_t (*act)[kUnitBlock],
-                  std::int16_t* c, std::int8_t* h_next) {
-  const StepMultiplier m_hidden(p.hidden_mult);
-  if (m_hidden.right > 0) {
-    update_cells_with<IB, true>(p, m_hidden, j, n, act, c, h_next);
-  } else {
-    update_cells_with<IB, false>(p, m_hidden, j, n, act, c, h_next);
-  }
+  update_outputs(p, n, act[3], act[0], h_next + j);
 }
 
 // A gate's activations of n units from their int32 sums (kTanh: the cell gate g, else a sigmoid);
