@@ -14,7 +14,9 @@
 # meson, ninja. Env: WORK (scratch directory, default /tmp/rnncore-cortex-m-counts), NICE (19),
 # BUILD (a configured Cortex-M4F build directory to reuse; default: $WORK/build-m4 from
 # cross/arm-none-eabi-cortex-m4f.ini), BUILD_ONLY=1 (build the int8 and f32 images of each shape,
-# print their paths and stop: no plugin, no qemu; .ci/stage_cross.sh checks them so).
+# print their paths and stop: no plugin, no qemu; .ci/stage_cross.sh checks them so), CELL_LOG2
+# (the int8 cell state's scale 2^CELL_LOG2, default −11 with a cell clip of 10; others without a
+# clip: −15 and −14 are what Keras conversions without a clip get, and their tanh is not tabled).
 #
 # CMSIS_NN=<a CMSIS-NN source tree> adds ARM CMSIS-NN's integer LSTM (arm_lstm_unidirectional_s8,
 # the function TFLite Micro's CMSIS-NN kernel calls) on the same weights, inputs and quantization
@@ -35,6 +37,12 @@ WORK=${WORK:-/tmp/rnncore-cortex-m-counts}
 NICE=${NICE:-19}
 BUILD=${BUILD:-$WORK/build-m4}
 SHAPES=${SHAPES:-"16 32 64 128"}
+CELL_LOG2=${CELL_LOG2:--11}
+CELL_TAG=$([ "$CELL_LOG2" = -11 ] || echo "-C$CELL_LOG2")
+if [ -n "$CELL_TAG" ] && [ -n "${CMSIS_NN:-}" ]; then
+  echo "cortex_m_int8_counts.sh: CMSIS_NN compares at the default CELL_LOG2 (-11) only" >&2
+  exit 2
+fi
 T1=4
 T2=12
 mkdir -p "$WORK/img" "$WORK/counts"
@@ -66,11 +74,11 @@ if [ ! -f "$objs/semihosting.o" ]; then
 fi
 
 image() {  # int8 H T R -> path of the image
-  local name=$WORK/img/lstm-$1-H$2-T$3-R$4.elf
+  local name=$WORK/img/lstm-$1-H$2-T$3-R$4$CELL_TAG.elf
   if [ ! -f "$name" ] || [ "$REPO/bench/cortex_m/bench_lstm.cpp" -nt "$name" ] || [ "$BUILD/librnncore.a" -nt "$name" ]; then
     nice -n "$NICE" arm-none-eabi-g++ "${CPU[@]}" -std=c++17 -Os -fno-exceptions -fno-rtti -fno-threadsafe-statics \
       -ffunction-sections -fdata-sections -I"$REPO" -I"$REPO/include" \
-      -DBENCH_INT8="$1" -DBENCH_H="$2" -DBENCH_T="$3" -DBENCH_REPS="$4" \
+      -DBENCH_INT8="$1" -DBENCH_H="$2" -DBENCH_T="$3" -DBENCH_REPS="$4" -DBENCH_CELL_LOG2="$CELL_LOG2" \
       -c "$REPO/bench/cortex_m/bench_lstm.cpp" -o "$name.o"
     nice -n "$NICE" arm-none-eabi-gcc "${CPU[@]}" --specs=nano.specs -nostartfiles -T"$FW/mps2/mps2.ld" -Wl,--gc-sections \
       -o "$name" "$name.o" "$objs/console.o" "$objs/startup.o" "$objs/semihosting.o" "$BUILD/librnncore.a" -lm
@@ -92,7 +100,7 @@ emulate() {  # IMAGE COUNT_FILE -> the image's instructions (counted once per im
 count() {  # int8 H T R -> instructions of the whole emulated run; the image's report in .log
   local img
   img=$(image "$@")
-  emulate "$img" "$WORK/counts/lstm-$1-H$2-T$3-R$4"
+  emulate "$img" "$WORK/counts/lstm-$1-H$2-T$3-R$4$CELL_TAG"
 }
 
 # CMSIS-NN (only with CMSIS_NN set): the LSTM's sources, compiled at -Os or -O2 into a library.
@@ -166,24 +174,24 @@ for H in $SHAPES; do
   rnncore_int8i[$H]=${step[5]}
   # The int8 runs with the picked, the scalar and the interleaved kernel must end in the same state, bit for bit.
   for T in $T1 $T2; do for R in 1 2; do for m in 2 5; do
-    if [ "$(grep -o 'checksum=[0-9]*' "$WORK/counts/lstm-1-H$H-T$T-R$R.log")" != \
-         "$(grep -o 'checksum=[0-9]*' "$WORK/counts/lstm-$m-H$H-T$T-R$R.log")" ]; then
+    if [ "$(grep -o 'checksum=[0-9]*' "$WORK/counts/lstm-1-H$H-T$T-R$R$CELL_TAG.log")" != \
+         "$(grep -o 'checksum=[0-9]*' "$WORK/counts/lstm-$m-H$H-T$T-R$R$CELL_TAG.log")" ]; then
       echo "int8 H=$H T=$T R=$R: the final state differs between the picked kernel and variant $m" >&2
       exit 1
     fi
   done; done; done
-  l8=$WORK/counts/lstm-1-H$H-T$T2-R2.log
-  l32=$WORK/counts/lstm-0-H$H-T$T2-R2.log
+  l8=$WORK/counts/lstm-1-H$H-T$T2-R2$CELL_TAG.log
+  l32=$WORK/counts/lstm-0-H$H-T$T2-R2$CELL_TAG.log
   kernel=$(grep -o 'kernel=[^ ]*' "$l8" | cut -d= -f2)
   awk -v H="$H" -v m="$macs" -v a="${step[1]}" -v k="${step[3]}" -v i="${step[5]}" -v ik="${step[6]}" -v s="${step[2]}" \
     -v c="${step[4]}" -v b="${step[0]}" \
     'BEGIN { printf "| %d | %d | %d | %.2f | %d (%.2f) | %d | %.2f | %d (%.2f) | %d | %d | %d | %.2f | %.2f |\n", H, m, a, a / m, k, k / m, i, i / m, ik, ik / m, s, c, b, b / m, b / a }'
-  i8=$WORK/img/lstm-1-H$H-T$T2-R2.elf
-  f32=$WORK/img/lstm-0-H$H-T$T2-R2.elf
+  i8=$WORK/img/lstm-1-H$H-T$T2-R2$CELL_TAG.elf
+  f32=$WORK/img/lstm-0-H$H-T$T2-R2$CELL_TAG.elf
   # text and rodata of the image (code, constants; the bench generates its weights into RAM)
   t8=$(arm-none-eabi-size -A "$i8" | awk '$1 == ".text" { print $2 }')
   t32=$(arm-none-eabi-size -A "$f32" | awk '$1 == ".text" { print $2 }')
-  li=$WORK/counts/lstm-5-H$H-T$T2-R2.log
+  li=$WORK/counts/lstm-5-H$H-T$T2-R2$CELL_TAG.log
   kernel_i=$(grep -o 'kernel=[^ ]*' "$li" | cut -d= -f2)
   mem_rows+=("| $H | $(field "$l8" weight_bytes) + $(field "$l8" bias_bytes) | $(field "$l32" weight_bytes) | $t8 | $t32 | $(field "$l8" state_bytes) | $(field "$l8" scratch_bytes) | $(field "$l8" eff_bias_bytes) | $(field "$l8" params_bytes) | $(field "$l8" stack_bytes) | $(field "$li" scratch_bytes) | $(field "$li" stack_bytes) | $(field "$l32" state_bytes) | $(field "$l32" packed_bytes) | $(field "$l32" workspace_bytes) | $(field "$l32" stack_bytes) |")
 done

@@ -137,13 +137,24 @@ constexpr std::int32_t exp_on_interval_quarter(std::int32_t a) {
   return saturate16<kConst>(kExpMinusEighth + mul(kExpMinusEighth, x + poly));
 }
 
-// exp on [−1/4, 0) at the multiples of 2^-12 (1,024 values, 2 KiB of flash): with 3 or more
-// integer bits (the sigmoid, the cell gate's tanh, tanh of a cell state of scale 2^-13 or coarser)
-// every argument the exponential passes it is one of those, so a load replaces ~28 instructions.
+// exp on [−1/4, 0) at the multiples of 2^-kExpStepBits, computed at compile time: with
+// 15 − kExpStepBits or more integer bits every argument the exponential passes it is one of
+// those, so a load replaces ~28 instructions. 2^-12 (1,024 values, 2 KiB of flash) serves 3 or
+// more integer bits: the sigmoid, the cell gate's tanh and tanh of a cell state of scale 2^-13 or
+// coarser. Firmware builds with the activation tables take 2^-14 (4,096 values, 8 KiB), which
+// also serves tanh of a cell state of scale 2^-15 and 2^-14 (exp with 1 and 2 integer bits): what
+// Keras conversions without a cell clip get, and the one activation those builds compute.
+#if defined(RNNCORE_NO_HEAP) && defined(RNNCORE_Q8_ACTIVATION_TABLES)
+constexpr int kExpStepBits = 14;
+#else
+constexpr int kExpStepBits = 12;
+#endif
 struct ExpQuarterTable {
-  std::int16_t v[1024] = {};
+  std::int16_t v[1 << (kExpStepBits - 2)] = {};
   constexpr ExpQuarterTable() {
-    for (int i = 0; i < 1024; ++i) v[i] = static_cast<std::int16_t>(exp_on_interval_quarter<true>(8 * i - 8192));
+    for (int i = 0; i < (1 << (kExpStepBits - 2)); ++i) {
+      v[i] = static_cast<std::int16_t>(exp_on_interval_quarter<true>(i * (1 << (15 - kExpStepBits)) - 8192));
+    }
   }
 };
 constexpr ExpQuarterTable kExpQuarter{};
@@ -170,8 +181,9 @@ constexpr RNNCORE_Q8_INLINE std::int32_t exp_on_negative_values(std::int32_t a) 
   const std::int32_t residue = (a & (quarter - 1)) - quarter;  // in [−quarter, 0)
   // residue · 2^IB lies in [−2^13, 0): the reference's saturating shift never saturates here.
   std::int32_t result = 0;
-  if constexpr (IB >= 3) {
-    result = kExpQuarter.v[(a & (quarter - 1)) << (IB - 3)];  // residue · 2^IB = 8 · index − 2^13
+  if constexpr (IB >= 15 - kExpStepBits) {
+    // residue · 2^IB = index · 2^(15 − kExpStepBits) − 2^13
+    result = kExpQuarter.v[(a & (quarter - 1)) << (IB - 15 + kExpStepBits)];
   } else {
     result = exp_on_interval_quarter<kConst>(residue * (std::int32_t{1} << IB));
   }
@@ -195,8 +207,7 @@ constexpr std::int32_t reciprocal_of_half_denominator(std::int32_t half_denomina
   return x;
 }
 
-#if defined(RNNCORE_NO_HEAP) && !defined(RNNCORE_Q8_NO_RECIPROCAL_TABLE) && !defined(RNNCORE_Q8_ACTIVATION_TABLES) && \
-    (!defined(__arm__) || defined(__ARM_FEATURE_IDIV))
+#if defined(RNNCORE_NO_HEAP) && !defined(RNNCORE_Q8_NO_RECIPROCAL_TABLE) && (!defined(__arm__) || defined(__ARM_FEATURE_IDIV))
 // Firmware builds divide instead (UDIV: one instruction on ARMv7E-M and ARMv8-M Mainline): the
 // reciprocal depends on a only through hd = (a + 1)/2, 2^14 .. 2^15 − 1 in Q0.15, and is within 3 of
 // round(2^28 / hd) for every one of those 16,384 values, so an int8 table of the differences (16 KiB
@@ -204,8 +215,8 @@ constexpr std::int32_t reciprocal_of_half_denominator(std::int32_t half_denomina
 // division, a load and an add instead of about 30 instructions. tests/cross/int8_kernels_baremetal.cpp
 // compares the activations built on it with the reference on every int16 input. Define
 // RNNCORE_Q8_NO_RECIPROCAL_TABLE (meson option int8_reciprocal_table=false) to keep the 16 KiB. With
-// the activation tables (below) only tanh of a cell state with fewer than 3 integer bits divides,
-// which is rare: those builds keep the 16 KiB too.
+// the activation tables (below) only tanh of a cell state with fewer than 3 integer bits divides:
+// what Keras conversions without a cell clip get, so those builds keep the table too.
 #define RNNCORE_Q8_RECIPROCAL_TABLE 1
 constexpr std::uint32_t rounded_reciprocal(std::uint32_t hd) { return ((std::uint32_t{1} << 28) + (hd >> 1)) / hd; }
 struct ReciprocalDeltas {

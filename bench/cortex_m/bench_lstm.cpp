@@ -12,6 +12,7 @@
 // -DBENCH_INT8=0..6 -DBENCH_H=.. -DBENCH_T=.. -DBENCH_REPS=..; the
 // step count and repetitions live in volatile variables so that every variant has the same code.
 // C++ without exceptions or RTTI, linked by the C driver like the firmware example (no libstdc++).
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -31,6 +32,9 @@ extern "C" {  // the examples' C console and board
 #endif
 #ifndef BENCH_REPS
 #define BENCH_REPS 1
+#endif
+#ifndef BENCH_CELL_LOG2  // the cell state's scale 2^BENCH_CELL_LOG2: its tanh has 15 + that integer bits
+#define BENCH_CELL_LOG2 -11
 #endif
 #ifndef BENCH_INT8
 #define BENCH_INT8 1
@@ -107,8 +111,10 @@ int run() {
 #endif
   q.state_scale = q.hidden_scale = 1.0f / 128;
   q.state_zp = q.hidden_zp = -5;
-  q.cell_scale = 1.0f / 2048;  // 2^-11, as Keras conversions with a cell clip of 10
-  q.cell_clip = 10.0f;
+  // 2^-11 by default, as Keras conversions with a cell clip of 10; without a clip the converter
+  // picks the scale from the calibrated cell range (2^-15 or 2^-14 for |c| up to 1 or 2)
+  q.cell_scale = std::ldexp(1.0f, BENCH_CELL_LOG2);
+  q.cell_clip = BENCH_CELL_LOG2 == -11 ? 10.0f : 0.0f;
 #if BENCH_INTERLEAVED
   for (int g = 0; g < kGates; ++g) {
     if (!interleave4(g_w[g], H, I, g_wi[g]) || !interleave4(g_r[g], H, H, g_ri[g])) {
