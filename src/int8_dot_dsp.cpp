@@ -253,9 +253,10 @@ int widen_pairs_dsp(const std::int8_t* v, int n, std::int16_t* out) {
 // jump enters the 4-group loop body at the group that leaves ceil(K / 16) full passes, so that K
 // need not be a multiple of 16 and no pass count is tested (each group is 14 four-byte
 // instructions in A32 and T32, 56 bytes: the assembler checks). One call takes a list of products
-// (a gate's x and h), so that its cost is paid once for them. Written in unified syntax valid in
-// A32 and T32 alike.
-extern "C" void rnncore_i8_panels4_dsp(const PanelProduct* products, int count);
+// (a gate's x and h), so that its cost is paid once for them; a product that is not whole panels
+// of at most 512 columns (6 instructions tell) goes to rnncore_i8_dot_panels_dsp_other, in C.
+// Written in unified syntax valid in A32 and T32 alike.
+extern "C" void rnncore_i8_dot_panels_dsp_other(const PanelProduct* product);
 
 // Rows A, B (sums r0, r1) or C, D (r2, r3) of weight word W against the vector pair X.
 #define RNNCORE_PANEL_PAIR(W, X, A, R) \
@@ -274,15 +275,19 @@ extern "C" void rnncore_i8_panels4_dsp(const PanelProduct* products, int count);
 #define RNNCORE_THUMB_FUNC
 #define RNNCORE_THUMB_BIT
 #endif
-// The stack frame: [sp, #0] the next product, #4 loop passes, #8 the vector, #12 the end of the
-// biases, #16 the outputs, #20 the loop entry (stored by one STM), #24 the end of the list.
+// The stack frame (64 bytes with the saved registers: sp stays 8-byte aligned for the call): [sp,
+// #0] the next product, #4 loop passes, #8 the vector, #12 the end of the biases, #16 the outputs,
+// #20 the loop entry (stored by one STM), #24 the end of the list.
 __asm__(
-    ".pushsection .text.rnncore_i8_panels4_dsp, \"ax\", %progbits\n\t"
+    ".pushsection .text.rnncore_i8_dot_panels_dsp_4x16, \"ax\", %progbits\n\t"
     ".balign 4\n\t"
-    ".global rnncore_i8_panels4_dsp\n\t"
-    ".type rnncore_i8_panels4_dsp, %function\n\t"
+    ".global rnncore_i8_dot_panels_dsp_4x16\n\t"
+    ".type rnncore_i8_dot_panels_dsp_4x16, %function\n\t"
     RNNCORE_THUMB_FUNC
-    "rnncore_i8_panels4_dsp:\n\t"
+    "rnncore_i8_dot_panels_dsp_4x16:\n\t"
+    "cmp r1, #0\n\t"
+    "it le\n\t"  // (no instruction in A32)
+    "bxle lr\n\t"
     "push {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"
     "sub sp, sp, #28\n\t"
     "add r1, r1, r1, lsl #1\n\t"  // the list's end: 24 bytes a product
@@ -290,6 +295,12 @@ __asm__(
     "str r1, [sp, #24]\n\t"
     "5:\n\t"  // a product: w, v, bias, out, rows, k_words
     "ldmia r0!, {r4, r5, r6, r7, r8, r9}\n\t"
+    "tst r8, #3\n\t"  // whole panels, at least one, at most 512 columns (k_words >= 1)
+    "bne 7f\n\t"
+    "cmp r8, #0\n\t"
+    "beq 7f\n\t"
+    "cmp r9, #128\n\t"
+    "bhi 7f\n\t"
     "mov r11, r4\n\t"
     "mov r10, r6\n\t"
     "add r6, r6, r8, lsl #2\n\t"  // the biases' end
@@ -313,7 +324,7 @@ __asm__(
     ".Lrnncore_p4_group0:\n\t" RNNCORE_PANEL_GROUP
     ".Lrnncore_p4_group1:\n\t" RNNCORE_PANEL_GROUP RNNCORE_PANEL_GROUP RNNCORE_PANEL_GROUP
     ".if .Lrnncore_p4_group1 - .Lrnncore_p4_group0 - 56\n\t"
-    ".error \"rnncore_i8_panels4_dsp: a group is not 56 bytes\"\n\t"
+    ".error \"rnncore_i8_dot_panels_dsp_4x16: a group is not 56 bytes\"\n\t"
     ".endif\n\t"
     "subs lr, lr, #1\n\t"
     "bne .Lrnncore_p4_group0\n\t"
@@ -328,42 +339,44 @@ __asm__(
     "ldr r4, [sp, #12]\n\t"
     "cmp r10, r4\n\t"
     "bne 0b\n\t"
+    "6:\n\t"
     "ldr r0, [sp, #0]\n\t"
     "ldr r1, [sp, #24]\n\t"
     "cmp r0, r1\n\t"
     "bne 5b\n\t"
     "add sp, sp, #28\n\t"
     "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}\n\t"
-    ".size rnncore_i8_panels4_dsp, .-rnncore_i8_panels4_dsp\n\t"
+    "7:\n\t"  // any other product, in C
+    "str r0, [sp, #0]\n\t"
+    "sub r0, r0, #24\n\t"
+    "bl rnncore_i8_dot_panels_dsp_other\n\t"
+    "b 6b\n\t"
+    ".size rnncore_i8_dot_panels_dsp_4x16, .-rnncore_i8_dot_panels_dsp_4x16\n\t"
     ".popsection\n\t");
 #undef RNNCORE_THUMB_BIT
 #undef RNNCORE_THUMB_FUNC
 #undef RNNCORE_PANEL_GROUP
 #undef RNNCORE_PANEL_PAIR
 
-namespace {
-
 constexpr int kMaxGroups = 128;  // 512 columns a call: the bound of the exactness argument above
 
-// What the assembly takes: whole panels (at least one), at most 512 columns.
-inline bool whole_panels(const PanelProduct& p) { return p.rows >= 4 && (p.rows & 3) == 0 && p.k_words <= kMaxGroups; }
-
-// Any other product: more columns than that in pieces of 512, each piece adding onto the sums of
-// the last, and a last panel of 1..3 rows (H not a multiple of 4) by the scalar kernel. Not
-// inlined, so that the usual call's frame stays small.
-__attribute__((noinline)) void other_product(const PanelProduct& p) {
+// A product the assembly does not take whole: more columns than that in pieces of 512, each piece
+// adding onto the sums of the last (each piece whole panels, which the assembly takes), and a
+// last panel of 1..3 rows (H not a multiple of 4) by the scalar kernel.
+extern "C" void rnncore_i8_dot_panels_dsp_other(const PanelProduct* product) {
+  const PanelProduct& p = *product;
   const int panels = static_cast<int>(static_cast<unsigned>(p.rows) >> 2);
   const std::size_t panel_bytes = 16 * static_cast<std::size_t>(p.k_words);
   if (panels > 0 && p.k_words <= kMaxGroups) {
     const PanelProduct whole{p.w, p.v, p.bias, p.out, 4 * panels, p.k_words};
-    rnncore_i8_panels4_dsp(&whole, 1);
+    rnncore_i8_dot_panels_dsp_4x16(&whole, 1);
   } else {
     for (int q = 0; q < panels; ++q) {
       for (int k0 = 0; k0 < p.k_words; k0 += kMaxGroups) {
         const PanelProduct piece{p.w + static_cast<std::size_t>(q) * panel_bytes + 16 * static_cast<std::size_t>(k0),
                                  p.v + 4 * k0, k0 == 0 ? p.bias + 4 * q : p.out + 4 * q, p.out + 4 * q, 4,
                                  p.k_words - k0 < kMaxGroups ? p.k_words - k0 : kMaxGroups};
-        rnncore_i8_panels4_dsp(&piece, 1);
+        rnncore_i8_dot_panels_dsp_4x16(&piece, 1);
       }
     }
   }
@@ -372,21 +385,6 @@ __attribute__((noinline)) void other_product(const PanelProduct& p) {
     const PanelProduct last{p.w + static_cast<std::size_t>(panels) * panel_bytes, p.v, p.bias + done, p.out + done,
                             p.rows - done, p.k_words};
     i8_dot_panels_scalar(&last, 1);
-  }
-}
-
-}  // namespace
-
-void i8_dot_panels_dsp_4x16(const PanelProduct* products, int count) {
-  int whole = 0;  // the leading products the assembly takes, in one call
-  while (whole < count && whole_panels(products[whole])) ++whole;
-  if (whole > 0) rnncore_i8_panels4_dsp(products, whole);
-  for (int i = whole; i < count; ++i) {
-    if (whole_panels(products[i])) {
-      rnncore_i8_panels4_dsp(products + i, 1);
-    } else {
-      other_product(products[i]);
-    }
   }
 }
 

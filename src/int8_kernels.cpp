@@ -84,7 +84,7 @@ namespace {
 const DotPanelsKernel kPanelKernels[] = {
     {"i8_dot_panels_scalar", i8_dot_panels_scalar},
 #if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
-    {"i8_dot_panels_dsp_4x16", i8_dot_panels_dsp_4x16},
+    {"i8_dot_panels_dsp_4x16", rnncore_i8_dot_panels_dsp_4x16},
 #endif
 };
 
