@@ -240,7 +240,7 @@ int widen_pairs_dsp(const std::int8_t* v, int n, std::int16_t* out) {
 // columns (an odd row's weights are −127..127, x is −128..127), so 256 · S_B lies strictly inside
 // int32 and r − a, read as int32, is 256 · S_B itself; the arithmetic shift gives S_B exactly, and
 // bias(B) + S_B is then added modulo 2^32 as the scalar kernel adds it. Calls with more columns are
-// split into pieces of 512, each adding onto the sums of the last (other_product).
+// split into pieces of 512, each adding onto the sums of the last (rnncore_i8_dot_panels_dsp_other).
 //
 // Per 4 columns of 4 rows: one LDM of the 4 weight words, one of the vector's 2 words, 4 SXTB16 and
 // 8 SMLAD, 14 instructions for 16 multiply-accumulates; the loop takes 16 columns and adds SUBS
@@ -259,6 +259,12 @@ int widen_pairs_dsp(const std::int8_t* v, int n, std::int16_t* out) {
 // of at most 512 columns (6 instructions tell) goes to rnncore_i8_dot_panels_dsp_other, in C.
 // Written in unified syntax valid in A32 and T32 alike.
 extern "C" void rnncore_i8_dot_panels_dsp_other(const PanelProduct* product);
+
+// Column groups a call sums at most: 512 columns, the bound of the exactness argument above (the
+// assembly's test and rnncore_i8_dot_panels_dsp_other's pieces).
+#define RNNCORE_PANEL_MAX_GROUPS 128
+#define RNNCORE_STR2(x) #x
+#define RNNCORE_STR(x) RNNCORE_STR2(x)
 
 // Rows A, B (sums r0, r1) or C, D (r2, r3) of weight word W against the vector pair X.
 #define RNNCORE_PANEL_PAIR(W, X, A, R) \
@@ -301,7 +307,7 @@ __asm__(
     "bne 7f\n\t"
     "cmp r8, #0\n\t"
     "beq 7f\n\t"
-    "cmp r9, #128\n\t"
+    "cmp r9, #" RNNCORE_STR(RNNCORE_PANEL_MAX_GROUPS) "\n\t"
     "bhi 7f\n\t"
     "mov r11, r4\n\t"
     "mov r10, r6\n\t"
@@ -359,8 +365,11 @@ __asm__(
 #undef RNNCORE_THUMB_FUNC
 #undef RNNCORE_PANEL_GROUP
 #undef RNNCORE_PANEL_PAIR
+#undef RNNCORE_STR
+#undef RNNCORE_STR2
 
-constexpr int kMaxGroups = 128;  // 512 columns a call: the bound of the exactness argument above
+constexpr int kMaxGroups = RNNCORE_PANEL_MAX_GROUPS;
+#undef RNNCORE_PANEL_MAX_GROUPS
 
 // A product the assembly does not take whole: more columns than that in pieces of 512, each piece
 // adding onto the sums of the last (each piece whole panels, which the assembly takes), and a
