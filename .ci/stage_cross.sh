@@ -87,13 +87,14 @@ for target in cortex-m4f cortex-m7; do
   int8_image="$dir/examples/firmware/firmware_lstm_int8.elf"
   train_image="$dir/examples/train/train_lstm.elf"
   t0=$(date +%s)
-  # The Cortex-M4 build reads the int8 sigmoid and tanh from tables (int8_activation_tables, 128 KiB,
-  # with the finer exp table those builds take) and leaves the reciprocal table out (tanh of a cell
-  # state with fewer than 3 integer bits then takes the Newton-Raphson reciprocal); the Cortex-M7
-  # build computes them with the default reciprocal table (a division and 16 KiB), so
-  # int8_kernels_qemu checks all of them against the reference on every input.
+  # The Cortex-M4 build reads the int8 sigmoid and tanh from tables over every int16 argument
+  # (int8_activation_tables=signed, 256 KiB, with the finer exp table those builds take) and leaves
+  # the reciprocal table out (tanh of a cell state with fewer than 3 integer bits then takes the
+  # Newton-Raphson reciprocal); the Cortex-M7 build computes them with the default reciprocal table
+  # (a division and 16 KiB); the tables of |x| (int8_activation_tables=true) get a build of their own
+  # below. So int8_kernels_qemu checks all of them against the reference on every input.
   options=()
-  if [ "$target" = cortex-m4f ]; then options=(-Dint8_activation_tables=true -Dint8_reciprocal_table=false); fi
+  if [ "$target" = cortex-m4f ]; then options=(-Dint8_activation_tables=signed -Dint8_reciprocal_table=false); fi
   if build_target "cross/arm-none-eabi-$target.ini" "$dir" "${options[@]}"; then
     echo "--- $target: librnncore.a (firmware profile, -Os), all members"
     arm-none-eabi-size -t "$dir/librnncore.a" | tail -n 1
@@ -133,6 +134,19 @@ for target in cortex-m4f cortex-m7; do
     count_results "$dir" "$target"
   else
     fail_one "$target: configure or build"
+  fi
+  if [ "$target" = cortex-m4f ]; then
+    log "$target: the int8 kernels with the activation tables of |x| (int8_activation_tables=true)"
+    abs_dir="$dir-abs-tables"
+    rm -rf "$abs_dir"
+    if meson setup "$abs_dir" --cross-file "cross/arm-none-eabi-$target.ini" -Dint8_activation_tables=true \
+         >"$abs_dir.setup.log" 2>&1 && meson compile -C "$abs_dir" examples/firmware/int8_kernels_test; then
+      meson test -C "$abs_dir" --no-rebuild --verbose int8_kernels_qemu
+      count_results "$abs_dir" "$target (tables of |x|)"
+    else
+      cat "$abs_dir.setup.log"
+      fail_one "$target (tables of |x|): configure or build of int8_kernels_test"
+    fi
   fi
   echo "cross: $target took $(($(date +%s) - t0)) s"
 done

@@ -258,8 +258,8 @@ constexpr RNNCORE_Q8_INLINE std::int32_t tanh_of_abs(std::int32_t minus_abs) {
 }
 
 #if defined(RNNCORE_NO_HEAP) && defined(RNNCORE_Q8_ACTIVATION_TABLES)
-// Firmware builds that trade 128 KiB of flash for speed (meson option int8_activation_tables): the
-// sigmoid and tanh(Q3.12) of every |x| in 1 .. 2^15, computed at compile time by the functions
+// Firmware builds that trade 128 KiB of flash for speed (meson option int8_activation_tables=true):
+// the sigmoid and tanh(Q3.12) of every |x| in 1 .. 2^15, computed at compile time by the functions
 // above, so that an activation is a load and a sign instead of about 45 instructions. tanh with
 // IB > 3 integer bits reads the same table at x · 2^(IB − 3) saturated to int16 (the same real
 // argument; equal on every int16 input and IB 4..6, which tests/cross/int8_kernels_baremetal.cpp
@@ -278,13 +278,34 @@ struct AbsTable {
 };
 constexpr AbsTable<false> kAbsSigmoid{};
 constexpr AbsTable<true> kAbsTanh3{};
+#if defined(RNNCORE_Q8_SIGNED_TABLES)
+// int8_activation_tables=signed: the same values over every int16 argument, mirrored from the
+// tables above at compile time (256 KiB; those two are then not emitted), so that an activation is
+// one load from the table's centre: 5 instructions fewer than a lookup of |x| and its sign.
+template <bool kTanh>
+struct SignedTable {
+  std::int16_t v[65536] = {};
+  explicit constexpr SignedTable(const AbsTable<kTanh>& of_abs) {
+    for (std::int32_t x = -32768; x <= 32767; ++x) {
+      const std::int32_t p = of_abs.v[x < 0 ? -x : x];
+      v[x + 32768] = static_cast<std::int16_t>(x >= 0 ? p : (kTanh ? -p : kOneQ0 - p));
+    }
+  }
+};
+constexpr SignedTable<false> kSignedSigmoid{kAbsSigmoid};
+constexpr SignedTable<true> kSignedTanh3{kAbsTanh3};
+#define RNNCORE_Q8_CENTRED_TABLES 1
+#else
 #define RNNCORE_Q8_ABS_TABLES 1
+#endif
 #endif
 
 // Logistic of a Q3.12 value, Q0.15: 1 / (1 + e^(−|x|)), then 1 − that for x < 0. x is an int16
 // value, passed as int32 so that a saturated sum needs no sign extension first.
 RNNCORE_Q8_INLINE std::int16_t sigmoid_fixed(std::int32_t x) {
-#if defined(RNNCORE_Q8_ABS_TABLES)
+#if defined(RNNCORE_Q8_SIGNED_TABLES)
+  return kSignedSigmoid.v[x + 32768];
+#elif defined(RNNCORE_Q8_ABS_TABLES)
   // Branch-free with the sign mask m (0 or −1): |x| = (x ^ m) − m, and for x < 0 the mirror
   // 1 − σ = 32767 − p = (p ^ −1) + 2^15.
   const std::int32_t m = static_cast<std::int32_t>(x) >> 31;
@@ -299,7 +320,9 @@ RNNCORE_Q8_INLINE std::int16_t sigmoid_fixed(std::int32_t x) {
 
 template <int IB>
 RNNCORE_Q8_INLINE std::int16_t tanh_fixed(std::int32_t x) {  // x: an int16 value, as sigmoid_fixed
-#if defined(RNNCORE_Q8_ABS_TABLES)
+#if defined(RNNCORE_Q8_SIGNED_TABLES)
+  if constexpr (IB >= 3) return kSignedTanh3.v[(IB > 3 ? sat16(x * (1 << (IB - 3))) : x) + 32768];
+#elif defined(RNNCORE_Q8_ABS_TABLES)
   if constexpr (IB >= 3) {
     const std::int32_t y = IB > 3 ? sat16(static_cast<std::int32_t>(x) * (1 << (IB - 3))) : x;
     const std::int32_t m = y >> 31;  // as in sigmoid_fixed; y has x's sign
@@ -459,11 +482,13 @@ const GateTables& gate_tables() {
   return tables;
 }
 
+// The centre of a gate's table (entry 0 of int16 argument 0): see GateActivation.
 template <bool kTanh>
-RNNCORE_Q8_INLINE std::int16_t gate_activation(std::int32_t z) {  // z: an int16 value
+const std::int16_t* gate_table_centre() {
   const GateTables& t = gate_tables();
-  return kTanh ? t.tanh3[z + 32768] : t.sigmoid[z + 32768];
+  return (kTanh ? t.tanh3 : t.sigmoid) + 32768;
 }
+#define RNNCORE_Q8_CENTRED_TABLES 1
 
 // tanh of a cell state with IB integer bits, the same way: a table per IB, filled at the prepare of
 // the first layer whose cell scale gives that IB (most models use one or two of the seven).
@@ -499,17 +524,70 @@ void fill_tables(int cell_log2) {
   (void)cell_tanh_table(15 + cell_log2);
 }
 #else
+#if defined(RNNCORE_Q8_SIGNED_TABLES)
 template <bool kTanh>
-RNNCORE_Q8_INLINE std::int16_t gate_activation(std::int32_t z) {  // z: an int16 value
-  if constexpr (kTanh) {
-    return tanh_fixed<3>(z);
-  } else {
-    return sigmoid_fixed(z);
-  }
+const std::int16_t* gate_table_centre() {
+  return (kTanh ? kSignedTanh3.v : kSignedSigmoid.v) + 32768;
 }
-const std::int16_t* cell_tanh_table(int) { return nullptr; }
+#endif
 void fill_tables(int) {}
 #endif
+
+// The step's loops in Thumb-2 assembly, two units a pass (gate_pairs_thumb2, cell_pairs_thumb2,
+// output_pairs_thumb2): optimized builds only, as their 13 registers are more than GCC leaves an
+// asm statement at -O0.
+#if defined(RNNCORE_Q8_ACLE) && defined(__thumb2__) && defined(__OPTIMIZE__)
+#define RNNCORE_Q8_THUMB2_LOOPS 1
+#endif
+
+// Hides a pointer's value from the optimizer: GCC would otherwise fold a table's constant centre
+// back into every lookup (one more add per activation on ARM).
+template <class T>
+RNNCORE_Q8_INLINE T* opaque_pointer(T* p) {
+#if defined(__GNUC__)
+  __asm__("" : "+r"(p));
+#endif
+  return p;
+}
+
+// A gate's activation of an int16 value z: one load from the centre of a table over every int16
+// argument where the build has those (hosts; firmware with int8_activation_tables=signed), else
+// sigmoid_fixed or tanh_fixed<3>. Made once per loop, so that the centre stays in a register.
+template <bool kTanh>
+struct GateActivation {
+#if defined(RNNCORE_Q8_CENTRED_TABLES)
+  const std::int16_t* centre = opaque_pointer(gate_table_centre<kTanh>());
+  RNNCORE_Q8_INLINE std::int16_t operator()(std::int32_t z) const { return centre[z]; }
+#else
+  RNNCORE_Q8_INLINE std::int16_t operator()(std::int32_t z) const { return kTanh ? tanh_fixed<3>(z) : sigmoid_fixed(z); }
+#endif
+};
+
+// tanh of a cell state with IB integer bits (0..6), as GateActivation: on hosts its table's centre;
+// with the firmware's signed tables and IB >= 3, tanh(Q3.12) at c · 2^(IB − 3) saturated (the same
+// real argument, as tanh_fixed reads it); else tanh_fixed<IB>.
+// kPrescale: where a centre is read, the left shift of c before it (saturated to int16); else −1.
+template <int IB>
+struct CellTanh {
+#if !defined(RNNCORE_NO_HEAP)
+  static constexpr int kPrescale = 0;
+  const std::int16_t* centre = opaque_pointer(cell_tanh_table(IB) + 32768);
+  RNNCORE_Q8_INLINE std::int16_t operator()(std::int32_t c) const { return centre[c]; }
+#elif defined(RNNCORE_Q8_SIGNED_TABLES)
+  static constexpr int kPrescale = IB >= 3 ? IB - 3 : -1;
+  const std::int16_t* centre = opaque_pointer(gate_table_centre<true>());
+  RNNCORE_Q8_INLINE std::int16_t operator()(std::int32_t c) const {
+    if constexpr (IB >= 3) {
+      return centre[IB > 3 ? sat16(c * (1 << (IB - 3))) : c];
+    } else {
+      return tanh_fixed<IB>(c);
+    }
+  }
+#else
+  static constexpr int kPrescale = -1;
+  RNNCORE_Q8_INLINE std::int16_t operator()(std::int32_t c) const { return tanh_fixed<IB>(c); }
+#endif
+};
 
 const char* const kGateName[kGates] = {"i", "f", "g", "o"};
 
@@ -762,15 +840,117 @@ RNNCORE_Q8_INLINE void output_units(const StepMultiplier& m, std::int32_t zp, in
   }
 }
 
+#if defined(RNNCORE_Q8_THUMB2_LOOPS)
+// output_units<true> on Thumb-2, two units a pass: their o and tanh(c) loaded in pairs and one loop
+// test, 10 instructions a unit instead of 12 (the same arithmetic as StepMultiplier::apply). tanh_c
+// is act[0] of a block (4-byte aligned), o its act[3], 192 bytes on; `pairs` >= 1.
+RNNCORE_Q8_INLINE void output_pairs_thumb2(int pairs, const StepMultiplier& m, std::int32_t zp, const std::int16_t* tanh_c,
+                                           std::int8_t* out) {
+  static_assert(kUnitBlock == 32, "output_pairs_thumb2: act[3] is 192 bytes after act[0]");
+  const std::int16_t* const end = tanh_c + 2 * pairs;
+  const std::int32_t shift = m.right - 1;
+  std::int32_t o, t, x, k;
+  __asm__ volatile(
+      "1:\n\t"
+      "ldr %[o], [%[tanh_c], #192]\n\t"
+      "ldr %[t], [%[tanh_c]], #4\n\t"
+      "smulbb %[x], %[o], %[t]\n\t"
+      "smultt %[o], %[o], %[t]\n\t"
+      "add %[k], %[x], %[x], asr #31\n\t"
+      "smmlar %[x], %[x], %[q], %[k]\n\t"
+      "asr %[x], %[x], %[shift]\n\t"
+      "add %[x], %[x], #1\n\t"
+      "add %[x], %[zp], %[x], asr #1\n\t"
+      "ssat %[x], #8, %[x]\n\t"
+      "strb %[x], [%[out]], #2\n\t"
+      "add %[k], %[o], %[o], asr #31\n\t"
+      "smmlar %[o], %[o], %[q], %[k]\n\t"
+      "asr %[o], %[o], %[shift]\n\t"
+      "add %[o], %[o], #1\n\t"
+      "add %[o], %[zp], %[o], asr #1\n\t"
+      "ssat %[o], #8, %[o]\n\t"
+      "strb %[o], [%[out], #-1]\n\t"
+      "cmp %[tanh_c], %[end]\n\t"
+      "bne 1b"
+      : [tanh_c] "+r"(tanh_c), [out] "+r"(out), [o] "=&r"(o), [t] "=&r"(t), [x] "=&r"(x), [k] "=&r"(k)
+      : [end] "r"(end), [q] "r"(m.doubled), [shift] "r"(shift), [zp] "r"(zp)
+      : "cc", "memory");
+}
+#endif
+
 RNNCORE_Q8_NOINLINE void update_outputs(const Int8LstmParams& p, int n, const std::int16_t* o, const std::int16_t* tanh_c,
                                         std::int8_t* out) {
   const StepMultiplier m(p.hidden_mult);
   if (m.right > 0) {  // an output scale of 2^-30 or coarser: every model seen
+#if defined(RNNCORE_Q8_THUMB2_LOOPS)
+    const int paired = n & ~1;
+    if (paired > 0) output_pairs_thumb2(paired / 2, m, p.hidden_zp, tanh_c, out);
+    if (paired < n) output_units<true>(m, p.hidden_zp, 1, o + paired, tanh_c + paired, out + paired);
+#else
     output_units<true>(m, p.hidden_zp, n, o, tanh_c, out);
+#endif
   } else {
     output_units<false>(m, p.hidden_zp, n, o, tanh_c, out);
   }
 }
+
+#if defined(RNNCORE_Q8_THUMB2_LOOPS) && defined(RNNCORE_Q8_CENTRED_TABLES)
+// update_cells' loop on Thumb-2 where tanh of the cell is a table centre (CellTanh::kPrescale >= 0),
+// two units a pass: 19.5 instructions a unit instead of 27. The same values, by three facts:
+// - gf and gi are sigmoids, never negative, so [gf · c < 0] = [c < 0] and [gi · gg < 0] = [gg < 0]
+//   wherever the product is not 0 (and a product of 0 rounds to 0 with either): the rounding
+//   constant 2^(k−1) − [·< 0] is formed from the factor and added by SMLABB / SMLATB;
+// - |f · c| <= 32767 · 2^15 and |i · g| < 2^30, so both rounded products are int16 values
+//   already (the wrap to int16 changes nothing) and their sum is saturated by SSAT;
+// - min(v, high) = sat16(sat16(v + K) − K) with K = 32767 − high, and max(v, low) =
+//   sat16(sat16(v − L) + L) with L = 32768 + low (K, L in 0 .. 32767): QADD16 / QSUB16 on the low
+//   halves. The high halves keep v's sign bits, which the clamp does not change (high >= 1,
+//   low <= −1), so the register is the clamped int16 sign-extended, as the prescale's SSAT needs.
+// act: the block's gates (i, f, g in rows 0..2, 64 bytes apart; tanh(c) goes into row 0), 4-byte
+// aligned; cells: the pairs' cell states (int16, any alignment); `pairs` >= 1.
+template <int IB, int kPrescale>
+RNNCORE_Q8_INLINE void cell_pairs_thumb2(int pairs, std::int16_t* act, std::int16_t* cells, std::int32_t clip_high,
+                                         std::int32_t clip_low, const std::int16_t* centre) {
+  static_assert(kUnitBlock == 32, "cell_pairs_thumb2: the gate rows are 64 bytes apart");
+  static_assert(IB >= 0 && IB <= 6 && kPrescale >= 0 && kPrescale <= 3, "cell_pairs_thumb2: IB 0..6");
+  std::int16_t* const end = act + 2 * pairs;
+  const std::int32_t fc_round = 1 << 14, ig_round = 1 << (14 + IB);
+  const std::int32_t high_gap = kI16Max - clip_high, low_gap = 32768 + clip_low;
+  std::int32_t gi, gf, v, f, k;
+#define RNNCORE_Q8_CELL_UNIT(half, offset)                                 \
+  "ldrsh %[v], [%[cells]]\n\t"                                             \
+  "add %[k], %[fc_round], %[v], asr #31\n\t"                               \
+  "smla" half "b %[f], %[gf], %[v], %[k]\n\t"                               \
+  "ldrsh %[v], [%[act], #128 + " offset "]\n\t"                            \
+  "add %[k], %[ig_round], %[v], asr #31\n\t"                               \
+  "smla" half "b %[k], %[gi], %[v], %[k]\n\t"                               \
+  "asr %[f], %[f], #15\n\t"                                                \
+  "add %[f], %[f], %[k], asr %[ig_shift]\n\t"                              \
+  "ssat %[f], #16, %[f]\n\t"                                               \
+  "qadd16 %[f], %[f], %[high_gap]\n\t"                                     \
+  "qsub16 %[f], %[f], %[high_gap]\n\t"                                     \
+  "qsub16 %[f], %[f], %[low_gap]\n\t"                                      \
+  "qadd16 %[f], %[f], %[low_gap]\n\t"                                      \
+  "strh %[f], [%[cells]], #2\n\t"                                          \
+  "ssat %[f], #16, %[f], lsl %[prescale]\n\t"                              \
+  "ldrh %[f], [%[centre], %[f], lsl #1]\n\t"                               \
+  "strh %[f], [%[act], #" offset "]\n\t"
+  __asm__ volatile(
+      "1:\n\t"
+      "ldr %[gi], [%[act]]\n\t"
+      "ldr %[gf], [%[act], #64]\n\t"
+      RNNCORE_Q8_CELL_UNIT("b", "0")
+      RNNCORE_Q8_CELL_UNIT("t", "2")
+      "add %[act], %[act], #4\n\t"
+      "cmp %[act], %[end]\n\t"
+      "bne 1b"
+      : [act] "+r"(act), [cells] "+r"(cells), [gi] "=&r"(gi), [gf] "=&r"(gf), [v] "=&r"(v), [f] "=&r"(f), [k] "=&r"(k)
+      : [end] "r"(end), [fc_round] "r"(fc_round), [ig_round] "r"(ig_round), [high_gap] "r"(high_gap),
+        [low_gap] "r"(low_gap), [centre] "r"(centre), [ig_shift] "i"(15 + IB), [prescale] "i"(kPrescale)
+      : "cc", "memory");
+#undef RNNCORE_Q8_CELL_UNIT
+}
+#endif
 
 // The cell and the new output state of units [j, j + n) from their gate activations. IB: the cell
 // state's integer bits, 15 + cell_log2, as a template argument so that the firmware's computed
@@ -779,13 +959,22 @@ RNNCORE_Q8_NOINLINE void update_outputs(const Int8LstmParams& p, int n, const st
 template <int IB>
 void update_cells(const Int8LstmParams& p, std::size_t j, int n, std::int16_t (*act)[kUnitBlock], std::int16_t* c,
                   std::int8_t* h_next) {
-  const std::int16_t* const table = IB >= 0 ? cell_tanh_table(IB) : nullptr;
+  const CellTanh<IB >= 0 ? IB : 0> cell_tanh;
   // The clip as two bounds, the int16 range without one (the sum is saturated to it already), so
   // that the loop does not test for it.
   const std::int32_t clip_high = p.cell_clip > 0 ? p.cell_clip : kI16Max;
   const std::int32_t clip_low = p.cell_clip > 0 ? -p.cell_clip : kI16Min;
   std::int16_t* const cells = c + j;
-  for (int u = 0; u < n; ++u) {
+  int u = 0;
+#if defined(RNNCORE_Q8_THUMB2_LOOPS) && defined(RNNCORE_Q8_CENTRED_TABLES)
+  if constexpr (IB >= 0 && decltype(cell_tanh)::kPrescale >= 0) {
+    u = n & ~1;
+    if (u > 0) {
+      cell_pairs_thumb2<IB, decltype(cell_tanh)::kPrescale>(u / 2, act[0], cells, clip_high, clip_low, cell_tanh.centre);
+    }
+  }
+#endif
+  for (; u < n; ++u) {
     const std::int16_t gi = act[0][u], gf = act[1][u], gg = act[2][u];
     std::int16_t& cell = cells[u];
     const std::int32_t fc = round_shift<15>(static_cast<std::int32_t>(gf) * cell);
@@ -806,7 +995,7 @@ void update_cells(const Int8LstmParams& p, std::size_t j, int n, std::int16_t (*
     // gate's scratch buffer: LiteRT then multiplies o by the input gate i instead of tanh(c).
     // Reproduced here, bit for bit (tested on Keras models converted with cell scale 2^-16): i is
     // left in act[0].
-    if constexpr (IB >= 0) act[0][u] = table != nullptr ? table[cn + 32768] : tanh_fixed<IB>(cn);
+    if constexpr (IB >= 0) act[0][u] = cell_tanh(cn);
   }
   update_outputs(p, n, act[3], act[0], h_next + j);
 }
@@ -817,14 +1006,57 @@ void update_cells(const Int8LstmParams& p, std::size_t j, int n, std::int16_t (*
 template <bool kTanh, bool kRightShifts, class XMult, class HMult>
 RNNCORE_Q8_INLINE void gate_units(int n, const std::int32_t* ax, const std::int32_t* ah, std::int16_t* act,
                                   XMult x_mult, HMult h_mult) {
+  const GateActivation<kTanh> activation;
   for (int u = 0; u < n; ++u) {
     // Each product is rescaled to Q3.12 on its own and saturated; then the two are summed and
     // saturated again (TFLite accumulates the recurrent part onto the saturated input part).
     const std::int32_t zx = sat16(x_mult(u).template apply<kRightShifts>(ax[u]));
     const std::int32_t z = sat16(h_mult(u).template apply<kRightShifts>(ah[u]) + zx);
-    act[u] = gate_activation<kTanh>(z);
+    act[u] = activation(z);
   }
 }
+
+#if defined(RNNCORE_Q8_THUMB2_LOOPS) && defined(RNNCORE_Q8_CENTRED_TABLES)
+// gate_units for per-tensor multipliers that both shift right, two units a pass, on Thumb-2 with a
+// table centre: the same instructions as GCC's loop for a unit (StepMultiplier::apply, the two
+// saturations, the lookup), with the sums loaded in pairs (LDRD), the two activations stored as one
+// word and one loop test: 15 instructions a unit instead of 17. ax and ah are the two rows of
+// StepSums (ah = ax + kUnitBlock), act 4-byte aligned; `pairs` >= 1.
+RNNCORE_Q8_INLINE void gate_pairs_thumb2(int pairs, const std::int32_t* ax, std::int16_t* act, const StepMultiplier& mx,
+                                         const StepMultiplier& mh, const std::int16_t* centre) {
+  std::int16_t* const end = act + 2 * pairs;
+  const std::int32_t x_shift = mx.right - 1, h_shift = mh.right - 1;
+  std::int32_t x0, x1, h0, h1, t;
+#define RNNCORE_Q8_GATE_UNIT(x, h)                    \
+  "add %[t], %[" x "], %[" x "], asr #31\n\t"          \
+  "smmlar %[" x "], %[" x "], %[xq], %[t]\n\t"         \
+  "asr %[" x "], %[" x "], %[xs]\n\t"                  \
+  "add %[" x "], %[" x "], #1\n\t"                     \
+  "ssat %[" x "], #16, %[" x "], asr #1\n\t"           \
+  "add %[t], %[" h "], %[" h "], asr #31\n\t"          \
+  "smmlar %[" h "], %[" h "], %[hq], %[t]\n\t"         \
+  "asr %[" h "], %[" h "], %[hs]\n\t"                  \
+  "add %[" h "], %[" h "], #1\n\t"                     \
+  "add %[" x "], %[" x "], %[" h "], asr #1\n\t"       \
+  "ssat %[" x "], #16, %[" x "]\n\t"                   \
+  "ldrh %[" x "], [%[centre], %[" x "], lsl #1]\n\t"
+  __asm__ volatile(
+      "1:\n\t"
+      "ldrd %[h0], %[h1], [%[ax], %[h_offset]]\n\t"
+      "ldrd %[x0], %[x1], [%[ax]], #8\n\t"
+      RNNCORE_Q8_GATE_UNIT("x0", "h0")
+      RNNCORE_Q8_GATE_UNIT("x1", "h1")
+      "pkhbt %[x0], %[x0], %[x1], lsl #16\n\t"
+      "str %[x0], [%[act]], #4\n\t"
+      "cmp %[act], %[end]\n\t"
+      "bne 1b"
+      : [ax] "+r"(ax), [act] "+r"(act), [x0] "=&r"(x0), [x1] "=&r"(x1), [h0] "=&r"(h0), [h1] "=&r"(h1), [t] "=&r"(t)
+      : [end] "r"(end), [xq] "r"(mx.doubled), [xs] "r"(x_shift), [hq] "r"(mh.doubled), [hs] "r"(h_shift),
+        [centre] "r"(centre), [h_offset] "i"(4 * kUnitBlock)
+      : "cc", "memory");
+#undef RNNCORE_Q8_GATE_UNIT
+}
+#endif
 
 // A gate per tensor: one pair of multipliers, and the loop without the left-shift case where (as
 // for most models: effective scales below 1) both shift right.
@@ -834,11 +1066,25 @@ RNNCORE_Q8_INLINE void gate_units_per_tensor(int n, const std::int32_t* ax, cons
   const auto x_mult = [&mx](int) -> const StepMultiplier& { return mx; };
   const auto h_mult = [&mh](int) -> const StepMultiplier& { return mh; };
   if (mx.right > 0 && mh.right > 0) {
+#if defined(RNNCORE_Q8_THUMB2_LOOPS) && defined(RNNCORE_Q8_CENTRED_TABLES)
+    const int paired = n & ~1;
+    if (paired > 0) gate_pairs_thumb2(paired / 2, ax, act, mx, mh, GateActivation<kTanh>().centre);
+    if (paired == n) return;
+    gate_units<kTanh, true>(1, ax + paired, ah + paired, act + paired, x_mult, h_mult);
+#else
     gate_units<kTanh, true>(n, ax, ah, act, x_mult, h_mult);
+#endif
   } else {
     gate_units<kTanh, false>(n, ax, ah, act, x_mult, h_mult);
   }
 }
+
+// A block's int32 sums of one gate, the input part then the recurrent part (gate_pairs_thumb2
+// reads both from one pointer).
+struct StepSums {
+  std::int32_t x[kUnitBlock];
+  std::int32_t h[kUnitBlock];
+};
 
 // A step's operands for one batch row: x and h, and with interleaved weights the same widened
 // (widen_pairs; null otherwise).
@@ -860,17 +1106,25 @@ RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const 
   const std::size_t H = static_cast<std::size_t>(p.hidden_size), I = static_cast<std::size_t>(p.input_size);
   const std::size_t j = static_cast<std::size_t>(j0);
   const int x_words = interleaved4_words(p.input_size), h_words = interleaved4_words(p.hidden_size);
-  std::int32_t ax[kUnitBlock], ah[kUnitBlock];
-  std::int16_t act[kGates][kUnitBlock];
+  StepSums sums;
+  std::int32_t* const ax = sums.x;
+  std::int32_t* const ah = sums.h;
+  alignas(4) std::int16_t act[kGates][kUnitBlock];
+  // Interleaved weights: a gate's two products (x and h), set up once a block but for the weights
+  // and biases. j0 is a multiple of kUnitBlock, so of 4: the block starts at a panel.
+  PanelProduct products[2] = {{nullptr, in.x_pairs, nullptr, ax, n, x_words}, {nullptr, in.h_pairs, nullptr, ah, n, h_words}};
+  const std::size_t x_panels = kInterleaved ? interleaved4_offset(j0, 0, x_words) : j * I;
+  const std::size_t h_panels = kInterleaved ? interleaved4_offset(j0, 0, h_words) : j * H;
   for (int g = 0; g < kGates; ++g) {
     // int32 accumulators as in TFLite (the kernels wrap, as TFLite's do, without overflow UB).
     if constexpr (!kInterleaved) {
-      p.dot(p.w[g] + j * I, n, p.input_size, in.x, p.x_bias[g] + j, ax);
-      p.dot(p.r[g] + j * H, n, p.hidden_size, in.h, p.h_bias[g] + j, ah);
-    } else {  // j0 is a multiple of kUnitBlock, so of 4: the block starts at a panel
-      const PanelProduct products[2] = {
-          {p.w[g] + interleaved4_offset(j0, 0, x_words), in.x_pairs, p.x_bias[g] + j, ax, n, x_words},
-          {p.r[g] + interleaved4_offset(j0, 0, h_words), in.h_pairs, p.h_bias[g] + j, ah, n, h_words}};
+      p.dot(p.w[g] + x_panels, n, p.input_size, in.x, p.x_bias[g] + j, ax);
+      p.dot(p.r[g] + h_panels, n, p.hidden_size, in.h, p.h_bias[g] + j, ah);
+    } else {
+      products[0].w = p.w[g] + x_panels;
+      products[0].bias = p.x_bias[g] + j;
+      products[1].w = p.r[g] + h_panels;
+      products[1].bias = p.h_bias[g] + j;
       p.dot_panels(products, 2);
     }
     if constexpr (!kPerChannel) {

@@ -124,7 +124,7 @@ inline std::size_t int8_lstm_scratch_bytes(const Int8LstmParams& p) {
 }
 
 /// Units a step computes together: the kernels run on blocks of this many rows of each gate.
-constexpr int kUnitBlock = 16;
+constexpr int kUnitBlock = 32;
 
 /// Checks the quantization and derives the fixed-point multipliers, the cell shift and clip, and
 /// the effective biases (into `bias_storage`, int8_lstm_storage_words(q, H) words: per channel the
