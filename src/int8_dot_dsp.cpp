@@ -215,8 +215,32 @@ void i8_dot_rows_dsp_4x16(const std::int8_t* w, int rows, int k_size, const std:
 
 int widen_pairs_dsp(const std::int8_t* v, int n, std::int16_t* out) {
   const int whole = static_cast<int>(static_cast<unsigned>(n) & ~3u);
+  const std::int8_t* const whole_end = v + whole;
+#if defined(__thumb2__)
+  // Eight values a pass in Thumb-2 (STRD of any two registers): 10 instructions where the loop
+  // below takes 18 (out is 4-byte aligned, as STRD needs on ARMv7-M).
+  if (whole >= 8) {
+    const std::int8_t* const end = v + (whole & ~7);
+    std::uint32_t a, b, c, d;
+    __asm__ volatile(
+        "1:\n\t"
+        "ldr %[a], [%[v]], #4\n\t"
+        "ldr %[c], [%[v]], #4\n\t"
+        "sxtb16 %[b], %[a], ror #8\n\t"
+        "sxtb16 %[a], %[a]\n\t"
+        "sxtb16 %[d], %[c], ror #8\n\t"
+        "sxtb16 %[c], %[c]\n\t"
+        "strd %[a], %[b], [%[out]], #16\n\t"
+        "strd %[c], %[d], [%[out], #-8]\n\t"
+        "cmp %[v], %[end]\n\t"
+        "bne 1b"
+        : [v] "+r"(v), [out] "+r"(out), [a] "=&r"(a), [b] "=&r"(b), [c] "=&r"(c), [d] "=&r"(d)
+        : [end] "r"(end)
+        : "cc", "memory");
+  }
+#endif
   // One word store per pair (an 8-byte memcpy of both went through the stack at -Os).
-  for (const std::int8_t* const end = v + whole; v != end; v += 4, out += 4) {
+  for (; v != whole_end; v += 4, out += 4) {
     const std::uint32_t x = load4(v);
     const int16x2_t even = even_pairs(x), odd = odd_pairs(x);
     std::memcpy(out, &even, 4);
@@ -248,10 +272,11 @@ int widen_pairs_dsp(const std::int8_t* v, int n, std::int16_t* out) {
 // so the 14 registers are: r0 / r2 the sums a of A / C, r1 / r3 the sums r of pairs AB / CD,
 // r4..r7 the weight words, r8 / r9 the vector's pairs, r10 the biases (free in the column loop),
 // r11 the weights (panels are contiguous: the pointer runs on from one panel into the next), r12
-// the vector, lr the count. A product's other values live on the stack.
+// the vector, lr the vector's end (the loop ends where the vector does, so no count is reloaded
+// per panel). A product's other values live on the stack.
 //
-// Around the loop, per panel of 4 rows: 7 instructions to start (the sums, the vector, the count,
-// and a jump into the loop) and 12 to end (the odd rows' sums, the store, the panel test). The
+// Around the loop, per panel of 4 rows: 6 instructions to start (the sums, the vector and a jump
+// into the loop) and 11 to end (the odd rows' sums, the store, the panel test). The
 // jump enters the 4-group loop body at the group that leaves ceil(K / 16) full passes, so that K
 // need not be a multiple of 16 and no pass count is tested (each group is 14 four-byte
 // instructions in A32 and T32, 56 bytes: the assembler checks). One call takes a list of products
@@ -284,8 +309,9 @@ extern "C" void rnncore_i8_dot_panels_dsp_other(const PanelProduct* product);
 #define RNNCORE_THUMB_BIT
 #endif
 // The stack frame (64 bytes with the saved registers: sp stays 8-byte aligned for the call): [sp,
-// #0] the next product, #4 loop passes, #8 the vector, #12 the end of the biases, #16 the outputs,
-// #20 the loop entry (stored by one STM), #24 the end of the list.
+// #0] the next product, #4 the vector, #8 the end of the biases, #12 the outputs, #16 the loop
+// entry (stored by one STM), #24 the end of the list. lr holds the vector's end for all the
+// product's panels: a pass ends with the vector pointer there or short of it.
 __asm__(
     ".pushsection .text.rnncore_i8_dot_panels_dsp_4x16, \"ax\", %progbits\n\t"
     ".balign 4\n\t"
@@ -311,40 +337,38 @@ __asm__(
     "bhi 7f\n\t"
     "mov r11, r4\n\t"
     "mov r10, r6\n\t"
-    "add r6, r6, r8, lsl #2\n\t"  // the biases' end
-    "add r4, r9, #3\n\t"          // passes: ceil(k_words / 4)
-    "lsr r4, r4, #2\n\t"
+    "add r6, r6, r8, lsl #2\n\t"   // the biases' end
+    "add lr, r5, r9, lsl #3\n\t"   // the vector's end: 4 int16 a column word
     "rsb r9, r9, #0\n\t"  // groups the first pass skips: (−k_words) mod 4, 56 bytes each
     "and r9, r9, #3\n\t"
     "adr r8, .Lrnncore_p4_group0\n\t"
     "add r8, r8, r9, lsl #6\n\t"
     "sub r8, r8, r9, lsl #3\n\t"
     RNNCORE_THUMB_BIT
-    "stmia sp, {r0, r4, r5, r6, r7, r8}\n\t"
+    "stmia sp, {r0, r5, r6, r7, r8}\n\t"
     "0:\n\t"
     "ldr r0, [r10, #0]\n\t"  // both sums of a pair start at its even row's bias
     "ldr r2, [r10, #8]\n\t"
     "mov r1, r0\n\t"
     "mov r3, r2\n\t"
-    "ldr r12, [sp, #8]\n\t"
-    "ldr lr, [sp, #4]\n\t"
-    "ldr pc, [sp, #20]\n\t"
+    "ldr r12, [sp, #4]\n\t"
+    "ldr pc, [sp, #16]\n\t"
     ".Lrnncore_p4_group0:\n\t" RNNCORE_PANEL_GROUP
     ".Lrnncore_p4_group1:\n\t" RNNCORE_PANEL_GROUP RNNCORE_PANEL_GROUP RNNCORE_PANEL_GROUP
     ".if .Lrnncore_p4_group1 - .Lrnncore_p4_group0 - 56\n\t"
     ".error \"rnncore_i8_dot_panels_dsp_4x16: a group is not 56 bytes\"\n\t"
     ".endif\n\t"
-    "subs lr, lr, #1\n\t"
+    "cmp r12, lr\n\t"
     "bne .Lrnncore_p4_group0\n\t"
     "ldmia r10!, {r4, r5, r6, r7}\n\t"  // the odd rows: bias + (r − a) / 256
     "sub r1, r1, r0\n\t"
     "add r1, r5, r1, asr #8\n\t"
     "sub r3, r3, r2\n\t"
     "add r3, r7, r3, asr #8\n\t"
-    "ldr r4, [sp, #16]\n\t"
-    "stmia r4!, {r0, r1, r2, r3}\n\t"
-    "str r4, [sp, #16]\n\t"
     "ldr r4, [sp, #12]\n\t"
+    "stmia r4!, {r0, r1, r2, r3}\n\t"
+    "str r4, [sp, #12]\n\t"
+    "ldr r4, [sp, #8]\n\t"
     "cmp r10, r4\n\t"
     "bne 0b\n\t"
     "6:\n\t"

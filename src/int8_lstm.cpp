@@ -1022,10 +1022,13 @@ RNNCORE_Q8_INLINE void gate_units(int n, const std::int32_t* ax, const std::int3
 // saturations, the lookup), with the sums loaded in pairs (LDRD), the two activations stored as one
 // word and one loop test: 15 instructions a unit instead of 17. ax and ah are the two rows of
 // StepSums (ah = ax + kUnitBlock), act 4-byte aligned; `pairs` >= 1.
-RNNCORE_Q8_INLINE void gate_pairs_thumb2(int pairs, const std::int32_t* ax, std::int16_t* act, const StepMultiplier& mx,
-                                         const StepMultiplier& mh, const std::int16_t* centre) {
+RNNCORE_Q8_INLINE void gate_pairs_thumb2(int pairs, const std::int32_t* ax, std::int16_t* act, QuantizedMultiplier mx,
+                                         QuantizedMultiplier mh, const std::int16_t* centre) {
   std::int16_t* const end = act + 2 * pairs;
-  const std::int32_t x_shift = mx.right - 1, h_shift = mh.right - 1;
+  // StepMultiplier's `doubled` and right − 1 (the shifts are negative: both shift right)
+  const std::int32_t x_doubled = static_cast<std::int32_t>(static_cast<std::uint32_t>(mx.multiplier) << 1);
+  const std::int32_t h_doubled = static_cast<std::int32_t>(static_cast<std::uint32_t>(mh.multiplier) << 1);
+  const std::int32_t x_shift = -mx.shift - 1, h_shift = -mh.shift - 1;
   std::int32_t x0, x1, h0, h1, t;
 #define RNNCORE_Q8_GATE_UNIT(x, h)                    \
   "add %[t], %[" x "], %[" x "], asr #31\n\t"          \
@@ -1051,7 +1054,7 @@ RNNCORE_Q8_INLINE void gate_pairs_thumb2(int pairs, const std::int32_t* ax, std:
       "cmp %[act], %[end]\n\t"
       "bne 1b"
       : [ax] "+r"(ax), [act] "+r"(act), [x0] "=&r"(x0), [x1] "=&r"(x1), [h0] "=&r"(h0), [h1] "=&r"(h1), [t] "=&r"(t)
-      : [end] "r"(end), [xq] "r"(mx.doubled), [xs] "r"(x_shift), [hq] "r"(mh.doubled), [hs] "r"(h_shift),
+      : [end] "r"(end), [xq] "r"(x_doubled), [xs] "r"(x_shift), [hq] "r"(h_doubled), [hs] "r"(h_shift),
         [centre] "r"(centre), [h_offset] "i"(4 * kUnitBlock)
       : "cc", "memory");
 #undef RNNCORE_Q8_GATE_UNIT
@@ -1068,7 +1071,10 @@ RNNCORE_Q8_INLINE void gate_units_per_tensor(int n, const std::int32_t* ax, cons
   if (mx.right > 0 && mh.right > 0) {
 #if defined(RNNCORE_Q8_THUMB2_LOOPS) && defined(RNNCORE_Q8_CENTRED_TABLES)
     const int paired = n & ~1;
-    if (paired > 0) gate_pairs_thumb2(paired / 2, ax, act, mx, mh, GateActivation<kTanh>().centre);
+    if (paired > 0) {
+      gate_pairs_thumb2(paired / 2, ax, act, {mx.multiplier, -mx.right}, {mh.multiplier, -mh.right},
+                        GateActivation<kTanh>().centre);
+    }
     if (paired == n) return;
     gate_units<kTanh, true>(1, ax + paired, ah + paired, act + paired, x_mult, h_mult);
 #else
@@ -1115,6 +1121,10 @@ RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const 
   PanelProduct products[2] = {{nullptr, in.x_pairs, nullptr, ax, n, x_words}, {nullptr, in.h_pairs, nullptr, ah, n, h_words}};
   const std::size_t x_panels = kInterleaved ? interleaved4_offset(j0, 0, x_words) : j * I;
   const std::size_t h_panels = kInterleaved ? interleaved4_offset(j0, 0, h_words) : j * H;
+#if defined(RNNCORE_Q8_THUMB2_LOOPS) && defined(RNNCORE_Q8_CENTRED_TABLES)
+  const std::int16_t* const sigmoid_centre = GateActivation<false>().centre;
+  const std::int16_t* const tanh_centre = GateActivation<true>().centre;
+#endif
   for (int g = 0; g < kGates; ++g) {
     // int32 accumulators as in TFLite (the kernels wrap, as TFLite's do, without overflow UB).
     if constexpr (!kInterleaved) {
@@ -1128,6 +1138,13 @@ RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const 
       p.dot_panels(products, 2);
     }
     if constexpr (!kPerChannel) {
+#if defined(RNNCORE_Q8_THUMB2_LOOPS) && defined(RNNCORE_Q8_CENTRED_TABLES)
+      // the usual case straight to the assembly loop: both multipliers shift right, whole pairs
+      if (p.x_mult[g].shift < 0 && p.h_mult[g].shift < 0 && (n & 1) == 0) {
+        gate_pairs_thumb2(n / 2, ax, act[g], p.x_mult[g], p.h_mult[g], g == 2 ? tanh_centre : sigmoid_centre);
+        continue;
+      }
+#endif
       const StepMultiplier mx(p.x_mult[g]), mh(p.h_mult[g]);
       g == 2 ? gate_units_per_tensor<true>(n, ax, ah, act[g], mx, mh)
              : gate_units_per_tensor<false>(n, ax, ah, act[g], mx, mh);
