@@ -61,6 +61,10 @@ if [ ! -f "$BUILD/build.ninja" ]; then
     { cat "$WORK/setup.log" >&2; exit 1; }
 fi
 nice -n "$NICE" ninja -C "$BUILD" -j 1 librnncore.a >&2
+# The library's block of units (src/internal/int8_lstm.hpp, kUnitBlock), which the kernel-only
+# images repeat: 16 where the build defines it so (firmware without activation tables).
+UNIT_BLOCK=()
+if grep -q -- '-DRNNCORE_Q8_UNIT_BLOCK=16' "$BUILD/compile_commands.json"; then UNIT_BLOCK=(-DRNNCORE_Q8_UNIT_BLOCK=16); fi
 
 CPU=(-mcpu=cortex-m4 -mthumb -mfpu=fpv4-sp-d16 -mfloat-abi=hard)
 FW=$REPO/examples/firmware
@@ -79,7 +83,7 @@ image() {  # int8 H T R -> path of the image
     nice -n "$NICE" arm-none-eabi-g++ "${CPU[@]}" -std=c++17 -Os -fno-exceptions -fno-rtti -fno-threadsafe-statics \
       -ffunction-sections -fdata-sections -I"$REPO" -I"$REPO/include" \
       -DBENCH_INT8="$1" -DBENCH_H="$2" -DBENCH_T="$3" -DBENCH_REPS="$4" -DBENCH_CELL_LOG2="$CELL_LOG2" \
-      -c "$REPO/bench/cortex_m/bench_lstm.cpp" -o "$name.o"
+      "${UNIT_BLOCK[@]+"${UNIT_BLOCK[@]}"}" -c "$REPO/bench/cortex_m/bench_lstm.cpp" -o "$name.o"
     nice -n "$NICE" arm-none-eabi-gcc "${CPU[@]}" --specs=nano.specs -nostartfiles -T"$FW/mps2/mps2.ld" -Wl,--gc-sections \
       -o "$name" "$name.o" "$objs/console.o" "$objs/startup.o" "$objs/semihosting.o" "$BUILD/librnncore.a" -lm
   fi

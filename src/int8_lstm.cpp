@@ -843,16 +843,15 @@ RNNCORE_Q8_INLINE void output_units(const StepMultiplier& m, std::int32_t zp, in
 #if defined(RNNCORE_Q8_THUMB2_LOOPS)
 // output_units<true> on Thumb-2, two units a pass: their o and tanh(c) loaded in pairs and one loop
 // test, 10 instructions a unit instead of 12 (the same arithmetic as StepMultiplier::apply). tanh_c
-// is act[0] of a block (4-byte aligned), o its act[3], 192 bytes on; `pairs` >= 1.
+// is act[0] of a block (4-byte aligned), o its act[3], 6 · kUnitBlock bytes on; `pairs` >= 1.
 RNNCORE_Q8_INLINE void output_pairs_thumb2(int pairs, const StepMultiplier& m, std::int32_t zp, const std::int16_t* tanh_c,
                                            std::int8_t* out) {
-  static_assert(kUnitBlock == 32, "output_pairs_thumb2: act[3] is 192 bytes after act[0]");
   const std::int16_t* const end = tanh_c + 2 * pairs;
   const std::int32_t shift = m.right - 1;
   std::int32_t o, t, x, k;
   __asm__ volatile(
       "1:\n\t"
-      "ldr %[o], [%[tanh_c], #192]\n\t"
+      "ldr %[o], [%[tanh_c], %[o_row]]\n\t"
       "ldr %[t], [%[tanh_c]], #4\n\t"
       "smulbb %[x], %[o], %[t]\n\t"
       "smultt %[o], %[o], %[t]\n\t"
@@ -873,7 +872,7 @@ RNNCORE_Q8_INLINE void output_pairs_thumb2(int pairs, const StepMultiplier& m, s
       "cmp %[tanh_c], %[end]\n\t"
       "bne 1b"
       : [tanh_c] "+r"(tanh_c), [out] "+r"(out), [o] "=&r"(o), [t] "=&r"(t), [x] "=&r"(x), [k] "=&r"(k)
-      : [end] "r"(end), [q] "r"(m.doubled), [shift] "r"(shift), [zp] "r"(zp)
+      : [end] "r"(end), [q] "r"(m.doubled), [shift] "r"(shift), [zp] "r"(zp), [o_row] "i"(6 * kUnitBlock)
       : "cc", "memory");
 }
 #endif
@@ -906,22 +905,21 @@ RNNCORE_Q8_NOINLINE void update_outputs(const Int8LstmParams& p, int n, const st
 //   sat16(sat16(v − L) + L) with L = 32768 + low (K, L in 0 .. 32767): QADD16 / QSUB16 on the low
 //   halves. The high halves keep v's sign bits, which the clamp does not change (high >= 1,
 //   low <= −1), so the register is the clamped int16 sign-extended, as the prescale's SSAT needs.
-// act: the block's gates (i, f, g in rows 0..2, 64 bytes apart; tanh(c) goes into row 0), 4-byte
+// act: the block's gates (i, f, g in rows 0..2, 2 · kUnitBlock bytes apart; tanh(c) goes into row 0), 4-byte
 // aligned; cells: the pairs' cell states (int16, any alignment); `pairs` >= 1.
 template <int IB, int kPrescale>
 RNNCORE_Q8_INLINE void cell_pairs_thumb2(int pairs, std::int16_t* act, std::int16_t* cells, std::int32_t clip_high,
                                          std::int32_t clip_low, const std::int16_t* centre) {
-  static_assert(kUnitBlock == 32, "cell_pairs_thumb2: the gate rows are 64 bytes apart");
   static_assert(IB >= 0 && IB <= 6 && kPrescale >= 0 && kPrescale <= 3, "cell_pairs_thumb2: IB 0..6");
   std::int16_t* const end = act + 2 * pairs;
   const std::int32_t fc_round = 1 << 14, ig_round = 1 << (14 + IB);
   const std::int32_t high_gap = kI16Max - clip_high, low_gap = 32768 + clip_low;
   std::int32_t gi, gf, v, f, k;
-#define RNNCORE_Q8_CELL_UNIT(half, offset)                                 \
+#define RNNCORE_Q8_CELL_UNIT(half, g_row, i_row)                            \
   "ldrsh %[v], [%[cells]]\n\t"                                             \
   "add %[k], %[fc_round], %[v], asr #31\n\t"                               \
   "smla" half "b %[f], %[gf], %[v], %[k]\n\t"                               \
-  "ldrsh %[v], [%[act], #128 + " offset "]\n\t"                            \
+  "ldrsh %[v], [%[act], %[" g_row "]]\n\t"                                  \
   "add %[k], %[ig_round], %[v], asr #31\n\t"                               \
   "smla" half "b %[k], %[gi], %[v], %[k]\n\t"                               \
   "asr %[f], %[f], #15\n\t"                                                \
@@ -934,19 +932,21 @@ RNNCORE_Q8_INLINE void cell_pairs_thumb2(int pairs, std::int16_t* act, std::int1
   "strh %[f], [%[cells]], #2\n\t"                                          \
   "ssat %[f], #16, %[f], lsl %[prescale]\n\t"                              \
   "ldrh %[f], [%[centre], %[f], lsl #1]\n\t"                               \
-  "strh %[f], [%[act], #" offset "]\n\t"
+  "strh %[f], [%[act], %[" i_row "]]\n\t"
   __asm__ volatile(
       "1:\n\t"
       "ldr %[gi], [%[act]]\n\t"
-      "ldr %[gf], [%[act], #64]\n\t"
-      RNNCORE_Q8_CELL_UNIT("b", "0")
-      RNNCORE_Q8_CELL_UNIT("t", "2")
+      "ldr %[gf], [%[act], %[f_row]]\n\t"
+      RNNCORE_Q8_CELL_UNIT("b", "g_row0", "i_row0")
+      RNNCORE_Q8_CELL_UNIT("t", "g_row1", "i_row1")
       "add %[act], %[act], #4\n\t"
       "cmp %[act], %[end]\n\t"
       "bne 1b"
       : [act] "+r"(act), [cells] "+r"(cells), [gi] "=&r"(gi), [gf] "=&r"(gf), [v] "=&r"(v), [f] "=&r"(f), [k] "=&r"(k)
       : [end] "r"(end), [fc_round] "r"(fc_round), [ig_round] "r"(ig_round), [high_gap] "r"(high_gap),
-        [low_gap] "r"(low_gap), [centre] "r"(centre), [ig_shift] "i"(15 + IB), [prescale] "i"(kPrescale)
+        [low_gap] "r"(low_gap), [centre] "r"(centre), [ig_shift] "i"(15 + IB), [prescale] "i"(kPrescale),
+        [f_row] "i"(2 * kUnitBlock), [g_row0] "i"(4 * kUnitBlock), [g_row1] "i"(4 * kUnitBlock + 2), [i_row0] "i"(0),
+        [i_row1] "i"(2)
       : "cc", "memory");
 #undef RNNCORE_Q8_CELL_UNIT
 }

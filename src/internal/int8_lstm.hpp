@@ -123,8 +123,17 @@ inline std::size_t int8_lstm_scratch_bytes(const Int8LstmParams& p) {
   return static_cast<std::size_t>(p.hidden_size) + 3 + 2 * static_cast<std::size_t>(pairs);
 }
 
-/// Units a step computes together: the kernels run on blocks of this many rows of each gate.
+/// Units a step computes together: the kernels run on blocks of this many rows of each gate. 32;
+/// firmware builds without the activation tables take 16 (meson defines RNNCORE_Q8_UNIT_BLOCK),
+/// which keeps 256 bytes of stack (the block's sums and gates) for about 3 % more instructions a
+/// step at H = 32. Code that includes this header beside the library must see the same value.
+#if defined(RNNCORE_Q8_UNIT_BLOCK)
+constexpr int kUnitBlock = RNNCORE_Q8_UNIT_BLOCK;
+#else
 constexpr int kUnitBlock = 32;
+#endif
+static_assert(kUnitBlock % 4 == 0 && kUnitBlock >= 4 && kUnitBlock <= 64,
+              "kUnitBlock: whole panels of 4 rows, and the assembly loops' row offsets");
 
 /// Checks the quantization and derives the fixed-point multipliers, the cell shift and clip, and
 /// the effective biases (into `bias_storage`, int8_lstm_storage_words(q, H) words: per channel the
