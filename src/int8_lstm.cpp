@@ -295,6 +295,26 @@ struct SignedTable {
 constexpr SignedTable<false> kSignedSigmoid{kAbsSigmoid};
 constexpr SignedTable<true> kSignedTanh3{kAbsTanh3};
 #define RNNCORE_Q8_CENTRED_TABLES 1
+#if defined(RNNCORE_Q8_CELL_TANH_BITS)
+// int8_cell_tanh_bits=N (with the signed tables): tanh of a cell state with N = 0, 1 or 2 integer
+// bits (cell scale 2^-15, 2^-14, 2^-13: what Keras conversions without a cell clip get), which the
+// Q3.12 table cannot serve, over every int16 argument: 128 KiB more, and the cell loop's tanh is
+// one load there too.
+constexpr int kCellTanhBits = RNNCORE_Q8_CELL_TANH_BITS;
+static_assert(kCellTanhBits >= 0 && kCellTanhBits <= 2, "int8_cell_tanh_bits: 0, 1 or 2");
+struct CellTanhTable {
+  std::int16_t v[65536] = {};
+  constexpr CellTanhTable() {
+    for (std::int32_t x = -32768; x <= 32767; ++x) {
+      const std::int32_t t = x == 0 ? 0 : tanh_of_abs<kCellTanhBits, true>(x < 0 ? x : -x);
+      v[x + 32768] = static_cast<std::int16_t>(x < 0 ? -t : t);
+    }
+  }
+};
+constexpr CellTanhTable kCellTanh{};
+#else
+constexpr int kCellTanhBits = -1;  // none
+#endif
 #else
 #define RNNCORE_Q8_ABS_TABLES 1
 #endif
@@ -322,6 +342,9 @@ template <int IB>
 RNNCORE_Q8_INLINE std::int16_t tanh_fixed(std::int32_t x) {  // x: an int16 value, as sigmoid_fixed
 #if defined(RNNCORE_Q8_SIGNED_TABLES)
   if constexpr (IB >= 3) return kSignedTanh3.v[(IB > 3 ? sat16(x * (1 << (IB - 3))) : x) + 32768];
+#if defined(RNNCORE_Q8_CELL_TANH_BITS)
+  if constexpr (IB == kCellTanhBits) return kCellTanh.v[x + 32768];
+#endif
 #elif defined(RNNCORE_Q8_ABS_TABLES)
   if constexpr (IB >= 3) {
     const std::int32_t y = IB > 3 ? sat16(static_cast<std::int32_t>(x) * (1 << (IB - 3))) : x;
@@ -574,11 +597,17 @@ struct CellTanh {
   const std::int16_t* centre = opaque_pointer(cell_tanh_table(IB) + 32768);
   RNNCORE_Q8_INLINE std::int16_t operator()(std::int32_t c) const { return centre[c]; }
 #elif defined(RNNCORE_Q8_SIGNED_TABLES)
-  static constexpr int kPrescale = IB >= 3 ? IB - 3 : -1;
-  const std::int16_t* centre = opaque_pointer(gate_table_centre<true>());
+  static constexpr int kPrescale = IB >= 3 ? IB - 3 : (IB == kCellTanhBits ? 0 : -1);
+  const std::int16_t* centre = opaque_pointer(cell_table_centre());
+  static const std::int16_t* cell_table_centre() {
+#if defined(RNNCORE_Q8_CELL_TANH_BITS)
+    if constexpr (IB == kCellTanhBits) return kCellTanh.v + 32768;
+#endif
+    return gate_table_centre<true>();
+  }
   RNNCORE_Q8_INLINE std::int16_t operator()(std::int32_t c) const {
-    if constexpr (IB >= 3) {
-      return centre[IB > 3 ? sat16(c * (1 << (IB - 3))) : c];
+    if constexpr (kPrescale >= 0) {
+      return centre[kPrescale > 0 ? sat16(c * (1 << kPrescale)) : c];
     } else {
       return tanh_fixed<IB>(c);
     }
