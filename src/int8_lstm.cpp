@@ -877,32 +877,40 @@ RNNCORE_Q8_INLINE void output_pairs_thumb2(int pairs, const StepMultiplier& m, s
                                            std::int8_t* out) {
   const std::int16_t* const end = tanh_c + 2 * pairs;
   const std::int32_t shift = m.right - 1;
-  std::int32_t o, t, x, k;
+  std::int32_t o, t, x;
+  std::int32_t k = pairs & 1;  // first an odd count's flag (two pairs a pass), then a temporary
+#define RNNCORE_Q8_OUTPUT_PAIR                      \
+  "ldr %[o], [%[tanh_c], %[o_row]]\n\t"            \
+  "ldr %[t], [%[tanh_c]], #4\n\t"                  \
+  "smulbb %[x], %[o], %[t]\n\t"                    \
+  "smultt %[o], %[o], %[t]\n\t"                    \
+  "add %[k], %[x], %[x], asr #31\n\t"              \
+  "smmlar %[x], %[x], %[q], %[k]\n\t"              \
+  "asr %[x], %[x], %[shift]\n\t"                   \
+  "add %[x], %[x], #1\n\t"                         \
+  "add %[x], %[zp], %[x], asr #1\n\t"              \
+  "ssat %[x], #8, %[x]\n\t"                        \
+  "strb %[x], [%[out]], #2\n\t"                    \
+  "add %[k], %[o], %[o], asr #31\n\t"              \
+  "smmlar %[o], %[o], %[q], %[k]\n\t"              \
+  "asr %[o], %[o], %[shift]\n\t"                   \
+  "add %[o], %[o], #1\n\t"                         \
+  "add %[o], %[zp], %[o], asr #1\n\t"              \
+  "ssat %[o], #8, %[o]\n\t"                        \
+  "strb %[o], [%[out], #-1]\n\t"
   __asm__ volatile(
+      "cmp %[k], #0\n\t"
+      "bne 2f\n\t"
       "1:\n\t"
-      "ldr %[o], [%[tanh_c], %[o_row]]\n\t"
-      "ldr %[t], [%[tanh_c]], #4\n\t"
-      "smulbb %[x], %[o], %[t]\n\t"
-      "smultt %[o], %[o], %[t]\n\t"
-      "add %[k], %[x], %[x], asr #31\n\t"
-      "smmlar %[x], %[x], %[q], %[k]\n\t"
-      "asr %[x], %[x], %[shift]\n\t"
-      "add %[x], %[x], #1\n\t"
-      "add %[x], %[zp], %[x], asr #1\n\t"
-      "ssat %[x], #8, %[x]\n\t"
-      "strb %[x], [%[out]], #2\n\t"
-      "add %[k], %[o], %[o], asr #31\n\t"
-      "smmlar %[o], %[o], %[q], %[k]\n\t"
-      "asr %[o], %[o], %[shift]\n\t"
-      "add %[o], %[o], #1\n\t"
-      "add %[o], %[zp], %[o], asr #1\n\t"
-      "ssat %[o], #8, %[o]\n\t"
-      "strb %[o], [%[out], #-1]\n\t"
+      RNNCORE_Q8_OUTPUT_PAIR
+      "2:\n\t"
+      RNNCORE_Q8_OUTPUT_PAIR
       "cmp %[tanh_c], %[end]\n\t"
       "bne 1b"
-      : [tanh_c] "+r"(tanh_c), [out] "+r"(out), [o] "=&r"(o), [t] "=&r"(t), [x] "=&r"(x), [k] "=&r"(k)
+      : [tanh_c] "+r"(tanh_c), [out] "+r"(out), [o] "=&r"(o), [t] "=&r"(t), [x] "=&r"(x), [k] "+r"(k)
       : [end] "r"(end), [q] "r"(m.doubled), [shift] "r"(shift), [zp] "r"(zp), [o_row] "i"(6 * kUnitBlock)
       : "cc", "memory");
+#undef RNNCORE_Q8_OUTPUT_PAIR
 }
 #endif
 
@@ -962,21 +970,29 @@ RNNCORE_Q8_INLINE void cell_pairs_thumb2(int pairs, std::int16_t* act, std::int1
   "ssat %[f], #16, %[f], lsl %[prescale]\n\t"                              \
   "ldrh %[f], [%[centre], %[f], lsl #1]\n\t"                               \
   "strh %[f], [%[act], %[" i_row "]]\n\t"
+  // act advances as i's pair is loaded, so the rows' offsets are 4 bytes short
+#define RNNCORE_Q8_CELL_PAIR                   \
+  "ldr %[gi], [%[act]], #4\n\t"               \
+  "ldr %[gf], [%[act], %[f_row]]\n\t"         \
+  RNNCORE_Q8_CELL_UNIT("b", "g_row0", "i_row0") \
+  RNNCORE_Q8_CELL_UNIT("t", "g_row1", "i_row1")
+  k = pairs & 1;  // first an odd count's flag (two pairs a pass, an odd count entering at the second)
   __asm__ volatile(
+      "cmp %[k], #0\n\t"
+      "bne 2f\n\t"
       "1:\n\t"
-      "ldr %[gi], [%[act]]\n\t"
-      "ldr %[gf], [%[act], %[f_row]]\n\t"
-      RNNCORE_Q8_CELL_UNIT("b", "g_row0", "i_row0")
-      RNNCORE_Q8_CELL_UNIT("t", "g_row1", "i_row1")
-      "add %[act], %[act], #4\n\t"
+      RNNCORE_Q8_CELL_PAIR
+      "2:\n\t"
+      RNNCORE_Q8_CELL_PAIR
       "cmp %[act], %[end]\n\t"
       "bne 1b"
-      : [act] "+r"(act), [cells] "+r"(cells), [gi] "=&r"(gi), [gf] "=&r"(gf), [v] "=&r"(v), [f] "=&r"(f), [k] "=&r"(k)
+      : [act] "+r"(act), [cells] "+r"(cells), [gi] "=&r"(gi), [gf] "=&r"(gf), [v] "=&r"(v), [f] "=&r"(f), [k] "+r"(k)
       : [end] "r"(end), [fc_round] "r"(fc_round), [ig_round] "r"(ig_round), [high_gap] "r"(high_gap),
         [low_gap] "r"(low_gap), [centre] "r"(centre), [ig_shift] "i"(15 + IB), [prescale] "i"(kPrescale),
-        [f_row] "i"(2 * kUnitBlock), [g_row0] "i"(4 * kUnitBlock), [g_row1] "i"(4 * kUnitBlock + 2), [i_row0] "i"(0),
-        [i_row1] "i"(2)
+        [f_row] "i"(2 * kUnitBlock - 4), [g_row0] "i"(4 * kUnitBlock - 4), [g_row1] "i"(4 * kUnitBlock - 2),
+        [i_row0] "i"(-4), [i_row1] "i"(-2)
       : "cc", "memory");
+#undef RNNCORE_Q8_CELL_PAIR
 #undef RNNCORE_Q8_CELL_UNIT
 }
 #endif
