@@ -556,7 +556,7 @@ const std::int16_t* gate_table_centre() {
 void fill_tables(int) {}
 #endif
 
-// The step's loops in Thumb-2 assembly, two units a pass (gate_pairs_thumb2, cell_pairs_thumb2,
+// The step's loops in Thumb-2 assembly, units in pairs (gate_pairs_thumb2, cell_pairs_thumb2,
 // output_pairs_thumb2): optimized builds only, as their 13 registers are more than GCC leaves an
 // asm statement at -O0.
 #if defined(RNNCORE_Q8_ACLE) && defined(__thumb2__) && defined(__OPTIMIZE__)
@@ -870,8 +870,8 @@ RNNCORE_Q8_INLINE void output_units(const StepMultiplier& m, std::int32_t zp, in
 }
 
 #if defined(RNNCORE_Q8_THUMB2_LOOPS)
-// output_units<true> on Thumb-2, two units a pass: their o and tanh(c) loaded in pairs and one loop
-// test, 10 instructions a unit instead of 12 (the same arithmetic as StepMultiplier::apply). tanh_c
+// output_units<true> on Thumb-2, two pairs of units a pass: their o and tanh(c) loaded in pairs and
+// one loop test, 9.5 instructions a unit instead of 12 (the same arithmetic as StepMultiplier::apply). tanh_c
 // is act[0] of a block (4-byte aligned), o its act[3], 6 · kUnitBlock bytes on; `pairs` >= 1.
 RNNCORE_Q8_INLINE void output_pairs_thumb2(int pairs, const StepMultiplier& m, std::int32_t zp, const std::int16_t* tanh_c,
                                            std::int8_t* out) {
@@ -932,7 +932,7 @@ RNNCORE_Q8_NOINLINE void update_outputs(const Int8LstmParams& p, int n, const st
 
 #if defined(RNNCORE_Q8_THUMB2_LOOPS) && defined(RNNCORE_Q8_CENTRED_TABLES)
 // update_cells' loop on Thumb-2 where tanh of the cell is a table centre (CellTanh::kPrescale >= 0),
-// two units a pass: 19.5 instructions a unit instead of 27. The same values, by three facts:
+// two pairs of units a pass: 18.5 instructions a unit instead of 27. The same values, by three facts:
 // - gf and gi are sigmoids, never negative, so [gf · c < 0] = [c < 0] and [gi · gg < 0] = [gg < 0]
 //   wherever the product is not 0 (and a product of 0 rounds to 0 with either): the rounding
 //   constant 2^(k−1) − [·< 0] is formed from the factor and added by SMLABB / SMLATB;
@@ -1062,7 +1062,7 @@ RNNCORE_Q8_INLINE void gate_units(int n, const std::int32_t* ax, const std::int3
 }
 
 #if defined(RNNCORE_Q8_THUMB2_LOOPS) && defined(RNNCORE_Q8_CENTRED_TABLES)
-// gate_units for per-tensor multipliers that both shift right, two units a pass, on Thumb-2 with a
+// gate_units for per-tensor multipliers that both shift right, units in pairs, on Thumb-2 with a
 // table centre: the same instructions as GCC's loop for a unit (StepMultiplier::apply, the two
 // saturations, the lookup), with the sums loaded in pairs (LDRD), the two activations stored as one
 // word and one loop test for two pairs (an odd count enters at the second): 14.5 instructions a
