@@ -1123,17 +1123,7 @@ RNNCORE_Q8_INLINE void gate_units_per_tensor(int n, const std::int32_t* ax, cons
   const auto x_mult = [&mx](int) -> const StepMultiplier& { return mx; };
   const auto h_mult = [&mh](int) -> const StepMultiplier& { return mh; };
   if (mx.right > 0 && mh.right > 0) {
-#if defined(RNNCORE_Q8_THUMB2_LOOPS) && defined(RNNCORE_Q8_CENTRED_TABLES)
-    const int paired = n & ~1;
-    if (paired > 0) {
-      gate_pairs_thumb2(paired / 2, ax, act, {mx.multiplier, -mx.right}, {mh.multiplier, -mh.right},
-                        GateActivation<kTanh>().centre);
-    }
-    if (paired == n) return;
-    gate_units<kTanh, true>(1, ax + paired, ah + paired, act + paired, x_mult, h_mult);
-#else
     gate_units<kTanh, true>(n, ax, ah, act, x_mult, h_mult);
-#endif
   } else {
     gate_units<kTanh, false>(n, ax, ah, act, x_mult, h_mult);
   }
@@ -1192,16 +1182,19 @@ RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const 
       p.dot_panels(products, 2);
     }
     if constexpr (!kPerChannel) {
+      int paired = 0;  // units the assembly loop took
 #if defined(RNNCORE_Q8_THUMB2_LOOPS) && defined(RNNCORE_Q8_CENTRED_TABLES)
-      // the usual case straight to the assembly loop: both multipliers shift right, whole pairs
-      if (p.x_mult[g].shift < 0 && p.h_mult[g].shift < 0 && (n & 1) == 0) {
-        gate_pairs_thumb2(n / 2, ax, act[g], p.x_mult[g], p.h_mult[g], g == 2 ? tanh_centre : sigmoid_centre);
-        continue;
+      // the usual case: both multipliers shift right; an odd block's last unit goes below
+      if (p.x_mult[g].shift < 0 && p.h_mult[g].shift < 0 && n >= 2) {
+        paired = n & ~1;
+        gate_pairs_thumb2(paired / 2, ax, act[g], p.x_mult[g], p.h_mult[g], g == 2 ? tanh_centre : sigmoid_centre);
+        if (paired == n) continue;
       }
 #endif
       const StepMultiplier mx(p.x_mult[g]), mh(p.h_mult[g]);
-      g == 2 ? gate_units_per_tensor<true>(n, ax, ah, act[g], mx, mh)
-             : gate_units_per_tensor<false>(n, ax, ah, act[g], mx, mh);
+      const int rest = n - paired;
+      g == 2 ? gate_units_per_tensor<true>(rest, ax + paired, ah + paired, act[g] + paired, mx, mh)
+             : gate_units_per_tensor<false>(rest, ax + paired, ah + paired, act[g] + paired, mx, mh);
     } else {  // each unit's own multipliers
       const std::int32_t* const xm = p.x_mult_rows[g] + 2 * j;
       const std::int32_t* const hm = p.h_mult_rows[g] + 2 * j;
