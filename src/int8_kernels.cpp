@@ -176,5 +176,54 @@ DotRowsKernel int8_best_dot_kernel(Isa cap) {
   return k[0];
 }
 
+namespace {
+
+// The step kernels, as the matrix-vector ones: every pair this build has, slowest first, with
+// whether this CPU runs it. Hosts only: the kernels read the host builds' activation tables.
+struct StepCandidate {
+  StepKernels kernels;
+  bool (*runs)();
+};
+
+const StepCandidate kStepCandidates[] = {
+#if !defined(RNNCORE_NO_HEAP) && defined(RNNCORE_BUILD_I8_AVX2)
+    {{"i32_gate_act_avx2_8", i32_gate_act_avx2_8, "i16_cell_update_avx2_8", i16_cell_update_avx2_8, Isa::avx2}, has_avx2},
+#endif
+#if !defined(RNNCORE_NO_HEAP) && defined(RNNCORE_BUILD_I8_NEON)
+    {{"i32_gate_act_neon_8", i32_gate_act_neon_8, "i16_cell_update_neon_8", i16_cell_update_neon_8, Isa::neon}, has_neon},
+#endif
+    {{nullptr, nullptr, nullptr, nullptr, Isa::none}, nullptr},  // the end (keeps the array non-empty)
+};
+constexpr int kStepCandidateCount = static_cast<int>(sizeof kStepCandidates / sizeof kStepCandidates[0]) - 1;
+
+struct StepKernelList {
+  StepKernels k[kStepCandidateCount + 1];
+  int n = 0;
+};
+
+StepKernelList detect_step_kernels() {
+  StepKernelList l;
+  for (int i = 0; i < kStepCandidateCount; ++i)
+    if (kStepCandidates[i].runs()) l.k[l.n++] = kStepCandidates[i].kernels;
+  return l;
+}
+
+}  // namespace
+
+const StepKernels* int8_step_kernels(int* count) {
+  static const StepKernelList list = detect_step_kernels();
+  *count = list.n;
+  return list.k;
+}
+
+const StepKernels* int8_best_step_kernels(Isa cap) {
+  int n = 0;
+  const StepKernels* k = int8_step_kernels(&n);
+  const Isa env = detail::env_isa_cap();
+  for (int i = n - 1; i >= 0; --i)
+    if (detail::isa_within_cap(k[i].isa, cap) && detail::isa_within_cap(k[i].isa, env)) return &k[i];
+  return nullptr;
+}
+
 }  // namespace q8
 }  // namespace rnncore

@@ -492,6 +492,7 @@ namespace {
 struct GateTables {
   std::int16_t sigmoid[65536];
   std::int16_t tanh3[65536];
+  std::int16_t gather_pad[2];  // the step kernels' 32-bit gathers read one int16 past the last entry
   GateTables() {
     for (std::int32_t v = -32768; v <= 32767; ++v) {
       sigmoid[v + 32768] = sigmoid_fixed(static_cast<std::int16_t>(v));
@@ -519,6 +520,7 @@ template <int IB>
 const std::int16_t* cell_tanh_table_for() {
   struct Table {
     std::int16_t v[65536];
+    std::int16_t gather_pad[2];  // as GateTables'
     Table() {
       for (std::int32_t x = -32768; x <= 32767; ++x) v[x + 32768] = tanh_fixed<IB>(static_cast<std::int16_t>(x));
     }
@@ -738,6 +740,10 @@ Status derive_scales(const Int8LstmQuantization& q, int input_size, int hidden_s
     p.r[g] = r[g];
   }
   p.dot = int8_best_dot_kernel().fn;
+  if (const StepKernels* k = int8_best_step_kernels()) {
+    p.gate_activations = k->gate;
+    p.cell_update = k->cell;
+  }
   RNNCORE_RETURN_IF_ERROR(check_layout(q.weight_layout, w, r, &p));
   *out = p;
   return Status::ok;
@@ -1005,12 +1011,20 @@ template <int IB>
 void update_cells(const Int8LstmParams& p, std::size_t j, int n, std::int16_t (*act)[kUnitBlock], std::int16_t* c,
                   std::int8_t* h_next) {
   const CellTanh<IB >= 0 ? IB : 0> cell_tanh;
+  std::int16_t* const cells = c + j;
+  int first = 0;  // units a step kernel finished, output state included
+#if !defined(RNNCORE_NO_HEAP)
+  if (p.cell_update != nullptr) {
+    const CellUpdate cu{IB >= 0 ? cell_tanh.centre : nullptr, p.cell_log2, p.cell_clip, p.hidden_mult, p.hidden_zp};
+    first = p.cell_update(n, cu, BlockGates{act[0], act[1], act[2], act[3]}, cells, h_next + j);
+    if (first == n) return;
+  }
+#endif
   // The clip as two bounds, the int16 range without one (the sum is saturated to it already), so
   // that the loop does not test for it.
   const std::int32_t clip_high = p.cell_clip > 0 ? p.cell_clip : kI16Max;
   const std::int32_t clip_low = p.cell_clip > 0 ? -p.cell_clip : kI16Min;
-  std::int16_t* const cells = c + j;
-  int u = 0;
+  int u = first;
 #if defined(RNNCORE_Q8_THUMB2_LOOPS) && defined(RNNCORE_Q8_CENTRED_TABLES)
   if constexpr (IB >= 0 && decltype(cell_tanh)::kPrescale >= 0) {
     u = n & ~1;
@@ -1042,16 +1056,31 @@ void update_cells(const Int8LstmParams& p, std::size_t j, int n, std::int16_t (*
     // left in act[0].
     if constexpr (IB >= 0) act[0][u] = cell_tanh(cn);
   }
-  update_outputs(p, n, act[3], act[0], h_next + j);
+  update_outputs(p, n - first, act[3] + first, act[0] + first, h_next + j + first);
 }
 
-// A gate's activations of n units from their int32 sums (kTanh: the cell gate g, else a sigmoid);
-// x_mult(u) and h_mult(u) give unit u's multipliers (the same for all units per tensor, where the
-// compiler hoists them). kRightShifts: every multiplier shifts right (StepMultiplier::apply).
-template <bool kTanh, bool kRightShifts, class XMult, class HMult>
+// update_cells for the parameters' cell scale.
+RNNCORE_Q8_INLINE void update_cells_any(const Int8LstmParams& p, std::size_t j, int n, std::int16_t (*act)[kUnitBlock], std::int16_t* c,
+                      std::int8_t* h_next) {
+  switch (15 + p.cell_log2) {  // derive_scales admits cell_log2 <= −9
+    case 0: update_cells<0>(p, j, n, act, c, h_next); break;
+    case 1: update_cells<1>(p, j, n, act, c, h_next); break;
+    case 2: update_cells<2>(p, j, n, act, c, h_next); break;
+    case 3: update_cells<3>(p, j, n, act, c, h_next); break;
+    case 4: update_cells<4>(p, j, n, act, c, h_next); break;
+    case 5: update_cells<5>(p, j, n, act, c, h_next); break;
+    case 6: update_cells<6>(p, j, n, act, c, h_next); break;
+    default: update_cells<-1>(p, j, n, act, c, h_next); break;
+  }
+}
+
+// A gate's activations of n units from their int32 sums (`activation` of an int16 value: a
+// GateActivation, the sigmoid or the cell gate's tanh); x_mult(u) and h_mult(u) give unit u's
+// multipliers (the same for all units per tensor, where the compiler hoists them). kRightShifts:
+// every multiplier shifts right (StepMultiplier::apply).
+template <bool kRightShifts, class XMult, class HMult, class Activation>
 RNNCORE_Q8_INLINE void gate_units(int n, const std::int32_t* ax, const std::int32_t* ah, std::int16_t* act,
-                                  XMult x_mult, HMult h_mult) {
-  const GateActivation<kTanh> activation;
+                                  XMult x_mult, HMult h_mult, const Activation& activation) {
   for (int u = 0; u < n; ++u) {
     // Each product is rescaled to Q3.12 on its own and saturated; then the two are summed and
     // saturated again (TFLite accumulates the recurrent part onto the saturated input part).
@@ -1122,10 +1151,11 @@ RNNCORE_Q8_INLINE void gate_units_per_tensor(int n, const std::int32_t* ax, cons
                                              const StepMultiplier& mx, const StepMultiplier& mh) {
   const auto x_mult = [&mx](int) -> const StepMultiplier& { return mx; };
   const auto h_mult = [&mh](int) -> const StepMultiplier& { return mh; };
+  const GateActivation<kTanh> activation;
   if (mx.right > 0 && mh.right > 0) {
-    gate_units<kTanh, true>(n, ax, ah, act, x_mult, h_mult);
+    gate_units<true>(n, ax, ah, act, x_mult, h_mult, activation);
   } else {
-    gate_units<kTanh, false>(n, ax, ah, act, x_mult, h_mult);
+    gate_units<false>(n, ax, ah, act, x_mult, h_mult, activation);
   }
 }
 
@@ -1165,7 +1195,7 @@ RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const 
   PanelProduct products[2] = {{nullptr, in.x_pairs, nullptr, ax, n, x_words}, {nullptr, in.h_pairs, nullptr, ah, n, h_words}};
   const std::size_t x_panels = kInterleaved ? interleaved4_offset(j0, 0, x_words) : j * I;
   const std::size_t h_panels = kInterleaved ? interleaved4_offset(j0, 0, h_words) : j * H;
-#if defined(RNNCORE_Q8_THUMB2_LOOPS) && defined(RNNCORE_Q8_CENTRED_TABLES)
+#if defined(RNNCORE_Q8_CENTRED_TABLES)
   const std::int16_t* const sigmoid_centre = GateActivation<false>().centre;
   const std::int16_t* const tanh_centre = GateActivation<true>().centre;
 #endif
@@ -1181,42 +1211,84 @@ RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const 
       products[1].bias = p.h_bias[g] + j;
       p.dot_panels(products, 2);
     }
+    int done = 0;  // units a step kernel or the assembly loop took
+#if !defined(RNNCORE_NO_HEAP)
+    if (p.gate_activations != nullptr) {
+      GateScaling s{p.x_mult[g], p.h_mult[g]};
+      if constexpr (kPerChannel) {
+        s.x_rows = p.x_mult_rows[g] + 2 * j;
+        s.h_rows = p.h_mult_rows[g] + 2 * j;
+      }
+      done = p.gate_activations(n, ax, ah, s, g == 2 ? tanh_centre : sigmoid_centre, act[g]);
+      if (done == n) continue;
+    }
+#endif
     if constexpr (!kPerChannel) {
-      int paired = 0;  // units the assembly loop took
 #if defined(RNNCORE_Q8_THUMB2_LOOPS) && defined(RNNCORE_Q8_CENTRED_TABLES)
       // the usual case: both multipliers shift right; an odd block's last unit goes below
       if (p.x_mult[g].shift < 0 && p.h_mult[g].shift < 0 && n >= 2) {
-        paired = n & ~1;
-        gate_pairs_thumb2(paired / 2, ax, act[g], p.x_mult[g], p.h_mult[g], g == 2 ? tanh_centre : sigmoid_centre);
-        if (paired == n) continue;
+        done = n & ~1;
+        gate_pairs_thumb2(done / 2, ax, act[g], p.x_mult[g], p.h_mult[g], g == 2 ? tanh_centre : sigmoid_centre);
+        if (done == n) continue;
       }
 #endif
       const StepMultiplier mx(p.x_mult[g]), mh(p.h_mult[g]);
-      const int rest = n - paired;
-      g == 2 ? gate_units_per_tensor<true>(rest, ax + paired, ah + paired, act[g] + paired, mx, mh)
-             : gate_units_per_tensor<false>(rest, ax + paired, ah + paired, act[g] + paired, mx, mh);
+      g == 2 ? gate_units_per_tensor<true>(n - done, ax + done, ah + done, act[g] + done, mx, mh)
+             : gate_units_per_tensor<false>(n - done, ax + done, ah + done, act[g] + done, mx, mh);
     } else {  // each unit's own multipliers
-      const std::int32_t* const xm = p.x_mult_rows[g] + 2 * j;
-      const std::int32_t* const hm = p.h_mult_rows[g] + 2 * j;
+      const std::int32_t* const xm = p.x_mult_rows[g] + 2 * (j + static_cast<std::size_t>(done));
+      const std::int32_t* const hm = p.h_mult_rows[g] + 2 * (j + static_cast<std::size_t>(done));
       const auto x_mult = [xm](int u) { return StepMultiplier({xm[2 * u], xm[2 * u + 1]}); };
       const auto h_mult = [hm](int u) { return StepMultiplier({hm[2 * u], hm[2 * u + 1]}); };
-      g == 2 ? gate_units<true, false>(n, ax, ah, act[g], x_mult, h_mult)
-             : gate_units<false, false>(n, ax, ah, act[g], x_mult, h_mult);
+      g == 2 ? gate_units<false>(n - done, ax + done, ah + done, act[g] + done, x_mult, h_mult, GateActivation<true>())
+             : gate_units<false>(n - done, ax + done, ah + done, act[g] + done, x_mult, h_mult, GateActivation<false>());
     }
   }
-  switch (15 + p.cell_log2) {  // derive_scales admits cell_log2 <= −9
-    case 0: update_cells<0>(p, j, n, act, c, h_next); break;
-    case 1: update_cells<1>(p, j, n, act, c, h_next); break;
-    case 2: update_cells<2>(p, j, n, act, c, h_next); break;
-    case 3: update_cells<3>(p, j, n, act, c, h_next); break;
-    case 4: update_cells<4>(p, j, n, act, c, h_next); break;
-    case 5: update_cells<5>(p, j, n, act, c, h_next); break;
-    case 6: update_cells<6>(p, j, n, act, c, h_next); break;
-    default: update_cells<-1>(p, j, n, act, c, h_next); break;
-  }
+  update_cells_any(p, j, n, act, c, h_next);
 }
 
 }  // namespace
+
+#if !defined(RNNCORE_NO_HEAP)
+const std::int16_t* int8_gate_table_centre(bool tanh) {
+  return tanh ? gate_table_centre<true>() : gate_table_centre<false>();
+}
+
+const std::int16_t* int8_cell_tanh_centre(int integer_bits) {
+  const std::int16_t* t = cell_tanh_table(integer_bits);
+  return t != nullptr ? t + 32768 : nullptr;
+}
+
+int i32_gate_act_scalar(int n, const std::int32_t* ax, const std::int32_t* ah, const GateScaling& s,
+                        const std::int16_t* centre, std::int16_t* act) {
+  const auto lookup = [centre](std::int32_t z) { return centre[z]; };
+  const StepMultiplier mx(s.x), mh(s.h);
+  const auto x_mult = [&s, &mx](int u) { return s.x_rows ? StepMultiplier({s.x_rows[2 * u], s.x_rows[2 * u + 1]}) : mx; };
+  const auto h_mult = [&s, &mh](int u) { return s.h_rows ? StepMultiplier({s.h_rows[2 * u], s.h_rows[2 * u + 1]}) : mh; };
+  gate_units<false>(n, ax, ah, act, x_mult, h_mult, lookup);
+  return n;
+}
+
+int i16_cell_update_scalar(int n, const CellUpdate& cu, const BlockGates& gates, std::int16_t* c, std::int8_t* h_next) {
+  Int8LstmParams p;  // what update_cells reads, and no step kernel
+  p.cell_log2 = cu.cell_log2;
+  p.cell_clip = cu.cell_clip;
+  p.hidden_mult = cu.hidden_mult;
+  p.hidden_zp = cu.hidden_zp;
+  std::int16_t act[kGates][kUnitBlock];
+  for (int j0 = 0; j0 < n; j0 += kUnitBlock) {
+    const int m = n - j0 < kUnitBlock ? n - j0 : kUnitBlock;
+    for (int u = 0; u < m; ++u) {
+      act[0][u] = gates.i[j0 + u];
+      act[1][u] = gates.f[j0 + u];
+      act[2][u] = gates.g[j0 + u];
+      act[3][u] = gates.o[j0 + u];
+    }
+    update_cells_any(p, static_cast<std::size_t>(j0), m, act, c, h_next);
+  }
+  return n;
+}
+#endif
 
 void int8_lstm_step(const Int8LstmParams& p, int batch, const std::int8_t* x, std::int8_t* h,
                     std::int16_t* c, std::int8_t* scratch) {

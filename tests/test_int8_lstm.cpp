@@ -148,14 +148,20 @@ TEST_CASE("int8 LSTM: bit-exact with LiteRT's integer LSTM (8x8_16) on the golde
     CAPTURE(path);
     Case c;
     load(path, &c);
-    // Every kernel of both weight layouts: the row-major ones, then the interleaved ones.
-    int nk = 0, np = 0;
+    // Every kernel of both weight layouts: the row-major ones, then the interleaved ones; each with
+    // the step's scalar code for the rest of the step and with each pair of step kernels.
+    int nk = 0, np = 0, ns = 0;
     const DotRowsKernel* kernels = int8_dot_kernels(&nk);
     const DotPanelsKernel* panels = int8_panel_kernels(&np);
+#if !defined(RNNCORE_NO_HEAP)
+    const StepKernels* step_kernels = int8_step_kernels(&ns);
+#endif
+    for (int si = -1; si < ns; ++si) {
     for (int ki = 0; ki < nk + np; ++ki) {
     const bool interleaved = ki >= nk;
     const std::string kernel_name = interleaved ? panels[ki - nk].name : kernels[ki].name;
     CAPTURE(kernel_name);
+    CAPTURE(si);
     Int8LstmQuantization q = c.q;
     q.weight_layout = interleaved ? Int8WeightLayout::interleaved4 : Int8WeightLayout::row_major;
     Prepared pr;
@@ -168,6 +174,13 @@ TEST_CASE("int8 LSTM: bit-exact with LiteRT's integer LSTM (8x8_16) on the golde
       CHECK((pr.p.dot == int8_best_dot_kernel().fn));
       pr.p.dot = kernels[ki].fn;
     }
+#if !defined(RNNCORE_NO_HEAP)
+    const StepKernels* best_step = int8_best_step_kernels();
+    CHECK((pr.p.gate_activations == (best_step ? best_step->gate : nullptr)));
+    CHECK((pr.p.cell_update == (best_step ? best_step->cell : nullptr)));
+    pr.p.gate_activations = si < 0 ? nullptr : step_kernels[si].gate;
+    pr.p.cell_update = si < 0 ? nullptr : step_kernels[si].cell;
+#endif
     std::vector<std::int8_t> h = c.h0, y(static_cast<std::size_t>(c.B) * c.T * c.H);
     std::vector<std::int16_t> cs = c.c0;
     std::vector<std::int8_t> scratch(int8_lstm_scratch_bytes(pr.p));
@@ -186,6 +199,7 @@ TEST_CASE("int8 LSTM: bit-exact with LiteRT's integer LSTM (8x8_16) on the golde
                                           << int(c.y[my < 0 ? 0 : my]));
     CHECK(first_mismatch(h, c.hn) < 0);
     CHECK(first_mismatch(cs, c.cn) < 0);
+    }
     }
   }
 }
@@ -695,6 +709,155 @@ TEST_CASE("int8 kernels: every kernel equals the scalar one, bit for bit") {
   CHECK(out == static_cast<std::int32_t>(static_cast<std::uint32_t>(kMax) + 300u * 16384u));
   CHECK(out < 0);
 }
+
+#if !defined(RNNCORE_NO_HEAP)
+namespace {
+
+// What the step's scalar code computes for one gate sum (multiply_by_quantized_multiplier), and
+// whether adding a saturated int16 to it stays within int32: the scalar code (as TFLite) adds
+// them in int32, so inputs beyond that are not fed to it.
+bool sum_fits(std::int32_t a, QuantizedMultiplier m, std::int64_t addend) {
+  const std::int64_t v = multiply_by_quantized_multiplier(a, m) + addend;
+  return v >= std::numeric_limits<std::int32_t>::min() && v <= std::numeric_limits<std::int32_t>::max();
+}
+
+// A multiplier as int8_lstm_prepare makes them: M in [2^30, 2^31), the shift mostly right.
+QuantizedMultiplier random_multiplier(std::mt19937& rng, int shift_low, int shift_high) {
+  std::uniform_int_distribution<std::int32_t> m(1 << 30, std::numeric_limits<std::int32_t>::max());
+  std::uniform_int_distribution<int> shift(shift_low, shift_high);
+  const std::int32_t pick = std::uniform_int_distribution<int>(0, 9)(rng);
+  return {pick == 0 ? (1 << 30) : (pick == 1 ? std::numeric_limits<std::int32_t>::max() : m(rng)), shift(rng)};
+}
+
+// An int32 sum: random, small, or one of the extremes.
+std::int32_t random_sum(std::mt19937& rng) {
+  constexpr std::int32_t kMin = std::numeric_limits<std::int32_t>::min(), kMax = std::numeric_limits<std::int32_t>::max();
+  switch (std::uniform_int_distribution<int>(0, 5)(rng)) {
+    case 0: return std::uniform_int_distribution<std::int32_t>(kMin, kMax)(rng);
+    case 1: return std::uniform_int_distribution<std::int32_t>(-(1 << 20), 1 << 20)(rng);
+    case 2: return std::uniform_int_distribution<int>(0, 1)(rng) ? kMin : kMax;
+    case 3: return std::uniform_int_distribution<std::int32_t>(-4, 4)(rng);
+    default: return std::uniform_int_distribution<std::int32_t>(-(1 << 26), 1 << 26)(rng);
+  }
+}
+
+std::int16_t random_i16(std::mt19937& rng, bool gate) {
+  // gates: mostly what a sigmoid gives (0 .. 32767), sometimes anything; else any int16 with extremes
+  const int pick = std::uniform_int_distribution<int>(0, 7)(rng);
+  if (pick == 0) return std::uniform_int_distribution<int>(0, 1)(rng) ? std::int16_t{-32768} : std::int16_t{32767};
+  if (gate && pick < 6) return static_cast<std::int16_t>(std::uniform_int_distribution<int>(0, 32767)(rng));
+  return static_cast<std::int16_t>(std::uniform_int_distribution<int>(-32768, 32767)(rng));
+}
+
+}  // namespace
+
+TEST_CASE("int8 step kernels: every step kernel equals the step's scalar code, bit for bit") {
+  int nk = 0;
+  const StepKernels* kernels = int8_step_kernels(&nk);
+  for (int i = 0; i < nk; ++i)
+    MESSAGE("int8 step kernels " << i << ": " << std::string(kernels[i].gate_name) << ", " << std::string(kernels[i].cell_name));
+  // The choice: the last kernels within the cap; none (the scalar code) under Isa::none.
+  CHECK(int8_best_step_kernels(Isa::none) == nullptr);
+  const char* env = std::getenv("RNNCORE_MAX_ISA");
+  if (nk > 0 && (env == nullptr || *env == '\0')) CHECK(int8_best_step_kernels() == &kernels[nk - 1]);
+  std::mt19937 rng(20261127);
+  long gate_calls = 0, cell_calls = 0;
+  constexpr std::int16_t kGuard16 = 0x5A5A;
+  constexpr std::int8_t kGuard8 = 0x5A;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int n = trial < 80 ? 1 + trial % 40 : std::uniform_int_distribution<int>(1, 100)(rng);
+    CAPTURE(n);
+    CAPTURE(trial);
+    // ---- a gate: per tensor (right shifts as in every model seen, or left / no shift) or per unit
+    const int kind = trial % 4;
+    const int shift_high = kind == 1 ? 3 : -1;
+    GateScaling s{random_multiplier(rng, -24, shift_high), random_multiplier(rng, -24, shift_high)};
+    std::vector<std::int32_t> x_rows(2 * static_cast<std::size_t>(n)), h_rows(x_rows.size());
+    if (kind == 3) {
+      for (int u = 0; u < n; ++u) {
+        const QuantizedMultiplier mx = random_multiplier(rng, -24, 2), mh = random_multiplier(rng, -24, 2);
+        x_rows[2 * u] = mx.multiplier;
+        x_rows[2 * u + 1] = mx.shift;
+        h_rows[2 * u] = mh.multiplier;
+        h_rows[2 * u + 1] = mh.shift;
+      }
+      s.x_rows = x_rows.data();
+      s.h_rows = h_rows.data();
+    }
+    std::vector<std::int32_t> ax(static_cast<std::size_t>(n)), ah(ax.size());
+    for (int u = 0; u < n; ++u) {
+      const auto mult = [&](const std::int32_t* rows, QuantizedMultiplier m) {
+        return rows != nullptr ? QuantizedMultiplier{rows[2 * u], rows[2 * u + 1]} : m;
+      };
+      ax[u] = random_sum(rng);
+      ah[u] = random_sum(rng);
+      if (!sum_fits(ah[u], mult(s.h_rows, s.h), 32768)) ah[u] = 0;
+      if (!sum_fits(ah[u], mult(s.h_rows, s.h), -32768)) ah[u] = 0;
+    }
+    const bool tanh = trial % 3 == 0;
+    const std::int16_t* centre = int8_gate_table_centre(tanh);
+    std::vector<std::int16_t> want(static_cast<std::size_t>(n));
+    REQUIRE(i32_gate_act_scalar(n, ax.data(), ah.data(), s, centre, want.data()) == n);
+    for (int ki = 0; ki < nk; ++ki) {
+      CAPTURE(kernels[ki].gate_name);
+      std::vector<std::int16_t> got(static_cast<std::size_t>(n) + 1, kGuard16);
+      const int done = kernels[ki].gate(n, ax.data(), ah.data(), s, centre, got.data());
+      ++gate_calls;
+      CHECK(done == (n & ~7));
+      for (int u = 0; u < done; ++u) {
+        if (got[u] != want[u]) {
+          FAIL_CHECK("unit " << u << ": " << got[u] << " vs " << want[u] << " (ax " << ax[u] << ", ah " << ah[u] << ")");
+          break;
+        }
+      }
+      for (int u = done; u <= n; ++u) CHECK(got[u] == kGuard16);
+    }
+    // ---- a cell update: every cell scale, with and without a clip, outputs shifted either way
+    CellUpdate cu{};
+    cu.cell_log2 = -30 + trial % 22;
+    cu.cell_clip = trial % 5 == 0 ? static_cast<std::int16_t>(std::uniform_int_distribution<int>(1, 32767)(rng)) : 0;
+    // (no left shift: the scalar code adds the zero point in int32, which o · t = 2^30 shifted left
+    // could overflow; a real output scale would have to be below 2^-31 for one)
+    cu.hidden_mult = random_multiplier(rng, -31, trial % 7 == 0 ? 0 : -1);
+    cu.hidden_zp = std::uniform_int_distribution<int>(-128, 127)(rng);
+    cu.tanh_centre = int8_cell_tanh_centre(15 + cu.cell_log2);
+    CAPTURE(cu.cell_log2);
+    std::vector<std::int16_t> gi(static_cast<std::size_t>(n)), gf(gi.size()), gg(gi.size()), go(gi.size()), c0(gi.size());
+    for (int u = 0; u < n; ++u) {
+      gi[u] = random_i16(rng, true);
+      gf[u] = random_i16(rng, true);
+      gg[u] = random_i16(rng, false);
+      go[u] = random_i16(rng, true);
+      c0[u] = random_i16(rng, false);
+    }
+    const BlockGates gates{gi.data(), gf.data(), gg.data(), go.data()};
+    std::vector<std::int16_t> want_c = c0;
+    std::vector<std::int8_t> want_h(static_cast<std::size_t>(n));
+    REQUIRE(i16_cell_update_scalar(n, cu, gates, want_c.data(), want_h.data()) == n);
+    for (int ki = 0; ki < nk; ++ki) {
+      CAPTURE(kernels[ki].cell_name);
+      std::vector<std::int16_t> got_c = c0;
+      got_c.push_back(kGuard16);
+      std::vector<std::int8_t> got_h(static_cast<std::size_t>(n) + 1, kGuard8);
+      const int done = kernels[ki].cell(n, cu, gates, got_c.data(), got_h.data());
+      ++cell_calls;
+      CHECK(done == (n & ~7));
+      for (int u = 0; u < done; ++u) {
+        if (got_c[u] != want_c[u] || got_h[u] != want_h[u]) {
+          FAIL_CHECK("unit " << u << ": c " << got_c[u] << " vs " << want_c[u] << ", h " << int(got_h[u]) << " vs "
+                             << int(want_h[u]) << " (i " << gi[u] << ", f " << gf[u] << ", g " << gg[u] << ", o " << go[u]
+                             << ", c " << c0[u] << ")");
+          break;
+        }
+      }
+      for (int u = done; u < n; ++u) CHECK(got_c[u] == c0[u]);
+      CHECK(got_c[static_cast<std::size_t>(n)] == kGuard16);
+      for (int u = done; u <= n; ++u) CHECK(got_h[u] == kGuard8);
+    }
+  }
+  MESSAGE(gate_calls << " gate and " << cell_calls << " cell kernel calls compared with the scalar code");
+}
+#endif
 
 TEST_CASE("int8 LSTM: an unknown weight layout and misaligned interleaved weights are refused") {
   const std::vector<std::string> cases = list_cases();

@@ -1,8 +1,9 @@
-// The integer LSTM's matrix-vector kernels: the one operation of an int8 LSTM step whose speed
-// matters (a row block of a gate's weights times the int8 input or state). Everything around it
-// (rescaling, activations, the cell) is the scalar reference's own code in src/int8_lstm.cpp, so
-// a kernel need only produce exact int32 sums: every kernel is bit-identical to `scalar` by
-// construction, and tests/test_int8_lstm.cpp proves it on every kernel this build has.
+// The integer LSTM's kernels. The matrix-vector kernels do the step's multiply-adds (a row block
+// of a gate's weights times the int8 input or state) and need only produce exact int32 sums, so
+// every one is bit-identical to `scalar` by construction. The step kernels do the rest of a step
+// on SIMD lanes (rescaling, activations, the cell and the output), the arithmetic of the scalar
+// code in src/int8_lstm.cpp, which is their specification. tests/test_int8_lstm.cpp proves every
+// kernel this build has against the scalar code, bit for bit.
 #ifndef RNNCORE_SRC_INTERNAL_INT8_KERNELS_HPP
 #define RNNCORE_SRC_INTERNAL_INT8_KERNELS_HPP
 
@@ -13,6 +14,13 @@
 
 namespace rnncore {
 namespace q8 {
+
+/// A real multiplier m as TFLite represents it: m ≈ multiplier · 2^(shift − 31), multiplier in
+/// [2^30, 2^31). `quantize_multiplier` derives it from a scale once, at prepare time.
+struct QuantizedMultiplier {
+  std::int32_t multiplier = 0;
+  int shift = 0;  ///< > 0: shift left before the high multiply; < 0: rounding shift right after it
+};
 
 /// out[j] = bias[j] + Σ_k w[j·k_size + k] · v[k] for 0 <= j < rows, in wrapping (two's
 /// complement) int32 arithmetic. w is row-major int8 [rows, k_size] with any alignment.
@@ -147,6 +155,72 @@ const DotRowsKernel* int8_dot_kernels(int* count);
 /// The fastest kernel this CPU runs within `cap` and the environment's cap RNNCORE_MAX_ISA (the
 /// last of int8_dot_kernels that both allow; the scalar one at worst).
 DotRowsKernel int8_best_dot_kernel(Isa cap = Isa::best);
+
+// ---- The step kernels: the rest of a step after the products, on SIMD lanes ----
+// Each takes the units of a block in whole groups of its lane count and returns how many units it
+// did; the step's scalar code does the rest (a block's last n mod 8 units), so that a kernel holds
+// no scalar copy of the arithmetic. Hosts only: they read the activations from the 128 KiB tables
+// of every int16 argument that host builds fill (src/int8_lstm.cpp), by their centres (entry 0 at
+// argument 0), and may read one int16 past a table's last entry (a gather of 32-bit words).
+
+/// A gate's fixed-point multipliers: per tensor, or per unit ((multiplier, shift) pairs from
+/// `x_rows[2 · u]` and `h_rows[2 · u]`, replacing x and h where not null).
+struct GateScaling {
+  QuantizedMultiplier x, h;
+  const std::int32_t* x_rows = nullptr;
+  const std::int32_t* h_rows = nullptr;
+};
+
+/// act[u] = centre[sat16(sat16(rescale(ax[u], x)) + rescale(ah[u], h))] for u below the count
+/// returned (a multiple of the lane count, at most n): a gate's activations from its sums, with
+/// rescale TFLite's MultiplyByQuantizedMultiplier (multiply_by_quantized_multiplier).
+using GateActivationsFn = int (*)(int n, const std::int32_t* ax, const std::int32_t* ah, const GateScaling& s,
+                                  const std::int16_t* centre, std::int16_t* act);
+
+/// What the cell update of a step needs beside the gates (int8_lstm_prepare derives it).
+struct CellUpdate {
+  const std::int16_t* tanh_centre;  ///< tanh of the cell's integer bits; null below 2^-15 (o · i, as LiteRT)
+  int cell_log2;                    ///< −30 .. −9
+  std::int16_t cell_clip;           ///< 0: none
+  QuantizedMultiplier hidden_mult;  ///< o · tanh(c) to the output state's scale
+  std::int32_t hidden_zp;
+};
+
+/// The block's gate activations, one row of units each (Q0.15).
+struct BlockGates {
+  const std::int16_t* i;
+  const std::int16_t* f;
+  const std::int16_t* g;
+  const std::int16_t* o;
+};
+
+/// For u below the count returned (as GateActivationsFn): the new cell state c[u] (in place) and
+/// the new output state h_next[u], as the step's scalar code computes them.
+using CellUpdateFn = int (*)(int n, const CellUpdate& cu, const BlockGates& gates, std::int16_t* c,
+                             std::int8_t* h_next);
+
+/// A pair of step kernels for one instruction set (names say op, ISA and lanes).
+struct StepKernels {
+  const char* gate_name;
+  GateActivationsFn gate;
+  const char* cell_name;
+  CellUpdateFn cell;
+  Isa isa;
+};
+
+int i32_gate_act_avx2_8(int n, const std::int32_t* ax, const std::int32_t* ah, const GateScaling& s,
+                        const std::int16_t* centre, std::int16_t* act);
+int i16_cell_update_avx2_8(int n, const CellUpdate& cu, const BlockGates& gates, std::int16_t* c, std::int8_t* h_next);
+int i32_gate_act_neon_8(int n, const std::int32_t* ax, const std::int32_t* ah, const GateScaling& s,
+                        const std::int16_t* centre, std::int16_t* act);
+int i16_cell_update_neon_8(int n, const CellUpdate& cu, const BlockGates& gates, std::int16_t* c, std::int8_t* h_next);
+
+/// The step kernels this build has and this CPU runs, slowest first (none in firmware builds, on
+/// SSE2-only CPUs, or on builds without SIMD); `count` receives how many.
+const StepKernels* int8_step_kernels(int* count);
+
+/// The fastest step kernels within `cap` and RNNCORE_MAX_ISA, or null: the scalar code.
+const StepKernels* int8_best_step_kernels(Isa cap = Isa::best);
 
 }  // namespace q8
 }  // namespace rnncore

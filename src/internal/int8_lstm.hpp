@@ -18,13 +18,6 @@
 namespace rnncore {
 namespace q8 {
 
-/// A real multiplier m as TFLite represents it: m ≈ multiplier · 2^(shift − 31), multiplier in
-/// [2^30, 2^31). `quantize_multiplier` derives it from a scale once, at prepare time.
-struct QuantizedMultiplier {
-  std::int32_t multiplier = 0;
-  int shift = 0;  ///< > 0: shift left before the high multiply; < 0: rounding shift right after it
-};
-
 /// TFLite's QuantizeMultiplier (frexp, round half away from zero, 2^31 carried into the shift).
 /// Refuses (Status::invalid_size, detail naming `what`) a scale that is not finite and positive,
 /// one below 2^-32 (every product would round to 0) and one of 2^30 or more (the multiplier's
@@ -100,6 +93,9 @@ struct Int8LstmParams {
   const std::int32_t* h_mult_rows[kGates] = {};
   DotRowsFn dot = nullptr;  ///< the matrix-vector kernel (prepare picks the fastest; tests set others)
   DotPanelsFn dot_panels = nullptr;  ///< the same for the interleaved layout
+  /// The step kernels for the rest of a step (int8_best_step_kernels); null: the scalar code.
+  GateActivationsFn gate_activations = nullptr;
+  CellUpdateFn cell_update = nullptr;
 };
 
 /// int32 words of effective-bias storage prepare needs: 8 · hidden_size.
@@ -163,6 +159,20 @@ Status int8_lstm_prepare_folded(const Int8LstmQuantization& q, int input_size, i
 /// `scratch`: int8_lstm_scratch_bytes(p) bytes. No checks: prepare validated the params.
 void int8_lstm_step(const Int8LstmParams& p, int batch, const std::int8_t* x, std::int8_t* h,
                     std::int16_t* c, std::int8_t* scratch);
+
+#if !defined(RNNCORE_NO_HEAP)
+/// Host builds: the centre (entry of argument 0) of the gates' activation table, the sigmoid or
+/// (tanh) tanh with 3 integer bits, and of tanh of a cell state with `integer_bits` (0..6; else
+/// null) integer bits: what the step kernels are given.
+const std::int16_t* int8_gate_table_centre(bool tanh);
+const std::int16_t* int8_cell_tanh_centre(int integer_bits);
+
+/// The step's own scalar code behind the step kernels' signatures (GateActivationsFn,
+/// CellUpdateFn; any n): the specification tests compare the kernels with.
+int i32_gate_act_scalar(int n, const std::int32_t* ax, const std::int32_t* ah, const GateScaling& s,
+                        const std::int16_t* centre, std::int16_t* act);
+int i16_cell_update_scalar(int n, const CellUpdate& cu, const BlockGates& gates, std::int16_t* c, std::int8_t* h_next);
+#endif
 
 /// A whole sequence, batch-major like the TFLite op (time_major false): x [batch, T, I],
 /// y [batch, T, H] (or null), h [batch, H] and c [batch, H] carry the state in and out.
