@@ -7,9 +7,11 @@
 // Each repetition runs a sequence of T steps (T chosen so that a repetition does about 2^25
 // multiply-adds, 8 to 256 steps); the time per step is the median repetition over T, in the
 // thread's CPU time. An int8 step
-// does 4 · H · (I + H) multiply-adds in its matrix-vector products, as does the f32 step. A last
-// row per size times the step with the products left out (not a kernel: the bias alone), the part
-// of the step no kernel speeds up.
+// does 4 · H · (I + H) multiply-adds in its matrix-vector products, as does the f32 step. Every
+// matrix-vector kernel runs with the step kernels prepare picks for the rest of the step (the
+// rescaling, activations, cell and output: "+ <step kernel>"), and the fastest one also with the
+// step's scalar code for it ("+ scalar rest"); the last rows time the step with the products left
+// out (not a kernel: the bias alone), the rest of the step alone, both ways.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -111,7 +113,7 @@ int main(int argc, char** argv) {
 
   std::printf("int8 LSTM step (I = H, B = 1), median of %d; GMAC/s = 4·H·(I+H) per step / time; "
               "ratio = f32 step time / int8 step time\n", reps);
-  std::printf("%6s %5s  %-28s %12s %9s %8s\n", "H", "T", "kernel", "us/step", "GMAC/s", "vs f32");
+  std::printf("%6s %5s  %-44s %12s %9s %8s\n", "H", "T", "kernel", "us/step", "GMAC/s", "vs f32");
   for (int H : sizes) {
     const int I = H;
     const double macs = 4.0 * H * (I + H);
@@ -154,20 +156,37 @@ int main(int argc, char** argv) {
     for (auto& v : x) v = static_cast<std::int8_t>(byte(rng));
     std::vector<std::int8_t> h(static_cast<std::size_t>(H)), scratch(int8_lstm_scratch_bytes(H));
     std::vector<std::int16_t> c(static_cast<std::size_t>(H));
-    for (int ki = 0; ki <= nk; ++ki) {
-      const bool rest = ki == nk;  // the last row: the step without its multiply-adds
-      p.dot = rest ? bias_only : kernels[ki].fn;
+    const GateActivationsFn step_gate = p.gate_activations;
+    const CellUpdateFn step_cell = p.cell_update;
+    const StepKernels* step = int8_best_step_kernels();
+    const std::string with_step = std::string(" + ") + (step ? step->gate_name : "scalar rest");
+    // Rows: every kernel with the step kernels; the fastest with the scalar rest (where there are
+    // step kernels); the rest alone, with the step kernels and (where there are) without.
+    struct Row { int kernel; bool scalar_rest; };
+    std::vector<Row> rows;
+    for (int ki = 0; ki < nk; ++ki) rows.push_back({ki, false});
+    if (step != nullptr) rows.push_back({nk - 1, true});
+    rows.push_back({-1, false});
+    if (step != nullptr) rows.push_back({-1, true});
+    for (const Row& row : rows) {
+      p.dot = row.kernel < 0 ? bias_only : kernels[row.kernel].fn;
+      p.gate_activations = row.scalar_rest ? nullptr : step_gate;
+      p.cell_update = row.scalar_rest ? nullptr : step_cell;
       bool ok = true;
       const double s = median_seconds(reps, [&] {
         ok = ok && int8_lstm_sequence(p, 1, T, x.data(), y.data(), h.data(), c.data(), scratch.data(), scratch.size()) == Status::ok;
       }) / T;
       if (!ok) return std::fprintf(stderr, "int8_lstm_sequence failed\n"), 1;
-      if (rest) std::printf("%6d %5d  %-28s %12.2f %9s %8s\n", H, T, "(step without the dots)", s * 1e6, "-", "-");
-      else std::printf("%6d %5d  %-28s %12.2f %9.2f %8.2f\n", H, T, kernels[ki].name, s * 1e6, macs / s * 1e-9,
-                       f32 > 0 ? f32 / s : 0.0);
+      const std::string rest = row.scalar_rest || step == nullptr ? " + scalar rest" : with_step;
+      if (row.kernel < 0) {
+        std::printf("%6d %5d  %-44s %12.2f %9s %8s\n", H, T, ("(no dots)" + rest).c_str(), s * 1e6, "-", "-");
+      } else {
+        std::printf("%6d %5d  %-44s %12.2f %9.2f %8.2f\n", H, T, (kernels[row.kernel].name + rest).c_str(), s * 1e6,
+                    macs / s * 1e-9, f32 > 0 ? f32 / s : 0.0);
+      }
     }
     if (f32 > 0)
-      std::printf("%6d %5d  %-28s %12.2f %9.2f %8.2f\n", H, T, (std::string("f32 ") + f32_kernel).c_str(), f32 * 1e6,
+      std::printf("%6d %5d  %-44s %12.2f %9.2f %8.2f\n", H, T, (std::string("f32 ") + f32_kernel).c_str(), f32 * 1e6,
                   macs / f32 * 1e-9, 1.0);
   }
   return 0;

@@ -1196,8 +1196,8 @@ RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const 
   const std::size_t x_panels = kInterleaved ? interleaved4_offset(j0, 0, x_words) : j * I;
   const std::size_t h_panels = kInterleaved ? interleaved4_offset(j0, 0, h_words) : j * H;
 #if defined(RNNCORE_Q8_CENTRED_TABLES)
-  const std::int16_t* const sigmoid_centre = GateActivation<false>().centre;
-  const std::int16_t* const tanh_centre = GateActivation<true>().centre;
+  [[maybe_unused]] const std::int16_t* const sigmoid_centre = GateActivation<false>().centre;
+  [[maybe_unused]] const std::int16_t* const tanh_centre = GateActivation<true>().centre;
 #endif
   for (int g = 0; g < kGates; ++g) {
     // int32 accumulators as in TFLite (the kernels wrap, as TFLite's do, without overflow UB).

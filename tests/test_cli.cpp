@@ -209,6 +209,26 @@ TEST_CASE("cli: a usage error is one line naming the problem and a hint, not the
   CHECK(missing.err.find("--weights is required") != std::string::npos);
 }
 
+TEST_CASE("cli: bench --dtype int8 times the integer LSTM and refuses what it lacks") {
+  for (const std::string backend : {"auto", "reference"}) {
+    CAPTURE(backend);
+    const Result r = run(std::string("bench --dtype int8 --seq 3 --batch 2 --input 5 --hidden 12 --layers 2 --reps 2 --backend ") +
+                         backend);
+    CHECK(r.code == 0);
+    CHECK(r.out.find("lstm int8 T=3 B=2 I=5 H=12 L=2 unidirectional threads=1") != std::string::npos);
+    CHECK(r.out.find("median_ms=") != std::string::npos);
+    CHECK(r.out.find(" gops=") != std::string::npos);
+    if (backend == "reference") CHECK(r.out.find("+ scalar step") != std::string::npos);
+  }
+  for (const char* args : {"--bidirectional", "--mode gru", "--threads 2 --oversubscribe", "--backend gpu", "--backward",
+                           "--dropout 0.5", "--proj 4", "--peak"}) {
+    CAPTURE(args);
+    const Result r = run(std::string("bench --dtype int8 --seq 2 --input 4 --hidden 8 --reps 1 ") + args);
+    CHECK(r.code == 2);
+    CHECK(r.err.find("int8") != std::string::npos);
+  }
+}
+
 TEST_CASE("cli: --help lists every command's options with their defaults") {
   const Result bench = run("bench --help");
   CHECK(bench.code == 0);

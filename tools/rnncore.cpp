@@ -17,6 +17,7 @@
 #include "rnncore/rnncore.hpp"
 #include "rnncore/io/npy.hpp"
 #include "rnncore/io/safetensors.hpp"
+#include "tools/bench_int8.hpp"
 #include "tools/cli.hpp"
 #include "tools/export_c.hpp"
 #include "tools/quantize.hpp"
@@ -1063,9 +1064,12 @@ void define_bench(CLI::App& app, BenchOptions& o) {
       ->group(shape);
   app.add_flag("--peepholes", o.peepholes, "LSTM peepholes")->group(shape);
   app.add_option("--dtype", o.dtype,
-                 "computation type, or bf16 / f16 weight storage with f32 accumulation")
-      ->check(one_of({"f32", "f64", "bf16", "f16"}))
-      ->type_name("f32|f64|bf16|f16")
+                 "computation type, or bf16 / f16 weight storage with f32 accumulation;\n"
+                 "int8: the integer LSTM (LiteRT's 8x8_16: int8 weights and\n"
+                 "activations, int16 cell; --mode lstm, unidirectional, one thread;\n"
+                 "prints gops=, 2 integer operations per multiply-add)")
+      ->check(one_of({"f32", "f64", "bf16", "f16", "int8"}))
+      ->type_name("f32|f64|bf16|f16|int8")
       ->group(shape);
   const char* exec = "execution";
   app.add_option("--backend", o.backend,
@@ -1111,12 +1115,34 @@ void define_bench(CLI::App& app, BenchOptions& o) {
       "  training_step_ms=... forward_ms=... backward_ms=... gflops=... (3x the forward's) ratio=...");
 }
 
+// `rnncore bench --dtype int8`: the integer LSTM has one cell, one direction, one thread and
+// inference only, so the options beyond those are usage errors.
+int cmd_bench_int8(const CLI::App& app, const BenchOptions& o) {
+  const char* const refused[] = {"--gru", "--bidirectional", "--proj", "--peepholes", "--gpu-half-math",
+                                 "--dropout", "--backward", "--peak"};
+  for (const char* option : refused)
+    if (given(app, option)) return usage_error("bench", std::string(option) + " is not available with --dtype int8");
+  if (o.mode != "lstm") return usage_error("bench", "--dtype int8 runs the integer LSTM: --mode lstm only");
+  if (o.threads != 1) return usage_error("bench", "--dtype int8 runs on one thread (--threads 1)");
+  if (o.backend == "gpu") return usage_error("bench", "--dtype int8 runs on the CPU (--backend auto, simd or reference)");
+  Int8BenchShape shape;
+  shape.seq = o.seq;
+  shape.batch = o.batch;
+  shape.input = o.input;
+  shape.hidden = o.hidden;
+  shape.layers = o.layers;
+  shape.reps = o.reps;
+  shape.reference = o.backend == "reference";
+  return bench_int8(shape);
+}
+
 int cmd_bench(int argc, char** argv) {
   CLI::App app{"", "rnncore bench"};
   BenchOptions o;
   define_bench(app, o);
   if (const int rc = parse_command(app, "bench", argc, argv); rc >= 0) return rc;
   if (const int rc = check_threads("bench", o.threads, o.oversubscribe); rc >= 0) return rc;
+  if (o.dtype == "int8") return cmd_bench_int8(app, o);
   RnnSpec spec;
   parse_mode(o.mode, &spec.mode);  // the names were checked by the options
   if (!o.gru.empty()) parse_gru_variant(o.gru, &spec.gru_variant);
@@ -1450,6 +1476,9 @@ int cmd_info(int argc, char** argv) {
   if (Plan::create(spec, PlanOptions{}, &plan) == Status::ok) std::printf("f32 kernels: %s\n", plan.kernel_name());
   spec.dtype = DType::f64;
   if (Plan::create(spec, PlanOptions{}, &plan) == Status::ok) std::printf("f64 kernels: %s\n", plan.kernel_name());
+  const q8::StepKernels* step = q8::int8_best_step_kernels();
+  std::printf("int8 LSTM kernels: %s, rest of the step: %s\n", q8::int8_best_dot_kernel().name,
+              step ? (std::string(step->gate_name) + " / " + step->cell_name).c_str() : "scalar");
   std::printf("LSTM projection, peepholes, cell/projection clip: reference and simd backends (not gpu)\n");
   std::printf("env RNNCORE_MAX_ISA caps the instruction set (none, sse2, avx2, avx512, neon)\n");
   return 0;
