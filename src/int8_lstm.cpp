@@ -1012,27 +1012,29 @@ void update_cells(const Int8LstmParams& p, std::size_t j, int n, std::int16_t (*
                   std::int8_t* h_next) {
   const CellTanh<IB >= 0 ? IB : 0> cell_tanh;
   std::int16_t* const cells = c + j;
-  int first = 0;  // units a step kernel finished, output state included
-#if !defined(RNNCORE_NO_HEAP)
-  if (p.cell_update != nullptr) {
-    const CellUpdate cu{IB >= 0 ? cell_tanh.centre : nullptr, p.cell_log2, p.cell_clip, p.hidden_mult, p.hidden_zp};
-    first = p.cell_update(n, cu, BlockGates{act[0], act[1], act[2], act[3]}, cells, h_next + j);
-    if (first == n) return;
-  }
-#endif
   // The clip as two bounds, the int16 range without one (the sum is saturated to it already), so
   // that the loop does not test for it.
   const std::int32_t clip_high = p.cell_clip > 0 ? p.cell_clip : kI16Max;
   const std::int32_t clip_low = p.cell_clip > 0 ? -p.cell_clip : kI16Min;
-  int u = first;
-#if defined(RNNCORE_Q8_THUMB2_LOOPS) && defined(RNNCORE_Q8_CENTRED_TABLES)
-  if constexpr (IB >= 0 && decltype(cell_tanh)::kPrescale >= 0) {
-    u = n & ~1;
-    if (u > 0) {
-      cell_pairs_thumb2<IB, decltype(cell_tanh)::kPrescale>(u / 2, act[0], cells, clip_high, clip_low, cell_tanh.centre);
-    }
-  }
+  int first = 0;  // units a step kernel finished, output state included
+  int u = 0;      // units whose cell is done
+#if !defined(RNNCORE_NO_HEAP)
+  if (p.cell_update != nullptr) {  // the rest (fewer than its lanes) in C below
+    const CellUpdate cu{IB >= 0 ? cell_tanh.centre : nullptr, p.cell_log2, p.cell_clip, p.hidden_mult, p.hidden_zp};
+    first = u = p.cell_update(n, cu, BlockGates{act[0], act[1], act[2], act[3]}, cells, h_next + j);
+    if (first == n) return;
+  } else  // (the Thumb-2 loop, where the build has it)
 #endif
+  {
+#if defined(RNNCORE_Q8_THUMB2_LOOPS) && defined(RNNCORE_Q8_CENTRED_TABLES)
+    if constexpr (IB >= 0 && decltype(cell_tanh)::kPrescale >= 0) {
+      u = n & ~1;
+      if (u > 0) {
+        cell_pairs_thumb2<IB, decltype(cell_tanh)::kPrescale>(u / 2, act[0], cells, clip_high, clip_low, cell_tanh.centre);
+      }
+    }
+#endif
+  }
   for (; u < n; ++u) {
     const std::int16_t gi = act[0][u], gf = act[1][u], gg = act[2][u];
     std::int16_t& cell = cells[u];
@@ -1211,7 +1213,7 @@ RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const 
       products[1].bias = p.h_bias[g] + j;
       p.dot_panels(products, 2);
     }
-    int done = 0;  // units a step kernel or the assembly loop took
+    int done = 0;  // units a step kernel or the assembly loop took; the rest go to the C loops below
 #if !defined(RNNCORE_NO_HEAP)
     if (p.gate_activations != nullptr) {
       GateScaling s{p.x_mult[g], p.h_mult[g]};
@@ -1220,18 +1222,19 @@ RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const 
         s.h_rows = p.h_mult_rows[g] + 2 * j;
       }
       done = p.gate_activations(n, ax, ah, s, g == 2 ? tanh_centre : sigmoid_centre, act[g]);
-      if (done == n) continue;
-    }
+    } else  // (the Thumb-2 loop, where the build has it)
 #endif
-    if constexpr (!kPerChannel) {
+    {
 #if defined(RNNCORE_Q8_THUMB2_LOOPS) && defined(RNNCORE_Q8_CENTRED_TABLES)
-      // the usual case: both multipliers shift right; an odd block's last unit goes below
-      if (p.x_mult[g].shift < 0 && p.h_mult[g].shift < 0 && n >= 2) {
+      // the usual case: per tensor, both multipliers shift right; an odd block's last unit goes below
+      if (!kPerChannel && p.x_mult[g].shift < 0 && p.h_mult[g].shift < 0 && n >= 2) {
         done = n & ~1;
         gate_pairs_thumb2(done / 2, ax, act[g], p.x_mult[g], p.h_mult[g], g == 2 ? tanh_centre : sigmoid_centre);
-        if (done == n) continue;
       }
 #endif
+    }
+    if (done == n) continue;
+    if constexpr (!kPerChannel) {
       const StepMultiplier mx(p.x_mult[g]), mh(p.h_mult[g]);
       g == 2 ? gate_units_per_tensor<true>(n - done, ax + done, ah + done, act[g] + done, mx, mh)
              : gate_units_per_tensor<false>(n - done, ax + done, ah + done, act[g] + done, mx, mh);

@@ -741,11 +741,13 @@ std::int32_t random_sum(std::mt19937& rng) {
   }
 }
 
-std::int16_t random_i16(std::mt19937& rng, bool gate) {
-  // gates: mostly what a sigmoid gives (0 .. 32767), sometimes anything; else any int16 with extremes
+// A gate activation: a sigmoid's (0 .. 32767: the Thumb-2 cell loop's products rely on i and f
+// not being negative) or, for g, any int16; extremes often. A cell state: any int16.
+std::int16_t random_i16(std::mt19937& rng, bool sigmoid) {
   const int pick = std::uniform_int_distribution<int>(0, 7)(rng);
-  if (pick == 0) return std::uniform_int_distribution<int>(0, 1)(rng) ? std::int16_t{-32768} : std::int16_t{32767};
-  if (gate && pick < 6) return static_cast<std::int16_t>(std::uniform_int_distribution<int>(0, 32767)(rng));
+  if (pick == 0) return sigmoid ? std::int16_t{0} : std::int16_t{-32768};
+  if (pick == 1) return std::int16_t{32767};
+  if (sigmoid) return static_cast<std::int16_t>(std::uniform_int_distribution<int>(0, 32767)(rng));
   return static_cast<std::int16_t>(std::uniform_int_distribution<int>(-32768, 32767)(rng));
 }
 
@@ -856,6 +858,88 @@ TEST_CASE("int8 step kernels: every step kernel equals the step's scalar code, b
     }
   }
   MESSAGE(gate_calls << " gate and " << cell_calls << " cell kernel calls compared with the scalar code");
+}
+TEST_CASE("int8 step kernels: whole sequences equal the step's scalar code on random models") {
+  int nk = 0;
+  const StepKernels* kernels = int8_step_kernels(&nk);
+  std::mt19937 rng(20261128);
+  std::uniform_int_distribution<int> weight(-127, 127), byte(-128, 127);
+  std::uniform_real_distribution<float> factor(0.5f, 2.0f);
+  long units = 0;
+  int trial = 0;
+  // H around the lane count and the block; cell scales 2^-16 (o · i) .. 2^-9; per tensor and per
+  // channel; weight scales that give left shifts (an effective scale above 1) and right ones
+  for (const int H : {3, 8, 13, 32, 37, 70}) {
+    for (const int cell_log2 : {-16, -15, -13, -11, -9}) {
+      for (const bool per_channel : {false, true}) {
+        ++trial;
+        const int I = 1 + trial % 19, T = 5, B = 2;
+        CAPTURE(H);
+        CAPTURE(cell_log2);
+        CAPTURE(per_channel);
+        Int8LstmQuantization q;
+        q.input_scale = trial % 3 == 0 ? 1.0f / 16 : 1.0f / 128;  // 1/16 with the weights' 1/64: a left shift of 2
+        q.input_zp = byte(rng) / 4;
+        q.state_scale = q.hidden_scale = 1.0f / 128;
+        q.state_zp = q.hidden_zp = byte(rng) / 8;
+        q.cell_scale = std::ldexp(1.0f, cell_log2);
+        q.cell_clip = trial % 4 == 0 ? 0.5f * std::ldexp(32768.0f, cell_log2) : 0.0f;
+        RowScales rows;
+        for (int g = 0; g < kGates; ++g) {
+          q.w_scale[g] = trial % 3 == 0 ? 1.0f / 64 : factor(rng) / 512;
+          q.r_scale[g] = factor(rng) / 512;
+          for (int u = 0; u < H; ++u) {
+            rows.w[g].push_back(q.w_scale[g] * factor(rng));
+            rows.r[g].push_back(q.r_scale[g] * factor(rng));
+          }
+        }
+        if (per_channel) q = rows.apply(q);
+        std::vector<std::int8_t> w[kGates], r[kGates];
+        std::vector<std::int32_t> b[kGates];
+        const std::int8_t* wp[kGates];
+        const std::int8_t* rp[kGates];
+        const std::int32_t* bp[kGates];
+        for (int g = 0; g < kGates; ++g) {
+          for (int k = 0; k < H * I; ++k) w[g].push_back(static_cast<std::int8_t>(weight(rng)));
+          for (int k = 0; k < H * H; ++k) r[g].push_back(static_cast<std::int8_t>(weight(rng)));
+          for (int u = 0; u < H; ++u) b[g].push_back(256 * byte(rng));
+          wp[g] = w[g].data();
+          rp[g] = r[g].data();
+          bp[g] = b[g].data();
+        }
+        std::vector<std::int32_t> storage(int8_lstm_storage_words(q, H));
+        Int8LstmParams p;
+        INFO(last_error_detail());
+        REQUIRE(int8_lstm_prepare(q, I, H, wp, rp, bp, storage.data(), storage.size(), &p) == Status::ok);
+        std::vector<std::int8_t> x(static_cast<std::size_t>(B) * T * I);
+        for (std::int8_t& v : x) v = static_cast<std::int8_t>(byte(rng));
+        const auto run = [&](GateActivationsFn gate, CellUpdateFn cell, std::vector<std::int8_t>* y, std::vector<std::int16_t>* c) {
+          Int8LstmParams pk = p;
+          pk.gate_activations = gate;
+          pk.cell_update = cell;
+          std::vector<std::int8_t> h(static_cast<std::size_t>(B) * H, static_cast<std::int8_t>(q.state_zp)),
+              scratch(int8_lstm_scratch_bytes(pk));
+          y->assign(static_cast<std::size_t>(B) * T * H, 0);
+          c->assign(static_cast<std::size_t>(B) * H, 0);
+          REQUIRE(int8_lstm_sequence(pk, B, T, x.data(), y->data(), h.data(), c->data(), scratch.data(), scratch.size()) ==
+                  Status::ok);
+        };
+        std::vector<std::int8_t> want_y;
+        std::vector<std::int16_t> want_c;
+        run(nullptr, nullptr, &want_y, &want_c);
+        for (int ki = 0; ki < nk; ++ki) {
+          CAPTURE(kernels[ki].gate_name);
+          std::vector<std::int8_t> y;
+          std::vector<std::int16_t> c;
+          run(kernels[ki].gate, kernels[ki].cell, &y, &c);
+          CHECK(first_mismatch(y, want_y) < 0);
+          CHECK(first_mismatch(c, want_c) < 0);
+          units += B * T * H;
+        }
+      }
+    }
+  }
+  MESSAGE(units << " unit steps of " << nk << " step kernel pairs compared with the scalar code");
 }
 #endif
 
