@@ -70,10 +70,15 @@ def litert_step_us(fb, H, T, reps):
 
 
 def rnncore_step_us(bench, H, reps):
-    """µs per step in int8_lstm_bench: {kernel name: µs} of every kernel the CPU has."""
+    """µs per step in int8_lstm_bench: {kernel name: µs} of every kernel the CPU has, each with the
+    step kernels prepare picks (a kernel's first row; the fastest's second row has the scalar rest)."""
     out = subprocess.run([bench, "--reps", str(reps), str(H)], check=True, capture_output=True, text=True).stdout
-    rows = [l.split() for l in out.splitlines() if re.match(r"\s*\d+\s+\d+\s+i8_dot_rows_", l)]
-    return {r[2]: float(r[3]) for r in rows}
+    us = {}
+    for line in out.splitlines():
+        m = re.match(r"\s*\d+\s+\d+\s+(i8_dot_rows_\S+)(?: \+ .+?)?\s{2,}([\d.]+)\s", line)
+        if m and m.group(1) not in us:
+            us[m.group(1)] = float(m.group(2))
+    return us
 
 
 def main():
