@@ -1062,8 +1062,8 @@ void update_cells(const Int8LstmParams& p, std::size_t j, int n, std::int16_t (*
 }
 
 // update_cells for the parameters' cell scale.
-RNNCORE_Q8_INLINE void update_cells_any(const Int8LstmParams& p, std::size_t j, int n, std::int16_t (*act)[kUnitBlock], std::int16_t* c,
-                      std::int8_t* h_next) {
+RNNCORE_Q8_INLINE void update_cells_any(const Int8LstmParams& p, std::size_t j, int n, std::int16_t (*act)[kUnitBlock],
+                                        std::int16_t* c, std::int8_t* h_next) {
   switch (15 + p.cell_log2) {  // derive_scales admits cell_log2 <= −9
     case 0: update_cells<0>(p, j, n, act, c, h_next); break;
     case 1: update_cells<1>(p, j, n, act, c, h_next); break;
@@ -1278,7 +1278,7 @@ int i16_cell_update_scalar(int n, const CellUpdate& cu, const BlockGates& gates,
   p.cell_clip = cu.cell_clip;
   p.hidden_mult = cu.hidden_mult;
   p.hidden_zp = cu.hidden_zp;
-  std::int16_t act[kGates][kUnitBlock];
+  alignas(4) std::int16_t act[kGates][kUnitBlock];  // as step_block's (the Thumb-2 loops load pairs)
   for (int j0 = 0; j0 < n; j0 += kUnitBlock) {
     const int m = n - j0 < kUnitBlock ? n - j0 : kUnitBlock;
     for (int u = 0; u < m; ++u) {
