@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # CI stage: the edge targets (cross/*.ini, docs/porting.md).
 #   - aarch64 and armv7 (armhf, NEON) Linux: cross-build everything, run the whole test suite under
-#     qemu-user (meson's exe_wrapper; gpu_emulator leaves out its "long" cases in cross builds,
-#     tests/meson.build);
+#     qemu-user (meson's exe_wrapper; cross builds leave out the GPU emulator, host code that the
+#     native stages check, tests/meson.build);
 #   - Cortex-M4F and Cortex-M7 bare metal, firmware profile: build librnncore.a, the firmware
 #     (float and int8) and on-device training examples and the int8 kernel test
 #     (tests/cross/int8_kernels_baremetal.cpp), print their sizes, check that each image links no
