@@ -1,4 +1,4 @@
-// The one file of rnncore that knows the GPU vendor (DESIGN §9, after ggml-cuda).
+// The one file of rnncore that knows the GPU vendor (docs/design.md §9, after ggml-cuda).
 //
 // rnncore's GPU code is written against the HIP runtime names (hipMalloc, hipStream_t, ...). hipcc
 // compiles it for AMD targets with ROCm's own <hip/hip_runtime.h>. For NVIDIA targets, the same

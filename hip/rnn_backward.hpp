@@ -1,4 +1,4 @@
-// Backward through time on the GPU (DESIGN §10, docs/training.md): the kernels of one (layer,
+// Backward through time on the GPU (docs/design.md §10.1, docs/training.md): the kernels of one (layer,
 // direction), written once like hip/rnn_device.hpp's (an `Exec` reaches the machine; the emulator
 // in tests/gpu/ runs the same bodies). The calculus per unit is src/internal/cell_grad.hpp's, which
 // the CPU backward (src/train.cpp) uses too; dropout masks are regenerated from the mask function

@@ -1,4 +1,4 @@
-// Mask sites of wrappers and inter-layer dropout (DESIGN §6).
+// Mask sites of wrappers and inter-layer dropout (docs/design.md §6).
 #include "src/internal/dropout.hpp"
 
 namespace rnncore {

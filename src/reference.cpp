@@ -1,4 +1,4 @@
-// The scalar reference backend: the specification of every cell and wrapper (DESIGN §2–3, §5), written
+// The scalar reference backend: the specification of every cell and wrapper (docs/design.md §2–3, §5), written
 // as plainly as possible over the canonical weights, in f32 and f64, one time step and one row at
 // a time. Every fast path is tested against it. Packed weights are the canonical buffer behind the
 // packed header.

@@ -1,4 +1,4 @@
-// Training (DESIGN §10): the forward that keeps what backward needs, and backward through time.
+// Training (docs/design.md §10.1): the forward that keeps what backward needs, and backward through time.
 //
 // The training forward writes, per row and step, the gate activations and the new cell state into
 // the reserve (keep_slots), and inner-layer outputs after inter-layer dropout: on the reference

@@ -1,4 +1,4 @@
-// Weight import and export: PyTorch, ONNX, Keras, TensorFlow (TF1 cells) and canonical layouts (DESIGN §4,
+// Weight import and export: PyTorch, ONNX, Keras, TensorFlow (TF1 cells) and canonical layouts (docs/design.md §4,
 // docs/weights.md).
 //
 // Every format is a list of tensors; each tensor element maps to one canonical element (or, for

@@ -1,4 +1,4 @@
-// The rnncore command as a user runs it (DESIGN §8): every golden case through `rnncore run` from
+// The rnncore command as a user runs it (docs/design.md §8): every golden case through `rnncore run` from
 // weights-only files (no metadata: layers, directions, sizes and mode are inferred), and the error
 // contract — exit 2 for usage, exit 1 with one line naming the file, tensor and shapes, never a crash.
 #include <doctest/doctest.h>

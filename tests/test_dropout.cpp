@@ -1,4 +1,4 @@
-// Dropout and wrappers (DESIGN §5–6). Most checks are exact: a training run must equal, bit for bit,
+// Dropout and wrappers (docs/design.md §5–6). Most checks are exact: a training run must equal, bit for bit,
 // inference runs of the same network with the masks of the documented mask function applied by
 // hand (computed here from include/rnncore/philox.h, with sites composed by this test). Each check
 // runs on the f32 reference and on every SIMD instruction set of the machine.

@@ -1,5 +1,5 @@
 // The rnncore command: run a PyTorch / ONNX / Keras / canonical model on .npy input, benchmark
-// shapes, and report what this machine and build can do (DESIGN §8).
+// shapes, and report what this machine and build can do (docs/design.md §8).
 //
 // Exit status: 0 success; 2 usage error; 1 any other error, with one line on stderr naming the
 // file, the tensor and the expected vs found shape or type.

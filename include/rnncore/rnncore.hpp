@@ -9,7 +9,7 @@
 // Training (PlanOptions::training): forward with a reserve space, then Plan::backward for the
 // gradients of inputs, initial states and weights (docs/training.md).
 // Model bundles steps 2–4 for hosts that may allocate once.
-// Semantics, layouts and formats: docs/ and the design contract (DESIGN.md §2–4, §7).
+// Semantics, layouts and formats: docs/ and the design contract (docs/design.md §2–4, §7).
 #ifndef RNNCORE_RNNCORE_HPP
 #define RNNCORE_RNNCORE_HPP
 
@@ -65,7 +65,7 @@ inline const char* status_message(Status s) { return rnncore_status_message(stat
 /// Detail of the most recent failure on this thread (names the argument, tensor or shape).
 inline const char* last_error_detail() { return rnncore_last_error_detail(); }
 
-/// Cell type (DESIGN §2).
+/// Cell type (docs/design.md §2).
 enum class Mode : std::int32_t { lstm = 0, gru = 1, rnn_tanh = 2, rnn_relu = 3 };
 /// Where a GRU applies its reset gate: after the recurrent product (cuDNN, PyTorch) or before (TF GRUCell, ONNX default).
 enum class GruVariant : std::int32_t { reset_after = 0, reset_before = 1 };
@@ -222,7 +222,7 @@ std::int64_t cell_state_elements(const StackSpec& stack, int batch);
 /// Element offset of the [batch, H_l] block of (layer, direction) in a c state tensor.
 std::int64_t cell_state_offset(const StackSpec& stack, int batch, int layer, int direction);
 
-/// Kinds of canonical parameter (DESIGN §4): W_k [H, I_l], R_k [H, O] (O = output_size: H, or P with a
+/// Kinds of canonical parameter (docs/design.md §4.1): W_k [H, I_l], R_k [H, O] (O = output_size: H, or P with a
 /// projection), bW_k [H], bR_k [H]; LSTM extensions: peephole p_k [H] for gates i, f, o (canonical gate
 /// 0, 1, 3) and the projection W_proj [P, H] (gate 0).
 enum class ParamKind : std::int32_t {
@@ -256,7 +256,7 @@ Status canonical_bias_shapes(const StackSpec& stack, Shape* shapes, int capacity
 /// Fills the initial state of `batch` rows with zeros (h, and c when non-null). Elements of spec.dtype.
 Status zero_state(const RnnSpec& spec, int batch, void* h, void* c);
 
-/// Weight layouts rnncore imports and exports (DESIGN §4, docs/weights.md). `tensorflow`: TF1 cells
+/// Weight layouts rnncore imports and exports (docs/design.md §4.2, docs/weights.md). `tensorflow`: TF1 cells
 /// (LSTMCell, LSTMBlockCell, CudnnCompatibleLSTMCell, GRUCell, CudnnCompatibleGRUCell, BasicRNNCell)
 /// with scopes renamed by tools/tf_to_safetensors.py (`cell_{l}[/fw|/bw]/kernel` ...); an LSTMCell's
 /// `forget_bias` is not a weight: add it to bR of the f gate after import (io::load_weights does).

@@ -229,7 +229,7 @@ Status pack_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const float
     for (int d = 0; d < lp.dirs; ++d) {
       std::int64_t begin = 0, count = 0;
       canonical_span(st, l, d, &begin, &count);
-      // The kernel assumes each kind's gate blocks follow one another (DESIGN §4); say so if not.
+      // The kernel assumes each kind's gate blocks follow one another (docs/design.md §4.1); say so if not.
       const std::int64_t w0 = canonical_offset(st, l, d, ParamKind::input_weight, 0);
       const std::int64_t r0 = canonical_offset(st, l, d, ParamKind::recurrent_weight, 0);
       const std::int64_t bw0 = canonical_offset(st, l, d, ParamKind::input_bias, 0);

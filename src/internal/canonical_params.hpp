@@ -1,4 +1,4 @@
-// Views of one (layer, direction)'s blocks in the canonical weight buffer (DESIGN §4), shared by
+// Views of one (layer, direction)'s blocks in the canonical weight buffer (docs/design.md §4.1), shared by
 // the reference forward and backward (which also reads its gradients through them).
 #ifndef RNNCORE_SRC_INTERNAL_CANONICAL_PARAMS_HPP
 #define RNNCORE_SRC_INTERNAL_CANONICAL_PARAMS_HPP

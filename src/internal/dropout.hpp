@@ -1,4 +1,4 @@
-// Dropout masks of a run (DESIGN §5–6): which counter words each mask site uses, resolved from the
+// Dropout masks of a run (docs/design.md §5–6): which counter words each mask site uses, resolved from the
 // stack and the run's seed, step and row ids. The element rule itself is include/rnncore/philox.h.
 #ifndef RNNCORE_SRC_INTERNAL_DROPOUT_HPP
 #define RNNCORE_SRC_INTERNAL_DROPOUT_HPP

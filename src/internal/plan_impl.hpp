@@ -152,7 +152,7 @@ const PlanImpl& impl(const Plan& plan);
 // PlanImpl::fingerprint to it once the layout is made.
 std::uint64_t packed_fingerprint(const PlanImpl& p);
 
-// A dropout run's parameters (DESIGN §6), resolved once per forward call.
+// A dropout run's parameters (docs/design.md §6), resolved once per forward call.
 struct RunDropout {
   bool on = false;
   std::uint64_t seed = 0;

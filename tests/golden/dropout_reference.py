@@ -50,7 +50,7 @@ At t >= len_b nothing happens: the state carries over and y is exactly 0.
 Inter-layer dropout (training, p > 0) multiplies the whole [D*H] output of every
 layer but the last by the mask of site (layer, 0, 0, kind 5).
 
-Mask coordinates (DESIGN.md section 6): seed = the wrapper's seed or the run
+Mask coordinates (docs/design.md §6): seed = the wrapper's seed or the run
 seed; t' = t (the real time index, also in the reverse direction) or 0 when
 variational; row = the row id (batch index, or the caller's id), or 0 for a
 variational mask without per_sequence; site = layer<<16 | direction<<15 |

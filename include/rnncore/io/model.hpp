@@ -1,5 +1,5 @@
 // Loading a recurrent model from a safetensors file: the format, prefix, layers, directions, sizes
-// and mode are inferred from tensor names, shapes and metadata (DESIGN §8), then the weights are
+// and mode are inferred from tensor names, shapes and metadata (docs/design.md §8), then the weights are
 // imported into the canonical layout. `rnncore run` loads models with exactly this code.
 //
 //   rnncore::Model model;
