@@ -92,6 +92,7 @@ struct Case {
 struct Result {
   Status status = Status::ok;
   std::string detail;
+  bool planned = false;  // Plan::create succeeded (a refusal after it comes too late)
   std::vector<double> y, hy, cy, dx, dh0, dc0, dw;
 };
 
@@ -223,6 +224,7 @@ Result run(const Case& c, const Inputs& in, const std::vector<double>& w, Backen
     r.detail = last_error_detail();
     return r;
   }
+  r.planned = true;
   Buffers mem;
   mem.device = backend == Backend::gpu;
   const bool lstm = has_lstm(st);
@@ -370,6 +372,7 @@ std::string outcome(const Case& c, Backend backend, Isa isa, DType dtype, const 
   const Result r = run(k, in, w, backend, isa);
   if (r.status == Status::unsupported || r.status == Status::backend_unavailable) {
     if (r.detail.empty() || r.detail.find('\n') != std::string::npos) fail(label + ": refused without a one-line detail");
+    if (r.planned) fail(label + ": planned, then refused by a run (" + r.detail + "); Plan::create should refuse it");
     if (r.status == Status::unsupported) return "unsupported";
     return backend == Backend::gpu && std::strcmp(gpu_backend_kind(), "none") == 0 ? "not built" : "unavailable";
   }
@@ -698,6 +701,9 @@ std::vector<Row> streaming_rows() {
   return rows;
 }
 
+// The page: one table per dimension. A new feature (a layer kind, an element type) is a function
+// returning its rows (each row: sub-cases that differ only in what the row names) and one table()
+// call here; its outcomes then come from the library like every other cell's.
 std::string page() {
   std::ostringstream md;
   md << "# What works with what\n\n"
