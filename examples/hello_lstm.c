@@ -1,4 +1,4 @@
-/* The README's C example: the same LSTM from C, with a static arena as firmware would use. */
+/* The user guide's C example (docs/guide.md): the same LSTM from C, with a static arena as firmware would use. */
 #include <stdio.h>
 
 #include <rnncore/rnncore.h>

@@ -1,4 +1,4 @@
-// The README's C++ example: a 1-layer LSTM from PyTorch-layout tensors, run in caller memory.
+// The user guide's C++ example (docs/guide.md): a 1-layer LSTM from PyTorch-layout tensors, run in caller memory.
 #include <cstdio>
 #include <cstdlib>
 #include <vector>

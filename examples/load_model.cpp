@@ -1,4 +1,4 @@
-// The README's model-loading example: a PyTorch model saved as safetensors, run on a .npy input,
+// The user guide's model-loading example (docs/guide.md): a PyTorch model saved as safetensors, run on a .npy input,
 // the output written as .npy. Everything about the model is inferred from the file.
 #include <cstdio>
 #include <string>

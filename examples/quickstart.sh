@@ -2,7 +2,7 @@
 # Quick start: installs the build dependencies (Debian), builds rnncore, and runs the bundled
 # model — a 2-layer PyTorch LSTM (examples/models/) — through `rnncore run`, printing the largest
 # deviation from PyTorch's stored output and the time per step. It builds only what that needs (the
-# libraries and the tool, 31 of 99 build steps); `meson test -C build` builds the tests.
+# libraries and the tool); `meson test -C build` builds the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -2,11 +2,11 @@
 # Builds bench/onednn_compare (rnncore against oneDNN, see docs/performance.md), runs it and keeps
 # the table as text, Markdown and CSV.
 #
-# usage: scripts/bench_onednn.sh [--update-docs] [onednn_compare options, e.g. --quick or --reps 9]
+# usage: scripts/bench_onednn.sh [--log NAME] [onednn_compare options, e.g. --quick or --reps 9]
 #
-#   --update-docs   replace the measured part of docs/performance.md (between the markers
-#                   <!-- onednn_compare:begin --> and <!-- onednn_compare:end -->) with this run's
-#                   Markdown; the prose around it is yours to update.
+#   --log NAME      also keep this run's Markdown as a dated raw log,
+#                   bench/results/onednn_NAME_YYYY-MM-DD.md (NAME: what and where, e.g. f32_amd_epyc_avx512);
+#                   the summary in docs/performance.md and bench/results/README.md are yours to update.
 #
 # environment: BUILD_DIR (default /tmp/rnncore-bench-onednn), OUT_DIR (default $BUILD_DIR/results),
 #              RNNCORE_COMMIT (the commit to record; default: git rev-parse HEAD of this tree).
@@ -16,10 +16,10 @@ set -euo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${BUILD_DIR:-/tmp/rnncore-bench-onednn}
 out=${OUT_DIR:-$build/results}
-update_docs=0
-if [[ ${1:-} == --update-docs ]]; then
-  update_docs=1
-  shift
+log_name=""
+if [[ ${1:-} == --log ]]; then
+  log_name=${2:?--log needs a name, e.g. f32_amd_epyc_avx512}
+  shift 2
 fi
 
 if [[ -f $build/build.ninja ]]; then
@@ -43,15 +43,9 @@ mkdir -p "$out"
 status=${PIPESTATUS[0]}
 echo "results: $out/onednn_compare.{txt,md,csv}" >&2
 
-if [[ $update_docs == 1 ]]; then
-  doc=$src/docs/performance.md
-  grep -q '<!-- onednn_compare:begin -->' "$doc" && grep -q '<!-- onednn_compare:end -->' "$doc" ||
-    { echo "bench_onednn.sh: $doc lacks the onednn_compare markers" >&2; exit 1; }
-  awk -v table="$out/onednn_compare.md" '
-    /<!-- onednn_compare:begin -->/ { print; while ((getline line < table) > 0) print line; skip = 1; next }
-    /<!-- onednn_compare:end -->/ { skip = 0 }
-    !skip { print }
-  ' "$doc" >"$doc.tmp" && mv "$doc.tmp" "$doc"
-  echo "updated: $doc" >&2
+if [[ -n $log_name ]]; then
+  log=$src/bench/results/onednn_${log_name}_$(date -u +%F).md
+  cp "$out/onednn_compare.md" "$log"
+  echo "raw log: $log" >&2
 fi
 exit "$status"
