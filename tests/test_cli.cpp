@@ -1153,6 +1153,13 @@ TEST_CASE("cli: a model option that does not apply to the model is a usage error
   CHECK(r.code == 2);
   r = run("grad " + args + " --dy " + m + "lstm_small_expected_y.npy --grads " + d + "/g.safetensors --gru reset-before");
   CHECK(r.code == 2);
+  r = run("export-c --weights " + m + "lstm_small.safetensors --output " + d + "/m.h --gru reset-before");
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--gru reset-before does not apply") != std::string::npos);
+  r = run("quantize --weights " + m + "lstm_small.safetensors --calibration " + m + "lstm_small_input.npy --output " + d +
+          "/q.safetensors --gru reset-after");
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--gru reset-after does not apply") != std::string::npos);
   r = run("run " + args + " --output " + d + "/y.npy --forget-bias 1");  // as --forget-bias already was
   CHECK(r.code == 1);
   CHECK(r.err.find("a forget bias belongs to TF LSTM cells") != std::string::npos);

@@ -165,16 +165,6 @@ inline io::ModelHints model_hints(const CLI::App& app, io::ModelHints hints) {
   return hints;
 }
 
-/// Why a model hint the user gave does not apply to the loaded model ("" if every one does): --gru
-/// on a stack without a GRU layer. (--forget-bias on a model that is not TF's the loader refuses.)
-inline std::string inapplicable_hint(const io::ModelHints& hints, const StackSpec& stack) {
-  if (hints.gru.empty()) return std::string();
-  for (int l = 0; l < stack.num_layers; ++l)
-    if (stack.layers[l].mode == Mode::gru) return std::string();
-  return "--gru " + hints.gru + " does not apply to a model without GRU layers (layer 0 is " +
-         to_string(stack.layers[0].mode) + "): it says where a GRU applies its reset gate";
-}
-
 /// --threads N and --oversubscribe (check_threads decides after parsing).
 inline void add_thread_options(CLI::App& app, long long& threads, bool& oversubscribe, const char* group) {
   app.add_option("--threads", threads, "worker threads, at most the machine's cores (1..1024)")

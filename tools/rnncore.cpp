@@ -15,6 +15,7 @@
 
 #include "rnncore/gpu.hpp"
 #include "rnncore/rnncore.hpp"
+#include "rnncore/io/hints.hpp"
 #include "rnncore/io/int8_file.hpp"
 #include "rnncore/io/model.hpp"
 #include "rnncore/io/npy.hpp"

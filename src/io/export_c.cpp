@@ -4,6 +4,7 @@
 // can compare a committed header with a fresh export. Floats are written with 9 significant
 // digits, which round-trips every binary32 value exactly.
 #include "rnncore/io/export_c.hpp"
+#include "rnncore/io/hints.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -845,6 +846,8 @@ Status load_float_export(const ExportCOptions& o, FloatExport* e, ExportCReport*
   if (o.interleave)
     return option_fail(report, error,
                        "--interleave applies to int8 LSTM models (format tflite_int8) only; " + o.weights + " is a float model");
+  if (const std::string refused = inapplicable_hint(o.hints, e->model.stack); !refused.empty())
+    return option_fail(report, error, refused + " (" + o.weights + ")");
   report->notes = e->model.notes;
   const RnnSpec& spec = e->model.spec;
   // The header holds one rnncore_spec: every layer must be layer 0's cell (a file whose layers clip

@@ -2,6 +2,7 @@
 // LSTM file of docs/int8.md, with the scales chosen as TFLite's converter chooses them for a Keras
 // LSTM (docs/int8.md, "Quantizing a float LSTM").
 #include "rnncore/io/quantize.hpp"
+#include "rnncore/io/hints.hpp"
 
 #include <algorithm>
 #include <cfloat>
@@ -725,7 +726,8 @@ std::string describe_ranges(const StackSpec& stack, const Ranges& r) {
 
 // The float model to quantize: loaded as `rnncore run` loads it, an LSTM stack the integer LSTM
 // can hold, with finite weights.
-Status load_float_model(const QuantizeOptions& o, const Log& log, LoadedModel* model, std::string* error) {
+Status load_float_model(const QuantizeOptions& o, const Log& log, LoadedModel* model, QuantizeReport* report,
+                        std::string* error) {
   ModelHints hints = o.hints;
   hints.dtype = DType::f32;
   {
@@ -740,6 +742,11 @@ Status load_float_model(const QuantizeOptions& o, const Log& log, LoadedModel* m
   if (!o.config.empty() && (s = read_stack_config(o.config, &config, error)) != Status::ok) return s;
   if ((s = load_weights(o.weights, hints, o.config.empty() ? nullptr : &config, model, error)) != Status::ok) return s;
   for (const std::string& note : model->notes) log.say(note);
+  if (const std::string refused = inapplicable_hint(o.hints, model->stack); !refused.empty()) {
+    report->option_error = true;
+    *error = refused + " (" + o.weights + ")";
+    return Status::unsupported;
+  }
   const std::string refuse = refusal(model->stack);
   if (!refuse.empty()) {
     *error = o.weights + ": " + refuse + "; rnncore quantize takes LSTM layers (unidirectional or bidirectional) "
@@ -804,7 +811,7 @@ Status quantize(const QuantizeOptions& o, QuantizeReport* report, std::string* e
   *report = QuantizeReport();
   const Log log{o.note, o.progress};
   LoadedModel model;
-  Status s = load_float_model(o, log, &model, error);
+  Status s = load_float_model(o, log, &model, report, error);
   if (s != Status::ok) return s;
   const StackSpec& stack = model.stack;
   const int L = stack.num_layers;
