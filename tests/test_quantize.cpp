@@ -1,9 +1,10 @@
-// `rnncore quantize` as a user runs it (tools/quantize.cpp, docs/int8.md "rnncore quantize"): a
+// `rnncore quantize` as a user runs it (io::quantize in src/io/quantize.cpp, its command
+// tools/quantize.cpp; docs/int8.md "rnncore quantize"): a
 // committed float LSTM quantized from committed calibration data, its scales checked against the
 // rules, the int8 model run by `rnncore run` within a stated error of the float model; the same Keras
 // LSTM, and a Keras stack of two, with their data quantized by TFLite's converter
 // (tests/golden/make_quantize_tflite_golden.py) give the same quantization; the bundled two-layer
-// PyTorch model; refusals with their exit codes.
+// PyTorch model; refusals with their exit codes; io::quantize called as a library function.
 #include <doctest/doctest.h>
 
 #include <algorithm>
