@@ -1423,8 +1423,8 @@ struct FloatBench {
     const double H = static_cast<double>(o.hidden), O = o.proj > 0 ? static_cast<double>(o.proj) : H;
     double f = 0;
     for (int l = 0; l < o.layers; ++l)
-      f += 2.0 * (num_gates(spec.mode) * H * (layer_input_size(spec, l) + O) + (o.proj > 0 ? O * H : 0.0)) * o.seq * o.batch *
-           num_directions(spec);
+      f += 2.0 * (num_gates(spec.mode) * H * (layer_input_size(spec, l) + O) + (o.proj > 0 ? O * H : 0.0)) *
+           static_cast<double>(o.seq) * static_cast<double>(o.batch) * num_directions(spec);
     return f;
   }
 
