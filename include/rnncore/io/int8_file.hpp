@@ -87,9 +87,8 @@ class Int8Runner {
   /// i16_cell_update_avx2_8", with "scalar step" where the step has no SIMD kernels.
   std::string kernel_names() const;
 
-  struct Impl;
-
  private:
+  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
@@ -117,9 +116,8 @@ class Int8Bench {
   /// The kernels it runs: "DOT + GATE / CELL" or "DOT + scalar step".
   std::string kernel_names() const;
 
-  struct Impl;
-
  private:
+  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
