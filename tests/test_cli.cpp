@@ -1091,3 +1091,97 @@ TEST_CASE("cli: int8 models: float input is quantized; wrong dtype, shape and op
   CHECK(r.code == 1);
   CHECK(r.err.find("no recurrent weights found") != std::string::npos);
 }
+
+// Issue 30 item 4: what a new user found.
+TEST_CASE("cli: --tolerance names the output whose relative error exceeds it, in %.3g") {
+  const std::string m = src("examples/models/"), d = temp_dir();
+  const std::string base = "run --weights " + m + "lstm_small.safetensors --input " + m + "lstm_small_input.npy --output " +
+                           d + "/y.npy --expect " + m + "lstm_small_expected_y.npy";
+  Result r = run(base + " --expect-hn " + m + "lstm_small_expected_hn.npy --tolerance 1e-3");
+  CHECK(r.code == 0);
+  r = run(base + " --expect-hn " + m + "lstm_small_expected_hn.npy --tolerance 1e-12");
+  CHECK(r.code == 1);
+  // the largest of the outputs' errors, the one the tool printed for it, and the tolerance
+  double rel[2] = {0, 0};
+  const char* labels[2] = {"y: ", "hn: "};
+  for (int k = 0; k < 2; ++k) {
+    const std::size_t at = r.out.find(labels[k]);
+    REQUIRE(at != std::string::npos);
+    const std::size_t v = r.out.find("max_rel_err=", at);
+    REQUIRE(v != std::string::npos);
+    rel[k] = std::strtod(r.out.c_str() + v + 12, nullptr);
+    CHECK(rel[k] > 1e-12);  // float32 results against float64 references
+  }
+  const int worst = rel[1] > rel[0] ? 1 : 0;
+  char want[96];
+  std::snprintf(want, sizeof want, "%srelative error %.3g exceeds --tolerance 1e-12", labels[worst], rel[worst]);
+  CHECK_MESSAGE(r.err.find(want) != std::string::npos, r.err);
+  CHECK(r.err.find("0.000000") == std::string::npos);
+}
+
+TEST_CASE("cli: an int8 run prints the kernels that ran, as `rnncore info` names them") {
+  const std::string m = src("examples/models/"), d = temp_dir();
+  const std::string args = "run --weights " + m + "lstm_int8.safetensors --input " + m + "lstm_int8_input.npy --output " + d +
+                           "/y.npy";
+  const char* env = std::getenv("RNNCORE_MAX_ISA");  // a CI stage may cap the ISA for every test
+  const std::string given = env != nullptr ? env : "";
+  for (const char* cap : {"", "none"}) {
+    INFO("RNNCORE_MAX_ISA=" << (*cap != '\0' ? cap : given.c_str()));
+    if (*cap != '\0') setenv("RNNCORE_MAX_ISA", cap, 1);
+    const Result info = run("info"), r = run(args);
+    if (*cap != '\0') {
+      if (env != nullptr) setenv("RNNCORE_MAX_ISA", given.c_str(), 1);
+      else unsetenv("RNNCORE_MAX_ISA");
+    }
+    REQUIRE(r.code == 0);
+    const std::string key = "int8 LSTM kernels: ";
+    const std::size_t at = info.out.find(key);
+    REQUIRE(at != std::string::npos);
+    const std::string dot = info.out.substr(at + key.size(), info.out.find(',', at) - at - key.size());
+    const std::size_t rest = info.out.find("rest of the step: ", at);
+    REQUIRE(rest != std::string::npos);
+    std::string step = info.out.substr(rest + 18, info.out.find('\n', rest) - rest - 18);
+    if (step == "scalar") step = "scalar step";
+    CHECK_MESSAGE(r.out.find("int8 kernels " + dot + " + " + step + ",") != std::string::npos, r.out);
+    CHECK(r.out.find("scalar integer") == std::string::npos);
+    if (*cap != '\0') CHECK(dot == "i8_dot_rows_scalar");
+  }
+}
+
+TEST_CASE("cli: a model option that does not apply to the model is a usage error") {
+  const std::string m = src("examples/models/"), d = temp_dir();
+  const std::string args = "--weights " + m + "lstm_small.safetensors --input " + m + "lstm_small_input.npy";
+  Result r = run("run " + args + " --output " + d + "/y.npy --gru reset-before");
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--gru reset-before does not apply to a model without GRU layers (layer 0 is lstm)") != std::string::npos);
+  r = run("run " + args + " --output " + d + "/y.npy --gru reset-after");
+  CHECK(r.code == 2);
+  r = run("grad " + args + " --dy " + m + "lstm_small_expected_y.npy --grads " + d + "/g.safetensors --gru reset-before");
+  CHECK(r.code == 2);
+  r = run("export-c --weights " + m + "lstm_small.safetensors --output " + d + "/m.h --gru reset-before");
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--gru reset-before does not apply") != std::string::npos);
+  r = run("quantize --weights " + m + "lstm_small.safetensors --calibration " + m + "lstm_small_input.npy --output " + d +
+          "/q.safetensors --gru reset-after");
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--gru reset-after does not apply") != std::string::npos);
+  r = run("run " + args + " --output " + d + "/y.npy --forget-bias 1");  // as --forget-bias already was
+  CHECK(r.code == 1);
+  CHECK(r.err.find("a forget bias belongs to TF LSTM cells") != std::string::npos);
+}
+
+TEST_CASE("cli: grad on an int8 model names where the model came from") {
+  const std::string m = src("examples/models/"), d = temp_dir();
+  Result q = run("quantize --weights " + m + "lstm_small.safetensors --calibration " + m + "lstm_small_input.npy --output " + d +
+                 "/q.safetensors");
+  REQUIRE(q.code == 0);
+  const std::string grad = " --input " + m + "lstm_small_input.npy --dy " + m + "lstm_small_expected_y.npy --grads " + d +
+                           "/g.safetensors";
+  Result r = run("grad --weights " + d + "/q.safetensors" + grad);
+  CHECK(r.code == 1);
+  CHECK_MESSAGE(r.err.find("written by rnncore quantize from lstm_small.safetensors") != std::string::npos, r.err);
+  CHECK(r.err.find("tflite_to_safetensors") == std::string::npos);
+  r = run("grad --weights " + m + "lstm_int8.safetensors" + grad);  // converted from a .tflite
+  CHECK(r.code == 1);
+  CHECK_MESSAGE(r.err.find("converted by tools/tflite_to_safetensors.py") != std::string::npos, r.err);
+}

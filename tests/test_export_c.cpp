@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "rnncore/int8.h"
+#include "rnncore/io/export_c.hpp"
 #include "rnncore/io/npy.hpp"
 #include "tests/test_util.hpp"
 #include "tests/tool_run.hpp"
@@ -391,4 +392,38 @@ TEST_CASE("export-c: usage errors exit 2, other errors exit 1 with one line nami
   const Result help = run("help export-c");
   CHECK(help.code == 0);
   CHECK(help.out.find("--sample-input") != std::string::npos);
+}
+
+TEST_CASE("export-c: io::export_c, called as a library function, gives the command's header byte for byte") {
+  const std::string d = temp_dir(), m = kSource + "/examples/models/";
+  for (const char* model : {"lstm_small", "lstm_int8"}) {
+    INFO(model);
+    const std::string w = m + model + ".safetensors", x = m + model + "_input.npy";
+    const Result r = run("export-c --weights " + w + " --sample-input " + x + " --output " + d + "/cmd-model.h");
+    REQUIRE(r.code == 0);
+    io::ExportCOptions o;
+    o.weights = w;
+    o.sample_input = x;
+    o.output = d + "/cmd-model.h";  // named in the header's first line
+    o.name = io::c_identifier_from(o.output);
+    CHECK(o.name == "cmd_model");
+    std::string header, err;
+    io::ExportCReport report;
+    REQUIRE_MESSAGE(io::export_c(o, &header, &report, &err) == Status::ok, err);
+    CHECK(header == slurp(d + "/cmd-model.h"));
+    CHECK(r.out == o.output + ": " + report.summary + "\n");
+    CHECK(!report.option_error);
+    // an option that does not fit the model: an option error (the command's exit 2)
+    if (std::string(model) == "lstm_int8") o.max_batch = 2;
+    else o.interleave = true;
+    CHECK(io::export_c(o, &header, &report, &err) == Status::unsupported);
+    CHECK(report.option_error);
+    o.max_batch = 0;
+    o.interleave = false;
+    o.name = "9lives";
+    CHECK(io::export_c(o, &header, &report, &err) != Status::ok);
+    CHECK(report.option_error);
+    CHECK(err == "--name must be a C identifier, got '9lives'");
+  }
+  CHECK(io::c_identifier_from("models/9-lives.h") == "model_9_lives");
 }

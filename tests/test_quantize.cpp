@@ -1,9 +1,10 @@
-// `rnncore quantize` as a user runs it (tools/quantize.cpp, docs/int8.md "rnncore quantize"): a
+// `rnncore quantize` as a user runs it (io::quantize in src/io/quantize.cpp, its command
+// tools/quantize.cpp; docs/int8.md "rnncore quantize"): a
 // committed float LSTM quantized from committed calibration data, its scales checked against the
 // rules, the int8 model run by `rnncore run` within a stated error of the float model; the same Keras
 // LSTM, and a Keras stack of two, with their data quantized by TFLite's converter
 // (tests/golden/make_quantize_tflite_golden.py) give the same quantization; the bundled two-layer
-// PyTorch model; refusals with their exit codes.
+// PyTorch model; refusals with their exit codes; io::quantize called as a library function.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 
 #include "rnncore/int8.h"
 #include "rnncore/io/npy.hpp"
+#include "rnncore/io/quantize.hpp"
 #include "rnncore/io/safetensors.hpp"
 #include "src/io/int8_model.hpp"
 #include "tests/tool_run.hpp"
@@ -805,4 +807,43 @@ TEST_CASE("quantize: a cell scale outside 2^-15 .. 2^-9 is clamped with a note; 
     }
     CHECK(r.out.find("accuracy on ") != std::string::npos);
   }
+}
+
+TEST_CASE("quantize: io::quantize, called as a library function, writes the command's file and reports what it prints") {
+  const std::string d = temp_dir(), m = src("examples/models/");
+  const Result r = run("quantize --weights " + m + "lstm_small.safetensors --calibration " + m +
+                       "lstm_small_input.npy --eval " + m + "lstm_small_input.npy --output " + d + "/cmd.safetensors");
+  REQUIRE(r.code == 0);
+  io::QuantizeOptions o;
+  o.weights = m + "lstm_small.safetensors";
+  o.calibration = o.eval = m + "lstm_small_input.npy";
+  o.output = d + "/lib.safetensors";
+  int notes = 0;
+  o.note = [&notes](const std::string&) { ++notes; };
+  io::QuantizeReport report;
+  std::string err;
+  REQUIRE_MESSAGE(io::quantize(o, &report, &err) == Status::ok, err);
+  CHECK(slurp(d + "/lib.safetensors") == slurp(d + "/cmd.safetensors"));  // the same bytes
+  CHECK(r.out.find("model: " + report.model + "\n") != std::string::npos);
+  CHECK(report.quantization.size() == 4);  // two lines for each of the two layers
+  for (const std::string& line : report.quantization) CHECK(r.out.find(line + "\n") != std::string::npos);
+  REQUIRE(report.has_eval);
+  const io::QuantizeAccuracy& a = report.calibration_accuracy;
+  CHECK(a.values == static_cast<std::size_t>(a.T * a.B * a.H));
+  CHECK(a.H == 32);
+  CHECK(printed(r.out, "(calibration data", "snr_db=") == doctest::Approx(a.snr_db).epsilon(1e-3));
+  CHECK(printed(r.out, "(calibration data", "max_abs_err=") == doctest::Approx(a.max_abs).epsilon(1e-3));
+  CHECK(report.eval_accuracy.snr_db == a.snr_db);  // the same data
+  CHECK(a.snr_db > 30.0);
+  CHECK(notes == 0);
+  // a bad option is an option error (the command's exit 2), a model it cannot hold is not
+  o.carry_state = 3;
+  CHECK(io::quantize(o, &report, &err) != Status::ok);
+  CHECK(report.option_error);
+  CHECK(err == "--carry-state 3 does not divide the calibration's 4 rows");
+  o.carry_state = 0;
+  o.weights = d + "/lib.safetensors";
+  CHECK(io::quantize(o, &report, &err) == Status::unsupported);
+  CHECK(!report.option_error);
+  CHECK(err.find("already an int8 LSTM model") != std::string::npos);
 }

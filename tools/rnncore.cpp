@@ -15,16 +15,16 @@
 
 #include "rnncore/gpu.hpp"
 #include "rnncore/rnncore.hpp"
+#include "rnncore/io/hints.hpp"
+#include "rnncore/io/int8_file.hpp"
+#include "rnncore/io/model.hpp"
 #include "rnncore/io/npy.hpp"
 #include "rnncore/io/safetensors.hpp"
-#include "tools/bench_int8.hpp"
-#include "tools/cli.hpp"
-#include "tools/export_c.hpp"
-#include "tools/quantize.hpp"
-#include "tools/fma_peak/fma_peak.hpp"
-#include "rnncore/io/model.hpp"
 #include "rnncore/io/stack_config.hpp"
-#include "src/io/int8_model.hpp"
+#include "cli.hpp"
+#include "export_c.hpp"
+#include "fma_peak/fma_peak.hpp"
+#include "quantize.hpp"
 
 using namespace rnncore;
 using namespace rnncore::tools;
@@ -378,7 +378,16 @@ struct RunSetup {
 int prepare_run(const CLI::App& app, const RunOptions& o, RunSetup* rs) {
   std::string err;
   const long long threads = o.threads;
-  if (const int rc = check_threads(app.get_name().substr(8), threads, o.oversubscribe); rc >= 0) return rc;  // "rnncore run"
+  const std::string command = app.get_name().substr(8);  // "rnncore run"
+  if (const int rc = check_threads(command, threads, o.oversubscribe); rc >= 0) return rc;
+  {
+    // `rnncore run` takes an int8 model through run_int8; grad takes float models only.
+    SafeTensors file;
+    if (read_safetensors(o.weights.c_str(), &file) == RNNCORE_OK && is_int8_model(file))
+      return error(o.weights + ": an int8 LSTM model (format tflite_int8, " + int8_model_origin(file) +
+                   ") runs with 'rnncore run --weights M --input X --output Y' only; rnncore " + command +
+                   " takes float models (docs/int8.md)");
+  }
   ModelHints hints = model_hints(app, o.hints);
   hints.dtype = o.dtype == "f64" ? DType::f64 : DType::f32;
   Backend backend = Backend::auto_select;
@@ -396,6 +405,8 @@ int prepare_run(const CLI::App& app, const RunOptions& o, RunSetup* rs) {
   LoadedModel& model = rs->model;
   if (load_weights(o.weights, hints, !o.config.empty() ? &config : nullptr, &model, &err) != Status::ok)
     return error(err);
+  if (const std::string refused = inapplicable_hint(hints, model.stack); !refused.empty())
+    return usage_error(command, refused + " (" + o.weights + ")");
   for (const std::string& note : model.notes) std::fprintf(stderr, "rnncore: note: %s\n", note.c_str());
   if (!model.ignored.empty()) {
     std::string list;
@@ -512,7 +523,7 @@ void define_run(CLI::App& app, RunOptions& o) {
   app.description("Runs a recurrent model from a safetensors file on .npy input; prints the model, the time per run\n"
                   "and, with --expect*, the largest deviation from stored outputs.\n"
                   "An int8 LSTM model (format tflite_int8, written from a quantized .tflite by\n"
-                  "tools/tflite_to_safetensors.py; docs/int8.md) takes --weights, --input, --output, --hn and\n"
+                  "tools/tflite_to_safetensors.py or by rnncore quantize; docs/int8.md) takes --weights, --input, --output, --hn and\n"
                   "--cn only: x int8 [B, T, I] (batch-major), or float32 quantized as TFLite's QUANTIZE op does;\n"
                   "y int8 [B, T, H], or [B, H] for a model that returns the last step; hn int8 and cn int16\n"
                   "(every LSTM op's final output and cell states: [B, H] for one, [L*D, B, H] for a stack of\n"
@@ -527,7 +538,7 @@ void define_run(CLI::App& app, RunOptions& o) {
 
 // Token ids a ([B, T], int32 or int64) looked up in the stack's embedding into x [B, T, E]; an
 // error naming the first id outside the vocabulary, or "".
-std::string embed_input(const Int8Stack& stack, const Array& a, std::int8_t* x) {
+std::string embed_input(const Int8Runner& model, const Array& a, std::int8_t* x) {
   const std::size_t n = static_cast<std::size_t>(a.shape[0] * a.shape[1]);
   std::vector<std::int64_t> ids(n);
   for (std::size_t k = 0; k < n; ++k) {
@@ -539,26 +550,12 @@ std::string embed_input(const Int8Stack& stack, const Array& a, std::int8_t* x) 
       std::memcpy(&ids[k], a.bytes.data() + 8 * k, 8);
     }
   }
-  const std::size_t bad = embed_ids(stack, n, ids.data(), x);
+  const std::size_t bad = model.embed_ids(n, ids.data(), x);
   if (bad == n) return std::string();
   const std::size_t T = static_cast<std::size_t>(a.shape[1]);
   return "token id " + std::to_string(ids[bad]) + " at [" + std::to_string(bad / T) + ", " + std::to_string(bad % T) +
-         "] is outside the embedding's vocabulary [0, " + std::to_string(stack.vocab) +
+         "] is outside the embedding's vocabulary [0, " + std::to_string(model.vocab()) +
          ") (LiteRT's GATHER fails on it too)";
-}
-
-// The shape --hn and --cn write an int8 model's final states in: [B, H] for one LSTM, [L·D, B, H]
-// for a stack whose LSTMs (layers and directions) have one width, else the [B, H_l] blocks flattened.
-std::vector<std::int64_t> int8_state_shape(const Int8Stack& stack, std::int64_t B) {
-  std::vector<std::int64_t> widths;
-  for (const auto& layer : stack.layers) {
-    widths.push_back(layer->hidden_size);
-    if (layer->backward) widths.push_back(layer->backward->hidden_size);
-  }
-  const bool uniform = std::all_of(widths.begin(), widths.end(), [&](std::int64_t w) { return w == widths[0]; });
-  if (widths.size() == 1) return {B, widths[0]};
-  if (uniform) return {static_cast<std::int64_t>(widths.size()), B, widths[0]};
-  return {static_cast<std::int64_t>(int8_state_elements(stack, static_cast<int>(B)))};
 }
 
 // Reads an int8 model's initial state (--h0 int8, --c0 int16) of the shape --hn and --cn write;
@@ -572,9 +569,51 @@ std::string read_int8_state(const std::string& path, ElemType type, const std::v
   return "";
 }
 
-// `rnncore run` on an integer LSTM model (metadata format=tflite_int8, written by
-// tools/tflite_to_safetensors.py; docs/int8.md): int8 [B, T, I] input, or float32 quantized as
-// TFLite's QUANTIZE op does; int8 output [B, T, H], or [B, H] for a last-step model.
+// An int8 model's input (--input): int8 [B, T, I], float32 quantized as TFLite's QUANTIZE op
+// does, or token ids [B, T] for a model that starts with an Embedding; into x [B, T, I] in the
+// order the model reads its steps. Returns "" or the error line; *a is the array as read.
+std::string read_int8_input(const RunOptions& o, const Int8Runner& model, Array* a, std::vector<std::int8_t>* x) {
+  const std::int64_t I = model.input_size();
+  const std::string expected = dims_string({"B", "T", std::to_string(I)}) + " (batch-major, as the TFLite op)";
+  if (read_npy(o.input.c_str(), a) != RNNCORE_OK) return rnncore_last_error_detail();
+  const bool ids = a->type == ElemType::i32 || a->type == ElemType::i64;
+  if (model.has_embedding() && !ids)
+    return o.input + ": " + o.weights + " starts with an Embedding: expected token ids, int32 or int64 [B, T], found " +
+           elem_type_name(a->type) + " " + shape_string(a->shape);
+  if (!model.has_embedding() && ids)
+    return o.input + ": token ids (" + elem_type_name(a->type) + ") for " + o.weights +
+           ", which has no Embedding: expected int8 or float32 input " + expected;
+  if (!ids && a->type != ElemType::i8 && a->type != ElemType::f32)
+    return o.input + ": expected int8 or float32 input " + expected + " for the int8 model " + o.weights + ", found " +
+           elem_type_name(a->type) + " " + shape_string(a->shape);
+  if (ids ? a->shape.size() != 2 : a->shape.size() != 3 || a->shape[2] != I)
+    return o.input + ": expected shape " + (ids ? std::string("[B, T] (token ids)") : expected) + ", found " +
+           shape_string(a->shape);
+  const std::int64_t B = a->shape[0], T = a->shape[1];
+  if (T > (1 << 28) || B > (1 << 24)) return o.input + ": sequence or batch too large";
+  x->assign(static_cast<std::size_t>(B * T * I), 0);
+  if (ids) {
+    if (const std::string e = embed_input(model, *a, x->data()); !e.empty()) return o.input + ": " + e;
+  } else if (a->type == ElemType::i8) {
+    if (!x->empty()) std::memcpy(x->data(), a->bytes.data(), x->size());
+  } else {
+    for (std::size_t k = 0; k < x->size(); ++k) {
+      float v;
+      std::memcpy(&v, a->bytes.data() + 4 * k, 4);
+      (*x)[k] = model.quantize_input(v);
+    }
+  }
+  if (model.reverse_input()) {  // Keras go_backwards: the model's REVERSE_V2 of the time axis
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t t = 0; t < T / 2; ++t)
+        std::swap_ranges(x->begin() + (b * T + t) * I, x->begin() + (b * T + t + 1) * I, x->begin() + (b * T + T - 1 - t) * I);
+  }
+  return "";
+}
+
+// `rnncore run` on an integer LSTM model (metadata format=tflite_int8, from
+// tools/tflite_to_safetensors.py or rnncore quantize; docs/int8.md): int8 [B, T, I] input, or
+// float32 quantized as TFLite's QUANTIZE op does; int8 output [B, T, H], or [B, H] for a last-step model.
 int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) {
   for (const CLI::Option* opt : app.get_options()) {
     const std::string name = opt->get_name();
@@ -585,63 +624,25 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
                                     "--output, --h0, --c0, --hn and --cn only (docs/int8.md)");
   }
   std::string err;
-  Int8Stack stack;
-  if (load_int8_stack(file, &stack, &err) != Status::ok) return error(err);
-  const Int8Model& first = *stack.layers.front();
-  const Int8Model& model = *stack.layers.back();  // the layer whose output the model returns
-  const std::size_t L = stack.layers.size();
-  const std::int64_t I = first.input_size, H = stack.output_size();
-  const std::string expected = dims_string({"B", "T", std::to_string(I)}) + " (batch-major, as the TFLite op)";
+  Int8Runner model;
+  if (Int8Runner::load(file, &model, &err) != Status::ok) return error(err);
   Array a;
-  if (read_npy(o.input.c_str(), &a) != RNNCORE_OK) return error(rnncore_last_error_detail());
-  const bool ids = a.type == ElemType::i32 || a.type == ElemType::i64;
-  if (stack.has_embedding && !ids)
-    return error(o.input + ": " + o.weights + " starts with an Embedding: expected token ids, int32 or int64 [B, T], found " +
-                 elem_type_name(a.type) + " " + shape_string(a.shape));
-  if (!stack.has_embedding && ids)
-    return error(o.input + ": token ids (" + elem_type_name(a.type) + ") for " + o.weights +
-                 ", which has no Embedding: expected int8 or float32 input " + expected);
-  if (!ids && a.type != ElemType::i8 && a.type != ElemType::f32)
-    return error(o.input + ": expected int8 or float32 input " + expected + " for the int8 model " + o.weights +
-                 ", found " + elem_type_name(a.type) + " " + shape_string(a.shape));
-  if (ids ? a.shape.size() != 2 : a.shape.size() != 3 || a.shape[2] != I)
-    return error(o.input + ": expected shape " + (ids ? std::string("[B, T] (token ids)") : expected) + ", found " +
-                 shape_string(a.shape));
-  const std::int64_t B = a.shape[0], T = a.shape[1];
-  if (T > (1 << 28) || B > (1 << 24)) return error(o.input + ": sequence or batch too large");
-  std::vector<std::int8_t> x(static_cast<std::size_t>(B * T * I));
-  if (ids) {
-    if (const std::string e = embed_input(stack, a, x.data()); !e.empty()) return error(o.input + ": " + e);
-  } else if (a.type == ElemType::i8) {
-    if (!x.empty()) std::memcpy(x.data(), a.bytes.data(), x.size());
-  } else {
-    for (std::size_t k = 0; k < x.size(); ++k) {
-      float v;
-      std::memcpy(&v, a.bytes.data() + 4 * k, 4);
-      x[k] = quantize_input(first, v);
-    }
-  }
-  if (stack.reverse_input) {  // Keras go_backwards: the model's REVERSE_V2 of the time axis
-    for (std::int64_t b = 0; b < B; ++b)
-      for (std::int64_t t = 0; t < T / 2; ++t)
-        std::swap_ranges(x.begin() + (b * T + t) * I, x.begin() + (b * T + t + 1) * I, x.begin() + (b * T + T - 1 - t) * I);
-  }
-  const std::vector<std::int64_t> yshape = model.return_sequences ? std::vector<std::int64_t>{B, T, H}
-                                                                   : std::vector<std::int64_t>{B, H};
-  std::vector<std::int8_t> y(static_cast<std::size_t>(model.return_sequences ? B * T * H : B * H));
+  std::vector<std::int8_t> x;
+  if (!(err = read_int8_input(o, model, &a, &x)).empty()) return error(err);
+  const std::int64_t B = a.shape[0], T = a.shape[1], H = model.output_size();
+  const std::vector<std::int64_t> yshape = model.return_sequences() ? std::vector<std::int64_t>{B, T, H}
+                                                                     : std::vector<std::int64_t>{B, H};
+  std::vector<std::int8_t> y(static_cast<std::size_t>(model.return_sequences() ? B * T * H : B * H));
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::int8_t> hn(int8_state_elements(stack, static_cast<int>(B)));
+  std::vector<std::int8_t> hn(model.state_elements(static_cast<int>(B)));
   std::vector<std::int16_t> cn(hn.size());
-  const std::vector<std::int64_t> sshape = int8_state_shape(stack, B);
+  const std::vector<std::int64_t> sshape = model.state_shape(B);
   Array h0, c0;
   if (!o.h0.empty() && !(err = read_int8_state(o.h0, ElemType::i8, sshape, &h0)).empty()) return error(err);
   if (!o.c0.empty() && !(err = read_int8_state(o.c0, ElemType::i16, sshape, &c0)).empty()) return error(err);
-  Int8States states;
-  states.h0 = o.h0.empty() ? nullptr : reinterpret_cast<const std::int8_t*>(h0.bytes.data());
-  states.c0 = o.c0.empty() ? nullptr : reinterpret_cast<const std::int16_t*>(c0.bytes.data());
-  states.hn = hn.data();
-  states.cn = cn.data();
-  run_int8_stack(stack, static_cast<int>(B), static_cast<int>(T), x.data(), y.data(), states);
+  model.run(static_cast<int>(B), static_cast<int>(T), x.data(), y.data(),
+            o.h0.empty() ? nullptr : reinterpret_cast<const std::int8_t*>(h0.bytes.data()),
+            o.c0.empty() ? nullptr : reinterpret_cast<const std::int16_t*>(c0.bytes.data()), hn.data(), cn.data());
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (write_npy(o.output.c_str(), ElemType::i8, yshape.data(), static_cast<int>(yshape.size()), y.data()) != RNNCORE_OK)
     return error(rnncore_last_error_detail());
@@ -650,43 +651,101 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
     return error(rnncore_last_error_detail());
   if (!o.cn.empty() && write_npy(o.cn.c_str(), ElemType::i16, sshape.data(), srank, cn.data()) != RNNCORE_OK)
     return error(rnncore_last_error_detail());
-  std::string cells, sizes;
-  for (const auto& layer : stack.layers) {
-    cells += (cells.empty() ? "2^" : ", 2^") + std::to_string(layer->params.cell_log2);
-    if (layer->backward) cells += "/2^" + std::to_string(layer->backward->params.cell_log2);
-    static const char* const merge_names[] = {"", " sum", " mul", " ave"};  // Int8Model::Merge; concat: no word
-    sizes += (sizes.empty() ? "" : ", ") +
-             (layer->backward ? "bidirectional " + std::to_string(layer->hidden_size) + "+" +
-                                    std::to_string(layer->backward->hidden_size) +
-                                    merge_names[static_cast<int>(layer->merge)]
-                              : std::to_string(layer->hidden_size));
-  }
-  bool per_channel = false;
-  for (const auto& layer : stack.layers) per_channel |= q8::int8_lstm_per_channel(layer->q);
-  std::printf("model: int8 LSTM (tflite_int8, LiteRT's 8x8_16 integer LSTM%s), I=%lld H=%lld%s, %s; cell scale %s\n",
-              per_channel ? "; per-channel weight scales, rnncore's extension" : "", static_cast<long long>(I),
-              static_cast<long long>(H),
-              (L > 1 || stack.bidirectional() ? ", " + std::to_string(L) + (L > 1 ? " layers (H " : " layer (H ") + sizes + ")"
-                                              : std::string()).c_str(),
-              stack.return_sequences ? "returns sequences" : "returns the last step", cells.c_str());
-  for (const auto& d : stack.dense)
-    std::printf("then Dense %d -> %d%s%s (int8, XNNPACK's requantization%s)\n", d->in_size, d->out_size,
-                stack.return_sequences ? " on every step" : "",
-                d->q.relu ? ", relu" : !d->has_table ? "" : d->table_function == q8::TableActivation::sigmoid ? ", sigmoid" : ", tanh",
-                d->has_table ? "; the activation as TFLite's int8 table" : "");
-  if (stack.has_softmax)
-    std::printf("then softmax over %d%s (int8, beta %g, TFLite's table of exp)\n", stack.output_size(),
-                stack.return_sequences ? " on every step" : "", static_cast<double>(stack.softmax_beta));
-  if (stack.has_embedding)
-    std::printf("input: token ids (%s) through an embedding %d x %d (int8 rows, scale %g, zero point %d)\n",
-                elem_type_name(a.type), stack.vocab, stack.embed_dim, static_cast<double>(stack.embed_scale),
-                static_cast<int>(stack.embed_zp));
+  for (const std::string& line : model.describe()) std::printf("%s\n", line.c_str());
+  if (model.has_embedding())
+    std::printf("input: token ids (%s) through %s\n", elem_type_name(a.type), model.describe_embedding().c_str());
   std::printf("input: %s%s%s; output: int8 %s\n", a.type == ElemType::f32 ? "float32" : "int8",
               a.type == ElemType::f32 ? " (quantized as TFLite's QUANTIZE op)" : "",
-              stack.reverse_input ? ", steps read last to first (go_backwards)" : "", shape_string(yshape).c_str());
-  std::printf("run: T=%lld B=%lld, backend reference (scalar integer), %.3f ms\n", static_cast<long long>(T),
-              static_cast<long long>(B), ms);
+              model.reverse_input() ? ", steps read last to first (go_backwards)" : "", shape_string(yshape).c_str());
+  std::printf("run: T=%lld B=%lld, int8 kernels %s, %.3f ms\n", static_cast<long long>(T), static_cast<long long>(B),
+              model.kernel_names().c_str(), ms);
   return 0;
+}
+
+// --expect, --expect-hn and --expect-cn: each output's deviation from its stored expectation on a
+// line; with --tolerance (>= 0) an error naming the output whose relative error exceeds it.
+int check_expected(const RunOptions& o, double tolerance, DType dt, const std::vector<unsigned char>& y,
+                   const std::vector<std::int64_t>& yshape, const std::vector<unsigned char>& hy,
+                   const std::vector<std::int64_t>& state_dims, const std::vector<unsigned char>& cy,
+                   const std::vector<std::int64_t>& cell_dims) {
+  std::string err;
+  double worst = 0;
+  const char* worst_label = "y";
+  struct Check {
+    const std::string* path;
+    const char* label;
+    const std::vector<unsigned char>* got;
+    const std::vector<std::int64_t>* shape;
+  };
+  for (const Check& c : {Check{&o.expect, "y", &y, &yshape}, Check{&o.expect_hn, "hn", &hy, &state_dims},
+                         Check{&o.expect_cn, "cn", &cy, &cell_dims}}) {
+    if (c.path->empty()) continue;
+    const double rel = compare(c.label, *c.got, dt, *c.shape, *c.path, &err);
+    if (rel < 0) return error(err);
+    if (rel > worst || std::isnan(rel)) worst = rel, worst_label = c.label;
+  }
+  if (tolerance >= 0 && !(worst <= tolerance)) {
+    char line[160];
+    std::snprintf(line, sizeof line, "%s: relative error %.3g exceeds --tolerance %.3g", worst_label, worst, tolerance);
+    return error(line);
+  }
+  return 0;
+}
+
+// The "model:" line of a run: the cell, layers and sizes read off the weights (with the LSTM
+// extensions, per layer where they differ), or the --config stack layer by layer.
+void print_model(const RunOptions& o, const LoadedModel& model, const StackSpec& stack) {
+  const std::int64_t L = stack.num_layers, I = stack.input_size;
+  const std::int64_t D = num_directions(stack.layers[0]), H = stack.layers[0].hidden_size;
+  if (o.config.empty()) {
+    const RnnSpec& spec = model.spec;
+    // LSTM extensions, when present: one value, or one per layer (a/b/c) where the layers differ.
+    std::string ext;
+    auto per_layer = [&](const char* name, auto get, bool flag) {
+      std::string values;
+      bool any = false, same = true;
+      char v[32];
+      for (int l = 0; l < stack.num_layers; ++l) {
+        const double x = get(stack.layers[l]);
+        any = any || x > 0;
+        same = same && x == get(stack.layers[0]);
+        std::snprintf(v, sizeof v, "%g", x);
+        values += (l ? "/" : "") + std::string(v);
+      }
+      if (!any) return;
+      if (same) values = values.substr(0, values.find('/'));
+      ext += std::string(", ") + name + (flag && same ? "" : " " + values);
+    };
+    per_layer("proj_size", [](const LayerSpec& ls) { return static_cast<double>(ls.proj_size); }, false);
+    per_layer("peepholes", [](const LayerSpec& ls) { return ls.peepholes ? 1.0 : 0.0; }, true);
+    per_layer("cell_clip", [](const LayerSpec& ls) { return ls.cell_clip; }, false);
+    per_layer("proj_clip", [](const LayerSpec& ls) { return ls.proj_clip; }, false);
+    std::printf("model: %s%s, %lld layer(s), %s, input %lld, hidden %lld%s (%s weights, prefix '%s')\n", to_string(spec.mode),
+                spec.mode == Mode::gru ? (std::string(" ") + to_string(spec.gru_variant)).c_str() : "",
+                static_cast<long long>(L), D == 2 ? "bidirectional" : "unidirectional", static_cast<long long>(I),
+                static_cast<long long>(H), ext.c_str(), to_string(model.format), model.prefix.c_str());
+  } else {
+    std::string layers;
+    for (int l = 0; l < stack.num_layers; ++l) {
+      const LayerSpec& ls = stack.layers[l];
+      layers += (l ? ", " : "") + std::string(to_string(ls.mode)) + " " + std::to_string(ls.hidden_size) +
+                (ls.direction == Direction::bidirectional ? " bi" : "");
+      char ext[96];  // LSTM extensions (from the configuration, or the file where the configuration says nothing)
+      std::snprintf(ext, sizeof ext, "%s%s", ls.proj_size > 0 ? (" proj " + std::to_string(ls.proj_size)).c_str() : "",
+                    ls.peepholes ? " peepholes" : "");
+      layers += ext;
+      for (const auto& c : {std::make_pair(" cell_clip %g", ls.cell_clip), std::make_pair(" proj_clip %g", ls.proj_clip)})
+        if (c.second > 0) {
+          std::snprintf(ext, sizeof ext, c.first, c.second);
+          layers += ext;
+        }
+      for (int w = 0; w < ls.num_wrappers; ++w)
+        layers += ls.wrappers[w].kind == WrapperKind::dropout ? " +dropout" : " +residual";
+    }
+    std::printf("model: stack of %lld layer(s) [%s], input %lld, inter-layer dropout %g (%s weights, prefix '%s')\n",
+                static_cast<long long>(L), layers.c_str(), static_cast<long long>(I), stack.dropout, to_string(model.format),
+                model.prefix.c_str());
+  }
 }
 
 int cmd_run(int argc, char** argv) {
@@ -708,8 +767,7 @@ int cmd_run(int argc, char** argv) {
   const StackSpec& stack = rs.stack();
   const DType dt = stack.dtype;
   const std::size_t es = dtype_size(dt);
-  const std::int64_t L = stack.num_layers, I = stack.input_size, out_width = rs.out_width, T = rs.T, B = rs.B;
-  const std::int64_t D = num_directions(stack.layers[0]), H = stack.layers[0].hidden_size;
+  const std::int64_t out_width = rs.out_width, T = rs.T, B = rs.B;
   const bool any_lstm = rs.any_lstm;
   const RunMode run_mode = rs.run_mode;
   const unsigned long long seed = rs.seed, step = rs.step;
@@ -799,55 +857,7 @@ int cmd_run(int argc, char** argv) {
   if (!o.hn.empty() && !write_f32_npy(o.hn, dt, hy.data(), state_dims, &err)) return error(err);
   if (!o.cn.empty() && !write_f32_npy(o.cn, dt, cy.data(), rs.cell_dims, &err)) return error(err);
 
-  if (o.config.empty()) {
-    const RnnSpec& spec = model.spec;
-    // LSTM extensions, when present: one value, or one per layer (a/b/c) where the layers differ.
-    std::string ext;
-    auto per_layer = [&](const char* name, auto get, bool flag) {
-      std::string values;
-      bool any = false, same = true;
-      char v[32];
-      for (int l = 0; l < stack.num_layers; ++l) {
-        const double x = get(stack.layers[l]);
-        any = any || x > 0;
-        same = same && x == get(stack.layers[0]);
-        std::snprintf(v, sizeof v, "%g", x);
-        values += (l ? "/" : "") + std::string(v);
-      }
-      if (!any) return;
-      if (same) values = values.substr(0, values.find('/'));
-      ext += std::string(", ") + name + (flag && same ? "" : " " + values);
-    };
-    per_layer("proj_size", [](const LayerSpec& ls) { return static_cast<double>(ls.proj_size); }, false);
-    per_layer("peepholes", [](const LayerSpec& ls) { return ls.peepholes ? 1.0 : 0.0; }, true);
-    per_layer("cell_clip", [](const LayerSpec& ls) { return ls.cell_clip; }, false);
-    per_layer("proj_clip", [](const LayerSpec& ls) { return ls.proj_clip; }, false);
-    std::printf("model: %s%s, %lld layer(s), %s, input %lld, hidden %lld%s (%s weights, prefix '%s')\n", to_string(spec.mode),
-                spec.mode == Mode::gru ? (std::string(" ") + to_string(spec.gru_variant)).c_str() : "",
-                static_cast<long long>(L), D == 2 ? "bidirectional" : "unidirectional", static_cast<long long>(I),
-                static_cast<long long>(H), ext.c_str(), to_string(model.format), model.prefix.c_str());
-  } else {
-    std::string layers;
-    for (int l = 0; l < stack.num_layers; ++l) {
-      const LayerSpec& ls = stack.layers[l];
-      layers += (l ? ", " : "") + std::string(to_string(ls.mode)) + " " + std::to_string(ls.hidden_size) +
-                (ls.direction == Direction::bidirectional ? " bi" : "");
-      char ext[96];  // LSTM extensions (from the configuration, or the file where the configuration says nothing)
-      std::snprintf(ext, sizeof ext, "%s%s", ls.proj_size > 0 ? (" proj " + std::to_string(ls.proj_size)).c_str() : "",
-                    ls.peepholes ? " peepholes" : "");
-      layers += ext;
-      for (const auto& c : {std::make_pair(" cell_clip %g", ls.cell_clip), std::make_pair(" proj_clip %g", ls.proj_clip)})
-        if (c.second > 0) {
-          std::snprintf(ext, sizeof ext, c.first, c.second);
-          layers += ext;
-        }
-      for (int w = 0; w < ls.num_wrappers; ++w)
-        layers += ls.wrappers[w].kind == WrapperKind::dropout ? " +dropout" : " +residual";
-    }
-    std::printf("model: stack of %lld layer(s) [%s], input %lld, inter-layer dropout %g (%s weights, prefix '%s')\n",
-                static_cast<long long>(L), layers.c_str(), static_cast<long long>(I), stack.dropout, to_string(model.format),
-                model.prefix.c_str());
-  }
+  print_model(o, model, stack);
   if (mc)
     std::printf("dropout: monte-carlo, %lld sample(s) with steps %llu..%llu, seed %llu%s; y is their mean\n", samples,
                 step, step + static_cast<unsigned long long>(samples - 1), seed, rs.row_ids.empty() ? "" : ", row ids given");
@@ -859,22 +869,7 @@ int cmd_run(int argc, char** argv) {
               T > 0 ? 1000.0 * ms / static_cast<double>(T) : 0.0,
               times.empty() ? " (single run; --repeat N for a median)" : (" (median of " + std::to_string(times.size()) + ")").c_str());
 
-  double worst = 0;
-  struct Check {
-    const std::string* path;
-    const char* label;
-    const std::vector<unsigned char>* got;
-    const std::vector<std::int64_t>* shape;
-  };
-  for (const Check& c : {Check{&o.expect, "y", &y, &yshape}, Check{&o.expect_hn, "hn", &hy, &state_dims},
-                         Check{&o.expect_cn, "cn", &cy, &rs.cell_dims}}) {
-    if (c.path->empty()) continue;
-    const double rel = compare(c.label, *c.got, dt, *c.shape, *c.path, &err);
-    if (rel < 0) return error(err);
-    worst = std::max(worst, rel);
-  }
-  if (tolerance >= 0 && worst > tolerance) return error("relative error " + std::to_string(worst) + " exceeds --tolerance");
-  return 0;
+  return check_expected(o, tolerance, dt, y, yshape, hy, state_dims, cy, rs.cell_dims);
 }
 
 // One tensor's gradients as float32.
@@ -1034,6 +1029,7 @@ struct BenchOptions {
   bool bidirectional = false, backward = false, peak = false, oversubscribe = false, peepholes = false;
   bool gpu_half_math = false;
   double dropout = 0.0;
+  bool dropout_given = false;  ///< --dropout was given (set after parsing)
 };
 
 // The app of `rnncore bench`.
@@ -1126,168 +1122,217 @@ int cmd_bench_int8(const CLI::App& app, const BenchOptions& o) {
   if (o.threads != 1) return usage_error("bench", "--dtype int8 runs on one thread (--threads 1)");
   if (o.backend == "gpu") return usage_error("bench", "--dtype int8 runs on the CPU (--backend auto, simd or reference)");
   Int8BenchShape shape;
-  shape.seq = o.seq;
-  shape.batch = o.batch;
-  shape.input = o.input;
-  shape.hidden = o.hidden;
-  shape.layers = o.layers;
-  shape.reps = o.reps;
+  shape.seq = static_cast<int>(o.seq);
+  shape.batch = static_cast<int>(o.batch);
+  shape.input = static_cast<int>(o.input);
+  shape.hidden = static_cast<int>(o.hidden);
+  shape.layers = static_cast<int>(o.layers);
   shape.reference = o.backend == "reference";
-  return bench_int8(shape);
+  Int8Bench bench;
+  std::string err;
+  if (Int8Bench::create(shape, &bench, &err) != Status::ok) return error(err);
+  // One warm-up, then the median of --reps runs, each from a zero state.
+  using clock = std::chrono::steady_clock;
+  std::vector<double> ms;
+  const auto start = clock::now();
+  for (long long i = -1; i < o.reps; ++i) {  // i = -1: the warm-up
+    const auto t0 = clock::now();
+    if (bench.forward() != Status::ok) return error(std::string("int8 LSTM: ") + last_error_detail());
+    const double t = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+    if (i >= 0) ms.push_back(t);
+    if (t > 500.0)
+      std::fprintf(stderr, "rnncore bench: %s %lld/%lld, %.1f s\n", i < 0 ? "warm-up" : "repetition", i < 0 ? 0 : i + 1,
+                   o.reps, std::chrono::duration<double>(clock::now() - start).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  const double median = ms[ms.size() / 2];
+  std::printf("lstm int8 T=%d B=%d I=%d H=%d L=%d unidirectional threads=1 backend=%s kernel=%s reps=%lld\n", shape.seq,
+              shape.batch, shape.input, shape.hidden, shape.layers, shape.reference ? "reference" : "simd",
+              bench.kernel_names().c_str(), o.reps);
+  std::printf("median_ms=%.4f gops=%.2f\n", median, bench.ops() / (median * 1e6));
+  return 0;
 }
 
-int cmd_bench(int argc, char** argv) {
-  CLI::App app{"", "rnncore bench"};
-  BenchOptions o;
-  define_bench(app, o);
-  if (const int rc = parse_command(app, "bench", argc, argv); rc >= 0) return rc;
-  if (const int rc = check_threads("bench", o.threads, o.oversubscribe); rc >= 0) return rc;
-  if (o.dtype == "int8") return cmd_bench_int8(app, o);
+// The network `rnncore bench` times (its options, checked) and the options of its plans; returns
+// -1 to go on, else the exit status.
+int bench_spec(const BenchOptions& o, RnnSpec* spec, PlanOptions* opt) {
+  parse_mode(o.mode, &spec->mode);  // the names were checked by the options
+  if (!o.gru.empty()) parse_gru_variant(o.gru, &spec->gru_variant);
+  spec->dtype = o.dtype == "f64" ? DType::f64 : DType::f32;  // bf16 / f16: weight storage, f32 computation
+  spec->input_size = static_cast<int>(o.input);
+  spec->hidden_size = static_cast<int>(o.hidden);
+  spec->num_layers = static_cast<int>(o.layers);
+  spec->direction = o.bidirectional ? Direction::bidirectional : Direction::unidirectional;
+  spec->proj_size = static_cast<int>(o.proj);
+  spec->peepholes = o.peepholes;
+  opt->max_batch = static_cast<int>(o.batch);
+  opt->max_seq_len = static_cast<int>(o.seq);
+  opt->threads = static_cast<int>(o.threads);
+  opt->weight_dtype = o.dtype == "bf16" ? DType::bf16 : o.dtype == "f16" ? DType::f16 : DType::f32;
+  parse_backend(o.backend, &opt->backend);
+  if (o.gpu_half_math && opt->backend != Backend::gpu) return usage_error("bench", "--gpu-half-math needs --backend gpu");
+  opt->gpu_half_math = o.gpu_half_math;
+  if (validate(*spec) != Status::ok) return error(last_error_detail());
+  return -1;
+}
+
+// --backward: a training plan (the network, or the network with dropout on every site) with its
+// packed weights, forward and backward workspaces and reserve; on the GPU the buffers are device
+// memory.
+struct TrainNet {
+  Plan plan;
+  void* buf[4] = {nullptr, nullptr, nullptr, nullptr};  // packed, workspace, backward workspace, reserve
+  std::size_t bytes[4] = {0, 0, 0, 0};
+  int device = -1;  // >= 0: buf are device memory of that GPU
+  TrainNet() = default;
+  TrainNet(const TrainNet&) = delete;
+  TrainNet& operator=(const TrainNet&) = delete;
+  ~TrainNet() {
+    for (void* p : buf) device >= 0 ? gpu_free(device, p) : std::free(p);
+  }
+};
+
+// A device copy of a host tensor (GPU --backward).
+struct DeviceTensor {
+  int device = 0;
+  void* p = nullptr;
+  DeviceTensor() = default;
+  DeviceTensor(const DeviceTensor&) = delete;
+  DeviceTensor& operator=(const DeviceTensor&) = delete;
+  ~DeviceTensor() { gpu_free(device, p); }
+};
+
+// The float benchmark: the network on random weights and input, and what it times. Forward only:
+// the network and, with --dropout, the network with dropout (both timed, as training runs,
+// alternating, so that the ratio is measured under the same conditions). --backward: the
+// inference forward of the network, timed against training steps (a training forward that fills
+// the reserve + backward for dx, dh0, dc0 and the weights).
+struct FloatBench {
+  const BenchOptions& o;
   RnnSpec spec;
-  parse_mode(o.mode, &spec.mode);  // the names were checked by the options
-  if (!o.gru.empty()) parse_gru_variant(o.gru, &spec.gru_variant);
-  const long long T = o.seq, B = o.batch, I = o.input, H = o.hidden, L = o.layers, threads = o.threads, reps = o.reps;
-  const std::string dtype_name = o.dtype;
-  spec.dtype = dtype_name == "f64" ? DType::f64 : DType::f32;  // bf16 / f16: weight storage, f32 computation
-  spec.input_size = static_cast<int>(I);
-  spec.hidden_size = static_cast<int>(H);
-  spec.num_layers = static_cast<int>(L);
-  spec.direction = o.bidirectional ? Direction::bidirectional : Direction::unidirectional;
-  spec.proj_size = static_cast<int>(o.proj);
-  spec.peepholes = o.peepholes;
   PlanOptions opt;
-  opt.max_batch = static_cast<int>(B);
-  opt.max_seq_len = static_cast<int>(T);
-  opt.threads = static_cast<int>(threads);
-  opt.weight_dtype = dtype_name == "bf16" ? DType::bf16 : dtype_name == "f16" ? DType::f16 : DType::f32;
-  parse_backend(o.backend, &opt.backend);
-  if (o.gpu_half_math && opt.backend != Backend::gpu) return usage_error("bench", "--gpu-half-math needs --backend gpu");
-  opt.gpu_half_math = o.gpu_half_math;
-  const bool backward = o.backward;
-  const double dropout = o.dropout;
-  const bool with_dropout = given(app, "--dropout");
-
-  const std::int64_t n = param_count(spec);
-  if (validate(spec) != Status::ok) return error(last_error_detail());
-  std::vector<unsigned char> w(static_cast<std::size_t>(n) * dtype_size(spec.dtype));
-  std::uint64_t r = 12345;
-  auto next = [&r]() {  // small LCG: benchmark data only needs to be non-degenerate
-    r = r * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<double>(r >> 11) * 0x1.0p-53 - 0.5;
-  };
-  const std::size_t es = dtype_size(spec.dtype);
-  auto fill = [&](std::vector<unsigned char>& v, double scale) {
-    for (std::size_t i = 0; i < v.size() / es; ++i) {
-      if (spec.dtype == DType::f64) reinterpret_cast<double*>(v.data())[i] = scale * next();
-      else reinterpret_cast<float*>(v.data())[i] = static_cast<float>(scale * next());
-    }
-  };
-  fill(w, 0.2);
-
-  // The network, and with --dropout the same network with dropout on every site: a wrapper dropping
-  // input, output and state with keep 1 − p, and inter-layer dropout p. Both run as training runs,
-  // alternating, so that the ratio is measured under the same conditions.
-  StackSpec stacks[2] = {to_stack(spec), to_stack(spec)};
-  for (int l = 0; l < stacks[1].num_layers; ++l) {
-    Wrapper& wr = stacks[1].layers[l].wrappers[stacks[1].layers[l].num_wrappers++];
-    wr.dropout.input_keep = wr.dropout.output_keep = wr.dropout.state_keep = 1.0 - dropout;
-  }
-  stacks[1].dropout = dropout;
-  // --backward: one pool for the inference model and the training plans (two pools would compete
-  // for the cores with their spinning workers).
-  ThreadPool* pool = nullptr;
-  if (backward && opt.threads > 1 && ThreadPool::create(opt.threads, &pool) != Status::ok) return error(last_error_detail());
-  struct PoolGuard {
-    ThreadPool* p;
-    ~PoolGuard() { ThreadPool::destroy(p); }
-  } pool_guard{pool};
-  if (pool != nullptr) opt.thread_pool = pool;
-  // Forward only: the network and, with --dropout, the network with dropout (both timed).
-  // --backward: the inference forward of the network (one Model), timed against training steps.
-  const int nets = with_dropout && !backward ? 2 : 1;
+  std::size_t es = 4;
+  std::uint64_t rng = 12345;
+  std::vector<unsigned char> w, x, y;
+  StackSpec stacks[2];
+  struct PoolOwner {  // declared before the models and plans that use the pool: destroyed after them
+    ThreadPool* p = nullptr;
+    ~PoolOwner() { ThreadPool::destroy(p); }
+  } pool;
+  int nets = 1, train_nets = 0;
   Model net[2];
-  for (int k = 0; k < nets; ++k) {
-    const Status s = Model::create(stacks[k], opt, w.data(), &net[k]);
-    if (s != Status::ok) return error(library_error(s));
-  }
-  const std::int64_t D = num_directions(spec);
-  std::vector<unsigned char> x(static_cast<std::size_t>(T * B * I) * es), y(static_cast<std::size_t>(T * B * D * H) * es);
-  fill(x, 2.0);
-  ForwardArgs fa;
-  fa.batch = static_cast<int>(B);
-  fa.seq_len = static_cast<int>(T);
-  fa.x = x.data();
-  fa.y = y.data();
-  fa.run_mode = backward ? RunMode::inference : RunMode::training;
-  fa.seed = 1;
-  // A GPU plan runs on device copies of x and y and is timed with events on its stream.
-  const bool on_gpu = net[0].plan().backend() == Backend::gpu;
-
-  // --backward: training plans (the network, and with --dropout the network with dropout on every
-  // site), each with its packed weights, forward and backward workspaces and reserve; one training
-  // step = a training forward that fills the reserve + backward for dx, dh0, dc0 and the weights.
-  // On the GPU the buffers and the gradient tensors are device memory.
-  struct TrainNet {
-    Plan plan;
-    void* buf[4] = {nullptr, nullptr, nullptr, nullptr};  // packed, workspace, backward workspace, reserve
-    std::size_t bytes[4] = {0, 0, 0, 0};
-    int device = -1;  // >= 0: buf are device memory of that GPU
-    ~TrainNet() {
-      for (void* p : buf) device >= 0 ? gpu_free(device, p) : std::free(p);
-    }
-  };
-  struct DeviceTensor {  // a device copy of a host tensor (GPU --backward)
-    int device = 0;
-    void* p = nullptr;
-    ~DeviceTensor() { gpu_free(device, p); }
-  };
-  const int train_nets = backward ? (with_dropout ? 2 : 1) : 0;
   TrainNet train[2];
-  const std::size_t states = static_cast<std::size_t>(L * D * B * H) * es;
-  std::vector<unsigned char> dy(backward ? y.size() : 0), dhy(backward ? states : 0), dcy(backward ? states : 0),
-      dx(backward ? x.size() : 0), dh0(backward ? states : 0), dc0(backward ? states : 0),
-      dweights(backward ? w.size() : 0);
-  if (backward) {
+  ForwardArgs fa;
+  bool on_gpu = false;
+  GpuForwardBuffers device;
+  std::vector<unsigned char> dy, dhy, dcy, dx, dh0, dc0, dweights;
+  DeviceTensor grads[7];  // dy, dhy, dcy, dx, dh0, dc0, dweights on the GPU
+  void* grad_ptr[7] = {};
+  std::vector<double> ms[2], step_ms[2], fwd_ms[2], bwd_ms[2];
+
+  explicit FloatBench(const BenchOptions& options) : o(options) {}
+  FloatBench(const FloatBench&) = delete;
+  FloatBench& operator=(const FloatBench&) = delete;
+
+  // Random values in [−scale/2, scale/2) (a small LCG: benchmark data only needs to be non-degenerate).
+  void fill(std::vector<unsigned char>& v, double scale) {
+    for (std::size_t i = 0; i < v.size() / es; ++i) {
+      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      const double r = static_cast<double>(rng >> 11) * 0x1.0p-53 - 0.5;
+      if (spec.dtype == DType::f64) reinterpret_cast<double*>(v.data())[i] = scale * r;
+      else reinterpret_cast<float*>(v.data())[i] = static_cast<float>(scale * r);
+    }
+  }
+
+  // The weights, the networks (--dropout: a wrapper dropping input, output and state with keep
+  // 1 − p on every layer, and inter-layer dropout p), x, y and the forward's arguments. Returns ""
+  // or the error line.
+  std::string setup() {
+    es = dtype_size(spec.dtype);
+    w.resize(static_cast<std::size_t>(param_count(spec)) * es);
+    fill(w, 0.2);
+    stacks[0] = stacks[1] = to_stack(spec);
+    for (int l = 0; l < stacks[1].num_layers; ++l) {
+      Wrapper& wr = stacks[1].layers[l].wrappers[stacks[1].layers[l].num_wrappers++];
+      wr.dropout.input_keep = wr.dropout.output_keep = wr.dropout.state_keep = 1.0 - o.dropout;
+    }
+    stacks[1].dropout = o.dropout;
+    const bool with_dropout = o.dropout_given;
+    // --backward: one pool for the inference model and the training plans (two pools would compete
+    // for the cores with their spinning workers).
+    if (o.backward && opt.threads > 1 && ThreadPool::create(opt.threads, &pool.p) != Status::ok) return last_error_detail();
+    if (pool.p != nullptr) opt.thread_pool = pool.p;
+    nets = with_dropout && !o.backward ? 2 : 1;
+    train_nets = o.backward ? (with_dropout ? 2 : 1) : 0;
+    for (int k = 0; k < nets; ++k) {
+      const Status s = Model::create(stacks[k], opt, w.data(), &net[k]);
+      if (s != Status::ok) return library_error(s);
+    }
+    const std::int64_t D = num_directions(spec);
+    x.resize(static_cast<std::size_t>(o.seq * o.batch * o.input) * es);
+    y.resize(static_cast<std::size_t>(o.seq * o.batch * D * o.hidden) * es);
+    fill(x, 2.0);
+    fa.batch = static_cast<int>(o.batch);
+    fa.seq_len = static_cast<int>(o.seq);
+    fa.x = x.data();
+    fa.y = y.data();
+    fa.run_mode = o.backward ? RunMode::inference : RunMode::training;
+    fa.seed = 1;
+    // A GPU plan runs on device copies of x and y and is timed with events on its stream.
+    on_gpu = net[0].plan().backend() == Backend::gpu;
+    return std::string();
+  }
+
+  // --backward: the training plans and the gradient tensors as backward sees them (host vectors,
+  // or their device copies on the GPU). Returns "" or the error line.
+  std::string setup_training() {
+    const std::size_t states = static_cast<std::size_t>(o.layers * num_directions(spec) * o.batch * o.hidden) * es;
+    dy.resize(y.size());
+    dhy.resize(states);
+    dcy.resize(states);
+    dx.resize(x.size());
+    dh0.resize(states);
+    dc0.resize(states);
+    dweights.resize(w.size());
     fill(dy, 2.0);
     fill(dhy, 2.0);
     fill(dcy, 2.0);
-  }
-  for (int k = 0; k < train_nets; ++k) {
-    PlanOptions topt = opt;
-    topt.training = true;
-    TrainNet& tn = train[k];
-    Status s = Plan::create(stacks[k], topt, &tn.plan);
-    if (s != Status::ok) return error(library_error(s));
-    const std::size_t sizes[4] = {tn.plan.packed_weight_bytes(), tn.plan.workspace_bytes(),
-                                  tn.plan.backward_workspace_bytes(), tn.plan.reserve_bytes()};
-    tn.device = on_gpu ? opt.gpu_device : -1;
-    for (int b = 0; b < 4; ++b) {
-      tn.bytes[b] = sizes[b];
-      if (on_gpu) {
-        if ((s = gpu_alloc(opt.gpu_device, sizes[b], &tn.buf[b])) != Status::ok) return error(library_error(s));
-        continue;
+    for (int k = 0; k < train_nets; ++k) {
+      PlanOptions topt = opt;
+      topt.training = true;
+      TrainNet& tn = train[k];
+      Status s = Plan::create(stacks[k], topt, &tn.plan);
+      if (s != Status::ok) return library_error(s);
+      const std::size_t sizes[4] = {tn.plan.packed_weight_bytes(), tn.plan.workspace_bytes(),
+                                    tn.plan.backward_workspace_bytes(), tn.plan.reserve_bytes()};
+      tn.device = on_gpu ? opt.gpu_device : -1;
+      for (int b = 0; b < 4; ++b) {
+        tn.bytes[b] = sizes[b];
+        if (on_gpu) {
+          if ((s = gpu_alloc(opt.gpu_device, sizes[b], &tn.buf[b])) != Status::ok) return library_error(s);
+          continue;
+        }
+        tn.buf[b] = std::aligned_alloc(kAlignment, (sizes[b] + kAlignment - 1) / kAlignment * kAlignment + kAlignment);
+        if (tn.buf[b] == nullptr) return "out of memory";
       }
-      tn.buf[b] = std::aligned_alloc(kAlignment, (sizes[b] + kAlignment - 1) / kAlignment * kAlignment + kAlignment);
-      if (tn.buf[b] == nullptr) return error("out of memory");
+      if ((s = tn.plan.pack_weights(w.data(), tn.buf[0], tn.bytes[0])) != Status::ok) return library_error(s);
     }
-    if ((s = tn.plan.pack_weights(w.data(), tn.buf[0], tn.bytes[0])) != Status::ok) return error(library_error(s));
+    std::vector<unsigned char>* grad_host[7] = {&dy, &dhy, &dcy, &dx, &dh0, &dc0, &dweights};
+    for (int i = 0; i < 7; ++i) {
+      grad_ptr[i] = grad_host[i]->data();
+      if (!on_gpu || grad_host[i]->empty()) continue;
+      grads[i].device = opt.gpu_device;
+      Status s = gpu_alloc(opt.gpu_device, grad_host[i]->size(), &grads[i].p);
+      if (s == Status::ok) s = gpu_copy(grads[i].p, grad_host[i]->data(), grad_host[i]->size(), GpuCopy::host_to_device);
+      if (s != Status::ok) return library_error(s);
+      grad_ptr[i] = grads[i].p;
+    }
+    return std::string();
   }
-  // The gradient tensors as backward sees them: host vectors, or their device copies on the GPU.
-  DeviceTensor grads[7];  // dy, dhy, dcy, dx, dh0, dc0, dweights
-  std::vector<unsigned char>* grad_host[7] = {&dy, &dhy, &dcy, &dx, &dh0, &dc0, &dweights};
-  void* grad_ptr[7];
-  for (int i = 0; i < 7; ++i) {
-    grad_ptr[i] = grad_host[i]->data();
-    if (!on_gpu || grad_host[i]->empty()) continue;
-    grads[i].device = opt.gpu_device;
-    Status s = gpu_alloc(opt.gpu_device, grad_host[i]->size(), &grads[i].p);
-    if (s == Status::ok) s = gpu_copy(grads[i].p, grad_host[i]->data(), grad_host[i]->size(), GpuCopy::host_to_device);
-    if (s != Status::ok) return error(library_error(s));
-    grad_ptr[i] = grads[i].p;
-  }
+
   // One training step, its two halves timed on the host (on the GPU: from the call to the end of
   // a synchronize).
-  auto training_step = [&](int k, std::uint64_t step, double* fwd_ms, double* bwd_ms) {
+  Status training_step(int k, std::uint64_t step, double* fwd, double* bwd) {
     using clk = std::chrono::steady_clock;
     TrainNet& tn = train[k];
     ForwardArgs ta = fa;
@@ -1312,77 +1357,98 @@ int cmd_bench(int argc, char** argv) {
     s = tn.plan.backward(tn.buf[0], tn.buf[2], tn.bytes[2], ba);
     if (s == Status::ok && on_gpu) s = gpu_synchronize(ta.stream);
     const auto t2 = clk::now();
-    *fwd_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
-    *bwd_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
+    *fwd = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    *bwd = std::chrono::duration<double, std::milli>(t2 - t1).count();
     return s;
-  };
-
-  GpuForwardBuffers device;
-  if (on_gpu) {
-    ForwardArgs host = fa;
-    const Status s = device.upload(opt.gpu_device, host, x.size(), y.size(), 0, &fa);
-    if (s != Status::ok) return error(library_error(s));
   }
-  using clock = std::chrono::steady_clock;
-  std::vector<double> ms[2], step_ms[2], fwd_ms[2], bwd_ms[2];
-  const auto start = clock::now();
-  bool progress = false;  // on stderr, once a repetition is slow enough to make waiting noticeable
-  for (long long i = -1; i < reps; ++i) {  // i = −1: warm-up
+
+  // One repetition (i = −1: the warm-up, untimed): each network's forward, then (--backward) each
+  // training step. Returns "" or the error line; *slow: a run took over 0.5 s.
+  std::string repetition(long long i, bool* slow) {
+    using clock = std::chrono::steady_clock;
     for (int k = 0; k < nets; ++k) {
       fa.step = static_cast<std::uint64_t>(i + 1);
       // --backward: an untimed run first, so that the timed one finds the weights in cache and the
       // pool's workers awake after the (long) training step, as in back-to-back inference.
-      if (backward && i >= 0 && net[k].forward(fa) != Status::ok) return error(last_error_detail());
+      if (o.backward && i >= 0 && net[k].forward(fa) != Status::ok) return last_error_detail();
       // A GPU run is queued: it is timed on the host from the call to the end of synchronize
       // (the queue is empty before, since the previous run was waited for).
       const auto t0 = clock::now();
       Status s = net[k].forward(fa);
       if (s == Status::ok && on_gpu) s = gpu_synchronize(fa.stream);
       const double elapsed = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-      if (s != Status::ok) return error(library_error(s));
+      if (s != Status::ok) return library_error(s);
       if (i >= 0) ms[k].push_back(elapsed);
-      progress = progress || elapsed > 500.0;
+      *slow = *slow || elapsed > 500.0;
     }
     for (int k = 0; k < train_nets; ++k) {  // --backward: alternating with the inference forward
       double f = 0, b = 0;
       Status s = i >= 0 ? training_step(k, static_cast<std::uint64_t>(i + 1), &f, &b) : Status::ok;  // untimed, likewise
       if (s == Status::ok) s = training_step(k, static_cast<std::uint64_t>(i + 1), &f, &b);
-      if (s != Status::ok) return error(library_error(s));
+      if (s != Status::ok) return library_error(s);
       if (i >= 0) {
         step_ms[k].push_back(f + b);
         fwd_ms[k].push_back(f);
         bwd_ms[k].push_back(b);
       }
-      progress = progress || f + b > 500.0;
+      *slow = *slow || f + b > 500.0;
     }
-    if (progress)
-      std::fprintf(stderr, "rnncore bench: %s %lld/%lld, %.1f s\n", i < 0 ? "warm-up" : "repetition", i < 0 ? 0 : i + 1, reps,
-                   std::chrono::duration<double>(clock::now() - start).count());
+    return std::string();
   }
-  auto median_of = [](std::vector<double>& v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  for (int k = 0; k < nets; ++k) std::sort(ms[k].begin(), ms[k].end());
-  const double median = ms[0][ms[0].size() / 2];
-  // 2 · G·H · (I_l + O) per step, row, layer and direction (O: P with a projection, else H), + 2 · P·H
-  const double O = o.proj > 0 ? static_cast<double>(o.proj) : static_cast<double>(H);
-  double flops = 0;
-  for (int l = 0; l < L; ++l)
-    flops += 2.0 * (num_gates(spec.mode) * H * (layer_input_size(spec, l) + O) + (o.proj > 0 ? O * H : 0.0)) * T * B * D;
+
+  // The warm-up and --reps repetitions; progress on stderr once a repetition is slow enough to
+  // make waiting noticeable. Returns "" or the error line.
+  std::string time() {
+    if (on_gpu) {
+      ForwardArgs host = fa;
+      const Status s = device.upload(opt.gpu_device, host, x.size(), y.size(), 0, &fa);
+      if (s != Status::ok) return library_error(s);
+    }
+    using clock = std::chrono::steady_clock;
+    const auto start = clock::now();
+    bool progress = false;
+    for (long long i = -1; i < o.reps; ++i) {  // i = −1: warm-up
+      const std::string err = repetition(i, &progress);
+      if (!err.empty()) return err;
+      if (progress)
+        std::fprintf(stderr, "rnncore bench: %s %lld/%lld, %.1f s\n", i < 0 ? "warm-up" : "repetition", i < 0 ? 0 : i + 1,
+                     o.reps, std::chrono::duration<double>(clock::now() - start).count());
+    }
+    return std::string();
+  }
+
+  // Operations of one forward: 2 · G·H · (I_l + O) per step, row, layer and direction (O: P with
+  // a projection, else H), + 2 · P·H.
+  double flops() const {
+    const double H = static_cast<double>(o.hidden), O = o.proj > 0 ? static_cast<double>(o.proj) : H;
+    double f = 0;
+    for (int l = 0; l < o.layers; ++l)
+      f += 2.0 * (num_gates(spec.mode) * H * (layer_input_size(spec, l) + O) + (o.proj > 0 ? O * H : 0.0)) *
+           static_cast<double>(o.seq) * static_cast<double>(o.batch) * num_directions(spec);
+    return f;
+  }
+
+  void report_forward(double median) const;
+  void report_training(double median);
+};
+
+// The shape and kernel line, and the forward's median (with --peak, against the FMA peak).
+void FloatBench::report_forward(double median) const {
+  const long long threads = o.threads;
   std::string ext;
   if (o.proj > 0) ext += " P=" + std::to_string(o.proj);
   if (o.peepholes) ext += " peepholes";
   std::printf("%s %s T=%lld B=%lld I=%lld H=%lld%s L=%lld %s threads=%lld backend=%s kernel=%s reps=%lld\n",
-              to_string(spec.mode), dtype_name.c_str(), T, B, I, H, ext.c_str(), L,
-              D == 2 ? "bidirectional" : "unidirectional", threads, to_string(net[0].plan().backend()),
-              net[0].plan().kernel_name(), reps);
-  const double gflops = flops / (median * 1e6);
+              to_string(spec.mode), o.dtype.c_str(), o.seq, o.batch, o.input, o.hidden, ext.c_str(), o.layers,
+              num_directions(spec) == 2 ? "bidirectional" : "unidirectional", threads, to_string(net[0].plan().backend()),
+              net[0].plan().kernel_name(), o.reps);
+  const double gflops = flops() / (median * 1e6);
+  const char* what = o.backward ? " (inference forward)" : "";
   bench::FmaPeak peaks[2];
   const int measured = o.peak ? bench::measure_fma_peaks(3, 0.05, peaks) : 0;
   if (o.peak && measured == 0) {  // the loops are x86 only
     std::printf("median_ms=%.4f gflops=%.2f peak_gflops=n/a (the FMA peak loop is x86 AVX2 / AVX-512 only)%s\n", median,
-                gflops, backward ? " (inference forward)" : "");
+                gflops, what);
   } else if (o.peak) {
     // The peak of the instruction set the kernels use (RNNCORE_MAX_ISA may cap it below the widest).
     // Otherwise (an sse2 or reference plan) the widest measured, which the line names.
@@ -1391,34 +1457,60 @@ int cmd_bench(int argc, char** argv) {
       if (std::strcmp(peaks[p].isa, to_string(net[0].plan().isa())) == 0) peak = &peaks[p];
     std::printf("median_ms=%.4f gflops=%.2f peak_gflops=%.1f (%s, one core) fraction_of_peak=%.3f%s%s\n", median, gflops,
                 peak->gflops, peak->isa, peak->gflops > 0 ? gflops / (peak->gflops * static_cast<double>(threads)) : 0.0,
-                threads > 1 ? " (of threads x one core)" : "", backward ? " (inference forward)" : "");
+                threads > 1 ? " (of threads x one core)" : "", what);
   } else {
-    std::printf("median_ms=%.4f gflops=%.2f%s\n", median, gflops, backward ? " (inference forward)" : "");
+    std::printf("median_ms=%.4f gflops=%.2f%s\n", median, gflops, what);
   }
   if (nets == 2) {
     const double with = ms[1][ms[1].size() / 2];
     std::printf("dropout p=%g on every site (input, output, state, inter-layer): median_ms=%.4f overhead=%+.1f%%\n",
-                dropout, with, 100.0 * (with / median - 1.0));
+                o.dropout, with, 100.0 * (with / median - 1.0));
   }
-  if (backward) {
-    // A training step does the forward's matrix products and two more of the same size: R_gᵀ·dgates and
-    // W_gᵀ·dgates (dh, dx), and the outer products dgates·h_prevᵀ and dgates·xᵀ (dR, dW): 3x the flops.
-    double train_step = 0;
-    for (int k = 0; k < train_nets; ++k) {
-      const double st = median_of(step_ms[k]), fw = median_of(fwd_ms[k]), bw = median_of(bwd_ms[k]);
-      if (k == 0) {
-        train_step = st;
-        std::printf("training_step_ms=%.4f forward_ms=%.4f backward_ms=%.4f gflops=%.2f ratio=%.2f "
-                    "(training step / inference forward; training kernel=%s reserve_bytes=%zu)\n",
-                    st, fw, bw, 3.0 * flops / (st * 1e6), st / median, train[k].plan.kernel_name(),
-                    train[k].plan.reserve_bytes());
-      } else {
-        std::printf("dropout p=%g on every site (input, output, state, inter-layer): training_step_ms=%.4f "
-                    "forward_ms=%.4f backward_ms=%.4f ratio=%.2f overhead=%+.1f%% (vs the training step without dropout)\n",
-                    dropout, st, fw, bw, st / median, 100.0 * (st / train_step - 1.0));
-      }
+}
+
+// --backward: the training steps against the inference forward. A training step does the forward's
+// matrix products and two more of the same size: R_gᵀ·dgates and W_gᵀ·dgates (dh, dx), and the
+// outer products dgates·h_prevᵀ and dgates·xᵀ (dR, dW): 3x the flops.
+void FloatBench::report_training(double median) {
+  auto median_of = [](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  double train_step = 0;
+  for (int k = 0; k < train_nets; ++k) {
+    const double st = median_of(step_ms[k]), fw = median_of(fwd_ms[k]), bw = median_of(bwd_ms[k]);
+    if (k == 0) {
+      train_step = st;
+      std::printf("training_step_ms=%.4f forward_ms=%.4f backward_ms=%.4f gflops=%.2f ratio=%.2f "
+                  "(training step / inference forward; training kernel=%s reserve_bytes=%zu)\n",
+                  st, fw, bw, 3.0 * flops() / (st * 1e6), st / median, train[k].plan.kernel_name(),
+                  train[k].plan.reserve_bytes());
+    } else {
+      std::printf("dropout p=%g on every site (input, output, state, inter-layer): training_step_ms=%.4f "
+                  "forward_ms=%.4f backward_ms=%.4f ratio=%.2f overhead=%+.1f%% (vs the training step without dropout)\n",
+                  o.dropout, st, fw, bw, st / median, 100.0 * (st / train_step - 1.0));
     }
   }
+}
+
+int cmd_bench(int argc, char** argv) {
+  CLI::App app{"", "rnncore bench"};
+  BenchOptions o;
+  define_bench(app, o);
+  if (const int rc = parse_command(app, "bench", argc, argv); rc >= 0) return rc;
+  if (const int rc = check_threads("bench", o.threads, o.oversubscribe); rc >= 0) return rc;
+  if (o.dtype == "int8") return cmd_bench_int8(app, o);
+  o.dropout_given = given(app, "--dropout");
+  FloatBench b(o);
+  if (const int rc = bench_spec(o, &b.spec, &b.opt); rc >= 0) return rc;
+  std::string err = b.setup();
+  if (err.empty() && o.backward) err = b.setup_training();
+  if (err.empty()) err = b.time();
+  if (!err.empty()) return error(err);
+  for (int k = 0; k < b.nets; ++k) std::sort(b.ms[k].begin(), b.ms[k].end());
+  const double median = b.ms[0][b.ms[0].size() / 2];
+  b.report_forward(median);
+  if (o.backward) b.report_training(median);
   return 0;
 }
 
@@ -1476,9 +1568,8 @@ int cmd_info(int argc, char** argv) {
   if (Plan::create(spec, PlanOptions{}, &plan) == Status::ok) std::printf("f32 kernels: %s\n", plan.kernel_name());
   spec.dtype = DType::f64;
   if (Plan::create(spec, PlanOptions{}, &plan) == Status::ok) std::printf("f64 kernels: %s\n", plan.kernel_name());
-  const q8::StepKernels* step = q8::int8_best_step_kernels();
-  std::printf("int8 LSTM kernels: %s, rest of the step: %s\n", q8::int8_best_dot_kernel().name,
-              step ? (std::string(step->gate_name) + " / " + step->cell_name).c_str() : "scalar");
+  const Int8KernelNames int8 = int8_best_kernels();
+  std::printf("int8 LSTM kernels: %s, rest of the step: %s\n", int8.dot.c_str(), int8.step.c_str());
   std::printf("LSTM projection, peepholes, cell/projection clip: reference and simd backends (not gpu)\n");
   std::printf("env RNNCORE_MAX_ISA caps the instruction set (none, sse2, avx2, avx512, neon)\n");
   return 0;

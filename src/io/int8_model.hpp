@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "rnncore/io/int8_file.hpp"
 #include "rnncore/io/safetensors.hpp"
 #include "src/internal/int8_dense.hpp"
 #include "src/internal/int8_activations.hpp"
@@ -20,9 +21,6 @@
 
 namespace rnncore {
 namespace io {
-
-/// Whether the file is an integer LSTM model (metadata format = tflite_int8).
-bool is_int8_model(const SafeTensors& file);
 
 /// A loaded integer LSTM: weights, quantization and the prepared parameters (which point into
 /// this object's vectors: it is not copyable).

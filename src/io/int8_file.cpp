@@ -1,0 +1,288 @@
+// Integer LSTM model files on a host (include/rnncore/io/int8_file.hpp): the public face of the
+// io library's integer model (src/io/int8_model.hpp) and a random stack to time its kernels.
+#include "rnncore/io/int8_file.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "src/internal/int8_kernels.hpp"
+#include "src/internal/int8_lstm.hpp"
+#include "src/io/int8_model.hpp"
+
+namespace rnncore {
+namespace io {
+
+namespace {
+
+// The step kernels' name: "GATE / CELL", or "scalar step" where the step runs its scalar code.
+std::string step_name(const q8::StepKernels* step) {
+  return step != nullptr ? std::string(step->gate_name) + " / " + step->cell_name : std::string("scalar step");
+}
+
+// The name of the matrix-vector kernel `fn` (one of this build's), or "?".
+std::string dot_name(q8::DotRowsFn fn) {
+  int n = 0;
+  const q8::DotRowsKernel* k = q8::int8_dot_kernels(&n);
+  for (int i = 0; i < n; ++i)
+    if (k[i].fn == fn) return k[i].name;
+  return "?";
+}
+
+// The step kernels whose gate kernel is `fn`, or null (the scalar code).
+const q8::StepKernels* step_of(q8::GateActivationsFn fn) {
+  if (fn == nullptr) return nullptr;
+  int n = 0;
+  const q8::StepKernels* k = q8::int8_step_kernels(&n);
+  for (int i = 0; i < n; ++i)
+    if (k[i].gate == fn) return &k[i];
+  return nullptr;
+}
+
+}  // namespace
+
+std::string int8_model_origin(const SafeTensors& file) {
+  const std::string* source = file.meta("source");
+  if (source != nullptr && *source == "rnncore quantize") {
+    const std::string* from = file.meta("float_model");
+    return "written by rnncore quantize" + (from != nullptr ? " from " + *from : std::string());
+  }
+  return "converted by tools/tflite_to_safetensors.py" + (source != nullptr ? " from " + *source : std::string());
+}
+
+Int8KernelNames int8_best_kernels(Isa cap) {
+  const q8::StepKernels* step = q8::int8_best_step_kernels(cap);
+  return {q8::int8_best_dot_kernel(cap).name,
+          step != nullptr ? std::string(step->gate_name) + " / " + step->cell_name : std::string("scalar")};
+}
+
+// ---- Int8Runner ----
+
+struct Int8Runner::Impl {
+  Int8Stack stack;
+};
+
+Int8Runner::Int8Runner() = default;
+Int8Runner::~Int8Runner() = default;
+Int8Runner::Int8Runner(Int8Runner&&) noexcept = default;
+Int8Runner& Int8Runner::operator=(Int8Runner&&) noexcept = default;
+
+Status Int8Runner::load(const SafeTensors& file, Int8Runner* out, std::string* error) {
+  std::unique_ptr<Impl> impl(new Impl);
+  const Status s = load_int8_stack(file, &impl->stack, error);
+  if (s == Status::ok) out->impl_ = std::move(impl);
+  return s;
+}
+
+int Int8Runner::input_size() const { return impl_->stack.layers.front()->input_size; }
+int Int8Runner::output_size() const { return impl_->stack.output_size(); }
+bool Int8Runner::return_sequences() const { return impl_->stack.layers.back()->return_sequences; }
+bool Int8Runner::reverse_input() const { return impl_->stack.reverse_input; }
+bool Int8Runner::has_embedding() const { return impl_->stack.has_embedding; }
+int Int8Runner::vocab() const { return impl_->stack.vocab; }
+
+std::size_t Int8Runner::state_elements(int batch) const { return int8_state_elements(impl_->stack, batch); }
+
+std::vector<std::int64_t> Int8Runner::state_shape(std::int64_t batch) const {
+  std::vector<std::int64_t> widths;
+  for (const auto& layer : impl_->stack.layers) {
+    widths.push_back(layer->hidden_size);
+    if (layer->backward) widths.push_back(layer->backward->hidden_size);
+  }
+  const bool uniform = std::all_of(widths.begin(), widths.end(), [&](std::int64_t w) { return w == widths[0]; });
+  if (widths.size() == 1) return {batch, widths[0]};
+  if (uniform) return {static_cast<std::int64_t>(widths.size()), batch, widths[0]};
+  return {static_cast<std::int64_t>(state_elements(static_cast<int>(batch)))};
+}
+
+std::int8_t Int8Runner::quantize_input(float x) const { return io::quantize_input(*impl_->stack.layers.front(), x); }
+
+std::size_t Int8Runner::embed_ids(std::size_t n, const std::int64_t* ids, std::int8_t* x) const {
+  return io::embed_ids(impl_->stack, n, ids, x);
+}
+
+void Int8Runner::run(int batch, int seq_len, const std::int8_t* x, std::int8_t* y, const std::int8_t* h0,
+                     const std::int16_t* c0, std::int8_t* hn, std::int16_t* cn) const {
+  Int8States st;
+  st.h0 = h0;
+  st.c0 = c0;
+  st.hn = hn;
+  st.cn = cn;
+  run_int8_stack(impl_->stack, batch, seq_len, x, y, st);
+}
+
+std::vector<std::string> Int8Runner::describe() const {
+  const Int8Stack& stack = impl_->stack;
+  const std::size_t L = stack.layers.size();
+  std::string cells, sizes;
+  for (const auto& layer : stack.layers) {
+    cells += (cells.empty() ? "2^" : ", 2^") + std::to_string(layer->params.cell_log2);
+    if (layer->backward) cells += "/2^" + std::to_string(layer->backward->params.cell_log2);
+    static const char* const merge_names[] = {"", " sum", " mul", " ave"};  // Int8Model::Merge; concat: no word
+    sizes += (sizes.empty() ? "" : ", ") +
+             (layer->backward ? "bidirectional " + std::to_string(layer->hidden_size) + "+" +
+                                    std::to_string(layer->backward->hidden_size) +
+                                    merge_names[static_cast<int>(layer->merge)]
+                              : std::to_string(layer->hidden_size));
+  }
+  bool per_channel = false;
+  for (const auto& layer : stack.layers) per_channel |= q8::int8_lstm_per_channel(layer->q);
+  std::vector<std::string> lines;
+  char b[512];
+  std::snprintf(b, sizeof b, "model: int8 LSTM (tflite_int8, LiteRT's 8x8_16 integer LSTM%s), I=%d H=%d%s, %s; cell scale %s",
+                per_channel ? "; per-channel weight scales, rnncore's extension" : "", input_size(), output_size(),
+                (L > 1 || stack.bidirectional() ? ", " + std::to_string(L) + (L > 1 ? " layers (H " : " layer (H ") + sizes + ")"
+                                                : std::string()).c_str(),
+                stack.return_sequences ? "returns sequences" : "returns the last step", cells.c_str());
+  lines.push_back(b);
+  for (const auto& d : stack.dense) {
+    std::snprintf(b, sizeof b, "then Dense %d -> %d%s%s (int8, XNNPACK's requantization%s)", d->in_size, d->out_size,
+                  stack.return_sequences ? " on every step" : "",
+                  d->q.relu ? ", relu" : !d->has_table ? "" : d->table_function == q8::TableActivation::sigmoid ? ", sigmoid" : ", tanh",
+                  d->has_table ? "; the activation as TFLite's int8 table" : "");
+    lines.push_back(b);
+  }
+  if (stack.has_softmax) {
+    std::snprintf(b, sizeof b, "then softmax over %d%s (int8, beta %g, TFLite's table of exp)", stack.output_size(),
+                  stack.return_sequences ? " on every step" : "", static_cast<double>(stack.softmax_beta));
+    lines.push_back(b);
+  }
+  return lines;
+}
+
+std::string Int8Runner::describe_embedding() const {
+  const Int8Stack& s = impl_->stack;
+  char b[160];
+  std::snprintf(b, sizeof b, "an embedding %d x %d (int8 rows, scale %g, zero point %d)", s.vocab, s.embed_dim,
+                static_cast<double>(s.embed_scale), static_cast<int>(s.embed_zp));
+  return b;
+}
+
+std::string Int8Runner::kernel_names() const {
+  // Every layer is prepared alike (the best kernels of the process), so the first one's say it.
+  const q8::Int8LstmParams& p = impl_->stack.layers.front()->params;
+  const std::string dot = p.layout == q8::Int8WeightLayout::row_major ? dot_name(p.dot) : std::string("interleaved panels");
+  return dot + " + " + step_name(step_of(p.gate_activations));
+}
+
+// ---- Int8Bench ----
+
+namespace {
+
+// One layer: its int8 weights and biases, the prepared parameters and the effective biases.
+struct BenchLayer {
+  std::vector<std::int8_t> w[q8::kGates], r[q8::kGates];
+  std::vector<std::int32_t> b[q8::kGates], storage;
+  q8::Int8LstmParams p;
+};
+
+// The quantization of a Keras LSTM converted with a cell clip (scales of 1/128 for the int8
+// tensors, the weights' range [−1, 1] in 127 steps, the cell at 2^-11 with a clip of 10).
+q8::Int8LstmQuantization keras_like_quantization() {
+  q8::Int8LstmQuantization q;
+  q.input_scale = q.state_scale = q.hidden_scale = 1.0f / 128;
+  q.input_zp = 3;
+  q.state_zp = q.hidden_zp = -2;
+  for (int g = 0; g < q8::kGates; ++g) q.w_scale[g] = q.r_scale[g] = 1.0f / 127;
+  q.cell_scale = 1.0f / 2048;
+  q.cell_clip = 10.0f;
+  return q;
+}
+
+}  // namespace
+
+struct Int8Bench::Impl {
+  Int8BenchShape shape;
+  q8::Int8LstmQuantization q;
+  std::vector<BenchLayer> layers;
+  std::vector<std::int8_t> x, y[2], h, scratch;
+  std::vector<std::int16_t> c;
+  std::string kernels;
+};
+
+Int8Bench::Int8Bench() = default;
+Int8Bench::~Int8Bench() = default;
+Int8Bench::Int8Bench(Int8Bench&&) noexcept = default;
+Int8Bench& Int8Bench::operator=(Int8Bench&&) noexcept = default;
+
+Status Int8Bench::create(const Int8BenchShape& s, Int8Bench* out, std::string* error) {
+  std::unique_ptr<Impl> m(new Impl);
+  m->shape = s;
+  m->q = keras_like_quantization();
+  const int I = s.input, H = s.hidden;
+  std::uint64_t state = 12345;
+  auto next_byte = [&state]() {  // small LCG: benchmark data only needs to be non-degenerate
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<std::int8_t>(static_cast<int>((state >> 33) % 255) - 127);
+  };
+  m->layers.resize(static_cast<std::size_t>(s.layers));
+  for (int l = 0; l < s.layers; ++l) {
+    BenchLayer& ly = m->layers[static_cast<std::size_t>(l)];
+    const int in = l == 0 ? I : H;
+    const std::int8_t* w[q8::kGates];
+    const std::int8_t* r[q8::kGates];
+    const std::int32_t* b[q8::kGates];
+    for (int g = 0; g < q8::kGates; ++g) {
+      ly.w[g].resize(static_cast<std::size_t>(H) * static_cast<std::size_t>(in));
+      ly.r[g].resize(static_cast<std::size_t>(H) * static_cast<std::size_t>(H));
+      ly.b[g].resize(static_cast<std::size_t>(H));
+      for (std::int8_t& v : ly.w[g]) v = next_byte();
+      for (std::int8_t& v : ly.r[g]) v = next_byte();
+      for (std::int32_t& v : ly.b[g]) v = 64 * next_byte();
+      w[g] = ly.w[g].data();
+      r[g] = ly.r[g].data();
+      b[g] = ly.b[g].data();
+    }
+    ly.storage.resize(q8::int8_lstm_storage_words(m->q, H));
+    const Status st = q8::int8_lstm_prepare(m->q, in, H, w, r, b, ly.storage.data(), ly.storage.size(), &ly.p);
+    if (st != Status::ok) {
+      *error = std::string("int8 LSTM: ") + last_error_detail();
+      return st;
+    }
+    if (s.reference) {  // the portable kernels (the DSP one where the build is for ARM) and the scalar rest
+      ly.p.dot = q8::int8_best_dot_kernel(Isa::none).fn;
+      ly.p.gate_activations = nullptr;
+      ly.p.cell_update = nullptr;
+    }
+  }
+  const q8::StepKernels* step = s.reference ? nullptr : q8::int8_best_step_kernels();
+  m->kernels = std::string(s.reference ? q8::int8_best_dot_kernel(Isa::none).name : q8::int8_best_dot_kernel().name) +
+               " + " + step_name(step);
+  const std::size_t rows = static_cast<std::size_t>(s.batch) * static_cast<std::size_t>(s.seq);
+  m->x.resize(rows * static_cast<std::size_t>(I));
+  for (std::int8_t& v : m->x) v = next_byte();
+  for (std::vector<std::int8_t>& v : m->y) v.resize(rows * static_cast<std::size_t>(H));
+  m->h.resize(static_cast<std::size_t>(s.batch) * static_cast<std::size_t>(H));
+  m->c.resize(m->h.size());
+  m->scratch.resize(q8::int8_lstm_scratch_bytes(m->layers[0].p));
+  out->impl_ = std::move(m);
+  return Status::ok;
+}
+
+Status Int8Bench::forward() {
+  Impl& m = *impl_;
+  const std::int8_t* in = m.x.data();
+  for (int l = 0; l < m.shape.layers; ++l) {
+    std::fill(m.h.begin(), m.h.end(), static_cast<std::int8_t>(m.q.state_zp));
+    std::fill(m.c.begin(), m.c.end(), std::int16_t{0});
+    std::int8_t* out = m.y[l % 2].data();
+    const Status s = q8::int8_lstm_sequence(m.layers[static_cast<std::size_t>(l)].p, m.shape.batch, m.shape.seq, in, out,
+                                            m.h.data(), m.c.data(), m.scratch.data(), m.scratch.size());
+    if (s != Status::ok) return s;
+    in = out;
+  }
+  return Status::ok;
+}
+
+double Int8Bench::ops() const {
+  const Int8BenchShape& s = impl_->shape;
+  const double rows = static_cast<double>(s.batch) * static_cast<double>(s.seq);
+  double ops = 0;  // 2 · 4H · (I_l + H) per step, row and layer
+  for (int l = 0; l < s.layers; ++l) ops += 2.0 * q8::kGates * s.hidden * ((l == 0 ? s.input : s.hidden) + s.hidden) * rows;
+  return ops;
+}
+
+std::string Int8Bench::kernel_names() const { return impl_->kernels; }
+
+}  // namespace io
+}  // namespace rnncore

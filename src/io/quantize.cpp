@@ -1,0 +1,892 @@
+// Post-training quantization of a float LSTM (include/rnncore/io/quantize.hpp) to the integer
+// LSTM file of docs/int8.md, with the scales chosen as TFLite's converter chooses them for a Keras
+// LSTM (docs/int8.md, "Quantizing a float LSTM").
+#include "rnncore/io/quantize.hpp"
+#include "rnncore/io/hints.hpp"
+
+#include <algorithm>
+#include <cfloat>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rnncore/io/model.hpp"
+#include "rnncore/io/npy.hpp"
+#include "rnncore/io/safetensors.hpp"
+#include "rnncore/io/stack_config.hpp"
+#include "rnncore/rnncore.hpp"
+#include "src/io/int8_model.hpp"
+
+namespace rnncore {
+namespace io {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const char* const kGateNames[q8::kGates] = {"i", "f", "c", "o"};  // TFLite's names; canonical i, f, g, o
+
+std::string basename_of(const std::string& path) {
+  const std::size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// A float32 as a string that strtod (then a cast to float) reads back exactly: the value's own
+// double, 17 significant digits.
+std::string f32s(double v) {
+  char b[40];
+  std::snprintf(b, sizeof b, "%.17g", static_cast<double>(static_cast<float>(v)));
+  return b;
+}
+
+std::string num(double v) {
+  char b[40];
+  std::snprintf(b, sizeof b, "%.9g", v);
+  return b;
+}
+
+// Asymmetric int8 quantization of a calibrated range as TFLite's MLIR quantizer makes it
+// (getNudgedScaleAndZeroPoint): the range widened to include 0, scale = range / 255, the zero point
+// from whichever end gives the smaller error, rounded half away from zero and kept in −128..127.
+// An empty range (all zeros) gets scale 1 and zero point −128, as the quantizer gives it.
+struct Asymmetric {
+  double scale = 1.0;
+  int zero_point = -128;
+};
+Asymmetric asymmetric_int8(double rmin, double rmax) {
+  rmin = std::min(rmin, 0.0);
+  rmax = std::max(rmax, 0.0);
+  const double qmin = -128.0, qmax = 127.0;
+  Asymmetric a;
+  if (rmax - rmin < std::numeric_limits<double>::epsilon()) return a;
+  // The range's width in float32, as the converter forms it from its float32 statistics (with the
+  // width in double the scale can differ in its last bit: seen on Keras models).
+  a.scale = static_cast<double>(static_cast<float>(static_cast<float>(rmax) - static_cast<float>(rmin))) / (qmax - qmin);
+  const double from_min = qmin - rmin / a.scale, err_min = std::fabs(qmin) + std::fabs(rmin / a.scale);
+  const double from_max = qmax - rmax / a.scale, err_max = std::fabs(qmax) + std::fabs(rmax / a.scale);
+  const double zp = err_min < err_max ? from_min : from_max;
+  a.zero_point = zp < qmin ? -128 : zp > qmax ? 127 : static_cast<int>(std::round(zp));
+  return a;
+}
+
+// The float model's inputs of one data set, time-major [T, B, I] whatever the file's layout.
+struct Data {
+  std::string path;
+  std::int64_t T = 0, B = 0;
+  std::vector<float> x;  // [T, B, I]
+};
+
+// Reads a calibration or evaluation .npy: float, [T, B, I] (or [B, T, I] with --batch-first), not
+// empty, finite. Returns "" or the error line.
+std::string read_data(const std::string& path, std::int64_t I, bool batch_first, Data* out) {
+  Array a;
+  if (read_npy(path.c_str(), &a) != RNNCORE_OK) {
+    const std::string d = rnncore_last_error_detail();
+    return d.empty() ? path + ": cannot be read as .npy" : d;
+  }
+  const std::string expected = batch_first ? "[B, T, " + std::to_string(I) + "] (batch-first)"
+                                           : "[T, B, " + std::to_string(I) + "] (time-major; --batch-first for [B, T, I])";
+  std::vector<float> v;
+  if (to_f32(a, &v) != RNNCORE_OK)
+    return path + ": expected float32 input " + expected + ", found " + elem_type_name(a.type) + " " +
+           shape_to_string(a.shape.data(), a.shape.size());
+  if (a.shape.size() != 3 || a.shape[2] != I)
+    return path + ": expected shape " + expected + ", found " + shape_to_string(a.shape.data(), a.shape.size());
+  const std::int64_t T = batch_first ? a.shape[1] : a.shape[0], B = batch_first ? a.shape[0] : a.shape[1];
+  if (T == 0 || B == 0)
+    return path + ": no data (shape " + shape_to_string(a.shape.data(), a.shape.size()) + "): calibration needs at least one step of one row";
+  if (T > (1 << 28) || B > (1 << 24)) return path + ": sequence or batch too large";
+  for (std::size_t k = 0; k < v.size(); ++k)
+    if (!std::isfinite(v[k])) return path + ": element " + std::to_string(k) + " is " + num(v[k]) + "; calibration data must be finite";
+  out->path = path;
+  out->T = T;
+  out->B = B;
+  if (!batch_first) {
+    out->x = std::move(v);
+  } else {
+    out->x.resize(v.size());
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t t = 0; t < T; ++t)
+        std::memcpy(&out->x[static_cast<std::size_t>((t * B + b) * I)], &v[static_cast<std::size_t>((b * T + t) * I)],
+                    static_cast<std::size_t>(I) * sizeof(float));
+  }
+  return "";
+}
+
+// What the float run saw: the stack's input, and each layer's h (every step's output) and |c|.
+struct LayerRanges {
+  double h_min = INFINITY, h_max = -INFINITY, c_abs = 0;
+};
+struct Ranges {
+  double x_min = INFINITY, x_max = -INFINITY;
+  std::vector<LayerRanges> layer;     ///< each layer's (a bidirectional one's forward direction)
+  std::vector<LayerRanges> backward;  ///< a bidirectional layer's backward direction (else unused)
+  /// |c| only at the last step of each group of rows run together (--cell-range batch-end, as
+  /// TFLite's calibration logs the LSTM's variable cell state once per invoke); else every step.
+  bool cell_at_batch_end = false;
+};
+
+// Progress of a float run over a data set (steps of all groups), to the report callback every 2 s.
+struct Progress {
+  const char* what;
+  long long done, total;
+  Clock::time_point start, last;
+  const std::function<void(const std::string&)>* report;
+  void step() {
+    ++done;
+    const auto now = Clock::now();
+    if (now - last < std::chrono::seconds(2) || !*report) return;
+    last = now;
+    char b[160];
+    std::snprintf(b, sizeof b, "%s: step %lld/%lld, %.1f s", what, done, total,
+                  std::chrono::duration<double>(now - start).count());
+    (*report)(b);
+  }
+};
+
+// The callbacks of a quantization (QuantizeOptions::note and ::progress).
+struct Log {
+  std::function<void(const std::string&)> note, progress;
+  void say(const std::string& line) const {
+    if (note) note(line);
+  }
+};
+
+// Widens `r` by one step: x [B, I] and the state after it, h and c [Σ_l B·H_l] (state_offset);
+// `last`: the group's last step.
+void widen(const StackSpec& stack, std::int64_t B, const float* x, const float* h, const float* c, bool last, Ranges* r) {
+  const bool cell = last || !r->cell_at_batch_end;
+  for (std::int64_t k = 0; k < B * stack.input_size; ++k) {
+    r->x_min = std::min(r->x_min, static_cast<double>(x[k]));
+    r->x_max = std::max(r->x_max, static_cast<double>(x[k]));
+  }
+  for (int l = 0; l < stack.num_layers; ++l) {
+    LayerRanges& lr = r->layer[static_cast<std::size_t>(l)];
+    const std::int64_t at = state_offset(stack, static_cast<int>(B), l, 0), n = B * stack.layers[l].hidden_size;
+    for (std::int64_t k = at; k < at + n; ++k) {
+      lr.h_min = std::min(lr.h_min, static_cast<double>(h[k]));
+      lr.h_max = std::max(lr.h_max, static_cast<double>(h[k]));
+      if (cell) lr.c_abs = std::max(lr.c_abs, std::fabs(static_cast<double>(c[k])));
+    }
+  }
+}
+
+// Runs the float model a step at a time over x [T, B, I] (time-major), carrying every layer's h and
+// c [Σ_l B·H_l] in and out (the public API's streaming), so that every step's state is seen; writes
+// the last layer's y [T, B, H] (row stride `y_rows` rows, from row `y_row`) and widens `r` (if not
+// null) by each step's x, h and c.
+Status run_float(Model& net, const StackSpec& stack, const float* x, std::int64_t T, std::int64_t B, float* h, float* c,
+                 float* y, std::int64_t y_rows, std::int64_t y_row, Ranges* r, Progress* progress) {
+  const std::int64_t H = stack.layers[stack.num_layers - 1].hidden_size;
+  const std::size_t BH = static_cast<std::size_t>(B * H), BI = static_cast<std::size_t>(B * stack.input_size);
+  std::vector<float> yt(BH);
+  ForwardArgs fa;
+  fa.batch = static_cast<std::int32_t>(B);
+  fa.seq_len = 1;
+  fa.layout = Layout::time_major;
+  fa.h0 = fa.hy = h;
+  fa.c0 = fa.cy = c;
+  fa.y = yt.data();
+  for (std::int64_t t = 0; t < T; ++t) {
+    fa.x = x + static_cast<std::size_t>(t) * BI;
+    const Status s = net.forward(fa);
+    if (s != Status::ok) return s;
+    std::memcpy(y + static_cast<std::size_t>((t * y_rows + y_row) * H), yt.data(), BH * sizeof(float));
+    if (r != nullptr) widen(stack, B, x + static_cast<std::size_t>(t) * BI, h, c, t + 1 == T, r);
+    progress->step();
+  }
+  return Status::ok;
+}
+
+// The float model on a data set: every row from a zero state, or (group > 0) the rows in groups of
+// `group` run one after another, each group starting from the previous group's final state (what
+// TFLite's converter does with a representative dataset of `group`-row batches: it does not reset
+// the LSTM's variable tensors between them). y [T, B, H] (the last layer's).
+Status run_float_data(Model& net, const StackSpec& stack, const Data& d, std::int64_t group, std::vector<float>* y,
+                      Ranges* r, const char* what, const Log& log) {
+  const std::int64_t I = stack.input_size, H = stack.layers[stack.num_layers - 1].hidden_size;
+  y->assign(static_cast<std::size_t>(d.T * d.B * H), 0.0f);
+  const auto now = Clock::now();
+  Progress progress{what, 0, group > 0 ? d.T * (d.B / group) : d.T, now, now, &log.progress};
+  const std::int64_t rows = group > 0 ? group : d.B;
+  std::vector<float> h(static_cast<std::size_t>(state_offset(stack, static_cast<int>(rows), stack.num_layers, 0)), 0.0f),
+      c(h.size(), 0.0f);
+  if (group <= 0) return run_float(net, stack, d.x.data(), d.T, d.B, h.data(), c.data(), y->data(), d.B, 0, r, &progress);
+  std::vector<float> xg(static_cast<std::size_t>(d.T * group * I));
+  for (std::int64_t g0 = 0; g0 < d.B; g0 += group) {
+    for (std::int64_t t = 0; t < d.T; ++t)
+      std::memcpy(&xg[static_cast<std::size_t>(t * group * I)], &d.x[static_cast<std::size_t>((t * d.B + g0) * I)],
+                  static_cast<std::size_t>(group * I) * sizeof(float));
+    const Status s = run_float(net, stack, xg.data(), d.T, group, h.data(), c.data(), y->data(), d.B, g0, r, &progress);
+    if (s != Status::ok) return s;
+  }
+  return Status::ok;
+}
+
+bool has_bidirectional(const StackSpec& stack) {
+  for (int l = 0; l < stack.num_layers; ++l)
+    if (stack.layers[l].direction != Direction::unidirectional) return true;
+  return false;
+}
+
+// One direction of layer l as a one-layer unidirectional LSTM (the layer's width and clip) and its
+// canonical weights, copied from the stack's.
+void direction_as_layer(const StackSpec& stack, const float* canon, int l, int dir, StackSpec* one,
+                        std::vector<float>* weights) {
+  *one = StackSpec{};
+  one->input_size = layer_input_size(stack, l);
+  one->num_layers = 1;
+  one->layers[0] = stack.layers[l];
+  one->layers[0].direction = Direction::unidirectional;
+  weights->assign(static_cast<std::size_t>(param_count(*one)), 0.0f);
+  const std::int64_t H = one->layers[0].hidden_size, I = one->input_size;
+  for (ParamKind k : {ParamKind::input_weight, ParamKind::recurrent_weight, ParamKind::input_bias, ParamKind::recurrent_bias})
+    for (int g = 0; g < q8::kGates; ++g) {
+      const std::int64_t n = k == ParamKind::input_weight ? H * I : k == ParamKind::recurrent_weight ? H * H : H;
+      std::memcpy(weights->data() + canonical_offset(*one, 0, 0, k, g), canon + canonical_offset(stack, l, dir, k, g),
+                  static_cast<std::size_t>(n) * sizeof(float));
+    }
+}
+
+// x [T, B, W] with its steps in reverse order.
+std::vector<float> reversed_steps(const std::vector<float>& x, std::int64_t T) {
+  std::vector<float> r(x.size());
+  const std::size_t step = x.size() / static_cast<std::size_t>(T);
+  for (std::int64_t t = 0; t < T; ++t)
+    std::memcpy(&r[static_cast<std::size_t>(T - 1 - t) * step], &x[static_cast<std::size_t>(t) * step], step * sizeof(float));
+  return r;
+}
+
+// One direction of layer l of a stack on the layer's input `in` [T, B, I_l] (the backward one on it
+// reversed in time, its output reversed back): y [T, B, H_l] into columns dir·H_l of `out`
+// [T, B, D·H_l], and (r not null) the direction's ranges into *lr.
+Status run_float_direction(const StackSpec& stack, const float* canon, int l, int dir, const Data& in, std::int64_t group,
+                     bool cell_at_batch_end, Data* out, LayerRanges* lr, const char* what, const Log& log) {
+  StackSpec one;
+  std::vector<float> w, y;
+  direction_as_layer(stack, canon, l, dir, &one, &w);
+  PlanOptions opt;
+  opt.max_batch = static_cast<std::int32_t>(in.B);
+  opt.max_seq_len = 1;
+  Model net;
+  Status s = Model::create(one, opt, w.data(), &net);
+  if (s != Status::ok) return s;
+  Data x = in;
+  if (dir == 1) x.x = reversed_steps(in.x, in.T);
+  Ranges r;
+  r.layer.resize(1);
+  r.cell_at_batch_end = cell_at_batch_end;
+  if ((s = run_float_data(net, one, x, group, &y, lr != nullptr ? &r : nullptr, what, log)) != Status::ok) return s;
+  if (dir == 1) y = reversed_steps(y, in.T);
+  if (lr != nullptr) *lr = r.layer[0];
+  const std::int64_t H = one.layers[0].hidden_size, W = H * num_directions(stack.layers[l]);
+  for (std::int64_t row = 0; row < in.T * in.B; ++row)
+    std::memcpy(&out->x[static_cast<std::size_t>(row * W + dir * H)], &y[static_cast<std::size_t>(row * H)],
+                static_cast<std::size_t>(H) * sizeof(float));
+  return Status::ok;
+}
+
+// The float stack layer by layer (a stack with a bidirectional layer, whose backward direction
+// cannot stream forward in time): each layer's directions over the whole of the previous layer's
+// output (run_float_direction: a step at a time, groups as run_float_data), then the next layer on their
+// concatenation [forward h, backward h]. y: the last layer's [T, B, W]; r (if not null): x's range
+// and every direction's.
+Status run_float_by_layer(const StackSpec& stack, const float* canon, const Data& d, std::int64_t group,
+                          std::vector<float>* y, Ranges* r, const char* what, const Log& log) {
+  if (r != nullptr) {
+    for (float v : d.x) {
+      r->x_min = std::min(r->x_min, static_cast<double>(v));
+      r->x_max = std::max(r->x_max, static_cast<double>(v));
+    }
+    r->backward.resize(r->layer.size());
+  }
+  Data in = d;
+  for (int l = 0; l < stack.num_layers; ++l) {
+    const int D = num_directions(stack.layers[l]);
+    Data out = in;
+    out.x.assign(static_cast<std::size_t>(in.T * in.B * D * stack.layers[l].hidden_size), 0.0f);
+    for (int dir = 0; dir < D; ++dir) {
+      LayerRanges* lr = r == nullptr ? nullptr : dir == 0 ? &r->layer[static_cast<std::size_t>(l)] : &r->backward[static_cast<std::size_t>(l)];
+      const Status s = run_float_direction(stack, canon, l, dir, in, group, r != nullptr && r->cell_at_batch_end, &out, lr, what, log);
+      if (s != Status::ok) return s;
+    }
+    in = std::move(out);
+  }
+  *y = std::move(in.x);
+  return Status::ok;
+}
+
+// The float model on a data set (run_float_data; a stack with a bidirectional layer layer by layer).
+Status run_float_model(Model& net, const StackSpec& stack, const float* canon, const Data& d, std::int64_t group,
+                       std::vector<float>* y, Ranges* r, const char* what, const Log& log) {
+  return has_bidirectional(stack) ? run_float_by_layer(stack, canon, d, group, y, r, what, log)
+                                  : run_float_data(net, stack, d, group, y, r, what, log);
+}
+
+// Runs the int8 model as `rnncore run` does on float32 input (quantized as TFLite's QUANTIZE op),
+// dequantizes y as its DEQUANTIZE op (float32(q − z) · s) and compares with the float y [T, B, H].
+QuantizeAccuracy measure(const Int8Stack& m, const Data& d, const std::vector<float>& y_float, const Log& log) {
+  const Int8Model& first = *m.layers.front();
+  const Int8Model& last = *m.layers.back();
+  const std::int64_t T = d.T, B = d.B, I = first.input_size, H = last.output_size();
+  std::vector<std::int8_t> xq(static_cast<std::size_t>(B * T * I)), yq(static_cast<std::size_t>(B * T * H));
+  for (std::int64_t b = 0; b < B; ++b)  // the int8 model takes [B, T, I]
+    for (std::int64_t t = 0; t < T; ++t)
+      for (std::int64_t k = 0; k < I; ++k)
+        xq[static_cast<std::size_t>((b * T + t) * I + k)] = quantize_input(first, d.x[static_cast<std::size_t>((t * B + b) * I + k)]);
+  // Rows in chunks (each row starts from the initial state either way), for progress on stderr.
+  const std::int64_t chunk = 8;
+  const auto start = Clock::now();
+  auto last_report = start;
+  for (std::int64_t b0 = 0; b0 < B; b0 += chunk) {
+    const std::int64_t rows = std::min(chunk, B - b0);
+    run_int8_stack(m, static_cast<int>(rows), static_cast<int>(T), xq.data() + static_cast<std::size_t>(b0 * T * I),
+                       yq.data() + static_cast<std::size_t>(b0 * T * H));
+    const auto now = Clock::now();
+    if (now - last_report >= std::chrono::seconds(2) && log.progress) {
+      last_report = now;
+      char b[512];
+      std::snprintf(b, sizeof b, "int8 run on %s: rows %lld/%lld, %.1f s", d.path.c_str(), static_cast<long long>(b0 + rows),
+                    static_cast<long long>(B), std::chrono::duration<double>(now - start).count());
+      log.progress(b);
+    }
+  }
+  QuantizeAccuracy a;
+  a.data = d.path;
+  a.T = T;
+  a.B = B;
+  a.H = H;
+  double lo = INFINITY, hi = -INFINITY, sig = 0, err = 0;
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t j = 0; j < H; ++j) {
+        const double f = y_float[static_cast<std::size_t>((t * B + b) * H + j)];
+        const float q = static_cast<float>(yq[static_cast<std::size_t>((b * T + t) * H + j)] - last.output_zp) * last.output_scale;
+        const double e = static_cast<double>(q) - f;
+        a.max_abs = std::max(a.max_abs, std::fabs(e));
+        err += e * e;
+        sig += f * f;
+        lo = std::min(lo, f);
+        hi = std::max(hi, f);
+      }
+  a.values = y_float.size();
+  a.rms = std::sqrt(err / static_cast<double>(a.values));
+  a.range = hi - lo;
+  a.snr_db = err > 0 ? 10.0 * std::log10(sig / err) : INFINITY;
+  return a;
+}
+
+// Why the integer LSTM (and so the int8 model file) cannot hold this float stack; "" if it can.
+std::string refusal(const StackSpec& stack) {
+  for (int l = 0; l < stack.num_layers; ++l) {
+    const LayerSpec& ls = stack.layers[l];
+    const std::string at = stack.num_layers > 1 ? " (layer " + std::to_string(l) + ")" : std::string();
+    if (ls.mode != Mode::lstm)
+      return (ls.mode == Mode::gru ? std::string("a GRU") : std::string("an Elman RNN (") + to_string(ls.mode) + ")") + at;
+    if (ls.proj_size > 0) return "an LSTM with a projection (proj_size " + std::to_string(ls.proj_size) + ")" + at;
+    if (ls.peepholes) return "an LSTM with peepholes" + at;
+    for (int k = 0; k < ls.num_wrappers; ++k)
+      if (ls.wrappers[k].kind == WrapperKind::residual) return "a residual wrapper" + at;
+  }
+  if (uses_skip_input(stack)) return "an LSTM in skip input mode (no input weights)";
+  return "";
+}
+
+// One layer's quantization (docs/int8.md, "Quantizing a float LSTM") and its int8 tensors.
+struct QuantizedLayer {
+  std::int64_t I = 0, H = 0;
+  Asymmetric input, output;  // x (above layer 0: the previous layer's output, as the converter shares it) and h
+  int cell_log2 = -15;
+  double cell_clip = 0.0;
+  std::vector<std::int8_t> w[q8::kGates], r[q8::kGates];
+  std::vector<std::int32_t> b[q8::kGates];
+  double w_scale[q8::kGates] = {}, r_scale[q8::kGates] = {}, b_scale[q8::kGates] = {};
+  /// --per-channel: each row's scales ([H] per gate; empty per tensor); w_scale, r_scale and
+  /// b_scale then hold their largest (for the summary line).
+  std::vector<double> w_scales[q8::kGates], r_scales[q8::kGates], b_scales[q8::kGates];
+  /// A bidirectional layer's backward direction (this one is the forward direction); its output
+  /// has this one's quantization (the concatenation copies both directions' bytes).
+  std::unique_ptr<QuantizedLayer> backward;
+  /// The layer's output width: H, or both directions' H.
+  std::int64_t width() const { return H + (backward ? backward->H : 0); }
+};
+
+// Symmetric per tensor, narrow range: scale max|W|/127 (1 for an all-zero tensor), values
+// round(W / scale) (half away from zero) in −127..127. Returns the scale.
+double quantize_weights(const float* w, std::size_t n, std::vector<std::int8_t>* out) {
+  double m = 0;
+  for (std::size_t k = 0; k < n; ++k) m = std::max(m, std::fabs(static_cast<double>(w[k])));
+  const double scale = m > 0 ? m / 127.0 : 1.0;
+  out->resize(n);
+  for (std::size_t k = 0; k < n; ++k)
+    (*out)[k] = static_cast<std::int8_t>(std::min(std::max(std::round(w[k] / scale), -127.0), 127.0));
+  return scale;
+}
+
+// The cell state's scale 2^k: k = ceil(log2 max|c|) − 15 as the converter takes it, kept in
+// −15..−9 with a note (`where`: "" or " (layer l)"). Finer than 2^-15 the converter's
+// choice breaks the model: tanh of the cell would need 15 + k < 0 integer bits, which LiteRT's
+// integer LSTM (and so this one, bit for bit) does not compute -- it takes the input gate in its
+// place (docs/int8.md). Coarser than 2^-9 the integer LSTM refuses the scale.
+int cell_scale_log2(double c_abs, const std::string& where, const Log& log) {
+  if (c_abs <= 0) return -15;  // max|c| = 0: any scale holds it
+  const int wanted = static_cast<int>(std::ceil(std::log2(c_abs))) - 15;
+  const int k = std::min(std::max(wanted, -15), -9);
+  char b[400];
+  if (k < wanted) {
+    std::snprintf(b, sizeof b,
+                  "max|c| = %.6g%s would take the cell scale 2^%d; the integer LSTM takes 2^-30 .. 2^-9, so it is 2^%d "
+                  "(cell states beyond 64 saturate)",
+                  c_abs, where.c_str(), wanted, k);
+    log.say(b);
+  } else if (k > wanted) {
+    std::snprintf(b, sizeof b,
+                  "max|c| = %.6g%s would take the cell scale 2^%d (TFLite's converter's choice); finer than 2^-15 the "
+                  "integer LSTM computes no tanh of the cell (LiteRT takes the input gate in its place), so it is 2^-15",
+                  c_abs, where.c_str(), wanted);
+    log.say(b);
+  }
+  return k;
+}
+
+// Per output channel: each of the `rows` rows of `cols` values quantized as a tensor of its own
+// (quantize_weights); the rows' scales into *scales. Returns the largest.
+double quantize_rows(const float* w, std::int64_t rows, std::int64_t cols, std::vector<std::int8_t>* out,
+                     std::vector<double>* scales) {
+  out->resize(static_cast<std::size_t>(rows * cols));
+  scales->resize(static_cast<std::size_t>(rows));
+  std::vector<std::int8_t> row;
+  double largest = 0;
+  for (std::int64_t j = 0; j < rows; ++j) {
+    const double s = quantize_weights(w + j * cols, static_cast<std::size_t>(cols), &row);
+    std::copy(row.begin(), row.end(), out->begin() + j * cols);
+    (*scales)[static_cast<std::size_t>(j)] = s;
+    largest = std::max(largest, s);
+  }
+  return largest;
+}
+
+// Direction `dir` of layer l: its weights and biases, output (h) quantization `output`, the cell
+// scale from max|c| `c_abs` (`where`: "" or " (layer l)" for the notes).
+QuantizedLayer quantize_direction(const StackSpec& stack, int l, int dir, const float* canon, const Asymmetric& input,
+                                  const Asymmetric& output, double c_abs, const std::string& where, double cell_clip,
+                                  bool per_channel, const Log& log) {
+  QuantizedLayer q;
+  q.I = layer_input_size(stack, l);
+  q.H = stack.layers[l].hidden_size;
+  q.input = input;
+  q.output = output;
+  q.cell_log2 = cell_scale_log2(c_abs, where, log);
+  q.cell_clip = cell_clip;
+  for (int g = 0; g < q8::kGates; ++g) {  // canonical gates i, f, g, o = TFLite's i, f, c, o
+    const std::int64_t ow = canonical_offset(stack, l, dir, ParamKind::input_weight, g),
+                       orr = canonical_offset(stack, l, dir, ParamKind::recurrent_weight, g),
+                       obw = canonical_offset(stack, l, dir, ParamKind::input_bias, g),
+                       obr = canonical_offset(stack, l, dir, ParamKind::recurrent_bias, g);
+    if (per_channel) {
+      q.w_scale[g] = quantize_rows(canon + ow, q.H, q.I, &q.w[g], &q.w_scales[g]);
+      q.r_scale[g] = quantize_rows(canon + orr, q.H, q.H, &q.r[g], &q.r_scales[g]);
+    } else {
+      q.w_scale[g] = quantize_weights(canon + ow, static_cast<std::size_t>(q.H * q.I), &q.w[g]);
+      q.r_scale[g] = quantize_weights(canon + orr, static_cast<std::size_t>(q.H * q.H), &q.r[g]);
+    }
+    // The bias (bW + bR: the model's two biases act as one) in int32 at scale s_W · s_x (per
+    // channel the row's s_W), the product of the two float32 scales (as the converter forms it;
+    // the double product can differ in the last bit).
+    const auto bias_scale = [&input](double ws) {
+      return static_cast<double>(static_cast<float>(ws)) * static_cast<double>(static_cast<float>(input.scale));
+    };
+    q.b_scale[g] = bias_scale(q.w_scale[g]);
+    q.b[g].resize(static_cast<std::size_t>(q.H));
+    if (per_channel) q.b_scales[g].resize(static_cast<std::size_t>(q.H));
+    for (std::int64_t j = 0; j < q.H; ++j) {
+      const double b = static_cast<double>(canon[obw + j]) + static_cast<double>(canon[obr + j]);
+      const double bs = per_channel ? bias_scale(q.w_scales[g][static_cast<std::size_t>(j)]) : q.b_scale[g];
+      if (per_channel) q.b_scales[g][static_cast<std::size_t>(j)] = bs;
+      q.b[g][static_cast<std::size_t>(j)] =
+          static_cast<std::int32_t>(std::min(std::max(std::round(b / bs), -2147483648.0), 2147483647.0));
+    }
+  }
+  return q;
+}
+
+// Layer l's quantization: h asymmetric int8 over its calibrated range (the initial h = 0 is in the
+// range too). A bidirectional layer's two directions share one: LiteRT's CONCATENATION copies both
+// directions' int8 outputs without requantizing, so it is the union of their ranges.
+QuantizedLayer quantize_layer(const StackSpec& stack, int l, const float* canon, const Asymmetric& input, const Ranges& r,
+                              double cell_clip, bool per_channel, const Log& log) {
+  const LayerRanges& f = r.layer[static_cast<std::size_t>(l)];
+  const std::string where = stack.num_layers > 1 ? " (layer " + std::to_string(l) : std::string();
+  if (num_directions(stack.layers[l]) == 1)
+    return quantize_direction(stack, l, 0, canon, input, asymmetric_int8(f.h_min, f.h_max), f.c_abs,
+                              where.empty() ? where : where + ")", cell_clip, per_channel, log);
+  const LayerRanges& b = r.backward[static_cast<std::size_t>(l)];
+  const Asymmetric output = asymmetric_int8(std::min(f.h_min, b.h_min), std::max(f.h_max, b.h_max));
+  const std::string in = where.empty() ? " (" : where + ", ";
+  QuantizedLayer q = quantize_direction(stack, l, 0, canon, input, output, f.c_abs, in + "forward)", cell_clip, per_channel, log);
+  q.backward.reset(new QuantizedLayer(
+      quantize_direction(stack, l, 1, canon, input, output, b.c_abs, in + "backward)", cell_clip, per_channel, log)));
+  return q;
+}
+
+using Metadata = std::vector<std::pair<std::string, std::string>>;
+
+// One layer's tensors and keys under `prefix` ("" in a one-layer file, "l<k>." in a stack), as
+// tools/tflite_to_safetensors.py writes them (docs/int8.md, "The model file").
+void add_layer(const QuantizedLayer& q, const LayerRanges& lr, const std::string& prefix,
+               std::vector<TensorToWrite>* tensors, Metadata* meta) {
+  for (const char* kind : {"b", "r", "w"})
+    for (int g : {2, 1, 0, 3}) {  // names sorted as the converter writes them: c, f, i, o
+      const std::string name = prefix + kind + "_" + kGateNames[g];
+      tensors->push_back(kind[0] == 'b'   ? TensorToWrite{name, ElemType::i32, {q.H}, q.b[g].data()}
+                         : kind[0] == 'r' ? TensorToWrite{name, ElemType::i8, {q.H, q.H}, q.r[g].data()}
+                                          : TensorToWrite{name, ElemType::i8, {q.H, q.I}, q.w[g].data()});
+    }
+  const Metadata keys = {
+      {"I", std::to_string(q.I)},
+      {"H", std::to_string(q.H)},
+      {"input_scale", f32s(q.input.scale)},
+      {"input_zp", std::to_string(q.input.zero_point)},
+      {"output_scale", f32s(q.output.scale)},
+      {"output_zp", std::to_string(q.output.zero_point)},
+      {"output_state_scale", f32s(q.output.scale)},
+      {"output_state_zp", std::to_string(q.output.zero_point)},
+      {"hidden_scale", f32s(q.output.scale)},  // without projection the converter gives the hidden intermediate h's quantization
+      {"hidden_zp", std::to_string(q.output.zero_point)},
+      {"cell_scale", f32s(std::ldexp(1.0, q.cell_log2))},
+      {"cell_clip", f32s(q.cell_clip)},
+      {"proj_clip", f32s(0.0)},
+      {"calibration_h_min", num(lr.h_min)},
+      {"calibration_h_max", num(lr.h_max)},
+      {"calibration_c_absmax", num(lr.c_abs)},
+  };
+  for (const auto& kv : keys) meta->push_back({prefix + kv.first, kv.second});
+  const auto list = [](const std::vector<double>& v) {  // 9 digits: each float32 reads back exactly
+    std::string s;
+    char b[24];
+    for (double x : v) {
+      std::snprintf(b, sizeof b, "%s%.9g", s.empty() ? "" : ",", static_cast<double>(static_cast<float>(x)));
+      s += b;
+    }
+    return s;
+  };
+  for (int g = 0; g < q8::kGates; ++g) {
+    const std::string n = kGateNames[g];
+    if (q.w_scales[g].empty()) {
+      meta->push_back({prefix + "w_" + n + "_scale", f32s(q.w_scale[g])});
+      meta->push_back({prefix + "r_" + n + "_scale", f32s(q.r_scale[g])});
+      meta->push_back({prefix + "b_" + n + "_scale", f32s(q.b_scale[g])});
+    } else {  // per channel: a scale per unit, as the loader reads them (docs/int8.md)
+      meta->push_back({prefix + "w_" + n + "_scales", list(q.w_scales[g])});
+      meta->push_back({prefix + "r_" + n + "_scales", list(q.r_scales[g])});
+      meta->push_back({prefix + "b_" + n + "_scales", list(q.b_scales[g])});
+    }
+  }
+}
+
+// A layer's (or direction's) quantization, two lines (`label`: "" or "layer l: ").
+void describe_direction(const std::string& label, const QuantizedLayer& q, std::vector<std::string>* lines) {
+  char b[400];
+  std::snprintf(b, sizeof b, "%squantization: input scale %.6g zp %d; h scale %.6g zp %d; cell scale 2^%d; cell clip %s",
+                label.c_str(), q.input.scale, q.input.zero_point, q.output.scale, q.output.zero_point, q.cell_log2,
+                q.cell_clip > 0 ? num(q.cell_clip).c_str() : "none");
+  lines->push_back(b);
+  std::snprintf(b, sizeof b, "%s%sweight scales (i f c o): W %.6g %.6g %.6g %.6g; R %.6g %.6g %.6g %.6g", label.c_str(),
+                q.w_scales[0].empty() ? "" : "largest per-channel ", q.w_scale[0], q.w_scale[1], q.w_scale[2], q.w_scale[3],
+                q.r_scale[0], q.r_scale[1], q.r_scale[2], q.r_scale[3]);
+  lines->push_back(b);
+}
+
+// Layer l's quantization, a bidirectional layer's a line pair per direction.
+void describe_layer(int L, int l, const QuantizedLayer& q, std::vector<std::string>* lines) {
+  const std::string label = L > 1 ? "layer " + std::to_string(l) : std::string();
+  if (!q.backward) {
+    describe_direction(label.empty() ? label : label + ": ", q, lines);
+    return;
+  }
+  describe_direction(label.empty() ? "forward: " : label + " forward: ", q, lines);
+  describe_direction(label.empty() ? "backward: " : label + " backward: ", *q.backward, lines);
+}
+
+// A bidirectional layer's keys and tensors under `prefix` ("l<k>."), as
+// tools/tflite_to_safetensors.py writes a Keras Bidirectional (concat): each direction's under
+// "fw." and "bw.", then the layer's (I; H, the concatenation's width; the input's and the
+// concatenation's quantization, which is both directions' output state's).
+void add_bidirectional(const QuantizedLayer& q, const LayerRanges& f, const LayerRanges& b, const std::string& prefix,
+                       std::vector<TensorToWrite>* tensors, Metadata* meta) {
+  add_layer(q, f, prefix + "fw.", tensors, meta);
+  add_layer(*q.backward, b, prefix + "bw.", tensors, meta);
+  const Metadata keys = {
+      {"bidirectional", "concat"},
+      {"I", std::to_string(q.I)},
+      {"H", std::to_string(q.width())},
+      {"input_scale", f32s(q.input.scale)},
+      {"input_zp", std::to_string(q.input.zero_point)},
+      {"output_scale", f32s(q.output.scale)},
+      {"output_zp", std::to_string(q.output.zero_point)},
+  };
+  for (const auto& kv : keys) meta->push_back({prefix + kv.first, kv.second});
+}
+
+// The int8 model file: top-level keys, then each layer's (docs/int8.md, "The model file"; a stack
+// as the converter writes one: metadata layers = L and every layer's keys and tensors under "l<k>.";
+// so is a single bidirectional layer, which the loader reads only under a prefix).
+Status write_model(const QuantizeOptions& o, const LoadedModel& model, const Data& cal, const Ranges& r,
+                   const std::vector<QuantizedLayer>& layers) {
+  const int L = static_cast<int>(layers.size());
+  bool prefixed = L > 1;
+  for (const QuantizedLayer& q : layers) prefixed = prefixed || q.backward != nullptr;
+  Metadata meta = {
+      {"format", "tflite_int8"},
+      {"op", "UNIDIRECTIONAL_SEQUENCE_LSTM"},
+      {"return_sequences", "1"},
+      {"graph_input", "float32"},
+      {"graph_output", "float32"},
+      {"source", "rnncore quantize"},
+      {"rnncore_version", version_string()},
+      {"float_model", basename_of(o.weights)},
+      {"float_format", to_string(model.format)},
+      {"calibration", basename_of(o.calibration)},
+      {"calibration_shape", "[T=" + std::to_string(cal.T) + ", B=" + std::to_string(cal.B) + ", I=" +
+                                std::to_string(layers.front().I) + "]"},
+      {"calibration_carry_state", std::to_string(o.carry_state)},
+      {"calibration_cell_range", o.cell_range},
+      {"calibration_x_min", num(r.x_min)},
+      {"calibration_x_max", num(r.x_max)},
+  };
+  if (prefixed) {  // the stack's input and output, as the first and the last layer's
+    meta.push_back({"layers", std::to_string(L)});
+    meta.push_back({"I", std::to_string(layers.front().I)});
+    meta.push_back({"H", std::to_string(layers.back().width())});
+    meta.push_back({"input_scale", f32s(layers.front().input.scale)});
+    meta.push_back({"input_zp", std::to_string(layers.front().input.zero_point)});
+    meta.push_back({"output_scale", f32s(layers.back().output.scale)});
+    meta.push_back({"output_zp", std::to_string(layers.back().output.zero_point)});
+  }
+  std::vector<TensorToWrite> tensors;
+  for (int l = 0; l < L; ++l) {
+    const std::size_t k = static_cast<std::size_t>(l);
+    const std::string prefix = prefixed ? "l" + std::to_string(l) + "." : std::string();
+    if (layers[k].backward)
+      add_bidirectional(layers[k], r.layer[k], r.backward[k], prefix, &tensors, &meta);
+    else
+      add_layer(layers[k], r.layer[k], prefix, &tensors, &meta);
+  }
+  return write_safetensors(o.output.c_str(), tensors, meta) == RNNCORE_OK ? Status::ok : Status::io;
+}
+
+// "input 16, hidden 32" or "input 16, hidden 32, 24" (every layer's), and the cell clips.
+std::string describe_stack(const StackSpec& stack) {
+  std::string d = "input " + std::to_string(stack.input_size) + ", hidden ";
+  for (int l = 0; l < stack.num_layers; ++l) d += (l ? ", " : "") + std::to_string(stack.layers[l].hidden_size);
+  for (int l = 0; l < stack.num_layers; ++l)
+    if (stack.layers[l].cell_clip > 0)
+      d += ", cell_clip " + num(stack.layers[l].cell_clip) + (stack.num_layers > 1 ? " (layer " + std::to_string(l) + ")" : "");
+  return d;
+}
+
+// "one unidirectional layer", "2 bidirectional layers", "3 layers (bidirectional, unidirectional, ...)".
+std::string describe_layers(const StackSpec& stack) {
+  const int L = stack.num_layers;
+  std::string kinds;
+  bool mixed = false;
+  for (int l = 0; l < L; ++l) {
+    kinds += std::string(l ? ", " : "") + (num_directions(stack.layers[l]) == 2 ? "bidirectional" : "unidirectional");
+    mixed = mixed || stack.layers[l].direction != stack.layers[0].direction;
+  }
+  const std::string kind = num_directions(stack.layers[0]) == 2 ? "bidirectional" : "unidirectional";
+  if (L == 1) return "one " + kind + " layer";
+  return mixed ? std::to_string(L) + " layers (" + kinds + ")" : std::to_string(L) + " " + kind + " layers";
+}
+
+// What the calibration saw of each layer: ", h in [..], max|c| .." or "; layer l: ..." each, a
+// bidirectional layer's per direction.
+std::string describe_ranges(const StackSpec& stack, const Ranges& r) {
+  const int L = stack.num_layers;
+  std::string seen;
+  for (int l = 0; l < L; ++l)
+    for (int dir = 0; dir < num_directions(stack.layers[l]); ++dir) {
+      const LayerRanges& lr = (dir == 0 ? r.layer : r.backward)[static_cast<std::size_t>(l)];
+      std::string label = L > 1 ? "layer " + std::to_string(l) : std::string();
+      if (num_directions(stack.layers[l]) == 2) label += std::string(label.empty() ? "" : " ") + (dir ? "backward" : "forward");
+      char b[160];
+      std::snprintf(b, sizeof b, "%sh in [%.6g, %.6g], max|c| %.6g", label.empty() ? ", " : ("; " + label + ": ").c_str(),
+                    lr.h_min, lr.h_max, lr.c_abs);
+      seen += b;
+    }
+  return seen;
+}
+
+// The float model to quantize: loaded as `rnncore run` loads it, an LSTM stack the integer LSTM
+// can hold, with finite weights.
+Status load_float_model(const QuantizeOptions& o, const Log& log, LoadedModel* model, QuantizeReport* report,
+                        std::string* error) {
+  ModelHints hints = o.hints;
+  hints.dtype = DType::f32;
+  {
+    SafeTensors file;
+    if (read_safetensors(o.weights.c_str(), &file) == RNNCORE_OK && is_int8_model(file)) {
+      *error = o.weights + ": already an int8 LSTM model (format tflite_int8); rnncore quantize takes a float model";
+      return Status::unsupported;
+    }
+  }
+  StackSpec config;
+  Status s;
+  if (!o.config.empty() && (s = read_stack_config(o.config, &config, error)) != Status::ok) return s;
+  if ((s = load_weights(o.weights, hints, o.config.empty() ? nullptr : &config, model, error)) != Status::ok) return s;
+  for (const std::string& note : model->notes) log.say(note);
+  if (const std::string refused = inapplicable_hint(o.hints, model->stack); !refused.empty()) {
+    report->option_error = true;
+    *error = refused + " (" + o.weights + ")";
+    return Status::unsupported;
+  }
+  const std::string refuse = refusal(model->stack);
+  if (!refuse.empty()) {
+    *error = o.weights + ": " + refuse + "; rnncore quantize takes LSTM layers (unidirectional or bidirectional) "
+             "without projection or peepholes (what the int8 LSTM runs; docs/int8.md)";
+    return Status::unsupported;
+  }
+  const float* canon = reinterpret_cast<const float*>(model->canonical.data());
+  for (std::size_t k = 0; k < model->canonical.size() / sizeof(float); ++k)
+    if (!std::isfinite(canon[k])) {
+      *error = o.weights + ": a weight is " + num(canon[k]) + "; a model to quantize must be finite";
+      return Status::invalid_size;
+    }
+  return Status::ok;
+}
+
+// The float model as it runs (`net`), and as it calibrates (`cal`: with the clip of
+// set_cell_clip, which the int8 model takes too; else `net` itself), on up to `rows` rows a step
+// at a time.
+struct FloatModels {
+  StackSpec stack, clipped;
+  Model net, reclipped_net;
+  bool reclipped = false;
+  Model& cal() { return reclipped ? reclipped_net : net; }
+};
+
+Status make_float_models(const QuantizeOptions& o, const LoadedModel& model, std::int64_t rows, FloatModels* f,
+                         std::string* error) {
+  f->stack = f->clipped = model.stack;
+  PlanOptions opt;
+  opt.max_batch = static_cast<std::int32_t>(rows);
+  opt.max_seq_len = 1;
+  Status s = Model::create(f->stack, opt, model.canonical.data(), &f->net);
+  if (o.set_cell_clip)
+    for (int l = 0; l < f->stack.num_layers; ++l) {
+      f->reclipped = f->reclipped || f->clipped.layers[l].cell_clip != o.cell_clip;
+      f->clipped.layers[l].cell_clip = o.cell_clip;
+    }
+  if (s == Status::ok && f->reclipped) s = Model::create(f->clipped, opt, model.canonical.data(), &f->reclipped_net);
+  if (s != Status::ok) *error = o.weights + ": " + last_error_detail();
+  return s;
+}
+
+// Reads the file back and prepares it exactly as `rnncore run` loads it: a scale the integer LSTM
+// refuses is found here, not at the first run (the file is then removed).
+Status read_back(const QuantizeOptions& o, Int8Stack* qm, std::string* error) {
+  SafeTensors file;
+  if (read_safetensors(o.output.c_str(), &file) != RNNCORE_OK) {
+    *error = rnncore_last_error_detail();
+    return Status::io;
+  }
+  const Status s = load_int8_stack(file, qm, error);
+  if (s != Status::ok) {
+    std::remove(o.output.c_str());
+    *error += " (the quantization chosen from the calibration is not one the integer LSTM runs; " + o.output + " removed)";
+  }
+  return s;
+}
+
+}  // namespace
+
+Status quantize(const QuantizeOptions& o, QuantizeReport* report, std::string* error) {
+  *report = QuantizeReport();
+  const Log log{o.note, o.progress};
+  LoadedModel model;
+  Status s = load_float_model(o, log, &model, report, error);
+  if (s != Status::ok) return s;
+  const StackSpec& stack = model.stack;
+  const int L = stack.num_layers;
+  const std::int64_t I = stack.input_size, H = stack.layers[L - 1].hidden_size * num_directions(stack.layers[L - 1]);
+  const float* canon = reinterpret_cast<const float*>(model.canonical.data());
+  Data cal, ev;
+  std::string err;
+  if (!(err = read_data(o.calibration, I, o.batch_first, &cal)).empty() ||
+      (!o.eval.empty() && !(err = read_data(o.eval, I, o.batch_first, &ev)).empty())) {
+    *error = err;
+    return Status::format;
+  }
+  const std::int64_t group = o.carry_state;
+  if (group > 0 && cal.B % group != 0) {
+    report->option_error = true;
+    *error = "--carry-state " + std::to_string(group) + " does not divide the calibration's " + std::to_string(cal.B) + " rows";
+    return Status::invalid_size;
+  }
+  FloatModels f;  // a group has fewer rows
+  if ((s = make_float_models(o, model, std::max(cal.B, ev.B), &f, error)) != Status::ok) return s;
+  report->model = "LSTM, " + describe_layers(stack) + ", " + describe_stack(stack) + " (" + to_string(model.format) +
+                  " weights, prefix '" + model.prefix + "')";
+
+  // Calibration: the float model's ranges.
+  const auto t0 = Clock::now();
+  Ranges r;
+  r.layer.resize(static_cast<std::size_t>(L));
+  r.backward.resize(static_cast<std::size_t>(L));
+  r.cell_at_batch_end = o.cell_range == "batch-end";
+  std::vector<float> y_cal, y_ev;
+  if ((s = run_float_model(f.cal(), f.clipped, canon, cal, group, &y_cal, &r, "calibration", log)) != Status::ok) {
+    *error = last_error_detail();
+    return s;
+  }
+  char b[512];
+  std::snprintf(b, sizeof b, "%s, T=%lld B=%lld (%lld steps of a row)%s, %.3f s: x in [%.6g, %.6g]", o.calibration.c_str(),
+                static_cast<long long>(cal.T), static_cast<long long>(cal.B), static_cast<long long>(cal.T * cal.B),
+                group > 0 ? (", groups of " + std::to_string(group) + " rows carrying the state").c_str() : "",
+                std::chrono::duration<double>(Clock::now() - t0).count(), r.x_min, r.x_max);
+  report->calibration = b + describe_ranges(stack, r);
+  // The accuracy compares runs from a zero state, as the int8 model runs.
+  if ((group > 0 || f.reclipped) &&
+      (s = run_float_model(f.net, stack, canon, cal, 0, &y_cal, nullptr, "calibration", log)) != Status::ok) {
+    *error = last_error_detail();
+    return s;
+  }
+
+  // The quantization (docs/int8.md, "Quantizing a float LSTM"): layer l > 0 reads layer l−1's int8
+  // output as it is, so its input takes that output's quantization.
+  std::vector<QuantizedLayer> layers;
+  for (int l = 0; l < L; ++l)
+    layers.push_back(quantize_layer(stack, l, canon, l == 0 ? asymmetric_int8(r.x_min, r.x_max) : layers.back().output, r,
+                                    f.clipped.layers[l].cell_clip, o.per_channel, log));
+  if (write_model(o, model, cal, r, layers) != Status::ok) {
+    *error = rnncore_last_error_detail();
+    return Status::io;
+  }
+  Int8Stack qm;
+  if ((s = read_back(o, &qm, error)) != Status::ok) return s;
+  for (int l = 0; l < L; ++l) describe_layer(L, l, layers[static_cast<std::size_t>(l)], &report->quantization);
+  report->written = "wrote " + o.output + ": int8 LSTM" +
+                    (L > 1 || has_bidirectional(stack) ? ", " + describe_layers(stack) : std::string()) +
+                    " (format tflite_int8), float32 input [B, T, " + std::to_string(I) +
+                    "] (batch-major), int8 output [B, T, " + std::to_string(H) + "]";
+  report->calibration_accuracy = measure(qm, cal, y_cal, log);
+  if (!o.eval.empty()) {
+    if ((s = run_float_model(f.net, stack, canon, ev, 0, &y_ev, nullptr, "evaluation", log)) != Status::ok) {
+      *error = last_error_detail();
+      return s;
+    }
+    report->has_eval = true;
+    report->eval_accuracy = measure(qm, ev, y_ev, log);
+  }
+  return Status::ok;
+}
+
+}  // namespace io
+}  // namespace rnncore
