@@ -801,6 +801,7 @@ int cmd_export_c(int argc, char** argv) {
   const ModelHints hints = model_hints(app, o.hints);
   LoadedModel model;
   if (load_weights(o.weights, hints, nullptr, &model, &err) != Status::ok) return error(err);
+  drop_ends(&model);  // the header holds the recurrent layers (a head is not exported yet)
   if (o.interleave)
     return usage_error("export-c", "--interleave applies to int8 LSTM models (format tflite_int8) only; " + o.weights +
                                        " is a float model");
