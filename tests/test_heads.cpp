@@ -258,3 +258,32 @@ TEST_CASE("heads: bad ends are refused with a detail line; the GPU and training 
   CHECK(shapes[m - 1].ndim == 1);
   CHECK(shapes[m - 1].dims[0] == 3);
 }
+
+TEST_CASE("heads: the head's output is bit-identical for every thread count") {
+  Isa isas[8];
+  if (available_isas(isas, 8) == 0) return;
+  StackSpec st = base_stack(true, DType::f32);
+  st.head.out_features = 5;
+  st.head.activation = Activation::tanh;
+  Rng rng(11);
+  const std::vector<float> canonical = random_vector<float>(rng, static_cast<std::size_t>(param_count(st)), 0.5);
+  const std::vector<float> x = random_vector<float>(rng, 7 * 4 * 5, 1.0);
+  ForwardArgs a;
+  a.batch = 4;
+  a.seq_len = 7;
+  a.x = x.data();
+  PlanOptions opt;
+  opt.backend = Backend::simd;
+  opt.max_batch = 4;
+  opt.max_seq_len = 7;
+  Outputs<float> one;
+  REQUIRE(run_forward(st, opt, canonical, a, &one) == Status::ok);
+  ThreadPool* pool = nullptr;
+  if (ThreadPool::create(3, &pool) != Status::ok) return;  // a build without threads
+  opt.threads = 3;
+  opt.thread_pool = pool;
+  Outputs<float> three;
+  CHECK(run_forward(st, opt, canonical, a, &three) == Status::ok);
+  CHECK(three.y == one.y);
+  ThreadPool::destroy(pool);
+}

@@ -171,11 +171,11 @@ typedef struct rnncore_forward_args {
   int32_t batch;               /**< B ≤ max_batch */
   int32_t seq_len;             /**< T ≤ max_seq_len */
   int32_t layout;              /**< rnncore_layout */
-  const void* x;               /**< [T, B, I] or [B, T, I] */
+  const void* x;               /**< [T, B, I] or [B, T, I]; with an embedding int32 token ids [T, B] or [B, T] */
   const int32_t* seq_lengths;  /**< [B] or NULL */
   const void* h0;              /**< [L·D, B, H] or NULL */
   const void* c0;              /**< [L·D, B, H] or NULL (LSTM) */
-  void* y;                     /**< [T, B, D·H] or [B, T, D·H] */
+  void* y;                     /**< [T, B, D·H] or [B, T, D·H]; with a head [T, B, F] (or [B, F] on the last step) */
   void* hy;                    /**< [L·D, B, H] or NULL; may equal h0 (streaming in place) */
   void* cy;                    /**< [L·D, B, H] or NULL (LSTM); may equal c0 */
   int32_t run_mode;            /**< rnncore_run_mode: dropout acts in training and Monte-Carlo runs */

@@ -407,11 +407,12 @@ struct ForwardArgs {
   std::int32_t batch = 0;    ///< B ≤ plan max_batch
   std::int32_t seq_len = 0;  ///< T ≤ plan max_seq_len
   Layout layout = Layout::time_major;
-  const void* x = nullptr;                  ///< [T, B, I] (or [B, T, I])
+  const void* x = nullptr;                  ///< [T, B, I] (or [B, T, I]); with an embedding int32 token ids [T, B] (or [B, T])
   const std::int32_t* seq_lengths = nullptr;  ///< [B] in 0..T, any order; null: all T
   const void* h0 = nullptr;                 ///< [L·D, B, H] (P with a projection) or null (zeros)
   const void* c0 = nullptr;                 ///< [L·D, B, H] or null (zeros); LSTM only
-  void* y = nullptr;                        ///< [T, B, D·H] (D·P with a projection; or batch-major); zero past a row's length
+  void* y = nullptr;                        ///< [T, B, D·H] (D·P with a projection; or batch-major); zero past a row's length;
+                                            ///< with a head [T, B, F], or [B, F] when it maps the last step (stack_output_size)
   void* hy = nullptr;                       ///< [L·D, B, H] (P with a projection) final h, or null (may be h0 itself: streaming in place)
   void* cy = nullptr;                       ///< [L·D, B, H] final c (LSTM), or null (may be c0 itself)
   RunMode run_mode = RunMode::inference;
