@@ -71,6 +71,10 @@ StackSpec to_cpp(const rnncore_stack_spec& s) {
       y.residual.user_data = x.user_data;
     }
   }
+  r.embedding.vocab_size = s.embedding_vocab_size;
+  r.head.out_features = s.head_out_features;
+  r.head.activation = static_cast<Activation>(s.head_activation);
+  r.head.last_step_only = s.head_last_step_only != 0;
   return r;
 }
 

@@ -59,6 +59,14 @@ Status check_args(const PlanImpl& p, const void* packed, const void* workspace, 
                    "forward: reserve has %zu bytes, the plan needs %zu (Plan::reserve_bytes)", a.reserve_bytes,
                    p.train.reserve_total);
   }
+  const std::int32_t vocab = p.stack.embedding.vocab_size;
+  if (vocab > 0 && has_rows) {  // token ids: each a row of the table
+    const auto* ids = static_cast<const std::int32_t*>(a.x);
+    for (std::int64_t i = 0; i < static_cast<std::int64_t>(a.seq_len) * a.batch; ++i)
+      RNNCORE_ENSURE(ids[i] >= 0 && ids[i] < vocab, Status::invalid_size,
+                     "forward: x[%lld] = %d is not a token id of the embedding (0..%d)", static_cast<long long>(i), ids[i],
+                     vocab - 1);
+  }
   if (a.seq_lengths != nullptr)
     for (int b = 0; b < a.batch; ++b)
       RNNCORE_ENSURE(a.seq_lengths[b] >= 0 && a.seq_lengths[b] <= a.seq_len, Status::bad_length,
@@ -125,8 +133,10 @@ Status Plan::forward(const void* packed, void* workspace, std::size_t workspace_
                     0, static_cast<std::size_t>(p.layers[l].dirs) * a.batch * p.layers[l].hidden * dtype_size(st.dtype));
 
   if (a.reserve != nullptr) return detail::train_forward(p, pk, ws, a, run);
+  if (st.embedding.vocab_size > 0) detail::embed_lookup(p, pk, ws, a);
   if (p.backend == Backend::simd) {
     detail::simd_forward(p, pk, ws, a, run);
+    if (st.head.out_features > 0) detail::run_head(p, pk, ws, a);
     return Status::ok;
   }
   // The reference: one direction after the other, one thread.
@@ -141,6 +151,7 @@ Status Plan::forward(const void* packed, void* workspace, std::size_t workspace_
     }
     detail::apply_inter_layer_dropout(p, run, l, ws + p.ws.layer_out[l & 1], a.seq_len, a.batch, ws + p.ws.scratch);
   }
+  if (st.head.out_features > 0) detail::run_head(p, pk, ws, a);
   return Status::ok;
 }
 
@@ -176,7 +187,11 @@ DirectionIO direction_io(const PlanImpl& p, const ForwardArgs& a, unsigned char*
   io.lengths = a.seq_lengths;
   io.dropout = run;
   io.reverse = d == 1;
-  if (l == 0) {  // the caller's input, in its layout
+  if (l == 0 && st.embedding.vocab_size > 0) {  // the embedding's rows, time-major in the workspace
+    io.x = ws + p.ws.embed_x;
+    io.x_st = B * in_w;
+    io.x_sb = in_w;
+  } else if (l == 0) {  // the caller's input, in its layout
     io.x = a.x;
     io.x_st = batch_major ? in_w : B * in_w;
     io.x_sb = batch_major ? T * in_w : in_w;
@@ -186,7 +201,11 @@ DirectionIO direction_io(const PlanImpl& p, const ForwardArgs& a, unsigned char*
     io.x_sb = in_w;
   }
   unsigned char* out;
-  if (l == st.num_layers - 1) {
+  if (l == st.num_layers - 1 && st.head.out_features > 0 && reserve == nullptr) {  // the head's input
+    out = ws + p.ws.head_in;
+    io.y_st = B * out_w;
+    io.y_sb = out_w;
+  } else if (l == st.num_layers - 1) {
     out = static_cast<unsigned char*>(a.y);
     io.y_st = batch_major ? out_w : B * out_w;
     io.y_sb = batch_major ? T * out_w : out_w;

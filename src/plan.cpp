@@ -39,7 +39,8 @@ std::uint64_t packed_fingerprint(const PlanImpl& p) {
   for (std::int64_t v : {std::int64_t(p.stack.input_size), std::int64_t(p.stack.num_layers), std::int64_t(p.stack.dtype),
                          std::int64_t(p.backend), std::int64_t(p.vector), std::int64_t(p.weights), std::int64_t(p.bf16_pairs),
                          std::int64_t(p.options.training), std::int64_t(p.options.weight_dtype),
-                         static_cast<std::int64_t>(p.packed_bytes)})
+                         static_cast<std::int64_t>(p.packed_bytes), std::int64_t(p.stack.embedding.vocab_size),
+                         std::int64_t(p.stack.head.out_features)})
     h = fnv1a(h, v);
   for (int l = 0; l < p.stack.num_layers; ++l) {
     const LayerPlan& lp = p.layers[l];
@@ -73,6 +74,10 @@ Status choose_backend(const StackSpec& stack, const PlanOptions& options, const 
   Backend want = options.backend;
   RNNCORE_ENSURE(want >= Backend::auto_select && want <= Backend::gpu, Status::invalid_enum,
                  "options.backend = %d is not a backend", static_cast<int>(want));
+  const bool ends = stack.embedding.vocab_size > 0 || stack.head.out_features > 0;
+  RNNCORE_ENSURE(!ends || want != Backend::gpu, Status::unsupported,
+                 "backend gpu: the stack has %s, which the GPU backend does not run yet (use backend simd, reference or "
+                 "auto)", stack.embedding.vocab_size > 0 ? "an embedding" : "a Dense head");
   const int ext = first_extended_layer(stack);
   RNNCORE_ENSURE(ext < 0 || want != Backend::gpu, Status::unsupported,
                  "backend gpu: layers[%d] has an LSTM projection, peepholes or a clip, which the GPU kernels do not run "
@@ -146,6 +151,14 @@ void layout_common(PlanImpl* p, Arena* ws, std::uint64_t es) {
   WorkspaceLayout& w = p->ws;
   if (st.num_layers > 1) w.layer_out[0] = ws->take(T * B * inner_out, es);
   if (st.num_layers > 2) w.layer_out[1] = ws->take(T * B * inner_out, es);
+  if (st.embedding.vocab_size > 0) w.embed_x = ws->take(T * B * static_cast<std::uint64_t>(st.input_size), es);
+  if (st.head.out_features > 0) {
+    const std::uint64_t in = static_cast<std::uint64_t>(head_input_size(st)), out = st.head.out_features;
+    const std::uint64_t rows = st.head.last_step_only ? B : T * B;
+    w.head_in = ws->take(T * B * in, es);
+    if (st.head.last_step_only) w.head_rows = ws->take(B * in, es);
+    w.head_out = ws->take(rows * out, es);
+  }
   // Scratch rows: one set per thread (SIMD) or per direction (the single-threaded reference).
   const std::uint64_t slots = p->backend == Backend::simd ? std::max<std::int32_t>(1, p->options.threads) : 2;
   w.scratch_stride = static_cast<std::size_t>(round_up(static_cast<std::int64_t>(kScratchRows * p->max_width * es), kAlignment));
@@ -156,7 +169,8 @@ void layout_reference(PlanImpl* p) {
   const StackSpec& st = p->stack;
   const std::uint64_t es = dtype_size(st.dtype), B = p->options.max_batch;
   Arena packed(kPackedHeaderBytes);
-  packed.take(static_cast<std::uint64_t>(param_count(st)), es);
+  packed.take(static_cast<std::uint64_t>(param_count(st)), es);  // the canonical buffer
+  p->ends = kPackedHeaderBytes + static_cast<std::size_t>(recurrent_param_count(st)) * es;
   p->packed_bytes = packed.size();
 
   std::uint64_t state = 0;
@@ -227,6 +241,10 @@ void layout_simd(PlanImpl* p) {
     reset_before = reset_before || rb;
     state_masks = state_masks || lp.state_dropout;
   }
+  // The embedding table and the head in canonical order, and the head's Wᵀ for f32_matmul.
+  const std::uint64_t tail = static_cast<std::uint64_t>(param_count(st) - recurrent_param_count(st));
+  if (tail > 0) p->ends = packed.take(tail, 4);
+  if (st.head.out_features > 0) p->head_wt = packed.take(static_cast<std::uint64_t>(st.head.out_features) * head_input_size(st), 4);
   p->packed_bytes = packed.size();
 
   Arena ws(0);
@@ -361,6 +379,9 @@ simd::Cell cell_of(const LayerSpec& ls) {
 // Backward cannot differentiate LSTM extensions or a custom residual function.
 Status check_training(const StackSpec& st, const PlanOptions& options) {
   if (!options.training) return Status::ok;
+  RNNCORE_ENSURE(st.embedding.vocab_size == 0 && st.head.out_features == 0, Status::unsupported,
+                 "training (backward) of %s is not implemented yet; plan the stack without it for training",
+                 st.embedding.vocab_size > 0 ? "an embedding" : "a Dense head");
   for (int l = 0; l < st.num_layers; ++l)
     RNNCORE_ENSURE(!has_lstm_extensions(st.layers[l]), Status::unsupported,
                    "layers[%d]: training (backward) of LSTM projections, peepholes and clips is not implemented yet; "
@@ -522,6 +543,7 @@ Status Plan::pack_weights(const void* canonical, void* packed, std::size_t packe
   std::memcpy(bytes, &header, sizeof header);
   if (p.backend == Backend::reference) return detail::reference_pack(p, canonical, bytes);
   if (p.options.training) detail::pack_training(p, static_cast<const float*>(canonical), bytes);
+  detail::pack_ends(p, canonical, bytes);
   return detail::simd_pack(p, canonical, bytes);
 }
 

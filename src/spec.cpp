@@ -65,6 +65,17 @@ const char* to_string(DType dtype) {
   return "?";
 }
 
+const char* to_string(Activation activation) {
+  switch (activation) {
+    case Activation::none: return "none";
+    case Activation::relu: return "relu";
+    case Activation::sigmoid: return "sigmoid";
+    case Activation::tanh: return "tanh";
+    case Activation::softmax: return "softmax";
+  }
+  return "?";
+}
+
 const char* to_string(WeightFormat format) {
   switch (format) {
     case WeightFormat::canonical: return "canonical";
@@ -172,6 +183,23 @@ Status validate_wrapper(const StackSpec& st, int l, int w) {
   return Status::ok;
 }
 
+// The optional Embedding before layer 0 and Dense head after the last layer.
+Status validate_ends(const StackSpec& st) {
+  const EmbeddingSpec& e = st.embedding;
+  RNNCORE_ENSURE(e.vocab_size >= 0 && e.vocab_size <= detail::kMaxVocabSize, Status::invalid_size,
+                 "stack.embedding.vocab_size = %d (0: no embedding, else 1..%d)", e.vocab_size, detail::kMaxVocabSize);
+  const DenseSpec& h = st.head;
+  RNNCORE_ENSURE(h.out_features >= 0 && h.out_features <= detail::kMaxFeatureSize, Status::invalid_size,
+                 "stack.head.out_features = %d (0: no head, else 1..%d)", h.out_features, detail::kMaxFeatureSize);
+  RNNCORE_ENSURE(h.activation >= Activation::none && h.activation <= Activation::softmax, Status::invalid_enum,
+                 "stack.head.activation = %d is not an activation (none, relu, sigmoid, tanh, softmax)",
+                 static_cast<int>(h.activation));
+  RNNCORE_ENSURE(h.out_features > 0 || (h.activation == Activation::none && !h.last_step_only), Status::invalid_size,
+                 "stack.head: %s set but out_features = 0 (no head)",
+                 h.last_step_only ? "last_step_only" : "an activation");
+  return Status::ok;
+}
+
 }  // namespace
 
 Status validate(const RnnSpec& spec) {
@@ -236,7 +264,14 @@ Status validate(const StackSpec& st) {
   RNNCORE_ENSURE(st.input_mode != InputMode::skip || st.input_size == st.layers[0].hidden_size,
                  Status::skip_needs_equal_sizes, "input_mode skip with input_size = %d and layers[0].hidden_size = %d",
                  st.input_size, st.layers[0].hidden_size);
-  return Status::ok;
+  return validate_ends(st);
+}
+
+int stack_output_size(const StackSpec& st) {
+  if (st.head.out_features > 0) return st.head.out_features;
+  if (st.num_layers < 1 || st.num_layers > kMaxLayers) return 0;
+  const LayerSpec& last = st.layers[st.num_layers - 1];
+  return num_directions(last) * output_size(last);
 }
 
 int num_directions(const RnnSpec& spec) { return spec.direction == Direction::bidirectional ? 2 : 1; }
@@ -308,14 +343,54 @@ std::int64_t extension_params(const LayerSpec& ls) {
 
 }  // namespace detail
 
-std::int64_t param_count(const StackSpec& st) {
+namespace detail {
+
+std::int64_t recurrent_param_count(const StackSpec& st) {
   std::int64_t total = 0;
   for (int l = 0; l < st.num_layers; ++l) total += num_directions(st.layers[l]) * detail::params_per_direction(st, l);
+  return total;
+}
+
+// The head's input width: D·O of the last layer.
+std::int64_t head_input_size(const StackSpec& st) {
+  const LayerSpec& last = st.layers[st.num_layers - 1];
+  return static_cast<std::int64_t>(num_directions(last)) * output_size(last);
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::head_input_size;
+using detail::recurrent_param_count;
+
+// Offset of the embedding table, the head's W or its b (-1 when the stack has none).
+std::int64_t end_offset(const StackSpec& st, ParamKind kind) {
+  const std::int64_t table = recurrent_param_count(st);
+  const std::int64_t head_w = table + static_cast<std::int64_t>(st.embedding.vocab_size) * st.input_size;
+  switch (kind) {
+    case ParamKind::embedding: return st.embedding.vocab_size > 0 ? table : -1;
+    case ParamKind::dense_weight: return st.head.out_features > 0 ? head_w : -1;
+    case ParamKind::dense_bias:
+      return st.head.out_features > 0 ? head_w + st.head.out_features * head_input_size(st) : -1;
+    default: return -1;
+  }
+}
+
+}  // namespace
+
+std::int64_t param_count(const StackSpec& st) {
+  std::int64_t total = detail::recurrent_param_count(st) + static_cast<std::int64_t>(st.embedding.vocab_size) * st.input_size;
+  if (st.head.out_features > 0 && st.num_layers >= 1 && st.num_layers <= kMaxLayers)
+    total += st.head.out_features * (detail::head_input_size(st) + 1);
   return total;
 }
 std::int64_t param_count(const RnnSpec& spec) { return param_count(to_stack(spec)); }
 
 std::int64_t canonical_offset(const StackSpec& st, int layer, int direction, ParamKind kind, int gate) {
+  if (st.num_layers < 1 || st.num_layers > kMaxLayers) return -1;
+  if (kind == ParamKind::embedding || kind == ParamKind::dense_weight || kind == ParamKind::dense_bias)
+    return layer == 0 && direction == 0 && gate == 0 ? end_offset(st, kind) : -1;
   if (layer < 0 || layer >= st.num_layers) return -1;
   const LayerSpec& ls = st.layers[layer];
   const int dirs = num_directions(ls), g = num_gates(ls.mode);
@@ -336,6 +411,7 @@ std::int64_t canonical_offset(const StackSpec& st, int layer, int direction, Par
       if (!ls.peepholes || gate == 2) return -1;
       return ext + (gate == 3 ? 2 : gate) * h;
     case ParamKind::projection: return ls.proj_size > 0 && gate == 0 ? ext + (ls.peepholes ? 3 * h : 0) : -1;
+    default: return -1;
   }
   return -1;
 }
@@ -367,6 +443,8 @@ Status canonical_weight_shapes(const StackSpec& st, Shape* shapes, int capacity,
       if (st.layers[l].proj_size > 0 && n++ < capacity) shapes[n - 1] = make_shape(st.layers[l].proj_size, h);
     }
   }
+  if (st.embedding.vocab_size > 0 && n++ < capacity) shapes[n - 1] = make_shape(st.embedding.vocab_size, st.input_size);
+  if (st.head.out_features > 0 && n++ < capacity) shapes[n - 1] = make_shape(st.head.out_features, detail::head_input_size(st));
   *count = n;
   return Status::ok;
 }
@@ -385,6 +463,7 @@ Status canonical_bias_shapes(const StackSpec& st, Shape* shapes, int capacity, i
     for (int i = 0; i < num_directions(st.layers[l]) * per_dir; ++i, ++n)
       if (n < capacity) shapes[n] = make_shape(st.layers[l].hidden_size);
   }
+  if (st.head.out_features > 0 && n++ < capacity) shapes[n - 1] = make_shape(st.head.out_features);
   *count = n;
   return Status::ok;
 }

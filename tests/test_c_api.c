@@ -180,6 +180,49 @@ int main(void) {
     EXPECT(rnncore_stack_validate(&stack) == RNNCORE_ERR_BAD_PROBABILITY);
     rnncore_model_destroy(model);
   }
+  { /* Embedding -> Elman RNN -> Dense head with a softmax on each row's last step, from C. */
+    rnncore_stack_spec stack;
+    rnncore_plan_options o;
+    rnncore_model* model = NULL;
+    rnncore_forward_args args;
+    enum { T = 3, B = 3, I = 2, H = 3, V = 4, F = 2 };
+    float canonical[(H * I + H * H + 2 * H) + V * I + F * (H + 1)];
+    int32_t ids[T * B] = {0, 1, 2, 3, 2, 1, 0, 0, 3};
+    const int32_t lengths[B] = {3, 0, 2};
+    float y[B * F];
+    int i;
+    rnncore_stack_init(&stack);
+    stack.input_size = I;
+    stack.num_layers = 1;
+    stack.layers[0].mode = RNNCORE_MODE_RNN_TANH;
+    stack.layers[0].hidden_size = H;
+    stack.embedding_vocab_size = V;
+    stack.head_out_features = F;
+    stack.head_activation = RNNCORE_ACTIVATION_SOFTMAX;
+    stack.head_last_step_only = 1;
+    EXPECT(rnncore_stack_validate(&stack) == RNNCORE_OK);
+    EXPECT(rnncore_stack_param_count(&stack) == (int64_t)(sizeof canonical / sizeof canonical[0]));
+    for (i = 0; i < (int)(sizeof canonical / sizeof canonical[0]); ++i) canonical[i] = (float)((i * 29) % 13 - 6) * 0.1f;
+    rnncore_plan_options_init(&o);
+    o.max_batch = B;
+    o.max_seq_len = T;
+    EXPECT(rnncore_model_create_stack(&stack, &o, canonical, &model) == RNNCORE_OK);
+    rnncore_forward_args_init(&args);
+    args.batch = B;
+    args.seq_len = T;
+    args.x = ids;
+    args.y = y;
+    args.seq_lengths = lengths;
+    EXPECT(rnncore_model_forward(model, &args) == RNNCORE_OK);
+    EXPECT(fabsf(y[0] + y[1] - 1.0f) < 1e-6f && y[0] > 0.0f && y[1] > 0.0f);
+    EXPECT(y[2] == 0.0f && y[3] == 0.0f); /* a row of length 0 */
+    EXPECT(fabsf(y[4] + y[5] - 1.0f) < 1e-6f);
+    ids[5] = V; /* not a row of the table */
+    EXPECT(rnncore_model_forward(model, &args) == RNNCORE_ERR_INVALID_SIZE);
+    stack.head_activation = 7;
+    EXPECT(rnncore_stack_validate(&stack) == RNNCORE_ERR_INVALID_ENUM);
+    rnncore_model_destroy(model);
+  }
   { /* Training from C: backward through time of an f64 Elman RNN against central differences. */
     enum { T = 4, B = 2, I = 2, H = 3 };
     static unsigned char train_arena[256 * 1024] __attribute__((aligned(RNNCORE_ALIGNMENT)));

@@ -343,29 +343,6 @@ TEST_CASE("cli: an Elman RNN needs its activation; missing or extra tensors are 
                "several recurrent models in the file (prefixes 'a.', 'b.'); pass --prefix");
 }
 
-TEST_CASE("cli: tensors of the file that are not part of the recurrent model are named in a note") {
-  // The bundled PyTorch LSTM with a Linear head (fc.weight, fc.bias) saved beside it, as a
-  // state_dict of nn.Module(lstm, fc) would have it.
-  const std::string d = temp_dir();
-  io::SafeTensors f;
-  REQUIRE(io::read_safetensors(src(kModel + ".safetensors").c_str(), &f) == RNNCORE_OK);
-  std::vector<io::TensorToWrite> tensors;
-  for (const io::TensorEntry& e : f.tensors) tensors.push_back({e.name, e.type, e.shape, f.data(e)});
-  std::vector<float> fc_weight(3 * 32, 0.5f), fc_bias(3, 0.25f);
-  tensors.push_back({"fc.weight", io::ElemType::f32, {3, 32}, fc_weight.data()});
-  tensors.push_back({"fc.bias", io::ElemType::f32, {3}, fc_bias.data()});
-  REQUIRE(io::write_safetensors((d + "/with_head.safetensors").c_str(), tensors, {}) == RNNCORE_OK);
-  const Result r = run("run --weights " + d + "/with_head.safetensors --input " + src(kModel + "_input.npy") +
-                       " --output " + d + "/y_head.npy --expect " + src(kModel + "_expected_y.npy") + " --tolerance 1e-5");
-  INFO(r.err);
-  CHECK(r.code == 0);  // the LSTM runs as without the head
-  CHECK(r.err.find("rnncore: note: 2 tensors of the file are not part of the recurrent model and are ignored: ") !=
-        std::string::npos);
-  CHECK(r.err.find("fc.weight") != std::string::npos);
-  CHECK(r.err.find("fc.bias") != std::string::npos);
-  CHECK(r.err.find("lstm.weight") == std::string::npos);  // the model's own tensors are not listed
-}
-
 // The values of a float .npy file, in f64.
 std::vector<double> npy_values(const std::string& path) {
   io::Array a;
@@ -374,6 +351,45 @@ std::vector<double> npy_values(const std::string& path) {
   REQUIRE(io::to_f64(a, &v) == RNNCORE_OK);
   return v;
 }
+
+TEST_CASE("cli: a Linear head saved beside the LSTM runs; other tensors are named in a note") {
+  // The bundled PyTorch LSTM with a Linear head (fc.weight, fc.bias) saved beside it, as a
+  // state_dict of nn.Module(lstm, fc) would have it, and a tensor of something else.
+  const std::string d = temp_dir();
+  io::SafeTensors f;
+  REQUIRE(io::read_safetensors(src(kModel + ".safetensors").c_str(), &f) == RNNCORE_OK);
+  std::vector<io::TensorToWrite> tensors;
+  for (const io::TensorEntry& e : f.tensors) tensors.push_back({e.name, e.type, e.shape, f.data(e)});
+  std::vector<float> fc_weight(3 * 32, 0.5f), fc_bias(3, 0.25f), other(4, 1.0f);
+  tensors.push_back({"fc.weight", io::ElemType::f32, {3, 32}, fc_weight.data()});
+  tensors.push_back({"fc.bias", io::ElemType::f32, {3}, fc_bias.data()});
+  tensors.push_back({"scaler.mean", io::ElemType::f32, {4}, other.data()});
+  REQUIRE(io::write_safetensors((d + "/with_head.safetensors").c_str(), tensors, {}) == RNNCORE_OK);
+  const Result r = run("run --weights " + d + "/with_head.safetensors --input " + src(kModel + "_input.npy") +
+                       " --output " + d + "/y_head.npy");
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(r.err.find("rnncore: note: the Linear head 'fc.weight' [3, 32] runs after the last layer with no activation") !=
+        std::string::npos);
+  CHECK(r.err.find("rnncore: note: 1 tensor of the file is not part of the recurrent model and is ignored: scaler.mean [4]") !=
+        std::string::npos);
+  // y = W o + b on every step: 0.5 Σ o + 0.25 from the LSTM's own output (zero past a row's length).
+  const std::vector<double> o = npy_values(src(kModel + "_expected_y.npy")), y = npy_values(d + "/y_head.npy");
+  REQUIRE(y.size() == o.size() / 32 * 3);
+  double worst = 0;
+  for (std::size_t row = 0; row < o.size() / 32; ++row) {
+    double sum = 0;
+    bool active = false;
+    for (std::size_t u = 0; u < 32; ++u) {
+      sum += o[row * 32 + u];
+      active = active || o[row * 32 + u] != 0.0;
+    }
+    for (std::size_t j = 0; j < 3; ++j)
+      worst = std::max(worst, std::fabs(y[row * 3 + j] - (active ? 0.5 * sum + 0.25 : 0.0)));
+  }
+  CHECK(worst < 1e-5);
+}
+
 
 TEST_CASE("cli: run --mc-samples N writes the mean and variance of N Monte-Carlo dropout samples") {
   const std::string d = temp_dir();

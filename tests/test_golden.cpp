@@ -9,6 +9,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -497,5 +499,94 @@ TEST_CASE("golden: TensorFlow checkpoints (TF1 cells, MultiRNNCell, bidirectiona
       INFO("simd " << std::string(to_string(isa)));
       run_tf_case<float>(model, data, Backend::simd, isa, 1e-5);
     }
+  }
+}
+
+namespace {
+
+// Runs a model file through io::load_model (every CPU backend) and compares y with expected.y.
+void run_head_file(const std::string& path, const io::SafeTensors& data, double tolerance) {
+  const io::TensorEntry* xe = data.find("input");
+  const io::TensorEntry* ye = data.find("expected.y");
+  REQUIRE(xe != nullptr);
+  REQUIRE(ye != nullptr);
+  io::Array xa, ya;
+  std::vector<double> x64, want;
+  REQUIRE(data.array("input", &xa) == RNNCORE_OK);
+  REQUIRE(data.array("expected.y", &ya) == RNNCORE_OK);
+  REQUIRE(io::to_f64(xa, &x64) == RNNCORE_OK);
+  REQUIRE(io::to_f64(ya, &want) == RNNCORE_OK);
+  const std::vector<float> x(x64.begin(), x64.end());
+  const int T = static_cast<int>(xe->shape[0]), B = static_cast<int>(xe->shape[1]);
+  for (Backend backend : cpu_backends()) {
+    INFO("backend " << to_string(backend));
+    io::LoadOptions opt;
+    opt.plan.max_batch = B;
+    opt.plan.max_seq_len = T;
+    opt.plan.backend = backend;
+    Model model;
+    io::LoadedModel info;
+    std::string err;
+    REQUIRE_MESSAGE(io::load_model(path, opt, &model, &info, &err) == Status::ok, err);
+    CHECK(info.stack.head.out_features > 0);
+    CHECK(info.ignored.size() == 2);  // input and expected.y: the head is run, not ignored
+    std::vector<float> y(want.size(), -7.0f);
+    ForwardArgs a;
+    a.batch = B;
+    a.seq_len = T;
+    a.x = x.data();
+    a.y = y.data();
+    REQUIRE(model.forward(a) == Status::ok);
+    CHECK(rel_error(y.data(), want.data(), want.size()) <= tolerance);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("golden: a PyTorch LSTM -> Linear and the same Keras LSTM -> Dense run their head through io::load_model") {
+  const std::vector<std::string> cases = list_cases(golden_dir("pytorch_head"));
+  REQUIRE(cases.size() >= 2);
+  for (const std::string& p : cases) {
+    INFO(p);
+    io::SafeTensors file;
+    REQUIRE(io::read_safetensors(p.c_str(), &file) == RNNCORE_OK);
+    run_head_file(p, file, 1e-5);
+    // The same network in the Keras layout: the LSTM's tensors exported, the Dense kernel [in, out].
+    io::LoadedModel m;
+    std::string err;
+    REQUIRE_MESSAGE(io::load_weights(p, io::ModelHints(), nullptr, &m, &err) == Status::ok, err);
+    StackSpec plain = m.stack;
+    plain.head = DenseSpec();
+    const int n = format_tensor_count(plain, WeightFormat::keras);
+    std::vector<std::vector<float>> store(static_cast<std::size_t>(n) + 2);
+    std::vector<io::TensorToWrite> tensors;
+    for (int i = 0; i < n; ++i) {
+      TensorInfo t;
+      REQUIRE(format_tensor_info(plain, WeightFormat::keras, i, "lstm/", &t) == Status::ok);
+      store[static_cast<std::size_t>(i)].resize(static_cast<std::size_t>(t.shape.elements()));
+      REQUIRE(export_tensor(plain, WeightFormat::keras, i, m.canonical.data(), store[static_cast<std::size_t>(i)].data()) ==
+              Status::ok);
+      tensors.push_back({t.name, io::ElemType::f32, std::vector<std::int64_t>(t.shape.dims, t.shape.dims + t.shape.ndim),
+                         store[static_cast<std::size_t>(i)].data()});
+    }
+    const int out = m.stack.head.out_features, in = stack_output_size(plain);
+    const float* W = reinterpret_cast<const float*>(m.canonical.data()) + canonical_offset(m.stack, 0, 0, ParamKind::dense_weight, 0);
+    std::vector<float>& kernel = store[static_cast<std::size_t>(n)];
+    for (int k = 0; k < in; ++k)
+      for (int j = 0; j < out; ++j) kernel.push_back(W[j * in + k]);
+    tensors.push_back({"dense/kernel", io::ElemType::f32, {in, out}, kernel.data()});
+    const float* b = reinterpret_cast<const float*>(m.canonical.data()) + canonical_offset(m.stack, 0, 0, ParamKind::dense_bias, 0);
+    store[static_cast<std::size_t>(n) + 1].assign(b, b + out);
+    tensors.push_back({"dense/bias", io::ElemType::f32, {out}, store[static_cast<std::size_t>(n) + 1].data()});
+    for (const char* name : {"input", "expected.y"}) {
+      const io::TensorEntry* e = file.find(name);
+      tensors.push_back({e->name, e->type, e->shape, file.data(*e)});
+    }
+    std::vector<std::pair<std::string, std::string>> meta;
+    for (const char* key : {"head_activation", "head_last_step"}) meta.emplace_back(key, *file.meta(key));
+    const std::string tmp = std::string(std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR") : "/tmp") + "/rnncore_keras_head.safetensors";
+    REQUIRE(io::write_safetensors(tmp.c_str(), tensors, meta) == RNNCORE_OK);
+    run_head_file(tmp, file, 1e-5);
+    std::remove(tmp.c_str());
   }
 }

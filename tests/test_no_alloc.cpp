@@ -136,6 +136,61 @@ TEST_CASE("forward makes no heap allocation") {
   CHECK(runs == 5 * static_cast<int>(backends.size()));
 }
 
+TEST_CASE("an Embedding and a Dense head (every step, last step, softmax) make no heap allocation") {
+  if (!RNNCORE_TEST_COUNTS_ALLOCATIONS) {
+    MESSAGE("allocation counting is off in this build (sanitizer or non-glibc): skipped");
+    return;
+  }
+  int runs = 0;
+  for (Backend backend : cpu_backends())
+    for (bool last_step : {false, true}) {
+      StackSpec st;
+      st.input_size = 6;
+      st.num_layers = 2;
+      st.layers[0].hidden_size = 8;
+      st.layers[1].mode = Mode::gru;
+      st.layers[1].hidden_size = 5;
+      st.layers[1].direction = Direction::bidirectional;
+      st.embedding.vocab_size = 13;
+      st.head.out_features = 4;
+      st.head.activation = Activation::softmax;
+      st.head.last_step_only = last_step;
+      PlanOptions o;
+      o.max_batch = 3;
+      o.max_seq_len = 5;
+      o.backend = backend;
+      Plan plan;
+      REQUIRE(Plan::create(st, o, &plan) == Status::ok);
+      AlignedBuffer packed(plan.packed_weight_bytes()), ws(plan.workspace_bytes());
+      Rng rng(5);
+      const auto w = random_vector<float>(rng, static_cast<std::size_t>(param_count(st)), 0.3);
+      std::vector<std::int32_t> ids(15);
+      for (auto& id : ids) id = rng.range(0, 12);
+      std::vector<float> y(5 * 3 * 4);
+      const std::int32_t lengths[3] = {5, 0, 2};
+      REQUIRE(plan.pack_weights(w.data(), packed.ptr, packed.size) == Status::ok);
+      ForwardArgs a;
+      a.batch = 3;
+      a.seq_len = 5;
+      a.x = ids.data();
+      a.y = y.data();
+      a.seq_lengths = lengths;
+      const long before = g_allocations.load();
+      const Status s1 = plan.forward(packed.ptr, ws.ptr, ws.size, a);
+      a.layout = Layout::batch_major;
+      const Status s2 = plan.forward(packed.ptr, ws.ptr, ws.size, a);
+      ids[7] = 13;  // a refused token id must not allocate either
+      const Status s3 = plan.forward(packed.ptr, ws.ptr, ws.size, a);
+      const long after = g_allocations.load();
+      CHECK(s1 == Status::ok);
+      CHECK(s2 == Status::ok);
+      CHECK(s3 == Status::invalid_size);
+      CHECK(after == before);
+      ++runs;
+    }
+  CHECK(runs == 2 * static_cast<int>(cpu_backends().size()));
+}
+
 TEST_CASE("dropout runs make no heap allocation either") {
   if (!RNNCORE_TEST_COUNTS_ALLOCATIONS) {
     MESSAGE("allocation counting is off in this build (sanitizer or non-glibc): skipped");

@@ -85,10 +85,10 @@ rnncore::Status run_forward(const rnncore::StackSpec& stack, rnncore::PlanOption
   AlignedBuffer packed(plan.packed_weight_bytes()), ws(plan.workspace_bytes());
   s = plan.pack_weights(canonical.data(), packed.ptr, packed.size);
   if (s != Status::ok) return s;
-  const LayerSpec& last = stack.layers[stack.num_layers - 1];
   bool lstm = false;
   for (int l = 0; l < stack.num_layers; ++l) lstm = lstm || stack.layers[l].mode == Mode::lstm;
-  out->y.assign(static_cast<std::size_t>(args.seq_len) * args.batch * num_directions(last) * output_size(last), T(-7));
+  const std::size_t steps = stack.head.last_step_only ? 1 : static_cast<std::size_t>(args.seq_len);  // y [B, out]
+  out->y.assign(steps * args.batch * stack_output_size(stack), T(-7));
   out->hy.assign(static_cast<std::size_t>(state_elements(stack, args.batch)), T(-7));
   out->cy.assign(lstm ? static_cast<std::size_t>(cell_state_elements(stack, args.batch)) : 0, T(-7));
   args.y = out->y.data();

@@ -353,6 +353,7 @@ struct RunSetup {
 
   const StackSpec& stack() const { return model.stack; }
   std::vector<std::int64_t> yshape() const {
+    if (model.stack.head.last_step_only) return {B, out_width};  // a head on each row's last step
     return batch_first ? std::vector<std::int64_t>{B, T, out_width} : std::vector<std::int64_t>{T, B, out_width};
   }
   // Forward arguments over the inputs (outputs left null).
@@ -407,6 +408,7 @@ int prepare_run(const CLI::App& app, const RunOptions& o, RunSetup* rs) {
     return error(err);
   if (const std::string refused = inapplicable_hint(hints, model.stack); !refused.empty())
     return usage_error(command, refused + " (" + o.weights + ")");
+  if (app.get_name() != "rnncore run") drop_ends(&model);  // grad: no backward through a head yet
   for (const std::string& note : model.notes) std::fprintf(stderr, "rnncore: note: %s\n", note.c_str());
   if (!model.ignored.empty()) {
     std::string list;
@@ -418,8 +420,10 @@ int prepare_run(const CLI::App& app, const RunOptions& o, RunSetup* rs) {
   StackSpec& stack = model.stack;
   if (given(app, "--dropout")) stack.dropout = dropout;
   const DType dt = stack.dtype;
-  const LayerSpec& last = stack.layers[stack.num_layers - 1];
-  const std::int64_t L = stack.num_layers, I = stack.input_size, out_width = num_directions(last) * output_size(last);
+  const std::int64_t L = stack.num_layers, I = stack.input_size, out_width = stack_output_size(stack);
+  if (stack.embedding.vocab_size > 0)
+    return error(o.weights + ": the model starts with an embedding (token-id input), which 'rnncore run' does not read yet; "
+                 "run it through the library (io::load_model)");
   bool any_lstm = false;
   for (int l = 0; l < stack.num_layers; ++l) any_lstm = any_lstm || stack.layers[l].mode == Mode::lstm;
   rs->any_lstm = any_lstm;

@@ -41,7 +41,9 @@ typedef enum rnncore_weight_format { RNNCORE_FORMAT_CANONICAL = 0, RNNCORE_FORMA
 typedef enum rnncore_state_filter { RNNCORE_STATE_FILTER_DEFAULT = 0, RNNCORE_STATE_FILTER_H_AND_C = 1, RNNCORE_STATE_FILTER_C_ONLY = 2, RNNCORE_STATE_FILTER_NONE = 3 } rnncore_state_filter;
 typedef enum rnncore_wrapper_kind { RNNCORE_WRAPPER_DROPOUT = 0, RNNCORE_WRAPPER_RESIDUAL = 1 } rnncore_wrapper_kind;
 typedef enum rnncore_run_mode { RNNCORE_RUN_INFERENCE = 0, RNNCORE_RUN_TRAINING = 1, RNNCORE_RUN_MONTE_CARLO = 2 } rnncore_run_mode;
-typedef enum rnncore_param_kind { RNNCORE_PARAM_INPUT_WEIGHT = 0, RNNCORE_PARAM_RECURRENT_WEIGHT = 1, RNNCORE_PARAM_INPUT_BIAS = 2, RNNCORE_PARAM_RECURRENT_BIAS = 3, RNNCORE_PARAM_PEEPHOLE = 4, RNNCORE_PARAM_PROJECTION = 5 } rnncore_param_kind;
+typedef enum rnncore_param_kind { RNNCORE_PARAM_INPUT_WEIGHT = 0, RNNCORE_PARAM_RECURRENT_WEIGHT = 1, RNNCORE_PARAM_INPUT_BIAS = 2, RNNCORE_PARAM_RECURRENT_BIAS = 3, RNNCORE_PARAM_PEEPHOLE = 4, RNNCORE_PARAM_PROJECTION = 5, RNNCORE_PARAM_EMBEDDING = 6, RNNCORE_PARAM_DENSE_WEIGHT = 7, RNNCORE_PARAM_DENSE_BIAS = 8 } rnncore_param_kind;
+/** What a Dense head applies after its affine map (softmax: over one row's features). */
+typedef enum rnncore_activation { RNNCORE_ACTIVATION_NONE = 0, RNNCORE_ACTIVATION_RELU = 1, RNNCORE_ACTIVATION_SIGMOID = 2, RNNCORE_ACTIVATION_TANH = 3, RNNCORE_ACTIVATION_SOFTMAX = 4 } rnncore_activation;
 
 /** A uniform stack of recurrent layers (CudnnLSTM and its GRU / RNN siblings). Enum fields hold the enums above. */
 typedef struct rnncore_spec {
@@ -109,6 +111,15 @@ typedef struct rnncore_stack_spec {
   double dropout;     /**< inter-layer dropout p in [0, 1) */
   int32_t num_layers;
   rnncore_layer_spec layers[RNNCORE_MAX_LAYERS];
+  /** Optional ends (zero: none; CPU backends, inference). An Embedding before layer 0: x is then int32
+   *  token ids [T, B] (or [B, T]) and layer 0 reads rows of the table [vocab_size, input_size]. */
+  int32_t embedding_vocab_size;
+  /** A Dense head after the last layer: y = act(W o + b), W [head_out_features, D*O]; y is
+   *  [T, B, head_out_features] (zero past a row's length), or [B, head_out_features] of each row's
+   *  last output with head_last_step_only nonzero (Keras return_sequences=False). */
+  int32_t head_out_features;
+  int32_t head_activation;      /**< rnncore_activation */
+  int32_t head_last_step_only;
 } rnncore_stack_spec;
 
 /** A tensor shape of up to four dimensions. */
@@ -160,11 +171,11 @@ typedef struct rnncore_forward_args {
   int32_t batch;               /**< B ≤ max_batch */
   int32_t seq_len;             /**< T ≤ max_seq_len */
   int32_t layout;              /**< rnncore_layout */
-  const void* x;               /**< [T, B, I] or [B, T, I] */
+  const void* x;               /**< [T, B, I] or [B, T, I]; with an embedding int32 token ids [T, B] or [B, T] */
   const int32_t* seq_lengths;  /**< [B] or NULL */
   const void* h0;              /**< [L·D, B, H] or NULL */
   const void* c0;              /**< [L·D, B, H] or NULL (LSTM) */
-  void* y;                     /**< [T, B, D·H] or [B, T, D·H] */
+  void* y;                     /**< [T, B, D·H] or [B, T, D·H]; with a head [T, B, F] (or [B, F] on the last step) */
   void* hy;                    /**< [L·D, B, H] or NULL; may equal h0 (streaming in place) */
   void* cy;                    /**< [L·D, B, H] or NULL (LSTM); may equal c0 */
   int32_t run_mode;            /**< rnncore_run_mode: dropout acts in training and Monte-Carlo runs */

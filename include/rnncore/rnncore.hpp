@@ -168,15 +168,41 @@ struct LayerSpec {
   Wrapper wrappers[kMaxWrappers];  ///< wrappers[0] wraps the cell, wrappers[1] wraps that, ...
 };
 
+/// An Embedding before layer 0 (PyTorch nn.Embedding, Keras Embedding): the stack's input x is then
+/// integer token ids (int32, [T, B] or [B, T]) and layer 0 reads row id of the table
+/// [vocab_size, input_size]. An id outside 0..vocab_size−1 is refused by forward.
+struct EmbeddingSpec {
+  std::int32_t vocab_size = 0;  ///< rows of the table; 0: no embedding
+};
+
+/// What a Dense head applies after its affine map (softmax: over the out_features of one row).
+enum class Activation : std::int32_t { none = 0, relu = 1, sigmoid = 2, tanh = 3, softmax = 4 };
+
+/// A Dense head after the last layer (PyTorch nn.Linear, Keras Dense): y = act(W o + b) with W
+/// [out_features, D·O] and b [out_features], o the last layer's output row.
+struct DenseSpec {
+  std::int32_t out_features = 0;  ///< 0: no head
+  Activation activation = Activation::none;
+  /// false: the head maps every step's output, y is [T, B, out_features] (or [B, T, ·]), zero past a
+  /// row's length. true (Keras return_sequences=False): y is [B, out_features] of each row's last
+  /// output — the forward direction's at step len−1, a reverse direction's at step 0, each direction's
+  /// last in its own order (a row of length 0 gives zeros).
+  bool last_step_only = false;
+};
+
 /// A stack of layers, each with its own cell, size, direction and wrappers (GNMT-style stacks);
 /// a CudnnLSTM (RnnSpec) is the uniform case. Layer l > 0 reads layer l−1's output.
+/// Optionally an Embedding feeds layer 0 and a Dense head maps the last layer's output
+/// (CPU backends, inference; the GPU backend and training refuse them for now).
 struct StackSpec {
-  std::int32_t input_size = 0;                ///< features of the stack's input
+  std::int32_t input_size = 0;                ///< features of the stack's input (the embedding's width with one)
   InputMode input_mode = InputMode::linear;   ///< layer 0's input mode
   DType dtype = DType::f32;
   double dropout = 0.0;                       ///< inter-layer dropout p in [0, 1)
   std::int32_t num_layers = 0;
   LayerSpec layers[kMaxLayers];
+  EmbeddingSpec embedding;                    ///< before layer 0 (vocab_size 0: none)
+  DenseSpec head;                             ///< after the last layer (out_features 0: none)
 };
 
 /// The uniform stack equal to a CudnnLSTM-style spec.
@@ -207,6 +233,9 @@ struct Shape {
 
 /// Stack versions of the queries above (the RnnSpec ones are these applied to to_stack(spec)).
 Status validate(const StackSpec& stack);
+/// Width of one row of y: the head's out_features, else D·O of the last layer.
+int stack_output_size(const StackSpec& stack);
+const char* to_string(Activation activation);
 int num_directions(const LayerSpec& layer);
 int layer_input_size(const StackSpec& stack, int layer);
 bool uses_skip_input(const StackSpec& stack);
@@ -231,7 +260,12 @@ enum class ParamKind : std::int32_t {
   input_bias = 2,
   recurrent_bias = 3,
   peephole = 4,
-  projection = 5
+  projection = 5,
+  /// Embedding and head (layer, direction and gate 0), after every layer's parameters, in this order:
+  /// the table E [vocab_size, input_size], the head's W [out_features, D·O] and b [out_features].
+  embedding = 6,
+  dense_weight = 7,
+  dense_bias = 8
 };
 
 /// Number of scalars of the canonical parameter buffer (CudnnLSTM's opaque parameter count).
@@ -241,11 +275,11 @@ std::int64_t param_count(const RnnSpec& spec);
 /// @param[in] layer 0..L-1  @param[in] direction 0 (forward) or 1 (reverse)  @param[in] gate 0..G-1 in canonical gate order
 std::int64_t canonical_offset(const RnnSpec& spec, int layer, int direction, ParamKind kind, int gate);
 /// CudnnLSTM's canonical_weight_shapes: per layer, per direction, W_k for each gate then R_k for each
-/// gate, then W_proj [P, H] when the layer projects.
-/// gate (W omitted for a skip layer). Writes at most `capacity` shapes; `*count` receives the total.
+/// gate, then W_proj [P, H] when the layer projects (W omitted for a skip layer); after every layer
+/// the embedding table [vocab_size, I] and the head's W [out_features, D·O] when the stack has them. Writes at most `capacity` shapes; `*count` receives the total.
 Status canonical_weight_shapes(const RnnSpec& spec, Shape* shapes, int capacity, int* count);
 /// CudnnLSTM's canonical_bias_shapes: per layer, per direction, bW_k for each gate then bR_k, then the
-/// peepholes p_i, p_f, p_o [H] when the layer has them.
+/// peepholes p_i, p_f, p_o [H] when the layer has them; then the head's b [out_features].
 Status canonical_bias_shapes(const RnnSpec& spec, Shape* shapes, int capacity, int* count);
 /// CudnnLSTM's state_shape: [L·D, batch, O] for h (O = proj_size or H); c is [L·D, batch, H].
 Shape state_shape(const RnnSpec& spec, int batch);
@@ -373,11 +407,12 @@ struct ForwardArgs {
   std::int32_t batch = 0;    ///< B ≤ plan max_batch
   std::int32_t seq_len = 0;  ///< T ≤ plan max_seq_len
   Layout layout = Layout::time_major;
-  const void* x = nullptr;                  ///< [T, B, I] (or [B, T, I])
+  const void* x = nullptr;                  ///< [T, B, I] (or [B, T, I]); with an embedding int32 token ids [T, B] (or [B, T])
   const std::int32_t* seq_lengths = nullptr;  ///< [B] in 0..T, any order; null: all T
   const void* h0 = nullptr;                 ///< [L·D, B, H] (P with a projection) or null (zeros)
   const void* c0 = nullptr;                 ///< [L·D, B, H] or null (zeros); LSTM only
-  void* y = nullptr;                        ///< [T, B, D·H] (D·P with a projection; or batch-major); zero past a row's length
+  void* y = nullptr;                        ///< [T, B, D·H] (D·P with a projection; or batch-major); zero past a row's length;
+                                            ///< with a head [T, B, F], or [B, F] when it maps the last step (stack_output_size)
   void* hy = nullptr;                       ///< [L·D, B, H] (P with a projection) final h, or null (may be h0 itself: streaming in place)
   void* cy = nullptr;                       ///< [L·D, B, H] final c (LSTM), or null (may be c0 itself)
   RunMode run_mode = RunMode::inference;

@@ -64,6 +64,10 @@ struct WorkspaceLayout {
   std::size_t cell_out16[2] = {0, 0}; //   and in bf16 (bf16 weights)
   std::size_t x16 = 0;                // bf16 weights: per thread, a chunk's input rows in bf16
   std::size_t x16_stride = 0;
+  std::size_t embed_x = 0;            // embedding: [T, B, I] the looked-up rows layer 0 reads
+  std::size_t head_in = 0;            // head: [T, B, D·O] the last layer's output (time-major)
+  std::size_t head_rows = 0;          //   last_step_only: [B, D·O] each row's last outputs
+  std::size_t head_out = 0;           //   [T, B, out] (or [B, out]) the head's products before the epilogue
   std::size_t scratch = 0;            // per thread (SIMD) or direction (reference): kScratchRows rows
   std::size_t scratch_stride = 0;     //   of max_width elements each
   std::size_t total = 0;
@@ -131,6 +135,10 @@ struct PlanImpl {
   std::int32_t max_width = 0;        // widest input, output or state row of any layer
   bool any_dropout = false;          // some wrapper or inter-layer dropout can drop something
   std::size_t packed_bytes = 0;
+  // The embedding table, head W and b in their canonical layout (param_kind embedding...), in the
+  // packed buffer at `ends` (bytes); SIMD: also the head's Wᵀ packed for f32_matmul at `head_wt`.
+  std::size_t ends = 0;
+  std::size_t head_wt = 0;
   std::uint64_t fingerprint = 0;     // identifies the packed layout; stored in the packed header
   WorkspaceLayout ws;
   LayerPlan layers[kMaxLayers];
@@ -199,6 +207,12 @@ RunDropout run_dropout(const PlanImpl& p, const ForwardArgs& args);
 // Inter-layer dropout (if active for `layer`) on its time-major output [T, B, D·H]; scratch: one row.
 void apply_inter_layer_dropout(const PlanImpl& p, const RunDropout& run, int layer, unsigned char* out, int steps, int batch,
                                unsigned char* scratch);
+
+// Embedding and head (src/head.cpp), on the CPU backends. embed_lookup fills ws.embed_x from the
+// token ids in args.x; run_head maps ws.head_in into args.y. Ids are checked by forward first.
+void pack_ends(const PlanImpl& p, const void* canonical, unsigned char* packed);
+void embed_lookup(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& args);
+void run_head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& args);
 
 // Backends.
 Status reference_pack(const PlanImpl& p, const void* canonical, unsigned char* packed);

@@ -843,6 +843,7 @@ struct FloatExport {
 Status load_float_export(const ExportCOptions& o, FloatExport* e, ExportCReport* report, std::string* error) {
   Status s = load_weights(o.weights, o.hints, nullptr, &e->model, error);
   if (s != Status::ok) return s;
+  drop_ends(&e->model);  // the header holds the recurrent layers (a head is not exported yet)
   if (o.interleave)
     return option_fail(report, error,
                        "--interleave applies to int8 LSTM models (format tflite_int8) only; " + o.weights + " is a float model");

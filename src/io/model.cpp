@@ -269,17 +269,27 @@ void add_forget_bias(const StackSpec& st, double forget_bias, std::vector<unsign
 }
 
 // Names (with shapes) of the file's tensors that import did not read.
-std::vector<std::string> unused_tensors(const io::SafeTensors& f, const StackSpec& stack, WeightFormat format,
-                                        const std::string& prefix) {
+// Names of the recurrent layers' tensors in a format.
+std::set<std::string> recurrent_tensor_names(const StackSpec& stack, WeightFormat format, const std::string& prefix) {
   std::set<std::string> used;
   const int n = format_tensor_count(stack, format);
   for (int i = 0; i < n; ++i) {
     TensorInfo t;
     if (format_tensor_info(stack, format, i, prefix.c_str(), &t) == Status::ok) used.insert(t.name);
   }
+  return used;
+}
+
+// The file's tensors that the model does not run: neither its layers' nor its head's or embedding's.
+std::vector<std::string> unused_tensors(const io::SafeTensors& f, const StackSpec& stack, WeightFormat format,
+                                        const std::string& prefix, const std::vector<std::string>& ends) {
+  const std::set<std::string> used = recurrent_tensor_names(stack, format, prefix);
+  const std::set<std::string> run(ends.begin(), ends.end());  // "name [dims]"
   std::vector<std::string> out;
-  for (const io::TensorEntry& e : f.tensors)
-    if (used.count(e.name) == 0) out.push_back(e.name + " " + shape_string(e.shape));
+  for (const io::TensorEntry& e : f.tensors) {
+    const std::string entry = e.name + " " + shape_string(e.shape);
+    if (used.count(e.name) == 0 && run.count(entry) == 0) out.push_back(entry);
+  }
   return out;
 }
 
@@ -464,23 +474,12 @@ Status apply_forget_bias(const io::SafeTensors& file, const ModelHints& hints, L
   return Status::ok;
 }
 
-}  // namespace
-
-Status load_weights(const std::string& path, const ModelHints& hints, const StackSpec* config, LoadedModel* out,
-                    std::string* error) {
-  io::SafeTensors file;
-  const rnncore_status rs = io::read_safetensors(path.c_str(), &file);
-  if (rs != RNNCORE_OK) {
-    *error = rnncore_last_error_detail();
-    if (error->empty()) *error = path + ": " + rnncore_status_message(rs);
-    return static_cast<Status>(rs);
-  }
-  Inspector in(file, error);
+// The format (flag, metadata, or the anchor tensors present) and the prefix of the recurrent weights.
+Status find_format_and_prefix(const io::SafeTensors& file, const ModelHints& hints, Inspector& in, LoadedModel* out) {
   auto fail = [&](Status s, const std::string& what) {
     in.fail(what);
     return s;
   };
-
   // Format: flag, metadata, or the anchor tensors present.
   std::string fmt = hints.format;
   if (fmt.empty() && file.meta("format") != nullptr) fmt = *file.meta("format");
@@ -537,6 +536,223 @@ Status load_weights(const std::string& path, const ModelHints& hints, const Stac
     }
     out->prefix = *prefixes.begin();
   }
+  return Status::ok;
+}
+
+// The cell of a file read without a configuration: the mode (flag, metadata, else the gate count;
+// an Elman RNN needs to be told its activation) and a GRU's variant.
+Status infer_cell(const io::SafeTensors& file, const ModelHints& hints, const std::string& mode, const Inferred& inf,
+                  Inspector& in, LoadedModel* out) {
+  auto fail = [&](Status s, const std::string& what) {
+    in.fail(what);
+    return s;
+  };
+  RnnSpec& spec = out->spec;
+  if (!mode.empty()) {
+    if (!parse_mode(mode, &spec.mode))
+      return fail(Status::invalid_enum, "unknown mode '" + mode + "' (lstm, gru, rnn_tanh or rnn_relu)");
+    if (num_gates(spec.mode) != inf.gates)
+      return fail(Status::tensor_shape, std::string("mode ") + to_string(spec.mode) + " has " +
+                                            std::to_string(num_gates(spec.mode)) + " gates but tensor '" + inf.anchor +
+                                            "' " + shape_string(inf.anchor_shape) + " holds " +
+                                            std::to_string(inf.gates) + " (hidden size " + std::to_string(inf.hidden) + ")");
+  } else if (inf.gates == 4) {
+    spec.mode = Mode::lstm;
+  } else if (inf.gates == 3) {
+    spec.mode = Mode::gru;
+  } else {
+    return fail(Status::invalid_enum, "tensor '" + inf.anchor + "' " + shape_string(inf.anchor_shape) +
+                                          " has one gate: an Elman RNN; pass --mode rnn_tanh or --mode rnn_relu");
+  }
+
+  // GRU variant: flag, metadata, Keras bias shape, else the format's own default.
+  if (spec.mode == Mode::gru) {
+    std::string v = hints.gru;
+    if (v.empty() && file.meta("gru") != nullptr) v = *file.meta("gru");
+    if (v.empty() && file.meta("linear_before_reset") != nullptr)
+      v = *file.meta("linear_before_reset") == "0" ? "reset-before" : "reset-after";
+    if (v.empty() && out->format == WeightFormat::tensorflow) v = inf.tf_reset_after ? "reset-after" : "reset-before";
+    if (v.empty() && out->format == WeightFormat::keras && inf.keras_bias != nullptr)
+      v = inf.keras_bias->shape.size() == 2 ? "reset-after" : "reset-before";
+    if (v.empty()) {
+      v = out->format == WeightFormat::onnx ? "reset-before" : "reset-after";
+      // PyTorch has only the reset-after GRU: nothing was chosen, so nothing to note.
+      const char* why = out->format == WeightFormat::onnx    ? " (ONNX's default linear_before_reset=0)"
+                        : out->format == WeightFormat::keras ? " (Keras' default reset_after=True; the file has no bias to tell)"
+                                                             : " (cuDNN's)";
+      if (out->format != WeightFormat::pytorch)
+        out->notes.push_back("GRU variant not given; using " + v + why + "; pass --gru to choose");
+    }
+    if (!parse_gru_variant(v, &spec.gru_variant))
+      return fail(Status::invalid_enum, "unknown GRU variant '" + v + "' (reset-after or reset-before)");
+  }
+  return Status::ok;
+}
+
+// Imports every tensor of the file into out->canonical; integer tensors are passed with an invalid
+// dtype so that a needed one is reported.
+Status import_file(const io::SafeTensors& file, Inspector& in, LoadedModel* out) {
+  auto fail = [&](Status s, const std::string& what) {
+    in.fail(what);
+    return s;
+  };
+  std::vector<TensorView> views(file.tensors.size());
+  for (std::size_t i = 0; i < file.tensors.size(); ++i) {
+    const io::TensorEntry& e = file.tensors[i];
+    TensorView& v = views[i];
+    v.name = e.name.c_str();
+    if (!float_dtype(e.type, &v.dtype)) v.dtype = static_cast<DType>(-1);
+    // Parameters have rank ≤ 3; a deeper tensor keeps its first four dims and fails the shape check if needed.
+    v.shape.ndim = static_cast<std::int32_t>(e.shape.size() < 4 ? e.shape.size() : 4);
+    for (int d = 0; d < v.shape.ndim; ++d) v.shape.dims[d] = e.shape[d];
+    v.data = file.data(e);
+  }
+  out->canonical.assign(static_cast<std::size_t>(param_count(out->stack)) * dtype_size(out->stack.dtype), 0);
+  const Status s =
+      import_weights(out->stack, out->format, views.data(), views.size(), out->prefix.c_str(), out->canonical.data());
+  if (s != Status::ok) return fail(s, last_error_detail());
+  return Status::ok;
+}
+
+// The start of the note saying that a head runs (drop_ends takes it back).
+constexpr const char* kLinearNote = "the Linear head '";
+constexpr const char* kDenseNote = "the Dense head '";
+
+// A Dense head or an Embedding among the tensors the recurrent layers do not use.
+struct EndTensor {
+  const io::TensorEntry* weight = nullptr;
+  const io::TensorEntry* bias = nullptr;
+};
+
+bool parse_activation(const std::string& s, Activation* out) {
+  for (Activation a : {Activation::none, Activation::relu, Activation::sigmoid, Activation::tanh, Activation::softmax})
+    if (lower(s) == to_string(a)) {
+      *out = a;
+      return true;
+    }
+  if (lower(s) == "linear") *out = Activation::none;  // Keras' name for none
+  return lower(s) == "linear";
+}
+
+// The file's head and embedding candidates of a PyTorch (Linear `X.weight` [out, in] and `X.bias`;
+// Embedding `X.weight` [vocab, I], X naming "embed") or Keras file (Dense `X kernel` [in, out] and
+// `X bias`; Embedding `X embeddings` [vocab, I]).
+void find_ends(const io::SafeTensors& file, const LoadedModel& m, std::vector<EndTensor>* heads,
+               std::vector<EndTensor>* embeds) {
+  const bool keras = m.format == WeightFormat::keras;
+  const std::set<std::string> used = recurrent_tensor_names(m.stack, m.format, m.prefix);
+  const std::int64_t in_w = stack_output_size(m.stack), I = m.stack.input_size;
+  const std::string w_suffix = keras ? "kernel" : ".weight", b_suffix = keras ? "bias" : ".bias";
+  for (const io::TensorEntry& e : file.tensors) {
+    DType type;
+    if (used.count(e.name) != 0 || e.shape.size() != 2 || !float_dtype(e.type, &type)) continue;
+    const bool embed_name = lower(e.name).find("embed") != std::string::npos;
+    if (embed_name && e.shape[1] == I && (ends_with(e.name, keras ? "embeddings" : ".weight"))) {
+      embeds->push_back({&e, nullptr});
+    } else if (!embed_name && ends_with(e.name, w_suffix) && !ends_with(e.name, "recurrent_kernel") &&
+               e.shape[keras ? 0 : 1] == in_w) {
+      const std::string base = e.name.substr(0, e.name.size() - w_suffix.size());
+      heads->push_back({&e, file.find(base + b_suffix)});
+    }
+  }
+}
+
+// Copies a tensor's elements (converted to the stack's dtype) into the canonical buffer at `offset`,
+// transposing a 2-D tensor when asked (Keras kernels are [in, out]).
+bool copy_end(const io::SafeTensors& file, const io::TensorEntry& e, bool transpose, std::int64_t offset, LoadedModel* out) {
+  io::Array a;
+  std::vector<double> v;
+  if (file.array(e.name, &a) != RNNCORE_OK || io::to_f64(a, &v) != RNNCORE_OK) return false;
+  const std::int64_t rows = e.shape[0], cols = e.shape.size() == 2 ? e.shape[1] : 1;
+  const bool f64 = out->stack.dtype == DType::f64;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const double x = v[static_cast<std::size_t>(r * cols + c)];
+      const std::int64_t i = offset + (transpose ? c * rows + r : r * cols + c);
+      if (f64) reinterpret_cast<double*>(out->canonical.data())[i] = x;
+      else reinterpret_cast<float*>(out->canonical.data())[i] = static_cast<float>(x);
+    }
+  return true;
+}
+
+// A PyTorch Linear / Keras Dense head after the recurrent layers and an Embedding before them, when
+// the file holds one of each: the stack then runs them. Their activation and whether the head maps
+// the last step only come from the hints or metadata ('head_activation', 'head_last_step').
+Status attach_ends(const io::SafeTensors& file, const ModelHints& hints, Inspector& in, LoadedModel* out) {
+  if (out->format != WeightFormat::pytorch && out->format != WeightFormat::keras) return Status::ok;
+  const bool keras = out->format == WeightFormat::keras;
+  std::vector<EndTensor> heads, embeds;
+  find_ends(file, *out, &heads, &embeds);
+  StackSpec& st = out->stack;
+  auto names = [](const std::vector<EndTensor>& list) {
+    std::string s;
+    for (const EndTensor& t : list) s += (s.empty() ? "'" : ", '") + t.weight->name + "'";
+    return s;
+  };
+  if (heads.size() > 1)
+    out->notes.push_back("several Dense/Linear heads fit the last layer (" + names(heads) +
+                         "); rnncore runs one head, so none of them runs");
+  if (embeds.size() > 1)
+    out->notes.push_back("several embeddings fit layer 0 (" + names(embeds) + "); none of them runs");
+  if (heads.size() == 1) {
+    const io::TensorEntry& w = *heads[0].weight;
+    const std::int64_t features = w.shape[keras ? 1 : 0];
+    if (heads[0].bias != nullptr && !(heads[0].bias->shape.size() == 1 && heads[0].bias->shape[0] == features))
+      return (in.bad_shape(*heads[0].bias, "[" + std::to_string(features) + "] (the bias of head '" + w.name + "')"),
+              Status::tensor_shape);
+    std::string act = hints.head_activation;
+    if (act.empty() && file.meta("head_activation") != nullptr) act = *file.meta("head_activation");
+    std::string last = hints.head_last_step;
+    if (last.empty() && file.meta("head_last_step") != nullptr) last = *file.meta("head_last_step");
+    st.head.out_features = static_cast<std::int32_t>(features);
+    if (!act.empty() && !parse_activation(act, &st.head.activation))
+      return (in.fail("unknown head activation '" + act + "' (none, relu, sigmoid, tanh or softmax)"), Status::invalid_enum);
+    if (!last.empty() && last != "0" && last != "1" && last != "true" && last != "false")
+      return (in.fail("head_last_step '" + last + "' is not 0, 1, true or false"), Status::invalid_enum);
+    st.head.last_step_only = last == "1" || last == "true";
+    out->notes.push_back(std::string(keras ? kDenseNote : kLinearNote) + w.name + "' " +
+                         shape_string(w.shape) + " runs after the last layer" +
+                         (act.empty() ? " with no activation (the weights cannot tell; metadata 'head_activation' sets one)"
+                                      : std::string(" with activation ") + to_string(st.head.activation)) +
+                         (st.head.last_step_only ? ", on each row's last step" : ", on every step"));
+  }
+  if (embeds.size() == 1) st.embedding.vocab_size = static_cast<std::int32_t>(embeds[0].weight->shape[0]);
+  if (validate(st) != Status::ok) return (in.fail(last_error_detail()), validate(st));
+  out->canonical.resize(static_cast<std::size_t>(param_count(st)) * dtype_size(st.dtype), 0);
+  if (embeds.size() == 1) {
+    if (!copy_end(file, *embeds[0].weight, false, canonical_offset(st, 0, 0, ParamKind::embedding, 0), out))
+      return (in.fail(last_error_detail()), Status::tensor_dtype);
+    out->ends.push_back(embeds[0].weight->name + " " + shape_string(embeds[0].weight->shape));
+  }
+  if (heads.size() == 1) {
+    if (!copy_end(file, *heads[0].weight, keras, canonical_offset(st, 0, 0, ParamKind::dense_weight, 0), out) ||
+        (heads[0].bias != nullptr &&
+         !copy_end(file, *heads[0].bias, false, canonical_offset(st, 0, 0, ParamKind::dense_bias, 0), out)))
+      return (in.fail(last_error_detail()), Status::tensor_dtype);
+    out->ends.push_back(heads[0].weight->name + " " + shape_string(heads[0].weight->shape));
+    if (heads[0].bias != nullptr) out->ends.push_back(heads[0].bias->name + " " + shape_string(heads[0].bias->shape));
+  }
+  return Status::ok;
+}
+
+}  // namespace
+
+Status load_weights(const std::string& path, const ModelHints& hints, const StackSpec* config, LoadedModel* out,
+                    std::string* error) {
+  io::SafeTensors file;
+  const rnncore_status rs = io::read_safetensors(path.c_str(), &file);
+  if (rs != RNNCORE_OK) {
+    *error = rnncore_last_error_detail();
+    if (error->empty()) *error = path + ": " + rnncore_status_message(rs);
+    return static_cast<Status>(rs);
+  }
+  Inspector in(file, error);
+  auto fail = [&](Status s, const std::string& what) {
+    in.fail(what);
+    return s;
+  };
+
+  if (const Status st = find_format_and_prefix(file, hints, in, out); st != Status::ok) return st;
 
   // The mode, where given, before the sizes: a TF LSTM/RNN kernel needs it to tell G from H.
   std::string mode = hints.mode;
@@ -581,45 +797,7 @@ Status load_weights(const std::string& path, const ModelHints& hints, const Stac
     const Status vs = validate(out->stack);
     if (vs != Status::ok) return fail(vs, std::string("configuration: ") + last_error_detail());
   } else {
-    // Mode: flag, metadata, else the gate count (an Elman RNN needs to be told its activation).
-    if (!mode.empty()) {
-      if (!parse_mode(mode, &spec.mode))
-        return fail(Status::invalid_enum, "unknown mode '" + mode + "' (lstm, gru, rnn_tanh or rnn_relu)");
-      if (num_gates(spec.mode) != inf.gates)
-        return fail(Status::tensor_shape, std::string("mode ") + to_string(spec.mode) + " has " +
-                                              std::to_string(num_gates(spec.mode)) + " gates but tensor '" + inf.anchor +
-                                              "' " + shape_string(inf.anchor_shape) + " holds " +
-                                              std::to_string(inf.gates) + " (hidden size " + std::to_string(inf.hidden) + ")");
-    } else if (inf.gates == 4) {
-      spec.mode = Mode::lstm;
-    } else if (inf.gates == 3) {
-      spec.mode = Mode::gru;
-    } else {
-      return fail(Status::invalid_enum, "tensor '" + inf.anchor + "' " + shape_string(inf.anchor_shape) +
-                                            " has one gate: an Elman RNN; pass --mode rnn_tanh or --mode rnn_relu");
-    }
-
-    // GRU variant: flag, metadata, Keras bias shape, else the format's own default.
-    if (spec.mode == Mode::gru) {
-      std::string v = hints.gru;
-      if (v.empty() && file.meta("gru") != nullptr) v = *file.meta("gru");
-      if (v.empty() && file.meta("linear_before_reset") != nullptr)
-        v = *file.meta("linear_before_reset") == "0" ? "reset-before" : "reset-after";
-      if (v.empty() && out->format == WeightFormat::tensorflow) v = inf.tf_reset_after ? "reset-after" : "reset-before";
-      if (v.empty() && out->format == WeightFormat::keras && inf.keras_bias != nullptr)
-        v = inf.keras_bias->shape.size() == 2 ? "reset-after" : "reset-before";
-      if (v.empty()) {
-        v = out->format == WeightFormat::onnx ? "reset-before" : "reset-after";
-        // PyTorch has only the reset-after GRU: nothing was chosen, so nothing to note.
-        const char* why = out->format == WeightFormat::onnx    ? " (ONNX's default linear_before_reset=0)"
-                          : out->format == WeightFormat::keras ? " (Keras' default reset_after=True; the file has no bias to tell)"
-                                                               : " (cuDNN's)";
-        if (out->format != WeightFormat::pytorch)
-          out->notes.push_back("GRU variant not given; using " + v + why + "; pass --gru to choose");
-      }
-      if (!parse_gru_variant(v, &spec.gru_variant))
-        return fail(Status::invalid_enum, "unknown GRU variant '" + v + "' (reset-after or reset-before)");
-    }
+    if (const Status st = infer_cell(file, hints, mode, inf, in, out); st != Status::ok) return st;
     if (!hints.input_mode.empty()) {
       InputMode im;
       if (!parse_input_mode(hints.input_mode, &im))
@@ -638,24 +816,26 @@ Status load_weights(const std::string& path, const ModelHints& hints, const Stac
     if (vs != Status::ok) return fail(vs, last_error_detail());
   }
 
-  // Import every tensor; integer tensors are passed with an invalid dtype so a needed one is reported.
-  std::vector<TensorView> views(file.tensors.size());
-  for (std::size_t i = 0; i < file.tensors.size(); ++i) {
-    const io::TensorEntry& e = file.tensors[i];
-    TensorView& v = views[i];
-    v.name = e.name.c_str();
-    if (!float_dtype(e.type, &v.dtype)) v.dtype = static_cast<DType>(-1);
-    // Parameters have rank ≤ 3; a deeper tensor keeps its first four dims and fails the shape check if needed.
-    v.shape.ndim = static_cast<std::int32_t>(e.shape.size() < 4 ? e.shape.size() : 4);
-    for (int d = 0; d < v.shape.ndim; ++d) v.shape.dims[d] = e.shape[d];
-    v.data = file.data(e);
-  }
-  out->canonical.assign(static_cast<std::size_t>(param_count(out->stack)) * dtype_size(out->stack.dtype), 0);
-  const Status s =
-      import_weights(out->stack, out->format, views.data(), views.size(), out->prefix.c_str(), out->canonical.data());
-  if (s != Status::ok) return fail(s, last_error_detail());
-  out->ignored = unused_tensors(file, out->stack, out->format, out->prefix);
+  if (const Status st = import_file(file, in, out); st != Status::ok) return st;
+  if (const Status st = attach_ends(file, hints, in, out); st != Status::ok) return st;
+  out->ignored = unused_tensors(file, out->stack, out->format, out->prefix, out->ends);
   return apply_forget_bias(file, hints, out, error);
+}
+
+void drop_ends(LoadedModel* m) {
+  StackSpec& st = m->stack;
+  if (st.head.out_features == 0 && st.embedding.vocab_size == 0) return;
+  const std::int64_t table = canonical_offset(st, 0, 0, ParamKind::embedding, 0);
+  const std::int64_t first = table >= 0 ? table : canonical_offset(st, 0, 0, ParamKind::dense_weight, 0);
+  m->canonical.resize(static_cast<std::size_t>(first) * dtype_size(st.dtype));
+  st.head = DenseSpec();
+  st.embedding = EmbeddingSpec();
+  m->ignored.insert(m->ignored.begin(), m->ends.begin(), m->ends.end());
+  m->ends.clear();
+  std::vector<std::string> notes;
+  for (const std::string& n : m->notes)
+    if (n.rfind(kLinearNote, 0) != 0 && n.rfind(kDenseNote, 0) != 0) notes.push_back(n);
+  m->notes = notes;
 }
 
 Status load_model(const std::string& path, const LoadOptions& options, Model* out, LoadedModel* info,

@@ -741,6 +741,7 @@ Status load_float_model(const QuantizeOptions& o, const Log& log, LoadedModel* m
   Status s;
   if (!o.config.empty() && (s = read_stack_config(o.config, &config, error)) != Status::ok) return s;
   if ((s = load_weights(o.weights, hints, o.config.empty() ? nullptr : &config, model, error)) != Status::ok) return s;
+  drop_ends(model);  // the recurrent layers are quantized; a head is not yet (listed as ignored)
   for (const std::string& note : model->notes) log.say(note);
   if (const std::string refused = inapplicable_hint(o.hints, model->stack); !refused.empty()) {
     report->option_error = true;

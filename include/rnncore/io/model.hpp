@@ -31,6 +31,12 @@ struct ModelHints {
   /// TF LSTMCell's forget_bias, added to the f gate's bias (tensorflow format only; empty: metadata
   /// 'forget_bias', else 0 as in CudnnCompatibleLSTMCell). A decimal number.
   std::string forget_bias;
+  /// A Dense/Linear head's activation: none, relu, sigmoid, tanh or softmax (empty: metadata
+  /// 'head_activation', else none).
+  std::string head_activation;
+  /// "1" or "true": the head maps each row's last step only (Keras return_sequences=False); "0" or
+  /// "false": every step (empty: metadata 'head_last_step', else every step).
+  std::string head_last_step;
   DType dtype = DType::f32;
 };
 
@@ -42,9 +48,12 @@ struct LoadedModel {
   std::string prefix;
   std::vector<unsigned char> canonical;  ///< param_count(stack) elements of the dtype
   std::vector<std::string> notes;         ///< defaults that were chosen (printed to stderr)
-  /// Tensors of the file that are not weights of the recurrent model (a Linear head, an embedding,
-  /// another prefix's model), each as "name [dims]"; a caller should say so rather than drop them silently.
+  /// Tensors of the file that the model does not run (another prefix's model, a second head), each
+  /// as "name [dims]"; a caller should say so rather than drop them silently.
   std::vector<std::string> ignored;
+  /// Tensors of the head and embedding the stack runs (PyTorch Linear / Keras Dense after the last
+  /// layer, an Embedding before layer 0: stack.head, stack.embedding), each as "name [dims]".
+  std::vector<std::string> ends;
 };
 
 /// What load_model needs besides the file.
@@ -65,6 +74,11 @@ Status load_model(const std::string& path, const LoadOptions& options, Model* ou
 /// it and the weights must match it; its input_size may be 0 (taken from the weights).
 Status load_weights(const std::string& path, const ModelHints& hints, const StackSpec* config, LoadedModel* out,
                   std::string* error);
+
+/// Takes the head and embedding out of a loaded model, for callers that run its recurrent layers
+/// only: stack.head and stack.embedding cleared, the canonical weights cut to the layers', the
+/// tensors of `ends` moved to `ignored` (and the note that the head runs withdrawn).
+void drop_ends(LoadedModel* model);
 
 /// True when every layer has the same cell size and direction, so states are [L·D, B, H].
 bool uniform_states(const StackSpec& stack);

@@ -1,0 +1,169 @@
+// The ends of a stack on the CPU backends: the Embedding before layer 0 (a row of the table per
+// token id) and the Dense head after the last layer (y = act(W o + b) for every step's output, or
+// for each row's last outputs). The reference computes the head's products in the stack's dtype in
+// increasing k; the SIMD backend with f32_matmul over Wᵀ packed at pack time (the same order of
+// summation per element, so its results are the reference's up to the kernel's FMAs).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "src/internal/plan_impl.hpp"
+#include "src/internal/spec_internal.hpp"
+
+namespace rnncore {
+namespace detail {
+
+namespace {
+
+template <class T>
+const T* at(const unsigned char* base, std::size_t offset) {
+  return reinterpret_cast<const T*>(base + offset);
+}
+template <class T>
+T* at(unsigned char* base, std::size_t offset) {
+  return reinterpret_cast<T*>(base + offset);
+}
+
+// Byte offset, within the tail at PlanImpl::ends, of a parameter of the ends.
+std::size_t tail_offset(const PlanImpl& p, ParamKind kind) {
+  const std::int64_t first = recurrent_param_count(p.stack);
+  return static_cast<std::size_t>(canonical_offset(p.stack, 0, 0, kind, 0) - first) * dtype_size(p.stack.dtype);
+}
+
+template <class T>
+void embed(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& a) {
+  const std::int64_t I = p.stack.input_size, T_ = a.seq_len, B = a.batch;
+  const T* table = at<T>(packed, p.ends + tail_offset(p, ParamKind::embedding));
+  const auto* ids = static_cast<const std::int32_t*>(a.x);
+  T* out = at<T>(ws, p.ws.embed_x);
+  for (std::int64_t t = 0; t < T_; ++t)
+    for (std::int64_t b = 0; b < B; ++b) {
+      const std::int32_t id = ids[a.layout == Layout::batch_major ? b * T_ + t : t * B + b];
+      std::memcpy(out + (t * B + b) * I, table + id * I, sizeof(T) * static_cast<std::size_t>(I));
+    }
+}
+
+// c [rows, out] = a [rows, in] · Wᵀ: the reference in increasing k.
+template <class T>
+void head_product(const PlanImpl& p, const unsigned char* packed, const T* a, int rows, T* c) {
+  const std::int64_t in = head_input_size(p.stack), out = p.stack.head.out_features;
+  const T* W = at<T>(packed, p.ends + tail_offset(p, ParamKind::dense_weight));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < out; ++j) {
+      T sum = 0;
+      for (std::int64_t k = 0; k < in; ++k) sum += a[r * in + k] * W[j * in + k];
+      c[r * out + j] = sum;
+    }
+}
+
+// The SIMD backend: f32_matmul over the packed Wᵀ.
+void head_product_simd(const PlanImpl& p, const unsigned char* packed, const float* a, int rows, float* c) {
+  simd::MatmulArgs m;
+  m.a = a;
+  m.a_k = 1;
+  m.a_m = head_input_size(p.stack);
+  m.b_packed = at<float>(packed, p.head_wt);
+  m.c = c;
+  m.ldc = p.stack.head.out_features;
+  m.n = p.stack.head.out_features;
+  m.k = static_cast<std::int32_t>(head_input_size(p.stack));
+  m.row_begin = 0;
+  m.row_end = rows;
+  p.kernels->matmul(m);
+}
+
+// y_row = act(c_row + b).
+template <class T>
+void epilogue(Activation act, const T* c, const T* bias, int n, T* y) {
+  for (int j = 0; j < n; ++j) {
+    const T v = c[j] + bias[j];
+    switch (act) {
+      case Activation::relu: y[j] = v > T(0) ? v : T(0); break;
+      case Activation::sigmoid: y[j] = T(1) / (T(1) + std::exp(-v)); break;
+      case Activation::tanh: y[j] = std::tanh(v); break;
+      default: y[j] = v; break;
+    }
+  }
+  if (act != Activation::softmax) return;
+  T top = y[0], sum = 0;
+  for (int j = 1; j < n; ++j) top = std::max(top, y[j]);
+  for (int j = 0; j < n; ++j) sum += (y[j] = std::exp(y[j] - top));
+  for (int j = 0; j < n; ++j) y[j] /= sum;
+}
+
+template <class T>
+void head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& a) {
+  const StackSpec& st = p.stack;
+  const LayerSpec& last = st.layers[st.num_layers - 1];
+  const int out = st.head.out_features, O = output_size(last), dirs = num_directions(last);
+  const std::int64_t in = head_input_size(st), T_ = a.seq_len, B = a.batch;
+  const T* bias = at<T>(packed, p.ends + tail_offset(p, ParamKind::dense_bias));
+  const T* o = at<T>(ws, p.ws.head_in);  // [T, B, D·O]
+  T* c = at<T>(ws, p.ws.head_out);
+  auto length = [&](std::int64_t b) { return a.seq_lengths != nullptr ? a.seq_lengths[b] : a.seq_len; };
+  const T* rows = o;
+  std::int64_t n = T_ * B;
+  if (st.head.last_step_only) {  // each row's last outputs: forward at len−1, reverse at 0
+    T* r = at<T>(ws, p.ws.head_rows);
+    for (std::int64_t b = 0; b < B; ++b) {
+      const std::int64_t len = length(b);
+      for (int d = 0; d < dirs; ++d) {
+        T* dst = r + b * in + static_cast<std::int64_t>(d) * O;
+        if (len == 0) std::fill(dst, dst + O, T(0));
+        else std::memcpy(dst, o + ((d == 0 ? len - 1 : 0) * B + b) * in + d * O, sizeof(T) * static_cast<std::size_t>(O));
+      }
+    }
+    rows = r;
+    n = B;
+  }
+  if constexpr (std::is_same<T, float>::value) {
+    if (p.backend == Backend::simd && p.kernels->matmul != nullptr) head_product_simd(p, packed, rows, static_cast<int>(n), c);
+    else head_product(p, packed, rows, static_cast<int>(n), c);
+  } else {
+    head_product(p, packed, rows, static_cast<int>(n), c);
+  }
+  T* y = static_cast<T*>(a.y);
+  if (st.head.last_step_only) {
+    for (std::int64_t b = 0; b < B; ++b) {
+      if (length(b) == 0) std::fill(y + b * out, y + (b + 1) * out, T(0));
+      else epilogue(st.head.activation, c + b * out, bias, out, y + b * out);
+    }
+    return;
+  }
+  const bool batch_major = a.layout == Layout::batch_major;
+  for (std::int64_t t = 0; t < T_; ++t)
+    for (std::int64_t b = 0; b < B; ++b) {
+      T* row = y + (batch_major ? b * T_ + t : t * B + b) * out;
+      if (t >= length(b)) std::fill(row, row + out, T(0));  // zero past a row's length, as y always is
+      else epilogue(st.head.activation, c + (t * B + b) * out, bias, out, row);
+    }
+}
+
+}  // namespace
+
+void pack_ends(const PlanImpl& p, const void* canonical, unsigned char* packed) {
+  const StackSpec& st = p.stack;
+  if (p.backend != Backend::simd) return;  // the reference's packed buffer is the canonical one
+  const std::int64_t first = recurrent_param_count(st), tail = param_count(st) - first;
+  const auto* c = static_cast<const float*>(canonical);
+  if (tail > 0) std::memcpy(packed + p.ends, c + first, sizeof(float) * static_cast<std::size_t>(tail));
+  if (st.head.out_features > 0) {  // Wᵀ [in, out]: B(k, n) = W[n, k]
+    const std::int64_t in = head_input_size(st);
+    p.kernels->pack_b(c + canonical_offset(st, 0, 0, ParamKind::dense_weight, 0), 1, in, static_cast<std::int32_t>(in),
+                      st.head.out_features, at<float>(packed, p.head_wt));
+  }
+}
+
+void embed_lookup(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& a) {
+  if (p.stack.dtype == DType::f64) embed<double>(p, packed, ws, a);
+  else embed<float>(p, packed, ws, a);
+}
+
+void run_head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& a) {
+  if (p.stack.dtype == DType::f64) head<double>(p, packed, ws, a);
+  else head<float>(p, packed, ws, a);
+}
+
+}  // namespace detail
+}  // namespace rnncore
