@@ -1,0 +1,54 @@
+// The kernel registry: every kernel this build has, of every kind (the f32 tables with their bf16
+// and f16 paths, the int8 matrix-vector kernels of both weight layouts, the int8 step kernels),
+// in one list, each named <dtype>_<op>_<tile>__<isa> (XNNPACK's order: f32_rnn_6x2__avx2,
+// i8_dot_4x16__avx2, i32_gate_act_8__avx2, i8_dot_panels_4x16__dsp), and one function that
+// chooses among them under a cap (PlanOptions::max_isa, and env RNNCORE_MAX_ISA). The scalar
+// kernel of each op is the specification of the others; tests/checkkernels.cpp runs every entry
+// against it.
+#ifndef RNNCORE_SRC_INTERNAL_KERNELS_HPP
+#define RNNCORE_SRC_INTERNAL_KERNELS_HPP
+
+#include "rnncore/rnncore.hpp"
+#include "simd/kernels.hpp"
+#include "src/internal/int8_kernels.hpp"
+
+namespace rnncore {
+namespace detail {
+
+/// What a kernel computes (its interface).
+enum class KernelOp : int {
+  f32_rnn,          ///< an F32Kernels table: the f32 backend's GEMM, step, matmul and math kernels
+  i8_dot,           ///< q8::DotRowsFn: row-major int8 weights times a vector
+  i8_dot_panels,    ///< q8::DotPanelsFn: interleaved int8 weights times a widened vector
+  i32_gate_act,     ///< q8::GateActivationsFn: a gate's activations from its int32 sums
+  i16_cell_update,  ///< q8::CellUpdateFn: the cell and output state from the gates
+};
+constexpr int kKernelOpCount = 5;
+const char* to_string(KernelOp op);
+
+/// One kernel. Exactly one function field, the one of `op`, is set.
+struct Kernel {
+  const char* name;  ///< <dtype>_<op>_<tile>__<isa>
+  KernelOp op;
+  Isa isa;             ///< what a cap compares with: none for portable code (never excluded)
+  const char* family;  ///< the instruction-set family the name's suffix says (scalar, sse2, avx512vnni, sdot, dsp…)
+  bool runs;           ///< this CPU runs it (always for portable and compile-time kernels)
+  const simd::F32Kernels* f32 = nullptr;
+  q8::DotRowsFn dot = nullptr;
+  q8::DotPanelsFn dot_panels = nullptr;
+  q8::GateActivationsFn gate = nullptr;
+  q8::CellUpdateFn cell = nullptr;
+};
+
+/// Every kernel this build has, grouped by op, each op's slowest (the scalar reference, where the
+/// op has one) first and fastest last; `count` receives how many. Found once; no allocation.
+const Kernel* kernel_registry(int* count);
+
+/// The one choice of a kernel: the fastest of `op` that this CPU runs within `cap` and the
+/// environment's cap RNNCORE_MAX_ISA; null when there is none (an f32 build without SIMD).
+const Kernel* select_kernel(KernelOp op, Isa cap = Isa::best);
+
+}  // namespace detail
+}  // namespace rnncore
+
+#endif  // RNNCORE_SRC_INTERNAL_KERNELS_HPP
