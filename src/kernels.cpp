@@ -22,122 +22,108 @@ const char* to_string(KernelOp op) {
 
 namespace {
 
-constexpr int kMaxKernels = 32;
+// What the CPU runs (registered kernels of each instruction set ask these).
+[[maybe_unused]] bool runs_sse2() { return cpu_has_isa(Isa::sse2); }
+[[maybe_unused]] bool runs_avx2() { return cpu_has_isa(Isa::avx2); }
+[[maybe_unused]] bool runs_avx512() { return cpu_has_isa(Isa::avx512); }
+[[maybe_unused]] bool runs_avx512vnni() { return cpu_has_avx512_vnni(); }
+[[maybe_unused]] bool runs_neon() { return cpu_has_isa(Isa::neon); }
+[[maybe_unused]] bool runs_sdot() { return cpu_has_isa(Isa::neon) && cpu_has_arm_dotprod(); }
 
-struct Registry {
-  Kernel k[kMaxKernels];
-  int n = 0;
-  Kernel& add(const char* name, KernelOp op, Isa isa, const char* family, bool runs) {
-    Kernel& e = k[n++];
-    e.name = name;
-    e.op = op;
-    e.isa = isa;
-    e.family = family;
-    e.runs = runs;
-    return e;
-  }
-};
-
-void add_f32(Registry& r) {
-  struct Table {
-    const simd::F32Kernels* kernels;
-    Isa isa;
-    const char* family;
-  };
-  const Table tables[] = {{simd::f32_kernels_sse2, Isa::sse2, "sse2"},
-                          {simd::f32_kernels_avx2, Isa::avx2, "avx2"},
-                          {simd::f32_kernels_avx512, Isa::avx512, "avx512"},
-                          {simd::f32_kernels_neon, Isa::neon, "neon"}};
-  for (const Table& t : tables)
-    if (t.kernels != nullptr) r.add(t.kernels->name, KernelOp::f32_rnn, t.isa, t.family, cpu_has_isa(t.isa)).f32 = t.kernels;
+constexpr Kernel f32_table(const simd::F32Kernels* const* table, Isa isa, const char* family, bool (*runs)()) {
+  return {nullptr, KernelOp::f32_rnn, isa, family, runs, table, nullptr, nullptr, nullptr, nullptr};
+}
+constexpr Kernel i8_dot(const char* name, Isa isa, const char* family, bool (*runs)(), q8::DotRowsFn fn) {
+  return {name, KernelOp::i8_dot, isa, family, runs, nullptr, fn, nullptr, nullptr, nullptr};
+}
+constexpr Kernel i8_dot_panels(const char* name, const char* family, q8::DotPanelsFn fn) {
+  return {name, KernelOp::i8_dot_panels, Isa::none, family, nullptr, nullptr, nullptr, fn, nullptr, nullptr};
+}
+[[maybe_unused]] constexpr Kernel i32_gate_act(const char* name, Isa isa, const char* family, bool (*runs)(),
+                                               q8::GateActivationsFn fn) {
+  return {name, KernelOp::i32_gate_act, isa, family, runs, nullptr, nullptr, nullptr, fn, nullptr};
+}
+[[maybe_unused]] constexpr Kernel i16_cell_update(const char* name, Isa isa, const char* family, bool (*runs)(),
+                                                  q8::CellUpdateFn fn) {
+  return {name, KernelOp::i16_cell_update, isa, family, runs, nullptr, nullptr, nullptr, nullptr, fn};
 }
 
-// The int8 matrix-vector kernels; SDOT is an extension of NEON and VNNI of AVX-512, with no cap
-// value of their own; the DSP kernels are a compile-time feature (no CPU check, no cap).
-void add_i8_dot(Registry& r) {
-  r.add("i8_dot_1x1__scalar", KernelOp::i8_dot, Isa::none, "scalar", true).dot = q8::i8_dot_1x1__scalar;
+// Grouped by op, each op slowest first. SDOT is an extension of NEON and VNNI of AVX-512, with no
+// cap value of their own; the DSP kernels are a compile-time feature (no CPU check, no cap). The
+// step kernels are hosts' only: they read the host builds' activation tables.
+constexpr Kernel kRegistry[] = {
+#if defined(RNNCORE_BUILD_SSE2)
+    f32_table(&simd::f32_kernels_sse2, Isa::sse2, "sse2", runs_sse2),
+#endif
+#if defined(RNNCORE_BUILD_AVX2)
+    f32_table(&simd::f32_kernels_avx2, Isa::avx2, "avx2", runs_avx2),
+#endif
+#if defined(RNNCORE_BUILD_AVX512)
+    f32_table(&simd::f32_kernels_avx512, Isa::avx512, "avx512", runs_avx512),
+#endif
+#if defined(RNNCORE_BUILD_NEON)
+    f32_table(&simd::f32_kernels_neon, Isa::neon, "neon", runs_neon),
+#endif
+    i8_dot("i8_dot_1x1__scalar", Isa::none, "scalar", nullptr, q8::i8_dot_1x1__scalar),
 #if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
-  r.add("i8_dot_4x16__dsp", KernelOp::i8_dot, Isa::none, "dsp", true).dot = q8::i8_dot_4x16__dsp;
+    i8_dot("i8_dot_4x16__dsp", Isa::none, "dsp", nullptr, q8::i8_dot_4x16__dsp),
 #endif
 #if defined(RNNCORE_BUILD_I8_SSE2)
-  r.add("i8_dot_4x16__sse2", KernelOp::i8_dot, Isa::sse2, "sse2", cpu_has_isa(Isa::sse2)).dot = q8::i8_dot_4x16__sse2;
+    i8_dot("i8_dot_4x16__sse2", Isa::sse2, "sse2", runs_sse2, q8::i8_dot_4x16__sse2),
 #endif
 #if defined(RNNCORE_BUILD_I8_AVX2)
-  r.add("i8_dot_4x16__avx2", KernelOp::i8_dot, Isa::avx2, "avx2", cpu_has_isa(Isa::avx2)).dot = q8::i8_dot_4x16__avx2;
+    i8_dot("i8_dot_4x16__avx2", Isa::avx2, "avx2", runs_avx2, q8::i8_dot_4x16__avx2),
 #endif
 #if defined(RNNCORE_BUILD_I8_AVX512VNNI)
-  r.add("i8_dot_4x64__avx512vnni", KernelOp::i8_dot, Isa::avx512, "avx512vnni", cpu_has_avx512_vnni()).dot =
-      q8::i8_dot_4x64__avx512vnni;
+    i8_dot("i8_dot_4x64__avx512vnni", Isa::avx512, "avx512vnni", runs_avx512vnni, q8::i8_dot_4x64__avx512vnni),
 #endif
 #if defined(RNNCORE_BUILD_I8_NEON)
-  r.add("i8_dot_4x16__neon", KernelOp::i8_dot, Isa::neon, "neon", cpu_has_isa(Isa::neon)).dot = q8::i8_dot_4x16__neon;
+    i8_dot("i8_dot_4x16__neon", Isa::neon, "neon", runs_neon, q8::i8_dot_4x16__neon),
 #endif
 #if defined(RNNCORE_BUILD_I8_SDOT)
-  r.add("i8_dot_4x16__sdot", KernelOp::i8_dot, Isa::neon, "sdot", cpu_has_isa(Isa::neon) && cpu_has_arm_dotprod()).dot =
-      q8::i8_dot_4x16__sdot;
+    i8_dot("i8_dot_4x16__sdot", Isa::neon, "sdot", runs_sdot, q8::i8_dot_4x16__sdot),
 #endif
-  r.add("i8_dot_panels_1x1__scalar", KernelOp::i8_dot_panels, Isa::none, "scalar", true).dot_panels =
-      q8::i8_dot_panels_1x1__scalar;
+    i8_dot_panels("i8_dot_panels_1x1__scalar", "scalar", q8::i8_dot_panels_1x1__scalar),
 #if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
-  r.add("i8_dot_panels_4x16__dsp", KernelOp::i8_dot_panels, Isa::none, "dsp", true).dot_panels =
-      q8::rnncore_i8_dot_panels_dsp_4x16;  // the assembly function (C linkage)
+    i8_dot_panels("i8_dot_panels_4x16__dsp", "dsp", q8::rnncore_i8_dot_panels_dsp_4x16),  // the assembly function
 #endif
-}
-
-// The int8 step kernels. Hosts only: they read the host builds' activation tables.
-void add_i8_step(Registry& r) {
 #if !defined(RNNCORE_NO_HEAP)
-  r.add("i32_gate_act_1x1__scalar", KernelOp::i32_gate_act, Isa::none, "scalar", true).gate = q8::i32_gate_act_1x1__scalar;
+    i32_gate_act("i32_gate_act_1x1__scalar", Isa::none, "scalar", nullptr, q8::i32_gate_act_1x1__scalar),
 #if defined(RNNCORE_BUILD_I8_AVX2)
-  r.add("i32_gate_act_8__avx2", KernelOp::i32_gate_act, Isa::avx2, "avx2", cpu_has_isa(Isa::avx2)).gate =
-      q8::i32_gate_act_8__avx2;
+    i32_gate_act("i32_gate_act_8__avx2", Isa::avx2, "avx2", runs_avx2, q8::i32_gate_act_8__avx2),
 #endif
 #if defined(RNNCORE_BUILD_I8_NEON)
-  r.add("i32_gate_act_8__neon", KernelOp::i32_gate_act, Isa::neon, "neon", cpu_has_isa(Isa::neon)).gate =
-      q8::i32_gate_act_8__neon;
+    i32_gate_act("i32_gate_act_8__neon", Isa::neon, "neon", runs_neon, q8::i32_gate_act_8__neon),
 #endif
-  r.add("i16_cell_update_1x1__scalar", KernelOp::i16_cell_update, Isa::none, "scalar", true).cell =
-      q8::i16_cell_update_1x1__scalar;
+    i16_cell_update("i16_cell_update_1x1__scalar", Isa::none, "scalar", nullptr, q8::i16_cell_update_1x1__scalar),
 #if defined(RNNCORE_BUILD_I8_AVX2)
-  r.add("i16_cell_update_8__avx2", KernelOp::i16_cell_update, Isa::avx2, "avx2", cpu_has_isa(Isa::avx2)).cell =
-      q8::i16_cell_update_8__avx2;
+    i16_cell_update("i16_cell_update_8__avx2", Isa::avx2, "avx2", runs_avx2, q8::i16_cell_update_8__avx2),
 #endif
 #if defined(RNNCORE_BUILD_I8_NEON)
-  r.add("i16_cell_update_8__neon", KernelOp::i16_cell_update, Isa::neon, "neon", cpu_has_isa(Isa::neon)).cell =
-      q8::i16_cell_update_8__neon;
+    i16_cell_update("i16_cell_update_8__neon", Isa::neon, "neon", runs_neon, q8::i16_cell_update_8__neon),
 #endif
-#else
-  (void)r;
 #endif
-}
+};
+constexpr int kRegistryCount = static_cast<int>(sizeof kRegistry / sizeof kRegistry[0]);
 
-Registry build_registry() {
-  Registry r;
-  add_f32(r);
-  add_i8_dot(r);
-  add_i8_step(r);
-  return r;
-}
-
-const Registry& registry() {
-  static const Registry r = build_registry();  // once (a function-local static: no allocation)
-  return r;
+constexpr int count_of(KernelOp op) {
+  int n = 0;
+  for (const Kernel& k : kRegistry) n += k.op == op ? 1 : 0;
+  return n;
 }
 
 }  // namespace
 
 const Kernel* kernel_registry(int* count) {
-  const Registry& r = registry();
-  *count = r.n;
-  return r.k;
+  *count = kRegistryCount;
+  return kRegistry;
 }
 
 const Kernel* select_kernel(KernelOp op, Isa cap) {
-  const Registry& r = registry();
   const Isa env = env_isa_cap();
-  for (int i = r.n - 1; i >= 0; --i) {
-    const Kernel& k = r.k[i];
-    if (k.op == op && k.runs && isa_within_cap(k.isa, cap) && isa_within_cap(k.isa, env)) return &k;
+  for (int i = kRegistryCount - 1; i >= 0; --i) {
+    const Kernel& k = kRegistry[i];
+    if (k.op == op && isa_within_cap(k.isa, cap) && isa_within_cap(k.isa, env) && k.runs()) return &k;
   }
   return nullptr;
 }
@@ -145,16 +131,15 @@ const Kernel* select_kernel(KernelOp op, Isa cap) {
 const simd::F32Kernels* select_f32_kernels(Isa cap, Isa* chosen) {
   const Kernel* k = select_kernel(KernelOp::f32_rnn, cap);
   *chosen = k != nullptr ? k->isa : Isa::none;
-  return k != nullptr ? k->f32 : nullptr;
+  return k != nullptr ? k->table() : nullptr;
 }
 
 }  // namespace detail
 
 int available_isas(Isa* out, int capacity) {
-  int count = 0, n = 0;
-  const detail::Kernel* k = detail::kernel_registry(&count);
-  for (int i = 0; i < count; ++i)
-    if (k[i].op == detail::KernelOp::f32_rnn && k[i].runs && n < capacity) out[n++] = k[i].isa;
+  int n = 0;
+  for (const detail::Kernel& k : detail::kRegistry)
+    if (k.op == detail::KernelOp::f32_rnn && k.runs() && n < capacity) out[n++] = k.isa;
   return n;
 }
 
@@ -162,40 +147,40 @@ int available_isas(Isa* out, int capacity) {
 namespace q8 {
 namespace {
 
+using detail::count_of;
+using detail::KernelOp;
+using detail::kRegistry;
+
 template <class T, int N>
 struct List {
-  T k[N];
+  T k[N > 0 ? N : 1];
   int n = 0;
 };
 
-List<DotRowsKernel, detail::kMaxKernels> dot_list() {
-  List<DotRowsKernel, detail::kMaxKernels> l;
-  int count = 0;
-  const detail::Kernel* k = detail::kernel_registry(&count);
-  for (int i = 0; i < count; ++i)
-    if (k[i].op == detail::KernelOp::i8_dot && k[i].runs) l.k[l.n++] = {k[i].name, k[i].dot, k[i].isa};
+// Those this CPU runs, found once (a function-local static sized to the registry's entries).
+List<DotRowsKernel, count_of(KernelOp::i8_dot)> dot_list() {
+  List<DotRowsKernel, count_of(KernelOp::i8_dot)> l;
+  for (const detail::Kernel& k : kRegistry)
+    if (k.op == KernelOp::i8_dot && k.runs()) l.k[l.n++] = {k.own_name, k.dot, k.isa};
   return l;
 }
 
-List<DotPanelsKernel, detail::kMaxKernels> panel_list() {
-  List<DotPanelsKernel, detail::kMaxKernels> l;
-  int count = 0;
-  const detail::Kernel* k = detail::kernel_registry(&count);
-  for (int i = 0; i < count; ++i)
-    if (k[i].op == detail::KernelOp::i8_dot_panels) l.k[l.n++] = {k[i].name, k[i].dot_panels};
+// The interleaved kernels need no CPU check: a constant list.
+constexpr List<DotPanelsKernel, count_of(KernelOp::i8_dot_panels)> panel_list() {
+  List<DotPanelsKernel, count_of(KernelOp::i8_dot_panels)> l{};
+  for (const detail::Kernel& k : kRegistry)
+    if (k.op == KernelOp::i8_dot_panels) l.k[l.n++] = {k.own_name, k.dot_panels};
   return l;
 }
+constexpr auto kPanelList = panel_list();
 
 // The vector step kernels this CPU runs, each gate kernel with the cell kernel of its family.
-List<StepKernels, detail::kMaxKernels> step_list() {
-  List<StepKernels, detail::kMaxKernels> l;
-  int count = 0;
-  const detail::Kernel* k = detail::kernel_registry(&count);
-  for (int i = 0; i < count; ++i) {
-    if (k[i].op != detail::KernelOp::i32_gate_act || !k[i].runs || k[i].isa == Isa::none) continue;
-    for (int j = 0; j < count; ++j)
-      if (k[j].op == detail::KernelOp::i16_cell_update && k[j].isa == k[i].isa)
-        l.k[l.n++] = {k[i].name, k[i].gate, k[j].name, k[j].cell, k[i].isa};
+List<StepKernels, count_of(KernelOp::i32_gate_act)> step_list() {
+  List<StepKernels, count_of(KernelOp::i32_gate_act)> l;
+  for (const detail::Kernel& g : kRegistry) {
+    if (g.op != KernelOp::i32_gate_act || g.isa == Isa::none || !g.runs()) continue;
+    for (const detail::Kernel& c : kRegistry)
+      if (c.op == KernelOp::i16_cell_update && c.isa == g.isa) l.k[l.n++] = {g.own_name, g.gate, c.own_name, c.cell, g.isa};
   }
   return l;
 }
@@ -209,14 +194,13 @@ const DotRowsKernel* int8_dot_kernels(int* count) {
 }
 
 DotRowsKernel int8_best_dot_kernel(Isa cap) {
-  const detail::Kernel* k = detail::select_kernel(detail::KernelOp::i8_dot, cap);  // the scalar one at worst
-  return {k->name, k->dot, k->isa};
+  const detail::Kernel* k = detail::select_kernel(KernelOp::i8_dot, cap);  // the scalar one at worst
+  return {k->own_name, k->dot, k->isa};
 }
 
 const DotPanelsKernel* int8_panel_kernels(int* count) {
-  static const auto list = panel_list();
-  *count = list.n;
-  return list.k;
+  *count = kPanelList.n;
+  return kPanelList.k;
 }
 
 const StepKernels* int8_step_kernels(int* count) {
@@ -226,7 +210,7 @@ const StepKernels* int8_step_kernels(int* count) {
 }
 
 const StepKernels* int8_best_step_kernels(Isa cap) {
-  const detail::Kernel* g = detail::select_kernel(detail::KernelOp::i32_gate_act, cap);
+  const detail::Kernel* g = detail::select_kernel(KernelOp::i32_gate_act, cap);
   if (g == nullptr || g->isa == Isa::none) return nullptr;  // the step's own scalar code
   int n = 0;
   const StepKernels* k = int8_step_kernels(&n);

@@ -26,22 +26,27 @@ enum class KernelOp : int {
 constexpr int kKernelOpCount = 5;
 const char* to_string(KernelOp op);
 
-/// One kernel. Exactly one function field, the one of `op`, is set.
+/// One kernel. Exactly one function field, the one of `op`, is set. The registry is a constant
+/// array (flash in firmware, no RAM); what the CPU runs is asked when needed (`runs`).
 struct Kernel {
-  const char* name;  ///< <dtype>_<op>_<tile>__<isa>
+  const char* own_name;  ///< <dtype>_<op>_<tile>__<isa>; null for an f32 table, which names itself
   KernelOp op;
-  Isa isa;             ///< what a cap compares with: none for portable code (never excluded)
-  const char* family;  ///< the instruction-set family the name's suffix says (scalar, sse2, avx512vnni, sdot, dsp…)
-  bool runs;           ///< this CPU runs it (always for portable and compile-time kernels)
-  const simd::F32Kernels* f32 = nullptr;
-  q8::DotRowsFn dot = nullptr;
-  q8::DotPanelsFn dot_panels = nullptr;
-  q8::GateActivationsFn gate = nullptr;
-  q8::CellUpdateFn cell = nullptr;
+  Isa isa;                ///< what a cap compares with: none for portable code (never excluded)
+  const char* family;     ///< the instruction-set family the name's suffix says (scalar, sse2, avx512vnni, sdot, dsp…)
+  bool (*cpu_runs)();     ///< whether this CPU runs it; null: portable or a compile-time feature (always)
+  const simd::F32Kernels* const* f32;  ///< f32_rnn: the table's pointer (simd/kernels.hpp)
+  q8::DotRowsFn dot;
+  q8::DotPanelsFn dot_panels;
+  q8::GateActivationsFn gate;
+  q8::CellUpdateFn cell;
+
+  const char* name() const { return f32 != nullptr ? (*f32)->name : own_name; }
+  bool runs() const { return cpu_runs == nullptr || cpu_runs(); }
+  const simd::F32Kernels* table() const { return f32 != nullptr ? *f32 : nullptr; }
 };
 
 /// Every kernel this build has, grouped by op, each op's slowest (the scalar reference, where the
-/// op has one) first and fastest last; `count` receives how many. Found once; no allocation.
+/// op has one) first and fastest last; `count` receives how many. A constant array.
 const Kernel* kernel_registry(int* count);
 
 /// The one choice of a kernel: the fastest of `op` that this CPU runs within `cap` and the
