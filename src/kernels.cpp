@@ -3,6 +3,8 @@
 // src/internal/int8_kernels.hpp) all read it.
 #include "src/internal/kernels.hpp"
 
+#include <cstddef>
+
 #include "src/internal/int8_lstm.hpp"
 #include "src/internal/plan_impl.hpp"
 
@@ -48,10 +50,12 @@ constexpr Kernel i8_dot_panels(const char* name, const char* family, q8::DotPane
   return {name, KernelOp::i16_cell_update, isa, family, runs, nullptr, nullptr, nullptr, nullptr, fn};
 }
 
-// Grouped by op, each op slowest first. SDOT is an extension of NEON and VNNI of AVX-512, with no
-// cap value of their own; the DSP kernels are a compile-time feature (no CPU check, no cap). The
-// step kernels are hosts' only: they read the host builds' activation tables.
-constexpr Kernel kRegistry[] = {
+// One constant array per op, each slowest first and ended by an entry without a name (so that none
+// is empty), so that a program that chooses only f32 tables links none of the int8 kernels (and
+// firmware's flash holds only what it calls). SDOT is an extension of NEON and VNNI of AVX-512,
+// with no cap value of their own; the DSP kernels are a compile-time feature (no CPU check, no
+// cap). The step kernels are hosts' only: they read the host builds' activation tables.
+constexpr Kernel kF32Tables[] = {
 #if defined(RNNCORE_BUILD_SSE2)
     f32_table(&simd::f32_kernels_sse2, Isa::sse2, "sse2", runs_sse2),
 #endif
@@ -64,6 +68,10 @@ constexpr Kernel kRegistry[] = {
 #if defined(RNNCORE_BUILD_NEON)
     f32_table(&simd::f32_kernels_neon, Isa::neon, "neon", runs_neon),
 #endif
+    f32_table(nullptr, Isa::none, nullptr, nullptr),
+};
+
+constexpr Kernel kI8Dot[] = {
     i8_dot("i8_dot_1x1__scalar", Isa::none, "scalar", nullptr, q8::i8_dot_1x1__scalar),
 #if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
     i8_dot("i8_dot_4x16__dsp", Isa::none, "dsp", nullptr, q8::i8_dot_4x16__dsp),
@@ -83,10 +91,18 @@ constexpr Kernel kRegistry[] = {
 #if defined(RNNCORE_BUILD_I8_SDOT)
     i8_dot("i8_dot_4x16__sdot", Isa::neon, "sdot", runs_sdot, q8::i8_dot_4x16__sdot),
 #endif
+    i8_dot(nullptr, Isa::none, nullptr, nullptr, nullptr),
+};
+
+constexpr Kernel kI8DotPanels[] = {
     i8_dot_panels("i8_dot_panels_1x1__scalar", "scalar", q8::i8_dot_panels_1x1__scalar),
 #if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
     i8_dot_panels("i8_dot_panels_4x16__dsp", "dsp", q8::rnncore_i8_dot_panels_dsp_4x16),  // the assembly function
 #endif
+    i8_dot_panels(nullptr, nullptr, nullptr),
+};
+
+constexpr Kernel kI32GateAct[] = {
 #if !defined(RNNCORE_NO_HEAP)
     i32_gate_act("i32_gate_act_1x1__scalar", Isa::none, "scalar", nullptr, q8::i32_gate_act_1x1__scalar),
 #if defined(RNNCORE_BUILD_I8_AVX2)
@@ -95,6 +111,12 @@ constexpr Kernel kRegistry[] = {
 #if defined(RNNCORE_BUILD_I8_NEON)
     i32_gate_act("i32_gate_act_8__neon", Isa::neon, "neon", runs_neon, q8::i32_gate_act_8__neon),
 #endif
+#endif
+    i32_gate_act(nullptr, Isa::none, nullptr, nullptr, nullptr),
+};
+
+constexpr Kernel kI16CellUpdate[] = {
+#if !defined(RNNCORE_NO_HEAP)
     i16_cell_update("i16_cell_update_1x1__scalar", Isa::none, "scalar", nullptr, q8::i16_cell_update_1x1__scalar),
 #if defined(RNNCORE_BUILD_I8_AVX2)
     i16_cell_update("i16_cell_update_8__avx2", Isa::avx2, "avx2", runs_avx2, q8::i16_cell_update_8__avx2),
@@ -103,33 +125,45 @@ constexpr Kernel kRegistry[] = {
     i16_cell_update("i16_cell_update_8__neon", Isa::neon, "neon", runs_neon, q8::i16_cell_update_8__neon),
 #endif
 #endif
+    i16_cell_update(nullptr, Isa::none, nullptr, nullptr, nullptr),
 };
-constexpr int kRegistryCount = static_cast<int>(sizeof kRegistry / sizeof kRegistry[0]);
 
-constexpr int count_of(KernelOp op) {
-  int n = 0;
-  for (const Kernel& k : kRegistry) n += k.op == op ? 1 : 0;
-  return n;
+template <std::size_t N>
+constexpr int count(const Kernel (&)[N]) {
+  return static_cast<int>(N) - 1;  // without the end
+}
+
+// The fastest of `n` kernels this CPU runs within `cap` and RNNCORE_MAX_ISA, or null.
+const Kernel* select_in(const Kernel* k, int n, Isa cap) {
+  const Isa env = env_isa_cap();
+  for (int i = n - 1; i >= 0; --i)
+    if (isa_within_cap(k[i].isa, cap) && isa_within_cap(k[i].isa, env) && k[i].runs()) return &k[i];
+  return nullptr;
 }
 
 }  // namespace
 
-const Kernel* kernel_registry(int* count) {
-  *count = kRegistryCount;
-  return kRegistry;
+const Kernel* kernel_registry(KernelOp op, int* n) {
+  switch (op) {
+    case KernelOp::f32_rnn: *n = count(kF32Tables); return kF32Tables;
+    case KernelOp::i8_dot: *n = count(kI8Dot); return kI8Dot;
+    case KernelOp::i8_dot_panels: *n = count(kI8DotPanels); return kI8DotPanels;
+    case KernelOp::i32_gate_act: *n = count(kI32GateAct); return kI32GateAct;
+    case KernelOp::i16_cell_update: *n = count(kI16CellUpdate); return kI16CellUpdate;
+  }
+  *n = 0;
+  return kF32Tables;
 }
 
 const Kernel* select_kernel(KernelOp op, Isa cap) {
-  const Isa env = env_isa_cap();
-  for (int i = kRegistryCount - 1; i >= 0; --i) {
-    const Kernel& k = kRegistry[i];
-    if (k.op == op && isa_within_cap(k.isa, cap) && isa_within_cap(k.isa, env) && k.runs()) return &k;
-  }
-  return nullptr;
+  int n = 0;
+  const Kernel* k = kernel_registry(op, &n);
+  return select_in(k, n, cap);
 }
 
+// (not through select_kernel: a program that plans only f32 layers links no int8 kernel)
 const simd::F32Kernels* select_f32_kernels(Isa cap, Isa* chosen) {
-  const Kernel* k = select_kernel(KernelOp::f32_rnn, cap);
+  const Kernel* k = select_in(kF32Tables, count(kF32Tables), cap);
   *chosen = k != nullptr ? k->isa : Isa::none;
   return k != nullptr ? k->table() : nullptr;
 }
@@ -138,8 +172,8 @@ const simd::F32Kernels* select_f32_kernels(Isa cap, Isa* chosen) {
 
 int available_isas(Isa* out, int capacity) {
   int n = 0;
-  for (const detail::Kernel& k : detail::kRegistry)
-    if (k.op == detail::KernelOp::f32_rnn && k.runs() && n < capacity) out[n++] = k.isa;
+  for (int i = 0; i < detail::count(detail::kF32Tables); ++i)
+    if (detail::kF32Tables[i].runs() && n < capacity) out[n++] = detail::kF32Tables[i].isa;
   return n;
 }
 
@@ -147,9 +181,8 @@ int available_isas(Isa* out, int capacity) {
 namespace q8 {
 namespace {
 
-using detail::count_of;
+using detail::count;
 using detail::KernelOp;
-using detail::kRegistry;
 
 template <class T, int N>
 struct List {
@@ -158,29 +191,34 @@ struct List {
 };
 
 // Those this CPU runs, found once (a function-local static sized to the registry's entries).
-List<DotRowsKernel, count_of(KernelOp::i8_dot)> dot_list() {
-  List<DotRowsKernel, count_of(KernelOp::i8_dot)> l;
-  for (const detail::Kernel& k : kRegistry)
-    if (k.op == KernelOp::i8_dot && k.runs()) l.k[l.n++] = {k.own_name, k.dot, k.isa};
+List<DotRowsKernel, count(detail::kI8Dot)> dot_list() {
+  List<DotRowsKernel, count(detail::kI8Dot)> l;
+  for (int i = 0; i < count(detail::kI8Dot); ++i) {
+    const detail::Kernel& k = detail::kI8Dot[i];
+    if (k.runs()) l.k[l.n++] = {k.own_name, k.dot, k.isa};
+  }
   return l;
 }
 
 // The interleaved kernels need no CPU check: a constant list.
-constexpr List<DotPanelsKernel, count_of(KernelOp::i8_dot_panels)> panel_list() {
-  List<DotPanelsKernel, count_of(KernelOp::i8_dot_panels)> l{};
-  for (const detail::Kernel& k : kRegistry)
-    if (k.op == KernelOp::i8_dot_panels) l.k[l.n++] = {k.own_name, k.dot_panels};
+constexpr List<DotPanelsKernel, count(detail::kI8DotPanels)> panel_list() {
+  List<DotPanelsKernel, count(detail::kI8DotPanels)> l{};
+  for (int i = 0; i < count(detail::kI8DotPanels); ++i)
+    l.k[l.n++] = {detail::kI8DotPanels[i].own_name, detail::kI8DotPanels[i].dot_panels};
   return l;
 }
 constexpr auto kPanelList = panel_list();
 
 // The vector step kernels this CPU runs, each gate kernel with the cell kernel of its family.
-List<StepKernels, count_of(KernelOp::i32_gate_act)> step_list() {
-  List<StepKernels, count_of(KernelOp::i32_gate_act)> l;
-  for (const detail::Kernel& g : kRegistry) {
-    if (g.op != KernelOp::i32_gate_act || g.isa == Isa::none || !g.runs()) continue;
-    for (const detail::Kernel& c : kRegistry)
-      if (c.op == KernelOp::i16_cell_update && c.isa == g.isa) l.k[l.n++] = {g.own_name, g.gate, c.own_name, c.cell, g.isa};
+List<StepKernels, count(detail::kI32GateAct)> step_list() {
+  List<StepKernels, count(detail::kI32GateAct)> l;
+  for (int i = 0; i < count(detail::kI32GateAct); ++i) {
+    const detail::Kernel& g = detail::kI32GateAct[i];
+    if (g.isa == Isa::none || !g.runs()) continue;
+    for (int j = 0; j < count(detail::kI16CellUpdate); ++j) {
+      const detail::Kernel& c = detail::kI16CellUpdate[j];
+      if (c.isa == g.isa) l.k[l.n++] = {g.own_name, g.gate, c.own_name, c.cell, g.isa};
+    }
   }
   return l;
 }

@@ -204,8 +204,10 @@ void project_step(const PlanImpl& p, const LayerPlan& lp, const LayerSpec& ls, c
 }
 
 // One direction of one layer as one team member sees it: the views, this member's share of the
-// unit blocks, and the buffers, worked out once (`direction_run`) and read by each phase below.
+// unit blocks, and the buffers, worked out once (the constructor) and read by each phase below.
 struct DirectionRun {
+  DirectionRun(const PlanImpl& plan, int layer, int direction, const DirectionIO& dio, const unsigned char* packed_weights,
+               unsigned char* workspace, const Team& team, int member_slot);
   const PlanImpl* p;
   const LayerPlan* lp;
   const LayerSpec* ls;
@@ -232,18 +234,21 @@ struct DirectionRun {
   std::int64_t x_st, x_sb;
 };
 
-DirectionRun direction_run(const PlanImpl& p, int layer, int dir, const DirectionIO& io, const unsigned char* packed,
-                           unsigned char* ws, const Team& team, int slot) {
-  DirectionRun d;
-  d.p = &p;
-  d.lp = &p.layers[layer];
-  d.ls = &p.stack.layers[layer];
-  d.dp = &d.lp->dir[dir];
-  d.io = &io;
-  d.packed = packed;
-  d.ws = ws;
-  d.dir = dir;
-  d.slot = slot;
+DirectionRun::DirectionRun(const PlanImpl& plan, int layer, int direction, const DirectionIO& dio,
+                           const unsigned char* packed_weights, unsigned char* workspace, const Team& team, int member_slot)
+    : p(&plan),
+      lp(&plan.layers[layer]),
+      ls(&plan.stack.layers[layer]),
+      dp(&lp->dir[direction]),
+      io(&dio),
+      packed(packed_weights),
+      ws(workspace),
+      dir(direction),
+      slot(member_slot),
+      wm(wrapper_masks(plan, layer, direction, dio.dropout)) {
+  DirectionRun& d = *this;
+  const PlanImpl& p = plan;
+  const DirectionIO& io = dio;
   const LayerPlan& lp = *d.lp;
   d.H = lp.hidden, d.G = lp.gates, d.V = p.vector, d.Hp = lp.hidden_stride, d.I = lp.input_size, d.B = io.batch;
   d.T = io.steps, d.O = lp.out;
@@ -256,7 +261,6 @@ DirectionRun direction_run(const PlanImpl& p, int layer, int dir, const Directio
   d.hu0 = d.projected ? d.pj0 * d.V : d.u0, d.hu1 = d.projected ? d.pj1 * d.V : d.u1;
   d.proj_row = static_cast<std::int64_t>(d.G) * d.Hp;
   d.bf16 = p.weights == simd::Weights::bf16;
-  d.wm = wrapper_masks(p, layer, dir, io.dropout);
   d.proj = at<float>(ws, p.ws.proj[dir]);
   float* scratch = at<float>(ws, p.ws.scratch + static_cast<std::size_t>(slot) * p.ws.scratch_stride);
   d.mask_scratch = scratch;
@@ -264,7 +268,6 @@ DirectionRun direction_run(const PlanImpl& p, int layer, int dir, const Directio
   d.residual = scratch + 2 * p.max_width;
   d.x_raw = static_cast<const float*>(io.x);
   d.x = d.x_raw, d.x_st = io.x_st, d.x_sb = io.x_sb;
-  return d;
 }
 
 // 0. Input dropout of every wrapper, into the cell input x_cell (only when something is dropped).
@@ -491,7 +494,7 @@ void output_chain(const DirectionRun& d, const Team& team) {
 // the team meets at one barrier per step.
 void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io, const unsigned char* packed,
                    unsigned char* ws, const Team& team, int slot) {
-  DirectionRun d = direction_run(p, layer, dir, io, packed, ws, team, slot);
+  DirectionRun d(p, layer, dir, io, packed, ws, team, slot);
   drop_input(d, team);
   run_steps(d, team);
   output_chain(d, team);

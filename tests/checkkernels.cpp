@@ -51,7 +51,20 @@ std::set<std::string>& checked_names() {
 }
 void checked(const char* name) { checked_names().insert(name); }
 
-const Kernel* registry(int* n) { return detail::kernel_registry(n); }
+// Every kernel of the build, op after op (the registry keeps one array per op).
+const Kernel* registry(int* n) {
+  static const std::vector<Kernel> all = [] {
+    std::vector<Kernel> v;
+    for (int op = 0; op < detail::kKernelOpCount; ++op) {
+      int count = 0;
+      const Kernel* k = detail::kernel_registry(static_cast<KernelOp>(op), &count);
+      v.insert(v.end(), k, k + count);
+    }
+    return v;
+  }();
+  *n = static_cast<int>(all.size());
+  return all.data();
+}
 
 }  // namespace
 

@@ -45,9 +45,9 @@ struct Kernel {
   const simd::F32Kernels* table() const { return f32 != nullptr ? *f32 : nullptr; }
 };
 
-/// Every kernel this build has, grouped by op, each op's slowest (the scalar reference, where the
-/// op has one) first and fastest last; `count` receives how many. A constant array.
-const Kernel* kernel_registry(int* count);
+/// The kernels of `op` this build has, slowest (the scalar reference, where the op has one) first
+/// and fastest last; `count` receives how many. A constant array per op.
+const Kernel* kernel_registry(KernelOp op, int* count);
 
 /// The one choice of a kernel: the fastest of `op` that this CPU runs within `cap` and the
 /// environment's cap RNNCORE_MAX_ISA; null when there is none (an f32 build without SIMD).
