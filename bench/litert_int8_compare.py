@@ -75,7 +75,7 @@ def rnncore_step_us(bench, H, reps):
     out = subprocess.run([bench, "--reps", str(reps), str(H)], check=True, capture_output=True, text=True).stdout
     us = {}
     for line in out.splitlines():
-        m = re.match(r"\s*\d+\s+\d+\s+(i8_dot_rows_\S+)(?: \+ .+?)?\s{2,}([\d.]+)\s", line)
+        m = re.match(r"\s*\d+\s+\d+\s+(i8_dot_\d\S*)(?: \+ .+?)?\s{2,}([\d.]+)\s", line)
         if m and m.group(1) not in us:
             us[m.group(1)] = float(m.group(2))
     return us
