@@ -39,8 +39,8 @@ std::int16_t tanh_q(std::int16_t x, int integer_bits) {
 namespace {
 
 
-// The step's loops in Thumb-2 assembly, units in pairs (gate_pairs_thumb2, cell_pairs_thumb2,
-// output_pairs_thumb2): optimized builds only, as their 13 registers are more than GCC leaves an
+// The step's loops in Thumb-2 assembly, units in pairs (i32_gate_act_2__thumb2, i16_cell_update_2__thumb2,
+// i16_output_2__thumb2): optimized builds only, as their 13 registers are more than GCC leaves an
 // asm statement at -O0.
 #if defined(RNNCORE_Q8_ACLE) && defined(__thumb2__) && defined(__OPTIMIZE__)
 #define RNNCORE_Q8_THUMB2_LOOPS 1
@@ -124,7 +124,7 @@ RNNCORE_Q8_INLINE void output_units(const StepMultiplier& m, std::int32_t zp, in
 // output_units<true> on Thumb-2, two pairs of units a pass: their o and tanh(c) loaded in pairs and
 // one loop test, 9.5 instructions a unit instead of 12 (the same arithmetic as StepMultiplier::apply). tanh_c
 // is act[0] of a block (4-byte aligned), o its act[3], 6 · kUnitBlock bytes on; `pairs` >= 1.
-RNNCORE_Q8_INLINE void output_pairs_thumb2(int pairs, const StepMultiplier& m, std::int32_t zp, const std::int16_t* tanh_c,
+RNNCORE_Q8_INLINE void i16_output_2__thumb2(int pairs, const StepMultiplier& m, std::int32_t zp, const std::int16_t* tanh_c,
                                            std::int8_t* out) {
   const std::int16_t* const end = tanh_c + 2 * pairs;
   const std::int32_t shift = m.right - 1;
@@ -171,7 +171,7 @@ RNNCORE_Q8_NOINLINE void update_outputs(const Int8LstmParams& p, int n, const st
   if (m.right > 0) {  // an output scale of 2^-30 or coarser: every model seen
 #if defined(RNNCORE_Q8_THUMB2_LOOPS)
     const int paired = n & ~1;
-    if (paired > 0) output_pairs_thumb2(paired / 2, m, p.hidden_zp, tanh_c, out);
+    if (paired > 0) i16_output_2__thumb2(paired / 2, m, p.hidden_zp, tanh_c, out);
     if (paired < n) output_units<true>(m, p.hidden_zp, 1, o + paired, tanh_c + paired, out + paired);
 #else
     output_units<true>(m, p.hidden_zp, n, o, tanh_c, out);
@@ -196,9 +196,9 @@ RNNCORE_Q8_NOINLINE void update_outputs(const Int8LstmParams& p, int n, const st
 // act: the block's gates (i, f, g in rows 0..2, 2 · kUnitBlock bytes apart; tanh(c) goes into row 0), 4-byte
 // aligned; cells: the pairs' cell states (int16, any alignment); `pairs` >= 1.
 template <int IB, int kPrescale>
-RNNCORE_Q8_INLINE void cell_pairs_thumb2(int pairs, std::int16_t* act, std::int16_t* cells, std::int32_t clip_high,
+RNNCORE_Q8_INLINE void i16_cell_update_2__thumb2(int pairs, std::int16_t* act, std::int16_t* cells, std::int32_t clip_high,
                                          std::int32_t clip_low, const std::int16_t* centre) {
-  static_assert(IB >= 0 && IB <= 6 && kPrescale >= 0 && kPrescale <= 3, "cell_pairs_thumb2: IB 0..6");
+  static_assert(IB >= 0 && IB <= 6 && kPrescale >= 0 && kPrescale <= 3, "i16_cell_update_2__thumb2: IB 0..6");
   std::int16_t* const end = act + 2 * pairs;
   const std::int32_t fc_round = 1 << 14, ig_round = 1 << (14 + IB);
   const std::int32_t high_gap = kI16Max - clip_high, low_gap = 32768 + clip_low;
@@ -275,7 +275,7 @@ void update_cells(const Int8LstmParams& p, std::size_t j, int n, std::int16_t (*
     if constexpr (IB >= 0 && decltype(cell_tanh)::kPrescale >= 0) {
       u = n & ~1;
       if (u > 0) {
-        cell_pairs_thumb2<IB, decltype(cell_tanh)::kPrescale>(u / 2, act[0], cells, clip_high, clip_low, cell_tanh.centre);
+        i16_cell_update_2__thumb2<IB, decltype(cell_tanh)::kPrescale>(u / 2, act[0], cells, clip_high, clip_low, cell_tanh.centre);
       }
     }
 #endif
@@ -344,7 +344,7 @@ RNNCORE_Q8_INLINE void gate_units(int n, const std::int32_t* ax, const std::int3
 // word and one loop test for two pairs (an odd count enters at the second): 14.5 instructions a
 // unit instead of 17. ax and ah are the two rows of
 // StepSums (ah = ax + kUnitBlock), act 4-byte aligned; `pairs` >= 1.
-RNNCORE_Q8_INLINE void gate_pairs_thumb2(int pairs, const std::int32_t* ax, std::int16_t* act, QuantizedMultiplier mx,
+RNNCORE_Q8_INLINE void i32_gate_act_2__thumb2(int pairs, const std::int32_t* ax, std::int16_t* act, QuantizedMultiplier mx,
                                          QuantizedMultiplier mh, const std::int16_t* centre) {
   std::int16_t* const end = act + 2 * pairs;
   // StepMultiplier's `doubled` and right − 1 (the shifts are negative: both shift right)
@@ -406,7 +406,7 @@ RNNCORE_Q8_INLINE void gate_units_per_tensor(int n, const std::int32_t* ax, cons
   }
 }
 
-// A block's int32 sums of one gate, the input part then the recurrent part (gate_pairs_thumb2
+// A block's int32 sums of one gate, the input part then the recurrent part (i32_gate_act_2__thumb2
 // reads both from one pointer).
 struct StepSums {
   std::int32_t x[kUnitBlock];
@@ -474,7 +474,7 @@ RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const 
       // the usual case: per tensor, both multipliers shift right; an odd block's last unit goes below
       if (!kPerChannel && p.x_mult[g].shift < 0 && p.h_mult[g].shift < 0 && n >= 2) {
         done = n & ~1;
-        gate_pairs_thumb2(done / 2, ax, act[g], p.x_mult[g], p.h_mult[g], g == 2 ? tanh_centre : sigmoid_centre);
+        i32_gate_act_2__thumb2(done / 2, ax, act[g], p.x_mult[g], p.h_mult[g], g == 2 ? tanh_centre : sigmoid_centre);
       }
 #endif
     }

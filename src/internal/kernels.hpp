@@ -4,7 +4,11 @@
 // i8_dot_4x16__avx2, i32_gate_act_8__avx2, i8_dot_panels_4x16__dsp), and one function that
 // chooses among them under a cap (PlanOptions::max_isa, and env RNNCORE_MAX_ISA). The scalar
 // kernel of each op is the specification of the others; tests/checkkernels.cpp runs every entry
-// against it.
+// against it. The Cortex-M step's Thumb-2 loops carry names of the scheme too
+// (i32_gate_act_2__thumb2, i16_cell_update_2__thumb2, i16_output_2__thumb2 in
+// src/int8_lstm_step.cpp) but are no entries: they are inline parts of the step, chosen at compile
+// time, and a call of their own would change the step's instructions; the step is checked with
+// them on the emulated core (tests/cross/int8_kernels_baremetal.cpp).
 #ifndef RNNCORE_SRC_INTERNAL_KERNELS_HPP
 #define RNNCORE_SRC_INTERNAL_KERNELS_HPP
 
