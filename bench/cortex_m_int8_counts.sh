@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Guest instructions per LSTM time step on an emulated Cortex-M4F (qemu-system-arm -M mps2-an386),
-# the integer LSTM (int8 weights, src/int8_lstm.cpp with the kernel int8_lstm_prepare picks) against
+# the integer LSTM (int8 weights, src/int8_lstm_step.cpp with the kernel int8_lstm_prepare picks) against
 # the f32 LSTM (the C API on the portable scalar path, max_isa RNNCORE_ISA_NONE), I = H, B = 1.
 # Prints a Markdown table (docs/int8.md, "Cortex-M4 instruction counts"). Instruction counts are
 # deterministic, but they are not cycles (a Cortex-M4 takes 1 cycle for most of these, 2 for loads
@@ -159,7 +159,7 @@ fi
 
 field() { grep -o " $2=[^ ]*" "$1" | head -1 | cut -d= -f2; }
 
-echo "$(qemu-system-arm --version | head -1); $(arm-none-eabi-gcc --version | head -1); -mcpu=cortex-m4 -mfpu=fpv4-sp-d16, library -Os (firmware profile; src/int8_lstm.cpp -O2)."
+echo "$(qemu-system-arm --version | head -1); $(arm-none-eabi-gcc --version | head -1); -mcpu=cortex-m4 -mfpu=fpv4-sp-d16, library -Os (firmware profile; the integer LSTM -O2)."
 echo "Guest instructions (not cycles); T1 = $T1, T2 = $T2 steps, double difference over 1 and 2 passes."
 echo
 echo "| H = I | MACs/step | int8 instr/step | int8 instr/MAC | of which the kernel (instr/MAC) | int8 interleaved: instr/step | instr/MAC | of which the kernel (instr/MAC) | int8, scalar kernel: instr/step | int8 per-channel: instr/step | f32 instr/step | f32 instr/MAC | f32 / int8 |"

@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
 
   std::printf("int8 LSTM step (I = H, B = 1), median of %d; GMAC/s = 4·H·(I+H) per step / time; "
               "ratio = f32 step time / int8 step time\n", reps);
-  std::printf("%6s %5s  %-44s %12s %9s %8s\n", "H", "T", "kernel", "us/step", "GMAC/s", "vs f32");
+  std::printf("%6s %5s  %-48s %12s %9s %8s\n", "H", "T", "kernel", "us/step", "GMAC/s", "vs f32");
   for (int H : sizes) {
     const int I = H;
     const double macs = 4.0 * H * (I + H);
@@ -179,14 +179,14 @@ int main(int argc, char** argv) {
       if (!ok) return std::fprintf(stderr, "int8_lstm_sequence failed\n"), 1;
       const std::string rest = row.scalar_rest || step == nullptr ? " + scalar rest" : with_step;
       if (row.kernel < 0) {
-        std::printf("%6d %5d  %-44s %12.2f %9s %8s\n", H, T, ("(no dots)" + rest).c_str(), s * 1e6, "-", "-");
+        std::printf("%6d %5d  %-48s %12.2f %9s %8s\n", H, T, ("(no dots)" + rest).c_str(), s * 1e6, "-", "-");
       } else {
-        std::printf("%6d %5d  %-44s %12.2f %9.2f %8.2f\n", H, T, (kernels[row.kernel].name + rest).c_str(), s * 1e6,
+        std::printf("%6d %5d  %-48s %12.2f %9.2f %8.2f\n", H, T, (kernels[row.kernel].name + rest).c_str(), s * 1e6,
                     macs / s * 1e-9, f32 > 0 ? f32 / s : 0.0);
       }
     }
     if (f32 > 0)
-      std::printf("%6d %5d  %-44s %12.2f %9.2f %8.2f\n", H, T, (std::string("f32 ") + f32_kernel).c_str(), f32 * 1e6,
+      std::printf("%6d %5d  %-48s %12.2f %9.2f %8.2f\n", H, T, (std::string("f32 ") + f32_kernel).c_str(), f32 * 1e6,
                   macs / f32 * 1e-9, 1.0);
   }
   return 0;

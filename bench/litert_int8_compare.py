@@ -75,7 +75,7 @@ def rnncore_step_us(bench, H, reps):
     out = subprocess.run([bench, "--reps", str(reps), str(H)], check=True, capture_output=True, text=True).stdout
     us = {}
     for line in out.splitlines():
-        m = re.match(r"\s*\d+\s+\d+\s+(i8_dot_rows_\S+)(?: \+ .+?)?\s{2,}([\d.]+)\s", line)
+        m = re.match(r"\s*\d+\s+\d+\s+(i8_dot_\d\S*)(?: \+ .+?)?\s{2,}([\d.]+)\s", line)
         if m and m.group(1) not in us:
             us[m.group(1)] = float(m.group(2))
     return us
@@ -104,7 +104,7 @@ def main():
         l = statistics.median(lite)
         med = {k: statistics.median(o[k] for o in ours) for k in ours[0]}
         best = min(med, key=med.get)
-        avx2 = med.get("i8_dot_rows_avx2_4x16")
+        avx2 = med.get("i8_dot_4x16__avx2")
         rows.append((H, l, med[best], best, avx2))
         print(f"H={H:5d}  LiteRT {l:9.2f} us/step  rnncore {med[best]:9.2f} us/step ({best})  ratio {l / med[best]:6.2f}"
               + (f"  (AVX2 kernel: {avx2:.2f}, ratio {l / avx2:.2f})" if avx2 else ""), flush=True)

@@ -1,6 +1,6 @@
 // The integer LSTM's step kernels on AVX2 (src/internal/int8_kernels.hpp): a gate's activations
 // and the cell update, 8 units in the 8 int32 lanes of a register, the arithmetic of the step's
-// scalar code (src/int8_lstm.cpp) lane by lane, so bit-identical to it. Intrinsics, as the
+// scalar code (src/int8_lstm_step.cpp) lane by lane, so bit-identical to it. Intrinsics, as the
 // matrix-vector kernels: the 32 × 32 → 64-bit products of the rescaling and the table gathers have
 // no xsimd form.
 //
@@ -91,7 +91,7 @@ inline void store8_i8_saturated(std::int8_t* p, __m256i v) {
 
 }  // namespace
 
-int i32_gate_act_avx2_8(int n, const std::int32_t* ax, const std::int32_t* ah, const GateScaling& s,
+int i32_gate_act_8__avx2(int n, const std::int32_t* ax, const std::int32_t* ah, const GateScaling& s,
                         const std::int16_t* centre, std::int16_t* act) {
   const int whole = n & ~7;
   const __m256i low = _mm256_set1_epi32(-32768), high = _mm256_set1_epi32(32767);
@@ -107,7 +107,7 @@ int i32_gate_act_avx2_8(int n, const std::int32_t* ax, const std::int32_t* ah, c
   return whole;
 }
 
-int i16_cell_update_avx2_8(int n, const CellUpdate& cu, const BlockGates& gates, std::int16_t* c, std::int8_t* h_next) {
+int i16_cell_update_8__avx2(int n, const CellUpdate& cu, const BlockGates& gates, std::int16_t* c, std::int8_t* h_next) {
   const int whole = n & ~7;
   const __m256i clip_high = _mm256_set1_epi32(cu.cell_clip > 0 ? cu.cell_clip : 32767);
   const __m256i clip_low = _mm256_set1_epi32(cu.cell_clip > 0 ? -cu.cell_clip : -32768);

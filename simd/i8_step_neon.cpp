@@ -1,6 +1,6 @@
 // The integer LSTM's step kernels on NEON, ARMv7 and AArch64 (src/internal/int8_kernels.hpp): a
 // gate's activations and the cell update, 8 units a pass in two registers of 4 int32 lanes, the
-// arithmetic of the step's scalar code (src/int8_lstm.cpp) lane by lane, so bit-identical to it.
+// arithmetic of the step's scalar code (src/int8_lstm_step.cpp) lane by lane, so bit-identical to it.
 //
 // The rescaling x · m ≈ x · M · 2^(shift − 31) (TFLite's MultiplyByQuantizedMultiplier): x shifted
 // left by max(shift, 0), wrapping (VSHL); VQRDMULH, which is gemmlowp's rounding doubling high
@@ -59,7 +59,7 @@ inline int16x4_t gate4(int32x4_t x, int32x4_t h, const Scaling4& xs, const Scali
   return lookup(centre, vqmovn_s32(vaddq_s32(rescale(h, hs), zx)));
 }
 
-// Four units' cell update (c in place) and int8 output states, as i16_cell_update_avx2_8.
+// Four units' cell update (c in place) and int8 output states, as i16_cell_update_8__avx2.
 struct CellConstants {
   int16x4_t clip_low, clip_high;
   int32x4_t minus_15, minus_ig_shift, zp;
@@ -80,7 +80,7 @@ inline int16x4_t cell4(const CellConstants& k, int16x4_t gi, int16x4_t gf, int16
 
 }  // namespace
 
-int i32_gate_act_neon_8(int n, const std::int32_t* ax, const std::int32_t* ah, const GateScaling& s,
+int i32_gate_act_8__neon(int n, const std::int32_t* ax, const std::int32_t* ah, const GateScaling& s,
                         const std::int16_t* centre, std::int16_t* act) {
   const int whole = n & ~7;
   const Scaling4 x_tensor = broadcast(s.x), h_tensor = broadcast(s.h);
@@ -97,7 +97,7 @@ int i32_gate_act_neon_8(int n, const std::int32_t* ax, const std::int32_t* ah, c
   return whole;
 }
 
-int i16_cell_update_neon_8(int n, const CellUpdate& cu, const BlockGates& gates, std::int16_t* c, std::int8_t* h_next) {
+int i16_cell_update_8__neon(int n, const CellUpdate& cu, const BlockGates& gates, std::int16_t* c, std::int8_t* h_next) {
   const int whole = n & ~7;
   const std::int16_t clip_high = cu.cell_clip > 0 ? cu.cell_clip : std::int16_t{32767};
   const std::int16_t clip_low = cu.cell_clip > 0 ? static_cast<std::int16_t>(-cu.cell_clip) : std::int16_t{-32768};

@@ -1,6 +1,6 @@
-// CPU feature detection and the choice of f32 kernels (dav1d-style: chosen once, per plan,
-// through a function-pointer table; a cap — PlanOptions::max_isa or env RNNCORE_MAX_ISA —
-// forces lower paths so that every path can be tested on one machine).
+// CPU feature detection and the instruction-set cap (PlanOptions::max_isa or env
+// RNNCORE_MAX_ISA), which forces lower paths so that every path can be tested on one machine.
+// The kernel registry (src/kernels.cpp) asks these which of its kernels run and are allowed.
 //
 // Detection uses the compiler's __builtin_cpu_supports, which also checks that the OS saves the
 // wide registers (XGETBV); xsimd 8.1's own detection does not.
@@ -52,16 +52,6 @@ bool cpu_has(Isa isa) {
     case Isa::neon: return (getauxval(AT_HWCAP) & HWCAP_NEON) != 0;
 #endif
     default: return false;
-  }
-}
-
-const simd::F32Kernels* table(Isa isa) {
-  switch (isa) {
-    case Isa::sse2: return simd::f32_kernels_sse2;
-    case Isa::avx2: return simd::f32_kernels_avx2;
-    case Isa::avx512: return simd::f32_kernels_avx512;
-    case Isa::neon: return simd::f32_kernels_neon;
-    default: return nullptr;
   }
 }
 
@@ -122,30 +112,6 @@ Isa env_cap() {
 
 bool isa_within_cap(Isa isa, Isa cap) { return within_cap(isa, cap); }
 Isa env_isa_cap() { return env_cap(); }
-
-}  // namespace detail
-
-int available_isas(Isa* out, int capacity) {
-  int n = 0;
-  for (Isa isa : {Isa::sse2, Isa::avx2, Isa::avx512, Isa::neon})
-    if (detail::table(isa) != nullptr && detail::cpu_has(isa) && n < capacity) out[n++] = isa;
-  return n;
-}
-
-namespace detail {
-
-const simd::F32Kernels* select_f32_kernels(Isa cap, Isa* chosen) {
-  const Isa env = env_cap();
-  Isa isas[4];
-  const int n = available_isas(isas, 4);
-  for (int i = n - 1; i >= 0; --i)
-    if (within_cap(isas[i], cap) && within_cap(isas[i], env)) {
-      *chosen = isas[i];
-      return table(isas[i]);
-    }
-  *chosen = Isa::none;
-  return nullptr;
-}
 
 }  // namespace detail
 

@@ -13,7 +13,7 @@
 // 4 rows, and the loop takes 16 columns per iteration: (4·3 + 16·5 + 2) / 64 = 1.47 instructions
 // per multiply-accumulate (rows4_groups).
 //
-// Exactness (equal to i8_dot_rows_scalar's wrapping int32 sums): SMLAD computes
+// Exactness (equal to i8_dot_1x1__scalar's wrapping int32 sums): SMLAD computes
 // Ra + Rn.lo·Rm.lo + Rn.hi·Rm.hi exactly (as a wider integer) and writes its low 32 bits to Rd;
 // on signed overflow it only sets the sticky Q flag, which nothing here reads (ARM ARM, SMLAD).
 // So each SMLAD is acc + p1 + p2 modulo 2^32. The scalar kernel adds the same products (each an
@@ -184,7 +184,7 @@ void rows4_groups(const std::int8_t* w, std::int32_t K, GroupWalk g) {
 
 }  // namespace
 
-void i8_dot_rows_dsp_4x16(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
+void i8_dot_4x16__dsp(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
                          const std::int32_t* bias, std::int32_t* out) {
   const std::size_t K = static_cast<std::size_t>(k_size);
   // Unsigned: k_size > 0, and the signed divisions would cost sign fix-ups on every call.
@@ -419,7 +419,7 @@ extern "C" void rnncore_i8_dot_panels_dsp_other(const PanelProduct* product) {
   if (done < p.rows) {
     const PanelProduct last{p.w + static_cast<std::size_t>(panels) * panel_bytes, p.v, p.bias + done, p.out + done,
                             p.rows - done, p.k_words};
-    i8_dot_panels_scalar(&last, 1);
+    i8_dot_panels_1x1__scalar(&last, 1);
   }
 }
 

@@ -203,171 +203,237 @@ void project_step(const PlanImpl& p, const LayerPlan& lp, const LayerSpec& ls, c
   }
 }
 
-// One direction of one layer, run by a team: each member owns a contiguous range of unit blocks (all
-// gates of those units) — its slice of the recurrent weights stays in its cache across steps — and
-// the team meets at one barrier per step.
-void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io, const unsigned char* packed,
-                   unsigned char* ws, const Team& team, int slot) {
-  const LayerPlan& lp = p.layers[layer];
-  const LayerSpec& ls = p.stack.layers[layer];
-  const DirectionPack& dp = lp.dir[dir];
-  const simd::F32Kernels& k = *p.kernels;
-  const int H = lp.hidden, G = lp.gates, V = p.vector, Hp = lp.hidden_stride, I = lp.input_size, B = io.batch,
-            T = io.steps, O = lp.out;  // O: units of h and y (P with a projection, else H)
-  const int NV = simd::vectors_per_gate(lp.cell), bu = V * NV;  // units per block
-  const int blocks = Hp / bu;
-  int j0, j1;
-  team.share(blocks, &j0, &j1);
-  const int u0 = j0 * bu, u1 = j1 * bu;  // this member's units of c and the gates (padded)
-  // With a projection, h is shared out separately, in blocks of V of its P units.
-  const bool projected = dp.proj_panel != 0;
-  int pj0 = 0, pj1 = 0;
-  if (projected) team.share(static_cast<int>(round_up(O, V) / V), &pj0, &pj1);
-  const int hu0 = projected ? pj0 * V : u0, hu1 = projected ? pj1 * V : u1;  // this member's units of h
-  const std::int64_t proj_row = static_cast<std::int64_t>(G) * Hp;
-  const int w = static_cast<int>(p.weights);
-  const bool bf16 = p.weights == simd::Weights::bf16;
-  const RunDropout& run = io.dropout;
-  const WrapperMasks wm = wrapper_masks(p, layer, dir, run);
-  float* proj = at<float>(ws, p.ws.proj[dir]);
+// One direction of one layer as one team member sees it: the views, this member's share of the
+// unit blocks, and the buffers, worked out once (the constructor) and read by each phase below.
+struct DirectionRun {
+  DirectionRun(const PlanImpl& plan, int layer, int direction, const DirectionIO& dio, const unsigned char* packed_weights,
+               unsigned char* workspace, const Team& team, int member_slot);
+  const PlanImpl* p;
+  const LayerPlan* lp;
+  const LayerSpec* ls;
+  const DirectionPack* dp;
+  const DirectionIO* io;
+  const unsigned char* packed;
+  unsigned char* ws;
+  int dir, slot;
+  int H, G, V, Hp, I, B, T, O;  // O: units of h and y (P with a projection, else H)
+  int NV, bu;                   // vectors per gate, units per block
+  int j0, j1, u0, u1;           // this member's blocks and its units of c and the gates (padded)
+  bool projected;               // with a projection, h is shared out separately, in blocks of V of its P units
+  int pj0, pj1, hu0, hu1;       // this member's blocks and units of h
+  std::int64_t proj_row;
+  bool bf16;
+  WrapperMasks wm;
+  float* proj;
+  float* mask_scratch;  // one generated mask row
+  float* x_level;       // the input a residual wrapper sees
+  float* residual;      // a residual's result
+  const float* x_raw;
+  // The cell input: x_raw, or its copy with input dropout applied (drop_input).
+  const float* x;
+  std::int64_t x_st, x_sb;
+};
+
+DirectionRun::DirectionRun(const PlanImpl& plan, int layer, int direction, const DirectionIO& dio,
+                           const unsigned char* packed_weights, unsigned char* workspace, const Team& team, int member_slot)
+    : p(&plan),
+      lp(&plan.layers[layer]),
+      ls(&plan.stack.layers[layer]),
+      dp(&lp->dir[direction]),
+      io(&dio),
+      packed(packed_weights),
+      ws(workspace),
+      dir(direction),
+      slot(member_slot),
+      wm(wrapper_masks(plan, layer, direction, dio.dropout)) {
+  DirectionRun& d = *this;
+  const PlanImpl& p = plan;
+  const DirectionIO& io = dio;
+  const LayerPlan& lp = *d.lp;
+  d.H = lp.hidden, d.G = lp.gates, d.V = p.vector, d.Hp = lp.hidden_stride, d.I = lp.input_size, d.B = io.batch;
+  d.T = io.steps, d.O = lp.out;
+  d.NV = simd::vectors_per_gate(lp.cell), d.bu = d.V * d.NV;
+  team.share(d.Hp / d.bu, &d.j0, &d.j1);
+  d.u0 = d.j0 * d.bu, d.u1 = d.j1 * d.bu;
+  d.projected = d.dp->proj_panel != 0;
+  d.pj0 = 0, d.pj1 = 0;
+  if (d.projected) team.share(static_cast<int>(round_up(d.O, d.V) / d.V), &d.pj0, &d.pj1);
+  d.hu0 = d.projected ? d.pj0 * d.V : d.u0, d.hu1 = d.projected ? d.pj1 * d.V : d.u1;
+  d.proj_row = static_cast<std::int64_t>(d.G) * d.Hp;
+  d.bf16 = p.weights == simd::Weights::bf16;
+  d.proj = at<float>(ws, p.ws.proj[dir]);
   float* scratch = at<float>(ws, p.ws.scratch + static_cast<std::size_t>(slot) * p.ws.scratch_stride);
-  float* mask_scratch = scratch;                 // one generated mask row
-  float* x_level = scratch + p.max_width;        // the input a residual wrapper sees
-  float* residual = scratch + 2 * p.max_width;   // a residual's result
-  const auto* x_raw = static_cast<const float*>(io.x);
-  auto length = [&](int b) { return io.lengths != nullptr ? io.lengths[b] : T; };
+  d.mask_scratch = scratch;
+  d.x_level = scratch + p.max_width;
+  d.residual = scratch + 2 * p.max_width;
+  d.x_raw = static_cast<const float*>(io.x);
+  d.x = d.x_raw, d.x_st = io.x_st, d.x_sb = io.x_sb;
+}
 
-  // 0. Input dropout of every wrapper, into the cell input x_cell (only when something is dropped).
-  const float* x = x_raw;
-  std::int64_t x_st = io.x_st, x_sb = io.x_sb;
-  if (wm.any_input) {
-    float* xc = at<float>(ws, p.ws.x_cell[dir]);
-    int r0, r1;
-    team.share(T * B, &r0, &r1);
-    for (int r = r0; r < r1; ++r) {
-      const int t = r / B, b = r % B;
-      float* dst = xc + static_cast<std::int64_t>(r) * I;
-      std::memcpy(dst, x_raw + t * io.x_st + b * io.x_sb, sizeof(float) * I);
-      for (int w = wm.count - 1; w >= 0; --w) multiply_mask_row(p, wm.input[w], run, t, b, dst, I, mask_scratch);
-    }
-    x = xc;
-    x_st = static_cast<std::int64_t>(B) * I;
-    x_sb = I;
-    team.sync();
+// 0. Input dropout of every wrapper, into the cell input x_cell (only when something is dropped).
+void drop_input(DirectionRun& d, const Team& team) {
+  if (!d.wm.any_input) return;
+  const PlanImpl& p = *d.p;
+  const DirectionIO& io = *d.io;
+  const int B = d.B, I = d.I;
+  float* xc = at<float>(d.ws, p.ws.x_cell[d.dir]);
+  int r0, r1;
+  team.share(d.T * B, &r0, &r1);
+  for (int r = r0; r < r1; ++r) {
+    const int t = r / B, b = r % B;
+    float* dst = xc + static_cast<std::int64_t>(r) * I;
+    std::memcpy(dst, d.x_raw + t * io.x_st + b * io.x_sb, sizeof(float) * I);
+    for (int w = d.wm.count - 1; w >= 0; --w) multiply_mask_row(p, d.wm.input[w], io.dropout, t, b, dst, I, d.mask_scratch);
   }
+  d.x = xc;
+  d.x_st = static_cast<std::int64_t>(B) * I;
+  d.x_sb = I;
+  team.sync();
+}
 
-  // 1. Input projections, a chunk of steps at a time (right before those steps, so they are still in
-  // cache), for this member's blocks: proj[(t − t_lo)·B + b] = W x_t,b + biases.
-  const int chunk = static_cast<int>(std::max<std::int64_t>(
-      1, std::min<std::int64_t>(T, static_cast<std::int64_t>(p.ws.proj_floats) / (static_cast<std::int64_t>(B) * proj_row))));
-  auto project = [&](int t_lo, int t_hi) {
-    if (lp.skip_input) {
-      const float* bias = at<float>(packed, dp.bias);
-      for (int t = t_lo; t < t_hi; ++t)
-        for (int b = 0; b < B; ++b) {
-          const float* xr = x + t * x_st + b * x_sb;
-          float* row = proj + (static_cast<std::int64_t>(t - t_lo) * B + b) * proj_row;
-          for (int j = j0; j < j1; ++j)
-            for (int g = 0; g < G; ++g)
-              for (int v = 0; v < bu; ++v) {
-                const int unit = j * bu + v, i = (j * G + g) * bu + v;
-                row[i] = unit < H ? xr[unit] + bias[i] : 0.0f;
-              }
-        }
-      return;
-    }
-    if (j0 >= j1) return;
-    simd::GemmArgs g;
-    if (bf16) {  // the products' inputs in bf16: this thread's copy of the chunk's rows, K padded to even
-      std::uint16_t* x16 = at<std::uint16_t>(ws, p.ws.x16 + static_cast<std::size_t>(slot) * p.ws.x16_stride);
-      const int k_even = (I + 1) / 2 * 2;
-      for (int t = t_lo; t < t_hi; ++t)
-        for (int b = 0; b < B; ++b) {
-          std::uint16_t* dst = x16 + (static_cast<std::int64_t>(t - t_lo) * B + b) * k_even;
-          k.to_bf16(x + t * x_st + b * x_sb, dst, I);
-          if (k_even != I) dst[I] = 0;
-        }
-      g.a16 = x16;
-      g.a16_stride = k_even;
-    }
-    g.a = x + t_lo * x_st;
-    g.a_st = x_st;
-    g.a_sb = x_sb;
-    g.batch = B;
-    g.k = I;
-    g.vectors = G * NV;
-    g.panel = packed + dp.w_panel;
-    g.bias = at<float>(packed, dp.bias);
-    g.c = proj;
-    g.c_row_stride = proj_row;
-    g.row_begin = 0;
-    g.row_end = (t_hi - t_lo) * B;
-    g.block_begin = j0;
-    g.block_end = j1;
-    k.gemm[w](g);
-  };
+// 1. Input projections of steps [t_lo, t_hi) for this member's blocks:
+// proj[(t − t_lo)·B + b] = W x_t,b + biases.
+void project_inputs(const DirectionRun& d, int t_lo, int t_hi) {
+  const PlanImpl& p = *d.p;
+  const DirectionPack& dp = *d.dp;
+  const int B = d.B, G = d.G, bu = d.bu, H = d.H, I = d.I;
+  if (d.lp->skip_input) {
+    const float* bias = at<float>(d.packed, dp.bias);
+    for (int t = t_lo; t < t_hi; ++t)
+      for (int b = 0; b < B; ++b) {
+        const float* xr = d.x + t * d.x_st + b * d.x_sb;
+        float* row = d.proj + (static_cast<std::int64_t>(t - t_lo) * B + b) * d.proj_row;
+        for (int j = d.j0; j < d.j1; ++j)
+          for (int g = 0; g < G; ++g)
+            for (int v = 0; v < bu; ++v) {
+              const int unit = j * bu + v, i = (j * G + g) * bu + v;
+              row[i] = unit < H ? xr[unit] + bias[i] : 0.0f;
+            }
+      }
+    return;
+  }
+  if (d.j0 >= d.j1) return;
+  simd::GemmArgs g;
+  if (d.bf16) {  // the products' inputs in bf16: this thread's copy of the chunk's rows, K padded to even
+    std::uint16_t* x16 = at<std::uint16_t>(d.ws, p.ws.x16 + static_cast<std::size_t>(d.slot) * p.ws.x16_stride);
+    const int k_even = (I + 1) / 2 * 2;
+    for (int t = t_lo; t < t_hi; ++t)
+      for (int b = 0; b < B; ++b) {
+        std::uint16_t* dst = x16 + (static_cast<std::int64_t>(t - t_lo) * B + b) * k_even;
+        p.kernels->to_bf16(d.x + t * d.x_st + b * d.x_sb, dst, I);
+        if (k_even != I) dst[I] = 0;
+      }
+    g.a16 = x16;
+    g.a16_stride = k_even;
+  }
+  g.a = d.x + t_lo * d.x_st;
+  g.a_st = d.x_st;
+  g.a_sb = d.x_sb;
+  g.batch = B;
+  g.k = I;
+  g.vectors = G * d.NV;
+  g.panel = d.packed + dp.w_panel;
+  g.bias = at<float>(d.packed, dp.bias);
+  g.c = d.proj;
+  g.c_row_stride = d.proj_row;
+  g.row_begin = 0;
+  g.row_end = (t_hi - t_lo) * B;
+  g.block_begin = d.j0;
+  g.block_end = d.j1;
+  p.kernels->gemm[static_cast<int>(p.weights)](g);
+}
 
-  // 2. Initial state of this member's units, padded with zeros; every member reads all of h next.
-  float* h = at<float>(ws, p.ws.h[dir][0]);
-  float* h_next = at<float>(ws, p.ws.h[dir][1]);
-  float* c = lp.mode == Mode::lstm ? at<float>(ws, p.ws.c[dir]) : nullptr;
-  const int u_end = u1 < H ? u1 : H, hu_end = hu1 < O ? hu1 : O;
-  std::uint16_t* h16 = bf16 ? at<std::uint16_t>(ws, p.ws.h16[dir][0]) : nullptr;
-  std::uint16_t* h16_next = bf16 ? at<std::uint16_t>(ws, p.ws.h16[dir][1]) : nullptr;
-  for (int b = 0; b < B; ++b) {
+// 2. Initial state of this member's units (h in f32 and, with bf16 weights, bf16; c), padded with
+// zeros. The caller syncs: every member reads all of h next.
+void initial_state(const DirectionRun& d, float* h, std::uint16_t* h16, float* c) {
+  const DirectionIO& io = *d.io;
+  const int Hp = d.Hp, O = d.O, H = d.H;
+  for (int b = 0; b < d.B; ++b) {
     float* hb = h + static_cast<std::int64_t>(b) * Hp;
-    for (int u = hu0; u < hu1; ++u) hb[u] = u < O && io.h0 != nullptr ? static_cast<const float*>(io.h0)[b * O + u] : 0.0f;
-    if (h16 != nullptr && hu0 < hu1) k.to_bf16(hb + hu0, h16 + static_cast<std::int64_t>(b) * Hp + hu0, hu1 - hu0);
+    for (int u = d.hu0; u < d.hu1; ++u)
+      hb[u] = u < O && io.h0 != nullptr ? static_cast<const float*>(io.h0)[b * O + u] : 0.0f;
+    if (h16 != nullptr && d.hu0 < d.hu1)
+      d.p->kernels->to_bf16(hb + d.hu0, h16 + static_cast<std::int64_t>(b) * Hp + d.hu0, d.hu1 - d.hu0);
     if (c == nullptr) continue;
     float* cb = c + static_cast<std::int64_t>(b) * Hp;
-    for (int u = u0; u < u1; ++u) cb[u] = u < H && io.c0 != nullptr ? static_cast<const float*>(io.c0)[b * H + u] : 0.0f;
+    for (int u = d.u0; u < d.u1; ++u) cb[u] = u < H && io.c0 != nullptr ? static_cast<const float*>(io.c0)[b * H + u] : 0.0f;
   }
-  team.sync();
+}
 
-  // 3. One fused kernel call per step on this member's blocks; state-dropout masks per step (once if
-  // variational) for its units.
-  const simd::Cell cell = lp.cell;
-  float* mask_h = wm.any_state_h ? at<float>(ws, p.ws.mask_h[dir]) : nullptr;
-  float* mask_c = wm.any_state_c && c != nullptr ? at<float>(ws, p.ws.mask_c[dir]) : nullptr;
+// The step kernel's arguments that stay the same over the steps of this member's blocks.
+simd::StepArgs step_args(const DirectionRun& d, float* c, float* mask_h, float* mask_c) {
+  const PlanImpl& p = *d.p;
+  const DirectionPack& dp = *d.dp;
+  const simd::Cell cell = d.lp->cell;
+  const bool reset_before = cell == simd::Cell::gru_reset_before;
   simd::StepArgs a;
-  a.hidden = H;
-  a.hidden_padded = Hp;
-  a.state_size = O;
-  a.proj_row_stride = proj_row;
-  a.panel = packed + dp.r_panel;
-  a.panel_n = cell == simd::Cell::gru_reset_before ? packed + dp.r_panel_n : nullptr;
-  a.rh16 = bf16 && cell == simd::Cell::gru_reset_before ? at<std::uint16_t>(ws, p.ws.rh16[dir]) : nullptr;
-  a.bias_rn = cell == simd::Cell::gru_reset_after ? at<float>(packed, dp.bias_rn) : nullptr;
+  a.hidden = d.H;
+  a.hidden_padded = d.Hp;
+  a.state_size = d.O;
+  a.proj_row_stride = d.proj_row;
+  a.panel = d.packed + dp.r_panel;
+  a.panel_n = reset_before ? d.packed + dp.r_panel_n : nullptr;
+  a.rh16 = d.bf16 && reset_before ? at<std::uint16_t>(d.ws, p.ws.rh16[d.dir]) : nullptr;
+  a.bias_rn = cell == simd::Cell::gru_reset_after ? at<float>(d.packed, dp.bias_rn) : nullptr;
   a.c = c;
-  a.rh = cell == simd::Cell::gru_reset_before ? at<float>(ws, p.ws.rh[dir]) : nullptr;
-  a.z = cell == simd::Cell::gru_reset_before ? at<float>(ws, p.ws.z[dir]) : nullptr;
+  a.rh = reset_before ? at<float>(d.ws, p.ws.rh[d.dir]) : nullptr;
+  a.z = reset_before ? at<float>(d.ws, p.ws.z[d.dir]) : nullptr;
   a.mask_h = mask_h;
   a.mask_c = mask_c;
-  a.mask_row_stride = Hp;
-  a.y_row_stride = io.y_sb;
-  a.lengths = io.lengths;
+  a.mask_row_stride = d.Hp;
+  a.y_row_stride = d.io->y_sb;
+  a.lengths = d.io->lengths;
   a.row_begin = 0;
-  a.row_end = B;
-  a.block_begin = j0;
-  a.block_end = j1;
-  a.peepholes = dp.peepholes != 0 ? at<float>(packed, dp.peepholes) : nullptr;
-  a.cell_clip = static_cast<float>(ls.cell_clip);
-  a.cell_out = projected ? at<float>(ws, p.ws.cell_out[dir]) : nullptr;
-  a.cell_out16 = projected && bf16 ? at<std::uint16_t>(ws, p.ws.cell_out16[dir]) : nullptr;
+  a.row_end = d.B;
+  a.block_begin = d.j0;
+  a.block_end = d.j1;
+  a.peepholes = dp.peepholes != 0 ? at<float>(d.packed, dp.peepholes) : nullptr;
+  a.cell_clip = static_cast<float>(d.ls->cell_clip);
+  a.cell_out = d.projected ? at<float>(d.ws, p.ws.cell_out[d.dir]) : nullptr;
+  a.cell_out16 = d.projected && d.bf16 ? at<std::uint16_t>(d.ws, p.ws.cell_out16[d.dir]) : nullptr;
+  return a;
+}
+
+// 2 and 3. The initial state, then one fused kernel call per step on this member's blocks, the
+// input projections a chunk of steps at a time (right before those steps, so they are still in
+// cache) and the state-dropout masks per step (once if variational) for its units; then 4, the
+// final states of its units.
+void run_steps(const DirectionRun& d, const Team& team) {
+  const PlanImpl& p = *d.p;
+  const DirectionIO& io = *d.io;
+  const simd::F32Kernels& k = *p.kernels;
+  const int B = d.B, T = d.T, H = d.H, O = d.O, Hp = d.Hp, w = static_cast<int>(p.weights);
+  const WrapperMasks& wm = d.wm;
+  const int chunk = static_cast<int>(std::max<std::int64_t>(
+      1, std::min<std::int64_t>(T, static_cast<std::int64_t>(p.ws.proj_floats) / (static_cast<std::int64_t>(B) * d.proj_row))));
+  float* h = at<float>(d.ws, p.ws.h[d.dir][0]);
+  float* h_next = at<float>(d.ws, p.ws.h[d.dir][1]);
+  float* c = d.lp->mode == Mode::lstm ? at<float>(d.ws, p.ws.c[d.dir]) : nullptr;
+  std::uint16_t* h16 = d.bf16 ? at<std::uint16_t>(d.ws, p.ws.h16[d.dir][0]) : nullptr;
+  std::uint16_t* h16_next = d.bf16 ? at<std::uint16_t>(d.ws, p.ws.h16[d.dir][1]) : nullptr;
+  initial_state(d, h, h16, c);
+  team.sync();
+
+  const simd::Cell cell = d.lp->cell;
+  float* mask_h = wm.any_state_h ? at<float>(d.ws, p.ws.mask_h[d.dir]) : nullptr;
+  float* mask_c = wm.any_state_c && c != nullptr ? at<float>(d.ws, p.ws.mask_c[d.dir]) : nullptr;
+  simd::StepArgs a = step_args(d, c, mask_h, mask_c);
   int t_lo = 0, t_hi = 0;  // the chunk of steps whose projections are in `proj`
   for (int step = 0; step < T; ++step) {
     const int t = io.reverse ? T - 1 - step : step;
     if (t < t_lo || t >= t_hi) {  // next chunk, in processing order (no barrier: own blocks only)
       t_lo = io.reverse ? std::max(0, t + 1 - chunk) : t;
       t_hi = io.reverse ? t + 1 : std::min(T, t + chunk);
-      project(t_lo, t_hi);
+      project_inputs(d, t_lo, t_hi);
     }
     if (step == 0 || wm.state_per_step) {
-      if (mask_h != nullptr) fill_state_masks(p, wm.state_h, wm.count, run, t, B, O, Hp, hu0, hu1, mask_h, mask_scratch);
-      if (mask_c != nullptr) fill_state_masks(p, wm.state_c, wm.count, run, t, B, H, Hp, u0, u1, mask_c, mask_scratch);
+      if (mask_h != nullptr)
+        fill_state_masks(p, wm.state_h, wm.count, io.dropout, t, B, O, Hp, d.hu0, d.hu1, mask_h, d.mask_scratch);
+      if (mask_c != nullptr)
+        fill_state_masks(p, wm.state_c, wm.count, io.dropout, t, B, H, Hp, d.u0, d.u1, mask_c, d.mask_scratch);
     }
     a.t = t;
-    a.proj = proj + static_cast<std::int64_t>(t - t_lo) * B * proj_row;
+    a.proj = d.proj + static_cast<std::int64_t>(t - t_lo) * B * d.proj_row;
     a.h_prev = h;
     a.h_next = h_next;
     a.h16_prev = h16;
@@ -378,9 +444,9 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
       team.sync();  // the n gate needs all of r ⊙ h
       k.gru_reset_before_phase2[w](a);
     }
-    if (projected) {
+    if (d.projected) {
       team.sync();  // the projection needs all of o ⊙ tanh(c)
-      project_step(p, lp, ls, dp, packed, a, B, pj0, pj1);
+      project_step(p, *d.lp, *d.ls, *d.dp, d.packed, a, B, d.pj0, d.pj1);
     }
     team.sync();  // h_next complete before anyone reads it
     std::swap(h, h_next);
@@ -388,32 +454,50 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
   }
 
   // 4. Final states of this member's units.
+  const int u_end = d.u1 < H ? d.u1 : H, hu_end = d.hu1 < O ? d.hu1 : O;
   for (int b = 0; b < B; ++b) {
-    if (io.hy != nullptr && hu0 < hu_end)
-      std::memcpy(static_cast<float*>(io.hy) + b * O + hu0, h + b * Hp + hu0, sizeof(float) * (hu_end - hu0));
-    if (io.cy != nullptr && c != nullptr && u0 < u_end)
-      std::memcpy(static_cast<float*>(io.cy) + b * H + u0, c + b * Hp + u0, sizeof(float) * (u_end - u0));
+    if (io.hy != nullptr && d.hu0 < hu_end)
+      std::memcpy(static_cast<float*>(io.hy) + b * O + d.hu0, h + b * Hp + d.hu0, sizeof(float) * (hu_end - d.hu0));
+    if (io.cy != nullptr && c != nullptr && d.u0 < u_end)
+      std::memcpy(static_cast<float*>(io.cy) + b * H + d.u0, c + b * Hp + d.u0, sizeof(float) * (u_end - d.u0));
   }
+}
 
-  // 5. Out through the wrappers, innermost first: output dropout and residual connections, by rows.
-  if (!lp.output_chain) return;
+// 5. Out through the wrappers, innermost first: output dropout and residual connections, by rows.
+void output_chain(const DirectionRun& d, const Team& team) {
+  if (!d.lp->output_chain) return;
+  const PlanImpl& p = *d.p;
+  const DirectionIO& io = *d.io;
+  const WrapperMasks& wm = d.wm;
+  const int B = d.B, I = d.I, O = d.O;
   int r0, r1;
-  team.share(T * B, &r0, &r1);
+  team.share(d.T * B, &r0, &r1);
   for (int r = r0; r < r1; ++r) {
     const int t = r / B, b = r % B;
-    if (t >= length(b)) continue;  // outputs past a row's length stay zero
+    if (t >= (io.lengths != nullptr ? io.lengths[b] : d.T)) continue;  // outputs past a row's length stay zero
     float* o = static_cast<float*>(io.y) + t * io.y_st + b * io.y_sb;
     for (int w = 0; w < wm.count; ++w) {
-      if (ls.wrappers[w].kind == WrapperKind::dropout) {
-        multiply_mask_row(p, wm.output[w], run, t, b, o, O, mask_scratch);
+      if (d.ls->wrappers[w].kind == WrapperKind::dropout) {
+        multiply_mask_row(p, wm.output[w], io.dropout, t, b, o, O, d.mask_scratch);
         continue;
       }
-      std::memcpy(x_level, x_raw + t * io.x_st + b * io.x_sb, sizeof(float) * I);
-      for (int v = wm.count - 1; v > w; --v) multiply_mask_row(p, wm.input[v], run, t, b, x_level, I, mask_scratch);
-      apply_residual(ls.wrappers[w].residual, x_level, o, residual, O);
-      std::memcpy(o, residual, sizeof(float) * O);
+      std::memcpy(d.x_level, d.x_raw + t * io.x_st + b * io.x_sb, sizeof(float) * I);
+      for (int v = wm.count - 1; v > w; --v) multiply_mask_row(p, wm.input[v], io.dropout, t, b, d.x_level, I, d.mask_scratch);
+      apply_residual(d.ls->wrappers[w].residual, d.x_level, o, d.residual, O);
+      std::memcpy(o, d.residual, sizeof(float) * O);
     }
   }
+}
+
+// One direction of one layer, run by a team: each member owns a contiguous range of unit blocks (all
+// gates of those units) — its slice of the recurrent weights stays in its cache across steps — and
+// the team meets at one barrier per step.
+void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io, const unsigned char* packed,
+                   unsigned char* ws, const Team& team, int slot) {
+  DirectionRun d(p, layer, dir, io, packed, ws, team, slot);
+  drop_input(d, team);
+  run_steps(d, team);
+  output_chain(d, team);
 }
 
 struct SimdRun {

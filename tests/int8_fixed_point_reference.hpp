@@ -1,4 +1,4 @@
-// The integer LSTM's fixed-point functions as src/int8_lstm.cpp first wrote them: a literal,
+// The integer LSTM's fixed-point functions as the integer LSTM first wrote them (now src/internal/int8_fixed_point.hpp): a literal,
 // operation-by-operation transcription of the 16-bit gemmlowp arithmetic and of TFLite's
 // MultiplyByQuantizedMultiplier (the one that matched LiteRT on the goldens). The library's
 // faster formulations are tested against these (tests/test_int8_lstm.cpp): every int16 input of

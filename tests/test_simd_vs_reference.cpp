@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <string>
 
 #include "tests/test_util.hpp"
 
@@ -95,6 +96,18 @@ void check_case(const Case& c, std::uint64_t seed, Isa isa) {
 TEST_CASE("every SIMD path matches the f64 reference on random shapes") {
   const auto isas = isas_here();
   MESSAGE("instruction sets tested: " << isas.size());
+  if (isas.empty()) {
+    // No SIMD path here (a build without SIMD kernels, a CPU without their instruction sets, or
+    // RNNCORE_MAX_ISA=none): then the SIMD backend must refuse, not run something else.
+    RnnSpec spec;
+    spec.input_size = spec.hidden_size = 4;
+    PlanOptions opt;
+    opt.backend = Backend::simd;
+    Plan plan;
+    CHECK(Plan::create(spec, opt, &plan) == Status::backend_unavailable);
+    MESSAGE("no SIMD path to compare here; the SIMD backend refuses: " << std::string(last_error_detail()));
+    return;
+  }
   for (Isa isa : isas) {
     Rng rng(1234);
     for (int i = 0; i < 60; ++i) check_case(random_case(rng), 1000 + i, isa);

@@ -1,13 +1,13 @@
 // Cortex-M instruction-count bench (bench/cortex_m_int8_counts.sh): one LSTM layer, I = H, B = 1,
-// run for BENCH_REPS passes of BENCH_T steps, either the integer LSTM (src/int8_lstm.cpp, with the
+// run for BENCH_REPS passes of BENCH_T steps, either the integer LSTM (src/int8_lstm_step.cpp, with the
 // kernel int8_lstm_prepare picks) or the f32 LSTM through the public C API on the portable scalar
 // path (max_isa RNNCORE_ISA_NONE, as examples/firmware/main.c plans it). The script counts the
 // whole image's instructions under qemu-system-arm for (T, R) in {T1, T2} x {1, 2}; the double
 // difference cancels start-up, weight set-up and each pass's fixed cost. It prints one line of
 // memory figures. BENCH_INT8: 0 the f32 LSTM, 1 the int8 LSTM, 2 the int8 LSTM with the scalar
-// kernel (i8_dot_rows_scalar), 3 the int8 kernel alone (the matrix-vector products of a step, in
+// kernel (i8_dot_1x1__scalar), 3 the int8 kernel alone (the matrix-vector products of a step, in
 // the step's blocks, nothing else), 4 the int8 LSTM with per-channel weight scales, 5 the int8
-// LSTM with interleaved weights (Int8WeightLayout::interleaved4, i8_dot_panels_dsp_4x16), 6 its
+// LSTM with interleaved weights (Int8WeightLayout::interleaved4, i8_dot_panels_4x16__dsp), 6 its
 // kernel alone (the step's widening of x and h and its kernel calls). Built with
 // -DBENCH_INT8=0..6 -DBENCH_H=.. -DBENCH_T=.. -DBENCH_REPS=..; the
 // step count and repetitions live in volatile variables so that every variant has the same code.
@@ -137,7 +137,7 @@ int run() {
     return 1;
   }
 #if BENCH_INT8 == 2
-  g_params.dot = i8_dot_rows_scalar;
+  g_params.dot = i8_dot_1x1__scalar;
 #endif
   int n_kernels = 0;
   const DotRowsKernel* kernels = int8_dot_kernels(&n_kernels);
@@ -155,7 +155,7 @@ int run() {
   const int steps = g_steps, reps = g_reps;
   for (int rep = 0; rep < reps; ++rep) {
 #if BENCH_INT8 == 3
-    // The kernel calls of int8_lstm_step (src/int8_lstm.cpp, step_block) and nothing else.
+    // The kernel calls of int8_lstm_step (src/int8_lstm_step.cpp, step_block) and nothing else.
     for (int t = 0; t < steps; ++t) {
       std::int32_t ax[kUnitBlock], ah[kUnitBlock];
       for (int j0 = 0; j0 < H; j0 += kUnitBlock) {

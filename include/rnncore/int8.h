@@ -144,7 +144,7 @@ rnncore_status rnncore_int8_lstm_prepare_folded(const rnncore_int8_lstm_quantiza
 rnncore_status rnncore_int8_lstm_run(const rnncore_int8_lstm* lstm, int32_t batch, int32_t seq_len, const int8_t* x,
                                      int8_t* y, int8_t* h, int16_t* c, int8_t* scratch, size_t scratch_bytes);
 
-/** The matrix-vector kernel a prepared LSTM runs (e.g. "i8_dot_rows_scalar"); "" if not prepared. */
+/** The matrix-vector kernel a prepared LSTM runs (e.g. "i8_dot_1x1__scalar"); "" if not prepared. */
 const char* rnncore_int8_lstm_kernel_name(const rnncore_int8_lstm* lstm);
 
 /** A Dense layer after the LSTM (TFLite FULLY_CONNECTED on the last step, a Keras Dense), run

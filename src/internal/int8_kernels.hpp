@@ -2,7 +2,7 @@
 // of a gate's weights times the int8 input or state) and need only produce exact int32 sums, so
 // every one is bit-identical to `scalar` by construction. The step kernels do the rest of a step
 // on SIMD lanes (rescaling, activations, the cell and the output), the arithmetic of the scalar
-// code in src/int8_lstm.cpp, which is their specification. tests/test_int8_lstm.cpp proves every
+// code in src/int8_lstm_step.cpp, which is their specification. tests/checkkernels.cpp proves every
 // kernel this build has against the scalar code, bit for bit.
 #ifndef RNNCORE_SRC_INTERNAL_INT8_KERNELS_HPP
 #define RNNCORE_SRC_INTERNAL_INT8_KERNELS_HPP
@@ -27,7 +27,7 @@ struct QuantizedMultiplier {
 using DotRowsFn = void (*)(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
                            const std::int32_t* bias, std::int32_t* out);
 
-/// One kernel: its name (dtype, op, ISA, tile), function, and the instruction set a cap
+/// One kernel: its name (<dtype>_<op>_<tile>__<isa>), function, and the instruction set a cap
 /// (RNNCORE_MAX_ISA) compares with: none for portable code (never excluded), neon for the NEON
 /// and SDOT kernels (SDOT is an extension of NEON, with no cap value of its own).
 struct DotRowsKernel {
@@ -37,13 +37,13 @@ struct DotRowsKernel {
 };
 
 /// The portable kernel, the specification of the others.
-void i8_dot_rows_scalar(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
+void i8_dot_1x1__scalar(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
                         const std::int32_t* bias, std::int32_t* out);
 
 #if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
 /// ARM's DSP extension (Cortex-M4/M7, ARMv7-A): SXTB16 widening, SMLAD dual 16-bit MACs; 4 rows
 /// and 16 columns per loop iteration (src/int8_dot_dsp.cpp).
-void i8_dot_rows_dsp_4x16(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
+void i8_dot_4x16__dsp(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
                          const std::int32_t* bias, std::int32_t* out);
 #endif
 // The vector kernels (simd/i8_dot_<isa>.cpp, each compiled with its ISA's flags; built when
@@ -51,18 +51,18 @@ void i8_dot_rows_dsp_4x16(const std::int8_t* w, int rows, int k_size, const std:
 // products are widened to int16 and summed pairwise into int32 lanes (never an int16 sum of two
 // products: (−128)² + (−128)² = 2^15 does not fit), so every int32 sum is exact and wraps as the
 // scalar one does.
-void i8_dot_rows_sse2_4x16(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
+void i8_dot_4x16__sse2(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
                            const std::int32_t* bias, std::int32_t* out);
-void i8_dot_rows_avx2_4x16(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
+void i8_dot_4x16__avx2(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
                            const std::int32_t* bias, std::int32_t* out);
-void i8_dot_rows_neon_4x16(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
+void i8_dot_4x16__neon(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
                            const std::int32_t* bias, std::int32_t* out);
 /// AArch64 with the dot-product extension (SDOT, Armv8.2-A+dotprod), chosen at run time.
-void i8_dot_rows_sdot_4x16(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
+void i8_dot_4x16__sdot(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
                            const std::int32_t* bias, std::int32_t* out);
 /// x86 AVX-512 VNNI (vpdpbusd on unsigned-shifted v, the shift's sum taken off again), chosen at
 /// run time; capped as avx512.
-void i8_dot_rows_avx512vnni_4x64(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
+void i8_dot_4x64__avx512vnni(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
                                  const std::int32_t* bias, std::int32_t* out);
 
 /// The interleaved layout (Int8WeightLayout::interleaved4, docs/int8.md "Interleaved weights"): a
@@ -136,14 +136,16 @@ struct DotPanelsKernel {
   DotPanelsFn fn;
 };
 /// The portable interleaved kernel, the specification of the other.
-void i8_dot_panels_scalar(const PanelProduct* products, int count);
+void i8_dot_panels_1x1__scalar(const PanelProduct* products, int count);
 #if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
 /// ARM's DSP extension on the interleaved layout: per 4 columns of 4 rows, one LDM of the 4 weight
 /// words, one of the widened vector's 2 words, 4 SXTB16 and 8 SMLAD (0.875 instructions per
 /// multiply-accumulate); 4 rows and 16 columns per loop iteration (src/int8_dot_dsp.cpp: a
-/// function in assembly, hence C linkage; its kernel name is i8_dot_panels_dsp_4x16).
+/// function in assembly, hence C linkage; its kernel name is i8_dot_panels_4x16__dsp).
 extern "C" void rnncore_i8_dot_panels_dsp_4x16(const PanelProduct* products, int count);
 #endif
+// The lists and choices below are views of the one kernel registry (src/internal/kernels.hpp).
+
 /// The interleaved kernels this build has, the scalar one first and the fastest last; `count`
 /// receives how many (the DSP one is a compile-time feature: no CPU check, no ISA cap).
 const DotPanelsKernel* int8_panel_kernels(int* count);
@@ -152,15 +154,15 @@ const DotPanelsKernel* int8_panel_kernels(int* count);
 /// `count` receives how many. The list is static (no allocation).
 const DotRowsKernel* int8_dot_kernels(int* count);
 
-/// The fastest kernel this CPU runs within `cap` and the environment's cap RNNCORE_MAX_ISA (the
-/// last of int8_dot_kernels that both allow; the scalar one at worst).
+/// The fastest kernel this CPU runs within `cap` and the environment's cap RNNCORE_MAX_ISA
+/// (detail::select_kernel; the scalar one at worst).
 DotRowsKernel int8_best_dot_kernel(Isa cap = Isa::best);
 
 // ---- The step kernels: the rest of a step after the products, on SIMD lanes ----
 // Each takes the units of a block in whole groups of its lane count and returns how many units it
 // did; the step's scalar code does the rest (a block's last n mod 8 units), so that a kernel holds
 // no scalar copy of the arithmetic. Hosts only: they read the activations from the 128 KiB tables
-// of every int16 argument that host builds fill (src/int8_lstm.cpp), by their centres (entry 0 at
+// of every int16 argument that host builds fill (src/int8_tables.cpp), by their centres (entry 0 at
 // argument 0), and may read one int16 past a table's last entry (a gather of 32-bit words).
 
 /// A gate's fixed-point multipliers: per tensor, or per unit ((multiplier, shift) pairs from
@@ -208,12 +210,12 @@ struct StepKernels {
   Isa isa;
 };
 
-int i32_gate_act_avx2_8(int n, const std::int32_t* ax, const std::int32_t* ah, const GateScaling& s,
+int i32_gate_act_8__avx2(int n, const std::int32_t* ax, const std::int32_t* ah, const GateScaling& s,
                         const std::int16_t* centre, std::int16_t* act);
-int i16_cell_update_avx2_8(int n, const CellUpdate& cu, const BlockGates& gates, std::int16_t* c, std::int8_t* h_next);
-int i32_gate_act_neon_8(int n, const std::int32_t* ax, const std::int32_t* ah, const GateScaling& s,
+int i16_cell_update_8__avx2(int n, const CellUpdate& cu, const BlockGates& gates, std::int16_t* c, std::int8_t* h_next);
+int i32_gate_act_8__neon(int n, const std::int32_t* ax, const std::int32_t* ah, const GateScaling& s,
                         const std::int16_t* centre, std::int16_t* act);
-int i16_cell_update_neon_8(int n, const CellUpdate& cu, const BlockGates& gates, std::int16_t* c, std::int8_t* h_next);
+int i16_cell_update_8__neon(int n, const CellUpdate& cu, const BlockGates& gates, std::int16_t* c, std::int8_t* h_next);
 
 /// The step kernels this build has and this CPU runs, slowest first (none in firmware builds, on
 /// SSE2-only CPUs, or on builds without SIMD); `count` receives how many.

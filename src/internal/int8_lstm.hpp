@@ -44,7 +44,7 @@ enum class Int8WeightLayout : std::int32_t {
   row_major = 0,     ///< [H, K] row-major, as TFLite stores them
   /// Panels of 4 rows, each word of 4 columns of the 4 rows together (interleave4; rows and K
   /// padded to multiples of 4; 4-byte aligned): the layout of the Cortex-M DSP kernel
-  /// i8_dot_panels_dsp_4x16 (docs/int8.md, "Interleaved weights"). `rnncore export-c --interleave`
+  /// i8_dot_panels_4x16__dsp (docs/int8.md, "Interleaved weights"). `rnncore export-c --interleave`
   /// writes it; a run's scratch then also holds x and h widened to int16.
   interleaved4 = 1,
 };
@@ -169,9 +169,9 @@ const std::int16_t* int8_cell_tanh_centre(int integer_bits);
 
 /// The step's own scalar code behind the step kernels' signatures (GateActivationsFn,
 /// CellUpdateFn; any n): the specification tests compare the kernels with.
-int i32_gate_act_scalar(int n, const std::int32_t* ax, const std::int32_t* ah, const GateScaling& s,
+int i32_gate_act_1x1__scalar(int n, const std::int32_t* ax, const std::int32_t* ah, const GateScaling& s,
                         const std::int16_t* centre, std::int16_t* act);
-int i16_cell_update_scalar(int n, const CellUpdate& cu, const BlockGates& gates, std::int16_t* c, std::int8_t* h_next);
+int i16_cell_update_1x1__scalar(int n, const CellUpdate& cu, const BlockGates& gates, std::int16_t* c, std::int8_t* h_next);
 #endif
 
 /// A whole sequence, batch-major like the TFLite op (time_major false): x [batch, T, I],

@@ -1,6 +1,6 @@
-// The int8 matrix-vector kernels of a bare-metal build (on Cortex-M4/M7: i8_dot_rows_dsp_4x16 and
-// i8_dot_panels_dsp_4x16)
-// against the scalar kernel, on the emulated core: the check of tests/test_int8_lstm.cpp ("int8
+// The int8 matrix-vector kernels of a bare-metal build (on Cortex-M4/M7: i8_dot_4x16__dsp and
+// i8_dot_panels_4x16__dsp)
+// against the scalar kernel, on the emulated core: the check of tests/checkkernels.cpp ("int8
 // dot kernels: ..."), which runs on the hosts and under qemu-user, repeated for the firmware
 // build's own code (Thumb-2 at -Os, another register allocation around the kernel's assembly).
 // Random shapes: rows 1..kUnitBlock + 1, K 1..300 (every K once, then at random), weights and vector at every
@@ -77,7 +77,7 @@ int run() {
       const int kind = pick(0, 2);  // near INT32_MAX, near INT32_MIN, anywhere
       b = kind == 0 ? INT32_MAX - pick(0, 1 << 20) : kind == 1 ? INT32_MIN + pick(0, 1 << 20) : static_cast<std::int32_t>(next_u32());
     }
-    rnncore::q8::i8_dot_rows_scalar(g_w + wo, rows, K, g_v + vo, g_bias, g_want);
+    rnncore::q8::i8_dot_1x1__scalar(g_w + wo, rows, K, g_v + vo, g_bias, g_want);
     for (int i = 1; i < n_kernels; ++i) {
       for (std::int32_t& x : g_got) x = 0x5A5A5A5A;
       kernels[i].fn(g_w + wo, rows, K, g_v + vo, g_bias, g_got);
@@ -100,7 +100,7 @@ int run() {
   return 0;
 }
 
-// The interleaved layout's kernels (on Cortex-M4/M7: i8_dot_panels_dsp_4x16, a whole function in
+// The interleaved layout's kernels (on Cortex-M4/M7: i8_dot_panels_4x16__dsp, a whole function in
 // assembly) against the row-major scalar kernel, on the same random shapes and values.
 alignas(4) std::int8_t g_packed[rnncore::q8::interleaved4_bytes(kMaxRows, kMaxK)];
 alignas(4) std::int16_t g_pairs[kMaxK + 4];
@@ -123,7 +123,7 @@ int run_panels() {
     }
     for (int i = 0; i < K; ++i) g_v[i] = static_cast<std::int8_t>(trial % 3 == 1 ? -128 : pick(-128, 127));
     for (int j = 0; j < rows; ++j) g_bias[j] = trial % 2 ? INT32_MAX - pick(0, 1 << 20) : static_cast<std::int32_t>(next_u32());
-    rnncore::q8::i8_dot_rows_scalar(g_w, rows, K, g_v, g_bias, g_want);
+    rnncore::q8::i8_dot_1x1__scalar(g_w, rows, K, g_v, g_bias, g_want);
     if (!rnncore::q8::interleave4(g_w, rows, K, g_packed)) {
       put("interleave4 refused weights in -127..127 in odd rows; FAIL");
       end_line();
@@ -149,7 +149,7 @@ int run_panels() {
   return 0;
 }
 
-// The fixed-point sigmoid and tanh of src/int8_lstm.cpp (on Cortex-M: SMLABB, SSAT, the exp
+// The fixed-point sigmoid and tanh of src/internal/int8_fixed_point.hpp (on Cortex-M: SMLABB, SSAT, the exp
 // table, -O2) against the transcription of gemmlowp's arithmetic, on every int16 input and every
 // integer_bits of tanh: the check of tests/test_int8_lstm.cpp on the firmware build's own code.
 int run_activations() {
@@ -217,7 +217,7 @@ void reference_step(const q8::Int8LstmParams& p, const std::int8_t* x, std::int8
     std::int32_t cn = ref::sat16(fc + ig);
     if (p.cell_clip > 0) cn = cn > p.cell_clip ? p.cell_clip : (cn < -p.cell_clip ? -p.cell_clip : cn);
     c[j] = static_cast<std::int16_t>(cn);
-    // LiteRT leaves i in place of tanh(c) for a cell finer than 2^-15 (src/int8_lstm.cpp, update_cells)
+    // LiteRT leaves i in place of tanh(c) for a cell finer than 2^-15 (src/int8_lstm_step.cpp, update_cells)
     const std::int16_t t = ib >= 0 ? ref::tanh_q(c[j], ib) : gate[0][j];
     const std::int32_t hq = ref::multiply_by_quantized_multiplier(gate[3][j] * t, p.hidden_mult) + p.hidden_zp;
     g_ref_h[j] = static_cast<std::int8_t>(hq < -128 ? -128 : (hq > 127 ? 127 : hq));

@@ -1,0 +1,778 @@
+// checkkernels (dav1d's checkasm): every kernel this build has (src/internal/kernels.hpp, the one
+// registry) against its reference, on random and edge inputs, bit for bit where the kernel is
+// specified so (the int8 kernels against the scalar code) and within stated tolerances otherwise
+// (the f32 tables against f64 loops; their step and GEMM kernels are checked at layer level by
+// simd_vs_reference, golden and lowp). It FAILS when a kernel this CPU runs went unchecked, or when
+// the machine has an instruction set the build targets (RNNCORE_CHECK_ISAS) and no kernel of it
+// was checked.
+//
+//   checkkernels                 the checks (a meson test)
+//   checkkernels --bench [reps]  times every kernel against its reference instead: the median of
+//                                alternating repetitions of each, and the ratio
+//   (other arguments go to doctest)
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <functional>
+#include <limits>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "src/internal/half.hpp"
+#include "src/internal/int8_lstm.hpp"
+#include "src/internal/kernels.hpp"
+#include "src/internal/plan_impl.hpp"
+
+#ifndef RNNCORE_CHECK_ISAS
+#define RNNCORE_CHECK_ISAS ""
+#endif
+
+using namespace rnncore;
+using namespace rnncore::q8;
+using detail::Kernel;
+using detail::KernelOp;
+
+namespace {
+
+// The names of the kernels a check compared with their reference.
+std::set<std::string>& checked_names() {
+  static std::set<std::string> s;
+  return s;
+}
+void checked(const char* name) { checked_names().insert(name); }
+
+// Every kernel of the build, op after op (the registry keeps one array per op).
+const Kernel* registry(int* n) {
+  static const std::vector<Kernel> all = [] {
+    std::vector<Kernel> v;
+    for (int op = 0; op < detail::kKernelOpCount; ++op) {
+      int count = 0;
+      const Kernel* k = detail::kernel_registry(static_cast<KernelOp>(op), &count);
+      v.insert(v.end(), k, k + count);
+    }
+    return v;
+  }();
+  *n = static_cast<int>(all.size());
+  return all.data();
+}
+
+}  // namespace
+
+// ---- the f32 tables: the training matmul, the activations and the vector math against f64 loops,
+// the bf16 rounding bit for bit ----
+TEST_CASE("f32 kernels: matmul, activations, vector math and bf16 rounding against their references") {
+  int n = 0;
+  const Kernel* k = registry(&n);
+  std::mt19937 rng(20261128);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (int i = 0; i < n; ++i) {
+    if (k[i].op != KernelOp::f32_rnn || !k[i].runs()) continue;
+    const simd::F32Kernels& t = *k[i].table();
+    CAPTURE(std::string(k[i].name()));
+    // matmul: C = A·B (+ C) on odd shapes, A row-major and transposed; error within 1e-5 · Σ|a·b|.
+    for (const int M : {1, 7, 33}) {
+      for (const int N : {1, 5, 17, 64}) {
+        for (const int K : {1, 3, 31, 100}) {
+          for (const bool transposed : {false, true}) {
+            std::vector<float> a(static_cast<std::size_t>(M * K)), b(static_cast<std::size_t>(K * N)),
+                c(static_cast<std::size_t>(M * N));
+            for (float& x : a) x = u(rng);
+            for (float& x : b) x = u(rng);
+            for (float& x : c) x = u(rng);
+            const std::vector<float> c0 = c;
+            simd::MatmulArgs m;
+            m.a = a.data();
+            m.a_m = transposed ? 1 : K;
+            m.a_k = transposed ? M : 1;
+            m.b = b.data();
+            m.ldb = N;
+            m.c = c.data();
+            m.ldc = N;
+            m.n = N;
+            m.k = K;
+            m.row_end = M;
+            m.accumulate = K % 2 == 1;
+            t.matmul(m);
+            double worst = 0;
+            for (int r = 0; r < M; ++r)
+              for (int j = 0; j < N; ++j) {
+                double s = m.accumulate ? c0[static_cast<std::size_t>(r * N + j)] : 0.0, mag = std::fabs(s);
+                for (int q = 0; q < K; ++q) {
+                  const double p = static_cast<double>(a[static_cast<std::size_t>(r * m.a_m + q * m.a_k)]) * b[static_cast<std::size_t>(q * N + j)];
+                  s += p;
+                  mag += std::fabs(p);
+                }
+                worst = std::max(worst, std::fabs(c[static_cast<std::size_t>(r * N + j)] - s) / (mag + 1e-30));
+              }
+            CHECK(worst <= 1e-5);
+          }
+        }
+      }
+    }
+    // activate: sigmoid, tanh, relu in place, within 4e-6 absolute of the f64 functions.
+    const int V = t.vector;
+    for (const auto kind : {simd::Activation::sigmoid, simd::Activation::tanh, simd::Activation::relu}) {
+      std::vector<float> v(static_cast<std::size_t>(7 * V + 3));
+      for (std::size_t j = 0; j < v.size(); ++j) v[j] = 12.0f * u(rng);
+      v[0] = 0.0f;
+      const std::vector<float> x = v;
+      t.activate(kind, v.data(), static_cast<std::int32_t>(v.size()));
+      double worst = 0;
+      for (std::size_t j = 0; j < v.size(); ++j) {
+        const double want = kind == simd::Activation::sigmoid ? 1.0 / (1.0 + std::exp(-static_cast<double>(x[j])))
+                            : kind == simd::Activation::tanh  ? std::tanh(static_cast<double>(x[j]))
+                                                              : std::max(0.0, static_cast<double>(x[j]));
+        worst = std::max(worst, std::fabs(v[j] - want));
+      }
+      CHECK(worst <= 4e-6);
+    }
+    // math: exp within 4 ulp-ish relative (2e-6), sigmoid and tanh within 4e-6 absolute.
+    {
+      std::vector<float> x(static_cast<std::size_t>(16 * V)), e(x.size()), s(x.size()), th(x.size());
+      for (std::size_t j = 0; j < x.size(); ++j) x[j] = 20.0f * u(rng);
+      t.math(x.data(), e.data(), s.data(), th.data(), static_cast<std::int32_t>(x.size()));
+      double we = 0, ws = 0, wt = 0;
+      for (std::size_t j = 0; j < x.size(); ++j) {
+        const double xd = x[j];
+        we = std::max(we, std::fabs(e[j] - std::exp(xd)) / std::exp(xd));
+        ws = std::max(ws, std::fabs(s[j] - 1.0 / (1.0 + std::exp(-xd))));
+        wt = std::max(wt, std::fabs(th[j] - std::tanh(xd)));
+      }
+      CHECK(we <= 2e-6);
+      CHECK(ws <= 4e-6);
+      CHECK(wt <= 4e-6);
+    }
+    // to_bf16: round to nearest even, bit for bit with the scalar conversion, any length.
+    {
+      std::vector<float> x(37);
+      for (float& f : x) f = 1000.0f * u(rng);
+      x[0] = 1.0f + 1.0f / 256.0f;  // a tie: rounds to even
+      x[1] = -0.0f;
+      std::vector<std::uint16_t> got(x.size() + 1, 0x5A5A);
+      t.to_bf16(x.data(), got.data(), static_cast<std::int32_t>(x.size()));
+      for (std::size_t j = 0; j < x.size(); ++j) CHECK(got[j] == detail::f32_to_bf16(x[j]));
+      CHECK(got[x.size()] == 0x5A5A);
+    }
+    checked(k[i].name());
+  }
+}
+
+// ---- the int8 kernels (moved from tests/test_int8_lstm.cpp) ----
+TEST_CASE("int8 kernels: the list, and the choice within a cap") {
+  int n = 0;
+  const DotRowsKernel* k = int8_dot_kernels(&n);
+  REQUIRE(n >= 1);
+  CHECK(std::strcmp(k[0].name, "i8_dot_1x1__scalar") == 0);
+  CHECK(k[0].isa == Isa::none);
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
+  // ARM's DSP extension (src/int8_dot_dsp.cpp) is built in and listed right after the scalar kernel.
+  REQUIRE(n >= 2);
+  CHECK(std::strcmp(k[1].name, "i8_dot_4x16__dsp") == 0);
+#endif
+  for (int i = 0; i < n; ++i) MESSAGE("int8 kernel " << i << ": " << std::string(k[i].name));
+  // No cap: the last (fastest), unless RNNCORE_MAX_ISA caps it; cap none: no SIMD kernel (the
+  // scalar one, or the DSP kernel where the build has it: a compile-time feature of the target).
+  const char* env = std::getenv("RNNCORE_MAX_ISA");
+  if (env == nullptr || *env == '\0') CHECK((int8_best_dot_kernel().fn == k[n - 1].fn));
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
+  CHECK(std::strcmp(int8_best_dot_kernel(Isa::none).name, "i8_dot_4x16__dsp") == 0);
+#else
+  CHECK((int8_best_dot_kernel(Isa::none).fn == &i8_dot_1x1__scalar));
+#endif
+  // A cap picks the fastest kernel within it: x86's ladder, or NEON's family (SDOT included).
+  for (Isa cap : {Isa::sse2, Isa::avx2, Isa::avx512, Isa::neon}) {
+    const DotRowsKernel best = int8_best_dot_kernel(cap);
+    const std::string cap_name = to_string(cap), best_name = best.name;
+    CAPTURE(cap_name);
+    CAPTURE(best_name);
+    if (best.isa == Isa::none) continue;
+    if (cap == Isa::neon) CHECK(best.isa == Isa::neon);
+    else CHECK((best.isa != Isa::neon && static_cast<int>(best.isa) <= static_cast<int>(cap)));
+  }
+}
+
+TEST_CASE("int8 kernels: every kernel equals the scalar one, bit for bit") {
+  int nk = 0;
+  const DotRowsKernel* kernels = int8_dot_kernels(&nk);
+  std::mt19937 rng(20261124);
+  std::uniform_int_distribution<int> byte(-128, 127);
+  std::uniform_int_distribution<std::int32_t> any32(std::numeric_limits<std::int32_t>::min(),
+                                                    std::numeric_limits<std::int32_t>::max());
+  std::vector<int> ks;
+  for (int k = 1; k <= 40; ++k) ks.push_back(k);
+  for (int k : {47, 48, 49, 63, 64, 65, 95, 127, 128, 129, 191, 255, 256, 257, 289, 299, 300, 383, 384, 385}) ks.push_back(k);
+  constexpr std::int32_t kMax = std::numeric_limits<std::int32_t>::max();
+  constexpr std::int32_t kMin = std::numeric_limits<std::int32_t>::min();
+  long compared = 0;
+  for (int rows = 1; rows <= kUnitBlock + 1; ++rows) {  // the step calls with up to kUnitBlock rows
+    for (int K : ks) {
+      // Values: random; all −128 (the largest products, (−128)² each, a pair 2^15); all 127;
+      // −128 against 127 (the most negative products); random against −128.
+      for (int pattern = 0; pattern < 5; ++pattern) {
+        // Offsets make w and v unaligned; each buffer ends where the kernel's reads must end, so
+        // that AddressSanitizer sees any read past it.
+        const int ow = (pattern + rows) % 4, ov = (pattern + K) % 3;
+        std::vector<std::int8_t> wbuf(static_cast<std::size_t>(ow + rows * K)), vbuf(static_cast<std::size_t>(ov + K));
+        std::int8_t* w = wbuf.data() + ow;
+        std::int8_t* v = vbuf.data() + ov;
+        for (int i = 0; i < rows * K; ++i)
+          w[i] = static_cast<std::int8_t>(pattern == 0 || pattern == 4 ? byte(rng) : (pattern == 2 ? 127 : -128));
+        for (int i = 0; i < K; ++i)
+          v[i] = static_cast<std::int8_t>(pattern == 0 ? byte(rng) : (pattern == 1 || pattern == 4 ? -128 : 127));
+        // Biases: random, and near both limits so that the sums wrap (either way).
+        for (int bias_kind = 0; bias_kind < 3; ++bias_kind) {
+          std::vector<std::int32_t> bias(static_cast<std::size_t>(rows));
+          for (int j = 0; j < rows; ++j)
+            bias[static_cast<std::size_t>(j)] = bias_kind == 0 ? any32(rng) : (bias_kind == 1 ? kMax - j : kMin + j);
+          std::vector<std::int32_t> want(static_cast<std::size_t>(rows));
+          i8_dot_1x1__scalar(w, rows, K, v, bias.data(), want.data());
+          for (int ki = 0; ki < nk; ++ki) {
+            // One guard word past the rows: a kernel writes exactly `rows` sums.
+            std::vector<std::int32_t> got(static_cast<std::size_t>(rows) + 1, 0x5A5A5A5A);
+            kernels[ki].fn(w, rows, K, v, bias.data(), got.data());
+            checked(kernels[ki].name);
+            ++compared;
+            const bool same = std::equal(want.begin(), want.end(), got.begin()) && got[static_cast<std::size_t>(rows)] == 0x5A5A5A5A;
+            if (!same) {
+              FAIL_CHECK(kernels[ki].name << " differs: rows " << rows << ", K " << K << ", pattern " << pattern
+                                          << ", bias kind " << bias_kind);
+            }
+          }
+        }
+      }
+    }
+  }
+  MESSAGE(compared << " kernel calls compared with the scalar kernel (" << nk << " kernels)");
+  // The extremes above do wrap: 300 products (−128)² onto INT32_MAX pass the limit.
+  std::vector<std::int8_t> w(300, -128), v(300, -128);
+  const std::int32_t b = kMax;
+  std::int32_t out = 0;
+  i8_dot_1x1__scalar(w.data(), 1, 300, v.data(), &b, &out);
+  CHECK(out == static_cast<std::int32_t>(static_cast<std::uint32_t>(kMax) + 300u * 16384u));
+  CHECK(out < 0);
+}
+
+#if !defined(RNNCORE_NO_HEAP)
+namespace {
+
+// What the step's scalar code computes for one gate sum (multiply_by_quantized_multiplier), and
+// whether adding a saturated int16 to it stays within int32: the scalar code (as TFLite) adds
+// them in int32, so inputs beyond that are not fed to it.
+bool sum_fits(std::int32_t a, QuantizedMultiplier m, std::int64_t addend) {
+  const std::int64_t v = multiply_by_quantized_multiplier(a, m) + addend;
+  return v >= std::numeric_limits<std::int32_t>::min() && v <= std::numeric_limits<std::int32_t>::max();
+}
+
+// A multiplier as int8_lstm_prepare makes them: M in [2^30, 2^31), the shift mostly right.
+QuantizedMultiplier random_multiplier(std::mt19937& rng, int shift_low, int shift_high) {
+  std::uniform_int_distribution<std::int32_t> m(1 << 30, std::numeric_limits<std::int32_t>::max());
+  std::uniform_int_distribution<int> shift(shift_low, shift_high);
+  const std::int32_t pick = std::uniform_int_distribution<int>(0, 9)(rng);
+  return {pick == 0 ? (1 << 30) : (pick == 1 ? std::numeric_limits<std::int32_t>::max() : m(rng)), shift(rng)};
+}
+
+// An int32 sum: random, small, or one of the extremes.
+std::int32_t random_sum(std::mt19937& rng) {
+  constexpr std::int32_t kMin = std::numeric_limits<std::int32_t>::min(), kMax = std::numeric_limits<std::int32_t>::max();
+  switch (std::uniform_int_distribution<int>(0, 5)(rng)) {
+    case 0: return std::uniform_int_distribution<std::int32_t>(kMin, kMax)(rng);
+    case 1: return std::uniform_int_distribution<std::int32_t>(-(1 << 20), 1 << 20)(rng);
+    case 2: return std::uniform_int_distribution<int>(0, 1)(rng) ? kMin : kMax;
+    case 3: return std::uniform_int_distribution<std::int32_t>(-4, 4)(rng);
+    default: return std::uniform_int_distribution<std::int32_t>(-(1 << 26), 1 << 26)(rng);
+  }
+}
+
+// A gate activation: a sigmoid's (0 .. 32767: the Thumb-2 cell loop's products rely on i and f
+// not being negative) or, for g, any int16; extremes often. A cell state: any int16.
+std::int16_t random_i16(std::mt19937& rng, bool sigmoid) {
+  const int pick = std::uniform_int_distribution<int>(0, 7)(rng);
+  if (pick == 0) return sigmoid ? std::int16_t{0} : std::int16_t{-32768};
+  if (pick == 1) return std::int16_t{32767};
+  if (sigmoid) return static_cast<std::int16_t>(std::uniform_int_distribution<int>(0, 32767)(rng));
+  return static_cast<std::int16_t>(std::uniform_int_distribution<int>(-32768, 32767)(rng));
+}
+
+}  // namespace
+
+TEST_CASE("int8 step kernels: every step kernel equals the step's scalar code, bit for bit") {
+  int nk = 0;
+  const StepKernels* kernels = int8_step_kernels(&nk);
+  for (int i = 0; i < nk; ++i)
+    MESSAGE("int8 step kernels " << i << ": " << std::string(kernels[i].gate_name) << ", " << std::string(kernels[i].cell_name));
+  // The choice: the last kernels within the cap; none (the scalar code) under Isa::none.
+  CHECK(int8_best_step_kernels(Isa::none) == nullptr);
+  const char* env = std::getenv("RNNCORE_MAX_ISA");
+  if (nk > 0 && (env == nullptr || *env == '\0')) CHECK(int8_best_step_kernels() == &kernels[nk - 1]);
+  std::mt19937 rng(20261127);
+  long gate_calls = 0, cell_calls = 0;
+  constexpr std::int16_t kGuard16 = 0x5A5A;
+  constexpr std::int8_t kGuard8 = 0x5A;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int n = trial < 80 ? 1 + trial % 40 : std::uniform_int_distribution<int>(1, 100)(rng);
+    CAPTURE(n);
+    CAPTURE(trial);
+    // ---- a gate: per tensor (right shifts as in every model seen, or left / no shift) or per unit
+    const int kind = trial % 4;
+    const int shift_high = kind == 1 ? 3 : -1;
+    GateScaling s{random_multiplier(rng, -24, shift_high), random_multiplier(rng, -24, shift_high)};
+    std::vector<std::int32_t> x_rows(2 * static_cast<std::size_t>(n)), h_rows(x_rows.size());
+    if (kind == 3) {
+      for (int u = 0; u < n; ++u) {
+        const QuantizedMultiplier mx = random_multiplier(rng, -24, 2), mh = random_multiplier(rng, -24, 2);
+        x_rows[2 * u] = mx.multiplier;
+        x_rows[2 * u + 1] = mx.shift;
+        h_rows[2 * u] = mh.multiplier;
+        h_rows[2 * u + 1] = mh.shift;
+      }
+      s.x_rows = x_rows.data();
+      s.h_rows = h_rows.data();
+    }
+    std::vector<std::int32_t> ax(static_cast<std::size_t>(n)), ah(ax.size());
+    for (int u = 0; u < n; ++u) {
+      const auto mult = [&](const std::int32_t* rows, QuantizedMultiplier m) {
+        return rows != nullptr ? QuantizedMultiplier{rows[2 * u], rows[2 * u + 1]} : m;
+      };
+      ax[u] = random_sum(rng);
+      ah[u] = random_sum(rng);
+      if (!sum_fits(ah[u], mult(s.h_rows, s.h), 32768)) ah[u] = 0;
+      if (!sum_fits(ah[u], mult(s.h_rows, s.h), -32768)) ah[u] = 0;
+    }
+    const bool tanh = trial % 3 == 0;
+    const std::int16_t* centre = int8_gate_table_centre(tanh);
+    std::vector<std::int16_t> want(static_cast<std::size_t>(n));
+    REQUIRE(i32_gate_act_1x1__scalar(n, ax.data(), ah.data(), s, centre, want.data()) == n);
+    checked("i32_gate_act_1x1__scalar");  // the reference (the step's own scalar code)
+    for (int ki = 0; ki < nk; ++ki) {
+      CAPTURE(kernels[ki].gate_name);
+      std::vector<std::int16_t> got(static_cast<std::size_t>(n) + 1, kGuard16);
+      const int done = kernels[ki].gate(n, ax.data(), ah.data(), s, centre, got.data());
+      checked(kernels[ki].gate_name);
+      ++gate_calls;
+      CHECK(done == (n & ~7));
+      for (int u = 0; u < done; ++u) {
+        if (got[u] != want[u]) {
+          FAIL_CHECK("unit " << u << ": " << got[u] << " vs " << want[u] << " (ax " << ax[u] << ", ah " << ah[u] << ")");
+          break;
+        }
+      }
+      for (int u = done; u <= n; ++u) CHECK(got[u] == kGuard16);
+    }
+    // ---- a cell update: every cell scale, with and without a clip, outputs shifted either way
+    CellUpdate cu{};
+    cu.cell_log2 = -30 + trial % 22;
+    cu.cell_clip = trial % 5 == 0 ? static_cast<std::int16_t>(std::uniform_int_distribution<int>(1, 32767)(rng)) : 0;
+    // (no left shift: the scalar code adds the zero point in int32, which o · t = 2^30 shifted left
+    // could overflow; a real output scale would have to be below 2^-31 for one)
+    cu.hidden_mult = random_multiplier(rng, -31, trial % 7 == 0 ? 0 : -1);
+    cu.hidden_zp = std::uniform_int_distribution<int>(-128, 127)(rng);
+    cu.tanh_centre = int8_cell_tanh_centre(15 + cu.cell_log2);
+    CAPTURE(cu.cell_log2);
+    std::vector<std::int16_t> gi(static_cast<std::size_t>(n)), gf(gi.size()), gg(gi.size()), go(gi.size()), c0(gi.size());
+    for (int u = 0; u < n; ++u) {
+      gi[u] = random_i16(rng, true);
+      gf[u] = random_i16(rng, true);
+      gg[u] = random_i16(rng, false);
+      go[u] = random_i16(rng, true);
+      c0[u] = random_i16(rng, false);
+    }
+    const BlockGates gates{gi.data(), gf.data(), gg.data(), go.data()};
+    std::vector<std::int16_t> want_c = c0;
+    std::vector<std::int8_t> want_h(static_cast<std::size_t>(n));
+    REQUIRE(i16_cell_update_1x1__scalar(n, cu, gates, want_c.data(), want_h.data()) == n);
+    checked("i16_cell_update_1x1__scalar");  // the reference (the step's own scalar code)
+    for (int ki = 0; ki < nk; ++ki) {
+      CAPTURE(kernels[ki].cell_name);
+      std::vector<std::int16_t> got_c = c0;
+      got_c.push_back(kGuard16);
+      std::vector<std::int8_t> got_h(static_cast<std::size_t>(n) + 1, kGuard8);
+      const int done = kernels[ki].cell(n, cu, gates, got_c.data(), got_h.data());
+      checked(kernels[ki].cell_name);
+      ++cell_calls;
+      CHECK(done == (n & ~7));
+      for (int u = 0; u < done; ++u) {
+        if (got_c[u] != want_c[u] || got_h[u] != want_h[u]) {
+          FAIL_CHECK("unit " << u << ": c " << got_c[u] << " vs " << want_c[u] << ", h " << int(got_h[u]) << " vs "
+                             << int(want_h[u]) << " (i " << gi[u] << ", f " << gf[u] << ", g " << gg[u] << ", o " << go[u]
+                             << ", c " << c0[u] << ")");
+          break;
+        }
+      }
+      for (int u = done; u < n; ++u) CHECK(got_c[u] == c0[u]);
+      CHECK(got_c[static_cast<std::size_t>(n)] == kGuard16);
+      for (int u = done; u <= n; ++u) CHECK(got_h[u] == kGuard8);
+    }
+  }
+  MESSAGE(gate_calls << " gate and " << cell_calls << " cell kernel calls compared with the scalar code");
+}
+#endif
+
+TEST_CASE("int8 kernels: the interleaved layout's kernels equal the row-major scalar one, bit for bit") {
+  int np = 0;
+  const DotPanelsKernel* panels = int8_panel_kernels(&np);
+  REQUIRE(np >= 1);
+  CHECK(std::string(panels[0].name) == "i8_dot_panels_1x1__scalar");
+  // The layout itself: rows paired in each word's halves, element (j, k) at interleaved4_offset;
+  // a word holds columns c and c + 2 (the order SXTB16 widens the vector in).
+  {
+    std::vector<std::int8_t> w(5 * 7);
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<std::int8_t>(i + 1);
+    std::vector<std::int8_t> out(interleaved4_bytes(5, 7), 0x55);
+    REQUIRE(out.size() == 8 * 8);
+    REQUIRE(interleave4(w.data(), 5, 7, out.data()));
+    CHECK(std::vector<std::int8_t>(out.begin(), out.begin() + 12) ==
+          std::vector<std::int8_t>{1, 8, 3, 10, 15, 22, 17, 24, 2, 9, 4, 11});  // rows 0..3, columns 0..3
+    CHECK(out[16] == 5);   // row 0, column 4 (the panel's second group of columns)
+    CHECK(out[17] == 12);  // row 1, column 4
+    CHECK(out[26] == 0);   // row 0, column 7: padding
+    CHECK(out[32] == 29);  // row 4, column 0 (the second panel)
+    CHECK(out[33] == 0);   // row 5: padding
+    for (int j = 0; j < 5; ++j)
+      for (int k = 0; k < 7; ++k) CHECK(interleaved4_weight(out.data(), j, k, 2) == w[static_cast<std::size_t>(j * 7 + k)]);
+    // An odd row's byte is corrected where its even row's is negative: the half is 256·odd + even.
+    const std::int8_t neg[4] = {-3, 5, 7, -128};
+    std::vector<std::int8_t> two(16, 0x55);
+    REQUIRE(interleave4(neg, 2, 2, two.data()));
+    CHECK(std::vector<std::int8_t>{two[0], two[1], two[8], two[9]} == std::vector<std::int8_t>{-3, 6, 5, -128});
+    CHECK(static_cast<std::int16_t>((two[1] << 8) | (two[0] & 0xFF)) == 256 * 7 - 3);
+    for (int k = 0; k < 2; ++k) CHECK(interleaved4_weight(two.data(), 1, k, 1) == neg[2 + k]);
+    const std::int8_t pad[1] = {-3};  // the padding row beside a negative weight decodes as 0
+    REQUIRE(interleave4(pad, 1, 1, two.data()));
+    CHECK(interleaved4_weight(two.data(), 1, 0, 1) == 0);
+    // −128 in an odd row beside a negative weight has no such half.
+    const std::int8_t bad[4] = {5, -3, 0, -128};
+    int bad_row = -1, bad_column = -1;
+    CHECK_FALSE(interleave4(bad, 2, 2, two.data(), &bad_row, &bad_column));
+    CHECK(bad_row == 1);
+    CHECK(bad_column == 1);
+    std::vector<std::int16_t> pairs(8, 0x5555);
+    const std::int8_t v[7] = {1, 2, 3, 4, 5, 6, 7};
+    widen_pairs(v, 7, pairs.data());
+    CHECK(pairs == std::vector<std::int16_t>{1, 3, 2, 4, 5, 7, 6, 0});
+  }
+  std::mt19937 rng(20261125);
+  std::uniform_int_distribution<int> byte(-128, 127);
+  std::uniform_int_distribution<std::int32_t> any32(std::numeric_limits<std::int32_t>::min(),
+                                                    std::numeric_limits<std::int32_t>::max());
+  long compared = 0;
+  for (int rows = 1; rows <= kUnitBlock + 1; ++rows) {
+    // Up to 512 columns the DSP kernel takes a panel in one piece; beyond, in pieces of 512.
+    for (int K : {1, 2, 3, 4, 5, 7, 8, 12, 15, 16, 17, 20, 31, 32, 33, 48, 63, 64, 65, 100, 128, 129, 255, 256, 300, 512,
+                  513, 1100}) {
+      if (K > 300 && rows % 4 != 1) continue;
+      for (int pattern = 0; pattern < 3; ++pattern) {  // random; the extremes −128 (−127 in odd rows) against −128 and 127
+        std::vector<std::int8_t> w(static_cast<std::size_t>(rows * K)), v(static_cast<std::size_t>(K));
+        for (std::size_t i = 0; i < w.size(); ++i) {
+          const bool odd_row = (i / static_cast<std::size_t>(K)) % 2 == 1;
+          const int x = pattern == 0 ? byte(rng) : -128;
+          w[i] = static_cast<std::int8_t>(odd_row && x == -128 ? -127 : x);  // what the layout can store
+        }
+        for (std::int8_t& x : v) x = static_cast<std::int8_t>(pattern == 0 ? byte(rng) : (pattern == 1 ? -128 : 127));
+        std::vector<std::int32_t> bias(static_cast<std::size_t>(rows));
+        for (int j = 0; j < rows; ++j) bias[static_cast<std::size_t>(j)] = pattern == 0 ? any32(rng) : std::numeric_limits<std::int32_t>::max() - j;
+        std::vector<std::int32_t> want(static_cast<std::size_t>(rows));
+        i8_dot_1x1__scalar(w.data(), rows, K, v.data(), bias.data(), want.data());
+        // Exactly sized buffers: AddressSanitizer sees a read past the layout or the widened vector.
+        std::vector<std::int8_t> packed(interleaved4_bytes(rows, K));
+        REQUIRE(interleave4(w.data(), rows, K, packed.data()));
+        const int k_words = (K + 3) / 4;
+        std::vector<std::int16_t> pairs(static_cast<std::size_t>(4 * k_words));
+        widen_pairs(v.data(), K, pairs.data());
+        for (int ki = 0; ki < np; ++ki) {
+          std::vector<std::int32_t> got(static_cast<std::size_t>(rows) + 1, 0x5A5A5A5A);
+          const PanelProduct product{packed.data(), pairs.data(), bias.data(), got.data(), rows, k_words};
+          panels[ki].fn(&product, 1);
+          checked(panels[ki].name);
+          ++compared;
+          if (!std::equal(want.begin(), want.end(), got.begin()) || got[static_cast<std::size_t>(rows)] != 0x5A5A5A5A)
+            FAIL_CHECK(panels[ki].name << " differs: rows " << rows << ", K " << K << ", pattern " << pattern);
+        }
+      }
+    }
+  }
+  MESSAGE(compared << " interleaved kernel calls compared with the row-major scalar kernel (" << np << " kernels)");
+}
+
+TEST_CASE("int8 kernels: an interleaved kernel takes a list of products in one call") {
+  // Shapes the DSP kernel takes whole (every loop entry: K mod 16 = 0, 4, 8, 12 columns, one and
+  // several panels) and ones it does not (rows not a multiple of 4, more than 512 columns, no
+  // rows), in an order that mixes them, each product with its own weights, vector and biases.
+  struct Shape {
+    int rows, K;
+  };
+  const Shape shapes[] = {{4, 16}, {8, 36}, {16, 8}, {4, 1}, {5, 20}, {12, 44}, {8, 600}, {0, 8}, {4, 64}, {7, 3}, {32, 32}};
+  constexpr int kCount = static_cast<int>(sizeof shapes / sizeof shapes[0]);
+  std::mt19937 rng(20261125);
+  std::uniform_int_distribution<int> weight(-127, 127), byte(-128, 127);
+  std::uniform_int_distribution<std::int32_t> any32(std::numeric_limits<std::int32_t>::min(),
+                                                    std::numeric_limits<std::int32_t>::max());
+  std::vector<std::vector<std::int8_t>> packed(kCount);
+  std::vector<std::vector<std::int16_t>> pairs(kCount);
+  std::vector<std::vector<std::int32_t>> bias(kCount), want(kCount), got(kCount);
+  std::vector<PanelProduct> products(kCount);
+  for (int i = 0; i < kCount; ++i) {
+    const int rows = shapes[i].rows, K = shapes[i].K;
+    std::vector<std::int8_t> w(static_cast<std::size_t>(rows * K)), v(static_cast<std::size_t>(K));
+    for (std::int8_t& x : w) x = static_cast<std::int8_t>(weight(rng));
+    for (std::int8_t& x : v) x = static_cast<std::int8_t>(byte(rng));
+    bias[i].resize(static_cast<std::size_t>(rows));
+    for (std::int32_t& b : bias[i]) b = any32(rng);
+    want[i].resize(static_cast<std::size_t>(rows));
+    i8_dot_1x1__scalar(w.data(), rows, K, v.data(), bias[i].data(), want[i].data());
+    packed[i].resize(interleaved4_bytes(rows, K));
+    REQUIRE(interleave4(w.data(), rows, K, packed[i].data()));
+    pairs[i].resize(static_cast<std::size_t>(4 * interleaved4_words(K)));
+    widen_pairs(v.data(), K, pairs[i].data());
+  }
+  int np = 0;
+  const DotPanelsKernel* panels = int8_panel_kernels(&np);
+  for (int ki = 0; ki < np; ++ki) {
+    CAPTURE(panels[ki].name);
+    for (int i = 0; i < kCount; ++i) {
+      got[i].assign(static_cast<std::size_t>(shapes[i].rows) + 1, 0x5A5A5A5A);
+      products[i] = PanelProduct{packed[i].data(), pairs[i].data(), bias[i].data(), got[i].data(), shapes[i].rows,
+                                 interleaved4_words(shapes[i].K)};
+    }
+    panels[ki].fn(products.data(), kCount);
+    for (int i = 0; i < kCount; ++i) {
+      CAPTURE(i);
+      CHECK(std::equal(want[i].begin(), want[i].end(), got[i].begin()));
+      CHECK(got[i].back() == 0x5A5A5A5A);  // nothing written past the product's rows
+    }
+  }
+}
+
+// ---- the registry itself ----
+TEST_CASE("the registry: names are <dtype>_<op>_<tile>__<isa>, and the one choice keeps within a cap") {
+  int n = 0;
+  const Kernel* k = registry(&n);
+  REQUIRE(n >= 2);  // at least the scalar int8 kernels of both layouts
+  for (int i = 0; i < n; ++i) {
+    const std::string name = k[i].name(), op = detail::to_string(k[i].op);
+    CAPTURE(name);
+    MESSAGE("kernel " << name << std::string(k[i].runs() ? "" : " (this CPU lacks it)"));
+    // f32 tables are named after their LSTM step kernel (f32_rnn_6x2__avx2); the rest after their op.
+    CHECK(name.rfind(op + "_", 0) == 0);
+    const std::size_t sep = name.find("__");
+    REQUIRE(sep != std::string::npos);
+    CHECK(name.substr(sep + 2) == k[i].family);
+    CHECK((k[i].op == KernelOp::f32_rnn) == (k[i].table() != nullptr));  // f32 entries are tables
+    CHECK(sep > op.size() + 1);  // a tile between the op and the ISA
+    if (k[i].isa == Isa::none) CHECK(k[i].runs());
+    if (i > 0) CHECK(static_cast<int>(k[i - 1].op) <= static_cast<int>(k[i].op));  // grouped by op
+  }
+  for (int op = 0; op < detail::kKernelOpCount; ++op) {
+    for (Isa cap : {Isa::none, Isa::sse2, Isa::avx2, Isa::avx512, Isa::neon, Isa::best}) {
+      const Kernel* s = detail::select_kernel(static_cast<KernelOp>(op), cap);
+      if (s == nullptr) continue;
+      CAPTURE(std::string(s->name()));
+      CHECK(static_cast<int>(s->op) == op);
+      CHECK(s->runs());
+      CHECK(detail::isa_within_cap(s->isa, cap));
+    }
+  }
+}
+
+// ---- --bench: each kernel against its reference ----
+namespace {
+
+// The thread's CPU time where POSIX has it: on a shared machine the time the thread waits for a
+// core is left out. Elsewhere wall time.
+double seconds_now() {
+#if defined(CLOCK_THREAD_CPUTIME_ID)
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+#else
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+#endif
+}
+
+double time_calls(const std::function<void()>& f, int calls) {
+  const double t0 = seconds_now();
+  for (int i = 0; i < calls; ++i) f();
+  return (seconds_now() - t0) / calls;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// The median time of a kernel and of its reference, their repetitions alternating (so that a
+// change of clock or load falls on both), each repetition long enough (~2 ms) to time.
+void bench_pair(const std::string& what, const char* name, const char* ref_name, const std::function<void()>& kernel,
+                const std::function<void()>& ref, int reps) {
+  int calls = 1;
+  while (calls < (1 << 24) && time_calls(ref, calls) * calls < 2e-3) calls *= 2;
+  std::vector<double> tk, tr;
+  for (int r = 0; r < reps; ++r) {
+    tr.push_back(time_calls(ref, calls));
+    tk.push_back(time_calls(kernel, calls));
+  }
+  const double mk = median(tk), mr = median(tr);
+  std::printf("%-30s %-16s %12.1f ns   %-28s %12.1f ns   x%.2f\n", name, what.c_str(), 1e9 * mk, ref_name, 1e9 * mr, mr / mk);
+}
+
+void naive_matmul(const simd::MatmulArgs& m) {
+  for (int r = m.row_begin; r < m.row_end; ++r)
+    for (int j = 0; j < m.n; ++j) {
+      float s = m.accumulate ? m.c[r * m.ldc + j] : 0.0f;
+      for (int q = 0; q < m.k; ++q) s += m.a[r * m.a_m + q * m.a_k] * m.b[q * m.ldb + j];
+      m.c[r * m.ldc + j] = s;
+    }
+}
+
+void bench_f32(const Kernel& k, int reps, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const int M = 32, N = 256, K = 256;
+  std::vector<float> a(M * K), b(K * N), c(M * N);
+  for (float& x : a) x = u(rng);
+  for (float& x : b) x = u(rng);
+  simd::MatmulArgs m;
+  m.a = a.data(), m.a_m = K, m.a_k = 1, m.b = b.data(), m.ldb = N, m.c = c.data(), m.ldc = N, m.n = N, m.k = K, m.row_end = M;
+  bench_pair("matmul 32x256x256", k.name(), "naive f32 loops", [&] { k.table()->matmul(m); }, [&] { naive_matmul(m); }, reps);
+  std::vector<float> x(1024), e(x.size()), s(x.size()), t(x.size());
+  for (float& v : x) v = 10.0f * u(rng);
+  bench_pair("math n=1024", k.name(), "std::exp, std::tanh",
+             [&] { k.table()->math(x.data(), e.data(), s.data(), t.data(), 1024); },
+             [&] {
+               for (int i = 0; i < 1024; ++i) {
+                 e[i] = std::exp(x[i]);
+                 s[i] = 1.0f / (1.0f + std::exp(-x[i]));
+                 t[i] = std::tanh(x[i]);
+               }
+             },
+             reps);
+}
+
+void bench_dot(const Kernel& k, int reps, std::mt19937& rng) {
+  std::uniform_int_distribution<int> byte(-127, 127);
+  for (const int K : {64, 256, 1024}) {
+    const int rows = kUnitBlock;
+    std::vector<std::int8_t> w(static_cast<std::size_t>(rows * K)), v(static_cast<std::size_t>(K));
+    for (std::int8_t& x : w) x = static_cast<std::int8_t>(byte(rng));
+    for (std::int8_t& x : v) x = static_cast<std::int8_t>(byte(rng));
+    std::vector<std::int32_t> bias(rows, 7), out(rows);
+    const std::string what = std::to_string(rows) + " rows, K " + std::to_string(K);
+    if (k.op == KernelOp::i8_dot) {
+      bench_pair(what, k.name(), "i8_dot_1x1__scalar", [&] { k.dot(w.data(), rows, K, v.data(), bias.data(), out.data()); },
+                 [&] { i8_dot_1x1__scalar(w.data(), rows, K, v.data(), bias.data(), out.data()); }, reps);
+      continue;
+    }
+    std::vector<std::int8_t> packed(interleaved4_bytes(rows, K));
+    interleave4(w.data(), rows, K, packed.data());
+    std::vector<std::int16_t> pairs(static_cast<std::size_t>(4 * interleaved4_words(K)));
+    widen_pairs(v.data(), K, pairs.data());
+    const PanelProduct p{packed.data(), pairs.data(), bias.data(), out.data(), rows, interleaved4_words(K)};
+    bench_pair(what, k.name(), "i8_dot_panels_1x1__scalar", [&] { k.dot_panels(&p, 1); },
+               [&] { i8_dot_panels_1x1__scalar(&p, 1); }, reps);
+  }
+}
+
+#if !defined(RNNCORE_NO_HEAP)
+void bench_step(const Kernel& k, int reps, std::mt19937& rng) {
+  const int n = kUnitBlock;
+  std::uniform_int_distribution<std::int32_t> sum(-(1 << 22), 1 << 22);
+  std::uniform_int_distribution<int> sig(0, 32767), any16(-32768, 32767);
+  if (k.op == KernelOp::i32_gate_act) {
+    std::vector<std::int32_t> ax(n), ah(n);
+    for (int u = 0; u < n; ++u) ax[u] = sum(rng), ah[u] = sum(rng);
+    const GateScaling s{{1518500250, -12}, {1518500250, -13}};
+    const std::int16_t* centre = int8_gate_table_centre(false);
+    std::vector<std::int16_t> act(n);
+    bench_pair(std::to_string(n) + " units", k.name(), "i32_gate_act_1x1__scalar",
+               [&] { k.gate(n, ax.data(), ah.data(), s, centre, act.data()); },
+               [&] { i32_gate_act_1x1__scalar(n, ax.data(), ah.data(), s, centre, act.data()); }, reps);
+    return;
+  }
+  std::vector<std::int16_t> gi(n), gf(n), gg(n), go(n), c(n);
+  for (int u = 0; u < n; ++u) gi[u] = sig(rng), gf[u] = sig(rng), gg[u] = any16(rng), go[u] = sig(rng), c[u] = any16(rng);
+  CellUpdate cu{};
+  cu.cell_log2 = -11;
+  cu.hidden_mult = {1518500250, -8};
+  cu.tanh_centre = int8_cell_tanh_centre(15 + cu.cell_log2);
+  const BlockGates gates{gi.data(), gf.data(), gg.data(), go.data()};
+  std::vector<std::int8_t> h(n);
+  bench_pair(std::to_string(n) + " units", k.name(), "i16_cell_update_1x1__scalar",
+             [&] { k.cell(n, cu, gates, c.data(), h.data()); },
+             [&] { i16_cell_update_1x1__scalar(n, cu, gates, c.data(), h.data()); }, reps);
+}
+#endif
+
+int bench(int reps) {
+  std::printf("checkkernels --bench: median of %d alternating repetitions (kernel, then reference); x = reference / kernel\n",
+              reps);
+  std::mt19937 rng(1);
+  int n = 0;
+  const Kernel* k = registry(&n);
+  for (int i = 0; i < n; ++i) {
+    if (!k[i].runs() || std::strcmp(k[i].family, "scalar") == 0) continue;  // not the references themselves
+    switch (k[i].op) {
+      case KernelOp::f32_rnn: bench_f32(k[i], reps, rng); break;
+      case KernelOp::i8_dot:
+      case KernelOp::i8_dot_panels: bench_dot(k[i], reps, rng); break;
+      case KernelOp::i32_gate_act:
+      case KernelOp::i16_cell_update:
+#if !defined(RNNCORE_NO_HEAP)
+        bench_step(k[i], reps, rng);
+#endif
+        break;
+    }
+  }
+  return 0;
+}
+
+// After a full run: every kernel this CPU runs was checked, and every instruction set that the
+// build targets and this CPU has had kernels checked. Returns the number of failures.
+int coverage() {
+  int failures = 0, n = 0, runs = 0;
+  const Kernel* k = registry(&n);
+  for (int i = 0; i < n; ++i) {
+    if (!k[i].runs()) continue;
+    ++runs;
+    if (checked_names().count(k[i].name()) == 0) {
+      std::printf("checkkernels: FAIL: %s runs here and was not checked\n", k[i].name());
+      ++failures;
+    }
+  }
+  const std::string targets = RNNCORE_CHECK_ISAS;
+  for (Isa isa : {Isa::sse2, Isa::avx2, Isa::avx512, Isa::neon}) {
+    const std::string name = to_string(isa);
+    if (("," + targets + ",").find("," + name + ",") == std::string::npos || !detail::cpu_has_isa(isa)) continue;
+    bool any = false;
+    for (int i = 0; i < n; ++i) any = any || (k[i].isa == isa && checked_names().count(k[i].name()) != 0);
+    if (!any) {
+      std::printf("checkkernels: FAIL: this CPU has %s, which the build targets, and no %s kernel was checked\n",
+                  name.c_str(), name.c_str());
+      ++failures;
+    }
+  }
+  std::printf("checkkernels: %zu of the %d kernels this CPU runs checked (build targets: %s):",
+              checked_names().size(), runs, targets.empty() ? "no SIMD" : targets.c_str());
+  for (const std::string& s : checked_names()) std::printf(" %s", s.c_str());
+  std::printf("\n");
+  return failures;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "--bench") == 0) return bench(argc >= 3 ? std::max(1, std::atoi(argv[2])) : 15);
+  doctest::Context context(argc, argv);
+  const int rc = context.run();
+  if (context.shouldExit() || rc != 0) return rc;
+  // The coverage rule needs every check to have run: not with doctest's filters or options.
+  if (argc > 1) return rc;
+  return coverage() == 0 ? 0 : 1;
+}
