@@ -26,10 +26,7 @@ import sys
 MAX_FUNCTION_LINES = 150
 
 # to be split: issue 31 (path:function -> its length when the check was written; it may only shrink)
-ALLOWED_LONG_FUNCTIONS = {
-    "src/io/model.cpp:load_weights": 191,
-    "src/simd_backend.cpp:run_direction": 209,
-}
+ALLOWED_LONG_FUNCTIONS = {}  # none left: every function is at most 150 lines
 
 # to be removed: issue 31 (tools/ includes the private headers below; quantization and the C export
 # become io-library functions with public headers)

@@ -1160,7 +1160,7 @@ TEST_CASE("cli: an int8 run prints the kernels that ran, as `rnncore info` names
     if (step == "scalar") step = "scalar step";
     CHECK_MESSAGE(r.out.find("int8 kernels " + dot + " + " + step + ",") != std::string::npos, r.out);
     CHECK(r.out.find("scalar integer") == std::string::npos);
-    if (*cap != '\0') CHECK(dot == "i8_dot_rows_scalar");
+    if (*cap != '\0') CHECK(dot == "i8_dot_1x1__scalar");
   }
 }
 

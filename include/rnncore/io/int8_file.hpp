@@ -33,7 +33,7 @@ bool is_int8_model(const SafeTensors& file);
 std::string int8_model_origin(const SafeTensors& file);
 
 /// The integer LSTM kernels of this process within `cap` and RNNCORE_MAX_ISA: the matrix-vector
-/// kernel (e.g. "i8_dot_rows_avx2_4x16") and the step kernels ("gate / cell", or "scalar").
+/// kernel (e.g. "i8_dot_4x16__avx2") and the step kernels ("gate / cell", or "scalar").
 struct Int8KernelNames {
   std::string dot, step;
 };
@@ -83,8 +83,8 @@ class Int8Runner {
   std::vector<std::string> describe() const;
   /// The embedding, for a line about the input: "an embedding V x E (int8 rows, scale S, zero point Z)".
   std::string describe_embedding() const;
-  /// The kernels the model's LSTM layers run: "i8_dot_rows_avx2_4x16 + i32_gate_act_avx2_8 /
-  /// i16_cell_update_avx2_8", with "scalar step" where the step has no SIMD kernels.
+  /// The kernels the model's LSTM layers run: "i8_dot_4x16__avx2 + i32_gate_act_8__avx2 /
+  /// i16_cell_update_8__avx2", with "scalar step" where the step has no SIMD kernels.
   std::string kernel_names() const;
 
  private:
