@@ -1,7 +1,7 @@
 // speed_model: what bounds one time step of rnncore's GPU recurrence on a device, in place of a
 // timing where no GPU can be reached (issue 14, item 6; docs/gpu.md "Speed model").
 //
-// For each device profile (src/gpu/device_profiles.hpp) and shape, the backend's own planner
+// For each device profile (src/gpu/host/device_profiles.hpp) and shape, the backend's own planner
 // (gpu::plan_for_device, the modeled occupancy) chooses the recurrence kernel; the model then takes,
 // per time step and direction:
 //   FLOPs       2·G·H·H·B for R·h (the input projection of all steps is one GEMM before the
@@ -24,7 +24,7 @@
 // instruction mix, bank conflicts and the h broadcast are not modelled. Printed beside cuDNN's
 // published anchors.
 //
-// --backward: the same bound for one step of backward through time (src/gpu/backward.hpp): per
+// --backward: the same bound for one step of backward through time (src/gpu/host/backward.hpp): per
 // step the cell kernel and dh += dpre · R (2·G·H·H·B FLOPs, R read once from L2 or HBM — backward
 // has no persistent kernel yet), 2 launches (3 for the reset-after GRU, 4 for the reset-before);
 // the weight and input gradients are products over all steps after the recurrence, reported as a
@@ -37,8 +37,8 @@
 #include <cstring>
 #include <string>
 
-#include "src/gpu/device_profiles.hpp"
-#include "src/gpu/plan.hpp"
+#include "src/gpu/host/device_profiles.hpp"
+#include "src/gpu/host/plan.hpp"
 #include "src/internal/plan_impl.hpp"
 
 using namespace rnncore;
