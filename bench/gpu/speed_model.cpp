@@ -30,7 +30,7 @@
 // the weight and input gradients are products over all steps after the recurrence, reported as a
 // per-step share at the f32 rate (2·G·H·(2·I + H)·B FLOPs).
 //
-// --profile NAME: only that profile ("H100 SXM", "sm_90", "MI300X", ...; "H200": the H100's
+// --profile NAME: only that profile (a name or arch: "H100 SXM", "sm_90", "gfx942", ...; "H200": the H100's
 // multiprocessors and rates with the H200's 4.8 TB/s HBM and the 60 MB of L2 PyTorch reported on
 // one), --shape MODE:H:B:WEIGHTS[:half] (repeatable; e.g. lstm:512:16:f16:half): only those
 // shapes. The device kit (bench/gpu/device_run.sh, bench_vs_cudnn.py) asks this way for the bound
@@ -220,7 +220,7 @@ int main(int argc, char** argv) {
       std::printf("usage: speed_model [--csv] [--backward] [--profile NAME] [--shape MODE:H:B:WEIGHTS[:half]]...\n"
                   "  Per device profile and shape, the bound on one time step of the GPU recurrence\n"
                   "  (--backward: of backward through time; see the comment at the top of bench/gpu/speed_model.cpp\n"
-                  "  and docs/gpu.md). NAME: H100 SXM, H200, A100 SXM 80 GB, MI250X, MI300X or an arch (sm_90, ...);\n"
+                  "  and docs/gpu.md). NAME: H200, or a profile's name or arch (sm_90, sm_80, gfx90a, gfx942);\n"
                   "  MODE lstm|gru|rnn_tanh|rnn_relu, WEIGHTS f32|f16|bf16, :half for gpu_half_math.\n");
       return std::strcmp(argv[i], "--help") == 0 ? 0 : 2;
     }

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Builds the device kit on a CPU machine with nvcc (bench/results/README.md, "GPU: the device kit"):
+# a release build with -Dgpu=cuda for sm_80 and sm_90 (libstdc++ and libgcc linked statically, so the
+# binaries need only the C library and the NVIDIA driver there), then KITDIR (default build-kit/, one
+# ignored folder the device tool can carry) with what bench/gpu/device_run.sh runs:
+#   test_gpu_device, test_gpu_emulator (the dry run's stand-in for the device), rnncore,
+#   speed_model, MANIFEST.txt (commit, toolkit, targets, sizes, checksums, each binary's libraries).
+# It fails when a binary needs a library outside the C runtime, lacks sm_80 or sm_90 code, or the
+# kit reaches 60 MiB.
+#
+# nvcc compiles every kernel instance twice (sm_80, sm_90): on 2 busy cores that is the long part.
+# An existing build is reused: --from DIR takes a configured -Dgpu=cuda build directory (CI's), and
+# the default build-cuda/ is configured once and only recompiled where sources changed.
+#
+# usage: bench/gpu/prepare_kit.sh [--from BUILDDIR] [KITDIR]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+build=build-cuda
+if [ "${1:-}" = "--from" ]; then build=$2; shift 2; fi
+kit=${1:-build-kit}
+export PATH="$PATH:/usr/local/cuda/bin"
+die() { echo "prepare_kit: $*" >&2; exit 1; }
+
+command -v nvcc >/dev/null || die "nvcc not found (PATH, /usr/local/cuda/bin)"
+if [ ! -f "$build/build.ninja" ]; then
+  meson setup "$build" -Dgpu=cuda -Dgpu_cuda_archs=sm_80,sm_90 -Dgpu_resource_usage=true \
+    "-Dcpp_link_args=['-static-libstdc++','-static-libgcc']"
+fi
+opts=$(meson introspect --buildoptions "$build")
+python3 - "$opts" <<'EOF' || die "$build is not a -Dgpu=cuda release build for sm_80 and sm_90"
+import json, sys
+o = {x["name"]: x["value"] for x in json.loads(sys.argv[1])}
+ok = o["gpu"] == "cuda" and {"sm_80", "sm_90"} <= set(o["gpu_cuda_archs"]) and o["buildtype"] == "release"
+sys.exit(0 if ok else 1)
+EOF
+
+targets=(tests/test_gpu_device tests/test_gpu_emulator tools/rnncore bench/speed_model)
+echo "prepare_kit: compiling ${targets[*]} in $build (nvcc: long on a busy machine)"
+nice -n 10 meson compile -C "$build" "${targets[@]}" >"$build/kit-compile.log" 2>&1 ||
+  { tail -n 40 "$build/kit-compile.log"; die "compile failed (log: $build/kit-compile.log)"; }
+
+rm -rf "$kit"
+mkdir -p "$kit"
+for t in "${targets[@]}"; do cp "$build/$t" "$kit/"; done
+
+manifest="$kit/MANIFEST.txt"
+{
+  echo "rnncore device kit, prepared $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname)"
+  echo "commit: $(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!build*' || echo ' (with uncommitted changes)')"
+  echo "build: $build, $(nvcc --version | tail -n 1)"
+  echo "targets of test_gpu_device: $(cuobjdump --list-elf "$kit/test_gpu_device" 2>/dev/null | grep -o 'sm_[0-9]*' | sort -u | tr '\n' ' ')"
+} >"$manifest"
+grep -q "sm_80" "$manifest" && grep -q "sm_90" "$manifest" || die "test_gpu_device lacks sm_80 or sm_90 code: $(cat "$manifest")"
+
+# Libraries: the device has no Debian packages, only the C runtime and the driver.
+allowed='^(linux-vdso|libc|libm|libdl|libpthread|librt|ld-linux-x86-64|libstdc\+\+|libgcc_s)\.'
+bad=""
+for b in "$kit"/test_gpu_device "$kit"/test_gpu_emulator "$kit"/rnncore "$kit"/speed_model; do
+  libs=$(ldd "$b" | awk '{print $1}' | sed 's|.*/||')
+  glibc=$(objdump -T "$b" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -n 1)
+  echo "$(basename "$b"): $(du -k "$b" | cut -f1) KiB, needs $(echo $libs | tr '\n' ' ')(newest symbol $glibc), sha256 $(sha256sum "$b" | cut -c1-16)" >>"$manifest"
+  for l in $libs; do
+    if ! echo "$l" | grep -qE "$allowed"; then bad="$bad $(basename "$b"):$l"; fi
+  done
+done
+[ -z "$bad" ] || die "the kit needs libraries the device lacks:$bad"
+
+size=$(du -sk "$kit" | cut -f1)
+echo "total: $size KiB" >>"$manifest"
+[ "$size" -lt $((60 * 1024)) ] || die "the kit is $size KiB, over 60 MiB"
+cat "$manifest"
+echo "prepare_kit: ready in $kit; on the device: bash bench/gpu/device_run.sh \$OUT (carry $kit)"
