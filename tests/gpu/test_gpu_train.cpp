@@ -265,11 +265,11 @@ TEST_CASE("mutants: leaving out any barrier of the backward kernels is caught") 
   dev.census = nullptr;
   int sites = 0;
   for (const auto& site : census) {
-    if (site.first.file != "src/gpu/device/backward.hpp") continue;
+    if (site.first.file != "backward.hpp") continue;  // the emulator records base names: src/gpu/device/'s
     ++sites;
     dev.mutation.kind = site.first.kind;
     dev.mutation.line = site.first.line;
-    dev.mutation.file = "src/gpu/device/backward.hpp";
+    dev.mutation.file = "backward.hpp";
     TrainResults<float> got;
     found = 0;
     REQUIRE(train_emulated(c, d, dev, &got) == Status::ok);
