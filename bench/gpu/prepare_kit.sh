@@ -49,7 +49,12 @@ manifest="$kit/MANIFEST.txt"
   echo "rnncore device kit, prepared $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname)"
   echo "commit: $(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!build*' || echo ' (with uncommitted changes)')"
   echo "build: $build, $(nvcc --version | tail -n 1)"
-  echo "targets of test_gpu_device: $(cuobjdump --list-elf "$kit/test_gpu_device" 2>/dev/null | grep -o 'sm_[0-9]*' | sort -u | tr '\n' ' ')"
+  # (cuobjdump where the toolkit has it; else the arch names the embedded cubins carry)
+  if command -v cuobjdump >/dev/null; then
+    echo "targets of test_gpu_device: $(cuobjdump --list-elf "$kit/test_gpu_device" | grep -o 'sm_[0-9]*' | sort -u | tr '\n' ' ')"
+  else
+    echo "targets of test_gpu_device: $(strings -a "$kit/test_gpu_device" | grep -o '\bsm_[0-9]*\b' | sort -u | tr '\n' ' ')"
+  fi
 } >"$manifest"
 grep -q "sm_80" "$manifest" && grep -q "sm_90" "$manifest" || die "test_gpu_device lacks sm_80 or sm_90 code: $(cat "$manifest")"
 
