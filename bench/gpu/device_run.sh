@@ -52,7 +52,7 @@ failed=0
 {
   echo "# rnncore device kit: $( ((dry)) && echo "dry run (emulator, no timing)" || echo "device run")"
   echo
-  echo "Started $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname); kit $kit; budget $((deadline - start)) s."
+  echo "Started $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(uname -n); kit $kit; budget $((deadline - start)) s."
   echo
   echo "| part | result | seconds |"
   echo "| --- | --- | ---: |"

@@ -46,7 +46,7 @@ for t in "${targets[@]}"; do cp "$build/$t" "$kit/"; done
 
 manifest="$kit/MANIFEST.txt"
 {
-  echo "rnncore device kit, prepared $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname)"
+  echo "rnncore device kit, prepared $(date -u '+%Y-%m-%d %H:%M UTC') on $(uname -n)"
   echo "commit: $(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!build*' || echo ' (with uncommitted changes)')"
   echo "build: $build, $(nvcc --version | tail -n 1)"
   # (cuobjdump where the toolkit has it; else the arch names the embedded cubins carry)
