@@ -49,14 +49,32 @@ manifest="$kit/MANIFEST.txt"
   echo "rnncore device kit, prepared $(date -u '+%Y-%m-%d %H:%M UTC') on $(uname -n)"
   echo "commit: $(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!build*' || echo ' (with uncommitted changes)')"
   echo "build: $build, $(nvcc --version | tail -n 1)"
-  # (cuobjdump where the toolkit has it; else the arch names the embedded cubins carry)
-  if command -v cuobjdump >/dev/null; then
-    echo "targets of test_gpu_device: $(cuobjdump --list-elf "$kit/test_gpu_device" | grep -o 'sm_[0-9]*' | sort -u | tr '\n' ' ')"
-  else
-    echo "targets of test_gpu_device: $(strings -a "$kit/test_gpu_device" | grep -o '\bsm_[0-9]*\b' | sort -u | tr '\n' ' ')"
-  fi
+  echo "targets of test_gpu_device: $(python3 - "$kit/test_gpu_device" <<'EOF'
+# The cubins' targets from the embedded fatbinaries' entry headers (no cuobjdump needed; nvcc 13
+# compresses large fatbins, so their arch names are not visible as strings): a fatbin is the magic
+# 0xBA55ED50, version 1, header size 16, payload size; each entry: kind (1 PTX, 2 ELF), header
+# size, padded payload size, and the SM version at byte 28.
+import struct, sys
+data, archs, pos = open(sys.argv[1], "rb").read(), set(), 0
+while (i := data.find(b"\x50\xed\x55\xba", pos)) >= 0:
+    pos = i + 4
+    version, header = struct.unpack_from("<HH", data, i + 4)
+    if version != 1 or header != 16:
+        continue
+    p, end = i + 16, i + 16 + struct.unpack_from("<Q", data, i + 8)[0]
+    while p + 32 <= min(end, len(data)):
+        kind, _, size = struct.unpack_from("<HHI", data, p)
+        sm = struct.unpack_from("<I", data, p + 28)[0]
+        if kind in (1, 2) and 10 <= sm < 200:
+            archs.add(("compute_" if kind == 1 else "sm_") + str(sm))
+        if size == 0:
+            break
+        p += size + struct.unpack_from("<Q", data, p + 8)[0]
+print(" ".join(sorted(archs)))
+EOF
+)"
 } >"$manifest"
-grep -q "sm_80" "$manifest" && grep -q "sm_90" "$manifest" || die "test_gpu_device lacks sm_80 or sm_90 code: $(cat "$manifest")"
+grep -q "targets of test_gpu_device:.*sm_80 .*sm_90" "$manifest" || die "test_gpu_device lacks sm_80 or sm_90 code: $(cat "$manifest")"
 
 # Libraries: the device has no Debian packages, only the C runtime and the driver.
 allowed='^(linux-vdso|libc|libm|libdl|libpthread|librt|ld-linux-x86-64|libstdc\+\+|libgcc_s)\.'
