@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the device kit on a CPU machine with nvcc (bench/results/README.md, "GPU: the device kit"):
-# a release build with -Dgpu=cuda for sm_80 and sm_90 (libstdc++ and libgcc linked statically, so the
-# binaries need only the C library and the NVIDIA driver there), then KITDIR (default build-kit/, one
+# a release build with -Dgpu=cuda for sm_80 and sm_90 (the CUDA runtime linked statically, so the
+# binaries need only the C and C++ runtimes and the NVIDIA driver there), then KITDIR (default build-kit/, one
 # ignored folder the device tool can carry) with what bench/gpu/device_run.sh runs:
 #   test_gpu_device, test_gpu_emulator (the dry run's stand-in for the device), rnncore,
 #   speed_model, MANIFEST.txt (commit, toolkit, targets, sizes, checksums, each binary's libraries).
@@ -24,8 +24,9 @@ die() { echo "prepare_kit: $*" >&2; exit 1; }
 
 command -v nvcc >/dev/null || die "nvcc not found (PATH, /usr/local/cuda/bin)"
 if [ ! -f "$build/build.ninja" ]; then
-  meson setup "$build" -Dgpu=cuda -Dgpu_cuda_archs=sm_80,sm_90 -Dgpu_resource_usage=true \
-    "-Dcpp_link_args=['-static-libstdc++','-static-libgcc']"
+  # (libstdc++ stays shared: linked statically, GCC 12's would need glibc 2.36 for arc4random and
+  # _dl_find_object; shared, the binaries need glibc 2.34 and GLIBCXX_3.4.29, Ubuntu 22.04 or newer)
+  meson setup "$build" -Dgpu=cuda -Dgpu_cuda_archs=sm_80,sm_90 -Dgpu_resource_usage=true
 fi
 opts=$(meson introspect --buildoptions "$build")
 python3 - "$opts" <<'EOF' || die "$build is not a -Dgpu=cuda release build for sm_80 and sm_90"
@@ -82,7 +83,8 @@ bad=""
 for b in "$kit"/test_gpu_device "$kit"/test_gpu_emulator "$kit"/rnncore "$kit"/speed_model; do
   libs=$(ldd "$b" | awk '{print $1}' | sed 's|.*/||')
   glibc=$(objdump -T "$b" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -n 1)
-  echo "$(basename "$b"): $(du -k "$b" | cut -f1) KiB, needs $(echo $libs | tr '\n' ' ')(newest symbol $glibc), sha256 $(sha256sum "$b" | cut -c1-16)" >>"$manifest"
+  glibcxx=$(objdump -T "$b" | grep -o 'GLIBCXX_[0-9.]*' | sort -uV | tail -n 1)
+  echo "$(basename "$b"): $(du -k "$b" | cut -f1) KiB, needs $(echo $libs | tr '\n' ' ')(newest symbols $glibc ${glibcxx:-}), sha256 $(sha256sum "$b" | cut -c1-16)" >>"$manifest"
   for l in $libs; do
     if ! echo "$l" | grep -qE "$allowed"; then bad="$bad $(basename "$b"):$l"; fi
   done
