@@ -104,7 +104,7 @@ fi
 # ---------------------------------------------------------------------------------- the tests
 tests_log="$out/tests.log"
 : >"$tests_log"
-timed "$(limit 110)" "$tests_log" "$kit/test_gpu_device"
+timed "$(limit 140)" "$tests_log" "$kit/test_gpu_device"
 if ((dry)); then
   # No device: gpu_device skips; the emulator runs the same seeded random cases on the host.
   if [ $rc -eq 77 ]; then part gpu_device "skipped, as it must without a device" $secs
