@@ -7,6 +7,8 @@
 #     test suite of that build: CPU tests pass, the GPU device test skips saying why, the kernel
 #     emulator test runs the kernels on the host (without its long cases, which the release stage
 #     runs);
+#   - the device kit (bench/gpu/prepare_kit.sh) from the CUDA build, and bench/gpu/device_run.sh's
+#     dry run with the emulator in place of the device;
 #   - include/rnncore/philox.h in device code with both compilers (tests/philox_device_check.cu);
 #   - the resource gate: both builds print the compilers' per-kernel resource usage
 #     (-Dgpu_resource_usage=true), and scripts/gpu_resource_report.py --check fails a target where a
@@ -90,6 +92,18 @@ if command -v nvcc >/dev/null; then
     # it; here it only shows that it still links and runs beside the real backend.
     (cd "$root" && meson test -C "$work/cuda" --print-errorlogs --suite emulator --test-args=--test-suite-exclude=long)
     count_tests "$work/cuda" "cuda build: gpu_emulator without its long cases"
+    # The device kit from this build, and its one command's dry run (the emulator in place of the
+    # device, no timing; bench/results/README.md): so the kit cannot rot between device sessions.
+    kit_start=$(date +%s)
+    if bash bench/gpu/prepare_kit.sh --from "$work/cuda" "$work/kit" >"$work/kit.log" 2>&1 &&
+       bash bench/gpu/device_run.sh --dry-run --kit "$work/kit" "$work/kit-out" >>"$work/kit.log" 2>&1; then
+      ok "device kit: prepare_kit.sh and device_run.sh --dry-run"
+    else
+      tail -n 30 "$work/kit.log"
+      bad "device kit: prepare_kit.sh or device_run.sh --dry-run"
+    fi
+    cat "$work/kit-out/summary.md" 2>/dev/null | head -n 20
+    echo "stage_gpu_build: device kit dry run took $(($(date +%s) - kit_start)) s"
   else
     cat "$work/cuda-setup.log"
     grep -v 'ptxas info\|bytes stack frame' "$work/usage/nvcc.log"

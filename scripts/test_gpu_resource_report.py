@@ -22,24 +22,24 @@ ptxas info    : Used 28 registers, 1024 bytes smem, 2372 bytes cmem[0]
 """
 
 HIP_LOG = """\
-src/gpu/../../hip/rnn_launch.hpp:47:1: remark: Function Name: _ZN7rnncore3gpu14rnncore_kernelINS0_29f32_rnn_recurrence_persistentILi0ELi32EfEEEEvPKNT_4ArgsEi [-Rpass-analysis=kernel-resource-usage]
+../src/gpu/device/global.hpp:71:1: remark: Function Name: _ZN7rnncore3gpu14rnncore_kernelINS0_29f32_rnn_recurrence_persistentILi0ELi32EfEEEEvPKNT_4ArgsEi [-Rpass-analysis=kernel-resource-usage]
 __global__ void __launch_bounds__(K::kMaxThreads) rnncore_kernel(const typename K::Args* __restrict__ args, int arg) {
 ^
-src/gpu/../../hip/rnn_launch.hpp:47:1: remark:     SGPRs: 104 [-Rpass-analysis=kernel-resource-usage]
-src/gpu/../../hip/rnn_launch.hpp:47:1: remark:     VGPRs: 84 [-Rpass-analysis=kernel-resource-usage]
-src/gpu/../../hip/rnn_launch.hpp:47:1: remark:     ScratchSize [bytes/lane]: 144 [-Rpass-analysis=kernel-resource-usage]
-src/gpu/../../hip/rnn_launch.hpp:47:1: remark:     Occupancy [waves/SIMD]: 5 [-Rpass-analysis=kernel-resource-usage]
-src/gpu/../../hip/rnn_launch.hpp:47:1: remark:     SGPRs Spill: 56 [-Rpass-analysis=kernel-resource-usage]
-src/gpu/../../hip/rnn_launch.hpp:47:1: remark:     VGPRs Spill: 0 [-Rpass-analysis=kernel-resource-usage]
-src/gpu/../../hip/rnn_launch.hpp:47:1: remark:     LDS Size [bytes/block]: 0 [-Rpass-analysis=kernel-resource-usage]
-src/gpu/../../hip/rnn_launch.hpp:47:1: remark: Function Name: _ZN7rnncore3gpu14rnncore_kernelINS0_18f32_rnn_state_initEEEvPKNT_4ArgsEi [-Rpass-analysis=kernel-resource-usage]
-src/gpu/../../hip/rnn_launch.hpp:47:1: remark:     SGPRs: 20 [-Rpass-analysis=kernel-resource-usage]
-src/gpu/../../hip/rnn_launch.hpp:47:1: remark:     VGPRs: 17 [-Rpass-analysis=kernel-resource-usage]
-src/gpu/../../hip/rnn_launch.hpp:47:1: remark:     ScratchSize [bytes/lane]: 0 [-Rpass-analysis=kernel-resource-usage]
-src/gpu/../../hip/rnn_launch.hpp:47:1: remark:     Occupancy [waves/SIMD]: 8 [-Rpass-analysis=kernel-resource-usage]
-src/gpu/../../hip/rnn_launch.hpp:47:1: remark:     SGPRs Spill: 0 [-Rpass-analysis=kernel-resource-usage]
-src/gpu/../../hip/rnn_launch.hpp:47:1: remark:     VGPRs Spill: 0 [-Rpass-analysis=kernel-resource-usage]
-src/gpu/../../hip/rnn_launch.hpp:47:1: remark:     LDS Size [bytes/block]: 512 [-Rpass-analysis=kernel-resource-usage]
+../src/gpu/device/global.hpp:71:1: remark:     SGPRs: 104 [-Rpass-analysis=kernel-resource-usage]
+../src/gpu/device/global.hpp:71:1: remark:     VGPRs: 84 [-Rpass-analysis=kernel-resource-usage]
+../src/gpu/device/global.hpp:71:1: remark:     ScratchSize [bytes/lane]: 144 [-Rpass-analysis=kernel-resource-usage]
+../src/gpu/device/global.hpp:71:1: remark:     Occupancy [waves/SIMD]: 5 [-Rpass-analysis=kernel-resource-usage]
+../src/gpu/device/global.hpp:71:1: remark:     SGPRs Spill: 56 [-Rpass-analysis=kernel-resource-usage]
+../src/gpu/device/global.hpp:71:1: remark:     VGPRs Spill: 0 [-Rpass-analysis=kernel-resource-usage]
+../src/gpu/device/global.hpp:71:1: remark:     LDS Size [bytes/block]: 0 [-Rpass-analysis=kernel-resource-usage]
+../src/gpu/device/global.hpp:71:1: remark: Function Name: _ZN7rnncore3gpu14rnncore_kernelINS0_18f32_rnn_state_initEEEvPKNT_4ArgsEi [-Rpass-analysis=kernel-resource-usage]
+../src/gpu/device/global.hpp:71:1: remark:     SGPRs: 20 [-Rpass-analysis=kernel-resource-usage]
+../src/gpu/device/global.hpp:71:1: remark:     VGPRs: 17 [-Rpass-analysis=kernel-resource-usage]
+../src/gpu/device/global.hpp:71:1: remark:     ScratchSize [bytes/lane]: 0 [-Rpass-analysis=kernel-resource-usage]
+../src/gpu/device/global.hpp:71:1: remark:     Occupancy [waves/SIMD]: 8 [-Rpass-analysis=kernel-resource-usage]
+../src/gpu/device/global.hpp:71:1: remark:     SGPRs Spill: 0 [-Rpass-analysis=kernel-resource-usage]
+../src/gpu/device/global.hpp:71:1: remark:     VGPRs Spill: 0 [-Rpass-analysis=kernel-resource-usage]
+../src/gpu/device/global.hpp:71:1: remark:     LDS Size [bytes/block]: 512 [-Rpass-analysis=kernel-resource-usage]
 """
 
 failures = 0

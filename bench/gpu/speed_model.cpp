@@ -1,7 +1,7 @@
 // speed_model: what bounds one time step of rnncore's GPU recurrence on a device, in place of a
 // timing where no GPU can be reached (issue 14, item 6; docs/gpu.md "Speed model").
 //
-// For each device profile (src/gpu/device_profiles.hpp) and shape, the backend's own planner
+// For each device profile (src/gpu/host/device_profiles.hpp) and shape, the backend's own planner
 // (gpu::plan_for_device, the modeled occupancy) chooses the recurrence kernel; the model then takes,
 // per time step and direction:
 //   FLOPs       2·G·H·H·B for R·h (the input projection of all steps is one GEMM before the
@@ -24,21 +24,29 @@
 // instruction mix, bank conflicts and the h broadcast are not modelled. Printed beside cuDNN's
 // published anchors.
 //
-// --backward: the same bound for one step of backward through time (src/gpu/backward.hpp): per
+// --backward: the same bound for one step of backward through time (src/gpu/host/backward.hpp): per
 // step the cell kernel and dh += dpre · R (2·G·H·H·B FLOPs, R read once from L2 or HBM — backward
 // has no persistent kernel yet), 2 launches (3 for the reset-after GRU, 4 for the reset-before);
 // the weight and input gradients are products over all steps after the recurrence, reported as a
 // per-step share at the f32 rate (2·G·H·(2·I + H)·B FLOPs).
 //
-// usage: speed_model [--csv] [--backward]
+// --profile NAME: only that profile (a name or arch: "H100 SXM", "sm_90", "gfx942", ...; "H200": the H100's
+// multiprocessors and rates with the H200's 4.8 TB/s HBM and the 60 MB of L2 PyTorch reported on
+// one), --shape MODE:H:B:WEIGHTS[:half] (repeatable; e.g. lstm:512:16:f16:half): only those
+// shapes. The device kit (bench/gpu/device_run.sh, bench_vs_cudnn.py) asks this way for the bound
+// beside each measurement.
+//
+// usage: speed_model [--csv] [--backward] [--profile NAME] [--shape MODE:H:B:WEIGHTS[:half]]...
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <iterator>
+#include <vector>
 
-#include "src/gpu/device_profiles.hpp"
-#include "src/gpu/plan.hpp"
+#include "src/gpu/host/device_profiles.hpp"
+#include "src/gpu/host/plan.hpp"
 #include "src/internal/plan_impl.hpp"
 
 using namespace rnncore;
@@ -155,23 +163,69 @@ bool model_backward(const gpu::DeviceProfile& prof, const ModelShape& sh, Row* r
   return true;
 }
 
+/// "lstm:512:16:f16[:half]" (mode gru is the reset-after GRU); false if malformed.
+bool parse_shape(const char* text, ModelShape* out) {
+  char mode[16] = {0}, weights[8] = {0}, half[8] = {0};
+  int hidden = 0, batch = 0;
+  const int n = std::sscanf(text, "%15[a-z_]:%d:%d:%7[a-z0-9]:%7s", mode, &hidden, &batch, weights, half);
+  if (n < 4 || hidden < 1 || batch < 1 || (n == 5 && std::strcmp(half, "half") != 0)) return false;
+  const std::string m = mode, w = weights;
+  if (m == "lstm") out->mode = Mode::lstm;
+  else if (m == "gru") out->mode = Mode::gru;
+  else if (m == "rnn_tanh") out->mode = Mode::rnn_tanh;
+  else if (m == "rnn_relu") out->mode = Mode::rnn_relu;
+  else return false;
+  if (w == "f32") out->weights = DType::f32;
+  else if (w == "f16") out->weights = DType::f16;
+  else if (w == "bf16") out->weights = DType::bf16;
+  else return false;
+  out->hidden = hidden;
+  out->batch = batch;
+  out->half_math = n == 5;
+  return true;
+}
+
+/// A profile by name; "H200" is the H100's with the H200's memory (see the file comment).
+bool profile_by_name(const char* name, gpu::DeviceProfile* out) {
+  if (std::strcmp(name, "H200") == 0 || std::strcmp(name, "H200 SXM") == 0) {
+    if (!gpu::find_device_profile("H100 SXM", out)) return false;
+    std::snprintf(out->device.name, sizeof out->device.name, "H200 SXM");
+    out->memory_gbs = 4800;
+    out->l2_bytes = 60e6;
+    return true;
+  }
+  return gpu::find_device_profile(name, out);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bool csv = false, backward = false;
+  std::vector<gpu::DeviceProfile> profiles;
+  std::vector<ModelShape> chosen;
   for (int i = 1; i < argc; ++i) {
+    ModelShape sh{};
+    gpu::DeviceProfile prof;
     if (std::strcmp(argv[i], "--csv") == 0) {
       csv = true;
     } else if (std::strcmp(argv[i], "--backward") == 0) {
       backward = true;
+    } else if (std::strcmp(argv[i], "--profile") == 0 && i + 1 < argc && profile_by_name(argv[i + 1], &prof)) {
+      profiles.push_back(prof);
+      ++i;
+    } else if (std::strcmp(argv[i], "--shape") == 0 && i + 1 < argc && parse_shape(argv[i + 1], &sh)) {
+      chosen.push_back(sh);
+      ++i;
     } else {
-      std::printf("usage: speed_model [--csv] [--backward]\n  Per device profile and shape, the bound on one time step of the GPU recurrence\n"
+      std::printf("usage: speed_model [--csv] [--backward] [--profile NAME] [--shape MODE:H:B:WEIGHTS[:half]]...\n"
+                  "  Per device profile and shape, the bound on one time step of the GPU recurrence\n"
                   "  (--backward: of backward through time; see the comment at the top of bench/gpu/speed_model.cpp\n"
-                  "  and docs/gpu.md).\n");
+                  "  and docs/gpu.md). NAME: H200, or a profile's name or arch (sm_90, sm_80, gfx90a, gfx942);\n"
+                  "  MODE lstm|gru|rnn_tanh|rnn_relu, WEIGHTS f32|f16|bf16, :half for gpu_half_math.\n");
       return std::strcmp(argv[i], "--help") == 0 ? 0 : 2;
     }
   }
-  const ModelShape shapes[] = {
+  const ModelShape default_shapes[] = {
       {Mode::lstm, 512, 16, DType::f32},  {Mode::lstm, 512, 16, DType::f16},  {Mode::lstm, 256, 1, DType::f32},
       {Mode::lstm, 512, 1, DType::f32},   {Mode::lstm, 1024, 1, DType::f32},  {Mode::lstm, 1024, 4, DType::f16},
       {Mode::lstm, 1024, 64, DType::f32}, {Mode::gru, 512, 8, DType::f32},    {Mode::rnn_tanh, 2048, 4, DType::f32},
@@ -185,8 +239,10 @@ int main(int argc, char** argv) {
                 "I = H, one layer, one direction; bound = max(compute, weight reads) + latency, per time step%s.\n\n",
                 kGridBarrierUs, kLaunchUs, kL2OverHbm, kSmemBytesPerClock,
                 backward ? " of backward (last column: the weight and input gradients' share of a step)" : "");
-  for (int i = 0; i < gpu::kProfileCount; ++i) {
-    const gpu::DeviceProfile prof = gpu::device_profile(i);
+  if (chosen.empty()) chosen.assign(std::begin(default_shapes), std::end(default_shapes));
+  if (profiles.empty())
+    for (int i = 0; i < gpu::kProfileCount; ++i) profiles.push_back(gpu::device_profile(i));
+  for (const gpu::DeviceProfile& prof : profiles) {
     if (!csv) {
       std::printf("## %s (%s): %d %s, %.0f GB/s HBM, %.0f MB L2, %.1f TFLOP/s f32\n\n", prof.device.name, prof.device.arch,
                   prof.device.sm_count, std::strcmp(gpu::vendor_of(prof.device), "hip") == 0 ? "CUs" : "SMs", prof.memory_gbs, prof.l2_bytes / 1e6, prof.f32_tflops);
@@ -194,7 +250,7 @@ int main(int argc, char** argv) {
                   backward ? "gradient products us" : "projection us");
       std::printf("| --- | ---: | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     }
-    for (const ModelShape& sh : shapes) {
+    for (const ModelShape& sh : chosen) {
       Row r;
       if (!(backward ? model_backward(prof, sh, &r) : model(prof, sh, &r))) {
         std::fprintf(stderr, "speed_model: planning failed for %s H=%d: %s\n", prof.device.name, sh.hidden, last_error_detail());

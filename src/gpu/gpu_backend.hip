@@ -1,18 +1,18 @@
 // The GPU backend's entry points (src/internal/plan_impl.hpp: gpu_select, gpu_layout, gpu_pack,
 // gpu_forward, gpu_backward) and the public device-memory functions of include/rnncore/gpu.hpp. Built by hipcc
 // (-Dgpu=hip) or nvcc (-Dgpu=cuda); the runtime is reached through HIP names only, which
-// hip/gpu_compat.hpp maps to CUDA for nvcc. The planning (src/gpu/plan.hpp), the
-// launch schedules (src/gpu/schedule.hpp) and the kernels (hip/rnn_device.hpp) also run in the
-// host tests; this file adds the device queries and the launcher (hip/rnn_launch.hpp).
+// src/gpu/vendor.hpp maps to CUDA for nvcc. The planning (src/gpu/host/plan.hpp), the
+// launch schedules (src/gpu/host/schedule.hpp) and the kernels (src/gpu/device/kernels.hpp) also run in the
+// host tests; this file adds the device queries and the launcher (src/gpu/host/launcher.hpp).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 
-#include "hip/gpu_compat.hpp"
-#include "hip/rnn_launch.hpp"
-#include "src/gpu/backward.hpp"
-#include "src/gpu/schedule.hpp"
+#include "src/gpu/vendor.hpp"
+#include "src/gpu/host/launcher.hpp"
+#include "src/gpu/host/backward.hpp"
+#include "src/gpu/host/schedule.hpp"
 #include "rnncore/gpu.hpp"
 #include "src/internal/error.hpp"
 #include "src/internal/plan_impl.hpp"
@@ -111,14 +111,14 @@ int persistent_occupancy_cell(int cell, int bucket, int threads, std::size_t sme
   }
 }
 
-// Occupancy of the persistent kernel instance a plan would launch (src/gpu/plan.hpp's plan_persistent).
+// Occupancy of the persistent kernel instance a plan would launch (src/gpu/host/plan.hpp's plan_persistent).
 int persistent_occupancy_of(int cell, int bucket, int weights, int threads, std::size_t smem) {
   if (weights == gpu::kWeightF16) return persistent_occupancy_cell<gpu::WeightF16>(cell, bucket, threads, smem);
   if (weights == gpu::kWeightBF16) return persistent_occupancy_cell<gpu::WeightBF16>(cell, bucket, threads, smem);
   return persistent_occupancy_cell<float>(cell, bucket, threads, smem);
 }
 
-// The description of `device` from the runtime (what src/gpu/plan.hpp plans for).
+// The description of `device` from the runtime (what src/gpu/host/plan.hpp plans for).
 Status describe_device(int device, gpu::DeviceDescription* d) {
   struct Query {
     hipDeviceAttribute_t attribute;

@@ -1,5 +1,5 @@
 // Buffer layouts as a sequence of aligned regions: the one allocator-free "bump" used by every
-// backend's plan (src/plan.cpp for the CPU, src/gpu/plan.hpp for the GPU).
+// backend's plan (src/plan.cpp for the CPU, src/gpu/host/plan.hpp for the GPU).
 #ifndef RNNCORE_SRC_INTERNAL_ARENA_HPP
 #define RNNCORE_SRC_INTERNAL_ARENA_HPP
 

@@ -1,5 +1,5 @@
 // The cells' derivatives per unit (docs/design.md §2, §10.1): the one statement of backward's calculus,
-// shared by the CPU backward (src/train.cpp) and the GPU's (hip/rnn_backward.hpp). Inputs are what
+// shared by the CPU backward (src/train.cpp) and the GPU's (src/gpu/device/backward.hpp). Inputs are what
 // a training forward keeps (the gate activations, the new cell state) and the gradient reaching
 // the cell's output; gradients of the gates are written `stride` elements apart (the gate blocks
 // of a dgates row). No allocation, no libm beyond what callers pass in.

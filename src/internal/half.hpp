@@ -1,6 +1,6 @@
 // IEEE binary16 and bfloat16 conversions (exact, round-to-nearest-even on narrowing): the one
 // definition, for the host (weights, the SIMD backend's packing, .npy files) and for GPU kernels
-// (hip/rnn_device.hpp's weight loads and packing), which include it under nvcc and hipcc. Bits move
+// (src/gpu/device/kernels.hpp's weight loads and packing), which include it under nvcc and hipcc. Bits move
 // between float and uint32 by memcpy on the host and the compilers' bit-cast intrinsics on the
 // device (__uint_as_float, __float_as_uint), never through a union.
 #ifndef RNNCORE_SRC_INTERNAL_HALF_HPP

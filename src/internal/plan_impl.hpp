@@ -9,7 +9,7 @@
 #include "rnncore/rnncore.hpp"
 #include "simd/kernels.hpp"
 #include "src/internal/arena.hpp"
-#include "src/internal/gpu_plan.hpp"
+#include "src/gpu/host/plan_data.hpp"
 
 namespace rnncore {
 namespace detail {
@@ -103,7 +103,7 @@ struct TrainLayout {
   std::size_t backward_pack = 0;  // SIMD: simd::kMatmulScratchFloats per thread
   std::size_t r_packed = 0;       // SIMD: one direction's R [G·H, H] packed for the per-step products
   // GPU backend: device copies of seq_lengths and row_ids [B], and the argument blocks of every
-  // layer's backward kernels (kGpuGradArgBytesPerLayer each; src/gpu/backward.hpp).
+  // layer's backward kernels (kGpuGradArgBytesPerLayer each; src/gpu/host/backward.hpp).
   std::size_t gpu_lengths = 0, gpu_row_ids = 0, gpu_args = 0;
   std::size_t backward_total = 0;
 };
@@ -260,7 +260,7 @@ void take_direction_buffers(Arena* ws, const DirectionBuffers& sizes, int dir, W
 
 // Where Plan::create gets a GPU plan's device part: the build's backend (gpu_select, gpu_layout:
 // the device's own description and occupancy), or a described device without a runtime (the
-// emulator tests plan for device profiles through create_plan with src/gpu/plan.hpp's functions).
+// emulator tests plan for device profiles through create_plan with src/gpu/host/plan.hpp's functions).
 struct GpuPlanner {
   Status (*select)(const PlanOptions& options, PlanImpl* p, const void* context) = nullptr;
   Status (*layout)(PlanImpl* p, const void* context) = nullptr;

@@ -1,7 +1,7 @@
 // The emulator's race and coherence detector (tests/gpu/emulator.hpp, docs/gpu.md "The emulator").
 //
 // Kernel bodies read and write device memory through plain pointers. Rather than route every
-// access of hip/rnn_device.hpp through helpers, the one translation unit that runs kernels in the
+// access of src/gpu/device/kernels.hpp through helpers, the one translation unit that runs kernels in the
 // emulator (tests/gpu/emu_kernels.cpp) is compiled with GCC's / Clang's ThreadSanitizer
 // instrumentation, which calls __tsan_read4(addr), __tsan_write16(addr), ... before every memory
 // access; emu_detector.cpp (not instrumented) defines those entry points itself instead of linking

@@ -3,18 +3,18 @@
 #ifndef RNNCORE_TESTS_GPU_EMU_KERNELS_HPP
 #define RNNCORE_TESTS_GPU_EMU_KERNELS_HPP
 
-#include "src/gpu/backward.hpp"
+#include "src/gpu/host/backward.hpp"
 #include "tests/gpu/emulator.hpp"
 
 namespace rnncore_test {
 namespace emu {
 
-/// gpu::pack and gpu::forward (src/gpu/schedule.hpp) on the emulator.
+/// gpu::pack and gpu::forward (src/gpu/host/schedule.hpp) on the emulator.
 rnncore::Status pack(Launcher& ln, const rnncore::detail::PlanImpl& p, const rnncore::gpu::GpuPlan& g, const float* canonical,
                      unsigned char* packed);
 rnncore::Status forward(Launcher& ln, const rnncore::detail::PlanImpl& p, const rnncore::gpu::GpuPlan& g,
                         const unsigned char* packed, unsigned char* ws, const rnncore::ForwardArgs& a);
-/// gpu::backward (src/gpu/backward.hpp) on the emulator.
+/// gpu::backward (src/gpu/host/backward.hpp) on the emulator.
 rnncore::Status backward(Launcher& ln, const rnncore::detail::PlanImpl& p, const rnncore::gpu::GpuPlan& g,
                          const unsigned char* packed, unsigned char* ws, const rnncore::BackwardArgs& a);
 /// Single launches of the mask kernels.
@@ -23,7 +23,7 @@ rnncore::Status input_dropout(Launcher& ln, const rnncore::gpu::Dims& d, const r
 
 /// How the MMA probe places its fragments: as mma_coord says, or deliberately wrong.
 enum class MmaPlacement {
-  vendor,        ///< hip/rnn_device.hpp's mma_coord (the vendor's layout)
+  vendor,        ///< src/gpu/device/kernels.hpp's mma_coord (the vendor's layout)
   swap_lanes,    ///< lanes 0 and 1 load each other's elements of A
   a_transposed,  ///< A's positions with row and column exchanged
   other_vendor,  ///< A at the other warp size's positions (one vendor's layout on the other's

@@ -1,4 +1,4 @@
-// A host emulator of the GPU for rnncore's kernels (hip/rnn_device.hpp): every GPU thread of a
+// A host emulator of the GPU for rnncore's kernels (src/gpu/device/kernels.hpp): every GPU thread of a
 // launch is a fiber (a user-level thread with its own stack, ucontext) executing the kernel body
 // itself, with
 //   - __syncthreads as a real barrier of the block's threads,
@@ -56,7 +56,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "src/gpu/schedule.hpp"
+#include "src/gpu/host/schedule.hpp"
 #include "src/internal/half.hpp"
 #include "tests/gpu/emu_detector.hpp"
 
@@ -347,7 +347,7 @@ struct Mutation {
 };
 
 /// The emulator's model of the matrix units' fragment layouts, written from the vendors' documents
-/// as the inverse of hip/rnn_device.hpp's mma_coord (which lane holds an element, and where), so that
+/// as the inverse of src/gpu/device/kernels.hpp's mma_coord (which lane holds an element, and where), so that
 /// the two are independent statements of the same fact: (lane, element) of the fragment of operand
 /// `op` (0 A [m][k], 1 B [k][n], 2 C [m][n]) that holds (row, col). Warp 32: NVIDIA PTX ISA,
 /// mma.m16n8k16 f16/bf16, one instruction per 8 columns n; warp 64: AMD CDNA3 ISA,
@@ -380,7 +380,7 @@ inline bool mma_owner(int warp, int op, int row, int col, int* lane, int* elem) 
 
 /// The emulator's model of the TF32 fragments (NVIDIA PTX ISA, mma.m16n8k8 .tf32, one instruction
 /// per 8 columns n; warp 32 only), written as the inverse of the hardware's table and independent
-/// of hip/rnn_device.hpp's mma_coord_tf32: (lane, register) holding A [16 m][8 k] (op 0) or B [8 k][16
+/// of src/gpu/device/kernels.hpp's mma_coord_tf32: (lane, register) holding A [16 m][8 k] (op 0) or B [8 k][16
 /// n] (op 1) at (row, col). A: thread group m % 8, column k % 4 of the group; m ≥ 8 is the odd
 /// register, k ≥ 4 the upper pair. B: group n % 8, row k % 4; k ≥ 4 the odd register, n ≥ 8 the
 /// second instruction's pair. C / D are laid out as mma.m16n8k16's (mma_owner, op 2).
@@ -417,7 +417,7 @@ struct LaunchShared {
   }
 };
 
-/// The emulator's side of the Exec interface of hip/rnn_device.hpp. The synchronising calls take
+/// The emulator's side of the Exec interface of src/gpu/device/kernels.hpp. The synchronising calls take
 /// their call site (file, line) as default arguments: the kernels call them as ex.sync().
 class Exec {
  public:
@@ -460,7 +460,7 @@ class Exec {
     phase_ ^= 1;  // the other buffer next time: no second barrier needed before it is rewritten
     return r;
   }
-  /// The warp's D = A·B + C (hip/rnn_device.hpp, "matrix units"). Every lane of the warp must call it
+  /// The warp's D = A·B + C (src/gpu/device/kernels.hpp, "matrix units"). Every lane of the warp must call it
   /// (a lane that does not leaves the others waiting: a reported deadlock).
   void mma_16x16x16(const rnncore::gpu::MmaFrag<rnncore::gpu::WeightF16>& a, const rnncore::gpu::MmaFrag<rnncore::gpu::WeightF16>& b,
                     rnncore::gpu::MmaAcc& c) const {
@@ -554,7 +554,7 @@ struct UsesMmaTf32<K, std::void_t<decltype(K::kUsesMmaTf32)>> {
   static constexpr bool value = K::kUsesMmaTf32;
 };
 
-/// A Launcher (see src/gpu/schedule.hpp) that runs every kernel in the emulator, with the device
+/// A Launcher (see src/gpu/host/schedule.hpp) that runs every kernel in the emulator, with the device
 /// facts given, and counts launches by kernel name.
 class Launcher {
  public:

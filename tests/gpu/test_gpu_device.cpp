@@ -200,7 +200,7 @@ TEST_CASE("GPU forward with f16 and bf16 weight storage (weights representable i
 
 TEST_CASE("GPU forward with gpu_half_math: the input projection and the per-step recurrence on tensor / matrix cores") {
   // Where the device has matrix units (sm_80+, gfx90a / gfx94x) the plan takes the MMA GEMM, and the
-  // hardware's fragment layouts must then agree with hip/rnn_device.hpp's mma_coord (the emulator
+  // hardware's fragment layouts must then agree with src/gpu/device/kernels.hpp's mma_coord (the emulator
   // checks the kernels against its own model of them; only this test checks the hardware).
   Rng rng(4343);  // the emulator test runs the same cases
   for (int i = 0; i < 16; ++i) {

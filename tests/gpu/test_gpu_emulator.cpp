@@ -1,5 +1,5 @@
-// The GPU backend without a GPU: its kernels (hip/rnn_device.hpp), launch schedules, layouts and
-// persistent-kernel planning (src/gpu/plan.hpp, src/gpu/schedule.hpp) run in the host emulator (tests/gpu/emulator.hpp)
+// The GPU backend without a GPU: its kernels (src/gpu/device/kernels.hpp), launch schedules, layouts and
+// persistent-kernel planning (src/gpu/host/plan.hpp, src/gpu/host/schedule.hpp) run in the host emulator (tests/gpu/emulator.hpp)
 // and are compared with the reference backend, for every mode and option, both recurrence kernels
 // (persistent and per step, both tile shapes) and warp sizes 32 and 64. The masks the kernels draw
 // are compared bit for bit with the CPU's mask rows. Built in every configuration (no GPU compiler
@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-#include "src/gpu/device_profiles.hpp"
+#include "src/gpu/host/device_profiles.hpp"
 #include "src/internal/half.hpp"
 #include "tests/gpu/emu_kernels.hpp"
 #include "tests/gpu/gpu_cases.hpp"
@@ -713,7 +713,7 @@ TEST_CASE("emulated GPU forward: NaN and Inf give NaN where the reference does, 
 }
 
 TEST_CASE("a kernel's shared-memory limit is raised once per device, to the device's maximum") {
-  // hip/rnn_launch.hpp raises the process-wide cudaFuncAttributeMaxDynamicSharedMemorySize through
+  // src/gpu/host/launcher.hpp raises the process-wide cudaFuncAttributeMaxDynamicSharedMemorySize through
   // gpu::raise_smem_limit_once; here the runtime is a fake: one attribute per device, which a
   // launch of `smem` bytes needs to be at least `smem`.
   constexpr int kOptin[2] = {227 * 1024, 99 * 1024};  // H100-like and a smaller device
@@ -983,9 +983,9 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0);
 }
 
-/// Line `line` of hip/rnn_device.hpp.
+/// Line `line` of src/gpu/device/kernels.hpp.
 std::string device_source_line(int line) {
-  std::FILE* f = std::fopen(RNNCORE_SOURCE_DIR "/hip/rnn_device.hpp", "r");
+  std::FILE* f = std::fopen(RNNCORE_SOURCE_DIR "/src/gpu/device/kernels.hpp", "r");
   if (f == nullptr) return "";
   char buf[1024];
   std::string text;

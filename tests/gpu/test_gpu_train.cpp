@@ -1,5 +1,5 @@
 // Training on the GPU without a GPU: the training forward (reserve rows written by the cell
-// epilogue) and backward through time (hip/rnn_backward.hpp, src/gpu/backward.hpp) run in the
+// epilogue) and backward through time (src/gpu/device/backward.hpp, src/gpu/host/backward.hpp) run in the
 // emulator and are compared with the f64 reference backend's training forward and backward on the
 // same f32-rounded data: every output, the input, initial-state and weight gradients, for every
 // cell, both directions, lengths, layouts, wrappers with dropout (masks regenerated in backward),
@@ -240,7 +240,7 @@ TEST_CASE("GPU gradients are the same bits for any grid size and block order (no
 }
 
 TEST_CASE("mutants: leaving out any barrier of the backward kernels is caught") {
-  // Every synchronisation site of hip/rnn_backward.hpp that a training run reaches is left out in
+  // Every synchronisation site of src/gpu/device/backward.hpp that a training run reaches is left out in
   // turn; the mutant is caught when the detector reports a race or a gradient's bits change.
   if (!emu::detector::available()) {
     MESSAGE("no access instrumentation in this build (AddressSanitizer): mutants not run");
@@ -265,18 +265,18 @@ TEST_CASE("mutants: leaving out any barrier of the backward kernels is caught") 
   dev.census = nullptr;
   int sites = 0;
   for (const auto& site : census) {
-    if (site.first.file != "rnn_backward.hpp") continue;
+    if (site.first.file != "backward.hpp") continue;  // the emulator records base names: src/gpu/device/'s
     ++sites;
     dev.mutation.kind = site.first.kind;
     dev.mutation.line = site.first.line;
-    dev.mutation.file = "rnn_backward.hpp";
+    dev.mutation.file = "backward.hpp";
     TrainResults<float> got;
     found = 0;
     REQUIRE(train_emulated(c, d, dev, &got) == Status::ok);
     const bool changed = std::memcmp(got.dw.data(), base.dw.data(), sizeof(float) * base.dw.size()) != 0 ||
                          std::memcmp(got.dx.data(), base.dx.data(), sizeof(float) * base.dx.size()) != 0;
     const std::string how = found > 0 ? "caught by the detector" : changed ? "caught by the results" : "SURVIVED";
-    MESSAGE(std::string(emu::site_kind_name(site.first.kind)) << " at rnn_backward.hpp:" << site.first.line << ": " << how);
+    MESSAGE(std::string(emu::site_kind_name(site.first.kind)) << " at src/gpu/device/backward.hpp:" << site.first.line << ": " << how);
     CHECK((found > 0 || changed));
   }
   CHECK(sites >= 2);  // the tiled product's two barriers

@@ -1,11 +1,18 @@
-// The one file of rnncore that knows the GPU vendor (docs/design.md §9, after ggml-cuda).
+// The one file of rnncore that knows which compiler builds the GPU code, and so the vendor (docs/design.md
+// §9, after ggml-cuda): nvcc (NVIDIA, CUDA runtime), hipcc (AMD, ROCm's HIP runtime) or a host C++
+// compiler (the emulator of tests/gpu/, which runs the kernel bodies on the CPU and needs no runtime).
 //
 // rnncore's GPU code is written against the HIP runtime names (hipMalloc, hipStream_t, ...). hipcc
 // compiles it for AMD targets with ROCm's own <hip/hip_runtime.h>. For NVIDIA targets, the same
 // sources are compiled by nvcc: Debian's HIP headers for NVIDIA do not work with CUDA 13, so this
-// header maps every HIP name the backend uses onto the CUDA runtime instead. Nothing else in hip/,
-// src/gpu/ or tests/gpu/ tests for a vendor; vendor differences that matter to kernels are the
-// functions and constants at the end of this file:
+// header maps every HIP name the backend uses onto the CUDA runtime instead. Nothing else in src/gpu/
+// or tests/gpu/ tests for a vendor or a compiler (the shared host/device math, rnncore/philox.h and
+// src/internal/half.hpp, keeps its own host/device switch); what the kernels see is:
+//   RNNCORE_GPU_VENDOR              "cuda", "hip" or "emulator"
+//   RNNCORE_GPU_INLINE              forced inlining under GPU compilers (so accumulators never take
+//                                   the address of a stack copy), plain inline on the host
+//   RNNCORE_GPU_UNROLL              #pragma unroll in device passes, nothing elsewhere
+// and, under nvcc and hipcc only (src/gpu/device/global.hpp, src/gpu/host/launcher.hpp, gpu_backend.hip):
 //   RNNCORE_GPU_WARP_SIZE           physical warp / wavefront size of the target being compiled
 //                                   (device code only; the host reads hipDeviceAttributeWarpSize)
 //   rnncore_gpu_shfl_xor(v, mask)   butterfly exchange within a warp
@@ -14,7 +21,7 @@
 //   RNNCORE_GPU_HAS_MMA             1 where the target being compiled has matrix units the kernels use
 //                                   (NVIDIA sm_80+, AMD CDNA gfx90a / gfx94x), else 0
 //   rnncore_gpu_mma_f16(a, b, c)    a warp's 16x16x16 multiply-accumulate, f16 / bf16 in, f32
-//   rnncore_gpu_mma_bf16(a, b, c)   accumulate, fragments as hip/rnn_device.hpp's mma_coord lays them
+//   rnncore_gpu_mma_bf16(a, b, c)   accumulate, fragments as src/gpu/device/kernels.hpp's mma_coord lays them
 //                                   out (a trap where RNNCORE_GPU_HAS_MMA is 0: never planned there)
 //   rnncore_gpu_mma_tf32(a, b, c)   a warp's 16x16x8 multiply-accumulate, TF32 in, f32 accumulate (NVIDIA
 //                                   sm_80+ only; a trap elsewhere, AMD included: never planned there)
@@ -25,8 +32,8 @@
 //                                   RNNCORE_GPU_GRID_CONSTANT; 0: a pointer to a device copy
 //   rnncore_gpu_smem_optin(...)     the largest dynamic shared memory one block may request
 //   rnncore_gpu_arch_name(...)      "sm_90", "gfx90a", ... for messages
-#ifndef RNNCORE_HIP_GPU_COMPAT_HPP
-#define RNNCORE_HIP_GPU_COMPAT_HPP
+#ifndef RNNCORE_SRC_GPU_VENDOR_HPP
+#define RNNCORE_SRC_GPU_VENDOR_HPP
 
 #include <cstddef>
 #include <cstdio>
@@ -38,6 +45,12 @@
 #include <cuda_runtime.h>
 
 #define RNNCORE_GPU_VENDOR "cuda"
+#define RNNCORE_GPU_INLINE __forceinline__
+#if defined(__CUDA_ARCH__)  // device passes only (nvcc's host pass is GCC)
+#define RNNCORE_GPU_UNROLL _Pragma("unroll")
+#else
+#define RNNCORE_GPU_UNROLL
+#endif
 
 typedef cudaError_t hipError_t;
 typedef cudaStream_t hipStream_t;
@@ -93,7 +106,7 @@ typedef cudaMemcpyKind hipMemcpyKind;
 #define RNNCORE_GPU_DYNAMIC_SMEM(name) extern __shared__ __align__(16) float name[]
 
 /// Kernel argument blocks by value in the parameter space, __grid_constant__ (CUDA 11.7+, sm_70+):
-/// read in place, also through a dynamic index, with no per-thread copy (hip/rnn_launch.hpp).
+/// read in place, also through a dynamic index, with no per-thread copy (src/gpu/host/launcher.hpp).
 #define RNNCORE_GPU_ARGS_BY_VALUE 1
 // Launch bounds: the block size, and on NVIDIA the fewest resident blocks per SM the kernel needs
 // (0: no hint). Without a hint ptxas aims at an occupancy of its own and may spill a few bytes to
@@ -187,12 +200,18 @@ inline hipError_t rnncore_gpu_device_name(int device, char* out, std::size_t cap
   return e;
 }
 
-#else
+#elif defined(__HIPCC__) || defined(__HIP__)
 // ---------------------------------------------------------------- AMD: ROCm's HIP runtime
 #include <hip/hip_runtime.h>  // before the cooperative groups, which use its index macros (HIP 5.2)
 #include <hip/hip_cooperative_groups.h>
 
 #define RNNCORE_GPU_VENDOR "hip"
+#define RNNCORE_GPU_INLINE __forceinline__
+#if defined(__HIP_DEVICE_COMPILE__)  // device passes only
+#define RNNCORE_GPU_UNROLL _Pragma("unroll")
+#else
+#define RNNCORE_GPU_UNROLL
+#endif
 
 /// Physical wavefront size of the AMD target being compiled: 64 on CDNA (gfx90a), 32 on RDNA
 /// (gfx1030, gfx1100). Defined by the compiler per target in device code only.
@@ -206,7 +225,7 @@ inline hipError_t rnncore_gpu_device_name(int device, char* out, std::size_t cap
 
 /// hipcc (ROCm 5.2, LLVM 14) copies a by-value aggregate kernel argument into private memory
 /// (scratch) when the body indexes it dynamically, and has no __grid_constant__: kernels take a
-/// pointer to a copy of the block in device memory instead (hip/rnn_launch.hpp).
+/// pointer to a copy of the block in device memory instead (src/gpu/host/launcher.hpp).
 #define RNNCORE_GPU_ARGS_BY_VALUE 0
 // (HIP's second __launch_bounds__ argument means waves per execution unit, not blocks: AMD takes the block size only.)
 #define RNNCORE_GPU_LAUNCH_BOUNDS(threads, min_blocks) __launch_bounds__(threads)
@@ -294,6 +313,14 @@ inline hipError_t rnncore_gpu_device_name(int device, char* out, std::size_t cap
   if (e == hipSuccess) std::snprintf(out, capacity, "%s", prop.name);
   return e;
 }
+
+#else
+// ---------------------------------------------------------------- host compiler: the emulator
+// The kernel bodies only (src/gpu/device/kernels.hpp, backward.hpp), run by tests/gpu/emulator.hpp's
+// Exec; no runtime, no __global__, no launcher.
+#define RNNCORE_GPU_VENDOR "emulator"
+#define RNNCORE_GPU_INLINE inline
+#define RNNCORE_GPU_UNROLL
 #endif
 
-#endif  // RNNCORE_HIP_GPU_COMPAT_HPP
+#endif  // RNNCORE_SRC_GPU_VENDOR_HPP

@@ -1,14 +1,14 @@
-// The schedule of backward through time on the GPU: launches of hip/rnn_backward.hpp's kernels on
-// a Launcher (src/gpu/schedule.hpp says what a Launcher provides), after a training forward that
+// The schedule of backward through time on the GPU: launches of src/gpu/device/backward.hpp's kernels on
+// a Launcher (src/gpu/host/schedule.hpp says what a Launcher provides), after a training forward that
 // gpu::forward ran with a reserve. Like schedule.hpp it touches no GPU runtime, so the emulator
 // tests (tests/gpu/) run exactly this schedule. The walk is src/train.cpp's: layers from the last
 // to the first, in each the directions one after another (a residual wrapper of either direction
 // adds to the same input gradient), the steps of each in reverse.
-#ifndef RNNCORE_SRC_GPU_BACKWARD_HPP
-#define RNNCORE_SRC_GPU_BACKWARD_HPP
+#ifndef RNNCORE_SRC_GPU_HOST_BACKWARD_HPP
+#define RNNCORE_SRC_GPU_HOST_BACKWARD_HPP
 
-#include "hip/rnn_backward.hpp"
-#include "src/gpu/schedule.hpp"
+#include "src/gpu/device/backward.hpp"
+#include "src/gpu/host/schedule.hpp"
 #include "src/internal/canonical_params.hpp"
 
 namespace rnncore {
@@ -335,4 +335,4 @@ Status backward(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const unsign
 }  // namespace gpu
 }  // namespace rnncore
 
-#endif  // RNNCORE_SRC_GPU_BACKWARD_HPP
+#endif  // RNNCORE_SRC_GPU_HOST_BACKWARD_HPP

@@ -2,13 +2,13 @@
 // speed model (bench/gpu/speed_model.cpp) bounds the kernels' time on them. Planning fields are the
 // values the runtime reports for the device (vendors' data sheets and programming guides); the
 // bandwidths and peak rates are the data sheets' (dense, no sparsity), for the speed model only.
-#ifndef RNNCORE_SRC_GPU_DEVICE_PROFILES_HPP
-#define RNNCORE_SRC_GPU_DEVICE_PROFILES_HPP
+#ifndef RNNCORE_SRC_GPU_HOST_DEVICE_PROFILES_HPP
+#define RNNCORE_SRC_GPU_HOST_DEVICE_PROFILES_HPP
 
 #include <cstdio>
 #include <cstring>
 
-#include "src/internal/gpu_plan.hpp"
+#include "src/gpu/host/plan_data.hpp"
 
 namespace rnncore {
 namespace gpu {
@@ -94,4 +94,4 @@ inline bool find_device_profile(const char* key, DeviceProfile* out) {
 }  // namespace gpu
 }  // namespace rnncore
 
-#endif  // RNNCORE_SRC_GPU_DEVICE_PROFILES_HPP
+#endif  // RNNCORE_SRC_GPU_HOST_DEVICE_PROFILES_HPP

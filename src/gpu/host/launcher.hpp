@@ -1,79 +1,16 @@
-// Device side of the kernels of hip/rnn_device.hpp: the one __global__ template that runs a kernel
-// body with the GPU's Exec, and the launcher that src/gpu/schedule.hpp's schedules drive. Compiled by
-// hipcc or nvcc only (src/gpu/gpu_backend.hip includes it).
-#ifndef RNNCORE_HIP_RNN_LAUNCH_HPP
-#define RNNCORE_HIP_RNN_LAUNCH_HPP
+// The host side of a launch on the GPU: the launcher that src/gpu/host/schedule.hpp's schedules
+// drive (kernels of src/gpu/device/, run by src/gpu/device/global.hpp's __global__ template), and
+// the runtime's occupancy and shared-memory queries. Compiled by hipcc or nvcc only
+// (src/gpu/gpu_backend.hip includes it).
+#ifndef RNNCORE_SRC_GPU_HOST_LAUNCHER_HPP
+#define RNNCORE_SRC_GPU_HOST_LAUNCHER_HPP
 
-#include <type_traits>
-
-#include "hip/gpu_compat.hpp"
-#include "hip/rnn_device.hpp"
-#include "src/gpu/schedule.hpp"
+#include "src/gpu/device/global.hpp"
+#include "src/gpu/host/schedule.hpp"
+#include "src/gpu/vendor.hpp"
 
 namespace rnncore {
 namespace gpu {
-
-/// The GPU's side of the Exec interface of rnn_device.hpp: built-in indices and the compat
-/// header's barrier, shuffle, load and matrix primitives.
-struct DeviceExec {
-  __device__ int bx() const { return static_cast<int>(blockIdx.x); }
-  __device__ int by() const { return static_cast<int>(blockIdx.y); }
-  __device__ int bz() const { return static_cast<int>(blockIdx.z); }
-  __device__ int gdx() const { return static_cast<int>(gridDim.x); }
-  __device__ int gdy() const { return static_cast<int>(gridDim.y); }
-  __device__ int tx() const { return static_cast<int>(threadIdx.x); }
-  __device__ int bdx() const { return static_cast<int>(blockDim.x); }
-  __device__ int warp_size() const { return RNNCORE_GPU_WARP_SIZE; }
-  __device__ void sync() const { __syncthreads(); }
-  __device__ void grid_sync() const { rnncore_gpu_grid_sync(); }
-  __device__ float shfl_xor(float v, int mask) const { return rnncore_gpu_shfl_xor(v, mask); }
-  __device__ float load_coherent(const float* p) const { return rnncore_gpu_load_coherent(p); }
-  __device__ void mma_16x16x16(const MmaFrag<WeightF16>& a, const MmaFrag<WeightF16>& b, MmaAcc& c) const {
-    rnncore_gpu_mma_f16(a.r, b.r, c.c);
-  }
-  __device__ void mma_16x16x16(const MmaFrag<WeightBF16>& a, const MmaFrag<WeightBF16>& b, MmaAcc& c) const {
-    rnncore_gpu_mma_bf16(a.r, b.r, c.c);
-  }
-  __device__ void mma_16x16x8(const MmaFrag<Tf32>& a, const MmaFrag<Tf32>& b, MmaAcc& c) const {
-    rnncore_gpu_mma_tf32(a.r, b.r, c.c);
-  }
-};
-
-/// K::kMinBlocks where a kernel has one (the resident blocks per SM it asks ptxas to plan for,
-/// RNNCORE_GPU_LAUNCH_BOUNDS), else 0: no hint.
-template <class K, class = void>
-struct KernelMinBlocks {
-  static constexpr int value = 0;
-};
-template <class K>
-struct KernelMinBlocks<K, std::void_t<decltype(K::kMinBlocks)>> {
-  static constexpr int value = K::kMinBlocks;
-};
-
-/// Every rnncore kernel: K's body with the device Exec and the dynamic shared memory. Profilers
-/// show the body's name as the template argument (f32_lstm_recurrence_persistent<8>, ...).
-/// The argument block (LayerArgs is 2 KiB) must never be copied into private memory, which is
-/// what a by-value block that a body indexes with blockIdx.z (a.dir[bz]) becomes under hipcc
-/// (2 KiB of scratch per lane on gfx90a). How that is avoided is the vendor's (gpu_compat.hpp):
-///  - NVIDIA (RNNCORE_GPU_ARGS_BY_VALUE): by value, __grid_constant__: read in place from the
-///    parameter bank, also with a dynamic index, and re-readable at any point;
-///  - AMD: a const __restrict__ pointer to the copy that src/gpu/schedule.hpp made in the workspace
-///    or the packed buffer: uniform scalar loads (s_load).
-/// (A pointer on NVIDIA too was measured: ptxas then spilled values loaded through it in 37
-/// instead of 11 kernels on sm_90; docs/gpu.md, "Kernel arguments".)
-#if RNNCORE_GPU_ARGS_BY_VALUE
-template <class K>
-__global__ void RNNCORE_GPU_LAUNCH_BOUNDS(K::kMaxThreads, KernelMinBlocks<K>::value) rnncore_kernel(RNNCORE_GPU_GRID_CONSTANT const typename K::Args args, int arg) {
-  RNNCORE_GPU_DYNAMIC_SMEM(rnncore_smem);
-  K::run(DeviceExec(), args, arg, rnncore_smem);
-}
-#else
-template <class K>
-__global__ void RNNCORE_GPU_LAUNCH_BOUNDS(K::kMaxThreads, KernelMinBlocks<K>::value) rnncore_kernel(const typename K::Args* __restrict__ args, int arg) {
-  RNNCORE_GPU_DYNAMIC_SMEM(rnncore_smem);
-  K::run(DeviceExec(), *args, arg, rnncore_smem);
-}
-#endif
 
 /// Above this, a kernel must opt in to more dynamic shared memory (NVIDIA; harmless on AMD).
 constexpr std::size_t kDefaultSmemLimit = 48 * 1024;
@@ -90,7 +27,7 @@ inline Status runtime_error(hipError_t e, const char* what, const char* detail =
   } while (0)
 
 /// Raises K's dynamic shared-memory limit on the current device to the device's opt-in maximum,
-/// once per (kernel, device) in the process (src/gpu/schedule.hpp, raise_smem_limit_once): never to a
+/// once per (kernel, device) in the process (src/gpu/host/schedule.hpp, raise_smem_limit_once): never to a
 /// plan's own size, which another thread's larger plan may exceed.
 template <class K>
 Status raise_smem_limit() {
@@ -226,4 +163,4 @@ class DeviceLauncher {
 }  // namespace gpu
 }  // namespace rnncore
 
-#endif  // RNNCORE_HIP_RNN_LAUNCH_HPP
+#endif  // RNNCORE_SRC_GPU_HOST_LAUNCHER_HPP

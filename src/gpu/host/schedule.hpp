@@ -1,6 +1,6 @@
 // The schedules of pack_weights and forward on the GPU as sequences of kernel launches on a
-// `Launcher`, from a plan that src/gpu/plan.hpp made; no GPU runtime is touched here. It is compiled into the
-// GPU backend (src/gpu/gpu_backend.hip, where the launcher is hip/rnn_launch.hpp's DeviceLauncher)
+// `Launcher`, from a plan that src/gpu/host/plan.hpp made; no GPU runtime is touched here. It is compiled into the
+// GPU backend (src/gpu/gpu_backend.hip, where the launcher is src/gpu/host/launcher.hpp's DeviceLauncher)
 // and into the host tests (tests/gpu/, where the launcher runs the kernels in the emulator), so the
 // tests check these schedules, offsets and grids exactly as the GPU runs them.
 //
@@ -12,7 +12,7 @@
 //   static constexpr bool kArgsInDeviceMemory;  // whether kernels read `dev` (else `host` is passed by value)
 // `host` is the argument block on the host; `dev`, when kArgsInDeviceMemory, its copy in device
 // memory (the workspace or the packed buffer) that a copy on the same stream filled before the
-// launch. Which one a kernel receives is the vendor's choice (hip/gpu_compat.hpp,
+// launch. Which one a kernel receives is the vendor's choice (src/gpu/vendor.hpp,
 // RNNCORE_GPU_ARGS_BY_VALUE; see LayerArgBlock).
 //   Status copy_to_device(void* dst, const void* src, size_t bytes);        // synchronous (packing)
 //   Status copy_to_device_async(void* dst, const void* src, size_t bytes);  // on the run's stream
@@ -22,8 +22,8 @@
 //                                                                   // waits for it (backward's reserve header)
 //   Status zero_async(void* dst, size_t bytes);                             // on the run's stream
 //   Status finish(const char* what);  // packing: wait and check; forward: check launches (no wait)
-#ifndef RNNCORE_SRC_GPU_SCHEDULE_HPP
-#define RNNCORE_SRC_GPU_SCHEDULE_HPP
+#ifndef RNNCORE_SRC_GPU_HOST_SCHEDULE_HPP
+#define RNNCORE_SRC_GPU_HOST_SCHEDULE_HPP
 
 #include <algorithm>
 #include <atomic>
@@ -31,8 +31,8 @@
 #include <cstring>
 #include <type_traits>
 
-#include "hip/rnn_device.hpp"
-#include "src/gpu/plan.hpp"
+#include "src/gpu/device/kernels.hpp"
+#include "src/gpu/host/plan.hpp"
 #include "src/internal/dropout.hpp"
 #include "src/internal/error.hpp"
 #include "src/internal/plan_impl.hpp"
@@ -504,4 +504,4 @@ Status forward(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const unsigne
 }  // namespace gpu
 }  // namespace rnncore
 
-#endif  // RNNCORE_SRC_GPU_SCHEDULE_HPP
+#endif  // RNNCORE_SRC_GPU_HOST_SCHEDULE_HPP

@@ -1,5 +1,5 @@
 // rnncore GPU kernels, written once for three compilers: hipcc (AMD), nvcc (NVIDIA, through
-// hip/gpu_compat.hpp) and the host C++ compiler (tests/gpu/emulator.hpp runs them on the CPU).
+// src/gpu/vendor.hpp) and the host C++ compiler (tests/gpu/emulator.hpp runs them on the CPU).
 //
 // Every kernel is a struct with
 //   using Args = ...;                                   its argument block (in device memory; the
@@ -8,7 +8,7 @@
 // `Exec` is the only way a kernel body reaches the machine: block and thread indices, __syncthreads
 // (ex.sync), the grid barrier of a cooperative launch (ex.grid_sync), warp shuffles (ex.shfl_xor)
 // and the warp size (ex.warp_size), and loads of data other blocks wrote (ex.load_coherent). On a
-// GPU it is DeviceExec (hip/rnn_launch.hpp), backed by the compat header; in the emulator it runs
+// GPU it is DeviceExec (src/gpu/device/global.hpp), backed by src/gpu/vendor.hpp; in the emulator it runs
 // each GPU thread as a fiber with real barriers. The numerics (gates, masks, lengths, wrapper
 // chains) and the index arithmetic of every tiling are therefore the same code on the GPU and in
 // the host tests. Nothing here knows the vendor; no literal warp size appears.
@@ -21,35 +21,23 @@
 //   workspace: proj [T][B][G·H] (input projections of all steps, biases folded in), h[2] [B][Hs]
 //     (double buffer; padding stays 0), c [B][Hs], rh / z [B][Hs] (reset-before GRU), x_cell
 //     [T][B][I] (the input after input dropout), inner layers' outputs [T][B][D·H].
-#ifndef RNNCORE_HIP_RNN_DEVICE_HPP
-#define RNNCORE_HIP_RNN_DEVICE_HPP
+#ifndef RNNCORE_SRC_GPU_DEVICE_KERNELS_HPP
+#define RNNCORE_SRC_GPU_DEVICE_KERNELS_HPP
 
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "rnncore/philox.h"
+#include "src/gpu/vendor.hpp"  // RNNCORE_GPU_INLINE, RNNCORE_GPU_UNROLL
 #include "src/internal/half.hpp"
-
-/// GPU compilers: inline the cell epilogue into the kernels and unroll loops over register arrays,
-/// so that accumulators never take the address of a stack copy. (Host compilers decide alone.)
-#if defined(__CUDACC__) || defined(__HIPCC__)
-#define RNNCORE_GPU_INLINE __forceinline__
-#else
-#define RNNCORE_GPU_INLINE inline
-#endif
-#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)  // device passes only (nvcc's host pass is GCC)
-#define RNNCORE_GPU_UNROLL _Pragma("unroll")
-#else
-#define RNNCORE_GPU_UNROLL
-#endif
 
 namespace rnncore {
 namespace gpu {
 
-/// Cells, numbered as rnncore::simd::Cell (checked in src/gpu/plan.hpp).
+/// Cells, numbered as rnncore::simd::Cell (checked in src/gpu/host/plan.hpp).
 enum CellId : int { kLstm = 0, kGruResetAfter = 1, kGruResetBefore = 2, kRnnTanh = 3, kRnnRelu = 4 };
-/// Wrappers per layer (== rnncore::kMaxWrappers, checked in src/gpu/plan.hpp).
+/// Wrappers per layer (== rnncore::kMaxWrappers, checked in src/gpu/host/plan.hpp).
 constexpr int kWrappers = 4;
 /// Threads per block of the element-wise kernels, and the most the persistent kernel is launched
 /// with (its launch bound; the host may use fewer, a multiple of the warp size).
@@ -133,7 +121,7 @@ RNNCORE_HD inline F4 load4w(const WT* p) {
 /// A warp's 16×16×16 matrix multiply-accumulate, D = A·B + C with A [16 rows m][16 k] and B [16 k][16
 /// columns n] of f16 or bf16 (MmaFrag<WeightF16> / <WeightBF16>) and C, D in f32: ex.mma_16x16x16(a, b, c).
 /// Every lane of the warp takes part; each holds E = 256 / warp elements of A, of B and of C, at the
-/// vendor's positions (mma_coord). On a GPU the op is the compat header's rnncore_gpu_mma_* (NVIDIA
+/// vendor's positions (mma_coord). On a GPU the op is src/gpu/vendor.hpp's rnncore_gpu_mma_* (NVIDIA
 /// sm_80+: two mma.sync m16n8k16; AMD CDNA: one MFMA 16x16x16); the emulator (tests/gpu/emulator.hpp)
 /// gathers the fragments by its own model of both layouts, so a kernel that places an element
 /// wrongly gets a wrong product there too. Kernels use it only where the plan says the device has
@@ -203,7 +191,7 @@ RNNCORE_HD RNNCORE_GPU_INLINE MmaFrag<WT> mma_load(const Exec& ex, int op, const
 /// TF32 operands (f32 weights under PlanOptions::gpu_half_math, NVIDIA only): a warp's 16×16×8
 /// multiply-accumulate ex.mma_16x16x8(a, b, c), A [16 m][8 k] and B [8 k][16 n] as TF32 patterns
 /// (detail::f32_to_tf32, round to nearest, ties away), C, D in f32 (MmaAcc). On a GPU it is two
-/// mma.sync m16n8k8 .tf32 (columns 0-7, then 8-15; rnncore_gpu_mma_tf32 of the compat header, a trap
+/// mma.sync m16n8k8 .tf32 (columns 0-7, then 8-15; rnncore_gpu_mma_tf32 of src/gpu/vendor.hpp, a trap
 /// on AMD, which has no TF32: DeviceDescription::mma_tf32 keeps plans from it there).
 struct Tf32 {
   uint32_t bits;
@@ -979,7 +967,7 @@ constexpr const char* kMmaStepNames[3][7] = {
 
 /// f32_rnn_step_tiled's step on the matrix units (PlanOptions::gpu_half_math on a device with them:
 /// f16 / bf16 weights, or f32 weights as TF32 where the device takes it; batches of at least
-/// kMmaStepMinBatch; src/gpu/plan.hpp, use_mma_step): the recurrent product of gates [G0, G0 + NG)
+/// kMmaStepMinBatch; src/gpu/host/plan.hpp, use_mma_step): the recurrent product of gates [G0, G0 + NG)
 /// is h̃·R̃ᵀ with h̃ = the operand (h, or r ⊙ h in PHASE 2) rounded to the operand type of WT
 /// (MmaOperandOf: WT, or TF32 for f32 weights, which rounds R too: R̃), exact products and f32
 /// sums, then the same cell epilogue. A block owns 16 units (all NG gates) and runs 16-row tiles of
@@ -1202,4 +1190,4 @@ struct f32_rnn_recurrence_persistent {
 }  // namespace gpu
 }  // namespace rnncore
 
-#endif  // RNNCORE_HIP_RNN_DEVICE_HPP
+#endif  // RNNCORE_SRC_GPU_DEVICE_KERNELS_HPP

@@ -1,8 +1,8 @@
 // Backward through time on the GPU (docs/design.md §10.1, docs/training.md): the kernels of one (layer,
-// direction), written once like hip/rnn_device.hpp's (an `Exec` reaches the machine; the emulator
+// direction), written once like src/gpu/device/kernels.hpp's (an `Exec` reaches the machine; the emulator
 // in tests/gpu/ runs the same bodies). The calculus per unit is src/internal/cell_grad.hpp's, which
 // the CPU backward (src/train.cpp) uses too; dropout masks are regenerated from the mask function
-// (mask_bits4), never stored. src/gpu/backward.hpp schedules them:
+// (mask_bits4), never stored. src/gpu/host/backward.hpp schedules them:
 //   gather (x_cell, h_prev of every step), start (dh, dc from dhy, dcy),
 //   per step in reverse: cell (gate gradients, the direct part of dh_{t−1}, dc_{t−1}), the
 //     products dh_{t−1} += dgatesᵀ-side · R (f32_rnn_grad_gemm), for the reset-before GRU also
@@ -10,10 +10,10 @@
 //   end (dh0, dc0), the weight gradients as products over every (step, row), the input gradient.
 // Determinism: every output element is one thread's sum in a fixed order; no atomics anywhere, so
 // results do not depend on the grid, the device or the run.
-#ifndef RNNCORE_HIP_RNN_BACKWARD_HPP
-#define RNNCORE_HIP_RNN_BACKWARD_HPP
+#ifndef RNNCORE_SRC_GPU_DEVICE_BACKWARD_HPP
+#define RNNCORE_SRC_GPU_DEVICE_BACKWARD_HPP
 
-#include "hip/rnn_device.hpp"
+#include "src/gpu/device/kernels.hpp"
 #include "src/internal/cell_grad.hpp"
 
 namespace rnncore {
@@ -382,4 +382,4 @@ struct f32_rnn_grad_gemm_tiled {
 }  // namespace gpu
 }  // namespace rnncore
 
-#endif  // RNNCORE_HIP_RNN_BACKWARD_HPP
+#endif  // RNNCORE_SRC_GPU_DEVICE_BACKWARD_HPP

@@ -1,11 +1,11 @@
 // The GPU backend's planning, a pure function of the network, the options and a device
 // description: the packed and workspace layouts, the persistent kernel's slices per layer and batch
-// bucket, and the kernel choices the schedules (src/gpu/schedule.hpp) read. No GPU runtime is
+// bucket, and the kernel choices the schedules (src/gpu/host/schedule.hpp) read. No GPU runtime is
 // touched here: src/gpu/gpu_backend.hip queries the device and calls plan_select / plan_layout;
-// the tests and the speed model call them with src/gpu/device_profiles.hpp's descriptions, so
+// the tests and the speed model call them with src/gpu/host/device_profiles.hpp's descriptions, so
 // they plan for an H100 or an MI300X exactly as the backend would on one.
-#ifndef RNNCORE_SRC_GPU_PLAN_HPP
-#define RNNCORE_SRC_GPU_PLAN_HPP
+#ifndef RNNCORE_SRC_GPU_HOST_PLAN_HPP
+#define RNNCORE_SRC_GPU_HOST_PLAN_HPP
 
 #include <algorithm>
 #include <cstdint>
@@ -13,10 +13,10 @@
 #include <cstring>
 #include <type_traits>
 
-#include "hip/rnn_device.hpp"
+#include "src/gpu/device/kernels.hpp"
 #include "src/internal/arena.hpp"
 #include "src/internal/error.hpp"
-#include "src/internal/gpu_plan.hpp"
+#include "src/gpu/host/plan_data.hpp"
 #include "src/internal/plan_impl.hpp"
 #include "src/internal/spec_internal.hpp"
 
@@ -293,4 +293,4 @@ inline Status plan_for_device(const StackSpec& stack, PlanOptions options, const
 }  // namespace gpu
 }  // namespace rnncore
 
-#endif  // RNNCORE_SRC_GPU_PLAN_HPP
+#endif  // RNNCORE_SRC_GPU_HOST_PLAN_HPP

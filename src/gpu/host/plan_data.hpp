@@ -1,8 +1,8 @@
 // The GPU backend's part of a plan (PlanImpl::gpu): the device it was planned for and the kernel
 // choices made then. Plain host data, no GPU runtime; left out of firmware builds
-// (RNNCORE_NO_GPU_PLAN). src/gpu/plan.hpp fills it; src/gpu/schedule.hpp reads it.
-#ifndef RNNCORE_SRC_INTERNAL_GPU_PLAN_HPP
-#define RNNCORE_SRC_INTERNAL_GPU_PLAN_HPP
+// (RNNCORE_NO_GPU_PLAN). src/gpu/host/plan.hpp fills it; src/gpu/host/schedule.hpp reads it.
+#ifndef RNNCORE_SRC_GPU_HOST_PLAN_DATA_HPP
+#define RNNCORE_SRC_GPU_HOST_PLAN_DATA_HPP
 
 #include <cstdint>
 
@@ -12,7 +12,7 @@ namespace rnncore {
 namespace gpu {
 
 /// What planning needs to know about a device. The backend reads it from the runtime at plan time
-/// (src/gpu/gpu_backend.hip); tests and the speed model take it from src/gpu/device_profiles.hpp.
+/// (src/gpu/gpu_backend.hip); tests and the speed model take it from src/gpu/host/device_profiles.hpp.
 struct DeviceDescription {
   char name[24] = "device";      ///< e.g. "H100 SXM"
   char arch[16] = "?";           ///< e.g. "sm_90", "gfx90a" (the kernel family name carries it)
@@ -40,7 +40,7 @@ constexpr int kBucketCount = 7;
 /// With Recurrence::auto_select the persistent kernel runs batches up to this size.
 constexpr int kAutoPersistentMaxBatch = 16;
 /// With PlanOptions::gpu_half_math on a device with matrix units, the per-step recurrence of
-/// batches of at least this many rows runs on them (src/gpu/plan.hpp, use_mma_step): below it most
+/// batches of at least this many rows runs on them (src/gpu/host/plan.hpp, use_mma_step): below it most
 /// of the 16 rows of a matrix tile would be padding.
 constexpr int kMmaStepMinBatch = 8;
 
@@ -56,7 +56,7 @@ struct GpuPlan {
   Recurrence recurrence = Recurrence::auto_select;
   TileChoice tile = TileChoice::auto_select;
   std::int32_t persist_threads = 0;  ///< block size of the persistent kernel (a multiple of the warp size)
-  std::int32_t weights = 0;          ///< storage type of W and R (hip/rnn_device.hpp's WeightId)
+  std::int32_t weights = 0;          ///< storage type of W and R (src/gpu/device/kernels.hpp's WeightId)
   /// The input projection runs on the matrix units (rnn_proj_gemm_mma_64x64): PlanOptions::gpu_half_math
   /// on a device with them (DeviceDescription::mma) with f16 / bf16 weights, or with f32 weights
   /// where they take TF32 (DeviceDescription::mma_tf32; x and W rounded to TF32).
@@ -78,4 +78,4 @@ struct GpuPlan {
 }  // namespace gpu
 }  // namespace rnncore
 
-#endif  // RNNCORE_SRC_INTERNAL_GPU_PLAN_HPP
+#endif  // RNNCORE_SRC_GPU_HOST_PLAN_DATA_HPP
