@@ -799,7 +799,14 @@ int cmd_run(int argc, char** argv) {
   if (!o.hn.empty() && !write_f32_npy(o.hn, dt, hy.data(), state_dims, &err)) return error(err);
   if (!o.cn.empty() && !write_f32_npy(o.cn, dt, cy.data(), rs.cell_dims, &err)) return error(err);
 
-  if (o.config.empty()) {
+  // A stack from --config, or the one a file carries (metadata 'config': layers that differ), is printed per layer.
+  bool uniform = o.config.empty();
+  for (int l = 1; l < stack.num_layers; ++l)
+    uniform = uniform && stack.layers[l].mode == stack.layers[0].mode &&
+              stack.layers[l].hidden_size == stack.layers[0].hidden_size &&
+              stack.layers[l].direction == stack.layers[0].direction &&
+              stack.layers[l].gru_variant == stack.layers[0].gru_variant;
+  if (uniform) {
     const RnnSpec& spec = model.spec;
     // LSTM extensions, when present: one value, or one per layer (a/b/c) where the layers differ.
     std::string ext;
