@@ -223,7 +223,8 @@ void add_run_options(CLI::App& app, RunOptions& o, bool grad) {
   CLI::Option* config =
       app.add_option("--config", o.config,
                      "a stack of layers with wrappers; the weights must match it\n(the JSON schema: docs/config.md); an "
-                     "LSTM projection, peepholes\nand clips its layers do not give come from the weights file")
+                     "LSTM projection, peepholes\nand clips its layers do not give come from the weights file;\nit replaces a stack the file "
+                     "carries (metadata 'config')")
           ->type_name("STACK.json")
           ->group(model);
   config->excludes(app.get_option("--mode"))->excludes(app.get_option("--gru"));
