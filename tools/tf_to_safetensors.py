@@ -539,8 +539,6 @@ def convert_keras(path, args):
     if not found:
         raise ConvertError("no LSTM, GRU or SimpleRNN layer in '%s'" % path)
     modes = {c[0] for _, c in found}
-    if len(modes) > 1:
-        progress("note: the layers differ in cell (%s): run with --config" % ", ".join(c[0] for _, c in found))
     bis = {type(l).__name__ == "Bidirectional" for l, _ in found}
     single = len(found) == 1 and not bis == {True}
     tensors = []
@@ -554,6 +552,21 @@ def convert_keras(path, args):
                 tensors.append((name, w))
     metadata = {"format": "keras", "source": "tools/tf_to_safetensors.py from Keras %s model %s"
                 % (keras.__version__, os.path.basename(path))}
+    # Layers that differ in cell, size or direction: the file carries its stack (docs/config.md).
+    stack = []
+    for layer, (mode, gru, cell_layer) in found:
+        entry = {"mode": args.mode if args.mode and mode.startswith("rnn") else mode,
+                 "hidden_size": int(cell_layer.units)}
+        if type(layer).__name__ == "Bidirectional":
+            entry["direction"] = "bidirectional"
+        if gru:
+            entry["gru"] = gru
+        stack.append(entry)
+    if any(e != stack[0] for e in stack):
+        metadata["config"] = json.dumps({"layers": stack}, separators=(",", ":"))
+        progress("note: the layers differ (%s): the file carries its stack (metadata 'config')"
+                 % ", ".join("%s %d%s" % (e["mode"], e["hidden_size"], " bi" if "direction" in e else "") for e in stack))
+        return tensors, metadata
     if len(modes) == 1:
         metadata["mode"] = args.mode or modes.pop()
     grus = {c[1] for _, c in found if c[1]}
