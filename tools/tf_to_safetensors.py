@@ -538,6 +538,9 @@ def convert_keras(path, args):
         found.append((layer, cell))
     if not found:
         raise ConvertError("no LSTM, GRU or SimpleRNN layer in '%s'" % path)
+    for layer, (mode, _, _) in found:  # a Keras layer says its activation: --mode may only agree with it
+        if args.mode and mode != args.mode:
+            raise ConvertError("layer '%s' is %s; --mode %s does not apply" % (layer.name, mode, args.mode))
     modes = {c[0] for _, c in found}
     bis = {type(l).__name__ == "Bidirectional" for l, _ in found}
     single = len(found) == 1 and not bis == {True}
@@ -555,8 +558,7 @@ def convert_keras(path, args):
     # Layers that differ in cell, size or direction: the file carries its stack (docs/config.md).
     stack = []
     for layer, (mode, gru, cell_layer) in found:
-        entry = {"mode": args.mode if args.mode and mode.startswith("rnn") else mode,
-                 "hidden_size": int(cell_layer.units)}
+        entry = {"mode": mode, "hidden_size": int(cell_layer.units)}
         if type(layer).__name__ == "Bidirectional":
             entry["direction"] = "bidirectional"
         if gru:
@@ -568,7 +570,7 @@ def convert_keras(path, args):
                  % ", ".join("%s %d%s" % (e["mode"], e["hidden_size"], " bi" if "direction" in e else "") for e in stack))
         return tensors, metadata
     if len(modes) == 1:
-        metadata["mode"] = args.mode or modes.pop()
+        metadata["mode"] = modes.pop()
     grus = {c[1] for _, c in found if c[1]}
     if len(grus) == 1:
         metadata["gru"] = grus.pop()
@@ -588,10 +590,12 @@ def main(argv=None):
                                  ".keras / .h5 file")
     p.add_argument("-o", "--output", required=True, help="safetensors file to write")
     p.add_argument("--scope", help="take only the variables under this scope (a checkpoint with several RNNs)")
-    p.add_argument("--forget-bias", type=float, help="LSTMCell forget_bias (default: read from the .meta graph, "
-                                                     "else 1.0 for LSTMCell, 0 for CudnnCompatibleLSTMCell)")
+    p.add_argument("--forget-bias", type=float, help="LSTMCell forget_bias of every LSTM layer (default: each "
+                                                     "layer's, read from the .meta graph, else 1.0 for LSTMCell, 0 "
+                                                     "for CudnnCompatibleLSTMCell)")
     p.add_argument("--mode", choices=["rnn_tanh", "rnn_relu"],
-                   help="activation of BasicRNNCell / SimpleRNN layers (default: from the graph, else tanh)")
+                   help="activation of BasicRNNCell / SimpleRNN layers (default: each layer's, from the graph, "
+                        "else tanh; a graph that says otherwise refuses it)")
     args = p.parse_args(argv)
     try:
         if args.model.endswith((".keras", ".h5", ".hdf5")):
