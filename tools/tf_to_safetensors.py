@@ -250,6 +250,11 @@ def inspect_graph(cell, where, graph):
     found = {"forget_bias": set(), "cell_clip": set(), "proj_clip": set(), "activations": set(),
              "block_op": False, "block_peephole": False}
     scopes = graph.cell_scopes(cell)
+    if not scopes and cell.name.startswith("cudnn_compatible_"):
+        # CudnnLSTM / CudnnGRU: the CudnnRNN op runs opaque parameters, saved under these names; the cell has
+        # no option (forget bias 0, no clip, tanh), so there is nothing to read.
+        found["fixed"] = True
+        return found
     if not scopes or any(not path for _, path in scopes):
         raise ConvertError("%s: no op of the .meta graph reads its kernel '%s' inside a cell scope, so its "
                            "forget bias, clips and activation cannot be read; the conversion stops rather than "
@@ -426,7 +431,7 @@ def cell_facts(cell, where, graph, args, reader):
             f["forget_bias"] = g["forget_bias"].pop()
         else:
             f["forget_bias"] = CELL_SCOPES[cell.name][1]
-            if args.forget_bias is None:
+            if args.forget_bias is None and not g.get("fixed"):
                 progress("note: %s: no forget bias found among its ops; assuming %g" % (where, f["forget_bias"]))
     return f
 
