@@ -500,7 +500,7 @@ Status load_weights(const std::string& path, const ModelHints& hints, const Stac
   };
 
   // A file may carry its own stack (metadata 'config', docs/config.md: tools/tf_to_safetensors.py writes it
-  // for a TF stack whose layers differ in cell or size); --config replaces it.
+  // for a TF or Keras stack whose layers differ in cell, size or direction); --config replaces it.
   StackSpec file_config;
   if (config == nullptr && file.meta("config") != nullptr) {
     if (!hints.mode.empty() || !hints.gru.empty())
