@@ -223,7 +223,8 @@ void add_run_options(CLI::App& app, RunOptions& o, bool grad) {
   CLI::Option* config =
       app.add_option("--config", o.config,
                      "a stack of layers with wrappers; the weights must match it\n(the JSON schema: docs/config.md); an "
-                     "LSTM projection, peepholes\nand clips its layers do not give come from the weights file")
+                     "LSTM projection, peepholes\nand clips its layers do not give come from the weights file;\nit replaces a stack the file "
+                     "carries (metadata 'config')")
           ->type_name("STACK.json")
           ->group(model);
   config->excludes(app.get_option("--mode"))->excludes(app.get_option("--gru"));
@@ -701,7 +702,14 @@ int check_expected(const RunOptions& o, double tolerance, DType dt, const std::v
 void print_model(const RunOptions& o, const LoadedModel& model, const StackSpec& stack) {
   const std::int64_t L = stack.num_layers, I = stack.input_size;
   const std::int64_t D = num_directions(stack.layers[0]), H = stack.layers[0].hidden_size;
-  if (o.config.empty()) {
+  // A stack from --config, or the one a file carries (metadata 'config': layers that differ), is printed per layer.
+  bool uniform = o.config.empty();
+  for (int l = 1; l < stack.num_layers; ++l)
+    uniform = uniform && stack.layers[l].mode == stack.layers[0].mode &&
+              stack.layers[l].hidden_size == stack.layers[0].hidden_size &&
+              stack.layers[l].direction == stack.layers[0].direction &&
+              stack.layers[l].gru_variant == stack.layers[0].gru_variant;
+  if (uniform) {
     const RnnSpec& spec = model.spec;
     // LSTM extensions, when present: one value, or one per layer (a/b/c) where the layers differ.
     std::string ext;

@@ -13,12 +13,15 @@ under MultiRNNCell (`.../multi_rnn_cell/cell_<k>/...`), bidirectional_dynamic_rn
 LSTMCell's peepholes (`w_i_diag`, `w_f_diag`, `w_o_diag`) and projection (`projection/kernel`,
 num_proj) are written with the cell's other variables.
 Metadata: format, mode, gru variant, forget_bias, cell_clip, proj_clip (one value for every layer, or
-a comma-separated list of one per layer, 0 for none, where the layers clip differently). What a checkpoint does not
-store -- LSTMCell's forget_bias, cell_clip and proj_clip, the RNN activation -- is read from the
-`.meta` graph next to it when there is one; else TF's defaults (no clipping) are assumed and said so
-(override with --forget-bias / --mode). LSTMBlockCell's peepholes (use_peephole: w_i_diag, w_f_diag,
-w_o_diag, its wci, wcf, wco) and cell_clip are read like LSTMCell's; the op's use_peephole attribute
-must agree with the variables.
+a comma-separated list of one per layer, 0 for none, where the layers differ), and `config`, the stack
+(docs/config.md), where the layers differ in cell or size: `rnncore run` runs the file with no flag.
+What a checkpoint does not store -- LSTMCell's forget_bias, cell_clip and proj_clip, the RNN activation --
+is read from the `.meta` graph next to it when there is one, for each cell from its own ops (those that
+multiply by its kernel, in the graph or in a while loop's body function); a fact that cannot be read for
+its layer, or that rnncore cannot hold, stops the conversion with a line naming the layer and the fact.
+Without a graph, TF's defaults (no clipping, tanh) are assumed and said so (override with --forget-bias /
+--mode). LSTMBlockCell's peepholes (use_peephole: w_i_diag, w_f_diag, w_o_diag, its wci, wcf, wco) and
+cell_clip are read like LSTMCell's; the op's use_peephole attribute must agree with the variables.
 
 Keras models: LSTM, GRU, SimpleRNN layers (and Bidirectional of them, merge_mode concat), in
 sequence, written in rnncore's `keras` layout.
@@ -157,35 +160,82 @@ def find_cells(names, scope):
     return list(cells.values()), ignored
 
 
-def graph_nodes(meta_path, tf):
-    """Every NodeDef of a .meta graph (top level and functions: while-loop bodies), by name."""
-    from tensorflow.core.protobuf import meta_graph_pb2
+class Graph:
+    """A checkpoint's .meta graph: its bodies (the top-level graph, and each function: the while-loop
+    bodies of dynamic_rnn), and which variables a tensor of a body reads, followed through variable
+    reads, identities and function arguments to the caller's input (a While, If or call op)."""
 
-    m = meta_graph_pb2.MetaGraphDef()
-    with open(meta_path, "rb") as f:
-        m.ParseFromString(f.read())
-    bodies = [list(m.graph_def.node)] + [list(fn.node_def) for fn in m.graph_def.library.function]
-    return [{n.name: n for n in body} for body in bodies]
+    CALL_ATTRS = (("body", 0), ("cond", 0), ("f", 0), ("then_branch", 1), ("else_branch", 1))
+
+    def __init__(self, meta_path, tf):
+        from tensorflow.core.protobuf import meta_graph_pb2
+
+        m = meta_graph_pb2.MetaGraphDef()
+        with open(meta_path, "rb") as f:
+            m.ParseFromString(f.read())
+        self.tf = tf
+        self.bodies = {"": {n.name: n for n in m.graph_def.node}}
+        self.args = {"": []}
+        for fn in m.graph_def.library.function:
+            self.bodies[fn.signature.name] = {n.name: n for n in fn.node_def}
+            self.args[fn.signature.name] = [a.name for a in fn.signature.input_arg]
+        self.callers = {}  # function -> [(body of the call, call node, inputs before the function's)]
+        for body_name, body in self.bodies.items():
+            for node in body.values():
+                for attr, skip in self.CALL_ATTRS:
+                    if attr in node.attr and node.attr[attr].HasField("func"):
+                        self.callers.setdefault(node.attr[attr].func.name, []).append((body_name, node, skip))
+
+    def variables(self, body_name, ref, depth=0):
+        """Names of the variables that tensor `ref` of a body reads."""
+        name = ref.lstrip("^").split(":")[0]
+        node = self.bodies[body_name].get(name)
+        if depth > 100:
+            return set()
+        if node is None:  # a function argument: what each caller passes there
+            if name not in self.args[body_name]:
+                return set()
+            i, out = self.args[body_name].index(name), set()
+            for caller_body, call, skip in self.callers.get(body_name, []):
+                inputs = [x for x in call.input if not x.startswith("^")]
+                if skip + i < len(inputs):
+                    out |= self.variables(caller_body, inputs[skip + i], depth + 1)
+            return out
+        if node.op in ("VarHandleOp", "VariableV2", "Variable"):
+            shared = node.attr["shared_name"].s.decode() if "shared_name" in node.attr else ""
+            return {node.name, shared} - {""}
+        if node.op in ("ReadVariableOp", "Identity", "RefIdentity", "Enter", "RefEnter", "Switch", "RefSwitch"):
+            return self.variables(body_name, node.input[0], depth + 1)
+        return set()
+
+    def cell_scopes(self, cell):
+        """Where the ops of `cell` are: (body, op scope) of each op that multiplies by the cell's kernel
+        (a MatMul, or the fused LSTMBlockCell op's w). static_rnn gives every step's ops one scope
+        (rnn/rnn/multi_rnn_cell/cell_0/lstm_cell, ops MatMul_1, clip_by_value_1, ...); dynamic_rnn puts
+        them in its while loop's body function (lstm_cell/MatMul in a function per layer and direction)."""
+        kernel = cell.vars.get("kernel") or cell.vars.get("gates/kernel")
+        found = set()
+        for body_name, body in self.bodies.items():
+            for node in body.values():
+                if node.op in ("MatMul", "BatchMatMul", "BatchMatMulV2") and len(node.input) >= 2:
+                    w = node.input[1]
+                elif node.op == "LSTMBlockCell" and len(node.input) >= 4:
+                    w = node.input[3]
+                else:
+                    continue
+                if kernel in self.variables(body_name, w):
+                    found.add((body_name, node.name.rpartition("/")[0]))
+        return found
+
+    def const_value(self, body, ref):
+        node = body.get(ref.split(":")[0])
+        if node is None or node.op != "Const":
+            return None
+        v = self.tf.make_ndarray(node.attr["value"].tensor)
+        return float(v) if v.size == 1 else None
 
 
-def cell_paths_in(body, cell):
-    """Node-name paths of `cell`'s scope inside one graph body ('.../lstm_cell')."""
-    out = set()
-    for name in body:
-        i = name.find(cell.name + "/")
-        while i >= 0:
-            if i == 0 or name[i - 1] == "/":
-                out.add(name[: i + len(cell.name)])
-            i = name.find(cell.name + "/", i + 1)
-    return {p for p in out if cell.scope.endswith(p)}
-
-
-def const_value(body, ref, tf):
-    node = body.get(ref.split(":")[0])
-    if node is None or node.op != "Const":
-        return None
-    v = tf.make_ndarray(node.attr["value"].tensor)
-    return float(v) if v.size == 1 else None
+ACTIVATION_OPS = {"Tanh", "Relu", "Sigmoid", "Relu6", "Elu", "Selu", "Softsign", "Softplus", "LeakyRelu", "Gelu"}
 
 
 def clip_kind(body, node):
@@ -194,37 +244,47 @@ def clip_kind(body, node):
     return "proj_clip" if src is not None and src.op in ("MatMul", "BatchMatMulV2") else "cell_clip"
 
 
-def inspect_graph(cell, bodies, tf):
-    """What the graph says about a cell: forget bias values, clip values, ReLU activation."""
-    found = {"forget_bias": set(), "cell_clip": set(), "proj_clip": set(), "relu": False, "seen": False,
+def inspect_graph(cell, where, graph):
+    """What the graph says about one cell, read from its own ops only (Graph.cell_scopes): forget bias
+    values, clip values, activation ops, the fused op's attributes. `where` names the layer in errors."""
+    found = {"forget_bias": set(), "cell_clip": set(), "proj_clip": set(), "activations": set(),
              "block_op": False, "block_peephole": False}
-    for body in bodies:
-        for path in cell_paths_in(body, cell):
-            found["seen"] = True
-            for name, node in body.items():
-                if not name.startswith(path + "/"):
-                    continue
-                rest = name[len(path) + 1:]
-                # clip_ops.clip_by_value(x, -clip, clip): Minimum(x, clip), then Maximum(., -clip).
-                if re.match(r"clip_by_value(_\d+)?/Minimum$", rest) and node.op == "Minimum":
-                    v = const_value(body, node.input[1], tf)
-                    if v is None:
-                        raise ConvertError("cell '%s': clip_by_value '%s' with a bound that is not a constant"
-                                           % (cell.scope, name))
-                    found[clip_kind(body, node)].add(v)
-                if node.op == "Relu":
-                    found["relu"] = True
-                if node.op == "LSTMBlockCell":  # LSTMBlockCell / CudnnCompatibleLSTMCell: attributes of one op
-                    found["forget_bias"].add(float(node.attr["forget_bias"].f))
-                    if node.attr["cell_clip"].f > 0:
-                        found["cell_clip"].add(float(node.attr["cell_clip"].f))
-                    found["block_op"] = True
-                    found["block_peephole"] = found["block_peephole"] or node.attr["use_peephole"].b
-                if rest == "add" and node.op in ("Add", "AddV2") and len(node.input) == 2:
-                    if re.search(r"split(:output)?:2$", node.input[0]):
-                        v = const_value(body, node.input[1], tf)
-                        if v is not None:
-                            found["forget_bias"].add(v)
+    scopes = graph.cell_scopes(cell)
+    if not scopes and cell.name.startswith("cudnn_compatible_"):
+        # CudnnLSTM / CudnnGRU: the CudnnRNN op runs opaque parameters, saved under these names; the cell has
+        # no option (forget bias 0, no clip, tanh), so there is nothing to read.
+        found["fixed"] = True
+        return found
+    if not scopes or any(not path for _, path in scopes):
+        raise ConvertError("%s: no op of the .meta graph reads its kernel '%s' inside a cell scope, so its "
+                           "forget bias, clips and activation cannot be read; the conversion stops rather than "
+                           "guess them" % (where, cell.vars.get("kernel") or cell.vars.get("gates/kernel")))
+    for body_name, path in sorted(scopes):
+        body = graph.bodies[body_name]
+        for name, node in body.items():
+            if not name.startswith(path + "/"):
+                continue
+            rest = name[len(path) + 1:]
+            # clip_ops.clip_by_value(x, -clip, clip): Minimum(x, clip), then Maximum(., -clip).
+            if re.match(r"clip_by_value(_\d+)?/Minimum$", rest) and node.op == "Minimum":
+                v = graph.const_value(body, node.input[1])
+                if v is None:
+                    raise ConvertError("%s: clip_by_value '%s' with a bound that is not a constant" % (where, name))
+                found[clip_kind(body, node)].add(v)
+            if node.op in ACTIVATION_OPS:
+                found["activations"].add(node.op)
+            if node.op == "LSTMBlockCell":  # LSTMBlockCell / CudnnCompatibleLSTMCell: attributes of one op
+                found["forget_bias"].add(float(node.attr["forget_bias"].f))
+                if node.attr["cell_clip"].f > 0:
+                    found["cell_clip"].add(float(node.attr["cell_clip"].f))
+                found["block_op"] = True
+                found["block_peephole"] = found["block_peephole"] or node.attr["use_peephole"].b
+            # LSTMCell's f gate: add(split:2, forget_bias) (static_rnn numbers each step's: add_2, split_1:2)
+            if re.fullmatch(r"add(_\d+)?", rest) and node.op in ("Add", "AddV2") and len(node.input) == 2:
+                if re.search(r"split(_\d+)?(:output)?:2$", node.input[0]):
+                    v = graph.const_value(body, node.input[1])
+                    if v is not None:
+                        found["forget_bias"].add(v)
     return found
 
 
@@ -297,60 +357,13 @@ def convert_checkpoint(path, args):
     needs = [[check_cell(c) for c in layer] for layer in layers]
 
     meta = path + ".meta"
-    bodies = graph_nodes(meta, tf) if os.path.exists(meta) else None
-    if bodies is None:
+    graph = Graph(meta, tf) if os.path.exists(meta) else None
+    if graph is None:
         progress("note: no graph %s: forget_bias, cell_clip and the RNN activation are not in checkpoints; "
                  "TF's defaults are assumed (pass --forget-bias / --mode to say otherwise)" % meta)
     else:
         progress("reading graph %s" % meta)
-
-    modes, variants, forget = [], set(), set()
-    clips = {"cell_clip": [], "proj_clip": []}  # per layer: the set of its directions' values
-    for layer in layers:
-        for key in clips:
-            clips[key].append(set())
-        for c in layer:
-            kind = c.kind()
-            mode = {"cudnn_gru": "gru"}.get(kind, kind)
-            g = inspect_graph(c, bodies, tf) if bodies is not None else None
-            for key in ("cell_clip", "proj_clip"):
-                if mode != "lstm" and g is not None and g[key]:
-                    raise ConvertError("cell '%s' (%s) clips (%s): only LSTM cells clip in rnncore" % (c.scope, mode, key))
-                if g is not None and len(g[key]) > 1:
-                    raise ConvertError("cell '%s': the graph holds several %s values %s" % (c.scope, key, sorted(g[key])))
-                clips[key][-1].add(g[key].pop() if g is not None and g[key] else 0.0)
-            if g is not None and g["block_op"] and g["block_peephole"] != ("w_i_diag" in c.vars):
-                raise ConvertError("cell '%s': its LSTMBlockCell op has use_peephole=%s but the checkpoint %s "
-                                   "w_i_diag, w_f_diag, w_o_diag" % (c.scope, g["block_peephole"],
-                                                                    "lacks" if g["block_peephole"] else "has"))
-            if "w_i_diag" in c.vars and bodies is not None and c.name != "lstm_cell":
-                raise ConvertError("cell '%s': peepholes of this cell kind are not supported (LSTMCell's are)" % c.scope)
-            if mode in ("lstm", "gru") and g is not None and g["relu"]:
-                raise ConvertError("cell '%s' uses a ReLU activation; rnncore's LSTM and GRU use tanh" % c.scope)
-            if mode == "rnn_tanh" and g is not None and g["relu"]:
-                mode = "rnn_relu"
-            if mode == "lstm":
-                if g is not None and len(g["forget_bias"]) > 1:
-                    raise ConvertError("cell '%s': the graph holds several forget biases %s; pass --forget-bias"
-                                       % (c.scope, sorted(g["forget_bias"])))
-                if g is not None and g["forget_bias"]:
-                    forget.add(g["forget_bias"].pop())
-                else:
-                    forget.add(CELL_SCOPES[c.name][1])
-                    if bodies is not None and args.forget_bias is None:
-                        progress("note: no forget bias found in the graph for '%s'; assuming %g"
-                                 % (c.scope, CELL_SCOPES[c.name][1]))
-            if mode == "gru":
-                variants.add("reset-after" if kind == "cudnn_gru" else "reset-before")
-        modes.append(mode)
-        for key in clips:
-            if len(clips[key][-1]) > 1:
-                raise ConvertError("the directions of layer %d use different %s values %s; rnncore takes one per layer"
-                                   % (len(modes) - 1, key, sorted(clips[key][-1])))
-    if args.mode:
-        modes = [args.mode if m.startswith("rnn") and args.mode.startswith("rnn") else m for m in modes]
-    if args.forget_bias is not None:
-        forget = {args.forget_bias}
+    facts = [layer_facts(l, layer, graph, args, reader) for l, layer in enumerate(layers)]
 
     tensors, D = [], len(layers[0])
     for l, layer in enumerate(layers):
@@ -363,25 +376,116 @@ def convert_checkpoint(path, args):
 
     metadata = {"format": "tensorflow", "source": "tools/tf_to_safetensors.py from TensorFlow %s checkpoint %s"
                 % (tf.__version__, os.path.basename(path))}
-    if len(set(modes)) == 1:
-        metadata["mode"] = modes[0]
-    else:
-        progress("note: the layers differ in cell (%s): run with --config (docs/config.md) giving each layer"
-                 % ", ".join(modes))
-    if len(variants) == 1:
-        metadata["gru"] = variants.pop()
-    if "lstm" in modes:
-        if len(forget) > 1:
-            raise ConvertError("the LSTM cells use different forget biases %s; rnncore takes one per model"
-                               % sorted(forget))
-        metadata["forget_bias"] = repr(float(forget.pop()))
-        for key, per_layer in clips.items():
-            values = [float(v.pop()) for v in per_layer]
-            if max(values) > 0:  # one value for every layer, or one per layer (0: none) where they differ
-                metadata[key] = repr(values[0]) if len(set(values)) == 1 else ",".join(repr(v) for v in values)
+    metadata.update(stack_metadata(facts, D))
     metadata["tf_scopes"] = ",".join(c.scope for layer in layers for c in layer)
     ignored_note(ignored)
     return tensors, metadata
+
+
+def layer_name(l, d, D, cell):
+    return "layer %d%s (cell '%s')" % (l, ["", "/fw", "/bw"][d + (D == 2)], cell.scope)
+
+
+def cell_facts(cell, where, graph, args, reader):
+    """One cell's mode, GRU variant, hidden size, forget bias and clips, from its variables and its own ops."""
+    kind = cell.kind()
+    mode = {"cudnn_gru": "gru"}.get(kind, kind)
+    g = inspect_graph(cell, where, graph) if graph is not None else None
+    f = {"mode": mode, "gru": None, "forget_bias": None, "cell_clip": 0.0, "proj_clip": 0.0}
+    f["hidden"] = int(reader.get_tensor(cell.vars["gates/bias" if mode == "gru" else "bias"]).shape[0]
+                      // {"lstm": 4, "gru": 2, "rnn_tanh": 1}[mode])
+    if mode == "gru":
+        f["gru"] = "reset-after" if kind == "cudnn_gru" else "reset-before"
+    if "w_i_diag" in cell.vars and graph is not None and cell.name != "lstm_cell":
+        raise ConvertError("%s: peepholes of this cell kind are not supported (LSTMCell's are)" % where)
+    if g is None:
+        if mode == "lstm":
+            f["forget_bias"] = CELL_SCOPES[cell.name][1]
+        if mode == "rnn_tanh" and args.mode:
+            f["mode"] = args.mode
+        return f
+    for key in ("cell_clip", "proj_clip"):
+        if mode != "lstm" and g[key]:
+            raise ConvertError("%s (%s) clips (%s): only LSTM cells clip in rnncore" % (where, mode, key))
+        if len(g[key]) > 1:
+            raise ConvertError("%s: its ops hold several %s values %s" % (where, key, sorted(g[key])))
+        f[key] = g[key].pop() if g[key] else 0.0
+    if g["block_op"] and g["block_peephole"] != ("w_i_diag" in cell.vars):
+        raise ConvertError("%s: its LSTMBlockCell op has use_peephole=%s but the checkpoint %s w_i_diag, w_f_diag, "
+                           "w_o_diag" % (where, g["block_peephole"], "lacks" if g["block_peephole"] else "has"))
+    acts = g["activations"]
+    if mode == "rnn_tanh":
+        if acts not in ({"Tanh"}, {"Relu"}):
+            raise ConvertError("%s: activation ops %s; rnncore's Elman RNN runs tanh or relu"
+                               % (where, ", ".join(sorted(acts)) or "none found"))
+        f["mode"] = "rnn_relu" if acts == {"Relu"} else "rnn_tanh"
+        if args.mode and args.mode != f["mode"]:
+            raise ConvertError("%s: the graph says activation %s, --mode says %s" % (where, f["mode"][4:], args.mode))
+    elif acts - {"Sigmoid", "Tanh"}:
+        raise ConvertError("%s: activation ops %s; rnncore's %s runs sigmoid gates and tanh"
+                           % (where, ", ".join(sorted(acts - {"Sigmoid", "Tanh"})), mode.upper()))
+    if mode == "lstm":
+        if len(g["forget_bias"]) > 1:
+            raise ConvertError("%s: its ops add several forget biases %s" % (where, sorted(g["forget_bias"])))
+        if g["forget_bias"]:
+            f["forget_bias"] = g["forget_bias"].pop()
+        else:
+            f["forget_bias"] = CELL_SCOPES[cell.name][1]
+            if args.forget_bias is None and not g.get("fixed"):
+                progress("note: %s: no forget bias found among its ops; assuming %g" % (where, f["forget_bias"]))
+    return f
+
+
+def layer_facts(l, layer, graph, args, reader):
+    """The facts of layer l, which its directions must share (rnncore has one cell description per layer)."""
+    D = len(layer)
+    per_dir = [cell_facts(c, layer_name(l, d, D, c), graph, args, reader) for d, c in enumerate(layer)]
+    if args.forget_bias is not None:
+        for f in per_dir:
+            if f["mode"] == "lstm":
+                f["forget_bias"] = args.forget_bias
+    for key in ("mode", "gru", "hidden", "forget_bias", "cell_clip", "proj_clip"):
+        values = [f[key] for f in per_dir]
+        if len(set(values)) > 1:
+            raise ConvertError("layer %d: its directions differ in %s (%s); rnncore's bidirectional layer has one"
+                               % (l, {"hidden": "size", "gru": "GRU variant"}.get(key, key),
+                                  ", ".join("%s %s" % (["fw", "bw"][d], v) for d, v in enumerate(values))))
+    return per_dir[0]
+
+
+def stack_metadata(facts, D):
+    """Metadata that `rnncore run` reads: the stack, where its layers differ in cell or size (key 'config',
+    docs/config.md), else mode and gru; forget_bias and the clips, one value or one per layer."""
+    out = {}
+    modes = [f["mode"] for f in facts]
+    if len({(f["mode"], f["gru"], f["hidden"]) for f in facts}) == 1:
+        out["mode"] = modes[0]
+        if facts[0]["gru"]:
+            out["gru"] = facts[0]["gru"]
+    else:
+        layers = []
+        for f in facts:
+            layer = {"mode": f["mode"], "hidden_size": f["hidden"]}
+            if D == 2:
+                layer["direction"] = "bidirectional"
+            if f["gru"]:
+                layer["gru"] = f["gru"]
+            layers.append(layer)
+        out["config"] = json.dumps({"layers": layers}, separators=(",", ":"))
+        progress("note: the layers differ (%s): the file carries its stack (metadata 'config')"
+                 % ", ".join("%s %d" % (f["mode"], f["hidden"]) for f in facts))
+    if "lstm" in modes:
+        # One value for every layer, or one per layer (0 for a layer that is not an LSTM) where they differ.
+        for key in ("forget_bias", "cell_clip", "proj_clip"):
+            values = [float(f[key] or 0.0) if f["mode"] == "lstm" else 0.0 for f in facts]
+            lstm_values = {v for v, m in zip(values, modes) if m == "lstm"}
+            if key != "forget_bias" and max(values) == 0:
+                continue
+            if len(lstm_values) == 1 and (key == "forget_bias" or len(set(values)) == 1):
+                out[key] = repr(lstm_values.pop())
+            else:
+                out[key] = ",".join(repr(v) for v in values)
+    return out
 
 
 def ignored_note(ignored):
@@ -439,9 +543,10 @@ def convert_keras(path, args):
         found.append((layer, cell))
     if not found:
         raise ConvertError("no LSTM, GRU or SimpleRNN layer in '%s'" % path)
+    for layer, (mode, _, _) in found:  # a Keras layer says its activation: --mode may only agree with it
+        if args.mode and mode != args.mode:
+            raise ConvertError("layer '%s' is %s; --mode %s does not apply" % (layer.name, mode, args.mode))
     modes = {c[0] for _, c in found}
-    if len(modes) > 1:
-        progress("note: the layers differ in cell (%s): run with --config" % ", ".join(c[0] for _, c in found))
     bis = {type(l).__name__ == "Bidirectional" for l, _ in found}
     single = len(found) == 1 and not bis == {True}
     tensors = []
@@ -455,8 +560,22 @@ def convert_keras(path, args):
                 tensors.append((name, w))
     metadata = {"format": "keras", "source": "tools/tf_to_safetensors.py from Keras %s model %s"
                 % (keras.__version__, os.path.basename(path))}
+    # Layers that differ in cell, size or direction: the file carries its stack (docs/config.md).
+    stack = []
+    for layer, (mode, gru, cell_layer) in found:
+        entry = {"mode": mode, "hidden_size": int(cell_layer.units)}
+        if type(layer).__name__ == "Bidirectional":
+            entry["direction"] = "bidirectional"
+        if gru:
+            entry["gru"] = gru
+        stack.append(entry)
+    if any(e != stack[0] for e in stack):
+        metadata["config"] = json.dumps({"layers": stack}, separators=(",", ":"))
+        progress("note: the layers differ (%s): the file carries its stack (metadata 'config')"
+                 % ", ".join("%s %d%s" % (e["mode"], e["hidden_size"], " bi" if "direction" in e else "") for e in stack))
+        return tensors, metadata
     if len(modes) == 1:
-        metadata["mode"] = args.mode or modes.pop()
+        metadata["mode"] = modes.pop()
     grus = {c[1] for _, c in found if c[1]}
     if len(grus) == 1:
         metadata["gru"] = grus.pop()
@@ -476,10 +595,12 @@ def main(argv=None):
                                  ".keras / .h5 file")
     p.add_argument("-o", "--output", required=True, help="safetensors file to write")
     p.add_argument("--scope", help="take only the variables under this scope (a checkpoint with several RNNs)")
-    p.add_argument("--forget-bias", type=float, help="LSTMCell forget_bias (default: read from the .meta graph, "
-                                                     "else 1.0 for LSTMCell, 0 for CudnnCompatibleLSTMCell)")
+    p.add_argument("--forget-bias", type=float, help="LSTMCell forget_bias of every LSTM layer (default: each "
+                                                     "layer's, read from the .meta graph, else 1.0 for LSTMCell, 0 "
+                                                     "for CudnnCompatibleLSTMCell)")
     p.add_argument("--mode", choices=["rnn_tanh", "rnn_relu"],
-                   help="activation of BasicRNNCell / SimpleRNN layers (default: from the graph, else tanh)")
+                   help="activation of BasicRNNCell / SimpleRNN layers (default: each layer's, from the graph, "
+                        "else tanh; a graph that says otherwise refuses it)")
     args = p.parse_args(argv)
     try:
         if args.model.endswith((".keras", ".h5", ".hdf5")):

@@ -1,6 +1,8 @@
 // Inference of a model's spec from a safetensors file, and import into the canonical layout.
 #include "rnncore/io/model.hpp"
 
+#include "rnncore/io/stack_config.hpp"
+
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -252,10 +254,12 @@ bool infer_sizes(Inspector& in, WeightFormat format, const std::string& p, int m
 }
 
 // TF's LSTMCell adds `forget_bias` to the f gate at run time; import left bR = 0 (the TF bias is one
-// folded bias), so bR_f of every LSTM layer and direction takes it.
-void add_forget_bias(const StackSpec& st, double forget_bias, std::vector<unsigned char>* canonical) {
+// folded bias), so bR_f of every LSTM layer and direction takes it: one value for every layer, or one
+// per layer (`per_layer`, as the converter writes for a stack whose cells add different ones).
+void add_forget_bias(const StackSpec& st, const std::vector<double>& per_layer, std::vector<unsigned char>* canonical) {
   for (int l = 0; l < st.num_layers; ++l) {
     if (st.layers[l].mode != Mode::lstm) continue;
+    const double forget_bias = per_layer.size() == 1 ? per_layer[0] : per_layer[l];
     for (int d = 0; d < num_directions(st.layers[l]); ++d) {
       const std::int64_t at = canonical_offset(st, l, d, ParamKind::recurrent_bias, 1);
       for (int u = 0; u < st.layers[l].hidden_size; ++u) {
@@ -454,7 +458,8 @@ bool apply_file_extensions(const Inspector& in, WeightFormat format, const std::
   return true;
 }
 
-// The forget bias (flag, else metadata 'forget_bias') of a TF LSTMCell, added after import.
+// The forget bias (flag, else metadata 'forget_bias': one value, or a comma-separated list of one per
+// layer) of TF LSTM cells, added after import.
 Status apply_forget_bias(const io::SafeTensors& file, const ModelHints& hints, LoadedModel* out, std::string* error) {
   std::string fb = hints.forget_bias;
   if (fb.empty() && file.meta("forget_bias") != nullptr) fb = *file.meta("forget_bias");
@@ -464,13 +469,26 @@ Status apply_forget_bias(const io::SafeTensors& file, const ModelHints& hints, L
              to_string(out->format) + " format";
     return Status::invalid_enum;
   }
-  char* end = nullptr;
-  const double value = std::strtod(fb.c_str(), &end);
-  if (end == fb.c_str() || *end != '\0' || !std::isfinite(value)) {
-    *error = file.path + ": forget bias '" + fb + "' is not a finite number";
+  std::vector<double> values;
+  for (std::size_t at = 0;;) {
+    const std::size_t comma = fb.find(',', at);
+    const std::string item = fb.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    char* end = nullptr;
+    const double value = std::strtod(item.c_str(), &end);
+    if (end == item.c_str() || *end != '\0' || !std::isfinite(value)) {
+      *error = file.path + ": forget bias '" + fb + "' is not a finite number (or a comma-separated list of one per layer)";
+      return Status::invalid_enum;
+    }
+    values.push_back(value);
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  if (values.size() > 1 && static_cast<int>(values.size()) != out->stack.num_layers) {
+    *error = file.path + ": forget bias '" + fb + "' lists " + std::to_string(values.size()) +
+             " values for a model of " + std::to_string(out->stack.num_layers) + " layer(s)";
     return Status::invalid_enum;
   }
-  add_forget_bias(out->stack, value, &out->canonical);
+  add_forget_bias(out->stack, values, &out->canonical);
   return Status::ok;
 }
 
@@ -751,6 +769,19 @@ Status load_weights(const std::string& path, const ModelHints& hints, const Stac
     in.fail(what);
     return s;
   };
+
+  // A file may carry its own stack (metadata 'config', docs/config.md: tools/tf_to_safetensors.py writes it
+  // for a TF or Keras stack whose layers differ in cell, size or direction); --config replaces it.
+  StackSpec file_config;
+  if (config == nullptr && file.meta("config") != nullptr) {
+    if (!hints.mode.empty() || !hints.gru.empty())
+      return fail(Status::invalid_enum, "the file carries its stack of layers (metadata 'config'), which says each "
+                                        "layer's cell: --mode and --gru do not apply");
+    const std::string& text = *file.meta("config");
+    const Status cs = parse_stack_config(text.data(), text.size(), path + " (metadata 'config')", &file_config, error);
+    if (cs != Status::ok) return cs;
+    config = &file_config;
+  }
 
   if (const Status st = find_format_and_prefix(file, hints, in, out); st != Status::ok) return st;
 
