@@ -40,7 +40,7 @@
 #define T U(SAMPLE_STEPS)
 #define OUT U(OUTPUT_SIZE)
 #define IN0 U(L0_INPUT_SIZE)
-#define BIDI U(L0_BIDIRECTIONAL)
+#define IS_BIDI U(L0_BIDIRECTIONAL)
 #define RS U(RETURN_SEQUENCES)
 
 #if MODEL_EMBEDDING
@@ -66,7 +66,7 @@ typedef struct {
   cmsis_nn_lstm_context ctx;
 } lstm_op;
 
-#if BIDI
+#if IS_BIDI
 #define HMAX U(L0_FW_HIDDEN_SIZE)
 #define NOPS 4
 #else
@@ -173,7 +173,7 @@ static void reverse(const int8_t* x, int8_t* y, int width) { /* REVERSE_V2 over 
   for (t = 0; t < T; ++t) memcpy(y + t * width, x + (T - 1 - t) * width, (size_t)width);
 }
 
-#if !BIDI
+#if !IS_BIDI
 static int8_t g_seq[T * HMAX]; /* the LSTM op's output tensor */
 static int setup(void) {
   SETUP(0, l0, L0, L0);
@@ -247,7 +247,7 @@ int main(void) {
       end_line();
       return 1;
     }
-#if U(FC0_ACTIVATION)
+#if MODEL_HEAD_TABLE
     rnncore_int8_lookup(M(fc0_table), (int32_t)sizeof g_y, g_y, g_y);
 #endif
   }
@@ -259,7 +259,7 @@ int main(void) {
   put_uint(sizeof g_y);
   put(" outputs differ from LiteRT's");
   end_line();
-  put("DONE flash=");
+  put("MEM flash=");
   put_uint((unsigned long)((uintptr_t)__data_load + (uintptr_t)(__data_end - __data_start)));
   put(" ram_static=");
   put_uint((unsigned long)(__bss_end - __data_start));

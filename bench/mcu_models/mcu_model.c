@@ -7,7 +7,8 @@
  * for the bidirectional model layer 0's output over the sequence.
  *
  * Built per model by bench/mcu_models/run.sh: -DMODEL=name -DMODEL_UC=NAME
- * -DMODEL_HEADER='"name.h"' -DMODEL_EMBEDDING=0|1 [-DMODEL_STATE_HEADER='"weather_state.h"'].
+ * -DMODEL_HEADER='"name.h"' -DMODEL_EMBEDDING=0|1 [-DMODEL_HEAD_TABLE=1: the head's sigmoid or tanh
+ * table] [-DMODEL_STATE_HEADER='"weather_extra.h"'].
  * MODEL_COUNT_REPS=N (the count images): N inferences of the sample and nothing else checked, so
  * that two images (N = 1, 2) differ by one inference. Otherwise: the sample's output must equal
  * LiteRT's, bit for bit; a unidirectional model is also streamed (one step per call from here,
@@ -35,7 +36,7 @@
 #define T U(SAMPLE_STEPS)
 #define OUT U(OUTPUT_SIZE)
 #define IN0 U(L0_INPUT_SIZE)
-#define BIDI U(L0_BIDIRECTIONAL)
+#define IS_BIDI U(L0_BIDIRECTIONAL)
 
 typedef char one_dense_head_batch_one[(U(DENSE) == 1 && U(SAMPLE_BATCH) == 1 && !U(SOFTMAX)) ? 1 : -1];
 
@@ -58,7 +59,7 @@ static int32_t g_fc_bias[OUT];
 static float g_fc_scale[OUT];
 static int8_t g_y[U(RETURN_SEQUENCES) ? T * OUT : OUT];
 
-#if !BIDI
+#if !IS_BIDI
 /* ---- one LSTM layer: Embedding or input -> LSTM -> Dense (every step or the last) ---- */
 typedef char one_layer[U(LAYERS) == 1 ? 1 : -1];
 #define H U(L0_HIDDEN_SIZE)
@@ -180,7 +181,7 @@ int main(void) {
   board_stack_mark();
   for (r = 0; r < (MODEL_COUNT_REPS ? g_reps : 1); ++r) {
     s = model_run(SAMPLE, g_y, NULL, NULL);
-#if U(FC0_ACTIVATION)
+#if MODEL_HEAD_TABLE
     if (s == RNNCORE_OK) s = rnncore_int8_lookup(M(fc0_table), (int32_t)sizeof g_y, g_y, g_y);
 #endif
     if (s != RNNCORE_OK) return put_failure("model_run", s);
@@ -188,11 +189,16 @@ int main(void) {
   stack = board_stack_high_water();
   put("MODEL " STR(MODEL));
   put(" kernel ");
-#if BIDI
+#if IS_BIDI
   put(rnncore_int8_lstm_kernel_name(&g_lstm[0]));
 #else
   put(rnncore_int8_lstm_kernel_name(&g_lstm));
 #endif
+  end_line();
+  put("MEM");
+  report("flash", (unsigned long)((uintptr_t)__data_load + (uintptr_t)(__data_end - __data_start)));
+  report("ram_static", (unsigned long)(__bss_end - __data_start));
+  report("stack_peak", stack);
   end_line();
   if (MODEL_COUNT_REPS) return 0;
   bad += differ(g_y, M(sample_output), sizeof g_y);
@@ -202,7 +208,7 @@ int main(void) {
   put_uint(sizeof g_y);
   put(" outputs differ from LiteRT's");
   end_line();
-#if !BIDI
+#if !IS_BIDI
   { /* streamed: one step per call from here, the state carried in the model between calls */
     int8_t y_t[OUT];
     unsigned long d = 0;

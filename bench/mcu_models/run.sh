@@ -82,6 +82,7 @@ for target in $TARGETS; do
     extra=()
     grep -q "^#define ${uc}_EMBEDDING 1" "$WORK/hdr/$m.h" && extra+=(-DMODEL_EMBEDDING=1) || extra+=(-DMODEL_EMBEDDING=0)
     [ "$m" = weather ] && extra+=("-DMODEL_STATE_HEADER=\"weather_extra.h\"")
+    grep -q "^#define ${uc}_FC0_ACTIVATION RNNCORE_INT8_" "$WORK/hdr/$m.h" && extra+=(-DMODEL_HEAD_TABLE=1)
     img=$WORK/$target-$m.elf
     nice -n "$NICE" arm-none-eabi-gcc "${CPU[@]}" -std=c99 -Os -ffunction-sections -fdata-sections \
       -I"$REPO/include" -I"$FW" -I"$WORK/hdr" -I"$HERE" -DMODEL="$m" -DMODEL_UC="$uc" \
