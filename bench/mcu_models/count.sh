@@ -18,7 +18,8 @@
 # Needs what run.sh needs, gcc (the plugin) and a CMSIS-NN source tree (CMSIS_NN; git clone
 # https://github.com/ARM-software/CMSIS-NN). Env: WORK (default /tmp/rnncore-mcu-models), BUILD
 # and BUILD_SIGNED (Cortex-M4F firmware builds to reuse; default $WORK/build-m4, $WORK/build-m4-signed),
-# RNNCORE (the host tool, default build/tools/rnncore), NICE (10).
+# RNNCORE (the host tool, default build/tools/rnncore), NICE (10), CMSIS_NN_COMMIT (the commit to
+# name when CMSIS_NN is an unpacked tree, not a git work tree).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$REPO/bench/mcu_models
@@ -62,7 +63,7 @@ CMSIS_SRCS="LSTMFunctions/arm_lstm_unidirectional_s8.c NNSupportFunctions/arm_nn
   BasicMathFunctions/arm_elementwise_mul_s16.c BasicMathFunctions/arm_elementwise_mul_acc_s16.c
   BasicMathFunctions/arm_elementwise_mul_s16_s8.c FullyConnectedFunctions/arm_vector_sum_s8.c
   FullyConnectedFunctions/arm_fully_connected_s8.c NNSupportFunctions/arm_nn_vec_mat_mult_t_s8.c"
-cmsis_commit() { git -C "$CMSIS_NN" rev-parse HEAD 2>/dev/null || echo "unknown (not a git work tree)"; }
+cmsis_commit() { git -C "$CMSIS_NN" rev-parse HEAD 2>/dev/null || echo "${CMSIS_NN_COMMIT:-unknown} (not a git work tree)"; }
 cmsis_lib() {  # O2|Os -> path
   local dir=$WORK/cmsis-nn-models-$1
   if [ ! -f "$dir/libcmsisnn.a" ]; then

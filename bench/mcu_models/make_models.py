@@ -72,6 +72,7 @@ MODELS = {
 
 def build(name):
     V, E, layers, T, head, seed = MODELS[name]
+    keras.backend.clear_session()  # layer names (and so the .tflite) independent of the models made before
     tf.keras.utils.set_random_seed(seed)
     rng = np.random.default_rng(1000 + seed)
     if V:
