@@ -120,7 +120,7 @@ field() { grep -o "$2=[0-9]*" "$1" | head -1 | cut -d= -f2; }
 # Cycle estimate of a mix (README.md, "Cycle estimate"): 1 per instruction, +1 per single load or
 # store, +N for N registers moved by LDM/STM/PUSH/POP, +3 for a POP of the PC, +2 per branch (taken),
 # +6 per integer division, +13 per VDIV/VSQRT.
-declare -A INSNS CYCLES MEMS
+declare -A INSNS CYCLES MEMS MIXES
 measure() {  # model kind
   local a b
   a=$(image "$1" "$2" 1)
@@ -134,6 +134,9 @@ measure() {  # model kind
       c = d["insns"] + d["load"] + d["store"] + d["multi_regs"] + 3 * d["pop_pc"] + 2 * d["branch"]
       printf "%d", c + 6 * d["div"] + 13 * d["vdiv"] }')
   MEMS[$1/$2]="$(field "$a.log" flash) $(field "$a.log" ram_static) $(field "$a.log" stack_peak)"
+  MIXES[$1/$2]=$(paste -d' ' "$a.mix" "$b.mix" | awk '{
+      n = NF / 2
+      for (i = 1; i <= n; ++i) { split($i, p, "="); split($(i + n), q, "="); printf "%d | ", q[2] - p[2] } }')
 }
 
 for m in $MODELS; do
@@ -171,3 +174,11 @@ echo
 echo "| model | rnncore flash | rnncore RAM | signed flash | signed RAM | CMSIS-NN -O2 flash | CMSIS-NN -O2 RAM |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
 for r in "${mem_rows[@]}"; do echo "$r"; done
+echo
+echo "Instruction mix of one inference (the plugin's classes; multi = LDM/STM/PUSH/POP/VLDM/VSTM, multi_regs their registers, pop_pc the POPs of the PC, branch every B/BL/BX/CBZ/CBNZ/TBB/TBH and LDR to the PC)."
+echo
+echo "| model | build | insns | load | store | multi | multi_regs | pop_pc | branch | div | vdiv | est. cycles |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+for m in $MODELS; do
+  for k in rnncore signed cmsis-O2 cmsis-Os; do echo "| $m | $k | ${MIXES[$m/$k]}${CYCLES[$m/$k]} |"; done
+done

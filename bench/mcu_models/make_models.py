@@ -12,7 +12,9 @@ Needs TensorFlow 2.21 with tf-keras (a venv outside the repository, as tests/gol
 Per model NAME it writes into bench/mcu_models/:
   NAME.tflite               the converted model (int8 weights, int8 output; int8 or token-id input)
   NAME.safetensors          its conversion by tools/tflite_to_safetensors.py (what rnncore runs)
-  NAME_input.npy            the sample: token ids int32 [1, T], or int8 [1, T, I] (weather)
+  NAME_input.npy            the sample: token ids int32 [B, T], or int8 [1, T, I] (weather); B = 8
+                            sequences for the models with one output per sequence (simple, bidi),
+                            else 1
   NAME_expected_y.npy       LiteRT's int8 output for it (a fresh interpreter: zero initial state)
   NAME_f32_y.npy            TensorFlow's float output of the Keras model on the same sample (ids,
                             or the float input whose quantization is NAME_input.npy)
@@ -72,7 +74,6 @@ MODELS = {
 
 def build(name):
     V, E, layers, T, head, seed = MODELS[name]
-    keras.backend.clear_session()  # layer names (and so the .tflite) independent of the models made before
     tf.keras.utils.set_random_seed(seed)
     rng = np.random.default_rng(1000 + seed)
     if V:
@@ -110,20 +111,27 @@ def build(name):
         f.write(fb)
     assert tflite_to_safetensors.main([tflite, "-o", os.path.join(HERE, name + ".safetensors")]) == 0
 
-    xf = sample()
+    # The sample: one sequence; for a last-step model (one output per sequence) eight, each run by
+    # a fresh interpreter (the model's batch is 1), stacked as the sample's batch rows.
+    rows = 1 if layers[-1][2] else 8
+    xf = np.concatenate([sample() for _ in range(rows)])
     if V:
         xq = xf
     else:
         s, z = info["graph_input"]["quantization"]
         xq = np.clip(np.round(xf / s) + z, -128, 127).astype(np.int8)
-    it = tf.lite.Interpreter(model_content=fb)
-    it.allocate_tensors()
-    it.set_tensor(info["graph_input"]["index"], xq)
-    it.invoke()
-    y = it.get_tensor(info["graph_output"]["index"]).copy()
+    ys, yf = [], []
+    for b in range(rows):
+        it = tf.lite.Interpreter(model_content=fb)
+        it.allocate_tensors()
+        it.set_tensor(info["graph_input"]["index"], xq[b:b + 1])
+        it.invoke()
+        ys.append(it.get_tensor(info["graph_output"]["index"]).copy())
+        yf.append(model(xf[b:b + 1]).numpy().astype(np.float32))
+    y = np.concatenate(ys)
     np.save(os.path.join(HERE, name + "_input.npy"), xq)
     np.save(os.path.join(HERE, name + "_expected_y.npy"), y)
-    np.save(os.path.join(HERE, name + "_f32_y.npy"), model(xf).numpy().astype(np.float32))
+    np.save(os.path.join(HERE, name + "_f32_y.npy"), np.concatenate(yf))
     print(name, "layers", meta.get("layers", "1"), "dense", meta.get("dense"), "y", y.shape, y.dtype)
 
     if name == "weather":
@@ -161,5 +169,10 @@ def build(name):
 
 
 if __name__ == "__main__":
-    for n in sys.argv[1:] or list(MODELS):
-        build(n)
+    names = sys.argv[1:] or list(MODELS)
+    if len(names) == 1:
+        build(names[0])
+    else:  # each model in a process of its own: TensorFlow's function names count across models
+        import subprocess
+        for n in names:
+            subprocess.run([sys.executable, os.path.abspath(__file__), n], check=True)

@@ -10,9 +10,10 @@
  * -DMODEL_HEADER='"name.h"' -DMODEL_EMBEDDING=0|1 [-DMODEL_HEAD_TABLE=1: the head's sigmoid or tanh
  * table] [-DMODEL_STATE_HEADER='"weather_extra.h"'].
  * MODEL_COUNT_REPS=N (the count images): N inferences of the sample and nothing else checked, so
- * that two images (N = 1, 2) differ by one inference. Otherwise: the sample's output must equal
- * LiteRT's, bit for bit; a unidirectional model is also streamed (one step per call from here,
- * the state carried between calls) and compared with LiteRT's every step; with
+ * that two images (N = 1, 2) differ by one inference. Otherwise: the output of every sequence of
+ * the sample (one call each) must equal LiteRT's, bit for bit; a unidirectional model is also
+ * streamed (one step per call from here, the state carried between calls) and compared with
+ * LiteRT's every step; with
  * MODEL_STATE_HEADER a run from a non-zero initial state is compared with LiteRT's from the
  * same state. Prints PASS and the memory, exits 0; or FAIL, exits 1. C99. */
 #include <stdint.h>
@@ -38,13 +39,16 @@
 #define IN0 U(L0_INPUT_SIZE)
 #define IS_BIDI U(L0_BIDIRECTIONAL)
 
-typedef char one_dense_head_batch_one[(U(DENSE) == 1 && U(SAMPLE_BATCH) == 1 && !U(SOFTMAX)) ? 1 : -1];
+typedef char one_dense_head[(U(DENSE) == 1 && !U(SOFTMAX)) ? 1 : -1];
 
+#define ROWS U(SAMPLE_BATCH) /* the sample's sequences */
 #if MODEL_EMBEDDING
+#define SEQ_IN T /* input elements of one sequence */
 typedef int32_t model_input;
 #define ROW(in, t) (M(embedding_table) + (size_t)(in)[t] * IN0) /* the token's row, in flash */
 #define SAMPLE M(sample_ids)
 #else
+#define SEQ_IN (T * IN0)
 typedef int8_t model_input;
 #define ROW(in, t) ((in) + (size_t)(t) * IN0)
 #define SAMPLE M(sample_input)
@@ -57,7 +61,16 @@ typedef int8_t model_input;
 static rnncore_int8_dense g_fc;
 static int32_t g_fc_bias[OUT];
 static float g_fc_scale[OUT];
-static int8_t g_y[U(RETURN_SEQUENCES) ? T * OUT : OUT];
+static int8_t g_y[U(RETURN_SEQUENCES) ? T * OUT : OUT]; /* one sequence's output */
+
+/* The head on one row of the last LSTM's output: the Dense layer, and its sigmoid or tanh table. */
+static rnncore_status head_run(const int8_t* h, int8_t* y) {
+  rnncore_status s = rnncore_int8_dense_run(&g_fc, 1, h, y);
+#if MODEL_HEAD_TABLE
+  if (s == RNNCORE_OK) s = rnncore_int8_lookup(M(fc0_table), OUT, y, y);
+#endif
+  return s;
+}
 
 #if !IS_BIDI
 /* ---- one LSTM layer: Embedding or input -> LSTM -> Dense (every step or the last) ---- */
@@ -80,7 +93,7 @@ static void model_reset(const int8_t* h0, const int16_t* c0) {
  * (OUT int8) is the Dense head's output for this step. */
 static rnncore_status model_step(const int8_t* x, int8_t* y_t) {
   rnncore_status s = rnncore_int8_lstm_run(&g_lstm, 1, 1, x, NULL, g_h, g_c, g_scratch, sizeof g_scratch);
-  if (s == RNNCORE_OK && U(RETURN_SEQUENCES)) s = rnncore_int8_dense_run(&g_fc, 1, g_h, y_t);
+  if (s == RNNCORE_OK && U(RETURN_SEQUENCES)) s = head_run(g_h, y_t);
   return s;
 }
 
@@ -90,7 +103,7 @@ static rnncore_status model_run(const model_input* in, int8_t* y, const int8_t* 
   int t;
   model_reset(h0, c0);
   for (t = 0; t < T && s == RNNCORE_OK; ++t) s = model_step(ROW(in, t), y + (U(RETURN_SEQUENCES) ? t * OUT : 0));
-  if (s == RNNCORE_OK && !U(RETURN_SEQUENCES)) s = rnncore_int8_dense_run(&g_fc, 1, g_h, y);
+  if (s == RNNCORE_OK && !U(RETURN_SEQUENCES)) s = head_run(g_h, y);
   return s;
 }
 #else
@@ -142,7 +155,7 @@ static rnncore_status model_run(const model_input* in, int8_t* y, const int8_t* 
   if (s == RNNCORE_OK) s = direction(1, in, NULL, g_seq + H, NULL);
   if (s == RNNCORE_OK) s = direction(2, NULL, g_seq, NULL, g_last);
   if (s == RNNCORE_OK) s = direction(3, NULL, g_seq, NULL, g_last + H);
-  if (s == RNNCORE_OK) s = rnncore_int8_dense_run(&g_fc, 1, g_last, y);
+  if (s == RNNCORE_OK) s = head_run(g_last, y);
   return s;
 }
 #endif
@@ -180,10 +193,7 @@ int main(void) {
   if (s != RNNCORE_OK) return put_failure("prepare", s);
   board_stack_mark();
   for (r = 0; r < (MODEL_COUNT_REPS ? g_reps : 1); ++r) {
-    s = model_run(SAMPLE, g_y, NULL, NULL);
-#if MODEL_HEAD_TABLE
-    if (s == RNNCORE_OK) s = rnncore_int8_lookup(M(fc0_table), (int32_t)sizeof g_y, g_y, g_y);
-#endif
+    s = model_run(SAMPLE, g_y, NULL, NULL); /* the sample's first sequence */
     if (s != RNNCORE_OK) return put_failure("model_run", s);
   }
   stack = board_stack_high_water();
@@ -201,26 +211,43 @@ int main(void) {
   report("stack_peak", stack);
   end_line();
   if (MODEL_COUNT_REPS) return 0;
-  bad += differ(g_y, M(sample_output), sizeof g_y);
-  put("whole model, one call: ");
-  put_uint(differ(g_y, M(sample_output), sizeof g_y));
-  put(" of ");
-  put_uint(sizeof g_y);
-  put(" outputs differ from LiteRT's");
-  end_line();
+  { /* every sequence of the sample, one call each */
+    unsigned long d = 0;
+    int b;
+    for (b = 0; b < ROWS; ++b) {
+      s = model_run(SAMPLE + b * SEQ_IN, g_y, NULL, NULL);
+      if (s != RNNCORE_OK) return put_failure("model_run", s);
+      d += differ(g_y, M(sample_output) + b * sizeof g_y, sizeof g_y);
+    }
+    bad += d;
+    put("whole model, one call per sequence: ");
+    put_uint(d);
+    put(" of ");
+    put_uint(ROWS * sizeof g_y);
+    put(" outputs differ from LiteRT's (");
+    put_uint(ROWS);
+    put(" sequences)");
+    end_line();
+  }
 #if !IS_BIDI
   { /* streamed: one step per call from here, the state carried in the model between calls */
     int8_t y_t[OUT];
     unsigned long d = 0;
-    int t;
-    model_reset(NULL, NULL);
-    for (t = 0; t < T; ++t) {
-      if (model_step(ROW(SAMPLE, t), y_t) != RNNCORE_OK) return put_failure("model_step", RNNCORE_ERR_INVALID_SIZE);
-      if (U(RETURN_SEQUENCES)) d += differ(y_t, M(sample_output) + t * OUT, OUT);
-    }
-    if (!U(RETURN_SEQUENCES)) {
-      if (rnncore_int8_dense_run(&g_fc, 1, g_h, y_t) != RNNCORE_OK) return 1;
-      d += differ(y_t, M(sample_output), OUT);
+    int b, t;
+    for (b = 0; b < ROWS; ++b) {
+      const model_input* in = SAMPLE + b * SEQ_IN;
+      const int8_t* expected = M(sample_output) + b * sizeof g_y;
+      model_reset(NULL, NULL);
+      for (t = 0; t < T; ++t) {
+        s = model_step(ROW(in, t), y_t);
+        if (s != RNNCORE_OK) return put_failure("model_step", s);
+        if (U(RETURN_SEQUENCES)) d += differ(y_t, expected + t * OUT, OUT);
+      }
+      if (!U(RETURN_SEQUENCES)) {
+        s = head_run(g_h, y_t);
+        if (s != RNNCORE_OK) return put_failure("head", s);
+        d += differ(y_t, expected, OUT);
+      }
     }
     bad += d;
     put("streamed, one step per call: ");
