@@ -168,11 +168,6 @@ static const int8_t* input_tensor(const int32_t* ids) {
 static const int8_t* input_tensor(const int8_t* x) { return x; }
 #endif
 
-static void reverse(const int8_t* x, int8_t* y, int width) { /* REVERSE_V2 over the steps */
-  int t;
-  for (t = 0; t < T; ++t) memcpy(y + t * width, x + (T - 1 - t) * width, (size_t)width);
-}
-
 #if !IS_BIDI
 static int8_t g_seq[T * HMAX]; /* the LSTM op's output tensor */
 static int setup(void) {
@@ -193,6 +188,11 @@ static int model_run(const void* in, int8_t* y) {
 }
 #else
 #define H HMAX
+static void reverse(const int8_t* x, int8_t* y, int width) { /* REVERSE_V2 over the steps */
+  int t;
+  for (t = 0; t < T; ++t) memcpy(y + t * width, x + (T - 1 - t) * width, (size_t)width);
+}
+
 static int8_t g_rev_in[T * (IN0 > 2 * H ? IN0 : 2 * H)]; /* REVERSE_V2 of a layer's input */
 static int8_t g_fw[T * H], g_bw[T * H], g_bw_rev[T * H];  /* the ops' output tensors */
 static int8_t g_seq0[T * 2 * H];                          /* layer 0's CONCATENATION */

@@ -224,9 +224,8 @@ int main(void) {
     put_uint(d);
     put(" of ");
     put_uint(ROWS * sizeof g_y);
-    put(" outputs differ from LiteRT's (");
+    put(" outputs differ from LiteRT's; sequences: ");
     put_uint(ROWS);
-    put(" sequences)");
     end_line();
   }
 #if !IS_BIDI
