@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# Guest instructions per inference of the four public LSTM models (bench/mcu_models/README.md) on an
+# emulated Cortex-M4F (qemu-system-arm -M mps2-an386), the deterministic count of
+# bench/cortex_m_int8_counts.sh (the TCG plugin bench/qemu_insncount.c), side by side:
+#   rnncore       mcu_model.c on librnncore.a of the default Cortex-M4F build (interleaved weights)
+#   rnncore signed  the same on the signed-table build (-Dint8_activation_tables=signed
+#                 -Dint8_cell_tanh_bits=0 -Dint8_reciprocal_table=false, as .ci/stage_cross.sh)
+#   CMSIS-NN      cmsis_model.c: ARM CMSIS-NN's kernels composed as TFLite Micro's CMSIS-NN kernels
+#                 call them for the converter's graph, the library at -O2 and at -Os
+# One inference = N(2 inferences) - N(1): the images differ only in a volatile repetition count, so
+# start-up, preparation and the checks cancel. Also the instruction mix of that inference and a
+# cycle estimate from it (the Cortex-M4 timings in README.md; instruction counts are not cycles),
+# and each image's flash, static RAM and stack peak. Prints Markdown tables.
+#
+#   CMSIS_NN=/path/to/CMSIS-NN bash bench/mcu_models/count.sh
+#   MODELS="weather simple" CMSIS_NN=... bash bench/mcu_models/count.sh
+#
+# Needs what run.sh needs, gcc (the plugin) and a CMSIS-NN source tree (CMSIS_NN; git clone
+# https://github.com/ARM-software/CMSIS-NN). Env: WORK (default /tmp/rnncore-mcu-models), BUILD
+# and BUILD_SIGNED (Cortex-M4F firmware builds to reuse; default $WORK/build-m4, $WORK/build-m4-signed),
+# RNNCORE (the host tool, default build/tools/rnncore), NICE (10), CMSIS_NN_COMMIT (the commit to
+# name when CMSIS_NN is an unpacked tree, not a git work tree).
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+HERE=$REPO/bench/mcu_models
+WORK=${WORK:-/tmp/rnncore-mcu-models}
+RNNCORE=${RNNCORE:-$REPO/build/tools/rnncore}
+MODELS=${MODELS:-"simple weather text bidi"}
+BUILD=${BUILD:-$WORK/build-m4}
+BUILD_SIGNED=${BUILD_SIGNED:-$WORK/build-m4-signed}
+NICE=${NICE:-10}
+CMSIS_NN=${CMSIS_NN:?set CMSIS_NN to a CMSIS-NN source tree}
+FW=$REPO/examples/firmware
+CPU=(-mcpu=cortex-m4 -mthumb -mfpu=fpv4-sp-d16 -mfloat-abi=hard)
+mkdir -p "$WORK/hdr" "$WORK/hdr-rm" "$WORK/count" "$WORK/objs-count"
+
+plugin=$WORK/libinsncount.so
+[ "$plugin" -nt "$REPO/bench/qemu_insncount.c" ] || gcc -O2 -shared -fPIC -o "$plugin" "$REPO/bench/qemu_insncount.c"
+
+lib() {  # build-dir meson-options... -> builds librnncore.a
+  local dir=$1
+  shift
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" "$REPO" --cross-file "$REPO/cross/arm-none-eabi-cortex-m4f.ini" "$@" >"$dir.setup.log" 2>&1 ||
+      { cat "$dir.setup.log" >&2; exit 1; }
+  fi
+  nice -n "$NICE" ninja -C "$dir" librnncore.a >&2
+}
+lib "$BUILD"
+lib "$BUILD_SIGNED" -Dint8_activation_tables=signed -Dint8_cell_tanh_bits=0 -Dint8_reciprocal_table=false
+
+objs=$WORK/objs-count
+for f in console.c mps2/startup.c mps2/semihosting.c; do
+  [ -f "$objs/$(basename "${f%.c}").o" ] ||
+    nice -n "$NICE" arm-none-eabi-gcc "${CPU[@]}" -std=c99 -Os -ffunction-sections -I"$REPO/include" -I"$FW" \
+      -c "$FW/$f" -o "$objs/$(basename "${f%.c}").o"
+done
+
+# CMSIS-NN: the LSTM's and the fully connected layer's sources, at -O2 or -Os.
+CMSIS_SRCS="LSTMFunctions/arm_lstm_unidirectional_s8.c NNSupportFunctions/arm_nn_lstm_step_s8.c
+  NNSupportFunctions/arm_nn_lstm_calculate_gate_s8_s16.c NNSupportFunctions/arm_nn_vec_mat_mul_result_acc_s8_s16.c
+  NNSupportFunctions/arm_nntables.c ActivationFunctions/arm_nn_activation_s16.c
+  BasicMathFunctions/arm_elementwise_mul_s16.c BasicMathFunctions/arm_elementwise_mul_acc_s16.c
+  BasicMathFunctions/arm_elementwise_mul_s16_s8.c FullyConnectedFunctions/arm_vector_sum_s8.c
+  FullyConnectedFunctions/arm_fully_connected_s8.c NNSupportFunctions/arm_nn_vec_mat_mult_t_s8.c"
+cmsis_commit() { git -C "$CMSIS_NN" rev-parse HEAD 2>/dev/null || echo "${CMSIS_NN_COMMIT:-unknown} (not a git work tree)"; }
+cmsis_lib() {  # O2|Os -> path
+  local dir=$WORK/cmsis-nn-models-$1
+  if [ ! -f "$dir/libcmsisnn.a" ]; then
+    mkdir -p "$dir"
+    for f in $CMSIS_SRCS; do
+      nice -n "$NICE" arm-none-eabi-gcc "${CPU[@]}" -std=c99 -"$1" -ffunction-sections -fdata-sections \
+        -I"$CMSIS_NN/Include" -c "$CMSIS_NN/Source/$f" -o "$dir/$(basename "${f%.c}").o"
+    done
+    arm-none-eabi-ar rcs "$dir/libcmsisnn.a" "$dir"/*.o
+  fi
+  echo "$dir/libcmsisnn.a"
+}
+
+header() {  # model dir extra-options -> exports the header once
+  local h=$WORK/$2/$1.h
+  if [ ! -f "$h" ] || [ "$HERE/$1.safetensors" -nt "$h" ]; then
+    "$RNNCORE" export-c --weights "$HERE/$1.safetensors" --name "$1" --sample-input "$HERE/${1}_input.npy" \
+      --sample-output "$HERE/${1}_expected_y.npy" --output "$h" ${3:-} >/dev/null
+  fi
+}
+
+image() {  # model kind(rnncore|signed|cmsis-O2|cmsis-Os) reps -> path
+  local m=$1 kind=$2 reps=$3 uc img src hdr libs emb
+  uc=$(echo "$m" | tr a-z A-Z)
+  img=$WORK/count/$m-$kind-R$reps.elf
+  case $kind in
+    rnncore) src=mcu_model.c hdr=hdr libs=("$BUILD/librnncore.a") ;;
+    signed) src=mcu_model.c hdr=hdr libs=("$BUILD_SIGNED/librnncore.a") ;;
+    cmsis-*) src=cmsis_model.c hdr=hdr-rm libs=("$(cmsis_lib "${kind#cmsis-}")" "$BUILD/librnncore.a") ;;
+  esac
+  if grep -q "^#define ${uc}_EMBEDDING 1" "$WORK/$hdr/$m.h"; then emb=1; else emb=0; fi
+  if grep -q "^#define ${uc}_FC0_ACTIVATION RNNCORE_INT8_" "$WORK/$hdr/$m.h"; then emb="$emb -DMODEL_HEAD_TABLE=1"; fi
+  if [ ! -f "$img" ] || [ "$HERE/$src" -nt "$img" ] || [ "$WORK/$hdr/$m.h" -nt "$img" ] || [ "${libs[0]}" -nt "$img" ]; then
+    nice -n "$NICE" arm-none-eabi-gcc "${CPU[@]}" -std=c99 -Os -ffunction-sections -fdata-sections \
+      -I"$REPO/include" -I"$FW" -I"$WORK/$hdr" -I"$CMSIS_NN/Include" -DMODEL="$m" -DMODEL_UC="$uc" \
+      "-DMODEL_HEADER=\"$m.h\"" -DMODEL_EMBEDDING=$emb -DMODEL_COUNT_REPS="$reps" -c "$HERE/$src" -o "$img.o"
+    nice -n "$NICE" arm-none-eabi-gcc "${CPU[@]}" --specs=nano.specs -nostartfiles -T"$FW/mps2/mps2.ld" \
+      -Wl,--gc-sections -o "$img" "$img.o" "$objs/console.o" "$objs/startup.o" "$objs/semihosting.o" \
+      "${libs[@]}" -lm
+  fi
+  echo "$img"
+}
+
+emulate() {  # image -> its log, count and mix beside it (counted once per image)
+  local img=$1
+  if [ ! -s "$img.mix" ] || [ "$img" -nt "$img.mix" ]; then
+    nice -n "$NICE" qemu-system-arm -M mps2-an386 -display none -serial null -monitor none -semihosting \
+      -plugin "$plugin,out=$img.count,mix=$img.mix" -d plugin -kernel "$img" >"$img.log" 2>&1 </dev/null ||
+      { cat "$img.log" >&2; exit 1; }
+  fi
+}
+field() { grep -o "$2=[0-9]*" "$1" | head -1 | cut -d= -f2; }
+
+# Cycle estimate of a mix (README.md, "Cycle estimate"): 1 per instruction, +1 per single load or
+# store, +N for N registers moved by LDM/STM/PUSH/POP, +3 for a POP of the PC, +2 per branch (taken),
+# +6 per integer division, +13 per VDIV/VSQRT.
+declare -A INSNS CYCLES MEMS MIXES
+measure() {  # model kind
+  local a b
+  a=$(image "$1" "$2" 1)
+  b=$(image "$1" "$2" 2)
+  emulate "$a"
+  emulate "$b"
+  INSNS[$1/$2]=$(($(cat "$b.count") - $(cat "$a.count")))
+  CYCLES[$1/$2]=$(paste -d' ' "$a.mix" "$b.mix" | awk '{
+      n = NF / 2
+      for (i = 1; i <= n; ++i) { split($i, p, "="); split($(i + n), q, "="); d[p[1]] = q[2] - p[2] }
+      c = d["insns"] + d["load"] + d["store"] + d["multi_regs"] + 3 * d["pop_pc"] + 2 * d["branch"]
+      printf "%d", c + 6 * d["div"] + 13 * d["vdiv"] }')
+  MEMS[$1/$2]="$(field "$a.log" flash) $(field "$a.log" ram_static) $(field "$a.log" stack_peak)"
+  MIXES[$1/$2]=$(paste -d' ' "$a.mix" "$b.mix" | awk '{
+      n = NF / 2
+      for (i = 1; i <= n; ++i) { split($i, p, "="); split($(i + n), q, "="); printf "%d | ", q[2] - p[2] } }')
+}
+
+for m in $MODELS; do
+  header "$m" hdr --interleave
+  header "$m" hdr-rm
+done
+
+echo "$(qemu-system-arm --version | head -1); $(arm-none-eabi-gcc --version | head -1); -mcpu=cortex-m4 -mfpu=fpv4-sp-d16;"
+echo "rnncore $(git -C "$REPO" rev-parse --short HEAD) (library -Os, firmware profile); CMSIS-NN $(cmsis_commit)."
+echo "Guest instructions per inference (not cycles): N(2 inferences) - N(1 inference), batch 1."
+echo
+echo "| model | MACs | rnncore | rnncore, signed tables | CMSIS-NN -O2 | CMSIS-NN -Os | -O2 / rnncore | -O2 / signed | est. cycles rnncore | signed | CMSIS-NN -O2 | CMSIS-NN outputs ≠ LiteRT |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+mem_rows=()
+for m in $MODELS; do
+  for k in rnncore signed cmsis-O2 cmsis-Os; do measure "$m" "$k"; done
+  chk=$(image "$m" cmsis-O2 0)
+  emulate "$chk"
+  ndiff=$(grep -o 'cmsis-nn: [0-9]* of [0-9]*' "$chk.log" | cut -d' ' -f2,4 | tr ' ' '/')
+  macs=$(awk -v m="$m" 'BEGIN { if (m == "simple") print 100*4*128*(64+128)+128*10;
+    else if (m == "weather") print 24*(4*32*(19+32)+32);
+    else if (m == "text") print 100*(4*512*(256+512)+512*65);
+    else print 16*2*4*64*(128+64)+16*2*4*64*(128+64)+128 }')
+  awk -v m="$m" -v macs="$macs" -v r="${INSNS[$m/rnncore]}" -v s="${INSNS[$m/signed]}" -v c="${INSNS[$m/cmsis-O2]}" \
+      -v o="${INSNS[$m/cmsis-Os]}" -v er="${CYCLES[$m/rnncore]}" -v es="${CYCLES[$m/signed]}" -v ec="${CYCLES[$m/cmsis-O2]}" \
+      -v nd="$ndiff" 'BEGIN { printf "| %s | %d | %d | %d | %d | %d | %.2f | %.2f | %d | %d | %d | %s |\n", m, macs, r, s, c, o, c / r, c / s, er, es, ec, nd }'
+  read -r fr rr sr <<<"${MEMS[$m/rnncore]}"
+  read -r fs rs ss <<<"${MEMS[$m/signed]}"
+  read -r fc rc sc <<<"${MEMS[$m/cmsis-O2]}"
+  mem_rows+=("| $m | $fr | $rr + $sr = $((rr + sr)) | $fs | $rs + $ss = $((rs + ss)) | $fc | $rc + $sc = $((rc + sc)) |")
+done
+echo
+echo "Memory of the count images (bytes): flash = the image's code and constants (weights, tables, sample, harness); RAM = static (.data + .bss) + stack peak during the inference."
+echo
+echo "| model | rnncore flash | rnncore RAM | signed flash | signed RAM | CMSIS-NN -O2 flash | CMSIS-NN -O2 RAM |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
+for r in "${mem_rows[@]}"; do echo "$r"; done
+echo
+echo "Instruction mix of one inference (the plugin's classes; multi = LDM/STM/PUSH/POP/VLDM/VSTM, multi_regs their registers, pop_pc the POPs of the PC, branch every B/BL/BX/CBZ/CBNZ/TBB/TBH and LDR to the PC)."
+echo
+echo "| model | build | insns | load | store | multi | multi_regs | pop_pc | branch | div | vdiv | est. cycles |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+for m in $MODELS; do
+  for k in rnncore signed cmsis-O2 cmsis-Os; do echo "| $m | $k | ${MIXES[$m/$k]}${CYCLES[$m/$k]} |"; done
+done

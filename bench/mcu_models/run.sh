@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The four public LSTM models (bench/mcu_models/README.md), whole, on an emulated Cortex-M4F
+# (qemu-system-arm -M mps2-an386) and Cortex-M7 (mps2-an500): each model's int8 header exported by
+# `rnncore export-c --interleave` from the committed NAME.safetensors and LiteRT's sample, compiled
+# into bench/mcu_models/mcu_model.c with the firmware example's MPS2 start-up, linker script and
+# semihosting console, linked with librnncore.a of a firmware build (cross/arm-none-eabi-*.ini), run;
+# each image must print PASS (every int8 output equal to LiteRT's) with its flash, static RAM and
+# stack peak. On the Cortex-M7 also the f32 weather model on the FPU (weather_f32.c, within 1e-5
+# of TensorFlow). Prints one line per image and exits non-zero if any fails.
+#
+#   bash bench/mcu_models/run.sh                        # both cores, all four models
+#   TARGETS=cortex-m7 MODELS="weather" bash bench/mcu_models/run.sh
+#
+# Needs: a host build of the `rnncore` tool (RNNCORE, default build/tools/rnncore), gcc-arm-none-eabi
+# libnewlib-arm-none-eabi libstdc++-arm-none-eabi-dev, qemu-system-arm, meson, ninja. Env: WORK
+# (scratch, default /tmp/rnncore-mcu-models), BUILD_cortex_m4f / BUILD_cortex_m7 (configured
+# firmware builds to reuse; default $WORK/build-<target>), MESON_OPTIONS (for the builds it makes),
+# NICE (10).
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+HERE=$REPO/bench/mcu_models
+WORK=${WORK:-/tmp/rnncore-mcu-models}
+RNNCORE=${RNNCORE:-$REPO/build/tools/rnncore}
+TARGETS=${TARGETS:-"cortex-m4f cortex-m7"}
+MODELS=${MODELS:-"simple weather text bidi"}
+NICE=${NICE:-10}
+FW=$REPO/examples/firmware
+mkdir -p "$WORK/hdr"
+
+# The model headers (target-independent): int8, interleaved; the f32 weather LSTM.
+fresh() { [ -f "$1" ] && [ "$1" -nt "$2" ] && [ "$1" -nt "$RNNCORE" ]; }
+for m in $MODELS; do
+  h=$WORK/hdr/$m.h
+  fresh "$h" "$HERE/$m.safetensors" ||
+    "$RNNCORE" export-c --weights "$HERE/$m.safetensors" --name "$m" --sample-input "$HERE/${m}_input.npy" \
+      --sample-output "$HERE/${m}_expected_y.npy" --output "$h" --interleave >&2
+done
+case " $MODELS " in *" weather "*)
+  fresh "$WORK/hdr/weather_f32.h" "$HERE/weather_f32.safetensors" ||
+    "$RNNCORE" export-c --weights "$HERE/weather_f32.safetensors" --name weather_f32 --max-batch 1 --max-seq-len 24 \
+      --output "$WORK/hdr/weather_f32.h" >&2 ;;
+esac
+
+cpu_flags() { sed -n "s/^cpu_flags = \[\(.*\)\]/\1/p" "$REPO/cross/arm-none-eabi-$1.ini" | tr -d "',"; }
+qemu_machine() { sed -n "s/^qemu_machine = '\(.*\)'/\1/p" "$REPO/cross/arm-none-eabi-$1.ini"; }
+
+failed=0
+for target in $TARGETS; do
+  var=BUILD_${target//-/_}
+  build=${!var:-$WORK/build-$target}
+  if [ ! -f "$build/build.ninja" ]; then
+    # shellcheck disable=SC2086
+    meson setup "$build" "$REPO" --cross-file "$REPO/cross/arm-none-eabi-$target.ini" ${MESON_OPTIONS:-} \
+      >"$WORK/setup-$target.log" 2>&1 || { cat "$WORK/setup-$target.log" >&2; exit 1; }
+  fi
+  nice -n "$NICE" ninja -C "$build" librnncore.a >&2
+  read -r -a CPU <<<"$(cpu_flags "$target")"
+  objs=$WORK/objs-$target
+  mkdir -p "$objs"
+  for f in console.c mps2/startup.c mps2/semihosting.c; do
+    nice -n "$NICE" arm-none-eabi-gcc "${CPU[@]}" -std=c99 -Os -ffunction-sections -I"$REPO/include" -I"$FW" \
+      -c "$FW/$f" -o "$objs/$(basename "${f%.c}").o"
+  done
+  link() {  # image objects...
+    local out=$1
+    shift
+    nice -n "$NICE" arm-none-eabi-gcc "${CPU[@]}" --specs=nano.specs -nostartfiles -T"$FW/mps2/mps2.ld" \
+      -Wl,--gc-sections -o "$out" "$@" "$objs/console.o" "$objs/startup.o" "$objs/semihosting.o" \
+      "$build/librnncore.a" -lm
+  }
+  run_image() {  # name image
+    local log=$WORK/$target-$1.log
+    if timeout 600 qemu-system-arm -M "$(qemu_machine "$target")" -display none -serial null -monitor none \
+         -semihosting -kernel "$2" >"$log" 2>&1 </dev/null && grep -q '^PASS' "$log"; then
+      echo "$target $1: $(grep '^PASS' "$log")"
+    else
+      echo "$target $1: FAILED"; cat "$log"; failed=$((failed + 1))
+    fi
+  }
+  for m in $MODELS; do
+    uc=$(echo "$m" | tr a-z A-Z)
+    extra=()
+    grep -q "^#define ${uc}_EMBEDDING 1" "$WORK/hdr/$m.h" && extra+=(-DMODEL_EMBEDDING=1) || extra+=(-DMODEL_EMBEDDING=0)
+    [ "$m" = weather ] && extra+=("-DMODEL_STATE_HEADER=\"weather_extra.h\"")
+    grep -q "^#define ${uc}_FC0_ACTIVATION RNNCORE_INT8_" "$WORK/hdr/$m.h" && extra+=(-DMODEL_HEAD_TABLE=1)
+    img=$WORK/$target-$m.elf
+    nice -n "$NICE" arm-none-eabi-gcc "${CPU[@]}" -std=c99 -Os -ffunction-sections -fdata-sections \
+      -I"$REPO/include" -I"$FW" -I"$WORK/hdr" -I"$HERE" -DMODEL="$m" -DMODEL_UC="$uc" \
+      "-DMODEL_HEADER=\"$m.h\"" "${extra[@]}" -c "$HERE/mcu_model.c" -o "$img.o"
+    link "$img" "$img.o"
+    run_image "$m" "$img"
+    if [ "$m" = weather ]; then  # the float model on the FPU
+      img=$WORK/$target-weather_f32.elf
+      nice -n "$NICE" arm-none-eabi-gcc "${CPU[@]}" -std=c99 -Os -ffunction-sections -fdata-sections \
+        -I"$REPO/include" -I"$FW" -I"$WORK/hdr" -I"$HERE" -c "$HERE/weather_f32.c" -o "$img.o"
+      link "$img" "$img.o"
+      run_image weather_f32 "$img"
+    fi
+  done
+done
+[ "$failed" -eq 0 ]
