@@ -1,0 +1,157 @@
+"""rnncore: fused LSTM, GRU and Elman RNN stacks (cuDNN semantics) from Python.
+
+NumPy API (no PyTorch needed)::
+
+    import rnncore
+    model = rnncore.load("lstm.safetensors")            # io::load_model's inference
+    y, h, c = model.run(x)                              # x [T, B, I] float32
+    model = rnncore.load("lstm.safetensors", training=True)
+    y, h, c = model.run(x, train=True, seed=1, step=0)  # dropout masks from (seed, step)
+    g = model.grad(x, dy, train=True, seed=1, step=0)   # dx, dh0, dc0, weight gradients
+
+PyTorch modules: :mod:`rnncore.torch` (``LSTM``, ``GRU``, ``RNN``). See docs/python.md.
+"""
+
+from __future__ import annotations
+
+import numpy as _np
+
+from . import _core
+from ._core import ArgumentError, Error
+
+__all__ = ["ArgumentError", "Error", "Model", "info", "load", "__version__"]
+__version__ = _core.version()
+
+
+def info():
+    """What ``rnncore info`` reports: version, instruction sets this CPU runs, backends, kernels."""
+    return _core.info()
+
+
+class Model:
+    """A recurrent stack with its weights, run on NumPy arrays.
+
+    ``run`` and ``grad`` release the GIL and read float32 (float64 for ``dtype="float64"``) C-contiguous
+    arrays in place; other float arrays are converted first. Time-major ``[T, B, I]`` unless
+    ``batch_first``. Errors raise :class:`rnncore.ArgumentError` (a ``ValueError``) for bad arguments and
+    :class:`rnncore.Error` (a ``RuntimeError``) otherwise, with the library's one-line detail.
+    """
+
+    def __init__(self, net):
+        self._net = net
+        self._state = None  # (h, c, steps so far) of a stream
+
+    # -- description --
+    @property
+    def mode(self):
+        return self._net.mode
+
+    @property
+    def input_size(self):
+        return self._net.input_size
+
+    @property
+    def num_layers(self):
+        return self._net.num_layers
+
+    @property
+    def hidden_sizes(self):
+        return self._net.hidden_sizes
+
+    @property
+    def bidirectional(self):
+        return self._net.bidirectional
+
+    @property
+    def format(self):
+        """The weight format the file was read as (pytorch, onnx, keras, tensorflow, canonical)."""
+        return self._net.format
+
+    @property
+    def kernel(self):
+        """The kernel family a run uses, e.g. ``f32_rnn_6x4__avx512``."""
+        return self._net.kernel
+
+    @property
+    def notes(self):
+        """Defaults the loader chose (what ``rnncore run`` prints to stderr)."""
+        return list(self._net.notes)
+
+    @property
+    def ignored(self):
+        """Tensors of the file that are not weights of the recurrent stack, as ``name [dims]``."""
+        return list(self._net.ignored)
+
+    def state_shapes(self, batch):
+        """Shapes of h and c for ``batch`` rows: ``[L*D, B, H]`` (flat when the layers differ)."""
+        return self._net.state_shapes(batch)
+
+    # -- weights --
+    def weights(self):
+        """The weights as ``{name: array}`` in the file's format."""
+        return {name: t for (name, _, _), t in zip(self._net.tensors(), self._net.export())}
+
+    def set_weights(self, tensors):
+        """Replaces the weights from ``{name: array}`` in the model's format (names as ``weights()``)."""
+        names = [name for name, _, _ in self._net.tensors()]
+        unknown = sorted(set(tensors) - set(names))
+        if unknown:
+            raise ArgumentError(f"set_weights: {unknown[0]}: not a weight of this model (expected one of {names})")
+        self._net.set_weights([tensors.get(name) for name in names])
+
+    # -- running --
+    def run(self, x, h0=None, c0=None, lengths=None, *, batch_first=False, train=False, mc_dropout=False,
+            seed=0, step=0, time_offset=0, row_ids=None):
+        """Runs the stack: returns ``(y, h, c)`` (``c`` is None unless LSTM).
+
+        ``lengths`` [B]: per-row lengths (outputs past them are 0, states stop there). ``train``: a
+        training run (dropout on; masks from ``seed`` and ``step``, as ``rnncore run --train --seed S
+        --step N``); ``mc_dropout``: dropout in an inference run.
+        """
+        mode = "training" if train else ("monte_carlo" if mc_dropout else "inference")
+        y, h, c, _ = self._net.forward(x, h0, c0, lengths, batch_first, mode, seed, step, time_offset, row_ids,
+                                       False)
+        return y, h, c
+
+    def grad(self, x, dy=None, dh=None, dc=None, h0=None, c0=None, lengths=None, *, batch_first=False,
+             train=False, seed=0, step=0, time_offset=0, row_ids=None):
+        """Forward and backward through time (a model loaded with ``training=True``).
+
+        Returns a dict: ``y``, ``h``, ``c`` (the forward's outputs), ``dx``, ``dh0``, ``dc0`` and
+        ``weights`` (``{name: gradient}`` in the model's format) for the scalar
+        ``sum(y*dy) + sum(h*dh) + sum(c*dc)``.
+        """
+        mode = "training" if train else "inference"
+        y, h, c, reserve = self._net.forward(x, h0, c0, lengths, batch_first, mode, seed, step, time_offset,
+                                             row_ids, True)
+        dx, dh0, dc0, dw = self._net.backward(x, reserve, dy, dh, dc, h0, c0, lengths, batch_first, mode, seed,
+                                              step, time_offset, row_ids)
+        names = [name for name, _, _ in self._net.tensors()]
+        return {"y": y, "h": h, "c": c, "dx": dx, "dh0": dh0, "dc0": dc0,
+                "weights": dict(zip(names, self._net.export_gradients(dw)))}
+
+    # -- streaming --
+    def reset(self):
+        """Forgets the streamed state: the next ``stream`` call starts from zeros at step 0."""
+        self._state = None
+
+    def stream(self, x, lengths=None, *, batch_first=False, train=False, seed=0, step=0):
+        """Runs the next chunk of a sequence, carrying h, c and the time index (for dropout masks) from
+        the previous call: chunks fed one after another give one whole-sequence run's outputs."""
+        h0, c0, t0 = self._state if self._state is not None else (None, None, 0)
+        x = _np.asarray(x)
+        y, h, c = self.run(x, h0, c0, lengths, batch_first=batch_first, train=train, seed=seed, step=step,
+                           time_offset=t0)
+        self._state = (h, c, t0 + x.shape[1 if batch_first else 0])
+        return y, h, c
+
+
+def load(path, *, format="", prefix=None, mode="", gru="", dtype="float32", threads=1, backend="auto",
+         training=False):
+    """Loads a model from a safetensors file (``io::load_model``: format, prefix, layers and mode inferred
+    from the tensor names, shapes and metadata; each hint pins what it names).
+
+    ``training=True`` plans for ``grad`` (backward). ``threads``: CPU threads per run (results are the
+    same bits for any count). ``backend``: auto, reference, simd or gpu.
+    """
+    return Model(_core.Net.load(str(path), format, prefix, mode, gru, dtype, threads, backend, training))
