@@ -92,12 +92,14 @@ class Model:
         return {name: t for (name, _, _), t in zip(self._net.tensors(), self._net.export())}
 
     def set_weights(self, tensors):
-        """Replaces the weights from ``{name: array}`` in the model's format (names as ``weights()``)."""
+        """Replaces weights from ``{name: array}`` in the model's format (names as ``weights()``); the
+        tensors not given keep their values."""
         names = [name for name, _, _ in self._net.tensors()]
         unknown = sorted(set(tensors) - set(names))
         if unknown:
             raise ArgumentError(f"set_weights: {unknown[0]}: not a weight of this model (expected one of {names})")
-        self._net.set_weights([tensors.get(name) for name in names])
+        current = self.weights()
+        self._net.set_weights([tensors[name] if name in tensors else current[name] for name in names])
 
     # -- running --
     def run(self, x, h0=None, c0=None, lengths=None, *, batch_first=False, train=False, mc_dropout=False,
