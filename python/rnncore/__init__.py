@@ -149,11 +149,12 @@ class Model:
 
 
 def load(path, *, format="", prefix=None, mode="", gru="", dtype="float32", threads=1, backend="auto",
-         training=False):
+         training=False, dropout=None):
     """Loads a model from a safetensors file (``io::load_model``: format, prefix, layers and mode inferred
     from the tensor names, shapes and metadata; each hint pins what it names).
 
     ``training=True`` plans for ``grad`` (backward). ``threads``: CPU threads per run (results are the
-    same bits for any count). ``backend``: auto, reference, simd or gpu.
+    same bits for any count). ``backend``: auto, reference, simd or gpu. ``dropout``: the inter-layer
+    dropout p of training runs (``rnncore run --dropout P``; a file holds none).
     """
-    return Model(_core.Net.load(str(path), format, prefix, mode, gru, dtype, threads, backend, training))
+    return Model(_core.Net.load(str(path), format, prefix, mode, gru, dtype, threads, backend, training, dropout))

@@ -526,7 +526,7 @@ std::unique_ptr<Net> make_net(const std::string& mode, int input_size, int hidde
 
 std::unique_ptr<Net> load_net(const std::string& path, const std::string& format, const py::object& prefix,
                               const std::string& mode, const std::string& gru, const std::string& dtype,
-                              int threads, const std::string& backend, bool training) {
+                              int threads, const std::string& backend, bool training, const py::object& dropout) {
   io::ModelHints hints;
   hints.format = format;
   if (!prefix.is_none()) {
@@ -540,6 +540,7 @@ std::unique_ptr<Net> load_net(const std::string& path, const std::string& format
   std::string error;
   const Status s = io::load_weights(path, hints, nullptr, &loaded, &error);
   if (s != Status::ok) fail(s, error);
+  if (!dropout.is_none()) loaded.stack.dropout = dropout.cast<double>();  // as `rnncore run --dropout P`
   auto net = std::make_unique<Net>(loaded.stack, loaded.format, loaded.prefix, plan_options(threads, backend, training));
   net->set_canonical(py::array(numpy_dtype(loaded.stack.dtype), std::vector<py::ssize_t>{static_cast<py::ssize_t>(param_count(loaded.stack))},
                                reinterpret_cast<const void*>(loaded.canonical.data())));
@@ -623,7 +624,7 @@ PYBIND11_MODULE(_core, m) {
            py::arg("format") = "pytorch")
       .def_static("load", &load_net, py::arg("path"), py::arg("format") = "", py::arg("prefix") = py::none(),
                   py::arg("mode") = "", py::arg("gru") = "", py::arg("dtype") = "float32", py::arg("threads") = 1,
-                  py::arg("backend") = "auto", py::arg("training") = false)
+                  py::arg("backend") = "auto", py::arg("training") = false, py::arg("dropout") = py::none())
       .def_property_readonly("input_size", [](const Net& n) { return n.stack().input_size; })
       .def_property_readonly("num_layers", [](const Net& n) { return n.stack().num_layers; })
       .def_property_readonly("mode", [](const Net& n) { return std::string(to_string(n.stack().layers[0].mode)); })
