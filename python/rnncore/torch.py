@@ -48,6 +48,7 @@ class _Entry:
         self.names = [name for name, _, _ in self.net.tensors()]
         self.present = [i for i, name in enumerate(self.names) if d["bias"] or not name.startswith("bias_")]
         self.key = None
+        self.dtype = torch.float64 if d["dtype"] == "float64" else torch.float32
 
     def load(self, weights):
         """Imports and packs `weights` (the module's tensors, in order) unless they are the ones packed last."""
@@ -56,7 +57,7 @@ class _Entry:
             return
         full = [None] * len(self.names)
         for i, w in zip(self.present, weights):
-            full[i] = w.detach().numpy()
+            full[i] = _numpy(w, self.names[i], self.dtype)
         self.net.set_weights(full)
         self.key = key
 
@@ -90,9 +91,7 @@ def _rnn(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Optional[Te
          spec: str, seed: int, step: int, train: bool, need_reserve: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """One run of a module's stack: (y, h_n, c_n (empty unless LSTM), reserve (empty unless need_reserve))."""
     e = _entry(spec)
-    dt = x.dtype
-    if dt not in (torch.float32, torch.float64):
-        raise ArgumentError(f"input: dtype {dt}, expected torch.float32 (or float64)")
+    dt = e.dtype
     xs = _numpy(x, "input", dt)
     args = (_numpy(h0, "h0", dt), _numpy(c0, "c0", dt),
             None if lengths is None else lengths.detach().cpu().numpy())
@@ -133,7 +132,7 @@ def _rnn_backward(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Op
                   seed: int, step: int, train: bool) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
     """The gradients of a run of `_rnn` with the same arguments: (dx, dh0, dc0 (empty unless LSTM), dweights)."""
     e = _entry(spec)
-    dt = x.dtype
+    dt = e.dtype
     xs = _numpy(x, "input", dt)
     h0n, c0n = _numpy(h0, "h0", dt), _numpy(c0, "c0", dt)
     ln = None if lengths is None else lengths.detach().cpu().numpy()
@@ -164,8 +163,6 @@ def _setup_context(ctx, inputs, output):
 def _backward(ctx, dy, dh, dc, _dreserve):
     spec, seed, step, train, has_h0, has_c0, n = ctx.args
     x, h0, c0, lengths, reserve, *weights = ctx.saved_tensors
-    if reserve.numel() == 0:
-        raise RuntimeError("rnncore.torch: backward of a run made without a reserve (need_reserve=False)")
     lstm = json.loads(spec)["mode"] == "lstm"
     dx, dh0, dc0, dws = torch.ops.rnncore.rnn_backward(x, weights, h0, c0, lengths, reserve, dy.contiguous(),
                                                        dh.contiguous(), dc.contiguous() if lstm else None, spec,

@@ -404,9 +404,12 @@ ForwardArgs Net::forward_args(const RunInputs& in) const {
   return fa;
 }
 
-// A new uint8 array of `bytes` whose data is kAlignment-aligned (a view into a slightly larger one).
+// A new uint8 array of `bytes` zeros whose data is kAlignment-aligned (a view into a slightly larger one).
 py::array aligned_bytes(std::size_t bytes) {
   py::array_t<std::uint8_t> base(static_cast<py::ssize_t>(bytes + kAlignment));
+  // Zeroed: a run leaves bytes it does not use (padding) as they were, and an op's output must be
+  // the same for the same inputs (torch.library.opcheck compares them).
+  std::memset(base.mutable_data(), 0, static_cast<std::size_t>(base.nbytes()));
   const auto addr = reinterpret_cast<std::uintptr_t>(base.data());
   const py::ssize_t off = static_cast<py::ssize_t>((kAlignment - addr % kAlignment) % kAlignment);
   return py::array(base.attr("__getitem__")(py::slice(off, off + static_cast<py::ssize_t>(bytes), 1)));
