@@ -10,7 +10,9 @@ backward (``rnncore::rnn_backward``), so ``torch.compile(fullgraph=True)`` trace
 Dropout (``dropout=p``, between layers as in torch.nn) uses rnncore's mask function, not PyTorch's
 generator: a training forward's masks come from the module's ``seed`` and ``step`` and equal those of
 ``rnncore run --train --seed S --step N``. ``step`` counts up by one after each training forward
-that applies dropout; set it (or ``seed``) to replay a run. CPU tensors only (float32; float64 runs
+that applies dropout; set it (or ``seed``) to replay a run. ``row_offset`` is added to each batch row's
+index in the mask function: under DDP, rank r with local batch B sets ``row_offset = r * B`` so that
+the ranks' masks are those of one process running the whole batch. CPU tensors only (float32; float64 runs
 the reference backend).
 """
 
@@ -20,6 +22,7 @@ import math
 import threading
 from typing import Optional
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
@@ -80,6 +83,13 @@ def _numpy(t: Optional[Tensor], name: str, dtype):
     return t.detach().numpy()
 
 
+def _row_ids(x, spec: dict, row_offset: int):
+    """The mask function's row of each batch row: its index plus `row_offset` (None: the index)."""
+    if row_offset == 0:
+        return None
+    return np.arange(x.shape[0 if spec["batch_first"] else 1], dtype=np.int64) + row_offset
+
+
 def _run_mode(spec: dict, train: bool) -> str:
     return "training" if train and spec["dropout"] > 0 else "inference"
 
@@ -88,7 +98,8 @@ def _run_mode(spec: dict, train: bool) -> str:
 
 @torch.library.custom_op("rnncore::rnn", mutates_args=())
 def _rnn(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Optional[Tensor], lengths: Optional[Tensor],
-         spec: str, seed: int, step: int, train: bool, need_reserve: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+         spec: str, seed: int, step: int, row_offset: int, train: bool,
+         need_reserve: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """One run of a module's stack: (y, h_n, c_n (empty unless LSTM), reserve (empty unless need_reserve))."""
     e = _entry(spec)
     dt = e.dtype
@@ -98,7 +109,7 @@ def _rnn(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Optional[Te
     with e.lock:
         e.load(weights)
         y, h, c, reserve = e.net.forward(xs, *args, e.spec["batch_first"], _run_mode(e.spec, train), seed, step, 0,
-                                         None, need_reserve)
+                                         _row_ids(xs, e.spec, row_offset), need_reserve)
     empty = torch.empty(0, dtype=dt)
     return (torch.from_numpy(y), torch.from_numpy(h), empty if c is None else torch.from_numpy(c),
             torch.empty(0, dtype=torch.uint8) if reserve is None else torch.from_numpy(reserve))
@@ -113,7 +124,7 @@ def _shapes(spec: dict, x: Tensor):
 
 
 @_rnn.register_fake
-def _(x, weights, h0, c0, lengths, spec, seed, step, train, need_reserve):
+def _(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve):
     e = _entry(spec)
     t, b, y, hs, cs = _shapes(e.spec, x)
     c = x.new_empty(cs) if e.spec["mode"] == "lstm" else x.new_empty(0)
@@ -129,7 +140,7 @@ def _(x, weights, h0, c0, lengths, spec, seed, step, train, need_reserve):
 @torch.library.custom_op("rnncore::rnn_backward", mutates_args=())
 def _rnn_backward(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Optional[Tensor],
                   lengths: Optional[Tensor], reserve: Tensor, dy: Tensor, dh: Tensor, dc: Optional[Tensor], spec: str,
-                  seed: int, step: int, train: bool) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
+                  seed: int, step: int, row_offset: int, train: bool) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
     """The gradients of a run of `_rnn` with the same arguments: (dx, dh0, dc0 (empty unless LSTM), dweights)."""
     e = _entry(spec)
     dt = e.dtype
@@ -140,14 +151,14 @@ def _rnn_backward(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Op
         e.load(weights)
         dx, dh0, dc0, dw = e.net.backward(xs, reserve.numpy(), _numpy(dy, "dy", dt), _numpy(dh, "dh", dt),
                                           _numpy(dc, "dc", dt), h0n, c0n, ln, e.spec["batch_first"],
-                                          _run_mode(e.spec, train), seed, step, 0, None)
+                                          _run_mode(e.spec, train), seed, step, 0, _row_ids(xs, e.spec, row_offset))
     grads = e.net.export_gradients(dw)
     return (torch.from_numpy(dx), torch.from_numpy(dh0), torch.empty(0, dtype=dt) if dc0 is None else torch.from_numpy(dc0),
             [torch.from_numpy(grads[i]) for i in e.present])
 
 
 @_rnn_backward.register_fake
-def _(x, weights, h0, c0, lengths, reserve, dy, dh, dc, spec, seed, step, train):
+def _(x, weights, h0, c0, lengths, reserve, dy, dh, dc, spec, seed, step, row_offset, train):
     e = _entry(spec)
     _, _, _, hs, cs = _shapes(e.spec, x)
     dc0 = x.new_empty(cs) if e.spec["mode"] == "lstm" else x.new_empty(0)
@@ -155,19 +166,19 @@ def _(x, weights, h0, c0, lengths, reserve, dy, dh, dc, spec, seed, step, train)
 
 
 def _setup_context(ctx, inputs, output):
-    x, weights, h0, c0, lengths, spec, seed, step, train, need_reserve = inputs
-    ctx.args = (spec, seed, step, train, h0 is not None, c0 is not None, len(weights))
+    x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve = inputs
+    ctx.args = (spec, seed, step, row_offset, train, h0 is not None, c0 is not None)
     ctx.save_for_backward(x, h0, c0, lengths, output[3], *weights)
 
 
 def _backward(ctx, dy, dh, dc, _dreserve):
-    spec, seed, step, train, has_h0, has_c0, n = ctx.args
+    spec, seed, step, row_offset, train, has_h0, has_c0 = ctx.args
     x, h0, c0, lengths, reserve, *weights = ctx.saved_tensors
     lstm = json.loads(spec)["mode"] == "lstm"
     dx, dh0, dc0, dws = torch.ops.rnncore.rnn_backward(x, weights, h0, c0, lengths, reserve, dy.contiguous(),
                                                        dh.contiguous(), dc.contiguous() if lstm else None, spec,
-                                                       seed, step, train)
-    return (dx, list(dws), dh0 if has_h0 else None, dc0 if has_c0 else None, None, None, None, None, None, None)
+                                                       seed, step, row_offset, train)
+    return (dx, list(dws), dh0 if has_h0 else None, dc0 if has_c0 else None) + (None,) * 7
 
 
 _rnn.register_autograd(_backward, setup_context=_setup_context)
@@ -182,7 +193,7 @@ class _RNNBase(nn.Module):
     _gates = 4
 
     def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
-                 bidirectional=False, proj_size=0, device=None, dtype=None, *, seed=0, threads=1):
+                 bidirectional=False, proj_size=0, device=None, dtype=None, *, seed=0, threads=1, row_offset=0):
         super().__init__()
         if device is not None and torch.device(device).type != "cpu":
             raise ArgumentError(f"device {device}: rnncore.torch runs on the CPU")
@@ -195,7 +206,7 @@ class _RNNBase(nn.Module):
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
         self.bidirectional, self.proj_size = bidirectional, proj_size
-        self.seed, self.step, self.threads = seed, 0, threads
+        self.seed, self.step, self.threads, self.row_offset = seed, 0, threads, row_offset
         self._spec = json.dumps({
             "uid": next(_uids), "mode": mode, "input_size": input_size, "hidden_size": hidden_size,
             "num_layers": num_layers, "bidirectional": bool(bidirectional), "proj_size": proj_size,
@@ -245,7 +256,7 @@ class _RNNBase(nn.Module):
             raise ArgumentError("rnncore.torch.LSTM: no backward with proj_size yet (run it under torch.no_grad())")
         spec = self._spec if batch_first == self.batch_first else self._spec_time_major()
         y, h, c, _ = torch.ops.rnncore.rnn(x.contiguous(), weights, h0, c0, lengths, spec, self.seed, self.step,
-                                           train, need_reserve)
+                                           self.row_offset, train, need_reserve)
         if train:
             self.step += 1
         return y, h, c

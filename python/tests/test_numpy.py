@@ -144,3 +144,23 @@ def test_failures_raise_runtime_errors(tmp_path):
         rnncore.load(tmp_path / "bad.safetensors")
     with pytest.raises(RuntimeError, match="training=True"):
         small().grad(np.zeros((2, 1, 16), np.float32))
+
+
+def test_threads_run_at_once_with_the_same_results():
+    import threading
+    m = small()
+    xs = [np.random.default_rng(10 + i).standard_normal((20, 4, 16), dtype=np.float32) for i in range(4)]
+    want = [m.run(x)[0] for x in xs]
+    got = [None] * 4
+
+    def work(i):
+        for _ in range(5):
+            got[i] = m.run(xs[i])[0]
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(w, g)

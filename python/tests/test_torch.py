@@ -135,7 +135,7 @@ def opcheck_args(kind, need_reserve):
     x = torch.randn(4, 2, 3, requires_grad=True)
     h0 = torch.randn(2, 2, 5, requires_grad=True)
     c0 = torch.randn(2, 2, 5, requires_grad=True) if kind == "lstm" else None
-    return (x, mod.all_weights, h0, c0, torch.tensor([4, 2]), mod._spec, 0, 0, False, need_reserve)
+    return (x, mod.all_weights, h0, c0, torch.tensor([4, 2]), mod._spec, 0, 0, 0, False, need_reserve)
 
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
