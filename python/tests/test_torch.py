@@ -233,3 +233,12 @@ def test_bad_inputs_raise_clear_errors():
     # A non-contiguous input is accepted, as torch.nn does: the same result as its contiguous copy.
     x = torch.randn(2, 5, 3).transpose(0, 1)
     assert torch.equal(mod(x)[0], mod(x.contiguous())[0])
+
+
+def test_torch_export_keeps_the_op():
+    mod = rt.GRU(6, 8, num_layers=2)
+    x = torch.randn(5, 3, 6)
+    ep = torch.export.export(mod, (x,))
+    targets = [n.target for n in ep.graph.nodes if n.op == "call_function"]
+    assert torch.ops.rnncore.rnn.default in targets
+    assert torch.equal(ep.module()(x)[0], mod(x)[0])
