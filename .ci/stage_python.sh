@@ -44,7 +44,8 @@ fi
 
 log "python -m build --wheel; pip install the wheel"
 t0=$(date +%s)
-if "$venv/bin/python" -m build --wheel --outdir "$work/dist" . >"$work/build.log" 2>&1 &&
+# From the work directory: in the tree, Meson's build/ directory would shadow the `build` package.
+if (cd "$work" && "$venv/bin/python" -m build --wheel --outdir "$work/dist" "$root" >"$work/build.log" 2>&1) &&
    "$venv/bin/pip" install -q --force-reinstall --no-deps "$work"/dist/rnncore-*.whl; then
   ok "wheel $(basename "$work"/dist/rnncore-*.whl) built and installed ($(( $(date +%s) - t0 )) s)"
 else

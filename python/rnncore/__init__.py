@@ -148,13 +148,91 @@ class Model:
         return y, h, c
 
 
-def load(path, *, format="", prefix=None, mode="", gru="", dtype="float32", threads=1, backend="auto",
+def load(source, *, format="", prefix=None, mode="", gru="", dtype="float32", threads=1, backend="auto",
          training=False, dropout=None):
-    """Loads a model from a safetensors file (``io::load_model``: format, prefix, layers and mode inferred
-    from the tensor names, shapes and metadata; each hint pins what it names).
+    """Loads a model: from a safetensors file, an ``.onnx`` file or a PyTorch module.
+
+    A safetensors file goes through ``io::load_model``'s loader (format, prefix, layers and mode
+    inferred from the tensor names, shapes and metadata; each hint pins what it names). An ``.onnx``
+    file: its LSTM, GRU or RNN nodes, in graph order, are the layers (needs the ``onnx`` package). A
+    ``torch.nn.LSTM`` / ``GRU`` / ``RNN`` (or an ``rnncore.torch`` one): its configuration and weights.
 
     ``training=True`` plans for ``grad`` (backward). ``threads``: CPU threads per run (results are the
     same bits for any count). ``backend``: auto, reference, simd or gpu. ``dropout``: the inter-layer
     dropout p of training runs (``rnncore run --dropout P``; a file holds none).
     """
-    return Model(_core.Net.load(str(path), format, prefix, mode, gru, dtype, threads, backend, training, dropout))
+    if hasattr(source, "state_dict") and hasattr(source, "hidden_size"):
+        return _from_module(source, dtype, threads, backend, training, dropout)
+    if str(source).endswith(".onnx"):
+        return _from_onnx(str(source), dtype, threads, backend, training, dropout)
+    return Model(_core.Net.load(str(source), format, prefix, mode, gru, dtype, threads, backend, training, dropout))
+
+
+def _from_module(module, dtype, threads, backend, training, dropout):
+    """A torch.nn.LSTM / GRU / RNN (or rnncore.torch's): torch.nn's attributes and state_dict."""
+    kind = type(module).__name__
+    if kind not in ("LSTM", "GRU", "RNN"):
+        raise ArgumentError(f"load: a {kind} module; expected torch.nn.LSTM, GRU or RNN")
+    mode = {"LSTM": "lstm", "GRU": "gru"}.get(kind) or "rnn_" + getattr(module, "nonlinearity", "tanh")
+    p = module.dropout if dropout is None else dropout
+    net = _core.Net(mode, module.input_size, module.hidden_size, module.num_layers, module.bidirectional,
+                    getattr(module, "proj_size", 0), p, "reset-after", dtype, threads, backend, training, "pytorch")
+    state = {k: v.detach().cpu().numpy() for k, v in module.state_dict().items()}
+    net.set_weights([state.get(name) for name, _, _ in net.tensors()])
+    return Model(net)
+
+
+def _onnx_attributes(node):
+    import onnx
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _from_onnx(path, dtype, threads, backend, training, dropout):
+    """The LSTM / GRU / RNN nodes of an ONNX graph, in order, as the layers of one stack."""
+    try:
+        import onnx
+        from onnx import numpy_helper
+    except ImportError as e:
+        raise Error(f"load: {path}: reading an .onnx file needs the onnx package (pip install onnx)") from e
+    graph = onnx.load(path).graph
+    nodes = [n for n in graph.node if n.op_type in ("LSTM", "GRU", "RNN")]
+    if not nodes:
+        raise ArgumentError(f"load: {path}: no LSTM, GRU or RNN node in the graph")
+    init = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    first, attrs = nodes[0], [_onnx_attributes(n) for n in nodes]
+    for n, a in zip(nodes, attrs):
+        where = f"load: {path}: node {n.name or n.op_type}"
+        if n.op_type != first.op_type or any(a.get(k) != attrs[0].get(k) for k in ("hidden_size", "linear_before_reset")):
+            raise ArgumentError(f"{where}: every recurrent node must be a {first.op_type} with the first one's "
+                                "hidden_size and linear_before_reset")
+        if a.get("direction", b"forward") not in (b"forward", b"bidirectional", "forward", "bidirectional"):
+            raise ArgumentError(f"{where}: direction {a['direction']!r} is not supported (forward, bidirectional)")
+        if a.get("layout", 0) != 0 or a.get("clip") is not None or a.get("input_forget", 0):
+            raise ArgumentError(f"{where}: layout, clip and input_forget are not supported")
+        if a.get("activations") is not None and n.op_type != "RNN":
+            raise ArgumentError(f"{where}: custom activations are not supported")
+        if len(n.input) > 7 and n.input[7]:
+            raise ArgumentError(f"{where}: peepholes (input P) are not supported here")
+        for i in (1, 2) + ((3,) if len(n.input) > 3 and n.input[3] else ()):
+            if n.input[i] not in init:
+                raise ArgumentError(f"{where}: input {n.input[i]} is not an initializer")
+    mode = {"LSTM": "lstm", "GRU": "gru"}.get(first.op_type)
+    if mode is None:
+        acts = attrs[0].get("activations") or [b"Tanh"]
+        act = acts[0].decode() if isinstance(acts[0], bytes) else acts[0]
+        mode = {"Tanh": "rnn_tanh", "Relu": "rnn_relu"}.get(act)
+        if mode is None:
+            raise ArgumentError(f"load: {path}: RNN activation {act} is not supported (Tanh, Relu)")
+    gru = "reset-after" if attrs[0].get("linear_before_reset", 0) else "reset-before"
+    w0 = init[first.input[1]]
+    directions = w0.shape[0]
+    net = _core.Net(mode, w0.shape[2], attrs[0]["hidden_size"], len(nodes), directions == 2, 0,
+                    dropout or 0.0, gru, dtype, threads, backend, training, "onnx")
+    tensors = {}
+    for l, n in enumerate(nodes):
+        suffix = "" if len(nodes) == 1 else f"_l{l}"
+        tensors["W" + suffix], tensors["R" + suffix] = init[n.input[1]], init[n.input[2]]
+        if len(n.input) > 3 and n.input[3]:
+            tensors["B" + suffix] = init[n.input[3]]
+    net.set_weights([tensors.get(name) for name, _, _ in net.tensors()])
+    return Model(net)
