@@ -121,13 +121,23 @@ def test_unbatched_input_and_projection():
         mod(x.requires_grad_())
 
 
-def test_float64_gradcheck():
-    for kind in ("lstm", "gru", "tanh"):
-        torch.manual_seed(0)
-        cls = {"lstm": rt.LSTM, "gru": rt.GRU, "tanh": rt.RNN}[kind]
-        mod = cls(3, 4, num_layers=2, bidirectional=True, dtype=torch.float64)
-        x = torch.randn(4, 2, 3, dtype=torch.float64, requires_grad=True)
-        assert torch.autograd.gradcheck(lambda x: flat(mod(x)), (x,), eps=1e-6, atol=1e-7)
+@pytest.mark.parametrize("kind", ["lstm", "gru", "tanh"])
+def test_float64_gradcheck(kind):
+    """Finite differences of the whole function: input, initial states and every weight."""
+    torch.manual_seed(0)
+    cls = {"lstm": rt.LSTM, "gru": rt.GRU, "tanh": rt.RNN}[kind]
+    mod = cls(3, 4, num_layers=2, bidirectional=True, dtype=torch.float64)
+    names = [n for n, _ in mod.named_parameters()]
+    x = torch.randn(4, 2, 3, dtype=torch.float64, requires_grad=True)
+    h0 = torch.randn(4, 2, 4, dtype=torch.float64, requires_grad=True)
+    c0 = torch.randn(4, 2, 4, dtype=torch.float64, requires_grad=True)
+    params = [p.detach().clone().requires_grad_() for p in mod.parameters()]
+
+    def f(x, h0, c0, *ps):
+        hx = (h0, c0) if kind == "lstm" else h0
+        return flat(torch.func.functional_call(mod, dict(zip(names, ps)), (x, hx)))
+
+    assert torch.autograd.gradcheck(f, (x, h0, c0, *params), eps=1e-6, atol=1e-7)
 
 
 def opcheck_args(kind, need_reserve):
