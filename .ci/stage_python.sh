@@ -38,7 +38,7 @@ if [ -z "${RNNCORE_PYTHON_VENV:-}" ]; then
   else
     bad "pip install torch numpy safetensors pytest build"
   fi
-elif ! "$venv/bin/python" -c "import build" 2>/dev/null; then
+elif ! (cd "$work" && "$venv/bin/python" -c "import build.__main__") 2>/dev/null; then
   "$venv/bin/pip" install -q build || bad "pip install build"
 fi
 
@@ -57,13 +57,12 @@ log "pytest python/tests"
 # From the work directory, so that `import rnncore` finds the installed package, not the sources.
 (cd "$work" && "$venv/bin/python" -m pytest -q -p no:cacheprovider --junitxml="$work/junit.xml" "$root/python/tests")
 if [ -f "$work/junit.xml" ]; then
-  read -r tests failures errors skipped < <("$venv/bin/python" - "$work/junit.xml" <<'PY'
+  counts=$(cd "$work" && "$venv/bin/python" -c '
 import sys, xml.etree.ElementTree as ET
 s = ET.parse(sys.argv[1]).getroot()
 s = s if s.tag == "testsuite" else s.find("testsuite")
-print(*(s.get(k, "0") for k in ("tests", "failures", "errors", "skipped")))
-PY
-)
+print(*(s.get(k, "0") for k in ("tests", "failures", "errors", "skipped")))' "$work/junit.xml")
+  read -r tests failures errors skipped <<<"$counts"
   passed=$((passed + tests - failures - errors - skipped))
   failed=$((failed + failures + errors + skipped))
   [ "$skipped" -gt 0 ] && echo "stage_python: $skipped skipped test(s) counted as failures"
