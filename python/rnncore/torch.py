@@ -39,26 +39,71 @@ _uids = itertools.count()
 
 
 class _Entry:
-    """A module's _core.Net and which of its format's tensors the module has."""
+    """A module's _core.Net, which of its format's tensors the module has, and where each canonical
+    weight comes from."""
 
     def __init__(self, spec):
         d = json.loads(spec)
         self.spec = d
         self.lock = threading.Lock()
-        self.net = _core.Net(d["mode"], d["input_size"], d["hidden_size"], d["num_layers"], d["bidirectional"],
-                             d["proj_size"], d["dropout"], "reset-after", d["dtype"], d["threads"], "auto",
-                             d["proj_size"] == 0)
-        self.names = [name for name, _, _ in self.net.tensors()]
+        args = (d["mode"], d["input_size"], d["hidden_size"], d["num_layers"], d["bidirectional"], d["proj_size"],
+                d["dropout"], "reset-after")
+        self.net = _core.Net(*args, d["dtype"], d["threads"], "auto", d["proj_size"] == 0)
+        tensors = self.net.tensors()
+        self.names = [name for name, _, _ in tensors]
         self.present = [i for i, name in enumerate(self.names) if d["bias"] or not name.startswith("bias_")]
+        self.shapes = [tuple(tensors[i][1]) for i in self.present]
         self.dtype = torch.float64 if d["dtype"] == "float64" else torch.float32
+        self.source = self._source_map(_core.Net(*args, "float64", 1, "reference", False))
+
+    def _source_map(self, net64):
+        """For each canonical weight, 1 + its element's index in the module's tensors flattened one after
+        the other (0: none, a zero). Found once by importing the indices themselves with the library's
+        import_weights (exact in float64), so that each run is one gather instead of an import; None if
+        the format's import is not a one-to-one copy."""
+        full, start = [None] * len(self.names), 1
+        for i, shape in zip(self.present, self.shapes):
+            n = int(np.prod(shape))
+            full[i] = np.arange(start, start + n, dtype=np.float64).reshape(shape)
+            start += n
+        net64.set_weights(full)
+        c = net64.canonical()
+        m = c.astype(np.int64)
+        used = m[m > 0]
+        if not np.array_equal(m, c) or used.size != np.unique(used).size or (used.size and used.max() >= start):
+            return None
+        return m
 
     def load(self, weights):
         """Imports and packs `weights` (the module's tensors, in order). Every run does: a tensor's
         version counter misses writes through `.data` or NumPy views, so it cannot tell a change."""
-        full = [None] * len(self.names)
-        for i, w in zip(self.present, weights):
-            full[i] = _numpy(w, self.names[i], self.dtype)
-        self.net.set_weights(full)
+        arrays = [_numpy(w, self.names[i], self.dtype) for i, w in zip(self.present, weights)]
+        if self.source is None:
+            full = [None] * len(self.names)
+            for i, a in zip(self.present, arrays):
+                full[i] = a
+            self.net.set_weights(full)
+            return
+        for a, shape in zip(arrays, self.shapes):
+            if a.shape != shape:
+                raise ArgumentError(f"weights: shape {list(a.shape)}, expected {list(shape)}")
+        flat = np.concatenate([np.zeros(1, arrays[0].dtype if arrays else np.float32)] + [a.ravel() for a in arrays])
+        self.net.set_canonical(flat[self.source])
+
+    def gradients(self, dcanonical):
+        """The module's tensors' gradients from canonical ones (export_gradient_tensor's values)."""
+        if self.source is None:
+            grads = self.net.export_gradients(dcanonical)
+            return [grads[i] for i in self.present]
+        total = 1 + sum(int(np.prod(s)) for s in self.shapes)
+        flat = np.zeros(total, dcanonical.dtype)
+        flat[self.source] = dcanonical  # one-to-one: index 0 collects what has no source
+        out, start = [], 1
+        for shape in self.shapes:
+            n = int(np.prod(shape))
+            out.append(flat[start:start + n].reshape(shape))
+            start += n
+        return out
 
 
 def _entry(spec: str) -> _Entry:
@@ -148,9 +193,9 @@ def _rnn_backward(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Op
         dx, dh0, dc0, dw = e.net.backward(xs, reserve.numpy(), _numpy(dy, "dy", dt), _numpy(dh, "dh", dt),
                                           _numpy(dc, "dc", dt), h0n, c0n, ln, e.spec["batch_first"],
                                           _run_mode(e.spec, train), seed, step, 0, _row_ids(xs, e.spec, row_offset))
-    grads = e.net.export_gradients(dw)
+    grads = e.gradients(dw)
     return (torch.from_numpy(dx), torch.from_numpy(dh0), torch.empty(0, dtype=dt) if dc0 is None else torch.from_numpy(dc0),
-            [torch.from_numpy(grads[i]) for i in e.present])
+            [torch.from_numpy(g) for g in grads])
 
 
 @_rnn_backward.register_fake

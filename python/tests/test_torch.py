@@ -252,3 +252,24 @@ def test_torch_export_keeps_the_op():
     targets = [n.target for n in ep.graph.nodes if n.op == "call_function"]
     assert torch.ops.rnncore.rnn.default in targets
     assert torch.equal(ep.module()(x)[0], mod(x)[0])
+
+
+@pytest.mark.parametrize("kind, kw", [("lstm", dict(num_layers=2, bidirectional=True)), ("gru", dict(bias=False)),
+                                      ("tanh", dict(num_layers=3))])
+def test_weight_gather_equals_the_library_import(kind, kw):
+    """Runs gather the canonical weights with a map found once through import_weights: the same values
+    as importing the module's tensors, and the gradients the same as export_gradient_tensor's."""
+    _, mod = pair(kind, 9, input_size=3, hidden_size=5, **kw)
+    e = rt._entry(mod._spec)
+    assert e.source is not None
+    e.load(mod.all_weights)
+    gathered = e.net.canonical()
+    full = [None] * len(e.names)
+    for i, w in zip(e.present, mod.all_weights):
+        full[i] = w.detach().numpy()
+    e.net.set_weights(full)
+    np.testing.assert_array_equal(gathered, e.net.canonical())
+    d = np.random.default_rng(0).standard_normal(gathered.shape).astype(np.float32)
+    want = e.net.export_gradients(d)
+    for g, i in zip(e.gradients(d), e.present):
+        np.testing.assert_array_equal(g, want[i])
