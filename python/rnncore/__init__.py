@@ -14,6 +14,8 @@ PyTorch modules: :mod:`rnncore.torch` (``LSTM``, ``GRU``, ``RNN``). See docs/pyt
 
 from __future__ import annotations
 
+import json as _json
+
 import numpy as _np
 
 from . import _core
@@ -149,7 +151,7 @@ class Model:
 
 
 def load(source, *, format="", prefix=None, mode="", gru="", dtype="float32", threads=1, backend="auto",
-         training=False, dropout=None):
+         training=False, dropout=None, config=None):
     """Loads a model: from a safetensors file, an ``.onnx`` file or a PyTorch module.
 
     A safetensors file goes through ``io::load_model``'s loader (format, prefix, layers and mode
@@ -159,13 +161,20 @@ def load(source, *, format="", prefix=None, mode="", gru="", dtype="float32", th
 
     ``training=True`` plans for ``grad`` (backward). ``threads``: CPU threads per run (results are the
     same bits for any count). ``backend``: auto, reference, simd or gpu. ``dropout``: the inter-layer
-    dropout p of training runs (``rnncore run --dropout P``; a file holds none).
+    dropout p of training runs (``rnncore run --dropout P``; a file holds none). ``config``: a stack
+    configuration (docs/config.md: layers of differing cells and sizes, TF's DropoutWrapper and
+    ResidualWrapper), as a JSON file's path or a dict, which the weights must match
+    (``rnncore run --config``; safetensors files only).
     """
+    if config is not None and (hasattr(source, "state_dict") or str(source).endswith(".onnx")):
+        raise ArgumentError("load: config= applies to safetensors files")
+    config_path, config_text = ("", _json.dumps(config)) if isinstance(config, dict) else (str(config or ""), "")
     if hasattr(source, "state_dict") and hasattr(source, "hidden_size"):
         return _from_module(source, dtype, threads, backend, training, dropout)
     if str(source).endswith(".onnx"):
         return _from_onnx(str(source), dtype, threads, backend, training, dropout)
-    return Model(_core.Net.load(str(source), format, prefix, mode, gru, dtype, threads, backend, training, dropout))
+    return Model(_core.Net.load(str(source), format, prefix, mode, gru, dtype, threads, backend, training, dropout,
+                                config_path, config_text))
 
 
 def _from_module(module, dtype, threads, backend, training, dropout):

@@ -20,6 +20,7 @@
 
 #include "rnncore/gpu.hpp"
 #include "rnncore/io/model.hpp"
+#include "rnncore/io/stack_config.hpp"
 #include "rnncore/rnncore.hpp"
 
 namespace py = pybind11;
@@ -529,7 +530,8 @@ std::unique_ptr<Net> make_net(const std::string& mode, int input_size, int hidde
 
 std::unique_ptr<Net> load_net(const std::string& path, const std::string& format, const py::object& prefix,
                               const std::string& mode, const std::string& gru, const std::string& dtype,
-                              int threads, const std::string& backend, bool training, const py::object& dropout) {
+                              int threads, const std::string& backend, bool training, const py::object& dropout,
+                              const std::string& config_path, const std::string& config_text) {
   io::ModelHints hints;
   hints.format = format;
   if (!prefix.is_none()) {
@@ -539,9 +541,18 @@ std::unique_ptr<Net> load_net(const std::string& path, const std::string& format
   hints.mode = mode;
   hints.gru = gru;
   hints.dtype = parse_dtype(dtype);
-  io::LoadedModel loaded;
+  // A stack configuration (docs/config.md): layers and wrappers, as `rnncore run --config`.
+  StackSpec config;
   std::string error;
-  const Status s = io::load_weights(path, hints, nullptr, &loaded, &error);
+  if (!config_path.empty() || !config_text.empty()) {
+    const Status cs = config_path.empty()
+                          ? io::parse_stack_config(config_text.data(), config_text.size(), "config", &config, &error)
+                          : io::read_stack_config(config_path, &config, &error);
+    if (cs != Status::ok) fail(cs, error);
+  }
+  const bool has_config = !config_path.empty() || !config_text.empty();
+  io::LoadedModel loaded;
+  const Status s = io::load_weights(path, hints, has_config ? &config : nullptr, &loaded, &error);
   if (s != Status::ok) fail(s, error);
   if (!dropout.is_none()) loaded.stack.dropout = dropout.cast<double>();  // as `rnncore run --dropout P`
   auto net = std::make_unique<Net>(loaded.stack, loaded.format, loaded.prefix, plan_options(threads, backend, training));
@@ -627,7 +638,8 @@ PYBIND11_MODULE(_core, m) {
            py::arg("format") = "pytorch")
       .def_static("load", &load_net, py::arg("path"), py::arg("format") = "", py::arg("prefix") = py::none(),
                   py::arg("mode") = "", py::arg("gru") = "", py::arg("dtype") = "float32", py::arg("threads") = 1,
-                  py::arg("backend") = "auto", py::arg("training") = false, py::arg("dropout") = py::none())
+                  py::arg("backend") = "auto", py::arg("training") = false, py::arg("dropout") = py::none(),
+                  py::arg("config_path") = "", py::arg("config_text") = "")
       .def_property_readonly("input_size", [](const Net& n) { return n.stack().input_size; })
       .def_property_readonly("num_layers", [](const Net& n) { return n.stack().num_layers; })
       .def_property_readonly("mode", [](const Net& n) { return std::string(to_string(n.stack().layers[0].mode)); })

@@ -164,3 +164,30 @@ def test_threads_run_at_once_with_the_same_results():
         t.join()
     for w, g in zip(want, got):
         np.testing.assert_array_equal(w, g)
+
+
+def test_stack_config_with_wrappers():
+    """config= (docs/config.md), as `rnncore run --config`: TF's DropoutWrapper and ResidualWrapper."""
+    plain = {"layers": [{"mode": "lstm", "hidden_size": 32}, {"mode": "lstm", "hidden_size": 32}]}
+    x = np.random.default_rng(6).standard_normal((6, 3, 16), dtype=np.float32)
+    np.testing.assert_array_equal(small(config=plain).run(x)[0], small().run(x)[0])
+    wrapped = {"layers": [{"mode": "lstm", "hidden_size": 32},
+                          {"mode": "lstm", "hidden_size": 32,
+                           "wrappers": [{"type": "dropout", "output_keep": 0.75}, {"type": "residual"}]}]}
+    m = small(config=wrapped, training=True)
+    # Inference: no dropout; the residual adds layer 1's input (layer 0's output) to its output.
+    w = small().weights()
+    layer0 = rnncore._core.Net("lstm", 16, 32)  # the file's layer 0 alone
+    layer0.set_weights([w["lstm." + name] for name, _, _ in layer0.tensors()])
+    y0 = rnncore.Model(layer0).run(x)[0]
+    plain_y = small().run(x)[0]
+    np.testing.assert_allclose(m.run(x)[0], plain_y + y0, atol=1e-6)
+    # Training: output dropout zeroes about a quarter of layer 1's outputs before the residual.
+    y1 = m.run(x, train=True, seed=3, step=1)[0]
+    np.testing.assert_array_equal(y1, m.run(x, train=True, seed=3, step=1)[0])
+    dropped = np.isclose(y1, y0, atol=1e-7).mean()
+    assert 0.15 < dropped < 0.35
+    g = m.grad(x, dy=np.ones_like(y1), train=True, seed=3, step=1)
+    np.testing.assert_allclose(g["y"], y1, atol=1e-6)  # the training forward: batched products
+    with pytest.raises(rnncore.Error, match=r"config:1:\d+: unknown key 'typo'"):
+        small(config={"layers": [{"mode": "lstm", "hidden_size": 32, "typo": 1}]})
