@@ -191,3 +191,11 @@ def test_stack_config_with_wrappers():
     np.testing.assert_allclose(g["y"], y1, atol=1e-6)  # the training forward: batched products
     with pytest.raises(rnncore.Error, match=r"config:1:\d+: unknown key 'typo'"):
         small(config={"layers": [{"mode": "lstm", "hidden_size": 32, "typo": 1}]})
+
+
+def test_thread_count_gives_the_same_bits():
+    x = np.random.default_rng(7).standard_normal((12, 5, 16), dtype=np.float32)
+    y1, h1, c1 = small().run(x)
+    y2, h2, c2 = small(threads=2).run(x)
+    np.testing.assert_array_equal(y1, y2)
+    np.testing.assert_array_equal(c1, c2)
