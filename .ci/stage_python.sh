@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# CI stage: the Python package (docs/python.md). In a new virtual environment: PyTorch, NumPy,
-# safetensors and pytest from PyPI; a wheel of this tree built with `python -m build --wheel`
+# CI stage: the Python package (docs/python.md). In a new virtual environment: PyTorch, NumPy, ONNX,
+# onnxruntime, safetensors and pytest from PyPI; a wheel of this tree built with `python -m build --wheel`
 # (meson-python: the core, the io library and the extension, release, no tests, tools or
 # benchmarks) and installed; then python/tests under pytest (the NumPy API, and rnncore.torch
 # against torch.nn: forward, gradients, PackedSequence, opcheck, torch.compile, dropout, errors).
@@ -31,12 +31,12 @@ work=$(mktemp -d /tmp/rnncore-python.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 venv=${RNNCORE_PYTHON_VENV:-$work/venv}
 if [ -z "${RNNCORE_PYTHON_VENV:-}" ]; then
-  log "a venv with torch, numpy, safetensors, pytest and build from PyPI"
+  log "a venv with torch, numpy, safetensors, onnx, onnxruntime, pytest and build from PyPI"
   t0=$(date +%s)
-  if python3 -m venv "$venv" && "$venv/bin/pip" install -q torch numpy safetensors pytest build; then
-    ok "pip install torch numpy safetensors pytest build ($(( $(date +%s) - t0 )) s)"
+  if python3 -m venv "$venv" && "$venv/bin/pip" install -q torch numpy safetensors onnx onnxruntime pytest build; then
+    ok "pip install torch numpy safetensors onnx onnxruntime pytest build ($(( $(date +%s) - t0 )) s)"
   else
-    bad "pip install torch numpy safetensors pytest build"
+    bad "pip install torch numpy safetensors onnx onnxruntime pytest build"
   fi
 elif ! (cd "$work" && "$venv/bin/python" -c "import build.__main__") 2>/dev/null; then
   "$venv/bin/pip" install -q build || bad "pip install build"
