@@ -49,6 +49,8 @@ class _Entry:
         args = (d["mode"], d["input_size"], d["hidden_size"], d["num_layers"], d["bidirectional"], d["proj_size"],
                 d["dropout"], "reset-after")
         self.net = _core.Net(*args, d["dtype"], d["threads"], "auto", d["proj_size"] == 0)
+        # Runs without a backward use an inference plan: its packing is about half a training plan's.
+        self.infer = _core.Net(*args, d["dtype"], d["threads"], "auto", False) if d["proj_size"] == 0 else self.net
         tensors = self.net.tensors()
         self.names = [name for name, _, _ in tensors]
         self.present = [i for i, name in enumerate(self.names) if d["bias"] or not name.startswith("bias_")]
@@ -74,21 +76,21 @@ class _Entry:
             return None
         return m
 
-    def load(self, weights):
-        """Imports and packs `weights` (the module's tensors, in order). Every run does: a tensor's
-        version counter misses writes through `.data` or NumPy views, so it cannot tell a change."""
+    def load(self, weights, net):
+        """Imports `weights` (the module's tensors, in order) into `net` (packed at its next run). Every
+        run does: a tensor's version counter misses writes through `.data` or NumPy views."""
         arrays = [_numpy(w, self.names[i], self.dtype) for i, w in zip(self.present, weights)]
         if self.source is None:
             full = [None] * len(self.names)
             for i, a in zip(self.present, arrays):
                 full[i] = a
-            self.net.set_weights(full)
+            net.set_weights(full)
             return
         for a, shape in zip(arrays, self.shapes):
             if a.shape != shape:
                 raise ArgumentError(f"weights: shape {list(a.shape)}, expected {list(shape)}")
         flat = np.concatenate([np.zeros(1, arrays[0].dtype if arrays else np.float32)] + [a.ravel() for a in arrays])
-        self.net.set_canonical(flat[self.source])
+        net.set_canonical(flat[self.source])
 
     def gradients(self, dcanonical):
         """The module's tensors' gradients from canonical ones (export_gradient_tensor's values)."""
@@ -147,9 +149,10 @@ def _rnn(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Optional[Te
     xs = _numpy(x, "input", dt)
     args = (_numpy(h0, "h0", dt), _numpy(c0, "c0", dt),
             None if lengths is None else lengths.detach().cpu().numpy())
+    net = e.net if need_reserve else e.infer
     with e.lock:
-        e.load(weights)
-        y, h, c, reserve = e.net.forward(xs, *args, e.spec["batch_first"], _run_mode(e.spec, train), seed, step, 0,
+        e.load(weights, net)
+        y, h, c, reserve = net.forward(xs, *args, e.spec["batch_first"], _run_mode(e.spec, train), seed, step, 0,
                                          _row_ids(xs, e.spec, row_offset), need_reserve)
     empty = torch.empty(0, dtype=dt)
     return (torch.from_numpy(y), torch.from_numpy(h), empty if c is None else torch.from_numpy(c),
@@ -189,7 +192,7 @@ def _rnn_backward(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Op
     h0n, c0n = _numpy(h0, "h0", dt), _numpy(c0, "c0", dt)
     ln = None if lengths is None else lengths.detach().cpu().numpy()
     with e.lock:
-        e.load(weights)
+        e.load(weights, e.net)
         dx, dh0, dc0, dw = e.net.backward(xs, reserve.numpy(), _numpy(dy, "dy", dt), _numpy(dh, "dh", dt),
                                           _numpy(dc, "dc", dt), h0n, c0n, ln, e.spec["batch_first"],
                                           _run_mode(e.spec, train), seed, step, 0, _row_ids(xs, e.spec, row_offset))

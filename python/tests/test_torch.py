@@ -269,7 +269,7 @@ def test_weight_gather_equals_the_library_import(kind, kw):
     _, mod = pair(kind, 9, input_size=3, hidden_size=5, **kw)
     e = rt._entry(mod._spec)
     assert e.source is not None
-    e.load(mod.all_weights)
+    e.load(mod.all_weights, e.net)
     gathered = e.net.canonical()
     full = [None] * len(e.names)
     for i, w in zip(e.present, mod.all_weights):
