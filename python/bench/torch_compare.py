@@ -1,0 +1,80 @@
+"""rnncore.torch against torch.nn on the CPU, side by side: inference and a training step (forward and
+backward), LSTM and GRU, as ratios. A benchmark, never a test.
+
+    python python/bench/torch_compare.py                   # H 256/512, B 1/16/64, T 50, threads 1/2
+    python python/bench/torch_compare.py --hidden 256 --batch 1 16 --threads 1 --repeat 5
+
+Both sides get the same weights and inputs; torch.set_num_threads and the module's `threads` are set
+alike. Prints the median time of `--repeat` runs after one warm-up, and torch.nn / rnncore.
+"""
+
+import argparse
+import statistics
+import time
+
+import torch
+
+import rnncore.torch as rt
+
+
+def timed(fn, repeat):
+    fn()
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def case(kind, hidden, batch, seq, threads, repeat):
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    ref = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[kind](hidden, hidden)
+    ours = {"lstm": rt.LSTM, "gru": rt.GRU}[kind](hidden, hidden, threads=threads)
+    ours.load_state_dict(ref.state_dict())
+    x = torch.randn(seq, batch, hidden)
+    rows = []
+    for what in ("inference", "train step"):
+        def run(m):
+            if what == "inference":
+                with torch.no_grad():
+                    m(x)
+            else:
+                y, _ = m(x.requires_grad_())
+                y.sum().backward()
+        t_ref, t_ours = timed(lambda: run(ref), repeat), timed(lambda: run(ours), repeat)
+        rows.append((what, t_ref, t_ours))
+    for what, t_ref, t_ours in rows:
+        print(f"{kind:4} H={hidden:4} B={batch:3} T={seq} threads={threads}  {what:10}  torch.nn {t_ref * 1e3:8.2f} ms"
+              f"  rnncore {t_ours * 1e3:8.2f} ms  ratio {t_ref / t_ours:5.2f}", flush=True)
+
+
+def overhead(repeat):
+    """The Python cost of one call: a 1-unit LSTM, one step, one row."""
+    m = rt.LSTM(1, 1)
+    x = torch.zeros(1, 1, 1)
+    with torch.no_grad():
+        t = timed(lambda: [m(x) for _ in range(1000)], repeat) / 1000
+    print(f"per-call time of rnncore.torch.LSTM(1, 1) on one step and row: {t * 1e6:.1f} us")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--kind", nargs="+", default=["lstm", "gru"])
+    p.add_argument("--hidden", nargs="+", type=int, default=[256, 512])
+    p.add_argument("--batch", nargs="+", type=int, default=[1, 16, 64])
+    p.add_argument("--seq", type=int, default=50)
+    p.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    p.add_argument("--repeat", type=int, default=10)
+    a = p.parse_args()
+    overhead(a.repeat)
+    for kind in a.kind:
+        for h in a.hidden:
+            for b in a.batch:
+                for n in a.threads:
+                    case(kind, h, b, a.seq, n, a.repeat)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,247 @@
+"""rnncore: fused LSTM, GRU and Elman RNN stacks (cuDNN semantics) from Python.
+
+NumPy API (no PyTorch needed)::
+
+    import rnncore
+    model = rnncore.load("lstm.safetensors")            # io::load_model's inference
+    y, h, c = model.run(x)                              # x [T, B, I] float32
+    model = rnncore.load("lstm.safetensors", training=True)
+    y, h, c = model.run(x, train=True, seed=1, step=0)  # dropout masks from (seed, step)
+    g = model.grad(x, dy, train=True, seed=1, step=0)   # dx, dh0, dc0, weight gradients
+
+PyTorch modules: :mod:`rnncore.torch` (``LSTM``, ``GRU``, ``RNN``). See docs/python.md.
+"""
+
+from __future__ import annotations
+
+import json as _json
+
+import numpy as _np
+
+from . import _core
+from ._core import ArgumentError, Error
+
+__all__ = ["ArgumentError", "Error", "Model", "info", "load", "__version__"]
+__version__ = _core.version()
+
+
+def info():
+    """What ``rnncore info`` reports: version, instruction sets this CPU runs, backends, kernels."""
+    return _core.info()
+
+
+class Model:
+    """A recurrent stack with its weights, run on NumPy arrays.
+
+    ``run`` and ``grad`` release the GIL and read float32 (float64 for ``dtype="float64"``) C-contiguous
+    arrays in place; other float arrays are converted first. Time-major ``[T, B, I]`` unless
+    ``batch_first``. Errors raise :class:`rnncore.ArgumentError` (a ``ValueError``) for bad arguments and
+    :class:`rnncore.Error` (a ``RuntimeError``) otherwise, with the library's one-line detail.
+    """
+
+    def __init__(self, net):
+        self._net = net
+        self._state = None  # (h, c, steps so far) of a stream
+
+    # -- description --
+    @property
+    def mode(self):
+        return self._net.mode
+
+    @property
+    def input_size(self):
+        return self._net.input_size
+
+    @property
+    def num_layers(self):
+        return self._net.num_layers
+
+    @property
+    def hidden_sizes(self):
+        return self._net.hidden_sizes
+
+    @property
+    def bidirectional(self):
+        return self._net.bidirectional
+
+    @property
+    def format(self):
+        """The weight format the file was read as (pytorch, onnx, keras, tensorflow, canonical)."""
+        return self._net.format
+
+    @property
+    def kernel(self):
+        """The kernel family a run uses, e.g. ``f32_rnn_6x4__avx512``."""
+        return self._net.kernel
+
+    @property
+    def notes(self):
+        """Defaults the loader chose (what ``rnncore run`` prints to stderr)."""
+        return list(self._net.notes)
+
+    @property
+    def ignored(self):
+        """Tensors of the file that are not weights of the recurrent stack, as ``name [dims]``."""
+        return list(self._net.ignored)
+
+    def state_shapes(self, batch):
+        """Shapes of h and c for ``batch`` rows: ``[L*D, B, H]`` (flat when the layers differ)."""
+        return self._net.state_shapes(batch)
+
+    # -- weights --
+    def weights(self):
+        """The weights as ``{name: array}`` in the file's format."""
+        return {name: t for (name, _, _), t in zip(self._net.tensors(), self._net.export())}
+
+    def set_weights(self, tensors):
+        """Replaces weights from ``{name: array}`` in the model's format (names as ``weights()``); the
+        tensors not given keep their values."""
+        names = [name for name, _, _ in self._net.tensors()]
+        unknown = sorted(set(tensors) - set(names))
+        if unknown:
+            raise ArgumentError(f"set_weights: {unknown[0]}: not a weight of this model (expected one of {names})")
+        current = self.weights()
+        self._net.set_weights([tensors[name] if name in tensors else current[name] for name in names])
+
+    # -- running --
+    def run(self, x, h0=None, c0=None, lengths=None, *, batch_first=False, train=False, mc_dropout=False,
+            seed=0, step=0, time_offset=0, row_ids=None):
+        """Runs the stack: returns ``(y, h, c)`` (``c`` is None unless LSTM).
+
+        ``lengths`` [B]: per-row lengths (outputs past them are 0, states stop there). ``train``: a
+        training run (dropout on; masks from ``seed`` and ``step``, as ``rnncore run --train --seed S
+        --step N``); ``mc_dropout``: dropout in an inference run.
+        """
+        mode = "training" if train else ("monte_carlo" if mc_dropout else "inference")
+        y, h, c, _ = self._net.forward(x, h0, c0, lengths, batch_first, mode, seed, step, time_offset, row_ids,
+                                       False)
+        return y, h, c
+
+    def grad(self, x, dy=None, dh=None, dc=None, h0=None, c0=None, lengths=None, *, batch_first=False,
+             train=False, seed=0, step=0, time_offset=0, row_ids=None):
+        """Forward and backward through time (a model loaded with ``training=True``).
+
+        Returns a dict: ``y``, ``h``, ``c`` (the forward's outputs), ``dx``, ``dh0``, ``dc0`` and
+        ``weights`` (``{name: gradient}`` in the model's format) for the scalar
+        ``sum(y*dy) + sum(h*dh) + sum(c*dc)``.
+        """
+        mode = "training" if train else "inference"
+        y, h, c, reserve = self._net.forward(x, h0, c0, lengths, batch_first, mode, seed, step, time_offset,
+                                             row_ids, True)
+        dx, dh0, dc0, dw = self._net.backward(x, reserve, dy, dh, dc, h0, c0, lengths, batch_first, mode, seed,
+                                              step, time_offset, row_ids)
+        names = [name for name, _, _ in self._net.tensors()]
+        return {"y": y, "h": h, "c": c, "dx": dx, "dh0": dh0, "dc0": dc0,
+                "weights": dict(zip(names, self._net.export_gradients(dw)))}
+
+    # -- streaming --
+    def reset(self):
+        """Forgets the streamed state: the next ``stream`` call starts from zeros at step 0."""
+        self._state = None
+
+    def stream(self, x, lengths=None, *, batch_first=False, train=False, seed=0, step=0):
+        """Runs the next chunk of a sequence, carrying h, c and the time index (for dropout masks) from
+        the previous call: chunks fed one after another give one whole-sequence run's outputs."""
+        h0, c0, t0 = self._state if self._state is not None else (None, None, 0)
+        x = _np.asarray(x)
+        y, h, c = self.run(x, h0, c0, lengths, batch_first=batch_first, train=train, seed=seed, step=step,
+                           time_offset=t0)
+        self._state = (h, c, t0 + x.shape[1 if batch_first else 0])
+        return y, h, c
+
+
+def load(source, *, format="", prefix=None, mode="", gru="", dtype="float32", threads=1, backend="auto",
+         training=False, dropout=None, config=None):
+    """Loads a model: from a safetensors file, an ``.onnx`` file or a PyTorch module.
+
+    A safetensors file goes through ``io::load_model``'s loader (format, prefix, layers and mode
+    inferred from the tensor names, shapes and metadata; each hint pins what it names). An ``.onnx``
+    file: its LSTM, GRU or RNN nodes, in graph order, are the layers (needs the ``onnx`` package). A
+    ``torch.nn.LSTM`` / ``GRU`` / ``RNN`` (or an ``rnncore.torch`` one): its configuration and weights.
+
+    ``training=True`` plans for ``grad`` (backward). ``threads``: CPU threads per run (results are the
+    same bits for any count). ``backend``: auto, reference, simd or gpu. ``dropout``: the inter-layer
+    dropout p of training runs (``rnncore run --dropout P``; a file holds none). ``config``: a stack
+    configuration (docs/config.md: layers of differing cells and sizes, TF's DropoutWrapper and
+    ResidualWrapper), as a JSON file's path or a dict, which the weights must match
+    (``rnncore run --config``; safetensors files only).
+    """
+    if config is not None and (hasattr(source, "state_dict") or str(source).endswith(".onnx")):
+        raise ArgumentError("load: config= applies to safetensors files")
+    config_path, config_text = ("", _json.dumps(config)) if isinstance(config, dict) else (str(config or ""), "")
+    if hasattr(source, "state_dict") and hasattr(source, "hidden_size"):
+        return _from_module(source, dtype, threads, backend, training, dropout)
+    if str(source).endswith(".onnx"):
+        return _from_onnx(str(source), dtype, threads, backend, training, dropout)
+    return Model(_core.Net.load(str(source), format, prefix, mode, gru, dtype, threads, backend, training, dropout,
+                                config_path, config_text))
+
+
+def _from_module(module, dtype, threads, backend, training, dropout):
+    """A torch.nn.LSTM / GRU / RNN (or rnncore.torch's): torch.nn's attributes and state_dict."""
+    kind = type(module).__name__
+    if kind not in ("LSTM", "GRU", "RNN"):
+        raise ArgumentError(f"load: a {kind} module; expected torch.nn.LSTM, GRU or RNN")
+    mode = {"LSTM": "lstm", "GRU": "gru"}.get(kind) or "rnn_" + getattr(module, "nonlinearity", "tanh")
+    p = module.dropout if dropout is None else dropout
+    net = _core.Net(mode, module.input_size, module.hidden_size, module.num_layers, module.bidirectional,
+                    getattr(module, "proj_size", 0), p, "reset-after", dtype, threads, backend, training, "pytorch")
+    state = {k: v.detach().cpu().numpy() for k, v in module.state_dict().items()}
+    net.set_weights([state.get(name) for name, _, _ in net.tensors()])
+    return Model(net)
+
+
+def _onnx_attributes(node):
+    import onnx
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _from_onnx(path, dtype, threads, backend, training, dropout):
+    """The LSTM / GRU / RNN nodes of an ONNX graph, in order, as the layers of one stack."""
+    try:
+        import onnx
+        from onnx import numpy_helper
+    except ImportError as e:
+        raise Error(f"load: {path}: reading an .onnx file needs the onnx package (pip install onnx)") from e
+    graph = onnx.load(path).graph
+    nodes = [n for n in graph.node if n.op_type in ("LSTM", "GRU", "RNN")]
+    if not nodes:
+        raise ArgumentError(f"load: {path}: no LSTM, GRU or RNN node in the graph")
+    init = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    first, attrs = nodes[0], [_onnx_attributes(n) for n in nodes]
+    for n, a in zip(nodes, attrs):
+        where = f"load: {path}: node {n.name or n.op_type}"
+        if n.op_type != first.op_type or any(a.get(k) != attrs[0].get(k) for k in ("hidden_size", "linear_before_reset")):
+            raise ArgumentError(f"{where}: every recurrent node must be a {first.op_type} with the first one's "
+                                "hidden_size and linear_before_reset")
+        if a.get("direction", b"forward") not in (b"forward", b"bidirectional", "forward", "bidirectional"):
+            raise ArgumentError(f"{where}: direction {a['direction']!r} is not supported (forward, bidirectional)")
+        if a.get("layout", 0) != 0 or a.get("clip") is not None or a.get("input_forget", 0):
+            raise ArgumentError(f"{where}: layout, clip and input_forget are not supported")
+        if a.get("activations") is not None and n.op_type != "RNN":
+            raise ArgumentError(f"{where}: custom activations are not supported")
+        if len(n.input) > 7 and n.input[7]:
+            raise ArgumentError(f"{where}: peepholes (input P) are not supported here")
+        for i in (1, 2) + ((3,) if len(n.input) > 3 and n.input[3] else ()):
+            if n.input[i] not in init:
+                raise ArgumentError(f"{where}: input {n.input[i]} is not an initializer")
+    mode = {"LSTM": "lstm", "GRU": "gru"}.get(first.op_type)
+    if mode is None:
+        acts = attrs[0].get("activations") or [b"Tanh"]
+        act = acts[0].decode() if isinstance(acts[0], bytes) else acts[0]
+        mode = {"Tanh": "rnn_tanh", "Relu": "rnn_relu"}.get(act)
+        if mode is None:
+            raise ArgumentError(f"load: {path}: RNN activation {act} is not supported (Tanh, Relu)")
+    gru = "reset-after" if attrs[0].get("linear_before_reset", 0) else "reset-before"
+    w0 = init[first.input[1]]
+    directions = w0.shape[0]
+    net = _core.Net(mode, w0.shape[2], attrs[0]["hidden_size"], len(nodes), directions == 2, 0,
+                    dropout or 0.0, gru, dtype, threads, backend, training, "onnx")
+    tensors = {}
+    for l, n in enumerate(nodes):
+        suffix = "" if len(nodes) == 1 else f"_l{l}"
+        tensors["W" + suffix], tensors["R" + suffix] = init[n.input[1]], init[n.input[2]]
+        if len(n.input) > 3 and n.input[3]:
+            tensors["B" + suffix] = init[n.input[3]]
+    net.set_weights([tensors.get(name) for name, _, _ in net.tensors()])
+    return Model(net)

@@ -1,0 +1,365 @@
+"""rnncore.torch: LSTM, GRU and RNN modules that drop into PyTorch code.
+
+The constructors take torch.nn's arguments and the parameters carry torch.nn's names, so
+``ours.load_state_dict(nn_lstm.state_dict())`` works; ``forward(input, hx)`` returns what torch.nn
+returns, for tensors and PackedSequence. Each run is one ``torch.library`` custom op,
+``rnncore::rnn``, with a fake (meta) implementation and an autograd formula that calls the library's
+backward (``rnncore::rnn_backward``), so ``torch.compile(fullgraph=True)`` traces the modules and
+``torch.export`` keeps them as ops.
+
+Dropout (``dropout=p``, between layers as in torch.nn) uses rnncore's mask function, not PyTorch's
+generator: a training forward's masks come from the module's ``seed`` and ``step`` and equal those of
+``rnncore run --train --seed S --step N``. ``step`` counts up by one after each training forward
+that applies dropout; set it (or ``seed``) to replay a run. ``row_offset`` is added to each batch row's
+index in the mask function: under DDP, rank r with local batch B sets ``row_offset = r * B`` so that
+the ranks' masks are those of one process running the whole batch. CPU tensors only (float32; float64 runs
+the reference backend).
+"""
+
+import itertools
+import json
+import math
+import threading
+from typing import Optional
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+
+from . import ArgumentError, _core
+
+__all__ = ["LSTM", "GRU", "RNN"]
+
+# ---- the nets behind the ops: one per module, found by the op's `spec` string ----
+
+_nets: dict = {}
+_nets_lock = threading.Lock()
+_uids = itertools.count()
+
+
+class _Entry:
+    """A module's _core.Net, which of its format's tensors the module has, and where each canonical
+    weight comes from."""
+
+    def __init__(self, spec):
+        d = json.loads(spec)
+        self.spec = d
+        self.lock = threading.Lock()
+        args = (d["mode"], d["input_size"], d["hidden_size"], d["num_layers"], d["bidirectional"], d["proj_size"],
+                d["dropout"], "reset-after")
+        self.net = _core.Net(*args, d["dtype"], d["threads"], "auto", d["proj_size"] == 0)
+        # Runs without a backward use an inference plan: its packing is about half a training plan's.
+        self.infer = _core.Net(*args, d["dtype"], d["threads"], "auto", False) if d["proj_size"] == 0 else self.net
+        tensors = self.net.tensors()
+        self.names = [name for name, _, _ in tensors]
+        self.present = [i for i, name in enumerate(self.names) if d["bias"] or not name.startswith("bias_")]
+        self.shapes = [tuple(tensors[i][1]) for i in self.present]
+        self.dtype = torch.float64 if d["dtype"] == "float64" else torch.float32
+        self.source = self._source_map(_core.Net(*args, "float64", 1, "reference", False))
+
+    def _source_map(self, net64):
+        """For each canonical weight, 1 + its element's index in the module's tensors flattened one after
+        the other (0: none, a zero). Found once by importing the indices themselves with the library's
+        import_weights (exact in float64), so that each run is one gather instead of an import; None if
+        the format's import is not a one-to-one copy."""
+        full, start = [None] * len(self.names), 1
+        for i, shape in zip(self.present, self.shapes):
+            n = int(np.prod(shape))
+            full[i] = np.arange(start, start + n, dtype=np.float64).reshape(shape)
+            start += n
+        net64.set_weights(full)
+        c = net64.canonical()
+        m = c.astype(np.int64)
+        used = m[m > 0]
+        if not np.array_equal(m, c) or used.size != np.unique(used).size or (used.size and used.max() >= start):
+            return None
+        return m
+
+    def load(self, weights, net):
+        """Imports `weights` (the module's tensors, in order) into `net` (packed at its next run). Every
+        run does: a tensor's version counter misses writes through `.data` or NumPy views."""
+        arrays = [_numpy(w, self.names[i], self.dtype) for i, w in zip(self.present, weights)]
+        if self.source is None:
+            full = [None] * len(self.names)
+            for i, a in zip(self.present, arrays):
+                full[i] = a
+            net.set_weights(full)
+            return
+        for a, shape in zip(arrays, self.shapes):
+            if a.shape != shape:
+                raise ArgumentError(f"weights: shape {list(a.shape)}, expected {list(shape)}")
+        flat = np.concatenate([np.zeros(1, arrays[0].dtype if arrays else np.float32)] + [a.ravel() for a in arrays])
+        net.set_canonical(flat[self.source])
+
+    def gradients(self, dcanonical):
+        """The module's tensors' gradients from canonical ones (export_gradient_tensor's values)."""
+        if self.source is None:
+            grads = self.net.export_gradients(dcanonical)
+            return [grads[i] for i in self.present]
+        total = 1 + sum(int(np.prod(s)) for s in self.shapes)
+        flat = np.zeros(total, dcanonical.dtype)
+        flat[self.source] = dcanonical  # one-to-one: index 0 collects what has no source
+        out, start = [], 1
+        for shape in self.shapes:
+            n = int(np.prod(shape))
+            out.append(flat[start:start + n].reshape(shape))
+            start += n
+        return out
+
+
+def _entry(spec: str) -> _Entry:
+    with _nets_lock:
+        e = _nets.get(spec)
+        if e is None:
+            e = _nets[spec] = _Entry(spec)
+        return e
+
+
+def _numpy(t: Optional[Tensor], name: str, dtype):
+    if t is None:
+        return None
+    if t.device.type != "cpu":
+        raise ArgumentError(f"{name}: a tensor on {t.device}; rnncore.torch runs on the CPU")
+    if t.dtype != dtype:
+        raise ArgumentError(f"{name}: dtype {t.dtype}, expected {dtype} (the module's dtype)")
+    return t.detach().numpy()
+
+
+def _row_ids(x, spec: dict, row_offset: int):
+    """The mask function's row of each batch row: its index plus `row_offset` (None: the index)."""
+    if row_offset == 0:
+        return None
+    return np.arange(x.shape[0 if spec["batch_first"] else 1], dtype=np.int64) + row_offset
+
+
+def _run_mode(spec: dict, train: bool) -> str:
+    return "training" if train and spec["dropout"] > 0 else "inference"
+
+
+# ---- the custom ops ----
+
+@torch.library.custom_op("rnncore::rnn", mutates_args=())
+def _rnn(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Optional[Tensor], lengths: Optional[Tensor],
+         spec: str, seed: int, step: int, row_offset: int, train: bool,
+         need_reserve: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """One run of a module's stack: (y, h_n, c_n (empty unless LSTM), reserve (empty unless need_reserve))."""
+    e = _entry(spec)
+    dt = e.dtype
+    xs = _numpy(x, "input", dt)
+    args = (_numpy(h0, "h0", dt), _numpy(c0, "c0", dt),
+            None if lengths is None else lengths.detach().cpu().numpy())
+    net = e.net if need_reserve else e.infer
+    with e.lock:
+        e.load(weights, net)
+        y, h, c, reserve = net.forward(xs, *args, e.spec["batch_first"], _run_mode(e.spec, train), seed, step, 0,
+                                         _row_ids(xs, e.spec, row_offset), need_reserve)
+    empty = torch.empty(0, dtype=dt)
+    return (torch.from_numpy(y), torch.from_numpy(h), empty if c is None else torch.from_numpy(c),
+            torch.empty(0, dtype=torch.uint8) if reserve is None else torch.from_numpy(reserve))
+
+
+def _shapes(spec: dict, x: Tensor):
+    t, b = (x.shape[1], x.shape[0]) if spec["batch_first"] else (x.shape[0], x.shape[1])
+    d = 2 if spec["bidirectional"] else 1
+    h, p = spec["hidden_size"], spec["proj_size"] or spec["hidden_size"]
+    y = (b, t, d * p) if spec["batch_first"] else (t, b, d * p)
+    return t, b, y, (spec["num_layers"] * d, b, p), (spec["num_layers"] * d, b, h)
+
+
+@_rnn.register_fake
+def _(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve):
+    e = _entry(spec)
+    t, b, y, hs, cs = _shapes(e.spec, x)
+    c = x.new_empty(cs) if e.spec["mode"] == "lstm" else x.new_empty(0)
+    if not need_reserve:
+        n = 0
+    elif isinstance(t, int) and isinstance(b, int):
+        n = e.net.reserve_bytes(b, t)
+    else:
+        n = torch.library.get_ctx().new_dynamic_size()
+    return x.new_empty(y), x.new_empty(hs), c, x.new_empty(n, dtype=torch.uint8)
+
+
+@torch.library.custom_op("rnncore::rnn_backward", mutates_args=())
+def _rnn_backward(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Optional[Tensor],
+                  lengths: Optional[Tensor], reserve: Tensor, dy: Tensor, dh: Tensor, dc: Optional[Tensor], spec: str,
+                  seed: int, step: int, row_offset: int, train: bool) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
+    """The gradients of a run of `_rnn` with the same arguments: (dx, dh0, dc0 (empty unless LSTM), dweights)."""
+    e = _entry(spec)
+    dt = e.dtype
+    xs = _numpy(x, "input", dt)
+    h0n, c0n = _numpy(h0, "h0", dt), _numpy(c0, "c0", dt)
+    ln = None if lengths is None else lengths.detach().cpu().numpy()
+    with e.lock:
+        e.load(weights, e.net)
+        dx, dh0, dc0, dw = e.net.backward(xs, reserve.numpy(), _numpy(dy, "dy", dt), _numpy(dh, "dh", dt),
+                                          _numpy(dc, "dc", dt), h0n, c0n, ln, e.spec["batch_first"],
+                                          _run_mode(e.spec, train), seed, step, 0, _row_ids(xs, e.spec, row_offset))
+    grads = e.gradients(dw)
+    return (torch.from_numpy(dx), torch.from_numpy(dh0), torch.empty(0, dtype=dt) if dc0 is None else torch.from_numpy(dc0),
+            [torch.from_numpy(g) for g in grads])
+
+
+@_rnn_backward.register_fake
+def _(x, weights, h0, c0, lengths, reserve, dy, dh, dc, spec, seed, step, row_offset, train):
+    e = _entry(spec)
+    _, _, _, hs, cs = _shapes(e.spec, x)
+    dc0 = x.new_empty(cs) if e.spec["mode"] == "lstm" else x.new_empty(0)
+    return torch.empty_like(x), x.new_empty(hs), dc0, [torch.empty_like(w) for w in weights]
+
+
+def _setup_context(ctx, inputs, output):
+    x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve = inputs
+    ctx.args = (spec, seed, step, row_offset, train, h0 is not None, c0 is not None)
+    ctx.save_for_backward(x, h0, c0, lengths, output[3], *weights)
+
+
+def _backward(ctx, dy, dh, dc, _dreserve):
+    spec, seed, step, row_offset, train, has_h0, has_c0 = ctx.args
+    x, h0, c0, lengths, reserve, *weights = ctx.saved_tensors
+    lstm = json.loads(spec)["mode"] == "lstm"
+    dx, dh0, dc0, dws = torch.ops.rnncore.rnn_backward(x, weights, h0, c0, lengths, reserve, dy.contiguous(),
+                                                       dh.contiguous(), dc.contiguous() if lstm else None, spec,
+                                                       seed, step, row_offset, train)
+    return (dx, list(dws), dh0 if has_h0 else None, dc0 if has_c0 else None) + (None,) * 7
+
+
+_rnn.register_autograd(_backward, setup_context=_setup_context)
+
+
+# ---- the modules ----
+
+class _RNNBase(nn.Module):
+    """torch.nn.RNNBase's interface over rnncore::rnn."""
+
+    _mode = "lstm"
+    _gates = 4
+
+    def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, proj_size=0, device=None, dtype=None, *, seed=0, threads=1, row_offset=0):
+        super().__init__()
+        if device is not None and torch.device(device).type != "cpu":
+            raise ArgumentError(f"device {device}: rnncore.torch runs on the CPU")
+        dtype = dtype or torch.get_default_dtype()
+        if dtype not in (torch.float32, torch.float64):
+            raise ArgumentError(f"dtype {dtype}: expected torch.float32 or torch.float64")
+        if not isinstance(dropout, (int, float)) or not 0 <= dropout < 1 or isinstance(dropout, bool):
+            raise ArgumentError(f"dropout {dropout}: expected a probability in [0, 1)")
+        self.mode = mode
+        self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
+        self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
+        self.bidirectional, self.proj_size = bidirectional, proj_size
+        self.seed, self.step, self.threads, self.row_offset = seed, 0, threads, row_offset
+        self._spec = json.dumps({
+            "uid": next(_uids), "mode": mode, "input_size": input_size, "hidden_size": hidden_size,
+            "num_layers": num_layers, "bidirectional": bool(bidirectional), "proj_size": proj_size,
+            "dropout": float(dropout), "bias": bool(bias), "batch_first": bool(batch_first),
+            "dtype": "float64" if dtype == torch.float64 else "float32", "threads": threads,
+        })
+        e = _entry(self._spec)  # validates the configuration (rnncore.ArgumentError on a bad one)
+        self._flat_weights_names = [e.names[i] for i in e.present]
+        shapes = {name: shape for name, shape, _ in e.net.tensors()}
+        for name in self._flat_weights_names:
+            setattr(self, name, nn.Parameter(torch.empty(shapes[name], dtype=dtype)))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """torch.nn's initialisation: every parameter uniform in ±1/sqrt(hidden_size)."""
+        k = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for w in self.parameters():
+            nn.init.uniform_(w, -k, k)
+
+    @property
+    def all_weights(self):
+        return [getattr(self, n) for n in self._flat_weights_names]
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if not self.bias:
+            s += ", bias=False"
+        if self.batch_first:
+            s += ", batch_first=True"
+        if self.dropout:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional:
+            s += ", bidirectional=True"
+        return s
+
+    def _run(self, x, h0, c0, lengths, batch_first):
+        train = self.training and self.dropout > 0
+        weights = self.all_weights
+        need_reserve = torch.is_grad_enabled() and (
+            x.requires_grad or any(w.requires_grad for w in weights)
+            or (h0 is not None and h0.requires_grad) or (c0 is not None and c0.requires_grad))
+        if need_reserve and self.proj_size:
+            raise ArgumentError("rnncore.torch.LSTM: no backward with proj_size yet (run it under torch.no_grad())")
+        spec = self._spec if batch_first == self.batch_first else self._spec_time_major()
+        y, h, c, _ = torch.ops.rnncore.rnn(x.contiguous(), weights, h0, c0, lengths, spec, self.seed, self.step,
+                                           self.row_offset, train, need_reserve)
+        if train:
+            self.step += 1
+        return y, h, c
+
+    def _spec_time_major(self):
+        d = json.loads(self._spec)
+        d["batch_first"] = False
+        return json.dumps(d)
+
+    def forward(self, input, hx=None):
+        lstm = self.mode == "lstm"
+        if isinstance(hx, tuple) != lstm and hx is not None:
+            raise ArgumentError(f"hx: expected {'a tuple (h_0, c_0)' if lstm else 'a tensor h_0'}")
+        h0, c0 = (hx if lstm else (hx, None)) if hx is not None else (None, None)
+        if isinstance(input, PackedSequence):
+            padded, lengths = pad_packed_sequence(input)  # [T, B, I], rows in the caller's order
+            y, h, c = self._run(padded, h0, c0, lengths, False)
+            # torch.nn's packing of the output: the input's batch sizes and row order.
+            order = input.sorted_indices
+            if order is not None:
+                y, lengths = y.index_select(1, order), lengths.index_select(0, order.cpu())
+            data = pack_padded_sequence(y, lengths, enforce_sorted=True).data
+            out = PackedSequence(data, input.batch_sizes, input.sorted_indices, input.unsorted_indices)
+        elif input.dim() == 3:
+            out, h, c = self._run(input, h0, c0, None, self.batch_first)
+        elif input.dim() == 2:  # unbatched [T, I], states [L*D, H]
+            y, h, c = self._run(input.unsqueeze(1), None if h0 is None else h0.unsqueeze(1),
+                                None if c0 is None else c0.unsqueeze(1), None, False)
+            out, h, c = y.squeeze(1), h.squeeze(1), (c.squeeze(1) if lstm else c)
+        else:
+            raise ArgumentError(f"input: {input.dim()} dimensions, expected 3 (batched) or 2 (unbatched)")
+        return (out, (h, c)) if lstm else (out, h)
+
+
+class LSTM(_RNNBase):
+    """torch.nn.LSTM on rnncore (``seed=``, ``threads=`` besides torch.nn's arguments)."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, proj_size=0, device=None, dtype=None, **kw):
+        super().__init__("lstm", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                         proj_size, device, dtype, **kw)
+
+
+class GRU(_RNNBase):
+    """torch.nn.GRU on rnncore (``seed=``, ``threads=`` besides torch.nn's arguments)."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, device=None, dtype=None, **kw):
+        super().__init__("gru", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, 0,
+                         device, dtype, **kw)
+
+
+class RNN(_RNNBase):
+    """torch.nn.RNN on rnncore (``seed=``, ``threads=`` besides torch.nn's arguments)."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False, device=None, dtype=None, **kw):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ArgumentError(f"nonlinearity '{nonlinearity}': expected 'tanh' or 'relu'")
+        super().__init__("rnn_" + nonlinearity, input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                         bidirectional, 0, device, dtype, **kw)
+        self.nonlinearity = nonlinearity

@@ -1,0 +1,705 @@
+// rnncore._core: the Python extension. A thin layer over the public C++ API (rnncore.hpp and the io
+// library): arrays in, arrays out, the library's status and detail line raised as exceptions. It
+// knows nothing of PyTorch; rnncore/torch.py builds the custom ops on top of it.
+//
+// A Net holds a stack, its canonical weights, the packed weights of one plan and a workspace. Each
+// call plans for its own batch and length (Plan::create allocates nothing and is cheap; the packed
+// layout does not depend on either, so the weights are packed once) and runs without the GIL, under
+// the Net's mutex, straight on the caller's arrays when they are dense and of the Net's dtype.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "rnncore/gpu.hpp"
+#include "rnncore/io/model.hpp"
+#include "rnncore/io/stack_config.hpp"
+#include "rnncore/rnncore.hpp"
+
+namespace py = pybind11;
+using namespace rnncore;
+
+namespace {
+
+// ---- errors: the status and the library's one-line detail ----
+
+struct StatusError {
+  Status status;
+  std::string message;
+};
+
+PyObject* g_error = nullptr;           // rnncore.Error(RuntimeError)
+PyObject* g_argument_error = nullptr;  // rnncore.ArgumentError(Error, ValueError)
+
+// Statuses that say an argument was wrong (ValueError); the others are failures to run (RuntimeError).
+bool is_argument_status(Status s) {
+  switch (s) {
+    case Status::unsupported:
+    case Status::weights_not_packed:
+    case Status::backend_unavailable:
+    case Status::io:
+    case Status::format:
+    case Status::out_of_memory:
+    case Status::internal:
+    case Status::device: return false;
+    default: return true;
+  }
+}
+
+[[noreturn]] void fail(Status s, const std::string& detail) {
+  throw StatusError{s, std::string(status_message(s)) + ": " + detail};
+}
+[[noreturn]] void bad_argument(const std::string& detail) { fail(Status::invalid_size, detail); }
+void check(Status s) {
+  if (s != Status::ok) fail(s, last_error_detail());
+}
+
+// ---- buffers ----
+
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<unsigned char, AlignedFree>;
+
+Buffer aligned_buffer(std::size_t bytes) {
+  const std::size_t n = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* p = std::aligned_alloc(kAlignment, n == 0 ? kAlignment : n);
+  if (p == nullptr) fail(Status::out_of_memory, "could not allocate " + std::to_string(bytes) + " bytes");
+  return Buffer(static_cast<unsigned char*>(p));
+}
+
+py::dtype numpy_dtype(DType t) { return t == DType::f64 ? py::dtype::of<double>() : py::dtype::of<float>(); }
+
+std::string shape_string(const py::array& a) {
+  std::string s = "[";
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) s += (i ? ", " : "") + std::to_string(a.shape(i));
+  return s + "]";
+}
+
+// A dense array of `dtype` viewing `obj` when it already is one (no copy), else a converted copy.
+// Floating-point inputs only: integers or objects are refused rather than silently converted.
+py::array dense(const py::handle& obj, DType dtype, const char* name) {
+  py::array a = py::array::ensure(obj);
+  if (!a) bad_argument(std::string(name) + ": not an array");
+  if (a.dtype().kind() != 'f') bad_argument(std::string(name) + ": dtype " + std::string(py::str(a.dtype())) +
+                                            ", expected a floating-point array");
+  const py::dtype want = numpy_dtype(dtype);
+  if (a.dtype().is(want) || a.dtype().equal(want)) {
+    if (a.flags() & py::array::c_style) return a;
+  }
+  return py::array::ensure(a.attr("astype")(want, py::arg("order") = "C"));
+}
+
+std::vector<py::ssize_t> dims(const py::array& a) { return std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()); }
+
+// Per-row lengths as int32 (copied; any integer dtype), each checked to fit.
+std::vector<std::int32_t> lengths_of(const py::handle& obj, int batch) {
+  py::array a = py::array::ensure(obj);
+  if (!a || (a.dtype().kind() != 'i' && a.dtype().kind() != 'u'))
+    bad_argument("lengths: expected an integer array of shape [" + std::to_string(batch) + "]");
+  if (a.ndim() != 1 || a.shape(0) != batch)
+    bad_argument("lengths: shape " + shape_string(a) + ", expected [" + std::to_string(batch) + "]");
+  py::array_t<std::int64_t> v = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+  std::vector<std::int32_t> out(static_cast<std::size_t>(batch));
+  for (int b = 0; b < batch; ++b) {
+    const std::int64_t n = v.at(b);
+    if (n < 0 || n > INT32_MAX) fail(Status::bad_length, "lengths[" + std::to_string(b) + "] = " + std::to_string(n));
+    out[static_cast<std::size_t>(b)] = static_cast<std::int32_t>(n);
+  }
+  return out;
+}
+
+// ---- names of enums ----
+
+Mode parse_mode_arg(const std::string& s) {
+  Mode m;
+  if (s == "rnn_tanh" || s == "tanh") return Mode::rnn_tanh;
+  if (s == "rnn_relu" || s == "relu") return Mode::rnn_relu;
+  if (!io::parse_mode(s, &m)) fail(Status::invalid_enum, "mode '" + s + "': expected lstm, gru, rnn_tanh or rnn_relu");
+  return m;
+}
+
+Backend parse_backend(const std::string& s) {
+  if (s == "auto") return Backend::auto_select;
+  if (s == "reference") return Backend::reference;
+  if (s == "simd") return Backend::simd;
+  if (s == "gpu") return Backend::gpu;
+  fail(Status::invalid_enum, "backend '" + s + "': expected auto, reference, simd or gpu");
+}
+
+DType parse_dtype(const std::string& s) {
+  if (s == "float32" || s == "f32") return DType::f32;
+  if (s == "float64" || s == "f64") return DType::f64;
+  fail(Status::invalid_enum, "dtype '" + s + "': expected float32 or float64");
+}
+
+RunMode parse_run_mode(const std::string& s) {
+  if (s == "inference") return RunMode::inference;
+  if (s == "training") return RunMode::training;
+  if (s == "monte_carlo") return RunMode::monte_carlo;
+  fail(Status::invalid_enum, "run mode '" + s + "': expected inference, training or monte_carlo");
+}
+
+// ---- the network ----
+
+// What a run reads besides the weights, checked against the stack and converted.
+struct RunInputs {
+  py::array x;
+  py::object h0, c0;  // arrays or None
+  std::vector<std::int32_t> lengths;
+  std::vector<std::uint32_t> row_ids;
+  int batch = 0, seq_len = 0;
+  bool batch_first = false;
+  RunMode mode = RunMode::inference;
+  std::uint64_t seed = 0, step = 0;
+  std::uint32_t time_offset = 0;
+};
+
+class Net {
+ public:
+  Net(const StackSpec& stack, WeightFormat format, std::string prefix, const PlanOptions& options)
+      : stack_(stack), format_(format), prefix_(std::move(prefix)), options_(options) {
+    check(validate(stack_));
+    if (options_.threads > 1) {
+      check(ThreadPool::create(options_.threads, &pool_));
+      options_.thread_pool = pool_;
+    }
+    Plan probe;
+    check(plan_for(1, 1, &probe));
+    kernel_ = probe.kernel_name();
+    backend_ = to_string(probe.backend());
+    canonical_.assign(static_cast<std::size_t>(param_count(stack_)) * dtype_size(stack_.dtype), 0);
+  }
+  ~Net() { ThreadPool::destroy(pool_); }
+  Net(const Net&) = delete;
+  Net& operator=(const Net&) = delete;
+
+  const StackSpec& stack() const { return stack_; }
+  WeightFormat format() const { return format_; }
+  const std::string& prefix() const { return prefix_; }
+  bool training() const { return options_.training; }
+  int threads() const { return options_.threads; }
+  const std::string& kernel() const { return kernel_; }
+  const std::string& backend() const { return backend_; }
+  std::vector<std::string> notes, ignored;  // what io::load_weights reported
+
+  Status plan_for(int batch, int seq_len, Plan* out) const {
+    PlanOptions o = options_;
+    o.max_batch = batch < 1 ? 1 : batch;
+    o.max_seq_len = seq_len < 1 ? 1 : seq_len;
+    return Plan::create(stack_, o, out);
+  }
+
+  std::size_t reserve_bytes(int batch, int seq_len) const {
+    Plan p;
+    check(plan_for(batch, seq_len, &p));
+    return p.reserve_bytes();
+  }
+
+  // The format's tensors: (name, shape, optional).
+  py::list tensors() const {
+    py::list out;
+    for (int i = 0; i < format_tensor_count(stack_, format_); ++i) {
+      TensorInfo info;
+      check(format_tensor_info(stack_, format_, i, prefix_.c_str(), &info));
+      out.append(py::make_tuple(std::string(info.name), shape_tuple(info.shape), info.optional));
+    }
+    return out;
+  }
+
+  py::array canonical() const {
+    py::array out(numpy_dtype(stack_.dtype), std::vector<py::ssize_t>{static_cast<py::ssize_t>(param_count(stack_))});
+    std::memcpy(out.mutable_data(), canonical_.data(), canonical_.size());
+    return out;
+  }
+
+  void set_canonical(const py::handle& values) {
+    py::array a = dense(values, stack_.dtype, "canonical weights");
+    if (a.size() != param_count(stack_))
+      bad_argument("canonical weights: " + std::to_string(a.size()) + " elements, expected " +
+                   std::to_string(param_count(stack_)));
+    std::lock_guard<std::mutex> lock(mu_);
+    std::memcpy(canonical_.data(), a.data(), canonical_.size());
+    packed_ok_ = false;
+  }
+
+  // Imports the format's tensors, given in tensors() order (None for an absent optional tensor).
+  void set_weights(const py::sequence& values) {
+    const int n = format_tensor_count(stack_, format_);
+    if (static_cast<int>(py::len(values)) != n)
+      bad_argument("weights: " + std::to_string(py::len(values)) + " tensors, expected " + std::to_string(n));
+    std::vector<TensorInfo> infos(static_cast<std::size_t>(n));
+    std::vector<py::array> keep;
+    std::vector<TensorView> views;
+    for (int i = 0; i < n; ++i) {
+      check(format_tensor_info(stack_, format_, i, prefix_.c_str(), &infos[static_cast<std::size_t>(i)]));
+      const TensorInfo& info = infos[static_cast<std::size_t>(i)];
+      if (values[static_cast<std::size_t>(i)].is_none()) continue;
+      keep.push_back(dense(values[static_cast<std::size_t>(i)], stack_.dtype, info.name));
+      const py::array& a = keep.back();
+      TensorView v;
+      v.name = info.name;
+      v.dtype = stack_.dtype;
+      v.shape.ndim = static_cast<std::int32_t>(a.ndim());
+      if (a.ndim() > 4) fail(Status::tensor_shape, std::string(info.name) + ": shape " + shape_string(a));
+      for (py::ssize_t d = 0; d < a.ndim(); ++d) v.shape.dims[d] = a.shape(d);
+      v.data = a.data();
+      views.push_back(v);
+    }
+    std::vector<unsigned char> canonical(canonical_.size());
+    check(import_weights(stack_, format_, views.data(), views.size(), prefix_.c_str(), canonical.data()));
+    std::lock_guard<std::mutex> lock(mu_);
+    canonical_.swap(canonical);
+    packed_ok_ = false;
+  }
+
+  // The format's tensors from canonical values (the weights, or their gradients with `gradient`).
+  py::list export_tensors(const py::handle& canonical, bool gradient) const {
+    py::array c = canonical.is_none() ? this->canonical() : dense(canonical, stack_.dtype, "canonical");
+    if (c.size() != param_count(stack_)) bad_argument("canonical: " + std::to_string(c.size()) + " elements");
+    py::list out;
+    for (int i = 0; i < format_tensor_count(stack_, format_); ++i) {
+      TensorInfo info;
+      check(format_tensor_info(stack_, format_, i, prefix_.c_str(), &info));
+      py::array t(numpy_dtype(stack_.dtype), shape_vector(info.shape));
+      check(gradient ? export_gradient_tensor(stack_, format_, i, c.data(), t.mutable_data())
+                     : export_tensor(stack_, format_, i, c.data(), t.mutable_data()));
+      out.append(t);
+    }
+    return out;
+  }
+
+  RunInputs inputs(const py::handle& x, const py::handle& h0, const py::handle& c0, const py::handle& lengths,
+                   const py::handle& row_ids, bool batch_first) const;
+  py::tuple forward(const RunInputs& in, bool keep_reserve);
+  py::tuple backward(const RunInputs& in, const py::handle& reserve, const py::handle& dy, const py::handle& dhy,
+                     const py::handle& dcy);
+
+  // Shapes of h and c for `batch` rows: [L·D, B, O] and [L·D, B, H] when the layers are alike, else flat.
+  std::pair<std::vector<py::ssize_t>, std::vector<py::ssize_t>> state_shapes(int batch) const {
+    if (io::uniform_states(stack_)) {
+      const py::ssize_t ld = static_cast<py::ssize_t>(stack_.num_layers) * num_directions(stack_.layers[0]);
+      return {{ld, batch, output_size(stack_.layers[0])}, {ld, batch, stack_.layers[0].hidden_size}};
+    }
+    return {{static_cast<py::ssize_t>(state_elements(stack_, batch))},
+            {static_cast<py::ssize_t>(cell_state_elements(stack_, batch))}};
+  }
+
+  int output_width() const {
+    const LayerSpec& last = stack_.layers[stack_.num_layers - 1];
+    return num_directions(last) * output_size(last);
+  }
+
+ private:
+  static py::tuple shape_tuple(const Shape& s) {
+    py::tuple t(static_cast<std::size_t>(s.ndim));
+    for (int d = 0; d < s.ndim; ++d) t[static_cast<std::size_t>(d)] = s.dims[d];
+    return t;
+  }
+  static std::vector<py::ssize_t> shape_vector(const Shape& s) { return std::vector<py::ssize_t>(s.dims, s.dims + s.ndim); }
+
+  // Packs the canonical weights once after they change. Called under mu_.
+  void ensure_packed() {
+    if (packed_ok_) return;
+    Plan p;
+    check(plan_for(1, 1, &p));
+    packed_bytes_ = p.packed_weight_bytes();
+    packed_ = aligned_buffer(packed_bytes_);
+    check(p.pack_weights(canonical_.data(), packed_.get(), packed_bytes_));
+    packed_ok_ = true;
+  }
+  unsigned char* workspace(std::size_t bytes) {  // called under mu_
+    if (bytes > workspace_bytes_ || !workspace_) {
+      workspace_ = aligned_buffer(bytes);
+      workspace_bytes_ = bytes;
+    }
+    return workspace_.get();
+  }
+  ForwardArgs forward_args(const RunInputs& in) const;
+
+  StackSpec stack_;
+  WeightFormat format_;
+  std::string prefix_;
+  PlanOptions options_;
+  ThreadPool* pool_ = nullptr;
+  std::string kernel_, backend_;
+  std::vector<unsigned char> canonical_;
+  std::mutex mu_;
+  Buffer packed_, workspace_;
+  std::size_t packed_bytes_ = 0, workspace_bytes_ = 0;
+  bool packed_ok_ = false;
+};
+
+// Checks one state tensor against the stack: its uniform shape, or (any layers) its element count.
+py::object state_array(const py::handle& obj, DType dtype, const char* name, const std::vector<py::ssize_t>& shape) {
+  if (obj.is_none()) return py::none();
+  py::array a = dense(obj, dtype, name);
+  std::size_t n = 1;
+  for (py::ssize_t d : shape) n *= static_cast<std::size_t>(d);
+  if ((shape.size() > 1 && dims(a) != shape) || static_cast<std::size_t>(a.size()) != n) {
+    std::string want = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) want += (i ? ", " : "") + std::to_string(shape[i]);
+    bad_argument(std::string(name) + ": shape " + shape_string(a) + ", expected " + want + "]");
+  }
+  return std::move(a);
+}
+
+// The data of an optional array (None: null).
+const void* data_or_null(const py::object& o) {
+  return o.is_none() ? nullptr : py::reinterpret_borrow<py::array>(o).data();
+}
+
+RunInputs Net::inputs(const py::handle& x, const py::handle& h0, const py::handle& c0, const py::handle& lengths,
+                      const py::handle& row_ids, bool batch_first) const {
+  RunInputs in;
+  in.batch_first = batch_first;
+  in.x = dense(x, stack_.dtype, "x");
+  const std::string layout = batch_first ? "[B, T, " : "[T, B, ";
+  if (in.x.ndim() != 3 || in.x.shape(2) != stack_.input_size)
+    bad_argument("x: shape " + shape_string(in.x) + ", expected " + layout + std::to_string(stack_.input_size) + "]");
+  if (in.x.shape(0) > INT32_MAX || in.x.shape(1) > INT32_MAX) bad_argument("x: shape " + shape_string(in.x));
+  in.seq_len = static_cast<int>(in.x.shape(batch_first ? 1 : 0));
+  in.batch = static_cast<int>(in.x.shape(batch_first ? 0 : 1));
+  if (in.batch < 1 || in.seq_len < 1)
+    bad_argument("x: shape " + shape_string(in.x) + ": the batch and the length must be at least 1");
+  const auto shapes = state_shapes(in.batch);
+  in.h0 = state_array(h0, stack_.dtype, "h0", shapes.first);
+  const bool lstm = stack_.layers[0].mode == Mode::lstm;
+  if (!c0.is_none() && !lstm) bad_argument("c0: only an LSTM has a cell state");
+  in.c0 = state_array(c0, stack_.dtype, "c0", shapes.second);
+  if (!lengths.is_none()) in.lengths = lengths_of(lengths, in.batch);
+  if (!row_ids.is_none()) {
+    py::array_t<std::int64_t> r = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(row_ids);
+    if (!r || r.ndim() != 1 || r.shape(0) != in.batch)
+      bad_argument("row_ids: expected an integer array of shape [" + std::to_string(in.batch) + "]");
+    for (int b = 0; b < in.batch; ++b) {
+      const std::int64_t v = r.at(b);
+      if (v < 0 || v > UINT32_MAX) bad_argument("row_ids[" + std::to_string(b) + "] = " + std::to_string(v));
+      in.row_ids.push_back(static_cast<std::uint32_t>(v));
+    }
+  }
+  return in;
+}
+
+ForwardArgs Net::forward_args(const RunInputs& in) const {
+  ForwardArgs fa;
+  fa.batch = in.batch;
+  fa.seq_len = in.seq_len;
+  fa.layout = in.batch_first ? Layout::batch_major : Layout::time_major;
+  fa.x = in.x.data();
+  fa.seq_lengths = in.lengths.empty() ? nullptr : in.lengths.data();
+  fa.h0 = data_or_null(in.h0);
+  fa.c0 = data_or_null(in.c0);
+  fa.run_mode = in.mode;
+  fa.seed = in.seed;
+  fa.step = in.step;
+  fa.row_ids = in.row_ids.empty() ? nullptr : in.row_ids.data();
+  fa.time_offset = in.time_offset;
+  return fa;
+}
+
+// A new uint8 array of `bytes` zeros whose data is kAlignment-aligned (a view into a slightly larger one).
+py::array aligned_bytes(std::size_t bytes) {
+  py::array_t<std::uint8_t> base(static_cast<py::ssize_t>(bytes + kAlignment));
+  // Zeroed: a run leaves bytes it does not use (padding) as they were, and an op's output must be
+  // the same for the same inputs (torch.library.opcheck compares them).
+  std::memset(base.mutable_data(), 0, static_cast<std::size_t>(base.nbytes()));
+  const auto addr = reinterpret_cast<std::uintptr_t>(base.data());
+  const py::ssize_t off = static_cast<py::ssize_t>((kAlignment - addr % kAlignment) % kAlignment);
+  return py::array(base.attr("__getitem__")(py::slice(off, off + static_cast<py::ssize_t>(bytes), 1)));
+}
+
+// Runs the network: (y, hy, cy or None, reserve or None).
+py::tuple Net::forward(const RunInputs& in, bool keep_reserve) {
+  if (keep_reserve && !options_.training)
+    fail(Status::unsupported, "a reserve for backward needs a net made for training (training=True)");
+  Plan plan;
+  check(plan_for(in.batch, in.seq_len, &plan));
+  const std::vector<py::ssize_t> y_shape = in.batch_first
+                                               ? std::vector<py::ssize_t>{in.batch, in.seq_len, output_width()}
+                                               : std::vector<py::ssize_t>{in.seq_len, in.batch, output_width()};
+  const auto shapes = state_shapes(in.batch);
+  py::array y(numpy_dtype(stack_.dtype), y_shape);
+  py::array hy(numpy_dtype(stack_.dtype), shapes.first);
+  const bool lstm = stack_.layers[0].mode == Mode::lstm;
+  py::array cy = lstm ? py::array(numpy_dtype(stack_.dtype), shapes.second) : py::array();
+  py::array reserve = keep_reserve ? aligned_bytes(plan.reserve_bytes()) : py::array();
+  ForwardArgs fa = forward_args(in);
+  fa.y = y.mutable_data();
+  fa.hy = hy.mutable_data();
+  fa.cy = lstm ? cy.mutable_data() : nullptr;
+  if (keep_reserve) {
+    fa.reserve = reserve.mutable_data();
+    fa.reserve_bytes = static_cast<std::size_t>(reserve.nbytes());
+  }
+  Status s;
+  {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(mu_);
+    ensure_packed();
+    s = plan.forward(packed_.get(), workspace(plan.workspace_bytes()), plan.workspace_bytes(), fa);
+  }
+  check(s);
+  return py::make_tuple(y, hy, lstm ? py::object(cy) : py::none(), keep_reserve ? py::object(reserve) : py::none());
+}
+
+// Backward after a training forward with the same inputs: (dx, dh0, dc0 or None, dcanonical).
+py::tuple Net::backward(const RunInputs& in, const py::handle& reserve, const py::handle& dy, const py::handle& dhy,
+                        const py::handle& dcy) {
+  if (!options_.training) fail(Status::unsupported, "backward needs a net made for training (training=True)");
+  Plan plan;
+  check(plan_for(in.batch, in.seq_len, &plan));
+  py::array_t<std::uint8_t> res = py::array_t<std::uint8_t>::ensure(reserve);
+  if (!res || !(res.flags() & py::array::c_style) || static_cast<std::size_t>(res.nbytes()) < plan.reserve_bytes())
+    bad_argument("reserve: expected the uint8 reserve the training forward returned");
+  const auto shapes = state_shapes(in.batch);
+  const std::vector<py::ssize_t> y_shape = in.batch_first
+                                               ? std::vector<py::ssize_t>{in.batch, in.seq_len, output_width()}
+                                               : std::vector<py::ssize_t>{in.seq_len, in.batch, output_width()};
+  const bool lstm = stack_.layers[0].mode == Mode::lstm;
+  py::object dya = state_array(dy, stack_.dtype, "dy", y_shape);
+  py::object dhya = state_array(dhy, stack_.dtype, "dhy", shapes.first);
+  if (!dcy.is_none() && !lstm) bad_argument("dcy: only an LSTM has a cell state");
+  py::object dcya = state_array(dcy, stack_.dtype, "dcy", shapes.second);
+  py::array dx(numpy_dtype(stack_.dtype), dims(in.x));
+  py::array dh0(numpy_dtype(stack_.dtype), shapes.first);
+  py::array dc0 = lstm ? py::array(numpy_dtype(stack_.dtype), shapes.second) : py::array();
+  py::array dw(numpy_dtype(stack_.dtype), std::vector<py::ssize_t>{static_cast<py::ssize_t>(param_count(stack_))});
+  BackwardArgs ba;
+  ba.forward = forward_args(in);
+  ba.forward.reserve = const_cast<std::uint8_t*>(res.data());
+  ba.forward.reserve_bytes = static_cast<std::size_t>(res.nbytes());
+  ba.dy = data_or_null(dya);
+  ba.dhy = data_or_null(dhya);
+  ba.dcy = data_or_null(dcya);
+  ba.dx = dx.mutable_data();
+  ba.dh0 = dh0.mutable_data();
+  ba.dc0 = lstm ? dc0.mutable_data() : nullptr;
+  ba.dweights = dw.mutable_data();
+  Status s;
+  {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(mu_);
+    ensure_packed();
+    const std::size_t bytes = plan.backward_workspace_bytes();
+    s = plan.backward(packed_.get(), workspace(bytes), bytes, ba);
+  }
+  check(s);
+  return py::make_tuple(dx, dh0, lstm ? py::object(dc0) : py::none(), dw);
+}
+
+// ---- building nets ----
+
+PlanOptions plan_options(int threads, const std::string& backend, bool training) {
+  PlanOptions o;
+  if (threads < 1) bad_argument("threads: " + std::to_string(threads) + ", expected at least 1");
+  o.threads = threads;
+  o.backend = parse_backend(backend);
+  o.training = training;
+  return o;
+}
+
+// A uniform stack in torch.nn's terms.
+std::unique_ptr<Net> make_net(const std::string& mode, int input_size, int hidden_size, int num_layers,
+                              bool bidirectional, int proj_size, double dropout, const std::string& gru,
+                              const std::string& dtype, int threads, const std::string& backend, bool training,
+                              const std::string& format) {
+  RnnSpec spec;
+  spec.mode = parse_mode_arg(mode);
+  if (!io::parse_gru_variant(gru, &spec.gru_variant))
+    fail(Status::invalid_enum, "gru '" + gru + "': expected reset-after or reset-before");
+  spec.input_size = input_size;
+  spec.hidden_size = hidden_size;
+  spec.num_layers = num_layers;
+  spec.direction = bidirectional ? Direction::bidirectional : Direction::unidirectional;
+  spec.proj_size = proj_size;
+  spec.dropout = dropout;
+  spec.dtype = parse_dtype(dtype);
+  check(validate(spec));
+  WeightFormat f;
+  if (!io::parse_format(format, &f)) fail(Status::invalid_enum, "format '" + format + "'");
+  return std::make_unique<Net>(to_stack(spec), f, "", plan_options(threads, backend, training));
+}
+
+std::unique_ptr<Net> load_net(const std::string& path, const std::string& format, const py::object& prefix,
+                              const std::string& mode, const std::string& gru, const std::string& dtype,
+                              int threads, const std::string& backend, bool training, const py::object& dropout,
+                              const std::string& config_path, const std::string& config_text) {
+  io::ModelHints hints;
+  hints.format = format;
+  if (!prefix.is_none()) {
+    hints.prefix = prefix.cast<std::string>();
+    hints.prefix_given = true;
+  }
+  hints.mode = mode;
+  hints.gru = gru;
+  hints.dtype = parse_dtype(dtype);
+  // A stack configuration (docs/config.md): layers and wrappers, as `rnncore run --config`.
+  StackSpec config;
+  std::string error;
+  if (!config_path.empty() || !config_text.empty()) {
+    const Status cs = config_path.empty()
+                          ? io::parse_stack_config(config_text.data(), config_text.size(), "config", &config, &error)
+                          : io::read_stack_config(config_path, &config, &error);
+    if (cs != Status::ok) fail(cs, error);
+  }
+  const bool has_config = !config_path.empty() || !config_text.empty();
+  io::LoadedModel loaded;
+  const Status s = io::load_weights(path, hints, has_config ? &config : nullptr, &loaded, &error);
+  if (s != Status::ok) fail(s, error);
+  if (!dropout.is_none()) loaded.stack.dropout = dropout.cast<double>();  // as `rnncore run --dropout P`
+  auto net = std::make_unique<Net>(loaded.stack, loaded.format, loaded.prefix, plan_options(threads, backend, training));
+  net->set_canonical(py::array(numpy_dtype(loaded.stack.dtype), std::vector<py::ssize_t>{static_cast<py::ssize_t>(param_count(loaded.stack))},
+                               reinterpret_cast<const void*>(loaded.canonical.data())));
+  net->notes = loaded.notes;
+  net->ignored = loaded.ignored;
+  return net;
+}
+
+// What `rnncore info` prints, as a dict.
+py::dict info() {
+  py::dict d;
+  d["version"] = version_string();
+  Isa isas[8];
+  const int n = available_isas(isas, 8);
+  py::list isa_names;
+  for (int i = 0; i < n; ++i) isa_names.append(to_string(isas[i]));
+  d["isas"] = isa_names;
+  py::list backends;
+  backends.append("reference (f32, f64)");
+  if (n > 0) backends.append("simd (f32)");
+  const std::string gpu = gpu_backend_kind();
+  if (gpu != "none") backends.append("gpu (" + gpu + ")");
+  d["backends"] = backends;
+  py::dict kernels;
+  RnnSpec probe;
+  probe.input_size = probe.hidden_size = 8;
+  for (DType w : {DType::f32, DType::bf16, DType::f16}) {
+    PlanOptions o;
+    o.weight_dtype = w;
+    Plan p;
+    kernels[to_string(w)] = Plan::create(probe, o, &p) == Status::ok ? py::object(py::str(p.kernel_name())) : py::none();
+  }
+  probe.dtype = DType::f64;
+  Plan p64;
+  kernels["f64"] = Plan::create(probe, PlanOptions{}, &p64) == Status::ok ? py::object(py::str(p64.kernel_name())) : py::none();
+  d["kernels"] = kernels;
+  ThreadPool* pool = nullptr;
+  d["threads"] = ThreadPool::create(1, &pool) == Status::ok;
+  ThreadPool::destroy(pool);
+  char desc[256];
+  d["gpu"] = gpu == "none" ? std::string("not built")
+                           : gpu + (gpu_describe(0, desc, sizeof desc) == Status::ok ? std::string(": ") + desc
+                                                                                     : std::string(": no usable device"));
+  return d;
+}
+
+void raise_status_error(const StatusError& e) {
+  PyObject* cls = is_argument_status(e.status) ? g_argument_error : g_error;
+  py::object exc = py::reinterpret_borrow<py::object>(cls)(e.message);
+  exc.attr("status") = py::str(status_message(e.status));
+  PyErr_SetObject(cls, exc.ptr());
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "rnncore's extension: fused LSTM / GRU / RNN stacks over NumPy arrays (use the rnncore package)";
+  g_error = PyErr_NewExceptionWithDoc("rnncore.Error", "A failure reported by rnncore (its status and detail line).",
+                                      PyExc_RuntimeError, nullptr);
+  py::tuple bases = py::make_tuple(py::handle(g_error), py::handle(PyExc_ValueError));
+  g_argument_error = PyErr_NewExceptionWithDoc("rnncore.ArgumentError", "A bad argument (shape, size, value, dtype).",
+                                               bases.ptr(), nullptr);
+  m.attr("Error") = py::handle(g_error);
+  m.attr("ArgumentError") = py::handle(g_argument_error);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const StatusError& e) {
+      raise_status_error(e);
+    }
+  });
+
+  m.def("info", &info, "Version, backends, instruction sets and kernels (what `rnncore info` prints).");
+  m.def("version", [] { return std::string(version_string()); });
+
+  py::class_<Net>(m, "Net")
+      .def(py::init(&make_net), py::arg("mode"), py::arg("input_size"), py::arg("hidden_size"),
+           py::arg("num_layers") = 1, py::arg("bidirectional") = false, py::arg("proj_size") = 0,
+           py::arg("dropout") = 0.0, py::arg("gru") = "reset-after", py::arg("dtype") = "float32",
+           py::arg("threads") = 1, py::arg("backend") = "auto", py::arg("training") = false,
+           py::arg("format") = "pytorch")
+      .def_static("load", &load_net, py::arg("path"), py::arg("format") = "", py::arg("prefix") = py::none(),
+                  py::arg("mode") = "", py::arg("gru") = "", py::arg("dtype") = "float32", py::arg("threads") = 1,
+                  py::arg("backend") = "auto", py::arg("training") = false, py::arg("dropout") = py::none(),
+                  py::arg("config_path") = "", py::arg("config_text") = "")
+      .def_property_readonly("input_size", [](const Net& n) { return n.stack().input_size; })
+      .def_property_readonly("num_layers", [](const Net& n) { return n.stack().num_layers; })
+      .def_property_readonly("mode", [](const Net& n) { return std::string(to_string(n.stack().layers[0].mode)); })
+      .def_property_readonly("hidden_sizes", [](const Net& n) {
+        std::vector<int> h;
+        for (int l = 0; l < n.stack().num_layers; ++l) h.push_back(n.stack().layers[l].hidden_size);
+        return h;
+      })
+      .def_property_readonly("bidirectional", [](const Net& n) { return n.stack().layers[0].direction == Direction::bidirectional; })
+      .def_property_readonly("dtype", [](const Net& n) { return numpy_dtype(n.stack().dtype); })
+      .def_property_readonly("dropout", [](const Net& n) { return n.stack().dropout; })
+      .def_property_readonly("output_width", &Net::output_width)
+      .def_property_readonly("param_count", [](const Net& n) { return param_count(n.stack()); })
+      .def_property_readonly("format", [](const Net& n) { return std::string(to_string(n.format())); })
+      .def_property_readonly("prefix", &Net::prefix)
+      .def_property_readonly("training", &Net::training)
+      .def_property_readonly("threads", &Net::threads)
+      .def_property_readonly("kernel", &Net::kernel)
+      .def_property_readonly("backend", &Net::backend)
+      .def_readonly("notes", &Net::notes)
+      .def_readonly("ignored", &Net::ignored)
+      .def("state_shapes", &Net::state_shapes, py::arg("batch"))
+      .def("reserve_bytes", &Net::reserve_bytes, py::arg("batch"), py::arg("seq_len"))
+      .def("tensors", &Net::tensors)
+      .def("canonical", &Net::canonical)
+      .def("set_canonical", &Net::set_canonical, py::arg("values"))
+      .def("set_weights", &Net::set_weights, py::arg("values"))
+      .def("export", [](const Net& n) { return n.export_tensors(py::none(), false); })
+      .def("export_gradients", [](const Net& n, const py::handle& dc) { return n.export_tensors(dc, true); },
+           py::arg("dcanonical"))
+      .def(
+          "forward",
+          [](Net& n, const py::handle& x, const py::handle& h0, const py::handle& c0, const py::handle& lengths,
+             bool batch_first, const std::string& mode, std::uint64_t seed, std::uint64_t step,
+             std::uint32_t time_offset, const py::handle& row_ids, bool keep_reserve) {
+            RunInputs in = n.inputs(x, h0, c0, lengths, row_ids, batch_first);
+            in.mode = parse_run_mode(mode);
+            in.seed = seed;
+            in.step = step;
+            in.time_offset = time_offset;
+            return n.forward(in, keep_reserve);
+          },
+          py::arg("x"), py::arg("h0") = py::none(), py::arg("c0") = py::none(), py::arg("lengths") = py::none(),
+          py::arg("batch_first") = false, py::arg("mode") = "inference", py::arg("seed") = 0, py::arg("step") = 0,
+          py::arg("time_offset") = 0, py::arg("row_ids") = py::none(), py::arg("keep_reserve") = false)
+      .def(
+          "backward",
+          [](Net& n, const py::handle& x, const py::handle& reserve, const py::handle& dy, const py::handle& dhy,
+             const py::handle& dcy, const py::handle& h0, const py::handle& c0, const py::handle& lengths,
+             bool batch_first, const std::string& mode, std::uint64_t seed, std::uint64_t step,
+             std::uint32_t time_offset, const py::handle& row_ids) {
+            RunInputs in = n.inputs(x, h0, c0, lengths, row_ids, batch_first);
+            in.mode = parse_run_mode(mode);
+            in.seed = seed;
+            in.step = step;
+            in.time_offset = time_offset;
+            return n.backward(in, reserve, dy, dhy, dcy);
+          },
+          py::arg("x"), py::arg("reserve"), py::arg("dy") = py::none(), py::arg("dhy") = py::none(),
+          py::arg("dcy") = py::none(), py::arg("h0") = py::none(), py::arg("c0") = py::none(),
+          py::arg("lengths") = py::none(), py::arg("batch_first") = false, py::arg("mode") = "inference",
+          py::arg("seed") = 0, py::arg("step") = 0, py::arg("time_offset") = 0, py::arg("row_ids") = py::none());
+}

@@ -1,0 +1,282 @@
+"""rnncore.torch against torch.nn: forward, every gradient, PackedSequence, opcheck, torch.compile,
+dropout from (seed, step), bad inputs."""
+
+import random
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence  # noqa: E402
+
+import rnncore  # noqa: E402
+import rnncore.torch as rt  # noqa: E402
+
+FORWARD_TOL = 1e-5  # absolute, on outputs and states
+GRAD_TOL = 2e-4     # relative to the largest magnitude of the reference gradient
+
+
+def pair(kind, seed, **kw):
+    """A random torch.nn module and the rnncore.torch module with its state_dict."""
+    torch.manual_seed(seed)
+    if kind == "lstm":
+        ref, ours = nn.LSTM(**kw), rt.LSTM
+    elif kind == "gru":
+        ref, ours = nn.GRU(**kw), rt.GRU
+    else:
+        ref, ours = nn.RNN(nonlinearity=kind, **kw), rt.RNN
+        kw = dict(kw, nonlinearity=kind)
+    mod = ours(**kw)
+    mod.load_state_dict(ref.state_dict())
+    return ref, mod
+
+
+def random_config(rng):
+    kind = rng.choice(["lstm", "gru", "tanh", "relu"])
+    return kind, dict(input_size=rng.randint(1, 12), hidden_size=rng.randint(1, 24), num_layers=rng.randint(1, 3),
+                      bias=rng.random() < 0.8, batch_first=rng.random() < 0.5, bidirectional=rng.random() < 0.5)
+
+
+def states(kind, kw, batch, gen):
+    d = 2 if kw["bidirectional"] else 1
+    h = torch.randn(kw["num_layers"] * d, batch, kw["hidden_size"], generator=gen)
+    return (h, torch.randn(h.shape, generator=gen)) if kind == "lstm" else h
+
+
+def flat(out):
+    """Tensors of a forward's result: output, h_n (and c_n)."""
+    y, hx = out
+    return [y] + (list(hx) if isinstance(hx, tuple) else [hx])
+
+
+def assert_grads_close(ref_grads, our_grads, names):
+    for name, r, o in zip(names, ref_grads, our_grads):
+        scale = max(r.abs().max().item(), 1e-30)
+        err = (r - o).abs().max().item() / scale
+        assert err <= GRAD_TOL, f"{name}: gradient differs by {err:.2e} of its largest magnitude"
+
+
+def compare(ref, mod, x, hx, gen):
+    """Forward within FORWARD_TOL, and every gradient (input, states, weights) within GRAD_TOL."""
+    inputs = [x] + ([] if hx is None else (list(hx) if isinstance(hx, tuple) else [hx]))
+    for t in inputs:
+        t.requires_grad_(True)
+    ref_out, our_out = flat(ref(x, hx)), flat(mod(x, hx))
+    for r, o in zip(ref_out, our_out):
+        assert r.shape == o.shape
+        assert (r - o).abs().max().item() <= FORWARD_TOL
+    cot = [torch.randn(r.shape, generator=gen) for r in ref_out]
+    ref_params, our_params = list(ref.parameters()), list(mod.parameters())
+    names = ["input", "h0", "c0"][: len(inputs)] + [n for n, _ in mod.named_parameters()]
+    rg = torch.autograd.grad(ref_out, inputs + ref_params, cot)
+    og = torch.autograd.grad(our_out, inputs + our_params, cot)
+    assert_grads_close(rg, og, names)
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_models_match_torch_nn(seed):
+    rng = random.Random(seed)
+    kind, kw = random_config(rng)
+    ref, mod = pair(kind, seed, **kw)
+    assert [n for n, _ in mod.named_parameters()] == [n for n, _ in ref.named_parameters()]
+    gen = torch.Generator().manual_seed(seed)
+    t, b = rng.randint(1, 9), rng.randint(1, 5)
+    x = torch.randn((b, t, kw["input_size"]) if kw["batch_first"] else (t, b, kw["input_size"]), generator=gen)
+    hx = states(kind, kw, b, gen) if rng.random() < 0.5 else None
+    compare(ref, mod, x, hx, gen)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru", "tanh"])
+def test_packed_sequence(kind):
+    kw = dict(input_size=5, hidden_size=7, num_layers=2, bidirectional=True)
+    ref, mod = pair(kind, 11, **kw)
+    gen = torch.Generator().manual_seed(3)
+    lengths = torch.tensor([3, 6, 1, 6, 4])
+    x = torch.randn(6, 5, 5, generator=gen, requires_grad=True)
+    hx = states(kind, kw, 5, gen)
+    packed = pack_padded_sequence(x, lengths, enforce_sorted=False)
+    ref_out, our_out = ref(packed, hx), mod(packed, hx)
+    assert torch.equal(our_out[0].batch_sizes, ref_out[0].batch_sizes)
+    assert torch.equal(our_out[0].sorted_indices, ref_out[0].sorted_indices)
+    rflat = [ref_out[0].data] + flat((None, ref_out[1]))[1:]
+    oflat = [our_out[0].data] + flat((None, our_out[1]))[1:]
+    for r, o in zip(rflat, oflat):
+        assert (r - o).abs().max().item() <= FORWARD_TOL
+    cot = [torch.randn(r.shape, generator=gen) for r in rflat]
+    rg = torch.autograd.grad(rflat, [x] + list(ref.parameters()), cot, retain_graph=True)  # `packed` is shared
+    og = torch.autograd.grad(oflat, [x] + list(mod.parameters()), cot)
+    assert_grads_close(rg, og, ["input"] + [n for n, _ in mod.named_parameters()])
+    y, _ = pad_packed_sequence(our_out[0])
+    assert y.shape == (6, 5, 14)
+
+
+def test_unbatched_input_and_projection():
+    ref, mod = pair("lstm", 5, input_size=4, hidden_size=6, num_layers=2, proj_size=3)
+    x = torch.randn(7, 4)
+    with torch.no_grad():
+        for r, o in zip(flat(ref(x)), flat(mod(x))):
+            assert r.shape == o.shape and (r - o).abs().max().item() <= FORWARD_TOL
+    with pytest.raises(ValueError, match="proj_size"):
+        mod(x.requires_grad_())
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru", "tanh"])
+def test_float64_gradcheck(kind):
+    """Finite differences of the whole function: input, initial states and every weight."""
+    torch.manual_seed(0)
+    cls = {"lstm": rt.LSTM, "gru": rt.GRU, "tanh": rt.RNN}[kind]
+    mod = cls(3, 4, num_layers=2, bidirectional=True, dtype=torch.float64)
+    names = [n for n, _ in mod.named_parameters()]
+    x = torch.randn(4, 2, 3, dtype=torch.float64, requires_grad=True)
+    h0 = torch.randn(4, 2, 4, dtype=torch.float64, requires_grad=True)
+    c0 = torch.randn(4, 2, 4, dtype=torch.float64, requires_grad=True)
+    params = [p.detach().clone().requires_grad_() for p in mod.parameters()]
+
+    def f(x, h0, c0, *ps):
+        hx = (h0, c0) if kind == "lstm" else h0
+        return flat(torch.func.functional_call(mod, dict(zip(names, ps)), (x, hx)))
+
+    assert torch.autograd.gradcheck(f, (x, h0, c0, *params), eps=1e-6, atol=1e-7)
+
+
+def opcheck_args(kind, need_reserve):
+    mod = {"lstm": rt.LSTM, "gru": rt.GRU}[kind](3, 5, num_layers=2)
+    x = torch.randn(4, 2, 3, requires_grad=True)
+    h0 = torch.randn(2, 2, 5, requires_grad=True)
+    c0 = torch.randn(2, 2, 5, requires_grad=True) if kind == "lstm" else None
+    return (x, mod.all_weights, h0, c0, torch.tensor([4, 2]), mod._spec, 0, 0, 0, False, need_reserve)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_opcheck(kind):
+    torch.library.opcheck(torch.ops.rnncore.rnn.default, opcheck_args(kind, True))
+    torch.library.opcheck(torch.ops.rnncore.rnn.default, opcheck_args(kind, False),
+                          test_utils=("test_schema", "test_faketensor"))
+
+
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = rt.LSTM(6, 8, num_layers=2, batch_first=True, bidirectional=True, dropout=0.2)
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, x):
+        y, _ = self.rnn(x)
+        return self.head(y)
+
+
+def test_torch_compile_fullgraph():
+    """torch.compile's default backend (Inductor), no graph break: inference, and a training step with
+    dropout (the module's step advances as in eager mode) and its gradients."""
+    torch.manual_seed(1)
+    model = Tagger()
+    x = torch.randn(3, 5, 6)
+    compiled = torch.compile(model, fullgraph=True)
+    model.eval()
+    assert torch.allclose(compiled(x), model(x), atol=1e-6)
+    model.train()
+    model.rnn.step = 0
+    eager = model(x)
+    grads = torch.autograd.grad(eager.square().sum(), list(model.parameters()))
+    model.rnn.step = 0
+    out = compiled(x)
+    assert model.rnn.step == 1
+    assert torch.allclose(out, eager, atol=1e-6)
+    cgrads = torch.autograd.grad(out.square().sum(), list(model.parameters()))
+    for g, c in zip(grads, cgrads):
+        assert torch.allclose(g, c, atol=1e-5)
+
+
+def test_dropout_reproducible_and_equal_to_the_library_run(tmp_path):
+    safetensors = pytest.importorskip("safetensors.torch")
+    mod = rt.LSTM(4, 6, num_layers=3, dropout=0.5, seed=7)
+    x = torch.randn(5, 2, 4)
+    mod.train()
+    mod.step = 3
+    y3 = mod(x)[0]
+    assert mod.step == 4
+    y4 = mod(x)[0]
+    mod.step = 3
+    assert torch.equal(mod(x)[0], y3)
+    assert not torch.equal(y3, y4)
+    mod.eval()
+    y_eval = mod(x)[0]
+    assert not torch.equal(y3, y_eval) and mod.step == 4
+    # The same masks as the library's own training run (what `rnncore run --train --seed 7 --step 3` runs):
+    # a file holds no dropout, so the NumPy API is given the module's p (`rnncore run --dropout 0.5`).
+    path = tmp_path / "m.safetensors"
+    safetensors.save_file({k: v.contiguous() for k, v in mod.state_dict().items()}, str(path))
+    m = rnncore.load(path, training=True, dropout=0.5)
+    y_lib = m.run(x.numpy(), train=True, seed=7, step=3)[0]
+    np.testing.assert_allclose(y_lib, y3.detach().numpy(), atol=1e-6)
+
+
+def test_dropout_gradients_match_a_masked_reference():
+    mod = rt.GRU(3, 4, num_layers=2, dropout=0.3, seed=2)
+    mod.train()
+    x = torch.randn(6, 2, 3, requires_grad=True)
+    mod.step = 5
+    y = mod(x)[0]
+    g = torch.autograd.grad(y.sum(), [x] + list(mod.parameters()))
+    mod.step = 5
+    y2 = mod(x)[0]
+    g2 = torch.autograd.grad(y2.sum(), [x] + list(mod.parameters()))
+    assert torch.equal(y, y2)
+    for a, b in zip(g, g2):
+        assert torch.equal(a, b)
+
+
+def test_bad_inputs_raise_clear_errors():
+    mod = rt.LSTM(3, 4)
+    with pytest.raises(ValueError, match=r"x: shape \[5, 2, 7\], expected \[T, B, 3\]"):
+        mod(torch.randn(5, 2, 7))
+    with pytest.raises(ValueError, match="dtype torch.float64, expected torch.float32"):
+        mod(torch.randn(5, 2, 3, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"h0: shape \[1, 3, 4\], expected \[1, 2, 4\]"):
+        mod(torch.randn(5, 2, 3), (torch.zeros(1, 3, 4), torch.zeros(1, 3, 4)))
+    with pytest.raises(ValueError, match="hx: expected a tuple"):
+        mod(torch.randn(5, 2, 3), torch.zeros(1, 2, 4))
+    with pytest.raises(ValueError, match="4 dimensions"):
+        mod(torch.randn(5, 2, 3, 1))
+    with pytest.raises(ValueError, match="runs on the CPU"):
+        rt.GRU(3, 4, device="cuda")
+    with pytest.raises(ValueError, match="nonlinearity"):
+        rt.RNN(3, 4, nonlinearity="sigmoid")
+    with pytest.raises(ValueError, match="dropout"):
+        rt.LSTM(3, 4, dropout=1.5)
+    with pytest.raises(ValueError, match="hidden"):
+        rt.LSTM(3, 0)
+    # A non-contiguous input is accepted, as torch.nn does: the same result as its contiguous copy.
+    x = torch.randn(2, 5, 3).transpose(0, 1)
+    assert torch.equal(mod(x)[0], mod(x.contiguous())[0])
+
+
+def test_torch_export_keeps_the_op():
+    mod = rt.GRU(6, 8, num_layers=2)
+    x = torch.randn(5, 3, 6)
+    ep = torch.export.export(mod, (x,))
+    targets = [n.target for n in ep.graph.nodes if n.op == "call_function"]
+    assert torch.ops.rnncore.rnn.default in targets
+    assert torch.equal(ep.module()(x)[0], mod(x)[0])
+
+
+@pytest.mark.parametrize("kind, kw", [("lstm", dict(num_layers=2, bidirectional=True)), ("gru", dict(bias=False)),
+                                      ("tanh", dict(num_layers=3))])
+def test_weight_gather_equals_the_library_import(kind, kw):
+    """Runs gather the canonical weights with a map found once through import_weights: the same values
+    as importing the module's tensors, and the gradients the same as export_gradient_tensor's."""
+    _, mod = pair(kind, 9, input_size=3, hidden_size=5, **kw)
+    e = rt._entry(mod._spec)
+    assert e.source is not None
+    e.load(mod.all_weights, e.net)
+    gathered = e.net.canonical()
+    full = [None] * len(e.names)
+    for i, w in zip(e.present, mod.all_weights):
+        full[i] = w.detach().numpy()
+    e.net.set_weights(full)
+    np.testing.assert_array_equal(gathered, e.net.canonical())
+    d = np.random.default_rng(0).standard_normal(gathered.shape).astype(np.float32)
+    want = e.net.export_gradients(d)
+    for g, i in zip(e.gradients(d), e.present):
+        np.testing.assert_array_equal(g, want[i])
