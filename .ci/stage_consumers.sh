@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CI stage: rnncore as other projects use it (docs/integration.md). Installs the libraries into a
 # temporary prefix (meson setup --prefix, meson install), then
-#   (a) builds the README's C example with gcc through `pkg-config --cflags --libs rnncore`, runs it;
+#   (a) builds the user guide's C example (docs/guide.md) with gcc through `pkg-config --cflags --libs rnncore`, runs it;
 #   (b) the same for the C++ example with g++;
 #   (c) builds tests/consumers/cmake/run_model.cpp with g++ through `pkg-config rnncore_io`, runs it
 #       (it loads the bundled PyTorch LSTM with rnncore::io and compares with PyTorch's output);
@@ -71,7 +71,7 @@ if $installed; then
   echo "pkg-config --cflags --libs rnncore_io: $(pkg-config --cflags --libs rnncore_io)"
   echo "pkg-config --static --libs rnncore_io: $(pkg-config --static --libs rnncore_io)"
 
-  # ---- (a), (b): the README's examples through pkg-config, exactly as a user types them ----
+  # ---- (a), (b): the user guide's examples through pkg-config, exactly as a user types them ----
   log "(a) gcc examples/hello_lstm.c \$(pkg-config --cflags --libs rnncore)"
   if gcc examples/hello_lstm.c $(pkg-config --cflags --libs rnncore) -o "$work/hello_c" && "$work/hello_c"; then
     ok "C example: gcc + pkg-config rnncore"

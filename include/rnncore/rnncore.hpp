@@ -106,7 +106,7 @@ struct RnnSpec {
   InputMode input_mode = InputMode::linear;
   DType dtype = DType::f32;  ///< activations and canonical weights: f32 or f64
   double dropout = 0.0;      ///< CudnnLSTM inter-layer dropout p in [0, 1): every layer's output but the last, in dropout runs
-  /// LSTM only (TF LSTMCell, PyTorch nn.LSTM; docs/weights.md "LSTM extensions"). Reference backend only.
+  /// LSTM only (TF LSTMCell, PyTorch nn.LSTM; docs/weights.md "LSTM extensions"). Inference on the CPU backends (reference and SIMD); training and the GPU backend refuse them.
   std::int32_t proj_size = 0;  ///< P: h = W_proj (o ⊙ tanh(c)) has P units (0: no projection; else 1..H−1)
   bool peepholes = false;      ///< i, f see p_i ⊙ c_{t−1}, p_f ⊙ c_{t−1}; o sees p_o ⊙ c_t (TF use_peepholes)
   double cell_clip = 0.0;      ///< c clipped to [−clip, clip] after its update (0: none; TF cell_clip)
