@@ -5,9 +5,9 @@
              and a number, or a markdown link to design.md followed by one) names a section that
              docs/design.md has ("## n. ..." or "### n.m ..."), and a markdown link to it resolves;
              the old form (DESIGN, or DESIGN.md, followed by a section) is an error
-  includes   files in tools/ and examples/ include public headers (include/rnncore/...), their
+  includes   files in tools/, examples/ and python/ include public headers (include/rnncore/...), their
              own and system headers only: no src/ or simd/ header
-  functions  no C/C++ function in include/, src/, simd/ or tools/ is longer than 150 lines,
+  functions  no C/C++ function in include/, src/, simd/, tools/ or python/ is longer than 150 lines,
              counted from the first line of its signature to its closing brace
 
 Today's exceptions are listed below (ALLOWED_*); an exception may shrink, never grow. Entries that
@@ -30,14 +30,14 @@ MAX_FUNCTION_LINES = 150
 ALLOWED_LONG_FUNCTIONS = {}  # none left: every function is at most 150 lines
 
 # Exceptions to the public-headers rule, each as path:header.
-ALLOWED_PRIVATE_INCLUDES = set()  # none left: tools/ and examples/ include public headers only
+ALLOWED_PRIVATE_INCLUDES = set()  # none left: tools/, examples/ and python/ include public headers only
 
 SKIP_DIRS = {".git", "subprojects", "node_modules", "__pycache__"}
 FIXTURES = os.path.join("tests", "house_fixtures")
 C_EXTS = (".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".hxx", ".inc", ".cu", ".cuh", ".hip")
 TEXT_EXTS = C_EXTS + (".py", ".md", ".txt", ".build", ".sh", ".rst", ".json", ".toml", ".cfg", ".in", ".S", ".s")
-FUNCTION_DIRS = ("include", "src", "simd", "tools")
-PUBLIC_ONLY_DIRS = ("tools", "examples")
+FUNCTION_DIRS = ("include", "src", "simd", "tools", "python")
+PUBLIC_ONLY_DIRS = ("tools", "examples", "python")
 PRIVATE_PREFIXES = ("src/", "simd/", "hip/")
 
 
@@ -122,13 +122,13 @@ def check_citations(root):
 
 
 # ---------------------------------------------------------------------------------------------
-# (b) private includes in tools/ and examples/
+# (b) private includes in tools/, examples/ and python/
 
 INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"]', re.M)
 
 
 def private_includes(root):
-    """[(file, header, line)] of every private include in tools/ and examples/."""
+    """[(file, header, line)] of every private include in tools/, examples/ and python/."""
     found = []
     for d in PUBLIC_ONLY_DIRS:
         for rel in walk(root, d, C_EXTS):
@@ -150,7 +150,7 @@ def check_includes(root, allowed):
         seen.add(key)
         if key not in allowed:
             problems.append(f"{rel}:{line}: includes the private header {path} "
-                            "(tools/ and examples/ use include/rnncore/ only)")
+                            "(tools/, examples/ and python/ use include/rnncore/ only)")
     return problems, sorted(allowed - seen)
 
 
@@ -450,7 +450,7 @@ def main(argv):
         for rule, p in problems:
             print(f"  [{rule}] {p}")
         return 1
-    print("house rules hold: design citations resolve, tools/ and examples/ include public headers only, "
+    print("house rules hold: design citations resolve, tools/, examples/ and python/ include public headers only, "
           f"no function over {MAX_FUNCTION_LINES} lines beyond the allowlist")
     return 0
 
