@@ -39,6 +39,16 @@ inline std::string meta(const rnncore::io::SafeTensors& f, const char* key) {
   return *v;
 }
 
+/// A tensor of a golden file as elements of T (any float dtype of the file).
+template <class T>
+std::vector<T> floats(const rnncore::io::SafeTensors& f, const std::string& name) {
+  rnncore::io::Array a;
+  REQUIRE(f.array(name, &a) == RNNCORE_OK);
+  std::vector<double> d;
+  REQUIRE(rnncore::io::to_f64(a, &d) == RNNCORE_OK);
+  return std::vector<T>(d.begin(), d.end());
+}
+
 }  // namespace rnncore_test
 
 #endif  // RNNCORE_TESTS_GOLDEN_FILES_HPP

@@ -22,15 +22,6 @@ using namespace rnncore_test;
 
 namespace {
 
-template <class T>
-std::vector<T> floats(const io::SafeTensors& f, const std::string& name) {
-  io::Array a;
-  REQUIRE(f.array(name, &a) == RNNCORE_OK);
-  std::vector<double> d;
-  REQUIRE(io::to_f64(a, &d) == RNNCORE_OK);
-  return std::vector<T>(d.begin(), d.end());
-}
-
 struct LayersCase {
   std::string model, name;
   io::SafeTensors data;
