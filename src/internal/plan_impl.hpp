@@ -14,7 +14,9 @@
 namespace rnncore {
 namespace detail {
 
-// Byte offsets of one direction's packed parameters.
+// Byte offsets of one direction's packed parameters, in the SIMD backend's panel layout (below) or
+// the GPU's row-major W, R and biases (src/gpu/host/plan.hpp, compute_layout); zero in a reference
+// plan, whose packed buffer is the canonical one.
 struct DirectionPack {
   std::size_t w_panel = 0;    // SIMD: input panel (nb × I × G × V)
   std::size_t r_panel = 0;    // SIMD: recurrent panel (GRU reset-before: r, z only)
