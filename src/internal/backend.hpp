@@ -36,9 +36,10 @@ struct BackendOps {
   void (*head_product_f32)(const PlanImpl& p, const unsigned char* packed, const float* a, int n, float* c);
 };
 
-extern const BackendOps kReferenceBackend;  // src/reference.cpp
-extern const BackendOps kSimdBackend;       // src/simd_backend.cpp
-extern const BackendOps kGpuBackend;        // src/plan.cpp (planning on the host; runs in src/gpu/ or src/gpu_none.cpp)
+// The tables, written out at the end of src/plan.cpp (beside choose_backend) from the pieces below.
+extern const BackendOps kReferenceBackend;
+extern const BackendOps kSimdBackend;
+extern const BackendOps kGpuBackend;  // planning on the host; its runs in src/gpu/ (or src/gpu_none.cpp)
 
 // Whether a created plan's buffers are device memory (false for a plan not created).
 inline bool buffers_in_device_memory(const PlanImpl& p) { return p.ops != nullptr && p.ops->device_memory; }
