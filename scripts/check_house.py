@@ -9,6 +9,10 @@
              own and system headers only: no src/ or simd/ header
   functions  no C/C++ function in include/, src/, simd/, tools/ or python/ is longer than 150 lines,
              counted from the first line of its signature to its closing brace
+  backends   the library (include/, src/, simd/) compares a backend (`backend ==`, `backend() !=`,
+             `== Backend::...`) only in src/plan.cpp, the file that chooses it (choose_backend); the
+             rest goes through the chosen backend's table (src/internal/backend.hpp). Programs
+             using the public API (tools/, tests/) may ask Plan::backend()
 
 Today's exceptions are listed below (ALLOWED_*); an exception may shrink, never grow. Entries that
 no longer apply are reported as notes (with --strict, as failures) so that the lists get shorter.
@@ -39,6 +43,8 @@ TEXT_EXTS = C_EXTS + (".py", ".md", ".txt", ".build", ".sh", ".rst", ".json", ".
 FUNCTION_DIRS = ("include", "src", "simd", "tools", "python")
 PUBLIC_ONLY_DIRS = ("tools", "examples", "python")
 PRIVATE_PREFIXES = ("src/", "simd/", "hip/")
+LIBRARY_DIRS = ("include", "src", "simd")
+BACKEND_CHOOSER = "src/plan.cpp"
 
 
 def walk(root, subdir="", exts=TEXT_EXTS):
@@ -371,6 +377,26 @@ def check_functions(root, allowed):
 
 
 # ---------------------------------------------------------------------------------------------
+# (d) backend comparisons outside the choice
+
+BACKEND_CMP_RE = re.compile(r"\bbackend\s*(?:\(\s*\))?\s*[!=]=|[!=]=\s*Backend\s*::|\bBackend\s*::\s*\w+\s*[!=]=")
+
+
+def check_backends(root):
+    problems = []
+    for d in LIBRARY_DIRS:
+        for rel in walk(root, d, C_EXTS):
+            if rel == BACKEND_CHOOSER:
+                continue
+            s = strip_code(read(root, rel) or "")
+            for m in BACKEND_CMP_RE.finditer(s):
+                line = s.count("\n", 0, m.start()) + 1
+                problems.append(f"{rel}:{line}: compares a backend ('{m.group(0).strip()}'); outside "
+                                f"{BACKEND_CHOOSER} ask the plan's BackendOps (a call or a property it states)")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
 
 def check(root, allowed_functions, allowed_includes, strict):
     problems, notes = [], []
@@ -381,6 +407,7 @@ def check(root, allowed_functions, allowed_includes, strict):
     fn_problems, fn_notes = check_functions(root, allowed_functions)
     problems += [("functions", p) for p in fn_problems]
     notes += fn_notes
+    problems += [("backends", p) for p in check_backends(root)]
     if strict:
         problems += [("allowlist", n) for n in notes]
         notes = []
@@ -406,6 +433,9 @@ def self_test(repo):
         ("docs/design.md has no section 5", "a missing section in a list"),
         ("does not lead to docs/design.md", "a markdown link to the wrong file"),
         ("cites the old contract", "the old citation form"),
+        ("src/dispatch.cpp:6: compares a backend ('backend ==')", "a backend comparison outside the choice"),
+        ("src/dispatch.cpp:7: compares a backend ('backend() !=')", "a comparison of Plan::backend()"),
+        ("src/dispatch.cpp:8: compares a backend ('Backend::reference ==')", "a comparison written the other way round"),
     ]
     refuse = [  # (must not be reported, why)
         ("exactly_150", "a function of exactly 150 lines"),
@@ -416,6 +446,9 @@ def self_test(repo):
         ("no section 2.1", "a citation of an existing subsection"),
         ("no section 4", "a range whose ends exist"),
         ("src/good.cpp", "a file without faults"),
+        ("src/plan.cpp:3", "a backend comparison in the file that chooses the backend"),
+        ("src/dispatch.cpp:3:", "a backend comparison in a comment"),
+        ("src/dispatch.cpp:9:", "a backend assigned, not compared"),
     ]
     failures = [f"not found: {why} ('{s}')" for s, why in expect if s not in text]
     failures += [f"wrongly reported: {why} ('{s}')" for s, why in refuse if s in text]
@@ -451,7 +484,8 @@ def main(argv):
             print(f"  [{rule}] {p}")
         return 1
     print("house rules hold: design citations resolve, tools/, examples/ and python/ include public headers only, "
-          f"no function over {MAX_FUNCTION_LINES} lines beyond the allowlist")
+          f"no function over {MAX_FUNCTION_LINES} lines beyond the allowlist, "
+          f"backends compared only in {BACKEND_CHOOSER}")
     return 0
 
 

@@ -1,8 +1,10 @@
-// The forward driver: checks a run's arguments, then walks layers and directions, handing each
-// (layer, direction) to the plan's backend with views of its input, output and state slots, and
-// applies inter-layer dropout between layers.
+// The forward driver: checks a run's arguments and hands the run to the plan's backend (its
+// BackendOps). The host backends' forward is here too: the training forward into the reserve, or
+// the embedding, the backend's layers (each (layer, direction) with views of its input, output and
+// state slots, inter-layer dropout between layers) and the head.
 #include <cstring>
 
+#include "src/internal/backend.hpp"
 #include "src/internal/dropout.hpp"
 #include "src/internal/error.hpp"
 #include "src/internal/plan_impl.hpp"
@@ -20,7 +22,7 @@ Status check_args(const PlanImpl& p, const void* packed, const void* workspace, 
                   std::size_t needed, bool y_needed, const ForwardArgs& a) {
   RNNCORE_ENSURE(p.magic == detail::kPlanMagic, Status::invalid_enum, "forward: the plan was not created");
   RNNCORE_ENSURE(packed != nullptr, Status::null_pointer, "forward: packed weights are null");
-  if (p.backend != Backend::gpu) {  // a GPU plan's buffer is device memory: gpu_forward checks it
+  if (!p.ops->device_memory) {  // a GPU plan's buffer is device memory: its forward checks it
     detail::PackedHeader header;
     std::memcpy(&header, packed, sizeof header);
     RNNCORE_ENSURE(header.magic == detail::kPackedMagic && header.fingerprint == p.fingerprint,
@@ -82,7 +84,7 @@ void multiply_layer_mask(const PlanImpl& p, const detail::Mask& m, const detail:
   for (int t = 0; t < steps; ++t)
     for (int b = 0; b < batch; ++b) {
       T* row = out + (static_cast<std::int64_t>(t) * batch + b) * width;
-      detail::mask_row(p.kernels, m, run, t, b, mask);
+      detail::mask_row(p.simd.kernels, m, run, t, b, mask);
       for (int u = 0; u < width; ++u) row[u] *= mask[u];
     }
 }
@@ -113,17 +115,18 @@ void apply_inter_layer_dropout(const PlanImpl& p, const RunDropout& run, int lay
 
 }  // namespace detail
 
-Status Plan::forward(const void* packed, void* workspace, std::size_t workspace_bytes, const ForwardArgs& a) const {
-  detail::clear_error();
-  const PlanImpl& p = impl(*this);
-  RNNCORE_RETURN_IF_ERROR(check_args(p, packed, workspace, workspace_bytes, p.ws.total, true, a));
-  if (a.batch == 0) return Status::ok;
-  if (p.backend == Backend::gpu) return detail::gpu_forward(p, packed, workspace, a);
+namespace detail {
 
+namespace {
+
+using Layers = void (*)(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& a,
+                        const RunDropout& run);
+
+Status host_forward(const PlanImpl& p, const void* packed, void* workspace, const ForwardArgs& a, Layers layers) {
   const StackSpec& st = p.stack;
   auto* ws = static_cast<unsigned char*>(workspace);
   const auto* pk = static_cast<const unsigned char*>(packed);
-  const detail::RunDropout run = detail::run_dropout(p, a);
+  const RunDropout run = run_dropout(p, a);
 
   // A non-LSTM layer has no cell state: its cy block is zero.
   if (a.cy != nullptr)
@@ -132,27 +135,31 @@ Status Plan::forward(const void* packed, void* workspace, std::size_t workspace_
         std::memset(static_cast<unsigned char*>(a.cy) + static_cast<std::size_t>(cell_state_offset(st, a.batch, l, 0)) * dtype_size(st.dtype),
                     0, static_cast<std::size_t>(p.layers[l].dirs) * a.batch * p.layers[l].hidden * dtype_size(st.dtype));
 
-  if (a.reserve != nullptr) return detail::train_forward(p, pk, ws, a, run);
-  if (st.embedding.vocab_size > 0) detail::embed_lookup(p, pk, ws, a);
-  if (p.backend == Backend::simd) {
-    detail::simd_forward(p, pk, ws, a, run);
-    if (st.head.out_features > 0) detail::run_head(p, pk, ws, a);
-    return Status::ok;
-  }
-  // The reference: one direction after the other, one thread.
-  for (int l = 0; l < st.num_layers; ++l) {
-    for (int d = 0; d < p.layers[l].dirs; ++d) {
-      detail::ReferenceBuffers buf;
-      buf.h[0] = ws + p.ws.h[d][0];
-      buf.h[1] = ws + p.ws.h[d][1];
-      buf.c = ws + p.ws.c[d];
-      buf.rows = ws + p.ws.scratch + static_cast<std::size_t>(d) * p.ws.scratch_stride;
-      detail::reference_run_direction(p, l, d, detail::direction_io(p, a, ws, l, d, run), pk + detail::kPackedHeaderBytes, buf);
-    }
-    detail::apply_inter_layer_dropout(p, run, l, ws + p.ws.layer_out[l & 1], a.seq_len, a.batch, ws + p.ws.scratch);
-  }
-  if (st.head.out_features > 0) detail::run_head(p, pk, ws, a);
+  if (a.reserve != nullptr) return train_forward(p, pk, ws, a, run);
+  if (st.embedding.vocab_size > 0) embed_lookup(p, pk, ws, a);
+  layers(p, pk, ws, a, run);
+  if (st.head.out_features > 0) run_head(p, pk, ws, a);
   return Status::ok;
+}
+
+}  // namespace
+
+Status reference_forward(const PlanImpl& p, const void* packed, void* workspace, const ForwardArgs& a) {
+  return host_forward(p, packed, workspace, a, reference_layers);
+}
+
+Status simd_forward(const PlanImpl& p, const void* packed, void* workspace, const ForwardArgs& a) {
+  return host_forward(p, packed, workspace, a, simd_layers);
+}
+
+}  // namespace detail
+
+Status Plan::forward(const void* packed, void* workspace, std::size_t workspace_bytes, const ForwardArgs& a) const {
+  detail::clear_error();
+  const PlanImpl& p = impl(*this);
+  RNNCORE_RETURN_IF_ERROR(check_args(p, packed, workspace, workspace_bytes, p.ws.total, true, a));
+  if (a.batch == 0) return Status::ok;
+  return p.ops->forward(p, packed, workspace, a);
 }
 
 Status Plan::backward(const void* packed, void* workspace, std::size_t workspace_bytes, const BackwardArgs& a) const {
@@ -168,8 +175,7 @@ Status Plan::backward(const void* packed, void* workspace, std::size_t workspace
                  a.dcy != nullptr ? "dcy" : "dc0");
   RNNCORE_ENSURE(a.forward.reserve == nullptr || a.forward.reserve_bytes >= p.train.reserve_total, Status::buffer_too_small,
                  "backward: reserve has %zu bytes, the plan needs %zu", a.forward.reserve_bytes, p.train.reserve_total);
-  if (p.backend == Backend::gpu) return detail::gpu_backward(p, packed, workspace, a);
-  return detail::train_backward(p, static_cast<const unsigned char*>(packed), static_cast<unsigned char*>(workspace), a);
+  return p.ops->backward(p, packed, workspace, a);
 }
 
 namespace detail {

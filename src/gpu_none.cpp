@@ -1,7 +1,7 @@
 // The GPU backend of a build without one (-Dgpu=none): every entry reports that clearly.
 #include "rnncore/gpu.hpp"
 #include "src/internal/error.hpp"
-#include "src/internal/plan_impl.hpp"
+#include "src/internal/backend.hpp"
 
 namespace rnncore {
 namespace detail {

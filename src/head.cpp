@@ -8,7 +8,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "src/internal/plan_impl.hpp"
+#include "src/internal/backend.hpp"
 #include "src/internal/spec_internal.hpp"
 
 namespace rnncore {
@@ -58,19 +58,19 @@ void head_product(const PlanImpl& p, const unsigned char* packed, const T* a, in
 }
 
 // The SIMD backend: f32_matmul over the packed Wᵀ.
-void head_product_simd(const PlanImpl& p, const unsigned char* packed, const float* a, int rows, float* c) {
+void head_product_matmul(const PlanImpl& p, const unsigned char* packed, const float* a, int rows, float* c) {
   simd::MatmulArgs m;
   m.a = a;
   m.a_k = 1;
   m.a_m = head_input_size(p.stack);
-  m.b_packed = at<float>(packed, p.head_wt);
+  m.b_packed = at<float>(packed, p.simd.head_wt);
   m.c = c;
   m.ldc = p.stack.head.out_features;
   m.n = p.stack.head.out_features;
   m.k = static_cast<std::int32_t>(head_input_size(p.stack));
   m.row_begin = 0;
   m.row_end = rows;
-  p.kernels->matmul(m);
+  p.simd.kernels->matmul(m);
 }
 
 // y_row = act(c_row + b).
@@ -118,8 +118,7 @@ void head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, con
     n = B;
   }
   if constexpr (std::is_same<T, float>::value) {
-    if (p.backend == Backend::simd && p.kernels->matmul != nullptr) head_product_simd(p, packed, rows, static_cast<int>(n), c);
-    else head_product(p, packed, rows, static_cast<int>(n), c);
+    p.ops->head_product_f32(p, packed, rows, static_cast<int>(n), c);
   } else {
     head_product(p, packed, rows, static_cast<int>(n), c);
   }
@@ -142,16 +141,25 @@ void head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, con
 
 }  // namespace
 
-void pack_ends(const PlanImpl& p, const void* canonical, unsigned char* packed) {
+void reference_head_product(const PlanImpl& p, const unsigned char* packed, const float* a, int n, float* c) {
+  head_product(p, packed, a, n, c);
+}
+
+void simd_head_product(const PlanImpl& p, const unsigned char* packed, const float* a, int n, float* c) {
+  if (p.simd.kernels->matmul != nullptr) head_product_matmul(p, packed, a, n, c);
+  else head_product(p, packed, a, n, c);
+}
+
+// (The reference's packed buffer is the canonical one: it has nothing to pack.)
+void simd_pack_ends(const PlanImpl& p, const void* canonical, unsigned char* packed) {
   const StackSpec& st = p.stack;
-  if (p.backend != Backend::simd) return;  // the reference's packed buffer is the canonical one
   const std::int64_t first = recurrent_param_count(st), tail = param_count(st) - first;
   const auto* c = static_cast<const float*>(canonical);
   if (tail > 0) std::memcpy(packed + p.ends, c + first, sizeof(float) * static_cast<std::size_t>(tail));
   if (st.head.out_features > 0) {  // Wᵀ [in, out]: B(k, n) = W[n, k]
     const std::int64_t in = head_input_size(st);
-    p.kernels->pack_b(c + canonical_offset(st, 0, 0, ParamKind::dense_weight, 0), 1, in, static_cast<std::int32_t>(in),
-                      st.head.out_features, at<float>(packed, p.head_wt));
+    p.simd.kernels->pack_b(c + canonical_offset(st, 0, 0, ParamKind::dense_weight, 0), 1, in, static_cast<std::int32_t>(in),
+                      st.head.out_features, at<float>(packed, p.simd.head_wt));
   }
 }
 

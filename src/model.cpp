@@ -5,7 +5,7 @@
 
 #include "rnncore/gpu.hpp"
 #include "src/internal/error.hpp"
-#include "src/internal/plan_impl.hpp"
+#include "src/internal/backend.hpp"
 #include "src/internal/spec_internal.hpp"
 
 namespace rnncore {
@@ -25,7 +25,7 @@ Model::~Model() { release(); }
 
 void Model::release() {
 #if !defined(RNNCORE_NO_HEAP)  // without a heap no Model ever holds memory
-  if (plan_.backend() == Backend::gpu) {  // device memory (src/gpu)
+  if (detail::buffers_in_device_memory(detail::impl(plan_))) {  // device memory (src/gpu)
     for (void* buffer : {packed_, workspace_, reserve_, backward_workspace_}) gpu_free(plan_.options().gpu_device, buffer);
   } else {
     for (void* buffer : {packed_, workspace_, reserve_, backward_workspace_}) std::free(buffer);
@@ -80,7 +80,8 @@ Status Model::create(const StackSpec& stack, const PlanOptions& options, const v
     opt.thread_pool = m.pool_;
   }
   RNNCORE_RETURN_IF_ERROR(Plan::create(stack, opt, &m.plan_));
-  if (m.plan_.backend() == Backend::gpu) {  // a GPU plan's buffers are device memory
+  const bool device = detail::buffers_in_device_memory(detail::impl(m.plan_));
+  if (device) {  // a GPU plan's buffers are device memory
     RNNCORE_RETURN_IF_ERROR(gpu_alloc(opt.gpu_device, m.plan_.packed_weight_bytes(), &m.packed_));
     RNNCORE_RETURN_IF_ERROR(gpu_alloc(opt.gpu_device, m.plan_.workspace_bytes(), &m.workspace_));
   } else {
@@ -90,7 +91,7 @@ Status Model::create(const StackSpec& stack, const PlanOptions& options, const v
   RNNCORE_ENSURE(m.packed_ != nullptr && m.workspace_ != nullptr, Status::out_of_memory,
                  "Model::create: could not allocate %zu + %zu bytes", m.plan_.packed_weight_bytes(),
                  m.plan_.workspace_bytes());
-  if (opt.training && m.plan_.backend() == Backend::gpu) {
+  if (opt.training && device) {
     RNNCORE_RETURN_IF_ERROR(gpu_alloc(opt.gpu_device, m.plan_.reserve_bytes(), &m.reserve_));
     RNNCORE_RETURN_IF_ERROR(gpu_alloc(opt.gpu_device, m.plan_.backward_workspace_bytes(), &m.backward_workspace_));
   } else if (opt.training) {

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "src/internal/arena.hpp"
+#include "src/internal/backend.hpp"
 #include "src/internal/dropout.hpp"
 #include "src/internal/error.hpp"
 #include "src/internal/plan_impl.hpp"
@@ -37,7 +38,7 @@ std::uint64_t fnv1a(std::uint64_t h, std::int64_t v) {
 std::uint64_t packed_fingerprint(const PlanImpl& p) {
   std::uint64_t h = 0xcbf29ce484222325ull;
   for (std::int64_t v : {std::int64_t(p.stack.input_size), std::int64_t(p.stack.num_layers), std::int64_t(p.stack.dtype),
-                         std::int64_t(p.backend), std::int64_t(p.vector), std::int64_t(p.weights), std::int64_t(p.bf16_pairs),
+                         std::int64_t(p.backend), std::int64_t(p.vector), std::int64_t(p.simd.weights), std::int64_t(p.simd.bf16_pairs),
                          std::int64_t(p.options.training), std::int64_t(p.options.weight_dtype),
                          static_cast<std::int64_t>(p.packed_bytes), std::int64_t(p.stack.embedding.vocab_size),
                          std::int64_t(p.stack.head.out_features)})
@@ -83,6 +84,7 @@ Status choose_backend(const StackSpec& stack, const PlanOptions& options, const 
                  "backend gpu: layers[%d] has an LSTM projection, peepholes or a clip, which the GPU kernels do not run "
                  "yet (use backend simd, reference or auto)", ext);
   if (want == Backend::gpu) {
+    p->ops = &kGpuBackend;
     p->backend = Backend::gpu;
     return gpu.select(options, p, gpu.context);
   }
@@ -101,11 +103,12 @@ Status choose_backend(const StackSpec& stack, const PlanOptions& options, const 
       k = nullptr;
     }
     if (k != nullptr) {
-      p->weights = static_cast<simd::Weights>(w);
-      p->bf16_pairs = w == static_cast<int>(simd::Weights::bf16) && k->bf16_pairs;
+      p->ops = &kSimdBackend;
+      p->simd.weights = static_cast<simd::Weights>(w);
+      p->simd.bf16_pairs = w == static_cast<int>(simd::Weights::bf16) && k->bf16_pairs;
       p->backend = Backend::simd;
       p->isa = isa;
-      p->kernels = k;
+      p->simd.kernels = k;
       p->vector = k->vector;
       copy_name(p->kernel_name, k->name, "");
       return Status::ok;
@@ -118,6 +121,7 @@ Status choose_backend(const StackSpec& stack, const PlanOptions& options, const 
   RNNCORE_ENSURE(options.weight_dtype == DType::f32, Status::unsupported,
                  "weight_dtype %s needs the SIMD backend on AVX2 or AVX-512 (the reference backend stores weights in "
                  "the computation's dtype)", to_string(options.weight_dtype));
+  p->ops = &kReferenceBackend;
   p->backend = Backend::reference;
   p->isa = Isa::none;
   p->vector = 1;
@@ -141,8 +145,9 @@ void take_direction_buffers(Arena* ws, const DirectionBuffers& sizes, int d, Wor
 
 namespace {
 
-// Regions shared by both backends: inner-layer outputs, per-direction scratch rows.
-void layout_common(PlanImpl* p, Arena* ws, std::uint64_t es) {
+// Regions shared by the host backends: inner-layer outputs, the ends' buffers and `slots` sets of
+// scratch rows.
+void layout_common(PlanImpl* p, Arena* ws, std::uint64_t es, std::uint64_t slots) {
   const StackSpec& st = p->stack;
   const std::uint64_t B = p->options.max_batch, T = p->options.max_seq_len;
   std::uint64_t inner_out = 0;
@@ -159,13 +164,13 @@ void layout_common(PlanImpl* p, Arena* ws, std::uint64_t es) {
     if (st.head.last_step_only) w.head_rows = ws->take(B * in, es);
     w.head_out = ws->take(rows * out, es);
   }
-  // Scratch rows: one set per thread (SIMD) or per direction (the single-threaded reference).
-  const std::uint64_t slots = p->backend == Backend::simd ? std::max<std::int32_t>(1, p->options.threads) : 2;
   w.scratch_stride = static_cast<std::size_t>(round_up(static_cast<std::int64_t>(kScratchRows * p->max_width * es), kAlignment));
   w.scratch = ws->take(slots * w.scratch_stride, 1);
 }
 
-void layout_reference(PlanImpl* p) {
+}  // namespace
+
+Status layout_reference(PlanImpl* p, const GpuPlanner&) {
   const StackSpec& st = p->stack;
   const std::uint64_t es = dtype_size(st.dtype), B = p->options.max_batch;
   Arena packed(kPackedHeaderBytes);
@@ -187,21 +192,22 @@ void layout_reference(PlanImpl* p) {
     w.h[d][1] = ws.take(B * state, es);
     if (lstm) w.c[d] = ws.take(B * state, es);
   }
-  layout_common(p, &ws, es);
+  layout_common(p, &ws, es, 2);  // scratch rows per direction (one thread)
   w.total = ws.size();
   if (packed.overflow() || ws.overflow()) w.total = ~std::size_t{0};
+  return Status::ok;
 }
 
-void layout_simd(PlanImpl* p) {
+Status layout_simd(PlanImpl* p, const GpuPlanner&) {
   const StackSpec& st = p->stack;
   const std::uint64_t V = static_cast<std::uint64_t>(p->vector), B = p->options.max_batch, T = p->options.max_seq_len;
   Arena packed(kPackedHeaderBytes);
   std::uint64_t proj = 0, state = 0, x_cell = 0, x16_row = 0;
   bool lstm = false, reset_before = false, state_masks = false, projection = false;
-  const bool lowp = p->weights != simd::Weights::f32, bf16 = p->weights == simd::Weights::bf16;
+  const bool lowp = p->simd.weights != simd::Weights::f32, bf16 = p->simd.weights == simd::Weights::bf16;
   const std::uint64_t wes = lowp ? 2 : 4;  // bytes of a packed weight
   // Panel rows per k: vdpbf16ps panels hold k-pairs, so K is padded to even.
-  auto krows = [&](std::uint64_t k) { return p->bf16_pairs ? (k + 1) / 2 * 2 : k; };
+  auto krows = [&](std::uint64_t k) { return p->simd.bf16_pairs ? (k + 1) / 2 * 2 : k; };
   for (int l = 0; l < st.num_layers; ++l) {
     LayerPlan& lp = p->layers[l];
     const std::uint64_t bu = V * simd::vectors_per_gate(lp.cell);  // units per block
@@ -244,12 +250,13 @@ void layout_simd(PlanImpl* p) {
   // The embedding table and the head in canonical order, and the head's Wᵀ for f32_matmul.
   const std::uint64_t tail = static_cast<std::uint64_t>(param_count(st) - recurrent_param_count(st));
   if (tail > 0) p->ends = packed.take(tail, 4);
-  if (st.head.out_features > 0) p->head_wt = packed.take(static_cast<std::uint64_t>(st.head.out_features) * head_input_size(st), 4);
+  if (st.head.out_features > 0) p->simd.head_wt = packed.take(static_cast<std::uint64_t>(st.head.out_features) * head_input_size(st), 4);
   p->packed_bytes = packed.size();
 
   Arena ws(0);
   WorkspaceLayout& w = p->ws;
-  w.proj_floats = proj;
+  SimdWorkspace& sw = p->simd.ws;
+  sw.proj_floats = proj;
   DirectionBuffers sizes;
   sizes.proj = proj;
   sizes.state = state;
@@ -259,110 +266,212 @@ void layout_simd(PlanImpl* p) {
   for (int d = 0; d < 2; ++d) {
     take_direction_buffers(&ws, sizes, d, &w);
     if (state_masks) {
-      w.mask_h[d] = ws.take(state, 4);
-      if (lstm) w.mask_c[d] = ws.take(state, 4);
+      sw.mask_h[d] = ws.take(state, 4);
+      if (lstm) sw.mask_c[d] = ws.take(state, 4);
     }
-    if (projection) w.cell_out[d] = ws.take(state, 4);
+    if (projection) sw.cell_out[d] = ws.take(state, 4);
     if (bf16) {
-      w.h16[d][0] = ws.take(state, 2);
-      w.h16[d][1] = ws.take(state, 2);
-      if (reset_before) w.rh16[d] = ws.take(state, 2);
-      if (projection) w.cell_out16[d] = ws.take(state, 2);
+      sw.h16[d][0] = ws.take(state, 2);
+      sw.h16[d][1] = ws.take(state, 2);
+      if (reset_before) sw.rh16[d] = ws.take(state, 2);
+      if (projection) sw.cell_out16[d] = ws.take(state, 2);
     }
   }
   if (x16_row > 0) {  // a chunk's input rows in bf16, per thread
     std::uint64_t rows = 0;
     for (int l = 0; l < st.num_layers; ++l) rows = std::max<std::uint64_t>(rows, proj / (p->layers[l].gates * p->layers[l].hidden_stride));
-    w.x16_stride = static_cast<std::size_t>(round_up(static_cast<std::int64_t>(rows * x16_row * 2), kAlignment));
-    w.x16 = ws.take(static_cast<std::uint64_t>(std::max<std::int32_t>(1, p->options.threads)) * w.x16_stride, 1);
+    sw.x16_stride = static_cast<std::size_t>(round_up(static_cast<std::int64_t>(rows * x16_row * 2), kAlignment));
+    sw.x16 = ws.take(static_cast<std::uint64_t>(std::max<std::int32_t>(1, p->options.threads)) * sw.x16_stride, 1);
   }
-  layout_common(p, &ws, 4);
+  layout_common(p, &ws, 4, static_cast<std::uint64_t>(std::max<std::int32_t>(1, p->options.threads)));  // per thread
   w.total = ws.size();
   if (packed.overflow() || ws.overflow()) w.total = ~std::size_t{0};
+  return Status::ok;
 }
 
-}  // namespace
+namespace {
 
-void layout_training(PlanImpl* p) {
+// The reserve: per (layer, dir) the kept values, then the inner layers' outputs.
+void layout_reserve(PlanImpl* p) {
   const StackSpec& st = p->stack;
   const std::uint64_t es = dtype_size(st.dtype), B = p->options.max_batch, T = p->options.max_seq_len;
   TrainLayout& tr = p->train;
-  // The reference backend's packed buffer is the canonical one; the SIMD backend's gets a copy;
-  // the GPU's kernels read their own packed W and R.
-  const bool gpu = p->backend == Backend::gpu;
-  Arena packed(p->packed_bytes);
-  if (p->backend == Backend::reference || gpu) {
-    tr.canonical = kPackedHeaderBytes;
-  } else {
-    tr.canonical = packed.take(static_cast<std::uint64_t>(param_count(st)), es);
-    for (int l = 0; l < st.num_layers; ++l) {
-      const LayerPlan& lp = p->layers[l];
-      const std::uint64_t gh = static_cast<std::uint64_t>(lp.gates) * lp.hidden;
-      for (int d = 0; d < lp.dirs; ++d) {
-        if (!lp.skip_input) tr.w_t[l][d] = packed.take(gh * lp.input_size, es);
-        tr.r_t[l][d] = packed.take(gh * lp.hidden, es);
-      }
-    }
-  }
-  p->packed_bytes = packed.size();
-
   Arena reserve(kReserveHeaderBytes);
-  std::uint64_t hidden = 0, gates = 0, input = 0;
   for (int l = 0; l < st.num_layers; ++l) {
     const LayerPlan& lp = p->layers[l];
     for (int d = 0; d < lp.dirs; ++d)
       tr.keep[l][d] = reserve.take(T * B * static_cast<std::uint64_t>(keep_slots(lp)) * lp.hidden, es);
-    hidden = std::max<std::uint64_t>(hidden, lp.hidden);
-    gates = std::max<std::uint64_t>(gates, lp.gates);
-    input = std::max<std::uint64_t>(input, lp.input_size);
   }
   for (int l = 0; l + 1 < st.num_layers; ++l)
     tr.layer_out[l] = reserve.take(T * B * static_cast<std::uint64_t>(p->layers[l].dirs) * p->layers[l].hidden, es);
   tr.reserve_total = reserve.size();
-
-  Arena fw(0);  // (the GPU's training forward runs in its ordinary workspace)
-  for (int d = 0; d < 2 && !gpu; ++d) {
-    tr.h[d][0] = fw.take(B * hidden, es);
-    tr.h[d][1] = fw.take(B * hidden, es);
-    tr.c[d] = fw.take(B * hidden, es);
-  }
-  tr.rows_stride = static_cast<std::size_t>(round_up(static_cast<std::int64_t>(kScratchRows * p->max_width * es), kAlignment));
-  if (!gpu) tr.rows = fw.take(2 * tr.rows_stride, 1);
-  if (p->backend == Backend::simd) {
-    tr.proj = fw.take(T * B * gates * hidden, es);
-    tr.rec = fw.take(B * gates * hidden, es);
-    tr.state_h = fw.take(B * hidden, es);
-    tr.state_c = fw.take(B * hidden, es);
-    tr.rh = fw.take(B * hidden, es);
-    tr.x_in = fw.take(T * B * input, es);
-    tr.forward_pack = fw.take(static_cast<std::uint64_t>(p->options.threads) * simd::kMatmulScratchFloats, es);
-  }
-  tr.forward_total = fw.size();
-
-  Arena bw(0);
-  tr.dh[0] = bw.take(B * hidden, es);
-  tr.dh[1] = bw.take(B * hidden, es);
-  tr.dc = bw.take(B * hidden, es);
-  tr.dgates = bw.take(T * B * (gates + 1) * hidden, es);
-  tr.hprev = bw.take(T * B * hidden, es);
-  tr.xcell = bw.take(T * B * input, es);
-  tr.dlayer[0] = bw.take(T * B * static_cast<std::uint64_t>(p->max_width), es);
-  tr.dlayer[1] = bw.take(T * B * static_cast<std::uint64_t>(p->max_width), es);
-  tr.brows = bw.take(static_cast<std::uint64_t>(kScratchRows + 1) * p->max_width + B * hidden, es);
-  if (p->backend == Backend::simd) {
-    tr.backward_pack = bw.take(static_cast<std::uint64_t>(p->options.threads) * simd::kMatmulScratchFloats, es);
-    tr.r_packed = bw.take(gates * hidden * hidden, es);
-  }
-  if (gpu) {
-    tr.gpu_lengths = bw.take(B, sizeof(std::int32_t));
-    tr.gpu_row_ids = bw.take(B, sizeof(std::uint32_t));
-    tr.gpu_args = bw.take(static_cast<std::uint64_t>(st.num_layers) * kGpuGradArgBytesPerLayer, 1);
-  }
-  tr.backward_total = bw.size();
-
-  p->ws.total = std::max(p->ws.total, tr.forward_total);
-  if (packed.overflow() || reserve.overflow() || fw.overflow() || bw.overflow()) p->ws.total = ~std::size_t{0};
+  if (reserve.overflow()) p->ws.total = ~std::size_t{0};
 }
+
+// The widest hidden, gate count and input of the stack's layers.
+struct TrainWidths {
+  std::uint64_t hidden = 0, gates = 0, input = 0;
+};
+TrainWidths train_widths(const PlanImpl& p) {
+  TrainWidths w;
+  for (int l = 0; l < p.stack.num_layers; ++l) {
+    w.hidden = std::max<std::uint64_t>(w.hidden, p.layers[l].hidden);
+    w.gates = std::max<std::uint64_t>(w.gates, p.layers[l].gates);
+    w.input = std::max<std::uint64_t>(w.input, p.layers[l].input_size);
+  }
+  return w;
+}
+
+// The host backends' training-forward buffers (the reference cell loop's state and rows).
+void take_train_forward_rows(PlanImpl* p, Arena* fw) {
+  const std::uint64_t es = dtype_size(p->stack.dtype), B = p->options.max_batch, hidden = train_widths(*p).hidden;
+  TrainLayout& tr = p->train;
+  for (int d = 0; d < 2; ++d) {
+    tr.h[d][0] = fw->take(B * hidden, es);
+    tr.h[d][1] = fw->take(B * hidden, es);
+    tr.c[d] = fw->take(B * hidden, es);
+  }
+  tr.rows = fw->take(2 * tr.rows_stride, 1);
+}
+
+// Backward's buffers every backend uses.
+void take_backward_common(PlanImpl* p, Arena* bw) {
+  const std::uint64_t es = dtype_size(p->stack.dtype), B = p->options.max_batch, T = p->options.max_seq_len;
+  const TrainWidths w = train_widths(*p);
+  TrainLayout& tr = p->train;
+  tr.dh[0] = bw->take(B * w.hidden, es);
+  tr.dh[1] = bw->take(B * w.hidden, es);
+  tr.dc = bw->take(B * w.hidden, es);
+  tr.dgates = bw->take(T * B * (w.gates + 1) * w.hidden, es);
+  tr.hprev = bw->take(T * B * w.hidden, es);
+  tr.xcell = bw->take(T * B * w.input, es);
+  tr.dlayer[0] = bw->take(T * B * static_cast<std::uint64_t>(p->max_width), es);
+  tr.dlayer[1] = bw->take(T * B * static_cast<std::uint64_t>(p->max_width), es);
+  tr.brows = bw->take(static_cast<std::uint64_t>(kScratchRows + 1) * p->max_width + B * w.hidden, es);
+}
+
+// Common start of every training layout: the canonical weights are the packed buffer's (after
+// its header), the reserve, the rows' stride.
+void begin_training_layout(PlanImpl* p) {
+  p->train.canonical = kPackedHeaderBytes;
+  layout_reserve(p);
+  p->train.rows_stride = static_cast<std::size_t>(
+      round_up(static_cast<std::int64_t>(kScratchRows * p->max_width * dtype_size(p->stack.dtype)), kAlignment));
+}
+
+void end_training_layout(PlanImpl* p, const Arena& fw, const Arena& bw) {
+  p->train.forward_total = fw.size();
+  p->train.backward_total = bw.size();
+  if (p->ws.total != ~std::size_t{0}) p->ws.total = std::max(p->ws.total, p->train.forward_total);
+  if (fw.overflow() || bw.overflow()) p->ws.total = ~std::size_t{0};
+}
+
+}  // namespace
+
+// The reference backend's packed buffer is the canonical one.
+void layout_training_reference(PlanImpl* p) {
+  begin_training_layout(p);
+  Arena fw(0), bw(0);
+  take_train_forward_rows(p, &fw);
+  take_backward_common(p, &bw);
+  end_training_layout(p, fw, bw);
+}
+
+// The SIMD backend's packed buffer gets a copy of the canonical weights and their transposes; its
+// batched training forward and its products have buffers of their own.
+void layout_training_simd(PlanImpl* p) {
+  const StackSpec& st = p->stack;
+  const std::uint64_t es = dtype_size(st.dtype), B = p->options.max_batch, T = p->options.max_seq_len;
+  SimdTrainLayout& s = p->simd.train;
+  Arena packed(p->packed_bytes);
+  const std::size_t canonical = packed.take(static_cast<std::uint64_t>(param_count(st)), es);
+  for (int l = 0; l < st.num_layers; ++l) {
+    const LayerPlan& lp = p->layers[l];
+    const std::uint64_t gh = static_cast<std::uint64_t>(lp.gates) * lp.hidden;
+    for (int d = 0; d < lp.dirs; ++d) {
+      if (!lp.skip_input) s.w_t[l][d] = packed.take(gh * lp.input_size, es);
+      s.r_t[l][d] = packed.take(gh * lp.hidden, es);
+    }
+  }
+  p->packed_bytes = packed.size();
+  begin_training_layout(p);
+  p->train.canonical = canonical;
+  if (packed.overflow()) p->ws.total = ~std::size_t{0};
+
+  const TrainWidths w = train_widths(*p);
+  const std::uint64_t threads = static_cast<std::uint64_t>(p->options.threads);
+  Arena fw(0), bw(0);
+  take_train_forward_rows(p, &fw);
+  s.proj = fw.take(T * B * w.gates * w.hidden, es);
+  s.rec = fw.take(B * w.gates * w.hidden, es);
+  s.state_h = fw.take(B * w.hidden, es);
+  s.state_c = fw.take(B * w.hidden, es);
+  s.rh = fw.take(B * w.hidden, es);
+  s.x_in = fw.take(T * B * w.input, es);
+  s.forward_pack = fw.take(threads * simd::kMatmulScratchFloats, es);
+  take_backward_common(p, &bw);
+  s.backward_pack = bw.take(threads * simd::kMatmulScratchFloats, es);
+  s.r_packed = bw.take(w.gates * w.hidden * w.hidden, es);
+  end_training_layout(p, fw, bw);
+}
+
+namespace {
+
+// The GPU's kernels read their own packed W and R; its training forward runs in its ordinary
+// workspace; backward adds device copies of seq_lengths and row_ids [B] and the argument blocks of
+// every layer's backward kernels (kGpuGradArgBytesPerLayer each; src/gpu/host/backward.hpp).
+void layout_training_gpu(PlanImpl* p) {
+  begin_training_layout(p);
+  Arena fw(0), bw(0);
+  take_backward_common(p, &bw);
+#ifndef RNNCORE_NO_GPU_PLAN  // (firmware builds plan no GPU: gpu_select refuses first)
+  const std::uint64_t B = p->options.max_batch;
+  p->gpu.train_lengths = bw.take(B, sizeof(std::int32_t));
+  p->gpu.train_row_ids = bw.take(B, sizeof(std::uint32_t));
+  p->gpu.train_args = bw.take(static_cast<std::uint64_t>(p->stack.num_layers) * kGpuGradArgBytesPerLayer, 1);
+#endif
+  end_training_layout(p, fw, bw);
+}
+
+Status layout_gpu(PlanImpl* p, const GpuPlanner& gpu) { return gpu.layout(p, gpu.context); }
+
+Status pack_reference(const PlanImpl& p, const void* canonical, void* packed) {
+  return reference_pack(p, canonical, begin_host_pack(p, packed));
+}
+
+Status pack_simd(const PlanImpl& p, const void* canonical, void* packed) {
+  unsigned char* bytes = begin_host_pack(p, packed);
+  if (p.options.training) simd_pack_training(p, static_cast<const float*>(canonical), bytes);
+  simd_pack_ends(p, canonical, bytes);
+  return simd_pack(p, canonical, bytes);
+}
+
+}  // namespace
+
+unsigned char* begin_host_pack(const PlanImpl& p, void* packed) {
+  auto* bytes = static_cast<unsigned char*>(packed);
+  std::memset(bytes, 0, p.packed_bytes);
+  const PackedHeader header{kPackedMagic, p.fingerprint};
+  std::memcpy(bytes, &header, sizeof header);
+  return bytes;
+}
+
+// The backends' tables.
+const BackendOps kReferenceBackend = {
+    Backend::reference, /*device_memory=*/false, /*thread_pool=*/false,
+    layout_reference, layout_training_reference, pack_reference, reference_forward, train_backward,
+    reference_train_direction, reference_head_product,
+};
+const BackendOps kSimdBackend = {
+    Backend::simd, /*device_memory=*/false, /*thread_pool=*/true,
+    layout_simd, layout_training_simd, pack_simd, simd_forward, train_backward,
+    simd_train_direction, simd_head_product,
+};
+const BackendOps kGpuBackend = {
+    Backend::gpu, /*device_memory=*/true, /*thread_pool=*/false,
+    layout_gpu, layout_training_gpu, gpu_pack, gpu_forward, gpu_backward,
+    nullptr, nullptr,
+};
 
 namespace {
 
@@ -475,18 +584,12 @@ Status create_plan(const StackSpec& stack, const PlanOptions& options, const Gpu
         round_up(p->layers[l].hidden, p->vector * simd::vectors_per_gate(p->layers[l].cell)));
     p->max_width = std::max({p->max_width, p->layers[l].input_size, p->layers[l].dirs * p->layers[l].hidden, hp});
   }
-  if (p->backend == Backend::gpu) {
-    const Status gs = gpu.layout(p, gpu.context);
-    if (gs != Status::ok) {
-      p->magic = 0;
-      return gs;
-    }
-  } else if (p->backend == Backend::simd) {
-    layout_simd(p);
-  } else {
-    layout_reference(p);
+  const Status ls = p->ops->layout(p, gpu);
+  if (ls != Status::ok) {
+    p->magic = 0;
+    return ls;
   }
-  if (options.training) layout_training(p);
+  if (options.training) p->ops->layout_training(p);
   if (p->ws.total == ~std::size_t{0}) {
     p->magic = 0;
     return fail_status(Status::invalid_size, "buffers for max_batch = %d and max_seq_len = %d would exceed 2^46 bytes",
@@ -536,15 +639,7 @@ Status Plan::pack_weights(const void* canonical, void* packed, std::size_t packe
                  "pack_weights: packed buffer %p is not %zu-byte aligned", packed, kAlignment);
   RNNCORE_ENSURE(packed_bytes >= p.packed_bytes, Status::buffer_too_small,
                  "pack_weights: packed buffer has %zu bytes, the plan needs %zu", packed_bytes, p.packed_bytes);
-  if (p.backend == Backend::gpu) return detail::gpu_pack(p, canonical, packed);
-  auto* bytes = static_cast<unsigned char*>(packed);
-  std::memset(bytes, 0, p.packed_bytes);
-  const detail::PackedHeader header{detail::kPackedMagic, p.fingerprint};
-  std::memcpy(bytes, &header, sizeof header);
-  if (p.backend == Backend::reference) return detail::reference_pack(p, canonical, bytes);
-  if (p.options.training) detail::pack_training(p, static_cast<const float*>(canonical), bytes);
-  detail::pack_ends(p, canonical, bytes);
-  return detail::simd_pack(p, canonical, bytes);
+  return p.ops->pack(p, canonical, packed);
 }
 
 }  // namespace rnncore

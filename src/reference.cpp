@@ -8,7 +8,7 @@
 #include "src/internal/canonical_params.hpp"
 #include "src/internal/dropout.hpp"
 #include "src/internal/error.hpp"
-#include "src/internal/plan_impl.hpp"
+#include "src/internal/backend.hpp"
 
 namespace rnncore {
 namespace detail {
@@ -233,6 +233,21 @@ int keep_slots(const LayerPlan& lp) {
     case Mode::rnn_relu: return 1;
   }
   return 1;
+}
+
+void reference_layers(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& a,
+                      const RunDropout& run) {
+  for (int l = 0; l < p.stack.num_layers; ++l) {
+    for (int d = 0; d < p.layers[l].dirs; ++d) {
+      ReferenceBuffers buf;
+      buf.h[0] = ws + p.ws.h[d][0];
+      buf.h[1] = ws + p.ws.h[d][1];
+      buf.c = ws + p.ws.c[d];
+      buf.rows = ws + p.ws.scratch + static_cast<std::size_t>(d) * p.ws.scratch_stride;
+      reference_run_direction(p, l, d, direction_io(p, a, ws, l, d, run), packed + kPackedHeaderBytes, buf);
+    }
+    apply_inter_layer_dropout(p, run, l, ws + p.ws.layer_out[l & 1], a.seq_len, a.batch, ws + p.ws.scratch);
+  }
 }
 
 }  // namespace detail

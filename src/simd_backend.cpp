@@ -7,7 +7,7 @@
 #include "src/internal/dropout.hpp"
 #include "src/internal/error.hpp"
 #include "src/internal/half.hpp"
-#include "src/internal/plan_impl.hpp"
+#include "src/internal/backend.hpp"
 #include "src/internal/spec_internal.hpp"
 #include "src/internal/thread_pool.hpp"
 
@@ -86,7 +86,7 @@ Status simd_pack(const PlanImpl& p, const void* canonical_void, unsigned char* p
     const LayerPlan& lp = p.layers[l];
     const int H = lp.hidden, G = lp.gates, NV = simd::vectors_per_gate(lp.cell);
     const bool reset_before = lp.cell == simd::Cell::gru_reset_before;
-    const PanelFormat f{p.weights, p.bf16_pairs};
+    const PanelFormat f{p.simd.weights, p.simd.bf16_pairs};
     const bool reset_after = lp.cell == simd::Cell::gru_reset_after;
     for (int d = 0; d < lp.dirs; ++d) {
       const DirectionPack& dp = lp.dir[d];
@@ -98,7 +98,7 @@ Status simd_pack(const PlanImpl& p, const void* canonical_void, unsigned char* p
         bW[g] = canonical + canonical_offset(st, l, d, ParamKind::input_bias, g);
         bR[g] = canonical + canonical_offset(st, l, d, ParamKind::recurrent_bias, g);
       }
-      const std::int32_t* pass = p.kernels->pass_vectors;  // by vectors per block
+      const std::int32_t* pass = p.simd.kernels->pass_vectors;  // by vectors per block
       if (!lp.skip_input) pack_panel(packed + dp.w_panel, W, G, H, lp.input_size, V, NV, pass[G * NV], f);
       if (reset_before) {
         pack_panel(packed + dp.r_panel, R, 2, H, H, V, NV, pass[2 * NV], f);
@@ -136,7 +136,7 @@ namespace {
 void multiply_mask_row(const PlanImpl& p, const Mask& m, const RunDropout& run, int t, int b, float* dst, int n,
                        float* row) {
   if (!m.active) return;
-  mask_row(p.kernels, m, run, t, b, row);
+  mask_row(p.simd.kernels, m, run, t, b, row);
   for (int u = 0; u < n; ++u) dst[u] *= row[u];
 }
 
@@ -151,7 +151,7 @@ void fill_state_masks(const PlanImpl& p, const Mask* masks, int count, const Run
     for (int w = 0; w < count; ++w) {
       const Mask& mk = masks[w];
       if (!mk.active || u0 >= end) continue;
-      p.kernels->mask_row(mk.seed, run.step, mk.site, mk.t_prime(t), mk.row(run, b), mk.width, static_cast<std::uint32_t>(u0),
+      p.simd.kernels->mask_row(mk.seed, run.step, mk.site, mk.t_prime(t), mk.row(run, b), mk.width, static_cast<std::uint32_t>(u0),
                           static_cast<std::uint32_t>(end), mk.params, row);
       for (int u = u0; u < end; ++u) m[u] *= row[u - u0];
     }
@@ -180,7 +180,7 @@ void project_step(const PlanImpl& p, const LayerPlan& lp, const LayerSpec& ls, c
   g.row_end = batch;
   g.block_begin = j0;
   g.block_end = j1;
-  p.kernels->gemm[static_cast<int>(p.weights)](g);
+  p.simd.kernels->gemm[static_cast<int>(p.simd.weights)](g);
   const float clip = static_cast<float>(ls.proj_clip);
   for (int b = 0; b < batch; ++b) {
     float* h = a.h_next + static_cast<std::int64_t>(b) * Hp;
@@ -199,7 +199,7 @@ void project_step(const PlanImpl& p, const LayerPlan& lp, const LayerSpec& ls, c
       if (u < P) y[u] = v;
       h[u] = mask != nullptr ? v * mask[u] : v;
     }
-    if (a.h16_next != nullptr) p.kernels->to_bf16(h + u0, a.h16_next + static_cast<std::int64_t>(b) * Hp + u0, u1 - u0);
+    if (a.h16_next != nullptr) p.simd.kernels->to_bf16(h + u0, a.h16_next + static_cast<std::int64_t>(b) * Hp + u0, u1 - u0);
   }
 }
 
@@ -260,7 +260,7 @@ DirectionRun::DirectionRun(const PlanImpl& plan, int layer, int direction, const
   if (d.projected) team.share(static_cast<int>(round_up(d.O, d.V) / d.V), &d.pj0, &d.pj1);
   d.hu0 = d.projected ? d.pj0 * d.V : d.u0, d.hu1 = d.projected ? d.pj1 * d.V : d.u1;
   d.proj_row = static_cast<std::int64_t>(d.G) * d.Hp;
-  d.bf16 = p.weights == simd::Weights::bf16;
+  d.bf16 = p.simd.weights == simd::Weights::bf16;
   d.proj = at<float>(ws, p.ws.proj[dir]);
   float* scratch = at<float>(ws, p.ws.scratch + static_cast<std::size_t>(slot) * p.ws.scratch_stride);
   d.mask_scratch = scratch;
@@ -315,12 +315,12 @@ void project_inputs(const DirectionRun& d, int t_lo, int t_hi) {
   if (d.j0 >= d.j1) return;
   simd::GemmArgs g;
   if (d.bf16) {  // the products' inputs in bf16: this thread's copy of the chunk's rows, K padded to even
-    std::uint16_t* x16 = at<std::uint16_t>(d.ws, p.ws.x16 + static_cast<std::size_t>(d.slot) * p.ws.x16_stride);
+    std::uint16_t* x16 = at<std::uint16_t>(d.ws, p.simd.ws.x16 + static_cast<std::size_t>(d.slot) * p.simd.ws.x16_stride);
     const int k_even = (I + 1) / 2 * 2;
     for (int t = t_lo; t < t_hi; ++t)
       for (int b = 0; b < B; ++b) {
         std::uint16_t* dst = x16 + (static_cast<std::int64_t>(t - t_lo) * B + b) * k_even;
-        p.kernels->to_bf16(d.x + t * d.x_st + b * d.x_sb, dst, I);
+        p.simd.kernels->to_bf16(d.x + t * d.x_st + b * d.x_sb, dst, I);
         if (k_even != I) dst[I] = 0;
       }
     g.a16 = x16;
@@ -340,7 +340,7 @@ void project_inputs(const DirectionRun& d, int t_lo, int t_hi) {
   g.row_end = (t_hi - t_lo) * B;
   g.block_begin = d.j0;
   g.block_end = d.j1;
-  p.kernels->gemm[static_cast<int>(p.weights)](g);
+  p.simd.kernels->gemm[static_cast<int>(p.simd.weights)](g);
 }
 
 // 2. Initial state of this member's units (h in f32 and, with bf16 weights, bf16; c), padded with
@@ -353,7 +353,7 @@ void initial_state(const DirectionRun& d, float* h, std::uint16_t* h16, float* c
     for (int u = d.hu0; u < d.hu1; ++u)
       hb[u] = u < O && io.h0 != nullptr ? static_cast<const float*>(io.h0)[b * O + u] : 0.0f;
     if (h16 != nullptr && d.hu0 < d.hu1)
-      d.p->kernels->to_bf16(hb + d.hu0, h16 + static_cast<std::int64_t>(b) * Hp + d.hu0, d.hu1 - d.hu0);
+      d.p->simd.kernels->to_bf16(hb + d.hu0, h16 + static_cast<std::int64_t>(b) * Hp + d.hu0, d.hu1 - d.hu0);
     if (c == nullptr) continue;
     float* cb = c + static_cast<std::int64_t>(b) * Hp;
     for (int u = d.u0; u < d.u1; ++u) cb[u] = u < H && io.c0 != nullptr ? static_cast<const float*>(io.c0)[b * H + u] : 0.0f;
@@ -373,7 +373,7 @@ simd::StepArgs step_args(const DirectionRun& d, float* c, float* mask_h, float* 
   a.proj_row_stride = d.proj_row;
   a.panel = d.packed + dp.r_panel;
   a.panel_n = reset_before ? d.packed + dp.r_panel_n : nullptr;
-  a.rh16 = d.bf16 && reset_before ? at<std::uint16_t>(d.ws, p.ws.rh16[d.dir]) : nullptr;
+  a.rh16 = d.bf16 && reset_before ? at<std::uint16_t>(d.ws, p.simd.ws.rh16[d.dir]) : nullptr;
   a.bias_rn = cell == simd::Cell::gru_reset_after ? at<float>(d.packed, dp.bias_rn) : nullptr;
   a.c = c;
   a.rh = reset_before ? at<float>(d.ws, p.ws.rh[d.dir]) : nullptr;
@@ -389,8 +389,8 @@ simd::StepArgs step_args(const DirectionRun& d, float* c, float* mask_h, float* 
   a.block_end = d.j1;
   a.peepholes = dp.peepholes != 0 ? at<float>(d.packed, dp.peepholes) : nullptr;
   a.cell_clip = static_cast<float>(d.ls->cell_clip);
-  a.cell_out = d.projected ? at<float>(d.ws, p.ws.cell_out[d.dir]) : nullptr;
-  a.cell_out16 = d.projected && d.bf16 ? at<std::uint16_t>(d.ws, p.ws.cell_out16[d.dir]) : nullptr;
+  a.cell_out = d.projected ? at<float>(d.ws, p.simd.ws.cell_out[d.dir]) : nullptr;
+  a.cell_out16 = d.projected && d.bf16 ? at<std::uint16_t>(d.ws, p.simd.ws.cell_out16[d.dir]) : nullptr;
   return a;
 }
 
@@ -401,22 +401,22 @@ simd::StepArgs step_args(const DirectionRun& d, float* c, float* mask_h, float* 
 void run_steps(const DirectionRun& d, const Team& team) {
   const PlanImpl& p = *d.p;
   const DirectionIO& io = *d.io;
-  const simd::F32Kernels& k = *p.kernels;
-  const int B = d.B, T = d.T, H = d.H, O = d.O, Hp = d.Hp, w = static_cast<int>(p.weights);
+  const simd::F32Kernels& k = *p.simd.kernels;
+  const int B = d.B, T = d.T, H = d.H, O = d.O, Hp = d.Hp, w = static_cast<int>(p.simd.weights);
   const WrapperMasks& wm = d.wm;
   const int chunk = static_cast<int>(std::max<std::int64_t>(
-      1, std::min<std::int64_t>(T, static_cast<std::int64_t>(p.ws.proj_floats) / (static_cast<std::int64_t>(B) * d.proj_row))));
+      1, std::min<std::int64_t>(T, static_cast<std::int64_t>(p.simd.ws.proj_floats) / (static_cast<std::int64_t>(B) * d.proj_row))));
   float* h = at<float>(d.ws, p.ws.h[d.dir][0]);
   float* h_next = at<float>(d.ws, p.ws.h[d.dir][1]);
   float* c = d.lp->mode == Mode::lstm ? at<float>(d.ws, p.ws.c[d.dir]) : nullptr;
-  std::uint16_t* h16 = d.bf16 ? at<std::uint16_t>(d.ws, p.ws.h16[d.dir][0]) : nullptr;
-  std::uint16_t* h16_next = d.bf16 ? at<std::uint16_t>(d.ws, p.ws.h16[d.dir][1]) : nullptr;
+  std::uint16_t* h16 = d.bf16 ? at<std::uint16_t>(d.ws, p.simd.ws.h16[d.dir][0]) : nullptr;
+  std::uint16_t* h16_next = d.bf16 ? at<std::uint16_t>(d.ws, p.simd.ws.h16[d.dir][1]) : nullptr;
   initial_state(d, h, h16, c);
   team.sync();
 
   const simd::Cell cell = d.lp->cell;
-  float* mask_h = wm.any_state_h ? at<float>(d.ws, p.ws.mask_h[d.dir]) : nullptr;
-  float* mask_c = wm.any_state_c && c != nullptr ? at<float>(d.ws, p.ws.mask_c[d.dir]) : nullptr;
+  float* mask_h = wm.any_state_h ? at<float>(d.ws, p.simd.ws.mask_h[d.dir]) : nullptr;
+  float* mask_c = wm.any_state_c && c != nullptr ? at<float>(d.ws, p.simd.ws.mask_c[d.dir]) : nullptr;
   simd::StepArgs a = step_args(d, c, mask_h, mask_c);
   int t_lo = 0, t_hi = 0;  // the chunk of steps whose projections are in `proj`
   for (int step = 0; step < T; ++step) {
@@ -541,7 +541,7 @@ void simd_forward_thread(void* context, int index) {
       int r0, r1;
       team.share(T * B, &r0, &r1);
       for (int row = r0; row < r1; ++row) {
-        mask_row(p.kernels, inter, r.run, row / B, row % B, mask);
+        mask_row(p.simd.kernels, inter, r.run, row / B, row % B, mask);
         float* o = out + static_cast<std::int64_t>(row) * width;
         for (int u = 0; u < width; ++u) o[u] *= mask[u];
       }
@@ -552,8 +552,8 @@ void simd_forward_thread(void* context, int index) {
 
 }  // namespace
 
-void simd_forward(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& args,
-                  const RunDropout& run) {
+void simd_layers(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& args,
+                 const RunDropout& run) {
   SimdRun r{&p, packed, ws, &args, run, p.options.thread_pool, p.options.threads};
   if (r.threads > 1) {
     pool_barrier(r.pool, 0)->reset(r.threads);

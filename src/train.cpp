@@ -16,7 +16,7 @@
 #include "src/internal/cell_grad.hpp"
 #include "src/internal/dropout.hpp"
 #include "src/internal/error.hpp"
-#include "src/internal/plan_impl.hpp"
+#include "src/internal/backend.hpp"
 #include "src/internal/thread_pool.hpp"
 
 namespace rnncore {
@@ -115,7 +115,7 @@ struct Threads {
 
 Threads plan_threads(const PlanImpl& p) {
   Threads th;
-  if (p.backend == Backend::simd && p.options.threads > 1) {
+  if (p.ops->thread_pool && p.options.threads > 1) {
     th.pool = p.options.thread_pool;
     th.count = p.options.threads;
   }
@@ -589,10 +589,10 @@ void backward_all(const PlanImpl& p, const unsigned char* packed, unsigned char*
       g.xcell = at_bytes<T>(ws, tr.xcell);
       g.rows = at_bytes<T>(ws, tr.brows);
       g.row_width = p.max_width;
-      g.kernels = p.backend == Backend::simd ? p.kernels : nullptr;
+      g.kernels = p.simd.kernels;  // the SIMD backend's (null in the others' plans)
       if (g.kernels != nullptr) {
-        g.pack = at_bytes<T>(ws, tr.backward_pack);
-        g.r_packed = at_bytes<T>(ws, tr.r_packed);
+        g.pack = at_bytes<T>(ws, p.simd.train.backward_pack);
+        g.r_packed = at_bytes<T>(ws, p.simd.train.r_packed);
       }
       g.threads = plan_threads(p);
       BackwardDirection<T>(p, g).run();
@@ -610,16 +610,16 @@ void backward_all(const PlanImpl& p, const unsigned char* packed, unsigned char*
 class BatchedForward {
  public:
   BatchedForward(const PlanImpl& p, int layer, int dir, const DirectionIO& io, const unsigned char* packed, unsigned char* ws)
-      : p_(p), lp_(p.layers[layer]), ls_(p.stack.layers[layer]), io_(io), k_(p.kernels), H_(lp_.hidden),
+      : p_(p), lp_(p.layers[layer]), ls_(p.stack.layers[layer]), io_(io), k_(p.simd.kernels), H_(lp_.hidden),
         I_(lp_.input_size), B_(io.batch), G_(lp_.gates), GH_(lp_.gates * lp_.hidden), slots_(keep_slots(lp_) * lp_.hidden),
         w_(cell_params(p, layer, dir, reinterpret_cast<const float*>(packed + p.train.canonical))),
-        w_t_(lp_.skip_input ? nullptr : reinterpret_cast<const float*>(packed + p.train.w_t[layer][dir])),
-        r_t_(reinterpret_cast<const float*>(packed + p.train.r_t[layer][dir])),
-        proj_(reinterpret_cast<float*>(ws + p.train.proj)), rec_(reinterpret_cast<float*>(ws + p.train.rec)),
-        h_(reinterpret_cast<float*>(ws + p.train.state_h)), c_(reinterpret_cast<float*>(ws + p.train.state_c)),
-        rh_(reinterpret_cast<float*>(ws + p.train.rh)), x_in_(reinterpret_cast<float*>(ws + p.train.x_in)),
+        w_t_(lp_.skip_input ? nullptr : reinterpret_cast<const float*>(packed + p.simd.train.w_t[layer][dir])),
+        r_t_(reinterpret_cast<const float*>(packed + p.simd.train.r_t[layer][dir])),
+        proj_(reinterpret_cast<float*>(ws + p.simd.train.proj)), rec_(reinterpret_cast<float*>(ws + p.simd.train.rec)),
+        h_(reinterpret_cast<float*>(ws + p.simd.train.state_h)), c_(reinterpret_cast<float*>(ws + p.simd.train.state_c)),
+        rh_(reinterpret_cast<float*>(ws + p.simd.train.rh)), x_in_(reinterpret_cast<float*>(ws + p.simd.train.x_in)),
         rows_(reinterpret_cast<float*>(ws + p.train.rows + static_cast<std::size_t>(dir) * p.train.rows_stride)),
-        pack_(reinterpret_cast<float*>(ws + p.train.forward_pack)),
+        pack_(reinterpret_cast<float*>(ws + p.simd.train.forward_pack)),
         wm_(wrapper_masks(p, layer, dir, io.dropout)) {}
 
   void run() {
@@ -798,8 +798,9 @@ class BatchedForward {
 
 }  // namespace
 
-void pack_training(const PlanImpl& p, const float* canonical, unsigned char* packed) {
+void simd_pack_training(const PlanImpl& p, const float* canonical, unsigned char* packed) {
   const TrainLayout& tr = p.train;
+  const SimdTrainLayout& st = p.simd.train;
   std::memcpy(packed + tr.canonical, canonical, static_cast<std::size_t>(param_count(p.stack)) * sizeof(float));
   for (int l = 0; l < p.stack.num_layers; ++l) {
     const LayerPlan& lp = p.layers[l];
@@ -809,14 +810,15 @@ void pack_training(const PlanImpl& p, const float* canonical, unsigned char* pac
       // Wᵀ [I, G·H] and Rᵀ [H, G·H] packed straight from W_0…W_{G−1} ([G·H, K] together) by strides;
       // the reset-before GRU's Rᵀ in two (r, z | n), as its step uses them.
       const CellParams<const float> w = cell_params(p, l, d, canonical);
-      auto* w_t = reinterpret_cast<float*>(packed + tr.w_t[l][d]);
-      auto* r_t = reinterpret_cast<float*>(packed + tr.r_t[l][d]);
-      if (w.W[0] != nullptr) p.kernels->pack_b(w.W[0], 1, lp.input_size, lp.input_size, GH, w_t);
+      auto* w_t = reinterpret_cast<float*>(packed + st.w_t[l][d]);
+      auto* r_t = reinterpret_cast<float*>(packed + st.r_t[l][d]);
+      const simd::F32Kernels& k = *p.simd.kernels;
+      if (w.W[0] != nullptr) k.pack_b(w.W[0], 1, lp.input_size, lp.input_size, GH, w_t);
       if (reset_before) {
-        p.kernels->pack_b(w.R[0], 1, H, H, 2 * H, r_t);
-        p.kernels->pack_b(w.R[2], 1, H, H, H, r_t + 2 * H * H);
+        k.pack_b(w.R[0], 1, H, H, 2 * H, r_t);
+        k.pack_b(w.R[2], 1, H, H, H, r_t + 2 * H * H);
       } else {
-        p.kernels->pack_b(w.R[0], 1, H, H, GH, r_t);
+        k.pack_b(w.R[0], 1, H, H, GH, r_t);
       }
     }
   }
@@ -835,16 +837,22 @@ Status train_forward(const PlanImpl& p, const unsigned char* packed, unsigned ch
       buf.h[1] = ws + tr.h[d][1];
       buf.c = ws + tr.c[d];
       buf.rows = ws + tr.rows + static_cast<std::size_t>(d) * tr.rows_stride;
-      const DirectionIO io = direction_io(p, a, ws, l, d, run, reserve);
-      if (p.backend == Backend::simd)
-        BatchedForward(p, l, d, io, packed, ws).run();
-      else
-        reference_run_direction(p, l, d, io, packed + tr.canonical, buf);
+      p.ops->train_direction(p, l, d, direction_io(p, a, ws, l, d, run, reserve), packed, ws, buf);
     }
     if (l + 1 < p.stack.num_layers)
       apply_inter_layer_dropout(p, run, l, reserve + tr.layer_out[l], a.seq_len, a.batch, ws + tr.rows);
   }
   return Status::ok;
+}
+
+void reference_train_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io, const unsigned char* packed,
+                               unsigned char*, const ReferenceBuffers& rows) {
+  reference_run_direction(p, layer, dir, io, packed + p.train.canonical, rows);
+}
+
+void simd_train_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io, const unsigned char* packed,
+                          unsigned char* ws, const ReferenceBuffers&) {
+  BatchedForward(p, layer, dir, io, packed, ws).run();
 }
 
 void describe_reserve(const PlanImpl& p, const ForwardArgs& a, unsigned char* header) {
@@ -879,7 +887,9 @@ Status check_reserve_header(const PlanImpl& p, const ForwardArgs& a, const unsig
   return Status::ok;
 }
 
-Status train_backward(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const BackwardArgs& a) {
+Status train_backward(const PlanImpl& p, const void* packed_v, void* workspace, const BackwardArgs& a) {
+  const auto* packed = static_cast<const unsigned char*>(packed_v);
+  auto* ws = static_cast<unsigned char*>(workspace);
   const std::size_t es = dtype_size(p.stack.dtype);
   if (a.dweights != nullptr && !a.accumulate)
     std::memset(a.dweights, 0, static_cast<std::size_t>(param_count(p.stack)) * es);

@@ -15,7 +15,7 @@
 #include "src/gpu/host/schedule.hpp"
 #include "rnncore/gpu.hpp"
 #include "src/internal/error.hpp"
-#include "src/internal/plan_impl.hpp"
+#include "src/internal/backend.hpp"
 
 namespace rnncore {
 namespace detail {

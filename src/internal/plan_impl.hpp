@@ -14,7 +14,9 @@
 namespace rnncore {
 namespace detail {
 
-// Byte offsets of one direction's packed parameters.
+// Byte offsets of one direction's packed parameters, in the SIMD backend's panel layout (below) or
+// the GPU's row-major W, R and biases (src/gpu/host/plan.hpp, compute_layout); zero in a reference
+// plan, whose packed buffer is the canonical one.
 struct DirectionPack {
   std::size_t w_panel = 0;    // SIMD: input panel (nb × I × G × V)
   std::size_t r_panel = 0;    // SIMD: recurrent panel (GRU reset-before: r, z only)
@@ -45,25 +47,16 @@ struct LayerPlan {
   DirectionPack dir[2];
 };
 
-// Byte offsets into the workspace. Regions are sized for the largest layer.
+// Byte offsets into the workspace that every backend's layout uses (each takes the ones it needs).
+// Regions are sized for the largest layer.
 struct WorkspaceLayout {
-  std::size_t proj[2] = {0, 0};       // SIMD: input projections of a chunk of steps, proj_floats each
-  std::size_t proj_floats = 0;        //   (rows of G·Hp; the chunk is as many steps as fit)
+  std::size_t proj[2] = {0, 0};       // SIMD, GPU: input projections of a chunk of steps (or of all steps)
   std::size_t h[2][2] = {{0, 0}, {0, 0}};  // [dir][buffer] rows of Hs (double-buffered h)
   std::size_t c[2] = {0, 0};          // [dir] rows of Hs
-  std::size_t rh[2] = {0, 0};         // GRU reset-before scratch r ⊙ h
-  std::size_t z[2] = {0, 0};          // GRU reset-before scratch z
-  std::size_t gates = 0;              // reference: one row of G·H pre-activations
+  std::size_t rh[2] = {0, 0};         // SIMD, GPU: GRU reset-before scratch r ⊙ h
+  std::size_t z[2] = {0, 0};          // SIMD, GPU: GRU reset-before scratch z
   std::size_t layer_out[2] = {0, 0};  // [T, B, D·H] outputs of inner layers
   std::size_t x_cell[2] = {0, 0};     // [dir] [T, B, I]: the input after input dropout
-  std::size_t mask_h[2] = {0, 0};     // [dir] [B] rows of Hs: this step's state mask for h
-  std::size_t mask_c[2] = {0, 0};     // [dir] [B] rows of Hs: for c
-  std::size_t h16[2][2] = {{0, 0}, {0, 0}};  // bf16 weights: h in bf16, [dir][buffer] rows of Hs
-  std::size_t rh16[2] = {0, 0};       // bf16 weights, GRU reset-before: r ⊙ h in bf16
-  std::size_t cell_out[2] = {0, 0};   // SIMD LSTM projection: o ⊙ tanh(c), [dir] rows of Hs
-  std::size_t cell_out16[2] = {0, 0}; //   and in bf16 (bf16 weights)
-  std::size_t x16 = 0;                // bf16 weights: per thread, a chunk's input rows in bf16
-  std::size_t x16_stride = 0;
   std::size_t embed_x = 0;            // embedding: [T, B, I] the looked-up rows layer 0 reads
   std::size_t head_in = 0;            // head: [T, B, D·O] the last layer's output (time-major)
   std::size_t head_rows = 0;          //   last_step_only: [B, D·O] each row's last outputs
@@ -74,23 +67,17 @@ struct WorkspaceLayout {
 };
 
 // Training plans: the canonical weights in the packed buffer, the reserve a training forward fills
-// and the buffers of the training forward and of backward. Offsets in bytes; regions sized for the
-// plan's max batch and length (a run with fewer rows or steps uses their leading parts).
+// and the buffers of the training forward and of backward that every backend uses. Offsets in bytes;
+// regions sized for the plan's max batch and length (a run with fewer rows or steps uses their
+// leading parts).
 struct TrainLayout {
   std::size_t canonical = 0;           // packed buffer: the canonical weights
-  // SIMD backend: per (layer, dir) Wᵀ [I, G·H] (none for a skip layer) and Rᵀ [H, G·H] packed
-  // for f32_matmul (F32Kernels::pack_b): the B operands of the batched training forward.
-  std::size_t w_t[kMaxLayers][2] = {}, r_t[kMaxLayers][2] = {};
   // Reserve: a header, then per (layer, dir) [T, B, keep_slots·H] rows, then inner-layer outputs.
   std::size_t keep[kMaxLayers][2] = {};
   std::size_t layer_out[kMaxLayers] = {};  // [T, B, D·H] after inter-layer dropout (l < L-1)
   std::size_t reserve_total = 0;
-  // Training-forward workspace (the reference cell loop).
+  // Training-forward workspace of the host backends (the reference cell loop).
   std::size_t h[2][2] = {{0, 0}, {0, 0}}, c[2] = {0, 0}, rows = 0, rows_stride = 0;
-  // The batched training forward (SIMD backend): projections of every step [T, B, G·H], one step's
-  // recurrent products [B, G·H], the state [B, H] (h, c, r ⊙ h) and the cell input [T, B, I].
-  std::size_t proj = 0, rec = 0, state_h = 0, state_c = 0, rh = 0, x_in = 0;
-  std::size_t forward_pack = 0;   // SIMD: simd::kMatmulScratchFloats for the matmuls' packed tiles
   std::size_t forward_total = 0;
   // Backward workspace.
   std::size_t dh[2] = {0, 0}, dc = 0;  // [B, H] gradients of the state passed between steps (dh: two turns)
@@ -100,12 +87,43 @@ struct TrainLayout {
   std::size_t dlayer[2] = {0, 0};  // [T, B, max_width] gradients of layer outputs / inputs
   std::size_t brows = 0;     // kScratchRows + 1 rows of max_width (the last: a mask row), then [B, H]
                              // (the reset-before GRU's d(r ⊙ h))
-  std::size_t backward_pack = 0;  // SIMD: simd::kMatmulScratchFloats per thread
-  std::size_t r_packed = 0;       // SIMD: one direction's R [G·H, H] packed for the per-step products
-  // GPU backend: device copies of seq_lengths and row_ids [B], and the argument blocks of every
-  // layer's backward kernels (kGpuGradArgBytesPerLayer each; src/gpu/host/backward.hpp).
-  std::size_t gpu_lengths = 0, gpu_row_ids = 0, gpu_args = 0;
   std::size_t backward_total = 0;
+};
+
+// The SIMD backend's own workspace regions (beside WorkspaceLayout's).
+struct SimdWorkspace {
+  std::size_t proj_floats = 0;        // floats of each WorkspaceLayout::proj (rows of G·Hp; a chunk of steps)
+  std::size_t mask_h[2] = {0, 0};     // [dir] [B] rows of Hs: this step's state mask for h
+  std::size_t mask_c[2] = {0, 0};     // [dir] [B] rows of Hs: for c
+  std::size_t h16[2][2] = {{0, 0}, {0, 0}};  // bf16 weights: h in bf16, [dir][buffer] rows of Hs
+  std::size_t rh16[2] = {0, 0};       // bf16 weights, GRU reset-before: r ⊙ h in bf16
+  std::size_t cell_out[2] = {0, 0};   // LSTM projection: o ⊙ tanh(c), [dir] rows of Hs
+  std::size_t cell_out16[2] = {0, 0}; //   and in bf16 (bf16 weights)
+  std::size_t x16 = 0;                // bf16 weights: per thread, a chunk's input rows in bf16
+  std::size_t x16_stride = 0;
+};
+
+// The SIMD backend's own training regions (beside TrainLayout's).
+struct SimdTrainLayout {
+  // Per (layer, dir) Wᵀ [I, G·H] (none for a skip layer) and Rᵀ [H, G·H] packed for f32_matmul
+  // (F32Kernels::pack_b): the B operands of the batched training forward.
+  std::size_t w_t[kMaxLayers][2] = {}, r_t[kMaxLayers][2] = {};
+  // The batched training forward: projections of every step [T, B, G·H], one step's recurrent
+  // products [B, G·H], the state [B, H] (h, c, r ⊙ h) and the cell input [T, B, I].
+  std::size_t proj = 0, rec = 0, state_h = 0, state_c = 0, rh = 0, x_in = 0;
+  std::size_t forward_pack = 0;   // simd::kMatmulScratchFloats per thread for the matmuls' packed tiles
+  std::size_t backward_pack = 0;  // backward: simd::kMatmulScratchFloats per thread
+  std::size_t r_packed = 0;       // backward: one direction's R [G·H, H] packed for the per-step products
+};
+
+// The SIMD backend's part of a plan (all zero in the other backends' plans: kernels null).
+struct SimdPlan {
+  const simd::F32Kernels* kernels = nullptr;
+  simd::Weights weights = simd::Weights::f32;  // storage of the packed weights
+  bool bf16_pairs = false;                     // bf16 panels in k-pairs (vdpbf16ps)
+  std::size_t head_wt = 0;                     // packed buffer: the head's Wᵀ packed for f32_matmul
+  SimdWorkspace ws;
+  SimdTrainLayout train;                       // options.training only
 };
 constexpr std::size_t kGpuGradArgBytesPerLayer = 8192;
 
@@ -121,28 +139,30 @@ constexpr int kScratchRows = 6;
 constexpr std::uint64_t kReserveMagic = 0x5652455345525243ull;  // reserve filled by a training forward
 constexpr std::size_t kReserveHeaderBytes = 64;  // rows of the per-direction scratch area
 
+struct BackendOps;  // src/internal/backend.hpp
+
+// A plan: the common part (the stack, the layers, the layouts every backend uses) and the chosen
+// backend's part (`simd` or `gpu`; the other stays zero). `ops` is the chosen backend's table.
 struct PlanImpl {
   std::uint64_t magic = 0;
   StackSpec stack;
   PlanOptions options;
-  Backend backend = Backend::reference;
+  const BackendOps* ops = nullptr;   // the chosen backend's operations (a static table)
+  Backend backend = Backend::reference;  // what Plan::backend() reports (ops->kind once chosen)
   Isa isa = Isa::none;
-  const simd::F32Kernels* kernels = nullptr;  // SIMD backend only
-  simd::Weights weights = simd::Weights::f32;  // storage of the packed weights
-  bool bf16_pairs = false;                     // bf16 panels in k-pairs (vdpbf16ps)
   char kernel_name[32] = {0};
   std::int32_t vector = 1;           // V
   std::int32_t max_width = 0;        // widest input, output or state row of any layer
   bool any_dropout = false;          // some wrapper or inter-layer dropout can drop something
   std::size_t packed_bytes = 0;
   // The embedding table, head W and b in their canonical layout (param_kind embedding...), in the
-  // packed buffer at `ends` (bytes); SIMD: also the head's Wᵀ packed for f32_matmul at `head_wt`.
+  // packed buffer at `ends` (bytes).
   std::size_t ends = 0;
-  std::size_t head_wt = 0;
   std::uint64_t fingerprint = 0;     // identifies the packed layout; stored in the packed header
   WorkspaceLayout ws;
   LayerPlan layers[kMaxLayers];
   TrainLayout train;                 // options.training only
+  SimdPlan simd;                     // backend simd only
 #ifndef RNNCORE_NO_GPU_PLAN
   gpu::GpuPlan gpu;                  // backend gpu only: the device planned for and the kernel choices
 #endif
@@ -208,47 +228,18 @@ RunDropout run_dropout(const PlanImpl& p, const ForwardArgs& args);
 void apply_inter_layer_dropout(const PlanImpl& p, const RunDropout& run, int layer, unsigned char* out, int steps, int batch,
                                unsigned char* scratch);
 
-// Embedding and head (src/head.cpp), on the CPU backends. embed_lookup fills ws.embed_x from the
-// token ids in args.x; run_head maps ws.head_in into args.y. Ids are checked by forward first.
-void pack_ends(const PlanImpl& p, const void* canonical, unsigned char* packed);
+// Embedding and head (src/head.cpp), on the host backends. embed_lookup fills ws.embed_x from the
+// token ids in args.x; run_head maps ws.head_in into args.y (its f32 products by the backend's
+// BackendOps::head_product_f32). Ids are checked by forward first.
 void embed_lookup(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& args);
 void run_head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& args);
 
-// Backends.
-Status reference_pack(const PlanImpl& p, const void* canonical, unsigned char* packed);
-// One direction of one layer over the canonical weights; with io.keep it also fills the reserve rows.
-void reference_run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io, const unsigned char* canonical,
-                             const ReferenceBuffers& buf);
-// Training (src/train.cpp): the plan's TrainLayout, the training forward and backward through time.
-void layout_training(PlanImpl* p);
-// SIMD training plans: the canonical weights and their transposes into the packed buffer.
-void pack_training(const PlanImpl& p, const float* canonical, unsigned char* packed);
-Status train_forward(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& args,
-                     const RunDropout& run);
-Status train_backward(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const BackwardArgs& args);
 // The reserve's header (kReserveHeaderBytes) describing a training forward's run, and the check
 // that backward's run is that one (the GPU backend copies the header between host and device).
 void describe_reserve(const PlanImpl& p, const ForwardArgs& args, unsigned char* header);
 Status check_reserve_header(const PlanImpl& p, const ForwardArgs& args, const unsigned char* header);
-Status simd_pack(const PlanImpl& p, const void* canonical, unsigned char* packed);
-// The whole forward pass on the plan's threads (options.threads, from options.thread_pool).
-void simd_forward(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& args,
-                  const RunDropout& run);
 
-// GPU backend (src/gpu/, built with -Dgpu=cuda or -Dgpu=hip; src/gpu_none.cpp otherwise).
-// Buffers of a GPU plan (packed weights, workspace) and the tensors of ForwardArgs are device
-// memory, except seq_lengths and row_ids, which are host arrays (forward() validates them).
-// gpu_select: whether a device is usable; writes the kernel family name.
-Status gpu_select(const PlanOptions& options, PlanImpl* p);
-// Fills packed_bytes and ws (device byte offsets) for the plan.
-Status gpu_layout(PlanImpl* p);
-// Packs host canonical weights into the device buffer `packed` (no allocation beyond it).
-Status gpu_pack(const PlanImpl& p, const void* canonical_host, void* packed_device);
-// The whole forward pass on the GPU, on args.stream.
-Status gpu_forward(const PlanImpl& p, const void* packed, void* workspace, const ForwardArgs& args);
-// Backward through time on the GPU after a training forward (args.forward.reserve), on its stream.
-Status gpu_backward(const PlanImpl& p, const void* packed, void* workspace, const BackwardArgs& args);
-// (Device memory for Model: gpu_alloc / gpu_free of include/rnncore/gpu.hpp.)
+// (Each backend's operations: src/internal/backend.hpp.)
 
 // The per-direction f32 workspace buffers the SIMD and GPU layouts share, in this order: proj,
 // h[0], h[1], c (LSTM), rh and z (reset-before GRU), x_cell (input dropout); sizes in elements.

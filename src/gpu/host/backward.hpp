@@ -269,7 +269,6 @@ template <class WT, class L>
 Status backward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const unsigned char* packed_c, unsigned char* ws,
                      const BackwardArgs& a) {
   const ForwardArgs& f = a.forward;
-  const detail::TrainLayout& tr = p.train;
   RNNCORE_RETURN_IF_ERROR(check_packed(ln, p, g, packed_c));
   RNNCORE_RETURN_IF_ERROR(grad::zero_outputs(ln, p, a));
   if (f.batch == 0) return ln.finish("backward");
@@ -280,12 +279,12 @@ Status backward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const u
   grad::Views v{&a, const_cast<unsigned char*>(packed_c), ws, static_cast<unsigned char*>(f.reserve), RunArrays(), 0};
   const detail::RunDropout run = detail::run_dropout(p, f);
   if (f.seq_lengths != nullptr) {
-    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + tr.gpu_lengths, f.seq_lengths, sizeof(std::int32_t) * f.batch));
-    v.arrays.lengths = schedule::at<std::int32_t>(ws, tr.gpu_lengths);
+    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + p.gpu.train_lengths, f.seq_lengths, sizeof(std::int32_t) * f.batch));
+    v.arrays.lengths = schedule::at<std::int32_t>(ws, p.gpu.train_lengths);
   }
   if (f.row_ids != nullptr && run.on) {
-    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + tr.gpu_row_ids, f.row_ids, sizeof(std::uint32_t) * f.batch));
-    v.arrays.row_ids = schedule::at<std::uint32_t>(ws, tr.gpu_row_ids);
+    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + p.gpu.train_row_ids, f.row_ids, sizeof(std::uint32_t) * f.batch));
+    v.arrays.row_ids = schedule::at<std::uint32_t>(ws, p.gpu.train_row_ids);
   }
   const int layers = p.stack.num_layers;
   GradLayerBlock host[kMaxLayers];
@@ -309,8 +308,8 @@ Status backward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const u
     }
   }
   if (L::kArgsInDeviceMemory)
-    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + tr.gpu_args, host, sizeof(GradLayerBlock) * static_cast<std::size_t>(layers)));
-  const GradLayerBlock* dev = schedule::at<const GradLayerBlock>(ws, tr.gpu_args);
+    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + p.gpu.train_args, host, sizeof(GradLayerBlock) * static_cast<std::size_t>(layers)));
+  const GradLayerBlock* dev = schedule::at<const GradLayerBlock>(ws, p.gpu.train_args);
   for (int l = layers - 1; l >= 0; --l) {
     const detail::LayerPlan& lp = p.layers[l];
     if (l > 0)  // the layer below's output gradient, which this layer's directions add to

@@ -231,7 +231,6 @@ inline Status plan_select(const PlanOptions& options, const DeviceDescription& d
                               vendor_of(device));  // at most 24 of the 31 characters
   std::snprintf(p->kernel_name + n, sizeof p->kernel_name - static_cast<std::size_t>(n), "%s", device.arch);
   p->isa = Isa::none;
-  p->kernels = nullptr;
   p->vector = 1;
   return Status::ok;
 }
