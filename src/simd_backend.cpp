@@ -6,7 +6,7 @@
 
 #include "src/internal/dropout.hpp"
 #include "src/internal/error.hpp"
-#include "src/internal/half.hpp"
+#include "src/shared/half.hpp"
 #include "src/internal/backend.hpp"
 #include "src/internal/spec_internal.hpp"
 #include "src/internal/thread_pool.hpp"

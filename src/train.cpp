@@ -13,7 +13,7 @@
 #include <type_traits>
 
 #include "src/internal/canonical_params.hpp"
-#include "src/internal/cell_grad.hpp"
+#include "src/shared/cell_grad.hpp"
 #include "src/internal/dropout.hpp"
 #include "src/internal/error.hpp"
 #include "src/internal/backend.hpp"

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "src/internal/error.hpp"
-#include "src/internal/half.hpp"
+#include "src/shared/half.hpp"
 
 namespace rnncore {
 namespace {

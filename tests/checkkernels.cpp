@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "src/internal/half.hpp"
+#include "src/shared/half.hpp"
 #include "src/internal/int8_lstm.hpp"
 #include "src/internal/kernels.hpp"
 #include "src/internal/plan_impl.hpp"

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "src/internal/half.hpp"
+#include "src/shared/half.hpp"
 #include "tests/test_util.hpp"
 
 using namespace rnncore;

@@ -7,7 +7,7 @@
 // sources are compiled by nvcc: Debian's HIP headers for NVIDIA do not work with CUDA 13, so this
 // header maps every HIP name the backend uses onto the CUDA runtime instead. Nothing else in src/gpu/
 // or tests/gpu/ tests for a vendor or a compiler (the shared host/device math, rnncore/philox.h and
-// src/internal/half.hpp, keeps its own host/device switch); what the kernels see is:
+// src/shared/half.hpp, keeps its own host/device switch); what the kernels see is:
 //   RNNCORE_GPU_VENDOR              "cuda", "hip" or "emulator"
 //   RNNCORE_GPU_INLINE              forced inlining under GPU compilers (so accumulators never take
 //                                   the address of a stack copy), plain inline on the host

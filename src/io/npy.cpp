@@ -2,7 +2,7 @@
 #include "rnncore/io/npy.hpp"
 #include "src/io/json.hpp"
 
-#include "src/internal/half.hpp"
+#include "src/shared/half.hpp"
 
 #include <algorithm>
 #include <cfloat>
@@ -468,7 +468,7 @@ std::string shape_to_string(const std::int64_t* shape, std::size_t rank) {
 // Half-precision conversions (bit-exact, no reliance on compiler extensions)
 // ---------------------------------------------------------------------------
 
-// The library's exact conversions (src/internal/half.hpp), exposed for the readers' users.
+// The library's exact conversions (src/shared/half.hpp), exposed for the readers' users.
 float f16_to_f32(std::uint16_t bits) { return detail::f16_to_f32(bits); }
 float bf16_to_f32(std::uint16_t bits) { return detail::bf16_to_f32(bits); }
 std::uint16_t f32_to_f16(float value) { return detail::f32_to_f16(value); }

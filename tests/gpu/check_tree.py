@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The GPU tree's include rules (docs/gpu.md, "The kernels"), checked on the sources:
 
-- src/gpu/device/ includes only src/gpu/vendor.hpp, src/gpu/device/ and the host/device math the
-  CPU shares (include/rnncore/philox.h, src/internal/half.hpp, src/internal/cell_grad.hpp);
+- src/gpu/device/ includes only src/gpu/vendor.hpp, src/gpu/device/, include/rnncore/philox.h and
+  src/shared/ (the definitions host and device code share: half.hpp, cell_grad.hpp), never
+  src/internal/ or src/gpu/host/;
 - src/gpu/vendor.hpp includes nothing of the project;
 - no include graph cycle among the project headers reachable from src/gpu/;
 - only src/gpu/vendor.hpp tests for a GPU compiler (__CUDACC__, __HIPCC__, ...) among the GPU files;
@@ -17,7 +18,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 COMPILER_MACROS = re.compile(r'\b(__CUDACC__|__HIPCC__|__HIP__|__CUDA_ARCH__|__HIP_DEVICE_COMPILE__|__NVCC__|__HIP_PLATFORM_AMD__)\b')
-DEVICE_MAY_INCLUDE = {"src/gpu/vendor.hpp", "rnncore/philox.h", "src/internal/half.hpp", "src/internal/cell_grad.hpp"}
+DEVICE_MAY_INCLUDE = {"src/gpu/vendor.hpp", "rnncore/philox.h"}  # and src/shared/: the host/device definitions
 GPU_FILES_DIRS = ["src/gpu", "tests/gpu", "bench/gpu"]
 
 
@@ -50,8 +51,8 @@ def main():
         errors.append("src/gpu/device/ or src/gpu/vendor.hpp is missing")
     for f in device:
         for inc in includes(f):
-            if not (inc in DEVICE_MAY_INCLUDE or inc.startswith("src/gpu/device/")):
-                errors.append(f"{f}: device code includes {inc} (allowed: src/gpu/device/, {', '.join(sorted(DEVICE_MAY_INCLUDE))})")
+            if not (inc in DEVICE_MAY_INCLUDE or inc.startswith("src/gpu/device/") or inc.startswith("src/shared/")):
+                errors.append(f"{f}: device code includes {inc} (allowed: src/gpu/device/, src/shared/, {', '.join(sorted(DEVICE_MAY_INCLUDE))})")
     for inc in includes("src/gpu/vendor.hpp") if "src/gpu/vendor.hpp" in files else []:
         if project_path(inc):
             errors.append(f"src/gpu/vendor.hpp includes the project's {inc}")

@@ -57,7 +57,7 @@
 #include <vector>
 
 #include "src/gpu/host/schedule.hpp"
-#include "src/internal/half.hpp"
+#include "src/shared/half.hpp"
 #include "tests/gpu/emu_detector.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)

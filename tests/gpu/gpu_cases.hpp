@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "src/internal/half.hpp"
+#include "src/shared/half.hpp"
 #include "tests/test_util.hpp"
 
 namespace rnncore_test {

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "src/gpu/host/device_profiles.hpp"
-#include "src/internal/half.hpp"
+#include "src/shared/half.hpp"
 #include "tests/gpu/emu_kernels.hpp"
 #include "tests/gpu/gpu_cases.hpp"
 #include "tests/test_util.hpp"

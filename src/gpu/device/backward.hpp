@@ -1,6 +1,6 @@
 // Backward through time on the GPU (docs/design.md §10.1, docs/training.md): the kernels of one (layer,
 // direction), written once like src/gpu/device/kernels.hpp's (an `Exec` reaches the machine; the emulator
-// in tests/gpu/ runs the same bodies). The calculus per unit is src/internal/cell_grad.hpp's, which
+// in tests/gpu/ runs the same bodies). The calculus per unit is src/shared/cell_grad.hpp's, which
 // the CPU backward (src/train.cpp) uses too; dropout masks are regenerated from the mask function
 // (mask_bits4), never stored. src/gpu/host/backward.hpp schedules them:
 //   gather (x_cell, h_prev of every step), start (dh, dc from dhy, dcy),
@@ -14,7 +14,7 @@
 #define RNNCORE_SRC_GPU_DEVICE_BACKWARD_HPP
 
 #include "src/gpu/device/kernels.hpp"
-#include "src/internal/cell_grad.hpp"
+#include "src/shared/cell_grad.hpp"
 
 namespace rnncore {
 namespace gpu {

@@ -30,7 +30,7 @@
 
 #include "rnncore/philox.h"
 #include "src/gpu/vendor.hpp"  // RNNCORE_GPU_INLINE, RNNCORE_GPU_UNROLL
-#include "src/internal/half.hpp"
+#include "src/shared/half.hpp"
 
 namespace rnncore {
 namespace gpu {
@@ -72,7 +72,7 @@ RNNCORE_HD inline F4 load4(const float* p) { return *reinterpret_cast<const F4*>
 
 /// Storage types of W and R (PlanOptions::weight_dtype): f32, or IEEE binary16 / bfloat16 bits.
 /// Products and sums stay f32; only loads convert. The conversions are the library's own
-/// (src/internal/half.hpp, host and device): exact bit manipulation, the same results from every
+/// (src/shared/half.hpp, host and device): exact bit manipulation, the same results from every
 /// compiler, round-to-nearest-even when packing.
 struct WeightF16 {
   uint16_t bits;

@@ -3,8 +3,8 @@
 // a training forward keeps (the gate activations, the new cell state) and the gradient reaching
 // the cell's output; gradients of the gates are written `stride` elements apart (the gate blocks
 // of a dgates row). No allocation, no libm beyond what callers pass in.
-#ifndef RNNCORE_SRC_INTERNAL_CELL_GRAD_HPP
-#define RNNCORE_SRC_INTERNAL_CELL_GRAD_HPP
+#ifndef RNNCORE_SRC_SHARED_CELL_GRAD_HPP
+#define RNNCORE_SRC_SHARED_CELL_GRAD_HPP
 
 #include <stdint.h>
 
@@ -59,4 +59,4 @@ RNNCORE_HD inline T rnn_unit_backward(bool tanh_act, T h, T dh) {
 }  // namespace detail
 }  // namespace rnncore
 
-#endif  // RNNCORE_SRC_INTERNAL_CELL_GRAD_HPP
+#endif  // RNNCORE_SRC_SHARED_CELL_GRAD_HPP

@@ -3,8 +3,8 @@
 // (src/gpu/device/kernels.hpp's weight loads and packing), which include it under nvcc and hipcc. Bits move
 // between float and uint32 by memcpy on the host and the compilers' bit-cast intrinsics on the
 // device (__uint_as_float, __float_as_uint), never through a union.
-#ifndef RNNCORE_SRC_INTERNAL_HALF_HPP
-#define RNNCORE_SRC_INTERNAL_HALF_HPP
+#ifndef RNNCORE_SRC_SHARED_HALF_HPP
+#define RNNCORE_SRC_SHARED_HALF_HPP
 
 #include <cstdint>
 #include <cstring>
@@ -94,4 +94,4 @@ RNNCORE_HALF_HD inline float tf32_to_f32(std::uint32_t t) { return bits_to_f32(t
 }  // namespace detail
 }  // namespace rnncore
 
-#endif  // RNNCORE_SRC_INTERNAL_HALF_HPP
+#endif  // RNNCORE_SRC_SHARED_HALF_HPP
