@@ -148,11 +148,15 @@ struct PlanImpl {
 #endif
 };
 
-// The packed buffer's first kPackedHeaderBytes.
+// The packed buffer's first kPackedHeaderBytes. kernel_name and isa name the kernel family the
+// buffer was packed for (Plan::kernel_name, Plan::isa), so a plan of another family can say how to match.
 struct PackedHeader {
   std::uint64_t magic;
   std::uint64_t fingerprint;
+  char kernel_name[32];
+  std::int32_t isa;
 };
+static_assert(sizeof(PackedHeader) <= kPackedHeaderBytes, "the packed header outgrew its bytes");
 
 const PlanImpl& impl(const Plan& plan);
 // The packed layout's identity (stored in the packed header, checked by forward): shapes, backend,
