@@ -153,8 +153,8 @@ struct PlanImpl {
 struct PackedHeader {
   std::uint64_t magic;
   std::uint64_t fingerprint;
-  char kernel_name[32];
-  std::int32_t isa;
+  char kernel_name[32] = {};
+  std::int32_t isa = 0;
 };
 static_assert(sizeof(PackedHeader) <= kPackedHeaderBytes, "the packed header outgrew its bytes");
 
