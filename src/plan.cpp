@@ -539,9 +539,12 @@ Status Plan::pack_weights(const void* canonical, void* packed, std::size_t packe
   if (p.backend == Backend::gpu) return detail::gpu_pack(p, canonical, packed);
   auto* bytes = static_cast<unsigned char*>(packed);
   std::memset(bytes, 0, p.packed_bytes);
-  detail::PackedHeader header{detail::kPackedMagic, p.fingerprint, {}, static_cast<std::int32_t>(p.isa)};
-  std::memcpy(header.kernel_name, p.kernel_name, sizeof header.kernel_name);
+  const detail::PackedHeader header{detail::kPackedMagic, p.fingerprint};
   std::memcpy(bytes, &header, sizeof header);
+  detail::PackedFamily family{};
+  std::memcpy(family.kernel_name, p.kernel_name, sizeof family.kernel_name);
+  family.isa = static_cast<std::int32_t>(p.isa);
+  std::memcpy(bytes + detail::kPackedFamilyOffset, &family, sizeof family);
   if (p.backend == Backend::reference) return detail::reference_pack(p, canonical, bytes);
   if (p.options.training) detail::pack_training(p, static_cast<const float*>(canonical), bytes);
   detail::pack_ends(p, canonical, bytes);
