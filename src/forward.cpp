@@ -17,6 +17,27 @@ using detail::PlanImpl;
 
 namespace {
 
+// Weights packed for another layout: the header names the kernel family they were packed (or
+// exported) for, so the message says which plan matches them.
+Status packed_mismatch(const PlanImpl& p, const void* packed) {
+  static const char* const kIsa[] = {"NONE", "SSE2", "AVX2", "AVX512", "NEON"};
+  detail::PackedFamily h;
+  std::memcpy(&h, static_cast<const unsigned char*>(packed) + detail::kPackedFamilyOffset, sizeof h);
+  char family[sizeof h.kernel_name + 1];
+  std::memcpy(family, h.kernel_name, sizeof h.kernel_name);
+  family[sizeof h.kernel_name] = '\0';
+  const bool known_isa = h.isa >= 0 && h.isa < 5;
+  if (family[0] != '\0' && std::strcmp(family, p.kernel_name) != 0 && known_isa)
+    return detail::fail_status(Status::weights_not_packed,
+                               "forward: the packed weights are for %s (ISA %s), this plan runs %s (ISA %s): plan with "
+                               "max_isa = RNNCORE_ISA_%s (the family they were packed or exported for), or pack them again",
+                               family, to_string(static_cast<Isa>(h.isa)), p.kernel_name, to_string(p.isa), kIsa[h.isa]);
+  return detail::fail_status(Status::weights_not_packed,
+                             "forward: the packed weights are for another layout of %s (other shapes, weight dtype or "
+                             "training): pack them with this plan",
+                             p.kernel_name);
+}
+
 // `needed`: the workspace bytes this call needs; `y_needed`: false for backward (which reads the reserve).
 Status check_args(const PlanImpl& p, const void* packed, const void* workspace, std::size_t workspace_bytes,
                   std::size_t needed, bool y_needed, const ForwardArgs& a) {
@@ -25,8 +46,9 @@ Status check_args(const PlanImpl& p, const void* packed, const void* workspace, 
   if (!p.ops->device_memory) {  // a GPU plan's buffer is device memory: its forward checks it
     detail::PackedHeader header;
     std::memcpy(&header, packed, sizeof header);
-    RNNCORE_ENSURE(header.magic == detail::kPackedMagic && header.fingerprint == p.fingerprint,
-                   Status::weights_not_packed, "forward: the packed buffer was not filled by pack_weights of this plan's layout");
+    RNNCORE_ENSURE(header.magic == detail::kPackedMagic, Status::weights_not_packed,
+                   "forward: the packed buffer was not filled by pack_weights (nor exported by rnncore export-c)");
+    if (header.fingerprint != p.fingerprint) return packed_mismatch(p, packed);
   }
   RNNCORE_ENSURE(workspace != nullptr || needed == 0, Status::null_pointer, "forward: workspace is null");
   RNNCORE_ENSURE(reinterpret_cast<std::uintptr_t>(workspace) % kAlignment == 0, Status::misaligned,

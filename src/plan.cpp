@@ -453,6 +453,12 @@ unsigned char* begin_host_pack(const PlanImpl& p, void* packed) {
   std::memset(bytes, 0, p.packed_bytes);
   const PackedHeader header{kPackedMagic, p.fingerprint};
   std::memcpy(bytes, &header, sizeof header);
+  // The kernel family after the header, so that a plan of another family can say which one the
+  // buffer (or an exported header's packed array) was made for.
+  PackedFamily family{};
+  std::memcpy(family.kernel_name, p.kernel_name, sizeof family.kernel_name);
+  family.isa = static_cast<std::int32_t>(p.isa);
+  std::memcpy(bytes + kPackedFamilyOffset, &family, sizeof family);
   return bytes;
 }
 

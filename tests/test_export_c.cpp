@@ -5,7 +5,10 @@
 // (examples/firmware/meson.build), so the header is also known to be valid C.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,22 +37,60 @@ namespace {
 
 const std::string kSource = RNNCORE_SOURCE_DIR;
 
-// The C header as the test reads it: #define constants, float array initialisers, and the
-// `.field = value` lines of the spec initialiser.
+// The C header as the test reads it: #define constants, float array initialisers, the
+// `.field = value` lines of the spec initialiser, and a float model's packed weights (the
+// `NAME_packed` object: header words, then floats; its floats in arrays["NAME_packed"]).
 struct Header {
   std::map<std::string, std::string> defines, fields;
   std::map<std::string, std::vector<float>> arrays;
   std::map<std::string, long> declared_sizes;
+  std::vector<std::uint32_t> packed_header;  // the packed object's header words
   std::string text;  // the whole header
 };
+
+// Reads the packed object: "} NAME_packed = {", "  {", header words, "  },", "  {", floats, "  },", "};".
+void parse_packed(std::istringstream* lines, const std::string& name, long declared, Header* h) {
+  std::string line;
+  h->declared_sizes[name] = declared;
+  std::vector<float>& floats = h->arrays[name];
+  int part = -1;  // 0: the header words, 1: the floats
+  while (std::getline(*lines, line) && line != "};") {
+    if (line == "  {") {
+      ++part;
+      continue;
+    }
+    if (line == "  }," || line.find("/*") != std::string::npos) continue;
+    const char* p = line.c_str();
+    for (;;) {
+      while (*p == ' ' || *p == ',') ++p;
+      if (*p == '\0') break;
+      char* end = nullptr;
+      if (part == 0) {
+        h->packed_header.push_back(static_cast<std::uint32_t>(std::strtoul(p, &end, 16)));
+        REQUIRE_MESSAGE(end != p, "not a header word: " << p);
+      } else {
+        floats.push_back(std::strtof(p, &end));
+        REQUIRE_MESSAGE(end != p, "not a float literal: " << p);
+        REQUIRE_MESSAGE(*end == 'f', "a float literal without its f suffix: " << p);
+        ++end;
+      }
+      p = end;
+    }
+  }
+}
 
 Header parse(const std::string& text) {
   Header h;
   h.text = text;
   std::istringstream lines(text);
   std::string line, array;
+  long packed_floats = -1;
   while (std::getline(lines, line)) {
-    if (line.compare(0, 8, "#define ") == 0) {
+    if (line.compare(0, 16, "  float weights[") == 0) {
+      packed_floats = std::strtol(line.c_str() + 16, nullptr, 10);
+    } else if (line.compare(0, 2, "} ") == 0 && line.find("_packed = {") != std::string::npos) {
+      parse_packed(&lines, line.substr(2, line.find(" = ") - 2), packed_floats, &h);
+    } else if (line.compare(0, 8, "#define ") == 0) {
       std::istringstream w(line.substr(8));
       std::string name, value;
       w >> name >> value;
@@ -87,6 +128,10 @@ Header parse(const std::string& text) {
   return h;
 }
 
+unsigned char* align_up(unsigned char* p) {
+  return p + (kAlignment - reinterpret_cast<std::uintptr_t>(p) % kAlignment) % kAlignment;
+}
+
 bool same_bits(const std::vector<float>& a, const float* b, std::size_t n) {
   return a.size() == n && (n == 0 || std::memcmp(a.data(), b, n * sizeof(float)) == 0);
 }
@@ -105,8 +150,15 @@ Header check_export(const std::string& weights, const std::string& flags, const 
   REQUIRE_MESSAGE(io::load_weights(weights, hints, nullptr, &model, &err) == Status::ok, err);
   const RnnSpec& spec = model.spec;
   const std::size_t n = model.canonical.size() / sizeof(float);
-  CHECK(h.declared_sizes.at("net_weights") == static_cast<long>(n));
-  CHECK(same_bits(h.arrays.at("net_weights"), reinterpret_cast<const float*>(model.canonical.data()), n));
+  // The packed object: the canonical weights after the header, zero-padded to PACKED_BYTES.
+  const std::vector<float>& packed = h.arrays.at("net_packed");
+  REQUIRE(packed.size() >= n);
+  CHECK(h.declared_sizes.at("net_packed") == static_cast<long>(packed.size()));
+  CHECK(same_bits(std::vector<float>(packed.begin(), packed.begin() + n), reinterpret_cast<const float*>(model.canonical.data()), n));
+  for (std::size_t i = n; i < packed.size(); ++i) CHECK(packed[i] == 0.0f);
+  CHECK(h.packed_header.size() == 16);
+  CHECK(h.defines.at("NET_KERNEL_FAMILY") == "\"f32_rnn__reference\"");
+  CHECK(h.defines.at("NET_MAX_ISA") == "RNNCORE_ISA_NONE");
   CHECK(h.defines.at("NET_PARAM_COUNT") == std::to_string(n));
   CHECK(h.defines.at("NET_INPUT_SIZE") == std::to_string(spec.input_size));
   CHECK(h.defines.at("NET_HIDDEN_SIZE") == std::to_string(spec.hidden_size));
@@ -141,10 +193,27 @@ Header check_export(const std::string& weights, const std::string& flags, const 
     CHECK(h.defines.at("NET_STEP_WORKSPACE_BYTES") == std::to_string(step.workspace_bytes()));
     CHECK(h.text.find("No NET_STEP_WORKSPACE_BYTES") == std::string::npos);
   }
-  const std::size_t ws_at = (whole.packed_weight_bytes() + kAlignment - 1) / kAlignment * kAlignment;
-  CHECK(h.defines.at("NET_ARENA_BYTES") == std::to_string(ws_at + whole.workspace_bytes()));
+  CHECK(h.defines.count("NET_ARENA_BYTES") == 0);  // the weights are not in RAM: the workspace is the arena
+  CHECK(64 + 4 * packed.size() == whole.packed_weight_bytes());
+  // The header's packed object is what pack_weights of that plan writes, byte for byte.
+  std::vector<unsigned char> fresh(whole.packed_weight_bytes() + kAlignment);
+  unsigned char* at = align_up(fresh.data());
+  REQUIRE(whole.pack_weights(model.canonical.data(), at, whole.packed_weight_bytes()) == Status::ok);
+  CHECK(std::memcmp(at, h.packed_header.data(), 64) == 0);
+  CHECK(std::memcmp(at + 64, packed.data(), 4 * packed.size()) == 0);
   return h;
 }
+
+// The header's packed object laid out in memory as a little-endian compiler lays it out.
+struct PackedCopy {
+  std::vector<unsigned char> bytes;
+  unsigned char* at = nullptr;
+  explicit PackedCopy(const Header& h) : bytes(64 + 4 * h.arrays.at("net_packed").size() + kAlignment) {
+    at = align_up(bytes.data());
+    std::memcpy(at, h.packed_header.data(), 64);
+    std::memcpy(at + 64, h.arrays.at("net_packed").data(), 4 * h.arrays.at("net_packed").size());
+  }
+};
 
 std::vector<float> npy_floats(const std::string& path) {
   io::Array a;
@@ -214,6 +283,47 @@ TEST_CASE("export-c: the sample input and expected output are the .npy files, bi
   CHECK(h.defines.at("NET_SAMPLE_STEPS") == "50");
   CHECK(h.defines.at("NET_SAMPLE_BATCH") == "4");
   CHECK(h.fields.at("mode") == "RNNCORE_MODE_LSTM");
+
+  // The packed object runs in place on a plan of its family (max_isa = RNNCORE_ISA_NONE) and gives
+  // the sample output; a plan of another family (this host's SIMD kernels) refuses it, naming
+  // both families and the max_isa that matches.
+  const PackedCopy packed(h);
+  io::LoadedModel model;
+  std::string err;
+  REQUIRE_MESSAGE(io::load_weights(models + "lstm_small.safetensors", io::ModelHints{}, nullptr, &model, &err) == Status::ok,
+                  err);
+  const RnnSpec& spec = model.spec;
+  PlanOptions opt;
+  opt.max_batch = 4;
+  opt.max_seq_len = 50;
+  opt.max_isa = Isa::none;
+  Plan scalar, best;
+  REQUIRE(Plan::create(spec, opt, &scalar) == Status::ok);
+  std::vector<unsigned char> ws(scalar.workspace_bytes() + kAlignment);
+  std::vector<float> out(y.size());
+  ForwardArgs a;
+  a.batch = 4;
+  a.seq_len = 50;
+  a.x = x.data();
+  a.y = out.data();
+  CHECK(scalar.forward(packed.at, align_up(ws.data()), scalar.workspace_bytes(), a) == Status::ok);
+  float worst = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) worst = std::max(worst, std::fabs(out[i] - y[i]));
+  CHECK(worst <= 1e-5f);  // PyTorch's output, float32-level differences
+  opt.max_isa = Isa::best;
+  REQUIRE(Plan::create(spec, opt, &best) == Status::ok);
+  if (best.backend() == Backend::reference) {
+    MESSAGE("no SIMD kernels on this machine or build: the refusal of another family is not checked");
+  } else {
+    std::vector<unsigned char> ws2(best.workspace_bytes() + kAlignment);
+    CHECK(best.forward(packed.at, align_up(ws2.data()), best.workspace_bytes(), a) == Status::weights_not_packed);
+    const std::string detail = last_error_detail();
+    INFO(detail);
+    CHECK(detail.find("the packed weights are for f32_rnn__reference (ISA none), this plan runs " +
+                      std::string(best.kernel_name())) != std::string::npos);
+    CHECK(detail.find("plan with max_isa = RNNCORE_ISA_NONE (the family they were packed or exported for)") !=
+          std::string::npos);
+  }
 
   // Deterministic: the same command writes the same bytes.
   const std::string first = slurp(temp_dir() + "/model.h");

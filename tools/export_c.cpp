@@ -10,11 +10,15 @@ namespace tools {
 void define_export_c(CLI::App& app, io::ExportCOptions& o) {
   setup_app(app);
   app.description(
-      "Writes a C header for firmware: the canonical weights as 'static const float NAME_weights[]', the\n"
-      "network as 'static const rnncore_spec NAME_spec', and the exact buffer sizes of its plans on the\n"
-      "portable scalar path (the one Cortex-M builds run) as NAME_PACKED_BYTES, NAME_WORKSPACE_BYTES,\n"
-      "NAME_STEP_WORKSPACE_BYTES (max_seq_len 1, for streaming; not for a bidirectional network, which\n"
-      "cannot stream) and NAME_ARENA_BYTES (packed weights and workspace in one 64-byte-aligned buffer).\n"
+      "Writes a C header for firmware: the weights already packed for the portable scalar kernels (the\n"
+      "family NAME_KERNEL_FAMILY, \"f32_rnn__reference\", which Cortex-M builds and a host's plans with\n"
+      "max_isa = NAME_MAX_ISA = RNNCORE_ISA_NONE run) as one 64-byte-aligned const object NAME_packed,\n"
+      "which rnncore_forward reads in place (no pack step, no RAM for weights; a plan of another family\n"
+      "refuses it and says which max_isa matches; NAME_CANONICAL_WEIGHTS are its canonical floats, to\n"
+      "pack for another family), the network as 'static const rnncore_spec NAME_spec', and the exact\n"
+      "sizes of its plans in that family: NAME_PACKED_BYTES (sizeof NAME_packed), NAME_WORKSPACE_BYTES\n"
+      "and NAME_STEP_WORKSPACE_BYTES (max_seq_len 1, for streaming; not for a bidirectional network,\n"
+      "which cannot stream).\n"
       "An int8 LSTM model (format tflite_int8; docs/int8.md) gives a header for rnncore/int8.h instead:\n"
       "NAME_quantization, the int8 weights NAME_w and NAME_r, the int32 NAME_bias, the biases folded with\n"
       "the zero points (NAME_folded_bias, for rnncore_int8_lstm_prepare_folded: they can stay in flash),\n"

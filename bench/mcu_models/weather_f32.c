@@ -1,6 +1,6 @@
 /* The weather model (bench/mcu_models/README.md) in float32 on a Cortex-M's FPU under
  * qemu-system-arm: the Keras LSTM(32) exported by `rnncore export-c` from weather_f32.safetensors
- * (canonical layout) run through the float C API (rnncore/rnncore.h) on 24 steps of 19 features,
+ * (its weights packed for the scalar kernels, read in place from flash) run through the float C API (rnncore/rnncore.h) on 24 steps of 19 features,
  * then the Keras Dense(1) on every step (a dot product here), from weather_extra.h. Every output
  * must be within 1e-5 of TensorFlow's float output of the Keras model (weather_f32_y). Prints
  * PASS with the largest difference and the memory, exits 0; or FAIL, exits 1. C99. Built by
@@ -21,41 +21,38 @@ typedef char one_row_of_24_steps[(WEATHER_F32_MAX_SEQ_LEN == T && WEATHER_F32_MA
                                   sizeof weather_f32_y == T * sizeof(float))
                                      ? 1 : -1];
 
-static unsigned char arena[WEATHER_F32_ARENA_BYTES] __attribute__((aligned(RNNCORE_ALIGNMENT)));
+static unsigned char workspace[WEATHER_F32_WORKSPACE_BYTES] __attribute__((aligned(RNNCORE_ALIGNMENT)));
+/* The plan (RNNCORE_PLAN_BYTES, 12 KiB) is static: with planning's own 11 KiB of stack it would
+ * overflow the 16 KiB stack of the linker script. */
+static rnncore_plan plan;
 static float g_seq[T * H], g_y[T];
 
 int main(void) {
   extern char __data_start[], __bss_end[], __data_end[], __data_load[];
-  rnncore_plan plan;
   rnncore_plan_options options;
   rnncore_forward_args args;
   rnncore_status s;
-  size_t packed, at;
   unsigned long stack;
   float max_diff = 0;
   int t, k;
   rnncore_plan_options_init(&options);
   options.max_batch = 1;
   options.max_seq_len = T;
-  options.max_isa = RNNCORE_ISA_NONE;
+  options.max_isa = WEATHER_F32_MAX_ISA; /* the family weather_f32_packed was packed for */
   s = rnncore_plan_create(&weather_f32_spec, &options, &plan);
   if (s != RNNCORE_OK) return put_failure("plan", s);
-  packed = rnncore_plan_packed_weight_bytes(&plan);
-  at = (packed + RNNCORE_ALIGNMENT - 1) / RNNCORE_ALIGNMENT * RNNCORE_ALIGNMENT;
-  if (at + rnncore_plan_workspace_bytes(&plan) > sizeof arena) {
-    put("FAIL: the arena is smaller than the plan needs");
+  if (rnncore_plan_workspace_bytes(&plan) > sizeof workspace) {
+    put("FAIL: the workspace is smaller than the plan needs");
     end_line();
     return 1;
   }
-  s = rnncore_plan_pack_weights(&plan, weather_f32_weights, arena, packed);
-  if (s != RNNCORE_OK) return put_failure("pack", s);
   board_stack_mark();
   rnncore_forward_args_init(&args);
   args.batch = 1;
   args.seq_len = T;
   args.x = weather_f32_input; /* [1, T, I] is [T, 1, I] */
   args.y = g_seq;
-  s = rnncore_forward(&plan, arena, arena + at, rnncore_plan_workspace_bytes(&plan), &args);
+  s = rnncore_forward(&plan, &weather_f32_packed, workspace, sizeof workspace, &args);
   if (s != RNNCORE_OK) return put_failure("forward", s);
   for (t = 0; t < T; ++t) { /* Keras Dense(1) on every step, in float */
     float acc = 0;

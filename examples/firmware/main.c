@@ -6,8 +6,10 @@
  *      bitwise equal, since both runs do the same floating-point operations in the same order.
  * Prints PASS or FAIL and exits with 0 or 1.
  *
- * The model header comes from `rnncore export-c` (generated/lstm_small_model.h; host builds
- * export it afresh). Builds for the host (board_host.c) and for Cortex-M (mps2/: start-up code,
+ * The weights stay in flash, packed by `rnncore export-c` for the portable scalar kernels
+ * (lstm_small_packed): forward reads them in place, so RAM holds only the workspace, the state
+ * and the outputs. The model header comes from `rnncore export-c` (generated/lstm_small_model.h;
+ * host builds export it afresh). Builds for the host (board_host.c) and for Cortex-M (mps2/: start-up code,
  * linker script, semihosting console); see docs/porting.md. */
 #include <stddef.h>
 #include <string.h>
@@ -31,9 +33,9 @@
 /* Compile-time checks: the sample fits the exported plan limits. */
 typedef char sample_fits_plan[(STEPS <= LSTM_SMALL_MAX_SEQ_LEN && BATCH <= LSTM_SMALL_MAX_BATCH) ? 1 : -1];
 
-/* All memory the library uses: packed weights, then the workspace, sized by the exported plan
- * sizes and checked against the library's own size queries at start-up. */
-static unsigned char arena[LSTM_SMALL_ARENA_BYTES] __attribute__((aligned(RNNCORE_ALIGNMENT)));
+/* All RAM the library uses besides the state: the workspace, sized by the exported plan sizes and
+ * checked against the library's own size queries at start-up. The weights are in flash. */
+static unsigned char workspace[LSTM_SMALL_WORKSPACE_BYTES] __attribute__((aligned(RNNCORE_ALIGNMENT)));
 static rnncore_plan whole_plan; /* max_seq_len STEPS */
 static rnncore_plan step_plan;  /* max_seq_len 1: the streaming plan, same packed weights */
 
@@ -55,9 +57,8 @@ int main(void) {
   rnncore_plan_options options;
   rnncore_forward_args args;
   rnncore_status status;
-  size_t packed_bytes, workspace_at, workspace_bytes, step_workspace_bytes, i;
+  size_t workspace_bytes, step_workspace_bytes, i;
   unsigned long stack_setup;
-  unsigned char* workspace;
   float max_diff = 0, max_expected;
   int t, steps_equal = 0, state_equal;
 
@@ -75,44 +76,42 @@ int main(void) {
   put_uint(BATCH);
   end_line();
 
-  /* Plan both runs on the portable scalar path: the sizes the header was exported for. */
+  /* Plan both runs for the kernel family the weights were packed for (the portable scalar path). */
   rnncore_plan_options_init(&options);
   options.max_batch = LSTM_SMALL_MAX_BATCH;
   options.max_seq_len = LSTM_SMALL_MAX_SEQ_LEN;
-  options.max_isa = RNNCORE_ISA_NONE;
+  options.max_isa = LSTM_SMALL_MAX_ISA;
   status = rnncore_plan_create(&lstm_small_spec, &options, &whole_plan);
   if (status != RNNCORE_OK) return put_failure("plan", status);
   options.max_seq_len = 1;
   status = rnncore_plan_create(&lstm_small_spec, &options, &step_plan);
   if (status != RNNCORE_OK) return put_failure("streaming plan", status);
 
-  /* The arena was sized at compile time; the library's size queries are the authority. */
-  packed_bytes = rnncore_plan_packed_weight_bytes(&whole_plan);
-  workspace_at = (packed_bytes + RNNCORE_ALIGNMENT - 1) / RNNCORE_ALIGNMENT * RNNCORE_ALIGNMENT;
+  /* The workspace was sized at compile time; the library's size queries are the authority. */
   workspace_bytes = rnncore_plan_workspace_bytes(&whole_plan);
   step_workspace_bytes = rnncore_plan_workspace_bytes(&step_plan);
-  workspace = arena + workspace_at;
-  put("memory: arena ");
-  put_uint(sizeof arena);
-  put(" bytes = packed weights ");
-  put_uint(packed_bytes);
-  put(" + workspace ");
+  put("memory: flash packed weights ");
+  put_uint(sizeof lstm_small_packed);
+  put(" bytes; RAM workspace ");
+  put_uint(sizeof workspace);
+  put(" (the plan's ");
   put_uint(workspace_bytes);
-  put(" (streaming: ");
+  put(", streaming ");
   put_uint(step_workspace_bytes);
-  put("); kernels ");
+  put("), state ");
+  put_uint(sizeof h_whole + sizeof c_whole);
+  put(" bytes; kernels ");
   put(rnncore_plan_kernel_name(&whole_plan));
   end_line();
-  if (workspace_at + workspace_bytes > sizeof arena || step_workspace_bytes > workspace_bytes ||
-      rnncore_plan_packed_weight_bytes(&step_plan) != packed_bytes) {
-    put("FAIL: the arena is smaller than the plans need (export the header again)");
+  if (workspace_bytes > sizeof workspace || step_workspace_bytes > workspace_bytes ||
+      rnncore_plan_packed_weight_bytes(&whole_plan) != sizeof lstm_small_packed ||
+      rnncore_plan_packed_weight_bytes(&step_plan) != sizeof lstm_small_packed ||
+      (size_t)&lstm_small_packed % RNNCORE_ALIGNMENT != 0) {
+    put("FAIL: the buffers differ from what the plans need, or are misaligned (export the header again)");
     end_line();
     return 1;
   }
-
-  status = rnncore_plan_pack_weights(&whole_plan, lstm_small_weights, arena, packed_bytes);
-  if (status != RNNCORE_OK) return put_failure("pack", status);
-  stack_setup = board_stack_high_water(); /* planning and packing */
+  stack_setup = board_stack_high_water(); /* planning */
   board_stack_mark();                     /* from here: running */
 
   /* 1. The whole sequence in one call, from a zero state. */
@@ -123,7 +122,7 @@ int main(void) {
   args.y = y_whole;
   args.hy = h_whole;
   args.cy = c_whole;
-  status = rnncore_forward(&whole_plan, arena, workspace, workspace_bytes, &args);
+  status = rnncore_forward(&whole_plan, &lstm_small_packed, workspace, workspace_bytes, &args);
   if (status != RNNCORE_OK) return put_failure("forward (whole sequence)", status);
   for (i = 0; i < STEPS * BATCH * OUTPUT; ++i) {
     const float d = y_whole[i] - lstm_small_sample_output[i];
@@ -152,7 +151,7 @@ int main(void) {
     args.y = y_step;
     args.hy = h_state[to];
     args.cy = c_state[to];
-    status = rnncore_forward(&step_plan, arena, workspace, step_workspace_bytes, &args);
+    status = rnncore_forward(&step_plan, &lstm_small_packed, workspace, step_workspace_bytes, &args);
     if (status != RNNCORE_OK) return put_failure("forward (one step)", status);
     steps_equal += memcmp(y_step, y_whole + (size_t)t * BATCH * OUTPUT, sizeof y_step) == 0;
   }
@@ -167,7 +166,7 @@ int main(void) {
   end_line();
 
   if (stack_setup > 0) {
-    put("stack (deepest, from its top, incl. main's frame): planning and packing ");
+    put("stack (deepest, from its top, incl. main's frame): planning ");
     put_uint(stack_setup);
     put(" bytes, running ");
     put_uint(board_stack_high_water());

@@ -168,11 +168,20 @@ struct PlanImpl {
 #endif
 };
 
-// The packed buffer's first kPackedHeaderBytes.
+// The packed buffer's first kPackedHeaderBytes: PackedHeader, then at kPackedFamilyOffset the
+// kernel family the buffer was packed for (Plan::kernel_name, Plan::isa), so that a plan of
+// another family can say how to match; the rest zero.
 struct PackedHeader {
   std::uint64_t magic;
   std::uint64_t fingerprint;
 };
+struct PackedFamily {
+  char kernel_name[32];
+  std::int32_t isa;
+  std::int32_t reserved;  // no padding: every byte is defined (export-c writes them)
+};
+constexpr std::size_t kPackedFamilyOffset = sizeof(PackedHeader);
+static_assert(kPackedFamilyOffset + sizeof(PackedFamily) <= kPackedHeaderBytes, "the packed header outgrew its bytes");
 
 const PlanImpl& impl(const Plan& plan);
 // The packed layout's identity (stored in the packed header, checked by forward): shapes, backend,

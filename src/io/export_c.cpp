@@ -121,26 +121,33 @@ const char* input_mode_enum(InputMode m) {
 std::string c_literal(float v) { return float_literal(v); }
 std::string c_literal(std::int32_t v) { return std::to_string(v); }
 
-// One array as a C definition, `per_line` values a line; `marks` (sorted offset → label) become
-// comment lines where a block starts.
+// An initializer's values, `per_line` a line, each line indented by `indent`; `marks` (sorted
+// offset → label) become comment lines where a block starts.
 template <class T>
-void write_array(std::string* out, const std::string& decl, const T* v, std::size_t n,
-                 const std::vector<std::pair<std::size_t, std::string>>& marks = {}, std::size_t per_line = 8) {
-  appendf(out, "%s[%zu] = {\n", decl.c_str(), n);
+void write_values(std::string* out, const T* v, std::size_t n, const std::vector<std::pair<std::size_t, std::string>>& marks,
+                  std::size_t per_line, const char* indent) {
   std::size_t next_mark = 0, column = 0;
   for (std::size_t i = 0; i < n; ++i) {
     if (next_mark < marks.size() && marks[next_mark].first == i) {
       if (column != 0) out->push_back('\n');
-      appendf(out, "  /* %s */\n", marks[next_mark].second.c_str());
+      appendf(out, "%s/* %s */\n", indent, marks[next_mark].second.c_str());
       ++next_mark;
       column = 0;
     }
-    appendf(out, "%s%s,", column == 0 ? "  " : " ", c_literal(v[i]).c_str());
+    appendf(out, "%s%s,", column == 0 ? indent : " ", c_literal(v[i]).c_str());
     if (++column == per_line || i + 1 == n) {
       out->push_back('\n');
       column = 0;
     }
   }
+}
+
+// One array as a C definition (see write_values).
+template <class T>
+void write_array(std::string* out, const std::string& decl, const T* v, std::size_t n,
+                 const std::vector<std::pair<std::size_t, std::string>>& marks = {}, std::size_t per_line = 8) {
+  appendf(out, "%s[%zu] = {\n", decl.c_str(), n);
+  write_values(out, v, n, marks, per_line, "  ");
   appendf(out, "};\n");
 }
 
@@ -836,7 +843,10 @@ struct FloatExport {
   std::vector<std::int64_t> in_shape, out_shape;
   std::vector<float> sample_in, sample_out;
   long long max_batch = 1, max_seq_len = 1;
-  std::size_t packed = 0, workspace = 0, arena = 0, step_workspace = 0;
+  std::size_t packed = 0, workspace = 0, step_workspace = 0;
+  std::string family;                 // the kernel family the weights are packed for (Plan::kernel_name)
+  std::uint32_t packed_header[16] = {};  // the packed buffer's header, as 32-bit words (this machine's order)
+  std::vector<float> packed_floats;   // the rest of the packed buffer: the reference family's canonical weights
 };
 
 // Loads the model (every layer layer 0's cell: the header holds one rnncore_spec) and the sample.
@@ -905,8 +915,25 @@ Status plan_float_export(const ExportCOptions& o, FloatExport* e, ExportCReport*
   if (s != Status::ok) return fail(error, o.weights + ": " + last_error_detail(), s);
   e->packed = whole.packed_weight_bytes();
   e->workspace = whole.workspace_bytes();
-  e->arena = round_up(e->packed, kAlignment) + e->workspace;
   e->step_workspace = step.workspace_bytes();
+  e->family = whole.kernel_name();
+  // The header's packed array is pack_weights' own output: the header words, then (the reference
+  // family's layout) the canonical floats, zero-padded to a multiple of RNNCORE_ALIGNMENT.
+  const std::size_t header_bytes = sizeof e->packed_header, floats = e->weights.size();
+  if (whole.backend() != Backend::reference || step.packed_weight_bytes() != e->packed ||
+      e->packed != round_up(header_bytes + floats * sizeof(float), kAlignment))
+    return fail(error, o.weights + ": export-c writes the reference family's packed layout; the plan has another (" +
+                           e->family + ", " + std::to_string(e->packed) + " bytes)",
+                Status::unsupported);
+  std::vector<unsigned char> buffer(e->packed + kAlignment);
+  unsigned char* at = buffer.data() + (kAlignment - reinterpret_cast<std::uintptr_t>(buffer.data()) % kAlignment) % kAlignment;
+  s = whole.pack_weights(e->weights.data(), at, e->packed);
+  if (s != Status::ok) return fail(error, o.weights + ": " + last_error_detail(), s);
+  std::memcpy(e->packed_header, at, header_bytes);
+  e->packed_floats.resize((e->packed - header_bytes) / sizeof(float));
+  std::memcpy(e->packed_floats.data(), at + header_bytes, e->packed - header_bytes);
+  if (std::memcmp(e->packed_floats.data(), e->weights.data(), floats * sizeof(float)) != 0)
+    return fail(error, o.weights + ": the packed weights of " + e->family + " are not the canonical ones", Status::unsupported);
   return Status::ok;
 }
 
@@ -946,16 +973,22 @@ void write_float_sizes(std::string* out, const ExportCOptions& o, const FloatExp
   // so a step-at-a-time plan would run every step as a sequence of its own. No step size for it.
   const bool streams = D == 1;
   appendf(out,
-          "/* Exact buffer sizes on the portable scalar path (plan options max_isa = RNNCORE_ISA_NONE, as\n"
-          " * every build without SIMD kernels, e.g. Cortex-M): a plan for max_batch %lld and max_seq_len %lld,\n"
-          "%s"
-          " * packed weights, then (at PACKED_BYTES rounded up to RNNCORE_ALIGNMENT) the workspace. */\n"
+          "/* The kernel family the weights below are packed for: the portable scalar path, which every build\n"
+          " * without SIMD kernels runs (e.g. Cortex-M), and a host's plans with max_isa = RNNCORE_ISA_NONE.\n"
+          " * A plan of another family (rnncore_plan_kernel_name) refuses %s_packed. */\n"
+          "#define %s_KERNEL_FAMILY \"%s\"\n#define %s_MAX_ISA RNNCORE_ISA_NONE\n",
+          name.c_str(), NAME.c_str(), e.family.c_str(), NAME.c_str());
+  appendf(out,
+          "/* Exact sizes for that family: a plan for max_batch %lld and max_seq_len %lld%s\n"
+          " * PACKED_BYTES is sizeof %s_packed (flash); the workspace is all the RAM a run takes besides\n"
+          " * the state (RNNCORE_ALIGNMENT-aligned). */\n"
           "#define %s_MAX_BATCH %lld\n#define %s_MAX_SEQ_LEN %lld\n#define %s_PACKED_BYTES %zu\n"
           "#define %s_WORKSPACE_BYTES %zu\n",
           e.max_batch, e.max_seq_len,
-          streams ? " * and a streaming plan (max_seq_len 1) that shares its packed weights. ARENA_BYTES holds the\n"
-                  : " * and no streaming plan: the network is bidirectional. ARENA_BYTES holds the\n",
-          NAME.c_str(), e.max_batch, NAME.c_str(), e.max_seq_len, NAME.c_str(), e.packed, NAME.c_str(), e.workspace);
+          streams ? ",\n * and a streaming plan (max_seq_len 1) that runs on the same packed weights."
+                  : "\n * (no streaming plan: the network is bidirectional).",
+          name.c_str(), NAME.c_str(), e.max_batch, NAME.c_str(), e.max_seq_len, NAME.c_str(), e.packed, NAME.c_str(),
+          e.workspace);
   if (streams)
     appendf(out, "#define %s_STEP_WORKSPACE_BYTES %zu\n", NAME.c_str(), e.step_workspace);
   else
@@ -964,7 +997,55 @@ void write_float_sizes(std::string* out, const ExportCOptions& o, const FloatExp
             " * direction starts at the last step, so the sequence cannot be fed a step at a time); run\n"
             " * whole sequences of up to %s_MAX_SEQ_LEN steps with %s_WORKSPACE_BYTES. */\n",
             NAME.c_str(), NAME.c_str(), NAME.c_str());
-  appendf(out, "#define %s_ARENA_BYTES %zu\n\n", NAME.c_str(), e.arena);
+  appendf(out, "\n");
+}
+
+// The packed weights as one const object: pack_weights' header words, then the floats. Little-endian
+// words: the header holds 64-bit fields, so a big-endian target is refused at compile time.
+void write_packed(std::string* out, const std::string& name, const FloatExport& e) {
+  const std::string NAME = upper(name);
+  appendf(out,
+          "/* The packed weights must be RNNCORE_ALIGNMENT-aligned: this asks the compiler; elsewhere define\n"
+          " * RNNCORE_PACKED_ALIGN yourself (a declaration specifier aligning to 64 bytes). */\n"
+          "#ifndef RNNCORE_PACKED_ALIGN\n"
+          "#if defined(__GNUC__) || defined(__clang__) || defined(__ARMCC_VERSION)\n"
+          "#define RNNCORE_PACKED_ALIGN __attribute__((aligned(RNNCORE_ALIGNMENT)))\n"
+          "#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L\n"
+          "#define RNNCORE_PACKED_ALIGN _Alignas(RNNCORE_ALIGNMENT)\n"
+          "#elif defined(_MSC_VER)\n"
+          "#define RNNCORE_PACKED_ALIGN __declspec(align(64))\n"
+          "#else\n"
+          "#error \"define RNNCORE_PACKED_ALIGN to align an object to RNNCORE_ALIGNMENT bytes with this compiler\"\n"
+          "#endif\n"
+          "#endif\n"
+          "#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__\n"
+          "#error \"%s_packed holds little-endian header words: export-c writes for little-endian targets\"\n"
+          "#endif\n\n",
+          name.c_str());
+  appendf(out,
+          "/** The weights packed for %s (%s_KERNEL_FAMILY), read in place by rnncore_forward:\n"
+          " * no rnncore_plan_pack_weights and no RAM for weights (pass &%s_packed as `packed`). First\n"
+          " * pack_weights' header (magic, layout fingerprint, kernel family, ISA), then this family's layout:\n"
+          " * the canonical weights (cuDNN order: per layer and direction W_k, R_k, bW_k, bR_k%s),\n"
+          " * zero-padded to PACKED_BYTES. A plan of another family (e.g. a host's SIMD kernels) packs\n"
+          " * %s_CANONICAL_WEIGHTS into a buffer of its own. */\n"
+          "static RNNCORE_PACKED_ALIGN const struct {\n  uint32_t header[%zu];\n  float weights[%zu];\n} %s_packed = {\n"
+          "  {\n",
+          e.family.c_str(), NAME.c_str(), name.c_str(),
+          e.model.spec.proj_size > 0 || e.model.spec.peepholes ? ", then the peepholes and W_proj" : "", NAME.c_str(),
+          sizeof e.packed_header / sizeof e.packed_header[0], e.packed_floats.size(), name.c_str());
+  for (std::size_t i = 0; i < sizeof e.packed_header / sizeof e.packed_header[0]; ++i)
+    appendf(out, "%s0x%08lx,%s", i % 8 == 0 ? "    " : " ", static_cast<unsigned long>(e.packed_header[i]),
+            i % 8 == 7 ? "\n" : "");
+  appendf(out, "  },\n");
+  std::vector<std::pair<std::size_t, std::string>> marks = canonical_marks(e.model.spec);
+  if (e.packed_floats.size() > e.weights.size()) marks.emplace_back(e.weights.size(), "padding to RNNCORE_ALIGNMENT");
+  appendf(out, "  {\n");
+  write_values(out, e.packed_floats.data(), e.packed_floats.size(), marks, 8, "    ");
+  appendf(out,
+          "  },\n};\n/** The canonical weights (%s_PARAM_COUNT floats): for rnncore_plan_pack_weights of another family. */\n"
+          "#define %s_CANONICAL_WEIGHTS (%s_packed.weights)\n\n",
+          NAME.c_str(), NAME.c_str(), name.c_str());
 }
 
 // The spec, the weights and the sample.
@@ -972,7 +1053,6 @@ void write_float_arrays(std::string* out, const ExportCOptions& o, const FloatEx
   const RnnSpec& spec = e.model.spec;
   const std::string& name = o.name;
   const std::string NAME = upper(name);
-  const long long O = spec.proj_size > 0 ? spec.proj_size : spec.hidden_size;
   appendf(out,
           "/** The network (C99 designated initializers: fields not named are 0, as after rnncore_spec_init). */\n"
           "static const rnncore_spec %s_spec = {\n"
@@ -983,11 +1063,7 @@ void write_float_arrays(std::string* out, const ExportCOptions& o, const FloatEx
           static_cast<long long>(spec.input_size), static_cast<long long>(spec.hidden_size),
           static_cast<long long>(spec.num_layers), num_directions(spec) == 2 ? "RNNCORE_BIDIRECTIONAL" : "RNNCORE_UNIDIRECTIONAL",
           input_mode_enum(spec.input_mode), extension_fields(spec).c_str());
-  appendf(out,
-          "/** Canonical weights (cuDNN order: per layer and direction W_k, R_k, bW_k, bR_k%s) for\n"
-          " * rnncore_plan_pack_weights. */\n",
-          O != spec.hidden_size || spec.peepholes ? ", then the peepholes and W_proj" : "");
-  write_array(out, "static const float " + name + "_weights", e.weights.data(), e.weights.size(), canonical_marks(spec));
+  write_packed(out, name, e);
   if (!e.sample_in.empty()) {
     appendf(out, "\n/* A sample: input [T, B, I] (time-major)%s. */\n#define %s_SAMPLE_STEPS %lld\n#define %s_SAMPLE_BATCH %lld\n",
             e.sample_out.empty() ? "" : " and the expected output [T, B, D*H]", NAME.c_str(),
@@ -1010,8 +1086,9 @@ Status export_float(const ExportCOptions& o, std::string* out, ExportCReport* re
   const std::string streaming = num_directions(e.model.spec) == 1 ? "streaming workspace " + std::to_string(e.step_workspace)
                                                                    : std::string("bidirectional: no streaming");
   char b[512];
-  std::snprintf(b, sizeof b, "%s_weights[%zu]%s; packed %zu + workspace %zu bytes (arena %zu; %s)", o.name.c_str(),
-                e.weights.size(), e.sample_in.empty() ? "" : ", sample", e.packed, e.workspace, e.arena, streaming.c_str());
+  std::snprintf(b, sizeof b, "%s_packed for %s: %zu bytes (%zu weights)%s; workspace %zu bytes (%s)", o.name.c_str(),
+                e.family.c_str(), e.packed, e.weights.size(), e.sample_in.empty() ? "" : ", sample", e.workspace,
+                streaming.c_str());
   report->summary = b;
   return Status::ok;
 }
