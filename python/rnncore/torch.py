@@ -20,6 +20,7 @@ import itertools
 import json
 import math
 import threading
+import weakref
 from typing import Optional
 
 import numpy as np
@@ -57,6 +58,7 @@ class _Entry:
         self.shapes = [tuple(tensors[i][1]) for i in self.present]
         self.dtype = torch.float64 if d["dtype"] == "float64" else torch.float32
         self.source = self._source_map(_core.Net(*args, "float64", 1, "reference", False))
+        self.loaded = {}  # id(net) -> a copy of the weights of its last import
 
     def _source_map(self, net64):
         """For each canonical weight, 1 + its element's index in the module's tensors flattened one after
@@ -77,8 +79,23 @@ class _Entry:
         return m
 
     def load(self, weights, net):
-        """Imports `weights` (the module's tensors, in order) into `net` (packed at its next run). Every
-        run does: a tensor's version counter misses writes through `.data` or NumPy views."""
+        """Imports `weights` (the module's tensors, in order) into `net`, which packs them at its next
+        run, unless `net` holds their values already. The check compares the values with a copy of the
+        last import's (a memcmp's cost, about 0.05 ms for an H=256 LSTM layer, against 2 to 5 ms to
+        gather and pack): writes that bypass the version counters (`.data`, NumPy views, gradcheck's
+        perturbations) are seen too, so a run is always a function of the tensors it is given."""
+        last = self.loaded.get(id(net))
+        if last is not None and len(last) == len(weights) and all(
+                w.dtype == c.dtype and w.device == c.device and w.shape == c.shape and torch.equal(w, c) for w, c in zip(weights, last)):
+            return
+        self._import(weights, net)
+        self.loaded[id(net)] = [w.detach().clone() for w in weights]
+
+    def forget(self):
+        """Drops the copies of the last weights (the next run of each net imports them again)."""
+        self.loaded.clear()
+
+    def _import(self, weights, net):
         arrays = [_numpy(w, self.names[i], self.dtype) for i, w in zip(self.present, weights)]
         if self.source is None:
             full = [None] * len(self.names)
@@ -106,6 +123,13 @@ class _Entry:
             out.append(flat[start:start + n].reshape(shape))
             start += n
         return out
+
+
+def _drop_entries(specs):
+    """Frees a collected module's nets (packed weights, workspaces, its last weights)."""
+    with _nets_lock:
+        for spec in specs:
+            _nets.pop(spec, None)
 
 
 def _entry(spec: str) -> _Entry:
@@ -257,6 +281,8 @@ class _RNNBase(nn.Module):
             "dropout": float(dropout), "bias": bool(bias), "batch_first": bool(batch_first),
             "dtype": "float64" if dtype == torch.float64 else "float32", "threads": threads,
         })
+        self._spec_tm = json.dumps({**json.loads(self._spec), "batch_first": False})  # PackedSequence runs
+        weakref.finalize(self, _drop_entries, (self._spec, self._spec_tm))
         e = _entry(self._spec)  # validates the configuration (rnncore.ArgumentError on a bad one)
         self._flat_weights_names = [e.names[i] for i in e.present]
         shapes = {name: shape for name, shape, _ in e.net.tensors()}
@@ -298,17 +324,12 @@ class _RNNBase(nn.Module):
             or (h0 is not None and h0.requires_grad) or (c0 is not None and c0.requires_grad))
         if need_reserve and self.proj_size:
             raise ArgumentError("rnncore.torch.LSTM: no backward with proj_size yet (run it under torch.no_grad())")
-        spec = self._spec if batch_first == self.batch_first else self._spec_time_major()
+        spec = self._spec if batch_first == self.batch_first else self._spec_tm
         y, h, c, _ = torch.ops.rnncore.rnn(x.contiguous(), weights, h0, c0, lengths, spec, self.seed, self.step,
                                            self.row_offset, train, need_reserve)
         if train:
             self.step += 1
         return y, h, c
-
-    def _spec_time_major(self):
-        d = json.loads(self._spec)
-        d["batch_first"] = False
-        return json.dumps(d)
 
     def forward(self, input, hx=None):
         lstm = self.mode == "lstm"
