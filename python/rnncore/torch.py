@@ -58,7 +58,8 @@ class _Entry:
         self.shapes = [tuple(tensors[i][1]) for i in self.present]
         self.dtype = torch.float64 if d["dtype"] == "float64" else torch.float32
         self.source = self._source_map(_core.Net(*args, "float64", 1, "reference", False))
-        self.loaded = {}  # id(net) -> a copy of the weights of its last import
+        self.loaded = {}  # id(net) -> (version key, tensors) of its last import
+        self.by_version = d.get("weight_check") == "version"
 
     def _source_map(self, net64):
         """For each canonical weight, 1 + its element's index in the module's tensors flattened one after
@@ -80,16 +81,26 @@ class _Entry:
 
     def load(self, weights, net):
         """Imports `weights` (the module's tensors, in order) into `net`, which packs them at its next
-        run, unless `net` holds their values already. The check compares the values with a copy of the
-        last import's (a memcmp's cost, about 0.05 ms for an H=256 LSTM layer, against 2 to 5 ms to
-        gather and pack): writes that bypass the version counters (`.data`, NumPy views, gradcheck's
-        perturbations) are seen too, so a run is always a function of the tensors it is given."""
+        run, unless `net` holds them already. weight_check "values" (the default) compares them with
+        a copy of the last import (torch.equal: about 0.05 ms for an H=256 LSTM layer, against 2 to 5
+        ms to gather and pack; 2 us a tensor for a tiny one), so writes that bypass the version
+        counters (`.data`, NumPy views, gradcheck's perturbations) are seen too. "version" compares
+        each tensor's (data_ptr, version counter) only, under 1 us: right for whatever goes through
+        autograd's view of a tensor (optimizers, load_state_dict, nn.init, in-place writes under
+        torch.no_grad), blind to those other writes."""
         last = self.loaded.get(id(net))
-        if last is not None and len(last) == len(weights) and all(
-                w.dtype == c.dtype and w.device == c.device and w.shape == c.shape and torch.equal(w, c) for w, c in zip(weights, last)):
+        if self.by_version:
+            key = _version_key(weights)
+            if key is not None and last is not None and last[0] == key:
+                return
+        elif last is not None and len(last[1]) == len(weights) and all(
+                w.dtype == c.dtype and w.device == c.device and w.shape == c.shape and torch.equal(w, c)
+                for w, c in zip(weights, last[1])):
             return
         self._import(weights, net)
-        self.loaded[id(net)] = [w.detach().clone() for w in weights]
+        # "version" keeps the tensors themselves (their memory cannot go to another tensor), "values" a copy.
+        self.loaded[id(net)] = ((_version_key(weights), list(weights)) if self.by_version
+                                else (None, [w.detach().clone() for w in weights]))
 
     def forget(self):
         """Drops the copies of the last weights (the next run of each net imports them again)."""
@@ -125,6 +136,14 @@ class _Entry:
         return out
 
 
+def _version_key(weights):
+    """(data_ptr, version counter) of each tensor; None where versions are not tracked (inference tensors)."""
+    try:
+        return tuple((w.data_ptr(), w._version) for w in weights)
+    except RuntimeError:
+        return None
+
+
 def _drop_entries(specs):
     """Frees a collected module's nets (packed weights, workspaces, its last weights)."""
     with _nets_lock:
@@ -143,11 +162,11 @@ def _entry(spec: str) -> _Entry:
 def _numpy(t: Optional[Tensor], name: str, dtype):
     if t is None:
         return None
-    if t.device.type != "cpu":
+    if not t.is_cpu:
         raise ArgumentError(f"{name}: a tensor on {t.device}; rnncore.torch runs on the CPU")
     if t.dtype != dtype:
         raise ArgumentError(f"{name}: dtype {t.dtype}, expected {dtype} (the module's dtype)")
-    return t.detach().numpy()
+    return (t.detach() if t.requires_grad else t).numpy()
 
 
 def _row_ids(x, spec: dict, row_offset: int):
@@ -163,10 +182,9 @@ def _run_mode(spec: dict, train: bool) -> str:
 
 # ---- the custom ops ----
 
-@torch.library.custom_op("rnncore::rnn", mutates_args=())
-def _rnn(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Optional[Tensor], lengths: Optional[Tensor],
-         spec: str, seed: int, step: int, row_offset: int, train: bool,
-         need_reserve: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def _rnn_impl(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Optional[Tensor],
+              lengths: Optional[Tensor], spec: str, seed: int, step: int, row_offset: int, train: bool,
+              need_reserve: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """One run of a module's stack: (y, h_n, c_n (empty unless LSTM), reserve (empty unless need_reserve))."""
     e = _entry(spec)
     dt = e.dtype
@@ -181,6 +199,18 @@ def _rnn(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Optional[Te
     empty = torch.empty(0, dtype=dt)
     return (torch.from_numpy(y), torch.from_numpy(h), empty if c is None else torch.from_numpy(c),
             torch.empty(0, dtype=torch.uint8) if reserve is None else torch.from_numpy(reserve))
+
+
+_rnn = torch.library.custom_op("rnncore::rnn", _rnn_impl, mutates_args=())
+
+
+def _eager(tensors) -> bool:
+    """True when a run can skip the dispatcher and call the op's body: plain CPU tensors, nothing tracing
+    or compiling (Dynamo, torch.export, FakeTensor, a dispatch mode) and no autograd to record (the
+    caller checks that). Saves the custom op's dispatch, most of a small module's per-call cost."""
+    if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() != 0:
+        return False
+    return all(t is None or type(t) in (Tensor, nn.Parameter) for t in tensors)
 
 
 def _shapes(spec: dict, x: Tensor):
@@ -261,8 +291,11 @@ class _RNNBase(nn.Module):
     _gates = 4
 
     def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
-                 bidirectional=False, proj_size=0, device=None, dtype=None, *, seed=0, threads=1, row_offset=0):
+                 bidirectional=False, proj_size=0, device=None, dtype=None, *, seed=0, threads=1, row_offset=0,
+                 weight_check="values"):
         super().__init__()
+        if weight_check not in ("values", "version"):
+            raise ArgumentError(f"weight_check '{weight_check}': expected 'values' or 'version'")
         if device is not None and torch.device(device).type != "cpu":
             raise ArgumentError(f"device {device}: rnncore.torch runs on the CPU")
         dtype = dtype or torch.get_default_dtype()
@@ -280,6 +313,7 @@ class _RNNBase(nn.Module):
             "num_layers": num_layers, "bidirectional": bool(bidirectional), "proj_size": proj_size,
             "dropout": float(dropout), "bias": bool(bias), "batch_first": bool(batch_first),
             "dtype": "float64" if dtype == torch.float64 else "float32", "threads": threads,
+            "weight_check": weight_check,
         })
         self._spec_tm = json.dumps({**json.loads(self._spec), "batch_first": False})  # PackedSequence runs
         weakref.finalize(self, _drop_entries, (self._spec, self._spec_tm))
@@ -298,7 +332,8 @@ class _RNNBase(nn.Module):
 
     @property
     def all_weights(self):
-        return [getattr(self, n) for n in self._flat_weights_names]
+        p = self._parameters  # direct: nn.Module.__getattr__ costs 2 us a name (torch.func may put plain tensors here)
+        return [p[n] if n in p else getattr(self, n) for n in self._flat_weights_names]
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
@@ -325,8 +360,9 @@ class _RNNBase(nn.Module):
         if need_reserve and self.proj_size:
             raise ArgumentError("rnncore.torch.LSTM: no backward with proj_size yet (run it under torch.no_grad())")
         spec = self._spec if batch_first == self.batch_first else self._spec_tm
-        y, h, c, _ = torch.ops.rnncore.rnn(x.contiguous(), weights, h0, c0, lengths, spec, self.seed, self.step,
-                                           self.row_offset, train, need_reserve)
+        run = _rnn_impl if not need_reserve and _eager((x, h0, c0, lengths, *weights)) else torch.ops.rnncore.rnn
+        y, h, c, _ = run(x.contiguous(), weights, h0, c0, lengths, spec, self.seed, self.step, self.row_offset, train,
+                         need_reserve)
         if train:
             self.step += 1
         return y, h, c
@@ -357,7 +393,7 @@ class _RNNBase(nn.Module):
 
 
 class LSTM(_RNNBase):
-    """torch.nn.LSTM on rnncore (``seed=``, ``threads=`` besides torch.nn's arguments)."""
+    """torch.nn.LSTM on rnncore (``seed=``, ``threads=``, ``row_offset=``, ``weight_check=`` besides torch.nn's arguments)."""
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
                  bidirectional=False, proj_size=0, device=None, dtype=None, **kw):
@@ -366,7 +402,7 @@ class LSTM(_RNNBase):
 
 
 class GRU(_RNNBase):
-    """torch.nn.GRU on rnncore (``seed=``, ``threads=`` besides torch.nn's arguments)."""
+    """torch.nn.GRU on rnncore (``seed=``, ``threads=``, ``row_offset=``, ``weight_check=`` besides torch.nn's arguments)."""
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
                  bidirectional=False, device=None, dtype=None, **kw):
@@ -375,7 +411,7 @@ class GRU(_RNNBase):
 
 
 class RNN(_RNNBase):
-    """torch.nn.RNN on rnncore (``seed=``, ``threads=`` besides torch.nn's arguments)."""
+    """torch.nn.RNN on rnncore (``seed=``, ``threads=``, ``row_offset=``, ``weight_check=`` besides torch.nn's arguments)."""
 
     def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True, batch_first=False,
                  dropout=0.0, bidirectional=False, device=None, dtype=None, **kw):

@@ -668,8 +668,8 @@ void bind_io(py::module_& m) {
         io::ExportCOptions o;
         o.hints = model_hints(format, prefix, mode, gru);
         o.weights = weights;
-        o.output = output;
         o.name = name.empty() ? io::c_identifier_from(output.empty() ? weights : output) : name;
+        o.output = output.empty() ? o.name + ".h" : output;  // the header's first comment names it
         o.sample_input = sample_input;
         o.sample_output = sample_output;
         o.max_batch = max_batch;
