@@ -31,7 +31,8 @@ __version__ = _core.version()
 
 
 def info():
-    """What ``rnncore info`` reports: version, instruction sets this CPU runs, backends, kernels."""
+    """What ``rnncore info`` reports: version, instruction sets this CPU runs, backends, kernels (float, and
+    ``"int8"``: the integer LSTM's matrix-vector and step kernels)."""
     return _core.info()
 
 

@@ -20,6 +20,7 @@
 
 #include "rnncore/gpu.hpp"
 #include "rnncore/io/export_c.hpp"
+#include "rnncore/io/int8_file.hpp"
 #include "rnncore/io/model.hpp"
 #include "rnncore/io/quantize.hpp"
 #include "rnncore/io/stack_config.hpp"
@@ -710,6 +711,9 @@ py::dict info() {
   probe.dtype = DType::f64;
   Plan p64;
   kernels["f64"] = Plan::create(probe, PlanOptions{}, &p64) == Status::ok ? py::object(py::str(p64.kernel_name())) : py::none();
+  // The integer LSTM's (int8 model files, rnncore.quantize): its matrix-vector and step kernels.
+  const io::Int8KernelNames int8 = io::int8_best_kernels();
+  kernels["int8"] = int8.dot + " + " + int8.step;
   d["kernels"] = kernels;
   ThreadPool* pool = nullptr;
   d["threads"] = ThreadPool::create(1, &pool) == Status::ok;
