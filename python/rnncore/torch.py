@@ -279,7 +279,7 @@ def _setup_context(ctx, inputs, output):
 def _backward(ctx, dy, dh, dc, _dreserve):
     spec, seed, step, row_offset, train, has_h0, has_c0 = ctx.args
     x, h0, c0, lengths, reserve, *weights = ctx.saved_tensors
-    lstm = json.loads(spec)["mode"] == "lstm"
+    lstm = _entry(spec).spec["mode"] == "lstm"
     dx, dh0, dc0, dws = torch.ops.rnncore.rnn_backward(x, weights, h0, c0, lengths, reserve, dy.contiguous(),
                                                        dh.contiguous(), dc.contiguous() if lstm else None, spec,
                                                        seed, step, row_offset, train)
