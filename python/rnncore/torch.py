@@ -58,7 +58,8 @@ class _Entry:
         self.shapes = [tuple(tensors[i][1]) for i in self.present]
         self.dtype = torch.float64 if d["dtype"] == "float64" else torch.float32
         self.source = self._source_map(_core.Net(*args, "float64", 1, "reference", False))
-        self.loaded = {}  # id(net) -> (version key, tensors) of its last import
+        self.loaded = {}  # weight_check "version": id(net) -> (version key, tensors) of its last import
+        self.remembered = {}  # "values": id(net) -> (shape, dtype, is_cpu, is_contiguous) of each tensor remembered
         self.by_version = d.get("weight_check") == "version"
 
     def _source_map(self, net64):
@@ -81,33 +82,34 @@ class _Entry:
 
     def load(self, weights, net):
         """Imports `weights` (the module's tensors, in order) into `net`, which packs them at its next
-        run, unless `net` holds them already. weight_check "values" (the default) compares them with
-        a copy of the last import (torch.equal: about 0.05 ms for an H=256 LSTM layer, against 2 to 5
-        ms to gather and pack; 2 us a tensor for a tiny one), so writes that bypass the version
-        counters (`.data`, NumPy views, gradcheck's perturbations) are seen too. "version" compares
-        each tensor's (data_ptr, version counter) only, under 1 us: right for whatever goes through
-        autograd's view of a tensor (optimizers, load_state_dict, nn.init, in-place writes under
+        run, unless `net` holds them already. weight_check "values" (the default) compares their
+        shapes, then bytes with a copy of the last import's (memcmp: about 0.05 ms for an H=256 LSTM layer,
+        against 2 to 5 ms to gather and pack), so writes that bypass the version counters (`.data`,
+        NumPy views, gradcheck's perturbations) are seen too. "version" compares each tensor's
+        (data_ptr, version counter) only, under 1 us: right for whatever goes through autograd's
+        view of a tensor (optimizers, load_state_dict, nn.init, in-place writes under
         torch.no_grad), blind to those other writes."""
-        last = self.loaded.get(id(net))
         if self.by_version:
-            key = _version_key(weights)
+            key, last = _version_key(weights), self.loaded.get(id(net))
             if key is not None and last is not None and last[0] == key:
                 return
-        elif last is not None and len(last[1]) == len(weights) and all(
-                w.dtype == c.dtype and w.device == c.device and w.shape == c.shape and torch.equal(w, c)
-                for w, c in zip(weights, last[1])):
+            self._import(self._arrays(weights), net)
+            self.loaded[id(net)] = (key, list(weights))  # the tensors: their memory cannot pass to another
             return
-        self._import(weights, net)
-        # "version" keeps the tensors themselves (their memory cannot go to another tensor), "values" a copy.
-        self.loaded[id(net)] = ((_version_key(weights), list(weights)) if self.by_version
-                                else (None, [w.detach().clone() for w in weights]))
+        meta = tuple((w.shape, w.dtype, w.is_cpu, w.is_contiguous()) for w in weights)
+        if meta == self.remembered.get(id(net)) and net.same_bytes([w.data_ptr() for w in weights]):
+            return
+        arrays = self._arrays(weights)
+        self._import(arrays, net)
+        net.remember(arrays)
+        # Dense CPU tensors of the module's dtype only: same_bytes reads their memory for these sizes.
+        ok = all(m[1] == self.dtype and m[2] and m[3] for m in meta)
+        self.remembered[id(net)] = meta if ok else None
 
-    def forget(self):
-        """Drops the copies of the last weights (the next run of each net imports them again)."""
-        self.loaded.clear()
+    def _arrays(self, weights):
+        return [_numpy(w, self.names[i], self.dtype) for i, w in zip(self.present, weights)]
 
-    def _import(self, weights, net):
-        arrays = [_numpy(w, self.names[i], self.dtype) for i, w in zip(self.present, weights)]
+    def _import(self, arrays, net):
         if self.source is None:
             full = [None] * len(self.names)
             for i, a in zip(self.present, arrays):

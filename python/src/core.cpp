@@ -264,6 +264,40 @@ class Net {
     packed_ok_ = false;
   }
 
+  // Whether the memory at `addresses` (data pointers of the module's weight tensors, in order, whose
+  // shapes and dtype the caller checked against those remember() saw: dense CPU tensors of the same
+  // sizes) holds the bytes of the last remember(): rnncore.torch's check before it imports and packs
+  // the weights again. Addresses, not arrays: a tensor's data_ptr costs a tenth of a NumPy view.
+  bool same_bytes(const std::vector<std::uintptr_t>& addresses) const {
+    if (addresses.size() != snapshot_sizes_.size() || addresses.empty()) return false;
+    std::size_t offset = 0;
+    for (std::size_t i = 0; i < addresses.size(); ++i) {
+      const std::size_t n = snapshot_sizes_[i];
+      if (n > 0 && std::memcmp(snapshot_.data() + offset, reinterpret_cast<const void*>(addresses[i]), n) != 0)
+        return false;
+      offset += n;
+    }
+    return true;
+  }
+
+  // Keeps a copy of `arrays` for same_bytes (C-contiguous arrays of the net's dtype; else none kept).
+  void remember(const py::sequence& arrays) {
+    snapshot_.clear();
+    snapshot_sizes_.clear();
+    const py::dtype want = numpy_dtype(stack_.dtype);
+    for (py::handle h : arrays) {
+      py::array a = py::array::ensure(h);
+      if (!a || !(a.flags() & py::array::c_style) || !a.dtype().equal(want)) {
+        snapshot_.clear();
+        snapshot_sizes_.clear();
+        return;
+      }
+      const auto* p = static_cast<const unsigned char*>(a.data());
+      snapshot_.insert(snapshot_.end(), p, p + a.nbytes());
+      snapshot_sizes_.push_back(static_cast<std::size_t>(a.nbytes()));
+    }
+  }
+
   // The format's tensors from canonical values (the weights, or their gradients with `gradient`).
   py::list export_tensors(const py::handle& canonical, bool gradient) const {
     py::array c = canonical.is_none() ? this->canonical() : dense(canonical, stack_.dtype, "canonical");
@@ -340,6 +374,8 @@ class Net {
   ThreadPool* pool_ = nullptr;
   std::string kernel_, backend_;
   std::vector<unsigned char> canonical_;
+  std::vector<unsigned char> snapshot_;                   // remember()'s bytes
+  std::vector<std::size_t> snapshot_sizes_;  // and each array's share of them
   std::mutex mu_;
   Buffer packed_, workspace_;
   std::size_t packed_bytes_ = 0, workspace_bytes_ = 0;
@@ -792,6 +828,8 @@ PYBIND11_MODULE(_core, m) {
       .def("canonical", &Net::canonical)
       .def("set_canonical", &Net::set_canonical, py::arg("values"))
       .def("set_weights", &Net::set_weights, py::arg("values"))
+      .def("same_bytes", &Net::same_bytes, py::arg("addresses"))
+      .def("remember", &Net::remember, py::arg("arrays"))
       .def("export", [](const Net& n) { return n.export_tensors(py::none(), false); })
       .def("export_gradients", [](const Net& n, const py::handle& dc) { return n.export_tensors(dc, true); },
            py::arg("dcanonical"))
