@@ -318,6 +318,10 @@ def test_weights_are_packed_once_and_again_after_a_change(monkeypatch, weight_ch
             torch.testing.assert_close(mod(x)[0], ref(x)[0], atol=FORWARD_TOL, rtol=0)
         else:
             assert not torch.allclose(mod(x)[0], ref(x)[0], atol=FORWARD_TOL)  # documented: not seen
+        for m in (mod, ref):  # a new storage under the same Parameter: seen by both checks
+            m.weight_ih_l0.data = torch.full_like(m.weight_ih_l0, 0.25)
+            m.weight_hh_l1.data = ref.weight_hh_l1.detach().clone()
+        torch.testing.assert_close(mod(x)[0], ref(x)[0], atol=FORWARD_TOL, rtol=0)
     with pytest.raises(rnncore.ArgumentError, match="weight_check 'sometimes'"):
         rt.GRU(2, 2, weight_check="sometimes")
 
