@@ -191,11 +191,7 @@ def _rnn_impl(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Option
               lengths: Optional[Tensor], spec: str, seed: int, step: int, row_offset: int, train: bool,
               need_reserve: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """One run of a module's stack: (y, h_n, c_n (empty unless LSTM), reserve (empty unless need_reserve))."""
-    return _run_entry(_entry(spec), x, weights, h0, c0, lengths, seed, step, row_offset, train, need_reserve)
-
-
-def _run_entry(e, x, weights, h0, c0, lengths, seed, step, row_offset, train, need_reserve):
-    """_rnn_impl's body, given the spec's _Entry."""
+    e = _entry(spec)
     dt = e.dtype
     xs = _numpy(x, "input", dt)
     args = (_numpy(h0, "h0", dt), _numpy(c0, "c0", dt),
@@ -205,8 +201,7 @@ def _run_entry(e, x, weights, h0, c0, lengths, seed, step, row_offset, train, ne
         e.load(weights, net)
         y, h, c, reserve = net.forward(xs, *args, e.spec["batch_first"], _run_mode(e.spec, train), seed, step, 0,
                                          _row_ids(xs, e.spec, row_offset), need_reserve)
-    empty = torch.empty(0, dtype=dt)
-    return (torch.from_numpy(y), torch.from_numpy(h), empty if c is None else torch.from_numpy(c),
+    return (torch.from_numpy(y), torch.from_numpy(h), torch.empty(0, dtype=dt) if c is None else torch.from_numpy(c),
             torch.empty(0, dtype=torch.uint8) if reserve is None else torch.from_numpy(reserve))
 
 
@@ -369,12 +364,9 @@ class _RNNBase(nn.Module):
         if need_reserve and self.proj_size:
             raise ArgumentError("rnncore.torch.LSTM: no backward with proj_size yet (run it under torch.no_grad())")
         spec = self._spec if batch_first == self.batch_first else self._spec_tm
-        if not need_reserve and _eager((x, h0, c0, lengths, *weights)):
-            y, h, c, _ = _run_entry(_entry(spec), x.contiguous(), weights, h0, c0, lengths, self.seed, self.step,
-                                    self.row_offset, train, False)
-        else:
-            y, h, c, _ = torch.ops.rnncore.rnn(x.contiguous(), weights, h0, c0, lengths, spec, self.seed, self.step,
-                                               self.row_offset, train, need_reserve)
+        run = _rnn_impl if not need_reserve and _eager((x, h0, c0, lengths, *weights)) else torch.ops.rnncore.rnn
+        y, h, c, _ = run(x.contiguous(), weights, h0, c0, lengths, spec, self.seed, self.step, self.row_offset, train,
+                         need_reserve)
         if train:
             self.step += 1
         return y, h, c
