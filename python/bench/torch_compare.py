@@ -5,26 +5,33 @@ backward), LSTM and GRU, as ratios. A benchmark, never a test.
     python python/bench/torch_compare.py --hidden 256 --batch 1 16 --threads 1 --repeat 5
 
 Both sides get the same weights and inputs; torch.set_num_threads and the module's `threads` are set
-alike. Prints the median time of `--repeat` runs after one warm-up, and torch.nn / rnncore.
+alike. Prints the median time of `--repeat` runs of each, alternating, after one warm-up, and
+torch.nn / rnncore; first the kernel, the load average and the per-call cost of a 1-unit module.
 """
 
 import argparse
+import os
 import statistics
 import time
 
 import torch
 
+import rnncore
 import rnncore.torch as rt
 
 
-def timed(fn, repeat):
-    fn()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
+def timed(fns, repeat):
+    """The median time of each of `fns`, run in turn `repeat` times after one warm-up each (alternating, so
+    that a shared machine's load falls on both sides alike)."""
+    for fn in fns:
         fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    times = [[] for _ in fns]
+    for _ in range(repeat):
+        for fn, ts in zip(fns, times):
+            t = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t)
+    return [statistics.median(ts) for ts in times]
 
 
 def case(kind, hidden, batch, seq, threads, repeat):
@@ -43,7 +50,7 @@ def case(kind, hidden, batch, seq, threads, repeat):
             else:
                 y, _ = m(x.requires_grad_())
                 y.sum().backward()
-        t_ref, t_ours = timed(lambda: run(ref), repeat), timed(lambda: run(ours), repeat)
+        t_ref, t_ours = timed([lambda: run(ref), lambda: run(ours)], repeat)
         rows.append((what, t_ref, t_ours))
     for what, t_ref, t_ours in rows:
         print(f"{kind:4} H={hidden:4} B={batch:3} T={seq} threads={threads}  {what:10}  torch.nn {t_ref * 1e3:8.2f} ms"
@@ -51,12 +58,14 @@ def case(kind, hidden, batch, seq, threads, repeat):
 
 
 def overhead(repeat):
-    """The Python cost of one call: a 1-unit LSTM, one step, one row."""
-    m = rt.LSTM(1, 1)
+    """The Python cost of one call: a 1-unit module, one step, one row (torch.nn's beside it)."""
+    torch.set_num_threads(1)
     x = torch.zeros(1, 1, 1)
+    mods = [torch.nn.LSTM(1, 1), rt.LSTM(1, 1), rt.LSTM(1, 1, weight_check="version")]
     with torch.no_grad():
-        t = timed(lambda: [m(x) for _ in range(1000)], repeat) / 1000
-    print(f"per-call time of rnncore.torch.LSTM(1, 1) on one step and row: {t * 1e6:.1f} us")
+        t = timed([lambda m=m: [m(x) for _ in range(1000)] for m in mods], repeat)
+    print(f"per call, LSTM(1, 1), one step and row, no grad: torch.nn {t[0] * 1e3:.1f} us, rnncore.torch "
+          f"{t[1] * 1e3:.1f} us (weight_check='values'), {t[2] * 1e3:.1f} us (weight_check='version')")
 
 
 def main():
@@ -68,6 +77,9 @@ def main():
     p.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     p.add_argument("--repeat", type=int, default=10)
     a = p.parse_args()
+    info = rnncore.info()
+    print(f"rnncore {info['version']}, kernel {info['kernels']['f32']}; torch {torch.__version__}; load average "
+          f"{' '.join(f'{v:.1f}' for v in os.getloadavg())}")
     overhead(a.repeat)
     for kind in a.kind:
         for h in a.hidden:

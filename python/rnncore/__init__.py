@@ -9,24 +9,30 @@ NumPy API (no PyTorch needed)::
     y, h, c = model.run(x, train=True, seed=1, step=0)  # dropout masks from (seed, step)
     g = model.grad(x, dy, train=True, seed=1, step=0)   # dx, dh0, dc0, weight gradients
 
+    report = rnncore.quantize("lstm.safetensors", calib, "q.safetensors")  # int8 model, accuracy lost
+    header = rnncore.export_c("q.safetensors", "model.h")             # a C header for firmware
+
 PyTorch modules: :mod:`rnncore.torch` (``LSTM``, ``GRU``, ``RNN``). See docs/python.md.
 """
 
 from __future__ import annotations
 
 import json as _json
+import os as _os
+import tempfile as _tempfile
 
 import numpy as _np
 
 from . import _core
 from ._core import ArgumentError, Error
 
-__all__ = ["ArgumentError", "Error", "Model", "info", "load", "__version__"]
+__all__ = ["ArgumentError", "Error", "Model", "export_c", "info", "load", "quantize", "__version__"]
 __version__ = _core.version()
 
 
 def info():
-    """What ``rnncore info`` reports: version, instruction sets this CPU runs, backends, kernels."""
+    """What ``rnncore info`` reports: version, instruction sets this CPU runs, backends, kernels (float, and
+    ``"int8"``: the integer LSTM's matrix-vector and step kernels)."""
     return _core.info()
 
 
@@ -245,3 +251,53 @@ def _from_onnx(path, dtype, threads, backend, training, dropout):
             tensors["B" + suffix] = init[n.input[3]]
     net.set_weights([tensors.get(name) for name, _, _ in net.tensors()])
     return Model(net)
+
+
+def _npy(data, tmp, name):
+    """A path for io: `data` itself (a path), or an array saved as .npy in `tmp` ("" for None)."""
+    if data is None:
+        return ""
+    if isinstance(data, (str, _os.PathLike)):
+        return str(data)
+    path = _os.path.join(tmp, name + ".npy")
+    _np.save(path, _np.ascontiguousarray(data))
+    return path
+
+
+def quantize(weights, calibration, output, *, eval=None, config=None, batch_first=False, carry_state=0,
+             cell_clip=None, cell_range="every-step", per_channel=False, format="", prefix=None, mode=""):
+    """Post-training quantization of a float LSTM file to an int8 model file (``rnncore quantize``).
+
+    ``weights``: the float model (safetensors); ``calibration`` (and ``eval``, held-out data): float
+    input ``[T, B, I]`` (``[B, T, I]`` with ``batch_first``) as an array or a ``.npy`` path;
+    ``output``: the int8 model to write (format tflite_int8, docs/int8.md). ``config``: the float
+    model's stack configuration (a JSON path). The other options are those of ``rnncore quantize``
+    (``cell_clip``: None keeps the model's; 0 none). Returns the report as a dict: ``model``,
+    ``calibration``, ``quantization`` (lines), ``written``, ``calibration_accuracy`` and
+    ``eval_accuracy`` (``max_abs``, ``rms``, ``range``, ``snr_db`` of the int8 output against the
+    float one; None without ``eval``), ``notes``.
+    """
+    with _tempfile.TemporaryDirectory(prefix="rnncore-") as tmp:
+        return _core.quantize(str(weights), _npy(calibration, tmp, "calibration"), str(output),
+                              _npy(eval, tmp, "eval"), str(config or ""), batch_first, carry_state, cell_clip,
+                              cell_range, per_channel, format, prefix, mode)
+
+
+def export_c(weights, output=None, *, name=None, sample_input=None, sample_output=None, max_batch=0, max_seq_len=0,
+             interleave=False, format="", prefix=None, mode="", gru=""):
+    """A model file as a C header for firmware (``rnncore export-c``); returns the header's text.
+
+    ``output``: where to write it (None: not written); ``name``: the C identifier its names start with
+    (default: from ``output``, else from ``weights``). ``sample_input`` / ``sample_output``: test vectors to
+    embed, arrays or ``.npy`` paths (float ``[T, B, I]``; an int8 model's int8 ``[B, T, I]``).
+    ``max_batch`` / ``max_seq_len``: plan sizes (0: the sample's, else 1). ``interleave``: an int8 model's
+    weights in the Cortex-M4/M7 kernel's layout.
+    """
+    with _tempfile.TemporaryDirectory(prefix="rnncore-") as tmp:
+        header, _summary, _notes = _core.export_c(
+            str(weights), "" if output is None else str(output), name or "", _npy(sample_input, tmp, "sample_input"),
+            _npy(sample_output, tmp, "sample_output"), max_batch, max_seq_len, interleave, format, prefix, mode, gru)
+    if output is not None:
+        with open(output, "w") as f:
+            f.write(header)
+    return header

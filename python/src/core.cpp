@@ -19,7 +19,10 @@
 #include <vector>
 
 #include "rnncore/gpu.hpp"
+#include "rnncore/io/export_c.hpp"
+#include "rnncore/io/int8_file.hpp"
 #include "rnncore/io/model.hpp"
+#include "rnncore/io/quantize.hpp"
 #include "rnncore/io/stack_config.hpp"
 #include "rnncore/rnncore.hpp"
 
@@ -33,6 +36,7 @@ namespace {
 struct StatusError {
   Status status;
   std::string message;
+  bool argument = false;  // an option that does not fit the model or data (ArgumentError whatever the status)
 };
 
 PyObject* g_error = nullptr;           // rnncore.Error(RuntimeError)
@@ -260,6 +264,40 @@ class Net {
     packed_ok_ = false;
   }
 
+  // Whether the memory at `addresses` (data pointers of the module's weight tensors, in order, whose
+  // shapes and dtype the caller checked against those remember() saw: dense CPU tensors of the same
+  // sizes) holds the bytes of the last remember(): rnncore.torch's check before it imports and packs
+  // the weights again. Addresses, not arrays: a tensor's data_ptr costs a tenth of a NumPy view.
+  bool same_bytes(const std::vector<std::uintptr_t>& addresses) const {
+    if (addresses.size() != snapshot_sizes_.size() || addresses.empty()) return false;
+    std::size_t offset = 0;
+    for (std::size_t i = 0; i < addresses.size(); ++i) {
+      const std::size_t n = snapshot_sizes_[i];
+      if (n > 0 && std::memcmp(snapshot_.data() + offset, reinterpret_cast<const void*>(addresses[i]), n) != 0)
+        return false;
+      offset += n;
+    }
+    return true;
+  }
+
+  // Keeps a copy of `arrays` for same_bytes (C-contiguous arrays of the net's dtype; else none kept).
+  void remember(const py::sequence& arrays) {
+    snapshot_.clear();
+    snapshot_sizes_.clear();
+    const py::dtype want = numpy_dtype(stack_.dtype);
+    for (py::handle h : arrays) {
+      py::array a = py::array::ensure(h);
+      if (!a || !(a.flags() & py::array::c_style) || !a.dtype().equal(want)) {
+        snapshot_.clear();
+        snapshot_sizes_.clear();
+        return;
+      }
+      const auto* p = static_cast<const unsigned char*>(a.data());
+      snapshot_.insert(snapshot_.end(), p, p + a.nbytes());
+      snapshot_sizes_.push_back(static_cast<std::size_t>(a.nbytes()));
+    }
+  }
+
   // The format's tensors from canonical values (the weights, or their gradients with `gradient`).
   py::list export_tensors(const py::handle& canonical, bool gradient) const {
     py::array c = canonical.is_none() ? this->canonical() : dense(canonical, stack_.dtype, "canonical");
@@ -292,9 +330,14 @@ class Net {
             {static_cast<py::ssize_t>(cell_state_elements(stack_, batch))}};
   }
 
-  int output_width() const {
-    const LayerSpec& last = stack_.layers[stack_.num_layers - 1];
-    return num_directions(last) * output_size(last);
+  // Width of one row of y: a head's out_features, else D·O of the last layer.
+  int output_width() const { return stack_output_size(stack_); }
+
+  // y's shape for a run: [T, B, W] or [B, T, W]; [B, W] when a head maps each row's last step.
+  std::vector<py::ssize_t> y_shape(const RunInputs& in) const {
+    if (stack_.head.out_features > 0 && stack_.head.last_step_only) return {in.batch, output_width()};
+    return in.batch_first ? std::vector<py::ssize_t>{in.batch, in.seq_len, output_width()}
+                          : std::vector<py::ssize_t>{in.seq_len, in.batch, output_width()};
   }
 
  private:
@@ -331,6 +374,8 @@ class Net {
   ThreadPool* pool_ = nullptr;
   std::string kernel_, backend_;
   std::vector<unsigned char> canonical_;
+  std::vector<unsigned char> snapshot_;                   // remember()'s bytes
+  std::vector<std::size_t> snapshot_sizes_;  // and each array's share of them
   std::mutex mu_;
   Buffer packed_, workspace_;
   std::size_t packed_bytes_ = 0, workspace_bytes_ = 0;
@@ -422,11 +467,8 @@ py::tuple Net::forward(const RunInputs& in, bool keep_reserve) {
     fail(Status::unsupported, "a reserve for backward needs a net made for training (training=True)");
   Plan plan;
   check(plan_for(in.batch, in.seq_len, &plan));
-  const std::vector<py::ssize_t> y_shape = in.batch_first
-                                               ? std::vector<py::ssize_t>{in.batch, in.seq_len, output_width()}
-                                               : std::vector<py::ssize_t>{in.seq_len, in.batch, output_width()};
   const auto shapes = state_shapes(in.batch);
-  py::array y(numpy_dtype(stack_.dtype), y_shape);
+  py::array y(numpy_dtype(stack_.dtype), y_shape(in));
   py::array hy(numpy_dtype(stack_.dtype), shapes.first);
   const bool lstm = stack_.layers[0].mode == Mode::lstm;
   py::array cy = lstm ? py::array(numpy_dtype(stack_.dtype), shapes.second) : py::array();
@@ -460,11 +502,8 @@ py::tuple Net::backward(const RunInputs& in, const py::handle& reserve, const py
   if (!res || !(res.flags() & py::array::c_style) || static_cast<std::size_t>(res.nbytes()) < plan.reserve_bytes())
     bad_argument("reserve: expected the uint8 reserve the training forward returned");
   const auto shapes = state_shapes(in.batch);
-  const std::vector<py::ssize_t> y_shape = in.batch_first
-                                               ? std::vector<py::ssize_t>{in.batch, in.seq_len, output_width()}
-                                               : std::vector<py::ssize_t>{in.seq_len, in.batch, output_width()};
   const bool lstm = stack_.layers[0].mode == Mode::lstm;
-  py::object dya = state_array(dy, stack_.dtype, "dy", y_shape);
+  py::object dya = state_array(dy, stack_.dtype, "dy", y_shape(in));
   py::object dhya = state_array(dhy, stack_.dtype, "dhy", shapes.first);
   if (!dcy.is_none() && !lstm) bad_argument("dcy: only an LSTM has a cell state");
   py::object dcya = state_array(dcy, stack_.dtype, "dcy", shapes.second);
@@ -554,6 +593,9 @@ std::unique_ptr<Net> load_net(const std::string& path, const std::string& format
   io::LoadedModel loaded;
   const Status s = io::load_weights(path, hints, has_config ? &config : nullptr, &loaded, &error);
   if (s != Status::ok) fail(s, error);
+  if (loaded.stack.embedding.vocab_size > 0)
+    fail(Status::unsupported, path + ": an Embedding before layer 0 (token-id input) does not run from Python yet; "
+                                     "`rnncore run` runs it");
   if (!dropout.is_none()) loaded.stack.dropout = dropout.cast<double>();  // as `rnncore run --dropout P`
   auto net = std::make_unique<Net>(loaded.stack, loaded.format, loaded.prefix, plan_options(threads, backend, training));
   net->set_canonical(py::array(numpy_dtype(loaded.stack.dtype), std::vector<py::ssize_t>{static_cast<py::ssize_t>(param_count(loaded.stack))},
@@ -561,6 +603,121 @@ std::unique_ptr<Net> load_net(const std::string& path, const std::string& format
   net->notes = loaded.notes;
   net->ignored = loaded.ignored;
   return net;
+}
+
+// ---- io::quantize and io::export_c (file paths in; rnncore/__init__.py writes arrays to .npy) ----
+
+io::ModelHints model_hints(const std::string& format, const py::object& prefix, const std::string& mode,
+                           const std::string& gru) {
+  io::ModelHints h;
+  h.format = format;
+  if (!prefix.is_none()) {
+    h.prefix = prefix.cast<std::string>();
+    h.prefix_given = true;
+  }
+  h.mode = mode;
+  h.gru = gru;
+  return h;
+}
+
+py::dict accuracy_dict(const io::QuantizeAccuracy& a) {
+  py::dict d;
+  d["data"] = a.data;
+  d["shape"] = py::make_tuple(a.T, a.B, a.H);
+  d["values"] = a.values;
+  d["max_abs"] = a.max_abs;
+  d["rms"] = a.rms;
+  d["range"] = a.range;
+  d["snr_db"] = a.snr_db;
+  return d;
+}
+
+// io::quantize without the GIL: its report as a dict (accuracy on the calibration and eval data).
+py::dict quantize_file(io::QuantizeOptions o, const py::object& cell_clip) {
+  if (!cell_clip.is_none()) {
+    o.set_cell_clip = true;
+    o.cell_clip = cell_clip.cast<double>();
+  }
+  std::vector<std::string> notes;
+  o.note = [&notes](const std::string& line) { notes.push_back(line); };
+  io::QuantizeReport report;
+  std::string err;
+  Status s;
+  {
+    py::gil_scoped_release nogil;
+    s = io::quantize(o, &report, &err);
+  }
+  if (s != Status::ok) throw StatusError{s, std::string(status_message(s)) + ": " + err, report.option_error};
+  py::dict d;
+  d["model"] = report.model;
+  d["calibration"] = report.calibration;
+  d["quantization"] = report.quantization;
+  d["written"] = report.written;
+  d["calibration_accuracy"] = accuracy_dict(report.calibration_accuracy);
+  d["eval_accuracy"] = report.has_eval ? py::object(accuracy_dict(report.eval_accuracy)) : py::none();
+  d["notes"] = notes;
+  return d;
+}
+
+// io::export_c: (the header's text, its one-line summary, the loader's notes).
+py::tuple export_c_text(const io::ExportCOptions& o) {
+  std::string header, err;
+  io::ExportCReport report;
+  Status s;
+  {
+    py::gil_scoped_release nogil;
+    s = io::export_c(o, &header, &report, &err);
+  }
+  if (s != Status::ok) throw StatusError{s, std::string(status_message(s)) + ": " + err, report.option_error};
+  return py::make_tuple(header, report.summary, report.notes);
+}
+
+void bind_io(py::module_& m) {
+  m.def(
+      "quantize",
+      [](const std::string& weights, const std::string& calibration, const std::string& output,
+         const std::string& eval, const std::string& config, bool batch_first, long long carry_state,
+         const py::object& cell_clip, const std::string& cell_range, bool per_channel, const std::string& format,
+         const py::object& prefix, const std::string& mode) {
+        io::QuantizeOptions o;
+        o.hints = model_hints(format, prefix, mode, "");
+        o.weights = weights;
+        o.calibration = calibration;
+        o.output = output;
+        o.eval = eval;
+        o.config = config;
+        o.batch_first = batch_first;
+        o.carry_state = carry_state;
+        o.cell_range = cell_range;
+        o.per_channel = per_channel;
+        return quantize_file(std::move(o), cell_clip);
+      },
+      py::arg("weights"), py::arg("calibration"), py::arg("output"), py::arg("eval") = "", py::arg("config") = "",
+      py::arg("batch_first") = false, py::arg("carry_state") = 0, py::arg("cell_clip") = py::none(),
+      py::arg("cell_range") = "every-step", py::arg("per_channel") = false, py::arg("format") = "",
+      py::arg("prefix") = py::none(), py::arg("mode") = "");
+  m.def(
+      "export_c",
+      [](const std::string& weights, const std::string& output, const std::string& name,
+         const std::string& sample_input, const std::string& sample_output, long long max_batch,
+         long long max_seq_len, bool interleave, const std::string& format, const py::object& prefix,
+         const std::string& mode, const std::string& gru) {
+        io::ExportCOptions o;
+        o.hints = model_hints(format, prefix, mode, gru);
+        o.weights = weights;
+        o.name = name.empty() ? io::c_identifier_from(output.empty() ? weights : output) : name;
+        o.output = output.empty() ? o.name + ".h" : output;  // the header's first comment names it
+        o.sample_input = sample_input;
+        o.sample_output = sample_output;
+        o.max_batch = max_batch;
+        o.max_seq_len = max_seq_len;
+        o.interleave = interleave;
+        return export_c_text(o);
+      },
+      py::arg("weights"), py::arg("output") = "", py::arg("name") = "", py::arg("sample_input") = "",
+      py::arg("sample_output") = "", py::arg("max_batch") = 0, py::arg("max_seq_len") = 0,
+      py::arg("interleave") = false, py::arg("format") = "", py::arg("prefix") = py::none(), py::arg("mode") = "",
+      py::arg("gru") = "");
 }
 
 // What `rnncore info` prints, as a dict.
@@ -590,6 +747,9 @@ py::dict info() {
   probe.dtype = DType::f64;
   Plan p64;
   kernels["f64"] = Plan::create(probe, PlanOptions{}, &p64) == Status::ok ? py::object(py::str(p64.kernel_name())) : py::none();
+  // The integer LSTM's (int8 model files, rnncore.quantize): its matrix-vector and step kernels.
+  const io::Int8KernelNames int8 = io::int8_best_kernels();
+  kernels["int8"] = int8.dot + " + " + int8.step;
   d["kernels"] = kernels;
   ThreadPool* pool = nullptr;
   d["threads"] = ThreadPool::create(1, &pool) == Status::ok;
@@ -602,7 +762,7 @@ py::dict info() {
 }
 
 void raise_status_error(const StatusError& e) {
-  PyObject* cls = is_argument_status(e.status) ? g_argument_error : g_error;
+  PyObject* cls = e.argument || is_argument_status(e.status) ? g_argument_error : g_error;
   py::object exc = py::reinterpret_borrow<py::object>(cls)(e.message);
   exc.attr("status") = py::str(status_message(e.status));
   PyErr_SetObject(cls, exc.ptr());
@@ -629,6 +789,7 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("info", &info, "Version, backends, instruction sets and kernels (what `rnncore info` prints).");
   m.def("version", [] { return std::string(version_string()); });
+  bind_io(m);
 
   py::class_<Net>(m, "Net")
       .def(py::init(&make_net), py::arg("mode"), py::arg("input_size"), py::arg("hidden_size"),
@@ -667,6 +828,8 @@ PYBIND11_MODULE(_core, m) {
       .def("canonical", &Net::canonical)
       .def("set_canonical", &Net::set_canonical, py::arg("values"))
       .def("set_weights", &Net::set_weights, py::arg("values"))
+      .def("same_bytes", &Net::same_bytes, py::arg("addresses"))
+      .def("remember", &Net::remember, py::arg("arrays"))
       .def("export", [](const Net& n) { return n.export_tensors(py::none(), false); })
       .def("export_gradients", [](const Net& n, const py::handle& dc) { return n.export_tensors(dc, true); },
            py::arg("dcanonical"))

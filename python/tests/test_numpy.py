@@ -20,6 +20,7 @@ def test_info_reports_what_rnncore_info_does():
     assert i["backends"][0].startswith("reference")
     assert i["kernels"]["f64"] == "f64_rnn__reference"
     assert i["kernels"]["f32"].startswith("f32_rnn")
+    assert i["kernels"]["int8"].startswith("i8_dot_")  # the integer LSTM's: "i8_dot_4x16__avx2 + ..."
     assert isinstance(i["isas"], list) and isinstance(i["threads"], bool)
 
 

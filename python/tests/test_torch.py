@@ -280,3 +280,61 @@ def test_weight_gather_equals_the_library_import(kind, kw):
     want = e.net.export_gradients(d)
     for g, i in zip(e.gradients(d), e.present):
         np.testing.assert_array_equal(g, want[i])
+
+
+def count_imports(monkeypatch):
+    """How many times the modules' weights were imported (gathered and marked for packing)."""
+    calls = []
+    real = rt._Entry._import
+    monkeypatch.setattr(rt._Entry, "_import", lambda self, w, net: (calls.append(1), real(self, w, net))[1])
+    return calls
+
+
+@pytest.mark.parametrize("weight_check", ["values", "version"])
+def test_weights_are_packed_once_and_again_after_a_change(monkeypatch, weight_check):
+    ref, mod = pair("lstm", 11, input_size=4, hidden_size=6, num_layers=2)
+    mod = rt.LSTM(4, 6, num_layers=2, weight_check=weight_check)
+    mod.load_state_dict(ref.state_dict())
+    imports = count_imports(monkeypatch)
+    x = torch.randn(5, 3, 4)
+    opt = torch.optim.SGD(mod.parameters(), lr=0.5)
+    opt_ref = torch.optim.SGD(ref.parameters(), lr=0.5)
+    for step in range(3):
+        with torch.no_grad():
+            for _ in range(3):  # inference runs reuse the packed weights
+                torch.testing.assert_close(mod(x)[0], ref(x)[0], atol=FORWARD_TOL, rtol=0)
+        for m, o in ((mod, opt), (ref, opt_ref)):  # a training step: forward, backward, optimizer
+            o.zero_grad()
+            m(x)[0].square().sum().backward()
+            o.step()
+    # Per step: one import for the inference net and one for the training net (whose backward reuses it).
+    assert len(imports) == 6
+    with torch.no_grad():
+        torch.testing.assert_close(mod(x)[0], ref(x)[0], atol=FORWARD_TOL, rtol=0)
+        for name in ("weight_hh_l1", "bias_ih_l0"):  # writes the version counters do not see
+            getattr(mod, name).data.mul_(0.5)
+            getattr(ref, name).data.mul_(0.5)
+        if weight_check == "values":
+            torch.testing.assert_close(mod(x)[0], ref(x)[0], atol=FORWARD_TOL, rtol=0)
+        else:
+            assert not torch.allclose(mod(x)[0], ref(x)[0], atol=FORWARD_TOL)  # documented: not seen
+        for m in (mod, ref):  # a new storage under the same Parameter: seen by both checks
+            m.weight_ih_l0.data = torch.full_like(m.weight_ih_l0, 0.25)
+            m.weight_hh_l1.data = ref.weight_hh_l1.detach().clone()
+        torch.testing.assert_close(mod(x)[0], ref(x)[0], atol=FORWARD_TOL, rtol=0)
+    with pytest.raises(rnncore.ArgumentError, match="weight_check 'sometimes'"):
+        rt.GRU(2, 2, weight_check="sometimes")
+
+
+def test_eager_runs_skip_the_dispatcher_with_the_ops_results():
+    """No-grad eager runs call the op's body directly; the dispatched op gives the same bits."""
+    _, mod = pair("gru", 12, input_size=3, hidden_size=5, bidirectional=True)
+    x, h0 = torch.randn(6, 2, 3), torch.randn(2, 2, 5)
+    with torch.no_grad():
+        y, h = mod(x, h0)
+        y2, h2, _, _ = torch.ops.rnncore.rnn(x, mod.all_weights, h0, None, None, mod._spec, 0, 0, 0, False, False)
+    assert torch.equal(y, y2) and torch.equal(h, h2)
+    assert rt._eager((x, h0, None, *mod.all_weights))
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():  # tracing: the op, so that fake tensors meet its fake implementation
+        assert not rt._eager((x, h0, None))

@@ -1,0 +1,89 @@
+"""rnncore.quantize and rnncore.export_c (io::quantize, io::export_c), and a PyTorch LSTM + Linear file
+whose head rnncore.load runs."""
+
+import pathlib
+
+import numpy as np
+import pytest
+
+import rnncore
+
+MODELS = pathlib.Path(__file__).resolve().parents[2] / "examples" / "models"
+SMALL = MODELS / "lstm_small.safetensors"
+
+
+def test_quantize_writes_an_int8_model_and_reports_its_accuracy(tmp_path):
+    x = np.load(MODELS / "lstm_small_input.npy")  # [T=50, B=4, I=16]
+    np.save(tmp_path / "eval.npy", x[:, :2])
+    r = rnncore.quantize(SMALL, x, tmp_path / "q.safetensors", eval=tmp_path / "eval.npy", per_channel=True)
+    assert (tmp_path / "q.safetensors").stat().st_size > 0
+    assert "input 16, hidden 32, 32" in r["model"] and "tflite_int8" in r["written"]
+    assert len(r["quantization"]) == 4  # two lines per layer and direction
+    acc = r["calibration_accuracy"]
+    assert acc["shape"] == (50, 4, 32) and acc["values"] == 50 * 4 * 32
+    # The int8 model follows the float one closely on this data: 8-bit outputs, error well under 1%.
+    assert 0 < acc["max_abs"] < 0.01 * acc["range"] and acc["snr_db"] > 30
+    assert r["eval_accuracy"]["shape"] == (50, 2, 32)
+
+
+def test_quantize_errors_raise_with_the_detail(tmp_path):
+    x = np.load(MODELS / "lstm_small_input.npy")
+    with pytest.raises(rnncore.ArgumentError, match="carry-state 3 does not divide the calibration's 4 rows"):
+        rnncore.quantize(SMALL, x, tmp_path / "q.safetensors", carry_state=3)
+    with pytest.raises(rnncore.Error, match=r"expected shape \[T, B, 16\].*found \[50, 4, 5\]"):
+        rnncore.quantize(SMALL, x[..., :5], tmp_path / "q.safetensors")
+    assert not (tmp_path / "q.safetensors").exists()
+    with pytest.raises(rnncore.Error, match="nothing.safetensors"):
+        rnncore.quantize(tmp_path / "nothing.safetensors", x, tmp_path / "q.safetensors")
+
+
+def test_export_c_float_and_int8(tmp_path):
+    x = np.load(MODELS / "lstm_small_input.npy")
+    text = rnncore.export_c(SMALL, tmp_path / "small.h", sample_input=x[:3, :1])
+    assert (tmp_path / "small.h").read_text() == text
+    assert text.startswith("/* small.h: ")
+    assert "small_weights[" in text and "small_spec" in text and "small_sample_input" in text
+    # Deterministic: the same model and options give the same bytes; no output path: not written.
+    assert rnncore.export_c(SMALL, name="small", max_batch=1, max_seq_len=3) == rnncore.export_c(
+        SMALL, name="small", max_batch=1, max_seq_len=3)
+    rnncore.quantize(SMALL, x, tmp_path / "q.safetensors")
+    q = rnncore.export_c(tmp_path / "q.safetensors", name="q", interleave=True)
+    assert "rnncore/int8.h" in q and "q_l0_quantization" in q and "q_l1_folded_bias" in q
+    with pytest.raises(rnncore.ArgumentError):
+        rnncore.export_c(SMALL, name="bad name")
+    with pytest.raises(rnncore.Error, match="missing.safetensors"):
+        rnncore.export_c(tmp_path / "missing.safetensors")
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_load_runs_a_pytorch_linear_head(tmp_path, bidirectional):
+    torch = pytest.importorskip("torch")
+    st = pytest.importorskip("safetensors.torch")
+    torch.manual_seed(3)
+    lstm = torch.nn.LSTM(5, 8, num_layers=2, bidirectional=bidirectional)
+    fc = torch.nn.Linear(16 if bidirectional else 8, 3)
+    tensors = {f"lstm.{k}": v for k, v in lstm.state_dict().items()}
+    tensors.update({f"fc.{k}": v for k, v in fc.state_dict().items()})
+    st.save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp_path / "m.safetensors"))
+    m = rnncore.load(tmp_path / "m.safetensors")
+    assert any("Linear head 'fc.weight' [3, " in n for n in m.notes)
+    x = torch.randn(7, 4, 5)
+    y, h, c = m.run(x.numpy())
+    with torch.no_grad():
+        out, (hn, cn) = lstm(x)
+        ref = fc(out)
+    assert y.shape == (7, 4, 3)
+    np.testing.assert_allclose(y, ref.numpy(), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(h, hn.numpy(), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(c, cn.numpy(), atol=1e-5, rtol=0)
+
+
+def test_load_runs_a_last_step_softmax_head_of_the_golden():
+    golden = pathlib.Path(__file__).resolve().parents[2] / "tests" / "golden" / "pytorch_head"
+    path = golden / "bilstm_linear_last_step_softmax.safetensors"
+    st = pytest.importorskip("safetensors.numpy")
+    data = st.load_file(str(path))
+    m = rnncore.load(path)
+    y, _, _ = m.run(data["input"])
+    assert y.shape == data["expected.y"].shape  # [B, F]: the last step only
+    np.testing.assert_allclose(y, data["expected.y"], atol=1e-5, rtol=0)
