@@ -42,7 +42,7 @@ def test_export_c_float_and_int8(tmp_path):
     text = rnncore.export_c(SMALL, tmp_path / "small.h", sample_input=x[:3, :1])
     assert (tmp_path / "small.h").read_text() == text
     assert text.startswith("/* small.h: ")
-    assert "small_weights[" in text and "small_spec" in text and "small_sample_input" in text
+    assert "small_packed" in text and "small_spec" in text and "small_sample_input" in text
     # Deterministic: the same model and options give the same bytes; no output path: not written.
     assert rnncore.export_c(SMALL, name="small", max_batch=1, max_seq_len=3) == rnncore.export_c(
         SMALL, name="small", max_batch=1, max_seq_len=3)
