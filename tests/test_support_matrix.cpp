@@ -114,10 +114,14 @@ struct Buffers {
     owned.push_back(p);
     return p;
   }
-  void* put(const std::vector<double>& v, DType dtype) {
-    std::vector<unsigned char> bytes(v.size() * dtype_size(dtype));
+  // `ids`: the values are token ids, put as int32 (the input of a stack with an embedding).
+  void* put(const std::vector<double>& v, DType dtype, bool ids = false) {
+    std::vector<unsigned char> bytes(v.size() * (ids ? 4 : dtype_size(dtype)));
     for (std::size_t i = 0; i < v.size(); ++i) {
-      if (dtype == DType::f64) std::memcpy(&bytes[i * 8], &v[i], 8);
+      if (ids) {
+        const std::int32_t id = static_cast<std::int32_t>(v[i]);
+        std::memcpy(&bytes[i * 4], &id, 4);
+      } else if (dtype == DType::f64) std::memcpy(&bytes[i * 8], &v[i], 8);
       else {
         const float f = static_cast<float>(v[i]);
         std::memcpy(&bytes[i * 4], &f, 4);
@@ -157,15 +161,19 @@ bool has_lstm(const StackSpec& st) {
   return false;
 }
 std::size_t y_elements(const StackSpec& st) {
-  const LayerSpec& last = st.layers[st.num_layers - 1];
-  return static_cast<std::size_t>(kT) * kB * num_directions(last) * output_size(last);
+  const std::size_t steps = st.head.out_features > 0 && st.head.last_step_only ? 1 : kT;
+  return steps * kB * static_cast<std::size_t>(stack_output_size(st));
 }
 
 Inputs make_inputs(const StackSpec& st) {
   seed_rng(static_cast<std::uint64_t>(param_count(st)) * 31 + st.layers[0].hidden_size);
   Inputs in;
   in.w = random_vector(static_cast<std::size_t>(param_count(st)), 0.5);
-  in.x = random_vector(static_cast<std::size_t>(kT) * kB * st.input_size, 1.0);
+  if (st.embedding.vocab_size > 0) {  // token ids (as doubles until they are put as int32)
+    for (int i = 0; i < kT * kB; ++i) in.x.push_back(static_cast<double>((i * 7 + 3) % st.embedding.vocab_size));
+  } else {
+    in.x = random_vector(static_cast<std::size_t>(kT) * kB * st.input_size, 1.0);
+  }
   in.h0 = random_vector(static_cast<std::size_t>(state_elements(st, kB)), 0.5);
   in.c0 = has_lstm(st) ? random_vector(static_cast<std::size_t>(cell_state_elements(st, kB)), 0.5) : std::vector<double>();
   in.dy = random_vector(y_elements(st), 1.0);
@@ -230,7 +238,7 @@ Result run(const Case& c, const Inputs& in, const std::vector<double>& w, Backen
   const bool lstm = has_lstm(st);
   void* packed = mem.alloc(plan.packed_weight_bytes());
   void* ws = mem.alloc(plan.workspace_bytes());
-  void* x = mem.put(in.x, dt);
+  void* x = mem.put(in.x, dt, st.embedding.vocab_size > 0);
   void* y = mem.put(std::vector<double>(y_elements(st), -7.0), dt);
   void* h = mem.put(in.h0, dt);
   void* cst = lstm ? mem.put(in.c0, dt) : nullptr;
@@ -701,6 +709,32 @@ std::vector<Row> streaming_rows() {
   return rows;
 }
 
+std::vector<Row> ends_rows() {
+  std::vector<Row> rows;
+  const Activation acts[] = {Activation::none, Activation::relu, Activation::sigmoid, Activation::tanh,
+                             Activation::softmax};
+  for (bool last : {false, true}) {
+    Row r{last ? "Dense head on the last step" : "Dense head on every step", {}, nullptr, true};
+    for (Activation a : acts)
+      for (Sub& s : every_cell([&](Sub* c) {
+             c->c.stack.head.out_features = 3;
+             c->c.stack.head.activation = a;
+             c->c.stack.head.last_step_only = last;
+           })) {
+        s.name += std::string(" ") + to_string(a);
+        r.subs.push_back(s);
+      }
+    rows.push_back(r);
+  }
+  rows.push_back({"Embedding (vocabulary 5)", every_cell([](Sub* s) { s->c.stack.embedding.vocab_size = 5; }), nullptr,
+                  true});
+  rows.push_back({"Embedding, then a softmax head on the last step", every_cell([](Sub* s) {
+                    s->c.stack.embedding.vocab_size = 5;
+                    s->c.stack.head = DenseSpec{3, Activation::softmax, true};
+                  }), nullptr, true});
+  return rows;
+}
+
 // The page: one table per dimension. A new feature (a layer kind, an element type) is a function
 // returning its rows (each row: sub-cases that differ only in what the row names) and one table()
 // call here; its outcomes then come from the library like every other cell's.
@@ -751,6 +785,10 @@ std::string page() {
         "whole-sequence run; every cell, unidirectional, f32. A bidirectional layer's reverse direction needs\n"
         "the whole sequence before its first output, so it does not stream.\n\n";
   table(md, "streaming", streaming_rows(), false);
+  md << "## Around the stack\n\nAn Embedding before layer 0 (`StackSpec::embedding`: the input is int32 token ids) and a\n"
+        "Dense head after the last layer (`StackSpec::head`, PyTorch's `nn.Linear`, Keras' `Dense`) with each\n"
+        "activation (none, relu, sigmoid, tanh, softmax); every cell, both directions, f32.\n\n";
+  table(md, "around the stack", ends_rows(), true);
   return md.str();
 }
 
