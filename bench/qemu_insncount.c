@@ -116,7 +116,7 @@ __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t 
   (void)info;
   if (argc < 1 || argc > 3 || strncmp(argv[0], "out=", 4) != 0) return 1;
   snprintf(out, sizeof out, "%s", argv[0] + 4);
-  if (argc == 2) {
+  if (argc >= 2) {
     if (strncmp(argv[1], "mix=", 4) != 0) return 1;
     snprintf(mix_out, sizeof mix_out, "%s", argv[1] + 4);
   }
