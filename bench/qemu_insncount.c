@@ -7,7 +7,10 @@
  * With a second argument mix=FILE (bench/mcu_models/count.sh; Thumb-2 guests) it also writes the
  * instruction mix: the executed instructions by class (single loads, single stores, multiple
  * loads and stores with their registers, branches, divisions, other) from each instruction's
- * disassembly, classified once per translation and added per executed block as the count is. */
+ * disassembly, classified once per translation and added per executed block as the count is.
+ * With blocks=FILE as well (after mix=FILE) it writes each translated block's guest address and
+ * the instructions it executed, "ADDR COUNT" a line in hex and decimal (a block translated again
+ * has a line per translation), which bench/mcu_models/functions.py sums per function of the ELF. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +26,13 @@ struct qemu_plugin_insn* qemu_plugin_tb_get_insn(const struct qemu_plugin_tb*, s
 char* qemu_plugin_insn_disas(const struct qemu_plugin_insn*);
 void qemu_plugin_register_atexit_cb(qemu_plugin_id_t, void (*)(qemu_plugin_id_t, void*), void*);
 static uint64_t insns;
-static char out[4096], mix_out[4096];
+static char out[4096], mix_out[4096], blocks_out[4096];
+uint64_t qemu_plugin_tb_vaddr(const struct qemu_plugin_tb*);
+struct block {  /* blocks=FILE: one per translation, kept in a list */
+  uint64_t addr, insns;
+  struct block* next;
+};
+static struct block* blocks;
 
 /* The classes of the mix; multi_regs counts the registers of LDM/STM/PUSH/POP/VLDM/VSTM/VPUSH/VPOP. */
 enum { LOAD, STORE, MULTI, MULTI_REGS, POP_PC, BRANCH, DIV, VDIV, CLASSES };
@@ -69,6 +78,13 @@ static void on_trans(qemu_plugin_id_t id, struct qemu_plugin_tb* tb) {
   int c;
   (void)id;
   qemu_plugin_register_vcpu_tb_exec_inline(tb, 0, &insns, n_insns);
+  if (blocks_out[0]) {
+    struct block* b = calloc(1, sizeof *b);
+    if (b) {
+      b->addr = qemu_plugin_tb_vaddr(tb), b->next = blocks, blocks = b;
+      qemu_plugin_register_vcpu_tb_exec_inline(tb, 0, &b->insns, n_insns);
+    }
+  }
   if (!mix_out[0]) return;
   uint64_t n[CLASSES] = {0};
   for (i = 0; i < n_insns; ++i) {
@@ -89,14 +105,24 @@ static void on_exit_(qemu_plugin_id_t id, void* p) {
     fprintf(f, "\n");
     fclose(f);
   }
+  if (blocks_out[0] && (f = fopen(blocks_out, "w"))) {
+    const struct block* b;
+    for (b = blocks; b; b = b->next)
+      if (b->insns) fprintf(f, "%llx %llu\n", (unsigned long long)b->addr, (unsigned long long)b->insns);
+    fclose(f);
+  }
 }
 __attribute__((visibility("default"))) int qemu_plugin_install(qemu_plugin_id_t id, const void* info, int argc, char** argv) {
   (void)info;
-  if (argc < 1 || argc > 2 || strncmp(argv[0], "out=", 4) != 0) return 1;
+  if (argc < 1 || argc > 3 || strncmp(argv[0], "out=", 4) != 0) return 1;
   snprintf(out, sizeof out, "%s", argv[0] + 4);
-  if (argc == 2) {
+  if (argc >= 2) {
     if (strncmp(argv[1], "mix=", 4) != 0) return 1;
     snprintf(mix_out, sizeof mix_out, "%s", argv[1] + 4);
+  }
+  if (argc == 3) {
+    if (strncmp(argv[2], "blocks=", 7) != 0) return 1;
+    snprintf(blocks_out, sizeof blocks_out, "%s", argv[2] + 7);
   }
   qemu_plugin_register_vcpu_tb_trans_cb(id, on_trans);
   qemu_plugin_register_atexit_cb(id, on_exit_, NULL);

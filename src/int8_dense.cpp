@@ -8,6 +8,23 @@
 
 namespace rnncore {
 namespace q8 {
+namespace {
+
+// round(v) half to even, v within int32: std::nearbyint in the default rounding mode. On a 32-bit
+// ARM FPU one VCVTR (the FPSCR's mode, round to nearest even unless changed, as nearbyint reads
+// it) where GCC calls newlib's nearbyintf and rintf: 3 instructions instead of about 35 per output
+// on a Cortex-M4F (a Dense head over a 65-symbol vocabulary at every step: 0.2 % of the text model).
+inline std::int32_t round_to_int(float v) {
+#if defined(__arm__) && defined(__ARM_FP) && (__ARM_FP & 4)
+  std::int32_t r;
+  __asm__("vcvtr.s32.f32 %1, %1\n\tvmov %0, %1" : "=r"(r), "+t"(v));
+  return r;
+#else
+  return static_cast<std::int32_t>(std::nearbyint(v));
+#endif
+}
+
+}  // namespace
 
 Status int8_dense_prepare(const Int8DenseQuantization& q, int in_size, int out_size, const std::int8_t* w,
                           const std::int32_t* bias, std::int32_t* bias_storage, float* scale_storage,
@@ -73,7 +90,7 @@ void int8_dense(const Int8DenseParams& p, int batch, const std::int8_t* x, std::
         // XNNPACK's fp32 requantization: float product, clamp, round half to even, zero point.
         float v = static_cast<float>(acc[u]) * p.scale[j0 + u];
         v = v < lo ? lo : (v > hi ? hi : v);
-        yb[j0 + u] = static_cast<std::int8_t>(static_cast<std::int32_t>(std::nearbyint(v)) + p.output_zp);
+        yb[j0 + u] = static_cast<std::int8_t>(round_to_int(v) + p.output_zp);
       }
     }
   }

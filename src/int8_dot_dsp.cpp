@@ -267,8 +267,9 @@ int widen_pairs_dsp(const std::int8_t* v, int n, std::int16_t* out) {
 // split into pieces of 512, each adding onto the sums of the last (rnncore_i8_dot_panels_dsp_other).
 //
 // Per 4 columns of 4 rows: one LDM of the 4 weight words, one of the vector's 2 words, 4 SXTB16 and
-// 8 SMLAD, 14 instructions for 16 multiply-accumulates; the loop takes 16 columns and adds SUBS
-// and BNE: 58 for 64, 0.91 per MAC. SXTB16 writes over a weight word once its raw SMLAD is done,
+// 8 SMLAD, 14 instructions for 16 multiply-accumulates; the loop takes 64 columns, 16 such groups, and adds CMP and BNE: 226 for 256, 0.883 per
+// MAC (a pass of 16 columns, as first written, paid the CMP and BNE four times as often: 2.5 %
+// more instructions on a 512-column product, 1.8 million of the text model's 167). SXTB16 writes over a weight word once its raw SMLAD is done,
 // so the 14 registers are: r0 / r2 the sums a of A / C, r1 / r3 the sums r of pairs AB / CD,
 // r4..r7 the weight words, r8 / r9 the vector's pairs, r10 the biases (free in the column loop),
 // r11 the weights (panels are contiguous: the pointer runs on from one panel into the next), r12
@@ -277,8 +278,8 @@ int widen_pairs_dsp(const std::int8_t* v, int n, std::int16_t* out) {
 //
 // Around the loop, per panel of 4 rows: 6 instructions to start (the sums, the vector and a jump
 // into the loop) and 11 to end (the odd rows' sums, the store, the panel test). The
-// jump enters the 4-group loop body at the group that leaves ceil(K / 16) full passes, so that K
-// need not be a multiple of 16 and no pass count is tested (each group is 14 four-byte
+// jump enters the 16-group loop body at the group that leaves ceil(K / 64) full passes, so that K
+// need not be a multiple of 64 and no pass count is tested (each group is 14 four-byte
 // instructions in A32 and T32, 56 bytes: the assembler checks). One call takes a list of products
 // (a gate's x and h), so that its cost is paid once for them; a product that is not whole panels
 // of at most 512 columns (6 instructions tell) goes to rnncore_i8_dot_panels_dsp_other, in C.
@@ -339,8 +340,8 @@ __asm__(
     "mov r10, r6\n\t"
     "add r6, r6, r8, lsl #2\n\t"   // the biases' end
     "add lr, r5, r9, lsl #3\n\t"   // the vector's end: 4 int16 a column word
-    "rsb r9, r9, #0\n\t"  // groups the first pass skips: (−k_words) mod 4, 56 bytes each
-    "and r9, r9, #3\n\t"
+    "rsb r9, r9, #0\n\t"  // groups the first pass skips: (−k_words) mod 16, 56 bytes each
+    "and r9, r9, #15\n\t"
     "adr r8, .Lrnncore_p4_group0\n\t"
     "add r8, r8, r9, lsl #6\n\t"
     "sub r8, r8, r9, lsl #3\n\t"
@@ -355,6 +356,9 @@ __asm__(
     "ldr pc, [sp, #16]\n\t"
     ".Lrnncore_p4_group0:\n\t" RNNCORE_PANEL_GROUP
     ".Lrnncore_p4_group1:\n\t" RNNCORE_PANEL_GROUP RNNCORE_PANEL_GROUP RNNCORE_PANEL_GROUP
+    RNNCORE_PANEL_GROUP RNNCORE_PANEL_GROUP RNNCORE_PANEL_GROUP RNNCORE_PANEL_GROUP
+    RNNCORE_PANEL_GROUP RNNCORE_PANEL_GROUP RNNCORE_PANEL_GROUP RNNCORE_PANEL_GROUP
+    RNNCORE_PANEL_GROUP RNNCORE_PANEL_GROUP RNNCORE_PANEL_GROUP RNNCORE_PANEL_GROUP
     ".if .Lrnncore_p4_group1 - .Lrnncore_p4_group0 - 56\n\t"
     ".error \"rnncore_i8_dot_panels_dsp_4x16: a group is not 56 bytes\"\n\t"
     ".endif\n\t"

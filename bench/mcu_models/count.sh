@@ -10,12 +10,13 @@
 # One inference = N(2 inferences) - N(1): the images differ only in a volatile repetition count, so
 # start-up, preparation and the checks cancel. Also the instruction mix of that inference and a
 # cycle estimate from it (the Cortex-M4 timings in README.md; instruction counts are not cycles),
-# and each image's flash, static RAM and stack peak. Prints Markdown tables.
+# where rnncore's instructions go, per function (functions.py), and each image's flash, static
+# RAM and stack peak. Prints Markdown tables.
 #
 #   CMSIS_NN=/path/to/CMSIS-NN bash bench/mcu_models/count.sh
 #   MODELS="weather simple" CMSIS_NN=... bash bench/mcu_models/count.sh
 #
-# Needs what run.sh needs, gcc (the plugin) and a CMSIS-NN source tree (CMSIS_NN; git clone
+# Needs what run.sh needs, gcc (the plugin), python3 and a CMSIS-NN source tree (CMSIS_NN; git clone
 # https://github.com/ARM-software/CMSIS-NN). Env: WORK (default /tmp/rnncore-mcu-models), BUILD
 # and BUILD_SIGNED (Cortex-M4F firmware builds to reuse; default $WORK/build-m4, $WORK/build-m4-signed),
 # RNNCORE (the host tool, default build/tools/rnncore), NICE (10), CMSIS_NN_COMMIT (the commit to
@@ -109,9 +110,9 @@ image() {  # model kind(rnncore|signed|cmsis-O2|cmsis-Os) reps -> path
 
 emulate() {  # image -> its log, count and mix beside it (counted once per image)
   local img=$1
-  if [ ! -s "$img.mix" ] || [ "$img" -nt "$img.mix" ]; then
+  if [ ! -s "$img.mix" ] || [ "$img" -nt "$img.mix" ] || { [ ! -f "$img.blocks" ] && [[ $img != *-cmsis-* ]]; }; then
     nice -n "$NICE" qemu-system-arm -M mps2-an386 -display none -serial null -monitor none -semihosting \
-      -plugin "$plugin,out=$img.count,mix=$img.mix" -d plugin -kernel "$img" >"$img.log" 2>&1 </dev/null ||
+      -plugin "$plugin,out=$img.count,mix=$img.mix,blocks=$img.blocks" -d plugin -kernel "$img" >"$img.log" 2>&1 </dev/null ||
       { cat "$img.log" >&2; exit 1; }
   fi
 }
@@ -181,4 +182,15 @@ echo "| model | build | insns | load | store | multi | multi_regs | pop_pc | bra
 echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for m in $MODELS; do
   for k in rnncore signed cmsis-O2 cmsis-Os; do echo "| $m | $k | ${MIXES[$m/$k]}${CYCLES[$m/$k]} |"; done
+done
+echo
+echo "Where rnncore's instructions of one inference go: the functions that execute the most (the plugin's blocks per function, functions.py; inlined code counts in its caller: int8_lstm_step holds the gates' rescaling and activations, update_cells the cell and its tanh)."
+echo
+echo "| model | build | function | insns | share |"
+echo "|---|---|---|---:|---:|"
+for m in $MODELS; do
+  for k in rnncore signed; do
+    a=$WORK/count/$m-$k-R1.elf b=$WORK/count/$m-$k-R2.elf
+    python3 "$HERE/functions.py" "$m" "$k" "$a" "$a.blocks" "$b.blocks" 5
+  done
 done

@@ -140,7 +140,7 @@ void i8_dot_panels_1x1__scalar(const PanelProduct* products, int count);
 #if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
 /// ARM's DSP extension on the interleaved layout: per 4 columns of 4 rows, one LDM of the 4 weight
 /// words, one of the widened vector's 2 words, 4 SXTB16 and 8 SMLAD (0.875 instructions per
-/// multiply-accumulate); 4 rows and 16 columns per loop iteration (src/int8_dot_dsp.cpp: a
+/// multiply-accumulate); 4 rows and 64 columns per loop iteration (src/int8_dot_dsp.cpp: a
 /// function in assembly, hence C linkage; its kernel name is i8_dot_panels_4x16__dsp).
 extern "C" void rnncore_i8_dot_panels_dsp_4x16(const PanelProduct* products, int count);
 #endif
