@@ -75,6 +75,7 @@ Status choose_backend(const StackSpec& stack, const PlanOptions& options, const 
   Backend want = options.backend;
   RNNCORE_ENSURE(want >= Backend::auto_select && want <= Backend::gpu, Status::invalid_enum,
                  "options.backend = %d is not a backend", static_cast<int>(want));
+  if (stack.dtype == DType::i8) return int8_choose(options, p);
   const bool ends = stack.embedding.vocab_size > 0 || stack.head.out_features > 0;
   RNNCORE_ENSURE(!ends || want != Backend::gpu, Status::unsupported,
                  "backend gpu: the stack has %s, which the GPU backend does not run yet (use backend simd, reference or "
@@ -494,6 +495,8 @@ simd::Cell cell_of(const LayerSpec& ls) {
 // Backward cannot differentiate LSTM extensions or a custom residual function.
 Status check_training(const StackSpec& st, const PlanOptions& options) {
   if (!options.training) return Status::ok;
+  RNNCORE_ENSURE(st.dtype != DType::i8, Status::unsupported,
+                 "training an integer stack (dtype i8) is not supported: train the float stack, then quantize it");
   RNNCORE_ENSURE(st.embedding.vocab_size == 0 && st.head.out_features == 0, Status::unsupported,
                  "training (backward) of %s is not implemented yet; plan the stack without it for training",
                  st.embedding.vocab_size > 0 ? "an embedding" : "a Dense head");

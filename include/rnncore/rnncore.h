@@ -27,7 +27,7 @@ extern "C" {
 /** Largest number of wrappers around one cell. */
 #define RNNCORE_MAX_WRAPPERS 4
 /** Bytes of a rnncore_plan value. */
-#define RNNCORE_PLAN_BYTES 12288
+#define RNNCORE_PLAN_BYTES 16384
 
 typedef enum rnncore_mode { RNNCORE_MODE_LSTM = 0, RNNCORE_MODE_GRU = 1, RNNCORE_MODE_RNN_TANH = 2, RNNCORE_MODE_RNN_RELU = 3 } rnncore_mode;
 typedef enum rnncore_gru_variant { RNNCORE_GRU_RESET_AFTER = 0, RNNCORE_GRU_RESET_BEFORE = 1 } rnncore_gru_variant;
