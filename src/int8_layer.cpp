@@ -67,22 +67,13 @@ bool merged(const LayerSpec& ls) { return num_directions(ls) == 2 && ls.merge.mo
 
 // ---- Planning ----
 
-Status int8_choose(const PlanOptions& options, PlanImpl* p) {
-  RNNCORE_ENSURE(options.backend != Backend::gpu, Status::unsupported,
-                 "backend gpu: an integer stack (dtype i8) runs on the CPU (use backend simd, reference or auto)");
-  RNNCORE_ENSURE(options.weight_dtype == DType::f32, Status::unsupported,
-                 "weight_dtype %s: an integer stack's weights are int8 (leave weight_dtype f32)",
-                 to_string(options.weight_dtype));
-  // The reference backend: the portable kernels (the specification); otherwise the fastest under max_isa.
-  const Isa cap = options.backend == Backend::reference ? Isa::none : options.max_isa;
+Status int8_choose_kernels(Isa cap, PlanImpl* p) {
   const q8::DotRowsKernel dot = q8::int8_best_dot_kernel(cap);
   const q8::StepKernels* step = q8::int8_best_step_kernels(cap);
   p->i8.dot = dot.fn;
   p->i8.gate = step != nullptr ? step->gate : nullptr;
   p->i8.cell = step != nullptr ? step->cell : nullptr;
-  p->ops = &kInt8Backend;
   p->isa = dot.isa;
-  p->backend = options.backend == Backend::reference ? Backend::reference : Backend::simd;
   std::size_t n = 0;
   for (const char* c = dot.name; *c != '\0' && n + 1 < sizeof p->kernel_name; ++c) p->kernel_name[n++] = *c;
   p->kernel_name[n] = '\0';
@@ -396,8 +387,9 @@ void run_direction(const Run& r, int l, int d, const View& in, std::int8_t* out,
   const std::size_t hs = static_cast<std::size_t>(H);
   const std::int64_t slot = state_offset(st, a.batch, l, d), c_slot = cell_state_offset(st, a.batch, l, d);
   for (std::int64_t b = b0; b < b1; ++b) {
-    std::int8_t* h = ws_at<std::int8_t>(r, p.i8.h[d]) + b * H;
-    std::int16_t* c = ws_at<std::int16_t>(r, p.i8.c[d]) + b * H;
+    // Rows at the widest layer's stride: another thread may be at another layer.
+    std::int8_t* h = ws_at<std::int8_t>(r, p.i8.h[d]) + b * p.i8.max_hidden;
+    std::int16_t* c = ws_at<std::int16_t>(r, p.i8.c[d]) + b * p.i8.max_hidden;
     if (a.h0 != nullptr)
       std::memcpy(h, static_cast<const std::int8_t*>(a.h0) + slot + b * H, hs);
     else
@@ -431,27 +423,30 @@ void merge_row(const PlanImpl& p, int l, std::size_t n, const std::int8_t* fw, c
 }
 
 // Every layer for rows [b0, b1); returns the last layer's output (time-major in the workspace).
+// The workspace's rows have one stride for every layer (the widest output; a merge's directions:
+// the widest layer), so that a thread's rows never overlap another's while the threads are at
+// different layers (no barrier between them).
 View run_layers(const Run& r, int b0, int b1, std::int8_t* scratch) {
   const PlanImpl& p = *r.p;
   const StackSpec& st = p.stack;
-  const std::int64_t T = r.a->seq_len, B = r.a->batch;
+  const std::int64_t T = r.a->seq_len, B = r.a->batch, S = p.i8.max_width, Sd = p.i8.max_hidden;
   View in = input_view(r, b0, b1);
   for (int l = 0; l < st.num_layers; ++l) {
     const LayerSpec& ls = st.layers[l];
-    const std::int64_t H = ls.hidden_size, W = layer_output_width(ls);
+    const std::int64_t H = ls.hidden_size;
     std::int8_t* out = ws_at<std::int8_t>(r, p.i8.out[l & 1]);
     if (merged(ls)) {
       std::int8_t* dir_out[2] = {ws_at<std::int8_t>(r, p.i8.dir_out[0]), ws_at<std::int8_t>(r, p.i8.dir_out[1])};
-      for (int d = 0; d < 2; ++d) run_direction(r, l, d, in, dir_out[d], B * H, H, b0, b1, scratch);
+      for (int d = 0; d < 2; ++d) run_direction(r, l, d, in, dir_out[d], B * Sd, Sd, b0, b1, scratch);
       for (std::int64_t t = 0; t < T; ++t)
         for (std::int64_t b = b0; b < b1; ++b) {
-          const std::int64_t row = (t * B + b) * H;
-          merge_row(p, l, static_cast<std::size_t>(H), dir_out[0] + row, dir_out[1] + row, out + row);
+          const std::int64_t row = (t * B + b) * Sd;
+          merge_row(p, l, static_cast<std::size_t>(H), dir_out[0] + row, dir_out[1] + row, out + (t * B + b) * S);
         }
     } else {
-      for (int d = 0; d < num_directions(ls); ++d) run_direction(r, l, d, in, out + d * H, B * W, W, b0, b1, scratch);
+      for (int d = 0; d < num_directions(ls); ++d) run_direction(r, l, d, in, out + d * H, B * S, S, b0, b1, scratch);
     }
-    in = View{out, B * W, W};
+    in = View{out, B * S, S};
   }
   return in;
 }
@@ -495,8 +490,9 @@ const std::int8_t* run_head_rows(const Run& r, const View& o, int b0, int b1) {
       if (T == 0) {
         std::memset(row, 0, static_cast<std::size_t>(D));
       } else if (merged(last)) {
-        merge_row(p, st.num_layers - 1, static_cast<std::size_t>(H), dir_out[0] + ((T - 1) * B + b) * H,
-                  dir_out[1] + b * H, row);
+        const std::int64_t Sd = p.i8.max_hidden;
+        merge_row(p, st.num_layers - 1, static_cast<std::size_t>(H), dir_out[0] + ((T - 1) * B + b) * Sd,
+                  dir_out[1] + b * Sd, row);
       } else {
         std::memcpy(row, o.row(T - 1, b), static_cast<std::size_t>(H));
         if (bidi) std::memcpy(row + H, o.row(0, b) + H, static_cast<std::size_t>(H));
@@ -504,14 +500,15 @@ const std::int8_t* run_head_rows(const Run& r, const View& o, int b0, int b1) {
     }
     apply(rows + b0 * D, b1 - b0, b0);
   } else {
-    for (std::int64_t t = 0; t < T; ++t) apply(o.row(t, b0), b1 - b0, t * B + b0);
+    for (std::int64_t t = 0; t < T; ++t)  // rows of the workspace's stride: one product each
+      for (std::int64_t b = b0; b < b1; ++b) apply(o.row(t, b), 1, t * B + b);
   }
   return h.activation == Activation::softmax ? yb : ya;
 }
 
-// Rows [b0, b1) of the result (time-major [T, B, W], or [B, W] with last_step_only) into y, in the
+// Rows [b0, b1) of the result `res` (rows (t, b), or (0, b) with last_step_only) into y, in the
 // caller's layout, int8 or dequantized.
-void emit(const Run& r, const std::int8_t* res, int width, bool last_step, int b0, int b1) {
+void emit(const Run& r, const View& res, int width, bool last_step, int b0, int b1) {
   const StackSpec& st = r.p->stack;
   const ForwardArgs& a = *r.a;
   const std::int64_t T = last_step ? 1 : a.seq_len, B = a.batch, W = width;
@@ -519,7 +516,7 @@ void emit(const Run& r, const std::int8_t* res, int width, bool last_step, int b
   const QuantParams q = stack_output_quant(st);
   for (std::int64_t t = 0; t < T; ++t)
     for (std::int64_t b = b0; b < b1; ++b) {
-      const std::int8_t* src = res + (t * B + b) * W;
+      const std::int8_t* src = res.row(t, b);
       const std::int64_t dst = (bm ? b * a.seq_len + t : t * B + b) * W;
       if (!st.float_output) {
         std::memcpy(static_cast<std::int8_t*>(a.y) + dst, src, static_cast<std::size_t>(W));
@@ -533,10 +530,11 @@ void emit(const Run& r, const std::int8_t* res, int width, bool last_step, int b
 void run_rows(const Run& r, int b0, int b1, std::int8_t* scratch) {
   const StackSpec& st = r.p->stack;
   const View o = run_layers(r, b0, b1, scratch);
-  if (st.head.out_features > 0)
-    emit(r, run_head_rows(r, o, b0, b1), st.head.out_features, st.head.last_step_only, b0, b1);
+  const std::int64_t B = r.a->batch, F = st.head.out_features;
+  if (F > 0)
+    emit(r, View{run_head_rows(r, o, b0, b1), B * F, F}, static_cast<int>(F), st.head.last_step_only, b0, b1);
   else
-    emit(r, o.base, stack_output_size(st), false, b0, b1);
+    emit(r, o, stack_output_size(st), false, b0, b1);
 }
 
 void forward_thread(void* context, int index) {

@@ -220,7 +220,11 @@ TEST_CASE("cli: bench --dtype int8 times the integer LSTM and refuses what it la
     CHECK(r.out.find(" gops=") != std::string::npos);
     if (backend == "reference") CHECK(r.out.find("+ scalar step") != std::string::npos);
   }
-  for (const char* args : {"--bidirectional", "--mode gru", "--threads 2 --oversubscribe", "--backend gpu", "--backward",
+  // An int8 stack is a Model: its batch rows run on the plan's threads.
+  const Result threads = run("bench --dtype int8 --seq 3 --batch 4 --input 5 --hidden 12 --reps 1 --threads 2 --oversubscribe");
+  CHECK(threads.code == 0);
+  CHECK(threads.out.find("threads=2") != std::string::npos);
+  for (const char* args : {"--bidirectional", "--mode gru", "--backend gpu", "--backward",
                            "--dropout 0.5", "--proj 4", "--peak"}) {
     CAPTURE(args);
     const Result r = run(std::string("bench --dtype int8 --seq 2 --input 4 --hidden 8 --reps 1 ") + args);

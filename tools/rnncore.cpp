@@ -1123,15 +1123,14 @@ void define_bench(CLI::App& app, BenchOptions& o) {
       "  training_step_ms=... forward_ms=... backward_ms=... gflops=... (3x the forward's) ratio=...");
 }
 
-// `rnncore bench --dtype int8`: the integer LSTM has one cell, one direction, one thread and
-// inference only, so the options beyond those are usage errors.
+// `rnncore bench --dtype int8`: an int8 stack of unidirectional LSTMs (a Model; batch rows on
+// --threads), inference only, so the options beyond those are usage errors.
 int cmd_bench_int8(const CLI::App& app, const BenchOptions& o) {
   const char* const refused[] = {"--gru", "--bidirectional", "--proj", "--peepholes", "--gpu-half-math",
                                  "--dropout", "--backward", "--peak"};
   for (const char* option : refused)
     if (given(app, option)) return usage_error("bench", std::string(option) + " is not available with --dtype int8");
   if (o.mode != "lstm") return usage_error("bench", "--dtype int8 runs the integer LSTM: --mode lstm only");
-  if (o.threads != 1) return usage_error("bench", "--dtype int8 runs on one thread (--threads 1)");
   if (o.backend == "gpu") return usage_error("bench", "--dtype int8 runs on the CPU (--backend auto, simd or reference)");
   Int8BenchShape shape;
   shape.seq = static_cast<int>(o.seq);
@@ -1140,6 +1139,7 @@ int cmd_bench_int8(const CLI::App& app, const BenchOptions& o) {
   shape.hidden = static_cast<int>(o.hidden);
   shape.layers = static_cast<int>(o.layers);
   shape.reference = o.backend == "reference";
+  shape.threads = static_cast<int>(o.threads);
   Int8Bench bench;
   std::string err;
   if (Int8Bench::create(shape, &bench, &err) != Status::ok) return error(err);
@@ -1158,8 +1158,8 @@ int cmd_bench_int8(const CLI::App& app, const BenchOptions& o) {
   }
   std::sort(ms.begin(), ms.end());
   const double median = ms[ms.size() / 2];
-  std::printf("lstm int8 T=%d B=%d I=%d H=%d L=%d unidirectional threads=1 backend=%s kernel=%s reps=%lld\n", shape.seq,
-              shape.batch, shape.input, shape.hidden, shape.layers, shape.reference ? "reference" : "simd",
+  std::printf("lstm int8 T=%d B=%d I=%d H=%d L=%d unidirectional threads=%d backend=%s kernel=%s reps=%lld\n", shape.seq,
+              shape.batch, shape.input, shape.hidden, shape.layers, shape.threads, shape.reference ? "reference" : "simd",
               bench.kernel_names().c_str(), o.reps);
   std::printf("median_ms=%.4f gops=%.2f\n", median, bench.ops() / (median * 1e6));
   return 0;

@@ -583,7 +583,7 @@ Status head_spec(const Int8Stack& s, StackSpec* spec, std::string* error) {
 }  // namespace
 
 Status int8_stack_spec(const Int8Stack& s, StackSpec* spec, std::vector<unsigned char>* canonical, bool* last_step,
-                       std::string* error) {
+                       std::string* error, bool rows_in) {
   *spec = StackSpec();
   *last_step = false;
   if (s.reverse_input) {
@@ -599,9 +599,9 @@ Status int8_stack_spec(const Int8Stack& s, StackSpec* spec, std::vector<unsigned
   const Int8Model& first = *s.layers[0];
   spec->input_size = s.has_embedding ? s.embed_dim : first.input_size;
   spec->input_quant = qp(first.q.input_scale, first.q.input_zp);
-  spec->float_input = s.float_input;
-  spec->float_output = s.float_output;
-  if (s.has_embedding) spec->embedding.vocab_size = s.vocab;
+  spec->float_input = s.float_input && !rows_in;
+  spec->float_output = s.float_output && !rows_in;
+  if (s.has_embedding && !rows_in) spec->embedding.vocab_size = s.vocab;
   for (int l = 0; l < spec->num_layers; ++l) {
     const Int8Model& m = *s.layers[l];
     LayerSpec& ls = spec->layers[l];
@@ -637,7 +637,8 @@ Status int8_stack_spec(const Int8Stack& s, StackSpec* spec, std::vector<unsigned
     put_direction(*spec, l, 0, *s.layers[l], c);
     if (s.layers[l]->backward) put_direction(*spec, l, 1, *s.layers[l]->backward, c);
   }
-  if (s.has_embedding) std::memcpy(c + canonical_offset(*spec, 0, 0, ParamKind::embedding, 0), s.table.data(), s.table.size());
+  if (spec->embedding.vocab_size > 0)
+    std::memcpy(c + canonical_offset(*spec, 0, 0, ParamKind::embedding, 0), s.table.data(), s.table.size());
   if (!s.dense.empty()) {
     const Int8Dense& d = *s.dense[0];
     std::memcpy(c + canonical_offset(*spec, 0, 0, ParamKind::dense_weight, 0), d.w.data(), d.w.size());

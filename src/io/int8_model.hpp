@@ -132,9 +132,11 @@ struct Int8Stack {
 /// more than one Dense layer, a softmax without a Dense layer or after an activated one, and
 /// bidirectional layers whose directions differ in width. `last_step`: set when the file's model
 /// outputs the last step only without a Dense layer (the plan then returns every step; the caller
-/// takes step T−1 of the forward direction and step 0 of the reverse one).
+/// takes step T−1 of the forward direction and step 0 of the reverse one). `rows_in`: the caller
+/// gives int8 rows (the embedding's, or its input already quantized) and takes int8 output: the spec
+/// then has no embedding and no float input or output.
 Status int8_stack_spec(const Int8Stack& s, StackSpec* spec, std::vector<unsigned char>* canonical, bool* last_step,
-                       std::string* error);
+                       std::string* error, bool rows_in = false);
 
 /// Layers of an int8 model file: its metadata 'layers', 1 when absent.
 int int8_layer_count(const SafeTensors& file);

@@ -96,10 +96,12 @@ class Int8Runner {
 struct Int8BenchShape {
   int seq = 0, batch = 0, input = 0, hidden = 0, layers = 0;
   bool reference = false;  ///< the portable kernels and the step's scalar code
+  int threads = 1;         ///< the plan's threads (batch rows split over them)
 };
 
 /// A stack of integer LSTM layers on random weights with the quantization of a Keras conversion
-/// with a cell clip (layer l > 0 takes the H outputs of layer l − 1), to time. Movable.
+/// with a cell clip (layer l > 0 takes the H outputs of layer l − 1), to time: an int8 StackSpec
+/// run by a Model. Movable.
 class Int8Bench {
  public:
   Int8Bench();
