@@ -74,6 +74,8 @@ Status validate_int8(const StackSpec& st) {
   RNNCORE_RETURN_IF_ERROR(check_quant(st.input_quant, "stack.input_quant (layer 0's input)", 0, 0));
   RNNCORE_ENSURE(!(st.float_input && st.embedding.vocab_size > 0), Status::unsupported,
                  "stack.float_input with an embedding: the input is token ids");
+  RNNCORE_ENSURE(!st.reverse_input || num_directions(st.layers[0]) == 1, Status::unsupported,
+                 "stack.reverse_input before a bidirectional layer (Keras go_backwards reads one direction)");
   for (int l = 0; l < st.num_layers; ++l) RNNCORE_RETURN_IF_ERROR(check_layer(st, l));
   const DenseSpec& h = st.head;
   if (h.out_features > 0) {

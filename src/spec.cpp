@@ -272,9 +272,9 @@ Status validate(const StackSpec& st) {
                  st.input_size, st.layers[0].hidden_size);
   RNNCORE_RETURN_IF_ERROR(validate_ends(st));
   if (int8) return detail::validate_int8(st);
-  RNNCORE_ENSURE(!st.float_input && !st.float_output, Status::unsupported,
-                 "stack.float_%s: quantized input and output are an integer stack's (dtype i8)",
-                 st.float_input ? "input" : "output");
+  RNNCORE_ENSURE(!st.float_input && !st.float_output && !st.reverse_input, Status::unsupported,
+                 "stack.%s: an integer stack's (dtype i8) option", st.float_input ? "float_input"
+                                                                   : st.float_output ? "float_output" : "reverse_input");
   return Status::ok;
 }
 

@@ -256,6 +256,9 @@ struct StackSpec {
   QuantParams input_quant;
   bool float_input = false;
   bool float_output = false;
+  /// Integer stacks: the stack reads x's steps last to first (Keras go_backwards on its first
+  /// layer): y's step k (and a last-step head's input) is the step that read x[T−1−k].
+  bool reverse_input = false;
 };
 
 /// The uniform stack equal to a CudnnLSTM-style spec.

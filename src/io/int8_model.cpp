@@ -586,10 +586,6 @@ Status int8_stack_spec(const Int8Stack& s, StackSpec* spec, std::vector<unsigned
                        std::string* error, bool rows_in) {
   *spec = StackSpec();
   *last_step = false;
-  if (s.reverse_input) {
-    *error = "reverse_input (Keras go_backwards) is not a StackSpec layer yet";
-    return Status::unsupported;
-  }
   if (s.layers.empty() || s.layers.size() > static_cast<std::size_t>(kMaxLayers)) {
     *error = std::to_string(s.layers.size()) + " layers (1.." + std::to_string(kMaxLayers) + ")";
     return Status::unsupported;
@@ -601,6 +597,7 @@ Status int8_stack_spec(const Int8Stack& s, StackSpec* spec, std::vector<unsigned
   spec->input_quant = qp(first.q.input_scale, first.q.input_zp);
   spec->float_input = s.float_input && !rows_in;
   spec->float_output = s.float_output && !rows_in;
+  spec->reverse_input = s.reverse_input && !rows_in;  // rows_in: the caller reads the steps in the file's order
   if (s.has_embedding && !rows_in) spec->embedding.vocab_size = s.vocab;
   for (int l = 0; l < spec->num_layers; ++l) {
     const Int8Model& m = *s.layers[l];

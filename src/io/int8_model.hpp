@@ -128,8 +128,8 @@ struct Int8Stack {
 };
 
 /// The stack as a StackSpec of dtype i8 and its canonical bytes (param_count of it), for Plan and
-/// Model. Refuses (unsupported, one line in *error) what a StackSpec does not hold yet: reverse_input,
-/// more than one Dense layer, a softmax without a Dense layer or after an activated one, and
+/// Model. Refuses (unsupported, one line in *error) what a StackSpec does not hold yet: more than
+/// one Dense layer, a softmax without a Dense layer or after an activated one, and
 /// bidirectional layers whose directions differ in width. `last_step`: set when the file's model
 /// outputs the last step only without a Dense layer (the plan then returns every step; the caller
 /// takes step T−1 of the forward direction and step 0 of the reverse one). `rows_in`: the caller
