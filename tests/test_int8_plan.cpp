@@ -3,6 +3,8 @@
 //     model a StackSpec holds, through Model::forward bit for bit: the output and the final states,
 //     time- and batch-major, on 1 and 3 threads, with the fastest kernels and the portable ones;
 //   * a sequence streamed in two chunks, state carried, equals one call;
+//   * io::load_model loads the bundled int8 model into such a Model (LiteRT's bits), refusing
+//     float-model hints;
 //   * refusals, each with a detail line.
 #include <doctest/doctest.h>
 
@@ -11,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "rnncore/io/model.hpp"
+#include "rnncore/io/npy.hpp"
 #include "rnncore/io/safetensors.hpp"
 #include "rnncore/rnncore.hpp"
 #include "src/io/int8_model.hpp"
@@ -237,4 +241,35 @@ TEST_CASE("int8 stacks: kernels named under max_isa; refusals with a detail") {
   a.seq_lengths = lengths;
   CHECK(m.forward(a) == Status::unsupported);
   CHECK(std::string(last_error_detail()).find("seq_lengths") != std::string::npos);
+}
+
+TEST_CASE("io::load_model loads a tflite_int8 file into an integer-stack Model") {
+  const std::string m = std::string(RNNCORE_SOURCE_DIR) + "/examples/models/";
+  io::Array x, y_ref;
+  REQUIRE(io::read_npy((m + "lstm_int8_input.npy").c_str(), &x) == RNNCORE_OK);
+  REQUIRE(io::read_npy((m + "lstm_int8_expected_y.npy").c_str(), &y_ref) == RNNCORE_OK);
+  const int B = static_cast<int>(x.shape[0]), T = static_cast<int>(x.shape[1]);
+  io::LoadOptions opt;
+  opt.plan.max_batch = B;
+  opt.plan.max_seq_len = T;
+  opt.plan.threads = 2;
+  Model model;
+  io::LoadedModel info;
+  std::string error;
+  REQUIRE_MESSAGE(io::load_model(m + "lstm_int8.safetensors", opt, &model, &info, &error) == Status::ok, error);
+  CHECK(info.stack.dtype == DType::i8);
+  REQUIRE(!info.notes.empty());
+  CHECK(info.notes[0].find("int8") != std::string::npos);
+  std::vector<std::int8_t> y(y_ref.bytes.size());
+  ForwardArgs a;
+  a.batch = B;
+  a.seq_len = T;
+  a.layout = Layout::batch_major;
+  a.x = x.bytes.data();
+  a.y = y.data();
+  REQUIRE(model.forward(a) == Status::ok);
+  CHECK(std::memcmp(y.data(), y_ref.bytes.data(), y.size()) == 0);
+  opt.hints.mode = "gru";  // a float model's hint does not apply
+  CHECK(io::load_model(m + "lstm_int8.safetensors", opt, &model, &info, &error) == Status::unsupported);
+  CHECK(error.find("do not apply") != std::string::npos);
 }
