@@ -433,6 +433,9 @@ void merge_row(const PlanImpl& p, int l, std::size_t n, const std::int8_t* fw, c
   }
 }
 
+// Whether the last layer writes the caller's y itself (int8, no head).
+bool direct_output(const PlanImpl& p) { return p.stack.head.out_features == 0 && !p.stack.float_output; }
+
 // Every layer for rows [b0, b1); returns the last layer's output (time-major in the workspace).
 // The workspace's rows have one stride for every layer (the widest output; a merge's directions:
 // the widest layer), so that a thread's rows never overlap another's while the threads are at
@@ -445,19 +448,29 @@ View run_layers(const Run& r, int b0, int b1, std::int8_t* scratch) {
   for (int l = 0; l < st.num_layers; ++l) {
     const LayerSpec& ls = st.layers[l];
     const std::int64_t H = ls.hidden_size;
+    // Rows of this layer's output: the workspace's, or the caller's y itself (the last layer of a
+    // stack without a head, writing int8).
     std::int8_t* out = ws_at<std::int8_t>(r, p.i8.out[l & 1]);
+    std::int64_t ost = B * S, osb = S;
+    if (l + 1 == st.num_layers && direct_output(p)) {
+      const std::int64_t W = layer_output_width(ls);
+      const bool bm = r.a->layout == Layout::batch_major;
+      out = static_cast<std::int8_t*>(r.a->y);
+      ost = bm ? W : B * W;
+      osb = bm ? T * W : W;
+    }
     if (merged(ls)) {
       std::int8_t* dir_out[2] = {ws_at<std::int8_t>(r, p.i8.dir_out[0]), ws_at<std::int8_t>(r, p.i8.dir_out[1])};
       for (int d = 0; d < 2; ++d) run_direction(r, l, d, in, dir_out[d], B * Sd, Sd, b0, b1, scratch);
       for (std::int64_t t = 0; t < T; ++t)
         for (std::int64_t b = b0; b < b1; ++b) {
           const std::int64_t row = (t * B + b) * Sd;
-          merge_row(p, l, static_cast<std::size_t>(H), dir_out[0] + row, dir_out[1] + row, out + (t * B + b) * S);
+          merge_row(p, l, static_cast<std::size_t>(H), dir_out[0] + row, dir_out[1] + row, out + t * ost + b * osb);
         }
     } else {
-      for (int d = 0; d < num_directions(ls); ++d) run_direction(r, l, d, in, out + d * H, B * S, S, b0, b1, scratch);
+      for (int d = 0; d < num_directions(ls); ++d) run_direction(r, l, d, in, out + d * H, ost, osb, b0, b1, scratch);
     }
-    in = View{out, B * S, S};
+    in = View{out, ost, osb};
   }
   return in;
 }
@@ -544,7 +557,7 @@ void run_rows(const Run& r, int b0, int b1, std::int8_t* scratch) {
   const std::int64_t B = r.a->batch, F = st.head.out_features;
   if (F > 0)
     emit(r, View{run_head_rows(r, o, b0, b1), B * F, F}, static_cast<int>(F), st.head.last_step_only, b0, b1);
-  else
+  else if (!direct_output(*r.p))
     emit(r, o, stack_output_size(st), false, b0, b1);
 }
 
