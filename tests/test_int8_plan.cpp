@@ -273,3 +273,45 @@ TEST_CASE("io::load_model loads a tflite_int8 file into an integer-stack Model")
   CHECK(io::load_model(m + "lstm_int8.safetensors", opt, &model, &info, &error) == Status::unsupported);
   CHECK(error.find("do not apply") != std::string::npos);
 }
+
+TEST_CASE("int8 stacks: float input quantized as rnncore run quantizes it, float output dequantized") {
+  // The golden's int8 x, and random floats around it: the plan's QUANTIZE gives the bytes
+  // io::quantize_input (rnncore run's) gives, and y dequantized is scale · (q − zero point).
+  const std::string path = rnncore_test::golden_dir("tflite_int8/converted") + "/lstm_I8_H16_T6_B2_seq.safetensors";
+  Loaded l = load(path);
+  REQUIRE_MESSAGE(l.status == Status::ok, l.error);
+  io::SafeTensors f;
+  REQUIRE(io::read_safetensors(path.c_str(), &f) == RNNCORE_OK);
+  io::Int8Stack s;
+  std::string err;
+  REQUIRE(io::load_int8_stack(f, &s, &err) == Status::ok);
+  const int B = 2, T = 6, I = 8, H = 16;
+  std::vector<float> xf(static_cast<std::size_t>(B) * T * I);
+  std::uint32_t lcg = 3;
+  for (float& v : xf) v = (static_cast<float>((lcg = lcg * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f) * 12.0f;
+  std::vector<std::int8_t> xq(xf.size());
+  for (std::size_t i = 0; i < xf.size(); ++i) xq[i] = io::quantize_input(*s.layers[0], xf[i]);
+  PlanOptions opt;
+  opt.max_batch = B;
+  opt.max_seq_len = T;
+  Model mi, mf;
+  REQUIRE(Model::create(l.spec, opt, l.canonical.data(), &mi) == Status::ok);
+  l.spec.float_input = l.spec.float_output = true;
+  REQUIRE(Model::create(l.spec, opt, l.canonical.data(), &mf) == Status::ok);
+  std::vector<std::int8_t> yq(static_cast<std::size_t>(B) * T * H);
+  std::vector<float> yf(yq.size());
+  ForwardArgs a;
+  a.batch = B;
+  a.seq_len = T;
+  a.layout = Layout::batch_major;
+  a.x = xq.data();
+  a.y = yq.data();
+  REQUIRE(mi.forward(a) == Status::ok);
+  a.x = xf.data();
+  a.y = yf.data();
+  REQUIRE(mf.forward(a) == Status::ok);
+  const QuantParams q = l.spec.layers[0].int8[0].state;
+  int equal = 0;
+  for (std::size_t i = 0; i < yq.size(); ++i) equal += yf[i] == q.scale * static_cast<float>(yq[i] - q.zero_point);
+  CHECK(equal == static_cast<int>(yq.size()));
+}
