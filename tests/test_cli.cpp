@@ -233,6 +233,16 @@ TEST_CASE("cli: bench --dtype int8 times the integer LSTM and refuses what it la
   }
 }
 
+TEST_CASE("cli: run on an int8 model takes --threads: the batch rows on the plan's threads, the same bits") {
+  const std::string m = src("examples/models/"), d = temp_dir();
+  const std::string args = "run --weights " + m + "lstm_int8.safetensors --input " + m + "lstm_int8_input.npy --output " + d;
+  const Result one = run(args + "/y1.npy"), two = run(args + "/y2.npy --threads 2 --oversubscribe");
+  REQUIRE(one.code == 0);
+  REQUIRE_MESSAGE(two.code == 0, two.err);
+  CHECK(slurp(d + "/y1.npy") == slurp(d + "/y2.npy"));
+  CHECK(slurp(d + "/y1.npy").substr(128) == slurp(m + "lstm_int8_expected_y.npy").substr(128));
+}
+
 TEST_CASE("cli: --help lists every command's options with their defaults") {
   const Result bench = run("bench --help");
   CHECK(bench.code == 0);

@@ -528,8 +528,8 @@ void define_run(CLI::App& app, RunOptions& o) {
   app.description("Runs a recurrent model from a safetensors file on .npy input; prints the model, the time per run\n"
                   "and, with --expect*, the largest deviation from stored outputs.\n"
                   "An int8 LSTM model (format tflite_int8, written from a quantized .tflite by\n"
-                  "tools/tflite_to_safetensors.py or by rnncore quantize; docs/int8.md) takes --weights, --input, --output, --hn and\n"
-                  "--cn only: x int8 [B, T, I] (batch-major), or float32 quantized as TFLite's QUANTIZE op does;\n"
+                  "tools/tflite_to_safetensors.py or by rnncore quantize; docs/int8.md) takes --weights, --input, --output, --hn,\n"
+                  "--cn (and --h0, --c0, --threads) only: x int8 [B, T, I] (batch-major), or float32 quantized as TFLite's QUANTIZE op does;\n"
                   "y int8 [B, T, H], or [B, H] for a model that returns the last step; hn int8 and cn int16\n"
                   "(every LSTM op's final output and cell states: [B, H] for one, [L*D, B, H] for a stack of\n"
                   "one width, else the per-layer [B, H_l] blocks flattened, forward before backward); bit\n"
@@ -623,11 +623,12 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
   for (const CLI::Option* opt : app.get_options()) {
     const std::string name = opt->get_name();
     if (opt->count() > 0 && name != "--weights" && name != "--input" && name != "--output" && name != "--hn" &&
-        name != "--cn" && name != "--h0" && name != "--c0")
+        name != "--cn" && name != "--h0" && name != "--c0" && name != "--threads" && name != "--oversubscribe")
       return usage_error("run", name + " does not apply to " + o.weights +
                                     ", an int8 LSTM model (format tflite_int8): it runs with --weights, --input, "
-                                    "--output, --h0, --c0, --hn and --cn only (docs/int8.md)");
+                                    "--output, --h0, --c0, --hn, --cn and --threads only (docs/int8.md)");
   }
+  if (const int rc = check_threads("run", o.threads, o.oversubscribe); rc >= 0) return rc;
   std::string err;
   Int8Runner model;
   if (Int8Runner::load(file, &model, &err) != Status::ok) return error(err);
@@ -638,6 +639,8 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
   const std::vector<std::int64_t> yshape = model.return_sequences() ? std::vector<std::int64_t>{B, T, H}
                                                                      : std::vector<std::int64_t>{B, H};
   std::vector<std::int8_t> y(static_cast<std::size_t>(model.return_sequences() ? B * T * H : B * H));
+  if (model.plan(static_cast<int>(B), static_cast<int>(T), static_cast<int>(o.threads), &err) != Status::ok)
+    return error(o.weights + ": " + err);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::int8_t> hn(model.state_elements(static_cast<int>(B)));
   std::vector<std::int16_t> cn(hn.size());

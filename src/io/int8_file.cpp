@@ -67,7 +67,7 @@ struct Int8Runner::Impl {
   std::vector<unsigned char> canonical;
   bool last_step = false;  // the model outputs the last step without a Dense layer
   Model model;             // made by run() for its batch and length (remade when they grow)
-  int max_batch = 0, max_seq = 0;
+  int max_batch = 0, max_seq = 0, threads = 1;
   std::vector<std::int8_t> y_all;  // last_step: every step's output
 };
 
@@ -116,15 +116,9 @@ std::size_t Int8Runner::embed_ids(std::size_t n, const std::int64_t* ids, std::i
 void Int8Runner::run(int batch, int seq_len, const std::int8_t* x, std::int8_t* y, const std::int8_t* h0,
                      const std::int16_t* c0, std::int8_t* hn, std::int16_t* cn) const {
   Impl& m = *impl_;
-  if (m.planned && batch > 0 && seq_len > 0) {
-    if (batch > m.max_batch || seq_len > m.max_seq) {
-      PlanOptions opt;
-      opt.max_batch = batch;
-      opt.max_seq_len = seq_len;
-      if (Model::create(m.spec, opt, m.canonical.data(), &m.model) != Status::ok) m.planned = false;
-      m.max_batch = batch;
-      m.max_seq = seq_len;
-    }
+  if (m.planned && batch > 0 && seq_len > 0 && (batch > m.max_batch || seq_len > m.max_seq)) {
+    std::string unused;
+    if (const_cast<Int8Runner*>(this)->plan(batch, seq_len, m.threads, &unused) != Status::ok) m.planned = false;
   }
   if (m.planned && batch > 0 && seq_len > 0) {
     const int W = stack_output_size(m.spec);
@@ -157,6 +151,24 @@ void Int8Runner::run(int batch, int seq_len, const std::int8_t* x, std::int8_t* 
   st.hn = hn;
   st.cn = cn;
   run_int8_stack(impl_->stack, batch, seq_len, x, y, st);
+}
+
+Status Int8Runner::plan(int batch, int seq_len, int threads, std::string* error) {
+  Impl& m = *impl_;
+  m.threads = threads;
+  if (!m.planned) return Status::ok;
+  PlanOptions opt;
+  opt.max_batch = batch;
+  opt.max_seq_len = seq_len;
+  opt.threads = threads;
+  const Status s = Model::create(m.spec, opt, m.canonical.data(), &m.model);
+  if (s != Status::ok) {
+    *error = last_error_detail();
+    return s;
+  }
+  m.max_batch = batch;
+  m.max_seq = seq_len;
+  return Status::ok;
 }
 
 std::vector<std::string> Int8Runner::describe() const {
