@@ -339,18 +339,6 @@ q8::Int8LstmParams unpack_lstm(const Run& r, int l, int d) {
   return prm;
 }
 
-View input_rows(const Run& r, int b0, int b1);
-
-// x's steps last to first (StackSpec::reverse_input): the same rows, time running backwards.
-View reversed(const View& v, std::int64_t steps) { return View{v.base + (steps - 1) * v.st, -v.st, v.sb}; }
-
-// Layer 0's int8 input for rows [b0, b1): the caller's int8 x in its layout, or the looked-up /
-// quantized rows (time-major in the workspace); reversed in time where the stack says so.
-View input_view(const Run& r, int b0, int b1) {
-  const View v = input_rows(r, b0, b1);
-  return r.p->stack.reverse_input && r.a->seq_len > 0 ? reversed(v, r.a->seq_len) : v;
-}
-
 // The rows input_view reverses or not.
 View input_rows(const Run& r, int b0, int b1) {
   const PlanImpl& p = *r.p;
@@ -384,6 +372,16 @@ View input_rows(const Run& r, int b0, int b1) {
       }
     }
   return View{x, B * I, I};
+}
+
+// x's steps last to first (StackSpec::reverse_input): the same rows, time running backwards.
+View reversed(const View& v, std::int64_t steps) { return View{v.base + (steps - 1) * v.st, -v.st, v.sb}; }
+
+// Layer 0's int8 input for rows [b0, b1): the caller's int8 x in its layout, or the looked-up /
+// quantized rows (time-major in the workspace); reversed in time where the stack says so.
+View input_view(const Run& r, int b0, int b1) {
+  const View v = input_rows(r, b0, b1);
+  return r.p->stack.reverse_input && r.a->seq_len > 0 ? reversed(v, r.a->seq_len) : v;
 }
 
 // One direction of layer l for rows [b0, b1): each row's steps in order (reverse: last to first),
