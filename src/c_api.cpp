@@ -35,6 +35,38 @@ RnnSpec to_cpp(const rnncore_spec& s) {
   return r;
 }
 
+QuantParams to_cpp(const rnncore_quant& q) {
+  QuantParams r;
+  r.scale = q.scale;
+  r.zero_point = q.zero_point;
+  return r;
+}
+
+Int8LstmQuant to_cpp(const rnncore_int8_layer_quant& q) {
+  Int8LstmQuant r;
+  for (int g = 0; g < 4; ++g) {
+    r.w_scale[g] = q.w_scale[g];
+    r.r_scale[g] = q.r_scale[g];
+  }
+  r.per_channel = q.per_channel != 0;
+  r.state = to_cpp(q.state);
+  r.hidden = to_cpp(q.hidden);
+  r.cell_scale = q.cell_scale;
+  r.cell_clip = q.cell_clip;
+  return r;
+}
+
+Int8Merge to_cpp(const rnncore_int8_merge& m) {
+  Int8Merge r;
+  r.mode = static_cast<MergeMode>(m.mode);
+  r.fw = to_cpp(m.fw);
+  r.bw = to_cpp(m.bw);
+  r.sum = to_cpp(m.sum);
+  r.half = to_cpp(m.half);
+  r.half_value = m.half_value;
+  return r;
+}
+
 StackSpec to_cpp(const rnncore_stack_spec& s) {
   StackSpec r;
   r.input_size = s.input_size;
@@ -54,6 +86,10 @@ StackSpec to_cpp(const rnncore_stack_spec& s) {
     b.peepholes = a.peepholes != 0;
     b.cell_clip = a.cell_clip;
     b.proj_clip = a.proj_clip;
+    b.int8[0] = to_cpp(a.int8[0]);
+    b.int8[1] = to_cpp(a.int8[1]);
+    b.merge = to_cpp(a.merge);
+    b.int8_output = to_cpp(a.int8_output);
     for (int w = 0; w < kMaxWrappers; ++w) {
       const rnncore_wrapper& x = a.wrappers[w];
       Wrapper& y = b.wrappers[w];
@@ -75,6 +111,14 @@ StackSpec to_cpp(const rnncore_stack_spec& s) {
   r.head.out_features = s.head_out_features;
   r.head.activation = static_cast<Activation>(s.head_activation);
   r.head.last_step_only = s.head_last_step_only != 0;
+  r.input_quant = to_cpp(s.input_quant);
+  r.float_input = s.float_input != 0;
+  r.float_output = s.float_output != 0;
+  r.head.int8_per_channel = s.head_int8_per_channel != 0;
+  r.head.int8_w_scale = s.head_int8_w_scale;
+  r.head.int8_linear = to_cpp(s.head_int8_linear);
+  r.head.int8_output = to_cpp(s.head_int8_output);
+  r.head.int8_softmax_beta = s.head_int8_softmax_beta;
   return r;
 }
 
@@ -285,6 +329,7 @@ void rnncore_stack_init(rnncore_stack_spec* stack) {
   std::memset(stack, 0, sizeof *stack);
   for (rnncore_layer_spec& l : stack->layers)
     for (rnncore_wrapper& w : l.wrappers) rnncore_dropout_wrapper_init(&w.dropout);
+  stack->head_int8_softmax_beta = 1.0f;
 }
 
 void rnncore_dropout_wrapper_init(rnncore_dropout_wrapper* wrapper) {
@@ -301,6 +346,11 @@ rnncore_status rnncore_stack_validate(const rnncore_stack_spec* stack) {
 int64_t rnncore_stack_param_count(const rnncore_stack_spec* stack) {
   if (stack == nullptr || validate(to_cpp(*stack)) != Status::ok) return 0;
   return param_count(to_cpp(*stack));
+}
+
+int64_t rnncore_stack_canonical_offset(const rnncore_stack_spec* stack, int layer, int direction, int32_t kind, int gate) {
+  if (stack == nullptr || kind < 0 || kind > 9 || validate(to_cpp(*stack)) != Status::ok) return -1;
+  return canonical_offset(to_cpp(*stack), layer, direction, static_cast<ParamKind>(kind), gate);
 }
 
 int64_t rnncore_stack_state_elements(const rnncore_stack_spec* stack, int batch) {

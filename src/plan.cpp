@@ -75,6 +75,16 @@ Status choose_backend(const StackSpec& stack, const PlanOptions& options, const 
   Backend want = options.backend;
   RNNCORE_ENSURE(want >= Backend::auto_select && want <= Backend::gpu, Status::invalid_enum,
                  "options.backend = %d is not a backend", static_cast<int>(want));
+  if (stack.dtype == DType::i8) {  // the integer backend: the reference one is its portable kernels
+    RNNCORE_ENSURE(want != Backend::gpu, Status::unsupported,
+                   "backend gpu: an integer stack (dtype i8) runs on the CPU (use backend simd, reference or auto)");
+    RNNCORE_ENSURE(options.weight_dtype == DType::f32, Status::unsupported,
+                   "weight_dtype %s: an integer stack's weights are int8 (leave weight_dtype f32)",
+                   to_string(options.weight_dtype));
+    p->ops = &kInt8Backend;
+    p->backend = want == Backend::reference ? Backend::reference : Backend::simd;
+    return int8_choose_kernels(want == Backend::reference ? Isa::none : options.max_isa, p);
+  }
   const bool ends = stack.embedding.vocab_size > 0 || stack.head.out_features > 0;
   RNNCORE_ENSURE(!ends || want != Backend::gpu, Status::unsupported,
                  "backend gpu: the stack has %s, which the GPU backend does not run yet (use backend simd, reference or "
@@ -494,6 +504,8 @@ simd::Cell cell_of(const LayerSpec& ls) {
 // Backward cannot differentiate LSTM extensions or a custom residual function.
 Status check_training(const StackSpec& st, const PlanOptions& options) {
   if (!options.training) return Status::ok;
+  RNNCORE_ENSURE(st.dtype != DType::i8, Status::unsupported,
+                 "training an integer stack (dtype i8) is not supported: train the float stack, then quantize it");
   RNNCORE_ENSURE(st.embedding.vocab_size == 0 && st.head.out_features == 0, Status::unsupported,
                  "training (backward) of %s is not implemented yet; plan the stack without it for training",
                  st.embedding.vocab_size > 0 ? "an embedding" : "a Dense head");

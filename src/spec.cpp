@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "src/internal/error.hpp"
+#include "src/internal/int8_layer.hpp"
 #include "src/internal/spec_internal.hpp"
 
 namespace rnncore {
@@ -61,6 +62,7 @@ const char* to_string(DType dtype) {
     case DType::f64: return "f64";
     case DType::f16: return "f16";
     case DType::bf16: return "bf16";
+    case DType::i8: return "i8";
   }
   return "?";
 }
@@ -93,6 +95,7 @@ std::size_t dtype_size(DType dtype) {
     case DType::f64: return 8;
     case DType::f16:
     case DType::bf16: return 2;
+    case DType::i8: return 1;
   }
   return 0;
 }
@@ -228,7 +231,8 @@ Status validate(const RnnSpec& spec) {
 
 Status validate(const StackSpec& st) {
   detail::clear_error();
-  RNNCORE_RETURN_IF_ERROR(validate_dtype(st.dtype, "stack.dtype"));
+  const bool int8 = st.dtype == DType::i8;
+  if (!int8) RNNCORE_RETURN_IF_ERROR(validate_dtype(st.dtype, "stack.dtype"));
   RNNCORE_ENSURE(st.input_mode >= InputMode::linear && st.input_mode <= InputMode::auto_select, Status::invalid_enum,
                  "stack.input_mode = %d is not an input mode", static_cast<int>(st.input_mode));
   RNNCORE_ENSURE(st.input_size >= 1 && st.input_size <= detail::kMaxFeatureSize, Status::invalid_size,
@@ -256,6 +260,8 @@ Status validate(const StackSpec& st) {
     what[n++] = ']';
     what[n] = '\0';
     RNNCORE_RETURN_IF_ERROR(validate_lstm_extensions(ls, what));
+    RNNCORE_ENSURE(int8 || ls.merge.mode == MergeMode::concat, Status::unsupported,
+                   "layers[%d].merge: merging directions is an integer stack's (dtype i8); a float layer concatenates them", l);
   }
   RNNCORE_ENSURE(layer_input_size(st, 1 < st.num_layers ? 1 : 0) <= 2 * detail::kMaxFeatureSize, Status::invalid_size,
                  "layer widths too large");
@@ -264,14 +270,23 @@ Status validate(const StackSpec& st) {
   RNNCORE_ENSURE(st.input_mode != InputMode::skip || st.input_size == st.layers[0].hidden_size,
                  Status::skip_needs_equal_sizes, "input_mode skip with input_size = %d and layers[0].hidden_size = %d",
                  st.input_size, st.layers[0].hidden_size);
-  return validate_ends(st);
+  RNNCORE_RETURN_IF_ERROR(validate_ends(st));
+  if (int8) return detail::validate_int8(st);
+  RNNCORE_ENSURE(!st.float_input && !st.float_output && !st.reverse_input, Status::unsupported,
+                 "stack.%s: an integer stack's (dtype i8) option", st.float_input ? "float_input"
+                                                                   : st.float_output ? "float_output" : "reverse_input");
+  return Status::ok;
 }
 
 int stack_output_size(const StackSpec& st) {
   if (st.head.out_features > 0) return st.head.out_features;
   if (st.num_layers < 1 || st.num_layers > kMaxLayers) return 0;
-  const LayerSpec& last = st.layers[st.num_layers - 1];
-  return num_directions(last) * output_size(last);
+  return layer_output_width(st.layers[st.num_layers - 1]);
+}
+
+int layer_output_width(const LayerSpec& ls) {
+  const bool merged = num_directions(ls) == 2 && ls.merge.mode != MergeMode::concat;
+  return merged ? output_size(ls) : num_directions(ls) * output_size(ls);
 }
 
 int num_directions(const RnnSpec& spec) { return spec.direction == Direction::bidirectional ? 2 : 1; }
@@ -287,8 +302,7 @@ int layer_input_size(const RnnSpec& spec, int layer) {
 }
 int layer_input_size(const StackSpec& st, int layer) {
   if (layer <= 0) return st.input_size;
-  const LayerSpec& prev = st.layers[layer - 1];
-  return num_directions(prev) * output_size(prev);
+  return layer_output_width(st.layers[layer - 1]);
 }
 
 bool uses_skip_input(const RnnSpec& spec) {
@@ -352,10 +366,7 @@ std::int64_t recurrent_param_count(const StackSpec& st) {
 }
 
 // The head's input width: D·O of the last layer.
-std::int64_t head_input_size(const StackSpec& st) {
-  const LayerSpec& last = st.layers[st.num_layers - 1];
-  return static_cast<std::int64_t>(num_directions(last)) * output_size(last);
-}
+std::int64_t head_input_size(const StackSpec& st) { return layer_output_width(st.layers[st.num_layers - 1]); }
 
 }  // namespace detail
 
@@ -380,6 +391,7 @@ std::int64_t end_offset(const StackSpec& st, ParamKind kind) {
 }  // namespace
 
 std::int64_t param_count(const StackSpec& st) {
+  if (st.dtype == DType::i8 && st.num_layers >= 1 && st.num_layers <= kMaxLayers) return detail::int8_canonical_tail(st).end;
   std::int64_t total = detail::recurrent_param_count(st) + static_cast<std::int64_t>(st.embedding.vocab_size) * st.input_size;
   if (st.head.out_features > 0 && st.num_layers >= 1 && st.num_layers <= kMaxLayers)
     total += st.head.out_features * (detail::head_input_size(st) + 1);
@@ -389,6 +401,7 @@ std::int64_t param_count(const RnnSpec& spec) { return param_count(to_stack(spec
 
 std::int64_t canonical_offset(const StackSpec& st, int layer, int direction, ParamKind kind, int gate) {
   if (st.num_layers < 1 || st.num_layers > kMaxLayers) return -1;
+  if (st.dtype == DType::i8) return detail::int8_canonical_offset(st, layer, direction, kind, gate);
   if (kind == ParamKind::embedding || kind == ParamKind::dense_weight || kind == ParamKind::dense_bias)
     return layer == 0 && direction == 0 && gate == 0 ? end_offset(st, kind) : -1;
   if (layer < 0 || layer >= st.num_layers) return -1;

@@ -339,6 +339,7 @@ double load_element(const TensorView& v, std::int64_t e) {
       std::memcpy(&h, p + e * 2, 2);
       return v.dtype == DType::f16 ? detail::f16_to_f32(h) : detail::bf16_to_f32(h);
     }
+    case DType::i8: return static_cast<double>(static_cast<std::int8_t>(p[e]));
   }
   return 0.0;
 }
@@ -390,6 +391,9 @@ Status check_format(const StackSpec& spec, WeightFormat format) {
   RNNCORE_RETURN_IF_ERROR(validate(spec));
   RNNCORE_ENSURE(format >= WeightFormat::canonical && format <= WeightFormat::tensorflow, Status::invalid_enum,
                  "weight format %d is not a format", static_cast<int>(format));
+  RNNCORE_ENSURE(spec.dtype != DType::i8, Status::unsupported,
+                 "an integer stack (dtype i8) has no weight formats: its canonical bytes are a tflite_int8 file's "
+                 "tensors (param_count, canonical_offset; io::load_model)");
   for (int l = 0; l < spec.num_layers; ++l) {  // LSTM extensions the format's layer cannot hold
     const LayerSpec& ls = spec.layers[l];
     RNNCORE_ENSURE(!(ls.peepholes && (format == WeightFormat::pytorch || format == WeightFormat::keras)),

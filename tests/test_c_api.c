@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "rnncore/int8.h"
 #include "rnncore/philox.h"
 #include "rnncore/rnncore.h"
 
@@ -327,6 +328,89 @@ int main(void) {
     o.weight_dtype = RNNCORE_F64;
     EXPECT(rnncore_plan_create(&s, &o, &p16) == RNNCORE_ERR_INVALID_ENUM);
     EXPECT(strstr(rnncore_last_error_detail(), "weight_dtype") != NULL);
+  }
+  {
+    /* An integer stack from C (dtype RNNCORE_I8), planned in the static arena: one int8 LSTM through
+     * a plan equals, bit for bit, the same layer through rnncore/int8.h's own prepare and run; the
+     * GPU backend refuses it with a detail. */
+    enum { QI = 5, QH = 7, QT = 6, QB = 2 };
+    static rnncore_stack_spec q8s;
+    static int32_t canon_words[1024];
+    unsigned char* canon = (unsigned char*)canon_words;
+    static int8_t qx[QB * QT * QI], qy[QB * QT * QH], qy2[QB * QT * QH], qh[QB * QH], qh2[QB * QH];
+    static int16_t qc[QB * QH], qc2[QB * QH];
+    static int32_t folded[8 * QH];
+    static int8_t scratch[QH];
+    rnncore_plan_options o;
+    rnncore_plan p;
+    rnncore_forward_args a;
+    rnncore_int8_lstm_quantization q;
+    rnncore_int8_lstm lstm;
+    const int8_t* w[4];
+    const int8_t* r[4];
+    const int32_t* b[4];
+    uint32_t lcg = 7;
+    int64_t n, i;
+    int g;
+    rnncore_stack_init(&q8s);
+    q8s.dtype = RNNCORE_I8;
+    q8s.input_size = QI;
+    q8s.input_quant.scale = 1.0f / 128;
+    q8s.input_quant.zero_point = 3;
+    q8s.num_layers = 1;
+    q8s.layers[0].mode = RNNCORE_MODE_LSTM;
+    q8s.layers[0].hidden_size = QH;
+    for (g = 0; g < 4; ++g) q8s.layers[0].int8[0].w_scale[g] = q8s.layers[0].int8[0].r_scale[g] = 1.0f / 127;
+    q8s.layers[0].int8[0].state.scale = q8s.layers[0].int8[0].hidden.scale = 1.0f / 128;
+    q8s.layers[0].int8[0].state.zero_point = q8s.layers[0].int8[0].hidden.zero_point = -2;
+    q8s.layers[0].int8[0].cell_scale = 1.0f / 2048;
+    q8s.layers[0].int8[0].cell_clip = 10.0f;
+    EXPECT(rnncore_stack_validate(&q8s) == RNNCORE_OK);
+    n = rnncore_stack_param_count(&q8s);
+    EXPECT(n > 0 && n <= (int64_t)sizeof canon_words);
+    for (i = 0; i < n; ++i) canon[i] = (unsigned char)((lcg = lcg * 1103515245u + 12345u) >> 24) % 61;
+    for (g = 0; g < 4; ++g) {
+      int32_t* bias = (int32_t*)(canon + rnncore_stack_canonical_offset(&q8s, 0, 0, RNNCORE_PARAM_INPUT_BIAS, g));
+      for (i = 0; i < QH; ++i) bias[i] = (int32_t)(i * 37) - 100;
+      w[g] = (const int8_t*)(canon + rnncore_stack_canonical_offset(&q8s, 0, 0, RNNCORE_PARAM_INPUT_WEIGHT, g));
+      r[g] = (const int8_t*)(canon + rnncore_stack_canonical_offset(&q8s, 0, 0, RNNCORE_PARAM_RECURRENT_WEIGHT, g));
+      b[g] = bias;
+    }
+    for (i = 0; i < QB * QT * QI; ++i) qx[i] = (int8_t)(((lcg = lcg * 1103515245u + 12345u) >> 24) - 128);
+    rnncore_plan_options_init(&o);
+    o.max_batch = QB;
+    o.max_seq_len = QT;
+    EXPECT(rnncore_plan_create_stack(&q8s, &o, &p) == RNNCORE_OK);
+    EXPECT(rnncore_plan_packed_weight_bytes(&p) + rnncore_plan_workspace_bytes(&p) <= sizeof arena);
+    EXPECT(rnncore_plan_pack_weights(&p, canon, arena, rnncore_plan_packed_weight_bytes(&p)) == RNNCORE_OK);
+    rnncore_forward_args_init(&a);
+    a.batch = QB;
+    a.seq_len = QT;
+    a.layout = RNNCORE_BATCH_MAJOR;
+    a.x = qx;
+    a.y = qy;
+    a.hy = qh;
+    a.cy = qc;
+    EXPECT(rnncore_forward(&p, arena, arena + rnncore_plan_packed_weight_bytes(&p), rnncore_plan_workspace_bytes(&p), &a) ==
+           RNNCORE_OK);
+    memset(&q, 0, sizeof q);
+    q.input_scale = 1.0f / 128;
+    q.input_zp = 3;
+    for (g = 0; g < 4; ++g) q.w_scale[g] = q.r_scale[g] = 1.0f / 127;
+    q.state_scale = q.hidden_scale = 1.0f / 128;
+    q.state_zp = q.hidden_zp = -2;
+    q.cell_scale = 1.0f / 2048;
+    q.cell_clip = 10.0f;
+    EXPECT(rnncore_int8_lstm_prepare(&q, QI, QH, w, r, b, folded, 8 * QH, &lstm) == RNNCORE_OK);
+    memset(qh2, -2, sizeof qh2);
+    memset(qc2, 0, sizeof qc2);
+    EXPECT(rnncore_int8_lstm_run(&lstm, QB, QT, qx, qy2, qh2, qc2, scratch, sizeof scratch) == RNNCORE_OK);
+    EXPECT(memcmp(qy, qy2, sizeof qy) == 0);
+    EXPECT(memcmp(qh, qh2, sizeof qh) == 0);
+    EXPECT(memcmp(qc, qc2, sizeof qc) == 0);
+    o.backend = RNNCORE_BACKEND_GPU;
+    EXPECT(rnncore_plan_create_stack(&q8s, &o, &p) == RNNCORE_ERR_UNSUPPORTED);
+    EXPECT(strstr(rnncore_last_error_detail(), "integer stack") != NULL);
   }
   printf("%s (%d failures)\n", failures ? "FAIL" : "PASS", failures);
   return failures ? 1 : 0;

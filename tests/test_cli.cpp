@@ -220,13 +220,27 @@ TEST_CASE("cli: bench --dtype int8 times the integer LSTM and refuses what it la
     CHECK(r.out.find(" gops=") != std::string::npos);
     if (backend == "reference") CHECK(r.out.find("+ scalar step") != std::string::npos);
   }
-  for (const char* args : {"--bidirectional", "--mode gru", "--threads 2 --oversubscribe", "--backend gpu", "--backward",
+  // An int8 stack is a Model: its batch rows run on the plan's threads.
+  const Result threads = run("bench --dtype int8 --seq 3 --batch 4 --input 5 --hidden 12 --reps 1 --threads 2 --oversubscribe");
+  CHECK(threads.code == 0);
+  CHECK(threads.out.find("threads=2") != std::string::npos);
+  for (const char* args : {"--bidirectional", "--mode gru", "--backend gpu", "--backward",
                            "--dropout 0.5", "--proj 4", "--peak"}) {
     CAPTURE(args);
     const Result r = run(std::string("bench --dtype int8 --seq 2 --input 4 --hidden 8 --reps 1 ") + args);
     CHECK(r.code == 2);
     CHECK(r.err.find("int8") != std::string::npos);
   }
+}
+
+TEST_CASE("cli: run on an int8 model takes --threads: the batch rows on the plan's threads, the same bits") {
+  const std::string m = src("examples/models/"), d = temp_dir();
+  const std::string args = "run --weights " + m + "lstm_int8.safetensors --input " + m + "lstm_int8_input.npy --output " + d;
+  const Result one = run(args + "/y1.npy"), two = run(args + "/y2.npy --threads 2 --oversubscribe");
+  REQUIRE(one.code == 0);
+  REQUIRE_MESSAGE(two.code == 0, two.err);
+  CHECK(slurp(d + "/y1.npy") == slurp(d + "/y2.npy"));
+  CHECK(slurp(d + "/y1.npy").substr(128) == slurp(m + "lstm_int8_expected_y.npy").substr(128));
 }
 
 TEST_CASE("cli: --help lists every command's options with their defaults") {

@@ -528,8 +528,8 @@ void define_run(CLI::App& app, RunOptions& o) {
   app.description("Runs a recurrent model from a safetensors file on .npy input; prints the model, the time per run\n"
                   "and, with --expect*, the largest deviation from stored outputs.\n"
                   "An int8 LSTM model (format tflite_int8, written from a quantized .tflite by\n"
-                  "tools/tflite_to_safetensors.py or by rnncore quantize; docs/int8.md) takes --weights, --input, --output, --hn and\n"
-                  "--cn only: x int8 [B, T, I] (batch-major), or float32 quantized as TFLite's QUANTIZE op does;\n"
+                  "tools/tflite_to_safetensors.py or by rnncore quantize; docs/int8.md) takes --weights, --input, --output, --hn,\n"
+                  "--cn (and --h0, --c0, --threads) only: x int8 [B, T, I] (batch-major), or float32 quantized as TFLite's QUANTIZE op does;\n"
                   "y int8 [B, T, H], or [B, H] for a model that returns the last step; hn int8 and cn int16\n"
                   "(every LSTM op's final output and cell states: [B, H] for one, [L*D, B, H] for a stack of\n"
                   "one width, else the per-layer [B, H_l] blocks flattened, forward before backward); bit\n"
@@ -623,11 +623,12 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
   for (const CLI::Option* opt : app.get_options()) {
     const std::string name = opt->get_name();
     if (opt->count() > 0 && name != "--weights" && name != "--input" && name != "--output" && name != "--hn" &&
-        name != "--cn" && name != "--h0" && name != "--c0")
+        name != "--cn" && name != "--h0" && name != "--c0" && name != "--threads" && name != "--oversubscribe")
       return usage_error("run", name + " does not apply to " + o.weights +
                                     ", an int8 LSTM model (format tflite_int8): it runs with --weights, --input, "
-                                    "--output, --h0, --c0, --hn and --cn only (docs/int8.md)");
+                                    "--output, --h0, --c0, --hn, --cn and --threads only (docs/int8.md)");
   }
+  if (const int rc = check_threads("run", o.threads, o.oversubscribe); rc >= 0) return rc;
   std::string err;
   Int8Runner model;
   if (Int8Runner::load(file, &model, &err) != Status::ok) return error(err);
@@ -638,6 +639,8 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
   const std::vector<std::int64_t> yshape = model.return_sequences() ? std::vector<std::int64_t>{B, T, H}
                                                                      : std::vector<std::int64_t>{B, H};
   std::vector<std::int8_t> y(static_cast<std::size_t>(model.return_sequences() ? B * T * H : B * H));
+  if (model.plan(static_cast<int>(B), static_cast<int>(T), static_cast<int>(o.threads), &err) != Status::ok)
+    return error(o.weights + ": " + err);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::int8_t> hn(model.state_elements(static_cast<int>(B)));
   std::vector<std::int16_t> cn(hn.size());
@@ -1123,15 +1126,14 @@ void define_bench(CLI::App& app, BenchOptions& o) {
       "  training_step_ms=... forward_ms=... backward_ms=... gflops=... (3x the forward's) ratio=...");
 }
 
-// `rnncore bench --dtype int8`: the integer LSTM has one cell, one direction, one thread and
-// inference only, so the options beyond those are usage errors.
+// `rnncore bench --dtype int8`: an int8 stack of unidirectional LSTMs (a Model; batch rows on
+// --threads), inference only, so the options beyond those are usage errors.
 int cmd_bench_int8(const CLI::App& app, const BenchOptions& o) {
   const char* const refused[] = {"--gru", "--bidirectional", "--proj", "--peepholes", "--gpu-half-math",
                                  "--dropout", "--backward", "--peak"};
   for (const char* option : refused)
     if (given(app, option)) return usage_error("bench", std::string(option) + " is not available with --dtype int8");
   if (o.mode != "lstm") return usage_error("bench", "--dtype int8 runs the integer LSTM: --mode lstm only");
-  if (o.threads != 1) return usage_error("bench", "--dtype int8 runs on one thread (--threads 1)");
   if (o.backend == "gpu") return usage_error("bench", "--dtype int8 runs on the CPU (--backend auto, simd or reference)");
   Int8BenchShape shape;
   shape.seq = static_cast<int>(o.seq);
@@ -1140,6 +1142,7 @@ int cmd_bench_int8(const CLI::App& app, const BenchOptions& o) {
   shape.hidden = static_cast<int>(o.hidden);
   shape.layers = static_cast<int>(o.layers);
   shape.reference = o.backend == "reference";
+  shape.threads = static_cast<int>(o.threads);
   Int8Bench bench;
   std::string err;
   if (Int8Bench::create(shape, &bench, &err) != Status::ok) return error(err);
@@ -1158,8 +1161,8 @@ int cmd_bench_int8(const CLI::App& app, const BenchOptions& o) {
   }
   std::sort(ms.begin(), ms.end());
   const double median = ms[ms.size() / 2];
-  std::printf("lstm int8 T=%d B=%d I=%d H=%d L=%d unidirectional threads=1 backend=%s kernel=%s reps=%lld\n", shape.seq,
-              shape.batch, shape.input, shape.hidden, shape.layers, shape.reference ? "reference" : "simd",
+  std::printf("lstm int8 T=%d B=%d I=%d H=%d L=%d unidirectional threads=%d backend=%s kernel=%s reps=%lld\n", shape.seq,
+              shape.batch, shape.input, shape.hidden, shape.layers, shape.threads, shape.reference ? "reference" : "simd",
               bench.kernel_names().c_str(), o.reps);
   std::printf("median_ms=%.4f gops=%.2f\n", median, bench.ops() / (median * 1e6));
   return 0;

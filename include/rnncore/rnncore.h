@@ -27,13 +27,13 @@ extern "C" {
 /** Largest number of wrappers around one cell. */
 #define RNNCORE_MAX_WRAPPERS 4
 /** Bytes of a rnncore_plan value. */
-#define RNNCORE_PLAN_BYTES 12288
+#define RNNCORE_PLAN_BYTES 16384
 
 typedef enum rnncore_mode { RNNCORE_MODE_LSTM = 0, RNNCORE_MODE_GRU = 1, RNNCORE_MODE_RNN_TANH = 2, RNNCORE_MODE_RNN_RELU = 3 } rnncore_mode;
 typedef enum rnncore_gru_variant { RNNCORE_GRU_RESET_AFTER = 0, RNNCORE_GRU_RESET_BEFORE = 1 } rnncore_gru_variant;
 typedef enum rnncore_direction { RNNCORE_UNIDIRECTIONAL = 0, RNNCORE_BIDIRECTIONAL = 1 } rnncore_direction;
 typedef enum rnncore_input_mode { RNNCORE_INPUT_LINEAR = 0, RNNCORE_INPUT_SKIP = 1, RNNCORE_INPUT_AUTO_SELECT = 2 } rnncore_input_mode;
-typedef enum rnncore_dtype { RNNCORE_F32 = 0, RNNCORE_F64 = 1, RNNCORE_F16 = 2, RNNCORE_BF16 = 3 } rnncore_dtype;
+typedef enum rnncore_dtype { RNNCORE_F32 = 0, RNNCORE_F64 = 1, RNNCORE_F16 = 2, RNNCORE_BF16 = 3, RNNCORE_I8 = 4 } rnncore_dtype;
 typedef enum rnncore_layout { RNNCORE_TIME_MAJOR = 0, RNNCORE_BATCH_MAJOR = 1 } rnncore_layout;
 typedef enum rnncore_backend { RNNCORE_BACKEND_AUTO = 0, RNNCORE_BACKEND_REFERENCE = 1, RNNCORE_BACKEND_SIMD = 2, RNNCORE_BACKEND_GPU = 3 } rnncore_backend;
 typedef enum rnncore_isa { RNNCORE_ISA_NONE = 0, RNNCORE_ISA_SSE2 = 1, RNNCORE_ISA_AVX2 = 2, RNNCORE_ISA_AVX512 = 3, RNNCORE_ISA_NEON = 4, RNNCORE_ISA_BEST = 100 } rnncore_isa;
@@ -41,7 +41,7 @@ typedef enum rnncore_weight_format { RNNCORE_FORMAT_CANONICAL = 0, RNNCORE_FORMA
 typedef enum rnncore_state_filter { RNNCORE_STATE_FILTER_DEFAULT = 0, RNNCORE_STATE_FILTER_H_AND_C = 1, RNNCORE_STATE_FILTER_C_ONLY = 2, RNNCORE_STATE_FILTER_NONE = 3 } rnncore_state_filter;
 typedef enum rnncore_wrapper_kind { RNNCORE_WRAPPER_DROPOUT = 0, RNNCORE_WRAPPER_RESIDUAL = 1 } rnncore_wrapper_kind;
 typedef enum rnncore_run_mode { RNNCORE_RUN_INFERENCE = 0, RNNCORE_RUN_TRAINING = 1, RNNCORE_RUN_MONTE_CARLO = 2 } rnncore_run_mode;
-typedef enum rnncore_param_kind { RNNCORE_PARAM_INPUT_WEIGHT = 0, RNNCORE_PARAM_RECURRENT_WEIGHT = 1, RNNCORE_PARAM_INPUT_BIAS = 2, RNNCORE_PARAM_RECURRENT_BIAS = 3, RNNCORE_PARAM_PEEPHOLE = 4, RNNCORE_PARAM_PROJECTION = 5, RNNCORE_PARAM_EMBEDDING = 6, RNNCORE_PARAM_DENSE_WEIGHT = 7, RNNCORE_PARAM_DENSE_BIAS = 8 } rnncore_param_kind;
+typedef enum rnncore_param_kind { RNNCORE_PARAM_INPUT_WEIGHT = 0, RNNCORE_PARAM_RECURRENT_WEIGHT = 1, RNNCORE_PARAM_INPUT_BIAS = 2, RNNCORE_PARAM_RECURRENT_BIAS = 3, RNNCORE_PARAM_PEEPHOLE = 4, RNNCORE_PARAM_PROJECTION = 5, RNNCORE_PARAM_EMBEDDING = 6, RNNCORE_PARAM_DENSE_WEIGHT = 7, RNNCORE_PARAM_DENSE_BIAS = 8, RNNCORE_PARAM_WEIGHT_SCALE = 9 } rnncore_param_kind;
 /** What a Dense head applies after its affine map (softmax: over one row's features). */
 typedef enum rnncore_activation { RNNCORE_ACTIVATION_NONE = 0, RNNCORE_ACTIVATION_RELU = 1, RNNCORE_ACTIVATION_SIGMOID = 2, RNNCORE_ACTIVATION_TANH = 3, RNNCORE_ACTIVATION_SOFTMAX = 4 } rnncore_activation;
 
@@ -89,6 +89,32 @@ typedef struct rnncore_wrapper {
   void* user_data;
 } rnncore_wrapper;
 
+/** An int8 tensor's quantization: real = scale * (q - zero_point). */
+typedef struct rnncore_quant {
+  float scale;
+  int32_t zero_point;
+} rnncore_quant;
+
+/** One direction of an integer LSTM layer (stack dtype RNNCORE_I8; see rnncore::Int8LstmQuant). */
+typedef struct rnncore_int8_layer_quant {
+  float w_scale[4];      /**< per-tensor scales of W_i, W_f, W_g, W_o */
+  float r_scale[4];      /**< and of R_i .. R_o */
+  int32_t per_channel;   /**< nonzero: [H] scales per gate in the canonical bytes (RNNCORE_PARAM_WEIGHT_SCALE) */
+  rnncore_quant state;   /**< the int8 output state h */
+  rnncore_quant hidden;  /**< o * tanh(c) */
+  float cell_scale;      /**< a power of two, 2^-30 .. 2^-9 */
+  float cell_clip;       /**< 0: none */
+} rnncore_int8_layer_quant;
+
+typedef enum rnncore_merge_mode { RNNCORE_MERGE_CONCAT = 0, RNNCORE_MERGE_SUM = 1, RNNCORE_MERGE_MUL = 2, RNNCORE_MERGE_AVE = 3 } rnncore_merge_mode;
+
+/** The int8 merge of a bidirectional layer (Keras merge_mode; see rnncore::Int8Merge). */
+typedef struct rnncore_int8_merge {
+  int32_t mode;  /**< rnncore_merge_mode */
+  rnncore_quant fw, bw, sum, half;
+  int32_t half_value;
+} rnncore_int8_merge;
+
 /** One layer of a stack; wrappers innermost first. */
 typedef struct rnncore_layer_spec {
   int32_t mode;        /**< rnncore_mode */
@@ -101,6 +127,11 @@ typedef struct rnncore_layer_spec {
   int32_t peepholes;   /**< nonzero: LSTM peepholes */
   double cell_clip;    /**< 0: none */
   double proj_clip;    /**< 0: none */
+  /** Integer stacks (dtype RNNCORE_I8): each direction's quantization, a bidirectional layer's
+   *  merge and its output's quantization (docs/int8.md, "The C++ API"). */
+  rnncore_int8_layer_quant int8[2];
+  rnncore_int8_merge merge;
+  rnncore_quant int8_output;
 } rnncore_layer_spec;
 
 /** A stack of layers with their own cells, sizes, directions and wrappers. */
@@ -120,6 +151,18 @@ typedef struct rnncore_stack_spec {
   int32_t head_out_features;
   int32_t head_activation;      /**< rnncore_activation */
   int32_t head_last_step_only;
+  /** Integer stacks (dtype RNNCORE_I8): layer 0's input quantization; x int8, or float32
+   *  quantized (float_input); y int8, or float32 dequantized (float_output); the head's W scale
+   *  (or per-channel scales in the canonical bytes), its product's and its activation's output
+   *  quantization, the softmax's beta (rnncore_stack_init sets 1). */
+  rnncore_quant input_quant;
+  int32_t float_input;
+  int32_t float_output;
+  int32_t head_int8_per_channel;
+  float head_int8_w_scale;
+  rnncore_quant head_int8_linear;
+  rnncore_quant head_int8_output;
+  float head_int8_softmax_beta;
 } rnncore_stack_spec;
 
 /** A tensor shape of up to four dimensions. */
@@ -244,6 +287,8 @@ void rnncore_dropout_wrapper_init(rnncore_dropout_wrapper* wrapper);
 rnncore_status rnncore_stack_validate(const rnncore_stack_spec* stack);
 /** Canonical parameter count of a stack (0 if invalid). */
 int64_t rnncore_stack_param_count(const rnncore_stack_spec* stack);
+/** Offset of a canonical block (elements; bytes for an integer stack), or -1 (rnncore::canonical_offset). */
+int64_t rnncore_stack_canonical_offset(const rnncore_stack_spec* stack, int layer, int direction, int32_t kind, int gate);
 /** Elements of a state tensor of a stack for `batch` rows; and the offset of (layer, direction)'s [batch, H_l] block. */
 int64_t rnncore_stack_state_elements(const rnncore_stack_spec* stack, int batch);
 int64_t rnncore_stack_state_offset(const rnncore_stack_spec* stack, int batch, int layer, int direction);

@@ -73,8 +73,10 @@ enum class GruVariant : std::int32_t { reset_after = 0, reset_before = 1 };
 enum class Direction : std::int32_t { unidirectional = 0, bidirectional = 1 };
 /// Layer-0 input handling: a linear projection, the input itself (needs input_size == hidden_size), or skip when sizes match.
 enum class InputMode : std::int32_t { linear = 0, skip = 1, auto_select = 2 };
-/// Element types. Activations and canonical weights are f32 or f64; f16 / bf16 are weight storage types.
-enum class DType : std::int32_t { f32 = 0, f64 = 1, f16 = 2, bf16 = 3 };
+/// Element types. Activations and canonical weights are f32 or f64; f16 / bf16 are weight storage types;
+/// i8 is an integer stack (StackSpec::dtype, docs/int8.md): int8 activations and weights, LiteRT's
+/// 8x8_16 integer LSTM.
+enum class DType : std::int32_t { f32 = 0, f64 = 1, f16 = 2, bf16 = 3, i8 = 4 };
 /// Time-major [T, B, ·] or batch-major [B, T, ·] inputs and outputs.
 enum class Layout : std::int32_t { time_major = 0, batch_major = 1 };
 /// Which implementation runs a plan.
@@ -153,6 +155,39 @@ struct Wrapper {
 /// Largest number of wrappers around one cell.
 constexpr int kMaxWrappers = 4;
 
+/// An int8 tensor's quantization: real value = scale · (q − zero_point).
+struct QuantParams {
+  float scale = 0.0f;
+  std::int32_t zero_point = 0;
+};
+
+/// One direction of an integer LSTM layer (StackSpec::dtype i8; TFLite's 8x8_16 integer LSTM, gate
+/// order i, f, g, o). Its input's quantization is the previous layer's output (layer 0: the
+/// stack's input_quant); its output is its state h.
+struct Int8LstmQuant {
+  float w_scale[4] = {};   ///< symmetric per-tensor scales of the input weights W_g
+  float r_scale[4] = {};   ///< and of the recurrent weights R_g
+  /// Per output channel instead: [H] scales per gate in the canonical weights (ParamKind::weight_scale).
+  bool per_channel = false;
+  QuantParams state;       ///< the int8 output state h (the layer's output)
+  QuantParams hidden;      ///< o ⊙ tanh(c) (TFLite's effective hidden scale; = state without projection)
+  float cell_scale = 0.0f; ///< the int16 cell state: a power of two, 2^-30 .. 2^-9
+  float cell_clip = 0.0f;  ///< real clip of the cell state (0: none)
+};
+
+/// How an int8 bidirectional layer joins its directions (Keras Bidirectional merge_mode).
+enum class MergeMode : std::int32_t { concat = 0, sum = 1, mul = 2, ave = 3 };
+
+/// The int8 merge of a bidirectional layer: the operands' quantization as the ADD / MUL reads them,
+/// the result's (LayerSpec::int8_output) and, for ave, the sum's and the constant 0.5's.
+struct Int8Merge {
+  MergeMode mode = MergeMode::concat;
+  QuantParams fw, bw;         ///< sum, mul, ave
+  QuantParams sum;            ///< ave: the ADD's output
+  QuantParams half;           ///< ave: the constant's quantization
+  std::int32_t half_value = 0;  ///< ave: the constant 0.5 quantized
+};
+
 /// One layer of a stack: a cell (per direction) with its wrappers, innermost first.
 struct LayerSpec {
   Mode mode = Mode::lstm;
@@ -166,6 +201,12 @@ struct LayerSpec {
   double proj_clip = 0.0;
   std::int32_t num_wrappers = 0;
   Wrapper wrappers[kMaxWrappers];  ///< wrappers[0] wraps the cell, wrappers[1] wraps that, ...
+  /// Integer stacks (StackSpec::dtype i8; an LSTM without extensions or wrappers): each direction's
+  /// quantization, the merge of a bidirectional layer, and the quantization of the layer's output
+  /// (one direction: its state's; concat: both states' bytes as they are, read with this).
+  Int8LstmQuant int8[2];
+  Int8Merge merge;
+  QuantParams int8_output;
 };
 
 /// An Embedding before layer 0 (PyTorch nn.Embedding, Keras Embedding): the stack's input x is then
@@ -188,6 +229,13 @@ struct DenseSpec {
   /// output — the forward direction's at step len−1, a reverse direction's at step 0, each direction's
   /// last in its own order (a row of length 0 gives zeros).
   bool last_step_only = false;
+  /// Integer stacks: the head is TFLite's FULLY_CONNECTED (relu fused) and, for sigmoid / tanh /
+  /// softmax, LiteRT's LOGISTIC / TANH / SOFTMAX after it.
+  bool int8_per_channel = false;  ///< W's scales: [out_features] (ParamKind::weight_scale), else one
+  float int8_w_scale = 0.0f;      ///< per tensor: W's symmetric scale
+  QuantParams int8_linear;        ///< the product's output (the activation's input)
+  QuantParams int8_output;        ///< sigmoid, tanh, softmax: the activation's output
+  float int8_softmax_beta = 1.0f;
 };
 
 /// A stack of layers, each with its own cell, size, direction and wrappers (GNMT-style stacks);
@@ -203,6 +251,14 @@ struct StackSpec {
   LayerSpec layers[kMaxLayers];
   EmbeddingSpec embedding;                    ///< before layer 0 (vocab_size 0: none)
   DenseSpec head;                             ///< after the last layer (out_features 0: none)
+  /// Integer stacks: layer 0's int8 input (the embedding's rows with one); x is int8, or f32
+  /// quantized as LiteRT's QUANTIZE does (float_input); y is int8, or f32 dequantized (float_output).
+  QuantParams input_quant;
+  bool float_input = false;
+  bool float_output = false;
+  /// Integer stacks: the stack reads x's steps last to first (Keras go_backwards on its first
+  /// layer): y's step k (and a last-step head's input) is the step that read x[T−1−k].
+  bool reverse_input = false;
 };
 
 /// The uniform stack equal to a CudnnLSTM-style spec.
@@ -237,6 +293,8 @@ Status validate(const StackSpec& stack);
 int stack_output_size(const StackSpec& stack);
 const char* to_string(Activation activation);
 int num_directions(const LayerSpec& layer);
+/// Width of a layer's output row: D·O, or H for an integer bidirectional layer that merges its directions.
+int layer_output_width(const LayerSpec& layer);
 int layer_input_size(const StackSpec& stack, int layer);
 bool uses_skip_input(const StackSpec& stack);
 
@@ -265,7 +323,10 @@ enum class ParamKind : std::int32_t {
   /// the table E [vocab_size, input_size], the head's W [out_features, D·O] and b [out_features].
   embedding = 6,
   dense_weight = 7,
-  dense_bias = 8
+  dense_bias = 8,
+  /// Integer stacks' per-channel scales (f32): of a layer's W_g (gate g) and R_g (gate 4 + g), [H]
+  /// each; of the head's W (layer −1, direction and gate 0), [out_features] (or [1] per tensor).
+  weight_scale = 9
 };
 
 /// Number of scalars of the canonical parameter buffer (CudnnLSTM's opaque parameter count).
@@ -283,6 +344,12 @@ Status canonical_weight_shapes(const RnnSpec& spec, Shape* shapes, int capacity,
 Status canonical_bias_shapes(const RnnSpec& spec, Shape* shapes, int capacity, int* count);
 /// CudnnLSTM's state_shape: [L·D, batch, O] for h (O = proj_size or H); c is [L·D, batch, H].
 Shape state_shape(const RnnSpec& spec, int batch);
+/// Integer stacks (dtype i8): bytes, and byte offsets. Per (layer, direction): W_g int8 [H, I] for
+/// g = i, f, g, o, R_g int8 [H, H], then (4-byte aligned) the biases int32 [H] (ParamKind::input_bias;
+/// no recurrent bias), then with per-channel scales W_g's and R_g's f32 [H] (weight_scale, gates 0..7);
+/// after every layer the embedding table int8 [vocab_size, I], the head's W int8 [out_features, D·H],
+/// its b int32 [out_features] and its W scales f32 ([out_features], or [1] per tensor), each
+/// 4-byte aligned: the tensors of a tflite_int8 file (docs/int8.md).
 std::int64_t param_count(const StackSpec& stack);
 std::int64_t canonical_offset(const StackSpec& stack, int layer, int direction, ParamKind kind, int gate);
 Status canonical_weight_shapes(const StackSpec& stack, Shape* shapes, int capacity, int* count);
@@ -487,7 +554,7 @@ class Plan {
   /// @param[in] workspace at least backward_workspace_bytes(), kAlignment-aligned
   Status backward(const void* packed, void* workspace, std::size_t workspace_bytes, const BackwardArgs& args) const;
 
-  static constexpr std::size_t kStorageBytes = 12288;
+  static constexpr std::size_t kStorageBytes = 16384;
 
  private:
   alignas(8) unsigned char storage_[kStorageBytes] = {};

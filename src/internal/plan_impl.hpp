@@ -9,6 +9,7 @@
 #include "rnncore/rnncore.hpp"
 #include "simd/kernels.hpp"
 #include "src/internal/arena.hpp"
+#include "src/internal/int8_layer.hpp"
 #include "src/gpu/host/plan_data.hpp"
 
 namespace rnncore {
@@ -163,6 +164,7 @@ struct PlanImpl {
   LayerPlan layers[kMaxLayers];
   TrainLayout train;                 // options.training only
   SimdPlan simd;                     // backend simd only
+  Int8Plan i8;                       // integer stacks (dtype i8) only
 #ifndef RNNCORE_NO_GPU_PLAN
   gpu::GpuPlan gpu;                  // backend gpu only: the device planned for and the kernel choices
 #endif

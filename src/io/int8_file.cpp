@@ -60,6 +60,15 @@ Int8KernelNames int8_best_kernels(Isa cap) {
 
 struct Int8Runner::Impl {
   Int8Stack stack;
+  // The stack as a Plan runs it (io::int8_stack_spec; rows in, int8 out), where a StackSpec holds
+  // it; else run_int8_stack runs it (Keras go_backwards, several Dense layers: docs/int8.md).
+  bool planned = false;
+  StackSpec spec;
+  std::vector<unsigned char> canonical;
+  bool last_step = false;  // the model outputs the last step without a Dense layer
+  Model model;             // made by run() for its batch and length (remade when they grow)
+  int max_batch = 0, max_seq = 0, threads = 1;
+  std::vector<std::int8_t> y_all;  // last_step: every step's output
 };
 
 Int8Runner::Int8Runner() = default;
@@ -70,7 +79,10 @@ Int8Runner& Int8Runner::operator=(Int8Runner&&) noexcept = default;
 Status Int8Runner::load(const SafeTensors& file, Int8Runner* out, std::string* error) {
   std::unique_ptr<Impl> impl(new Impl);
   const Status s = load_int8_stack(file, &impl->stack, error);
-  if (s == Status::ok) out->impl_ = std::move(impl);
+  if (s != Status::ok) return s;
+  std::string why;
+  impl->planned = int8_stack_spec(impl->stack, &impl->spec, &impl->canonical, &impl->last_step, &why, true) == Status::ok;
+  out->impl_ = std::move(impl);
   return s;
 }
 
@@ -103,12 +115,60 @@ std::size_t Int8Runner::embed_ids(std::size_t n, const std::int64_t* ids, std::i
 
 void Int8Runner::run(int batch, int seq_len, const std::int8_t* x, std::int8_t* y, const std::int8_t* h0,
                      const std::int16_t* c0, std::int8_t* hn, std::int16_t* cn) const {
+  Impl& m = *impl_;
+  if (m.planned && batch > 0 && seq_len > 0 && (batch > m.max_batch || seq_len > m.max_seq)) {
+    std::string unused;
+    if (const_cast<Int8Runner*>(this)->plan(batch, seq_len, m.threads, &unused) != Status::ok) m.planned = false;
+  }
+  if (m.planned && batch > 0 && seq_len > 0) {
+    const int W = stack_output_size(m.spec);
+    ForwardArgs a;
+    a.batch = batch;
+    a.seq_len = seq_len;
+    a.layout = Layout::batch_major;
+    a.x = x;
+    a.h0 = h0;
+    a.c0 = c0;
+    a.hy = hn;
+    a.cy = cn;
+    if (m.last_step) m.y_all.resize(static_cast<std::size_t>(batch) * seq_len * W);
+    a.y = m.last_step ? m.y_all.data() : y;
+    m.model.forward(a);  // the arguments are the plan's: it cannot fail
+    if (m.last_step) {  // each direction's last output: the forward one's at T−1, the reverse one's at 0
+      const LayerSpec& last = m.spec.layers[m.spec.num_layers - 1];
+      const std::size_t H = static_cast<std::size_t>(last.hidden_size), Ws = static_cast<std::size_t>(W);
+      for (std::size_t b = 0; b < static_cast<std::size_t>(batch); ++b) {
+        const std::int8_t* row = m.y_all.data() + b * static_cast<std::size_t>(seq_len) * Ws;
+        std::memcpy(y + b * Ws, row + (static_cast<std::size_t>(seq_len) - 1) * Ws, H);
+        if (num_directions(last) == 2) std::memcpy(y + b * Ws + H, row + H, H);
+      }
+    }
+    return;
+  }
   Int8States st;
   st.h0 = h0;
   st.c0 = c0;
   st.hn = hn;
   st.cn = cn;
   run_int8_stack(impl_->stack, batch, seq_len, x, y, st);
+}
+
+Status Int8Runner::plan(int batch, int seq_len, int threads, std::string* error) {
+  Impl& m = *impl_;
+  m.threads = threads;
+  if (!m.planned) return Status::ok;
+  PlanOptions opt;
+  opt.max_batch = batch;
+  opt.max_seq_len = seq_len;
+  opt.threads = threads;
+  const Status s = Model::create(m.spec, opt, m.canonical.data(), &m.model);
+  if (s != Status::ok) {
+    *error = last_error_detail();
+    return s;
+  }
+  m.max_batch = batch;
+  m.max_seq = seq_len;
+  return Status::ok;
 }
 
 std::vector<std::string> Int8Runner::describe() const {
@@ -159,6 +219,10 @@ std::string Int8Runner::describe_embedding() const {
 }
 
 std::string Int8Runner::kernel_names() const {
+  if (impl_->planned && impl_->max_batch > 0) {  // the plan's: the dot kernel under max_isa, and the step's
+    const Plan& p = impl_->model.plan();
+    return std::string(p.kernel_name()) + " + " + step_name(q8::int8_best_step_kernels(p.options().max_isa));
+  }
   // Every layer is prepared alike (the best kernels of the process), so the first one's say it.
   const q8::Int8LstmParams& p = impl_->stack.layers.front()->params;
   const std::string dot = p.layout == q8::Int8WeightLayout::row_major ? dot_name(p.dot) : std::string("interleaved panels");
@@ -169,21 +233,13 @@ std::string Int8Runner::kernel_names() const {
 
 namespace {
 
-// One layer: its int8 weights and biases, the prepared parameters and the effective biases.
-struct BenchLayer {
-  std::vector<std::int8_t> w[q8::kGates], r[q8::kGates];
-  std::vector<std::int32_t> b[q8::kGates], storage;
-  q8::Int8LstmParams p;
-};
-
 // The quantization of a Keras LSTM converted with a cell clip (scales of 1/128 for the int8
 // tensors, the weights' range [−1, 1] in 127 steps, the cell at 2^-11 with a clip of 10).
-q8::Int8LstmQuantization keras_like_quantization() {
-  q8::Int8LstmQuantization q;
-  q.input_scale = q.state_scale = q.hidden_scale = 1.0f / 128;
-  q.input_zp = 3;
-  q.state_zp = q.hidden_zp = -2;
+Int8LstmQuant keras_like_quantization() {
+  Int8LstmQuant q;
   for (int g = 0; g < q8::kGates; ++g) q.w_scale[g] = q.r_scale[g] = 1.0f / 127;
+  q.state.scale = q.hidden.scale = 1.0f / 128;
+  q.state.zero_point = q.hidden.zero_point = -2;
   q.cell_scale = 1.0f / 2048;
   q.cell_clip = 10.0f;
   return q;
@@ -191,12 +247,13 @@ q8::Int8LstmQuantization keras_like_quantization() {
 
 }  // namespace
 
+// The stack as an int8 StackSpec run by a Model (the library's one int8 executor).
 struct Int8Bench::Impl {
   Int8BenchShape shape;
-  q8::Int8LstmQuantization q;
-  std::vector<BenchLayer> layers;
-  std::vector<std::int8_t> x, y[2], h, scratch;
-  std::vector<std::int16_t> c;
+  StackSpec spec;
+  std::vector<unsigned char> canonical;
+  Model model;
+  std::vector<std::int8_t> x, y;
   std::string kernels;
 };
 
@@ -208,70 +265,69 @@ Int8Bench& Int8Bench::operator=(Int8Bench&&) noexcept = default;
 Status Int8Bench::create(const Int8BenchShape& s, Int8Bench* out, std::string* error) {
   std::unique_ptr<Impl> m(new Impl);
   m->shape = s;
-  m->q = keras_like_quantization();
-  const int I = s.input, H = s.hidden;
+  StackSpec& sp = m->spec;
+  sp.dtype = DType::i8;
+  sp.input_size = s.input;
+  sp.input_quant.scale = 1.0f / 128;
+  sp.input_quant.zero_point = 3;
+  sp.num_layers = s.layers;
+  for (int l = 0; l < s.layers && l < kMaxLayers; ++l) {
+    sp.layers[l].hidden_size = s.hidden;
+    sp.layers[l].int8[0] = keras_like_quantization();
+  }
+  Status st = validate(sp);
+  if (st != Status::ok) {
+    *error = std::string("int8 LSTM: ") + last_error_detail();
+    return st;
+  }
   std::uint64_t state = 12345;
   auto next_byte = [&state]() {  // small LCG: benchmark data only needs to be non-degenerate
     state = state * 6364136223846793005ull + 1442695040888963407ull;
     return static_cast<std::int8_t>(static_cast<int>((state >> 33) % 255) - 127);
   };
-  m->layers.resize(static_cast<std::size_t>(s.layers));
+  m->canonical.assign(static_cast<std::size_t>(param_count(sp)), 0);
+  unsigned char* c = m->canonical.data();
   for (int l = 0; l < s.layers; ++l) {
-    BenchLayer& ly = m->layers[static_cast<std::size_t>(l)];
-    const int in = l == 0 ? I : H;
-    const std::int8_t* w[q8::kGates];
-    const std::int8_t* r[q8::kGates];
-    const std::int32_t* b[q8::kGates];
-    for (int g = 0; g < q8::kGates; ++g) {
-      ly.w[g].resize(static_cast<std::size_t>(H) * static_cast<std::size_t>(in));
-      ly.r[g].resize(static_cast<std::size_t>(H) * static_cast<std::size_t>(H));
-      ly.b[g].resize(static_cast<std::size_t>(H));
-      for (std::int8_t& v : ly.w[g]) v = next_byte();
-      for (std::int8_t& v : ly.r[g]) v = next_byte();
-      for (std::int32_t& v : ly.b[g]) v = 64 * next_byte();
-      w[g] = ly.w[g].data();
-      r[g] = ly.r[g].data();
-      b[g] = ly.b[g].data();
-    }
-    ly.storage.resize(q8::int8_lstm_storage_words(m->q, H));
-    const Status st = q8::int8_lstm_prepare(m->q, in, H, w, r, b, ly.storage.data(), ly.storage.size(), &ly.p);
-    if (st != Status::ok) {
-      *error = std::string("int8 LSTM: ") + last_error_detail();
-      return st;
-    }
-    if (s.reference) {  // the portable kernels (the DSP one where the build is for ARM) and the scalar rest
-      ly.p.dot = q8::int8_best_dot_kernel(Isa::none).fn;
-      ly.p.gate_activations = nullptr;
-      ly.p.cell_update = nullptr;
+    const std::size_t H = static_cast<std::size_t>(s.hidden), in = static_cast<std::size_t>(l == 0 ? s.input : s.hidden);
+    auto* w = reinterpret_cast<std::int8_t*>(c + canonical_offset(sp, l, 0, ParamKind::input_weight, 0));
+    auto* r = reinterpret_cast<std::int8_t*>(c + canonical_offset(sp, l, 0, ParamKind::recurrent_weight, 0));
+    for (std::size_t i = 0; i < 4 * H * in; ++i) w[i] = next_byte();
+    for (std::size_t i = 0; i < 4 * H * H; ++i) r[i] = next_byte();
+    for (std::size_t i = 0; i < 4 * H; ++i) {
+      const std::int32_t b = 64 * next_byte();
+      std::memcpy(c + canonical_offset(sp, l, 0, ParamKind::input_bias, 0) + 4 * i, &b, 4);
     }
   }
-  const q8::StepKernels* step = s.reference ? nullptr : q8::int8_best_step_kernels();
-  m->kernels = std::string(s.reference ? q8::int8_best_dot_kernel(Isa::none).name : q8::int8_best_dot_kernel().name) +
-               " + " + step_name(step);
+  PlanOptions opt;
+  opt.max_batch = s.batch;
+  opt.max_seq_len = s.seq;
+  opt.threads = s.threads;
+  opt.backend = s.reference ? Backend::reference : Backend::auto_select;  // reference: the portable kernels
+  st = Model::create(sp, opt, m->canonical.data(), &m->model);
+  if (st != Status::ok) {
+    *error = std::string("int8 LSTM: ") + last_error_detail();
+    return st;
+  }
+  const Plan& plan = m->model.plan();
+  m->kernels = std::string(plan.kernel_name()) + " + " +
+               step_name(s.reference ? nullptr : q8::int8_best_step_kernels(plan.options().max_isa));
   const std::size_t rows = static_cast<std::size_t>(s.batch) * static_cast<std::size_t>(s.seq);
-  m->x.resize(rows * static_cast<std::size_t>(I));
+  m->x.resize(rows * static_cast<std::size_t>(s.input));
   for (std::int8_t& v : m->x) v = next_byte();
-  for (std::vector<std::int8_t>& v : m->y) v.resize(rows * static_cast<std::size_t>(H));
-  m->h.resize(static_cast<std::size_t>(s.batch) * static_cast<std::size_t>(H));
-  m->c.resize(m->h.size());
-  m->scratch.resize(q8::int8_lstm_scratch_bytes(m->layers[0].p));
+  m->y.resize(rows * static_cast<std::size_t>(s.hidden));
   out->impl_ = std::move(m);
   return Status::ok;
 }
 
 Status Int8Bench::forward() {
   Impl& m = *impl_;
-  const std::int8_t* in = m.x.data();
-  for (int l = 0; l < m.shape.layers; ++l) {
-    std::fill(m.h.begin(), m.h.end(), static_cast<std::int8_t>(m.q.state_zp));
-    std::fill(m.c.begin(), m.c.end(), std::int16_t{0});
-    std::int8_t* out = m.y[l % 2].data();
-    const Status s = q8::int8_lstm_sequence(m.layers[static_cast<std::size_t>(l)].p, m.shape.batch, m.shape.seq, in, out,
-                                            m.h.data(), m.c.data(), m.scratch.data(), m.scratch.size());
-    if (s != Status::ok) return s;
-    in = out;
-  }
-  return Status::ok;
+  ForwardArgs a;  // batch-major, as LiteRT's op; every layer from LiteRT's fresh state
+  a.batch = m.shape.batch;
+  a.seq_len = m.shape.seq;
+  a.layout = Layout::batch_major;
+  a.x = m.x.data();
+  a.y = m.y.data();
+  return m.model.forward(a);
 }
 
 double Int8Bench::ops() const {

@@ -198,6 +198,8 @@ Status load_merge(const SafeTensors& file, const std::string& prefix, Int8Model*
   if (!m.f32("merge.fw_scale", &fw.scale) || !m.i32("merge.fw_zp", -128, 127, &fw.zero_point) ||
       !m.f32("merge.bw_scale", &bw.scale) || !m.i32("merge.bw_zp", -128, 127, &bw.zero_point))
     return Status::format;
+  out->merge_fw = fw;
+  out->merge_bw = bw;
   Status s = Status::ok;
   if (out->merge == Int8Model::Merge::mul) {
     s = q8::int8_mul_prepare(fw, bw, result, &out->merge_mul);
@@ -211,6 +213,8 @@ Status load_merge(const SafeTensors& file, const std::string& prefix, Int8Model*
         !m.i32("merge.half_zp", -128, 127, &half.zero_point))
       return Status::format;
     out->merge_half = static_cast<std::int8_t>(half_value);
+    out->merge_sum = sum;
+    out->merge_half_quant = half;
     s = q8::int8_add_prepare(fw, bw, sum, &out->merge_add);
     if (s == Status::ok) s = q8::int8_mul_prepare(sum, half, result, &out->merge_mul);
   }
@@ -406,6 +410,8 @@ Status load_softmax(const SafeTensors& file, Int8Stack* out, std::string* error)
   }
   out->softmax_input_scale = in_scale;
   out->softmax_input_zp = in_zp;
+  out->softmax_output_scale = out_scale;
+  out->softmax_output_zp = out_zp;
   if (q8::int8_softmax_prepare(in_scale, out->softmax_beta, out_scale, out_zp, &out->softmax) != Status::ok) {
     *error = file.path + " (softmax): " + last_error_detail();
     return Status::invalid_size;
@@ -502,6 +508,141 @@ Status load_int8_stack(const SafeTensors& file, Int8Stack* out, std::string* err
     }
   }
   return load_softmax(file, out, error);
+}
+
+namespace {
+
+QuantParams qp(float scale, std::int32_t zp) {
+  QuantParams q;
+  q.scale = scale;
+  q.zero_point = zp;
+  return q;
+}
+
+Int8LstmQuant lstm_quant(const Int8Model& m) {
+  Int8LstmQuant q;
+  for (int g = 0; g < q8::kGates; ++g) {
+    q.w_scale[g] = m.q.w_scale[g];
+    q.r_scale[g] = m.q.r_scale[g];
+  }
+  q.per_channel = q8::int8_lstm_per_channel(m.q);
+  q.state = qp(m.q.state_scale, m.q.state_zp);
+  q.hidden = qp(m.q.hidden_scale, m.q.hidden_zp);
+  q.cell_scale = m.q.cell_scale;
+  q.cell_clip = m.q.cell_clip;
+  return q;
+}
+
+// One direction's tensors into the canonical bytes.
+void put_direction(const StackSpec& spec, int l, int d, const Int8Model& m, unsigned char* c) {
+  for (int g = 0; g < q8::kGates; ++g) {
+    std::memcpy(c + canonical_offset(spec, l, d, ParamKind::input_weight, g), m.w[g].data(), m.w[g].size());
+    std::memcpy(c + canonical_offset(spec, l, d, ParamKind::recurrent_weight, g), m.r[g].data(), m.r[g].size());
+    std::memcpy(c + canonical_offset(spec, l, d, ParamKind::input_bias, g), m.b[g].data(), 4 * m.b[g].size());
+    if (!q8::int8_lstm_per_channel(m.q)) continue;
+    std::memcpy(c + canonical_offset(spec, l, d, ParamKind::weight_scale, g), m.w_scales[g].data(), 4 * m.w_scales[g].size());
+    std::memcpy(c + canonical_offset(spec, l, d, ParamKind::weight_scale, 4 + g), m.r_scales[g].data(),
+                4 * m.r_scales[g].size());
+  }
+}
+
+// The head (at most one Dense layer, then a softmax) into the spec.
+Status head_spec(const Int8Stack& s, StackSpec* spec, std::string* error) {
+  DenseSpec& h = spec->head;
+  if (s.dense.empty()) {
+    if (!s.has_softmax) return Status::ok;
+    *error = "a softmax without a Dense layer before it is not a StackSpec head yet";
+    return Status::unsupported;
+  }
+  if (s.dense.size() > 1) {
+    *error = std::to_string(s.dense.size()) + " Dense layers: a StackSpec holds one head yet";
+    return Status::unsupported;
+  }
+  const Int8Dense& d = *s.dense[0];
+  if (s.has_softmax && (d.has_table || d.q.relu)) {
+    *error = "a softmax after an activated Dense layer: a StackSpec head has one activation";
+    return Status::unsupported;
+  }
+  h.out_features = d.out_size;
+  h.last_step_only = !s.return_sequences;
+  h.activation = d.has_table ? (d.table_function == q8::TableActivation::sigmoid ? Activation::sigmoid : Activation::tanh)
+                 : d.q.relu  ? Activation::relu
+                 : s.has_softmax ? Activation::softmax
+                                 : Activation::none;
+  h.int8_per_channel = d.w_scales.size() > 1;
+  h.int8_w_scale = d.w_scales.size() == 1 ? d.w_scales[0] : 0.0f;
+  h.int8_linear = qp(d.q.output_scale, d.q.output_zp);
+  if (d.has_table) h.int8_output = qp(d.table_output_scale, d.table_output_zp);
+  if (s.has_softmax) {
+    h.int8_output = qp(s.softmax_output_scale, s.softmax_output_zp);
+    h.int8_softmax_beta = s.softmax_beta;
+  }
+  return Status::ok;
+}
+
+}  // namespace
+
+Status int8_stack_spec(const Int8Stack& s, StackSpec* spec, std::vector<unsigned char>* canonical, bool* last_step,
+                       std::string* error, bool rows_in) {
+  *spec = StackSpec();
+  *last_step = false;
+  if (s.layers.empty() || s.layers.size() > static_cast<std::size_t>(kMaxLayers)) {
+    *error = std::to_string(s.layers.size()) + " layers (1.." + std::to_string(kMaxLayers) + ")";
+    return Status::unsupported;
+  }
+  spec->dtype = DType::i8;
+  spec->num_layers = static_cast<int>(s.layers.size());
+  const Int8Model& first = *s.layers[0];
+  spec->input_size = s.has_embedding ? s.embed_dim : first.input_size;
+  spec->input_quant = qp(first.q.input_scale, first.q.input_zp);
+  spec->float_input = s.float_input && !rows_in;
+  spec->float_output = s.float_output && !rows_in;
+  spec->reverse_input = s.reverse_input && !rows_in;  // rows_in: the caller reads the steps in the file's order
+  if (s.has_embedding && !rows_in) spec->embedding.vocab_size = s.vocab;
+  for (int l = 0; l < spec->num_layers; ++l) {
+    const Int8Model& m = *s.layers[l];
+    LayerSpec& ls = spec->layers[l];
+    ls.mode = Mode::lstm;
+    ls.hidden_size = m.hidden_size;
+    ls.int8[0] = lstm_quant(m);
+    if (!m.backward) continue;
+    if (m.backward->hidden_size != m.hidden_size) {
+      *error = "layer " + std::to_string(l) + ": directions of widths " + std::to_string(m.hidden_size) + " and " +
+               std::to_string(m.backward->hidden_size) + " (a StackSpec layer has one hidden_size)";
+      return Status::unsupported;
+    }
+    ls.direction = Direction::bidirectional;
+    ls.int8[1] = lstm_quant(*m.backward);
+    ls.int8_output = qp(m.output_scale, m.output_zp);
+    ls.merge.mode = static_cast<MergeMode>(static_cast<int>(m.merge));
+    ls.merge.fw = qp(m.merge_fw.scale, m.merge_fw.zero_point);
+    ls.merge.bw = qp(m.merge_bw.scale, m.merge_bw.zero_point);
+    ls.merge.sum = qp(m.merge_sum.scale, m.merge_sum.zero_point);
+    ls.merge.half = qp(m.merge_half_quant.scale, m.merge_half_quant.zero_point);
+    ls.merge.half_value = m.merge_half;
+  }
+  Status st = head_spec(s, spec, error);
+  if (st != Status::ok) return st;
+  *last_step = !s.return_sequences && s.dense.empty();
+  if ((st = validate(*spec)) != Status::ok) {
+    *error = last_error_detail();
+    return st;
+  }
+  canonical->assign(static_cast<std::size_t>(param_count(*spec)), 0);
+  unsigned char* c = canonical->data();
+  for (int l = 0; l < spec->num_layers; ++l) {
+    put_direction(*spec, l, 0, *s.layers[l], c);
+    if (s.layers[l]->backward) put_direction(*spec, l, 1, *s.layers[l]->backward, c);
+  }
+  if (spec->embedding.vocab_size > 0)
+    std::memcpy(c + canonical_offset(*spec, 0, 0, ParamKind::embedding, 0), s.table.data(), s.table.size());
+  if (!s.dense.empty()) {
+    const Int8Dense& d = *s.dense[0];
+    std::memcpy(c + canonical_offset(*spec, 0, 0, ParamKind::dense_weight, 0), d.w.data(), d.w.size());
+    std::memcpy(c + canonical_offset(*spec, 0, 0, ParamKind::dense_bias, 0), d.b.data(), 4 * d.b.size());
+    std::memcpy(c + canonical_offset(*spec, -1, 0, ParamKind::weight_scale, 0), d.w_scales.data(), 4 * d.w_scales.size());
+  }
+  return Status::ok;
 }
 
 std::size_t embed_ids(const Int8Stack& s, std::size_t n, const std::int64_t* ids, std::int8_t* x) {

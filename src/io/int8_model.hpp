@@ -49,6 +49,8 @@ struct Int8Model {
   q8::Int8AddParams merge_add{};  ///< sum, ave: forward + backward
   q8::Int8MulParams merge_mul{};  ///< mul: forward · backward; ave: the sum · merge_half
   std::int8_t merge_half = 0;   ///< ave: the MUL's constant operand (0.5 in its quantization)
+  /// The merge's quantization as the file states it (operands; ave: the sum and the constant).
+  q8::Int8Quant merge_fw{}, merge_bw{}, merge_sum{}, merge_half_quant{};
   /// The layer's int8 output as the next layer reads it: the output state's quantization, or for
   /// a bidirectional layer the CONCATENATION's or the merge's (metadata l<k>.output_scale/zp):
   /// LiteRT's integer LSTM copies its output state to its output without requantizing, and the
@@ -104,6 +106,8 @@ struct Int8Stack {
   float softmax_beta = 1.0f;
   float softmax_input_scale = 0.0f;
   std::int32_t softmax_input_zp = 0;
+  float softmax_output_scale = 0.0f;
+  std::int32_t softmax_output_zp = 0;
   q8::Int8SoftmaxParams softmax;
   /// A Keras Embedding first (metadata embedding=1, graph_input=token_ids; "embedding." keys): the
   /// model's input is token ids [B, T], each replaced by its row of `table` -- LiteRT's GATHER, a
@@ -122,6 +126,17 @@ struct Int8Stack {
     return false;
   }
 };
+
+/// The stack as a StackSpec of dtype i8 and its canonical bytes (param_count of it), for Plan and
+/// Model. Refuses (unsupported, one line in *error) what a StackSpec does not hold yet: more than
+/// one Dense layer, a softmax without a Dense layer or after an activated one, and
+/// bidirectional layers whose directions differ in width. `last_step`: set when the file's model
+/// outputs the last step only without a Dense layer (the plan then returns every step; the caller
+/// takes step T−1 of the forward direction and step 0 of the reverse one). `rows_in`: the caller
+/// gives int8 rows (the embedding's, or its input already quantized) and takes int8 output: the spec
+/// then has no embedding and no float input or output.
+Status int8_stack_spec(const Int8Stack& s, StackSpec* spec, std::vector<unsigned char>* canonical, bool* last_step,
+                       std::string* error, bool rows_in = false);
 
 /// Layers of an int8 model file: its metadata 'layers', 1 when absent.
 int int8_layer_count(const SafeTensors& file);

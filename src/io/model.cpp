@@ -1,6 +1,9 @@
 // Inference of a model's spec from a safetensors file, and import into the canonical layout.
 #include "rnncore/io/model.hpp"
 
+#include "rnncore/io/int8_file.hpp"
+#include "src/io/int8_model.hpp"
+
 #include "rnncore/io/stack_config.hpp"
 
 #include <cctype>
@@ -755,6 +758,52 @@ Status attach_ends(const io::SafeTensors& file, const ModelHints& hints, Inspect
 
 }  // namespace
 
+namespace {
+
+// An integer LSTM model file (format tflite_int8): the stack as a StackSpec of dtype i8 and the
+// file's tensors as its canonical bytes (io::int8_stack_spec). Hints for float files do not apply.
+Status load_int8_weights(const io::SafeTensors& file, const ModelHints& hints, const StackSpec* config,
+                         LoadedModel* out, std::string* error) {
+  const bool hinted = !hints.prefix.empty() || !hints.mode.empty() || !hints.gru.empty() || !hints.input_mode.empty() ||
+                      !hints.forget_bias.empty() || !hints.head_activation.empty() || !hints.head_last_step.empty() ||
+                      (!hints.format.empty() && hints.format != "tflite_int8") || hints.dtype != DType::f32;
+  if (config != nullptr || hinted) {
+    *error = file.path + ": an int8 LSTM model (format tflite_int8) states its layers, quantization and head itself: "
+                         "--config, --format, --prefix, --mode, --gru, --input-mode, --forget-bias, --head-* and --dtype "
+                         "do not apply";
+    return Status::unsupported;
+  }
+  Int8Stack stack;
+  Status s = load_int8_stack(file, &stack, error);
+  if (s != Status::ok) return s;
+  bool last_step = false;
+  std::string why;
+  s = int8_stack_spec(stack, &out->stack, &out->canonical, &last_step, &why);
+  if (s != Status::ok) {
+    *error = file.path + ": " + why;
+    return s;
+  }
+  out->format = WeightFormat::canonical;
+  out->prefix.clear();
+  out->spec = RnnSpec();
+  out->spec.input_size = out->stack.input_size;
+  out->spec.hidden_size = out->stack.layers[0].hidden_size;
+  out->spec.num_layers = out->stack.num_layers;
+  out->spec.direction = out->stack.layers[0].direction;
+  out->notes.push_back("int8 LSTM model (tflite_int8, LiteRT's 8x8_16 integer LSTM): x " +
+                       std::string(out->stack.embedding.vocab_size > 0 ? "int32 token ids"
+                                   : out->stack.float_input               ? "float32 (quantized as LiteRT's QUANTIZE)"
+                                                                          : "int8") +
+                       ", y " + (out->stack.float_output ? "float32 (dequantized)" : "int8") +
+                       ", h int8 and c int16 states");
+  if (last_step)
+    out->notes.push_back("the model outputs its last step only: y holds every step (the forward direction's last "
+                         "output is step T-1's, a reverse direction's step 0's)");
+  return Status::ok;
+}
+
+}  // namespace
+
 Status load_weights(const std::string& path, const ModelHints& hints, const StackSpec* config, LoadedModel* out,
                     std::string* error) {
   io::SafeTensors file;
@@ -764,6 +813,7 @@ Status load_weights(const std::string& path, const ModelHints& hints, const Stac
     if (error->empty()) *error = path + ": " + rnncore_status_message(rs);
     return static_cast<Status>(rs);
   }
+  if (is_int8_model(file)) return load_int8_weights(file, hints, config, out, error);
   Inspector in(file, error);
   auto fail = [&](Status s, const std::string& what) {
     in.fail(what);

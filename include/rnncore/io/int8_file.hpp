@@ -72,6 +72,11 @@ class Int8Runner {
   /// or the position of the first id outside [0, vocab).
   std::size_t embed_ids(std::size_t n, const std::int64_t* ids, std::int8_t* x) const;
 
+  /// Plans the model's Model for `batch` rows, `seq_len` steps and `threads` threads (run() plans
+  /// itself for larger calls, on the threads last given); files a StackSpec does not hold run on
+  /// one thread. Errors: the plan's, one line in *error.
+  Status plan(int batch, int seq_len, int threads, std::string* error);
+
   /// Runs the model on x int8 [B, T, I] (batch-major; steps in the file's order: reverse them
   /// first where reverse_input()), y int8 [B, T, out] or [B, out]. States (each may be null): h
   /// int8 and c int16, state_elements(batch) each; null h0 / c0 start as LiteRT's do.
@@ -96,10 +101,12 @@ class Int8Runner {
 struct Int8BenchShape {
   int seq = 0, batch = 0, input = 0, hidden = 0, layers = 0;
   bool reference = false;  ///< the portable kernels and the step's scalar code
+  int threads = 1;         ///< the plan's threads (batch rows split over them)
 };
 
 /// A stack of integer LSTM layers on random weights with the quantization of a Keras conversion
-/// with a cell clip (layer l > 0 takes the H outputs of layer l − 1), to time. Movable.
+/// with a cell clip (layer l > 0 takes the H outputs of layer l − 1), to time: an int8 StackSpec
+/// run by a Model. Movable.
 class Int8Bench {
  public:
   Int8Bench();

@@ -1,0 +1,598 @@
+// The integer backend: a StackSpec of dtype i8 (integer LSTM layers, optionally an int8 Embedding
+// first and an int8 Dense head last) planned, packed and run on the q8 core, bit for bit what the
+// core's own functions give (src/internal/int8_layer.hpp; docs/architecture.md).
+//
+// Planning picks the matrix-vector and step kernels under PlanOptions::max_isa and lays out the
+// packed buffer and workspace. pack_weights runs the q8 prepare functions into the packed buffer
+// and stores each prepared parameter block with its pointers as offsets (so the buffer may move);
+// forward rebuilds them on the stack. A run is row-parallel: every batch row goes through the
+// whole stack independently, so each of the plan's threads takes a block of rows from the input
+// to the output, with no barrier.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "src/internal/arena.hpp"
+#include "src/internal/backend.hpp"
+#include "src/internal/error.hpp"
+#include "src/internal/int8_activations.hpp"
+#include "src/internal/int8_dense.hpp"
+#include "src/internal/int8_elementwise.hpp"
+#include "src/internal/int8_layer.hpp"
+#include "src/internal/int8_lstm.hpp"
+#include "src/internal/plan_impl.hpp"
+#include "src/internal/spec_internal.hpp"
+#include "src/internal/thread_pool.hpp"
+
+namespace rnncore {
+namespace detail {
+
+namespace {
+
+// A prepared LSTM direction as the packed buffer holds it: the parameters with null pointers,
+// and each pointer as an offset from the buffer's start (0: null).
+struct PackedLstm {
+  q8::Int8LstmParams params;
+  std::uint64_t w[q8::kGates], r[q8::kGates], x_bias[q8::kGates], h_bias[q8::kGates], x_rows[q8::kGates],
+      h_rows[q8::kGates];
+};
+struct PackedDense {
+  q8::Int8DenseParams params;
+  std::uint64_t w, bias, scale;
+};
+
+template <class T>
+std::uint64_t offset_of(const T* ptr, const unsigned char* base) {
+  return ptr == nullptr ? 0 : static_cast<std::uint64_t>(reinterpret_cast<const unsigned char*>(ptr) - base);
+}
+template <class T>
+const T* at(const unsigned char* base, std::uint64_t off) {
+  return off == 0 ? nullptr : reinterpret_cast<const T*>(base + off);
+}
+
+q8::Int8Quant quant(const QuantParams& q) { return q8::Int8Quant{q.scale, q.zero_point}; }
+
+// The quantization of what the head writes, or of the last layer's output.
+QuantParams stack_output_quant(const StackSpec& st) {
+  const DenseSpec& h = st.head;
+  if (h.out_features == 0) return int8_layer_output(st.layers[st.num_layers - 1]);
+  return h.activation == Activation::sigmoid || h.activation == Activation::tanh || h.activation == Activation::softmax
+             ? h.int8_output
+             : h.int8_linear;
+}
+
+bool merged(const LayerSpec& ls) { return num_directions(ls) == 2 && ls.merge.mode != MergeMode::concat; }
+
+}  // namespace
+
+// ---- Planning ----
+
+Status int8_choose_kernels(Isa cap, PlanImpl* p) {
+  const q8::DotRowsKernel dot = q8::int8_best_dot_kernel(cap);
+  const q8::StepKernels* step = q8::int8_best_step_kernels(cap);
+  p->i8.dot = dot.fn;
+  p->i8.gate = step != nullptr ? step->gate : nullptr;
+  p->i8.cell = step != nullptr ? step->cell : nullptr;
+  p->isa = dot.isa;
+  std::size_t n = 0;
+  for (const char* c = dot.name; *c != '\0' && n + 1 < sizeof p->kernel_name; ++c) p->kernel_name[n++] = *c;
+  p->kernel_name[n] = '\0';
+  // The merges need no weights: prepared here, so a bad quantization fails at plan time.
+  const StackSpec& st = p->stack;
+  for (int l = 0; l < st.num_layers; ++l) {
+    const LayerSpec& ls = st.layers[l];
+    if (!merged(ls)) continue;
+    const Int8Merge& m = ls.merge;
+    Status s = Status::ok;
+    if (m.mode == MergeMode::mul) {
+      s = q8::int8_mul_prepare(quant(m.fw), quant(m.bw), quant(ls.int8_output), &p->i8.merge_mul[l]);
+    } else if (m.mode == MergeMode::sum) {
+      s = q8::int8_add_prepare(quant(m.fw), quant(m.bw), quant(ls.int8_output), &p->i8.merge_add[l]);
+    } else {
+      s = q8::int8_add_prepare(quant(m.fw), quant(m.bw), quant(m.sum), &p->i8.merge_add[l]);
+      if (s == Status::ok) s = q8::int8_mul_prepare(quant(m.sum), quant(m.half), quant(ls.int8_output), &p->i8.merge_mul[l]);
+    }
+    RNNCORE_ENSURE(s == Status::ok, s, "layers[%d].merge: %s", l, last_error_detail());
+  }
+  return Status::ok;
+}
+
+namespace {
+
+Status layout_int8(PlanImpl* p, const GpuPlanner&) {
+  const StackSpec& st = p->stack;
+  Int8Plan& q = p->i8;
+  const std::uint64_t B = p->options.max_batch, T = p->options.max_seq_len;
+  Arena pk(kPackedHeaderBytes);
+  std::int32_t max_w = st.input_size;
+  for (int l = 0; l < st.num_layers; ++l) {
+    const LayerSpec& ls = st.layers[l];
+    const std::uint64_t H = ls.hidden_size, I = layer_input_size(st, l);
+    q.max_hidden = std::max(q.max_hidden, ls.hidden_size);
+    max_w = std::max(max_w, layer_output_width(ls));
+    for (int d = 0; d < num_directions(ls); ++d) {
+      Int8DirPack& dp = q.dir[l][d];
+      dp.params = pk.take(1, sizeof(PackedLstm));
+      dp.w = pk.take(4 * H * I, 1);
+      dp.r = pk.take(4 * H * H, 1);
+      dp.storage = pk.take((ls.int8[d].per_channel ? 24 : 8) * H, 4);  // q8::int8_lstm_storage_words
+    }
+  }
+  const std::uint64_t F = st.head.out_features, D = static_cast<std::uint64_t>(head_input_size(st));
+  if (st.embedding.vocab_size > 0) q.table = pk.take(static_cast<std::uint64_t>(st.embedding.vocab_size) * st.input_size, 1);
+  if (F > 0) {
+    q.head_params = pk.take(1, sizeof(PackedDense));
+    q.head_w = pk.take(F * D, 1);
+    q.head_bias = pk.take(F, 4);
+    q.head_scale = pk.take(F, 4);
+    if (st.head.activation == Activation::sigmoid || st.head.activation == Activation::tanh) q.head_lut = pk.take(256, 1);
+    if (st.head.activation == Activation::softmax) q.softmax = pk.take(1, sizeof(rnncore_int8_softmax));
+  }
+  p->packed_bytes = pk.size();
+  q.max_width = max_w;
+
+  Arena ws(0);
+  const std::uint64_t W = static_cast<std::uint64_t>(max_w), Hm = static_cast<std::uint64_t>(q.max_hidden);
+  if (st.embedding.vocab_size > 0 || st.float_input) q.x = ws.take(T * B * st.input_size, 1);
+  q.out[0] = ws.take(T * B * W, 1);
+  if (st.num_layers > 1) q.out[1] = ws.take(T * B * W, 1);
+  bool any_merge = false;
+  for (int l = 0; l < st.num_layers; ++l) any_merge = any_merge || merged(st.layers[l]);
+  if (any_merge) {
+    q.dir_out[0] = ws.take(T * B * Hm, 1);
+    q.dir_out[1] = ws.take(T * B * Hm, 1);
+  }
+  if (F > 0) {
+    const std::uint64_t rows = st.head.last_step_only ? B : T * B;
+    if (st.head.last_step_only) q.head_rows = ws.take(B * D, 1);
+    q.head_a = ws.take(rows * F, 1);
+    q.head_b = ws.take(rows * F, 1);
+  }
+  for (int d = 0; d < 2; ++d) {
+    q.h[d] = ws.take(B * Hm, 1);
+    q.c[d] = ws.take(B * Hm, 2);
+  }
+  const int threads = p->options.threads;
+  q.scratch_stride = static_cast<std::size_t>(round_up(static_cast<std::int64_t>(q8::int8_lstm_scratch_bytes(q.max_hidden)),
+                                                       static_cast<std::int64_t>(kAlignment)));
+  q.scratch = ws.take(static_cast<std::uint64_t>(threads) * q.scratch_stride, 1);
+  p->ws.total = ws.size();
+  if (pk.overflow() || ws.overflow()) p->ws.total = ~std::size_t{0};
+  return Status::ok;
+}
+
+void layout_training_int8(PlanImpl*) {}  // Plan::create refuses training for integer stacks
+
+// ---- Packing ----
+
+q8::Int8LstmQuantization lstm_quantization(const StackSpec& st, int l, int d, const unsigned char* canonical) {
+  const Int8LstmQuant& s = st.layers[l].int8[d];
+  const QuantParams in = int8_layer_input(st, l);
+  q8::Int8LstmQuantization q;
+  q.input_scale = in.scale;
+  q.input_zp = in.zero_point;
+  for (int g = 0; g < q8::kGates; ++g) {
+    q.w_scale[g] = s.w_scale[g];
+    q.r_scale[g] = s.r_scale[g];
+    if (s.per_channel) {
+      q.w_scales[g] = reinterpret_cast<const float*>(canonical + canonical_offset(st, l, d, ParamKind::weight_scale, g));
+      q.r_scales[g] = reinterpret_cast<const float*>(canonical + canonical_offset(st, l, d, ParamKind::weight_scale, 4 + g));
+    }
+  }
+  q.state_scale = s.state.scale;
+  q.state_zp = s.state.zero_point;
+  q.hidden_scale = s.hidden.scale;
+  q.hidden_zp = s.hidden.zero_point;
+  q.cell_scale = s.cell_scale;
+  q.cell_clip = s.cell_clip;
+  return q;
+}
+
+Status pack_lstm(const PlanImpl& p, int l, int d, const unsigned char* canonical, unsigned char* packed) {
+  const StackSpec& st = p.stack;
+  const int H = st.layers[l].hidden_size, I = layer_input_size(st, l);
+  const Int8DirPack& dp = p.i8.dir[l][d];
+  const std::size_t hi = static_cast<std::size_t>(H) * I, hh = static_cast<std::size_t>(H) * H;
+  std::memcpy(packed + dp.w, canonical + canonical_offset(st, l, d, ParamKind::input_weight, 0), 4 * hi);
+  std::memcpy(packed + dp.r, canonical + canonical_offset(st, l, d, ParamKind::recurrent_weight, 0), 4 * hh);
+  const std::int8_t* w[q8::kGates];
+  const std::int8_t* r[q8::kGates];
+  const std::int32_t* b[q8::kGates];
+  for (int g = 0; g < q8::kGates; ++g) {
+    w[g] = reinterpret_cast<const std::int8_t*>(packed + dp.w) + g * hi;
+    r[g] = reinterpret_cast<const std::int8_t*>(packed + dp.r) + g * hh;
+    b[g] = reinterpret_cast<const std::int32_t*>(canonical + canonical_offset(st, l, d, ParamKind::input_bias, g));
+  }
+  const q8::Int8LstmQuantization q = lstm_quantization(st, l, d, canonical);
+  PackedLstm out{};
+  auto* storage = reinterpret_cast<std::int32_t*>(packed + dp.storage);
+  const Status s =
+      q8::int8_lstm_prepare(q, I, H, w, r, b, storage, q8::int8_lstm_storage_words(q, H), &out.params);
+  RNNCORE_ENSURE(s == Status::ok, s, "pack_weights: layers[%d] direction %d: %s", l, d, last_error_detail());
+  q8::Int8LstmParams& prm = out.params;
+  for (int g = 0; g < q8::kGates; ++g) {
+    out.w[g] = offset_of(prm.w[g], packed);
+    out.r[g] = offset_of(prm.r[g], packed);
+    out.x_bias[g] = offset_of(prm.x_bias[g], packed);
+    out.h_bias[g] = offset_of(prm.h_bias[g], packed);
+    out.x_rows[g] = offset_of(prm.x_mult_rows[g], packed);
+    out.h_rows[g] = offset_of(prm.h_mult_rows[g], packed);
+    prm.w[g] = prm.r[g] = nullptr;
+    prm.x_bias[g] = prm.h_bias[g] = prm.x_mult_rows[g] = prm.h_mult_rows[g] = nullptr;
+  }
+  prm.dot = nullptr;  // the plan's kernels, set by forward
+  prm.dot_panels = nullptr;
+  prm.gate_activations = nullptr;
+  prm.cell_update = nullptr;
+  std::memcpy(packed + dp.params, &out, sizeof out);
+  return Status::ok;
+}
+
+Status pack_head(const PlanImpl& p, const unsigned char* canonical, unsigned char* packed) {
+  const StackSpec& st = p.stack;
+  const DenseSpec& h = st.head;
+  const Int8Plan& q = p.i8;
+  const int F = h.out_features, D = static_cast<int>(head_input_size(st));
+  std::memcpy(packed + q.head_w, canonical + canonical_offset(st, 0, 0, ParamKind::dense_weight, 0),
+              static_cast<std::size_t>(F) * D);
+  const QuantParams in = int8_layer_output(st.layers[st.num_layers - 1]);
+  q8::Int8DenseQuantization dq;
+  dq.input_scale = in.scale;
+  dq.input_zp = in.zero_point;
+  dq.w_scales = h.int8_per_channel
+                    ? reinterpret_cast<const float*>(canonical + canonical_offset(st, -1, 0, ParamKind::weight_scale, 0))
+                    : &h.int8_w_scale;
+  dq.w_scale_count = h.int8_per_channel ? F : 1;
+  dq.output_scale = h.int8_linear.scale;
+  dq.output_zp = h.int8_linear.zero_point;
+  dq.relu = h.activation == Activation::relu;
+  PackedDense out{};
+  Status s = q8::int8_dense_prepare(
+      dq, D, F, reinterpret_cast<const std::int8_t*>(packed + q.head_w),
+      reinterpret_cast<const std::int32_t*>(canonical + canonical_offset(st, 0, 0, ParamKind::dense_bias, 0)),
+      reinterpret_cast<std::int32_t*>(packed + q.head_bias), reinterpret_cast<float*>(packed + q.head_scale), &out.params);
+  RNNCORE_ENSURE(s == Status::ok, s, "pack_weights: the head: %s", last_error_detail());
+  out.w = offset_of(out.params.w, packed);
+  out.bias = offset_of(out.params.bias, packed);
+  out.scale = offset_of(out.params.scale, packed);
+  out.params.w = nullptr;
+  out.params.bias = nullptr;
+  out.params.scale = nullptr;
+  out.params.dot = nullptr;
+  std::memcpy(packed + q.head_params, &out, sizeof out);
+  if (h.activation == Activation::sigmoid || h.activation == Activation::tanh) {
+    s = q8::int8_activation_table(h.activation == Activation::sigmoid ? q8::TableActivation::sigmoid : q8::TableActivation::tanh,
+                                  h.int8_linear.scale, h.int8_linear.zero_point, h.int8_output.scale,
+                                  h.int8_output.zero_point, reinterpret_cast<std::int8_t*>(packed + q.head_lut));
+    RNNCORE_ENSURE(s == Status::ok, s, "pack_weights: the head's %s: %s", to_string(h.activation), last_error_detail());
+  } else if (h.activation == Activation::softmax) {
+    rnncore_int8_softmax sm;
+    s = q8::int8_softmax_prepare(h.int8_linear.scale, h.int8_softmax_beta, h.int8_output.scale, h.int8_output.zero_point, &sm);
+    RNNCORE_ENSURE(s == Status::ok, s, "pack_weights: the head's softmax: %s", last_error_detail());
+    std::memcpy(packed + q.softmax, &sm, sizeof sm);
+  }
+  return Status::ok;
+}
+
+Status pack_int8(const PlanImpl& p, const void* canonical, void* packed) {
+  unsigned char* bytes = begin_host_pack(p, packed);
+  const auto* can = static_cast<const unsigned char*>(canonical);
+  const StackSpec& st = p.stack;
+  for (int l = 0; l < st.num_layers; ++l)
+    for (int d = 0; d < num_directions(st.layers[l]); ++d) {
+      const Status s = pack_lstm(p, l, d, can, bytes);
+      if (s != Status::ok) {
+        std::memset(bytes, 0, kPackedHeaderBytes);  // not a packed buffer
+        return s;
+      }
+    }
+  if (st.embedding.vocab_size > 0)
+    std::memcpy(bytes + p.i8.table, can + canonical_offset(st, 0, 0, ParamKind::embedding, 0),
+                static_cast<std::size_t>(st.embedding.vocab_size) * st.input_size);
+  if (st.head.out_features > 0) {
+    const Status s = pack_head(p, can, bytes);
+    if (s != Status::ok) {
+      std::memset(bytes, 0, kPackedHeaderBytes);
+      return s;
+    }
+  }
+  return Status::ok;
+}
+
+// ---- Running ----
+
+// Rows of an int8 tensor: row (t, b) at base + t·st + b·sb.
+struct View {
+  const std::int8_t* base;
+  std::int64_t st, sb;
+  const std::int8_t* row(std::int64_t t, std::int64_t b) const { return base + t * st + b * sb; }
+};
+
+struct Run {
+  const PlanImpl* p;
+  const unsigned char* pk;
+  unsigned char* ws;
+  const ForwardArgs* a;
+  int threads;  // rows are split over this many threads
+};
+
+template <class T>
+T* ws_at(const Run& r, std::size_t off) {
+  return reinterpret_cast<T*>(r.ws + off);
+}
+
+q8::Int8LstmParams unpack_lstm(const Run& r, int l, int d) {
+  PackedLstm pl;
+  std::memcpy(&pl, r.pk + r.p->i8.dir[l][d].params, sizeof pl);
+  q8::Int8LstmParams prm = pl.params;
+  for (int g = 0; g < q8::kGates; ++g) {
+    prm.w[g] = at<std::int8_t>(r.pk, pl.w[g]);
+    prm.r[g] = at<std::int8_t>(r.pk, pl.r[g]);
+    prm.x_bias[g] = at<std::int32_t>(r.pk, pl.x_bias[g]);
+    prm.h_bias[g] = at<std::int32_t>(r.pk, pl.h_bias[g]);
+    prm.x_mult_rows[g] = at<std::int32_t>(r.pk, pl.x_rows[g]);
+    prm.h_mult_rows[g] = at<std::int32_t>(r.pk, pl.h_rows[g]);
+  }
+  prm.dot = r.p->i8.dot;
+  prm.gate_activations = r.p->i8.gate;
+  prm.cell_update = r.p->i8.cell;
+  return prm;
+}
+
+// The rows input_view reverses or not.
+View input_rows(const Run& r, int b0, int b1) {
+  const PlanImpl& p = *r.p;
+  const StackSpec& st = p.stack;
+  const ForwardArgs& a = *r.a;
+  const std::int64_t T = a.seq_len, B = a.batch, I = st.input_size;
+  const bool bm = a.layout == Layout::batch_major;
+  if (st.embedding.vocab_size == 0 && !st.float_input)
+    return View{static_cast<const std::int8_t*>(a.x), bm ? I : B * I, bm ? T * I : I};
+  std::int8_t* x = ws_at<std::int8_t>(r, p.i8.x);
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t b = b0; b < b1; ++b) {
+      std::int8_t* row = x + (t * B + b) * I;
+      const std::int64_t at_tb = bm ? b * T + t : t * B + b;
+      if (st.embedding.vocab_size > 0) {
+        const std::int32_t id = static_cast<const std::int32_t*>(a.x)[at_tb];
+        std::memcpy(row, r.pk + p.i8.table + static_cast<std::size_t>(id) * I, static_cast<std::size_t>(I));
+        continue;
+      }
+      // LiteRT's QUANTIZE on the CPU (XNNPACK's f32 -> qs8): x times the float reciprocal of the
+      // scale, clamped, rounded half to even, plus the zero point (NaN: the zero point).
+      const float* xf = static_cast<const float*>(a.x) + at_tb * I;
+      const float recip = 1.0f / st.input_quant.scale;
+      const std::int32_t zp = st.input_quant.zero_point;
+      const float lo = static_cast<float>(-128 - zp), hi = static_cast<float>(127 - zp);
+      for (std::int64_t i = 0; i < I; ++i) {
+        float v = xf[i] * recip;
+        if (std::isnan(v)) v = 0.0f;
+        v = v < lo ? lo : v > hi ? hi : v;
+        row[i] = static_cast<std::int8_t>(static_cast<long>(std::nearbyint(v)) + zp);
+      }
+    }
+  return View{x, B * I, I};
+}
+
+// x's steps last to first (StackSpec::reverse_input): the same rows, time running backwards.
+View reversed(const View& v, std::int64_t steps) { return View{v.base + (steps - 1) * v.st, -v.st, v.sb}; }
+
+// Layer 0's int8 input for rows [b0, b1): the caller's int8 x in its layout, or the looked-up /
+// quantized rows (time-major in the workspace); reversed in time where the stack says so.
+View input_view(const Run& r, int b0, int b1) {
+  const View v = input_rows(r, b0, b1);
+  return r.p->stack.reverse_input && r.a->seq_len > 0 ? reversed(v, r.a->seq_len) : v;
+}
+
+// One direction of layer l for rows [b0, b1): each row's steps in order (reverse: last to first),
+// its state from h0 / c0 (or LiteRT's initial one) and to hy / cy.
+void run_direction(const Run& r, int l, int d, const View& in, std::int8_t* out, std::int64_t out_st, std::int64_t out_sb,
+                   int b0, int b1, std::int8_t* scratch) {
+  const PlanImpl& p = *r.p;
+  const StackSpec& st = p.stack;
+  const ForwardArgs& a = *r.a;
+  const q8::Int8LstmParams prm = unpack_lstm(r, l, d);
+  const std::int64_t H = st.layers[l].hidden_size, T = a.seq_len;
+  const std::size_t hs = static_cast<std::size_t>(H);
+  const std::int64_t slot = state_offset(st, a.batch, l, d), c_slot = cell_state_offset(st, a.batch, l, d);
+  for (std::int64_t b = b0; b < b1; ++b) {
+    // Rows at the widest layer's stride: another thread may be at another layer.
+    std::int8_t* h = ws_at<std::int8_t>(r, p.i8.h[d]) + b * p.i8.max_hidden;
+    std::int16_t* c = ws_at<std::int16_t>(r, p.i8.c[d]) + b * p.i8.max_hidden;
+    if (a.h0 != nullptr)
+      std::memcpy(h, static_cast<const std::int8_t*>(a.h0) + slot + b * H, hs);
+    else
+      std::memset(h, static_cast<std::uint8_t>(st.layers[l].int8[d].state.zero_point), hs);
+    if (a.c0 != nullptr)
+      std::memcpy(c, static_cast<const std::int16_t*>(a.c0) + c_slot + b * H, 2 * hs);
+    else
+      std::memset(c, 0, 2 * hs);
+    for (std::int64_t k = 0; k < T; ++k) {
+      const std::int64_t t = d == 0 ? k : T - 1 - k;
+      q8::int8_lstm_step(prm, 1, in.row(t, b), h, c, scratch);
+      std::memcpy(out + t * out_st + b * out_sb, h, hs);
+    }
+    if (a.hy != nullptr) std::memcpy(static_cast<std::int8_t*>(a.hy) + slot + b * H, h, hs);
+    if (a.cy != nullptr) std::memcpy(static_cast<std::int16_t*>(a.cy) + c_slot + b * H, c, 2 * hs);
+  }
+}
+
+// A merging layer's output row from its directions' rows.
+void merge_row(const PlanImpl& p, int l, std::size_t n, const std::int8_t* fw, const std::int8_t* bw, std::int8_t* y) {
+  const Int8Merge& m = p.stack.layers[l].merge;
+  switch (m.mode) {
+    case MergeMode::sum: q8::int8_add(p.i8.merge_add[l], n, fw, bw, y); break;
+    case MergeMode::mul: q8::int8_mul(p.i8.merge_mul[l], n, fw, bw, y); break;
+    case MergeMode::ave:
+      q8::int8_add(p.i8.merge_add[l], n, fw, bw, y);
+      q8::int8_mul_constant(p.i8.merge_mul[l], n, y, static_cast<std::int8_t>(m.half_value), y);
+      break;
+    case MergeMode::concat: break;
+  }
+}
+
+// Whether the last layer writes the caller's y itself (int8, no head).
+bool direct_output(const PlanImpl& p) { return p.stack.head.out_features == 0 && !p.stack.float_output; }
+
+// Every layer for rows [b0, b1); returns the last layer's output (time-major in the workspace).
+// The workspace's rows have one stride for every layer (the widest output; a merge's directions:
+// the widest layer), so that a thread's rows never overlap another's while the threads are at
+// different layers (no barrier between them).
+View run_layers(const Run& r, int b0, int b1, std::int8_t* scratch) {
+  const PlanImpl& p = *r.p;
+  const StackSpec& st = p.stack;
+  const std::int64_t T = r.a->seq_len, B = r.a->batch, S = p.i8.max_width, Sd = p.i8.max_hidden;
+  View in = input_view(r, b0, b1);
+  for (int l = 0; l < st.num_layers; ++l) {
+    const LayerSpec& ls = st.layers[l];
+    const std::int64_t H = ls.hidden_size;
+    // Rows of this layer's output: the workspace's, or the caller's y itself (the last layer of a
+    // stack without a head, writing int8).
+    std::int8_t* out = ws_at<std::int8_t>(r, p.i8.out[l & 1]);
+    std::int64_t ost = B * S, osb = S;
+    if (l + 1 == st.num_layers && direct_output(p)) {
+      const std::int64_t W = layer_output_width(ls);
+      const bool bm = r.a->layout == Layout::batch_major;
+      out = static_cast<std::int8_t*>(r.a->y);
+      ost = bm ? W : B * W;
+      osb = bm ? T * W : W;
+    }
+    if (merged(ls)) {
+      std::int8_t* dir_out[2] = {ws_at<std::int8_t>(r, p.i8.dir_out[0]), ws_at<std::int8_t>(r, p.i8.dir_out[1])};
+      for (int d = 0; d < 2; ++d) run_direction(r, l, d, in, dir_out[d], B * Sd, Sd, b0, b1, scratch);
+      for (std::int64_t t = 0; t < T; ++t)
+        for (std::int64_t b = b0; b < b1; ++b) {
+          const std::int64_t row = (t * B + b) * Sd;
+          merge_row(p, l, static_cast<std::size_t>(H), dir_out[0] + row, dir_out[1] + row, out + t * ost + b * osb);
+        }
+    } else {
+      for (int d = 0; d < num_directions(ls); ++d) run_direction(r, l, d, in, out + d * H, ost, osb, b0, b1, scratch);
+    }
+    in = View{out, ost, osb};
+  }
+  return in;
+}
+
+// The head on rows [b0, b1) of the last layer's output `o`; returns where its int8 rows are
+// ([T, B, F] or [B, F]).
+const std::int8_t* run_head_rows(const Run& r, const View& o, int b0, int b1) {
+  const PlanImpl& p = *r.p;
+  const StackSpec& st = p.stack;
+  const DenseSpec& h = st.head;
+  const LayerSpec& last = st.layers[st.num_layers - 1];
+  const std::int64_t T = r.a->seq_len, B = r.a->batch, F = h.out_features, D = head_input_size(st);
+  PackedDense pd;
+  std::memcpy(&pd, r.pk + p.i8.head_params, sizeof pd);
+  q8::Int8DenseParams dp = pd.params;
+  dp.w = at<std::int8_t>(r.pk, pd.w);
+  dp.bias = at<std::int32_t>(r.pk, pd.bias);
+  dp.scale = at<float>(r.pk, pd.scale);
+  dp.dot = p.i8.dot;
+  std::int8_t* ya = ws_at<std::int8_t>(r, p.i8.head_a);
+  std::int8_t* yb = ws_at<std::int8_t>(r, p.i8.head_b);
+  const auto apply = [&](const std::int8_t* rows, int n, std::int64_t first) {
+    q8::int8_dense(dp, n, rows, ya + first * F);
+    if (h.activation == Activation::sigmoid || h.activation == Activation::tanh)
+      q8::int8_lookup(reinterpret_cast<const std::int8_t*>(r.pk + p.i8.head_lut), static_cast<int>(n * F), ya + first * F,
+                      ya + first * F);
+    if (h.activation == Activation::softmax) {
+      rnncore_int8_softmax sm;
+      std::memcpy(&sm, r.pk + p.i8.softmax, sizeof sm);
+      q8::int8_softmax(sm, n, static_cast<int>(F), ya + first * F, yb + first * F);
+    }
+  };
+  if (h.last_step_only) {
+    // Each direction's last output in its own order: the forward one's at T−1, the reverse one's at 0.
+    std::int8_t* rows = ws_at<std::int8_t>(r, p.i8.head_rows);
+    const std::int64_t H = last.hidden_size;
+    const bool bidi = num_directions(last) == 2;
+    const std::int8_t* dir_out[2] = {ws_at<std::int8_t>(r, p.i8.dir_out[0]), ws_at<std::int8_t>(r, p.i8.dir_out[1])};
+    for (std::int64_t b = b0; b < b1; ++b) {
+      std::int8_t* row = rows + b * D;
+      if (T == 0) {
+        std::memset(row, 0, static_cast<std::size_t>(D));
+      } else if (merged(last)) {
+        const std::int64_t Sd = p.i8.max_hidden;
+        merge_row(p, st.num_layers - 1, static_cast<std::size_t>(H), dir_out[0] + ((T - 1) * B + b) * Sd,
+                  dir_out[1] + b * Sd, row);
+      } else {
+        std::memcpy(row, o.row(T - 1, b), static_cast<std::size_t>(H));
+        if (bidi) std::memcpy(row + H, o.row(0, b) + H, static_cast<std::size_t>(H));
+      }
+    }
+    apply(rows + b0 * D, b1 - b0, b0);
+  } else {
+    for (std::int64_t t = 0; t < T; ++t)  // rows of the workspace's stride: one product each
+      for (std::int64_t b = b0; b < b1; ++b) apply(o.row(t, b), 1, t * B + b);
+  }
+  return h.activation == Activation::softmax ? yb : ya;
+}
+
+// Rows [b0, b1) of the result `res` (rows (t, b), or (0, b) with last_step_only) into y, in the
+// caller's layout, int8 or dequantized.
+void emit(const Run& r, const View& res, int width, bool last_step, int b0, int b1) {
+  const StackSpec& st = r.p->stack;
+  const ForwardArgs& a = *r.a;
+  const std::int64_t T = last_step ? 1 : a.seq_len, B = a.batch, W = width;
+  const bool bm = a.layout == Layout::batch_major && !last_step;
+  const QuantParams q = stack_output_quant(st);
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t b = b0; b < b1; ++b) {
+      const std::int8_t* src = res.row(t, b);
+      const std::int64_t dst = (bm ? b * a.seq_len + t : t * B + b) * W;
+      if (!st.float_output) {
+        std::memcpy(static_cast<std::int8_t*>(a.y) + dst, src, static_cast<std::size_t>(W));
+        continue;
+      }
+      float* y = static_cast<float*>(a.y) + dst;  // LiteRT's DEQUANTIZE
+      for (std::int64_t i = 0; i < W; ++i) y[i] = q.scale * static_cast<float>(src[i] - q.zero_point);
+    }
+}
+
+void run_rows(const Run& r, int b0, int b1, std::int8_t* scratch) {
+  const StackSpec& st = r.p->stack;
+  const View o = run_layers(r, b0, b1, scratch);
+  const std::int64_t B = r.a->batch, F = st.head.out_features;
+  if (F > 0)
+    emit(r, View{run_head_rows(r, o, b0, b1), B * F, F}, static_cast<int>(F), st.head.last_step_only, b0, b1);
+  else if (!direct_output(*r.p))
+    emit(r, o, stack_output_size(st), false, b0, b1);
+}
+
+void forward_thread(void* context, int index) {
+  const Run& r = *static_cast<const Run*>(context);
+  const int threads = r.threads;
+  const int B = r.a->batch;
+  const int b0 = static_cast<int>(static_cast<std::int64_t>(B) * index / threads);
+  const int b1 = static_cast<int>(static_cast<std::int64_t>(B) * (index + 1) / threads);
+  if (b0 < b1)
+    run_rows(r, b0, b1, ws_at<std::int8_t>(r, r.p->i8.scratch + static_cast<std::size_t>(index) * r.p->i8.scratch_stride));
+}
+
+Status forward_int8(const PlanImpl& p, const void* packed, void* workspace, const ForwardArgs& a) {
+  RNNCORE_ENSURE(a.seq_lengths == nullptr, Status::unsupported,
+                 "forward: seq_lengths on an integer stack (dtype i8): every row runs seq_len steps, as LiteRT's op");
+  RNNCORE_ENSURE(a.reserve == nullptr, Status::unsupported, "forward: an integer stack does not train");
+  const int threads = p.options.threads < a.batch ? p.options.threads : a.batch;
+  Run r{&p, static_cast<const unsigned char*>(packed), static_cast<unsigned char*>(workspace), &a, threads};
+  if (threads <= 1)
+    forward_thread(&r, 0);
+  else
+    pool_run(p.options.thread_pool, threads, forward_thread, &r);
+  return Status::ok;
+}
+
+Status backward_int8(const PlanImpl&, const void*, void*, const BackwardArgs&) {
+  return fail_status(Status::unsupported, "backward: an integer stack (dtype i8) does not train");
+}
+
+}  // namespace
+
+const BackendOps kInt8Backend = {
+    Backend::simd, /*device_memory=*/false, /*thread_pool=*/true,
+    layout_int8, layout_training_int8, pack_int8, forward_int8, backward_int8,
+    nullptr, nullptr,
+};
+
+}  // namespace detail
+}  // namespace rnncore

@@ -1,0 +1,70 @@
+// The integer LSTM as a layer kind of StackSpec / Plan (StackSpec::dtype i8): the canonical byte
+// layout of an integer stack (spec.cpp's param_count and canonical_offset read it), its validation,
+// and the integer backend's plan part (PlanImpl::i8). The backend itself is src/int8_layer.cpp: it
+// runs the q8 core (src/internal/int8_lstm.hpp, int8_dense.hpp, int8_activations.hpp,
+// int8_elementwise.hpp) on the plan's buffers. docs/architecture.md, "The integer LSTM as a layer kind".
+#ifndef RNNCORE_SRC_INTERNAL_INT8_LAYER_HPP
+#define RNNCORE_SRC_INTERNAL_INT8_LAYER_HPP
+
+#include <cstddef>
+#include <cstdint>
+
+#include "rnncore/int8.h"
+#include "rnncore/rnncore.hpp"
+#include "src/internal/int8_kernels.hpp"
+
+namespace rnncore {
+namespace detail {
+
+// Byte offsets of one (layer, direction) in the canonical buffer of an integer stack.
+struct Int8CanonicalDir {
+  std::int64_t w = 0, r = 0, bias = 0, scales = -1, end = 0;  // scales: -1 per tensor
+};
+Int8CanonicalDir int8_canonical_dir(const StackSpec& st, int layer, int dir);
+// Byte offsets of the tail (-1: absent) and the whole buffer's size.
+struct Int8CanonicalTail {
+  std::int64_t table = -1, head_w = -1, head_b = -1, head_scales = -1, end = 0;
+};
+Int8CanonicalTail int8_canonical_tail(const StackSpec& st);
+std::int64_t int8_canonical_offset(const StackSpec& st, int layer, int dir, ParamKind kind, int gate);
+
+// The integer stack's rules (validate(StackSpec) for dtype i8): LSTM layers without extensions,
+// wrappers or dropout; quantization values in range; each layer's input is what the previous
+// layer writes. The multipliers themselves are checked by Plan::create and pack_weights (the q8
+// prepare functions, with their detail).
+Status validate_int8(const StackSpec& st);
+// The quantization of layer l's int8 output (its state's, or the concatenation's / merge's).
+QuantParams int8_layer_output(const LayerSpec& ls);
+// The quantization of layer l's input.
+QuantParams int8_layer_input(const StackSpec& st, int layer);
+
+// Where a prepared (layer, direction) lies in the packed buffer: its q8::Int8LstmParams with the
+// pointers replaced by offsets from the buffer's start (PackedInt8Lstm, src/int8_layer.cpp), so the
+// buffer may move or sit in flash.
+struct Int8DirPack {
+  std::size_t params = 0, w = 0, r = 0, storage = 0;
+};
+
+// The integer backend's part of a plan (zero in other plans).
+struct Int8Plan {
+  q8::DotRowsFn dot = nullptr;                    // chosen under PlanOptions::max_isa
+  q8::GateActivationsFn gate = nullptr;           // null: the step's scalar code
+  q8::CellUpdateFn cell = nullptr;
+  Int8DirPack dir[kMaxLayers][2];
+  rnncore_int8_add merge_add[kMaxLayers];         // sum, ave
+  rnncore_int8_mul merge_mul[kMaxLayers];         // mul, ave (· 0.5)
+  // Packed: the embedding table, the head's prepared parameters, its W, storage, activation table, softmax.
+  std::size_t table = 0, head_params = 0, head_w = 0, head_bias = 0, head_scale = 0, head_lut = 0, softmax = 0;
+  // Workspace (bytes): the int8 input (quantized or looked up) [T, B, I]; the layers' outputs
+  // [T, B, W] (two, alternating); a merging layer's directions [T, B, H] each; the head's rows
+  // [B, W] (last step) and its two buffers [rows, max(W, F)]; per direction the rows' h (int8) and
+  // c (int16) [B, H]; per thread a step's scratch.
+  std::size_t x = 0, out[2] = {0, 0}, dir_out[2] = {0, 0}, head_rows = 0, head_a = 0, head_b = 0;
+  std::size_t h[2] = {0, 0}, c[2] = {0, 0}, scratch = 0, scratch_stride = 0;
+  std::int32_t max_hidden = 0, max_width = 0;
+};
+
+}  // namespace detail
+}  // namespace rnncore
+
+#endif  // RNNCORE_SRC_INTERNAL_INT8_LAYER_HPP

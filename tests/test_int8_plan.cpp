@@ -1,0 +1,317 @@
+// Integer stacks as a layer kind of Plan and Model (StackSpec::dtype i8):
+//   * every committed LiteRT golden (tests/golden/tflite_int8/, converted/ and stacks/) whose
+//     model a StackSpec holds, through Model::forward bit for bit: the output and the final states,
+//     time- and batch-major, on 1 and 3 threads, with the fastest kernels and the portable ones;
+//   * a sequence streamed in two chunks, state carried, equals one call;
+//   * io::load_model loads the bundled int8 model into such a Model (LiteRT's bits), refusing
+//     float-model hints;
+//   * refusals, each with a detail line.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "rnncore/io/model.hpp"
+#include "rnncore/io/npy.hpp"
+#include "rnncore/io/safetensors.hpp"
+#include "rnncore/rnncore.hpp"
+#include "src/io/int8_model.hpp"
+#include "tests/golden_files.hpp"
+
+using namespace rnncore;
+
+namespace {
+
+template <class T>
+std::vector<T> tensor(const io::SafeTensors& f, const char* name) {
+  const io::TensorEntry* e = f.find(name);
+  if (e == nullptr) return {};
+  std::vector<T> v((e->end - e->begin) / sizeof(T));
+  std::memcpy(v.data(), f.data(*e), v.size() * sizeof(T));
+  return v;
+}
+
+struct Case {
+  std::string model, golden;
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (const std::string& m : rnncore_test::list_cases(rnncore_test::golden_dir("tflite_int8/converted")))
+    out.push_back({m, rnncore_test::golden_dir("tflite_int8") + m.substr(m.find_last_of('/'))});
+  for (const std::string& m : rnncore_test::list_cases(rnncore_test::golden_dir("tflite_int8/stacks")))
+    if (m.find(".io.") == std::string::npos) out.push_back({m, m.substr(0, m.size() - 12) + ".io.safetensors"});
+  return out;
+}
+
+struct Loaded {
+  StackSpec spec;
+  std::vector<unsigned char> canonical;
+  bool last_step = false;
+  std::string error;
+  Status status = Status::ok;
+};
+
+Loaded load(const std::string& path) {
+  Loaded l;
+  io::SafeTensors f;
+  REQUIRE(io::read_safetensors(path.c_str(), &f) == RNNCORE_OK);
+  io::Int8Stack s;
+  REQUIRE_MESSAGE(io::load_int8_stack(f, &s, &l.error) == Status::ok, l.error);
+  l.status = io::int8_stack_spec(s, &l.spec, &l.canonical, &l.last_step, &l.error);
+  return l;
+}
+
+// x [B, T, w] (batch-major) as time-major [T, B, w].
+template <class T>
+std::vector<T> to_time_major(const std::vector<T>& x, int B, int Tn, int w) {
+  std::vector<T> out(x.size());
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < Tn; ++t)
+      std::memcpy(&out[(static_cast<std::size_t>(t) * B + b) * w], &x[(static_cast<std::size_t>(b) * Tn + t) * w], w * sizeof(T));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("every int8 golden a StackSpec holds runs through Model::forward bit for bit") {
+  int run = 0, skipped = 0;
+  for (const Case& c : cases()) {
+    CAPTURE(c.model);
+    const Loaded l = load(c.model);
+    if (l.status == Status::unsupported) {
+      MESSAGE("not a StackSpec yet: " << c.model.substr(c.model.find_last_of('/') + 1) << ": " << l.error);
+      ++skipped;
+      continue;
+    }
+    REQUIRE_MESSAGE(l.status == Status::ok, l.error);
+    io::SafeTensors g;
+    REQUIRE(io::read_safetensors(c.golden.c_str(), &g) == RNNCORE_OK);
+    const io::TensorEntry* xe = g.find("x");
+    REQUIRE(xe != nullptr);
+    const int B = static_cast<int>(xe->shape[0]), T = static_cast<int>(xe->shape[1]);
+    const bool ids = l.spec.embedding.vocab_size > 0;
+    const int I = l.spec.input_size, W = stack_output_size(l.spec);
+    const std::vector<std::int8_t> x8 = ids ? std::vector<std::int8_t>() : tensor<std::int8_t>(g, "x");
+    const std::vector<std::int32_t> x32 = ids ? tensor<std::int32_t>(g, "x") : std::vector<std::int32_t>();
+    const std::vector<std::int8_t> y_ref = tensor<std::int8_t>(g, "y"), h0 = tensor<std::int8_t>(g, "h0"),
+                                   hn = tensor<std::int8_t>(g, "hn");
+    const std::vector<std::int16_t> c0 = tensor<std::int16_t>(g, "c0"), cn = tensor<std::int16_t>(g, "cn");
+    const std::size_t states = static_cast<std::size_t>(state_elements(l.spec, B));
+    REQUIRE(hn.size() == states);
+    for (Layout layout : {Layout::batch_major, Layout::time_major})
+      for (int threads : {1, 3})
+        for (Isa isa : {Isa::best, Isa::none}) {
+          CAPTURE(static_cast<int>(layout));
+          CAPTURE(threads);
+          CAPTURE(to_string(isa));
+          PlanOptions opt;
+          opt.max_batch = B;
+          opt.max_seq_len = T;
+          opt.threads = threads;
+          opt.max_isa = isa;
+          Model m;
+          REQUIRE_MESSAGE(Model::create(l.spec, opt, l.canonical.data(), &m) == Status::ok, last_error_detail());
+          const bool tm = layout == Layout::time_major;
+          const std::vector<std::int8_t> x8l = tm && !ids ? to_time_major(x8, B, T, I) : x8;
+          const std::vector<std::int32_t> x32l = tm && ids ? to_time_major(x32, B, T, 1) : x32;
+          const bool seq = !l.last_step && !l.spec.head.last_step_only;
+          std::vector<std::int8_t> y(static_cast<std::size_t>(seq || l.last_step ? T : 1) * B * W), hy(states);
+          std::vector<std::int16_t> cy(states);
+          ForwardArgs a;
+          a.batch = B;
+          a.seq_len = T;
+          a.layout = layout;
+          a.x = ids ? static_cast<const void*>(x32l.data()) : x8l.data();
+          a.h0 = h0.empty() ? nullptr : h0.data();
+          a.c0 = c0.empty() ? nullptr : c0.data();
+          a.y = y.data();
+          a.hy = hy.data();
+          a.cy = cy.data();
+          REQUIRE_MESSAGE(m.forward(a) == Status::ok, last_error_detail());
+          CHECK(hy == hn);
+          CHECK(cy == cn);
+          std::vector<std::int8_t> got = y;
+          if (l.last_step) {  // the file's model outputs the last step: forward's at T−1, reverse's at 0
+            const LayerSpec& last = l.spec.layers[l.spec.num_layers - 1];
+            const int H = last.hidden_size;
+            got.assign(static_cast<std::size_t>(B) * W, 0);
+            for (int b = 0; b < B; ++b) {
+              const auto row = [&](int t) { return &y[tm ? (static_cast<std::size_t>(t) * B + b) * W : (static_cast<std::size_t>(b) * T + t) * W]; };
+              std::memcpy(&got[static_cast<std::size_t>(b) * W], row(T - 1), H);
+              if (num_directions(last) == 2) std::memcpy(&got[static_cast<std::size_t>(b) * W + H], row(0) + H, H);
+            }
+          } else if (seq && tm) {
+            got = to_time_major(y_ref, B, T, W);
+            CHECK(y == got);
+            continue;
+          }
+          CHECK(got == y_ref);
+        }
+    ++run;
+  }
+  MESSAGE(run << " goldens run, " << skipped << " not a StackSpec yet");
+  CHECK(run >= 30);
+}
+
+TEST_CASE("an int8 stack streams: two chunks with the state carried equal one call") {
+  const Loaded l = load(rnncore_test::golden_dir("tflite_int8/stacks") + "/stack3_I4_H16_16_8_T12_B3_seq.safetensors");
+  REQUIRE_MESSAGE(l.status == Status::ok, l.error);
+  io::SafeTensors g;
+  REQUIRE(io::read_safetensors((rnncore_test::golden_dir("tflite_int8/stacks") + "/stack3_I4_H16_16_8_T12_B3_seq.io.safetensors").c_str(), &g) == RNNCORE_OK);
+  const std::vector<std::int8_t> x = tensor<std::int8_t>(g, "x"), y_ref = tensor<std::int8_t>(g, "y");
+  const int B = 3, T = 12, I = 4, W = 8;
+  PlanOptions opt;
+  opt.max_batch = B;
+  opt.max_seq_len = T;
+  Model m;
+  REQUIRE(Model::create(l.spec, opt, l.canonical.data(), &m) == Status::ok);
+  const std::vector<std::int8_t> xt = to_time_major(x, B, T, I);
+  const std::size_t states = static_cast<std::size_t>(state_elements(l.spec, B));
+  std::vector<std::int8_t> h(states), y(static_cast<std::size_t>(T) * B * W);
+  std::vector<std::int16_t> c(states);
+  for (int t0 : {0, 5}) {
+    const int n = t0 == 0 ? 5 : T - 5;
+    ForwardArgs a;
+    a.batch = B;
+    a.seq_len = n;
+    a.x = xt.data() + static_cast<std::size_t>(t0) * B * I;
+    a.y = y.data() + static_cast<std::size_t>(t0) * B * W;
+    a.h0 = t0 == 0 ? nullptr : h.data();
+    a.c0 = t0 == 0 ? nullptr : c.data();
+    a.hy = h.data();
+    a.cy = c.data();
+    REQUIRE(m.forward(a) == Status::ok);
+  }
+  CHECK(y == to_time_major(y_ref, B, T, W));
+  CHECK(h == tensor<std::int8_t>(g, "hn"));
+}
+
+TEST_CASE("int8 stacks: kernels named under max_isa; refusals with a detail") {
+  const Loaded l = load(rnncore_test::golden_dir("tflite_int8/converted") + "/lstm_I8_H16_T6_B2_seq.safetensors");
+  REQUIRE_MESSAGE(l.status == Status::ok, l.error);
+  PlanOptions opt;
+  opt.max_batch = 2;
+  opt.max_seq_len = 6;
+  opt.max_isa = Isa::none;
+  Plan p;
+  REQUIRE(Plan::create(l.spec, opt, &p) == Status::ok);
+  CHECK(std::string(p.kernel_name()) == "i8_dot_1x1__scalar");
+  CHECK(p.isa() == Isa::none);
+  CHECK(param_count(l.spec) == static_cast<std::int64_t>(l.canonical.size()));
+
+  opt.max_isa = Isa::best;
+  opt.backend = Backend::gpu;
+  CHECK(Plan::create(l.spec, opt, &p) == Status::unsupported);
+  CHECK(std::string(last_error_detail()).find("integer stack") != std::string::npos);
+  opt.backend = Backend::auto_select;
+  opt.training = true;
+  CHECK(Plan::create(l.spec, opt, &p) == Status::unsupported);
+  CHECK(std::string(last_error_detail()).find("training") != std::string::npos);
+  opt.training = false;
+
+  StackSpec bad = l.spec;
+  bad.layers[0].mode = Mode::gru;
+  CHECK(validate(bad) == Status::unsupported);
+  CHECK(std::string(last_error_detail()).find("LSTM") != std::string::npos);
+  bad = l.spec;
+  bad.layers[0].int8[0].state.scale = 0.0f;
+  CHECK(validate(bad) == Status::invalid_size);
+  bad = l.spec;
+  bad.layers[0].int8[0].cell_scale = 0.001f;  // not a power of two: prepare refuses it at pack time
+  Model m;
+  CHECK(Model::create(bad, opt, l.canonical.data(), &m) == Status::unsupported);
+  CHECK(std::string(last_error_detail()).find("layers[0]") != std::string::npos);
+  StackSpec float_stack = l.spec;
+  float_stack.dtype = DType::f32;
+  float_stack.layers[0].direction = Direction::bidirectional;
+  float_stack.layers[0].merge.mode = MergeMode::sum;
+  CHECK(validate(float_stack) == Status::unsupported);
+
+  REQUIRE(Model::create(l.spec, opt, l.canonical.data(), &m) == Status::ok);
+  std::vector<std::int8_t> x(2 * 6 * 8), y(2 * 6 * 16);
+  const std::int32_t lengths[2] = {6, 6};
+  ForwardArgs a;
+  a.batch = 2;
+  a.seq_len = 6;
+  a.x = x.data();
+  a.y = y.data();
+  a.seq_lengths = lengths;
+  CHECK(m.forward(a) == Status::unsupported);
+  CHECK(std::string(last_error_detail()).find("seq_lengths") != std::string::npos);
+}
+
+TEST_CASE("io::load_model loads a tflite_int8 file into an integer-stack Model") {
+  const std::string m = std::string(RNNCORE_SOURCE_DIR) + "/examples/models/";
+  io::Array x, y_ref;
+  REQUIRE(io::read_npy((m + "lstm_int8_input.npy").c_str(), &x) == RNNCORE_OK);
+  REQUIRE(io::read_npy((m + "lstm_int8_expected_y.npy").c_str(), &y_ref) == RNNCORE_OK);
+  const int B = static_cast<int>(x.shape[0]), T = static_cast<int>(x.shape[1]);
+  io::LoadOptions opt;
+  opt.plan.max_batch = B;
+  opt.plan.max_seq_len = T;
+  opt.plan.threads = 2;
+  Model model;
+  io::LoadedModel info;
+  std::string error;
+  REQUIRE_MESSAGE(io::load_model(m + "lstm_int8.safetensors", opt, &model, &info, &error) == Status::ok, error);
+  CHECK(info.stack.dtype == DType::i8);
+  REQUIRE(!info.notes.empty());
+  CHECK(info.notes[0].find("int8") != std::string::npos);
+  std::vector<std::int8_t> y(y_ref.bytes.size());
+  ForwardArgs a;
+  a.batch = B;
+  a.seq_len = T;
+  a.layout = Layout::batch_major;
+  a.x = x.bytes.data();
+  a.y = y.data();
+  REQUIRE(model.forward(a) == Status::ok);
+  CHECK(std::memcmp(y.data(), y_ref.bytes.data(), y.size()) == 0);
+  opt.hints.mode = "gru";  // a float model's hint does not apply
+  CHECK(io::load_model(m + "lstm_int8.safetensors", opt, &model, &info, &error) == Status::unsupported);
+  CHECK(error.find("do not apply") != std::string::npos);
+}
+
+TEST_CASE("int8 stacks: float input quantized as rnncore run quantizes it, float output dequantized") {
+  // The golden's int8 x, and random floats around it: the plan's QUANTIZE gives the bytes
+  // io::quantize_input (rnncore run's) gives, and y dequantized is scale · (q − zero point).
+  const std::string path = rnncore_test::golden_dir("tflite_int8/converted") + "/lstm_I8_H16_T6_B2_seq.safetensors";
+  Loaded l = load(path);
+  REQUIRE_MESSAGE(l.status == Status::ok, l.error);
+  io::SafeTensors f;
+  REQUIRE(io::read_safetensors(path.c_str(), &f) == RNNCORE_OK);
+  io::Int8Stack s;
+  std::string err;
+  REQUIRE(io::load_int8_stack(f, &s, &err) == Status::ok);
+  const int B = 2, T = 6, I = 8, H = 16;
+  std::vector<float> xf(static_cast<std::size_t>(B) * T * I);
+  std::uint32_t lcg = 3;
+  for (float& v : xf) v = (static_cast<float>((lcg = lcg * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f) * 12.0f;
+  std::vector<std::int8_t> xq(xf.size());
+  for (std::size_t i = 0; i < xf.size(); ++i) xq[i] = io::quantize_input(*s.layers[0], xf[i]);
+  PlanOptions opt;
+  opt.max_batch = B;
+  opt.max_seq_len = T;
+  Model mi, mf;
+  REQUIRE(Model::create(l.spec, opt, l.canonical.data(), &mi) == Status::ok);
+  l.spec.float_input = l.spec.float_output = true;
+  REQUIRE(Model::create(l.spec, opt, l.canonical.data(), &mf) == Status::ok);
+  std::vector<std::int8_t> yq(static_cast<std::size_t>(B) * T * H);
+  std::vector<float> yf(yq.size());
+  ForwardArgs a;
+  a.batch = B;
+  a.seq_len = T;
+  a.layout = Layout::batch_major;
+  a.x = xq.data();
+  a.y = yq.data();
+  REQUIRE(mi.forward(a) == Status::ok);
+  a.x = xf.data();
+  a.y = yf.data();
+  REQUIRE(mf.forward(a) == Status::ok);
+  const QuantParams q = l.spec.layers[0].int8[0].state;
+  int equal = 0;
+  for (std::size_t i = 0; i < yq.size(); ++i) equal += yf[i] == q.scale * static_cast<float>(yq[i] - q.zero_point);
+  CHECK(equal == static_cast<int>(yq.size()));
+}
