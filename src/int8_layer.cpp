@@ -104,7 +104,7 @@ Status layout_int8(PlanImpl* p, const GpuPlanner&) {
   Int8Plan& q = p->i8;
   const std::uint64_t B = p->options.max_batch, T = p->options.max_seq_len;
   Arena pk(kPackedHeaderBytes);
-  std::int32_t max_w = st.input_size;
+  int max_w = st.input_size;
   for (int l = 0; l < st.num_layers; ++l) {
     const LayerSpec& ls = st.layers[l];
     const std::uint64_t H = ls.hidden_size, I = layer_input_size(st, l);
