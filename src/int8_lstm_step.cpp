@@ -44,76 +44,6 @@ std::int16_t tanh_q(std::int16_t x, int integer_bits) {
 
 namespace {
 
-// The new output state of n units (output_units: a loop of its own after the cell loop, out of
-// line: one copy for every cell scale, a loop per direction of the multiplier's shift instead of a
-// test per unit, and registers left to the cell loop).
-RNNCORE_Q8_NOINLINE void update_outputs(const Int8LstmParams& p, int n, const std::int16_t* o, const std::int16_t* tanh_c,
-                                        std::int8_t* out) {
-  const StepMultiplier m(p.hidden_mult);
-  if (m.right > 0) {  // an output scale of 2^-30 or coarser: every model seen
-#if defined(RNNCORE_Q8_THUMB2_LOOPS)
-    const int paired = n & ~1;
-    if (paired > 0) thumb2::output_pairs(paired / 2, m, p.hidden_zp, tanh_c, out);
-    if (paired < n) output_units<true>(m, p.hidden_zp, 1, o + paired, tanh_c + paired, out + paired);
-#else
-    output_units<true>(m, p.hidden_zp, n, o, tanh_c, out);
-#endif
-  } else {
-    output_units<false>(m, p.hidden_zp, n, o, tanh_c, out);
-  }
-}
-
-// The cell and the new output state of units [j, j + n) from their gate activations. IB: the cell
-// state's integer bits, 15 + cell_log2, as a template argument so that the firmware's computed
-// tanh is inlined with constant shifts (the host reads its table); −1 stands for every finer scale.
-// tanh(c) goes into act[0] (i's slot, read first) for update_outputs (cell_units).
-template <int IB>
-void update_cells(const Int8LstmParams& p, std::size_t j, int n, std::int16_t (*act)[kUnitBlock], std::int16_t* c,
-                  std::int8_t* h_next) {
-  const CellTanh<IB >= 0 ? IB : 0> cell_tanh;
-  std::int16_t* const cells = c + j;
-  // the clip as two bounds (cell_units)
-  const std::int32_t clip_high = p.cell_clip > 0 ? p.cell_clip : kI16Max;
-  const std::int32_t clip_low = p.cell_clip > 0 ? -p.cell_clip : kI16Min;
-  int first = 0;  // units a step kernel finished, output state included
-  int u = 0;      // units whose cell is done
-#if !defined(RNNCORE_NO_HEAP)
-  if (p.cell_update != nullptr) {  // the rest (fewer than its lanes) in C below
-    const CellUpdate cu{IB >= 0 ? cell_tanh.centre : nullptr, p.cell_log2, p.cell_clip, p.hidden_mult, p.hidden_zp};
-    first = u = p.cell_update(n, cu, BlockGates{act[0], act[1], act[2], act[3]}, cells, h_next + j);
-    if (first == n) return;
-  } else  // (the Thumb-2 loop, where the build has it)
-#endif
-  {
-#if defined(RNNCORE_Q8_THUMB2_LOOPS) && defined(RNNCORE_Q8_CENTRED_TABLES)
-    if constexpr (IB >= 0 && decltype(cell_tanh)::kPrescale >= 0) {
-      u = n & ~1;
-      if (u > 0) {
-        thumb2::cell_update_pairs<IB, decltype(cell_tanh)::kPrescale>(u / 2, act[0], cells, clip_high, clip_low,
-                                                                      cell_tanh.centre);
-      }
-    }
-#endif
-  }
-  cell_units<IB>(u, n, act, cells, p.cell_log2, clip_high, clip_low, cell_tanh);
-  update_outputs(p, n - first, act[3] + first, act[0] + first, h_next + j + first);
-}
-
-// update_cells for the parameters' cell scale.
-RNNCORE_Q8_INLINE void update_cells_any(const Int8LstmParams& p, std::size_t j, int n, std::int16_t (*act)[kUnitBlock],
-                                        std::int16_t* c, std::int8_t* h_next) {
-  switch (15 + p.cell_log2) {  // derive_scales admits cell_log2 <= −9
-    case 0: update_cells<0>(p, j, n, act, c, h_next); break;
-    case 1: update_cells<1>(p, j, n, act, c, h_next); break;
-    case 2: update_cells<2>(p, j, n, act, c, h_next); break;
-    case 3: update_cells<3>(p, j, n, act, c, h_next); break;
-    case 4: update_cells<4>(p, j, n, act, c, h_next); break;
-    case 5: update_cells<5>(p, j, n, act, c, h_next); break;
-    case 6: update_cells<6>(p, j, n, act, c, h_next); break;
-    default: update_cells<-1>(p, j, n, act, c, h_next); break;
-  }
-}
-
 // A gate per tensor: one pair of multipliers, and the loop without the left-shift case where (as
 // for most models: effective scales below 1) both shift right.
 template <bool kTanh>
@@ -215,7 +145,7 @@ RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const 
              : gate_units<false>(n - done, ax + done, ah + done, act[g] + done, x_mult, h_mult, GateActivation<false>());
     }
   }
-  update_cells_any(p, j, n, act, c, h_next);
+  update_cells_any</*kKernels=*/true>(p, j, n, act, c, h_next);
 }
 
 }  // namespace

@@ -63,16 +63,13 @@ int i16_output_1x1__scalar(int n, const QuantizedMultiplier& m, std::int32_t zp,
   return n;
 }
 
-namespace {
-
-// The cell and output state of n units, a block of kUnitBlock at a time (cell_units reads a
-// block's gates as rows of one array, as the step holds them). IB: as cell_units'.
-template <int IB>
-void cell_update(int n, const CellUpdate& cu, const BlockGates& gates, std::int16_t* c, std::int8_t* h_next) {
-  const CellTanh<IB >= 0 ? IB : 0> cell_tanh;
-  const std::int32_t clip_high = cu.cell_clip > 0 ? cu.cell_clip : kI16Max;
-  const std::int32_t clip_low = cu.cell_clip > 0 ? -cu.cell_clip : kI16Min;
-  std::int16_t act[kGates][kUnitBlock];
+int i16_cell_update_1x1__scalar(int n, const CellUpdate& cu, const BlockGates& gates, std::int16_t* c, std::int8_t* h_next) {
+  Int8LstmParams p;  // what update_cells reads
+  p.cell_log2 = cu.cell_log2;
+  p.cell_clip = cu.cell_clip;
+  p.hidden_mult = cu.hidden_mult;
+  p.hidden_zp = cu.hidden_zp;
+  std::int16_t act[kGates][kUnitBlock];  // a block's gates as the step holds them
   for (int j0 = 0; j0 < n; j0 += kUnitBlock) {
     const int m = n - j0 < kUnitBlock ? n - j0 : kUnitBlock;
     for (int u = 0; u < m; ++u) {
@@ -81,23 +78,7 @@ void cell_update(int n, const CellUpdate& cu, const BlockGates& gates, std::int1
       act[2][u] = gates.g[j0 + u];
       act[3][u] = gates.o[j0 + u];
     }
-    cell_units<IB>(0, m, act, c + j0, cu.cell_log2, clip_high, clip_low, cell_tanh);
-    i16_output_1x1__scalar(m, cu.hidden_mult, cu.hidden_zp, act[3], act[0], h_next + j0);
-  }
-}
-
-}  // namespace
-
-int i16_cell_update_1x1__scalar(int n, const CellUpdate& cu, const BlockGates& gates, std::int16_t* c, std::int8_t* h_next) {
-  switch (15 + cu.cell_log2) {  // the cell's integer bits, as the step dispatches them
-    case 0: cell_update<0>(n, cu, gates, c, h_next); break;
-    case 1: cell_update<1>(n, cu, gates, c, h_next); break;
-    case 2: cell_update<2>(n, cu, gates, c, h_next); break;
-    case 3: cell_update<3>(n, cu, gates, c, h_next); break;
-    case 4: cell_update<4>(n, cu, gates, c, h_next); break;
-    case 5: cell_update<5>(n, cu, gates, c, h_next); break;
-    case 6: cell_update<6>(n, cu, gates, c, h_next); break;
-    default: cell_update<-1>(n, cu, gates, c, h_next); break;
+    update_cells_any</*kKernels=*/false>(p, static_cast<std::size_t>(j0), m, act, c, h_next);
   }
   return n;
 }

@@ -65,7 +65,7 @@ RNNCORE_Q8_INLINE void output_pairs(int pairs, const StepMultiplier& m, std::int
 }
 
 #if defined(RNNCORE_Q8_CENTRED_TABLES)
-// cell_units (src/internal/int8_step_loops.hpp) on Thumb-2 where tanh of the cell is a table centre (CellTanh::kPrescale >= 0),
+// update_cells' C loop (src/internal/int8_step_loops.hpp) on Thumb-2 where tanh of the cell is a table centre (CellTanh::kPrescale >= 0),
 // two pairs of units a pass: 18.5 instructions a unit instead of 27. The same values, by three facts:
 // - gf and gi are sigmoids, never negative, so [gf · c < 0] = [c < 0] and [gi · gg < 0] = [gg < 0]
 //   wherever the product is not 0 (and a product of 0 rounds to 0 with either): the rounding
