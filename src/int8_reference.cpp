@@ -3,9 +3,10 @@
 // compares every other kernel with, bit for bit. The products: a row block of int8 weights times
 // a vector, row-major or interleaved. The rest of a step (hosts): a gate's activations from its
 // sums, the cell state, the output state; these are the step's own C loops
-// (src/internal/int8_step_loops.hpp, inline so that the Cortex-M step inlines them too), run here
-// a unit at a time over any n, without a step kernel or the Thumb-2 loops. src/kernels.cpp
-// registers them first in each op's list; the semantics are docs/int8.md's.
+// (src/internal/int8_step_loops.hpp, a header so that the Cortex-M step compiles them as its own),
+// instantiated here without their kernels' branches (kKernels false: no step kernel, no Thumb-2
+// loop), over any n. src/kernels.cpp registers them first in each op's list; the semantics are
+// docs/int8.md's.
 #include <cstddef>
 #include <cstdint>
 
