@@ -5,9 +5,11 @@
 // (simd/i8_step_<isa>.cpp, on whole groups of lanes), or on Thumb-2 the assembly loops
 // (src/internal/int8_thumb2.hpp, on pairs), then the C loops of the reference
 // (src/internal/int8_step_loops.hpp, src/int8_reference.cpp) on the units left: a build with
-// neither runs the reference's loops alone. Both headers are inline, so that the Cortex-M step
-// inlines them; the registry lists the same functions (src/kernels.cpp) and tests/checkkernels.cpp
-// checks each against the reference (tests/cross/ checks the step on the emulated core). The
+// neither runs the reference's loops alone (update_cells_any<true>: the loops with the kernels'
+// branches). Both are headers, so that the Cortex-M step compiles them as its own code, its
+// instructions as before; the registry lists the same functions (src/kernels.cpp) and
+// tests/checkkernels.cpp checks each against the reference (tests/cross/ checks the step on the
+// emulated core). The
 // arithmetic is the fixed-point library's (src/internal/int8_fixed_point.hpp); the activation
 // tables are src/int8_tables.cpp's.
 #include <cstdint>
