@@ -1,6 +1,6 @@
 // The integer LSTM's step kernels on AVX2 (src/internal/int8_kernels.hpp): a gate's activations
-// and the cell update, 8 units in the 8 int32 lanes of a register, the arithmetic of the step's
-// scalar code (src/int8_lstm_step.cpp) lane by lane, so bit-identical to it. Intrinsics, as the
+// and the cell update, 8 units in the 8 int32 lanes of a register, the arithmetic of the
+// reference (src/int8_reference.cpp) lane by lane, so bit-identical to it. Intrinsics, as the
 // matrix-vector kernels: the 32 × 32 → 64-bit products of the rescaling and the table gathers have
 // no xsimd form.
 //

@@ -1,6 +1,6 @@
 // The integer LSTM's step kernels on NEON, ARMv7 and AArch64 (src/internal/int8_kernels.hpp): a
 // gate's activations and the cell update, 8 units a pass in two registers of 4 int32 lanes, the
-// arithmetic of the step's scalar code (src/int8_lstm_step.cpp) lane by lane, so bit-identical to it.
+// arithmetic of the reference (src/int8_reference.cpp) lane by lane, so bit-identical to it.
 //
 // The rescaling x · m ≈ x · M · 2^(shift − 31) (TFLite's MultiplyByQuantizedMultiplier): x shifted
 // left by max(shift, 0), wrapping (VSHL); VQRDMULH, which is gemmlowp's rounding doubling high

@@ -1,5 +1,6 @@
-// The integer LSTM's portable matrix-vector kernels (src/internal/int8_kernels.hpp), the
-// specification of the others, and the interleaved layout. src/kernels.cpp registers them.
+// The integer LSTM's interleaved weight layout (src/internal/int8_kernels.hpp): the check, the
+// interleaving and the widened vector. The portable kernels that read it are the reference's
+// (src/int8_reference.cpp).
 #include "src/internal/int8_kernels.hpp"
 
 #include "src/internal/plan_impl.hpp"
@@ -9,20 +10,6 @@
 
 namespace rnncore {
 namespace q8 {
-
-void i8_dot_1x1__scalar(const std::int8_t* w, int rows, int k_size, const std::int8_t* v,
-                        const std::int32_t* bias, std::int32_t* out) {
-  for (int j = 0; j < rows; ++j) {
-    const std::int8_t* row = w + static_cast<std::size_t>(j) * static_cast<std::size_t>(k_size);
-    // Unsigned, so that a sum beyond int32 (reachable only with a bias near the limits) wraps as
-    // TFLite's int32 accumulator does, without undefined behaviour.
-    std::uint32_t acc = static_cast<std::uint32_t>(bias[j]);
-    for (int k = 0; k < k_size; ++k) {
-      acc += static_cast<std::uint32_t>(static_cast<std::int32_t>(row[k]) * static_cast<std::int32_t>(v[k]));
-    }
-    out[j] = static_cast<std::int32_t>(acc);
-  }
-}
 
 bool interleavable4(const std::int8_t* w, int rows, int k_size, int* bad_row, int* bad_column) {
   const std::size_t K = static_cast<std::size_t>(k_size);
@@ -63,20 +50,6 @@ void widen_pairs(const std::int8_t* v, int n, std::int16_t* out) {
   k = widen_pairs_dsp(v, n, out);
 #endif
   for (const int padded = 4 * interleaved4_words(n); k < padded; ++k) out[widened_index(k)] = k < n ? v[k] : 0;
-}
-
-void i8_dot_panels_1x1__scalar(const PanelProduct* products, int count) {
-  for (int i = 0; i < count; ++i) {
-    const PanelProduct& p = products[i];
-    for (int j = 0; j < p.rows; ++j) {
-      std::uint32_t acc = static_cast<std::uint32_t>(p.bias[j]);  // wraps as i8_dot_1x1__scalar
-      for (int k = 0; k < 4 * p.k_words; ++k) {
-        acc += static_cast<std::uint32_t>(interleaved4_weight(p.w, j, k, p.k_words) *
-                                          static_cast<std::int32_t>(p.v[widened_index(k)]));
-      }
-      p.out[j] = static_cast<std::int32_t>(acc);
-    }
-  }
 }
 
 }  // namespace q8

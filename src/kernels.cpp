@@ -18,6 +18,7 @@ const char* to_string(KernelOp op) {
     case KernelOp::i8_dot_panels: return "i8_dot_panels";
     case KernelOp::i32_gate_act: return "i32_gate_act";
     case KernelOp::i16_cell_update: return "i16_cell_update";
+    case KernelOp::i16_output: return "i16_output";
   }
   return "?";
 }
@@ -33,28 +34,32 @@ namespace {
 [[maybe_unused]] bool runs_sdot() { return cpu_has_isa(Isa::neon) && cpu_has_arm_dotprod(); }
 
 constexpr Kernel f32_table(const simd::F32Kernels* const* table, Isa isa, const char* family, bool (*runs)()) {
-  return {nullptr, KernelOp::f32_rnn, isa, family, runs, table, nullptr, nullptr, nullptr, nullptr};
+  return {nullptr, KernelOp::f32_rnn, isa, family, runs, table, nullptr, nullptr, nullptr, nullptr, nullptr};
 }
 constexpr Kernel i8_dot(const char* name, Isa isa, const char* family, bool (*runs)(), q8::DotRowsFn fn) {
-  return {name, KernelOp::i8_dot, isa, family, runs, nullptr, fn, nullptr, nullptr, nullptr};
+  return {name, KernelOp::i8_dot, isa, family, runs, nullptr, fn, nullptr, nullptr, nullptr, nullptr};
 }
 constexpr Kernel i8_dot_panels(const char* name, const char* family, q8::DotPanelsFn fn) {
-  return {name, KernelOp::i8_dot_panels, Isa::none, family, nullptr, nullptr, nullptr, fn, nullptr, nullptr};
+  return {name, KernelOp::i8_dot_panels, Isa::none, family, nullptr, nullptr, nullptr, fn, nullptr, nullptr, nullptr};
 }
 [[maybe_unused]] constexpr Kernel i32_gate_act(const char* name, Isa isa, const char* family, bool (*runs)(),
                                                q8::GateActivationsFn fn) {
-  return {name, KernelOp::i32_gate_act, isa, family, runs, nullptr, nullptr, nullptr, fn, nullptr};
+  return {name, KernelOp::i32_gate_act, isa, family, runs, nullptr, nullptr, nullptr, fn, nullptr, nullptr};
 }
 [[maybe_unused]] constexpr Kernel i16_cell_update(const char* name, Isa isa, const char* family, bool (*runs)(),
                                                   q8::CellUpdateFn fn) {
-  return {name, KernelOp::i16_cell_update, isa, family, runs, nullptr, nullptr, nullptr, nullptr, fn};
+  return {name, KernelOp::i16_cell_update, isa, family, runs, nullptr, nullptr, nullptr, nullptr, fn, nullptr};
+}
+[[maybe_unused]] constexpr Kernel i16_output(const char* name, const char* family, q8::OutputFn fn) {
+  return {name, KernelOp::i16_output, Isa::none, family, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, fn};
 }
 
 // One constant array per op, each slowest first and ended by an entry without a name (so that none
 // is empty), so that a program that chooses only f32 tables links none of the int8 kernels (and
 // firmware's flash holds only what it calls). SDOT is an extension of NEON and VNNI of AVX-512,
 // with no cap value of their own; the DSP kernels are a compile-time feature (no CPU check, no
-// cap). The step kernels are hosts' only: they read the host builds' activation tables.
+// cap), as are the Thumb-2 loops. The step kernels are hosts' only: they read the host builds'
+// activation tables.
 constexpr Kernel kF32Tables[] = {
 #if defined(RNNCORE_BUILD_SSE2)
     f32_table(&simd::f32_kernels_sse2, Isa::sse2, "sse2", runs_sse2),
@@ -105,6 +110,9 @@ constexpr Kernel kI8DotPanels[] = {
 constexpr Kernel kI32GateAct[] = {
 #if !defined(RNNCORE_NO_HEAP)
     i32_gate_act("i32_gate_act_1x1__scalar", Isa::none, "scalar", nullptr, q8::i32_gate_act_1x1__scalar),
+#if defined(RNNCORE_Q8_THUMB2_LOOPS)
+    i32_gate_act("i32_gate_act_2__thumb2", Isa::none, "thumb2", nullptr, q8::i32_gate_act_2__thumb2),
+#endif
 #if defined(RNNCORE_BUILD_I8_AVX2)
     i32_gate_act("i32_gate_act_8__avx2", Isa::avx2, "avx2", runs_avx2, q8::i32_gate_act_8__avx2),
 #endif
@@ -118,6 +126,9 @@ constexpr Kernel kI32GateAct[] = {
 constexpr Kernel kI16CellUpdate[] = {
 #if !defined(RNNCORE_NO_HEAP)
     i16_cell_update("i16_cell_update_1x1__scalar", Isa::none, "scalar", nullptr, q8::i16_cell_update_1x1__scalar),
+#if defined(RNNCORE_Q8_THUMB2_LOOPS)
+    i16_cell_update("i16_cell_update_2__thumb2", Isa::none, "thumb2", nullptr, q8::i16_cell_update_2__thumb2),
+#endif
 #if defined(RNNCORE_BUILD_I8_AVX2)
     i16_cell_update("i16_cell_update_8__avx2", Isa::avx2, "avx2", runs_avx2, q8::i16_cell_update_8__avx2),
 #endif
@@ -126,6 +137,18 @@ constexpr Kernel kI16CellUpdate[] = {
 #endif
 #endif
     i16_cell_update(nullptr, Isa::none, nullptr, nullptr, nullptr),
+};
+
+// The output state alone (the last part of a cell kernel): the reference and the Thumb-2 loop,
+// which the step inlines; no step selects from this list.
+constexpr Kernel kI16Output[] = {
+#if !defined(RNNCORE_NO_HEAP)
+    i16_output("i16_output_1x1__scalar", "scalar", q8::i16_output_1x1__scalar),
+#if defined(RNNCORE_Q8_THUMB2_LOOPS)
+    i16_output("i16_output_2__thumb2", "thumb2", q8::i16_output_2__thumb2),
+#endif
+#endif
+    i16_output(nullptr, nullptr, nullptr),
 };
 
 template <std::size_t N>
@@ -150,6 +173,7 @@ const Kernel* kernel_registry(KernelOp op, int* n) {
     case KernelOp::i8_dot_panels: *n = count(kI8DotPanels); return kI8DotPanels;
     case KernelOp::i32_gate_act: *n = count(kI32GateAct); return kI32GateAct;
     case KernelOp::i16_cell_update: *n = count(kI16CellUpdate); return kI16CellUpdate;
+    case KernelOp::i16_output: *n = count(kI16Output); return kI16Output;
   }
   *n = 0;
   return kF32Tables;

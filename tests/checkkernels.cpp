@@ -23,6 +23,7 @@
 #include <ctime>
 #include <functional>
 #include <limits>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -303,17 +304,49 @@ std::int16_t random_i16(std::mt19937& rng, bool sigmoid) {
   return static_cast<std::int16_t>(std::uniform_int_distribution<int>(-32768, 32767)(rng));
 }
 
+// The kernels of `op` this CPU runs, without the op's reference (its scalar kernel).
+std::vector<const Kernel*> kernels_of(KernelOp op) {
+  int n = 0;
+  const Kernel* k = detail::kernel_registry(op, &n);
+  std::vector<const Kernel*> v;
+  for (int i = 0; i < n; ++i)
+    if (k[i].runs() && std::strcmp(k[i].family, "scalar") != 0) v.push_back(&k[i]);
+  return v;
+}
+
+// The units a step kernel takes together: the number its name carries between the op and the ISA
+// (i32_gate_act_8__avx2: 8, i16_output_2__thumb2: 2).
+int tile_of(const Kernel& k) {
+  const std::string name = k.name();
+  const std::size_t end = name.find("__");
+  const std::size_t begin = name.rfind('_', end - 1) + 1;
+  return std::atoi(name.substr(begin, end - begin).c_str());
+}
+
+// What a step kernel returned for n units: all but the last n mod tile (a SIMD kernel always; a
+// Thumb-2 one where its loop serves the arguments), or none (a Thumb-2 one that does not serve
+// them). `took` counts the calls where it did units, so that one that never does fails.
+void check_done(const Kernel& k, int n, int done, std::map<std::string, int>& took) {
+  const int tile = tile_of(k);
+  REQUIRE(tile >= 1);
+  CHECK((done == n - n % tile || (done == 0 && k.isa == Isa::none)));
+  if (done > 0) ++took[k.name()];
+}
+
 }  // namespace
 
-TEST_CASE("int8 step kernels: every step kernel equals the step's scalar code, bit for bit") {
+TEST_CASE("int8 step kernels: every step kernel equals the reference, bit for bit") {
   int nk = 0;
-  const StepKernels* kernels = int8_step_kernels(&nk);
+  const StepKernels* pairs = int8_step_kernels(&nk);
   for (int i = 0; i < nk; ++i)
-    MESSAGE("int8 step kernels " << i << ": " << std::string(kernels[i].gate_name) << ", " << std::string(kernels[i].cell_name));
-  // The choice: the last kernels within the cap; none (the scalar code) under Isa::none.
+    MESSAGE("int8 step kernels " << i << ": " << std::string(pairs[i].gate_name) << ", " << std::string(pairs[i].cell_name));
+  // The choice: the last kernels within the cap; none (the step's inline code) under Isa::none.
   CHECK(int8_best_step_kernels(Isa::none) == nullptr);
   const char* env = std::getenv("RNNCORE_MAX_ISA");
-  if (nk > 0 && (env == nullptr || *env == '\0')) CHECK(int8_best_step_kernels() == &kernels[nk - 1]);
+  if (nk > 0 && (env == nullptr || *env == '\0')) CHECK(int8_best_step_kernels() == &pairs[nk - 1]);
+  const std::vector<const Kernel*> gate_kernels = kernels_of(KernelOp::i32_gate_act);
+  const std::vector<const Kernel*> cell_kernels = kernels_of(KernelOp::i16_cell_update);
+  std::map<std::string, int> took;
   std::mt19937 rng(20261127);
   long gate_calls = 0, cell_calls = 0;
   constexpr std::int16_t kGuard16 = 0x5A5A;
@@ -352,14 +385,13 @@ TEST_CASE("int8 step kernels: every step kernel equals the step's scalar code, b
     const std::int16_t* centre = int8_gate_table_centre(tanh);
     std::vector<std::int16_t> want(static_cast<std::size_t>(n));
     REQUIRE(i32_gate_act_1x1__scalar(n, ax.data(), ah.data(), s, centre, want.data()) == n);
-    checked("i32_gate_act_1x1__scalar");  // the reference (the step's own scalar code)
-    for (int ki = 0; ki < nk; ++ki) {
-      CAPTURE(kernels[ki].gate_name);
+    checked("i32_gate_act_1x1__scalar");  // the reference (the step's C loops)
+    for (const Kernel* k : gate_kernels) {
+      CAPTURE(std::string(k->name()));
       std::vector<std::int16_t> got(static_cast<std::size_t>(n) + 1, kGuard16);
-      const int done = kernels[ki].gate(n, ax.data(), ah.data(), s, centre, got.data());
-      checked(kernels[ki].gate_name);
+      const int done = k->gate(n, ax.data(), ah.data(), s, centre, got.data());
       ++gate_calls;
-      CHECK(done == (n & ~7));
+      check_done(*k, n, done, took);
       for (int u = 0; u < done; ++u) {
         if (got[u] != want[u]) {
           FAIL_CHECK("unit " << u << ": " << got[u] << " vs " << want[u] << " (ax " << ax[u] << ", ah " << ah[u] << ")");
@@ -390,16 +422,15 @@ TEST_CASE("int8 step kernels: every step kernel equals the step's scalar code, b
     std::vector<std::int16_t> want_c = c0;
     std::vector<std::int8_t> want_h(static_cast<std::size_t>(n));
     REQUIRE(i16_cell_update_1x1__scalar(n, cu, gates, want_c.data(), want_h.data()) == n);
-    checked("i16_cell_update_1x1__scalar");  // the reference (the step's own scalar code)
-    for (int ki = 0; ki < nk; ++ki) {
-      CAPTURE(kernels[ki].cell_name);
+    checked("i16_cell_update_1x1__scalar");  // the reference (the step's C loops)
+    for (const Kernel* k : cell_kernels) {
+      CAPTURE(std::string(k->name()));
       std::vector<std::int16_t> got_c = c0;
       got_c.push_back(kGuard16);
       std::vector<std::int8_t> got_h(static_cast<std::size_t>(n) + 1, kGuard8);
-      const int done = kernels[ki].cell(n, cu, gates, got_c.data(), got_h.data());
-      checked(kernels[ki].cell_name);
+      const int done = k->cell(n, cu, gates, got_c.data(), got_h.data());
       ++cell_calls;
-      CHECK(done == (n & ~7));
+      check_done(*k, n, done, took);
       for (int u = 0; u < done; ++u) {
         if (got_c[u] != want_c[u] || got_h[u] != want_h[u]) {
           FAIL_CHECK("unit " << u << ": c " << got_c[u] << " vs " << want_c[u] << ", h " << int(got_h[u]) << " vs "
@@ -413,7 +444,55 @@ TEST_CASE("int8 step kernels: every step kernel equals the step's scalar code, b
       for (int u = done; u <= n; ++u) CHECK(got_h[u] == kGuard8);
     }
   }
-  MESSAGE(gate_calls << " gate and " << cell_calls << " cell kernel calls compared with the scalar code");
+  for (const auto* list : {&gate_kernels, &cell_kernels}) {
+    for (const Kernel* k : *list) {
+      CAPTURE(std::string(k->name()));
+      CHECK(took[k->name()] > 0);  // it did units, which were compared
+      if (took[k->name()] > 0) checked(k->name());
+    }
+  }
+  MESSAGE(gate_calls << " gate and " << cell_calls << " cell kernel calls compared with the reference");
+}
+
+TEST_CASE("int8 output kernels: every output kernel equals the reference, bit for bit") {
+  const std::vector<const Kernel*> kernels = kernels_of(KernelOp::i16_output);
+  std::map<std::string, int> took;
+  std::mt19937 rng(20261128);
+  constexpr std::int8_t kGuard8 = 0x5A;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int n = trial < 80 ? 1 + trial % 40 : std::uniform_int_distribution<int>(1, 100)(rng);
+    CAPTURE(n);
+    CAPTURE(trial);
+    // shifts as a cell update's (see there: no left shift), extremes of o and tanh(c) often
+    const QuantizedMultiplier m = random_multiplier(rng, -31, trial % 7 == 0 ? 0 : -1);
+    const std::int32_t zp = std::uniform_int_distribution<int>(-128, 127)(rng);
+    std::vector<std::int16_t> o(static_cast<std::size_t>(n)), t(o.size());
+    for (int u = 0; u < n; ++u) {
+      o[u] = random_i16(rng, true);
+      t[u] = random_i16(rng, false);
+    }
+    std::vector<std::int8_t> want(static_cast<std::size_t>(n));
+    REQUIRE(i16_output_1x1__scalar(n, m, zp, o.data(), t.data(), want.data()) == n);
+    checked("i16_output_1x1__scalar");
+    for (const Kernel* k : kernels) {
+      CAPTURE(std::string(k->name()));
+      std::vector<std::int8_t> got(static_cast<std::size_t>(n) + 1, kGuard8);
+      const int done = k->output(n, m, zp, o.data(), t.data(), got.data());
+      check_done(*k, n, done, took);
+      for (int u = 0; u < done; ++u) {
+        if (got[u] != want[u]) {
+          FAIL_CHECK("unit " << u << ": " << int(got[u]) << " vs " << int(want[u]) << " (o " << o[u] << ", tanh " << t[u] << ")");
+          break;
+        }
+      }
+      for (int u = done; u <= n; ++u) CHECK(got[u] == kGuard8);
+    }
+  }
+  for (const Kernel* k : kernels) {
+    CAPTURE(std::string(k->name()));
+    CHECK(took[k->name()] > 0);
+    if (took[k->name()] > 0) checked(k->name());
+  }
 }
 #endif
 
@@ -696,6 +775,16 @@ void bench_step(const Kernel& k, int reps, std::mt19937& rng) {
                [&] { i32_gate_act_1x1__scalar(n, ax.data(), ah.data(), s, centre, act.data()); }, reps);
     return;
   }
+  if (k.op == KernelOp::i16_output) {
+    std::vector<std::int16_t> o(n), t(n);
+    for (int u = 0; u < n; ++u) o[u] = sig(rng), t[u] = any16(rng);
+    const QuantizedMultiplier m{1518500250, -8};
+    std::vector<std::int8_t> h(n);
+    bench_pair(std::to_string(n) + " units", k.name(), "i16_output_1x1__scalar",
+               [&] { k.output(n, m, 3, o.data(), t.data(), h.data()); },
+               [&] { i16_output_1x1__scalar(n, m, 3, o.data(), t.data(), h.data()); }, reps);
+    return;
+  }
   std::vector<std::int16_t> gi(n), gf(n), gg(n), go(n), c(n);
   for (int u = 0; u < n; ++u) gi[u] = sig(rng), gf[u] = sig(rng), gg[u] = any16(rng), go[u] = sig(rng), c[u] = any16(rng);
   CellUpdate cu{};
@@ -724,6 +813,7 @@ int bench(int reps) {
       case KernelOp::i8_dot_panels: bench_dot(k[i], reps, rng); break;
       case KernelOp::i32_gate_act:
       case KernelOp::i16_cell_update:
+      case KernelOp::i16_output:
 #if !defined(RNNCORE_NO_HEAP)
         bench_step(k[i], reps, rng);
 #endif

@@ -3,7 +3,8 @@
 // and shift, where results saturate and where 16-bit sums wrap, each helper saying which. Header
 // only, in an unnamed namespace, so that the step (src/int8_lstm_step.cpp) inlines all of it as
 // before; the compile-time tables the firmware profile builds from these functions live here too.
-// Only the step's unit and the host tables' (src/int8_tables.cpp) include it.
+// Only the step's units (the step, its loops' headers int8_step_loops.hpp and int8_thumb2.hpp, the
+// reference src/int8_reference.cpp, src/int8_thumb2.cpp) and the host tables' include it.
 #ifndef RNNCORE_SRC_INTERNAL_INT8_FIXED_POINT_HPP
 #define RNNCORE_SRC_INTERNAL_INT8_FIXED_POINT_HPP
 

@@ -1,14 +1,22 @@
 // The integer LSTM's kernels. The matrix-vector kernels do the step's multiply-adds (a row block
 // of a gate's weights times the int8 input or state) and need only produce exact int32 sums, so
 // every one is bit-identical to `scalar` by construction. The step kernels do the rest of a step
-// on SIMD lanes (rescaling, activations, the cell and the output), the arithmetic of the scalar
-// code in src/int8_lstm_step.cpp, which is their specification. tests/checkkernels.cpp proves every
-// kernel this build has against the scalar code, bit for bit.
+// on SIMD lanes or in Thumb-2 assembly (rescaling, activations, the cell and the output), the
+// arithmetic of the scalar kernels. The scalar kernels of every op are the reference
+// (src/int8_reference.cpp; the step's C loops, src/internal/int8_step_loops.hpp): the
+// specification. tests/checkkernels.cpp proves every kernel this build has against it, bit for bit.
 #ifndef RNNCORE_SRC_INTERNAL_INT8_KERNELS_HPP
 #define RNNCORE_SRC_INTERNAL_INT8_KERNELS_HPP
 
 #include <cstddef>
 #include <cstdint>
+
+// Thumb-2 with the DSP extension (Cortex-M4/M7/M33, 32-bit ARMv7-A), optimized builds: the step's
+// loops in assembly (src/internal/int8_thumb2.hpp; at -O0 GCC leaves an asm statement fewer
+// registers than their 13).
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SAT) && defined(__thumb2__) && defined(__OPTIMIZE__)
+#define RNNCORE_Q8_THUMB2_LOOPS 1
+#endif
 
 #include "rnncore/rnncore.hpp"
 
@@ -158,12 +166,14 @@ const DotRowsKernel* int8_dot_kernels(int* count);
 /// (detail::select_kernel; the scalar one at worst).
 DotRowsKernel int8_best_dot_kernel(Isa cap = Isa::best);
 
-// ---- The step kernels: the rest of a step after the products, on SIMD lanes ----
-// Each takes the units of a block in whole groups of its lane count and returns how many units it
-// did; the step's scalar code does the rest (a block's last n mod 8 units), so that a kernel holds
-// no scalar copy of the arithmetic. Hosts only: they read the activations from the 128 KiB tables
-// of every int16 argument that host builds fill (src/int8_tables.cpp), by their centres (entry 0 at
-// argument 0), and may read one int16 past a table's last entry (a gather of 32-bit words).
+// ---- The step kernels: the rest of a step after the products ----
+// Each takes the units of a block in whole groups of its tile (the number in its name: its lanes,
+// 2 for the Thumb-2 pairs) and returns how many units it did; the reference's loops do the rest (a
+// block's last n mod 8 units), so that a kernel holds no scalar copy of the arithmetic. A SIMD
+// kernel takes every call; a Thumb-2 one takes what its loop serves and returns 0 otherwise (its
+// declaration says what). Hosts only: they read the activations from the 128 KiB tables of every
+// int16 argument that host builds fill (src/int8_tables.cpp), by their centres (entry 0 at argument
+// 0), and may read one int16 past a table's last entry (a gather of 32-bit words).
 
 /// A gate's fixed-point multipliers: per tensor, or per unit ((multiplier, shift) pairs from
 /// `x_rows[2 · u]` and `h_rows[2 · u]`, replacing x and h where not null).
@@ -174,7 +184,7 @@ struct GateScaling {
 };
 
 /// act[u] = centre[sat16(sat16(rescale(ax[u], x)) + rescale(ah[u], h))] for u below the count
-/// returned (a multiple of the lane count, at most n): a gate's activations from its sums, with
+/// returned (a multiple of the tile, at most n): a gate's activations from its sums, with
 /// rescale TFLite's MultiplyByQuantizedMultiplier (multiply_by_quantized_multiplier).
 using GateActivationsFn = int (*)(int n, const std::int32_t* ax, const std::int32_t* ah, const GateScaling& s,
                                   const std::int16_t* centre, std::int16_t* act);
@@ -197,9 +207,37 @@ struct BlockGates {
 };
 
 /// For u below the count returned (as GateActivationsFn): the new cell state c[u] (in place) and
-/// the new output state h_next[u], as the step's scalar code computes them.
+/// the new output state h_next[u], as the reference computes them.
 using CellUpdateFn = int (*)(int n, const CellUpdate& cu, const BlockGates& gates, std::int16_t* c,
                              std::int8_t* h_next);
+
+/// For u below the count returned (as GateActivationsFn): the new output state out[u] =
+/// sat8(rescale(o[u] · tanh_c[u], m) + zp), the last part of a cell update (o: the output gate,
+/// tanh_c: tanh of the new cell state, or i below a cell scale of 2^-15).
+using OutputFn = int (*)(int n, const QuantizedMultiplier& m, std::int32_t zp, const std::int16_t* o,
+                         const std::int16_t* tanh_c, std::int8_t* out);
+
+#if !defined(RNNCORE_NO_HEAP)
+/// The reference (src/int8_reference.cpp): the step's C loops behind the kernels' signatures, any
+/// n, every unit.
+int i32_gate_act_1x1__scalar(int n, const std::int32_t* ax, const std::int32_t* ah, const GateScaling& s,
+                             const std::int16_t* centre, std::int16_t* act);
+int i16_cell_update_1x1__scalar(int n, const CellUpdate& cu, const BlockGates& gates, std::int16_t* c, std::int8_t* h_next);
+int i16_output_1x1__scalar(int n, const QuantizedMultiplier& m, std::int32_t zp, const std::int16_t* o,
+                           const std::int16_t* tanh_c, std::int8_t* out);
+#endif
+
+#if defined(RNNCORE_Q8_THUMB2_LOOPS) && !defined(RNNCORE_NO_HEAP)
+/// The step's Thumb-2 loops (src/internal/int8_thumb2.hpp) behind the kernels' signatures
+/// (src/int8_thumb2.cpp), units in pairs: the gates where both multipliers are per tensor and shift
+/// right (else 0), the cell where tanh of its scale is tabled (cell_log2 −15 .. −9; else 0), the
+/// output where its multiplier shifts right (else 0). The step inlines the same loops.
+int i32_gate_act_2__thumb2(int n, const std::int32_t* ax, const std::int32_t* ah, const GateScaling& s,
+                           const std::int16_t* centre, std::int16_t* act);
+int i16_cell_update_2__thumb2(int n, const CellUpdate& cu, const BlockGates& gates, std::int16_t* c, std::int8_t* h_next);
+int i16_output_2__thumb2(int n, const QuantizedMultiplier& m, std::int32_t zp, const std::int16_t* o,
+                         const std::int16_t* tanh_c, std::int8_t* out);
+#endif
 
 /// A pair of step kernels for one instruction set (names say op, ISA and lanes).
 struct StepKernels {

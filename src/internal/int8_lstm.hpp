@@ -93,7 +93,7 @@ struct Int8LstmParams {
   const std::int32_t* h_mult_rows[kGates] = {};
   DotRowsFn dot = nullptr;  ///< the matrix-vector kernel (prepare picks the fastest; tests set others)
   DotPanelsFn dot_panels = nullptr;  ///< the same for the interleaved layout
-  /// The step kernels for the rest of a step (int8_best_step_kernels); null: the scalar code.
+  /// The step kernels for the rest of a step (int8_best_step_kernels); null: the step's inline loops.
   GateActivationsFn gate_activations = nullptr;
   CellUpdateFn cell_update = nullptr;
 };
@@ -166,12 +166,6 @@ void int8_lstm_step(const Int8LstmParams& p, int batch, const std::int8_t* x, st
 /// null) integer bits: what the step kernels are given.
 const std::int16_t* int8_gate_table_centre(bool tanh);
 const std::int16_t* int8_cell_tanh_centre(int integer_bits);
-
-/// The step's own scalar code behind the step kernels' signatures (GateActivationsFn,
-/// CellUpdateFn; any n): the specification tests compare the kernels with.
-int i32_gate_act_1x1__scalar(int n, const std::int32_t* ax, const std::int32_t* ah, const GateScaling& s,
-                        const std::int16_t* centre, std::int16_t* act);
-int i16_cell_update_1x1__scalar(int n, const CellUpdate& cu, const BlockGates& gates, std::int16_t* c, std::int8_t* h_next);
 #endif
 
 /// A whole sequence, batch-major like the TFLite op (time_major false): x [batch, T, I],

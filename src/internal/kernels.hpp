@@ -4,11 +4,11 @@
 // i8_dot_4x16__avx2, i32_gate_act_8__avx2, i8_dot_panels_4x16__dsp), and one function that
 // chooses among them under a cap (PlanOptions::max_isa, and env RNNCORE_MAX_ISA). The scalar
 // kernel of each op is the specification of the others; tests/checkkernels.cpp runs every entry
-// against it. The Cortex-M step's Thumb-2 loops carry names of the scheme too
-// (i32_gate_act_2__thumb2, i16_cell_update_2__thumb2, i16_output_2__thumb2 in
-// src/int8_lstm_step.cpp) but are no entries: they are inline parts of the step, chosen at compile
-// time, and a call of their own would change the step's instructions; the step is checked with
-// them on the emulated core (tests/cross/int8_kernels_baremetal.cpp).
+// against it; the int8 references are src/int8_reference.cpp. The step's Thumb-2 loops are entries
+// too where a host has them (i32_gate_act_2__thumb2…, src/int8_thumb2.cpp: 32-bit ARM Linux): the
+// step inlines the same functions (src/internal/int8_thumb2.hpp), chosen at compile time, as a call
+// would change the Cortex-M step's instructions; the entries are what checkkernels checks and what
+// a cap of none selects (int8_best_step_kernels then leaves the step to its inline code).
 #ifndef RNNCORE_SRC_INTERNAL_KERNELS_HPP
 #define RNNCORE_SRC_INTERNAL_KERNELS_HPP
 
@@ -26,8 +26,9 @@ enum class KernelOp : int {
   i8_dot_panels,    ///< q8::DotPanelsFn: interleaved int8 weights times a widened vector
   i32_gate_act,     ///< q8::GateActivationsFn: a gate's activations from its int32 sums
   i16_cell_update,  ///< q8::CellUpdateFn: the cell and output state from the gates
+  i16_output,       ///< q8::OutputFn: the output state from o and tanh(c)
 };
-constexpr int kKernelOpCount = 5;
+constexpr int kKernelOpCount = 6;
 const char* to_string(KernelOp op);
 
 /// One kernel. Exactly one function field, the one of `op`, is set. The registry is a constant
@@ -43,6 +44,7 @@ struct Kernel {
   q8::DotPanelsFn dot_panels;
   q8::GateActivationsFn gate;
   q8::CellUpdateFn cell;
+  q8::OutputFn output;
 
   const char* name() const { return f32 != nullptr ? (*f32)->name : own_name; }
   bool runs() const { return cpu_runs == nullptr || cpu_runs(); }

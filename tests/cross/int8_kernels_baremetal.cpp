@@ -217,7 +217,7 @@ void reference_step(const q8::Int8LstmParams& p, const std::int8_t* x, std::int8
     std::int32_t cn = ref::sat16(fc + ig);
     if (p.cell_clip > 0) cn = cn > p.cell_clip ? p.cell_clip : (cn < -p.cell_clip ? -p.cell_clip : cn);
     c[j] = static_cast<std::int16_t>(cn);
-    // LiteRT leaves i in place of tanh(c) for a cell finer than 2^-15 (src/int8_lstm_step.cpp, update_cells)
+    // LiteRT leaves i in place of tanh(c) for a cell finer than 2^-15 (src/internal/int8_step_loops.hpp, update_cells)
     const std::int16_t t = ib >= 0 ? ref::tanh_q(c[j], ib) : gate[0][j];
     const std::int32_t hq = ref::multiply_by_quantized_multiplier(gate[3][j] * t, p.hidden_mult) + p.hidden_zp;
     g_ref_h[j] = static_cast<std::int8_t>(hq < -128 ? -128 : (hq > 127 ? 127 : hq));
