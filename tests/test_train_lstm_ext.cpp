@@ -1,7 +1,7 @@
 // Training of the LSTM extensions (projection, peepholes, cell and projection clips): backward
 // against central differences of the f64 reference forward, f32 reference and SIMD plans (every
-// instruction set this machine runs) against
-// f64, bit-identical gradients for any thread count, and clips that bind in every case that has one.
+// instruction set this machine runs) against f64, bit-identical gradients for any thread count,
+// and clips that bind in every case that has one.
 // Goldens from PyTorch autograd and TF's GradientTape: test_golden.cpp.
 #include <doctest/doctest.h>
 
