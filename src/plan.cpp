@@ -310,7 +310,7 @@ void layout_reserve(PlanImpl* p) {
   for (int l = 0; l < st.num_layers; ++l) {
     const LayerPlan& lp = p->layers[l];
     for (int d = 0; d < lp.dirs; ++d)
-      tr.keep[l][d] = reserve.take(T * B * static_cast<std::uint64_t>(keep_slots(lp)) * lp.hidden, es);
+      tr.keep[l][d] = reserve.take(T * B * static_cast<std::uint64_t>(keep_width(lp)), es);
   }
   for (int l = 0; l + 1 < st.num_layers; ++l)
     tr.layer_out[l] = reserve.take(T * B * static_cast<std::uint64_t>(p->layers[l].dirs) * p->layers[l].hidden, es);
@@ -400,7 +400,8 @@ void layout_training_simd(PlanImpl* p) {
     const std::uint64_t gh = static_cast<std::uint64_t>(lp.gates) * lp.hidden;
     for (int d = 0; d < lp.dirs; ++d) {
       if (!lp.skip_input) s.w_t[l][d] = packed.take(gh * lp.input_size, es);
-      s.r_t[l][d] = packed.take(gh * lp.hidden, es);
+      s.r_t[l][d] = packed.take(gh * lp.out, es);
+      if (lp.out != lp.hidden) s.p_t[l][d] = packed.take(static_cast<std::uint64_t>(lp.hidden) * lp.out, es);
     }
   }
   p->packed_bytes = packed.size();
@@ -421,7 +422,7 @@ void layout_training_simd(PlanImpl* p) {
   s.forward_pack = fw.take(threads * simd::kMatmulScratchFloats, es);
   take_backward_common(p, &bw);
   s.backward_pack = bw.take(threads * simd::kMatmulScratchFloats, es);
-  s.r_packed = bw.take(w.gates * w.hidden * w.hidden, es);
+  s.r_packed = bw.take((w.gates + 1) * w.hidden * w.hidden, es);  // R, and an LSTM's W_proj after it
   end_training_layout(p, fw, bw);
 }
 
@@ -501,7 +502,7 @@ simd::Cell cell_of(const LayerSpec& ls) {
   return simd::Cell::lstm;
 }
 
-// Backward cannot differentiate LSTM extensions or a custom residual function.
+// Backward cannot differentiate a custom residual function.
 Status check_training(const StackSpec& st, const PlanOptions& options) {
   if (!options.training) return Status::ok;
   RNNCORE_ENSURE(st.dtype != DType::i8, Status::unsupported,
@@ -509,10 +510,6 @@ Status check_training(const StackSpec& st, const PlanOptions& options) {
   RNNCORE_ENSURE(st.embedding.vocab_size == 0 && st.head.out_features == 0, Status::unsupported,
                  "training (backward) of %s is not implemented yet; plan the stack without it for training",
                  st.embedding.vocab_size > 0 ? "an embedding" : "a Dense head");
-  for (int l = 0; l < st.num_layers; ++l)
-    RNNCORE_ENSURE(!has_lstm_extensions(st.layers[l]), Status::unsupported,
-                   "layers[%d]: training (backward) of LSTM projections, peepholes and clips is not implemented yet; "
-                   "plan them for inference", l);
   for (int l = 0; l < st.num_layers; ++l)
     for (int w = 0; w < st.layers[l].num_wrappers; ++w) {
       const Wrapper& wr = st.layers[l].wrappers[w];

@@ -52,7 +52,8 @@ T clip_value(T v, double clip) {
 //   i = σ(W_i x + bW_i + R_i h + bR_i [+ p_i ⊙ c]), f likewise with p_f, g = tanh(…),
 //   c' = clip(f ⊙ c + i ⊙ g), o = σ(W_o x + bW_o + R_o h + bR_o [+ p_o ⊙ c']), m = o ⊙ tanh(c'),
 //   h' = clip_proj(W_proj m) with a projection, else m.
-// `m` is a scratch row of H; `keep` (training, never with the extensions) records i f g o c h.
+// `m` is a scratch row of H; `keep` (training) records i f g o c h, with the extensions the
+// reserve row of keep_width.
 template <class T>
 void lstm_step(const LayerPlan& lp, const LayerSpec& ls, const CellParams<const T>& cp, const T* x, const T* h,
                T* h_next, T* c, T* m, T* keep) {
@@ -66,18 +67,30 @@ void lstm_step(const LayerPlan& lp, const LayerSpec& ls, const CellParams<const 
       pre[1] += cp.peep[1][u] * c[u];
     }
     const T i = sigmoid(pre[0]), f = sigmoid(pre[1]), gg = std::tanh(pre[2]);
-    c[u] = clip_value(f * c[u] + i * gg, ls.cell_clip);
+    const T c_raw = f * c[u] + i * gg;
+    c[u] = clip_value(c_raw, ls.cell_clip);
     if (cp.peep[3] != nullptr) pre[3] += cp.peep[3][u] * c[u];
     const T o = sigmoid(pre[3]);
     cell_out[u] = o * std::tanh(c[u]);
     if (keep != nullptr) {
-      const T kept[6] = {i, f, gg, o, c[u], cell_out[u]};
-      for (int k = 0; k < 6; ++k) keep[k * H + u] = kept[k];
+      const T kept[7] = {i, f, gg, o, c[u], cell_out[u], c_raw};
+      for (int k = 0; k < (lp.extensions ? 7 : 6); ++k) keep[k * H + u] = kept[k];
     }
   }
-  if (cp.proj == nullptr) return;
-  for (int k = 0; k < O; ++k)
-    h_next[k] = clip_value(dot(cp.proj + static_cast<std::int64_t>(k) * H, m, H), ls.proj_clip);
+  T* keep_h = keep != nullptr && lp.extensions ? keep + 7 * H : nullptr;  // h, then h̃
+  if (cp.proj == nullptr) {
+    if (keep_h != nullptr)
+      for (int k = 0; k < O; ++k) keep_h[k] = keep_h[O + k] = h_next[k];
+    return;
+  }
+  for (int k = 0; k < O; ++k) {
+    const T raw = dot(cp.proj + static_cast<std::int64_t>(k) * H, m, H);
+    h_next[k] = clip_value(raw, ls.proj_clip);
+    if (keep_h != nullptr) {
+      keep_h[k] = h_next[k];
+      keep_h[O + k] = raw;
+    }
+  }
 }
 
 // One cell step for one row: reads x, h, c; writes h_next and c (in place). With `keep` (a reserve
@@ -146,7 +159,7 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
   T* h_next = reinterpret_cast<T*>(buf.h[1]);
   T* c = lp.mode == Mode::lstm ? reinterpret_cast<T*>(buf.c) : nullptr;
   T* rows = reinterpret_cast<T*>(buf.rows);
-  const int keep_width = keep_slots(lp) * H;
+  const int keep_row = keep_width(lp);
   T* x_cell = rows;                      // the input after every wrapper's input dropout
   T* x_level = rows + p.max_width;       // the input a residual wrapper sees
   T* out = rows + 2 * p.max_width;       // the output on its way out through the wrappers
@@ -182,7 +195,7 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
       for (int w = nw - 1; w >= 0; --w) multiply_by_mask(wm.input[w], io.dropout, t, b, x_cell, I);
 
       T* keep = io.keep == nullptr ? nullptr
-                                   : static_cast<T*>(io.keep) + (static_cast<std::int64_t>(t) * B + b) * keep_width;
+                                   : static_cast<T*>(io.keep) + (static_cast<std::int64_t>(t) * B + b) * keep_row;
       cell_step(lp, ls, cp, x_cell, hb, hnb, cb, cell_scratch, keep);
 
       // Out through the wrappers, innermost first.
@@ -233,6 +246,14 @@ int keep_slots(const LayerPlan& lp) {
     case Mode::rnn_relu: return 1;
   }
   return 1;
+}
+
+int keep_width(const LayerPlan& lp) {
+  return lp.mode == Mode::lstm && lp.extensions ? 7 * lp.hidden + 2 * lp.out : keep_slots(lp) * lp.hidden;
+}
+
+int keep_h(const LayerPlan& lp) {
+  return lp.mode == Mode::lstm && lp.extensions ? 7 * lp.hidden : (keep_slots(lp) - 1) * lp.hidden;
 }
 
 void reference_layers(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& a,

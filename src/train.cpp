@@ -187,19 +187,19 @@ struct DirectionGrad {
   SeqView<const T> x;          // the layer's input
   SeqView<const T> dy;         // gradient of this direction's output columns (data null: zero)
   SeqView<T> dx;               // gradient of the layer's input, added to (data null: not wanted)
-  const T* keep = nullptr;     // reserve rows [T, B, keep_slots·H]
-  const T* h0 = nullptr;       // [B, H] slots of the initial state, or null (zeros)
+  const T* keep = nullptr;     // reserve rows [T, B, keep_width]
+  const T* h0 = nullptr;       // [B, O] slots of the initial state, or null (zeros); c0 [B, H]
   const T* c0 = nullptr;
-  const T* dhy = nullptr;      // [B, H] gradients of the final state, or null (zeros)
+  const T* dhy = nullptr;      // [B, O] gradients of the final state, or null (zeros); dcy [B, H]
   const T* dcy = nullptr;
-  T* dh0 = nullptr;            // [B, H] outputs, or null
+  T* dh0 = nullptr;            // [B, O] outputs, or null; dc0 [B, H]
   T* dc0 = nullptr;
   // Workspace.
   T *dh = nullptr, *dh_next = nullptr, *dc = nullptr, *dgates = nullptr, *hprev = nullptr, *xcell = nullptr, *rows = nullptr;
   int row_width = 0;           // elements of one scratch row
   const simd::F32Kernels* kernels = nullptr;  // SIMD backend: the matmul kernel
   T* pack = nullptr;                          // and its scratch (per thread)
-  T* r_packed = nullptr;                      // and R packed for the per-step products
+  T* r_packed = nullptr;                      // and R (and W_proj) packed for the per-step products
   Threads threads;
 };
 
@@ -218,8 +218,8 @@ template <class T>
 class BackwardDirection {
  public:
   BackwardDirection(const PlanImpl& p, const DirectionGrad<T>& g)
-      : p_(p), g_(g), lp_(p.layers[g.layer]), ls_(p.stack.layers[g.layer]), H_(lp_.hidden), I_(lp_.input_size),
-        B_(g.batch), slots_(keep_slots(lp_) * lp_.hidden), gw_((lp_.gates + 1) * lp_.hidden),
+      : p_(p), g_(g), lp_(p.layers[g.layer]), ls_(p.stack.layers[g.layer]), H_(lp_.hidden), O_(lp_.out),
+        I_(lp_.input_size), B_(g.batch), slots_(keep_width(lp_)), gw_((lp_.gates + 1) * lp_.hidden),
         walk_{g.dir == 1, g.steps, g.lengths}, wm_(wrapper_masks(p, g.layer, g.dir, g.run)) {}
 
   void run() {
@@ -227,9 +227,10 @@ class BackwardDirection {
     gather_step_inputs();
     start_state_gradients();
     for (int s = g_.steps - 1; s >= 0; --s) step(walk_.time(s));
-    if (g_.dh0 != nullptr) std::memcpy(g_.dh0, g_.dh, sizeof(T) * B_ * H_);
+    if (g_.dh0 != nullptr) std::memcpy(g_.dh0, g_.dh, sizeof(T) * B_ * O_);
     if (g_.dc0 != nullptr) std::memcpy(g_.dc0, g_.dc, sizeof(T) * B_ * H_);
     weight_gradients();
+    if (lp_.extensions) projection_gradient();
     if (g_.dx.data != nullptr) input_gradients();
   }
 
@@ -243,29 +244,31 @@ class BackwardDirection {
   }
   bool active(int t, int b) const { return t < walk_.length(b); }
 
-  // R packed once for the products of every step: R_0 … R_{G−1} together ([G·H, H]), a GRU's as
-  // r, z | n (n's gradient column differs).
+  // R packed once for the products of every step: R_0 … R_{G−1} together ([G·H, O]), a GRU's as
+  // r, z | n (n's gradient column differs); an LSTM's W_proj [P, H] after them.
   void pack_recurrent_weights() {
     if constexpr (std::is_same<T, float>::value) {
       if (g_.kernels == nullptr) return;
       const bool gru = lp_.mode == Mode::gru;
-      g_.kernels->pack_b(g_.w.R[0], H_, 1, (gru ? 2 : lp_.gates) * H_, H_, g_.r_packed);
+      g_.kernels->pack_b(g_.w.R[0], O_, 1, (gru ? 2 : lp_.gates) * H_, O_, g_.r_packed);
       if (gru) g_.kernels->pack_b(g_.w.R[2], H_, 1, H_, H_, g_.r_packed + 2 * H_ * H_);
+      if (g_.w.proj != nullptr) g_.kernels->pack_b(g_.w.proj, H_, 1, O_, H_, g_.r_packed + lp_.gates * H_ * O_);
     }
   }
-  const T* packed_r(int gate) const { return g_.r_packed == nullptr ? nullptr : g_.r_packed + gate * H_ * H_; }
+  const T* packed_r(int gate) const { return g_.r_packed == nullptr ? nullptr : g_.r_packed + gate * H_ * O_; }
 
   // The state a step read, recomputed exactly as the forward made it: the previous step's kept
-  // cell state with every state mask applied, or the initial state.
-  void state_before(int t, int b, int slot, const Mask* masks, const T* initial, T* out) const {
+  // state (`width` units at `offset` of the reserve row) with every state mask applied, or the
+  // initial state.
+  void state_before(int t, int b, int offset, int width, const Mask* masks, const T* initial, T* out) const {
     const int tp = walk_.previous(t, b);
     if (tp < 0) {
-      if (initial != nullptr) std::memcpy(out, initial + static_cast<std::int64_t>(b) * H_, sizeof(T) * H_);
-      else std::memset(out, 0, sizeof(T) * H_);
+      if (initial != nullptr) std::memcpy(out, initial + static_cast<std::int64_t>(b) * width, sizeof(T) * width);
+      else std::memset(out, 0, sizeof(T) * width);
       return;
     }
-    std::memcpy(out, keep(tp, b) + static_cast<std::int64_t>(slot) * H_, sizeof(T) * H_);
-    for (int w = 0; w < wm_.count; ++w) apply(masks[w], tp, b, out, H_);
+    std::memcpy(out, keep(tp, b) + offset, sizeof(T) * width);
+    for (int w = 0; w < wm_.count; ++w) apply(masks[w], tp, b, out, width);
   }
 
   // The cell input after input dropout and the state each step read; zeros for steps past a row's length.
@@ -273,45 +276,45 @@ class BackwardDirection {
     for (int t = 0; t < g_.steps; ++t)
       for (int b = 0; b < B_; ++b) {
         T* xc = g_.xcell + at(t, b) * I_;
-        T* hp = g_.hprev + at(t, b) * H_;
+        T* hp = g_.hprev + at(t, b) * O_;
         if (!active(t, b)) {  // zero rows add nothing to the products over all (step, row)
           std::memset(g_.dgates + at(t, b) * gw_, 0, sizeof(T) * gw_);
           std::memset(xc, 0, sizeof(T) * I_);
-          std::memset(hp, 0, sizeof(T) * H_);
+          std::memset(hp, 0, sizeof(T) * O_);
           continue;
         }
         std::memcpy(xc, g_.x.row(t, b), sizeof(T) * I_);
         for (int w = wm_.count - 1; w >= 0; --w) apply(wm_.input[w], t, b, xc, I_);
-        state_before(t, b, keep_slots(lp_) - 1, wm_.state_h, g_.h0, hp);
+        state_before(t, b, keep_h(lp_), O_, wm_.state_h, g_.h0, hp);
       }
   }
 
   void start_state_gradients() {
-    const std::size_t bytes = sizeof(T) * B_ * H_;
+    const std::size_t bytes = sizeof(T) * B_ * O_, cell_bytes = sizeof(T) * B_ * H_;
     if (g_.dhy != nullptr) std::memcpy(g_.dh, g_.dhy, bytes); else std::memset(g_.dh, 0, bytes);
-    if (g_.dcy != nullptr) std::memcpy(g_.dc, g_.dcy, bytes); else std::memset(g_.dc, 0, bytes);
+    if (g_.dcy != nullptr) std::memcpy(g_.dc, g_.dcy, cell_bytes); else std::memset(g_.dc, 0, cell_bytes);
   }
 
   // The gradient reaching the cell's output h at (t, b): through the state masks from the next
   // step, and from y through the output wrappers (outermost first); residual wrappers pass the
   // gradient on to their input as well.
   void output_gradient(int t, int b, T* dh_cell) const {
-    std::memcpy(dh_cell, g_.dh + static_cast<std::int64_t>(b) * H_, sizeof(T) * H_);
-    for (int w = 0; w < wm_.count; ++w) apply(wm_.state_h[w], t, b, dh_cell, H_);
+    std::memcpy(dh_cell, g_.dh + static_cast<std::int64_t>(b) * O_, sizeof(T) * O_);
+    for (int w = 0; w < wm_.count; ++w) apply(wm_.state_h[w], t, b, dh_cell, O_);
     if (g_.dy.data == nullptr) return;
     T* dout = scratch(1);
-    std::memcpy(dout, g_.dy.row(t, b), sizeof(T) * H_);
+    std::memcpy(dout, g_.dy.row(t, b), sizeof(T) * O_);
     for (int w = wm_.count - 1; w >= 0; --w) {
       if (ls_.wrappers[w].kind == WrapperKind::dropout) {
-        apply(wm_.output[w], t, b, dout, H_);
+        apply(wm_.output[w], t, b, dout, O_);
       } else if (g_.dx.data != nullptr) {  // residual (add): its input is the layer input after outer input masks
         T* dres = scratch(2);
-        std::memcpy(dres, dout, sizeof(T) * H_);
+        std::memcpy(dres, dout, sizeof(T) * O_);
         for (int v = wm_.count - 1; v > w; --v) apply(wm_.input[v], t, b, dres, I_);
         axpy(g_.dx.row(t, b), T(1), dres, I_);
       }
     }
-    for (int u = 0; u < H_; ++u) dh_cell[u] += dout[u];
+    for (int u = 0; u < O_; ++u) dh_cell[u] += dout[u];
   }
 
   // Pre-activation gradients of one row into dgates (input side G·H, then GRU reset-after's
@@ -327,7 +330,7 @@ class BackwardDirection {
         T* c_prev = scratch(3);
         T* dc_cell = scratch(4);
         T* tc = scratch(5);
-        state_before(t, b, 4, wm_.state_c, g_.c0, c_prev);
+        state_before(t, b, 4 * H, H, wm_.state_c, g_.c0, c_prev);
         std::memcpy(dc_cell, dc, sizeof(T) * H);
         for (int w = 0; w < wm_.count; ++w) apply(wm_.state_c[w], t, b, dc_cell, H);
         tanh_row(k + 4 * H, tc, H);
@@ -379,11 +382,11 @@ class BackwardDirection {
     m.a_k = 1;
     m.b = g_.w.R[gate];
     m.b_packed = packed_r(gate);
-    m.ldb = H_;
+    m.ldb = O_;
     m.c = out;
-    m.ldc = H_;
+    m.ldc = O_;
     m.m = B_;
-    m.n = H_;
+    m.n = O_;
     m.k = k;
     m.accumulate = accumulate;
     m.scratch = g_.pack;
@@ -401,19 +404,85 @@ class BackwardDirection {
     for (int i = 0; i < n; ++i) dst[i] = std::tanh(src[i]);
   }
 
+  // LSTM with extensions, step t of every row (TF LSTMCell): the gradient at h through the
+  // projection clip into dgates' last block (O units), dm = that · W_proj for every row in one
+  // product (without a projection dm is it), then the cell through the peepholes and the cell clip.
+  void lstm_ext_step(int t) {
+    T* dh_cell = scratch(0);
+    T* dm = scratch(kScratchRows + 1);  // [B, H]
+    for (int b = 0; b < B_; ++b) {
+      if (!active(t, b)) continue;
+      output_gradient(t, b, dh_cell);
+      const T* h_raw = keep(t, b) + keep_h(lp_) + O_;
+      T* d = g_.dgates + at(t, b) * gw_ + 4 * H_;
+      for (int k = 0; k < O_; ++k) d[k] = clip_passes(h_raw[k], ls_.proj_clip) ? dh_cell[k] : T(0);
+      std::memset(g_.dh_next + static_cast<std::int64_t>(b) * O_, 0, sizeof(T) * O_);  // all of dh_prev goes through R
+    }
+    if (g_.w.proj != nullptr) {
+      Matmul<T> m;
+      m.a = g_.dgates + at(t, 0) * gw_ + 4 * H_;
+      m.a_m = gw_;
+      m.a_k = 1;
+      m.b = g_.w.proj;
+      m.b_packed = g_.r_packed == nullptr ? nullptr : g_.r_packed + lp_.gates * H_ * O_;
+      m.ldb = H_;
+      m.c = dm;
+      m.ldc = H_;
+      m.m = B_;
+      m.n = H_;
+      m.k = O_;
+      m.scratch = g_.pack;
+      matmul(g_.kernels, m, g_.threads);
+    } else {
+      for (int b = 0; b < B_; ++b)
+        std::memcpy(dm + static_cast<std::int64_t>(b) * H_, g_.dgates + at(t, b) * gw_ + 4 * H_, sizeof(T) * H_);
+    }
+    for (int b = 0; b < B_; ++b)
+      if (active(t, b)) lstm_ext_cell(t, b, dm + static_cast<std::int64_t>(b) * H_);
+  }
+
+  void lstm_ext_cell(int t, int b, const T* dm) {
+    const T* k = keep(t, b);
+    const int H = H_;
+    T* dgr = g_.dgates + at(t, b) * gw_;
+    T* dc = g_.dc + static_cast<std::int64_t>(b) * H;
+    T* c_prev = scratch(3);
+    T* dc_cell = scratch(4);
+    T* tc = scratch(5);
+    state_before(t, b, 4 * H, H, wm_.state_c, g_.c0, c_prev);
+    std::memcpy(dc_cell, dc, sizeof(T) * H);
+    for (int w = 0; w < wm_.count; ++w) apply(wm_.state_c[w], t, b, dc_cell, H);
+    tanh_row(k + 4 * H, tc, H);
+    const CellParams<const T>& w = g_.w;
+    for (int u = 0; u < H; ++u) {
+      LstmPeepholes<T> peep;
+      if (w.peep[0] != nullptr) peep = {w.peep[0][u], w.peep[1][u], w.peep[3][u]};
+      dc[u] = lstm_ext_unit_backward(k[u], k[H + u], k[2 * H + u], k[3 * H + u], tc[u], c_prev[u], dm[u], dc_cell[u], peep,
+                                     !clip_passes(k[6 * H + u], ls_.cell_clip), dgr + u, H);
+    }
+    if (g_.dw.peep[0] == nullptr) return;
+    for (int u = 0; u < H; ++u) {  // p_i, p_f saw c_{t−1}, p_o the new c
+      g_.dw.peep[0][u] += dgr[u] * c_prev[u];
+      g_.dw.peep[1][u] += dgr[H + u] * c_prev[u];
+      g_.dw.peep[3][u] += dgr[3 * H + u] * k[4 * H + u];
+    }
+  }
+
   // One step t, all rows: cell gradients, then dh_prev = direct part + Σ_g R_gᵀ · dpre_g (rows past
   // their length carry dh unchanged: their dgates rows are zero).
   void step(int t) {
     T* dh_cell = scratch(0);
     for (int b = 0; b < B_; ++b) {
-      T* dh_next = g_.dh_next + static_cast<std::int64_t>(b) * H_;
+      T* dh_next = g_.dh_next + static_cast<std::int64_t>(b) * O_;
       if (!active(t, b)) {  // the state passed this step unchanged
-        std::memcpy(dh_next, g_.dh + static_cast<std::int64_t>(b) * H_, sizeof(T) * H_);
+        std::memcpy(dh_next, g_.dh + static_cast<std::int64_t>(b) * O_, sizeof(T) * O_);
         continue;
       }
+      if (lp_.extensions) continue;  // lstm_ext_step below
       output_gradient(t, b, dh_cell);
       cell_backward(t, b, dh_cell, g_.dgates + at(t, b) * gw_, dh_next);
     }
+    if (lp_.extensions) lstm_ext_step(t);
     const bool gru = lp_.mode == Mode::gru;
     if (gru && lp_.gru_variant == GruVariant::reset_before) reset_before_r(t);
     // R_0 … R_{G−1} are consecutive in the canonical buffer: one product covers every gate whose
@@ -457,12 +526,25 @@ class BackwardDirection {
         axpy(g_.dw.bW[g], T(1), d + g * H, H);
         axpy(g_.dw.bR[g], T(1), d + (gru && g == 2 && reset_after ? 3 : g) * H, H);
       }
-    weight_product(0, (gru ? 2 : G) * H, g_.hprev, H, g_.dw.R[0]);
+    weight_product(0, (gru ? 2 : G) * H, g_.hprev, O_, g_.dw.R[0]);
     if (!gru) return;
     if (!reset_after)  // R_n multiplied r ⊙ h_prev: h_prev becomes that (r and z are done)
       for (std::int64_t r = 0; r < rows; ++r)
         for (int u = 0; u < H; ++u) g_.hprev[r * H + u] *= g_.keep[r * slots_ + u];
     weight_product(reset_after ? 3 * H : 2 * H, H, g_.hprev, H, g_.dw.R[2]);
+  }
+
+  // dW_proj += Σ over every (step, row) of dh̃ᵀ · m (m gathered into hprev, no longer needed; zeros
+  // for steps past a row's length, whose reserve rows were never written).
+  void projection_gradient() {
+    if (g_.dw.proj == nullptr) return;
+    for (int t = 0; t < g_.steps; ++t)
+      for (int b = 0; b < B_; ++b) {
+        T* m = g_.hprev + at(t, b) * H_;
+        if (active(t, b)) std::memcpy(m, keep(t, b) + 5 * H_, sizeof(T) * H_);
+        else std::memset(m, 0, sizeof(T) * H_);
+      }
+    weight_product(4 * H_, O_, g_.hprev, H_, g_.dw.proj);
   }
 
   // dx += (Σ_g W_gᵀ dpre_g) ⊙ the input masks, computed into xcell (no longer needed).
@@ -503,7 +585,7 @@ class BackwardDirection {
   DirectionGrad<T> g_;
   const LayerPlan& lp_;
   const LayerSpec& ls_;
-  const int H_, I_, B_, slots_, gw_;
+  const int H_, O_, I_, B_, slots_, gw_;
   const Walk walk_;
   const WrapperMasks wm_;
 };
@@ -523,14 +605,14 @@ void backward_all(const PlanImpl& p, const unsigned char* packed, unsigned char*
   auto* reserve = static_cast<unsigned char*>(f.reserve);
   const T* canonical = reinterpret_cast<const T*>(packed + tr.canonical);
   T* dweights = static_cast<T*>(a.dweights);
-  const std::size_t state_bytes = static_cast<std::size_t>(state_elements(st, B)) * sizeof(T);
-  if (a.dc0 != nullptr) std::memset(a.dc0, 0, state_bytes);  // non-LSTM blocks stay zero
+  const std::size_t cell_bytes = static_cast<std::size_t>(cell_state_elements(st, B)) * sizeof(T);
+  if (a.dc0 != nullptr) std::memset(a.dc0, 0, cell_bytes);  // non-LSTM blocks stay zero
   if (a.dx != nullptr) std::memset(a.dx, 0, sizeof(T) * steps * B * st.input_size);
 
   int cur = 0;  // dlayer[cur]: gradient of the current layer's output (inner layers)
   for (int l = L - 1; l >= 0; --l) {
     const LayerPlan& lp = p.layers[l];
-    const std::int64_t out_w = static_cast<std::int64_t>(lp.dirs) * lp.hidden, in_w = lp.input_size;
+    const std::int64_t out_w = static_cast<std::int64_t>(lp.dirs) * lp.out, in_w = lp.input_size;
     SeqView<const T> dy;
     if (l == L - 1) {
       if (a.dy != nullptr) {
@@ -555,11 +637,13 @@ void backward_all(const PlanImpl& p, const unsigned char* packed, unsigned char*
       x = {at_bytes<T>(reserve, tr.layer_out[l - 1]), B * in_w, in_w};
     }
     for (int d = 0; d < lp.dirs; ++d) {
+      // h slots have O units, c slots H (they differ only with a projection).
       const std::size_t slot = static_cast<std::size_t>(state_offset(st, B, l, d)) * sizeof(T);
-      auto state = [&](const void* base) -> const T* {
-        return base == nullptr ? nullptr : reinterpret_cast<const T*>(static_cast<const unsigned char*>(base) + slot);
+      const std::size_t c_slot = static_cast<std::size_t>(cell_state_offset(st, B, l, d)) * sizeof(T);
+      auto state = [&](const void* base, std::size_t at) -> const T* {
+        return base == nullptr ? nullptr : reinterpret_cast<const T*>(static_cast<const unsigned char*>(base) + at);
       };
-      auto state_out = [&](void* base) -> T* { return base == nullptr ? nullptr : at_bytes<T>(base, slot); };
+      auto state_out = [&](void* base, std::size_t at) -> T* { return base == nullptr ? nullptr : at_bytes<T>(base, at); };
       const bool lstm = lp.mode == Mode::lstm;
       DirectionGrad<T> g;
       g.layer = l;
@@ -572,15 +656,15 @@ void backward_all(const PlanImpl& p, const unsigned char* packed, unsigned char*
       if (dweights != nullptr) g.dw = cell_params(p, l, d, dweights);
       g.x = x;
       g.dy = dy;
-      if (dy.data != nullptr) g.dy.data = dy.data + d * lp.hidden;
+      if (dy.data != nullptr) g.dy.data = dy.data + d * lp.out;
       g.dx = dx;
       g.keep = at_bytes<T>(reserve, tr.keep[l][d]);
-      g.h0 = state(f.h0);
-      g.c0 = lstm ? state(f.c0) : nullptr;
-      g.dhy = state(a.dhy);
-      g.dcy = lstm ? state(a.dcy) : nullptr;
-      g.dh0 = state_out(a.dh0);
-      g.dc0 = lstm ? state_out(a.dc0) : nullptr;
+      g.h0 = state(f.h0, slot);
+      g.c0 = lstm ? state(f.c0, c_slot) : nullptr;
+      g.dhy = state(a.dhy, slot);
+      g.dcy = lstm ? state(a.dcy, c_slot) : nullptr;
+      g.dh0 = state_out(a.dh0, slot);
+      g.dc0 = lstm ? state_out(a.dc0, c_slot) : nullptr;
       g.dh = at_bytes<T>(ws, tr.dh[0]);
       g.dh_next = at_bytes<T>(ws, tr.dh[1]);
       g.dc = at_bytes<T>(ws, tr.dc);
@@ -611,10 +695,11 @@ class BatchedForward {
  public:
   BatchedForward(const PlanImpl& p, int layer, int dir, const DirectionIO& io, const unsigned char* packed, unsigned char* ws)
       : p_(p), lp_(p.layers[layer]), ls_(p.stack.layers[layer]), io_(io), k_(p.simd.kernels), H_(lp_.hidden),
-        I_(lp_.input_size), B_(io.batch), G_(lp_.gates), GH_(lp_.gates * lp_.hidden), slots_(keep_slots(lp_) * lp_.hidden),
-        w_(cell_params(p, layer, dir, reinterpret_cast<const float*>(packed + p.train.canonical))),
+        O_(lp_.out), I_(lp_.input_size), B_(io.batch), G_(lp_.gates), GH_(lp_.gates * lp_.hidden),
+        slots_(keep_width(lp_)), w_(cell_params(p, layer, dir, reinterpret_cast<const float*>(packed + p.train.canonical))),
         w_t_(lp_.skip_input ? nullptr : reinterpret_cast<const float*>(packed + p.simd.train.w_t[layer][dir])),
         r_t_(reinterpret_cast<const float*>(packed + p.simd.train.r_t[layer][dir])),
+        p_t_(w_.proj == nullptr ? nullptr : reinterpret_cast<const float*>(packed + p.simd.train.p_t[layer][dir])),
         proj_(reinterpret_cast<float*>(ws + p.simd.train.proj)), rec_(reinterpret_cast<float*>(ws + p.simd.train.rec)),
         h_(reinterpret_cast<float*>(ws + p.simd.train.state_h)), c_(reinterpret_cast<float*>(ws + p.simd.train.state_c)),
         rh_(reinterpret_cast<float*>(ws + p.simd.train.rh)), x_in_(reinterpret_cast<float*>(ws + p.simd.train.x_in)),
@@ -624,12 +709,12 @@ class BatchedForward {
 
   void run() {
     project_inputs();
-    const std::size_t state = sizeof(float) * B_ * H_;
+    const std::size_t state = sizeof(float) * B_ * O_, cell = sizeof(float) * B_ * H_;
     if (io_.h0 != nullptr) std::memcpy(h_, io_.h0, state); else std::memset(h_, 0, state);
-    if (io_.c0 != nullptr) std::memcpy(c_, io_.c0, state); else std::memset(c_, 0, state);
+    if (io_.c0 != nullptr) std::memcpy(c_, io_.c0, cell); else std::memset(c_, 0, cell);
     for (int s = 0; s < io_.steps; ++s) step(io_.reverse ? io_.steps - 1 - s : s);
     if (io_.hy != nullptr) std::memcpy(io_.hy, h_, state);
-    if (io_.cy != nullptr && lp_.mode == Mode::lstm) std::memcpy(io_.cy, c_, state);
+    if (io_.cy != nullptr && lp_.mode == Mode::lstm) std::memcpy(io_.cy, c_, cell);
   }
 
  private:
@@ -641,15 +726,17 @@ class BatchedForward {
   }
   const float* x_row(int t, int b) const { return static_cast<const float*>(io_.x) + t * io_.x_st + b * io_.x_sb; }
 
-  // c[rows, n] (row stride G·H) = a[rows, k] · B, B packed at plan time.
-  void product(const float* a, std::int64_t rows, int k, const float* b_packed, int n, float* c) const {
+  // c[rows, n] (row stride ldc, G·H by default) = a[rows, k] (row stride lda, k by default) · B,
+  // B packed at plan time.
+  void product(const float* a, std::int64_t rows, int k, const float* b_packed, int n, float* c, std::int64_t ldc = 0,
+               std::int64_t lda = 0) const {
     simd::MatmulArgs m;
     m.a = a;
-    m.a_m = k;
+    m.a_m = lda != 0 ? lda : k;
     m.a_k = 1;
     m.b_packed = b_packed;
     m.c = c;
-    m.ldc = GH_;
+    m.ldc = ldc != 0 ? ldc : GH_;
     m.n = n;
     m.k = k;
     m.row_begin = 0;
@@ -683,9 +770,10 @@ class BatchedForward {
   void step(int t) {
     const bool gru = lp_.mode == Mode::gru, reset_before = gru && lp_.gru_variant == GruVariant::reset_before;
     // Recurrent products of every row (the reset-before GRU's n gate waits for r ⊙ h).
-    product(h_, B_, H_, r_t_, reset_before ? 2 * H_ : GH_, rec_);
+    product(h_, B_, O_, r_t_, reset_before ? 2 * H_ : GH_, rec_);
     for (int b = 0; b < B_; ++b)
       if (active(t, b)) gates(t, b);
+    if (lp_.extensions) project(t);
     if (reset_before) {
       product(rh_, B_, H_, r_t_ + 2 * H_ * H_, H_, rec_ + 2 * H_);
       for (int b = 0; b < B_; ++b)
@@ -706,6 +794,10 @@ class BatchedForward {
     switch (lp_.mode) {
       case Mode::lstm: {
         float* c = c_ + static_cast<std::int64_t>(b) * H;
+        if (lp_.extensions) {
+          lstm_ext_gates(k, pj, rc, c);
+          break;
+        }
         for (int u = 0; u < 4 * H; ++u) k[u] = pj[u] + rc[u];
         k_->activate(simd::Activation::sigmoid, k, 2 * H);
         k_->activate(simd::Activation::tanh, k + 2 * H, H);
@@ -739,6 +831,51 @@ class BatchedForward {
     }
   }
 
+  // LSTM with extensions (the reference's lstm_step): peepholes into i, f from c_{t−1} and into o
+  // from the clipped c_t, the cell clip; keeps c̃ and m (project follows for every row).
+  void lstm_ext_gates(float* k, const float* pj, const float* rc, const float* c) const {
+    const int H = H_;
+    for (int u = 0; u < 4 * H; ++u) k[u] = pj[u] + rc[u];
+    if (w_.peep[0] != nullptr)
+      for (int u = 0; u < H; ++u) {
+        k[u] += w_.peep[0][u] * c[u];
+        k[H + u] += w_.peep[1][u] * c[u];
+      }
+    k_->activate(simd::Activation::sigmoid, k, 2 * H);
+    k_->activate(simd::Activation::tanh, k + 2 * H, H);
+    for (int u = 0; u < H; ++u) {
+      k[6 * H + u] = k[H + u] * c[u] + k[u] * k[2 * H + u];
+      k[4 * H + u] = clip(k[6 * H + u], ls_.cell_clip);
+    }
+    if (w_.peep[3] != nullptr)
+      for (int u = 0; u < H; ++u) k[3 * H + u] += w_.peep[3][u] * k[4 * H + u];
+    k_->activate(simd::Activation::sigmoid, k + 3 * H, H);
+    std::memcpy(k + 5 * H, k + 4 * H, sizeof(float) * H);
+    k_->activate(simd::Activation::tanh, k + 5 * H, H);
+    for (int u = 0; u < H; ++u) k[5 * H + u] *= k[3 * H + u];
+  }
+
+  // TF's clip_by_value(v, −clip, clip); clip 0 means none.
+  static float clip(float v, double bound) {
+    if (bound <= 0.0) return v;
+    const float lo = static_cast<float>(-bound), hi = static_cast<float>(bound);
+    return v < lo ? lo : v > hi ? hi : v;
+  }
+
+  // h̃ = W_proj m for every row of step t (one product; without a projection h̃ = m), h = clip(h̃).
+  void project(int t) {
+    const int kh = keep_h(lp_);
+    for (int b = 0; b < B_; ++b)  // the product reads every row: rows past their length give zeros
+      if (!active(t, b)) std::memset(keep(t, b) + 5 * H_, 0, sizeof(float) * H_);
+    if (p_t_ != nullptr) product(keep(t, 0) + 5 * H_, B_, H_, p_t_, O_, keep(t, 0) + kh + O_, slots_, slots_);
+    for (int b = 0; b < B_; ++b) {
+      if (!active(t, b)) continue;
+      float* k = keep(t, b);
+      if (p_t_ == nullptr) std::memcpy(k + kh + O_, k + 5 * H_, sizeof(float) * O_);
+      for (int u = 0; u < O_; ++u) k[kh + u] = clip(k[kh + O_ + u], ls_.proj_clip);
+    }
+  }
+
   void reset_before_n(int t, int b) {
     float* k = keep(t, b);
     const float* pj = proj_ + at(t, b) * GH_;
@@ -758,30 +895,29 @@ class BatchedForward {
   void finish(int t, int b) {
     float* y = static_cast<float*>(io_.y) + t * io_.y_st + b * io_.y_sb;
     if (!active(t, b)) {  // past the row's length: state carries over, output is zero
-      std::memset(y, 0, sizeof(float) * H_);
+      std::memset(y, 0, sizeof(float) * O_);
       return;
     }
     const float* k = keep(t, b);
-    const int slots = keep_slots(lp_);
-    float* h = h_ + static_cast<std::int64_t>(b) * H_;
+    float* h = h_ + static_cast<std::int64_t>(b) * O_;
     float* c = c_ + static_cast<std::int64_t>(b) * H_;
     float* out = row(1);
-    std::memcpy(h, k + (slots - 1) * H_, sizeof(float) * H_);
-    std::memcpy(out, h, sizeof(float) * H_);
+    std::memcpy(h, k + keep_h(lp_), sizeof(float) * O_);
+    std::memcpy(out, h, sizeof(float) * O_);
     if (lp_.mode == Mode::lstm) std::memcpy(c, k + 4 * H_, sizeof(float) * H_);
     for (int w = 0; w < wm_.count; ++w) {
       if (ls_.wrappers[w].kind == WrapperKind::dropout) {
-        apply(wm_.output[w], t, b, out, H_);
-        apply(wm_.state_h[w], t, b, h, H_);
+        apply(wm_.output[w], t, b, out, O_);
+        apply(wm_.state_h[w], t, b, h, O_);
         if (lp_.mode == Mode::lstm) apply(wm_.state_c[w], t, b, c, H_);
       } else {  // residual (add): the input this wrapper received, after the input masks outside it
         float* level = row(2);
         std::memcpy(level, x_row(t, b), sizeof(float) * I_);
         for (int v = wm_.count - 1; v > w; --v) apply(wm_.input[v], t, b, level, I_);
-        for (int u = 0; u < H_; ++u) out[u] += level[u];
+        for (int u = 0; u < O_; ++u) out[u] += level[u];
       }
     }
-    std::memcpy(y, out, sizeof(float) * H_);
+    std::memcpy(y, out, sizeof(float) * O_);
   }
 
   const PlanImpl& p_;
@@ -789,9 +925,9 @@ class BatchedForward {
   const LayerSpec& ls_;
   const DirectionIO& io_;
   const simd::F32Kernels* k_;
-  const int H_, I_, B_, G_, GH_, slots_;
+  const int H_, O_, I_, B_, G_, GH_, slots_;
   const CellParams<const float> w_;
-  const float *w_t_, *r_t_;
+  const float *w_t_, *r_t_, *p_t_;
   float *proj_, *rec_, *h_, *c_, *rh_, *x_in_, *rows_, *pack_;
   const WrapperMasks wm_;
 };
@@ -818,8 +954,10 @@ void simd_pack_training(const PlanImpl& p, const float* canonical, unsigned char
         k.pack_b(w.R[0], 1, H, H, 2 * H, r_t);
         k.pack_b(w.R[2], 1, H, H, H, r_t + 2 * H * H);
       } else {
-        k.pack_b(w.R[0], 1, H, H, GH, r_t);
+        k.pack_b(w.R[0], 1, lp.out, lp.out, GH, r_t);  // R is [G·H, O]
       }
+      if (w.proj != nullptr)  // W_projᵀ [H, P]
+        k.pack_b(w.proj, 1, H, H, lp.out, reinterpret_cast<float*>(packed + st.p_t[l][d]));
     }
   }
 }

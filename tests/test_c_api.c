@@ -301,6 +301,81 @@ int main(void) {
     EXPECT(rnncore_backward(&p, packed, bws, bws_bytes, &ba) == RNNCORE_ERR_NULL_POINTER);
     EXPECT(strstr(rnncore_last_error_detail(), "reserve") != NULL);
   }
+  { /* Training an LSTM with every TF LSTMCell option from C (f64; both clips bind): central differences again. */
+    enum { T = 4, B = 2, I = 2, H = 3, P = 2, N = 128 };
+    static unsigned char train_arena[256 * 1024] __attribute__((aligned(RNNCORE_ALIGNMENT)));
+    rnncore_spec s;
+    rnncore_plan_options o;
+    rnncore_plan p;
+    rnncore_forward_args fa;
+    rnncore_backward_args ba;
+    double w[N], x[T * B * I], y[T * B * P], dy[T * B * P], dw[N];
+    const int32_t lengths[B] = {3, 4};
+    size_t packed_bytes, ws_bytes, bws_bytes, reserve_bytes;
+    unsigned char *packed, *ws, *bws, *reserve;
+    int i, n;
+    rnncore_spec_init(&s);
+    s.mode = RNNCORE_MODE_LSTM;
+    s.input_size = I;
+    s.hidden_size = H;
+    s.proj_size = P;
+    s.peepholes = 1;
+    s.cell_clip = 0.3;
+    s.proj_clip = 0.05;
+    s.dtype = RNNCORE_F64;
+    n = (int)rnncore_param_count(&s);
+    EXPECT(n == 4 * H * (I + P) + 8 * H + 3 * H + P * H && n <= N);
+    for (i = 0; i < n; ++i) w[i] = 0.5 * sin(1.3 * i + 0.4);
+    for (i = 0; i < T * B * I; ++i) x[i] = 1.5 * cos(0.8 * i);
+    for (i = 0; i < T * B * P; ++i) dy[i] = sin(0.6 * i + 0.5);
+    rnncore_plan_options_init(&o);
+    o.max_batch = B;
+    o.max_seq_len = T;
+    o.backend = RNNCORE_BACKEND_REFERENCE;
+    o.training = 1;
+    EXPECT(rnncore_plan_create(&s, &o, &p) == RNNCORE_OK);
+    packed_bytes = rnncore_plan_packed_weight_bytes(&p);
+    ws_bytes = rnncore_plan_workspace_bytes(&p);
+    bws_bytes = rnncore_plan_backward_workspace_bytes(&p);
+    reserve_bytes = rnncore_plan_reserve_bytes(&p);
+    EXPECT(packed_bytes + ws_bytes + bws_bytes + reserve_bytes <= sizeof train_arena);
+    packed = train_arena;
+    ws = packed + packed_bytes;
+    bws = ws + ws_bytes;
+    reserve = bws + bws_bytes;
+    EXPECT(rnncore_plan_pack_weights(&p, w, packed, packed_bytes) == RNNCORE_OK);
+    rnncore_forward_args_init(&fa);
+    fa.batch = B;
+    fa.seq_len = T;
+    fa.x = x;
+    fa.seq_lengths = lengths;
+    fa.y = y;
+    fa.reserve = reserve;
+    fa.reserve_bytes = reserve_bytes;
+    EXPECT(rnncore_forward(&p, packed, ws, ws_bytes, &fa) == RNNCORE_OK);
+    rnncore_backward_args_init(&ba);
+    ba.forward = fa;
+    ba.dy = dy;
+    ba.dweights = dw;
+    EXPECT(rnncore_backward(&p, packed, bws, bws_bytes, &ba) == RNNCORE_OK);
+    for (i = 0; i < n; ++i) {
+      double loss[2];
+      int side, k;
+      for (side = 0; side < 2; ++side) {
+        rnncore_forward_args plain = fa;
+        const double keep = w[i];
+        w[i] = keep + (side ? -1e-6 : 1e-6);
+        EXPECT(rnncore_plan_pack_weights(&p, w, packed, packed_bytes) == RNNCORE_OK);
+        w[i] = keep;
+        plain.reserve = NULL;
+        plain.reserve_bytes = 0;
+        EXPECT(rnncore_forward(&p, packed, ws, ws_bytes, &plain) == RNNCORE_OK);
+        loss[side] = 0;
+        for (k = 0; k < T * B * P; ++k) loss[side] += y[k] * dy[k];
+      }
+      EXPECT(fabs((loss[0] - loss[1]) / 2e-6 - dw[i]) < 1e-7);
+    }
+  }
   {
     /* 16-bit weight storage from C: bf16 packs about half the bytes of f32 (biases stay f32) where the
      * SIMD backend has it (AVX2 / AVX-512), and is refused by name elsewhere; an unknown storage type

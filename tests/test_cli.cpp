@@ -569,6 +569,53 @@ TEST_CASE("cli: rnncore grad reproduces the PyTorch autograd golden gradients") 
   }
 }
 
+TEST_CASE("cli: rnncore grad reproduces TF LSTMCell's gradients (peepholes, clips, projection) from tf.GradientTape") {
+  const std::string d = temp_dir();
+  int cases = 0;
+  for (const std::string& model : list_cases(src("tests/golden/tf_grad"))) {
+    const std::size_t n = model.size();
+    if (n < 18 || model.compare(n - 18, 18, ".model.safetensors") != 0) continue;
+    ++cases;
+    INFO(model);
+    io::SafeTensors f, m;
+    REQUIRE(io::read_safetensors((model.substr(0, n - 18) + ".data.safetensors").c_str(), &f) == RNNCORE_OK);
+    REQUIRE(io::read_safetensors(model.c_str(), &m) == RNNCORE_OK);
+    extract(f, "input", d + "/x.npy");
+    extract(f, "dy", d + "/dy.npy");
+    std::string args = "grad --weights " + model + " --input " + d + "/x.npy --dy " + d + "/dy.npy --grads " + d +
+                       "/g.safetensors --dx " + d + "/dx.npy --dh0 " + d + "/dh0.npy --dc0 " + d + "/dc0.npy";
+    const char* const inputs[][2] = {{"h0", "h0"}, {"c0", "c0"}, {"seq_lengths", "seq-lengths"}, {"dhn", "dhn"},
+                                     {"dcn", "dcn"}};
+    for (const auto& in : inputs)
+      if (f.find(in[0]) != nullptr) {
+        extract(f, in[0], d + "/" + in[0] + ".npy");
+        args += std::string(" --") + in[1] + " " + d + "/" + in[0] + ".npy";
+      }
+    const Result r = run(args);
+    INFO(args);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(compare_npy(d + "/dx.npy", f, "expected.dx") < 2e-4);
+    CHECK(compare_npy(d + "/dh0.npy", f, "expected.dh0") < 2e-4);
+    CHECK(compare_npy(d + "/dc0.npy", f, "expected.dc0") < 2e-4);
+    io::SafeTensors g;  // one tensor per variable of the model file, named as there
+    REQUIRE(io::read_safetensors((d + "/g.safetensors").c_str(), &g) == RNNCORE_OK);
+    CHECK(g.tensors.size() == m.tensors.size());
+    for (const io::TensorEntry& e : m.tensors) {
+      INFO(e.name);
+      io::Array got, want;
+      REQUIRE(g.array(e.name, &got) == RNNCORE_OK);
+      REQUIRE(f.array("grad." + e.name, &want) == RNNCORE_OK);
+      std::vector<double> gv, wv;
+      REQUIRE(io::to_f64(got, &gv) == RNNCORE_OK);
+      REQUIRE(io::to_f64(want, &wv) == RNNCORE_OK);
+      REQUIRE(gv.size() == wv.size());
+      CHECK(rel_error(gv.data(), wv.data(), wv.size()) < 2e-4);
+    }
+  }
+  CHECK(cases >= 4);
+}
+
 TEST_CASE("cli: rnncore grad errors") {
   const std::string d = temp_dir();
   const std::string model = " --weights " + src(kModel + ".safetensors") + " --input " + src(kModel + "_input.npy");

@@ -313,17 +313,12 @@ TEST_CASE("golden: stacks with DropoutWrapper, ResidualWrapper and inter-layer d
 
 namespace {
 
-// A gradient golden case (tests/golden/make_grad_golden.py, PyTorch float64 autograd): the
-// training forward and backward of a stack from its JSON config; weight gradients are exported to
-// the PyTorch layout and compared per tensor, relative to the tensor's largest reference magnitude.
+// The training forward and backward of a gradient golden case (f: its inputs, dy, dhn, dcn and the
+// expected outputs and gradients); weight gradients are exported to `format` and compared per
+// tensor (f's grad.<prefix><name>), relative to the tensor's largest reference magnitude.
 template <class T>
-void run_grad_case(const io::SafeTensors& f, Backend backend, Isa isa, double tolerance) {
-  StackSpec st;
-  std::string err;
-  const std::string cfg = meta(f, "config");
-  REQUIRE_MESSAGE(io::parse_stack_config(cfg.data(), cfg.size(), "config", &st, &err) == Status::ok, err);
-  st.dtype = sizeof(T) == 8 ? DType::f64 : DType::f32;
-  const std::vector<T> w = import_pytorch<T>(f, st);
+void check_gradients(const io::SafeTensors& f, const StackSpec& st, const std::vector<T>& w, WeightFormat format,
+                     const char* prefix, Backend backend, Isa isa, double tolerance) {
   const std::vector<T> x = floats<T>(f, "input"), dy = floats<T>(f, "dy");
   std::vector<T> h0, c0, dhn, dcn;
   if (f.find("h0") != nullptr) h0 = floats<T>(f, "h0");
@@ -347,8 +342,8 @@ void run_grad_case(const io::SafeTensors& f, Backend backend, Isa isa, double to
       reserve(plan.reserve_bytes());
   REQUIRE(plan.pack_weights(w.data(), packed.ptr, packed.size) == Status::ok);
   const std::size_t states = static_cast<std::size_t>(state_elements(st, opt.max_batch));
-  std::vector<T> y(dy.size()), hy(states), cy(lstm ? states : 0), dx(x.size()), dh0(states), dc0(lstm ? states : 0),
-      dw(w.size());
+  const std::size_t cells = lstm ? static_cast<std::size_t>(cell_state_elements(st, opt.max_batch)) : 0;  // H (h: P)
+  std::vector<T> y(dy.size()), hy(states), cy(cells), dx(x.size()), dh0(states), dc0(cells), dw(w.size());
   ForwardArgs fa;
   fa.batch = opt.max_batch;
   fa.seq_len = opt.max_seq_len;
@@ -389,16 +384,43 @@ void run_grad_case(const io::SafeTensors& f, Backend backend, Isa isa, double to
   check("backward", dh0.data(), "expected.dh0");
   if (lstm) check("backward", dc0.data(), "expected.dc0");
   int checked = 0;
-  for (int i = 0; i < format_tensor_count(st, WeightFormat::pytorch); ++i) {
+  for (int i = 0; i < format_tensor_count(st, format); ++i) {
     TensorInfo info;
-    REQUIRE(format_tensor_info(st, WeightFormat::pytorch, i, "rnn.", &info) == Status::ok);
-    if (f.find(info.name) == nullptr) continue;  // bias=False
+    REQUIRE(format_tensor_info(st, format, i, prefix, &info) == Status::ok);
+    if (f.find(std::string("grad.") + info.name) == nullptr) continue;  // bias=False
     std::vector<T> g(static_cast<std::size_t>(info.shape.elements()));
-    REQUIRE(export_gradient_tensor(st, WeightFormat::pytorch, i, dw.data(), g.data()) == Status::ok);
+    REQUIRE(export_gradient_tensor(st, format, i, dw.data(), g.data()) == Status::ok);
     check("weights", g.data(), std::string("grad.") + info.name);
     ++checked;
   }
   CHECK(checked > 0);
+}
+
+// A gradient golden case (tests/golden/make_grad_golden.py, PyTorch float64 autograd): a stack from
+// its JSON config, weights in the PyTorch layout.
+template <class T>
+void run_grad_case(const io::SafeTensors& f, Backend backend, Isa isa, double tolerance) {
+  StackSpec st;
+  std::string err;
+  const std::string cfg = meta(f, "config");
+  REQUIRE_MESSAGE(io::parse_stack_config(cfg.data(), cfg.size(), "config", &st, &err) == Status::ok, err);
+  st.dtype = sizeof(T) == 8 ? DType::f64 : DType::f32;
+  check_gradients<T>(f, st, import_pytorch<T>(f, st), WeightFormat::pytorch, "rnn.", backend, isa, tolerance);
+}
+
+// A TF gradient golden case (tests/golden/make_tf_grad_golden.py, tf.GradientTape in float64): the
+// model file as tools/tf_to_safetensors.py wrote it, loaded as `rnncore run` loads it.
+template <class T>
+void run_tf_grad_case(const std::string& model_path, const io::SafeTensors& data, Backend backend, double tolerance) {
+  io::ModelHints hints;
+  hints.dtype = sizeof(T) == 8 ? DType::f64 : DType::f32;
+  io::LoadedModel m;
+  std::string err;
+  REQUIRE_MESSAGE(io::load_weights(model_path, hints, nullptr, &m, &err) == Status::ok, err);
+  REQUIRE(m.format == WeightFormat::tensorflow);
+  const T* w = reinterpret_cast<const T*>(m.canonical.data());
+  check_gradients<T>(data, m.stack, std::vector<T>(w, w + m.canonical.size() / sizeof(T)), WeightFormat::tensorflow, "",
+                     backend, Isa::best, tolerance);
 }
 
 }  // namespace
@@ -413,6 +435,24 @@ TEST_CASE("golden gradients: every mode, wrapper and dropout kind against PyTorc
     run_grad_case<double>(f, Backend::reference, Isa::best, 1e-9);
     run_grad_case<float>(f, Backend::reference, Isa::best, 1e-4);
     if (!cpu_backends().empty() && cpu_backends().back() == Backend::simd) run_grad_case<float>(f, Backend::simd, Isa::best, 1e-4);
+  }
+}
+
+TEST_CASE("golden gradients: TF LSTMCell peepholes, cell clip, projection and projection clip against tf.GradientTape") {
+  std::vector<std::string> models;
+  for (const std::string& p : list_cases(golden_dir("tf_grad")))
+    if (p.size() > 18 && p.compare(p.size() - 18, 18, ".model.safetensors") == 0) models.push_back(p);
+  REQUIRE(models.size() >= 4);
+  for (const std::string& model : models) {
+    INFO(model);
+    io::SafeTensors data;
+    const std::string data_path = model.substr(0, model.size() - 18) + ".data.safetensors";
+    REQUIRE(io::read_safetensors(data_path.c_str(), &data) == RNNCORE_OK);
+    run_tf_grad_case<double>(model, data, Backend::reference, 1e-9);
+    for (Backend backend : cpu_backends()) {
+      INFO("backend " << to_string(backend));
+      run_tf_grad_case<float>(model, data, backend, 1e-4);
+    }
   }
 }
 

@@ -371,6 +371,10 @@ TEST_CASE("training forward and backward make no heap allocation") {
     st.layers[l].wrappers[st.layers[l].num_wrappers++] = dropout_wrapper(0.8, 0.7, 0.6, l == 1, l == 1, StateFilter::h_and_c);
   }
   st.layers[2].wrappers[st.layers[2].num_wrappers++] = residual_wrapper();
+  st.layers[0].proj_size = 5;  // the LSTM has every extension
+  st.layers[0].peepholes = true;
+  st.layers[0].cell_clip = 0.5;
+  st.layers[0].proj_clip = 0.3;
   for (Backend backend : cpu_backends()) {
     PlanOptions o;
     o.max_batch = 3;
@@ -386,8 +390,9 @@ TEST_CASE("training forward and backward make no heap allocation") {
     const auto x = random_vector<float>(rng, 5 * 3 * 6, 1.0);
     const auto dy = random_vector<float>(rng, 5 * 3 * 8, 1.0);
     const auto dhy = random_vector<float>(rng, state_elements(st, 3), 1.0);
-    std::vector<float> y(5 * 3 * 8), hy(state_elements(st, 3)), cy(hy.size()), dx(x.size()), dh0(hy.size()),
-        dc0(hy.size()), dw(w.size());
+    const auto dcy = random_vector<float>(rng, cell_state_elements(st, 3), 1.0);
+    std::vector<float> y(5 * 3 * 8), hy(state_elements(st, 3)), cy(dcy.size()), dx(x.size()), dh0(hy.size()),
+        dc0(dcy.size()), dw(w.size());
     const std::int32_t lengths[3] = {5, 0, 2};
     REQUIRE(plan.pack_weights(w.data(), packed.ptr, packed.size) == Status::ok);
     ForwardArgs a;
@@ -406,7 +411,7 @@ TEST_CASE("training forward and backward make no heap allocation") {
     b.forward = a;
     b.dy = dy.data();
     b.dhy = dhy.data();
-    b.dcy = dhy.data();
+    b.dcy = dcy.data();
     b.dx = dx.data();
     b.dh0 = dh0.data();
     b.dc0 = dc0.data();

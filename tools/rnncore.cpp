@@ -1003,8 +1003,9 @@ int cmd_grad(int argc, char** argv) {
   if ((s = plan.pack_weights(rs.model.canonical.data(), packed.p, packed.bytes)) != Status::ok) return error(library_error(s));
 
   const std::size_t states = static_cast<std::size_t>(state_elements(stack, static_cast<int>(rs.B)));
+  const std::size_t cells = static_cast<std::size_t>(cell_state_elements(stack, static_cast<int>(rs.B)));  // H (h: P)
   std::vector<unsigned char> y(static_cast<std::size_t>(rs.T * rs.B * rs.out_width) * es), dx(rs.x.size()),
-      dh0(states * es), dc0(rs.any_lstm ? states * es : 0), dweights(rs.model.canonical.size());
+      dh0(states * es), dc0(rs.any_lstm ? cells * es : 0), dweights(rs.model.canonical.size());
   ForwardArgs fa = rs.forward_args();
   fa.y = y.data();
   fa.reserve = reserve.p;

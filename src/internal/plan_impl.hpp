@@ -37,7 +37,7 @@ struct LayerPlan {
   std::int32_t input_size = 0;     // I_l
   std::int32_t hidden = 0;         // H_l: cell units (c, gates)
   std::int32_t out = 0;            // O_l: units of h and of the output per direction (P_l, or H_l)
-  bool extensions = false;         // LSTM projection, peepholes or clips (not on the GPU, not in training)
+  bool extensions = false;         // LSTM projection, peepholes or clips (not on the GPU)
   std::int32_t hidden_stride = 0;  // floats per state row: Hp (SIMD) or H (reference)
   std::int32_t gates = 0;
   std::int32_t dirs = 1;
@@ -73,7 +73,7 @@ struct WorkspaceLayout {
 // leading parts).
 struct TrainLayout {
   std::size_t canonical = 0;           // packed buffer: the canonical weights
-  // Reserve: a header, then per (layer, dir) [T, B, keep_slots·H] rows, then inner-layer outputs.
+  // Reserve: a header, then per (layer, dir) [T, B, keep_width] rows, then inner-layer outputs.
   std::size_t keep[kMaxLayers][2] = {};
   std::size_t layer_out[kMaxLayers] = {};  // [T, B, D·H] after inter-layer dropout (l < L-1)
   std::size_t reserve_total = 0;
@@ -109,12 +109,13 @@ struct SimdTrainLayout {
   // Per (layer, dir) Wᵀ [I, G·H] (none for a skip layer) and Rᵀ [H, G·H] packed for f32_matmul
   // (F32Kernels::pack_b): the B operands of the batched training forward.
   std::size_t w_t[kMaxLayers][2] = {}, r_t[kMaxLayers][2] = {};
+  std::size_t p_t[kMaxLayers][2] = {};  // LSTM projection: W_projᵀ [H, P] packed likewise
   // The batched training forward: projections of every step [T, B, G·H], one step's recurrent
   // products [B, G·H], the state [B, H] (h, c, r ⊙ h) and the cell input [T, B, I].
   std::size_t proj = 0, rec = 0, state_h = 0, state_c = 0, rh = 0, x_in = 0;
   std::size_t forward_pack = 0;   // simd::kMatmulScratchFloats per thread for the matmuls' packed tiles
   std::size_t backward_pack = 0;  // backward: simd::kMatmulScratchFloats per thread
-  std::size_t r_packed = 0;       // backward: one direction's R [G·H, H] packed for the per-step products
+  std::size_t r_packed = 0;       // backward: one direction's R [G·H, O] (and W_proj [P, H]) packed for the per-step products
 };
 
 // The SIMD backend's part of a plan (all zero in the other backends' plans: kernels null).
@@ -132,6 +133,12 @@ constexpr std::size_t kGpuGradArgBytesPerLayer = 8192;
 // slot s of unit u at s·H + u): LSTM i f g o c h; GRU reset-after r z n (R_n h + bR_n) h;
 // GRU reset-before r z n h; Elman RNN h.
 int keep_slots(const LayerPlan& lp);
+// Elements of one reserve row, and where its h (the state the next step reads, lp.out units)
+// starts. An LSTM with extensions keeps i f g o c m c̃ (H each; m = o ⊙ tanh c, c̃ the cell state
+// before the cell clip), then h h̃ (O each; h̃ the projection before the projection clip; without
+// a projection h = h̃ = m); every other layer keep_slots·H, h in the last slot.
+int keep_width(const LayerPlan& lp);
+int keep_h(const LayerPlan& lp);
 
 constexpr std::uint64_t kPlanMagic = 0x4e414c5045524f43ull;    // plan initialised
 constexpr std::uint64_t kPackedMagic = 0x4b4341505243524eull;  // packed buffer header
@@ -216,7 +223,7 @@ struct DirectionIO {
   const std::int32_t* lengths = nullptr;
   bool reverse = false;
   RunDropout dropout;
-  void* keep = nullptr;  // training forward: this direction's reserve rows [T, B, keep_slots·H]
+  void* keep = nullptr;  // training forward: this direction's reserve rows [T, B, keep_width]
 };
 
 // Where the reference cell loop of one direction keeps its state: two h buffers and c ([B, H]

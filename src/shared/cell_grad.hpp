@@ -26,6 +26,36 @@ RNNCORE_HD inline T lstm_unit_backward(T i, T f, T g, T o, T tc, T c_prev, T dh,
   return dct * f;
 }
 
+/// Whether a clip to [−clip, clip] (clip 0: none) passes the gradient at the value v it was given:
+/// everywhere but where it bound (TF's clip_by_value and PyTorch's clamp pass it at the bounds).
+template <class T>
+RNNCORE_HD inline bool clip_passes(T v, double clip) {
+  return clip <= 0.0 || (v >= static_cast<T>(-clip) && v <= static_cast<T>(clip));
+}
+
+/// An LSTM unit's peephole weights on gates i, f (from c_{t−1}) and o (from c_t); zeros without.
+template <class T>
+struct LstmPeepholes {
+  T i = T(0), f = T(0), o = T(0);
+};
+
+/// LSTM with peepholes and a cell clip (TF LSTMCell): as lstm_unit_backward, from dm at
+/// m = o ⊙ tanh(c_t) (the projection's gradient already taken back through it) and dc at the
+/// clipped c_t; `clipped`: the cell clip bound c_t, so nothing reaches f ⊙ c_{t−1} + i ⊙ g.
+/// Returns dc_{t−1} (through f and the i, f peepholes).
+template <class T>
+RNNCORE_HD inline T lstm_ext_unit_backward(T i, T f, T g, T o, T tc, T c_prev, T dm, T dc, LstmPeepholes<T> p, bool clipped,
+                                           T* d, int64_t stride) {
+  const T dpo = dm * tc * o * (T(1) - o);
+  const T dct = clipped ? T(0) : dc + dm * o * (T(1) - tc * tc) + p.o * dpo;
+  const T dpi = dct * g * i * (T(1) - i), dpf = dct * c_prev * f * (T(1) - f);
+  d[0] = dpi;
+  d[stride] = dpf;
+  d[2 * stride] = dct * i * (T(1) - g * g);
+  d[3 * stride] = dpo;
+  return dct * f + p.i * dpi + p.f * dpf;
+}
+
 /// GRU: from r, z, n, h_{t−1} and dh: the gradients of z and n into d[stride], d[2·stride];
 /// reset-after also r into d[0] (from rec_n = R_n h + bR_n) and the gradient of rec_n into
 /// d[3·stride]. Returns the part of dh_{t−1} that bypasses the recurrent weights (dh · z).
