@@ -11,6 +11,8 @@ NumPy API (no PyTorch needed)::
 
     report = rnncore.quantize("lstm.safetensors", calib, "q.safetensors")  # int8 model, accuracy lost
     header = rnncore.export_c("q.safetensors", "model.h")             # a C header for firmware
+    q = rnncore.load("q.safetensors")                                 # an Int8Model (int8 file)
+    y8, h8, c8 = q.run(x_bti)                                         # x [B, T, I]; int8 y as LiteRT's
 
 PyTorch modules: :mod:`rnncore.torch` (``LSTM``, ``GRU``, ``RNN``). See docs/python.md.
 """
@@ -26,7 +28,7 @@ import numpy as _np
 from . import _core
 from ._core import ArgumentError, Error
 
-__all__ = ["ArgumentError", "Error", "Model", "export_c", "info", "load", "quantize", "__version__"]
+__all__ = ["ArgumentError", "Error", "Int8Model", "Model", "export_c", "info", "load", "quantize", "__version__"]
 __version__ = _core.version()
 
 
@@ -156,6 +158,93 @@ class Model:
         return y, h, c
 
 
+class Int8Model:
+    """An integer LSTM model file (format ``tflite_int8``: written by :func:`quantize` or converted from a
+    ``.tflite``), run as LiteRT runs it (``rnncore run`` on such a file; docs/int8.md). What
+    :func:`load` returns for such a file.
+
+    Batch-major, as the TFLite op: ``run(x)`` takes ``x`` int8 ``[B, T, I]``, floating point
+    ``[B, T, I]`` (quantized as TFLite's QUANTIZE op), or token ids ``[B, T]`` for a model that starts
+    with an Embedding, and returns ``(y, h, c)``: ``y`` int8 ``[B, T, O]`` (``[B, O]`` for a last-step
+    model), the final states ``h`` int8 and ``c`` int16 (shape ``state_shape(B)``). ``h0`` / ``c0``: a
+    state to start from, as returned (None: LiteRT's start, h at its zero point and c = 0). Bit for
+    bit what the firmware's C API computes (rnncore/int8.h). The GIL is released during a run.
+    """
+
+    def __init__(self, net):
+        self._net = net
+
+    @property
+    def input_size(self):
+        return self._net.input_size
+
+    @property
+    def output_size(self):
+        return self._net.output_size
+
+    @property
+    def return_sequences(self):
+        return self._net.return_sequences
+
+    @property
+    def has_embedding(self):
+        return self._net.has_embedding
+
+    @property
+    def kernel(self):
+        """The integer kernels its LSTM layers run."""
+        return self._net.kernel
+
+    @property
+    def description(self):
+        """What the model is, one line each (``rnncore run``'s first lines)."""
+        return list(self._net.description)
+
+    @property
+    def origin(self):
+        return self._net.origin
+
+    @property
+    def metadata(self):
+        """The file's metadata (its quantization: docs/int8.md, "The model file")."""
+        return dict(self._net.metadata)
+
+    @property
+    def output_quantization(self):
+        """``(scale, zero_point)`` of the int8 output: y ≈ (q − zero_point) · scale. None where an
+        activation table or a Bidirectional merge ends the model (its keys: docs/int8.md)."""
+        m = dict(self._net.metadata)
+        if m.get("softmax") == "1":
+            prefix = "softmax."
+        elif "dense" in m:
+            prefix = f"fc{int(m['dense']) - 1}."
+            if m.get(prefix + "activation") in ("sigmoid", "tanh"):
+                return None
+        else:
+            prefix = f"l{int(m['layers']) - 1}." if int(m.get("layers", "1")) > 1 else ""
+        if prefix + "output_scale" not in m or prefix + "output_zp" not in m:
+            return None
+        return float(m[prefix + "output_scale"]), int(m[prefix + "output_zp"])
+
+    def dequantize(self, y):
+        """The float values of an int8 output (as TFLite's DEQUANTIZE op): float32 (y − z) · s."""
+        q = self.output_quantization
+        if q is None:
+            raise Error("dequantize: this model's output quantization is not one scale and zero point")
+        return ((_np.asarray(y).astype(_np.int32) - q[1]).astype(_np.float32) * _np.float32(q[0])).astype(_np.float32)
+
+    def state_shape(self, batch):
+        return tuple(self._net.state_shape(batch))
+
+    def quantize_input(self, x):
+        """Floating-point input as the int8 values the model reads (TFLite's QUANTIZE op)."""
+        return self._net.quantize_input(x)
+
+    def run(self, x, h0=None, c0=None):
+        """Runs the model on ``x`` (batch-major, see the class): returns ``(y, h, c)``."""
+        return self._net.run(x, h0, c0)
+
+
 def load(source, *, format="", prefix=None, mode="", gru="", dtype="float32", threads=1, backend="auto",
          training=False, dropout=None, config=None):
     """Loads a model: from a safetensors file, an ``.onnx`` file or a PyTorch module.
@@ -179,8 +268,22 @@ def load(source, *, format="", prefix=None, mode="", gru="", dtype="float32", th
         return _from_module(source, dtype, threads, backend, training, dropout)
     if str(source).endswith(".onnx"):
         return _from_onnx(str(source), dtype, threads, backend, training, dropout)
+    if _core.is_int8_model(str(source)):
+        return _int8(str(source), format, prefix, mode, gru, dtype, threads, backend, training, dropout, config)
     return Model(_core.Net.load(str(source), format, prefix, mode, gru, dtype, threads, backend, training, dropout,
                                 config_path, config_text))
+
+
+def _int8(path, format, prefix, mode, gru, dtype, threads, backend, training, dropout, config):
+    """An int8 model file: every option of a float model is refused (as ``rnncore run`` refuses them)."""
+    given = [name for name, value, default in (("format", format, ""), ("prefix", prefix, None), ("mode", mode, ""),
+                                               ("gru", gru, ""), ("dtype", dtype, "float32"), ("threads", threads, 1),
+                                               ("backend", backend, "auto"), ("training", training, False),
+                                               ("dropout", dropout, None), ("config", config, None))
+             if value != default]
+    if given:
+        raise ArgumentError(f"load: {given[0]}= does not apply to {path}, an int8 LSTM model (format tflite_int8)")
+    return Int8Model(_core.Int8Net(path))
 
 
 def _from_module(module, dtype, threads, backend, training, dropout):

@@ -720,6 +720,132 @@ void bind_io(py::module_& m) {
       py::arg("gru") = "");
 }
 
+// ---- int8 model files (format tflite_int8, docs/int8.md): io::Int8Runner, as `rnncore run` runs one ----
+
+bool is_int8_file(const std::string& path) {
+  io::SafeTensors file;
+  return io::read_safetensors(path.c_str(), &file) == RNNCORE_OK && io::is_int8_model(file);
+}
+
+// An int8 model file, loaded and prepared; each run plans nothing and takes the mutex without the GIL.
+struct Int8Net {
+  io::Int8Runner runner;
+  std::string origin;
+  std::vector<std::pair<std::string, std::string>> metadata;
+  std::mutex mutex;
+
+  explicit Int8Net(const std::string& path) {
+    io::SafeTensors file;
+    if (io::read_safetensors(path.c_str(), &file) != RNNCORE_OK) fail(Status::io, rnncore_last_error_detail());
+    std::string error;
+    const Status s = io::Int8Runner::load(file, &runner, &error);
+    if (s != Status::ok) fail(s, error);
+    origin = io::int8_model_origin(file);
+    metadata = file.metadata;
+  }
+
+  // x as the model reads it, [B, T, I] int8 in the order of its steps: int8 as given, floating point
+  // quantized as TFLite's QUANTIZE op, token ids [B, T] looked up in the embedding.
+  std::vector<std::int8_t> input(const py::handle& obj, py::ssize_t* B, py::ssize_t* T) const {
+    py::array a = py::array::ensure(obj);
+    if (!a) bad_argument("x: expected an array");
+    const char kind = a.dtype().kind();
+    const bool ids = kind == 'i' && a.itemsize() > 1, i8 = kind == 'i' && a.itemsize() == 1;
+    const py::ssize_t I = runner.input_size();
+    const std::string expected = "[B, T, " + std::to_string(I) + "] (batch-major, as the TFLite op)";
+    if (runner.has_embedding() && !ids)
+      bad_argument("x: the model starts with an Embedding: expected token ids [B, T] (int32 or int64), found " +
+                   std::string(py::str(a.dtype())) + " " + shape_string(a));
+    if (!runner.has_embedding() && !i8 && kind != 'f')
+      bad_argument("x: expected int8 or floating-point input " + expected + ", found " + std::string(py::str(a.dtype())) +
+                   " " + shape_string(a));
+    if (ids ? a.ndim() != 2 : a.ndim() != 3 || a.shape(2) != I)
+      bad_argument("x: expected shape " + (ids ? std::string("[B, T] (token ids)") : expected) + ", found " +
+                   shape_string(a));
+    *B = a.shape(0);
+    *T = a.shape(1);
+    if (*B < 1 || *T < 1) bad_argument("x: expected at least one row and one step, found " + shape_string(a));
+    if (*T > (1 << 28) || *B > (1 << 24)) bad_argument("x: sequence or batch too large");
+    const std::size_t n = static_cast<std::size_t>(*B * *T);
+    std::vector<std::int8_t> x(n * static_cast<std::size_t>(I));
+    if (ids) {
+      py::array_t<std::int64_t, py::array::c_style | py::array::forcecast> v(a);
+      const std::size_t bad = runner.embed_ids(n, v.data(), x.data());
+      if (bad != n)
+        bad_argument("x: token id " + std::to_string(v.data()[bad]) + " at [" + std::to_string(bad / *T) + ", " +
+                     std::to_string(bad % *T) + "] is outside the embedding's vocabulary [0, " +
+                     std::to_string(runner.vocab()) + ")");
+    } else if (i8) {
+      py::array_t<std::int8_t, py::array::c_style | py::array::forcecast> v(a);
+      if (!x.empty()) std::memcpy(x.data(), v.data(), x.size());
+    } else {
+      py::array_t<float, py::array::c_style | py::array::forcecast> v(a);
+      for (std::size_t k = 0; k < x.size(); ++k) x[k] = runner.quantize_input(v.data()[k]);
+    }
+    if (runner.reverse_input())  // Keras go_backwards: the model's REVERSE_V2 of the time axis
+      for (py::ssize_t b = 0; b < *B; ++b)
+        for (py::ssize_t t = 0; t < *T / 2; ++t)
+          std::swap_ranges(x.begin() + (b * *T + t) * I, x.begin() + (b * *T + t + 1) * I,
+                           x.begin() + (b * *T + *T - 1 - t) * I);
+    return x;
+  }
+
+  // A state h0 (int8) or c0 (int16) of the shape the run returns hn / cn in.
+  template <typename T>
+  py::object state(const py::handle& obj, py::ssize_t B, const char* name) const {
+    if (obj.is_none()) return py::none();
+    py::array a = py::array::ensure(obj);
+    const std::vector<std::int64_t> shape = runner.state_shape(B);
+    const std::size_t n = runner.state_elements(static_cast<int>(B));
+    if (!a || !a.dtype().is(py::dtype::of<T>()) || static_cast<std::size_t>(a.size()) != n ||
+        a.ndim() != static_cast<py::ssize_t>(shape.size()))
+      bad_argument(std::string(name) + ": expected " + (sizeof(T) == 1 ? "int8" : "int16") + " " +
+                   dims_text(shape) + " (the states a run returns), found " +
+                   (a ? std::string(py::str(a.dtype())) + " " + shape_string(a) : std::string("no array")));
+    return py::array_t<T, py::array::c_style | py::array::forcecast>(a);
+  }
+
+  static std::string dims_text(const std::vector<std::int64_t>& d) {
+    std::string s = "[";
+    for (std::size_t k = 0; k < d.size(); ++k) s += (k ? ", " : "") + std::to_string(d[k]);
+    return s + "]";
+  }
+
+  // Floating-point values quantized as the model's input (TFLite's QUANTIZE op), any shape.
+  py::array_t<std::int8_t> quantize(const py::handle& obj) const {
+    py::array_t<float, py::array::c_style | py::array::forcecast> v = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(obj);
+    if (!v) bad_argument("quantize_input: expected floating-point values");
+    py::array_t<std::int8_t> q(std::vector<py::ssize_t>(v.shape(), v.shape() + v.ndim()));
+    std::int8_t* out = q.mutable_data();
+    for (py::ssize_t k = 0; k < v.size(); ++k) out[k] = runner.quantize_input(v.data()[k]);
+    return q;
+  }
+
+  py::tuple run(const py::handle& x_obj, const py::handle& h0_obj, const py::handle& c0_obj) {
+    py::ssize_t B = 0, T = 0;
+    const std::vector<std::int8_t> x = input(x_obj, &B, &T);
+    const py::object h0 = state<std::int8_t>(h0_obj, B, "h0"), c0 = state<std::int16_t>(c0_obj, B, "c0");
+    const py::ssize_t O = runner.output_size();
+    std::vector<py::ssize_t> yshape{B, O};
+    if (runner.return_sequences()) yshape = {B, T, O};
+    const std::vector<std::int64_t> s64 = runner.state_shape(B);
+    const std::vector<py::ssize_t> sshape(s64.begin(), s64.end());
+    py::array_t<std::int8_t> y(yshape), hn(sshape);
+    py::array_t<std::int16_t> cn(sshape);
+    const std::int8_t* h0p = h0.is_none() ? nullptr : py::array_t<std::int8_t>(h0).data();
+    const std::int16_t* c0p = c0.is_none() ? nullptr : py::array_t<std::int16_t>(c0).data();
+    std::int8_t* yp = y.mutable_data();
+    std::int8_t* hp = hn.mutable_data();
+    std::int16_t* cp = cn.mutable_data();
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard<std::mutex> lock(mutex);
+      runner.run(static_cast<int>(B), static_cast<int>(T), x.data(), yp, h0p, c0p, hp, cp);
+    }
+    return py::make_tuple(y, hn, cn);
+  }
+};
+
 // What `rnncore info` prints, as a dict.
 py::dict info() {
   py::dict d;
@@ -790,6 +916,24 @@ PYBIND11_MODULE(_core, m) {
   m.def("info", &info, "Version, backends, instruction sets and kernels (what `rnncore info` prints).");
   m.def("version", [] { return std::string(version_string()); });
   bind_io(m);
+
+  m.def("is_int8_model", &is_int8_file, py::arg("path"));
+  py::class_<Int8Net>(m, "Int8Net")
+      .def(py::init<const std::string&>(), py::arg("path"))
+      .def_property_readonly("input_size", [](const Int8Net& n) { return n.runner.input_size(); })
+      .def_property_readonly("output_size", [](const Int8Net& n) { return n.runner.output_size(); })
+      .def_property_readonly("return_sequences", [](const Int8Net& n) { return n.runner.return_sequences(); })
+      .def_property_readonly("reverse_input", [](const Int8Net& n) { return n.runner.reverse_input(); })
+      .def_property_readonly("has_embedding", [](const Int8Net& n) { return n.runner.has_embedding(); })
+      .def_property_readonly("vocab", [](const Int8Net& n) { return n.runner.vocab(); })
+      .def_property_readonly("kernel", [](const Int8Net& n) { return n.runner.kernel_names(); })
+      .def_property_readonly("description", [](const Int8Net& n) { return n.runner.describe(); })
+      .def_readonly("origin", &Int8Net::origin)
+      .def_readonly("metadata", &Int8Net::metadata)
+      .def("state_shape", [](const Int8Net& n, std::int64_t batch) { return n.runner.state_shape(batch); },
+           py::arg("batch"))
+      .def("quantize_input", &Int8Net::quantize, py::arg("x"))
+      .def("run", &Int8Net::run, py::arg("x"), py::arg("h0") = py::none(), py::arg("c0") = py::none());
 
   py::class_<Net>(m, "Net")
       .def(py::init(&make_net), py::arg("mode"), py::arg("input_size"), py::arg("hidden_size"),
