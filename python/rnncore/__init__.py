@@ -83,6 +83,16 @@ class Model:
         return self._net.kernel
 
     @property
+    def vocab_size(self):
+        """Rows of the Embedding before layer 0 (x is then token ids), or 0."""
+        return self._net.vocab_size
+
+    @property
+    def head(self):
+        """The Dense head after the last layer as ``(out_features, activation, last_step_only)``, or None."""
+        return self._net.head
+
+    @property
     def notes(self):
         """Defaults the loader chose (what ``rnncore run`` prints to stderr)."""
         return list(self._net.notes)
@@ -246,7 +256,7 @@ class Int8Model:
 
 
 def load(source, *, format="", prefix=None, mode="", gru="", dtype="float32", threads=1, backend="auto",
-         training=False, dropout=None, config=None):
+         training=False, dropout=None, config=None, head_activation=None, head_last_step=None):
     """Loads a model: from a safetensors file, an ``.onnx`` file or a PyTorch module.
 
     A safetensors file goes through ``io::load_model``'s loader (format, prefix, layers and mode
@@ -260,18 +270,32 @@ def load(source, *, format="", prefix=None, mode="", gru="", dtype="float32", th
     configuration (docs/config.md: layers of differing cells and sizes, TF's DropoutWrapper and
     ResidualWrapper), as a JSON file's path or a dict, which the weights must match
     (``rnncore run --config``; safetensors files only).
+
+    A file's (or a network module's) Embedding before layer 0 and Dense / Linear head after the
+    last layer run with the stack: ``run`` then takes integer token ids ``[T, B]`` and returns the
+    head's output. ``head_activation`` (none, relu, sigmoid, tanh, softmax) and ``head_last_step``
+    (the head maps each row's last step only: y ``[B, F]``) pin what the file's metadata
+    (``head_activation``, ``head_last_step``) would say. An int8 model file (format ``tflite_int8``)
+    loads as an :class:`Int8Model`.
     """
     if config is not None and (hasattr(source, "state_dict") or str(source).endswith(".onnx")):
         raise ArgumentError("load: config= applies to safetensors files")
     config_path, config_text = ("", _json.dumps(config)) if isinstance(config, dict) else (str(config or ""), "")
+    head = ("" if head_activation is None else str(head_activation),
+            "" if head_last_step is None else ("1" if head_last_step else "0"))
     if hasattr(source, "state_dict") and hasattr(source, "hidden_size"):
+        if head != ("", ""):
+            raise ArgumentError("load: head_activation= and head_last_step= apply to a file or a network with a "
+                                "Linear head, not to a single recurrent module")
         return _from_module(source, dtype, threads, backend, training, dropout)
+    if hasattr(source, "state_dict") and hasattr(source, "named_children"):
+        return _from_network(source, head, dtype, threads, backend, training, dropout)
     if str(source).endswith(".onnx"):
         return _from_onnx(str(source), dtype, threads, backend, training, dropout)
     if _core.is_int8_model(str(source)):
         return _int8(str(source), format, prefix, mode, gru, dtype, threads, backend, training, dropout, config)
     return Model(_core.Net.load(str(source), format, prefix, mode, gru, dtype, threads, backend, training, dropout,
-                                config_path, config_text))
+                                config_path, config_text, *head))
 
 
 def _int8(path, format, prefix, mode, gru, dtype, threads, backend, training, dropout, config):
@@ -298,6 +322,52 @@ def _from_module(module, dtype, threads, backend, training, dropout):
     state = {k: v.detach().cpu().numpy() for k, v in module.state_dict().items()}
     net.set_weights([state.get(name) for name, _, _ in net.tensors()])
     return Model(net)
+
+
+def _from_network(module, head, dtype, threads, backend, training, dropout):
+    """A network module whose children are one torch.nn (or rnncore.torch) LSTM / GRU / RNN, optionally
+    an nn.Embedding before it and an nn.Linear after it (children without parameters, such as
+    nn.Dropout, are passed over): the file loader's model of their weights, as if saved together."""
+    kinds = {"LSTM": "lstm", "GRU": "gru", "RNN": "rnn"}
+    rnns, embeds, linears = [], [], []
+    for name, child in module.named_children():
+        kind = type(child).__name__
+        if kind in kinds and hasattr(child, "hidden_size"):
+            rnns.append(child)
+        elif kind == "Embedding":
+            embeds.append(child)
+        elif kind == "Linear":
+            linears.append(child)
+        elif any(True for _ in child.parameters()):
+            raise ArgumentError(f"load: {type(module).__name__}.{name} is a {kind}; a network loads as an "
+                                "nn.Embedding, one LSTM / GRU / RNN and an nn.Linear head")
+    if len(rnns) != 1 or len(embeds) > 1 or len(linears) > 1:
+        raise ArgumentError(f"load: {type(module).__name__} has {len(rnns)} recurrent module(s), {len(embeds)} "
+                            f"nn.Embedding(s) and {len(linears)} nn.Linear(s); expected one recurrent module, at "
+                            "most one Embedding before it and one Linear after it")
+    rnn = rnns[0]
+    mode = kinds[type(rnn).__name__]
+    if mode == "rnn":
+        mode += "_" + getattr(rnn, "nonlinearity", "tanh")
+    if getattr(rnn, "proj_size", 0):
+        raise ArgumentError("load: an LSTM with proj_size and a head or embedding does not load as one network")
+    tensors = {"rnn." + k: v for k, v in rnn.state_dict().items()}
+    if embeds:
+        if embeds[0].max_norm is not None:
+            raise ArgumentError("load: nn.Embedding(max_norm=...) renormalizes rows at lookup; rnncore reads them as "
+                                "they are")
+        tensors["embedding.weight"] = embeds[0].weight
+    if linears:
+        tensors["head.weight"] = linears[0].weight
+        if linears[0].bias is not None:
+            tensors["head.bias"] = linears[0].bias
+    arrays = [_np.ascontiguousarray(t.detach().cpu().numpy()) for t in tensors.values()]
+    with _tempfile.TemporaryDirectory(prefix="rnncore-") as tmp:
+        path = _os.path.join(tmp, "network.safetensors")
+        _core.save_safetensors(path, list(tensors), arrays, [])
+        p = rnn.dropout if dropout is None else dropout
+        return Model(_core.Net.load(path, "pytorch", "rnn.", mode, "", dtype, threads, backend, training, p, "", "",
+                                    *head))
 
 
 def _onnx_attributes(node):

@@ -192,7 +192,7 @@ class Net {
   int threads() const { return options_.threads; }
   const std::string& kernel() const { return kernel_; }
   const std::string& backend() const { return backend_; }
-  std::vector<std::string> notes, ignored;  // what io::load_weights reported
+  std::vector<std::string> notes, ignored, ends;  // what io::load_weights reported
 
   Status plan_for(int batch, int seq_len, Plan* out) const {
     PlanOptions o = options_;
@@ -382,6 +382,29 @@ class Net {
   bool packed_ok_ = false;
 };
 
+// A stack that starts with an Embedding reads token ids: integers [T, B] (or [B, T]) in [0, vocab), as
+// a C-contiguous int32 array (ForwardArgs::x).
+py::array token_ids(const py::handle& obj, int vocab, bool batch_first) {
+  py::array a = py::array::ensure(obj);
+  const std::string layout = batch_first ? "[B, T]" : "[T, B]";
+  if (!a || (a.dtype().kind() != 'i' && a.dtype().kind() != 'u'))
+    bad_argument("x: the stack starts with an Embedding: expected integer token ids " + layout + ", found " +
+                 (a ? std::string(py::str(a.dtype())) + " " + shape_string(a) : std::string("no array")));
+  if (a.ndim() != 2) bad_argument("x: token ids of shape " + shape_string(a) + ", expected " + layout);
+  py::array_t<std::int64_t, py::array::c_style | py::array::forcecast> v(a);
+  py::array_t<std::int32_t> ids(std::vector<py::ssize_t>{a.shape(0), a.shape(1)});
+  std::int32_t* out = ids.mutable_data();
+  for (py::ssize_t k = 0; k < v.size(); ++k) {
+    const std::int64_t id = v.data()[k];
+    if (id < 0 || id >= vocab)
+      bad_argument("x: token id " + std::to_string(id) + " at [" + std::to_string(k / a.shape(1)) + ", " +
+                   std::to_string(k % a.shape(1)) + "] is outside the embedding's vocabulary [0, " +
+                   std::to_string(vocab) + ")");
+    out[k] = static_cast<std::int32_t>(id);
+  }
+  return std::move(ids);
+}
+
 // Checks one state tensor against the stack: its uniform shape, or (any layers) its element count.
 py::object state_array(const py::handle& obj, DType dtype, const char* name, const std::vector<py::ssize_t>& shape) {
   if (obj.is_none()) return py::none();
@@ -405,10 +428,14 @@ RunInputs Net::inputs(const py::handle& x, const py::handle& h0, const py::handl
                       const py::handle& row_ids, bool batch_first) const {
   RunInputs in;
   in.batch_first = batch_first;
-  in.x = dense(x, stack_.dtype, "x");
   const std::string layout = batch_first ? "[B, T, " : "[T, B, ";
-  if (in.x.ndim() != 3 || in.x.shape(2) != stack_.input_size)
-    bad_argument("x: shape " + shape_string(in.x) + ", expected " + layout + std::to_string(stack_.input_size) + "]");
+  if (stack_.embedding.vocab_size > 0) {
+    in.x = token_ids(x, stack_.embedding.vocab_size, batch_first);
+  } else {
+    in.x = dense(x, stack_.dtype, "x");
+    if (in.x.ndim() != 3 || in.x.shape(2) != stack_.input_size)
+      bad_argument("x: shape " + shape_string(in.x) + ", expected " + layout + std::to_string(stack_.input_size) + "]");
+  }
   if (in.x.shape(0) > INT32_MAX || in.x.shape(1) > INT32_MAX) bad_argument("x: shape " + shape_string(in.x));
   in.seq_len = static_cast<int>(in.x.shape(batch_first ? 1 : 0));
   in.batch = static_cast<int>(in.x.shape(batch_first ? 0 : 1));
@@ -570,8 +597,11 @@ std::unique_ptr<Net> make_net(const std::string& mode, int input_size, int hidde
 std::unique_ptr<Net> load_net(const std::string& path, const std::string& format, const py::object& prefix,
                               const std::string& mode, const std::string& gru, const std::string& dtype,
                               int threads, const std::string& backend, bool training, const py::object& dropout,
-                              const std::string& config_path, const std::string& config_text) {
+                              const std::string& config_path, const std::string& config_text,
+                              const std::string& head_activation, const std::string& head_last_step) {
   io::ModelHints hints;
+  hints.head_activation = head_activation;
+  hints.head_last_step = head_last_step;
   hints.format = format;
   if (!prefix.is_none()) {
     hints.prefix = prefix.cast<std::string>();
@@ -593,15 +623,13 @@ std::unique_ptr<Net> load_net(const std::string& path, const std::string& format
   io::LoadedModel loaded;
   const Status s = io::load_weights(path, hints, has_config ? &config : nullptr, &loaded, &error);
   if (s != Status::ok) fail(s, error);
-  if (loaded.stack.embedding.vocab_size > 0)
-    fail(Status::unsupported, path + ": an Embedding before layer 0 (token-id input) does not run from Python yet; "
-                                     "`rnncore run` runs it");
   if (!dropout.is_none()) loaded.stack.dropout = dropout.cast<double>();  // as `rnncore run --dropout P`
   auto net = std::make_unique<Net>(loaded.stack, loaded.format, loaded.prefix, plan_options(threads, backend, training));
   net->set_canonical(py::array(numpy_dtype(loaded.stack.dtype), std::vector<py::ssize_t>{static_cast<py::ssize_t>(param_count(loaded.stack))},
                                reinterpret_cast<const void*>(loaded.canonical.data())));
   net->notes = loaded.notes;
   net->ignored = loaded.ignored;
+  net->ends = loaded.ends;
   return net;
 }
 
@@ -672,7 +700,32 @@ py::tuple export_c_text(const io::ExportCOptions& o) {
   return py::make_tuple(header, report.summary, report.notes);
 }
 
+// io::write_safetensors of float32 / float64 arrays (rnncore.load of a PyTorch network goes through it).
+void save_safetensors(const std::string& path, const std::vector<std::string>& names, const py::list& arrays,
+                      const std::vector<std::pair<std::string, std::string>>& metadata) {
+  if (names.size() != py::len(arrays)) bad_argument("save_safetensors: as many names as arrays");
+  std::vector<py::array> keep;
+  std::vector<io::TensorToWrite> tensors;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    py::array a = py::array::ensure(arrays[i], py::array::c_style);
+    const bool f64 = a && a.dtype().is(py::dtype::of<double>());
+    if (!a || !(f64 || a.dtype().is(py::dtype::of<float>())))
+      bad_argument("save_safetensors: " + names[i] + ": expected a float32 or float64 array");
+    keep.push_back(a);
+    io::TensorToWrite t;
+    t.name = names[i];
+    t.type = f64 ? io::ElemType::f64 : io::ElemType::f32;
+    t.shape.assign(a.shape(), a.shape() + a.ndim());
+    t.data = a.data();
+    tensors.push_back(std::move(t));
+  }
+  if (io::write_safetensors(path.c_str(), tensors, metadata) != RNNCORE_OK)
+    fail(Status::io, rnncore_last_error_detail());
+}
+
 void bind_io(py::module_& m) {
+  m.def("save_safetensors", &save_safetensors, py::arg("path"), py::arg("names"), py::arg("arrays"),
+        py::arg("metadata"));
   m.def(
       "quantize",
       [](const std::string& weights, const std::string& calibration, const std::string& output,
@@ -944,7 +997,8 @@ PYBIND11_MODULE(_core, m) {
       .def_static("load", &load_net, py::arg("path"), py::arg("format") = "", py::arg("prefix") = py::none(),
                   py::arg("mode") = "", py::arg("gru") = "", py::arg("dtype") = "float32", py::arg("threads") = 1,
                   py::arg("backend") = "auto", py::arg("training") = false, py::arg("dropout") = py::none(),
-                  py::arg("config_path") = "", py::arg("config_text") = "")
+                  py::arg("config_path") = "", py::arg("config_text") = "", py::arg("head_activation") = "",
+                  py::arg("head_last_step") = "")
       .def_property_readonly("input_size", [](const Net& n) { return n.stack().input_size; })
       .def_property_readonly("num_layers", [](const Net& n) { return n.stack().num_layers; })
       .def_property_readonly("mode", [](const Net& n) { return std::string(to_string(n.stack().layers[0].mode)); })
@@ -957,6 +1011,13 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("dtype", [](const Net& n) { return numpy_dtype(n.stack().dtype); })
       .def_property_readonly("dropout", [](const Net& n) { return n.stack().dropout; })
       .def_property_readonly("output_width", &Net::output_width)
+      .def_property_readonly("vocab_size", [](const Net& n) { return n.stack().embedding.vocab_size; })
+      .def_property_readonly("head", [](const Net& n) -> py::object {
+        const DenseSpec& h = n.stack().head;
+        if (h.out_features == 0) return py::none();
+        return py::make_tuple(h.out_features, std::string(to_string(h.activation)), h.last_step_only);
+      })
+      .def_readonly("ends", &Net::ends)
       .def_property_readonly("param_count", [](const Net& n) { return param_count(n.stack()); })
       .def_property_readonly("format", [](const Net& n) { return std::string(to_string(n.format())); })
       .def_property_readonly("prefix", &Net::prefix)

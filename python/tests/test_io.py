@@ -152,3 +152,70 @@ def test_int8_model_refuses_float_options():
         rnncore.load(MODELS / "lstm_int8.safetensors", training=True)
     with pytest.raises(rnncore.ArgumentError, match="token ids"):
         rnncore.load(MCU / "bidi.safetensors").run(np.zeros((1, 16, 4), np.int8))
+
+
+class _Tagger:
+    """A network of torch modules: Embedding, recurrent layers, Linear (built lazily: torch is optional)."""
+
+    @staticmethod
+    def make(torch, kind, bidirectional):
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = torch.nn.Embedding(11, 6)
+                rnn = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU, "rnn_relu": torch.nn.RNN}[kind]
+                extra = {"nonlinearity": "relu"} if kind == "rnn_relu" else {}
+                self.rnn = rnn(6, 8, num_layers=2, bidirectional=bidirectional, **extra)
+                self.drop = torch.nn.Dropout(0.1)
+                self.out = torch.nn.Linear(16 if bidirectional else 8, 5)
+
+            def forward(self, ids):  # ids [T, B]
+                y, _ = self.rnn(self.embed(ids))
+                return self.out(self.drop(y))
+        return Net()
+
+
+@pytest.mark.parametrize("kind, bidirectional", [("lstm", False), ("gru", True), ("rnn_relu", False)])
+def test_load_a_network_with_embedding_and_head(kind, bidirectional):
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(5)
+    net = _Tagger.make(torch, kind, bidirectional).eval()
+    m = rnncore.load(net)
+    assert m.vocab_size == 11 and m.head == (5, "none", False) and m.mode == kind
+    ids = torch.randint(0, 11, (9, 3))
+    y, h, _ = m.run(ids.numpy())
+    with torch.no_grad():
+        ref = net(ids)
+    assert y.shape == (9, 3, 5)
+    np.testing.assert_allclose(y, ref.numpy(), atol=1e-5, rtol=0)
+    # the last step only, with a softmax; batch-major ids; int32 ids too
+    m = rnncore.load(net, head_activation="softmax", head_last_step=True)
+    y, _, _ = m.run(ids.numpy().T.astype(np.int32).copy(), batch_first=True)
+    with torch.no_grad():  # each direction's last step: the forward's at T-1, the backward's at 0 (Keras')
+        out = net.rnn(net.embed(ids))[0]
+        last = torch.cat([out[-1, :, :8], out[0, :, 8:]], -1) if bidirectional else out[-1]
+        last = torch.softmax(net.out(last), -1)
+    np.testing.assert_allclose(y, last.numpy(), atol=1e-6, rtol=0)
+
+
+def test_embedding_inputs_are_checked():
+    torch = pytest.importorskip("torch")
+    m = rnncore.load(_Tagger.make(torch, "lstm", False))
+    with pytest.raises(rnncore.ArgumentError, match=r"token id 11 at \[1, 0\] is outside the embedding's vocabulary"):
+        m.run(np.array([[0, 1], [11, 2]]))
+    with pytest.raises(rnncore.ArgumentError, match="expected integer token ids"):
+        m.run(np.zeros((2, 3, 6), np.float32))
+    with pytest.raises(rnncore.ArgumentError, match=r"expected \[T, B\]"):
+        m.run(np.zeros((2, 3, 6), np.int64))
+
+
+def test_load_refuses_networks_it_cannot_run():
+    torch = pytest.importorskip("torch")
+    two = torch.nn.Sequential(torch.nn.LSTM(3, 4), torch.nn.LSTM(4, 4))
+    with pytest.raises(rnncore.ArgumentError, match="2 recurrent module"):
+        rnncore.load(two)
+    conv = torch.nn.Sequential(torch.nn.Conv1d(3, 3, 1), torch.nn.LSTM(3, 4))
+    with pytest.raises(rnncore.ArgumentError, match="is a Conv1d"):
+        rnncore.load(conv)
+    with pytest.raises(rnncore.ArgumentError, match="not to a single recurrent module"):
+        rnncore.load(torch.nn.LSTM(3, 4), head_last_step=True)
