@@ -187,10 +187,8 @@ def _run_mode(spec: dict, train: bool) -> str:
 
 # ---- the custom ops ----
 
-def _rnn_impl(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Optional[Tensor],
-              lengths: Optional[Tensor], spec: str, seed: int, step: int, row_offset: int, train: bool,
-              need_reserve: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """One run of a module's stack: (y, h_n, c_n (empty unless LSTM), reserve (empty unless need_reserve))."""
+def _run_arrays(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve):
+    """One run of a module's stack on the tensors' memory: NumPy (y, h_n, c_n or None, reserve or None)."""
     e = _entry(spec)
     dt = e.dtype
     xs = _numpy(x, "input", dt)
@@ -199,9 +197,16 @@ def _rnn_impl(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Option
     net = e.net if need_reserve else e.infer
     with e.lock:
         e.load(weights, net)
-        y, h, c, reserve = net.forward(xs, *args, e.spec["batch_first"], _run_mode(e.spec, train), seed, step, 0,
-                                         _row_ids(xs, e.spec, row_offset), need_reserve)
-    return (torch.from_numpy(y), torch.from_numpy(h), torch.empty(0, dtype=dt) if c is None else torch.from_numpy(c),
+        return net.forward(xs, *args, e.spec["batch_first"], _run_mode(e.spec, train), seed, step, 0,
+                           _row_ids(xs, e.spec, row_offset), need_reserve)
+
+
+def _rnn_impl(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Optional[Tensor],
+              lengths: Optional[Tensor], spec: str, seed: int, step: int, row_offset: int, train: bool,
+              need_reserve: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """One run of a module's stack: (y, h_n, c_n (empty unless LSTM), reserve (empty unless need_reserve))."""
+    y, h, c, reserve = _run_arrays(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve)
+    return (torch.from_numpy(y), torch.from_numpy(h), x.new_empty(0) if c is None else torch.from_numpy(c),
             torch.empty(0, dtype=torch.uint8) if reserve is None else torch.from_numpy(reserve))
 
 
@@ -214,7 +219,10 @@ def _eager(tensors) -> bool:
     caller checks that). Saves the custom op's dispatch, most of a small module's per-call cost."""
     if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() != 0:
         return False
-    return all(t is None or type(t) in (Tensor, nn.Parameter) for t in tensors)
+    return _PLAIN.issuperset(map(type, tensors))
+
+
+_PLAIN = frozenset((Tensor, nn.Parameter, type(None)))
 
 
 def _shapes(spec: dict, x: Tensor):
@@ -364,9 +372,15 @@ class _RNNBase(nn.Module):
         if need_reserve and self.proj_size:
             raise ArgumentError("rnncore.torch.LSTM: no backward with proj_size yet (run it under torch.no_grad())")
         spec = self._spec if batch_first == self.batch_first else self._spec_tm
-        run = _rnn_impl if not need_reserve and _eager((x, h0, c0, lengths, *weights)) else torch.ops.rnncore.rnn
-        y, h, c, _ = run(x.contiguous(), weights, h0, c0, lengths, spec, self.seed, self.step, self.row_offset, train,
-                         need_reserve)
+        if not need_reserve and _eager((x, h0, c0, lengths, *weights)):
+            # The op's body without the dispatcher, and without the tensors an op must return but this
+            # call drops (an empty reserve; an empty c for a GRU or RNN).
+            y, h, c, _ = _run_arrays(x.contiguous(), weights, h0, c0, lengths, spec, self.seed, self.step,
+                                     self.row_offset, train, False)
+            y, h, c = torch.from_numpy(y), torch.from_numpy(h), None if c is None else torch.from_numpy(c)
+        else:
+            y, h, c, _ = torch.ops.rnncore.rnn(x.contiguous(), weights, h0, c0, lengths, spec, self.seed, self.step,
+                                               self.row_offset, train, need_reserve)
         if train:
             self.step += 1
         return y, h, c
