@@ -14,7 +14,7 @@ NumPy API (no PyTorch needed)::
     q = rnncore.load("q.safetensors")                                 # an Int8Model (int8 file)
     y8, h8, c8 = q.run(x_bti)                                         # x [B, T, I]; int8 y as LiteRT's
 
-PyTorch modules: :mod:`rnncore.torch` (``LSTM``, ``GRU``, ``RNN``). See docs/python.md.
+PyTorch modules: :mod:`rnncore.torch` (``LSTM``, ``GRU``, ``RNN``, ``Stack``). See docs/python.md.
 """
 
 from __future__ import annotations

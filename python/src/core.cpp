@@ -594,6 +594,21 @@ std::unique_ptr<Net> make_net(const std::string& mode, int input_size, int hidde
   return std::make_unique<Net>(to_stack(spec), f, "", plan_options(threads, backend, training));
 }
 
+// A stack configuration (docs/config.md, JSON text) with zero weights in `format`'s tensors: what
+// rnncore.torch.Stack runs.
+std::unique_ptr<Net> config_net(const std::string& config_text, const std::string& dtype, int threads,
+                                const std::string& backend, bool training, const std::string& format) {
+  StackSpec config;
+  std::string error;
+  const Status cs = io::parse_stack_config(config_text.data(), config_text.size(), "config", &config, &error);
+  if (cs != Status::ok) fail(cs, error);
+  if (config.input_size < 1) bad_argument("config: input_size must be given (the weights do not say it here)");
+  config.dtype = parse_dtype(dtype);
+  WeightFormat f;
+  if (!io::parse_format(format, &f)) fail(Status::invalid_enum, "format '" + format + "'");
+  return std::make_unique<Net>(config, f, "", plan_options(threads, backend, training));
+}
+
 std::unique_ptr<Net> load_net(const std::string& path, const std::string& format, const py::object& prefix,
                               const std::string& mode, const std::string& gru, const std::string& dtype,
                               int threads, const std::string& backend, bool training, const py::object& dropout,
@@ -994,6 +1009,9 @@ PYBIND11_MODULE(_core, m) {
            py::arg("dropout") = 0.0, py::arg("gru") = "reset-after", py::arg("dtype") = "float32",
            py::arg("threads") = 1, py::arg("backend") = "auto", py::arg("training") = false,
            py::arg("format") = "pytorch")
+      .def_static("from_config", &config_net, py::arg("config"), py::arg("dtype") = "float32",
+                  py::arg("threads") = 1, py::arg("backend") = "auto", py::arg("training") = false,
+                  py::arg("format") = "pytorch")
       .def_static("load", &load_net, py::arg("path"), py::arg("format") = "", py::arg("prefix") = py::none(),
                   py::arg("mode") = "", py::arg("gru") = "", py::arg("dtype") = "float32", py::arg("threads") = 1,
                   py::arg("backend") = "auto", py::arg("training") = false, py::arg("dropout") = py::none(),
