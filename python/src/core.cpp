@@ -864,9 +864,8 @@ struct Int8Net {
     if (obj.is_none()) return py::none();
     py::array a = py::array::ensure(obj);
     const std::vector<std::int64_t> shape = runner.state_shape(B);
-    const std::size_t n = runner.state_elements(static_cast<int>(B));
-    if (!a || !a.dtype().is(py::dtype::of<T>()) || static_cast<std::size_t>(a.size()) != n ||
-        a.ndim() != static_cast<py::ssize_t>(shape.size()))
+    if (!a || !a.dtype().is(py::dtype::of<T>()) ||
+        std::vector<std::int64_t>(a.shape(), a.shape() + a.ndim()) != shape)
       bad_argument(std::string(name) + ": expected " + (sizeof(T) == 1 ? "int8" : "int16") + " " +
                    dims_text(shape) + " (the states a run returns), found " +
                    (a ? std::string(py::str(a.dtype())) + " " + shape_string(a) : std::string("no array")));

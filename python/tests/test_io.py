@@ -141,6 +141,7 @@ def test_quantized_model_runs_on_the_host(tmp_path):
     (lambda q: q.run(np.zeros((2, 0, 16), np.int8)), "at least one row and one step"),
     (lambda q: q.run(np.zeros((2, 3, 16), np.int8), h0=np.zeros((2, 32), np.int16)), "h0: expected int8"),
     (lambda q: q.run(np.zeros((2, 3, 16), np.int8), c0=np.zeros((3, 32), np.int16)), r"c0: expected int16 \[2, 32\]"),
+    (lambda q: q.run(np.zeros((2, 3, 16), np.int8), h0=np.zeros((32, 2), np.int8)), r"h0: expected int8 \[2, 32\]"),
 ])
 def test_int8_model_bad_inputs(call, match):
     with pytest.raises(rnncore.ArgumentError, match=match):
