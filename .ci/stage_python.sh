@@ -3,7 +3,10 @@
 # onnxruntime, safetensors and pytest from PyPI; a wheel of this tree built with `python -m build --wheel`
 # (meson-python: the core, the io library and the extension, release, no tests, tools or
 # benchmarks) and installed; then python/tests under pytest (the NumPy API, and rnncore.torch
-# against torch.nn: forward, gradients, PackedSequence, opcheck, torch.compile, dropout, errors).
+# against torch.nn: forward, gradients, PackedSequence, opcheck, torch.compile, dropout, errors);
+# then examples/pipeline/pipeline.py (train with rnncore.torch, quantize, export a C header, build
+# the Cortex-M4F firmware and run it under qemu-system-arm; it must PASS: the firmware's int8
+# outputs equal the host's), reusing .ci/stage_cross.sh's build-cross/cortex-m4f when it is there.
 # Each pytest test counts (a skipped one as a failure: here every dependency is installed), and
 # so do the installs and the build. Ends with "STAGE_RESULT passed=N failed=M".
 #
@@ -23,7 +26,9 @@ if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
 export DEBIAN_FRONTEND=noninteractive
 log "installing Python, its headers and the build dependencies"
 if ! { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends \
-         g++ pkg-config libxsimd-dev nlohmann-json3-dev python3-dev python3-venv >/dev/null; }; then
+         g++ pkg-config libxsimd-dev nlohmann-json3-dev python3-dev python3-venv meson ninja-build \
+         gcc-arm-none-eabi binutils-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-dev \
+         qemu-system-arm >/dev/null; }; then
   bad "apt-get install"
 fi
 
@@ -68,6 +73,15 @@ print(*(s.get(k, "0") for k in ("tests", "failures", "errors", "skipped")))' "$w
   [ "$skipped" -gt 0 ] && echo "stage_python: $skipped skipped test(s) counted as failures"
 else
   bad "pytest wrote no report"
+fi
+log "examples/pipeline/pipeline.py: training to firmware"
+t0=$(date +%s)
+m4=$root/build-cross/cortex-m4f
+[ -f "$m4/build.ninja" ] || m4=$work/build-m4f
+if (cd "$work" && "$venv/bin/python" "$root/examples/pipeline/pipeline.py" --work "$work/pipeline" --m4-build "$m4"); then
+  ok "examples/pipeline/pipeline.py ($(( $(date +%s) - t0 )) s)"
+else
+  bad "examples/pipeline/pipeline.py"
 fi
 echo "stage_python: $(( $(date +%s) - start )) s"
 echo "STAGE_RESULT passed=$passed failed=$failed"

@@ -66,6 +66,21 @@ def overhead(repeat):
         t = timed([lambda m=m: [m(x) for _ in range(1000)] for m in mods], repeat)
     print(f"per call, LSTM(1, 1), one step and row, no grad: torch.nn {t[0] * 1e3:.1f} us, rnncore.torch "
           f"{t[1] * 1e3:.1f} us (weight_check='values'), {t[2] * 1e3:.1f} us (weight_check='version')")
+    # Where rnncore.torch's time goes: an empty module's call (nn.Module.__call__, which every module
+    # pays), the weight check, the core's run from NumPy (planning, outputs, the kernels), tensors
+    # to arrays and back.
+    m, e = mods[1], rt._entry(mods[1]._spec)
+    w, xs = m.all_weights, x.numpy()
+    empty = torch.nn.Identity()
+    parts = {
+        "nn.Module call": lambda: empty(x),
+        "weight check": lambda: e.load(w, e.infer),
+        "core run": lambda: e.infer.forward(xs, None, None, None, False, "inference", 0, 0, 0, None, False),
+        "3 tensors <-> arrays": lambda: (x.numpy(), torch.from_numpy(xs), torch.from_numpy(xs), torch.from_numpy(xs)),
+    }
+    with torch.no_grad():
+        t = timed([lambda f=f: [f() for _ in range(1000)] for f in parts.values()], repeat)
+    print("  of which: " + ", ".join(f"{name} {v * 1e3:.1f} us" for name, v in zip(parts, t)))
 
 
 def main():

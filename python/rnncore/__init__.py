@@ -11,8 +11,10 @@ NumPy API (no PyTorch needed)::
 
     report = rnncore.quantize("lstm.safetensors", calib, "q.safetensors")  # int8 model, accuracy lost
     header = rnncore.export_c("q.safetensors", "model.h")             # a C header for firmware
+    q = rnncore.load("q.safetensors")                                 # an Int8Model (int8 file)
+    y8, h8, c8 = q.run(x_bti)                                         # x [B, T, I]; int8 y as LiteRT's
 
-PyTorch modules: :mod:`rnncore.torch` (``LSTM``, ``GRU``, ``RNN``). See docs/python.md.
+PyTorch modules: :mod:`rnncore.torch` (``LSTM``, ``GRU``, ``RNN``, ``Stack``). See docs/python.md.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as _np
 from . import _core
 from ._core import ArgumentError, Error
 
-__all__ = ["ArgumentError", "Error", "Model", "export_c", "info", "load", "quantize", "__version__"]
+__all__ = ["ArgumentError", "Error", "Int8Model", "Model", "export_c", "info", "load", "quantize", "__version__"]
 __version__ = _core.version()
 
 
@@ -79,6 +81,16 @@ class Model:
     def kernel(self):
         """The kernel family a run uses, e.g. ``f32_rnn_6x4__avx512``."""
         return self._net.kernel
+
+    @property
+    def vocab_size(self):
+        """Rows of the Embedding before layer 0 (x is then token ids), or 0."""
+        return self._net.vocab_size
+
+    @property
+    def head(self):
+        """The Dense head after the last layer as ``(out_features, activation, last_step_only)``, or None."""
+        return self._net.head
 
     @property
     def notes(self):
@@ -156,8 +168,95 @@ class Model:
         return y, h, c
 
 
+class Int8Model:
+    """An integer LSTM model file (format ``tflite_int8``: written by :func:`quantize` or converted from a
+    ``.tflite``), run as LiteRT runs it (``rnncore run`` on such a file; docs/int8.md). What
+    :func:`load` returns for such a file.
+
+    Batch-major, as the TFLite op: ``run(x)`` takes ``x`` int8 ``[B, T, I]``, floating point
+    ``[B, T, I]`` (quantized as TFLite's QUANTIZE op), or token ids ``[B, T]`` for a model that starts
+    with an Embedding, and returns ``(y, h, c)``: ``y`` int8 ``[B, T, O]`` (``[B, O]`` for a last-step
+    model), the final states ``h`` int8 and ``c`` int16 (shape ``state_shape(B)``). ``h0`` / ``c0``: a
+    state to start from, as returned (None: LiteRT's start, h at its zero point and c = 0). Bit for
+    bit what the firmware's C API computes (rnncore/int8.h). The GIL is released during a run.
+    """
+
+    def __init__(self, net):
+        self._net = net
+
+    @property
+    def input_size(self):
+        return self._net.input_size
+
+    @property
+    def output_size(self):
+        return self._net.output_size
+
+    @property
+    def return_sequences(self):
+        return self._net.return_sequences
+
+    @property
+    def has_embedding(self):
+        return self._net.has_embedding
+
+    @property
+    def kernel(self):
+        """The integer kernels its LSTM layers run."""
+        return self._net.kernel
+
+    @property
+    def description(self):
+        """What the model is, one line each (``rnncore run``'s first lines)."""
+        return list(self._net.description)
+
+    @property
+    def origin(self):
+        return self._net.origin
+
+    @property
+    def metadata(self):
+        """The file's metadata (its quantization: docs/int8.md, "The model file")."""
+        return dict(self._net.metadata)
+
+    @property
+    def output_quantization(self):
+        """``(scale, zero_point)`` of the int8 output: y ≈ (q − zero_point) · scale. None where an
+        activation table or a Bidirectional merge ends the model (its keys: docs/int8.md)."""
+        m = dict(self._net.metadata)
+        if m.get("softmax") == "1":
+            prefix = "softmax."
+        elif "dense" in m:
+            prefix = f"fc{int(m['dense']) - 1}."
+            if m.get(prefix + "activation") in ("sigmoid", "tanh"):
+                return None
+        else:
+            prefix = f"l{int(m['layers']) - 1}." if int(m.get("layers", "1")) > 1 else ""
+        if prefix + "output_scale" not in m or prefix + "output_zp" not in m:
+            return None
+        return float(m[prefix + "output_scale"]), int(m[prefix + "output_zp"])
+
+    def dequantize(self, y):
+        """The float values of an int8 output (as TFLite's DEQUANTIZE op): float32 (y − z) · s."""
+        q = self.output_quantization
+        if q is None:
+            raise Error("dequantize: this model's output quantization is not one scale and zero point")
+        return ((_np.asarray(y).astype(_np.int32) - q[1]).astype(_np.float32) * _np.float32(q[0])).astype(_np.float32)
+
+    def state_shape(self, batch):
+        return tuple(self._net.state_shape(batch))
+
+    def quantize_input(self, x):
+        """Floating-point input as the int8 values the model reads (TFLite's QUANTIZE op)."""
+        return self._net.quantize_input(x)
+
+    def run(self, x, h0=None, c0=None):
+        """Runs the model on ``x`` (batch-major, see the class): returns ``(y, h, c)``."""
+        return self._net.run(x, h0, c0)
+
+
 def load(source, *, format="", prefix=None, mode="", gru="", dtype="float32", threads=1, backend="auto",
-         training=False, dropout=None, config=None):
+         training=False, dropout=None, config=None, head_activation=None, head_last_step=None):
     """Loads a model: from a safetensors file, an ``.onnx`` file or a PyTorch module.
 
     A safetensors file goes through ``io::load_model``'s loader (format, prefix, layers and mode
@@ -171,16 +270,44 @@ def load(source, *, format="", prefix=None, mode="", gru="", dtype="float32", th
     configuration (docs/config.md: layers of differing cells and sizes, TF's DropoutWrapper and
     ResidualWrapper), as a JSON file's path or a dict, which the weights must match
     (``rnncore run --config``; safetensors files only).
+
+    A file's (or a network module's) Embedding before layer 0 and Dense / Linear head after the
+    last layer run with the stack: ``run`` then takes integer token ids ``[T, B]`` and returns the
+    head's output. ``head_activation`` (none, relu, sigmoid, tanh, softmax) and ``head_last_step``
+    (the head maps each row's last step only: y ``[B, F]``) pin what the file's metadata
+    (``head_activation``, ``head_last_step``) would say. An int8 model file (format ``tflite_int8``)
+    loads as an :class:`Int8Model`.
     """
     if config is not None and (hasattr(source, "state_dict") or str(source).endswith(".onnx")):
         raise ArgumentError("load: config= applies to safetensors files")
     config_path, config_text = ("", _json.dumps(config)) if isinstance(config, dict) else (str(config or ""), "")
+    head = ("" if head_activation is None else str(head_activation),
+            "" if head_last_step is None else ("1" if head_last_step else "0"))
     if hasattr(source, "state_dict") and hasattr(source, "hidden_size"):
+        if head != ("", ""):
+            raise ArgumentError("load: head_activation= and head_last_step= apply to a file or a network with a "
+                                "Linear head, not to a single recurrent module")
         return _from_module(source, dtype, threads, backend, training, dropout)
+    if hasattr(source, "state_dict") and hasattr(source, "named_children"):
+        return _from_network(source, head, dtype, threads, backend, training, dropout)
     if str(source).endswith(".onnx"):
         return _from_onnx(str(source), dtype, threads, backend, training, dropout)
+    if _core.is_int8_model(str(source)):
+        return _int8(str(source), format, prefix, mode, gru, dtype, threads, backend, training, dropout, config)
     return Model(_core.Net.load(str(source), format, prefix, mode, gru, dtype, threads, backend, training, dropout,
-                                config_path, config_text))
+                                config_path, config_text, *head))
+
+
+def _int8(path, format, prefix, mode, gru, dtype, threads, backend, training, dropout, config):
+    """An int8 model file: every option of a float model is refused (as ``rnncore run`` refuses them)."""
+    given = [name for name, value, default in (("format", format, ""), ("prefix", prefix, None), ("mode", mode, ""),
+                                               ("gru", gru, ""), ("dtype", dtype, "float32"), ("threads", threads, 1),
+                                               ("backend", backend, "auto"), ("training", training, False),
+                                               ("dropout", dropout, None), ("config", config, None))
+             if value != default]
+    if given:
+        raise ArgumentError(f"load: {given[0]}= does not apply to {path}, an int8 LSTM model (format tflite_int8)")
+    return Int8Model(_core.Int8Net(path))
 
 
 def _from_module(module, dtype, threads, backend, training, dropout):
@@ -195,6 +322,52 @@ def _from_module(module, dtype, threads, backend, training, dropout):
     state = {k: v.detach().cpu().numpy() for k, v in module.state_dict().items()}
     net.set_weights([state.get(name) for name, _, _ in net.tensors()])
     return Model(net)
+
+
+def _from_network(module, head, dtype, threads, backend, training, dropout):
+    """A network module whose children are one torch.nn (or rnncore.torch) LSTM / GRU / RNN, optionally
+    an nn.Embedding before it and an nn.Linear after it (children without parameters, such as
+    nn.Dropout, are passed over): the file loader's model of their weights, as if saved together."""
+    kinds = {"LSTM": "lstm", "GRU": "gru", "RNN": "rnn"}
+    rnns, embeds, linears = [], [], []
+    for name, child in module.named_children():
+        kind = type(child).__name__
+        if kind in kinds and hasattr(child, "hidden_size"):
+            rnns.append(child)
+        elif kind == "Embedding":
+            embeds.append(child)
+        elif kind == "Linear":
+            linears.append(child)
+        elif any(True for _ in child.parameters()):
+            raise ArgumentError(f"load: {type(module).__name__}.{name} is a {kind}; a network loads as an "
+                                "nn.Embedding, one LSTM / GRU / RNN and an nn.Linear head")
+    if len(rnns) != 1 or len(embeds) > 1 or len(linears) > 1:
+        raise ArgumentError(f"load: {type(module).__name__} has {len(rnns)} recurrent module(s), {len(embeds)} "
+                            f"nn.Embedding(s) and {len(linears)} nn.Linear(s); expected one recurrent module, at "
+                            "most one Embedding before it and one Linear after it")
+    rnn = rnns[0]
+    mode = kinds[type(rnn).__name__]
+    if mode == "rnn":
+        mode += "_" + getattr(rnn, "nonlinearity", "tanh")
+    if getattr(rnn, "proj_size", 0):
+        raise ArgumentError("load: an LSTM with proj_size and a head or embedding does not load as one network")
+    tensors = {"rnn." + k: v for k, v in rnn.state_dict().items()}
+    if embeds:
+        if embeds[0].max_norm is not None:
+            raise ArgumentError("load: nn.Embedding(max_norm=...) renormalizes rows at lookup; rnncore reads them as "
+                                "they are")
+        tensors["embedding.weight"] = embeds[0].weight
+    if linears:
+        tensors["head.weight"] = linears[0].weight
+        if linears[0].bias is not None:
+            tensors["head.bias"] = linears[0].bias
+    arrays = [_np.ascontiguousarray(t.detach().cpu().numpy()) for t in tensors.values()]
+    with _tempfile.TemporaryDirectory(prefix="rnncore-") as tmp:
+        path = _os.path.join(tmp, "network.safetensors")
+        _core.save_safetensors(path, list(tensors), arrays, [])
+        p = rnn.dropout if dropout is None else dropout
+        return Model(_core.Net.load(path, "pytorch", "rnn.", mode, "", dtype, threads, backend, training, p, "", "",
+                                    *head))
 
 
 def _onnx_attributes(node):

@@ -1,4 +1,5 @@
-"""rnncore.torch: LSTM, GRU and RNN modules that drop into PyTorch code.
+"""rnncore.torch: LSTM, GRU and RNN modules that drop into PyTorch code, and Stack: a stack
+configuration's layers (differing cells, sizes, directions; TF's DropoutWrapper and ResidualWrapper).
 
 The constructors take torch.nn's arguments and the parameters carry torch.nn's names, so
 ``ours.load_state_dict(nn_lstm.state_dict())`` works; ``forward(input, hx)`` returns what torch.nn
@@ -30,7 +31,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 
 from . import ArgumentError, _core
 
-__all__ = ["LSTM", "GRU", "RNN"]
+__all__ = ["LSTM", "GRU", "RNN", "Stack"]
 
 # ---- the nets behind the ops: one per module, found by the op's `spec` string ----
 
@@ -47,17 +48,24 @@ class _Entry:
         d = json.loads(spec)
         self.spec = d
         self.lock = threading.Lock()
-        args = (d["mode"], d["input_size"], d["hidden_size"], d["num_layers"], d["bidirectional"], d["proj_size"],
-                d["dropout"], "reset-after")
-        self.net = _core.Net(*args, d["dtype"], d["threads"], "auto", d["proj_size"] == 0)
+        if "config" in d:  # rnncore.torch.Stack: layers and wrappers of a stack configuration
+            def make(dtype, threads, backend, training):
+                return _core.Net.from_config(d["config"], dtype, threads, backend, training)
+        else:
+            def make(dtype, threads, backend, training):
+                return _core.Net(d["mode"], d["input_size"], d["hidden_size"], d["num_layers"], d["bidirectional"],
+                                 d["proj_size"], d["dropout"], "reset-after", dtype, threads, backend, training)
+        self.net = make(d["dtype"], d["threads"], "auto", d["proj_size"] == 0)
         # Runs without a backward use an inference plan: its packing is about half a training plan's.
-        self.infer = _core.Net(*args, d["dtype"], d["threads"], "auto", False) if d["proj_size"] == 0 else self.net
+        self.infer = make(d["dtype"], d["threads"], "auto", False) if d["proj_size"] == 0 else self.net
+        # The output's width and the states' shapes for one row (the fake implementation scales them).
+        d["width"], (d["h1"], d["c1"]) = self.net.output_width, self.net.state_shapes(1)
         tensors = self.net.tensors()
         self.names = [name for name, _, _ in tensors]
         self.present = [i for i, name in enumerate(self.names) if d["bias"] or not name.startswith("bias_")]
         self.shapes = [tuple(tensors[i][1]) for i in self.present]
         self.dtype = torch.float64 if d["dtype"] == "float64" else torch.float32
-        self.source = self._source_map(_core.Net(*args, "float64", 1, "reference", False))
+        self.source = self._source_map(make("float64", 1, "reference", False))
         self.loaded = {}  # weight_check "version": id(net) -> (version key, tensors) of its last import
         self.remembered = {}  # "values": id(net) -> (shape, dtype, is_cpu, is_contiguous) of each tensor remembered
         self.by_version = d.get("weight_check") == "version"
@@ -182,15 +190,13 @@ def _row_ids(x, spec: dict, row_offset: int):
 
 
 def _run_mode(spec: dict, train: bool) -> str:
-    return "training" if train and spec["dropout"] > 0 else "inference"
+    return "training" if train else "inference"  # train: a training-mode module with dropout somewhere
 
 
 # ---- the custom ops ----
 
-def _rnn_impl(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Optional[Tensor],
-              lengths: Optional[Tensor], spec: str, seed: int, step: int, row_offset: int, train: bool,
-              need_reserve: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """One run of a module's stack: (y, h_n, c_n (empty unless LSTM), reserve (empty unless need_reserve))."""
+def _run_arrays(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve):
+    """One run of a module's stack on the tensors' memory: NumPy (y, h_n, c_n or None, reserve or None)."""
     e = _entry(spec)
     dt = e.dtype
     xs = _numpy(x, "input", dt)
@@ -199,9 +205,16 @@ def _rnn_impl(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Option
     net = e.net if need_reserve else e.infer
     with e.lock:
         e.load(weights, net)
-        y, h, c, reserve = net.forward(xs, *args, e.spec["batch_first"], _run_mode(e.spec, train), seed, step, 0,
-                                         _row_ids(xs, e.spec, row_offset), need_reserve)
-    return (torch.from_numpy(y), torch.from_numpy(h), torch.empty(0, dtype=dt) if c is None else torch.from_numpy(c),
+        return net.forward(xs, *args, e.spec["batch_first"], _run_mode(e.spec, train), seed, step, 0,
+                           _row_ids(xs, e.spec, row_offset), need_reserve)
+
+
+def _rnn_impl(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Optional[Tensor],
+              lengths: Optional[Tensor], spec: str, seed: int, step: int, row_offset: int, train: bool,
+              need_reserve: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """One run of a module's stack: (y, h_n, c_n (empty unless LSTM), reserve (empty unless need_reserve))."""
+    y, h, c, reserve = _run_arrays(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve)
+    return (torch.from_numpy(y), torch.from_numpy(h), x.new_empty(0) if c is None else torch.from_numpy(c),
             torch.empty(0, dtype=torch.uint8) if reserve is None else torch.from_numpy(reserve))
 
 
@@ -214,15 +227,21 @@ def _eager(tensors) -> bool:
     caller checks that). Saves the custom op's dispatch, most of a small module's per-call cost."""
     if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() != 0:
         return False
-    return all(t is None or type(t) in (Tensor, nn.Parameter) for t in tensors)
+    return _PLAIN.issuperset(map(type, tensors))
+
+
+_PLAIN = frozenset((Tensor, nn.Parameter, type(None)))
 
 
 def _shapes(spec: dict, x: Tensor):
+    """Sizes of a run on x: T, B, and the shapes of y, h and c (states [L*D, B, ·], or flat when the
+    layers differ: B times one row's)."""
     t, b = (x.shape[1], x.shape[0]) if spec["batch_first"] else (x.shape[0], x.shape[1])
-    d = 2 if spec["bidirectional"] else 1
-    h, p = spec["hidden_size"], spec["proj_size"] or spec["hidden_size"]
-    y = (b, t, d * p) if spec["batch_first"] else (t, b, d * p)
-    return t, b, y, (spec["num_layers"] * d, b, p), (spec["num_layers"] * d, b, h)
+    y = (b, t, spec["width"]) if spec["batch_first"] else (t, b, spec["width"])
+    h1, c1 = spec["h1"], spec["c1"]
+    if len(h1) == 3:
+        return t, b, y, (h1[0], b, h1[2]), (c1[0], b, c1[2])
+    return t, b, y, (b * h1[0],), (b * c1[0],)
 
 
 @_rnn.register_fake
@@ -296,7 +315,7 @@ class _RNNBase(nn.Module):
 
     def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
                  bidirectional=False, proj_size=0, device=None, dtype=None, *, seed=0, threads=1, row_offset=0,
-                 weight_check="values"):
+                 weight_check="values", config=None, stochastic=None):
         super().__init__()
         if weight_check not in ("values", "version"):
             raise ArgumentError(f"weight_check '{weight_check}': expected 'values' or 'version'")
@@ -317,8 +336,10 @@ class _RNNBase(nn.Module):
             "num_layers": num_layers, "bidirectional": bool(bidirectional), "proj_size": proj_size,
             "dropout": float(dropout), "bias": bool(bias), "batch_first": bool(batch_first),
             "dtype": "float64" if dtype == torch.float64 else "float32", "threads": threads,
-            "weight_check": weight_check,
+            "weight_check": weight_check, **({"config": config} if config is not None else {}),
         })
+        # Whether a training-mode forward draws dropout masks (and counts `step` up).
+        self._stochastic = self.dropout > 0 if stochastic is None else stochastic
         self._spec_tm = json.dumps({**json.loads(self._spec), "batch_first": False})  # PackedSequence runs
         weakref.finalize(self, _drop_entries, (self._spec, self._spec_tm))
         e = _entry(self._spec)  # validates the configuration (rnncore.ArgumentError on a bad one)
@@ -356,7 +377,7 @@ class _RNNBase(nn.Module):
         return s
 
     def _run(self, x, h0, c0, lengths, batch_first):
-        train = self.training and self.dropout > 0
+        train = self.training and self._stochastic
         weights = self.all_weights
         need_reserve = torch.is_grad_enabled() and (
             x.requires_grad or any(w.requires_grad for w in weights)
@@ -364,9 +385,15 @@ class _RNNBase(nn.Module):
         if need_reserve and self.proj_size:
             raise ArgumentError("rnncore.torch.LSTM: no backward with proj_size yet (run it under torch.no_grad())")
         spec = self._spec if batch_first == self.batch_first else self._spec_tm
-        run = _rnn_impl if not need_reserve and _eager((x, h0, c0, lengths, *weights)) else torch.ops.rnncore.rnn
-        y, h, c, _ = run(x.contiguous(), weights, h0, c0, lengths, spec, self.seed, self.step, self.row_offset, train,
-                         need_reserve)
+        if not need_reserve and _eager((x, h0, c0, lengths, *weights)):
+            # The op's body without the dispatcher, and without the tensors an op must return but this
+            # call drops (an empty reserve; an empty c for a GRU or RNN).
+            y, h, c, _ = _run_arrays(x.contiguous(), weights, h0, c0, lengths, spec, self.seed, self.step,
+                                     self.row_offset, train, False)
+            y, h, c = torch.from_numpy(y), torch.from_numpy(h), None if c is None else torch.from_numpy(c)
+        else:
+            y, h, c, _ = torch.ops.rnncore.rnn(x.contiguous(), weights, h0, c0, lengths, spec, self.seed, self.step,
+                                               self.row_offset, train, need_reserve)
         if train:
             self.step += 1
         return y, h, c
@@ -424,3 +451,41 @@ class RNN(_RNNBase):
         super().__init__("rnn_" + nonlinearity, input_size, hidden_size, num_layers, bias, batch_first, dropout,
                          bidirectional, 0, device, dtype, **kw)
         self.nonlinearity = nonlinearity
+
+
+class Stack(_RNNBase):
+    """A stack of layers that differ in cell, size or direction, with TensorFlow's cell wrappers
+    (DropoutWrapper: input, output and state keep probabilities, variational, per sequence, state
+    filters; ResidualWrapper) and inter-layer dropout: a stack configuration (docs/config.md) as a
+    dict, JSON text or a JSON file's path, whose ``input_size`` must be given.
+
+    The parameters are the PyTorch format's tensors of that stack (``weight_ih_l0``, ... with each
+    layer's own shapes; ``named_parameters()`` lists them), initialised uniform in ±1/sqrt(H) of
+    layer 0. ``forward(input, hx)`` as torch.nn's: ``(output, (h_n, c_n))`` when layer 0 is an LSTM,
+    else ``(output, h_n)``; the states are ``[L*D, B, H]`` when the layers are alike, else flat (each
+    layer's and direction's ``[B, H]`` one after another). Dropout (inter-layer and the wrappers')
+    from the module's ``seed`` and ``step`` as the other modules'; masks as ``rnncore run --config
+    --train --seed S --step N``.
+    """
+
+    def __init__(self, config, batch_first=False, device=None, dtype=None, **kw):
+        if isinstance(config, dict):
+            cfg = config
+        elif isinstance(config, str) and config.lstrip().startswith("{"):
+            cfg = json.loads(config)
+        else:
+            with open(config) as f:
+                cfg = json.load(f)
+        layers = cfg.get("layers") or [{}]
+        first = layers[0]
+        stochastic = cfg.get("dropout", 0) > 0 or any(
+            w.get("type") == "dropout" and any(w.get(k, 1) < 1 for k in ("input_keep", "output_keep", "state_keep"))
+            for layer in layers for w in layer.get("wrappers", []))
+        self.config = cfg
+        super().__init__(first.get("mode", "lstm"), cfg.get("input_size", 0), first.get("hidden_size", 0),
+                         len(layers), True, batch_first, 0.0, first.get("direction") == "bidirectional", 0, device,
+                         dtype, config=json.dumps(cfg), stochastic=stochastic, **kw)
+        self.dropout = float(cfg.get("dropout", 0.0))
+
+    def extra_repr(self):
+        return json.dumps(self.config)

@@ -192,7 +192,7 @@ class Net {
   int threads() const { return options_.threads; }
   const std::string& kernel() const { return kernel_; }
   const std::string& backend() const { return backend_; }
-  std::vector<std::string> notes, ignored;  // what io::load_weights reported
+  std::vector<std::string> notes, ignored, ends;  // what io::load_weights reported
 
   Status plan_for(int batch, int seq_len, Plan* out) const {
     PlanOptions o = options_;
@@ -382,6 +382,29 @@ class Net {
   bool packed_ok_ = false;
 };
 
+// A stack that starts with an Embedding reads token ids: integers [T, B] (or [B, T]) in [0, vocab), as
+// a C-contiguous int32 array (ForwardArgs::x).
+py::array token_ids(const py::handle& obj, int vocab, bool batch_first) {
+  py::array a = py::array::ensure(obj);
+  const std::string layout = batch_first ? "[B, T]" : "[T, B]";
+  if (!a || (a.dtype().kind() != 'i' && a.dtype().kind() != 'u'))
+    bad_argument("x: the stack starts with an Embedding: expected integer token ids " + layout + ", found " +
+                 (a ? std::string(py::str(a.dtype())) + " " + shape_string(a) : std::string("no array")));
+  if (a.ndim() != 2) bad_argument("x: token ids of shape " + shape_string(a) + ", expected " + layout);
+  py::array_t<std::int64_t, py::array::c_style | py::array::forcecast> v(a);
+  py::array_t<std::int32_t> ids(std::vector<py::ssize_t>{a.shape(0), a.shape(1)});
+  std::int32_t* out = ids.mutable_data();
+  for (py::ssize_t k = 0; k < v.size(); ++k) {
+    const std::int64_t id = v.data()[k];
+    if (id < 0 || id >= vocab)
+      bad_argument("x: token id " + std::to_string(id) + " at [" + std::to_string(k / a.shape(1)) + ", " +
+                   std::to_string(k % a.shape(1)) + "] is outside the embedding's vocabulary [0, " +
+                   std::to_string(vocab) + ")");
+    out[k] = static_cast<std::int32_t>(id);
+  }
+  return std::move(ids);
+}
+
 // Checks one state tensor against the stack: its uniform shape, or (any layers) its element count.
 py::object state_array(const py::handle& obj, DType dtype, const char* name, const std::vector<py::ssize_t>& shape) {
   if (obj.is_none()) return py::none();
@@ -405,10 +428,14 @@ RunInputs Net::inputs(const py::handle& x, const py::handle& h0, const py::handl
                       const py::handle& row_ids, bool batch_first) const {
   RunInputs in;
   in.batch_first = batch_first;
-  in.x = dense(x, stack_.dtype, "x");
   const std::string layout = batch_first ? "[B, T, " : "[T, B, ";
-  if (in.x.ndim() != 3 || in.x.shape(2) != stack_.input_size)
-    bad_argument("x: shape " + shape_string(in.x) + ", expected " + layout + std::to_string(stack_.input_size) + "]");
+  if (stack_.embedding.vocab_size > 0) {
+    in.x = token_ids(x, stack_.embedding.vocab_size, batch_first);
+  } else {
+    in.x = dense(x, stack_.dtype, "x");
+    if (in.x.ndim() != 3 || in.x.shape(2) != stack_.input_size)
+      bad_argument("x: shape " + shape_string(in.x) + ", expected " + layout + std::to_string(stack_.input_size) + "]");
+  }
   if (in.x.shape(0) > INT32_MAX || in.x.shape(1) > INT32_MAX) bad_argument("x: shape " + shape_string(in.x));
   in.seq_len = static_cast<int>(in.x.shape(batch_first ? 1 : 0));
   in.batch = static_cast<int>(in.x.shape(batch_first ? 0 : 1));
@@ -567,11 +594,29 @@ std::unique_ptr<Net> make_net(const std::string& mode, int input_size, int hidde
   return std::make_unique<Net>(to_stack(spec), f, "", plan_options(threads, backend, training));
 }
 
+// A stack configuration (docs/config.md, JSON text) with zero weights in `format`'s tensors: what
+// rnncore.torch.Stack runs.
+std::unique_ptr<Net> config_net(const std::string& config_text, const std::string& dtype, int threads,
+                                const std::string& backend, bool training, const std::string& format) {
+  StackSpec config;
+  std::string error;
+  const Status cs = io::parse_stack_config(config_text.data(), config_text.size(), "config", &config, &error);
+  if (cs != Status::ok) fail(cs, error);
+  if (config.input_size < 1) bad_argument("config: input_size must be given (the weights do not say it here)");
+  config.dtype = parse_dtype(dtype);
+  WeightFormat f;
+  if (!io::parse_format(format, &f)) fail(Status::invalid_enum, "format '" + format + "'");
+  return std::make_unique<Net>(config, f, "", plan_options(threads, backend, training));
+}
+
 std::unique_ptr<Net> load_net(const std::string& path, const std::string& format, const py::object& prefix,
                               const std::string& mode, const std::string& gru, const std::string& dtype,
                               int threads, const std::string& backend, bool training, const py::object& dropout,
-                              const std::string& config_path, const std::string& config_text) {
+                              const std::string& config_path, const std::string& config_text,
+                              const std::string& head_activation, const std::string& head_last_step) {
   io::ModelHints hints;
+  hints.head_activation = head_activation;
+  hints.head_last_step = head_last_step;
   hints.format = format;
   if (!prefix.is_none()) {
     hints.prefix = prefix.cast<std::string>();
@@ -593,15 +638,13 @@ std::unique_ptr<Net> load_net(const std::string& path, const std::string& format
   io::LoadedModel loaded;
   const Status s = io::load_weights(path, hints, has_config ? &config : nullptr, &loaded, &error);
   if (s != Status::ok) fail(s, error);
-  if (loaded.stack.embedding.vocab_size > 0)
-    fail(Status::unsupported, path + ": an Embedding before layer 0 (token-id input) does not run from Python yet; "
-                                     "`rnncore run` runs it");
   if (!dropout.is_none()) loaded.stack.dropout = dropout.cast<double>();  // as `rnncore run --dropout P`
   auto net = std::make_unique<Net>(loaded.stack, loaded.format, loaded.prefix, plan_options(threads, backend, training));
   net->set_canonical(py::array(numpy_dtype(loaded.stack.dtype), std::vector<py::ssize_t>{static_cast<py::ssize_t>(param_count(loaded.stack))},
                                reinterpret_cast<const void*>(loaded.canonical.data())));
   net->notes = loaded.notes;
   net->ignored = loaded.ignored;
+  net->ends = loaded.ends;
   return net;
 }
 
@@ -672,7 +715,32 @@ py::tuple export_c_text(const io::ExportCOptions& o) {
   return py::make_tuple(header, report.summary, report.notes);
 }
 
+// io::write_safetensors of float32 / float64 arrays (rnncore.load of a PyTorch network goes through it).
+void save_safetensors(const std::string& path, const std::vector<std::string>& names, const py::list& arrays,
+                      const std::vector<std::pair<std::string, std::string>>& metadata) {
+  if (names.size() != py::len(arrays)) bad_argument("save_safetensors: as many names as arrays");
+  std::vector<py::array> keep;
+  std::vector<io::TensorToWrite> tensors;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    py::array a = py::array::ensure(arrays[i], py::array::c_style);
+    const bool f64 = a && a.dtype().is(py::dtype::of<double>());
+    if (!a || !(f64 || a.dtype().is(py::dtype::of<float>())))
+      bad_argument("save_safetensors: " + names[i] + ": expected a float32 or float64 array");
+    keep.push_back(a);
+    io::TensorToWrite t;
+    t.name = names[i];
+    t.type = f64 ? io::ElemType::f64 : io::ElemType::f32;
+    t.shape.assign(a.shape(), a.shape() + a.ndim());
+    t.data = a.data();
+    tensors.push_back(std::move(t));
+  }
+  if (io::write_safetensors(path.c_str(), tensors, metadata) != RNNCORE_OK)
+    fail(Status::io, rnncore_last_error_detail());
+}
+
 void bind_io(py::module_& m) {
+  m.def("save_safetensors", &save_safetensors, py::arg("path"), py::arg("names"), py::arg("arrays"),
+        py::arg("metadata"));
   m.def(
       "quantize",
       [](const std::string& weights, const std::string& calibration, const std::string& output,
@@ -719,6 +787,131 @@ void bind_io(py::module_& m) {
       py::arg("interleave") = false, py::arg("format") = "", py::arg("prefix") = py::none(), py::arg("mode") = "",
       py::arg("gru") = "");
 }
+
+// ---- int8 model files (format tflite_int8, docs/int8.md): io::Int8Runner, as `rnncore run` runs one ----
+
+bool is_int8_file(const std::string& path) {
+  io::SafeTensors file;
+  return io::read_safetensors(path.c_str(), &file) == RNNCORE_OK && io::is_int8_model(file);
+}
+
+// An int8 model file, loaded and prepared; each run plans nothing and takes the mutex without the GIL.
+struct Int8Net {
+  io::Int8Runner runner;
+  std::string origin;
+  std::vector<std::pair<std::string, std::string>> metadata;
+  std::mutex mutex;
+
+  explicit Int8Net(const std::string& path) {
+    io::SafeTensors file;
+    if (io::read_safetensors(path.c_str(), &file) != RNNCORE_OK) fail(Status::io, rnncore_last_error_detail());
+    std::string error;
+    const Status s = io::Int8Runner::load(file, &runner, &error);
+    if (s != Status::ok) fail(s, error);
+    origin = io::int8_model_origin(file);
+    metadata = file.metadata;
+  }
+
+  // x as the model reads it, [B, T, I] int8 in the order of its steps: int8 as given, floating point
+  // quantized as TFLite's QUANTIZE op, token ids [B, T] looked up in the embedding.
+  std::vector<std::int8_t> input(const py::handle& obj, py::ssize_t* B, py::ssize_t* T) const {
+    py::array a = py::array::ensure(obj);
+    if (!a) bad_argument("x: expected an array");
+    const char kind = a.dtype().kind();
+    const bool ids = kind == 'i' && a.itemsize() > 1, i8 = kind == 'i' && a.itemsize() == 1;
+    const py::ssize_t I = runner.input_size();
+    const std::string expected = "[B, T, " + std::to_string(I) + "] (batch-major, as the TFLite op)";
+    if (runner.has_embedding() && !ids)
+      bad_argument("x: the model starts with an Embedding: expected token ids [B, T] (int32 or int64), found " +
+                   std::string(py::str(a.dtype())) + " " + shape_string(a));
+    if (!runner.has_embedding() && !i8 && kind != 'f')
+      bad_argument("x: expected int8 or floating-point input " + expected + ", found " + std::string(py::str(a.dtype())) +
+                   " " + shape_string(a));
+    if (ids ? a.ndim() != 2 : a.ndim() != 3 || a.shape(2) != I)
+      bad_argument("x: expected shape " + (ids ? std::string("[B, T] (token ids)") : expected) + ", found " +
+                   shape_string(a));
+    *B = a.shape(0);
+    *T = a.shape(1);
+    if (*B < 1 || *T < 1) bad_argument("x: expected at least one row and one step, found " + shape_string(a));
+    if (*T > (1 << 28) || *B > (1 << 24)) bad_argument("x: sequence or batch too large");
+    const std::size_t n = static_cast<std::size_t>(*B * *T);
+    std::vector<std::int8_t> x(n * static_cast<std::size_t>(I));
+    if (ids) {
+      py::array_t<std::int64_t, py::array::c_style | py::array::forcecast> v(a);
+      const std::size_t bad = runner.embed_ids(n, v.data(), x.data());
+      if (bad != n)
+        bad_argument("x: token id " + std::to_string(v.data()[bad]) + " at [" + std::to_string(bad / *T) + ", " +
+                     std::to_string(bad % *T) + "] is outside the embedding's vocabulary [0, " +
+                     std::to_string(runner.vocab()) + ")");
+    } else if (i8) {
+      py::array_t<std::int8_t, py::array::c_style | py::array::forcecast> v(a);
+      if (!x.empty()) std::memcpy(x.data(), v.data(), x.size());
+    } else {
+      py::array_t<float, py::array::c_style | py::array::forcecast> v(a);
+      for (std::size_t k = 0; k < x.size(); ++k) x[k] = runner.quantize_input(v.data()[k]);
+    }
+    if (runner.reverse_input())  // Keras go_backwards: the model's REVERSE_V2 of the time axis
+      for (py::ssize_t b = 0; b < *B; ++b)
+        for (py::ssize_t t = 0; t < *T / 2; ++t)
+          std::swap_ranges(x.begin() + (b * *T + t) * I, x.begin() + (b * *T + t + 1) * I,
+                           x.begin() + (b * *T + *T - 1 - t) * I);
+    return x;
+  }
+
+  // A state h0 (int8) or c0 (int16) of the shape the run returns hn / cn in.
+  template <typename T>
+  py::object state(const py::handle& obj, py::ssize_t B, const char* name) const {
+    if (obj.is_none()) return py::none();
+    py::array a = py::array::ensure(obj);
+    const std::vector<std::int64_t> shape = runner.state_shape(B);
+    if (!a || !a.dtype().is(py::dtype::of<T>()) ||
+        std::vector<std::int64_t>(a.shape(), a.shape() + a.ndim()) != shape)
+      bad_argument(std::string(name) + ": expected " + (sizeof(T) == 1 ? "int8" : "int16") + " " +
+                   dims_text(shape) + " (the states a run returns), found " +
+                   (a ? std::string(py::str(a.dtype())) + " " + shape_string(a) : std::string("no array")));
+    return py::array_t<T, py::array::c_style | py::array::forcecast>(a);
+  }
+
+  static std::string dims_text(const std::vector<std::int64_t>& d) {
+    std::string s = "[";
+    for (std::size_t k = 0; k < d.size(); ++k) s += (k ? ", " : "") + std::to_string(d[k]);
+    return s + "]";
+  }
+
+  // Floating-point values quantized as the model's input (TFLite's QUANTIZE op), any shape.
+  py::array_t<std::int8_t> quantize(const py::handle& obj) const {
+    py::array_t<float, py::array::c_style | py::array::forcecast> v = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(obj);
+    if (!v) bad_argument("quantize_input: expected floating-point values");
+    py::array_t<std::int8_t> q(std::vector<py::ssize_t>(v.shape(), v.shape() + v.ndim()));
+    std::int8_t* out = q.mutable_data();
+    for (py::ssize_t k = 0; k < v.size(); ++k) out[k] = runner.quantize_input(v.data()[k]);
+    return q;
+  }
+
+  py::tuple run(const py::handle& x_obj, const py::handle& h0_obj, const py::handle& c0_obj) {
+    py::ssize_t B = 0, T = 0;
+    const std::vector<std::int8_t> x = input(x_obj, &B, &T);
+    const py::object h0 = state<std::int8_t>(h0_obj, B, "h0"), c0 = state<std::int16_t>(c0_obj, B, "c0");
+    const py::ssize_t O = runner.output_size();
+    std::vector<py::ssize_t> yshape{B, O};
+    if (runner.return_sequences()) yshape = {B, T, O};
+    const std::vector<std::int64_t> s64 = runner.state_shape(B);
+    const std::vector<py::ssize_t> sshape(s64.begin(), s64.end());
+    py::array_t<std::int8_t> y(yshape), hn(sshape);
+    py::array_t<std::int16_t> cn(sshape);
+    const std::int8_t* h0p = h0.is_none() ? nullptr : py::array_t<std::int8_t>(h0).data();
+    const std::int16_t* c0p = c0.is_none() ? nullptr : py::array_t<std::int16_t>(c0).data();
+    std::int8_t* yp = y.mutable_data();
+    std::int8_t* hp = hn.mutable_data();
+    std::int16_t* cp = cn.mutable_data();
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard<std::mutex> lock(mutex);
+      runner.run(static_cast<int>(B), static_cast<int>(T), x.data(), yp, h0p, c0p, hp, cp);
+    }
+    return py::make_tuple(y, hn, cn);
+  }
+};
 
 // What `rnncore info` prints, as a dict.
 py::dict info() {
@@ -791,16 +984,38 @@ PYBIND11_MODULE(_core, m) {
   m.def("version", [] { return std::string(version_string()); });
   bind_io(m);
 
+  m.def("is_int8_model", &is_int8_file, py::arg("path"));
+  py::class_<Int8Net>(m, "Int8Net")
+      .def(py::init<const std::string&>(), py::arg("path"))
+      .def_property_readonly("input_size", [](const Int8Net& n) { return n.runner.input_size(); })
+      .def_property_readonly("output_size", [](const Int8Net& n) { return n.runner.output_size(); })
+      .def_property_readonly("return_sequences", [](const Int8Net& n) { return n.runner.return_sequences(); })
+      .def_property_readonly("reverse_input", [](const Int8Net& n) { return n.runner.reverse_input(); })
+      .def_property_readonly("has_embedding", [](const Int8Net& n) { return n.runner.has_embedding(); })
+      .def_property_readonly("vocab", [](const Int8Net& n) { return n.runner.vocab(); })
+      .def_property_readonly("kernel", [](const Int8Net& n) { return n.runner.kernel_names(); })
+      .def_property_readonly("description", [](const Int8Net& n) { return n.runner.describe(); })
+      .def_readonly("origin", &Int8Net::origin)
+      .def_readonly("metadata", &Int8Net::metadata)
+      .def("state_shape", [](const Int8Net& n, std::int64_t batch) { return n.runner.state_shape(batch); },
+           py::arg("batch"))
+      .def("quantize_input", &Int8Net::quantize, py::arg("x"))
+      .def("run", &Int8Net::run, py::arg("x"), py::arg("h0") = py::none(), py::arg("c0") = py::none());
+
   py::class_<Net>(m, "Net")
       .def(py::init(&make_net), py::arg("mode"), py::arg("input_size"), py::arg("hidden_size"),
            py::arg("num_layers") = 1, py::arg("bidirectional") = false, py::arg("proj_size") = 0,
            py::arg("dropout") = 0.0, py::arg("gru") = "reset-after", py::arg("dtype") = "float32",
            py::arg("threads") = 1, py::arg("backend") = "auto", py::arg("training") = false,
            py::arg("format") = "pytorch")
+      .def_static("from_config", &config_net, py::arg("config"), py::arg("dtype") = "float32",
+                  py::arg("threads") = 1, py::arg("backend") = "auto", py::arg("training") = false,
+                  py::arg("format") = "pytorch")
       .def_static("load", &load_net, py::arg("path"), py::arg("format") = "", py::arg("prefix") = py::none(),
                   py::arg("mode") = "", py::arg("gru") = "", py::arg("dtype") = "float32", py::arg("threads") = 1,
                   py::arg("backend") = "auto", py::arg("training") = false, py::arg("dropout") = py::none(),
-                  py::arg("config_path") = "", py::arg("config_text") = "")
+                  py::arg("config_path") = "", py::arg("config_text") = "", py::arg("head_activation") = "",
+                  py::arg("head_last_step") = "")
       .def_property_readonly("input_size", [](const Net& n) { return n.stack().input_size; })
       .def_property_readonly("num_layers", [](const Net& n) { return n.stack().num_layers; })
       .def_property_readonly("mode", [](const Net& n) { return std::string(to_string(n.stack().layers[0].mode)); })
@@ -813,6 +1028,13 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("dtype", [](const Net& n) { return numpy_dtype(n.stack().dtype); })
       .def_property_readonly("dropout", [](const Net& n) { return n.stack().dropout; })
       .def_property_readonly("output_width", &Net::output_width)
+      .def_property_readonly("vocab_size", [](const Net& n) { return n.stack().embedding.vocab_size; })
+      .def_property_readonly("head", [](const Net& n) -> py::object {
+        const DenseSpec& h = n.stack().head;
+        if (h.out_features == 0) return py::none();
+        return py::make_tuple(h.out_features, std::string(to_string(h.activation)), h.last_step_only);
+      })
+      .def_readonly("ends", &Net::ends)
       .def_property_readonly("param_count", [](const Net& n) { return param_count(n.stack()); })
       .def_property_readonly("format", [](const Net& n) { return std::string(to_string(n.format())); })
       .def_property_readonly("prefix", &Net::prefix)

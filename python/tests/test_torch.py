@@ -338,3 +338,79 @@ def test_eager_runs_skip_the_dispatcher_with_the_ops_results():
     from torch._subclasses.fake_tensor import FakeTensorMode
     with FakeTensorMode():  # tracing: the op, so that fake tensors meet its fake implementation
         assert not rt._eager((x, h0, None))
+
+
+# ---- rnncore.torch.Stack: layers that differ, TF's wrappers ----
+
+STACK = {"input_size": 6, "layers": [{"mode": "lstm", "hidden_size": 8, "direction": "bidirectional"},
+                                     {"mode": "gru", "hidden_size": 5}]}
+
+
+def _stack_and_reference():
+    torch.manual_seed(11)
+    ours = rt.Stack(STACK)
+    l0, l1 = torch.nn.LSTM(6, 8, bidirectional=True), torch.nn.GRU(16, 5)
+    with torch.no_grad():
+        for name, p in ours.named_parameters():
+            layer, key = (l1, name.replace("_l1", "_l0")) if "_l1" in name else (l0, name)
+            getattr(layer, key).copy_(p)
+    return ours, l0, l1
+
+
+def test_stack_of_differing_layers_equals_torch_nn_layers():
+    ours, l0, l1 = _stack_and_reference()
+    x = torch.randn(7, 3, 6, requires_grad=True)
+    out, (h, c) = ours(x)  # layer 0 is an LSTM: (h_n, c_n), flat here
+    assert c.shape == h.shape == (3 * (8 + 8 + 5),)  # a slot for every layer and direction
+    ref_mid, (h0, _) = l0(x)
+    ref, h1 = l1(ref_mid)
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=0)
+    # flat states: layer 0 forward, layer 0 reverse, layer 1, each [B, H]
+    torch.testing.assert_close(h, torch.cat([h0[0].flatten(), h0[1].flatten(), h1[0].flatten()]), atol=1e-5, rtol=0)
+    out.square().sum().backward()
+    (ref.square().sum()).backward()
+    ref_grads = {**{n: p.grad for n, p in l0.named_parameters()},
+                 **{n.replace("_l0", "_l1"): p.grad for n, p in l1.named_parameters()}}
+    for name, p in ours.named_parameters():
+        g = ref_grads[name]
+        torch.testing.assert_close(p.grad, g, atol=2e-4 * g.abs().max().item(), rtol=0)
+
+
+def test_stack_with_dropout_wrapper_replays_and_equals_the_numpy_api(tmp_path):
+    st = pytest.importorskip("safetensors.torch")
+    cfg = {"input_size": 6, "dropout": 0.2,
+           "layers": [{"mode": "lstm", "hidden_size": 8,
+                       "wrappers": [{"type": "dropout", "output_keep": 0.7, "state_keep": 0.8, "variational": True}]},
+                      {"mode": "lstm", "hidden_size": 8, "wrappers": [{"type": "residual"}]}]}
+    torch.manual_seed(2)
+    ours = rt.Stack(cfg, seed=9).train()
+    x = torch.randn(5, 2, 6)
+    with torch.no_grad():
+        ours.step = 4
+        y1, _ = ours(x)
+        assert ours.step == 5
+        ours.step = 4
+        y2, _ = ours(x)
+        torch.testing.assert_close(y1, y2, atol=0, rtol=0)  # replayed from (seed, step)
+        y3, _ = ours(x)
+        assert not torch.equal(y2, y3)  # the next step's masks
+        ours.eval()
+        y_eval, _ = ours(x)
+    st.save_file({"lstm." + k: v.detach().contiguous() for k, v in ours.state_dict().items()}, str(tmp_path / "s.safetensors"))
+    m = rnncore.load(tmp_path / "s.safetensors", config=cfg, training=True)
+    np.testing.assert_array_equal(m.run(x.numpy(), train=True, seed=9, step=4)[0], y1.numpy())
+    np.testing.assert_array_equal(m.run(x.numpy())[0], y_eval.numpy())
+
+
+def test_stack_compiles_without_graph_breaks():
+    ours, _, _ = _stack_and_reference()
+    x = torch.randn(4, 2, 6)
+    compiled = torch.compile(ours, fullgraph=True)
+    out, (h, _) = compiled(x)
+    torch.testing.assert_close(out, ours(x)[0], atol=0, rtol=0)
+    assert h.shape == (2 * (8 + 8 + 5),)
+
+
+def test_stack_needs_an_input_size():
+    with pytest.raises(rnncore.ArgumentError, match="input_size"):
+        rt.Stack({"layers": [{"mode": "lstm", "hidden_size": 4}]})
