@@ -6,7 +6,8 @@
 #   - Cortex-M4F and Cortex-M7 bare metal, firmware profile: build librnncore.a, the firmware
 #     (float and int8) and on-device training examples and the int8 kernel test
 #     (tests/cross/int8_kernels_baremetal.cpp), print their sizes, check that each image links no
-#     heap, printf or environment, and run them under qemu-system-arm (MPS2-AN386 / MPS2-AN500,
+#     heap, printf or environment, that the float image keeps none of the integer core
+#     (rnncore_link_int8, tests/cross/int8_on_call_baremetal.c), and run them under qemu-system-arm (MPS2-AN386 / MPS2-AN500,
 #     semihosting): each must print PASS. On the Cortex-M4F also build (not run) the
 #     instruction-count bench images (bench/cortex_m_int8_counts.sh).
 # Every meson test counts as one test, as do each image's link check; a target that fails to
@@ -104,6 +105,15 @@ for target in cortex-m4f cortex-m7; do
     echo "--- $target: the firmware example image (examples/firmware)"
     arm-none-eabi-size "$image"
     python3 tests/cross/map_sizes.py "$dir/examples/firmware/firmware_lstm.map"
+    # A float-only image links none of the integer core (it would with rnncore_link_int8(); the
+    # integer spec's rules, src/int8_spec.cpp, stay: the spec validates every dtype).
+    for map in firmware_lstm int8_unlinked_test; do
+      if python3 tests/cross/map_sizes.py --absent 'src_int8_(?!spec)' "$dir/examples/firmware/$map.map" | tail -n 1; then
+        pass_one "$target: $map.elf keeps none of the integer core"
+      else
+        fail_one "$target: $map.elf keeps sections of the integer core"
+      fi
+    done
     echo "--- $target: the int8 firmware example image (examples/firmware/main_int8.c)"
     arm-none-eabi-size "$int8_image"
     python3 tests/cross/map_sizes.py "$dir/examples/firmware/firmware_lstm_int8.map"
@@ -123,6 +133,7 @@ for target in cortex-m4f cortex-m7; do
     fi
     # The firmware profile's promise: an image holds no allocator, printf, environment or C++ runtime.
     for img in "$image" "$int8_image" "$train_image" "$dir/examples/firmware/int8_kernels_test.elf" \
+               "$dir/examples/firmware/int8_unlinked_test.elf" "$dir/examples/firmware/int8_linked_test.elf" \
                "${bench_images[@]+"${bench_images[@]}"}"; do
       if [ ! -f "$img" ]; then fail_one "$target: $img was not built"; continue; fi
       forbidden=$(arm-none-eabi-nm "$img" | awk '{print $NF}' |

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "rnncore/rnncore.h"
 #include "src/internal/arena.hpp"
 #include "src/internal/backend.hpp"
 #include "src/internal/error.hpp"
@@ -63,11 +64,25 @@ QuantParams stack_output_quant(const StackSpec& st) {
 
 bool merged(const LayerSpec& ls) { return num_directions(ls) == 2 && ls.merge.mode != MergeMode::concat; }
 
-}  // namespace
-
 // ---- Planning ----
 
-Status int8_choose_kernels(Isa cap, PlanImpl* p) {
+// A direction's regions of the packed buffer, one after the other: the prepared parameters, W, R
+// and the prepare's storage (q8::int8_lstm_storage_words). Taken from `pk` by the layout, and
+// taken again from the parameters' offset by pack_lstm.
+struct DirRegions {
+  std::size_t params, w, r, storage;
+};
+DirRegions take_dir(Arena* pk, std::uint64_t H, std::uint64_t I, bool per_channel) {
+  DirRegions g;
+  g.params = pk->take(1, sizeof(PackedLstm));
+  g.w = pk->take(4 * H * I, 1);
+  g.r = pk->take(4 * H * H, 1);
+  g.storage = pk->take((per_channel ? 24 : 8) * H, 4);
+  return g;
+}
+
+// The kernels under `cap` (named in kernel_name) and the merges' parameters.
+Status choose_kernels(Isa cap, PlanImpl* p) {
   const q8::DotRowsKernel dot = q8::int8_best_dot_kernel(cap);
   const q8::StepKernels* step = q8::int8_best_step_kernels(cap);
   p->i8.dot = dot.fn;
@@ -97,9 +112,9 @@ Status int8_choose_kernels(Isa cap, PlanImpl* p) {
   return Status::ok;
 }
 
-namespace {
-
 Status layout_int8(PlanImpl* p, const GpuPlanner&) {
+  // choose_backend left the cap in p->isa (none for backend reference: the portable kernels).
+  RNNCORE_RETURN_IF_ERROR(choose_kernels(p->isa, p));
   const StackSpec& st = p->stack;
   Int8Plan& q = p->i8;
   const std::uint64_t B = p->options.max_batch, T = p->options.max_seq_len;
@@ -110,13 +125,7 @@ Status layout_int8(PlanImpl* p, const GpuPlanner&) {
     const std::uint64_t H = ls.hidden_size, I = layer_input_size(st, l);
     q.max_hidden = std::max(q.max_hidden, ls.hidden_size);
     max_w = std::max(max_w, layer_output_width(ls));
-    for (int d = 0; d < num_directions(ls); ++d) {
-      Int8DirPack& dp = q.dir[l][d];
-      dp.params = pk.take(1, sizeof(PackedLstm));
-      dp.w = pk.take(4 * H * I, 1);
-      dp.r = pk.take(4 * H * H, 1);
-      dp.storage = pk.take((ls.int8[d].per_channel ? 24 : 8) * H, 4);  // q8::int8_lstm_storage_words
-    }
+    for (int d = 0; d < num_directions(ls); ++d) q.dir[l][d].params = take_dir(&pk, H, I, ls.int8[d].per_channel).params;
   }
   const std::uint64_t F = st.head.out_features, D = static_cast<std::uint64_t>(head_input_size(st));
   if (st.embedding.vocab_size > 0) q.table = pk.take(static_cast<std::uint64_t>(st.embedding.vocab_size) * st.input_size, 1);
@@ -191,7 +200,8 @@ q8::Int8LstmQuantization lstm_quantization(const StackSpec& st, int l, int d, co
 Status pack_lstm(const PlanImpl& p, int l, int d, const unsigned char* canonical, unsigned char* packed) {
   const StackSpec& st = p.stack;
   const int H = st.layers[l].hidden_size, I = layer_input_size(st, l);
-  const Int8DirPack& dp = p.i8.dir[l][d];
+  Arena at_params(p.i8.dir[l][d].params);
+  const DirRegions dp = take_dir(&at_params, H, I, st.layers[l].int8[d].per_channel);
   const std::size_t hi = static_cast<std::size_t>(H) * I, hh = static_cast<std::size_t>(H) * H;
   std::memcpy(packed + dp.w, canonical + canonical_offset(st, l, d, ParamKind::input_weight, 0), 4 * hi);
   std::memcpy(packed + dp.r, canonical + canonical_offset(st, l, d, ParamKind::recurrent_weight, 0), 4 * hh);
@@ -596,3 +606,6 @@ const BackendOps kInt8Backend = {
 
 }  // namespace detail
 }  // namespace rnncore
+
+// In the same object as the table: a call links it (see kInt8Backend in src/internal/backend.hpp).
+void rnncore_link_int8(void) {}

@@ -81,9 +81,15 @@ Status choose_backend(const StackSpec& stack, const PlanOptions& options, const 
     RNNCORE_ENSURE(options.weight_dtype == DType::f32, Status::unsupported,
                    "weight_dtype %s: an integer stack's weights are int8 (leave weight_dtype f32)",
                    to_string(options.weight_dtype));
+#ifdef RNNCORE_INT8_ON_CALL
+    RNNCORE_ENSURE(&kInt8Backend != nullptr, Status::backend_unavailable,
+                   "an integer stack (dtype i8) needs the integer backend, which this firmware image does not link: "
+                   "call rnncore_link_int8() once (rnncore.h)");
+#endif
     p->ops = &kInt8Backend;
     p->backend = want == Backend::reference ? Backend::reference : Backend::simd;
-    return int8_choose_kernels(want == Backend::reference ? Isa::none : options.max_isa, p);
+    p->isa = want == Backend::reference ? Isa::none : options.max_isa;  // its layout's cap for the kernels
+    return Status::ok;
   }
   const bool ends = stack.embedding.vocab_size > 0 || stack.head.out_features > 0;
   RNNCORE_ENSURE(!ends || want != Backend::gpu, Status::unsupported,

@@ -106,6 +106,25 @@ std::int64_t Shape::elements() const {
   return n;
 }
 
+namespace {
+
+// Every layer of a uniform spec (a LayerSpec, not a whole StackSpec: validate(RnnSpec) runs on
+// small firmware stacks).
+LayerSpec uniform_layer(const RnnSpec& spec) {
+  LayerSpec ls;
+  ls.mode = spec.mode;
+  ls.gru_variant = spec.gru_variant;
+  ls.hidden_size = spec.hidden_size;
+  ls.direction = spec.direction;
+  ls.proj_size = spec.proj_size;
+  ls.peepholes = spec.peepholes;
+  ls.cell_clip = spec.cell_clip;
+  ls.proj_clip = spec.proj_clip;
+  return ls;
+}
+
+}  // namespace
+
 StackSpec to_stack(const RnnSpec& spec) {
   StackSpec st;
   st.input_size = spec.input_size;
@@ -113,16 +132,7 @@ StackSpec to_stack(const RnnSpec& spec) {
   st.dtype = spec.dtype;
   st.dropout = spec.dropout;
   st.num_layers = spec.num_layers;
-  for (int l = 0; l < spec.num_layers && l < kMaxLayers; ++l) {
-    st.layers[l].mode = spec.mode;
-    st.layers[l].gru_variant = spec.gru_variant;
-    st.layers[l].hidden_size = spec.hidden_size;
-    st.layers[l].direction = spec.direction;
-    st.layers[l].proj_size = spec.proj_size;
-    st.layers[l].peepholes = spec.peepholes;
-    st.layers[l].cell_clip = spec.cell_clip;
-    st.layers[l].proj_clip = spec.proj_clip;
-  }
+  for (int l = 0; l < spec.num_layers && l < kMaxLayers; ++l) st.layers[l] = uniform_layer(spec);
   return st;
 }
 
@@ -225,7 +235,7 @@ Status validate(const RnnSpec& spec) {
   RNNCORE_ENSURE(spec.input_mode != InputMode::skip || spec.input_size == spec.hidden_size,
                  Status::skip_needs_equal_sizes, "input_mode skip with input_size = %d and hidden_size = %d",
                  spec.input_size, spec.hidden_size);
-  RNNCORE_RETURN_IF_ERROR(validate_lstm_extensions(to_stack(spec).layers[0], "spec"));
+  RNNCORE_RETURN_IF_ERROR(validate_lstm_extensions(uniform_layer(spec), "spec"));
   return validate_dropout_p(spec.dropout, "spec.dropout");
 }
 

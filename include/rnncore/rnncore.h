@@ -26,8 +26,13 @@ extern "C" {
 #define RNNCORE_MAX_LAYERS 16
 /** Largest number of wrappers around one cell. */
 #define RNNCORE_MAX_WRAPPERS 4
-/** Bytes of a rnncore_plan value. */
+/** Bytes of a rnncore_plan value: 12 KiB on 32-bit targets (Cortex-M, Armv7-A), 16 KiB on 64-bit
+ *  ones, whose plan holds wider offsets and pointers (rnncore::Plan::kStorageBytes). */
+#if UINTPTR_MAX <= 0xFFFFFFFFu
+#define RNNCORE_PLAN_BYTES 12288
+#else
 #define RNNCORE_PLAN_BYTES 16384
+#endif
 
 typedef enum rnncore_mode { RNNCORE_MODE_LSTM = 0, RNNCORE_MODE_GRU = 1, RNNCORE_MODE_RNN_TANH = 2, RNNCORE_MODE_RNN_RELU = 3 } rnncore_mode;
 typedef enum rnncore_gru_variant { RNNCORE_GRU_RESET_AFTER = 0, RNNCORE_GRU_RESET_BEFORE = 1 } rnncore_gru_variant;
@@ -299,6 +304,11 @@ int64_t rnncore_stack_cell_state_offset(const rnncore_stack_spec* stack, int bat
 rnncore_status rnncore_stack_import_weights(const rnncore_stack_spec* stack, int32_t format,
                                             const rnncore_tensor_view* tensors, size_t count, const char* prefix,
                                             void* canonical);
+/** Links the integer backend into a firmware image (profile=firmware): an image that plans an
+ *  integer stack (dtype i8) calls it once, anywhere; one that does not call it links no integer code,
+ *  and planning an integer stack there fails with RNNCORE_ERR_BACKEND_UNAVAILABLE. Host builds always
+ *  link the integer backend; there the call does nothing (docs/porting.md). */
+void rnncore_link_int8(void);
 /** Plans a stack. @param[out] plan */
 rnncore_status rnncore_plan_create_stack(const rnncore_stack_spec* stack, const rnncore_plan_options* options,
                                          rnncore_plan* plan);

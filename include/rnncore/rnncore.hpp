@@ -554,7 +554,8 @@ class Plan {
   /// @param[in] workspace at least backward_workspace_bytes(), kAlignment-aligned
   Status backward(const void* packed, void* workspace, std::size_t workspace_bytes, const BackwardArgs& args) const;
 
-  static constexpr std::size_t kStorageBytes = 16384;
+  /// 12 KiB on 32-bit targets, 16 KiB on 64-bit ones (RNNCORE_PLAN_BYTES).
+  static constexpr std::size_t kStorageBytes = sizeof(void*) <= 4 ? 12288 : 16384;
 
  private:
   alignas(8) unsigned char storage_[kStorageBytes] = {};

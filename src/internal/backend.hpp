@@ -41,10 +41,15 @@ extern const BackendOps kReferenceBackend;
 extern const BackendOps kSimdBackend;
 extern const BackendOps kGpuBackend;  // planning on the host; its runs in src/gpu/ (or src/gpu_none.cpp)
 // Integer stacks (StackSpec::dtype i8; its table and pieces in src/int8_layer.cpp): the q8 core's
-// kernels under max_isa (Plan::backend() says simd, or reference for the portable ones).
+// kernels under max_isa (Plan::backend() says simd, or reference for the portable ones), chosen by
+// its layout, so that choose_backend references the table alone. In the firmware profile
+// (RNNCORE_INT8_ON_CALL) that reference is weak: an image links the integer core only when it
+// calls rnncore_link_int8() (defined beside the table), and is otherwise null (docs/porting.md).
+#ifdef RNNCORE_INT8_ON_CALL
+extern const BackendOps kInt8Backend __attribute__((weak));
+#else
 extern const BackendOps kInt8Backend;
-// The integer backend's kernels under `cap` (named in kernel_name) and its merges' parameters.
-Status int8_choose_kernels(Isa cap, PlanImpl* p);
+#endif
 
 // Whether a created plan's buffers are device memory (false for a plan not created).
 inline bool buffers_in_device_memory(const PlanImpl& p) { return p.ops != nullptr && p.ops->device_memory; }

@@ -40,9 +40,10 @@ QuantParams int8_layer_input(const StackSpec& st, int layer);
 
 // Where a prepared (layer, direction) lies in the packed buffer: its q8::Int8LstmParams with the
 // pointers replaced by offsets from the buffer's start (PackedInt8Lstm, src/int8_layer.cpp), so the
-// buffer may move or sit in flash.
+// buffer may move or sit in flash. Its W, R and the prepare's storage follow it (DirRegions,
+// src/int8_layer.cpp): the plan keeps one offset per direction.
 struct Int8DirPack {
-  std::size_t params = 0, w = 0, r = 0, storage = 0;
+  std::size_t params = 0;
 };
 
 // The integer backend's part of a plan (zero in other plans).

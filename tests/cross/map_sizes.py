@@ -2,12 +2,17 @@
 """Bytes each part of a firmware image takes, from the GNU ld map file of its link.
 
     python3 tests/cross/map_sizes.py build/examples/firmware/firmware_lstm.map
+    python3 tests/cross/map_sizes.py --absent 'REGEX' MAP
+
 
 Prints one row per part (rnncore, the C and math libraries, libgcc, the application's code and
 variables, its constants such as the model's weights, and the stack the linker script reserves)
 with text (code and constants: flash), data (initialised variables: flash and RAM) and bss
 (zeroed variables: RAM), in the meaning of binutils' `size`. Sections count where the linker put
 them, so the rows add up to `size` of the image, up to alignment padding.
+
+With --absent, also fails (status 1) when a section the image keeps comes from an object whose
+path matches REGEX (e.g. the integer core in a float-only image), and names those objects.
 """
 import re
 import sys
@@ -31,13 +36,18 @@ def part_of(path, name):
 
 
 def main():
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    absent = None
+    if len(args) == 3 and args[0] == "--absent":
+        absent, args = re.compile(args[1]), args[2:]
+    if len(args) != 1:
         sys.exit(__doc__)
+    kept = set()  # objects with a section in the image
     totals = defaultdict(lambda: {"text": 0, "data": 0, "bss": 0})
     kind = None
     pending_name = None
     in_map = False
-    with open(sys.argv[1]) as f:
+    with open(args[0]) as f:
         lines = f.read().splitlines()
     for line in lines:
         if line.startswith("Linker script and memory map"):
@@ -67,6 +77,7 @@ def main():
         if size == 0 or path.startswith("load address"):
             continue
         totals[part_of(path, name)][kind] += size
+        kept.add(path)
     order = sorted(totals, key=lambda p: (not p.startswith("lib"), p))
     print(f"{'part':<48} {'text':>8} {'data':>8} {'bss':>8}")
     sums = {"text": 0, "data": 0, "bss": 0}
@@ -76,6 +87,12 @@ def main():
         for k in sums:
             sums[k] += t[k]
     print(f"{'total':<48} {sums['text']:>8} {sums['data']:>8} {sums['bss']:>8}")
+    if absent is not None:
+        found = sorted(p for p in kept if absent.search(p))
+        if found:
+            print(f"{args[0]}: the image keeps sections of " + ", ".join(found))
+            sys.exit(1)
+        print(f"{args[0]}: no section of an object matching {absent.pattern}")
 
 
 if __name__ == "__main__":
