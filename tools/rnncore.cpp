@@ -203,7 +203,7 @@ double compare(const char* label, const std::vector<unsigned char>& got, DType d
 // The options of run and grad (grad: no --mc-dropout, no checking; its own gradient files).
 struct RunOptions {
   io::ModelHints hints;  // prefix_given: set by model_hints() after parsing
-  std::string weights, input, output, dtype = "f32", config, seq_lengths, h0, c0, hn, cn, row_ids, backend = "auto";
+  std::string weights, input, output, dtype = "f32", config, seq_lengths, resets, h0, c0, hn, cn, row_ids, backend = "auto";
   std::string expect, expect_hn, expect_cn, output_variance;
   std::string dy, grads, dhn, dcn, dx, dh0, dc0;
   bool batch_first = false, train = false, mc_dropout = false, oversubscribe = false;
@@ -257,6 +257,13 @@ void add_run_options(CLI::App& app, RunOptions& o, bool grad) {
   }
   app.add_flag("--batch-first", o.batch_first, "x is [B, T, I] and y is [B, T, D*H] (default: time-major)")->group(io);
   app.add_option("--seq-lengths", o.seq_lengths, "[B] integer lengths, 0..T, any order")->type_name("L.npy")->group(io);
+  app.add_option("--resets", o.resets,
+                 "[T, B] (or [B, T] with --batch-first) integer or bool: where
+nonzero, row b's state in every layer "
+                 "is its initial state
+(h0, c0 or zeros) again before step t (unidirectional models)")
+      ->type_name("R.npy")
+      ->group(io);
   app.add_option("--h0", o.h0, "initial hidden state [L*D, B, H] (default zeros)")->type_name("F.npy")->group(io);
   app.add_option("--c0", o.c0, "initial cell state [L*D, B, H] (LSTM; default zeros)")->type_name("F.npy")->group(io);
   if (grad) {
@@ -345,6 +352,7 @@ struct RunSetup {
   std::vector<std::int64_t> xshape, state_dims, cell_dims;  // h: O = proj_size or H units; c: H
   std::string state_what, cell_what;
   std::vector<std::int32_t> lengths;
+  std::vector<std::uint8_t> resets;
   std::vector<std::uint32_t> row_ids;
   std::int64_t T = 0, B = 0, out_width = 0;
   bool any_lstm = false, batch_first = false;
@@ -365,6 +373,7 @@ struct RunSetup {
     fa.layout = batch_first ? Layout::batch_major : Layout::time_major;
     fa.x = x.data();
     fa.seq_lengths = lengths.empty() ? nullptr : lengths.data();
+    fa.resets = resets.empty() ? nullptr : resets.data();
     fa.h0 = h0.empty() ? nullptr : h0.data();
     fa.c0 = c0.empty() ? nullptr : c0.data();
     fa.run_mode = run_mode;
@@ -459,6 +468,20 @@ int prepare_run(const CLI::App& app, const RunOptions& o, RunSetup* rs) {
       if (lengths[b] < 0 || lengths[b] > T)
         return error(path + ": length " + std::to_string(lengths[b]) + " of row " + std::to_string(b) +
                      " is outside 0.." + T_s);
+  }
+  if (!o.resets.empty()) {
+    const std::string path = o.resets;
+    io::Array a;
+    std::vector<std::int32_t> values;
+    if (io::read_npy(path.c_str(), &a) != RNNCORE_OK) return error(rnncore_last_error_detail());
+    const std::vector<std::int64_t> want = batch_first ? std::vector<std::int64_t>{B, T} : std::vector<std::int64_t>{T, B};
+    if (a.shape != want)
+      return error(path + ": expected resets of shape " + (batch_first ? dims_string({B_s, T_s}) + " (batch-first)" : dims_string({T_s, B_s})) +
+                   ", found " + shape_string(a.shape));
+    if (io::to_i32(a, &values) != RNNCORE_OK)
+      return error(path + ": expected integer or bool resets, found " + io::elem_type_name(a.type));
+    rs->resets.resize(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) rs->resets[i] = values[i] != 0 ? 1 : 0;
   }
   const std::int64_t O = output_size(stack.layers[0]);  // h units: the projection size, or H
   const std::vector<std::int64_t> state_dims = rs->state_dims =
