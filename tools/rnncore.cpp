@@ -258,10 +258,9 @@ void add_run_options(CLI::App& app, RunOptions& o, bool grad) {
   app.add_flag("--batch-first", o.batch_first, "x is [B, T, I] and y is [B, T, D*H] (default: time-major)")->group(io);
   app.add_option("--seq-lengths", o.seq_lengths, "[B] integer lengths, 0..T, any order")->type_name("L.npy")->group(io);
   app.add_option("--resets", o.resets,
-                 "[T, B] (or [B, T] with --batch-first) integer or bool: where
-nonzero, row b's state in every layer "
-                 "is its initial state
-(h0, c0 or zeros) again before step t (unidirectional models)")
+                 "[T, B] (or [B, T] with --batch-first) integer or bool: where\n"
+                 "nonzero, row b's state in every layer is its initial state\n"
+                 "(h0, c0 or zeros) again before step t (unidirectional models)")
       ->type_name("R.npy")
       ->group(io);
   app.add_option("--h0", o.h0, "initial hidden state [L*D, B, H] (default zeros)")->type_name("F.npy")->group(io);
