@@ -803,3 +803,68 @@ TEST_CASE("resets: refused with one line for a bidirectional network and for oth
   ba.forward.resets = u.resets.data();
   CHECK(plan.backward(packed.ptr, bws.ptr, bws.size, ba) == Status::ok);
 }
+
+TEST_CASE("resets: Model streams the carried state through resets, forward and backward as Plan does") {
+  const Case c = reset_cases()[0];  // LSTM, initial states given
+  const Problem<float> p = make_problem<float>(c, 31);
+  const Backend backend = rnncore_test::cpu_backends().back();
+  const Grads<float> want = train_step(c, p, backend);
+  PlanOptions opt;
+  opt.max_batch = c.batch;
+  opt.max_seq_len = c.steps;
+  opt.backend = backend;
+  opt.training = true;
+  Model model;
+  REQUIRE(Model::create(c.stack, opt, p.w.data(), &model) == Status::ok);
+  const std::size_t states = static_cast<std::size_t>(state_elements(c.stack, c.batch));
+  std::vector<float> y(want.y.size()), hy(states), cy(states), dx(p.x.size()), dh0(states), dc0(states), dw(p.w.size());
+  ForwardArgs fa = forward_args(c, p);
+  fa.y = y.data();
+  fa.hy = hy.data();
+  fa.cy = cy.data();
+  REQUIRE(model.forward(fa) == Status::ok);
+  BackwardArgs ba;
+  ba.forward = fa;
+  ba.dy = p.dy.data();
+  ba.dhy = p.dhy.data();
+  ba.dcy = p.dcy.data();
+  ba.dx = dx.data();
+  ba.dh0 = dh0.data();
+  ba.dc0 = dc0.data();
+  ba.dweights = dw.data();
+  REQUIRE(model.backward(ba) == Status::ok);
+  CHECK(y == want.y);
+  CHECK(hy == want.hy);
+  CHECK(dw == want.dw);
+  CHECK(dh0 == want.dh0);
+  CHECK(dc0 == want.dc0);
+
+  // Streaming, inference: the state carried in place (h0 = hy), a call per step; a reset in a call
+  // restores the state that call started from (§3.5): here, the carried state, so nothing changes.
+  Case s = c;
+  s.lengths.clear();
+  s.batch_major = false;
+  s.training = false;
+  opt.training = false;
+  Model stream;
+  REQUIRE(Model::create(s.stack, opt, p.w.data(), &stream) == Status::ok);
+  std::vector<float> h = p.h0, cs = p.c0, ys(static_cast<std::size_t>(c.batch) * output_width(c.stack));
+  std::vector<std::uint8_t> all(static_cast<std::size_t>(c.batch), 1);
+  for (int t = 0; t < s.steps; ++t) {
+    ForwardArgs a;
+    a.batch = s.batch;
+    a.seq_len = 1;
+    a.x = p.x.data() + static_cast<std::size_t>(t) * s.batch * s.stack.input_size;
+    a.y = ys.data();
+    a.h0 = a.hy = h.data();
+    a.c0 = a.cy = cs.data();
+    a.resets = t == 3 ? all.data() : nullptr;
+    REQUIRE(stream.forward(a) == Status::ok);
+  }
+  s.initial_state = true;
+  s.resets.clear();
+  rnncore_test::Outputs<float> whole;
+  REQUIRE(rnncore_test::run_forward(s.stack, opt, p.w, forward_args(s, p), &whole) == Status::ok);
+  CHECK(h == whole.hy);
+  CHECK(cs == whole.cy);
+}
