@@ -816,10 +816,11 @@ std::string page() {
         "whole-sequence run; every cell, unidirectional, f32. A bidirectional layer's reverse direction needs\n"
         "the whole sequence before its first output, so it does not stream.\n\n";
   table(md, "streaming", streaming_rows(), false);
-  md << "## State resets\n\n`ForwardArgs::resets` ([design.md](design.md) §3.5): before a step, chosen rows start again\n"
-        "from their initial state (row 0 before steps 1 and 3, row 2 before step 2; one reset at t = 0 and\n"
-        "one past a row's length); every cell, f32, with lengths and given initial states. Resets are an\n"
-        "argument of the run, so `forward` (not `Plan::create`) refuses them where they do not run.\n\n";
+  md << "## State resets\n\n`ForwardArgs::resets` ([design.md](design.md), \"Per-step state resets\"): before a step,\n"
+        "chosen rows start again from their initial state (row 0 before steps 1 and 3, row 2 before step 2;\n"
+        "one reset at t = 0 and one past a row's length); every cell, f32, with lengths and given initial\n"
+        "states. Resets are an argument of the run, so `forward` (not `Plan::create`) refuses them where\n"
+        "they do not run.\n\n";
   table(md, "resets", reset_rows(), true);
   md << "## Around the stack\n\nAn Embedding before layer 0 (`StackSpec::embedding`: the input is int32 token ids) and a\n"
         "Dense head after the last layer (`StackSpec::head`, PyTorch's `nn.Linear`, Keras' `Dense`) with each\n"
