@@ -92,8 +92,8 @@ Status check_args(const PlanImpl& p, const void* packed, const void* workspace, 
                      vocab - 1);
   }
   if (a.resets != nullptr) {
-    RNNCORE_ENSURE(p.ops->resets, Status::unsupported, "forward: resets are not run by the %s backend (reference and simd run them)",
-                   to_string(p.ops->kind));
+    RNNCORE_ENSURE(p.ops->resets, Status::unsupported,
+                   "forward: resets are not run by the %s backend (reference and simd run them)", to_string(p.ops->kind));
     for (int l = 0; l < p.stack.num_layers; ++l)
       RNNCORE_ENSURE(p.layers[l].dirs == 1, Status::unsupported,
                      "forward: resets need a unidirectional network; layer %d is bidirectional", l);

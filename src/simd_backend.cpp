@@ -349,12 +349,14 @@ void initial_row(const DirectionRun& d, int b, float* h, std::uint16_t* h16, flo
   const DirectionIO& io = *d.io;
   const int Hp = d.Hp, O = d.O, H = d.H;
   float* hb = h + static_cast<std::int64_t>(b) * Hp;
-  for (int u = d.hu0; u < d.hu1; ++u) hb[u] = u < O && io.h0 != nullptr ? static_cast<const float*>(io.h0)[b * O + u] : 0.0f;
+  for (int u = d.hu0; u < d.hu1; ++u)
+    hb[u] = u < O && io.h0 != nullptr ? static_cast<const float*>(io.h0)[b * O + u] : 0.0f;
   if (h16 != nullptr && d.hu0 < d.hu1)
     d.p->simd.kernels->to_bf16(hb + d.hu0, h16 + static_cast<std::int64_t>(b) * Hp + d.hu0, d.hu1 - d.hu0);
   if (c == nullptr) return;
   float* cb = c + static_cast<std::int64_t>(b) * Hp;
-  for (int u = d.u0; u < d.u1; ++u) cb[u] = u < H && io.c0 != nullptr ? static_cast<const float*>(io.c0)[b * H + u] : 0.0f;
+  for (int u = d.u0; u < d.u1; ++u)
+    cb[u] = u < H && io.c0 != nullptr ? static_cast<const float*>(io.c0)[b * H + u] : 0.0f;
 }
 
 void initial_state(const DirectionRun& d, float* h, std::uint16_t* h16, float* c) {

@@ -48,7 +48,8 @@ std::uint64_t hash_rows(const ForwardArgs& a) {
     mix(a.row_ids != nullptr ? a.row_ids[b] : static_cast<std::uint32_t>(b));
   }
   if (a.resets != nullptr)  // where each (step, row) was reset; nothing for a run without resets
-    for (std::int64_t i = 0; i < static_cast<std::int64_t>(a.seq_len) * a.batch; ++i) mix(a.resets[i] != 0 ? 1u + static_cast<std::uint32_t>(i) : 0u);
+    for (std::int64_t i = 0; i < static_cast<std::int64_t>(a.seq_len) * a.batch; ++i)
+      mix(a.resets[i] != 0 ? 1u + static_cast<std::uint32_t>(i) : 0u);
   return h;
 }
 
@@ -732,15 +733,18 @@ class BatchedForward {
 
   float* keep(int t, int b) const { return static_cast<float*>(io_.keep) + at(t, b) * slots_; }
 
-  // Rows reset before step t start again from their initial state.
+  // Rows reset before step t start again from their initial state (null: zeros).
   void reset_rows(int t) {
     const std::size_t bytes = sizeof(float) * H_;
+    auto restore = [bytes](float* dst, const void* initial, std::int64_t row) {
+      if (initial != nullptr) std::memcpy(dst + row, static_cast<const float*>(initial) + row, bytes);
+      else std::memset(dst + row, 0, bytes);
+    };
     for (int b = 0; b < B_; ++b) {
       if (!io_.resets.at(t, b) || !active(t, b)) continue;
       const std::int64_t row = static_cast<std::int64_t>(b) * H_;
-      if (io_.h0 != nullptr) std::memcpy(h_ + row, static_cast<const float*>(io_.h0) + row, bytes); else std::memset(h_ + row, 0, bytes);
-      if (lp_.mode != Mode::lstm) continue;
-      if (io_.c0 != nullptr) std::memcpy(c_ + row, static_cast<const float*>(io_.c0) + row, bytes); else std::memset(c_ + row, 0, bytes);
+      restore(h_, io_.h0, row);
+      if (lp_.mode == Mode::lstm) restore(c_, io_.c0, row);
     }
   }
 
@@ -931,7 +935,8 @@ Status check_reserve_header(const PlanImpl& p, const ForwardArgs& a, const unsig
                  have.dropout_on, static_cast<unsigned long long>(have.seed), have.step, have.time_offset, want.dropout_on,
                  static_cast<unsigned long long>(want.seed), want.step, want.time_offset);
   RNNCORE_ENSURE(have.rows_hash == want.rows_hash, Status::bad_length,
-                 "backward: seq_lengths, row_ids or resets differ from those of the training forward that filled the reserve");
+                 "backward: seq_lengths, row_ids or resets differ from those of the training forward that filled the "
+                 "reserve");
   return Status::ok;
 }
 

@@ -389,8 +389,8 @@ void run_grad_case(const io::SafeTensors& f, Backend backend, Isa isa, double to
   };
   check("forward", y.data(), "expected.y");
   check("forward", hy.data(), "expected.hn");
-  if (!resets.empty()) {
-    if (lstm) check("forward", cy.data(), "expected.cn");  // an inference run (no reserve) gives the training forward's outputs
+  if (!resets.empty()) {  // (the resets cases) cy too, and an inference run (no reserve) gives the same outputs
+    if (lstm) check("forward", cy.data(), "expected.cn");
     std::vector<T> y2(y.size()), hy2(hy.size()), cy2(cy.size());
     ForwardArgs inf = fa;
     inf.reserve = nullptr;

@@ -733,6 +733,23 @@ std::vector<Row> reset_rows() {
                     res.kind = WrapperKind::residual;
                     s->c.stack.layers[0].wrappers[s->c.stack.layers[0].num_wrappers++] = res;
                   }, DType::f32, false)});
+  rows.push_back({"bf16 weights (f32 activations)", every_cell([&](Sub* s) {
+                    reset(s);
+                    s->c.weight_dtype = DType::bf16;
+                  }, DType::f32, false), &kWideX86});
+  Row ext{"LSTM with all four extensions", {}, nullptr, true};
+  Sub e;
+  e.name = "lstm uni";
+  e.c.stack = two_layers(kCells[0], Direction::unidirectional);
+  e.c.resets = true;
+  for (int l = 0; l < kLayers; ++l) {
+    e.c.stack.layers[l].proj_size = kP;
+    e.c.stack.layers[l].peepholes = true;
+    e.c.stack.layers[l].cell_clip = 0.3;
+    e.c.stack.layers[l].proj_clip = 0.2;
+  }
+  ext.subs.push_back(e);
+  rows.push_back(ext);
   Row bidi{"bidirectional", {}, nullptr, true};
   for (const Sub& s : every_cell(reset))
     if (s.c.stack.layers[0].direction == Direction::bidirectional) bidi.subs.push_back(s);
