@@ -616,6 +616,15 @@ TEST_CASE("cli: rnncore run --resets and grad --resets reproduce PyTorch stepped
   }
   const Result help = run("help run");
   CHECK(help.out.find("--resets") != std::string::npos);
+  // bench --resets: the forward and the training step timed with them too (a bidirectional network is refused).
+  const Result bench = run("bench --seq 6 --batch 3 --input 5 --hidden 8 --reps 2 --backward --resets 0.5");
+  INFO(bench.err);
+  CHECK(bench.code == 0);
+  CHECK(bench.out.find(" (step, row) pairs: median_ms=") != std::string::npos);
+  CHECK(bench.out.find("training_step_ms=") != bench.out.rfind("training_step_ms="));  // the line with resets has one too
+  expect_error("bench --seq 2 --input 4 --hidden 8 --reps 1 --bidirectional --resets 0.5",
+               "resets need a unidirectional network; layer 0 is bidirectional");
+  CHECK(run("bench --dtype int8 --seq 2 --input 4 --hidden 8 --reps 1 --resets 0.5").code == 2);
 }
 
 TEST_CASE("cli: rnncore grad errors") {
