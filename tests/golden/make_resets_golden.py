@@ -15,11 +15,11 @@ and autograd gives every gradient: the weights (grad.rnn.<name>), dx, dh0 and dc
 state receives the gradient of every reset). The files have the layout of tests/golden/grad/ (the
 gradient goldens), plus `resets` (int32, laid out like x's first two dimensions).
 
-Checks, asserted: a reset pattern of all zeros gives exactly the batched nn module's outputs and
-gradients (rel <= 1e-12); every case resets some rows (not at t = 0) and, for one of them, cutting the
-sequence at the reset and running the tail from the initial state gives the same outputs; the
-loss of that row from the reset on sends exactly zero gradient to its inputs before the reset; the
-files read back equal.
+Checks, asserted: for cases of full lengths, the step loop without resets gives the batched nn
+module's outputs and final state (rel <= 1e-12); every case resets some rows after t = 0 and, for
+the first such row, running the module from the initial state over the steps after its last reset
+gives the same outputs, and the loss of that row from the reset on sends exactly zero gradient to
+its inputs before the reset; the files read back equal.
 """
 
 import argparse
