@@ -143,6 +143,7 @@ ForwardArgs to_cpp(const rnncore_forward_args& a) {
   r.layout = static_cast<Layout>(a.layout);
   r.x = a.x;
   r.seq_lengths = a.seq_lengths;
+  r.resets = a.resets;
   r.h0 = a.h0;
   r.c0 = a.c0;
   r.y = a.y;

@@ -91,6 +91,14 @@ Status check_args(const PlanImpl& p, const void* packed, const void* workspace, 
                      "forward: x[%lld] = %d is not a token id of the embedding (0..%d)", static_cast<long long>(i), ids[i],
                      vocab - 1);
   }
+  if (a.resets != nullptr) {
+    RNNCORE_ENSURE(p.ops->resets, Status::unsupported,
+                   "forward: resets are not run by %s (the float stacks' reference and simd backends run them)",
+                   p.stack.dtype == DType::i8 ? "an integer stack" : "the gpu backend");
+    for (int l = 0; l < p.stack.num_layers; ++l)
+      RNNCORE_ENSURE(p.layers[l].dirs == 1, Status::unsupported,
+                     "forward: resets need a unidirectional network; layer %d is bidirectional", l);
+  }
   if (a.seq_lengths != nullptr)
     for (int b = 0; b < a.batch; ++b)
       RNNCORE_ENSURE(a.seq_lengths[b] >= 0 && a.seq_lengths[b] <= a.seq_len, Status::bad_length,
@@ -215,6 +223,7 @@ DirectionIO direction_io(const PlanImpl& p, const ForwardArgs& a, unsigned char*
   io.lengths = a.seq_lengths;
   io.dropout = run;
   io.reverse = d == 1;
+  if (a.resets != nullptr) io.resets = {a.resets, batch_major ? 1 : B, batch_major ? T : 1};
   if (l == 0 && st.embedding.vocab_size > 0) {  // the embedding's rows, time-major in the workspace
     io.x = ws + p.ws.embed_x;
     io.x_st = B * in_w;

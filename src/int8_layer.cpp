@@ -599,7 +599,7 @@ Status backward_int8(const PlanImpl&, const void*, void*, const BackwardArgs&) {
 }  // namespace
 
 const BackendOps kInt8Backend = {
-    Backend::simd, /*device_memory=*/false, /*thread_pool=*/true,
+    Backend::simd, /*device_memory=*/false, /*thread_pool=*/true, /*resets=*/false,
     layout_int8, layout_training_int8, pack_int8, forward_int8, backward_int8,
     nullptr, nullptr,
 };

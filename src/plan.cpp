@@ -481,17 +481,17 @@ unsigned char* begin_host_pack(const PlanImpl& p, void* packed) {
 
 // The backends' tables.
 const BackendOps kReferenceBackend = {
-    Backend::reference, /*device_memory=*/false, /*thread_pool=*/false,
+    Backend::reference, /*device_memory=*/false, /*thread_pool=*/false, /*resets=*/true,
     layout_reference, layout_training_reference, pack_reference, reference_forward, train_backward,
     reference_train_direction, reference_head_product,
 };
 const BackendOps kSimdBackend = {
-    Backend::simd, /*device_memory=*/false, /*thread_pool=*/true,
+    Backend::simd, /*device_memory=*/false, /*thread_pool=*/true, /*resets=*/true,
     layout_simd, layout_training_simd, pack_simd, simd_forward, train_backward,
     simd_train_direction, simd_head_product,
 };
 const BackendOps kGpuBackend = {
-    Backend::gpu, /*device_memory=*/true, /*thread_pool=*/false,
+    Backend::gpu, /*device_memory=*/true, /*thread_pool=*/false, /*resets=*/false,
     layout_gpu, layout_training_gpu, gpu_pack, gpu_forward, gpu_backward,
     nullptr, nullptr,
 };

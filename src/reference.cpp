@@ -147,6 +147,15 @@ void cell_step(const LayerPlan& lp, const LayerSpec& ls, const CellParams<const 
   }
 }
 
+// Row b of an initial state ([B, width] slot, or null: zeros) into dst.
+template <class T>
+void restore_row(const void* initial, int b, int width, T* dst) {
+  if (initial != nullptr)
+    std::memcpy(dst, static_cast<const T*>(initial) + static_cast<std::int64_t>(b) * width, sizeof(T) * width);
+  else
+    std::memset(dst, 0, sizeof(T) * width);
+}
+
 template <class T>
 void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io, const unsigned char* canonical,
                    const ReferenceBuffers& buf) {
@@ -188,6 +197,10 @@ void run_direction(const PlanImpl& p, int layer, int dir, const DirectionIO& io,
         std::memcpy(hnb, hb, sizeof(T) * O);
         for (int u = 0; u < O; ++u) yb[u] = T(0);
         continue;
+      }
+      if (io.resets.at(t, b)) {  // a reset: the row starts again from its initial state
+        restore_row(io.h0, b, O, hb);
+        if (cb != nullptr) restore_row(io.c0, b, H, cb);
       }
       // In through the wrappers, outermost first: each dropout wrapper drops the input it passes on.
       const T* xb = x + t * io.x_st + b * io.x_sb;

@@ -345,19 +345,32 @@ void project_inputs(const DirectionRun& d, int t_lo, int t_hi) {
 
 // 2. Initial state of this member's units (h in f32 and, with bf16 weights, bf16; c), padded with
 // zeros. The caller syncs: every member reads all of h next.
-void initial_state(const DirectionRun& d, float* h, std::uint16_t* h16, float* c) {
+void initial_row(const DirectionRun& d, int b, float* h, std::uint16_t* h16, float* c) {
   const DirectionIO& io = *d.io;
   const int Hp = d.Hp, O = d.O, H = d.H;
-  for (int b = 0; b < d.B; ++b) {
-    float* hb = h + static_cast<std::int64_t>(b) * Hp;
-    for (int u = d.hu0; u < d.hu1; ++u)
-      hb[u] = u < O && io.h0 != nullptr ? static_cast<const float*>(io.h0)[b * O + u] : 0.0f;
-    if (h16 != nullptr && d.hu0 < d.hu1)
-      d.p->simd.kernels->to_bf16(hb + d.hu0, h16 + static_cast<std::int64_t>(b) * Hp + d.hu0, d.hu1 - d.hu0);
-    if (c == nullptr) continue;
-    float* cb = c + static_cast<std::int64_t>(b) * Hp;
-    for (int u = d.u0; u < d.u1; ++u) cb[u] = u < H && io.c0 != nullptr ? static_cast<const float*>(io.c0)[b * H + u] : 0.0f;
-  }
+  float* hb = h + static_cast<std::int64_t>(b) * Hp;
+  for (int u = d.hu0; u < d.hu1; ++u)
+    hb[u] = u < O && io.h0 != nullptr ? static_cast<const float*>(io.h0)[b * O + u] : 0.0f;
+  if (h16 != nullptr && d.hu0 < d.hu1)
+    d.p->simd.kernels->to_bf16(hb + d.hu0, h16 + static_cast<std::int64_t>(b) * Hp + d.hu0, d.hu1 - d.hu0);
+  if (c == nullptr) return;
+  float* cb = c + static_cast<std::int64_t>(b) * Hp;
+  for (int u = d.u0; u < d.u1; ++u)
+    cb[u] = u < H && io.c0 != nullptr ? static_cast<const float*>(io.c0)[b * H + u] : 0.0f;
+}
+
+void initial_state(const DirectionRun& d, float* h, std::uint16_t* h16, float* c) {
+  for (int b = 0; b < d.B; ++b) initial_row(d, b, h, h16, c);
+}
+
+// Resets before step t (unidirectional: the step after the one just computed): the rows reset at t
+// that are still within their length get this member's units of their initial state back. Runs
+// before the step's barrier, on the state the step wrote, so no member reads it early.
+void reset_rows(const DirectionRun& d, int t, float* h, std::uint16_t* h16, float* c) {
+  const DirectionIO& io = *d.io;
+  if (t >= d.T) return;
+  for (int b = 0; b < d.B; ++b)
+    if (io.resets.at(t, b) && t < (io.lengths != nullptr ? io.lengths[b] : d.T)) initial_row(d, b, h, h16, c);
 }
 
 // The step kernel's arguments that stay the same over the steps of this member's blocks.
@@ -448,6 +461,7 @@ void run_steps(const DirectionRun& d, const Team& team) {
       team.sync();  // the projection needs all of o ⊙ tanh(c)
       project_step(p, *d.lp, *d.ls, *d.dp, d.packed, a, B, d.pj0, d.pj1);
     }
+    if (io.resets.r != nullptr) reset_rows(d, t + 1, h_next, h16_next, c);
     team.sync();  // h_next complete before anyone reads it
     std::swap(h, h_next);
     std::swap(h16, h16_next);

@@ -47,6 +47,9 @@ std::uint64_t hash_rows(const ForwardArgs& a) {
     mix(a.seq_lengths != nullptr ? static_cast<std::uint32_t>(a.seq_lengths[b]) : 0xffffffffu);
     mix(a.row_ids != nullptr ? a.row_ids[b] : static_cast<std::uint32_t>(b));
   }
+  if (a.resets != nullptr)  // where each (step, row) was reset; nothing for a run without resets
+    for (std::int64_t i = 0; i < static_cast<std::int64_t>(a.seq_len) * a.batch; ++i)
+      mix(a.resets[i] != 0 ? 1u + static_cast<std::uint32_t>(i) : 0u);
   return h;
 }
 
@@ -181,6 +184,7 @@ template <class T>
 struct DirectionGrad {
   int layer = 0, dir = 0, batch = 0, steps = 0;
   const std::int32_t* lengths = nullptr;
+  Resets resets;               // per-step state resets of the run (none: empty)
   RunDropout run;
   CellParams<const T> w;       // the weights
   CellParams<T> dw;            // their gradients (null pointers: not wanted)
@@ -208,10 +212,15 @@ struct Walk {
   bool reverse;
   int steps;
   const std::int32_t* lengths;
+  Resets resets;  // unidirectional runs only
   int length(int b) const { return lengths != nullptr ? lengths[b] : steps; }
   int time(int s) const { return reverse ? steps - 1 - s : s; }
-  // The step before t in this direction for row b, or -1 when t is the row's first.
-  int previous(int t, int b) const { return reverse ? (t + 1 < length(b) ? t + 1 : -1) : t - 1; }
+  // The step before t in this direction for row b, or -1 when t is the row's first or a reset
+  // started it again from the initial state.
+  int previous(int t, int b) const {
+    if (reverse) return t + 1 < length(b) ? t + 1 : -1;
+    return resets.at(t, b) ? -1 : t - 1;
+  }
 };
 
 template <class T>
@@ -220,15 +229,24 @@ class BackwardDirection {
   BackwardDirection(const PlanImpl& p, const DirectionGrad<T>& g)
       : p_(p), g_(g), lp_(p.layers[g.layer]), ls_(p.stack.layers[g.layer]), H_(lp_.hidden), O_(lp_.out),
         I_(lp_.input_size), B_(g.batch), slots_(keep_width(lp_)), gw_((lp_.gates + 1) * lp_.hidden),
-        walk_{g.dir == 1, g.steps, g.lengths}, wm_(wrapper_masks(p, g.layer, g.dir, g.run)) {}
+        walk_{g.dir == 1, g.steps, g.lengths, g.resets}, wm_(wrapper_masks(p, g.layer, g.dir, g.run)) {}
 
   void run() {
     pack_recurrent_weights();
     gather_step_inputs();
     start_state_gradients();
+    if (g_.resets.r != nullptr) {  // every reset adds its state gradient to the initial state's
+      if (g_.dh0 != nullptr) std::memset(g_.dh0, 0, sizeof(T) * B_ * O_);
+      if (g_.dc0 != nullptr) std::memset(g_.dc0, 0, sizeof(T) * B_ * H_);
+    }
     for (int s = g_.steps - 1; s >= 0; --s) step(walk_.time(s));
-    if (g_.dh0 != nullptr) std::memcpy(g_.dh0, g_.dh, sizeof(T) * B_ * O_);
-    if (g_.dc0 != nullptr) std::memcpy(g_.dc0, g_.dc, sizeof(T) * B_ * H_);
+    if (g_.resets.r != nullptr) {
+      if (g_.dh0 != nullptr) axpy(g_.dh0, T(1), g_.dh, B_ * O_);
+      if (g_.dc0 != nullptr) axpy(g_.dc0, T(1), g_.dc, B_ * H_);
+    } else {
+      if (g_.dh0 != nullptr) std::memcpy(g_.dh0, g_.dh, sizeof(T) * B_ * O_);
+      if (g_.dc0 != nullptr) std::memcpy(g_.dc0, g_.dc, sizeof(T) * B_ * H_);
+    }
     weight_gradients();
     if (lp_.extensions) projection_gradient();
     if (g_.dx.data != nullptr) input_gradients();
@@ -489,9 +507,24 @@ class BackwardDirection {
     // gradient column is its own (all but GRU n).
     matmul_rows(t, 0, (gru ? 2 : lp_.gates) * H_, 0, g_.dh_next, true);
     if (gru && lp_.gru_variant == GruVariant::reset_after) matmul_rows(t, 3 * H_, H_, 2, g_.dh_next, true);
+    if (g_.resets.r != nullptr) reset_gradients(t);
     T* swap = g_.dh;
     g_.dh = g_.dh_next;
     g_.dh_next = swap;
+  }
+
+  // A row reset before step t read the initial state: the gradient of the state it read goes to
+  // dh0 / dc0, and none flows on into the steps before t.
+  void reset_gradients(int t) {
+    for (int b = 0; b < B_; ++b) {
+      if (!g_.resets.at(t, b) || !active(t, b)) continue;
+      const std::int64_t row = static_cast<std::int64_t>(b) * H_, hrow = static_cast<std::int64_t>(b) * O_;
+      if (g_.dh0 != nullptr) axpy(g_.dh0 + hrow, T(1), g_.dh_next + hrow, O_);
+      std::memset(g_.dh_next + hrow, 0, sizeof(T) * O_);
+      if (lp_.mode != Mode::lstm) continue;
+      if (g_.dc0 != nullptr) axpy(g_.dc0 + row, T(1), g_.dc + row, H_);
+      std::memset(g_.dc + row, 0, sizeof(T) * H_);
+    }
   }
 
   // d(out)[rows_out, n] (+)= Σ over every (step, row) r of dgates[r, column + m] · src[r, :]: a weight
@@ -651,6 +684,8 @@ void backward_all(const PlanImpl& p, const unsigned char* packed, unsigned char*
       g.batch = B;
       g.steps = steps;
       g.lengths = f.seq_lengths;
+      if (f.resets != nullptr)
+        g.resets = {f.resets, f.layout == Layout::batch_major ? 1 : B, f.layout == Layout::batch_major ? steps : 1};
       g.run = run;
       g.w = cell_params(p, l, d, canonical);
       if (dweights != nullptr) g.dw = cell_params(p, l, d, dweights);
@@ -769,6 +804,7 @@ class BatchedForward {
 
   void step(int t) {
     const bool gru = lp_.mode == Mode::gru, reset_before = gru && lp_.gru_variant == GruVariant::reset_before;
+    if (io_.resets.r != nullptr) reset_rows(t);
     // Recurrent products of every row (the reset-before GRU's n gate waits for r ⊙ h).
     product(h_, B_, O_, r_t_, reset_before ? 2 * H_ : GH_, rec_);
     for (int b = 0; b < B_; ++b)
@@ -783,6 +819,21 @@ class BatchedForward {
   }
 
   float* keep(int t, int b) const { return static_cast<float*>(io_.keep) + at(t, b) * slots_; }
+
+  // Rows reset before step t start again from their initial state (null: zeros).
+  void reset_rows(int t) {
+    // h is O wide (the projection's P with one), c is H wide.
+    auto restore = [](float* dst, const void* initial, int width, int b) {
+      const std::int64_t row = static_cast<std::int64_t>(b) * width;
+      if (initial != nullptr) std::memcpy(dst + row, static_cast<const float*>(initial) + row, sizeof(float) * width);
+      else std::memset(dst + row, 0, sizeof(float) * width);
+    };
+    for (int b = 0; b < B_; ++b) {
+      if (!io_.resets.at(t, b) || !active(t, b)) continue;
+      restore(h_, io_.h0, O_, b);
+      if (lp_.mode == Mode::lstm) restore(c_, io_.c0, H_, b);
+    }
+  }
 
   // Gate activations and the new cell state into the reserve row.
   void gates(int t, int b) {
@@ -1021,7 +1072,8 @@ Status check_reserve_header(const PlanImpl& p, const ForwardArgs& a, const unsig
                  have.dropout_on, static_cast<unsigned long long>(have.seed), have.step, have.time_offset, want.dropout_on,
                  static_cast<unsigned long long>(want.seed), want.step, want.time_offset);
   RNNCORE_ENSURE(have.rows_hash == want.rows_hash, Status::bad_length,
-                 "backward: seq_lengths or row_ids differ from those of the training forward that filled the reserve");
+                 "backward: seq_lengths, row_ids or resets differ from those of the training forward that filled the "
+                 "reserve");
   return Status::ok;
 }
 

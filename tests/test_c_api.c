@@ -78,6 +78,17 @@ int main(void) {
     }
     EXPECT(fabs(hy[0] - h) < 1e-6);
 
+    /* A reset before step 2: that step starts again from h0 (NULL: zero). */
+    {
+      const uint8_t resets[3] = {0, 0, 1};
+      args.resets = resets;
+      EXPECT(rnncore_forward(&plan, packed, ws, ws_bytes, &args) == RNNCORE_OK);
+      h = tanh(0.5 * x[2] + 0.1 + 0.2);
+      EXPECT(fabs(y[2] - h) < 1e-6);
+      EXPECT(fabs(hy[0] - h) < 1e-6);
+      args.resets = NULL;
+    }
+
     /* Errors come back as codes with a detail line. */
     args.seq_len = 4;
     EXPECT(rnncore_forward(&plan, packed, ws, ws_bytes, &args) == RNNCORE_ERR_SEQ_TOO_LONG);

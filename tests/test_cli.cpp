@@ -511,62 +511,134 @@ TEST_CASE("cli: stacks from JSON configs with --train reproduce the dropout gold
   CHECK(bad_p.err.find("--dropout: needs a number in [0, 1), got '1.5'") != std::string::npos);
 }
 
+namespace {
+
+// `rnncore grad` on a gradient golden case (tests/golden/grad/ and resets/): the gradients of the
+// inputs, initial states and every weight tensor against PyTorch's.
+void check_grad_case(const std::string& path, const std::string& d) {
+  INFO(path);
+  io::SafeTensors f;
+  REQUIRE(io::read_safetensors(path.c_str(), &f) == RNNCORE_OK);
+  std::vector<io::TensorToWrite> weights;
+  for (const io::TensorEntry& e : f.tensors)
+    if (e.name.compare(0, 4, "rnn.") == 0) weights.push_back({e.name, e.type, e.shape, f.data(e)});
+  REQUIRE(io::write_safetensors((d + "/w.safetensors").c_str(), weights, {}) == RNNCORE_OK);
+  std::ofstream(d + "/stack.json") << *f.meta("config");
+  extract(f, "input", d + "/x.npy");
+  extract(f, "dy", d + "/dy.npy");
+  std::string args = "grad --weights " + d + "/w.safetensors --config " + d + "/stack.json --input " + d +
+                     "/x.npy --dy " + d + "/dy.npy --grads " + d + "/g.safetensors --dx " + d + "/dx.npy --dh0 " + d +
+                     "/dh0.npy";
+  const bool lstm = f.find("expected.dc0") != nullptr;
+  if (lstm) args += " --dc0 " + d + "/dc0.npy";
+  if (*f.meta("run_mode") == "training") args += " --train --seed " + *f.meta("seed") + " --step " + *f.meta("step");
+  if (*f.meta("batch_first") == "1") args += " --batch-first";
+  const char* const inputs[][2] = {{"h0", "h0"}, {"c0", "c0"}, {"seq_lengths", "seq-lengths"}, {"row_ids", "row-ids"},
+                                   {"dhn", "dhn"}, {"dcn", "dcn"}, {"resets", "resets"}};
+  for (const auto& in : inputs)
+    if (f.find(in[0]) != nullptr) {
+      extract(f, in[0], d + "/" + in[0] + ".npy");
+      args += std::string(" --") + in[1] + " " + d + "/" + in[0] + ".npy";
+    }
+  const Result r = run(args);
+  INFO(args);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("grad: ") != std::string::npos);
+  CHECK(compare_npy(d + "/dx.npy", f, "expected.dx") < 2e-4);
+  CHECK(compare_npy(d + "/dh0.npy", f, "expected.dh0") < 2e-4);
+  if (lstm) CHECK(compare_npy(d + "/dc0.npy", f, "expected.dc0") < 2e-4);
+  // G holds one float32 tensor per weight tensor, with the weight's name and shape.
+  io::SafeTensors g;
+  REQUIRE(io::read_safetensors((d + "/g.safetensors").c_str(), &g) == RNNCORE_OK);
+  CHECK(g.tensors.size() == weights.size());
+  for (const io::TensorToWrite& w : weights) {
+    INFO(w.name);
+    const io::TensorEntry* e = g.find(w.name);
+    REQUIRE(e != nullptr);
+    CHECK(e->type == io::ElemType::f32);
+    CHECK(e->shape == w.shape);
+    io::Array got, want;
+    REQUIRE(g.array(w.name, &got) == RNNCORE_OK);
+    REQUIRE(f.array("grad." + w.name, &want) == RNNCORE_OK);
+    std::vector<double> gv, wv;
+    REQUIRE(io::to_f64(got, &gv) == RNNCORE_OK);
+    REQUIRE(io::to_f64(want, &wv) == RNNCORE_OK);
+    CHECK(rel_error(gv.data(), wv.data(), wv.size()) < 2e-4);
+  }
+}
+
+}  // namespace
+
 TEST_CASE("cli: rnncore grad reproduces the PyTorch autograd golden gradients") {
   const std::vector<std::string> cases = list_cases(src("tests/golden/grad"));
   REQUIRE(cases.size() >= 30);
   const std::string d = temp_dir();
+  for (const std::string& path : cases) check_grad_case(path, d);
+}
+
+TEST_CASE("cli: rnncore run --resets and grad --resets reproduce PyTorch stepped and reset by hand") {
+  const std::vector<std::string> cases = list_cases(src("tests/golden/resets"));
+  REQUIRE(cases.size() >= 7);
+  const std::string d = temp_dir();
   for (const std::string& path : cases) {
-    INFO(path);
+    check_grad_case(path, d);
     io::SafeTensors f;
     REQUIRE(io::read_safetensors(path.c_str(), &f) == RNNCORE_OK);
-    std::vector<io::TensorToWrite> weights;
-    for (const io::TensorEntry& e : f.tensors)
-      if (e.name.compare(0, 4, "rnn.") == 0) weights.push_back({e.name, e.type, e.shape, f.data(e)});
-    REQUIRE(io::write_safetensors((d + "/w.safetensors").c_str(), weights, {}) == RNNCORE_OK);
-    std::ofstream(d + "/stack.json") << *f.meta("config");
-    extract(f, "input", d + "/x.npy");
-    extract(f, "dy", d + "/dy.npy");
-    std::string args = "grad --weights " + d + "/w.safetensors --config " + d + "/stack.json --input " + d +
-                       "/x.npy --dy " + d + "/dy.npy --grads " + d + "/g.safetensors --dx " + d + "/dx.npy --dh0 " + d +
-                       "/dh0.npy";
-    const bool lstm = f.find("expected.dc0") != nullptr;
-    if (lstm) args += " --dc0 " + d + "/dc0.npy";
-    if (*f.meta("run_mode") == "training") args += " --train --seed " + *f.meta("seed") + " --step " + *f.meta("step");
+    // run: the same weights (written by check_grad_case) and inputs, resets from an int32 .npy.
+    std::string args = "run --weights " + d + "/w.safetensors --config " + d + "/stack.json --input " + d +
+                       "/x.npy --resets " + d + "/resets.npy --output " + d + "/y.npy --hn " + d + "/hn.npy";
+    for (const char* name : {"h0", "c0", "seq_lengths"})
+      if (f.find(name) != nullptr)
+        args += std::string(" --") + (std::string(name) == "seq_lengths" ? "seq-lengths" : name) + " " + d + "/" + name + ".npy";
     if (*f.meta("batch_first") == "1") args += " --batch-first";
-    const char* const inputs[][2] = {{"h0", "h0"}, {"c0", "c0"}, {"seq_lengths", "seq-lengths"}, {"row_ids", "row-ids"},
-                                     {"dhn", "dhn"}, {"dcn", "dcn"}};
-    for (const auto& in : inputs)
-      if (f.find(in[0]) != nullptr) {
-        extract(f, in[0], d + "/" + in[0] + ".npy");
-        args += std::string(" --") + in[1] + " " + d + "/" + in[0] + ".npy";
-      }
+    if (f.find("expected.cn") != nullptr) args += " --cn " + d + "/cn.npy";
     const Result r = run(args);
     INFO(args);
     INFO(r.err);
     REQUIRE(r.code == 0);
-    CHECK(r.out.find("grad: ") != std::string::npos);
-    CHECK(compare_npy(d + "/dx.npy", f, "expected.dx") < 2e-4);
-    CHECK(compare_npy(d + "/dh0.npy", f, "expected.dh0") < 2e-4);
-    if (lstm) CHECK(compare_npy(d + "/dc0.npy", f, "expected.dc0") < 2e-4);
-    // G holds one float32 tensor per weight tensor, with the weight's name and shape.
-    io::SafeTensors g;
-    REQUIRE(io::read_safetensors((d + "/g.safetensors").c_str(), &g) == RNNCORE_OK);
-    CHECK(g.tensors.size() == weights.size());
-    for (const io::TensorToWrite& w : weights) {
-      INFO(w.name);
-      const io::TensorEntry* e = g.find(w.name);
-      REQUIRE(e != nullptr);
-      CHECK(e->type == io::ElemType::f32);
-      CHECK(e->shape == w.shape);
-      io::Array got, want;
-      REQUIRE(g.array(w.name, &got) == RNNCORE_OK);
-      REQUIRE(f.array("grad." + w.name, &want) == RNNCORE_OK);
-      std::vector<double> gv, wv;
-      REQUIRE(io::to_f64(got, &gv) == RNNCORE_OK);
-      REQUIRE(io::to_f64(want, &wv) == RNNCORE_OK);
-      CHECK(rel_error(gv.data(), wv.data(), wv.size()) < 2e-4);
-    }
+    CHECK(compare_npy(d + "/y.npy", f, "expected.y") < 1e-5);
+    CHECK(compare_npy(d + "/hn.npy", f, "expected.hn") < 1e-5);
+    if (f.find("expected.cn") != nullptr) CHECK(compare_npy(d + "/cn.npy", f, "expected.cn") < 1e-5);
   }
+  // Errors: a shape that is not [T, B], a float dtype, a bidirectional model.
+  const std::string model = " --weights " + src(kModel + ".safetensors") + " --input " + src(kModel + "_input.npy") +
+                            " --output " + d + "/o.npy";
+  const std::int64_t shape[] = {3};
+  const std::int32_t three[] = {0, 1, 0};
+  REQUIRE(io::write_npy((d + "/bad_shape.npy").c_str(), io::ElemType::i32, shape, 1, three) == RNNCORE_OK);
+  expect_error("run" + model + " --resets " + d + "/bad_shape.npy", "bad_shape.npy: expected resets of shape [");
+  const std::int64_t tb[] = {50, 4};  // the model's input is [50, 4, 16]
+  const std::vector<float> floats(200, 0.0f);
+  REQUIRE(io::write_npy((d + "/float.npy").c_str(), io::ElemType::f32, tb, 2, floats.data()) == RNNCORE_OK);
+  expect_error("run" + model + " --resets " + d + "/float.npy", "float.npy: expected integer or bool resets, found ");
+  {  // a bidirectional model: refused by the library, in one line
+    io::SafeTensors f;
+    const std::string bi = src("tests/golden/grad/lstm_l1_bi_I9_H17_bf_h0.safetensors");
+    REQUIRE(io::read_safetensors(bi.c_str(), &f) == RNNCORE_OK);
+    std::vector<io::TensorToWrite> weights;
+    for (const io::TensorEntry& e : f.tensors)
+      if (e.name.compare(0, 4, "rnn.") == 0) weights.push_back({e.name, e.type, e.shape, f.data(e)});
+    REQUIRE(io::write_safetensors((d + "/bi_w.safetensors").c_str(), weights, {}) == RNNCORE_OK);
+    extract(f, "input", d + "/bi_x.npy");  // batch-first [2, 3, 9]
+    const std::int64_t bt[] = {2, 3};
+    const std::vector<std::uint8_t> ones(6, 1);
+    REQUIRE(io::write_npy((d + "/bi_r.npy").c_str(), io::ElemType::u8, bt, 2, ones.data()) == RNNCORE_OK);
+    expect_error("run --weights " + d + "/bi_w.safetensors --batch-first --input " + d + "/bi_x.npy --resets " + d +
+                     "/bi_r.npy --output " + d + "/o.npy",
+                 "resets need a unidirectional network; layer 0 is bidirectional");
+  }
+  const Result help = run("help run");
+  CHECK(help.out.find("--resets") != std::string::npos);
+  // bench --resets: the forward and the training step timed with them too (a bidirectional network is refused).
+  const Result bench = run("bench --seq 6 --batch 3 --input 5 --hidden 8 --reps 2 --backward --resets 0.5");
+  INFO(bench.err);
+  CHECK(bench.code == 0);
+  CHECK(bench.out.find(" (step, row) pairs: median_ms=") != std::string::npos);
+  CHECK(bench.out.find("training_step_ms=") != bench.out.rfind("training_step_ms="));  // the line with resets has one too
+  expect_error("bench --seq 2 --input 4 --hidden 8 --reps 1 --bidirectional --resets 0.5",
+               "resets need a unidirectional network; layer 0 is bidirectional");
+  CHECK(run("bench --dtype int8 --seq 2 --input 4 --hidden 8 --reps 1 --resets 0.5").code == 2);
 }
 
 TEST_CASE("cli: rnncore grad reproduces TF LSTMCell's gradients (peepholes, clips, projection) from tf.GradientTape") {

@@ -327,6 +327,9 @@ void check_gradients(const io::SafeTensors& f, const StackSpec& st, const std::v
   if (f.find("dcn") != nullptr) dcn = floats<T>(f, "dcn");
   const std::vector<std::int32_t> lengths = optional_ints(f, "seq_lengths"), ids32 = optional_ints(f, "row_ids");
   const std::vector<std::uint32_t> ids(ids32.begin(), ids32.end());
+  const std::vector<std::int32_t> resets32 = optional_ints(f, "resets");  // tests/golden/resets/
+  std::vector<std::uint8_t> resets(resets32.size());
+  for (std::size_t i = 0; i < resets32.size(); ++i) resets[i] = resets32[i] != 0 ? 1 : 0;
   bool lstm = false;
   for (int l = 0; l < st.num_layers; ++l) lstm = lstm || st.layers[l].mode == Mode::lstm;
 
@@ -353,6 +356,7 @@ void check_gradients(const io::SafeTensors& f, const StackSpec& st, const std::v
   fa.c0 = c0.empty() ? nullptr : c0.data();
   fa.seq_lengths = lengths.empty() ? nullptr : lengths.data();
   fa.row_ids = ids.empty() ? nullptr : ids.data();
+  fa.resets = resets.empty() ? nullptr : resets.data();
   fa.run_mode = meta(f, "run_mode") == "training" ? RunMode::training : RunMode::inference;
   fa.seed = std::stoull(meta(f, "seed"));
   fa.step = std::stoull(meta(f, "step"));
@@ -380,6 +384,20 @@ void check_gradients(const io::SafeTensors& f, const StackSpec& st, const std::v
   };
   check("forward", y.data(), "expected.y");
   check("forward", hy.data(), "expected.hn");
+  if (!resets.empty()) {  // (the resets cases) cy too, and an inference run (no reserve) gives the same outputs
+    if (lstm) check("forward", cy.data(), "expected.cn");
+    std::vector<T> y2(y.size()), hy2(hy.size()), cy2(cy.size());
+    ForwardArgs inf = fa;
+    inf.reserve = nullptr;
+    inf.reserve_bytes = 0;
+    inf.y = y2.data();
+    inf.hy = hy2.data();
+    inf.cy = lstm ? cy2.data() : nullptr;
+    REQUIRE_MESSAGE(plan.forward(packed.ptr, ws.ptr, ws.size, inf) == Status::ok, last_error_detail());
+    check("inference", y2.data(), "expected.y");
+    check("inference", hy2.data(), "expected.hn");
+    if (lstm) check("inference", cy2.data(), "expected.cn");
+  }
   check("backward", dx.data(), "expected.dx");
   check("backward", dh0.data(), "expected.dh0");
   if (lstm) check("backward", dc0.data(), "expected.dc0");
@@ -424,6 +442,26 @@ void run_tf_grad_case(const std::string& model_path, const io::SafeTensors& data
 }
 
 }  // namespace
+
+TEST_CASE("golden resets: per-step state resets, forward and every gradient, against PyTorch stepped and reset by hand") {
+  const auto cases = list_cases(golden_dir("resets"));
+  REQUIRE(cases.size() >= 7);
+  for (const std::string& path : cases) {
+    INFO(path);
+    io::SafeTensors f;
+    REQUIRE(io::read_safetensors(path.c_str(), &f) == RNNCORE_OK);
+    REQUIRE(f.find("resets") != nullptr);
+    run_grad_case<double>(f, Backend::reference, Isa::best, 1e-9);
+    run_grad_case<float>(f, Backend::reference, Isa::best, 1e-4);
+    if (cpu_backends().empty() || cpu_backends().back() != Backend::simd) continue;
+    Isa isas[8];
+    const int n = available_isas(isas, 8);
+    for (int i = 0; i < n; ++i) {
+      INFO("simd " << std::string(to_string(isas[i])));
+      run_grad_case<float>(f, Backend::simd, isas[i], 1e-4);
+    }
+  }
+}
 
 TEST_CASE("golden gradients: every mode, wrapper and dropout kind against PyTorch float64 autograd") {
   const auto cases = list_cases(golden_dir("grad"));

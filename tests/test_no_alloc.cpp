@@ -432,6 +432,76 @@ TEST_CASE("training forward and backward make no heap allocation") {
   }
 }
 
+TEST_CASE("runs with per-step state resets make no heap allocation (inference, training forward and backward)") {
+  if (!RNNCORE_TEST_COUNTS_ALLOCATIONS) {
+    MESSAGE("allocation counting is off in this build (sanitizer or non-glibc): skipped");
+    return;
+  }
+  StackSpec st;
+  st.input_size = 6;
+  st.num_layers = 3;
+  st.dropout = 0.3;
+  const Mode modes[3] = {Mode::lstm, Mode::gru, Mode::rnn_tanh};
+  for (int l = 0; l < 3; ++l) {
+    st.layers[l].mode = modes[l];
+    st.layers[l].hidden_size = 8;
+    st.layers[l].wrappers[st.layers[l].num_wrappers++] = dropout_wrapper(0.8, 0.7, 0.6, l == 1, l == 1, StateFilter::h_and_c);
+  }
+  const std::uint8_t resets[5 * 3] = {1, 0, 0, 0, 1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1};
+  for (Backend backend : cpu_backends())
+    for (bool training : {false, true}) {
+      PlanOptions o;
+      o.max_batch = 3;
+      o.max_seq_len = 5;
+      o.backend = backend;
+      o.training = training;
+      Plan plan;
+      REQUIRE(Plan::create(st, o, &plan) == Status::ok);
+      AlignedBuffer packed(plan.packed_weight_bytes()), ws(plan.workspace_bytes()),
+          bws(training ? plan.backward_workspace_bytes() : 64), reserve(training ? plan.reserve_bytes() : 64);
+      Rng rng(9);
+      const auto w = random_vector<float>(rng, param_count(st), 0.3);
+      const auto x = random_vector<float>(rng, 5 * 3 * 6, 1.0);
+      const auto dy = random_vector<float>(rng, 5 * 3 * 8, 1.0);
+      const auto h0 = random_vector<float>(rng, state_elements(st, 3), 1.0);
+      std::vector<float> y(5 * 3 * 8), hy(h0.size()), cy(h0.size()), dx(x.size()), dh0(h0.size()), dc0(h0.size()),
+          dw(w.size());
+      const std::int32_t lengths[3] = {5, 0, 3};
+      REQUIRE(plan.pack_weights(w.data(), packed.ptr, packed.size) == Status::ok);
+      ForwardArgs a;
+      a.batch = 3;
+      a.seq_len = 5;
+      a.x = x.data();
+      a.y = y.data();
+      a.h0 = h0.data();
+      a.c0 = h0.data();
+      a.hy = hy.data();
+      a.cy = cy.data();
+      a.seq_lengths = lengths;
+      a.resets = resets;
+      a.run_mode = RunMode::training;
+      a.seed = 3;
+      if (training) {
+        a.reserve = reserve.ptr;
+        a.reserve_bytes = reserve.size;
+      }
+      BackwardArgs b;
+      b.forward = a;
+      b.dy = dy.data();
+      b.dx = dx.data();
+      b.dh0 = dh0.data();
+      b.dc0 = dc0.data();
+      b.dweights = dw.data();
+      const long before = g_allocations.load();
+      const Status s1 = plan.forward(packed.ptr, ws.ptr, ws.size, a);
+      const Status s2 = training ? plan.backward(packed.ptr, bws.ptr, bws.size, b) : Status::ok;
+      const long after = g_allocations.load();
+      CHECK(s1 == Status::ok);
+      CHECK(s2 == Status::ok);
+      CHECK(after == before);
+    }
+}
+
 TEST_CASE("the int8 LSTM, Dense layer, table activation and softmax (C API) make no heap allocation") {
   if (!RNNCORE_TEST_COUNTS_ALLOCATIONS) {
     MESSAGE("allocation counting is off in this build (sanitizer or non-glibc): skipped");

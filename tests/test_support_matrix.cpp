@@ -33,6 +33,9 @@ namespace {
 
 constexpr int kT = 4, kB = 3, kI = 4, kH = 4, kP = 3, kLayers = 2;
 const std::int32_t kLengths[kB] = {4, 1, 3};  // per-row lengths, not sorted
+// Per-step state resets [T, B] of the resets rows: row 0 before steps 1 and 3, row 1 at t = 0 (a
+// no-op) and at t = 2 (past its length: ignored), row 2 before step 2.
+const std::uint8_t kResets[kT * kB] = {0, 1, 0, 1, 0, 0, 0, 1, 1, 1, 0, 0};
 constexpr double kTolF32 = 1e-4;              // f32 (and f16 weights, rounded alike) against the f64 reference
 constexpr double kTolBf16 = 3e-2;             // bf16 weights: x and h are rounded to bf16 in the products too
 constexpr double kTolGradient = 1e-6;         // f64 gradients against central differences (relative)
@@ -86,6 +89,7 @@ struct Case {
   bool training = false;   // forward with a reserve, then backward
   RunMode run_mode = RunMode::inference;
   bool streaming = false;  // one step per call, the state carried in place
+  bool resets = false;     // ForwardArgs::resets = kResets (a run's argument: refused by forward, not Plan::create)
 };
 
 // Outputs (and gradients) of one run, as doubles.
@@ -187,6 +191,7 @@ ForwardArgs base_args(const Case& c) {
   a.batch = kB;
   a.seq_len = kT;
   a.seq_lengths = kLengths;
+  a.resets = c.resets ? kResets : nullptr;
   a.run_mode = c.run_mode;
   a.seed = 1234;
   a.step = 7;
@@ -380,7 +385,8 @@ std::string outcome(const Case& c, Backend backend, Isa isa, DType dtype, const 
   const Result r = run(k, in, w, backend, isa);
   if (r.status == Status::unsupported || r.status == Status::backend_unavailable) {
     if (r.detail.empty() || r.detail.find('\n') != std::string::npos) fail(label + ": refused without a one-line detail");
-    if (r.planned) fail(label + ": planned, then refused by a run (" + r.detail + "); Plan::create should refuse it");
+    if (r.planned && !k.resets)
+      fail(label + ": planned, then refused by a run (" + r.detail + "); Plan::create should refuse it");
     if (r.status == Status::unsupported) return "unsupported";
     return backend == Backend::gpu && std::strcmp(gpu_backend_kind(), "none") == 0 ? "not built" : "unavailable";
   }
@@ -709,6 +715,48 @@ std::vector<Row> streaming_rows() {
   return rows;
 }
 
+std::vector<Row> reset_rows() {
+  std::vector<Row> rows;
+  const auto reset = [](Sub* s) { s->c.resets = true; };
+  rows.push_back({"every cell, unidirectional", every_cell(reset, DType::f32, false)});
+  rows.push_back({"with DropoutWrapper and inter-layer dropout (training run)", every_cell([&](Sub* s) {
+                    reset(s);
+                    s->c.run_mode = RunMode::training;
+                    on_every_layer(dropout(0.8, 0.7, 0.6, false, false, StateFilter::h_and_c))(&s->c.stack);
+                    s->c.stack.dropout = 0.3;
+                  }, DType::f32, false)});
+  rows.push_back({"with a variational DropoutWrapper and a ResidualWrapper (training run)", every_cell([&](Sub* s) {
+                    reset(s);
+                    s->c.run_mode = RunMode::training;
+                    on_every_layer(dropout(0.8, 0.7, 0.6, true, true, StateFilter::default_filter))(&s->c.stack);
+                    Wrapper res;
+                    res.kind = WrapperKind::residual;
+                    s->c.stack.layers[0].wrappers[s->c.stack.layers[0].num_wrappers++] = res;
+                  }, DType::f32, false)});
+  rows.push_back({"bf16 weights (f32 activations)", every_cell([&](Sub* s) {
+                    reset(s);
+                    s->c.weight_dtype = DType::bf16;
+                  }, DType::f32, false), &kWideX86});
+  Row ext{"LSTM with all four extensions", {}, nullptr, true};
+  Sub e;
+  e.name = "lstm uni";
+  e.c.stack = two_layers(kCells[0], Direction::unidirectional);
+  e.c.resets = true;
+  for (int l = 0; l < kLayers; ++l) {
+    e.c.stack.layers[l].proj_size = kP;
+    e.c.stack.layers[l].peepholes = true;
+    e.c.stack.layers[l].cell_clip = 0.3;
+    e.c.stack.layers[l].proj_clip = 0.2;
+  }
+  ext.subs.push_back(e);
+  rows.push_back(ext);
+  Row bidi{"bidirectional", {}, nullptr, true};
+  for (const Sub& s : every_cell(reset))
+    if (s.c.stack.layers[0].direction == Direction::bidirectional) bidi.subs.push_back(s);
+  rows.push_back(bidi);
+  return rows;
+}
+
 std::vector<Row> ends_rows() {
   std::vector<Row> rows;
   const Activation acts[] = {Activation::none, Activation::relu, Activation::sigmoid, Activation::tanh,
@@ -785,6 +833,12 @@ std::string page() {
         "whole-sequence run; every cell, unidirectional, f32. A bidirectional layer's reverse direction needs\n"
         "the whole sequence before its first output, so it does not stream.\n\n";
   table(md, "streaming", streaming_rows(), false);
+  md << "## State resets\n\n`ForwardArgs::resets` ([design.md](design.md), \"Per-step state resets\"): before a step,\n"
+        "chosen rows start again from their initial state (row 0 before steps 1 and 3, row 2 before step 2;\n"
+        "one reset at t = 0 and one past a row's length); every cell, f32, with lengths and given initial\n"
+        "states. Resets are an argument of the run, so `forward` (not `Plan::create`) refuses them where\n"
+        "they do not run.\n\n";
+  table(md, "resets", reset_rows(), true);
   md << "## Around the stack\n\nAn Embedding before layer 0 (`StackSpec::embedding`: the input is int32 token ids) and a\n"
         "Dense head after the last layer (`StackSpec::head`, PyTorch's `nn.Linear`, Keras' `Dense`) with each\n"
         "activation (none, relu, sigmoid, tanh, softmax); every cell, both directions, f32.\n\n";

@@ -27,6 +27,7 @@ struct Case {
   bool batch_major = false;
   bool training = true;
   std::uint64_t seed = 7, step = 3;
+  std::vector<std::uint8_t> resets;  // [T, B] (or [B, T] batch-major); empty: none
 };
 
 bool has_lstm(const StackSpec& st) {
@@ -74,6 +75,7 @@ ForwardArgs forward_args(const Case& c, const Problem<T>& p) {
   a.layout = c.batch_major ? Layout::batch_major : Layout::time_major;
   a.x = p.x.data();
   a.seq_lengths = c.lengths.empty() ? nullptr : c.lengths.data();
+  a.resets = c.resets.empty() ? nullptr : c.resets.data();
   a.h0 = c.initial_state ? p.h0.data() : nullptr;
   a.c0 = c.initial_state && has_lstm(c.stack) ? p.c0.data() : nullptr;
   a.run_mode = c.training ? RunMode::training : RunMode::inference;
@@ -575,4 +577,294 @@ TEST_CASE("Model: training in owned buffers, counted steps, new weights") {
   Model inference;
   REQUIRE(Model::create(c.stack, opt, p.w.data(), &inference) == Status::ok);
   CHECK(inference.backward(ba) == Status::unsupported);
+}
+
+namespace {
+
+// Unidirectional cases with per-step state resets: every cell, wrapper and dropout kind, lengths,
+// initial states or zeros, batch-major; each row resets at random steps (t = 0 included).
+std::vector<Case> reset_cases() {
+  std::vector<Case> out;
+  const Mode modes[] = {Mode::lstm, Mode::gru, Mode::gru, Mode::rnn_tanh, Mode::rnn_relu};
+  const char* names[] = {"lstm", "gru_ra", "gru_rb", "rnn_tanh", "rnn_relu"};
+  for (int m = 0; m < 5; ++m) {
+    Case c = uniform(std::string(names[m]) + "_l2_resets_len_interlayer", modes[m], 3, 4, 2, false,
+                     m == 2 ? GruVariant::reset_before : GruVariant::reset_after);
+    c.steps = 6;
+    c.lengths = {6, 3, 0};
+    c.initial_state = m % 2 == 0;
+    c.batch_major = m == 3;
+    c.stack.dropout = 0.3;
+    out.push_back(c);
+  }
+  Case wrap = uniform("lstm_resets_wrappers", Mode::lstm, 3, 3, 2, false);
+  wrap.stack.layers[0].num_wrappers = 1;
+  wrap.stack.layers[0].wrappers[0] = rnncore_test::dropout_wrapper(0.7, 0.6, 0.75, false, false, StateFilter::h_and_c);
+  wrap.stack.layers[1].num_wrappers = 2;  // Residual(Dropout(cell))
+  wrap.stack.layers[1].wrappers[0] = rnncore_test::dropout_wrapper(0.8, 0.7, 0.8, true, true, StateFilter::c_only);
+  wrap.stack.layers[1].wrappers[1] = residual();
+  wrap.steps = 6;
+  wrap.lengths = {6, 4, 1};
+  wrap.initial_state = true;
+  out.push_back(wrap);
+  Case mixed;  // LSTM, then a reset-before GRU with residual, then an RNN in dropout and residual wrappers
+  mixed.name = "heterogeneous_resets_variational";
+  mixed.stack.input_size = 3;
+  mixed.stack.num_layers = 3;
+  mixed.stack.layers[0] = layer(Mode::lstm, 4);
+  mixed.stack.layers[1] = layer(Mode::gru, 4, false, GruVariant::reset_before);
+  mixed.stack.layers[1].num_wrappers = 1;
+  mixed.stack.layers[1].wrappers[0] = residual();
+  mixed.stack.layers[2] = layer(Mode::rnn_tanh, 4);
+  mixed.stack.layers[2].num_wrappers = 2;
+  mixed.stack.layers[2].wrappers[0] = rnncore_test::dropout_wrapper(0.6, 0.7, 0.8, true);
+  mixed.stack.layers[2].wrappers[1] = residual();
+  mixed.stack.dropout = 0.3;
+  mixed.steps = 5;
+  mixed.initial_state = true;
+  mixed.batch_major = true;
+  out.push_back(mixed);
+  Rng rng(2026);
+  for (Case& c : out) {
+    c.resets.assign(static_cast<std::size_t>(c.steps) * c.batch, 0);
+    for (std::uint8_t& r : c.resets) r = rng.uniform(0, 1) < 0.3 ? static_cast<std::uint8_t>(1 + (rng.next() & 7)) : 0;
+    c.resets[c.batch_major ? 3 : static_cast<std::size_t>(3) * c.batch] = 1;  // row 0 resets at t = 3
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("resets: backward equals central differences of the f64 reference forward with resets") {
+  for (const Case& c : reset_cases()) {
+    CAPTURE(c.name);
+    const Problem<double> p = make_problem<double>(c, 17);
+    const Grads<double> g = train_step(c, p, Backend::reference);
+    StackSpec st = c.stack;
+    st.dtype = DType::f64;
+    PlanOptions opt;
+    opt.max_batch = c.batch;
+    opt.max_seq_len = c.steps;
+    opt.backend = Backend::reference;
+    rnncore_test::Outputs<double> out, plain;
+    REQUIRE(rnncore_test::run_forward(st, opt, p.w, forward_args(c, p), &out) == Status::ok);
+    CHECK(out.y == g.y);
+    CHECK(out.hy == g.hy);
+    CHECK(out.cy == g.cy);
+    Case no_resets = c;
+    no_resets.resets.clear();
+    REQUIRE(rnncore_test::run_forward(st, opt, p.w, forward_args(no_resets, p), &plain) == Status::ok);
+    CHECK(plain.y != out.y);  // the resets change the run
+
+    const std::size_t stride = p.w.size() > 400 ? 3 : 1;
+    CHECK(fd_error(c, p, &Problem<double>::w, g.dw, stride) < 1e-6);
+    CHECK(fd_error(c, p, &Problem<double>::x, g.dx, 1) < 1e-6);
+    if (c.initial_state) {
+      CHECK(fd_error(c, p, &Problem<double>::h0, g.dh0, 1) < 1e-6);
+      if (has_lstm(c.stack)) CHECK(fd_error(c, p, &Problem<double>::c0, g.dc0, 1) < 1e-6);
+    }
+  }
+}
+
+TEST_CASE("resets: f32 reference and SIMD forward and backward agree with f64; threads give the same bits") {
+  for (const Case& c : reset_cases()) {
+    CAPTURE(c.name);
+    Problem<float> p32 = make_problem<float>(c, 23);
+    Problem<double> p64;
+    auto widen = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+    p64.w = widen(p32.w), p64.x = widen(p32.x), p64.h0 = widen(p32.h0), p64.c0 = widen(p32.c0);
+    p64.dy = widen(p32.dy), p64.dhy = widen(p32.dhy), p64.dcy = widen(p32.dcy);
+    const Grads<double> want = train_step(c, p64, Backend::reference);
+    for (Backend backend : rnncore_test::cpu_backends()) {
+      CAPTURE(to_string(backend));
+      const Grads<float> got = train_step(c, p32, backend);
+      CHECK(rnncore_test::rel_error(got.y.data(), want.y.data(), want.y.size()) < 1e-5);
+      CHECK(rnncore_test::rel_error(got.dw.data(), want.dw.data(), want.dw.size()) < 1e-4);
+      CHECK(rnncore_test::rel_error(got.dx.data(), want.dx.data(), want.dx.size()) < 1e-4);
+      CHECK(rnncore_test::rel_error(got.dh0.data(), want.dh0.data(), want.dh0.size()) < 1e-4);
+      if (has_lstm(c.stack)) CHECK(rnncore_test::rel_error(got.dc0.data(), want.dc0.data(), want.dc0.size()) < 1e-4);
+      // The inference forward (each ISA on SIMD) gives the training forward's outputs.
+      StackSpec st = c.stack;
+      PlanOptions opt;
+      opt.max_batch = c.batch;
+      opt.max_seq_len = c.steps;
+      opt.backend = backend;
+      for (Isa isa : backend == Backend::simd ? rnncore_test::isas_here() : std::vector<Isa>{Isa::best}) {
+        CAPTURE(to_string(isa));
+        opt.max_isa = isa;
+        rnncore_test::Outputs<float> out;
+        REQUIRE(rnncore_test::run_forward(st, opt, p32.w, forward_args(c, p32), &out) == Status::ok);
+        CHECK(rnncore_test::rel_error(out.y.data(), want.y.data(), want.y.size()) < 1e-5);
+        CHECK(rnncore_test::rel_error(out.hy.data(), want.hy.data(), want.hy.size()) < 1e-5);
+      }
+    }
+#ifndef RNNCORE_NO_THREADS
+    const Backend backend = rnncore_test::cpu_backends().back();
+    const Grads<float> one = train_step(c, p32, backend);
+    ThreadPool* pool = nullptr;
+    REQUIRE(ThreadPool::create(2, &pool) == Status::ok);
+    const Grads<float> two = train_step(c, p32, backend, 2, pool);
+    StackSpec st = c.stack;
+    PlanOptions opt;
+    opt.max_batch = c.batch;
+    opt.max_seq_len = c.steps;
+    opt.backend = backend;
+    rnncore_test::Outputs<float> single, threaded;
+    REQUIRE(rnncore_test::run_forward(st, opt, p32.w, forward_args(c, p32), &single) == Status::ok);
+    opt.threads = 2;
+    opt.thread_pool = pool;
+    REQUIRE(rnncore_test::run_forward(st, opt, p32.w, forward_args(c, p32), &threaded) == Status::ok);
+    ThreadPool::destroy(pool);
+    CHECK(one.y == two.y);
+    CHECK(one.dw == two.dw);
+    CHECK(one.dx == two.dx);
+    CHECK(one.dh0 == two.dh0);
+    CHECK(single.y == threaded.y);
+    CHECK(single.hy == threaded.hy);
+    CHECK(single.cy == threaded.cy);
+#endif
+  }
+}
+
+TEST_CASE("resets: a reset of every row at step t equals a second call from the initial state (masks by time_offset)") {
+  for (Case c : reset_cases()) {
+    CAPTURE(c.name);
+    c.lengths.clear();
+    c.batch_major = false;
+    const int t0 = 3, B = c.batch, T = c.steps;
+    c.resets.assign(static_cast<std::size_t>(T) * B, 0);
+    for (int b = 0; b < B; ++b) c.resets[static_cast<std::size_t>(t0) * B + b] = 1;
+    const Problem<float> p = make_problem<float>(c, 29);
+    for (Backend backend : rnncore_test::cpu_backends()) {
+      CAPTURE(to_string(backend));
+      PlanOptions opt;
+      opt.max_batch = B;
+      opt.max_seq_len = T;
+      opt.backend = backend;
+      rnncore_test::Outputs<float> whole, tail;
+      REQUIRE(rnncore_test::run_forward(c.stack, opt, p.w, forward_args(c, p), &whole) == Status::ok);
+      ForwardArgs a = forward_args(c, p);  // steps t0..T−1 alone, from the initial state
+      a.resets = nullptr;
+      a.seq_len = T - t0;
+      a.x = p.x.data() + static_cast<std::size_t>(t0) * B * c.stack.input_size;
+      a.time_offset = t0;
+      REQUIRE(rnncore_test::run_forward(c.stack, opt, p.w, a, &tail) == Status::ok);
+      const std::size_t skip = static_cast<std::size_t>(t0) * B * output_width(c.stack);
+      CHECK(std::vector<float>(whole.y.begin() + static_cast<std::ptrdiff_t>(skip), whole.y.end()) == tail.y);
+      CHECK(whole.hy == tail.hy);
+      CHECK(whole.cy == tail.cy);
+    }
+  }
+}
+
+TEST_CASE("resets: refused with one line for a bidirectional network and for other resets in backward") {
+  Case c = uniform("bi", Mode::lstm, 3, 4, 1, true);
+  c.resets.assign(static_cast<std::size_t>(c.steps) * c.batch, 1);
+  const Problem<float> p = make_problem<float>(c, 5);
+  for (Backend backend : rnncore_test::cpu_backends()) {
+    PlanOptions opt;
+    opt.max_batch = c.batch;
+    opt.max_seq_len = c.steps;
+    opt.backend = backend;
+    rnncore_test::Outputs<float> out;
+    CHECK(rnncore_test::run_forward(c.stack, opt, p.w, forward_args(c, p), &out) == Status::unsupported);
+    CHECK(std::string(last_error_detail()).find("resets need a unidirectional network; layer 0 is bidirectional") !=
+          std::string::npos);
+  }
+  // A backward given other resets than its training forward is refused (the reserve records them).
+  Case u = reset_cases()[0];
+  StackSpec st = u.stack;
+  PlanOptions opt;
+  opt.max_batch = u.batch;
+  opt.max_seq_len = u.steps;
+  opt.training = true;
+  Plan plan;
+  REQUIRE(Plan::create(st, opt, &plan) == Status::ok);
+  const Problem<float> q = make_problem<float>(u, 6);
+  AlignedBuffer packed(plan.packed_weight_bytes()), ws(plan.workspace_bytes()), bws(plan.backward_workspace_bytes()),
+      reserve(plan.reserve_bytes());
+  REQUIRE(plan.pack_weights(q.w.data(), packed.ptr, packed.size) == Status::ok);
+  std::vector<float> y(static_cast<std::size_t>(u.steps) * u.batch * output_width(st));
+  ForwardArgs fa = forward_args(u, q);
+  fa.y = y.data();
+  fa.reserve = reserve.ptr;
+  fa.reserve_bytes = reserve.size;
+  REQUIRE(plan.forward(packed.ptr, ws.ptr, ws.size, fa) == Status::ok);
+  BackwardArgs ba;
+  ba.forward = fa;
+  ba.dy = q.dy.data();
+  std::vector<std::uint8_t> other = u.resets;
+  other[1] = other[1] != 0 ? 0 : 1;
+  ba.forward.resets = other.data();
+  CHECK(plan.backward(packed.ptr, bws.ptr, bws.size, ba) == Status::bad_length);
+  CHECK(std::string(last_error_detail()).find("resets") != std::string::npos);
+  ba.forward.resets = nullptr;
+  CHECK(plan.backward(packed.ptr, bws.ptr, bws.size, ba) == Status::bad_length);
+  ba.forward.resets = u.resets.data();
+  CHECK(plan.backward(packed.ptr, bws.ptr, bws.size, ba) == Status::ok);
+}
+
+TEST_CASE("resets: Model streams the carried state through resets, forward and backward as Plan does") {
+  const Case c = reset_cases()[0];  // LSTM, initial states given
+  const Problem<float> p = make_problem<float>(c, 31);
+  const Backend backend = rnncore_test::cpu_backends().back();
+  const Grads<float> want = train_step(c, p, backend);
+  PlanOptions opt;
+  opt.max_batch = c.batch;
+  opt.max_seq_len = c.steps;
+  opt.backend = backend;
+  opt.training = true;
+  Model model;
+  REQUIRE(Model::create(c.stack, opt, p.w.data(), &model) == Status::ok);
+  const std::size_t states = static_cast<std::size_t>(state_elements(c.stack, c.batch));
+  std::vector<float> y(want.y.size()), hy(states), cy(states), dx(p.x.size()), dh0(states), dc0(states), dw(p.w.size());
+  ForwardArgs fa = forward_args(c, p);
+  fa.y = y.data();
+  fa.hy = hy.data();
+  fa.cy = cy.data();
+  REQUIRE(model.forward(fa) == Status::ok);
+  BackwardArgs ba;
+  ba.forward = fa;
+  ba.dy = p.dy.data();
+  ba.dhy = p.dhy.data();
+  ba.dcy = p.dcy.data();
+  ba.dx = dx.data();
+  ba.dh0 = dh0.data();
+  ba.dc0 = dc0.data();
+  ba.dweights = dw.data();
+  REQUIRE(model.backward(ba) == Status::ok);
+  CHECK(y == want.y);
+  CHECK(hy == want.hy);
+  CHECK(dw == want.dw);
+  CHECK(dh0 == want.dh0);
+  CHECK(dc0 == want.dc0);
+
+  // Streaming, inference: the state carried in place (h0 = hy), a call per step; a reset in a call
+  // restores the state that call started from (§3.5): here, the carried state, so nothing changes.
+  Case s = c;
+  s.lengths.clear();
+  s.batch_major = false;
+  s.training = false;
+  opt.training = false;
+  Model stream;
+  REQUIRE(Model::create(s.stack, opt, p.w.data(), &stream) == Status::ok);
+  std::vector<float> h = p.h0, cs = p.c0, ys(static_cast<std::size_t>(c.batch) * output_width(c.stack));
+  std::vector<std::uint8_t> all(static_cast<std::size_t>(c.batch), 1);
+  for (int t = 0; t < s.steps; ++t) {
+    ForwardArgs a;
+    a.batch = s.batch;
+    a.seq_len = 1;
+    a.x = p.x.data() + static_cast<std::size_t>(t) * s.batch * s.stack.input_size;
+    a.y = ys.data();
+    a.h0 = a.hy = h.data();
+    a.c0 = a.cy = cs.data();
+    a.resets = t == 3 ? all.data() : nullptr;
+    REQUIRE(stream.forward(a) == Status::ok);
+  }
+  s.initial_state = true;
+  s.resets.clear();
+  rnncore_test::Outputs<float> whole;
+  REQUIRE(rnncore_test::run_forward(s.stack, opt, p.w, forward_args(s, p), &whole) == Status::ok);
+  CHECK(h == whole.hy);
+  CHECK(cs == whole.cy);
 }

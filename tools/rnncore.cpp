@@ -203,7 +203,7 @@ double compare(const char* label, const std::vector<unsigned char>& got, DType d
 // The options of run and grad (grad: no --mc-dropout, no checking; its own gradient files).
 struct RunOptions {
   io::ModelHints hints;  // prefix_given: set by model_hints() after parsing
-  std::string weights, input, output, dtype = "f32", config, seq_lengths, h0, c0, hn, cn, row_ids, backend = "auto";
+  std::string weights, input, output, dtype = "f32", config, seq_lengths, resets, h0, c0, hn, cn, row_ids, backend = "auto";
   std::string expect, expect_hn, expect_cn, output_variance;
   std::string dy, grads, dhn, dcn, dx, dh0, dc0;
   bool batch_first = false, train = false, mc_dropout = false, oversubscribe = false;
@@ -257,6 +257,12 @@ void add_run_options(CLI::App& app, RunOptions& o, bool grad) {
   }
   app.add_flag("--batch-first", o.batch_first, "x is [B, T, I] and y is [B, T, D*H] (default: time-major)")->group(io);
   app.add_option("--seq-lengths", o.seq_lengths, "[B] integer lengths, 0..T, any order")->type_name("L.npy")->group(io);
+  app.add_option("--resets", o.resets,
+                 "[T, B] (or [B, T] with --batch-first) integer or bool: where\n"
+                 "nonzero, row b's state in every layer is its initial state\n"
+                 "(h0, c0 or zeros) again before step t (unidirectional models)")
+      ->type_name("R.npy")
+      ->group(io);
   app.add_option("--h0", o.h0, "initial hidden state [L*D, B, H] (default zeros)")->type_name("F.npy")->group(io);
   app.add_option("--c0", o.c0, "initial cell state [L*D, B, H] (LSTM; default zeros)")->type_name("F.npy")->group(io);
   if (grad) {
@@ -345,6 +351,7 @@ struct RunSetup {
   std::vector<std::int64_t> xshape, state_dims, cell_dims;  // h: O = proj_size or H units; c: H
   std::string state_what, cell_what;
   std::vector<std::int32_t> lengths;
+  std::vector<std::uint8_t> resets;
   std::vector<std::uint32_t> row_ids;
   std::int64_t T = 0, B = 0, out_width = 0;
   bool any_lstm = false, batch_first = false;
@@ -365,6 +372,7 @@ struct RunSetup {
     fa.layout = batch_first ? Layout::batch_major : Layout::time_major;
     fa.x = x.data();
     fa.seq_lengths = lengths.empty() ? nullptr : lengths.data();
+    fa.resets = resets.empty() ? nullptr : resets.data();
     fa.h0 = h0.empty() ? nullptr : h0.data();
     fa.c0 = c0.empty() ? nullptr : c0.data();
     fa.run_mode = run_mode;
@@ -459,6 +467,20 @@ int prepare_run(const CLI::App& app, const RunOptions& o, RunSetup* rs) {
       if (lengths[b] < 0 || lengths[b] > T)
         return error(path + ": length " + std::to_string(lengths[b]) + " of row " + std::to_string(b) +
                      " is outside 0.." + T_s);
+  }
+  if (!o.resets.empty()) {
+    const std::string path = o.resets;
+    io::Array a;
+    std::vector<std::int32_t> values;
+    if (io::read_npy(path.c_str(), &a) != RNNCORE_OK) return error(rnncore_last_error_detail());
+    const std::vector<std::int64_t> want = batch_first ? std::vector<std::int64_t>{B, T} : std::vector<std::int64_t>{T, B};
+    if (a.shape != want)
+      return error(path + ": expected resets of shape " + (batch_first ? dims_string({B_s, T_s}) + " (batch-first)" : dims_string({T_s, B_s})) +
+                   ", found " + shape_string(a.shape));
+    if (io::to_i32(a, &values) != RNNCORE_OK)
+      return error(path + ": expected integer or bool resets, found " + io::elem_type_name(a.type));
+    rs->resets.resize(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) rs->resets[i] = values[i] != 0 ? 1 : 0;
   }
   const std::int64_t O = output_size(stack.layers[0]);  // h units: the projection size, or H
   const std::vector<std::int64_t> state_dims = rs->state_dims =
@@ -1046,6 +1068,7 @@ struct BenchOptions {
   bool gpu_half_math = false;
   double dropout = 0.0;
   bool dropout_given = false;  ///< --dropout was given (set after parsing)
+  double resets = 0.0;         ///< --resets: the fraction of (step, row) pairs reset (0: not timed)
 };
 
 // The app of `rnncore bench`.
@@ -1108,6 +1131,14 @@ void define_bench(CLI::App& app, BenchOptions& o) {
       ->type_name("P")
       ->default_str("none")
       ->group(extra);
+  app.add_option("--resets", o.resets,
+                 "also time the forward (and with --backward the training\n"
+                 "step) with per-step state resets at a fraction P, in (0, 1],\n"
+                 "of the (step, row) pairs, alternating, and print the overhead")
+      ->check(real_range(0.0, 1.0, true, false))
+      ->type_name("P")
+      ->default_str("none")
+      ->group(extra);
   app.add_flag("--backward", o.backward,
                "also time a training step (training forward filling the\n"
                "reserve + backward for dx, dh0, dc0 and the weights) against\n"
@@ -1131,7 +1162,7 @@ void define_bench(CLI::App& app, BenchOptions& o) {
 // --threads), inference only, so the options beyond those are usage errors.
 int cmd_bench_int8(const CLI::App& app, const BenchOptions& o) {
   const char* const refused[] = {"--gru", "--bidirectional", "--proj", "--peepholes", "--gpu-half-math",
-                                 "--dropout", "--backward", "--peak"};
+                                 "--dropout", "--resets", "--backward", "--peak"};
   for (const char* option : refused)
     if (given(app, option)) return usage_error("bench", std::string(option) + " is not available with --dtype int8");
   if (o.mode != "lstm") return usage_error("bench", "--dtype int8 runs the integer LSTM: --mode lstm only");
@@ -1245,6 +1276,8 @@ struct FloatBench {
   DeviceTensor grads[7];  // dy, dhy, dcy, dx, dh0, dc0, dweights on the GPU
   void* grad_ptr[7] = {};
   std::vector<double> ms[2], step_ms[2], fwd_ms[2], bwd_ms[2];
+  std::vector<std::uint8_t> resets;                  // --resets: [T, B], a fraction o.resets of them set
+  std::vector<double> reset_ms, reset_step_ms;       // network 0 with them: forward, training step
 
   explicit FloatBench(const BenchOptions& options) : o(options) {}
   FloatBench(const FloatBench&) = delete;
@@ -1294,6 +1327,13 @@ struct FloatBench {
     fa.y = y.data();
     fa.run_mode = o.backward ? RunMode::inference : RunMode::training;
     fa.seed = 1;
+    if (o.resets > 0.0) {
+      resets.resize(static_cast<std::size_t>(o.seq * o.batch));
+      for (std::uint8_t& r : resets) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        r = static_cast<double>(rng >> 11) * 0x1.0p-53 < o.resets ? 1 : 0;
+      }
+    }
     // A GPU plan runs on device copies of x and y and is timed with events on its stream.
     on_gpu = net[0].plan().backend() == Backend::gpu;
     return std::string();
@@ -1348,10 +1388,11 @@ struct FloatBench {
 
   // One training step, its two halves timed on the host (on the GPU: from the call to the end of
   // a synchronize).
-  Status training_step(int k, std::uint64_t step, double* fwd, double* bwd) {
+  Status training_step(int k, std::uint64_t step, double* fwd, double* bwd, const std::uint8_t* with_resets = nullptr) {
     using clk = std::chrono::steady_clock;
     TrainNet& tn = train[k];
     ForwardArgs ta = fa;
+    ta.resets = with_resets;
     ta.run_mode = RunMode::training;
     ta.step = step;
     ta.reserve = tn.buf[3];
@@ -1409,6 +1450,29 @@ struct FloatBench {
       }
       *slow = *slow || f + b > 500.0;
     }
+    return resets.empty() ? std::string() : repetition_with_resets(i);
+  }
+
+  // --resets: network 0 with them, timed as above (each timed run after an untimed one).
+  std::string repetition_with_resets(long long i) {
+    using clock = std::chrono::steady_clock;
+    ForwardArgs ra = fa;
+    ra.step = static_cast<std::uint64_t>(i + 1);
+    ra.resets = resets.data();
+    Status s = net[0].forward(ra);
+    if (s == Status::ok && on_gpu) s = gpu_synchronize(ra.stream);
+    const auto t0 = clock::now();
+    if (s == Status::ok) s = net[0].forward(ra);
+    if (s == Status::ok && on_gpu) s = gpu_synchronize(ra.stream);
+    const double elapsed = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+    if (s != Status::ok) return library_error(s);
+    if (i >= 0) reset_ms.push_back(elapsed);
+    if (train_nets == 0) return std::string();
+    double f = 0, b = 0;
+    s = training_step(0, static_cast<std::uint64_t>(i + 1), &f, &b, resets.data());
+    if (s == Status::ok) s = training_step(0, static_cast<std::uint64_t>(i + 1), &f, &b, resets.data());
+    if (s != Status::ok) return library_error(s);
+    if (i >= 0) reset_step_ms.push_back(f + b);
     return std::string();
   }
 
@@ -1446,7 +1510,26 @@ struct FloatBench {
 
   void report_forward(double median) const;
   void report_training(double median);
+  void report_resets(double median);
 };
+
+// --resets: network 0's forward (and training step) with the resets against without them.
+void FloatBench::report_resets(double median) {
+  std::sort(reset_ms.begin(), reset_ms.end());
+  const double with = reset_ms[reset_ms.size() / 2];
+  std::size_t set = 0;
+  for (std::uint8_t r : resets) set += r;
+  std::printf("resets at %zu of %zu (step, row) pairs: median_ms=%.4f overhead=%+.1f%%", set, resets.size(), with,
+              100.0 * (with / median - 1.0));
+  if (!reset_step_ms.empty()) {
+    std::vector<double> plain = step_ms[0];
+    std::sort(plain.begin(), plain.end());
+    std::sort(reset_step_ms.begin(), reset_step_ms.end());
+    const double st = reset_step_ms[reset_step_ms.size() / 2], st0 = plain[plain.size() / 2];
+    std::printf(" training_step_ms=%.4f overhead=%+.1f%%", st, 100.0 * (st / st0 - 1.0));
+  }
+  std::printf("\n");
+}
 
 // The shape and kernel line, and the forward's median (with --peak, against the FMA peak).
 void FloatBench::report_forward(double median) const {
@@ -1527,6 +1610,7 @@ int cmd_bench(int argc, char** argv) {
   const double median = b.ms[0][b.ms[0].size() / 2];
   b.report_forward(median);
   if (o.backward) b.report_training(median);
+  if (!b.resets.empty()) b.report_resets(median);
   return 0;
 }
 

@@ -235,6 +235,7 @@ typedef struct rnncore_forward_args {
   void* stream;                /**< GPU backend: the stream, or NULL */
   void* reserve;               /**< training plans: filled for backward (rnncore_plan_reserve_bytes), or NULL */
   size_t reserve_bytes;
+  const uint8_t* resets;       /**< [T, B] or [B, T]: nonzero restores row b's initial state before step t; or NULL */
 } rnncore_forward_args;
 
 /** Inputs and outputs of one backward run: gradients of sum(y*dy) + sum(hy*dhy) + sum(cy*dcy)

@@ -476,6 +476,11 @@ struct ForwardArgs {
   Layout layout = Layout::time_major;
   const void* x = nullptr;                  ///< [T, B, I] (or [B, T, I]); with an embedding int32 token ids [T, B] (or [B, T])
   const std::int32_t* seq_lengths = nullptr;  ///< [B] in 0..T, any order; null: all T
+  /// Per-step state resets, [T, B] (or [B, T] batch-major), or null (none). Where resets[t, b] != 0,
+  /// row b's state in every layer is replaced by its initial state (h0 / c0, or zeros) before step t
+  /// (recurrent RL policies: a new episode starts inside the sequence). Ignored past a row's length.
+  /// Unidirectional networks only; backward gives the initial state the gradient of every reset.
+  const std::uint8_t* resets = nullptr;
   const void* h0 = nullptr;                 ///< [L·D, B, H] (P with a projection) or null (zeros)
   const void* c0 = nullptr;                 ///< [L·D, B, H] or null (zeros); LSTM only
   void* y = nullptr;                        ///< [T, B, D·H] (D·P with a projection; or batch-major); zero past a row's length;
@@ -503,7 +508,7 @@ struct ForwardArgs {
 /// ForwardArgs; any gradient input may be null (zero), any output null (not wanted).
 struct BackwardArgs {
   /// The arguments of the training forward that filled `forward.reserve`: the same batch, length,
-  /// layout, x, seq_lengths, h0, c0, run mode, seed, step, row ids and time offset (y, hy, cy unused).
+  /// layout, x, seq_lengths, resets, h0, c0, run mode, seed, step, row ids and time offset (y, hy, cy unused).
   ForwardArgs forward;
   const void* dy = nullptr;   ///< [T, B, D·H] (or [B, T, D·H]) gradient of the output
   const void* dhy = nullptr;  ///< [L·D, B, H] gradient of the final h

@@ -16,6 +16,7 @@ struct BackendOps {
   bool device_memory;  // packed weights, workspace, reserve and backward workspace are device memory
                        // (Model allocates them with gpu_alloc; forward cannot read the packed header)
   bool thread_pool;    // runs on options.threads (one scratch slot per thread, threaded products)
+  bool resets;         // runs per-step state resets (ForwardArgs::resets), forward and backward
 
   // Planning (Plan::create, after the choice). layout: packed_bytes, ends, ws (and the backend's
   // own part of PlanImpl); `gpu` says where a GPU plan's device part comes from. layout_training

@@ -207,6 +207,14 @@ struct RunDropout {
   std::uint32_t time_offset = 0;  // added to a step's time index in the masks (streaming)
 };
 
+// A run's per-step state resets (ForwardArgs::resets) in its layout: at(t, b) is true where row b's
+// state is replaced by its initial state before step t. Empty (r null) for a run without resets.
+struct Resets {
+  const std::uint8_t* r = nullptr;
+  std::int64_t st = 0, sb = 0;
+  bool at(int t, int b) const { return r != nullptr && r[t * st + b * sb] != 0; }
+};
+
 // One direction of one layer, as seen by a backend. Element pointers are of the stack's dtype;
 // strides are in elements. y points at this direction's first column; x_full_width is the layer
 // input's row width (residuals read it).
@@ -222,6 +230,7 @@ struct DirectionIO {
   std::int32_t steps = 0, batch = 0;
   const std::int32_t* lengths = nullptr;
   bool reverse = false;
+  Resets resets;  // unidirectional layers only (forward refuses resets otherwise)
   RunDropout dropout;
   void* keep = nullptr;  // training forward: this direction's reserve rows [T, B, keep_width]
 };
