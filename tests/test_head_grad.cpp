@@ -216,7 +216,7 @@ TEST_CASE("head grad: PyTorch autograd through Embedding → LSTM → Linear and
     const std::string act = rnncore_test::meta(f, "head_activation");
     const std::vector<double> fc_w = rnncore_test::floats<double>(f, "fc.weight");
     const std::vector<double> fc_b = rnncore_test::floats<double>(f, "fc.bias");
-    const bool embedding = f.find("emb.weight") != nullptr;
+    const bool embedding = f.find("embedding.weight") != nullptr;
     const bool bidi = f.find("lstm.weight_ih_l0_reverse") != nullptr;
     const io::TensorEntry* input = f.find("input");
     REQUIRE(input != nullptr);
@@ -261,9 +261,9 @@ TEST_CASE("head grad: PyTorch autograd through Embedding → LSTM → Linear and
     st.head.last_step_only = last_step;
     std::vector<double> table;
     if (embedding) {
-      table = rnncore_test::floats<double>(f, "emb.weight");
-      st.embedding.vocab_size = static_cast<int>(f.find("emb.weight")->shape[0]);
-      st.input_size = static_cast<int>(f.find("emb.weight")->shape[1]);
+      table = rnncore_test::floats<double>(f, "embedding.weight");
+      st.embedding.vocab_size = static_cast<int>(f.find("embedding.weight")->shape[0]);
+      st.input_size = static_cast<int>(f.find("embedding.weight")->shape[1]);
       rnncore::io::Array a;
       REQUIRE(f.array("input", &a) == RNNCORE_OK);
       REQUIRE(rnncore::io::to_i32(a, &r.ids) == RNNCORE_OK);
@@ -298,7 +298,7 @@ TEST_CASE("head grad: PyTorch autograd through Embedding → LSTM → Linear and
         REQUIRE(export_gradient_tensor(plain, WeightFormat::pytorch, i, dw.data(), g.data()) == Status::ok);
         compare(names[static_cast<std::size_t>(i)], g.data());
       }
-      if (embedding) compare("emb.weight", dw.data() + canonical_offset(st, 0, 0, ParamKind::embedding, 0));
+      if (embedding) compare("embedding.weight", dw.data() + canonical_offset(st, 0, 0, ParamKind::embedding, 0));
       compare("fc.weight", dw.data() + canonical_offset(st, 0, 0, ParamKind::dense_weight, 0));
       compare("fc.bias", dw.data() + canonical_offset(st, 0, 0, ParamKind::dense_bias, 0));
     };

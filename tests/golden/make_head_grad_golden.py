@@ -7,7 +7,7 @@ Each file is one module run as a user writes it,
   * embed_lstm_linear_tanh:  Embedding(V, I) -> nn.LSTM(I, H) -> Linear(H, F) -> tanh, every step
   * bilstm_linear_last_softmax:  nn.LSTM(I, H, bidirectional) -> Linear(2H, F) -> softmax of
     cat(out[-1, :, :H], out[0, :, H:]) (each direction's last output: Keras return_sequences=False)
-with its state_dict ('emb.weight', 'lstm.*', 'fc.*', float32), the input ('input': token ids int32
+with its state_dict ('embedding.weight', 'lstm.*', 'fc.*', float32), the input ('input': token ids int32
 [T, B], or x float32 [T, B, I], time-major), 'dy' (float32, N(0, 1), shaped like y) and, computed in
 float64 by autograd from the exact float32 values, 'expected.y' and 'grad.<parameter>' of the loss
 sum(y * dy) for every parameter (the embedding's: zero rows for ids never seen).
@@ -39,13 +39,13 @@ class Net(torch.nn.Module):
     def __init__(self, V, I, H, bi, F):
         super().__init__()
         if V > 0:
-            self.emb = torch.nn.Embedding(V, I)
+            self.embedding = torch.nn.Embedding(V, I)
         self.lstm = torch.nn.LSTM(I, H, bidirectional=bi)
         self.fc = torch.nn.Linear((2 if bi else 1) * H, F)
 
     def forward(self, x, H, last_step, activation):
-        if hasattr(self, "emb"):
-            x = self.emb(x)
+        if hasattr(self, "embedding"):
+            x = self.embedding(x)
         out, _ = self.lstm(x)
         if last_step:
             out = torch.cat([out[-1, :, :H], out[0, :, H:]], dim=1)
@@ -94,7 +94,7 @@ def main():
                 err = np.abs(fd - grads[n]).max() / max(np.abs(grads[n]).max(), 1e-30)
                 assert err < FD_TOL, (name, n, err)
         if V > 0:
-            assert np.all(grads["emb.weight"][V - 1] == 0.0)
+            assert np.all(grads["embedding.weight"][V - 1] == 0.0)
 
         tensors = dict(sd)
         tensors["input"] = x
