@@ -573,6 +573,82 @@ int wrong_weights(const io::SafeTensors& f, const std::string& at, const char* k
   return wrong;
 }
 
+TEST_CASE("quantize: a PyTorch Linear head (every step; softmax on the last step) runs within one output step of PyTorch") {
+  // tests/golden/pytorch_head: nn.LSTM → nn.Linear, PyTorch's float64 output; calibrated on its input.
+  for (const char* name : {"lstm2_linear_every_step", "bilstm_linear_last_step_softmax"}) {
+    CAPTURE(name);
+    const std::string d = temp_dir(), q = d + "/q.safetensors", model = src("tests/golden/pytorch_head/") + name + ".safetensors";
+    const io::SafeTensors g = read_file(model);
+    const std::vector<float> x = tensor_f32(g, "input"), y = tensor_f32(g, "expected.y");
+    const io::TensorEntry* xe = g.find("input");
+    const std::int64_t T = xe->shape[0], B = xe->shape[1], I = xe->shape[2];
+    REQUIRE(io::write_npy((d + "/x.npy").c_str(), io::ElemType::f32, xe->shape.data(), 3, x.data()) == RNNCORE_OK);
+    const Result r = run("quantize --weights " + model + " --calibration " + d + "/x.npy --output " + q);
+    INFO(r.out);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const io::SafeTensors f = read_file(q);
+    const bool softmax = std::string(name).find("softmax") != std::string::npos;
+    const std::int64_t F = softmax ? 4 : 3, steps = softmax ? 1 : T;
+    CHECK(meta_int(f, "dense") == 1);
+    CHECK(meta_int(f, "fc0.in") == (softmax ? 12 : 8));
+    CHECK(meta_int(f, "fc0.out") == F);
+    CHECK(*f.meta("fc0.activation") == "none");
+    CHECK(meta_int(f, "return_sequences") == (softmax ? 0 : 1));
+    // The Dense layer reads the last layer's int8 output as it is.
+    const std::string last = softmax ? "l0.fw." : "l1.";
+    CHECK(meta_f32(f, "fc0.input_scale") == meta_f32(f, (last + "output_scale").c_str()));
+    CHECK(meta_int(f, "fc0.input_zp") == meta_int(f, (last + "output_zp").c_str()));
+    float sy = meta_f32(f, "fc0.output_scale");
+    int zy = meta_int(f, "fc0.output_zp");
+    if (softmax) {  // TFLite's softmax output: 1/256, zero point −128, its input the Dense layer's output
+      CHECK(meta_f32(f, "softmax.input_scale") == sy);
+      sy = meta_f32(f, "softmax.output_scale");
+      zy = meta_int(f, "softmax.output_zp");
+      CHECK(sy == 1.0f / 256.0f);
+      CHECK(zy == -128);
+    }
+    write_batch_first(d + "/xbf.npy", x, T, B, I);
+    const Result rr = run("run --weights " + q + " --input " + d + "/xbf.npy --output " + d + "/yq.npy");
+    INFO(rr.err);
+    REQUIRE(rr.code == 0);
+    io::Array yq;
+    REQUIRE(io::read_npy((d + "/yq.npy").c_str(), &yq) == RNNCORE_OK);
+    REQUIRE(yq.type == io::ElemType::i8);
+    REQUIRE(yq.shape == (softmax ? std::vector<std::int64_t>{B, F} : std::vector<std::int64_t>{B, T, F}));
+    const OutputError e = output_error(yq, y, steps, B, F, sy, zy);
+    CHECK(e.max_abs <= sy);  // measured: 0.0007 of a step 0.00095; 0.0017 of 1/256
+  }
+}
+
+TEST_CASE("quantize: a head's relu, sigmoid and tanh: TFLite's output scales; within one output step of the float model") {
+  const std::string d = temp_dir(), q = d + "/q.safetensors";
+  const io::SafeTensors g = read_file(src("tests/golden/pytorch_head/lstm2_linear_every_step.safetensors"));
+  const io::TensorEntry* xe = g.find("input");
+  const std::vector<float> x = tensor_f32(g, "input");
+  REQUIRE(io::write_npy((d + "/x.npy").c_str(), io::ElemType::f32, xe->shape.data(), 3, x.data()) == RNNCORE_OK);
+  std::vector<io::TensorToWrite> weights;
+  for (const io::TensorEntry& e : g.tensors)
+    if (e.name.compare(0, 5, "lstm.") == 0 || e.name.compare(0, 3, "fc.") == 0) weights.push_back({e.name, e.type, e.shape, g.data(e)});
+  for (const char* act : {"relu", "sigmoid", "tanh"}) {
+    CAPTURE(act);
+    REQUIRE(io::write_safetensors((d + "/m.safetensors").c_str(), weights, {{"head_activation", act}}) == RNNCORE_OK);
+    const Result r = run("quantize --weights " + d + "/m.safetensors --calibration " + d + "/x.npy --output " + q);
+    INFO(r.out);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const io::SafeTensors f = read_file(q);
+    CHECK(*f.meta("fc0.activation") == act);
+    const float sy = meta_f32(f, "fc0.output_scale");
+    if (std::string(act) == "sigmoid") CHECK((sy == 1.0f / 256.0f && meta_int(f, "fc0.output_zp") == -128));
+    if (std::string(act) == "tanh") CHECK((sy == 1.0f / 128.0f && meta_int(f, "fc0.output_zp") == 0));
+    // quantize's own comparison: the int8 run against the float model's, one output step at most
+    // (measured: sigmoid 0.0020 of 1/256, tanh 0.0040 of 1/128); relu's range is 0.04, a step
+    // 0.00016, below the layers' own error there: two steps (measured 0.00022).
+    CHECK(printed(r.out, "(calibration data", "max_abs_err=") <= (std::string(act) == "relu" ? 2 : 1) * sy);
+  }
+}
+
 TEST_CASE("quantize: a PyTorch bidirectional LSTM stack (concat); both directions share h's quantization; run, export-c") {
   // lstm_bi2_I5_H10.safetensors: nn.LSTM(5, 10, num_layers=2, bidirectional=True) (PyTorch's output
   // at each step is [forward h, backward h], 20 wide; layer 1 reads layer 0's); make_quantize_data.py.
