@@ -649,6 +649,55 @@ TEST_CASE("quantize: a head's relu, sigmoid and tanh: TFLite's output scales; wi
   }
 }
 
+TEST_CASE("quantize: Embedding → LSTM → Linear (tanh): the table as layer 0's input; run on token ids within one step of PyTorch") {
+  // tests/golden/head_grad/embed_lstm_linear_tanh: the module's state_dict, its token ids [T, B]
+  // and PyTorch's float64 output.
+  const std::string d = temp_dir(), q = d + "/q.safetensors";
+  const io::SafeTensors g = read_file(src("tests/golden/head_grad/embed_lstm_linear_tanh.safetensors"));
+  std::vector<io::TensorToWrite> weights;
+  for (const io::TensorEntry& e : g.tensors)
+    if (e.name.compare(0, 5, "lstm.") == 0 || e.name.compare(0, 3, "fc.") == 0 || e.name.compare(0, 10, "embedding.") == 0)
+      weights.push_back({e.name, e.type, e.shape, g.data(e)});
+  REQUIRE(io::write_safetensors((d + "/m.safetensors").c_str(), weights, {{"head_activation", "tanh"}}) == RNNCORE_OK);
+  io::Array ids;
+  REQUIRE(g.array("input", &ids) == RNNCORE_OK);
+  const std::int64_t T = ids.shape[0], B = ids.shape[1], F = 3;
+  REQUIRE(io::write_npy((d + "/ids.npy").c_str(), ids.type, ids.shape.data(), 2, ids.bytes.data()) == RNNCORE_OK);
+  const Result r = run("quantize --weights " + d + "/m.safetensors --calibration " + d + "/ids.npy --output " + q);
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("an Embedding 7 x 4, token ids [B, T]") != std::string::npos);
+  const io::SafeTensors f = read_file(q);
+  CHECK(*f.meta("graph_input") == "token_ids");
+  CHECK(meta_int(f, "embedding.V") == 7);
+  CHECK(meta_int(f, "embedding.E") == 4);
+  CHECK(meta_f32(f, "embedding.scale") == meta_f32(f, "l0.input_scale"));  // the rows are layer 0's input
+  CHECK(meta_int(f, "embedding.zp") == meta_int(f, "l0.input_zp"));
+  // Each table value quantized at that scale (the table's range: its ends are −128 and 127 ± 1).
+  const std::vector<std::int8_t> table = tensor_of<std::int8_t>(f, "embedding.table", io::ElemType::i8);
+  const std::vector<float> want = tensor_f32(g, "embedding.weight");
+  const float se = meta_f32(f, "embedding.scale");
+  const int ze = meta_int(f, "embedding.zp");
+  for (std::size_t k = 0; k < table.size(); ++k) CHECK(std::fabs((table[k] - ze) * se - want[k]) <= 0.5f * se + 1e-6f);
+  // rnncore run on the ids [B, T] against PyTorch's output (measured 0.0045; a step is 1/128).
+  std::vector<std::int32_t> bf(static_cast<std::size_t>(T * B));
+  std::vector<std::int32_t> tm(bf.size());
+  std::memcpy(tm.data(), ids.bytes.data(), tm.size() * sizeof(std::int32_t));
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t b = 0; b < B; ++b) bf[static_cast<std::size_t>(b * T + t)] = tm[static_cast<std::size_t>(t * B + b)];
+  const std::int64_t bf_shape[2] = {B, T};
+  REQUIRE(io::write_npy((d + "/ids_bf.npy").c_str(), io::ElemType::i32, bf_shape, 2, bf.data()) == RNNCORE_OK);
+  const Result rr = run("run --weights " + q + " --input " + d + "/ids_bf.npy --output " + d + "/yq.npy");
+  INFO(rr.err);
+  REQUIRE(rr.code == 0);
+  io::Array yq;
+  REQUIRE(io::read_npy((d + "/yq.npy").c_str(), &yq) == RNNCORE_OK);
+  REQUIRE(yq.shape == (std::vector<std::int64_t>{B, T, F}));
+  const OutputError e = output_error(yq, tensor_f32(g, "expected.y"), T, B, F, meta_f32(f, "fc0.output_scale"), meta_int(f, "fc0.output_zp"));
+  CHECK(e.max_abs <= 1.0 / 128.0);
+}
+
 TEST_CASE("quantize: a PyTorch bidirectional LSTM stack (concat); both directions share h's quantization; run, export-c") {
   // lstm_bi2_I5_H10.safetensors: nn.LSTM(5, 10, num_layers=2, bidirectional=True) (PyTorch's output
   // at each step is [forward h, backward h], 20 wide; layer 1 reads layer 0's); make_quantize_data.py.

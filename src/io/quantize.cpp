@@ -87,6 +87,18 @@ struct QuantizedHead {
   std::vector<std::int32_t> b;
 };
 
+// An Embedding before layer 0 (PyTorch nn.Embedding, Keras Embedding): the float table [V, E],
+// and as quantized (quantize_embedding).
+struct FloatEmbedding {
+  std::int64_t V = 0, E = 0;
+  std::vector<float> table;
+};
+struct QuantizedEmbedding {
+  std::int64_t V = 0, E = 0;
+  Asymmetric q;
+  std::vector<std::int8_t> table;
+};
+
 // The float model's inputs of one data set, time-major [T, B, I] whatever the file's layout.
 struct Data {
   std::string path;
@@ -132,6 +144,36 @@ std::string read_data(const std::string& path, std::int64_t I, bool batch_first,
 }
 
 // What the float run saw: the stack's input, and each layer's h (every step's output) and |c|.
+// Reads token ids [T, B] (or [B, T] with --batch-first) for a model with an Embedding: each id's
+// float row of the table into out->x [T, B, E], as the float model's layer 0 reads it.
+std::string read_ids(const std::string& path, const FloatEmbedding& e, bool batch_first, Data* out) {
+  Array a;
+  std::vector<std::int32_t> ids;
+  if (read_npy(path.c_str(), &a) != RNNCORE_OK) {
+    const std::string d = rnncore_last_error_detail();
+    return d.empty() ? path + ": cannot be read as .npy" : d;
+  }
+  const std::string expected = batch_first ? "[B, T] (batch-first)" : "[T, B] (time-major; --batch-first for [B, T])";
+  if (a.shape.size() != 2 || to_i32(a, &ids) != RNNCORE_OK)
+    return path + ": the model starts with an Embedding: expected integer token ids " + expected + ", found " +
+           elem_type_name(a.type) + " " + shape_to_string(a.shape.data(), a.shape.size());
+  const std::int64_t T = batch_first ? a.shape[1] : a.shape[0], B = batch_first ? a.shape[0] : a.shape[1];
+  if (T == 0 || B == 0) return path + ": no data: calibration needs at least one step of one row";
+  if (T > (1 << 28) || B > (1 << 24)) return path + ": sequence or batch too large";
+  out->path = path;
+  out->T = T;
+  out->B = B;
+  out->x.resize(static_cast<std::size_t>(T * B * e.E));
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t b = 0; b < B; ++b) {
+      const std::int32_t id = ids[static_cast<std::size_t>(batch_first ? b * T + t : t * B + b)];
+      if (id < 0 || id >= e.V)
+        return path + ": token id " + std::to_string(id) + " is outside the embedding's vocabulary [0, " + std::to_string(e.V) + ")";
+      std::copy(e.table.begin() + id * e.E, e.table.begin() + (id + 1) * e.E, out->x.begin() + (t * B + b) * e.E);
+    }
+  return "";
+}
+
 struct LayerRanges {
   double h_min = INFINITY, h_max = -INFINITY, c_abs = 0;
 };
@@ -654,6 +696,29 @@ void add_bidirectional(const QuantizedLayer& q, const LayerRanges& f, const Laye
 // The int8 model file: top-level keys, then each layer's (docs/int8.md, "The model file"; a stack
 // as the converter writes one: metadata layers = L and every layer's keys and tensors under "l<k>.";
 // so is a single bidirectional layer, which the loader reads only under a prefix).
+// The table as TFLite's GATHER takes it: int8 with the quantization of its output, which is layer
+// 0's input: asymmetric over the table's range, each value as the QUANTIZE op (quantize_input)
+// would quantize it, so that a row looked up is the row quantized.
+QuantizedEmbedding quantize_embedding(const FloatEmbedding& e) {
+  QuantizedEmbedding q;
+  q.V = e.V;
+  q.E = e.E;
+  double lo = 0, hi = 0;
+  for (float v : e.table) {
+    lo = std::min(lo, static_cast<double>(v));
+    hi = std::max(hi, static_cast<double>(v));
+  }
+  q.q = asymmetric_int8(lo, hi);
+  const float recip = 1.0f / static_cast<float>(q.q.scale);
+  const float qlo = static_cast<float>(-128 - q.q.zero_point), qhi = static_cast<float>(127 - q.q.zero_point);
+  q.table.resize(e.table.size());
+  for (std::size_t k = 0; k < e.table.size(); ++k) {
+    const float v = std::min(std::max(e.table[k] * recip, qlo), qhi);
+    q.table[k] = static_cast<std::int8_t>(static_cast<long>(std::nearbyint(v)) + q.q.zero_point);
+  }
+  return q;
+}
+
 // A float Dense head after the layers (PyTorch Linear, Keras Dense), as the loader found it.
 struct FloatHead {
   DenseSpec spec;
@@ -766,7 +831,7 @@ void add_head(const QuantizedHead& q, std::vector<TensorToWrite>* tensors, Metad
 }
 
 Status write_model(const QuantizeOptions& o, const LoadedModel& model, const Data& cal, const Ranges& r,
-                   const std::vector<QuantizedLayer>& layers, const QuantizedHead* head) {
+                   const std::vector<QuantizedLayer>& layers, const QuantizedHead* head, const QuantizedEmbedding* embedding) {
   const int L = static_cast<int>(layers.size());
   bool prefixed = L > 1 || head != nullptr;  // (a Dense layer's file prefixes its layers)
   for (const QuantizedLayer& q : layers) prefixed = prefixed || q.backward != nullptr;
@@ -774,7 +839,7 @@ Status write_model(const QuantizeOptions& o, const LoadedModel& model, const Dat
       {"format", "tflite_int8"},
       {"op", "UNIDIRECTIONAL_SEQUENCE_LSTM"},
       {"return_sequences", head != nullptr && head->last_step ? "0" : "1"},
-      {"graph_input", "float32"},
+      {"graph_input", embedding != nullptr ? "token_ids" : "float32"},
       {"graph_output", "float32"},
       {"source", "rnncore quantize"},
       {"rnncore_version", version_string()},
@@ -807,6 +872,15 @@ Status write_model(const QuantizeOptions& o, const LoadedModel& model, const Dat
       add_layer(layers[k], r.layer[k], prefix, &tensors, &meta);
   }
   if (head != nullptr) add_head(*head, &tensors, &meta);
+  if (embedding != nullptr) {  // (the keys of a Keras Embedding's file: docs/int8.md, "The model file")
+    meta.push_back({"embedding", "1"});
+    meta.push_back({"embedding.V", std::to_string(embedding->V)});
+    meta.push_back({"embedding.E", std::to_string(embedding->E)});
+    meta.push_back({"embedding.scale", f32s(embedding->q.scale)});
+    meta.push_back({"embedding.zp", std::to_string(embedding->q.zero_point)});
+    meta.push_back({"embedding.ids_dtype", "int32"});
+    tensors.push_back({"embedding.table", ElemType::i8, {embedding->V, embedding->E}, embedding->table.data()});
+  }
   return write_safetensors(o.output.c_str(), tensors, meta) == RNNCORE_OK ? Status::ok : Status::io;
 }
 
@@ -855,7 +929,7 @@ std::string describe_ranges(const StackSpec& stack, const Ranges& r) {
 // The float model to quantize: loaded as `rnncore run` loads it, an LSTM stack the integer LSTM
 // can hold, with finite weights.
 Status load_float_model(const QuantizeOptions& o, const Log& log, LoadedModel* model, FloatHead* head,
-                        QuantizeReport* report, std::string* error) {
+                        FloatEmbedding* embedding, QuantizeReport* report, std::string* error) {
   ModelHints hints = o.hints;
   hints.dtype = DType::f32;
   {
@@ -881,12 +955,14 @@ Status load_float_model(const QuantizeOptions& o, const Log& log, LoadedModel* m
     head->W.assign(canon + w, canon + w + st.head.out_features * head->in);
     head->b.assign(canon + b, canon + b + st.head.out_features);
   }
-  if (st.embedding.vocab_size > 0) {
-    *error = o.weights + ": the model starts with an Embedding, which rnncore quantize does not quantize yet (a Dense "
-             "head after the layers it does)";
-    return Status::unsupported;
+  if (st.embedding.vocab_size > 0) {  // quantized before the layers (quantize_embedding)
+    const float* canon = reinterpret_cast<const float*>(model->canonical.data());
+    const std::int64_t at = canonical_offset(st, 0, 0, ParamKind::embedding, 0);
+    embedding->V = st.embedding.vocab_size;
+    embedding->E = st.input_size;
+    embedding->table.assign(canon + at, canon + at + embedding->V * embedding->E);
   }
-  drop_ends(model);  // the recurrent layers as they were; the head is quantized from *head
+  drop_ends(model);  // the recurrent layers as they were; the ends are quantized from *head, *embedding
   for (const std::string& note : model->notes) log.say(note);
   if (const std::string refused = inapplicable_hint(o.hints, model->stack); !refused.empty()) {
     report->option_error = true;
@@ -958,7 +1034,8 @@ Status quantize(const QuantizeOptions& o, QuantizeReport* report, std::string* e
   const Log log{o.note, o.progress};
   LoadedModel model;
   FloatHead float_head;
-  Status s = load_float_model(o, log, &model, &float_head, report, error);
+  FloatEmbedding float_embedding;
+  Status s = load_float_model(o, log, &model, &float_head, &float_embedding, report, error);
   if (s != Status::ok) return s;
   const StackSpec& stack = model.stack;
   const int L = stack.num_layers;
@@ -966,8 +1043,11 @@ Status quantize(const QuantizeOptions& o, QuantizeReport* report, std::string* e
   const float* canon = reinterpret_cast<const float*>(model.canonical.data());
   Data cal, ev;
   std::string err;
-  if (!(err = read_data(o.calibration, I, o.batch_first, &cal)).empty() ||
-      (!o.eval.empty() && !(err = read_data(o.eval, I, o.batch_first, &ev)).empty())) {
+  const bool ids = float_embedding.V > 0;  // token ids, read as the table's float rows
+  auto read = [&](const std::string& path, Data* d) {
+    return ids ? read_ids(path, float_embedding, o.batch_first, d) : read_data(path, I, o.batch_first, d);
+  };
+  if (!(err = read(o.calibration, &cal)).empty() || (!o.eval.empty() && !(err = read(o.eval, &ev)).empty())) {
     *error = err;
     return Status::format;
   }
@@ -1006,11 +1086,13 @@ Status quantize(const QuantizeOptions& o, QuantizeReport* report, std::string* e
     return s;
   }
 
+  // An Embedding's table: its quantization is layer 0's input's.
+  const QuantizedEmbedding embedding = ids ? quantize_embedding(float_embedding) : QuantizedEmbedding();
   // The quantization (docs/int8.md, "Quantizing a float LSTM"): layer l > 0 reads layer l−1's int8
   // output as it is, so its input takes that output's quantization.
   std::vector<QuantizedLayer> layers;
   for (int l = 0; l < L; ++l)
-    layers.push_back(quantize_layer(stack, l, canon, l == 0 ? asymmetric_int8(r.x_min, r.x_max) : layers.back().output, r,
+    layers.push_back(quantize_layer(stack, l, canon, l > 0 ? layers.back().output : ids ? embedding.q : asymmetric_int8(r.x_min, r.x_max), r,
                                     f.clipped.layers[l].cell_clip, o.per_channel, log));
   // The head: its input is the last layer's int8 output; its range from the float head on the
   // float layers' output (from a zero state, as the accuracy is measured).
@@ -1020,7 +1102,7 @@ Status quantize(const QuantizeOptions& o, QuantizeReport* report, std::string* e
     head = quantize_head(float_head, layers.back().output, run_float_head(float_head, y_cal, cal.T, cal.B, true), o.per_channel);
     y_cal = run_float_head(float_head, y_cal, cal.T, cal.B, false);
   }
-  if (write_model(o, model, cal, r, layers, has_head ? &head : nullptr) != Status::ok) {
+  if (write_model(o, model, cal, r, layers, has_head ? &head : nullptr, ids ? &embedding : nullptr) != Status::ok) {
     *error = rnncore_last_error_detail();
     return Status::io;
   }
@@ -1029,8 +1111,10 @@ Status quantize(const QuantizeOptions& o, QuantizeReport* report, std::string* e
   for (int l = 0; l < L; ++l) describe_layer(L, l, layers[static_cast<std::size_t>(l)], &report->quantization);
   report->written = "wrote " + o.output + ": int8 LSTM" +
                     (L > 1 || has_bidirectional(stack) ? ", " + describe_layers(stack) : std::string()) +
-                    " (format tflite_int8), float32 input [B, T, " + std::to_string(I) +
-                    "] (batch-major), int8 output " +
+                    " (format tflite_int8), " +
+                    (ids ? "an Embedding " + std::to_string(float_embedding.V) + " x " + std::to_string(I) + ", token ids [B, T]"
+                         : "float32 input [B, T, " + std::to_string(I) + "]") +
+                    " (batch-major), int8 output " +
                     (!has_head ? "[B, T, " + std::to_string(H) + "]"
                                : std::string(float_head.spec.last_step_only ? "[B, " : "[B, T, ") +
                                      std::to_string(head.out) + "] (a Dense head, " + to_string(head.act) + ")");
