@@ -63,7 +63,7 @@ void define_quantize(CLI::App& app, io::QuantizeOptions& o) {
       ->type_name("M.safetensors")
       ->group(io);
   app.add_option("--calibration", o.calibration,
-                 "calibration input x [T, B, I] (time-major, as `rnncore run`\ntakes it) or [B, T, I] (--batch-first)")
+                 "calibration input x [T, B, I] (time-major, as `rnncore run`\ntakes it) or [B, T, I] (--batch-first); after an Embedding,\ntoken ids [T, B] (or [B, T])")
       ->required()
       ->type_name("X.npy")
       ->group(io);
