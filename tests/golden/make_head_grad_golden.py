@@ -11,6 +11,9 @@ with its state_dict ('embedding.weight', 'lstm.*', 'fc.*', float32), the input (
 [T, B], or x float32 [T, B, I], time-major), 'dy' (float32, N(0, 1), shaped like y) and, computed in
 float64 by autograd from the exact float32 values, 'expected.y' and 'grad.<parameter>' of the loss
 sum(y * dy) for every parameter (the embedding's: zero rows for ids never seen).
+The Embedding case's module alone (state_dict, metadata head_activation) and its token ids [T, B]
+and [B, T] also go to tests/data/quantize/ (embed_lstm_linear_tanh*), for the quantize → export-c
+header test.
 Central finite differences of the float64 loss (step 1e-6) check every gradient element to 1e-7
 relative to the largest magnitude of its tensor. Deterministic: fixed seeds.
 """
@@ -105,6 +108,12 @@ def main():
         meta = {"head_activation": activation, "head_last_step": "1" if last_step else "0",
                 "generator": "tests/golden/make_head_grad_golden.py", "torch": torch.__version__}
         safetensors_io.save_file(tensors, os.path.join(out_dir, name + ".safetensors"), metadata=meta)
+        if V > 0:  # the module alone and its ids, for `rnncore quantize` and export-c (tests/meson.build)
+            data_dir = os.path.join(HERE, "..", "data", "quantize")
+            safetensors_io.save_file(sd, os.path.join(data_dir, name + ".safetensors"),
+                                     metadata={"head_activation": activation})
+            np.save(os.path.join(data_dir, name + "_ids.npy"), x)
+            np.save(os.path.join(data_dir, name + "_ids_bf.npy"), np.ascontiguousarray(x.T))
         print(f"{name}: y {list(y.shape)}, {len(grads)} gradients, finite differences agree")
 
 
