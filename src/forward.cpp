@@ -224,8 +224,8 @@ DirectionIO direction_io(const PlanImpl& p, const ForwardArgs& a, unsigned char*
   io.dropout = run;
   io.reverse = d == 1;
   if (a.resets != nullptr) io.resets = {a.resets, batch_major ? 1 : B, batch_major ? T : 1};
-  if (l == 0 && st.embedding.vocab_size > 0) {  // the embedding's rows, time-major in the workspace
-    io.x = ws + p.ws.embed_x;
+  if (l == 0 && st.embedding.vocab_size > 0) {  // the embedding's rows, time-major in the workspace (reserve)
+    io.x = reserve != nullptr ? reserve + p.train.embed_x : ws + p.ws.embed_x;
     io.x_st = B * in_w;
     io.x_sb = in_w;
   } else if (l == 0) {  // the caller's input, in its layout
@@ -238,8 +238,8 @@ DirectionIO direction_io(const PlanImpl& p, const ForwardArgs& a, unsigned char*
     io.x_sb = in_w;
   }
   unsigned char* out;
-  if (l == st.num_layers - 1 && st.head.out_features > 0 && reserve == nullptr) {  // the head's input
-    out = ws + p.ws.head_in;
+  if (l == st.num_layers - 1 && st.head.out_features > 0) {  // the head's input (training: in the reserve)
+    out = reserve != nullptr ? reserve + p.train.head_in : ws + p.ws.head_in;
     io.y_st = B * out_w;
     io.y_sb = out_w;
   } else if (l == st.num_layers - 1) {

@@ -32,11 +32,11 @@ std::size_t tail_offset(const PlanImpl& p, ParamKind kind) {
 }
 
 template <class T>
-void embed(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& a) {
+void embed(const PlanImpl& p, const unsigned char* packed, unsigned char* dst, const ForwardArgs& a) {
   const std::int64_t I = p.stack.input_size, T_ = a.seq_len, B = a.batch;
   const T* table = at<T>(packed, p.ends + tail_offset(p, ParamKind::embedding));
   const auto* ids = static_cast<const std::int32_t*>(a.x);
-  T* out = at<T>(ws, p.ws.embed_x);
+  T* out = reinterpret_cast<T*>(dst);
   for (std::int64_t t = 0; t < T_; ++t)
     for (std::int64_t b = 0; b < B; ++b) {
       const std::int32_t id = ids[a.layout == Layout::batch_major ? b * T_ + t : t * B + b];
@@ -93,13 +93,15 @@ void epilogue(Activation act, const T* c, const T* bias, int n, T* y) {
 }
 
 template <class T>
-void head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& a) {
+void head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& a, const unsigned char* in_bytes,
+          unsigned char* keep_bytes) {
   const StackSpec& st = p.stack;
   const LayerSpec& last = st.layers[st.num_layers - 1];
   const int out = st.head.out_features, O = output_size(last), dirs = num_directions(last);
   const std::int64_t in = head_input_size(st), T_ = a.seq_len, B = a.batch;
   const T* bias = at<T>(packed, p.ends + tail_offset(p, ParamKind::dense_bias));
-  const T* o = at<T>(ws, p.ws.head_in);  // [T, B, D·O]
+  const T* o = reinterpret_cast<const T*>(in_bytes);  // [T, B, D·O]
+  T* keep = reinterpret_cast<T*>(keep_bytes);          // [n, out] the activations (training), or null
   T* c = at<T>(ws, p.ws.head_out);
   auto length = [&](std::int64_t b) { return a.seq_lengths != nullptr ? a.seq_lengths[b] : a.seq_len; };
   const T* rows = o;
@@ -127,6 +129,7 @@ void head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, con
     for (std::int64_t b = 0; b < B; ++b) {
       if (length(b) == 0) std::fill(y + b * out, y + (b + 1) * out, T(0));
       else epilogue(st.head.activation, c + b * out, bias, out, y + b * out);
+      if (keep != nullptr) std::memcpy(keep + b * out, y + b * out, sizeof(T) * static_cast<std::size_t>(out));
     }
     return;
   }
@@ -136,6 +139,7 @@ void head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, con
       T* row = y + (batch_major ? b * T_ + t : t * B + b) * out;
       if (t >= length(b)) std::fill(row, row + out, T(0));  // zero past a row's length, as y always is
       else epilogue(st.head.activation, c + (t * B + b) * out, bias, out, row);
+      if (keep != nullptr) std::memcpy(keep + (t * B + b) * out, row, sizeof(T) * static_cast<std::size_t>(out));
     }
 }
 
@@ -163,14 +167,17 @@ void simd_pack_ends(const PlanImpl& p, const void* canonical, unsigned char* pac
   }
 }
 
-void embed_lookup(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& a) {
-  if (p.stack.dtype == DType::f64) embed<double>(p, packed, ws, a);
-  else embed<float>(p, packed, ws, a);
+void embed_lookup(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& a, unsigned char* out) {
+  if (out == nullptr) out = ws + p.ws.embed_x;
+  if (p.stack.dtype == DType::f64) embed<double>(p, packed, out, a);
+  else embed<float>(p, packed, out, a);
 }
 
-void run_head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& a) {
-  if (p.stack.dtype == DType::f64) head<double>(p, packed, ws, a);
-  else head<float>(p, packed, ws, a);
+void run_head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& a, const unsigned char* in,
+              unsigned char* keep) {
+  if (in == nullptr) in = ws + p.ws.head_in;
+  if (p.stack.dtype == DType::f64) head<double>(p, packed, ws, a, in, keep);
+  else head<float>(p, packed, ws, a, in, keep);
 }
 
 }  // namespace detail

@@ -320,6 +320,11 @@ void layout_reserve(PlanImpl* p) {
   }
   for (int l = 0; l + 1 < st.num_layers; ++l)
     tr.layer_out[l] = reserve.take(T * B * static_cast<std::uint64_t>(p->layers[l].dirs) * p->layers[l].hidden, es);
+  if (st.embedding.vocab_size > 0) tr.embed_x = reserve.take(T * B * static_cast<std::uint64_t>(st.input_size), es);
+  if (st.head.out_features > 0) {
+    tr.head_in = reserve.take(T * B * static_cast<std::uint64_t>(head_input_size(st)), es);
+    tr.head_y = reserve.take((st.head.last_step_only ? B : T * B) * static_cast<std::uint64_t>(st.head.out_features), es);
+  }
   tr.reserve_total = reserve.size();
   if (reserve.overflow()) p->ws.total = ~std::size_t{0};
 }
@@ -364,6 +369,9 @@ void take_backward_common(PlanImpl* p, Arena* bw) {
   tr.dlayer[0] = bw->take(T * B * static_cast<std::uint64_t>(p->max_width), es);
   tr.dlayer[1] = bw->take(T * B * static_cast<std::uint64_t>(p->max_width), es);
   tr.brows = bw->take(static_cast<std::uint64_t>(kScratchRows + 1) * p->max_width + B * w.hidden, es);
+  const StackSpec& st = p->stack;
+  if (st.head.out_features > 0)
+    tr.head_dz = bw->take((st.head.last_step_only ? B : T * B) * static_cast<std::uint64_t>(st.head.out_features), es);
 }
 
 // Common start of every training layout: the canonical weights are the packed buffer's (after
@@ -513,9 +521,6 @@ Status check_training(const StackSpec& st, const PlanOptions& options) {
   if (!options.training) return Status::ok;
   RNNCORE_ENSURE(st.dtype != DType::i8, Status::unsupported,
                  "training an integer stack (dtype i8) is not supported: train the float stack, then quantize it");
-  RNNCORE_ENSURE(st.embedding.vocab_size == 0 && st.head.out_features == 0, Status::unsupported,
-                 "training (backward) of %s is not implemented yet; plan the stack without it for training",
-                 st.embedding.vocab_size > 0 ? "an embedding" : "a Dense head");
   for (int l = 0; l < st.num_layers; ++l)
     for (int w = 0; w < st.layers[l].num_wrappers; ++w) {
       const Wrapper& wr = st.layers[l].wrappers[w];

@@ -642,12 +642,20 @@ void backward_all(const PlanImpl& p, const unsigned char* packed, unsigned char*
   if (a.dc0 != nullptr) std::memset(a.dc0, 0, cell_bytes);  // non-LSTM blocks stay zero
   if (a.dx != nullptr) std::memset(a.dx, 0, sizeof(T) * steps * B * st.input_size);
 
-  int cur = 0;  // dlayer[cur]: gradient of the current layer's output (inner layers)
+  // The ends (src/head_grad.cpp): the head's gradient becomes the last layer's dy; layer 0's input
+  // gradient goes to the embedding's rows.
+  const bool head = st.head.out_features > 0, embedding = st.embedding.vocab_size > 0;
+  if (head) head_backward<T>(p, packed, ws, a, at_bytes<T>(ws, tr.dlayer[0]), dweights);
+  T* d_embedded = nullptr;
+
+  int cur = 0;  // dlayer[cur]: gradient of the current layer's output (inner layers; the head's input)
   for (int l = L - 1; l >= 0; --l) {
     const LayerPlan& lp = p.layers[l];
     const std::int64_t out_w = static_cast<std::int64_t>(lp.dirs) * lp.out, in_w = lp.input_size;
     SeqView<const T> dy;
-    if (l == L - 1) {
+    if (l == L - 1 && head) {
+      dy = {at_bytes<T>(ws, tr.dlayer[cur]), B * out_w, out_w};
+    } else if (l == L - 1) {
       if (a.dy != nullptr) {
         const SeqView<T> v = caller_view(static_cast<T*>(const_cast<void*>(a.dy)), f, out_w);
         dy = {v.data, v.st, v.sb};
@@ -656,14 +664,17 @@ void backward_all(const PlanImpl& p, const unsigned char* packed, unsigned char*
       dy = {at_bytes<T>(ws, tr.dlayer[cur]), B * out_w, out_w};
     }
     SeqView<T> dx;
-    if (l > 0) {
+    if (l > 0 || (embedding && dweights != nullptr)) {
       dx = workspace_view(at_bytes<T>(ws, tr.dlayer[cur ^ 1]), B, in_w);
       std::memset(dx.data, 0, sizeof(T) * steps * B * in_w);
+      if (l == 0) d_embedded = dx.data;
     } else if (a.dx != nullptr) {
       dx = caller_view(static_cast<T*>(a.dx), f, in_w);
     }
     SeqView<const T> x;
-    if (l == 0) {
+    if (l == 0 && embedding) {
+      x = {at_bytes<T>(reserve, tr.embed_x), B * in_w, in_w};
+    } else if (l == 0) {
       const SeqView<T> v = caller_view(static_cast<T*>(const_cast<void*>(f.x)), f, in_w);
       x = {v.data, v.st, v.sb};
     } else {
@@ -720,6 +731,7 @@ void backward_all(const PlanImpl& p, const unsigned char* packed, unsigned char*
     if (l > 0) apply_inter_layer_dropout(p, run, l - 1, reinterpret_cast<unsigned char*>(dx.data), steps, B, ws + tr.brows);
     cur ^= 1;
   }
+  if (d_embedded != nullptr) embedding_backward<T>(p, a, d_embedded, dweights);
 }
 
 // The training forward of one (layer, direction) on the SIMD backend, batched: the input
@@ -1019,6 +1031,7 @@ Status train_forward(const PlanImpl& p, const unsigned char* packed, unsigned ch
   const ReserveHeader header = describe_run(p, a, run);
   std::memcpy(reserve, &header, sizeof header);
   const TrainLayout& tr = p.train;
+  if (p.stack.embedding.vocab_size > 0) embed_lookup(p, packed, ws, a, reserve + tr.embed_x);
   for (int l = 0; l < p.stack.num_layers; ++l) {
     for (int d = 0; d < p.layers[l].dirs; ++d) {
       ReferenceBuffers buf;
@@ -1031,6 +1044,7 @@ Status train_forward(const PlanImpl& p, const unsigned char* packed, unsigned ch
     if (l + 1 < p.stack.num_layers)
       apply_inter_layer_dropout(p, run, l, reserve + tr.layer_out[l], a.seq_len, a.batch, ws + tr.rows);
   }
+  if (p.stack.head.out_features > 0) run_head(p, packed, ws, a, reserve + tr.head_in, reserve + tr.head_y);
   return Status::ok;
 }
 
@@ -1081,6 +1095,9 @@ Status train_backward(const PlanImpl& p, const void* packed_v, void* workspace, 
   const auto* packed = static_cast<const unsigned char*>(packed_v);
   auto* ws = static_cast<unsigned char*>(workspace);
   const std::size_t es = dtype_size(p.stack.dtype);
+  RNNCORE_ENSURE(a.dx == nullptr || p.stack.embedding.vocab_size == 0, Status::unsupported,
+                 "backward: dx given for a stack with an embedding: its input is token ids (the table's gradient is in "
+                 "dweights); pass dx = null");
   if (a.dweights != nullptr && !a.accumulate)
     std::memset(a.dweights, 0, static_cast<std::size_t>(param_count(p.stack)) * es);
   if (a.forward.batch == 0) return Status::ok;

@@ -688,6 +688,54 @@ TEST_CASE("cli: rnncore grad reproduces TF LSTMCell's gradients (peepholes, clip
   CHECK(cases >= 4);
 }
 
+TEST_CASE("cli: rnncore grad through a Linear head and an Embedding reproduces PyTorch autograd (tests/golden/head_grad)") {
+  const std::vector<std::string> cases = list_cases(src("tests/golden/head_grad"));
+  REQUIRE(cases.size() == 2);
+  const std::string d = temp_dir();
+  for (const std::string& path : cases) {
+    INFO(path);
+    io::SafeTensors f;
+    REQUIRE(io::read_safetensors(path.c_str(), &f) == RNNCORE_OK);
+    std::vector<io::TensorToWrite> weights;  // the module's state_dict, as a user saves it
+    for (const io::TensorEntry& e : f.tensors)
+      if (e.name.compare(0, 5, "lstm.") == 0 || e.name.compare(0, 3, "fc.") == 0 || e.name.compare(0, 10, "embedding.") == 0)
+        weights.push_back({e.name, e.type, e.shape, f.data(e)});
+    REQUIRE(io::write_safetensors((d + "/w.safetensors").c_str(), weights,
+                                  {{"head_activation", *f.meta("head_activation")},
+                                   {"head_last_step", *f.meta("head_last_step")}}) == RNNCORE_OK);
+    extract(f, "input", d + "/x.npy");
+    extract(f, "dy", d + "/dy.npy");
+    const std::string args = "grad --weights " + d + "/w.safetensors --input " + d + "/x.npy --dy " + d +
+                             "/dy.npy --grads " + d + "/g.safetensors --output " + d + "/y.npy";
+    const Result r = run(args);
+    INFO(args);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(compare_npy(d + "/y.npy", f, "expected.y") < 1e-5);
+    io::SafeTensors g;
+    REQUIRE(io::read_safetensors((d + "/g.safetensors").c_str(), &g) == RNNCORE_OK);
+    CHECK(g.tensors.size() == weights.size());  // the head's and the table's gradients too
+    for (const io::TensorToWrite& w : weights) {
+      INFO(w.name);
+      const io::TensorEntry* e = g.find(w.name);
+      REQUIRE(e != nullptr);
+      CHECK(e->shape == w.shape);
+      io::Array got, want;
+      REQUIRE(g.array(w.name, &got) == RNNCORE_OK);
+      REQUIRE(f.array("grad." + w.name, &want) == RNNCORE_OK);
+      std::vector<double> gv, wv;
+      REQUIRE(io::to_f64(got, &gv) == RNNCORE_OK);
+      REQUIRE(io::to_f64(want, &wv) == RNNCORE_OK);
+      CHECK(rel_error(gv.data(), wv.data(), wv.size()) < 2e-4);
+    }
+    if (f.find("embedding.weight") != nullptr) {  // token ids have no gradient
+      const Result dx = run(args + " --dx " + d + "/dx.npy");
+      CHECK(dx.code == 1);
+      CHECK(dx.err.find("starts with an Embedding: its input is token ids") != std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("cli: rnncore grad errors") {
   const std::string d = temp_dir();
   const std::string model = " --weights " + src(kModel + ".safetensors") + " --input " + src(kModel + "_input.npy");

@@ -479,6 +479,41 @@ TEST_CASE("export-c: int8 heads with a table activation and a softmax are writte
   CHECK(h.find("static const rnncore_int8_softmax net_softmax = {") != std::string::npos);
 }
 
+TEST_CASE("export-c: a float Linear head and an Embedding go into a rnncore_stack_spec with the packed weights") {
+  // The header runs through the C API in tests/float_head_header.c (tests/meson.build); here its text.
+  const std::string d = temp_dir();
+  const std::string head = kSource + "/tests/golden/pytorch_head/bilstm_linear_last_step_softmax";
+  const Result r = run("export-c --weights " + head + ".safetensors --sample-input " + head + ".x.npy --sample-output " + head +
+                       ".y.npy --output " + d + "/head.h --name net");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const std::string h = slurp(d + "/head.h");
+  CHECK(h.find("static const rnncore_stack_spec net_stack = {") != std::string::npos);
+  CHECK(h.find("static const rnncore_spec net_spec") == std::string::npos);  // it would not match net_packed
+  CHECK(h.find(".head_out_features = 4,") != std::string::npos);
+  CHECK(h.find(".head_activation = RNNCORE_ACTIVATION_SOFTMAX,") != std::string::npos);
+  CHECK(h.find(".head_last_step_only = 1,") != std::string::npos);
+  CHECK(h.find("#define NET_OUTPUT_SIZE 4\n") != std::string::npos);
+  CHECK(h.find("and the expected output [B, F]") != std::string::npos);
+  // A sample output of the wrong shape for a last-step head is named.
+  const Result wrong = run("export-c --weights " + head + ".safetensors --sample-input " + head + ".x.npy --sample-output " +
+                           head + ".x.npy --output " + d + "/bad.h");
+  CHECK(wrong.code == 1);
+  CHECK(wrong.err.find("expected shape [B, 4] (the head's output on each row's last step)") != std::string::npos);
+
+  const std::string embed = kSource + "/tests/data/quantize/embed_lstm_linear_tanh";
+  const Result e = run("export-c --weights " + embed + ".safetensors --output " + d + "/embed.h --name net");
+  INFO(e.err);
+  REQUIRE(e.code == 0);
+  const std::string eh = slurp(d + "/embed.h");
+  CHECK(eh.find(".embedding_vocab_size = 7,") != std::string::npos);
+  CHECK(eh.find("#define NET_EMBEDDING_VOCAB 7\n") != std::string::npos);
+  CHECK(eh.find(".head_activation = RNNCORE_ACTIVATION_TANH,") != std::string::npos);
+  const Result ids = run("export-c --weights " + embed + ".safetensors --sample-input " + embed + "_ids.npy --output " + d + "/e.h");
+  CHECK(ids.code == 2);
+  CHECK(ids.err.find("a float header's sample of token ids is not written yet") != std::string::npos);
+}
+
 TEST_CASE("export-c: usage errors exit 2, other errors exit 1 with one line naming the file") {
   const std::string model = kSource + "/examples/models/lstm_small.safetensors";
   const std::string out = " --output " + temp_dir() + "/bad.h";

@@ -584,3 +584,63 @@ TEST_CASE("the int8 LSTM, Dense layer, table activation and softmax (C API) make
   CHECK(yi == y);  // the interleaved run computed the same steps
   CHECK(after == before);
 }
+
+TEST_CASE("training through an Embedding and a Dense head (every step, last step, softmax) makes no heap allocation") {
+  if (!RNNCORE_TEST_COUNTS_ALLOCATIONS) {
+    MESSAGE("allocation counting is off in this build (sanitizer or non-glibc): skipped");
+    return;
+  }
+  for (bool last_step : {false, true})
+    for (Backend backend : cpu_backends()) {
+      StackSpec st;
+      st.input_size = 6;
+      st.num_layers = 2;
+      st.layers[0].mode = Mode::lstm;
+      st.layers[0].hidden_size = 8;
+      st.layers[1].mode = Mode::gru;
+      st.layers[1].hidden_size = 5;
+      st.layers[1].direction = Direction::bidirectional;
+      st.embedding.vocab_size = 13;
+      st.head = DenseSpec{4, Activation::softmax, last_step};
+      PlanOptions o;
+      o.max_batch = 3;
+      o.max_seq_len = 5;
+      o.backend = backend;
+      o.training = true;
+      Plan plan;
+      REQUIRE(Plan::create(st, o, &plan) == Status::ok);
+      AlignedBuffer packed(plan.packed_weight_bytes()), ws(plan.workspace_bytes()), bws(plan.backward_workspace_bytes()),
+          reserve(plan.reserve_bytes());
+      Rng rng(9);
+      const auto w = random_vector<float>(rng, param_count(st), 0.3);
+      const auto dy = random_vector<float>(rng, 5 * 3 * 4, 1.0);
+      std::vector<std::int32_t> ids(5 * 3);
+      for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>(i * 5 % 13);
+      std::vector<float> y(5 * 3 * 4), dw(w.size());
+      const std::int32_t lengths[3] = {5, 0, 2};
+      REQUIRE(plan.pack_weights(w.data(), packed.ptr, packed.size) == Status::ok);
+      ForwardArgs a;
+      a.batch = 3;
+      a.seq_len = 5;
+      a.x = ids.data();
+      a.y = y.data();
+      a.seq_lengths = lengths;
+      a.run_mode = RunMode::training;
+      a.reserve = reserve.ptr;
+      a.reserve_bytes = reserve.size;
+      BackwardArgs b;
+      b.forward = a;
+      b.dy = dy.data();
+      b.dweights = dw.data();
+      const long before = g_allocations.load();
+      const Status s1 = plan.forward(packed.ptr, ws.ptr, ws.size, a);
+      const Status s2 = plan.backward(packed.ptr, bws.ptr, bws.size, b);
+      b.dx = dw.data();  // an error path (token ids have no gradient) must not allocate either
+      const Status s3 = plan.backward(packed.ptr, bws.ptr, bws.size, b);
+      const long after = g_allocations.load();
+      CHECK(s1 == Status::ok);
+      CHECK(s2 == Status::ok);
+      CHECK(s3 == Status::unsupported);
+      CHECK(after == before);
+    }
+}

@@ -573,6 +573,131 @@ int wrong_weights(const io::SafeTensors& f, const std::string& at, const char* k
   return wrong;
 }
 
+TEST_CASE("quantize: a PyTorch Linear head (every step; softmax on the last step) runs within one output step of PyTorch") {
+  // tests/golden/pytorch_head: nn.LSTM → nn.Linear, PyTorch's float64 output; calibrated on its input.
+  for (const char* name : {"lstm2_linear_every_step", "bilstm_linear_last_step_softmax"}) {
+    CAPTURE(name);
+    const std::string d = temp_dir(), q = d + "/q.safetensors", model = src("tests/golden/pytorch_head/") + name + ".safetensors";
+    const io::SafeTensors g = read_file(model);
+    const std::vector<float> x = tensor_f32(g, "input"), y = tensor_f32(g, "expected.y");
+    const io::TensorEntry* xe = g.find("input");
+    const std::int64_t T = xe->shape[0], B = xe->shape[1], I = xe->shape[2];
+    REQUIRE(io::write_npy((d + "/x.npy").c_str(), io::ElemType::f32, xe->shape.data(), 3, x.data()) == RNNCORE_OK);
+    const Result r = run("quantize --weights " + model + " --calibration " + d + "/x.npy --output " + q);
+    INFO(r.out);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const io::SafeTensors f = read_file(q);
+    const bool softmax = std::string(name).find("softmax") != std::string::npos;
+    const std::int64_t F = softmax ? 4 : 3, steps = softmax ? 1 : T;
+    CHECK(meta_int(f, "dense") == 1);
+    CHECK(meta_int(f, "fc0.in") == (softmax ? 12 : 8));
+    CHECK(meta_int(f, "fc0.out") == F);
+    CHECK(*f.meta("fc0.activation") == "none");
+    CHECK(meta_int(f, "return_sequences") == (softmax ? 0 : 1));
+    // The Dense layer reads the last layer's int8 output as it is.
+    const std::string last = softmax ? "l0.fw." : "l1.";
+    CHECK(meta_f32(f, "fc0.input_scale") == meta_f32(f, (last + "output_scale").c_str()));
+    CHECK(meta_int(f, "fc0.input_zp") == meta_int(f, (last + "output_zp").c_str()));
+    float sy = meta_f32(f, "fc0.output_scale");
+    int zy = meta_int(f, "fc0.output_zp");
+    if (softmax) {  // TFLite's softmax output: 1/256, zero point −128, its input the Dense layer's output
+      CHECK(meta_f32(f, "softmax.input_scale") == sy);
+      sy = meta_f32(f, "softmax.output_scale");
+      zy = meta_int(f, "softmax.output_zp");
+      CHECK(sy == 1.0f / 256.0f);
+      CHECK(zy == -128);
+    }
+    write_batch_first(d + "/xbf.npy", x, T, B, I);
+    const Result rr = run("run --weights " + q + " --input " + d + "/xbf.npy --output " + d + "/yq.npy");
+    INFO(rr.err);
+    REQUIRE(rr.code == 0);
+    io::Array yq;
+    REQUIRE(io::read_npy((d + "/yq.npy").c_str(), &yq) == RNNCORE_OK);
+    REQUIRE(yq.type == io::ElemType::i8);
+    REQUIRE(yq.shape == (softmax ? std::vector<std::int64_t>{B, F} : std::vector<std::int64_t>{B, T, F}));
+    const OutputError e = output_error(yq, y, steps, B, F, sy, zy);
+    CHECK(e.max_abs <= sy);  // measured: 0.0007 of a step 0.00095; 0.0017 of 1/256
+  }
+}
+
+TEST_CASE("quantize: a head's relu, sigmoid and tanh: TFLite's output scales; within one output step of the float model") {
+  const std::string d = temp_dir(), q = d + "/q.safetensors";
+  const io::SafeTensors g = read_file(src("tests/golden/pytorch_head/lstm2_linear_every_step.safetensors"));
+  const io::TensorEntry* xe = g.find("input");
+  const std::vector<float> x = tensor_f32(g, "input");
+  REQUIRE(io::write_npy((d + "/x.npy").c_str(), io::ElemType::f32, xe->shape.data(), 3, x.data()) == RNNCORE_OK);
+  std::vector<io::TensorToWrite> weights;
+  for (const io::TensorEntry& e : g.tensors)
+    if (e.name.compare(0, 5, "lstm.") == 0 || e.name.compare(0, 3, "fc.") == 0) weights.push_back({e.name, e.type, e.shape, g.data(e)});
+  for (const char* act : {"relu", "sigmoid", "tanh"}) {
+    CAPTURE(act);
+    REQUIRE(io::write_safetensors((d + "/m.safetensors").c_str(), weights, {{"head_activation", act}}) == RNNCORE_OK);
+    const Result r = run("quantize --weights " + d + "/m.safetensors --calibration " + d + "/x.npy --output " + q);
+    INFO(r.out);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const io::SafeTensors f = read_file(q);
+    CHECK(*f.meta("fc0.activation") == act);
+    const float sy = meta_f32(f, "fc0.output_scale");
+    if (std::string(act) == "sigmoid") CHECK((sy == 1.0f / 256.0f && meta_int(f, "fc0.output_zp") == -128));
+    if (std::string(act) == "tanh") CHECK((sy == 1.0f / 128.0f && meta_int(f, "fc0.output_zp") == 0));
+    // quantize's own comparison: the int8 run against the float model's, one output step at most
+    // (measured: sigmoid 0.0020 of 1/256, tanh 0.0040 of 1/128); relu's range is 0.04, a step
+    // 0.00016, below the layers' own error there: two steps (measured 0.00022).
+    CHECK(printed(r.out, "(calibration data", "max_abs_err=") <= (std::string(act) == "relu" ? 2 : 1) * sy);
+  }
+}
+
+TEST_CASE("quantize: Embedding → LSTM → Linear (tanh): the table as layer 0's input; run on token ids within one step of PyTorch") {
+  // tests/golden/head_grad/embed_lstm_linear_tanh: the module's state_dict, its token ids [T, B]
+  // and PyTorch's float64 output.
+  const std::string d = temp_dir(), q = d + "/q.safetensors";
+  const io::SafeTensors g = read_file(src("tests/golden/head_grad/embed_lstm_linear_tanh.safetensors"));
+  std::vector<io::TensorToWrite> weights;
+  for (const io::TensorEntry& e : g.tensors)
+    if (e.name.compare(0, 5, "lstm.") == 0 || e.name.compare(0, 3, "fc.") == 0 || e.name.compare(0, 10, "embedding.") == 0)
+      weights.push_back({e.name, e.type, e.shape, g.data(e)});
+  REQUIRE(io::write_safetensors((d + "/m.safetensors").c_str(), weights, {{"head_activation", "tanh"}}) == RNNCORE_OK);
+  io::Array ids;
+  REQUIRE(g.array("input", &ids) == RNNCORE_OK);
+  const std::int64_t T = ids.shape[0], B = ids.shape[1], F = 3;
+  REQUIRE(io::write_npy((d + "/ids.npy").c_str(), ids.type, ids.shape.data(), 2, ids.bytes.data()) == RNNCORE_OK);
+  const Result r = run("quantize --weights " + d + "/m.safetensors --calibration " + d + "/ids.npy --output " + q);
+  INFO(r.out);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("an Embedding 7 x 4, token ids [B, T]") != std::string::npos);
+  const io::SafeTensors f = read_file(q);
+  CHECK(*f.meta("graph_input") == "token_ids");
+  CHECK(meta_int(f, "embedding.V") == 7);
+  CHECK(meta_int(f, "embedding.E") == 4);
+  CHECK(meta_f32(f, "embedding.scale") == meta_f32(f, "l0.input_scale"));  // the rows are layer 0's input
+  CHECK(meta_int(f, "embedding.zp") == meta_int(f, "l0.input_zp"));
+  // Each table value quantized at that scale (the table's range: its ends are −128 and 127 ± 1).
+  const std::vector<std::int8_t> table = tensor_of<std::int8_t>(f, "embedding.table", io::ElemType::i8);
+  const std::vector<float> want = tensor_f32(g, "embedding.weight");
+  const float se = meta_f32(f, "embedding.scale");
+  const int ze = meta_int(f, "embedding.zp");
+  for (std::size_t k = 0; k < table.size(); ++k) CHECK(std::fabs((table[k] - ze) * se - want[k]) <= 0.5f * se + 1e-6f);
+  // rnncore run on the ids [B, T] against PyTorch's output (measured 0.0045; a step is 1/128).
+  std::vector<std::int32_t> bf(static_cast<std::size_t>(T * B));
+  std::vector<std::int32_t> tm(bf.size());
+  std::memcpy(tm.data(), ids.bytes.data(), tm.size() * sizeof(std::int32_t));
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t b = 0; b < B; ++b) bf[static_cast<std::size_t>(b * T + t)] = tm[static_cast<std::size_t>(t * B + b)];
+  const std::int64_t bf_shape[2] = {B, T};
+  REQUIRE(io::write_npy((d + "/ids_bf.npy").c_str(), io::ElemType::i32, bf_shape, 2, bf.data()) == RNNCORE_OK);
+  const Result rr = run("run --weights " + q + " --input " + d + "/ids_bf.npy --output " + d + "/yq.npy");
+  INFO(rr.err);
+  REQUIRE(rr.code == 0);
+  io::Array yq;
+  REQUIRE(io::read_npy((d + "/yq.npy").c_str(), &yq) == RNNCORE_OK);
+  REQUIRE(yq.shape == (std::vector<std::int64_t>{B, T, F}));
+  const OutputError e = output_error(yq, tensor_f32(g, "expected.y"), T, B, F, meta_f32(f, "fc0.output_scale"), meta_int(f, "fc0.output_zp"));
+  CHECK(e.max_abs <= 1.0 / 128.0);
+}
+
 TEST_CASE("quantize: a PyTorch bidirectional LSTM stack (concat); both directions share h's quantization; run, export-c") {
   // lstm_bi2_I5_H10.safetensors: nn.LSTM(5, 10, num_layers=2, bidirectional=True) (PyTorch's output
   // at each step is [forward h, backward h], 20 wide; layer 1 reads layer 0's); make_quantize_data.py.

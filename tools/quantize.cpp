@@ -58,12 +58,12 @@ void define_quantize(CLI::App& app, io::QuantizeOptions& o) {
       ->excludes(app.get_option("--gru"))
       ->group("model (inferred from tensor names, shapes and safetensors metadata unless given)");
   const char* io = "inputs and outputs";
-  app.add_option("--weights", o.weights, "the float model (LSTM layers; tensor names and shapes\nsay what it is)")
+  app.add_option("--weights", o.weights, "the float model (LSTM layers, and a Linear/Dense head;\ntensor names and shapes say what it is)")
       ->required()
       ->type_name("M.safetensors")
       ->group(io);
   app.add_option("--calibration", o.calibration,
-                 "calibration input x [T, B, I] (time-major, as `rnncore run`\ntakes it) or [B, T, I] (--batch-first)")
+                 "calibration input x [T, B, I] (time-major, as `rnncore run`\ntakes it) or [B, T, I] (--batch-first); after an Embedding,\ntoken ids [T, B] (or [B, T])")
       ->required()
       ->type_name("X.npy")
       ->group(io);

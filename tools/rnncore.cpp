@@ -239,7 +239,7 @@ void add_run_options(CLI::App& app, RunOptions& o, bool grad) {
       ->type_name("X.npy")
       ->group(io);
   if (grad) {
-    app.add_option("--dy", o.dy, "gradient of the output, shaped like y: [T, B, D*H]\n(or [B, T, D*H] with --batch-first)")
+    app.add_option("--dy", o.dy, "gradient of the output, shaped like y: [T, B, D*H]\n(or [B, T, D*H] with --batch-first; a head's: [T, B, F],\nor [B, F] on the last step)")
         ->required()
         ->type_name("DY.npy")
         ->group(io);
@@ -383,6 +383,30 @@ struct RunSetup {
   }
 };
 
+// Token ids [T, B] (or [B, T]) of a model that starts with an Embedding, int32 bytes in *x, each
+// inside the vocabulary.
+bool read_token_ids(const std::string& path, std::int32_t vocab, bool batch_first, std::vector<std::int64_t>* shape,
+                    std::vector<unsigned char>* x, std::string* err) {
+  io::Array a;
+  std::vector<std::int32_t> ids;
+  if (io::read_npy(path.c_str(), &a) != RNNCORE_OK) return (*err = rnncore_last_error_detail(), false);
+  if (a.shape.size() != 2)
+    return (*err = path + ": the model starts with an Embedding: expected token ids " +
+                   (batch_first ? "[B, T] (batch-first)" : "[T, B] (time-major)") + ", found " + shape_string(a.shape),
+            false);
+  if (io::to_i32(a, &ids) != RNNCORE_OK)
+    return (*err = path + ": expected integer token ids, found " + io::elem_type_name(a.type), false);
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= vocab)
+      return (*err = path + ": token id " + std::to_string(ids[i]) + " at element " + std::to_string(i) +
+                     " is outside the embedding's vocabulary [0, " + std::to_string(vocab) + ")",
+              false);
+  *shape = a.shape;
+  x->resize(ids.size() * sizeof(std::int32_t));
+  if (!ids.empty()) std::memcpy(x->data(), ids.data(), x->size());
+  return true;
+}
+
 // Reads the model and inputs that run and grad share; returns 0, or the exit status after
 // printing the error.
 int prepare_run(const CLI::App& app, const RunOptions& o, RunSetup* rs) {
@@ -417,7 +441,6 @@ int prepare_run(const CLI::App& app, const RunOptions& o, RunSetup* rs) {
     return error(err);
   if (const std::string refused = inapplicable_hint(hints, model.stack); !refused.empty())
     return usage_error(command, refused + " (" + o.weights + ")");
-  if (app.get_name() != "rnncore run") drop_ends(&model);  // grad: no backward through a head yet
   for (const std::string& note : model.notes) std::fprintf(stderr, "rnncore: note: %s\n", note.c_str());
   if (!model.ignored.empty()) {
     std::string list;
@@ -430,9 +453,6 @@ int prepare_run(const CLI::App& app, const RunOptions& o, RunSetup* rs) {
   if (given(app, "--dropout")) stack.dropout = dropout;
   const DType dt = stack.dtype;
   const std::int64_t L = stack.num_layers, I = stack.input_size, out_width = stack_output_size(stack);
-  if (stack.embedding.vocab_size > 0)
-    return error(o.weights + ": the model starts with an embedding (token-id input), which 'rnncore run' does not read yet; "
-                 "run it through the library (io::load_model)");
   bool any_lstm = false;
   for (int l = 0; l < stack.num_layers; ++l) any_lstm = any_lstm || stack.layers[l].mode == Mode::lstm;
   rs->any_lstm = any_lstm;
@@ -441,14 +461,18 @@ int prepare_run(const CLI::App& app, const RunOptions& o, RunSetup* rs) {
   const std::int64_t D = num_directions(stack.layers[0]), H = stack.layers[0].hidden_size;
   const bool batch_first = rs->batch_first = o.batch_first;
 
-  // Input: [T, B, I] or [B, T, I].
+  // Input: [T, B, I] or [B, T, I]; after an Embedding, token ids [T, B] or [B, T].
   std::vector<std::int64_t> xshape;
   std::vector<unsigned char>& x = rs->x;
   const std::string I_s = std::to_string(I);
-  if (!read_float_npy(o.input, dt, {-1, -1, I},
-                      batch_first ? dims_string({"B", "T", I_s}) + " (batch-first)" : dims_string({"T", "B", I_s}) + " (time-major)",
-                      &xshape, &x, &err))
+  if (stack.embedding.vocab_size > 0) {
+    if (!read_token_ids(o.input, stack.embedding.vocab_size, batch_first, &xshape, &x, &err)) return error(err);
+  } else if (!read_float_npy(o.input, dt, {-1, -1, I},
+                             batch_first ? dims_string({"B", "T", I_s}) + " (batch-first)"
+                                         : dims_string({"T", "B", I_s}) + " (time-major)",
+                             &xshape, &x, &err)) {
     return error(err);
+  }
   const std::int64_t T = rs->T = batch_first ? xshape[1] : xshape[0], B = rs->B = batch_first ? xshape[0] : xshape[1];
   rs->xshape = xshape;
   if (T > (1 << 28) || B > (1 << 24)) return error(o.input + ": sequence or batch too large");
@@ -938,7 +962,7 @@ bool write_weight_grads(const std::string& weights_path, const std::string& out_
   const int n = format_tensor_count(st, model.format);
   std::vector<std::vector<float>> data;
   std::vector<io::TensorToWrite> tensors;
-  data.reserve(static_cast<std::size_t>(n));
+  data.reserve(static_cast<std::size_t>(n) + model.ends.size());
   for (int i = 0; i < n; ++i) {
     TensorInfo info;
     if (format_tensor_info(st, model.format, i, model.prefix.c_str(), &info) != Status::ok) {
@@ -961,6 +985,32 @@ bool write_weight_grads(const std::string& weights_path, const std::string& out_
     t.data = data.back().data();
     tensors.push_back(t);
   }
+  // The embedding's and the head's tensors ("name [dims]" in model.ends: the table, W, then b when
+  // the file has it), in the file's layout (a Keras kernel is Wᵀ).
+  const ParamKind kinds[3] = {ParamKind::embedding, ParamKind::dense_weight, ParamKind::dense_bias};
+  std::size_t next = st.embedding.vocab_size > 0 ? 0 : 1;
+  for (const std::string& entry : model.ends) {
+    const std::string name = entry.substr(0, entry.rfind(" ["));
+    const io::TensorEntry* e = m.find(name);
+    if (e == nullptr || next > 2) continue;
+    const ParamKind kind = kinds[next++];
+    const std::int64_t rows = e->shape[0], cols = e->shape.size() == 2 ? e->shape[1] : 1;
+    const bool transpose = kind == ParamKind::dense_weight && model.format == WeightFormat::keras;
+    const std::int64_t offset = canonical_offset(st, 0, 0, kind, 0);
+    std::vector<float> g(static_cast<std::size_t>(rows * cols));
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const std::int64_t i = offset + (transpose ? c * rows + r : r * cols + c);
+        g[static_cast<std::size_t>(r * cols + c)] =
+            st.dtype == DType::f64 ? static_cast<float>(static_cast<const double*>(dweights)[i]) : static_cast<const float*>(dweights)[i];
+      }
+    data.push_back(std::move(g));
+    io::TensorToWrite t;
+    t.name = name;
+    t.shape = e->shape;
+    t.data = data.back().data();
+    tensors.push_back(t);
+  }
   const std::vector<std::pair<std::string, std::string>> meta = {
       {"format", to_string(model.format)}, {"content", "gradients"}, {"source", std::string("rnncore ") + version_string()}};
   if (io::write_safetensors(out_path.c_str(), tensors, meta) != RNNCORE_OK) {
@@ -975,7 +1025,8 @@ void define_grad(CLI::App& app, RunOptions& o) {
   setup_app(app);
   app.description(
       "Backward through time (docs/training.md): the gradients of  sum(y*dy) + sum(hn*dhn) + sum(cn*dcn)\n"
-      "with respect to the weights, the input and the initial states. With --train, dropout acts with the\n"
+      "with respect to the weights (a Linear/Dense head's and an Embedding's too), the input and the initial\n"
+      "states (y: the head's output when the model has one). With --train, dropout acts with the\n"
       "masks of 'rnncore run --train' with the same seed and step.");
   add_run_options(app, o, true);
 }
@@ -991,6 +1042,10 @@ int cmd_grad(int argc, char** argv) {
   const StackSpec& stack = rs.stack();
   const DType dt = stack.dtype;
   const std::size_t es = dtype_size(dt);
+  const bool ids = stack.embedding.vocab_size > 0;
+  if (ids && !o.dx.empty())
+    return error("--dx: " + o.weights + " starts with an Embedding: its input is token ids, which have no gradient "
+                 "(the table's is written with the weights' by --grads)");
   if (!rs.any_lstm && (!o.dcn.empty() || !o.dc0.empty()))
     return error(std::string("--dcn/--dc0: a ") + to_string(stack.layers[0].mode) + " network has no cell state");
 
@@ -1041,7 +1096,7 @@ int cmd_grad(int argc, char** argv) {
   ba.dy = dy.data();
   ba.dhy = dhn.empty() ? nullptr : dhn.data();
   ba.dcy = dcn.empty() ? nullptr : dcn.data();
-  ba.dx = dx.data();
+  ba.dx = ids ? nullptr : dx.data();
   ba.dh0 = dh0.data();
   ba.dc0 = dc0.empty() ? nullptr : dc0.data();
   ba.dweights = dweights.data();

@@ -147,7 +147,7 @@ typedef struct rnncore_stack_spec {
   double dropout;     /**< inter-layer dropout p in [0, 1) */
   int32_t num_layers;
   rnncore_layer_spec layers[RNNCORE_MAX_LAYERS];
-  /** Optional ends (zero: none; CPU backends, inference). An Embedding before layer 0: x is then int32
+  /** Optional ends (zero: none; CPU backends, inference and training). An Embedding before layer 0: x is then int32
    *  token ids [T, B] (or [B, T]) and layer 0 reads rows of the table [vocab_size, input_size]. */
   int32_t embedding_vocab_size;
   /** A Dense head after the last layer: y = act(W o + b), W [head_out_features, D*O]; y is

@@ -241,7 +241,7 @@ struct DenseSpec {
 /// A stack of layers, each with its own cell, size, direction and wrappers (GNMT-style stacks);
 /// a CudnnLSTM (RnnSpec) is the uniform case. Layer l > 0 reads layer l−1's output.
 /// Optionally an Embedding feeds layer 0 and a Dense head maps the last layer's output
-/// (CPU backends, inference; the GPU backend and training refuse them for now).
+/// (CPU backends, inference and training; the GPU backend refuses them for now).
 struct StackSpec {
   std::int32_t input_size = 0;                ///< features of the stack's input (the embedding's width with one)
   InputMode input_mode = InputMode::linear;   ///< layer 0's input mode

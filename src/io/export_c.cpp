@@ -223,6 +223,20 @@ bool read_sample(const std::string& path, std::int64_t width, const char* what, 
   return true;
 }
 
+// A sample of a head on the last step: [B, width], floats.
+bool read_rows_sample(const std::string& path, std::int64_t width, std::vector<std::int64_t>* shape, std::vector<float>* out,
+                      std::string* err) {
+  Array a;
+  if (read_npy(path.c_str(), &a) != RNNCORE_OK) return (*err = rnncore_last_error_detail(), false);
+  if (a.shape.size() != 2 || a.shape[1] != width)
+    return (*err = path + ": expected shape [B, " + std::to_string(width) + "] (the head's output on each row's last step), found " +
+                   shape_to_string(a.shape.data(), a.shape.size()),
+            false);
+  if (to_f32(a, out) != RNNCORE_OK) return (*err = path + ": expected a floating-point array, found " + elem_type_name(a.type), false);
+  *shape = a.shape;
+  return true;
+}
+
 bool all_finite(const std::vector<float>& v) {
   return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
 }
@@ -853,7 +867,11 @@ struct FloatExport {
 Status load_float_export(const ExportCOptions& o, FloatExport* e, ExportCReport* report, std::string* error) {
   Status s = load_weights(o.weights, o.hints, nullptr, &e->model, error);
   if (s != Status::ok) return s;
-  drop_ends(&e->model);  // the header holds the recurrent layers (a head is not exported yet)
+  const StackSpec& st = e->model.stack;
+  if (st.embedding.vocab_size > 0 && !o.sample_input.empty())
+    return option_fail(report, error,
+                       "--sample-input: " + o.weights + " starts with an Embedding; a float header's sample of token ids is "
+                       "not written yet (export it without a sample)");
   if (o.interleave)
     return option_fail(report, error,
                        "--interleave applies to int8 LSTM models (format tflite_int8) only; " + o.weights + " is a float model");
@@ -881,12 +899,18 @@ Status load_float_export(const ExportCOptions& o, FloatExport* e, ExportCReport*
   std::string err;
   if (!o.sample_input.empty() && !read_sample(o.sample_input, spec.input_size, "input", &e->in_shape, &e->sample_in, &err))
     return fail(error, err);
-  if (!o.sample_output.empty()) {
-    if (!read_sample(o.sample_output, D * O, "output", &e->out_shape, &e->sample_out, &err)) return fail(error, err);
+  const std::int64_t width = st.head.out_features > 0 ? st.head.out_features : D * O;
+  if (!o.sample_output.empty() && st.head.last_step_only) {  // a head on the last step: [B, F]
+    if (!read_rows_sample(o.sample_output, width, &e->out_shape, &e->sample_out, &err)) return fail(error, err);
+    if (!e->in_shape.empty() && e->out_shape[0] != e->in_shape[1])
+      return fail(error, o.sample_output + ": expected " + std::to_string(e->in_shape[1]) + " rows (B of the sample input), found " +
+                             std::to_string(e->out_shape[0]));
+  } else if (!o.sample_output.empty()) {
+    if (!read_sample(o.sample_output, width, "output", &e->out_shape, &e->sample_out, &err)) return fail(error, err);
     const std::vector<std::int64_t>& in = e->in_shape;
     if (e->out_shape[0] != in[0] || e->out_shape[1] != in[1])
       return fail(error, o.sample_output + ": expected shape " +
-                             shape_to_string(std::vector<std::int64_t>{in[0], in[1], D * O}.data(), 3) +
+                             shape_to_string(std::vector<std::int64_t>{in[0], in[1], width}.data(), 3) +
                              " (T and B of the sample input), found " + shape_to_string(e->out_shape.data(), 3));
   }
   if (!all_finite(e->sample_in) || !all_finite(e->sample_out)) return fail(error, "the sample holds an infinity or NaN");
@@ -907,10 +931,12 @@ Status plan_float_export(const ExportCOptions& o, FloatExport* e, ExportCReport*
   opt.max_seq_len = static_cast<std::int32_t>(e->max_seq_len);
   opt.max_isa = Isa::none;
   Plan whole, step;
-  Status s = Plan::create(e->model.spec, opt, &whole);
+  const StackSpec& st = e->model.stack;  // with its ends; else the uniform spec (as ever)
+  const bool ends = st.embedding.vocab_size > 0 || st.head.out_features > 0;
+  Status s = ends ? Plan::create(st, opt, &whole) : Plan::create(e->model.spec, opt, &whole);
   if (s == Status::ok) {
     opt.max_seq_len = 1;
-    s = Plan::create(e->model.spec, opt, &step);
+    s = ends ? Plan::create(st, opt, &step) : Plan::create(e->model.spec, opt, &step);
   }
   if (s != Status::ok) return fail(error, o.weights + ": " + last_error_detail(), s);
   e->packed = whole.packed_weight_bytes();
@@ -962,8 +988,18 @@ void write_float_sizes(std::string* out, const ExportCOptions& o, const FloatExp
           " * projection P replaces H in both, and c has CELL_STATE_SIZE. */\n"
           "#define %s_OUTPUT_SIZE %lld\n#define %s_STATE_SIZE %lld\n"
           "#define %s_PARAM_COUNT %zu\n\n",
-          NAME.c_str(), I, NAME.c_str(), H, NAME.c_str(), L, NAME.c_str(), D, NAME.c_str(), D * O, NAME.c_str(), L * D * O,
-          NAME.c_str(), e.weights.size());
+          NAME.c_str(), I, NAME.c_str(), H, NAME.c_str(), L, NAME.c_str(), D, NAME.c_str(),
+          static_cast<long long>(stack_output_size(e.model.stack)), NAME.c_str(), L * D * O, NAME.c_str(), e.weights.size());
+  const StackSpec& st = e.model.stack;
+  if (st.head.out_features > 0)
+    appendf(out,
+            "/** A Dense head after the last layer (%s): OUTPUT_SIZE is its features; y is %s. */\n"
+            "#define %s_HEAD_OUT_FEATURES %d\n#define %s_HEAD_LAST_STEP_ONLY %d\n\n",
+            to_string(st.head.activation), st.head.last_step_only ? "[B, F] (each row's last step)" : "[T, B, F]", NAME.c_str(),
+            st.head.out_features, NAME.c_str(), st.head.last_step_only ? 1 : 0);
+  if (st.embedding.vocab_size > 0)
+    appendf(out, "/** An Embedding before layer 0: x is int32 token ids [T, B], each below the vocabulary. */\n"
+                 "#define %s_EMBEDDING_VOCAB %d\n\n", NAME.c_str(), st.embedding.vocab_size);
   if (O != H)
     appendf(out,
             "/** With the projection, h has %s_PROJ_SIZE units and c keeps the hidden size: floats of one\n"
@@ -1048,11 +1084,48 @@ void write_packed(std::string* out, const std::string& name, const FloatExport& 
           NAME.c_str(), NAME.c_str(), name.c_str());
 }
 
+// A network with an Embedding or a Dense head: a rnncore_stack_spec (rnncore_plan_create_stack),
+// every layer layer 0's cell, and the ends.
+void write_stack_spec(std::string* out, const std::string& name, const FloatExport& e) {
+  const RnnSpec& spec = e.model.spec;
+  const StackSpec& st = e.model.stack;
+  std::string layer = "        {\n            .mode = " + std::string(mode_enum(spec.mode)) + ",\n            .gru_variant = " +
+                      (spec.gru_variant == GruVariant::reset_before ? "RNNCORE_GRU_RESET_BEFORE" : "RNNCORE_GRU_RESET_AFTER") +
+                      ",\n            .hidden_size = " + std::to_string(spec.hidden_size) + ",\n            .direction = " +
+                      (num_directions(spec) == 2 ? "RNNCORE_BIDIRECTIONAL" : "RNNCORE_UNIDIRECTIONAL") + ",\n";
+  const std::string ext = extension_fields(spec);  // "    .field = v,\n" lines
+  for (std::size_t at = 0; at < ext.size();) {
+    const std::size_t end = ext.find('\n', at);
+    layer += "        " + ext.substr(at, end - at + 1);
+    at = end + 1;
+  }
+  layer += "        },\n";
+  std::string layers;
+  for (int l = 0; l < st.num_layers; ++l) layers += layer;
+  static const char* const kActivations[] = {"RNNCORE_ACTIVATION_NONE", "RNNCORE_ACTIVATION_RELU", "RNNCORE_ACTIVATION_SIGMOID",
+                                             "RNNCORE_ACTIVATION_TANH", "RNNCORE_ACTIVATION_SOFTMAX"};
+  appendf(out,
+          "/** The network with its ends (C99 designated initializers: fields not named are 0, as after\n"
+          " * rnncore_stack_init): plan it with rnncore_plan_create_stack(&%s_stack, ...). */\n"
+          "static const rnncore_stack_spec %s_stack = {\n"
+          "    .input_size = %lld,\n    .input_mode = %s,\n    .dtype = RNNCORE_F32,\n    .num_layers = %d,\n"
+          "    .layers = {\n%s    },\n"
+          "    .embedding_vocab_size = %d,\n    .head_out_features = %d,\n    .head_activation = %s,\n"
+          "    .head_last_step_only = %d,\n};\n\n",
+          name.c_str(), name.c_str(), static_cast<long long>(spec.input_size), input_mode_enum(spec.input_mode), st.num_layers,
+          layers.c_str(), st.embedding.vocab_size, st.head.out_features, kActivations[static_cast<int>(st.head.activation)],
+          st.head.last_step_only ? 1 : 0);
+}
+
 // The spec, the weights and the sample.
 void write_float_arrays(std::string* out, const ExportCOptions& o, const FloatExport& e) {
   const RnnSpec& spec = e.model.spec;
   const std::string& name = o.name;
   const std::string NAME = upper(name);
+  const StackSpec& st = e.model.stack;
+  if (st.embedding.vocab_size > 0 || st.head.out_features > 0) {
+    write_stack_spec(out, name, e);
+  } else {
   appendf(out,
           "/** The network (C99 designated initializers: fields not named are 0, as after rnncore_spec_init). */\n"
           "static const rnncore_spec %s_spec = {\n"
@@ -1063,10 +1136,12 @@ void write_float_arrays(std::string* out, const ExportCOptions& o, const FloatEx
           static_cast<long long>(spec.input_size), static_cast<long long>(spec.hidden_size),
           static_cast<long long>(spec.num_layers), num_directions(spec) == 2 ? "RNNCORE_BIDIRECTIONAL" : "RNNCORE_UNIDIRECTIONAL",
           input_mode_enum(spec.input_mode), extension_fields(spec).c_str());
+  }
   write_packed(out, name, e);
   if (!e.sample_in.empty()) {
     appendf(out, "\n/* A sample: input [T, B, I] (time-major)%s. */\n#define %s_SAMPLE_STEPS %lld\n#define %s_SAMPLE_BATCH %lld\n",
-            e.sample_out.empty() ? "" : " and the expected output [T, B, D*H]", NAME.c_str(),
+            e.sample_out.empty() ? "" : st.head.out_features == 0 ? " and the expected output [T, B, D*H]"
+            : st.head.last_step_only ? " and the expected output [B, F]" : " and the expected output [T, B, F]", NAME.c_str(),
             static_cast<long long>(e.in_shape[0]), NAME.c_str(), static_cast<long long>(e.in_shape[1]));
     write_array(out, "static const float " + name + "_sample_input", e.sample_in.data(), e.sample_in.size());
     if (!e.sample_out.empty())

@@ -76,6 +76,29 @@ Asymmetric asymmetric_int8(double rmin, double rmax) {
   return a;
 }
 
+// A Dense head quantized (quantize_head).
+struct QuantizedHead {
+  std::int64_t in = 0, out = 0;
+  Activation act = Activation::none;
+  bool last_step = false;  // on each row's last step (return_sequences 0)
+  Asymmetric input, linear, output;
+  std::vector<std::int8_t> w;
+  std::vector<double> w_scales;  // one, or one per output
+  std::vector<std::int32_t> b;
+};
+
+// An Embedding before layer 0 (PyTorch nn.Embedding, Keras Embedding): the float table [V, E],
+// and as quantized (quantize_embedding).
+struct FloatEmbedding {
+  std::int64_t V = 0, E = 0;
+  std::vector<float> table;
+};
+struct QuantizedEmbedding {
+  std::int64_t V = 0, E = 0;
+  Asymmetric q;
+  std::vector<std::int8_t> table;
+};
+
 // The float model's inputs of one data set, time-major [T, B, I] whatever the file's layout.
 struct Data {
   std::string path;
@@ -121,6 +144,36 @@ std::string read_data(const std::string& path, std::int64_t I, bool batch_first,
 }
 
 // What the float run saw: the stack's input, and each layer's h (every step's output) and |c|.
+// Reads token ids [T, B] (or [B, T] with --batch-first) for a model with an Embedding: each id's
+// float row of the table into out->x [T, B, E], as the float model's layer 0 reads it.
+std::string read_ids(const std::string& path, const FloatEmbedding& e, bool batch_first, Data* out) {
+  Array a;
+  std::vector<std::int32_t> ids;
+  if (read_npy(path.c_str(), &a) != RNNCORE_OK) {
+    const std::string d = rnncore_last_error_detail();
+    return d.empty() ? path + ": cannot be read as .npy" : d;
+  }
+  const std::string expected = batch_first ? "[B, T] (batch-first)" : "[T, B] (time-major; --batch-first for [B, T])";
+  if (a.shape.size() != 2 || to_i32(a, &ids) != RNNCORE_OK)
+    return path + ": the model starts with an Embedding: expected integer token ids " + expected + ", found " +
+           elem_type_name(a.type) + " " + shape_to_string(a.shape.data(), a.shape.size());
+  const std::int64_t T = batch_first ? a.shape[1] : a.shape[0], B = batch_first ? a.shape[0] : a.shape[1];
+  if (T == 0 || B == 0) return path + ": no data: calibration needs at least one step of one row";
+  if (T > (1 << 28) || B > (1 << 24)) return path + ": sequence or batch too large";
+  out->path = path;
+  out->T = T;
+  out->B = B;
+  out->x.resize(static_cast<std::size_t>(T * B * e.E));
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t b = 0; b < B; ++b) {
+      const std::int32_t id = ids[static_cast<std::size_t>(batch_first ? b * T + t : t * B + b)];
+      if (id < 0 || id >= e.V)
+        return path + ": token id " + std::to_string(id) + " is outside the embedding's vocabulary [0, " + std::to_string(e.V) + ")";
+      std::copy(e.table.begin() + id * e.E, e.table.begin() + (id + 1) * e.E, out->x.begin() + (t * B + b) * e.E);
+    }
+  return "";
+}
+
 struct LayerRanges {
   double h_min = INFINITY, h_max = -INFINITY, c_abs = 0;
 };
@@ -332,11 +385,16 @@ Status run_float_model(Model& net, const StackSpec& stack, const float* canon, c
 
 // Runs the int8 model as `rnncore run` does on float32 input (quantized as TFLite's QUANTIZE op),
 // dequantizes y as its DEQUANTIZE op (float32(q − z) · s) and compares with the float y [T, B, H].
-QuantizeAccuracy measure(const Int8Stack& m, const Data& d, const std::vector<float>& y_float, const Log& log) {
+// With a head (`head` not null) y is the head's: [steps, B, out] with steps T, or 1 on the last step.
+QuantizeAccuracy measure(const Int8Stack& m, const Data& d, const std::vector<float>& y_float, const QuantizedHead* head,
+                         const Log& log) {
   const Int8Model& first = *m.layers.front();
   const Int8Model& last = *m.layers.back();
-  const std::int64_t T = d.T, B = d.B, I = first.input_size, H = last.output_size();
-  std::vector<std::int8_t> xq(static_cast<std::size_t>(B * T * I)), yq(static_cast<std::size_t>(B * T * H));
+  const std::int64_t T = d.T, B = d.B, I = first.input_size, H = head != nullptr ? head->out : last.output_size();
+  const std::int64_t steps = m.return_sequences ? T : 1;
+  const double out_scale = head != nullptr ? head->output.scale : last.output_scale;
+  const int out_zp = head != nullptr ? head->output.zero_point : last.output_zp;
+  std::vector<std::int8_t> xq(static_cast<std::size_t>(B * T * I)), yq(static_cast<std::size_t>(B * steps * H));
   for (std::int64_t b = 0; b < B; ++b)  // the int8 model takes [B, T, I]
     for (std::int64_t t = 0; t < T; ++t)
       for (std::int64_t k = 0; k < I; ++k)
@@ -348,7 +406,7 @@ QuantizeAccuracy measure(const Int8Stack& m, const Data& d, const std::vector<fl
   for (std::int64_t b0 = 0; b0 < B; b0 += chunk) {
     const std::int64_t rows = std::min(chunk, B - b0);
     run_int8_stack(m, static_cast<int>(rows), static_cast<int>(T), xq.data() + static_cast<std::size_t>(b0 * T * I),
-                       yq.data() + static_cast<std::size_t>(b0 * T * H));
+                       yq.data() + static_cast<std::size_t>(b0 * steps * H));
     const auto now = Clock::now();
     if (now - last_report >= std::chrono::seconds(2) && log.progress) {
       last_report = now;
@@ -360,15 +418,15 @@ QuantizeAccuracy measure(const Int8Stack& m, const Data& d, const std::vector<fl
   }
   QuantizeAccuracy a;
   a.data = d.path;
-  a.T = T;
+  a.T = steps;
   a.B = B;
   a.H = H;
   double lo = INFINITY, hi = -INFINITY, sig = 0, err = 0;
-  for (std::int64_t t = 0; t < T; ++t)
+  for (std::int64_t t = 0; t < steps; ++t)
     for (std::int64_t b = 0; b < B; ++b)
       for (std::int64_t j = 0; j < H; ++j) {
         const double f = y_float[static_cast<std::size_t>((t * B + b) * H + j)];
-        const float q = static_cast<float>(yq[static_cast<std::size_t>((b * T + t) * H + j)] - last.output_zp) * last.output_scale;
+        const float q = static_cast<float>(yq[static_cast<std::size_t>((b * steps + t) * H + j)] - out_zp) * static_cast<float>(out_scale);
         const double e = static_cast<double>(q) - f;
         a.max_abs = std::max(a.max_abs, std::fabs(e));
         err += e * e;
@@ -638,16 +696,150 @@ void add_bidirectional(const QuantizedLayer& q, const LayerRanges& f, const Laye
 // The int8 model file: top-level keys, then each layer's (docs/int8.md, "The model file"; a stack
 // as the converter writes one: metadata layers = L and every layer's keys and tensors under "l<k>.";
 // so is a single bidirectional layer, which the loader reads only under a prefix).
+// The table as TFLite's GATHER takes it: int8 with the quantization of its output, which is layer
+// 0's input: asymmetric over the table's range, each value as the QUANTIZE op (quantize_input)
+// would quantize it, so that a row looked up is the row quantized.
+QuantizedEmbedding quantize_embedding(const FloatEmbedding& e) {
+  QuantizedEmbedding q;
+  q.V = e.V;
+  q.E = e.E;
+  double lo = 0, hi = 0;
+  for (float v : e.table) {
+    lo = std::min(lo, static_cast<double>(v));
+    hi = std::max(hi, static_cast<double>(v));
+  }
+  q.q = asymmetric_int8(lo, hi);
+  const float recip = 1.0f / static_cast<float>(q.q.scale);
+  const float qlo = static_cast<float>(-128 - q.q.zero_point), qhi = static_cast<float>(127 - q.q.zero_point);
+  q.table.resize(e.table.size());
+  for (std::size_t k = 0; k < e.table.size(); ++k) {
+    const float v = std::min(std::max(e.table[k] * recip, qlo), qhi);
+    q.table[k] = static_cast<std::int8_t>(static_cast<long>(std::nearbyint(v)) + q.q.zero_point);
+  }
+  return q;
+}
+
+// A float Dense head after the layers (PyTorch Linear, Keras Dense), as the loader found it.
+struct FloatHead {
+  DenseSpec spec;
+  std::int64_t in = 0;          // D·O of the last layer
+  int O = 0, dirs = 1;
+  std::vector<float> W, b;      // [out, in], [out]
+};
+
+// The head's float output rows over y [T, B, D·O] (time-major, every row from a zero state, full
+// length): every step [T, B, out], or each row's last outputs [B, out] (forward at T−1, reverse
+// at 0). `linear`: before the activation; else after it.
+std::vector<float> run_float_head(const FloatHead& h, const std::vector<float>& y, std::int64_t T, std::int64_t B, bool linear) {
+  const std::int64_t out = h.spec.out_features, rows = h.spec.last_step_only ? B : T * B;
+  std::vector<float> z(static_cast<std::size_t>(rows * out)), x(static_cast<std::size_t>(h.in));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (int d = 0; d < h.dirs; ++d) {
+      const std::int64_t t = h.spec.last_step_only ? (d == 0 ? T - 1 : 0) : r / B, b = h.spec.last_step_only ? r : r % B;
+      std::memcpy(&x[static_cast<std::size_t>(d * h.O)], &y[static_cast<std::size_t>((t * B + b) * h.in + d * h.O)],
+                  sizeof(float) * static_cast<std::size_t>(h.O));
+    }
+    float* zr = &z[static_cast<std::size_t>(r * out)];
+    for (std::int64_t j = 0; j < out; ++j) {
+      double sum = h.b[static_cast<std::size_t>(j)];
+      for (std::int64_t k = 0; k < h.in; ++k) sum += static_cast<double>(h.W[static_cast<std::size_t>(j * h.in + k)]) * x[static_cast<std::size_t>(k)];
+      zr[j] = static_cast<float>(sum);
+    }
+    if (linear) continue;
+    const Activation a = h.spec.activation;
+    for (std::int64_t j = 0; j < out; ++j)
+      zr[j] = a == Activation::relu ? std::max(zr[j], 0.0f)
+              : a == Activation::sigmoid ? 1.0f / (1.0f + std::exp(-zr[j]))
+              : a == Activation::tanh ? std::tanh(zr[j]) : zr[j];
+    if (a != Activation::softmax) continue;
+    const float top = *std::max_element(zr, zr + out);
+    float sum = 0;
+    for (std::int64_t j = 0; j < out; ++j) sum += (zr[j] = std::exp(zr[j] - top));
+    for (std::int64_t j = 0; j < out; ++j) zr[j] /= sum;
+  }
+  return z;
+}
+
+// The head as TFLite's FULLY_CONNECTED (docs/int8.md, "rnncore quantize"): the input is the last
+// layer's int8 output as it is; weights symmetric per tensor (or per output with --per-channel);
+// bias int32 at input scale × weight scale; the affine output asymmetric from the calibration's
+// range (relu: of its non-negative part). A sigmoid then maps to scale 1/256, zero point −128, a
+// tanh to 1/128, 0, and a softmax (a separate op after a Dense with no activation) to 1/256, −128.
+
+QuantizedHead quantize_head(const FloatHead& h, const Asymmetric& input, const std::vector<float>& z, bool per_channel) {
+  QuantizedHead q;
+  q.in = h.in;
+  q.out = h.spec.out_features;
+  q.act = h.spec.activation;
+  q.last_step = h.spec.last_step_only;
+  q.input = input;
+  double lo = 0, hi = 0;
+  for (float v : z) {
+    lo = std::min(lo, static_cast<double>(v));
+    hi = std::max(hi, static_cast<double>(v));
+  }
+  q.linear = asymmetric_int8(q.act == Activation::relu ? 0.0 : lo, hi);
+  q.output = q.linear;
+  if (q.act == Activation::sigmoid || q.act == Activation::softmax) q.output = Asymmetric{1.0 / 256.0, -128};
+  if (q.act == Activation::tanh) q.output = Asymmetric{1.0 / 128.0, 0};
+  if (per_channel) {
+    quantize_rows(h.W.data(), q.out, q.in, &q.w, &q.w_scales);
+  } else {
+    q.w_scales.assign(1, quantize_weights(h.W.data(), h.W.size(), &q.w));
+  }
+  q.b.resize(static_cast<std::size_t>(q.out));
+  for (std::int64_t j = 0; j < q.out; ++j) {
+    // The converter's bias scale is float32(input scale × weight scale).
+    const double ws = q.w_scales[q.w_scales.size() == 1 ? 0 : static_cast<std::size_t>(j)];
+    const double bs = static_cast<double>(static_cast<float>(static_cast<float>(q.input.scale) * static_cast<float>(ws)));
+    const double v = std::round(static_cast<double>(h.b[static_cast<std::size_t>(j)]) / bs);
+    q.b[static_cast<std::size_t>(j)] = static_cast<std::int32_t>(std::min(std::max(v, -2147483647.0), 2147483647.0));
+  }
+  return q;
+}
+
+// The head's keys and tensors: Dense 0 ("fc0.") and, for a softmax, "softmax.".
+void add_head(const QuantizedHead& q, std::vector<TensorToWrite>* tensors, Metadata* meta) {
+  std::string scales;
+  for (double v : q.w_scales) scales += (scales.empty() ? "" : ",") + f32s(v);
+  const bool table = q.act == Activation::sigmoid || q.act == Activation::tanh;
+  const Asymmetric& fc_out = q.act == Activation::softmax ? q.linear : q.output;
+  const char* act = q.act == Activation::relu ? "relu" : q.act == Activation::sigmoid ? "sigmoid"
+                    : q.act == Activation::tanh ? "tanh" : "none";
+  meta->push_back({"dense", "1"});
+  meta->push_back({"fc0.in", std::to_string(q.in)});
+  meta->push_back({"fc0.out", std::to_string(q.out)});
+  meta->push_back({"fc0.input_scale", f32s(q.input.scale)});
+  meta->push_back({"fc0.input_zp", std::to_string(q.input.zero_point)});
+  meta->push_back({"fc0.output_scale", f32s(fc_out.scale)});
+  meta->push_back({"fc0.output_zp", std::to_string(fc_out.zero_point)});
+  meta->push_back({"fc0.activation", act});
+  meta->push_back({"fc0.w_scales", scales});
+  if (table) {
+    meta->push_back({"fc0.linear_scale", f32s(q.linear.scale)});
+    meta->push_back({"fc0.linear_zp", std::to_string(q.linear.zero_point)});
+  }
+  tensors->push_back({"fc0.w", ElemType::i8, {q.out, q.in}, q.w.data()});
+  tensors->push_back({"fc0.b", ElemType::i32, {q.out}, q.b.data()});
+  if (q.act != Activation::softmax) return;
+  meta->push_back({"softmax", "1"});
+  meta->push_back({"softmax.beta", "1"});
+  meta->push_back({"softmax.input_scale", f32s(q.linear.scale)});
+  meta->push_back({"softmax.input_zp", std::to_string(q.linear.zero_point)});
+  meta->push_back({"softmax.output_scale", f32s(q.output.scale)});
+  meta->push_back({"softmax.output_zp", std::to_string(q.output.zero_point)});
+}
+
 Status write_model(const QuantizeOptions& o, const LoadedModel& model, const Data& cal, const Ranges& r,
-                   const std::vector<QuantizedLayer>& layers) {
+                   const std::vector<QuantizedLayer>& layers, const QuantizedHead* head, const QuantizedEmbedding* embedding) {
   const int L = static_cast<int>(layers.size());
-  bool prefixed = L > 1;
+  bool prefixed = L > 1 || head != nullptr;  // (a Dense layer's file prefixes its layers)
   for (const QuantizedLayer& q : layers) prefixed = prefixed || q.backward != nullptr;
   Metadata meta = {
       {"format", "tflite_int8"},
       {"op", "UNIDIRECTIONAL_SEQUENCE_LSTM"},
-      {"return_sequences", "1"},
-      {"graph_input", "float32"},
+      {"return_sequences", head != nullptr && head->last_step ? "0" : "1"},
+      {"graph_input", embedding != nullptr ? "token_ids" : "float32"},
       {"graph_output", "float32"},
       {"source", "rnncore quantize"},
       {"rnncore_version", version_string()},
@@ -678,6 +870,16 @@ Status write_model(const QuantizeOptions& o, const LoadedModel& model, const Dat
       add_bidirectional(layers[k], r.layer[k], r.backward[k], prefix, &tensors, &meta);
     else
       add_layer(layers[k], r.layer[k], prefix, &tensors, &meta);
+  }
+  if (head != nullptr) add_head(*head, &tensors, &meta);
+  if (embedding != nullptr) {  // (the keys of a Keras Embedding's file: docs/int8.md, "The model file")
+    meta.push_back({"embedding", "1"});
+    meta.push_back({"embedding.V", std::to_string(embedding->V)});
+    meta.push_back({"embedding.E", std::to_string(embedding->E)});
+    meta.push_back({"embedding.scale", f32s(embedding->q.scale)});
+    meta.push_back({"embedding.zp", std::to_string(embedding->q.zero_point)});
+    meta.push_back({"embedding.ids_dtype", "int32"});
+    tensors.push_back({"embedding.table", ElemType::i8, {embedding->V, embedding->E}, embedding->table.data()});
   }
   return write_safetensors(o.output.c_str(), tensors, meta) == RNNCORE_OK ? Status::ok : Status::io;
 }
@@ -726,8 +928,8 @@ std::string describe_ranges(const StackSpec& stack, const Ranges& r) {
 
 // The float model to quantize: loaded as `rnncore run` loads it, an LSTM stack the integer LSTM
 // can hold, with finite weights.
-Status load_float_model(const QuantizeOptions& o, const Log& log, LoadedModel* model, QuantizeReport* report,
-                        std::string* error) {
+Status load_float_model(const QuantizeOptions& o, const Log& log, LoadedModel* model, FloatHead* head,
+                        FloatEmbedding* embedding, QuantizeReport* report, std::string* error) {
   ModelHints hints = o.hints;
   hints.dtype = DType::f32;
   {
@@ -741,7 +943,26 @@ Status load_float_model(const QuantizeOptions& o, const Log& log, LoadedModel* m
   Status s;
   if (!o.config.empty() && (s = read_stack_config(o.config, &config, error)) != Status::ok) return s;
   if ((s = load_weights(o.weights, hints, o.config.empty() ? nullptr : &config, model, error)) != Status::ok) return s;
-  drop_ends(model);  // the recurrent layers are quantized; a head is not yet (listed as ignored)
+  const StackSpec& st = model->stack;
+  if (st.head.out_features > 0) {  // quantized after the layers (quantize_head); an Embedding is not yet
+    const float* canon = reinterpret_cast<const float*>(model->canonical.data());
+    const LayerSpec& last = st.layers[st.num_layers - 1];
+    head->spec = st.head;
+    head->O = output_size(last);
+    head->dirs = num_directions(last);
+    head->in = static_cast<std::int64_t>(head->dirs) * head->O;
+    const std::int64_t w = canonical_offset(st, 0, 0, ParamKind::dense_weight, 0), b = canonical_offset(st, 0, 0, ParamKind::dense_bias, 0);
+    head->W.assign(canon + w, canon + w + st.head.out_features * head->in);
+    head->b.assign(canon + b, canon + b + st.head.out_features);
+  }
+  if (st.embedding.vocab_size > 0) {  // quantized before the layers (quantize_embedding)
+    const float* canon = reinterpret_cast<const float*>(model->canonical.data());
+    const std::int64_t at = canonical_offset(st, 0, 0, ParamKind::embedding, 0);
+    embedding->V = st.embedding.vocab_size;
+    embedding->E = st.input_size;
+    embedding->table.assign(canon + at, canon + at + embedding->V * embedding->E);
+  }
+  drop_ends(model);  // the recurrent layers as they were; the ends are quantized from *head, *embedding
   for (const std::string& note : model->notes) log.say(note);
   if (const std::string refused = inapplicable_hint(o.hints, model->stack); !refused.empty()) {
     report->option_error = true;
@@ -812,7 +1033,9 @@ Status quantize(const QuantizeOptions& o, QuantizeReport* report, std::string* e
   *report = QuantizeReport();
   const Log log{o.note, o.progress};
   LoadedModel model;
-  Status s = load_float_model(o, log, &model, report, error);
+  FloatHead float_head;
+  FloatEmbedding float_embedding;
+  Status s = load_float_model(o, log, &model, &float_head, &float_embedding, report, error);
   if (s != Status::ok) return s;
   const StackSpec& stack = model.stack;
   const int L = stack.num_layers;
@@ -820,8 +1043,11 @@ Status quantize(const QuantizeOptions& o, QuantizeReport* report, std::string* e
   const float* canon = reinterpret_cast<const float*>(model.canonical.data());
   Data cal, ev;
   std::string err;
-  if (!(err = read_data(o.calibration, I, o.batch_first, &cal)).empty() ||
-      (!o.eval.empty() && !(err = read_data(o.eval, I, o.batch_first, &ev)).empty())) {
+  const bool ids = float_embedding.V > 0;  // token ids, read as the table's float rows
+  auto read = [&](const std::string& path, Data* d) {
+    return ids ? read_ids(path, float_embedding, o.batch_first, d) : read_data(path, I, o.batch_first, d);
+  };
+  if (!(err = read(o.calibration, &cal)).empty() || (!o.eval.empty() && !(err = read(o.eval, &ev)).empty())) {
     *error = err;
     return Status::format;
   }
@@ -860,13 +1086,23 @@ Status quantize(const QuantizeOptions& o, QuantizeReport* report, std::string* e
     return s;
   }
 
+  // An Embedding's table: its quantization is layer 0's input's.
+  const QuantizedEmbedding embedding = ids ? quantize_embedding(float_embedding) : QuantizedEmbedding();
   // The quantization (docs/int8.md, "Quantizing a float LSTM"): layer l > 0 reads layer l−1's int8
   // output as it is, so its input takes that output's quantization.
   std::vector<QuantizedLayer> layers;
   for (int l = 0; l < L; ++l)
-    layers.push_back(quantize_layer(stack, l, canon, l == 0 ? asymmetric_int8(r.x_min, r.x_max) : layers.back().output, r,
+    layers.push_back(quantize_layer(stack, l, canon, l > 0 ? layers.back().output : ids ? embedding.q : asymmetric_int8(r.x_min, r.x_max), r,
                                     f.clipped.layers[l].cell_clip, o.per_channel, log));
-  if (write_model(o, model, cal, r, layers) != Status::ok) {
+  // The head: its input is the last layer's int8 output; its range from the float head on the
+  // float layers' output (from a zero state, as the accuracy is measured).
+  const bool has_head = float_head.spec.out_features > 0;
+  QuantizedHead head;
+  if (has_head) {
+    head = quantize_head(float_head, layers.back().output, run_float_head(float_head, y_cal, cal.T, cal.B, true), o.per_channel);
+    y_cal = run_float_head(float_head, y_cal, cal.T, cal.B, false);
+  }
+  if (write_model(o, model, cal, r, layers, has_head ? &head : nullptr, ids ? &embedding : nullptr) != Status::ok) {
     *error = rnncore_last_error_detail();
     return Status::io;
   }
@@ -875,16 +1111,22 @@ Status quantize(const QuantizeOptions& o, QuantizeReport* report, std::string* e
   for (int l = 0; l < L; ++l) describe_layer(L, l, layers[static_cast<std::size_t>(l)], &report->quantization);
   report->written = "wrote " + o.output + ": int8 LSTM" +
                     (L > 1 || has_bidirectional(stack) ? ", " + describe_layers(stack) : std::string()) +
-                    " (format tflite_int8), float32 input [B, T, " + std::to_string(I) +
-                    "] (batch-major), int8 output [B, T, " + std::to_string(H) + "]";
-  report->calibration_accuracy = measure(qm, cal, y_cal, log);
+                    " (format tflite_int8), " +
+                    (ids ? "an Embedding " + std::to_string(float_embedding.V) + " x " + std::to_string(I) + ", token ids [B, T]"
+                         : "float32 input [B, T, " + std::to_string(I) + "]") +
+                    " (batch-major), int8 output " +
+                    (!has_head ? "[B, T, " + std::to_string(H) + "]"
+                               : std::string(float_head.spec.last_step_only ? "[B, " : "[B, T, ") +
+                                     std::to_string(head.out) + "] (a Dense head, " + to_string(head.act) + ")");
+  report->calibration_accuracy = measure(qm, cal, y_cal, has_head ? &head : nullptr, log);
   if (!o.eval.empty()) {
     if ((s = run_float_model(f.net, stack, canon, ev, 0, &y_ev, nullptr, "evaluation", log)) != Status::ok) {
       *error = last_error_detail();
       return s;
     }
     report->has_eval = true;
-    report->eval_accuracy = measure(qm, ev, y_ev, log);
+    if (has_head) y_ev = run_float_head(float_head, y_ev, ev.T, ev.B, false);
+    report->eval_accuracy = measure(qm, ev, y_ev, has_head ? &head : nullptr, log);
   }
   return Status::ok;
 }

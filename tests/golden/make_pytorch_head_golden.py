@@ -10,7 +10,7 @@ float64: the module run in float64 (module.double()) as a user would write it,
   * last step:   y = act(fc(cat(out[-1, :, :H], out[0, :, H:])))   [B, F]
     (each direction's last output in its own order: Keras return_sequences=False)
 with act from the metadata 'head_activation' (none or softmax) and 'head_last_step' ("1" for the
-last step), which io::load_model reads. An independent numpy implementation checks every output to 1e-12.
+last step), which io::load_model reads; x and y (float32) also as <case>.x.npy, <case>.y.npy. An independent numpy implementation checks every output to 1e-12.
 Deterministic: fixed seeds, so re-running reproduces byte-identical files.
 """
 
@@ -100,6 +100,9 @@ def main():
         meta = {"head_activation": activation, "head_last_step": "1" if last_step else "0",
                 "generator": "tests/golden/make_pytorch_head_golden.py", "torch": torch.__version__}
         safetensors_io.save_file(tensors, os.path.join(out_dir, name + ".safetensors"), metadata=meta)
+        # The input and PyTorch's output as .npy, for the export-c header test (tests/meson.build).
+        np.save(os.path.join(out_dir, name + ".x.npy"), x)
+        np.save(os.path.join(out_dir, name + ".y.npy"), y.astype(np.float32))
         print(f"{name}: y {list(y.shape)}, numpy check {err:.1e}")
 
 

@@ -1,5 +1,5 @@
 // rnncore — post-training quantization of a float LSTM (one layer or a stack, unidirectional or
-// bidirectional layers, as io::load_weights reads them) to the integer LSTM file that
+// bidirectional layers, and a Dense head after them, as io::load_weights reads them) to the integer LSTM file that
 // io::Int8Runner and `rnncore run` run (format tflite_int8, docs/int8.md): calibrates the ranges
 // on data, chooses the scales as TFLite's converter does for a Keras LSTM, writes the file and
 // measures the accuracy lost against the float model. `rnncore quantize` is this function.
