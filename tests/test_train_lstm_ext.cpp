@@ -23,6 +23,7 @@ struct Case {
   StackSpec stack;
   int batch = 3, steps = 4;
   std::vector<std::int32_t> lengths;  // empty: all steps
+  std::vector<std::uint8_t> resets;   // [T, B] (or [B, T] batch-major); empty: none
   bool initial_state = false, batch_major = false, training = true;
 };
 
@@ -60,6 +61,7 @@ ForwardArgs forward_args(const Case& c, const Problem<T>& p) {
   a.layout = c.batch_major ? Layout::batch_major : Layout::time_major;
   a.x = p.x.data();
   a.seq_lengths = c.lengths.empty() ? nullptr : c.lengths.data();
+  a.resets = c.resets.empty() ? nullptr : c.resets.data();
   a.h0 = c.initial_state ? p.h0.data() : nullptr;
   a.c0 = c.initial_state ? p.c0.data() : nullptr;
   a.run_mode = c.training ? RunMode::training : RunMode::inference;
@@ -220,6 +222,18 @@ std::vector<Case> cases() {
   clip.steps = 5;
   clip.initial_state = true;
   out.push_back(clip);
+
+  Case resets;  // per-step state resets restore h at the projection's width and c at the cell's
+  resets.name = "all_extensions_resets_l2_len_h0";
+  resets.stack.input_size = 3;
+  resets.stack.num_layers = 2;
+  resets.stack.layers[0] = lstm(5, 3, true, 0.3, 0.1);
+  resets.stack.layers[1] = lstm(4, 2, false, 0, 0.1);
+  resets.steps = 5;
+  resets.lengths = {5, 3, 4};
+  resets.resets = {1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 0, 1, 1};  // [T, B]; row 0 resets at t = 1, 3
+  resets.initial_state = true;
+  out.push_back(resets);
   return out;
 }
 
