@@ -45,6 +45,16 @@ inline std::int16_t wrap16(std::int32_t v) {
   return static_cast<std::int16_t>(static_cast<std::uint16_t>(static_cast<std::uint32_t>(v) & 0xFFFFu));
 }
 
+// Tells the optimizer that cond holds (where it cannot see it), so that it drops a test.
+#if defined(__GNUC__)
+#define RNNCORE_Q8_ASSUME(cond) \
+  do {                          \
+    if (!(cond)) __builtin_unreachable(); \
+  } while (0)
+#else
+#define RNNCORE_Q8_ASSUME(cond) ((void)0)
+#endif
+
 RNNCORE_Q8_INLINE std::int32_t sat16(std::int32_t v) {
 #if defined(RNNCORE_Q8_ACLE)
   return __ssat(v, 16);
@@ -138,30 +148,9 @@ constexpr std::int32_t exp_on_interval_quarter(std::int32_t a) {
   return saturate16<kConst>(kExpMinusEighth + mul(kExpMinusEighth, x + poly));
 }
 
-// exp on [−1/4, 0) at the multiples of 2^-kExpStepBits, computed at compile time: with
-// 15 − kExpStepBits or more integer bits every argument the exponential passes it is one of
-// those, so a load replaces ~28 instructions. 2^-12 (1,024 values, 2 KiB of flash) serves 3 or
-// more integer bits: the sigmoid, the cell gate's tanh and tanh of a cell state of scale 2^-13 or
-// coarser. Firmware builds with the activation tables take 2^-14 (4,096 values, 8 KiB), which
-// also serves tanh of a cell state of scale 2^-15 and 2^-14 (exp with 1 and 2 integer bits): what
-// Keras conversions without a cell clip get, and the one activation those builds compute.
-#if defined(RNNCORE_NO_HEAP) && defined(RNNCORE_Q8_ACTIVATION_TABLES)
-constexpr int kExpStepBits = 14;
-#else
-constexpr int kExpStepBits = 12;
-#endif
-struct ExpQuarterTable {
-  std::int16_t v[1 << (kExpStepBits - 2)] = {};
-  constexpr ExpQuarterTable() {
-    for (int i = 0; i < (1 << (kExpStepBits - 2)); ++i) {
-      v[i] = static_cast<std::int16_t>(exp_on_interval_quarter<true>(i * (1 << (15 - kExpStepBits)) - 8192));
-    }
-  }
-};
-constexpr ExpQuarterTable kExpQuarter{};
-
 // The factors exp(−2^k), k = K .. min(4, IB − 1), for the set bits of the remainder, unrolled at
-// compile time (bit positions and constants become immediates).
+// compile time (bit positions and constants become immediates). Every partial product is in
+// [0, 2^15) and every factor positive: mul16's saturation never acts here.
 template <int IB, int K, bool kConst = false>
 constexpr RNNCORE_Q8_INLINE std::int32_t apply_exp_factors(std::int32_t result, std::int32_t remainder) {
   if constexpr (K > 4 || K >= IB) {
@@ -173,6 +162,41 @@ constexpr RNNCORE_Q8_INLINE std::int32_t apply_exp_factors(std::int32_t result, 
   }
 }
 
+// exp on [−2^kExpTableFolds / 4, 0) at the multiples of 2^-kExpStepBits, computed at compile time
+// as the computation below does it: with 15 − kExpStepBits or more integer bits every argument the
+// exponential passes it is one of those, so a load replaces ~28 instructions, and the first
+// kExpTableFolds factors' tests and multiplies. 2^-12 over [−1/2, 0) (2,048 values, 4 KiB of flash:
+// the residue in [−1/4, 0) and the factor exp(−1/4)) serves 3 or more integer bits: the sigmoid,
+// the cell gate's tanh and tanh of a cell state of scale 2^-13 or coarser. Firmware builds with
+// the activation tables take 2^-14 over [−1/4, 0) (4,096 values, 8 KiB), which also serves tanh of
+// a cell state of scale 2^-15 and 2^-14 (exp with 1 and 2 integer bits): what Keras conversions
+// without a cell clip get, and the one activation those builds compute.
+#if defined(RNNCORE_NO_HEAP) && defined(RNNCORE_Q8_ACTIVATION_TABLES)
+constexpr int kExpStepBits = 14;
+constexpr int kExpTableFolds = 0;
+#else
+constexpr int kExpStepBits = 12;
+constexpr int kExpTableFolds = 1;
+#endif
+struct ExpTable {
+  static constexpr int kQuarter = 1 << (kExpStepBits - 2);  // entries per quarter
+  std::int16_t v[kQuarter << kExpTableFolds] = {};
+  constexpr ExpTable() {
+    for (int i = 0; i < (kQuarter << kExpTableFolds); ++i) {
+      // entry i: the argument (i − size) · 2^-kExpStepBits; its quarter residue, then the factors
+      // exp(−2^k) for k = −2 .. kExpTableFolds − 3 whose bit the argument has (the remainder's)
+      const std::int32_t residue = i & (kQuarter - 1);
+      std::int32_t r = exp_on_interval_quarter<true>(residue * (1 << (15 - kExpStepBits)) - 8192);
+      const std::int32_t remainder = ((kQuarter << kExpTableFolds) - 1 - i) >> (kExpStepBits - 2);  // quarters
+      for (int k = 0; k < kExpTableFolds; ++k) {
+        if ((remainder >> k) & 1) r = rdhm16_portable(r, kExpFactor[k]);
+      }
+      v[i] = static_cast<std::int16_t>(r);
+    }
+  }
+};
+constexpr ExpTable kExpTable{};
+
 // exp(a) for a ≤ 0 given with IB integer bits (Q(IB).(15−IB)), result in Q0.15: exp of the
 // residue in [−1/4, 0), then one factor exp(−2^k) per set bit of the rest (k = −2 .. 4).
 template <int IB, bool kConst = false>
@@ -181,14 +205,20 @@ constexpr RNNCORE_Q8_INLINE std::int32_t exp_on_negative_values(std::int32_t a) 
   constexpr std::int32_t quarter = std::int32_t{1} << (13 - IB);
   const std::int32_t residue = (a & (quarter - 1)) - quarter;  // in [−quarter, 0)
   // residue · 2^IB lies in [−2^13, 0): the reference's saturating shift never saturates here.
+  // The rest, residue − a = quarter · (−floor(a / quarter) − 1), is ~a = −a − 1 without its bits
+  // below the quarter (floor((−a − 1) / q) = −floor(a / q) − 1): the factors test the bits of ~a,
+  // that is the clear bits of a (for a = 0 the result is replaced below).
+  const std::int32_t rest = ~a;
   std::int32_t result = 0;
   if constexpr (IB >= 15 - kExpStepBits) {
-    // residue · 2^IB = index · 2^(15 − kExpStepBits) − 2^13
-    result = kExpQuarter.v[(a & (quarter - 1)) << (IB - 15 + kExpStepBits)];
+    // a = index · 2^(kExpStepBits − 15) − 2^kExpTableFolds / 4 (an entry holds the first factors)
+    constexpr std::int32_t span = quarter << kExpTableFolds;
+    result = kExpTable.v[(a & (span - 1)) << (IB - 15 + kExpStepBits)];
+    result = apply_exp_factors<IB, kExpTableFolds - 2, kConst>(result, rest);
   } else {
     result = exp_on_interval_quarter<kConst>(residue * (std::int32_t{1} << IB));
+    result = apply_exp_factors<IB, -2, kConst>(result, rest);
   }
-  result = apply_exp_factors<IB, -2, kConst>(result, residue - a);
   if constexpr (IB > 5) {
     constexpr std::int16_t clamp = c16(-(std::int32_t{1} << (36 - IB)));  // −32 in Q(IB)
     if (a < clamp) result = 0;
@@ -210,38 +240,44 @@ constexpr std::int32_t reciprocal_of_half_denominator(std::int32_t half_denomina
 
 #if defined(RNNCORE_NO_HEAP) && !defined(RNNCORE_Q8_NO_RECIPROCAL_TABLE) && (!defined(__arm__) || defined(__ARM_FEATURE_IDIV))
 // Firmware builds divide instead (UDIV: one instruction on ARMv7E-M and ARMv8-M Mainline): the
-// reciprocal depends on a only through hd = (a + 1)/2, 2^14 .. 2^15 − 1 in Q0.15, and is within 3 of
-// round(2^28 / hd) for every one of those 16,384 values, so an int8 table of the differences (16 KiB
+// reciprocal depends on a only through hd = (a + 1)/2, 2^14 .. 2^15 − 1 in Q0.15, and is within 4 of
+// floor(2^28 / hd) for every one of those 16,384 values, so an int8 table of the differences (16 KiB
 // of flash, computed at compile time from the iteration itself) gives the same values for a
-// division, a load and an add instead of about 30 instructions. tests/cross/int8_kernels_baremetal.cpp
+// division, a load and an add instead of about 30 instructions. The table's index, hd − 2^14, is
+// a >> 1 (a ≥ 0), and the dividend a constant: no rounding term. tests/cross/int8_kernels_baremetal.cpp
 // compares the activations built on it with the reference on every int16 input. Define
 // RNNCORE_Q8_NO_RECIPROCAL_TABLE (meson option int8_reciprocal_table=false) to keep the 16 KiB. With
 // the activation tables (below) only tanh of a cell state with fewer than 3 integer bits divides:
 // what Keras conversions without a cell clip get, so those builds keep the table too.
 #define RNNCORE_Q8_RECIPROCAL_TABLE 1
-constexpr std::uint32_t rounded_reciprocal(std::uint32_t hd) { return ((std::uint32_t{1} << 28) + (hd >> 1)) / hd; }
+constexpr std::uint32_t kReciprocalDividend = std::uint32_t{1} << 28;
 struct ReciprocalDeltas {
   std::int8_t d[1 << 14] = {};
+  bool fits = true;  // every difference in int8 (checked below at compile time)
   constexpr ReciprocalDeltas() {
     for (std::int32_t i = 0; i < (1 << 14); ++i) {
       const std::int32_t hd = (1 << 14) + i;
-      d[i] = static_cast<std::int8_t>(reciprocal_of_half_denominator<true>(hd) -
-                                      static_cast<std::int32_t>(rounded_reciprocal(static_cast<std::uint32_t>(hd))));
+      const std::int32_t diff = reciprocal_of_half_denominator<true>(hd) -
+                                static_cast<std::int32_t>(kReciprocalDividend / static_cast<std::uint32_t>(hd));
+      fits = fits && diff >= -128 && diff <= 127;
+      d[i] = static_cast<std::int8_t>(diff);
     }
   }
 };
 constexpr ReciprocalDeltas kReciprocalDeltas{};
+static_assert(kReciprocalDeltas.fits, "reciprocal table: a difference outside int8");
 #endif
 
+// The reciprocal of (1 + a)/2 in Q2.13 for a in [0, 2^15) (Q0.15).
 template <bool kConst = false>
 constexpr RNNCORE_Q8_INLINE std::int32_t reciprocal_of_one_plus(std::int32_t a) {
-  const std::int32_t half_denominator = (a + kOneQ0 + 1) >> 1;  // (a + 1)/2 rounded; a + 1 > 0
-  if constexpr (kConst) return reciprocal_of_half_denominator<true>(half_denominator);
+  if constexpr (kConst) return reciprocal_of_half_denominator<true>((a + kOneQ0 + 1) >> 1);
 #if defined(RNNCORE_Q8_RECIPROCAL_TABLE)
-  const std::uint32_t hd = static_cast<std::uint32_t>(half_denominator);
-  return static_cast<std::int32_t>(rounded_reciprocal(hd)) + kReciprocalDeltas.d[hd - (1u << 14)];
+  // (a + 2^15) >> 1 rounds (a + 1)/2 as gemmlowp does; for a ≥ 0 it is 2^14 + (a >> 1).
+  const std::uint32_t i = static_cast<std::uint32_t>(a) >> 1;
+  return static_cast<std::int32_t>(kReciprocalDividend / (i + (1u << 14))) + kReciprocalDeltas.d[i];
 #else
-  return reciprocal_of_half_denominator<false>(half_denominator);
+  return reciprocal_of_half_denominator<false>((a + kOneQ0 + 1) >> 1);  // (a + 1)/2 rounded; a + 1 > 0
 #endif
 }
 
@@ -333,9 +369,14 @@ RNNCORE_Q8_INLINE std::int16_t sigmoid_fixed(std::int32_t x) {
   const std::int32_t positive = kAbsSigmoid.v[static_cast<std::uint32_t>((x ^ m) - m)];
   return static_cast<std::int16_t>((positive ^ m) - m * (kOneQ0 + 1));
 #else
+  // With the sign mask m (0 or −1): −|x| = m − (x ^ m), and for x < 0 the mirror 1 − σ = 32767 − p
+  // = p ^ 32767 (0 ≤ p ≤ 32767), 32767 being m >> 17 unsigned: two instructions, no branch.
   if (x == 0) return kHalfQ0;
-  const std::int32_t positive = sigmoid_of_abs(x < 0 ? x : -x);
-  return static_cast<std::int16_t>(x > 0 ? positive : kOneQ0 - positive);
+  const std::int32_t m = x >> 31;
+  const std::int32_t minus_abs = m - (x ^ m);
+  RNNCORE_Q8_ASSUME(minus_abs < 0);
+  const std::int32_t positive = sigmoid_of_abs(minus_abs);
+  return static_cast<std::int16_t>(positive ^ static_cast<std::int32_t>(static_cast<std::uint32_t>(m) >> 17));
 #endif
 }
 
@@ -355,8 +396,11 @@ RNNCORE_Q8_INLINE std::int16_t tanh_fixed(std::int32_t x) {  // x: an int16 valu
   }
 #endif
   if (x == 0) return 0;
-  const std::int32_t t = tanh_of_abs<IB>(x < 0 ? x : -x);
-  return static_cast<std::int16_t>(x < 0 ? -t : t);
+  const std::int32_t m = x >> 31;  // as in sigmoid_fixed
+  const std::int32_t minus_abs = m - (x ^ m);
+  RNNCORE_Q8_ASSUME(minus_abs < 0);
+  const std::int32_t t = tanh_of_abs<IB>(minus_abs);
+  return static_cast<std::int16_t>((t ^ m) - m);
 }
 
 inline std::int32_t sat_rdhm32(std::int32_t a, std::int32_t b) {
