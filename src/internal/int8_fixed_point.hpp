@@ -144,7 +144,8 @@ constexpr std::int32_t exp_on_interval_quarter(std::int32_t a) {
   const std::int32_t x2 = mul(x, x);
   const std::int32_t x3 = mul(x2, x);
   const std::int32_t x4 = mul(x2, x2);
-  const std::int32_t poly = round_shift<1>(mul(round_shift<2>(x4) + x3, kOneThird) + x2);
+  // x2 and x4 are squares' products, never negative: round_shift<2>(x4) is (x4 + 2) >> 2
+  const std::int32_t poly = round_shift<1>(mul(((x4 + 2) >> 2) + x3, kOneThird) + x2);
   return saturate16<kConst>(kExpMinusEighth + mul(kExpMinusEighth, x + poly));
 }
 
@@ -203,20 +204,22 @@ template <int IB, bool kConst = false>
 constexpr RNNCORE_Q8_INLINE std::int32_t exp_on_negative_values(std::int32_t a) {
   static_assert(IB >= 1 && IB <= 7, "exp_on_negative_values: 1..7 integer bits");
   constexpr std::int32_t quarter = std::int32_t{1} << (13 - IB);
-  const std::int32_t residue = (a & (quarter - 1)) - quarter;  // in [−quarter, 0)
-  // residue · 2^IB lies in [−2^13, 0): the reference's saturating shift never saturates here.
+  // The residue (a & (quarter − 1)) − quarter lies in [−quarter, 0), residue · 2^IB in [−2^13, 0):
+  // the reference's saturating shift never saturates here.
   // The rest, residue − a = quarter · (−floor(a / quarter) − 1), is ~a = −a − 1 without its bits
   // below the quarter (floor((−a − 1) / q) = −floor(a / q) − 1): the factors test the bits of ~a,
   // that is the clear bits of a (for a = 0 the result is replaced below).
   const std::int32_t rest = ~a;
   std::int32_t result = 0;
   if constexpr (IB >= 15 - kExpStepBits) {
-    // a = index · 2^(kExpStepBits − 15) − 2^kExpTableFolds / 4 (an entry holds the first factors)
+    // the entry of the argument in [−span, 0) with a's bits below the span (a mod span), at the
+    // table's step; it holds the first kExpTableFolds factors too
     constexpr std::int32_t span = quarter << kExpTableFolds;
     result = kExpTable.v[(a & (span - 1)) << (IB - 15 + kExpStepBits)];
     result = apply_exp_factors<IB, kExpTableFolds - 2, kConst>(result, rest);
   } else {
-    result = exp_on_interval_quarter<kConst>(residue * (std::int32_t{1} << IB));
+    // residue · 2^IB, as (a mod quarter) · 2^IB − 2^13 (one shift and one constant fewer)
+    result = exp_on_interval_quarter<kConst>((a & (quarter - 1)) * (std::int32_t{1} << IB) - 8192);
     result = apply_exp_factors<IB, -2, kConst>(result, rest);
   }
   if constexpr (IB > 5) {
@@ -358,8 +361,9 @@ constexpr int kCellTanhBits = -1;  // none
 #endif
 
 // Logistic of a Q3.12 value, Q0.15: 1 / (1 + e^(−|x|)), then 1 − that for x < 0. x is an int16
-// value, passed as int32 so that a saturated sum needs no sign extension first.
-RNNCORE_Q8_INLINE std::int16_t sigmoid_fixed(std::int32_t x) {
+// value, passed as int32 so that a saturated sum needs no sign extension first; the result is an
+// int16 value, returned as int32 so that a store of it needs no sign extension either.
+RNNCORE_Q8_INLINE std::int32_t sigmoid_fixed(std::int32_t x) {
 #if defined(RNNCORE_Q8_SIGNED_TABLES)
   return kSignedSigmoid.v[x + 32768];
 #elif defined(RNNCORE_Q8_ABS_TABLES)
@@ -376,12 +380,12 @@ RNNCORE_Q8_INLINE std::int16_t sigmoid_fixed(std::int32_t x) {
   const std::int32_t minus_abs = m - (x ^ m);
   RNNCORE_Q8_ASSUME(minus_abs < 0);
   const std::int32_t positive = sigmoid_of_abs(minus_abs);
-  return static_cast<std::int16_t>(positive ^ static_cast<std::int32_t>(static_cast<std::uint32_t>(m) >> 17));
+  return positive ^ static_cast<std::int32_t>(static_cast<std::uint32_t>(m) >> 17);
 #endif
 }
 
 template <int IB>
-RNNCORE_Q8_INLINE std::int16_t tanh_fixed(std::int32_t x) {  // x: an int16 value, as sigmoid_fixed
+RNNCORE_Q8_INLINE std::int32_t tanh_fixed(std::int32_t x) {  // x and the result: int16 values, as sigmoid_fixed
 #if defined(RNNCORE_Q8_SIGNED_TABLES)
   if constexpr (IB >= 3) return kSignedTanh3.v[(IB > 3 ? sat16(x * (1 << (IB - 3))) : x) + 32768];
 #if defined(RNNCORE_Q8_CELL_TANH_BITS)
@@ -400,7 +404,7 @@ RNNCORE_Q8_INLINE std::int16_t tanh_fixed(std::int32_t x) {  // x: an int16 valu
   const std::int32_t minus_abs = m - (x ^ m);
   RNNCORE_Q8_ASSUME(minus_abs < 0);
   const std::int32_t t = tanh_of_abs<IB>(minus_abs);
-  return static_cast<std::int16_t>((t ^ m) - m);
+  return (t ^ m) - m;
 }
 
 inline std::int32_t sat_rdhm32(std::int32_t a, std::int32_t b) {
