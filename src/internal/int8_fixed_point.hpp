@@ -149,6 +149,33 @@ constexpr std::int32_t exp_on_interval_quarter(std::int32_t a) {
   return saturate16<kConst>(kExpMinusEighth + mul(kExpMinusEighth, x + poly));
 }
 
+#if defined(RNNCORE_Q8_ACLE)
+// Two factors of the barrel below at a time, for bits kBit and kBit + 1 of the remainder ~a, given
+// a: one LSLS puts a's bit kBit in N and bit kBit + 1 in C (the last bit shifted out), and neither
+// SMLABB nor SSAT changes the flags, so that a test of a bit is one branch, not a shift and a
+// branch. A factor applies where a's bit is clear; the products are mul16's (rdhm16).
+template <int kBit>
+RNNCORE_Q8_INLINE std::int32_t exp_factor_pair(std::int32_t result, std::int32_t a, std::int16_t f0, std::int16_t f1) {
+  std::int32_t scratch;
+  __asm__(
+      "lsls %[t], %[a], %[shift]\n\t"
+      "bmi 1f\n\t"
+      "movw %[t], %[f0]\n\t"
+      "smlabb %[r], %[r], %[t], %[nudge]\n\t"
+      "ssat %[r], #16, %[r], asr #15\n"
+      "1:\n\t"
+      "bcs 2f\n\t"
+      "movw %[t], %[f1]\n\t"
+      "smlabb %[r], %[r], %[t], %[nudge]\n\t"
+      "ssat %[r], #16, %[r], asr #15\n"
+      "2:"
+      : [r] "+r"(result), [t] "=&r"(scratch)
+      : [a] "r"(a), [shift] "I"(31 - kBit), [f0] "n"(f0), [f1] "n"(f1), [nudge] "r"(1 << 14)
+      : "cc");
+  return result;
+}
+#endif
+
 // The factors exp(−2^k), k = K .. min(4, IB − 1), for the set bits of the remainder, unrolled at
 // compile time (bit positions and constants become immediates). Every partial product is in
 // [0, 2^15) and every factor positive: mul16's saturation never acts here.
@@ -157,6 +184,11 @@ constexpr RNNCORE_Q8_INLINE std::int32_t apply_exp_factors(std::int32_t result, 
   if constexpr (K > 4 || K >= IB) {
     (void)remainder;
     return result;
+#if defined(RNNCORE_Q8_ACLE)
+  } else if constexpr (!kConst && K + 1 <= 4 && K + 1 < IB) {
+    result = exp_factor_pair<15 - IB + K>(result, ~remainder, kExpFactor[K + 2], kExpFactor[K + 3]);
+    return apply_exp_factors<IB, K + 2, kConst>(result, remainder);
+#endif
   } else {
     if ((remainder & (std::int32_t{1} << (15 - IB + K))) != 0) result = mul16<kConst>(result, kExpFactor[K + 2]);
     return apply_exp_factors<IB, K + 1, kConst>(result, remainder);
