@@ -230,6 +230,27 @@ struct ExpTable {
 };
 constexpr ExpTable kExpTable{};
 
+template <int IB, bool kConst>
+constexpr std::int32_t exp_on_negative_values(std::int32_t a);
+inline const std::int16_t* exp_odd_values();  // kExpOdd.v, defined below the exponential
+// Builds whose exp table steps by 2^-12 (the default firmware build, hosts) also hold exp at the
+// odd multiples of 2^-13 in [−1/2, 0) (2,048 values, 4 KiB, computed at compile time by the
+// arithmetic below, the factor exp(−1/4) included): with kExpTable that serves exp with 2
+// integer bits, tanh of a cell state of scale 2^-14 (1 integer bit: what Keras conversions without
+// a cell clip get when |c| stays below 2), which otherwise evaluates the polynomial.
+#if defined(RNNCORE_NO_HEAP) && defined(RNNCORE_Q8_ACTIVATION_TABLES)
+constexpr bool kExpHalfStep = false;  // these builds step by 2^-14 instead
+inline const std::int16_t* exp_odd_values() { return nullptr; }
+#else
+constexpr bool kExpHalfStep = true;
+struct ExpOddTable {
+  std::int16_t v[2048] = {};
+  constexpr ExpOddTable() {
+    for (int j = 0; j < 2048; ++j) v[j] = static_cast<std::int16_t>(exp_on_negative_values<2, true>(2 * j + 1 - 4096));
+  }
+};
+#endif
+
 // exp(a) for a ≤ 0 given with IB integer bits (Q(IB).(15−IB)), result in Q0.15: exp of the
 // residue in [−1/4, 0), then one factor exp(−2^k) per set bit of the rest (k = −2 .. 4).
 template <int IB, bool kConst = false>
@@ -243,7 +264,13 @@ constexpr RNNCORE_Q8_INLINE std::int32_t exp_on_negative_values(std::int32_t a) 
   // that is the clear bits of a (for a = 0 the result is replaced below).
   const std::int32_t rest = ~a;
   std::int32_t result = 0;
-  if constexpr (IB >= 15 - kExpStepBits) {
+  if constexpr (IB == 2 && kExpHalfStep && !kConst) {
+    // a in Q2.13: the even arguments are kExpTable's (2^-12 apart), the odd ones kExpOdd's, each
+    // with the first factor exp(−1/4) folded in as there
+    const std::int32_t low = a & 4095;  // a mod 1/2, at 2^-13
+    result = ((low & 1) != 0 ? exp_odd_values() : kExpTable.v)[low >> 1];
+    result = apply_exp_factors<IB, -1, kConst>(result, rest);
+  } else if constexpr (IB >= 15 - kExpStepBits) {
     // the entry of the argument in [−span, 0) with a's bits below the span (a mod span), at the
     // table's step; it holds the first kExpTableFolds factors too
     constexpr std::int32_t span = quarter << kExpTableFolds;
@@ -260,6 +287,11 @@ constexpr RNNCORE_Q8_INLINE std::int32_t exp_on_negative_values(std::int32_t a) 
   }
   return a == 0 ? kOneQ0 : result;
 }
+
+#if !(defined(RNNCORE_NO_HEAP) && defined(RNNCORE_Q8_ACTIVATION_TABLES))
+constexpr ExpOddTable kExpOdd{};
+inline const std::int16_t* exp_odd_values() { return kExpOdd.v; }
+#endif
 
 // Newton–Raphson reciprocal of (1 + a)/2 for a in [0, 1], in Q2.13 (three iterations, as gemmlowp),
 // from the rounded half denominator (1 + a)/2 in [1/2, 1]. kConst: the portable arithmetic, for
