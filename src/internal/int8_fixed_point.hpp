@@ -45,6 +45,16 @@ inline std::int16_t wrap16(std::int32_t v) {
   return static_cast<std::int16_t>(static_cast<std::uint16_t>(static_cast<std::uint32_t>(v) & 0xFFFFu));
 }
 
+// Tells the optimizer that cond holds (where it cannot see it), so that it drops a test.
+#if defined(__GNUC__)
+#define RNNCORE_Q8_ASSUME(cond) \
+  do {                          \
+    if (!(cond)) __builtin_unreachable(); \
+  } while (0)
+#else
+#define RNNCORE_Q8_ASSUME(cond) ((void)0)
+#endif
+
 RNNCORE_Q8_INLINE std::int32_t sat16(std::int32_t v) {
 #if defined(RNNCORE_Q8_ACLE)
   return __ssat(v, 16);
@@ -134,44 +144,112 @@ constexpr std::int32_t exp_on_interval_quarter(std::int32_t a) {
   const std::int32_t x2 = mul(x, x);
   const std::int32_t x3 = mul(x2, x);
   const std::int32_t x4 = mul(x2, x2);
-  const std::int32_t poly = round_shift<1>(mul(round_shift<2>(x4) + x3, kOneThird) + x2);
+  // x2 and x4 are squares' products, never negative: round_shift<2>(x4) is (x4 + 2) >> 2
+  const std::int32_t poly = round_shift<1>(mul(((x4 + 2) >> 2) + x3, kOneThird) + x2);
   return saturate16<kConst>(kExpMinusEighth + mul(kExpMinusEighth, x + poly));
 }
 
-// exp on [−1/4, 0) at the multiples of 2^-kExpStepBits, computed at compile time: with
-// 15 − kExpStepBits or more integer bits every argument the exponential passes it is one of
-// those, so a load replaces ~28 instructions. 2^-12 (1,024 values, 2 KiB of flash) serves 3 or
-// more integer bits: the sigmoid, the cell gate's tanh and tanh of a cell state of scale 2^-13 or
-// coarser. Firmware builds with the activation tables take 2^-14 (4,096 values, 8 KiB), which
-// also serves tanh of a cell state of scale 2^-15 and 2^-14 (exp with 1 and 2 integer bits): what
-// Keras conversions without a cell clip get, and the one activation those builds compute.
-#if defined(RNNCORE_NO_HEAP) && defined(RNNCORE_Q8_ACTIVATION_TABLES)
-constexpr int kExpStepBits = 14;
-#else
-constexpr int kExpStepBits = 12;
+#if defined(RNNCORE_Q8_ACLE)
+// Two factors of the barrel below at a time, for bits kBit and kBit + 1 of the remainder ~a, given
+// a: one LSLS puts a's bit kBit in N and bit kBit + 1 in C (the last bit shifted out), and neither
+// SMLABB nor SSAT changes the flags, so that a test of a bit is one branch, not a shift and a
+// branch. A factor applies where a's bit is clear; the products are mul16's (rdhm16).
+template <int kBit>
+RNNCORE_Q8_INLINE std::int32_t exp_factor_pair(std::int32_t result, std::int32_t a, std::int16_t f0, std::int16_t f1) {
+  std::int32_t scratch;
+  __asm__(
+      "lsls %[t], %[a], %[shift]\n\t"
+      "bmi 1f\n\t"
+      "movw %[t], %[f0]\n\t"
+      "smlabb %[r], %[r], %[t], %[nudge]\n\t"
+      "ssat %[r], #16, %[r], asr #15\n"
+      "1:\n\t"
+      "bcs 2f\n\t"
+      "movw %[t], %[f1]\n\t"
+      "smlabb %[r], %[r], %[t], %[nudge]\n\t"
+      "ssat %[r], #16, %[r], asr #15\n"
+      "2:"
+      : [r] "+r"(result), [t] "=&r"(scratch)
+      : [a] "r"(a), [shift] "I"(31 - kBit), [f0] "n"(f0), [f1] "n"(f1), [nudge] "r"(1 << 14)
+      : "cc");
+  return result;
+}
 #endif
-struct ExpQuarterTable {
-  std::int16_t v[1 << (kExpStepBits - 2)] = {};
-  constexpr ExpQuarterTable() {
-    for (int i = 0; i < (1 << (kExpStepBits - 2)); ++i) {
-      v[i] = static_cast<std::int16_t>(exp_on_interval_quarter<true>(i * (1 << (15 - kExpStepBits)) - 8192));
-    }
-  }
-};
-constexpr ExpQuarterTable kExpQuarter{};
 
 // The factors exp(−2^k), k = K .. min(4, IB − 1), for the set bits of the remainder, unrolled at
-// compile time (bit positions and constants become immediates).
+// compile time (bit positions and constants become immediates). Every partial product is in
+// [0, 2^15) and every factor positive: mul16's saturation never acts here.
 template <int IB, int K, bool kConst = false>
 constexpr RNNCORE_Q8_INLINE std::int32_t apply_exp_factors(std::int32_t result, std::int32_t remainder) {
   if constexpr (K > 4 || K >= IB) {
     (void)remainder;
     return result;
+#if defined(RNNCORE_Q8_ACLE)
+  } else if constexpr (!kConst && K + 1 <= 4 && K + 1 < IB) {
+    result = exp_factor_pair<15 - IB + K>(result, ~remainder, kExpFactor[K + 2], kExpFactor[K + 3]);
+    return apply_exp_factors<IB, K + 2, kConst>(result, remainder);
+#endif
   } else {
     if ((remainder & (std::int32_t{1} << (15 - IB + K))) != 0) result = mul16<kConst>(result, kExpFactor[K + 2]);
     return apply_exp_factors<IB, K + 1, kConst>(result, remainder);
   }
 }
+
+// exp on [−2^kExpTableFolds / 4, 0) at the multiples of 2^-kExpStepBits, computed at compile time
+// as the computation below does it: with 15 − kExpStepBits or more integer bits every argument the
+// exponential passes it is one of those, so a load replaces ~28 instructions, and the first
+// kExpTableFolds factors' tests and multiplies. 2^-12 over [−1/2, 0) (2,048 values, 4 KiB of flash:
+// the residue in [−1/4, 0) and the factor exp(−1/4)) serves 3 or more integer bits: the sigmoid,
+// the cell gate's tanh and tanh of a cell state of scale 2^-13 or coarser. Firmware builds with
+// the activation tables take 2^-14 over [−1/4, 0) (4,096 values, 8 KiB), which also serves tanh of
+// a cell state of scale 2^-15 and 2^-14 (exp with 1 and 2 integer bits): what Keras conversions
+// without a cell clip get, and the one activation those builds compute.
+#if defined(RNNCORE_NO_HEAP) && defined(RNNCORE_Q8_ACTIVATION_TABLES)
+constexpr int kExpStepBits = 14;
+constexpr int kExpTableFolds = 0;
+#else
+constexpr int kExpStepBits = 12;
+constexpr int kExpTableFolds = 1;
+#endif
+struct ExpTable {
+  static constexpr int kQuarter = 1 << (kExpStepBits - 2);  // entries per quarter
+  std::int16_t v[kQuarter << kExpTableFolds] = {};
+  constexpr ExpTable() {
+    for (int i = 0; i < (kQuarter << kExpTableFolds); ++i) {
+      // entry i: the argument (i − size) · 2^-kExpStepBits; its quarter residue, then the factors
+      // exp(−2^k) for k = −2 .. kExpTableFolds − 3 whose bit the argument has (the remainder's)
+      const std::int32_t residue = i & (kQuarter - 1);
+      std::int32_t r = exp_on_interval_quarter<true>(residue * (1 << (15 - kExpStepBits)) - 8192);
+      const std::int32_t remainder = ((kQuarter << kExpTableFolds) - 1 - i) >> (kExpStepBits - 2);  // quarters
+      for (int k = 0; k < kExpTableFolds; ++k) {
+        if ((remainder >> k) & 1) r = rdhm16_portable(r, kExpFactor[k]);
+      }
+      v[i] = static_cast<std::int16_t>(r);
+    }
+  }
+};
+constexpr ExpTable kExpTable{};
+
+template <int IB, bool kConst>
+constexpr std::int32_t exp_on_negative_values(std::int32_t a);
+inline const std::int16_t* exp_odd_values();  // kExpOdd.v, defined below the exponential
+// Builds whose exp table steps by 2^-12 (the default firmware build, hosts) also hold exp at the
+// odd multiples of 2^-13 in [−1/2, 0) (2,048 values, 4 KiB, computed at compile time by the
+// arithmetic below, the factor exp(−1/4) included): with kExpTable that serves exp with 2
+// integer bits, tanh of a cell state of scale 2^-14 (1 integer bit: what Keras conversions without
+// a cell clip get when |c| stays below 2), which otherwise evaluates the polynomial.
+#if defined(RNNCORE_NO_HEAP) && defined(RNNCORE_Q8_ACTIVATION_TABLES)
+constexpr bool kExpHalfStep = false;  // these builds step by 2^-14 instead
+inline const std::int16_t* exp_odd_values() { return nullptr; }
+#else
+constexpr bool kExpHalfStep = true;
+struct ExpOddTable {
+  std::int16_t v[2048] = {};
+  constexpr ExpOddTable() {
+    for (int j = 0; j < 2048; ++j) v[j] = static_cast<std::int16_t>(exp_on_negative_values<2, true>(2 * j + 1 - 4096));
+  }
+};
+#endif
 
 // exp(a) for a ≤ 0 given with IB integer bits (Q(IB).(15−IB)), result in Q0.15: exp of the
 // residue in [−1/4, 0), then one factor exp(−2^k) per set bit of the rest (k = −2 .. 4).
@@ -179,22 +257,41 @@ template <int IB, bool kConst = false>
 constexpr RNNCORE_Q8_INLINE std::int32_t exp_on_negative_values(std::int32_t a) {
   static_assert(IB >= 1 && IB <= 7, "exp_on_negative_values: 1..7 integer bits");
   constexpr std::int32_t quarter = std::int32_t{1} << (13 - IB);
-  const std::int32_t residue = (a & (quarter - 1)) - quarter;  // in [−quarter, 0)
-  // residue · 2^IB lies in [−2^13, 0): the reference's saturating shift never saturates here.
+  // The residue (a & (quarter − 1)) − quarter lies in [−quarter, 0), residue · 2^IB in [−2^13, 0):
+  // the reference's saturating shift never saturates here.
+  // The rest, residue − a = quarter · (−floor(a / quarter) − 1), is ~a = −a − 1 without its bits
+  // below the quarter (floor((−a − 1) / q) = −floor(a / q) − 1): the factors test the bits of ~a,
+  // that is the clear bits of a (for a = 0 the result is replaced below).
+  const std::int32_t rest = ~a;
   std::int32_t result = 0;
-  if constexpr (IB >= 15 - kExpStepBits) {
-    // residue · 2^IB = index · 2^(15 − kExpStepBits) − 2^13
-    result = kExpQuarter.v[(a & (quarter - 1)) << (IB - 15 + kExpStepBits)];
+  if constexpr (IB == 2 && kExpHalfStep && !kConst) {
+    // a in Q2.13: the even arguments are kExpTable's (2^-12 apart), the odd ones kExpOdd's, each
+    // with the first factor exp(−1/4) folded in as there
+    const std::int32_t low = a & 4095;  // a mod 1/2, at 2^-13
+    result = ((low & 1) != 0 ? exp_odd_values() : kExpTable.v)[low >> 1];
+    result = apply_exp_factors<IB, -1, kConst>(result, rest);
+  } else if constexpr (IB >= 15 - kExpStepBits) {
+    // the entry of the argument in [−span, 0) with a's bits below the span (a mod span), at the
+    // table's step; it holds the first kExpTableFolds factors too
+    constexpr std::int32_t span = quarter << kExpTableFolds;
+    result = kExpTable.v[(a & (span - 1)) << (IB - 15 + kExpStepBits)];
+    result = apply_exp_factors<IB, kExpTableFolds - 2, kConst>(result, rest);
   } else {
-    result = exp_on_interval_quarter<kConst>(residue * (std::int32_t{1} << IB));
+    // residue · 2^IB, as (a mod quarter) · 2^IB − 2^13 (one shift and one constant fewer)
+    result = exp_on_interval_quarter<kConst>((a & (quarter - 1)) * (std::int32_t{1} << IB) - 8192);
+    result = apply_exp_factors<IB, -2, kConst>(result, rest);
   }
-  result = apply_exp_factors<IB, -2, kConst>(result, residue - a);
   if constexpr (IB > 5) {
     constexpr std::int16_t clamp = c16(-(std::int32_t{1} << (36 - IB)));  // −32 in Q(IB)
     if (a < clamp) result = 0;
   }
   return a == 0 ? kOneQ0 : result;
 }
+
+#if !(defined(RNNCORE_NO_HEAP) && defined(RNNCORE_Q8_ACTIVATION_TABLES))
+constexpr ExpOddTable kExpOdd{};
+inline const std::int16_t* exp_odd_values() { return kExpOdd.v; }
+#endif
 
 // Newton–Raphson reciprocal of (1 + a)/2 for a in [0, 1], in Q2.13 (three iterations, as gemmlowp),
 // from the rounded half denominator (1 + a)/2 in [1/2, 1]. kConst: the portable arithmetic, for
@@ -210,38 +307,44 @@ constexpr std::int32_t reciprocal_of_half_denominator(std::int32_t half_denomina
 
 #if defined(RNNCORE_NO_HEAP) && !defined(RNNCORE_Q8_NO_RECIPROCAL_TABLE) && (!defined(__arm__) || defined(__ARM_FEATURE_IDIV))
 // Firmware builds divide instead (UDIV: one instruction on ARMv7E-M and ARMv8-M Mainline): the
-// reciprocal depends on a only through hd = (a + 1)/2, 2^14 .. 2^15 − 1 in Q0.15, and is within 3 of
-// round(2^28 / hd) for every one of those 16,384 values, so an int8 table of the differences (16 KiB
+// reciprocal depends on a only through hd = (a + 1)/2, 2^14 .. 2^15 − 1 in Q0.15, and is within 4 of
+// floor(2^28 / hd) for every one of those 16,384 values, so an int8 table of the differences (16 KiB
 // of flash, computed at compile time from the iteration itself) gives the same values for a
-// division, a load and an add instead of about 30 instructions. tests/cross/int8_kernels_baremetal.cpp
+// division, a load and an add instead of about 30 instructions. The table's index, hd − 2^14, is
+// a >> 1 (a ≥ 0), and the dividend a constant: no rounding term. tests/cross/int8_kernels_baremetal.cpp
 // compares the activations built on it with the reference on every int16 input. Define
 // RNNCORE_Q8_NO_RECIPROCAL_TABLE (meson option int8_reciprocal_table=false) to keep the 16 KiB. With
 // the activation tables (below) only tanh of a cell state with fewer than 3 integer bits divides:
 // what Keras conversions without a cell clip get, so those builds keep the table too.
 #define RNNCORE_Q8_RECIPROCAL_TABLE 1
-constexpr std::uint32_t rounded_reciprocal(std::uint32_t hd) { return ((std::uint32_t{1} << 28) + (hd >> 1)) / hd; }
+constexpr std::uint32_t kReciprocalDividend = std::uint32_t{1} << 28;
 struct ReciprocalDeltas {
   std::int8_t d[1 << 14] = {};
+  bool fits = true;  // every difference in int8 (checked below at compile time)
   constexpr ReciprocalDeltas() {
     for (std::int32_t i = 0; i < (1 << 14); ++i) {
       const std::int32_t hd = (1 << 14) + i;
-      d[i] = static_cast<std::int8_t>(reciprocal_of_half_denominator<true>(hd) -
-                                      static_cast<std::int32_t>(rounded_reciprocal(static_cast<std::uint32_t>(hd))));
+      const std::int32_t diff = reciprocal_of_half_denominator<true>(hd) -
+                                static_cast<std::int32_t>(kReciprocalDividend / static_cast<std::uint32_t>(hd));
+      fits = fits && diff >= -128 && diff <= 127;
+      d[i] = static_cast<std::int8_t>(diff);
     }
   }
 };
 constexpr ReciprocalDeltas kReciprocalDeltas{};
+static_assert(kReciprocalDeltas.fits, "reciprocal table: a difference outside int8");
 #endif
 
+// The reciprocal of (1 + a)/2 in Q2.13 for a in [0, 2^15) (Q0.15).
 template <bool kConst = false>
 constexpr RNNCORE_Q8_INLINE std::int32_t reciprocal_of_one_plus(std::int32_t a) {
-  const std::int32_t half_denominator = (a + kOneQ0 + 1) >> 1;  // (a + 1)/2 rounded; a + 1 > 0
-  if constexpr (kConst) return reciprocal_of_half_denominator<true>(half_denominator);
+  if constexpr (kConst) return reciprocal_of_half_denominator<true>((a + kOneQ0 + 1) >> 1);
 #if defined(RNNCORE_Q8_RECIPROCAL_TABLE)
-  const std::uint32_t hd = static_cast<std::uint32_t>(half_denominator);
-  return static_cast<std::int32_t>(rounded_reciprocal(hd)) + kReciprocalDeltas.d[hd - (1u << 14)];
+  // (a + 2^15) >> 1 rounds (a + 1)/2 as gemmlowp does; for a ≥ 0 it is 2^14 + (a >> 1).
+  const std::uint32_t i = static_cast<std::uint32_t>(a) >> 1;
+  return static_cast<std::int32_t>(kReciprocalDividend / (i + (1u << 14))) + kReciprocalDeltas.d[i];
 #else
-  return reciprocal_of_half_denominator<false>(half_denominator);
+  return reciprocal_of_half_denominator<false>((a + kOneQ0 + 1) >> 1);  // (a + 1)/2 rounded; a + 1 > 0
 #endif
 }
 
@@ -322,8 +425,9 @@ constexpr int kCellTanhBits = -1;  // none
 #endif
 
 // Logistic of a Q3.12 value, Q0.15: 1 / (1 + e^(−|x|)), then 1 − that for x < 0. x is an int16
-// value, passed as int32 so that a saturated sum needs no sign extension first.
-RNNCORE_Q8_INLINE std::int16_t sigmoid_fixed(std::int32_t x) {
+// value, passed as int32 so that a saturated sum needs no sign extension first; the result is an
+// int16 value, returned as int32 so that a store of it needs no sign extension either.
+RNNCORE_Q8_INLINE std::int32_t sigmoid_fixed(std::int32_t x) {
 #if defined(RNNCORE_Q8_SIGNED_TABLES)
   return kSignedSigmoid.v[x + 32768];
 #elif defined(RNNCORE_Q8_ABS_TABLES)
@@ -333,14 +437,19 @@ RNNCORE_Q8_INLINE std::int16_t sigmoid_fixed(std::int32_t x) {
   const std::int32_t positive = kAbsSigmoid.v[static_cast<std::uint32_t>((x ^ m) - m)];
   return static_cast<std::int16_t>((positive ^ m) - m * (kOneQ0 + 1));
 #else
+  // With the sign mask m (0 or −1): −|x| = m − (x ^ m), and for x < 0 the mirror 1 − σ = 32767 − p
+  // = p ^ 32767 (0 ≤ p ≤ 32767), 32767 being m >> 17 unsigned: two instructions, no branch.
   if (x == 0) return kHalfQ0;
-  const std::int32_t positive = sigmoid_of_abs(x < 0 ? x : -x);
-  return static_cast<std::int16_t>(x > 0 ? positive : kOneQ0 - positive);
+  const std::int32_t m = x >> 31;
+  const std::int32_t minus_abs = m - (x ^ m);
+  RNNCORE_Q8_ASSUME(minus_abs < 0);
+  const std::int32_t positive = sigmoid_of_abs(minus_abs);
+  return positive ^ static_cast<std::int32_t>(static_cast<std::uint32_t>(m) >> 17);
 #endif
 }
 
 template <int IB>
-RNNCORE_Q8_INLINE std::int16_t tanh_fixed(std::int32_t x) {  // x: an int16 value, as sigmoid_fixed
+RNNCORE_Q8_INLINE std::int32_t tanh_fixed(std::int32_t x) {  // x and the result: int16 values, as sigmoid_fixed
 #if defined(RNNCORE_Q8_SIGNED_TABLES)
   if constexpr (IB >= 3) return kSignedTanh3.v[(IB > 3 ? sat16(x * (1 << (IB - 3))) : x) + 32768];
 #if defined(RNNCORE_Q8_CELL_TANH_BITS)
@@ -355,8 +464,11 @@ RNNCORE_Q8_INLINE std::int16_t tanh_fixed(std::int32_t x) {  // x: an int16 valu
   }
 #endif
   if (x == 0) return 0;
-  const std::int32_t t = tanh_of_abs<IB>(x < 0 ? x : -x);
-  return static_cast<std::int16_t>(x < 0 ? -t : t);
+  const std::int32_t m = x >> 31;  // as in sigmoid_fixed
+  const std::int32_t minus_abs = m - (x ^ m);
+  RNNCORE_Q8_ASSUME(minus_abs < 0);
+  const std::int32_t t = tanh_of_abs<IB>(minus_abs);
+  return (t ^ m) - m;
 }
 
 inline std::int32_t sat_rdhm32(std::int32_t a, std::int32_t b) {

@@ -38,7 +38,7 @@ struct GateActivation {
   const std::int16_t* centre = opaque_pointer(gate_table_centre<kTanh>());
   RNNCORE_Q8_INLINE std::int16_t operator()(std::int32_t z) const { return centre[z]; }
 #else
-  RNNCORE_Q8_INLINE std::int16_t operator()(std::int32_t z) const { return kTanh ? tanh_fixed<3>(z) : sigmoid_fixed(z); }
+  RNNCORE_Q8_INLINE std::int32_t operator()(std::int32_t z) const { return kTanh ? tanh_fixed<3>(z) : sigmoid_fixed(z); }
 #endif
 };
 
@@ -61,7 +61,7 @@ struct CellTanh {
 #endif
     return gate_table_centre<true>();
   }
-  RNNCORE_Q8_INLINE std::int16_t operator()(std::int32_t c) const {
+  RNNCORE_Q8_INLINE std::int32_t operator()(std::int32_t c) const {
     if constexpr (kPrescale >= 0) {
       return centre[kPrescale > 0 ? sat16(c * (1 << kPrescale)) : c];
     } else {
@@ -70,7 +70,7 @@ struct CellTanh {
   }
 #else
   static constexpr int kPrescale = -1;
-  RNNCORE_Q8_INLINE std::int16_t operator()(std::int32_t c) const { return tanh_fixed<IB>(c); }
+  RNNCORE_Q8_INLINE std::int32_t operator()(std::int32_t c) const { return tanh_fixed<IB>(c); }
 #endif
 };
 
