@@ -123,31 +123,33 @@ class Model:
 
     # -- running --
     def run(self, x, h0=None, c0=None, lengths=None, *, batch_first=False, train=False, mc_dropout=False,
-            seed=0, step=0, time_offset=0, row_ids=None):
+            seed=0, step=0, time_offset=0, row_ids=None, resets=None):
         """Runs the stack: returns ``(y, h, c)`` (``c`` is None unless LSTM).
 
-        ``lengths`` [B]: per-row lengths (outputs past them are 0, states stop there). ``train``: a
+        ``lengths`` [B]: per-row lengths (outputs past them are 0, states stop there). ``resets``
+        [T, B] ([B, T] with ``batch_first``; any integer or bool dtype): where nonzero, that row's state
+        in every layer returns to ``h0``/``c0`` (or zeros) before that step (unidirectional stacks). ``train``: a
         training run (dropout on; masks from ``seed`` and ``step``, as ``rnncore run --train --seed S
         --step N``); ``mc_dropout``: dropout in an inference run.
         """
         mode = "training" if train else ("monte_carlo" if mc_dropout else "inference")
         y, h, c, _ = self._net.forward(x, h0, c0, lengths, batch_first, mode, seed, step, time_offset, row_ids,
-                                       False)
+                                       False, resets)
         return y, h, c
 
     def grad(self, x, dy=None, dh=None, dc=None, h0=None, c0=None, lengths=None, *, batch_first=False,
-             train=False, seed=0, step=0, time_offset=0, row_ids=None):
+             train=False, seed=0, step=0, time_offset=0, row_ids=None, resets=None):
         """Forward and backward through time (a model loaded with ``training=True``).
 
         Returns a dict: ``y``, ``h``, ``c`` (the forward's outputs), ``dx``, ``dh0``, ``dc0`` and
         ``weights`` (``{name: gradient}`` in the model's format) for the scalar
-        ``sum(y*dy) + sum(h*dh) + sum(c*dc)``.
+        ``sum(y*dy) + sum(h*dh) + sum(c*dc)``. ``resets`` as :meth:`run`'s.
         """
         mode = "training" if train else "inference"
         y, h, c, reserve = self._net.forward(x, h0, c0, lengths, batch_first, mode, seed, step, time_offset,
-                                             row_ids, True)
+                                             row_ids, True, resets)
         dx, dh0, dc0, dw = self._net.backward(x, reserve, dy, dh, dc, h0, c0, lengths, batch_first, mode, seed,
-                                              step, time_offset, row_ids)
+                                              step, time_offset, row_ids, resets)
         names = [name for name, _, _ in self._net.tensors()]
         return {"y": y, "h": h, "c": c, "dx": dx, "dh0": dh0, "dc0": dc0,
                 "weights": dict(zip(names, self._net.export_gradients(dw)))}

@@ -120,6 +120,24 @@ std::vector<std::int32_t> lengths_of(const py::handle& obj, int batch) {
   return out;
 }
 
+// Per-step state resets ([T, B] time-major, [B, T] batch-major; any integer or bool dtype): 1 where
+// the value is nonzero (ForwardArgs::resets).
+std::vector<std::uint8_t> resets_of(const py::handle& obj, int seq_len, int batch, bool batch_first) {
+  const std::string want = batch_first ? "[" + std::to_string(batch) + ", " + std::to_string(seq_len) + "]"
+                                       : "[" + std::to_string(seq_len) + ", " + std::to_string(batch) + "]";
+  py::array a = py::array::ensure(obj);
+  if (!a || (a.dtype().kind() != 'i' && a.dtype().kind() != 'u' && a.dtype().kind() != 'b'))
+    bad_argument("resets: expected an integer or bool array of shape " + want);
+  const py::ssize_t rows = batch_first ? batch : seq_len, cols = batch_first ? seq_len : batch;
+  if (a.ndim() != 2 || a.shape(0) != rows || a.shape(1) != cols)
+    bad_argument("resets: shape " + shape_string(a) + ", expected " + want);
+  py::array_t<std::int64_t> v = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(rows * cols));
+  const std::int64_t* d = v.data();
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = d[i] != 0 ? 1 : 0;
+  return out;
+}
+
 // ---- names of enums ----
 
 Mode parse_mode_arg(const std::string& s) {
@@ -159,6 +177,7 @@ struct RunInputs {
   py::object h0, c0;  // arrays or None
   std::vector<std::int32_t> lengths;
   std::vector<std::uint32_t> row_ids;
+  std::vector<std::uint8_t> resets;  // empty: none
   int batch = 0, seq_len = 0;
   bool batch_first = false;
   RunMode mode = RunMode::inference;
@@ -315,7 +334,7 @@ class Net {
   }
 
   RunInputs inputs(const py::handle& x, const py::handle& h0, const py::handle& c0, const py::handle& lengths,
-                   const py::handle& row_ids, bool batch_first) const;
+                   const py::handle& row_ids, bool batch_first, const py::handle& resets) const;
   py::tuple forward(const RunInputs& in, bool keep_reserve);
   py::tuple backward(const RunInputs& in, const py::handle& reserve, const py::handle& dy, const py::handle& dhy,
                      const py::handle& dcy);
@@ -425,7 +444,7 @@ const void* data_or_null(const py::object& o) {
 }
 
 RunInputs Net::inputs(const py::handle& x, const py::handle& h0, const py::handle& c0, const py::handle& lengths,
-                      const py::handle& row_ids, bool batch_first) const {
+                      const py::handle& row_ids, bool batch_first, const py::handle& resets) const {
   RunInputs in;
   in.batch_first = batch_first;
   const std::string layout = batch_first ? "[B, T, " : "[T, B, ";
@@ -447,6 +466,7 @@ RunInputs Net::inputs(const py::handle& x, const py::handle& h0, const py::handl
   if (!c0.is_none() && !lstm) bad_argument("c0: only an LSTM has a cell state");
   in.c0 = state_array(c0, stack_.dtype, "c0", shapes.second);
   if (!lengths.is_none()) in.lengths = lengths_of(lengths, in.batch);
+  if (!resets.is_none()) in.resets = resets_of(resets, in.seq_len, in.batch, batch_first);
   if (!row_ids.is_none()) {
     py::array_t<std::int64_t> r = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(row_ids);
     if (!r || r.ndim() != 1 || r.shape(0) != in.batch)
@@ -467,6 +487,7 @@ ForwardArgs Net::forward_args(const RunInputs& in) const {
   fa.layout = in.batch_first ? Layout::batch_major : Layout::time_major;
   fa.x = in.x.data();
   fa.seq_lengths = in.lengths.empty() ? nullptr : in.lengths.data();
+  fa.resets = in.resets.empty() ? nullptr : in.resets.data();
   fa.h0 = data_or_null(in.h0);
   fa.c0 = data_or_null(in.c0);
   fa.run_mode = in.mode;
@@ -1059,8 +1080,8 @@ PYBIND11_MODULE(_core, m) {
           "forward",
           [](Net& n, const py::handle& x, const py::handle& h0, const py::handle& c0, const py::handle& lengths,
              bool batch_first, const std::string& mode, std::uint64_t seed, std::uint64_t step,
-             std::uint32_t time_offset, const py::handle& row_ids, bool keep_reserve) {
-            RunInputs in = n.inputs(x, h0, c0, lengths, row_ids, batch_first);
+             std::uint32_t time_offset, const py::handle& row_ids, bool keep_reserve, const py::handle& resets) {
+            RunInputs in = n.inputs(x, h0, c0, lengths, row_ids, batch_first, resets);
             in.mode = parse_run_mode(mode);
             in.seed = seed;
             in.step = step;
@@ -1069,14 +1090,15 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("x"), py::arg("h0") = py::none(), py::arg("c0") = py::none(), py::arg("lengths") = py::none(),
           py::arg("batch_first") = false, py::arg("mode") = "inference", py::arg("seed") = 0, py::arg("step") = 0,
-          py::arg("time_offset") = 0, py::arg("row_ids") = py::none(), py::arg("keep_reserve") = false)
+          py::arg("time_offset") = 0, py::arg("row_ids") = py::none(), py::arg("keep_reserve") = false,
+          py::arg("resets") = py::none())
       .def(
           "backward",
           [](Net& n, const py::handle& x, const py::handle& reserve, const py::handle& dy, const py::handle& dhy,
              const py::handle& dcy, const py::handle& h0, const py::handle& c0, const py::handle& lengths,
              bool batch_first, const std::string& mode, std::uint64_t seed, std::uint64_t step,
-             std::uint32_t time_offset, const py::handle& row_ids) {
-            RunInputs in = n.inputs(x, h0, c0, lengths, row_ids, batch_first);
+             std::uint32_t time_offset, const py::handle& row_ids, const py::handle& resets) {
+            RunInputs in = n.inputs(x, h0, c0, lengths, row_ids, batch_first, resets);
             in.mode = parse_run_mode(mode);
             in.seed = seed;
             in.step = step;
@@ -1086,5 +1108,6 @@ PYBIND11_MODULE(_core, m) {
           py::arg("x"), py::arg("reserve"), py::arg("dy") = py::none(), py::arg("dhy") = py::none(),
           py::arg("dcy") = py::none(), py::arg("h0") = py::none(), py::arg("c0") = py::none(),
           py::arg("lengths") = py::none(), py::arg("batch_first") = false, py::arg("mode") = "inference",
-          py::arg("seed") = 0, py::arg("step") = 0, py::arg("time_offset") = 0, py::arg("row_ids") = py::none());
+          py::arg("seed") = 0, py::arg("step") = 0, py::arg("time_offset") = 0, py::arg("row_ids") = py::none(),
+          py::arg("resets") = py::none());
 }
