@@ -93,6 +93,12 @@ class Model:
         return self._net.head
 
     @property
+    def ends(self):
+        """The file's tensors of the Embedding and head that run with the stack, as ``name [dims]``
+        (a module's network: ``embedding.weight``, ``head.weight``, ``head.bias``)."""
+        return list(self._net.ends)
+
+    @property
     def notes(self):
         """Defaults the loader chose (what ``rnncore run`` prints to stderr)."""
         return list(self._net.notes)
@@ -143,7 +149,9 @@ class Model:
 
         Returns a dict: ``y``, ``h``, ``c`` (the forward's outputs), ``dx``, ``dh0``, ``dc0`` and
         ``weights`` (``{name: gradient}`` in the model's format) for the scalar
-        ``sum(y*dy) + sum(h*dh) + sum(c*dc)``. ``resets`` as :meth:`run`'s.
+        ``sum(y*dy) + sum(h*dh) + sum(c*dc)``. ``resets`` as :meth:`run`'s. With a head, ``dy`` is the
+        head's output's gradient and ``weights`` holds the head's W and b too; with an Embedding, the
+        table's gradient, and ``dx`` is None (x is token ids); under the names :attr:`ends` gives.
         """
         mode = "training" if train else "inference"
         y, h, c, reserve = self._net.forward(x, h0, c0, lengths, batch_first, mode, seed, step, time_offset,
@@ -151,8 +159,10 @@ class Model:
         dx, dh0, dc0, dw = self._net.backward(x, reserve, dy, dh, dc, h0, c0, lengths, batch_first, mode, seed,
                                               step, time_offset, row_ids, resets)
         names = [name for name, _, _ in self._net.tensors()]
-        return {"y": y, "h": h, "c": c, "dx": dx, "dh0": dh0, "dc0": dc0,
-                "weights": dict(zip(names, self._net.export_gradients(dw)))}
+        weights = dict(zip(names, self._net.export_gradients(dw)))
+        # The Embedding's table and the head's W and b, under the names `ends` gives them.
+        weights.update(zip([e.rsplit(" [", 1)[0] for e in self._net.ends], self._net.end_tensors(dw)))
+        return {"y": y, "h": h, "c": c, "dx": dx, "dh0": dh0, "dc0": dc0, "weights": weights}
 
     # -- streaming --
     def reset(self):

@@ -333,6 +333,42 @@ class Net {
     return out;
   }
 
+  // The Embedding's and the head's tensors (of `ends`, in its order) from canonical values, in the file's
+  // layout: the table [V, I], the head's W [F, D·O] (Keras' kernel: [D·O, F]) and b [F] where the file has one.
+  py::list end_tensors(const py::handle& canonical) const {
+    py::array c = dense(canonical, stack_.dtype, "canonical");
+    if (c.size() != param_count(stack_)) bad_argument("canonical: " + std::to_string(c.size()) + " elements");
+    const std::size_t es = dtype_size(stack_.dtype);
+    const auto* base = static_cast<const unsigned char*>(c.data());
+    py::list out;
+    auto slice = [&](ParamKind kind, std::vector<py::ssize_t> shape, bool transpose) {
+      py::array t(numpy_dtype(stack_.dtype), shape);
+      const unsigned char* src = base + static_cast<std::size_t>(canonical_offset(stack_, 0, 0, kind, 0)) * es;
+      auto* dst = static_cast<unsigned char*>(t.mutable_data());
+      if (!transpose) {
+        std::memcpy(dst, src, static_cast<std::size_t>(t.nbytes()));
+      } else {  // canonical [rows, cols] into [cols, rows]
+        const std::size_t rows = static_cast<std::size_t>(shape[1]), cols = static_cast<std::size_t>(shape[0]);
+        for (std::size_t r = 0; r < rows; ++r)
+          for (std::size_t k = 0; k < cols; ++k) std::memcpy(dst + (k * rows + r) * es, src + (r * cols + k) * es, es);
+      }
+      out.append(t);
+    };
+    std::size_t n = 0;
+    if (stack_.embedding.vocab_size > 0) {
+      slice(ParamKind::embedding, {stack_.embedding.vocab_size, stack_.input_size}, false);
+      ++n;
+    }
+    if (stack_.head.out_features > 0) {
+      const LayerSpec& last = stack_.layers[stack_.num_layers - 1];
+      const py::ssize_t F = stack_.head.out_features, W = num_directions(last) * output_size(last);
+      const bool keras = format_ == WeightFormat::keras;
+      slice(ParamKind::dense_weight, keras ? std::vector<py::ssize_t>{W, F} : std::vector<py::ssize_t>{F, W}, keras);
+      if (ends.size() > n + 1) slice(ParamKind::dense_bias, {F}, false);
+    }
+    return out;
+  }
+
   RunInputs inputs(const py::handle& x, const py::handle& h0, const py::handle& c0, const py::handle& lengths,
                    const py::handle& row_ids, bool batch_first, const py::handle& resets) const;
   py::tuple forward(const RunInputs& in, bool keep_reserve);
@@ -555,7 +591,9 @@ py::tuple Net::backward(const RunInputs& in, const py::handle& reserve, const py
   py::object dhya = state_array(dhy, stack_.dtype, "dhy", shapes.first);
   if (!dcy.is_none() && !lstm) bad_argument("dcy: only an LSTM has a cell state");
   py::object dcya = state_array(dcy, stack_.dtype, "dcy", shapes.second);
-  py::array dx(numpy_dtype(stack_.dtype), dims(in.x));
+  // With an Embedding, x is token ids: no dx (the table's gradient is in dw).
+  const bool ids = stack_.embedding.vocab_size > 0;
+  py::array dx = ids ? py::array() : py::array(numpy_dtype(stack_.dtype), dims(in.x));
   py::array dh0(numpy_dtype(stack_.dtype), shapes.first);
   py::array dc0 = lstm ? py::array(numpy_dtype(stack_.dtype), shapes.second) : py::array();
   py::array dw(numpy_dtype(stack_.dtype), std::vector<py::ssize_t>{static_cast<py::ssize_t>(param_count(stack_))});
@@ -566,7 +604,7 @@ py::tuple Net::backward(const RunInputs& in, const py::handle& reserve, const py
   ba.dy = data_or_null(dya);
   ba.dhy = data_or_null(dhya);
   ba.dcy = data_or_null(dcya);
-  ba.dx = dx.mutable_data();
+  ba.dx = ids ? nullptr : dx.mutable_data();
   ba.dh0 = dh0.mutable_data();
   ba.dc0 = lstm ? dc0.mutable_data() : nullptr;
   ba.dweights = dw.mutable_data();
@@ -579,7 +617,7 @@ py::tuple Net::backward(const RunInputs& in, const py::handle& reserve, const py
     s = plan.backward(packed_.get(), workspace(bytes), bytes, ba);
   }
   check(s);
-  return py::make_tuple(dx, dh0, lstm ? py::object(dc0) : py::none(), dw);
+  return py::make_tuple(ids ? py::object(py::none()) : py::object(dx), dh0, lstm ? py::object(dc0) : py::none(), dw);
 }
 
 // ---- building nets ----
@@ -1074,6 +1112,7 @@ PYBIND11_MODULE(_core, m) {
       .def("same_bytes", &Net::same_bytes, py::arg("addresses"))
       .def("remember", &Net::remember, py::arg("arrays"))
       .def("export", [](const Net& n) { return n.export_tensors(py::none(), false); })
+      .def("end_tensors", &Net::end_tensors, py::arg("canonical"))
       .def("export_gradients", [](const Net& n, const py::handle& dc) { return n.export_tensors(dc, true); },
            py::arg("dcanonical"))
       .def(
