@@ -311,15 +311,16 @@ def load(source, *, format="", prefix=None, mode="", gru="", dtype="float32", th
 
 
 def _int8(path, format, prefix, mode, gru, dtype, threads, backend, training, dropout, config):
-    """An int8 model file: every option of a float model is refused (as ``rnncore run`` refuses them)."""
+    """An int8 model file: ``threads`` applies (as ``rnncore run --threads``); every other option of a float
+    model is refused (as ``rnncore run`` refuses them)."""
     given = [name for name, value, default in (("format", format, ""), ("prefix", prefix, None), ("mode", mode, ""),
-                                               ("gru", gru, ""), ("dtype", dtype, "float32"), ("threads", threads, 1),
+                                               ("gru", gru, ""), ("dtype", dtype, "float32"),
                                                ("backend", backend, "auto"), ("training", training, False),
                                                ("dropout", dropout, None), ("config", config, None))
              if value != default]
     if given:
         raise ArgumentError(f"load: {given[0]}= does not apply to {path}, an int8 LSTM model (format tflite_int8)")
-    return Int8Model(_core.Int8Net(path))
+    return Int8Model(_core.Int8Net(path, threads))
 
 
 def _from_module(module, dtype, threads, backend, training, dropout):

@@ -861,12 +861,16 @@ struct Int8Net {
   std::vector<std::pair<std::string, std::string>> metadata;
   std::mutex mutex;
 
-  explicit Int8Net(const std::string& path) {
+  // threads: the rows of a run on that many threads (where a StackSpec holds the file, the Model that
+  // io::int8_stack_spec plans; Int8Runner::plan). The same bits for any count.
+  Int8Net(const std::string& path, int threads) {
+    if (threads < 1) bad_argument("threads: " + std::to_string(threads) + ", expected at least 1");
     io::SafeTensors file;
     if (io::read_safetensors(path.c_str(), &file) != RNNCORE_OK) fail(Status::io, rnncore_last_error_detail());
     std::string error;
-    const Status s = io::Int8Runner::load(file, &runner, &error);
+    Status s = io::Int8Runner::load(file, &runner, &error);
     if (s != Status::ok) fail(s, error);
+    if ((s = runner.plan(1, 1, threads, &error)) != Status::ok) fail(s, error);
     origin = io::int8_model_origin(file);
     metadata = file.metadata;
   }
@@ -1045,7 +1049,7 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("is_int8_model", &is_int8_file, py::arg("path"));
   py::class_<Int8Net>(m, "Int8Net")
-      .def(py::init<const std::string&>(), py::arg("path"))
+      .def(py::init<const std::string&, int>(), py::arg("path"), py::arg("threads") = 1)
       .def_property_readonly("input_size", [](const Int8Net& n) { return n.runner.input_size(); })
       .def_property_readonly("output_size", [](const Int8Net& n) { return n.runner.output_size(); })
       .def_property_readonly("return_sequences", [](const Int8Net& n) { return n.runner.return_sequences(); })
