@@ -13,9 +13,9 @@ generator: a training forward's masks come from the module's ``seed`` and ``step
 ``rnncore run --train --seed S --step N``. ``step`` counts up by one after each training forward
 that applies dropout; set it (or ``seed``) to replay a run. ``row_offset`` is added to each batch row's
 index in the mask function: under DDP, rank r with local batch B sets ``row_offset = r * B`` so that
-the ranks' masks are those of one process running the whole batch. ``forward(input, hx, resets=)``: per-step state resets
-(``[T, B]``, ``[B, T]`` batch-first; any integer or bool dtype), an input of the op. CPU tensors only (float32; float64 runs
-the reference backend).
+the ranks' masks are those of one process running the whole batch. ``forward(input, hx, resets=)``:
+per-step state resets (``[T, B]``, ``[B, T]`` batch-first; any integer or bool dtype), an input of the
+op. CPU tensors only (float32; float64 runs the reference backend).
 """
 
 import itertools

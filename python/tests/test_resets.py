@@ -194,3 +194,21 @@ def test_bad_resets_raise_in_torch():
     bi = rt.LSTM(2, 3, bidirectional=True)
     with pytest.raises((ValueError, RuntimeError), match="(?i)reset|bidirectional"):
         bi(torch.zeros(4, 2, 2), resets=torch.zeros(4, 2, dtype=torch.bool))
+
+
+def test_packed_sequence_resets_in_the_callers_row_order():
+    """A PackedSequence takes resets [T, B] in the caller's row order: each row's final state equals a run
+    of that row alone up to its length."""
+    _, mod = pair("gru", 6, input_size=3, hidden_size=4)
+    x = torch.randn(5, 3, 3)
+    lengths = torch.tensor([5, 2, 4])
+    r = torch.zeros(5, 3, dtype=torch.bool)
+    r[1, 0] = r[2, 2] = True
+    with torch.no_grad():
+        _, h = mod(torch.nn.utils.rnn.pack_padded_sequence(x, lengths, enforce_sorted=False), resets=r)
+        _, h_plain = mod(torch.nn.utils.rnn.pack_padded_sequence(x, lengths, enforce_sorted=False))
+        assert not torch.equal(h, h_plain)
+        for b in range(3):
+            n = int(lengths[b])
+            _, hb = mod(x[:n, b:b + 1], resets=r[:n, b:b + 1])
+            assert torch.equal(hb[:, 0], h[:, b])
