@@ -93,6 +93,12 @@ class Model:
         return self._net.head
 
     @property
+    def ends(self):
+        """The file's tensors of the Embedding and head that run with the stack, as ``name [dims]``
+        (a module's network: ``embedding.weight``, ``head.weight``, ``head.bias``)."""
+        return list(self._net.ends)
+
+    @property
     def notes(self):
         """Defaults the loader chose (what ``rnncore run`` prints to stderr)."""
         return list(self._net.notes)
@@ -123,34 +129,40 @@ class Model:
 
     # -- running --
     def run(self, x, h0=None, c0=None, lengths=None, *, batch_first=False, train=False, mc_dropout=False,
-            seed=0, step=0, time_offset=0, row_ids=None):
+            seed=0, step=0, time_offset=0, row_ids=None, resets=None):
         """Runs the stack: returns ``(y, h, c)`` (``c`` is None unless LSTM).
 
-        ``lengths`` [B]: per-row lengths (outputs past them are 0, states stop there). ``train``: a
+        ``lengths`` [B]: per-row lengths (outputs past them are 0, states stop there). ``resets``
+        [T, B] ([B, T] with ``batch_first``; any integer or bool dtype): where nonzero, that row's state
+        in every layer returns to ``h0``/``c0`` (or zeros) before that step (unidirectional stacks). ``train``: a
         training run (dropout on; masks from ``seed`` and ``step``, as ``rnncore run --train --seed S
         --step N``); ``mc_dropout``: dropout in an inference run.
         """
         mode = "training" if train else ("monte_carlo" if mc_dropout else "inference")
         y, h, c, _ = self._net.forward(x, h0, c0, lengths, batch_first, mode, seed, step, time_offset, row_ids,
-                                       False)
+                                       False, resets)
         return y, h, c
 
     def grad(self, x, dy=None, dh=None, dc=None, h0=None, c0=None, lengths=None, *, batch_first=False,
-             train=False, seed=0, step=0, time_offset=0, row_ids=None):
+             train=False, seed=0, step=0, time_offset=0, row_ids=None, resets=None):
         """Forward and backward through time (a model loaded with ``training=True``).
 
         Returns a dict: ``y``, ``h``, ``c`` (the forward's outputs), ``dx``, ``dh0``, ``dc0`` and
         ``weights`` (``{name: gradient}`` in the model's format) for the scalar
-        ``sum(y*dy) + sum(h*dh) + sum(c*dc)``.
+        ``sum(y*dy) + sum(h*dh) + sum(c*dc)``. ``resets`` as :meth:`run`'s. With a head, ``dy`` is the
+        head's output's gradient and ``weights`` holds the head's W and b too; with an Embedding, the
+        table's gradient, and ``dx`` is None (x is token ids); under the names :attr:`ends` gives.
         """
         mode = "training" if train else "inference"
         y, h, c, reserve = self._net.forward(x, h0, c0, lengths, batch_first, mode, seed, step, time_offset,
-                                             row_ids, True)
+                                             row_ids, True, resets)
         dx, dh0, dc0, dw = self._net.backward(x, reserve, dy, dh, dc, h0, c0, lengths, batch_first, mode, seed,
-                                              step, time_offset, row_ids)
+                                              step, time_offset, row_ids, resets)
         names = [name for name, _, _ in self._net.tensors()]
-        return {"y": y, "h": h, "c": c, "dx": dx, "dh0": dh0, "dc0": dc0,
-                "weights": dict(zip(names, self._net.export_gradients(dw)))}
+        weights = dict(zip(names, self._net.export_gradients(dw)))
+        # The Embedding's table and the head's W and b, under the names `ends` gives them.
+        weights.update(zip([e.rsplit(" [", 1)[0] for e in self._net.ends], self._net.end_tensors(dw)))
+        return {"y": y, "h": h, "c": c, "dx": dx, "dh0": dh0, "dc0": dc0, "weights": weights}
 
     # -- streaming --
     def reset(self):
@@ -299,15 +311,16 @@ def load(source, *, format="", prefix=None, mode="", gru="", dtype="float32", th
 
 
 def _int8(path, format, prefix, mode, gru, dtype, threads, backend, training, dropout, config):
-    """An int8 model file: every option of a float model is refused (as ``rnncore run`` refuses them)."""
+    """An int8 model file: ``threads`` applies (as ``rnncore run --threads``); every other option of a float
+    model is refused (as ``rnncore run`` refuses them)."""
     given = [name for name, value, default in (("format", format, ""), ("prefix", prefix, None), ("mode", mode, ""),
-                                               ("gru", gru, ""), ("dtype", dtype, "float32"), ("threads", threads, 1),
+                                               ("gru", gru, ""), ("dtype", dtype, "float32"),
                                                ("backend", backend, "auto"), ("training", training, False),
                                                ("dropout", dropout, None), ("config", config, None))
              if value != default]
     if given:
         raise ArgumentError(f"load: {given[0]}= does not apply to {path}, an int8 LSTM model (format tflite_int8)")
-    return Int8Model(_core.Int8Net(path))
+    return Int8Model(_core.Int8Net(path, threads))
 
 
 def _from_module(module, dtype, threads, backend, training, dropout):

@@ -13,8 +13,9 @@ generator: a training forward's masks come from the module's ``seed`` and ``step
 ``rnncore run --train --seed S --step N``. ``step`` counts up by one after each training forward
 that applies dropout; set it (or ``seed``) to replay a run. ``row_offset`` is added to each batch row's
 index in the mask function: under DDP, rank r with local batch B sets ``row_offset = r * B`` so that
-the ranks' masks are those of one process running the whole batch. CPU tensors only (float32; float64 runs
-the reference backend).
+the ranks' masks are those of one process running the whole batch. ``forward(input, hx, resets=)``:
+per-step state resets (``[T, B]``, ``[B, T]`` batch-first; any integer or bool dtype), an input of the
+op. CPU tensors only (float32; float64 runs the reference backend).
 """
 
 import itertools
@@ -55,9 +56,9 @@ class _Entry:
             def make(dtype, threads, backend, training):
                 return _core.Net(d["mode"], d["input_size"], d["hidden_size"], d["num_layers"], d["bidirectional"],
                                  d["proj_size"], d["dropout"], "reset-after", dtype, threads, backend, training)
-        self.net = make(d["dtype"], d["threads"], "auto", d["proj_size"] == 0)
+        self.net = make(d["dtype"], d["threads"], "auto", True)
         # Runs without a backward use an inference plan: its packing is about half a training plan's.
-        self.infer = make(d["dtype"], d["threads"], "auto", False) if d["proj_size"] == 0 else self.net
+        self.infer = make(d["dtype"], d["threads"], "auto", False)
         # The output's width and the states' shapes for one row (the fake implementation scales them).
         d["width"], (d["h1"], d["c1"]) = self.net.output_width, self.net.state_shapes(1)
         tensors = self.net.tensors()
@@ -195,7 +196,16 @@ def _run_mode(spec: dict, train: bool) -> str:
 
 # ---- the custom ops ----
 
-def _run_arrays(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve):
+def _resets(resets: Optional[Tensor]):
+    """The resets as NumPy (any integer or bool dtype; the library checks the shape), or None."""
+    if resets is None:
+        return None
+    if resets.is_floating_point() or resets.is_complex():
+        raise ArgumentError(f"resets: dtype {resets.dtype}, expected an integer or bool tensor")
+    return resets.detach().cpu().numpy()
+
+
+def _run_arrays(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve, resets=None):
     """One run of a module's stack on the tensors' memory: NumPy (y, h_n, c_n or None, reserve or None)."""
     e = _entry(spec)
     dt = e.dtype
@@ -206,14 +216,16 @@ def _run_arrays(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train
     with e.lock:
         e.load(weights, net)
         return net.forward(xs, *args, e.spec["batch_first"], _run_mode(e.spec, train), seed, step, 0,
-                           _row_ids(xs, e.spec, row_offset), need_reserve)
+                           _row_ids(xs, e.spec, row_offset), need_reserve, _resets(resets))
 
 
 def _rnn_impl(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Optional[Tensor],
               lengths: Optional[Tensor], spec: str, seed: int, step: int, row_offset: int, train: bool,
-              need_reserve: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """One run of a module's stack: (y, h_n, c_n (empty unless LSTM), reserve (empty unless need_reserve))."""
-    y, h, c, reserve = _run_arrays(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve)
+              need_reserve: bool, resets: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """One run of a module's stack: (y, h_n, c_n (empty unless LSTM), reserve (empty unless need_reserve)).
+    resets: per-step state resets, [T, B] ([B, T] batch-first), integer or bool, or None."""
+    y, h, c, reserve = _run_arrays(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve,
+                                   resets)
     return (torch.from_numpy(y), torch.from_numpy(h), x.new_empty(0) if c is None else torch.from_numpy(c),
             torch.empty(0, dtype=torch.uint8) if reserve is None else torch.from_numpy(reserve))
 
@@ -245,7 +257,7 @@ def _shapes(spec: dict, x: Tensor):
 
 
 @_rnn.register_fake
-def _(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve):
+def _(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve, resets=None):
     e = _entry(spec)
     t, b, y, hs, cs = _shapes(e.spec, x)
     c = x.new_empty(cs) if e.spec["mode"] == "lstm" else x.new_empty(0)
@@ -261,7 +273,8 @@ def _(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_res
 @torch.library.custom_op("rnncore::rnn_backward", mutates_args=())
 def _rnn_backward(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Optional[Tensor],
                   lengths: Optional[Tensor], reserve: Tensor, dy: Tensor, dh: Tensor, dc: Optional[Tensor], spec: str,
-                  seed: int, step: int, row_offset: int, train: bool) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
+                  seed: int, step: int, row_offset: int, train: bool,
+                  resets: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
     """The gradients of a run of `_rnn` with the same arguments: (dx, dh0, dc0 (empty unless LSTM), dweights)."""
     e = _entry(spec)
     dt = e.dtype
@@ -272,14 +285,15 @@ def _rnn_backward(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Op
         e.load(weights, e.net)
         dx, dh0, dc0, dw = e.net.backward(xs, reserve.numpy(), _numpy(dy, "dy", dt), _numpy(dh, "dh", dt),
                                           _numpy(dc, "dc", dt), h0n, c0n, ln, e.spec["batch_first"],
-                                          _run_mode(e.spec, train), seed, step, 0, _row_ids(xs, e.spec, row_offset))
+                                          _run_mode(e.spec, train), seed, step, 0, _row_ids(xs, e.spec, row_offset),
+                                          _resets(resets))
     grads = e.gradients(dw)
     return (torch.from_numpy(dx), torch.from_numpy(dh0), torch.empty(0, dtype=dt) if dc0 is None else torch.from_numpy(dc0),
             [torch.from_numpy(g) for g in grads])
 
 
 @_rnn_backward.register_fake
-def _(x, weights, h0, c0, lengths, reserve, dy, dh, dc, spec, seed, step, row_offset, train):
+def _(x, weights, h0, c0, lengths, reserve, dy, dh, dc, spec, seed, step, row_offset, train, resets=None):
     e = _entry(spec)
     _, _, _, hs, cs = _shapes(e.spec, x)
     dc0 = x.new_empty(cs) if e.spec["mode"] == "lstm" else x.new_empty(0)
@@ -287,19 +301,19 @@ def _(x, weights, h0, c0, lengths, reserve, dy, dh, dc, spec, seed, step, row_of
 
 
 def _setup_context(ctx, inputs, output):
-    x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve = inputs
+    x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve, resets = inputs
     ctx.args = (spec, seed, step, row_offset, train, h0 is not None, c0 is not None)
-    ctx.save_for_backward(x, h0, c0, lengths, output[3], *weights)
+    ctx.save_for_backward(x, h0, c0, lengths, resets, output[3], *weights)
 
 
 def _backward(ctx, dy, dh, dc, _dreserve):
     spec, seed, step, row_offset, train, has_h0, has_c0 = ctx.args
-    x, h0, c0, lengths, reserve, *weights = ctx.saved_tensors
+    x, h0, c0, lengths, resets, reserve, *weights = ctx.saved_tensors
     lstm = _entry(spec).spec["mode"] == "lstm"
     dx, dh0, dc0, dws = torch.ops.rnncore.rnn_backward(x, weights, h0, c0, lengths, reserve, dy.contiguous(),
                                                        dh.contiguous(), dc.contiguous() if lstm else None, spec,
-                                                       seed, step, row_offset, train)
-    return (dx, list(dws), dh0 if has_h0 else None, dc0 if has_c0 else None) + (None,) * 7
+                                                       seed, step, row_offset, train, resets)
+    return (dx, list(dws), dh0 if has_h0 else None, dc0 if has_c0 else None) + (None,) * 8
 
 
 _rnn.register_autograd(_backward, setup_context=_setup_context)
@@ -376,36 +390,38 @@ class _RNNBase(nn.Module):
             s += ", bidirectional=True"
         return s
 
-    def _run(self, x, h0, c0, lengths, batch_first):
+    def _run(self, x, h0, c0, lengths, batch_first, resets=None):
         train = self.training and self._stochastic
         weights = self.all_weights
         need_reserve = torch.is_grad_enabled() and (
             x.requires_grad or any(w.requires_grad for w in weights)
             or (h0 is not None and h0.requires_grad) or (c0 is not None and c0.requires_grad))
-        if need_reserve and self.proj_size:
-            raise ArgumentError("rnncore.torch.LSTM: no backward with proj_size yet (run it under torch.no_grad())")
         spec = self._spec if batch_first == self.batch_first else self._spec_tm
-        if not need_reserve and _eager((x, h0, c0, lengths, *weights)):
+        if not need_reserve and _eager((x, h0, c0, lengths, resets, *weights)):
             # The op's body without the dispatcher, and without the tensors an op must return but this
             # call drops (an empty reserve; an empty c for a GRU or RNN).
             y, h, c, _ = _run_arrays(x.contiguous(), weights, h0, c0, lengths, spec, self.seed, self.step,
-                                     self.row_offset, train, False)
+                                     self.row_offset, train, False, resets)
             y, h, c = torch.from_numpy(y), torch.from_numpy(h), None if c is None else torch.from_numpy(c)
         else:
             y, h, c, _ = torch.ops.rnncore.rnn(x.contiguous(), weights, h0, c0, lengths, spec, self.seed, self.step,
-                                               self.row_offset, train, need_reserve)
+                                               self.row_offset, train, need_reserve, resets)
         if train:
             self.step += 1
         return y, h, c
 
-    def forward(self, input, hx=None):
+    def forward(self, input, hx=None, resets=None):
+        """torch.nn's forward; ``resets``: per-step state resets (any integer or bool dtype), ``[T, B]``
+        (``[B, T]`` with batch_first; ``[T, B]`` in the caller's row order for a PackedSequence; ``[T]``
+        unbatched): where nonzero, that row's state in every layer returns to ``hx`` (or zeros) before
+        that step. Unidirectional modules only."""
         lstm = self.mode == "lstm"
         if isinstance(hx, tuple) != lstm and hx is not None:
             raise ArgumentError(f"hx: expected {'a tuple (h_0, c_0)' if lstm else 'a tensor h_0'}")
         h0, c0 = (hx if lstm else (hx, None)) if hx is not None else (None, None)
         if isinstance(input, PackedSequence):
             padded, lengths = pad_packed_sequence(input)  # [T, B, I], rows in the caller's order
-            y, h, c = self._run(padded, h0, c0, lengths, False)
+            y, h, c = self._run(padded, h0, c0, lengths, False, resets)
             # torch.nn's packing of the output: the input's batch sizes and row order.
             order = input.sorted_indices
             if order is not None:
@@ -413,10 +429,11 @@ class _RNNBase(nn.Module):
             data = pack_padded_sequence(y, lengths, enforce_sorted=True).data
             out = PackedSequence(data, input.batch_sizes, input.sorted_indices, input.unsorted_indices)
         elif input.dim() == 3:
-            out, h, c = self._run(input, h0, c0, None, self.batch_first)
+            out, h, c = self._run(input, h0, c0, None, self.batch_first, resets)
         elif input.dim() == 2:  # unbatched [T, I], states [L*D, H]
             y, h, c = self._run(input.unsqueeze(1), None if h0 is None else h0.unsqueeze(1),
-                                None if c0 is None else c0.unsqueeze(1), None, False)
+                                None if c0 is None else c0.unsqueeze(1), None, False,
+                                None if resets is None else resets.unsqueeze(1))
             out, h, c = y.squeeze(1), h.squeeze(1), (c.squeeze(1) if lstm else c)
         else:
             raise ArgumentError(f"input: {input.dim()} dimensions, expected 3 (batched) or 2 (unbatched)")

@@ -120,6 +120,24 @@ std::vector<std::int32_t> lengths_of(const py::handle& obj, int batch) {
   return out;
 }
 
+// Per-step state resets ([T, B] time-major, [B, T] batch-major; any integer or bool dtype): 1 where
+// the value is nonzero (ForwardArgs::resets).
+std::vector<std::uint8_t> resets_of(const py::handle& obj, int seq_len, int batch, bool batch_first) {
+  const std::string want = batch_first ? "[" + std::to_string(batch) + ", " + std::to_string(seq_len) + "]"
+                                       : "[" + std::to_string(seq_len) + ", " + std::to_string(batch) + "]";
+  py::array a = py::array::ensure(obj);
+  if (!a || (a.dtype().kind() != 'i' && a.dtype().kind() != 'u' && a.dtype().kind() != 'b'))
+    bad_argument("resets: expected an integer or bool array of shape " + want);
+  const py::ssize_t rows = batch_first ? batch : seq_len, cols = batch_first ? seq_len : batch;
+  if (a.ndim() != 2 || a.shape(0) != rows || a.shape(1) != cols)
+    bad_argument("resets: shape " + shape_string(a) + ", expected " + want);
+  py::array_t<std::int64_t> v = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(rows * cols));
+  const std::int64_t* d = v.data();
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = d[i] != 0 ? 1 : 0;
+  return out;
+}
+
 // ---- names of enums ----
 
 Mode parse_mode_arg(const std::string& s) {
@@ -159,6 +177,7 @@ struct RunInputs {
   py::object h0, c0;  // arrays or None
   std::vector<std::int32_t> lengths;
   std::vector<std::uint32_t> row_ids;
+  std::vector<std::uint8_t> resets;  // empty: none
   int batch = 0, seq_len = 0;
   bool batch_first = false;
   RunMode mode = RunMode::inference;
@@ -314,8 +333,44 @@ class Net {
     return out;
   }
 
+  // The Embedding's and the head's tensors (of `ends`, in its order) from canonical values, in the file's
+  // layout: the table [V, I], the head's W [F, D·O] (Keras' kernel: [D·O, F]) and b [F] where the file has one.
+  py::list end_tensors(const py::handle& canonical) const {
+    py::array c = dense(canonical, stack_.dtype, "canonical");
+    if (c.size() != param_count(stack_)) bad_argument("canonical: " + std::to_string(c.size()) + " elements");
+    const std::size_t es = dtype_size(stack_.dtype);
+    const auto* base = static_cast<const unsigned char*>(c.data());
+    py::list out;
+    auto slice = [&](ParamKind kind, std::vector<py::ssize_t> shape, bool transpose) {
+      py::array t(numpy_dtype(stack_.dtype), shape);
+      const unsigned char* src = base + static_cast<std::size_t>(canonical_offset(stack_, 0, 0, kind, 0)) * es;
+      auto* dst = static_cast<unsigned char*>(t.mutable_data());
+      if (!transpose) {
+        std::memcpy(dst, src, static_cast<std::size_t>(t.nbytes()));
+      } else {  // canonical [rows, cols] into [cols, rows]
+        const std::size_t rows = static_cast<std::size_t>(shape[1]), cols = static_cast<std::size_t>(shape[0]);
+        for (std::size_t r = 0; r < rows; ++r)
+          for (std::size_t k = 0; k < cols; ++k) std::memcpy(dst + (k * rows + r) * es, src + (r * cols + k) * es, es);
+      }
+      out.append(t);
+    };
+    std::size_t n = 0;
+    if (stack_.embedding.vocab_size > 0) {
+      slice(ParamKind::embedding, {stack_.embedding.vocab_size, stack_.input_size}, false);
+      ++n;
+    }
+    if (stack_.head.out_features > 0) {
+      const LayerSpec& last = stack_.layers[stack_.num_layers - 1];
+      const py::ssize_t F = stack_.head.out_features, W = num_directions(last) * output_size(last);
+      const bool keras = format_ == WeightFormat::keras;
+      slice(ParamKind::dense_weight, keras ? std::vector<py::ssize_t>{W, F} : std::vector<py::ssize_t>{F, W}, keras);
+      if (ends.size() > n + 1) slice(ParamKind::dense_bias, {F}, false);
+    }
+    return out;
+  }
+
   RunInputs inputs(const py::handle& x, const py::handle& h0, const py::handle& c0, const py::handle& lengths,
-                   const py::handle& row_ids, bool batch_first) const;
+                   const py::handle& row_ids, bool batch_first, const py::handle& resets) const;
   py::tuple forward(const RunInputs& in, bool keep_reserve);
   py::tuple backward(const RunInputs& in, const py::handle& reserve, const py::handle& dy, const py::handle& dhy,
                      const py::handle& dcy);
@@ -425,7 +480,7 @@ const void* data_or_null(const py::object& o) {
 }
 
 RunInputs Net::inputs(const py::handle& x, const py::handle& h0, const py::handle& c0, const py::handle& lengths,
-                      const py::handle& row_ids, bool batch_first) const {
+                      const py::handle& row_ids, bool batch_first, const py::handle& resets) const {
   RunInputs in;
   in.batch_first = batch_first;
   const std::string layout = batch_first ? "[B, T, " : "[T, B, ";
@@ -447,6 +502,7 @@ RunInputs Net::inputs(const py::handle& x, const py::handle& h0, const py::handl
   if (!c0.is_none() && !lstm) bad_argument("c0: only an LSTM has a cell state");
   in.c0 = state_array(c0, stack_.dtype, "c0", shapes.second);
   if (!lengths.is_none()) in.lengths = lengths_of(lengths, in.batch);
+  if (!resets.is_none()) in.resets = resets_of(resets, in.seq_len, in.batch, batch_first);
   if (!row_ids.is_none()) {
     py::array_t<std::int64_t> r = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(row_ids);
     if (!r || r.ndim() != 1 || r.shape(0) != in.batch)
@@ -467,6 +523,7 @@ ForwardArgs Net::forward_args(const RunInputs& in) const {
   fa.layout = in.batch_first ? Layout::batch_major : Layout::time_major;
   fa.x = in.x.data();
   fa.seq_lengths = in.lengths.empty() ? nullptr : in.lengths.data();
+  fa.resets = in.resets.empty() ? nullptr : in.resets.data();
   fa.h0 = data_or_null(in.h0);
   fa.c0 = data_or_null(in.c0);
   fa.run_mode = in.mode;
@@ -534,7 +591,9 @@ py::tuple Net::backward(const RunInputs& in, const py::handle& reserve, const py
   py::object dhya = state_array(dhy, stack_.dtype, "dhy", shapes.first);
   if (!dcy.is_none() && !lstm) bad_argument("dcy: only an LSTM has a cell state");
   py::object dcya = state_array(dcy, stack_.dtype, "dcy", shapes.second);
-  py::array dx(numpy_dtype(stack_.dtype), dims(in.x));
+  // With an Embedding, x is token ids: no dx (the table's gradient is in dw).
+  const bool ids = stack_.embedding.vocab_size > 0;
+  py::array dx = ids ? py::array() : py::array(numpy_dtype(stack_.dtype), dims(in.x));
   py::array dh0(numpy_dtype(stack_.dtype), shapes.first);
   py::array dc0 = lstm ? py::array(numpy_dtype(stack_.dtype), shapes.second) : py::array();
   py::array dw(numpy_dtype(stack_.dtype), std::vector<py::ssize_t>{static_cast<py::ssize_t>(param_count(stack_))});
@@ -545,7 +604,7 @@ py::tuple Net::backward(const RunInputs& in, const py::handle& reserve, const py
   ba.dy = data_or_null(dya);
   ba.dhy = data_or_null(dhya);
   ba.dcy = data_or_null(dcya);
-  ba.dx = dx.mutable_data();
+  ba.dx = ids ? nullptr : dx.mutable_data();
   ba.dh0 = dh0.mutable_data();
   ba.dc0 = lstm ? dc0.mutable_data() : nullptr;
   ba.dweights = dw.mutable_data();
@@ -558,7 +617,7 @@ py::tuple Net::backward(const RunInputs& in, const py::handle& reserve, const py
     s = plan.backward(packed_.get(), workspace(bytes), bytes, ba);
   }
   check(s);
-  return py::make_tuple(dx, dh0, lstm ? py::object(dc0) : py::none(), dw);
+  return py::make_tuple(ids ? py::object(py::none()) : py::object(dx), dh0, lstm ? py::object(dc0) : py::none(), dw);
 }
 
 // ---- building nets ----
@@ -802,12 +861,16 @@ struct Int8Net {
   std::vector<std::pair<std::string, std::string>> metadata;
   std::mutex mutex;
 
-  explicit Int8Net(const std::string& path) {
+  // threads: the rows of a run on that many threads (where a StackSpec holds the file, the Model that
+  // io::int8_stack_spec plans; Int8Runner::plan). The same bits for any count.
+  Int8Net(const std::string& path, int threads) {
+    if (threads < 1) bad_argument("threads: " + std::to_string(threads) + ", expected at least 1");
     io::SafeTensors file;
     if (io::read_safetensors(path.c_str(), &file) != RNNCORE_OK) fail(Status::io, rnncore_last_error_detail());
     std::string error;
-    const Status s = io::Int8Runner::load(file, &runner, &error);
+    Status s = io::Int8Runner::load(file, &runner, &error);
     if (s != Status::ok) fail(s, error);
+    if ((s = runner.plan(1, 1, threads, &error)) != Status::ok) fail(s, error);
     origin = io::int8_model_origin(file);
     metadata = file.metadata;
   }
@@ -986,7 +1049,7 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("is_int8_model", &is_int8_file, py::arg("path"));
   py::class_<Int8Net>(m, "Int8Net")
-      .def(py::init<const std::string&>(), py::arg("path"))
+      .def(py::init<const std::string&, int>(), py::arg("path"), py::arg("threads") = 1)
       .def_property_readonly("input_size", [](const Int8Net& n) { return n.runner.input_size(); })
       .def_property_readonly("output_size", [](const Int8Net& n) { return n.runner.output_size(); })
       .def_property_readonly("return_sequences", [](const Int8Net& n) { return n.runner.return_sequences(); })
@@ -1053,14 +1116,15 @@ PYBIND11_MODULE(_core, m) {
       .def("same_bytes", &Net::same_bytes, py::arg("addresses"))
       .def("remember", &Net::remember, py::arg("arrays"))
       .def("export", [](const Net& n) { return n.export_tensors(py::none(), false); })
+      .def("end_tensors", &Net::end_tensors, py::arg("canonical"))
       .def("export_gradients", [](const Net& n, const py::handle& dc) { return n.export_tensors(dc, true); },
            py::arg("dcanonical"))
       .def(
           "forward",
           [](Net& n, const py::handle& x, const py::handle& h0, const py::handle& c0, const py::handle& lengths,
              bool batch_first, const std::string& mode, std::uint64_t seed, std::uint64_t step,
-             std::uint32_t time_offset, const py::handle& row_ids, bool keep_reserve) {
-            RunInputs in = n.inputs(x, h0, c0, lengths, row_ids, batch_first);
+             std::uint32_t time_offset, const py::handle& row_ids, bool keep_reserve, const py::handle& resets) {
+            RunInputs in = n.inputs(x, h0, c0, lengths, row_ids, batch_first, resets);
             in.mode = parse_run_mode(mode);
             in.seed = seed;
             in.step = step;
@@ -1069,14 +1133,15 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("x"), py::arg("h0") = py::none(), py::arg("c0") = py::none(), py::arg("lengths") = py::none(),
           py::arg("batch_first") = false, py::arg("mode") = "inference", py::arg("seed") = 0, py::arg("step") = 0,
-          py::arg("time_offset") = 0, py::arg("row_ids") = py::none(), py::arg("keep_reserve") = false)
+          py::arg("time_offset") = 0, py::arg("row_ids") = py::none(), py::arg("keep_reserve") = false,
+          py::arg("resets") = py::none())
       .def(
           "backward",
           [](Net& n, const py::handle& x, const py::handle& reserve, const py::handle& dy, const py::handle& dhy,
              const py::handle& dcy, const py::handle& h0, const py::handle& c0, const py::handle& lengths,
              bool batch_first, const std::string& mode, std::uint64_t seed, std::uint64_t step,
-             std::uint32_t time_offset, const py::handle& row_ids) {
-            RunInputs in = n.inputs(x, h0, c0, lengths, row_ids, batch_first);
+             std::uint32_t time_offset, const py::handle& row_ids, const py::handle& resets) {
+            RunInputs in = n.inputs(x, h0, c0, lengths, row_ids, batch_first, resets);
             in.mode = parse_run_mode(mode);
             in.seed = seed;
             in.step = step;
@@ -1086,5 +1151,6 @@ PYBIND11_MODULE(_core, m) {
           py::arg("x"), py::arg("reserve"), py::arg("dy") = py::none(), py::arg("dhy") = py::none(),
           py::arg("dcy") = py::none(), py::arg("h0") = py::none(), py::arg("c0") = py::none(),
           py::arg("lengths") = py::none(), py::arg("batch_first") = false, py::arg("mode") = "inference",
-          py::arg("seed") = 0, py::arg("step") = 0, py::arg("time_offset") = 0, py::arg("row_ids") = py::none());
+          py::arg("seed") = 0, py::arg("step") = 0, py::arg("time_offset") = 0, py::arg("row_ids") = py::none(),
+          py::arg("resets") = py::none());
 }

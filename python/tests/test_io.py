@@ -101,8 +101,9 @@ MCU = MODELS.parents[1] / "bench" / "mcu_models"
     # a Dense head on every step
     (MCU / "weather.safetensors", MCU / "weather_input.npy", MCU / "weather_expected_y.npy"),
 ])
-def test_int8_model_equals_litert(path, x, expected):
-    q = rnncore.load(path)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_int8_model_equals_litert(path, x, expected, threads):
+    q = rnncore.load(path, threads=threads)  # threads: the rows on the planned Model's threads
     assert isinstance(q, rnncore.Int8Model)
     y, h, c = q.run(np.load(x))
     assert y.dtype == np.int8 and h.dtype == np.int8 and c.dtype == np.int16

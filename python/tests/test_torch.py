@@ -117,8 +117,44 @@ def test_unbatched_input_and_projection():
     with torch.no_grad():
         for r, o in zip(flat(ref(x)), flat(mod(x))):
             assert r.shape == o.shape and (r - o).abs().max().item() <= FORWARD_TOL
-    with pytest.raises(ValueError, match="proj_size"):
-        mod(x.requires_grad_())
+    gen = torch.Generator().manual_seed(5)
+    compare(ref, mod, x, None, gen)  # unbatched, with gradients
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_projection_gradients_match_torch_nn(seed):
+    """LSTM(proj_size=P): forward and every gradient (input, h0 [L*D, B, P], c0 [L*D, B, H], weight_hr_l*)."""
+    rng = random.Random(100 + seed)
+    hidden = rng.randint(2, 16)
+    kw = dict(input_size=rng.randint(1, 10), hidden_size=hidden, proj_size=rng.randint(1, hidden - 1),
+              num_layers=rng.randint(1, 3), bias=rng.random() < 0.8, batch_first=rng.random() < 0.5,
+              bidirectional=seed % 2 == 1)
+    ref, mod = pair("lstm", seed, **kw)
+    assert [n for n, _ in mod.named_parameters()] == [n for n, _ in ref.named_parameters()]
+    gen = torch.Generator().manual_seed(seed)
+    t, b = rng.randint(1, 9), rng.randint(1, 5)
+    x = torch.randn((b, t, kw["input_size"]) if kw["batch_first"] else (t, b, kw["input_size"]), generator=gen)
+    d = 2 if kw["bidirectional"] else 1
+    hx = None
+    if seed % 4 < 2:
+        hx = (torch.randn(kw["num_layers"] * d, b, kw["proj_size"], generator=gen),
+              torch.randn(kw["num_layers"] * d, b, hidden, generator=gen))
+    compare(ref, mod, x, hx, gen)
+
+
+def test_projection_float64_gradcheck():
+    torch.manual_seed(1)
+    mod = rt.LSTM(3, 5, num_layers=2, proj_size=2, bidirectional=True, dtype=torch.float64)
+    names = [n for n, _ in mod.named_parameters()]
+    x = torch.randn(3, 2, 3, dtype=torch.float64, requires_grad=True)
+    h0 = torch.randn(4, 2, 2, dtype=torch.float64, requires_grad=True)
+    c0 = torch.randn(4, 2, 5, dtype=torch.float64, requires_grad=True)
+    params = [p.detach().clone().requires_grad_() for p in mod.parameters()]
+
+    def f(x, h0, c0, *ps):
+        return flat(torch.func.functional_call(mod, dict(zip(names, ps)), (x, (h0, c0))))
+
+    assert torch.autograd.gradcheck(f, (x, h0, c0, *params), eps=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("kind", ["lstm", "gru", "tanh"])
