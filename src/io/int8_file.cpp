@@ -190,7 +190,8 @@ std::vector<std::string> Int8Runner::describe() const {
   std::vector<std::string> lines;
   char b[512];
   std::snprintf(b, sizeof b, "model: int8 LSTM (tflite_int8, LiteRT's 8x8_16 integer LSTM%s), I=%d H=%d%s, %s; cell scale %s",
-                per_channel ? "; per-channel weight scales, rnncore's extension" : "", input_size(), output_size(),
+                per_channel ? "; per-channel weight scales, rnncore's extension" : "", input_size(),
+                stack.dense.empty() ? output_size() : stack.dense.front()->in_size,  // the LSTM's width, not the head's
                 (L > 1 || stack.bidirectional() ? ", " + std::to_string(L) + (L > 1 ? " layers (H " : " layer (H ") + sizes + ")"
                                                 : std::string()).c_str(),
                 stack.return_sequences ? "returns sequences" : "returns the last step", cells.c_str());
