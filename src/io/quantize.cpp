@@ -383,11 +383,28 @@ Status run_float_model(Model& net, const StackSpec& stack, const float* canon, c
                                   : run_float_data(net, stack, d, group, y, r, what, log);
 }
 
+// The written int8 stack as a Model runs it (io::int8_stack_spec: int8 rows in, int8 out), for
+// `rows` rows of `seq_len` steps: every model quantize writes is a StackSpec. A model without a head
+// that outputs its last step only is planned for every step (*last_step set: the caller takes it).
+Status int8_model(const Int8Stack& m, std::int64_t rows, std::int64_t seq_len, Model* out, bool* last_step,
+                  std::string* error) {
+  StackSpec spec;
+  std::vector<unsigned char> canonical;
+  if (const Status s = int8_stack_spec(m, &spec, &canonical, last_step, error, true); s != Status::ok) return s;
+  PlanOptions opt;
+  opt.max_batch = static_cast<std::int32_t>(rows);
+  opt.max_seq_len = static_cast<std::int32_t>(seq_len);
+  const Status s = Model::create(spec, opt, canonical.data(), out);
+  if (s != Status::ok) *error = last_error_detail();
+  return s;
+}
+
 // Runs the int8 model as `rnncore run` does on float32 input (quantized as TFLite's QUANTIZE op),
 // dequantizes y as its DEQUANTIZE op (float32(q − z) · s) and compares with the float y [T, B, H].
 // With a head (`head` not null) y is the head's: [steps, B, out] with steps T, or 1 on the last step.
-QuantizeAccuracy measure(const Int8Stack& m, const Data& d, const std::vector<float>& y_float, const QuantizedHead* head,
-                         const Log& log) {
+// The int8 stack runs on a Model (int8_model); its plan's error, one line in *error.
+Status measure(const Int8Stack& m, const Data& d, const std::vector<float>& y_float, const QuantizedHead* head,
+               const Log& log, QuantizeAccuracy* out, std::string* error) {
   const Int8Model& first = *m.layers.front();
   const Int8Model& last = *m.layers.back();
   const std::int64_t T = d.T, B = d.B, I = first.input_size, H = head != nullptr ? head->out : last.output_size();
@@ -400,13 +417,32 @@ QuantizeAccuracy measure(const Int8Stack& m, const Data& d, const std::vector<fl
       for (std::int64_t k = 0; k < I; ++k)
         xq[static_cast<std::size_t>((b * T + t) * I + k)] = quantize_input(first, d.x[static_cast<std::size_t>((t * B + b) * I + k)]);
   // Rows in chunks (each row starts from the initial state either way), for progress on stderr.
-  const std::int64_t chunk = 8;
+  const std::int64_t chunk = std::min<std::int64_t>(8, std::max<std::int64_t>(B, 1));
+  Model model;
+  bool last_step = false;
+  if (const Status s = int8_model(m, chunk, std::max<std::int64_t>(T, 1), &model, &last_step, error); s != Status::ok)
+    return s;
+  // last_step: every step's output, of which each row's last (a reverse direction's: step 0) is kept
+  std::vector<std::int8_t> y_all(last_step ? static_cast<std::size_t>(chunk * T * H) : 0);
   const auto start = Clock::now();
   auto last_report = start;
-  for (std::int64_t b0 = 0; b0 < B; b0 += chunk) {
+  for (std::int64_t b0 = 0; b0 < B && T > 0; b0 += chunk) {
     const std::int64_t rows = std::min(chunk, B - b0);
-    run_int8_stack(m, static_cast<int>(rows), static_cast<int>(T), xq.data() + static_cast<std::size_t>(b0 * T * I),
-                       yq.data() + static_cast<std::size_t>(b0 * steps * H));
+    std::int8_t* y = yq.data() + static_cast<std::size_t>(b0 * steps * H);
+    ForwardArgs a;
+    a.batch = static_cast<std::int32_t>(rows);
+    a.seq_len = static_cast<std::int32_t>(T);
+    a.layout = Layout::batch_major;
+    a.x = xq.data() + static_cast<std::size_t>(b0 * T * I);
+    a.y = last_step ? y_all.data() : y;
+    model.forward(a);  // the arguments are the plan's: it cannot fail
+    const LayerSpec& top = model.plan().stack().layers[model.plan().stack().num_layers - 1];
+    const std::size_t Hd = static_cast<std::size_t>(top.hidden_size);
+    for (std::int64_t b = 0; last_step && b < rows; ++b) {
+      const std::int8_t* row = y_all.data() + static_cast<std::size_t>(b * T * H);
+      std::memcpy(y + b * H, row + static_cast<std::size_t>((T - 1) * H), Hd);
+      if (num_directions(top) == 2) std::memcpy(y + b * H + Hd, row + Hd, Hd);
+    }
     const auto now = Clock::now();
     if (now - last_report >= std::chrono::seconds(2) && log.progress) {
       last_report = now;
@@ -416,7 +452,8 @@ QuantizeAccuracy measure(const Int8Stack& m, const Data& d, const std::vector<fl
       log.progress(b);
     }
   }
-  QuantizeAccuracy a;
+  QuantizeAccuracy& a = *out;
+  a = QuantizeAccuracy();
   a.data = d.path;
   a.T = steps;
   a.B = B;
@@ -438,7 +475,7 @@ QuantizeAccuracy measure(const Int8Stack& m, const Data& d, const std::vector<fl
   a.rms = std::sqrt(err / static_cast<double>(a.values));
   a.range = hi - lo;
   a.snr_db = err > 0 ? 10.0 * std::log10(sig / err) : INFINITY;
-  return a;
+  return Status::ok;
 }
 
 // Why the integer LSTM (and so the int8 model file) cannot hold this float stack; "" if it can.
@@ -1118,7 +1155,8 @@ Status quantize(const QuantizeOptions& o, QuantizeReport* report, std::string* e
                     (!has_head ? "[B, T, " + std::to_string(H) + "]"
                                : std::string(float_head.spec.last_step_only ? "[B, " : "[B, T, ") +
                                      std::to_string(head.out) + "] (a Dense head, " + to_string(head.act) + ")");
-  report->calibration_accuracy = measure(qm, cal, y_cal, has_head ? &head : nullptr, log);
+  if ((s = measure(qm, cal, y_cal, has_head ? &head : nullptr, log, &report->calibration_accuracy, error)) != Status::ok)
+    return s;
   if (!o.eval.empty()) {
     if ((s = run_float_model(f.net, stack, canon, ev, 0, &y_ev, nullptr, "evaluation", log)) != Status::ok) {
       *error = last_error_detail();
@@ -1126,7 +1164,8 @@ Status quantize(const QuantizeOptions& o, QuantizeReport* report, std::string* e
     }
     report->has_eval = true;
     if (has_head) y_ev = run_float_head(float_head, y_ev, ev.T, ev.B, false);
-    report->eval_accuracy = measure(qm, ev, y_ev, has_head ? &head : nullptr, log);
+    if ((s = measure(qm, ev, y_ev, has_head ? &head : nullptr, log, &report->eval_accuracy, error)) != Status::ok)
+      return s;
   }
   return Status::ok;
 }
