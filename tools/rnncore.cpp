@@ -1156,7 +1156,7 @@ void define_bench(CLI::App& app, BenchOptions& o) {
   app.add_option("--dtype", o.dtype,
                  "computation type, or bf16 / f16 weight storage with f32 accumulation;\n"
                  "int8: the integer LSTM (LiteRT's 8x8_16: int8 weights and\n"
-                 "activations, int16 cell; --mode lstm, unidirectional, one thread;\n"
+                 "activations, int16 cell; --mode lstm, unidirectional, batch-major;\n"
                  "prints gops=, 2 integer operations per multiply-add)")
       ->check(one_of({"f32", "f64", "bf16", "f16", "int8"}))
       ->type_name("f32|f64|bf16|f16|int8")
@@ -1213,46 +1213,17 @@ void define_bench(CLI::App& app, BenchOptions& o) {
       "  training_step_ms=... forward_ms=... backward_ms=... gflops=... (3x the forward's) ratio=...");
 }
 
-// `rnncore bench --dtype int8`: an int8 stack of unidirectional LSTMs (a Model; batch rows on
-// --threads), inference only, so the options beyond those are usage errors.
-int cmd_bench_int8(const CLI::App& app, const BenchOptions& o) {
+// `rnncore bench --dtype int8` times a stack of unidirectional integer LSTMs (io::int8_bench_stack)
+// on a Model as any stack, inference only: the options beyond those are usage errors. Returns -1
+// to go on, else the exit status.
+int check_bench_int8(const CLI::App& app, const BenchOptions& o) {
   const char* const refused[] = {"--gru", "--bidirectional", "--proj", "--peepholes", "--gpu-half-math",
                                  "--dropout", "--resets", "--backward", "--peak"};
   for (const char* option : refused)
     if (given(app, option)) return usage_error("bench", std::string(option) + " is not available with --dtype int8");
   if (o.mode != "lstm") return usage_error("bench", "--dtype int8 runs the integer LSTM: --mode lstm only");
   if (o.backend == "gpu") return usage_error("bench", "--dtype int8 runs on the CPU (--backend auto, simd or reference)");
-  Int8BenchShape shape;
-  shape.seq = static_cast<int>(o.seq);
-  shape.batch = static_cast<int>(o.batch);
-  shape.input = static_cast<int>(o.input);
-  shape.hidden = static_cast<int>(o.hidden);
-  shape.layers = static_cast<int>(o.layers);
-  shape.reference = o.backend == "reference";
-  shape.threads = static_cast<int>(o.threads);
-  Int8Bench bench;
-  std::string err;
-  if (Int8Bench::create(shape, &bench, &err) != Status::ok) return error(err);
-  // One warm-up, then the median of --reps runs, each from a zero state.
-  using clock = std::chrono::steady_clock;
-  std::vector<double> ms;
-  const auto start = clock::now();
-  for (long long i = -1; i < o.reps; ++i) {  // i = -1: the warm-up
-    const auto t0 = clock::now();
-    if (bench.forward() != Status::ok) return error(std::string("int8 LSTM: ") + last_error_detail());
-    const double t = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-    if (i >= 0) ms.push_back(t);
-    if (t > 500.0)
-      std::fprintf(stderr, "rnncore bench: %s %lld/%lld, %.1f s\n", i < 0 ? "warm-up" : "repetition", i < 0 ? 0 : i + 1,
-                   o.reps, std::chrono::duration<double>(clock::now() - start).count());
-  }
-  std::sort(ms.begin(), ms.end());
-  const double median = ms[ms.size() / 2];
-  std::printf("lstm int8 T=%d B=%d I=%d H=%d L=%d unidirectional threads=%d backend=%s kernel=%s reps=%lld\n", shape.seq,
-              shape.batch, shape.input, shape.hidden, shape.layers, shape.threads, shape.reference ? "reference" : "simd",
-              bench.kernel_names().c_str(), o.reps);
-  std::printf("median_ms=%.4f gops=%.2f\n", median, bench.ops() / (median * 1e6));
-  return 0;
+  return -1;
 }
 
 // The network `rnncore bench` times (its options, checked) and the options of its plans; returns
@@ -1304,12 +1275,13 @@ struct DeviceTensor {
   ~DeviceTensor() { gpu_free(device, p); }
 };
 
-// The float benchmark: the network on random weights and input, and what it times. Forward only:
+// The benchmark: the network on random weights and input (an integer stack for --dtype int8:
+// io::int8_bench_stack), and what it times. Forward only:
 // the network and, with --dropout, the network with dropout (both timed, as training runs,
 // alternating, so that the ratio is measured under the same conditions). --backward: the
 // inference forward of the network, timed against training steps (a training forward that fills
 // the reserve + backward for dx, dh0, dc0 and the weights).
-struct FloatBench {
+struct Bench {
   const BenchOptions& o;
   RnnSpec spec;
   PlanOptions opt;
@@ -1334,16 +1306,17 @@ struct FloatBench {
   std::vector<std::uint8_t> resets;                  // --resets: [T, B], a fraction o.resets of them set
   std::vector<double> reset_ms, reset_step_ms;       // network 0 with them: forward, training step
 
-  explicit FloatBench(const BenchOptions& options) : o(options) {}
-  FloatBench(const FloatBench&) = delete;
-  FloatBench& operator=(const FloatBench&) = delete;
+  explicit Bench(const BenchOptions& options) : o(options) {}
+  Bench(const Bench&) = delete;
+  Bench& operator=(const Bench&) = delete;
 
   // Random values in [−scale/2, scale/2) (a small LCG: benchmark data only needs to be non-degenerate).
   void fill(std::vector<unsigned char>& v, double scale) {
     for (std::size_t i = 0; i < v.size() / es; ++i) {
       rng = rng * 6364136223846793005ull + 1442695040888963407ull;
       const double r = static_cast<double>(rng >> 11) * 0x1.0p-53 - 0.5;
-      if (spec.dtype == DType::f64) reinterpret_cast<double*>(v.data())[i] = scale * r;
+      if (es == 1) reinterpret_cast<std::int8_t*>(v.data())[i] = static_cast<std::int8_t>(std::lround(254 * r));  // int8
+      else if (spec.dtype == DType::f64) reinterpret_cast<double*>(v.data())[i] = scale * r;
       else reinterpret_cast<float*>(v.data())[i] = static_cast<float>(scale * r);
     }
   }
@@ -1352,10 +1325,17 @@ struct FloatBench {
   // 1 − p on every layer, and inter-layer dropout p), x, y and the forward's arguments. Returns ""
   // or the error line.
   std::string setup() {
-    es = dtype_size(spec.dtype);
-    w.resize(static_cast<std::size_t>(param_count(spec)) * es);
-    fill(w, 0.2);
-    stacks[0] = stacks[1] = to_stack(spec);
+    if (o.dtype == "int8") {  // the integer stack of this shape and its quantized random weights
+      std::string err;
+      if (int8_bench_stack(spec.input_size, spec.hidden_size, spec.num_layers, &stacks[0], &w, &err) != Status::ok) return err;
+    }
+    es = dtype_size(o.dtype == "int8" ? DType::i8 : spec.dtype);
+    if (o.dtype != "int8") {
+      w.resize(static_cast<std::size_t>(param_count(spec)) * es);
+      fill(w, 0.2);
+      stacks[0] = to_stack(spec);
+    }
+    stacks[1] = stacks[0];
     for (int l = 0; l < stacks[1].num_layers; ++l) {
       Wrapper& wr = stacks[1].layers[l].wrappers[stacks[1].layers[l].num_wrappers++];
       wr.dropout.input_keep = wr.dropout.output_keep = wr.dropout.state_keep = 1.0 - o.dropout;
@@ -1381,6 +1361,10 @@ struct FloatBench {
     fa.x = x.data();
     fa.y = y.data();
     fa.run_mode = o.backward ? RunMode::inference : RunMode::training;
+    if (es == 1) {  // int8: inference in LiteRT's layout, the one its models run in
+      fa.layout = Layout::batch_major;
+      fa.run_mode = RunMode::inference;
+    }
     fa.seed = 1;
     if (o.resets > 0.0) {
       resets.resize(static_cast<std::size_t>(o.seq * o.batch));
@@ -1569,7 +1553,7 @@ struct FloatBench {
 };
 
 // --resets: network 0's forward (and training step) with the resets against without them.
-void FloatBench::report_resets(double median) {
+void Bench::report_resets(double median) {
   std::sort(reset_ms.begin(), reset_ms.end());
   const double with = reset_ms[reset_ms.size() / 2];
   std::size_t set = 0;
@@ -1587,15 +1571,18 @@ void FloatBench::report_resets(double median) {
 }
 
 // The shape and kernel line, and the forward's median (with --peak, against the FMA peak).
-void FloatBench::report_forward(double median) const {
+void Bench::report_forward(double median) const {
   const long long threads = o.threads;
+  // An integer stack: its dot and step kernels, and integer operations (gops) rather than flops.
+  const bool integer = stacks[0].dtype == DType::i8;
+  const std::string kernels = integer ? int8_plan_kernels(net[0].plan()) : std::string(net[0].plan().kernel_name());
   std::string ext;
   if (o.proj > 0) ext += " P=" + std::to_string(o.proj);
   if (o.peepholes) ext += " peepholes";
   std::printf("%s %s T=%lld B=%lld I=%lld H=%lld%s L=%lld %s threads=%lld backend=%s kernel=%s reps=%lld\n",
               to_string(spec.mode), o.dtype.c_str(), o.seq, o.batch, o.input, o.hidden, ext.c_str(), o.layers,
               num_directions(spec) == 2 ? "bidirectional" : "unidirectional", threads, to_string(net[0].plan().backend()),
-              net[0].plan().kernel_name(), o.reps);
+              kernels.c_str(), o.reps);
   const double gflops = flops() / (median * 1e6);
   const char* what = o.backward ? " (inference forward)" : "";
   bench::FmaPeak peaks[2];
@@ -1613,7 +1600,7 @@ void FloatBench::report_forward(double median) const {
                 peak->gflops, peak->isa, peak->gflops > 0 ? gflops / (peak->gflops * static_cast<double>(threads)) : 0.0,
                 threads > 1 ? " (of threads x one core)" : "", what);
   } else {
-    std::printf("median_ms=%.4f gflops=%.2f%s\n", median, gflops, what);
+    std::printf("median_ms=%.4f %s=%.2f%s\n", median, integer ? "gops" : "gflops", gflops, what);
   }
   if (nets == 2) {
     const double with = ms[1][ms[1].size() / 2];
@@ -1625,7 +1612,7 @@ void FloatBench::report_forward(double median) const {
 // --backward: the training steps against the inference forward. A training step does the forward's
 // matrix products and two more of the same size: R_gᵀ·dgates and W_gᵀ·dgates (dh, dx), and the
 // outer products dgates·h_prevᵀ and dgates·xᵀ (dR, dW): 3x the flops.
-void FloatBench::report_training(double median) {
+void Bench::report_training(double median) {
   auto median_of = [](std::vector<double>& v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
@@ -1653,9 +1640,10 @@ int cmd_bench(int argc, char** argv) {
   define_bench(app, o);
   if (const int rc = parse_command(app, "bench", argc, argv); rc >= 0) return rc;
   if (const int rc = check_threads("bench", o.threads, o.oversubscribe); rc >= 0) return rc;
-  if (o.dtype == "int8") return cmd_bench_int8(app, o);
+  if (o.dtype == "int8")
+    if (const int rc = check_bench_int8(app, o); rc >= 0) return rc;
   o.dropout_given = given(app, "--dropout");
-  FloatBench b(o);
+  Bench b(o);
   if (const int rc = bench_spec(o, &b.spec, &b.opt); rc >= 0) return rc;
   std::string err = b.setup();
   if (err.empty() && o.backward) err = b.setup_training();

@@ -220,17 +220,14 @@ std::string Int8Runner::describe_embedding() const {
 }
 
 std::string Int8Runner::kernel_names() const {
-  if (impl_->planned && impl_->max_batch > 0) {  // the plan's: the dot kernel under max_isa, and the step's
-    const Plan& p = impl_->model.plan();
-    return std::string(p.kernel_name()) + " + " + step_name(q8::int8_best_step_kernels(p.options().max_isa));
-  }
+  if (impl_->planned && impl_->max_batch > 0) return int8_plan_kernels(impl_->model.plan());
   // Every layer is prepared alike (the best kernels of the process), so the first one's say it.
   const q8::Int8LstmParams& p = impl_->stack.layers.front()->params;
   const std::string dot = p.layout == q8::Int8WeightLayout::row_major ? dot_name(p.dot) : std::string("interleaved panels");
   return dot + " + " + step_name(step_of(p.gate_activations));
 }
 
-// ---- Int8Bench ----
+// ---- The stack rnncore bench --dtype int8 times ----
 
 namespace {
 
@@ -248,35 +245,20 @@ Int8LstmQuant keras_like_quantization() {
 
 }  // namespace
 
-// The stack as an int8 StackSpec run by a Model (the library's one int8 executor).
-struct Int8Bench::Impl {
-  Int8BenchShape shape;
-  StackSpec spec;
-  std::vector<unsigned char> canonical;
-  Model model;
-  std::vector<std::int8_t> x, y;
-  std::string kernels;
-};
-
-Int8Bench::Int8Bench() = default;
-Int8Bench::~Int8Bench() = default;
-Int8Bench::Int8Bench(Int8Bench&&) noexcept = default;
-Int8Bench& Int8Bench::operator=(Int8Bench&&) noexcept = default;
-
-Status Int8Bench::create(const Int8BenchShape& s, Int8Bench* out, std::string* error) {
-  std::unique_ptr<Impl> m(new Impl);
-  m->shape = s;
-  StackSpec& sp = m->spec;
+Status int8_bench_stack(int input, int hidden, int layers, StackSpec* spec, std::vector<unsigned char>* canonical,
+                        std::string* error) {
+  StackSpec& sp = *spec;
+  sp = StackSpec();
   sp.dtype = DType::i8;
-  sp.input_size = s.input;
+  sp.input_size = input;
   sp.input_quant.scale = 1.0f / 128;
   sp.input_quant.zero_point = 3;
-  sp.num_layers = s.layers;
-  for (int l = 0; l < s.layers && l < kMaxLayers; ++l) {
-    sp.layers[l].hidden_size = s.hidden;
+  sp.num_layers = layers;
+  for (int l = 0; l < layers && l < kMaxLayers; ++l) {
+    sp.layers[l].hidden_size = hidden;
     sp.layers[l].int8[0] = keras_like_quantization();
   }
-  Status st = validate(sp);
+  const Status st = validate(sp);
   if (st != Status::ok) {
     *error = std::string("int8 LSTM: ") + last_error_detail();
     return st;
@@ -286,10 +268,10 @@ Status Int8Bench::create(const Int8BenchShape& s, Int8Bench* out, std::string* e
     state = state * 6364136223846793005ull + 1442695040888963407ull;
     return static_cast<std::int8_t>(static_cast<int>((state >> 33) % 255) - 127);
   };
-  m->canonical.assign(static_cast<std::size_t>(param_count(sp)), 0);
-  unsigned char* c = m->canonical.data();
-  for (int l = 0; l < s.layers; ++l) {
-    const std::size_t H = static_cast<std::size_t>(s.hidden), in = static_cast<std::size_t>(l == 0 ? s.input : s.hidden);
+  canonical->assign(static_cast<std::size_t>(param_count(sp)), 0);
+  unsigned char* c = canonical->data();
+  for (int l = 0; l < layers; ++l) {
+    const std::size_t H = static_cast<std::size_t>(hidden), in = static_cast<std::size_t>(l == 0 ? input : hidden);
     auto* w = reinterpret_cast<std::int8_t*>(c + canonical_offset(sp, l, 0, ParamKind::input_weight, 0));
     auto* r = reinterpret_cast<std::int8_t*>(c + canonical_offset(sp, l, 0, ParamKind::recurrent_weight, 0));
     for (std::size_t i = 0; i < 4 * H * in; ++i) w[i] = next_byte();
@@ -299,47 +281,14 @@ Status Int8Bench::create(const Int8BenchShape& s, Int8Bench* out, std::string* e
       std::memcpy(c + canonical_offset(sp, l, 0, ParamKind::input_bias, 0) + 4 * i, &b, 4);
     }
   }
-  PlanOptions opt;
-  opt.max_batch = s.batch;
-  opt.max_seq_len = s.seq;
-  opt.threads = s.threads;
-  opt.backend = s.reference ? Backend::reference : Backend::auto_select;  // reference: the portable kernels
-  st = Model::create(sp, opt, m->canonical.data(), &m->model);
-  if (st != Status::ok) {
-    *error = std::string("int8 LSTM: ") + last_error_detail();
-    return st;
-  }
-  const Plan& plan = m->model.plan();
-  m->kernels = std::string(plan.kernel_name()) + " + " +
-               step_name(s.reference ? nullptr : q8::int8_best_step_kernels(plan.options().max_isa));
-  const std::size_t rows = static_cast<std::size_t>(s.batch) * static_cast<std::size_t>(s.seq);
-  m->x.resize(rows * static_cast<std::size_t>(s.input));
-  for (std::int8_t& v : m->x) v = next_byte();
-  m->y.resize(rows * static_cast<std::size_t>(s.hidden));
-  out->impl_ = std::move(m);
   return Status::ok;
 }
 
-Status Int8Bench::forward() {
-  Impl& m = *impl_;
-  ForwardArgs a;  // batch-major, as LiteRT's op; every layer from LiteRT's fresh state
-  a.batch = m.shape.batch;
-  a.seq_len = m.shape.seq;
-  a.layout = Layout::batch_major;
-  a.x = m.x.data();
-  a.y = m.y.data();
-  return m.model.forward(a);
+std::string int8_plan_kernels(const Plan& plan) {
+  // The plan's dot kernel under max_isa; the step's under the same cap, none for the portable kernels.
+  const q8::StepKernels* step = plan.isa() == Isa::none ? nullptr : q8::int8_best_step_kernels(plan.options().max_isa);
+  return std::string(plan.kernel_name()) + " + " + step_name(step);
 }
-
-double Int8Bench::ops() const {
-  const Int8BenchShape& s = impl_->shape;
-  const double rows = static_cast<double>(s.batch) * static_cast<double>(s.seq);
-  double ops = 0;  // 2 · 4H · (I_l + H) per step, row and layer
-  for (int l = 0; l < s.layers; ++l) ops += 2.0 * q8::kGates * s.hidden * ((l == 0 ? s.input : s.hidden) + s.hidden) * rows;
-  return ops;
-}
-
-std::string Int8Bench::kernel_names() const { return impl_->kernels; }
 
 }  // namespace io
 }  // namespace rnncore

@@ -551,16 +551,22 @@ Status head_spec(const Int8Stack& s, StackSpec* spec, std::string* error) {
   DenseSpec& h = spec->head;
   if (s.dense.empty()) {
     if (!s.has_softmax) return Status::ok;
-    *error = "a softmax without a Dense layer before it is not a StackSpec head yet";
+    *error = "the softmax ('softmax.' keys) follows layer " + std::to_string(s.layers.size() - 1) +
+             "'s LSTM with no Dense layer before it: a StackSpec head is a Dense layer with its activation";
     return Status::unsupported;
   }
   if (s.dense.size() > 1) {
-    *error = std::to_string(s.dense.size()) + " Dense layers: a StackSpec holds one head yet";
+    const Int8Dense& second = *s.dense[1];
+    *error = "Dense layer fc1 (" + std::to_string(second.in_size) + " -> " + std::to_string(second.out_size) +
+             ", one of " + std::to_string(s.dense.size()) + " Dense layers after the LSTMs): a StackSpec head is one Dense layer";
     return Status::unsupported;
   }
   const Int8Dense& d = *s.dense[0];
   if (s.has_softmax && (d.has_table || d.q.relu)) {
-    *error = "a softmax after an activated Dense layer: a StackSpec head has one activation";
+    *error = std::string("the softmax after Dense layer fc0 (") + (d.q.relu                                             ? "relu"
+                                                           : d.table_function == q8::TableActivation::sigmoid ? "sigmoid"
+                                                                                                               : "tanh") +
+             "): a StackSpec head has one activation";
     return Status::unsupported;
   }
   h.out_features = d.out_size;
@@ -607,8 +613,8 @@ Status int8_stack_spec(const Int8Stack& s, StackSpec* spec, std::vector<unsigned
     ls.int8[0] = lstm_quant(m);
     if (!m.backward) continue;
     if (m.backward->hidden_size != m.hidden_size) {
-      *error = "layer " + std::to_string(l) + ": directions of widths " + std::to_string(m.hidden_size) + " and " +
-               std::to_string(m.backward->hidden_size) + " (a StackSpec layer has one hidden_size)";
+      *error = "layer " + std::to_string(l) + " (bidirectional): directions of widths " + std::to_string(m.hidden_size) +
+               " and " + std::to_string(m.backward->hidden_size) + " (a StackSpec layer has one hidden_size)";
       return Status::unsupported;
     }
     ls.direction = Direction::bidirectional;

@@ -3,6 +3,7 @@
 // LSTM (docs/int8.md, "Quantizing a float LSTM").
 #include "rnncore/io/quantize.hpp"
 #include "rnncore/io/hints.hpp"
+#include "rnncore/io/int8_file.hpp"
 
 #include <algorithm>
 #include <cfloat>
@@ -22,7 +23,7 @@
 #include "rnncore/io/safetensors.hpp"
 #include "rnncore/io/stack_config.hpp"
 #include "rnncore/rnncore.hpp"
-#include "src/io/int8_model.hpp"
+#include "src/internal/int8_lstm.hpp"
 
 namespace rnncore {
 namespace io {
@@ -104,6 +105,7 @@ struct Data {
   std::string path;
   std::int64_t T = 0, B = 0;
   std::vector<float> x;  // [T, B, I]
+  std::vector<std::int32_t> ids;  // [T, B]: the token ids x holds the rows of (a model with an Embedding)
 };
 
 // Reads a calibration or evaluation .npy: float, [T, B, I] (or [B, T, I] with --batch-first), not
@@ -164,11 +166,13 @@ std::string read_ids(const std::string& path, const FloatEmbedding& e, bool batc
   out->T = T;
   out->B = B;
   out->x.resize(static_cast<std::size_t>(T * B * e.E));
+  out->ids.resize(static_cast<std::size_t>(T * B));
   for (std::int64_t t = 0; t < T; ++t)
     for (std::int64_t b = 0; b < B; ++b) {
       const std::int32_t id = ids[static_cast<std::size_t>(batch_first ? b * T + t : t * B + b)];
       if (id < 0 || id >= e.V)
         return path + ": token id " + std::to_string(id) + " is outside the embedding's vocabulary [0, " + std::to_string(e.V) + ")";
+      out->ids[static_cast<std::size_t>(t * B + b)] = id;
       std::copy(e.table.begin() + id * e.E, e.table.begin() + (id + 1) * e.E, out->x.begin() + (t * B + b) * e.E);
     }
   return "";
@@ -383,30 +387,53 @@ Status run_float_model(Model& net, const StackSpec& stack, const float* canon, c
                                   : run_float_data(net, stack, d, group, y, r, what, log);
 }
 
-// Runs the int8 model as `rnncore run` does on float32 input (quantized as TFLite's QUANTIZE op),
-// dequantizes y as its DEQUANTIZE op (float32(q − z) · s) and compares with the float y [T, B, H].
-// With a head (`head` not null) y is the head's: [steps, B, out] with steps T, or 1 on the last step.
-QuantizeAccuracy measure(const Int8Stack& m, const Data& d, const std::vector<float>& y_float, const QuantizedHead* head,
-                         const Log& log) {
-  const Int8Model& first = *m.layers.front();
-  const Int8Model& last = *m.layers.back();
-  const std::int64_t T = d.T, B = d.B, I = first.input_size, H = head != nullptr ? head->out : last.output_size();
-  const std::int64_t steps = m.return_sequences ? T : 1;
-  const double out_scale = head != nullptr ? head->output.scale : last.output_scale;
-  const int out_zp = head != nullptr ? head->output.zero_point : last.output_zp;
-  std::vector<std::int8_t> xq(static_cast<std::size_t>(B * T * I)), yq(static_cast<std::size_t>(B * steps * H));
-  for (std::int64_t b = 0; b < B; ++b)  // the int8 model takes [B, T, I]
-    for (std::int64_t t = 0; t < T; ++t)
-      for (std::int64_t k = 0; k < I; ++k)
-        xq[static_cast<std::size_t>((b * T + t) * I + k)] = quantize_input(first, d.x[static_cast<std::size_t>((t * B + b) * I + k)]);
-  // Rows in chunks (each row starts from the initial state either way), for progress on stderr.
-  const std::int64_t chunk = 8;
+// Runs the int8 model as `rnncore run` does: its StackSpec as io::load_weights reads the written
+// file, on a Model that quantizes the float32 input as TFLite's QUANTIZE op (or looks the token ids
+// up in the int8 table); dequantizes y as its DEQUANTIZE op (float32(q − z) · s) and compares with
+// the float y [T, B, H]. With a head (`head` not null) y is the head's: [steps, B, out] with steps
+// T, or 1 on the last step. Errors: the plan's, one line in *error.
+Status measure(const LoadedModel& q, const Data& d, const std::vector<float>& y_float, const QuantizedHead* head,
+               const Log& log, QuantizeAccuracy* out, std::string* error) {
+  StackSpec spec = q.stack;
+  spec.float_output = false;  // int8 y, dequantized below as the DEQUANTIZE op the file names (graph_output float32)
+  const LayerSpec& top = spec.layers[spec.num_layers - 1];
+  const bool ids = spec.embedding.vocab_size > 0;
+  const std::int64_t T = d.T, B = d.B, I = ids ? 1 : spec.input_size, H = stack_output_size(spec);
+  const std::int64_t steps = spec.head.out_features > 0 && spec.head.last_step_only ? 1 : T;
+  const QuantParams yqp = num_directions(top) == 2 ? top.int8_output : top.int8[0].state;  // the last layer's output
+  const double out_scale = head != nullptr ? head->output.scale : yqp.scale;
+  const int out_zp = head != nullptr ? head->output.zero_point : yqp.zero_point;
+  std::vector<std::int8_t> yq(static_cast<std::size_t>(B * steps * H));
+  // Rows in chunks (each row starts from the initial state either way), for progress on stderr;
+  // each chunk's x batch-major, as LiteRT's op takes it.
+  const std::int64_t chunk = std::min<std::int64_t>(8, std::max<std::int64_t>(B, 1));
+  PlanOptions opt;
+  opt.max_batch = static_cast<std::int32_t>(chunk);
+  opt.max_seq_len = static_cast<std::int32_t>(std::max<std::int64_t>(T, 1));
+  Model model;
+  if (const Status s = Model::create(spec, opt, q.canonical.data(), &model); s != Status::ok) {
+    *error = d.path + ": the int8 model: " + last_error_detail();
+    return s;
+  }
+  std::vector<float> x(ids ? 0 : static_cast<std::size_t>(chunk * T * I));
+  std::vector<std::int32_t> tokens(ids ? static_cast<std::size_t>(chunk * T) : 0);
   const auto start = Clock::now();
   auto last_report = start;
-  for (std::int64_t b0 = 0; b0 < B; b0 += chunk) {
+  for (std::int64_t b0 = 0; b0 < B && T > 0; b0 += chunk) {
     const std::int64_t rows = std::min(chunk, B - b0);
-    run_int8_stack(m, static_cast<int>(rows), static_cast<int>(T), xq.data() + static_cast<std::size_t>(b0 * T * I),
-                       yq.data() + static_cast<std::size_t>(b0 * steps * H));
+    for (std::int64_t b = 0; b < rows; ++b)
+      for (std::int64_t t = 0; t < T; ++t) {
+        const std::size_t from = static_cast<std::size_t>(t * B + b0 + b), to = static_cast<std::size_t>(b * T + t);
+        if (ids) tokens[to] = d.ids[from];
+        else std::copy_n(d.x.begin() + static_cast<std::ptrdiff_t>(from * I), I, x.begin() + static_cast<std::ptrdiff_t>(to * I));
+      }
+    ForwardArgs a;
+    a.batch = static_cast<std::int32_t>(rows);
+    a.seq_len = static_cast<std::int32_t>(T);
+    a.layout = Layout::batch_major;
+    a.x = ids ? static_cast<const void*>(tokens.data()) : static_cast<const void*>(x.data());
+    a.y = yq.data() + static_cast<std::size_t>(b0 * steps * H);
+    model.forward(a);  // the arguments are the plan's: it cannot fail
     const auto now = Clock::now();
     if (now - last_report >= std::chrono::seconds(2) && log.progress) {
       last_report = now;
@@ -416,7 +443,8 @@ QuantizeAccuracy measure(const Int8Stack& m, const Data& d, const std::vector<fl
       log.progress(b);
     }
   }
-  QuantizeAccuracy a;
+  QuantizeAccuracy& a = *out;
+  a = QuantizeAccuracy();
   a.data = d.path;
   a.T = steps;
   a.B = B;
@@ -438,7 +466,7 @@ QuantizeAccuracy measure(const Int8Stack& m, const Data& d, const std::vector<fl
   a.rms = std::sqrt(err / static_cast<double>(a.values));
   a.range = hi - lo;
   a.snr_db = err > 0 ? 10.0 * std::log10(sig / err) : INFINITY;
-  return a;
+  return Status::ok;
 }
 
 // Why the integer LSTM (and so the int8 model file) cannot hold this float stack; "" if it can.
@@ -1011,15 +1039,10 @@ Status make_float_models(const QuantizeOptions& o, const LoadedModel& model, std
   return s;
 }
 
-// Reads the file back and prepares it exactly as `rnncore run` loads it: a scale the integer LSTM
-// refuses is found here, not at the first run (the file is then removed).
-Status read_back(const QuantizeOptions& o, Int8Stack* qm, std::string* error) {
-  SafeTensors file;
-  if (read_safetensors(o.output.c_str(), &file) != RNNCORE_OK) {
-    *error = rnncore_last_error_detail();
-    return Status::io;
-  }
-  const Status s = load_int8_stack(file, qm, error);
+// Reads the file back as io::load_model loads it (its StackSpec and canonical bytes): a scale the
+// integer LSTM refuses is found here, not at the first run (the file is then removed).
+Status read_back(const QuantizeOptions& o, LoadedModel* qm, std::string* error) {
+  const Status s = load_weights(o.output, ModelHints(), nullptr, qm, error);
   if (s != Status::ok) {
     std::remove(o.output.c_str());
     *error += " (the quantization chosen from the calibration is not one the integer LSTM runs; " + o.output + " removed)";
@@ -1106,7 +1129,7 @@ Status quantize(const QuantizeOptions& o, QuantizeReport* report, std::string* e
     *error = rnncore_last_error_detail();
     return Status::io;
   }
-  Int8Stack qm;
+  LoadedModel qm;
   if ((s = read_back(o, &qm, error)) != Status::ok) return s;
   for (int l = 0; l < L; ++l) describe_layer(L, l, layers[static_cast<std::size_t>(l)], &report->quantization);
   report->written = "wrote " + o.output + ": int8 LSTM" +
@@ -1118,7 +1141,8 @@ Status quantize(const QuantizeOptions& o, QuantizeReport* report, std::string* e
                     (!has_head ? "[B, T, " + std::to_string(H) + "]"
                                : std::string(float_head.spec.last_step_only ? "[B, " : "[B, T, ") +
                                      std::to_string(head.out) + "] (a Dense head, " + to_string(head.act) + ")");
-  report->calibration_accuracy = measure(qm, cal, y_cal, has_head ? &head : nullptr, log);
+  if ((s = measure(qm, cal, y_cal, has_head ? &head : nullptr, log, &report->calibration_accuracy, error)) != Status::ok)
+    return s;
   if (!o.eval.empty()) {
     if ((s = run_float_model(f.net, stack, canon, ev, 0, &y_ev, nullptr, "evaluation", log)) != Status::ok) {
       *error = last_error_detail();
@@ -1126,7 +1150,8 @@ Status quantize(const QuantizeOptions& o, QuantizeReport* report, std::string* e
     }
     report->has_eval = true;
     if (has_head) y_ev = run_float_head(float_head, y_ev, ev.T, ev.B, false);
-    report->eval_accuracy = measure(qm, ev, y_ev, has_head ? &head : nullptr, log);
+    if ((s = measure(qm, ev, y_ev, has_head ? &head : nullptr, log, &report->eval_accuracy, error)) != Status::ok)
+      return s;
   }
   return Status::ok;
 }

@@ -97,36 +97,18 @@ class Int8Runner {
   std::unique_ptr<Impl> impl_;
 };
 
-/// The shape of a benchmark of the integer LSTM (`rnncore bench --dtype int8`).
-struct Int8BenchShape {
-  int seq = 0, batch = 0, input = 0, hidden = 0, layers = 0;
-  bool reference = false;  ///< the portable kernels and the step's scalar code
-  int threads = 1;         ///< the plan's threads (batch rows split over them)
-};
+/// A stack of `layers` integer LSTMs (input `input`, hidden `hidden`; layer l > 0 takes the H
+/// outputs of layer l − 1) on deterministic random weights with the quantization of a Keras
+/// conversion with a cell clip, to time (`rnncore bench --dtype int8` runs it on a Model as it runs
+/// a float stack): the StackSpec of dtype i8 and its canonical bytes. Errors: validate's, one line
+/// in *error.
+Status int8_bench_stack(int input, int hidden, int layers, StackSpec* spec, std::vector<unsigned char>* canonical,
+                        std::string* error);
 
-/// A stack of integer LSTM layers on random weights with the quantization of a Keras conversion
-/// with a cell clip (layer l > 0 takes the H outputs of layer l − 1), to time: an int8 StackSpec
-/// run by a Model. Movable.
-class Int8Bench {
- public:
-  Int8Bench();
-  ~Int8Bench();
-  Int8Bench(Int8Bench&&) noexcept;
-  Int8Bench& operator=(Int8Bench&&) noexcept;
-
-  /// Makes the stack (deterministic data); errors as the library's, one line in *error.
-  static Status create(const Int8BenchShape& shape, Int8Bench* out, std::string* error);
-  /// One forward of the stack from a zero state. Allocation-free.
-  Status forward();
-  /// Operations of one forward: 2 per multiply-add of the matrix products.
-  double ops() const;
-  /// The kernels it runs: "DOT + GATE / CELL" or "DOT + scalar step".
-  std::string kernel_names() const;
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
+/// The kernels a plan of an integer stack runs: "DOT + GATE / CELL" (e.g. "i8_dot_4x16__avx2 +
+/// i32_gate_act_8__avx2 / i16_cell_update_8__avx2"), or "DOT + scalar step" where the step runs
+/// its scalar code (the portable kernels: Isa::none).
+std::string int8_plan_kernels(const Plan& plan);
 
 }  // namespace io
 }  // namespace rnncore
