@@ -7,9 +7,10 @@
  * one rnncore_forward. The sample and LiteRT's outputs come from the export-c header (MODEL_HEADER,
  * the same as mcu_model.c's; only its sample arrays are used).
  *
- * RAM: the plan (a value), the packed buffer (a copy of the weights: an int8 plan does not yet run on
- * packed weights in flash) and the workspace, sized at build time by PACKED_BYTES and
- * WORKSPACE_BYTES (run.sh reads them from a first run with -DMODEL_SIZES_ONLY, which prints them).
+ * RAM: the plan (a value, 12 KiB), the packed buffer (a copy of the weights and table: an int8 plan
+ * does not yet run on packed weights in flash), which holds the spec until planning is done, and
+ * the workspace, sized at build time by PACKED_BYTES and WORKSPACE_BYTES (run.sh reads them from a
+ * first run with -DMODEL_SIZES_ONLY, which prints them).
  *
  * Checks, as mcu_model.c: every sequence of the sample equal to LiteRT's bit for bit; a
  * unidirectional model also streamed one step per call (the state in the caller's h and c, carried
@@ -58,9 +59,15 @@ typedef int8_t model_input;
 #define WORKSPACE_BYTES 65536
 #endif
 
-static rnncore_stack_spec g_spec; /* static: the spec is large for the stack */
+/* The spec (8 KiB on 32-bit) is read by planning only; the packed buffer is written after it: one
+ * memory for both. */
+static union {
+  rnncore_stack_spec spec;
+  uint8_t packed[PACKED_BYTES];
+} g_mem __attribute__((aligned(64)));
+#define g_spec g_mem.spec
+#define g_packed g_mem.packed
 static rnncore_plan g_plan;
-static uint8_t g_packed[PACKED_BYTES] __attribute__((aligned(64)));
 static uint8_t g_ws[WORKSPACE_BYTES] __attribute__((aligned(64)));
 static int8_t g_y[U(RETURN_SEQUENCES) ? T * OUT : OUT]; /* one sequence's output */
 #if !IS_BIDI
@@ -87,6 +94,7 @@ static rnncore_status model_prepare(void) {
   end_line();
 #endif
   if (rnncore_plan_packed_weight_bytes(&g_plan) > sizeof g_packed) return RNNCORE_ERR_BUFFER_TOO_SMALL;
+  /* g_spec is dead from here: the plan holds its own copy. */
   return rnncore_plan_pack_weights(&g_plan, M(canonical), g_packed, sizeof g_packed);
 }
 
