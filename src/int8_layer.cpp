@@ -89,8 +89,11 @@ DirRegions take_dir(Arena* pk, int H, int I, bool per_channel, bool interleaved)
 }
 
 // The panel kernel (interleaved weights) of the dot kernel `dot`'s family, other than the portable
-// one: i8_dot_panels_4x16__dsp for i8_dot_4x16__dsp (the Cortex-M DSP build); null elsewhere.
+// one: i8_dot_panels_4x16__dsp for i8_dot_4x16__dsp on a Cortex-M (M profile) with the DSP
+// extension; null elsewhere (a Cortex-A build runs NEON, and the DSP row kernel only when capped,
+// as `rnncore info` names it).
 const q8::DotPanelsKernel* panel_kernel_of(const char* dot) {
+#if defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M'
   const char* family = std::strstr(dot, "__");
   if (family == nullptr || std::strcmp(family, "__scalar") == 0) return nullptr;
   int n = 0;
@@ -99,6 +102,9 @@ const q8::DotPanelsKernel* panel_kernel_of(const char* dot) {
     const char* f = std::strstr(k[i].name, "__");
     if (f != nullptr && std::strcmp(f, family) == 0) return &k[i];
   }
+#else
+  (void)dot;
+#endif
   return nullptr;
 }
 
