@@ -2,8 +2,10 @@
 // first and an int8 Dense head last) planned, packed and run on the q8 core, bit for bit what the
 // core's own functions give (src/internal/int8_layer.hpp; docs/architecture.md).
 //
-// Planning picks the matrix-vector and step kernels under PlanOptions::max_isa and lays out the
-// packed buffer and workspace. pack_weights runs the q8 prepare functions into the packed buffer
+// Planning picks the matrix-vector and step kernels under PlanOptions::max_isa (and, where the dot
+// kernel's family has one, its panel kernel for interleaved weights: the Cortex-M DSP build) and
+// lays out the packed buffer and workspace. pack_weights lays the LSTM weights out for that kernel
+// and runs the q8 prepare functions into the packed buffer
 // and stores each prepared parameter block with its pointers as offsets (so the buffer may move);
 // forward rebuilds them on the stack. A run is row-parallel: every batch row goes through the
 // whole stack independently, so each of the plan's threads takes a block of rows from the input
@@ -72,25 +74,62 @@ bool merged(const LayerSpec& ls) { return num_directions(ls) == 2 && ls.merge.mo
 struct DirRegions {
   std::size_t params, w, r, storage;
 };
-DirRegions take_dir(Arena* pk, std::uint64_t H, std::uint64_t I, bool per_channel) {
+// With interleaved weights each gate's matrix is padded to whole panels (interleaved4_bytes, a
+// multiple of 16 bytes; every region starts at a multiple of kAlignment, as the panel kernel's LDM
+// needs).
+DirRegions take_dir(Arena* pk, int H, int I, bool per_channel, bool interleaved) {
+  const std::uint64_t gate_w = interleaved ? q8::interleaved4_bytes(H, I) : static_cast<std::uint64_t>(H) * I;
+  const std::uint64_t gate_r = interleaved ? q8::interleaved4_bytes(H, H) : static_cast<std::uint64_t>(H) * H;
   DirRegions g;
   g.params = pk->take(1, sizeof(PackedLstm));
-  g.w = pk->take(4 * H * I, 1);
-  g.r = pk->take(4 * H * H, 1);
+  g.w = pk->take(4 * gate_w, 1);
+  g.r = pk->take(4 * gate_r, 1);
   g.storage = pk->take((per_channel ? 24 : 8) * H, 4);
   return g;
+}
+
+// The panel kernel (interleaved weights) of the dot kernel `dot`'s family, other than the portable
+// one: i8_dot_panels_4x16__dsp for i8_dot_4x16__dsp on a Cortex-M (M profile) with the DSP
+// extension; null elsewhere (a Cortex-A build runs NEON, and the DSP row kernel only when capped,
+// as `rnncore info` names it).
+const q8::DotPanelsKernel* panel_kernel_of(const char* dot) {
+#if defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M'
+  const char* family = std::strstr(dot, "__");
+  if (family == nullptr || std::strcmp(family, "__scalar") == 0) return nullptr;
+  int n = 0;
+  const q8::DotPanelsKernel* k = q8::int8_panel_kernels(&n);
+  for (int i = 0; i < n; ++i) {
+    const char* f = std::strstr(k[i].name, "__");
+    if (f != nullptr && std::strcmp(f, family) == 0) return &k[i];
+  }
+#else
+  (void)dot;
+#endif
+  return nullptr;
+}
+
+// Scratch bytes of a step of an (I, H) direction: q8::int8_lstm_scratch_bytes of its parameters.
+std::size_t step_scratch_bytes(int I, int H, bool interleaved) {
+  q8::Int8LstmParams prm;
+  prm.input_size = I;
+  prm.hidden_size = H;
+  prm.layout = interleaved ? q8::Int8WeightLayout::interleaved4 : q8::Int8WeightLayout::row_major;
+  return q8::int8_lstm_scratch_bytes(prm);
 }
 
 // The kernels under `cap` (named in kernel_name) and the merges' parameters.
 Status choose_kernels(Isa cap, PlanImpl* p) {
   const q8::DotRowsKernel dot = q8::int8_best_dot_kernel(cap);
   const q8::StepKernels* step = q8::int8_best_step_kernels(cap);
+  const q8::DotPanelsKernel* panels = panel_kernel_of(dot.name);
   p->i8.dot = dot.fn;
+  p->i8.panels = panels != nullptr ? panels->fn : nullptr;
   p->i8.gate = step != nullptr ? step->gate : nullptr;
   p->i8.cell = step != nullptr ? step->cell : nullptr;
   p->isa = dot.isa;
+  const char* name = panels != nullptr ? panels->name : dot.name;  // the LSTMs' kernel (the head's: `dot`)
   std::size_t n = 0;
-  for (const char* c = dot.name; *c != '\0' && n + 1 < sizeof p->kernel_name; ++c) p->kernel_name[n++] = *c;
+  for (const char* c = name; *c != '\0' && n + 1 < sizeof p->kernel_name; ++c) p->kernel_name[n++] = *c;
   p->kernel_name[n] = '\0';
   // The merges need no weights: prepared here, so a bad quantization fails at plan time.
   const StackSpec& st = p->stack;
@@ -120,12 +159,16 @@ Status layout_int8(PlanImpl* p, const GpuPlanner&) {
   const std::uint64_t B = p->options.max_batch, T = p->options.max_seq_len;
   Arena pk(kPackedHeaderBytes);
   int max_w = st.input_size;
+  std::size_t step_scratch = 0;
+  const bool interleaved = q.panels != nullptr;
   for (int l = 0; l < st.num_layers; ++l) {
     const LayerSpec& ls = st.layers[l];
-    const std::uint64_t H = ls.hidden_size, I = layer_input_size(st, l);
+    const int H = ls.hidden_size, I = layer_input_size(st, l);
     q.max_hidden = std::max(q.max_hidden, ls.hidden_size);
     max_w = std::max(max_w, layer_output_width(ls));
-    for (int d = 0; d < num_directions(ls); ++d) q.dir[l][d].params = take_dir(&pk, H, I, ls.int8[d].per_channel).params;
+    step_scratch = std::max(step_scratch, step_scratch_bytes(I, H, interleaved));
+    for (int d = 0; d < num_directions(ls); ++d)
+      q.dir[l][d].params = take_dir(&pk, H, I, ls.int8[d].per_channel, interleaved).params;
   }
   const std::uint64_t F = st.head.out_features, D = static_cast<std::uint64_t>(head_input_size(st));
   if (st.embedding.vocab_size > 0) q.table = pk.take(static_cast<std::uint64_t>(st.embedding.vocab_size) * st.input_size, 1);
@@ -162,8 +205,8 @@ Status layout_int8(PlanImpl* p, const GpuPlanner&) {
     q.c[d] = ws.take(B * Hm, 2);
   }
   const int threads = p->options.threads;
-  q.scratch_stride = static_cast<std::size_t>(round_up(static_cast<std::int64_t>(q8::int8_lstm_scratch_bytes(q.max_hidden)),
-                                                       static_cast<std::int64_t>(kAlignment)));
+  q.scratch_stride =
+      static_cast<std::size_t>(round_up(static_cast<std::int64_t>(step_scratch), static_cast<std::int64_t>(kAlignment)));
   q.scratch = ws.take(static_cast<std::uint64_t>(threads) * q.scratch_stride, 1);
   p->ws.total = ws.size();
   if (pk.overflow() || ws.overflow()) p->ws.total = ~std::size_t{0};
@@ -197,23 +240,51 @@ q8::Int8LstmQuantization lstm_quantization(const StackSpec& st, int l, int d, co
   return q;
 }
 
+// Direction (l, d)'s W and R from the canonical bytes into their regions, gate after gate: in the
+// plan's interleaved layout where it has one and the weights allow it (q8::interleavable4: no -128
+// beside a negative weight, which TFLite's symmetric weights never hold), else row-major (the
+// regions are large enough for either). Returns the layout written; w and r point at each gate.
+q8::Int8WeightLayout copy_weights(const PlanImpl& p, int l, int d, const DirRegions& dp, const unsigned char* canonical,
+                                  unsigned char* packed, const std::int8_t* w[q8::kGates], const std::int8_t* r[q8::kGates]) {
+  const StackSpec& st = p.stack;
+  const int H = st.layers[l].hidden_size, I = layer_input_size(st, l);
+  const auto* cw = reinterpret_cast<const std::int8_t*>(canonical + canonical_offset(st, l, d, ParamKind::input_weight, 0));
+  const auto* cr = reinterpret_cast<const std::int8_t*>(canonical + canonical_offset(st, l, d, ParamKind::recurrent_weight, 0));
+  const std::size_t hi = static_cast<std::size_t>(H) * I, hh = static_cast<std::size_t>(H) * H;
+  bool interleaved = p.i8.panels != nullptr;
+  for (int g = 0; g < q8::kGates && interleaved; ++g)
+    interleaved = q8::interleavable4(cw + g * hi, H, I) && q8::interleavable4(cr + g * hh, H, H);
+  const std::size_t gate_w = interleaved ? q8::interleaved4_bytes(H, I) : hi;
+  const std::size_t gate_r = interleaved ? q8::interleaved4_bytes(H, H) : hh;
+  for (int g = 0; g < q8::kGates; ++g) {
+    auto* pw = reinterpret_cast<std::int8_t*>(packed + dp.w) + g * gate_w;
+    auto* pr = reinterpret_cast<std::int8_t*>(packed + dp.r) + g * gate_r;
+    if (interleaved) {
+      q8::interleave4(cw + g * hi, H, I, pw);
+      q8::interleave4(cr + g * hh, H, H, pr);
+    } else {
+      std::memcpy(pw, cw + g * hi, hi);
+      std::memcpy(pr, cr + g * hh, hh);
+    }
+    w[g] = pw;
+    r[g] = pr;
+  }
+  return interleaved ? q8::Int8WeightLayout::interleaved4 : q8::Int8WeightLayout::row_major;
+}
+
 Status pack_lstm(const PlanImpl& p, int l, int d, const unsigned char* canonical, unsigned char* packed) {
   const StackSpec& st = p.stack;
   const int H = st.layers[l].hidden_size, I = layer_input_size(st, l);
   Arena at_params(p.i8.dir[l][d].params);
-  const DirRegions dp = take_dir(&at_params, H, I, st.layers[l].int8[d].per_channel);
-  const std::size_t hi = static_cast<std::size_t>(H) * I, hh = static_cast<std::size_t>(H) * H;
-  std::memcpy(packed + dp.w, canonical + canonical_offset(st, l, d, ParamKind::input_weight, 0), 4 * hi);
-  std::memcpy(packed + dp.r, canonical + canonical_offset(st, l, d, ParamKind::recurrent_weight, 0), 4 * hh);
+  const DirRegions dp = take_dir(&at_params, H, I, st.layers[l].int8[d].per_channel, p.i8.panels != nullptr);
   const std::int8_t* w[q8::kGates];
   const std::int8_t* r[q8::kGates];
   const std::int32_t* b[q8::kGates];
-  for (int g = 0; g < q8::kGates; ++g) {
-    w[g] = reinterpret_cast<const std::int8_t*>(packed + dp.w) + g * hi;
-    r[g] = reinterpret_cast<const std::int8_t*>(packed + dp.r) + g * hh;
+  const q8::Int8WeightLayout layout = copy_weights(p, l, d, dp, canonical, packed, w, r);
+  for (int g = 0; g < q8::kGates; ++g)
     b[g] = reinterpret_cast<const std::int32_t*>(canonical + canonical_offset(st, l, d, ParamKind::input_bias, g));
-  }
-  const q8::Int8LstmQuantization q = lstm_quantization(st, l, d, canonical);
+  q8::Int8LstmQuantization q = lstm_quantization(st, l, d, canonical);
+  q.weight_layout = layout;
   PackedLstm out{};
   auto* storage = reinterpret_cast<std::int32_t*>(packed + dp.storage);
   const Status s =
@@ -344,6 +415,7 @@ q8::Int8LstmParams unpack_lstm(const Run& r, int l, int d) {
     prm.h_mult_rows[g] = at<std::int32_t>(r.pk, pl.h_rows[g]);
   }
   prm.dot = r.p->i8.dot;
+  prm.dot_panels = prm.layout == q8::Int8WeightLayout::interleaved4 ? r.p->i8.panels : nullptr;
   prm.gate_activations = r.p->i8.gate;
   prm.cell_update = r.p->i8.cell;
   return prm;

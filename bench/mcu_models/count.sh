@@ -7,6 +7,8 @@
 #                 -Dint8_cell_tanh_bits=0 -Dint8_reciprocal_table=false, as .ci/stage_cross.sh)
 #   CMSIS-NN      cmsis_model.c: ARM CMSIS-NN's kernels composed as TFLite Micro's CMSIS-NN kernels
 #                 call them for the converter's graph, the library at -O2 and at -Os
+#   one call      mcu_model_plan.c (the model as one int8 stack, one rnncore_forward per inference) on
+#                 both rnncore builds: a table of its own beside the hand-composed int8.h path
 # One inference = N(2 inferences) - N(1): the images differ only in a volatile repetition count, so
 # start-up, preparation and the checks cancel. Also the instruction mix of that inference and a
 # cycle estimate from it (the Cortex-M4 timings in README.md; instruction counts are not cycles),
@@ -19,8 +21,9 @@
 # Needs what run.sh needs, gcc (the plugin), python3 and a CMSIS-NN source tree (CMSIS_NN; git clone
 # https://github.com/ARM-software/CMSIS-NN). Env: WORK (default /tmp/rnncore-mcu-models), BUILD
 # and BUILD_SIGNED (Cortex-M4F firmware builds to reuse; default $WORK/build-m4, $WORK/build-m4-signed),
-# RNNCORE (the host tool, default build/tools/rnncore), NICE (10), CMSIS_NN_COMMIT (the commit to
-# name when CMSIS_NN is an unpacked tree, not a git work tree).
+# RNNCORE (the host tool, default build/tools/rnncore), STACK_HEADER_TOOL (default
+# build/bench/mcu_stack_header), NICE (10), CMSIS_NN_COMMIT (the commit to name when CMSIS_NN is an
+# unpacked tree, not a git work tree), ONLY_PLAN=1 (the one-call table only: no CMSIS-NN needed).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$REPO/bench/mcu_models
@@ -30,7 +33,9 @@ MODELS=${MODELS:-"simple weather text bidi"}
 BUILD=${BUILD:-$WORK/build-m4}
 BUILD_SIGNED=${BUILD_SIGNED:-$WORK/build-m4-signed}
 NICE=${NICE:-10}
-CMSIS_NN=${CMSIS_NN:?set CMSIS_NN to a CMSIS-NN source tree}
+ONLY_PLAN=${ONLY_PLAN:-0}
+STACK_HEADER_TOOL=${STACK_HEADER_TOOL:-$REPO/build/bench/mcu_stack_header}
+if [ "$ONLY_PLAN" = 1 ]; then CMSIS_NN=${CMSIS_NN:-/nonexistent}; else CMSIS_NN=${CMSIS_NN:?set CMSIS_NN to a CMSIS-NN source tree}; fi
 FW=$REPO/examples/firmware
 CPU=(-mcpu=cortex-m4 -mthumb -mfpu=fpv4-sp-d16 -mfloat-abi=hard)
 mkdir -p "$WORK/hdr" "$WORK/hdr-rm" "$WORK/count" "$WORK/objs-count"
@@ -86,21 +91,35 @@ header() {  # model dir extra-options -> exports the header once
   fi
 }
 
-image() {  # model kind(rnncore|signed|cmsis-O2|cmsis-Os) reps -> path
-  local m=$1 kind=$2 reps=$3 uc img src hdr libs emb
+image() {  # model kind(rnncore|signed|cmsis-O2|cmsis-Os|plan|plan-signed) reps -> path
+  local m=$1 kind=$2 reps=$3 uc img src hdr libs emb defs=()
   uc=$(echo "$m" | tr a-z A-Z)
   img=$WORK/count/$m-$kind-R$reps.elf
   case $kind in
     rnncore) src=mcu_model.c hdr=hdr libs=("$BUILD/librnncore.a") ;;
     signed) src=mcu_model.c hdr=hdr libs=("$BUILD_SIGNED/librnncore.a") ;;
     cmsis-*) src=cmsis_model.c hdr=hdr-rm libs=("$(cmsis_lib "${kind#cmsis-}")" "$BUILD/librnncore.a") ;;
+    plan) src=mcu_model_plan.c hdr=hdr libs=("$BUILD/librnncore.a") ;;
+    plan-signed) src=mcu_model_plan.c hdr=hdr libs=("$BUILD_SIGNED/librnncore.a") ;;
   esac
   if grep -q "^#define ${uc}_EMBEDDING 1" "$WORK/$hdr/$m.h"; then emb=1; else emb=0; fi
   if grep -q "^#define ${uc}_FC0_ACTIVATION RNNCORE_INT8_" "$WORK/$hdr/$m.h"; then emb="$emb -DMODEL_HEAD_TABLE=1"; fi
+  # The one-call image: its packed and workspace buffers sized as the plan asks (a first image prints it).
+  [[ $kind == plan* ]] && defs=("-DSTACK_HEADER=\"${m}_stack.h\"")
+  if [[ $kind == plan* ]] && [ "$reps" = sizes ]; then defs+=(-DMODEL_SIZES_ONLY); reps=0; fi
+  if [[ $kind == plan* ]] && [[ $img != *-Rsizes.elf ]]; then
+    local sz
+    sz=$(image "$m" "$kind" sizes)
+    [ -s "$sz.sizes" ] && [ "$sz.sizes" -nt "$sz" ] ||
+      nice -n "$NICE" qemu-system-arm -M mps2-an386 -display none -serial null -monitor none -semihosting \
+        -kernel "$sz" </dev/null 2>&1 | sed -n 's/^SIZES packed=\([0-9]*\) workspace=\([0-9]*\).*/\1 \2/p' >"$sz.sizes"
+    read -r packed ws <"$sz.sizes"
+    defs+=(-DPACKED_BYTES="$packed" -DWORKSPACE_BYTES="$ws")
+  fi
   if [ ! -f "$img" ] || [ "$HERE/$src" -nt "$img" ] || [ "$WORK/$hdr/$m.h" -nt "$img" ] || [ "${libs[0]}" -nt "$img" ]; then
     nice -n "$NICE" arm-none-eabi-gcc "${CPU[@]}" -std=c99 -Os -ffunction-sections -fdata-sections \
       -I"$REPO/include" -I"$FW" -I"$WORK/$hdr" -I"$CMSIS_NN/Include" -DMODEL="$m" -DMODEL_UC="$uc" \
-      "-DMODEL_HEADER=\"$m.h\"" -DMODEL_EMBEDDING=$emb -DMODEL_COUNT_REPS="$reps" -c "$HERE/$src" -o "$img.o"
+      "-DMODEL_HEADER=\"$m.h\"" -DMODEL_EMBEDDING=$emb -DMODEL_COUNT_REPS="$reps" "${defs[@]}" -c "$HERE/$src" -o "$img.o"
     nice -n "$NICE" arm-none-eabi-gcc "${CPU[@]}" --specs=nano.specs -nostartfiles -T"$FW/mps2/mps2.ld" \
       -Wl,--gc-sections -o "$img" "$img.o" "$objs/console.o" "$objs/startup.o" "$objs/semihosting.o" \
       "${libs[@]}" -lm
@@ -142,9 +161,40 @@ measure() {  # model kind
 
 for m in $MODELS; do
   header "$m" hdr --interleave
-  header "$m" hdr-rm
+  [ "$ONLY_PLAN" = 1 ] || header "$m" hdr-rm
+  h=$WORK/hdr/${m}_stack.h
+  [ -f "$h" ] && [ "$h" -nt "$HERE/$m.safetensors" ] && [ "$h" -nt "$STACK_HEADER_TOOL" ] ||
+    "$STACK_HEADER_TOOL" "$HERE/$m.safetensors" "$m" "$h"
 done
 
+# The one-call images (mcu_model_plan.c) beside the hand-composed ones (mcu_model.c), both builds.
+plan_table() {
+  echo "One call through rnncore.h (the model as one int8 stack, one rnncore_forward) against the hand-composed"
+  echo "int8.h path, guest instructions per inference (not cycles) and memory (bytes; RAM = static + stack peak)."
+  echo
+  echo "| model | build | int8.h insns | one call insns | ratio | int8.h flash | one call flash | int8.h RAM | one call RAM |"
+  echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+  for m in $MODELS; do
+    for b in rnncore signed; do
+      local p=plan
+      [ "$b" = signed ] && p=plan-signed
+      measure "$m" "$b"
+      measure "$m" "$p"
+      read -r fh rh sh <<<"${MEMS[$m/$b]}"
+      read -r fp rp sp <<<"${MEMS[$m/$p]}"
+      awk -v m="$m" -v b="$b" -v h="${INSNS[$m/$b]}" -v p="${INSNS[$m/$p]}" -v fh="$fh" -v fp="$fp" \
+        -v rh="$rh + $sh = $((rh + sh))" -v rp="$rp + $sp = $((rp + sp))" \
+        'BEGIN { printf "| %s | %s | %d | %d | %.3f | %d | %d | %s | %s |\n", m, b, h, p, p / h, fh, fp, rh, rp }'
+    done
+  done
+}
+
+if [ "$ONLY_PLAN" = 1 ]; then
+  echo "$(qemu-system-arm --version | head -1); $(arm-none-eabi-gcc --version | head -1); rnncore $(git -C "$REPO" rev-parse --short HEAD)."
+  echo
+  plan_table
+  exit 0
+fi
 echo "$(qemu-system-arm --version | head -1); $(arm-none-eabi-gcc --version | head -1); -mcpu=cortex-m4 -mfpu=fpv4-sp-d16;"
 echo "rnncore $(git -C "$REPO" rev-parse --short HEAD) (library -Os, firmware profile); CMSIS-NN $(cmsis_commit)."
 echo "Guest instructions per inference (not cycles): N(2 inferences) - N(1 inference), batch 1."
@@ -194,3 +244,5 @@ for m in $MODELS; do
     python3 "$HERE/functions.py" "$m" "$k" "$a" "$a.blocks" "$b.blocks" 5
   done
 done
+echo
+plan_table

@@ -49,6 +49,9 @@ struct Int8DirPack {
 // The integer backend's part of a plan (zero in other plans).
 struct Int8Plan {
   q8::DotRowsFn dot = nullptr;                    // chosen under PlanOptions::max_isa
+  // The panel kernel of the dot kernel's family where there is one (the Cortex-M DSP build): the
+  // LSTM weights are packed interleaved (q8::interleave4) for it. Null: row-major weights.
+  q8::DotPanelsFn panels = nullptr;
   q8::GateActivationsFn gate = nullptr;           // null: the step's scalar code
   q8::CellUpdateFn cell = nullptr;
   Int8DirPack dir[kMaxLayers][2];
