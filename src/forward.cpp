@@ -223,7 +223,7 @@ DirectionIO direction_io(const PlanImpl& p, const ForwardArgs& a, unsigned char*
   io.lengths = a.seq_lengths;
   io.dropout = run;
   io.reverse = d == 1;
-  if (a.resets != nullptr) io.resets = {a.resets, batch_major ? 1 : B, batch_major ? T : 1};
+  io.resets = resets_of(a.resets, a.layout, B, T);
   if (l == 0 && st.embedding.vocab_size > 0) {  // the embedding's rows, time-major in the workspace (reserve)
     io.x = reserve != nullptr ? reserve + p.train.embed_x : ws + p.ws.embed_x;
     io.x_st = B * in_w;

@@ -695,8 +695,7 @@ void backward_all(const PlanImpl& p, const unsigned char* packed, unsigned char*
       g.batch = B;
       g.steps = steps;
       g.lengths = f.seq_lengths;
-      if (f.resets != nullptr)
-        g.resets = {f.resets, f.layout == Layout::batch_major ? 1 : B, f.layout == Layout::batch_major ? steps : 1};
+      g.resets = resets_of(f.resets, f.layout, B, steps);
       g.run = run;
       g.w = cell_params(p, l, d, canonical);
       if (dweights != nullptr) g.dw = cell_params(p, l, d, dweights);

@@ -218,6 +218,12 @@ struct Resets {
   std::int64_t st = 0, sb = 0;
   bool at(int t, int b) const { return r != nullptr && r[t * st + b * sb] != 0; }
 };
+// The run's resets ([T, B], or [B, T] batch-major; none when null), as the step loops read them.
+inline Resets resets_of(const std::uint8_t* r, Layout layout, std::int64_t B, std::int64_t T) {
+  if (r == nullptr) return Resets{};
+  const bool bm = layout == Layout::batch_major;
+  return Resets{r, bm ? 1 : B, bm ? T : 1};
+}
 
 // One direction of one layer, as seen by a backend. Element pointers are of the stack's dtype;
 // strides are in elements. y points at this direction's first column; x_full_width is the layer
