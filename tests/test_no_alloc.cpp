@@ -137,15 +137,19 @@ TEST_CASE("forward makes no heap allocation") {
   CHECK(runs == 5 * static_cast<int>(backends.size()));
 }
 
-TEST_CASE("an Embedding and a Dense head (every step, last step, softmax) make no heap allocation") {
+TEST_CASE("an Embedding and a Dense head (every step, last step, softmax, Dense layers before it) make no heap allocation") {
   if (!RNNCORE_TEST_COUNTS_ALLOCATIONS) {
     MESSAGE("allocation counting is off in this build (sanitizer or non-glibc): skipped");
     return;
   }
   int runs = 0;
   for (Backend backend : cpu_backends())
-    for (bool last_step : {false, true}) {
+    for (bool last_step : {false, true})
+    for (int pre_head : {0, 2}) {
       StackSpec st;
+      st.num_pre_head = pre_head;
+      st.pre_head[0] = DenseSpec{7, Activation::relu, false, false, 0.0f, {}, {}, 1.0f};
+      st.pre_head[1] = DenseSpec{3, Activation::tanh, false, false, 0.0f, {}, {}, 1.0f};
       st.input_size = 6;
       st.num_layers = 2;
       st.layers[0].hidden_size = 8;
@@ -189,7 +193,7 @@ TEST_CASE("an Embedding and a Dense head (every step, last step, softmax) make n
       CHECK(after == before);
       ++runs;
     }
-  CHECK(runs == 2 * static_cast<int>(cpu_backends().size()));
+  CHECK(runs == 4 * static_cast<int>(cpu_backends().size()));
 }
 
 // An integer stack (dtype i8): an int8 Embedding, a bidirectional LSTM (merged by ave: the int8

@@ -26,6 +26,8 @@ extern "C" {
 #define RNNCORE_MAX_LAYERS 16
 /** Largest number of wrappers around one cell. */
 #define RNNCORE_MAX_WRAPPERS 4
+/** Dense layers a stack may have before its head. */
+#define RNNCORE_MAX_PRE_HEAD 3
 /** Bytes of a rnncore_plan value: 12 KiB on 32-bit targets (Cortex-M, Armv7-A), 16 KiB on 64-bit
  *  ones, whose plan holds wider offsets and pointers (rnncore::Plan::kStorageBytes). */
 #if UINTPTR_MAX <= 0xFFFFFFFFu
@@ -168,6 +170,12 @@ typedef struct rnncore_stack_spec {
   rnncore_quant head_int8_linear;
   rnncore_quant head_int8_output;
   float head_int8_softmax_beta;
+  /** Dense layers between the last layer and the head (float stacks, inference; an MLP head):
+   *  Dense k < num_pre_head (0..RNNCORE_MAX_PRE_HEAD) has pre_head_out_features[k] outputs and
+   *  pre_head_activation[k]; the head reads the last one's. Weights: docs/weights.md. */
+  int32_t num_pre_head;
+  int32_t pre_head_out_features[RNNCORE_MAX_PRE_HEAD];
+  int32_t pre_head_activation[RNNCORE_MAX_PRE_HEAD]; /**< rnncore_activation */
 } rnncore_stack_spec;
 
 /** A tensor shape of up to four dimensions. */

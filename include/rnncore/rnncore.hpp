@@ -216,6 +216,9 @@ struct EmbeddingSpec {
   std::int32_t vocab_size = 0;  ///< rows of the table; 0: no embedding
 };
 
+/// Dense layers a stack may have before its head (StackSpec::pre_head).
+constexpr int kMaxPreHead = 3;
+
 /// What a Dense head applies after its affine map (softmax: over the out_features of one row).
 enum class Activation : std::int32_t { none = 0, relu = 1, sigmoid = 2, tanh = 3, softmax = 4 };
 
@@ -251,6 +254,12 @@ struct StackSpec {
   LayerSpec layers[kMaxLayers];
   EmbeddingSpec embedding;                    ///< before layer 0 (vocab_size 0: none)
   DenseSpec head;                             ///< after the last layer (out_features 0: none)
+  /// Dense layers between the last layer and the head (an MLP head: Linear → ReLU → Linear):
+  /// pre_head[0] maps the last layer's output, pre_head[k] maps pre_head[k−1]'s, the head maps the
+  /// last one's. They need a head; the head's last_step_only chooses the rows for the whole chain
+  /// (theirs stays false). Float stacks, inference only for now: training and integer stacks refuse them.
+  std::int32_t num_pre_head = 0;              ///< 0..kMaxPreHead
+  DenseSpec pre_head[kMaxPreHead];
   /// Integer stacks: layer 0's int8 input (the embedding's rows with one); x is int8, or f32
   /// quantized as LiteRT's QUANTIZE does (float_input); y is int8, or f32 dequantized (float_output).
   QuantParams input_quant;
@@ -319,8 +328,10 @@ enum class ParamKind : std::int32_t {
   recurrent_bias = 3,
   peephole = 4,
   projection = 5,
-  /// Embedding and head (layer, direction and gate 0), after every layer's parameters, in this order:
-  /// the table E [vocab_size, input_size], the head's W [out_features, D·O] and b [out_features].
+  /// Embedding and head (direction and gate 0), after every layer's parameters, in this order:
+  /// the table E [vocab_size, input_size] (layer 0), then per Dense of the chain pre_head[0..], head
+  /// its W [out_features, in] and b [out_features]; for dense_weight / dense_bias `layer` is the
+  /// Dense's place in that chain (0..num_pre_head, the head last: layer 0 without pre_head).
   embedding = 6,
   dense_weight = 7,
   dense_bias = 8,
