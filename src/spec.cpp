@@ -214,8 +214,6 @@ Status validate_ends(const StackSpec& st) {
                  "stack.num_pre_head = %d (must be 0..%d)", st.num_pre_head, kMaxPreHead);
   RNNCORE_ENSURE(st.num_pre_head == 0 || h.out_features > 0, Status::invalid_size,
                  "stack.num_pre_head = %d without a head (stack.head.out_features = 0)", st.num_pre_head);
-  RNNCORE_ENSURE(st.num_pre_head == 0 || st.dtype != DType::i8, Status::unsupported,
-                 "stack.num_pre_head = %d: an integer stack (dtype i8) has one Dense for now", st.num_pre_head);
   for (int k = 0; k < st.num_pre_head; ++k) {
     const DenseSpec& d = st.pre_head[k];
     RNNCORE_ENSURE(d.out_features >= 1 && d.out_features <= detail::kMaxFeatureSize, Status::invalid_size,
@@ -225,6 +223,8 @@ Status validate_ends(const StackSpec& st) {
                    static_cast<int>(d.activation));
     RNNCORE_ENSURE(!d.last_step_only, Status::invalid_size,
                    "stack.pre_head[%d].last_step_only: the head's last_step_only chooses the chain's rows", k);
+    RNNCORE_ENSURE(st.dtype != DType::i8 || d.activation != Activation::softmax, Status::unsupported,
+                   "stack.pre_head[%d].activation softmax: an integer stack's softmax is its head's", k);
   }
   return Status::ok;
 }
