@@ -122,8 +122,14 @@ StackSpec to_cpp(const rnncore_stack_spec& s) {
   r.head.int8_softmax_beta = s.head_int8_softmax_beta;
   r.num_pre_head = s.num_pre_head;
   for (int k = 0; k < kMaxPreHead; ++k) {
-    r.pre_head[k].out_features = s.pre_head_out_features[k];
-    r.pre_head[k].activation = static_cast<Activation>(s.pre_head_activation[k]);
+    const rnncore_dense_spec& c = s.pre_head[k];
+    DenseSpec& d = r.pre_head[k];
+    d.out_features = c.out_features;
+    d.activation = static_cast<Activation>(c.activation);
+    d.int8_per_channel = c.int8_per_channel != 0;
+    d.int8_w_scale = c.int8_w_scale;
+    d.int8_linear = to_cpp(c.int8_linear);
+    d.int8_output = to_cpp(c.int8_output);
   }
   return r;
 }

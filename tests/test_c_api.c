@@ -238,7 +238,7 @@ int main(void) {
       for (i = 0; i < H; ++i) chained[N + i * H + i] = 1.0f;
       memcpy(chained + N + H * (H + 1), canonical + N, sizeof(float) * F * (H + 1));
       stack.num_pre_head = 1;
-      stack.pre_head_out_features[0] = H;
+      stack.pre_head[0].out_features = H;
       EXPECT(rnncore_stack_param_count(&stack) == (int64_t)(sizeof chained / sizeof chained[0]));
       EXPECT(rnncore_model_create_stack(&stack, &o, chained, &m2) == RNNCORE_OK);
       args.y = y2;

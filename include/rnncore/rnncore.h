@@ -141,6 +141,17 @@ typedef struct rnncore_layer_spec {
   rnncore_quant int8_output;
 } rnncore_layer_spec;
 
+/** A Dense layer of the chain before the head (see rnncore::DenseSpec; the head's
+ *  last_step_only chooses the rows). The int8_* fields: integer stacks, as the head's. */
+typedef struct rnncore_dense_spec {
+  int32_t out_features;
+  int32_t activation; /**< rnncore_activation (softmax: float stacks only) */
+  int32_t int8_per_channel;
+  float int8_w_scale;
+  rnncore_quant int8_linear;
+  rnncore_quant int8_output;
+} rnncore_dense_spec;
+
 /** A stack of layers with their own cells, sizes, directions and wrappers. */
 typedef struct rnncore_stack_spec {
   int32_t input_size;
@@ -170,12 +181,11 @@ typedef struct rnncore_stack_spec {
   rnncore_quant head_int8_linear;
   rnncore_quant head_int8_output;
   float head_int8_softmax_beta;
-  /** Dense layers between the last layer and the head (float stacks, inference; an MLP head):
-   *  Dense k < num_pre_head (0..RNNCORE_MAX_PRE_HEAD) has pre_head_out_features[k] outputs and
-   *  pre_head_activation[k]; the head reads the last one's. Weights: docs/weights.md. */
+  /** Dense layers between the last layer and the head (inference; an MLP head, or a LiteRT
+   *  model's FULLY_CONNECTED chain): pre_head[0] reads the last layer's output, the head reads
+   *  pre_head[num_pre_head - 1]'s; num_pre_head 0..RNNCORE_MAX_PRE_HEAD. Weights: docs/weights.md. */
   int32_t num_pre_head;
-  int32_t pre_head_out_features[RNNCORE_MAX_PRE_HEAD];
-  int32_t pre_head_activation[RNNCORE_MAX_PRE_HEAD]; /**< rnncore_activation */
+  rnncore_dense_spec pre_head[RNNCORE_MAX_PRE_HEAD];
 } rnncore_stack_spec;
 
 /** A tensor shape of up to four dimensions. */
