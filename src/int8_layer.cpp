@@ -64,6 +64,13 @@ QuantParams stack_output_quant(const StackSpec& st) {
              : h.int8_linear;
 }
 
+// The quantization of what Dense k of the chain writes (after its table or softmax, if any).
+QuantParams dense_output_quant(const DenseSpec& d) {
+  return d.activation == Activation::sigmoid || d.activation == Activation::tanh || d.activation == Activation::softmax
+             ? d.int8_output
+             : d.int8_linear;
+}
+
 bool merged(const LayerSpec& ls) { return num_directions(ls) == 2 && ls.merge.mode != MergeMode::concat; }
 
 // ---- Planning ----
@@ -172,13 +179,18 @@ Status layout_int8(PlanImpl* p, const GpuPlanner&) {
   }
   const std::uint64_t F = st.head.out_features, D = static_cast<std::uint64_t>(head_input_size(st));
   if (st.embedding.vocab_size > 0) q.table = pk.take(static_cast<std::uint64_t>(st.embedding.vocab_size) * st.input_size, 1);
-  if (F > 0) {
-    q.head_params = pk.take(1, sizeof(PackedDense));
-    q.head_w = pk.take(F * D, 1);
-    q.head_bias = pk.take(F, 4);
-    q.head_scale = pk.take(F, 4);
-    if (st.head.activation == Activation::sigmoid || st.head.activation == Activation::tanh) q.head_lut = pk.take(256, 1);
-    if (st.head.activation == Activation::softmax) q.softmax = pk.take(1, sizeof(rnncore_int8_softmax));
+  std::uint64_t mid = 0;  // the widest Dense before the head
+  for (int k = 0; k < num_dense(st); ++k) {
+    const DenseSpec& h = dense_at(st, k);
+    const std::uint64_t Fk = static_cast<std::uint64_t>(h.out_features);
+    Int8DensePack& dk = q.dense[k];
+    dk.params = pk.take(1, sizeof(PackedDense));
+    dk.w = pk.take(Fk * static_cast<std::uint64_t>(dense_input_size(st, k)), 1);
+    dk.bias = pk.take(Fk, 4);
+    dk.scale = pk.take(Fk, 4);
+    if (h.activation == Activation::sigmoid || h.activation == Activation::tanh) dk.lut = pk.take(256, 1);
+    if (h.activation == Activation::softmax) dk.softmax = pk.take(1, sizeof(rnncore_int8_softmax));
+    if (k < st.num_pre_head) mid = std::max(mid, Fk);
   }
   p->packed_bytes = pk.size();
   q.max_width = max_w;
@@ -199,6 +211,7 @@ Status layout_int8(PlanImpl* p, const GpuPlanner&) {
     if (st.head.last_step_only) q.head_rows = ws.take(B * D, 1);
     q.head_a = ws.take(rows * F, 1);
     q.head_b = ws.take(rows * F, 1);
+    for (int m = 0; m < std::min(st.num_pre_head, 2); ++m) q.head_mid[m] = ws.take(rows * mid, 1);
   }
   for (int d = 0; d < 2; ++d) {
     q.h[d] = ws.take(B * Hm, 1);
@@ -309,19 +322,20 @@ Status pack_lstm(const PlanImpl& p, int l, int d, const unsigned char* canonical
   return Status::ok;
 }
 
-Status pack_head(const PlanImpl& p, const unsigned char* canonical, unsigned char* packed) {
+// Dense k of the chain (pre_head[0..], the head last).
+Status pack_dense(const PlanImpl& p, int k, const unsigned char* canonical, unsigned char* packed) {
   const StackSpec& st = p.stack;
-  const DenseSpec& h = st.head;
-  const Int8Plan& q = p.i8;
-  const int F = h.out_features, D = static_cast<int>(head_input_size(st));
-  std::memcpy(packed + q.head_w, canonical + canonical_offset(st, 0, 0, ParamKind::dense_weight, 0),
+  const DenseSpec& h = dense_at(st, k);
+  const Int8DensePack& q = p.i8.dense[k];
+  const int F = h.out_features, D = static_cast<int>(dense_input_size(st, k));
+  std::memcpy(packed + q.w, canonical + canonical_offset(st, k, 0, ParamKind::dense_weight, 0),
               static_cast<std::size_t>(F) * D);
-  const QuantParams in = int8_layer_output(st.layers[st.num_layers - 1]);
+  const QuantParams in = k == 0 ? int8_layer_output(st.layers[st.num_layers - 1]) : dense_output_quant(dense_at(st, k - 1));
   q8::Int8DenseQuantization dq;
   dq.input_scale = in.scale;
   dq.input_zp = in.zero_point;
   dq.w_scales = h.int8_per_channel
-                    ? reinterpret_cast<const float*>(canonical + canonical_offset(st, -1, 0, ParamKind::weight_scale, 0))
+                    ? reinterpret_cast<const float*>(canonical + canonical_offset(st, -1 - k, 0, ParamKind::weight_scale, 0))
                     : &h.int8_w_scale;
   dq.w_scale_count = h.int8_per_channel ? F : 1;
   dq.output_scale = h.int8_linear.scale;
@@ -329,10 +343,10 @@ Status pack_head(const PlanImpl& p, const unsigned char* canonical, unsigned cha
   dq.relu = h.activation == Activation::relu;
   PackedDense out{};
   Status s = q8::int8_dense_prepare(
-      dq, D, F, reinterpret_cast<const std::int8_t*>(packed + q.head_w),
-      reinterpret_cast<const std::int32_t*>(canonical + canonical_offset(st, 0, 0, ParamKind::dense_bias, 0)),
-      reinterpret_cast<std::int32_t*>(packed + q.head_bias), reinterpret_cast<float*>(packed + q.head_scale), &out.params);
-  RNNCORE_ENSURE(s == Status::ok, s, "pack_weights: the head: %s", last_error_detail());
+      dq, D, F, reinterpret_cast<const std::int8_t*>(packed + q.w),
+      reinterpret_cast<const std::int32_t*>(canonical + canonical_offset(st, k, 0, ParamKind::dense_bias, 0)),
+      reinterpret_cast<std::int32_t*>(packed + q.bias), reinterpret_cast<float*>(packed + q.scale), &out.params);
+  RNNCORE_ENSURE(s == Status::ok, s, "pack_weights: Dense %d of the head's chain: %s", k, last_error_detail());
   out.w = offset_of(out.params.w, packed);
   out.bias = offset_of(out.params.bias, packed);
   out.scale = offset_of(out.params.scale, packed);
@@ -340,12 +354,12 @@ Status pack_head(const PlanImpl& p, const unsigned char* canonical, unsigned cha
   out.params.bias = nullptr;
   out.params.scale = nullptr;
   out.params.dot = nullptr;
-  std::memcpy(packed + q.head_params, &out, sizeof out);
+  std::memcpy(packed + q.params, &out, sizeof out);
   if (h.activation == Activation::sigmoid || h.activation == Activation::tanh) {
     s = q8::int8_activation_table(h.activation == Activation::sigmoid ? q8::TableActivation::sigmoid : q8::TableActivation::tanh,
                                   h.int8_linear.scale, h.int8_linear.zero_point, h.int8_output.scale,
-                                  h.int8_output.zero_point, reinterpret_cast<std::int8_t*>(packed + q.head_lut));
-    RNNCORE_ENSURE(s == Status::ok, s, "pack_weights: the head's %s: %s", to_string(h.activation), last_error_detail());
+                                  h.int8_output.zero_point, reinterpret_cast<std::int8_t*>(packed + q.lut));
+    RNNCORE_ENSURE(s == Status::ok, s, "pack_weights: Dense %d's %s: %s", k, to_string(h.activation), last_error_detail());
   } else if (h.activation == Activation::softmax) {
     rnncore_int8_softmax sm;
     s = q8::int8_softmax_prepare(h.int8_linear.scale, h.int8_softmax_beta, h.int8_output.scale, h.int8_output.zero_point, &sm);
@@ -370,8 +384,8 @@ Status pack_int8(const PlanImpl& p, const void* canonical, void* packed) {
   if (st.embedding.vocab_size > 0)
     std::memcpy(bytes + p.i8.table, can + canonical_offset(st, 0, 0, ParamKind::embedding, 0),
                 static_cast<std::size_t>(st.embedding.vocab_size) * st.input_size);
-  if (st.head.out_features > 0) {
-    const Status s = pack_head(p, can, bytes);
+  for (int k = 0; k < num_dense(st); ++k) {
+    const Status s = pack_dense(p, k, can, bytes);
     if (s != Status::ok) {
       std::memset(bytes, 0, kPackedHeaderBytes);
       return s;
@@ -555,31 +569,43 @@ View run_layers(const Run& r, int b0, int b1, std::int8_t* scratch) {
   return in;
 }
 
-// The head on rows [b0, b1) of the last layer's output `o`; returns where its int8 rows are
-// ([T, B, F] or [B, F]).
+// Dense k of the chain's prepared parameters, its kernel's pointers into the packed buffer.
+q8::Int8DenseParams dense_params(const Run& r, int k) {
+  PackedDense pd;
+  std::memcpy(&pd, r.pk + r.p->i8.dense[k].params, sizeof pd);
+  q8::Int8DenseParams dp = pd.params;
+  dp.w = at<std::int8_t>(r.pk, pd.w);
+  dp.bias = at<std::int32_t>(r.pk, pd.bias);
+  dp.scale = at<float>(r.pk, pd.scale);
+  dp.dot = r.p->i8.dot;
+  return dp;
+}
+
+// The head on rows [b0, b1) of the last layer's output `o` (through the Dense layers before it);
+// returns where its int8 rows are ([T, B, F] or [B, F]).
 const std::int8_t* run_head_rows(const Run& r, const View& o, int b0, int b1) {
   const PlanImpl& p = *r.p;
   const StackSpec& st = p.stack;
   const DenseSpec& h = st.head;
   const LayerSpec& last = st.layers[st.num_layers - 1];
   const std::int64_t T = r.a->seq_len, B = r.a->batch, F = h.out_features, D = head_input_size(st);
-  PackedDense pd;
-  std::memcpy(&pd, r.pk + p.i8.head_params, sizeof pd);
-  q8::Int8DenseParams dp = pd.params;
-  dp.w = at<std::int8_t>(r.pk, pd.w);
-  dp.bias = at<std::int32_t>(r.pk, pd.bias);
-  dp.scale = at<float>(r.pk, pd.scale);
-  dp.dot = p.i8.dot;
   std::int8_t* ya = ws_at<std::int8_t>(r, p.i8.head_a);
   std::int8_t* yb = ws_at<std::int8_t>(r, p.i8.head_b);
+  q8::Int8DenseParams dense[kMaxPreHead + 1];
+  for (int k = 0; k < num_dense(st); ++k) dense[k] = dense_params(r, k);
   const auto apply = [&](const std::int8_t* rows, int n, std::int64_t first) {
-    q8::int8_dense(dp, n, rows, ya + first * F);
-    if (h.activation == Activation::sigmoid || h.activation == Activation::tanh)
-      q8::int8_lookup(reinterpret_cast<const std::int8_t*>(r.pk + p.i8.head_lut), static_cast<int>(n * F), ya + first * F,
-                      ya + first * F);
+    for (int k = 0; k < num_dense(st); ++k) {  // n rows of Dense k's input at `rows`
+      const DenseSpec& d = dense_at(st, k);
+      const std::int64_t Fk = d.out_features;
+      std::int8_t* out = k == st.num_pre_head ? ya + first * F : ws_at<std::int8_t>(r, p.i8.head_mid[k % 2]) + first * Fk;
+      q8::int8_dense(dense[k], n, rows, out);
+      if (d.activation == Activation::sigmoid || d.activation == Activation::tanh)
+        q8::int8_lookup(reinterpret_cast<const std::int8_t*>(r.pk + p.i8.dense[k].lut), static_cast<int>(n * Fk), out, out);
+      rows = out;
+    }
     if (h.activation == Activation::softmax) {
       rnncore_int8_softmax sm;
-      std::memcpy(&sm, r.pk + p.i8.softmax, sizeof sm);
+      std::memcpy(&sm, r.pk + p.i8.dense[st.num_pre_head].softmax, sizeof sm);
       q8::int8_softmax(sm, n, static_cast<int>(F), ya + first * F, yb + first * F);
     }
   };

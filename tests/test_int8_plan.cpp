@@ -153,7 +153,7 @@ TEST_CASE("every int8 golden a StackSpec holds runs through Model::forward bit f
     ++run;
   }
   MESSAGE(run << " goldens run, " << skipped << " not a StackSpec yet");
-  CHECK(run >= 30);
+  CHECK(run >= 36);  // with the 6 whose head is a chain of Dense layers (StackSpec::pre_head)
 }
 
 TEST_CASE("an int8 stack streams: two chunks with the state carried equal one call") {

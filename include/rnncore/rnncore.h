@@ -26,6 +26,8 @@ extern "C" {
 #define RNNCORE_MAX_LAYERS 16
 /** Largest number of wrappers around one cell. */
 #define RNNCORE_MAX_WRAPPERS 4
+/** Dense layers a stack may have before its head. */
+#define RNNCORE_MAX_PRE_HEAD 3
 /** Bytes of a rnncore_plan value: 12 KiB on 32-bit targets (Cortex-M, Armv7-A), 16 KiB on 64-bit
  *  ones, whose plan holds wider offsets and pointers (rnncore::Plan::kStorageBytes). */
 #if UINTPTR_MAX <= 0xFFFFFFFFu
@@ -139,6 +141,17 @@ typedef struct rnncore_layer_spec {
   rnncore_quant int8_output;
 } rnncore_layer_spec;
 
+/** A Dense layer of the chain before the head (see rnncore::DenseSpec; the head's
+ *  last_step_only chooses the rows). The int8_* fields: integer stacks, as the head's. */
+typedef struct rnncore_dense_spec {
+  int32_t out_features;
+  int32_t activation; /**< rnncore_activation (softmax: float stacks only) */
+  int32_t int8_per_channel;
+  float int8_w_scale;
+  rnncore_quant int8_linear;
+  rnncore_quant int8_output;
+} rnncore_dense_spec;
+
 /** A stack of layers with their own cells, sizes, directions and wrappers. */
 typedef struct rnncore_stack_spec {
   int32_t input_size;
@@ -168,6 +181,11 @@ typedef struct rnncore_stack_spec {
   rnncore_quant head_int8_linear;
   rnncore_quant head_int8_output;
   float head_int8_softmax_beta;
+  /** Dense layers between the last layer and the head (inference; an MLP head, or a LiteRT
+   *  model's FULLY_CONNECTED chain): pre_head[0] reads the last layer's output, the head reads
+   *  pre_head[num_pre_head - 1]'s; num_pre_head 0..RNNCORE_MAX_PRE_HEAD. Weights: docs/weights.md. */
+  int32_t num_pre_head;
+  rnncore_dense_spec pre_head[RNNCORE_MAX_PRE_HEAD];
 } rnncore_stack_spec;
 
 /** A tensor shape of up to four dimensions. */
