@@ -26,6 +26,7 @@ Status packed_mismatch(const PlanImpl& p, const void* packed) {
   char family[sizeof h.kernel_name + 1];
   std::memcpy(family, h.kernel_name, sizeof h.kernel_name);
   family[sizeof h.kernel_name] = '\0';
+  if (p.stack.dtype == DType::i8) return detail::int8_packed_mismatch(p, family);
   const bool known_isa = h.isa >= 0 && h.isa < 5;
   if (family[0] != '\0' && std::strcmp(family, p.kernel_name) != 0 && known_isa)
     return detail::fail_status(Status::weights_not_packed,

@@ -33,7 +33,8 @@ std::uint64_t fnv1a(std::uint64_t h, std::int64_t v) {
 }  // namespace
 
 // Identifies the packed buffer's layout: the stack's shapes, the backend and how it stores the
-// weights (the SIMD panels' vector width and type, the GPU's weight storage type), training, and
+// weights (the SIMD panels' vector width and type, the GPU's weight storage type, the integer
+// LSTMs' interleaved panels), training, and
 // the buffer's size (which the GPU layout's padding and storage type determine).
 std::uint64_t packed_fingerprint(const PlanImpl& p) {
   std::uint64_t h = 0xcbf29ce484222325ull;
@@ -41,7 +42,8 @@ std::uint64_t packed_fingerprint(const PlanImpl& p) {
                          std::int64_t(p.backend), std::int64_t(p.vector), std::int64_t(p.simd.weights), std::int64_t(p.simd.bf16_pairs),
                          std::int64_t(p.options.training), std::int64_t(p.options.weight_dtype),
                          static_cast<std::int64_t>(p.packed_bytes), std::int64_t(p.stack.embedding.vocab_size),
-                         std::int64_t(p.stack.head.out_features)})
+                         std::int64_t(p.stack.head.out_features),
+                         std::int64_t(p.i8.panels != nullptr)})
     h = fnv1a(h, v);
   for (int l = 0; l < p.stack.num_layers; ++l) {
     const LayerPlan& lp = p.layers[l];
