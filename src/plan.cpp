@@ -42,8 +42,7 @@ std::uint64_t packed_fingerprint(const PlanImpl& p) {
                          std::int64_t(p.backend), std::int64_t(p.vector), std::int64_t(p.simd.weights), std::int64_t(p.simd.bf16_pairs),
                          std::int64_t(p.options.training), std::int64_t(p.options.weight_dtype),
                          static_cast<std::int64_t>(p.packed_bytes), std::int64_t(p.stack.embedding.vocab_size),
-                         std::int64_t(p.stack.head.out_features),
-                         std::int64_t(p.i8.panels != nullptr)})
+                         std::int64_t(p.stack.head.out_features)})
     h = fnv1a(h, v);
   for (int l = 0; l < p.stack.num_layers; ++l) {
     const LayerPlan& lp = p.layers[l];
@@ -52,6 +51,7 @@ std::uint64_t packed_fingerprint(const PlanImpl& p) {
                            std::int64_t(p.stack.layers[l].peepholes), std::int64_t(lp.hidden_stride)})
       h = fnv1a(h, v);
   }
+  if (p.stack.dtype == DType::i8) h = fnv1a(h, p.i8.panels != nullptr ? 1 : 0);  // interleaved LSTM weights
   return h;
 }
 
