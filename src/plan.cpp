@@ -33,9 +33,9 @@ std::uint64_t fnv1a(std::uint64_t h, std::int64_t v) {
 }  // namespace
 
 // Identifies the packed buffer's layout: the stack's shapes, the backend and how it stores the
-// weights (the SIMD panels' vector width and type, the GPU's weight storage type, the integer
-// LSTMs' interleaved panels), training, and
-// the buffer's size (which the GPU layout's padding and storage type determine).
+// weights (the SIMD panels' vector width and type, the GPU's weight storage type, an integer
+// stack's row-major or interleaved LSTM weights), training, and the buffer's size (which the GPU
+// layout's padding and storage type determine).
 std::uint64_t packed_fingerprint(const PlanImpl& p) {
   std::uint64_t h = 0xcbf29ce484222325ull;
   for (std::int64_t v : {std::int64_t(p.stack.input_size), std::int64_t(p.stack.num_layers), std::int64_t(p.stack.dtype),
