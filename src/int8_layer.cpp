@@ -734,20 +734,6 @@ const BackendOps kInt8Backend = {
     nullptr, nullptr,
 };
 
-Status int8_packed_mismatch(const PlanImpl& p, const char* family) {
-  const bool theirs = std::strstr(family, "_panels_") != nullptr, ours = p.i8.panels != nullptr;
-  if (family[0] != '\0' && theirs != ours)
-    return fail_status(Status::weights_not_packed,
-                       "forward: the packed weights are for %s (%s weights), this plan runs %s (%s): plan with "
-                       "int8_weights = %s (rnncore export-c %s), or pack them with this plan",
-                       family, theirs ? "interleaved" : "row-major", p.kernel_name, ours ? "interleaved" : "row-major",
-                       theirs ? "interleaved" : "row_major", theirs ? "--interleave" : "without --interleave");
-  return fail_status(Status::weights_not_packed,
-                     "forward: the packed weights are for another integer stack than this plan's (%s), of other "
-                     "shapes: pack them with this plan",
-                     p.kernel_name);
-}
-
 }  // namespace detail
 }  // namespace rnncore
 

@@ -46,11 +46,6 @@ struct Int8DirPack {
   std::size_t params = 0;
 };
 
-struct PlanImpl;
-// forward's refusal of a packed buffer of another layout (`family`: the kernel its header names):
-// with the other weight layout it says which PlanOptions::int8_weights (export-c option) matches.
-Status int8_packed_mismatch(const PlanImpl& p, const char* family);
-
 // The integer backend's part of a plan (zero in other plans).
 struct Int8Plan {
   q8::DotRowsFn dot = nullptr;                    // chosen under PlanOptions::max_isa
