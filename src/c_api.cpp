@@ -144,6 +144,7 @@ PlanOptions to_cpp(const rnncore_plan_options& o) {
   r.gpu_device = o.gpu_device;
   r.training = o.training != 0;
   r.weight_dtype = static_cast<DType>(o.weight_dtype);  // the same numbers (Plan::create checks the value)
+  r.int8_weights = static_cast<Int8Weights>(o.int8_weights);  // the same numbers (checked as weight_dtype)
   r.gpu_half_math = o.gpu_half_math != 0;
   return r;
 }
@@ -422,6 +423,7 @@ void rnncore_plan_options_init(rnncore_plan_options* options) {
   options->training = 0;
   options->weight_dtype = RNNCORE_F32;
   options->gpu_half_math = 0;
+  options->int8_weights = RNNCORE_INT8_WEIGHTS_PACKED_AUTO;
 }
 
 rnncore_status rnncore_plan_create(const rnncore_spec* spec, const rnncore_plan_options* options, rnncore_plan* plan) {

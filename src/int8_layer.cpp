@@ -32,25 +32,98 @@ namespace detail {
 
 namespace {
 
-// A prepared LSTM direction as the packed buffer holds it: the parameters with null pointers,
-// and each pointer as an offset from the buffer's start (0: null).
+// A prepared LSTM direction as the packed buffer holds it: 32-bit words only (no pointer, no
+// enum, no padding), so that the layout is the same on every target (a 64-bit host packs, or
+// export-c writes, for a 32-bit Cortex-M; both little-endian). Each pointer of the prepared
+// parameters is an offset from the buffer's start (0: null); the kernels are the plan's.
 struct PackedLstm {
-  q8::Int8LstmParams params;
-  std::uint64_t w[q8::kGates], r[q8::kGates], x_bias[q8::kGates], h_bias[q8::kGates], x_rows[q8::kGates],
+  std::int32_t input_size, hidden_size, layout, cell_log2, cell_clip, hidden_zp;
+  std::int32_t x_mult[q8::kGates][2], h_mult[q8::kGates][2], hidden_mult[2];  // (multiplier, shift)
+  std::uint32_t w[q8::kGates], r[q8::kGates], x_bias[q8::kGates], h_bias[q8::kGates], x_rows[q8::kGates],
       h_rows[q8::kGates];
 };
+static_assert(sizeof(PackedLstm) == 4 * (6 + 2 * 2 * q8::kGates + 2 + 6 * q8::kGates), "PackedLstm has padding");
+// The head's prepared Dense parameters, as PackedLstm.
 struct PackedDense {
-  q8::Int8DenseParams params;
-  std::uint64_t w, bias, scale;
+  std::int32_t in_size, out_size, output_zp, act_min, act_max;
+  std::uint32_t w, bias, scale;
 };
+static_assert(sizeof(PackedDense) == 4 * 8, "PackedDense has padding");
+static_assert(sizeof(float) == 4 && sizeof(rnncore_int8_softmax) == 4 * 258, "the packed softmax is 32-bit words");
 
 template <class T>
-std::uint64_t offset_of(const T* ptr, const unsigned char* base) {
-  return ptr == nullptr ? 0 : static_cast<std::uint64_t>(reinterpret_cast<const unsigned char*>(ptr) - base);
+std::uint32_t offset_of(const T* ptr, const unsigned char* base) {
+  return ptr == nullptr ? 0 : static_cast<std::uint32_t>(reinterpret_cast<const unsigned char*>(ptr) - base);
 }
 template <class T>
-const T* at(const unsigned char* base, std::uint64_t off) {
+const T* at(const unsigned char* base, std::uint32_t off) {
   return off == 0 ? nullptr : reinterpret_cast<const T*>(base + off);
+}
+
+PackedLstm pack_lstm_params(const q8::Int8LstmParams& prm, const unsigned char* packed) {
+  PackedLstm o{};
+  o.input_size = prm.input_size;
+  o.hidden_size = prm.hidden_size;
+  o.layout = static_cast<std::int32_t>(prm.layout);
+  o.cell_log2 = prm.cell_log2;
+  o.cell_clip = prm.cell_clip;
+  o.hidden_zp = prm.hidden_zp;
+  o.hidden_mult[0] = prm.hidden_mult.multiplier;
+  o.hidden_mult[1] = prm.hidden_mult.shift;
+  for (int g = 0; g < q8::kGates; ++g) {
+    o.x_mult[g][0] = prm.x_mult[g].multiplier;
+    o.x_mult[g][1] = prm.x_mult[g].shift;
+    o.h_mult[g][0] = prm.h_mult[g].multiplier;
+    o.h_mult[g][1] = prm.h_mult[g].shift;
+    o.w[g] = offset_of(prm.w[g], packed);
+    o.r[g] = offset_of(prm.r[g], packed);
+    o.x_bias[g] = offset_of(prm.x_bias[g], packed);
+    o.h_bias[g] = offset_of(prm.h_bias[g], packed);
+    o.x_rows[g] = offset_of(prm.x_mult_rows[g], packed);
+    o.h_rows[g] = offset_of(prm.h_mult_rows[g], packed);
+  }
+  return o;
+}
+
+// The prepared parameters from their packed form (the kernels left null).
+q8::Int8LstmParams unpack_lstm_params(const PackedLstm& o, const unsigned char* packed) {
+  q8::Int8LstmParams prm;
+  prm.input_size = o.input_size;
+  prm.hidden_size = o.hidden_size;
+  prm.layout = static_cast<q8::Int8WeightLayout>(o.layout);
+  prm.cell_log2 = o.cell_log2;
+  prm.cell_clip = static_cast<std::int16_t>(o.cell_clip);
+  prm.hidden_zp = o.hidden_zp;
+  prm.hidden_mult = q8::QuantizedMultiplier{o.hidden_mult[0], o.hidden_mult[1]};
+  for (int g = 0; g < q8::kGates; ++g) {
+    prm.x_mult[g] = q8::QuantizedMultiplier{o.x_mult[g][0], o.x_mult[g][1]};
+    prm.h_mult[g] = q8::QuantizedMultiplier{o.h_mult[g][0], o.h_mult[g][1]};
+    prm.w[g] = at<std::int8_t>(packed, o.w[g]);
+    prm.r[g] = at<std::int8_t>(packed, o.r[g]);
+    prm.x_bias[g] = at<std::int32_t>(packed, o.x_bias[g]);
+    prm.h_bias[g] = at<std::int32_t>(packed, o.h_bias[g]);
+    prm.x_mult_rows[g] = at<std::int32_t>(packed, o.x_rows[g]);
+    prm.h_mult_rows[g] = at<std::int32_t>(packed, o.h_rows[g]);
+  }
+  return prm;
+}
+
+PackedDense pack_dense_params(const q8::Int8DenseParams& prm, const unsigned char* packed) {
+  return PackedDense{prm.in_size,  prm.out_size, prm.output_zp, prm.act_min, prm.act_max, offset_of(prm.w, packed),
+                     offset_of(prm.bias, packed), offset_of(prm.scale, packed)};
+}
+
+q8::Int8DenseParams unpack_dense_params(const PackedDense& o, const unsigned char* packed) {
+  q8::Int8DenseParams prm;
+  prm.in_size = o.in_size;
+  prm.out_size = o.out_size;
+  prm.output_zp = o.output_zp;
+  prm.act_min = o.act_min;
+  prm.act_max = o.act_max;
+  prm.w = at<std::int8_t>(packed, o.w);
+  prm.bias = at<std::int32_t>(packed, o.bias);
+  prm.scale = at<float>(packed, o.scale);
+  return prm;
 }
 
 q8::Int8Quant quant(const QuantParams& q) { return q8::Int8Quant{q.scale, q.zero_point}; }
@@ -115,6 +188,16 @@ const q8::DotPanelsKernel* panel_kernel_of(const char* dot) {
   return nullptr;
 }
 
+// The portable panel kernel: interleaved weights on a target without the DSP one (a host packing
+// for a Cortex-M, or checking such a buffer).
+const q8::DotPanelsKernel* portable_panel_kernel() {
+  int n = 0;
+  const q8::DotPanelsKernel* k = q8::int8_panel_kernels(&n);
+  for (int i = 0; i < n; ++i)
+    if (std::strstr(k[i].name, "__scalar") != nullptr) return &k[i];
+  return nullptr;
+}
+
 // Scratch bytes of a step of an (I, H) direction: q8::int8_lstm_scratch_bytes of its parameters.
 std::size_t step_scratch_bytes(int I, int H, bool interleaved) {
   q8::Int8LstmParams prm;
@@ -128,7 +211,11 @@ std::size_t step_scratch_bytes(int I, int H, bool interleaved) {
 Status choose_kernels(Isa cap, PlanImpl* p) {
   const q8::DotRowsKernel dot = q8::int8_best_dot_kernel(cap);
   const q8::StepKernels* step = q8::int8_best_step_kernels(cap);
-  const q8::DotPanelsKernel* panels = panel_kernel_of(dot.name);
+  const Int8Weights want = p->options.int8_weights;
+  RNNCORE_ENSURE(want >= Int8Weights::auto_select && want <= Int8Weights::interleaved, Status::invalid_enum,
+                 "Plan::create: int8_weights = %d is not an Int8Weights", static_cast<int>(want));
+  const q8::DotPanelsKernel* panels = want == Int8Weights::row_major ? nullptr : panel_kernel_of(dot.name);
+  if (panels == nullptr && want == Int8Weights::interleaved) panels = portable_panel_kernel();
   p->i8.dot = dot.fn;
   p->i8.panels = panels != nullptr ? panels->fn : nullptr;
   p->i8.gate = step != nullptr ? step->gate : nullptr;
@@ -193,6 +280,9 @@ Status layout_int8(PlanImpl* p, const GpuPlanner&) {
     if (k < st.num_pre_head) mid = std::max(mid, Fk);
   }
   p->packed_bytes = pk.size();
+  // PackedLstm and PackedDense hold 32-bit offsets.
+  RNNCORE_ENSURE(p->packed_bytes <= 0xffffffffu, Status::invalid_size,
+                 "Plan::create: the integer stack's packed weights take %zu bytes; at most 4 GiB", p->packed_bytes);
   q.max_width = max_w;
 
   Arena ws(0);
@@ -298,26 +388,11 @@ Status pack_lstm(const PlanImpl& p, int l, int d, const unsigned char* canonical
     b[g] = reinterpret_cast<const std::int32_t*>(canonical + canonical_offset(st, l, d, ParamKind::input_bias, g));
   q8::Int8LstmQuantization q = lstm_quantization(st, l, d, canonical);
   q.weight_layout = layout;
-  PackedLstm out{};
+  q8::Int8LstmParams prm;
   auto* storage = reinterpret_cast<std::int32_t*>(packed + dp.storage);
-  const Status s =
-      q8::int8_lstm_prepare(q, I, H, w, r, b, storage, q8::int8_lstm_storage_words(q, H), &out.params);
+  const Status s = q8::int8_lstm_prepare(q, I, H, w, r, b, storage, q8::int8_lstm_storage_words(q, H), &prm);
   RNNCORE_ENSURE(s == Status::ok, s, "pack_weights: layers[%d] direction %d: %s", l, d, last_error_detail());
-  q8::Int8LstmParams& prm = out.params;
-  for (int g = 0; g < q8::kGates; ++g) {
-    out.w[g] = offset_of(prm.w[g], packed);
-    out.r[g] = offset_of(prm.r[g], packed);
-    out.x_bias[g] = offset_of(prm.x_bias[g], packed);
-    out.h_bias[g] = offset_of(prm.h_bias[g], packed);
-    out.x_rows[g] = offset_of(prm.x_mult_rows[g], packed);
-    out.h_rows[g] = offset_of(prm.h_mult_rows[g], packed);
-    prm.w[g] = prm.r[g] = nullptr;
-    prm.x_bias[g] = prm.h_bias[g] = prm.x_mult_rows[g] = prm.h_mult_rows[g] = nullptr;
-  }
-  prm.dot = nullptr;  // the plan's kernels, set by forward
-  prm.dot_panels = nullptr;
-  prm.gate_activations = nullptr;
-  prm.cell_update = nullptr;
+  const PackedLstm out = pack_lstm_params(prm, packed);
   std::memcpy(packed + dp.params, &out, sizeof out);
   return Status::ok;
 }
@@ -341,19 +416,13 @@ Status pack_dense(const PlanImpl& p, int k, const unsigned char* canonical, unsi
   dq.output_scale = h.int8_linear.scale;
   dq.output_zp = h.int8_linear.zero_point;
   dq.relu = h.activation == Activation::relu;
-  PackedDense out{};
+  q8::Int8DenseParams prm;
   Status s = q8::int8_dense_prepare(
       dq, D, F, reinterpret_cast<const std::int8_t*>(packed + q.w),
       reinterpret_cast<const std::int32_t*>(canonical + canonical_offset(st, k, 0, ParamKind::dense_bias, 0)),
-      reinterpret_cast<std::int32_t*>(packed + q.bias), reinterpret_cast<float*>(packed + q.scale), &out.params);
+      reinterpret_cast<std::int32_t*>(packed + q.bias), reinterpret_cast<float*>(packed + q.scale), &prm);
   RNNCORE_ENSURE(s == Status::ok, s, "pack_weights: Dense %d of the head's chain: %s", k, last_error_detail());
-  out.w = offset_of(out.params.w, packed);
-  out.bias = offset_of(out.params.bias, packed);
-  out.scale = offset_of(out.params.scale, packed);
-  out.params.w = nullptr;
-  out.params.bias = nullptr;
-  out.params.scale = nullptr;
-  out.params.dot = nullptr;
+  const PackedDense out = pack_dense_params(prm, packed);
   std::memcpy(packed + q.params, &out, sizeof out);
   if (h.activation == Activation::sigmoid || h.activation == Activation::tanh) {
     s = q8::int8_activation_table(h.activation == Activation::sigmoid ? q8::TableActivation::sigmoid : q8::TableActivation::tanh,
@@ -419,15 +488,7 @@ T* ws_at(const Run& r, std::size_t off) {
 q8::Int8LstmParams unpack_lstm(const Run& r, int l, int d) {
   PackedLstm pl;
   std::memcpy(&pl, r.pk + r.p->i8.dir[l][d].params, sizeof pl);
-  q8::Int8LstmParams prm = pl.params;
-  for (int g = 0; g < q8::kGates; ++g) {
-    prm.w[g] = at<std::int8_t>(r.pk, pl.w[g]);
-    prm.r[g] = at<std::int8_t>(r.pk, pl.r[g]);
-    prm.x_bias[g] = at<std::int32_t>(r.pk, pl.x_bias[g]);
-    prm.h_bias[g] = at<std::int32_t>(r.pk, pl.h_bias[g]);
-    prm.x_mult_rows[g] = at<std::int32_t>(r.pk, pl.x_rows[g]);
-    prm.h_mult_rows[g] = at<std::int32_t>(r.pk, pl.h_rows[g]);
-  }
+  q8::Int8LstmParams prm = unpack_lstm_params(pl, r.pk);
   prm.dot = r.p->i8.dot;
   prm.dot_panels = prm.layout == q8::Int8WeightLayout::interleaved4 ? r.p->i8.panels : nullptr;
   prm.gate_activations = r.p->i8.gate;
@@ -573,10 +634,7 @@ View run_layers(const Run& r, int b0, int b1, std::int8_t* scratch) {
 q8::Int8DenseParams dense_params(const Run& r, int k) {
   PackedDense pd;
   std::memcpy(&pd, r.pk + r.p->i8.dense[k].params, sizeof pd);
-  q8::Int8DenseParams dp = pd.params;
-  dp.w = at<std::int8_t>(r.pk, pd.w);
-  dp.bias = at<std::int32_t>(r.pk, pd.bias);
-  dp.scale = at<float>(r.pk, pd.scale);
+  q8::Int8DenseParams dp = unpack_dense_params(pd, r.pk);
   dp.dot = r.p->i8.dot;
   return dp;
 }

@@ -33,8 +33,9 @@ std::uint64_t fnv1a(std::uint64_t h, std::int64_t v) {
 }  // namespace
 
 // Identifies the packed buffer's layout: the stack's shapes, the backend and how it stores the
-// weights (the SIMD panels' vector width and type, the GPU's weight storage type), training, and
-// the buffer's size (which the GPU layout's padding and storage type determine).
+// weights (the SIMD panels' vector width and type, the GPU's weight storage type, an integer
+// stack's row-major or interleaved LSTM weights), training, and the buffer's size (which the GPU
+// layout's padding and storage type determine).
 std::uint64_t packed_fingerprint(const PlanImpl& p) {
   std::uint64_t h = 0xcbf29ce484222325ull;
   for (std::int64_t v : {std::int64_t(p.stack.input_size), std::int64_t(p.stack.num_layers), std::int64_t(p.stack.dtype),
@@ -51,6 +52,7 @@ std::uint64_t packed_fingerprint(const PlanImpl& p) {
       h = fnv1a(h, v);
   }
   for (int k = 0; k < p.stack.num_pre_head; ++k) h = fnv1a(h, p.stack.pre_head[k].out_features);
+  if (p.stack.dtype == DType::i8) h = fnv1a(h, p.i8.panels != nullptr ? 1 : 0);  // interleaved LSTM weights
   return h;
 }
 

@@ -223,7 +223,16 @@ typedef struct rnncore_plan_options {
   int32_t gpu_half_math; /**< nonzero: the GPU backend may round x and h to the 16-bit weight type for the
                               matrix units, or with F32 weight_dtype x, h and the weights to TF32 (NVIDIA
                               sm_80+; AMD keeps f32) (docs/gpu.md, "Tensor cores") */
+  int32_t int8_weights;  /**< integer stacks: rnncore_int8_weights, the packed LSTM weights' layout (0: the kernel's) */
 } rnncore_plan_options;
+
+/** The packed LSTM weights' layout of an integer stack (rnncore::Int8Weights): a host packing for a
+ *  Cortex-M DSP target plans RNNCORE_INT8_WEIGHTS_PACKED_INTERLEAVED (export-c --interleave). */
+typedef enum rnncore_int8_weights {
+  RNNCORE_INT8_WEIGHTS_PACKED_AUTO = 0,         /**< the dot kernel's family (interleaved on a Cortex-M DSP core) */
+  RNNCORE_INT8_WEIGHTS_PACKED_ROW_MAJOR = 1,
+  RNNCORE_INT8_WEIGHTS_PACKED_INTERLEAVED = 2,
+} rnncore_int8_weights;
 
 /** A planned network; a plain value of fixed size (place it anywhere, copy it freely). */
 typedef union rnncore_plan {

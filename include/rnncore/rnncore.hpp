@@ -445,6 +445,13 @@ class ThreadPool {
   Impl* impl_ = nullptr;
 };
 
+/// The layout of an integer stack's LSTM weights in the packed buffer (its kernel family).
+enum class Int8Weights : std::int32_t {
+  auto_select = 0,  ///< the chosen dot kernel's: interleaved on a Cortex-M with the DSP extension, else row-major
+  row_major = 1,    ///< [H, K] rows, as TFLite stores them (the row kernels of every build)
+  interleaved = 2,  ///< panels of 4 rows (interleave4; the DSP panel kernel, elsewhere the portable one)
+};
+
 /// How to plan a network.
 struct PlanOptions {
   std::int32_t max_batch = 1;    ///< largest batch forward() will see
@@ -472,6 +479,9 @@ struct PlanOptions {
   /// backends; on the GPU the reserve and backward workspace are device memory. A custom residual
   /// function and LSTM projections, peepholes and clips are refused.
   bool training = false;
+  /// Integer stacks: the LSTM weights' layout, so that a host packs (or rnncore export-c writes,
+  /// `--interleave`) for a target's family; a plan refuses a buffer packed for the other one.
+  Int8Weights int8_weights = Int8Weights::auto_select;
 };
 
 /// Whether a run applies dropout. Inference runs are deterministic.
