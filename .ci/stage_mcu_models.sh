@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CI stage: the four public LSTM models of the Cortex-M record (bench/mcu_models/README.md), whole,
 # on an emulated Cortex-M4F and Cortex-M7: bench/mcu_models/run.sh exports each committed model
-# with the host's `rnncore export-c --interleave` (and as one int8 stack, mcu_stack_header), builds
+# with the host's `rnncore export-c --interleave` (its int8.h arrays and its one-call stack and packed
+# weights), builds
 # its firmware images (int8.h, and one call through rnncore.h) and runs them under
 # qemu-system-arm; each image must print PASS (int8 outputs equal to LiteRT's, streamed and from a
 # non-zero initial state; the f32 weather model within 1e-5 of TensorFlow). Reuses the release
@@ -28,15 +29,14 @@ if ! { $SUDO apt-get update -qq &&
 fi
 
 tool=$root/build/tools/rnncore
-stack_tool=$root/build/bench/mcu_stack_header
-if [ ! -x "$tool" ] || [ ! -x "$stack_tool" ]; then
-  if ! { { [ -f build/build.ninja ] || meson setup build >/dev/null; } && meson compile -C build tools/rnncore bench/mcu_stack_header; }; then
-    echo "mcu_models: the host tools (rnncore, mcu_stack_header) do not build"
+if [ ! -x "$tool" ]; then
+  if ! { { [ -f build/build.ninja ] || meson setup build >/dev/null; } && meson compile -C build tools/rnncore; }; then
+    echo "mcu_models: the host tool (rnncore) does not build"
     echo "STAGE_RESULT passed=0 failed=1"
     exit 1
   fi
 fi
-export RNNCORE=$tool STACK_HEADER_TOOL=$stack_tool WORK=$root/build-mcu-models
+export RNNCORE=$tool WORK=$root/build-mcu-models
 [ -f build-cross/cortex-m4f/build.ninja ] && export BUILD_cortex_m4f=$root/build-cross/cortex-m4f
 [ -f build-cross/cortex-m7/build.ninja ] && export BUILD_cortex_m7=$root/build-cross/cortex-m7
 out=$(mktemp)

@@ -14,6 +14,7 @@ static_assert(alignof(rnncore_plan) >= alignof(Plan), "rnncore_plan is less alig
 static_assert(RNNCORE_PLAN_BYTES == Plan::kStorageBytes, "RNNCORE_PLAN_BYTES is out of date");
 static_assert(RNNCORE_ALIGNMENT == kAlignment, "RNNCORE_ALIGNMENT is out of date");
 static_assert(RNNCORE_MAX_LAYERS == kMaxLayers, "RNNCORE_MAX_LAYERS is out of date");
+static_assert(RNNCORE_MAX_PRE_HEAD == kMaxPreHead, "RNNCORE_MAX_PRE_HEAD is out of date");
 static_assert(sizeof(rnncore_shape) == sizeof(Shape), "rnncore_shape and rnncore::Shape differ");
 static_assert(sizeof(rnncore_tensor_info) == sizeof(TensorInfo), "rnncore_tensor_info and rnncore::TensorInfo differ");
 
@@ -119,6 +120,17 @@ StackSpec to_cpp(const rnncore_stack_spec& s) {
   r.head.int8_linear = to_cpp(s.head_int8_linear);
   r.head.int8_output = to_cpp(s.head_int8_output);
   r.head.int8_softmax_beta = s.head_int8_softmax_beta;
+  r.num_pre_head = s.num_pre_head;
+  for (int k = 0; k < kMaxPreHead; ++k) {
+    const rnncore_dense_spec& c = s.pre_head[k];
+    DenseSpec& d = r.pre_head[k];
+    d.out_features = c.out_features;
+    d.activation = static_cast<Activation>(c.activation);
+    d.int8_per_channel = c.int8_per_channel != 0;
+    d.int8_w_scale = c.int8_w_scale;
+    d.int8_linear = to_cpp(c.int8_linear);
+    d.int8_output = to_cpp(c.int8_output);
+  }
   return r;
 }
 
@@ -132,6 +144,7 @@ PlanOptions to_cpp(const rnncore_plan_options& o) {
   r.gpu_device = o.gpu_device;
   r.training = o.training != 0;
   r.weight_dtype = static_cast<DType>(o.weight_dtype);  // the same numbers (Plan::create checks the value)
+  r.int8_weights = static_cast<Int8Weights>(o.int8_weights);  // the same numbers (checked as weight_dtype)
   r.gpu_half_math = o.gpu_half_math != 0;
   return r;
 }
@@ -410,6 +423,7 @@ void rnncore_plan_options_init(rnncore_plan_options* options) {
   options->training = 0;
   options->weight_dtype = RNNCORE_F32;
   options->gpu_half_math = 0;
+  options->int8_weights = RNNCORE_INT8_WEIGHTS_PACKED_AUTO;
 }
 
 rnncore_status rnncore_plan_create(const rnncore_spec* spec, const rnncore_plan_options* options, rnncore_plan* plan) {

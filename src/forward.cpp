@@ -17,6 +17,25 @@ using detail::PlanImpl;
 
 namespace {
 
+// An integer stack's buffer of another layout (`family`: the kernel its header names): with the
+// other LSTM weight layout, which PlanOptions::int8_weights (export-c option) matches. Here, not in
+// src/int8_layer.cpp, so that a float image does not link the integer backend through it.
+Status int8_packed_mismatch(const PlanImpl& p, const char* family) {
+  // Panel kernels are named i8_dot_panels_<tile>__<isa> (not strstr: firmware would link newlib's).
+  const bool theirs = std::strncmp(family, "i8_dot_panels_", 14) == 0, ours = p.i8.panels != nullptr;
+  if (family[0] != '\0' && theirs != ours)
+    return detail::fail_status(Status::weights_not_packed,
+                               "forward: the packed weights are for %s (%s weights), this plan runs %s (%s): plan with "
+                               "int8_weights = %s (rnncore export-c %s), or pack them with this plan",
+                               family, theirs ? "interleaved" : "row-major", p.kernel_name,
+                               ours ? "interleaved" : "row-major", theirs ? "interleaved" : "row_major",
+                               theirs ? "--interleave" : "without --interleave");
+  return detail::fail_status(Status::weights_not_packed,
+                             "forward: the packed weights are for another integer stack than this plan's (%s), of "
+                             "other shapes: pack them with this plan",
+                             p.kernel_name);
+}
+
 // Weights packed for another layout: the header names the kernel family they were packed (or
 // exported) for, so the message says which plan matches them.
 Status packed_mismatch(const PlanImpl& p, const void* packed) {
@@ -26,6 +45,7 @@ Status packed_mismatch(const PlanImpl& p, const void* packed) {
   char family[sizeof h.kernel_name + 1];
   std::memcpy(family, h.kernel_name, sizeof h.kernel_name);
   family[sizeof h.kernel_name] = '\0';
+  if (p.stack.dtype == DType::i8) return int8_packed_mismatch(p, family);
   const bool known_isa = h.isa >= 0 && h.isa < 5;
   if (family[0] != '\0' && std::strcmp(family, p.kernel_name) != 0 && known_isa)
     return detail::fail_status(Status::weights_not_packed,

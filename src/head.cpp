@@ -25,10 +25,11 @@ T* at(unsigned char* base, std::size_t offset) {
   return reinterpret_cast<T*>(base + offset);
 }
 
-// Byte offset, within the tail at PlanImpl::ends, of a parameter of the ends.
-std::size_t tail_offset(const PlanImpl& p, ParamKind kind) {
+// Byte offset, within the tail at PlanImpl::ends, of a parameter of the ends (k: the Dense's place
+// in the chain, the head last; 0 for the embedding).
+std::size_t tail_offset(const PlanImpl& p, ParamKind kind, int k = 0) {
   const std::int64_t first = recurrent_param_count(p.stack);
-  return static_cast<std::size_t>(canonical_offset(p.stack, 0, 0, kind, 0) - first) * dtype_size(p.stack.dtype);
+  return static_cast<std::size_t>(canonical_offset(p.stack, k, 0, kind, 0) - first) * dtype_size(p.stack.dtype);
 }
 
 template <class T>
@@ -46,9 +47,7 @@ void embed(const PlanImpl& p, const unsigned char* packed, unsigned char* dst, c
 
 // c [rows, out] = a [rows, in] · Wᵀ: the reference in increasing k.
 template <class T>
-void head_product(const PlanImpl& p, const unsigned char* packed, const T* a, int rows, T* c) {
-  const std::int64_t in = head_input_size(p.stack), out = p.stack.head.out_features;
-  const T* W = at<T>(packed, p.ends + tail_offset(p, ParamKind::dense_weight));
+void dense_product(const T* W, std::int64_t in, std::int64_t out, const T* a, std::int64_t rows, T* c) {
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t j = 0; j < out; ++j) {
       T sum = 0;
@@ -57,17 +56,26 @@ void head_product(const PlanImpl& p, const unsigned char* packed, const T* a, in
     }
 }
 
+// The head's (the chain's last Dense's) input width.
+std::int64_t head_in(const StackSpec& st) { return dense_input_size(st, st.num_pre_head); }
+
+template <class T>
+void head_product(const PlanImpl& p, const unsigned char* packed, const T* a, int rows, T* c) {
+  const T* W = at<T>(packed, p.ends + tail_offset(p, ParamKind::dense_weight, p.stack.num_pre_head));
+  dense_product(W, head_in(p.stack), p.stack.head.out_features, a, rows, c);
+}
+
 // The SIMD backend: f32_matmul over the packed Wᵀ.
 void head_product_matmul(const PlanImpl& p, const unsigned char* packed, const float* a, int rows, float* c) {
   simd::MatmulArgs m;
   m.a = a;
   m.a_k = 1;
-  m.a_m = head_input_size(p.stack);
+  m.a_m = head_in(p.stack);
   m.b_packed = at<float>(packed, p.simd.head_wt);
   m.c = c;
   m.ldc = p.stack.head.out_features;
   m.n = p.stack.head.out_features;
-  m.k = static_cast<std::int32_t>(head_input_size(p.stack));
+  m.k = static_cast<std::int32_t>(head_in(p.stack));
   m.row_begin = 0;
   m.row_end = rows;
   p.simd.kernels->matmul(m);
@@ -92,6 +100,23 @@ void epilogue(Activation act, const T* c, const T* bias, int n, T* y) {
   for (int j = 0; j < n; ++j) y[j] /= sum;
 }
 
+// The Dense layers before the head on n rows, each product in increasing k on every backend, its
+// activation in place; returns the rows the head reads (`rows` itself without pre_head).
+template <class T>
+const T* run_pre_head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const T* rows, std::int64_t n) {
+  const StackSpec& st = p.stack;
+  for (int k = 0; k < st.num_pre_head; ++k) {
+    const int out = st.pre_head[k].out_features;
+    const T* W = at<T>(packed, p.ends + tail_offset(p, ParamKind::dense_weight, k));
+    const T* bias = at<T>(packed, p.ends + tail_offset(p, ParamKind::dense_bias, k));
+    T* mid = at<T>(ws, p.ws.head_mid[k % 2]);
+    dense_product(W, dense_input_size(st, k), out, rows, n, mid);
+    for (std::int64_t r = 0; r < n; ++r) epilogue(st.pre_head[k].activation, mid + r * out, bias, out, mid + r * out);
+    rows = mid;
+  }
+  return rows;
+}
+
 template <class T>
 void head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& a, const unsigned char* in_bytes,
           unsigned char* keep_bytes) {
@@ -99,7 +124,7 @@ void head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, con
   const LayerSpec& last = st.layers[st.num_layers - 1];
   const int out = st.head.out_features, O = output_size(last), dirs = num_directions(last);
   const std::int64_t in = head_input_size(st), T_ = a.seq_len, B = a.batch;
-  const T* bias = at<T>(packed, p.ends + tail_offset(p, ParamKind::dense_bias));
+  const T* bias = at<T>(packed, p.ends + tail_offset(p, ParamKind::dense_bias, st.num_pre_head));
   const T* o = reinterpret_cast<const T*>(in_bytes);  // [T, B, D·O]
   T* keep = reinterpret_cast<T*>(keep_bytes);          // [n, out] the activations (training), or null
   T* c = at<T>(ws, p.ws.head_out);
@@ -119,6 +144,7 @@ void head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, con
     rows = r;
     n = B;
   }
+  rows = run_pre_head(p, packed, ws, rows, n);
   if constexpr (std::is_same<T, float>::value) {
     p.ops->head_product_f32(p, packed, rows, static_cast<int>(n), c);
   } else {
@@ -160,9 +186,9 @@ void simd_pack_ends(const PlanImpl& p, const void* canonical, unsigned char* pac
   const std::int64_t first = recurrent_param_count(st), tail = param_count(st) - first;
   const auto* c = static_cast<const float*>(canonical);
   if (tail > 0) std::memcpy(packed + p.ends, c + first, sizeof(float) * static_cast<std::size_t>(tail));
-  if (st.head.out_features > 0) {  // Wᵀ [in, out]: B(k, n) = W[n, k]
-    const std::int64_t in = head_input_size(st);
-    p.simd.kernels->pack_b(c + canonical_offset(st, 0, 0, ParamKind::dense_weight, 0), 1, in, static_cast<std::int32_t>(in),
+  if (st.head.out_features > 0) {  // the head's Wᵀ [in, out]: B(k, n) = W[n, k]
+    const std::int64_t in = head_in(st);
+    p.simd.kernels->pack_b(c + canonical_offset(st, st.num_pre_head, 0, ParamKind::dense_weight, 0), 1, in, static_cast<std::int32_t>(in),
                       st.head.out_features, at<float>(packed, p.simd.head_wt));
   }
 }

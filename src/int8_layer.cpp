@@ -32,25 +32,98 @@ namespace detail {
 
 namespace {
 
-// A prepared LSTM direction as the packed buffer holds it: the parameters with null pointers,
-// and each pointer as an offset from the buffer's start (0: null).
+// A prepared LSTM direction as the packed buffer holds it: 32-bit words only (no pointer, no
+// enum, no padding), so that the layout is the same on every target (a 64-bit host packs, or
+// export-c writes, for a 32-bit Cortex-M; both little-endian). Each pointer of the prepared
+// parameters is an offset from the buffer's start (0: null); the kernels are the plan's.
 struct PackedLstm {
-  q8::Int8LstmParams params;
-  std::uint64_t w[q8::kGates], r[q8::kGates], x_bias[q8::kGates], h_bias[q8::kGates], x_rows[q8::kGates],
+  std::int32_t input_size, hidden_size, layout, cell_log2, cell_clip, hidden_zp;
+  std::int32_t x_mult[q8::kGates][2], h_mult[q8::kGates][2], hidden_mult[2];  // (multiplier, shift)
+  std::uint32_t w[q8::kGates], r[q8::kGates], x_bias[q8::kGates], h_bias[q8::kGates], x_rows[q8::kGates],
       h_rows[q8::kGates];
 };
+static_assert(sizeof(PackedLstm) == 4 * (6 + 2 * 2 * q8::kGates + 2 + 6 * q8::kGates), "PackedLstm has padding");
+// The head's prepared Dense parameters, as PackedLstm.
 struct PackedDense {
-  q8::Int8DenseParams params;
-  std::uint64_t w, bias, scale;
+  std::int32_t in_size, out_size, output_zp, act_min, act_max;
+  std::uint32_t w, bias, scale;
 };
+static_assert(sizeof(PackedDense) == 4 * 8, "PackedDense has padding");
+static_assert(sizeof(float) == 4 && sizeof(rnncore_int8_softmax) == 4 * 258, "the packed softmax is 32-bit words");
 
 template <class T>
-std::uint64_t offset_of(const T* ptr, const unsigned char* base) {
-  return ptr == nullptr ? 0 : static_cast<std::uint64_t>(reinterpret_cast<const unsigned char*>(ptr) - base);
+std::uint32_t offset_of(const T* ptr, const unsigned char* base) {
+  return ptr == nullptr ? 0 : static_cast<std::uint32_t>(reinterpret_cast<const unsigned char*>(ptr) - base);
 }
 template <class T>
-const T* at(const unsigned char* base, std::uint64_t off) {
+const T* at(const unsigned char* base, std::uint32_t off) {
   return off == 0 ? nullptr : reinterpret_cast<const T*>(base + off);
+}
+
+PackedLstm pack_lstm_params(const q8::Int8LstmParams& prm, const unsigned char* packed) {
+  PackedLstm o{};
+  o.input_size = prm.input_size;
+  o.hidden_size = prm.hidden_size;
+  o.layout = static_cast<std::int32_t>(prm.layout);
+  o.cell_log2 = prm.cell_log2;
+  o.cell_clip = prm.cell_clip;
+  o.hidden_zp = prm.hidden_zp;
+  o.hidden_mult[0] = prm.hidden_mult.multiplier;
+  o.hidden_mult[1] = prm.hidden_mult.shift;
+  for (int g = 0; g < q8::kGates; ++g) {
+    o.x_mult[g][0] = prm.x_mult[g].multiplier;
+    o.x_mult[g][1] = prm.x_mult[g].shift;
+    o.h_mult[g][0] = prm.h_mult[g].multiplier;
+    o.h_mult[g][1] = prm.h_mult[g].shift;
+    o.w[g] = offset_of(prm.w[g], packed);
+    o.r[g] = offset_of(prm.r[g], packed);
+    o.x_bias[g] = offset_of(prm.x_bias[g], packed);
+    o.h_bias[g] = offset_of(prm.h_bias[g], packed);
+    o.x_rows[g] = offset_of(prm.x_mult_rows[g], packed);
+    o.h_rows[g] = offset_of(prm.h_mult_rows[g], packed);
+  }
+  return o;
+}
+
+// The prepared parameters from their packed form (the kernels left null).
+q8::Int8LstmParams unpack_lstm_params(const PackedLstm& o, const unsigned char* packed) {
+  q8::Int8LstmParams prm;
+  prm.input_size = o.input_size;
+  prm.hidden_size = o.hidden_size;
+  prm.layout = static_cast<q8::Int8WeightLayout>(o.layout);
+  prm.cell_log2 = o.cell_log2;
+  prm.cell_clip = static_cast<std::int16_t>(o.cell_clip);
+  prm.hidden_zp = o.hidden_zp;
+  prm.hidden_mult = q8::QuantizedMultiplier{o.hidden_mult[0], o.hidden_mult[1]};
+  for (int g = 0; g < q8::kGates; ++g) {
+    prm.x_mult[g] = q8::QuantizedMultiplier{o.x_mult[g][0], o.x_mult[g][1]};
+    prm.h_mult[g] = q8::QuantizedMultiplier{o.h_mult[g][0], o.h_mult[g][1]};
+    prm.w[g] = at<std::int8_t>(packed, o.w[g]);
+    prm.r[g] = at<std::int8_t>(packed, o.r[g]);
+    prm.x_bias[g] = at<std::int32_t>(packed, o.x_bias[g]);
+    prm.h_bias[g] = at<std::int32_t>(packed, o.h_bias[g]);
+    prm.x_mult_rows[g] = at<std::int32_t>(packed, o.x_rows[g]);
+    prm.h_mult_rows[g] = at<std::int32_t>(packed, o.h_rows[g]);
+  }
+  return prm;
+}
+
+PackedDense pack_dense_params(const q8::Int8DenseParams& prm, const unsigned char* packed) {
+  return PackedDense{prm.in_size,  prm.out_size, prm.output_zp, prm.act_min, prm.act_max, offset_of(prm.w, packed),
+                     offset_of(prm.bias, packed), offset_of(prm.scale, packed)};
+}
+
+q8::Int8DenseParams unpack_dense_params(const PackedDense& o, const unsigned char* packed) {
+  q8::Int8DenseParams prm;
+  prm.in_size = o.in_size;
+  prm.out_size = o.out_size;
+  prm.output_zp = o.output_zp;
+  prm.act_min = o.act_min;
+  prm.act_max = o.act_max;
+  prm.w = at<std::int8_t>(packed, o.w);
+  prm.bias = at<std::int32_t>(packed, o.bias);
+  prm.scale = at<float>(packed, o.scale);
+  return prm;
 }
 
 q8::Int8Quant quant(const QuantParams& q) { return q8::Int8Quant{q.scale, q.zero_point}; }
@@ -62,6 +135,13 @@ QuantParams stack_output_quant(const StackSpec& st) {
   return h.activation == Activation::sigmoid || h.activation == Activation::tanh || h.activation == Activation::softmax
              ? h.int8_output
              : h.int8_linear;
+}
+
+// The quantization of what Dense k of the chain writes (after its table or softmax, if any).
+QuantParams dense_output_quant(const DenseSpec& d) {
+  return d.activation == Activation::sigmoid || d.activation == Activation::tanh || d.activation == Activation::softmax
+             ? d.int8_output
+             : d.int8_linear;
 }
 
 bool merged(const LayerSpec& ls) { return num_directions(ls) == 2 && ls.merge.mode != MergeMode::concat; }
@@ -108,6 +188,16 @@ const q8::DotPanelsKernel* panel_kernel_of(const char* dot) {
   return nullptr;
 }
 
+// The portable panel kernel: interleaved weights on a target without the DSP one (a host packing
+// for a Cortex-M, or checking such a buffer).
+const q8::DotPanelsKernel* portable_panel_kernel() {
+  int n = 0;
+  const q8::DotPanelsKernel* k = q8::int8_panel_kernels(&n);
+  for (int i = 0; i < n; ++i)
+    if (std::strstr(k[i].name, "__scalar") != nullptr) return &k[i];
+  return nullptr;
+}
+
 // Scratch bytes of a step of an (I, H) direction: q8::int8_lstm_scratch_bytes of its parameters.
 std::size_t step_scratch_bytes(int I, int H, bool interleaved) {
   q8::Int8LstmParams prm;
@@ -121,7 +211,11 @@ std::size_t step_scratch_bytes(int I, int H, bool interleaved) {
 Status choose_kernels(Isa cap, PlanImpl* p) {
   const q8::DotRowsKernel dot = q8::int8_best_dot_kernel(cap);
   const q8::StepKernels* step = q8::int8_best_step_kernels(cap);
-  const q8::DotPanelsKernel* panels = panel_kernel_of(dot.name);
+  const Int8Weights want = p->options.int8_weights;
+  RNNCORE_ENSURE(want >= Int8Weights::auto_select && want <= Int8Weights::interleaved, Status::invalid_enum,
+                 "Plan::create: int8_weights = %d is not an Int8Weights", static_cast<int>(want));
+  const q8::DotPanelsKernel* panels = want == Int8Weights::row_major ? nullptr : panel_kernel_of(dot.name);
+  if (panels == nullptr && want == Int8Weights::interleaved) panels = portable_panel_kernel();
   p->i8.dot = dot.fn;
   p->i8.panels = panels != nullptr ? panels->fn : nullptr;
   p->i8.gate = step != nullptr ? step->gate : nullptr;
@@ -172,15 +266,23 @@ Status layout_int8(PlanImpl* p, const GpuPlanner&) {
   }
   const std::uint64_t F = st.head.out_features, D = static_cast<std::uint64_t>(head_input_size(st));
   if (st.embedding.vocab_size > 0) q.table = pk.take(static_cast<std::uint64_t>(st.embedding.vocab_size) * st.input_size, 1);
-  if (F > 0) {
-    q.head_params = pk.take(1, sizeof(PackedDense));
-    q.head_w = pk.take(F * D, 1);
-    q.head_bias = pk.take(F, 4);
-    q.head_scale = pk.take(F, 4);
-    if (st.head.activation == Activation::sigmoid || st.head.activation == Activation::tanh) q.head_lut = pk.take(256, 1);
-    if (st.head.activation == Activation::softmax) q.softmax = pk.take(1, sizeof(rnncore_int8_softmax));
+  std::uint64_t mid = 0;  // the widest Dense before the head
+  for (int k = 0; k < num_dense(st); ++k) {
+    const DenseSpec& h = dense_at(st, k);
+    const std::uint64_t Fk = static_cast<std::uint64_t>(h.out_features);
+    Int8DensePack& dk = q.dense[k];
+    dk.params = pk.take(1, sizeof(PackedDense));
+    dk.w = pk.take(Fk * static_cast<std::uint64_t>(dense_input_size(st, k)), 1);
+    dk.bias = pk.take(Fk, 4);
+    dk.scale = pk.take(Fk, 4);
+    if (h.activation == Activation::sigmoid || h.activation == Activation::tanh) dk.lut = pk.take(256, 1);
+    if (h.activation == Activation::softmax) dk.softmax = pk.take(1, sizeof(rnncore_int8_softmax));
+    if (k < st.num_pre_head) mid = std::max(mid, Fk);
   }
   p->packed_bytes = pk.size();
+  // PackedLstm and PackedDense hold 32-bit offsets.
+  RNNCORE_ENSURE(p->packed_bytes <= 0xffffffffu, Status::invalid_size,
+                 "Plan::create: the integer stack's packed weights take %zu bytes; at most 4 GiB", p->packed_bytes);
   q.max_width = max_w;
 
   Arena ws(0);
@@ -199,6 +301,7 @@ Status layout_int8(PlanImpl* p, const GpuPlanner&) {
     if (st.head.last_step_only) q.head_rows = ws.take(B * D, 1);
     q.head_a = ws.take(rows * F, 1);
     q.head_b = ws.take(rows * F, 1);
+    for (int m = 0; m < std::min(st.num_pre_head, 2); ++m) q.head_mid[m] = ws.take(rows * mid, 1);
   }
   for (int d = 0; d < 2; ++d) {
     q.h[d] = ws.take(B * Hm, 1);
@@ -285,67 +388,47 @@ Status pack_lstm(const PlanImpl& p, int l, int d, const unsigned char* canonical
     b[g] = reinterpret_cast<const std::int32_t*>(canonical + canonical_offset(st, l, d, ParamKind::input_bias, g));
   q8::Int8LstmQuantization q = lstm_quantization(st, l, d, canonical);
   q.weight_layout = layout;
-  PackedLstm out{};
+  q8::Int8LstmParams prm;
   auto* storage = reinterpret_cast<std::int32_t*>(packed + dp.storage);
-  const Status s =
-      q8::int8_lstm_prepare(q, I, H, w, r, b, storage, q8::int8_lstm_storage_words(q, H), &out.params);
+  const Status s = q8::int8_lstm_prepare(q, I, H, w, r, b, storage, q8::int8_lstm_storage_words(q, H), &prm);
   RNNCORE_ENSURE(s == Status::ok, s, "pack_weights: layers[%d] direction %d: %s", l, d, last_error_detail());
-  q8::Int8LstmParams& prm = out.params;
-  for (int g = 0; g < q8::kGates; ++g) {
-    out.w[g] = offset_of(prm.w[g], packed);
-    out.r[g] = offset_of(prm.r[g], packed);
-    out.x_bias[g] = offset_of(prm.x_bias[g], packed);
-    out.h_bias[g] = offset_of(prm.h_bias[g], packed);
-    out.x_rows[g] = offset_of(prm.x_mult_rows[g], packed);
-    out.h_rows[g] = offset_of(prm.h_mult_rows[g], packed);
-    prm.w[g] = prm.r[g] = nullptr;
-    prm.x_bias[g] = prm.h_bias[g] = prm.x_mult_rows[g] = prm.h_mult_rows[g] = nullptr;
-  }
-  prm.dot = nullptr;  // the plan's kernels, set by forward
-  prm.dot_panels = nullptr;
-  prm.gate_activations = nullptr;
-  prm.cell_update = nullptr;
+  const PackedLstm out = pack_lstm_params(prm, packed);
   std::memcpy(packed + dp.params, &out, sizeof out);
   return Status::ok;
 }
 
-Status pack_head(const PlanImpl& p, const unsigned char* canonical, unsigned char* packed) {
+// Dense k of the chain (pre_head[0..], the head last).
+Status pack_dense(const PlanImpl& p, int k, const unsigned char* canonical, unsigned char* packed) {
   const StackSpec& st = p.stack;
-  const DenseSpec& h = st.head;
-  const Int8Plan& q = p.i8;
-  const int F = h.out_features, D = static_cast<int>(head_input_size(st));
-  std::memcpy(packed + q.head_w, canonical + canonical_offset(st, 0, 0, ParamKind::dense_weight, 0),
+  const DenseSpec& h = dense_at(st, k);
+  const Int8DensePack& q = p.i8.dense[k];
+  const int F = h.out_features, D = static_cast<int>(dense_input_size(st, k));
+  std::memcpy(packed + q.w, canonical + canonical_offset(st, k, 0, ParamKind::dense_weight, 0),
               static_cast<std::size_t>(F) * D);
-  const QuantParams in = int8_layer_output(st.layers[st.num_layers - 1]);
+  const QuantParams in = k == 0 ? int8_layer_output(st.layers[st.num_layers - 1]) : dense_output_quant(dense_at(st, k - 1));
   q8::Int8DenseQuantization dq;
   dq.input_scale = in.scale;
   dq.input_zp = in.zero_point;
   dq.w_scales = h.int8_per_channel
-                    ? reinterpret_cast<const float*>(canonical + canonical_offset(st, -1, 0, ParamKind::weight_scale, 0))
+                    ? reinterpret_cast<const float*>(canonical + canonical_offset(st, -1 - k, 0, ParamKind::weight_scale, 0))
                     : &h.int8_w_scale;
   dq.w_scale_count = h.int8_per_channel ? F : 1;
   dq.output_scale = h.int8_linear.scale;
   dq.output_zp = h.int8_linear.zero_point;
   dq.relu = h.activation == Activation::relu;
-  PackedDense out{};
+  q8::Int8DenseParams prm;
   Status s = q8::int8_dense_prepare(
-      dq, D, F, reinterpret_cast<const std::int8_t*>(packed + q.head_w),
-      reinterpret_cast<const std::int32_t*>(canonical + canonical_offset(st, 0, 0, ParamKind::dense_bias, 0)),
-      reinterpret_cast<std::int32_t*>(packed + q.head_bias), reinterpret_cast<float*>(packed + q.head_scale), &out.params);
-  RNNCORE_ENSURE(s == Status::ok, s, "pack_weights: the head: %s", last_error_detail());
-  out.w = offset_of(out.params.w, packed);
-  out.bias = offset_of(out.params.bias, packed);
-  out.scale = offset_of(out.params.scale, packed);
-  out.params.w = nullptr;
-  out.params.bias = nullptr;
-  out.params.scale = nullptr;
-  out.params.dot = nullptr;
-  std::memcpy(packed + q.head_params, &out, sizeof out);
+      dq, D, F, reinterpret_cast<const std::int8_t*>(packed + q.w),
+      reinterpret_cast<const std::int32_t*>(canonical + canonical_offset(st, k, 0, ParamKind::dense_bias, 0)),
+      reinterpret_cast<std::int32_t*>(packed + q.bias), reinterpret_cast<float*>(packed + q.scale), &prm);
+  RNNCORE_ENSURE(s == Status::ok, s, "pack_weights: Dense %d of the head's chain: %s", k, last_error_detail());
+  const PackedDense out = pack_dense_params(prm, packed);
+  std::memcpy(packed + q.params, &out, sizeof out);
   if (h.activation == Activation::sigmoid || h.activation == Activation::tanh) {
     s = q8::int8_activation_table(h.activation == Activation::sigmoid ? q8::TableActivation::sigmoid : q8::TableActivation::tanh,
                                   h.int8_linear.scale, h.int8_linear.zero_point, h.int8_output.scale,
-                                  h.int8_output.zero_point, reinterpret_cast<std::int8_t*>(packed + q.head_lut));
-    RNNCORE_ENSURE(s == Status::ok, s, "pack_weights: the head's %s: %s", to_string(h.activation), last_error_detail());
+                                  h.int8_output.zero_point, reinterpret_cast<std::int8_t*>(packed + q.lut));
+    RNNCORE_ENSURE(s == Status::ok, s, "pack_weights: Dense %d's %s: %s", k, to_string(h.activation), last_error_detail());
   } else if (h.activation == Activation::softmax) {
     rnncore_int8_softmax sm;
     s = q8::int8_softmax_prepare(h.int8_linear.scale, h.int8_softmax_beta, h.int8_output.scale, h.int8_output.zero_point, &sm);
@@ -370,8 +453,8 @@ Status pack_int8(const PlanImpl& p, const void* canonical, void* packed) {
   if (st.embedding.vocab_size > 0)
     std::memcpy(bytes + p.i8.table, can + canonical_offset(st, 0, 0, ParamKind::embedding, 0),
                 static_cast<std::size_t>(st.embedding.vocab_size) * st.input_size);
-  if (st.head.out_features > 0) {
-    const Status s = pack_head(p, can, bytes);
+  for (int k = 0; k < num_dense(st); ++k) {
+    const Status s = pack_dense(p, k, can, bytes);
     if (s != Status::ok) {
       std::memset(bytes, 0, kPackedHeaderBytes);
       return s;
@@ -405,15 +488,7 @@ T* ws_at(const Run& r, std::size_t off) {
 q8::Int8LstmParams unpack_lstm(const Run& r, int l, int d) {
   PackedLstm pl;
   std::memcpy(&pl, r.pk + r.p->i8.dir[l][d].params, sizeof pl);
-  q8::Int8LstmParams prm = pl.params;
-  for (int g = 0; g < q8::kGates; ++g) {
-    prm.w[g] = at<std::int8_t>(r.pk, pl.w[g]);
-    prm.r[g] = at<std::int8_t>(r.pk, pl.r[g]);
-    prm.x_bias[g] = at<std::int32_t>(r.pk, pl.x_bias[g]);
-    prm.h_bias[g] = at<std::int32_t>(r.pk, pl.h_bias[g]);
-    prm.x_mult_rows[g] = at<std::int32_t>(r.pk, pl.x_rows[g]);
-    prm.h_mult_rows[g] = at<std::int32_t>(r.pk, pl.h_rows[g]);
-  }
+  q8::Int8LstmParams prm = unpack_lstm_params(pl, r.pk);
   prm.dot = r.p->i8.dot;
   prm.dot_panels = prm.layout == q8::Int8WeightLayout::interleaved4 ? r.p->i8.panels : nullptr;
   prm.gate_activations = r.p->i8.gate;
@@ -555,31 +630,40 @@ View run_layers(const Run& r, int b0, int b1, std::int8_t* scratch) {
   return in;
 }
 
-// The head on rows [b0, b1) of the last layer's output `o`; returns where its int8 rows are
-// ([T, B, F] or [B, F]).
+// Dense k of the chain's prepared parameters, its kernel's pointers into the packed buffer.
+q8::Int8DenseParams dense_params(const Run& r, int k) {
+  PackedDense pd;
+  std::memcpy(&pd, r.pk + r.p->i8.dense[k].params, sizeof pd);
+  q8::Int8DenseParams dp = unpack_dense_params(pd, r.pk);
+  dp.dot = r.p->i8.dot;
+  return dp;
+}
+
+// The head on rows [b0, b1) of the last layer's output `o` (through the Dense layers before it);
+// returns where its int8 rows are ([T, B, F] or [B, F]).
 const std::int8_t* run_head_rows(const Run& r, const View& o, int b0, int b1) {
   const PlanImpl& p = *r.p;
   const StackSpec& st = p.stack;
   const DenseSpec& h = st.head;
   const LayerSpec& last = st.layers[st.num_layers - 1];
   const std::int64_t T = r.a->seq_len, B = r.a->batch, F = h.out_features, D = head_input_size(st);
-  PackedDense pd;
-  std::memcpy(&pd, r.pk + p.i8.head_params, sizeof pd);
-  q8::Int8DenseParams dp = pd.params;
-  dp.w = at<std::int8_t>(r.pk, pd.w);
-  dp.bias = at<std::int32_t>(r.pk, pd.bias);
-  dp.scale = at<float>(r.pk, pd.scale);
-  dp.dot = p.i8.dot;
   std::int8_t* ya = ws_at<std::int8_t>(r, p.i8.head_a);
   std::int8_t* yb = ws_at<std::int8_t>(r, p.i8.head_b);
+  q8::Int8DenseParams dense[kMaxPreHead + 1];
+  for (int k = 0; k < num_dense(st); ++k) dense[k] = dense_params(r, k);
   const auto apply = [&](const std::int8_t* rows, int n, std::int64_t first) {
-    q8::int8_dense(dp, n, rows, ya + first * F);
-    if (h.activation == Activation::sigmoid || h.activation == Activation::tanh)
-      q8::int8_lookup(reinterpret_cast<const std::int8_t*>(r.pk + p.i8.head_lut), static_cast<int>(n * F), ya + first * F,
-                      ya + first * F);
+    for (int k = 0; k < num_dense(st); ++k) {  // n rows of Dense k's input at `rows`
+      const DenseSpec& d = dense_at(st, k);
+      const std::int64_t Fk = d.out_features;
+      std::int8_t* out = k == st.num_pre_head ? ya + first * F : ws_at<std::int8_t>(r, p.i8.head_mid[k % 2]) + first * Fk;
+      q8::int8_dense(dense[k], n, rows, out);
+      if (d.activation == Activation::sigmoid || d.activation == Activation::tanh)
+        q8::int8_lookup(reinterpret_cast<const std::int8_t*>(r.pk + p.i8.dense[k].lut), static_cast<int>(n * Fk), out, out);
+      rows = out;
+    }
     if (h.activation == Activation::softmax) {
       rnncore_int8_softmax sm;
-      std::memcpy(&sm, r.pk + p.i8.softmax, sizeof sm);
+      std::memcpy(&sm, r.pk + p.i8.dense[st.num_pre_head].softmax, sizeof sm);
       q8::int8_softmax(sm, n, static_cast<int>(F), ya + first * F, yb + first * F);
     }
   };

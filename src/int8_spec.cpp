@@ -4,6 +4,7 @@
 
 #include "src/internal/error.hpp"
 #include "src/internal/int8_layer.hpp"
+#include "src/internal/spec_internal.hpp"
 
 namespace rnncore {
 namespace detail {
@@ -77,13 +78,16 @@ Status validate_int8(const StackSpec& st) {
   RNNCORE_ENSURE(!st.reverse_input || num_directions(st.layers[0]) == 1, Status::unsupported,
                  "stack.reverse_input before a bidirectional layer (Keras go_backwards reads one direction)");
   for (int l = 0; l < st.num_layers; ++l) RNNCORE_RETURN_IF_ERROR(check_layer(st, l));
-  const DenseSpec& h = st.head;
-  if (h.out_features > 0) {
+  for (int k = 0; k < num_dense(st); ++k) {
+    const DenseSpec& h = dense_at(st, k);
+    const char* name = k == st.num_pre_head ? "stack.head" : "stack.pre_head[k]";
     RNNCORE_ENSURE(h.int8_per_channel || (std::isfinite(h.int8_w_scale) && h.int8_w_scale > 0.0f), Status::invalid_size,
-                   "stack.head.int8_w_scale = %g (finite, > 0; or int8_per_channel)", static_cast<double>(h.int8_w_scale));
-    RNNCORE_RETURN_IF_ERROR(check_quant(h.int8_linear, "stack.head.int8_linear", 0, 0));
+                   "%s.int8_w_scale = %g (finite, > 0; or int8_per_channel; k = %d)", name, static_cast<double>(h.int8_w_scale), k);
+    RNNCORE_ENSURE(quant_ok(h.int8_linear), Status::invalid_size, "%s.int8_linear (k = %d): scale %g, zero point %d", name, k,
+                   static_cast<double>(h.int8_linear.scale), h.int8_linear.zero_point);
     if (h.activation == Activation::sigmoid || h.activation == Activation::tanh || h.activation == Activation::softmax)
-      RNNCORE_RETURN_IF_ERROR(check_quant(h.int8_output, "stack.head.int8_output", 0, 0));
+      RNNCORE_ENSURE(quant_ok(h.int8_output), Status::invalid_size, "%s.int8_output (k = %d): scale %g, zero point %d", name,
+                     k, static_cast<double>(h.int8_output.scale), h.int8_output.zero_point);
   }
   return Status::ok;
 }
@@ -116,27 +120,30 @@ Int8CanonicalTail int8_canonical_tail(const StackSpec& st) {
     t.table = at;
     at = align4(at + static_cast<std::int64_t>(st.embedding.vocab_size) * st.input_size);
   }
-  if (st.head.out_features > 0) {
-    const std::int64_t F = st.head.out_features, D = layer_output_width(last);
-    t.head_w = at;
-    t.head_b = align4(at + F * D);
-    t.head_scales = t.head_b + 4 * F;
-    at = t.head_scales + 4 * (st.head.int8_per_channel ? F : 1);
+  for (int k = 0; k < num_dense(st) && k <= kMaxPreHead; ++k) {
+    const DenseSpec& h = dense_at(st, k);
+    const std::int64_t F = h.out_features, D = dense_input_size(st, k);
+    t.dense_w[k] = at;
+    t.dense_b[k] = align4(at + F * D);
+    t.dense_scales[k] = t.dense_b[k] + 4 * F;
+    at = t.dense_scales[k] + 4 * (h.int8_per_channel ? F : 1);
   }
   t.end = at;
   return t;
 }
 
 std::int64_t int8_canonical_offset(const StackSpec& st, int layer, int dir, ParamKind kind, int gate) {
-  const bool head_scales = kind == ParamKind::weight_scale && layer == -1;
-  if (kind == ParamKind::embedding || kind == ParamKind::dense_weight || kind == ParamKind::dense_bias || head_scales) {
-    if ((layer != 0 && !head_scales) || dir != 0 || gate != 0) return -1;
+  // A Dense's scales: layer −1 − k for Dense k of the chain (the head's −1 without pre_head).
+  const bool dense_scales = kind == ParamKind::weight_scale && layer < 0;
+  if (kind == ParamKind::embedding || kind == ParamKind::dense_weight || kind == ParamKind::dense_bias || dense_scales) {
+    const int k = dense_scales ? -1 - layer : layer;
+    if (dir != 0 || gate != 0 || k < 0 || (kind == ParamKind::embedding ? k != 0 : k >= num_dense(st))) return -1;
     const Int8CanonicalTail t = int8_canonical_tail(st);
     switch (kind) {
       case ParamKind::embedding: return t.table;
-      case ParamKind::dense_weight: return t.head_w;
-      case ParamKind::dense_bias: return t.head_b;
-      default: return t.head_scales;
+      case ParamKind::dense_weight: return t.dense_w[k];
+      case ParamKind::dense_bias: return t.dense_b[k];
+      default: return t.dense_scales[k];
     }
   }
   if (layer < 0 || layer >= st.num_layers) return -1;

@@ -33,8 +33,9 @@ std::uint64_t fnv1a(std::uint64_t h, std::int64_t v) {
 }  // namespace
 
 // Identifies the packed buffer's layout: the stack's shapes, the backend and how it stores the
-// weights (the SIMD panels' vector width and type, the GPU's weight storage type), training, and
-// the buffer's size (which the GPU layout's padding and storage type determine).
+// weights (the SIMD panels' vector width and type, the GPU's weight storage type, an integer
+// stack's row-major or interleaved LSTM weights), training, and the buffer's size (which the GPU
+// layout's padding and storage type determine).
 std::uint64_t packed_fingerprint(const PlanImpl& p) {
   std::uint64_t h = 0xcbf29ce484222325ull;
   for (std::int64_t v : {std::int64_t(p.stack.input_size), std::int64_t(p.stack.num_layers), std::int64_t(p.stack.dtype),
@@ -50,6 +51,8 @@ std::uint64_t packed_fingerprint(const PlanImpl& p) {
                            std::int64_t(p.stack.layers[l].peepholes), std::int64_t(lp.hidden_stride)})
       h = fnv1a(h, v);
   }
+  for (int k = 0; k < p.stack.num_pre_head; ++k) h = fnv1a(h, p.stack.pre_head[k].out_features);
+  if (p.stack.dtype == DType::i8) h = fnv1a(h, p.i8.panels != nullptr ? 1 : 0);  // interleaved LSTM weights
   return h;
 }
 
@@ -179,6 +182,9 @@ void layout_common(PlanImpl* p, Arena* ws, std::uint64_t es, std::uint64_t slots
     w.head_in = ws->take(T * B * in, es);
     if (st.head.last_step_only) w.head_rows = ws->take(B * in, es);
     w.head_out = ws->take(rows * out, es);
+    std::uint64_t mid = 0;  // the chain's activations between its Dense layers
+    for (int k = 0; k < st.num_pre_head; ++k) mid = std::max<std::uint64_t>(mid, st.pre_head[k].out_features);
+    for (int m = 0; m < std::min(st.num_pre_head, 2); ++m) w.head_mid[m] = ws->take(rows * mid, es);
   }
   w.scratch_stride = static_cast<std::size_t>(round_up(static_cast<std::int64_t>(kScratchRows * p->max_width * es), kAlignment));
   w.scratch = ws->take(slots * w.scratch_stride, 1);
@@ -266,7 +272,8 @@ Status layout_simd(PlanImpl* p, const GpuPlanner&) {
   // The embedding table and the head in canonical order, and the head's Wᵀ for f32_matmul.
   const std::uint64_t tail = static_cast<std::uint64_t>(param_count(st) - recurrent_param_count(st));
   if (tail > 0) p->ends = packed.take(tail, 4);
-  if (st.head.out_features > 0) p->simd.head_wt = packed.take(static_cast<std::uint64_t>(st.head.out_features) * head_input_size(st), 4);
+  if (st.head.out_features > 0)
+    p->simd.head_wt = packed.take(static_cast<std::uint64_t>(st.head.out_features) * dense_input_size(st, st.num_pre_head), 4);
   p->packed_bytes = packed.size();
 
   Arena ws(0);
@@ -521,6 +528,8 @@ Status check_training(const StackSpec& st, const PlanOptions& options) {
   if (!options.training) return Status::ok;
   RNNCORE_ENSURE(st.dtype != DType::i8, Status::unsupported,
                  "training an integer stack (dtype i8) is not supported: train the float stack, then quantize it");
+  RNNCORE_ENSURE(st.num_pre_head == 0, Status::unsupported,
+                 "training a stack with Dense layers before its head (num_pre_head = %d) is not supported yet", st.num_pre_head);
   for (int l = 0; l < st.num_layers; ++l)
     for (int w = 0; w < st.layers[l].num_wrappers; ++w) {
       const Wrapper& wr = st.layers[l].wrappers[w];

@@ -210,6 +210,22 @@ Status validate_ends(const StackSpec& st) {
   RNNCORE_ENSURE(h.out_features > 0 || (h.activation == Activation::none && !h.last_step_only), Status::invalid_size,
                  "stack.head: %s set but out_features = 0 (no head)",
                  h.last_step_only ? "last_step_only" : "an activation");
+  RNNCORE_ENSURE(st.num_pre_head >= 0 && st.num_pre_head <= kMaxPreHead, Status::invalid_size,
+                 "stack.num_pre_head = %d (must be 0..%d)", st.num_pre_head, kMaxPreHead);
+  RNNCORE_ENSURE(st.num_pre_head == 0 || h.out_features > 0, Status::invalid_size,
+                 "stack.num_pre_head = %d without a head (stack.head.out_features = 0)", st.num_pre_head);
+  for (int k = 0; k < st.num_pre_head; ++k) {
+    const DenseSpec& d = st.pre_head[k];
+    RNNCORE_ENSURE(d.out_features >= 1 && d.out_features <= detail::kMaxFeatureSize, Status::invalid_size,
+                   "stack.pre_head[%d].out_features = %d (must be 1..%d)", k, d.out_features, detail::kMaxFeatureSize);
+    RNNCORE_ENSURE(d.activation >= Activation::none && d.activation <= Activation::softmax, Status::invalid_enum,
+                   "stack.pre_head[%d].activation = %d is not an activation (none, relu, sigmoid, tanh, softmax)", k,
+                   static_cast<int>(d.activation));
+    RNNCORE_ENSURE(!d.last_step_only, Status::invalid_size,
+                   "stack.pre_head[%d].last_step_only: the head's last_step_only chooses the chain's rows", k);
+    RNNCORE_ENSURE(st.dtype != DType::i8 || d.activation != Activation::softmax, Status::unsupported,
+                   "stack.pre_head[%d].activation softmax: an integer stack's softmax is its head's", k);
+  }
   return Status::ok;
 }
 
@@ -375,8 +391,13 @@ std::int64_t recurrent_param_count(const StackSpec& st) {
   return total;
 }
 
-// The head's input width: D·O of the last layer.
+// The Dense chain's input width: D·O of the last layer.
 std::int64_t head_input_size(const StackSpec& st) { return layer_output_width(st.layers[st.num_layers - 1]); }
+int num_dense(const StackSpec& st) { return st.head.out_features > 0 ? st.num_pre_head + 1 : 0; }
+const DenseSpec& dense_at(const StackSpec& st, int k) { return k < st.num_pre_head ? st.pre_head[k] : st.head; }
+std::int64_t dense_input_size(const StackSpec& st, int k) {
+  return k == 0 ? head_input_size(st) : dense_at(st, k - 1).out_features;
+}
 
 }  // namespace detail
 
@@ -385,17 +406,15 @@ namespace {
 using detail::head_input_size;
 using detail::recurrent_param_count;
 
-// Offset of the embedding table, the head's W or its b (-1 when the stack has none).
-std::int64_t end_offset(const StackSpec& st, ParamKind kind) {
+// Offset of the embedding table (k 0), or of Dense k's W or b in the chain (-1 when the stack has none).
+std::int64_t end_offset(const StackSpec& st, ParamKind kind, int k) {
   const std::int64_t table = recurrent_param_count(st);
-  const std::int64_t head_w = table + static_cast<std::int64_t>(st.embedding.vocab_size) * st.input_size;
-  switch (kind) {
-    case ParamKind::embedding: return st.embedding.vocab_size > 0 ? table : -1;
-    case ParamKind::dense_weight: return st.head.out_features > 0 ? head_w : -1;
-    case ParamKind::dense_bias:
-      return st.head.out_features > 0 ? head_w + st.head.out_features * head_input_size(st) : -1;
-    default: return -1;
-  }
+  if (kind == ParamKind::embedding) return st.embedding.vocab_size > 0 && k == 0 ? table : -1;
+  if (k < 0 || k >= detail::num_dense(st)) return -1;
+  std::int64_t w = table + static_cast<std::int64_t>(st.embedding.vocab_size) * st.input_size;
+  for (int j = 0; j < k; ++j) w += detail::dense_at(st, j).out_features * (detail::dense_input_size(st, j) + 1);
+  if (kind == ParamKind::dense_weight) return w;
+  return kind == ParamKind::dense_bias ? w + detail::dense_at(st, k).out_features * detail::dense_input_size(st, k) : -1;
 }
 
 }  // namespace
@@ -403,8 +422,9 @@ std::int64_t end_offset(const StackSpec& st, ParamKind kind) {
 std::int64_t param_count(const StackSpec& st) {
   if (st.dtype == DType::i8 && st.num_layers >= 1 && st.num_layers <= kMaxLayers) return detail::int8_canonical_tail(st).end;
   std::int64_t total = detail::recurrent_param_count(st) + static_cast<std::int64_t>(st.embedding.vocab_size) * st.input_size;
-  if (st.head.out_features > 0 && st.num_layers >= 1 && st.num_layers <= kMaxLayers)
-    total += st.head.out_features * (detail::head_input_size(st) + 1);
+  if (st.num_layers >= 1 && st.num_layers <= kMaxLayers && st.num_pre_head >= 0 && st.num_pre_head <= kMaxPreHead)
+    for (int k = 0; k < detail::num_dense(st); ++k)
+      total += detail::dense_at(st, k).out_features * (detail::dense_input_size(st, k) + 1);
   return total;
 }
 std::int64_t param_count(const RnnSpec& spec) { return param_count(to_stack(spec)); }
@@ -413,7 +433,7 @@ std::int64_t canonical_offset(const StackSpec& st, int layer, int direction, Par
   if (st.num_layers < 1 || st.num_layers > kMaxLayers) return -1;
   if (st.dtype == DType::i8) return detail::int8_canonical_offset(st, layer, direction, kind, gate);
   if (kind == ParamKind::embedding || kind == ParamKind::dense_weight || kind == ParamKind::dense_bias)
-    return layer == 0 && direction == 0 && gate == 0 ? end_offset(st, kind) : -1;
+    return direction == 0 && gate == 0 ? end_offset(st, kind, layer) : -1;
   if (layer < 0 || layer >= st.num_layers) return -1;
   const LayerSpec& ls = st.layers[layer];
   const int dirs = num_directions(ls), g = num_gates(ls.mode);
@@ -467,7 +487,8 @@ Status canonical_weight_shapes(const StackSpec& st, Shape* shapes, int capacity,
     }
   }
   if (st.embedding.vocab_size > 0 && n++ < capacity) shapes[n - 1] = make_shape(st.embedding.vocab_size, st.input_size);
-  if (st.head.out_features > 0 && n++ < capacity) shapes[n - 1] = make_shape(st.head.out_features, detail::head_input_size(st));
+  for (int k = 0; k < detail::num_dense(st); ++k)
+    if (n++ < capacity) shapes[n - 1] = make_shape(detail::dense_at(st, k).out_features, detail::dense_input_size(st, k));
   *count = n;
   return Status::ok;
 }
@@ -486,7 +507,8 @@ Status canonical_bias_shapes(const StackSpec& st, Shape* shapes, int capacity, i
     for (int i = 0; i < num_directions(st.layers[l]) * per_dir; ++i, ++n)
       if (n < capacity) shapes[n] = make_shape(st.layers[l].hidden_size);
   }
-  if (st.head.out_features > 0 && n++ < capacity) shapes[n - 1] = make_shape(st.head.out_features);
+  for (int k = 0; k < detail::num_dense(st); ++k)
+    if (n++ < capacity) shapes[n - 1] = make_shape(detail::dense_at(st, k).out_features);
   *count = n;
   return Status::ok;
 }

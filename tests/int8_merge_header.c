@@ -10,6 +10,7 @@
 
 #include <rnncore/int8.h>
 
+#define RNNCORE_TEST_ONE_CALL
 #include "int8_header_layout.h"
 #ifdef RNNCORE_TEST_INTERLEAVED
 #include "merge_model_interleaved.h" /* the same model, `rnncore export-c --interleave` */
@@ -99,5 +100,6 @@ int main(void) {
   for (i = 0; i < (size_t)B * T * MERGE_MODEL_OUTPUT_SIZE; ++i) differ += y[i] != merge_model_sample_output[i];
   printf("%s: %zu of %zu outputs differ from LiteRT's\n", differ == 0 ? "PASS" : "FAIL", differ,
          (size_t)B * T * MERGE_MODEL_OUTPUT_SIZE);
-  return differ != 0;
+  return (differ != 0) | run_packed(&merge_model_stack, merge_model_packed, sizeof merge_model_packed, merge_model_sample_input, B, T, merge_model_sample_output,
+                                     sizeof merge_model_sample_output);
 }

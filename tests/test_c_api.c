@@ -229,6 +229,25 @@ int main(void) {
     EXPECT(fabsf(y[0] + y[1] - 1.0f) < 1e-6f && y[0] > 0.0f && y[1] > 0.0f);
     EXPECT(y[2] == 0.0f && y[3] == 0.0f); /* a row of length 0 */
     EXPECT(fabsf(y[4] + y[5] - 1.0f) < 1e-6f);
+    { /* The same through an identity Dense before the head. */
+      enum { N = (H * I + H * H + 2 * H) + V * I };
+      float chained[N + H * (H + 1) + F * (H + 1)], y2[B * F];
+      rnncore_model* m2 = NULL;
+      memset(chained, 0, sizeof chained);
+      memcpy(chained, canonical, sizeof(float) * N);
+      for (i = 0; i < H; ++i) chained[N + i * H + i] = 1.0f;
+      memcpy(chained + N + H * (H + 1), canonical + N, sizeof(float) * F * (H + 1));
+      stack.num_pre_head = 1;
+      stack.pre_head[0].out_features = H;
+      EXPECT(rnncore_stack_param_count(&stack) == (int64_t)(sizeof chained / sizeof chained[0]));
+      EXPECT(rnncore_model_create_stack(&stack, &o, chained, &m2) == RNNCORE_OK);
+      args.y = y2;
+      EXPECT(rnncore_model_forward(m2, &args) == RNNCORE_OK);
+      for (i = 0; i < B * F; ++i) EXPECT(fabsf(y2[i] - y[i]) < 1e-6f);
+      args.y = y;
+      rnncore_model_destroy(m2);
+      stack.num_pre_head = 0;
+    }
     ids[5] = V; /* not a row of the table */
     EXPECT(rnncore_model_forward(model, &args) == RNNCORE_ERR_INVALID_SIZE);
     stack.head_activation = 7;

@@ -46,22 +46,31 @@ std::vector<double> head_by_hand(const StackSpec& st, const std::vector<T>& cano
   const int out = st.head.out_features, Tn = a.seq_len, B = a.batch;
   const LayerSpec& last = st.layers[st.num_layers - 1];
   const int O = output_size(last), dirs = num_directions(last), in = dirs * O;
-  const T* W = canonical.data() + canonical_offset(st, 0, 0, ParamKind::dense_weight, 0);
-  const T* bias = canonical.data() + canonical_offset(st, 0, 0, ParamKind::dense_bias, 0);
   const bool bm = a.layout == Layout::batch_major;
   auto orow = [&](int t, int b) { return o.data() + static_cast<std::size_t>(bm ? b * Tn + t : t * B + b) * in; };
   auto len = [&](int b) { return a.seq_lengths != nullptr ? a.seq_lengths[b] : Tn; };
-  auto map = [&](const std::vector<double>& x, double* y) {
-    for (int j = 0; j < out; ++j) {
+  // One Dense (place c in the chain pre_head[0..], head) of width n on x [m].
+  auto dense = [&](int c, const DenseSpec& d, const std::vector<double>& x, std::vector<double>& y) {
+    const int n = d.out_features, m = static_cast<int>(x.size());
+    const T* W = canonical.data() + canonical_offset(st, c, 0, ParamKind::dense_weight, 0);
+    const T* bias = canonical.data() + canonical_offset(st, c, 0, ParamKind::dense_bias, 0);
+    y.assign(static_cast<std::size_t>(n), 0.0);
+    for (int j = 0; j < n; ++j) {
       double s = bias[j];
-      for (int k = 0; k < in; ++k) s += static_cast<double>(W[j * in + k]) * x[k];
-      y[j] = activate(st.head.activation, s);
+      for (int k = 0; k < m; ++k) s += static_cast<double>(W[j * m + k]) * x[k];
+      y[j] = activate(d.activation, s);
     }
-    if (st.head.activation != Activation::softmax) return;
+    if (d.activation != Activation::softmax) return;
     double top = y[0], sum = 0;
-    for (int j = 1; j < out; ++j) top = std::max(top, y[j]);
-    for (int j = 0; j < out; ++j) sum += (y[j] = std::exp(y[j] - top));
-    for (int j = 0; j < out; ++j) y[j] /= sum;
+    for (int j = 1; j < n; ++j) top = std::max(top, y[j]);
+    for (int j = 0; j < n; ++j) sum += (y[j] = std::exp(y[j] - top));
+    for (int j = 0; j < n; ++j) y[j] /= sum;
+  };
+  auto map = [&](const std::vector<double>& x, double* y) {
+    std::vector<double> cur = x, next;
+    for (int c = 0; c < st.num_pre_head; ++c, cur.swap(next)) dense(c, st.pre_head[c], cur, next);
+    dense(st.num_pre_head, st.head, cur, next);
+    std::copy(next.begin(), next.end(), y);
   };
   std::vector<double> x(in), y;
   if (st.head.last_step_only) {
@@ -285,4 +294,79 @@ TEST_CASE("heads: the head's output is bit-identical for every thread count") {
   CHECK(run_forward(st, opt, canonical, a, &three) == Status::ok);
   CHECK(three.y == one.y);
   ThreadPool::destroy(pool);
+}
+
+TEST_CASE("heads: Dense layers before the head (an MLP head) equal the chain mapped by hand; refusals") {
+  const std::int32_t lengths[3] = {4, 0, 2};
+  for (Backend backend : cpu_backends())
+    for (bool bidi : {false, true})
+      for (bool last_step : {false, true})
+        for (Layout layout : {Layout::time_major, Layout::batch_major}) {
+          CAPTURE(static_cast<int>(backend));
+          CAPTURE(bidi);
+          CAPTURE(last_step);
+          CAPTURE(static_cast<int>(layout));
+          StackSpec plain = base_stack(bidi, DType::f32), st = plain;
+          st.num_pre_head = 2;
+          st.pre_head[0].out_features = 8;
+          st.pre_head[0].activation = Activation::relu;
+          st.pre_head[1].out_features = 4;
+          st.pre_head[1].activation = Activation::tanh;
+          st.head.out_features = 3;
+          st.head.activation = Activation::softmax;
+          st.head.last_step_only = last_step;
+          REQUIRE(validate(st) == Status::ok);
+          const std::int64_t in = stack_output_size(plain);
+          CHECK(param_count(st) == param_count(plain) + 8 * (in + 1) + 4 * (8 + 1) + 3 * (4 + 1));
+          CHECK(canonical_offset(st, 0, 0, ParamKind::dense_weight, 0) == param_count(plain));
+          CHECK(canonical_offset(st, 1, 0, ParamKind::dense_weight, 0) == param_count(plain) + 8 * (in + 1));
+          CHECK(canonical_offset(st, 2, 0, ParamKind::dense_bias, 0) == param_count(st) - 3);
+          CHECK(canonical_offset(st, 3, 0, ParamKind::dense_weight, 0) == -1);
+          Rng rng(7);
+          const std::vector<float> canonical = random_vector<float>(rng, static_cast<std::size_t>(param_count(st)), 0.5);
+          const std::vector<float> prefix(canonical.begin(), canonical.begin() + param_count(plain));
+          const std::vector<float> x = random_vector<float>(rng, 4 * 3 * 5, 1.0);
+          PlanOptions opt;
+          opt.backend = backend;
+          opt.max_batch = 3;
+          opt.max_seq_len = 4;
+          ForwardArgs a;
+          a.batch = 3;
+          a.seq_len = 4;
+          a.layout = layout;
+          a.x = x.data();
+          a.seq_lengths = lengths;
+          Outputs<float> with, without;
+          REQUIRE(run_forward(st, opt, canonical, a, &with) == Status::ok);
+          REQUIRE(run_forward(plain, opt, prefix, a, &without) == Status::ok);
+          const std::vector<double> want = head_by_hand(st, canonical, without.y, a);
+          REQUIRE(with.y.size() == want.size());
+          CHECK(rel_error(with.y.data(), want.data(), want.size()) <= 1e-5);
+        }
+  StackSpec st = base_stack(false, DType::f32);
+  st.num_pre_head = 1;
+  st.pre_head[0].out_features = 4;
+  CHECK(validate(st) == Status::invalid_size);
+  CHECK(std::string(last_error_detail()).find("stack.num_pre_head = 1 without a head") != std::string::npos);
+  st.head.out_features = 2;
+  st.num_pre_head = kMaxPreHead + 1;
+  CHECK(validate(st) == Status::invalid_size);
+  st.num_pre_head = 1;
+  st.pre_head[0].out_features = 0;
+  CHECK(validate(st) == Status::invalid_size);
+  CHECK(std::string(last_error_detail()).find("stack.pre_head[0].out_features = 0") != std::string::npos);
+  st.pre_head[0].out_features = 4;
+  st.pre_head[0].last_step_only = true;
+  CHECK(validate(st) == Status::invalid_size);
+  st.pre_head[0].last_step_only = false;
+  REQUIRE(validate(st) == Status::ok);
+  Plan plan;
+  PlanOptions opt;
+  opt.training = true;
+  CHECK(Plan::create(st, opt, &plan) == Status::unsupported);
+  CHECK(std::string(last_error_detail()).find("num_pre_head = 1") != std::string::npos);
+  st.dtype = DType::i8;  // integer chains: tests/test_int8_plan.cpp runs LiteRT's through Model
+  st.pre_head[0].activation = Activation::softmax;
+  CHECK(validate(st) == Status::unsupported);
+  CHECK(std::string(last_error_detail()).find("stack.pre_head[0].activation softmax") != std::string::npos);
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "rnncore/int8.h"
+#include "rnncore/rnncore.h"
 #include "rnncore/io/safetensors.hpp"
 #include "rnncore/rnncore.hpp"
 #include "src/internal/int8_dense.hpp"
@@ -122,12 +123,12 @@ std::vector<std::int8_t> model_output(const StackSpec& spec, const std::vector<u
 TEST_CASE("int8 bidirectional goldens: the loaded stack, and the C API's two LSTMs per layer, equal LiteRT") {
   // tests/golden/tflite_int8/stacks/bidi_*: Keras Bidirectional(LSTM) models (merge_mode concat; the
   // bidi_sum_*, bidi_mul_*, bidi_ave_* ones merge the directions by int8 ADD / MUL).
-  // a Model runs those a StackSpec holds (io::int8_stack_spec; the one with two Dense layers is
-  // refused with a line naming its second, and `rnncore run` runs it: test_cli); and a bidirectional first layer is two rnncore_int8_lstm_run
+  // a Model runs every one (io::int8_stack_spec; the one with two Dense layers as pre_head and
+  // head); and a bidirectional first layer is two rnncore_int8_lstm_run
   // calls -- the forward LSTM on x, the backward one on x with each row's steps reversed, its output
   // reversed back -- whose outputs, side by side per step, are LiteRT's layer output byte for byte
   // (checked where that layer is the model: bidi_I5_H6_T7_B2_seq).
-  int cases = 0, refused = 0;
+  int cases = 0;
   for (const std::string& path : rnncore_test::list_cases(rnncore_test::golden_dir("tflite_int8/stacks"))) {
     const std::string name = path.substr(path.find_last_of('/') + 1);
     if (name.rfind("bidi", 0) != 0 || name.find(".io.") != std::string::npos) continue;
@@ -148,12 +149,8 @@ TEST_CASE("int8 bidirectional goldens: the loaded stack, and the C API's two LST
     StackSpec spec;
     std::vector<unsigned char> canonical;
     bool last_step = false;
-    if (io::int8_stack_spec(st, &spec, &canonical, &last_step, &err, true) != Status::ok) {
-      CHECK(st.dense.size() == 2);
-      CHECK_MESSAGE(err.find("Dense layer fc1 (") == 0, err);
-      ++refused;
-      continue;
-    }
+    REQUIRE_MESSAGE(io::int8_stack_spec(st, &spec, &canonical, &last_step, &err, true) == Status::ok, err);
+    CHECK(spec.num_pre_head == static_cast<int>(st.dense.size()) - (st.dense.empty() ? 0 : 1));
     CHECK(model_output(spec, canonical, last_step, B, T, x) == y_ref);
     ++cases;
     if (name != "bidi_I5_H6_T7_B2_seq.safetensors") continue;
@@ -187,8 +184,7 @@ TEST_CASE("int8 bidirectional goldens: the loaded stack, and the C API's two LST
       }
     CHECK(equal_rows == B * T);
   }
-  CHECK(cases == 7);
-  CHECK(refused == 1);
+  CHECK(cases == 8);
 }
 
 TEST_CASE("int8 C API: LiteRT's goldens, whole and streamed, biases folded in RAM or read from a table") {
@@ -558,4 +554,99 @@ TEST_CASE("int8 C API: ADD and MUL equal LiteRT's on every operand pair; null po
   CHECK(rnncore_int8_add_prepare(-0.01f, 0, 0.01f, 0, 0.01f, 0, &add) == RNNCORE_ERR_INVALID_SIZE);
   CHECK(rnncore_int8_add_prepare(5.0f, 0, 0.01f, 0, 0.01f, 0, &add) == RNNCORE_ERR_UNSUPPORTED);
   CHECK(std::string(rnncore_last_error_detail()).find("XNNPACK") != std::string::npos);
+}
+
+namespace {
+
+rnncore_quant to_c(const QuantParams& q) { return rnncore_quant{q.scale, q.zero_point}; }
+
+void to_c(const DenseSpec& d, rnncore_dense_spec* c) {
+  c->out_features = d.out_features;
+  c->activation = static_cast<std::int32_t>(d.activation);
+  c->int8_per_channel = d.int8_per_channel ? 1 : 0;
+  c->int8_w_scale = d.int8_w_scale;
+  c->int8_linear = to_c(d.int8_linear);
+  c->int8_output = to_c(d.int8_output);
+}
+
+}  // namespace
+
+TEST_CASE("int8 C API: LiteRT's Dense chains (pre_head, then the head) through rnncore.h equal LiteRT") {
+  // tests/golden/tflite_int8/stacks/dense_*: LSTMs, then two Dense layers (relu, sigmoid or tanh on
+  // the first; a softmax after the second on some), their spec written into rnncore_stack_spec.
+  int cases = 0;
+  for (const std::string& path : rnncore_test::list_cases(rnncore_test::golden_dir("tflite_int8/stacks"))) {
+    const std::string name = path.substr(path.find_last_of('/') + 1);
+    if (name.rfind("dense", 0) != 0 || name.find(".io.") != std::string::npos) continue;
+    CAPTURE(path);
+    io::SafeTensors mf, gf;
+    REQUIRE(io::read_safetensors(path.c_str(), &mf) == RNNCORE_OK);
+    REQUIRE(io::read_safetensors((path.substr(0, path.size() - 12) + ".io.safetensors").c_str(), &gf) == RNNCORE_OK);
+    io::Int8Stack st;
+    std::string err;
+    REQUIRE_MESSAGE(io::load_int8_stack(mf, &st, &err) == Status::ok, err);
+    StackSpec spec;
+    std::vector<unsigned char> canonical;
+    bool last_step = false;
+    REQUIRE_MESSAGE(io::int8_stack_spec(st, &spec, &canonical, &last_step, &err, true) == Status::ok, err);
+    if (spec.num_pre_head == 0 || num_directions(spec.layers[0]) != 1) continue;
+    rnncore_stack_spec c;
+    rnncore_stack_init(&c);
+    c.dtype = RNNCORE_I8;
+    c.input_size = spec.input_size;
+    c.input_quant = to_c(spec.input_quant);
+    c.num_layers = spec.num_layers;
+    for (int l = 0; l < spec.num_layers; ++l) {
+      const Int8LstmQuant& q = spec.layers[l].int8[0];
+      rnncore_int8_layer_quant& cq = c.layers[l].int8[0];
+      c.layers[l].mode = RNNCORE_MODE_LSTM;
+      c.layers[l].hidden_size = spec.layers[l].hidden_size;
+      for (int g = 0; g < 4; ++g) {
+        cq.w_scale[g] = q.w_scale[g];
+        cq.r_scale[g] = q.r_scale[g];
+      }
+      cq.per_channel = q.per_channel ? 1 : 0;
+      cq.state = to_c(q.state);
+      cq.hidden = to_c(q.hidden);
+      cq.cell_scale = q.cell_scale;
+      cq.cell_clip = q.cell_clip;
+    }
+    c.num_pre_head = spec.num_pre_head;
+    for (int k = 0; k < spec.num_pre_head; ++k) to_c(spec.pre_head[k], &c.pre_head[k]);
+    rnncore_dense_spec head;
+    to_c(spec.head, &head);
+    c.head_out_features = head.out_features;
+    c.head_activation = head.activation;
+    c.head_last_step_only = spec.head.last_step_only ? 1 : 0;
+    c.head_int8_per_channel = head.int8_per_channel;
+    c.head_int8_w_scale = head.int8_w_scale;
+    c.head_int8_linear = head.int8_linear;
+    c.head_int8_output = head.int8_output;
+    c.head_int8_softmax_beta = spec.head.int8_softmax_beta;
+    REQUIRE(rnncore_stack_validate(&c) == RNNCORE_OK);
+    REQUIRE(rnncore_stack_param_count(&c) == static_cast<std::int64_t>(canonical.size()));
+    const std::vector<std::int8_t> x = tensor<std::int8_t>(gf, "x"), y_ref = tensor<std::int8_t>(gf, "y");
+    io::Array xa;
+    REQUIRE(gf.array("x", &xa) == RNNCORE_OK);
+    const int B = static_cast<int>(xa.shape[0]), T = static_cast<int>(xa.shape[1]);
+    rnncore_plan_options o;
+    rnncore_plan_options_init(&o);
+    o.max_batch = B;
+    o.max_seq_len = T;
+    rnncore_model* model = nullptr;
+    REQUIRE(rnncore_model_create_stack(&c, &o, canonical.data(), &model) == RNNCORE_OK);
+    std::vector<std::int8_t> y(y_ref.size());
+    rnncore_forward_args a;
+    rnncore_forward_args_init(&a);
+    a.batch = B;
+    a.seq_len = T;
+    a.layout = RNNCORE_BATCH_MAJOR;
+    a.x = x.data();
+    a.y = y.data();
+    CHECK(rnncore_model_forward(model, &a) == RNNCORE_OK);
+    CHECK(y == y_ref);
+    rnncore_model_destroy(model);
+    ++cases;
+  }
+  CHECK(cases >= 4);
 }

@@ -5,6 +5,7 @@
 //   * a sequence streamed in two chunks, state carried, equals one call;
 //   * io::load_model loads the bundled int8 model into such a Model (LiteRT's bits), refusing
 //     float-model hints;
+//   * the packed layout: fixed-width words; a buffer of another kernel family refused with how to match;
 //   * refusals, each with a detail line.
 #include <doctest/doctest.h>
 
@@ -17,6 +18,8 @@
 #include "rnncore/io/npy.hpp"
 #include "rnncore/io/safetensors.hpp"
 #include "rnncore/rnncore.hpp"
+#include "src/internal/int8_layer.hpp"
+#include "src/internal/plan_impl.hpp"
 #include "src/io/int8_model.hpp"
 #include "tests/golden_files.hpp"
 
@@ -153,7 +156,7 @@ TEST_CASE("every int8 golden a StackSpec holds runs through Model::forward bit f
     ++run;
   }
   MESSAGE(run << " goldens run, " << skipped << " not a StackSpec yet");
-  CHECK(run >= 30);
+  CHECK(run >= 36);  // with the 6 whose head is a chain of Dense layers (StackSpec::pre_head)
 }
 
 TEST_CASE("an int8 stack streams: two chunks with the state carried equal one call") {
@@ -317,4 +320,74 @@ TEST_CASE("int8 stacks: float input quantized as rnncore run quantizes it, float
   int equal = 0;
   for (std::size_t i = 0; i < yq.size(); ++i) equal += yf[i] == q.scale * static_cast<float>(yq[i] - q.zero_point);
   CHECK(equal == static_cast<int>(yq.size()));
+}
+
+// The packed layout of an integer stack is 32-bit words only (offsets, not pointers), so a host
+// packs, or export-c writes, what a 32-bit target reads: a direction's prepared parameters start
+// with input_size, hidden_size, layout, ..., and W's offsets follow (src/int8_layer.cpp,
+// PackedLstm: 6 words, 8 (x_mult) + 8 (h_mult) + 2 (hidden_mult), then w[4] at word 24).
+TEST_CASE("int8 stacks: the packed layout is fixed-width words; another family's buffer is refused with how to match") {
+  const Loaded l = load(rnncore_test::golden_dir("tflite_int8/converted") + "/lstm_I8_H16_T6_B2_seq.safetensors");
+  REQUIRE_MESSAGE(l.status == Status::ok, l.error);
+  PlanOptions opt;
+  opt.max_batch = 2;
+  opt.max_seq_len = 6;
+  opt.max_isa = Isa::none;
+  Plan scalar;
+  REQUIRE(Plan::create(l.spec, opt, &scalar) == Status::ok);
+  std::vector<unsigned char> storage(scalar.packed_weight_bytes() + kAlignment);
+  unsigned char* packed = storage.data() + (kAlignment - reinterpret_cast<std::uintptr_t>(storage.data()) % kAlignment) % kAlignment;
+  REQUIRE(scalar.pack_weights(l.canonical.data(), packed, scalar.packed_weight_bytes()) == Status::ok);
+  const std::size_t at = detail::impl(scalar).i8.dir[0][0].params;
+  std::int32_t words[30];
+  std::memcpy(words, packed + at, sizeof words);
+  CHECK(words[0] == 8);   // input_size
+  CHECK(words[1] == 16);  // hidden_size
+  CHECK(words[2] == 0);   // row-major
+  for (int g = 0; g < 4; ++g) {  // W of gate g: H·I bytes, the canonical ones
+    const auto w = static_cast<std::uint32_t>(words[24 + g]);
+    REQUIRE(w > at);
+    REQUIRE(w + 16 * 8 <= scalar.packed_weight_bytes());
+    CHECK(std::memcmp(packed + w, l.canonical.data() + detail::int8_canonical_dir(l.spec, 0, 0).w + g * 16 * 8, 16 * 8) == 0);
+  }
+
+  // The interleaved family (as a Cortex-M DSP plan packs it; here the portable panel kernel): the
+  // same output bit for bit; a row-major plan refuses its buffer, naming the family and how to
+  // match, and the other way round.
+  std::vector<std::int8_t> x(2 * 6 * 8), y_rows(2 * 6 * 16), y_panels(2 * 6 * 16);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<std::int8_t>((i * 37) % 256 - 128);
+  ForwardArgs a;
+  a.batch = 2;
+  a.seq_len = 6;
+  a.x = x.data();
+  a.y = y_rows.data();
+  std::vector<unsigned char> ws_storage(scalar.workspace_bytes() + 2 * kAlignment + 4096);
+  unsigned char* ws = ws_storage.data() + (kAlignment - reinterpret_cast<std::uintptr_t>(ws_storage.data()) % kAlignment) % kAlignment;
+  REQUIRE(scalar.forward(packed, ws, scalar.workspace_bytes(), a) == Status::ok);
+  opt.int8_weights = Int8Weights::interleaved;
+  Plan panels;
+  REQUIRE(Plan::create(l.spec, opt, &panels) == Status::ok);
+  CHECK(std::string(panels.kernel_name()) == "i8_dot_panels_1x1__scalar");
+  std::vector<unsigned char> storage2(panels.packed_weight_bytes() + kAlignment);
+  unsigned char* packed2 = storage2.data() + (kAlignment - reinterpret_cast<std::uintptr_t>(storage2.data()) % kAlignment) % kAlignment;
+  REQUIRE(panels.pack_weights(l.canonical.data(), packed2, panels.packed_weight_bytes()) == Status::ok);
+  std::memcpy(words, packed2 + detail::impl(panels).i8.dir[0][0].params, sizeof words);
+  CHECK(words[2] == 1);  // interleaved
+  std::vector<unsigned char> ws2_storage(panels.workspace_bytes() + kAlignment);
+  unsigned char* ws2 = ws2_storage.data() + (kAlignment - reinterpret_cast<std::uintptr_t>(ws2_storage.data()) % kAlignment) % kAlignment;
+  a.y = y_panels.data();
+  REQUIRE(panels.forward(packed2, ws2, panels.workspace_bytes(), a) == Status::ok);
+  CHECK(y_panels == y_rows);
+
+  CHECK(scalar.forward(packed2, ws, scalar.workspace_bytes(), a) == Status::weights_not_packed);
+  std::string detail = last_error_detail();
+  CHECK_MESSAGE(detail.find("i8_dot_panels_1x1__scalar (interleaved weights)") != std::string::npos, detail);
+  CHECK_MESSAGE(detail.find("int8_weights = interleaved (rnncore export-c --interleave)") != std::string::npos, detail);
+  CHECK(panels.forward(packed, ws2, panels.workspace_bytes(), a) == Status::weights_not_packed);
+  detail = last_error_detail();
+  CHECK_MESSAGE(detail.find("int8_weights = row_major") != std::string::npos, detail);
+
+  opt.int8_weights = static_cast<Int8Weights>(7);
+  CHECK(Plan::create(l.spec, opt, &panels) == Status::invalid_enum);
+  CHECK(std::string(last_error_detail()).find("int8_weights") != std::string::npos);
 }

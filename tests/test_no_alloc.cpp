@@ -137,15 +137,19 @@ TEST_CASE("forward makes no heap allocation") {
   CHECK(runs == 5 * static_cast<int>(backends.size()));
 }
 
-TEST_CASE("an Embedding and a Dense head (every step, last step, softmax) make no heap allocation") {
+TEST_CASE("an Embedding and a Dense head (every step, last step, softmax, Dense layers before it) make no heap allocation") {
   if (!RNNCORE_TEST_COUNTS_ALLOCATIONS) {
     MESSAGE("allocation counting is off in this build (sanitizer or non-glibc): skipped");
     return;
   }
   int runs = 0;
   for (Backend backend : cpu_backends())
-    for (bool last_step : {false, true}) {
+    for (bool last_step : {false, true})
+    for (int pre_head : {0, 2}) {
       StackSpec st;
+      st.num_pre_head = pre_head;
+      st.pre_head[0] = DenseSpec{7, Activation::relu, false, false, 0.0f, {}, {}, 1.0f};
+      st.pre_head[1] = DenseSpec{3, Activation::tanh, false, false, 0.0f, {}, {}, 1.0f};
       st.input_size = 6;
       st.num_layers = 2;
       st.layers[0].hidden_size = 8;
@@ -189,11 +193,12 @@ TEST_CASE("an Embedding and a Dense head (every step, last step, softmax) make n
       CHECK(after == before);
       ++runs;
     }
-  CHECK(runs == 2 * static_cast<int>(cpu_backends().size()));
+  CHECK(runs == 4 * static_cast<int>(cpu_backends().size()));
 }
 
 // An integer stack (dtype i8): an int8 Embedding, a bidirectional LSTM (merged by ave: the int8
-// ADD and MUL), an LSTM and a Dense head with a softmax, on one thread and on three.
+// ADD and MUL), an LSTM, a Dense with a tanh table and a Dense head with a softmax, on one thread
+// and on three.
 StackSpec int8_stack() {
   StackSpec st;
   st.dtype = DType::i8;
@@ -220,6 +225,12 @@ StackSpec int8_stack() {
   m.half = {1.0f / 256, -128};
   m.half_value = 0;
   st.layers[0].int8_output = {1.0f / 128, 0};
+  st.num_pre_head = 1;
+  st.pre_head[0].out_features = 5;
+  st.pre_head[0].activation = Activation::tanh;
+  st.pre_head[0].int8_w_scale = 0.01f;
+  st.pre_head[0].int8_linear = {0.1f, 0};
+  st.pre_head[0].int8_output = {1.0f / 128, 0};
   st.head.out_features = 3;
   st.head.activation = Activation::softmax;
   st.head.last_step_only = true;
@@ -229,7 +240,7 @@ StackSpec int8_stack() {
   return st;
 }
 
-TEST_CASE("an integer stack (int8 Embedding, LSTMs, merge, Dense, softmax) makes no heap allocation") {
+TEST_CASE("an integer stack (int8 Embedding, LSTMs, merge, two Dense, softmax) makes no heap allocation") {
   if (!RNNCORE_TEST_COUNTS_ALLOCATIONS) {
     MESSAGE("allocation counting is off in this build (sanitizer or non-glibc): skipped");
     return;
@@ -238,14 +249,17 @@ TEST_CASE("an integer stack (int8 Embedding, LSTMs, merge, Dense, softmax) makes
   Rng rng(9);
   std::vector<std::int8_t> canonical(static_cast<std::size_t>(param_count(st)));
   for (auto& v : canonical) v = static_cast<std::int8_t>(rng.range(-20, 20));
-  // The biases and the head's are int32 and its scale a float: zero them, then set the scale.
+  // The biases and the Dense layers' are int32 and their scales floats: zero them, then set the scales.
   for (int l = 0; l < 2; ++l)
     for (int d = 0; d < num_directions(st.layers[l]); ++d)
       std::memset(&canonical[static_cast<std::size_t>(canonical_offset(st, l, d, ParamKind::input_bias, 0))], 0,
                   16 * static_cast<std::size_t>(st.layers[l].hidden_size));
-  std::memset(&canonical[static_cast<std::size_t>(canonical_offset(st, 0, 0, ParamKind::dense_bias, 0))], 0, 12);
-  const float head_scale = 0.01f;
-  std::memcpy(&canonical[static_cast<std::size_t>(canonical_offset(st, -1, 0, ParamKind::weight_scale, 0))], &head_scale, 4);
+  const float dense_scale = 0.01f;
+  for (int k = 0; k < 2; ++k) {  // pre_head[0], the head
+    std::memset(&canonical[static_cast<std::size_t>(canonical_offset(st, k, 0, ParamKind::dense_bias, 0))], 0,
+                4 * static_cast<std::size_t>(k == 0 ? 5 : 3));
+    std::memcpy(&canonical[static_cast<std::size_t>(canonical_offset(st, -1 - k, 0, ParamKind::weight_scale, 0))], &dense_scale, 4);
+  }
   int runs = 0;
   for (int threads : {1, 3}) {
     ThreadPool* pool = nullptr;

@@ -32,7 +32,13 @@ void define_export_c(CLI::App& app, io::ExportCOptions& o) {
       "(rnncore_int8_interleave4, 4-byte aligned; the quantization's weight_layout says so), which the\n"
       "Cortex-M4/M7 DSP kernel reads; NAME_SCRATCH_BYTES is then the larger scratch that layout needs.\n"
       "The layout holds weights -127..127 in odd rows beside negative ones (a -128 there is refused);\n"
-      "it changed on 2026-11-25, so headers written with --interleave before must be exported again.");
+      "it changed on 2026-11-25, so headers written with --interleave before must be exported again.\n"
+      "An int8 model that one rnncore_stack_spec holds (LSTM layers, at most one Dense layer) also gets\n"
+      "the one-call arrays: 'static const rnncore_stack_spec NAME_stack' (int8 in and out) and the\n"
+      "weights packed by pack_weights as the const NAME_packed (NAME_PACKED_BYTES; NAME_WORKSPACE_BYTES\n"
+      "for the sample's B and T), which rnncore_forward reads in place: row-major, or with --interleave\n"
+      "interleaved (plan with int8_weights = RNNCORE_INT8_WEIGHTS_PACKED_INTERLEAVED off a Cortex-M DSP\n"
+      "core); a plan of the other layout refuses it and says which int8_weights matches.");
   app.add_option("--weights", o.weights, "the model")->required()->type_name("M.safetensors");
   app.add_option("--output", o.output, "the header to write")->required()->type_name("MODEL.h");
   app.add_option("--name", o.name, "C identifier prefix (default: from --output)")->type_name("NAME");

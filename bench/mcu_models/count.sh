@@ -21,8 +21,7 @@
 # Needs what run.sh needs, gcc (the plugin), python3 and a CMSIS-NN source tree (CMSIS_NN; git clone
 # https://github.com/ARM-software/CMSIS-NN). Env: WORK (default /tmp/rnncore-mcu-models), BUILD
 # and BUILD_SIGNED (Cortex-M4F firmware builds to reuse; default $WORK/build-m4, $WORK/build-m4-signed),
-# RNNCORE (the host tool, default build/tools/rnncore), STACK_HEADER_TOOL (default
-# build/bench/mcu_stack_header), NICE (10), CMSIS_NN_COMMIT (the commit to name when CMSIS_NN is an
+# RNNCORE (the host tool, default build/tools/rnncore), NICE (10), CMSIS_NN_COMMIT (the commit to name when CMSIS_NN is an
 # unpacked tree, not a git work tree), ONLY_PLAN=1 (the one-call table only: no CMSIS-NN needed).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -34,7 +33,6 @@ BUILD=${BUILD:-$WORK/build-m4}
 BUILD_SIGNED=${BUILD_SIGNED:-$WORK/build-m4-signed}
 NICE=${NICE:-10}
 ONLY_PLAN=${ONLY_PLAN:-0}
-STACK_HEADER_TOOL=${STACK_HEADER_TOOL:-$REPO/build/bench/mcu_stack_header}
 if [ "$ONLY_PLAN" = 1 ]; then CMSIS_NN=${CMSIS_NN:-/nonexistent}; else CMSIS_NN=${CMSIS_NN:?set CMSIS_NN to a CMSIS-NN source tree}; fi
 FW=$REPO/examples/firmware
 CPU=(-mcpu=cortex-m4 -mthumb -mfpu=fpv4-sp-d16 -mfloat-abi=hard)
@@ -104,8 +102,7 @@ image() {  # model kind(rnncore|signed|cmsis-O2|cmsis-Os|plan|plan-signed) reps 
   esac
   if grep -q "^#define ${uc}_EMBEDDING 1" "$WORK/$hdr/$m.h"; then emb=1; else emb=0; fi
   if grep -q "^#define ${uc}_FC0_ACTIVATION RNNCORE_INT8_" "$WORK/$hdr/$m.h"; then emb="$emb -DMODEL_HEAD_TABLE=1"; fi
-  # The one-call image: its packed and workspace buffers sized as the plan asks (a first image prints it).
-  [[ $kind == plan* ]] && defs=("-DSTACK_HEADER=\"${m}_stack.h\"")
+  # The one-call image: its workspace sized as the plan asks (a first image prints it).
   if [[ $kind == plan* ]] && [ "$reps" = sizes ]; then defs+=(-DMODEL_SIZES_ONLY); reps=0; fi
   if [[ $kind == plan* ]] && [[ $img != *-Rsizes.elf ]]; then
     local sz
@@ -114,7 +111,7 @@ image() {  # model kind(rnncore|signed|cmsis-O2|cmsis-Os|plan|plan-signed) reps 
       nice -n "$NICE" qemu-system-arm -M mps2-an386 -display none -serial null -monitor none -semihosting \
         -kernel "$sz" </dev/null 2>&1 | sed -n 's/^SIZES packed=\([0-9]*\) workspace=\([0-9]*\).*/\1 \2/p' >"$sz.sizes"
     read -r packed ws <"$sz.sizes"
-    defs+=(-DPACKED_BYTES="$packed" -DWORKSPACE_BYTES="$ws")
+    defs+=(-DWORKSPACE_BYTES="$ws")
   fi
   if [ ! -f "$img" ] || [ "$HERE/$src" -nt "$img" ] || [ "$WORK/$hdr/$m.h" -nt "$img" ] || [ "${libs[0]}" -nt "$img" ]; then
     nice -n "$NICE" arm-none-eabi-gcc "${CPU[@]}" -std=c99 -Os -ffunction-sections -fdata-sections \
@@ -162,9 +159,6 @@ measure() {  # model kind
 for m in $MODELS; do
   header "$m" hdr --interleave
   [ "$ONLY_PLAN" = 1 ] || header "$m" hdr-rm
-  h=$WORK/hdr/${m}_stack.h
-  [ -f "$h" ] && [ "$h" -nt "$HERE/$m.safetensors" ] && [ "$h" -nt "$STACK_HEADER_TOOL" ] ||
-    "$STACK_HEADER_TOOL" "$HERE/$m.safetensors" "$m" "$h"
 done
 
 # The one-call images (mcu_model_plan.c) beside the hand-composed ones (mcu_model.c), both builds.

@@ -1,16 +1,14 @@
 /* One of the four public LSTM models (bench/mcu_models/README.md), whole, in one call through the
  * one-network C API (rnncore/rnncore.h) on a Cortex-M under qemu-system-arm: the model is one
  * rnncore_stack_spec of dtype RNNCORE_I8 (Embedding -> LSTM x n, bidirectional with the Keras
- * merge -> Dense and its activation), its canonical bytes a const array in flash
- * (STACK_HEADER, written by mcu_stack_header), planned once after rnncore_link_int8(), packed once
- * (pack_weights: the interleaved layout of the DSP kernel, the folded biases), and every inference is
- * one rnncore_forward. The sample and LiteRT's outputs come from the export-c header (MODEL_HEADER,
- * the same as mcu_model.c's; only its sample arrays are used).
+ * merge -> Dense and its activation), and both the spec (NAME_stack) and the weights packed for the
+ * DSP kernel (NAME_packed: interleaved, biases folded) are const objects in flash that the export-c
+ * header (MODEL_HEADER, `rnncore export-c --interleave`, the same header as mcu_model.c's) holds.
+ * The plan is made once after rnncore_link_int8(); there is no pack step, and every inference is
+ * one rnncore_forward on NAME_packed in place.
  *
- * RAM: the plan (a value, 12 KiB), the packed buffer (a copy of the weights and table: an int8 plan
- * does not yet run on packed weights in flash), which holds the spec until planning is done, and
- * the workspace, sized at build time by PACKED_BYTES and WORKSPACE_BYTES (run.sh reads them from a
- * first run with -DMODEL_SIZES_ONLY, which prints them).
+ * RAM: the plan (a value, 12 KiB) and the workspace, sized at build time by WORKSPACE_BYTES
+ * (run.sh reads it from a first run with -DMODEL_SIZES_ONLY, which prints the plan's sizes).
  *
  * Checks, as mcu_model.c: every sequence of the sample equal to LiteRT's bit for bit; a
  * unidirectional model also streamed one step per call (the state in the caller's h and c, carried
@@ -24,7 +22,6 @@
 #include "board.h"
 #include "console.h"
 #include MODEL_HEADER
-#include STACK_HEADER
 #ifdef MODEL_STATE_HEADER
 #include MODEL_STATE_HEADER
 #endif
@@ -52,21 +49,10 @@ typedef int8_t model_input;
 #define STEP_IN U(L0_INPUT_SIZE)
 #endif
 
-#ifndef PACKED_BYTES
-#define PACKED_BYTES (M(CANONICAL_BYTES) + 65536)
-#endif
 #ifndef WORKSPACE_BYTES
 #define WORKSPACE_BYTES 65536
 #endif
 
-/* The spec (8 KiB on 32-bit) is read by planning only; the packed buffer is written after it: one
- * memory for both. */
-static union {
-  rnncore_stack_spec spec;
-  uint8_t packed[PACKED_BYTES];
-} g_mem __attribute__((aligned(64)));
-#define g_spec g_mem.spec
-#define g_packed g_mem.packed
 static rnncore_plan g_plan;
 static uint8_t g_ws[WORKSPACE_BYTES] __attribute__((aligned(64)));
 static int8_t g_y[U(RETURN_SEQUENCES) ? T * OUT : OUT]; /* one sequence's output */
@@ -80,11 +66,10 @@ static rnncore_status model_prepare(void) {
   rnncore_plan_options o;
   rnncore_status s;
   rnncore_link_int8(); /* the firmware profile links the integer backend on this call */
-  M(stack)(&g_spec);
   rnncore_plan_options_init(&o);
   o.max_batch = 1;
   o.max_seq_len = T;
-  s = rnncore_plan_create_stack(&g_spec, &o, &g_plan);
+  s = rnncore_plan_create_stack(&M(stack), &o, &g_plan);
   if (s != RNNCORE_OK) return s;
 #ifdef MODEL_SIZES_ONLY
   put("SIZES packed=");
@@ -93,9 +78,8 @@ static rnncore_status model_prepare(void) {
   put_uint((unsigned long)rnncore_plan_workspace_bytes(&g_plan));
   end_line();
 #endif
-  if (rnncore_plan_packed_weight_bytes(&g_plan) > sizeof g_packed) return RNNCORE_ERR_BUFFER_TOO_SMALL;
-  /* g_spec is dead from here: the plan holds its own copy. */
-  return rnncore_plan_pack_weights(&g_plan, M(canonical), g_packed, sizeof g_packed);
+  /* The header's packed weights are this plan's layout (a plan of another one refuses them in forward). */
+  return rnncore_plan_packed_weight_bytes(&g_plan) == sizeof M(packed) ? RNNCORE_OK : RNNCORE_ERR_BUFFER_TOO_SMALL;
 }
 
 /* The whole model on `steps` inputs in one call, from h0 / c0 (NULL: LiteRT's initial state),
@@ -112,7 +96,7 @@ static rnncore_status model_run(const model_input* in, int steps, int8_t* y, con
   a.c0 = c0;
   a.hy = hy;
   a.cy = cy;
-  return rnncore_forward(&g_plan, g_packed, g_ws, sizeof g_ws, &a);
+  return rnncore_forward(&g_plan, M(packed), g_ws, sizeof g_ws, &a);
 }
 
 static void report(const char* key, unsigned long value) {
@@ -139,7 +123,7 @@ int main(void) {
   unsigned long bad = 0, stack;
   rnncore_status s = model_prepare();
   int r;
-  if (s != RNNCORE_OK) return put_failure("plan and pack", s);
+  if (s != RNNCORE_OK) return put_failure("plan", s);
 #ifdef MODEL_SIZES_ONLY
   return 0;
 #endif

@@ -6,16 +6,15 @@
 # semihosting console, linked with librnncore.a of a firmware build (cross/arm-none-eabi-*.ini), run;
 # each image must print PASS (every int8 output equal to LiteRT's) with its flash, static RAM and
 # stack peak. Each model also as one int8 stack through the one-network C API (mcu_model_plan.c:
-# its spec and canonical bytes from the header mcu_stack_header writes, one rnncore_forward per
-# inference), image NAME_plan, sized by a first run that prints the plan's sizes. On the Cortex-M7
+# the same header's NAME_stack and NAME_packed, in flash, no pack step; one rnncore_forward per
+# inference), image NAME_plan, its workspace sized by a first run that prints the plan's sizes. On the Cortex-M7
 # also the f32 weather model on the FPU (weather_f32.c, within 1e-5 of TensorFlow). Prints one
 # line per image and exits non-zero if any fails.
 #
 #   bash bench/mcu_models/run.sh                        # both cores, all four models
 #   TARGETS=cortex-m7 MODELS="weather" bash bench/mcu_models/run.sh
 #
-# Needs: a host build of the `rnncore` tool (RNNCORE, default build/tools/rnncore) and of
-# mcu_stack_header (STACK_HEADER_TOOL, default build/bench/mcu_stack_header), gcc-arm-none-eabi
+# Needs: a host build of the `rnncore` tool (RNNCORE, default build/tools/rnncore), gcc-arm-none-eabi
 # libnewlib-arm-none-eabi libstdc++-arm-none-eabi-dev, qemu-system-arm, meson, ninja. Env: WORK
 # (scratch, default /tmp/rnncore-mcu-models), BUILD_cortex_m4f / BUILD_cortex_m7 (configured
 # firmware builds to reuse; default $WORK/build-<target>), MESON_OPTIONS (for the builds it makes),
@@ -29,7 +28,6 @@ TARGETS=${TARGETS:-"cortex-m4f cortex-m7"}
 MODELS=${MODELS:-"simple weather text bidi"}
 NICE=${NICE:-10}
 VARIANTS=${VARIANTS:-"hand plan"}
-STACK_HEADER_TOOL=${STACK_HEADER_TOOL:-$REPO/build/bench/mcu_stack_header}
 FW=$REPO/examples/firmware
 mkdir -p "$WORK/hdr"
 
@@ -40,12 +38,6 @@ for m in $MODELS; do
   fresh "$h" "$HERE/$m.safetensors" ||
     "$RNNCORE" export-c --weights "$HERE/$m.safetensors" --name "$m" --sample-input "$HERE/${m}_input.npy" \
       --sample-output "$HERE/${m}_expected_y.npy" --output "$h" --interleave >&2
-done
-for m in $MODELS; do  # the same models as one int8 stack: spec and canonical bytes
-  case " $VARIANTS " in *" plan "*) ;; *) break ;; esac
-  h=$WORK/hdr/${m}_stack.h
-  fresh "$h" "$HERE/$m.safetensors" && [ "$h" -nt "$STACK_HEADER_TOOL" ] ||
-    "$STACK_HEADER_TOOL" "$HERE/$m.safetensors" "$m" "$h"
 done
 case " $MODELS " in *" weather "*)
   fresh "$WORK/hdr/weather_f32.h" "$HERE/weather_f32.safetensors" ||
@@ -111,14 +103,13 @@ for target in $TARGETS; do
     if [[ " $VARIANTS " == *" plan "* ]]; then
       # One call: a first image prints the plan's packed and workspace bytes, the second is sized by them.
       img=$WORK/$target-${m}_plan.elf
-      cc_model "$HERE/mcu_model_plan.c" "$img.o" "-DSTACK_HEADER=\"${m}_stack.h\"" -DMODEL_SIZES_ONLY
+      cc_model "$HERE/mcu_model_plan.c" "$img.o" -DMODEL_SIZES_ONLY
       link "$img" "$img.o"
       sizes=$(timeout 600 qemu-system-arm -M "$(qemu_machine "$target")" -display none -serial null -monitor none \
                 -semihosting -kernel "$img" </dev/null 2>&1 | sed -n 's/^SIZES packed=\([0-9]*\) workspace=\([0-9]*\).*/\1 \2/p')
       if [ -z "$sizes" ]; then echo "$target ${m}_plan: FAILED (no sizes)"; failed=$((failed + 1)); continue; fi
       read -r packed ws <<<"$sizes"
-      cc_model "$HERE/mcu_model_plan.c" "$img.o" "-DSTACK_HEADER=\"${m}_stack.h\"" -DPACKED_BYTES="$packed" \
-        -DWORKSPACE_BYTES="$ws"
+      cc_model "$HERE/mcu_model_plan.c" "$img.o" -DWORKSPACE_BYTES="$ws"
       link "$img" "$img.o"
       run_image "${m}_plan" "$img"
     fi

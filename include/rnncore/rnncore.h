@@ -26,6 +26,8 @@ extern "C" {
 #define RNNCORE_MAX_LAYERS 16
 /** Largest number of wrappers around one cell. */
 #define RNNCORE_MAX_WRAPPERS 4
+/** Dense layers a stack may have before its head. */
+#define RNNCORE_MAX_PRE_HEAD 3
 /** Bytes of a rnncore_plan value: 12 KiB on 32-bit targets (Cortex-M, Armv7-A), 16 KiB on 64-bit
  *  ones, whose plan holds wider offsets and pointers (rnncore::Plan::kStorageBytes). */
 #if UINTPTR_MAX <= 0xFFFFFFFFu
@@ -139,6 +141,17 @@ typedef struct rnncore_layer_spec {
   rnncore_quant int8_output;
 } rnncore_layer_spec;
 
+/** A Dense layer of the chain before the head (see rnncore::DenseSpec; the head's
+ *  last_step_only chooses the rows). The int8_* fields: integer stacks, as the head's. */
+typedef struct rnncore_dense_spec {
+  int32_t out_features;
+  int32_t activation; /**< rnncore_activation (softmax: float stacks only) */
+  int32_t int8_per_channel;
+  float int8_w_scale;
+  rnncore_quant int8_linear;
+  rnncore_quant int8_output;
+} rnncore_dense_spec;
+
 /** A stack of layers with their own cells, sizes, directions and wrappers. */
 typedef struct rnncore_stack_spec {
   int32_t input_size;
@@ -168,6 +181,11 @@ typedef struct rnncore_stack_spec {
   rnncore_quant head_int8_linear;
   rnncore_quant head_int8_output;
   float head_int8_softmax_beta;
+  /** Dense layers between the last layer and the head (inference; an MLP head, or a LiteRT
+   *  model's FULLY_CONNECTED chain): pre_head[0] reads the last layer's output, the head reads
+   *  pre_head[num_pre_head - 1]'s; num_pre_head 0..RNNCORE_MAX_PRE_HEAD. Weights: docs/weights.md. */
+  int32_t num_pre_head;
+  rnncore_dense_spec pre_head[RNNCORE_MAX_PRE_HEAD];
 } rnncore_stack_spec;
 
 /** A tensor shape of up to four dimensions. */
@@ -205,7 +223,16 @@ typedef struct rnncore_plan_options {
   int32_t gpu_half_math; /**< nonzero: the GPU backend may round x and h to the 16-bit weight type for the
                               matrix units, or with F32 weight_dtype x, h and the weights to TF32 (NVIDIA
                               sm_80+; AMD keeps f32) (docs/gpu.md, "Tensor cores") */
+  int32_t int8_weights;  /**< integer stacks: rnncore_int8_weights, the packed LSTM weights' layout (0: the kernel's) */
 } rnncore_plan_options;
+
+/** The packed LSTM weights' layout of an integer stack (rnncore::Int8Weights): a host packing for a
+ *  Cortex-M DSP target plans RNNCORE_INT8_WEIGHTS_PACKED_INTERLEAVED (export-c --interleave). */
+typedef enum rnncore_int8_weights {
+  RNNCORE_INT8_WEIGHTS_PACKED_AUTO = 0,         /**< the dot kernel's family (interleaved on a Cortex-M DSP core) */
+  RNNCORE_INT8_WEIGHTS_PACKED_ROW_MAJOR = 1,
+  RNNCORE_INT8_WEIGHTS_PACKED_INTERLEAVED = 2,
+} rnncore_int8_weights;
 
 /** A planned network; a plain value of fixed size (place it anywhere, copy it freely). */
 typedef union rnncore_plan {

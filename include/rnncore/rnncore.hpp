@@ -216,6 +216,9 @@ struct EmbeddingSpec {
   std::int32_t vocab_size = 0;  ///< rows of the table; 0: no embedding
 };
 
+/// Dense layers a stack may have before its head (StackSpec::pre_head).
+constexpr int kMaxPreHead = 3;
+
 /// What a Dense head applies after its affine map (softmax: over the out_features of one row).
 enum class Activation : std::int32_t { none = 0, relu = 1, sigmoid = 2, tanh = 3, softmax = 4 };
 
@@ -251,6 +254,13 @@ struct StackSpec {
   LayerSpec layers[kMaxLayers];
   EmbeddingSpec embedding;                    ///< before layer 0 (vocab_size 0: none)
   DenseSpec head;                             ///< after the last layer (out_features 0: none)
+  /// Dense layers between the last layer and the head (an MLP head: Linear → ReLU → Linear):
+  /// pre_head[0] maps the last layer's output, pre_head[k] maps pre_head[k−1]'s, the head maps the
+  /// last one's. They need a head; the head's last_step_only chooses the rows for the whole chain
+  /// (theirs stays false). Integer stacks: each is a FULLY_CONNECTED with its own int8_* fields (the
+  /// softmax only on the head). Inference only: a training plan refuses them.
+  std::int32_t num_pre_head = 0;              ///< 0..kMaxPreHead
+  DenseSpec pre_head[kMaxPreHead];
   /// Integer stacks: layer 0's int8 input (the embedding's rows with one); x is int8, or f32
   /// quantized as LiteRT's QUANTIZE does (float_input); y is int8, or f32 dequantized (float_output).
   QuantParams input_quant;
@@ -319,13 +329,16 @@ enum class ParamKind : std::int32_t {
   recurrent_bias = 3,
   peephole = 4,
   projection = 5,
-  /// Embedding and head (layer, direction and gate 0), after every layer's parameters, in this order:
-  /// the table E [vocab_size, input_size], the head's W [out_features, D·O] and b [out_features].
+  /// Embedding and head (direction and gate 0), after every layer's parameters, in this order:
+  /// the table E [vocab_size, input_size] (layer 0), then per Dense of the chain pre_head[0..], head
+  /// its W [out_features, in] and b [out_features]; for dense_weight / dense_bias `layer` is the
+  /// Dense's place in that chain (0..num_pre_head, the head last: layer 0 without pre_head).
   embedding = 6,
   dense_weight = 7,
   dense_bias = 8,
   /// Integer stacks' per-channel scales (f32): of a layer's W_g (gate g) and R_g (gate 4 + g), [H]
-  /// each; of the head's W (layer −1, direction and gate 0), [out_features] (or [1] per tensor).
+  /// each; of Dense k's W in the chain (layer −1 − k, direction and gate 0: the head's is −1 without
+  /// pre_head), [out_features] (or [1] per tensor).
   weight_scale = 9
 };
 
@@ -337,19 +350,20 @@ std::int64_t param_count(const RnnSpec& spec);
 std::int64_t canonical_offset(const RnnSpec& spec, int layer, int direction, ParamKind kind, int gate);
 /// CudnnLSTM's canonical_weight_shapes: per layer, per direction, W_k for each gate then R_k for each
 /// gate, then W_proj [P, H] when the layer projects (W omitted for a skip layer); after every layer
-/// the embedding table [vocab_size, I] and the head's W [out_features, D·O] when the stack has them. Writes at most `capacity` shapes; `*count` receives the total.
+/// the embedding table [vocab_size, I] and each Dense's W [out_features, in] (pre_head, then the head) when the stack has them. Writes at most `capacity` shapes; `*count` receives the total.
 Status canonical_weight_shapes(const RnnSpec& spec, Shape* shapes, int capacity, int* count);
 /// CudnnLSTM's canonical_bias_shapes: per layer, per direction, bW_k for each gate then bR_k, then the
-/// peepholes p_i, p_f, p_o [H] when the layer has them; then the head's b [out_features].
+/// peepholes p_i, p_f, p_o [H] when the layer has them; then each Dense's b [out_features] (pre_head, then the head).
 Status canonical_bias_shapes(const RnnSpec& spec, Shape* shapes, int capacity, int* count);
 /// CudnnLSTM's state_shape: [L·D, batch, O] for h (O = proj_size or H); c is [L·D, batch, H].
 Shape state_shape(const RnnSpec& spec, int batch);
 /// Integer stacks (dtype i8): bytes, and byte offsets. Per (layer, direction): W_g int8 [H, I] for
 /// g = i, f, g, o, R_g int8 [H, H], then (4-byte aligned) the biases int32 [H] (ParamKind::input_bias;
 /// no recurrent bias), then with per-channel scales W_g's and R_g's f32 [H] (weight_scale, gates 0..7);
-/// after every layer the embedding table int8 [vocab_size, I], the head's W int8 [out_features, D·H],
-/// its b int32 [out_features] and its W scales f32 ([out_features], or [1] per tensor), each
-/// 4-byte aligned: the tensors of a tflite_int8 file (docs/int8.md).
+/// after every layer the embedding table int8 [vocab_size, I], then per Dense of the chain
+/// (pre_head[0..], the head last) its W int8 [out_features, in], b int32 [out_features] and W scales
+/// f32 ([out_features], or [1] per tensor), each 4-byte aligned: the tensors of a tflite_int8 file
+/// (docs/int8.md).
 std::int64_t param_count(const StackSpec& stack);
 std::int64_t canonical_offset(const StackSpec& stack, int layer, int direction, ParamKind kind, int gate);
 Status canonical_weight_shapes(const StackSpec& stack, Shape* shapes, int capacity, int* count);
@@ -431,6 +445,13 @@ class ThreadPool {
   Impl* impl_ = nullptr;
 };
 
+/// The layout of an integer stack's LSTM weights in the packed buffer (its kernel family).
+enum class Int8Weights : std::int32_t {
+  auto_select = 0,  ///< the chosen dot kernel's: interleaved on a Cortex-M with the DSP extension, else row-major
+  row_major = 1,    ///< [H, K] rows, as TFLite stores them (the row kernels of every build)
+  interleaved = 2,  ///< panels of 4 rows (interleave4; the DSP panel kernel, elsewhere the portable one)
+};
+
 /// How to plan a network.
 struct PlanOptions {
   std::int32_t max_batch = 1;    ///< largest batch forward() will see
@@ -458,6 +479,9 @@ struct PlanOptions {
   /// backends; on the GPU the reserve and backward workspace are device memory. A custom residual
   /// function and LSTM projections, peepholes and clips are refused.
   bool training = false;
+  /// Integer stacks: the LSTM weights' layout, so that a host packs (or rnncore export-c writes,
+  /// `--interleave`) for a target's family; a plan refuses a buffer packed for the other one.
+  Int8Weights int8_weights = Int8Weights::auto_select;
 };
 
 /// Whether a run applies dropout. Inference runs are deterministic.

@@ -23,7 +23,10 @@ struct Int8CanonicalDir {
 Int8CanonicalDir int8_canonical_dir(const StackSpec& st, int layer, int dir);
 // Byte offsets of the tail (-1: absent) and the whole buffer's size.
 struct Int8CanonicalTail {
-  std::int64_t table = -1, head_w = -1, head_b = -1, head_scales = -1, end = 0;
+  std::int64_t table = -1, end = 0;
+  // Per Dense of the chain (pre_head[0..], the head last): W, b, the weight scales.
+  std::int64_t dense_w[kMaxPreHead + 1] = {-1, -1, -1, -1}, dense_b[kMaxPreHead + 1] = {-1, -1, -1, -1},
+               dense_scales[kMaxPreHead + 1] = {-1, -1, -1, -1};
 };
 Int8CanonicalTail int8_canonical_tail(const StackSpec& st);
 std::int64_t int8_canonical_offset(const StackSpec& st, int layer, int dir, ParamKind kind, int gate);
@@ -47,6 +50,12 @@ struct Int8DirPack {
 };
 
 // The integer backend's part of a plan (zero in other plans).
+// One Dense of the chain in the packed buffer: its prepared parameters, W, storage, activation
+// table and softmax (the head's only).
+struct Int8DensePack {
+  std::size_t params = 0, w = 0, bias = 0, scale = 0, lut = 0, softmax = 0;
+};
+
 struct Int8Plan {
   q8::DotRowsFn dot = nullptr;                    // chosen under PlanOptions::max_isa
   // The panel kernel of the dot kernel's family where there is one (the Cortex-M DSP build): the
@@ -57,13 +66,15 @@ struct Int8Plan {
   Int8DirPack dir[kMaxLayers][2];
   rnncore_int8_add merge_add[kMaxLayers];         // sum, ave
   rnncore_int8_mul merge_mul[kMaxLayers];         // mul, ave (· 0.5)
-  // Packed: the embedding table, the head's prepared parameters, its W, storage, activation table, softmax.
-  std::size_t table = 0, head_params = 0, head_w = 0, head_bias = 0, head_scale = 0, head_lut = 0, softmax = 0;
+  // Packed: the embedding table, then each Dense of the chain (pre_head[0..], the head last).
+  std::size_t table = 0;
+  Int8DensePack dense[kMaxPreHead + 1];
   // Workspace (bytes): the int8 input (quantized or looked up) [T, B, I]; the layers' outputs
   // [T, B, W] (two, alternating); a merging layer's directions [T, B, H] each; the head's rows
-  // [B, W] (last step) and its two buffers [rows, max(W, F)]; per direction the rows' h (int8) and
+  // [B, W] (last step) and its two buffers [rows, max(W, F)]; the activations of the Dense layers
+  // before it, [rows, ·] in head_mid[k % 2]; per direction the rows' h (int8) and
   // c (int16) [B, H]; per thread a step's scratch.
-  std::size_t x = 0, out[2] = {0, 0}, dir_out[2] = {0, 0}, head_rows = 0, head_a = 0, head_b = 0;
+  std::size_t x = 0, out[2] = {0, 0}, dir_out[2] = {0, 0}, head_rows = 0, head_a = 0, head_b = 0, head_mid[2] = {0, 0};
   std::size_t h[2] = {0, 0}, c[2] = {0, 0}, scratch = 0, scratch_stride = 0;
   std::int32_t max_hidden = 0, max_width = 0;
 };

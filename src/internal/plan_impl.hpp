@@ -62,6 +62,7 @@ struct WorkspaceLayout {
   std::size_t head_in = 0;            // head: [T, B, D·O] the last layer's output (time-major)
   std::size_t head_rows = 0;          //   last_step_only: [B, D·O] each row's last outputs
   std::size_t head_out = 0;           //   [T, B, out] (or [B, out]) the head's products before the epilogue
+  std::size_t head_mid[2] = {0, 0};   //   pre_head: [T, B, ·] (or [B, ·]) Dense k's activations in head_mid[k % 2]
   std::size_t scratch = 0;            // per thread (SIMD) or direction (reference): kScratchRows rows
   std::size_t scratch_stride = 0;     //   of max_width elements each
   std::size_t total = 0;

@@ -21,8 +21,13 @@ std::int64_t extension_params(const LayerSpec& layer);
 
 // Scalars of every layer's parameters: the canonical offset of the embedding table and head, which follow.
 std::int64_t recurrent_param_count(const StackSpec& stack);
-// The head's input width: D·O of the last layer.
+// The Dense chain's input width: D·O of the last layer.
 std::int64_t head_input_size(const StackSpec& stack);
+// The Dense chain after the last layer: pre_head[0..num_pre_head), then the head (k = num_pre_head);
+// num_dense is 0 without a head. dense_input_size(k): the chain's input for k = 0, else Dense k−1's width.
+int num_dense(const StackSpec& stack);
+const DenseSpec& dense_at(const StackSpec& stack, int k);
+std::int64_t dense_input_size(const StackSpec& stack, int k);
 
 // Rounds n up to a multiple of m (m > 0).
 constexpr std::int64_t round_up(std::int64_t n, std::int64_t m) { return (n + m - 1) / m * m; }

@@ -807,7 +807,144 @@ void write_int8_sample(std::string* out, const Int8Export& e, const std::string&
     if (!e.sample_out.empty())
       write_array(out, "static const int8_t " + name + "_sample_output", e.sample_out.data(), e.sample_out.size(), {}, 16);
   }
-  appendf(out, "\n#endif /* RNNCORE_EXPORT_%s_H */\n", NAME.c_str());
+}
+
+// RNNCORE_PACKED_ALIGN (once per program) and the little-endian check of NAME_packed.
+void write_packed_align(std::string* out, const std::string& name) {
+  appendf(out,
+          "/* The packed weights must be RNNCORE_ALIGNMENT-aligned: this asks the compiler; elsewhere define\n"
+          " * RNNCORE_PACKED_ALIGN yourself (a declaration specifier aligning to 64 bytes). */\n"
+          "#ifndef RNNCORE_PACKED_ALIGN\n"
+          "#if defined(__GNUC__) || defined(__clang__) || defined(__ARMCC_VERSION)\n"
+          "#define RNNCORE_PACKED_ALIGN __attribute__((aligned(RNNCORE_ALIGNMENT)))\n"
+          "#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L\n"
+          "#define RNNCORE_PACKED_ALIGN _Alignas(RNNCORE_ALIGNMENT)\n"
+          "#elif defined(_MSC_VER)\n"
+          "#define RNNCORE_PACKED_ALIGN __declspec(align(64))\n"
+          "#else\n"
+          "#error \"define RNNCORE_PACKED_ALIGN to align an object to RNNCORE_ALIGNMENT bytes with this compiler\"\n"
+          "#endif\n"
+          "#endif\n"
+          "#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__\n"
+          "#error \"%s_packed holds little-endian header words: export-c writes for little-endian targets\"\n"
+          "#endif\n\n",
+          name.c_str());
+}
+
+// "{scale, zero_point}" of a quantization.
+std::string quant_init(const QuantParams& q) {
+  return "{" + float_literal(q.scale) + ", " + std::to_string(q.zero_point) + "}";
+}
+
+std::string floats_init(const float* v, int n) {
+  std::string r = "{";
+  for (int i = 0; i < n; ++i) r += (i > 0 ? ", " : "") + float_literal(v[i]);
+  return r + "}";
+}
+
+// The integer stack as a rnncore_stack_spec initializer (int8 rows or token ids in, int8 out).
+void write_int8_stack_spec(std::string* out, const std::string& name, const StackSpec& st) {
+  static const char* const kActivations[] = {"RNNCORE_ACTIVATION_NONE", "RNNCORE_ACTIVATION_RELU", "RNNCORE_ACTIVATION_SIGMOID",
+                                             "RNNCORE_ACTIVATION_TANH", "RNNCORE_ACTIVATION_SOFTMAX"};
+  static const char* const kMerges[] = {"RNNCORE_MERGE_CONCAT", "RNNCORE_MERGE_SUM", "RNNCORE_MERGE_MUL", "RNNCORE_MERGE_AVE"};
+  std::string layers;
+  for (int l = 0; l < st.num_layers; ++l) {
+    const LayerSpec& ls = st.layers[l];
+    layers += "        {\n            .mode = " + std::string(mode_enum(ls.mode)) +
+              ",\n            .hidden_size = " + std::to_string(ls.hidden_size) + ",\n            .direction = " +
+              (num_directions(ls) == 2 ? "RNNCORE_BIDIRECTIONAL" : "RNNCORE_UNIDIRECTIONAL") + ",\n            .int8 = {\n";
+    for (int d = 0; d < num_directions(ls); ++d) {
+      const Int8LstmQuant& q = ls.int8[d];
+      layers += "                {\n                    .w_scale = " + floats_init(q.w_scale, 4) +
+                ",\n                    .r_scale = " + floats_init(q.r_scale, 4) + ",\n                    .per_channel = " +
+                std::to_string(q.per_channel ? 1 : 0) + ",\n                    .state = " + quant_init(q.state) +
+                ",\n                    .hidden = " + quant_init(q.hidden) + ",\n                    .cell_scale = " +
+                float_literal(q.cell_scale) + ",\n                    .cell_clip = " + float_literal(q.cell_clip) +
+                ",\n                },\n";
+    }
+    const Int8Merge& m = ls.merge;
+    layers += "            },\n            .merge = {" + std::string(kMerges[static_cast<int>(m.mode)]) + ", " + quant_init(m.fw) +
+              ", " + quant_init(m.bw) + ", " + quant_init(m.sum) + ", " + quant_init(m.half) + ", " +
+              std::to_string(m.half_value) + "},\n            .int8_output = " + quant_init(ls.int8_output) + ",\n        },\n";
+  }
+  const DenseSpec& h = st.head;
+  appendf(out,
+          "/** The whole network as one integer stack (C99 designated initializers: fields not named are 0,\n"
+          " * as after rnncore_stack_init); x int8 [B, T, %s_INPUT_SIZE]%s, y int8, either layout:\n"
+          " * rnncore_plan_create_stack(&%s_stack, ...), then rnncore_forward on &%s_packed. */\n"
+          "static const rnncore_stack_spec %s_stack = {\n"
+          "    .input_size = %d,\n    .dtype = RNNCORE_I8,\n    .num_layers = %d,\n    .layers = {\n%s    },\n"
+          "    .embedding_vocab_size = %d,\n    .head_out_features = %d,\n    .head_activation = %s,\n"
+          "    .head_last_step_only = %d,\n    .input_quant = %s,\n    .head_int8_per_channel = %d,\n"
+          "    .head_int8_w_scale = %s,\n    .head_int8_linear = %s,\n    .head_int8_output = %s,\n"
+          "    .head_int8_softmax_beta = %s,\n};\n\n",
+          upper(name).c_str(), st.embedding.vocab_size > 0 ? " (int32 token ids [B, T] with the Embedding)" : "",
+          name.c_str(), name.c_str(), name.c_str(), st.input_size, st.num_layers, layers.c_str(), st.embedding.vocab_size,
+          h.out_features, kActivations[static_cast<int>(h.activation)], h.last_step_only ? 1 : 0,
+          quant_init(st.input_quant).c_str(), h.int8_per_channel ? 1 : 0, float_literal(h.int8_w_scale).c_str(),
+          quant_init(h.int8_linear).c_str(), quant_init(h.int8_output).c_str(), float_literal(h.int8_softmax_beta).c_str());
+}
+
+// NAME_stack and NAME_packed: the weights packed by the library's own pack_weights for the family
+// of --interleave (interleaved panels, the Cortex-M DSP kernel's) or row-major (every other
+// kernel), for the one-call C API with no pack step. A model the stack spec does not hold yet is
+// noted and left out (the int8.h arrays above run it).
+Status write_int8_plan_arrays(std::string* out, const ExportCOptions& o, const Int8Export& e, ExportCReport* report,
+                              std::string* summary, std::string* error) {
+  StackSpec st;
+  std::vector<unsigned char> canonical;
+  bool last_step = false;
+  std::string why;
+  if (e.st.reverse_input) why = "it reverses its input (go_backwards), which rnncore_stack_spec does not hold";
+  else if (int8_stack_spec(e.st, &st, &canonical, &last_step, &why) == Status::ok && last_step)
+    why = "it outputs the last step without a Dense layer, which rnncore_stack_spec does not hold";
+  else if (why.empty() && st.num_pre_head > 0)
+    why = "it has several Dense layers; this header's stack initializer writes the head only (pre_head not yet)";
+  if (!why.empty()) {
+    report->notes.push_back("no " + o.name + "_stack / " + o.name + "_packed: " + why);
+    return Status::ok;
+  }
+  st.float_input = false;
+  st.float_output = false;
+  PlanOptions po;
+  po.max_isa = Isa::none;
+  po.max_batch = e.in_shape.empty() ? 1 : static_cast<std::int32_t>(e.in_shape[0]);
+  po.max_seq_len = e.in_shape.empty() ? 1 : static_cast<std::int32_t>(e.in_shape[1]);
+  po.int8_weights = o.interleave ? Int8Weights::interleaved : Int8Weights::row_major;
+  Plan plan;
+  Status s = Plan::create(st, po, &plan);
+  const std::size_t bytes = s == Status::ok ? plan.packed_weight_bytes() : 0;
+  std::vector<unsigned char> buffer(bytes + kAlignment);
+  unsigned char* at = buffer.data() + (kAlignment - reinterpret_cast<std::uintptr_t>(buffer.data()) % kAlignment) % kAlignment;
+  if (s == Status::ok) s = plan.pack_weights(canonical.data(), at, bytes);
+  if (s != Status::ok) return fail(error, o.weights + ": packing the integer stack: " + last_error_detail(), s);
+  const std::string NAME = upper(o.name), family = o.interleave ? "interleaved" : "row-major";
+  appendf(out,
+          "\n/* ---- The one-call C API (rnncore/rnncore.h): the stack and its weights packed, in flash ---- */\n"
+          "#include \"rnncore/rnncore.h\"\n\n");
+  write_int8_stack_spec(out, o.name, st);
+  write_packed_align(out, o.name);
+  appendf(out,
+          "/** The packed LSTM weights' layout: %s (RNNCORE_INT8_WEIGHTS_PACKED_%s; %s). A plan of\n"
+          " * the other layout refuses %s_packed, saying which rnncore_plan_options.int8_weights matches. */\n"
+          "#define %s_KERNEL_FAMILY \"%s\"\n"
+          "/** sizeof %s_packed; %s_WORKSPACE_BYTES: rnncore_plan_workspace_bytes of a plan for max_batch\n"
+          " * %d, max_seq_len %d (one thread): all the RAM a run takes besides x, y and the plan. */\n"
+          "#define %s_PACKED_BYTES %zu\n#define %s_WORKSPACE_BYTES %zu\n",
+          family.c_str(), o.interleave ? "INTERLEAVED" : "ROW_MAJOR",
+          o.interleave ? "the Cortex-M DSP kernel's; elsewhere the portable panel kernel runs it"
+                       : "every row kernel's; on a Cortex-M with the DSP extension plan RNNCORE_INT8_WEIGHTS_PACKED_ROW_MAJOR",
+          o.name.c_str(), NAME.c_str(), plan.kernel_name(), o.name.c_str(), NAME.c_str(), po.max_batch, po.max_seq_len,
+          NAME.c_str(), bytes, NAME.c_str(), plan.workspace_bytes());
+  appendf(out,
+          "/** The weights packed for %s_KERNEL_FAMILY by pack_weights (its header, then each LSTM direction's\n"
+          " * prepared parameters as 32-bit words and offsets, W, R, the folded biases, then the ends), read\n"
+          " * in place by rnncore_forward: no rnncore_plan_pack_weights and no RAM for weights. */\n",
+          NAME.c_str());
+  write_array(out, "static RNNCORE_PACKED_ALIGN const uint8_t " + o.name + "_packed", at, bytes, {}, 16);
+  *summary = "; " + o.name + "_packed (" + family + ") " + std::to_string(bytes) + " bytes, workspace " +
+             std::to_string(plan.workspace_bytes()) + " bytes";
+  return Status::ok;
 }
 
 Status export_int8(const ExportCOptions& o, const SafeTensors& file, std::string* out, ExportCReport* report,
@@ -834,6 +971,10 @@ Status export_int8(const ExportCOptions& o, const SafeTensors& file, std::string
   else
     write_int8_stack(out, o, e, name, f, usage, reverse);
   write_int8_sample(out, e, name);
+  std::string packed_summary;
+  const Status ps = write_int8_plan_arrays(out, o, e, report, &packed_summary, error);
+  if (ps != Status::ok) return ps;
+  appendf(out, "\n#endif /* RNNCORE_EXPORT_%s_H */\n", NAME.c_str());
   std::size_t folded = 0;
   bool per_channel = false;
   for (const auto& l : st.layers) folded += 4 * l->bias_storage.size(), per_channel |= q8::int8_lstm_per_channel(l->q);
@@ -844,7 +985,7 @@ Status export_int8(const ExportCOptions& o, const SafeTensors& file, std::string
                                  " Dense layer(s)").c_str(),
                 f.weight_bytes, o.interleave ? ", interleaved" : "", per_channel ? " and per-channel multipliers" : "",
                 folded, e.sample_in.empty() ? "" : ", sample");
-  report->summary = b;
+  report->summary = b + packed_summary;
   return Status::ok;
 }
 
@@ -1040,24 +1181,7 @@ void write_float_sizes(std::string* out, const ExportCOptions& o, const FloatExp
 // words: the header holds 64-bit fields, so a big-endian target is refused at compile time.
 void write_packed(std::string* out, const std::string& name, const FloatExport& e) {
   const std::string NAME = upper(name);
-  appendf(out,
-          "/* The packed weights must be RNNCORE_ALIGNMENT-aligned: this asks the compiler; elsewhere define\n"
-          " * RNNCORE_PACKED_ALIGN yourself (a declaration specifier aligning to 64 bytes). */\n"
-          "#ifndef RNNCORE_PACKED_ALIGN\n"
-          "#if defined(__GNUC__) || defined(__clang__) || defined(__ARMCC_VERSION)\n"
-          "#define RNNCORE_PACKED_ALIGN __attribute__((aligned(RNNCORE_ALIGNMENT)))\n"
-          "#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L\n"
-          "#define RNNCORE_PACKED_ALIGN _Alignas(RNNCORE_ALIGNMENT)\n"
-          "#elif defined(_MSC_VER)\n"
-          "#define RNNCORE_PACKED_ALIGN __declspec(align(64))\n"
-          "#else\n"
-          "#error \"define RNNCORE_PACKED_ALIGN to align an object to RNNCORE_ALIGNMENT bytes with this compiler\"\n"
-          "#endif\n"
-          "#endif\n"
-          "#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__\n"
-          "#error \"%s_packed holds little-endian header words: export-c writes for little-endian targets\"\n"
-          "#endif\n\n",
-          name.c_str());
+  write_packed_align(out, name);
   appendf(out,
           "/** The weights packed for %s (%s_KERNEL_FAMILY), read in place by rnncore_forward:\n"
           " * no rnncore_plan_pack_weights and no RAM for weights (pass &%s_packed as `packed`). First\n"

@@ -61,7 +61,8 @@ Int8KernelNames int8_best_kernels(Isa cap) {
 struct Int8Runner::Impl {
   Int8Stack stack;
   // The stack as a Plan runs it (io::int8_stack_spec; rows in, int8 out), where a StackSpec holds
-  // it; else run_int8_stack runs it (Keras go_backwards, several Dense layers: docs/int8.md).
+  // it; else run_int8_stack runs it (a softmax alone or after an activated Dense layer, bidirectional
+  // directions of different widths: docs/int8.md, "What is left").
   bool planned = false;
   StackSpec spec;
   std::vector<unsigned char> canonical;

@@ -547,6 +547,21 @@ void put_direction(const StackSpec& spec, int l, int d, const Int8Model& m, unsi
 }
 
 // The head (at most one Dense layer, then a softmax) into the spec.
+// One Dense layer of the file as a DenseSpec of the chain (the softmax, if any, is the head's).
+DenseSpec dense_spec(const Int8Dense& d, bool softmax) {
+  DenseSpec h;
+  h.out_features = d.out_size;
+  h.activation = d.has_table ? (d.table_function == q8::TableActivation::sigmoid ? Activation::sigmoid : Activation::tanh)
+                 : d.q.relu  ? Activation::relu
+                 : softmax   ? Activation::softmax
+                             : Activation::none;
+  h.int8_per_channel = d.w_scales.size() > 1;
+  h.int8_w_scale = d.w_scales.size() == 1 ? d.w_scales[0] : 0.0f;
+  h.int8_linear = qp(d.q.output_scale, d.q.output_zp);
+  if (d.has_table) h.int8_output = qp(d.table_output_scale, d.table_output_zp);
+  return h;
+}
+
 Status head_spec(const Int8Stack& s, StackSpec* spec, std::string* error) {
   DenseSpec& h = spec->head;
   if (s.dense.empty()) {
@@ -555,30 +570,22 @@ Status head_spec(const Int8Stack& s, StackSpec* spec, std::string* error) {
              "'s LSTM with no Dense layer before it: a StackSpec head is a Dense layer with its activation";
     return Status::unsupported;
   }
-  if (s.dense.size() > 1) {
-    const Int8Dense& second = *s.dense[1];
-    *error = "Dense layer fc1 (" + std::to_string(second.in_size) + " -> " + std::to_string(second.out_size) +
-             ", one of " + std::to_string(s.dense.size()) + " Dense layers after the LSTMs): a StackSpec head is one Dense layer";
+  const std::size_t n = s.dense.size();
+  if (n > static_cast<std::size_t>(kMaxPreHead) + 1) {
+    *error = std::to_string(n) + " Dense layers after the LSTMs (a StackSpec chain has 1.." + std::to_string(kMaxPreHead + 1) + ")";
     return Status::unsupported;
   }
-  const Int8Dense& d = *s.dense[0];
+  const Int8Dense& d = *s.dense.back();
   if (s.has_softmax && (d.has_table || d.q.relu)) {
-    *error = std::string("the softmax after Dense layer fc0 (") + (d.q.relu                                             ? "relu"
-                                                           : d.table_function == q8::TableActivation::sigmoid ? "sigmoid"
-                                                                                                               : "tanh") +
+    *error = "the softmax after Dense layer fc" + std::to_string(n - 1) + " (" +
+             (d.q.relu ? "relu" : d.table_function == q8::TableActivation::sigmoid ? "sigmoid" : "tanh") +
              "): a StackSpec head has one activation";
     return Status::unsupported;
   }
-  h.out_features = d.out_size;
+  spec->num_pre_head = static_cast<int>(n) - 1;
+  for (std::size_t k = 0; k + 1 < n; ++k) spec->pre_head[k] = dense_spec(*s.dense[k], false);
+  h = dense_spec(d, s.has_softmax);
   h.last_step_only = !s.return_sequences;
-  h.activation = d.has_table ? (d.table_function == q8::TableActivation::sigmoid ? Activation::sigmoid : Activation::tanh)
-                 : d.q.relu  ? Activation::relu
-                 : s.has_softmax ? Activation::softmax
-                                 : Activation::none;
-  h.int8_per_channel = d.w_scales.size() > 1;
-  h.int8_w_scale = d.w_scales.size() == 1 ? d.w_scales[0] : 0.0f;
-  h.int8_linear = qp(d.q.output_scale, d.q.output_zp);
-  if (d.has_table) h.int8_output = qp(d.table_output_scale, d.table_output_zp);
   if (s.has_softmax) {
     h.int8_output = qp(s.softmax_output_scale, s.softmax_output_zp);
     h.int8_softmax_beta = s.softmax_beta;
@@ -642,11 +649,12 @@ Status int8_stack_spec(const Int8Stack& s, StackSpec* spec, std::vector<unsigned
   }
   if (spec->embedding.vocab_size > 0)
     std::memcpy(c + canonical_offset(*spec, 0, 0, ParamKind::embedding, 0), s.table.data(), s.table.size());
-  if (!s.dense.empty()) {
-    const Int8Dense& d = *s.dense[0];
-    std::memcpy(c + canonical_offset(*spec, 0, 0, ParamKind::dense_weight, 0), d.w.data(), d.w.size());
-    std::memcpy(c + canonical_offset(*spec, 0, 0, ParamKind::dense_bias, 0), d.b.data(), 4 * d.b.size());
-    std::memcpy(c + canonical_offset(*spec, -1, 0, ParamKind::weight_scale, 0), d.w_scales.data(), 4 * d.w_scales.size());
+  for (std::size_t k = 0; k < s.dense.size(); ++k) {
+    const Int8Dense& d = *s.dense[k];
+    const int j = static_cast<int>(k);
+    std::memcpy(c + canonical_offset(*spec, j, 0, ParamKind::dense_weight, 0), d.w.data(), d.w.size());
+    std::memcpy(c + canonical_offset(*spec, j, 0, ParamKind::dense_bias, 0), d.b.data(), 4 * d.b.size());
+    std::memcpy(c + canonical_offset(*spec, -1 - j, 0, ParamKind::weight_scale, 0), d.w_scales.data(), 4 * d.w_scales.size());
   }
   return Status::ok;
 }

@@ -910,6 +910,7 @@ void drop_ends(LoadedModel* m) {
   const std::int64_t first = table >= 0 ? table : canonical_offset(st, 0, 0, ParamKind::dense_weight, 0);
   m->canonical.resize(static_cast<std::size_t>(first) * dtype_size(st.dtype));
   st.head = DenseSpec();
+  st.num_pre_head = 0;
   st.embedding = EmbeddingSpec();
   m->ignored.insert(m->ignored.begin(), m->ends.begin(), m->ends.end());
   m->ends.clear();
