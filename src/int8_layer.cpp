@@ -21,6 +21,7 @@
 #include "src/internal/int8_activations.hpp"
 #include "src/internal/int8_dense.hpp"
 #include "src/internal/int8_elementwise.hpp"
+#include "src/internal/int8_fixed_point.hpp"
 #include "src/internal/int8_layer.hpp"
 #include "src/internal/int8_lstm.hpp"
 #include "src/internal/plan_impl.hpp"
@@ -508,15 +509,17 @@ T* ws_at(const Run& r, std::size_t off) {
   return reinterpret_cast<T*>(r.ws + off);
 }
 
-q8::Int8LstmParams unpack_lstm(const Run& r, int l, int d) {
+// Direction (l, d)'s prepared parameters, its kernels' pointers into the packed buffer. Not
+// inlined, into the caller's value: the packed copy it reads stays off the frame the step runs on
+// (the firmware's stack peak).
+RNNCORE_Q8_NOINLINE void unpack_lstm(const Run& r, int l, int d, q8::Int8LstmParams* prm) {
   PackedLstm pl;
   std::memcpy(&pl, r.pk + r.p->i8.dir[l][d].params, sizeof pl);
-  q8::Int8LstmParams prm = unpack_lstm_params(pl, r.pk);
-  prm.dot = r.p->i8.dot;
-  prm.dot_panels = prm.layout == q8::Int8WeightLayout::interleaved4 ? r.p->i8.panels : nullptr;
-  prm.gate_activations = r.p->i8.gate;
-  prm.cell_update = r.p->i8.cell;
-  return prm;
+  *prm = unpack_lstm_params(pl, r.pk);
+  prm->dot = r.p->i8.dot;
+  prm->dot_panels = prm->layout == q8::Int8WeightLayout::interleaved4 ? r.p->i8.panels : nullptr;
+  prm->gate_activations = r.p->i8.gate;
+  prm->cell_update = r.p->i8.cell;
 }
 
 // Row b's state of (layer l, direction d) in the workspace (Int8Plan::h, c): rows at the widest
@@ -612,7 +615,8 @@ View input_view(const Run& r, int b0, int b1) {
 // out + t·out_st + b·out_sb (out_st 0: only the last step's stays).
 void run_direction(const Run& r, int l, int d, const View& in, std::int8_t* out, std::int64_t out_st, std::int64_t out_sb,
                    int b0, int b1, std::int8_t* scratch) {
-  const q8::Int8LstmParams prm = unpack_lstm(r, l, d);
+  q8::Int8LstmParams prm;
+  unpack_lstm(r, l, d, &prm);
   const std::int64_t T = r.a->seq_len;
   const std::size_t hs = static_cast<std::size_t>(r.p->stack.layers[l].hidden_size);
   for (std::int64_t b = b0; b < b1; ++b) {
@@ -700,8 +704,17 @@ q8::Int8DenseParams dense_params(const Run& r, int k) {
 struct HeadParams {
   q8::Int8DenseParams dense[kMaxPreHead + 1];
 };
-void read_head(const Run& r, HeadParams* hp) {
+RNNCORE_Q8_NOINLINE void read_head(const Run& r, HeadParams* hp) {
   for (int k = 0; k < num_dense(r.p->stack); ++k) hp->dense[k] = dense_params(r, k);
+}
+
+// The head's softmax on n rows. Not inlined: its 1 KiB of parameters are on the stack only while
+// it runs, not under every step of a stack with a head.
+RNNCORE_Q8_NOINLINE void head_softmax(const Run& r, int n, const std::int8_t* in, std::int8_t* out) {
+  const StackSpec& st = r.p->stack;
+  rnncore_int8_softmax sm;
+  std::memcpy(&sm, r.pk + r.p->i8.dense[st.num_pre_head].softmax, sizeof sm);
+  q8::int8_softmax(sm, n, static_cast<int>(st.head.out_features), in, out);
 }
 
 // The head (through the Dense layers before it) on n rows of the last layer's output at `rows`,
@@ -723,9 +736,7 @@ const std::int8_t* head_apply(const Run& r, const HeadParams& hp, const std::int
   }
   if (h.activation != Activation::softmax) return ya;
   std::int8_t* yb = ws_at<std::int8_t>(r, p.i8.head_b) + first * F;
-  rnncore_int8_softmax sm;
-  std::memcpy(&sm, r.pk + p.i8.dense[st.num_pre_head].softmax, sizeof sm);
-  q8::int8_softmax(sm, n, static_cast<int>(F), ya, yb);
+  head_softmax(r, n, ya, yb);
   return yb;
 }
 
@@ -756,7 +767,7 @@ void emit_last_step_head(const Run& r, const HeadParams& hp, int b0, int b1) {
 }
 
 // Layer-major rows [b0, b1): the layers, then the head on each step's rows (or the last step's), into y.
-void run_rows_by_layer(const Run& r, int b0, int b1, std::int8_t* scratch) {
+RNNCORE_Q8_NOINLINE void run_rows_by_layer(const Run& r, int b0, int b1, std::int8_t* scratch) {
   const StackSpec& st = r.p->stack;
   const View o = run_layers(r, b0, b1, scratch);
   const std::int64_t T = r.a->seq_len, F = st.head.out_features;
@@ -773,7 +784,7 @@ void run_rows_by_layer(const Run& r, int b0, int b1, std::int8_t* scratch) {
 // Step-major rows [b0, b1) (Int8Plan::step_major): each step through every layer (a layer's
 // output is its state h), then the head and y's row of that step; a last-step head after the
 // last step.
-void run_rows_by_step(const Run& r, int b0, int b1, std::int8_t* scratch) {
+RNNCORE_Q8_NOINLINE void run_rows_by_step(const Run& r, int b0, int b1, std::int8_t* scratch) {
   const PlanImpl& p = *r.p;
   const StackSpec& st = p.stack;
   const int L = st.num_layers;
@@ -796,7 +807,7 @@ void run_rows_by_step(const Run& r, int b0, int b1, std::int8_t* scratch) {
       }
       for (int l = 0; l < L; ++l) {
         if (unpacked != l) {
-          prm = unpack_lstm(r, l, 0);
+          unpack_lstm(r, l, 0, &prm);
           unpacked = l;
         }
         std::int8_t* h = state_h(r, l, 0, b);
@@ -812,6 +823,7 @@ void run_rows_by_step(const Run& r, int b0, int b1, std::int8_t* scratch) {
   if (last_step_head(st)) emit_last_step_head(r, hp, b0, b1);
 }
 
+// (Each walk its own frame: the other's buffers stay off the stack a step runs on.)
 void run_rows(const Run& r, int b0, int b1, std::int8_t* scratch) {
   if (r.p->i8.step_major)
     run_rows_by_step(r, b0, b1, scratch);
