@@ -791,32 +791,37 @@ RNNCORE_Q8_NOINLINE void run_rows_by_step(const Run& r, int b0, int b1, std::int
   const std::int64_t T = r.a->seq_len, F = st.head.out_features, W = F > 0 ? F : stack_output_size(st);
   const View in = st.float_input ? View{} : input_view(r, b0, b1);
   std::int8_t* xq = ws_at<std::int8_t>(r, p.i8.x);  // float input: one step's quantized rows [B, I]
+  const bool every_step = !last_step_head(st), quantize = st.float_input;
+  const std::int64_t layer_rows = static_cast<std::int64_t>(p.i8.state_rows) * p.i8.max_hidden;  // state_row's step per layer
   HeadParams hp;
   read_head(r, &hp);
   q8::Int8LstmParams prm;
   int unpacked = -1;  // the layer prm is for (read again per layer only in stacks of several)
   for (std::int64_t b = b0; b < b1; ++b) {
     for (int l = 0; l < L; ++l) load_state(r, l, 0, b);
+    std::int8_t* const h0 = state_h(r, 0, 0, b);
+    std::int16_t* const c0 = state_c(r, 0, 0, b);
     const std::int8_t* y = nullptr;
     for (std::int64_t t = 0; t < T; ++t) {
-      if (st.float_input) {
+      if (quantize) {
         y = xq + b * st.input_size;
         quantize_row(r, st.reverse_input ? T - 1 - t : t, b, xq + b * st.input_size);
       } else {
         y = in.row(t, b);
       }
-      for (int l = 0; l < L; ++l) {
+      std::int8_t* h = h0;
+      std::int16_t* c = c0;
+      for (int l = 0; l < L; ++l, h += layer_rows, c += layer_rows) {
         if (unpacked != l) {
           unpack_lstm(r, l, 0, &prm);
           unpacked = l;
         }
-        std::int8_t* h = state_h(r, l, 0, b);
-        q8::int8_lstm_step(prm, 1, y, h, state_c(r, l, 0, b), scratch);
+        q8::int8_lstm_step(prm, 1, y, h, c, scratch);
         y = h;
       }
-      if (!last_step_head(st)) emit_row(r, F > 0 ? head_apply(r, hp, y, 1, b) : y, W, t, b, false);
+      if (every_step) emit_row(r, F > 0 ? head_apply(r, hp, y, 1, b) : y, W, t, b, false);
     }
-    if (last_step_head(st) && T > 0)
+    if (!every_step && T > 0)
       std::memcpy(ws_at<std::int8_t>(r, p.i8.head_rows) + b * head_input_size(st), y, static_cast<std::size_t>(head_input_size(st)));
     for (int l = 0; l < L; ++l) store_state(r, l, 0, b);
   }
