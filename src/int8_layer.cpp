@@ -21,6 +21,7 @@
 #include "src/internal/int8_activations.hpp"
 #include "src/internal/int8_dense.hpp"
 #include "src/internal/int8_elementwise.hpp"
+#include "src/internal/int8_fixed_point.hpp"
 #include "src/internal/int8_layer.hpp"
 #include "src/internal/int8_lstm.hpp"
 #include "src/internal/plan_impl.hpp"
@@ -145,6 +146,12 @@ QuantParams dense_output_quant(const DenseSpec& d) {
 }
 
 bool merged(const LayerSpec& ls) { return num_directions(ls) == 2 && ls.merge.mode != MergeMode::concat; }
+
+// Whether the last layer writes the caller's y itself (int8, no head; layer-major).
+bool direct_output(const PlanImpl& p) { return p.stack.head.out_features == 0 && !p.stack.float_output; }
+// Whether the head reads only each row's last outputs, so a layer-major last layer keeps only its
+// final rows (in head_rows).
+bool last_step_head(const StackSpec& st) { return st.head.out_features > 0 && st.head.last_step_only; }
 
 // ---- Planning ----
 
@@ -287,25 +294,37 @@ Status layout_int8(PlanImpl* p, const GpuPlanner&) {
 
   Arena ws(0);
   const std::uint64_t W = static_cast<std::uint64_t>(max_w), Hm = static_cast<std::uint64_t>(q.max_hidden);
-  if (st.embedding.vocab_size > 0 || st.float_input) q.x = ws.take(T * B * st.input_size, 1);
-  q.out[0] = ws.take(T * B * W, 1);
-  if (st.num_layers > 1) q.out[1] = ws.take(T * B * W, 1);
-  bool any_merge = false;
-  for (int l = 0; l < st.num_layers; ++l) any_merge = any_merge || merged(st.layers[l]);
-  if (any_merge) {
-    q.dir_out[0] = ws.take(T * B * Hm, 1);
-    q.dir_out[1] = ws.take(T * B * Hm, 1);
+  const int L = st.num_layers;
+  q.step_major = true;
+  for (int l = 0; l < L; ++l) q.step_major = q.step_major && num_directions(st.layers[l]) == 1;
+  if (st.float_input) q.x = ws.take((q.step_major ? 1 : T) * B * st.input_size, 1);
+  if (!q.step_major) {  // the buffers run_layers writes
+    bool whole[2] = {false, false}, merge_whole = false, merge_last = false;
+    for (int l = 0; l < L; ++l) {
+      const bool last = l + 1 == L;
+      if (!last || (!direct_output(*p) && !last_step_head(st))) whole[l & 1] = true;
+      if (merged(st.layers[l])) (last && last_step_head(st) ? merge_last : merge_whole) = true;
+    }
+    for (int k = 0; k < 2; ++k)
+      if (whole[k]) q.out[k] = ws.take(T * B * W, 1);
+    if (merge_whole || merge_last) {
+      q.dir_out[0] = ws.take((merge_whole ? T : 1) * B * Hm, 1);
+      q.dir_out[1] = ws.take((merge_whole ? T : 1) * B * Hm, 1);
+    }
   }
   if (F > 0) {
-    const std::uint64_t rows = st.head.last_step_only ? B : T * B;
+    const std::uint64_t rows = st.head.last_step_only || q.step_major ? B : T * B;
     if (st.head.last_step_only) q.head_rows = ws.take(B * D, 1);
     q.head_a = ws.take(rows * F, 1);
     q.head_b = ws.take(rows * F, 1);
-    for (int m = 0; m < std::min(st.num_pre_head, 2); ++m) q.head_mid[m] = ws.take(rows * mid, 1);
+    for (int m = 0; m < std::min<int>(st.num_pre_head, 2); ++m) q.head_mid[m] = ws.take(rows * mid, 1);
   }
-  for (int d = 0; d < 2; ++d) {
-    q.h[d] = ws.take(B * Hm, 1);
-    q.c[d] = ws.take(B * Hm, 2);
+  // The states: step-major one set per layer, layer-major one per direction (layers take turns).
+  q.state_rows = static_cast<std::int32_t>(B);
+  const std::uint64_t sets = q.step_major ? static_cast<std::uint64_t>(L) : 1;
+  for (int d = 0; d < (q.step_major ? 1 : 2); ++d) {
+    q.h[d] = ws.take(sets * B * Hm, 1);
+    q.c[d] = ws.take(sets * B * Hm, 2);
   }
   const int threads = p->options.threads;
   q.scratch_stride =
@@ -465,11 +484,16 @@ Status pack_int8(const PlanImpl& p, const void* canonical, void* packed) {
 
 // ---- Running ----
 
-// Rows of an int8 tensor: row (t, b) at base + t·st + b·sb.
+// Rows of an int8 tensor: row (t, b) at base + t·st + b·sb; or, with ids (the Embedding's token
+// ids, read in place), row ids[t·st + b·sb] of the table `base`, of `width` bytes.
 struct View {
-  const std::int8_t* base;
-  std::int64_t st, sb;
-  const std::int8_t* row(std::int64_t t, std::int64_t b) const { return base + t * st + b * sb; }
+  const std::int8_t* base = nullptr;
+  std::int64_t st = 0, sb = 0;
+  const std::int32_t* ids = nullptr;
+  std::int64_t width = 0;
+  const std::int8_t* row(std::int64_t t, std::int64_t b) const {
+    return ids != nullptr ? base + static_cast<std::int64_t>(ids[t * st + b * sb]) * width : base + t * st + b * sb;
+  }
 };
 
 struct Run {
@@ -485,92 +509,126 @@ T* ws_at(const Run& r, std::size_t off) {
   return reinterpret_cast<T*>(r.ws + off);
 }
 
-q8::Int8LstmParams unpack_lstm(const Run& r, int l, int d) {
+// Direction (l, d)'s prepared parameters, its kernels' pointers into the packed buffer. Not
+// inlined, into the caller's value: the packed copy it reads stays off the frame the step runs on
+// (the firmware's stack peak).
+RNNCORE_Q8_NOINLINE void unpack_lstm(const Run& r, int l, int d, q8::Int8LstmParams* prm) {
   PackedLstm pl;
   std::memcpy(&pl, r.pk + r.p->i8.dir[l][d].params, sizeof pl);
-  q8::Int8LstmParams prm = unpack_lstm_params(pl, r.pk);
-  prm.dot = r.p->i8.dot;
-  prm.dot_panels = prm.layout == q8::Int8WeightLayout::interleaved4 ? r.p->i8.panels : nullptr;
-  prm.gate_activations = r.p->i8.gate;
-  prm.cell_update = r.p->i8.cell;
-  return prm;
+  *prm = unpack_lstm_params(pl, r.pk);
+  prm->dot = r.p->i8.dot;
+  prm->dot_panels = prm->layout == q8::Int8WeightLayout::interleaved4 ? r.p->i8.panels : nullptr;
+  prm->gate_activations = r.p->i8.gate;
+  prm->cell_update = r.p->i8.cell;
 }
 
-// The rows input_view reverses or not.
+// Row b's state of (layer l, direction d) in the workspace (Int8Plan::h, c): rows at the widest
+// layer's stride, so that another thread at another layer never shares them.
+std::int64_t state_row(const Run& r, int l, std::int64_t b) {
+  const Int8Plan& q = r.p->i8;
+  return (q.step_major ? l * static_cast<std::int64_t>(q.state_rows) + b : b) * q.max_hidden;
+}
+std::int8_t* state_h(const Run& r, int l, int d, std::int64_t b) { return ws_at<std::int8_t>(r, r.p->i8.h[d]) + state_row(r, l, b); }
+std::int16_t* state_c(const Run& r, int l, int d, std::int64_t b) { return ws_at<std::int16_t>(r, r.p->i8.c[d]) + state_row(r, l, b); }
+
+// Row b's state of (l, d) from h0 / c0 (or LiteRT's initial one), and back to hy / cy.
+void load_state(const Run& r, int l, int d, std::int64_t b) {
+  const StackSpec& st = r.p->stack;
+  const ForwardArgs& a = *r.a;
+  const std::int64_t H = st.layers[l].hidden_size;
+  const std::size_t hs = static_cast<std::size_t>(H);
+  if (a.h0 != nullptr)
+    std::memcpy(state_h(r, l, d, b), static_cast<const std::int8_t*>(a.h0) + state_offset(st, a.batch, l, d) + b * H, hs);
+  else
+    std::memset(state_h(r, l, d, b), static_cast<std::uint8_t>(st.layers[l].int8[d].state.zero_point), hs);
+  if (a.c0 != nullptr)
+    std::memcpy(state_c(r, l, d, b), static_cast<const std::int16_t*>(a.c0) + cell_state_offset(st, a.batch, l, d) + b * H, 2 * hs);
+  else
+    std::memset(state_c(r, l, d, b), 0, 2 * hs);
+}
+void store_state(const Run& r, int l, int d, std::int64_t b) {
+  const StackSpec& st = r.p->stack;
+  const ForwardArgs& a = *r.a;
+  const std::int64_t H = st.layers[l].hidden_size;
+  const std::size_t hs = static_cast<std::size_t>(H);
+  if (a.hy != nullptr) std::memcpy(static_cast<std::int8_t*>(a.hy) + state_offset(st, a.batch, l, d) + b * H, state_h(r, l, d, b), hs);
+  if (a.cy != nullptr)
+    std::memcpy(static_cast<std::int16_t*>(a.cy) + cell_state_offset(st, a.batch, l, d) + b * H, state_c(r, l, d, b), 2 * hs);
+}
+
+// LiteRT's QUANTIZE on the CPU (XNNPACK's f32 -> qs8) of x's row (t, b) into `row`: x times the
+// float reciprocal of the scale, clamped, rounded half to even, plus the zero point (NaN: the zero point).
+void quantize_row(const Run& r, std::int64_t t, std::int64_t b, std::int8_t* row) {
+  const StackSpec& st = r.p->stack;
+  const ForwardArgs& a = *r.a;
+  const std::int64_t I = st.input_size;
+  const std::int64_t at_tb = a.layout == Layout::batch_major ? b * a.seq_len + t : t * a.batch + b;
+  const float* xf = static_cast<const float*>(a.x) + at_tb * I;
+  const float recip = 1.0f / st.input_quant.scale;
+  const std::int32_t zp = st.input_quant.zero_point;
+  const float lo = static_cast<float>(-128 - zp), hi = static_cast<float>(127 - zp);
+  for (std::int64_t i = 0; i < I; ++i) {
+    float v = xf[i] * recip;
+    if (std::isnan(v)) v = 0.0f;
+    v = v < lo ? lo : v > hi ? hi : v;
+    row[i] = static_cast<std::int8_t>(static_cast<long>(std::nearbyint(v)) + zp);
+  }
+}
+
+// Layer 0's int8 input rows [b0, b1) in x's order of steps: the caller's int8 x in its layout, the
+// Embedding's table rows of its token ids (in place), or (float input, layer-major) the rows
+// quantized into the workspace, time-major.
 View input_rows(const Run& r, int b0, int b1) {
   const PlanImpl& p = *r.p;
   const StackSpec& st = p.stack;
   const ForwardArgs& a = *r.a;
   const std::int64_t T = a.seq_len, B = a.batch, I = st.input_size;
   const bool bm = a.layout == Layout::batch_major;
-  if (st.embedding.vocab_size == 0 && !st.float_input)
-    return View{static_cast<const std::int8_t*>(a.x), bm ? I : B * I, bm ? T * I : I};
+  if (st.embedding.vocab_size > 0)
+    return View{reinterpret_cast<const std::int8_t*>(r.pk + p.i8.table), bm ? 1 : B, bm ? T : 1,
+                static_cast<const std::int32_t*>(a.x), I};
+  if (!st.float_input) return View{static_cast<const std::int8_t*>(a.x), bm ? I : B * I, bm ? T * I : I};
   std::int8_t* x = ws_at<std::int8_t>(r, p.i8.x);
   for (std::int64_t t = 0; t < T; ++t)
-    for (std::int64_t b = b0; b < b1; ++b) {
-      std::int8_t* row = x + (t * B + b) * I;
-      const std::int64_t at_tb = bm ? b * T + t : t * B + b;
-      if (st.embedding.vocab_size > 0) {
-        const std::int32_t id = static_cast<const std::int32_t*>(a.x)[at_tb];
-        std::memcpy(row, r.pk + p.i8.table + static_cast<std::size_t>(id) * I, static_cast<std::size_t>(I));
-        continue;
-      }
-      // LiteRT's QUANTIZE on the CPU (XNNPACK's f32 -> qs8): x times the float reciprocal of the
-      // scale, clamped, rounded half to even, plus the zero point (NaN: the zero point).
-      const float* xf = static_cast<const float*>(a.x) + at_tb * I;
-      const float recip = 1.0f / st.input_quant.scale;
-      const std::int32_t zp = st.input_quant.zero_point;
-      const float lo = static_cast<float>(-128 - zp), hi = static_cast<float>(127 - zp);
-      for (std::int64_t i = 0; i < I; ++i) {
-        float v = xf[i] * recip;
-        if (std::isnan(v)) v = 0.0f;
-        v = v < lo ? lo : v > hi ? hi : v;
-        row[i] = static_cast<std::int8_t>(static_cast<long>(std::nearbyint(v)) + zp);
-      }
-    }
+    for (std::int64_t b = b0; b < b1; ++b) quantize_row(r, t, b, x + (t * B + b) * I);
   return View{x, B * I, I};
 }
 
 // x's steps last to first (StackSpec::reverse_input): the same rows, time running backwards.
-View reversed(const View& v, std::int64_t steps) { return View{v.base + (steps - 1) * v.st, -v.st, v.sb}; }
+View reversed(View v, std::int64_t steps) {
+  if (v.ids != nullptr)
+    v.ids += (steps - 1) * v.st;
+  else
+    v.base += (steps - 1) * v.st;
+  v.st = -v.st;
+  return v;
+}
 
-// Layer 0's int8 input for rows [b0, b1): the caller's int8 x in its layout, or the looked-up /
-// quantized rows (time-major in the workspace); reversed in time where the stack says so.
+// Layer 0's int8 input for rows [b0, b1) (input_rows), reversed in time where the stack says so.
 View input_view(const Run& r, int b0, int b1) {
   const View v = input_rows(r, b0, b1);
   return r.p->stack.reverse_input && r.a->seq_len > 0 ? reversed(v, r.a->seq_len) : v;
 }
 
 // One direction of layer l for rows [b0, b1): each row's steps in order (reverse: last to first),
-// its state from h0 / c0 (or LiteRT's initial one) and to hy / cy.
+// its state from h0 / c0 (or LiteRT's initial one) and to hy / cy; step t's output to
+// out + t·out_st + b·out_sb (out_st 0: only the last step's stays).
 void run_direction(const Run& r, int l, int d, const View& in, std::int8_t* out, std::int64_t out_st, std::int64_t out_sb,
                    int b0, int b1, std::int8_t* scratch) {
-  const PlanImpl& p = *r.p;
-  const StackSpec& st = p.stack;
-  const ForwardArgs& a = *r.a;
-  const q8::Int8LstmParams prm = unpack_lstm(r, l, d);
-  const std::int64_t H = st.layers[l].hidden_size, T = a.seq_len;
-  const std::size_t hs = static_cast<std::size_t>(H);
-  const std::int64_t slot = state_offset(st, a.batch, l, d), c_slot = cell_state_offset(st, a.batch, l, d);
+  q8::Int8LstmParams prm;
+  unpack_lstm(r, l, d, &prm);
+  const std::int64_t T = r.a->seq_len;
+  const std::size_t hs = static_cast<std::size_t>(r.p->stack.layers[l].hidden_size);
   for (std::int64_t b = b0; b < b1; ++b) {
-    // Rows at the widest layer's stride: another thread may be at another layer.
-    std::int8_t* h = ws_at<std::int8_t>(r, p.i8.h[d]) + b * p.i8.max_hidden;
-    std::int16_t* c = ws_at<std::int16_t>(r, p.i8.c[d]) + b * p.i8.max_hidden;
-    if (a.h0 != nullptr)
-      std::memcpy(h, static_cast<const std::int8_t*>(a.h0) + slot + b * H, hs);
-    else
-      std::memset(h, static_cast<std::uint8_t>(st.layers[l].int8[d].state.zero_point), hs);
-    if (a.c0 != nullptr)
-      std::memcpy(c, static_cast<const std::int16_t*>(a.c0) + c_slot + b * H, 2 * hs);
-    else
-      std::memset(c, 0, 2 * hs);
+    std::int8_t* h = state_h(r, l, d, b);
+    std::int16_t* c = state_c(r, l, d, b);
+    load_state(r, l, d, b);
     for (std::int64_t k = 0; k < T; ++k) {
       const std::int64_t t = d == 0 ? k : T - 1 - k;
       q8::int8_lstm_step(prm, 1, in.row(t, b), h, c, scratch);
       std::memcpy(out + t * out_st + b * out_sb, h, hs);
     }
-    if (a.hy != nullptr) std::memcpy(static_cast<std::int8_t*>(a.hy) + slot + b * H, h, hs);
-    if (a.cy != nullptr) std::memcpy(static_cast<std::int16_t*>(a.cy) + c_slot + b * H, c, 2 * hs);
+    store_state(r, l, d, b);
   }
 }
 
@@ -588,10 +646,8 @@ void merge_row(const PlanImpl& p, int l, std::size_t n, const std::int8_t* fw, c
   }
 }
 
-// Whether the last layer writes the caller's y itself (int8, no head).
-bool direct_output(const PlanImpl& p) { return p.stack.head.out_features == 0 && !p.stack.float_output; }
-
-// Every layer for rows [b0, b1); returns the last layer's output (time-major in the workspace).
+// Layer-major: every layer for rows [b0, b1); returns the last layer's output (time-major in the
+// workspace; before a last-step head, each row's last outputs in head_rows, step stride 0).
 // The workspace's rows have one stride for every layer (the widest output; a merge's directions:
 // the widest layer), so that a thread's rows never overlap another's while the threads are at
 // different layers (no barrier between them).
@@ -602,26 +658,31 @@ View run_layers(const Run& r, int b0, int b1, std::int8_t* scratch) {
   View in = input_view(r, b0, b1);
   for (int l = 0; l < st.num_layers; ++l) {
     const LayerSpec& ls = st.layers[l];
-    const std::int64_t H = ls.hidden_size;
-    // Rows of this layer's output: the workspace's, or the caller's y itself (the last layer of a
-    // stack without a head, writing int8).
+    const std::int64_t H = ls.hidden_size, W = layer_output_width(ls);
+    const bool last = l + 1 == st.num_layers;
+    // Rows of this layer's output: the workspace's, the caller's y itself (the last layer of a
+    // stack without a head, writing int8), or each row's final ones (before a last-step head).
     std::int8_t* out = ws_at<std::int8_t>(r, p.i8.out[l & 1]);
-    std::int64_t ost = B * S, osb = S;
-    if (l + 1 == st.num_layers && direct_output(p)) {
-      const std::int64_t W = layer_output_width(ls);
+    std::int64_t ost = B * S, osb = S, dst = B * Sd;
+    if (last && direct_output(p)) {
       const bool bm = r.a->layout == Layout::batch_major;
       out = static_cast<std::int8_t*>(r.a->y);
       ost = bm ? W : B * W;
       osb = bm ? T * W : W;
+    } else if (last && last_step_head(st)) {
+      out = ws_at<std::int8_t>(r, p.i8.head_rows);
+      ost = 0;
+      osb = W;
+      dst = 0;
     }
     if (merged(ls)) {
       std::int8_t* dir_out[2] = {ws_at<std::int8_t>(r, p.i8.dir_out[0]), ws_at<std::int8_t>(r, p.i8.dir_out[1])};
-      for (int d = 0; d < 2; ++d) run_direction(r, l, d, in, dir_out[d], B * Sd, Sd, b0, b1, scratch);
-      for (std::int64_t t = 0; t < T; ++t)
-        for (std::int64_t b = b0; b < b1; ++b) {
-          const std::int64_t row = (t * B + b) * Sd;
-          merge_row(p, l, static_cast<std::size_t>(H), dir_out[0] + row, dir_out[1] + row, out + t * ost + b * osb);
-        }
+      for (int d = 0; d < 2; ++d) run_direction(r, l, d, in, dir_out[d], dst, Sd, b0, b1, scratch);
+      const std::int64_t rows = ost == 0 ? (T > 0 ? 1 : 0) : T;
+      for (std::int64_t t = 0; t < rows; ++t)
+        for (std::int64_t b = b0; b < b1; ++b)
+          merge_row(p, l, static_cast<std::size_t>(H), dir_out[0] + t * dst + b * Sd, dir_out[1] + t * dst + b * Sd,
+                    out + t * ost + b * osb);
     } else {
       for (int d = 0; d < num_directions(ls); ++d) run_direction(r, l, d, in, out + d * H, ost, osb, b0, b1, scratch);
     }
@@ -639,90 +700,140 @@ q8::Int8DenseParams dense_params(const Run& r, int k) {
   return dp;
 }
 
-// The head on rows [b0, b1) of the last layer's output `o` (through the Dense layers before it);
-// returns where its int8 rows are ([T, B, F] or [B, F]).
-const std::int8_t* run_head_rows(const Run& r, const View& o, int b0, int b1) {
+// The chain's prepared Dense layers (pre_head[0..], the head last), read once per run.
+struct HeadParams {
+  q8::Int8DenseParams dense[kMaxPreHead + 1];
+};
+RNNCORE_Q8_NOINLINE void read_head(const Run& r, HeadParams* hp) {
+  for (int k = 0; k < num_dense(r.p->stack); ++k) hp->dense[k] = dense_params(r, k);
+}
+
+// The head's softmax on n rows. Not inlined: its 1 KiB of parameters are on the stack only while
+// it runs, not under every step of a stack with a head.
+RNNCORE_Q8_NOINLINE void head_softmax(const Run& r, int n, const std::int8_t* in, std::int8_t* out) {
+  const StackSpec& st = r.p->stack;
+  rnncore_int8_softmax sm;
+  std::memcpy(&sm, r.pk + r.p->i8.dense[st.num_pre_head].softmax, sizeof sm);
+  q8::int8_softmax(sm, n, static_cast<int>(st.head.out_features), in, out);
+}
+
+// The head (through the Dense layers before it) on n rows of the last layer's output at `rows`,
+// into the head's buffers' rows from `first`; returns where its int8 rows are (row `first`).
+const std::int8_t* head_apply(const Run& r, const HeadParams& hp, const std::int8_t* rows, int n, std::int64_t first) {
   const PlanImpl& p = *r.p;
   const StackSpec& st = p.stack;
   const DenseSpec& h = st.head;
-  const LayerSpec& last = st.layers[st.num_layers - 1];
-  const std::int64_t T = r.a->seq_len, B = r.a->batch, F = h.out_features, D = head_input_size(st);
-  std::int8_t* ya = ws_at<std::int8_t>(r, p.i8.head_a);
-  std::int8_t* yb = ws_at<std::int8_t>(r, p.i8.head_b);
-  q8::Int8DenseParams dense[kMaxPreHead + 1];
-  for (int k = 0; k < num_dense(st); ++k) dense[k] = dense_params(r, k);
-  const auto apply = [&](const std::int8_t* rows, int n, std::int64_t first) {
-    for (int k = 0; k < num_dense(st); ++k) {  // n rows of Dense k's input at `rows`
-      const DenseSpec& d = dense_at(st, k);
-      const std::int64_t Fk = d.out_features;
-      std::int8_t* out = k == st.num_pre_head ? ya + first * F : ws_at<std::int8_t>(r, p.i8.head_mid[k % 2]) + first * Fk;
-      q8::int8_dense(dense[k], n, rows, out);
-      if (d.activation == Activation::sigmoid || d.activation == Activation::tanh)
-        q8::int8_lookup(reinterpret_cast<const std::int8_t*>(r.pk + p.i8.dense[k].lut), static_cast<int>(n * Fk), out, out);
-      rows = out;
-    }
-    if (h.activation == Activation::softmax) {
-      rnncore_int8_softmax sm;
-      std::memcpy(&sm, r.pk + p.i8.dense[st.num_pre_head].softmax, sizeof sm);
-      q8::int8_softmax(sm, n, static_cast<int>(F), ya + first * F, yb + first * F);
-    }
-  };
-  if (h.last_step_only) {
-    // Each direction's last output in its own order: the forward one's at T−1, the reverse one's at 0.
-    std::int8_t* rows = ws_at<std::int8_t>(r, p.i8.head_rows);
-    const std::int64_t H = last.hidden_size;
-    const bool bidi = num_directions(last) == 2;
-    const std::int8_t* dir_out[2] = {ws_at<std::int8_t>(r, p.i8.dir_out[0]), ws_at<std::int8_t>(r, p.i8.dir_out[1])};
-    for (std::int64_t b = b0; b < b1; ++b) {
-      std::int8_t* row = rows + b * D;
-      if (T == 0) {
-        std::memset(row, 0, static_cast<std::size_t>(D));
-      } else if (merged(last)) {
-        const std::int64_t Sd = p.i8.max_hidden;
-        merge_row(p, st.num_layers - 1, static_cast<std::size_t>(H), dir_out[0] + ((T - 1) * B + b) * Sd,
-                  dir_out[1] + b * Sd, row);
-      } else {
-        std::memcpy(row, o.row(T - 1, b), static_cast<std::size_t>(H));
-        if (bidi) std::memcpy(row + H, o.row(0, b) + H, static_cast<std::size_t>(H));
-      }
-    }
-    apply(rows + b0 * D, b1 - b0, b0);
-  } else {
-    for (std::int64_t t = 0; t < T; ++t)  // rows of the workspace's stride: one product each
-      for (std::int64_t b = b0; b < b1; ++b) apply(o.row(t, b), 1, t * B + b);
+  const std::int64_t F = h.out_features;
+  std::int8_t* ya = ws_at<std::int8_t>(r, p.i8.head_a) + first * F;
+  for (int k = 0; k < num_dense(st); ++k) {  // n rows of Dense k's input at `rows`
+    const DenseSpec& d = dense_at(st, k);
+    const std::int64_t Fk = d.out_features;
+    std::int8_t* out = k == st.num_pre_head ? ya : ws_at<std::int8_t>(r, p.i8.head_mid[k % 2]) + first * Fk;
+    q8::int8_dense(hp.dense[k], n, rows, out);
+    if (d.activation == Activation::sigmoid || d.activation == Activation::tanh)
+      q8::int8_lookup(reinterpret_cast<const std::int8_t*>(r.pk + p.i8.dense[k].lut), static_cast<int>(n * Fk), out, out);
+    rows = out;
   }
-  return h.activation == Activation::softmax ? yb : ya;
+  if (h.activation != Activation::softmax) return ya;
+  std::int8_t* yb = ws_at<std::int8_t>(r, p.i8.head_b) + first * F;
+  head_softmax(r, n, ya, yb);
+  return yb;
 }
 
-// Rows [b0, b1) of the result `res` (rows (t, b), or (0, b) with last_step_only) into y, in the
-// caller's layout, int8 or dequantized.
-void emit(const Run& r, const View& res, int width, bool last_step, int b0, int b1) {
+// Row (t, b) of the result (t 0 with last_step: y is [B, width]) into y, in the caller's layout,
+// int8 or dequantized.
+void emit_row(const Run& r, const std::int8_t* src, std::int64_t W, std::int64_t t, std::int64_t b, bool last_step) {
   const StackSpec& st = r.p->stack;
   const ForwardArgs& a = *r.a;
-  const std::int64_t T = last_step ? 1 : a.seq_len, B = a.batch, W = width;
   const bool bm = a.layout == Layout::batch_major && !last_step;
+  const std::int64_t dst = (bm ? b * a.seq_len + t : t * a.batch + b) * W;
+  if (!st.float_output) {
+    std::memcpy(static_cast<std::int8_t*>(a.y) + dst, src, static_cast<std::size_t>(W));
+    return;
+  }
   const QuantParams q = stack_output_quant(st);
-  for (std::int64_t t = 0; t < T; ++t)
-    for (std::int64_t b = b0; b < b1; ++b) {
-      const std::int8_t* src = res.row(t, b);
-      const std::int64_t dst = (bm ? b * a.seq_len + t : t * B + b) * W;
-      if (!st.float_output) {
-        std::memcpy(static_cast<std::int8_t*>(a.y) + dst, src, static_cast<std::size_t>(W));
-        continue;
-      }
-      float* y = static_cast<float*>(a.y) + dst;  // LiteRT's DEQUANTIZE
-      for (std::int64_t i = 0; i < W; ++i) y[i] = q.scale * static_cast<float>(src[i] - q.zero_point);
-    }
+  float* y = static_cast<float*>(a.y) + dst;  // LiteRT's DEQUANTIZE
+  for (std::int64_t i = 0; i < W; ++i) y[i] = q.scale * static_cast<float>(src[i] - q.zero_point);
 }
 
-void run_rows(const Run& r, int b0, int b1, std::int8_t* scratch) {
+// A last-step head on rows [b0, b1) of head_rows (zeros for a run of no steps), into y.
+void emit_last_step_head(const Run& r, const HeadParams& hp, int b0, int b1) {
+  const StackSpec& st = r.p->stack;
+  const std::int64_t D = head_input_size(st), F = st.head.out_features;
+  std::int8_t* rows = ws_at<std::int8_t>(r, r.p->i8.head_rows);
+  if (r.a->seq_len == 0) std::memset(rows + b0 * D, 0, static_cast<std::size_t>((b1 - b0) * D));
+  const std::int8_t* res = head_apply(r, hp, rows + b0 * D, b1 - b0, b0);
+  for (std::int64_t b = b0; b < b1; ++b) emit_row(r, res + (b - b0) * F, F, 0, b, true);
+}
+
+// Layer-major rows [b0, b1): the layers, then the head on each step's rows (or the last step's), into y.
+RNNCORE_Q8_NOINLINE void run_rows_by_layer(const Run& r, int b0, int b1, std::int8_t* scratch) {
   const StackSpec& st = r.p->stack;
   const View o = run_layers(r, b0, b1, scratch);
-  const std::int64_t B = r.a->batch, F = st.head.out_features;
-  if (F > 0)
-    emit(r, View{run_head_rows(r, o, b0, b1), B * F, F}, static_cast<int>(F), st.head.last_step_only, b0, b1);
-  else if (!direct_output(*r.p))
-    emit(r, o, stack_output_size(st), false, b0, b1);
+  const std::int64_t T = r.a->seq_len, F = st.head.out_features;
+  HeadParams hp;
+  read_head(r, &hp);
+  if (last_step_head(st)) return emit_last_step_head(r, hp, b0, b1);
+  const std::int64_t W = F > 0 ? F : stack_output_size(st);
+  if (F == 0 && direct_output(*r.p)) return;
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t b = b0; b < b1; ++b)
+      emit_row(r, F > 0 ? head_apply(r, hp, o.row(t, b), 1, t * r.a->batch + b) : o.row(t, b), W, t, b, false);
+}
+
+// Step-major rows [b0, b1) (Int8Plan::step_major): each step through every layer (a layer's
+// output is its state h), then the head and y's row of that step; a last-step head after the
+// last step.
+RNNCORE_Q8_NOINLINE void run_rows_by_step(const Run& r, int b0, int b1, std::int8_t* scratch) {
+  const PlanImpl& p = *r.p;
+  const StackSpec& st = p.stack;
+  const int L = st.num_layers;
+  const std::int64_t T = r.a->seq_len, F = st.head.out_features, W = F > 0 ? F : stack_output_size(st);
+  const View in = st.float_input ? View{} : input_view(r, b0, b1);
+  std::int8_t* xq = ws_at<std::int8_t>(r, p.i8.x);  // float input: one step's quantized rows [B, I]
+  const bool every_step = !last_step_head(st), quantize = st.float_input;
+  const std::int64_t layer_rows = static_cast<std::int64_t>(p.i8.state_rows) * p.i8.max_hidden;  // state_row's step per layer
+  HeadParams hp;
+  read_head(r, &hp);
+  q8::Int8LstmParams prm;
+  int unpacked = -1;  // the layer prm is for (read again per layer only in stacks of several)
+  for (std::int64_t b = b0; b < b1; ++b) {
+    for (int l = 0; l < L; ++l) load_state(r, l, 0, b);
+    std::int8_t* const h0 = state_h(r, 0, 0, b);
+    std::int16_t* const c0 = state_c(r, 0, 0, b);
+    const std::int8_t* y = nullptr;
+    for (std::int64_t t = 0; t < T; ++t) {
+      if (quantize) {
+        y = xq + b * st.input_size;
+        quantize_row(r, st.reverse_input ? T - 1 - t : t, b, xq + b * st.input_size);
+      } else {
+        y = in.row(t, b);
+      }
+      std::int8_t* h = h0;
+      std::int16_t* c = c0;
+      for (int l = 0; l < L; ++l, h += layer_rows, c += layer_rows) {
+        if (unpacked != l) {
+          unpack_lstm(r, l, 0, &prm);
+          unpacked = l;
+        }
+        q8::int8_lstm_step(prm, 1, y, h, c, scratch);
+        y = h;
+      }
+      if (every_step) emit_row(r, F > 0 ? head_apply(r, hp, y, 1, b) : y, W, t, b, false);
+    }
+    if (!every_step && T > 0)
+      std::memcpy(ws_at<std::int8_t>(r, p.i8.head_rows) + b * head_input_size(st), y, static_cast<std::size_t>(head_input_size(st)));
+    for (int l = 0; l < L; ++l) store_state(r, l, 0, b);
+  }
+  if (last_step_head(st)) emit_last_step_head(r, hp, b0, b1);
+}
+
+// (Each walk its own frame: the other's buffers stay off the stack a step runs on.)
+void run_rows(const Run& r, int b0, int b1, std::int8_t* scratch) {
+  if (r.p->i8.step_major)
+    run_rows_by_step(r, b0, b1, scratch);
+  else
+    run_rows_by_layer(r, b0, b1, scratch);
 }
 
 void forward_thread(void* context, int index) {

@@ -391,3 +391,32 @@ TEST_CASE("int8 stacks: the packed layout is fixed-width words; another family's
   CHECK(Plan::create(l.spec, opt, &panels) == Status::invalid_enum);
   CHECK(std::string(last_error_detail()).find("int8_weights") != std::string::npos);
 }
+
+// RAM in firmware (issue 30, item 3): a stack whose layers all run one direction runs step-major
+// (each step through every layer; a layer's output is its state), so its workspace holds one step
+// whatever max_seq_len; a bidirectional stack keeps whole only the outputs a later layer reads
+// (before a last-step head, the last layer keeps each row's final outputs); the Embedding's rows
+// are read from the packed table in place. The outputs are the goldens' (the cases above).
+TEST_CASE("int8 stacks: the workspace holds one step of a one-direction stack, one layer's output of a bidirectional one") {
+  const auto workspace = [](const Loaded& l, int B, int T) {
+    PlanOptions opt;
+    opt.max_batch = B;
+    opt.max_seq_len = T;
+    Plan plan;
+    REQUIRE(Plan::create(l.spec, opt, &plan) == Status::ok);
+    return plan.workspace_bytes();
+  };
+  const std::string dir = rnncore_test::golden_dir("tflite_int8");
+  for (const char* name : {"/converted/lstm_I16_H32_T50_B4_seq.safetensors", "/stacks/backwards_stack2_I5_H16_8_T9_B2_last.safetensors"}) {
+    CAPTURE(name);
+    const Loaded l = load(dir + name);
+    REQUIRE(l.status == Status::ok);
+    CHECK(workspace(l, 4, 1) == workspace(l, 4, 1000));
+  }
+  // Two bidirectional layers of 8 and 6 units, the last step's outputs: layer 0's [T, B, 16] only.
+  const Loaded bidi = load(dir + "/stacks/bidi_stack2_I6_H8_6_T8_B2_last.safetensors");
+  REQUIRE(bidi.status == Status::ok);
+  const std::size_t grows = workspace(bidi, 2, 1001) - workspace(bidi, 2, 1);
+  CHECK(grows >= 1000u * 2 * 16);
+  CHECK(grows <= 1000u * 2 * 16 + 2 * kAlignment);
+}

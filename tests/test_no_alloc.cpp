@@ -198,8 +198,9 @@ TEST_CASE("an Embedding and a Dense head (every step, last step, softmax, Dense 
 
 // An integer stack (dtype i8): an int8 Embedding, a bidirectional LSTM (merged by ave: the int8
 // ADD and MUL), an LSTM, a Dense with a tanh table and a Dense head with a softmax, on one thread
-// and on three.
-StackSpec int8_stack() {
+// and on three. With bidi false layer 0 runs one direction: the step-major walk (each step through
+// both layers).
+StackSpec int8_stack(bool bidi) {
   StackSpec st;
   st.dtype = DType::i8;
   st.input_size = 4;
@@ -209,7 +210,7 @@ StackSpec int8_stack() {
   for (int l = 0; l < 2; ++l) {
     LayerSpec& ls = st.layers[l];
     ls.hidden_size = l == 0 ? 8 : 6;
-    ls.direction = l == 0 ? Direction::bidirectional : Direction::unidirectional;
+    ls.direction = l == 0 && bidi ? Direction::bidirectional : Direction::unidirectional;
     for (Int8LstmQuant& q : ls.int8) {
       for (int g = 0; g < 4; ++g) q.w_scale[g] = q.r_scale[g] = 0.01f;
       q.state = {1.0f / 128, -1};
@@ -218,13 +219,17 @@ StackSpec int8_stack() {
       q.cell_clip = 10.0f;
     }
   }
-  Int8Merge& m = st.layers[0].merge;
-  m.mode = MergeMode::ave;
-  m.fw = m.bw = st.layers[0].int8[0].state;
-  m.sum = {1.0f / 64, 0};
-  m.half = {1.0f / 256, -128};
-  m.half_value = 0;
-  st.layers[0].int8_output = {1.0f / 128, 0};
+  if (!bidi) {
+    st.layers[0].int8_output = st.layers[0].int8[0].state;
+  } else {
+    Int8Merge& m = st.layers[0].merge;
+    m.mode = MergeMode::ave;
+    m.fw = m.bw = st.layers[0].int8[0].state;
+    m.sum = {1.0f / 64, 0};
+    m.half = {1.0f / 256, -128};
+    m.half_value = 0;
+    st.layers[0].int8_output = {1.0f / 128, 0};
+  }
   st.num_pre_head = 1;
   st.pre_head[0].out_features = 5;
   st.pre_head[0].activation = Activation::tanh;
@@ -245,59 +250,62 @@ TEST_CASE("an integer stack (int8 Embedding, LSTMs, merge, two Dense, softmax) m
     MESSAGE("allocation counting is off in this build (sanitizer or non-glibc): skipped");
     return;
   }
-  const StackSpec st = int8_stack();
-  Rng rng(9);
-  std::vector<std::int8_t> canonical(static_cast<std::size_t>(param_count(st)));
-  for (auto& v : canonical) v = static_cast<std::int8_t>(rng.range(-20, 20));
-  // The biases and the Dense layers' are int32 and their scales floats: zero them, then set the scales.
-  for (int l = 0; l < 2; ++l)
-    for (int d = 0; d < num_directions(st.layers[l]); ++d)
-      std::memset(&canonical[static_cast<std::size_t>(canonical_offset(st, l, d, ParamKind::input_bias, 0))], 0,
-                  16 * static_cast<std::size_t>(st.layers[l].hidden_size));
-  const float dense_scale = 0.01f;
-  for (int k = 0; k < 2; ++k) {  // pre_head[0], the head
-    std::memset(&canonical[static_cast<std::size_t>(canonical_offset(st, k, 0, ParamKind::dense_bias, 0))], 0,
-                4 * static_cast<std::size_t>(k == 0 ? 5 : 3));
-    std::memcpy(&canonical[static_cast<std::size_t>(canonical_offset(st, -1 - k, 0, ParamKind::weight_scale, 0))], &dense_scale, 4);
+  for (bool bidi : {true, false}) {
+    CAPTURE(bidi);
+    const StackSpec st = int8_stack(bidi);
+    Rng rng(9);
+    std::vector<std::int8_t> canonical(static_cast<std::size_t>(param_count(st)));
+    for (auto& v : canonical) v = static_cast<std::int8_t>(rng.range(-20, 20));
+    // The biases and the Dense layers' are int32 and their scales floats: zero them, then set the scales.
+    for (int l = 0; l < 2; ++l)
+      for (int d = 0; d < num_directions(st.layers[l]); ++d)
+        std::memset(&canonical[static_cast<std::size_t>(canonical_offset(st, l, d, ParamKind::input_bias, 0))], 0,
+                    16 * static_cast<std::size_t>(st.layers[l].hidden_size));
+    const float dense_scale = 0.01f;
+    for (int k = 0; k < 2; ++k) {  // pre_head[0], the head
+      std::memset(&canonical[static_cast<std::size_t>(canonical_offset(st, k, 0, ParamKind::dense_bias, 0))], 0,
+                  4 * static_cast<std::size_t>(k == 0 ? 5 : 3));
+      std::memcpy(&canonical[static_cast<std::size_t>(canonical_offset(st, -1 - k, 0, ParamKind::weight_scale, 0))], &dense_scale, 4);
+    }
+    int runs = 0;
+    for (int threads : {1, 3}) {
+      ThreadPool* pool = nullptr;
+      if (threads > 1) REQUIRE(ThreadPool::create(threads, &pool) == Status::ok);
+      PlanOptions o;
+      o.max_batch = 3;
+      o.max_seq_len = 5;
+      o.threads = threads;
+      o.thread_pool = pool;
+      Plan plan;
+      REQUIRE_MESSAGE(Plan::create(st, o, &plan) == Status::ok, last_error_detail());
+      AlignedBuffer packed(plan.packed_weight_bytes()), ws(plan.workspace_bytes());
+      REQUIRE_MESSAGE(plan.pack_weights(canonical.data(), packed.ptr, packed.size) == Status::ok, last_error_detail());
+      std::vector<std::int32_t> ids(15);
+      for (auto& id : ids) id = rng.range(0, 9);
+      std::vector<std::int8_t> y(3 * 3), hy(static_cast<std::size_t>(state_elements(st, 3)));
+      std::vector<std::int16_t> cy(hy.size());
+      ForwardArgs a;
+      a.batch = 3;
+      a.seq_len = 5;
+      a.x = ids.data();
+      a.y = y.data();
+      a.hy = hy.data();
+      a.cy = cy.data();
+      const long before = g_allocations.load();
+      const Status s1 = plan.forward(packed.ptr, ws.ptr, ws.size, a);
+      a.layout = Layout::batch_major;
+      a.h0 = hy.data();
+      a.c0 = cy.data();
+      const Status s2 = plan.forward(packed.ptr, ws.ptr, ws.size, a);
+      const long after = g_allocations.load();
+      CHECK(s1 == Status::ok);
+      CHECK(s2 == Status::ok);
+      CHECK(after == before);
+      ThreadPool::destroy(pool);
+      ++runs;
+    }
+    CHECK(runs == 2);
   }
-  int runs = 0;
-  for (int threads : {1, 3}) {
-    ThreadPool* pool = nullptr;
-    if (threads > 1) REQUIRE(ThreadPool::create(threads, &pool) == Status::ok);
-    PlanOptions o;
-    o.max_batch = 3;
-    o.max_seq_len = 5;
-    o.threads = threads;
-    o.thread_pool = pool;
-    Plan plan;
-    REQUIRE_MESSAGE(Plan::create(st, o, &plan) == Status::ok, last_error_detail());
-    AlignedBuffer packed(plan.packed_weight_bytes()), ws(plan.workspace_bytes());
-    REQUIRE_MESSAGE(plan.pack_weights(canonical.data(), packed.ptr, packed.size) == Status::ok, last_error_detail());
-    std::vector<std::int32_t> ids(15);
-    for (auto& id : ids) id = rng.range(0, 9);
-    std::vector<std::int8_t> y(3 * 3), hy(static_cast<std::size_t>(state_elements(st, 3)));
-    std::vector<std::int16_t> cy(hy.size());
-    ForwardArgs a;
-    a.batch = 3;
-    a.seq_len = 5;
-    a.x = ids.data();
-    a.y = y.data();
-    a.hy = hy.data();
-    a.cy = cy.data();
-    const long before = g_allocations.load();
-    const Status s1 = plan.forward(packed.ptr, ws.ptr, ws.size, a);
-    a.layout = Layout::batch_major;
-    a.h0 = hy.data();
-    a.c0 = cy.data();
-    const Status s2 = plan.forward(packed.ptr, ws.ptr, ws.size, a);
-    const long after = g_allocations.load();
-    CHECK(s1 == Status::ok);
-    CHECK(s2 == Status::ok);
-    CHECK(after == before);
-    ThreadPool::destroy(pool);
-    ++runs;
-  }
-  CHECK(runs == 2);
 }
 
 TEST_CASE("dropout runs make no heap allocation either") {

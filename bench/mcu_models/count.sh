@@ -22,7 +22,8 @@
 # https://github.com/ARM-software/CMSIS-NN). Env: WORK (default /tmp/rnncore-mcu-models), BUILD
 # and BUILD_SIGNED (Cortex-M4F firmware builds to reuse; default $WORK/build-m4, $WORK/build-m4-signed),
 # RNNCORE (the host tool, default build/tools/rnncore), NICE (10), CMSIS_NN_COMMIT (the commit to name when CMSIS_NN is an
-# unpacked tree, not a git work tree), ONLY_PLAN=1 (the one-call table only: no CMSIS-NN needed).
+# unpacked tree, not a git work tree), ONLY_PLAN=1 (the one-call table only: no CMSIS-NN needed),
+# BUILDS (ONLY_PLAN's builds: default "rnncore signed"; "rnncore" skips the signed-table build).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$REPO/bench/mcu_models
@@ -33,6 +34,7 @@ BUILD=${BUILD:-$WORK/build-m4}
 BUILD_SIGNED=${BUILD_SIGNED:-$WORK/build-m4-signed}
 NICE=${NICE:-10}
 ONLY_PLAN=${ONLY_PLAN:-0}
+BUILDS=${BUILDS:-"rnncore signed"}
 if [ "$ONLY_PLAN" = 1 ]; then CMSIS_NN=${CMSIS_NN:-/nonexistent}; else CMSIS_NN=${CMSIS_NN:?set CMSIS_NN to a CMSIS-NN source tree}; fi
 FW=$REPO/examples/firmware
 CPU=(-mcpu=cortex-m4 -mthumb -mfpu=fpv4-sp-d16 -mfloat-abi=hard)
@@ -51,7 +53,7 @@ lib() {  # build-dir meson-options... -> builds librnncore.a
   nice -n "$NICE" ninja -C "$dir" librnncore.a >&2
 }
 lib "$BUILD"
-lib "$BUILD_SIGNED" -Dint8_activation_tables=signed -Dint8_cell_tanh_bits=0 -Dint8_reciprocal_table=false
+[[ " $BUILDS " != *" signed "* ]] || lib "$BUILD_SIGNED" -Dint8_activation_tables=signed -Dint8_cell_tanh_bits=0 -Dint8_reciprocal_table=false
 
 objs=$WORK/objs-count
 for f in console.c mps2/startup.c mps2/semihosting.c; do
@@ -169,7 +171,7 @@ plan_table() {
   echo "| model | build | int8.h insns | one call insns | ratio | int8.h flash | one call flash | int8.h RAM | one call RAM |"
   echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
   for m in $MODELS; do
-    for b in rnncore signed; do
+    for b in $BUILDS; do
       local p=plan
       [ "$b" = signed ] && p=plan-signed
       measure "$m" "$b"

@@ -7,8 +7,10 @@
  * The plan is made once after rnncore_link_int8(); there is no pack step, and every inference is
  * one rnncore_forward on NAME_packed in place.
  *
- * RAM: the plan (a value, 12 KiB) and the workspace, sized at build time by WORKSPACE_BYTES
- * (run.sh reads it from a first run with -DMODEL_SIZES_ONLY, which prints the plan's sizes).
+ * RAM: the plan (a value of RNNCORE_PLAN_BYTES: 12 544 bytes, 2 688 in a library built with
+ * -Dmax_layers=2) and the workspace, sized at build time by WORKSPACE_BYTES (run.sh reads it from a
+ * first run with -DMODEL_SIZES_ONLY, which prints the plan's sizes): one step's buffers for a stack
+ * of one-direction layers, layer 0's output of every step for the bidirectional model.
  *
  * Checks, as mcu_model.c: every sequence of the sample equal to LiteRT's bit for bit; a
  * unidirectional model also streamed one step per call (the state in the caller's h and c, carried
@@ -137,6 +139,7 @@ int main(void) {
   put(rnncore_plan_kernel_name(&g_plan));
   report("packed", (unsigned long)rnncore_plan_packed_weight_bytes(&g_plan));
   report("workspace", (unsigned long)rnncore_plan_workspace_bytes(&g_plan));
+  report("plan", (unsigned long)sizeof g_plan);
   end_line();
   put("MEM");
   report("flash", (unsigned long)((uintptr_t)__data_load + (uintptr_t)(__data_end - __data_start)));

@@ -18,7 +18,8 @@
 # libnewlib-arm-none-eabi libstdc++-arm-none-eabi-dev, qemu-system-arm, meson, ninja. Env: WORK
 # (scratch, default /tmp/rnncore-mcu-models), BUILD_cortex_m4f / BUILD_cortex_m7 (configured
 # firmware builds to reuse; default $WORK/build-<target>), MESON_OPTIONS (for the builds it makes),
-# NICE (10), VARIANTS ("hand plan": the int8.h image, the one-call image, or both).
+# NICE (10), VARIANTS ("hand plan": the int8.h image, the one-call image, or both). A build of
+# -Dmax_layers=N (a smaller plan; the models have at most 2 layers) gives its images RNNCORE_MAX_LAYERS=N.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$REPO/bench/mcu_models
@@ -58,11 +59,15 @@ for target in $TARGETS; do
       >"$WORK/setup-$target.log" 2>&1 || { cat "$WORK/setup-$target.log" >&2; exit 1; }
   fi
   nice -n "$NICE" ninja -C "$build" librnncore.a >&2
+  # The build's layer limit (meson option max_layers): the images see the library's RNNCORE_MAX_LAYERS.
+  layers=$(meson introspect --buildoptions "$build" |
+             python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "max_layers"))')
+  DEFS=(-DRNNCORE_MAX_LAYERS="$layers")
   read -r -a CPU <<<"$(cpu_flags "$target")"
   objs=$WORK/objs-$target
   mkdir -p "$objs"
   for f in console.c mps2/startup.c mps2/semihosting.c; do
-    nice -n "$NICE" arm-none-eabi-gcc "${CPU[@]}" -std=c99 -Os -ffunction-sections -I"$REPO/include" -I"$FW" \
+    nice -n "$NICE" arm-none-eabi-gcc "${CPU[@]}" -std=c99 -Os -ffunction-sections -I"$REPO/include" -I"$FW" "${DEFS[@]}" \
       -c "$FW/$f" -o "$objs/$(basename "${f%.c}").o"
   done
   link() {  # image objects...
@@ -91,7 +96,7 @@ for target in $TARGETS; do
       local src=$1 obj=$2
       shift 2
       nice -n "$NICE" arm-none-eabi-gcc "${CPU[@]}" -std=c99 -Os -ffunction-sections -fdata-sections \
-        -I"$REPO/include" -I"$FW" -I"$WORK/hdr" -I"$HERE" -DMODEL="$m" -DMODEL_UC="$uc" \
+        -I"$REPO/include" -I"$FW" -I"$WORK/hdr" -I"$HERE" "${DEFS[@]}" -DMODEL="$m" -DMODEL_UC="$uc" \
         "-DMODEL_HEADER=\"$m.h\"" "${extra[@]}" "$@" -c "$src" -o "$obj"
     }
     if [[ " $VARIANTS " == *" hand "* ]]; then
@@ -116,7 +121,7 @@ for target in $TARGETS; do
     if [ "$m" = weather ]; then  # the float model on the FPU
       img=$WORK/$target-weather_f32.elf
       nice -n "$NICE" arm-none-eabi-gcc "${CPU[@]}" -std=c99 -Os -ffunction-sections -fdata-sections \
-        -I"$REPO/include" -I"$FW" -I"$WORK/hdr" -I"$HERE" -c "$HERE/weather_f32.c" -o "$img.o"
+        -I"$REPO/include" -I"$FW" -I"$WORK/hdr" -I"$HERE" "${DEFS[@]}" -c "$HERE/weather_f32.c" -o "$img.o"
       link "$img" "$img.o"
       run_image weather_f32 "$img"
     fi

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "rnncore/status.h"
+#include "rnncore/config.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,19 +23,12 @@ extern "C" {
 
 /** Alignment in bytes required of packed-weight and workspace buffers. */
 #define RNNCORE_ALIGNMENT 64
-/** Largest number of layers of a plan. */
-#define RNNCORE_MAX_LAYERS 16
 /** Largest number of wrappers around one cell. */
 #define RNNCORE_MAX_WRAPPERS 4
 /** Dense layers a stack may have before its head. */
 #define RNNCORE_MAX_PRE_HEAD 3
-/** Bytes of a rnncore_plan value: 12 KiB on 32-bit targets (Cortex-M, Armv7-A), 16 KiB on 64-bit
- *  ones, whose plan holds wider offsets and pointers (rnncore::Plan::kStorageBytes). */
-#if UINTPTR_MAX <= 0xFFFFFFFFu
-#define RNNCORE_PLAN_BYTES 12288
-#else
-#define RNNCORE_PLAN_BYTES 16384
-#endif
+/* RNNCORE_MAX_LAYERS (largest number of layers of a plan) and RNNCORE_PLAN_BYTES (bytes of a
+ * rnncore_plan value): rnncore/config.h. */
 
 typedef enum rnncore_mode { RNNCORE_MODE_LSTM = 0, RNNCORE_MODE_GRU = 1, RNNCORE_MODE_RNN_TANH = 2, RNNCORE_MODE_RNN_RELU = 3 } rnncore_mode;
 typedef enum rnncore_gru_variant { RNNCORE_GRU_RESET_AFTER = 0, RNNCORE_GRU_RESET_BEFORE = 1 } rnncore_gru_variant;

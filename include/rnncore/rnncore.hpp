@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "rnncore/config.h"
 #include "rnncore/status.h"
 
 namespace rnncore {
@@ -29,8 +30,9 @@ const char* version_string();
 
 /// Alignment in bytes that packed-weight and workspace buffers must have.
 constexpr std::size_t kAlignment = 64;
-/// Largest number of layers a plan holds (stacks are described inline, without allocation).
-constexpr int kMaxLayers = 16;
+/// Largest number of layers a plan holds (stacks are described inline, without allocation): 16, or
+/// the build's meson option max_layers (RNNCORE_MAX_LAYERS, rnncore/config.h).
+constexpr int kMaxLayers = RNNCORE_MAX_LAYERS;
 
 /// Status codes; identical values to the C enum rnncore_status.
 enum class Status : std::int32_t {
@@ -583,8 +585,9 @@ class Plan {
   /// @param[in] workspace at least backward_workspace_bytes(), kAlignment-aligned
   Status backward(const void* packed, void* workspace, std::size_t workspace_bytes, const BackwardArgs& args) const;
 
-  /// 12 KiB on 32-bit targets, 16 KiB on 64-bit ones (RNNCORE_PLAN_BYTES).
-  static constexpr std::size_t kStorageBytes = sizeof(void*) <= 4 ? 12288 : 16384;
+  /// RNNCORE_PLAN_BYTES (rnncore/config.h): 12 544 bytes on 32-bit targets, 16 KiB on 64-bit ones, at
+  /// 16 layers; less in a build of fewer (meson option max_layers).
+  static constexpr std::size_t kStorageBytes = RNNCORE_PLAN_BYTES;
 
  private:
   alignas(8) unsigned char storage_[kStorageBytes] = {};

@@ -69,14 +69,23 @@ struct Int8Plan {
   // Packed: the embedding table, then each Dense of the chain (pre_head[0..], the head last).
   std::size_t table = 0;
   Int8DensePack dense[kMaxPreHead + 1];
-  // Workspace (bytes): the int8 input (quantized or looked up) [T, B, I]; the layers' outputs
-  // [T, B, W] (two, alternating); a merging layer's directions [T, B, H] each; the head's rows
-  // [B, W] (last step) and its two buffers [rows, max(W, F)]; the activations of the Dense layers
-  // before it, [rows, ·] in head_mid[k % 2]; per direction the rows' h (int8) and
-  // c (int16) [B, H]; per thread a step's scratch.
+  // How forward walks the stack. Step-major (every layer one direction): each row's step runs
+  // through every layer before the next step, a layer's output being its state h, so no buffer
+  // holds more than one step and the workspace does not grow with max_seq_len. Layer-major (some
+  // layer bidirectional): each layer over every step, its output [T, B, W] kept for the next.
+  bool step_major = false;
+  // Workspace (bytes): float input only, the quantized rows [T, B, I] (step-major: [B, I]; the
+  // Embedding's rows and int8 x are read where they are); layer-major, the layers' outputs
+  // [T, B, W] (two, alternating; only those a later layer reads whole: a last layer before a
+  // last-step head writes its final rows into head_rows) and a merging layer's directions
+  // [T, B, H] each ([B, H] for such a last layer); the head's rows [B, W] (last step) and its two
+  // buffers [rows, F] (rows: B with last_step_only or step-major, else T·B); the activations of the
+  // Dense layers before it, [rows, ·] in head_mid[k % 2]; the rows' h (int8) and c (int16):
+  // layer-major per direction [B, H], step-major per layer [L, B, H] (state_rows); per thread a
+  // step's scratch. Rows of H at the stride max_hidden.
   std::size_t x = 0, out[2] = {0, 0}, dir_out[2] = {0, 0}, head_rows = 0, head_a = 0, head_b = 0, head_mid[2] = {0, 0};
   std::size_t h[2] = {0, 0}, c[2] = {0, 0}, scratch = 0, scratch_stride = 0;
-  std::int32_t max_hidden = 0, max_width = 0;
+  std::int32_t max_hidden = 0, max_width = 0, state_rows = 0;
 };
 
 }  // namespace detail

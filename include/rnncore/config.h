@@ -1,0 +1,28 @@
+/* rnncore: the limits a build is made with, shared by the C API (rnncore.h) and the C++ one
+ * (rnncore.hpp). A build's meson option max_layers defines RNNCORE_MAX_LAYERS for the library and for
+ * every target that uses its dependency or pkg-config file; code compiled against these headers by
+ * other means must define the same value (docs/porting.md, "The plan"). */
+#ifndef RNNCORE_CONFIG_H
+#define RNNCORE_CONFIG_H
+
+#include <stdint.h>
+
+/** Largest number of layers of a stack, and so of a plan: 16 unless the build chose fewer (1..16). */
+#ifndef RNNCORE_MAX_LAYERS
+#define RNNCORE_MAX_LAYERS 16
+#endif
+#if RNNCORE_MAX_LAYERS < 1 || RNNCORE_MAX_LAYERS > 16
+#error "RNNCORE_MAX_LAYERS must be 1..16"
+#endif
+
+/** Bytes of a rnncore_plan value (rnncore::Plan::kStorageBytes): a part per layer the build allows
+ *  (the layer's copy of the spec and its offsets) and a fixed part. 32-bit targets (Cortex-M,
+ *  Armv7-A): 1 280 + 704 per layer, 12 544 at 16 layers, 2 688 at 2; 64-bit ones, whose plan holds
+ *  wider offsets and pointers: 2 048 + 896 per layer, 16 384 at 16 layers. */
+#if UINTPTR_MAX <= 0xFFFFFFFFu
+#define RNNCORE_PLAN_BYTES (1280 + 704 * RNNCORE_MAX_LAYERS)
+#else
+#define RNNCORE_PLAN_BYTES (2048 + 896 * RNNCORE_MAX_LAYERS)
+#endif
+
+#endif /* RNNCORE_CONFIG_H */
