@@ -227,13 +227,20 @@ for m in $MODELS; do
     python3 "$HERE/functions.py" "$m" "$1" "$WORK/count/$m-$1-R1.elf" "$WORK/count/$m-$1-R1.elf.blocks" \
       "$WORK/count/$m-$1-R2.elf.blocks" 1000 | awk -F'|' '/_dot_panels_dsp_4x16/ { gsub(/ /, "", $5); n += $5 } END { print n + 0 }'
   }
+  # and whether their outputs equal LiteRT's (the images that check every sample, run whole)
+  verdict16=""
+  for k in i16 signed-i16; do
+    chk=$(image "$m" "$k" 0)
+    emulate "$chk"
+    verdict16="$verdict16$(grep -o 'PASS\|FAIL' "$chk.log" | tail -1 || echo '?') "
+  done
   read -r f16 r16 s16 <<<"${MEMS[$m/i16]}"
   read -r fs16 rs16 ss16 <<<"${MEMS[$m/signed-i16]}"
   i16_rows+=("$(awk -v m="$m" -v macs="$lstm_macs" -v k8="$(kernel_insns rnncore)" -v k16="$(kernel_insns i16)" \
       -v r="${INSNS[$m/i16]}" -v s="${INSNS[$m/signed-i16]}" -v c="${INSNS[$m/cmsis-O2]}" \
-      -v e="${CYCLES[$m/signed-i16]}" -v fr="$fr" -v fs="$fs" -v f16="$f16" -v fs16="$fs16" -v ram16="$((r16 + s16))" -v rams16="$((rs16 + ss16))" \
-      'BEGIN { printf "| %s | %.3f | %.3f | %d | %d | %.2f | %.2f | %d | %d (+%d) | %d (+%d) | %d | %d |\n", m, k8 / macs, k16 / macs,
-               r, s, c / r, c / s, e, f16, f16 - fr, fs16, fs16 - fs, ram16, rams16 }')")
+      -v e="${CYCLES[$m/signed-i16]}" -v v="$verdict16" -v fr="$fr" -v fs="$fs" -v f16="$f16" -v fs16="$fs16" -v ram16="$((r16 + s16))" -v rams16="$((rs16 + ss16))" \
+      'BEGIN { printf "| %s | %.3f | %.3f | %d | %d | %.2f | %.2f | %d | %d (+%d) | %d (+%d) | %d | %d | %s|\n", m, k8 / macs, k16 / macs,
+               r, s, c / r, c / s, e, f16, f16 - fr, fs16, fs16 - fs, ram16, rams16, v }')")
 done
 echo
 echo "Memory of the count images (bytes): flash = the image's code and constants (weights, tables, sample, harness); RAM = static (.data + .bss) + stack peak during the inference."
@@ -246,8 +253,8 @@ echo "The LSTM weights as int16 panels (export-c --interleave-i16; kernel i16_do
 echo "(i8_dot_panels_4x16__dsp): the panel kernel's instructions per LSTM multiply-accumulate, guest instructions per inference,"
 echo "CMSIS-NN -O2 / rnncore with them, and the images' flash (bytes; the change against the interleaved image) and RAM (static + stack peak)."
 echo
-echo "| model | kernel insn/MAC int8 panels | int16 panels | rnncore i16 | signed i16 | -O2 / i16 | -O2 / signed i16 | est. cycles signed i16 | i16 flash | signed i16 flash | i16 RAM | signed i16 RAM |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| model | kernel insn/MAC int8 panels | int16 panels | rnncore i16 | signed i16 | -O2 / i16 | -O2 / signed i16 | est. cycles signed i16 | i16 flash | signed i16 flash | i16 RAM | signed i16 RAM | outputs = LiteRT (i16, signed i16) |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
 for r in "${i16_rows[@]}"; do echo "$r"; done
 echo
 echo "Instruction mix of one inference (the plugin's classes; multi = LDM/STM/PUSH/POP/VLDM/VSTM, multi_regs their registers, pop_pc the POPs of the PC, branch every B/BL/BX/CBZ/CBNZ/TBB/TBH and LDR to the PC)."
