@@ -21,15 +21,18 @@ namespace {
 // other LSTM weight layout, which PlanOptions::int8_weights (export-c option) matches. Here, not in
 // src/int8_layer.cpp, so that a float image does not link the integer backend through it.
 Status int8_packed_mismatch(const PlanImpl& p, const char* family) {
-  // Panel kernels are named i8_dot_panels_<tile>__<isa> (not strstr: firmware would link newlib's).
-  const bool theirs = std::strncmp(family, "i8_dot_panels_", 14) == 0, ours = p.i8.panels != nullptr;
+  // Panel kernels are named i8_dot_panels_<tile>__<isa> or, on int16 panels, i16_dot_panels_…
+  // (not strstr: firmware would link newlib's). 0 row-major, 1 interleaved, 2 int16 panels.
+  const int theirs = std::strncmp(family, "i8_dot_panels_", 14) == 0 ? 1 : (std::strncmp(family, "i16_dot_panels_", 15) == 0 ? 2 : 0);
+  const int ours = static_cast<int>(p.i8.panel_layout);
+  static const char* const kLayout[] = {"row-major", "interleaved", "int16 panel"};
+  static const char* const kOption[] = {"row_major", "interleaved", "interleaved_i16"};
+  static const char* const kExport[] = {"without --interleave", "--interleave", "--interleave-i16"};
   if (family[0] != '\0' && theirs != ours)
     return detail::fail_status(Status::weights_not_packed,
                                "forward: the packed weights are for %s (%s weights), this plan runs %s (%s): plan with "
                                "int8_weights = %s (rnncore export-c %s), or pack them with this plan",
-                               family, theirs ? "interleaved" : "row-major", p.kernel_name,
-                               ours ? "interleaved" : "row-major", theirs ? "interleaved" : "row_major",
-                               theirs ? "--interleave" : "without --interleave");
+                               family, kLayout[theirs], p.kernel_name, kLayout[ours], kOption[theirs], kExport[theirs]);
   return detail::fail_status(Status::weights_not_packed,
                              "forward: the packed weights are for another integer stack than this plan's (%s), of "
                              "other shapes: pack them with this plan",

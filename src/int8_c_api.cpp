@@ -13,9 +13,12 @@ namespace {
 
 static_assert(RNNCORE_INT8_LSTM_GATES == q8::kGates, "RNNCORE_INT8_LSTM_GATES is out of date");
 static_assert(RNNCORE_INT8_WEIGHTS_ROW_MAJOR == static_cast<int>(q8::Int8WeightLayout::row_major) &&
-                  RNNCORE_INT8_WEIGHTS_INTERLEAVED4 == static_cast<int>(q8::Int8WeightLayout::interleaved4),
+                  RNNCORE_INT8_WEIGHTS_INTERLEAVED4 == static_cast<int>(q8::Int8WeightLayout::interleaved4) &&
+                  RNNCORE_INT8_WEIGHTS_INTERLEAVED4_I16 == static_cast<int>(q8::Int8WeightLayout::interleaved4_i16),
               "RNNCORE_INT8_WEIGHTS_* are out of date");
 static_assert(RNNCORE_INT8_INTERLEAVED4_BYTES(5, 9) == q8::interleaved4_bytes(5, 9), "RNNCORE_INT8_INTERLEAVED4_BYTES");
+static_assert(RNNCORE_INT8_INTERLEAVED4_I16_BYTES(5, 9) == q8::interleaved4_i16_bytes(5, 9),
+              "RNNCORE_INT8_INTERLEAVED4_I16_BYTES");
 static_assert(sizeof(q8::Int8LstmParams) <= sizeof(rnncore_int8_lstm), "RNNCORE_INT8_LSTM_BYTES is too small");
 static_assert(alignof(rnncore_int8_lstm) >= alignof(q8::Int8LstmParams), "rnncore_int8_lstm is under-aligned");
 static_assert(sizeof(q8::Int8DenseParams) <= sizeof(rnncore_int8_dense), "RNNCORE_INT8_DENSE_BYTES is too small");
@@ -95,6 +98,17 @@ rnncore_status rnncore_int8_interleave4(const int8_t* w, int32_t rows, int32_t k
   return RNNCORE_OK;
 }
 
+rnncore_status rnncore_int8_interleave4_i16(const int8_t* w, int32_t rows, int32_t k, int8_t* out) {
+  detail::clear_error();
+  if (w == nullptr || out == nullptr)
+    return detail::fail(RNNCORE_ERR_NULL_POINTER, "rnncore_int8_interleave4_i16: w and out must not be null");
+  if (!hidden_size_ok(rows) || !hidden_size_ok(k))
+    return detail::fail(RNNCORE_ERR_INVALID_SIZE, "rnncore_int8_interleave4_i16: rows %d and k %d must be in 1..65536",
+                        static_cast<int>(rows), static_cast<int>(k));
+  q8::interleave4_i16(w, rows, k, out);
+  return RNNCORE_OK;
+}
+
 rnncore_status rnncore_int8_lstm_prepare(const rnncore_int8_lstm_quantization* q, int32_t input_size,
                                          int32_t hidden_size, const int8_t* const w[RNNCORE_INT8_LSTM_GATES],
                                          const int8_t* const r[RNNCORE_INT8_LSTM_GATES],
@@ -132,8 +146,9 @@ rnncore_status rnncore_int8_lstm_run(const rnncore_int8_lstm* lstm, int32_t batc
 const char* rnncore_int8_lstm_kernel_name(const rnncore_int8_lstm* lstm) {
   if (lstm == nullptr || params(lstm).dot == nullptr) return "";
   int n = 0;
-  if (params(lstm).layout == q8::Int8WeightLayout::interleaved4) {
-    const q8::DotPanelsKernel* k = q8::int8_panel_kernels(&n);
+  if (q8::int8_panel_layout(params(lstm).layout)) {
+    const q8::DotPanelsKernel* k = params(lstm).layout == q8::Int8WeightLayout::interleaved4 ? q8::int8_panel_kernels(&n)
+                                                                                          : q8::int16_panel_kernels(&n);
     for (int i = 0; i < n; ++i)
       if (k[i].fn == params(lstm).dot_panels) return k[i].name;
     return "";

@@ -427,6 +427,129 @@ extern "C" void rnncore_i8_dot_panels_dsp_other(const PanelProduct* product) {
   }
 }
 
+// The int16 panel layout (src/internal/int8_kernels.hpp, interleave4_i16): the weights widened at
+// pack time, each word a row's pair at columns (c, c + 2) or (c + 1, c + 3), the halves of the
+// widened vector's words. One SMLAD per word adds that row's two products, exactly, modulo 2^32
+// (as above), so the sums are the scalar kernel's at any K: no column bound, no odd-row
+// correction, the four sums start at the four biases.
+//
+// Per 4 columns of 4 rows: one LDM of the vector's 2 words, two LDMs of 4 weight words and 8
+// SMLAD, 11 instructions for 16 multiply-accumulates (0.6875 per MAC; with the loop's CMP and BNE
+// every 64 columns, 178 for 256, 0.695); the interleaved int8 layout's kernel takes 14, at half the
+// weight bytes. The registers and the stack frame are those of rnncore_i8_dot_panels_dsp_4x16
+// (r0..r3 the sums of rows A..D, r4..r7 weight words, r8 / r9 the vector's words, r10 the biases,
+// r11 the weights, r12 the vector, lr its end); the jump enters the 16-group loop at the group that
+// leaves ceil(K / 64) full passes, 44 bytes a group (the assembler checks). Around the loop, per
+// panel: 3 instructions to start, 6 to end. Rows not a multiple of 4 go to
+// rnncore_i16_dot_panels_dsp_other, in C.
+extern "C" void rnncore_i16_dot_panels_dsp_other(const PanelProduct* product);
+
+#define RNNCORE_P16_HALF(X)              \
+  "ldmia r11!, {r4, r5, r6, r7}\n\t"     \
+  "smlad r0, r4, " X ", r0\n\t"          \
+  "smlad r1, r5, " X ", r1\n\t"          \
+  "smlad r2, r6, " X ", r2\n\t"          \
+  "smlad r3, r7, " X ", r3\n\t"
+#define RNNCORE_P16_GROUP "ldmia r12!, {r8, r9}\n\t" RNNCORE_P16_HALF("r8") RNNCORE_P16_HALF("r9")
+#if defined(__thumb__)
+#define RNNCORE_THUMB_FUNC ".thumb_func\n\t"
+#define RNNCORE_THUMB_BIT "orr r8, r8, #1\n\t"
+#else
+#define RNNCORE_THUMB_FUNC
+#define RNNCORE_THUMB_BIT
+#endif
+// The frame as rnncore_i8_dot_panels_dsp_4x16's: [sp, #0] the next product, #4 the vector, #8 the
+// end of the biases, #12 the outputs, #16 the loop entry, #24 the end of the list.
+__asm__(
+    ".pushsection .text.rnncore_i16_dot_panels_dsp_4x16, \"ax\", %progbits\n\t"
+    ".balign 4\n\t"
+    ".global rnncore_i16_dot_panels_dsp_4x16\n\t"
+    ".type rnncore_i16_dot_panels_dsp_4x16, %function\n\t"
+    RNNCORE_THUMB_FUNC
+    "rnncore_i16_dot_panels_dsp_4x16:\n\t"
+    "cmp r1, #0\n\t"
+    "it le\n\t"
+    "bxle lr\n\t"
+    "push {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"
+    "sub sp, sp, #28\n\t"
+    "add r1, r1, r1, lsl #1\n\t"  // the list's end: 24 bytes a product
+    "add r1, r0, r1, lsl #3\n\t"
+    "str r1, [sp, #24]\n\t"
+    "5:\n\t"  // a product: w, v, bias, out, rows, k_words
+    "ldmia r0!, {r4, r5, r6, r7, r8, r9}\n\t"
+    "tst r8, #3\n\t"  // whole panels, at least one (k_words >= 1)
+    "bne 7f\n\t"
+    "cmp r8, #0\n\t"
+    "beq 7f\n\t"
+    "mov r11, r4\n\t"
+    "mov r10, r6\n\t"
+    "add r6, r6, r8, lsl #2\n\t"  // the biases' end
+    "add lr, r5, r9, lsl #3\n\t"  // the vector's end: 4 int16 a column group
+    "rsb r9, r9, #0\n\t"  // groups the first pass skips: (−k_words) mod 16, 44 bytes each
+    "and r9, r9, #15\n\t"
+    "adr r8, .Lrnncore_p16_group0\n\t"
+    "add r8, r8, r9, lsl #5\n\t"
+    "add r8, r8, r9, lsl #3\n\t"
+    "add r8, r8, r9, lsl #2\n\t"
+    RNNCORE_THUMB_BIT
+    "stmia sp, {r0, r5, r6, r7, r8}\n\t"
+    "0:\n\t"
+    "ldmia r10!, {r0, r1, r2, r3}\n\t"  // the sums start at the panel's biases
+    "ldr r12, [sp, #4]\n\t"
+    "ldr pc, [sp, #16]\n\t"
+    ".Lrnncore_p16_group0:\n\t" RNNCORE_P16_GROUP
+    ".Lrnncore_p16_group1:\n\t" RNNCORE_P16_GROUP RNNCORE_P16_GROUP RNNCORE_P16_GROUP
+    RNNCORE_P16_GROUP RNNCORE_P16_GROUP RNNCORE_P16_GROUP RNNCORE_P16_GROUP
+    RNNCORE_P16_GROUP RNNCORE_P16_GROUP RNNCORE_P16_GROUP RNNCORE_P16_GROUP
+    RNNCORE_P16_GROUP RNNCORE_P16_GROUP RNNCORE_P16_GROUP RNNCORE_P16_GROUP
+    ".if .Lrnncore_p16_group1 - .Lrnncore_p16_group0 - 44\n\t"
+    ".error \"rnncore_i16_dot_panels_dsp_4x16: a group is not 44 bytes\"\n\t"
+    ".endif\n\t"
+    "cmp r12, lr\n\t"
+    "bne .Lrnncore_p16_group0\n\t"
+    "ldr r4, [sp, #12]\n\t"
+    "stmia r4!, {r0, r1, r2, r3}\n\t"
+    "str r4, [sp, #12]\n\t"
+    "ldr r4, [sp, #8]\n\t"
+    "cmp r10, r4\n\t"
+    "bne 0b\n\t"
+    "6:\n\t"
+    "ldr r0, [sp, #0]\n\t"
+    "ldr r1, [sp, #24]\n\t"
+    "cmp r0, r1\n\t"
+    "bne 5b\n\t"
+    "add sp, sp, #28\n\t"
+    "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}\n\t"
+    "7:\n\t"  // any other product, in C
+    "str r0, [sp, #0]\n\t"
+    "sub r0, r0, #24\n\t"
+    "bl rnncore_i16_dot_panels_dsp_other\n\t"
+    "b 6b\n\t"
+    ".size rnncore_i16_dot_panels_dsp_4x16, .-rnncore_i16_dot_panels_dsp_4x16\n\t"
+    ".popsection\n\t");
+#undef RNNCORE_THUMB_BIT
+#undef RNNCORE_THUMB_FUNC
+#undef RNNCORE_P16_GROUP
+#undef RNNCORE_P16_HALF
+
+// A product of rows not a multiple of 4 (or none): its whole panels by the assembly, the last 1..3
+// rows by the scalar kernel.
+extern "C" void rnncore_i16_dot_panels_dsp_other(const PanelProduct* product) {
+  const PanelProduct& p = *product;
+  const int panels = static_cast<int>(static_cast<unsigned>(p.rows) >> 2);
+  const std::size_t panel_bytes = 32 * static_cast<std::size_t>(p.k_words);
+  if (panels > 0) {
+    const PanelProduct whole{p.w, p.v, p.bias, p.out, 4 * panels, p.k_words};
+    rnncore_i16_dot_panels_dsp_4x16(&whole, 1);
+  }
+  const int done = 4 * panels;
+  if (done < p.rows) {
+    const PanelProduct last{p.w + static_cast<std::size_t>(panels) * panel_bytes, p.v, p.bias + done, p.out + done,
+                            p.rows - done, p.k_words};
+    i16_dot_panels_1x1__scalar(&last, 1);
+  }
+}
+
 }  // namespace q8
 }  // namespace rnncore
 

@@ -1,5 +1,5 @@
-// The integer LSTM's interleaved weight layout (src/internal/int8_kernels.hpp): the check, the
-// interleaving and the widened vector. The portable kernels that read it are the reference's
+// The integer LSTM's interleaved weight layouts (src/internal/int8_kernels.hpp): the check, the
+// interleaving (int8 and int16) and the widened vector. The portable kernels that read it are the reference's
 // (src/int8_reference.cpp).
 #include "src/internal/int8_kernels.hpp"
 
@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace rnncore {
 namespace q8 {
@@ -42,6 +43,24 @@ bool interleave4(const std::int8_t* w, int rows, int k_size, std::int8_t* out, i
     }
   }
   return true;
+}
+
+std::int8_t interleaved4_i16_weight(const std::int8_t* m, int j, int k, int k_words) {
+  std::int16_t x;
+  std::memcpy(&x, m + 2 * interleaved4_i16_index(j, k, k_words), 2);
+  return static_cast<std::int8_t>(x);
+}
+
+void interleave4_i16(const std::int8_t* w, int rows, int k_size, std::int8_t* out) {
+  const int k_words = interleaved4_words(k_size);
+  const std::size_t bytes = interleaved4_i16_bytes(rows, k_size);
+  for (std::size_t i = 0; i < bytes; ++i) out[i] = 0;
+  for (int j = 0; j < rows; ++j) {
+    for (int k = 0; k < k_size; ++k) {
+      const std::int16_t x = w[static_cast<std::size_t>(j) * static_cast<std::size_t>(k_size) + static_cast<std::size_t>(k)];
+      std::memcpy(out + 2 * interleaved4_i16_index(j, k, k_words), &x, 2);
+    }
+  }
 }
 
 void widen_pairs(const std::int8_t* v, int n, std::int16_t* out) {

@@ -164,9 +164,12 @@ struct DirRegions {
 // With interleaved weights each gate's matrix is padded to whole panels (interleaved4_bytes, a
 // multiple of 16 bytes; every region starts at a multiple of kAlignment, as the panel kernel's LDM
 // needs).
-DirRegions take_dir(Arena* pk, int H, int I, bool per_channel, bool interleaved) {
-  const std::uint64_t gate_w = interleaved ? q8::interleaved4_bytes(H, I) : static_cast<std::uint64_t>(H) * I;
-  const std::uint64_t gate_r = interleaved ? q8::interleaved4_bytes(H, H) : static_cast<std::uint64_t>(H) * H;
+// The int16 panel layout takes twice the interleaved one's bytes.
+DirRegions take_dir(Arena* pk, int H, int I, bool per_channel, q8::Int8WeightLayout layout) {
+  const bool interleaved = layout != q8::Int8WeightLayout::row_major;
+  const std::uint64_t wide = layout == q8::Int8WeightLayout::interleaved4_i16 ? 2 : 1;
+  const std::uint64_t gate_w = interleaved ? wide * q8::interleaved4_bytes(H, I) : static_cast<std::uint64_t>(H) * I;
+  const std::uint64_t gate_r = interleaved ? wide * q8::interleaved4_bytes(H, H) : static_cast<std::uint64_t>(H) * H;
   DirRegions g;
   g.params = pk->take(1, sizeof(PackedLstm));
   g.w = pk->take(4 * gate_w, 1);
@@ -179,27 +182,29 @@ DirRegions take_dir(Arena* pk, int H, int I, bool per_channel, bool interleaved)
 // one: i8_dot_panels_4x16__dsp for i8_dot_4x16__dsp on a Cortex-M (M profile) with the DSP
 // extension; null elsewhere (a Cortex-A build runs NEON, and the DSP row kernel only when capped,
 // as `rnncore info` names it).
-const q8::DotPanelsKernel* panel_kernel_of(const char* dot) {
+// i16: the int16 panel layout's kernels (i16_dot_panels_4x16__dsp).
+const q8::DotPanelsKernel* panel_kernel_of(const char* dot, bool i16) {
 #if defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M'
   const char* family = std::strstr(dot, "__");
   if (family == nullptr || std::strcmp(family, "__scalar") == 0) return nullptr;
   int n = 0;
-  const q8::DotPanelsKernel* k = q8::int8_panel_kernels(&n);
+  const q8::DotPanelsKernel* k = i16 ? q8::int16_panel_kernels(&n) : q8::int8_panel_kernels(&n);
   for (int i = 0; i < n; ++i) {
     const char* f = std::strstr(k[i].name, "__");
     if (f != nullptr && std::strcmp(f, family) == 0) return &k[i];
   }
 #else
   (void)dot;
+  (void)i16;
 #endif
   return nullptr;
 }
 
 // The portable panel kernel: interleaved weights on a target without the DSP one (a host packing
 // for a Cortex-M, or checking such a buffer).
-const q8::DotPanelsKernel* portable_panel_kernel() {
+const q8::DotPanelsKernel* portable_panel_kernel(bool i16) {
   int n = 0;
-  const q8::DotPanelsKernel* k = q8::int8_panel_kernels(&n);
+  const q8::DotPanelsKernel* k = i16 ? q8::int16_panel_kernels(&n) : q8::int8_panel_kernels(&n);
   for (int i = 0; i < n; ++i)
     if (std::strstr(k[i].name, "__scalar") != nullptr) return &k[i];
   return nullptr;
@@ -219,12 +224,15 @@ Status choose_kernels(Isa cap, PlanImpl* p) {
   const q8::DotRowsKernel dot = q8::int8_best_dot_kernel(cap);
   const q8::StepKernels* step = q8::int8_best_step_kernels(cap);
   const Int8Weights want = p->options.int8_weights;
-  RNNCORE_ENSURE(want >= Int8Weights::auto_select && want <= Int8Weights::interleaved, Status::invalid_enum,
+  RNNCORE_ENSURE(want >= Int8Weights::auto_select && want <= Int8Weights::interleaved_i16, Status::invalid_enum,
                  "Plan::create: int8_weights = %d is not an Int8Weights", static_cast<int>(want));
-  const q8::DotPanelsKernel* panels = want == Int8Weights::row_major ? nullptr : panel_kernel_of(dot.name);
-  if (panels == nullptr && want == Int8Weights::interleaved) panels = portable_panel_kernel();
+  const bool i16 = want == Int8Weights::interleaved_i16;
+  const q8::DotPanelsKernel* panels = want == Int8Weights::row_major ? nullptr : panel_kernel_of(dot.name, i16);
+  if (panels == nullptr && (want == Int8Weights::interleaved || i16)) panels = portable_panel_kernel(i16);
   p->i8.dot = dot.fn;
   p->i8.panels = panels != nullptr ? panels->fn : nullptr;
+  p->i8.panel_layout = panels == nullptr ? q8::Int8WeightLayout::row_major
+                                         : (i16 ? q8::Int8WeightLayout::interleaved4_i16 : q8::Int8WeightLayout::interleaved4);
   p->i8.gate = step != nullptr ? step->gate : nullptr;
   p->i8.cell = step != nullptr ? step->cell : nullptr;
   p->isa = dot.isa;
@@ -262,6 +270,7 @@ Status layout_int8(PlanImpl* p, const GpuPlanner&) {
   int max_w = st.input_size;
   std::size_t step_scratch = 0;
   const bool interleaved = q.panels != nullptr;
+  const q8::Int8WeightLayout layout = q.panel_layout;
   for (int l = 0; l < st.num_layers; ++l) {
     const LayerSpec& ls = st.layers[l];
     const int H = ls.hidden_size, I = layer_input_size(st, l);
@@ -269,7 +278,7 @@ Status layout_int8(PlanImpl* p, const GpuPlanner&) {
     max_w = std::max(max_w, layer_output_width(ls));
     step_scratch = std::max(step_scratch, step_scratch_bytes(I, H, interleaved));
     for (int d = 0; d < num_directions(ls); ++d)
-      q.dir[l][d].params = take_dir(&pk, H, I, ls.int8[d].per_channel, interleaved).params;
+      q.dir[l][d].params = take_dir(&pk, H, I, ls.int8[d].per_channel, layout).params;
   }
   const std::uint64_t F = st.head.out_features, D = static_cast<std::uint64_t>(head_input_size(st));
   if (st.embedding.vocab_size > 0) q.table = pk.take(static_cast<std::uint64_t>(st.embedding.vocab_size) * st.input_size, 1);
@@ -362,6 +371,23 @@ q8::Int8LstmQuantization lstm_quantization(const StackSpec& st, int l, int d, co
   return q;
 }
 
+// Direction (l, d)'s W and R (cw, cr: canonical, row-major) into their regions in the int16 panel
+// layout (PlanOptions::int8_weights = interleaved_i16), gate after gate: every int8 weight has it.
+q8::Int8WeightLayout copy_weights_i16(int H, int I, const DirRegions& dp, const std::int8_t* cw, const std::int8_t* cr,
+                                      unsigned char* packed, const std::int8_t* w[q8::kGates], const std::int8_t* r[q8::kGates]) {
+  const std::size_t hi = static_cast<std::size_t>(H) * I, hh = static_cast<std::size_t>(H) * H;
+  const std::size_t gate_w = q8::interleaved4_i16_bytes(H, I), gate_r = q8::interleaved4_i16_bytes(H, H);
+  for (int g = 0; g < q8::kGates; ++g) {
+    auto* pw = reinterpret_cast<std::int8_t*>(packed + dp.w) + g * gate_w;
+    auto* pr = reinterpret_cast<std::int8_t*>(packed + dp.r) + g * gate_r;
+    q8::interleave4_i16(cw + g * hi, H, I, pw);
+    q8::interleave4_i16(cr + g * hh, H, H, pr);
+    w[g] = pw;
+    r[g] = pr;
+  }
+  return q8::Int8WeightLayout::interleaved4_i16;
+}
+
 // Direction (l, d)'s W and R from the canonical bytes into their regions, gate after gate: in the
 // plan's interleaved layout where it has one and the weights allow it (q8::interleavable4: no -128
 // beside a negative weight, which TFLite's symmetric weights never hold), else row-major (the
@@ -373,6 +399,7 @@ q8::Int8WeightLayout copy_weights(const PlanImpl& p, int l, int d, const DirRegi
   const auto* cw = reinterpret_cast<const std::int8_t*>(canonical + canonical_offset(st, l, d, ParamKind::input_weight, 0));
   const auto* cr = reinterpret_cast<const std::int8_t*>(canonical + canonical_offset(st, l, d, ParamKind::recurrent_weight, 0));
   const std::size_t hi = static_cast<std::size_t>(H) * I, hh = static_cast<std::size_t>(H) * H;
+  if (p.i8.panel_layout == q8::Int8WeightLayout::interleaved4_i16) return copy_weights_i16(H, I, dp, cw, cr, packed, w, r);
   bool interleaved = p.i8.panels != nullptr;
   for (int g = 0; g < q8::kGates && interleaved; ++g)
     interleaved = q8::interleavable4(cw + g * hi, H, I) && q8::interleavable4(cr + g * hh, H, H);
@@ -398,7 +425,7 @@ Status pack_lstm(const PlanImpl& p, int l, int d, const unsigned char* canonical
   const StackSpec& st = p.stack;
   const int H = st.layers[l].hidden_size, I = layer_input_size(st, l);
   Arena at_params(p.i8.dir[l][d].params);
-  const DirRegions dp = take_dir(&at_params, H, I, st.layers[l].int8[d].per_channel, p.i8.panels != nullptr);
+  const DirRegions dp = take_dir(&at_params, H, I, st.layers[l].int8[d].per_channel, p.i8.panel_layout);
   const std::int8_t* w[q8::kGates];
   const std::int8_t* r[q8::kGates];
   const std::int32_t* b[q8::kGates];
@@ -517,7 +544,7 @@ RNNCORE_Q8_NOINLINE void unpack_lstm(const Run& r, int l, int d, q8::Int8LstmPar
   std::memcpy(&pl, r.pk + r.p->i8.dir[l][d].params, sizeof pl);
   *prm = unpack_lstm_params(pl, r.pk);
   prm->dot = r.p->i8.dot;
-  prm->dot_panels = prm->layout == q8::Int8WeightLayout::interleaved4 ? r.p->i8.panels : nullptr;
+  prm->dot_panels = q8::int8_panel_layout(prm->layout) ? r.p->i8.panels : nullptr;
   prm->gate_activations = r.p->i8.gate;
   prm->cell_update = r.p->i8.cell;
 }

@@ -43,26 +43,30 @@ const char* const kGateName[kGates] = {"i", "f", "g", "o"};
 // them with LDM, which faults on an unaligned address). Sets the layout and its kernel.
 Status check_layout(Int8WeightLayout layout, const std::int8_t* const w[kGates], const std::int8_t* const r[kGates],
                     Int8LstmParams* p) {
-  RNNCORE_ENSURE(layout == Int8WeightLayout::row_major || layout == Int8WeightLayout::interleaved4,
-                 Status::invalid_enum, "int8_lstm_prepare: weight layout %d is neither row-major (0) nor interleaved (1)",
+  RNNCORE_ENSURE(layout == Int8WeightLayout::row_major || int8_panel_layout(layout), Status::invalid_enum,
+                 "int8_lstm_prepare: weight layout %d is none of row-major (0), interleaved (1), int16 panels (2)",
                  static_cast<int>(layout));
   p->layout = layout;
-  if (layout != Int8WeightLayout::interleaved4) return Status::ok;
+  if (!int8_panel_layout(layout)) return Status::ok;
   for (int g = 0; g < kGates; ++g) {
     RNNCORE_ENSURE(reinterpret_cast<std::uintptr_t>(w[g]) % 4 == 0 && reinterpret_cast<std::uintptr_t>(r[g]) % 4 == 0,
                    Status::misaligned, "int8_lstm_prepare: interleaved weights of gate %s are not 4-byte aligned",
                    kGateName[g]);
   }
   int n = 0;
-  const DotPanelsKernel* kernels = int8_panel_kernels(&n);
+  const DotPanelsKernel* kernels =
+      layout == Int8WeightLayout::interleaved4 ? int8_panel_kernels(&n) : int16_panel_kernels(&n);
   p->dot_panels = kernels[n - 1].fn;
   return Status::ok;
 }
 
 // Weight (j, k) of a [rows, k_size] matrix in `layout`.
 inline std::int8_t weight_at(const std::int8_t* m, Int8WeightLayout layout, int j, int k, int k_size) {
-  return layout == Int8WeightLayout::interleaved4 ? interleaved4_weight(m, j, k, interleaved4_words(k_size))
-                                                  : m[static_cast<std::size_t>(j) * static_cast<std::size_t>(k_size) + k];
+  switch (layout) {
+    case Int8WeightLayout::interleaved4: return interleaved4_weight(m, j, k, interleaved4_words(k_size));
+    case Int8WeightLayout::interleaved4_i16: return interleaved4_i16_weight(m, j, k, interleaved4_words(k_size));
+    default: return m[static_cast<std::size_t>(j) * static_cast<std::size_t>(k_size) + k];
+  }
 }
 
 // Everything prepare derives from the quantization alone: the checks of sizes, zero points and

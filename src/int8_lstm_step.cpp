@@ -95,8 +95,10 @@ RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const 
   // Interleaved weights: a gate's two products (x and h), set up once a block but for the weights
   // and biases. j0 is a multiple of kUnitBlock, so of 4: the block starts at a panel.
   PanelProduct products[2] = {{nullptr, in.x_pairs, nullptr, ax, n, x_words}, {nullptr, in.h_pairs, nullptr, ah, n, h_words}};
-  const std::size_t x_panels = kInterleaved ? interleaved4_offset(j0, 0, x_words) : j * I;
-  const std::size_t h_panels = kInterleaved ? interleaved4_offset(j0, 0, h_words) : j * H;
+  // (bytes: the int16 panel layout's panels are twice as long)
+  const std::size_t wide = kInterleaved && p.layout == Int8WeightLayout::interleaved4_i16 ? 2 : 1;
+  const std::size_t x_panels = kInterleaved ? wide * interleaved4_offset(j0, 0, x_words) : j * I;
+  const std::size_t h_panels = kInterleaved ? wide * interleaved4_offset(j0, 0, h_words) : j * H;
 #if defined(RNNCORE_Q8_CENTRED_TABLES)
   [[maybe_unused]] const std::int16_t* const sigmoid_centre = GateActivation<false>().centre;
   [[maybe_unused]] const std::int16_t* const tanh_centre = GateActivation<true>().centre;
@@ -159,7 +161,7 @@ void int8_lstm_step(const Int8LstmParams& p, int batch, const std::int8_t* x, st
   // Interleaved weights: x and h widened once per step, after the new state, 4-byte aligned.
   std::int16_t* x_pairs = nullptr;
   std::int16_t* h_pairs = nullptr;
-  if (p.layout == Int8WeightLayout::interleaved4) {
+  if (int8_panel_layout(p.layout)) {
     const std::uintptr_t at = (reinterpret_cast<std::uintptr_t>(scratch + Hs) + 3u) & ~std::uintptr_t{3};
     x_pairs = reinterpret_cast<std::int16_t*>(at);
     h_pairs = x_pairs + 4 * interleaved4_words(p.input_size);

@@ -46,6 +46,20 @@ void i8_dot_panels_1x1__scalar(const PanelProduct* products, int count) {
   }
 }
 
+void i16_dot_panels_1x1__scalar(const PanelProduct* products, int count) {
+  for (int i = 0; i < count; ++i) {
+    const PanelProduct& p = products[i];
+    for (int j = 0; j < p.rows; ++j) {
+      std::uint32_t acc = static_cast<std::uint32_t>(p.bias[j]);  // wraps as i8_dot_1x1__scalar
+      for (int k = 0; k < 4 * p.k_words; ++k) {
+        acc += static_cast<std::uint32_t>(interleaved4_i16_weight(p.w, j, k, p.k_words) *
+                                          static_cast<std::int32_t>(p.v[widened_index(k)]));
+      }
+      p.out[j] = static_cast<std::int32_t>(acc);
+    }
+  }
+}
+
 #if !defined(RNNCORE_NO_HEAP)
 int i32_gate_act_1x1__scalar(int n, const std::int32_t* ax, const std::int32_t* ah, const GateScaling& s,
                              const std::int16_t* centre, std::int16_t* act) {

@@ -16,6 +16,7 @@ const char* to_string(KernelOp op) {
     case KernelOp::f32_rnn: return "f32_rnn";
     case KernelOp::i8_dot: return "i8_dot";
     case KernelOp::i8_dot_panels: return "i8_dot_panels";
+    case KernelOp::i16_dot_panels: return "i16_dot_panels";
     case KernelOp::i32_gate_act: return "i32_gate_act";
     case KernelOp::i16_cell_update: return "i16_cell_update";
     case KernelOp::i16_output: return "i16_output";
@@ -39,8 +40,9 @@ constexpr Kernel f32_table(const simd::F32Kernels* const* table, Isa isa, const 
 constexpr Kernel i8_dot(const char* name, Isa isa, const char* family, bool (*runs)(), q8::DotRowsFn fn) {
   return {name, KernelOp::i8_dot, isa, family, runs, nullptr, fn, nullptr, nullptr, nullptr, nullptr};
 }
-constexpr Kernel i8_dot_panels(const char* name, const char* family, q8::DotPanelsFn fn) {
-  return {name, KernelOp::i8_dot_panels, Isa::none, family, nullptr, nullptr, nullptr, fn, nullptr, nullptr, nullptr};
+constexpr Kernel i8_dot_panels(const char* name, const char* family, q8::DotPanelsFn fn,
+                               KernelOp op = KernelOp::i8_dot_panels) {
+  return {name, op, Isa::none, family, nullptr, nullptr, nullptr, fn, nullptr, nullptr, nullptr};
 }
 [[maybe_unused]] constexpr Kernel i32_gate_act(const char* name, Isa isa, const char* family, bool (*runs)(),
                                                q8::GateActivationsFn fn) {
@@ -107,6 +109,14 @@ constexpr Kernel kI8DotPanels[] = {
     i8_dot_panels(nullptr, nullptr, nullptr),
 };
 
+constexpr Kernel kI16DotPanels[] = {
+    i8_dot_panels("i16_dot_panels_1x1__scalar", "scalar", q8::i16_dot_panels_1x1__scalar, KernelOp::i16_dot_panels),
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
+    i8_dot_panels("i16_dot_panels_4x16__dsp", "dsp", q8::rnncore_i16_dot_panels_dsp_4x16, KernelOp::i16_dot_panels),
+#endif
+    i8_dot_panels(nullptr, nullptr, nullptr, KernelOp::i16_dot_panels),
+};
+
 constexpr Kernel kI32GateAct[] = {
 #if !defined(RNNCORE_NO_HEAP)
     i32_gate_act("i32_gate_act_1x1__scalar", Isa::none, "scalar", nullptr, q8::i32_gate_act_1x1__scalar),
@@ -171,6 +181,7 @@ const Kernel* kernel_registry(KernelOp op, int* n) {
     case KernelOp::f32_rnn: *n = count(kF32Tables); return kF32Tables;
     case KernelOp::i8_dot: *n = count(kI8Dot); return kI8Dot;
     case KernelOp::i8_dot_panels: *n = count(kI8DotPanels); return kI8DotPanels;
+    case KernelOp::i16_dot_panels: *n = count(kI16DotPanels); return kI16DotPanels;
     case KernelOp::i32_gate_act: *n = count(kI32GateAct); return kI32GateAct;
     case KernelOp::i16_cell_update: *n = count(kI16CellUpdate); return kI16CellUpdate;
     case KernelOp::i16_output: *n = count(kI16Output); return kI16Output;
@@ -224,14 +235,15 @@ List<DotRowsKernel, count(detail::kI8Dot)> dot_list() {
   return l;
 }
 
-// The interleaved kernels need no CPU check: a constant list.
-constexpr List<DotPanelsKernel, count(detail::kI8DotPanels)> panel_list() {
-  List<DotPanelsKernel, count(detail::kI8DotPanels)> l{};
-  for (int i = 0; i < count(detail::kI8DotPanels); ++i)
-    l.k[l.n++] = {detail::kI8DotPanels[i].own_name, detail::kI8DotPanels[i].dot_panels};
+// The interleaved kernels need no CPU check: constant lists.
+template <int N>
+constexpr List<DotPanelsKernel, N> panel_list(const detail::Kernel (&k)[N]) {
+  List<DotPanelsKernel, N> l{};
+  for (int i = 0; i < count(k); ++i) l.k[l.n++] = {k[i].own_name, k[i].dot_panels};
   return l;
 }
-constexpr auto kPanelList = panel_list();
+constexpr auto kPanelList = panel_list(detail::kI8DotPanels);
+constexpr auto kPanel16List = panel_list(detail::kI16DotPanels);
 
 // The vector step kernels this CPU runs, each gate kernel with the cell kernel of its family.
 List<StepKernels, count(detail::kI32GateAct)> step_list() {
@@ -263,6 +275,11 @@ DotRowsKernel int8_best_dot_kernel(Isa cap) {
 const DotPanelsKernel* int8_panel_kernels(int* count) {
   *count = kPanelList.n;
   return kPanelList.k;
+}
+
+const DotPanelsKernel* int16_panel_kernels(int* count) {
+  *count = kPanel16List.n;
+  return kPanel16List.k;
 }
 
 const StepKernels* int8_step_kernels(int* count) {

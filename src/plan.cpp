@@ -52,7 +52,7 @@ std::uint64_t packed_fingerprint(const PlanImpl& p) {
       h = fnv1a(h, v);
   }
   for (int k = 0; k < p.stack.num_pre_head; ++k) h = fnv1a(h, p.stack.pre_head[k].out_features);
-  if (p.stack.dtype == DType::i8) h = fnv1a(h, p.i8.panels != nullptr ? 1 : 0);  // interleaved LSTM weights
+  if (p.stack.dtype == DType::i8) h = fnv1a(h, static_cast<std::int64_t>(p.i8.panel_layout));  // 0 row-major, 1, 2 panels
   return h;
 }
 

@@ -631,6 +631,99 @@ TEST_CASE("int8 kernels: an interleaved kernel takes a list of products in one c
   }
 }
 
+TEST_CASE("int8 kernels: the int16 panel layout's kernels equal the row-major scalar one, bit for bit") {
+  int np = 0;
+  const DotPanelsKernel* panels = int16_panel_kernels(&np);
+  REQUIRE(np >= 1);
+  CHECK(std::string(panels[0].name) == "i16_dot_panels_1x1__scalar");
+  {  // the layout: per group of 4 columns, rows A..D at columns (c, c + 2), then at (c + 1, c + 3)
+    std::vector<std::int8_t> w(5 * 7);
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<std::int8_t>(i % 2 == 0 ? i + 1 : -128);
+    std::vector<std::int8_t> out(interleaved4_i16_bytes(5, 7), 0x55);
+    REQUIRE(out.size() == 2 * 8 * 8);
+    interleave4_i16(w.data(), 5, 7, out.data());
+    std::vector<std::int16_t> h(out.size() / 2);
+    std::memcpy(h.data(), out.data(), out.size());
+    CHECK(std::vector<std::int16_t>(h.begin(), h.begin() + 16) ==
+          std::vector<std::int16_t>{1, 3, -128, -128, 15, 17, -128, -128, -128, -128, 9, 11, -128, -128, 23, 25});
+    CHECK(h[16] == 5);    // row 0, column 4
+    CHECK(h[27] == 0);    // row 1, column 7: padding
+    CHECK(h[32] == 29);   // row 4, column 0 (the second panel: 16 int16 a group of columns)
+    CHECK(h[34] == 0);    // row 5: padding
+    for (int j = 0; j < 5; ++j)
+      for (int k = 0; k < 7; ++k) CHECK(interleaved4_i16_weight(out.data(), j, k, 2) == w[static_cast<std::size_t>(j * 7 + k)]);
+  }
+  std::mt19937 rng(20261129);
+  std::uniform_int_distribution<int> byte(-128, 127);
+  std::uniform_int_distribution<std::int32_t> any32(std::numeric_limits<std::int32_t>::min(),
+                                                    std::numeric_limits<std::int32_t>::max());
+  long compared = 0;
+  for (int rows = 1; rows <= kUnitBlock + 1; ++rows) {
+    for (int K : {1, 2, 3, 4, 5, 7, 8, 12, 15, 16, 17, 20, 31, 32, 33, 48, 63, 64, 65, 100, 128, 129, 256, 300, 513, 1100}) {
+      if (K > 300 && rows % 4 != 1) continue;
+      for (int pattern = 0; pattern < 3; ++pattern) {  // random; −128 weights against −128 and 127
+        std::vector<std::int8_t> w(static_cast<std::size_t>(rows * K)), v(static_cast<std::size_t>(K));
+        for (std::int8_t& x : w) x = static_cast<std::int8_t>(pattern == 0 ? byte(rng) : -128);
+        for (std::int8_t& x : v) x = static_cast<std::int8_t>(pattern == 0 ? byte(rng) : (pattern == 1 ? -128 : 127));
+        std::vector<std::int32_t> bias(static_cast<std::size_t>(rows));
+        for (int j = 0; j < rows; ++j) bias[static_cast<std::size_t>(j)] = pattern == 0 ? any32(rng) : std::numeric_limits<std::int32_t>::max() - j;
+        std::vector<std::int32_t> want(static_cast<std::size_t>(rows));
+        i8_dot_1x1__scalar(w.data(), rows, K, v.data(), bias.data(), want.data());
+        std::vector<std::int8_t> packed(interleaved4_i16_bytes(rows, K));
+        interleave4_i16(w.data(), rows, K, packed.data());
+        const int k_words = interleaved4_words(K);
+        std::vector<std::int16_t> pairs(static_cast<std::size_t>(4 * k_words));
+        widen_pairs(v.data(), K, pairs.data());
+        for (int ki = 0; ki < np; ++ki) {
+          std::vector<std::int32_t> got(static_cast<std::size_t>(rows) + 1, 0x5A5A5A5A);
+          const PanelProduct product{packed.data(), pairs.data(), bias.data(), got.data(), rows, k_words};
+          panels[ki].fn(&product, 1);
+          checked(panels[ki].name);
+          ++compared;
+          if (!std::equal(want.begin(), want.end(), got.begin()) || got[static_cast<std::size_t>(rows)] != 0x5A5A5A5A)
+            FAIL_CHECK(panels[ki].name << " differs: rows " << rows << ", K " << K << ", pattern " << pattern);
+        }
+      }
+    }
+  }
+  MESSAGE(compared << " int16 panel kernel calls compared with the row-major scalar kernel (" << np << " kernels)");
+  // A list of products in one call, shapes the assembly takes whole and ones it does not.
+  const int shapes[][2] = {{4, 16}, {8, 36}, {16, 8}, {4, 1}, {5, 20}, {12, 44}, {8, 600}, {0, 8}, {4, 64}, {7, 3}, {32, 32}};
+  constexpr int kCount = static_cast<int>(sizeof shapes / sizeof shapes[0]);
+  std::vector<std::vector<std::int8_t>> packed(kCount);
+  std::vector<std::vector<std::int16_t>> pairs(kCount);
+  std::vector<std::vector<std::int32_t>> bias(kCount), want(kCount), got(kCount);
+  std::vector<PanelProduct> products(kCount);
+  for (int i = 0; i < kCount; ++i) {
+    const int rows = shapes[i][0], K = shapes[i][1];
+    std::vector<std::int8_t> w(static_cast<std::size_t>(rows * K)), v(static_cast<std::size_t>(K));
+    for (std::int8_t& x : w) x = static_cast<std::int8_t>(byte(rng));
+    for (std::int8_t& x : v) x = static_cast<std::int8_t>(byte(rng));
+    bias[i].resize(static_cast<std::size_t>(rows));
+    for (std::int32_t& b : bias[i]) b = any32(rng);
+    want[i].resize(static_cast<std::size_t>(rows));
+    i8_dot_1x1__scalar(w.data(), rows, K, v.data(), bias[i].data(), want[i].data());
+    packed[i].resize(interleaved4_i16_bytes(rows, K));
+    interleave4_i16(w.data(), rows, K, packed[i].data());
+    pairs[i].resize(static_cast<std::size_t>(4 * interleaved4_words(K)));
+    widen_pairs(v.data(), K, pairs[i].data());
+  }
+  for (int ki = 0; ki < np; ++ki) {
+    CAPTURE(panels[ki].name);
+    for (int i = 0; i < kCount; ++i) {
+      got[i].assign(static_cast<std::size_t>(shapes[i][0]) + 1, 0x5A5A5A5A);
+      products[i] = PanelProduct{packed[i].data(), pairs[i].data(), bias[i].data(), got[i].data(), shapes[i][0],
+                                 interleaved4_words(shapes[i][1])};
+    }
+    panels[ki].fn(products.data(), kCount);
+    for (int i = 0; i < kCount; ++i) {
+      CAPTURE(i);
+      CHECK(std::equal(want[i].begin(), want[i].end(), got[i].begin()));
+      CHECK(got[i].back() == 0x5A5A5A5A);
+    }
+  }
+}
+
 // ---- the registry itself ----
 TEST_CASE("the registry: names are <dtype>_<op>_<tile>__<isa>, and the one choice keeps within a cap") {
   int n = 0;
@@ -749,13 +842,15 @@ void bench_dot(const Kernel& k, int reps, std::mt19937& rng) {
                  [&] { i8_dot_1x1__scalar(w.data(), rows, K, v.data(), bias.data(), out.data()); }, reps);
       continue;
     }
-    std::vector<std::int8_t> packed(interleaved4_bytes(rows, K));
-    interleave4(w.data(), rows, K, packed.data());
+    const bool i16 = k.op == KernelOp::i16_dot_panels;
+    std::vector<std::int8_t> packed(i16 ? interleaved4_i16_bytes(rows, K) : interleaved4_bytes(rows, K));
+    i16 ? interleave4_i16(w.data(), rows, K, packed.data()) : static_cast<void>(interleave4(w.data(), rows, K, packed.data()));
     std::vector<std::int16_t> pairs(static_cast<std::size_t>(4 * interleaved4_words(K)));
     widen_pairs(v.data(), K, pairs.data());
     const PanelProduct p{packed.data(), pairs.data(), bias.data(), out.data(), rows, interleaved4_words(K)};
-    bench_pair(what, k.name(), "i8_dot_panels_1x1__scalar", [&] { k.dot_panels(&p, 1); },
-               [&] { i8_dot_panels_1x1__scalar(&p, 1); }, reps);
+    const DotPanelsFn reference = i16 ? i16_dot_panels_1x1__scalar : i8_dot_panels_1x1__scalar;
+    bench_pair(what, k.name(), i16 ? "i16_dot_panels_1x1__scalar" : "i8_dot_panels_1x1__scalar",
+               [&] { k.dot_panels(&p, 1); }, [&] { reference(&p, 1); }, reps);
   }
 }
 
@@ -810,7 +905,8 @@ int bench(int reps) {
     switch (k[i].op) {
       case KernelOp::f32_rnn: bench_f32(k[i], reps, rng); break;
       case KernelOp::i8_dot:
-      case KernelOp::i8_dot_panels: bench_dot(k[i], reps, rng); break;
+      case KernelOp::i8_dot_panels:
+      case KernelOp::i16_dot_panels: bench_dot(k[i], reps, rng); break;
       case KernelOp::i32_gate_act:
       case KernelOp::i16_cell_update:
       case KernelOp::i16_output:

@@ -13,7 +13,9 @@
 
 #define RNNCORE_TEST_ONE_CALL
 #include "int8_header_layout.h"
-#ifdef RNNCORE_TEST_INTERLEAVED
+#if defined(RNNCORE_TEST_INTERLEAVED_I16)
+#include "ends_model_i16.h" /* the same model, `rnncore export-c --interleave-i16` */
+#elif defined(RNNCORE_TEST_INTERLEAVED)
 #include "ends_model_interleaved.h" /* the same model, `rnncore export-c --interleave` */
 #else
 #include "ends_model.h"

@@ -1,6 +1,7 @@
-/* The header-chain tests (tests/int8_*_header.c) run each model's header twice (tests/meson.build):
- * as `rnncore export-c` writes it by default (row-major weights), and with -DRNNCORE_TEST_INTERLEAVED
- * as `rnncore export-c --interleave` writes it, with the same expected output. So that the second
+/* The header-chain tests (tests/int8_*_header.c) run each model's header three times (tests/meson.build):
+ * as `rnncore export-c` writes it by default (row-major weights), with -DRNNCORE_TEST_INTERLEAVED
+ * as `rnncore export-c --interleave` writes it, and with -DRNNCORE_TEST_INTERLEAVED_I16 as
+ * `--interleave-i16` writes it (int16 panels), with the same expected output. So that the second
  * cannot pass on row-major weights, each prepared LSTM must run its layout's kernel family.
  * run_packed runs the header's one-call arrays (NAME_stack, NAME_packed) through rnncore.h with no
  * pack step, planned for the header's layout, against the same expected output. */
@@ -18,7 +19,9 @@
 #include <rnncore/rnncore.h>
 #endif
 
-#ifdef RNNCORE_TEST_INTERLEAVED
+#if defined(RNNCORE_TEST_INTERLEAVED_I16)
+#define RNNCORE_TEST_PANELS 2 /* i16_dot_panels_<tile>__<isa> */
+#elif defined(RNNCORE_TEST_INTERLEAVED)
 #define RNNCORE_TEST_PANELS 1 /* i8_dot_panels_<tile>__<isa> */
 #else
 #define RNNCORE_TEST_PANELS 0 /* i8_dot_<tile>__<isa> */
@@ -26,11 +29,14 @@
 
 /* 1 (after a FAIL line) when `lstm` does not run a kernel of the header's weight layout. */
 static int wrong_layout(const char* what, const rnncore_int8_lstm* lstm) {
+  static const char* const expected[3] = {"i8_dot_<tile>__<isa>", "i8_dot_panels_*", "i16_dot_panels_*"};
   const char* kernel = rnncore_int8_lstm_kernel_name(lstm);
-  const int panels = strncmp(kernel, "i8_dot_panels_", strlen("i8_dot_panels_")) == 0;
-  if (strncmp(kernel, "i8_dot_", strlen("i8_dot_")) == 0 && panels == RNNCORE_TEST_PANELS) return 0;
-  printf("FAIL: %s runs the kernel '%s', not one of %s\n", what, kernel,
-         RNNCORE_TEST_PANELS ? "i8_dot_panels_*" : "i8_dot_<tile>__<isa>");
+  const int family = strncmp(kernel, "i16_dot_panels_", strlen("i16_dot_panels_")) == 0 ? 2
+                     : strncmp(kernel, "i8_dot_panels_", strlen("i8_dot_panels_")) == 0 ? 1
+                     : strncmp(kernel, "i8_dot_", strlen("i8_dot_")) == 0              ? 0
+                                                                                      : -1;
+  if (family == RNNCORE_TEST_PANELS) return 0;
+  printf("FAIL: %s runs the kernel '%s', not one of %s\n", what, kernel, expected[RNNCORE_TEST_PANELS]);
   return 1;
 }
 
@@ -50,7 +56,9 @@ static int run_packed(const rnncore_stack_spec* stack, const void* packed, size_
   rnncore_plan_options_init(&o);
   o.max_batch = batch;
   o.max_seq_len = steps;
-  o.int8_weights = RNNCORE_TEST_PANELS ? RNNCORE_INT8_WEIGHTS_PACKED_INTERLEAVED : RNNCORE_INT8_WEIGHTS_PACKED_ROW_MAJOR;
+  o.int8_weights = RNNCORE_TEST_PANELS == 2   ? RNNCORE_INT8_WEIGHTS_PACKED_INTERLEAVED_I16
+                   : RNNCORE_TEST_PANELS == 1 ? RNNCORE_INT8_WEIGHTS_PACKED_INTERLEAVED
+                                              : RNNCORE_INT8_WEIGHTS_PACKED_ROW_MAJOR;
   if ((s = rnncore_plan_create_stack(stack, &o, &plan)) != RNNCORE_OK) {
     printf("FAIL: rnncore_plan_create_stack: %s\n", rnncore_last_error_detail());
     return 1;

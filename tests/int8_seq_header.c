@@ -10,7 +10,9 @@
 #include <rnncore/int8.h>
 
 #include "int8_header_layout.h"
-#ifdef RNNCORE_TEST_INTERLEAVED
+#if defined(RNNCORE_TEST_INTERLEAVED_I16)
+#include "seq_model_i16.h" /* the same model, `rnncore export-c --interleave-i16` */
+#elif defined(RNNCORE_TEST_INTERLEAVED)
 #include "seq_model_interleaved.h" /* the same model, `rnncore export-c --interleave` */
 #else
 #include "seq_model.h"

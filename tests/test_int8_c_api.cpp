@@ -71,17 +71,21 @@ struct Interleaved {
   std::vector<std::int32_t> w_words, r_words;
   const std::int8_t* w[4];
   const std::int8_t* r[4];
-  explicit Interleaved(const io::Int8Model& m) {
-    const std::size_t wb = RNNCORE_INT8_INTERLEAVED4_BYTES(m.hidden_size, m.input_size);
-    const std::size_t rb = RNNCORE_INT8_INTERLEAVED4_BYTES(m.hidden_size, m.hidden_size);
+  // i16: the int16 panel layout (rnncore_int8_interleave4_i16) instead
+  explicit Interleaved(const io::Int8Model& m, bool i16 = false) {
+    const std::size_t wb = i16 ? RNNCORE_INT8_INTERLEAVED4_I16_BYTES(m.hidden_size, m.input_size)
+                               : RNNCORE_INT8_INTERLEAVED4_BYTES(m.hidden_size, m.input_size);
+    const std::size_t rb = i16 ? RNNCORE_INT8_INTERLEAVED4_I16_BYTES(m.hidden_size, m.hidden_size)
+                               : RNNCORE_INT8_INTERLEAVED4_BYTES(m.hidden_size, m.hidden_size);
+    const auto pack = i16 ? rnncore_int8_interleave4_i16 : rnncore_int8_interleave4;
     w_words.resize(wb), r_words.resize(rb);  // wb words: the 4 · wb bytes of 4 gates
     auto* wp = reinterpret_cast<std::int8_t*>(w_words.data());
     auto* rp = reinterpret_cast<std::int8_t*>(r_words.data());
     for (int g = 0; g < 4; ++g) {
       w[g] = wp + g * wb;
       r[g] = rp + g * rb;
-      REQUIRE(rnncore_int8_interleave4(m.w[g].data(), m.hidden_size, m.input_size, wp + g * wb) == RNNCORE_OK);
-      REQUIRE(rnncore_int8_interleave4(m.r[g].data(), m.hidden_size, m.hidden_size, rp + g * rb) == RNNCORE_OK);
+      REQUIRE(pack(m.w[g].data(), m.hidden_size, m.input_size, wp + g * wb) == RNNCORE_OK);
+      REQUIRE(pack(m.r[g].data(), m.hidden_size, m.hidden_size, rp + g * rb) == RNNCORE_OK);
     }
   }
 };
@@ -233,8 +237,19 @@ TEST_CASE("int8 C API: LiteRT's goldens, whole and streamed, biases folded in RA
                                              &panels_from_table) == RNNCORE_OK);
     CHECK(std::string(rnncore_int8_lstm_kernel_name(&panels)).rfind("i8_dot_panels_", 0) == 0);
     CHECK(rnncore_int8_lstm_run_scratch_bytes(&panels) == RNNCORE_INT8_LSTM_INTERLEAVED4_SCRATCH_BYTES(I, H));
+    // And pre-widened to int16 panels (weight_layout 2): the same bits again.
+    rnncore_int8_lstm_quantization q16 = q;
+    q16.weight_layout = RNNCORE_INT8_WEIGHTS_INTERLEAVED4_I16;
+    const Interleaved p16(m, true);
+    std::vector<std::int32_t> folded_16(folded.size());
+    rnncore_int8_lstm panels16;
+    REQUIRE(rnncore_int8_lstm_prepare(&q16, I, H, p16.w, p16.r, p.b, folded_16.data(), folded_16.size(), &panels16) ==
+            RNNCORE_OK);
+    CHECK(folded_16 == folded);
+    CHECK(std::string(rnncore_int8_lstm_kernel_name(&panels16)).rfind("i16_dot_panels_", 0) == 0);
+    CHECK(rnncore_int8_lstm_run_scratch_bytes(&panels16) == RNNCORE_INT8_LSTM_INTERLEAVED4_SCRATCH_BYTES(I, H));
 
-    for (const rnncore_int8_lstm* run : {&lstm, &from_table, &panels, &panels_from_table}) {
+    for (const rnncore_int8_lstm* run : {&lstm, &from_table, &panels, &panels_from_table, &panels16}) {
       std::vector<std::int8_t> run_scratch(rnncore_int8_lstm_run_scratch_bytes(run));
       // Whole sequence.
       std::vector<std::int8_t> y(static_cast<std::size_t>(B) * T * H), h(static_cast<std::size_t>(B) * H,

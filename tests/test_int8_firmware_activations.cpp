@@ -1,6 +1,7 @@
 // The default firmware build's computed int8 sigmoid and tanh (src/internal/int8_fixed_point.hpp
 // compiled as the firmware profile compiles it: RNNCORE_NO_HEAP, so the reciprocal comes from the
-// division and its 16 KiB table where the target divides, exp from the two 4 KiB tables) against
+// division and its 16 KiB table where the target divides, exp from the two 4 KiB tables and the
+// 8 KiB one of odd multiples of 2^-14, which tanh of a cell with 0 integer bits reads) against
 // the literal transcription of gemmlowp's functions (tests/int8_fixed_point_reference.hpp), on
 // every int16 input and every integer-bit count the step uses, on the host: the firmware's
 // arithmetic without an emulator (on armhf under qemu-user, the DSP extension's inline assembly

@@ -709,7 +709,7 @@ TEST_CASE("int8 LSTM: an unknown weight layout and misaligned interleaved weight
   load(cases[0], &c);
   Prepared pr;
   Int8LstmQuantization q = c.q;
-  q.weight_layout = static_cast<Int8WeightLayout>(2);
+  q.weight_layout = static_cast<Int8WeightLayout>(3);
   CHECK(prepare(c, q, &pr) == Status::invalid_enum);
   q.weight_layout = Int8WeightLayout::interleaved4;
   REQUIRE(prepare(c, q, &pr) == Status::ok);

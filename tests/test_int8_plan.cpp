@@ -387,6 +387,31 @@ TEST_CASE("int8 stacks: the packed layout is fixed-width words; another family's
   detail = last_error_detail();
   CHECK_MESSAGE(detail.find("int8_weights = row_major") != std::string::npos, detail);
 
+  // The int16 panel family (PlanOptions::int8_weights = interleaved_i16): twice the weight bytes,
+  // the same output; the other families refuse its buffer, and it theirs.
+  opt.int8_weights = Int8Weights::interleaved_i16;
+  Plan panels16;
+  REQUIRE(Plan::create(l.spec, opt, &panels16) == Status::ok);
+  CHECK(std::string(panels16.kernel_name()) == "i16_dot_panels_1x1__scalar");
+  CHECK(panels16.packed_weight_bytes() > panels.packed_weight_bytes());
+  std::vector<unsigned char> storage3(panels16.packed_weight_bytes() + kAlignment);
+  unsigned char* packed3 = storage3.data() + (kAlignment - reinterpret_cast<std::uintptr_t>(storage3.data()) % kAlignment) % kAlignment;
+  REQUIRE(panels16.pack_weights(l.canonical.data(), packed3, panels16.packed_weight_bytes()) == Status::ok);
+  std::memcpy(words, packed3 + detail::impl(panels16).i8.dir[0][0].params, sizeof words);
+  CHECK(words[2] == 2);  // int16 panels
+  std::vector<std::int8_t> y_panels16(y_rows.size());
+  std::vector<unsigned char> ws3_storage(panels16.workspace_bytes() + kAlignment);
+  unsigned char* ws3 = ws3_storage.data() + (kAlignment - reinterpret_cast<std::uintptr_t>(ws3_storage.data()) % kAlignment) % kAlignment;
+  a.y = y_panels16.data();
+  REQUIRE(panels16.forward(packed3, ws3, panels16.workspace_bytes(), a) == Status::ok);
+  CHECK(y_panels16 == y_rows);
+  CHECK(panels.forward(packed3, ws2, panels.workspace_bytes(), a) == Status::weights_not_packed);
+  detail = last_error_detail();
+  CHECK_MESSAGE(detail.find("int8_weights = interleaved_i16 (rnncore export-c --interleave-i16)") != std::string::npos, detail);
+  CHECK(panels16.forward(packed2, ws3, panels16.workspace_bytes(), a) == Status::weights_not_packed);
+  detail = last_error_detail();
+  CHECK_MESSAGE(detail.find("int8_weights = interleaved (rnncore export-c --interleave)") != std::string::npos, detail);
+
   opt.int8_weights = static_cast<Int8Weights>(7);
   CHECK(Plan::create(l.spec, opt, &panels) == Status::invalid_enum);
   CHECK(std::string(last_error_detail()).find("int8_weights") != std::string::npos);

@@ -38,7 +38,10 @@ void define_export_c(CLI::App& app, io::ExportCOptions& o) {
       "weights packed by pack_weights as the const NAME_packed (NAME_PACKED_BYTES; NAME_WORKSPACE_BYTES\n"
       "for the sample's B and T), which rnncore_forward reads in place: row-major, or with --interleave\n"
       "interleaved (plan with int8_weights = RNNCORE_INT8_WEIGHTS_PACKED_INTERLEAVED off a Cortex-M DSP\n"
-      "core); a plan of the other layout refuses it and says which int8_weights matches.");
+      "core); a plan of the other layout refuses it and says which int8_weights matches.\n"
+      "--interleave-i16 writes both in the int16 panel layout instead (rnncore_int8_interleave4_i16,\n"
+      "RNNCORE_INT8_WEIGHTS_INTERLEAVED4_I16; the packed buffer for RNNCORE_INT8_WEIGHTS_PACKED_INTERLEAVED_I16):\n"
+      "twice the weight bytes, for the Cortex-M DSP kernel that multiplies them unpacked.");
   app.add_option("--weights", o.weights, "the model")->required()->type_name("M.safetensors");
   app.add_option("--output", o.output, "the header to write")->required()->type_name("MODEL.h");
   app.add_option("--name", o.name, "C identifier prefix (default: from --output)")->type_name("NAME");
@@ -59,6 +62,8 @@ void define_export_c(CLI::App& app, io::ExportCOptions& o) {
       ->needs(in);
   app.add_flag("--interleave", o.interleave,
                "int8 models: the LSTM weights in the interleaved layout\n(panels of 4 rows; the fast kernel on Cortex-M4/M7)");
+  app.add_flag("--interleave-i16", o.interleave_i16,
+               "int8 models: the LSTM weights as int16 panels (pre-widened,\ntwice the weight flash of --interleave, about a fifth fewer\ninstructions on Cortex-M4/M7); implies --interleave");
   add_model_hint_options(app, o.hints);
 }
 
@@ -68,6 +73,7 @@ int cmd_export_c(int argc, char** argv) {
   define_export_c(app, o);
   if (const int rc = parse_command(app, "export-c", argc, argv); rc >= 0) return rc;
   o.hints = model_hints(app, o.hints);
+  if (o.interleave_i16) o.interleave = true;
   if (o.name.empty()) o.name = io::c_identifier_from(o.output);
   std::string header, err;
   io::ExportCReport report;

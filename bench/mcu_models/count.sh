@@ -5,6 +5,8 @@
 #   rnncore       mcu_model.c on librnncore.a of the default Cortex-M4F build (interleaved weights)
 #   rnncore signed  the same on the signed-table build (-Dint8_activation_tables=signed
 #                 -Dint8_cell_tanh_bits=0 -Dint8_reciprocal_table=false, as .ci/stage_cross.sh)
+#   i16, signed i16  both again with the LSTM weights as int16 panels (export-c --interleave-i16:
+#                 twice the weight flash, the kernel i16_dot_panels_4x16__dsp)
 #   CMSIS-NN      cmsis_model.c: ARM CMSIS-NN's kernels composed as TFLite Micro's CMSIS-NN kernels
 #                 call them for the converter's graph, the library at -O2 and at -Os
 #   one call      mcu_model_plan.c (the model as one int8 stack, one rnncore_forward per inference) on
@@ -38,7 +40,7 @@ BUILDS=${BUILDS:-"rnncore signed"}
 if [ "$ONLY_PLAN" = 1 ]; then CMSIS_NN=${CMSIS_NN:-/nonexistent}; else CMSIS_NN=${CMSIS_NN:?set CMSIS_NN to a CMSIS-NN source tree}; fi
 FW=$REPO/examples/firmware
 CPU=(-mcpu=cortex-m4 -mthumb -mfpu=fpv4-sp-d16 -mfloat-abi=hard)
-mkdir -p "$WORK/hdr" "$WORK/hdr-rm" "$WORK/count" "$WORK/objs-count"
+mkdir -p "$WORK/hdr" "$WORK/hdr16" "$WORK/hdr-rm" "$WORK/count" "$WORK/objs-count"
 
 plugin=$WORK/libinsncount.so
 [ "$plugin" -nt "$REPO/bench/qemu_insncount.c" ] || gcc -O2 -shared -fPIC -o "$plugin" "$REPO/bench/qemu_insncount.c"
@@ -98,6 +100,8 @@ image() {  # model kind(rnncore|signed|cmsis-O2|cmsis-Os|plan|plan-signed) reps 
   case $kind in
     rnncore) src=mcu_model.c hdr=hdr libs=("$BUILD/librnncore.a") ;;
     signed) src=mcu_model.c hdr=hdr libs=("$BUILD_SIGNED/librnncore.a") ;;
+    i16) src=mcu_model.c hdr=hdr16 libs=("$BUILD/librnncore.a") ;;
+    signed-i16) src=mcu_model.c hdr=hdr16 libs=("$BUILD_SIGNED/librnncore.a") ;;
     cmsis-*) src=cmsis_model.c hdr=hdr-rm libs=("$(cmsis_lib "${kind#cmsis-}")" "$BUILD/librnncore.a") ;;
     plan) src=mcu_model_plan.c hdr=hdr libs=("$BUILD/librnncore.a") ;;
     plan-signed) src=mcu_model_plan.c hdr=hdr libs=("$BUILD_SIGNED/librnncore.a") ;;
@@ -160,6 +164,7 @@ measure() {  # model kind
 
 for m in $MODELS; do
   header "$m" hdr --interleave
+  [ "$ONLY_PLAN" = 1 ] || header "$m" hdr16 --interleave-i16
   [ "$ONLY_PLAN" = 1 ] || header "$m" hdr-rm
 done
 
@@ -198,8 +203,9 @@ echo
 echo "| model | MACs | rnncore | rnncore, signed tables | CMSIS-NN -O2 | CMSIS-NN -Os | -O2 / rnncore | -O2 / signed | est. cycles rnncore | signed | CMSIS-NN -O2 | CMSIS-NN outputs ≠ LiteRT |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 mem_rows=()
+i16_rows=()
 for m in $MODELS; do
-  for k in rnncore signed cmsis-O2 cmsis-Os; do measure "$m" "$k"; done
+  for k in rnncore signed i16 signed-i16 cmsis-O2 cmsis-Os; do measure "$m" "$k"; done
   chk=$(image "$m" cmsis-O2 0)
   emulate "$chk"
   ndiff=$(grep -o 'cmsis-nn: [0-9]* of [0-9]*' "$chk.log" | cut -d' ' -f2,4 | tr ' ' '/')
@@ -214,6 +220,29 @@ for m in $MODELS; do
   read -r fs rs ss <<<"${MEMS[$m/signed]}"
   read -r fc rc sc <<<"${MEMS[$m/cmsis-O2]}"
   mem_rows+=("| $m | $fr | $rr + $sr = $((rr + sr)) | $fs | $rs + $ss = $((rs + ss)) | $fc | $rc + $sc = $((rc + sc)) |")
+  # The int16 panels: the panel kernel's instructions per LSTM multiply-accumulate (functions.py), the
+  # ratios and the flash and RAM beside the interleaved images'.
+  lstm_macs=$(awk -v m="$m" 'BEGIN { if (m == "simple") print 100*4*128*(64+128);
+    else if (m == "weather") print 24*4*32*(19+32); else if (m == "text") print 100*4*512*(256+512);
+    else print 2*16*2*4*64*(128+64) }')
+  kernel_insns() {  # kind -> the panel kernel's instructions in one inference
+    python3 "$HERE/functions.py" "$m" "$1" "$WORK/count/$m-$1-R1.elf" "$WORK/count/$m-$1-R1.elf.blocks" \
+      "$WORK/count/$m-$1-R2.elf.blocks" 1000 | awk -F'|' '/_dot_panels_dsp_4x16/ { gsub(/ /, "", $5); n += $5 } END { print n + 0 }'
+  }
+  # and whether their outputs equal LiteRT's (the images that check every sample, run whole)
+  verdict16=""
+  for k in i16 signed-i16; do
+    chk=$(image "$m" "$k" 0)
+    emulate "$chk"
+    verdict16="$verdict16$(grep -o 'PASS\|FAIL' "$chk.log" | tail -1 || echo '?') "
+  done
+  read -r f16 r16 s16 <<<"${MEMS[$m/i16]}"
+  read -r fs16 rs16 ss16 <<<"${MEMS[$m/signed-i16]}"
+  i16_rows+=("$(awk -v m="$m" -v macs="$lstm_macs" -v k8="$(kernel_insns rnncore)" -v k16="$(kernel_insns i16)" \
+      -v r="${INSNS[$m/i16]}" -v s="${INSNS[$m/signed-i16]}" -v c="${INSNS[$m/cmsis-O2]}" \
+      -v e="${CYCLES[$m/signed-i16]}" -v v="$verdict16" -v fr="$fr" -v fs="$fs" -v f16="$f16" -v fs16="$fs16" -v ram16="$((r16 + s16))" -v rams16="$((rs16 + ss16))" \
+      'BEGIN { printf "| %s | %.3f | %.3f | %d | %d | %.2f | %.2f | %d | %d (+%d) | %d (+%d) | %d | %d | %s|\n", m, k8 / macs, k16 / macs,
+               r, s, c / r, c / s, e, f16, f16 - fr, fs16, fs16 - fs, ram16, rams16, v }')")
 done
 echo
 echo "Memory of the count images (bytes): flash = the image's code and constants (weights, tables, sample, harness); RAM = static (.data + .bss) + stack peak during the inference."
@@ -222,12 +251,20 @@ echo "| model | rnncore flash | rnncore RAM | signed flash | signed RAM | CMSIS-
 echo "|---|---:|---:|---:|---:|---:|---:|"
 for r in "${mem_rows[@]}"; do echo "$r"; done
 echo
+echo "The LSTM weights as int16 panels (export-c --interleave-i16; kernel i16_dot_panels_4x16__dsp) against the interleaved int8 panels"
+echo "(i8_dot_panels_4x16__dsp): the panel kernel's instructions per LSTM multiply-accumulate, guest instructions per inference,"
+echo "CMSIS-NN -O2 / rnncore with them, and the images' flash (bytes; the change against the interleaved image) and RAM (static + stack peak)."
+echo
+echo "| model | kernel insn/MAC int8 panels | int16 panels | rnncore i16 | signed i16 | -O2 / i16 | -O2 / signed i16 | est. cycles signed i16 | i16 flash | signed i16 flash | i16 RAM | signed i16 RAM | outputs = LiteRT (i16, signed i16) |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+for r in "${i16_rows[@]}"; do echo "$r"; done
+echo
 echo "Instruction mix of one inference (the plugin's classes; multi = LDM/STM/PUSH/POP/VLDM/VSTM, multi_regs their registers, pop_pc the POPs of the PC, branch every B/BL/BX/CBZ/CBNZ/TBB/TBH and LDR to the PC)."
 echo
 echo "| model | build | insns | load | store | multi | multi_regs | pop_pc | branch | div | vdiv | est. cycles |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for m in $MODELS; do
-  for k in rnncore signed cmsis-O2 cmsis-Os; do echo "| $m | $k | ${MIXES[$m/$k]}${CYCLES[$m/$k]} |"; done
+  for k in rnncore signed i16 signed-i16 cmsis-O2 cmsis-Os; do echo "| $m | $k | ${MIXES[$m/$k]}${CYCLES[$m/$k]} |"; done
 done
 echo
 echo "Where rnncore's instructions of one inference go: the functions that execute the most (the plugin's blocks per function, functions.py; inlined code counts in its caller: int8_lstm_step holds the gates' rescaling and activations, update_cells the cell and its tanh)."
@@ -235,7 +272,7 @@ echo
 echo "| model | build | function | insns | share |"
 echo "|---|---|---|---:|---:|"
 for m in $MODELS; do
-  for k in rnncore signed; do
+  for k in rnncore signed i16 signed-i16; do
     a=$WORK/count/$m-$k-R1.elf b=$WORK/count/$m-$k-R2.elf
     python3 "$HERE/functions.py" "$m" "$k" "$a" "$a.blocks" "$b.blocks" 5
   done

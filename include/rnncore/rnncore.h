@@ -226,6 +226,7 @@ typedef enum rnncore_int8_weights {
   RNNCORE_INT8_WEIGHTS_PACKED_AUTO = 0,         /**< the dot kernel's family (interleaved on a Cortex-M DSP core) */
   RNNCORE_INT8_WEIGHTS_PACKED_ROW_MAJOR = 1,
   RNNCORE_INT8_WEIGHTS_PACKED_INTERLEAVED = 2,
+  RNNCORE_INT8_WEIGHTS_PACKED_INTERLEAVED_I16 = 3, /**< int16 panels, 2x the weight bytes (export-c --interleave-i16) */
 } rnncore_int8_weights;
 
 /** A planned network; a plain value of fixed size (place it anywhere, copy it freely). */

@@ -233,14 +233,19 @@ constexpr ExpTable kExpTable{};
 template <int IB, bool kConst>
 constexpr std::int32_t exp_on_negative_values(std::int32_t a);
 inline const std::int16_t* exp_odd_values();  // kExpOdd.v, defined below the exponential
+inline const std::int16_t* exp_quarter_odd_values();  // kExpQuarterOdd.v, likewise
 // Builds whose exp table steps by 2^-12 (the default firmware build, hosts) also hold exp at the
 // odd multiples of 2^-13 in [−1/2, 0) (2,048 values, 4 KiB, computed at compile time by the
 // arithmetic below, the factor exp(−1/4) included): with kExpTable that serves exp with 2
 // integer bits, tanh of a cell state of scale 2^-14 (1 integer bit: what Keras conversions without
 // a cell clip get when |c| stays below 2), which otherwise evaluates the polynomial.
+// A third table at the odd multiples of 2^-14 in [−1/2, 0) (4,096 values, 8 KiB, computed alike)
+// completes the 2^-14 grid for exp with 1 integer bit: tanh of a cell state of scale 2^-15 (0
+// integer bits), read from the three tables by the argument's two lowest bits.
 #if defined(RNNCORE_NO_HEAP) && defined(RNNCORE_Q8_ACTIVATION_TABLES)
 constexpr bool kExpHalfStep = false;  // these builds step by 2^-14 instead
 inline const std::int16_t* exp_odd_values() { return nullptr; }
+inline const std::int16_t* exp_quarter_odd_values() { return nullptr; }
 #else
 constexpr bool kExpHalfStep = true;
 struct ExpOddTable {
@@ -264,7 +269,13 @@ constexpr RNNCORE_Q8_INLINE std::int32_t exp_on_negative_values(std::int32_t a) 
   // that is the clear bits of a (for a = 0 the result is replaced below).
   const std::int32_t rest = ~a;
   std::int32_t result = 0;
-  if constexpr (IB == 2 && kExpHalfStep && !kConst) {
+  if constexpr (IB == 1 && kExpHalfStep && !kConst) {
+    // a in Q1.14: a mod 1/2 at 2^-14; multiples of 2^-12 from kExpTable, odd multiples of 2^-13
+    // from kExpOdd, odd multiples of 2^-14 from kExpQuarterOdd (each with exp(−1/4) folded in)
+    const std::int32_t low = a & 8191;
+    result = (low & 1) != 0 ? exp_quarter_odd_values()[low >> 1] : ((low & 2) != 0 ? exp_odd_values() : kExpTable.v)[low >> 2];
+    result = apply_exp_factors<IB, -1, kConst>(result, rest);
+  } else if constexpr (IB == 2 && kExpHalfStep && !kConst) {
     // a in Q2.13: the even arguments are kExpTable's (2^-12 apart), the odd ones kExpOdd's, each
     // with the first factor exp(−1/4) folded in as there
     const std::int32_t low = a & 4095;  // a mod 1/2, at 2^-13
@@ -291,6 +302,14 @@ constexpr RNNCORE_Q8_INLINE std::int32_t exp_on_negative_values(std::int32_t a) 
 #if !(defined(RNNCORE_NO_HEAP) && defined(RNNCORE_Q8_ACTIVATION_TABLES))
 constexpr ExpOddTable kExpOdd{};
 inline const std::int16_t* exp_odd_values() { return kExpOdd.v; }
+struct ExpQuarterOddTable {
+  std::int16_t v[4096] = {};
+  constexpr ExpQuarterOddTable() {
+    for (int j = 0; j < 4096; ++j) v[j] = static_cast<std::int16_t>(exp_on_negative_values<1, true>(2 * j + 1 - 8192));
+  }
+};
+constexpr ExpQuarterOddTable kExpQuarterOdd{};
+inline const std::int16_t* exp_quarter_odd_values() { return kExpQuarterOdd.v; }
 #endif
 
 // Newton–Raphson reciprocal of (1 + a)/2 for a in [0, 1], in Q2.13 (three iterations, as gemmlowp),

@@ -136,6 +136,25 @@ struct PanelProduct {
   int rows;
   int k_words;
 };
+/// The int16 panel layout (Int8WeightLayout::interleaved4_i16, docs/int8.md "Interleaved
+/// weights"): the int8 weights pre-widened to int16 at pack time, so that a kernel multiplies them
+/// with SMLAD as they are (no SXTB16, no correction): twice the interleaved layout's bytes. Panels
+/// of 4 rows A B C D (rows and K padded with zeros to multiples of 4); for each group of 4 columns
+/// c..c+3 a panel holds 8 words, 32 bytes: rows A, B, C, D at columns (c, c + 2), then A, B, C, D
+/// at columns (c + 1, c + 3), each word's low half the first column: the pairs of a widened
+/// vector's two words (widen_pairs). Element (row j, column k) is int16 number
+/// interleaved4_i16_index(j, k, k_words).
+constexpr std::size_t interleaved4_i16_bytes(int rows, int k_size) { return 2 * interleaved4_bytes(rows, k_size); }
+constexpr std::size_t interleaved4_i16_index(int j, int k, int k_words) {
+  return (static_cast<std::size_t>(j >> 2) * static_cast<std::size_t>(k_words) + static_cast<std::size_t>(k >> 2)) * 16 +
+         static_cast<std::size_t>(k & 1) * 8 + static_cast<std::size_t>(j & 3) * 2 + static_cast<std::size_t>((k >> 1) & 1);
+}
+/// Element (row j, column k) of a matrix in that layout (m: its bytes, any alignment).
+std::int8_t interleaved4_i16_weight(const std::int8_t* m, int j, int k, int k_words);
+/// Writes row-major int8 [rows, k_size] into `out` (interleaved4_i16_bytes(rows, k_size) bytes) in
+/// that layout, the padding zero (little-endian int16: any int8 weight has this form).
+void interleave4_i16(const std::int8_t* w, int rows, int k_size, std::int8_t* out);
+
 /// `count` products in one call: a step block's 8 (4 gates, times x and h), so that what a call
 /// costs is paid once a block.
 using DotPanelsFn = void (*)(const PanelProduct* products, int count);
@@ -152,11 +171,23 @@ void i8_dot_panels_1x1__scalar(const PanelProduct* products, int count);
 /// function in assembly, hence C linkage; its kernel name is i8_dot_panels_4x16__dsp).
 extern "C" void rnncore_i8_dot_panels_dsp_4x16(const PanelProduct* products, int count);
 #endif
+/// The portable kernel of the int16 panel layout (PanelProduct::w in that layout, 4-byte aligned;
+/// the same product otherwise), the specification of the other.
+void i16_dot_panels_1x1__scalar(const PanelProduct* products, int count);
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32)
+/// ARM's DSP extension on the int16 panel layout: per 4 columns of 4 rows, one LDM of the widened
+/// vector's 2 words, two LDMs of 4 weight words and 8 SMLAD (0.6875 instructions per
+/// multiply-accumulate); 4 rows and 64 columns per loop iteration (src/int8_dot_dsp.cpp; kernel
+/// name i16_dot_panels_4x16__dsp).
+extern "C" void rnncore_i16_dot_panels_dsp_4x16(const PanelProduct* products, int count);
+#endif
 // The lists and choices below are views of the one kernel registry (src/internal/kernels.hpp).
 
 /// The interleaved kernels this build has, the scalar one first and the fastest last; `count`
 /// receives how many (the DSP one is a compile-time feature: no CPU check, no ISA cap).
 const DotPanelsKernel* int8_panel_kernels(int* count);
+/// The same for the int16 panel layout (Int8WeightLayout::interleaved4_i16).
+const DotPanelsKernel* int16_panel_kernels(int* count);
 
 /// The kernels this build has and this CPU runs, the scalar one first and the fastest last;
 /// `count` receives how many. The list is static (no allocation).

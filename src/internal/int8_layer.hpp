@@ -12,6 +12,7 @@
 #include "rnncore/int8.h"
 #include "rnncore/rnncore.hpp"
 #include "src/internal/int8_kernels.hpp"
+#include "src/internal/int8_lstm.hpp"
 
 namespace rnncore {
 namespace detail {
@@ -61,6 +62,9 @@ struct Int8Plan {
   // The panel kernel of the dot kernel's family where there is one (the Cortex-M DSP build): the
   // LSTM weights are packed interleaved (q8::interleave4) for it. Null: row-major weights.
   q8::DotPanelsFn panels = nullptr;
+  // The panel layout `panels` reads: interleaved4, or interleaved4_i16 (PlanOptions::int8_weights
+  // = interleaved_i16: the weights pre-widened, twice the bytes); row_major where panels is null.
+  q8::Int8WeightLayout panel_layout = q8::Int8WeightLayout::row_major;
   q8::GateActivationsFn gate = nullptr;           // null: the step's scalar code
   q8::CellUpdateFn cell = nullptr;
   Int8DirPack dir[kMaxLayers][2];

@@ -47,7 +47,15 @@ enum class Int8WeightLayout : std::int32_t {
   /// i8_dot_panels_4x16__dsp (docs/int8.md, "Interleaved weights"). `rnncore export-c --interleave`
   /// writes it; a run's scratch then also holds x and h widened to int16.
   interleaved4 = 1,
+  /// The same panels with the weights pre-widened to int16 (interleave4_i16; twice the bytes): the
+  /// layout of the Cortex-M DSP kernel i16_dot_panels_4x16__dsp, which multiplies them as they are.
+  /// `rnncore export-c --interleave=i16` writes it; scratch as interleaved4's.
+  interleaved4_i16 = 2,
 };
+/// Whether a layout is one of the panel layouts (the step widens x and h for them).
+constexpr bool int8_panel_layout(Int8WeightLayout l) {
+  return l == Int8WeightLayout::interleaved4 || l == Int8WeightLayout::interleaved4_i16;
+}
 
 /// The quantization of one integer LSTM layer, as a quantized model states it (real value =
 /// scale · (q − zero_point)). TFLite tensors: input, input-to-gate and recurrent-to-gate weights,
@@ -114,7 +122,7 @@ inline std::size_t int8_lstm_scratch_bytes(int hidden_size) { return static_cast
 /// Bytes of scratch a step of these parameters needs: with interleaved weights also x and h widened
 /// to int16 (2 bytes per column, columns padded to multiples of 4), 4-byte aligned within it.
 inline std::size_t int8_lstm_scratch_bytes(const Int8LstmParams& p) {
-  if (p.layout != Int8WeightLayout::interleaved4) return int8_lstm_scratch_bytes(p.hidden_size);
+  if (!int8_panel_layout(p.layout)) return int8_lstm_scratch_bytes(p.hidden_size);
   const int pairs = 4 * (interleaved4_words(p.input_size) + interleaved4_words(p.hidden_size));  // int16 each
   return static_cast<std::size_t>(p.hidden_size) + 3 + 2 * static_cast<std::size_t>(pairs);
 }

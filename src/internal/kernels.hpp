@@ -24,11 +24,12 @@ enum class KernelOp : int {
   f32_rnn,          ///< an F32Kernels table: the f32 backend's GEMM, step, matmul and math kernels
   i8_dot,           ///< q8::DotRowsFn: row-major int8 weights times a vector
   i8_dot_panels,    ///< q8::DotPanelsFn: interleaved int8 weights times a widened vector
+  i16_dot_panels,   ///< q8::DotPanelsFn: the int8 weights pre-widened to int16 panels times a widened vector
   i32_gate_act,     ///< q8::GateActivationsFn: a gate's activations from its int32 sums
   i16_cell_update,  ///< q8::CellUpdateFn: the cell and output state from the gates
   i16_output,       ///< q8::OutputFn: the output state from o and tanh(c)
 };
-constexpr int kKernelOpCount = 6;
+constexpr int kKernelOpCount = 7;
 const char* to_string(KernelOp op);
 
 /// One kernel. Exactly one function field, the one of `op`, is set. The registry is a constant

@@ -263,14 +263,21 @@ bool read_int8_sample(const std::string& path, std::int64_t width, const char* w
   return true;
 }
 
+// The LSTM weights' layout the options ask for (--interleave, --interleave-i16).
+q8::Int8WeightLayout export_layout(const ExportCOptions& o) {
+  if (!o.interleave) return q8::Int8WeightLayout::row_major;
+  return o.interleave_i16 ? q8::Int8WeightLayout::interleaved4_i16 : q8::Int8WeightLayout::interleaved4;
+}
+
 // One LSTM layer's part of an int8 header: its sizes, quantization, weights, biases (raw and
 // folded) and per-gate pointer tables, with C names `n` (e.g. "m" or "m_l1") and macros `N`.
 void write_int8_lstm(std::string* out, const Int8Model& m, const std::string& n, const std::string& N,
-                     bool interleave) {
+                     q8::Int8WeightLayout layout) {
+  const bool interleave = layout != q8::Int8WeightLayout::row_major;
   q8::Int8LstmParams sizes;  // only what the scratch size depends on
   sizes.input_size = m.input_size;
   sizes.hidden_size = m.hidden_size;
-  sizes.layout = interleave ? q8::Int8WeightLayout::interleaved4 : q8::Int8WeightLayout::row_major;
+  sizes.layout = layout;
   appendf(out,
                "/** int32 words of %s_folded_bias%s, and bytes of a run's scratch%s. */\n"
                "#define %s_BIAS_WORDS %zu\n#define %s_SCRATCH_BYTES %zu\n"
@@ -326,7 +333,8 @@ std::vector<std::pair<std::size_t, std::string>> gate_marks(std::size_t per_gate
 // the other: row-major as the model has them, or each gate interleaved (interleave4) and the array
 // 4-byte aligned. Returns the elements of one gate.
 std::size_t write_int8_weights(std::string* out, const std::vector<std::int8_t> (&per_gate)[q8::kGates], int rows, int k,
-                               const std::string& name, bool recurrent, bool interleave) {
+                               const std::string& name, bool recurrent, q8::Int8WeightLayout layout) {
+  const bool interleave = layout != q8::Int8WeightLayout::row_major;
   const char* what = recurrent ? "Recurrent weights R_g [H, H]" : "Input weights W_g [H, I]";
   if (!interleave) {
     appendf(out, recurrent ? "/** %s. */\n" : "/** %s (row-major), gates i, f, g, o. */\n", what);
@@ -334,6 +342,20 @@ std::size_t write_int8_weights(std::string* out, const std::vector<std::int8_t> 
     std::vector<std::int8_t> all;
     for (int g = 0; g < q8::kGates; ++g) all.insert(all.end(), per_gate[g].begin(), per_gate[g].end());
     write_array(out, "static const int8_t " + name, all.data(), 4 * n, gate_marks(n), 16);
+    return n;
+  }
+  if (layout == q8::Int8WeightLayout::interleaved4_i16) {
+    const std::size_t n = q8::interleaved4_i16_bytes(rows, k);
+    appendf(out,
+            "/** %s, gates i, f, g, o, each as int16 panels (rnncore_int8_interleave4_i16):\n"
+            " * panels of 4 rows, each line (32 bytes) 4 columns of those 4 rows as little-endian int16\n"
+            " * (docs/int8.md); rows and columns padded with zeros to multiples of 4:\n"
+            " * RNNCORE_INT8_INTERLEAVED4_I16_BYTES(%d, %d) = %zu\n"
+            " * bytes a gate. */\n",
+            what, rows, k, n);
+    std::vector<std::int8_t> all(4 * n);
+    for (int g = 0; g < q8::kGates; ++g) q8::interleave4_i16(per_gate[g].data(), rows, k, all.data() + g * n);
+    write_array(out, "static RNNCORE_INT8_ALIGN4 const int8_t " + name, all.data(), all.size(), gate_marks(n), 16);
     return n;
   }
   const std::size_t n = q8::interleaved4_bytes(rows, k);
@@ -351,7 +373,8 @@ std::size_t write_int8_weights(std::string* out, const std::vector<std::int8_t> 
 }
 
 void write_int8_lstm_arrays(std::string* out, const Int8Model& m, const std::string& n, bool float_input,
-                            bool interleave) {
+                            q8::Int8WeightLayout layout) {
+  const bool interleave = layout != q8::Int8WeightLayout::row_major;
   const std::int64_t H = m.hidden_size;
   const q8::Int8LstmQuantization& q = m.q;
   const bool per_channel = q8::int8_lstm_per_channel(q);
@@ -373,7 +396,9 @@ void write_int8_lstm_arrays(std::string* out, const Int8Model& m, const std::str
                    ", " + n + "_w_scales + 3 * " + hs + "},\n    .r_scales = {" + n + "_r_scales, " + n + "_r_scales + " +
                    hs + ", " + n + "_r_scales + 2 * " + hs + ", " + n + "_r_scales + 3 * " + hs + "},\n";
   }
-  if (interleave) extra_fields += "    .weight_layout = RNNCORE_INT8_WEIGHTS_INTERLEAVED4,\n";
+  if (interleave)
+    extra_fields += layout == q8::Int8WeightLayout::interleaved4_i16 ? "    .weight_layout = RNNCORE_INT8_WEIGHTS_INTERLEAVED4_I16,\n"
+                                                                     : "    .weight_layout = RNNCORE_INT8_WEIGHTS_INTERLEAVED4,\n";
   appendf(out,
                "/** The quantization (real = scale * (q - zero point)); the model's input %s int8 with the input\n"
                " * scale and zero point, its output is h (the state's). */\n"
@@ -396,8 +421,8 @@ void write_int8_lstm_arrays(std::string* out, const Int8Model& m, const std::str
     for (int g = 0; g < q8::kGates; ++g) all.insert(all.end(), per_gate[g].begin(), per_gate[g].end());
     return all;
   };
-  const std::size_t hi = write_int8_weights(out, m.w, m.hidden_size, m.input_size, n + "_w", false, interleave);
-  const std::size_t hh = write_int8_weights(out, m.r, m.hidden_size, m.hidden_size, n + "_r", true, interleave);
+  const std::size_t hi = write_int8_weights(out, m.w, m.hidden_size, m.input_size, n + "_w", false, layout);
+  const std::size_t hh = write_int8_weights(out, m.r, m.hidden_size, m.hidden_size, n + "_r", true, layout);
   appendf(out, "/** Biases b_g [H] (scale w_scale[g] * input_scale). */\n");
   write_array(out, "static const int32_t " + n + "_bias", concat(m.b).data(), 4 * static_cast<std::size_t>(H),
               gate_marks(static_cast<std::size_t>(H)));
@@ -421,7 +446,9 @@ void write_int8_lstm_arrays(std::string* out, const Int8Model& m, const std::str
                "static const int8_t* const %s_w_gates[4] = {%s_w, %s_w + %zu, %s_w + %zu, %s_w + %zu};\n"
                "static const int8_t* const %s_r_gates[4] = {%s_r, %s_r + %zu, %s_r + %zu, %s_r + %zu};\n"
                "static const int32_t* const %s_bias_gates[4] = {%s_bias, %s_bias + %lld, %s_bias + %lld, %s_bias + %lld};\n",
-               interleave ? " (gates INTERLEAVED4_BYTES apart)" : "", n.c_str(), n.c_str(), n.c_str(), hi, n.c_str(),
+               interleave ? (layout == q8::Int8WeightLayout::interleaved4_i16 ? " (gates INTERLEAVED4_I16_BYTES apart)"
+                                                                               : " (gates INTERLEAVED4_BYTES apart)")
+                          : "", n.c_str(), n.c_str(), n.c_str(), hi, n.c_str(),
                2 * hi, n.c_str(), 3 * hi, n.c_str(), n.c_str(), n.c_str(), hh, n.c_str(), 2 * hh, n.c_str(), 3 * hh,
                n.c_str(), n.c_str(), n.c_str(), static_cast<long long>(H), n.c_str(), 2 * static_cast<long long>(H), n.c_str(), 3 * static_cast<long long>(H));
 }
@@ -590,9 +617,11 @@ bool interleavable(const Int8Model& m, const std::string& layer, std::string* wh
 }
 
 // Bytes of an LSTM's int8 weights W and R in the header (interleaved: rows and columns padded).
-long long int8_weight_bytes(const Int8Model& m, bool interleave) {
+long long int8_weight_bytes(const Int8Model& m, q8::Int8WeightLayout layout) {
   const int I = m.input_size, H = m.hidden_size;
-  if (!interleave) return 4LL * H * (I + H);
+  if (layout == q8::Int8WeightLayout::row_major) return 4LL * H * (I + H);
+  if (layout == q8::Int8WeightLayout::interleaved4_i16)
+    return static_cast<long long>(4 * (q8::interleaved4_i16_bytes(H, I) + q8::interleaved4_i16_bytes(H, H)));
   return static_cast<long long>(4 * (q8::interleaved4_bytes(H, I) + q8::interleaved4_bytes(H, H)));
 }
 
@@ -657,7 +686,7 @@ Status load_int8_export(const ExportCOptions& o, const SafeTensors& file, Int8Ex
     return option_fail(report, error,
                        "--max-batch and --max-seq-len do not apply to an int8 model: its buffers do "
                        "not depend on them (NAME_SCRATCH_BYTES, and the state per row)");
-  if (o.interleave) {
+  if (o.interleave && !o.interleave_i16) {  // every int8 weight has an int16 panel form
     for (std::size_t i = 0; i < st.layers.size(); ++i) {
       const auto& l = st.layers[i];
       const std::string at = o.weights + ": layer " + std::to_string(i) + ", ";
@@ -675,7 +704,7 @@ struct Int8Facts {
   std::string cells, sizes;
 };
 
-Int8Facts int8_facts(const Int8Stack& st, bool interleave) {
+Int8Facts int8_facts(const Int8Stack& st, q8::Int8WeightLayout interleave) {
   Int8Facts f;
   for (const auto& l : st.layers) {
     for (const Int8Model* d : {static_cast<const Int8Model*>(l.get()), static_cast<const Int8Model*>(l->backward.get())})
@@ -706,7 +735,7 @@ void write_int8_single(std::string* out, const ExportCOptions& o, const Int8Expo
           "#ifndef %s\n#define %s\n\n#include <rnncore/int8.h>\n\n",
           base_name(o.output).c_str(), version_string(), base_name(o.weights).c_str(), I, O,
           st.return_sequences ? "returns every step" : "returns the last step", f.weight_bytes,
-          o.interleave ? ", interleaved" : "", f.cells.c_str(), usage.c_str(), guard.c_str(), guard.c_str());
+          o.interleave ? (o.interleave_i16 ? ", int16 panels" : ", interleaved") : "", f.cells.c_str(), usage.c_str(), guard.c_str(), guard.c_str());
   if (o.interleave) write_align_macro(out);
   appendf(out,
           "#define %s_INPUT_SIZE %lld\n#define %s_HIDDEN_SIZE %lld\n"
@@ -714,15 +743,16 @@ void write_int8_single(std::string* out, const ExportCOptions& o, const Int8Expo
           "#define %s_RETURN_SEQUENCES %d\n",
           NAME.c_str(), I, NAME.c_str(), O, NAME.c_str(), st.return_sequences ? 1 : 0);
   if (st.has_embedding) write_int8_embedding(out, st, name, NAME);
-  write_int8_lstm(out, first, name, NAME, o.interleave);
+  write_int8_lstm(out, first, name, NAME, export_layout(o));
   appendf(out, "%s\n", reverse.c_str());
-  write_int8_lstm_arrays(out, first, name, st.float_input, o.interleave);
+  write_int8_lstm_arrays(out, first, name, st.float_input, export_layout(o));
 }
 
 // Layer k of a stack: one LSTM, or a Keras Bidirectional's two (each direction an LSTM of its
 // own; the layer's output per step is the forward h bytes, then the backward h bytes, as they are
 // (concat: the concatenation copies), or their int8 ADD / MUL (sum, mul, ave)).
-void write_int8_stack_layer(std::string* out, const Int8Stack& st, std::size_t k, const std::string& name, bool interleave) {
+void write_int8_stack_layer(std::string* out, const Int8Stack& st, std::size_t k, const std::string& name,
+                            q8::Int8WeightLayout interleave) {
   const Int8Model& layer = *st.layers[k];
   const std::string n = name + "_l" + std::to_string(k), N = upper(name) + "_L" + std::to_string(k);
   if (layer.backward == nullptr) {
@@ -769,7 +799,7 @@ void write_int8_stack(std::string* out, const ExportCOptions& o, const Int8Expor
           base_name(o.output).c_str(), st.dense.empty() ? "" : " and Dense layers", version_string(),
           base_name(o.weights).c_str(), I, st.layers.size(), f.sizes.c_str(), st.dense.size(), O,
           st.return_sequences ? "returns every step" : "returns the last step", f.weight_bytes,
-          o.interleave ? ", interleaved" : "", f.cells.c_str(), name.c_str(), name.c_str(), usage.c_str(), guard.c_str(),
+          o.interleave ? (o.interleave_i16 ? ", int16 panels" : ", interleaved") : "", f.cells.c_str(), name.c_str(), name.c_str(), usage.c_str(), guard.c_str(),
           guard.c_str());
   if (o.interleave) write_align_macro(out);
   appendf(out,
@@ -780,7 +810,7 @@ void write_int8_stack(std::string* out, const ExportCOptions& o, const Int8Expor
           NAME.c_str(), I, NAME.c_str(), O, NAME.c_str(), st.layers.size(), NAME.c_str(), st.dense.size(), name.c_str(),
           NAME.c_str(), st.has_softmax ? 1 : 0, NAME.c_str(), st.return_sequences ? 1 : 0, reverse.c_str());
   if (st.has_embedding) write_int8_embedding(out, st, name, NAME);
-  for (std::size_t k = 0; k < st.layers.size(); ++k) write_int8_stack_layer(out, st, k, name, o.interleave);
+  for (std::size_t k = 0; k < st.layers.size(); ++k) write_int8_stack_layer(out, st, k, name, export_layout(o));
   for (std::size_t j = 0; j < st.dense.size(); ++j)
     write_int8_dense(out, *st.dense[j], st.return_sequences, name + "_fc" + std::to_string(j), NAME + "_FC" + std::to_string(j));
   if (st.has_softmax) write_int8_softmax(out, st, name, NAME);
@@ -910,7 +940,8 @@ Status write_int8_plan_arrays(std::string* out, const ExportCOptions& o, const I
   po.max_isa = Isa::none;
   po.max_batch = e.in_shape.empty() ? 1 : static_cast<std::int32_t>(e.in_shape[0]);
   po.max_seq_len = e.in_shape.empty() ? 1 : static_cast<std::int32_t>(e.in_shape[1]);
-  po.int8_weights = o.interleave ? Int8Weights::interleaved : Int8Weights::row_major;
+  po.int8_weights = o.interleave ? (o.interleave_i16 ? Int8Weights::interleaved_i16 : Int8Weights::interleaved)
+                                 : Int8Weights::row_major;
   Plan plan;
   Status s = Plan::create(st, po, &plan);
   const std::size_t bytes = s == Status::ok ? plan.packed_weight_bytes() : 0;
@@ -918,7 +949,8 @@ Status write_int8_plan_arrays(std::string* out, const ExportCOptions& o, const I
   unsigned char* at = buffer.data() + (kAlignment - reinterpret_cast<std::uintptr_t>(buffer.data()) % kAlignment) % kAlignment;
   if (s == Status::ok) s = plan.pack_weights(canonical.data(), at, bytes);
   if (s != Status::ok) return fail(error, o.weights + ": packing the integer stack: " + last_error_detail(), s);
-  const std::string NAME = upper(o.name), family = o.interleave ? "interleaved" : "row-major";
+  const std::string NAME = upper(o.name),
+                    family = o.interleave ? (o.interleave_i16 ? "int16 panels" : "interleaved") : "row-major";
   appendf(out,
           "\n/* ---- The one-call C API (rnncore/rnncore.h): the stack and its weights packed, in flash ---- */\n"
           "#include \"rnncore/rnncore.h\"\n\n");
@@ -931,7 +963,7 @@ Status write_int8_plan_arrays(std::string* out, const ExportCOptions& o, const I
           "/** sizeof %s_packed; %s_WORKSPACE_BYTES: rnncore_plan_workspace_bytes of a plan for max_batch\n"
           " * %d, max_seq_len %d (one thread): all the RAM a run takes besides x, y and the plan. */\n"
           "#define %s_PACKED_BYTES %zu\n#define %s_WORKSPACE_BYTES %zu\n",
-          family.c_str(), o.interleave ? "INTERLEAVED" : "ROW_MAJOR",
+          family.c_str(), o.interleave ? (o.interleave_i16 ? "INTERLEAVED_I16" : "INTERLEAVED") : "ROW_MAJOR",
           o.interleave ? "the Cortex-M DSP kernel's; elsewhere the portable panel kernel runs it"
                        : "every row kernel's; on a Cortex-M with the DSP extension plan RNNCORE_INT8_WEIGHTS_PACKED_ROW_MAJOR",
           o.name.c_str(), NAME.c_str(), plan.kernel_name(), o.name.c_str(), NAME.c_str(), po.max_batch, po.max_seq_len,
@@ -955,7 +987,7 @@ Status export_int8(const ExportCOptions& o, const SafeTensors& file, std::string
   const Int8Stack& st = e.st;
   const std::string& name = o.name;
   const std::string NAME = upper(name);
-  const Int8Facts f = int8_facts(st, o.interleave);
+  const Int8Facts f = int8_facts(st, export_layout(o));
   const std::string reverse =
       st.reverse_input ? "/** The model reverses the time axis first (Keras go_backwards): run its steps last to first. */\n"
                          "#define " + NAME + "_REVERSE_INPUT 1\n"
@@ -983,7 +1015,7 @@ Status export_int8(const ExportCOptions& o, const SafeTensors& file, std::string
                 static_cast<long long>(st.layers.front()->input_size), static_cast<long long>(st.output_size()),
                 e.single ? "" : (", " + std::to_string(st.layers.size()) + " LSTM and " + std::to_string(st.dense.size()) +
                                  " Dense layer(s)").c_str(),
-                f.weight_bytes, o.interleave ? ", interleaved" : "", per_channel ? " and per-channel multipliers" : "",
+                f.weight_bytes, o.interleave ? (o.interleave_i16 ? ", int16 panels" : ", interleaved") : "", per_channel ? " and per-channel multipliers" : "",
                 folded, e.sample_in.empty() ? "" : ", sample");
   report->summary = b + packed_summary;
   return Status::ok;

@@ -102,7 +102,7 @@ int run() {
 
 // The interleaved layout's kernels (on Cortex-M4/M7: i8_dot_panels_4x16__dsp, a whole function in
 // assembly) against the row-major scalar kernel, on the same random shapes and values.
-alignas(4) std::int8_t g_packed[rnncore::q8::interleaved4_bytes(kMaxRows, kMaxK)];
+alignas(4) std::int8_t g_packed[rnncore::q8::interleaved4_i16_bytes(kMaxRows, kMaxK)];
 alignas(4) std::int16_t g_pairs[kMaxK + 4];
 
 int run_panels() {
@@ -145,6 +145,39 @@ int run_panels() {
   put("compared ");
   put_uint(static_cast<unsigned long>(compared));
   put(" interleaved calls with the row-major scalar kernel's; PASS");
+  end_line();
+  // The int16 panel layout's kernels (i16_dot_panels_4x16__dsp), every weight −128..127.
+  kernels = rnncore::q8::int16_panel_kernels(&n_kernels);
+  put("int16 panel kernels:");
+  for (int i = 0; i < n_kernels; ++i) {
+    put(" ");
+    put(kernels[i].name);
+  }
+  end_line();
+  compared = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int rows = pick(1, kMaxRows), K = trial < kMaxK ? trial + 1 : pick(1, kMaxK);
+    for (int i = 0; i < rows * K; ++i) g_w[i] = static_cast<std::int8_t>(trial % 3 == 1 ? -128 : pick(-128, 127));
+    for (int i = 0; i < K; ++i) g_v[i] = static_cast<std::int8_t>(trial % 3 == 1 ? -128 : pick(-128, 127));
+    for (int j = 0; j < rows; ++j) g_bias[j] = trial % 2 ? INT32_MAX - pick(0, 1 << 20) : static_cast<std::int32_t>(next_u32());
+    rnncore::q8::i8_dot_1x1__scalar(g_w, rows, K, g_v, g_bias, g_want);
+    rnncore::q8::interleave4_i16(g_w, rows, K, g_packed);
+    rnncore::q8::widen_pairs(g_v, K, g_pairs);
+    for (int i = 0; i < n_kernels; ++i) {
+      for (std::int32_t& x : g_got) x = 0x5A5A5A5A;
+      const rnncore::q8::PanelProduct product{g_packed, g_pairs, g_bias, g_got, rows, rnncore::q8::interleaved4_words(K)};
+      kernels[i].fn(&product, 1);
+      if (const int j = first_wrong_row(rows); j >= 0) {
+        put_failure(kernels[i].name, rows, K, j);
+        end_line();
+        return 1;
+      }
+      ++compared;
+    }
+  }
+  put("compared ");
+  put_uint(static_cast<unsigned long>(compared));
+  put(" int16 panel calls with the row-major scalar kernel's; PASS");
   end_line();
   return 0;
 }
@@ -189,7 +222,9 @@ namespace q8 = rnncore::q8;
 alignas(4) std::int8_t g_sw[q8::kGates][kStepMaxH * kStepMaxI], g_sr[q8::kGates][kStepMaxH * kStepMaxH];
 alignas(4) std::int8_t g_swi[q8::kGates][q8::interleaved4_bytes(kStepMaxH, kStepMaxI)];
 alignas(4) std::int8_t g_sri[q8::kGates][q8::interleaved4_bytes(kStepMaxH, kStepMaxH)];
-std::int32_t g_sbias[q8::kGates][kStepMaxH], g_storage[2][8 * kStepMaxH];
+alignas(4) std::int8_t g_swi16[q8::kGates][q8::interleaved4_i16_bytes(kStepMaxH, kStepMaxI)];
+alignas(4) std::int8_t g_sri16[q8::kGates][q8::interleaved4_i16_bytes(kStepMaxH, kStepMaxH)];
+std::int32_t g_sbias[q8::kGates][kStepMaxH], g_storage[3][8 * kStepMaxH];
 alignas(4) std::int8_t g_scratch[kStepMaxH + 3 + 4 * (kStepMaxH + kStepMaxI + 8)];
 std::int8_t g_x[kSteps][kStepMaxI], g_h0[kStepMaxH], g_h[kStepMaxH], g_ref_h[kStepMaxH];
 std::int16_t g_c0[kStepMaxH], g_c[kStepMaxH];
@@ -244,7 +279,7 @@ int run_steps() {
     q.cell_scale = 1.0f / static_cast<float>(1 << -cell_log2);
     q.cell_clip = trial % 3 == 0 ? 0.0f : static_cast<float>(pick(1000, 32767)) * q.cell_scale;
     const std::int32_t* bias[q8::kGates];
-    const std::int8_t *w[q8::kGates], *r[q8::kGates], *wi[q8::kGates], *ri[q8::kGates];
+    const std::int8_t *w[q8::kGates], *r[q8::kGates], *wi[q8::kGates], *ri[q8::kGates], *w16[q8::kGates], *r16[q8::kGates];
     for (int g = 0; g < q8::kGates; ++g) {
       for (int i = 0; i < H * I; ++i) g_sw[g][i] = static_cast<std::int8_t>(pick(-127, 127));
       for (int i = 0; i < H * H; ++i) g_sr[g][i] = static_cast<std::int8_t>(pick(-127, 127));
@@ -254,6 +289,10 @@ int run_steps() {
         end_line();
         return 1;
       }
+      q8::interleave4_i16(g_sw[g], H, I, g_swi16[g]);
+      q8::interleave4_i16(g_sr[g], H, H, g_sri16[g]);
+      w16[g] = g_swi16[g];
+      r16[g] = g_sri16[g];
       bias[g] = g_sbias[g];
       w[g] = g_sw[g];
       r[g] = g_sr[g];
@@ -267,10 +306,10 @@ int run_steps() {
       g_h0[j] = static_cast<std::int8_t>(pick(-128, 127));
       g_c0[j] = static_cast<std::int16_t>(pick(-c_bound, c_bound));
     }
-    for (int layout = 0; layout < 2; ++layout) {
+    for (int layout = 0; layout < 3; ++layout) {
       q8::Int8LstmParams p;
-      q.weight_layout = layout == 0 ? q8::Int8WeightLayout::row_major : q8::Int8WeightLayout::interleaved4;
-      if (q8::int8_lstm_prepare(q, I, H, layout == 0 ? w : wi, layout == 0 ? r : ri, bias, g_storage[layout],
+      q.weight_layout = static_cast<q8::Int8WeightLayout>(layout);  // row-major, interleaved, int16 panels
+      if (q8::int8_lstm_prepare(q, I, H, layout == 0 ? w : (layout == 1 ? wi : w16), layout == 0 ? r : (layout == 1 ? ri : r16), bias, g_storage[layout],
                                 8 * kStepMaxH, &p) != rnncore::Status::ok) {
         put("FAIL: int8_lstm_prepare refused a step model");
         end_line();
@@ -296,7 +335,7 @@ int run_steps() {
             put_uint(static_cast<unsigned long>(H));
             put(" I ");
             put_uint(static_cast<unsigned long>(I));
-            put(layout == 0 ? " row-major" : " interleaved");
+            put(layout == 0 ? " row-major" : (layout == 1 ? " interleaved" : " int16 panels"));
             put(" cell 2^-");
             put_uint(static_cast<unsigned long>(-cell_log2));
             put(q.cell_clip > 0.0f ? " clipped" : " unclipped");
@@ -314,7 +353,7 @@ int run_steps() {
   }
   put("int8 steps: ");
   put_uint(static_cast<unsigned long>(compared));
-  put(" steps (row-major and interleaved, cell scales 2^-16 .. 2^-9) equal the reference; PASS");
+  put(" steps (row-major, interleaved and int16 panels, cell scales 2^-16 .. 2^-9) equal the reference; PASS");
   end_line();
   return 0;
 }

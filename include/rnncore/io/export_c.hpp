@@ -32,6 +32,7 @@ struct ExportCOptions {
   std::string sample_output;  ///< its expected output ("": none; needs sample_input)
   long long max_batch = 0, max_seq_len = 0;  ///< float models: plan sizes for these (0: the sample's, else 1)
   bool interleave = false;  ///< int8 models: LSTM weights in the interleaved layout (Cortex-M's fast kernel)
+  bool interleave_i16 = false;  ///< with interleave: the int16 panel layout instead (twice the weight bytes; fewer instructions)
 };
 
 /// What export_c did.
