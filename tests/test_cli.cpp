@@ -1053,8 +1053,13 @@ TEST_CASE("cli: stacked int8 LSTMs, go_backwards, Bidirectional and Dense layers
     Result r = run("run --weights " + model + " --input " + d + "/x.npy --output " + d + "/y.npy --hn " + d +
                    "/hn.npy --cn " + d + "/cn.npy");
     INFO(r.err);
-    REQUIRE(r.code == 0);
     const std::string name = model.substr(model.rfind('/') + 1);
+    if (name.rfind("bidi_widths", 0) == 0) {  // a narrower backward LSTM: no StackSpec holds it, refused naming the layer
+      CHECK(r.code != 0);
+      CHECK(r.err.find("layer 0 (bidirectional): directions of widths 6 and 4") != std::string::npos);
+      continue;
+    }
+    REQUIRE(r.code == 0);
     CHECK((r.out.find(" layers (H ") != std::string::npos) == (name.find("stack") != std::string::npos));
     CHECK((r.out.find("(go_backwards)") != std::string::npos) == (name.find("backwards") != std::string::npos));
     CHECK((r.out.find("then Dense ") != std::string::npos) == (name.find("dense") != std::string::npos));
@@ -1080,7 +1085,7 @@ TEST_CASE("cli: stacked int8 LSTMs, go_backwards, Bidirectional and Dense layers
     }
     ++cases;
   }
-  CHECK(cases == 24);
+  CHECK(cases == 28);  // with softmax_*, dense_relu_softmax_*, dense_sigmoid_softmax_*: a softmax head of its own
 
   // A stack whose layer 1 does not read layer 0's quantization is refused, naming both.
   const std::string model = src("tests/golden/tflite_int8/stacks/stack2_I6_H12_8_T10_B2_last.safetensors");

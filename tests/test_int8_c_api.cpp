@@ -131,7 +131,8 @@ TEST_CASE("int8 bidirectional goldens: the loaded stack, and the C API's two LST
   int cases = 0;
   for (const std::string& path : rnncore_test::list_cases(rnncore_test::golden_dir("tflite_int8/stacks"))) {
     const std::string name = path.substr(path.find_last_of('/') + 1);
-    if (name.rfind("bidi", 0) != 0 || name.find(".io.") != std::string::npos) continue;
+    // bidi_widths_*: directions of different widths, which no StackSpec holds (refused: test int8_plan).
+    if (name.rfind("bidi", 0) != 0 || name.find(".io.") != std::string::npos || name.rfind("bidi_widths", 0) == 0) continue;
     CAPTURE(path);
     io::SafeTensors mf, gf;
     REQUIRE(io::read_safetensors(path.c_str(), &mf) == RNNCORE_OK);

@@ -20,25 +20,6 @@ std::string step_name(const q8::StepKernels* step) {
   return step != nullptr ? std::string(step->gate_name) + " / " + step->cell_name : std::string("scalar step");
 }
 
-// The name of the matrix-vector kernel `fn` (one of this build's), or "?".
-std::string dot_name(q8::DotRowsFn fn) {
-  int n = 0;
-  const q8::DotRowsKernel* k = q8::int8_dot_kernels(&n);
-  for (int i = 0; i < n; ++i)
-    if (k[i].fn == fn) return k[i].name;
-  return "?";
-}
-
-// The step kernels whose gate kernel is `fn`, or null (the scalar code).
-const q8::StepKernels* step_of(q8::GateActivationsFn fn) {
-  if (fn == nullptr) return nullptr;
-  int n = 0;
-  const q8::StepKernels* k = q8::int8_step_kernels(&n);
-  for (int i = 0; i < n; ++i)
-    if (k[i].gate == fn) return &k[i];
-  return nullptr;
-}
-
 }  // namespace
 
 std::string int8_model_origin(const SafeTensors& file) {
@@ -59,15 +40,12 @@ Int8KernelNames int8_best_kernels(Isa cap) {
 // ---- Int8Runner ----
 
 struct Int8Runner::Impl {
-  Int8Stack stack;
-  // The stack as a Plan runs it (io::int8_stack_spec; rows in, int8 out), where a StackSpec holds
-  // it; else run_int8_stack runs it (a softmax alone or after an activated Dense layer, bidirectional
-  // directions of different widths: docs/int8.md, "What is left").
-  bool planned = false;
+  Int8Stack stack;  // the file as loaded (its description, the embedding, the input quantization)
+  // The stack as a Plan runs it (io::int8_stack_spec; rows in, int8 out).
   StackSpec spec;
   std::vector<unsigned char> canonical;
   bool last_step = false;  // the model outputs the last step without a Dense layer
-  Model model;             // made by run() for its batch and length (remade when they grow)
+  Model model;             // made by plan() / run() for its batch and length (remade when they grow)
   int max_batch = 0, max_seq = 0, threads = 1;
   std::vector<std::int8_t> y_all;  // last_step: every step's output
 };
@@ -82,9 +60,13 @@ Status Int8Runner::load(const SafeTensors& file, Int8Runner* out, std::string* e
   const Status s = load_int8_stack(file, &impl->stack, error);
   if (s != Status::ok) return s;
   std::string why;
-  impl->planned = int8_stack_spec(impl->stack, &impl->spec, &impl->canonical, &impl->last_step, &why, true) == Status::ok;
+  const Status sp = int8_stack_spec(impl->stack, &impl->spec, &impl->canonical, &impl->last_step, &why, true);
+  if (sp != Status::ok) {
+    *error = file.path + ": " + why;
+    return sp;
+  }
   out->impl_ = std::move(impl);
-  return s;
+  return Status::ok;
 }
 
 int Int8Runner::input_size() const { return impl_->stack.layers.front()->input_size; }
@@ -117,47 +99,38 @@ std::size_t Int8Runner::embed_ids(std::size_t n, const std::int64_t* ids, std::i
 void Int8Runner::run(int batch, int seq_len, const std::int8_t* x, std::int8_t* y, const std::int8_t* h0,
                      const std::int16_t* c0, std::int8_t* hn, std::int16_t* cn) const {
   Impl& m = *impl_;
-  if (m.planned && batch > 0 && seq_len > 0 && (batch > m.max_batch || seq_len > m.max_seq)) {
-    std::string unused;
-    if (const_cast<Int8Runner*>(this)->plan(batch, seq_len, m.threads, &unused) != Status::ok) m.planned = false;
+  if (batch <= 0 || seq_len <= 0) return;
+  if (batch > m.max_batch || seq_len > m.max_seq) {
+    std::string unused;  // a plan of the file's own spec, larger: fails only without memory
+    if (const_cast<Int8Runner*>(this)->plan(batch, seq_len, m.threads, &unused) != Status::ok) return;
   }
-  if (m.planned && batch > 0 && seq_len > 0) {
-    const int W = stack_output_size(m.spec);
-    ForwardArgs a;
-    a.batch = batch;
-    a.seq_len = seq_len;
-    a.layout = Layout::batch_major;
-    a.x = x;
-    a.h0 = h0;
-    a.c0 = c0;
-    a.hy = hn;
-    a.cy = cn;
-    if (m.last_step) m.y_all.resize(static_cast<std::size_t>(batch) * seq_len * W);
-    a.y = m.last_step ? m.y_all.data() : y;
-    m.model.forward(a);  // the arguments are the plan's: it cannot fail
-    if (m.last_step) {  // each direction's last output: the forward one's at T−1, the reverse one's at 0
-      const LayerSpec& last = m.spec.layers[m.spec.num_layers - 1];
-      const std::size_t H = static_cast<std::size_t>(last.hidden_size), Ws = static_cast<std::size_t>(W);
-      for (std::size_t b = 0; b < static_cast<std::size_t>(batch); ++b) {
-        const std::int8_t* row = m.y_all.data() + b * static_cast<std::size_t>(seq_len) * Ws;
-        std::memcpy(y + b * Ws, row + (static_cast<std::size_t>(seq_len) - 1) * Ws, H);
-        if (num_directions(last) == 2) std::memcpy(y + b * Ws + H, row + H, H);
-      }
-    }
-    return;
+  const int W = stack_output_size(m.spec);
+  ForwardArgs a;
+  a.batch = batch;
+  a.seq_len = seq_len;
+  a.layout = Layout::batch_major;
+  a.x = x;
+  a.h0 = h0;
+  a.c0 = c0;
+  a.hy = hn;
+  a.cy = cn;
+  if (m.last_step) m.y_all.resize(static_cast<std::size_t>(batch) * seq_len * W);
+  a.y = m.last_step ? m.y_all.data() : y;
+  m.model.forward(a);  // the arguments are the plan's: it cannot fail
+  if (!m.last_step) return;
+  // Each direction's last output: the forward one's at T−1, the reverse one's at 0.
+  const LayerSpec& last = m.spec.layers[m.spec.num_layers - 1];
+  const std::size_t H = static_cast<std::size_t>(last.hidden_size), Ws = static_cast<std::size_t>(W);
+  for (std::size_t b = 0; b < static_cast<std::size_t>(batch); ++b) {
+    const std::int8_t* row = m.y_all.data() + b * static_cast<std::size_t>(seq_len) * Ws;
+    std::memcpy(y + b * Ws, row + (static_cast<std::size_t>(seq_len) - 1) * Ws, H);
+    if (num_directions(last) == 2) std::memcpy(y + b * Ws + H, row + H, H);
   }
-  Int8States st;
-  st.h0 = h0;
-  st.c0 = c0;
-  st.hn = hn;
-  st.cn = cn;
-  run_int8_stack(impl_->stack, batch, seq_len, x, y, st);
 }
 
 Status Int8Runner::plan(int batch, int seq_len, int threads, std::string* error) {
   Impl& m = *impl_;
   m.threads = threads;
-  if (!m.planned) return Status::ok;
   PlanOptions opt;
   opt.max_batch = batch;
   opt.max_seq_len = seq_len;
@@ -221,11 +194,12 @@ std::string Int8Runner::describe_embedding() const {
 }
 
 std::string Int8Runner::kernel_names() const {
-  if (impl_->planned && impl_->max_batch > 0) return int8_plan_kernels(impl_->model.plan());
-  // Every layer is prepared alike (the best kernels of the process), so the first one's say it.
-  const q8::Int8LstmParams& p = impl_->stack.layers.front()->params;
-  const std::string dot = p.layout == q8::Int8WeightLayout::row_major ? dot_name(p.dot) : std::string("interleaved panels");
-  return dot + " + " + step_name(step_of(p.gate_activations));
+  if (impl_->max_batch > 0) return int8_plan_kernels(impl_->model.plan());
+  PlanOptions opt;  // not planned yet: the kernels a plan of one row would run
+  opt.max_batch = 1;
+  opt.max_seq_len = 1;
+  Plan plan;
+  return Plan::create(impl_->spec, opt, &plan) == Status::ok ? int8_plan_kernels(plan) : std::string("?");
 }
 
 // ---- The stack rnncore bench --dtype int8 times ----

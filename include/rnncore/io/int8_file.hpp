@@ -40,8 +40,9 @@ struct Int8KernelNames {
 Int8KernelNames int8_best_kernels(Isa cap = Isa::best);
 
 /// An integer LSTM model file loaded and prepared to run (a stack of LSTM layers, each one- or
-/// bidirectional, optionally an Embedding first and Dense layers and a softmax last). Movable,
-/// not copyable.
+/// bidirectional, optionally an Embedding first and Dense layers and a softmax last), as `rnncore
+/// run` runs it: the file as an int8 StackSpec (int8 rows in: the caller quantizes or embeds the
+/// input and reads the steps in the model's order) run by a Model. Movable, not copyable.
 class Int8Runner {
  public:
   Int8Runner();
@@ -49,8 +50,9 @@ class Int8Runner {
   Int8Runner(Int8Runner&&) noexcept;
   Int8Runner& operator=(Int8Runner&&) noexcept;
 
-  /// Reads every layer of the file and prepares it. On failure returns the status and puts one
-  /// line naming the file and the tensor or metadata key (expected vs found) in *error.
+  /// Reads every layer of the file and makes its StackSpec. On failure returns the status and puts
+  /// one line naming the file and the tensor, metadata key or layer (expected vs found) in *error;
+  /// a shape no StackSpec holds (bidirectional directions of different widths) is unsupported.
   static Status load(const SafeTensors& file, Int8Runner* out, std::string* error);
 
   int input_size() const;    ///< I of the first layer (the embedding's width with an Embedding)
@@ -73,8 +75,7 @@ class Int8Runner {
   std::size_t embed_ids(std::size_t n, const std::int64_t* ids, std::int8_t* x) const;
 
   /// Plans the model's Model for `batch` rows, `seq_len` steps and `threads` threads (run() plans
-  /// itself for larger calls, on the threads last given); files a StackSpec does not hold run on
-  /// one thread. Errors: the plan's, one line in *error.
+  /// itself for larger calls, on the threads last given). Errors: the plan's, one line in *error.
   Status plan(int batch, int seq_len, int threads, std::string* error);
 
   /// Runs the model on x int8 [B, T, I] (batch-major; steps in the file's order: reverse them
