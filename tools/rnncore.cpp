@@ -182,12 +182,25 @@ double element(const std::vector<unsigned char>& buf, DType dtype, std::size_t i
   return f;
 }
 
-// Compares an output with a stored expectation; prints one line; returns the relative error (or -1 on error).
+// Compares an output with a stored expectation (floating point; an int8 model's: integers too);
+// prints one line; returns the relative error (or -1 on error).
 double compare(const char* label, const std::vector<unsigned char>& got, DType dtype,
                const std::vector<std::int64_t>& shape, const std::string& path, std::string* err) {
   std::vector<std::int64_t> found;
   std::vector<unsigned char> want;
-  if (!read_float_npy(path, DType::f64, shape, shape_string(shape), &found, &want, err)) return -1;
+  io::Array a;
+  std::vector<std::int32_t> ints;
+  if (io::read_npy(path.c_str(), &a) == RNNCORE_OK && a.shape == shape &&
+      (a.type == io::ElemType::i8 || a.type == io::ElemType::i16 || a.type == io::ElemType::i32) &&
+      io::to_i32(a, &ints) == RNNCORE_OK) {
+    want.resize(ints.size() * 8);
+    for (std::size_t i = 0; i < ints.size(); ++i) {
+      const double v = ints[i];
+      std::memcpy(want.data() + 8 * i, &v, 8);
+    }
+  } else if (!read_float_npy(path, DType::f64, shape, shape_string(shape), &found, &want, err)) {
+    return -1;
+  }
   double max_abs = 0, max_ref = 0;
   const std::size_t n = want.size() / 8;
   for (std::size_t i = 0; i < n; ++i) {
@@ -575,7 +588,7 @@ void define_run(CLI::App& app, RunOptions& o) {
                   "and, with --expect*, the largest deviation from stored outputs.\n"
                   "An int8 LSTM model (format tflite_int8, written from a quantized .tflite by\n"
                   "tools/tflite_to_safetensors.py or by rnncore quantize; docs/int8.md) takes --weights, --input, --output, --hn,\n"
-                  "--cn (and --h0, --c0, --threads) only: x int8 [B, T, I] (batch-major), or float32 quantized as TFLite's QUANTIZE op does;\n"
+                  "--cn (and --h0, --c0, --threads, --repeat, --expect*, --tolerance) only: x int8 [B, T, I] (batch-major), or float32 quantized as TFLite's QUANTIZE op does;\n"
                   "y int8 [B, T, H], or [B, H] for a model that returns the last step; hn int8 and cn int16\n"
                   "(every LSTM op's final output and cell states: [B, H] for one, [L*D, B, H] for a stack of\n"
                   "one width, else the per-layer [B, H_l] blocks flattened, forward before backward); bit\n"
@@ -662,58 +675,30 @@ std::string read_int8_input(const RunOptions& o, const Int8Runner& model, Array*
   return "";
 }
 
-// `rnncore run` on an integer LSTM model (metadata format=tflite_int8, from
-// tools/tflite_to_safetensors.py or rnncore quantize; docs/int8.md): int8 [B, T, I] input, or
-// float32 quantized as TFLite's QUANTIZE op does; int8 output [B, T, H], or [B, H] for a last-step model.
-int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) {
-  for (const CLI::Option* opt : app.get_options()) {
-    const std::string name = opt->get_name();
-    if (opt->count() > 0 && name != "--weights" && name != "--input" && name != "--output" && name != "--hn" &&
-        name != "--cn" && name != "--h0" && name != "--c0" && name != "--threads" && name != "--oversubscribe")
-      return usage_error("run", name + " does not apply to " + o.weights +
-                                    ", an int8 LSTM model (format tflite_int8): it runs with --weights, --input, "
-                                    "--output, --h0, --c0, --hn, --cn and --threads only (docs/int8.md)");
+// The runs of `rnncore run` (float and int8): `forward` once, then `repeat` more times, each timed.
+struct RunTimes {
+  double first_ms = 0;
+  std::vector<double> times;  // the repeats' (and Monte-Carlo samples'), in milliseconds
+  // The time per run: the median of the repeats, else the single run's.
+  double ms() {
+    std::sort(times.begin(), times.end());
+    return times.empty() ? first_ms : times[times.size() / 2];
   }
-  if (const int rc = check_threads("run", o.threads, o.oversubscribe); rc >= 0) return rc;
-  std::string err;
-  Int8Runner model;
-  if (Int8Runner::load(file, &model, &err) != Status::ok) return error(err);
-  Array a;
-  std::vector<std::int8_t> x;
-  if (!(err = read_int8_input(o, model, &a, &x)).empty()) return error(err);
-  const std::int64_t B = a.shape[0], T = a.shape[1], H = model.output_size();
-  const std::vector<std::int64_t> yshape = model.return_sequences() ? std::vector<std::int64_t>{B, T, H}
-                                                                     : std::vector<std::int64_t>{B, H};
-  std::vector<std::int8_t> y(static_cast<std::size_t>(model.return_sequences() ? B * T * H : B * H));
-  if (model.plan(static_cast<int>(B), static_cast<int>(T), static_cast<int>(o.threads), &err) != Status::ok)
-    return error(o.weights + ": " + err);
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::int8_t> hn(model.state_elements(static_cast<int>(B)));
-  std::vector<std::int16_t> cn(hn.size());
-  const std::vector<std::int64_t> sshape = model.state_shape(B);
-  Array h0, c0;
-  if (!o.h0.empty() && !(err = read_int8_state(o.h0, ElemType::i8, sshape, &h0)).empty()) return error(err);
-  if (!o.c0.empty() && !(err = read_int8_state(o.c0, ElemType::i16, sshape, &c0)).empty()) return error(err);
-  model.run(static_cast<int>(B), static_cast<int>(T), x.data(), y.data(),
-            o.h0.empty() ? nullptr : reinterpret_cast<const std::int8_t*>(h0.bytes.data()),
-            o.c0.empty() ? nullptr : reinterpret_cast<const std::int16_t*>(c0.bytes.data()), hn.data(), cn.data());
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  if (write_npy(o.output.c_str(), ElemType::i8, yshape.data(), static_cast<int>(yshape.size()), y.data()) != RNNCORE_OK)
-    return error(rnncore_last_error_detail());
-  const int srank = static_cast<int>(sshape.size());
-  if (!o.hn.empty() && write_npy(o.hn.c_str(), ElemType::i8, sshape.data(), srank, hn.data()) != RNNCORE_OK)
-    return error(rnncore_last_error_detail());
-  if (!o.cn.empty() && write_npy(o.cn.c_str(), ElemType::i16, sshape.data(), srank, cn.data()) != RNNCORE_OK)
-    return error(rnncore_last_error_detail());
-  for (const std::string& line : model.describe()) std::printf("%s\n", line.c_str());
-  if (model.has_embedding())
-    std::printf("input: token ids (%s) through %s\n", elem_type_name(a.type), model.describe_embedding().c_str());
-  std::printf("input: %s%s%s; output: int8 %s\n", a.type == ElemType::f32 ? "float32" : "int8",
-              a.type == ElemType::f32 ? " (quantized as TFLite's QUANTIZE op)" : "",
-              model.reverse_input() ? ", steps read last to first (go_backwards)" : "", shape_string(yshape).c_str());
-  std::printf("run: T=%lld B=%lld, int8 kernels %s, %.3f ms\n", static_cast<long long>(T), static_cast<long long>(B),
-              model.kernel_names().c_str(), ms);
-  return 0;
+};
+
+template <class Forward>
+Status time_runs(Forward&& forward, long long repeat, RunTimes* rt) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  const Status s = forward();
+  rt->first_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+  if (s != Status::ok) return s;
+  for (long long r = 0; r < repeat; ++r) {
+    const auto t1 = clock::now();
+    forward();
+    rt->times.push_back(std::chrono::duration<double, std::milli>(clock::now() - t1).count());
+  }
+  return Status::ok;
 }
 
 // --expect, --expect-hn and --expect-cn: each output's deviation from its stored expectation on a
@@ -744,6 +729,78 @@ int check_expected(const RunOptions& o, double tolerance, DType dt, const std::v
     return error(line);
   }
   return 0;
+}
+
+// `rnncore run` on an integer LSTM model (metadata format=tflite_int8, from
+// tools/tflite_to_safetensors.py or rnncore quantize; docs/int8.md): int8 [B, T, I] input, or
+// float32 quantized as TFLite's QUANTIZE op does; int8 output [B, T, H], or [B, H] for a last-step model.
+int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) {
+  for (const CLI::Option* opt : app.get_options()) {
+    const std::string name = opt->get_name();
+    if (opt->count() > 0 && name != "--weights" && name != "--input" && name != "--output" && name != "--hn" &&
+        name != "--cn" && name != "--h0" && name != "--c0" && name != "--threads" && name != "--oversubscribe" &&
+        name != "--repeat" && name != "--expect" && name != "--expect-hn" && name != "--expect-cn" && name != "--tolerance")
+      return usage_error("run", name + " does not apply to " + o.weights +
+                                    ", an int8 LSTM model (format tflite_int8): it runs with --weights, --input, "
+                                    "--output, --h0, --c0, --hn, --cn, --threads, --repeat, --expect* and --tolerance "
+                                    "only (docs/int8.md)");
+  }
+  if (const int rc = check_threads("run", o.threads, o.oversubscribe); rc >= 0) return rc;
+  std::string err;
+  Int8Runner model;
+  if (Int8Runner::load(file, &model, &err) != Status::ok) return error(err);
+  Array a;
+  std::vector<std::int8_t> x;
+  if (!(err = read_int8_input(o, model, &a, &x)).empty()) return error(err);
+  const std::int64_t B = a.shape[0], T = a.shape[1], H = model.output_size();
+  const std::vector<std::int64_t> yshape = model.return_sequences() ? std::vector<std::int64_t>{B, T, H}
+                                                                     : std::vector<std::int64_t>{B, H};
+  std::vector<std::int8_t> y(static_cast<std::size_t>(model.return_sequences() ? B * T * H : B * H));
+  if (model.plan(static_cast<int>(B), static_cast<int>(T), static_cast<int>(o.threads), &err) != Status::ok)
+    return error(o.weights + ": " + err);
+  std::vector<std::int8_t> hn(model.state_elements(static_cast<int>(B)));
+  std::vector<std::int16_t> cn(hn.size());
+  const std::vector<std::int64_t> sshape = model.state_shape(B);
+  Array h0, c0;
+  if (!o.h0.empty() && !(err = read_int8_state(o.h0, ElemType::i8, sshape, &h0)).empty()) return error(err);
+  if (!o.c0.empty() && !(err = read_int8_state(o.c0, ElemType::i16, sshape, &c0)).empty()) return error(err);
+  RunTimes rt;
+  time_runs(
+      [&]() {
+        model.run(static_cast<int>(B), static_cast<int>(T), x.data(), y.data(),
+                  o.h0.empty() ? nullptr : reinterpret_cast<const std::int8_t*>(h0.bytes.data()),
+                  o.c0.empty() ? nullptr : reinterpret_cast<const std::int16_t*>(c0.bytes.data()), hn.data(), cn.data());
+        return Status::ok;
+      },
+      o.repeat, &rt);
+  const double ms = rt.ms();
+  if (write_npy(o.output.c_str(), ElemType::i8, yshape.data(), static_cast<int>(yshape.size()), y.data()) != RNNCORE_OK)
+    return error(rnncore_last_error_detail());
+  const int srank = static_cast<int>(sshape.size());
+  if (!o.hn.empty() && write_npy(o.hn.c_str(), ElemType::i8, sshape.data(), srank, hn.data()) != RNNCORE_OK)
+    return error(rnncore_last_error_detail());
+  if (!o.cn.empty() && write_npy(o.cn.c_str(), ElemType::i16, sshape.data(), srank, cn.data()) != RNNCORE_OK)
+    return error(rnncore_last_error_detail());
+  for (const std::string& line : model.describe()) std::printf("%s\n", line.c_str());
+  if (model.has_embedding())
+    std::printf("input: token ids (%s) through %s\n", elem_type_name(a.type), model.describe_embedding().c_str());
+  std::printf("input: %s%s%s; output: int8 %s\n", a.type == ElemType::f32 ? "float32" : "int8",
+              a.type == ElemType::f32 ? " (quantized as TFLite's QUANTIZE op)" : "",
+              model.reverse_input() ? ", steps read last to first (go_backwards)" : "", shape_string(yshape).c_str());
+  std::printf("run: T=%lld B=%lld, int8 kernels %s, %.3f ms%s\n", static_cast<long long>(T), static_cast<long long>(B),
+              model.kernel_names().c_str(), ms,
+              rt.times.empty() ? "" : (" per run (median of " + std::to_string(rt.times.size()) + ")").c_str());
+  // --expect*: the float path's check, on the int8 / int16 values.
+  const auto as_f64 = [](const auto& v) {
+    std::vector<unsigned char> out(v.size() * 8);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const double d = v[i];
+      std::memcpy(out.data() + 8 * i, &d, 8);
+    }
+    return out;
+  };
+  return check_expected(o, given(app, "--tolerance") ? o.tolerance : -1.0, DType::f64, as_f64(y), yshape, as_f64(hn),
+                        sshape, as_f64(cn), sshape);
 }
 
 // The "model:" line of a run: the cell, layers and sizes read off the weights (with the LSTM
@@ -879,16 +936,9 @@ int cmd_run(int argc, char** argv) {
                  "keep below 1): the %lld samples are identical and their variance is 0\n",
                  samples);
   using clock = std::chrono::steady_clock;
-  const auto t0 = clock::now();
-  s = forward();
-  double first_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-  if (s != Status::ok) return error(library_error(s));
-  std::vector<double> times;
-  for (long long r = 0; r < repeat; ++r) {
-    const auto t1 = clock::now();
-    forward();
-    times.push_back(std::chrono::duration<double, std::milli>(clock::now() - t1).count());
-  }
+  RunTimes rt;
+  if ((s = time_runs(forward, repeat, &rt)) != Status::ok) return error(library_error(s));
+  std::vector<double>& times = rt.times;
   if (on_gpu && (s = device.download(fa, nullptr)) != Status::ok) return error(library_error(s));
   if (mc) {
     times.reserve(static_cast<std::size_t>(samples));
@@ -911,8 +961,7 @@ int cmd_run(int argc, char** argv) {
     if (!o.output_variance.empty() && !write_f32_npy(o.output_variance, DType::f64, variance.data(), yshape, &err))
       return error(err);
   }
-  std::sort(times.begin(), times.end());
-  const double ms = times.empty() ? first_ms : times[times.size() / 2];
+  const double ms = rt.ms();
 
   if (!write_f32_npy(o.output, dt, y.data(), yshape, &err)) return error(err);
   if (!o.hn.empty() && !write_f32_npy(o.hn, dt, hy.data(), state_dims, &err)) return error(err);
