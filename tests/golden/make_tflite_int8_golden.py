@@ -477,6 +477,7 @@ HEADER_SEQ = "dense_seq_I5_H10_T7_B3_relu4_softmax3"
 HEADER_BIDI = "bidi_stack2_I4_H6_5_T6_B2_seq_bibi"
 HEADER_MERGE = "bidi_ave_stack2_I4_H6_5_T6_B2_seq"
 HEADER_EMBED = "embed_stack2_V60_E6_H10_8_T7_B2_dense_softmax3"
+HEADER_SOFTMAX = "dense_relu_softmax_I6_H10_T8_B3_relu5_softmax"
 
 
 def write_stack_sample(name):
@@ -546,6 +547,7 @@ def main():
         for c in SOFTMAX_SHAPES:
             make_softmax_shape(*c)
         make_bidi_widths(*BIDI_WIDTHS)
+        write_stack_sample(HEADER_SOFTMAX)
         return
     if sys.argv[1:] == ["--stack-states-only"]:
         add_stack_states()
@@ -582,6 +584,7 @@ def main():
     write_stack_sample(HEADER_BIDI)
     write_stack_sample(HEADER_EMBED)
     write_stack_sample(HEADER_MERGE)
+    write_stack_sample(HEADER_SOFTMAX)
 
 
 if __name__ == "__main__":
