@@ -52,7 +52,6 @@ std::vector<Case> cases() {
 struct Loaded {
   StackSpec spec;
   std::vector<unsigned char> canonical;
-  bool last_step = false;
   std::string error;
   Status status = Status::ok;
 };
@@ -63,7 +62,7 @@ Loaded load(const std::string& path) {
   REQUIRE(io::read_safetensors(path.c_str(), &f) == RNNCORE_OK);
   io::Int8Stack s;
   REQUIRE_MESSAGE(io::load_int8_stack(f, &s, &l.error) == Status::ok, l.error);
-  l.status = io::int8_stack_spec(s, &l.spec, &l.canonical, &l.last_step, &l.error);
+  l.status = io::int8_stack_spec(s, &l.spec, &l.canonical, &l.error);
   return l;
 }
 
@@ -121,8 +120,8 @@ TEST_CASE("every int8 golden a StackSpec holds runs through Model::forward bit f
           const bool tm = layout == Layout::time_major;
           const std::vector<std::int8_t> x8l = tm && !ids ? to_time_major(x8, B, T, I) : x8;
           const std::vector<std::int32_t> x32l = tm && ids ? to_time_major(x32, B, T, 1) : x32;
-          const bool seq = !l.last_step && !l.spec.head.last_step_only;
-          std::vector<std::int8_t> y(static_cast<std::size_t>(seq || l.last_step ? T : 1) * B * W), hy(states);
+          const bool seq = !l.spec.head.last_step_only;
+          std::vector<std::int8_t> y(static_cast<std::size_t>(seq ? T : 1) * B * W), hy(states);
           std::vector<std::int16_t> cy(states);
           ForwardArgs a;
           a.batch = B;
@@ -138,16 +137,7 @@ TEST_CASE("every int8 golden a StackSpec holds runs through Model::forward bit f
           CHECK(hy == hn);
           CHECK(cy == cn);
           std::vector<std::int8_t> got = y;
-          if (l.last_step) {  // the file's model outputs the last step: forward's at T−1, reverse's at 0
-            const LayerSpec& last = l.spec.layers[l.spec.num_layers - 1];
-            const int H = last.hidden_size;
-            got.assign(static_cast<std::size_t>(B) * W, 0);
-            for (int b = 0; b < B; ++b) {
-              const auto row = [&](int t) { return &y[tm ? (static_cast<std::size_t>(t) * B + b) * W : (static_cast<std::size_t>(b) * T + t) * W]; };
-              std::memcpy(&got[static_cast<std::size_t>(b) * W], row(T - 1), H);
-              if (num_directions(last) == 2) std::memcpy(&got[static_cast<std::size_t>(b) * W + H], row(0) + H, H);
-            }
-          } else if (seq && tm) {
+          if (seq && tm) {
             got = to_time_major(y_ref, B, T, W);
             CHECK(y == got);
             continue;

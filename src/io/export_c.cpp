@@ -899,17 +899,15 @@ void write_int8_stack_spec(std::string* out, const std::string& name, const Stac
 
 // NAME_stack and NAME_packed: the weights packed by the library's own pack_weights for the family
 // of --interleave (interleaved panels, the Cortex-M DSP kernel's) or row-major (every other
-// kernel), for the one-call C API with no pack step. A model the stack spec does not hold (go_backwards,
-// a last-step output with no Dense layer) is noted and left out (the int8.h arrays above run it).
+// kernel), for the one-call C API with no pack step. A model the stack spec does not hold (go_backwards)
+// is noted and left out (the int8.h arrays above run it).
 Status write_int8_plan_arrays(std::string* out, const ExportCOptions& o, const Int8Export& e, ExportCReport* report,
                               std::string* summary, std::string* error) {
   StackSpec st;
   std::vector<unsigned char> canonical;
-  bool last_step = false;
   std::string why;
   if (e.st.reverse_input) why = "it reverses its input (go_backwards), which rnncore_stack_spec does not hold";
-  else if (int8_stack_spec(e.st, &st, &canonical, &last_step, &why) == Status::ok && last_step)
-    why = "it outputs the last step without a Dense layer, which rnncore_stack_spec does not hold";
+  else int8_stack_spec(e.st, &st, &canonical, &why);
   if (!why.empty()) {
     report->notes.push_back("no " + o.name + "_stack / " + o.name + "_packed: " + why);
     return Status::ok;

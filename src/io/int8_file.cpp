@@ -44,10 +44,8 @@ struct Int8Runner::Impl {
   // The stack as a Plan runs it (io::int8_stack_spec; rows in, int8 out).
   StackSpec spec;
   std::vector<unsigned char> canonical;
-  bool last_step = false;  // the model outputs the last step without a Dense layer
-  Model model;             // made by plan() / run() for its batch and length (remade when they grow)
+  Model model;  // made by plan() / run() for its batch and length (remade when they grow)
   int max_batch = 0, max_seq = 0, threads = 1;
-  std::vector<std::int8_t> y_all;  // last_step: every step's output
 };
 
 Int8Runner::Int8Runner() = default;
@@ -60,7 +58,7 @@ Status Int8Runner::load(const SafeTensors& file, Int8Runner* out, std::string* e
   const Status s = load_int8_stack(file, &impl->stack, error);
   if (s != Status::ok) return s;
   std::string why;
-  const Status sp = int8_stack_spec(impl->stack, &impl->spec, &impl->canonical, &impl->last_step, &why, true);
+  const Status sp = int8_stack_spec(impl->stack, &impl->spec, &impl->canonical, &why, true);
   if (sp != Status::ok) {
     *error = file.path + ": " + why;
     return sp;
@@ -104,7 +102,6 @@ void Int8Runner::run(int batch, int seq_len, const std::int8_t* x, std::int8_t* 
     std::string unused;  // a plan of the file's own spec, larger: fails only without memory
     if (const_cast<Int8Runner*>(this)->plan(batch, seq_len, m.threads, &unused) != Status::ok) return;
   }
-  const int W = stack_output_size(m.spec);
   ForwardArgs a;
   a.batch = batch;
   a.seq_len = seq_len;
@@ -114,18 +111,8 @@ void Int8Runner::run(int batch, int seq_len, const std::int8_t* x, std::int8_t* 
   a.c0 = c0;
   a.hy = hn;
   a.cy = cn;
-  if (m.last_step) m.y_all.resize(static_cast<std::size_t>(batch) * seq_len * W);
-  a.y = m.last_step ? m.y_all.data() : y;
+  a.y = y;
   m.model.forward(a);  // the arguments are the plan's: it cannot fail
-  if (!m.last_step) return;
-  // Each direction's last output: the forward one's at T−1, the reverse one's at 0.
-  const LayerSpec& last = m.spec.layers[m.spec.num_layers - 1];
-  const std::size_t H = static_cast<std::size_t>(last.hidden_size), Ws = static_cast<std::size_t>(W);
-  for (std::size_t b = 0; b < static_cast<std::size_t>(batch); ++b) {
-    const std::int8_t* row = m.y_all.data() + b * static_cast<std::size_t>(seq_len) * Ws;
-    std::memcpy(y + b * Ws, row + (static_cast<std::size_t>(seq_len) - 1) * Ws, H);
-    if (num_directions(last) == 2) std::memcpy(y + b * Ws + H, row + H, H);
-  }
 }
 
 Status Int8Runner::plan(int batch, int seq_len, int threads, std::string* error) {

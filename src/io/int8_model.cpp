@@ -561,17 +561,20 @@ DenseSpec dense_spec(const Int8Dense& d, bool softmax) {
   return h;
 }
 
-// Whether the file's softmax has a head of its own: it follows the LSTMs with no Dense layer
-// before it, or a Dense layer with an activation (a StackSpec head has one). That head is a Dense
-// layer of weights I (1 on the diagonal, scale 1, bias 0: its requantization multiplies by
-// input scale · 1 / input scale = 1 exactly in float, so it copies its input) with the softmax.
-bool softmax_head(const Int8Stack& s) {
-  return s.has_softmax && (s.dense.empty() || s.dense.back()->has_table || s.dense.back()->q.relu);
+// Whether the spec's head is one the file does not have: a Dense layer of weights I (1 on the
+// diagonal, scale 1, bias 0: its requantization multiplies by input scale · 1 / input scale = 1
+// exactly in float, so it copies its input). For a softmax with no Dense layer before it, or
+// after one with an activation (a StackSpec head has one), it carries the softmax; for a model
+// that outputs its last step with no Dense layer, it picks that step (head.last_step_only: the
+// forward direction's step T−1, a reverse one's step 0).
+bool identity_head(const Int8Stack& s) {
+  if (s.has_softmax) return s.dense.empty() || s.dense.back()->has_table || s.dense.back()->q.relu;
+  return s.dense.empty() && !s.return_sequences;
 }
 
 // The file's Dense layers and softmax into the spec's chain (pre_head, head).
 Status head_spec(const Int8Stack& s, StackSpec* spec, std::string* error) {
-  const bool own = softmax_head(s);
+  const bool own = identity_head(s);
   const std::size_t n = s.dense.size() + (own ? 1 : 0);  // Dense layers of the chain
   if (n == 0) return Status::ok;
   if (n > static_cast<std::size_t>(kMaxPreHead) + 1) {
@@ -585,9 +588,10 @@ Status head_spec(const Int8Stack& s, StackSpec* spec, std::string* error) {
   DenseSpec& h = spec->head;
   if (own) {
     h.out_features = s.dense.empty() ? s.layers.back()->output_size() : s.dense.back()->out_size;
-    h.activation = Activation::softmax;
+    h.activation = s.has_softmax ? Activation::softmax : Activation::none;
     h.int8_w_scale = 1.0f;
-    h.int8_linear = qp(s.softmax_input_scale, s.softmax_input_zp);  // load_softmax: the layer before's output
+    h.int8_linear = s.has_softmax ? qp(s.softmax_input_scale, s.softmax_input_zp)  // load_softmax: the layer before's output
+                                  : qp(s.layers.back()->output_scale, s.layers.back()->output_zp);
   } else {
     h = dense_spec(*s.dense.back(), s.has_softmax);
   }
@@ -601,10 +605,9 @@ Status head_spec(const Int8Stack& s, StackSpec* spec, std::string* error) {
 
 }  // namespace
 
-Status int8_stack_spec(const Int8Stack& s, StackSpec* spec, std::vector<unsigned char>* canonical, bool* last_step,
-                       std::string* error, bool rows_in) {
+Status int8_stack_spec(const Int8Stack& s, StackSpec* spec, std::vector<unsigned char>* canonical, std::string* error,
+                       bool rows_in) {
   *spec = StackSpec();
-  *last_step = false;
   if (s.layers.empty() || s.layers.size() > static_cast<std::size_t>(kMaxLayers)) {
     *error = std::to_string(s.layers.size()) + " layers (1.." + std::to_string(kMaxLayers) + ")";
     return Status::unsupported;
@@ -642,7 +645,6 @@ Status int8_stack_spec(const Int8Stack& s, StackSpec* spec, std::vector<unsigned
   }
   Status st = head_spec(s, spec, error);
   if (st != Status::ok) return st;
-  *last_step = spec->head.out_features == 0 && !s.return_sequences;
   if ((st = validate(*spec)) != Status::ok) {
     *error = last_error_detail();
     return st;
@@ -662,7 +664,7 @@ Status int8_stack_spec(const Int8Stack& s, StackSpec* spec, std::vector<unsigned
     std::memcpy(c + canonical_offset(*spec, j, 0, ParamKind::dense_bias, 0), d.b.data(), 4 * d.b.size());
     std::memcpy(c + canonical_offset(*spec, -1 - j, 0, ParamKind::weight_scale, 0), d.w_scales.data(), 4 * d.w_scales.size());
   }
-  if (softmax_head(s)) {  // the softmax's head: weights I, scale 1 (bias 0)
+  if (identity_head(s)) {  // weights I, scale 1 (bias 0)
     const int k = spec->num_pre_head, F = spec->head.out_features;
     unsigned char* w = c + canonical_offset(*spec, k, 0, ParamKind::dense_weight, 0);
     for (int j = 0; j < F; ++j) w[static_cast<std::size_t>(j) * F + j] = 1;

@@ -129,16 +129,15 @@ struct Int8Stack {
 };
 
 /// The stack as a StackSpec of dtype i8 and its canonical bytes (param_count of it), for Plan and
-/// Model. A softmax with no Dense layer before it, or after an activated one, becomes a head of
-/// its own: a Dense layer of weights I at scale 1 (an exact copy) with the softmax. Refuses
-/// (unsupported, one line in *error naming the layer) what a StackSpec does not hold: more Dense
-/// layers than a chain has, and bidirectional layers whose directions differ in width. `last_step`: set when the file's model
-/// outputs the last step only without a Dense layer (the plan then returns every step; the caller
-/// takes step T−1 of the forward direction and step 0 of the reverse one). `rows_in`: the caller
-/// gives int8 rows (the embedding's, or its input already quantized) and takes int8 output: the spec
-/// then has no embedding and no float input or output.
-Status int8_stack_spec(const Int8Stack& s, StackSpec* spec, std::vector<unsigned char>* canonical, bool* last_step,
-                       std::string* error, bool rows_in = false);
+/// Model. A softmax with no Dense layer before it, or after an activated one, and a last-step
+/// output with no Dense layer become a head the file does not have: a Dense layer of weights I at
+/// scale 1 (an exact copy) with the softmax, or with head.last_step_only. Refuses (unsupported, one
+/// line in *error naming the layer) what a StackSpec does not hold: more Dense layers than a chain
+/// has, and bidirectional layers whose directions differ in width. `rows_in`: the caller gives
+/// int8 rows (the embedding's, or its input already quantized, steps in the file's order) and
+/// takes int8 output: the spec then has no embedding, no reverse_input and no float input or output.
+Status int8_stack_spec(const Int8Stack& s, StackSpec* spec, std::vector<unsigned char>* canonical, std::string* error,
+                       bool rows_in = false);
 
 /// Layers of an int8 model file: its metadata 'layers', 1 when absent.
 int int8_layer_count(const SafeTensors& file);
