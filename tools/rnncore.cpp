@@ -600,26 +600,27 @@ void define_run(CLI::App& app, RunOptions& o) {
   add_run_options(app, o, false);
 }
 
-// Token ids a ([B, T], int32 or int64) looked up in the stack's embedding into x [B, T, E]; an
-// error naming the first id outside the vocabulary, or "".
-std::string embed_input(const Int8Runner& model, const Array& a, std::int8_t* x) {
-  const std::size_t n = static_cast<std::size_t>(a.shape[0] * a.shape[1]);
-  std::vector<std::int64_t> ids(n);
+// Token ids a ([B, T], int32 or int64) as int32 into *x (4 bytes each), each in [0, vocab); an error
+// naming the first id outside the vocabulary, or "".
+std::string int8_token_ids(const Array& a, std::int32_t vocab, std::vector<unsigned char>* x) {
+  const std::size_t n = static_cast<std::size_t>(a.shape[0] * a.shape[1]), T = static_cast<std::size_t>(a.shape[1]);
+  x->assign(4 * n, 0);
   for (std::size_t k = 0; k < n; ++k) {
+    std::int64_t id;
     if (a.type == ElemType::i32) {
       std::int32_t v;
       std::memcpy(&v, a.bytes.data() + 4 * k, 4);
-      ids[k] = v;
+      id = v;
     } else {
-      std::memcpy(&ids[k], a.bytes.data() + 8 * k, 8);
+      std::memcpy(&id, a.bytes.data() + 8 * k, 8);
     }
+    if (id < 0 || id >= vocab)
+      return "token id " + std::to_string(id) + " at [" + std::to_string(k / T) + ", " + std::to_string(k % T) +
+             "] is outside the embedding's vocabulary [0, " + std::to_string(vocab) + ") (LiteRT's GATHER fails on it too)";
+    const std::int32_t v = static_cast<std::int32_t>(id);
+    std::memcpy(x->data() + 4 * k, &v, 4);
   }
-  const std::size_t bad = model.embed_ids(n, ids.data(), x);
-  if (bad == n) return std::string();
-  const std::size_t T = static_cast<std::size_t>(a.shape[1]);
-  return "token id " + std::to_string(ids[bad]) + " at [" + std::to_string(bad / T) + ", " + std::to_string(bad % T) +
-         "] is outside the embedding's vocabulary [0, " + std::to_string(model.vocab()) +
-         ") (LiteRT's GATHER fails on it too)";
+  return "";
 }
 
 // Reads an int8 model's initial state (--h0 int8, --c0 int16) of the shape --hn and --cn write;
@@ -633,18 +634,19 @@ std::string read_int8_state(const std::string& path, ElemType type, const std::v
   return "";
 }
 
-// An int8 model's input (--input): int8 [B, T, I], float32 quantized as TFLite's QUANTIZE op
-// does, or token ids [B, T] for a model that starts with an Embedding; into x [B, T, I] in the
-// order the model reads its steps. Returns "" or the error line; *a is the array as read.
-std::string read_int8_input(const RunOptions& o, const Int8Runner& model, Array* a, std::vector<std::int8_t>* x) {
-  const std::int64_t I = model.input_size();
+// An int8 model's input (--input): int8 [B, T, I], float32 (the stack quantizes it as TFLite's
+// QUANTIZE op does: float_input), or token ids [B, T] for a model that starts with an Embedding
+// (int32 in *x), batch-major. Returns "" or the error line; *a is the array as read.
+std::string read_int8_input(const RunOptions& o, StackSpec* st, Array* a, std::vector<unsigned char>* x) {
+  const std::int64_t I = st->input_size;
+  const bool embedding = st->embedding.vocab_size > 0;
   const std::string expected = dims_string({"B", "T", std::to_string(I)}) + " (batch-major, as the TFLite op)";
   if (read_npy(o.input.c_str(), a) != RNNCORE_OK) return rnncore_last_error_detail();
   const bool ids = a->type == ElemType::i32 || a->type == ElemType::i64;
-  if (model.has_embedding() && !ids)
+  if (embedding && !ids)
     return o.input + ": " + o.weights + " starts with an Embedding: expected token ids, int32 or int64 [B, T], found " +
            elem_type_name(a->type) + " " + shape_string(a->shape);
-  if (!model.has_embedding() && ids)
+  if (!embedding && ids)
     return o.input + ": token ids (" + elem_type_name(a->type) + ") for " + o.weights +
            ", which has no Embedding: expected int8 or float32 input " + expected;
   if (!ids && a->type != ElemType::i8 && a->type != ElemType::f32)
@@ -655,24 +657,28 @@ std::string read_int8_input(const RunOptions& o, const Int8Runner& model, Array*
            shape_string(a->shape);
   const std::int64_t B = a->shape[0], T = a->shape[1];
   if (T > (1 << 28) || B > (1 << 24)) return o.input + ": sequence or batch too large";
-  x->assign(static_cast<std::size_t>(B * T * I), 0);
+  st->float_input = a->type == ElemType::f32;
   if (ids) {
-    if (const std::string e = embed_input(model, *a, x->data()); !e.empty()) return o.input + ": " + e;
-  } else if (a->type == ElemType::i8) {
-    if (!x->empty()) std::memcpy(x->data(), a->bytes.data(), x->size());
+    if (const std::string e = int8_token_ids(*a, st->embedding.vocab_size, x); !e.empty()) return o.input + ": " + e;
   } else {
-    for (std::size_t k = 0; k < x->size(); ++k) {
-      float v;
-      std::memcpy(&v, a->bytes.data() + 4 * k, 4);
-      (*x)[k] = model.quantize_input(v);
-    }
-  }
-  if (model.reverse_input()) {  // Keras go_backwards: the model's REVERSE_V2 of the time axis
-    for (std::int64_t b = 0; b < B; ++b)
-      for (std::int64_t t = 0; t < T / 2; ++t)
-        std::swap_ranges(x->begin() + (b * T + t) * I, x->begin() + (b * T + t + 1) * I, x->begin() + (b * T + T - 1 - t) * I);
+    *x = a->bytes;
   }
   return "";
+}
+
+// The shape --hn / --cn write an int8 stack's states in: [B, H] for one LSTM, [L*D, B, H] for LSTMs
+// of one width, else the elements flattened.
+std::vector<std::int64_t> int8_state_shape(const StackSpec& st, std::int64_t B) {
+  bool uniform = true;
+  std::int64_t n = 0;
+  for (int l = 0; l < st.num_layers; ++l) {
+    uniform = uniform && st.layers[l].hidden_size == st.layers[0].hidden_size;
+    n += num_directions(st.layers[l]);
+  }
+  const std::int64_t H = st.layers[0].hidden_size;
+  if (n == 1) return {B, H};
+  if (uniform) return {n, B, H};
+  return {state_elements(st, static_cast<int>(B))};
 }
 
 // The runs of `rnncore run` (float and int8): `forward` once, then `repeat` more times, each timed.
@@ -734,7 +740,7 @@ int check_expected(const RunOptions& o, double tolerance, DType dt, const std::v
 // `rnncore run` on an integer LSTM model (metadata format=tflite_int8, from
 // tools/tflite_to_safetensors.py or rnncore quantize; docs/int8.md): int8 [B, T, I] input, or
 // float32 quantized as TFLite's QUANTIZE op does; int8 output [B, T, H], or [B, H] for a last-step model.
-int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) {
+int run_int8(const CLI::App& app, const RunOptions& o) {
   for (const CLI::Option* opt : app.get_options()) {
     const std::string name = opt->get_name();
     if (opt->count() > 0 && name != "--weights" && name != "--input" && name != "--output" && name != "--hn" &&
@@ -747,32 +753,43 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
   }
   if (const int rc = check_threads("run", o.threads, o.oversubscribe); rc >= 0) return rc;
   std::string err;
-  Int8Runner model;
-  if (Int8Runner::load(file, &model, &err) != Status::ok) return error(err);
+  LoadedModel model;  // the loader of every model: the file's StackSpec of dtype i8 and its canonical bytes
+  if (load_weights(o.weights, ModelHints(), nullptr, &model, &err) != Status::ok) return error(err);
+  StackSpec& st = model.stack;
+  st.float_output = false;  // the command writes the int8 output
   Array a;
-  std::vector<std::int8_t> x;
-  if (!(err = read_int8_input(o, model, &a, &x)).empty()) return error(err);
-  const std::int64_t B = a.shape[0], T = a.shape[1], H = model.output_size();
-  const std::vector<std::int64_t> yshape = model.return_sequences() ? std::vector<std::int64_t>{B, T, H}
-                                                                     : std::vector<std::int64_t>{B, H};
-  std::vector<std::int8_t> y(static_cast<std::size_t>(model.return_sequences() ? B * T * H : B * H));
-  if (model.plan(static_cast<int>(B), static_cast<int>(T), static_cast<int>(o.threads), &err) != Status::ok)
-    return error(o.weights + ": " + err);
-  std::vector<std::int8_t> hn(model.state_elements(static_cast<int>(B)));
+  std::vector<unsigned char> x;
+  if (!(err = read_int8_input(o, &st, &a, &x)).empty()) return error(err);
+  const std::int64_t B = a.shape[0], T = a.shape[1], W = stack_output_size(st);
+  const bool sequences = st.head.out_features == 0 || !st.head.last_step_only;
+  const std::vector<std::int64_t> yshape = sequences ? std::vector<std::int64_t>{B, T, W} : std::vector<std::int64_t>{B, W};
+  std::vector<std::int8_t> y(static_cast<std::size_t>(sequences ? B * T * W : B * W));
+  PlanOptions opt;
+  opt.max_batch = static_cast<std::int32_t>(std::max<std::int64_t>(B, 1));
+  opt.max_seq_len = static_cast<std::int32_t>(std::max<std::int64_t>(T, 1));
+  opt.threads = static_cast<std::int32_t>(o.threads);
+  Model net;
+  if (Model::create(st, opt, model.canonical.data(), &net) != Status::ok)
+    return error(o.weights + ": " + last_error_detail());
+  std::vector<std::int8_t> hn(static_cast<std::size_t>(state_elements(st, static_cast<int>(B))));
   std::vector<std::int16_t> cn(hn.size());
-  const std::vector<std::int64_t> sshape = model.state_shape(B);
+  const std::vector<std::int64_t> sshape = int8_state_shape(st, B);
   Array h0, c0;
   if (!o.h0.empty() && !(err = read_int8_state(o.h0, ElemType::i8, sshape, &h0)).empty()) return error(err);
   if (!o.c0.empty() && !(err = read_int8_state(o.c0, ElemType::i16, sshape, &c0)).empty()) return error(err);
+  ForwardArgs fa;
+  fa.batch = static_cast<std::int32_t>(B);
+  fa.seq_len = static_cast<std::int32_t>(T);
+  fa.layout = Layout::batch_major;
+  fa.x = x.data();
+  fa.h0 = o.h0.empty() ? nullptr : h0.bytes.data();
+  fa.c0 = o.c0.empty() ? nullptr : c0.bytes.data();
+  fa.y = y.data();
+  fa.hy = hn.data();
+  fa.cy = cn.data();
   RunTimes rt;
-  time_runs(
-      [&]() {
-        model.run(static_cast<int>(B), static_cast<int>(T), x.data(), y.data(),
-                  o.h0.empty() ? nullptr : reinterpret_cast<const std::int8_t*>(h0.bytes.data()),
-                  o.c0.empty() ? nullptr : reinterpret_cast<const std::int16_t*>(c0.bytes.data()), hn.data(), cn.data());
-        return Status::ok;
-      },
-      o.repeat, &rt);
+  if (B > 0 && T > 0 && time_runs([&]() { return net.forward(fa); }, o.repeat, &rt) != Status::ok)
+    return error(o.weights + ": " + last_error_detail());
   const double ms = rt.ms();
   if (write_npy(o.output.c_str(), ElemType::i8, yshape.data(), static_cast<int>(yshape.size()), y.data()) != RNNCORE_OK)
     return error(rnncore_last_error_detail());
@@ -781,14 +798,15 @@ int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) 
     return error(rnncore_last_error_detail());
   if (!o.cn.empty() && write_npy(o.cn.c_str(), ElemType::i16, sshape.data(), srank, cn.data()) != RNNCORE_OK)
     return error(rnncore_last_error_detail());
-  for (const std::string& line : model.describe()) std::printf("%s\n", line.c_str());
-  if (model.has_embedding())
-    std::printf("input: token ids (%s) through %s\n", elem_type_name(a.type), model.describe_embedding().c_str());
+  for (const std::string& line : int8_describe(st, model.canonical.data())) std::printf("%s\n", line.c_str());
+  if (st.embedding.vocab_size > 0)
+    std::printf("input: token ids (%s) through %s\n", elem_type_name(a.type),
+                int8_describe_embedding(st.embedding.vocab_size, st.input_size, st.input_quant).c_str());
   std::printf("input: %s%s%s; output: int8 %s\n", a.type == ElemType::f32 ? "float32" : "int8",
               a.type == ElemType::f32 ? " (quantized as TFLite's QUANTIZE op)" : "",
-              model.reverse_input() ? ", steps read last to first (go_backwards)" : "", shape_string(yshape).c_str());
+              st.reverse_input ? ", steps read last to first (go_backwards)" : "", shape_string(yshape).c_str());
   std::printf("run: T=%lld B=%lld, int8 kernels %s, %.3f ms%s\n", static_cast<long long>(T), static_cast<long long>(B),
-              model.kernel_names().c_str(), ms,
+              int8_plan_kernels(net.plan()).c_str(), ms,
               rt.times.empty() ? "" : (" per run (median of " + std::to_string(rt.times.size()) + ")").c_str());
   // --expect*: the float path's check, on the int8 / int16 values.
   const auto as_f64 = [](const auto& v) {
@@ -874,7 +892,7 @@ int cmd_run(int argc, char** argv) {
   {
     // An integer LSTM model runs through its own path (its metadata says format=tflite_int8).
     SafeTensors file;
-    if (read_safetensors(o.weights.c_str(), &file) == RNNCORE_OK && is_int8_model(file)) return run_int8(app, o, file);
+    if (read_safetensors(o.weights.c_str(), &file) == RNNCORE_OK && is_int8_model(file)) return run_int8(app, o);
   }
   std::string err;
   const long long repeat = o.repeat;

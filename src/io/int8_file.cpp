@@ -3,15 +3,23 @@
 #include "rnncore/io/int8_file.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
 #include "src/internal/int8_kernels.hpp"
 #include "src/internal/int8_lstm.hpp"
+#include "src/internal/spec_internal.hpp"
 #include "src/io/int8_model.hpp"
 
 namespace rnncore {
 namespace io {
+
+using detail::dense_at;
+using detail::dense_input_size;
+using detail::head_input_size;
+using detail::num_dense;
 
 namespace {
 
@@ -20,7 +28,81 @@ std::string step_name(const q8::StepKernels* step) {
   return step != nullptr ? std::string(step->gate_name) + " / " + step->cell_name : std::string("scalar step");
 }
 
+QuantParams qp_of(float scale, std::int32_t zero_point) {
+  QuantParams q;
+  q.scale = scale;
+  q.zero_point = zero_point;
+  return q;
+}
+
+// Whether Dense k of the chain is a head the file does not have (io::int8_stack_spec): weights I at
+// scale 1, bias 0 -- a copy of its input.
+bool identity_dense(const StackSpec& st, const unsigned char* canonical, int k) {
+  const DenseSpec& d = dense_at(st, k);
+  const std::int64_t F = d.out_features;
+  if (d.int8_per_channel || d.int8_w_scale != 1.0f || F != dense_input_size(st, k)) return false;
+  const unsigned char* w = canonical + canonical_offset(st, k, 0, ParamKind::dense_weight, 0);
+  const unsigned char* b = canonical + canonical_offset(st, k, 0, ParamKind::dense_bias, 0);
+  for (std::int64_t i = 0; i < F * F; ++i)
+    if (w[i] != (i % (F + 1) == 0 ? 1 : 0)) return false;
+  for (std::int64_t i = 0; i < 4 * F; ++i)
+    if (b[i] != 0) return false;
+  return true;
+}
+
 }  // namespace
+
+std::vector<std::string> int8_describe(const StackSpec& st, const unsigned char* canonical) {
+  static const char* const merge_names[] = {"", " sum", " mul", " ave"};  // MergeMode; concat: no word
+  std::string cells, sizes;
+  bool per_channel = false, bidirectional = false;
+  for (int l = 0; l < st.num_layers; ++l) {
+    const LayerSpec& ls = st.layers[l];
+    for (int d = 0; d < num_directions(ls); ++d) {
+      cells += std::string(d > 0 ? "/2^" : cells.empty() ? "2^" : ", 2^") +
+               std::to_string(std::lround(std::log2(static_cast<double>(ls.int8[d].cell_scale))));
+      per_channel |= ls.int8[d].per_channel;
+    }
+    const std::string H = std::to_string(ls.hidden_size);
+    bidirectional |= num_directions(ls) == 2;
+    sizes += (sizes.empty() ? "" : ", ") +
+             (num_directions(ls) == 2 ? "bidirectional " + H + "+" + H + merge_names[static_cast<int>(ls.merge.mode)] : H);
+  }
+  const bool sequences = st.head.out_features == 0 || !st.head.last_step_only;
+  const int L = st.num_layers;
+  std::vector<std::string> lines;
+  char b[512];
+  std::snprintf(b, sizeof b, "model: int8 LSTM (tflite_int8, LiteRT's 8x8_16 integer LSTM%s), I=%d H=%lld%s, %s; cell scale %s",
+                per_channel ? "; per-channel weight scales, rnncore's extension" : "", st.input_size,
+                static_cast<long long>(head_input_size(st)),  // the LSTM's width, not the head's
+                (L > 1 || bidirectional ? ", " + std::to_string(L) + (L > 1 ? " layers (H " : " layer (H ") + sizes + ")"
+                                        : std::string()).c_str(),
+                sequences ? "returns sequences" : "returns the last step", cells.c_str());
+  lines.push_back(b);
+  for (int k = 0; k < num_dense(st); ++k) {
+    if (identity_dense(st, canonical, k)) continue;
+    const DenseSpec& d = dense_at(st, k);
+    const bool table = d.activation == Activation::sigmoid || d.activation == Activation::tanh;
+    std::snprintf(b, sizeof b, "then Dense %lld -> %d%s%s (int8, XNNPACK's requantization%s)",
+                  static_cast<long long>(dense_input_size(st, k)), d.out_features, sequences ? " on every step" : "",
+                  d.activation == Activation::relu ? ", relu" : !table ? "" : d.activation == Activation::sigmoid ? ", sigmoid" : ", tanh",
+                  table ? "; the activation as TFLite's int8 table" : "");
+    lines.push_back(b);
+  }
+  if (st.head.activation == Activation::softmax) {
+    std::snprintf(b, sizeof b, "then softmax over %d%s (int8, beta %g, TFLite's table of exp)", st.head.out_features,
+                  sequences ? " on every step" : "", static_cast<double>(st.head.int8_softmax_beta));
+    lines.push_back(b);
+  }
+  return lines;
+}
+
+std::string int8_describe_embedding(int vocab, int dim, const QuantParams& rows) {
+  char b[160];
+  std::snprintf(b, sizeof b, "an embedding %d x %d (int8 rows, scale %g, zero point %d)", vocab, dim,
+                static_cast<double>(rows.scale), static_cast<int>(rows.zero_point));
+  return b;
+}
 
 std::string int8_model_origin(const SafeTensors& file) {
   const std::string* source = file.meta("source");
@@ -132,52 +214,11 @@ Status Int8Runner::plan(int batch, int seq_len, int threads, std::string* error)
   return Status::ok;
 }
 
-std::vector<std::string> Int8Runner::describe() const {
-  const Int8Stack& stack = impl_->stack;
-  const std::size_t L = stack.layers.size();
-  std::string cells, sizes;
-  for (const auto& layer : stack.layers) {
-    cells += (cells.empty() ? "2^" : ", 2^") + std::to_string(layer->params.cell_log2);
-    if (layer->backward) cells += "/2^" + std::to_string(layer->backward->params.cell_log2);
-    static const char* const merge_names[] = {"", " sum", " mul", " ave"};  // Int8Model::Merge; concat: no word
-    sizes += (sizes.empty() ? "" : ", ") +
-             (layer->backward ? "bidirectional " + std::to_string(layer->hidden_size) + "+" +
-                                    std::to_string(layer->backward->hidden_size) +
-                                    merge_names[static_cast<int>(layer->merge)]
-                              : std::to_string(layer->hidden_size));
-  }
-  bool per_channel = false;
-  for (const auto& layer : stack.layers) per_channel |= q8::int8_lstm_per_channel(layer->q);
-  std::vector<std::string> lines;
-  char b[512];
-  std::snprintf(b, sizeof b, "model: int8 LSTM (tflite_int8, LiteRT's 8x8_16 integer LSTM%s), I=%d H=%d%s, %s; cell scale %s",
-                per_channel ? "; per-channel weight scales, rnncore's extension" : "", input_size(),
-                stack.dense.empty() ? output_size() : stack.dense.front()->in_size,  // the LSTM's width, not the head's
-                (L > 1 || stack.bidirectional() ? ", " + std::to_string(L) + (L > 1 ? " layers (H " : " layer (H ") + sizes + ")"
-                                                : std::string()).c_str(),
-                stack.return_sequences ? "returns sequences" : "returns the last step", cells.c_str());
-  lines.push_back(b);
-  for (const auto& d : stack.dense) {
-    std::snprintf(b, sizeof b, "then Dense %d -> %d%s%s (int8, XNNPACK's requantization%s)", d->in_size, d->out_size,
-                  stack.return_sequences ? " on every step" : "",
-                  d->q.relu ? ", relu" : !d->has_table ? "" : d->table_function == q8::TableActivation::sigmoid ? ", sigmoid" : ", tanh",
-                  d->has_table ? "; the activation as TFLite's int8 table" : "");
-    lines.push_back(b);
-  }
-  if (stack.has_softmax) {
-    std::snprintf(b, sizeof b, "then softmax over %d%s (int8, beta %g, TFLite's table of exp)", stack.output_size(),
-                  stack.return_sequences ? " on every step" : "", static_cast<double>(stack.softmax_beta));
-    lines.push_back(b);
-  }
-  return lines;
-}
+std::vector<std::string> Int8Runner::describe() const { return int8_describe(impl_->spec, impl_->canonical.data()); }
 
 std::string Int8Runner::describe_embedding() const {
   const Int8Stack& s = impl_->stack;
-  char b[160];
-  std::snprintf(b, sizeof b, "an embedding %d x %d (int8 rows, scale %g, zero point %d)", s.vocab, s.embed_dim,
-                static_cast<double>(s.embed_scale), static_cast<int>(s.embed_zp));
-  return b;
+  return int8_describe_embedding(s.vocab, s.embed_dim, qp_of(s.embed_scale, s.embed_zp));
 }
 
 std::string Int8Runner::kernel_names() const {

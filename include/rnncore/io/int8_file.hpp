@@ -106,6 +106,14 @@ class Int8Runner {
 Status int8_bench_stack(int input, int hidden, int layers, StackSpec* spec, std::vector<unsigned char>* canonical,
                         std::string* error);
 
+/// What an integer stack (dtype i8) is, one line each, as `rnncore run` prints it: "model: int8
+/// LSTM (...) I=.. H=.., ...; cell scale 2^..", then "then Dense ..." lines (a Dense of weights I
+/// at scale 1 that io::load_model adds for a softmax or a last step is no line) and "then softmax
+/// ...". `canonical`: the stack's canonical bytes.
+std::vector<std::string> int8_describe(const StackSpec& stack, const unsigned char* canonical);
+/// The embedding, for a line about the input: "an embedding V x E (int8 rows, scale S, zero point Z)".
+std::string int8_describe_embedding(int vocab, int dim, const QuantParams& rows);
+
 /// The kernels a plan of an integer stack runs: "DOT + GATE / CELL" (e.g. "i8_dot_4x16__avx2 +
 /// i32_gate_act_8__avx2 / i16_cell_update_8__avx2"), or "DOT + scalar step" where the step runs
 /// its scalar code (the portable kernels: Isa::none).
