@@ -301,7 +301,7 @@ Status layout_int8(PlanImpl* p, const GpuPlanner&) {
     if (st.head.last_step_only) q.head_rows = ws.take(B * D, 1);
     q.head_a = ws.take(rows * F, 1);
     q.head_b = ws.take(rows * F, 1);
-    for (int m = 0; m < std::min(st.num_pre_head, 2); ++m) q.head_mid[m] = ws.take(rows * mid, 1);
+    for (int m = 0; m < std::min<int>(st.num_pre_head, 2); ++m) q.head_mid[m] = ws.take(rows * mid, 1);
   }
   for (int d = 0; d < 2; ++d) {
     q.h[d] = ws.take(B * Hm, 1);

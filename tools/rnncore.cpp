@@ -666,21 +666,6 @@ std::string read_int8_input(const RunOptions& o, StackSpec* st, Array* a, std::v
   return "";
 }
 
-// The shape --hn / --cn write an int8 stack's states in: [B, H] for one LSTM, [L*D, B, H] for LSTMs
-// of one width, else the elements flattened.
-std::vector<std::int64_t> int8_state_shape(const StackSpec& st, std::int64_t B) {
-  bool uniform = true;
-  std::int64_t n = 0;
-  for (int l = 0; l < st.num_layers; ++l) {
-    uniform = uniform && st.layers[l].hidden_size == st.layers[0].hidden_size;
-    n += num_directions(st.layers[l]);
-  }
-  const std::int64_t H = st.layers[0].hidden_size;
-  if (n == 1) return {B, H};
-  if (uniform) return {n, B, H};
-  return {state_elements(st, static_cast<int>(B))};
-}
-
 // The runs of `rnncore run` (float and int8): `forward` once, then `repeat` more times, each timed.
 struct RunTimes {
   double first_ms = 0;

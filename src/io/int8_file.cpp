@@ -97,6 +97,19 @@ std::vector<std::string> int8_describe(const StackSpec& st, const unsigned char*
   return lines;
 }
 
+std::vector<std::int64_t> int8_state_shape(const StackSpec& st, std::int64_t batch) {
+  bool uniform = true;
+  std::int64_t n = 0;  // LSTM ops: layers × directions
+  for (int l = 0; l < st.num_layers; ++l) {
+    uniform = uniform && st.layers[l].hidden_size == st.layers[0].hidden_size;
+    n += num_directions(st.layers[l]);
+  }
+  const std::int64_t H = st.layers[0].hidden_size;
+  if (n == 1) return {batch, H};
+  if (uniform) return {n, batch, H};
+  return {state_elements(st, static_cast<int>(batch))};
+}
+
 std::string int8_describe_embedding(int vocab, int dim, const QuantParams& rows) {
   char b[160];
   std::snprintf(b, sizeof b, "an embedding %d x %d (int8 rows, scale %g, zero point %d)", vocab, dim,
@@ -158,17 +171,7 @@ int Int8Runner::vocab() const { return impl_->stack.vocab; }
 
 std::size_t Int8Runner::state_elements(int batch) const { return int8_state_elements(impl_->stack, batch); }
 
-std::vector<std::int64_t> Int8Runner::state_shape(std::int64_t batch) const {
-  std::vector<std::int64_t> widths;
-  for (const auto& layer : impl_->stack.layers) {
-    widths.push_back(layer->hidden_size);
-    if (layer->backward) widths.push_back(layer->backward->hidden_size);
-  }
-  const bool uniform = std::all_of(widths.begin(), widths.end(), [&](std::int64_t w) { return w == widths[0]; });
-  if (widths.size() == 1) return {batch, widths[0]};
-  if (uniform) return {static_cast<std::int64_t>(widths.size()), batch, widths[0]};
-  return {static_cast<std::int64_t>(state_elements(static_cast<int>(batch)))};
-}
+std::vector<std::int64_t> Int8Runner::state_shape(std::int64_t batch) const { return int8_state_shape(impl_->spec, batch); }
 
 std::int8_t Int8Runner::quantize_input(float x) const { return io::quantize_input(*impl_->stack.layers.front(), x); }
 

@@ -40,9 +40,9 @@ struct Int8KernelNames {
 Int8KernelNames int8_best_kernels(Isa cap = Isa::best);
 
 /// An integer LSTM model file loaded and prepared to run (a stack of LSTM layers, each one- or
-/// bidirectional, optionally an Embedding first and Dense layers and a softmax last), as `rnncore
-/// run` runs it: the file as an int8 StackSpec (int8 rows in: the caller quantizes or embeds the
-/// input and reads the steps in the model's order) run by a Model. Movable, not copyable.
+/// bidirectional, optionally an Embedding first and Dense layers and a softmax last): the file as an
+/// int8 StackSpec (int8 rows in: the caller quantizes or embeds the input and reads the steps in the
+/// model's order) run by a Model, bit for bit what `rnncore run` writes. Movable, not copyable.
 class Int8Runner {
  public:
   Int8Runner();
@@ -111,6 +111,10 @@ Status int8_bench_stack(int input, int hidden, int layers, StackSpec* spec, std:
 /// at scale 1 that io::load_model adds for a softmax or a last step is no line) and "then softmax
 /// ...". `canonical`: the stack's canonical bytes.
 std::vector<std::string> int8_describe(const StackSpec& stack, const unsigned char* canonical);
+/// The shape an integer stack's states are written in for `batch` rows (`rnncore run --hn`, the
+/// Python states): [B, H] for one LSTM, [L·D, B, H] for LSTMs of one width, else the
+/// state_elements flattened (layer by layer, a bidirectional layer's forward direction first).
+std::vector<std::int64_t> int8_state_shape(const StackSpec& stack, std::int64_t batch);
 /// The embedding, for a line about the input: "an embedding V x E (int8 rows, scale S, zero point Z)".
 std::string int8_describe_embedding(int vocab, int dim, const QuantParams& rows);
 
