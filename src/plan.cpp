@@ -184,7 +184,7 @@ void layout_common(PlanImpl* p, Arena* ws, std::uint64_t es, std::uint64_t slots
     w.head_out = ws->take(rows * out, es);
     std::uint64_t mid = 0;  // the chain's activations between its Dense layers
     for (int k = 0; k < st.num_pre_head; ++k) mid = std::max<std::uint64_t>(mid, st.pre_head[k].out_features);
-    for (int m = 0; m < std::min(st.num_pre_head, 2); ++m) w.head_mid[m] = ws->take(rows * mid, es);
+    for (int m = 0; m < std::min<int>(st.num_pre_head, 2); ++m) w.head_mid[m] = ws->take(rows * mid, es);
   }
   w.scratch_stride = static_cast<std::size_t>(round_up(static_cast<std::int64_t>(kScratchRows * p->max_width * es), kAlignment));
   w.scratch = ws->take(slots * w.scratch_stride, 1);
