@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "rnncore/io/int8_file.hpp"
 #include "rnncore/io/model.hpp"
 #include "rnncore/io/npy.hpp"
 #include "rnncore/io/safetensors.hpp"
@@ -384,4 +385,36 @@ TEST_CASE("int8 stacks: the packed layout is fixed-width words; another family's
   opt.int8_weights = static_cast<Int8Weights>(7);
   CHECK(Plan::create(l.spec, opt, &panels) == Status::invalid_enum);
   CHECK(std::string(last_error_detail()).find("int8_weights") != std::string::npos);
+}
+
+TEST_CASE("io::load_weights: a last-step int8 model with no Dense layer gives [B, H], as rnncore run writes") {
+  // The spec's own head (weights I at scale 1, last_step_only) picks the last step; it copies.
+  const std::string dir = rnncore_test::golden_dir("tflite_int8");
+  io::LoadedModel m;
+  std::string err;
+  REQUIRE_MESSAGE(io::load_weights(dir + "/converted/lstm_I16_H32_T8_B2_last.safetensors", io::ModelHints(), nullptr, &m,
+                                   &err) == Status::ok, err);
+  CHECK(m.stack.head.out_features == 32);
+  CHECK(m.stack.head.last_step_only);
+  CHECK(m.stack.head.activation == Activation::none);
+  CHECK(io::int8_describe(m.stack, m.canonical.data()).size() == 1);  // no "then Dense" line for it
+  io::SafeTensors g;
+  REQUIRE(io::read_safetensors((dir + "/lstm_I16_H32_T8_B2_last.safetensors").c_str(), &g) == RNNCORE_OK);
+  const std::vector<std::int8_t> x = tensor<std::int8_t>(g, "x"), y_ref = tensor<std::int8_t>(g, "y");
+  const int B = 2, T = 8;
+  REQUIRE(y_ref.size() == static_cast<std::size_t>(B) * 32);
+  PlanOptions opt;
+  opt.max_batch = B;
+  opt.max_seq_len = T;
+  Model model;
+  REQUIRE(Model::create(m.stack, opt, m.canonical.data(), &model) == Status::ok);
+  std::vector<std::int8_t> y(y_ref.size());
+  ForwardArgs a;
+  a.batch = B;
+  a.seq_len = T;
+  a.layout = Layout::batch_major;
+  a.x = x.data();
+  a.y = y.data();
+  REQUIRE(model.forward(a) == Status::ok);
+  CHECK(y == y_ref);
 }
