@@ -9,6 +9,7 @@
 
 #include <rnncore/int8.h>
 
+#define RNNCORE_TEST_ONE_CALL
 #include "int8_header_layout.h"
 #if defined(RNNCORE_TEST_INTERLEAVED_I16)
 #include "head_model_i16.h" /* the same model, `rnncore export-c --interleave-i16` */
@@ -86,5 +87,7 @@ int main(void) {
     printf("FAIL: a refusal\n");
     return 1;
   }
-  return differ != 0;
+  /* The one-call arrays: the Dense chain (pre_head) and the head in NAME_stack, run from NAME_packed. */
+  return (differ != 0) | run_packed(&head_model_stack, head_model_packed, sizeof head_model_packed, head_model_sample_input, B, T, head_model_sample_output,
+                                     sizeof head_model_sample_output);
 }

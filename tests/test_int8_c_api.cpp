@@ -91,10 +91,10 @@ struct Interleaved {
 };
 
 // A held int8 stack (int8 rows in, int8 out) on a Model: y [B, T, W] batch-major, or [B, W] where
-// the file's model outputs its last step without a Dense layer (last_step: the forward direction's
-// step T − 1 and the backward one's step 0).
-std::vector<std::int8_t> model_output(const StackSpec& spec, const std::vector<unsigned char>& canonical, bool last_step,
-                                      int B, int T, const std::vector<std::int8_t>& x) {
+// the head takes the last step (the file's Dense head, or the spec's own where the file's model
+// outputs its last step without one).
+std::vector<std::int8_t> model_output(const StackSpec& spec, const std::vector<unsigned char>& canonical, int B, int T,
+                                      const std::vector<std::int8_t>& x) {
   PlanOptions opt;
   opt.max_batch = B;
   opt.max_seq_len = T;
@@ -110,16 +110,7 @@ std::vector<std::int8_t> model_output(const StackSpec& spec, const std::vector<u
   a.x = x.data();
   a.y = y.data();
   REQUIRE(model.forward(a) == Status::ok);
-  if (!last_step) return y;
-  const LayerSpec& top = spec.layers[spec.num_layers - 1];
-  const std::size_t H = static_cast<std::size_t>(top.hidden_size);
-  std::vector<std::int8_t> last(static_cast<std::size_t>(B) * W);
-  for (std::size_t b = 0; b < static_cast<std::size_t>(B); ++b) {
-    const std::int8_t* row = y.data() + b * static_cast<std::size_t>(T) * W;
-    std::copy_n(row + (static_cast<std::size_t>(T) - 1) * W, H, last.begin() + b * W);
-    if (num_directions(top) == 2) std::copy_n(row + H, H, last.begin() + b * W + H);
-  }
-  return last;
+  return y;
 }
 
 }  // namespace
@@ -135,7 +126,8 @@ TEST_CASE("int8 bidirectional goldens: the loaded stack, and the C API's two LST
   int cases = 0;
   for (const std::string& path : rnncore_test::list_cases(rnncore_test::golden_dir("tflite_int8/stacks"))) {
     const std::string name = path.substr(path.find_last_of('/') + 1);
-    if (name.rfind("bidi", 0) != 0 || name.find(".io.") != std::string::npos) continue;
+    // bidi_widths_*: directions of different widths, which no StackSpec holds (refused: test int8_plan).
+    if (name.rfind("bidi", 0) != 0 || name.find(".io.") != std::string::npos || name.rfind("bidi_widths", 0) == 0) continue;
     CAPTURE(path);
     io::SafeTensors mf, gf;
     REQUIRE(io::read_safetensors(path.c_str(), &mf) == RNNCORE_OK);
@@ -152,10 +144,9 @@ TEST_CASE("int8 bidirectional goldens: the loaded stack, and the C API's two LST
     const std::vector<std::int8_t> x = tensor<std::int8_t>(gf, "x"), y_ref = tensor<std::int8_t>(gf, "y");
     StackSpec spec;
     std::vector<unsigned char> canonical;
-    bool last_step = false;
-    REQUIRE_MESSAGE(io::int8_stack_spec(st, &spec, &canonical, &last_step, &err, true) == Status::ok, err);
+    REQUIRE_MESSAGE(io::int8_stack_spec(st, &spec, &canonical, &err, true) == Status::ok, err);
     CHECK(spec.num_pre_head == static_cast<int>(st.dense.size()) - (st.dense.empty() ? 0 : 1));
-    CHECK(model_output(spec, canonical, last_step, B, T, x) == y_ref);
+    CHECK(model_output(spec, canonical, B, T, x) == y_ref);
     ++cases;
     if (name != "bidi_I5_H6_T7_B2_seq.safetensors") continue;
     const io::Int8Model& fw = *st.layers[0];
@@ -602,8 +593,7 @@ TEST_CASE("int8 C API: LiteRT's Dense chains (pre_head, then the head) through r
     REQUIRE_MESSAGE(io::load_int8_stack(mf, &st, &err) == Status::ok, err);
     StackSpec spec;
     std::vector<unsigned char> canonical;
-    bool last_step = false;
-    REQUIRE_MESSAGE(io::int8_stack_spec(st, &spec, &canonical, &last_step, &err, true) == Status::ok, err);
+    REQUIRE_MESSAGE(io::int8_stack_spec(st, &spec, &canonical, &err, true) == Status::ok, err);
     if (spec.num_pre_head == 0 || num_directions(spec.layers[0]) != 1) continue;
     rnncore_stack_spec c;
     rnncore_stack_init(&c);

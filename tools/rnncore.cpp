@@ -182,12 +182,25 @@ double element(const std::vector<unsigned char>& buf, DType dtype, std::size_t i
   return f;
 }
 
-// Compares an output with a stored expectation; prints one line; returns the relative error (or -1 on error).
+// Compares an output with a stored expectation (floating point; an int8 model's: integers too);
+// prints one line; returns the relative error (or -1 on error).
 double compare(const char* label, const std::vector<unsigned char>& got, DType dtype,
                const std::vector<std::int64_t>& shape, const std::string& path, std::string* err) {
   std::vector<std::int64_t> found;
   std::vector<unsigned char> want;
-  if (!read_float_npy(path, DType::f64, shape, shape_string(shape), &found, &want, err)) return -1;
+  io::Array a;
+  std::vector<std::int32_t> ints;
+  if (io::read_npy(path.c_str(), &a) == RNNCORE_OK && a.shape == shape &&
+      (a.type == io::ElemType::i8 || a.type == io::ElemType::i16 || a.type == io::ElemType::i32) &&
+      io::to_i32(a, &ints) == RNNCORE_OK) {
+    want.resize(ints.size() * 8);
+    for (std::size_t i = 0; i < ints.size(); ++i) {
+      const double v = ints[i];
+      std::memcpy(want.data() + 8 * i, &v, 8);
+    }
+  } else if (!read_float_npy(path, DType::f64, shape, shape_string(shape), &found, &want, err)) {
+    return -1;
+  }
   double max_abs = 0, max_ref = 0;
   const std::size_t n = want.size() / 8;
   for (std::size_t i = 0; i < n; ++i) {
@@ -575,7 +588,7 @@ void define_run(CLI::App& app, RunOptions& o) {
                   "and, with --expect*, the largest deviation from stored outputs.\n"
                   "An int8 LSTM model (format tflite_int8, written from a quantized .tflite by\n"
                   "tools/tflite_to_safetensors.py or by rnncore quantize; docs/int8.md) takes --weights, --input, --output, --hn,\n"
-                  "--cn (and --h0, --c0, --threads) only: x int8 [B, T, I] (batch-major), or float32 quantized as TFLite's QUANTIZE op does;\n"
+                  "--cn (and --h0, --c0, --threads, --repeat, --expect*, --tolerance) only: x int8 [B, T, I] (batch-major), or float32 quantized as TFLite's QUANTIZE op does;\n"
                   "y int8 [B, T, H], or [B, H] for a model that returns the last step; hn int8 and cn int16\n"
                   "(every LSTM op's final output and cell states: [B, H] for one, [L*D, B, H] for a stack of\n"
                   "one width, else the per-layer [B, H_l] blocks flattened, forward before backward); bit\n"
@@ -587,26 +600,27 @@ void define_run(CLI::App& app, RunOptions& o) {
   add_run_options(app, o, false);
 }
 
-// Token ids a ([B, T], int32 or int64) looked up in the stack's embedding into x [B, T, E]; an
-// error naming the first id outside the vocabulary, or "".
-std::string embed_input(const Int8Runner& model, const Array& a, std::int8_t* x) {
-  const std::size_t n = static_cast<std::size_t>(a.shape[0] * a.shape[1]);
-  std::vector<std::int64_t> ids(n);
+// Token ids a ([B, T], int32 or int64) as int32 into *x (4 bytes each), each in [0, vocab); an error
+// naming the first id outside the vocabulary, or "".
+std::string int8_token_ids(const Array& a, std::int32_t vocab, std::vector<unsigned char>* x) {
+  const std::size_t n = static_cast<std::size_t>(a.shape[0] * a.shape[1]), T = static_cast<std::size_t>(a.shape[1]);
+  x->assign(4 * n, 0);
   for (std::size_t k = 0; k < n; ++k) {
+    std::int64_t id;
     if (a.type == ElemType::i32) {
       std::int32_t v;
       std::memcpy(&v, a.bytes.data() + 4 * k, 4);
-      ids[k] = v;
+      id = v;
     } else {
-      std::memcpy(&ids[k], a.bytes.data() + 8 * k, 8);
+      std::memcpy(&id, a.bytes.data() + 8 * k, 8);
     }
+    if (id < 0 || id >= vocab)
+      return "token id " + std::to_string(id) + " at [" + std::to_string(k / T) + ", " + std::to_string(k % T) +
+             "] is outside the embedding's vocabulary [0, " + std::to_string(vocab) + ") (LiteRT's GATHER fails on it too)";
+    const std::int32_t v = static_cast<std::int32_t>(id);
+    std::memcpy(x->data() + 4 * k, &v, 4);
   }
-  const std::size_t bad = model.embed_ids(n, ids.data(), x);
-  if (bad == n) return std::string();
-  const std::size_t T = static_cast<std::size_t>(a.shape[1]);
-  return "token id " + std::to_string(ids[bad]) + " at [" + std::to_string(bad / T) + ", " + std::to_string(bad % T) +
-         "] is outside the embedding's vocabulary [0, " + std::to_string(model.vocab()) +
-         ") (LiteRT's GATHER fails on it too)";
+  return "";
 }
 
 // Reads an int8 model's initial state (--h0 int8, --c0 int16) of the shape --hn and --cn write;
@@ -620,18 +634,19 @@ std::string read_int8_state(const std::string& path, ElemType type, const std::v
   return "";
 }
 
-// An int8 model's input (--input): int8 [B, T, I], float32 quantized as TFLite's QUANTIZE op
-// does, or token ids [B, T] for a model that starts with an Embedding; into x [B, T, I] in the
-// order the model reads its steps. Returns "" or the error line; *a is the array as read.
-std::string read_int8_input(const RunOptions& o, const Int8Runner& model, Array* a, std::vector<std::int8_t>* x) {
-  const std::int64_t I = model.input_size();
+// An int8 model's input (--input): int8 [B, T, I], float32 (the stack quantizes it as TFLite's
+// QUANTIZE op does: float_input), or token ids [B, T] for a model that starts with an Embedding
+// (int32 in *x), batch-major. Returns "" or the error line; *a is the array as read.
+std::string read_int8_input(const RunOptions& o, StackSpec* st, Array* a, std::vector<unsigned char>* x) {
+  const std::int64_t I = st->input_size;
+  const bool embedding = st->embedding.vocab_size > 0;
   const std::string expected = dims_string({"B", "T", std::to_string(I)}) + " (batch-major, as the TFLite op)";
   if (read_npy(o.input.c_str(), a) != RNNCORE_OK) return rnncore_last_error_detail();
   const bool ids = a->type == ElemType::i32 || a->type == ElemType::i64;
-  if (model.has_embedding() && !ids)
+  if (embedding && !ids)
     return o.input + ": " + o.weights + " starts with an Embedding: expected token ids, int32 or int64 [B, T], found " +
            elem_type_name(a->type) + " " + shape_string(a->shape);
-  if (!model.has_embedding() && ids)
+  if (!embedding && ids)
     return o.input + ": token ids (" + elem_type_name(a->type) + ") for " + o.weights +
            ", which has no Embedding: expected int8 or float32 input " + expected;
   if (!ids && a->type != ElemType::i8 && a->type != ElemType::f32)
@@ -642,78 +657,39 @@ std::string read_int8_input(const RunOptions& o, const Int8Runner& model, Array*
            shape_string(a->shape);
   const std::int64_t B = a->shape[0], T = a->shape[1];
   if (T > (1 << 28) || B > (1 << 24)) return o.input + ": sequence or batch too large";
-  x->assign(static_cast<std::size_t>(B * T * I), 0);
+  st->float_input = a->type == ElemType::f32;
   if (ids) {
-    if (const std::string e = embed_input(model, *a, x->data()); !e.empty()) return o.input + ": " + e;
-  } else if (a->type == ElemType::i8) {
-    if (!x->empty()) std::memcpy(x->data(), a->bytes.data(), x->size());
+    if (const std::string e = int8_token_ids(*a, st->embedding.vocab_size, x); !e.empty()) return o.input + ": " + e;
   } else {
-    for (std::size_t k = 0; k < x->size(); ++k) {
-      float v;
-      std::memcpy(&v, a->bytes.data() + 4 * k, 4);
-      (*x)[k] = model.quantize_input(v);
-    }
-  }
-  if (model.reverse_input()) {  // Keras go_backwards: the model's REVERSE_V2 of the time axis
-    for (std::int64_t b = 0; b < B; ++b)
-      for (std::int64_t t = 0; t < T / 2; ++t)
-        std::swap_ranges(x->begin() + (b * T + t) * I, x->begin() + (b * T + t + 1) * I, x->begin() + (b * T + T - 1 - t) * I);
+    *x = a->bytes;
   }
   return "";
 }
 
-// `rnncore run` on an integer LSTM model (metadata format=tflite_int8, from
-// tools/tflite_to_safetensors.py or rnncore quantize; docs/int8.md): int8 [B, T, I] input, or
-// float32 quantized as TFLite's QUANTIZE op does; int8 output [B, T, H], or [B, H] for a last-step model.
-int run_int8(const CLI::App& app, const RunOptions& o, const SafeTensors& file) {
-  for (const CLI::Option* opt : app.get_options()) {
-    const std::string name = opt->get_name();
-    if (opt->count() > 0 && name != "--weights" && name != "--input" && name != "--output" && name != "--hn" &&
-        name != "--cn" && name != "--h0" && name != "--c0" && name != "--threads" && name != "--oversubscribe")
-      return usage_error("run", name + " does not apply to " + o.weights +
-                                    ", an int8 LSTM model (format tflite_int8): it runs with --weights, --input, "
-                                    "--output, --h0, --c0, --hn, --cn and --threads only (docs/int8.md)");
+// The runs of `rnncore run` (float and int8): `forward` once, then `repeat` more times, each timed.
+struct RunTimes {
+  double first_ms = 0;
+  std::vector<double> times;  // the repeats' (and Monte-Carlo samples'), in milliseconds
+  // The time per run: the median of the repeats, else the single run's.
+  double ms() {
+    std::sort(times.begin(), times.end());
+    return times.empty() ? first_ms : times[times.size() / 2];
   }
-  if (const int rc = check_threads("run", o.threads, o.oversubscribe); rc >= 0) return rc;
-  std::string err;
-  Int8Runner model;
-  if (Int8Runner::load(file, &model, &err) != Status::ok) return error(err);
-  Array a;
-  std::vector<std::int8_t> x;
-  if (!(err = read_int8_input(o, model, &a, &x)).empty()) return error(err);
-  const std::int64_t B = a.shape[0], T = a.shape[1], H = model.output_size();
-  const std::vector<std::int64_t> yshape = model.return_sequences() ? std::vector<std::int64_t>{B, T, H}
-                                                                     : std::vector<std::int64_t>{B, H};
-  std::vector<std::int8_t> y(static_cast<std::size_t>(model.return_sequences() ? B * T * H : B * H));
-  if (model.plan(static_cast<int>(B), static_cast<int>(T), static_cast<int>(o.threads), &err) != Status::ok)
-    return error(o.weights + ": " + err);
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::int8_t> hn(model.state_elements(static_cast<int>(B)));
-  std::vector<std::int16_t> cn(hn.size());
-  const std::vector<std::int64_t> sshape = model.state_shape(B);
-  Array h0, c0;
-  if (!o.h0.empty() && !(err = read_int8_state(o.h0, ElemType::i8, sshape, &h0)).empty()) return error(err);
-  if (!o.c0.empty() && !(err = read_int8_state(o.c0, ElemType::i16, sshape, &c0)).empty()) return error(err);
-  model.run(static_cast<int>(B), static_cast<int>(T), x.data(), y.data(),
-            o.h0.empty() ? nullptr : reinterpret_cast<const std::int8_t*>(h0.bytes.data()),
-            o.c0.empty() ? nullptr : reinterpret_cast<const std::int16_t*>(c0.bytes.data()), hn.data(), cn.data());
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  if (write_npy(o.output.c_str(), ElemType::i8, yshape.data(), static_cast<int>(yshape.size()), y.data()) != RNNCORE_OK)
-    return error(rnncore_last_error_detail());
-  const int srank = static_cast<int>(sshape.size());
-  if (!o.hn.empty() && write_npy(o.hn.c_str(), ElemType::i8, sshape.data(), srank, hn.data()) != RNNCORE_OK)
-    return error(rnncore_last_error_detail());
-  if (!o.cn.empty() && write_npy(o.cn.c_str(), ElemType::i16, sshape.data(), srank, cn.data()) != RNNCORE_OK)
-    return error(rnncore_last_error_detail());
-  for (const std::string& line : model.describe()) std::printf("%s\n", line.c_str());
-  if (model.has_embedding())
-    std::printf("input: token ids (%s) through %s\n", elem_type_name(a.type), model.describe_embedding().c_str());
-  std::printf("input: %s%s%s; output: int8 %s\n", a.type == ElemType::f32 ? "float32" : "int8",
-              a.type == ElemType::f32 ? " (quantized as TFLite's QUANTIZE op)" : "",
-              model.reverse_input() ? ", steps read last to first (go_backwards)" : "", shape_string(yshape).c_str());
-  std::printf("run: T=%lld B=%lld, int8 kernels %s, %.3f ms\n", static_cast<long long>(T), static_cast<long long>(B),
-              model.kernel_names().c_str(), ms);
-  return 0;
+};
+
+template <class Forward>
+Status time_runs(Forward&& forward, long long repeat, RunTimes* rt) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  const Status s = forward();
+  rt->first_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+  if (s != Status::ok) return s;
+  for (long long r = 0; r < repeat; ++r) {
+    const auto t1 = clock::now();
+    forward();
+    rt->times.push_back(std::chrono::duration<double, std::milli>(clock::now() - t1).count());
+  }
+  return Status::ok;
 }
 
 // --expect, --expect-hn and --expect-cn: each output's deviation from its stored expectation on a
@@ -744,6 +720,90 @@ int check_expected(const RunOptions& o, double tolerance, DType dt, const std::v
     return error(line);
   }
   return 0;
+}
+
+// `rnncore run` on an integer LSTM model (metadata format=tflite_int8, from
+// tools/tflite_to_safetensors.py or rnncore quantize; docs/int8.md): int8 [B, T, I] input, or
+// float32 quantized as TFLite's QUANTIZE op does; int8 output [B, T, H], or [B, H] for a last-step model.
+int run_int8(const CLI::App& app, const RunOptions& o) {
+  for (const CLI::Option* opt : app.get_options()) {
+    const std::string name = opt->get_name();
+    if (opt->count() > 0 && name != "--weights" && name != "--input" && name != "--output" && name != "--hn" &&
+        name != "--cn" && name != "--h0" && name != "--c0" && name != "--threads" && name != "--oversubscribe" &&
+        name != "--repeat" && name != "--expect" && name != "--expect-hn" && name != "--expect-cn" && name != "--tolerance")
+      return usage_error("run", name + " does not apply to " + o.weights +
+                                    ", an int8 LSTM model (format tflite_int8): it runs with --weights, --input, "
+                                    "--output, --h0, --c0, --hn, --cn, --threads, --repeat, --expect* and --tolerance "
+                                    "only (docs/int8.md)");
+  }
+  if (const int rc = check_threads("run", o.threads, o.oversubscribe); rc >= 0) return rc;
+  std::string err;
+  LoadedModel model;  // the loader of every model: the file's StackSpec of dtype i8 and its canonical bytes
+  if (load_weights(o.weights, ModelHints(), nullptr, &model, &err) != Status::ok) return error(err);
+  StackSpec& st = model.stack;
+  st.float_output = false;  // the command writes the int8 output
+  Array a;
+  std::vector<unsigned char> x;
+  if (!(err = read_int8_input(o, &st, &a, &x)).empty()) return error(err);
+  const std::int64_t B = a.shape[0], T = a.shape[1], W = stack_output_size(st);
+  const bool sequences = st.head.out_features == 0 || !st.head.last_step_only;
+  const std::vector<std::int64_t> yshape = sequences ? std::vector<std::int64_t>{B, T, W} : std::vector<std::int64_t>{B, W};
+  std::vector<std::int8_t> y(static_cast<std::size_t>(sequences ? B * T * W : B * W));
+  PlanOptions opt;
+  opt.max_batch = static_cast<std::int32_t>(std::max<std::int64_t>(B, 1));
+  opt.max_seq_len = static_cast<std::int32_t>(std::max<std::int64_t>(T, 1));
+  opt.threads = static_cast<std::int32_t>(o.threads);
+  Model net;
+  if (Model::create(st, opt, model.canonical.data(), &net) != Status::ok)
+    return error(o.weights + ": " + last_error_detail());
+  std::vector<std::int8_t> hn(static_cast<std::size_t>(state_elements(st, static_cast<int>(B))));
+  std::vector<std::int16_t> cn(hn.size());
+  const std::vector<std::int64_t> sshape = int8_state_shape(st, B);
+  Array h0, c0;
+  if (!o.h0.empty() && !(err = read_int8_state(o.h0, ElemType::i8, sshape, &h0)).empty()) return error(err);
+  if (!o.c0.empty() && !(err = read_int8_state(o.c0, ElemType::i16, sshape, &c0)).empty()) return error(err);
+  ForwardArgs fa;
+  fa.batch = static_cast<std::int32_t>(B);
+  fa.seq_len = static_cast<std::int32_t>(T);
+  fa.layout = Layout::batch_major;
+  fa.x = x.data();
+  fa.h0 = o.h0.empty() ? nullptr : h0.bytes.data();
+  fa.c0 = o.c0.empty() ? nullptr : c0.bytes.data();
+  fa.y = y.data();
+  fa.hy = hn.data();
+  fa.cy = cn.data();
+  RunTimes rt;
+  if (B > 0 && T > 0 && time_runs([&]() { return net.forward(fa); }, o.repeat, &rt) != Status::ok)
+    return error(o.weights + ": " + last_error_detail());
+  const double ms = rt.ms();
+  if (write_npy(o.output.c_str(), ElemType::i8, yshape.data(), static_cast<int>(yshape.size()), y.data()) != RNNCORE_OK)
+    return error(rnncore_last_error_detail());
+  const int srank = static_cast<int>(sshape.size());
+  if (!o.hn.empty() && write_npy(o.hn.c_str(), ElemType::i8, sshape.data(), srank, hn.data()) != RNNCORE_OK)
+    return error(rnncore_last_error_detail());
+  if (!o.cn.empty() && write_npy(o.cn.c_str(), ElemType::i16, sshape.data(), srank, cn.data()) != RNNCORE_OK)
+    return error(rnncore_last_error_detail());
+  for (const std::string& line : int8_describe(st, model.canonical.data())) std::printf("%s\n", line.c_str());
+  if (st.embedding.vocab_size > 0)
+    std::printf("input: token ids (%s) through %s\n", elem_type_name(a.type),
+                int8_describe_embedding(st.embedding.vocab_size, st.input_size, st.input_quant).c_str());
+  std::printf("input: %s%s%s; output: int8 %s\n", a.type == ElemType::f32 ? "float32" : "int8",
+              a.type == ElemType::f32 ? " (quantized as TFLite's QUANTIZE op)" : "",
+              st.reverse_input ? ", steps read last to first (go_backwards)" : "", shape_string(yshape).c_str());
+  std::printf("run: T=%lld B=%lld, int8 kernels %s, %.3f ms%s\n", static_cast<long long>(T), static_cast<long long>(B),
+              int8_plan_kernels(net.plan()).c_str(), ms,
+              rt.times.empty() ? "" : (" per run (median of " + std::to_string(rt.times.size()) + ")").c_str());
+  // --expect*: the float path's check, on the int8 / int16 values.
+  const auto as_f64 = [](const auto& v) {
+    std::vector<unsigned char> out(v.size() * 8);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const double d = v[i];
+      std::memcpy(out.data() + 8 * i, &d, 8);
+    }
+    return out;
+  };
+  return check_expected(o, given(app, "--tolerance") ? o.tolerance : -1.0, DType::f64, as_f64(y), yshape, as_f64(hn),
+                        sshape, as_f64(cn), sshape);
 }
 
 // The "model:" line of a run: the cell, layers and sizes read off the weights (with the LSTM
@@ -817,7 +877,7 @@ int cmd_run(int argc, char** argv) {
   {
     // An integer LSTM model runs through its own path (its metadata says format=tflite_int8).
     SafeTensors file;
-    if (read_safetensors(o.weights.c_str(), &file) == RNNCORE_OK && is_int8_model(file)) return run_int8(app, o, file);
+    if (read_safetensors(o.weights.c_str(), &file) == RNNCORE_OK && is_int8_model(file)) return run_int8(app, o);
   }
   std::string err;
   const long long repeat = o.repeat;
@@ -879,16 +939,9 @@ int cmd_run(int argc, char** argv) {
                  "keep below 1): the %lld samples are identical and their variance is 0\n",
                  samples);
   using clock = std::chrono::steady_clock;
-  const auto t0 = clock::now();
-  s = forward();
-  double first_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-  if (s != Status::ok) return error(library_error(s));
-  std::vector<double> times;
-  for (long long r = 0; r < repeat; ++r) {
-    const auto t1 = clock::now();
-    forward();
-    times.push_back(std::chrono::duration<double, std::milli>(clock::now() - t1).count());
-  }
+  RunTimes rt;
+  if ((s = time_runs(forward, repeat, &rt)) != Status::ok) return error(library_error(s));
+  std::vector<double>& times = rt.times;
   if (on_gpu && (s = device.download(fa, nullptr)) != Status::ok) return error(library_error(s));
   if (mc) {
     times.reserve(static_cast<std::size_t>(samples));
@@ -911,8 +964,7 @@ int cmd_run(int argc, char** argv) {
     if (!o.output_variance.empty() && !write_f32_npy(o.output_variance, DType::f64, variance.data(), yshape, &err))
       return error(err);
   }
-  std::sort(times.begin(), times.end());
-  const double ms = times.empty() ? first_ms : times[times.size() / 2];
+  const double ms = rt.ms();
 
   if (!write_f32_npy(o.output, dt, y.data(), yshape, &err)) return error(err);
   if (!o.hn.empty() && !write_f32_npy(o.hn, dt, hy.data(), state_dims, &err)) return error(err);

@@ -861,8 +861,8 @@ struct Int8Net {
   std::vector<std::pair<std::string, std::string>> metadata;
   std::mutex mutex;
 
-  // threads: the rows of a run on that many threads (where a StackSpec holds the file, the Model that
-  // io::int8_stack_spec plans; Int8Runner::plan). The same bits for any count.
+  // threads: the rows of a run on that many threads (the Model of the file's StackSpec,
+  // io::int8_stack_spec; Int8Runner::plan). The same bits for any count.
   Int8Net(const std::string& path, int threads) {
     if (threads < 1) bad_argument("threads: " + std::to_string(threads) + ", expected at least 1");
     io::SafeTensors file;

@@ -897,6 +897,17 @@ void write_int8_stack_spec(std::string* out, const std::string& name, const Stac
               ", " + quant_init(m.bw) + ", " + quant_init(m.sum) + ", " + quant_init(m.half) + ", " +
               std::to_string(m.half_value) + "},\n            .int8_output = " + quant_init(ls.int8_output) + ",\n        },\n";
   }
+  std::string chain;  // the Dense layers before the head
+  for (int k = 0; k < st.num_pre_head; ++k) {
+    const DenseSpec& d = st.pre_head[k];
+    chain += "        {\n            .out_features = " + std::to_string(d.out_features) + ",\n            .activation = " +
+             kActivations[static_cast<int>(d.activation)] + ",\n            .int8_per_channel = " +
+             std::to_string(d.int8_per_channel ? 1 : 0) + ",\n            .int8_w_scale = " + float_literal(d.int8_w_scale) +
+             ",\n            .int8_linear = " + quant_init(d.int8_linear) + ",\n            .int8_output = " +
+             quant_init(d.int8_output) + ",\n        },\n";
+  }
+  if (st.num_pre_head > 0)
+    chain = "    .num_pre_head = " + std::to_string(st.num_pre_head) + ",\n    .pre_head = {\n" + chain + "    },\n";
   const DenseSpec& h = st.head;
   appendf(out,
           "/** The whole network as one integer stack (C99 designated initializers: fields not named are 0,\n"
@@ -907,29 +918,26 @@ void write_int8_stack_spec(std::string* out, const std::string& name, const Stac
           "    .embedding_vocab_size = %d,\n    .head_out_features = %d,\n    .head_activation = %s,\n"
           "    .head_last_step_only = %d,\n    .input_quant = %s,\n    .head_int8_per_channel = %d,\n"
           "    .head_int8_w_scale = %s,\n    .head_int8_linear = %s,\n    .head_int8_output = %s,\n"
-          "    .head_int8_softmax_beta = %s,\n};\n\n",
+          "    .head_int8_softmax_beta = %s,\n%s};\n\n",
           upper(name).c_str(), st.embedding.vocab_size > 0 ? " (int32 token ids [B, T] with the Embedding)" : "",
           name.c_str(), name.c_str(), name.c_str(), st.input_size, st.num_layers, layers.c_str(), st.embedding.vocab_size,
           h.out_features, kActivations[static_cast<int>(h.activation)], h.last_step_only ? 1 : 0,
           quant_init(st.input_quant).c_str(), h.int8_per_channel ? 1 : 0, float_literal(h.int8_w_scale).c_str(),
-          quant_init(h.int8_linear).c_str(), quant_init(h.int8_output).c_str(), float_literal(h.int8_softmax_beta).c_str());
+          quant_init(h.int8_linear).c_str(), quant_init(h.int8_output).c_str(), float_literal(h.int8_softmax_beta).c_str(),
+          chain.c_str());
 }
 
 // NAME_stack and NAME_packed: the weights packed by the library's own pack_weights for the family
 // of --interleave (interleaved panels, the Cortex-M DSP kernel's) or row-major (every other
-// kernel), for the one-call C API with no pack step. A model the stack spec does not hold yet is
-// noted and left out (the int8.h arrays above run it).
+// kernel), for the one-call C API with no pack step. A model the stack spec does not hold (go_backwards)
+// is noted and left out (the int8.h arrays above run it).
 Status write_int8_plan_arrays(std::string* out, const ExportCOptions& o, const Int8Export& e, ExportCReport* report,
                               std::string* summary, std::string* error) {
   StackSpec st;
   std::vector<unsigned char> canonical;
-  bool last_step = false;
   std::string why;
   if (e.st.reverse_input) why = "it reverses its input (go_backwards), which rnncore_stack_spec does not hold";
-  else if (int8_stack_spec(e.st, &st, &canonical, &last_step, &why) == Status::ok && last_step)
-    why = "it outputs the last step without a Dense layer, which rnncore_stack_spec does not hold";
-  else if (why.empty() && st.num_pre_head > 0)
-    why = "it has several Dense layers; this header's stack initializer writes the head only (pre_head not yet)";
+  else int8_stack_spec(e.st, &st, &canonical, &why);
   if (!why.empty()) {
     report->notes.push_back("no " + o.name + "_stack / " + o.name + "_packed: " + why);
     return Status::ok;

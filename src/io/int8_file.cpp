@@ -3,15 +3,23 @@
 #include "rnncore/io/int8_file.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
 #include "src/internal/int8_kernels.hpp"
 #include "src/internal/int8_lstm.hpp"
+#include "src/internal/spec_internal.hpp"
 #include "src/io/int8_model.hpp"
 
 namespace rnncore {
 namespace io {
+
+using detail::dense_at;
+using detail::dense_input_size;
+using detail::head_input_size;
+using detail::num_dense;
 
 namespace {
 
@@ -20,26 +28,94 @@ std::string step_name(const q8::StepKernels* step) {
   return step != nullptr ? std::string(step->gate_name) + " / " + step->cell_name : std::string("scalar step");
 }
 
-// The name of the matrix-vector kernel `fn` (one of this build's), or "?".
-std::string dot_name(q8::DotRowsFn fn) {
-  int n = 0;
-  const q8::DotRowsKernel* k = q8::int8_dot_kernels(&n);
-  for (int i = 0; i < n; ++i)
-    if (k[i].fn == fn) return k[i].name;
-  return "?";
+QuantParams qp_of(float scale, std::int32_t zero_point) {
+  QuantParams q;
+  q.scale = scale;
+  q.zero_point = zero_point;
+  return q;
 }
 
-// The step kernels whose gate kernel is `fn`, or null (the scalar code).
-const q8::StepKernels* step_of(q8::GateActivationsFn fn) {
-  if (fn == nullptr) return nullptr;
-  int n = 0;
-  const q8::StepKernels* k = q8::int8_step_kernels(&n);
-  for (int i = 0; i < n; ++i)
-    if (k[i].gate == fn) return &k[i];
-  return nullptr;
+// Whether Dense k of the chain is a head the file does not have (io::int8_stack_spec): weights I at
+// scale 1, bias 0 -- a copy of its input.
+bool identity_dense(const StackSpec& st, const unsigned char* canonical, int k) {
+  const DenseSpec& d = dense_at(st, k);
+  const std::int64_t F = d.out_features;
+  if (d.int8_per_channel || d.int8_w_scale != 1.0f || F != dense_input_size(st, k)) return false;
+  const unsigned char* w = canonical + canonical_offset(st, k, 0, ParamKind::dense_weight, 0);
+  const unsigned char* b = canonical + canonical_offset(st, k, 0, ParamKind::dense_bias, 0);
+  for (std::int64_t i = 0; i < F * F; ++i)
+    if (w[i] != (i % (F + 1) == 0 ? 1 : 0)) return false;
+  for (std::int64_t i = 0; i < 4 * F; ++i)
+    if (b[i] != 0) return false;
+  return true;
 }
 
 }  // namespace
+
+std::vector<std::string> int8_describe(const StackSpec& st, const unsigned char* canonical) {
+  static const char* const merge_names[] = {"", " sum", " mul", " ave"};  // MergeMode; concat: no word
+  std::string cells, sizes;
+  bool per_channel = false, bidirectional = false;
+  for (int l = 0; l < st.num_layers; ++l) {
+    const LayerSpec& ls = st.layers[l];
+    for (int d = 0; d < num_directions(ls); ++d) {
+      cells += std::string(d > 0 ? "/2^" : cells.empty() ? "2^" : ", 2^") +
+               std::to_string(std::lround(std::log2(static_cast<double>(ls.int8[d].cell_scale))));
+      per_channel |= ls.int8[d].per_channel;
+    }
+    const std::string H = std::to_string(ls.hidden_size);
+    bidirectional |= num_directions(ls) == 2;
+    sizes += (sizes.empty() ? "" : ", ") +
+             (num_directions(ls) == 2 ? "bidirectional " + H + "+" + H + merge_names[static_cast<int>(ls.merge.mode)] : H);
+  }
+  const bool sequences = st.head.out_features == 0 || !st.head.last_step_only;
+  const int L = st.num_layers;
+  std::vector<std::string> lines;
+  char b[512];
+  std::snprintf(b, sizeof b, "model: int8 LSTM (tflite_int8, LiteRT's 8x8_16 integer LSTM%s), I=%d H=%lld%s, %s; cell scale %s",
+                per_channel ? "; per-channel weight scales, rnncore's extension" : "", st.input_size,
+                static_cast<long long>(head_input_size(st)),  // the LSTM's width, not the head's
+                (L > 1 || bidirectional ? ", " + std::to_string(L) + (L > 1 ? " layers (H " : " layer (H ") + sizes + ")"
+                                        : std::string()).c_str(),
+                sequences ? "returns sequences" : "returns the last step", cells.c_str());
+  lines.push_back(b);
+  for (int k = 0; k < num_dense(st); ++k) {
+    if (identity_dense(st, canonical, k)) continue;
+    const DenseSpec& d = dense_at(st, k);
+    const bool table = d.activation == Activation::sigmoid || d.activation == Activation::tanh;
+    std::snprintf(b, sizeof b, "then Dense %lld -> %d%s%s (int8, XNNPACK's requantization%s)",
+                  static_cast<long long>(dense_input_size(st, k)), d.out_features, sequences ? " on every step" : "",
+                  d.activation == Activation::relu ? ", relu" : !table ? "" : d.activation == Activation::sigmoid ? ", sigmoid" : ", tanh",
+                  table ? "; the activation as TFLite's int8 table" : "");
+    lines.push_back(b);
+  }
+  if (st.head.activation == Activation::softmax) {
+    std::snprintf(b, sizeof b, "then softmax over %d%s (int8, beta %g, TFLite's table of exp)", st.head.out_features,
+                  sequences ? " on every step" : "", static_cast<double>(st.head.int8_softmax_beta));
+    lines.push_back(b);
+  }
+  return lines;
+}
+
+std::vector<std::int64_t> int8_state_shape(const StackSpec& st, std::int64_t batch) {
+  bool uniform = true;
+  std::int64_t n = 0;  // LSTM ops: layers × directions
+  for (int l = 0; l < st.num_layers; ++l) {
+    uniform = uniform && st.layers[l].hidden_size == st.layers[0].hidden_size;
+    n += num_directions(st.layers[l]);
+  }
+  const std::int64_t H = st.layers[0].hidden_size;
+  if (n == 1) return {batch, H};
+  if (uniform) return {n, batch, H};
+  return {state_elements(st, static_cast<int>(batch))};
+}
+
+std::string int8_describe_embedding(int vocab, int dim, const QuantParams& rows) {
+  char b[160];
+  std::snprintf(b, sizeof b, "an embedding %d x %d (int8 rows, scale %g, zero point %d)", vocab, dim,
+                static_cast<double>(rows.scale), static_cast<int>(rows.zero_point));
+  return b;
+}
 
 std::string int8_model_origin(const SafeTensors& file) {
   const std::string* source = file.meta("source");
@@ -59,17 +135,12 @@ Int8KernelNames int8_best_kernels(Isa cap) {
 // ---- Int8Runner ----
 
 struct Int8Runner::Impl {
-  Int8Stack stack;
-  // The stack as a Plan runs it (io::int8_stack_spec; rows in, int8 out), where a StackSpec holds
-  // it; else run_int8_stack runs it (a softmax alone or after an activated Dense layer, bidirectional
-  // directions of different widths: docs/int8.md, "What is left").
-  bool planned = false;
+  Int8Stack stack;  // the file as loaded (its description, the embedding, the input quantization)
+  // The stack as a Plan runs it (io::int8_stack_spec; rows in, int8 out).
   StackSpec spec;
   std::vector<unsigned char> canonical;
-  bool last_step = false;  // the model outputs the last step without a Dense layer
-  Model model;             // made by run() for its batch and length (remade when they grow)
+  Model model;  // made by plan() / run() for its batch and length (remade when they grow)
   int max_batch = 0, max_seq = 0, threads = 1;
-  std::vector<std::int8_t> y_all;  // last_step: every step's output
 };
 
 Int8Runner::Int8Runner() = default;
@@ -82,9 +153,13 @@ Status Int8Runner::load(const SafeTensors& file, Int8Runner* out, std::string* e
   const Status s = load_int8_stack(file, &impl->stack, error);
   if (s != Status::ok) return s;
   std::string why;
-  impl->planned = int8_stack_spec(impl->stack, &impl->spec, &impl->canonical, &impl->last_step, &why, true) == Status::ok;
+  const Status sp = int8_stack_spec(impl->stack, &impl->spec, &impl->canonical, &why, true);
+  if (sp != Status::ok) {
+    *error = file.path + ": " + why;
+    return sp;
+  }
   out->impl_ = std::move(impl);
-  return s;
+  return Status::ok;
 }
 
 int Int8Runner::input_size() const { return impl_->stack.layers.front()->input_size; }
@@ -96,17 +171,7 @@ int Int8Runner::vocab() const { return impl_->stack.vocab; }
 
 std::size_t Int8Runner::state_elements(int batch) const { return int8_state_elements(impl_->stack, batch); }
 
-std::vector<std::int64_t> Int8Runner::state_shape(std::int64_t batch) const {
-  std::vector<std::int64_t> widths;
-  for (const auto& layer : impl_->stack.layers) {
-    widths.push_back(layer->hidden_size);
-    if (layer->backward) widths.push_back(layer->backward->hidden_size);
-  }
-  const bool uniform = std::all_of(widths.begin(), widths.end(), [&](std::int64_t w) { return w == widths[0]; });
-  if (widths.size() == 1) return {batch, widths[0]};
-  if (uniform) return {static_cast<std::int64_t>(widths.size()), batch, widths[0]};
-  return {static_cast<std::int64_t>(state_elements(static_cast<int>(batch)))};
-}
+std::vector<std::int64_t> Int8Runner::state_shape(std::int64_t batch) const { return int8_state_shape(impl_->spec, batch); }
 
 std::int8_t Int8Runner::quantize_input(float x) const { return io::quantize_input(*impl_->stack.layers.front(), x); }
 
@@ -117,47 +182,27 @@ std::size_t Int8Runner::embed_ids(std::size_t n, const std::int64_t* ids, std::i
 void Int8Runner::run(int batch, int seq_len, const std::int8_t* x, std::int8_t* y, const std::int8_t* h0,
                      const std::int16_t* c0, std::int8_t* hn, std::int16_t* cn) const {
   Impl& m = *impl_;
-  if (m.planned && batch > 0 && seq_len > 0 && (batch > m.max_batch || seq_len > m.max_seq)) {
-    std::string unused;
-    if (const_cast<Int8Runner*>(this)->plan(batch, seq_len, m.threads, &unused) != Status::ok) m.planned = false;
+  if (batch <= 0 || seq_len <= 0) return;
+  if (batch > m.max_batch || seq_len > m.max_seq) {
+    std::string unused;  // a plan of the file's own spec, larger: fails only without memory
+    if (const_cast<Int8Runner*>(this)->plan(batch, seq_len, m.threads, &unused) != Status::ok) return;
   }
-  if (m.planned && batch > 0 && seq_len > 0) {
-    const int W = stack_output_size(m.spec);
-    ForwardArgs a;
-    a.batch = batch;
-    a.seq_len = seq_len;
-    a.layout = Layout::batch_major;
-    a.x = x;
-    a.h0 = h0;
-    a.c0 = c0;
-    a.hy = hn;
-    a.cy = cn;
-    if (m.last_step) m.y_all.resize(static_cast<std::size_t>(batch) * seq_len * W);
-    a.y = m.last_step ? m.y_all.data() : y;
-    m.model.forward(a);  // the arguments are the plan's: it cannot fail
-    if (m.last_step) {  // each direction's last output: the forward one's at T−1, the reverse one's at 0
-      const LayerSpec& last = m.spec.layers[m.spec.num_layers - 1];
-      const std::size_t H = static_cast<std::size_t>(last.hidden_size), Ws = static_cast<std::size_t>(W);
-      for (std::size_t b = 0; b < static_cast<std::size_t>(batch); ++b) {
-        const std::int8_t* row = m.y_all.data() + b * static_cast<std::size_t>(seq_len) * Ws;
-        std::memcpy(y + b * Ws, row + (static_cast<std::size_t>(seq_len) - 1) * Ws, H);
-        if (num_directions(last) == 2) std::memcpy(y + b * Ws + H, row + H, H);
-      }
-    }
-    return;
-  }
-  Int8States st;
-  st.h0 = h0;
-  st.c0 = c0;
-  st.hn = hn;
-  st.cn = cn;
-  run_int8_stack(impl_->stack, batch, seq_len, x, y, st);
+  ForwardArgs a;
+  a.batch = batch;
+  a.seq_len = seq_len;
+  a.layout = Layout::batch_major;
+  a.x = x;
+  a.h0 = h0;
+  a.c0 = c0;
+  a.hy = hn;
+  a.cy = cn;
+  a.y = y;
+  m.model.forward(a);  // the arguments are the plan's: it cannot fail
 }
 
 Status Int8Runner::plan(int batch, int seq_len, int threads, std::string* error) {
   Impl& m = *impl_;
   m.threads = threads;
-  if (!m.planned) return Status::ok;
   PlanOptions opt;
   opt.max_batch = batch;
   opt.max_seq_len = seq_len;
@@ -172,60 +217,20 @@ Status Int8Runner::plan(int batch, int seq_len, int threads, std::string* error)
   return Status::ok;
 }
 
-std::vector<std::string> Int8Runner::describe() const {
-  const Int8Stack& stack = impl_->stack;
-  const std::size_t L = stack.layers.size();
-  std::string cells, sizes;
-  for (const auto& layer : stack.layers) {
-    cells += (cells.empty() ? "2^" : ", 2^") + std::to_string(layer->params.cell_log2);
-    if (layer->backward) cells += "/2^" + std::to_string(layer->backward->params.cell_log2);
-    static const char* const merge_names[] = {"", " sum", " mul", " ave"};  // Int8Model::Merge; concat: no word
-    sizes += (sizes.empty() ? "" : ", ") +
-             (layer->backward ? "bidirectional " + std::to_string(layer->hidden_size) + "+" +
-                                    std::to_string(layer->backward->hidden_size) +
-                                    merge_names[static_cast<int>(layer->merge)]
-                              : std::to_string(layer->hidden_size));
-  }
-  bool per_channel = false;
-  for (const auto& layer : stack.layers) per_channel |= q8::int8_lstm_per_channel(layer->q);
-  std::vector<std::string> lines;
-  char b[512];
-  std::snprintf(b, sizeof b, "model: int8 LSTM (tflite_int8, LiteRT's 8x8_16 integer LSTM%s), I=%d H=%d%s, %s; cell scale %s",
-                per_channel ? "; per-channel weight scales, rnncore's extension" : "", input_size(),
-                stack.dense.empty() ? output_size() : stack.dense.front()->in_size,  // the LSTM's width, not the head's
-                (L > 1 || stack.bidirectional() ? ", " + std::to_string(L) + (L > 1 ? " layers (H " : " layer (H ") + sizes + ")"
-                                                : std::string()).c_str(),
-                stack.return_sequences ? "returns sequences" : "returns the last step", cells.c_str());
-  lines.push_back(b);
-  for (const auto& d : stack.dense) {
-    std::snprintf(b, sizeof b, "then Dense %d -> %d%s%s (int8, XNNPACK's requantization%s)", d->in_size, d->out_size,
-                  stack.return_sequences ? " on every step" : "",
-                  d->q.relu ? ", relu" : !d->has_table ? "" : d->table_function == q8::TableActivation::sigmoid ? ", sigmoid" : ", tanh",
-                  d->has_table ? "; the activation as TFLite's int8 table" : "");
-    lines.push_back(b);
-  }
-  if (stack.has_softmax) {
-    std::snprintf(b, sizeof b, "then softmax over %d%s (int8, beta %g, TFLite's table of exp)", stack.output_size(),
-                  stack.return_sequences ? " on every step" : "", static_cast<double>(stack.softmax_beta));
-    lines.push_back(b);
-  }
-  return lines;
-}
+std::vector<std::string> Int8Runner::describe() const { return int8_describe(impl_->spec, impl_->canonical.data()); }
 
 std::string Int8Runner::describe_embedding() const {
   const Int8Stack& s = impl_->stack;
-  char b[160];
-  std::snprintf(b, sizeof b, "an embedding %d x %d (int8 rows, scale %g, zero point %d)", s.vocab, s.embed_dim,
-                static_cast<double>(s.embed_scale), static_cast<int>(s.embed_zp));
-  return b;
+  return int8_describe_embedding(s.vocab, s.embed_dim, qp_of(s.embed_scale, s.embed_zp));
 }
 
 std::string Int8Runner::kernel_names() const {
-  if (impl_->planned && impl_->max_batch > 0) return int8_plan_kernels(impl_->model.plan());
-  // Every layer is prepared alike (the best kernels of the process), so the first one's say it.
-  const q8::Int8LstmParams& p = impl_->stack.layers.front()->params;
-  const std::string dot = p.layout == q8::Int8WeightLayout::row_major ? dot_name(p.dot) : std::string("interleaved panels");
-  return dot + " + " + step_name(step_of(p.gate_activations));
+  if (impl_->max_batch > 0) return int8_plan_kernels(impl_->model.plan());
+  PlanOptions opt;  // not planned yet: the kernels a plan of one row would run
+  opt.max_batch = 1;
+  opt.max_seq_len = 1;
+  Plan plan;
+  return Plan::create(impl_->spec, opt, &plan) == Status::ok ? int8_plan_kernels(plan) : std::string("?");
 }
 
 // ---- The stack rnncore bench --dtype int8 times ----

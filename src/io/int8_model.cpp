@@ -546,7 +546,6 @@ void put_direction(const StackSpec& spec, int l, int d, const Int8Model& m, unsi
   }
 }
 
-// The head (at most one Dense layer, then a softmax) into the spec.
 // One Dense layer of the file as a DenseSpec of the chain (the softmax, if any, is the head's).
 DenseSpec dense_spec(const Int8Dense& d, bool softmax) {
   DenseSpec h;
@@ -562,29 +561,40 @@ DenseSpec dense_spec(const Int8Dense& d, bool softmax) {
   return h;
 }
 
+// Whether the spec's head is one the file does not have: a Dense layer of weights I (1 on the
+// diagonal, scale 1, bias 0: its requantization multiplies by input scale · 1 / input scale = 1
+// exactly in float, so it copies its input). For a softmax with no Dense layer before it, or
+// after one with an activation (a StackSpec head has one), it carries the softmax; for a model
+// that outputs its last step with no Dense layer, it picks that step (head.last_step_only: the
+// forward direction's step T−1, a reverse one's step 0).
+bool identity_head(const Int8Stack& s) {
+  if (s.has_softmax) return s.dense.empty() || s.dense.back()->has_table || s.dense.back()->q.relu;
+  return s.dense.empty() && !s.return_sequences;
+}
+
+// The file's Dense layers and softmax into the spec's chain (pre_head, head).
 Status head_spec(const Int8Stack& s, StackSpec* spec, std::string* error) {
-  DenseSpec& h = spec->head;
-  if (s.dense.empty()) {
-    if (!s.has_softmax) return Status::ok;
-    *error = "the softmax ('softmax.' keys) follows layer " + std::to_string(s.layers.size() - 1) +
-             "'s LSTM with no Dense layer before it: a StackSpec head is a Dense layer with its activation";
-    return Status::unsupported;
-  }
-  const std::size_t n = s.dense.size();
+  const bool own = identity_head(s);
+  const std::size_t n = s.dense.size() + (own ? 1 : 0);  // Dense layers of the chain
+  if (n == 0) return Status::ok;
   if (n > static_cast<std::size_t>(kMaxPreHead) + 1) {
-    *error = std::to_string(n) + " Dense layers after the LSTMs (a StackSpec chain has 1.." + std::to_string(kMaxPreHead + 1) + ")";
-    return Status::unsupported;
-  }
-  const Int8Dense& d = *s.dense.back();
-  if (s.has_softmax && (d.has_table || d.q.relu)) {
-    *error = "the softmax after Dense layer fc" + std::to_string(n - 1) + " (" +
-             (d.q.relu ? "relu" : d.table_function == q8::TableActivation::sigmoid ? "sigmoid" : "tanh") +
-             "): a StackSpec head has one activation";
+    *error = std::to_string(s.dense.size()) + " Dense layers" + (own ? " and a softmax after an activated one" : "") +
+             " after the LSTMs (a StackSpec chain has 1.." + std::to_string(kMaxPreHead + 1) + " Dense layers" +
+             (own ? ", one of them the softmax's)" : ")");
     return Status::unsupported;
   }
   spec->num_pre_head = static_cast<int>(n) - 1;
   for (std::size_t k = 0; k + 1 < n; ++k) spec->pre_head[k] = dense_spec(*s.dense[k], false);
-  h = dense_spec(d, s.has_softmax);
+  DenseSpec& h = spec->head;
+  if (own) {
+    h.out_features = s.dense.empty() ? s.layers.back()->output_size() : s.dense.back()->out_size;
+    h.activation = s.has_softmax ? Activation::softmax : Activation::none;
+    h.int8_w_scale = 1.0f;
+    h.int8_linear = s.has_softmax ? qp(s.softmax_input_scale, s.softmax_input_zp)  // load_softmax: the layer before's output
+                                  : qp(s.layers.back()->output_scale, s.layers.back()->output_zp);
+  } else {
+    h = dense_spec(*s.dense.back(), s.has_softmax);
+  }
   h.last_step_only = !s.return_sequences;
   if (s.has_softmax) {
     h.int8_output = qp(s.softmax_output_scale, s.softmax_output_zp);
@@ -595,10 +605,9 @@ Status head_spec(const Int8Stack& s, StackSpec* spec, std::string* error) {
 
 }  // namespace
 
-Status int8_stack_spec(const Int8Stack& s, StackSpec* spec, std::vector<unsigned char>* canonical, bool* last_step,
-                       std::string* error, bool rows_in) {
+Status int8_stack_spec(const Int8Stack& s, StackSpec* spec, std::vector<unsigned char>* canonical, std::string* error,
+                       bool rows_in) {
   *spec = StackSpec();
-  *last_step = false;
   if (s.layers.empty() || s.layers.size() > static_cast<std::size_t>(kMaxLayers)) {
     *error = std::to_string(s.layers.size()) + " layers (1.." + std::to_string(kMaxLayers) + ")";
     return Status::unsupported;
@@ -636,7 +645,6 @@ Status int8_stack_spec(const Int8Stack& s, StackSpec* spec, std::vector<unsigned
   }
   Status st = head_spec(s, spec, error);
   if (st != Status::ok) return st;
-  *last_step = !s.return_sequences && s.dense.empty();
   if ((st = validate(*spec)) != Status::ok) {
     *error = last_error_detail();
     return st;
@@ -655,6 +663,13 @@ Status int8_stack_spec(const Int8Stack& s, StackSpec* spec, std::vector<unsigned
     std::memcpy(c + canonical_offset(*spec, j, 0, ParamKind::dense_weight, 0), d.w.data(), d.w.size());
     std::memcpy(c + canonical_offset(*spec, j, 0, ParamKind::dense_bias, 0), d.b.data(), 4 * d.b.size());
     std::memcpy(c + canonical_offset(*spec, -1 - j, 0, ParamKind::weight_scale, 0), d.w_scales.data(), 4 * d.w_scales.size());
+  }
+  if (identity_head(s)) {  // weights I, scale 1 (bias 0)
+    const int k = spec->num_pre_head, F = spec->head.out_features;
+    unsigned char* w = c + canonical_offset(*spec, k, 0, ParamKind::dense_weight, 0);
+    for (int j = 0; j < F; ++j) w[static_cast<std::size_t>(j) * F + j] = 1;
+    const float one = 1.0f;
+    std::memcpy(c + canonical_offset(*spec, -1 - k, 0, ParamKind::weight_scale, 0), &one, 4);
   }
   return Status::ok;
 }
@@ -679,87 +694,6 @@ std::int8_t quantize_input(const Int8Model& m, float x) {
   return static_cast<std::int8_t>(static_cast<long>(std::nearbyint(v)) + m.q.input_zp);
 }
 
-Int8States Int8States::after(std::size_t n) const {
-  Int8States s;
-  s.h0 = h0 != nullptr ? h0 + n : nullptr;
-  s.c0 = c0 != nullptr ? c0 + n : nullptr;
-  s.hn = hn != nullptr ? hn + n : nullptr;
-  s.cn = cn != nullptr ? cn + n : nullptr;
-  return s;
-}
-
-void run_int8_model(const Int8Model& m, int batch, int seq_len, const std::int8_t* x, std::int8_t* y,
-                    const Int8States& s) {
-  const std::size_t H = static_cast<std::size_t>(m.hidden_size), B = static_cast<std::size_t>(batch);
-  std::vector<std::int8_t> h(B * H, static_cast<std::int8_t>(m.q.state_zp));
-  std::vector<std::int16_t> c(B * H, 0);
-  if (s.h0 != nullptr && !h.empty()) std::memcpy(h.data(), s.h0, h.size());
-  if (s.c0 != nullptr && !c.empty()) std::memcpy(c.data(), s.c0, c.size() * sizeof(std::int16_t));
-  std::vector<std::int8_t> scratch(q8::int8_lstm_scratch_bytes(m.hidden_size));
-  if (m.return_sequences) {
-    q8::int8_lstm_sequence(m.params, batch, seq_len, x, y, h.data(), c.data(), scratch.data(), scratch.size());
-  } else {
-    q8::int8_lstm_sequence(m.params, batch, seq_len, x, nullptr, h.data(), c.data(), scratch.data(), scratch.size());
-    if (!h.empty()) std::memcpy(y, h.data(), h.size());  // without projection the output state is the last step's output
-  }
-  if (s.hn != nullptr && !h.empty()) std::memcpy(s.hn, h.data(), h.size());
-  if (s.cn != nullptr && !c.empty()) std::memcpy(s.cn, c.data(), c.size() * sizeof(std::int16_t));
-}
-
-namespace {
-
-// x [B, T, n] with every row's steps in reverse order.
-void reverse_steps(std::size_t B, std::size_t T, std::size_t n, const std::int8_t* x, std::int8_t* xr) {
-  for (std::size_t b = 0; b < B; ++b)
-    for (std::size_t t = 0; t < T; ++t)
-      if (n != 0) std::memcpy(xr + (b * T + T - 1 - t) * n, x + (b * T + t) * n, n);
-}
-
-// One layer of a stack: a plain LSTM (run_int8_model), or a bidirectional one -- LiteRT's graph:
-// the forward LSTM on x, the backward LSTM on REVERSE_V2(x), its output reversed back (every step)
-// or both last steps (STRIDED_SLICE), and a CONCATENATION [forward, backward] that copies (its
-// inputs and output have one quantization; the bytes are the LSTMs' output states as they are),
-// or the merge's ADD / MUL, which read those bytes with their operands' quantization.
-// `st`: the layer's states, the forward direction's block, then the backward one's.
-void run_layer(const Int8Model& layer, int batch, int seq_len, const std::int8_t* x, std::int8_t* y,
-               const Int8States& st) {
-  if (!layer.backward) {
-    run_int8_model(layer, batch, seq_len, x, y, st);
-    return;
-  }
-  const Int8Model& bw = *layer.backward;
-  const std::size_t B = static_cast<std::size_t>(batch), T = static_cast<std::size_t>(seq_len);
-  const std::size_t I = static_cast<std::size_t>(layer.input_size), Hf = static_cast<std::size_t>(layer.hidden_size),
-                    Hb = static_cast<std::size_t>(bw.hidden_size), W = Hf + Hb;
-  const std::size_t steps = layer.return_sequences ? T : 1;
-  std::vector<std::int8_t> xr(B * T * I), yf(B * steps * Hf), yb(B * steps * Hb), ybr;
-  reverse_steps(B, T, I, x, xr.data());
-  run_int8_model(layer, batch, seq_len, x, yf.data(), st);
-  run_int8_model(bw, batch, seq_len, xr.data(), yb.data(), st.after(B * Hf));
-  if (layer.return_sequences) {
-    ybr.assign(yb.size(), 0);
-    reverse_steps(B, T, Hb, yb.data(), ybr.data());
-    yb.swap(ybr);
-  }
-  const std::size_t n = B * steps * Hf;  // a merge's directions have one width
-  switch (layer.merge) {
-    case Int8Model::Merge::concat:
-      for (std::size_t r = 0; r < B * steps; ++r) {
-        if (Hf != 0) std::memcpy(y + r * W, yf.data() + r * Hf, Hf);
-        if (Hb != 0) std::memcpy(y + r * W + Hf, yb.data() + r * Hb, Hb);
-      }
-      break;
-    case Int8Model::Merge::sum: q8::int8_add(layer.merge_add, n, yf.data(), yb.data(), y); break;
-    case Int8Model::Merge::mul: q8::int8_mul(layer.merge_mul, n, yf.data(), yb.data(), y); break;
-    case Int8Model::Merge::ave:
-      q8::int8_add(layer.merge_add, n, yf.data(), yb.data(), y);
-      q8::int8_mul_constant(layer.merge_mul, n, y, layer.merge_half, y);
-      break;
-  }
-}
-
-}  // namespace
-
 std::size_t int8_state_elements(const Int8Stack& s, int batch) {
   std::size_t n = 0;
   for (const auto& layer : s.layers)
@@ -767,44 +701,5 @@ std::size_t int8_state_elements(const Int8Stack& s, int batch) {
          static_cast<std::size_t>(layer->hidden_size + (layer->backward ? layer->backward->hidden_size : 0));
   return n;
 }
-
-void run_int8_stack(const Int8Stack& s, int batch, int seq_len, const std::int8_t* x, std::int8_t* y,
-                    const Int8States& st) {
-  const std::size_t B = static_cast<std::size_t>(batch), T = static_cast<std::size_t>(seq_len);
-  std::vector<std::int8_t> in, out;
-  const std::int8_t* layer_x = x;
-  std::size_t state_at = 0;  // this layer's blocks of the states; the next layer's follow them
-  for (std::size_t k = 0; k < s.layers.size(); ++k) {
-    const Int8Model& layer = *s.layers[k];
-    const Int8States layer_st = st.after(state_at);
-    state_at += B * static_cast<std::size_t>(layer.hidden_size + (layer.backward ? layer.backward->hidden_size : 0));
-    if (k + 1 == s.layers.size() && s.dense.empty() && !s.has_softmax) {
-      run_layer(layer, batch, seq_len, layer_x, y, layer_st);
-    } else if (k + 1 == s.layers.size()) {
-      // The last step [B, H] (or every step, [B·T, H] rows), then each Dense layer in turn, then
-      // the softmax; the last writes y.
-      const std::size_t rows = s.return_sequences ? B * T : B;
-      out.assign(rows * static_cast<std::size_t>(layer.output_size()), 0);
-      run_layer(layer, batch, seq_len, layer_x, out.data(), layer_st);
-      for (const auto& d : s.dense) {
-        in.assign(rows * static_cast<std::size_t>(d->out_size), 0);
-        q8::int8_dense(d->params, static_cast<int>(rows), out.data(), in.data());
-        if (d->has_table) q8::int8_lookup(d->table, static_cast<int>(in.size()), in.data(), in.data());
-        out.swap(in);
-      }
-      const int width = s.output_size();
-      if (s.has_softmax)
-        q8::int8_softmax(s.softmax, static_cast<int>(rows), width, out.data(), y);
-      else
-        std::memcpy(y, out.data(), out.size());
-    } else {
-      out.assign(B * T * static_cast<std::size_t>(layer.output_size()), 0);
-      run_layer(layer, batch, seq_len, layer_x, out.data(), layer_st);
-      in.swap(out);
-      layer_x = in.data();
-    }
-  }
-}
-
 }  // namespace io
 }  // namespace rnncore

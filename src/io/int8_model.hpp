@@ -1,8 +1,9 @@
 // An integer LSTM model file (safetensors with metadata format=tflite_int8, written by
-// tools/tflite_to_safetensors.py from a quantized .tflite model): loading it into the scalar
-// reference (src/internal/int8_lstm.hpp) and running it as LiteRT runs the model. Host-side code of
-// the io library (it allocates and reads files); `rnncore run` uses it. Contents of the file and the
-// semantics: docs/int8.md.
+// tools/tflite_to_safetensors.py from a quantized .tflite model): loading it (each layer prepared
+// for the scalar reference, src/internal/int8_lstm.hpp, which the int8.h tests and export-c read)
+// and turning it into a StackSpec of dtype i8 and its canonical bytes, which a Model runs
+// (int8_stack_spec: io::load_model and io::Int8Runner). Host-side code of the io library (it
+// allocates and reads files). Contents of the file and the semantics: docs/int8.md.
 #ifndef RNNCORE_SRC_IO_INT8_MODEL_HPP
 #define RNNCORE_SRC_IO_INT8_MODEL_HPP
 
@@ -128,15 +129,15 @@ struct Int8Stack {
 };
 
 /// The stack as a StackSpec of dtype i8 and its canonical bytes (param_count of it), for Plan and
-/// Model. Refuses (unsupported, one line in *error) what a StackSpec does not hold yet: more than
-/// one Dense layer, a softmax without a Dense layer or after an activated one, and
-/// bidirectional layers whose directions differ in width. `last_step`: set when the file's model
-/// outputs the last step only without a Dense layer (the plan then returns every step; the caller
-/// takes step T−1 of the forward direction and step 0 of the reverse one). `rows_in`: the caller
-/// gives int8 rows (the embedding's, or its input already quantized) and takes int8 output: the spec
-/// then has no embedding and no float input or output.
-Status int8_stack_spec(const Int8Stack& s, StackSpec* spec, std::vector<unsigned char>* canonical, bool* last_step,
-                       std::string* error, bool rows_in = false);
+/// Model. A softmax with no Dense layer before it, or after an activated one, and a last-step
+/// output with no Dense layer become a head the file does not have: a Dense layer of weights I at
+/// scale 1 (an exact copy) with the softmax, or with head.last_step_only. Refuses (unsupported, one
+/// line in *error naming the layer) what a StackSpec does not hold: more Dense layers than a chain
+/// has, and bidirectional layers whose directions differ in width. `rows_in`: the caller gives
+/// int8 rows (the embedding's, or its input already quantized, steps in the file's order) and
+/// takes int8 output: the spec then has no embedding, no reverse_input and no float input or output.
+Status int8_stack_spec(const Int8Stack& s, StackSpec* spec, std::vector<unsigned char>* canonical, std::string* error,
+                       bool rows_in = false);
 
 /// Layers of an int8 model file: its metadata 'layers', 1 when absent.
 int int8_layer_count(const SafeTensors& file);
@@ -160,35 +161,8 @@ std::size_t embed_ids(const Int8Stack& s, std::size_t n, const std::int64_t* ids
 /// in float with the reciprocal rounded to float (docs/int8.md; NaN gives zp).
 std::int8_t quantize_input(const Int8Model& m, float x);
 
-/// The states of a run, per LSTM op: the op's output state h (int8) and cell state c (int16), each
-/// [B, H] -- LiteRT's variable tensors. Each pointer may be null: h0 / c0 then start as LiteRT's do
-/// (h = the output state's zero point, c = 0), hn / cn are not written. For a stack they hold the
-/// [B, H] blocks of layer 0 (a bidirectional layer's forward direction, then its backward one),
-/// layer 1, ... (int8_state_elements).
-struct Int8States {
-  const std::int8_t* h0 = nullptr;
-  const std::int16_t* c0 = nullptr;
-  std::int8_t* hn = nullptr;
-  std::int16_t* cn = nullptr;
-  /// The same states `n` elements on (the next op's block).
-  Int8States after(std::size_t n) const;
-};
-
-/// Runs the model on x [B, T, I] (batch-major, as the TFLite op) from the states `s` gives; writes
-/// y [B, T, H], or [B, H] (the last step) for a model without return_sequences, and the final
-/// states where `s` asks for them.
-void run_int8_model(const Int8Model& m, int batch, int seq_len, const std::int8_t* x, std::int8_t* y,
-                    const Int8States& s = Int8States());
-
 /// Elements of a stack's states for `batch` rows: Σ B·H over its layers and directions.
 std::size_t int8_state_elements(const Int8Stack& s, int batch);
-/// Runs a stack on x [B, T, I]: each layer from its states in `st` (LiteRT's initial state where
-/// null), y as run_int8_model gives the last layer's output, or [B, out] through the Dense layers
-/// and the softmax. A bidirectional layer runs its forward direction on the input and its backward
-/// one on the input reversed in time (its output reversed back when the layer returns every step),
-/// and writes [forward, backward] per step.
-void run_int8_stack(const Int8Stack& s, int batch, int seq_len, const std::int8_t* x, std::int8_t* y,
-                    const Int8States& st = Int8States());
 
 }  // namespace io
 }  // namespace rnncore

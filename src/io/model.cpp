@@ -776,9 +776,8 @@ Status load_int8_weights(const io::SafeTensors& file, const ModelHints& hints, c
   Int8Stack stack;
   Status s = load_int8_stack(file, &stack, error);
   if (s != Status::ok) return s;
-  bool last_step = false;
   std::string why;
-  s = int8_stack_spec(stack, &out->stack, &out->canonical, &last_step, &why);
+  s = int8_stack_spec(stack, &out->stack, &out->canonical, &why);
   if (s != Status::ok) {
     *error = file.path + ": " + why;
     return s;
@@ -796,9 +795,6 @@ Status load_int8_weights(const io::SafeTensors& file, const ModelHints& hints, c
                                                                           : "int8") +
                        ", y " + (out->stack.float_output ? "float32 (dequantized)" : "int8") +
                        ", h int8 and c int16 states");
-  if (last_step)
-    out->notes.push_back("the model outputs its last step only: y holds every step (the forward direction's last "
-                         "output is step T-1's, a reverse direction's step 0's)");
   return Status::ok;
 }
 

@@ -8,6 +8,7 @@ Needs TensorFlow 2.21 with tf-keras (a venv outside the repository, as for make_
     /tmp/tfenv/bin/python tests/golden/make_tflite_int8_golden.py --embeddings-only   # the Embedding cases alone
     /tmp/tfenv/bin/python tests/golden/make_tflite_int8_golden.py --bidi-merge-only   # merge_mode sum/mul/ave alone
     /tmp/tfenv/bin/python tests/golden/make_tflite_int8_golden.py --stack-states-only # adds hn, cn to the stacks' io files
+    /tmp/tfenv/bin/python tests/golden/make_tflite_int8_golden.py --softmax-shapes-only # Softmax layers, narrower backward LSTM
 
 For each case a small tf.keras model `Input(batch B, T, I) -> LSTM(H)` (unidirectional,
 return_sequences on or off) with seeded random weights is converted by the TFLite converter to a
@@ -289,6 +290,54 @@ def make_stack(name, I, sizes, T, B, return_sequences, seed, go_backwards=False,
     write_stack_golden(name, fb, x, y)
 
 
+# A Keras Softmax layer with no Dense layer before it, or after an activated Dense layer (the
+# converter's SOFTMAX after the last step, after the LSTM's every step, or after a FULLY_CONNECTED
+# with relu / a LOGISTIC): name, I, H, T, B, return_sequences, seed, Dense layers before the
+# Softmax. io::load_model holds each as a head of weight 1 and scale 1 (exact) with the softmax.
+# And a Keras Bidirectional whose backward LSTM is narrower (backward_layer=LSTM(4)), which the
+# converter writes and io::load_model refuses (a StackSpec layer has one width): name, I, H fw, H bw,
+# T, B, seed. Written to tflite_int8/stacks/ as the stacks above.
+SOFTMAX_SHAPES = [
+    ("softmax_I5_H8_T7_B3_last", 5, 8, 7, 3, False, 61, ()),
+    ("softmax_seq_I4_H6_T6_B2_seq", 4, 6, 6, 2, True, 62, ()),
+    ("dense_relu_softmax_I6_H10_T8_B3_relu5_softmax", 6, 10, 8, 3, False, 63, ((5, "relu"),)),
+    ("dense_sigmoid_softmax_I5_H8_T6_B2_sigmoid4_softmax", 5, 8, 6, 2, False, 64, ((4, "sigmoid"),)),
+]
+BIDI_WIDTHS = ("bidi_widths_I4_H6_4_T5_B2_seq", 4, 6, 4, 5, 2, 65)
+
+
+def make_softmax_shape(name, I, H, T, B, return_sequences, seed, dense):
+    tf.keras.utils.set_random_seed(seed)
+    rng = np.random.default_rng(2000 + seed)
+    inp = keras.Input(shape=(T, I), batch_size=B)
+    h = keras.layers.LSTM(H, return_sequences=return_sequences)(inp)
+    for units, activation in dense:
+        layer = keras.layers.Dense(units, activation=activation)
+        h = layer(h)
+        w, b = layer.get_weights()
+        layer.set_weights([w, rng.uniform(-0.3, 0.3, b.shape).astype(np.float32)])
+    h = keras.layers.Softmax()(h)
+    fb, meta, info = convert_with_head(inp, h, (), rng, (B, T, I))
+    assert meta.get("dense", "0") == str(len(dense)), meta
+    assert meta.get("softmax", "0") == "1", meta
+    x, y = run_litert(fb, info, rng, (B, T, I))
+    width = dense[-1][0] if dense else H
+    assert y.shape == ((B, T, width) if return_sequences else (B, width)), y.shape
+    write_stack_golden(name, fb, x, y)
+
+
+def make_bidi_widths(name, I, H, Hb, T, B, seed):
+    tf.keras.utils.set_random_seed(seed)
+    rng = np.random.default_rng(2000 + seed)
+    inp = keras.Input(shape=(T, I), batch_size=B)
+    h = keras.layers.Bidirectional(keras.layers.LSTM(H, return_sequences=True),
+                                   backward_layer=keras.layers.LSTM(Hb, return_sequences=True, go_backwards=True))(inp)
+    fb, meta, info = convert_with_head(inp, h, (), rng, (B, T, I))
+    assert (meta["l0.fw.H"], meta["l0.bw.H"]) == (str(H), str(Hb)), meta
+    x, y = run_litert(fb, info, rng, (B, T, I))
+    write_stack_golden(name, fb, x, y)
+
+
 # Keras Bidirectional(LSTM) layers (merge_mode concat; the converter writes a forward LSTM op, a
 # REVERSE_V2, a backward LSTM op, a REVERSE_V2 of its output (every step) or STRIDED_SLICEs of both
 # last steps, and a CONCATENATION): name, I, layers ("bi" or "lstm", H, return_sequences), T, B,
@@ -428,6 +477,7 @@ HEADER_SEQ = "dense_seq_I5_H10_T7_B3_relu4_softmax3"
 HEADER_BIDI = "bidi_stack2_I4_H6_5_T6_B2_seq_bibi"
 HEADER_MERGE = "bidi_ave_stack2_I4_H6_5_T6_B2_seq"
 HEADER_EMBED = "embed_stack2_V60_E6_H10_8_T7_B2_dense_softmax3"
+HEADER_SOFTMAX = "dense_relu_softmax_I6_H10_T8_B3_relu5_softmax"
 
 
 def write_stack_sample(name):
@@ -493,6 +543,12 @@ def main():
         check_embedding_refusals()
         write_stack_sample(HEADER_EMBED)
         return
+    if sys.argv[1:] == ["--softmax-shapes-only"]:  # adds the Softmax-layer cases without rewriting the others
+        for c in SOFTMAX_SHAPES:
+            make_softmax_shape(*c)
+        make_bidi_widths(*BIDI_WIDTHS)
+        write_stack_sample(HEADER_SOFTMAX)
+        return
     if sys.argv[1:] == ["--stack-states-only"]:
         add_stack_states()
         return
@@ -517,6 +573,9 @@ def main():
     write_elementwise()
     for c in EMBEDDINGS:
         make_embedding(*c)
+    for c in SOFTMAX_SHAPES:
+        make_softmax_shape(*c)
+    make_bidi_widths(*BIDI_WIDTHS)
     check_embedding_refusals()
     check_bidi_refusals()
     write_stack_sample(HEADER_STACK)
@@ -525,6 +584,7 @@ def main():
     write_stack_sample(HEADER_BIDI)
     write_stack_sample(HEADER_EMBED)
     write_stack_sample(HEADER_MERGE)
+    write_stack_sample(HEADER_SOFTMAX)
 
 
 if __name__ == "__main__":

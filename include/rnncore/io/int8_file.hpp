@@ -40,8 +40,9 @@ struct Int8KernelNames {
 Int8KernelNames int8_best_kernels(Isa cap = Isa::best);
 
 /// An integer LSTM model file loaded and prepared to run (a stack of LSTM layers, each one- or
-/// bidirectional, optionally an Embedding first and Dense layers and a softmax last). Movable,
-/// not copyable.
+/// bidirectional, optionally an Embedding first and Dense layers and a softmax last): the file as an
+/// int8 StackSpec (int8 rows in: the caller quantizes or embeds the input and reads the steps in the
+/// model's order) run by a Model, bit for bit what `rnncore run` writes. Movable, not copyable.
 class Int8Runner {
  public:
   Int8Runner();
@@ -49,8 +50,9 @@ class Int8Runner {
   Int8Runner(Int8Runner&&) noexcept;
   Int8Runner& operator=(Int8Runner&&) noexcept;
 
-  /// Reads every layer of the file and prepares it. On failure returns the status and puts one
-  /// line naming the file and the tensor or metadata key (expected vs found) in *error.
+  /// Reads every layer of the file and makes its StackSpec. On failure returns the status and puts
+  /// one line naming the file and the tensor, metadata key or layer (expected vs found) in *error;
+  /// a shape no StackSpec holds (bidirectional directions of different widths) is unsupported.
   static Status load(const SafeTensors& file, Int8Runner* out, std::string* error);
 
   int input_size() const;    ///< I of the first layer (the embedding's width with an Embedding)
@@ -73,8 +75,7 @@ class Int8Runner {
   std::size_t embed_ids(std::size_t n, const std::int64_t* ids, std::int8_t* x) const;
 
   /// Plans the model's Model for `batch` rows, `seq_len` steps and `threads` threads (run() plans
-  /// itself for larger calls, on the threads last given); files a StackSpec does not hold run on
-  /// one thread. Errors: the plan's, one line in *error.
+  /// itself for larger calls, on the threads last given). Errors: the plan's, one line in *error.
   Status plan(int batch, int seq_len, int threads, std::string* error);
 
   /// Runs the model on x int8 [B, T, I] (batch-major; steps in the file's order: reverse them
@@ -104,6 +105,18 @@ class Int8Runner {
 /// in *error.
 Status int8_bench_stack(int input, int hidden, int layers, StackSpec* spec, std::vector<unsigned char>* canonical,
                         std::string* error);
+
+/// What an integer stack (dtype i8) is, one line each, as `rnncore run` prints it: "model: int8
+/// LSTM (...) I=.. H=.., ...; cell scale 2^..", then "then Dense ..." lines (a Dense of weights I
+/// at scale 1 that io::load_model adds for a softmax or a last step is no line) and "then softmax
+/// ...". `canonical`: the stack's canonical bytes.
+std::vector<std::string> int8_describe(const StackSpec& stack, const unsigned char* canonical);
+/// The shape an integer stack's states are written in for `batch` rows (`rnncore run --hn`, the
+/// Python states): [B, H] for one LSTM, [L·D, B, H] for LSTMs of one width, else the
+/// state_elements flattened (layer by layer, a bidirectional layer's forward direction first).
+std::vector<std::int64_t> int8_state_shape(const StackSpec& stack, std::int64_t batch);
+/// The embedding, for a line about the input: "an embedding V x E (int8 rows, scale S, zero point Z)".
+std::string int8_describe_embedding(int vocab, int dim, const QuantParams& rows);
 
 /// The kernels a plan of an integer stack runs: "DOT + GATE / CELL" (e.g. "i8_dot_4x16__avx2 +
 /// i32_gate_act_8__avx2 / i16_cell_update_8__avx2"), or "DOT + scalar step" where the step runs
