@@ -345,6 +345,13 @@ class BackwardDirection {
     switch (lp_.mode) {
       case Mode::lstm: {
         T* dc = g_.dc + static_cast<std::int64_t>(b) * H;
+        if constexpr (std::is_same<T, float>::value) {
+          if (g_.kernels != nullptr) {
+            lstm_cell_kernel(t, b, dh_cell, dc, dgr);
+            std::memset(dh_direct, 0, sizeof(T) * H);
+            break;
+          }
+        }
         T* c_prev = scratch(3);
         T* dc_cell = scratch(4);
         T* tc = scratch(5);
@@ -361,6 +368,12 @@ class BackwardDirection {
       }
       case Mode::gru: {
         const bool after = lp_.gru_variant == GruVariant::reset_after;
+        if constexpr (std::is_same<T, float>::value) {
+          if (g_.kernels != nullptr) {
+            g_.kernels->gru_backward[after ? 1 : 0](k, hp, dh_cell, dh_direct, dgr, H);
+            break;
+          }
+        }
         for (int u = 0; u < H; ++u)
           dh_direct[u] = gru_unit_backward(after, k[u], k[H + u], k[2 * H + u], after ? k[3 * H + u] : T(0), hp[u],
                                            dh_cell[u], dgr + u, H);
@@ -374,6 +387,24 @@ class BackwardDirection {
         }
         break;
     }
+  }
+
+  // The SIMD backend's LSTM cell: one kernel over the row, reading c_{t−1} from the reserve where
+  // no state mask changed it (the gradient at c_t goes through the state masks first).
+  void lstm_cell_kernel(int t, int b, const float* dh_cell, float* dc, float* dgr) const {
+    const int H = H_, tp = walk_.previous(t, b);
+    const float* c_prev = scratch(3);
+    if (tp >= 0 && wm_.count == 0) c_prev = keep(tp, b) + 4 * H;
+    else state_before(t, b, 4 * H, H, wm_.state_c, g_.c0, scratch(3));
+    if (wm_.count == 0) {
+      g_.kernels->lstm_backward(keep(t, b), c_prev, dh_cell, dc, dgr, H);
+      return;
+    }
+    float* dc_cell = scratch(4);
+    std::memcpy(dc_cell, dc, sizeof(float) * H);
+    for (int w = 0; w < wm_.count; ++w) apply(wm_.state_c[w], t, b, dc_cell, H);
+    g_.kernels->lstm_backward(keep(t, b), c_prev, dh_cell, dc_cell, dgr, H);
+    std::memcpy(dc, dc_cell, sizeof(float) * H);
   }
 
   // Reset-before GRU: n saw R_n (r ⊙ h), so its gradient reaches r and h through R_nᵀ.
