@@ -133,6 +133,15 @@ struct F32Kernels {
   /// Packs a K × N matrix B(k, n) = b[k·b_k + n·b_n] into k·n floats for MatmulArgs::b_packed (a
   /// matrix every call of a run reuses, e.g. the recurrent weights, is packed once).
   void (*pack_b)(const float* b, std::int64_t b_k, std::int64_t b_n, std::int32_t k, std::int32_t n, float* out);
+  /// One row of an LSTM's cell backward (no extensions): from keep = i, f, g, o, c_t (h floats
+  /// each), c_{t−1} and dh at h_t, the gradient at c_t in dc (replaced by dc_{t−1}) and the gates'
+  /// pre-activation gradients into d[0, 4h) (src/shared/cell_grad.hpp's lstm_unit_backward).
+  void (*lstm_backward)(const float* keep, const float* c_prev, const float* dh, float* dc, float* d, std::int32_t h);
+  /// One row of a GRU's cell backward, [0] reset-before, [1] reset-after: from keep = r, z, n
+  /// (reset-after: and rec_n) (h floats each), h_{t−1} and dh at h_t, the gradients of z and n
+  /// (reset-after: r and rec_n too) into d (gates h floats apart) and dh · z into dh_direct
+  /// (src/shared/cell_grad.hpp's gru_unit_backward).
+  void (*gru_backward[2])(const float* keep, const float* h_prev, const float* dh, float* dh_direct, float* d, std::int32_t h);
   /// The vector math of simd/math.hpp on n values (n a multiple of `vector`), for accuracy tests.
   void (*math)(const float* x, float* exp, float* sigmoid, float* tanh, std::int32_t n);
 };

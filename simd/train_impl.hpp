@@ -245,6 +245,82 @@ void activate(Activation kind, float* v, std::int32_t n) {
   }
 }
 
+// One LSTM row's cell gradients over V units: lstm_unit_backward (src/shared/cell_grad.hpp) in
+// vectors, with tanh(c_t) from the step kernels' tanh. Gate k of unit u at k[g·ks], its gradient
+// at d[g·ds].
+template <class Arch>
+RNNCORE_SIMD_INLINE void lstm_backward_vector(const float* k, std::int64_t ks, const float* c_prev, const float* dh,
+                                              float* dc, float* d, std::int64_t ds) {
+  using F = vf<Arch>;
+  const F one(1.0f), i = F::load_unaligned(k), f = F::load_unaligned(k + ks), g = F::load_unaligned(k + 2 * ks),
+          o = F::load_unaligned(k + 3 * ks), tc = tanh_f32<Arch>(F::load_unaligned(k + 4 * ks)),
+          h = F::load_unaligned(dh);
+  const F dct = F::load_unaligned(dc) + h * o * (one - tc * tc);
+  (dct * g * i * (one - i)).store_unaligned(d);
+  (dct * F::load_unaligned(c_prev) * f * (one - f)).store_unaligned(d + ds);
+  (dct * i * (one - g * g)).store_unaligned(d + 2 * ds);
+  (h * tc * o * (one - o)).store_unaligned(d + 3 * ds);
+  (dct * f).store_unaligned(dc);
+}
+
+// The whole row: keep = i, f, g, o, c_t (H each); dc holds the gradient at c_t and gets dc_{t−1};
+// d[0, 4H) the pre-activation gradients. A partial last vector runs through padded copies.
+template <class Arch>
+void lstm_backward_row(const float* keep, const float* c_prev, const float* dh, float* dc, float* d, std::int32_t h) {
+  constexpr int V = static_cast<int>(vf<Arch>::size);
+  int u = 0;
+  for (; u + V <= h; u += V) lstm_backward_vector<Arch>(keep + u, h, c_prev + u, dh + u, dc + u, d + u, h);
+  if (u == h) return;
+  alignas(64) float k[5 * V] = {}, cp[V] = {}, dhv[V] = {}, dcv[V] = {}, dv[4 * V];
+  const int n = h - u;
+  for (int j = 0; j < n; ++j) {
+    for (int g = 0; g < 5; ++g) k[g * V + j] = keep[g * h + u + j];
+    cp[j] = c_prev[u + j], dhv[j] = dh[u + j], dcv[j] = dc[u + j];
+  }
+  lstm_backward_vector<Arch>(k, V, cp, dhv, dcv, dv, V);
+  for (int j = 0; j < n; ++j) {
+    for (int g = 0; g < 4; ++g) d[g * h + u + j] = dv[g * V + j];
+    dc[u + j] = dcv[j];
+  }
+}
+
+// One GRU row's cell gradients over V units: gru_unit_backward (src/shared/cell_grad.hpp) in
+// vectors. Gate k of unit u at k[g·ks], its gradient at d[g·ds].
+template <class Arch, bool kResetAfter>
+RNNCORE_SIMD_INLINE void gru_backward_vector(const float* k, std::int64_t ks, const float* h_prev, const float* dh,
+                                             float* dh_direct, float* d, std::int64_t ds) {
+  using F = vf<Arch>;
+  const F one(1.0f), z = F::load_unaligned(k + ks), n = F::load_unaligned(k + 2 * ks), h = F::load_unaligned(dh);
+  const F dan = h * (one - z) * (one - n * n);
+  (h * (F::load_unaligned(h_prev) - n) * z * (one - z)).store_unaligned(d + ds);
+  dan.store_unaligned(d + 2 * ds);
+  if (kResetAfter) {
+    const F r = F::load_unaligned(k);
+    (dan * F::load_unaligned(k + 3 * ks) * r * (one - r)).store_unaligned(d);
+    (dan * r).store_unaligned(d + 3 * ds);
+  }
+  (h * z).store_unaligned(dh_direct);
+}
+
+template <class Arch, bool kResetAfter>
+void gru_backward_row(const float* keep, const float* h_prev, const float* dh, float* dh_direct, float* d, std::int32_t h) {
+  constexpr int V = static_cast<int>(vf<Arch>::size);
+  int u = 0;
+  for (; u + V <= h; u += V) gru_backward_vector<Arch, kResetAfter>(keep + u, h, h_prev + u, dh + u, dh_direct + u, d + u, h);
+  if (u == h) return;
+  alignas(64) float k[4 * V] = {}, hp[V] = {}, dhv[V] = {}, dd[V], dv[4 * V];
+  const int n = h - u;
+  for (int j = 0; j < n; ++j) {
+    for (int g = 0; g < 4; ++g) k[g * V + j] = keep[g * h + u + j];
+    hp[j] = h_prev[u + j], dhv[j] = dh[u + j];
+  }
+  gru_backward_vector<Arch, kResetAfter>(k, V, hp, dhv, dd, dv, V);
+  for (int j = 0; j < n; ++j) {
+    for (int g = kResetAfter ? 0 : 1; g < (kResetAfter ? 4 : 3); ++g) d[g * h + u + j] = dv[g * V + j];
+    dh_direct[u + j] = dd[j];
+  }
+}
+
 }  // namespace
 }  // namespace simd
 }  // namespace rnncore

@@ -6,8 +6,9 @@
 // (BackwardDirection) regenerates every dropout mask from the mask function (never stored), walks
 // each direction's steps in reverse for the recurrent gradients, then forms the weight and input
 // gradients as products over all (step, row): plain loops on the reference backend, f32_matmul
-// (simd/train_impl.hpp) on the SIMD one. Every sum has a fixed order: the result does not depend on
-// threads or on anything but the inputs.
+// (simd/train_impl.hpp) on the SIMD one, whose cell gradients are kernels too and whose threads
+// split a step's rows where nothing couples them (step_rows). Every sum has a fixed order: the
+// result does not depend on threads or on anything but the inputs.
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -345,6 +346,13 @@ class BackwardDirection {
     switch (lp_.mode) {
       case Mode::lstm: {
         T* dc = g_.dc + static_cast<std::int64_t>(b) * H;
+        if constexpr (std::is_same<T, float>::value) {
+          if (g_.kernels != nullptr) {
+            lstm_cell_kernel(t, b, dh_cell, dc, dgr);
+            std::memset(dh_direct, 0, sizeof(T) * H);
+            break;
+          }
+        }
         T* c_prev = scratch(3);
         T* dc_cell = scratch(4);
         T* tc = scratch(5);
@@ -361,6 +369,12 @@ class BackwardDirection {
       }
       case Mode::gru: {
         const bool after = lp_.gru_variant == GruVariant::reset_after;
+        if constexpr (std::is_same<T, float>::value) {
+          if (g_.kernels != nullptr) {
+            g_.kernels->gru_backward[after ? 1 : 0](k, hp, dh_cell, dh_direct, dgr, H);
+            break;
+          }
+        }
         for (int u = 0; u < H; ++u)
           dh_direct[u] = gru_unit_backward(after, k[u], k[H + u], k[2 * H + u], after ? k[3 * H + u] : T(0), hp[u],
                                            dh_cell[u], dgr + u, H);
@@ -374,6 +388,24 @@ class BackwardDirection {
         }
         break;
     }
+  }
+
+  // The SIMD backend's LSTM cell: one kernel over the row, reading c_{t−1} from the reserve where
+  // no state mask changed it (the gradient at c_t goes through the state masks first).
+  void lstm_cell_kernel(int t, int b, const float* dh_cell, float* dc, float* dgr) const {
+    const int H = H_, tp = walk_.previous(t, b);
+    const float* c_prev = scratch(3);
+    if (tp >= 0 && wm_.count == 0) c_prev = keep(tp, b) + 4 * H;
+    else state_before(t, b, 4 * H, H, wm_.state_c, g_.c0, scratch(3));
+    if (wm_.count == 0) {
+      g_.kernels->lstm_backward(keep(t, b), c_prev, dh_cell, dc, dgr, H);
+      return;
+    }
+    float* dc_cell = scratch(4);
+    std::memcpy(dc_cell, dc, sizeof(float) * H);
+    for (int w = 0; w < wm_.count; ++w) apply(wm_.state_c[w], t, b, dc_cell, H);
+    g_.kernels->lstm_backward(keep(t, b), c_prev, dh_cell, dc_cell, dgr, H);
+    std::memcpy(dc, dc_cell, sizeof(float) * H);
   }
 
   // Reset-before GRU: n saw R_n (r ⊙ h), so its gradient reaches r and h through R_nᵀ.
@@ -489,6 +521,12 @@ class BackwardDirection {
   // One step t, all rows: cell gradients, then dh_prev = direct part + Σ_g R_gᵀ · dpre_g (rows past
   // their length carry dh unchanged: their dgates rows are zero).
   void step(int t) {
+    if constexpr (std::is_same<T, float>::value) {
+      if (rows_in_parallel()) {
+        step_rows_parallel(t);
+        return;
+      }
+    }
     T* dh_cell = scratch(0);
     for (int b = 0; b < B_; ++b) {
       T* dh_next = g_.dh_next + static_cast<std::int64_t>(b) * O_;
@@ -511,6 +549,94 @@ class BackwardDirection {
     T* swap = g_.dh;
     g_.dh = g_.dh_next;
     g_.dh_next = swap;
+  }
+
+  // The SIMD backend without wrappers or LSTM extensions (and not the reset-before GRU, whose r
+  // needs every row's n first): a step's rows are independent until the next step, so each
+  // thread takes a share of them through the cell gradients and its rows of the dh product (one
+  // hand-over a step, not two). Every row's arithmetic is the serial path's: bit-identical for
+  // any thread count.
+  bool rows_in_parallel() const {
+    return g_.kernels != nullptr && wm_.count == 0 && !lp_.extensions &&
+           !(lp_.mode == Mode::gru && lp_.gru_variant == GruVariant::reset_before);
+  }
+
+  void step_rows_parallel(int t) {
+    struct Job {
+      BackwardDirection* self;
+      int t, threads;
+    } job{this, t, g_.threads.count};
+    auto run = [](void* context, int index) {
+      const Job& j = *static_cast<const Job*>(context);
+      const int B = j.self->B_;
+      j.self->step_rows(j.t, B * index / j.threads, B * (index + 1) / j.threads,
+                        j.self->g_.pack + static_cast<std::int64_t>(index) * simd::kMatmulScratchFloats);
+    };
+    if (g_.threads.count <= 1 || B_ < 16 * g_.threads.count) {
+      job.threads = 1;
+      run(&job, 0);
+    } else {
+      pool_run(g_.threads.pool, g_.threads.count, run, &job);
+    }
+    if (g_.resets.r != nullptr) reset_gradients(t);
+    T* swap = g_.dh;
+    g_.dh = g_.dh_next;
+    g_.dh_next = swap;
+  }
+
+  // Rows [b0, b1) of step t: cell gradients, then dh_next = direct part + Σ_g R_gᵀ · dpre_g for
+  // those rows. `pack`: this thread's kMatmulScratchFloats (its first H floats serve the cells).
+  void step_rows(int t, int b0, int b1, float* pack) {
+    const int H = H_;
+    const bool gru = lp_.mode == Mode::gru;
+    for (int b = b0; b < b1; ++b) {
+      float* dh_next = g_.dh_next + static_cast<std::int64_t>(b) * H;
+      const float* dh = g_.dh + static_cast<std::int64_t>(b) * H;
+      if (!active(t, b)) {  // the state passed this step unchanged
+        std::memcpy(dh_next, dh, sizeof(float) * H);
+        continue;
+      }
+      if (g_.dy.data != nullptr) {  // dh_next holds dh + dy until the cell replaces it
+        const float* dy = g_.dy.row(t, b);
+        for (int u = 0; u < H; ++u) dh_next[u] = dh[u] + dy[u];
+        dh = dh_next;
+      }
+      const float* k = keep(t, b);
+      float* dgr = g_.dgates + at(t, b) * gw_;
+      if (lp_.mode == Mode::lstm) {
+        const int tp = walk_.previous(t, b);
+        const float* c_prev = pack;
+        if (tp >= 0) c_prev = keep(tp, b) + 4 * H;
+        else if (g_.c0 != nullptr) c_prev = g_.c0 + static_cast<std::int64_t>(b) * H;
+        else std::memset(pack, 0, sizeof(float) * H);
+        g_.kernels->lstm_backward(k, c_prev, dh, g_.dc + static_cast<std::int64_t>(b) * H, dgr, H);
+        std::memset(dh_next, 0, sizeof(float) * H);
+      } else if (gru) {  // reset-after; dh_direct = dh · z goes where dh was read, unit by unit
+        g_.kernels->gru_backward[1](k, g_.hprev + at(t, b) * H, dh, dh_next, dgr, H);
+      } else {
+        for (int u = 0; u < H; ++u) dgr[u] = rnn_unit_backward(lp_.mode == Mode::rnn_tanh, k[u], dh[u]);
+        std::memset(dh_next, 0, sizeof(float) * H);
+      }
+    }
+    if (b0 == b1) return;
+    auto product = [&](int column, int k, int gate) {
+      simd::MatmulArgs m;
+      m.a = g_.dgates + at(t, 0) * gw_ + column;
+      m.a_m = gw_;
+      m.a_k = 1;
+      m.b_packed = packed_r(gate);
+      m.c = g_.dh_next;
+      m.ldc = H;
+      m.n = H;
+      m.k = k;
+      m.row_begin = b0;
+      m.row_end = b1;
+      m.accumulate = true;
+      m.scratch = pack;
+      g_.kernels->matmul(m);
+    };
+    product(0, (gru ? 2 : lp_.gates) * H, 0);
+    if (gru) product(3 * H, H, 2);
   }
 
   // A row reset before step t read the initial state: the gradient of the state it read goes to

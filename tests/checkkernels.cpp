@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "src/shared/cell_grad.hpp"
 #include "src/shared/half.hpp"
 #include "src/internal/int8_lstm.hpp"
 #include "src/internal/kernels.hpp"
@@ -152,6 +153,57 @@ TEST_CASE("f32 kernels: matmul, activations, vector math and bf16 rounding again
       CHECK(we <= 2e-6);
       CHECK(ws <= 4e-6);
       CHECK(wt <= 4e-6);
+    }
+    // lstm_backward: one row of the LSTM cell's gradients against lstm_unit_backward in f64 (the
+    // kernel's tanh of c_t within 4e-6: every output within 1e-5 of values below 4), H = 2V + 3.
+    {
+      const int H = 2 * V + 3;
+      std::vector<float> keep(static_cast<std::size_t>(5 * H)), cp(static_cast<std::size_t>(H)), dh(cp.size()), dc(cp.size()),
+          d(static_cast<std::size_t>(4 * H), 7.0f);
+      for (int j = 0; j < 4 * H; ++j) keep[static_cast<std::size_t>(j)] = 0.5f + 0.5f * u(rng);  // gates in (0, 1)
+      for (int j = 0; j < H; ++j) {
+        keep[static_cast<std::size_t>(2 * H + j)] = u(rng);  // g in (−1, 1)
+        keep[static_cast<std::size_t>(4 * H + j)] = 3.0f * u(rng);
+        cp[static_cast<std::size_t>(j)] = 2.0f * u(rng);
+        dh[static_cast<std::size_t>(j)] = u(rng);
+        dc[static_cast<std::size_t>(j)] = u(rng);
+      }
+      const std::vector<float> dc_in = dc;
+      t.lstm_backward(keep.data(), cp.data(), dh.data(), dc.data(), d.data(), H);
+      double worst = 0;
+      for (int j = 0; j < H; ++j) {
+        double want[4];
+        const auto kd = [&](int g) { return static_cast<double>(keep[static_cast<std::size_t>(g * H + j)]); };
+        const double dprev = detail::lstm_unit_backward<double>(kd(0), kd(1), kd(2), kd(3), std::tanh(kd(4)), cp[static_cast<std::size_t>(j)],
+                                                               dh[static_cast<std::size_t>(j)], dc_in[static_cast<std::size_t>(j)], want, 1);
+        worst = std::max(worst, std::fabs(dc[static_cast<std::size_t>(j)] - dprev));
+        for (int g = 0; g < 4; ++g) worst = std::max(worst, std::fabs(d[static_cast<std::size_t>(g * H + j)] - want[g]));
+      }
+      CHECK(worst <= 1e-5);
+    }
+    // gru_backward, both variants: against gru_unit_backward in f64 (no transcendental: within
+    // 1e-6 of values below 4); the gates a variant does not write keep their values.
+    for (const bool after : {false, true}) {
+      const int H = 2 * V + 3;
+      std::vector<float> keep(static_cast<std::size_t>(4 * H)), hp(static_cast<std::size_t>(H)), dh(hp.size()), direct(hp.size()),
+          d(static_cast<std::size_t>(4 * H), 7.0f);
+      for (float& x : keep) x = 0.5f + 0.5f * u(rng);
+      for (int j = 0; j < H; ++j) {
+        keep[static_cast<std::size_t>(2 * H + j)] = u(rng);  // n in (−1, 1)
+        hp[static_cast<std::size_t>(j)] = u(rng);
+        dh[static_cast<std::size_t>(j)] = u(rng);
+      }
+      t.gru_backward[after ? 1 : 0](keep.data(), hp.data(), dh.data(), direct.data(), d.data(), H);
+      double worst = 0;
+      for (int j = 0; j < H; ++j) {
+        double want[4] = {7.0, 7.0, 7.0, 7.0};
+        const auto kd = [&](int g) { return static_cast<double>(keep[static_cast<std::size_t>(g * H + j)]); };
+        const double direct_want = detail::gru_unit_backward<double>(after, kd(0), kd(1), kd(2), after ? kd(3) : 0.0, hp[static_cast<std::size_t>(j)],
+                                                                     dh[static_cast<std::size_t>(j)], want, 1);
+        worst = std::max(worst, std::fabs(direct[static_cast<std::size_t>(j)] - direct_want));
+        for (int g = 0; g < 4; ++g) worst = std::max(worst, std::fabs(d[static_cast<std::size_t>(g * H + j)] - want[g]));
+      }
+      CHECK(worst <= 1e-6);
     }
     // to_bf16: round to nearest even, bit for bit with the scalar conversion, any length.
     {

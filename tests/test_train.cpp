@@ -323,32 +323,37 @@ TEST_CASE("f32 reference and SIMD backward agree with f64 within 1e-4 of the lar
 }
 
 TEST_CASE("gradients are bit-identical run to run and for any thread count") {
-  // Big enough that the products split over threads (≥ 16 rows a thread).
-  Case c = uniform("lstm_gru_threads", Mode::lstm, 20, 24, 2, true);
-  c.stack.layers[1] = layer(Mode::gru, 24, false, GruVariant::reset_before);
-  c.stack.dropout = 0.3;
-  c.batch = 40;
-  c.steps = 5;
-  c.lengths.assign(40, 5);
-  c.lengths[3] = 0;
-  c.lengths[7] = 2;
-  const Problem<float> p = make_problem<float>(c, 3);
-  const Backend backend = rnncore_test::cpu_backends().back();
-  const Grads<float> one = train_step(c, p, backend);
-  const Grads<float> again = train_step(c, p, backend);
-  CHECK(one.dw == again.dw);
-  CHECK(one.dx == again.dx);
+  // Big enough that the products split over threads (≥ 16 rows a thread); the second layer is each
+  // cell whose backward steps run their rows in parallel (GRU reset-after, RNN) or not (reset-before).
+  for (const int second : {0, 1, 2}) {
+    Case c = uniform("lstm_gru_threads", Mode::lstm, 20, 24, 2, true);
+    c.stack.layers[1] = second == 2 ? layer(Mode::rnn_tanh, 24, false)
+                                    : layer(Mode::gru, 24, false, second == 0 ? GruVariant::reset_before : GruVariant::reset_after);
+    CAPTURE(second);
+    c.stack.dropout = 0.3;
+    c.batch = 40;
+    c.steps = 5;
+    c.lengths.assign(40, 5);
+    c.lengths[3] = 0;
+    c.lengths[7] = 2;
+    const Problem<float> p = make_problem<float>(c, 3);
+    const Backend backend = rnncore_test::cpu_backends().back();
+    const Grads<float> one = train_step(c, p, backend);
+    const Grads<float> again = train_step(c, p, backend);
+    CHECK(one.dw == again.dw);
+    CHECK(one.dx == again.dx);
 #ifndef RNNCORE_NO_THREADS
-  ThreadPool* pool = nullptr;
-  REQUIRE(ThreadPool::create(2, &pool) == Status::ok);
-  const Grads<float> two = train_step(c, p, backend, 2, pool);
-  ThreadPool::destroy(pool);
-  CHECK(one.y == two.y);
-  CHECK(one.dw == two.dw);
-  CHECK(one.dx == two.dx);
-  CHECK(one.dh0 == two.dh0);
-  CHECK(one.dc0 == two.dc0);
+    ThreadPool* pool = nullptr;
+    REQUIRE(ThreadPool::create(2, &pool) == Status::ok);
+    const Grads<float> two = train_step(c, p, backend, 2, pool);
+    ThreadPool::destroy(pool);
+    CHECK(one.y == two.y);
+    CHECK(one.dw == two.dw);
+    CHECK(one.dx == two.dx);
+    CHECK(one.dh0 == two.dh0);
+    CHECK(one.dc0 == two.dc0);
 #endif
+  }
 }
 
 TEST_CASE("accumulate adds to the weight gradients; absent gradient inputs count as zero") {
