@@ -450,7 +450,7 @@ void layout_training_simd(PlanImpl* p) {
 namespace {
 
 // The GPU's kernels read their own packed W and R; its training forward runs in its ordinary
-// workspace; backward adds device copies of seq_lengths and row_ids [B] and the argument blocks of
+// workspace; backward adds device copies of seq_lengths and row_ids [B], resets [T·B] and the argument blocks of
 // every layer's backward kernels (kGpuGradArgBytesPerLayer each; src/gpu/host/backward.hpp).
 void layout_training_gpu(PlanImpl* p) {
   begin_training_layout(p);
@@ -460,6 +460,7 @@ void layout_training_gpu(PlanImpl* p) {
   const std::uint64_t B = p->options.max_batch;
   p->gpu.train_lengths = bw.take(B, sizeof(std::int32_t));
   p->gpu.train_row_ids = bw.take(B, sizeof(std::uint32_t));
+  p->gpu.train_resets = bw.take(B * static_cast<std::uint64_t>(p->options.max_seq_len), 1);
   p->gpu.train_args = bw.take(static_cast<std::uint64_t>(p->stack.num_layers) * kGpuGradArgBytesPerLayer, 1);
 #endif
   end_training_layout(p, fw, bw);
@@ -506,7 +507,7 @@ const BackendOps kSimdBackend = {
     simd_train_direction, simd_head_product,
 };
 const BackendOps kGpuBackend = {
-    Backend::gpu, /*device_memory=*/true, /*thread_pool=*/false, /*resets=*/false,
+    Backend::gpu, /*device_memory=*/true, /*thread_pool=*/false, /*resets=*/true,
     layout_gpu, layout_training_gpu, gpu_pack, gpu_forward, gpu_backward,
     nullptr, nullptr,
 };

@@ -298,6 +298,20 @@ TEST_CASE("GPU training (Model): forward with a reserve and backward match the r
   MESSAGE("largest relative error: " << g_training_worst);
 }
 
+TEST_CASE("GPU per-step resets (ForwardArgs::resets): forward and training match the reference, every kernel choice") {
+  Rng rng(3405);
+  const auto reset_case = [&]() {
+    Case c = random_case(rng);
+    for (int l = 0; l < c.stack.num_layers; ++l) c.stack.layers[l].direction = Direction::unidirectional;  // (as on the CPU)
+    c.resets = true;
+    return c;
+  };
+  for (int i = 0; i < 15; ++i) check_on_device(reset_case(), kChoices[i % 3], 9000 + i);
+  g_training_worst = 0;
+  for (int i = 0; i < 9; ++i) check_training_on_device(reset_case(), kChoices[i % 3], 9100 + i);
+  MESSAGE("largest relative error (training): " << g_training_worst);
+}
+
 TEST_CASE("GPU plans refuse what the kernels cannot run, with reasons") {
   RnnSpec spec;
   spec.input_size = spec.hidden_size = 4;

@@ -1678,3 +1678,57 @@ TEST_CASE("gpu_half_math: the per-step recurrence takes the matrix units from ba
   REQUIRE(make_profile_plan(c.stack, opt, rdna, &p) == Status::ok);
   CHECK(!gpu::use_mma_step(p.gpu, 64));
 }
+
+TEST_CASE("emulated GPU forward with per-step resets: every cell, both recurrence kernels and tiles, the matrix units") {
+  // design.md §3.5: where resets[t][b] != 0 (t < the row's length) row b starts step t from its
+  // initial state. The cell epilogue of step t - 1 carries that state on instead of the new one
+  // (after the state dropout), so every recurrence kernel reads it. Against the f64 reference,
+  // unidirectional stacks of 1-3 layers, lengths, given and zero initial states, both layouts.
+  Rng rng(2026112902);
+  const gpu::TileChoice tiles[] = {gpu::TileChoice::small, gpu::TileChoice::large};
+  int i = 0;
+  for (const StepCell& cell : kStepCells)
+    for (gpu::Recurrence r : {gpu::Recurrence::persistent, gpu::Recurrence::tiled}) {
+      Case c;
+      c.stack.input_size = 6;
+      c.stack.num_layers = 1 + i % 3;
+      for (int l = 0; l < c.stack.num_layers; ++l) c.stack.layers[l] = layer(cell.mode, 9 + 4 * l, false, {}, cell.variant);
+      c.T = 7;
+      c.B = 3 + i % 4;
+      c.lengths = i % 2 == 0;
+      c.initial = i % 3 != 2;
+      c.batch_major = i % 4 == 1;
+      c.resets = true;
+      EmuConfig cfg = config(i % 2 ? 64 : 32, r, tiles[(i / 2) % 2]);
+      if (r == gpu::Recurrence::persistent) cfg.smem = 12 * 1024;  // several persistent slices
+      cfg.sched_seed = rng.next();
+      std::map<std::string, int> launches;
+      check_case(c, cfg, rng.next(), &launches);
+      CHECK(count_prefix(launches, r == gpu::Recurrence::persistent ? "persistent" : "tiled") > 0);
+      ++i;
+    }
+  // The per-step recurrence on the matrix units (B >= 8), f16 on the MI250X profile (warp 64),
+  // TF32 on the H100's (warp 32).
+  for (const StepCell& cell : {kStepCells[0], kStepCells[2]})
+    for (DType wt : {DType::f16, DType::f32}) {
+      Case c;
+      c.stack.input_size = 11;
+      c.stack.num_layers = 1;
+      c.stack.layers[0] = layer(cell.mode, 20, false, {}, cell.variant);
+      c.T = 5;
+      c.B = 9;
+      c.lengths = true;
+      c.initial = true;
+      c.resets = true;
+      c.weights = wt;
+      c.half_math = true;
+      c.tolerance = half_math_tolerance(wt);
+      const gpu::DeviceProfile prof = gpu::device_profile(wt == DType::f32 ? 0 : 2);
+      EmuConfig cfg;
+      cfg.profile = &prof;
+      cfg.recurrence = gpu::Recurrence::tiled;
+      std::map<std::string, int> launches;
+      check_case(c, cfg, rng.next(), &launches);
+      CHECK(count_prefix(launches, "_mma_16x16") == c.T * step_launches(cell));
+    }
+}

@@ -135,6 +135,7 @@ inline void compute_layout(detail::PlanImpl* p, GpuPlan* g) {
   if (st.num_layers > 2) w.layer_out[1] = ws.take(inner_out, 4);
   g->ws_lengths = ws.take(B, 4);
   g->ws_row_ids = ws.take(B, 4);
+  g->ws_resets = ws.take(T * B, 1);
   g->ws_args = ws.take(static_cast<std::uint64_t>(st.num_layers), sizeof(LayerArgBlock));
   w.total = static_cast<std::size_t>(ws.size());
   if (packed.overflow() || ws.overflow()) w.total = ~std::size_t{0};

@@ -303,11 +303,33 @@ Status check_packed(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const un
   return Status::ok;
 }
 
-/// Device copies of the run's lengths and row ids (null where the run has none or needs none).
+/// Device copies of the run's lengths, row ids and resets (null where the run has none or needs
+/// none), with the resets' strides.
 struct RunArrays {
   const std::int32_t* lengths = nullptr;
   const std::uint32_t* row_ids = nullptr;
+  detail::Resets resets;
 };
+
+/// Copies the run's host arrays (seq_lengths, row_ids where masks read them, resets) to `lengths_at`,
+/// `row_ids_at` and `resets_at` of the workspace, in stream order.
+template <class L>
+Status copy_run_arrays(L& ln, const ForwardArgs& a, bool masks, unsigned char* ws, std::uint64_t lengths_at,
+                       std::uint64_t row_ids_at, std::uint64_t resets_at, RunArrays* out) {
+  if (a.seq_lengths != nullptr) {
+    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + lengths_at, a.seq_lengths, sizeof(std::int32_t) * a.batch));
+    out->lengths = schedule::at<std::int32_t>(ws, lengths_at);
+  }
+  if (a.row_ids != nullptr && masks) {  // only masks read row ids
+    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + row_ids_at, a.row_ids, sizeof(std::uint32_t) * a.batch));
+    out->row_ids = schedule::at<std::uint32_t>(ws, row_ids_at);
+  }
+  if (a.resets != nullptr && a.seq_len > 0 && a.batch > 0) {
+    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + resets_at, a.resets, static_cast<std::size_t>(a.seq_len) * a.batch));
+    out->resets = detail::resets_of(ws + resets_at, a.layout, a.batch, a.seq_len);
+  }
+  return Status::ok;
+}
 
 /// The arguments of direction `d` of layer `l`: inputs, outputs and state slots as the CPU
 /// backends walk them (detail::direction_io), the packed blocks, the workspace and the masks.
@@ -380,6 +402,9 @@ inline bool layer_args(const detail::PlanImpl& p, const ForwardArgs& a, const de
   la.lengths = arrays.lengths;
   la.row_ids = arrays.row_ids;
   la.step = run.step;
+  la.resets = arrays.resets.r;
+  la.reset_st = arrays.resets.st;
+  la.reset_sb = arrays.resets.sb;
   bool input_dropped = false;
   for (int d = 0; d < lp.dirs; ++d) input_dropped = direction_args(p, a, run, packed, ws, l, d, &la.dir[d]) || input_dropped;
   const detail::Mask inter = detail::inter_layer_mask(p.stack, run, l);
@@ -458,7 +483,7 @@ Status launch_layer(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const Fo
   return Status::ok;
 }
 
-/// The forward pass as launches on the launcher's stream. Host seq_lengths / row_ids are copied
+/// The forward pass as launches on the launcher's stream. Host seq_lengths / row_ids / resets are copied
 /// into the workspace on the stream; then every layer's argument blocks are built on the host and
 /// copied into the workspace at once (where kernels read them from device memory); then each
 /// layer's launches (launch_layer), both directions in each launch.
@@ -474,14 +499,7 @@ Status forward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const un
     RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(a.reserve, header, sizeof header));
   }
   RunArrays arrays;
-  if (a.seq_lengths != nullptr) {
-    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + g.ws_lengths, a.seq_lengths, sizeof(std::int32_t) * a.batch));
-    arrays.lengths = schedule::at<std::int32_t>(ws, g.ws_lengths);
-  }
-  if (a.row_ids != nullptr && run.on) {  // only masks read row ids
-    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + g.ws_row_ids, a.row_ids, sizeof(std::uint32_t) * a.batch));
-    arrays.row_ids = schedule::at<std::uint32_t>(ws, g.ws_row_ids);
-  }
+  RNNCORE_RETURN_IF_ERROR(copy_run_arrays(ln, a, run.on, ws, g.ws_lengths, g.ws_row_ids, g.ws_resets, &arrays));
   const int layers = p.stack.num_layers;
   LayerArgBlock host[kMaxLayers];
   bool input_dropped[kMaxLayers] = {};
