@@ -62,6 +62,11 @@ constexpr const char* kPersistentNames[] = {"f32_lstm_recurrence_persistent", "f
 RNNCORE_HD inline float act_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 RNNCORE_HD inline float act_tanh(float x) { return tanhf(x); }
 RNNCORE_HD inline float act_relu(float x) { return x > 0.0f || x != x ? x : 0.0f; }  // NaN stays NaN
+/// TF's clip_by_value(v, -clip, clip) of the LSTM cell state, the reference's; clip 0: none.
+RNNCORE_HD inline float clip_cell(float v, float clip) {
+  if (clip <= 0.0f) return v;
+  return v < -clip ? -clip : v > clip ? clip : v;
+}
 
 /// Four floats loaded and stored as one 16-byte access (callers guarantee the alignment).
 struct alignas(16) F4 {
@@ -324,6 +329,7 @@ struct DirArgs {
   const float* c0;
   float* hy;  ///< [B][H] or null
   float* cy;
+  const float* peep;  ///< LSTM peepholes [3][H] (p_i, p_f, p_o), or null
   MaskSite input[kWrappers], output[kWrappers], state_h[kWrappers], state_c[kWrappers];
   int32_t reverse;
   float* keep;  ///< training forward: reserve rows [T][B][cell_keep_slots(C)·H] (slot-major), else null
@@ -337,6 +343,7 @@ struct LayerArgs {
   const int32_t* lengths;       ///< [B] device copy of seq_lengths, or null (every row runs all steps)
   const uint32_t* row_ids;      ///< [B] device copy of row_ids, or null
   uint32_t step;                ///< run counter mod 2^32 (the mask function's c3)
+  float cell_clip;              ///< LSTM cell clip (TF clip_by_value), 0: none
   const uint8_t* resets;        ///< device copy of ForwardArgs::resets (unidirectional layers), or null
   int64_t reset_st, reset_sb;   ///< its strides: resets[t·reset_st + b·reset_sb]
   DirArgs dir[2];
@@ -359,6 +366,8 @@ struct PackArgs {
   void* r;
   float* bias;
   float* bias_rn;
+  float* peep;         ///< LSTM peepholes [3][H], or null
+  int64_t peep_at[3];  ///< element offsets of p_i, p_f, p_o in staging
   int32_t gates, hidden, in_size, in_pad, hidden_stride, cell;
 };
 
@@ -452,12 +461,19 @@ RNNCORE_HD RNNCORE_GPU_INLINE void cell_epilogue4(const Exec& ex, const LayerArg
       float cnew[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       float* cr = d.c + b * Hs + u0;
       float gate[4][4] = {};  // i f g o of each unit
+      const float* pp = d.peep;  // peepholes (inference plans): i, f see c_{t-1}, o sees c_t
       for (int j = 0; j < 4; ++j) if (j < n) {
-        gate[0][j] = act_sigmoid(pr[j] + rec[j]);
-        gate[1][j] = act_sigmoid(pr[H + j] + rec[4 + j]);
+        float pi = pr[j] + rec[j], pf = pr[H + j] + rec[4 + j], po = pr[3 * H + j] + rec[12 + j];
+        if (pp != nullptr) {
+          pi += pp[u0 + j] * cr[j];
+          pf += pp[H + u0 + j] * cr[j];
+        }
+        gate[0][j] = act_sigmoid(pi);
+        gate[1][j] = act_sigmoid(pf);
         gate[2][j] = act_tanh(pr[2 * H + j] + rec[8 + j]);
-        gate[3][j] = act_sigmoid(pr[3 * H + j] + rec[12 + j]);
-        cnew[j] = gate[1][j] * cr[j] + gate[0][j] * gate[2][j];
+        cnew[j] = clip_cell(gate[1][j] * cr[j] + gate[0][j] * gate[2][j], a.cell_clip);
+        if (pp != nullptr) po += pp[2 * H + u0 + j] * cnew[j];
+        gate[3][j] = act_sigmoid(po);
         hnew[j] = gate[3][j] * act_tanh(cnew[j]);
       }
       if (d.keep != nullptr) {
@@ -517,7 +533,8 @@ struct f32_rnn_pack_weights {
   static constexpr int kMaxThreads = kBlockThreads;
   RNNCORE_HD static int64_t elements(const Args& a) {
     const int64_t GH = static_cast<int64_t>(a.gates) * a.hidden;
-    return (a.w != nullptr ? GH * a.in_pad : 0) + GH * a.hidden_stride + GH + (a.bias_rn != nullptr ? a.hidden : 0);
+    return (a.w != nullptr ? GH * a.in_pad : 0) + GH * a.hidden_stride + GH + (a.bias_rn != nullptr ? a.hidden : 0) +
+           (a.peep != nullptr ? 3 * static_cast<int64_t>(a.hidden) : 0);
   }
   template <class Exec>
   RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
@@ -544,7 +561,14 @@ struct f32_rnn_pack_weights {
         continue;
       }
       j -= n_b;
-      a.bias_rn[j] = a.staging[a.br_at + 2 * H + j];
+      if (a.bias_rn != nullptr) {
+        if (j < H) {
+          a.bias_rn[j] = a.staging[a.br_at + 2 * H + j];
+          continue;
+        }
+        j -= H;
+      }
+      a.peep[j] = a.staging[a.peep_at[j / H] + j % H];  // p_i, p_f, p_o
     }
   }
 };

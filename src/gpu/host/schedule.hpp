@@ -255,6 +255,11 @@ Status pack_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const float
       a.r = packed + dp.r_panel;
       a.bias = schedule::at<float>(packed, dp.bias);
       a.bias_rn = lp.cell == simd::Cell::gru_reset_after ? schedule::at<float>(packed, dp.bias_rn) : nullptr;
+      if (st.layers[l].peepholes) {
+        a.peep = schedule::at<float>(packed, dp.peepholes);
+        const int peep_gates[3] = {0, 1, 3};  // canonical gates of p_i, p_f, p_o
+        for (int k = 0; k < 3; ++k) a.peep_at[k] = canonical_offset(st, l, d, ParamKind::peephole, peep_gates[k]) - begin;
+      }
       a.gates = lp.gates;
       a.hidden = lp.hidden;
       a.in_size = lp.input_size;
@@ -358,6 +363,7 @@ inline bool direction_args(const detail::PlanImpl& p, const ForwardArgs& a, cons
   da->r = packed + dp.r_panel;
   da->bias = at<float>(packed, dp.bias);
   da->bias_rn = lp.cell == simd::Cell::gru_reset_after ? at<float>(packed, dp.bias_rn) : nullptr;
+  da->peep = st.layers[l].peepholes ? at<float>(packed, dp.peepholes) : nullptr;
   da->proj = at<float>(ws, p.ws.proj[d]);
   da->h[0] = at<float>(ws, p.ws.h[d][0]);
   da->h[1] = at<float>(ws, p.ws.h[d][1]);
@@ -398,6 +404,7 @@ inline bool layer_args(const detail::PlanImpl& p, const ForwardArgs& a, const de
   la.hidden_stride = lp.hidden_stride;
   la.dirs = lp.dirs;
   la.num_wrappers = ls.num_wrappers;
+  la.cell_clip = static_cast<float>(ls.cell_clip);
   for (int w = 0; w < ls.num_wrappers; ++w) la.residual[w] = ls.wrappers[w].kind == WrapperKind::residual ? 1 : 0;
   la.lengths = arrays.lengths;
   la.row_ids = arrays.row_ids;
