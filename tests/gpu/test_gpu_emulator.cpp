@@ -1807,3 +1807,29 @@ TEST_CASE("GPU plans refuse an LSTM projection, and peepholes or a cell clip in 
   CHECK(make_gpu_plan(st, opt, cfg, &p) == Status::unsupported);
   CHECK(std::string(last_error_detail()).find("layers[0] has an LSTM projection") != std::string::npos);
 }
+
+TEST_CASE("emulated GPU forward with gpu_half_math: dropout wrappers, residuals and inter-layer dropout on the matrix units") {
+  // The matrix-unit projection and per-step kernels (B >= 8) under the wrapper stacks: input
+  // dropout before the projection, state dropout in the shared epilogue, output chain and
+  // inter-layer dropout after; exactly the reference's zeros (masks bit for bit), on the H100
+  // (TF32, f16) and MI250X (bf16, warp 64) profiles.
+  Rng rng(2026112904);
+  int i = 0;
+  for (Mode mode : {Mode::lstm, Mode::gru, Mode::rnn_tanh})
+    for (DType wt : {DType::f16, DType::bf16, DType::f32}) {
+      Case c = wrapper_case(mode, i % 3, rng);
+      c.B = 9;
+      c.weights = wt;
+      c.half_math = true;
+      c.tolerance = half_math_tolerance(wt);
+      const gpu::DeviceProfile prof = gpu::device_profile(wt == DType::bf16 ? 2 : 0);
+      EmuConfig cfg;
+      cfg.profile = &prof;
+      cfg.recurrence = gpu::Recurrence::tiled;
+      std::map<std::string, int> launches;
+      check_case(c, cfg, rng.next(), &launches);
+      CHECK(count_prefix(launches, "_mma_16x16") > 0);
+      CHECK(count_prefix(launches, "proj_gemm_mma") > 0);
+      ++i;
+    }
+}

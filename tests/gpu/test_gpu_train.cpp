@@ -188,6 +188,33 @@ TEST_CASE("emulated GPU training with gpu_half_math at batch >= 8: the forward's
                                          << worst[2] << " (tolerance " << half_math_tolerance(DType::f32) << ")");
 }
 
+TEST_CASE("emulated GPU training with gpu_half_math under dropout wrappers, residuals and inter-layer dropout") {
+  // The training forward on the matrix units (B >= 8) with every dropout site; backward (f32)
+  // regenerates the same masks. At the half-math tolerances.
+  Rng rng(2026112906);
+  int i = 0;
+  for (Mode mode : {Mode::lstm, Mode::gru})
+    for (DType wt : {DType::f16, DType::f32}) {
+      Case c = wrapper_case(mode, i % 3, rng);
+      c.run_mode = RunMode::training;
+      c.B = 9;
+      c.weights = wt;
+      c.half_math = true;
+      c.tolerance = half_math_tolerance(wt);
+      Device dev;
+      dev.warp = wt == DType::f32 ? 32 : 64;  // TF32 is NVIDIA's
+      dev.recurrence = gpu::Recurrence::tiled;
+      std::map<std::string, int> launches;
+      dev.launches = &launches;
+      check_emulated(c, rng.next(), dev);
+      int mma = 0;
+      for (const auto& kv : launches)
+        if (kv.first.find("_mma_") != std::string::npos) mma += kv.second;
+      CHECK(mma > 0);
+      ++i;
+    }
+}
+
 TEST_CASE("emulated GPU training: shapes large enough for the tiled products (edges in every dimension)" * doctest::test_suite("long")) {
   Rng rng(2026112404);
   g_training_worst = 0;
