@@ -116,8 +116,8 @@ Status check_args(const PlanImpl& p, const void* packed, const void* workspace, 
   }
   if (a.resets != nullptr) {
     RNNCORE_ENSURE(p.ops->resets, Status::unsupported,
-                   "forward: resets are not run by %s (the float stacks' reference and simd backends run them)",
-                   p.stack.dtype == DType::i8 ? "an integer stack" : "the gpu backend");
+                   "forward: resets are not run by %s (the float stacks' reference, simd and gpu backends run them)",
+                   p.stack.dtype == DType::i8 ? "an integer stack" : "this backend");
     for (int l = 0; l < p.stack.num_layers; ++l)
       RNNCORE_ENSURE(p.layers[l].dirs == 1, Status::unsupported,
                      "forward: resets need a unidirectional network; layer %d is bidirectional", l);

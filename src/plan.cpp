@@ -67,10 +67,13 @@ void copy_name(char (&out)[N], const char* a, const char* b) {
   out[n] = '\0';
 }
 
-// The first layer with LSTM extensions (projection, peepholes, clips), or -1: the GPU kernels lack them.
-int first_extended_layer(const StackSpec& stack) {
-  for (int l = 0; l < stack.num_layers; ++l)
-    if (has_lstm_extensions(stack.layers[l])) return l;
+// The first layer with LSTM extensions the GPU kernels lack, or -1: a projection or its clip; in a
+// training plan any extension (the GPU runs peepholes and the cell clip in inference only).
+int first_gpu_unsupported_extension(const StackSpec& stack, bool training) {
+  for (int l = 0; l < stack.num_layers; ++l) {
+    const LayerSpec& ls = stack.layers[l];
+    if (ls.proj_size > 0 || ls.proj_clip > 0.0 || (training && has_lstm_extensions(ls))) return l;
+  }
   return -1;
 }
 
@@ -98,10 +101,12 @@ Status choose_backend(const StackSpec& stack, const PlanOptions& options, const 
   RNNCORE_ENSURE(!ends || want != Backend::gpu, Status::unsupported,
                  "backend gpu: the stack has %s, which the GPU backend does not run yet (use backend simd, reference or "
                  "auto)", stack.embedding.vocab_size > 0 ? "an embedding" : "a Dense head");
-  const int ext = first_extended_layer(stack);
+  const int ext = first_gpu_unsupported_extension(stack, options.training);
   RNNCORE_ENSURE(ext < 0 || want != Backend::gpu, Status::unsupported,
-                 "backend gpu: layers[%d] has an LSTM projection, peepholes or a clip, which the GPU kernels do not run "
-                 "yet (use backend simd, reference or auto)", ext);
+                 "backend gpu: layers[%d] has %s, which the GPU kernels do not run yet (use backend simd, reference or "
+                 "auto)", ext, ext >= 0 && (stack.layers[ext].proj_size > 0 || stack.layers[ext].proj_clip > 0.0)
+                                   ? "an LSTM projection or projection clip"
+                                   : "LSTM peepholes or a cell clip in a training plan (they run in inference)");
   if (want == Backend::gpu) {
     p->ops = &kGpuBackend;
     p->backend = Backend::gpu;
@@ -450,7 +455,7 @@ void layout_training_simd(PlanImpl* p) {
 namespace {
 
 // The GPU's kernels read their own packed W and R; its training forward runs in its ordinary
-// workspace; backward adds device copies of seq_lengths and row_ids [B] and the argument blocks of
+// workspace; backward adds device copies of seq_lengths and row_ids [B], resets [T·B] and the argument blocks of
 // every layer's backward kernels (kGpuGradArgBytesPerLayer each; src/gpu/host/backward.hpp).
 void layout_training_gpu(PlanImpl* p) {
   begin_training_layout(p);
@@ -460,6 +465,7 @@ void layout_training_gpu(PlanImpl* p) {
   const std::uint64_t B = p->options.max_batch;
   p->gpu.train_lengths = bw.take(B, sizeof(std::int32_t));
   p->gpu.train_row_ids = bw.take(B, sizeof(std::uint32_t));
+  p->gpu.train_resets = bw.take(B * static_cast<std::uint64_t>(p->options.max_seq_len), 1);
   p->gpu.train_args = bw.take(static_cast<std::uint64_t>(p->stack.num_layers) * kGpuGradArgBytesPerLayer, 1);
 #endif
   end_training_layout(p, fw, bw);
@@ -506,7 +512,7 @@ const BackendOps kSimdBackend = {
     simd_train_direction, simd_head_product,
 };
 const BackendOps kGpuBackend = {
-    Backend::gpu, /*device_memory=*/true, /*thread_pool=*/false, /*resets=*/false,
+    Backend::gpu, /*device_memory=*/true, /*thread_pool=*/false, /*resets=*/true,
     layout_gpu, layout_training_gpu, gpu_pack, gpu_forward, gpu_backward,
     nullptr, nullptr,
 };

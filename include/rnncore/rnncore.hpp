@@ -110,7 +110,7 @@ struct RnnSpec {
   InputMode input_mode = InputMode::linear;
   DType dtype = DType::f32;  ///< activations and canonical weights: f32 or f64
   double dropout = 0.0;      ///< CudnnLSTM inter-layer dropout p in [0, 1): every layer's output but the last, in dropout runs
-  /// LSTM only (TF LSTMCell, PyTorch nn.LSTM; docs/weights.md "LSTM extensions"). Inference on the CPU backends (reference and SIMD); training and the GPU backend refuse them.
+  /// LSTM only (TF LSTMCell, PyTorch nn.LSTM; docs/weights.md "LSTM extensions"). Inference and training on the CPU backends; the GPU backend runs peepholes and the cell clip in inference and refuses the rest.
   std::int32_t proj_size = 0;  ///< P: h = W_proj (o ⊙ tanh(c)) has P units (0: no projection; else 1..H−1)
   bool peepholes = false;      ///< i, f see p_i ⊙ c_{t−1}, p_f ⊙ c_{t−1}; o sees p_o ⊙ c_t (TF use_peepholes)
   double cell_clip = 0.0;      ///< c clipped to [−clip, clip] after its update (0: none; TF cell_clip)
@@ -483,7 +483,7 @@ struct PlanOptions {
   /// Plan for training: the plan then reports reserve_bytes() and backward_workspace_bytes(), the
   /// packed buffer also holds the canonical weights on the CPU backends (backward reads them; the
   /// GPU's reads its packed W and R), and forward() with a reserve keeps what backward needs. All
-  /// backends; on the GPU the reserve and backward workspace are device memory. A custom residual
+  /// backends; on the GPU the reserve and backward workspace are device memory, and a custom residual
   /// function and LSTM projections, peepholes and clips are refused.
   bool training = false;
   /// Integer stacks: the LSTM weights' layout, so that a host packs (or rnncore export-c writes,

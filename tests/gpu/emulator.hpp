@@ -327,9 +327,11 @@ struct Block {
   int remaining = 0;
 };
 
-/// Kinds of mutation sites: the places a kernel synchronises.
-enum SiteKind : int { kSync = 0, kGridSync = 1, kCoherentLoad = 2 };
-inline const char* site_kind_name(int k) { return k == kSync ? "sync" : k == kGridSync ? "grid_sync" : "load_coherent"; }
+/// Kinds of mutation sites: the places a kernel synchronises, and where it reads a reset.
+enum SiteKind : int { kSync = 0, kGridSync = 1, kCoherentLoad = 2, kResetFlag = 3 };
+inline const char* site_kind_name(int k) {
+  return k == kSync ? "sync" : k == kGridSync ? "grid_sync" : k == kCoherentLoad ? "load_coherent" : "reset_flag";
+}
 
 /// One synchronisation call site of the kernels: its kind, source line and a kernel that reached it.
 struct Site {
@@ -482,6 +484,11 @@ class Exec {
   }
   float load_coherent(const float* p, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
     return detector::load(p, !launch_->skip(kCoherentLoad, file, line));
+  }
+  /// A byte of the run's resets; a mutation of its call site ignores every reset read there.
+  bool reset_flag(const std::uint8_t* p, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+    const bool left_out = launch_->skip(kResetFlag, file, line);
+    return *p != 0 && !left_out;
   }
   float* smem() const { return block_->smem; }
 

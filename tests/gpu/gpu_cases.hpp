@@ -25,6 +25,7 @@ struct Case {
   StackSpec stack;
   int T = 1, B = 1;
   bool lengths = false, initial = false, batch_major = false, row_ids = false;
+  bool resets = false;  ///< ForwardArgs::resets drawn at random (unidirectional stacks only)
   RunMode run_mode = RunMode::inference;
   std::uint64_t seed = 0, step = 0;
   DType weights = DType::f32;  ///< GPU weight storage; the weights are drawn representable in it
@@ -44,7 +45,16 @@ inline std::string describe(const Case& c) {
   return s + " I=" + std::to_string(c.stack.input_size) + " T=" + std::to_string(c.T) + " B=" + std::to_string(c.B) +
          " len=" + std::to_string(c.lengths) + " h0=" + std::to_string(c.initial) + " bm=" + std::to_string(c.batch_major) +
          " skip=" + std::to_string(uses_skip_input(c.stack)) + " train=" + std::to_string(c.run_mode != RunMode::inference) +
-         " rows=" + std::to_string(c.row_ids) + " p=" + std::to_string(c.stack.dropout) + " weights=" + to_string(c.weights) + " t0=" + std::to_string(c.time_offset);
+         " rows=" + std::to_string(c.row_ids) + " p=" + std::to_string(c.stack.dropout) + " weights=" + to_string(c.weights) + " t0=" + std::to_string(c.time_offset) +
+         " resets=" + std::to_string(c.resets);
+}
+
+/// Per-step resets [T·B] (either layout): about one in three nonzero, of varied values (any nonzero
+/// byte is a reset).
+inline std::vector<std::uint8_t> draw_resets(Rng& rng, int T, int B) {
+  std::vector<std::uint8_t> r(static_cast<std::size_t>(T) * B);
+  for (auto& v : r) v = rng.range(0, 2) == 0 ? static_cast<std::uint8_t>(rng.range(1, 255)) : 0;
+  return r;
 }
 
 /// Runs a stack on the GPU (or its emulation) in f32: plans, packs, runs and returns host outputs.
@@ -75,6 +85,7 @@ inline void compare_case(const Case& c, std::uint64_t data_seed, const GpuRunner
   for (auto& l : lengths) l = rng.range(0, c.T);
   std::vector<std::uint32_t> rows(c.B);
   for (auto& r : rows) r = static_cast<std::uint32_t>(rng.next());
+  const std::vector<std::uint8_t> resets = draw_resets(rng, c.T, c.B);
   const std::vector<double> w64(w32.begin(), w32.end()), x64(x32.begin(), x32.end()), h64(h32.begin(), h32.end()),
       c64(c32.begin(), c32.end());
   bool lstm = false;
@@ -90,6 +101,7 @@ inline void compare_case(const Case& c, std::uint64_t data_seed, const GpuRunner
   a.seed = c.seed;
   a.step = c.step;
   a.time_offset = c.time_offset;
+  a.resets = c.resets ? resets.data() : nullptr;
   PlanOptions opt;
   opt.max_batch = c.B + 1;
   opt.max_seq_len = c.T + 1;
@@ -223,6 +235,7 @@ struct TrainData {
   std::vector<float> w, x, h0, c0, dy, dhy, dcy;
   std::vector<std::int32_t> lengths;
   std::vector<std::uint32_t> rows;
+  std::vector<std::uint8_t> resets;
 };
 
 inline bool has_lstm(const StackSpec& st) {
@@ -253,6 +266,7 @@ inline TrainData draw_training(const Case& c, std::uint64_t seed) {
   for (auto& l : d.lengths) l = rng.range(0, c.T);
   d.rows.resize(c.B);
   for (auto& r : d.rows) r = static_cast<std::uint32_t>(rng.next());
+  d.resets = draw_resets(rng, c.T, c.B);
   return d;
 }
 
@@ -280,6 +294,7 @@ void bind(const Case& c, const std::vector<T>& x, const std::vector<T>& h0, cons
   a->seed = c.seed;
   a->step = c.step;
   a->time_offset = c.time_offset;
+  a->resets = c.resets ? d.resets.data() : nullptr;
   a->x = x.data();
   a->h0 = c.initial ? h0.data() : nullptr;
   a->c0 = c.initial && lstm ? c0.data() : nullptr;

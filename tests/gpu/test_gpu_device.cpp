@@ -298,6 +298,41 @@ TEST_CASE("GPU training (Model): forward with a reserve and backward match the r
   MESSAGE("largest relative error: " << g_training_worst);
 }
 
+TEST_CASE("GPU per-step resets (ForwardArgs::resets): forward and training match the reference, every kernel choice") {
+  Rng rng(3405);
+  const auto reset_case = [&]() {
+    Case c = random_case(rng);
+    for (int l = 0; l < c.stack.num_layers; ++l) c.stack.layers[l].direction = Direction::unidirectional;  // (as on the CPU)
+    c.resets = true;
+    return c;
+  };
+  for (int i = 0; i < 15; ++i) check_on_device(reset_case(), kChoices[i % 3], 9000 + i);
+  g_training_worst = 0;
+  for (int i = 0; i < 9; ++i) check_training_on_device(reset_case(), kChoices[i % 3], 9100 + i);
+  MESSAGE("largest relative error (training): " << g_training_worst);
+}
+
+TEST_CASE("GPU forward with LSTM peepholes and a cell clip matches the reference, every kernel choice") {
+  Rng rng(3406);
+  for (int i = 0; i < 9; ++i) {
+    Case c;
+    c.stack.input_size = 7;
+    c.stack.num_layers = 1 + i % 2;
+    for (int l = 0; l < c.stack.num_layers; ++l) {
+      c.stack.layers[l] = layer(Mode::lstm, 10 + 3 * l, (i + l) % 3 == 1, {});
+      c.stack.layers[l].peepholes = i % 3 != 1;
+      c.stack.layers[l].cell_clip = i % 3 != 0 ? 0.3 : 0.0;
+    }
+    c.T = 6;
+    c.B = 2 + i % 5;
+    c.lengths = i % 2 == 0;
+    c.initial = true;
+    c.resets = c.stack.layers[0].direction == Direction::unidirectional && c.stack.layers[c.stack.num_layers - 1].direction ==
+                                                                                  Direction::unidirectional;
+    check_on_device(c, kChoices[i % 3], 9200 + i);
+  }
+}
+
 TEST_CASE("GPU plans refuse what the kernels cannot run, with reasons") {
   RnnSpec spec;
   spec.input_size = spec.hidden_size = 4;

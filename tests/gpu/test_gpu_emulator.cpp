@@ -1678,3 +1678,158 @@ TEST_CASE("gpu_half_math: the per-step recurrence takes the matrix units from ba
   REQUIRE(make_profile_plan(c.stack, opt, rdna, &p) == Status::ok);
   CHECK(!gpu::use_mma_step(p.gpu, 64));
 }
+
+TEST_CASE("emulated GPU forward with per-step resets: every cell, both recurrence kernels and tiles, the matrix units") {
+  // design.md §3.5: where resets[t][b] != 0 (t < the row's length) row b starts step t from its
+  // initial state. The cell epilogue of step t - 1 carries that state on instead of the new one
+  // (after the state dropout), so every recurrence kernel reads it. Against the f64 reference,
+  // unidirectional stacks of 1-3 layers, lengths, given and zero initial states, both layouts.
+  Rng rng(2026112902);
+  const gpu::TileChoice tiles[] = {gpu::TileChoice::small, gpu::TileChoice::large};
+  int i = 0;
+  for (const StepCell& cell : kStepCells)
+    for (gpu::Recurrence r : {gpu::Recurrence::persistent, gpu::Recurrence::tiled}) {
+      Case c;
+      c.stack.input_size = 6;
+      c.stack.num_layers = 1 + i % 3;
+      for (int l = 0; l < c.stack.num_layers; ++l) c.stack.layers[l] = layer(cell.mode, 9 + 4 * l, false, {}, cell.variant);
+      c.T = 7;
+      c.B = 3 + i % 4;
+      c.lengths = i % 2 == 0;
+      c.initial = i % 3 != 2;
+      c.batch_major = i % 4 == 1;
+      c.resets = true;
+      EmuConfig cfg = config(i % 2 ? 64 : 32, r, tiles[(i / 2) % 2]);
+      if (r == gpu::Recurrence::persistent) cfg.smem = 12 * 1024;  // several persistent slices
+      cfg.sched_seed = rng.next();
+      std::map<std::string, int> launches;
+      check_case(c, cfg, rng.next(), &launches);
+      CHECK(count_prefix(launches, r == gpu::Recurrence::persistent ? "persistent" : "tiled") > 0);
+      ++i;
+    }
+  // The per-step recurrence on the matrix units (B >= 8), f16 on the MI250X profile (warp 64),
+  // TF32 on the H100's (warp 32).
+  for (const StepCell& cell : {kStepCells[0], kStepCells[2]})
+    for (DType wt : {DType::f16, DType::f32}) {
+      Case c;
+      c.stack.input_size = 11;
+      c.stack.num_layers = 1;
+      c.stack.layers[0] = layer(cell.mode, 20, false, {}, cell.variant);
+      c.T = 5;
+      c.B = 9;
+      c.lengths = true;
+      c.initial = true;
+      c.resets = true;
+      c.weights = wt;
+      c.half_math = true;
+      c.tolerance = half_math_tolerance(wt);
+      const gpu::DeviceProfile prof = gpu::device_profile(wt == DType::f32 ? 0 : 2);
+      EmuConfig cfg;
+      cfg.profile = &prof;
+      cfg.recurrence = gpu::Recurrence::tiled;
+      std::map<std::string, int> launches;
+      check_case(c, cfg, rng.next(), &launches);
+      CHECK(count_prefix(launches, "_mma_16x16") == c.T * step_launches(cell));
+    }
+}
+
+TEST_CASE("emulated GPU forward with LSTM peepholes and a cell clip: both recurrence kernels, both directions, the matrix units") {
+  // TF LSTMCell's use_peepholes and cell_clip in the shared cell epilogue: i, f see p ⊙ c_{t-1},
+  // c_t = clip(f c_{t-1} + i g), o sees p_o ⊙ c_t; peepholes packed beside the biases. Against the
+  // f64 reference (tests/test_lstm_ext.cpp proves it against TF / PyTorch). A clip of 0.3 clips
+  // most cell states, so a kernel without it would miss by far more than the tolerance.
+  Rng rng(2026112903);
+  const gpu::Recurrence recurrences[] = {gpu::Recurrence::persistent, gpu::Recurrence::tiled, gpu::Recurrence::tiled};
+  const gpu::TileChoice tiles[] = {gpu::TileChoice::auto_select, gpu::TileChoice::small, gpu::TileChoice::large};
+  for (int i = 0; i < 9; ++i) {
+    const int variant = i % 3;  // peepholes, cell clip, both
+    Case c;
+    c.stack.input_size = 7;
+    c.stack.num_layers = 1 + i % 2;
+    for (int l = 0; l < c.stack.num_layers; ++l) {
+      c.stack.layers[l] = layer(Mode::lstm, 10 + 3 * l, (i + l) % 3 == 1, {});
+      c.stack.layers[l].peepholes = variant != 1;
+      c.stack.layers[l].cell_clip = variant != 0 ? 0.3 : 0.0;
+    }
+    c.T = 6;
+    c.B = 2 + i % 5;
+    c.lengths = i % 2 == 0;
+    c.initial = true;
+    c.batch_major = i % 4 == 3;
+    c.weights = i == 7 ? DType::f16 : DType::f32;
+    EmuConfig cfg = config(i % 2 ? 64 : 32, recurrences[i % 3], tiles[i % 3]);
+    cfg.sched_seed = rng.next();
+    std::map<std::string, int> launches;
+    check_case(c, cfg, rng.next(), &launches);
+    CHECK(count_prefix(launches, i % 3 == 0 ? "persistent" : "tiled") > 0);
+  }
+  // with resets, and on the matrix units (B >= 8, TF32 on the H100 profile)
+  Case c;
+  c.stack.input_size = 11;
+  c.stack.num_layers = 1;
+  c.stack.layers[0] = layer(Mode::lstm, 20, false, {});
+  c.stack.layers[0].peepholes = true;
+  c.stack.layers[0].cell_clip = 0.5;
+  c.T = 5;
+  c.B = 9;
+  c.lengths = true;
+  c.initial = true;
+  c.resets = true;
+  check_case(c, config(32, gpu::Recurrence::persistent), rng.next(), nullptr);
+  c.weights = DType::f32;
+  c.half_math = true;
+  c.tolerance = half_math_tolerance(DType::f32);
+  const gpu::DeviceProfile prof = gpu::device_profile(0);
+  EmuConfig cfg;
+  cfg.profile = &prof;
+  cfg.recurrence = gpu::Recurrence::tiled;
+  std::map<std::string, int> launches;
+  check_case(c, cfg, rng.next(), &launches);
+  CHECK(count_prefix(launches, "_mma_16x16") == c.T);
+}
+
+TEST_CASE("GPU plans refuse an LSTM projection, and peepholes or a cell clip in training, with one line") {
+  StackSpec st;
+  st.input_size = 3;
+  st.num_layers = 1;
+  st.layers[0] = layer(Mode::lstm, 4, false, {});
+  PlanOptions opt;
+  EmuConfig cfg = config(32, gpu::Recurrence::auto_select);
+  detail::PlanImpl p;
+  st.layers[0].peepholes = true;
+  st.layers[0].cell_clip = 1.0;
+  CHECK(make_gpu_plan(st, opt, cfg, &p) == Status::ok);
+  opt.training = true;
+  CHECK(make_gpu_plan(st, opt, cfg, &p) == Status::unsupported);
+  CHECK(std::string(last_error_detail()).find("peepholes or a cell clip in a training plan") != std::string::npos);
+  opt.training = false;
+  st.layers[0].proj_size = 2;
+  CHECK(make_gpu_plan(st, opt, cfg, &p) == Status::unsupported);
+  CHECK(std::string(last_error_detail()).find("layers[0] has an LSTM projection") != std::string::npos);
+}
+
+TEST_CASE("emulated GPU forward with gpu_half_math: dropout wrappers, residuals and inter-layer dropout on the matrix units") {
+  // The matrix-unit projection and per-step kernels (B >= 8) under the wrapper stacks: input
+  // dropout before the projection, state dropout in the shared epilogue, output chain and
+  // inter-layer dropout after; exactly the reference's zeros (masks bit for bit), on the H100
+  // (TF32, f16) and MI250X (bf16, warp 64) profiles.
+  Rng rng(2026112904);
+  int i = 0;
+  for (Mode mode : {Mode::lstm, Mode::gru, Mode::rnn_tanh})
+    for (DType wt : {DType::f16, DType::bf16, DType::f32}) {
+      Case c = wrapper_case(mode, i % 3, rng);
+      c.B = 9;
+      c.weights = wt;
+      c.half_math = true;
+      c.tolerance = half_math_tolerance(wt);
+      const gpu::DeviceProfile prof = gpu::device_profile(wt == DType::bf16 ? 2 : 0);
+      EmuConfig cfg;
+      cfg.profile = &prof;
+      cfg.recurrence = gpu::Recurrence::tiled;
+      std::map<std::string, int> launches;
+      check_case(c, cfg, rng.next(), &launches);
+      CHECK(count_prefix(launches, "_mma_16x16") > 0);
+      CHECK(count_prefix(launches, "proj_gemm_mma") > 0);
+      ++i;
+    }
+}

@@ -12,6 +12,11 @@
 #include <set>
 #include <string>
 
+#if RNNCORE_GPU_GOLDEN
+#include "rnncore/io/safetensors.hpp"
+#include "rnncore/io/stack_config.hpp"
+#include "tests/golden_files.hpp"
+#endif
 #include "tests/gpu/emu_kernels.hpp"
 #include "tests/gpu/gpu_cases.hpp"
 #include "tests/test_util.hpp"
@@ -183,6 +188,33 @@ TEST_CASE("emulated GPU training with gpu_half_math at batch >= 8: the forward's
                                          << worst[2] << " (tolerance " << half_math_tolerance(DType::f32) << ")");
 }
 
+TEST_CASE("emulated GPU training with gpu_half_math under dropout wrappers, residuals and inter-layer dropout") {
+  // The training forward on the matrix units (B >= 8) with every dropout site; backward (f32)
+  // regenerates the same masks. At the half-math tolerances.
+  Rng rng(2026112906);
+  int i = 0;
+  for (Mode mode : {Mode::lstm, Mode::gru})
+    for (DType wt : {DType::f16, DType::f32}) {
+      Case c = wrapper_case(mode, i % 3, rng);
+      c.run_mode = RunMode::training;
+      c.B = 9;
+      c.weights = wt;
+      c.half_math = true;
+      c.tolerance = half_math_tolerance(wt);
+      Device dev;
+      dev.warp = wt == DType::f32 ? 32 : 64;  // TF32 is NVIDIA's
+      dev.recurrence = gpu::Recurrence::tiled;
+      std::map<std::string, int> launches;
+      dev.launches = &launches;
+      check_emulated(c, rng.next(), dev);
+      int mma = 0;
+      for (const auto& kv : launches)
+        if (kv.first.find("_mma_") != std::string::npos) mma += kv.second;
+      CHECK(mma > 0);
+      ++i;
+    }
+}
+
 TEST_CASE("emulated GPU training: shapes large enough for the tiled products (edges in every dimension)" * doctest::test_suite("long")) {
   Rng rng(2026112404);
   g_training_worst = 0;
@@ -281,6 +313,252 @@ TEST_CASE("mutants: leaving out any barrier of the backward kernels is caught") 
   }
   CHECK(sites >= 2);  // the tiled product's two barriers
 }
+
+// ------------------------------------------------------------------------ per-step resets
+
+namespace {
+
+/// A unidirectional stack of `layers` layers of one cell (H 7, 10, 6) for runs with resets.
+Case reset_case(Mode mode, GruVariant variant, int layers, int i) {
+  Case c;
+  c.stack.input_size = 5;
+  c.stack.num_layers = layers;
+  const int widths[] = {7, 10, 6};
+  for (int l = 0; l < layers; ++l) c.stack.layers[l] = layer(mode, widths[l], false, {}, variant);
+  c.T = 6;
+  c.B = 4;
+  c.lengths = i % 2 == 0;
+  c.initial = i % 3 != 2;  // resets to given initial states, and (every third case) to zeros
+  c.batch_major = i % 4 == 1;
+  c.resets = true;
+  return c;
+}
+
+/// The largest relative error of a GPU training run (emulated on `dev`) against the f64 reference,
+/// over every output and gradient.
+double training_error(const Case& c, std::uint64_t seed, const Device& dev) {
+  const TrainData d = draw_training(c, seed);
+  const TrainResults<double> want = train_reference(c, d);
+  TrainResults<float> got;
+  REQUIRE(train_emulated(c, d, dev, &got) == Status::ok);
+  double e = 0;
+  const auto worst = [&](const std::vector<float>& g, const std::vector<double>& w) {
+    e = std::max(e, rel_error(g.data(), w.data(), w.size()));
+  };
+  worst(got.y, want.y);
+  worst(got.hy, want.hy);
+  worst(got.cy, want.cy);
+  worst(got.dx, want.dx);
+  worst(got.dh0, want.dh0);
+  worst(got.dc0, want.dc0);
+  worst(got.dw, want.dw);
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("emulated GPU training with per-step resets: every cell, stacks, both recurrences, wrappers, matrix units") {
+  // design.md §3.5 on the GPU: the cell epilogue carries the initial state on where the next step
+  // restarts a row, backward reads the initial state there (grad_previous) and moves the state's
+  // gradient into dh0 / dc0 (grad_fold_reset). Against the f64 reference backend's training run,
+  // every output and gradient; resets at t = 0, past a row's length and on consecutive steps occur.
+  g_training_worst = 0;
+  Rng rng(2026112901);
+  const Mode modes[] = {Mode::lstm, Mode::gru, Mode::gru, Mode::rnn_tanh, Mode::rnn_relu};
+  const GruVariant variants[] = {GruVariant::reset_after, GruVariant::reset_after, GruVariant::reset_before,
+                                 GruVariant::reset_after, GruVariant::reset_after};
+  int i = 0, persistent_cases = 0;
+  for (int m = 0; m < 5; ++m)
+    for (gpu::Recurrence r : {gpu::Recurrence::persistent, gpu::Recurrence::tiled}) {
+      const Case c = reset_case(modes[m], variants[m], 1 + i % 3, i);
+      Device dev;
+      dev.warp = i % 2 ? 64 : 32;
+      dev.recurrence = r;
+      dev.sched_seed = rng.next();
+      std::map<std::string, int> launches;
+      dev.launches = &launches;
+      check_emulated(c, rng.next(), dev);
+      int persistent = 0, per_step = 0;
+      for (const auto& kv : launches) {
+        if (kv.first.find("_recurrence_persistent") != std::string::npos) persistent += kv.second;
+        if (kv.first.find("_tiled") != std::string::npos && kv.first.find("gemm") == std::string::npos) per_step += kv.second;
+      }
+      if (r == gpu::Recurrence::tiled) CHECK(per_step > 0);
+      persistent_cases += persistent > 0;
+      ++i;
+    }
+  // (where a persistent grid cannot be co-resident on the emulated device, the per-step kernels run)
+  CHECK(persistent_cases >= 3);
+  // Dropout wrappers (state dropout before the reset), a residual, inter-layer dropout, row ids.
+  for (Mode mode : {Mode::lstm, Mode::gru}) {
+    Case c = reset_case(mode, GruVariant::reset_after, 2, i++);
+    c.stack.input_size = 7;  // the residual needs I == H
+    c.stack.layers[0] = layer(mode, 7, false, {dropout_wrapper(0.8, 0.7, 0.6, false, false, StateFilter::h_and_c), residual_wrapper()});
+    c.stack.layers[1] = layer(mode, 10, false, {dropout_wrapper(0.9, 0.8, 0.7, true)});
+    c.stack.dropout = 0.3;
+    c.run_mode = RunMode::training;
+    c.row_ids = true;
+    c.seed = rng.next();
+    c.step = rng.next();
+    check_emulated(c, rng.next());
+  }
+  // f16 weights; and the training forward's per-step recurrence on the matrix units (B >= 8).
+  Case f16 = reset_case(Mode::lstm, GruVariant::reset_after, 2, i++);
+  f16.weights = DType::f16;
+  check_emulated(f16, rng.next());
+  MESSAGE("largest relative error (f32 arithmetic): " << g_training_worst);
+  g_training_worst = 0;
+  for (DType wt : {DType::bf16, DType::f32}) {  // bf16 at warp 64, TF32 at warp 32
+    Case c = reset_case(Mode::gru, GruVariant::reset_before, 1, i++);
+    c.B = 9;
+    c.weights = wt;
+    c.half_math = true;
+    c.tolerance = half_math_tolerance(wt);
+    Device dev;
+    dev.warp = wt == DType::f32 ? 32 : 64;
+    dev.recurrence = gpu::Recurrence::tiled;
+    std::map<std::string, int> launches;
+    dev.launches = &launches;
+    check_emulated(c, rng.next(), dev);
+    int mma = 0;
+    for (const auto& kv : launches)
+      if (kv.first.find("_mma_16x16") != std::string::npos) mma += kv.second;
+    CHECK(mma == 2 * c.T);
+  }
+  MESSAGE("largest relative error on the matrix units (bf16, TF32): " << g_training_worst);
+}
+
+TEST_CASE("mutants: ignoring the resets at any place a kernel reads them is caught against the reference") {
+  // Every ex.reset_flag call site that runs with resets reach (the forward epilogue's, backward's
+  // grad_previous and grad_fold_reset) is left out in turn, i.e. reads every reset as 0 there. The
+  // mutant must miss the f64 reference by far more than the tolerance on some case; the unmutated
+  // runs stay within it.
+  std::vector<std::pair<Case, Device>> cases;
+  int i = 0;
+  for (Mode mode : {Mode::lstm, Mode::gru, Mode::rnn_tanh})
+    for (gpu::Recurrence r : {gpu::Recurrence::persistent, gpu::Recurrence::tiled}) {
+      Device dev;
+      dev.recurrence = r;
+      dev.warp = i % 2 ? 64 : 32;
+      cases.emplace_back(reset_case(mode, GruVariant::reset_after, 2, i), dev);
+      ++i;
+    }
+  std::map<emu::Site, std::set<std::string>> census;
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    Device dev = cases[k].second;
+    dev.census = &census;
+    CHECK(training_error(cases[k].first, 700 + k, dev) < 1e-5);
+  }
+  int sites = 0;
+  for (const auto& site : census) {
+    if (site.first.kind != emu::kResetFlag) continue;
+    ++sites;
+    std::string kernels;
+    for (const std::string& k : site.second) kernels += (kernels.empty() ? "" : ", ") + k;
+    double worst = 0;
+    for (std::size_t k = 0; k < cases.size(); ++k) {
+      Device dev = cases[k].second;
+      dev.mutation.kind = emu::kResetFlag;
+      dev.mutation.line = site.first.line;
+      dev.mutation.file = site.first.file.c_str();
+      worst = std::max(worst, training_error(cases[k].first, 700 + k, dev));
+    }
+    MESSAGE("reset_flag at " << site.first.file << ":" << site.first.line << " (" << kernels << "): largest relative error "
+                             << worst << std::string(worst > 1e-3 ? ", caught" : ", SURVIVED"));
+    CHECK(worst > 1e-3);
+  }
+  CHECK(sites == 3);
+}
+
+#if RNNCORE_GPU_GOLDEN  // builds with file I/O (tests/meson.build)
+TEST_CASE("emulated GPU training on the golden resets cases: forward and every gradient against PyTorch") {
+  // tests/golden/resets/ (make_grad_golden.py: PyTorch float64, stepped and reset by hand), as
+  // tests/test_golden.cpp runs them on the CPU backends at the same f32 tolerance.
+  const auto cases = list_cases(golden_dir("resets"));
+  REQUIRE(cases.size() >= 7);
+  double worst = 0;
+  for (const std::string& path : cases) {
+    INFO(path);
+    io::SafeTensors f;
+    REQUIRE(io::read_safetensors(path.c_str(), &f) == RNNCORE_OK);
+    Case c;
+    std::string err;
+    const std::string cfg = meta(f, "config");
+    REQUIRE_MESSAGE(io::parse_stack_config(cfg.data(), cfg.size(), "config", &c.stack, &err) == Status::ok, err);
+    c.stack.dtype = DType::f32;
+    c.B = std::stoi(meta(f, "batch"));
+    c.T = std::stoi(meta(f, "seq_len"));
+    c.batch_major = meta(f, "batch_first") == "1";
+    c.run_mode = meta(f, "run_mode") == "training" ? RunMode::training : RunMode::inference;
+    c.seed = std::stoull(meta(f, "seed"));
+    c.step = std::stoull(meta(f, "step"));
+    c.resets = true;
+    const bool lstm = has_lstm(c.stack);
+    const std::size_t states = static_cast<std::size_t>(state_elements(c.stack, c.B));
+    const auto tensor_or_zeros = [&](const char* name) {
+      return f.find(name) != nullptr ? floats<float>(f, name) : std::vector<float>(states, 0.0f);
+    };
+    TrainData d;
+    std::vector<TensorView> views;  // the PyTorch weights ("rnn." prefix), as canonical
+    for (const io::TensorEntry& e : f.tensors) {
+      if (e.type != io::ElemType::f32 || e.name.compare(0, 4, "rnn.") != 0) continue;
+      TensorView v;
+      v.name = e.name.c_str();
+      v.shape.ndim = static_cast<int>(e.shape.size());
+      for (std::size_t i = 0; i < e.shape.size(); ++i) v.shape.dims[i] = e.shape[i];
+      v.data = f.data(e);
+      views.push_back(v);
+    }
+    d.w.resize(static_cast<std::size_t>(param_count(c.stack)));
+    REQUIRE(import_weights(c.stack, WeightFormat::pytorch, views.data(), views.size(), "rnn.", d.w.data()) == Status::ok);
+    d.x = floats<float>(f, "input");
+    d.dy = floats<float>(f, "dy");
+    c.initial = f.find("h0") != nullptr;
+    d.h0 = tensor_or_zeros("h0");
+    d.c0 = tensor_or_zeros("c0");
+    d.dhy = tensor_or_zeros("dhn");
+    d.dcy = tensor_or_zeros("dcn");
+    if (f.find("seq_lengths") != nullptr) {
+      c.lengths = true;
+      io::Array a;
+      REQUIRE(f.array("seq_lengths", &a) == RNNCORE_OK);
+      REQUIRE(io::to_i32(a, &d.lengths) == RNNCORE_OK);
+    }
+    std::vector<std::int32_t> r32;
+    io::Array ra;
+    REQUIRE(f.array("resets", &ra) == RNNCORE_OK);
+    REQUIRE(io::to_i32(ra, &r32) == RNNCORE_OK);
+    for (std::int32_t v : r32) d.resets.push_back(v != 0 ? 1 : 0);
+    TrainResults<float> got;
+    REQUIRE_MESSAGE(train_emulated(c, d, Device(), &got) == Status::ok, last_error_detail());
+    const auto check = [&](const char* what, const std::vector<float>& g, const std::string& name) {
+      const std::vector<double> want = floats<double>(f, name);
+      REQUIRE(g.size() >= want.size());
+      const double e = rel_error(g.data(), want.data(), want.size());
+      worst = std::max(worst, e);
+      CHECK_MESSAGE(e <= 1e-4, what << " " << name);
+    };
+    check("forward", got.y, "expected.y");
+    check("forward", got.hy, "expected.hn");
+    if (lstm) check("forward", got.cy, "expected.cn");
+    check("backward", got.dx, "expected.dx");
+    check("backward", got.dh0, "expected.dh0");
+    if (lstm) check("backward", got.dc0, "expected.dc0");
+    int checked = 0;
+    for (int i = 0; i < format_tensor_count(c.stack, WeightFormat::pytorch); ++i) {
+      TensorInfo info;
+      REQUIRE(format_tensor_info(c.stack, WeightFormat::pytorch, i, "rnn.", &info) == Status::ok);
+      if (f.find(std::string("grad.") + info.name) == nullptr) continue;  // bias=False
+      std::vector<float> g(static_cast<std::size_t>(info.shape.elements()));
+      REQUIRE(export_gradient_tensor(c.stack, WeightFormat::pytorch, i, got.dw.data(), g.data()) == Status::ok);
+      check("weights", g, std::string("grad.") + info.name);
+      ++checked;
+    }
+    CHECK(checked > 0);
+  }
+  MESSAGE("largest relative error against PyTorch: " << worst << " (tolerance 1e-4, as the CPU backends' f32 runs)");
+}
+#endif
 
 TEST_CASE("a GPU backward refuses a reserve of another run") {
   Rng rng(7);

@@ -27,6 +27,8 @@ struct GradDirArgs {
   const int32_t* lengths;       ///< [B] or null
   const uint32_t* row_ids;      ///< [B] or null
   uint32_t step;                ///< the mask function's c3, as in the forward
+  const uint8_t* resets;        ///< the forward's per-step resets (device copy), or null; as LayerArgs'
+  int64_t reset_st, reset_sb;
   const float* x;               ///< the layer's input (before input dropout)
   int64_t x_st, x_sb;
   const float* keep;            ///< reserve rows [T][B][cell_keep_slots(cell)·H]
@@ -64,8 +66,11 @@ struct GemmArgs {
 RNNCORE_HD inline bool grad_active(const GradDirArgs& a, int t, int b) {
   return t < (a.lengths != nullptr ? a.lengths[b] : a.steps);
 }
-/// The step before t in the direction's order for row b, or −1 at the row's first.
-RNNCORE_HD inline int grad_previous(const GradDirArgs& a, int t, int b) {
+/// The step before t in the direction's order for row b, or −1 where step t read the initial state
+/// (the row's first step, or a reset before t).
+template <class Exec>
+RNNCORE_HD RNNCORE_GPU_INLINE int grad_previous(const Exec& ex, const GradDirArgs& a, int t, int b) {
+  if (a.resets != nullptr && ex.reset_flag(reset_byte(a.resets, a.reset_st, a.reset_sb, t, b))) return -1;
   if (!a.reverse) return t - 1;
   return t + 1 < (a.lengths != nullptr ? a.lengths[b] : a.steps) ? t + 1 : -1;
 }
@@ -81,9 +86,10 @@ RNNCORE_HD RNNCORE_GPU_INLINE void masks_down(const GradDirArgs& a, const MaskSi
 
 /// The state (slot `slot` of the reserve) that step t read for units 4q..: the previous step's kept
 /// value with every state mask applied, or the initial state.
-RNNCORE_HD RNNCORE_GPU_INLINE void grad_state_before(const GradDirArgs& a, int t, int b, int q, int slot, const MaskSite* masks,
-                                                     const float* initial, float* out, int n) {
-  const int tp = grad_previous(a, t, b), u0 = 4 * q;
+template <class Exec>
+RNNCORE_HD RNNCORE_GPU_INLINE void grad_state_before(const Exec& ex, const GradDirArgs& a, int t, int b, int q, int slot,
+                                                     const MaskSite* masks, const float* initial, float* out, int n) {
+  const int tp = grad_previous(ex, a, t, b), u0 = 4 * q;
   if (tp < 0) {
     for (int j = 0; j < 4; ++j) if (j < n) out[j] = initial != nullptr ? initial[static_cast<int64_t>(b) * a.hidden + u0 + j] : 0.0f;
     return;
@@ -120,7 +126,7 @@ struct f32_rnn_grad_gather {
         continue;
       }
       const int q = g - gi, u0 = 4 * q, n = imin(4, H - u0);
-      if (active) grad_state_before(a, t, b, q, cell_keep_slots(a.cell) - 1, a.state_h, a.h0, v, n);
+      if (active) grad_state_before(ex, a, t, b, q, cell_keep_slots(a.cell) - 1, a.state_h, a.h0, v, n);
       for (int j = 0; j < 4; ++j) if (j < n) a.hprev[m * H + u0 + j] = v[j];
       if (active) continue;
       float* dg = a.dgates + m * grad_width(a);
@@ -145,7 +151,8 @@ struct f32_rnn_grad_start {
   }
 };
 
-/// dh0 = dh, dc0 = dc after the first step.
+/// dh0 = dh, dc0 = dc after the first step (added to what the resets moved there: a run with
+/// resets starts dh0 and dc0 at zero).
 struct f32_rnn_grad_end {
   using Args = GradDirArgs;
   static const char* name() { return "f32_rnn_grad_end"; }
@@ -154,8 +161,9 @@ struct f32_rnn_grad_end {
   RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
     const int64_t total = static_cast<int64_t>(a.batch) * a.hidden;
     for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
-      if (a.dh0 != nullptr) a.dh0[i] = a.dh[i];
-      if (a.dc0 != nullptr && a.cell == kLstm) a.dc0[i] = a.dc[i];
+      const bool add = a.resets != nullptr;
+      if (a.dh0 != nullptr) a.dh0[i] = (add ? a.dh0[i] : 0.0f) + a.dh[i];
+      if (a.dc0 != nullptr && a.cell == kLstm) a.dc0[i] = (add ? a.dc0[i] : 0.0f) + a.dc[i];
     }
   }
 };
@@ -184,9 +192,29 @@ RNNCORE_HD RNNCORE_GPU_INLINE void grad_cell_output(const GradDirArgs& a, int t,
   for (int j = 0; j < 4; ++j) if (j < n) dh_cell[j] += dout[j];
 }
 
+/// Where the step after t read row b's initial state (a reset), what dh and dc hold for units u0..
+/// is that state's gradient: it goes to dh0 / dc0 and none of it reaches step t.
+template <class Exec>
+RNNCORE_HD RNNCORE_GPU_INLINE void grad_fold_reset(const Exec& ex, const GradDirArgs& a, int t, int b, int u0, int n) {
+  const int next = a.reverse ? t - 1 : t + 1;
+  if (a.resets == nullptr || next < 0 || next >= a.steps || !grad_active(a, next, b) ||
+      !ex.reset_flag(reset_byte(a.resets, a.reset_st, a.reset_sb, next, b)))
+    return;
+  const int64_t at = static_cast<int64_t>(b) * a.hidden + u0;
+  for (int j = 0; j < 4; ++j) if (j < n) {
+    if (a.dh0 != nullptr) a.dh0[at + j] += a.dh[at + j];
+    a.dh[at + j] = 0.0f;
+    if (a.cell == kLstm) {
+      if (a.dc0 != nullptr) a.dc0[at + j] += a.dc[at + j];
+      a.dc[at + j] = 0.0f;
+    }
+  }
+}
+
 /// One step t (arg) of cell C, one thread per (row, 4 units): the pre-activation gradients into
 /// dgates[t][b], dh[b] replaced by the part of dh_{t−1} that bypasses R, dc[b] by dc_{t−1}. Rows
-/// past their length keep dh and dc (the state passed that step unchanged).
+/// past their length keep dh and dc (the state passed that step unchanged). A reset before step
+/// t + 1 first moves dh and dc to dh0 / dc0 (grad_fold_reset).
 template <int C>
 struct f32_rnn_grad_cell {
   using Args = GradDirArgs;
@@ -199,6 +227,7 @@ struct f32_rnn_grad_cell {
     for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
       const int b = static_cast<int>(i / groups), q = static_cast<int>(i % groups), u0 = 4 * q, n = imin(4, H - u0);
       if (!grad_active(a, t, b)) continue;
+      grad_fold_reset(ex, a, t, b, u0, n);
       float dh_cell[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       grad_cell_output(a, t, b, q, dh_cell, n);
       const float* k = grad_keep(a, t, b) + u0;
@@ -207,7 +236,7 @@ struct f32_rnn_grad_cell {
       float* dh = a.dh + static_cast<int64_t>(b) * H + u0;
       if constexpr (C == kLstm) {
         float c_prev[4] = {0.0f, 0.0f, 0.0f, 0.0f}, dc_cell[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        grad_state_before(a, t, b, q, 4, a.state_c, a.c0, c_prev, n);
+        grad_state_before(ex, a, t, b, q, 4, a.state_c, a.c0, c_prev, n);
         float* dc = a.dc + static_cast<int64_t>(b) * H + u0;
         for (int j = 0; j < 4; ++j) if (j < n) dc_cell[j] = dc[j];
         for (int w = 0; w < a.num_wrappers; ++w) apply_mask4(a.state_c[w], a.step, t, a.row_ids, b, static_cast<uint32_t>(q), dc_cell, n);

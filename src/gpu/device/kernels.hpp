@@ -7,7 +7,8 @@
 //   template <class Exec> RNNCORE_HD static void run(const Exec& ex, const Args& a, int arg, float* smem);
 // `Exec` is the only way a kernel body reaches the machine: block and thread indices, __syncthreads
 // (ex.sync), the grid barrier of a cooperative launch (ex.grid_sync), warp shuffles (ex.shfl_xor)
-// and the warp size (ex.warp_size), and loads of data other blocks wrote (ex.load_coherent). On a
+// and the warp size (ex.warp_size), loads of data other blocks wrote (ex.load_coherent) and the
+// run's per-step state resets (ex.reset_flag: a byte of ForwardArgs::resets). On a
 // GPU it is DeviceExec (src/gpu/device/global.hpp), backed by src/gpu/vendor.hpp; in the emulator it runs
 // each GPU thread as a fiber with real barriers. The numerics (gates, masks, lengths, wrapper
 // chains) and the index arithmetic of every tiling are therefore the same code on the GPU and in
@@ -61,6 +62,11 @@ constexpr const char* kPersistentNames[] = {"f32_lstm_recurrence_persistent", "f
 RNNCORE_HD inline float act_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 RNNCORE_HD inline float act_tanh(float x) { return tanhf(x); }
 RNNCORE_HD inline float act_relu(float x) { return x > 0.0f || x != x ? x : 0.0f; }  // NaN stays NaN
+/// TF's clip_by_value(v, -clip, clip) of the LSTM cell state, the reference's; clip 0: none.
+RNNCORE_HD inline float clip_cell(float v, float clip) {
+  if (clip <= 0.0f) return v;
+  return v < -clip ? -clip : v > clip ? clip : v;
+}
 
 /// Four floats loaded and stored as one 16-byte access (callers guarantee the alignment).
 struct alignas(16) F4 {
@@ -323,6 +329,7 @@ struct DirArgs {
   const float* c0;
   float* hy;  ///< [B][H] or null
   float* cy;
+  const float* peep;  ///< LSTM peepholes [3][H] (p_i, p_f, p_o), or null
   MaskSite input[kWrappers], output[kWrappers], state_h[kWrappers], state_c[kWrappers];
   int32_t reverse;
   float* keep;  ///< training forward: reserve rows [T][B][cell_keep_slots(C)·H] (slot-major), else null
@@ -336,6 +343,9 @@ struct LayerArgs {
   const int32_t* lengths;       ///< [B] device copy of seq_lengths, or null (every row runs all steps)
   const uint32_t* row_ids;      ///< [B] device copy of row_ids, or null
   uint32_t step;                ///< run counter mod 2^32 (the mask function's c3)
+  float cell_clip;              ///< LSTM cell clip (TF clip_by_value), 0: none
+  const uint8_t* resets;        ///< device copy of ForwardArgs::resets (unidirectional layers), or null
+  int64_t reset_st, reset_sb;   ///< its strides: resets[t·reset_st + b·reset_sb]
   DirArgs dir[2];
 };
 
@@ -356,6 +366,8 @@ struct PackArgs {
   void* r;
   float* bias;
   float* bias_rn;
+  float* peep;         ///< LSTM peepholes [3][H], or null
+  int64_t peep_at[3];  ///< element offsets of p_i, p_f, p_o in staging
   int32_t gates, hidden, in_size, in_pad, hidden_stride, cell;
 };
 
@@ -376,6 +388,18 @@ RNNCORE_HD inline bool row_active(const LayerArgs& a, int t, int b) {
   return t < (a.lengths != nullptr ? a.lengths[b] : a.steps);
 }
 
+/// Where ForwardArgs::resets says whether row b's state is replaced by its initial state before step
+/// t (docs/design.md §3.5; the caller checks t < the row's length). Kernels read the byte with
+/// ex.reset_flag at each place that needs it, so the emulator's mutation tests can leave out each.
+RNNCORE_HD inline const uint8_t* reset_byte(const uint8_t* resets, int64_t st, int64_t sb, int t, int b) {
+  return resets + t * st + b * sb;
+}
+
+/// Copies units u0.. of row b of an initial state (h0 or c0 [B][H]; null: zeros) into v.
+RNNCORE_HD RNNCORE_GPU_INLINE void initial4(const float* s0, int H, int b, int u0, float* v, int n) {
+  for (int j = 0; j < 4; ++j) if (j < n) v[j] = s0 != nullptr ? s0[static_cast<int64_t>(b) * H + u0 + j] : 0.0f;
+}
+
 /// Values a training forward keeps per row and step, in units of H (src/internal/plan_impl.hpp,
 /// keep_slots): LSTM i f g o c h; GRU reset-after r z n (R_n h + bR_n) h; reset-before r z n h; RNN h.
 RNNCORE_HD constexpr int cell_keep_slots(int c) {
@@ -393,8 +417,10 @@ RNNCORE_HD RNNCORE_GPU_INLINE void keep4(const LayerArgs& a, const DirArgs& d, i
 
 /// The cell's update for units u0 .. u0+3 (u0 a multiple of 4) of batch row b at step s (time t),
 /// from the recurrent dot products rec[4·gate + j] of this phase's gates: gates, state update, length
-/// handling, state dropout (wrappers innermost first), the raw cell output into y. The reset-before
-/// GRU runs it twice per step: PHASE 1 makes r ⊙ h and z; PHASE 2 (rec = R_n (r ⊙ h)) the rest.
+/// handling, state dropout (wrappers innermost first), the raw cell output into y. Where the row is
+/// reset before its next step (ForwardArgs::resets), the state carried on is its initial state
+/// instead: the next step reads it from the same buffers, so no kernel needs a reset of its own.
+/// The reset-before GRU runs it twice per step: PHASE 1 makes r ⊙ h and z; PHASE 2 (rec = R_n (r ⊙ h)) the rest.
 template <int C, int PHASE, class Exec>
 RNNCORE_HD RNNCORE_GPU_INLINE void cell_epilogue4(const Exec& ex, const LayerArgs& a, const DirArgs& d, int s, int t, int b, int u0,
                                       const float* rec) {
@@ -428,16 +454,26 @@ RNNCORE_HD RNNCORE_GPU_INLINE void cell_epilogue4(const Exec& ex, const LayerArg
     keep4<C>(a, d, t, b, u0, 1, z4, n);
   } else {
     float hnew[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const int next = d.reverse ? t - 1 : t + 1;  // the step after t in this direction
+    const bool restart = a.resets != nullptr && next >= 0 && next < a.steps && row_active(a, next, b) &&
+                         ex.reset_flag(reset_byte(a.resets, a.reset_st, a.reset_sb, next, b));
     if constexpr (C == kLstm) {
       float cnew[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       float* cr = d.c + b * Hs + u0;
       float gate[4][4] = {};  // i f g o of each unit
+      const float* pp = d.peep;  // peepholes (inference plans): i, f see c_{t-1}, o sees c_t
       for (int j = 0; j < 4; ++j) if (j < n) {
-        gate[0][j] = act_sigmoid(pr[j] + rec[j]);
-        gate[1][j] = act_sigmoid(pr[H + j] + rec[4 + j]);
+        float pi = pr[j] + rec[j], pf = pr[H + j] + rec[4 + j], po = pr[3 * H + j] + rec[12 + j];
+        if (pp != nullptr) {
+          pi += pp[u0 + j] * cr[j];
+          pf += pp[H + u0 + j] * cr[j];
+        }
+        gate[0][j] = act_sigmoid(pi);
+        gate[1][j] = act_sigmoid(pf);
         gate[2][j] = act_tanh(pr[2 * H + j] + rec[8 + j]);
-        gate[3][j] = act_sigmoid(pr[3 * H + j] + rec[12 + j]);
-        cnew[j] = gate[1][j] * cr[j] + gate[0][j] * gate[2][j];
+        cnew[j] = clip_cell(gate[1][j] * cr[j] + gate[0][j] * gate[2][j], a.cell_clip);
+        if (pp != nullptr) po += pp[2 * H + u0 + j] * cnew[j];
+        gate[3][j] = act_sigmoid(po);
         hnew[j] = gate[3][j] * act_tanh(cnew[j]);
       }
       if (d.keep != nullptr) {
@@ -446,6 +482,7 @@ RNNCORE_HD RNNCORE_GPU_INLINE void cell_epilogue4(const Exec& ex, const LayerArg
       }
       const uint32_t q = static_cast<uint32_t>(u0) / 4u;
       for (int w = 0; w < a.num_wrappers; ++w) apply_mask4(d.state_c[w], a.step, t, a.row_ids, b, q, cnew, n);
+      if (restart) initial4(d.c0, H, b, u0, cnew, n);
       for (int j = 0; j < 4; ++j) if (j < n) cr[j] = cnew[j];
     } else if constexpr (C == kGruResetAfter) {
       float gate[4][4] = {};  // r z n (R_n h + bR_n) of each unit
@@ -480,6 +517,7 @@ RNNCORE_HD RNNCORE_GPU_INLINE void cell_epilogue4(const Exec& ex, const LayerArg
     keep4<C>(a, d, t, b, u0, cell_keep_slots(C) - 1, hnew, n);
     const uint32_t q = static_cast<uint32_t>(u0) / 4u;
     for (int w = 0; w < a.num_wrappers; ++w) apply_mask4(d.state_h[w], a.step, t, a.row_ids, b, q, hnew, n);
+    if (restart) initial4(d.h0, H, b, u0, hnew, n);
     for (int j = 0; j < 4; ++j) if (j < n) hn[u0 + j] = hnew[j];
   }
 }
@@ -495,7 +533,8 @@ struct f32_rnn_pack_weights {
   static constexpr int kMaxThreads = kBlockThreads;
   RNNCORE_HD static int64_t elements(const Args& a) {
     const int64_t GH = static_cast<int64_t>(a.gates) * a.hidden;
-    return (a.w != nullptr ? GH * a.in_pad : 0) + GH * a.hidden_stride + GH + (a.bias_rn != nullptr ? a.hidden : 0);
+    return (a.w != nullptr ? GH * a.in_pad : 0) + GH * a.hidden_stride + GH + (a.bias_rn != nullptr ? a.hidden : 0) +
+           (a.peep != nullptr ? 3 * static_cast<int64_t>(a.hidden) : 0);
   }
   template <class Exec>
   RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
@@ -522,7 +561,14 @@ struct f32_rnn_pack_weights {
         continue;
       }
       j -= n_b;
-      a.bias_rn[j] = a.staging[a.br_at + 2 * H + j];
+      if (a.bias_rn != nullptr) {
+        if (j < H) {
+          a.bias_rn[j] = a.staging[a.br_at + 2 * H + j];
+          continue;
+        }
+        j -= H;
+      }
+      a.peep[j] = a.staging[a.peep_at[j / H] + j % H];  // p_i, p_f, p_o
     }
   }
 };

@@ -100,6 +100,9 @@ inline void direction_grad_args(const detail::PlanImpl& p, const Views& v, int l
   ga->lengths = v.arrays.lengths;
   ga->row_ids = v.arrays.row_ids;
   ga->step = run.step;
+  ga->resets = v.arrays.resets.r;
+  ga->reset_st = v.arrays.resets.st;
+  ga->reset_sb = v.arrays.resets.sb;
   for (int w = 0; w < ga->num_wrappers; ++w) {
     ga->residual[w] = st.layers[l].wrappers[w].kind == WrapperKind::residual ? 1 : 0;
     ga->input[w] = schedule::to_site(detail::wrapper_mask(st, run, l, d, w, detail::MaskKind::input));
@@ -247,7 +250,8 @@ Status direction_of(L& ln, const GpuPlan& g, const GradLayerBlock& host, const G
   return Status::internal;
 }
 
-/// Zeroes what backward adds to or only partly writes: dweights (unless accumulating), dx, dc0.
+/// Zeroes what backward adds to or only partly writes: dweights (unless accumulating), dx, dc0, and
+/// dh0 in a run with resets (they add to it).
 template <class L>
 Status zero_outputs(L& ln, const detail::PlanImpl& p, const BackwardArgs& a) {
   const StackSpec& st = p.stack;
@@ -257,6 +261,8 @@ Status zero_outputs(L& ln, const detail::PlanImpl& p, const BackwardArgs& a) {
   if (f.batch == 0) return Status::ok;
   if (a.dc0 != nullptr)  // non-LSTM blocks stay zero
     RNNCORE_RETURN_IF_ERROR(ln.zero_async(a.dc0, static_cast<std::size_t>(state_elements(st, f.batch)) * sizeof(float)));
+  if (a.dh0 != nullptr && f.resets != nullptr)
+    RNNCORE_RETURN_IF_ERROR(ln.zero_async(a.dh0, static_cast<std::size_t>(state_elements(st, f.batch)) * sizeof(float)));
   if (a.dx != nullptr)
     RNNCORE_RETURN_IF_ERROR(ln.zero_async(a.dx, sizeof(float) * static_cast<std::size_t>(f.seq_len) * f.batch * st.input_size));
   return Status::ok;
@@ -278,14 +284,8 @@ Status backward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const u
   RNNCORE_RETURN_IF_ERROR(detail::check_reserve_header(p, f, header));
   grad::Views v{&a, const_cast<unsigned char*>(packed_c), ws, static_cast<unsigned char*>(f.reserve), RunArrays(), 0};
   const detail::RunDropout run = detail::run_dropout(p, f);
-  if (f.seq_lengths != nullptr) {
-    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + p.gpu.train_lengths, f.seq_lengths, sizeof(std::int32_t) * f.batch));
-    v.arrays.lengths = schedule::at<std::int32_t>(ws, p.gpu.train_lengths);
-  }
-  if (f.row_ids != nullptr && run.on) {
-    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + p.gpu.train_row_ids, f.row_ids, sizeof(std::uint32_t) * f.batch));
-    v.arrays.row_ids = schedule::at<std::uint32_t>(ws, p.gpu.train_row_ids);
-  }
+  RNNCORE_RETURN_IF_ERROR(
+      copy_run_arrays(ln, f, run.on, ws, p.gpu.train_lengths, p.gpu.train_row_ids, p.gpu.train_resets, &v.arrays));
   const int layers = p.stack.num_layers;
   GradLayerBlock host[kMaxLayers];
   std::memset(host, 0, sizeof host);

@@ -80,7 +80,10 @@ inline void canonical_span(const StackSpec& st, int layer, int dir, std::int64_t
   const int G = num_gates(st.layers[layer].mode), H = st.layers[layer].hidden_size;
   const std::int64_t w = canonical_offset(st, layer, dir, ParamKind::input_weight, 0);
   *begin = w >= 0 ? w : canonical_offset(st, layer, dir, ParamKind::recurrent_weight, 0);
-  *count = canonical_offset(st, layer, dir, ParamKind::recurrent_bias, G - 1) + H - *begin;
+  std::int64_t end = canonical_offset(st, layer, dir, ParamKind::recurrent_bias, G - 1) + H;
+  if (st.layers[layer].peepholes)  // p_i, p_f, p_o (canonical gates 0, 1, 3)
+    for (int g : {0, 1, 3}) end = std::max<std::int64_t>(end, canonical_offset(st, layer, dir, ParamKind::peephole, g) + H);
+  *count = end - *begin;
 }
 
 /// Packed-buffer and workspace offsets of a GPU plan (PlanImpl::layers[].dir[], ws, packed_bytes,
@@ -105,6 +108,7 @@ inline void compute_layout(detail::PlanImpl* p, GpuPlan* g) {
       dp.r_panel_n = 0;
       dp.bias = packed.take(G * H, 4);
       dp.bias_rn = lp.cell == simd::Cell::gru_reset_after ? packed.take(H, 4) : 0;
+      dp.peepholes = st.layers[l].peepholes ? packed.take(3 * H, 4) : 0;  // p_i, p_f, p_o [H] each
       std::int64_t begin = 0, count = 0;
       canonical_span(st, l, d, &begin, &count);
       staging = std::max<std::uint64_t>(staging, static_cast<std::uint64_t>(count));
@@ -135,6 +139,7 @@ inline void compute_layout(detail::PlanImpl* p, GpuPlan* g) {
   if (st.num_layers > 2) w.layer_out[1] = ws.take(inner_out, 4);
   g->ws_lengths = ws.take(B, 4);
   g->ws_row_ids = ws.take(B, 4);
+  g->ws_resets = ws.take(T * B, 1);
   g->ws_args = ws.take(static_cast<std::uint64_t>(st.num_layers), sizeof(LayerArgBlock));
   w.total = static_cast<std::size_t>(ws.size());
   if (packed.overflow() || ws.overflow()) w.total = ~std::size_t{0};

@@ -68,12 +68,14 @@ struct GpuPlan {
   std::uint64_t staging_bytes = 0;
   std::uint64_t ws_lengths = 0;      ///< workspace offset of the device copy of seq_lengths [B]
   std::uint64_t ws_row_ids = 0;      ///< ... of row_ids [B]
+  std::uint64_t ws_resets = 0;       ///< ... of resets [T][B] (or [B][T]) bytes
   std::uint64_t ws_args = 0;         ///< workspace offset of the run's argument blocks [layers]
   std::uint64_t pack_args = 0;       ///< packed-buffer offset of the (layer, direction) being packed's arguments
-  /// Training plans, backward workspace offsets: device copies of seq_lengths and row_ids [B], and
+  /// Training plans, backward workspace offsets: device copies of seq_lengths and row_ids [B], resets [T·B], and
   /// the argument blocks of every layer's backward kernels (src/gpu/host/backward.hpp).
   std::uint64_t train_lengths = 0;
   std::uint64_t train_row_ids = 0;
+  std::uint64_t train_resets = 0;
   std::uint64_t train_args = 0;
   /// Units per block of the persistent kernel per layer and batch bucket; 0: that bucket does not
   /// fit (shared memory or co-residency) and the per-step kernel runs instead.

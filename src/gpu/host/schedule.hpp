@@ -255,6 +255,11 @@ Status pack_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const float
       a.r = packed + dp.r_panel;
       a.bias = schedule::at<float>(packed, dp.bias);
       a.bias_rn = lp.cell == simd::Cell::gru_reset_after ? schedule::at<float>(packed, dp.bias_rn) : nullptr;
+      if (st.layers[l].peepholes) {
+        a.peep = schedule::at<float>(packed, dp.peepholes);
+        const int peep_gates[3] = {0, 1, 3};  // canonical gates of p_i, p_f, p_o
+        for (int k = 0; k < 3; ++k) a.peep_at[k] = canonical_offset(st, l, d, ParamKind::peephole, peep_gates[k]) - begin;
+      }
       a.gates = lp.gates;
       a.hidden = lp.hidden;
       a.in_size = lp.input_size;
@@ -303,11 +308,33 @@ Status check_packed(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const un
   return Status::ok;
 }
 
-/// Device copies of the run's lengths and row ids (null where the run has none or needs none).
+/// Device copies of the run's lengths, row ids and resets (null where the run has none or needs
+/// none), with the resets' strides.
 struct RunArrays {
   const std::int32_t* lengths = nullptr;
   const std::uint32_t* row_ids = nullptr;
+  detail::Resets resets;
 };
+
+/// Copies the run's host arrays (seq_lengths, row_ids where masks read them, resets) to `lengths_at`,
+/// `row_ids_at` and `resets_at` of the workspace, in stream order.
+template <class L>
+Status copy_run_arrays(L& ln, const ForwardArgs& a, bool masks, unsigned char* ws, std::uint64_t lengths_at,
+                       std::uint64_t row_ids_at, std::uint64_t resets_at, RunArrays* out) {
+  if (a.seq_lengths != nullptr) {
+    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + lengths_at, a.seq_lengths, sizeof(std::int32_t) * a.batch));
+    out->lengths = schedule::at<std::int32_t>(ws, lengths_at);
+  }
+  if (a.row_ids != nullptr && masks) {  // only masks read row ids
+    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + row_ids_at, a.row_ids, sizeof(std::uint32_t) * a.batch));
+    out->row_ids = schedule::at<std::uint32_t>(ws, row_ids_at);
+  }
+  if (a.resets != nullptr && a.seq_len > 0 && a.batch > 0) {
+    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + resets_at, a.resets, static_cast<std::size_t>(a.seq_len) * a.batch));
+    out->resets = detail::resets_of(ws + resets_at, a.layout, a.batch, a.seq_len);
+  }
+  return Status::ok;
+}
 
 /// The arguments of direction `d` of layer `l`: inputs, outputs and state slots as the CPU
 /// backends walk them (detail::direction_io), the packed blocks, the workspace and the masks.
@@ -336,6 +363,7 @@ inline bool direction_args(const detail::PlanImpl& p, const ForwardArgs& a, cons
   da->r = packed + dp.r_panel;
   da->bias = at<float>(packed, dp.bias);
   da->bias_rn = lp.cell == simd::Cell::gru_reset_after ? at<float>(packed, dp.bias_rn) : nullptr;
+  da->peep = st.layers[l].peepholes ? at<float>(packed, dp.peepholes) : nullptr;
   da->proj = at<float>(ws, p.ws.proj[d]);
   da->h[0] = at<float>(ws, p.ws.h[d][0]);
   da->h[1] = at<float>(ws, p.ws.h[d][1]);
@@ -376,10 +404,14 @@ inline bool layer_args(const detail::PlanImpl& p, const ForwardArgs& a, const de
   la.hidden_stride = lp.hidden_stride;
   la.dirs = lp.dirs;
   la.num_wrappers = ls.num_wrappers;
+  la.cell_clip = static_cast<float>(ls.cell_clip);
   for (int w = 0; w < ls.num_wrappers; ++w) la.residual[w] = ls.wrappers[w].kind == WrapperKind::residual ? 1 : 0;
   la.lengths = arrays.lengths;
   la.row_ids = arrays.row_ids;
   la.step = run.step;
+  la.resets = arrays.resets.r;
+  la.reset_st = arrays.resets.st;
+  la.reset_sb = arrays.resets.sb;
   bool input_dropped = false;
   for (int d = 0; d < lp.dirs; ++d) input_dropped = direction_args(p, a, run, packed, ws, l, d, &la.dir[d]) || input_dropped;
   const detail::Mask inter = detail::inter_layer_mask(p.stack, run, l);
@@ -458,7 +490,7 @@ Status launch_layer(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const Fo
   return Status::ok;
 }
 
-/// The forward pass as launches on the launcher's stream. Host seq_lengths / row_ids are copied
+/// The forward pass as launches on the launcher's stream. Host seq_lengths / row_ids / resets are copied
 /// into the workspace on the stream; then every layer's argument blocks are built on the host and
 /// copied into the workspace at once (where kernels read them from device memory); then each
 /// layer's launches (launch_layer), both directions in each launch.
@@ -474,14 +506,7 @@ Status forward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const un
     RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(a.reserve, header, sizeof header));
   }
   RunArrays arrays;
-  if (a.seq_lengths != nullptr) {
-    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + g.ws_lengths, a.seq_lengths, sizeof(std::int32_t) * a.batch));
-    arrays.lengths = schedule::at<std::int32_t>(ws, g.ws_lengths);
-  }
-  if (a.row_ids != nullptr && run.on) {  // only masks read row ids
-    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + g.ws_row_ids, a.row_ids, sizeof(std::uint32_t) * a.batch));
-    arrays.row_ids = schedule::at<std::uint32_t>(ws, g.ws_row_ids);
-  }
+  RNNCORE_RETURN_IF_ERROR(copy_run_arrays(ln, a, run.on, ws, g.ws_lengths, g.ws_row_ids, g.ws_resets, &arrays));
   const int layers = p.stack.num_layers;
   LayerArgBlock host[kMaxLayers];
   bool input_dropped[kMaxLayers] = {};
