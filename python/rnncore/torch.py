@@ -70,6 +70,7 @@ class _Entry:
         self.dtype = torch.float64 if d["dtype"] == "float64" else torch.float32
         self.by_version = d.get("weight_check") == "version"
         self.lstm = d["mode"] == "lstm"
+        self.batch_first = d["batch_first"]
 
 
 def _drop_entries(specs):
@@ -119,11 +120,12 @@ def _lengths(lengths: Optional[Tensor]):
 def _run_tensors(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve, resets=None):
     """One run of a module's stack: one call into the extension, which checks and imports the weights
     and returns tensors (y, h_n, c_n or None, reserve or None)."""
-    e = _entry(spec)
+    e = _nets.get(spec) or _entry(spec)
     with e.lock:  # the weights' check and the run that uses them, together
         return (e.net if need_reserve else e.infer).tensor_forward(
-            x, weights, h0, c0, _lengths(lengths), _row_ids(x, e.spec, row_offset), _resets(resets),
-            e.spec["batch_first"], _run_mode(e.spec, train), seed, step, e.by_version, need_reserve)
+            x, weights, h0, c0, None if lengths is None else _lengths(lengths),
+            _row_ids(x, e.spec, row_offset) if row_offset else None, None if resets is None else _resets(resets),
+            e.batch_first, "training" if train else "inference", seed, step, e.by_version, need_reserve)
 
 
 def _rnn_impl(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Optional[Tensor],
@@ -187,7 +189,7 @@ def _rnn_backward(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Op
     with e.lock:
         dx, dh0, dc0, dws = e.net.tensor_backward(
             x, weights, h0, c0, _lengths(lengths), _row_ids(x, e.spec, row_offset), _resets(resets),
-            e.spec["batch_first"], _run_mode(e.spec, train), seed, step, e.by_version, reserve, dy, dh, dc)
+            e.batch_first, _run_mode(e.spec, train), seed, step, e.by_version, reserve, dy, dh, dc)
     return dx, dh0, torch.empty(0, dtype=e.dtype) if dc0 is None else dc0, dws
 
 

@@ -125,40 +125,65 @@ Block array_block(py::array a) {
 // ---- torch tensors (rnncore.torch): read through their Python attributes and made with torch.empty, so
 // that its runs take and return tensors without NumPy and without linking libtorch ----
 
+// torch's functions and dtypes, the keyword arguments torch.empty gets for each dtype, and attribute
+// names made once (a name made from a C string at each access costs more than the access).
 struct Torch {
   py::object empty, float32, float64, uint8;
+  py::dict kw_f32, kw_f64, kw_u8;
+  py::str is_cpu, dtype, is_contiguous, contiguous, shape, data_ptr, version, device;
 };
 
 const Torch& torch_api() {  // rnncore.torch has imported torch before its first run
   static const Torch* t = [] {
     py::module_ m = py::module_::import("torch");
-    return new Torch{m.attr("empty"), m.attr("float32"), m.attr("float64"), m.attr("uint8")};  // for good
+    auto* p = new Torch;  // for good
+    p->empty = m.attr("empty"), p->float32 = m.attr("float32"), p->float64 = m.attr("float64");
+    p->uint8 = m.attr("uint8");
+    p->kw_f32["dtype"] = p->float32;
+    p->kw_f64["dtype"] = p->float64;
+    p->kw_u8["dtype"] = p->uint8;
+    p->is_cpu = "is_cpu", p->dtype = "dtype", p->is_contiguous = "is_contiguous", p->contiguous = "contiguous";
+    p->shape = "shape", p->data_ptr = "data_ptr", p->version = "_version", p->device = "device";
+    return p;
   }();
   return *t;
 }
 
 const py::object& torch_dtype(DType t) { return t == DType::f64 ? torch_api().float64 : torch_api().float32; }
 
-// A new tensor (uninitialised, as torch.empty), and its memory.
-py::object new_tensor(const std::vector<py::ssize_t>& shape, const py::object& dtype, void** data) {
-  py::object t = torch_api().empty(py::cast(shape), py::arg("dtype") = dtype);
-  *data = reinterpret_cast<void*>(t.attr("data_ptr")().cast<std::uintptr_t>());
-  return t;
+void* tensor_data(const py::handle& t) {
+  return reinterpret_cast<void*>(t.attr(torch_api().data_ptr)().cast<std::uintptr_t>());
+}
+
+// A new tensor (uninitialised, as torch.empty(*shape, dtype=)), and its memory.
+py::object new_tensor(const std::vector<py::ssize_t>& shape, DType dtype, void** data) {
+  const Torch& api = torch_api();
+  py::tuple dims(shape.size());
+  for (std::size_t i = 0; i < shape.size(); ++i) dims[i] = py::int_(shape[i]);
+  PyObject* t = PyObject_Call(api.empty.ptr(), dims.ptr(), (dtype == DType::f64 ? api.kw_f64 : api.kw_f32).ptr());
+  if (t == nullptr) throw py::error_already_set();
+  py::object out = py::reinterpret_steal<py::object>(t);
+  *data = tensor_data(out);
+  return out;
 }
 
 // A CPU tensor of `dtype` as a block on its memory (on a contiguous copy when it is not contiguous).
 Block tensor_block(const py::handle& t, DType dtype, const char* name) {
-  if (!t.attr("is_cpu").cast<bool>())
-    bad_argument(std::string(name) + ": a tensor on " + std::string(py::str(t.attr("device"))) +
+  const Torch& api = torch_api();
+  if (!t.attr(api.is_cpu).cast<bool>())
+    bad_argument(std::string(name) + ": a tensor on " + std::string(py::str(t.attr(api.device))) +
                  "; rnncore.torch runs on the CPU");
-  const py::object dt = t.attr("dtype");
+  const py::object dt = t.attr(api.dtype);
   if (!dt.is(torch_dtype(dtype)))
     fail(Status::tensor_dtype, std::string(name) + ": dtype " + std::string(py::str(dt)) + ", expected " +
                                    std::string(py::str(torch_dtype(dtype))) + " (the module's dtype)");
   Block b;
-  b.owner = t.attr("is_contiguous")().cast<bool>() ? py::reinterpret_borrow<py::object>(t) : t.attr("contiguous")();
-  b.shape = b.owner.attr("shape").cast<std::vector<py::ssize_t>>();
-  b.data = reinterpret_cast<const void*>(b.owner.attr("data_ptr")().cast<std::uintptr_t>());
+  b.owner = t.attr(api.is_contiguous)().cast<bool>() ? py::reinterpret_borrow<py::object>(t)
+                                                      : t.attr(api.contiguous)();
+  const py::tuple shape = b.owner.attr(api.shape);
+  b.shape.resize(shape.size());
+  for (std::size_t i = 0; i < b.shape.size(); ++i) b.shape[i] = PyLong_AsSsize_t(shape[i].ptr());
+  b.data = tensor_data(b.owner);
   return b;
 }
 
@@ -346,8 +371,8 @@ class Net {
     bool tracked = by_version;
     if (by_version) {
       for (py::handle w : weights) {
-        const auto ptr = w.attr("data_ptr")().cast<std::uintptr_t>();
-        PyObject* v = PyObject_GetAttrString(w.ptr(), "_version");  // raises for inference tensors
+        const auto ptr = reinterpret_cast<std::uintptr_t>(tensor_data(w));
+        PyObject* v = PyObject_GetAttr(w.ptr(), torch_api().version.ptr());  // raises for inference tensors
         if (v == nullptr) {
           PyErr_Clear();
           tracked = false;
@@ -362,7 +387,11 @@ class Net {
     for (std::size_t k = 0; k < index.size(); ++k)
       blocks.push_back(tensor_block(weights[k], stack_.dtype, infos_[static_cast<std::size_t>(index[k])].name));
     if (!by_version && same_bytes(blocks)) return;
-    import_blocks(blocks, index);
+    if (make_source(index)) {
+      gather(blocks, index);
+    } else {
+      import_blocks(blocks, index);
+    }
     forget_tensors();
     if (by_version) {
       versions_valid_ = tracked;
@@ -519,6 +548,124 @@ class Net {
     ++imports_;
   }
 
+  // rnncore.torch's one-to-one map from the module's tensors to the canonical weights, found once for
+  // the tensors `index` by importing their elements' indices (exact in float64) with import_weights:
+  // source_[k] is 1 + the index of canonical weight k's element in those tensors flattened one after
+  // the other (0: none, a zero). A gather (a scatter for gradients) instead of import_weights and
+  // export_gradient_tensor, each about 30 ms for an H=256 LSTM layer against 1 ms. False when the
+  // format's import is not a one-to-one copy.
+  bool make_source(const std::vector<int>& index) {
+    if (index == source_index_) return !source_.empty();
+    source_index_ = index;
+    source_.clear();
+    std::vector<TensorView> views;
+    std::size_t total = 0;
+    for (int i : index) total += elements(infos_[static_cast<std::size_t>(i)].shape);
+    std::vector<double> values(total);
+    for (std::size_t k = 0; k < total; ++k) values[k] = static_cast<double>(k + 1);
+    std::size_t start = 0;
+    for (int i : index) {
+      TensorView v;
+      v.name = infos_[static_cast<std::size_t>(i)].name;
+      v.dtype = DType::f64;
+      v.shape = infos_[static_cast<std::size_t>(i)].shape;
+      v.data = values.data() + start;
+      start += elements(v.shape);
+      views.push_back(v);
+    }
+    StackSpec f64 = stack_;
+    f64.dtype = DType::f64;
+    std::vector<double> canonical(static_cast<std::size_t>(param_count(stack_)));
+    if (import_weights(f64, format_, views.data(), views.size(), prefix_.c_str(), canonical.data()) != Status::ok)
+      return false;
+    std::vector<std::uint32_t> source(canonical.size());
+    std::vector<bool> used(total + 1, false);
+    for (std::size_t k = 0; k < canonical.size(); ++k) {
+      const double c = canonical[k];
+      if (c < 0 || c > static_cast<double>(total) || c != static_cast<double>(static_cast<std::uint32_t>(c)))
+        return false;
+      source[k] = static_cast<std::uint32_t>(c);
+      if (source[k] > 0 && used[source[k]]) return false;  // one element in two places
+      used[source[k]] = true;
+    }
+    source_total_ = total;
+    source_.swap(source);
+    return true;
+  }
+
+  static std::size_t elements(const Shape& s) {
+    std::size_t n = 1;
+    for (int d = 0; d < s.ndim; ++d) n *= static_cast<std::size_t>(s.dims[d]);
+    return n;
+  }
+
+  // The blocks (the tensors make_source mapped) one after the other behind a zero, in flat_.
+  void flatten(const std::vector<Block>& blocks, const std::vector<int>& index) {
+    const std::size_t es = dtype_size(stack_.dtype);
+    flat_.assign((source_total_ + 1) * es, 0);
+    std::size_t at = es;
+    for (std::size_t k = 0; k < blocks.size(); ++k) {
+      const Shape& want = infos_[static_cast<std::size_t>(index[k])].shape;
+      if (blocks[k].shape != std::vector<py::ssize_t>(want.dims, want.dims + want.ndim))
+        bad_argument("weights: " + std::string(infos_[static_cast<std::size_t>(index[k])].name) + ": shape " +
+                     shape_string(blocks[k].shape) + ", expected " +
+                     shape_string(std::vector<py::ssize_t>(want.dims, want.dims + want.ndim)));
+      std::memcpy(flat_.data() + at, blocks[k].data, elements(want) * es);
+      at += elements(want) * es;
+    }
+  }
+
+  template <typename T>
+  static void gather_as(const std::vector<std::uint32_t>& source, const unsigned char* flat, unsigned char* out) {
+    const T* from = reinterpret_cast<const T*>(flat);
+    T* to = reinterpret_cast<T*>(out);
+    for (std::size_t k = 0; k < source.size(); ++k) to[k] = from[source[k]];
+  }
+  template <typename T>
+  static void scatter_as(const std::vector<std::uint32_t>& source, const unsigned char* canonical, unsigned char* flat) {
+    const T* from = reinterpret_cast<const T*>(canonical);
+    T* to = reinterpret_cast<T*>(flat);
+    for (std::size_t k = 0; k < source.size(); ++k) to[source[k]] = from[k];  // 0 collects what has no source
+  }
+
+  // Imports the blocks through source_.
+  void gather(const std::vector<Block>& blocks, const std::vector<int>& index) {
+    flatten(blocks, index);
+    std::vector<unsigned char> canonical(canonical_.size());
+    if (stack_.dtype == DType::f64) {
+      gather_as<double>(source_, flat_.data(), canonical.data());
+    } else {
+      gather_as<float>(source_, flat_.data(), canonical.data());
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    canonical_.swap(canonical);
+    packed_ok_ = false;
+    ++imports_;
+  }
+
+  // The gradients of the tensors `index` from canonical ones, into `outs` (each of its tensor's size).
+  void export_gradients_to(const unsigned char* dcanonical, const std::vector<int>& index,
+                           const std::vector<void*>& outs) {
+    const std::size_t es = dtype_size(stack_.dtype);
+    if (!make_source(index)) {
+      for (std::size_t k = 0; k < index.size(); ++k)
+        check(export_gradient_tensor(stack_, format_, index[k], dcanonical, outs[k]));
+      return;
+    }
+    std::vector<unsigned char> flat((source_total_ + 1) * es, 0);
+    if (stack_.dtype == DType::f64) {
+      scatter_as<double>(source_, dcanonical, flat.data());
+    } else {
+      scatter_as<float>(source_, dcanonical, flat.data());
+    }
+    std::size_t at = es;
+    for (std::size_t k = 0; k < index.size(); ++k) {
+      const std::size_t n = elements(infos_[static_cast<std::size_t>(index[k])].shape) * es;
+      std::memcpy(outs[k], flat.data() + at, n);
+      at += n;
+    }
+  }
+
   // Whether the blocks have the shapes and bytes of the last remember().
   bool same_bytes(const std::vector<Block>& blocks) const {
     if (blocks.size() != snapshot_shapes_.size() || blocks.empty()) return false;
@@ -584,6 +731,10 @@ class Net {
   std::vector<py::object> version_tensors_;  // and its tensors (kept: their memory cannot pass to another)
   bool versions_valid_ = false;
   std::size_t imports_ = 0;
+  std::vector<int> source_index_;       // make_source's tensors
+  std::vector<std::uint32_t> source_;   // and its map (empty: none)
+  std::size_t source_total_ = 0;        // their elements
+  std::vector<unsigned char> flat_;     // gather's staging
   std::mutex mu_;
   Buffer packed_, workspace_;
   std::size_t packed_bytes_ = 0, workspace_bytes_ = 0;
@@ -748,17 +899,18 @@ py::tuple Net::tensor_forward(const RunInputs& in, bool keep_reserve) {
   Plan plan;
   check(plan_for(in.batch, in.seq_len, &plan));
   const auto shapes = state_shapes(in.batch);
-  const py::object& dt = torch_dtype(stack_.dtype);
   const bool lstm = stack_.layers[0].mode == Mode::lstm;
   ForwardArgs fa = forward_args(in);
-  py::object y = new_tensor(y_shape(in), dt, &fa.y);
-  py::object hy = new_tensor(shapes.first, dt, &fa.hy);
-  py::object cy = lstm ? new_tensor(shapes.second, dt, &fa.cy) : py::none();
+  py::object y = new_tensor(y_shape(in), stack_.dtype, &fa.y);
+  py::object hy = new_tensor(shapes.first, stack_.dtype, &fa.hy);
+  py::object cy = lstm ? new_tensor(shapes.second, stack_.dtype, &fa.cy) : py::none();
   py::object reserve = py::none();
   if (keep_reserve) {
     // Zeroed, as forward()'s; torch's CPU allocator aligns to 64 bytes, a view makes sure of kAlignment.
     const std::size_t bytes = plan.reserve_bytes();
-    reserve = new_tensor({static_cast<py::ssize_t>(bytes + kAlignment)}, torch_api().uint8, &fa.reserve);
+    const Torch& api = torch_api();
+    reserve = api.empty(static_cast<py::ssize_t>(bytes + kAlignment), **api.kw_u8);
+    fa.reserve = tensor_data(reserve);
     const std::size_t off = (kAlignment - reinterpret_cast<std::uintptr_t>(fa.reserve) % kAlignment) % kAlignment;
     std::memset(fa.reserve, 0, bytes + kAlignment);
     reserve = reserve.attr("narrow")(0, off, bytes);
@@ -825,27 +977,26 @@ py::tuple Net::tensor_backward(const RunInputs& in, const py::handle& reserve, c
   const Block dcb = dcy.is_none() ? Block{} : tensor_block(dcy, stack_.dtype, "dcy");
   check_state(dcb, "dcy", shapes.second);
   const bool ids = stack_.embedding.vocab_size > 0;  // token ids: no dx
-  const py::object& dt = torch_dtype(stack_.dtype);
   BackwardArgs ba;
   ba.forward = forward_args(in);
-  ba.forward.reserve = reinterpret_cast<void*>(reserve.attr("data_ptr")().cast<std::uintptr_t>());
+  ba.forward.reserve = tensor_data(reserve);
   ba.forward.reserve_bytes = plan.reserve_bytes();
   ba.dy = dyb.data;
   ba.dhy = dhb.data;
   ba.dcy = dcb.data;
-  py::object dx = ids ? py::none() : new_tensor(in.x.shape, dt, &ba.dx);
-  py::object dh0 = new_tensor(shapes.first, dt, &ba.dh0);
-  py::object dc0 = lstm ? new_tensor(shapes.second, dt, &ba.dc0) : py::none();
+  py::object dx = ids ? py::none() : new_tensor(in.x.shape, stack_.dtype, &ba.dx);
+  py::object dh0 = new_tensor(shapes.first, stack_.dtype, &ba.dh0);
+  py::object dc0 = lstm ? new_tensor(shapes.second, stack_.dtype, &ba.dc0) : py::none();
   Buffer dw = aligned_buffer(static_cast<std::size_t>(param_count(stack_)) * dtype_size(stack_.dtype));
   ba.dweights = dw.get();
   check(run(plan, ba));
   py::list grads;
-  for (int i : index) {
-    const Shape& s = infos_[static_cast<std::size_t>(i)].shape;
-    void* out = nullptr;
-    grads.append(new_tensor(std::vector<py::ssize_t>(s.dims, s.dims + s.ndim), dt, &out));
-    check(export_gradient_tensor(stack_, format_, i, dw.get(), out));
+  std::vector<void*> outs(index.size());
+  for (std::size_t k = 0; k < index.size(); ++k) {
+    const Shape& s = infos_[static_cast<std::size_t>(index[k])].shape;
+    grads.append(new_tensor(std::vector<py::ssize_t>(s.dims, s.dims + s.ndim), stack_.dtype, &outs[k]));
   }
+  export_gradients_to(dw.get(), index, outs);
   return py::make_tuple(dx, dh0, dc0, grads);
 }
 
