@@ -1406,6 +1406,36 @@ void raise_status_error(const StatusError& e) {
 
 }  // namespace
 
+// rnncore.torch's one call per run (positional, for speed): the weights' check and import, the run,
+// torch tensors in and out.
+void bind_tensor_runs(py::class_<Net>& net) {
+  // forward -> (y, hy, cy or None, reserve or None).
+  net.def("tensor_forward",
+           [](Net& n, const py::handle& x, const py::sequence& weights, const py::handle& h0, const py::handle& c0,
+              const py::handle& lengths, const py::handle& row_ids, const py::handle& resets, bool batch_first,
+              const std::string& mode, std::uint64_t seed, std::uint64_t step, bool by_version, bool keep_reserve) {
+             RunInputs in = n.tensor_inputs(x, h0, c0, lengths, row_ids, batch_first, resets);
+             in.mode = parse_run_mode(mode);
+             in.seed = seed;
+             in.step = step;
+             n.take_tensors(weights, by_version);
+             return n.tensor_forward(in, keep_reserve);
+           })
+      // backward -> (dx, dh0, dc0 or None, [the weights' gradients]).
+      .def("tensor_backward",
+           [](Net& n, const py::handle& x, const py::sequence& weights, const py::handle& h0, const py::handle& c0,
+              const py::handle& lengths, const py::handle& row_ids, const py::handle& resets, bool batch_first,
+              const std::string& mode, std::uint64_t seed, std::uint64_t step, bool by_version,
+              const py::handle& reserve, const py::handle& dy, const py::handle& dhy, const py::handle& dcy) {
+             RunInputs in = n.tensor_inputs(x, h0, c0, lengths, row_ids, batch_first, resets);
+             in.mode = parse_run_mode(mode);
+             in.seed = seed;
+             in.step = step;
+             n.take_tensors(weights, by_version);
+             return n.tensor_backward(in, reserve, dy, dhy, dcy, py::len(weights));
+           });
+}
+
 PYBIND11_MODULE(_core, m) {
   m.doc() = "rnncore's extension: fused LSTM / GRU / RNN stacks over NumPy arrays (use the rnncore package)";
   g_error = PyErr_NewExceptionWithDoc("rnncore.Error", "A failure reported by rnncore (its status and detail line).",
@@ -1445,8 +1475,8 @@ PYBIND11_MODULE(_core, m) {
       .def("quantize_input", &Int8Net::quantize, py::arg("x"))
       .def("run", &Int8Net::run, py::arg("x"), py::arg("h0") = py::none(), py::arg("c0") = py::none());
 
-  py::class_<Net>(m, "Net")
-      .def(py::init(&make_net), py::arg("mode"), py::arg("input_size"), py::arg("hidden_size"),
+  py::class_<Net> net(m, "Net");
+  net.def(py::init(&make_net), py::arg("mode"), py::arg("input_size"), py::arg("hidden_size"),
            py::arg("num_layers") = 1, py::arg("bidirectional") = false, py::arg("proj_size") = 0,
            py::arg("dropout") = 0.0, py::arg("gru") = "reset-after", py::arg("dtype") = "float32",
            py::arg("threads") = 1, py::arg("backend") = "auto", py::arg("training") = false,
@@ -1531,31 +1561,6 @@ PYBIND11_MODULE(_core, m) {
           py::arg("dcy") = py::none(), py::arg("h0") = py::none(), py::arg("c0") = py::none(),
           py::arg("lengths") = py::none(), py::arg("batch_first") = false, py::arg("mode") = "inference",
           py::arg("seed") = 0, py::arg("step") = 0, py::arg("time_offset") = 0, py::arg("row_ids") = py::none(),
-          py::arg("resets") = py::none())
-      // rnncore.torch's one call per run (positional, for speed): the weights' check and import, the
-      // run, torch tensors in and out. forward -> (y, hy, cy or None, reserve or None).
-      .def("tensor_forward",
-           [](Net& n, const py::handle& x, const py::sequence& weights, const py::handle& h0, const py::handle& c0,
-              const py::handle& lengths, const py::handle& row_ids, const py::handle& resets, bool batch_first,
-              const std::string& mode, std::uint64_t seed, std::uint64_t step, bool by_version, bool keep_reserve) {
-             RunInputs in = n.tensor_inputs(x, h0, c0, lengths, row_ids, batch_first, resets);
-             in.mode = parse_run_mode(mode);
-             in.seed = seed;
-             in.step = step;
-             n.take_tensors(weights, by_version);
-             return n.tensor_forward(in, keep_reserve);
-           })
-      // backward -> (dx, dh0, dc0 or None, [the weights' gradients]).
-      .def("tensor_backward",
-           [](Net& n, const py::handle& x, const py::sequence& weights, const py::handle& h0, const py::handle& c0,
-              const py::handle& lengths, const py::handle& row_ids, const py::handle& resets, bool batch_first,
-              const std::string& mode, std::uint64_t seed, std::uint64_t step, bool by_version,
-              const py::handle& reserve, const py::handle& dy, const py::handle& dhy, const py::handle& dcy) {
-             RunInputs in = n.tensor_inputs(x, h0, c0, lengths, row_ids, batch_first, resets);
-             in.mode = parse_run_mode(mode);
-             in.seed = seed;
-             in.step = step;
-             n.take_tensors(weights, by_version);
-             return n.tensor_backward(in, reserve, dy, dhy, dcy, py::len(weights));
-           });
+          py::arg("resets") = py::none());
+  bind_tensor_runs(net);
 }
