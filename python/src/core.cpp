@@ -1,6 +1,9 @@
 // rnncore._core: the Python extension. A thin layer over the public C++ API (rnncore.hpp and the io
 // library): arrays in, arrays out, the library's status and detail line raised as exceptions. It
-// knows nothing of PyTorch; rnncore/torch.py builds the custom ops on top of it.
+// does not link PyTorch: rnncore/torch.py builds the custom ops on top of it, and their runs
+// (Net.tensor_forward / tensor_backward) read torch tensors through their Python attributes and
+// make new ones with torch.empty, so that one call per run does the weights' check, the import and
+// the run without NumPy between.
 //
 // A Net holds a stack, its canonical weights, the packed weights of one plan and a workspace. Each
 // call plans for its own batch and length (Plan::create allocates nothing and is cheap; the packed
