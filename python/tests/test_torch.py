@@ -366,6 +366,24 @@ def test_weights_are_packed_once_and_again_after_a_change(weight_check):
         rt.GRU(2, 2, weight_check="sometimes")
 
 
+@pytest.mark.parametrize("weight_check", ["values", "version"])
+def test_weights_read_from_any_layout_and_checked(weight_check):
+    """The extension reads the weight tensors themselves: a non-contiguous one (a transposed copy's
+    transpose) runs as its contiguous copy would; a weight of another dtype is refused by name."""
+    ref, mod = pair("lstm", 13, input_size=4, hidden_size=4)
+    mod = rt.LSTM(4, 4, weight_check=weight_check)
+    mod.load_state_dict(ref.state_dict())
+    x = torch.randn(3, 2, 4)
+    with torch.no_grad():
+        w = mod.weight_hh_l0
+        w.data = w.detach().t().contiguous().t()
+        assert not w.is_contiguous()
+        torch.testing.assert_close(mod(x)[0], ref(x)[0], atol=FORWARD_TOL, rtol=0)
+        mod.weight_ih_l0.data = mod.weight_ih_l0.detach().double()
+        with pytest.raises(ValueError, match="weight_ih_l0: dtype torch.float64, expected torch.float32"):
+            mod(x)
+
+
 def test_eager_runs_skip_the_dispatcher_with_the_ops_results():
     """No-grad eager runs call the op's body directly; the dispatched op gives the same bits."""
     _, mod = pair("gru", 12, input_size=3, hidden_size=5, bidirectional=True)
