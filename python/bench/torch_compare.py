@@ -6,7 +6,8 @@ backward), LSTM and GRU, as ratios. A benchmark, never a test.
 
 Both sides get the same weights and inputs; torch.set_num_threads and the module's `threads` are set
 alike. Prints the median time of `--repeat` runs of each, alternating, after one warm-up, and
-torch.nn / rnncore; first the kernel, the load average and the per-call cost of a 1-unit module.
+torch.nn / rnncore; first the kernel, the load average and the per-call cost of a small module
+(LSTM(1, 1) and LSTM(32, 32), T = B = 1), wall-clock and this thread's CPU time.
 """
 
 import argparse
@@ -57,30 +58,50 @@ def case(kind, hidden, batch, seq, threads, repeat):
               f"  rnncore {t_ours * 1e3:8.2f} ms  ratio {t_ref / t_ours:5.2f}", flush=True)
 
 
-def overhead(repeat):
-    """The Python cost of one call: a 1-unit module, one step, one row (torch.nn's beside it)."""
+def per_call(fns, repeat, calls=1000):
+    """Median seconds per call of each of `fns` (alternating), wall-clock and CPU time of this thread (the
+    second is what a busy shared machine disturbs less)."""
+    wall, cpu = [[] for _ in fns], [[] for _ in fns]
+    for fn in fns:
+        fn()
+    for _ in range(repeat):
+        for fn, w, c in zip(fns, wall, cpu):
+            t, u = time.perf_counter(), time.thread_time()
+            for _ in range(calls):
+                fn()
+            c.append((time.thread_time() - u) / calls)
+            w.append((time.perf_counter() - t) / calls)
+    return [(statistics.median(w), statistics.median(c)) for w, c in zip(wall, cpu)]
+
+
+def overhead(repeat, hidden=(1, 32)):
+    """The Python cost of one call: a small module, one step, one row, no grad (torch.nn's beside it),
+    and where rnncore.torch's time goes."""
     torch.set_num_threads(1)
-    x = torch.zeros(1, 1, 1)
-    mods = [torch.nn.LSTM(1, 1), rt.LSTM(1, 1), rt.LSTM(1, 1, weight_check="version")]
-    with torch.no_grad():
-        t = timed([lambda m=m: [m(x) for _ in range(1000)] for m in mods], repeat)
-    print(f"per call, LSTM(1, 1), one step and row, no grad: torch.nn {t[0] * 1e3:.1f} us, rnncore.torch "
-          f"{t[1] * 1e3:.1f} us (weight_check='values'), {t[2] * 1e3:.1f} us (weight_check='version')")
-    # Where rnncore.torch's time goes: an empty module's call (nn.Module.__call__, which every module
-    # pays), the weight check, the core's run from NumPy (planning, outputs, the kernels), tensors
-    # to arrays and back.
-    m, e = mods[1], rt._entry(mods[1]._spec)
-    w, xs = m.all_weights, x.numpy()
-    empty = torch.nn.Identity()
-    parts = {
-        "nn.Module call": lambda: empty(x),
-        "weight check": lambda: e.load(w, e.infer),
-        "core run": lambda: e.infer.forward(xs, None, None, None, False, "inference", 0, 0, 0, None, False),
-        "3 tensors <-> arrays": lambda: (x.numpy(), torch.from_numpy(xs), torch.from_numpy(xs), torch.from_numpy(xs)),
-    }
-    with torch.no_grad():
-        t = timed([lambda f=f: [f() for _ in range(1000)] for f in parts.values()], repeat)
-    print("  of which: " + ", ".join(f"{name} {v * 1e3:.1f} us" for name, v in zip(parts, t)))
+    for h in hidden:
+        x = torch.zeros(1, 1, h)
+        mods = [torch.nn.LSTM(h, h), rt.LSTM(h, h), rt.LSTM(h, h, weight_check="version")]
+        with torch.no_grad():
+            t = per_call([lambda m=m: m(x) for m in mods], repeat)
+        print(f"per call, LSTM({h}, {h}), one step and row, no grad, wall (thread CPU): torch.nn "
+              f"{t[0][0] * 1e6:.1f} ({t[0][1] * 1e6:.1f}) us, rnncore.torch {t[1][0] * 1e6:.1f} ({t[1][1] * 1e6:.1f}) us "
+              f"(weight_check='values'), {t[2][0] * 1e6:.1f} ({t[2][1] * 1e6:.1f}) us ('version')")
+        # Where rnncore.torch's time goes: an empty module's call (nn.Module.__call__, which every module
+        # pays); the one extension call (weight check, planning, the kernels, the output tensors); the
+        # NumPy API's run of the same net (planning, NumPy outputs, the kernels), the floor of a call.
+        m = mods[1]
+        e, w, xs = rt._entry(m._spec), m.all_weights, x.numpy()
+        empty = torch.nn.Identity()
+        parts = {
+            "nn.Module call": lambda: empty(x),
+            "extension call": lambda: e.infer.tensor_forward(x, w, None, None, None, None, None, False, "inference",
+                                                             0, 0, False, False),
+            "NumPy API run": lambda: e.infer.forward(xs, None, None, None, False, "inference", 0, 0, 0, None, False),
+        }
+        with torch.no_grad():
+            t = per_call(list(parts.values()), repeat)
+        print("  of which: " + ", ".join(f"{name} {v[0] * 1e6:.1f} ({v[1] * 1e6:.1f}) us"
+                                         for name, v in zip(parts, t)) + "; the module's Python the rest")
 
 
 def main():

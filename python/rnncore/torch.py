@@ -42,8 +42,11 @@ _uids = itertools.count()
 
 
 class _Entry:
-    """A module's _core.Net, which of its format's tensors the module has, and where each canonical
-    weight comes from."""
+    """A module's _core.Nets (one for training runs, one for inference) and which of its format's
+    tensors the module has. Each net checks and imports the module's weights itself at each run
+    (_core.Net.take_tensors: weight_check "values" compares shapes and bytes with the last import's,
+    "version" each tensor's data_ptr and version counter) and packs them at its next run after an
+    import."""
 
     def __init__(self, spec):
         d = json.loads(spec)
@@ -64,95 +67,10 @@ class _Entry:
         tensors = self.net.tensors()
         self.names = [name for name, _, _ in tensors]
         self.present = [i for i, name in enumerate(self.names) if d["bias"] or not name.startswith("bias_")]
-        self.shapes = [tuple(tensors[i][1]) for i in self.present]
         self.dtype = torch.float64 if d["dtype"] == "float64" else torch.float32
-        self.source = self._source_map(make("float64", 1, "reference", False))
-        self.loaded = {}  # weight_check "version": id(net) -> (version key, tensors) of its last import
-        self.remembered = {}  # "values": id(net) -> (shape, dtype, is_cpu, is_contiguous) of each tensor remembered
         self.by_version = d.get("weight_check") == "version"
-
-    def _source_map(self, net64):
-        """For each canonical weight, 1 + its element's index in the module's tensors flattened one after
-        the other (0: none, a zero). Found once by importing the indices themselves with the library's
-        import_weights (exact in float64), so that each run is one gather instead of an import; None if
-        the format's import is not a one-to-one copy."""
-        full, start = [None] * len(self.names), 1
-        for i, shape in zip(self.present, self.shapes):
-            n = int(np.prod(shape))
-            full[i] = np.arange(start, start + n, dtype=np.float64).reshape(shape)
-            start += n
-        net64.set_weights(full)
-        c = net64.canonical()
-        m = c.astype(np.int64)
-        used = m[m > 0]
-        if not np.array_equal(m, c) or used.size != np.unique(used).size or (used.size and used.max() >= start):
-            return None
-        return m
-
-    def load(self, weights, net):
-        """Imports `weights` (the module's tensors, in order) into `net`, which packs them at its next
-        run, unless `net` holds them already. weight_check "values" (the default) compares their
-        shapes, then bytes with a copy of the last import's (memcmp: 4 us for a 1-unit LSTM, 0.2 ms for
-        an H=256 layer, against 2 to 5 ms to gather and pack), so writes that bypass the version counters (`.data`,
-        NumPy views, gradcheck's perturbations) are seen too. "version" compares each tensor's
-        (data_ptr, version counter) only, 2 us for 4 tensors: right for whatever goes through autograd's
-        view of a tensor (optimizers, load_state_dict, nn.init, in-place writes under
-        torch.no_grad), blind to those other writes."""
-        if self.by_version:
-            key, last = _version_key(weights), self.loaded.get(id(net))
-            if key is not None and last is not None and last[0] == key:
-                return
-            self._import(self._arrays(weights), net)
-            self.loaded[id(net)] = (key, list(weights))  # the tensors: their memory cannot pass to another
-            return
-        meta = tuple((w.shape, w.dtype, w.is_cpu, w.is_contiguous()) for w in weights)
-        if meta == self.remembered.get(id(net)) and net.same_bytes([w.data_ptr() for w in weights]):
-            return
-        arrays = self._arrays(weights)
-        self._import(arrays, net)
-        net.remember(arrays)
-        # Dense CPU tensors of the module's dtype only: same_bytes reads their memory for these sizes.
-        ok = all(m[1] == self.dtype and m[2] and m[3] for m in meta)
-        self.remembered[id(net)] = meta if ok else None
-
-    def _arrays(self, weights):
-        return [_numpy(w, self.names[i], self.dtype) for i, w in zip(self.present, weights)]
-
-    def _import(self, arrays, net):
-        if self.source is None:
-            full = [None] * len(self.names)
-            for i, a in zip(self.present, arrays):
-                full[i] = a
-            net.set_weights(full)
-            return
-        for a, shape in zip(arrays, self.shapes):
-            if a.shape != shape:
-                raise ArgumentError(f"weights: shape {list(a.shape)}, expected {list(shape)}")
-        flat = np.concatenate([np.zeros(1, arrays[0].dtype if arrays else np.float32)] + [a.ravel() for a in arrays])
-        net.set_canonical(flat[self.source])
-
-    def gradients(self, dcanonical):
-        """The module's tensors' gradients from canonical ones (export_gradient_tensor's values)."""
-        if self.source is None:
-            grads = self.net.export_gradients(dcanonical)
-            return [grads[i] for i in self.present]
-        total = 1 + sum(int(np.prod(s)) for s in self.shapes)
-        flat = np.zeros(total, dcanonical.dtype)
-        flat[self.source] = dcanonical  # one-to-one: index 0 collects what has no source
-        out, start = [], 1
-        for shape in self.shapes:
-            n = int(np.prod(shape))
-            out.append(flat[start:start + n].reshape(shape))
-            start += n
-        return out
-
-
-def _version_key(weights):
-    """(data_ptr, version counter) of each tensor; None where versions are not tracked (inference tensors)."""
-    try:
-        return tuple((w.data_ptr(), w._version) for w in weights)
-    except RuntimeError:
-        return None
+        self.lstm = d["mode"] == "lstm"
+        self.batch_first = d["batch_first"]
 
 
 def _drop_entries(specs):
@@ -173,19 +91,9 @@ def _entry(spec: str) -> _Entry:
         return e
 
 
-def _numpy(t: Optional[Tensor], name: str, dtype):
-    if t is None:
-        return None
-    if not t.is_cpu:
-        raise ArgumentError(f"{name}: a tensor on {t.device}; rnncore.torch runs on the CPU")
-    if t.dtype != dtype:
-        raise ArgumentError(f"{name}: dtype {t.dtype}, expected {dtype} (the module's dtype)")
-    return (t.detach() if t.requires_grad else t).numpy()
-
-
 def _row_ids(x, spec: dict, row_offset: int):
     """The mask function's row of each batch row: its index plus `row_offset` (None: the index)."""
-    if row_offset == 0:
+    if not row_offset:
         return None
     return np.arange(x.shape[0 if spec["batch_first"] else 1], dtype=np.int64) + row_offset
 
@@ -205,18 +113,19 @@ def _resets(resets: Optional[Tensor]):
     return resets.detach().cpu().numpy()
 
 
-def _run_arrays(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve, resets=None):
-    """One run of a module's stack on the tensors' memory: NumPy (y, h_n, c_n or None, reserve or None)."""
-    e = _entry(spec)
-    dt = e.dtype
-    xs = _numpy(x, "input", dt)
-    args = (_numpy(h0, "h0", dt), _numpy(c0, "c0", dt),
-            None if lengths is None else lengths.detach().cpu().numpy())
-    net = e.net if need_reserve else e.infer
-    with e.lock:
-        e.load(weights, net)
-        return net.forward(xs, *args, e.spec["batch_first"], _run_mode(e.spec, train), seed, step, 0,
-                           _row_ids(xs, e.spec, row_offset), need_reserve, _resets(resets))
+def _lengths(lengths: Optional[Tensor]):
+    return None if lengths is None else lengths.detach().cpu().numpy()
+
+
+def _run_tensors(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve, resets=None):
+    """One run of a module's stack: one call into the extension, which checks and imports the weights
+    and returns tensors (y, h_n, c_n or None, reserve or None)."""
+    e = _nets.get(spec) or _entry(spec)
+    with e.lock:  # the weights' check and the run that uses them, together
+        return (e.net if need_reserve else e.infer).tensor_forward(
+            x, weights, h0, c0, None if lengths is None else _lengths(lengths),
+            _row_ids(x, e.spec, row_offset) if row_offset else None, None if resets is None else _resets(resets),
+            e.batch_first, "training" if train else "inference", seed, step, e.by_version, need_reserve)
 
 
 def _rnn_impl(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Optional[Tensor],
@@ -224,10 +133,10 @@ def _rnn_impl(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Option
               need_reserve: bool, resets: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """One run of a module's stack: (y, h_n, c_n (empty unless LSTM), reserve (empty unless need_reserve)).
     resets: per-step state resets, [T, B] ([B, T] batch-first), integer or bool, or None."""
-    y, h, c, reserve = _run_arrays(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve,
-                                   resets)
-    return (torch.from_numpy(y), torch.from_numpy(h), x.new_empty(0) if c is None else torch.from_numpy(c),
-            torch.empty(0, dtype=torch.uint8) if reserve is None else torch.from_numpy(reserve))
+    y, h, c, reserve = _run_tensors(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve,
+                                    resets)
+    return (y, h, x.new_empty(0) if c is None else c,
+            torch.empty(0, dtype=torch.uint8) if reserve is None else reserve)
 
 
 _rnn = torch.library.custom_op("rnncore::rnn", _rnn_impl, mutates_args=())
@@ -277,19 +186,11 @@ def _rnn_backward(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Op
                   resets: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
     """The gradients of a run of `_rnn` with the same arguments: (dx, dh0, dc0 (empty unless LSTM), dweights)."""
     e = _entry(spec)
-    dt = e.dtype
-    xs = _numpy(x, "input", dt)
-    h0n, c0n = _numpy(h0, "h0", dt), _numpy(c0, "c0", dt)
-    ln = None if lengths is None else lengths.detach().cpu().numpy()
     with e.lock:
-        e.load(weights, e.net)
-        dx, dh0, dc0, dw = e.net.backward(xs, reserve.numpy(), _numpy(dy, "dy", dt), _numpy(dh, "dh", dt),
-                                          _numpy(dc, "dc", dt), h0n, c0n, ln, e.spec["batch_first"],
-                                          _run_mode(e.spec, train), seed, step, 0, _row_ids(xs, e.spec, row_offset),
-                                          _resets(resets))
-    grads = e.gradients(dw)
-    return (torch.from_numpy(dx), torch.from_numpy(dh0), torch.empty(0, dtype=dt) if dc0 is None else torch.from_numpy(dc0),
-            [torch.from_numpy(g) for g in grads])
+        dx, dh0, dc0, dws = e.net.tensor_backward(
+            x, weights, h0, c0, _lengths(lengths), _row_ids(x, e.spec, row_offset), _resets(resets),
+            e.batch_first, _run_mode(e.spec, train), seed, step, e.by_version, reserve, dy, dh, dc)
+    return dx, dh0, torch.empty(0, dtype=e.dtype) if dc0 is None else dc0, dws
 
 
 @_rnn_backward.register_fake
@@ -309,7 +210,7 @@ def _setup_context(ctx, inputs, output):
 def _backward(ctx, dy, dh, dc, _dreserve):
     spec, seed, step, row_offset, train, has_h0, has_c0 = ctx.args
     x, h0, c0, lengths, resets, reserve, *weights = ctx.saved_tensors
-    lstm = _entry(spec).spec["mode"] == "lstm"
+    lstm = _entry(spec).lstm
     dx, dh0, dc0, dws = torch.ops.rnncore.rnn_backward(x, weights, h0, c0, lengths, reserve, dy.contiguous(),
                                                        dh.contiguous(), dc.contiguous() if lstm else None, spec,
                                                        seed, step, row_offset, train, resets)
@@ -400,9 +301,8 @@ class _RNNBase(nn.Module):
         if not need_reserve and _eager((x, h0, c0, lengths, resets, *weights)):
             # The op's body without the dispatcher, and without the tensors an op must return but this
             # call drops (an empty reserve; an empty c for a GRU or RNN).
-            y, h, c, _ = _run_arrays(x.contiguous(), weights, h0, c0, lengths, spec, self.seed, self.step,
-                                     self.row_offset, train, False, resets)
-            y, h, c = torch.from_numpy(y), torch.from_numpy(h), None if c is None else torch.from_numpy(c)
+            y, h, c, _ = _run_tensors(x, weights, h0, c0, lengths, spec, self.seed, self.step, self.row_offset, train,
+                                      False, resets)
         else:
             y, h, c, _ = torch.ops.rnncore.rnn(x.contiguous(), weights, h0, c0, lengths, spec, self.seed, self.step,
                                                self.row_offset, train, need_reserve, resets)

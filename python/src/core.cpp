@@ -1,6 +1,9 @@
 // rnncore._core: the Python extension. A thin layer over the public C++ API (rnncore.hpp and the io
 // library): arrays in, arrays out, the library's status and detail line raised as exceptions. It
-// knows nothing of PyTorch; rnncore/torch.py builds the custom ops on top of it.
+// does not link PyTorch: rnncore/torch.py builds the custom ops on top of it, and their runs
+// (Net.tensor_forward / tensor_backward) read torch tensors through their Python attributes and
+// make new ones with torch.empty, so that one call per run does the weights' check, the import and
+// the run without NumPy between.
 //
 // A Net holds a stack, its canonical weights, the packed weights of one plan and a workspace. Each
 // call plans for its own batch and length (Plan::create allocates nothing and is cheap; the packed
@@ -81,10 +84,13 @@ Buffer aligned_buffer(std::size_t bytes) {
 
 py::dtype numpy_dtype(DType t) { return t == DType::f64 ? py::dtype::of<double>() : py::dtype::of<float>(); }
 
-std::string shape_string(const py::array& a) {
+std::string shape_string(const std::vector<py::ssize_t>& shape) {
   std::string s = "[";
-  for (py::ssize_t i = 0; i < a.ndim(); ++i) s += (i ? ", " : "") + std::to_string(a.shape(i));
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
+}
+std::string shape_string(const py::array& a) {
+  return shape_string(std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
 }
 
 // A dense array of `dtype` viewing `obj` when it already is one (no copy), else a converted copy.
@@ -102,6 +108,87 @@ py::array dense(const py::handle& obj, DType dtype, const char* name) {
 }
 
 std::vector<py::ssize_t> dims(const py::array& a) { return std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()); }
+
+// A dense, C-contiguous block of the net's dtype that a run reads (an array's or a tensor's memory), and
+// the object that keeps that memory alive.
+struct Block {
+  const void* data = nullptr;  // null: none given
+  std::vector<py::ssize_t> shape;
+  py::object owner;
+};
+
+Block array_block(py::array a) {
+  Block b;
+  b.data = a.data();
+  b.shape = dims(a);
+  b.owner = std::move(a);
+  return b;
+}
+
+// ---- torch tensors (rnncore.torch): read through their Python attributes and made with torch.empty, so
+// that its runs take and return tensors without NumPy and without linking libtorch ----
+
+// torch's functions and dtypes, the keyword arguments torch.empty gets for each dtype, and attribute
+// names made once (a name made from a C string at each access costs more than the access).
+struct Torch {
+  py::object empty, float32, float64, uint8;
+  py::dict kw_f32, kw_f64, kw_u8;
+  py::str is_cpu, dtype, is_contiguous, contiguous, shape, data_ptr, version, device;
+};
+
+const Torch& torch_api() {  // rnncore.torch has imported torch before its first run
+  static const Torch* t = [] {
+    py::module_ m = py::module_::import("torch");
+    auto* p = new Torch;  // for good
+    p->empty = m.attr("empty"), p->float32 = m.attr("float32"), p->float64 = m.attr("float64");
+    p->uint8 = m.attr("uint8");
+    p->kw_f32["dtype"] = p->float32;
+    p->kw_f64["dtype"] = p->float64;
+    p->kw_u8["dtype"] = p->uint8;
+    p->is_cpu = "is_cpu", p->dtype = "dtype", p->is_contiguous = "is_contiguous", p->contiguous = "contiguous";
+    p->shape = "shape", p->data_ptr = "data_ptr", p->version = "_version", p->device = "device";
+    return p;
+  }();
+  return *t;
+}
+
+const py::object& torch_dtype(DType t) { return t == DType::f64 ? torch_api().float64 : torch_api().float32; }
+
+void* tensor_data(const py::handle& t) {
+  return reinterpret_cast<void*>(t.attr(torch_api().data_ptr)().cast<std::uintptr_t>());
+}
+
+// A new tensor (uninitialised, as torch.empty(*shape, dtype=)), and its memory.
+py::object new_tensor(const std::vector<py::ssize_t>& shape, DType dtype, void** data) {
+  const Torch& api = torch_api();
+  py::tuple dims(shape.size());
+  for (std::size_t i = 0; i < shape.size(); ++i) dims[i] = py::int_(shape[i]);
+  PyObject* t = PyObject_Call(api.empty.ptr(), dims.ptr(), (dtype == DType::f64 ? api.kw_f64 : api.kw_f32).ptr());
+  if (t == nullptr) throw py::error_already_set();
+  py::object out = py::reinterpret_steal<py::object>(t);
+  *data = tensor_data(out);
+  return out;
+}
+
+// A CPU tensor of `dtype` as a block on its memory (on a contiguous copy when it is not contiguous).
+Block tensor_block(const py::handle& t, DType dtype, const char* name) {
+  const Torch& api = torch_api();
+  if (!t.attr(api.is_cpu).cast<bool>())
+    bad_argument(std::string(name) + ": a tensor on " + std::string(py::str(t.attr(api.device))) +
+                 "; rnncore.torch runs on the CPU");
+  const py::object dt = t.attr(api.dtype);
+  if (!dt.is(torch_dtype(dtype)))
+    fail(Status::tensor_dtype, std::string(name) + ": dtype " + std::string(py::str(dt)) + ", expected " +
+                                   std::string(py::str(torch_dtype(dtype))) + " (the module's dtype)");
+  Block b;
+  b.owner = t.attr(api.is_contiguous)().cast<bool>() ? py::reinterpret_borrow<py::object>(t)
+                                                      : t.attr(api.contiguous)();
+  const py::tuple shape = b.owner.attr(api.shape);
+  b.shape.resize(shape.size());
+  for (std::size_t i = 0; i < b.shape.size(); ++i) b.shape[i] = PyLong_AsSsize_t(shape[i].ptr());
+  b.data = tensor_data(b.owner);
+  return b;
+}
 
 // Per-row lengths as int32 (copied; any integer dtype), each checked to fit.
 std::vector<std::int32_t> lengths_of(const py::handle& obj, int batch) {
@@ -173,8 +260,8 @@ RunMode parse_run_mode(const std::string& s) {
 
 // What a run reads besides the weights, checked against the stack and converted.
 struct RunInputs {
-  py::array x;
-  py::object h0, c0;  // arrays or None
+  Block x;
+  Block h0, c0;  // data null: none
   std::vector<std::int32_t> lengths;
   std::vector<std::uint32_t> row_ids;
   std::vector<std::uint8_t> resets;  // empty: none
@@ -199,6 +286,9 @@ class Net {
     kernel_ = probe.kernel_name();
     backend_ = to_string(probe.backend());
     canonical_.assign(static_cast<std::size_t>(param_count(stack_)) * dtype_size(stack_.dtype), 0);
+    infos_.resize(static_cast<std::size_t>(format_tensor_count(stack_, format_)));
+    for (std::size_t i = 0; i < infos_.size(); ++i)
+      check(format_tensor_info(stack_, format_, static_cast<int>(i), prefix_.c_str(), &infos_[i]));
   }
   ~Net() { ThreadPool::destroy(pool_); }
   Net(const Net&) = delete;
@@ -251,71 +341,71 @@ class Net {
     std::lock_guard<std::mutex> lock(mu_);
     std::memcpy(canonical_.data(), a.data(), canonical_.size());
     packed_ok_ = false;
+    forget_tensors();
   }
 
   // Imports the format's tensors, given in tensors() order (None for an absent optional tensor).
   void set_weights(const py::sequence& values) {
-    const int n = format_tensor_count(stack_, format_);
-    if (static_cast<int>(py::len(values)) != n)
+    const std::size_t n = infos_.size();
+    if (py::len(values) != n)
       bad_argument("weights: " + std::to_string(py::len(values)) + " tensors, expected " + std::to_string(n));
-    std::vector<TensorInfo> infos(static_cast<std::size_t>(n));
-    std::vector<py::array> keep;
-    std::vector<TensorView> views;
-    for (int i = 0; i < n; ++i) {
-      check(format_tensor_info(stack_, format_, i, prefix_.c_str(), &infos[static_cast<std::size_t>(i)]));
-      const TensorInfo& info = infos[static_cast<std::size_t>(i)];
-      if (values[static_cast<std::size_t>(i)].is_none()) continue;
-      keep.push_back(dense(values[static_cast<std::size_t>(i)], stack_.dtype, info.name));
-      const py::array& a = keep.back();
-      TensorView v;
-      v.name = info.name;
-      v.dtype = stack_.dtype;
-      v.shape.ndim = static_cast<std::int32_t>(a.ndim());
-      if (a.ndim() > 4) fail(Status::tensor_shape, std::string(info.name) + ": shape " + shape_string(a));
-      for (py::ssize_t d = 0; d < a.ndim(); ++d) v.shape.dims[d] = a.shape(d);
-      v.data = a.data();
-      views.push_back(v);
+    std::vector<Block> blocks;
+    std::vector<int> index;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (values[i].is_none()) continue;
+      blocks.push_back(array_block(dense(values[i], stack_.dtype, infos_[i].name)));
+      index.push_back(static_cast<int>(i));
     }
-    std::vector<unsigned char> canonical(canonical_.size());
-    check(import_weights(stack_, format_, views.data(), views.size(), prefix_.c_str(), canonical.data()));
-    std::lock_guard<std::mutex> lock(mu_);
-    canonical_.swap(canonical);
-    packed_ok_ = false;
+    import_blocks(blocks, index);
+    forget_tensors();
   }
 
-  // Whether the memory at `addresses` (data pointers of the module's weight tensors, in order, whose
-  // shapes and dtype the caller checked against those remember() saw: dense CPU tensors of the same
-  // sizes) holds the bytes of the last remember(): rnncore.torch's check before it imports and packs
-  // the weights again. Addresses, not arrays: a tensor's data_ptr costs a tenth of a NumPy view.
-  bool same_bytes(const std::vector<std::uintptr_t>& addresses) const {
-    if (addresses.size() != snapshot_sizes_.size() || addresses.empty()) return false;
-    std::size_t offset = 0;
-    for (std::size_t i = 0; i < addresses.size(); ++i) {
-      const std::size_t n = snapshot_sizes_[i];
-      if (n > 0 && std::memcmp(snapshot_.data() + offset, reinterpret_cast<const void*>(addresses[i]), n) != 0)
-        return false;
-      offset += n;
-    }
-    return true;
-  }
-
-  // Keeps a copy of `arrays` for same_bytes (C-contiguous arrays of the net's dtype; else none kept).
-  void remember(const py::sequence& arrays) {
-    snapshot_.clear();
-    snapshot_sizes_.clear();
-    const py::dtype want = numpy_dtype(stack_.dtype);
-    for (py::handle h : arrays) {
-      py::array a = py::array::ensure(h);
-      if (!a || !(a.flags() & py::array::c_style) || !a.dtype().equal(want)) {
-        snapshot_.clear();
-        snapshot_sizes_.clear();
-        return;
+  // rnncore.torch's weights before a run: imports the module's tensors (tensors() order, without the
+  // optional ones when fewer are given), which the next run packs, unless this net holds them already.
+  // by_version compares each tensor's (data_ptr, version counter) with the last import's: 1 us for
+  // four tensors, right for whatever goes through autograd's view of a tensor (optimizers,
+  // load_state_dict, nn.init, in-place writes under torch.no_grad), blind to writes that bypass the
+  // counters. Else their shapes, then bytes with a copy of the last import's (memcmp: well under a
+  // microsecond for a 1-unit LSTM, about 0.1 ms for an H=256 layer, against milliseconds to pack),
+  // so that writes through `.data`, NumPy views or gradcheck's perturbations are seen too.
+  void take_tensors(const py::sequence& weights, bool by_version) {
+    const std::vector<int> index = given_tensors(py::len(weights));
+    std::vector<std::pair<std::uintptr_t, long long>> key;
+    bool tracked = by_version;
+    if (by_version) {
+      for (py::handle w : weights) {
+        const auto ptr = reinterpret_cast<std::uintptr_t>(tensor_data(w));
+        PyObject* v = PyObject_GetAttr(w.ptr(), torch_api().version.ptr());  // raises for inference tensors
+        if (v == nullptr) {
+          PyErr_Clear();
+          tracked = false;
+          break;
+        }
+        key.emplace_back(ptr, PyLong_AsLongLong(v));
+        Py_DECREF(v);
       }
-      const auto* p = static_cast<const unsigned char*>(a.data());
-      snapshot_.insert(snapshot_.end(), p, p + a.nbytes());
-      snapshot_sizes_.push_back(static_cast<std::size_t>(a.nbytes()));
+      if (tracked && versions_valid_ && key == versions_) return;
     }
+    std::vector<Block> blocks;
+    for (std::size_t k = 0; k < index.size(); ++k)
+      blocks.push_back(tensor_block(weights[k], stack_.dtype, infos_[static_cast<std::size_t>(index[k])].name));
+    if (!by_version && same_bytes(blocks)) return;
+    if (make_source(index)) {
+      gather(blocks, index);
+    } else {
+      import_blocks(blocks, index);
+    }
+    forget_tensors();
+    if (by_version) {
+      versions_valid_ = tracked;
+      versions_ = std::move(key);
+      for (py::handle w : weights) version_tensors_.push_back(py::reinterpret_borrow<py::object>(w));
+      return;
+    }
+    remember(blocks);
   }
+
+  std::size_t imports() const { return imports_; }
 
   // The format's tensors from canonical values (the weights, or their gradients with `gradient`).
   py::list export_tensors(const py::handle& canonical, bool gradient) const {
@@ -371,9 +461,14 @@ class Net {
 
   RunInputs inputs(const py::handle& x, const py::handle& h0, const py::handle& c0, const py::handle& lengths,
                    const py::handle& row_ids, bool batch_first, const py::handle& resets) const;
+  RunInputs tensor_inputs(const py::handle& x, const py::handle& h0, const py::handle& c0, const py::handle& lengths,
+                          const py::handle& row_ids, bool batch_first, const py::handle& resets) const;
   py::tuple forward(const RunInputs& in, bool keep_reserve);
   py::tuple backward(const RunInputs& in, const py::handle& reserve, const py::handle& dy, const py::handle& dhy,
                      const py::handle& dcy);
+  py::tuple tensor_forward(const RunInputs& in, bool keep_reserve);
+  py::tuple tensor_backward(const RunInputs& in, const py::handle& reserve, const py::handle& dy,
+                            const py::handle& dhy, const py::handle& dcy, std::size_t weights);
 
   // Shapes of h and c for `batch` rows: [L·D, B, O] and [L·D, B, H] when the layers are alike, else flat.
   std::pair<std::vector<py::ssize_t>, std::vector<py::ssize_t>> state_shapes(int batch) const {
@@ -421,6 +516,209 @@ class Net {
     return workspace_.get();
   }
   ForwardArgs forward_args(const RunInputs& in) const;
+  void complete(RunInputs& in, bool no_c0, const py::handle& lengths, const py::handle& row_ids,
+                const py::handle& resets) const;
+
+  // Which of the format's tensors `count` given tensors are: all, or those that are not optional.
+  std::vector<int> given_tensors(std::size_t count) const {
+    std::vector<int> index;
+    for (std::size_t i = 0; i < infos_.size(); ++i)
+      if (count == infos_.size() || !infos_[i].optional) index.push_back(static_cast<int>(i));
+    if (index.size() != count)
+      bad_argument("weights: " + std::to_string(count) + " tensors, expected " + std::to_string(infos_.size()));
+    return index;
+  }
+
+  // Imports blocks (the format's tensors `index`, the others absent) as the canonical weights.
+  void import_blocks(const std::vector<Block>& blocks, const std::vector<int>& index) {
+    std::vector<TensorView> views;
+    for (std::size_t k = 0; k < blocks.size(); ++k) {
+      const Block& b = blocks[k];
+      TensorView v;
+      v.name = infos_[static_cast<std::size_t>(index[k])].name;
+      v.dtype = stack_.dtype;
+      if (b.shape.size() > 4) fail(Status::tensor_shape, std::string(v.name) + ": shape " + shape_string(b.shape));
+      v.shape.ndim = static_cast<std::int32_t>(b.shape.size());
+      for (std::size_t d = 0; d < b.shape.size(); ++d) v.shape.dims[d] = b.shape[d];
+      v.data = b.data;
+      views.push_back(v);
+    }
+    std::vector<unsigned char> canonical(canonical_.size());
+    check(import_weights(stack_, format_, views.data(), views.size(), prefix_.c_str(), canonical.data()));
+    std::lock_guard<std::mutex> lock(mu_);
+    canonical_.swap(canonical);
+    packed_ok_ = false;
+    ++imports_;
+  }
+
+  // rnncore.torch's one-to-one map from the module's tensors to the canonical weights, found once for
+  // the tensors `index` by importing their elements' indices (exact in float64) with import_weights:
+  // source_[k] is 1 + the index of canonical weight k's element in those tensors flattened one after
+  // the other (0: none, a zero). A gather (a scatter for gradients) instead of import_weights and
+  // export_gradient_tensor, each about 30 ms for an H=256 LSTM layer against 1 ms. False when the
+  // format's import is not a one-to-one copy.
+  bool make_source(const std::vector<int>& index) {
+    if (index == source_index_) return !source_.empty();
+    source_index_ = index;
+    source_.clear();
+    std::vector<TensorView> views;
+    std::size_t total = 0;
+    for (int i : index) total += elements(infos_[static_cast<std::size_t>(i)].shape);
+    std::vector<double> values(total);
+    for (std::size_t k = 0; k < total; ++k) values[k] = static_cast<double>(k + 1);
+    std::size_t start = 0;
+    for (int i : index) {
+      TensorView v;
+      v.name = infos_[static_cast<std::size_t>(i)].name;
+      v.dtype = DType::f64;
+      v.shape = infos_[static_cast<std::size_t>(i)].shape;
+      v.data = values.data() + start;
+      start += elements(v.shape);
+      views.push_back(v);
+    }
+    StackSpec f64 = stack_;
+    f64.dtype = DType::f64;
+    std::vector<double> canonical(static_cast<std::size_t>(param_count(stack_)));
+    if (import_weights(f64, format_, views.data(), views.size(), prefix_.c_str(), canonical.data()) != Status::ok)
+      return false;
+    std::vector<std::uint32_t> source(canonical.size());
+    std::vector<bool> used(total + 1, false);
+    for (std::size_t k = 0; k < canonical.size(); ++k) {
+      const double c = canonical[k];
+      if (c < 0 || c > static_cast<double>(total) || c != static_cast<double>(static_cast<std::uint32_t>(c)))
+        return false;
+      source[k] = static_cast<std::uint32_t>(c);
+      if (source[k] > 0 && used[source[k]]) return false;  // one element in two places
+      used[source[k]] = true;
+    }
+    source_total_ = total;
+    source_.swap(source);
+    return true;
+  }
+
+  static std::size_t elements(const Shape& s) {
+    std::size_t n = 1;
+    for (int d = 0; d < s.ndim; ++d) n *= static_cast<std::size_t>(s.dims[d]);
+    return n;
+  }
+
+  // The blocks (the tensors make_source mapped) one after the other behind a zero, in flat_.
+  void flatten(const std::vector<Block>& blocks, const std::vector<int>& index) {
+    const std::size_t es = dtype_size(stack_.dtype);
+    flat_.assign((source_total_ + 1) * es, 0);
+    std::size_t at = es;
+    for (std::size_t k = 0; k < blocks.size(); ++k) {
+      const Shape& want = infos_[static_cast<std::size_t>(index[k])].shape;
+      if (blocks[k].shape != std::vector<py::ssize_t>(want.dims, want.dims + want.ndim))
+        bad_argument("weights: " + std::string(infos_[static_cast<std::size_t>(index[k])].name) + ": shape " +
+                     shape_string(blocks[k].shape) + ", expected " +
+                     shape_string(std::vector<py::ssize_t>(want.dims, want.dims + want.ndim)));
+      std::memcpy(flat_.data() + at, blocks[k].data, elements(want) * es);
+      at += elements(want) * es;
+    }
+  }
+
+  template <typename T>
+  static void gather_as(const std::vector<std::uint32_t>& source, const unsigned char* flat, unsigned char* out) {
+    const T* from = reinterpret_cast<const T*>(flat);
+    T* to = reinterpret_cast<T*>(out);
+    for (std::size_t k = 0; k < source.size(); ++k) to[k] = from[source[k]];
+  }
+  template <typename T>
+  static void scatter_as(const std::vector<std::uint32_t>& source, const unsigned char* canonical, unsigned char* flat) {
+    const T* from = reinterpret_cast<const T*>(canonical);
+    T* to = reinterpret_cast<T*>(flat);
+    for (std::size_t k = 0; k < source.size(); ++k) to[source[k]] = from[k];  // 0 collects what has no source
+  }
+
+  // Imports the blocks through source_.
+  void gather(const std::vector<Block>& blocks, const std::vector<int>& index) {
+    flatten(blocks, index);
+    std::vector<unsigned char> canonical(canonical_.size());
+    if (stack_.dtype == DType::f64) {
+      gather_as<double>(source_, flat_.data(), canonical.data());
+    } else {
+      gather_as<float>(source_, flat_.data(), canonical.data());
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    canonical_.swap(canonical);
+    packed_ok_ = false;
+    ++imports_;
+  }
+
+  // The gradients of the tensors `index` from canonical ones, into `outs` (each of its tensor's size).
+  void export_gradients_to(const unsigned char* dcanonical, const std::vector<int>& index,
+                           const std::vector<void*>& outs) {
+    const std::size_t es = dtype_size(stack_.dtype);
+    if (!make_source(index)) {
+      for (std::size_t k = 0; k < index.size(); ++k)
+        check(export_gradient_tensor(stack_, format_, index[k], dcanonical, outs[k]));
+      return;
+    }
+    std::vector<unsigned char> flat((source_total_ + 1) * es, 0);
+    if (stack_.dtype == DType::f64) {
+      scatter_as<double>(source_, dcanonical, flat.data());
+    } else {
+      scatter_as<float>(source_, dcanonical, flat.data());
+    }
+    std::size_t at = es;
+    for (std::size_t k = 0; k < index.size(); ++k) {
+      const std::size_t n = elements(infos_[static_cast<std::size_t>(index[k])].shape) * es;
+      std::memcpy(outs[k], flat.data() + at, n);
+      at += n;
+    }
+  }
+
+  // Whether the blocks have the shapes and bytes of the last remember().
+  bool same_bytes(const std::vector<Block>& blocks) const {
+    if (blocks.size() != snapshot_shapes_.size() || blocks.empty()) return false;
+    std::size_t offset = 0;
+    const std::size_t es = dtype_size(stack_.dtype);
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      if (blocks[i].shape != snapshot_shapes_[i]) return false;
+      std::size_t n = es;
+      for (py::ssize_t d : blocks[i].shape) n *= static_cast<std::size_t>(d);
+      if (n > 0 && std::memcmp(snapshot_.data() + offset, blocks[i].data, n) != 0) return false;
+      offset += n;
+    }
+    return true;
+  }
+
+  // Keeps a copy of the blocks for same_bytes.
+  void remember(const std::vector<Block>& blocks) {
+    const std::size_t es = dtype_size(stack_.dtype);
+    for (const Block& b : blocks) {
+      std::size_t n = es;
+      for (py::ssize_t d : b.shape) n *= static_cast<std::size_t>(d);
+      const auto* p = static_cast<const unsigned char*>(b.data);
+      snapshot_.insert(snapshot_.end(), p, p + n);
+      snapshot_shapes_.push_back(b.shape);
+    }
+  }
+
+  // After an import: neither check matches until the next take_tensors records its tensors.
+  void forget_tensors() {
+    snapshot_.clear();
+    snapshot_shapes_.clear();
+    versions_.clear();
+    version_tensors_.clear();
+    versions_valid_ = false;
+  }
+
+  // A run on the packed weights, without the GIL.
+  Status run(const Plan& plan, const ForwardArgs& fa) {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(mu_);
+    ensure_packed();
+    return plan.forward(packed_.get(), workspace(plan.workspace_bytes()), plan.workspace_bytes(), fa);
+  }
+  Status run(const Plan& plan, const BackwardArgs& ba) {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(mu_);
+    ensure_packed();
+    const std::size_t bytes = plan.backward_workspace_bytes();
+    return plan.backward(packed_.get(), workspace(bytes), bytes, ba);
+  }
 
   StackSpec stack_;
   WeightFormat format_;
@@ -428,9 +726,18 @@ class Net {
   PlanOptions options_;
   ThreadPool* pool_ = nullptr;
   std::string kernel_, backend_;
+  std::vector<TensorInfo> infos_;  // the format's tensors
   std::vector<unsigned char> canonical_;
-  std::vector<unsigned char> snapshot_;                   // remember()'s bytes
-  std::vector<std::size_t> snapshot_sizes_;  // and each array's share of them
+  std::vector<unsigned char> snapshot_;                      // remember()'s bytes
+  std::vector<std::vector<py::ssize_t>> snapshot_shapes_;    // and each tensor's shape
+  std::vector<std::pair<std::uintptr_t, long long>> versions_;  // by_version: the last import's keys
+  std::vector<py::object> version_tensors_;  // and its tensors (kept: their memory cannot pass to another)
+  bool versions_valid_ = false;
+  std::size_t imports_ = 0;
+  std::vector<int> source_index_;       // make_source's tensors
+  std::vector<std::uint32_t> source_;   // and its map (empty: none)
+  std::size_t source_total_ = 0;        // their elements
+  std::vector<unsigned char> flat_;     // gather's staging
   std::mutex mu_;
   Buffer packed_, workspace_;
   std::size_t packed_bytes_ = 0, workspace_bytes_ = 0;
@@ -460,47 +767,67 @@ py::array token_ids(const py::handle& obj, int vocab, bool batch_first) {
   return std::move(ids);
 }
 
-// Checks one state tensor against the stack: its uniform shape, or (any layers) its element count.
-py::object state_array(const py::handle& obj, DType dtype, const char* name, const std::vector<py::ssize_t>& shape) {
-  if (obj.is_none()) return py::none();
-  py::array a = dense(obj, dtype, name);
-  std::size_t n = 1;
+// Checks one state block against the stack: its uniform shape, or (any layers) its element count.
+void check_state(const Block& b, const char* name, const std::vector<py::ssize_t>& shape) {
+  if (b.data == nullptr) return;
+  std::size_t n = 1, have = 1;
   for (py::ssize_t d : shape) n *= static_cast<std::size_t>(d);
-  if ((shape.size() > 1 && dims(a) != shape) || static_cast<std::size_t>(a.size()) != n) {
-    std::string want = "[";
-    for (std::size_t i = 0; i < shape.size(); ++i) want += (i ? ", " : "") + std::to_string(shape[i]);
-    bad_argument(std::string(name) + ": shape " + shape_string(a) + ", expected " + want + "]");
-  }
-  return std::move(a);
+  for (py::ssize_t d : b.shape) have *= static_cast<std::size_t>(d);
+  if ((shape.size() > 1 && b.shape != shape) || have != n)
+    bad_argument(std::string(name) + ": shape " + shape_string(b.shape) + ", expected " + shape_string(shape));
 }
 
-// The data of an optional array (None: null).
-const void* data_or_null(const py::object& o) {
-  return o.is_none() ? nullptr : py::reinterpret_borrow<py::array>(o).data();
+// One state array checked against the stack (None: none).
+Block state_array(const py::handle& obj, DType dtype, const char* name, const std::vector<py::ssize_t>& shape) {
+  if (obj.is_none()) return Block{};
+  Block b = array_block(dense(obj, dtype, name));
+  check_state(b, name, shape);
+  return b;
 }
 
 RunInputs Net::inputs(const py::handle& x, const py::handle& h0, const py::handle& c0, const py::handle& lengths,
                       const py::handle& row_ids, bool batch_first, const py::handle& resets) const {
   RunInputs in;
   in.batch_first = batch_first;
-  const std::string layout = batch_first ? "[B, T, " : "[T, B, ";
-  if (stack_.embedding.vocab_size > 0) {
-    in.x = token_ids(x, stack_.embedding.vocab_size, batch_first);
-  } else {
-    in.x = dense(x, stack_.dtype, "x");
-    if (in.x.ndim() != 3 || in.x.shape(2) != stack_.input_size)
-      bad_argument("x: shape " + shape_string(in.x) + ", expected " + layout + std::to_string(stack_.input_size) + "]");
-  }
-  if (in.x.shape(0) > INT32_MAX || in.x.shape(1) > INT32_MAX) bad_argument("x: shape " + shape_string(in.x));
-  in.seq_len = static_cast<int>(in.x.shape(batch_first ? 1 : 0));
-  in.batch = static_cast<int>(in.x.shape(batch_first ? 0 : 1));
+  in.x = array_block(stack_.embedding.vocab_size > 0 ? token_ids(x, stack_.embedding.vocab_size, batch_first)
+                                                     : dense(x, stack_.dtype, "x"));
+  if (!h0.is_none()) in.h0 = array_block(dense(h0, stack_.dtype, "h0"));
+  if (!c0.is_none()) in.c0 = array_block(dense(c0, stack_.dtype, "c0"));
+  complete(in, c0.is_none(), lengths, row_ids, resets);
+  return in;
+}
+
+RunInputs Net::tensor_inputs(const py::handle& x, const py::handle& h0, const py::handle& c0,
+                             const py::handle& lengths, const py::handle& row_ids, bool batch_first,
+                             const py::handle& resets) const {
+  RunInputs in;
+  in.batch_first = batch_first;
+  in.x = stack_.embedding.vocab_size > 0 ? array_block(token_ids(x, stack_.embedding.vocab_size, batch_first))
+                                         : tensor_block(x, stack_.dtype, "input");
+  if (!h0.is_none()) in.h0 = tensor_block(h0, stack_.dtype, "h0");
+  if (!c0.is_none()) in.c0 = tensor_block(c0, stack_.dtype, "c0");
+  complete(in, c0.is_none(), lengths, row_ids, resets);
+  return in;
+}
+
+// Checks x's and the states' shapes and converts the small inputs (lengths, resets, row ids).
+void Net::complete(RunInputs& in, bool no_c0, const py::handle& lengths, const py::handle& row_ids,
+                   const py::handle& resets) const {
+  const bool batch_first = in.batch_first;
+  const std::vector<py::ssize_t>& xs = in.x.shape;
+  if (stack_.embedding.vocab_size == 0 && (xs.size() != 3 || xs[2] != stack_.input_size))
+    bad_argument("x: shape " + shape_string(xs) + ", expected " + (batch_first ? "[B, T, " : "[T, B, ") +
+                 std::to_string(stack_.input_size) + "]");
+  if (xs[0] > INT32_MAX || xs[1] > INT32_MAX) bad_argument("x: shape " + shape_string(xs));
+  in.seq_len = static_cast<int>(xs[batch_first ? 1 : 0]);
+  in.batch = static_cast<int>(xs[batch_first ? 0 : 1]);
   if (in.batch < 1 || in.seq_len < 1)
-    bad_argument("x: shape " + shape_string(in.x) + ": the batch and the length must be at least 1");
+    bad_argument("x: shape " + shape_string(xs) + ": the batch and the length must be at least 1");
   const auto shapes = state_shapes(in.batch);
-  in.h0 = state_array(h0, stack_.dtype, "h0", shapes.first);
+  check_state(in.h0, "h0", shapes.first);
   const bool lstm = stack_.layers[0].mode == Mode::lstm;
-  if (!c0.is_none() && !lstm) bad_argument("c0: only an LSTM has a cell state");
-  in.c0 = state_array(c0, stack_.dtype, "c0", shapes.second);
+  if (!no_c0 && !lstm) bad_argument("c0: only an LSTM has a cell state");
+  check_state(in.c0, "c0", shapes.second);
   if (!lengths.is_none()) in.lengths = lengths_of(lengths, in.batch);
   if (!resets.is_none()) in.resets = resets_of(resets, in.seq_len, in.batch, batch_first);
   if (!row_ids.is_none()) {
@@ -513,7 +840,6 @@ RunInputs Net::inputs(const py::handle& x, const py::handle& h0, const py::handl
       in.row_ids.push_back(static_cast<std::uint32_t>(v));
     }
   }
-  return in;
 }
 
 ForwardArgs Net::forward_args(const RunInputs& in) const {
@@ -521,11 +847,11 @@ ForwardArgs Net::forward_args(const RunInputs& in) const {
   fa.batch = in.batch;
   fa.seq_len = in.seq_len;
   fa.layout = in.batch_first ? Layout::batch_major : Layout::time_major;
-  fa.x = in.x.data();
+  fa.x = in.x.data;
   fa.seq_lengths = in.lengths.empty() ? nullptr : in.lengths.data();
   fa.resets = in.resets.empty() ? nullptr : in.resets.data();
-  fa.h0 = data_or_null(in.h0);
-  fa.c0 = data_or_null(in.c0);
+  fa.h0 = in.h0.data;
+  fa.c0 = in.c0.data;
   fa.run_mode = in.mode;
   fa.seed = in.seed;
   fa.step = in.step;
@@ -565,15 +891,37 @@ py::tuple Net::forward(const RunInputs& in, bool keep_reserve) {
     fa.reserve = reserve.mutable_data();
     fa.reserve_bytes = static_cast<std::size_t>(reserve.nbytes());
   }
-  Status s;
-  {
-    py::gil_scoped_release nogil;
-    std::lock_guard<std::mutex> lock(mu_);
-    ensure_packed();
-    s = plan.forward(packed_.get(), workspace(plan.workspace_bytes()), plan.workspace_bytes(), fa);
-  }
-  check(s);
+  check(run(plan, fa));
   return py::make_tuple(y, hy, lstm ? py::object(cy) : py::none(), keep_reserve ? py::object(reserve) : py::none());
+}
+
+// rnncore.torch's forward: forward()'s outputs as new tensors.
+py::tuple Net::tensor_forward(const RunInputs& in, bool keep_reserve) {
+  if (keep_reserve && !options_.training)
+    fail(Status::unsupported, "a reserve for backward needs a net made for training (training=True)");
+  Plan plan;
+  check(plan_for(in.batch, in.seq_len, &plan));
+  const auto shapes = state_shapes(in.batch);
+  const bool lstm = stack_.layers[0].mode == Mode::lstm;
+  ForwardArgs fa = forward_args(in);
+  py::object y = new_tensor(y_shape(in), stack_.dtype, &fa.y);
+  py::object hy = new_tensor(shapes.first, stack_.dtype, &fa.hy);
+  py::object cy = lstm ? new_tensor(shapes.second, stack_.dtype, &fa.cy) : py::none();
+  py::object reserve = py::none();
+  if (keep_reserve) {
+    // Zeroed, as forward()'s; torch's CPU allocator aligns to 64 bytes, a view makes sure of kAlignment.
+    const std::size_t bytes = plan.reserve_bytes();
+    const Torch& api = torch_api();
+    reserve = api.empty(static_cast<py::ssize_t>(bytes + kAlignment), **api.kw_u8);
+    fa.reserve = tensor_data(reserve);
+    const std::size_t off = (kAlignment - reinterpret_cast<std::uintptr_t>(fa.reserve) % kAlignment) % kAlignment;
+    std::memset(fa.reserve, 0, bytes + kAlignment);
+    reserve = reserve.attr("narrow")(0, off, bytes);
+    fa.reserve = static_cast<unsigned char*>(fa.reserve) + off;
+    fa.reserve_bytes = bytes;
+  }
+  check(run(plan, fa));
+  return py::make_tuple(y, hy, cy, reserve);
 }
 
 // Backward after a training forward with the same inputs: (dx, dh0, dc0 or None, dcanonical).
@@ -587,13 +935,13 @@ py::tuple Net::backward(const RunInputs& in, const py::handle& reserve, const py
     bad_argument("reserve: expected the uint8 reserve the training forward returned");
   const auto shapes = state_shapes(in.batch);
   const bool lstm = stack_.layers[0].mode == Mode::lstm;
-  py::object dya = state_array(dy, stack_.dtype, "dy", y_shape(in));
-  py::object dhya = state_array(dhy, stack_.dtype, "dhy", shapes.first);
+  const Block dya = state_array(dy, stack_.dtype, "dy", y_shape(in));
+  const Block dhya = state_array(dhy, stack_.dtype, "dhy", shapes.first);
   if (!dcy.is_none() && !lstm) bad_argument("dcy: only an LSTM has a cell state");
-  py::object dcya = state_array(dcy, stack_.dtype, "dcy", shapes.second);
+  const Block dcya = state_array(dcy, stack_.dtype, "dcy", shapes.second);
   // With an Embedding, x is token ids: no dx (the table's gradient is in dw).
   const bool ids = stack_.embedding.vocab_size > 0;
-  py::array dx = ids ? py::array() : py::array(numpy_dtype(stack_.dtype), dims(in.x));
+  py::array dx = ids ? py::array() : py::array(numpy_dtype(stack_.dtype), in.x.shape);
   py::array dh0(numpy_dtype(stack_.dtype), shapes.first);
   py::array dc0 = lstm ? py::array(numpy_dtype(stack_.dtype), shapes.second) : py::array();
   py::array dw(numpy_dtype(stack_.dtype), std::vector<py::ssize_t>{static_cast<py::ssize_t>(param_count(stack_))});
@@ -601,23 +949,58 @@ py::tuple Net::backward(const RunInputs& in, const py::handle& reserve, const py
   ba.forward = forward_args(in);
   ba.forward.reserve = const_cast<std::uint8_t*>(res.data());
   ba.forward.reserve_bytes = static_cast<std::size_t>(res.nbytes());
-  ba.dy = data_or_null(dya);
-  ba.dhy = data_or_null(dhya);
-  ba.dcy = data_or_null(dcya);
+  ba.dy = dya.data;
+  ba.dhy = dhya.data;
+  ba.dcy = dcya.data;
   ba.dx = ids ? nullptr : dx.mutable_data();
   ba.dh0 = dh0.mutable_data();
   ba.dc0 = lstm ? dc0.mutable_data() : nullptr;
   ba.dweights = dw.mutable_data();
-  Status s;
-  {
-    py::gil_scoped_release nogil;
-    std::lock_guard<std::mutex> lock(mu_);
-    ensure_packed();
-    const std::size_t bytes = plan.backward_workspace_bytes();
-    s = plan.backward(packed_.get(), workspace(bytes), bytes, ba);
-  }
-  check(s);
+  check(run(plan, ba));
   return py::make_tuple(ids ? py::object(py::none()) : py::object(dx), dh0, lstm ? py::object(dc0) : py::none(), dw);
+}
+
+// rnncore.torch's backward: backward()'s outputs as new tensors, the weights' gradients as the
+// format's first `weights` tensors (given_tensors) instead of canonical ones.
+py::tuple Net::tensor_backward(const RunInputs& in, const py::handle& reserve, const py::handle& dy,
+                               const py::handle& dhy, const py::handle& dcy, std::size_t weights) {
+  if (!options_.training) fail(Status::unsupported, "backward needs a net made for training (training=True)");
+  const std::vector<int> index = given_tensors(weights);
+  Plan plan;
+  check(plan_for(in.batch, in.seq_len, &plan));
+  if (!py::object(reserve.attr("dtype")).is(torch_api().uint8) || !reserve.attr("is_contiguous")().cast<bool>() ||
+      reserve.attr("numel")().cast<std::size_t>() < plan.reserve_bytes())
+    bad_argument("reserve: expected the uint8 reserve the training forward returned");
+  const auto shapes = state_shapes(in.batch);
+  const bool lstm = stack_.layers[0].mode == Mode::lstm;
+  const Block dyb = tensor_block(dy, stack_.dtype, "dy"), dhb = tensor_block(dhy, stack_.dtype, "dhy");
+  check_state(dyb, "dy", y_shape(in));
+  check_state(dhb, "dhy", shapes.first);
+  if (!dcy.is_none() && !lstm) bad_argument("dcy: only an LSTM has a cell state");
+  const Block dcb = dcy.is_none() ? Block{} : tensor_block(dcy, stack_.dtype, "dcy");
+  check_state(dcb, "dcy", shapes.second);
+  const bool ids = stack_.embedding.vocab_size > 0;  // token ids: no dx
+  BackwardArgs ba;
+  ba.forward = forward_args(in);
+  ba.forward.reserve = tensor_data(reserve);
+  ba.forward.reserve_bytes = plan.reserve_bytes();
+  ba.dy = dyb.data;
+  ba.dhy = dhb.data;
+  ba.dcy = dcb.data;
+  py::object dx = ids ? py::none() : new_tensor(in.x.shape, stack_.dtype, &ba.dx);
+  py::object dh0 = new_tensor(shapes.first, stack_.dtype, &ba.dh0);
+  py::object dc0 = lstm ? new_tensor(shapes.second, stack_.dtype, &ba.dc0) : py::none();
+  Buffer dw = aligned_buffer(static_cast<std::size_t>(param_count(stack_)) * dtype_size(stack_.dtype));
+  ba.dweights = dw.get();
+  check(run(plan, ba));
+  py::list grads;
+  std::vector<void*> outs(index.size());
+  for (std::size_t k = 0; k < index.size(); ++k) {
+    const Shape& s = infos_[static_cast<std::size_t>(index[k])].shape;
+    grads.append(new_tensor(std::vector<py::ssize_t>(s.dims, s.dims + s.ndim), stack_.dtype, &outs[k]));
+  }
+  export_gradients_to(dw.get(), index, outs);
+  return py::make_tuple(dx, dh0, dc0, grads);
 }
 
 // ---- building nets ----
@@ -1026,6 +1409,36 @@ void raise_status_error(const StatusError& e) {
 
 }  // namespace
 
+// rnncore.torch's one call per run (positional, for speed): the weights' check and import, the run,
+// torch tensors in and out.
+void bind_tensor_runs(py::class_<Net>& net) {
+  // forward -> (y, hy, cy or None, reserve or None).
+  net.def("tensor_forward",
+           [](Net& n, const py::handle& x, const py::sequence& weights, const py::handle& h0, const py::handle& c0,
+              const py::handle& lengths, const py::handle& row_ids, const py::handle& resets, bool batch_first,
+              const std::string& mode, std::uint64_t seed, std::uint64_t step, bool by_version, bool keep_reserve) {
+             RunInputs in = n.tensor_inputs(x, h0, c0, lengths, row_ids, batch_first, resets);
+             in.mode = parse_run_mode(mode);
+             in.seed = seed;
+             in.step = step;
+             n.take_tensors(weights, by_version);
+             return n.tensor_forward(in, keep_reserve);
+           })
+      // backward -> (dx, dh0, dc0 or None, [the weights' gradients]).
+      .def("tensor_backward",
+           [](Net& n, const py::handle& x, const py::sequence& weights, const py::handle& h0, const py::handle& c0,
+              const py::handle& lengths, const py::handle& row_ids, const py::handle& resets, bool batch_first,
+              const std::string& mode, std::uint64_t seed, std::uint64_t step, bool by_version,
+              const py::handle& reserve, const py::handle& dy, const py::handle& dhy, const py::handle& dcy) {
+             RunInputs in = n.tensor_inputs(x, h0, c0, lengths, row_ids, batch_first, resets);
+             in.mode = parse_run_mode(mode);
+             in.seed = seed;
+             in.step = step;
+             n.take_tensors(weights, by_version);
+             return n.tensor_backward(in, reserve, dy, dhy, dcy, py::len(weights));
+           });
+}
+
 PYBIND11_MODULE(_core, m) {
   m.doc() = "rnncore's extension: fused LSTM / GRU / RNN stacks over NumPy arrays (use the rnncore package)";
   g_error = PyErr_NewExceptionWithDoc("rnncore.Error", "A failure reported by rnncore (its status and detail line).",
@@ -1065,8 +1478,8 @@ PYBIND11_MODULE(_core, m) {
       .def("quantize_input", &Int8Net::quantize, py::arg("x"))
       .def("run", &Int8Net::run, py::arg("x"), py::arg("h0") = py::none(), py::arg("c0") = py::none());
 
-  py::class_<Net>(m, "Net")
-      .def(py::init(&make_net), py::arg("mode"), py::arg("input_size"), py::arg("hidden_size"),
+  py::class_<Net> net(m, "Net");
+  net.def(py::init(&make_net), py::arg("mode"), py::arg("input_size"), py::arg("hidden_size"),
            py::arg("num_layers") = 1, py::arg("bidirectional") = false, py::arg("proj_size") = 0,
            py::arg("dropout") = 0.0, py::arg("gru") = "reset-after", py::arg("dtype") = "float32",
            py::arg("threads") = 1, py::arg("backend") = "auto", py::arg("training") = false,
@@ -1113,8 +1526,7 @@ PYBIND11_MODULE(_core, m) {
       .def("canonical", &Net::canonical)
       .def("set_canonical", &Net::set_canonical, py::arg("values"))
       .def("set_weights", &Net::set_weights, py::arg("values"))
-      .def("same_bytes", &Net::same_bytes, py::arg("addresses"))
-      .def("remember", &Net::remember, py::arg("arrays"))
+      .def_property_readonly("imports", &Net::imports)  // how many times weights were imported (tests)
       .def("export", [](const Net& n) { return n.export_tensors(py::none(), false); })
       .def("end_tensors", &Net::end_tensors, py::arg("canonical"))
       .def("export_gradients", [](const Net& n, const py::handle& dc) { return n.export_tensors(dc, true); },
@@ -1153,4 +1565,5 @@ PYBIND11_MODULE(_core, m) {
           py::arg("lengths") = py::none(), py::arg("batch_first") = false, py::arg("mode") = "inference",
           py::arg("seed") = 0, py::arg("step") = 0, py::arg("time_offset") = 0, py::arg("row_ids") = py::none(),
           py::arg("resets") = py::none());
+  bind_tensor_runs(net);
 }

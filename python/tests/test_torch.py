@@ -299,39 +299,43 @@ def test_torch_export_keeps_the_op():
 
 @pytest.mark.parametrize("kind, kw", [("lstm", dict(num_layers=2, bidirectional=True)), ("gru", dict(bias=False)),
                                       ("tanh", dict(num_layers=3))])
-def test_weight_gather_equals_the_library_import(kind, kw):
-    """Runs gather the canonical weights with a map found once through import_weights: the same values
-    as importing the module's tensors, and the gradients the same as export_gradient_tensor's."""
+def test_tensor_runs_import_and_export_as_the_numpy_api(kind, kw):
+    """A run imports the module's tensors and its backward returns their gradients, in one call into the
+    extension each: the canonical weights equal set_weights' import of the same tensors, the gradients
+    export_gradients' of the NumPy API's backward."""
     _, mod = pair(kind, 9, input_size=3, hidden_size=5, **kw)
     e = rt._entry(mod._spec)
-    assert e.source is not None
-    e.load(mod.all_weights, e.net)
-    gathered = e.net.canonical()
+    x = torch.randn(4, 2, 3, requires_grad=True)
+    y = mod(x)[0]  # a training run: imports into e.net
+    imported = e.net.canonical()
     full = [None] * len(e.names)
     for i, w in zip(e.present, mod.all_weights):
         full[i] = w.detach().numpy()
     e.net.set_weights(full)
-    np.testing.assert_array_equal(gathered, e.net.canonical())
-    d = np.random.default_rng(0).standard_normal(gathered.shape).astype(np.float32)
-    want = e.net.export_gradients(d)
-    for g, i in zip(e.gradients(d), e.present):
-        np.testing.assert_array_equal(g, want[i])
+    np.testing.assert_array_equal(imported, e.net.canonical())
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    xs = x.detach().numpy()
+    _, hn, cn, reserve = e.net.forward(xs, keep_reserve=True)
+    _, _, _, dw = e.net.backward(xs, reserve, dy.numpy(), np.zeros_like(hn), None if cn is None else np.zeros_like(cn))
+    want = e.net.export_gradients(dw)
+    for w, i in zip(mod.all_weights, e.present):
+        np.testing.assert_array_equal(w.grad.numpy(), want[i])
 
 
-def count_imports(monkeypatch):
-    """How many times the modules' weights were imported (gathered and marked for packing)."""
-    calls = []
-    real = rt._Entry._import
-    monkeypatch.setattr(rt._Entry, "_import", lambda self, w, net: (calls.append(1), real(self, w, net))[1])
-    return calls
+def count_imports(mod):
+    """How many times a module's weights were imported (into either of its nets) so far."""
+    e = rt._entry(mod._spec)
+    return lambda: e.net.imports + e.infer.imports
 
 
 @pytest.mark.parametrize("weight_check", ["values", "version"])
-def test_weights_are_packed_once_and_again_after_a_change(monkeypatch, weight_check):
+def test_weights_are_packed_once_and_again_after_a_change(weight_check):
     ref, mod = pair("lstm", 11, input_size=4, hidden_size=6, num_layers=2)
     mod = rt.LSTM(4, 6, num_layers=2, weight_check=weight_check)
     mod.load_state_dict(ref.state_dict())
-    imports = count_imports(monkeypatch)
+    imports = count_imports(mod)
+    before = imports()
     x = torch.randn(5, 3, 4)
     opt = torch.optim.SGD(mod.parameters(), lr=0.5)
     opt_ref = torch.optim.SGD(ref.parameters(), lr=0.5)
@@ -344,7 +348,7 @@ def test_weights_are_packed_once_and_again_after_a_change(monkeypatch, weight_ch
             m(x)[0].square().sum().backward()
             o.step()
     # Per step: one import for the inference net and one for the training net (whose backward reuses it).
-    assert len(imports) == 6
+    assert imports() - before == 6
     with torch.no_grad():
         torch.testing.assert_close(mod(x)[0], ref(x)[0], atol=FORWARD_TOL, rtol=0)
         for name in ("weight_hh_l1", "bias_ih_l0"):  # writes the version counters do not see
@@ -360,6 +364,24 @@ def test_weights_are_packed_once_and_again_after_a_change(monkeypatch, weight_ch
         torch.testing.assert_close(mod(x)[0], ref(x)[0], atol=FORWARD_TOL, rtol=0)
     with pytest.raises(rnncore.ArgumentError, match="weight_check 'sometimes'"):
         rt.GRU(2, 2, weight_check="sometimes")
+
+
+@pytest.mark.parametrize("weight_check", ["values", "version"])
+def test_weights_read_from_any_layout_and_checked(weight_check):
+    """The extension reads the weight tensors themselves: a non-contiguous one (a transposed copy's
+    transpose) runs as its contiguous copy would; a weight of another dtype is refused by name."""
+    ref, mod = pair("lstm", 13, input_size=4, hidden_size=4)
+    mod = rt.LSTM(4, 4, weight_check=weight_check)
+    mod.load_state_dict(ref.state_dict())
+    x = torch.randn(3, 2, 4)
+    with torch.no_grad():
+        w = mod.weight_hh_l0
+        w.data = w.detach().t().contiguous().t()
+        assert not w.is_contiguous()
+        torch.testing.assert_close(mod(x)[0], ref(x)[0], atol=FORWARD_TOL, rtol=0)
+        mod.weight_ih_l0.data = mod.weight_ih_l0.detach().double()
+        with pytest.raises(ValueError, match="weight_ih_l0: dtype torch.float64, expected torch.float32"):
+            mod(x)
 
 
 def test_eager_runs_skip_the_dispatcher_with_the_ops_results():
