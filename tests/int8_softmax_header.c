@@ -11,7 +11,9 @@
 
 #define RNNCORE_TEST_ONE_CALL
 #include "int8_header_layout.h"
-#ifdef RNNCORE_TEST_INTERLEAVED
+#if defined(RNNCORE_TEST_INTERLEAVED_I16)
+#include "softmax_model_i16.h" /* the same model, `rnncore export-c --interleave-i16` */
+#elif defined(RNNCORE_TEST_INTERLEAVED)
 #include "softmax_model_interleaved.h" /* the same model, `rnncore export-c --interleave` */
 #else
 #include "softmax_model.h"
