@@ -48,9 +48,13 @@ models=$root/examples/models
 log "meson setup --prefix $prefix, compile, install"
 t0=$(date +%s)
 installed=false
-if meson setup "$work/build" --prefix="$prefix" -Dtests=false -Dtools=false -Dbenchmarks=disabled \
+# The build directory sits beside the release stage's build/ (ignored by git), so that the compiler
+# sees the same relative paths and flags and .ci/run's compiler cache serves the library's objects.
+cbuild=$root/build-consumers
+rm -rf "$cbuild"
+if meson setup "$cbuild" --prefix="$prefix" -Dtests=false -Dtools=false -Dbenchmarks=disabled \
      >"$work/setup.log" 2>&1 &&
-   meson compile -C "$work/build" && meson install -C "$work/build" --quiet; then
+   meson compile -C "$cbuild" && meson install -C "$cbuild" --quiet; then
   pc=$(find "$prefix" -name rnncore.pc | head -n 1)
   cmake_config=$(find "$prefix" -name rnncoreConfig.cmake | head -n 1)
   if [ -n "$pc" ] && [ -n "$cmake_config" ] && [ -f "$(dirname "$cmake_config")/rnncoreConfigVersion.cmake" ]; then

@@ -31,14 +31,11 @@
 #include <string>
 #include <vector>
 
-// x86-64 Linux without AddressSanitizer: fibers switch with rnncore_emu_switch (emu_detector.cpp)
-// rather than swapcontext, which makes two system calls per switch.
-#if defined(__x86_64__) && defined(__linux__) && !defined(__SANITIZE_ADDRESS__)
-#if !defined(__has_feature)
+// x86-64 Linux: fibers switch with rnncore_emu_switch (emu_detector.cpp) rather than swapcontext,
+// which makes two system calls per switch. Under AddressSanitizer too: the emulator announces each
+// switch to it (__sanitizer_start/finish_switch_fiber) and clears a reused stack's shadow itself.
+#if defined(__x86_64__) && defined(__linux__)
 #define RNNCORE_EMU_FAST_SWITCH 1
-#elif !__has_feature(address_sanitizer)
-#define RNNCORE_EMU_FAST_SWITCH 1
-#endif
 #endif
 #if defined(RNNCORE_EMU_FAST_SWITCH)
 extern "C" void rnncore_emu_switch(void** from_sp, void* to_sp);

@@ -68,6 +68,7 @@
 #endif
 #endif
 #if defined(RNNCORE_EMU_ASAN)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -123,6 +124,11 @@ class Fibers {
     f.tag = tag;
     f.done = f.blocked = false;
     f.fake = nullptr;
+#if defined(RNNCORE_EMU_ASAN)
+    // A reused stack keeps the poisoned redzones of the frames its last fiber left (entry() never
+    // returns); swapcontext's interceptor would clear them, the fast switch does not.
+    __asan_unpoison_memory_region(f.stack, kStackBytes);
+#endif
 #if defined(RNNCORE_EMU_FAST_SWITCH)
     // The first switch to the fiber pops six callee-saved registers and returns into entry(),
     // with the stack aligned as at a call.
