@@ -102,9 +102,9 @@ Status check_args(const PlanImpl& p, const void* packed, const void* workspace, 
                    "forward: a reserve was given but the plan was not made for training (PlanOptions::training)");
     RNNCORE_ENSURE(reinterpret_cast<std::uintptr_t>(a.reserve) % kAlignment == 0, Status::misaligned,
                    "forward: reserve %p is not %zu-byte aligned", a.reserve, kAlignment);
-    RNNCORE_ENSURE(a.reserve_bytes >= p.train.reserve_total, Status::buffer_too_small,
+    RNNCORE_ENSURE(a.reserve_bytes >= reserve_total(p), Status::buffer_too_small,
                    "forward: reserve has %zu bytes, the plan needs %zu (Plan::reserve_bytes)", a.reserve_bytes,
-                   p.train.reserve_total);
+                   reserve_total(p));
   }
   const std::int32_t vocab = p.stack.embedding.vocab_size;
   if (vocab > 0 && has_rows) {  // token ids: each a row of the table
@@ -220,21 +220,20 @@ Status Plan::backward(const void* packed, void* workspace, std::size_t workspace
   const PlanImpl& p = impl(*this);
   RNNCORE_ENSURE(p.magic != detail::kPlanMagic || p.options.training, Status::unsupported,
                  "backward: the plan was not made for training (PlanOptions::training)");
-  RNNCORE_RETURN_IF_ERROR(check_args(p, packed, workspace, workspace_bytes, p.train.backward_total, false, a.forward));
+  RNNCORE_RETURN_IF_ERROR(check_args(p, packed, workspace, workspace_bytes, backward_total(p), false, a.forward));
   bool any_lstm = false;
   for (int l = 0; l < p.stack.num_layers; ++l) any_lstm = any_lstm || p.layers[l].mode == Mode::lstm;
   RNNCORE_ENSURE(any_lstm || (a.dcy == nullptr && a.dc0 == nullptr), Status::unsupported,
                  "backward: %s given for a network without LSTM layers; only LSTM has a cell state",
                  a.dcy != nullptr ? "dcy" : "dc0");
-  RNNCORE_ENSURE(a.forward.reserve == nullptr || a.forward.reserve_bytes >= p.train.reserve_total, Status::buffer_too_small,
-                 "backward: reserve has %zu bytes, the plan needs %zu", a.forward.reserve_bytes, p.train.reserve_total);
+  RNNCORE_ENSURE(a.forward.reserve == nullptr || a.forward.reserve_bytes >= reserve_total(p), Status::buffer_too_small,
+                 "backward: reserve has %zu bytes, the plan needs %zu", a.forward.reserve_bytes, reserve_total(p));
   return p.ops->backward(p, packed, workspace, a);
 }
 
 namespace detail {
 
-DirectionIO direction_io(const PlanImpl& p, const ForwardArgs& a, unsigned char* ws, int l, int d, const RunDropout& run,
-                         unsigned char* reserve) {
+DirectionIO direction_io(const PlanImpl& p, const ForwardArgs& a, unsigned char* ws, int l, int d, const RunDropout& run) {
   const StackSpec& st = p.stack;
   const LayerPlan& lp = p.layers[l];
   const std::int64_t T = a.seq_len, B = a.batch, in_w = lp.input_size, H = lp.out, out_w = lp.dirs * H;
@@ -247,8 +246,8 @@ DirectionIO direction_io(const PlanImpl& p, const ForwardArgs& a, unsigned char*
   io.dropout = run;
   io.reverse = d == 1;
   io.resets = resets_of(a.resets, a.layout, B, T);
-  if (l == 0 && st.embedding.vocab_size > 0) {  // the embedding's rows, time-major in the workspace (reserve)
-    io.x = reserve != nullptr ? reserve + p.train.embed_x : ws + p.ws.embed_x;
+  if (l == 0 && st.embedding.vocab_size > 0) {  // the embedding's rows, time-major in the workspace
+    io.x = ws + p.ws.embed_x;
     io.x_st = B * in_w;
     io.x_sb = in_w;
   } else if (l == 0) {  // the caller's input, in its layout
@@ -256,13 +255,13 @@ DirectionIO direction_io(const PlanImpl& p, const ForwardArgs& a, unsigned char*
     io.x_st = batch_major ? in_w : B * in_w;
     io.x_sb = batch_major ? T * in_w : in_w;
   } else {  // inner layers are time-major in the workspace
-    io.x = reserve != nullptr ? reserve + p.train.layer_out[l - 1] : ws + p.ws.layer_out[(l - 1) & 1];
+    io.x = ws + p.ws.layer_out[(l - 1) & 1];
     io.x_st = B * in_w;
     io.x_sb = in_w;
   }
   unsigned char* out;
-  if (l == st.num_layers - 1 && st.head.out_features > 0) {  // the head's input (training: in the reserve)
-    out = reserve != nullptr ? reserve + p.train.head_in : ws + p.ws.head_in;
+  if (l == st.num_layers - 1 && st.head.out_features > 0) {  // the head's input
+    out = ws + p.ws.head_in;
     io.y_st = B * out_w;
     io.y_sb = out_w;
   } else if (l == st.num_layers - 1) {
@@ -270,7 +269,7 @@ DirectionIO direction_io(const PlanImpl& p, const ForwardArgs& a, unsigned char*
     io.y_st = batch_major ? out_w : B * out_w;
     io.y_sb = batch_major ? T * out_w : out_w;
   } else {
-    out = reserve != nullptr ? reserve + p.train.layer_out[l] : ws + p.ws.layer_out[l & 1];
+    out = ws + p.ws.layer_out[l & 1];
     io.y_st = B * out_w;
     io.y_sb = out_w;
   }
@@ -282,7 +281,6 @@ DirectionIO direction_io(const PlanImpl& p, const ForwardArgs& a, unsigned char*
   io.c0 = a.c0 == nullptr || lp.mode != Mode::lstm ? nullptr : static_cast<const unsigned char*>(a.c0) + c_slot;
   io.hy = a.hy == nullptr ? nullptr : static_cast<unsigned char*>(a.hy) + slot;
   io.cy = a.cy == nullptr || lp.mode != Mode::lstm ? nullptr : static_cast<unsigned char*>(a.cy) + c_slot;
-  if (reserve != nullptr) io.keep = reserve + p.train.keep[l][d];
   return io;
 }
 

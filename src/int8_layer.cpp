@@ -301,7 +301,11 @@ Status layout_int8(PlanImpl* p, const GpuPlanner&) {
                  "Plan::create: the integer stack's packed weights take %zu bytes; at most 4 GiB", p->packed_bytes);
   q.max_width = max_w;
 
-  Arena ws(0);
+  // Regions at 4 bytes (the widened pairs' words): kAlignment only apart threads' rows and scratch,
+  // so that two threads share no cache line; a one-thread plan (firmware) keeps its RAM to the bytes.
+  const int threads = p->options.threads;
+  const std::uint64_t align = threads > 1 ? kAlignment : 4;
+  Arena ws(0, align);
   const std::uint64_t W = static_cast<std::uint64_t>(max_w), Hm = static_cast<std::uint64_t>(q.max_hidden);
   const int L = st.num_layers;
   q.step_major = true;
@@ -325,7 +329,7 @@ Status layout_int8(PlanImpl* p, const GpuPlanner&) {
     const std::uint64_t rows = st.head.last_step_only || q.step_major ? B : T * B;
     if (st.head.last_step_only) q.head_rows = ws.take(B * D, 1);
     q.head_a = ws.take(rows * F, 1);
-    q.head_b = ws.take(rows * F, 1);
+    if (st.head.activation == Activation::softmax) q.head_b = ws.take(rows * F, 1);  // the softmax's output
     for (int m = 0; m < std::min<int>(st.num_pre_head, 2); ++m) q.head_mid[m] = ws.take(rows * mid, 1);
   }
   // The states: step-major one set per layer, layer-major one per direction (layers take turns).
@@ -335,9 +339,8 @@ Status layout_int8(PlanImpl* p, const GpuPlanner&) {
     q.h[d] = ws.take(sets * B * Hm, 1);
     q.c[d] = ws.take(sets * B * Hm, 2);
   }
-  const int threads = p->options.threads;
   q.scratch_stride =
-      static_cast<std::size_t>(round_up(static_cast<std::int64_t>(step_scratch), static_cast<std::int64_t>(kAlignment)));
+      static_cast<std::size_t>(round_up(static_cast<std::int64_t>(step_scratch), static_cast<std::int64_t>(align)));
   q.scratch = ws.take(static_cast<std::uint64_t>(threads) * q.scratch_stride, 1);
   p->ws.total = ws.size();
   if (pk.overflow() || ws.overflow()) p->ws.total = ~std::size_t{0};
@@ -727,12 +730,11 @@ q8::Int8DenseParams dense_params(const Run& r, int k) {
   return dp;
 }
 
-// The chain's prepared Dense layers (pre_head[0..], the head last), read once per run.
-struct HeadParams {
-  q8::Int8DenseParams dense[kMaxPreHead + 1];
-};
-RNNCORE_Q8_NOINLINE void read_head(const Run& r, HeadParams* hp) {
-  for (int k = 0; k < num_dense(r.p->stack); ++k) hp->dense[k] = dense_params(r, k);
+// Dense k of the chain on n rows. Not inlined: its prepared parameters, read from the packed
+// buffer at each call, are on the stack only while it runs, not under every step (the firmware's
+// stack peak).
+RNNCORE_Q8_NOINLINE void dense_rows(const Run& r, int k, int n, const std::int8_t* in, std::int8_t* out) {
+  q8::int8_dense(dense_params(r, k), n, in, out);
 }
 
 // The head's softmax on n rows. Not inlined: its 1 KiB of parameters are on the stack only while
@@ -746,7 +748,7 @@ RNNCORE_Q8_NOINLINE void head_softmax(const Run& r, int n, const std::int8_t* in
 
 // The head (through the Dense layers before it) on n rows of the last layer's output at `rows`,
 // into the head's buffers' rows from `first`; returns where its int8 rows are (row `first`).
-const std::int8_t* head_apply(const Run& r, const HeadParams& hp, const std::int8_t* rows, int n, std::int64_t first) {
+const std::int8_t* head_apply(const Run& r, const std::int8_t* rows, int n, std::int64_t first) {
   const PlanImpl& p = *r.p;
   const StackSpec& st = p.stack;
   const DenseSpec& h = st.head;
@@ -756,7 +758,7 @@ const std::int8_t* head_apply(const Run& r, const HeadParams& hp, const std::int
     const DenseSpec& d = dense_at(st, k);
     const std::int64_t Fk = d.out_features;
     std::int8_t* out = k == st.num_pre_head ? ya : ws_at<std::int8_t>(r, p.i8.head_mid[k % 2]) + first * Fk;
-    q8::int8_dense(hp.dense[k], n, rows, out);
+    dense_rows(r, k, n, rows, out);
     if (d.activation == Activation::sigmoid || d.activation == Activation::tanh)
       q8::int8_lookup(reinterpret_cast<const std::int8_t*>(r.pk + p.i8.dense[k].lut), static_cast<int>(n * Fk), out, out);
     rows = out;
@@ -784,12 +786,12 @@ void emit_row(const Run& r, const std::int8_t* src, std::int64_t W, std::int64_t
 }
 
 // A last-step head on rows [b0, b1) of head_rows (zeros for a run of no steps), into y.
-void emit_last_step_head(const Run& r, const HeadParams& hp, int b0, int b1) {
+void emit_last_step_head(const Run& r, int b0, int b1) {
   const StackSpec& st = r.p->stack;
   const std::int64_t D = head_input_size(st), F = st.head.out_features;
   std::int8_t* rows = ws_at<std::int8_t>(r, r.p->i8.head_rows);
   if (r.a->seq_len == 0) std::memset(rows + b0 * D, 0, static_cast<std::size_t>((b1 - b0) * D));
-  const std::int8_t* res = head_apply(r, hp, rows + b0 * D, b1 - b0, b0);
+  const std::int8_t* res = head_apply(r, rows + b0 * D, b1 - b0, b0);
   for (std::int64_t b = b0; b < b1; ++b) emit_row(r, res + (b - b0) * F, F, 0, b, true);
 }
 
@@ -798,14 +800,12 @@ RNNCORE_Q8_NOINLINE void run_rows_by_layer(const Run& r, int b0, int b1, std::in
   const StackSpec& st = r.p->stack;
   const View o = run_layers(r, b0, b1, scratch);
   const std::int64_t T = r.a->seq_len, F = st.head.out_features;
-  HeadParams hp;
-  read_head(r, &hp);
-  if (last_step_head(st)) return emit_last_step_head(r, hp, b0, b1);
+  if (last_step_head(st)) return emit_last_step_head(r, b0, b1);
   const std::int64_t W = F > 0 ? F : stack_output_size(st);
   if (F == 0 && direct_output(*r.p)) return;
   for (std::int64_t t = 0; t < T; ++t)
     for (std::int64_t b = b0; b < b1; ++b)
-      emit_row(r, F > 0 ? head_apply(r, hp, o.row(t, b), 1, t * r.a->batch + b) : o.row(t, b), W, t, b, false);
+      emit_row(r, F > 0 ? head_apply(r, o.row(t, b), 1, t * r.a->batch + b) : o.row(t, b), W, t, b, false);
 }
 
 // Step-major rows [b0, b1) (Int8Plan::step_major): each step through every layer (a layer's
@@ -820,8 +820,6 @@ RNNCORE_Q8_NOINLINE void run_rows_by_step(const Run& r, int b0, int b1, std::int
   std::int8_t* xq = ws_at<std::int8_t>(r, p.i8.x);  // float input: one step's quantized rows [B, I]
   const bool every_step = !last_step_head(st), quantize = st.float_input;
   const std::int64_t layer_rows = static_cast<std::int64_t>(p.i8.state_rows) * p.i8.max_hidden;  // state_row's step per layer
-  HeadParams hp;
-  read_head(r, &hp);
   q8::Int8LstmParams prm;
   int unpacked = -1;  // the layer prm is for (read again per layer only in stacks of several)
   for (std::int64_t b = b0; b < b1; ++b) {
@@ -846,13 +844,13 @@ RNNCORE_Q8_NOINLINE void run_rows_by_step(const Run& r, int b0, int b1, std::int
         q8::int8_lstm_step(prm, 1, y, h, c, scratch);
         y = h;
       }
-      if (every_step) emit_row(r, F > 0 ? head_apply(r, hp, y, 1, b) : y, W, t, b, false);
+      if (every_step) emit_row(r, F > 0 ? head_apply(r, y, 1, b) : y, W, t, b, false);
     }
     if (!every_step && T > 0)
       std::memcpy(ws_at<std::int8_t>(r, p.i8.head_rows) + b * head_input_size(st), y, static_cast<std::size_t>(head_input_size(st)));
     for (int l = 0; l < L; ++l) store_state(r, l, 0, b);
   }
-  if (last_step_head(st)) emit_last_step_head(r, hp, b0, b1);
+  if (last_step_head(st)) emit_last_step_head(r, b0, b1);
 }
 
 // (Each walk its own frame: the other's buffers stay off the stack a step runs on.)

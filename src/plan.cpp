@@ -319,157 +319,6 @@ Status layout_simd(PlanImpl* p, const GpuPlanner&) {
 
 namespace {
 
-// The reserve: per (layer, dir) the kept values, then the inner layers' outputs.
-void layout_reserve(PlanImpl* p) {
-  const StackSpec& st = p->stack;
-  const std::uint64_t es = dtype_size(st.dtype), B = p->options.max_batch, T = p->options.max_seq_len;
-  TrainLayout& tr = p->train;
-  Arena reserve(kReserveHeaderBytes);
-  for (int l = 0; l < st.num_layers; ++l) {
-    const LayerPlan& lp = p->layers[l];
-    for (int d = 0; d < lp.dirs; ++d)
-      tr.keep[l][d] = reserve.take(T * B * static_cast<std::uint64_t>(keep_width(lp)), es);
-  }
-  for (int l = 0; l + 1 < st.num_layers; ++l)
-    tr.layer_out[l] = reserve.take(T * B * static_cast<std::uint64_t>(p->layers[l].dirs) * p->layers[l].hidden, es);
-  if (st.embedding.vocab_size > 0) tr.embed_x = reserve.take(T * B * static_cast<std::uint64_t>(st.input_size), es);
-  if (st.head.out_features > 0) {
-    tr.head_in = reserve.take(T * B * static_cast<std::uint64_t>(head_input_size(st)), es);
-    tr.head_y = reserve.take((st.head.last_step_only ? B : T * B) * static_cast<std::uint64_t>(st.head.out_features), es);
-  }
-  tr.reserve_total = reserve.size();
-  if (reserve.overflow()) p->ws.total = ~std::size_t{0};
-}
-
-// The widest hidden, gate count and input of the stack's layers.
-struct TrainWidths {
-  std::uint64_t hidden = 0, gates = 0, input = 0;
-};
-TrainWidths train_widths(const PlanImpl& p) {
-  TrainWidths w;
-  for (int l = 0; l < p.stack.num_layers; ++l) {
-    w.hidden = std::max<std::uint64_t>(w.hidden, p.layers[l].hidden);
-    w.gates = std::max<std::uint64_t>(w.gates, p.layers[l].gates);
-    w.input = std::max<std::uint64_t>(w.input, p.layers[l].input_size);
-  }
-  return w;
-}
-
-// The host backends' training-forward buffers (the reference cell loop's state and rows).
-void take_train_forward_rows(PlanImpl* p, Arena* fw) {
-  const std::uint64_t es = dtype_size(p->stack.dtype), B = p->options.max_batch, hidden = train_widths(*p).hidden;
-  TrainLayout& tr = p->train;
-  for (int d = 0; d < 2; ++d) {
-    tr.h[d][0] = fw->take(B * hidden, es);
-    tr.h[d][1] = fw->take(B * hidden, es);
-    tr.c[d] = fw->take(B * hidden, es);
-  }
-  tr.rows = fw->take(2 * tr.rows_stride, 1);
-}
-
-// Backward's buffers every backend uses.
-void take_backward_common(PlanImpl* p, Arena* bw) {
-  const std::uint64_t es = dtype_size(p->stack.dtype), B = p->options.max_batch, T = p->options.max_seq_len;
-  const TrainWidths w = train_widths(*p);
-  TrainLayout& tr = p->train;
-  tr.dh[0] = bw->take(B * w.hidden, es);
-  tr.dh[1] = bw->take(B * w.hidden, es);
-  tr.dc = bw->take(B * w.hidden, es);
-  tr.dgates = bw->take(T * B * (w.gates + 1) * w.hidden, es);
-  tr.hprev = bw->take(T * B * w.hidden, es);
-  tr.xcell = bw->take(T * B * w.input, es);
-  tr.dlayer[0] = bw->take(T * B * static_cast<std::uint64_t>(p->max_width), es);
-  tr.dlayer[1] = bw->take(T * B * static_cast<std::uint64_t>(p->max_width), es);
-  tr.brows = bw->take(static_cast<std::uint64_t>(kScratchRows + 1) * p->max_width + B * w.hidden, es);
-  const StackSpec& st = p->stack;
-  if (st.head.out_features > 0)
-    tr.head_dz = bw->take((st.head.last_step_only ? B : T * B) * static_cast<std::uint64_t>(st.head.out_features), es);
-}
-
-// Common start of every training layout: the canonical weights are the packed buffer's (after
-// its header), the reserve, the rows' stride.
-void begin_training_layout(PlanImpl* p) {
-  p->train.canonical = kPackedHeaderBytes;
-  layout_reserve(p);
-  p->train.rows_stride = static_cast<std::size_t>(
-      round_up(static_cast<std::int64_t>(kScratchRows * p->max_width * dtype_size(p->stack.dtype)), kAlignment));
-}
-
-void end_training_layout(PlanImpl* p, const Arena& fw, const Arena& bw) {
-  p->train.forward_total = fw.size();
-  p->train.backward_total = bw.size();
-  if (p->ws.total != ~std::size_t{0}) p->ws.total = std::max(p->ws.total, p->train.forward_total);
-  if (fw.overflow() || bw.overflow()) p->ws.total = ~std::size_t{0};
-}
-
-}  // namespace
-
-// The reference backend's packed buffer is the canonical one.
-void layout_training_reference(PlanImpl* p) {
-  begin_training_layout(p);
-  Arena fw(0), bw(0);
-  take_train_forward_rows(p, &fw);
-  take_backward_common(p, &bw);
-  end_training_layout(p, fw, bw);
-}
-
-// The SIMD backend's packed buffer gets a copy of the canonical weights and their transposes; its
-// batched training forward and its products have buffers of their own.
-void layout_training_simd(PlanImpl* p) {
-  const StackSpec& st = p->stack;
-  const std::uint64_t es = dtype_size(st.dtype), B = p->options.max_batch, T = p->options.max_seq_len;
-  SimdTrainLayout& s = p->simd.train;
-  Arena packed(p->packed_bytes);
-  const std::size_t canonical = packed.take(static_cast<std::uint64_t>(param_count(st)), es);
-  for (int l = 0; l < st.num_layers; ++l) {
-    const LayerPlan& lp = p->layers[l];
-    const std::uint64_t gh = static_cast<std::uint64_t>(lp.gates) * lp.hidden;
-    for (int d = 0; d < lp.dirs; ++d) {
-      if (!lp.skip_input) s.w_t[l][d] = packed.take(gh * lp.input_size, es);
-      s.r_t[l][d] = packed.take(gh * lp.out, es);
-      if (lp.out != lp.hidden) s.p_t[l][d] = packed.take(static_cast<std::uint64_t>(lp.hidden) * lp.out, es);
-    }
-  }
-  p->packed_bytes = packed.size();
-  begin_training_layout(p);
-  p->train.canonical = canonical;
-  if (packed.overflow()) p->ws.total = ~std::size_t{0};
-
-  const TrainWidths w = train_widths(*p);
-  const std::uint64_t threads = static_cast<std::uint64_t>(p->options.threads);
-  Arena fw(0), bw(0);
-  take_train_forward_rows(p, &fw);
-  s.proj = fw.take(T * B * w.gates * w.hidden, es);
-  s.rec = fw.take(B * w.gates * w.hidden, es);
-  s.state_h = fw.take(B * w.hidden, es);
-  s.state_c = fw.take(B * w.hidden, es);
-  s.rh = fw.take(B * w.hidden, es);
-  s.x_in = fw.take(T * B * w.input, es);
-  s.forward_pack = fw.take(threads * simd::kMatmulScratchFloats, es);
-  take_backward_common(p, &bw);
-  s.backward_pack = bw.take(threads * simd::kMatmulScratchFloats, es);
-  s.r_packed = bw.take((w.gates + 1) * w.hidden * w.hidden, es);  // R, and an LSTM's W_proj after it
-  end_training_layout(p, fw, bw);
-}
-
-namespace {
-
-// The GPU's kernels read their own packed W and R; its training forward runs in its ordinary
-// workspace; backward adds device copies of seq_lengths and row_ids [B], resets [T·B] and the argument blocks of
-// every layer's backward kernels (kGpuGradArgBytesPerLayer each; src/gpu/host/backward.hpp).
-void layout_training_gpu(PlanImpl* p) {
-  begin_training_layout(p);
-  Arena fw(0), bw(0);
-  take_backward_common(p, &bw);
-#ifndef RNNCORE_NO_GPU_PLAN  // (firmware builds plan no GPU: gpu_select refuses first)
-  const std::uint64_t B = p->options.max_batch;
-  p->gpu.train_lengths = bw.take(B, sizeof(std::int32_t));
-  p->gpu.train_row_ids = bw.take(B, sizeof(std::uint32_t));
-  p->gpu.train_resets = bw.take(B * static_cast<std::uint64_t>(p->options.max_seq_len), 1);
-  p->gpu.train_args = bw.take(static_cast<std::uint64_t>(p->stack.num_layers) * kGpuGradArgBytesPerLayer, 1);
-#endif
-  end_training_layout(p, fw, bw);
-}
 
 Status layout_gpu(PlanImpl* p, const GpuPlanner& gpu) { return gpu.layout(p, gpu.context); }
 
@@ -532,6 +381,9 @@ simd::Cell cell_of(const LayerSpec& ls) {
 // Backward cannot differentiate a custom residual function.
 Status check_training(const StackSpec& st, const PlanOptions& options) {
   if (!options.training) return Status::ok;
+  RNNCORE_ENSURE(RNNCORE_TRAINING, Status::unsupported,
+                 "Plan::create: options.training, but the library was built without training (meson option "
+                 "training=false): configure it with -Dtraining=true");
   RNNCORE_ENSURE(st.dtype != DType::i8, Status::unsupported,
                  "training an integer stack (dtype i8) is not supported: train the float stack, then quantize it");
   RNNCORE_ENSURE(st.num_pre_head == 0, Status::unsupported,
@@ -667,8 +519,8 @@ Isa Plan::isa() const { return impl(*this).isa; }
 const char* Plan::kernel_name() const { return impl(*this).kernel_name; }
 std::size_t Plan::packed_weight_bytes() const { return impl(*this).packed_bytes; }
 std::size_t Plan::workspace_bytes() const { return impl(*this).ws.total; }
-std::size_t Plan::reserve_bytes() const { return impl(*this).train.reserve_total; }
-std::size_t Plan::backward_workspace_bytes() const { return impl(*this).train.backward_total; }
+std::size_t Plan::reserve_bytes() const { return reserve_total(impl(*this)); }
+std::size_t Plan::backward_workspace_bytes() const { return backward_total(impl(*this)); }
 
 Status Plan::pack_weights(const void* canonical, void* packed, std::size_t packed_bytes) const {
   detail::clear_error();

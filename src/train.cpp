@@ -1164,7 +1164,7 @@ Status train_forward(const PlanImpl& p, const unsigned char* packed, unsigned ch
       buf.h[1] = ws + tr.h[d][1];
       buf.c = ws + tr.c[d];
       buf.rows = ws + tr.rows + static_cast<std::size_t>(d) * tr.rows_stride;
-      p.ops->train_direction(p, l, d, direction_io(p, a, ws, l, d, run, reserve), packed, ws, buf);
+      p.ops->train_direction(p, l, d, reserve_direction_io(p, a, ws, l, d, run, reserve), packed, ws, buf);
     }
     if (l + 1 < p.stack.num_layers)
       apply_inter_layer_dropout(p, run, l, reserve + tr.layer_out[l], a.seq_len, a.batch, ws + tr.rows);

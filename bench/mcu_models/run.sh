@@ -19,7 +19,8 @@
 # (scratch, default /tmp/rnncore-mcu-models), BUILD_cortex_m4f / BUILD_cortex_m7 (configured
 # firmware builds to reuse; default $WORK/build-<target>), MESON_OPTIONS (for the builds it makes),
 # NICE (10), VARIANTS ("hand plan": the int8.h image, the one-call image, or both). A build of
-# -Dmax_layers=N (a smaller plan; the models have at most 2 layers) gives its images RNNCORE_MAX_LAYERS=N.
+# -Dmax_layers=N (a smaller plan; the models have at most 2 layers) gives its images RNNCORE_MAX_LAYERS=N,
+# and one without training (the firmware profile's default) RNNCORE_TRAINING=0.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$REPO/bench/mcu_models
@@ -59,10 +60,14 @@ for target in $TARGETS; do
       >"$WORK/setup-$target.log" 2>&1 || { cat "$WORK/setup-$target.log" >&2; exit 1; }
   fi
   nice -n "$NICE" ninja -C "$build" librnncore.a >&2
-  # The build's layer limit (meson option max_layers): the images see the library's RNNCORE_MAX_LAYERS.
-  layers=$(meson introspect --buildoptions "$build" |
-             python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "max_layers"))')
-  DEFS=(-DRNNCORE_MAX_LAYERS="$layers")
+  # The build's layer limit and training (meson options max_layers, training; training auto is off in
+  # the firmware profile): the images see the library's RNNCORE_MAX_LAYERS and RNNCORE_TRAINING.
+  read -r layers training < <(meson introspect --buildoptions "$build" | python3 -c '
+import json, sys
+o = {x["name"]: x["value"] for x in json.load(sys.stdin)}
+t = o.get("training", "auto")
+print(o["max_layers"], int(t == "true" or (t == "auto" and o["profile"] != "firmware")))')
+  DEFS=(-DRNNCORE_MAX_LAYERS="$layers" -DRNNCORE_TRAINING="$training")
   read -r -a CPU <<<"$(cpu_flags "$target")"
   objs=$WORK/objs-$target
   mkdir -p "$objs"

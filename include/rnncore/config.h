@@ -1,7 +1,8 @@
 /* rnncore: the limits a build is made with, shared by the C API (rnncore.h) and the C++ one
- * (rnncore.hpp). A build's meson option max_layers defines RNNCORE_MAX_LAYERS for the library and for
- * every target that uses its dependency or pkg-config file; code compiled against these headers by
- * other means must define the same value (docs/porting.md, "The plan"). */
+ * (rnncore.hpp). A build's meson options max_layers and training define RNNCORE_MAX_LAYERS and
+ * RNNCORE_TRAINING for the library and for every target that uses its dependency, pkg-config or
+ * CMake file; code compiled against these headers by other means must define the same values
+ * (docs/porting.md, "The plan"). */
 #ifndef RNNCORE_CONFIG_H
 #define RNNCORE_CONFIG_H
 
@@ -15,14 +16,22 @@
 #error "RNNCORE_MAX_LAYERS must be 1..16"
 #endif
 
+/** Whether the library holds the training code (PlanOptions::training, backward): 1 unless the build
+ *  left it out (meson option training: off by default in the firmware profile). Without it a plan
+ *  has no training layout, so it is smaller, and a training plan is refused. */
+#ifndef RNNCORE_TRAINING
+#define RNNCORE_TRAINING 1
+#endif
+
 /** Bytes of a rnncore_plan value (rnncore::Plan::kStorageBytes): a part per layer the build allows
  *  (the layer's copy of the spec and its offsets) and a fixed part. 32-bit targets (Cortex-M,
  *  Armv7-A): 1 280 + 704 per layer, 12 544 at 16 layers, 2 688 at 2; 64-bit ones, whose plan holds
- *  wider offsets and pointers: 2 048 + 896 per layer, 16 384 at 16 layers. */
+ *  wider offsets and pointers: 2 048 + 896 per layer, 16 384 at 16 layers. A build without
+ *  training: 128 + 32 per layer less on 32-bit (2 496 at 2 layers), 256 + 64 per layer on 64-bit. */
 #if UINTPTR_MAX <= 0xFFFFFFFFu
-#define RNNCORE_PLAN_BYTES (1280 + 704 * RNNCORE_MAX_LAYERS)
+#define RNNCORE_PLAN_BYTES (RNNCORE_TRAINING ? 1280 + 704 * RNNCORE_MAX_LAYERS : 1152 + 672 * RNNCORE_MAX_LAYERS)
 #else
-#define RNNCORE_PLAN_BYTES (2048 + 896 * RNNCORE_MAX_LAYERS)
+#define RNNCORE_PLAN_BYTES (RNNCORE_TRAINING ? 2048 + 896 * RNNCORE_MAX_LAYERS : 1792 + 832 * RNNCORE_MAX_LAYERS)
 #endif
 
 #endif /* RNNCORE_CONFIG_H */

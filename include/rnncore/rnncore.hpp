@@ -591,7 +591,7 @@ class Plan {
   Status backward(const void* packed, void* workspace, std::size_t workspace_bytes, const BackwardArgs& args) const;
 
   /// RNNCORE_PLAN_BYTES (rnncore/config.h): 12 544 bytes on 32-bit targets, 16 KiB on 64-bit ones, at
-  /// 16 layers; less in a build of fewer (meson option max_layers).
+  /// 16 layers; less in a build of fewer (meson option max_layers) or without training (option training).
   static constexpr std::size_t kStorageBytes = RNNCORE_PLAN_BYTES;
 
  private:

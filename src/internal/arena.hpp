@@ -15,17 +15,19 @@ namespace detail {
 /// size representable in std::size_t on 32-bit targets.
 constexpr std::uint64_t kMaxBufferBytes = sizeof(std::size_t) >= 8 ? std::uint64_t{1} << 46 : std::uint64_t{1} << 31;
 
-/// Appends regions to a buffer, each starting at a multiple of kAlignment; records overflow
+/// Appends regions to a buffer, each starting at a multiple of kAlignment (or of a smaller
+/// alignment the layout asks for: an integer stack's one-thread workspace); records overflow
 /// (a region or total beyond kMaxBufferBytes) instead of wrapping.
 class Arena {
  public:
-  explicit Arena(std::uint64_t start) : size_(start) {}
+  /// Regions start at multiples of `align` (kAlignment, or less where nothing needs more).
+  explicit Arena(std::uint64_t start, std::uint64_t align = kAlignment) : size_(start), align_(align) {}
   /// Offset of a new region of `count` elements of `elem_bytes` bytes.
   std::size_t take(std::uint64_t count, std::uint64_t elem_bytes) {
     if (count != 0 && elem_bytes > kMaxBufferBytes / count) overflow_ = true;
     const std::uint64_t bytes = overflow_ ? 0 : count * elem_bytes;
     const std::uint64_t at = size_;
-    size_ = (size_ + bytes + kAlignment - 1) / kAlignment * kAlignment;
+    size_ = (size_ + bytes + align_ - 1) / align_ * align_;
     if (size_ > kMaxBufferBytes) overflow_ = true;
     return static_cast<std::size_t>(at);
   }
@@ -35,6 +37,7 @@ class Arena {
 
  private:
   std::uint64_t size_;
+  std::uint64_t align_;
   bool overflow_ = false;
 };
 

@@ -60,8 +60,6 @@ inline bool buffers_in_device_memory(const PlanImpl& p) { return p.ops != nullpt
 // Planning (src/plan.cpp).
 Status layout_reference(PlanImpl* p, const GpuPlanner& gpu);
 Status layout_simd(PlanImpl* p, const GpuPlanner& gpu);
-void layout_training_reference(PlanImpl* p);
-void layout_training_simd(PlanImpl* p);
 // A host backend's packed buffer: zeroed, then the header.
 unsigned char* begin_host_pack(const PlanImpl& p, void* packed);
 
@@ -88,7 +86,16 @@ void simd_pack_ends(const PlanImpl& p, const void* canonical, unsigned char* pac
 void simd_head_product(const PlanImpl& p, const unsigned char* packed, const float* a, int n, float* c);
 void reference_head_product(const PlanImpl& p, const unsigned char* packed, const float* a, int n, float* c);
 
-// Training on the host backends (src/train.cpp).
+// Training (src/train_plan.cpp, src/train.cpp; in a build without training, meson option training
+// = false, RNNCORE_TRAINING 0, src/train_none.cpp instead: every entry refuses or does nothing, since
+// Plan::create refuses a training plan there first).
+// The training layouts (options.training): the reserve, the training-forward and backward buffers.
+void layout_training_reference(PlanImpl* p);
+void layout_training_simd(PlanImpl* p);
+void layout_training_gpu(PlanImpl* p);
+// The plan's reserve and backward workspace bytes (0: no training plan).
+std::size_t reserve_total(const PlanImpl& p);
+std::size_t backward_total(const PlanImpl& p);
 // SIMD training plans: the canonical weights and their transposes into the packed buffer.
 void simd_pack_training(const PlanImpl& p, const float* canonical, unsigned char* packed);
 // The training forward: every layer into the reserve, a direction by ops->train_direction.

@@ -130,7 +130,9 @@ struct SimdPlan {
   bool bf16_pairs = false;                     // bf16 panels in k-pairs (vdpbf16ps)
   std::size_t head_wt = 0;                     // packed buffer: the head's Wᵀ packed for f32_matmul
   SimdWorkspace ws;
+#if RNNCORE_TRAINING
   SimdTrainLayout train;                       // options.training only
+#endif
 };
 constexpr std::size_t kGpuGradArgBytesPerLayer = 8192;
 
@@ -174,7 +176,9 @@ struct PlanImpl {
   std::uint64_t fingerprint = 0;     // identifies the packed layout; stored in the packed header
   WorkspaceLayout ws;
   LayerPlan layers[kMaxLayers];
+#if RNNCORE_TRAINING  // (a build without training has no training layout: a smaller plan)
   TrainLayout train;                 // options.training only
+#endif
   SimdPlan simd;                     // backend simd only
   Int8Plan i8;                       // integer stacks (dtype i8) only
 #ifndef RNNCORE_NO_GPU_PLAN
@@ -256,9 +260,12 @@ struct ReferenceBuffers {
 
 // The views of (layer, dir) for a run: the layer's input (the caller's x, or the previous layer's
 // output in the workspace), its output columns, and its state slots.
-// A training forward passes its reserve: inner-layer outputs then live there (TrainLayout).
 DirectionIO direction_io(const PlanImpl& p, const ForwardArgs& a, unsigned char* ws, int layer, int dir,
-                         const RunDropout& run, unsigned char* reserve = nullptr);
+                         const RunDropout& run);
+// The same for a training forward (src/train_plan.cpp): the embedded rows, inner-layer outputs and
+// the head's input live in its reserve (TrainLayout), and io.keep is the direction's reserve rows.
+DirectionIO reserve_direction_io(const PlanImpl& p, const ForwardArgs& a, unsigned char* ws, int layer, int dir,
+                                 const RunDropout& run, unsigned char* reserve);
 
 // The dropout parameters of a run (dropout on only in training and Monte-Carlo runs of a stack with dropout).
 RunDropout run_dropout(const PlanImpl& p, const ForwardArgs& args);

@@ -1208,7 +1208,7 @@ static const rnncore_stack_spec lstm_int8_stack = {
 /** sizeof lstm_int8_packed; LSTM_INT8_WORKSPACE_BYTES: rnncore_plan_workspace_bytes of a plan for max_batch
  * 4, max_seq_len 50 (one thread): all the RAM a run takes besides x, y and the plan. */
 #define LSTM_INT8_PACKED_BYTES 7424
-#define LSTM_INT8_WORKSPACE_BYTES 576
+#define LSTM_INT8_WORKSPACE_BYTES 516
 /** The weights packed for LSTM_INT8_KERNEL_FAMILY by pack_weights (its header, then each LSTM direction's
  * prepared parameters as 32-bit words and offsets, W, R, the folded biases, then the ends), read
  * in place by rnncore_forward: no rnncore_plan_pack_weights and no RAM for weights. */

@@ -345,7 +345,8 @@ inline bool direction_args(const detail::PlanImpl& p, const ForwardArgs& a, cons
   const StackSpec& st = p.stack;
   const detail::LayerPlan& lp = p.layers[l];
   auto* reserve = static_cast<unsigned char*>(a.reserve);
-  const detail::DirectionIO io = detail::direction_io(p, a, ws, l, d, run, reserve);
+  const detail::DirectionIO io = reserve != nullptr ? detail::reserve_direction_io(p, a, ws, l, d, run, reserve)
+                                                    : detail::direction_io(p, a, ws, l, d, run);
   const detail::DirectionPack& dp = lp.dir[d];
   da->x = da->x_raw = static_cast<const float*>(io.x);
   da->x_st = da->xr_st = io.x_st;
