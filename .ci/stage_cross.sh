@@ -101,9 +101,12 @@ for target in cortex-m4f cortex-m7; do
   # the Cortex-M7 build computes them with the default reciprocal table (a division and 16 KiB);
   # the tables of |x| (int8_activation_tables=true) get a build of their own below. So
   # int8_kernels_qemu checks all of them, and the step built on each, against the reference.
+  # The firmware profile leaves training out (meson option training=auto): the Cortex-M4F build
+  # turns it on, so examples/train trains there; on the Cortex-M7 it shows the refusal, and its
+  # float image must keep none of the training code (checked below).
   options=()
   if [ "$target" = cortex-m4f ]; then
-    options=(-Dint8_activation_tables=signed -Dint8_cell_tanh_bits=0 -Dint8_reciprocal_table=false)
+    options=(-Dint8_activation_tables=signed -Dint8_cell_tanh_bits=0 -Dint8_reciprocal_table=false -Dtraining=true)
   fi
   if build_target "cross/arm-none-eabi-$target.ini" "$dir" "${options[@]}"; then
     echo "--- $target: librnncore.a (firmware profile, -Os), all members"
@@ -120,6 +123,13 @@ for target in cortex-m4f cortex-m7; do
         fail_one "$target: $map.elf keeps sections of the integer core"
       fi
     done
+    if [ "$target" = cortex-m7 ]; then
+      if python3 tests/cross/map_sizes.py --absent 'src_(train|train_plan|head_grad)\.cpp' "$dir/examples/firmware/firmware_lstm.map" | tail -n 1; then
+        pass_one "$target: firmware_lstm.elf keeps none of the training code (training=auto)"
+      else
+        fail_one "$target: firmware_lstm.elf keeps sections of the training code"
+      fi
+    fi
     echo "--- $target: the int8 firmware example image (examples/firmware/main_int8.c)"
     arm-none-eabi-size "$int8_image"
     python3 tests/cross/map_sizes.py "$dir/examples/firmware/firmware_lstm_int8.map"
