@@ -10,7 +10,8 @@
 #   CMSIS-NN      cmsis_model.c: ARM CMSIS-NN's kernels composed as TFLite Micro's CMSIS-NN kernels
 #                 call them for the converter's graph, the library at -O2 and at -Os
 #   one call      mcu_model_plan.c (the model as one int8 stack, one rnncore_forward per inference) on
-#                 both rnncore builds: a table of its own beside the hand-composed int8.h path
+#                 both rnncore builds, each on both headers (kinds plan, plan-signed, plan-i16,
+#                 plan-signed-i16): a table of its own beside the hand-composed int8.h path
 # One inference = N(2 inferences) - N(1): the images differ only in a volatile repetition count, so
 # start-up, preparation and the checks cancel. Also the instruction mix of that inference and a
 # cycle estimate from it (the Cortex-M4 timings in README.md; instruction counts are not cycles),
