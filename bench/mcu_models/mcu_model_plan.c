@@ -75,7 +75,7 @@ static rnncore_status model_prepare(void) {
   rnncore_status s;
   rnncore_link_int8(); /* the firmware profile links the integer backend on this call */
   rnncore_plan_options_init(&o);
-  /* A header of `export-c --interleave-i16` holds int16 panels, which no kernel runs by default. */
+  /* A header of `export-c --interleave-i16` holds int16 panels, which a plan takes only when asked. */
   if (L0_QUANTIZATION.weight_layout == RNNCORE_INT8_WEIGHTS_INTERLEAVED4_I16) {
     o.int8_weights = RNNCORE_INT8_WEIGHTS_PACKED_INTERLEAVED_I16;
   }
