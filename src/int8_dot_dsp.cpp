@@ -309,39 +309,72 @@ extern "C" void rnncore_i8_dot_panels_dsp_other(const PanelProduct* product);
 #define RNNCORE_THUMB_FUNC
 #define RNNCORE_THUMB_BIT
 #endif
+// What the two panel kernels (this one and rnncore_i16_dot_panels_dsp_4x16 below) share, around
+// their different loop entries and panel sums. The entry: the list's end, then per product
+// (label 5) its six words, and to label 7 (the product in C) unless its rows are whole panels, at
+// least one.
+#define RNNCORE_PANELS_ENTRY(NAME)                                  \
+  ".pushsection .text." NAME ", \"ax\", %progbits\n\t"             \
+  ".balign 4\n\t"                                                   \
+  ".global " NAME "\n\t"                                            \
+  ".type " NAME ", %function\n\t"                                   \
+  RNNCORE_THUMB_FUNC                                                \
+  NAME ":\n\t"                                                      \
+  "cmp r1, #0\n\t"                                                  \
+  "it le\n\t" /* (no instruction in A32) */                         \
+  "bxle lr\n\t"                                                     \
+  "push {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"                 \
+  "sub sp, sp, #28\n\t"                                             \
+  "add r1, r1, r1, lsl #1\n\t" /* the list's end: 24 bytes a product */ \
+  "add r1, r0, r1, lsl #3\n\t"                                      \
+  "str r1, [sp, #24]\n\t"                                           \
+  "5:\n\t" /* a product: w, v, bias, out, rows, k_words */          \
+  "ldmia r0!, {r4, r5, r6, r7, r8, r9}\n\t"                         \
+  "tst r8, #3\n\t"                                                  \
+  "bne 7f\n\t"                                                      \
+  "cmp r8, #0\n\t"                                                  \
+  "beq 7f\n\t"
+// A product's registers: the weights, the biases, the biases' end, the vector's end (4 int16 a
+// column word), and in r9 the groups the first pass skips, (−k_words) mod 16.
+#define RNNCORE_PANELS_SETUP        \
+  "mov r11, r4\n\t"                \
+  "mov r10, r6\n\t"                \
+  "add r6, r6, r8, lsl #2\n\t"     \
+  "add lr, r5, r9, lsl #3\n\t"     \
+  "rsb r9, r9, #0\n\t"             \
+  "and r9, r9, #15\n\t"
+// The end of a panel (its four sums in r0..r3 stored), of a product, of the list; label 7 hands a
+// product to OTHER (in C) and carries on with the next.
+#define RNNCORE_PANELS_EXIT(NAME, OTHER)            \
+  "ldr r4, [sp, #12]\n\t"                          \
+  "stmia r4!, {r0, r1, r2, r3}\n\t"                \
+  "str r4, [sp, #12]\n\t"                          \
+  "ldr r4, [sp, #8]\n\t"                           \
+  "cmp r10, r4\n\t"                                \
+  "bne 0b\n\t"                                     \
+  "6:\n\t"                                         \
+  "ldr r0, [sp, #0]\n\t"                           \
+  "ldr r1, [sp, #24]\n\t"                          \
+  "cmp r0, r1\n\t"                                 \
+  "bne 5b\n\t"                                     \
+  "add sp, sp, #28\n\t"                            \
+  "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}\n\t" \
+  "7:\n\t" /* any other product, in C */           \
+  "str r0, [sp, #0]\n\t"                           \
+  "sub r0, r0, #24\n\t"                            \
+  "bl " OTHER "\n\t"                               \
+  "b 6b\n\t"                                       \
+  ".size " NAME ", .-" NAME "\n\t"                  \
+  ".popsection\n\t"
 // The stack frame (64 bytes with the saved registers: sp stays 8-byte aligned for the call): [sp,
 // #0] the next product, #4 the vector, #8 the end of the biases, #12 the outputs, #16 the loop
 // entry (stored by one STM), #24 the end of the list. lr holds the vector's end for all the
 // product's panels: a pass ends with the vector pointer there or short of it.
 __asm__(
-    ".pushsection .text.rnncore_i8_dot_panels_dsp_4x16, \"ax\", %progbits\n\t"
-    ".balign 4\n\t"
-    ".global rnncore_i8_dot_panels_dsp_4x16\n\t"
-    ".type rnncore_i8_dot_panels_dsp_4x16, %function\n\t"
-    RNNCORE_THUMB_FUNC
-    "rnncore_i8_dot_panels_dsp_4x16:\n\t"
-    "cmp r1, #0\n\t"
-    "it le\n\t"  // (no instruction in A32)
-    "bxle lr\n\t"
-    "push {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"
-    "sub sp, sp, #28\n\t"
-    "add r1, r1, r1, lsl #1\n\t"  // the list's end: 24 bytes a product
-    "add r1, r0, r1, lsl #3\n\t"
-    "str r1, [sp, #24]\n\t"
-    "5:\n\t"  // a product: w, v, bias, out, rows, k_words
-    "ldmia r0!, {r4, r5, r6, r7, r8, r9}\n\t"
-    "tst r8, #3\n\t"  // whole panels, at least one, at most 512 columns (k_words >= 1)
-    "bne 7f\n\t"
-    "cmp r8, #0\n\t"
-    "beq 7f\n\t"
-    "cmp r9, #" RNNCORE_STR(RNNCORE_PANEL_MAX_GROUPS) "\n\t"
+    RNNCORE_PANELS_ENTRY("rnncore_i8_dot_panels_dsp_4x16")
+    "cmp r9, #" RNNCORE_STR(RNNCORE_PANEL_MAX_GROUPS) "\n\t"  // at most 512 columns (k_words >= 1)
     "bhi 7f\n\t"
-    "mov r11, r4\n\t"
-    "mov r10, r6\n\t"
-    "add r6, r6, r8, lsl #2\n\t"   // the biases' end
-    "add lr, r5, r9, lsl #3\n\t"   // the vector's end: 4 int16 a column word
-    "rsb r9, r9, #0\n\t"  // groups the first pass skips: (−k_words) mod 16, 56 bytes each
-    "and r9, r9, #15\n\t"
+    RNNCORE_PANELS_SETUP  // groups skipped: 56 bytes each
     "adr r8, .Lrnncore_p4_group0\n\t"
     "add r8, r8, r9, lsl #6\n\t"
     "sub r8, r8, r9, lsl #3\n\t"
@@ -369,28 +402,7 @@ __asm__(
     "add r1, r5, r1, asr #8\n\t"
     "sub r3, r3, r2\n\t"
     "add r3, r7, r3, asr #8\n\t"
-    "ldr r4, [sp, #12]\n\t"
-    "stmia r4!, {r0, r1, r2, r3}\n\t"
-    "str r4, [sp, #12]\n\t"
-    "ldr r4, [sp, #8]\n\t"
-    "cmp r10, r4\n\t"
-    "bne 0b\n\t"
-    "6:\n\t"
-    "ldr r0, [sp, #0]\n\t"
-    "ldr r1, [sp, #24]\n\t"
-    "cmp r0, r1\n\t"
-    "bne 5b\n\t"
-    "add sp, sp, #28\n\t"
-    "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}\n\t"
-    "7:\n\t"  // any other product, in C
-    "str r0, [sp, #0]\n\t"
-    "sub r0, r0, #24\n\t"
-    "bl rnncore_i8_dot_panels_dsp_other\n\t"
-    "b 6b\n\t"
-    ".size rnncore_i8_dot_panels_dsp_4x16, .-rnncore_i8_dot_panels_dsp_4x16\n\t"
-    ".popsection\n\t");
-#undef RNNCORE_THUMB_BIT
-#undef RNNCORE_THUMB_FUNC
+    RNNCORE_PANELS_EXIT("rnncore_i8_dot_panels_dsp_4x16", "rnncore_i8_dot_panels_dsp_other"));
 #undef RNNCORE_PANEL_GROUP
 #undef RNNCORE_PANEL_PAIR
 #undef RNNCORE_STR
@@ -451,42 +463,11 @@ extern "C" void rnncore_i16_dot_panels_dsp_other(const PanelProduct* product);
   "smlad r2, r6, " X ", r2\n\t"          \
   "smlad r3, r7, " X ", r3\n\t"
 #define RNNCORE_P16_GROUP "ldmia r12!, {r8, r9}\n\t" RNNCORE_P16_HALF("r8") RNNCORE_P16_HALF("r9")
-#if defined(__thumb__)
-#define RNNCORE_THUMB_FUNC ".thumb_func\n\t"
-#define RNNCORE_THUMB_BIT "orr r8, r8, #1\n\t"
-#else
-#define RNNCORE_THUMB_FUNC
-#define RNNCORE_THUMB_BIT
-#endif
 // The frame as rnncore_i8_dot_panels_dsp_4x16's: [sp, #0] the next product, #4 the vector, #8 the
 // end of the biases, #12 the outputs, #16 the loop entry, #24 the end of the list.
 __asm__(
-    ".pushsection .text.rnncore_i16_dot_panels_dsp_4x16, \"ax\", %progbits\n\t"
-    ".balign 4\n\t"
-    ".global rnncore_i16_dot_panels_dsp_4x16\n\t"
-    ".type rnncore_i16_dot_panels_dsp_4x16, %function\n\t"
-    RNNCORE_THUMB_FUNC
-    "rnncore_i16_dot_panels_dsp_4x16:\n\t"
-    "cmp r1, #0\n\t"
-    "it le\n\t"
-    "bxle lr\n\t"
-    "push {r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"
-    "sub sp, sp, #28\n\t"
-    "add r1, r1, r1, lsl #1\n\t"  // the list's end: 24 bytes a product
-    "add r1, r0, r1, lsl #3\n\t"
-    "str r1, [sp, #24]\n\t"
-    "5:\n\t"  // a product: w, v, bias, out, rows, k_words
-    "ldmia r0!, {r4, r5, r6, r7, r8, r9}\n\t"
-    "tst r8, #3\n\t"  // whole panels, at least one (k_words >= 1)
-    "bne 7f\n\t"
-    "cmp r8, #0\n\t"
-    "beq 7f\n\t"
-    "mov r11, r4\n\t"
-    "mov r10, r6\n\t"
-    "add r6, r6, r8, lsl #2\n\t"  // the biases' end
-    "add lr, r5, r9, lsl #3\n\t"  // the vector's end: 4 int16 a column group
-    "rsb r9, r9, #0\n\t"  // groups the first pass skips: (−k_words) mod 16, 44 bytes each
-    "and r9, r9, #15\n\t"
+    RNNCORE_PANELS_ENTRY("rnncore_i16_dot_panels_dsp_4x16")  // (k_words >= 1)
+    RNNCORE_PANELS_SETUP  // groups skipped: 44 bytes each
     "adr r8, .Lrnncore_p16_group0\n\t"
     "add r8, r8, r9, lsl #5\n\t"
     "add r8, r8, r9, lsl #3\n\t"
@@ -507,26 +488,10 @@ __asm__(
     ".endif\n\t"
     "cmp r12, lr\n\t"
     "bne .Lrnncore_p16_group0\n\t"
-    "ldr r4, [sp, #12]\n\t"
-    "stmia r4!, {r0, r1, r2, r3}\n\t"
-    "str r4, [sp, #12]\n\t"
-    "ldr r4, [sp, #8]\n\t"
-    "cmp r10, r4\n\t"
-    "bne 0b\n\t"
-    "6:\n\t"
-    "ldr r0, [sp, #0]\n\t"
-    "ldr r1, [sp, #24]\n\t"
-    "cmp r0, r1\n\t"
-    "bne 5b\n\t"
-    "add sp, sp, #28\n\t"
-    "pop {r4, r5, r6, r7, r8, r9, r10, r11, pc}\n\t"
-    "7:\n\t"  // any other product, in C
-    "str r0, [sp, #0]\n\t"
-    "sub r0, r0, #24\n\t"
-    "bl rnncore_i16_dot_panels_dsp_other\n\t"
-    "b 6b\n\t"
-    ".size rnncore_i16_dot_panels_dsp_4x16, .-rnncore_i16_dot_panels_dsp_4x16\n\t"
-    ".popsection\n\t");
+    RNNCORE_PANELS_EXIT("rnncore_i16_dot_panels_dsp_4x16", "rnncore_i16_dot_panels_dsp_other"));
+#undef RNNCORE_PANELS_EXIT
+#undef RNNCORE_PANELS_SETUP
+#undef RNNCORE_PANELS_ENTRY
 #undef RNNCORE_THUMB_BIT
 #undef RNNCORE_THUMB_FUNC
 #undef RNNCORE_P16_GROUP

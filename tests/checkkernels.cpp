@@ -548,6 +548,106 @@ TEST_CASE("int8 output kernels: every output kernel equals the reference, bit fo
 }
 #endif
 
+// The two panel layouts (src/internal/int8_kernels.hpp) and their kernels, for the comparisons
+// below: interleaved int8 (an odd row's −128 beside a negative weight has no form there, so those
+// tests draw −127 instead) and int16 panels (every weight).
+struct PanelLayout {
+  const DotPanelsKernel* (*kernels)(int* n);
+  std::size_t (*bytes)(int rows, int K);
+  void (*pack)(const std::int8_t* w, int rows, int K, std::int8_t* out);
+  bool odd_rows_above_minus128;
+};
+const PanelLayout kInterleaved{int8_panel_kernels, [](int rows, int K) { return interleaved4_bytes(rows, K); },
+                               [](const std::int8_t* w, int rows, int K, std::int8_t* out) {
+                                 REQUIRE(interleave4(w, rows, K, out));
+                               },
+                               true};
+const PanelLayout kPanelsI16{int16_panel_kernels, [](int rows, int K) { return interleaved4_i16_bytes(rows, K); },
+                             interleave4_i16, false};
+
+// Every kernel of `layout` against the row-major scalar kernel on one product of rows × K: weights
+// and vector random (pattern 0) or at the extremes (−128 weights against −128 (1) and 127 (2)).
+// Returns the calls compared.
+long compare_panel_product(const PanelLayout& layout, int rows, int K, int pattern, std::mt19937& rng) {
+  std::uniform_int_distribution<int> byte(-128, 127);
+  std::uniform_int_distribution<std::int32_t> any32(std::numeric_limits<std::int32_t>::min(),
+                                                    std::numeric_limits<std::int32_t>::max());
+  std::vector<std::int8_t> w(static_cast<std::size_t>(rows * K)), v(static_cast<std::size_t>(K));
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const bool odd_row = (i / static_cast<std::size_t>(K)) % 2 == 1;
+    const int x = pattern == 0 ? byte(rng) : -128;
+    w[i] = static_cast<std::int8_t>(layout.odd_rows_above_minus128 && odd_row && x == -128 ? -127 : x);
+  }
+  for (std::int8_t& x : v) x = static_cast<std::int8_t>(pattern == 0 ? byte(rng) : (pattern == 1 ? -128 : 127));
+  std::vector<std::int32_t> bias(static_cast<std::size_t>(rows));
+  for (int j = 0; j < rows; ++j) bias[static_cast<std::size_t>(j)] = pattern == 0 ? any32(rng) : std::numeric_limits<std::int32_t>::max() - j;
+  std::vector<std::int32_t> want(static_cast<std::size_t>(rows));
+  i8_dot_1x1__scalar(w.data(), rows, K, v.data(), bias.data(), want.data());
+  // Exactly sized buffers: AddressSanitizer sees a read past the layout or the widened vector.
+  std::vector<std::int8_t> packed(layout.bytes(rows, K));
+  layout.pack(w.data(), rows, K, packed.data());
+  const int k_words = interleaved4_words(K);
+  std::vector<std::int16_t> pairs(static_cast<std::size_t>(4 * k_words));
+  widen_pairs(v.data(), K, pairs.data());
+  int np = 0;
+  const DotPanelsKernel* panels = layout.kernels(&np);
+  for (int ki = 0; ki < np; ++ki) {
+    std::vector<std::int32_t> got(static_cast<std::size_t>(rows) + 1, 0x5A5A5A5A);
+    const PanelProduct product{packed.data(), pairs.data(), bias.data(), got.data(), rows, k_words};
+    panels[ki].fn(&product, 1);
+    checked(panels[ki].name);
+    if (!std::equal(want.begin(), want.end(), got.begin()) || got[static_cast<std::size_t>(rows)] != 0x5A5A5A5A)
+      FAIL_CHECK(panels[ki].name << " differs: rows " << rows << ", K " << K << ", pattern " << pattern);
+  }
+  return np;
+}
+
+// Every kernel of `layout` on a list of products in one call: shapes the DSP kernels take whole
+// (every loop entry: K mod 16 = 0, 4, 8, 12 columns, one and several panels) and ones they do not
+// (rows not a multiple of 4, more than 512 columns, no rows), in an order that mixes them, each
+// product with its own weights, vector and biases.
+void compare_panel_list(const PanelLayout& layout, std::mt19937& rng) {
+  const int shapes[][2] = {{4, 16}, {8, 36}, {16, 8}, {4, 1}, {5, 20}, {12, 44}, {8, 600}, {0, 8}, {4, 64}, {7, 3}, {32, 32}};
+  constexpr int kCount = static_cast<int>(sizeof shapes / sizeof shapes[0]);
+  std::uniform_int_distribution<int> weight(layout.odd_rows_above_minus128 ? -127 : -128, 127), byte(-128, 127);
+  std::uniform_int_distribution<std::int32_t> any32(std::numeric_limits<std::int32_t>::min(),
+                                                    std::numeric_limits<std::int32_t>::max());
+  std::vector<std::vector<std::int8_t>> packed(kCount);
+  std::vector<std::vector<std::int16_t>> pairs(kCount);
+  std::vector<std::vector<std::int32_t>> bias(kCount), want(kCount), got(kCount);
+  std::vector<PanelProduct> products(kCount);
+  for (int i = 0; i < kCount; ++i) {
+    const int rows = shapes[i][0], K = shapes[i][1];
+    std::vector<std::int8_t> w(static_cast<std::size_t>(rows * K)), v(static_cast<std::size_t>(K));
+    for (std::int8_t& x : w) x = static_cast<std::int8_t>(weight(rng));
+    for (std::int8_t& x : v) x = static_cast<std::int8_t>(byte(rng));
+    bias[i].resize(static_cast<std::size_t>(rows));
+    for (std::int32_t& b : bias[i]) b = any32(rng);
+    want[i].resize(static_cast<std::size_t>(rows));
+    i8_dot_1x1__scalar(w.data(), rows, K, v.data(), bias[i].data(), want[i].data());
+    packed[i].resize(layout.bytes(rows, K));
+    layout.pack(w.data(), rows, K, packed[i].data());
+    pairs[i].resize(static_cast<std::size_t>(4 * interleaved4_words(K)));
+    widen_pairs(v.data(), K, pairs[i].data());
+  }
+  int np = 0;
+  const DotPanelsKernel* panels = layout.kernels(&np);
+  for (int ki = 0; ki < np; ++ki) {
+    CAPTURE(panels[ki].name);
+    for (int i = 0; i < kCount; ++i) {
+      got[i].assign(static_cast<std::size_t>(shapes[i][0]) + 1, 0x5A5A5A5A);
+      products[i] = PanelProduct{packed[i].data(), pairs[i].data(), bias[i].data(), got[i].data(), shapes[i][0],
+                                 interleaved4_words(shapes[i][1])};
+    }
+    panels[ki].fn(products.data(), kCount);
+    for (int i = 0; i < kCount; ++i) {
+      CAPTURE(i);
+      CHECK(std::equal(want[i].begin(), want[i].end(), got[i].begin()));
+      CHECK(got[i].back() == 0x5A5A5A5A);  // nothing written past the product's rows
+    }
+  }
+}
+
 TEST_CASE("int8 kernels: the interleaved layout's kernels equal the row-major scalar one, bit for bit") {
   int np = 0;
   const DotPanelsKernel* panels = int8_panel_kernels(&np);
@@ -592,95 +692,22 @@ TEST_CASE("int8 kernels: the interleaved layout's kernels equal the row-major sc
     CHECK(pairs == std::vector<std::int16_t>{1, 3, 2, 4, 5, 7, 6, 0});
   }
   std::mt19937 rng(20261125);
-  std::uniform_int_distribution<int> byte(-128, 127);
-  std::uniform_int_distribution<std::int32_t> any32(std::numeric_limits<std::int32_t>::min(),
-                                                    std::numeric_limits<std::int32_t>::max());
   long compared = 0;
   for (int rows = 1; rows <= kUnitBlock + 1; ++rows) {
     // Up to 512 columns the DSP kernel takes a panel in one piece; beyond, in pieces of 512.
     for (int K : {1, 2, 3, 4, 5, 7, 8, 12, 15, 16, 17, 20, 31, 32, 33, 48, 63, 64, 65, 100, 128, 129, 255, 256, 300, 512,
                   513, 1100}) {
       if (K > 300 && rows % 4 != 1) continue;
-      for (int pattern = 0; pattern < 3; ++pattern) {  // random; the extremes −128 (−127 in odd rows) against −128 and 127
-        std::vector<std::int8_t> w(static_cast<std::size_t>(rows * K)), v(static_cast<std::size_t>(K));
-        for (std::size_t i = 0; i < w.size(); ++i) {
-          const bool odd_row = (i / static_cast<std::size_t>(K)) % 2 == 1;
-          const int x = pattern == 0 ? byte(rng) : -128;
-          w[i] = static_cast<std::int8_t>(odd_row && x == -128 ? -127 : x);  // what the layout can store
-        }
-        for (std::int8_t& x : v) x = static_cast<std::int8_t>(pattern == 0 ? byte(rng) : (pattern == 1 ? -128 : 127));
-        std::vector<std::int32_t> bias(static_cast<std::size_t>(rows));
-        for (int j = 0; j < rows; ++j) bias[static_cast<std::size_t>(j)] = pattern == 0 ? any32(rng) : std::numeric_limits<std::int32_t>::max() - j;
-        std::vector<std::int32_t> want(static_cast<std::size_t>(rows));
-        i8_dot_1x1__scalar(w.data(), rows, K, v.data(), bias.data(), want.data());
-        // Exactly sized buffers: AddressSanitizer sees a read past the layout or the widened vector.
-        std::vector<std::int8_t> packed(interleaved4_bytes(rows, K));
-        REQUIRE(interleave4(w.data(), rows, K, packed.data()));
-        const int k_words = (K + 3) / 4;
-        std::vector<std::int16_t> pairs(static_cast<std::size_t>(4 * k_words));
-        widen_pairs(v.data(), K, pairs.data());
-        for (int ki = 0; ki < np; ++ki) {
-          std::vector<std::int32_t> got(static_cast<std::size_t>(rows) + 1, 0x5A5A5A5A);
-          const PanelProduct product{packed.data(), pairs.data(), bias.data(), got.data(), rows, k_words};
-          panels[ki].fn(&product, 1);
-          checked(panels[ki].name);
-          ++compared;
-          if (!std::equal(want.begin(), want.end(), got.begin()) || got[static_cast<std::size_t>(rows)] != 0x5A5A5A5A)
-            FAIL_CHECK(panels[ki].name << " differs: rows " << rows << ", K " << K << ", pattern " << pattern);
-        }
-      }
+      // random; the extremes −128 (−127 in odd rows) against −128 and 127
+      for (int pattern = 0; pattern < 3; ++pattern) compared += compare_panel_product(kInterleaved, rows, K, pattern, rng);
     }
   }
   MESSAGE(compared << " interleaved kernel calls compared with the row-major scalar kernel (" << np << " kernels)");
 }
 
 TEST_CASE("int8 kernels: an interleaved kernel takes a list of products in one call") {
-  // Shapes the DSP kernel takes whole (every loop entry: K mod 16 = 0, 4, 8, 12 columns, one and
-  // several panels) and ones it does not (rows not a multiple of 4, more than 512 columns, no
-  // rows), in an order that mixes them, each product with its own weights, vector and biases.
-  struct Shape {
-    int rows, K;
-  };
-  const Shape shapes[] = {{4, 16}, {8, 36}, {16, 8}, {4, 1}, {5, 20}, {12, 44}, {8, 600}, {0, 8}, {4, 64}, {7, 3}, {32, 32}};
-  constexpr int kCount = static_cast<int>(sizeof shapes / sizeof shapes[0]);
   std::mt19937 rng(20261125);
-  std::uniform_int_distribution<int> weight(-127, 127), byte(-128, 127);
-  std::uniform_int_distribution<std::int32_t> any32(std::numeric_limits<std::int32_t>::min(),
-                                                    std::numeric_limits<std::int32_t>::max());
-  std::vector<std::vector<std::int8_t>> packed(kCount);
-  std::vector<std::vector<std::int16_t>> pairs(kCount);
-  std::vector<std::vector<std::int32_t>> bias(kCount), want(kCount), got(kCount);
-  std::vector<PanelProduct> products(kCount);
-  for (int i = 0; i < kCount; ++i) {
-    const int rows = shapes[i].rows, K = shapes[i].K;
-    std::vector<std::int8_t> w(static_cast<std::size_t>(rows * K)), v(static_cast<std::size_t>(K));
-    for (std::int8_t& x : w) x = static_cast<std::int8_t>(weight(rng));
-    for (std::int8_t& x : v) x = static_cast<std::int8_t>(byte(rng));
-    bias[i].resize(static_cast<std::size_t>(rows));
-    for (std::int32_t& b : bias[i]) b = any32(rng);
-    want[i].resize(static_cast<std::size_t>(rows));
-    i8_dot_1x1__scalar(w.data(), rows, K, v.data(), bias[i].data(), want[i].data());
-    packed[i].resize(interleaved4_bytes(rows, K));
-    REQUIRE(interleave4(w.data(), rows, K, packed[i].data()));
-    pairs[i].resize(static_cast<std::size_t>(4 * interleaved4_words(K)));
-    widen_pairs(v.data(), K, pairs[i].data());
-  }
-  int np = 0;
-  const DotPanelsKernel* panels = int8_panel_kernels(&np);
-  for (int ki = 0; ki < np; ++ki) {
-    CAPTURE(panels[ki].name);
-    for (int i = 0; i < kCount; ++i) {
-      got[i].assign(static_cast<std::size_t>(shapes[i].rows) + 1, 0x5A5A5A5A);
-      products[i] = PanelProduct{packed[i].data(), pairs[i].data(), bias[i].data(), got[i].data(), shapes[i].rows,
-                                 interleaved4_words(shapes[i].K)};
-    }
-    panels[ki].fn(products.data(), kCount);
-    for (int i = 0; i < kCount; ++i) {
-      CAPTURE(i);
-      CHECK(std::equal(want[i].begin(), want[i].end(), got[i].begin()));
-      CHECK(got[i].back() == 0x5A5A5A5A);  // nothing written past the product's rows
-    }
-  }
+  compare_panel_list(kInterleaved, rng);
 }
 
 TEST_CASE("int8 kernels: the int16 panel layout's kernels equal the row-major scalar one, bit for bit") {
@@ -706,74 +733,16 @@ TEST_CASE("int8 kernels: the int16 panel layout's kernels equal the row-major sc
       for (int k = 0; k < 7; ++k) CHECK(interleaved4_i16_weight(out.data(), j, k, 2) == w[static_cast<std::size_t>(j * 7 + k)]);
   }
   std::mt19937 rng(20261129);
-  std::uniform_int_distribution<int> byte(-128, 127);
-  std::uniform_int_distribution<std::int32_t> any32(std::numeric_limits<std::int32_t>::min(),
-                                                    std::numeric_limits<std::int32_t>::max());
   long compared = 0;
   for (int rows = 1; rows <= kUnitBlock + 1; ++rows) {
     for (int K : {1, 2, 3, 4, 5, 7, 8, 12, 15, 16, 17, 20, 31, 32, 33, 48, 63, 64, 65, 100, 128, 129, 256, 300, 513, 1100}) {
       if (K > 300 && rows % 4 != 1) continue;
-      for (int pattern = 0; pattern < 3; ++pattern) {  // random; −128 weights against −128 and 127
-        std::vector<std::int8_t> w(static_cast<std::size_t>(rows * K)), v(static_cast<std::size_t>(K));
-        for (std::int8_t& x : w) x = static_cast<std::int8_t>(pattern == 0 ? byte(rng) : -128);
-        for (std::int8_t& x : v) x = static_cast<std::int8_t>(pattern == 0 ? byte(rng) : (pattern == 1 ? -128 : 127));
-        std::vector<std::int32_t> bias(static_cast<std::size_t>(rows));
-        for (int j = 0; j < rows; ++j) bias[static_cast<std::size_t>(j)] = pattern == 0 ? any32(rng) : std::numeric_limits<std::int32_t>::max() - j;
-        std::vector<std::int32_t> want(static_cast<std::size_t>(rows));
-        i8_dot_1x1__scalar(w.data(), rows, K, v.data(), bias.data(), want.data());
-        std::vector<std::int8_t> packed(interleaved4_i16_bytes(rows, K));
-        interleave4_i16(w.data(), rows, K, packed.data());
-        const int k_words = interleaved4_words(K);
-        std::vector<std::int16_t> pairs(static_cast<std::size_t>(4 * k_words));
-        widen_pairs(v.data(), K, pairs.data());
-        for (int ki = 0; ki < np; ++ki) {
-          std::vector<std::int32_t> got(static_cast<std::size_t>(rows) + 1, 0x5A5A5A5A);
-          const PanelProduct product{packed.data(), pairs.data(), bias.data(), got.data(), rows, k_words};
-          panels[ki].fn(&product, 1);
-          checked(panels[ki].name);
-          ++compared;
-          if (!std::equal(want.begin(), want.end(), got.begin()) || got[static_cast<std::size_t>(rows)] != 0x5A5A5A5A)
-            FAIL_CHECK(panels[ki].name << " differs: rows " << rows << ", K " << K << ", pattern " << pattern);
-        }
-      }
+      // random; −128 weights against −128 and 127
+      for (int pattern = 0; pattern < 3; ++pattern) compared += compare_panel_product(kPanelsI16, rows, K, pattern, rng);
     }
   }
-  MESSAGE(compared << " int16 panel kernel calls compared with the row-major scalar kernel (" << np << " kernels)");
-  // A list of products in one call, shapes the assembly takes whole and ones it does not.
-  const int shapes[][2] = {{4, 16}, {8, 36}, {16, 8}, {4, 1}, {5, 20}, {12, 44}, {8, 600}, {0, 8}, {4, 64}, {7, 3}, {32, 32}};
-  constexpr int kCount = static_cast<int>(sizeof shapes / sizeof shapes[0]);
-  std::vector<std::vector<std::int8_t>> packed(kCount);
-  std::vector<std::vector<std::int16_t>> pairs(kCount);
-  std::vector<std::vector<std::int32_t>> bias(kCount), want(kCount), got(kCount);
-  std::vector<PanelProduct> products(kCount);
-  for (int i = 0; i < kCount; ++i) {
-    const int rows = shapes[i][0], K = shapes[i][1];
-    std::vector<std::int8_t> w(static_cast<std::size_t>(rows * K)), v(static_cast<std::size_t>(K));
-    for (std::int8_t& x : w) x = static_cast<std::int8_t>(byte(rng));
-    for (std::int8_t& x : v) x = static_cast<std::int8_t>(byte(rng));
-    bias[i].resize(static_cast<std::size_t>(rows));
-    for (std::int32_t& b : bias[i]) b = any32(rng);
-    want[i].resize(static_cast<std::size_t>(rows));
-    i8_dot_1x1__scalar(w.data(), rows, K, v.data(), bias[i].data(), want[i].data());
-    packed[i].resize(interleaved4_i16_bytes(rows, K));
-    interleave4_i16(w.data(), rows, K, packed[i].data());
-    pairs[i].resize(static_cast<std::size_t>(4 * interleaved4_words(K)));
-    widen_pairs(v.data(), K, pairs[i].data());
-  }
-  for (int ki = 0; ki < np; ++ki) {
-    CAPTURE(panels[ki].name);
-    for (int i = 0; i < kCount; ++i) {
-      got[i].assign(static_cast<std::size_t>(shapes[i][0]) + 1, 0x5A5A5A5A);
-      products[i] = PanelProduct{packed[i].data(), pairs[i].data(), bias[i].data(), got[i].data(), shapes[i][0],
-                                 interleaved4_words(shapes[i][1])};
-    }
-    panels[ki].fn(products.data(), kCount);
-    for (int i = 0; i < kCount; ++i) {
-      CAPTURE(i);
-      CHECK(std::equal(want[i].begin(), want[i].end(), got[i].begin()));
-      CHECK(got[i].back() == 0x5A5A5A5A);
-    }
-  }
+  MESSAGE(compared << " int16 panel kernel calls compared with the row-major scalar kernel");
+  compare_panel_list(kPanelsI16, rng);  // a list of products in one call
 }
 
 // ---- the registry itself ----

@@ -38,11 +38,6 @@ static int8_t scratch[MAX2(MAX2(BIDI_MODEL_L0_FW_SCRATCH_BYTES, BIDI_MODEL_L0_BW
                            MAX2(BIDI_MODEL_L1_FW_SCRATCH_BYTES, BIDI_MODEL_L1_BW_SCRATCH_BYTES))];
 static int16_t c[B * MAX_H];
 
-static int check(const char* what, rnncore_status s) {
-  if (s != RNNCORE_OK) printf("FAIL: %s: %s\n", what, rnncore_last_error_detail());
-  return s != RNNCORE_OK;
-}
-
 /* One bidirectional layer: x [B, T, in] to out [B, T, hf + hb]. */
 static int run_layer(const rnncore_int8_lstm* fw, const rnncore_int8_lstm* bw, int in, int hf, int hb, int zf, int zb,
                      const int8_t* x, int8_t* out) {

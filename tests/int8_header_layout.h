@@ -40,6 +40,12 @@ static int wrong_layout(const char* what, const rnncore_int8_lstm* lstm) {
   return 1;
 }
 
+/* 1 (after a FAIL line with the library's detail) unless s is RNNCORE_OK. */
+static inline int check(const char* what, rnncore_status s) {
+  if (s != RNNCORE_OK) printf("FAIL: %s: %s\n", what, rnncore_last_error_detail());
+  return s != RNNCORE_OK;
+}
+
 #ifdef RNNCORE_TEST_ONE_CALL /* the header has NAME_stack and NAME_packed */
 /* 1 (after a FAIL line) unless the stack planned for the header's layout runs on `packed` (the
  * header's const array, sizeof `packed_bytes`) in one rnncore_forward, batch-major x [B, T, ...]

@@ -39,11 +39,6 @@ static int8_t scratch[MAX2(MAX2(MERGE_MODEL_L0_FW_SCRATCH_BYTES, MERGE_MODEL_L0_
                            MAX2(MERGE_MODEL_L1_FW_SCRATCH_BYTES, MERGE_MODEL_L1_BW_SCRATCH_BYTES))];
 static int16_t c[B * MAX_H];
 
-static int check(const char* what, rnncore_status s) {
-  if (s != RNNCORE_OK) printf("FAIL: %s: %s\n", what, rnncore_last_error_detail());
-  return s != RNNCORE_OK;
-}
-
 /* x [B, T, n] with each row's steps reversed into out. */
 static void reverse_steps(const int8_t* x, int n, int8_t* out) {
   int b, t;

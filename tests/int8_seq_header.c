@@ -35,11 +35,6 @@ static int8_t y[B * T * SEQ_MODEL_OUTPUT_SIZE];
 static int32_t fc0_bias[SEQ_MODEL_FC0_OUT_SIZE], fc1_bias[SEQ_MODEL_FC1_OUT_SIZE];
 static float fc0_scale[SEQ_MODEL_FC0_OUT_SIZE], fc1_scale[SEQ_MODEL_FC1_OUT_SIZE];
 
-static int check(const char* what, rnncore_status s) {
-  if (s != RNNCORE_OK) printf("FAIL: %s: %s\n", what, rnncore_last_error_detail());
-  return s != RNNCORE_OK;
-}
-
 int main(void) {
   rnncore_int8_lstm l0;
   rnncore_int8_dense fc0, fc1;

@@ -32,11 +32,6 @@ static int8_t y[B * STACK_MODEL_OUTPUT_SIZE];
 static int32_t fc_bias[STACK_MODEL_FC0_OUT_SIZE];
 static float fc_scale[STACK_MODEL_FC0_OUT_SIZE];
 
-static int check(const char* what, rnncore_status s) {
-  if (s != RNNCORE_OK) printf("FAIL: %s: %s\n", what, rnncore_last_error_detail());
-  return s != RNNCORE_OK;
-}
-
 int main(void) {
   rnncore_int8_lstm l0, l1;
   rnncore_int8_dense fc0;

@@ -10,7 +10,8 @@
 #   CMSIS-NN      cmsis_model.c: ARM CMSIS-NN's kernels composed as TFLite Micro's CMSIS-NN kernels
 #                 call them for the converter's graph, the library at -O2 and at -Os
 #   one call      mcu_model_plan.c (the model as one int8 stack, one rnncore_forward per inference) on
-#                 both rnncore builds: a table of its own beside the hand-composed int8.h path
+#                 both rnncore builds, each on both headers (kinds plan, plan-signed, plan-i16,
+#                 plan-signed-i16): a table of its own beside the hand-composed int8.h path
 # One inference = N(2 inferences) - N(1): the images differ only in a volatile repetition count, so
 # start-up, preparation and the checks cancel. Also the instruction mix of that inference and a
 # cycle estimate from it (the Cortex-M4 timings in README.md; instruction counts are not cycles),
@@ -93,7 +94,7 @@ header() {  # model dir extra-options -> exports the header once
   fi
 }
 
-image() {  # model kind(rnncore|signed|cmsis-O2|cmsis-Os|plan|plan-signed) reps -> path
+image() {  # model kind(rnncore|signed|i16|signed-i16|cmsis-O2|cmsis-Os|plan[-signed][-i16]) reps -> path
   local m=$1 kind=$2 reps=$3 uc img src hdr libs emb defs=()
   uc=$(echo "$m" | tr a-z A-Z)
   img=$WORK/count/$m-$kind-R$reps.elf
@@ -105,6 +106,8 @@ image() {  # model kind(rnncore|signed|cmsis-O2|cmsis-Os|plan|plan-signed) reps 
     cmsis-*) src=cmsis_model.c hdr=hdr-rm libs=("$(cmsis_lib "${kind#cmsis-}")" "$BUILD/librnncore.a") ;;
     plan) src=mcu_model_plan.c hdr=hdr libs=("$BUILD/librnncore.a") ;;
     plan-signed) src=mcu_model_plan.c hdr=hdr libs=("$BUILD_SIGNED/librnncore.a") ;;
+    plan-i16) src=mcu_model_plan.c hdr=hdr16 libs=("$BUILD/librnncore.a") ;;
+    plan-signed-i16) src=mcu_model_plan.c hdr=hdr16 libs=("$BUILD_SIGNED/librnncore.a") ;;
   esac
   if grep -q "^#define ${uc}_EMBEDDING 1" "$WORK/$hdr/$m.h"; then emb=1; else emb=0; fi
   if grep -q "^#define ${uc}_FC0_ACTIVATION RNNCORE_INT8_" "$WORK/$hdr/$m.h"; then emb="$emb -DMODEL_HEAD_TABLE=1"; fi
@@ -164,7 +167,7 @@ measure() {  # model kind
 
 for m in $MODELS; do
   header "$m" hdr --interleave
-  [ "$ONLY_PLAN" = 1 ] || header "$m" hdr16 --interleave-i16
+  header "$m" hdr16 --interleave-i16
   [ "$ONLY_PLAN" = 1 ] || header "$m" hdr-rm
 done
 
@@ -176,9 +179,12 @@ plan_table() {
   echo "| model | build | int8.h insns | one call insns | ratio | int8.h flash | one call flash | int8.h RAM | one call RAM |"
   echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
   for m in $MODELS; do
-    for b in $BUILDS; do
-      local p=plan
-      [ "$b" = signed ] && p=plan-signed
+    # each build on both headers: interleaved int8 weights (kind rnncore, signed; one call plan,
+    # plan-signed) and int16 panels (i16, signed-i16; plan-i16, plan-signed-i16)
+    for b in $(for x in $BUILDS; do if [ "$x" = rnncore ]; then echo rnncore i16; else echo "$x" "$x-i16"; fi; done); do
+      local p=plan-$b
+      [ "$b" = rnncore ] && p=plan
+      [ "$b" = i16 ] && p=plan-i16
       measure "$m" "$b"
       measure "$m" "$p"
       read -r fh rh sh <<<"${MEMS[$m/$b]}"

@@ -10,12 +10,11 @@
  * -DMODEL_HEADER='"name.h"' -DMODEL_EMBEDDING=0|1 [-DMODEL_HEAD_TABLE=1: the head's sigmoid or tanh
  * table] [-DMODEL_STATE_HEADER='"weather_extra.h"'].
  * MODEL_COUNT_REPS=N (the count images): N inferences of the sample and nothing else checked, so
- * that two images (N = 1, 2) differ by one inference. Otherwise: the output of every sequence of
- * the sample (one call each) must equal LiteRT's, bit for bit; a unidirectional model is also
- * streamed (one step per call from here, the state carried between calls) and compared with
- * LiteRT's every step; with
- * MODEL_STATE_HEADER a run from a non-zero initial state is compared with LiteRT's from the
- * same state. Prints PASS and the memory, exits 0; or FAIL, exits 1. C99. */
+ * that two images (N = 1, 2) differ by one inference. Otherwise the checks of model_checks.h
+ * (shared with mcu_model_plan.c): every sequence of the sample (one call each) equal to LiteRT's,
+ * bit for bit; a unidirectional model also streamed (one step per call from here, the state
+ * carried between calls) and compared on every step; with MODEL_STATE_HEADER a run from a
+ * non-zero initial state. Prints PASS and the memory, exits 0; or FAIL, exits 1. C99. */
 #include <stdint.h>
 #include <string.h>
 
@@ -165,38 +164,29 @@ static rnncore_status head_prepare(void) {
                                     g_fc_scale, &g_fc);
 }
 
-static void report(const char* key, unsigned long value) {
-  put(" ");
-  put(key);
-  put("=");
-  put_uint(value);
+/* The hooks of model_checks.h: the whole sequence into g_y; one step of it, streamed. */
+static rnncore_status model_sequence(const model_input* in, const int8_t* h0, const int16_t* c0) {
+  return model_run(in, g_y, h0, c0);
 }
-
-static unsigned long differ(const int8_t* a, const int8_t* b, size_t n) {
-  unsigned long d = 0;
-  size_t i;
-  for (i = 0; i < n; ++i) d += a[i] != b[i];
-  return d;
+#if !IS_BIDI
+static rnncore_status model_stream(const model_input* in, int t, int8_t* y_t) {
+  rnncore_status s;
+  if (t == 0) model_reset(NULL, NULL);
+  s = model_step(ROW(in, t), y_t);
+  if (s == RNNCORE_OK && !U(RETURN_SEQUENCES) && t == T - 1) s = head_run(g_h, y_t);
+  return s;
 }
-
-#ifndef MODEL_COUNT_REPS
-#define MODEL_COUNT_REPS 0
 #endif
-static volatile int g_reps = MODEL_COUNT_REPS;
+
+#include "model_checks.h"
 
 int main(void) {
-  extern char __data_start[], __bss_end[], __data_end[], __data_load[];
-  unsigned long bad = 0, stack;
+  unsigned long stack;
   rnncore_status s = model_prepare();
-  int r;
+  int e;
   if (s == RNNCORE_OK) s = head_prepare();
   if (s != RNNCORE_OK) return put_failure("prepare", s);
-  board_stack_mark();
-  for (r = 0; r < (MODEL_COUNT_REPS ? g_reps : 1); ++r) {
-    s = model_run(SAMPLE, g_y, NULL, NULL); /* the sample's first sequence */
-    if (s != RNNCORE_OK) return put_failure("model_run", s);
-  }
-  stack = board_stack_high_water();
+  if ((e = model_first_runs(&stack)) != 0) return e;
   put("MODEL " STR(MODEL));
   put(" kernel ");
 #if IS_BIDI
@@ -205,69 +195,5 @@ int main(void) {
   put(rnncore_int8_lstm_kernel_name(&g_lstm));
 #endif
   end_line();
-  put("MEM");
-  report("flash", (unsigned long)((uintptr_t)__data_load + (uintptr_t)(__data_end - __data_start)));
-  report("ram_static", (unsigned long)(__bss_end - __data_start));
-  report("stack_peak", stack);
-  end_line();
-  if (MODEL_COUNT_REPS) return 0;
-  { /* every sequence of the sample, one call each */
-    unsigned long d = 0;
-    int b;
-    for (b = 0; b < ROWS; ++b) {
-      s = model_run(SAMPLE + b * SEQ_IN, g_y, NULL, NULL);
-      if (s != RNNCORE_OK) return put_failure("model_run", s);
-      d += differ(g_y, M(sample_output) + b * sizeof g_y, sizeof g_y);
-    }
-    bad += d;
-    put("whole model, one call per sequence: ");
-    put_uint(d);
-    put(" of ");
-    put_uint(ROWS * sizeof g_y);
-    put(" outputs differ from LiteRT's; sequences: ");
-    put_uint(ROWS);
-    end_line();
-  }
-#if !IS_BIDI
-  { /* streamed: one step per call from here, the state carried in the model between calls */
-    int8_t y_t[OUT];
-    unsigned long d = 0;
-    int b, t;
-    for (b = 0; b < ROWS; ++b) {
-      const model_input* in = SAMPLE + b * SEQ_IN;
-      const int8_t* expected = M(sample_output) + b * sizeof g_y;
-      model_reset(NULL, NULL);
-      for (t = 0; t < T; ++t) {
-        s = model_step(ROW(in, t), y_t);
-        if (s != RNNCORE_OK) return put_failure("model_step", s);
-        if (U(RETURN_SEQUENCES)) d += differ(y_t, expected + t * OUT, OUT);
-      }
-      if (!U(RETURN_SEQUENCES)) {
-        s = head_run(g_h, y_t);
-        if (s != RNNCORE_OK) return put_failure("head", s);
-        d += differ(y_t, expected, OUT);
-      }
-    }
-    bad += d;
-    put("streamed, one step per call: ");
-    put_uint(d);
-    put(" outputs differ from LiteRT's");
-    end_line();
-  }
-#endif
-#ifdef MODEL_STATE_HEADER
-  s = model_run(SAMPLE, g_y, M(state_h0), M(state_c0));
-  if (s != RNNCORE_OK) return put_failure("model_run from a state", s);
-  bad += differ(g_y, M(state_expected_y), sizeof g_y);
-  put("from a non-zero initial state: ");
-  put_uint(differ(g_y, M(state_expected_y), sizeof g_y));
-  put(" outputs differ from LiteRT's");
-  end_line();
-#endif
-  put(bad == 0 ? "PASS" : "FAIL");
-  report("flash", (unsigned long)((uintptr_t)__data_load + (uintptr_t)(__data_end - __data_start)));
-  report("ram_static", (unsigned long)(__bss_end - __data_start));
-  report("stack_peak", stack);
-  end_line();
-  return bad != 0;
+  return model_checks(stack);
 }

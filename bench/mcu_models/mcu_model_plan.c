@@ -3,7 +3,8 @@
  * rnncore_stack_spec of dtype RNNCORE_I8 (Embedding -> LSTM x n, bidirectional with the Keras
  * merge -> Dense and its activation), and both the spec (NAME_stack) and the weights packed for the
  * DSP kernel (NAME_packed: interleaved, biases folded) are const objects in flash that the export-c
- * header (MODEL_HEADER, `rnncore export-c --interleave`, the same header as mcu_model.c's) holds.
+ * header (MODEL_HEADER, `rnncore export-c --interleave`, the same header as mcu_model.c's) holds;
+ * a header of `--interleave-i16` (int16 panels) is planned with int8_weights for that layout.
  * The plan is made once after rnncore_link_int8(); there is no pack step, and every inference is
  * one rnncore_forward on NAME_packed in place.
  *
@@ -12,9 +13,9 @@
  * first run with -DMODEL_SIZES_ONLY, which prints the plan's sizes): one step's buffers for a stack
  * of one-direction layers, layer 0's output of every step for the bidirectional model.
  *
- * Checks, as mcu_model.c: every sequence of the sample equal to LiteRT's bit for bit; a
- * unidirectional model also streamed one step per call (the state in the caller's h and c, carried
- * through h0 / hy and c0 / cy); with MODEL_STATE_HEADER a run from a non-zero initial state.
+ * Checks: mcu_model.c's (model_checks.h): every sequence of the sample equal to LiteRT's bit for
+ * bit; a unidirectional model also streamed one step per call (the state in the caller's h and c,
+ * carried through h0 / hy and c0 / cy); with MODEL_STATE_HEADER a run from a non-zero initial state.
  * MODEL_COUNT_REPS=N: N inferences and nothing else checked (count.sh). Prints PASS and the memory,
  * exits 0; or FAIL, exits 1. C99. */
 #include <stdint.h>
@@ -39,6 +40,11 @@
 #define OUT U(OUTPUT_SIZE)
 #define ROWS U(SAMPLE_BATCH)
 #define IS_BIDI U(L0_BIDIRECTIONAL)
+#if IS_BIDI
+#define L0_QUANTIZATION M(l0_fw_quantization)
+#else
+#define L0_QUANTIZATION M(l0_quantization)
+#endif
 #if MODEL_EMBEDDING
 #define SEQ_IN T /* input elements of one sequence: token ids */
 typedef int32_t model_input;
@@ -69,6 +75,10 @@ static rnncore_status model_prepare(void) {
   rnncore_status s;
   rnncore_link_int8(); /* the firmware profile links the integer backend on this call */
   rnncore_plan_options_init(&o);
+  /* A header of `export-c --interleave-i16` holds int16 panels, which a plan takes only when asked. */
+  if (L0_QUANTIZATION.weight_layout == RNNCORE_INT8_WEIGHTS_INTERLEAVED4_I16) {
+    o.int8_weights = RNNCORE_INT8_WEIGHTS_PACKED_INTERLEAVED_I16;
+  }
   o.max_batch = 1;
   o.max_seq_len = T;
   s = rnncore_plan_create_stack(&M(stack), &o, &g_plan);
@@ -101,104 +111,33 @@ static rnncore_status model_run(const model_input* in, int steps, int8_t* y, con
   return rnncore_forward(&g_plan, M(packed), g_ws, sizeof g_ws, &a);
 }
 
-static void report(const char* key, unsigned long value) {
-  put(" ");
-  put(key);
-  put("=");
-  put_uint(value);
+/* The hooks of model_checks.h: the whole sequence into g_y; one step of it, streamed (the state
+ * passed back in as h0 / c0). */
+static rnncore_status model_sequence(const model_input* in, const int8_t* h0, const int16_t* c0) {
+  return model_run(in, T, g_y, h0, c0, NULL, NULL);
 }
-
-static unsigned long differ(const int8_t* a, const int8_t* b, size_t n) {
-  unsigned long d = 0;
-  size_t i;
-  for (i = 0; i < n; ++i) d += a[i] != b[i];
-  return d;
+#if !IS_BIDI
+static rnncore_status model_stream(const model_input* in, int t, int8_t* y_t) {
+  return model_run(in + t * STEP_IN, 1, y_t, t ? g_h : NULL, t ? g_c : NULL, g_h, g_c);
 }
-
-#ifndef MODEL_COUNT_REPS
-#define MODEL_COUNT_REPS 0
 #endif
-static volatile int g_reps = MODEL_COUNT_REPS;
+
+#include "model_checks.h"
 
 int main(void) {
-  extern char __data_start[], __bss_end[], __data_end[], __data_load[];
-  unsigned long bad = 0, stack;
+  unsigned long stack;
   rnncore_status s = model_prepare();
-  int r;
+  int e;
   if (s != RNNCORE_OK) return put_failure("plan", s);
 #ifdef MODEL_SIZES_ONLY
   return 0;
 #endif
-  board_stack_mark();
-  for (r = 0; r < (MODEL_COUNT_REPS ? g_reps : 1); ++r) {
-    s = model_run(SAMPLE, T, g_y, NULL, NULL, NULL, NULL); /* the sample's first sequence */
-    if (s != RNNCORE_OK) return put_failure("forward", s);
-  }
-  stack = board_stack_high_water();
+  if ((e = model_first_runs(&stack)) != 0) return e;
   put("MODEL " STR(MODEL) " one call, kernel ");
   put(rnncore_plan_kernel_name(&g_plan));
   report("packed", (unsigned long)rnncore_plan_packed_weight_bytes(&g_plan));
   report("workspace", (unsigned long)rnncore_plan_workspace_bytes(&g_plan));
   report("plan", (unsigned long)sizeof g_plan);
   end_line();
-  put("MEM");
-  report("flash", (unsigned long)((uintptr_t)__data_load + (uintptr_t)(__data_end - __data_start)));
-  report("ram_static", (unsigned long)(__bss_end - __data_start));
-  report("stack_peak", stack);
-  end_line();
-  if (MODEL_COUNT_REPS) return 0;
-  { /* every sequence of the sample, one call each */
-    unsigned long d = 0;
-    int b;
-    for (b = 0; b < ROWS; ++b) {
-      s = model_run(SAMPLE + b * SEQ_IN, T, g_y, NULL, NULL, NULL, NULL);
-      if (s != RNNCORE_OK) return put_failure("forward", s);
-      d += differ(g_y, M(sample_output) + b * sizeof g_y, sizeof g_y);
-    }
-    bad += d;
-    put("whole model, one rnncore_forward per sequence: ");
-    put_uint(d);
-    put(" of ");
-    put_uint(ROWS * sizeof g_y);
-    put(" outputs differ from LiteRT's; sequences: ");
-    put_uint(ROWS);
-    end_line();
-  }
-#if !IS_BIDI
-  { /* streamed: one step per call, the state carried in g_h / g_c between calls */
-    int8_t y_t[OUT];
-    unsigned long d = 0;
-    int b, t;
-    for (b = 0; b < ROWS; ++b) {
-      const model_input* in = SAMPLE + b * SEQ_IN;
-      const int8_t* expected = M(sample_output) + b * sizeof g_y;
-      for (t = 0; t < T; ++t) {
-        s = model_run(in + t * STEP_IN, 1, y_t, t ? g_h : NULL, t ? g_c : NULL, g_h, g_c);
-        if (s != RNNCORE_OK) return put_failure("forward, one step", s);
-        if (U(RETURN_SEQUENCES)) d += differ(y_t, expected + t * OUT, OUT);
-      }
-      if (!U(RETURN_SEQUENCES)) d += differ(y_t, expected, OUT); /* the head on the last step */
-    }
-    bad += d;
-    put("streamed, one step per call: ");
-    put_uint(d);
-    put(" outputs differ from LiteRT's");
-    end_line();
-  }
-#endif
-#ifdef MODEL_STATE_HEADER
-  s = model_run(SAMPLE, T, g_y, M(state_h0), M(state_c0), NULL, NULL);
-  if (s != RNNCORE_OK) return put_failure("forward from a state", s);
-  bad += differ(g_y, M(state_expected_y), sizeof g_y);
-  put("from a non-zero initial state: ");
-  put_uint(differ(g_y, M(state_expected_y), sizeof g_y));
-  put(" outputs differ from LiteRT's");
-  end_line();
-#endif
-  put(bad == 0 ? "PASS" : "FAIL");
-  report("flash", (unsigned long)((uintptr_t)__data_load + (uintptr_t)(__data_end - __data_start)));
-  report("ram_static", (unsigned long)(__bss_end - __data_start));
-  report("stack_peak", stack);
-  end_line();
-  return bad != 0;
+  return model_checks(stack);
 }

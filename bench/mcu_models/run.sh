@@ -18,7 +18,9 @@
 # libnewlib-arm-none-eabi libstdc++-arm-none-eabi-dev, qemu-system-arm, meson, ninja. Env: WORK
 # (scratch, default /tmp/rnncore-mcu-models), BUILD_cortex_m4f / BUILD_cortex_m7 (configured
 # firmware builds to reuse; default $WORK/build-<target>), MESON_OPTIONS (for the builds it makes),
-# NICE (10), VARIANTS ("hand plan": the int8.h image, the one-call image, or both). A build of
+# NICE (10), VARIANTS ("hand plan": the int8.h image, the one-call image, or both), WEIGHTS
+# (interleave, the default: export-c --interleave; interleave-i16: the LSTM weights as int16 panels,
+# headers in $WORK/hdr-i16; give it a WORK of its own, the images' names are the same). A build of
 # -Dmax_layers=N (a smaller plan; the models have at most 2 layers) gives its images RNNCORE_MAX_LAYERS=N,
 # and one without training (the firmware profile's default) RNNCORE_TRAINING=0.
 set -euo pipefail
@@ -31,20 +33,22 @@ MODELS=${MODELS:-"simple weather text bidi"}
 NICE=${NICE:-10}
 VARIANTS=${VARIANTS:-"hand plan"}
 FW=$REPO/examples/firmware
-mkdir -p "$WORK/hdr"
+WEIGHTS=${WEIGHTS:-interleave}
+HDR=$WORK/hdr${WEIGHTS#interleave}
+mkdir -p "$HDR"
 
 # The model headers (target-independent): int8, interleaved; the f32 weather LSTM.
 fresh() { [ -f "$1" ] && [ "$1" -nt "$2" ] && [ "$1" -nt "$RNNCORE" ]; }
 for m in $MODELS; do
-  h=$WORK/hdr/$m.h
+  h=$HDR/$m.h
   fresh "$h" "$HERE/$m.safetensors" ||
     "$RNNCORE" export-c --weights "$HERE/$m.safetensors" --name "$m" --sample-input "$HERE/${m}_input.npy" \
-      --sample-output "$HERE/${m}_expected_y.npy" --output "$h" --interleave >&2
+      --sample-output "$HERE/${m}_expected_y.npy" --output "$h" --"$WEIGHTS" >&2
 done
 case " $MODELS " in *" weather "*)
-  fresh "$WORK/hdr/weather_f32.h" "$HERE/weather_f32.safetensors" ||
+  fresh "$HDR/weather_f32.h" "$HERE/weather_f32.safetensors" ||
     "$RNNCORE" export-c --weights "$HERE/weather_f32.safetensors" --name weather_f32 --max-batch 1 --max-seq-len 24 \
-      --output "$WORK/hdr/weather_f32.h" >&2 ;;
+      --output "$HDR/weather_f32.h" >&2 ;;
 esac
 
 cpu_flags() { sed -n "s/^cpu_flags = \[\(.*\)\]/\1/p" "$REPO/cross/arm-none-eabi-$1.ini" | tr -d "',"; }
@@ -94,14 +98,14 @@ print(o["max_layers"], int(t == "true" or (t == "auto" and o["profile"] != "firm
   for m in $MODELS; do
     uc=$(echo "$m" | tr a-z A-Z)
     extra=()
-    grep -q "^#define ${uc}_EMBEDDING 1" "$WORK/hdr/$m.h" && extra+=(-DMODEL_EMBEDDING=1) || extra+=(-DMODEL_EMBEDDING=0)
+    grep -q "^#define ${uc}_EMBEDDING 1" "$HDR/$m.h" && extra+=(-DMODEL_EMBEDDING=1) || extra+=(-DMODEL_EMBEDDING=0)
     [ "$m" = weather ] && extra+=("-DMODEL_STATE_HEADER=\"weather_extra.h\"")
-    grep -q "^#define ${uc}_FC0_ACTIVATION RNNCORE_INT8_" "$WORK/hdr/$m.h" && extra+=(-DMODEL_HEAD_TABLE=1)
+    grep -q "^#define ${uc}_FC0_ACTIVATION RNNCORE_INT8_" "$HDR/$m.h" && extra+=(-DMODEL_HEAD_TABLE=1)
     cc_model() {  # source object defines...
       local src=$1 obj=$2
       shift 2
       nice -n "$NICE" arm-none-eabi-gcc "${CPU[@]}" -std=c99 -Os -ffunction-sections -fdata-sections \
-        -I"$REPO/include" -I"$FW" -I"$WORK/hdr" -I"$HERE" "${DEFS[@]}" -DMODEL="$m" -DMODEL_UC="$uc" \
+        -I"$REPO/include" -I"$FW" -I"$HDR" -I"$HERE" "${DEFS[@]}" -DMODEL="$m" -DMODEL_UC="$uc" \
         "-DMODEL_HEADER=\"$m.h\"" "${extra[@]}" "$@" -c "$src" -o "$obj"
     }
     if [[ " $VARIANTS " == *" hand "* ]]; then
@@ -126,7 +130,7 @@ print(o["max_layers"], int(t == "true" or (t == "auto" and o["profile"] != "firm
     if [ "$m" = weather ]; then  # the float model on the FPU
       img=$WORK/$target-weather_f32.elf
       nice -n "$NICE" arm-none-eabi-gcc "${CPU[@]}" -std=c99 -Os -ffunction-sections -fdata-sections \
-        -I"$REPO/include" -I"$FW" -I"$WORK/hdr" -I"$HERE" "${DEFS[@]}" -c "$HERE/weather_f32.c" -o "$img.o"
+        -I"$REPO/include" -I"$FW" -I"$HDR" -I"$HERE" "${DEFS[@]}" -c "$HERE/weather_f32.c" -o "$img.o"
       link "$img" "$img.o"
       run_image weather_f32 "$img"
     fi

@@ -44,8 +44,13 @@ struct GateActivation {
 
 // tanh of a cell state with IB integer bits (0..6), as GateActivation: on hosts its table's centre;
 // with the firmware's signed tables and IB >= 3, tanh(Q3.12) at c · 2^(IB − 3) saturated (the same
-// real argument, as tanh_fixed reads it); else tanh_fixed<IB>.
-// kPrescale: where a centre is read, the left shift of c before it (saturated to int16); else −1.
+// real argument, as tanh_fixed reads it); else tanh_fixed<IB>, except where the build's cell table
+// has fewer integer bits (int8_cell_tanh_bits=N < IB < 3): that table at c · 2^(IB − N) for every c
+// the shift keeps inside int16 (the same real argument, the same value: the exponential of a
+// finer grid at the same point; tests/cross/int8_kernels_baremetal.cpp's steps compare both
+// sides with the reference), tanh_fixed<IB> for the others (|c| ≥ 2^(N − IB + 15)).
+// kPrescale: where a centre is read for every c, the left shift of c before it (saturated to
+// int16); else −1. kWiden: IB − N where the cell table serves part of the range; else 0.
 template <int IB>
 struct CellTanh {
 #if !defined(RNNCORE_NO_HEAP)
@@ -54,16 +59,23 @@ struct CellTanh {
   RNNCORE_Q8_INLINE std::int16_t operator()(std::int32_t c) const { return centre[c]; }
 #elif defined(RNNCORE_Q8_SIGNED_TABLES)
   static constexpr int kPrescale = IB >= 3 ? IB - 3 : (IB == kCellTanhBits ? 0 : -1);
+  static constexpr int kWiden = kCellTanhBits >= 0 && IB > kCellTanhBits && IB < 3 ? IB - kCellTanhBits : 0;
   const std::int16_t* centre = opaque_pointer(cell_table_centre());
   static const std::int16_t* cell_table_centre() {
 #if defined(RNNCORE_Q8_CELL_TANH_BITS)
-    if constexpr (IB == kCellTanhBits) return kCellTanh.v + 32768;
+    if constexpr (IB == kCellTanhBits || kWiden > 0) return kCellTanh.v + 32768;
 #endif
     return gate_table_centre<true>();
   }
   RNNCORE_Q8_INLINE std::int32_t operator()(std::int32_t c) const {
     if constexpr (kPrescale >= 0) {
       return centre[kPrescale > 0 ? sat16(c * (1 << kPrescale)) : c];
+    } else if constexpr (kWiden > 0) {
+      constexpr std::int32_t kHalfRange = std::int32_t{1} << (15 - kWiden);  // |c| below it: inside the table
+      if (static_cast<std::uint32_t>(c + kHalfRange) < static_cast<std::uint32_t>(2 * kHalfRange)) {
+        return centre[c * (1 << kWiden)];
+      }
+      return tanh_fixed<IB>(c);
     } else {
       return tanh_fixed<IB>(c);
     }

@@ -106,79 +106,53 @@ alignas(4) std::int8_t g_packed[rnncore::q8::interleaved4_i16_bytes(kMaxRows, kM
 alignas(4) std::int16_t g_pairs[kMaxK + 4];
 
 int run_panels() {
-  int n_kernels = 0;
-  const rnncore::q8::DotPanelsKernel* kernels = rnncore::q8::int8_panel_kernels(&n_kernels);
-  put("int8 interleaved kernels:");
-  for (int i = 0; i < n_kernels; ++i) {
-    put(" ");
-    put(kernels[i].name);
-  }
-  end_line();
-  long compared = 0;
-  for (int trial = 0; trial < 400; ++trial) {
-    const int rows = pick(1, kMaxRows), K = trial < kMaxK ? trial + 1 : pick(1, kMaxK);
-    for (int i = 0; i < rows * K; ++i) {  // an odd row's −128 beside a negative weight has no interleaved form
-      const int x = trial % 3 == 1 ? -128 : pick(-128, 127);
-      g_w[i] = static_cast<std::int8_t>(x == -128 && (i / K) % 2 == 1 ? -127 : x);
-    }
-    for (int i = 0; i < K; ++i) g_v[i] = static_cast<std::int8_t>(trial % 3 == 1 ? -128 : pick(-128, 127));
-    for (int j = 0; j < rows; ++j) g_bias[j] = trial % 2 ? INT32_MAX - pick(0, 1 << 20) : static_cast<std::int32_t>(next_u32());
-    rnncore::q8::i8_dot_1x1__scalar(g_w, rows, K, g_v, g_bias, g_want);
-    if (!rnncore::q8::interleave4(g_w, rows, K, g_packed)) {
-      put("interleave4 refused weights in -127..127 in odd rows; FAIL");
-      end_line();
-      return 1;
-    }
-    rnncore::q8::widen_pairs(g_v, K, g_pairs);
+  // The interleaved layout's kernels (an odd row's −128 beside a negative weight has no interleaved
+  // form: −127 there), then the int16 panel layout's (i16_dot_panels_4x16__dsp), every weight −128..127.
+  for (int i16 = 0; i16 < 2; ++i16) {
+    int n_kernels = 0;
+    const rnncore::q8::DotPanelsKernel* kernels =
+        i16 ? rnncore::q8::int16_panel_kernels(&n_kernels) : rnncore::q8::int8_panel_kernels(&n_kernels);
+    put(i16 ? "int16 panel kernels:" : "int8 interleaved kernels:");
     for (int i = 0; i < n_kernels; ++i) {
-      for (std::int32_t& x : g_got) x = 0x5A5A5A5A;
-      const rnncore::q8::PanelProduct product{g_packed, g_pairs, g_bias, g_got, rows, rnncore::q8::interleaved4_words(K)};
-      kernels[i].fn(&product, 1);
-      if (const int j = first_wrong_row(rows); j >= 0) {
-        put_failure(kernels[i].name, rows, K, j);
+      put(" ");
+      put(kernels[i].name);
+    }
+    end_line();
+    long compared = 0;
+    for (int trial = 0; trial < 400; ++trial) {
+      const int rows = pick(1, kMaxRows), K = trial < kMaxK ? trial + 1 : pick(1, kMaxK);
+      for (int i = 0; i < rows * K; ++i) {
+        const int x = trial % 3 == 1 ? -128 : pick(-128, 127);
+        g_w[i] = static_cast<std::int8_t>(!i16 && x == -128 && (i / K) % 2 == 1 ? -127 : x);
+      }
+      for (int i = 0; i < K; ++i) g_v[i] = static_cast<std::int8_t>(trial % 3 == 1 ? -128 : pick(-128, 127));
+      for (int j = 0; j < rows; ++j) g_bias[j] = trial % 2 ? INT32_MAX - pick(0, 1 << 20) : static_cast<std::int32_t>(next_u32());
+      rnncore::q8::i8_dot_1x1__scalar(g_w, rows, K, g_v, g_bias, g_want);
+      if (i16) {
+        rnncore::q8::interleave4_i16(g_w, rows, K, g_packed);
+      } else if (!rnncore::q8::interleave4(g_w, rows, K, g_packed)) {
+        put("interleave4 refused weights in -127..127 in odd rows; FAIL");
         end_line();
         return 1;
       }
-      ++compared;
-    }
-  }
-  put("compared ");
-  put_uint(static_cast<unsigned long>(compared));
-  put(" interleaved calls with the row-major scalar kernel's; PASS");
-  end_line();
-  // The int16 panel layout's kernels (i16_dot_panels_4x16__dsp), every weight −128..127.
-  kernels = rnncore::q8::int16_panel_kernels(&n_kernels);
-  put("int16 panel kernels:");
-  for (int i = 0; i < n_kernels; ++i) {
-    put(" ");
-    put(kernels[i].name);
-  }
-  end_line();
-  compared = 0;
-  for (int trial = 0; trial < 400; ++trial) {
-    const int rows = pick(1, kMaxRows), K = trial < kMaxK ? trial + 1 : pick(1, kMaxK);
-    for (int i = 0; i < rows * K; ++i) g_w[i] = static_cast<std::int8_t>(trial % 3 == 1 ? -128 : pick(-128, 127));
-    for (int i = 0; i < K; ++i) g_v[i] = static_cast<std::int8_t>(trial % 3 == 1 ? -128 : pick(-128, 127));
-    for (int j = 0; j < rows; ++j) g_bias[j] = trial % 2 ? INT32_MAX - pick(0, 1 << 20) : static_cast<std::int32_t>(next_u32());
-    rnncore::q8::i8_dot_1x1__scalar(g_w, rows, K, g_v, g_bias, g_want);
-    rnncore::q8::interleave4_i16(g_w, rows, K, g_packed);
-    rnncore::q8::widen_pairs(g_v, K, g_pairs);
-    for (int i = 0; i < n_kernels; ++i) {
-      for (std::int32_t& x : g_got) x = 0x5A5A5A5A;
-      const rnncore::q8::PanelProduct product{g_packed, g_pairs, g_bias, g_got, rows, rnncore::q8::interleaved4_words(K)};
-      kernels[i].fn(&product, 1);
-      if (const int j = first_wrong_row(rows); j >= 0) {
-        put_failure(kernels[i].name, rows, K, j);
-        end_line();
-        return 1;
+      rnncore::q8::widen_pairs(g_v, K, g_pairs);
+      for (int i = 0; i < n_kernels; ++i) {
+        for (std::int32_t& x : g_got) x = 0x5A5A5A5A;
+        const rnncore::q8::PanelProduct product{g_packed, g_pairs, g_bias, g_got, rows, rnncore::q8::interleaved4_words(K)};
+        kernels[i].fn(&product, 1);
+        if (const int j = first_wrong_row(rows); j >= 0) {
+          put_failure(kernels[i].name, rows, K, j);
+          end_line();
+          return 1;
+        }
+        ++compared;
       }
-      ++compared;
     }
+    put("compared ");
+    put_uint(static_cast<unsigned long>(compared));
+    put(i16 ? " int16 panel calls with the row-major scalar kernel's; PASS" : " interleaved calls with the row-major scalar kernel's; PASS");
+    end_line();
   }
-  put("compared ");
-  put_uint(static_cast<unsigned long>(compared));
-  put(" int16 panel calls with the row-major scalar kernel's; PASS");
-  end_line();
   return 0;
 }
 
