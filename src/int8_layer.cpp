@@ -898,6 +898,17 @@ const BackendOps kInt8Backend = {
     nullptr, nullptr,
 };
 
+q8::Int8LstmQuantization int8_lstm_quantization(const StackSpec& st, int l, int d, const unsigned char* canonical) {
+  return lstm_quantization(st, l, d, canonical);
+}
+
+q8::Int8LstmParams int8_packed_lstm(const PlanImpl& p, const void* packed, int l, int d) {
+  const auto* pk = static_cast<const unsigned char*>(packed);
+  PackedLstm pl;
+  std::memcpy(&pl, pk + p.i8.dir[l][d].params, sizeof pl);
+  return unpack_lstm_params(pl, pk);
+}
+
 }  // namespace detail
 }  // namespace rnncore
 

@@ -92,6 +92,19 @@ struct Int8Plan {
   std::int32_t max_hidden = 0, max_width = 0, state_rows = 0;
 };
 
+// Direction (l, d)'s quantization as prepare takes it (per channel: its scales in `canonical`), the
+// weights row-major.
+q8::Int8LstmQuantization int8_lstm_quantization(const StackSpec& st, int l, int d, const unsigned char* canonical);
+
+struct PlanImpl;
+// What pack_weights prepared for direction (l, d), read back from a packed buffer of the integer
+// plan p: its parameters with their pointers into `packed` (the kernels null). Prepare's storage
+// (the folded biases, per channel the units' multipliers after them) is the
+// q8::int8_lstm_storage_words words from x_bias[0]. export-c writes rnncore/int8.h's arrays from
+// these, the Dense tables and softmax from p.i8.dense, and the merges from p.i8.merge_add / mul: one
+// prepare for the header and the plan.
+q8::Int8LstmParams int8_packed_lstm(const PlanImpl& p, const void* packed, int l, int d);
+
 }  // namespace detail
 }  // namespace rnncore
 

@@ -35,21 +35,6 @@ QuantParams qp_of(float scale, std::int32_t zero_point) {
   return q;
 }
 
-// Whether Dense k of the chain is a head the file does not have (io::int8_stack_spec): weights I at
-// scale 1, bias 0 -- a copy of its input.
-bool identity_dense(const StackSpec& st, const unsigned char* canonical, int k) {
-  const DenseSpec& d = dense_at(st, k);
-  const std::int64_t F = d.out_features;
-  if (d.int8_per_channel || d.int8_w_scale != 1.0f || F != dense_input_size(st, k)) return false;
-  const unsigned char* w = canonical + canonical_offset(st, k, 0, ParamKind::dense_weight, 0);
-  const unsigned char* b = canonical + canonical_offset(st, k, 0, ParamKind::dense_bias, 0);
-  for (std::int64_t i = 0; i < F * F; ++i)
-    if (w[i] != (i % (F + 1) == 0 ? 1 : 0)) return false;
-  for (std::int64_t i = 0; i < 4 * F; ++i)
-    if (b[i] != 0) return false;
-  return true;
-}
-
 }  // namespace
 
 std::vector<std::string> int8_describe(const StackSpec& st, const unsigned char* canonical) {
@@ -80,7 +65,7 @@ std::vector<std::string> int8_describe(const StackSpec& st, const unsigned char*
                 sequences ? "returns sequences" : "returns the last step", cells.c_str());
   lines.push_back(b);
   for (int k = 0; k < num_dense(st); ++k) {
-    if (identity_dense(st, canonical, k)) continue;
+    if (int8_identity_dense(st, canonical, k)) continue;
     const DenseSpec& d = dense_at(st, k);
     const bool table = d.activation == Activation::sigmoid || d.activation == Activation::tanh;
     std::snprintf(b, sizeof b, "then Dense %lld -> %d%s%s (int8, XNNPACK's requantization%s)",

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "src/internal/spec_internal.hpp"
+
 namespace rnncore {
 namespace io {
 
@@ -672,6 +674,29 @@ Status int8_stack_spec(const Int8Stack& s, StackSpec* spec, std::vector<unsigned
     std::memcpy(c + canonical_offset(*spec, -1 - k, 0, ParamKind::weight_scale, 0), &one, 4);
   }
   return Status::ok;
+}
+
+Status load_int8_spec(const SafeTensors& file, StackSpec* spec, std::vector<unsigned char>* canonical, std::string* error) {
+  Int8Stack stack;
+  Status s = load_int8_stack(file, &stack, error);
+  if (s != Status::ok) return s;
+  std::string why;
+  s = int8_stack_spec(stack, spec, canonical, &why);
+  if (s != Status::ok) *error = file.path + ": " + why;
+  return s;
+}
+
+bool int8_identity_dense(const StackSpec& st, const unsigned char* canonical, int k) {
+  const DenseSpec& d = detail::dense_at(st, k);
+  const std::int64_t F = d.out_features;
+  if (d.int8_per_channel || d.int8_w_scale != 1.0f || F != detail::dense_input_size(st, k)) return false;
+  const unsigned char* w = canonical + canonical_offset(st, k, 0, ParamKind::dense_weight, 0);
+  const unsigned char* b = canonical + canonical_offset(st, k, 0, ParamKind::dense_bias, 0);
+  for (std::int64_t i = 0; i < F * F; ++i)
+    if (w[i] != (i % (F + 1) == 0 ? 1 : 0)) return false;
+  for (std::int64_t i = 0; i < 4 * F; ++i)
+    if (b[i] != 0) return false;
+  return true;
 }
 
 std::size_t embed_ids(const Int8Stack& s, std::size_t n, const std::int64_t* ids, std::int8_t* x) {

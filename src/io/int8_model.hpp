@@ -139,6 +139,15 @@ struct Int8Stack {
 Status int8_stack_spec(const Int8Stack& s, StackSpec* spec, std::vector<unsigned char>* canonical, std::string* error,
                        bool rows_in = false);
 
+/// An int8 model file as a StackSpec of dtype i8 and its canonical bytes (what io::load_model,
+/// io::Int8Runner and export-c read). Errors: one line naming the file and the tensor, metadata key
+/// or layer.
+Status load_int8_spec(const SafeTensors& file, StackSpec* spec, std::vector<unsigned char>* canonical, std::string* error);
+
+/// Whether Dense k of an integer stack's chain is a head the file does not have (int8_stack_spec):
+/// weights I at scale 1, bias 0 -- a copy of its input.
+bool int8_identity_dense(const StackSpec& st, const unsigned char* canonical, int k);
+
 /// Layers of an int8 model file: its metadata 'layers', 1 when absent.
 int int8_layer_count(const SafeTensors& file);
 

@@ -773,15 +773,8 @@ Status load_int8_weights(const io::SafeTensors& file, const ModelHints& hints, c
                          "do not apply";
     return Status::unsupported;
   }
-  Int8Stack stack;
-  Status s = load_int8_stack(file, &stack, error);
+  const Status s = load_int8_spec(file, &out->stack, &out->canonical, error);
   if (s != Status::ok) return s;
-  std::string why;
-  s = int8_stack_spec(stack, &out->stack, &out->canonical, &why);
-  if (s != Status::ok) {
-    *error = file.path + ": " + why;
-    return s;
-  }
   out->format = WeightFormat::canonical;
   out->prefix.clear();
   out->spec = RnnSpec();
