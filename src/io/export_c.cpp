@@ -310,14 +310,9 @@ struct Int8Export {
   bool bidirectional(int l) const { return num_directions(st.layers[l]) == 2; }
 };
 
-// One LSTM direction (l, d) of the model: sizes, quantization, weights and biases (the canonical
-// bytes, row-major) and what pack_weights prepared (the folded biases, the cell's log2).
-struct Int8Dir {
-  int input_size = 0, hidden_size = 0;
-  q8::Int8LstmQuantization q;
-  const std::int8_t* w[q8::kGates] = {};
-  const std::int8_t* r[q8::kGates] = {};
-  const std::int32_t* b[q8::kGates] = {};
+// One LSTM direction (l, d) of the model (its sizes, quantization, weights and biases) and what
+// pack_weights prepared from it (the folded biases, the cell's log2).
+struct Int8Dir : Int8Direction {
   q8::Int8LstmParams params;  ///< pointers into the packed buffer
   /// Prepare's storage: the folded biases, per channel the units' multipliers after them.
   const std::int32_t* storage() const { return params.x_bias[0]; }
@@ -326,16 +321,7 @@ struct Int8Dir {
 
 Int8Dir int8_dir(const Int8Export& e, int l, int d) {
   Int8Dir m;
-  m.input_size = layer_input_size(e.st, l);
-  m.hidden_size = e.st.layers[l].hidden_size;
-  m.q = detail::int8_lstm_quantization(e.st, l, d, e.canonical.data());
-  const std::size_t hi = static_cast<std::size_t>(m.hidden_size) * m.input_size,
-                    hh = static_cast<std::size_t>(m.hidden_size) * m.hidden_size;
-  for (int g = 0; g < q8::kGates; ++g) {
-    m.w[g] = reinterpret_cast<const std::int8_t*>(e.at(l, d, ParamKind::input_weight, 0)) + g * hi;
-    m.r[g] = reinterpret_cast<const std::int8_t*>(e.at(l, d, ParamKind::recurrent_weight, 0)) + g * hh;
-    m.b[g] = reinterpret_cast<const std::int32_t*>(e.at(l, d, ParamKind::input_bias, g));
-  }
+  static_cast<Int8Direction&>(m) = int8_direction(e.st, e.canonical.data(), l, d);
   m.params = detail::int8_packed_lstm(detail::impl(e.plan), e.packed, l, d);
   return m;
 }

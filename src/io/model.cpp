@@ -761,7 +761,7 @@ Status attach_ends(const io::SafeTensors& file, const ModelHints& hints, Inspect
 namespace {
 
 // An integer LSTM model file (format tflite_int8): the stack as a StackSpec of dtype i8 and the
-// file's tensors as its canonical bytes (io::int8_stack_spec). Hints for float files do not apply.
+// file's tensors as its canonical bytes (io::load_int8_spec). Hints for float files do not apply.
 Status load_int8_weights(const io::SafeTensors& file, const ModelHints& hints, const StackSpec* config,
                          LoadedModel* out, std::string* error) {
   const bool hinted = !hints.prefix.empty() || !hints.mode.empty() || !hints.gru.empty() || !hints.input_mode.empty() ||
