@@ -1006,26 +1006,20 @@ void write_int8_stack_spec(std::string* out, const std::string& name, const Stac
           "    .embedding_vocab_size = %d,\n    .head_out_features = %d,\n    .head_activation = %s,\n"
           "    .head_last_step_only = %d,\n    .input_quant = %s,\n    .head_int8_per_channel = %d,\n"
           "    .head_int8_w_scale = %s,\n    .head_int8_linear = %s,\n    .head_int8_output = %s,\n"
-          "    .head_int8_softmax_beta = %s,\n%s};\n\n",
+          "    .head_int8_softmax_beta = %s,\n%s%s};\n\n",
           upper(name).c_str(), st.embedding.vocab_size > 0 ? " (int32 token ids [B, T] with the Embedding)" : "",
           name.c_str(), name.c_str(), name.c_str(), st.input_size, st.num_layers, layers.c_str(), st.embedding.vocab_size,
           h.out_features, kActivations[static_cast<int>(h.activation)], h.last_step_only ? 1 : 0,
           quant_init(st.input_quant).c_str(), h.int8_per_channel ? 1 : 0, float_literal(h.int8_w_scale).c_str(),
           quant_init(h.int8_linear).c_str(), quant_init(h.int8_output).c_str(), float_literal(h.int8_softmax_beta).c_str(),
-          chain.c_str());
+          chain.c_str(), st.reverse_input ? "    .reverse_input = 1,\n" : "");
 }
 
 // NAME_stack and NAME_packed: the weights packed by the library's own pack_weights for the family
 // of --interleave (interleaved panels, the Cortex-M DSP kernel's) or row-major (every other
-// kernel), for the one-call C API with no pack step. A model the stack spec does not hold (go_backwards)
-// is noted and left out (the int8.h arrays above run it).
-Status write_int8_plan_arrays(std::string* out, const ExportCOptions& o, const Int8Export& e, ExportCReport* report,
-                              std::string* summary, std::string* error) {
-  if (e.st.reverse_input) {
-    report->notes.push_back("no " + o.name + "_stack / " + o.name + "_packed: it reverses its input (go_backwards), "
-                            "which rnncore_stack_spec does not hold");
-    return Status::ok;
-  }
+// kernel), for the one-call C API with no pack step (a go_backwards model's with reverse_input).
+Status write_int8_plan_arrays(std::string* out, const ExportCOptions& o, const Int8Export& e, std::string* summary,
+                              std::string* error) {
   StackSpec st = e.st;
   st.float_input = false;
   st.float_output = false;
@@ -1097,7 +1091,7 @@ Status export_int8(const ExportCOptions& o, const SafeTensors& file, std::string
     write_int8_stack(out, o, e, name, f, usage, reverse);
   write_int8_sample(out, e, name);
   std::string packed_summary;
-  const Status ps = write_int8_plan_arrays(out, o, e, report, &packed_summary, error);
+  const Status ps = write_int8_plan_arrays(out, o, e, &packed_summary, error);
   if (ps != Status::ok) return ps;
   appendf(out, "\n#endif /* RNNCORE_EXPORT_%s_H */\n", NAME.c_str());
   std::size_t folded = 0;
