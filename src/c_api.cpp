@@ -115,6 +115,7 @@ StackSpec to_cpp(const rnncore_stack_spec& s) {
   r.input_quant = to_cpp(s.input_quant);
   r.float_input = s.float_input != 0;
   r.float_output = s.float_output != 0;
+  r.reverse_input = s.reverse_input != 0;
   r.head.int8_per_channel = s.head_int8_per_channel != 0;
   r.head.int8_w_scale = s.head_int8_w_scale;
   r.head.int8_linear = to_cpp(s.head_int8_linear);

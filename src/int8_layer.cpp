@@ -586,8 +586,7 @@ void store_state(const Run& r, int l, int d, std::int64_t b) {
     std::memcpy(static_cast<std::int16_t*>(a.cy) + cell_state_offset(st, a.batch, l, d) + b * H, state_c(r, l, d, b), 2 * hs);
 }
 
-// LiteRT's QUANTIZE on the CPU (XNNPACK's f32 -> qs8) of x's row (t, b) into `row`: x times the
-// float reciprocal of the scale, clamped, rounded half to even, plus the zero point (NaN: the zero point).
+// LiteRT's QUANTIZE on the CPU (int8_quantize) of x's row (t, b) into `row`.
 void quantize_row(const Run& r, std::int64_t t, std::int64_t b, std::int8_t* row) {
   const StackSpec& st = r.p->stack;
   const ForwardArgs& a = *r.a;
@@ -595,14 +594,7 @@ void quantize_row(const Run& r, std::int64_t t, std::int64_t b, std::int8_t* row
   const std::int64_t at_tb = a.layout == Layout::batch_major ? b * a.seq_len + t : t * a.batch + b;
   const float* xf = static_cast<const float*>(a.x) + at_tb * I;
   const float recip = 1.0f / st.input_quant.scale;
-  const std::int32_t zp = st.input_quant.zero_point;
-  const float lo = static_cast<float>(-128 - zp), hi = static_cast<float>(127 - zp);
-  for (std::int64_t i = 0; i < I; ++i) {
-    float v = xf[i] * recip;
-    if (std::isnan(v)) v = 0.0f;
-    v = v < lo ? lo : v > hi ? hi : v;
-    row[i] = static_cast<std::int8_t>(static_cast<long>(std::nearbyint(v)) + zp);
-  }
+  for (std::int64_t i = 0; i < I; ++i) row[i] = int8_quantize(xf[i], recip, st.input_quant.zero_point);
 }
 
 // Layer 0's int8 input rows [b0, b1) in x's order of steps: the caller's int8 x in its layout, the
@@ -895,6 +887,17 @@ const BackendOps kInt8Backend = {
     layout_int8, layout_training_int8, pack_int8, forward_int8, backward_int8,
     nullptr, nullptr,
 };
+
+q8::Int8LstmQuantization int8_lstm_quantization(const StackSpec& st, int l, int d, const unsigned char* canonical) {
+  return lstm_quantization(st, l, d, canonical);
+}
+
+q8::Int8LstmParams int8_packed_lstm(const PlanImpl& p, const void* packed, int l, int d) {
+  const auto* pk = static_cast<const unsigned char*>(packed);
+  PackedLstm pl;
+  std::memcpy(&pl, pk + p.i8.dir[l][d].params, sizeof pl);
+  return unpack_lstm_params(pl, pk);
+}
 
 }  // namespace detail
 }  // namespace rnncore

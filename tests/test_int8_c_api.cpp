@@ -56,11 +56,11 @@ struct Pointers {
   const std::int8_t* w[4];
   const std::int8_t* r[4];
   const std::int32_t* b[4];
-  explicit Pointers(const io::Int8Model& m) {
+  explicit Pointers(const io::Int8Direction& m) {
     for (int g = 0; g < 4; ++g) {
-      w[g] = m.w[g].data();
-      r[g] = m.r[g].data();
-      b[g] = m.b[g].data();
+      w[g] = m.w[g];
+      r[g] = m.r[g];
+      b[g] = m.b[g];
     }
   }
 };
@@ -72,7 +72,7 @@ struct Interleaved {
   const std::int8_t* w[4];
   const std::int8_t* r[4];
   // i16: the int16 panel layout (rnncore_int8_interleave4_i16) instead
-  explicit Interleaved(const io::Int8Model& m, bool i16 = false) {
+  explicit Interleaved(const io::Int8Direction& m, bool i16 = false) {
     const std::size_t wb = i16 ? RNNCORE_INT8_INTERLEAVED4_I16_BYTES(m.hidden_size, m.input_size)
                                : RNNCORE_INT8_INTERLEAVED4_BYTES(m.hidden_size, m.input_size);
     const std::size_t rb = i16 ? RNNCORE_INT8_INTERLEAVED4_I16_BYTES(m.hidden_size, m.hidden_size)
@@ -84,11 +84,20 @@ struct Interleaved {
     for (int g = 0; g < 4; ++g) {
       w[g] = wp + g * wb;
       r[g] = rp + g * rb;
-      REQUIRE(pack(m.w[g].data(), m.hidden_size, m.input_size, wp + g * wb) == RNNCORE_OK);
-      REQUIRE(pack(m.r[g].data(), m.hidden_size, m.hidden_size, rp + g * rb) == RNNCORE_OK);
+      REQUIRE(pack(m.w[g], m.hidden_size, m.input_size, wp + g * wb) == RNNCORE_OK);
+      REQUIRE(pack(m.r[g], m.hidden_size, m.hidden_size, rp + g * rb) == RNNCORE_OK);
     }
   }
 };
+
+// An int8 model file as a stack of int8 rows in and int8 out (io::load_int8_spec, less its float
+// ends and go_backwards, as io::Int8Runner holds it); the file has no Embedding.
+void load_rows(const io::SafeTensors& f, StackSpec* spec, std::vector<unsigned char>* canonical) {
+  std::string err;
+  REQUIRE_MESSAGE(io::load_int8_spec(f, spec, canonical, &err) == Status::ok, err);
+  REQUIRE(spec->embedding.vocab_size == 0);
+  spec->float_input = spec->float_output = spec->reverse_input = false;
+}
 
 // A held int8 stack (int8 rows in, int8 out) on a Model: y [B, T, W] batch-major, or [B, W] where
 // the head takes the last step (the file's Dense head, or the spec's own where the file's model
@@ -118,7 +127,7 @@ std::vector<std::int8_t> model_output(const StackSpec& spec, const std::vector<u
 TEST_CASE("int8 bidirectional goldens: the loaded stack, and the C API's two LSTMs per layer, equal LiteRT") {
   // tests/golden/tflite_int8/stacks/bidi_*: Keras Bidirectional(LSTM) models (merge_mode concat; the
   // bidi_sum_*, bidi_mul_*, bidi_ave_* ones merge the directions by int8 ADD / MUL).
-  // a Model runs every one (io::int8_stack_spec; the one with two Dense layers as pre_head and
+  // a Model runs every one (io::load_int8_spec; the one with two Dense layers as pre_head and
   // head); and a bidirectional first layer is two rnncore_int8_lstm_run
   // calls -- the forward LSTM on x, the backward one on x with each row's steps reversed, its output
   // reversed back -- whose outputs, side by side per step, are LiteRT's layer output byte for byte
@@ -133,31 +142,28 @@ TEST_CASE("int8 bidirectional goldens: the loaded stack, and the C API's two LST
     REQUIRE(io::read_safetensors(path.c_str(), &mf) == RNNCORE_OK);
     const std::string golden = path.substr(0, path.size() - 12) + ".io.safetensors";
     REQUIRE(io::read_safetensors(golden.c_str(), &gf) == RNNCORE_OK);
-    io::Int8Stack st;
-    std::string err;
-    REQUIRE_MESSAGE(io::load_int8_stack(mf, &st, &err) == Status::ok, err);
-    REQUIRE(st.bidirectional());
-    REQUIRE(st.layers.front()->backward);
+    StackSpec spec;
+    std::vector<unsigned char> canonical;
+    load_rows(mf, &spec, &canonical);
+    REQUIRE(num_directions(spec.layers[0]) == 2);
     io::Array xa;
     REQUIRE(gf.array("x", &xa) == RNNCORE_OK);
     const int B = static_cast<int>(xa.shape[0]), T = static_cast<int>(xa.shape[1]);
     const std::vector<std::int8_t> x = tensor<std::int8_t>(gf, "x"), y_ref = tensor<std::int8_t>(gf, "y");
-    StackSpec spec;
-    std::vector<unsigned char> canonical;
-    REQUIRE_MESSAGE(io::int8_stack_spec(st, &spec, &canonical, &err, true) == Status::ok, err);
-    CHECK(spec.num_pre_head == static_cast<int>(st.dense.size()) - (st.dense.empty() ? 0 : 1));
+    const int dense = mf.meta("dense") != nullptr ? std::stoi(*mf.meta("dense")) : 0;  // the file's Dense layers
+    CHECK(spec.num_pre_head == dense - (dense == 0 ? 0 : 1));
     CHECK(model_output(spec, canonical, B, T, x) == y_ref);
     ++cases;
     if (name != "bidi_I5_H6_T7_B2_seq.safetensors") continue;
-    const io::Int8Model& fw = *st.layers[0];
-    const io::Int8Model& bw = *fw.backward;
+    const io::Int8Direction fw = io::int8_direction(spec, canonical.data(), 0, 0);
+    const io::Int8Direction bw = io::int8_direction(spec, canonical.data(), 0, 1);
     const int I = fw.input_size, Hf = fw.hidden_size, Hb = bw.hidden_size;
     std::vector<std::int8_t> xr(x.size()), yf(static_cast<std::size_t>(B) * T * Hf), yb(static_cast<std::size_t>(B) * T * Hb);
     for (int b = 0; b < B; ++b)
       for (int t = 0; t < T; ++t)
         std::copy_n(x.begin() + (static_cast<std::ptrdiff_t>(b) * T + t) * I, I,
                     xr.begin() + (static_cast<std::ptrdiff_t>(b) * T + T - 1 - t) * I);
-    for (const io::Int8Model* m : {&fw, &bw}) {
+    for (const io::Int8Direction* m : {&fw, &bw}) {
       const rnncore_int8_lstm_quantization q = to_c(m->q);
       const Pointers p(*m);
       std::vector<std::int32_t> folded(rnncore_int8_lstm_bias_words(m->hidden_size));
@@ -191,9 +197,14 @@ TEST_CASE("int8 C API: LiteRT's goldens, whole and streamed, biases folded in RA
     REQUIRE(io::read_safetensors(path.c_str(), &mf) == RNNCORE_OK);
     const std::string golden = rnncore_test::golden_dir("tflite_int8") + path.substr(path.find_last_of('/'));
     REQUIRE(io::read_safetensors(golden.c_str(), &gf) == RNNCORE_OK);
-    io::Int8Model m;
+    StackSpec spec;
+    std::vector<unsigned char> canonical;
     std::string err;
-    REQUIRE_MESSAGE(io::load_int8_model(mf, &m, &err) == Status::ok, err);
+    REQUIRE_MESSAGE(io::load_int8_spec(mf, &spec, &canonical, &err) == Status::ok, err);
+    REQUIRE(spec.num_layers == 1);
+    REQUIRE(num_directions(spec.layers[0]) == 1);
+    const bool return_sequences = spec.head.out_features == 0;  // else a last-step head of weights I
+    const io::Int8Direction m = io::int8_direction(spec, canonical.data(), 0, 0);
     const int I = m.input_size, H = m.hidden_size;
     const int B = std::stoi(rnncore_test::meta(gf, "B")), T = std::stoi(rnncore_test::meta(gf, "T"));
     const std::vector<std::int8_t> x = tensor<std::int8_t>(gf, "x"), y_ref = tensor<std::int8_t>(gf, "y");
@@ -250,7 +261,7 @@ TEST_CASE("int8 C API: LiteRT's goldens, whole and streamed, biases folded in RA
                                     run_scratch.size()) == RNNCORE_OK);
       CHECK(h == hn_ref);
       CHECK(c == cn_ref);
-      if (m.return_sequences) {
+      if (return_sequences) {
         CHECK(y == y_ref);
       } else {
         CHECK(h == y_ref);  // the last step's output is the final output state
@@ -588,12 +599,9 @@ TEST_CASE("int8 C API: LiteRT's Dense chains (pre_head, then the head) through r
     io::SafeTensors mf, gf;
     REQUIRE(io::read_safetensors(path.c_str(), &mf) == RNNCORE_OK);
     REQUIRE(io::read_safetensors((path.substr(0, path.size() - 12) + ".io.safetensors").c_str(), &gf) == RNNCORE_OK);
-    io::Int8Stack st;
-    std::string err;
-    REQUIRE_MESSAGE(io::load_int8_stack(mf, &st, &err) == Status::ok, err);
     StackSpec spec;
     std::vector<unsigned char> canonical;
-    REQUIRE_MESSAGE(io::int8_stack_spec(st, &spec, &canonical, &err, true) == Status::ok, err);
+    load_rows(mf, &spec, &canonical);
     if (spec.num_pre_head == 0 || num_directions(spec.layers[0]) != 1) continue;
     rnncore_stack_spec c;
     rnncore_stack_init(&c);

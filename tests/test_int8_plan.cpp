@@ -61,9 +61,7 @@ Loaded load(const std::string& path) {
   Loaded l;
   io::SafeTensors f;
   REQUIRE(io::read_safetensors(path.c_str(), &f) == RNNCORE_OK);
-  io::Int8Stack s;
-  REQUIRE_MESSAGE(io::load_int8_stack(f, &s, &l.error) == Status::ok, l.error);
-  l.status = io::int8_stack_spec(s, &l.spec, &l.canonical, &l.error);
+  l.status = io::load_int8_spec(f, &l.spec, &l.canonical, &l.error);
   return l;
 }
 
@@ -277,21 +275,21 @@ TEST_CASE("io::load_model loads a tflite_int8 file into an integer-stack Model")
 
 TEST_CASE("int8 stacks: float input quantized as rnncore run quantizes it, float output dequantized") {
   // The golden's int8 x, and random floats around it: the plan's QUANTIZE gives the bytes
-  // io::quantize_input (rnncore run's) gives, and y dequantized is scale · (q − zero point).
+  // io::Int8Runner::quantize_input (the Python package's) gives, and y dequantized is scale · (q − zero point).
   const std::string path = rnncore_test::golden_dir("tflite_int8/converted") + "/lstm_I8_H16_T6_B2_seq.safetensors";
   Loaded l = load(path);
   REQUIRE_MESSAGE(l.status == Status::ok, l.error);
   io::SafeTensors f;
   REQUIRE(io::read_safetensors(path.c_str(), &f) == RNNCORE_OK);
-  io::Int8Stack s;
+  io::Int8Runner runner;
   std::string err;
-  REQUIRE(io::load_int8_stack(f, &s, &err) == Status::ok);
+  REQUIRE_MESSAGE(io::Int8Runner::load(f, &runner, &err) == Status::ok, err);
   const int B = 2, T = 6, I = 8, H = 16;
   std::vector<float> xf(static_cast<std::size_t>(B) * T * I);
   std::uint32_t lcg = 3;
   for (float& v : xf) v = (static_cast<float>((lcg = lcg * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f) * 12.0f;
   std::vector<std::int8_t> xq(xf.size());
-  for (std::size_t i = 0; i < xf.size(); ++i) xq[i] = io::quantize_input(*s.layers[0], xf[i]);
+  for (std::size_t i = 0; i < xf.size(); ++i) xq[i] = runner.quantize_input(xf[i]);
   PlanOptions opt;
   opt.max_batch = B;
   opt.max_seq_len = T;

@@ -368,10 +368,11 @@ TEST_CASE("quantize --per-channel: a scale per unit; rows of unequal size lose l
 
   // The C API as an exported header uses it: the scales, and prepare's storage (the folded biases
   // and the units' multipliers) as a folded table that stays in flash.
-  io::Int8Stack st;
+  StackSpec st;
+  std::vector<unsigned char> canonical;
   std::string err;
-  REQUIRE(io::load_int8_stack(f, &st, &err) == Status::ok);
-  const io::Int8Model& l0 = *st.layers[0];
+  REQUIRE_MESSAGE(io::load_int8_spec(f, &st, &canonical, &err) == Status::ok, err);
+  const io::Int8Direction l0 = io::int8_direction(st, canonical.data(), 0, 0);
   rnncore_int8_lstm_quantization q{};
   q.input_scale = l0.q.input_scale;
   q.input_zp = l0.q.input_zp;
@@ -385,14 +386,15 @@ TEST_CASE("quantize --per-channel: a scale per unit; rows of unequal size lose l
   const std::int8_t* rp[4];
   const std::int32_t* bp[4];
   for (int g = 0; g < 4; ++g) {
-    q.w_scales[g] = l0.w_scales[g].data();
-    q.r_scales[g] = l0.r_scales[g].data();
-    wp[g] = l0.w[g].data(), rp[g] = l0.r[g].data(), bp[g] = l0.b[g].data();
+    q.w_scales[g] = l0.q.w_scales[g];
+    q.r_scales[g] = l0.q.r_scales[g];
+    wp[g] = l0.w[g], rp[g] = l0.r[g], bp[g] = l0.b[g];
   }
-  REQUIRE(l0.bias_storage.size() == rnncore_int8_lstm_storage_words(&q, H));
+  std::vector<std::int32_t> storage(rnncore_int8_lstm_storage_words(&q, H));
+  REQUIRE(storage.size() == 24u * H);
   rnncore_int8_lstm lstm;
-  CHECK(rnncore_int8_lstm_prepare_folded(&q, I, H, wp, rp, bp, l0.bias_storage.data(), l0.bias_storage.size(), &lstm) ==
-        RNNCORE_OK);
+  REQUIRE(rnncore_int8_lstm_prepare(&q, I, H, wp, rp, bp, storage.data(), storage.size(), &lstm) == RNNCORE_OK);
+  CHECK(rnncore_int8_lstm_prepare_folded(&q, I, H, wp, rp, bp, storage.data(), storage.size(), &lstm) == RNNCORE_OK);
   const Result ex = run("export-c --weights " + d + "/qc.safetensors --name q --output " + d + "/q.h");
   INFO(ex.err);
   REQUIRE(ex.code == 0);

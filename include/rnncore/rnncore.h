@@ -180,6 +180,9 @@ typedef struct rnncore_stack_spec {
    *  pre_head[num_pre_head - 1]'s; num_pre_head 0..RNNCORE_MAX_PRE_HEAD. Weights: docs/weights.md. */
   int32_t num_pre_head;
   rnncore_dense_spec pre_head[RNNCORE_MAX_PRE_HEAD];
+  /** Integer stacks: nonzero when the stack reads x's steps last to first (Keras go_backwards on
+   *  its first layer): y's step k (and a last-step head's input) is the step that read x[T-1-k]. */
+  int32_t reverse_input;
 } rnncore_stack_spec;
 
 /** A tensor shape of up to four dimensions. */

@@ -1245,7 +1245,7 @@ struct Int8Net {
   std::mutex mutex;
 
   // threads: the rows of a run on that many threads (the Model of the file's StackSpec,
-  // io::int8_stack_spec; Int8Runner::plan). The same bits for any count.
+  // io::load_int8_spec; Int8Runner::plan). The same bits for any count.
   Int8Net(const std::string& path, int threads) {
     if (threads < 1) bad_argument("threads: " + std::to_string(threads) + ", expected at least 1");
     io::SafeTensors file;

@@ -6,6 +6,7 @@
 #ifndef RNNCORE_SRC_INTERNAL_INT8_LAYER_HPP
 #define RNNCORE_SRC_INTERNAL_INT8_LAYER_HPP
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -92,6 +93,30 @@ struct Int8Plan {
   std::size_t h[2] = {0, 0}, c[2] = {0, 0}, scratch = 0, scratch_stride = 0;
   std::int32_t max_hidden = 0, max_width = 0, state_rows = 0;
 };
+
+// Direction (l, d)'s quantization as prepare takes it (per channel: its scales in `canonical`), the
+// weights row-major.
+q8::Int8LstmQuantization int8_lstm_quantization(const StackSpec& st, int l, int d, const unsigned char* canonical);
+
+// LiteRT's QUANTIZE on the CPU (its default XNNPACK delegate's f32 -> qs8 convert) of one value:
+// x times `recip` (the float reciprocal of the scale), clamped to [-128 - zp, 127 - zp], rounded
+// half to even, plus the zero point zp (NaN: zp). forward's float input, and io::Int8Runner's.
+inline std::int8_t int8_quantize(float x, float recip, std::int32_t zp) {
+  const float lo = static_cast<float>(-128 - zp), hi = static_cast<float>(127 - zp);
+  float v = x * recip;
+  if (std::isnan(v)) v = 0.0f;
+  v = v < lo ? lo : v > hi ? hi : v;
+  return static_cast<std::int8_t>(static_cast<long>(std::nearbyint(v)) + zp);
+}
+
+struct PlanImpl;
+// What pack_weights prepared for direction (l, d), read back from a packed buffer of the integer
+// plan p: its parameters with their pointers into `packed` (the kernels null). Prepare's storage
+// (the folded biases, per channel the units' multipliers after them) is the
+// q8::int8_lstm_storage_words words from x_bias[0]. export-c writes rnncore/int8.h's arrays from
+// these, the Dense tables and softmax from p.i8.dense, and the merges from p.i8.merge_add / mul: one
+// prepare for the header and the plan.
+q8::Int8LstmParams int8_packed_lstm(const PlanImpl& p, const void* packed, int l, int d);
 
 }  // namespace detail
 }  // namespace rnncore

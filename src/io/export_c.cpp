@@ -22,6 +22,9 @@
 #include "rnncore/io/model.hpp"
 #include "rnncore/io/safetensors.hpp"
 #include "src/internal/int8_kernels.hpp"
+#include "src/internal/int8_layer.hpp"
+#include "src/internal/plan_impl.hpp"
+#include "src/internal/spec_internal.hpp"
 #include "src/io/int8_model.hpp"
 
 namespace rnncore {
@@ -269,9 +272,63 @@ q8::Int8WeightLayout export_layout(const ExportCOptions& o) {
   return o.interleave_i16 ? q8::Int8WeightLayout::interleaved4_i16 : q8::Int8WeightLayout::interleaved4;
 }
 
+// ---- An integer LSTM model (format tflite_int8, docs/int8.md) ----
+// The int8 weights and int32 biases as they are, the biases folded by the library's own
+// pack_weights (so firmware can keep them in flash: rnncore_int8_lstm_prepare_folded), the
+// quantization, the sizes, and a sample, all from the file as one integer StackSpec. A single LSTM
+// keeps unprefixed names; a stack or a Dense head names layer k NAME_l<k>_... and Dense j NAME_fc<j>_...
+
+// The model, what pack_weights prepared from it, and the sample its header embeds.
+struct Int8Export {
+  StackSpec st;  ///< the file as one integer stack (load_int8_spec)
+  std::vector<unsigned char> canonical;
+  /// A plan of row-major weights and portable kernels, and its packed buffer: the prepared
+  /// parameters the header writes (folded biases, multipliers, tables, softmax, merges).
+  Plan plan;
+  std::vector<unsigned char> packed_storage;
+  const unsigned char* packed = nullptr;
+  int dense = 0;            ///< the file's Dense layers: the chain less a head it does not have
+  bool softmax = false;     ///< a softmax on the output
+  bool sequences = true;    ///< the output is every step's (else the last step's)
+  bool single = false;      ///< one LSTM alone: unprefixed names
+  std::vector<std::int64_t> in_shape;
+  std::vector<std::int8_t> sample_in, sample_out;
+  std::vector<std::int32_t> sample_ids;
+
+  const unsigned char* at(int l, int d, ParamKind kind, int g) const {
+    return canonical.data() + canonical_offset(st, l, d, kind, g);
+  }
+  /// Width of the model's output: the last Dense layer's, else the last LSTM's.
+  int output_size() const {
+    return st.head.out_features > 0 ? st.head.out_features : static_cast<int>(detail::head_input_size(st));
+  }
+  /// Width of layer l's output (both directions of a concatenating bidirectional layer).
+  int layer_output(int l) const {
+    const LayerSpec& ls = st.layers[l];
+    return ls.hidden_size * (bidirectional(l) && ls.merge.mode == MergeMode::concat ? 2 : 1);
+  }
+  bool bidirectional(int l) const { return num_directions(st.layers[l]) == 2; }
+};
+
+// One LSTM direction (l, d) of the model (its sizes, quantization, weights and biases) and what
+// pack_weights prepared from it (the folded biases, the cell's log2).
+struct Int8Dir : Int8Direction {
+  q8::Int8LstmParams params;  ///< pointers into the packed buffer
+  /// Prepare's storage: the folded biases, per channel the units' multipliers after them.
+  const std::int32_t* storage() const { return params.x_bias[0]; }
+  std::size_t storage_words() const { return q8::int8_lstm_storage_words(q, hidden_size); }
+};
+
+Int8Dir int8_dir(const Int8Export& e, int l, int d) {
+  Int8Dir m;
+  static_cast<Int8Direction&>(m) = int8_direction(e.st, e.canonical.data(), l, d);
+  m.params = detail::int8_packed_lstm(detail::impl(e.plan), e.packed, l, d);
+  return m;
+}
+
 // One LSTM layer's part of an int8 header: its sizes, quantization, weights, biases (raw and
 // folded) and per-gate pointer tables, with C names `n` (e.g. "m" or "m_l1") and macros `N`.
-void write_int8_lstm(std::string* out, const Int8Model& m, const std::string& n, const std::string& N,
+void write_int8_lstm(std::string* out, const Int8Dir& m, const std::string& n, const std::string& N,
                      q8::Int8WeightLayout layout) {
   const bool interleave = layout != q8::Int8WeightLayout::row_major;
   q8::Int8LstmParams sizes;  // only what the scratch size depends on
@@ -287,7 +344,7 @@ void write_int8_lstm(std::string* out, const Int8Model& m, const std::string& n,
                interleave ? " (with interleaved weights\n"
                             " * also x and h widened to int16: RNNCORE_INT8_LSTM_INTERLEAVED4_SCRATCH_BYTES(I, H))"
                           : "",
-               N.c_str(), q8::int8_lstm_storage_words(m.q, m.hidden_size), N.c_str(), q8::int8_lstm_scratch_bytes(sizes),
+               N.c_str(), m.storage_words(), N.c_str(), q8::int8_lstm_scratch_bytes(sizes),
                N.c_str(), N.c_str(), static_cast<int>(m.q.state_zp));
 }
 
@@ -332,7 +389,7 @@ std::vector<std::pair<std::size_t, std::string>> gate_marks(std::size_t per_gate
 // An LSTM's input (rows H, k = I) or recurrent (k = H) weights as one array `name`, gates one after
 // the other: row-major as the model has them, or each gate interleaved (interleave4) and the array
 // 4-byte aligned. Returns the elements of one gate.
-std::size_t write_int8_weights(std::string* out, const std::vector<std::int8_t> (&per_gate)[q8::kGates], int rows, int k,
+std::size_t write_int8_weights(std::string* out, const std::int8_t* const (&per_gate)[q8::kGates], int rows, int k,
                                const std::string& name, bool recurrent, q8::Int8WeightLayout layout) {
   const bool interleave = layout != q8::Int8WeightLayout::row_major;
   const char* what = recurrent ? "Recurrent weights R_g [H, H]" : "Input weights W_g [H, I]";
@@ -340,7 +397,7 @@ std::size_t write_int8_weights(std::string* out, const std::vector<std::int8_t> 
     appendf(out, recurrent ? "/** %s. */\n" : "/** %s (row-major), gates i, f, g, o. */\n", what);
     const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(k);
     std::vector<std::int8_t> all;
-    for (int g = 0; g < q8::kGates; ++g) all.insert(all.end(), per_gate[g].begin(), per_gate[g].end());
+    for (int g = 0; g < q8::kGates; ++g) all.insert(all.end(), per_gate[g], per_gate[g] + n);
     write_array(out, "static const int8_t " + name, all.data(), 4 * n, gate_marks(n), 16);
     return n;
   }
@@ -354,7 +411,7 @@ std::size_t write_int8_weights(std::string* out, const std::vector<std::int8_t> 
             " * bytes a gate. */\n",
             what, rows, k, n);
     std::vector<std::int8_t> all(4 * n);
-    for (int g = 0; g < q8::kGates; ++g) q8::interleave4_i16(per_gate[g].data(), rows, k, all.data() + g * n);
+    for (int g = 0; g < q8::kGates; ++g) q8::interleave4_i16(per_gate[g], rows, k, all.data() + g * n);
     write_array(out, "static RNNCORE_INT8_ALIGN4 const int8_t " + name, all.data(), all.size(), gate_marks(n), 16);
     return n;
   }
@@ -367,25 +424,25 @@ std::size_t write_int8_weights(std::string* out, const std::vector<std::int8_t> 
                " * bytes a gate. */\n",
                what, rows, k, n);
   std::vector<std::int8_t> all(4 * n);
-  for (int g = 0; g < q8::kGates; ++g) q8::interleave4(per_gate[g].data(), rows, k, all.data() + g * n);  // interleavable() checked
+  for (int g = 0; g < q8::kGates; ++g) q8::interleave4(per_gate[g], rows, k, all.data() + g * n);  // interleavable() checked
   write_array(out, "static RNNCORE_INT8_ALIGN4 const int8_t " + name, all.data(), all.size(), gate_marks(n), 16);
   return n;
 }
 
-void write_int8_lstm_arrays(std::string* out, const Int8Model& m, const std::string& n, bool float_input,
+void write_int8_lstm_arrays(std::string* out, const Int8Dir& m, const std::string& n, bool float_input,
                             q8::Int8WeightLayout layout) {
   const bool interleave = layout != q8::Int8WeightLayout::row_major;
   const std::int64_t H = m.hidden_size;
   const q8::Int8LstmQuantization& q = m.q;
   const bool per_channel = q8::int8_lstm_per_channel(q);
   if (per_channel) {  // rnncore quantize --per-channel: the units' scales, which prepare reads
-    const auto concat_scales = [](const std::vector<float>* per_gate) {
+    const auto concat_scales = [H](const float* const* per_gate) {
       std::vector<float> all;
-      for (int g = 0; g < q8::kGates; ++g) all.insert(all.end(), per_gate[g].begin(), per_gate[g].end());
+      for (int g = 0; g < q8::kGates; ++g) all.insert(all.end(), per_gate[g], per_gate[g] + H);
       return all;
     };
     appendf(out, "/** Per-channel weight scales [H] of gates i, f, g, o: input weights, then recurrent. */\n");
-    const std::vector<float> ws = concat_scales(m.w_scales), rs = concat_scales(m.r_scales);
+    const std::vector<float> ws = concat_scales(q.w_scales), rs = concat_scales(q.r_scales);
     write_array(out, "static const float " + n + "_w_scales", ws.data(), ws.size());
     write_array(out, "static const float " + n + "_r_scales", rs.data(), rs.size());
   }
@@ -416,15 +473,12 @@ void write_int8_lstm_arrays(std::string* out, const Int8Model& m, const std::str
                float_literal(q.hidden_scale).c_str(), static_cast<int>(q.hidden_zp), float_literal(q.cell_scale).c_str(),
                float_literal(q.cell_clip).c_str(), extra_fields.c_str());
   // One array each for W, R and the biases, gates i, f, g, o one after the other.
-  const auto concat = [](const auto& per_gate) {
-    std::vector<typename std::decay_t<decltype(per_gate[0])>::value_type> all;
-    for (int g = 0; g < q8::kGates; ++g) all.insert(all.end(), per_gate[g].begin(), per_gate[g].end());
-    return all;
-  };
+  std::vector<std::int32_t> bias;
+  for (int g = 0; g < q8::kGates; ++g) bias.insert(bias.end(), m.b[g], m.b[g] + H);
   const std::size_t hi = write_int8_weights(out, m.w, m.hidden_size, m.input_size, n + "_w", false, layout);
   const std::size_t hh = write_int8_weights(out, m.r, m.hidden_size, m.hidden_size, n + "_r", true, layout);
   appendf(out, "/** Biases b_g [H] (scale w_scale[g] * input_scale). */\n");
-  write_array(out, "static const int32_t " + n + "_bias", concat(m.b).data(), 4 * static_cast<std::size_t>(H),
+  write_array(out, "static const int32_t " + n + "_bias", bias.data(), 4 * static_cast<std::size_t>(H),
               gate_marks(static_cast<std::size_t>(H)));
   appendf(out,
                "/** The biases folded with the zero points (rnncore_int8_lstm_prepare_folded checks them):\n"
@@ -439,7 +493,7 @@ void write_int8_lstm_arrays(std::string* out, const Int8Model& m, const std::str
                                 std::string(g < q8::kGates ? "input multipliers, gate " : "recurrent multipliers, gate ") +
                                     kGate[g % 4]);
   }
-  write_array(out, "static const int32_t " + n + "_folded_bias", m.bias_storage.data(), m.bias_storage.size(),
+  write_array(out, "static const int32_t " + n + "_folded_bias", m.storage(), m.storage_words(),
               folded_marks);
   appendf(out,
                "/** Per-gate pointers, as rnncore_int8_lstm_prepare takes them%s. */\n"
@@ -454,69 +508,87 @@ void write_int8_lstm_arrays(std::string* out, const Int8Model& m, const std::str
 }
 
 // A Dense layer's part: sizes, weights, bias, weight scales and the quantization.
-void write_int8_dense(std::string* out, const Int8Dense& d, bool every_step, const std::string& n, const std::string& N) {
+void write_int8_dense(std::string* out, const Int8Export& e, int k, const std::string& n, const std::string& N) {
+  const StackSpec& st = e.st;
+  const DenseSpec& d = detail::dense_at(st, k);
+  const int in_size = static_cast<int>(detail::dense_input_size(st, k)), out_size = d.out_features;
+  // What it reads: the last LSTM's output, or the Dense layer before it's (after its table).
+  const DenseSpec* prev = k > 0 ? &detail::dense_at(st, k - 1) : nullptr;
+  const bool prev_table = prev != nullptr && (prev->activation == Activation::sigmoid || prev->activation == Activation::tanh);
+  const QuantParams in = prev == nullptr ? detail::int8_layer_output(st.layers[st.num_layers - 1])
+                         : prev_table    ? prev->int8_output
+                                         : prev->int8_linear;
+  const std::size_t scales = d.int8_per_channel ? static_cast<std::size_t>(out_size) : 1;
+  const float* w_scales =
+      d.int8_per_channel ? reinterpret_cast<const float*>(e.at(-1 - k, 0, ParamKind::weight_scale, 0)) : &d.int8_w_scale;
   appendf(out,
                "\n/* Dense layer %s (%s; rnncore_int8_dense_prepare with %s_OUT_SIZE int32\n"
                " * and float words of storage). */\n#define %s_IN_SIZE %d\n#define %s_OUT_SIZE %d\n",
-               n.c_str(), every_step ? "on every step: its rows are the B·T steps" : "on the last step", N.c_str(),
-               N.c_str(), d.in_size, N.c_str(), d.out_size);
-  write_array(out, "static const int8_t " + n + "_w", d.w.data(), d.w.size(), {}, 16);
-  write_array(out, "static const int32_t " + n + "_bias", d.b.data(), d.b.size());
-  write_array(out, "static const float " + n + "_w_scales", d.w_scales.data(), d.w_scales.size());
+               n.c_str(), e.sequences ? "on every step: its rows are the B·T steps" : "on the last step", N.c_str(),
+               N.c_str(), in_size, N.c_str(), out_size);
+  write_array(out, "static const int8_t " + n + "_w", reinterpret_cast<const std::int8_t*>(e.at(k, 0, ParamKind::dense_weight, 0)),
+              static_cast<std::size_t>(in_size) * out_size, {}, 16);
+  write_array(out, "static const int32_t " + n + "_bias", reinterpret_cast<const std::int32_t*>(e.at(k, 0, ParamKind::dense_bias, 0)),
+              static_cast<std::size_t>(out_size));
+  write_array(out, "static const float " + n + "_w_scales", w_scales, scales);
   appendf(out,
                "static const rnncore_int8_dense_quantization %s_quantization = {\n"
                "    .input_scale = %s,\n    .input_zp = %d,\n    .w_scales = %s_w_scales,\n    .w_scale_count = %zu,\n"
                "    .output_scale = %s,\n    .output_zp = %d,\n    .relu = %d,\n};\n",
-               n.c_str(), float_literal(d.q.input_scale).c_str(), static_cast<int>(d.q.input_zp), n.c_str(),
-               d.w_scales.size(), float_literal(d.q.output_scale).c_str(), static_cast<int>(d.q.output_zp),
-               d.q.relu ? 1 : 0);
-  if (!d.has_table) {
+               n.c_str(), float_literal(in.scale).c_str(), static_cast<int>(in.zero_point), n.c_str(), scales,
+               float_literal(d.int8_linear.scale).c_str(), static_cast<int>(d.int8_linear.zero_point),
+               d.activation == Activation::relu ? 1 : 0);
+  if (d.activation != Activation::sigmoid && d.activation != Activation::tanh) {
     appendf(out, "#define %s_ACTIVATION 0\n", N.c_str());
     return;
   }
-  const bool sigmoid = d.table_function == q8::TableActivation::sigmoid;
+  const bool sigmoid = d.activation == Activation::sigmoid;
   appendf(out,
                "/** Then a %s (TFLite %s): y = %s_table[x + 128] over the Dense output (rnncore_int8_lookup);\n"
                " * the Dense output's quantization is the one above, the table's output below. */\n"
                "#define %s_ACTIVATION %s\n#define %s_TABLE_OUTPUT_SCALE %s\n#define %s_TABLE_OUTPUT_ZERO_POINT %d\n",
                sigmoid ? "sigmoid" : "tanh", sigmoid ? "LOGISTIC" : "TANH", n.c_str(), N.c_str(),
                sigmoid ? "RNNCORE_INT8_SIGMOID" : "RNNCORE_INT8_TANH", N.c_str(),
-               float_literal(d.table_output_scale).c_str(), N.c_str(), static_cast<int>(d.table_output_zp));
-  write_array(out, "static const int8_t " + n + "_table", d.table, 256, {}, 16);
+               float_literal(d.int8_output.scale).c_str(), N.c_str(), static_cast<int>(d.int8_output.zero_point));
+  write_array(out, "static const int8_t " + n + "_table",
+              reinterpret_cast<const std::int8_t*>(e.packed + detail::impl(e.plan).i8.dense[k].lut), 256, {}, 16);
 }
 
 // The softmax on the model's output: a prepared rnncore_int8_softmax as a constant (its table of
 // expf values made here, so firmware needs no expf).
-void write_int8_softmax(std::string* out, const Int8Stack& st, const std::string& n, const std::string& N) {
+void write_int8_softmax(std::string* out, const Int8Export& e, const std::string& n, const std::string& N) {
+  const DenseSpec& h = e.st.head;
+  rnncore_int8_softmax softmax;  // as pack_weights prepared it
+  std::memcpy(&softmax, e.packed + detail::impl(e.plan).i8.dense[e.st.num_pre_head].softmax, sizeof softmax);
   appendf(out,
                "\n/* The softmax on the output (TFLite SOFTMAX, beta %s): rnncore_int8_softmax_run(&%s_softmax, B,\n"
                " * %s_OUTPUT_SIZE, x, y) over the last Dense layer's output (rows: B, or B·T when the model\n"
                " * returns every step). */\n"
                "#define %s_SOFTMAX_BETA %s\n#define %s_SOFTMAX_INPUT_SCALE %s\n#define %s_SOFTMAX_INPUT_ZERO_POINT %d\n"
                "static const rnncore_int8_softmax %s_softmax = {\n  {\n",
-               float_literal(st.softmax_beta).c_str(), n.c_str(), N.c_str(), N.c_str(),
-               float_literal(st.softmax_beta).c_str(), N.c_str(), float_literal(st.softmax_input_scale).c_str(), N.c_str(),
-               static_cast<int>(st.softmax_input_zp), n.c_str());
+               float_literal(h.int8_softmax_beta).c_str(), n.c_str(), N.c_str(), N.c_str(),
+               float_literal(h.int8_softmax_beta).c_str(), N.c_str(), float_literal(h.int8_linear.scale).c_str(), N.c_str(),
+               static_cast<int>(h.int8_linear.zero_point), n.c_str());
   for (int i = 0; i < 256; ++i)
-    appendf(out, "%s%s%s", i % 8 == 0 ? "    " : " ", float_literal(st.softmax.table[i]).c_str(),
+    appendf(out, "%s%s%s", i % 8 == 0 ? "    " : " ", float_literal(softmax.table[i]).c_str(),
                  i == 255 ? "\n" : i % 8 == 7 ? ",\n" : ",");
-  appendf(out, "  },\n  %s,\n  %d,\n};\n", float_literal(st.softmax.output_scale).c_str(),
-               static_cast<int>(st.softmax.output_zp));
+  appendf(out, "  },\n  %s,\n  %d,\n};\n", float_literal(softmax.output_scale).c_str(),
+               static_cast<int>(softmax.output_zp));
 }
 
-// A bidirectional layer's merge_mode, as Int8Model::Merge numbers them (the header's NAME_L<k>_MERGE).
+// A bidirectional layer's merge_mode, as MergeMode numbers them (the header's NAME_L<k>_MERGE).
 const char* const kMergeNames[] = {"concat", "sum", "mul", "ave"};
 
 // What firmware does with a bidirectional layer's two outputs per step (a comment of the header).
-std::string merge_usage(const Int8Model& layer, const std::string& n, const std::string& N) {
-  switch (layer.merge) {
-    case Int8Model::Merge::concat:
+std::string merge_usage(MergeMode mode, const std::string& n, const std::string& N) {
+  switch (mode) {
+    case MergeMode::concat:
       return "The layer's output per step is\n * [forward h, backward h]: " + N + "_HIDDEN_SIZE bytes.";
-    case Int8Model::Merge::sum:
+    case MergeMode::sum:
       return "The layer's output is\n * rnncore_int8_add_run(&" + n + "_merge_add, n, forward, backward, y) of the two outputs.";
-    case Int8Model::Merge::mul:
+    case MergeMode::mul:
       return "The layer's output is\n * rnncore_int8_mul_run(&" + n + "_merge_mul, n, forward, backward, y) of the two outputs.";
-    case Int8Model::Merge::ave:
+    case MergeMode::ave:
       return "The layer's output is\n * rnncore_int8_add_run(&" + n + "_merge_add, n, forward, backward, y), then\n"
              " * rnncore_int8_mul_constant_run(&" + n + "_merge_mul, n, y, " + N + "_MERGE_HALF, y).";
   }
@@ -524,29 +596,31 @@ std::string merge_usage(const Int8Model& layer, const std::string& n, const std:
 }
 
 // A bidirectional layer's merge (N_MERGE: 0 concat, 1 sum, 2 mul, 3 ave) and its prepared ops.
-void write_int8_merge(std::string* out, const Int8Model& layer, const std::string& n, const std::string& N) {
-  const Int8Model::Merge m = layer.merge;
+void write_int8_merge(std::string* out, const Int8Export& e, int l, const std::string& n, const std::string& N) {
+  const MergeMode m = e.st.layers[l].merge.mode;
   appendf(out, "/** 0: concat, 1: sum, 2: mul, 3: ave (Keras merge_mode). */\n#define %s_MERGE %d\n", N.c_str(),
                static_cast<int>(m));
-  if (m == Int8Model::Merge::sum || m == Int8Model::Merge::ave) {
-    const rnncore_int8_add& a = layer.merge_add;
+  if (m == MergeMode::sum || m == MergeMode::ave) {
+    const rnncore_int8_add& a = detail::impl(e.plan).i8.merge_add[l];
     appendf(out, "static const rnncore_int8_add %s_merge_add = {%ld, %ld, %ld, %ld, %ld};\n", n.c_str(),
                  static_cast<long>(a.a_multiplier), static_cast<long>(a.b_multiplier), static_cast<long>(a.bias),
                  static_cast<long>(a.output_zp), static_cast<long>(a.shift));
   }
-  if (m == Int8Model::Merge::mul || m == Int8Model::Merge::ave) {
-    const rnncore_int8_mul& p = layer.merge_mul;
+  if (m == MergeMode::mul || m == MergeMode::ave) {
+    const rnncore_int8_mul& p = detail::impl(e.plan).i8.merge_mul[l];
     appendf(out, "static const rnncore_int8_mul %s_merge_mul = {%ld, %ld, %ld, %s};\n", n.c_str(),
                  static_cast<long>(p.a_zp), static_cast<long>(p.b_zp), static_cast<long>(p.output_zp),
                  float_literal(p.scale).c_str());
   }
-  if (m == Int8Model::Merge::ave)
-    appendf(out, "#define %s_MERGE_HALF %d\n", N.c_str(), static_cast<int>(layer.merge_half));
+  if (m == MergeMode::ave)
+    appendf(out, "#define %s_MERGE_HALF %d\n", N.c_str(), static_cast<int>(e.st.layers[l].merge.half_value));
 }
 
 // The embedding of a model that starts with a Keras Embedding: its table and quantization, so that
 // firmware turns token ids into the first layer's int8 input by copying rows.
-void write_int8_embedding(std::string* out, const Int8Stack& st, const std::string& n, const std::string& N) {
+void write_int8_embedding(std::string* out, const Int8Export& e, const std::string& n, const std::string& N) {
+  const StackSpec& st = e.st;
+  const int vocab = st.embedding.vocab_size, dim = st.input_size;
   appendf(out,
                "\n/* The embedding (Keras Embedding; TFLite GATHER): the model's input is token ids [B, T], each in\n"
                " * [0, %s_EMBEDDING_VOCAB). The first layer's input row for id k is the %s_EMBEDDING_DIM bytes at\n"
@@ -554,14 +628,16 @@ void write_int8_embedding(std::string* out, const Int8Stack& st, const std::stri
                " * layer's input quantization). LiteRT fails on an id outside the vocabulary: refuse it too. */\n"
                "#define %s_EMBEDDING 1\n#define %s_EMBEDDING_VOCAB %d\n#define %s_EMBEDDING_DIM %d\n"
                "#define %s_EMBEDDING_SCALE %s\n#define %s_EMBEDDING_ZERO_POINT %d\n",
-               N.c_str(), N.c_str(), n.c_str(), N.c_str(), N.c_str(), N.c_str(), st.vocab, N.c_str(), st.embed_dim,
-               N.c_str(), float_literal(st.embed_scale).c_str(), N.c_str(), static_cast<int>(st.embed_zp));
-  write_array(out, "static const int8_t " + n + "_embedding_table", st.table.data(), st.table.size(), {}, 16);
+               N.c_str(), N.c_str(), n.c_str(), N.c_str(), N.c_str(), N.c_str(), vocab, N.c_str(), dim,
+               N.c_str(), float_literal(st.input_quant.scale).c_str(), N.c_str(), static_cast<int>(st.input_quant.zero_point));
+  write_array(out, "static const int8_t " + n + "_embedding_table",
+              reinterpret_cast<const std::int8_t*>(e.at(0, 0, ParamKind::embedding, 0)),
+              static_cast<std::size_t>(vocab) * dim, {}, 16);
 }
 
 // A sample of token ids [B, T] (int32 or int64 .npy) for an embedding model: the ids as int32 and
 // their rows, the first layer's int8 input [B, T, E].
-bool read_ids_sample(const std::string& path, const Int8Stack& st, std::vector<std::int64_t>* shape,
+bool read_ids_sample(const std::string& path, const Int8Export& e, std::vector<std::int64_t>* shape,
                      std::vector<std::int32_t>* ids, std::vector<std::int8_t>* rows, std::string* err) {
   Array a;
   if (read_npy(path.c_str(), &a) != RNNCORE_OK) {
@@ -584,27 +660,32 @@ bool read_ids_sample(const std::string& path, const Int8Stack& st, std::vector<s
       std::memcpy(&wide[k], a.bytes.data() + 8 * k, 8);
     }
   }
-  rows->assign(count * static_cast<std::size_t>(st.embed_dim), 0);
-  const std::size_t bad = embed_ids(st, count, wide.data(), rows->data());
-  if (bad != count) {
-    *err = path + ": token id " + std::to_string(wide[bad]) + " at position " + std::to_string(bad) +
-           " is outside the embedding's vocabulary [0, " + std::to_string(st.vocab) + ")";
-    return false;
+  const std::int64_t vocab = e.st.embedding.vocab_size;
+  const std::size_t E = static_cast<std::size_t>(e.st.input_size);
+  const unsigned char* table = e.at(0, 0, ParamKind::embedding, 0);
+  rows->assign(count * E, 0);
+  for (std::size_t k = 0; k < count; ++k) {
+    if (wide[k] < 0 || wide[k] >= vocab) {
+      *err = path + ": token id " + std::to_string(wide[k]) + " at position " + std::to_string(k) +
+             " is outside the embedding's vocabulary [0, " + std::to_string(vocab) + ")";
+      return false;
+    }
+    std::memcpy(rows->data() + k * E, table + static_cast<std::size_t>(wide[k]) * E, E);
   }
   ids->assign(wide.begin(), wide.end());
-  *shape = {a.shape[0], a.shape[1], st.embed_dim};
+  *shape = {a.shape[0], a.shape[1], e.st.input_size};
   return true;
 }
 
 // Whether every weight of an LSTM can be interleaved (interleavable4), checked before the header is
 // opened; else *why says which.
-bool interleavable(const Int8Model& m, const std::string& layer, std::string* why) {
+bool interleavable(const Int8Dir& m, const std::string& layer, std::string* why) {
   const int H = static_cast<int>(m.hidden_size), I = static_cast<int>(m.input_size);
   for (int part = 0; part < 2; ++part) {
     const int k = part == 0 ? I : H;
     for (int g = 0; g < q8::kGates; ++g) {
       int row = 0, column = 0;
-      if (!q8::interleavable4((part == 0 ? m.w : m.r)[g].data(), H, k, &row, &column)) {
+      if (!q8::interleavable4((part == 0 ? m.w : m.r)[g], H, k, &row, &column)) {
         *why = layer + (part == 0 ? "input" : "recurrent") + " weight (" + std::to_string(row) + ", " +
                std::to_string(column) + ") of gate " + kGate[g] +
                " is -128 beside a negative weight in the row before; the interleaved layout stores weights "
@@ -617,7 +698,7 @@ bool interleavable(const Int8Model& m, const std::string& layer, std::string* wh
 }
 
 // Bytes of an LSTM's int8 weights W and R in the header (interleaved: rows and columns padded).
-long long int8_weight_bytes(const Int8Model& m, q8::Int8WeightLayout layout) {
+long long int8_weight_bytes(const Int8Dir& m, q8::Int8WeightLayout layout) {
   const int I = m.input_size, H = m.hidden_size;
   if (layout == q8::Int8WeightLayout::row_major) return 4LL * H * (I + H);
   if (layout == q8::Int8WeightLayout::interleaved4_i16)
@@ -625,33 +706,18 @@ long long int8_weight_bytes(const Int8Model& m, q8::Int8WeightLayout layout) {
   return static_cast<long long>(4 * (q8::interleaved4_bytes(H, I) + q8::interleaved4_bytes(H, H)));
 }
 
-// ---- An integer LSTM model (format tflite_int8, docs/int8.md) ----
-// The int8 weights and int32 biases as they are, the biases folded by the library's own prepare
-// (so firmware can keep them in flash: rnncore_int8_lstm_prepare_folded), the quantization, the
-// sizes, and a sample. A single LSTM keeps unprefixed names; a stack or a Dense head names layer k
-// NAME_l<k>_... and Dense j NAME_fc<j>_...
-
-// The model and the sample its header embeds.
-struct Int8Export {
-  Int8Stack st;
-  bool single = false;  ///< one LSTM alone: unprefixed names
-  std::vector<std::int64_t> in_shape;
-  std::vector<std::int8_t> sample_in, sample_out;
-  std::vector<std::int32_t> sample_ids;
-};
-
 // The expected output of the sample: int8 [B, T, O] ([B, O] for a last-step model, stored as [B, 1, O]).
 Status read_int8_expected(const ExportCOptions& o, Int8Export* e, std::string* error) {
-  const Int8Stack& st = e->st;
-  const std::int64_t O = st.output_size();
+  const std::int64_t O = e->output_size();
+  const bool sequences = e->sequences;
   Array a;
   if (read_npy(o.sample_output.c_str(), &a) != RNNCORE_OK) return fail(error, rnncore_last_error_detail(), Status::io);
-  if (!st.return_sequences && a.shape.size() == 2) a.shape.insert(a.shape.begin() + 1, 1);
+  if (!sequences && a.shape.size() == 2) a.shape.insert(a.shape.begin() + 1, 1);
   const std::vector<std::int64_t>& in = e->in_shape;
   if (a.type != ElemType::i8 || a.shape.size() != 3 || in.empty() || a.shape[0] != in[0] || a.shape[2] != O ||
-      a.shape[1] != (st.return_sequences ? in[1] : 1))
+      a.shape[1] != (sequences ? in[1] : 1))
     return fail(error, o.sample_output + ": expected int8 " +
-                           (st.return_sequences ? "[B, T, " + std::to_string(O) + "]" : "[B, " + std::to_string(O) + "]") +
+                           (sequences ? "[B, T, " + std::to_string(O) + "]" : "[B, " + std::to_string(O) + "]") +
                            " (B and T of the sample input), found " + elem_type_name(a.type) + " " +
                            shape_to_string(a.shape.data(), a.shape.size()));
   e->sample_out.assign(reinterpret_cast<const std::int8_t*>(a.bytes.data()),
@@ -671,15 +737,33 @@ Status load_int8_export(const ExportCOptions& o, const SafeTensors& file, Int8Ex
     if (hint.second)
       return option_fail(report, error, std::string(hint.first) + " does not apply to " + o.weights +
                                             ", an int8 LSTM model (format tflite_int8)");
-  Status s = load_int8_stack(file, &e->st, error);
+  Status s = load_int8_spec(file, &e->st, &e->canonical, error);
   if (s != Status::ok) return s;
-  const Int8Stack& st = e->st;
-  e->single = st.layers.size() == 1 && st.dense.empty() && !st.has_softmax && !st.bidirectional();
+  const StackSpec& st = e->st;
+  const int chain = detail::num_dense(st);
+  e->dense = chain - (chain > 0 && int8_identity_dense(st, e->canonical.data(), chain - 1) ? 1 : 0);
+  e->softmax = st.head.activation == Activation::softmax;
+  e->sequences = st.head.out_features == 0 || !st.head.last_step_only;
+  bool bidirectional = false;
+  for (int l = 0; l < st.num_layers; ++l) bidirectional |= e->bidirectional(l);
+  e->single = st.num_layers == 1 && e->dense == 0 && !e->softmax && !bidirectional;
+  // What prepare computes for the header, as pack_weights does it for a plan of row-major weights.
+  PlanOptions po;
+  po.max_isa = Isa::none;
+  po.int8_weights = Int8Weights::row_major;
+  s = Plan::create(st, po, &e->plan);
+  const std::size_t bytes = s == Status::ok ? e->plan.packed_weight_bytes() : 0;
+  e->packed_storage.assign(bytes + kAlignment, 0);
+  unsigned char* at = e->packed_storage.data();
+  at += (kAlignment - reinterpret_cast<std::uintptr_t>(at) % kAlignment) % kAlignment;
+  if (s == Status::ok) s = e->plan.pack_weights(e->canonical.data(), at, bytes);
+  if (s != Status::ok) return fail(error, o.weights + ": " + last_error_detail(), s);
+  e->packed = at;
   std::string err;
   if (!o.sample_input.empty() &&
-      !(st.has_embedding ? read_ids_sample(o.sample_input, st, &e->in_shape, &e->sample_ids, &e->sample_in, &err)
-                         : read_int8_sample(o.sample_input, st.layers.front()->input_size, "input", &e->in_shape,
-                                            &e->sample_in, &err)))
+      !(st.embedding.vocab_size > 0 ? read_ids_sample(o.sample_input, *e, &e->in_shape, &e->sample_ids, &e->sample_in, &err)
+                                    : read_int8_sample(o.sample_input, st.input_size, "input", &e->in_shape,
+                                                       &e->sample_in, &err)))
     return fail(error, err);
   if (!o.sample_output.empty() && (s = read_int8_expected(o, e, error)) != Status::ok) return s;
   if (o.max_batch > 0 || o.max_seq_len > 0)
@@ -687,10 +771,10 @@ Status load_int8_export(const ExportCOptions& o, const SafeTensors& file, Int8Ex
                        "--max-batch and --max-seq-len do not apply to an int8 model: its buffers do "
                        "not depend on them (NAME_SCRATCH_BYTES, and the state per row)");
   if (o.interleave && !o.interleave_i16) {  // every int8 weight has an int16 panel form
-    for (std::size_t i = 0; i < st.layers.size(); ++i) {
-      const auto& l = st.layers[i];
-      const std::string at = o.weights + ": layer " + std::to_string(i) + ", ";
-      if (!interleavable(*l, at, &err) || (l->backward && !interleavable(*l->backward, at + "backward, ", &err)))
+    for (int l = 0; l < st.num_layers; ++l) {
+      const std::string where = o.weights + ": layer " + std::to_string(l) + ", ";
+      if (!interleavable(int8_dir(*e, l, 0), where, &err) ||
+          (e->bidirectional(l) && !interleavable(int8_dir(*e, l, 1), where + "backward, ", &err)))
         return fail(error, err, Status::unsupported);
     }
   }
@@ -704,16 +788,16 @@ struct Int8Facts {
   std::string cells, sizes;
 };
 
-Int8Facts int8_facts(const Int8Stack& st, q8::Int8WeightLayout interleave) {
+Int8Facts int8_facts(const Int8Export& e, q8::Int8WeightLayout interleave) {
   Int8Facts f;
-  for (const auto& l : st.layers) {
-    for (const Int8Model* d : {static_cast<const Int8Model*>(l.get()), static_cast<const Int8Model*>(l->backward.get())})
-      if (d != nullptr) f.weight_bytes += int8_weight_bytes(*d, interleave);
-    f.cells += (f.cells.empty() ? "2^" : ", 2^") + std::to_string(l->params.cell_log2);
-    if (l->backward) f.cells += "/2^" + std::to_string(l->backward->params.cell_log2);
-    f.sizes += (f.sizes.empty() ? "" : ", ") + (l->backward ? "bidirectional " + std::to_string(l->hidden_size) + "+" +
-                                                                  std::to_string(l->backward->hidden_size)
-                                                            : std::to_string(l->hidden_size));
+  for (int l = 0; l < e.st.num_layers; ++l) {
+    const std::string H = std::to_string(e.st.layers[l].hidden_size);
+    for (int d = 0; d < num_directions(e.st.layers[l]); ++d) {
+      const Int8Dir m = int8_dir(e, l, d);
+      f.weight_bytes += int8_weight_bytes(m, interleave);
+      f.cells += (d > 0 ? "/2^" : f.cells.empty() ? "2^" : ", 2^") + std::to_string(m.params.cell_log2);
+    }
+    f.sizes += (f.sizes.empty() ? "" : ", ") + (e.bidirectional(l) ? "bidirectional " + H + "+" + H : H);
   }
   return f;
 }
@@ -722,9 +806,9 @@ Int8Facts int8_facts(const Int8Stack& st, q8::Int8WeightLayout interleave) {
 void write_int8_single(std::string* out, const ExportCOptions& o, const Int8Export& e, const std::string& name,
                       const Int8Facts& f, const std::string& usage, const std::string& reverse) {
   const std::string NAME = upper(name), guard = "RNNCORE_EXPORT_" + NAME + "_H";
-  const Int8Stack& st = e.st;
-  const Int8Model& first = *st.layers.front();
-  const long long I = first.input_size, O = st.output_size();
+  const StackSpec& st = e.st;
+  const Int8Dir first = int8_dir(e, 0, 0);
+  const long long I = first.input_size, O = e.output_size();
   appendf(out,
           "/* %s: an integer LSTM compiled into the program, for rnncore's int8 C API (rnncore/int8.h).\n"
           " * Generated by `rnncore export-c` (rnncore %s) from %s; do not edit, export again.\n"
@@ -734,15 +818,15 @@ void write_int8_single(std::string* out, const ExportCOptions& o, const Int8Expo
           " * Include it in one C file: the arrays are static. */\n"
           "#ifndef %s\n#define %s\n\n#include <rnncore/int8.h>\n\n",
           base_name(o.output).c_str(), version_string(), base_name(o.weights).c_str(), I, O,
-          st.return_sequences ? "returns every step" : "returns the last step", f.weight_bytes,
+          e.sequences ? "returns every step" : "returns the last step", f.weight_bytes,
           o.interleave ? (o.interleave_i16 ? ", int16 panels" : ", interleaved") : "", f.cells.c_str(), usage.c_str(), guard.c_str(), guard.c_str());
   if (o.interleave) write_align_macro(out);
   appendf(out,
           "#define %s_INPUT_SIZE %lld\n#define %s_HIDDEN_SIZE %lld\n"
           "/** 1: the model's output is every step's h [B, T, H]; 0: the last step's only [B, H]. */\n"
           "#define %s_RETURN_SEQUENCES %d\n",
-          NAME.c_str(), I, NAME.c_str(), O, NAME.c_str(), st.return_sequences ? 1 : 0);
-  if (st.has_embedding) write_int8_embedding(out, st, name, NAME);
+          NAME.c_str(), I, NAME.c_str(), O, NAME.c_str(), e.sequences ? 1 : 0);
+  if (st.embedding.vocab_size > 0) write_int8_embedding(out, e, name, NAME);
   write_int8_lstm(out, first, name, NAME, export_layout(o));
   appendf(out, "%s\n", reverse.c_str());
   write_int8_lstm_arrays(out, first, name, st.float_input, export_layout(o));
@@ -751,12 +835,13 @@ void write_int8_single(std::string* out, const ExportCOptions& o, const Int8Expo
 // Layer k of a stack: one LSTM, or a Keras Bidirectional's two (each direction an LSTM of its
 // own; the layer's output per step is the forward h bytes, then the backward h bytes, as they are
 // (concat: the concatenation copies), or their int8 ADD / MUL (sum, mul, ave)).
-void write_int8_stack_layer(std::string* out, const Int8Stack& st, std::size_t k, const std::string& name,
+void write_int8_stack_layer(std::string* out, const Int8Export& e, int k, const std::string& name,
                             q8::Int8WeightLayout interleave) {
-  const Int8Model& layer = *st.layers[k];
+  const StackSpec& st = e.st;
+  const Int8Dir layer = int8_dir(e, k, 0);
   const std::string n = name + "_l" + std::to_string(k), N = upper(name) + "_L" + std::to_string(k);
-  if (layer.backward == nullptr) {
-    appendf(out, "\n/* LSTM layer %zu */\n#define %s_BIDIRECTIONAL 0\n#define %s_INPUT_SIZE %d\n#define %s_HIDDEN_SIZE %d\n", k,
+  if (!e.bidirectional(k)) {
+    appendf(out, "\n/* LSTM layer %d */\n#define %s_BIDIRECTIONAL 0\n#define %s_INPUT_SIZE %d\n#define %s_HIDDEN_SIZE %d\n", k,
             N.c_str(), N.c_str(), layer.input_size, N.c_str(), layer.hidden_size);
     write_int8_lstm(out, layer, n, N, interleave);
     appendf(out, "\n");
@@ -764,19 +849,21 @@ void write_int8_stack_layer(std::string* out, const Int8Stack& st, std::size_t k
     return;
   }
   appendf(out,
-          "\n/* LSTM layer %zu: Keras Bidirectional (merge_mode %s). %s_fw_... runs on the steps in order;\n"
+          "\n/* LSTM layer %d: Keras Bidirectional (merge_mode %s). %s_fw_... runs on the steps in order;\n"
           " * %s_bw_... on the steps last to first (e.g. one step per call, t = T-1 .. 0, writing step t's\n"
           " * output in place). %s */\n"
           "#define %s_BIDIRECTIONAL 1\n#define %s_INPUT_SIZE %d\n#define %s_HIDDEN_SIZE %d\n",
-          k, kMergeNames[static_cast<int>(layer.merge)], n.c_str(), n.c_str(), merge_usage(layer, n, N).c_str(), N.c_str(),
-          N.c_str(), layer.input_size, N.c_str(), layer.output_size());
-  write_int8_merge(out, layer, n, N);
-  for (const Int8Model* d : {static_cast<const Int8Model*>(&layer), static_cast<const Int8Model*>(layer.backward.get())}) {
-    const std::string dir = d == &layer ? "_fw" : "_bw", DIR = d == &layer ? "_FW" : "_BW";
-    appendf(out, "#define %s%s_HIDDEN_SIZE %d\n", N.c_str(), DIR.c_str(), d->hidden_size);
-    write_int8_lstm(out, *d, n + dir, N + DIR, interleave);
+          k, kMergeNames[static_cast<int>(st.layers[k].merge.mode)], n.c_str(), n.c_str(),
+          merge_usage(st.layers[k].merge.mode, n, N).c_str(), N.c_str(), N.c_str(), layer.input_size, N.c_str(),
+          e.layer_output(k));
+  write_int8_merge(out, e, k, n, N);
+  for (int d = 0; d < 2; ++d) {
+    const Int8Dir m = d == 0 ? layer : int8_dir(e, k, 1);
+    const std::string dir = d == 0 ? "_fw" : "_bw", DIR = d == 0 ? "_FW" : "_BW";
+    appendf(out, "#define %s%s_HIDDEN_SIZE %d\n", N.c_str(), DIR.c_str(), m.hidden_size);
+    write_int8_lstm(out, m, n + dir, N + DIR, interleave);
     appendf(out, "\n");
-    write_int8_lstm_arrays(out, *d, n + dir, k == 0 && st.float_input, interleave);
+    write_int8_lstm_arrays(out, m, n + dir, k == 0 && st.float_input, interleave);
   }
 }
 
@@ -785,8 +872,9 @@ void write_int8_stack_layer(std::string* out, const Int8Stack& st, std::size_t k
 void write_int8_stack(std::string* out, const ExportCOptions& o, const Int8Export& e, const std::string& name,
                       const Int8Facts& f, const std::string& usage, const std::string& reverse) {
   const std::string NAME = upper(name), guard = "RNNCORE_EXPORT_" + NAME + "_H";
-  const Int8Stack& st = e.st;
-  const long long I = st.layers.front()->input_size, O = st.output_size();
+  const StackSpec& st = e.st;
+  const long long I = st.input_size, O = e.output_size();
+  const std::size_t L = static_cast<std::size_t>(st.num_layers), D = static_cast<std::size_t>(e.dense);
   appendf(out,
           "/* %s: integer LSTM layers%s compiled into the program, for rnncore's int8 C API (rnncore/int8.h).\n"
           " * Generated by `rnncore export-c` (rnncore %s) from %s; do not edit, export again.\n"
@@ -796,9 +884,9 @@ void write_int8_stack(std::string* out, const ExportCOptions& o, const Int8Expor
           " *\n%s"
           " * Include it in one C file: the arrays are static. */\n"
           "#ifndef %s\n#define %s\n\n#include <rnncore/int8.h>\n\n",
-          base_name(o.output).c_str(), st.dense.empty() ? "" : " and Dense layers", version_string(),
-          base_name(o.weights).c_str(), I, st.layers.size(), f.sizes.c_str(), st.dense.size(), O,
-          st.return_sequences ? "returns every step" : "returns the last step", f.weight_bytes,
+          base_name(o.output).c_str(), D == 0 ? "" : " and Dense layers", version_string(),
+          base_name(o.weights).c_str(), I, L, f.sizes.c_str(), D, O,
+          e.sequences ? "returns every step" : "returns the last step", f.weight_bytes,
           o.interleave ? (o.interleave_i16 ? ", int16 panels" : ", interleaved") : "", f.cells.c_str(), name.c_str(), name.c_str(), usage.c_str(), guard.c_str(),
           guard.c_str());
   if (o.interleave) write_align_macro(out);
@@ -807,19 +895,19 @@ void write_int8_stack(std::string* out, const ExportCOptions& o, const Int8Expor
           "/** 1: a softmax on the output (%s_softmax, after the Dense layers). */\n#define %s_SOFTMAX %d\n"
           "/** 1: the model's output is every step's [B, T, OUTPUT_SIZE]; 0: the last step's only. */\n"
           "#define %s_RETURN_SEQUENCES %d\n%s",
-          NAME.c_str(), I, NAME.c_str(), O, NAME.c_str(), st.layers.size(), NAME.c_str(), st.dense.size(), name.c_str(),
-          NAME.c_str(), st.has_softmax ? 1 : 0, NAME.c_str(), st.return_sequences ? 1 : 0, reverse.c_str());
-  if (st.has_embedding) write_int8_embedding(out, st, name, NAME);
-  for (std::size_t k = 0; k < st.layers.size(); ++k) write_int8_stack_layer(out, st, k, name, export_layout(o));
-  for (std::size_t j = 0; j < st.dense.size(); ++j)
-    write_int8_dense(out, *st.dense[j], st.return_sequences, name + "_fc" + std::to_string(j), NAME + "_FC" + std::to_string(j));
-  if (st.has_softmax) write_int8_softmax(out, st, name, NAME);
+          NAME.c_str(), I, NAME.c_str(), O, NAME.c_str(), L, NAME.c_str(), D, name.c_str(),
+          NAME.c_str(), e.softmax ? 1 : 0, NAME.c_str(), e.sequences ? 1 : 0, reverse.c_str());
+  if (st.embedding.vocab_size > 0) write_int8_embedding(out, e, name, NAME);
+  for (int k = 0; k < st.num_layers; ++k) write_int8_stack_layer(out, e, k, name, export_layout(o));
+  for (int j = 0; j < e.dense; ++j)
+    write_int8_dense(out, e, j, name + "_fc" + std::to_string(j), NAME + "_FC" + std::to_string(j));
+  if (e.softmax) write_int8_softmax(out, e, name, NAME);
 }
 
 // The sample (input, token ids, expected output) and the header's end.
 void write_int8_sample(std::string* out, const Int8Export& e, const std::string& name) {
   const std::string NAME = upper(name);
-  const bool seq = e.st.return_sequences, single = e.single;
+  const bool seq = e.sequences, single = e.single;
   if (!e.sample_in.empty()) {
     appendf(out,
             "\n/* A sample: input x [B, T, I] (batch-major)%s. */\n#define %s_SAMPLE_BATCH %lld\n"
@@ -918,30 +1006,21 @@ void write_int8_stack_spec(std::string* out, const std::string& name, const Stac
           "    .embedding_vocab_size = %d,\n    .head_out_features = %d,\n    .head_activation = %s,\n"
           "    .head_last_step_only = %d,\n    .input_quant = %s,\n    .head_int8_per_channel = %d,\n"
           "    .head_int8_w_scale = %s,\n    .head_int8_linear = %s,\n    .head_int8_output = %s,\n"
-          "    .head_int8_softmax_beta = %s,\n%s};\n\n",
+          "    .head_int8_softmax_beta = %s,\n%s%s};\n\n",
           upper(name).c_str(), st.embedding.vocab_size > 0 ? " (int32 token ids [B, T] with the Embedding)" : "",
           name.c_str(), name.c_str(), name.c_str(), st.input_size, st.num_layers, layers.c_str(), st.embedding.vocab_size,
           h.out_features, kActivations[static_cast<int>(h.activation)], h.last_step_only ? 1 : 0,
           quant_init(st.input_quant).c_str(), h.int8_per_channel ? 1 : 0, float_literal(h.int8_w_scale).c_str(),
           quant_init(h.int8_linear).c_str(), quant_init(h.int8_output).c_str(), float_literal(h.int8_softmax_beta).c_str(),
-          chain.c_str());
+          chain.c_str(), st.reverse_input ? "    .reverse_input = 1,\n" : "");
 }
 
 // NAME_stack and NAME_packed: the weights packed by the library's own pack_weights for the family
 // of --interleave (interleaved panels, the Cortex-M DSP kernel's) or row-major (every other
-// kernel), for the one-call C API with no pack step. A model the stack spec does not hold (go_backwards)
-// is noted and left out (the int8.h arrays above run it).
-Status write_int8_plan_arrays(std::string* out, const ExportCOptions& o, const Int8Export& e, ExportCReport* report,
-                              std::string* summary, std::string* error) {
-  StackSpec st;
-  std::vector<unsigned char> canonical;
-  std::string why;
-  if (e.st.reverse_input) why = "it reverses its input (go_backwards), which rnncore_stack_spec does not hold";
-  else int8_stack_spec(e.st, &st, &canonical, &why);
-  if (!why.empty()) {
-    report->notes.push_back("no " + o.name + "_stack / " + o.name + "_packed: " + why);
-    return Status::ok;
-  }
+// kernel), for the one-call C API with no pack step (a go_backwards model's with reverse_input).
+Status write_int8_plan_arrays(std::string* out, const ExportCOptions& o, const Int8Export& e, std::string* summary,
+                              std::string* error) {
+  StackSpec st = e.st;
   st.float_input = false;
   st.float_output = false;
   PlanOptions po;
@@ -955,7 +1034,7 @@ Status write_int8_plan_arrays(std::string* out, const ExportCOptions& o, const I
   const std::size_t bytes = s == Status::ok ? plan.packed_weight_bytes() : 0;
   std::vector<unsigned char> buffer(bytes + kAlignment);
   unsigned char* at = buffer.data() + (kAlignment - reinterpret_cast<std::uintptr_t>(buffer.data()) % kAlignment) % kAlignment;
-  if (s == Status::ok) s = plan.pack_weights(canonical.data(), at, bytes);
+  if (s == Status::ok) s = plan.pack_weights(e.canonical.data(), at, bytes);
   if (s != Status::ok) return fail(error, o.weights + ": packing the integer stack: " + last_error_detail(), s);
   const std::string NAME = upper(o.name),
                     family = o.interleave ? (o.interleave_i16 ? "int16 panels" : "interleaved") : "row-major";
@@ -992,16 +1071,16 @@ Status export_int8(const ExportCOptions& o, const SafeTensors& file, std::string
   Int8Export e;
   const Status s = load_int8_export(o, file, &e, report, error);
   if (s != Status::ok) return s;
-  const Int8Stack& st = e.st;
+  const StackSpec& st = e.st;
   const std::string& name = o.name;
   const std::string NAME = upper(name);
-  const Int8Facts f = int8_facts(st, export_layout(o));
+  const Int8Facts f = int8_facts(e, export_layout(o));
   const std::string reverse =
       st.reverse_input ? "/** The model reverses the time axis first (Keras go_backwards): run its steps last to first. */\n"
                          "#define " + NAME + "_REVERSE_INPUT 1\n"
                        : std::string();
   const std::string usage =
-      !st.has_embedding ? std::string()
+      st.embedding.vocab_size == 0 ? std::string()
                         : " * The model starts with an Embedding: its input is token ids [B, T]; copy each id's row of\n"
                           " * " + name + "_embedding_table (" + NAME + "_EMBEDDING_DIM bytes) into the first layer's input\n"
                           " * [B, T, " + NAME + "_INPUT_SIZE], refusing ids outside [0, " + NAME + "_EMBEDDING_VOCAB).\n *\n";
@@ -1012,16 +1091,20 @@ Status export_int8(const ExportCOptions& o, const SafeTensors& file, std::string
     write_int8_stack(out, o, e, name, f, usage, reverse);
   write_int8_sample(out, e, name);
   std::string packed_summary;
-  const Status ps = write_int8_plan_arrays(out, o, e, report, &packed_summary, error);
+  const Status ps = write_int8_plan_arrays(out, o, e, &packed_summary, error);
   if (ps != Status::ok) return ps;
   appendf(out, "\n#endif /* RNNCORE_EXPORT_%s_H */\n", NAME.c_str());
   std::size_t folded = 0;
   bool per_channel = false;
-  for (const auto& l : st.layers) folded += 4 * l->bias_storage.size(), per_channel |= q8::int8_lstm_per_channel(l->q);
+  for (int l = 0; l < st.num_layers; ++l) {  // the forward directions'
+    const Int8Dir m = int8_dir(e, l, 0);
+    folded += 4 * m.storage_words();
+    per_channel |= q8::int8_lstm_per_channel(m.q);
+  }
   char b[512];
   std::snprintf(b, sizeof b, "int8 LSTM I=%lld H=%lld%s, weights %lld bytes%s, folded biases%s %zu bytes%s",
-                static_cast<long long>(st.layers.front()->input_size), static_cast<long long>(st.output_size()),
-                e.single ? "" : (", " + std::to_string(st.layers.size()) + " LSTM and " + std::to_string(st.dense.size()) +
+                static_cast<long long>(st.input_size), static_cast<long long>(e.output_size()),
+                e.single ? "" : (", " + std::to_string(st.num_layers) + " LSTM and " + std::to_string(e.dense) +
                                  " Dense layer(s)").c_str(),
                 f.weight_bytes, o.interleave ? (o.interleave_i16 ? ", int16 panels" : ", interleaved") : "", per_channel ? " and per-channel multipliers" : "",
                 folded, e.sample_in.empty() ? "" : ", sample");

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "src/internal/int8_kernels.hpp"
+#include "src/internal/int8_layer.hpp"
 #include "src/internal/int8_lstm.hpp"
 #include "src/internal/spec_internal.hpp"
 #include "src/io/int8_model.hpp"
@@ -26,28 +27,6 @@ namespace {
 // The step kernels' name: "GATE / CELL", or "scalar step" where the step runs its scalar code.
 std::string step_name(const q8::StepKernels* step) {
   return step != nullptr ? std::string(step->gate_name) + " / " + step->cell_name : std::string("scalar step");
-}
-
-QuantParams qp_of(float scale, std::int32_t zero_point) {
-  QuantParams q;
-  q.scale = scale;
-  q.zero_point = zero_point;
-  return q;
-}
-
-// Whether Dense k of the chain is a head the file does not have (io::int8_stack_spec): weights I at
-// scale 1, bias 0 -- a copy of its input.
-bool identity_dense(const StackSpec& st, const unsigned char* canonical, int k) {
-  const DenseSpec& d = dense_at(st, k);
-  const std::int64_t F = d.out_features;
-  if (d.int8_per_channel || d.int8_w_scale != 1.0f || F != dense_input_size(st, k)) return false;
-  const unsigned char* w = canonical + canonical_offset(st, k, 0, ParamKind::dense_weight, 0);
-  const unsigned char* b = canonical + canonical_offset(st, k, 0, ParamKind::dense_bias, 0);
-  for (std::int64_t i = 0; i < F * F; ++i)
-    if (w[i] != (i % (F + 1) == 0 ? 1 : 0)) return false;
-  for (std::int64_t i = 0; i < 4 * F; ++i)
-    if (b[i] != 0) return false;
-  return true;
 }
 
 }  // namespace
@@ -80,7 +59,7 @@ std::vector<std::string> int8_describe(const StackSpec& st, const unsigned char*
                 sequences ? "returns sequences" : "returns the last step", cells.c_str());
   lines.push_back(b);
   for (int k = 0; k < num_dense(st); ++k) {
-    if (identity_dense(st, canonical, k)) continue;
+    if (int8_identity_dense(st, canonical, k)) continue;
     const DenseSpec& d = dense_at(st, k);
     const bool table = d.activation == Activation::sigmoid || d.activation == Activation::tanh;
     std::snprintf(b, sizeof b, "then Dense %lld -> %d%s%s (int8, XNNPACK's requantization%s)",
@@ -135,10 +114,16 @@ Int8KernelNames int8_best_kernels(Isa cap) {
 // ---- Int8Runner ----
 
 struct Int8Runner::Impl {
-  Int8Stack stack;  // the file as loaded (its description, the embedding, the input quantization)
-  // The stack as a Plan runs it (io::int8_stack_spec; rows in, int8 out).
+  // The file's stack with int8 rows in and out (the caller quantizes or embeds the input and reads
+  // the steps in the file's order): its StackSpec less the embedding, reverse_input and the float
+  // ends, and its canonical bytes less the table.
   StackSpec spec;
   std::vector<unsigned char> canonical;
+  // What the caller does before: the file's steps reversed, its input quantization, its embedding.
+  bool reverse_input = false;
+  QuantParams input_quant;
+  int vocab = 0;
+  std::vector<std::int8_t> table;  // [vocab, input_size]
   Model model;  // made by plan() / run() for its batch and length (remade when they grow)
   int max_batch = 0, max_seq = 0, threads = 1;
 };
@@ -150,33 +135,58 @@ Int8Runner& Int8Runner::operator=(Int8Runner&&) noexcept = default;
 
 Status Int8Runner::load(const SafeTensors& file, Int8Runner* out, std::string* error) {
   std::unique_ptr<Impl> impl(new Impl);
-  const Status s = load_int8_stack(file, &impl->stack, error);
+  const Status s = load_int8_spec(file, &impl->spec, &impl->canonical, error);
   if (s != Status::ok) return s;
-  std::string why;
-  const Status sp = int8_stack_spec(impl->stack, &impl->spec, &impl->canonical, &why, true);
-  if (sp != Status::ok) {
-    *error = file.path + ": " + why;
-    return sp;
+  StackSpec& st = impl->spec;
+  impl->reverse_input = st.reverse_input;
+  impl->input_quant = st.input_quant;
+  if (st.embedding.vocab_size > 0) {  // the table out of the canonical bytes: the layers' part, then the Dense layers'
+    const std::size_t at = static_cast<std::size_t>(canonical_offset(st, 0, 0, ParamKind::embedding, 0));
+    const std::size_t n = static_cast<std::size_t>(st.embedding.vocab_size) * static_cast<std::size_t>(st.input_size);
+    const std::size_t end = num_dense(st) > 0 ? static_cast<std::size_t>(canonical_offset(st, 0, 0, ParamKind::dense_weight, 0))
+                                              : impl->canonical.size();
+    impl->vocab = st.embedding.vocab_size;
+    impl->table.assign(impl->canonical.begin() + static_cast<std::ptrdiff_t>(at),
+                       impl->canonical.begin() + static_cast<std::ptrdiff_t>(at + n));
+    impl->canonical.erase(impl->canonical.begin() + static_cast<std::ptrdiff_t>(at),
+                          impl->canonical.begin() + static_cast<std::ptrdiff_t>(end));
+    st.embedding.vocab_size = 0;
   }
+  st.reverse_input = st.float_input = st.float_output = false;
   out->impl_ = std::move(impl);
   return Status::ok;
 }
 
-int Int8Runner::input_size() const { return impl_->stack.layers.front()->input_size; }
-int Int8Runner::output_size() const { return impl_->stack.output_size(); }
-bool Int8Runner::return_sequences() const { return impl_->stack.layers.back()->return_sequences; }
-bool Int8Runner::reverse_input() const { return impl_->stack.reverse_input; }
-bool Int8Runner::has_embedding() const { return impl_->stack.has_embedding; }
-int Int8Runner::vocab() const { return impl_->stack.vocab; }
+int Int8Runner::input_size() const { return impl_->spec.input_size; }
+int Int8Runner::output_size() const {
+  const StackSpec& st = impl_->spec;
+  return st.head.out_features > 0 ? st.head.out_features : static_cast<int>(head_input_size(st));
+}
+bool Int8Runner::return_sequences() const {
+  const DenseSpec& h = impl_->spec.head;
+  return h.out_features == 0 || !h.last_step_only;
+}
+bool Int8Runner::reverse_input() const { return impl_->reverse_input; }
+bool Int8Runner::has_embedding() const { return impl_->vocab > 0; }
+int Int8Runner::vocab() const { return impl_->vocab; }
 
-std::size_t Int8Runner::state_elements(int batch) const { return int8_state_elements(impl_->stack, batch); }
+std::size_t Int8Runner::state_elements(int batch) const {
+  return static_cast<std::size_t>(rnncore::state_elements(impl_->spec, batch));
+}
 
 std::vector<std::int64_t> Int8Runner::state_shape(std::int64_t batch) const { return int8_state_shape(impl_->spec, batch); }
 
-std::int8_t Int8Runner::quantize_input(float x) const { return io::quantize_input(*impl_->stack.layers.front(), x); }
+std::int8_t Int8Runner::quantize_input(float x) const {
+  return detail::int8_quantize(x, 1.0f / impl_->input_quant.scale, impl_->input_quant.zero_point);
+}
 
 std::size_t Int8Runner::embed_ids(std::size_t n, const std::int64_t* ids, std::int8_t* x) const {
-  return io::embed_ids(impl_->stack, n, ids, x);
+  const std::size_t E = static_cast<std::size_t>(impl_->spec.input_size);
+  for (std::size_t k = 0; k < n; ++k) {
+    if (ids[k] < 0 || ids[k] >= impl_->vocab) return k;
+    std::memcpy(x + k * E, impl_->table.data() + static_cast<std::size_t>(ids[k]) * E, E);
+  }
+  return n;
 }
 
 void Int8Runner::run(int batch, int seq_len, const std::int8_t* x, std::int8_t* y, const std::int8_t* h0,
@@ -220,8 +230,7 @@ Status Int8Runner::plan(int batch, int seq_len, int threads, std::string* error)
 std::vector<std::string> Int8Runner::describe() const { return int8_describe(impl_->spec, impl_->canonical.data()); }
 
 std::string Int8Runner::describe_embedding() const {
-  const Int8Stack& s = impl_->stack;
-  return int8_describe_embedding(s.vocab, s.embed_dim, qp_of(s.embed_scale, s.embed_zp));
+  return int8_describe_embedding(impl_->vocab, impl_->spec.input_size, impl_->input_quant);
 }
 
 std::string Int8Runner::kernel_names() const {

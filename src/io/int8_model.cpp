@@ -1,4 +1,4 @@
-// Loading and running an integer LSTM model file (src/io/int8_model.hpp, docs/int8.md).
+// Loading an integer LSTM model file as a StackSpec (src/io/int8_model.hpp, docs/int8.md).
 #include "src/io/int8_model.hpp"
 
 #include <algorithm>
@@ -6,6 +6,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+
+#include "src/internal/int8_activations.hpp"
+#include "src/internal/int8_dense.hpp"
+#include "src/internal/int8_elementwise.hpp"
+#include "src/internal/int8_layer.hpp"
+#include "src/internal/spec_internal.hpp"
 
 namespace rnncore {
 namespace io {
@@ -88,10 +94,459 @@ struct Meta {
   }
 };
 
-// Copies tensor `name` of type `type` and shape `shape` into `out`.
-template <class T>
-Status tensor(const SafeTensors& file, const std::string& name, ElemType type, const std::vector<std::int64_t>& shape,
-              std::vector<T>* out, std::string* error) {
+}  // namespace
+
+bool is_int8_model(const SafeTensors& file) {
+  const std::string* f = file.meta("format");
+  return f != nullptr && *f == "tflite_int8";
+}
+
+namespace {
+
+q8::Int8Quant q8_quant(const QuantParams& q) { return q8::Int8Quant{q.scale, q.zero_point}; }
+
+// Where the file holds an LSTM direction's tensors ("w_i", "l<k>.w_i", "l<k>.fw.w_i", ...) and its
+// per-channel scales (metadata lists), which the canonical bytes take once the spec is whole.
+struct DirSource {
+  std::string prefix;
+  std::vector<float> scales[2 * q8::kGates];  // per channel: W's of gates i, f, g, o, then R's
+};
+
+// The file as read: the spec (its sizes and quantization) and where the tensors come from.
+struct Int8File {
+  StackSpec spec;
+  DirSource dirs[kMaxLayers][2];
+  bool return_sequences = true;
+  std::vector<DenseSpec> dense;                  // the file's Dense layers (fc<j>.)
+  std::vector<std::vector<float>> dense_scales;  // their W scales
+  std::vector<QuantParams> dense_in;             // their input quantization as the file states it
+  bool softmax = false;
+  float softmax_beta = 1.0f;
+  QuantParams softmax_in, softmax_out;
+  QuantParams embed;  // the embedding's rows
+  int layers = 0;
+  // Width and quantization of what the last LSTM layer writes.
+  int out_width = 0;
+  QuantParams out_quant;
+};
+
+// One direction's (or a one-direction layer's) metadata at `prefix` into *q and *src: its sizes
+// and quantization. A direction of a bidirectional layer (`direction`) may have an output tensor
+// labelled with another quantization than its state (the converter gives the concatenation's
+// inputs their own): LiteRT copies the state's bytes to the output all the same.
+Status read_lstm(const SafeTensors& file, const std::string& prefix, bool direction, int* I, int* H, QuantParams* in,
+                 Int8LstmQuant* q, DirSource* src, std::string* error) {
+  Meta m{file, error, prefix};
+  std::int32_t i = 0, h = 0, out_zp = 0;
+  float out_scale = 0.0f;
+  if (!m.i32("I", 1, 65536, &i) || !m.i32("H", 1, 65536, &h) || !m.f32("input_scale", &in->scale) ||
+      !m.i32("input_zp", -128, 127, &in->zero_point) || !m.f32("output_state_scale", &q->state.scale) ||
+      !m.i32("output_state_zp", -128, 127, &q->state.zero_point) || !m.f32("hidden_scale", &q->hidden.scale) ||
+      !m.i32("hidden_zp", -128, 127, &q->hidden.zero_point) || !m.f32("cell_scale", &q->cell_scale) ||
+      !m.f32("cell_clip", &q->cell_clip) || !m.f32("output_scale", &out_scale) || !m.i32("output_zp", -128, 127, &out_zp))
+    return Status::format;
+  float proj_clip = 0.0f;
+  if (file.meta(prefix + "proj_clip") != nullptr && !m.f32("proj_clip", &proj_clip)) return Status::format;
+  if (!direction && (out_scale != q->state.scale || out_zp != q->state.zero_point)) {
+    *error = file.path + ": the output's quantization (scale " + *file.meta(prefix + "output_scale") +
+             ", zero point " + std::to_string(out_zp) + ") differs from the LSTM's output state (" +
+             *file.meta(prefix + "output_state_scale") + ", " + std::to_string(q->state.zero_point) +
+             "): a requantized output is not supported";
+    return Status::unsupported;
+  }
+  *I = i;
+  *H = h;
+  src->prefix = prefix;
+  q->per_channel = file.meta(prefix + "w_i_scales") != nullptr;
+  for (int g = 0; g < q8::kGates; ++g) {
+    const std::string n = kGateNames[g];
+    if (!q->per_channel) {
+      if (!m.f32(("w_" + n + "_scale").c_str(), &q->w_scale[g]) || !m.f32(("r_" + n + "_scale").c_str(), &q->r_scale[g]))
+        return Status::format;
+      continue;
+    }
+    for (int part = 0; part < 2; ++part) {  // rnncore quantize --per-channel: one scale per unit (row)
+      const std::string key = (part == 0 ? "w_" : "r_") + n + "_scales";
+      std::vector<float>& list = src->scales[part * q8::kGates + g];
+      if (!m.f32_list(key.c_str(), &list)) return Status::format;
+      if (list.size() != static_cast<std::size_t>(h)) {
+        *error = file.path + ": metadata '" + prefix + key + "' has " + std::to_string(list.size()) + " scales for " +
+                 std::to_string(h) + " units";
+        return Status::format;
+      }
+    }
+  }
+  return Status::ok;
+}
+
+// A merging bidirectional layer's ADD / MUL (metadata "merge." keys: the operands' quantization as
+// the op reads them, and for ave the ADD's output and the constant 0.5) into ls.merge.
+Status read_merge(const SafeTensors& file, const std::string& prefix, LayerSpec* ls, std::string* error) {
+  Meta m{file, error, prefix};
+  Int8Merge& g = ls->merge;
+  if (!m.f32("merge.fw_scale", &g.fw.scale) || !m.i32("merge.fw_zp", -128, 127, &g.fw.zero_point) ||
+      !m.f32("merge.bw_scale", &g.bw.scale) || !m.i32("merge.bw_zp", -128, 127, &g.bw.zero_point))
+    return Status::format;
+  const q8::Int8Quant fw = q8_quant(g.fw), bw = q8_quant(g.bw), result = q8_quant(ls->int8_output);
+  rnncore_int8_add add;
+  rnncore_int8_mul mul;
+  Status s = Status::ok;  // prepared here only to check them (Plan::create prepares the plan's)
+  if (g.mode == MergeMode::mul) {
+    s = q8::int8_mul_prepare(fw, bw, result, &mul);
+  } else if (g.mode == MergeMode::sum) {
+    s = q8::int8_add_prepare(fw, bw, result, &add);
+  } else {
+    g.sum = ls->int8_output;
+    if (!m.f32("merge.sum_scale", &g.sum.scale) || !m.i32("merge.sum_zp", -128, 127, &g.sum.zero_point) ||
+        !m.i32("merge.half", -128, 127, &g.half_value) || !m.f32("merge.half_scale", &g.half.scale) ||
+        !m.i32("merge.half_zp", -128, 127, &g.half.zero_point))
+      return Status::format;
+    s = q8::int8_add_prepare(fw, bw, q8_quant(g.sum), &add);
+    if (s == Status::ok) s = q8::int8_mul_prepare(q8_quant(g.sum), q8_quant(g.half), result, &mul);
+  }
+  if (s != Status::ok) *error = file.path + " (layer '" + prefix + "'): " + last_error_detail();
+  return s;
+}
+
+// A bidirectional layer l (`prefix` "l<k>."; metadata bidirectional = concat, sum, mul or ave): the
+// forward direction ("l<k>.fw."), the backward one ("l<k>.bw."), and the layer's own I, H (its
+// output width), input and output quantization (the CONCATENATION's or the merge's output).
+Status read_bidirectional(const SafeTensors& file, const std::string& prefix, Int8File* f, int l, int* I, QuantParams* in,
+                          std::string* error) {
+  Meta m{file, error, prefix};
+  LayerSpec& ls = f->spec.layers[l];
+  const std::string* mode = m.get("bidirectional");
+  const char* const modes[] = {"concat", "sum", "mul", "ave"};
+  int mode_index = -1;
+  for (int i = 0; i < 4; ++i)
+    if (*mode == modes[i]) mode_index = i;
+  if (mode_index < 0) {
+    *error = file.path + ": metadata '" + prefix + "bidirectional' is '" + *mode +
+             "'; expected concat, sum, mul or ave (Keras merge_mode)";
+    return Status::unsupported;
+  }
+  std::int32_t li = 0, lh = 0;
+  QuantParams lin;
+  if (!m.i32("I", 1, 65536, &li) || !m.i32("H", 1, 131072, &lh) || !m.f32("input_scale", &lin.scale) ||
+      !m.i32("input_zp", -128, 127, &lin.zero_point) || !m.f32("output_scale", &ls.int8_output.scale) ||
+      !m.i32("output_zp", -128, 127, &ls.int8_output.zero_point))
+    return Status::format;
+  int dir_i[2] = {0, 0}, dir_h[2] = {0, 0};
+  QuantParams dir_in[2];
+  for (int d = 0; d < 2; ++d) {
+    const Status s = read_lstm(file, prefix + (d == 0 ? "fw." : "bw."), true, &dir_i[d], &dir_h[d], &dir_in[d], &ls.int8[d],
+                               &f->dirs[l][d], error);
+    if (s != Status::ok) return s;
+  }
+  ls.direction = Direction::bidirectional;
+  ls.merge.mode = static_cast<MergeMode>(mode_index);
+  const bool concat = ls.merge.mode == MergeMode::concat;
+  if (!concat && dir_h[0] != dir_h[1]) {
+    *error = file.path + ": bidirectional layer '" + prefix + "' merges by " + *mode + " directions of widths " +
+             std::to_string(dir_h[0]) + " and " + std::to_string(dir_h[1]);
+    return Status::format;
+  }
+  if (!concat) {
+    const Status s = read_merge(file, prefix, &ls, error);
+    if (s != Status::ok) return s;
+  }
+  const int width = concat ? dir_h[0] + dir_h[1] : dir_h[0];
+  if (dir_i[0] != li || dir_i[1] != li || width != lh || dir_in[0].scale != lin.scale ||
+      dir_in[0].zero_point != lin.zero_point) {
+    *error = file.path + ": bidirectional layer '" + prefix + "': I " + std::to_string(li) + ", H " + std::to_string(lh) +
+             " and input quantization do not match its directions (I " + std::to_string(dir_i[0]) + " and " +
+             std::to_string(dir_i[1]) + ", H " + std::to_string(dir_h[0]) + " + " + std::to_string(dir_h[1]) + ")";
+    return Status::format;
+  }
+  if (dir_h[0] != dir_h[1]) {
+    *error = file.path + ": layer " + std::to_string(l) + " (bidirectional): directions of widths " +
+             std::to_string(dir_h[0]) + " and " + std::to_string(dir_h[1]) + " (a StackSpec layer has one hidden_size)";
+    return Status::unsupported;
+  }
+  ls.hidden_size = dir_h[0];
+  *I = li;
+  *in = lin;
+  f->out_width = width;
+  f->out_quant = ls.int8_output;
+  return Status::ok;
+}
+
+// The model-level flags: return_sequences, float input and output, reverse_input.
+// token_ids: set when the input is token ids (graph_input token_ids).
+Status read_flags(const SafeTensors& file, Int8File* f, bool* token_ids, std::string* error) {
+  Meta m{file, error, ""};
+  const std::string* op = m.get("op");
+  if (op == nullptr) return Status::format;
+  if (*op != "UNIDIRECTIONAL_SEQUENCE_LSTM") {
+    *error = file.path + ": metadata 'op' is '" + *op + "', expected 'UNIDIRECTIONAL_SEQUENCE_LSTM'";
+    return Status::unsupported;
+  }
+  const std::string* in = m.get("graph_input");
+  if (in == nullptr) return Status::format;
+  StackSpec& st = f->spec;
+  *token_ids = *in == "token_ids";  // a Keras Embedding first (read_embedding): the LSTMs take int8 rows
+  if (!*token_ids && !m.flag("graph_input", "float32", "int8", &st.float_input)) {
+    *error += " or 'token_ids'";
+    return Status::format;
+  }
+  if (!m.flag("return_sequences", "1", "0", &f->return_sequences) ||
+      !m.flag("graph_output", "float32", "int8", &st.float_output))
+    return Status::format;
+  if (file.meta("reverse_input") != nullptr && !m.flag("reverse_input", "1", "0", &st.reverse_input)) return Status::format;
+  return Status::ok;
+}
+
+// The embedding's size and quantization ("embedding." keys; graph_input token_ids).
+Status read_embedding(const SafeTensors& file, Int8File* f, std::string* error) {
+  Meta m{file, error, "embedding."};
+  bool on = false;
+  std::int32_t V = 0, E = 0;
+  if (!Meta{file, error, ""}.flag("embedding", "1", "0", &on)) return Status::format;
+  if (!on) {
+    *error = file.path + ": metadata 'graph_input' is 'token_ids' but 'embedding' is '0'";
+    return Status::format;
+  }
+  if (!m.i32("V", 1, 1 << 30, &V) || !m.i32("E", 1, 65536, &E) || !m.f32("scale", &f->embed.scale) ||
+      !m.i32("zp", -128, 127, &f->embed.zero_point))
+    return Status::format;
+  const std::string* ids = m.get("ids_dtype");
+  if (ids == nullptr) return Status::format;
+  if (*ids != "int32" && *ids != "int64") {
+    *error = file.path + ": metadata 'embedding.ids_dtype' is '" + *ids + "', expected 'int32' or 'int64'";
+    return Status::format;
+  }
+  f->spec.embedding.vocab_size = V;
+  f->spec.input_size = E;
+  return Status::ok;
+}
+
+// Dense layer j's metadata ("fc<j>." keys) as a DenseSpec, its input quantization and W's scales.
+Status read_dense(const SafeTensors& file, int j, Int8File* f, std::string* error) {
+  const std::string prefix = "fc" + std::to_string(j) + ".";
+  Meta m{file, error, prefix};
+  std::int32_t in = 0, n = 0;
+  QuantParams input, output;
+  if (!m.i32("in", 1, 65536, &in) || !m.i32("out", 1, 65536, &n) || !m.f32("input_scale", &input.scale) ||
+      !m.i32("input_zp", -128, 127, &input.zero_point) || !m.f32("output_scale", &output.scale) ||
+      !m.i32("output_zp", -128, 127, &output.zero_point))
+    return Status::format;
+  const std::string* act = m.get("activation");
+  if (act == nullptr) return Status::format;
+  DenseSpec d;
+  d.out_features = n;
+  d.int8_linear = output;
+  if (*act == "none" || *act == "relu") {
+    d.activation = *act == "relu" ? Activation::relu : Activation::none;
+  } else if (*act == "sigmoid" || *act == "tanh") {
+    // The FULLY_CONNECTED writes linear_*; the table maps that to the layer's output_*.
+    d.activation = *act == "sigmoid" ? Activation::sigmoid : Activation::tanh;
+    d.int8_output = output;
+    if (!m.f32("linear_scale", &d.int8_linear.scale) || !m.i32("linear_zp", -128, 127, &d.int8_linear.zero_point))
+      return Status::format;
+    std::int8_t table[256];
+    if (q8::int8_activation_table(*act == "sigmoid" ? q8::TableActivation::sigmoid : q8::TableActivation::tanh,
+                                  d.int8_linear.scale, d.int8_linear.zero_point, output.scale, output.zero_point,
+                                  table) != Status::ok) {
+      *error = file.path + " (Dense " + std::to_string(j) + "): " + last_error_detail();
+      return Status::invalid_size;
+    }
+  } else {
+    *error = file.path + ": metadata '" + prefix + "activation' is '" + *act + "', expected none, relu, sigmoid or tanh";
+    return Status::format;
+  }
+  std::vector<float> scales;
+  if (!m.f32_list("w_scales", &scales)) return Status::format;
+  if (scales.size() != 1 && scales.size() != static_cast<std::size_t>(n)) {
+    *error = file.path + ": metadata '" + prefix + "w_scales' has " + std::to_string(scales.size()) + " scales for " +
+             std::to_string(n) + " outputs (1 or one per output)";
+    return Status::format;
+  }
+  d.int8_per_channel = scales.size() > 1;
+  d.int8_w_scale = scales.size() == 1 ? scales[0] : 0.0f;
+  // Dense j reads what the layer before it writes: the same width and quantization.
+  const int width = j == 0 ? f->out_width : f->dense[j - 1].out_features;
+  const DenseSpec* prev = j == 0 ? nullptr : &f->dense[j - 1];
+  const QuantParams before = prev == nullptr ? f->out_quant
+                             : prev->activation == Activation::sigmoid || prev->activation == Activation::tanh
+                                 ? prev->int8_output
+                                 : prev->int8_linear;
+  if (in != width || input.scale != before.scale || input.zero_point != before.zero_point) {
+    *error = file.path + ": Dense " + std::to_string(j) + "'s input (" + std::to_string(in) + " units, zero point " +
+             std::to_string(input.zero_point) + ") is not the output of the layer before it (" + std::to_string(width) +
+             " units, zero point " + std::to_string(before.zero_point) + ")";
+    return Status::unsupported;
+  }
+  f->dense.push_back(d);
+  f->dense_scales.push_back(scales);
+  f->dense_in.push_back(input);
+  return Status::ok;
+}
+
+// The softmax on the model's output ("softmax." keys), reading what the op before it writes.
+Status read_softmax(const SafeTensors& file, Int8File* f, std::string* error) {
+  f->softmax = false;
+  if (file.meta("softmax") == nullptr) return Status::ok;
+  Meta m{file, error, "softmax."};
+  QuantParams& in = f->softmax_in;
+  QuantParams& out = f->softmax_out;
+  if (!Meta{file, error, ""}.flag("softmax", "1", "0", &f->softmax) || !m.f32("beta", &f->softmax_beta) ||
+      !m.f32("input_scale", &in.scale) || !m.i32("input_zp", -128, 127, &in.zero_point) ||
+      !m.f32("output_scale", &out.scale) || !m.i32("output_zp", -128, 127, &out.zero_point))
+    return Status::format;
+  if (!f->softmax) return Status::ok;
+  const DenseSpec* last = f->dense.empty() ? nullptr : &f->dense.back();
+  const QuantParams prev = last == nullptr ? f->out_quant
+                           : last->activation == Activation::sigmoid || last->activation == Activation::tanh
+                               ? last->int8_output
+                               : last->int8_linear;
+  if (in.scale != prev.scale || in.zero_point != prev.zero_point) {
+    *error = file.path + ": the softmax's input (scale " + *file.meta("softmax.input_scale") + ", zero point " +
+             std::to_string(in.zero_point) + ") is not the output of the layer before it (zero point " +
+             std::to_string(prev.zero_point) + ")";
+    return Status::unsupported;
+  }
+  rnncore_int8_softmax softmax;  // prepared here only to check it (pack_weights prepares the plan's)
+  if (q8::int8_softmax_prepare(in.scale, f->softmax_beta, out.scale, out.zero_point, &softmax) != Status::ok) {
+    *error = file.path + " (softmax): " + last_error_detail();
+    return Status::invalid_size;
+  }
+  return Status::ok;
+}
+
+// Layer l (`prefix` "" in a single-layer file, "l<k>." in a stack) into the spec, checking that
+// it reads what the layer before it (or the embedding) writes.
+Status read_layer(const SafeTensors& file, const std::string& prefix, int l, Int8File* f, std::string* error) {
+  StackSpec& st = f->spec;
+  LayerSpec& ls = st.layers[l];
+  ls.mode = Mode::lstm;
+  int I = 0;
+  QuantParams in;
+  Status s = Status::ok;
+  if (!prefix.empty() && file.meta(prefix + "bidirectional") != nullptr) {
+    s = read_bidirectional(file, prefix, f, l, &I, &in, error);
+  } else {
+    s = read_lstm(file, prefix, false, &I, &ls.hidden_size, &in, &ls.int8[0], &f->dirs[l][0], error);
+    f->out_width = ls.hidden_size;
+    f->out_quant = ls.int8[0].state;
+  }
+  if (s != Status::ok) return s;
+  if (l == 0 && num_directions(ls) == 2 && st.reverse_input) {
+    *error = file.path + ": reverse_input (go_backwards) before a bidirectional layer is not supported";
+    return Status::unsupported;
+  }
+  if (l == 0) {
+    if (st.embedding.vocab_size > 0 &&
+        (I != st.input_size || in.scale != f->embed.scale || in.zero_point != f->embed.zero_point)) {
+      // The lookup copies rows: the first layer must read them with the table's quantization.
+      *error = file.path + ": the first layer's input (" + std::to_string(I) + " units, scale " +
+               *file.meta(prefix + "input_scale") + ", zero point " + std::to_string(in.zero_point) +
+               ") is not the embedding's rows (" + std::to_string(st.input_size) + " units, scale " +
+               *file.meta("embedding.scale") + ", zero point " + std::to_string(f->embed.zero_point) + ")";
+      return Status::unsupported;
+    }
+    st.input_size = I;
+    st.input_quant = in;
+    return Status::ok;
+  }
+  // Layer l reads layer l-1's int8 output as it is: the same width and quantization.
+  const QuantParams prev = detail::int8_layer_output(st.layers[l - 1]);
+  const LayerSpec& pl = st.layers[l - 1];
+  const int width = pl.hidden_size * (num_directions(pl) == 2 && pl.merge.mode == MergeMode::concat ? 2 : 1);
+  if (I != width || in.scale != prev.scale || in.zero_point != prev.zero_point) {
+    *error = file.path + ": layer " + std::to_string(l) + "'s input (" + std::to_string(I) + " units, scale " +
+             *file.meta("l" + std::to_string(l) + ".input_scale") + ", zero point " + std::to_string(in.zero_point) +
+             ") is not layer " + std::to_string(l - 1) + "'s output (" + std::to_string(width) + " units, scale " +
+             *file.meta("l" + std::to_string(l - 1) + ".output_scale") + ", zero point " +
+             std::to_string(prev.zero_point) + ")";
+    return Status::unsupported;
+  }
+  return Status::ok;
+}
+
+// Whether the spec's head is one the file does not have: a Dense layer of weights I (1 on the
+// diagonal, scale 1, bias 0: its requantization multiplies by input scale · 1 / input scale = 1
+// exactly in float, so it copies its input). For a softmax with no Dense layer before it, or
+// after one with an activation (a StackSpec head has one), it carries the softmax; for a model
+// that outputs its last step with no Dense layer, it picks that step (head.last_step_only: the
+// forward direction's step T−1, a reverse one's step 0).
+bool identity_head(const Int8File& f) {
+  if (f.softmax) return f.dense.empty() || f.dense.back().activation != Activation::none;
+  return f.dense.empty() && !f.return_sequences;
+}
+
+// The file's Dense layers and softmax into the spec's chain (pre_head, head).
+Status head_spec(Int8File* f, std::string* error) {
+  StackSpec& st = f->spec;
+  const bool own = identity_head(*f);
+  const std::size_t n = f->dense.size() + (own ? 1 : 0);  // Dense layers of the chain
+  if (n == 0) return Status::ok;
+  if (n > static_cast<std::size_t>(kMaxPreHead) + 1) {
+    *error = std::to_string(f->dense.size()) + " Dense layers" + (own ? " and a softmax after an activated one" : "") +
+             " after the LSTMs (a StackSpec chain has 1.." + std::to_string(kMaxPreHead + 1) + " Dense layers" +
+             (own ? ", one of them the softmax's)" : ")");
+    return Status::unsupported;
+  }
+  st.num_pre_head = static_cast<int>(n) - 1;
+  for (std::size_t k = 0; k + 1 < n; ++k) st.pre_head[k] = f->dense[k];
+  DenseSpec& h = st.head;
+  if (own) {
+    h = DenseSpec();
+    h.out_features = f->dense.empty() ? f->out_width : f->dense.back().out_features;
+    h.activation = f->softmax ? Activation::softmax : Activation::none;
+    h.int8_w_scale = 1.0f;
+    h.int8_linear = f->softmax ? f->softmax_in : f->out_quant;  // read_softmax: the layer before's output
+  } else {
+    h = f->dense.back();
+    if (f->softmax) h.activation = Activation::softmax;
+  }
+  h.last_step_only = !f->return_sequences;
+  if (f->softmax) {
+    h.int8_output = f->softmax_out;
+    h.int8_softmax_beta = f->softmax_beta;
+  }
+  return Status::ok;
+}
+
+// The description: flags, embedding, layers, Dense layers, softmax, into f->spec.
+Status read_description(const SafeTensors& file, Int8File* f, std::string* error) {
+  Meta m{file, error, ""};
+  // A file with a 'layers' key prefixes every layer ("l<k>."; also a single LSTM with Dense layers).
+  std::int32_t L = 1, D = 0;
+  const bool prefixed = file.meta("layers") != nullptr;
+  if (prefixed && !m.i32("layers", 1, 64, &L)) return Status::format;
+  if (file.meta("dense") != nullptr && !m.i32("dense", 1, 16, &D)) return Status::format;
+  bool token_ids = false;
+  Status s = read_flags(file, f, &token_ids, error);
+  if (s != Status::ok) return s;
+  if (token_ids && (s = read_embedding(file, f, error)) != Status::ok) return s;
+  if (!token_ids && file.meta("embedding") != nullptr && *file.meta("embedding") != "0") {
+    *error = file.path + ": metadata 'embedding' is set but 'graph_input' is not 'token_ids'";
+    return Status::format;
+  }
+  StackSpec& st = f->spec;
+  st.dtype = DType::i8;
+  if (L > kMaxLayers) {
+    *error = file.path + ": " + std::to_string(L) + " layers (1.." + std::to_string(kMaxLayers) + ")";
+    return Status::unsupported;
+  }
+  st.num_layers = L;
+  for (int k = 0; k < L; ++k)
+    if ((s = read_layer(file, prefixed ? "l" + std::to_string(k) + "." : std::string(), k, f, error)) != Status::ok) return s;
+  for (int j = 0; j < D; ++j)
+    if ((s = read_dense(file, j, f, error)) != Status::ok) return s;
+  if ((s = read_softmax(file, f, error)) != Status::ok) return s;
+  std::string why;
+  if ((s = head_spec(f, &why)) != Status::ok) {
+    *error = file.path + ": " + why;
+    return s;
+  }
+  if ((s = validate(st)) != Status::ok) *error = file.path + ": " + last_error_detail();
+  return s;
+}
+
+// Copies tensor `name` of type `type` and shape `shape` to `at`.
+Status copy_tensor(const SafeTensors& file, const std::string& name, ElemType type, const std::vector<std::int64_t>& shape,
+                   unsigned char* at, std::string* error) {
   const TensorEntry* e = file.find(name);
   if (e == nullptr) {
     *error = file.path + ": tensor '" + name + "' missing (expected " + elem_type_name(type) + " " + shape_str(shape) + ")";
@@ -105,601 +560,136 @@ Status tensor(const SafeTensors& file, const std::string& name, ElemType type, c
     *error = file.path + ": tensor '" + name + "' has shape " + shape_str(e->shape) + ", expected " + shape_str(shape);
     return Status::tensor_shape;
   }
-  out->resize(static_cast<std::size_t>(e->end - e->begin) / sizeof(T));
-  if (!out->empty()) std::memcpy(out->data(), file.data(*e), out->size() * sizeof(T));
+  if (e->end > e->begin) std::memcpy(at, file.data(*e), static_cast<std::size_t>(e->end - e->begin));
   return Status::ok;
 }
 
-}  // namespace
-
-bool is_int8_model(const SafeTensors& file) {
-  const std::string* f = file.meta("format");
-  return f != nullptr && *f == "tflite_int8";
-}
-
-namespace {
-
-// One layer (`prefix` "" in a single-layer file, "l<k>." in a stack): its weights, quantization
-// and prepared parameters. The model-level flags are the caller's.
-// A direction of a bidirectional layer (`direction`) may have an output tensor labelled with
-// another quantization than its state (the converter gives the concatenation's inputs its own):
-// LiteRT copies the state's bytes to the output all the same.
-Status load_layer(const SafeTensors& file, const std::string& prefix, Int8Model* out, std::string* error,
-                  bool direction = false) {
-  Meta m{file, error, prefix};
-  std::int32_t I = 0, H = 0, out_zp = 0;
-  float out_scale = 0.0f;
-  q8::Int8LstmQuantization& q = out->q;
-  if (!m.i32("I", 1, 65536, &I) || !m.i32("H", 1, 65536, &H) || !m.f32("input_scale", &q.input_scale) ||
-      !m.i32("input_zp", -128, 127, &q.input_zp) || !m.f32("output_state_scale", &q.state_scale) ||
-      !m.i32("output_state_zp", -128, 127, &q.state_zp) || !m.f32("hidden_scale", &q.hidden_scale) ||
-      !m.i32("hidden_zp", -128, 127, &q.hidden_zp) || !m.f32("cell_scale", &q.cell_scale) ||
-      !m.f32("cell_clip", &q.cell_clip) || !m.f32("output_scale", &out_scale) ||
-      !m.i32("output_zp", -128, 127, &out_zp))
-    return Status::format;
-  float proj_clip = 0.0f;
-  if (file.meta(prefix + "proj_clip") != nullptr && !m.f32("proj_clip", &proj_clip)) return Status::format;
-  if (!direction && (out_scale != q.state_scale || out_zp != q.state_zp)) {
-    *error = file.path + ": the output's quantization (scale " + *file.meta(prefix + "output_scale") +
-             ", zero point " + std::to_string(out_zp) + ") differs from the LSTM's output state (" +
-             *file.meta(prefix + "output_state_scale") + ", " + std::to_string(q.state_zp) +
-             "): a requantized output is not supported";
-    return Status::unsupported;
+// Direction (l, d)'s tensors and per-channel scales into the canonical bytes, then prepared (to a
+// scratch copy: pack_weights prepares the plan's) to check its quantization.
+Status put_direction(const SafeTensors& file, const Int8File& f, int l, int d, unsigned char* c, std::string* error) {
+  const StackSpec& st = f.spec;
+  const DirSource& src = f.dirs[l][d];
+  const std::int64_t H = st.layers[l].hidden_size, I = layer_input_size(st, l);
+  for (int g = 0; g < q8::kGates; ++g) {
+    const std::string n = kGateNames[g];
+    Status s = copy_tensor(file, src.prefix + "w_" + n, ElemType::i8, {H, I},
+                           c + canonical_offset(st, l, d, ParamKind::input_weight, g), error);
+    if (s == Status::ok)
+      s = copy_tensor(file, src.prefix + "r_" + n, ElemType::i8, {H, H},
+                      c + canonical_offset(st, l, d, ParamKind::recurrent_weight, g), error);
+    if (s == Status::ok)
+      s = copy_tensor(file, src.prefix + "b_" + n, ElemType::i32, {H}, c + canonical_offset(st, l, d, ParamKind::input_bias, g),
+                      error);
+    if (s != Status::ok) return s;
+    if (!st.layers[l].int8[d].per_channel) continue;
+    for (int part = 0; part < 2; ++part)
+      std::memcpy(c + canonical_offset(st, l, d, ParamKind::weight_scale, part * q8::kGates + g),
+                  src.scales[part * q8::kGates + g].data(), 4 * static_cast<std::size_t>(H));
   }
-  out->input_size = I;
-  out->hidden_size = H;
-  out->output_scale = q.state_scale;
-  out->output_zp = q.state_zp;
+  const q8::Int8LstmQuantization q = detail::int8_lstm_quantization(st, l, d, c);
   const std::int8_t* w[q8::kGates];
   const std::int8_t* r[q8::kGates];
   const std::int32_t* b[q8::kGates];
-  const bool per_channel = file.meta(prefix + "w_i_scales") != nullptr;
   for (int g = 0; g < q8::kGates; ++g) {
-    const std::string n = kGateNames[g];
-    Status s = tensor(file, prefix + "w_" + n, ElemType::i8, {H, I}, &out->w[g], error);
-    if (s == Status::ok) s = tensor(file, prefix + "r_" + n, ElemType::i8, {H, H}, &out->r[g], error);
-    if (s == Status::ok) s = tensor(file, prefix + "b_" + n, ElemType::i32, {H}, &out->b[g], error);
-    if (s != Status::ok) return s;
-    if (per_channel) {  // rnncore quantize --per-channel: one scale per unit (row)
-      for (int part = 0; part < 2; ++part) {
-        const std::string key = (part == 0 ? "w_" : "r_") + n + "_scales";
-        std::vector<float>& list = (part == 0 ? out->w_scales : out->r_scales)[g];
-        if (!m.f32_list(key.c_str(), &list)) return Status::format;
-        if (list.size() != static_cast<std::size_t>(H)) {
-          *error = file.path + ": metadata '" + prefix + key + "' has " + std::to_string(list.size()) + " scales for " +
-                   std::to_string(H) + " units";
-          return Status::format;
-        }
-        (part == 0 ? q.w_scales : q.r_scales)[g] = list.data();
-      }
-    } else if (!m.f32(("w_" + n + "_scale").c_str(), &q.w_scale[g]) ||
-               !m.f32(("r_" + n + "_scale").c_str(), &q.r_scale[g])) {
-      return Status::format;
-    }
-    w[g] = out->w[g].data();
-    r[g] = out->r[g].data();
-    b[g] = out->b[g].data();
+    w[g] = reinterpret_cast<const std::int8_t*>(c + canonical_offset(st, l, d, ParamKind::input_weight, g));
+    r[g] = reinterpret_cast<const std::int8_t*>(c + canonical_offset(st, l, d, ParamKind::recurrent_weight, g));
+    b[g] = reinterpret_cast<const std::int32_t*>(c + canonical_offset(st, l, d, ParamKind::input_bias, g));
   }
-  out->bias_storage.assign(q8::int8_lstm_storage_words(q, H), 0);
-  const Status s = q8::int8_lstm_prepare(q, I, H, w, r, b, out->bias_storage.data(), out->bias_storage.size(), &out->params);
+  std::vector<std::int32_t> storage(q8::int8_lstm_storage_words(q, static_cast<int>(H)));
+  q8::Int8LstmParams params;
+  const Status s = q8::int8_lstm_prepare(q, static_cast<int>(I), static_cast<int>(H), w, r, b, storage.data(),
+                                         storage.size(), &params);
   if (s != Status::ok) {
-    *error = file.path + (prefix.empty() ? "" : " (layer " + prefix.substr(1, prefix.size() - 2) + ")") + ": " +
-             last_error_detail();
-    return s;
+    const std::string& p = src.prefix;
+    *error = file.path + (p.empty() ? "" : " (layer " + p.substr(1, p.size() - 2) + ")") + ": " + last_error_detail();
   }
-  return Status::ok;
-}
-
-// A merging bidirectional layer's ADD / MUL (metadata "merge." keys: the operands' quantization as
-// the op reads them, and for ave the ADD's output and the constant 0.5), prepared into *out.
-Status load_merge(const SafeTensors& file, const std::string& prefix, Int8Model* out, std::string* error) {
-  Meta m{file, error, prefix};
-  q8::Int8Quant fw, bw, result{out->output_scale, out->output_zp}, sum = result;
-  if (!m.f32("merge.fw_scale", &fw.scale) || !m.i32("merge.fw_zp", -128, 127, &fw.zero_point) ||
-      !m.f32("merge.bw_scale", &bw.scale) || !m.i32("merge.bw_zp", -128, 127, &bw.zero_point))
-    return Status::format;
-  out->merge_fw = fw;
-  out->merge_bw = bw;
-  Status s = Status::ok;
-  if (out->merge == Int8Model::Merge::mul) {
-    s = q8::int8_mul_prepare(fw, bw, result, &out->merge_mul);
-  } else if (out->merge == Int8Model::Merge::sum) {
-    s = q8::int8_add_prepare(fw, bw, result, &out->merge_add);
-  } else {
-    q8::Int8Quant half;
-    std::int32_t half_value = 0;
-    if (!m.f32("merge.sum_scale", &sum.scale) || !m.i32("merge.sum_zp", -128, 127, &sum.zero_point) ||
-        !m.i32("merge.half", -128, 127, &half_value) || !m.f32("merge.half_scale", &half.scale) ||
-        !m.i32("merge.half_zp", -128, 127, &half.zero_point))
-      return Status::format;
-    out->merge_half = static_cast<std::int8_t>(half_value);
-    out->merge_sum = sum;
-    out->merge_half_quant = half;
-    s = q8::int8_add_prepare(fw, bw, sum, &out->merge_add);
-    if (s == Status::ok) s = q8::int8_mul_prepare(sum, half, result, &out->merge_mul);
-  }
-  if (s != Status::ok) *error = file.path + " (layer '" + prefix + "'): " + last_error_detail();
   return s;
 }
 
-// A bidirectional layer (`prefix` "l<k>."; metadata bidirectional = concat, sum, mul or ave): the
-// forward direction ("l<k>.fw.") into *out, the backward one ("l<k>.bw.") into out->backward, and
-// the layer's own I, H (its output width), input and output quantization (the CONCATENATION's or
-// the merge's output).
-Status load_bidirectional(const SafeTensors& file, const std::string& prefix, Int8Model* out, std::string* error) {
-  Meta m{file, error, prefix};
-  const std::string* mode = m.get("bidirectional");
-  const char* const modes[] = {"concat", "sum", "mul", "ave"};
-  int mode_index = -1;
-  for (int i = 0; i < 4; ++i)
-    if (*mode == modes[i]) mode_index = i;
-  if (mode_index < 0) {
-    *error = file.path + ": metadata '" + prefix + "bidirectional' is '" + *mode +
-             "'; expected concat, sum, mul or ave (Keras merge_mode)";
-    return Status::unsupported;
-  }
-  std::int32_t I = 0, H = 0, in_zp = 0;
-  float in_scale = 0.0f;
-  if (!m.i32("I", 1, 65536, &I) || !m.i32("H", 1, 131072, &H) || !m.f32("input_scale", &in_scale) ||
-      !m.i32("input_zp", -128, 127, &in_zp) || !m.f32("output_scale", &out->output_scale) ||
-      !m.i32("output_zp", -128, 127, &out->output_zp))
-    return Status::format;
-  const float concat_scale = out->output_scale;
-  const std::int32_t concat_zp = out->output_zp;
-  Status s = load_layer(file, prefix + "fw.", out, error, true);
-  if (s != Status::ok) return s;
-  out->backward.reset(new Int8Model);
-  s = load_layer(file, prefix + "bw.", out->backward.get(), error, true);
-  if (s != Status::ok) return s;
-  out->output_scale = concat_scale;
-  out->output_zp = concat_zp;
-  out->merge = static_cast<Int8Model::Merge>(mode_index);
-  if (out->merge != Int8Model::Merge::concat && out->hidden_size != out->backward->hidden_size) {
-    *error = file.path + ": bidirectional layer '" + prefix + "' merges by " + *mode + " directions of widths " +
-             std::to_string(out->hidden_size) + " and " + std::to_string(out->backward->hidden_size);
-    return Status::format;
-  }
-  if (out->merge != Int8Model::Merge::concat && (s = load_merge(file, prefix, out, error)) != Status::ok) return s;
-  if (out->input_size != I || out->backward->input_size != I || out->output_size() != H ||
-      out->q.input_scale != in_scale || out->q.input_zp != in_zp) {
-    *error = file.path + ": bidirectional layer '" + prefix + "': I " + std::to_string(I) + ", H " + std::to_string(H) +
-             " and input quantization do not match its directions (I " + std::to_string(out->input_size) + " and " +
-             std::to_string(out->backward->input_size) + ", H " + std::to_string(out->hidden_size) + " + " +
-             std::to_string(out->backward->hidden_size) + ")";
-    return Status::format;
-  }
-  return Status::ok;
-}
-
-// The model-level flags: return_sequences, float input and output.
-// token_ids: where not null, set when the input is token ids (graph_input token_ids); null refuses them.
-Status load_flags(const SafeTensors& file, bool* return_sequences, bool* float_input, bool* float_output,
-                  bool* reverse_input, std::string* error, bool* token_ids = nullptr) {
-  Meta m{file, error, ""};
-  const std::string* op = m.get("op");
-  if (op == nullptr) return Status::format;
-  if (*op != "UNIDIRECTIONAL_SEQUENCE_LSTM") {
-    *error = file.path + ": metadata 'op' is '" + *op + "', expected 'UNIDIRECTIONAL_SEQUENCE_LSTM'";
-    return Status::unsupported;
-  }
-  const std::string* in = m.get("graph_input");
-  if (in == nullptr) return Status::format;
-  if (*in == "token_ids") {  // a Keras Embedding first (load_embedding): the LSTMs take int8 rows
-    if (token_ids == nullptr) {
-      *error = file.path + ": an int8 model with an Embedding (graph_input token_ids), which runs as a stack "
-                           "(rnncore run; docs/int8.md)";
-      return Status::unsupported;
-    }
-    *token_ids = true;
-    *float_input = false;
-  } else if (!m.flag("graph_input", "float32", "int8", float_input)) {
-    *error += " or 'token_ids'";
-    return Status::format;
-  }
-  if (!m.flag("return_sequences", "1", "0", return_sequences) || !m.flag("graph_output", "float32", "int8", float_output))
-    return Status::format;
-  *reverse_input = false;
-  if (file.meta("reverse_input") != nullptr && !m.flag("reverse_input", "1", "0", reverse_input)) return Status::format;
-  return Status::ok;
-}
-
-// The embedding table and its quantization ("embedding." keys; graph_input token_ids).
-Status load_embedding(const SafeTensors& file, Int8Stack* out, std::string* error) {
-  Meta m{file, error, "embedding."};
-  bool on = false;
-  std::int32_t V = 0, E = 0;
-  if (!Meta{file, error, ""}.flag("embedding", "1", "0", &on)) return Status::format;
-  if (!on) {
-    *error = file.path + ": metadata 'graph_input' is 'token_ids' but 'embedding' is '0'";
-    return Status::format;
-  }
-  if (!m.i32("V", 1, 1 << 30, &V) || !m.i32("E", 1, 65536, &E) || !m.f32("scale", &out->embed_scale) ||
-      !m.i32("zp", -128, 127, &out->embed_zp))
-    return Status::format;
-  const std::string* ids = m.get("ids_dtype");
-  if (ids == nullptr) return Status::format;
-  if (*ids != "int32" && *ids != "int64") {
-    *error = file.path + ": metadata 'embedding.ids_dtype' is '" + *ids + "', expected 'int32' or 'int64'";
-    return Status::format;
-  }
-  const Status s = tensor(file, "embedding.table", ElemType::i8, {V, E}, &out->table, error);
-  if (s != Status::ok) return s;
-  out->has_embedding = true;
-  out->vocab = V;
-  out->embed_dim = E;
-  return Status::ok;
-}
-
-// Dense layer j ("fc<j>." keys and tensors).
-Status load_dense(const SafeTensors& file, int j, Int8Dense* out, std::string* error) {
+// The file's Dense layer j into the canonical bytes (Dense j of the chain), prepared to check it.
+Status put_dense(const SafeTensors& file, const Int8File& f, int j, unsigned char* c, std::string* error) {
+  const StackSpec& st = f.spec;
   const std::string prefix = "fc" + std::to_string(j) + ".";
-  Meta m{file, error, prefix};
-  std::int32_t in = 0, n = 0;
-  q8::Int8DenseQuantization& q = out->q;
-  if (!m.i32("in", 1, 65536, &in) || !m.i32("out", 1, 65536, &n) || !m.f32("input_scale", &q.input_scale) ||
-      !m.i32("input_zp", -128, 127, &q.input_zp) || !m.f32("output_scale", &q.output_scale) ||
-      !m.i32("output_zp", -128, 127, &q.output_zp))
-    return Status::format;
-  const std::string* act = m.get("activation");
-  if (act == nullptr) return Status::format;
-  if (*act != "none" && *act != "relu" && *act != "sigmoid" && *act != "tanh") {
-    *error = file.path + ": metadata '" + prefix + "activation' is '" + *act + "', expected none, relu, sigmoid or tanh";
-    return Status::format;
-  }
-  q.relu = *act == "relu";
-  out->has_table = *act == "sigmoid" || *act == "tanh";
-  if (out->has_table) {
-    // The FULLY_CONNECTED writes linear_*; the table maps that to the layer's output_*.
-    out->table_output_scale = q.output_scale;
-    out->table_output_zp = q.output_zp;
-    if (!m.f32("linear_scale", &q.output_scale) || !m.i32("linear_zp", -128, 127, &q.output_zp)) return Status::format;
-    const q8::TableActivation f = *act == "sigmoid" ? q8::TableActivation::sigmoid : q8::TableActivation::tanh;
-    out->table_function = f;
-    if (q8::int8_activation_table(f, q.output_scale, q.output_zp, out->table_output_scale, out->table_output_zp,
-                                  out->table) != Status::ok) {
-      *error = file.path + " (Dense " + std::to_string(j) + "): " + last_error_detail();
-      return Status::invalid_size;
-    }
-  }
-  if (!m.f32_list("w_scales", &out->w_scales)) return Status::format;
-  if (out->w_scales.size() != 1 && out->w_scales.size() != static_cast<std::size_t>(n)) {
-    *error = file.path + ": metadata '" + prefix + "w_scales' has " + std::to_string(out->w_scales.size()) +
-             " scales for " + std::to_string(n) + " outputs (1 or one per output)";
-    return Status::format;
-  }
-  Status s = tensor(file, prefix + "w", ElemType::i8, {n, in}, &out->w, error);
-  if (s == Status::ok) s = tensor(file, prefix + "b", ElemType::i32, {n}, &out->b, error);
+  const DenseSpec& d = f.dense[j];
+  const std::int64_t n = d.out_features, in = detail::dense_input_size(st, j);
+  unsigned char* w = c + canonical_offset(st, j, 0, ParamKind::dense_weight, 0);
+  unsigned char* b = c + canonical_offset(st, j, 0, ParamKind::dense_bias, 0);
+  Status s = copy_tensor(file, prefix + "w", ElemType::i8, {n, in}, w, error);
+  if (s == Status::ok) s = copy_tensor(file, prefix + "b", ElemType::i32, {n}, b, error);
   if (s != Status::ok) return s;
-  out->in_size = in;
-  out->out_size = n;
-  q.w_scales = out->w_scales.data();
-  q.w_scale_count = static_cast<int>(out->w_scales.size());
-  out->bias_storage.assign(static_cast<std::size_t>(n), 0);
-  out->scale_storage.assign(static_cast<std::size_t>(n), 0.0f);
-  s = q8::int8_dense_prepare(q, in, n, out->w.data(), out->b.data(), out->bias_storage.data(),
-                             out->scale_storage.data(), &out->params);
+  const std::vector<float>& scales = f.dense_scales[j];
+  std::memcpy(c + canonical_offset(st, -1 - j, 0, ParamKind::weight_scale, 0), scales.data(), 4 * scales.size());
+  q8::Int8DenseQuantization q;
+  q.input_scale = f.dense_in[j].scale;
+  q.input_zp = f.dense_in[j].zero_point;
+  q.output_scale = d.int8_linear.scale;
+  q.output_zp = d.int8_linear.zero_point;
+  q.relu = d.activation == Activation::relu;
+  q.w_scales = scales.data();
+  q.w_scale_count = static_cast<int>(scales.size());
+  std::vector<std::int32_t> bias(static_cast<std::size_t>(n));
+  std::vector<float> scale(static_cast<std::size_t>(n));
+  q8::Int8DenseParams params;
+  s = q8::int8_dense_prepare(q, static_cast<int>(in), static_cast<int>(n), reinterpret_cast<const std::int8_t*>(w),
+                             reinterpret_cast<const std::int32_t*>(b), bias.data(), scale.data(), &params);
   if (s != Status::ok) *error = file.path + " (Dense " + std::to_string(j) + "): " + last_error_detail();
   return s;
 }
 
 }  // namespace
 
-int int8_layer_count(const SafeTensors& file) {
-  const std::string* v = file.meta("layers");
-  return v == nullptr ? 1 : std::atoi(v->c_str());
-}
-
-// The softmax on the model's output ("softmax." keys), reading what the op before it writes.
-Status load_softmax(const SafeTensors& file, Int8Stack* out, std::string* error) {
-  out->has_softmax = false;
-  if (file.meta("softmax") == nullptr) return Status::ok;
-  Meta m{file, error, "softmax."};
-  float in_scale = 0.0f, out_scale = 0.0f;
-  std::int32_t in_zp = 0, out_zp = 0;
-  if (!Meta{file, error, ""}.flag("softmax", "1", "0", &out->has_softmax) || !m.f32("beta", &out->softmax_beta) ||
-      !m.f32("input_scale", &in_scale) || !m.i32("input_zp", -128, 127, &in_zp) || !m.f32("output_scale", &out_scale) ||
-      !m.i32("output_zp", -128, 127, &out_zp))
-    return Status::format;
-  if (!out->has_softmax) return Status::ok;
-  const float prev_scale = out->dense.empty() ? out->layers.back()->output_scale : out->dense.back()->output_scale();
-  const std::int32_t prev_zp = out->dense.empty() ? out->layers.back()->output_zp : out->dense.back()->output_zp();
-  if (in_scale != prev_scale || in_zp != prev_zp) {
-    *error = file.path + ": the softmax's input (scale " + *file.meta("softmax.input_scale") + ", zero point " +
-             std::to_string(in_zp) + ") is not the output of the layer before it (zero point " + std::to_string(prev_zp) + ")";
-    return Status::unsupported;
-  }
-  out->softmax_input_scale = in_scale;
-  out->softmax_input_zp = in_zp;
-  out->softmax_output_scale = out_scale;
-  out->softmax_output_zp = out_zp;
-  if (q8::int8_softmax_prepare(in_scale, out->softmax_beta, out_scale, out_zp, &out->softmax) != Status::ok) {
-    *error = file.path + " (softmax): " + last_error_detail();
-    return Status::invalid_size;
-  }
-  return Status::ok;
-}
-
-Status load_int8_model(const SafeTensors& file, Int8Model* out, std::string* error) {
-  if (int8_layer_count(file) != 1) {
-    *error = file.path + ": a stack of " + *file.meta("layers") + " int8 LSTM layers, where one layer is expected";
-    return Status::unsupported;
-  }
-  const Status s =
-      load_flags(file, &out->return_sequences, &out->float_input, &out->float_output, &out->reverse_input, error);
-  return s != Status::ok ? s : load_layer(file, "", out, error);
-}
-
-Status load_int8_stack(const SafeTensors& file, Int8Stack* out, std::string* error) {
-  Meta m{file, error, ""};
-  // A file with a 'layers' key prefixes every layer ("l<k>."; also a single LSTM with Dense layers).
-  std::int32_t L = 1, D = 0;
-  const bool prefixed = file.meta("layers") != nullptr;
-  if (prefixed && !m.i32("layers", 1, 64, &L)) return Status::format;
-  if (file.meta("dense") != nullptr && !m.i32("dense", 1, 16, &D)) return Status::format;
-  bool token_ids = false;
-  Status s = load_flags(file, &out->return_sequences, &out->float_input, &out->float_output, &out->reverse_input, error,
-                        &token_ids);
+Status load_int8_spec(const SafeTensors& file, StackSpec* spec, std::vector<unsigned char>* canonical, std::string* error) {
+  std::unique_ptr<Int8File> f(new Int8File);  // large: off the stack
+  Status s = read_description(file, f.get(), error);
   if (s != Status::ok) return s;
-  out->has_embedding = false;
-  if (token_ids && (s = load_embedding(file, out, error)) != Status::ok) return s;
-  if (!token_ids && file.meta("embedding") != nullptr && *file.meta("embedding") != "0") {
-    *error = file.path + ": metadata 'embedding' is set but 'graph_input' is not 'token_ids'";
-    return Status::format;
-  }
-  out->layers.clear();
-  for (int k = 0; k < L; ++k) {
-    out->layers.emplace_back(new Int8Model);
-    Int8Model& layer = *out->layers.back();
-    const std::string prefix = prefixed ? "l" + std::to_string(k) + "." : std::string();
-    if (prefixed && file.meta(prefix + "bidirectional") != nullptr)
-      s = load_bidirectional(file, prefix, &layer, error);
-    else
-      s = load_layer(file, prefix, &layer, error);
-    if (s != Status::ok) return s;
-    // A layer inside the stack feeds every step on; the head reads every step or the last.
-    layer.return_sequences = k + 1 < L || out->return_sequences;
-    if (layer.backward) layer.backward->return_sequences = layer.return_sequences;
-    if (layer.backward && k == 0 && out->reverse_input) {
-      *error = file.path + ": reverse_input (go_backwards) before a bidirectional layer is not supported";
-      return Status::unsupported;
-    }
-    layer.float_input = k == 0 && out->float_input;
-    if (k == 0 && out->has_embedding &&
-        (layer.input_size != out->embed_dim || layer.q.input_scale != out->embed_scale ||
-         layer.q.input_zp != out->embed_zp)) {
-      // The lookup copies rows: the first layer must read them with the table's quantization.
-      *error = file.path + ": the first layer's input (" + std::to_string(layer.input_size) + " units, scale " +
-               *file.meta(prefixed ? "l0.input_scale" : "input_scale") + ", zero point " +
-               std::to_string(layer.q.input_zp) + ") is not the embedding's rows (" + std::to_string(out->embed_dim) +
-               " units, scale " + *file.meta("embedding.scale") + ", zero point " + std::to_string(out->embed_zp) + ")";
-      return Status::unsupported;
-    }
-    layer.float_output = k + 1 == L && out->float_output;
-    if (k > 0) {
-      // Layer k reads layer k-1's int8 output as it is: the same width and quantization.
-      const Int8Model& prev = *out->layers[k - 1];
-      if (layer.input_size != prev.output_size() || layer.q.input_scale != prev.output_scale ||
-          layer.q.input_zp != prev.output_zp) {
-        *error = file.path + ": layer " + std::to_string(k) + "'s input (" + std::to_string(layer.input_size) +
-                 " units, scale " + *file.meta("l" + std::to_string(k) + ".input_scale") + ", zero point " +
-                 std::to_string(layer.q.input_zp) + ") is not layer " + std::to_string(k - 1) + "'s output (" +
-                 std::to_string(prev.output_size()) + " units, scale " +
-                 *file.meta("l" + std::to_string(k - 1) + ".output_scale") + ", zero point " +
-                 std::to_string(prev.output_zp) + ")";
-        return Status::unsupported;
-      }
-    }
-  }
-  out->dense.clear();
-  for (int j = 0; j < D; ++j) {
-    out->dense.emplace_back(new Int8Dense);
-    s = load_dense(file, j, out->dense.back().get(), error);
-    if (s != Status::ok) return s;
-    // Dense j reads what the layer before it writes: the same width and quantization.
-    const Int8Dense& d = *out->dense.back();
-    const int width = j == 0 ? out->layers.back()->output_size() : out->dense[j - 1]->out_size;
-    const float scale = j == 0 ? out->layers.back()->output_scale : out->dense[j - 1]->output_scale();
-    const std::int32_t zp = j == 0 ? out->layers.back()->output_zp : out->dense[j - 1]->output_zp();
-    if (d.in_size != width || d.q.input_scale != scale || d.q.input_zp != zp) {
-      *error = file.path + ": Dense " + std::to_string(j) + "'s input (" + std::to_string(d.in_size) +
-               " units, zero point " + std::to_string(d.q.input_zp) + ") is not the output of the layer before it (" +
-               std::to_string(width) + " units, zero point " + std::to_string(zp) + ")";
-      return Status::unsupported;
-    }
-  }
-  return load_softmax(file, out, error);
-}
-
-namespace {
-
-QuantParams qp(float scale, std::int32_t zp) {
-  QuantParams q;
-  q.scale = scale;
-  q.zero_point = zp;
-  return q;
-}
-
-Int8LstmQuant lstm_quant(const Int8Model& m) {
-  Int8LstmQuant q;
-  for (int g = 0; g < q8::kGates; ++g) {
-    q.w_scale[g] = m.q.w_scale[g];
-    q.r_scale[g] = m.q.r_scale[g];
-  }
-  q.per_channel = q8::int8_lstm_per_channel(m.q);
-  q.state = qp(m.q.state_scale, m.q.state_zp);
-  q.hidden = qp(m.q.hidden_scale, m.q.hidden_zp);
-  q.cell_scale = m.q.cell_scale;
-  q.cell_clip = m.q.cell_clip;
-  return q;
-}
-
-// One direction's tensors into the canonical bytes.
-void put_direction(const StackSpec& spec, int l, int d, const Int8Model& m, unsigned char* c) {
-  for (int g = 0; g < q8::kGates; ++g) {
-    std::memcpy(c + canonical_offset(spec, l, d, ParamKind::input_weight, g), m.w[g].data(), m.w[g].size());
-    std::memcpy(c + canonical_offset(spec, l, d, ParamKind::recurrent_weight, g), m.r[g].data(), m.r[g].size());
-    std::memcpy(c + canonical_offset(spec, l, d, ParamKind::input_bias, g), m.b[g].data(), 4 * m.b[g].size());
-    if (!q8::int8_lstm_per_channel(m.q)) continue;
-    std::memcpy(c + canonical_offset(spec, l, d, ParamKind::weight_scale, g), m.w_scales[g].data(), 4 * m.w_scales[g].size());
-    std::memcpy(c + canonical_offset(spec, l, d, ParamKind::weight_scale, 4 + g), m.r_scales[g].data(),
-                4 * m.r_scales[g].size());
-  }
-}
-
-// One Dense layer of the file as a DenseSpec of the chain (the softmax, if any, is the head's).
-DenseSpec dense_spec(const Int8Dense& d, bool softmax) {
-  DenseSpec h;
-  h.out_features = d.out_size;
-  h.activation = d.has_table ? (d.table_function == q8::TableActivation::sigmoid ? Activation::sigmoid : Activation::tanh)
-                 : d.q.relu  ? Activation::relu
-                 : softmax   ? Activation::softmax
-                             : Activation::none;
-  h.int8_per_channel = d.w_scales.size() > 1;
-  h.int8_w_scale = d.w_scales.size() == 1 ? d.w_scales[0] : 0.0f;
-  h.int8_linear = qp(d.q.output_scale, d.q.output_zp);
-  if (d.has_table) h.int8_output = qp(d.table_output_scale, d.table_output_zp);
-  return h;
-}
-
-// Whether the spec's head is one the file does not have: a Dense layer of weights I (1 on the
-// diagonal, scale 1, bias 0: its requantization multiplies by input scale · 1 / input scale = 1
-// exactly in float, so it copies its input). For a softmax with no Dense layer before it, or
-// after one with an activation (a StackSpec head has one), it carries the softmax; for a model
-// that outputs its last step with no Dense layer, it picks that step (head.last_step_only: the
-// forward direction's step T−1, a reverse one's step 0).
-bool identity_head(const Int8Stack& s) {
-  if (s.has_softmax) return s.dense.empty() || s.dense.back()->has_table || s.dense.back()->q.relu;
-  return s.dense.empty() && !s.return_sequences;
-}
-
-// The file's Dense layers and softmax into the spec's chain (pre_head, head).
-Status head_spec(const Int8Stack& s, StackSpec* spec, std::string* error) {
-  const bool own = identity_head(s);
-  const std::size_t n = s.dense.size() + (own ? 1 : 0);  // Dense layers of the chain
-  if (n == 0) return Status::ok;
-  if (n > static_cast<std::size_t>(kMaxPreHead) + 1) {
-    *error = std::to_string(s.dense.size()) + " Dense layers" + (own ? " and a softmax after an activated one" : "") +
-             " after the LSTMs (a StackSpec chain has 1.." + std::to_string(kMaxPreHead + 1) + " Dense layers" +
-             (own ? ", one of them the softmax's)" : ")");
-    return Status::unsupported;
-  }
-  spec->num_pre_head = static_cast<int>(n) - 1;
-  for (std::size_t k = 0; k + 1 < n; ++k) spec->pre_head[k] = dense_spec(*s.dense[k], false);
-  DenseSpec& h = spec->head;
-  if (own) {
-    h.out_features = s.dense.empty() ? s.layers.back()->output_size() : s.dense.back()->out_size;
-    h.activation = s.has_softmax ? Activation::softmax : Activation::none;
-    h.int8_w_scale = 1.0f;
-    h.int8_linear = s.has_softmax ? qp(s.softmax_input_scale, s.softmax_input_zp)  // load_softmax: the layer before's output
-                                  : qp(s.layers.back()->output_scale, s.layers.back()->output_zp);
-  } else {
-    h = dense_spec(*s.dense.back(), s.has_softmax);
-  }
-  h.last_step_only = !s.return_sequences;
-  if (s.has_softmax) {
-    h.int8_output = qp(s.softmax_output_scale, s.softmax_output_zp);
-    h.int8_softmax_beta = s.softmax_beta;
-  }
-  return Status::ok;
-}
-
-}  // namespace
-
-Status int8_stack_spec(const Int8Stack& s, StackSpec* spec, std::vector<unsigned char>* canonical, std::string* error,
-                       bool rows_in) {
-  *spec = StackSpec();
-  if (s.layers.empty() || s.layers.size() > static_cast<std::size_t>(kMaxLayers)) {
-    *error = std::to_string(s.layers.size()) + " layers (1.." + std::to_string(kMaxLayers) + ")";
-    return Status::unsupported;
-  }
-  spec->dtype = DType::i8;
-  spec->num_layers = static_cast<int>(s.layers.size());
-  const Int8Model& first = *s.layers[0];
-  spec->input_size = s.has_embedding ? s.embed_dim : first.input_size;
-  spec->input_quant = qp(first.q.input_scale, first.q.input_zp);
-  spec->float_input = s.float_input && !rows_in;
-  spec->float_output = s.float_output && !rows_in;
-  spec->reverse_input = s.reverse_input && !rows_in;  // rows_in: the caller reads the steps in the file's order
-  if (s.has_embedding && !rows_in) spec->embedding.vocab_size = s.vocab;
-  for (int l = 0; l < spec->num_layers; ++l) {
-    const Int8Model& m = *s.layers[l];
-    LayerSpec& ls = spec->layers[l];
-    ls.mode = Mode::lstm;
-    ls.hidden_size = m.hidden_size;
-    ls.int8[0] = lstm_quant(m);
-    if (!m.backward) continue;
-    if (m.backward->hidden_size != m.hidden_size) {
-      *error = "layer " + std::to_string(l) + " (bidirectional): directions of widths " + std::to_string(m.hidden_size) +
-               " and " + std::to_string(m.backward->hidden_size) + " (a StackSpec layer has one hidden_size)";
-      return Status::unsupported;
-    }
-    ls.direction = Direction::bidirectional;
-    ls.int8[1] = lstm_quant(*m.backward);
-    ls.int8_output = qp(m.output_scale, m.output_zp);
-    ls.merge.mode = static_cast<MergeMode>(static_cast<int>(m.merge));
-    ls.merge.fw = qp(m.merge_fw.scale, m.merge_fw.zero_point);
-    ls.merge.bw = qp(m.merge_bw.scale, m.merge_bw.zero_point);
-    ls.merge.sum = qp(m.merge_sum.scale, m.merge_sum.zero_point);
-    ls.merge.half = qp(m.merge_half_quant.scale, m.merge_half_quant.zero_point);
-    ls.merge.half_value = m.merge_half;
-  }
-  Status st = head_spec(s, spec, error);
-  if (st != Status::ok) return st;
-  if ((st = validate(*spec)) != Status::ok) {
-    *error = last_error_detail();
-    return st;
-  }
-  canonical->assign(static_cast<std::size_t>(param_count(*spec)), 0);
+  const StackSpec& st = f->spec;
+  canonical->assign(static_cast<std::size_t>(param_count(st)), 0);
   unsigned char* c = canonical->data();
-  for (int l = 0; l < spec->num_layers; ++l) {
-    put_direction(*spec, l, 0, *s.layers[l], c);
-    if (s.layers[l]->backward) put_direction(*spec, l, 1, *s.layers[l]->backward, c);
-  }
-  if (spec->embedding.vocab_size > 0)
-    std::memcpy(c + canonical_offset(*spec, 0, 0, ParamKind::embedding, 0), s.table.data(), s.table.size());
-  for (std::size_t k = 0; k < s.dense.size(); ++k) {
-    const Int8Dense& d = *s.dense[k];
-    const int j = static_cast<int>(k);
-    std::memcpy(c + canonical_offset(*spec, j, 0, ParamKind::dense_weight, 0), d.w.data(), d.w.size());
-    std::memcpy(c + canonical_offset(*spec, j, 0, ParamKind::dense_bias, 0), d.b.data(), 4 * d.b.size());
-    std::memcpy(c + canonical_offset(*spec, -1 - j, 0, ParamKind::weight_scale, 0), d.w_scales.data(), 4 * d.w_scales.size());
-  }
-  if (identity_head(s)) {  // weights I, scale 1 (bias 0)
-    const int k = spec->num_pre_head, F = spec->head.out_features;
-    unsigned char* w = c + canonical_offset(*spec, k, 0, ParamKind::dense_weight, 0);
+  for (int l = 0; l < st.num_layers; ++l)
+    for (int d = 0; d < num_directions(st.layers[l]); ++d)
+      if ((s = put_direction(file, *f, l, d, c, error)) != Status::ok) return s;
+  if (st.embedding.vocab_size > 0 &&
+      (s = copy_tensor(file, "embedding.table", ElemType::i8, {st.embedding.vocab_size, st.input_size},
+                       c + canonical_offset(st, 0, 0, ParamKind::embedding, 0), error)) != Status::ok)
+    return s;
+  for (int j = 0; j < static_cast<int>(f->dense.size()); ++j)
+    if ((s = put_dense(file, *f, j, c, error)) != Status::ok) return s;
+  if (identity_head(*f)) {  // weights I, scale 1 (bias 0)
+    const int k = st.num_pre_head, F = st.head.out_features;
+    unsigned char* w = c + canonical_offset(st, k, 0, ParamKind::dense_weight, 0);
     for (int j = 0; j < F; ++j) w[static_cast<std::size_t>(j) * F + j] = 1;
     const float one = 1.0f;
-    std::memcpy(c + canonical_offset(*spec, -1 - k, 0, ParamKind::weight_scale, 0), &one, 4);
+    std::memcpy(c + canonical_offset(st, -1 - k, 0, ParamKind::weight_scale, 0), &one, 4);
   }
+  *spec = st;
   return Status::ok;
 }
 
-std::size_t embed_ids(const Int8Stack& s, std::size_t n, const std::int64_t* ids, std::int8_t* x) {
-  const std::size_t E = static_cast<std::size_t>(s.embed_dim);
-  for (std::size_t k = 0; k < n; ++k) {
-    if (ids[k] < 0 || ids[k] >= s.vocab) return k;
-    std::memcpy(x + k * E, s.table.data() + static_cast<std::size_t>(ids[k]) * E, E);
+bool int8_identity_dense(const StackSpec& st, const unsigned char* canonical, int k) {
+  const DenseSpec& d = detail::dense_at(st, k);
+  const std::int64_t F = d.out_features;
+  if (d.int8_per_channel || d.int8_w_scale != 1.0f || F != detail::dense_input_size(st, k)) return false;
+  const unsigned char* w = canonical + canonical_offset(st, k, 0, ParamKind::dense_weight, 0);
+  const unsigned char* b = canonical + canonical_offset(st, k, 0, ParamKind::dense_bias, 0);
+  for (std::int64_t i = 0; i < F * F; ++i)
+    if (w[i] != (i % (F + 1) == 0 ? 1 : 0)) return false;
+  for (std::int64_t i = 0; i < 4 * F; ++i)
+    if (b[i] != 0) return false;
+  return true;
+}
+
+Int8Direction int8_direction(const StackSpec& st, const unsigned char* canonical, int l, int d) {
+  Int8Direction m;
+  m.input_size = layer_input_size(st, l);
+  m.hidden_size = st.layers[l].hidden_size;
+  m.q = detail::int8_lstm_quantization(st, l, d, canonical);
+  for (int g = 0; g < q8::kGates; ++g) {
+    m.w[g] = reinterpret_cast<const std::int8_t*>(canonical + canonical_offset(st, l, d, ParamKind::input_weight, g));
+    m.r[g] = reinterpret_cast<const std::int8_t*>(canonical + canonical_offset(st, l, d, ParamKind::recurrent_weight, g));
+    m.b[g] = reinterpret_cast<const std::int32_t*>(canonical + canonical_offset(st, l, d, ParamKind::input_bias, g));
   }
-  return n;
+  return m;
 }
 
-std::int8_t quantize_input(const Int8Model& m, float x) {
-  // LiteRT's QUANTIZE on the CPU (its default XNNPACK delegate takes the op: f32 -> qs8 convert):
-  // x times the float reciprocal of the scale, clamped, rounded half to even, plus the zero point.
-  const float recip = 1.0f / m.q.input_scale;
-  const float lo = static_cast<float>(-128 - m.q.input_zp), hi = static_cast<float>(127 - m.q.input_zp);
-  float v = x * recip;
-  if (std::isnan(v)) v = 0.0f;
-  v = v < lo ? lo : v > hi ? hi : v;
-  return static_cast<std::int8_t>(static_cast<long>(std::nearbyint(v)) + m.q.input_zp);
-}
-
-std::size_t int8_state_elements(const Int8Stack& s, int batch) {
-  std::size_t n = 0;
-  for (const auto& layer : s.layers)
-    n += static_cast<std::size_t>(batch) *
-         static_cast<std::size_t>(layer->hidden_size + (layer->backward ? layer->backward->hidden_size : 0));
-  return n;
-}
 }  // namespace io
 }  // namespace rnncore

@@ -761,7 +761,7 @@ Status attach_ends(const io::SafeTensors& file, const ModelHints& hints, Inspect
 namespace {
 
 // An integer LSTM model file (format tflite_int8): the stack as a StackSpec of dtype i8 and the
-// file's tensors as its canonical bytes (io::int8_stack_spec). Hints for float files do not apply.
+// file's tensors as its canonical bytes (io::load_int8_spec). Hints for float files do not apply.
 Status load_int8_weights(const io::SafeTensors& file, const ModelHints& hints, const StackSpec* config,
                          LoadedModel* out, std::string* error) {
   const bool hinted = !hints.prefix.empty() || !hints.mode.empty() || !hints.gru.empty() || !hints.input_mode.empty() ||
@@ -773,15 +773,8 @@ Status load_int8_weights(const io::SafeTensors& file, const ModelHints& hints, c
                          "do not apply";
     return Status::unsupported;
   }
-  Int8Stack stack;
-  Status s = load_int8_stack(file, &stack, error);
+  const Status s = load_int8_spec(file, &out->stack, &out->canonical, error);
   if (s != Status::ok) return s;
-  std::string why;
-  s = int8_stack_spec(stack, &out->stack, &out->canonical, &why);
-  if (s != Status::ok) {
-    *error = file.path + ": " + why;
-    return s;
-  }
   out->format = WeightFormat::canonical;
   out->prefix.clear();
   out->spec = RnnSpec();

@@ -478,6 +478,7 @@ HEADER_BIDI = "bidi_stack2_I4_H6_5_T6_B2_seq_bibi"
 HEADER_MERGE = "bidi_ave_stack2_I4_H6_5_T6_B2_seq"
 HEADER_EMBED = "embed_stack2_V60_E6_H10_8_T7_B2_dense_softmax3"
 HEADER_SOFTMAX = "dense_relu_softmax_I6_H10_T8_B3_relu5_softmax"
+HEADER_BACKWARDS = "backwards_stack2_I5_H16_8_T9_B2_last"
 
 
 def write_stack_sample(name):
@@ -548,6 +549,7 @@ def main():
             make_softmax_shape(*c)
         make_bidi_widths(*BIDI_WIDTHS)
         write_stack_sample(HEADER_SOFTMAX)
+    write_stack_sample(HEADER_BACKWARDS)
         return
     if sys.argv[1:] == ["--stack-states-only"]:
         add_stack_states()
@@ -585,6 +587,7 @@ def main():
     write_stack_sample(HEADER_EMBED)
     write_stack_sample(HEADER_MERGE)
     write_stack_sample(HEADER_SOFTMAX)
+    write_stack_sample(HEADER_BACKWARDS)
 
 
 if __name__ == "__main__":
