@@ -33,11 +33,6 @@ static int16_t c0[B * BACKWARDS_MODEL_L0_HIDDEN_SIZE], c1[B * BACKWARDS_MODEL_L1
 static int8_t scratch[BACKWARDS_MODEL_L0_SCRATCH_BYTES > BACKWARDS_MODEL_L1_SCRATCH_BYTES ? BACKWARDS_MODEL_L0_SCRATCH_BYTES
                                                                                            : BACKWARDS_MODEL_L1_SCRATCH_BYTES];
 
-static int check(const char* what, rnncore_status s) {
-  if (s != RNNCORE_OK) printf("FAIL: %s: %s\n", what, rnncore_last_error_detail());
-  return s != RNNCORE_OK;
-}
-
 int main(void) {
   rnncore_int8_lstm l0, l1;
   size_t i, differ = 0;
