@@ -470,6 +470,131 @@ TEST_CASE("mutants: ignoring the resets at any place a kernel reads them is caug
   CHECK(sites == 3);
 }
 
+// ------------------------------------------------------------- LSTM peepholes and the cell clip
+
+namespace {
+
+/// An LSTM stack with peepholes (variant 0), a cell clip (1) or both (2); a clip of 0.3 binds on
+/// most cell states, so a backward that ignores it misses by far.
+Case ext_case(int variant, int layers, int i) {
+  Case c;
+  c.stack.input_size = 6;
+  c.stack.num_layers = layers;
+  for (int l = 0; l < layers; ++l) {
+    c.stack.layers[l] = layer(Mode::lstm, 9 + 3 * l, (i + l) % 3 == 1, {});
+    c.stack.layers[l].peepholes = variant != 1;
+    c.stack.layers[l].cell_clip = variant != 0 ? 0.3 : 0.0;
+  }
+  c.T = 5;
+  c.B = 3 + i % 3;
+  c.lengths = i % 2 == 0;
+  c.initial = i % 3 != 2;
+  c.batch_major = i % 4 == 3;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("emulated GPU training with LSTM peepholes and a cell clip: both recurrences, stacks, wrappers, matrix units") {
+  // TF LSTMCell's peepholes and cell clip in a training plan: the cell epilogue keeps the CPU's wider
+  // reserve row (c before the clip too), backward's cell is lstm_ext_unit_backward (the CPU's) and
+  // the peepholes' gradients are f32_rnn_grad_peepholes' sums. Against the f64 reference backend's
+  // training run, every output and gradient (the peepholes' among the weights').
+  g_training_worst = 0;
+  Rng rng(2026112911);
+  int i = 0;
+  for (int variant = 0; variant < 3; ++variant)
+    for (gpu::Recurrence r : {gpu::Recurrence::persistent, gpu::Recurrence::tiled}) {
+      const Case c = ext_case(variant, 1 + i % 2, i);
+      Device dev;
+      dev.warp = i % 2 ? 64 : 32;
+      dev.recurrence = r;
+      dev.sched_seed = rng.next();
+      check_emulated(c, rng.next(), dev);
+      ++i;
+    }
+  // State dropout on h and c (the c masks reach the peepholes' c_{t−1}), a residual, inter-layer
+  // dropout and row ids; then per-step resets; then f16 weight storage.
+  Case w = ext_case(2, 2, i++);
+  w.stack.input_size = 9;  // the residual needs I == H
+  w.stack.layers[0].wrappers[w.stack.layers[0].num_wrappers++] =
+      dropout_wrapper(0.8, 0.7, 0.6, false, false, StateFilter::h_and_c);
+  w.stack.layers[0].wrappers[w.stack.layers[0].num_wrappers++] = residual_wrapper();
+  w.stack.layers[0].direction = Direction::unidirectional;
+  w.stack.dropout = 0.3;
+  w.run_mode = RunMode::training;
+  w.row_ids = true;
+  w.seed = rng.next();
+  w.step = rng.next();
+  check_emulated(w, rng.next());
+  Case rs = ext_case(2, 2, 0);
+  for (int l = 0; l < rs.stack.num_layers; ++l) rs.stack.layers[l].direction = Direction::unidirectional;
+  rs.resets = true;
+  check_emulated(rs, rng.next());
+  Case f16 = ext_case(0, 1, i++);
+  f16.weights = DType::f16;
+  check_emulated(f16, rng.next());
+  MESSAGE("largest relative error (f32 arithmetic): " << g_training_worst);
+  g_training_worst = 0;
+  for (DType wt : {DType::bf16, DType::f32}) {  // the forward's step on the matrix units: bf16 at warp 64, TF32 at 32
+    Case c = ext_case(2, 1, 0);
+    c.B = 9;
+    c.weights = wt;
+    c.half_math = true;
+    c.tolerance = half_math_tolerance(wt);
+    Device dev;
+    dev.warp = wt == DType::f32 ? 32 : 64;
+    dev.recurrence = gpu::Recurrence::tiled;
+    std::map<std::string, int> launches;
+    dev.launches = &launches;
+    check_emulated(c, rng.next(), dev);
+    int mma = 0;
+    for (const auto& kv : launches)
+      if (kv.first.find("_mma_16x16") != std::string::npos) mma += kv.second;
+    CHECK(mma == c.T);
+  }
+  MESSAGE("largest relative error on the matrix units (bf16, TF32): " << g_training_worst);
+}
+
+TEST_CASE("mutants: leaving out any term of the LSTM extensions' backward is caught against the reference") {
+  // Every ex.term call site of backward.hpp (the peepholes in the cell's gradient, the cell clip's
+  // cut, c_{t−1} in the peepholes' gradients) is left out in turn; the mutant must miss the f64
+  // reference by far more than the tolerance on some case (the first that does ends the search),
+  // the unmutated runs stay within it.
+  std::vector<std::pair<Case, Device>> cases;
+  for (int variant = 0; variant < 3; ++variant) {
+    Device dev;
+    dev.warp = variant % 2 ? 64 : 32;
+    dev.recurrence = variant == 1 ? gpu::Recurrence::persistent : gpu::Recurrence::tiled;
+    cases.emplace_back(ext_case(variant, 1, variant), dev);
+  }
+  std::map<emu::Site, std::set<std::string>> census;
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    Device dev = cases[k].second;
+    dev.census = &census;
+    CHECK(training_error(cases[k].first, 800 + k, dev) < 1e-5);
+  }
+  int sites = 0;
+  for (const auto& site : census) {
+    if (site.first.kind != emu::kTerm) continue;
+    ++sites;
+    std::string kernels;
+    for (const std::string& k : site.second) kernels += (kernels.empty() ? "" : ", ") + k;
+    double worst = 0;
+    for (std::size_t k = 0; k < cases.size() && worst <= 1e-3; ++k) {  // until a case catches it
+      Device dev = cases[k].second;
+      dev.mutation.kind = emu::kTerm;
+      dev.mutation.line = site.first.line;
+      dev.mutation.file = site.first.file.c_str();
+      worst = std::max(worst, training_error(cases[k].first, 800 + k, dev));
+    }
+    MESSAGE("term at " << site.first.file << ":" << site.first.line << " (" << kernels << "): largest relative error " << worst
+                       << std::string(worst > 1e-3 ? ", caught" : ", SURVIVED"));
+    CHECK(worst > 1e-3);
+  }
+  CHECK(sites == 3);
+}
+
 #if RNNCORE_GPU_GOLDEN  // builds with file I/O (tests/meson.build)
 TEST_CASE("emulated GPU training on the golden resets cases: forward and every gradient against PyTorch") {
   // tests/golden/resets/ (make_grad_golden.py: PyTorch float64, stepped and reset by hand), as
