@@ -410,10 +410,23 @@ RNNCORE_HD constexpr int cell_keep_slots(int c) {
   return c == kLstm ? 6 : c == kGruResetAfter ? 5 : c == kGruResetBefore ? 4 : 1;
 }
 
+/// A reserve row's elements and where its h starts: the layer's (keep_width, keep_h) for an LSTM,
+/// which may keep the wider row; a constant number of slots for the other cells (so their kernels
+/// read no more arguments than before).
+template <int C>
+RNNCORE_HD inline int64_t keep_row_width(const LayerArgs& a) {
+  return C == kLstm ? a.keep_width : cell_keep_slots(C) * static_cast<int64_t>(a.hidden);
+}
+template <int C>
+RNNCORE_HD inline int64_t keep_row_h(const LayerArgs& a) {
+  return C == kLstm ? a.keep_h : (cell_keep_slots(C) - 1) * static_cast<int64_t>(a.hidden);
+}
+
 /// Training forward: writes v[0..n) at element `at` (slot · H, or keep_h) + u0 of row (t, b).
+template <int C>
 RNNCORE_HD RNNCORE_GPU_INLINE void keep4(const LayerArgs& a, const DirArgs& d, int t, int b, int u0, int64_t at, const float* v, int n) {
   if (d.keep == nullptr) return;
-  float* k = d.keep + (static_cast<int64_t>(t) * a.batch + b) * a.keep_width + at + u0;
+  float* k = d.keep + (static_cast<int64_t>(t) * a.batch + b) * keep_row_width<C>(a) + at + u0;
   for (int j = 0; j < 4; ++j) if (j < n) k[j] = v[j];
 }
 
@@ -452,8 +465,8 @@ RNNCORE_HD RNNCORE_GPU_INLINE void cell_epilogue4(const Exec& ex, const LayerArg
       d.zg[b * Hs + u0 + j] = z4[j];
       d.rh[b * Hs + u0 + j] = r * ex.load_coherent(hp + u0 + j);
     }
-    keep4(a, d, t, b, u0, 0, r4, n);
-    keep4(a, d, t, b, u0, H, z4, n);
+    keep4<C>(a, d, t, b, u0, 0, r4, n);
+    keep4<C>(a, d, t, b, u0, H, z4, n);
   } else {
     float hnew[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     const int next = d.reverse ? t - 1 : t + 1;  // the step after t in this direction
@@ -480,12 +493,12 @@ RNNCORE_HD RNNCORE_GPU_INLINE void cell_epilogue4(const Exec& ex, const LayerArg
         hnew[j] = gate[3][j] * act_tanh(cnew[j]);
       }
       if (d.keep != nullptr) {
-        for (int s4 = 0; s4 < 4; ++s4) keep4(a, d, t, b, u0, static_cast<int64_t>(s4) * H, gate[s4], n);
-        keep4(a, d, t, b, u0, 4 * static_cast<int64_t>(H), cnew, n);
+        for (int s4 = 0; s4 < 4; ++s4) keep4<C>(a, d, t, b, u0, static_cast<int64_t>(s4) * H, gate[s4], n);
+        keep4<C>(a, d, t, b, u0, 4 * static_cast<int64_t>(H), cnew, n);
         if (a.lstm_ext) {  // m (= h here), c before the clip, h̃ (= h without a projection)
-          keep4(a, d, t, b, u0, 5 * static_cast<int64_t>(H), hnew, n);
-          keep4(a, d, t, b, u0, 6 * static_cast<int64_t>(H), craw, n);
-          keep4(a, d, t, b, u0, a.keep_h + static_cast<int64_t>(H), hnew, n);
+          keep4<C>(a, d, t, b, u0, 5 * static_cast<int64_t>(H), hnew, n);
+          keep4<C>(a, d, t, b, u0, 6 * static_cast<int64_t>(H), craw, n);
+          keep4<C>(a, d, t, b, u0, a.keep_h + static_cast<int64_t>(H), hnew, n);
         }
       }
       const uint32_t q = static_cast<uint32_t>(u0) / 4u;
@@ -503,7 +516,7 @@ RNNCORE_HD RNNCORE_GPU_INLINE void cell_epilogue4(const Exec& ex, const LayerArg
         hnew[j] = (1.0f - z) * nn + z * ex.load_coherent(hp + u0 + j);
       }
       if (d.keep != nullptr)
-        for (int s4 = 0; s4 < 4; ++s4) keep4(a, d, t, b, u0, static_cast<int64_t>(s4) * H, gate[s4], n);
+        for (int s4 = 0; s4 < 4; ++s4) keep4<C>(a, d, t, b, u0, static_cast<int64_t>(s4) * H, gate[s4], n);
     } else if constexpr (C == kGruResetBefore) {  // PHASE 2: rec is R_n (r ⊙ h)
       float n4[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // for the reserve
       for (int j = 0; j < 4; ++j) if (j < n) {
@@ -512,7 +525,7 @@ RNNCORE_HD RNNCORE_GPU_INLINE void cell_epilogue4(const Exec& ex, const LayerArg
         n4[j] = nn;
         hnew[j] = (1.0f - z) * nn + z * ex.load_coherent(hp + u0 + j);
       }
-      keep4(a, d, t, b, u0, 2 * static_cast<int64_t>(H), n4, n);
+      keep4<C>(a, d, t, b, u0, 2 * static_cast<int64_t>(H), n4, n);
     } else {
       for (int j = 0; j < 4; ++j) if (j < n) {
         const float pre = pr[j] + rec[j];
@@ -522,7 +535,7 @@ RNNCORE_HD RNNCORE_GPU_INLINE void cell_epilogue4(const Exec& ex, const LayerArg
     // The cell output goes to y as is (output dropout and residuals run after the recurrence); the
     // state that carries on is the dropped one.
     for (int j = 0; j < 4; ++j) if (j < n) yr[u0 + j] = hnew[j];
-    keep4(a, d, t, b, u0, a.keep_h, hnew, n);
+    keep4<C>(a, d, t, b, u0, keep_row_h<C>(a), hnew, n);
     const uint32_t q = static_cast<uint32_t>(u0) / 4u;
     for (int w = 0; w < a.num_wrappers; ++w) apply_mask4(d.state_h[w], a.step, t, a.row_ids, b, q, hnew, n);
     if (restart) initial4(d.h0, H, b, u0, hnew, n);
