@@ -67,12 +67,12 @@ void copy_name(char (&out)[N], const char* a, const char* b) {
   out[n] = '\0';
 }
 
-// The first layer with LSTM extensions the GPU kernels lack, or -1: a projection or its clip; in a
-// training plan any extension (the GPU runs peepholes and the cell clip in inference only).
-int first_gpu_unsupported_extension(const StackSpec& stack, bool training) {
+// The first layer with an LSTM extension the GPU kernels lack, or -1: a projection or its clip (the
+// GPU runs peepholes and the cell clip, in inference and training).
+int first_gpu_unsupported_extension(const StackSpec& stack) {
   for (int l = 0; l < stack.num_layers; ++l) {
     const LayerSpec& ls = stack.layers[l];
-    if (ls.proj_size > 0 || ls.proj_clip > 0.0 || (training && has_lstm_extensions(ls))) return l;
+    if (ls.proj_size > 0 || ls.proj_clip > 0.0) return l;
   }
   return -1;
 }
@@ -101,12 +101,10 @@ Status choose_backend(const StackSpec& stack, const PlanOptions& options, const 
   RNNCORE_ENSURE(!ends || want != Backend::gpu, Status::unsupported,
                  "backend gpu: the stack has %s, which the GPU backend does not run yet (use backend simd, reference or "
                  "auto)", stack.embedding.vocab_size > 0 ? "an embedding" : "a Dense head");
-  const int ext = first_gpu_unsupported_extension(stack, options.training);
+  const int ext = first_gpu_unsupported_extension(stack);
   RNNCORE_ENSURE(ext < 0 || want != Backend::gpu, Status::unsupported,
-                 "backend gpu: layers[%d] has %s, which the GPU kernels do not run yet (use backend simd, reference or "
-                 "auto)", ext, ext >= 0 && (stack.layers[ext].proj_size > 0 || stack.layers[ext].proj_clip > 0.0)
-                                   ? "an LSTM projection or projection clip"
-                                   : "LSTM peepholes or a cell clip in a training plan (they run in inference)");
+                 "backend gpu: layers[%d] has an LSTM projection, which the GPU kernels do not run yet (use backend "
+                 "simd, reference or auto)", ext);
   if (want == Backend::gpu) {
     p->ops = &kGpuBackend;
     p->backend = Backend::gpu;

@@ -333,10 +333,11 @@ struct Block {
   int remaining = 0;
 };
 
-/// Kinds of mutation sites: the places a kernel synchronises, and where it reads a reset.
-enum SiteKind : int { kSync = 0, kGridSync = 1, kCoherentLoad = 2, kResetFlag = 3 };
+/// Kinds of mutation sites: the places a kernel synchronises, where it reads a reset, and where it
+/// takes a term of the LSTM extensions' calculus (ex.term).
+enum SiteKind : int { kSync = 0, kGridSync = 1, kCoherentLoad = 2, kResetFlag = 3, kTerm = 4 };
 inline const char* site_kind_name(int k) {
-  return k == kSync ? "sync" : k == kGridSync ? "grid_sync" : k == kCoherentLoad ? "load_coherent" : "reset_flag";
+  return k == kSync ? "sync" : k == kGridSync ? "grid_sync" : k == kCoherentLoad ? "load_coherent" : k == kResetFlag ? "reset_flag" : "term";
 }
 
 /// One synchronisation call site of the kernels: its kind, source line and a kernel that reached it.
@@ -495,6 +496,11 @@ class Exec {
   bool reset_flag(const std::uint8_t* p, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
     const bool left_out = launch_->skip(kResetFlag, file, line);
     return *p != 0 && !left_out;
+  }
+  /// Whether a term is taken; a mutation of its call site leaves the term out there.
+  bool term(bool taken, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+    const bool left_out = launch_->skip(kTerm, file, line);
+    return taken && !left_out;
   }
   float* smem() const { return block_->smem; }
 

@@ -32,6 +32,7 @@ struct Device {
   int sm_count = 4;
   int blocks_per_sm = 2;
   gpu::Recurrence recurrence = gpu::Recurrence::auto_select;
+  gpu::TileChoice tile = gpu::TileChoice::auto_select;
   std::uint64_t sched_seed = 1;
   std::map<std::string, int>* launches = nullptr;  ///< if set: the launches per kernel name
   emu::Mutation mutation;                          ///< a synchronisation site left out
@@ -57,6 +58,7 @@ Status train_emulated(const Case& c, const TrainData& d, const Device& dev, Trai
   on.device.smem_optin = 48 * 1024;
   std::snprintf(on.device.arch, sizeof on.device.arch, "emu%d", dev.warp);
   on.choices.recurrence = dev.recurrence;
+  on.choices.tile = dev.tile;
   on.blocks_per_sm = dev.blocks_per_sm;
   Plan plan;
   RNNCORE_RETURN_IF_ERROR(gpu::plan_for_device(st, opt, on, &plan));
@@ -465,6 +467,170 @@ TEST_CASE("mutants: ignoring the resets at any place a kernel reads them is caug
     }
     MESSAGE("reset_flag at " << site.first.file << ":" << site.first.line << " (" << kernels << "): largest relative error "
                              << worst << std::string(worst > 1e-3 ? ", caught" : ", SURVIVED"));
+    CHECK(worst > 1e-3);
+  }
+  CHECK(sites == 3);
+}
+
+// ------------------------------------------------------------- LSTM peepholes and the cell clip
+
+namespace {
+
+/// An LSTM stack with peepholes (variant 0), a cell clip (1) or both (2); a clip of 0.3 binds on
+/// most cell states, so a backward that ignores it misses by far.
+Case ext_case(int variant, int layers, int i) {
+  Case c;
+  c.stack.input_size = 6;
+  c.stack.num_layers = layers;
+  for (int l = 0; l < layers; ++l) {
+    c.stack.layers[l] = layer(Mode::lstm, 9 + 3 * l, (i + l) % 3 == 1, {});
+    c.stack.layers[l].peepholes = variant != 1;
+    c.stack.layers[l].cell_clip = variant != 0 ? 0.3 : 0.0;
+  }
+  c.T = 5;
+  c.B = 3 + i % 3;
+  c.lengths = i % 2 == 0;
+  c.initial = i % 3 != 2;
+  c.batch_major = i % 4 == 3;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("emulated GPU training with LSTM peepholes and a cell clip: both recurrences, stacks, wrappers, matrix units") {
+  // TF LSTMCell's peepholes and cell clip in a training plan: the cell epilogue keeps the CPU's wider
+  // reserve row (c before the clip too), backward's cell is lstm_ext_unit_backward (the CPU's) and
+  // the peepholes' gradients are f32_rnn_grad_peepholes' sums. Against the f64 reference backend's
+  // training run, every output and gradient (the peepholes' among the weights').
+  g_training_worst = 0;
+  Rng rng(2026112911);
+  int i = 0;
+  for (int variant = 0; variant < 3; ++variant)
+    for (gpu::Recurrence r : {gpu::Recurrence::persistent, gpu::Recurrence::tiled}) {
+      const Case c = ext_case(variant, 1 + i % 2, i);
+      Device dev;
+      dev.warp = i % 2 ? 64 : 32;
+      dev.recurrence = r;
+      dev.sched_seed = rng.next();
+      check_emulated(c, rng.next(), dev);
+      ++i;
+    }
+  // State dropout on h and c (the c masks reach the peepholes' c_{t−1}), a residual, inter-layer
+  // dropout and row ids; then per-step resets; then f16 weight storage.
+  Case w = ext_case(2, 2, i++);
+  w.stack.input_size = 9;  // the residual needs I == H
+  w.stack.layers[0].wrappers[w.stack.layers[0].num_wrappers++] =
+      dropout_wrapper(0.8, 0.7, 0.6, false, false, StateFilter::h_and_c);
+  w.stack.layers[0].wrappers[w.stack.layers[0].num_wrappers++] = residual_wrapper();
+  w.stack.layers[0].direction = Direction::unidirectional;
+  w.stack.dropout = 0.3;
+  w.run_mode = RunMode::training;
+  w.row_ids = true;
+  w.seed = rng.next();
+  w.step = rng.next();
+  check_emulated(w, rng.next());
+  Case rs = ext_case(2, 2, 0);
+  for (int l = 0; l < rs.stack.num_layers; ++l) rs.stack.layers[l].direction = Direction::unidirectional;
+  rs.resets = true;
+  check_emulated(rs, rng.next());
+  Case f16 = ext_case(0, 1, i++);
+  f16.weights = DType::f16;
+  check_emulated(f16, rng.next());
+  MESSAGE("largest relative error (f32 arithmetic): " << g_training_worst);
+  g_training_worst = 0;
+  for (DType wt : {DType::bf16, DType::f32}) {  // the forward's step on the matrix units: bf16 at warp 64, TF32 at 32
+    Case c = ext_case(2, 1, 0);
+    c.B = 9;
+    c.weights = wt;
+    c.half_math = true;
+    c.tolerance = half_math_tolerance(wt);
+    Device dev;
+    dev.warp = wt == DType::f32 ? 32 : 64;
+    dev.recurrence = gpu::Recurrence::tiled;
+    std::map<std::string, int> launches;
+    dev.launches = &launches;
+    check_emulated(c, rng.next(), dev);
+    int mma = 0;
+    for (const auto& kv : launches)
+      if (kv.first.find("_mma_16x16") != std::string::npos) mma += kv.second;
+    CHECK(mma == c.T);
+  }
+  MESSAGE("largest relative error on the matrix units (bf16, TF32): " << g_training_worst);
+}
+
+TEST_CASE("emulated GPU training with LSTM peepholes and a cell clip at larger shapes (tiled products, many rows)" *
+          doctest::test_suite("long")) {
+  // The peepholes' gradients sum over T·B = 231 rows per unit, the products run tiled, the layer
+  // widths leave partial unit groups (H = 41, 38); and two emulated devices (1 SM; 13 SMs × 3
+  // blocks, other block orders) running the same forward kernels give the same gradient bits.
+  g_training_worst = 0;
+  Case c = ext_case(2, 2, 1);
+  c.stack.input_size = 36;
+  c.stack.layers[0].hidden_size = 41;
+  c.stack.layers[1].hidden_size = 38;
+  c.T = 7;
+  c.B = 33;
+  std::map<std::string, int> launches;
+  Device dev;
+  dev.launches = &launches;
+  check_emulated(c, 4242, dev);
+  CHECK(launches["f32_rnn_grad_gemm_tiled"] > 0);
+  CHECK(launches["f32_rnn_grad_peepholes"] == 3);  // one per (layer, direction): layer 0 is bidirectional
+  MESSAGE("largest relative error: " << g_training_worst);
+  const TrainData d = draw_training(c, 4243);
+  TrainResults<float> first, other;
+  Device one, many;
+  one.sm_count = 1;
+  one.sched_seed = 3;
+  many.sm_count = 13;
+  many.blocks_per_sm = 3;
+  many.sched_seed = 977;
+  one.recurrence = many.recurrence = gpu::Recurrence::tiled;  // the same forward kernels, so the same reserve
+  one.tile = many.tile = gpu::TileChoice::small;
+  REQUIRE(train_emulated(c, d, one, &first) == Status::ok);
+  REQUIRE(train_emulated(c, d, many, &other) == Status::ok);
+  CHECK(std::memcmp(first.y.data(), other.y.data(), sizeof(float) * first.y.size()) == 0);
+  CHECK(std::memcmp(first.dw.data(), other.dw.data(), sizeof(float) * first.dw.size()) == 0);
+}
+
+TEST_CASE("mutants: leaving out any term of the LSTM extensions' backward is caught against the reference") {
+  // Every ex.term call site of backward.hpp (the peepholes in the cell's gradient, the cell clip's
+  // cut, c_{t−1} in the peepholes' gradients) is left out in turn; the mutant must miss the f64
+  // reference by far more than the tolerance on some case (the first that does ends the search),
+  // the unmutated runs stay within it.
+  if (!emu::detector::available()) {  // the sanitizer build: the same kernel source, at a sanitizer's cost
+    MESSAGE("no access instrumentation in this build (AddressSanitizer): the terms' mutants run in the release build");
+    return;
+  }
+  std::vector<std::pair<Case, Device>> cases;
+  for (int variant = 0; variant < 3; ++variant) {
+    Device dev;
+    dev.warp = variant % 2 ? 64 : 32;
+    dev.recurrence = variant == 1 ? gpu::Recurrence::persistent : gpu::Recurrence::tiled;
+    cases.emplace_back(ext_case(variant, 1, variant), dev);
+  }
+  std::map<emu::Site, std::set<std::string>> census;
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    Device dev = cases[k].second;
+    dev.census = &census;
+    CHECK(training_error(cases[k].first, 800 + k, dev) < 1e-5);
+  }
+  int sites = 0;
+  for (const auto& site : census) {
+    if (site.first.kind != emu::kTerm) continue;
+    ++sites;
+    std::string kernels;
+    for (const std::string& k : site.second) kernels += (kernels.empty() ? "" : ", ") + k;
+    double worst = 0;
+    for (std::size_t k = 0; k < cases.size() && worst <= 1e-3; ++k) {  // until a case catches it
+      Device dev = cases[k].second;
+      dev.mutation.kind = emu::kTerm;
+      dev.mutation.line = site.first.line;
+      dev.mutation.file = site.first.file.c_str();
+      worst = std::max(worst, training_error(cases[k].first, 800 + k, dev));
+    }
+    MESSAGE("term at " << site.first.file << ":" << site.first.line << " (" << kernels << "): largest relative error " << worst
+                       << std::string(worst > 1e-3 ? ", caught" : ", SURVIVED"));
     CHECK(worst > 1e-3);
   }
   CHECK(sites == 3);

@@ -31,7 +31,11 @@ struct GradDirArgs {
   int64_t reset_st, reset_sb;
   const float* x;               ///< the layer's input (before input dropout)
   int64_t x_st, x_sb;
-  const float* keep;            ///< reserve rows [T][B][cell_keep_slots(cell)·H]
+  const float* keep;            ///< reserve rows [T][B][keep_width]: as LayerArgs' keep_width, keep_h, lstm_ext
+  int32_t keep_width, keep_h, lstm_ext;
+  float cell_clip;              ///< LSTM cell clip, 0: none
+  const float* peep;            ///< LSTM peepholes [3][H] (p_i, p_f, p_o; packed), or null
+  float* dpeep[3];              ///< their gradients (canonical, added to), or null
   const float* h0;              ///< [B][H] or null (zeros)
   const float* c0;
   const float* dy;              ///< gradient of this direction's output columns, or null (zero)
@@ -76,7 +80,7 @@ RNNCORE_HD RNNCORE_GPU_INLINE int grad_previous(const Exec& ex, const GradDirArg
 }
 RNNCORE_HD inline int64_t grad_width(const GradDirArgs& a) { return static_cast<int64_t>(a.gates + 1) * a.hidden; }
 RNNCORE_HD inline const float* grad_keep(const GradDirArgs& a, int t, int b) {
-  return a.keep + (static_cast<int64_t>(t) * a.batch + b) * (cell_keep_slots(a.cell) * static_cast<int64_t>(a.hidden));
+  return a.keep + (static_cast<int64_t>(t) * a.batch + b) * static_cast<int64_t>(a.keep_width);
 }
 /// Multiplies v by masks[from], masks[from − 1] … masks[to] (an empty range when from < to).
 RNNCORE_HD RNNCORE_GPU_INLINE void masks_down(const GradDirArgs& a, const MaskSite* masks, int from, int to, int t, int b, int q,
@@ -84,17 +88,17 @@ RNNCORE_HD RNNCORE_GPU_INLINE void masks_down(const GradDirArgs& a, const MaskSi
   for (int w = from; w >= to; --w) apply_mask4(masks[w], a.step, t, a.row_ids, b, static_cast<uint32_t>(q), v, n);
 }
 
-/// The state (slot `slot` of the reserve) that step t read for units 4q..: the previous step's kept
-/// value with every state mask applied, or the initial state.
+/// The state (at element `at` of a reserve row) that step t read for units 4q..: the previous step's
+/// kept value with every state mask applied, or the initial state.
 template <class Exec>
-RNNCORE_HD RNNCORE_GPU_INLINE void grad_state_before(const Exec& ex, const GradDirArgs& a, int t, int b, int q, int slot,
+RNNCORE_HD RNNCORE_GPU_INLINE void grad_state_before(const Exec& ex, const GradDirArgs& a, int t, int b, int q, int64_t at,
                                                      const MaskSite* masks, const float* initial, float* out, int n) {
   const int tp = grad_previous(ex, a, t, b), u0 = 4 * q;
   if (tp < 0) {
     for (int j = 0; j < 4; ++j) if (j < n) out[j] = initial != nullptr ? initial[static_cast<int64_t>(b) * a.hidden + u0 + j] : 0.0f;
     return;
   }
-  const float* k = grad_keep(a, tp, b) + static_cast<int64_t>(slot) * a.hidden + u0;
+  const float* k = grad_keep(a, tp, b) + at + u0;
   for (int j = 0; j < 4; ++j) if (j < n) out[j] = k[j];
   for (int w = 0; w < a.num_wrappers; ++w) apply_mask4(masks[w], a.step, tp, a.row_ids, b, static_cast<uint32_t>(q), out, n);
 }
@@ -126,7 +130,7 @@ struct f32_rnn_grad_gather {
         continue;
       }
       const int q = g - gi, u0 = 4 * q, n = imin(4, H - u0);
-      if (active) grad_state_before(ex, a, t, b, q, cell_keep_slots(a.cell) - 1, a.state_h, a.h0, v, n);
+      if (active) grad_state_before(ex, a, t, b, q, a.keep_h, a.state_h, a.h0, v, n);
       for (int j = 0; j < 4; ++j) if (j < n) a.hprev[m * H + u0 + j] = v[j];
       if (active) continue;
       float* dg = a.dgates + m * grad_width(a);
@@ -211,6 +215,23 @@ RNNCORE_HD RNNCORE_GPU_INLINE void grad_fold_reset(const Exec& ex, const GradDir
   }
 }
 
+/// An LSTM unit group with peepholes or a cell clip (no projection: the gradient at m is dh_cell):
+/// the CPU's lstm_ext_cell. A clipped c_t (reserve slot 6 holds it before the clip) passes nothing
+/// back; the peepholes add p_o's path to dc_t and p_i's, p_f's to dc_{t−1}. Each term is taken
+/// through ex.term, so the emulator's mutation test can leave it out.
+template <class Exec>
+RNNCORE_HD RNNCORE_GPU_INLINE void lstm_ext_unit(const Exec& ex, const GradDirArgs& a, const float* k, int u0, const float* c_prev,
+                                                 const float* dh_cell, const float* dc_cell, float* dc, float* dg, int n) {
+  const int H = a.hidden;
+  for (int j = 0; j < 4; ++j) if (j < n) {
+    detail::LstmPeepholes<float> p;
+    if (a.peep != nullptr && ex.term(true)) p = {a.peep[u0 + j], a.peep[H + u0 + j], a.peep[2 * H + u0 + j]};
+    const bool clipped = ex.term(!detail::clip_passes(k[6 * H + j], a.cell_clip));
+    dc[j] = detail::lstm_ext_unit_backward(k[j], k[H + j], k[2 * H + j], k[3 * H + j], act_tanh(k[4 * H + j]), c_prev[j], dh_cell[j],
+                                           dc_cell[j], p, clipped, dg + j, static_cast<int64_t>(H));
+  }
+}
+
 /// One step t (arg) of cell C, one thread per (row, 4 units): the pre-activation gradients into
 /// dgates[t][b], dh[b] replaced by the part of dh_{t−1} that bypasses R, dc[b] by dc_{t−1}. Rows
 /// past their length keep dh and dc (the state passed that step unchanged). A reset before step
@@ -236,15 +257,18 @@ struct f32_rnn_grad_cell {
       float* dh = a.dh + static_cast<int64_t>(b) * H + u0;
       if constexpr (C == kLstm) {
         float c_prev[4] = {0.0f, 0.0f, 0.0f, 0.0f}, dc_cell[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        grad_state_before(ex, a, t, b, q, 4, a.state_c, a.c0, c_prev, n);
+        grad_state_before(ex, a, t, b, q, 4 * static_cast<int64_t>(H), a.state_c, a.c0, c_prev, n);
         float* dc = a.dc + static_cast<int64_t>(b) * H + u0;
         for (int j = 0; j < 4; ++j) if (j < n) dc_cell[j] = dc[j];
         for (int w = 0; w < a.num_wrappers; ++w) apply_mask4(a.state_c[w], a.step, t, a.row_ids, b, static_cast<uint32_t>(q), dc_cell, n);
-        for (int j = 0; j < 4; ++j) if (j < n) {
-          dc[j] = detail::lstm_unit_backward(k[j], k[H + j], k[2 * H + j], k[3 * H + j], act_tanh(k[4 * H + j]), c_prev[j],
-                                             dh_cell[j], dc_cell[j], dg + j, static_cast<int64_t>(H));
-          dh[j] = 0.0f;
+        if (a.lstm_ext) {
+          lstm_ext_unit(ex, a, k, u0, c_prev, dh_cell, dc_cell, dc, dg, n);
+        } else {
+          for (int j = 0; j < 4; ++j) if (j < n)
+            dc[j] = detail::lstm_unit_backward(k[j], k[H + j], k[2 * H + j], k[3 * H + j], act_tanh(k[4 * H + j]), c_prev[j],
+                                               dh_cell[j], dc_cell[j], dg + j, static_cast<int64_t>(H));
         }
+        for (int j = 0; j < 4; ++j) if (j < n) dh[j] = 0.0f;
       } else if constexpr (C == kGruResetAfter || C == kGruResetBefore) {
         const float* hp = a.hprev + row * H + u0;
         for (int j = 0; j < 4; ++j) if (j < n)
@@ -256,6 +280,38 @@ struct f32_rnn_grad_cell {
           dh[j] = 0.0f;
         }
       }
+    }
+  }
+};
+
+/// The LSTM peepholes' gradients after the steps: dp_i += Σ di · c_{t−1}, dp_f += Σ df · c_{t−1},
+/// dp_o += Σ do · c_t over every (step, row) within its length, in that order. One thread per
+/// (peephole, 4 units): deterministic, no atomics.
+struct f32_rnn_grad_peepholes {
+  using Args = GradDirArgs;
+  static const char* name() { return "f32_rnn_grad_peepholes"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
+    const int H = a.hidden, groups = (H + 3) / 4;
+    const int64_t rows = static_cast<int64_t>(a.steps) * a.batch, gw = grad_width(a);
+    for (int64_t i = grid_first(ex); i < 3 * static_cast<int64_t>(groups); i += grid_stride(ex)) {
+      const int which = static_cast<int>(i / groups), q = static_cast<int>(i % groups), u0 = 4 * q, n = imin(4, H - u0);
+      const int gate = which == 2 ? 3 : which;  // p_i, p_f, p_o multiply into gates i, f, o
+      float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int64_t m = 0; m < rows; ++m) {
+        const int t = static_cast<int>(m / a.batch), b = static_cast<int>(m % a.batch);
+        if (!grad_active(a, t, b)) continue;
+        float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (which == 2) {  // the new cell state
+          for (int j = 0; j < 4; ++j) if (j < n) c[j] = grad_keep(a, t, b)[4 * static_cast<int64_t>(H) + u0 + j];
+        } else if (ex.term(true)) {  // the state the step read
+          grad_state_before(ex, a, t, b, q, 4 * static_cast<int64_t>(H), a.state_c, a.c0, c, n);
+        }
+        const float* dg = a.dgates + m * gw + static_cast<int64_t>(gate) * H + u0;
+        for (int j = 0; j < 4; ++j) if (j < n) sum[j] += dg[j] * c[j];
+      }
+      for (int j = 0; j < 4; ++j) if (j < n) a.dpeep[which][u0 + j] += sum[j];
     }
   }
 };

@@ -28,6 +28,7 @@ struct DeviceExec {
   __device__ float shfl_xor(float v, int mask) const { return rnncore_gpu_shfl_xor(v, mask); }
   __device__ float load_coherent(const float* p) const { return rnncore_gpu_load_coherent(p); }
   __device__ bool reset_flag(const uint8_t* p) const { return *p != 0; }
+  __device__ bool term(bool taken) const { return taken; }
   __device__ void mma_16x16x16(const MmaFrag<WeightF16>& a, const MmaFrag<WeightF16>& b, MmaAcc& c) const {
     rnncore_gpu_mma_f16(a.r, b.r, c.c);
   }

@@ -332,7 +332,7 @@ struct DirArgs {
   const float* peep;  ///< LSTM peepholes [3][H] (p_i, p_f, p_o), or null
   MaskSite input[kWrappers], output[kWrappers], state_h[kWrappers], state_c[kWrappers];
   int32_t reverse;
-  float* keep;  ///< training forward: reserve rows [T][B][cell_keep_slots(C)·H] (slot-major), else null
+  float* keep;  ///< training forward: reserve rows [T][B][LayerArgs::keep_width] (slot-major), else null
 };
 
 /// One layer of one forward run: the argument block of every per-layer kernel.
@@ -344,6 +344,8 @@ struct LayerArgs {
   const uint32_t* row_ids;      ///< [B] device copy of row_ids, or null
   uint32_t step;                ///< run counter mod 2^32 (the mask function's c3)
   float cell_clip;              ///< LSTM cell clip (TF clip_by_value), 0: none
+  int32_t keep_width, keep_h;   ///< training: a reserve row's elements, and where its h starts (keep_width, keep_h)
+  int32_t lstm_ext;             ///< LSTM peepholes or cell clip: the reserve row also keeps c before its clip and h̃
   const uint8_t* resets;        ///< device copy of ForwardArgs::resets (unidirectional layers), or null
   int64_t reset_st, reset_sb;   ///< its strides: resets[t·reset_st + b·reset_sb]
   DirArgs dir[2];
@@ -402,16 +404,29 @@ RNNCORE_HD RNNCORE_GPU_INLINE void initial4(const float* s0, int H, int b, int u
 
 /// Values a training forward keeps per row and step, in units of H (src/internal/plan_impl.hpp,
 /// keep_slots): LSTM i f g o c h; GRU reset-after r z n (R_n h + bR_n) h; reset-before r z n h; RNN h.
+/// An LSTM with peepholes or a cell clip keeps the CPU's wider row (keep_width): i f g o c m c_raw,
+/// then h and h̃ (both m without a projection).
 RNNCORE_HD constexpr int cell_keep_slots(int c) {
   return c == kLstm ? 6 : c == kGruResetAfter ? 5 : c == kGruResetBefore ? 4 : 1;
 }
 
-/// Training forward: writes v[0..n) into keep slot `slot` of units u0.. of row (t, b).
+/// A reserve row's elements and where its h starts: the layer's (keep_width, keep_h) for an LSTM,
+/// which may keep the wider row; a constant number of slots for the other cells (so their kernels
+/// read no more arguments than before).
 template <int C>
-RNNCORE_HD RNNCORE_GPU_INLINE void keep4(const LayerArgs& a, const DirArgs& d, int t, int b, int u0, int slot, const float* v, int n) {
+RNNCORE_HD inline int64_t keep_row_width(const LayerArgs& a) {
+  return C == kLstm ? a.keep_width : cell_keep_slots(C) * static_cast<int64_t>(a.hidden);
+}
+template <int C>
+RNNCORE_HD inline int64_t keep_row_h(const LayerArgs& a) {
+  return C == kLstm ? a.keep_h : (cell_keep_slots(C) - 1) * static_cast<int64_t>(a.hidden);
+}
+
+/// Training forward: writes v[0..n) at element `at` (slot · H, or keep_h) + u0 of row (t, b).
+template <int C>
+RNNCORE_HD RNNCORE_GPU_INLINE void keep4(const LayerArgs& a, const DirArgs& d, int t, int b, int u0, int64_t at, const float* v, int n) {
   if (d.keep == nullptr) return;
-  float* k = d.keep + (static_cast<int64_t>(t) * a.batch + b) * (cell_keep_slots(C) * static_cast<int64_t>(a.hidden)) +
-             static_cast<int64_t>(slot) * a.hidden + u0;
+  float* k = d.keep + (static_cast<int64_t>(t) * a.batch + b) * keep_row_width<C>(a) + at + u0;
   for (int j = 0; j < 4; ++j) if (j < n) k[j] = v[j];
 }
 
@@ -451,17 +466,17 @@ RNNCORE_HD RNNCORE_GPU_INLINE void cell_epilogue4(const Exec& ex, const LayerArg
       d.rh[b * Hs + u0 + j] = r * ex.load_coherent(hp + u0 + j);
     }
     keep4<C>(a, d, t, b, u0, 0, r4, n);
-    keep4<C>(a, d, t, b, u0, 1, z4, n);
+    keep4<C>(a, d, t, b, u0, H, z4, n);
   } else {
     float hnew[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     const int next = d.reverse ? t - 1 : t + 1;  // the step after t in this direction
     const bool restart = a.resets != nullptr && next >= 0 && next < a.steps && row_active(a, next, b) &&
                          ex.reset_flag(reset_byte(a.resets, a.reset_st, a.reset_sb, next, b));
     if constexpr (C == kLstm) {
-      float cnew[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      float cnew[4] = {0.0f, 0.0f, 0.0f, 0.0f}, craw[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       float* cr = d.c + b * Hs + u0;
       float gate[4][4] = {};  // i f g o of each unit
-      const float* pp = d.peep;  // peepholes (inference plans): i, f see c_{t-1}, o sees c_t
+      const float* pp = d.peep;  // peepholes: i, f see c_{t-1}, o sees c_t
       for (int j = 0; j < 4; ++j) if (j < n) {
         float pi = pr[j] + rec[j], pf = pr[H + j] + rec[4 + j], po = pr[3 * H + j] + rec[12 + j];
         if (pp != nullptr) {
@@ -471,14 +486,20 @@ RNNCORE_HD RNNCORE_GPU_INLINE void cell_epilogue4(const Exec& ex, const LayerArg
         gate[0][j] = act_sigmoid(pi);
         gate[1][j] = act_sigmoid(pf);
         gate[2][j] = act_tanh(pr[2 * H + j] + rec[8 + j]);
-        cnew[j] = clip_cell(gate[1][j] * cr[j] + gate[0][j] * gate[2][j], a.cell_clip);
+        craw[j] = gate[1][j] * cr[j] + gate[0][j] * gate[2][j];
+        cnew[j] = clip_cell(craw[j], a.cell_clip);
         if (pp != nullptr) po += pp[2 * H + u0 + j] * cnew[j];
         gate[3][j] = act_sigmoid(po);
         hnew[j] = gate[3][j] * act_tanh(cnew[j]);
       }
       if (d.keep != nullptr) {
-        for (int s4 = 0; s4 < 4; ++s4) keep4<C>(a, d, t, b, u0, s4, gate[s4], n);
-        keep4<C>(a, d, t, b, u0, 4, cnew, n);
+        for (int s4 = 0; s4 < 4; ++s4) keep4<C>(a, d, t, b, u0, static_cast<int64_t>(s4) * H, gate[s4], n);
+        keep4<C>(a, d, t, b, u0, 4 * static_cast<int64_t>(H), cnew, n);
+        if (a.lstm_ext) {  // m (= h here), c before the clip, h̃ (= h without a projection)
+          keep4<C>(a, d, t, b, u0, 5 * static_cast<int64_t>(H), hnew, n);
+          keep4<C>(a, d, t, b, u0, 6 * static_cast<int64_t>(H), craw, n);
+          keep4<C>(a, d, t, b, u0, a.keep_h + static_cast<int64_t>(H), hnew, n);
+        }
       }
       const uint32_t q = static_cast<uint32_t>(u0) / 4u;
       for (int w = 0; w < a.num_wrappers; ++w) apply_mask4(d.state_c[w], a.step, t, a.row_ids, b, q, cnew, n);
@@ -495,7 +516,7 @@ RNNCORE_HD RNNCORE_GPU_INLINE void cell_epilogue4(const Exec& ex, const LayerArg
         hnew[j] = (1.0f - z) * nn + z * ex.load_coherent(hp + u0 + j);
       }
       if (d.keep != nullptr)
-        for (int s4 = 0; s4 < 4; ++s4) keep4<C>(a, d, t, b, u0, s4, gate[s4], n);
+        for (int s4 = 0; s4 < 4; ++s4) keep4<C>(a, d, t, b, u0, static_cast<int64_t>(s4) * H, gate[s4], n);
     } else if constexpr (C == kGruResetBefore) {  // PHASE 2: rec is R_n (r ⊙ h)
       float n4[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // for the reserve
       for (int j = 0; j < 4; ++j) if (j < n) {
@@ -504,7 +525,7 @@ RNNCORE_HD RNNCORE_GPU_INLINE void cell_epilogue4(const Exec& ex, const LayerArg
         n4[j] = nn;
         hnew[j] = (1.0f - z) * nn + z * ex.load_coherent(hp + u0 + j);
       }
-      keep4<C>(a, d, t, b, u0, 2, n4, n);
+      keep4<C>(a, d, t, b, u0, 2 * static_cast<int64_t>(H), n4, n);
     } else {
       for (int j = 0; j < 4; ++j) if (j < n) {
         const float pre = pr[j] + rec[j];
@@ -514,7 +535,7 @@ RNNCORE_HD RNNCORE_GPU_INLINE void cell_epilogue4(const Exec& ex, const LayerArg
     // The cell output goes to y as is (output dropout and residuals run after the recurrence); the
     // state that carries on is the dropped one.
     for (int j = 0; j < 4; ++j) if (j < n) yr[u0 + j] = hnew[j];
-    keep4<C>(a, d, t, b, u0, cell_keep_slots(C) - 1, hnew, n);
+    keep4<C>(a, d, t, b, u0, keep_row_h<C>(a), hnew, n);
     const uint32_t q = static_cast<uint32_t>(u0) / 4u;
     for (int w = 0; w < a.num_wrappers; ++w) apply_mask4(d.state_h[w], a.step, t, a.row_ids, b, q, hnew, n);
     if (restart) initial4(d.h0, H, b, u0, hnew, n);

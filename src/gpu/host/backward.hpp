@@ -137,6 +137,11 @@ inline void direction_grad_args(const detail::PlanImpl& p, const Views& v, int l
     caller_strides(f, I, &ga->dx_st, &ga->dx_sb);
   }
   ga->keep = at<const float>(v.reserve, tr.keep[l][d]);
+  ga->keep_width = detail::keep_width(lp);
+  ga->keep_h = detail::keep_h(lp);
+  ga->lstm_ext = lp.mode == Mode::lstm && lp.extensions ? 1 : 0;
+  ga->cell_clip = static_cast<float>(st.layers[l].cell_clip);
+  ga->peep = st.layers[l].peepholes ? at<const float>(v.packed, lp.dir[d].peepholes) : nullptr;
   const std::size_t slot = static_cast<std::size_t>(state_offset(st, f.batch, l, d)) * sizeof(float);
   auto state = [&](const void* base) { return base == nullptr ? nullptr : reinterpret_cast<const float*>(static_cast<const unsigned char*>(base) + slot); };
   auto state_out = [&](void* base) { return base == nullptr ? nullptr : reinterpret_cast<float*>(static_cast<unsigned char*>(base) + slot); };
@@ -184,6 +189,15 @@ inline void direction_products(const detail::PlanImpl& p, const Views& v, int l,
   if (gru) out[kGemmRN] = product(ga.dgates + n_col, 1, gw, 0, ga.hprev, H, dw.R[2], H, H, H, rows, true);
 }
 
+/// The peepholes' gradients (canonical p_i, p_f, p_o), where backward computes weight gradients.
+inline void direction_peephole_grads(const detail::PlanImpl& p, const Views& v, int l, int d, GradDirArgs* ga) {
+  if (ga->peep == nullptr || v.args->dweights == nullptr) return;
+  const detail::CellParams<float> dw = detail::cell_params(p, l, d, static_cast<float*>(v.args->dweights));
+  ga->dpeep[0] = dw.peep[0];
+  ga->dpeep[1] = dw.peep[1];
+  ga->dpeep[2] = dw.peep[3];
+}
+
 /// Whether product `role` exists in this direction.
 inline bool has(const GemmArgs& g) { return g.m > 0; }
 
@@ -226,6 +240,8 @@ Status direction(L& ln, const GpuPlan& g, const GradLayerBlock& host, const Grad
   }
   if (ga.dh0 != nullptr || ga.dc0 != nullptr)
     RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_grad_end>(elementwise_dims(g, BH, 1), ga, dga, 0));
+  if (ga.dpeep[0] != nullptr)
+    RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_grad_peepholes>(elementwise_dims(g, 3 * ((ga.hidden + 3) / 4), 1), ga, dga, 0));
   for (int role : {kGemmW, kGemmBiasW, kGemmBiasR, kGemmBiasRN, kGemmR})
     if (has(gm[role])) RNNCORE_RETURN_IF_ERROR(gemm<float>(ln, g, gm[role], &dgm[role], 0));
   if (has(gm[kGemmRN])) {
@@ -293,6 +309,7 @@ Status backward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const u
     v.cur = cur;
     for (int d = 0; d < p.layers[l].dirs; ++d) {
       grad::direction_grad_args(p, v, l, d, &host[l].dir[d]);
+      grad::direction_peephole_grads(p, v, l, d, &host[l].dir[d]);
       grad::direction_products(p, v, l, d, host[l].dir[d], host[l].gemm[d]);
     }
     const detail::Mask inter = l > 0 ? detail::inter_layer_mask(p.stack, run, l - 1) : detail::Mask();

@@ -406,6 +406,9 @@ inline bool layer_args(const detail::PlanImpl& p, const ForwardArgs& a, const de
   la.dirs = lp.dirs;
   la.num_wrappers = ls.num_wrappers;
   la.cell_clip = static_cast<float>(ls.cell_clip);
+  la.keep_width = detail::keep_width(lp);
+  la.keep_h = detail::keep_h(lp);
+  la.lstm_ext = lp.mode == Mode::lstm && lp.extensions ? 1 : 0;
   for (int w = 0; w < ls.num_wrappers; ++w) la.residual[w] = ls.wrappers[w].kind == WrapperKind::residual ? 1 : 0;
   la.lengths = arrays.lengths;
   la.row_ids = arrays.row_ids;
