@@ -99,6 +99,25 @@ void check_emulated(const Case& c, std::uint64_t seed, const Device& dev = Devic
                  "warp=" + std::to_string(dev.warp) + " recurrence=" + std::to_string(static_cast<int>(dev.recurrence)));
 }
 
+
+// Checks c at batch 9 with weights wt and gpu_half_math through the tiled recurrence (bf16 at warp
+// 64, TF32 at warp 32); returns how many matrix-unit step kernels (_mma_16x16) it launched.
+int check_on_matrix_units(Case c, DType wt, std::uint64_t seed) {
+  c.B = 9;
+  c.weights = wt;
+  c.half_math = true;
+  c.tolerance = half_math_tolerance(wt);
+  Device dev;
+  dev.warp = wt == DType::f32 ? 32 : 64;
+  dev.recurrence = gpu::Recurrence::tiled;
+  std::map<std::string, int> launches;
+  dev.launches = &launches;
+  check_emulated(c, seed, dev);
+  int mma = 0;
+  for (const auto& kv : launches)
+    if (kv.first.find("_mma_16x16") != std::string::npos) mma += kv.second;
+  return mma;
+}
 }  // namespace
 
 TEST_CASE("emulated GPU training: every cell, both directions, lengths and layouts against the reference") {
@@ -412,20 +431,7 @@ TEST_CASE("emulated GPU training with per-step resets: every cell, stacks, both 
   g_training_worst = 0;
   for (DType wt : {DType::bf16, DType::f32}) {  // bf16 at warp 64, TF32 at warp 32
     Case c = reset_case(Mode::gru, GruVariant::reset_before, 1, i++);
-    c.B = 9;
-    c.weights = wt;
-    c.half_math = true;
-    c.tolerance = half_math_tolerance(wt);
-    Device dev;
-    dev.warp = wt == DType::f32 ? 32 : 64;
-    dev.recurrence = gpu::Recurrence::tiled;
-    std::map<std::string, int> launches;
-    dev.launches = &launches;
-    check_emulated(c, rng.next(), dev);
-    int mma = 0;
-    for (const auto& kv : launches)
-      if (kv.first.find("_mma_16x16") != std::string::npos) mma += kv.second;
-    CHECK(mma == 2 * c.T);
+    CHECK(check_on_matrix_units(c, wt, rng.next()) == 2 * c.T);
   }
   MESSAGE("largest relative error on the matrix units (bf16, TF32): " << g_training_worst);
 }
@@ -540,20 +546,7 @@ TEST_CASE("emulated GPU training with LSTM peepholes and a cell clip: both recur
   g_training_worst = 0;
   for (DType wt : {DType::bf16, DType::f32}) {  // the forward's step on the matrix units: bf16 at warp 64, TF32 at 32
     Case c = ext_case(2, 1, 0);
-    c.B = 9;
-    c.weights = wt;
-    c.half_math = true;
-    c.tolerance = half_math_tolerance(wt);
-    Device dev;
-    dev.warp = wt == DType::f32 ? 32 : 64;
-    dev.recurrence = gpu::Recurrence::tiled;
-    std::map<std::string, int> launches;
-    dev.launches = &launches;
-    check_emulated(c, rng.next(), dev);
-    int mma = 0;
-    for (const auto& kv : launches)
-      if (kv.first.find("_mma_16x16") != std::string::npos) mma += kv.second;
-    CHECK(mma == c.T);
+    CHECK(check_on_matrix_units(c, wt, rng.next()) == c.T);
   }
   MESSAGE("largest relative error on the matrix units (bf16, TF32): " << g_training_worst);
 }
