@@ -62,6 +62,8 @@ void define_export_c(CLI::App& app, io::ExportCOptions& o) {
       ->needs(in);
   app.add_flag("--interleave", o.interleave,
                "int8 models: the LSTM weights in the interleaved layout\n(panels of 4 rows; the fast kernel on Cortex-M4/M7)");
+  app.add_flag("--plan", o.plan,
+               "int8 models: also NAME_plan, NAME_stack planned by this build\nof the library as a const rnncore_plan (no plan RAM;\nonly for programs linked with this build)");
   app.add_flag("--interleave-i16", o.interleave_i16,
                "int8 models: the LSTM weights as int16 panels (pre-widened,\ntwice the weight flash of --interleave, about a fifth fewer\ninstructions on Cortex-M4/M7); implies --interleave");
   add_model_hint_options(app, o.hints);

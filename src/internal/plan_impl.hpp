@@ -151,7 +151,6 @@ int keep_slots(const LayerPlan& lp);
 int keep_width(const LayerPlan& lp);
 int keep_h(const LayerPlan& lp);
 
-constexpr std::uint64_t kPlanMagic = 0x4e414c5045524f43ull;    // plan initialised
 constexpr std::uint64_t kPackedMagic = 0x4b4341505243524eull;  // packed buffer header
 constexpr std::size_t kPackedHeaderBytes = 64;
 constexpr int kScratchRows = 6;
@@ -195,6 +194,9 @@ struct PlanImpl {
   gpu::GpuPlan gpu;                  // backend gpu only: the device planned for and the kernel choices
 #endif
 };
+// A created plan's magic. It holds the plan's size, so that a plan value made by a build of another
+// layout (pointer width, max_layers, training: a const plan of export-c --plan) is refused as not created.
+constexpr std::uint64_t kPlanMagic = 0x4e414c5045524f43ull ^ (std::uint64_t{sizeof(PlanImpl)} << 40);
 
 // The packed buffer's first kPackedHeaderBytes: PackedHeader, then at kPackedFamilyOffset the
 // kernel family the buffer was packed for (Plan::kernel_name, Plan::isa), so that a plan of
