@@ -311,13 +311,18 @@ const StepKernels* int8_step_kernels(int* count) {
 }
 
 const StepKernels* int8_best_step_kernels(Isa cap) {
-  const detail::Kernel* g = detail::select_kernel(KernelOp::i32_gate_act, cap);
-  if (g == nullptr || g->isa == Isa::none) return nullptr;  // the step's own scalar code
-  int n = 0;
-  const StepKernels* k = int8_step_kernels(&n);
-  for (int i = 0; i < n; ++i)
-    if (k[i].gate == g->gate) return &k[i];
-  return nullptr;
+  if constexpr (count(detail::kI32GateAct) == 0) {  // (firmware: none, and no RAM for their list)
+    (void)cap;
+    return nullptr;
+  } else {
+    const detail::Kernel* g = detail::select_kernel(KernelOp::i32_gate_act, cap);
+    if (g == nullptr || g->isa == Isa::none) return nullptr;  // the step's own scalar code
+    int n = 0;
+    const StepKernels* k = int8_step_kernels(&n);
+    for (int i = 0; i < n; ++i)
+      if (k[i].gate == g->gate) return &k[i];
+    return nullptr;
+  }
 }
 
 }  // namespace q8
