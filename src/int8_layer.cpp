@@ -87,9 +87,11 @@ PackedLstm pack_lstm_params(const q8::Int8LstmParams& prm, const unsigned char* 
   return o;
 }
 
-// The prepared parameters from their packed form (the kernels left null).
-q8::Int8LstmParams unpack_lstm_params(const PackedLstm& o, const unsigned char* packed) {
-  q8::Int8LstmParams prm;
+// The prepared parameters from their packed form into *out (its kernels left as they are). Into
+// the caller's value: a returned one is a second copy on the frame of forward's deepest call in a
+// bidirectional stack (unpack_lstm under run_direction: 208 bytes of a Cortex-M's stack peak).
+void unpack_lstm_params(const PackedLstm& o, const unsigned char* packed, q8::Int8LstmParams* out) {
+  q8::Int8LstmParams& prm = *out;
   prm.input_size = o.input_size;
   prm.hidden_size = o.hidden_size;
   prm.layout = static_cast<q8::Int8WeightLayout>(o.layout);
@@ -107,7 +109,6 @@ q8::Int8LstmParams unpack_lstm_params(const PackedLstm& o, const unsigned char* 
     prm.x_mult_rows[g] = at<std::int32_t>(packed, o.x_rows[g]);
     prm.h_mult_rows[g] = at<std::int32_t>(packed, o.h_rows[g]);
   }
-  return prm;
 }
 
 PackedDense pack_dense_params(const q8::Int8DenseParams& prm, const unsigned char* packed) {
@@ -574,7 +575,7 @@ T* ws_at(const Run& r, std::size_t off) {
 RNNCORE_Q8_NOINLINE void unpack_lstm(const Run& r, int l, int d, q8::Int8LstmParams* prm) {
   PackedLstm pl;
   std::memcpy(&pl, r.pk + r.p->i8.dir[l][d].params, sizeof pl);
-  *prm = unpack_lstm_params(pl, r.pk);
+  unpack_lstm_params(pl, r.pk, prm);
   prm->dot = dot_kernel(*r.p);
   prm->dot_panels = q8::int8_panel_layout(prm->layout) ? panel_kernel(*r.p) : nullptr;
   prm->gate_activations = gate_kernel(*r.p);
@@ -925,7 +926,9 @@ q8::Int8LstmParams int8_packed_lstm(const PlanImpl& p, const void* packed, int l
   const auto* pk = static_cast<const unsigned char*>(packed);
   PackedLstm pl;
   std::memcpy(&pl, pk + p.i8.dir[l][d].params, sizeof pl);
-  return unpack_lstm_params(pl, pk);
+  q8::Int8LstmParams prm;  // (the kernels null)
+  unpack_lstm_params(pl, pk, &prm);
+  return prm;
 }
 
 }  // namespace detail
