@@ -1020,7 +1020,17 @@ void write_int8_stack_spec(std::string* out, const std::string& name, const Stac
 // training, the kernel registry's order), so the header holds it only for a program whose
 // rnncore.h agrees on the first three, and it must link a library of the same build.
 void write_const_plan(std::string* out, const std::string& name, const Plan& plan, const PlanOptions& po) {
-  const unsigned char* bytes = reinterpret_cast<const unsigned char*>(&plan);
+  // The plan's bytes with its padding zeroed (a copy of the spec carries whatever its padding held),
+  // so that the header is the same on every run.
+  std::vector<unsigned char> storage(Plan::kStorageBytes, 0);
+  detail::PlanImpl clean = detail::impl(plan);
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_clear_padding)
+  __builtin_clear_padding(&clean);
+#endif
+#endif
+  std::memcpy(storage.data(), &clean, sizeof clean);
+  const unsigned char* bytes = storage.data();
   std::size_t n = Plan::kStorageBytes;
   while (n > 1 && bytes[n - 1] == 0) --n;  // C zero-fills the rest of the initializer
   const std::string NAME = upper(name);
