@@ -88,8 +88,8 @@ PackedLstm pack_lstm_params(const q8::Int8LstmParams& prm, const unsigned char* 
 }
 
 // The prepared parameters from their packed form into *out (its kernels left as they are). Into
-// the caller's value: a returned one is a second copy on the frame of forward's deepest call in a
-// bidirectional stack (unpack_lstm under run_direction: 208 bytes of a Cortex-M's stack peak).
+// the caller's value: a returned one is a second copy on unpack_lstm's frame (208 bytes on a
+// Cortex-M; not on the stack peak, which the step sets, but a frame that needs nothing of it).
 void unpack_lstm_params(const PackedLstm& o, const unsigned char* packed, q8::Int8LstmParams* out) {
   q8::Int8LstmParams& prm = *out;
   prm.input_size = o.input_size;
