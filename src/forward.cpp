@@ -66,7 +66,7 @@ Status check_args(const PlanImpl& p, const void* packed, const void* workspace, 
                   std::size_t needed, bool y_needed, const ForwardArgs& a) {
   RNNCORE_ENSURE(p.magic == detail::kPlanMagic, Status::invalid_enum, "forward: the plan was not created");
   RNNCORE_ENSURE(packed != nullptr, Status::null_pointer, "forward: packed weights are null");
-  if (!p.ops->device_memory) {  // a GPU plan's buffer is device memory: its forward checks it
+  if (!p.ops()->device_memory) {  // a GPU plan's buffer is device memory: its forward checks it
     detail::PackedHeader header;
     std::memcpy(&header, packed, sizeof header);
     RNNCORE_ENSURE(header.magic == detail::kPackedMagic, Status::weights_not_packed,
@@ -115,7 +115,7 @@ Status check_args(const PlanImpl& p, const void* packed, const void* workspace, 
                      vocab - 1);
   }
   if (a.resets != nullptr) {
-    RNNCORE_ENSURE(p.ops->resets, Status::unsupported,
+    RNNCORE_ENSURE(p.ops()->resets, Status::unsupported,
                    "forward: resets are not run by %s (the float stacks' reference, simd and gpu backends run them)",
                    p.stack.dtype == DType::i8 ? "an integer stack" : "this backend");
     for (int l = 0; l < p.stack.num_layers; ++l)
@@ -137,7 +137,7 @@ void multiply_layer_mask(const PlanImpl& p, const detail::Mask& m, const detail:
   for (int t = 0; t < steps; ++t)
     for (int b = 0; b < batch; ++b) {
       T* row = out + (static_cast<std::int64_t>(t) * batch + b) * width;
-      detail::mask_row(p.simd.kernels, m, run, t, b, mask);
+      detail::mask_row(p.simd.kernels(), m, run, t, b, mask);
       for (int u = 0; u < width; ++u) row[u] *= mask[u];
     }
 }
@@ -212,7 +212,7 @@ Status Plan::forward(const void* packed, void* workspace, std::size_t workspace_
   const PlanImpl& p = impl(*this);
   RNNCORE_RETURN_IF_ERROR(check_args(p, packed, workspace, workspace_bytes, p.ws.total, true, a));
   if (a.batch == 0) return Status::ok;
-  return p.ops->forward(p, packed, workspace, a);
+  return p.ops()->forward(p, packed, workspace, a);
 }
 
 Status Plan::backward(const void* packed, void* workspace, std::size_t workspace_bytes, const BackwardArgs& a) const {
@@ -228,7 +228,7 @@ Status Plan::backward(const void* packed, void* workspace, std::size_t workspace
                  a.dcy != nullptr ? "dcy" : "dc0");
   RNNCORE_ENSURE(a.forward.reserve == nullptr || a.forward.reserve_bytes >= reserve_total(p), Status::buffer_too_small,
                  "backward: reserve has %zu bytes, the plan needs %zu", a.forward.reserve_bytes, reserve_total(p));
-  return p.ops->backward(p, packed, workspace, a);
+  return p.ops()->backward(p, packed, workspace, a);
 }
 
 namespace detail {

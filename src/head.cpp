@@ -78,7 +78,7 @@ void head_product_matmul(const PlanImpl& p, const unsigned char* packed, const f
   m.k = static_cast<std::int32_t>(head_in(p.stack));
   m.row_begin = 0;
   m.row_end = rows;
-  p.simd.kernels->matmul(m);
+  p.simd.kernels()->matmul(m);
 }
 
 // y_row = act(c_row + b).
@@ -146,7 +146,7 @@ void head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, con
   }
   rows = run_pre_head(p, packed, ws, rows, n);
   if constexpr (std::is_same<T, float>::value) {
-    p.ops->head_product_f32(p, packed, rows, static_cast<int>(n), c);
+    p.ops()->head_product_f32(p, packed, rows, static_cast<int>(n), c);
   } else {
     head_product(p, packed, rows, static_cast<int>(n), c);
   }
@@ -176,7 +176,7 @@ void reference_head_product(const PlanImpl& p, const unsigned char* packed, cons
 }
 
 void simd_head_product(const PlanImpl& p, const unsigned char* packed, const float* a, int n, float* c) {
-  if (p.simd.kernels->matmul != nullptr) head_product_matmul(p, packed, a, n, c);
+  if (p.simd.kernels()->matmul != nullptr) head_product_matmul(p, packed, a, n, c);
   else head_product(p, packed, a, n, c);
 }
 
@@ -188,7 +188,7 @@ void simd_pack_ends(const PlanImpl& p, const void* canonical, unsigned char* pac
   if (tail > 0) std::memcpy(packed + p.ends, c + first, sizeof(float) * static_cast<std::size_t>(tail));
   if (st.head.out_features > 0) {  // the head's Wᵀ [in, out]: B(k, n) = W[n, k]
     const std::int64_t in = head_in(st);
-    p.simd.kernels->pack_b(c + canonical_offset(st, st.num_pre_head, 0, ParamKind::dense_weight, 0), 1, in, static_cast<std::int32_t>(in),
+    p.simd.kernels()->pack_b(c + canonical_offset(st, st.num_pre_head, 0, ParamKind::dense_weight, 0), 1, in, static_cast<std::int32_t>(in),
                       st.head.out_features, at<float>(packed, p.simd.head_wt));
   }
 }

@@ -24,6 +24,7 @@
 #include "src/internal/int8_fixed_point.hpp"
 #include "src/internal/int8_layer.hpp"
 #include "src/internal/int8_lstm.hpp"
+#include "src/internal/kernels.hpp"
 #include "src/internal/plan_impl.hpp"
 #include "src/internal/spec_internal.hpp"
 #include "src/internal/thread_pool.hpp"
@@ -86,9 +87,11 @@ PackedLstm pack_lstm_params(const q8::Int8LstmParams& prm, const unsigned char* 
   return o;
 }
 
-// The prepared parameters from their packed form (the kernels left null).
-q8::Int8LstmParams unpack_lstm_params(const PackedLstm& o, const unsigned char* packed) {
-  q8::Int8LstmParams prm;
+// The prepared parameters from their packed form into *out (its kernels left as they are). Into
+// the caller's value: a returned one is a second copy on unpack_lstm's frame (208 bytes on a
+// Cortex-M; not on the stack peak, which the step sets, but a frame that needs nothing of it).
+void unpack_lstm_params(const PackedLstm& o, const unsigned char* packed, q8::Int8LstmParams* out) {
+  q8::Int8LstmParams& prm = *out;
   prm.input_size = o.input_size;
   prm.hidden_size = o.hidden_size;
   prm.layout = static_cast<q8::Int8WeightLayout>(o.layout);
@@ -106,7 +109,6 @@ q8::Int8LstmParams unpack_lstm_params(const PackedLstm& o, const unsigned char* 
     prm.x_mult_rows[g] = at<std::int32_t>(packed, o.x_rows[g]);
     prm.h_mult_rows[g] = at<std::int32_t>(packed, o.h_rows[g]);
   }
-  return prm;
 }
 
 PackedDense pack_dense_params(const q8::Int8DenseParams& prm, const unsigned char* packed) {
@@ -181,33 +183,51 @@ DirRegions take_dir(Arena* pk, int H, int I, bool per_channel, q8::Int8WeightLay
 // The panel kernel (interleaved weights) of the dot kernel `dot`'s family, other than the portable
 // one: i8_dot_panels_4x16__dsp for i8_dot_4x16__dsp on a Cortex-M (M profile) with the DSP
 // extension; null elsewhere (a Cortex-A build runs NEON, and the DSP row kernel only when capped,
-// as `rnncore info` names it).
-// i16: the int16 panel layout's kernels (i16_dot_panels_4x16__dsp).
-const q8::DotPanelsKernel* panel_kernel_of(const char* dot, bool i16) {
+// as `rnncore info` names it). `op`: i8_dot_panels, or i16_dot_panels for the int16 panel layout
+// (i16_dot_panels_4x16__dsp).
+const Kernel* panel_kernel_of(const char* dot, KernelOp op) {
+  int n = 0;
+  const Kernel* k = kernel_registry(op, &n);
 #if defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M'
   const char* family = std::strstr(dot, "__");
   if (family == nullptr || std::strcmp(family, "__scalar") == 0) return nullptr;
-  int n = 0;
-  const q8::DotPanelsKernel* k = i16 ? q8::int16_panel_kernels(&n) : q8::int8_panel_kernels(&n);
   for (int i = 0; i < n; ++i) {
-    const char* f = std::strstr(k[i].name, "__");
+    const char* f = std::strstr(k[i].own_name, "__");
     if (f != nullptr && std::strcmp(f, family) == 0) return &k[i];
   }
 #else
   (void)dot;
-  (void)i16;
+  (void)k;
 #endif
   return nullptr;
 }
 
 // The portable panel kernel: interleaved weights on a target without the DSP one (a host packing
 // for a Cortex-M, or checking such a buffer).
-const q8::DotPanelsKernel* portable_panel_kernel(bool i16) {
+const Kernel* portable_panel_kernel(KernelOp op) {
   int n = 0;
-  const q8::DotPanelsKernel* k = i16 ? q8::int16_panel_kernels(&n) : q8::int8_panel_kernels(&n);
+  const Kernel* k = kernel_registry(op, &n);
   for (int i = 0; i < n; ++i)
-    if (std::strstr(k[i].name, "__scalar") != nullptr) return &k[i];
+    if (std::strstr(k[i].own_name, "__scalar") != nullptr) return &k[i];
   return nullptr;
+}
+
+// The plan's kernels, from their registry indices (Int8Plan::dot, panels, gate, cell).
+KernelOp panel_op(const PlanImpl& p) {
+  return p.i8.panel_layout == q8::Int8WeightLayout::interleaved4_i16 ? KernelOp::i16_dot_panels : KernelOp::i8_dot_panels;
+}
+q8::DotRowsFn dot_kernel(const PlanImpl& p) { return kernel_at(KernelOp::i8_dot, p.i8.dot)->dot; }
+q8::DotPanelsFn panel_kernel(const PlanImpl& p) {
+  const Kernel* k = kernel_at(panel_op(p), p.i8.panels);
+  return k != nullptr ? k->dot_panels : nullptr;
+}
+q8::GateActivationsFn gate_kernel(const PlanImpl& p) {
+  const Kernel* k = kernel_at(KernelOp::i32_gate_act, p.i8.gate);
+  return k != nullptr ? k->gate : nullptr;
+}
+q8::CellUpdateFn cell_kernel(const PlanImpl& p) {
+  const Kernel* k = kernel_at(KernelOp::i16_cell_update, p.i8.cell);
+  return k != nullptr ? k->cell : nullptr;
 }
 
 // Scratch bytes of a step of an (I, H) direction: q8::int8_lstm_scratch_bytes of its parameters.
@@ -221,22 +241,32 @@ std::size_t step_scratch_bytes(int I, int H, bool interleaved) {
 
 // The kernels under `cap` (named in kernel_name) and the merges' parameters.
 Status choose_kernels(Isa cap, PlanImpl* p) {
-  const q8::DotRowsKernel dot = q8::int8_best_dot_kernel(cap);
-  const q8::StepKernels* step = q8::int8_best_step_kernels(cap);
+  const Kernel* dot = select_kernel(KernelOp::i8_dot, cap);  // the scalar one at worst
+  // The step kernels of the fastest gate kernel's family, or none: the step's own scalar code
+  // (q8::int8_best_step_kernels' choice).
+  const Kernel* gate = select_kernel(KernelOp::i32_gate_act, cap);
+  if (gate != nullptr && gate->isa == Isa::none) gate = nullptr;
+  const Kernel* cell = nullptr;
+  int n_cell = 0;
+  const Kernel* cells = kernel_registry(KernelOp::i16_cell_update, &n_cell);
+  for (int i = 0; gate != nullptr && cell == nullptr && i < n_cell; ++i)
+    if (cells[i].isa == gate->isa) cell = &cells[i];
+  if (cell == nullptr) gate = nullptr;
   const Int8Weights want = p->options.int8_weights;
   RNNCORE_ENSURE(want >= Int8Weights::auto_select && want <= Int8Weights::interleaved_i16, Status::invalid_enum,
                  "Plan::create: int8_weights = %d is not an Int8Weights", static_cast<int>(want));
   const bool i16 = want == Int8Weights::interleaved_i16;
-  const q8::DotPanelsKernel* panels = want == Int8Weights::row_major ? nullptr : panel_kernel_of(dot.name, i16);
-  if (panels == nullptr && (want == Int8Weights::interleaved || i16)) panels = portable_panel_kernel(i16);
-  p->i8.dot = dot.fn;
-  p->i8.panels = panels != nullptr ? panels->fn : nullptr;
+  const KernelOp pop = i16 ? KernelOp::i16_dot_panels : KernelOp::i8_dot_panels;
+  const Kernel* panels = want == Int8Weights::row_major ? nullptr : panel_kernel_of(dot->own_name, pop);
+  if (panels == nullptr && (want == Int8Weights::interleaved || i16)) panels = portable_panel_kernel(pop);
+  p->i8.dot = kernel_index(KernelOp::i8_dot, dot);
+  p->i8.panels = kernel_index(pop, panels);
   p->i8.panel_layout = panels == nullptr ? q8::Int8WeightLayout::row_major
                                          : (i16 ? q8::Int8WeightLayout::interleaved4_i16 : q8::Int8WeightLayout::interleaved4);
-  p->i8.gate = step != nullptr ? step->gate : nullptr;
-  p->i8.cell = step != nullptr ? step->cell : nullptr;
-  p->isa = dot.isa;
-  const char* name = panels != nullptr ? panels->name : dot.name;  // the LSTMs' kernel (the head's: `dot`)
+  p->i8.gate = kernel_index(KernelOp::i32_gate_act, gate);
+  p->i8.cell = kernel_index(KernelOp::i16_cell_update, cell);
+  p->isa = dot->isa;
+  const char* name = panels != nullptr ? panels->own_name : dot->own_name;  // the LSTMs' kernel (the head's: `dot`)
   std::size_t n = 0;
   for (const char* c = name; *c != '\0' && n + 1 < sizeof p->kernel_name; ++c) p->kernel_name[n++] = *c;
   p->kernel_name[n] = '\0';
@@ -269,7 +299,7 @@ Status layout_int8(PlanImpl* p, const GpuPlanner&) {
   Arena pk(kPackedHeaderBytes);
   int max_w = st.input_size;
   std::size_t step_scratch = 0;
-  const bool interleaved = q.panels != nullptr;
+  const bool interleaved = q.panels >= 0;
   const q8::Int8WeightLayout layout = q.panel_layout;
   for (int l = 0; l < st.num_layers; ++l) {
     const LayerSpec& ls = st.layers[l];
@@ -403,7 +433,7 @@ q8::Int8WeightLayout copy_weights(const PlanImpl& p, int l, int d, const DirRegi
   const auto* cr = reinterpret_cast<const std::int8_t*>(canonical + canonical_offset(st, l, d, ParamKind::recurrent_weight, 0));
   const std::size_t hi = static_cast<std::size_t>(H) * I, hh = static_cast<std::size_t>(H) * H;
   if (p.i8.panel_layout == q8::Int8WeightLayout::interleaved4_i16) return copy_weights_i16(H, I, dp, cw, cr, packed, w, r);
-  bool interleaved = p.i8.panels != nullptr;
+  bool interleaved = p.i8.panels >= 0;
   for (int g = 0; g < q8::kGates && interleaved; ++g)
     interleaved = q8::interleavable4(cw + g * hi, H, I) && q8::interleavable4(cr + g * hh, H, H);
   const std::size_t gate_w = interleaved ? q8::interleaved4_bytes(H, I) : hi;
@@ -545,11 +575,11 @@ T* ws_at(const Run& r, std::size_t off) {
 RNNCORE_Q8_NOINLINE void unpack_lstm(const Run& r, int l, int d, q8::Int8LstmParams* prm) {
   PackedLstm pl;
   std::memcpy(&pl, r.pk + r.p->i8.dir[l][d].params, sizeof pl);
-  *prm = unpack_lstm_params(pl, r.pk);
-  prm->dot = r.p->i8.dot;
-  prm->dot_panels = q8::int8_panel_layout(prm->layout) ? r.p->i8.panels : nullptr;
-  prm->gate_activations = r.p->i8.gate;
-  prm->cell_update = r.p->i8.cell;
+  unpack_lstm_params(pl, r.pk, prm);
+  prm->dot = dot_kernel(*r.p);
+  prm->dot_panels = q8::int8_panel_layout(prm->layout) ? panel_kernel(*r.p) : nullptr;
+  prm->gate_activations = gate_kernel(*r.p);
+  prm->cell_update = cell_kernel(*r.p);
 }
 
 // Row b's state of (layer l, direction d) in the workspace (Int8Plan::h, c): rows at the widest
@@ -718,7 +748,7 @@ q8::Int8DenseParams dense_params(const Run& r, int k) {
   PackedDense pd;
   std::memcpy(&pd, r.pk + r.p->i8.dense[k].params, sizeof pd);
   q8::Int8DenseParams dp = unpack_dense_params(pd, r.pk);
-  dp.dot = r.p->i8.dot;
+  dp.dot = dot_kernel(*r.p);
   return dp;
 }
 
@@ -896,7 +926,9 @@ q8::Int8LstmParams int8_packed_lstm(const PlanImpl& p, const void* packed, int l
   const auto* pk = static_cast<const unsigned char*>(packed);
   PackedLstm pl;
   std::memcpy(&pl, pk + p.i8.dir[l][d].params, sizeof pl);
-  return unpack_lstm_params(pl, pk);
+  q8::Int8LstmParams prm;  // (the kernels null)
+  unpack_lstm_params(pl, pk, &prm);
+  return prm;
 }
 
 }  // namespace detail

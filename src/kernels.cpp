@@ -203,6 +203,28 @@ const simd::F32Kernels* select_f32_kernels(Isa cap, Isa* chosen) {
   return k != nullptr ? k->table() : nullptr;
 }
 
+int f32_table_index(const simd::F32Kernels* table) {
+  for (int i = 0; table != nullptr && i < count(kF32Tables); ++i)
+    if (kF32Tables[i].table() == table) return i;
+  return -1;
+}
+
+const simd::F32Kernels* SimdPlan::kernels() const {
+  return table >= 0 && table < count(kF32Tables) ? kF32Tables[table].table() : nullptr;
+}
+
+int kernel_index(KernelOp op, const Kernel* k) {
+  int n = 0;
+  const Kernel* list = kernel_registry(op, &n);
+  return k != nullptr && k >= list && k < list + n ? static_cast<int>(k - list) : -1;
+}
+
+const Kernel* kernel_at(KernelOp op, int index) {
+  int n = 0;
+  const Kernel* list = kernel_registry(op, &n);
+  return index >= 0 && index < n ? &list[index] : nullptr;
+}
+
 }  // namespace detail
 
 int available_isas(Isa* out, int capacity) {
@@ -289,13 +311,18 @@ const StepKernels* int8_step_kernels(int* count) {
 }
 
 const StepKernels* int8_best_step_kernels(Isa cap) {
-  const detail::Kernel* g = detail::select_kernel(KernelOp::i32_gate_act, cap);
-  if (g == nullptr || g->isa == Isa::none) return nullptr;  // the step's own scalar code
-  int n = 0;
-  const StepKernels* k = int8_step_kernels(&n);
-  for (int i = 0; i < n; ++i)
-    if (k[i].gate == g->gate) return &k[i];
-  return nullptr;
+  if constexpr (count(detail::kI32GateAct) == 0) {  // (firmware: none, and no RAM for their list)
+    (void)cap;
+    return nullptr;
+  } else {
+    const detail::Kernel* g = detail::select_kernel(KernelOp::i32_gate_act, cap);
+    if (g == nullptr || g->isa == Isa::none) return nullptr;  // the step's own scalar code
+    int n = 0;
+    const StepKernels* k = int8_step_kernels(&n);
+    for (int i = 0; i < n; ++i)
+      if (k[i].gate == g->gate) return &k[i];
+    return nullptr;
+  }
 }
 
 }  // namespace q8

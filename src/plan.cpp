@@ -92,7 +92,7 @@ Status choose_backend(const StackSpec& stack, const PlanOptions& options, const 
                    "an integer stack (dtype i8) needs the integer backend, which this firmware image does not link: "
                    "call rnncore_link_int8() once (rnncore.h)");
 #endif
-    p->ops = &kInt8Backend;
+    p->table = BackendTable::int8;
     p->backend = want == Backend::reference ? Backend::reference : Backend::simd;
     p->isa = want == Backend::reference ? Isa::none : options.max_isa;  // its layout's cap for the kernels
     return Status::ok;
@@ -106,7 +106,7 @@ Status choose_backend(const StackSpec& stack, const PlanOptions& options, const 
                  "backend gpu: layers[%d] has an LSTM projection, which the GPU kernels do not run yet (use backend "
                  "simd, reference or auto)", ext);
   if (want == Backend::gpu) {
-    p->ops = &kGpuBackend;
+    p->table = BackendTable::gpu;
     p->backend = Backend::gpu;
     return gpu.select(options, p, gpu.context);
   }
@@ -125,12 +125,12 @@ Status choose_backend(const StackSpec& stack, const PlanOptions& options, const 
       k = nullptr;
     }
     if (k != nullptr) {
-      p->ops = &kSimdBackend;
+      p->table = BackendTable::simd;
       p->simd.weights = static_cast<simd::Weights>(w);
       p->simd.bf16_pairs = w == static_cast<int>(simd::Weights::bf16) && k->bf16_pairs;
       p->backend = Backend::simd;
       p->isa = isa;
-      p->simd.kernels = k;
+      p->simd.table = f32_table_index(k);
       p->vector = k->vector;
       copy_name(p->kernel_name, k->name, "");
       return Status::ok;
@@ -143,7 +143,7 @@ Status choose_backend(const StackSpec& stack, const PlanOptions& options, const 
   RNNCORE_ENSURE(options.weight_dtype == DType::f32, Status::unsupported,
                  "weight_dtype %s needs the SIMD backend on AVX2 or AVX-512 (the reference backend stores weights in "
                  "the computation's dtype)", to_string(options.weight_dtype));
-  p->ops = &kReferenceBackend;
+  p->table = BackendTable::reference;
   p->backend = Backend::reference;
   p->isa = Isa::none;
   p->vector = 1;
@@ -364,6 +364,18 @@ const BackendOps kGpuBackend = {
     nullptr, nullptr,
 };
 
+// The only place that maps a plan's table to its operations (choose_backend below sets it).
+const BackendOps* PlanImpl::ops() const {
+  switch (table) {
+    case BackendTable::reference: return &kReferenceBackend;
+    case BackendTable::simd: return &kSimdBackend;
+    case BackendTable::gpu: return &kGpuBackend;
+    case BackendTable::int8: return &kInt8Backend;  // (null in an image that did not call rnncore_link_int8)
+    case BackendTable::none: break;
+  }
+  return nullptr;
+}
+
 namespace {
 
 simd::Cell cell_of(const LayerSpec& ls) {
@@ -475,12 +487,12 @@ Status create_plan(const StackSpec& stack, const PlanOptions& options, const Gpu
         round_up(p->layers[l].hidden, p->vector * simd::vectors_per_gate(p->layers[l].cell)));
     p->max_width = std::max({p->max_width, p->layers[l].input_size, p->layers[l].dirs * p->layers[l].hidden, hp});
   }
-  const Status ls = p->ops->layout(p, gpu);
+  const Status ls = p->ops()->layout(p, gpu);
   if (ls != Status::ok) {
     p->magic = 0;
     return ls;
   }
-  if (options.training) p->ops->layout_training(p);
+  if (options.training) p->ops()->layout_training(p);
   if (p->ws.total == ~std::size_t{0}) {
     p->magic = 0;
     return fail_status(Status::invalid_size, "buffers for max_batch = %d and max_seq_len = %d would exceed 2^46 bytes",
@@ -530,7 +542,7 @@ Status Plan::pack_weights(const void* canonical, void* packed, std::size_t packe
                  "pack_weights: packed buffer %p is not %zu-byte aligned", packed, kAlignment);
   RNNCORE_ENSURE(packed_bytes >= p.packed_bytes, Status::buffer_too_small,
                  "pack_weights: packed buffer has %zu bytes, the plan needs %zu", packed_bytes, p.packed_bytes);
-  return p.ops->pack(p, canonical, packed);
+  return p.ops()->pack(p, canonical, packed);
 }
 
 }  // namespace rnncore

@@ -98,7 +98,7 @@ Status simd_pack(const PlanImpl& p, const void* canonical_void, unsigned char* p
         bW[g] = canonical + canonical_offset(st, l, d, ParamKind::input_bias, g);
         bR[g] = canonical + canonical_offset(st, l, d, ParamKind::recurrent_bias, g);
       }
-      const std::int32_t* pass = p.simd.kernels->pass_vectors;  // by vectors per block
+      const std::int32_t* pass = p.simd.kernels()->pass_vectors;  // by vectors per block
       if (!lp.skip_input) pack_panel(packed + dp.w_panel, W, G, H, lp.input_size, V, NV, pass[G * NV], f);
       if (reset_before) {
         pack_panel(packed + dp.r_panel, R, 2, H, H, V, NV, pass[2 * NV], f);
@@ -136,7 +136,7 @@ namespace {
 void multiply_mask_row(const PlanImpl& p, const Mask& m, const RunDropout& run, int t, int b, float* dst, int n,
                        float* row) {
   if (!m.active) return;
-  mask_row(p.simd.kernels, m, run, t, b, row);
+  mask_row(p.simd.kernels(), m, run, t, b, row);
   for (int u = 0; u < n; ++u) dst[u] *= row[u];
 }
 
@@ -151,7 +151,7 @@ void fill_state_masks(const PlanImpl& p, const Mask* masks, int count, const Run
     for (int w = 0; w < count; ++w) {
       const Mask& mk = masks[w];
       if (!mk.active || u0 >= end) continue;
-      p.simd.kernels->mask_row(mk.seed, run.step, mk.site, mk.t_prime(t), mk.row(run, b), mk.width, static_cast<std::uint32_t>(u0),
+      p.simd.kernels()->mask_row(mk.seed, run.step, mk.site, mk.t_prime(t), mk.row(run, b), mk.width, static_cast<std::uint32_t>(u0),
                           static_cast<std::uint32_t>(end), mk.params, row);
       for (int u = u0; u < end; ++u) m[u] *= row[u - u0];
     }
@@ -180,7 +180,7 @@ void project_step(const PlanImpl& p, const LayerPlan& lp, const LayerSpec& ls, c
   g.row_end = batch;
   g.block_begin = j0;
   g.block_end = j1;
-  p.simd.kernels->gemm[static_cast<int>(p.simd.weights)](g);
+  p.simd.kernels()->gemm[static_cast<int>(p.simd.weights)](g);
   const float clip = static_cast<float>(ls.proj_clip);
   for (int b = 0; b < batch; ++b) {
     float* h = a.h_next + static_cast<std::int64_t>(b) * Hp;
@@ -199,7 +199,7 @@ void project_step(const PlanImpl& p, const LayerPlan& lp, const LayerSpec& ls, c
       if (u < P) y[u] = v;
       h[u] = mask != nullptr ? v * mask[u] : v;
     }
-    if (a.h16_next != nullptr) p.simd.kernels->to_bf16(h + u0, a.h16_next + static_cast<std::int64_t>(b) * Hp + u0, u1 - u0);
+    if (a.h16_next != nullptr) p.simd.kernels()->to_bf16(h + u0, a.h16_next + static_cast<std::int64_t>(b) * Hp + u0, u1 - u0);
   }
 }
 
@@ -320,7 +320,7 @@ void project_inputs(const DirectionRun& d, int t_lo, int t_hi) {
     for (int t = t_lo; t < t_hi; ++t)
       for (int b = 0; b < B; ++b) {
         std::uint16_t* dst = x16 + (static_cast<std::int64_t>(t - t_lo) * B + b) * k_even;
-        p.simd.kernels->to_bf16(d.x + t * d.x_st + b * d.x_sb, dst, I);
+        p.simd.kernels()->to_bf16(d.x + t * d.x_st + b * d.x_sb, dst, I);
         if (k_even != I) dst[I] = 0;
       }
     g.a16 = x16;
@@ -340,7 +340,7 @@ void project_inputs(const DirectionRun& d, int t_lo, int t_hi) {
   g.row_end = (t_hi - t_lo) * B;
   g.block_begin = d.j0;
   g.block_end = d.j1;
-  p.simd.kernels->gemm[static_cast<int>(p.simd.weights)](g);
+  p.simd.kernels()->gemm[static_cast<int>(p.simd.weights)](g);
 }
 
 // 2. Initial state of this member's units (h in f32 and, with bf16 weights, bf16; c), padded with
@@ -352,7 +352,7 @@ void initial_row(const DirectionRun& d, int b, float* h, std::uint16_t* h16, flo
   for (int u = d.hu0; u < d.hu1; ++u)
     hb[u] = u < O && io.h0 != nullptr ? static_cast<const float*>(io.h0)[b * O + u] : 0.0f;
   if (h16 != nullptr && d.hu0 < d.hu1)
-    d.p->simd.kernels->to_bf16(hb + d.hu0, h16 + static_cast<std::int64_t>(b) * Hp + d.hu0, d.hu1 - d.hu0);
+    d.p->simd.kernels()->to_bf16(hb + d.hu0, h16 + static_cast<std::int64_t>(b) * Hp + d.hu0, d.hu1 - d.hu0);
   if (c == nullptr) return;
   float* cb = c + static_cast<std::int64_t>(b) * Hp;
   for (int u = d.u0; u < d.u1; ++u)
@@ -414,7 +414,7 @@ simd::StepArgs step_args(const DirectionRun& d, float* c, float* mask_h, float* 
 void run_steps(const DirectionRun& d, const Team& team) {
   const PlanImpl& p = *d.p;
   const DirectionIO& io = *d.io;
-  const simd::F32Kernels& k = *p.simd.kernels;
+  const simd::F32Kernels& k = *p.simd.kernels();
   const int B = d.B, T = d.T, H = d.H, O = d.O, Hp = d.Hp, w = static_cast<int>(p.simd.weights);
   const WrapperMasks& wm = d.wm;
   const int chunk = static_cast<int>(std::max<std::int64_t>(
@@ -555,7 +555,7 @@ void simd_forward_thread(void* context, int index) {
       int r0, r1;
       team.share(T * B, &r0, &r1);
       for (int row = r0; row < r1; ++row) {
-        mask_row(p.simd.kernels, inter, r.run, row / B, row % B, mask);
+        mask_row(p.simd.kernels(), inter, r.run, row / B, row % B, mask);
         float* o = out + static_cast<std::int64_t>(row) * width;
         for (int u = 0; u < width; ++u) o[u] *= mask[u];
       }

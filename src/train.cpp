@@ -119,7 +119,7 @@ struct Threads {
 
 Threads plan_threads(const PlanImpl& p) {
   Threads th;
-  if (p.ops->thread_pool && p.options.threads > 1) {
+  if (p.ops()->thread_pool && p.options.threads > 1) {
     th.pool = p.options.thread_pool;
     th.count = p.options.threads;
   }
@@ -844,7 +844,7 @@ void backward_all(const PlanImpl& p, const unsigned char* packed, unsigned char*
       g.xcell = at_bytes<T>(ws, tr.xcell);
       g.rows = at_bytes<T>(ws, tr.brows);
       g.row_width = p.max_width;
-      g.kernels = p.simd.kernels;  // the SIMD backend's (null in the others' plans)
+      g.kernels = p.simd.kernels();  // the SIMD backend's (null in the others' plans)
       if (g.kernels != nullptr) {
         g.pack = at_bytes<T>(ws, p.simd.train.backward_pack);
         g.r_packed = at_bytes<T>(ws, p.simd.train.r_packed);
@@ -866,7 +866,7 @@ void backward_all(const PlanImpl& p, const unsigned char* packed, unsigned char*
 class BatchedForward {
  public:
   BatchedForward(const PlanImpl& p, int layer, int dir, const DirectionIO& io, const unsigned char* packed, unsigned char* ws)
-      : p_(p), lp_(p.layers[layer]), ls_(p.stack.layers[layer]), io_(io), k_(p.simd.kernels), H_(lp_.hidden),
+      : p_(p), lp_(p.layers[layer]), ls_(p.stack.layers[layer]), io_(io), k_(p.simd.kernels()), H_(lp_.hidden),
         O_(lp_.out), I_(lp_.input_size), B_(io.batch), G_(lp_.gates), GH_(lp_.gates * lp_.hidden),
         slots_(keep_width(lp_)), w_(cell_params(p, layer, dir, reinterpret_cast<const float*>(packed + p.train.canonical))),
         w_t_(lp_.skip_input ? nullptr : reinterpret_cast<const float*>(packed + p.simd.train.w_t[layer][dir])),
@@ -1136,7 +1136,7 @@ void simd_pack_training(const PlanImpl& p, const float* canonical, unsigned char
       const CellParams<const float> w = cell_params(p, l, d, canonical);
       auto* w_t = reinterpret_cast<float*>(packed + st.w_t[l][d]);
       auto* r_t = reinterpret_cast<float*>(packed + st.r_t[l][d]);
-      const simd::F32Kernels& k = *p.simd.kernels;
+      const simd::F32Kernels& k = *p.simd.kernels();
       if (w.W[0] != nullptr) k.pack_b(w.W[0], 1, lp.input_size, lp.input_size, GH, w_t);
       if (reset_before) {
         k.pack_b(w.R[0], 1, H, H, 2 * H, r_t);
@@ -1164,7 +1164,7 @@ Status train_forward(const PlanImpl& p, const unsigned char* packed, unsigned ch
       buf.h[1] = ws + tr.h[d][1];
       buf.c = ws + tr.c[d];
       buf.rows = ws + tr.rows + static_cast<std::size_t>(d) * tr.rows_stride;
-      p.ops->train_direction(p, l, d, reserve_direction_io(p, a, ws, l, d, run, reserve), packed, ws, buf);
+      p.ops()->train_direction(p, l, d, reserve_direction_io(p, a, ws, l, d, run, reserve), packed, ws, buf);
     }
     if (l + 1 < p.stack.num_layers)
       apply_inter_layer_dropout(p, run, l, reserve + tr.layer_out[l], a.seq_len, a.batch, ws + tr.rows);

@@ -41,7 +41,10 @@ void define_export_c(CLI::App& app, io::ExportCOptions& o) {
       "core); a plan of the other layout refuses it and says which int8_weights matches.\n"
       "--interleave-i16 writes both in the int16 panel layout instead (rnncore_int8_interleave4_i16,\n"
       "RNNCORE_INT8_WEIGHTS_INTERLEAVED4_I16; the packed buffer for RNNCORE_INT8_WEIGHTS_PACKED_INTERLEAVED_I16):\n"
-      "twice the weight bytes, for the Cortex-M DSP kernel that multiplies them unpacked.");
+      "twice the weight bytes, for the Cortex-M DSP kernel that multiplies them unpacked.\n"
+      "--plan adds NAME_plan, NAME_stack planned by this tool's library as a const rnncore_plan for\n"
+      "rnncore_forward (no plan RAM); its bytes are this build's (NAME_HAS_PLAN guards the plan size,\n"
+      "layer limit, training and pointer width): link the program with a library of the same build.");
   app.add_option("--weights", o.weights, "the model")->required()->type_name("M.safetensors");
   app.add_option("--output", o.output, "the header to write")->required()->type_name("MODEL.h");
   app.add_option("--name", o.name, "C identifier prefix (default: from --output)")->type_name("NAME");
@@ -62,6 +65,8 @@ void define_export_c(CLI::App& app, io::ExportCOptions& o) {
       ->needs(in);
   app.add_flag("--interleave", o.interleave,
                "int8 models: the LSTM weights in the interleaved layout\n(panels of 4 rows; the fast kernel on Cortex-M4/M7)");
+  app.add_flag("--plan", o.plan,
+               "int8 models: also NAME_plan, NAME_stack planned by this build\nof the library as a const rnncore_plan (no plan RAM;\nonly for programs linked with this build)");
   app.add_flag("--interleave-i16", o.interleave_i16,
                "int8 models: the LSTM weights as int16 panels (pre-widened,\ntwice the weight flash of --interleave, about a fifth fewer\ninstructions on Cortex-M4/M7); implies --interleave");
   add_model_hint_options(app, o.hints);

@@ -5,13 +5,15 @@
  * DSP kernel (NAME_packed: interleaved, biases folded) are const objects in flash that the export-c
  * header (MODEL_HEADER, `rnncore export-c --interleave`, the same header as mcu_model.c's) holds;
  * a header of `--interleave-i16` (int16 panels) is planned with int8_weights for that layout.
- * The plan is made once after rnncore_link_int8(); there is no pack step, and every inference is
- * one rnncore_forward on NAME_packed in place.
+ * The plan is made once after rnncore_link_int8() (or, with MODEL_PLAN_HEADER, is a const value in
+ * flash that a first image planned); there is no pack step, and every inference is one
+ * rnncore_forward on NAME_packed in place.
  *
- * RAM: the plan (a value of RNNCORE_PLAN_BYTES: 12 544 bytes, 2 688 in a library built with
- * -Dmax_layers=2) and the workspace, sized at build time by WORKSPACE_BYTES (run.sh reads it from a
- * first run with -DMODEL_SIZES_ONLY, which prints the plan's sizes): one step's buffers for a stack
- * of one-direction layers, layer 0's output of every step for the bidirectional model.
+ * RAM: the plan (a value of RNNCORE_PLAN_BYTES: 12 544 bytes, 2 496 in a library built with
+ * -Dmax_layers=2 and without training; none with MODEL_PLAN_HEADER) and the workspace, sized at
+ * build time by WORKSPACE_BYTES (run.sh reads it from a first run with -DMODEL_SIZES_ONLY, which
+ * prints the plan's sizes and its bytes): one step's buffers for a stack of one-direction layers,
+ * layer 0's output of every step for the bidirectional model.
  *
  * Checks: mcu_model.c's (model_checks.h): every sequence of the sample equal to LiteRT's bit for
  * bit; a unidirectional model also streamed one step per call (the state in the caller's h and c,
@@ -61,7 +63,15 @@ typedef int8_t model_input;
 #define WORKSPACE_BYTES 65536
 #endif
 
+#ifdef MODEL_PLAN_HEADER
+/* The plan as a const value in flash (no RAM): the bytes a first image of this build planned and
+ * printed (MODEL_SIZES_ONLY; run.sh writes them into MODEL_PLAN_HEADER as MODEL_PLAN_INIT). A plan
+ * holds no pointer of its own, so the value runs in any image linked with the same library build. */
+#include MODEL_PLAN_HEADER
+static const rnncore_plan g_plan = {{MODEL_PLAN_INIT}};
+#else
 static rnncore_plan g_plan;
+#endif
 static uint8_t g_ws[WORKSPACE_BYTES] __attribute__((aligned(64)));
 static int8_t g_y[U(RETURN_SEQUENCES) ? T * OUT : OUT]; /* one sequence's output */
 #if !IS_BIDI
@@ -70,10 +80,32 @@ static int8_t g_h[H]; /* the streamed state */
 static int16_t g_c[H];
 #endif
 
+#ifdef MODEL_SIZES_ONLY
+/* The plan's bytes up to its last non-zero one, as hex, 32 a line: "PLAN 43 4f ..." (run.sh's
+ * MODEL_PLAN_INIT; the console's lines are short). */
+static void put_plan_bytes(void) {
+  static const char hex[] = "0123456789abcdef";
+  const unsigned char* b = g_plan.opaque;
+  size_t n = sizeof g_plan.opaque, i;
+  char byte[4] = {' ', 0, 0, 0};
+  while (n > 1 && b[n - 1] == 0) --n;
+  for (i = 0; i < n; ++i) {
+    if (i % 32 == 0) put("PLAN");
+    byte[1] = hex[b[i] >> 4];
+    byte[2] = hex[b[i] & 15];
+    put(byte);
+    if (i % 32 == 31 || i + 1 == n) end_line();
+  }
+}
+#endif
+
 static rnncore_status model_prepare(void) {
+  rnncore_link_int8(); /* the firmware profile links the integer backend on this call */
+#ifdef MODEL_PLAN_HEADER
+  return rnncore_plan_packed_weight_bytes(&g_plan) == sizeof M(packed) ? RNNCORE_OK : RNNCORE_ERR_BUFFER_TOO_SMALL;
+#else
   rnncore_plan_options o;
   rnncore_status s;
-  rnncore_link_int8(); /* the firmware profile links the integer backend on this call */
   rnncore_plan_options_init(&o);
   /* A header of `export-c --interleave-i16` holds int16 panels, which a plan takes only when asked. */
   if (L0_QUANTIZATION.weight_layout == RNNCORE_INT8_WEIGHTS_INTERLEAVED4_I16) {
@@ -89,9 +121,11 @@ static rnncore_status model_prepare(void) {
   put(" workspace=");
   put_uint((unsigned long)rnncore_plan_workspace_bytes(&g_plan));
   end_line();
+  put_plan_bytes();
 #endif
   /* The header's packed weights are this plan's layout (a plan of another one refuses them in forward). */
   return rnncore_plan_packed_weight_bytes(&g_plan) == sizeof M(packed) ? RNNCORE_OK : RNNCORE_ERR_BUFFER_TOO_SMALL;
+#endif
 }
 
 /* The whole model on `steps` inputs in one call, from h0 / c0 (NULL: LiteRT's initial state),
@@ -137,7 +171,11 @@ int main(void) {
   put(rnncore_plan_kernel_name(&g_plan));
   report("packed", (unsigned long)rnncore_plan_packed_weight_bytes(&g_plan));
   report("workspace", (unsigned long)rnncore_plan_workspace_bytes(&g_plan));
+#ifdef MODEL_PLAN_HEADER
+  report("plan_in_flash", (unsigned long)sizeof g_plan);
+#else
   report("plan", (unsigned long)sizeof g_plan);
+#endif
   end_line();
   return model_checks(stack);
 }

@@ -115,15 +115,24 @@ print(o["max_layers"], int(t == "true" or (t == "auto" and o["profile"] != "firm
       run_image "$m" "$img"
     fi
     if [[ " $VARIANTS " == *" plan "* ]]; then
-      # One call: a first image prints the plan's packed and workspace bytes, the second is sized by them.
+      # One call: a first image plans and prints the plan's packed and workspace bytes and the plan
+      # value itself; the second has a workspace of that size and (PLAN=const, the default) that
+      # plan as a const value in flash (PLAN=ram: planned at start into RAM, as the first).
       img=$WORK/$target-${m}_plan.elf
       cc_model "$HERE/mcu_model_plan.c" "$img.o" -DMODEL_SIZES_ONLY
       link "$img" "$img.o"
-      sizes=$(timeout 600 qemu-system-arm -M "$(qemu_machine "$target")" -display none -serial null -monitor none \
-                -semihosting -kernel "$img" </dev/null 2>&1 | sed -n 's/^SIZES packed=\([0-9]*\) workspace=\([0-9]*\).*/\1 \2/p')
+      first=$(timeout 600 qemu-system-arm -M "$(qemu_machine "$target")" -display none -serial null -monitor none \
+                -semihosting -kernel "$img" </dev/null 2>&1)
+      sizes=$(sed -n 's/^SIZES packed=\([0-9]*\) workspace=\([0-9]*\).*/\1 \2/p' <<<"$first")
       if [ -z "$sizes" ]; then echo "$target ${m}_plan: FAILED (no sizes)"; failed=$((failed + 1)); continue; fi
       read -r packed ws <<<"$sizes"
-      cc_model "$HERE/mcu_model_plan.c" "$img.o" -DWORKSPACE_BYTES="$ws"
+      plan_def=()
+      if [ "${PLAN:-const}" = const ]; then
+        { printf '#define MODEL_PLAN_INIT '; sed -n 's/^PLAN //p' <<<"$first" | tr '\n' ' ' |
+            sed 's/\([0-9a-f][0-9a-f]\)/0x\1,/g'; echo; } >"$WORK/$target-${m}_plan_value.h"
+        plan_def=("-DMODEL_PLAN_HEADER=\"$target-${m}_plan_value.h\"" -I"$WORK")
+      fi
+      cc_model "$HERE/mcu_model_plan.c" "$img.o" -DWORKSPACE_BYTES="$ws" "${plan_def[@]}"
       link "$img" "$img.o"
       run_image "${m}_plan" "$img"
     fi

@@ -53,7 +53,7 @@ extern const BackendOps kInt8Backend;
 #endif
 
 // Whether a created plan's buffers are device memory (false for a plan not created).
-inline bool buffers_in_device_memory(const PlanImpl& p) { return p.ops != nullptr && p.ops->device_memory; }
+inline bool buffers_in_device_memory(const PlanImpl& p) { return p.ops() != nullptr && p.ops()->device_memory; }
 
 // ---- Pieces the tables are made of ----
 

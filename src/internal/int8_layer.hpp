@@ -59,15 +59,18 @@ struct Int8DensePack {
 };
 
 struct Int8Plan {
-  q8::DotRowsFn dot = nullptr;                    // chosen under PlanOptions::max_isa
+  // The kernels, each as its place in its op's kernel registry (src/internal/kernels.hpp; -1:
+  // none), not a pointer, so that a plan value holds none (src/int8_layer.cpp reads them).
+  std::int32_t dot = -1;                          // i8_dot, chosen under PlanOptions::max_isa
   // The panel kernel of the dot kernel's family where there is one (the Cortex-M DSP build): the
-  // LSTM weights are packed interleaved (q8::interleave4) for it. Null: row-major weights.
-  q8::DotPanelsFn panels = nullptr;
-  // The panel layout `panels` reads: interleaved4, or interleaved4_i16 (PlanOptions::int8_weights
-  // = interleaved_i16: the weights pre-widened, twice the bytes); row_major where panels is null.
+  // LSTM weights are packed interleaved (q8::interleave4) for it. -1: row-major weights.
+  std::int32_t panels = -1;
+  // The panel layout `panels` reads: interleaved4 (i8_dot_panels), or interleaved4_i16
+  // (i16_dot_panels; PlanOptions::int8_weights = interleaved_i16: the weights pre-widened, twice
+  // the bytes); row_major where panels is -1.
   q8::Int8WeightLayout panel_layout = q8::Int8WeightLayout::row_major;
-  q8::GateActivationsFn gate = nullptr;           // null: the step's scalar code
-  q8::CellUpdateFn cell = nullptr;
+  std::int32_t gate = -1;                         // i32_gate_act; -1: the step's scalar code
+  std::int32_t cell = -1;                         // i16_cell_update
   Int8DirPack dir[kMaxLayers][2];
   rnncore_int8_add merge_add[kMaxLayers];         // sum, ave
   rnncore_int8_mul merge_mul[kMaxLayers];         // mul, ave (· 0.5)

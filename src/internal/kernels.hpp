@@ -60,6 +60,11 @@ const Kernel* kernel_registry(KernelOp op, int* count);
 /// environment's cap RNNCORE_MAX_ISA; null when there is none (an f32 build without SIMD).
 const Kernel* select_kernel(KernelOp op, Isa cap = Isa::best);
 
+/// A plan keeps a kernel as its index in its op's registry (no pointer in a plan value): the index
+/// of `k` (an entry of kernel_registry(op)), or -1 (k null); and the entry at an index (null for -1).
+int kernel_index(KernelOp op, const Kernel* k);
+const Kernel* kernel_at(KernelOp op, int index);
+
 }  // namespace detail
 }  // namespace rnncore
 

@@ -125,7 +125,11 @@ struct SimdTrainLayout {
 
 // The SIMD backend's part of a plan (all zero in the other backends' plans: kernels null).
 struct SimdPlan {
-  const simd::F32Kernels* kernels = nullptr;
+  // Its F32Kernels table, as the table's place in the kernel registry (kernel_registry(f32_rnn);
+  // -1: none), so that a plan holds no pointer (a plan value may be a const object in flash:
+  // docs/porting.md, "The plan"); kernels() reads it (src/kernels.cpp).
+  std::int32_t table = -1;
+  const simd::F32Kernels* kernels() const;
   simd::Weights weights = simd::Weights::f32;  // storage of the packed weights
   bool bf16_pairs = false;                     // bf16 panels in k-pairs (vdpbf16ps)
   std::size_t head_wt = 0;                     // packed buffer: the head's Wᵀ packed for f32_matmul
@@ -147,7 +151,6 @@ int keep_slots(const LayerPlan& lp);
 int keep_width(const LayerPlan& lp);
 int keep_h(const LayerPlan& lp);
 
-constexpr std::uint64_t kPlanMagic = 0x4e414c5045524f43ull;    // plan initialised
 constexpr std::uint64_t kPackedMagic = 0x4b4341505243524eull;  // packed buffer header
 constexpr std::size_t kPackedHeaderBytes = 64;
 constexpr int kScratchRows = 6;
@@ -155,15 +158,21 @@ constexpr std::uint64_t kReserveMagic = 0x5652455345525243ull;  // reserve fille
 constexpr std::size_t kReserveHeaderBytes = 64;  // rows of the per-direction scratch area
 
 struct BackendOps;  // src/internal/backend.hpp
+// Which backend table a plan runs on (PlanImpl::ops, set once by choose_backend).
+enum class BackendTable : std::int32_t { none = 0, reference = 1, simd = 2, gpu = 3, int8 = 4 };
 
 // A plan: the common part (the stack, the layers, the layouts every backend uses) and the chosen
-// backend's part (`simd` or `gpu`; the other stays zero). `ops` is the chosen backend's table.
+// backend's part (`simd` or `gpu`; the other stays zero). `ops()` is the chosen backend's table.
+// A plan holds no pointer of its own making (the backend table and the kernels are indices; only
+// options.thread_pool is the caller's), so that its bytes are the same in every image of a build:
+// a planned value can be kept as a const object (in flash) and run from there.
 struct PlanImpl {
   std::uint64_t magic = 0;
   StackSpec stack;
   PlanOptions options;
-  const BackendOps* ops = nullptr;   // the chosen backend's operations (a static table)
-  Backend backend = Backend::reference;  // what Plan::backend() reports (ops->kind once chosen)
+  BackendTable table = BackendTable::none;  // the chosen backend's operations
+  const BackendOps* ops() const;     // its static table (src/plan.cpp); null before the choice
+  Backend backend = Backend::reference;  // what Plan::backend() reports (ops()->kind once chosen)
   Isa isa = Isa::none;
   char kernel_name[32] = {0};
   std::int32_t vector = 1;           // V
@@ -185,6 +194,9 @@ struct PlanImpl {
   gpu::GpuPlan gpu;                  // backend gpu only: the device planned for and the kernel choices
 #endif
 };
+// A created plan's magic. It holds the plan's size, so that a plan value made by a build of another
+// layout (pointer width, max_layers, training: a const plan of export-c --plan) is refused as not created.
+constexpr std::uint64_t kPlanMagic = 0x4e414c5045524f43ull ^ (std::uint64_t{sizeof(PlanImpl)} << 40);
 
 // The packed buffer's first kPackedHeaderBytes: PackedHeader, then at kPackedFamilyOffset the
 // kernel family the buffer was packed for (Plan::kernel_name, Plan::isa), so that a plan of
@@ -321,6 +333,8 @@ Status create_plan(const StackSpec& stack, const PlanOptions& options, const Gpu
 
 // CPU features: the best f32 kernel table not above `cap` (also capped by env RNNCORE_MAX_ISA), or null.
 const simd::F32Kernels* select_f32_kernels(Isa cap, Isa* chosen);
+// The registry's index of an F32Kernels table (SimdPlan::table), or -1.
+int f32_table_index(const simd::F32Kernels* table);
 bool cpu_has_avx512_bf16();
 // Whether this CPU runs `isa` (and the OS saves its registers); whether it has AArch64's SDOT.
 bool cpu_has_isa(Isa isa);

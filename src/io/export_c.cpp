@@ -1015,6 +1015,41 @@ void write_int8_stack_spec(std::string* out, const std::string& name, const Stac
           chain.c_str(), st.reverse_input ? "    .reverse_input = 1,\n" : "");
 }
 
+// NAME_plan (--plan): `plan`, the stack as this library plans it, as a const rnncore_plan (a plan
+// holds no pointer of its own: PlanImpl). Its bytes are this build's (pointer width, max_layers,
+// training, the kernel registry's order), so the header holds it only for a program whose
+// rnncore.h agrees on the first three, and it must link a library of the same build.
+void write_const_plan(std::string* out, const std::string& name, const Plan& plan, const PlanOptions& po) {
+  // The plan's bytes with its padding zeroed (a copy of the spec carries whatever its padding held),
+  // so that the header is the same on every run.
+  std::vector<unsigned char> storage(Plan::kStorageBytes, 0);
+  detail::PlanImpl clean = detail::impl(plan);
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_clear_padding)
+  __builtin_clear_padding(&clean);
+#endif
+#endif
+  std::memcpy(storage.data(), &clean, sizeof clean);
+  const unsigned char* bytes = storage.data();
+  std::size_t n = Plan::kStorageBytes;
+  while (n > 1 && bytes[n - 1] == 0) --n;  // C zero-fills the rest of the initializer
+  const std::string NAME = upper(name);
+  appendf(out,
+          "/** %s_stack planned by the library that wrote this header (max_batch %d, max_seq_len %d, the\n"
+          " * portable kernels %s, the layout of %s_packed), as a const value: rnncore_forward(&%s_plan,\n"
+          " * %s_packed, ...) needs no rnncore_plan_create_stack and no RAM for the plan. Its bytes are that\n"
+          " * library's build's: %s_HAS_PLAN is 1 only where rnncore.h has the same plan size, layer limit,\n"
+          " * training and pointer width, and the program must link a library of that build. */\n"
+          "#if RNNCORE_PLAN_BYTES == %zu && RNNCORE_MAX_LAYERS == %d && RNNCORE_TRAINING == %d && UINTPTR_MAX == %s\n"
+          "#define %s_HAS_PLAN 1\n"
+          "static const rnncore_plan %s_plan = {{\n",
+          name.c_str(), po.max_batch, po.max_seq_len, plan.kernel_name(), name.c_str(), name.c_str(), name.c_str(),
+          NAME.c_str(), Plan::kStorageBytes, RNNCORE_MAX_LAYERS, RNNCORE_TRAINING,
+          sizeof(void*) == 8 ? "0xFFFFFFFFFFFFFFFFu" : "0xFFFFFFFFu", NAME.c_str(), name.c_str());
+  write_values(out, bytes, n, {}, 16, "  ");
+  appendf(out, "}};\n#else\n#define %s_HAS_PLAN 0\n#endif\n", NAME.c_str());
+}
+
 // NAME_stack and NAME_packed: the weights packed by the library's own pack_weights for the family
 // of --interleave (interleaved panels, the Cortex-M DSP kernel's) or row-major (every other
 // kernel), for the one-call C API with no pack step (a go_backwards model's with reverse_input).
@@ -1061,6 +1096,7 @@ Status write_int8_plan_arrays(std::string* out, const ExportCOptions& o, const I
           " * in place by rnncore_forward: no rnncore_plan_pack_weights and no RAM for weights. */\n",
           NAME.c_str());
   write_array(out, "static RNNCORE_PACKED_ALIGN const uint8_t " + o.name + "_packed", at, bytes, {}, 16);
+  if (o.plan) write_const_plan(out, o.name, plan, po);
   *summary = "; " + o.name + "_packed (" + family + ") " + std::to_string(bytes) + " bytes, workspace " +
              std::to_string(plan.workspace_bytes()) + " bytes";
   return Status::ok;

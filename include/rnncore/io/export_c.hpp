@@ -33,6 +33,9 @@ struct ExportCOptions {
   long long max_batch = 0, max_seq_len = 0;  ///< float models: plan sizes for these (0: the sample's, else 1)
   bool interleave = false;  ///< int8 models: LSTM weights in the interleaved layout (Cortex-M's fast kernel)
   bool interleave_i16 = false;  ///< with interleave: the int16 panel layout instead (twice the weight bytes; fewer instructions)
+  /// int8 models with the one-call arrays: also NAME_plan, NAME_stack planned by this library (for the sample's
+  /// B and T, the portable kernels) as a const rnncore_plan: valid in programs linked with a library of this build
+  bool plan = false;
 };
 
 /// What export_c did.
