@@ -18,6 +18,20 @@ constexpr int kMatmulNc = 512;  // N block: columns of B per pass (kKc × kNc fl
 
 static_assert(kMatmulScratchFloats >= kMatmulKc * kMatmulNc + kMatmulKc * 8, "matmul scratch too small");
 
+// Rows of a packed B panel a tile asks the cache for ahead of its FMAs. The panel streams from L2
+// (a block is kKc × kNc, 512 KiB) or, in the per-step products, from R in L3; with the hardware
+// prefetchers alone the 6 × 4 AVX-512 tile waited on those loads (70–80 GFLOP/s against a
+// measured peak of ~100–130 on the Xeon of docs/performance.md; 90–100 with this). A prefetch
+// never faults: the rows past a panel's end cost a cache line at most. The one-row paths stream
+// few enough lines for the hardware prefetchers and have none.
+constexpr int kMatmulPrefetchRows = 8;
+
+// One prefetch per cache line of `floats` consecutive floats.
+template <int Floats>
+RNNCORE_SIMD_INLINE void prefetch_floats(const float* p) {
+  for (int q = 0; q < Floats; q += 16) __builtin_prefetch(p + q);
+}
+
 // Rows of a register tile: MR·NR accumulators, NR loads of B and a broadcast fit the register file.
 template <class Arch>
 constexpr int matmul_rows() {
@@ -58,6 +72,7 @@ inline void matmul_tile_packed(const float* ap, const float* bp, float* c, std::
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = load ? vf<Arch>::load_unaligned(c + i * ldc + j * V) : vf<Arch>(0.0f);
   for (int p = 0; p < k_count; ++p, ap += AS, bp += NR * V) {
+    prefetch_floats<NR * V>(bp + kMatmulPrefetchRows * NR * V);
     vf<Arch> bv[NR];
     for (int j = 0; j < NR; ++j) bv[j] = vf<Arch>::load_unaligned(bp + j * V);
     for (int i = 0; i < MR; ++i) {
