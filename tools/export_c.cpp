@@ -41,7 +41,11 @@ void define_export_c(CLI::App& app, io::ExportCOptions& o) {
       "core); a plan of the other layout refuses it and says which int8_weights matches.\n"
       "--interleave-i16 writes both in the int16 panel layout instead (rnncore_int8_interleave4_i16,\n"
       "RNNCORE_INT8_WEIGHTS_INTERLEAVED4_I16; the packed buffer for RNNCORE_INT8_WEIGHTS_PACKED_INTERLEAVED_I16):\n"
-      "twice the weight bytes, for the Cortex-M DSP kernel that multiplies them unpacked.");
+      "twice the weight bytes, for the Cortex-M DSP kernel that multiplies them unpacked.\n"
+      "--token-table (a model that starts with an Embedding): NAME_packed holds, per token, layer 0's input\n"
+      "parts of the gates (bias + W.e rescaled to int16, [vocab][4H]) in place of W and the Embedding's\n"
+      "table, so that each step multiplies R alone, with the same bits; plan with int8_token_table = 1\n"
+      "(the header says so: NAME_TOKEN_TABLE).");
   app.add_option("--weights", o.weights, "the model")->required()->type_name("M.safetensors");
   app.add_option("--output", o.output, "the header to write")->required()->type_name("MODEL.h");
   app.add_option("--name", o.name, "C identifier prefix (default: from --output)")->type_name("NAME");
@@ -64,6 +68,8 @@ void define_export_c(CLI::App& app, io::ExportCOptions& o) {
                "int8 models: the LSTM weights in the interleaved layout\n(panels of 4 rows; the fast kernel on Cortex-M4/M7)");
   app.add_flag("--interleave-i16", o.interleave_i16,
                "int8 models: the LSTM weights as int16 panels (pre-widened,\ntwice the weight flash of --interleave, about a fifth fewer\ninstructions on Cortex-M4/M7); implies --interleave");
+  app.add_flag("--token-table", o.token_table,
+               "int8 models with an Embedding: layer 0's input products per token\nas an int16 table in NAME_packed, in place of W (fewer MACs)");
   add_model_hint_options(app, o.hints);
 }
 

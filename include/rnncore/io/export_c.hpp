@@ -33,6 +33,8 @@ struct ExportCOptions {
   long long max_batch = 0, max_seq_len = 0;  ///< float models: plan sizes for these (0: the sample's, else 1)
   bool interleave = false;  ///< int8 models: LSTM weights in the interleaved layout (Cortex-M's fast kernel)
   bool interleave_i16 = false;  ///< with interleave: the int16 panel layout instead (twice the weight bytes; fewer instructions)
+  /// int8 models with an Embedding: NAME_packed with layer 0's token tables (PlanOptions::int8_token_table)
+  bool token_table = false;
 };
 
 /// What export_c did.
