@@ -108,7 +108,7 @@ RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const 
     // int32 accumulators as in TFLite (the kernels wrap, as TFLite's do, without overflow UB).
     if (in.x_gates != nullptr) {  // a token table: the input parts are read, only R multiplies
       const std::int16_t* const xg = in.x_gates + static_cast<std::size_t>(g) * H + j;
-      for (int u = 0; u < n; ++u) ax[u] = xg[u];
+      for (int u = 0; u < n; ++u) ax[u] = int8_token_table_sum(xg[u]);
       if constexpr (!kInterleaved) {
         p.dot(p.r[g] + h_panels, n, p.hidden_size, in.h, p.h_bias[g] + j, ah);
       } else {

@@ -474,7 +474,7 @@ TEST_CASE("io::load_weights: a last-step int8 model with no Dense layer gives [B
 // PlanOptions::int8_token_table: layer 0's input parts tabled per token ([vocab][4H] int16, in
 // place of W and the Embedding's table) give LiteRT's bits on every golden that starts with an
 // Embedding, in each weight layout (the panel layouts on their portable kernels here), batch- and
-// time-major; the buffer is smaller where V·4H·2 < W's bytes + V·E; refusals.
+// time-major, with the host's step kernels and without; the buffer is smaller where V·4H·2 < W's bytes + V·E; refusals.
 TEST_CASE("int8 token tables: every Embedding golden bit for bit, in each weight layout") {
   int run = 0;
   for (const Case& c : cases()) {
@@ -493,10 +493,13 @@ TEST_CASE("int8 token tables: every Embedding golden bit for bit, in each weight
     const std::size_t states = static_cast<std::size_t>(state_elements(l.spec, B));
     const bool seq = !l.spec.head.last_step_only;
     for (Int8Weights w : {Int8Weights::row_major, Int8Weights::interleaved, Int8Weights::interleaved_i16})
-      for (Layout layout : {Layout::batch_major, Layout::time_major}) {
+      for (Layout layout : {Layout::batch_major, Layout::time_major})
+        for (Isa isa : {Isa::best, Isa::none}) {  // the host's step kernels, and the step's C loops
         CAPTURE(static_cast<int>(w));
         CAPTURE(static_cast<int>(layout));
+        CAPTURE(to_string(isa));
         PlanOptions opt;
+        opt.max_isa = isa;
         opt.max_batch = B;
         opt.max_seq_len = T;
         opt.int8_weights = w;
