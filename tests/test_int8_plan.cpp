@@ -495,36 +495,36 @@ TEST_CASE("int8 token tables: every Embedding golden bit for bit, in each weight
     for (Int8Weights w : {Int8Weights::row_major, Int8Weights::interleaved, Int8Weights::interleaved_i16})
       for (Layout layout : {Layout::batch_major, Layout::time_major})
         for (Isa isa : {Isa::best, Isa::none}) {  // the host's step kernels, and the step's C loops
-        CAPTURE(static_cast<int>(w));
-        CAPTURE(static_cast<int>(layout));
-        CAPTURE(to_string(isa));
-        PlanOptions opt;
-        opt.max_isa = isa;
-        opt.max_batch = B;
-        opt.max_seq_len = T;
-        opt.int8_weights = w;
-        opt.int8_token_table = true;
-        Model m;
-        REQUIRE_MESSAGE(Model::create(l.spec, opt, l.canonical.data(), &m) == Status::ok, last_error_detail());
-        const bool tm = layout == Layout::time_major;
-        const std::vector<std::int32_t> xl = tm ? to_time_major(x, B, T, 1) : x;
-        std::vector<std::int8_t> y(static_cast<std::size_t>(seq ? T : 1) * B * W), hy(states);
-        std::vector<std::int16_t> cy(states);
-        ForwardArgs a;
-        a.batch = B;
-        a.seq_len = T;
-        a.layout = layout;
-        a.x = xl.data();
-        a.h0 = h0.empty() ? nullptr : h0.data();
-        a.c0 = c0.empty() ? nullptr : c0.data();
-        a.y = y.data();
-        a.hy = hy.data();
-        a.cy = cy.data();
-        REQUIRE_MESSAGE(m.forward(a) == Status::ok, last_error_detail());
-        CHECK(hy == hn);
-        CHECK(cy == cn);
-        CHECK(y == (seq && tm ? to_time_major(y_ref, B, T, W) : y_ref));
-      }
+          CAPTURE(static_cast<int>(w));
+          CAPTURE(static_cast<int>(layout));
+          CAPTURE(to_string(isa));
+          PlanOptions opt;
+          opt.max_isa = isa;
+          opt.max_batch = B;
+          opt.max_seq_len = T;
+          opt.int8_weights = w;
+          opt.int8_token_table = true;
+          Model m;
+          REQUIRE_MESSAGE(Model::create(l.spec, opt, l.canonical.data(), &m) == Status::ok, last_error_detail());
+          const bool tm = layout == Layout::time_major;
+          const std::vector<std::int32_t> xl = tm ? to_time_major(x, B, T, 1) : x;
+          std::vector<std::int8_t> y(static_cast<std::size_t>(seq ? T : 1) * B * W), hy(states);
+          std::vector<std::int16_t> cy(states);
+          ForwardArgs a;
+          a.batch = B;
+          a.seq_len = T;
+          a.layout = layout;
+          a.x = xl.data();
+          a.h0 = h0.empty() ? nullptr : h0.data();
+          a.c0 = c0.empty() ? nullptr : c0.data();
+          a.y = y.data();
+          a.hy = hy.data();
+          a.cy = cy.data();
+          REQUIRE_MESSAGE(m.forward(a) == Status::ok, last_error_detail());
+          CHECK(hy == hn);
+          CHECK(cy == cn);
+          CHECK(y == (seq && tm ? to_time_major(y_ref, B, T, W) : y_ref));
+        }
     ++run;
   }
   MESSAGE(run << " Embedding goldens run with token tables");
