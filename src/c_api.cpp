@@ -147,6 +147,7 @@ PlanOptions to_cpp(const rnncore_plan_options& o) {
   r.weight_dtype = static_cast<DType>(o.weight_dtype);  // the same numbers (Plan::create checks the value)
   r.int8_weights = static_cast<Int8Weights>(o.int8_weights);  // the same numbers (checked as weight_dtype)
   r.gpu_half_math = o.gpu_half_math != 0;
+  r.int8_token_table = o.int8_token_table != 0;
   return r;
 }
 
@@ -425,6 +426,7 @@ void rnncore_plan_options_init(rnncore_plan_options* options) {
   options->weight_dtype = RNNCORE_F32;
   options->gpu_half_math = 0;
   options->int8_weights = RNNCORE_INT8_WEIGHTS_PACKED_AUTO;
+  options->int8_token_table = 0;
 }
 
 rnncore_status rnncore_plan_create(const rnncore_spec* spec, const rnncore_plan_options* options, rnncore_plan* plan) {

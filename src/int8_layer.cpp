@@ -149,6 +149,12 @@ QuantParams dense_output_quant(const DenseSpec& d) {
 
 bool merged(const LayerSpec& ls) { return num_directions(ls) == 2 && ls.merge.mode != MergeMode::concat; }
 
+// The vocabulary of layer l's token tables (PlanOptions::int8_token_table: layer 0 after an
+// Embedding), or 0: its input weights are packed as usual.
+int token_vocab(const PlanImpl& p, int l) {
+  return p.options.int8_token_table && l == 0 ? p.stack.embedding.vocab_size : 0;
+}
+
 // Whether the last layer writes the caller's y itself (int8, no head; layer-major).
 bool direct_output(const PlanImpl& p) { return p.stack.head.out_features == 0 && !p.stack.float_output; }
 // Whether the head reads only each row's last outputs, so a layer-major last layer keeps only its
@@ -166,15 +172,16 @@ struct DirRegions {
 // With interleaved weights each gate's matrix is padded to whole panels (interleaved4_bytes, a
 // multiple of 16 bytes; every region starts at a multiple of kAlignment, as the panel kernel's LDM
 // needs).
-// The int16 panel layout takes twice the interleaved one's bytes.
-DirRegions take_dir(Arena* pk, int H, int I, bool per_channel, q8::Int8WeightLayout layout) {
+// The int16 panel layout takes twice the interleaved one's bytes. With a token table (`vocab` > 0,
+// PlanOptions::int8_token_table) region w holds the table instead, [vocab][4H] int16.
+DirRegions take_dir(Arena* pk, int H, int I, bool per_channel, q8::Int8WeightLayout layout, int vocab = 0) {
   const bool interleaved = layout != q8::Int8WeightLayout::row_major;
   const std::uint64_t wide = layout == q8::Int8WeightLayout::interleaved4_i16 ? 2 : 1;
   const std::uint64_t gate_w = interleaved ? wide * q8::interleaved4_bytes(H, I) : static_cast<std::uint64_t>(H) * I;
   const std::uint64_t gate_r = interleaved ? wide * q8::interleaved4_bytes(H, H) : static_cast<std::uint64_t>(H) * H;
   DirRegions g;
   g.params = pk->take(1, sizeof(PackedLstm));
-  g.w = pk->take(4 * gate_w, 1);
+  g.w = vocab > 0 ? pk->take(static_cast<std::uint64_t>(vocab) * 4 * H, 2) : pk->take(4 * gate_w, 1);
   g.r = pk->take(4 * gate_r, 1);
   g.storage = pk->take((per_channel ? 24 : 8) * H, 4);
   return g;
@@ -301,6 +308,13 @@ Status layout_int8(PlanImpl* p, const GpuPlanner&) {
   std::size_t step_scratch = 0;
   const bool interleaved = q.panels >= 0;
   const q8::Int8WeightLayout layout = q.panel_layout;
+  if (p->options.int8_token_table) {
+    RNNCORE_ENSURE(st.embedding.vocab_size > 0, Status::unsupported,
+                   "Plan::create: int8_token_table needs an Embedding before layer 0 (its input is then a token id)");
+    for (int d = 0; d < num_directions(st.layers[0]); ++d)
+      RNNCORE_ENSURE(!st.layers[0].int8[d].per_channel, Status::unsupported,
+                     "Plan::create: int8_token_table with per-channel weight scales in layers[0] (per tensor only)");
+  }
   for (int l = 0; l < st.num_layers; ++l) {
     const LayerSpec& ls = st.layers[l];
     const int H = ls.hidden_size, I = layer_input_size(st, l);
@@ -308,10 +322,11 @@ Status layout_int8(PlanImpl* p, const GpuPlanner&) {
     max_w = std::max(max_w, layer_output_width(ls));
     step_scratch = std::max(step_scratch, step_scratch_bytes(I, H, interleaved));
     for (int d = 0; d < num_directions(ls); ++d)
-      q.dir[l][d].params = take_dir(&pk, H, I, ls.int8[d].per_channel, layout).params;
+      q.dir[l][d].params = take_dir(&pk, H, I, ls.int8[d].per_channel, layout, token_vocab(*p, l)).params;
   }
   const std::uint64_t F = st.head.out_features, D = static_cast<std::uint64_t>(head_input_size(st));
-  if (st.embedding.vocab_size > 0) q.table = pk.take(static_cast<std::uint64_t>(st.embedding.vocab_size) * st.input_size, 1);
+  if (st.embedding.vocab_size > 0 && !p->options.int8_token_table)  // (token tables: no row is read)
+    q.table = pk.take(static_cast<std::uint64_t>(st.embedding.vocab_size) * st.input_size, 1);
   std::uint64_t mid = 0;  // the widest Dense before the head
   for (int k = 0; k < num_dense(st); ++k) {
     const DenseSpec& h = dense_at(st, k);
@@ -406,6 +421,7 @@ q8::Int8LstmQuantization lstm_quantization(const StackSpec& st, int l, int d, co
 
 // Direction (l, d)'s W and R (cw, cr: canonical, row-major) into their regions in the int16 panel
 // layout (PlanOptions::int8_weights = interleaved_i16), gate after gate: every int8 weight has it.
+// cw null (a token table's layer): R alone.
 q8::Int8WeightLayout copy_weights_i16(int H, int I, const DirRegions& dp, const std::int8_t* cw, const std::int8_t* cr,
                                       unsigned char* packed, const std::int8_t* w[q8::kGates], const std::int8_t* r[q8::kGates]) {
   const std::size_t hi = static_cast<std::size_t>(H) * I, hh = static_cast<std::size_t>(H) * H;
@@ -413,7 +429,7 @@ q8::Int8WeightLayout copy_weights_i16(int H, int I, const DirRegions& dp, const 
   for (int g = 0; g < q8::kGates; ++g) {
     auto* pw = reinterpret_cast<std::int8_t*>(packed + dp.w) + g * gate_w;
     auto* pr = reinterpret_cast<std::int8_t*>(packed + dp.r) + g * gate_r;
-    q8::interleave4_i16(cw + g * hi, H, I, pw);
+    if (cw != nullptr) q8::interleave4_i16(cw + g * hi, H, I, pw);
     q8::interleave4_i16(cr + g * hh, H, H, pr);
     w[g] = pw;
     r[g] = pr;
@@ -425,27 +441,29 @@ q8::Int8WeightLayout copy_weights_i16(int H, int I, const DirRegions& dp, const 
 // plan's interleaved layout where it has one and the weights allow it (q8::interleavable4: no -128
 // beside a negative weight, which TFLite's symmetric weights never hold), else row-major (the
 // regions are large enough for either). Returns the layout written; w and r point at each gate.
+// A token table's layer (token_vocab): R alone (region w holds the table; w is left pointing there).
 q8::Int8WeightLayout copy_weights(const PlanImpl& p, int l, int d, const DirRegions& dp, const unsigned char* canonical,
                                   unsigned char* packed, const std::int8_t* w[q8::kGates], const std::int8_t* r[q8::kGates]) {
   const StackSpec& st = p.stack;
   const int H = st.layers[l].hidden_size, I = layer_input_size(st, l);
-  const auto* cw = reinterpret_cast<const std::int8_t*>(canonical + canonical_offset(st, l, d, ParamKind::input_weight, 0));
+  const auto* cw = token_vocab(p, l) > 0 ? nullptr
+                                         : reinterpret_cast<const std::int8_t*>(canonical + canonical_offset(st, l, d, ParamKind::input_weight, 0));
   const auto* cr = reinterpret_cast<const std::int8_t*>(canonical + canonical_offset(st, l, d, ParamKind::recurrent_weight, 0));
   const std::size_t hi = static_cast<std::size_t>(H) * I, hh = static_cast<std::size_t>(H) * H;
   if (p.i8.panel_layout == q8::Int8WeightLayout::interleaved4_i16) return copy_weights_i16(H, I, dp, cw, cr, packed, w, r);
   bool interleaved = p.i8.panels >= 0;
   for (int g = 0; g < q8::kGates && interleaved; ++g)
-    interleaved = q8::interleavable4(cw + g * hi, H, I) && q8::interleavable4(cr + g * hh, H, H);
+    interleaved = (cw == nullptr || q8::interleavable4(cw + g * hi, H, I)) && q8::interleavable4(cr + g * hh, H, H);
   const std::size_t gate_w = interleaved ? q8::interleaved4_bytes(H, I) : hi;
   const std::size_t gate_r = interleaved ? q8::interleaved4_bytes(H, H) : hh;
   for (int g = 0; g < q8::kGates; ++g) {
     auto* pw = reinterpret_cast<std::int8_t*>(packed + dp.w) + g * gate_w;
     auto* pr = reinterpret_cast<std::int8_t*>(packed + dp.r) + g * gate_r;
     if (interleaved) {
-      q8::interleave4(cw + g * hi, H, I, pw);
+      if (cw != nullptr) q8::interleave4(cw + g * hi, H, I, pw);
       q8::interleave4(cr + g * hh, H, H, pr);
     } else {
-      std::memcpy(pw, cw + g * hi, hi);
+      if (cw != nullptr) std::memcpy(pw, cw + g * hi, hi);
       std::memcpy(pr, cr + g * hh, hh);
     }
     w[g] = pw;
@@ -454,11 +472,34 @@ q8::Int8WeightLayout copy_weights(const PlanImpl& p, int l, int d, const DirRegi
   return interleaved ? q8::Int8WeightLayout::interleaved4 : q8::Int8WeightLayout::row_major;
 }
 
+// Layer 0's token table (PlanOptions::int8_token_table) into `table`, [vocab][4H]: token v's
+// input part of gate g, unit j, as the step computes it from the token's embedded row e_v and
+// TFLite rescales and saturates it on its own before the recurrent part is added (docs/int8.md,
+// "One step"): sat16(MBQM(bx_g[j] + Σ_k W_g[j,k]·e_v[k], x_mult_g)) — in int16 exactly. `prm`:
+// prepared on the canonical (row-major) W.
+void fill_token_table(const StackSpec& st, const q8::Int8LstmParams& prm, const std::int8_t* cw, const std::int8_t* embedding,
+                      std::int16_t* table) {
+  const int V = st.embedding.vocab_size, H = prm.hidden_size, I = prm.input_size;
+  const std::size_t Hs = static_cast<std::size_t>(H), Is = static_cast<std::size_t>(I);
+  for (int v = 0; v < V; ++v) {
+    const std::int8_t* e = embedding + static_cast<std::size_t>(v) * Is;
+    std::int16_t* row = table + static_cast<std::size_t>(v) * 4 * Hs;
+    for (int g = 0; g < q8::kGates; ++g)
+      for (std::size_t j = 0; j < Hs; ++j) {
+        const std::int8_t* wj = cw + (static_cast<std::size_t>(g) * Hs + j) * Is;
+        std::uint32_t acc = static_cast<std::uint32_t>(prm.x_bias[g][j]);  // wrapping, as the kernels
+        for (std::size_t k = 0; k < Is; ++k) acc += static_cast<std::uint32_t>(wj[k] * e[k]);
+        const std::int32_t z = q8::multiply_by_quantized_multiplier(static_cast<std::int32_t>(acc), prm.x_mult[g]);
+        row[static_cast<std::size_t>(g) * Hs + j] = static_cast<std::int16_t>(z < -32768 ? -32768 : (z > 32767 ? 32767 : z));
+      }
+  }
+}
+
 Status pack_lstm(const PlanImpl& p, int l, int d, const unsigned char* canonical, unsigned char* packed) {
   const StackSpec& st = p.stack;
   const int H = st.layers[l].hidden_size, I = layer_input_size(st, l);
   Arena at_params(p.i8.dir[l][d].params);
-  const DirRegions dp = take_dir(&at_params, H, I, st.layers[l].int8[d].per_channel, p.i8.panel_layout);
+  const DirRegions dp = take_dir(&at_params, H, I, st.layers[l].int8[d].per_channel, p.i8.panel_layout, token_vocab(p, l));
   const std::int8_t* w[q8::kGates];
   const std::int8_t* r[q8::kGates];
   const std::int32_t* b[q8::kGates];
@@ -467,10 +508,34 @@ Status pack_lstm(const PlanImpl& p, int l, int d, const unsigned char* canonical
     b[g] = reinterpret_cast<const std::int32_t*>(canonical + canonical_offset(st, l, d, ParamKind::input_bias, g));
   q8::Int8LstmQuantization q = lstm_quantization(st, l, d, canonical);
   q.weight_layout = layout;
+  const auto* cw = reinterpret_cast<const std::int8_t*>(canonical + canonical_offset(st, l, d, ParamKind::input_weight, 0));
+  const bool tabled = token_vocab(p, l) > 0;
+  const std::int8_t* packed_r[q8::kGates] = {};
+  if (tabled) {  // prepared on the canonical W and R (row sums do not depend on the layout), R then as packed
+    const std::size_t hi = static_cast<std::size_t>(H) * I, hh = static_cast<std::size_t>(H) * H;
+    const auto* cr = reinterpret_cast<const std::int8_t*>(canonical + canonical_offset(st, l, d, ParamKind::recurrent_weight, 0));
+    for (int g = 0; g < q8::kGates; ++g) {
+      packed_r[g] = r[g];
+      w[g] = cw + g * hi;
+      r[g] = cr + g * hh;
+    }
+    q.weight_layout = q8::Int8WeightLayout::row_major;
+  }
   q8::Int8LstmParams prm;
   auto* storage = reinterpret_cast<std::int32_t*>(packed + dp.storage);
   const Status s = q8::int8_lstm_prepare(q, I, H, w, r, b, storage, q8::int8_lstm_storage_words(q, H), &prm);
   RNNCORE_ENSURE(s == Status::ok, s, "pack_weights: layers[%d] direction %d: %s", l, d, last_error_detail());
+  if (tabled) {
+    auto* table = reinterpret_cast<std::int16_t*>(packed + dp.w);
+    fill_token_table(st, prm, cw, reinterpret_cast<const std::int8_t*>(canonical + canonical_offset(st, 0, 0, ParamKind::embedding, 0)), table);
+    prm.layout = layout;  // R's, as copy_weights packed it
+    for (int g = 0; g < q8::kGates; ++g) {
+      prm.r[g] = packed_r[g];
+      prm.w[g] = g == 0 ? reinterpret_cast<const std::int8_t*>(table) : nullptr;  // (unpack_lstm: token_gates)
+      prm.x_bias[g] = nullptr;
+      prm.x_mult[g] = q8::int8_token_table_multiplier();
+    }
+  }
   const PackedLstm out = pack_lstm_params(prm, packed);
   std::memcpy(packed + dp.params, &out, sizeof out);
   return Status::ok;
@@ -529,7 +594,7 @@ Status pack_int8(const PlanImpl& p, const void* canonical, void* packed) {
         return s;
       }
     }
-  if (st.embedding.vocab_size > 0)
+  if (st.embedding.vocab_size > 0 && !p.options.int8_token_table)
     std::memcpy(bytes + p.i8.table, can + canonical_offset(st, 0, 0, ParamKind::embedding, 0),
                 static_cast<std::size_t>(st.embedding.vocab_size) * st.input_size);
   for (int k = 0; k < num_dense(st); ++k) {
@@ -580,6 +645,19 @@ RNNCORE_Q8_NOINLINE void unpack_lstm(const Run& r, int l, int d, q8::Int8LstmPar
   prm->dot_panels = q8::int8_panel_layout(prm->layout) ? panel_kernel(*r.p) : nullptr;
   prm->gate_activations = gate_kernel(*r.p);
   prm->cell_update = cell_kernel(*r.p);
+  prm->token_gates = token_vocab(*r.p, l) > 0;
+}
+
+// Layer 0's input with token tables (PlanOptions::int8_token_table): each step's row of direction
+// d's table for the token, 4H int16 as bytes, instead of its embedded row; else `in` itself.
+View layer0_rows(const Run& r, const View& in, int d) {
+  if (token_vocab(*r.p, 0) == 0) return in;
+  PackedLstm pl;
+  std::memcpy(&pl, r.pk + r.p->i8.dir[0][d].params, sizeof pl);
+  View v = in;
+  v.base = reinterpret_cast<const std::int8_t*>(r.pk + pl.w[0]);
+  v.width = 8 * static_cast<std::int64_t>(pl.hidden_size);
+  return v;
 }
 
 // Row b's state of (layer l, direction d) in the workspace (Int8Plan::h, c): rows at the widest
@@ -669,6 +747,7 @@ void run_direction(const Run& r, int l, int d, const View& in, std::int8_t* out,
                    int b0, int b1, std::int8_t* scratch) {
   q8::Int8LstmParams prm;
   unpack_lstm(r, l, d, &prm);
+  const View src = l == 0 ? layer0_rows(r, in, d) : in;
   const std::int64_t T = r.a->seq_len;
   const std::size_t hs = static_cast<std::size_t>(r.p->stack.layers[l].hidden_size);
   for (std::int64_t b = b0; b < b1; ++b) {
@@ -677,7 +756,7 @@ void run_direction(const Run& r, int l, int d, const View& in, std::int8_t* out,
     load_state(r, l, d, b);
     for (std::int64_t k = 0; k < T; ++k) {
       const std::int64_t t = d == 0 ? k : T - 1 - k;
-      q8::int8_lstm_step(prm, 1, in.row(t, b), h, c, scratch);
+      q8::int8_lstm_step(prm, 1, src.row(t, b), h, c, scratch);
       std::memcpy(out + t * out_st + b * out_sb, h, hs);
     }
     store_state(r, l, d, b);
@@ -838,7 +917,7 @@ RNNCORE_Q8_NOINLINE void run_rows_by_step(const Run& r, int b0, int b1, std::int
   const StackSpec& st = p.stack;
   const int L = st.num_layers;
   const std::int64_t T = r.a->seq_len, F = st.head.out_features, W = F > 0 ? F : stack_output_size(st);
-  const View in = st.float_input ? View{} : input_view(r, b0, b1);
+  const View in = st.float_input ? View{} : layer0_rows(r, input_view(r, b0, b1), 0);
   std::int8_t* xq = ws_at<std::int8_t>(r, p.i8.x);  // float input: one step's quantized rows [B, I]
   const bool every_step = !last_step_head(st), quantize = st.float_input;
   const std::int64_t layer_rows = static_cast<std::int64_t>(p.i8.state_rows) * p.i8.max_hidden;  // state_row's step per layer

@@ -75,6 +75,7 @@ struct StepOperands {
   const std::int8_t* h;
   const std::int16_t* x_pairs;
   const std::int16_t* h_pairs;
+  const std::int16_t* x_gates;  // a token table's row (Int8LstmParams::token_gates), or null
 };
 
 // Units [j0, j0 + n) of one batch row (n <= kUnitBlock): the four gates from x and the previous
@@ -105,7 +106,17 @@ RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const 
 #endif
   for (int g = 0; g < kGates; ++g) {
     // int32 accumulators as in TFLite (the kernels wrap, as TFLite's do, without overflow UB).
-    if constexpr (!kInterleaved) {
+    if (in.x_gates != nullptr) {  // a token table: the input parts are read, only R multiplies
+      const std::int16_t* const xg = in.x_gates + static_cast<std::size_t>(g) * H + j;
+      for (int u = 0; u < n; ++u) ax[u] = int8_token_table_sum(xg[u]);
+      if constexpr (!kInterleaved) {
+        p.dot(p.r[g] + h_panels, n, p.hidden_size, in.h, p.h_bias[g] + j, ah);
+      } else {
+        products[1].w = p.r[g] + h_panels;
+        products[1].bias = p.h_bias[g] + j;
+        p.dot_panels(products + 1, 1);
+      }
+    } else if constexpr (!kInterleaved) {
       p.dot(p.w[g] + x_panels, n, p.input_size, in.x, p.x_bias[g] + j, ax);
       p.dot(p.r[g] + h_panels, n, p.hidden_size, in.h, p.h_bias[g] + j, ah);
     } else {
@@ -169,9 +180,11 @@ void int8_lstm_step(const Int8LstmParams& p, int batch, const std::int8_t* x, st
   for (int b = 0; b < batch; ++b) {
     const std::size_t bs = static_cast<std::size_t>(b);
     std::int8_t* hb = h + bs * Hs;
-    const StepOperands in{x + bs * Is, hb, x_pairs, h_pairs};
+    // (a token table's layer: x is the token's row of 4H int16 input parts, one row per batch row)
+    const std::int16_t* x_gates = p.token_gates ? reinterpret_cast<const std::int16_t*>(x) + bs * 4 * Hs : nullptr;
+    const StepOperands in{x + bs * Is, hb, x_pairs, h_pairs, x_gates};
     if (x_pairs != nullptr) {
-      widen_pairs(in.x, p.input_size, x_pairs);
+      if (x_gates == nullptr) widen_pairs(in.x, p.input_size, x_pairs);
       widen_pairs(hb, H, h_pairs);
     }
     for (int j0 = 0; j0 < H; j0 += kUnitBlock) {

@@ -53,6 +53,7 @@ std::uint64_t packed_fingerprint(const PlanImpl& p) {
   }
   for (int k = 0; k < p.stack.num_pre_head; ++k) h = fnv1a(h, p.stack.pre_head[k].out_features);
   if (p.stack.dtype == DType::i8) h = fnv1a(h, static_cast<std::int64_t>(p.i8.panel_layout));  // 0 row-major, 1, 2 panels
+  if (p.stack.dtype == DType::i8 && p.options.int8_token_table) h = fnv1a(h, 3);  // (others' fingerprints unchanged)
   return h;
 }
 

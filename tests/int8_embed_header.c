@@ -12,7 +12,9 @@
 
 #define RNNCORE_TEST_ONE_CALL
 #include "int8_header_layout.h"
-#if defined(RNNCORE_TEST_INTERLEAVED_I16)
+#if defined(RNNCORE_TEST_HEADER)
+#include RNNCORE_TEST_HEADER /* the same model, with its own export-c options (tests/meson.build) */
+#elif defined(RNNCORE_TEST_INTERLEAVED_I16)
 #include "embed_model_i16.h" /* the same model, `rnncore export-c --interleave-i16` */
 #elif defined(RNNCORE_TEST_INTERLEAVED)
 #include "embed_model_interleaved.h" /* the same model, `rnncore export-c --interleave` */

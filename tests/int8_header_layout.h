@@ -4,7 +4,8 @@
  * `--interleave-i16` writes it (int16 panels), with the same expected output. So that the second
  * cannot pass on row-major weights, each prepared LSTM must run its layout's kernel family.
  * run_packed runs the header's one-call arrays (NAME_stack, NAME_packed) through rnncore.h with no
- * pack step, planned for the header's layout, against the same expected output. */
+ * pack step, planned for the header's layout, against the same expected output; with
+ * -DRNNCORE_TEST_TOKEN_TABLE (a header of `--token-table`) planned with int8_token_table. */
 #ifndef RNNCORE_TESTS_INT8_HEADER_LAYOUT_H
 #define RNNCORE_TESTS_INT8_HEADER_LAYOUT_H
 
@@ -65,6 +66,9 @@ static int run_packed(const rnncore_stack_spec* stack, const void* packed, size_
   o.int8_weights = RNNCORE_TEST_PANELS == 2   ? RNNCORE_INT8_WEIGHTS_PACKED_INTERLEAVED_I16
                    : RNNCORE_TEST_PANELS == 1 ? RNNCORE_INT8_WEIGHTS_PACKED_INTERLEAVED
                                               : RNNCORE_INT8_WEIGHTS_PACKED_ROW_MAJOR;
+#ifdef RNNCORE_TEST_TOKEN_TABLE
+  o.int8_token_table = 1; /* a header of export-c --token-table */
+#endif
   if ((s = rnncore_plan_create_stack(stack, &o, &plan)) != RNNCORE_OK) {
     printf("FAIL: rnncore_plan_create_stack: %s\n", rnncore_last_error_detail());
     return 1;

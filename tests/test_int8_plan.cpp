@@ -470,3 +470,108 @@ TEST_CASE("io::load_weights: a last-step int8 model with no Dense layer gives [B
   REQUIRE(model.forward(a) == Status::ok);
   CHECK(y == y_ref);
 }
+
+// PlanOptions::int8_token_table: layer 0's input parts tabled per token ([vocab][4H] int16, in
+// place of W and the Embedding's table) give LiteRT's bits on every golden that starts with an
+// Embedding, in each weight layout (the panel layouts on their portable kernels here), batch- and
+// time-major, with the host's step kernels and without; the buffer is smaller where V·4H·2 < W's bytes + V·E; refusals.
+TEST_CASE("int8 token tables: every Embedding golden bit for bit, in each weight layout") {
+  int run = 0;
+  for (const Case& c : cases()) {
+    CAPTURE(c.model);
+    const Loaded l = load(c.model);
+    if (l.status != Status::ok || l.spec.embedding.vocab_size == 0 || l.spec.layers[0].int8[0].per_channel) continue;
+    io::SafeTensors g;
+    REQUIRE(io::read_safetensors(c.golden.c_str(), &g) == RNNCORE_OK);
+    const io::TensorEntry* xe = g.find("x");
+    REQUIRE(xe != nullptr);
+    const int B = static_cast<int>(xe->shape[0]), T = static_cast<int>(xe->shape[1]), W = stack_output_size(l.spec);
+    const std::vector<std::int32_t> x = tensor<std::int32_t>(g, "x");
+    const std::vector<std::int8_t> y_ref = tensor<std::int8_t>(g, "y"), h0 = tensor<std::int8_t>(g, "h0"),
+                                   hn = tensor<std::int8_t>(g, "hn");
+    const std::vector<std::int16_t> c0 = tensor<std::int16_t>(g, "c0"), cn = tensor<std::int16_t>(g, "cn");
+    const std::size_t states = static_cast<std::size_t>(state_elements(l.spec, B));
+    const bool seq = !l.spec.head.last_step_only;
+    for (Int8Weights w : {Int8Weights::row_major, Int8Weights::interleaved, Int8Weights::interleaved_i16})
+      for (Layout layout : {Layout::batch_major, Layout::time_major})
+        for (Isa isa : {Isa::best, Isa::none}) {  // the host's step kernels, and the step's C loops
+          CAPTURE(static_cast<int>(w));
+          CAPTURE(static_cast<int>(layout));
+          CAPTURE(to_string(isa));
+          PlanOptions opt;
+          opt.max_isa = isa;
+          opt.max_batch = B;
+          opt.max_seq_len = T;
+          opt.int8_weights = w;
+          opt.int8_token_table = true;
+          Model m;
+          REQUIRE_MESSAGE(Model::create(l.spec, opt, l.canonical.data(), &m) == Status::ok, last_error_detail());
+          const bool tm = layout == Layout::time_major;
+          const std::vector<std::int32_t> xl = tm ? to_time_major(x, B, T, 1) : x;
+          std::vector<std::int8_t> y(static_cast<std::size_t>(seq ? T : 1) * B * W), hy(states);
+          std::vector<std::int16_t> cy(states);
+          ForwardArgs a;
+          a.batch = B;
+          a.seq_len = T;
+          a.layout = layout;
+          a.x = xl.data();
+          a.h0 = h0.empty() ? nullptr : h0.data();
+          a.c0 = c0.empty() ? nullptr : c0.data();
+          a.y = y.data();
+          a.hy = hy.data();
+          a.cy = cy.data();
+          REQUIRE_MESSAGE(m.forward(a) == Status::ok, last_error_detail());
+          CHECK(hy == hn);
+          CHECK(cy == cn);
+          CHECK(y == (seq && tm ? to_time_major(y_ref, B, T, W) : y_ref));
+        }
+    ++run;
+  }
+  MESSAGE(run << " Embedding goldens run with token tables");
+  CHECK(run >= 3);
+}
+
+TEST_CASE("int8 token tables: the packed bytes, a buffer without them refused, refusals with a detail") {
+  Loaded l;
+  for (const Case& c : cases()) {
+    l = load(c.model);
+    if (l.status == Status::ok && l.spec.embedding.vocab_size > 0 && !l.spec.layers[0].int8[0].per_channel) break;
+  }
+  REQUIRE(l.spec.embedding.vocab_size > 0);
+  const StackSpec& st = l.spec;
+  PlanOptions opt;
+  opt.int8_weights = Int8Weights::row_major;
+  Plan plain, tabled;
+  REQUIRE(Plan::create(st, opt, &plain) == Status::ok);
+  opt.int8_token_table = true;
+  REQUIRE(Plan::create(st, opt, &tabled) == Status::ok);
+  // W (4H·E) and the Embedding's table (V·E) leave, the token tables (per direction V·4H int16) come.
+  const std::int64_t V = st.embedding.vocab_size, E = st.input_size, H = st.layers[0].hidden_size;
+  const std::int64_t D = num_directions(st.layers[0]);
+  const std::int64_t change = D * (2 * V * 4 * H - 4 * H * E) - V * E;
+  const std::int64_t diff = static_cast<std::int64_t>(tabled.packed_weight_bytes()) - static_cast<std::int64_t>(plain.packed_weight_bytes());
+  CHECK(diff >= change - 64 * (2 * D + 1));  // (each region rounded up to 64 bytes)
+  CHECK(diff <= change + 64 * (2 * D + 1));
+  std::vector<unsigned char> a(plain.packed_weight_bytes() + 64), b(tabled.packed_weight_bytes() + 64);
+  unsigned char* pa = a.data() + (64 - reinterpret_cast<std::uintptr_t>(a.data()) % 64) % 64;
+  unsigned char* pb = b.data() + (64 - reinterpret_cast<std::uintptr_t>(b.data()) % 64) % 64;
+  REQUIRE(plain.pack_weights(l.canonical.data(), pa, plain.packed_weight_bytes()) == Status::ok);
+  REQUIRE(tabled.pack_weights(l.canonical.data(), pb, tabled.packed_weight_bytes()) == Status::ok);
+  std::vector<unsigned char> ws(tabled.workspace_bytes() + 64);
+  std::vector<std::int32_t> ids(1, 0);
+  std::vector<std::int8_t> y(static_cast<std::size_t>(stack_output_size(st)));
+  ForwardArgs fa;
+  fa.batch = 1;
+  fa.seq_len = 1;
+  fa.x = ids.data();
+  fa.y = y.data();
+  unsigned char* w = ws.data() + (64 - reinterpret_cast<std::uintptr_t>(ws.data()) % 64) % 64;
+  CHECK(tabled.forward(pa, w, tabled.workspace_bytes(), fa) == Status::weights_not_packed);
+  CHECK(tabled.forward(pb, w, tabled.workspace_bytes(), fa) == Status::ok);
+  // Without an Embedding: nothing to table.
+  const Loaded plain_in = load(rnncore_test::golden_dir("tflite_int8/converted") + "/lstm_I8_H16_T6_B2_seq.safetensors");
+  REQUIRE(plain_in.status == Status::ok);
+  Plan p;
+  CHECK(Plan::create(plain_in.spec, opt, &p) == Status::unsupported);
+  CHECK(std::string(last_error_detail()).find("int8_token_table needs an Embedding") != std::string::npos);
+}

@@ -44,7 +44,11 @@ void define_export_c(CLI::App& app, io::ExportCOptions& o) {
       "twice the weight bytes, for the Cortex-M DSP kernel that multiplies them unpacked.\n"
       "--plan adds NAME_plan, NAME_stack planned by this tool's library as a const rnncore_plan for\n"
       "rnncore_forward (no plan RAM); its bytes are this build's (NAME_HAS_PLAN guards the plan size,\n"
-      "layer limit, training and pointer width): link the program with a library of the same build.");
+      "layer limit, training and pointer width): link the program with a library of the same build.\n"
+      "--token-table (a model that starts with an Embedding): NAME_packed holds, per token, layer 0's input\n"
+      "parts of the gates (bias + W.e rescaled to int16, [vocab][4H]) in place of W and the Embedding's\n"
+      "table, so that each step multiplies R alone, with the same bits; plan with int8_token_table = 1\n"
+      "(the header says so: NAME_TOKEN_TABLE).");
   app.add_option("--weights", o.weights, "the model")->required()->type_name("M.safetensors");
   app.add_option("--output", o.output, "the header to write")->required()->type_name("MODEL.h");
   app.add_option("--name", o.name, "C identifier prefix (default: from --output)")->type_name("NAME");
@@ -69,6 +73,8 @@ void define_export_c(CLI::App& app, io::ExportCOptions& o) {
                "int8 models: also NAME_plan, NAME_stack planned by this build\nof the library as a const rnncore_plan (no plan RAM;\nonly for programs linked with this build)");
   app.add_flag("--interleave-i16", o.interleave_i16,
                "int8 models: the LSTM weights as int16 panels (pre-widened,\ntwice the weight flash of --interleave, about a fifth fewer\ninstructions on Cortex-M4/M7); implies --interleave");
+  app.add_flag("--token-table", o.token_table,
+               "int8 models with an Embedding: layer 0's input products per token\nas an int16 table in NAME_packed, in place of W (fewer MACs)");
   add_model_hint_options(app, o.hints);
 }
 

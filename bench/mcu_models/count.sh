@@ -12,6 +12,10 @@
 #   one call      mcu_model_plan.c (the model as one int8 stack, one rnncore_forward per inference) on
 #                 both rnncore builds, each on both headers (kinds plan, plan-signed, plan-i16,
 #                 plan-signed-i16): a table of its own beside the hand-composed int8.h path
+#   token tables  the one-call images of the models with an Embedding on headers of export-c
+#                 --token-table (layer 0's input parts per token in place of W; kinds plan-table,
+#                 plan-signed-table, plan-i16-table, plan-signed-i16-table): a last table, against
+#                 CMSIS-NN -O2 (ONLY_TABLE=1: that table alone, with CMSIS-NN -O2 counted for it)
 # One inference = N(2 inferences) - N(1): the images differ only in a volatile repetition count, so
 # start-up, preparation and the checks cancel. Also the instruction mix of that inference and a
 # cycle estimate from it (the Cortex-M4 timings in README.md; instruction counts are not cycles),
@@ -37,11 +41,12 @@ BUILD=${BUILD:-$WORK/build-m4}
 BUILD_SIGNED=${BUILD_SIGNED:-$WORK/build-m4-signed}
 NICE=${NICE:-10}
 ONLY_PLAN=${ONLY_PLAN:-0}
+ONLY_TABLE=${ONLY_TABLE:-0}
 BUILDS=${BUILDS:-"rnncore signed"}
 if [ "$ONLY_PLAN" = 1 ]; then CMSIS_NN=${CMSIS_NN:-/nonexistent}; else CMSIS_NN=${CMSIS_NN:?set CMSIS_NN to a CMSIS-NN source tree}; fi
 FW=$REPO/examples/firmware
 CPU=(-mcpu=cortex-m4 -mthumb -mfpu=fpv4-sp-d16 -mfloat-abi=hard)
-mkdir -p "$WORK/hdr" "$WORK/hdr16" "$WORK/hdr-rm" "$WORK/count" "$WORK/objs-count"
+mkdir -p "$WORK/hdr" "$WORK/hdr16" "$WORK/hdr-rm" "$WORK/hdr-tt" "$WORK/hdr16-tt" "$WORK/count" "$WORK/objs-count"
 
 plugin=$WORK/libinsncount.so
 [ "$plugin" -nt "$REPO/bench/qemu_insncount.c" ] || gcc -O2 -shared -fPIC -o "$plugin" "$REPO/bench/qemu_insncount.c"
@@ -108,9 +113,14 @@ image() {  # model kind(rnncore|signed|i16|signed-i16|cmsis-O2|cmsis-Os|plan[-si
     plan-signed) src=mcu_model_plan.c hdr=hdr libs=("$BUILD_SIGNED/librnncore.a") ;;
     plan-i16) src=mcu_model_plan.c hdr=hdr16 libs=("$BUILD/librnncore.a") ;;
     plan-signed-i16) src=mcu_model_plan.c hdr=hdr16 libs=("$BUILD_SIGNED/librnncore.a") ;;
+    plan-table) src=mcu_model_plan.c hdr=hdr-tt libs=("$BUILD/librnncore.a") ;;
+    plan-signed-table) src=mcu_model_plan.c hdr=hdr-tt libs=("$BUILD_SIGNED/librnncore.a") ;;
+    plan-i16-table) src=mcu_model_plan.c hdr=hdr16-tt libs=("$BUILD/librnncore.a") ;;
+    plan-signed-i16-table) src=mcu_model_plan.c hdr=hdr16-tt libs=("$BUILD_SIGNED/librnncore.a") ;;
   esac
   if grep -q "^#define ${uc}_EMBEDDING 1" "$WORK/$hdr/$m.h"; then emb=1; else emb=0; fi
   if grep -q "^#define ${uc}_FC0_ACTIVATION RNNCORE_INT8_" "$WORK/$hdr/$m.h"; then emb="$emb -DMODEL_HEAD_TABLE=1"; fi
+  if grep -q "^#define ${uc}_TOKEN_TABLE 1" "$WORK/$hdr/$m.h"; then emb="$emb -DMODEL_TOKEN_TABLE=1"; fi
   # The one-call image: its workspace sized as the plan asks (a first image prints it).
   if [[ $kind == plan* ]] && [ "$reps" = sizes ]; then defs+=(-DMODEL_SIZES_ONLY); reps=0; fi
   if [[ $kind == plan* ]] && [[ $img != *-Rsizes.elf ]]; then
@@ -165,11 +175,53 @@ measure() {  # model kind
       for (i = 1; i <= n; ++i) { split($i, p, "="); split($(i + n), q, "="); printf "%d | ", q[2] - p[2] } }')
 }
 
+# The models that start with an Embedding (token tables apply to them).
+TABLE_MODELS=""
+for m in $MODELS; do [ "$m" = weather ] || TABLE_MODELS="$TABLE_MODELS $m"; done
 for m in $MODELS; do
   header "$m" hdr --interleave
   header "$m" hdr16 --interleave-i16
   [ "$ONLY_PLAN" = 1 ] || header "$m" hdr-rm
 done
+for m in $TABLE_MODELS; do
+  header "$m" hdr-tt "--interleave --token-table"
+  header "$m" hdr16-tt "--interleave-i16 --token-table"
+done
+
+# The one-call images with token tables (export-c --token-table) against CMSIS-NN -O2 and the
+# same builds without tables; each table image also run whole once (PASS: every output = LiteRT's).
+TABLE_KINDS="plan-signed plan-signed-i16 plan-table plan-signed-table plan-i16-table plan-signed-i16-table"
+table_table() {
+  echo "Token tables (export-c --token-table: layer 0's input parts per token, [vocab][4H] int16, in place of W and"
+  echo "the Embedding's table), the one-call images (mcu_model_plan.c): guest instructions per inference (not cycles),"
+  echo "CMSIS-NN -O2 / rnncore, the cycle estimate, flash and RAM (bytes; static + stack peak), and the image run whole."
+  echo
+  echo "| model | kind | insns | -O2 / rnncore | est. cycles | flash | RAM | outputs = LiteRT |"
+  echo "|---|---|---:|---:|---:|---:|---:|---|"
+  for m in $TABLE_MODELS; do
+    measure "$m" cmsis-O2
+    for k in $TABLE_KINDS; do
+      measure "$m" "$k"
+      local chk verdict=""
+      if [[ $k == *table ]]; then
+        chk=$(image "$m" "$k" 0)
+        emulate "$chk"
+        verdict=$(grep -o 'PASS\|FAIL' "$chk.log" | tail -1 || echo '?')
+      fi
+      read -r f r s <<<"${MEMS[$m/$k]}"
+      awk -v m="$m" -v k="$k" -v n="${INSNS[$m/$k]}" -v c="${INSNS[$m/cmsis-O2]}" -v e="${CYCLES[$m/$k]}" -v f="$f" \
+        -v ram="$r + $s = $((r + s))" -v v="$verdict" \
+        'BEGIN { printf "| %s | %s | %d | %.2f | %d | %d | %s | %s |\n", m, k, n, c / n, e, f, ram, v }'
+    done
+    echo "| $m | cmsis-O2 | ${INSNS[$m/cmsis-O2]} | 1 | ${CYCLES[$m/cmsis-O2]} | $(echo "${MEMS[$m/cmsis-O2]}" | cut -d' ' -f1) | | |"
+  done
+}
+if [ "$ONLY_TABLE" = 1 ]; then
+  echo "$(qemu-system-arm --version | head -1); $(arm-none-eabi-gcc --version | head -1); rnncore $(git -C "$REPO" rev-parse --short HEAD); CMSIS-NN $(cmsis_commit)."
+  echo
+  table_table
+  exit 0
+fi
 
 # The one-call images (mcu_model_plan.c) beside the hand-composed ones (mcu_model.c), both builds.
 plan_table() {
@@ -285,3 +337,4 @@ for m in $MODELS; do
 done
 echo
 plan_table
+[ -z "$TABLE_MODELS" ] || { echo; table_table; }

@@ -4,7 +4,9 @@
  * merge -> Dense and its activation), and both the spec (NAME_stack) and the weights packed for the
  * DSP kernel (NAME_packed: interleaved, biases folded) are const objects in flash that the export-c
  * header (MODEL_HEADER, `rnncore export-c --interleave`, the same header as mcu_model.c's) holds;
- * a header of `--interleave-i16` (int16 panels) is planned with int8_weights for that layout.
+ * a header of `--interleave-i16` (int16 panels) is planned with int8_weights for that layout, and
+ * one of `--token-table` (MODEL_TOKEN_TABLE=1: layer 0's input parts per token in place of W) with
+ * int8_token_table.
  * The plan is made once after rnncore_link_int8() (or, with MODEL_PLAN_HEADER, is a const value in
  * flash that a first image planned); there is no pack step, and every inference is one
  * rnncore_forward on NAME_packed in place.
@@ -62,6 +64,9 @@ typedef int8_t model_input;
 #ifndef WORKSPACE_BYTES
 #define WORKSPACE_BYTES 65536
 #endif
+#ifndef MODEL_TOKEN_TABLE
+#define MODEL_TOKEN_TABLE 0
+#endif
 
 #ifdef MODEL_PLAN_HEADER
 /* The plan as a const value in flash (no RAM): the bytes a first image of this build planned and
@@ -111,6 +116,9 @@ static rnncore_status model_prepare(void) {
   if (L0_QUANTIZATION.weight_layout == RNNCORE_INT8_WEIGHTS_INTERLEAVED4_I16) {
     o.int8_weights = RNNCORE_INT8_WEIGHTS_PACKED_INTERLEAVED_I16;
   }
+#if MODEL_TOKEN_TABLE
+  o.int8_token_table = 1; /* a header of `export-c --token-table` (NAME_TOKEN_TABLE): layer 0's input parts per token */
+#endif
   o.max_batch = 1;
   o.max_seq_len = T;
   s = rnncore_plan_create_stack(&M(stack), &o, &g_plan);

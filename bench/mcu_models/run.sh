@@ -20,7 +20,9 @@
 # firmware builds to reuse; default $WORK/build-<target>), MESON_OPTIONS (for the builds it makes),
 # NICE (10), VARIANTS ("hand plan": the int8.h image, the one-call image, or both), WEIGHTS
 # (interleave, the default: export-c --interleave; interleave-i16: the LSTM weights as int16 panels,
-# headers in $WORK/hdr-i16; give it a WORK of its own, the images' names are the same). A build of
+# headers in $WORK/hdr-i16; give it a WORK of its own, the images' names are the same), TOKEN_TABLE
+# (1: the headers also with export-c --token-table, and the one-call images of the models with an
+# Embedding planned with int8_token_table; headers in $WORK/hdr<weights>-tt). A build of
 # -Dmax_layers=N (a smaller plan; the models have at most 2 layers) gives its images RNNCORE_MAX_LAYERS=N,
 # and one without training (the firmware profile's default) RNNCORE_TRAINING=0.
 set -euo pipefail
@@ -34,16 +36,21 @@ NICE=${NICE:-10}
 VARIANTS=${VARIANTS:-"hand plan"}
 FW=$REPO/examples/firmware
 WEIGHTS=${WEIGHTS:-interleave}
+TOKEN_TABLE=${TOKEN_TABLE:-0}
 HDR=$WORK/hdr${WEIGHTS#interleave}
+TT=()
+if [ "$TOKEN_TABLE" = 1 ]; then HDR=$HDR-tt TT=(--token-table); fi
 mkdir -p "$HDR"
 
 # The model headers (target-independent): int8, interleaved; the f32 weather LSTM.
 fresh() { [ -f "$1" ] && [ "$1" -nt "$2" ] && [ "$1" -nt "$RNNCORE" ]; }
 for m in $MODELS; do
   h=$HDR/$m.h
+  tt=()
+  [ "$m" = weather ] || tt=("${TT[@]}")  # (every model but weather starts with an Embedding)
   fresh "$h" "$HERE/$m.safetensors" ||
     "$RNNCORE" export-c --weights "$HERE/$m.safetensors" --name "$m" --sample-input "$HERE/${m}_input.npy" \
-      --sample-output "$HERE/${m}_expected_y.npy" --output "$h" --"$WEIGHTS" >&2
+      --sample-output "$HERE/${m}_expected_y.npy" --output "$h" --"$WEIGHTS" "${tt[@]}" >&2
 done
 case " $MODELS " in *" weather "*)
   fresh "$HDR/weather_f32.h" "$HERE/weather_f32.safetensors" ||
@@ -101,6 +108,7 @@ print(o["max_layers"], int(t == "true" or (t == "auto" and o["profile"] != "firm
     grep -q "^#define ${uc}_EMBEDDING 1" "$HDR/$m.h" && extra+=(-DMODEL_EMBEDDING=1) || extra+=(-DMODEL_EMBEDDING=0)
     [ "$m" = weather ] && extra+=("-DMODEL_STATE_HEADER=\"weather_extra.h\"")
     grep -q "^#define ${uc}_FC0_ACTIVATION RNNCORE_INT8_" "$HDR/$m.h" && extra+=(-DMODEL_HEAD_TABLE=1)
+    grep -q "^#define ${uc}_TOKEN_TABLE 1" "$HDR/$m.h" && extra+=(-DMODEL_TOKEN_TABLE=1)
     cc_model() {  # source object defines...
       local src=$1 obj=$2
       shift 2

@@ -221,6 +221,8 @@ typedef struct rnncore_plan_options {
                               matrix units, or with F32 weight_dtype x, h and the weights to TF32 (NVIDIA
                               sm_80+; AMD keeps f32) (docs/gpu.md, "Tensor cores") */
   int32_t int8_weights;  /**< integer stacks: rnncore_int8_weights, the packed LSTM weights' layout (0: the kernel's) */
+  int32_t int8_token_table; /**< nonzero: integer stacks with an Embedding get layer 0's input parts per token as a
+                                 table in place of W (rnncore::PlanOptions::int8_token_table; export-c --token-table) */
 } rnncore_plan_options;
 
 /** The packed LSTM weights' layout of an integer stack (rnncore::Int8Weights): a host packing for a

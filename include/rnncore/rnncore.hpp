@@ -489,6 +489,12 @@ struct PlanOptions {
   /// Integer stacks: the LSTM weights' layout, so that a host packs (or rnncore export-c writes,
   /// `--interleave`) for a target's family; a plan refuses a buffer packed for the other one.
   Int8Weights int8_weights = Int8Weights::auto_select;
+  /// Integer stacks whose layer 0 reads an Embedding: pack, for each token, layer 0's input parts of
+  /// the gates (bias and W·e, rescaled to Q3.12 and saturated, as the step computes them) as a table
+  /// [vocab][4H] int16 in place of W and the Embedding's table, so that a step multiplies only R: the
+  /// same bits (docs/int8.md, "Token tables"; `rnncore export-c --token-table`). Per-tensor scales
+  /// only; refused without an Embedding. A buffer packed with it runs only on a plan with it.
+  bool int8_token_table = false;
 };
 
 /// Whether a run applies dropout. Inference runs are deterministic.

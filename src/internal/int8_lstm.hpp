@@ -89,6 +89,13 @@ struct Int8LstmParams {
   QuantizedMultiplier hidden_mult;     ///< 2^-15 · 2^-15 / hidden_scale
   int cell_log2 = 0;                   ///< log2(cell_scale), −30 .. −9
   std::int16_t cell_clip = 0;          ///< quantized clip (0: none)
+  /// A token table's layer (PlanOptions::int8_token_table: layer 0 after an Embedding): w[0] is the
+  /// table [vocab][4H] int16, each token's input parts of gates i, f, g, o already rescaled to Q3.12
+  /// and saturated, as the step would compute them from the token's embedded row
+  /// (sat16(MBQM(bx + W·e, x_mult))); a step's x is then the token's row of it (4H int16, passed as
+  /// bytes), w[1..3] and x_bias are not read, and x_mult gives each part back
+  /// (int8_token_table_multiplier). (In cell_clip's padding: the C API's storage keeps its size.)
+  bool token_gates = false;
   std::int32_t hidden_zp = 0;
   Int8WeightLayout layout = Int8WeightLayout::row_major;
   const std::int8_t* w[kGates] = {};   ///< [H, I] in `layout`
@@ -105,6 +112,14 @@ struct Int8LstmParams {
   GateActivationsFn gate_activations = nullptr;
   CellUpdateFn cell_update = nullptr;
 };
+
+/// The input parts' multiplier of a token table's layer: 1/4 (2^30, shift −1), given 4 times the
+/// tabled part, so that it gives the part back exactly (4t · 1/4 is an integer: the high multiply
+/// and the rounding shift round nothing) and the gates' code adds it to the recurrent part
+/// unchanged, bit for bit — on the loops for two right-shifting multipliers (the Thumb-2 pairs).
+constexpr QuantizedMultiplier int8_token_table_multiplier() { return QuantizedMultiplier{1 << 30, -1}; }
+/// What the gates are given for a tabled part t: 4t (int8_token_table_multiplier).
+constexpr std::int32_t int8_token_table_sum(std::int16_t t) { return 4 * static_cast<std::int32_t>(t); }
 
 /// int32 words of effective-bias storage prepare needs: 8 · hidden_size.
 inline std::size_t int8_lstm_bias_words(int hidden_size) { return 8 * static_cast<std::size_t>(hidden_size); }

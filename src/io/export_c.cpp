@@ -1064,13 +1064,17 @@ Status write_int8_plan_arrays(std::string* out, const ExportCOptions& o, const I
   po.max_seq_len = e.in_shape.empty() ? 1 : static_cast<std::int32_t>(e.in_shape[1]);
   po.int8_weights = o.interleave ? (o.interleave_i16 ? Int8Weights::interleaved_i16 : Int8Weights::interleaved)
                                  : Int8Weights::row_major;
+  po.int8_token_table = o.token_table;
   Plan plan;
   Status s = Plan::create(st, po, &plan);
   const std::size_t bytes = s == Status::ok ? plan.packed_weight_bytes() : 0;
   std::vector<unsigned char> buffer(bytes + kAlignment);
   unsigned char* at = buffer.data() + (kAlignment - reinterpret_cast<std::uintptr_t>(buffer.data()) % kAlignment) % kAlignment;
   if (s == Status::ok) s = plan.pack_weights(e.canonical.data(), at, bytes);
-  if (s != Status::ok) return fail(error, o.weights + ": packing the integer stack: " + last_error_detail(), s);
+  if (s != Status::ok) {
+    if (o.token_table) return fail(error, std::string("--token-table: ") + last_error_detail(), s);
+    return fail(error, o.weights + ": packing the integer stack: " + last_error_detail(), s);
+  }
   const std::string NAME = upper(o.name),
                     family = o.interleave ? (o.interleave_i16 ? "int16 panels" : "interleaved") : "row-major";
   appendf(out,
@@ -1078,6 +1082,12 @@ Status write_int8_plan_arrays(std::string* out, const ExportCOptions& o, const I
           "#include \"rnncore/rnncore.h\"\n\n");
   write_int8_stack_spec(out, o.name, st);
   write_packed_align(out, o.name);
+  if (o.token_table)
+    appendf(out,
+            "/** Layer 0's input weights and the Embedding's table are packed as token tables ([vocab][4H] int16:\n"
+            " * each token's input parts of the gates): plan with int8_token_table = 1. */\n"
+            "#define %s_TOKEN_TABLE 1\n",
+            NAME.c_str());
   appendf(out,
           "/** The packed LSTM weights' layout: %s (RNNCORE_INT8_WEIGHTS_PACKED_%s; %s). A plan of\n"
           " * the other layout refuses %s_packed, saying which rnncore_plan_options.int8_weights matches. */\n"
@@ -1097,7 +1107,7 @@ Status write_int8_plan_arrays(std::string* out, const ExportCOptions& o, const I
           NAME.c_str());
   write_array(out, "static RNNCORE_PACKED_ALIGN const uint8_t " + o.name + "_packed", at, bytes, {}, 16);
   if (o.plan) write_const_plan(out, o.name, plan, po);
-  *summary = "; " + o.name + "_packed (" + family + ") " + std::to_string(bytes) + " bytes, workspace " +
+  *summary = "; " + o.name + "_packed (" + family + (o.token_table ? ", token tables" : "") + ") " + std::to_string(bytes) + " bytes, workspace " +
              std::to_string(plan.workspace_bytes()) + " bytes";
   return Status::ok;
 }
@@ -1175,6 +1185,9 @@ Status load_float_export(const ExportCOptions& o, FloatExport* e, ExportCReport*
   if (o.interleave)
     return option_fail(report, error,
                        "--interleave applies to int8 LSTM models (format tflite_int8) only; " + o.weights + " is a float model");
+  if (o.token_table)
+    return option_fail(report, error,
+                       "--token-table applies to int8 LSTM models (format tflite_int8) only; " + o.weights + " is a float model");
   if (const std::string refused = inapplicable_hint(o.hints, e->model.stack); !refused.empty())
     return option_fail(report, error, refused + " (" + o.weights + ")");
   report->notes = e->model.notes;

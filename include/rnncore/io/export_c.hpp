@@ -36,6 +36,8 @@ struct ExportCOptions {
   /// int8 models with the one-call arrays: also NAME_plan, NAME_stack planned by this library (for the sample's
   /// B and T, the portable kernels) as a const rnncore_plan: valid in programs linked with a library of this build
   bool plan = false;
+  /// int8 models with an Embedding: NAME_packed with layer 0's token tables (PlanOptions::int8_token_table)
+  bool token_table = false;
 };
 
 /// What export_c did.
