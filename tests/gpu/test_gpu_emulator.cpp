@@ -1788,27 +1788,24 @@ TEST_CASE("emulated GPU forward with LSTM peepholes and a cell clip: both recurr
   CHECK(count_prefix(launches, "_mma_16x16") == c.T);
 }
 
-TEST_CASE("GPU plans run peepholes and a cell clip in inference and training, a projection in inference, and refuse its training with one line") {
+TEST_CASE("GPU plans run every LSTM extension in inference and training; a projected layer runs the per-step kernels") {
   StackSpec st;
   st.input_size = 3;
   st.num_layers = 1;
   st.layers[0] = layer(Mode::lstm, 4, false, {});
-  PlanOptions opt;
-  EmuConfig cfg = config(32, gpu::Recurrence::auto_select);
-  detail::PlanImpl p;
   st.layers[0].peepholes = true;
   st.layers[0].cell_clip = 1.0;
-  CHECK(make_gpu_plan(st, opt, cfg, &p) == Status::ok);
-  opt.training = true;
-  CHECK(make_gpu_plan(st, opt, cfg, &p) == Status::ok);
   st.layers[0].proj_size = 2;
-  CHECK(make_gpu_plan(st, opt, cfg, &p) == Status::unsupported);
-  CHECK(std::string(last_error_detail()).find("layers[0] has an LSTM projection, which GPU training does not run yet") !=
-        std::string::npos);
-  opt.training = false;
-  CHECK(make_gpu_plan(st, opt, cfg, &p) == Status::ok);
-  CHECK(p.gpu.ws_m[0] != p.gpu.ws_m[1]);  // each direction has its own m rows
-  CHECK(gpu::persistent_units(p.gpu, 0, 1) == 0);  // a projected layer runs the per-step kernels
+  st.layers[0].proj_clip = 0.5;
+  EmuConfig cfg = config(32, gpu::Recurrence::auto_select);
+  detail::PlanImpl p;
+  for (bool training : {false, true}) {
+    PlanOptions opt;
+    opt.training = training;
+    CHECK(make_gpu_plan(st, opt, cfg, &p) == Status::ok);
+    CHECK(p.gpu.ws_m[0] != p.gpu.ws_m[1]);           // each direction has its own m rows
+    CHECK(gpu::persistent_units(p.gpu, 0, 1) == 0);  // not the persistent kernel
+  }
 }
 
 TEST_CASE("emulated GPU forward with an LSTM projection: both per-step kernels and tiles, both directions, the matrix units") {
@@ -1888,6 +1885,41 @@ TEST_CASE("emulated GPU forward with an LSTM projection: both per-step kernels a
   CHECK(launches["f32_lstm_projection_step"] == c.T);
   MESSAGE("largest relative error (TF32 last): " << g_forward_worst);
   g_forward_worst = 0;
+}
+
+TEST_CASE("emulated GPU forward with an LSTM projection: multi-tile shapes, both tiles, the matrix units" * doctest::test_suite("long")) {
+  // H = 70 (several unit tiles and k chunks of R's padded rows), P = 33 (several groups of 4 past a
+  // multiple of 4), B = 37 (several row tiles and grid-stride rows in the projection kernel).
+  Rng rng(2026112906);
+  g_forward_worst = 0;
+  for (int i = 0; i < 3; ++i) {
+    Case c;
+    c.stack.input_size = 13;
+    c.stack.num_layers = 2;
+    c.stack.layers[0] = layer(Mode::lstm, 70, i == 1, {});
+    c.stack.layers[0].proj_size = 33;
+    c.stack.layers[0].proj_clip = i == 2 ? 0.2 : 0.0;
+    c.stack.layers[1] = layer(Mode::lstm, 24, false, {});
+    c.stack.layers[1].proj_size = 9;
+    c.T = 4;
+    c.B = 37;
+    c.lengths = true;
+    c.initial = true;
+    EmuConfig cfg = config(i == 1 ? 64 : 32, gpu::Recurrence::tiled, i == 0 ? gpu::TileChoice::small : gpu::TileChoice::large);
+    cfg.sched_seed = rng.next();
+    std::map<std::string, int> launches;
+    if (i == 2) {  // TF32 on the H100 profile
+      c.half_math = true;
+      c.tolerance = half_math_tolerance(DType::f32);
+      static const gpu::DeviceProfile prof = gpu::device_profile(0);
+      cfg = EmuConfig();
+      cfg.profile = &prof;
+      cfg.recurrence = gpu::Recurrence::tiled;
+    }
+    check_case(c, cfg, rng.next(), &launches);
+    CHECK(launches["f32_lstm_projection_step"] == 2 * c.T);
+  }
+  MESSAGE("largest relative error: " << g_forward_worst);
 }
 
 namespace {

@@ -506,10 +506,10 @@ RNNCORE_HD RNNCORE_GPU_INLINE void cell_epilogue4(const Exec& ex, const LayerArg
       if (d.keep != nullptr) {
         for (int s4 = 0; s4 < 4; ++s4) keep4<C>(a, d, t, b, u0, static_cast<int64_t>(s4) * H, gate[s4], n);
         keep4<C>(a, d, t, b, u0, 4 * static_cast<int64_t>(H), cnew, n);
-        if (a.lstm_ext) {  // m (= h here), c before the clip, h̃ (= h without a projection)
+        if (a.lstm_ext) {  // m, c before the clip, h̃ (= h = m without a projection; else the projection's)
           keep4<C>(a, d, t, b, u0, 5 * static_cast<int64_t>(H), hnew, n);
           keep4<C>(a, d, t, b, u0, 6 * static_cast<int64_t>(H), craw, n);
-          keep4<C>(a, d, t, b, u0, a.keep_h + static_cast<int64_t>(H), hnew, n);
+          if (!projected) keep4<C>(a, d, t, b, u0, a.keep_h + static_cast<int64_t>(H), hnew, n);
         }
       }
       const uint32_t q = static_cast<uint32_t>(u0) / 4u;
@@ -915,9 +915,10 @@ struct f32_rnn_output_chain {
 /// h = clip(W_proj m) (TF LSTMCell's num_proj and proj_clip; a sum over the H units in increasing
 /// order) goes to y, then through the state dropout (wrappers innermost first) into the next step's
 /// h buffer, or the row's initial state where it is reset before its next step, as the cell
-/// epilogue does without a projection. Past a row's length h carries over and y is zero. One
-/// thread per (row, 4 of the P units), no shared memory and no barrier: the launch boundary
-/// orders it after the step's cell kernels and before the next step's. grid.z = direction.
+/// epilogue does without a projection. Past a row's length h carries over and y is zero. A
+/// training forward keeps h and h̃ (before the clip) in the reserve row. One thread per (row, 4 of
+/// the P units), no shared memory and no barrier: the launch boundary orders it after the step's
+/// cell kernels and before the next step's. grid.z = direction.
 template <class WT>
 struct f32_lstm_projection_step {
   using Args = LayerArgs;
@@ -943,14 +944,17 @@ struct f32_lstm_projection_step {
         continue;
       }
       const float* m = d.m + b * Hs;
-      float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      float v[4] = {0.0f, 0.0f, 0.0f, 0.0f}, raw[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       for (int j = 0; j < 4; ++j) if (j < n) {
         const WT* row = wp + static_cast<int64_t>(k0 + j) * H;
         float acc = 0.0f;
         for (int u = 0; u < H; ++u) acc += to_float(row[u]) * m[u];
+        raw[j] = acc;
         v[j] = ex.term(a.proj_clip > 0.0f) ? clip_cell(acc, a.proj_clip) : acc;
       }
       for (int j = 0; j < 4; ++j) if (j < n) yr[k0 + j] = v[j];
+      keep4<kLstm>(a, d, t, b, k0, a.keep_h, v, n);
+      keep4<kLstm>(a, d, t, b, k0, a.keep_h + O, raw, n);
       for (int w = 0; w < a.num_wrappers; ++w) apply_mask4(d.state_h[w], a.step, t, a.row_ids, b, static_cast<uint32_t>(q), v, n);
       const int next = d.reverse ? t - 1 : t + 1;
       if (a.resets != nullptr && next >= 0 && next < a.steps && row_active(a, next, b) &&

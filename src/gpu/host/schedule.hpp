@@ -507,12 +507,12 @@ Status launch_layer(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const Fo
   if (a.hy != nullptr || (a.cy != nullptr && lp.mode == Mode::lstm))
     RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_state_final>(elementwise_dims(g, B * H, lp.dirs), la, dla, 0));
   if (T > 0 && lp.output_chain) {
-    const std::int64_t items = T * B * ((H + 3) / 4);
+    const std::int64_t items = T * B * ((lp.out + 3) / 4);
     RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_output_chain>(elementwise_dims(g, items, lp.dirs), la, dla, 0));
   }
   if (a.cy != nullptr && lp.mode != Mode::lstm)  // a layer without cell state reports c = 0
-    RNNCORE_RETURN_IF_ERROR(ln.zero_async(static_cast<unsigned char*>(a.cy) + static_cast<std::size_t>(state_offset(p.stack, a.batch, l, 0)) * sizeof(float),
-                                          static_cast<std::size_t>(out_w * B) * sizeof(float)));
+    RNNCORE_RETURN_IF_ERROR(ln.zero_async(static_cast<unsigned char*>(a.cy) + static_cast<std::size_t>(cell_state_offset(p.stack, a.batch, l, 0)) * sizeof(float),
+                                          static_cast<std::size_t>(lp.dirs * H * B) * sizeof(float)));
   if (T > 0 && host.inter.mask.active) {
     const std::int64_t items = T * B * ((out_w + 3) / 4);
     RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_inter_layer_dropout>(elementwise_dims(g, items, 1), host.inter, &dev->inter, 0));
