@@ -443,7 +443,9 @@ RNNCORE_HD RNNCORE_GPU_INLINE void keep4(const LayerArgs& a, const DirArgs& d, i
 /// reset before its next step (ForwardArgs::resets), the state carried on is its initial state
 /// instead: the next step reads it from the same buffers, so no kernel needs a reset of its own.
 /// The reset-before GRU runs it twice per step: PHASE 1 makes r ⊙ h and z; PHASE 2 (rec = R_n (r ⊙ h)) the rest.
-template <int C, int PHASE, class Exec>
+/// PROJ: the kernel may run a projected LSTM (the per-step kernels; the persistent kernel never
+/// does, and compiles without that branch: it kept 8–16 bytes of stack on sm_90 at 80 registers).
+template <int C, int PHASE, bool PROJ = true, class Exec>
 RNNCORE_HD RNNCORE_GPU_INLINE void cell_epilogue4(const Exec& ex, const LayerArgs& a, const DirArgs& d, int s, int t, int b, int u0,
                                       const float* rec) {
   const int H = a.hidden;
@@ -454,7 +456,7 @@ RNNCORE_HD RNNCORE_GPU_INLINE void cell_epilogue4(const Exec& ex, const LayerArg
   float* yr = d.y + t * d.y_st + b * d.y_sb;
   // A projected LSTM's step ends in f32_lstm_projection_step, which writes h and y (and carries h
   // over past a row's length); the epilogue leaves it m and c.
-  const bool projected = C == kLstm && d.wp != nullptr;
+  const bool projected = PROJ && C == kLstm && d.wp != nullptr;
   if (!row_active(a, t, b)) {  // past the row's length: the state carries over, the output is zero
     if (projected) return;
     if constexpr (PHASE != 1) {
@@ -1286,7 +1288,7 @@ struct f32_rnn_recurrence_persistent {
       float rec[4][4];
       for (int g = 0; g < ng; ++g)
         for (int j = 0; j < 4; ++j) rec[g][j] = pre[((g0 + g) * units + 4 * qq + j) * MAXB + b];
-      cell_epilogue4<C, PHASE>(ex, a, d, s, t, b, u, &rec[0][0]);
+      cell_epilogue4<C, PHASE, false>(ex, a, d, s, t, b, u, &rec[0][0]);
     }
   }
 
