@@ -330,26 +330,30 @@ struct DirArgs {
   float* hy;  ///< [B][H] or null
   float* cy;
   const float* peep;  ///< LSTM peepholes [3][H] (p_i, p_f, p_o), or null
-  const void* wp;     ///< LSTM projection W_proj [P][H] of the weight storage type, or null
-  float* m;           ///< [B][Hs] the projected LSTM's cell output m (the projection's input), or null
   MaskSite input[kWrappers], output[kWrappers], state_h[kWrappers], state_c[kWrappers];
   int32_t reverse;
   float* keep;  ///< training forward: reserve rows [T][B][LayerArgs::keep_width] (slot-major), else null
+  // (last, so that the fields above keep their offsets: the matrix-unit RNN instances on sm_80 are
+  // within a register of spilling)
+  const void* wp;  ///< LSTM projection W_proj [P][H] of the weight storage type, or null
+  float* m;        ///< [B][Hs] the projected LSTM's cell output m (the projection's input), or null
 };
 
 /// One layer of one forward run: the argument block of every per-layer kernel.
+/// (out and proj_clip fill the alignment holes before `lengths` and `resets`: the other fields keep
+/// their offsets, as the matrix-unit RNN instances on sm_80 are within a register of spilling.)
 struct LayerArgs {
   int32_t gates, batch, steps, in_size, in_pad, hidden, hidden_stride, dirs;
-  int32_t out;                  ///< units of h and y per direction: P with an LSTM projection, else hidden
-  float proj_clip;              ///< the projection's clip (TF clip_by_value), 0: none
   int32_t num_wrappers;
   int32_t residual[kWrappers];  ///< wrapper w is a (default, additive) residual wrapper
+  int32_t out;                  ///< units of h and y per direction: P with an LSTM projection, else hidden
   const int32_t* lengths;       ///< [B] device copy of seq_lengths, or null (every row runs all steps)
   const uint32_t* row_ids;      ///< [B] device copy of row_ids, or null
   uint32_t step;                ///< run counter mod 2^32 (the mask function's c3)
   float cell_clip;              ///< LSTM cell clip (TF clip_by_value), 0: none
   int32_t keep_width, keep_h;   ///< training: a reserve row's elements, and where its h starts (keep_width, keep_h)
   int32_t lstm_ext;             ///< LSTM peepholes or cell clip: the reserve row also keeps c before its clip and h̃
+  float proj_clip;              ///< the projection's clip (TF clip_by_value), 0: none
   const uint8_t* resets;        ///< device copy of ForwardArgs::resets (unidirectional layers), or null
   int64_t reset_st, reset_sb;   ///< its strides: resets[t·reset_st + b·reset_sb]
   DirArgs dir[2];
