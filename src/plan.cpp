@@ -68,16 +68,6 @@ void copy_name(char (&out)[N], const char* a, const char* b) {
   out[n] = '\0';
 }
 
-// The first layer with an LSTM extension the GPU kernels lack, or -1: a projection or its clip (the
-// GPU runs peepholes and the cell clip, in inference and training).
-int first_gpu_unsupported_extension(const StackSpec& stack) {
-  for (int l = 0; l < stack.num_layers; ++l) {
-    const LayerSpec& ls = stack.layers[l];
-    if (ls.proj_size > 0 || ls.proj_clip > 0.0) return l;
-  }
-  return -1;
-}
-
 Status choose_backend(const StackSpec& stack, const PlanOptions& options, const GpuPlanner& gpu, PlanImpl* p) {
   Backend want = options.backend;
   RNNCORE_ENSURE(want >= Backend::auto_select && want <= Backend::gpu, Status::invalid_enum,
@@ -102,10 +92,6 @@ Status choose_backend(const StackSpec& stack, const PlanOptions& options, const 
   RNNCORE_ENSURE(!ends || want != Backend::gpu, Status::unsupported,
                  "backend gpu: the stack has %s, which the GPU backend does not run yet (use backend simd, reference or "
                  "auto)", stack.embedding.vocab_size > 0 ? "an embedding" : "a Dense head");
-  const int ext = first_gpu_unsupported_extension(stack);
-  RNNCORE_ENSURE(ext < 0 || want != Backend::gpu, Status::unsupported,
-                 "backend gpu: layers[%d] has an LSTM projection, which the GPU kernels do not run yet (use backend "
-                 "simd, reference or auto)", ext);
   if (want == Backend::gpu) {
     p->table = BackendTable::gpu;
     p->backend = Backend::gpu;

@@ -205,18 +205,20 @@ TEST_CASE("lstm extensions: zero peepholes and unreachable clips give the plain 
   CHECK(rel_error(e.cy.data(), p.cy.data(), p.cy.size()) == 0.0);
 }
 
-TEST_CASE("lstm extensions: the GPU refuses them, training plans them; auto picks the SIMD backend for f32") {
+TEST_CASE("lstm extensions: the GPU does not refuse them, training plans them; auto picks the SIMD backend for f32") {
   RnnSpec s = ext_spec(3, 4, 2, false, 0, 0);
   s.dtype = DType::f32;
   PlanOptions opt;
   Plan plan;
   REQUIRE(Plan::create(s, opt, &plan) == Status::ok);
   CHECK(plan.backend() == (isas_here().empty() ? Backend::reference : Backend::simd));
-  opt.backend = Backend::gpu;
-  CHECK(Plan::create(s, opt, &plan) == Status::unsupported);
-  CHECK(std::string(last_error_detail()).find("layers[0] has an LSTM projection") != std::string::npos);
+  opt.backend = Backend::gpu;  // the GPU runs them (docs/gpu.md, tests/gpu/): only a missing device or backend refuses
+  for (bool training : {false, true}) {
+    opt.training = training;
+    const Status st = Plan::create(s, opt, &plan);
+    CHECK((st == Status::ok || st == Status::backend_unavailable));
+  }
   opt.training = true;
-  CHECK(Plan::create(s, opt, &plan) == Status::unsupported);
   for (Backend backend : cpu_backends()) {  // their gradients: test_train_lstm_ext.cpp
     opt.backend = backend;
     CHECK(Plan::create(s, opt, &plan) == Status::ok);

@@ -39,7 +39,8 @@ inline std::string describe(const Case& c) {
   for (int l = 0; l < c.stack.num_layers; ++l) {
     const LayerSpec& ls = c.stack.layers[l];
     s += std::string(l ? " | " : "") + to_string(ls.mode) + (ls.mode == Mode::gru ? std::string("/") + to_string(ls.gru_variant) : "") +
-         " H=" + std::to_string(ls.hidden_size) + (ls.direction == Direction::bidirectional ? " bi" : "") +
+         " H=" + std::to_string(ls.hidden_size) + (ls.proj_size > 0 ? " P=" + std::to_string(ls.proj_size) : "") +
+         (ls.direction == Direction::bidirectional ? " bi" : "") +
          " wrappers=" + std::to_string(ls.num_wrappers);
   }
   return s + " I=" + std::to_string(c.stack.input_size) + " T=" + std::to_string(c.T) + " B=" + std::to_string(c.B) +
@@ -80,7 +81,8 @@ inline void compare_case(const Case& c, std::uint64_t data_seed, const GpuRunner
     if (c.weights == DType::bf16) w = detail::bf16_to_f32(detail::f32_to_bf16(w));
   }
   const auto x32 = random_vector<float>(rng, static_cast<std::size_t>(c.T) * c.B * s32.input_size, 1.0);
-  const auto h32 = random_vector<float>(rng, states, 0.5), c32 = random_vector<float>(rng, states, 0.5);
+  const auto h32 = random_vector<float>(rng, states, 0.5);
+  const auto c32 = random_vector<float>(rng, static_cast<std::size_t>(cell_state_elements(s32, c.B)), 0.5);  // H units
   std::vector<std::int32_t> lengths(c.B);
   for (auto& l : lengths) l = rng.range(0, c.T);
   std::vector<std::uint32_t> rows(c.B);
@@ -249,7 +251,8 @@ inline TrainData draw_training(const Case& c, std::uint64_t seed) {
   const StackSpec& st = c.stack;
   const LayerSpec& last = st.layers[st.num_layers - 1];
   const std::size_t states = static_cast<std::size_t>(state_elements(st, c.B));
-  const std::size_t out = static_cast<std::size_t>(c.T) * c.B * num_directions(last) * last.hidden_size;
+  const std::size_t cells = static_cast<std::size_t>(cell_state_elements(st, c.B));  // c has H units, h O
+  const std::size_t out = static_cast<std::size_t>(c.T) * c.B * num_directions(last) * output_size(last);
   TrainData d;
   d.w = random_vector<float>(rng, static_cast<std::size_t>(param_count(st)), 1.0 / std::sqrt(double(st.layers[0].hidden_size)));
   for (float& w : d.w) {
@@ -258,10 +261,10 @@ inline TrainData draw_training(const Case& c, std::uint64_t seed) {
   }
   d.x = random_vector<float>(rng, static_cast<std::size_t>(c.T) * c.B * st.input_size, 1.0);
   d.h0 = random_vector<float>(rng, states, 0.5);
-  d.c0 = random_vector<float>(rng, states, 0.5);
+  d.c0 = random_vector<float>(rng, cells, 0.5);
   d.dy = random_vector<float>(rng, out, 1.0);
   d.dhy = random_vector<float>(rng, states, 1.0);
-  d.dcy = random_vector<float>(rng, states, 1.0);
+  d.dcy = random_vector<float>(rng, cells, 1.0);
   d.lengths.resize(c.B);
   for (auto& l : d.lengths) l = rng.range(0, c.T);
   d.rows.resize(c.B);
@@ -277,13 +280,14 @@ void bind(const Case& c, const std::vector<T>& x, const std::vector<T>& h0, cons
   const StackSpec& st = c.stack;
   const bool lstm = has_lstm(st);
   const std::size_t states = static_cast<std::size_t>(state_elements(st, c.B));
+  const std::size_t cells = static_cast<std::size_t>(cell_state_elements(st, c.B));
   const LayerSpec& last = st.layers[st.num_layers - 1];
-  r->y.assign(static_cast<std::size_t>(c.T) * c.B * num_directions(last) * last.hidden_size, T(-7));
+  r->y.assign(static_cast<std::size_t>(c.T) * c.B * num_directions(last) * output_size(last), T(-7));
   r->hy.assign(states, T(-7));
-  r->cy.assign(lstm ? states : 0, T(-7));
+  r->cy.assign(lstm ? cells : 0, T(-7));
   r->dx.assign(x.size(), T(-7));
   r->dh0.assign(states, T(-7));
-  r->dc0.assign(lstm ? states : 0, T(-7));
+  r->dc0.assign(lstm ? cells : 0, T(-7));
   r->dw.assign(d.w.size(), T(-7));
   a->batch = c.B;
   a->seq_len = c.T;

@@ -66,7 +66,7 @@ Status run_device(const StackSpec& st, PlanOptions opt, const std::vector<float>
   bool lstm = false;
   for (int l = 0; l < st.num_layers; ++l) lstm = lstm || st.layers[l].mode == Mode::lstm;
   const std::size_t x_n = static_cast<std::size_t>(host.seq_len) * host.batch * st.input_size;
-  const std::size_t y_n = static_cast<std::size_t>(host.seq_len) * host.batch * num_directions(last) * last.hidden_size;
+  const std::size_t y_n = static_cast<std::size_t>(host.seq_len) * host.batch * num_directions(last) * output_size(last);
   const std::size_t s_n = static_cast<std::size_t>(state_elements(st, host.batch));
   out->y.assign(y_n, -7.0f);
   out->hy.assign(s_n, -7.0f);

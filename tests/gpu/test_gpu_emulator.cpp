@@ -156,9 +156,9 @@ Status run_emulated(const StackSpec& stack, const PlanOptions& opt, const EmuCon
     const LayerSpec& last = stack.layers[stack.num_layers - 1];
     bool lstm = false;
     for (int l = 0; l < stack.num_layers; ++l) lstm = lstm || stack.layers[l].mode == Mode::lstm;
-    out->y.assign(static_cast<std::size_t>(args.seq_len) * args.batch * num_directions(last) * last.hidden_size, -7.0f);
+    out->y.assign(static_cast<std::size_t>(args.seq_len) * args.batch * num_directions(last) * output_size(last), -7.0f);
     out->hy.assign(static_cast<std::size_t>(state_elements(stack, args.batch)), -7.0f);
-    out->cy.assign(lstm ? out->hy.size() : 0, -7.0f);
+    out->cy.assign(lstm ? static_cast<std::size_t>(cell_state_elements(stack, args.batch)) : 0, -7.0f);
     args.y = out->y.data();
     args.hy = out->hy.data();
     args.cy = lstm ? out->cy.data() : nullptr;
@@ -1788,25 +1788,212 @@ TEST_CASE("emulated GPU forward with LSTM peepholes and a cell clip: both recurr
   CHECK(count_prefix(launches, "_mma_16x16") == c.T);
 }
 
-TEST_CASE("GPU plans run peepholes and a cell clip in inference and training, and refuse a projection with one line") {
+TEST_CASE("GPU plans run every LSTM extension in inference and training; a projected layer runs the per-step kernels") {
   StackSpec st;
   st.input_size = 3;
   st.num_layers = 1;
   st.layers[0] = layer(Mode::lstm, 4, false, {});
-  PlanOptions opt;
-  EmuConfig cfg = config(32, gpu::Recurrence::auto_select);
-  detail::PlanImpl p;
   st.layers[0].peepholes = true;
   st.layers[0].cell_clip = 1.0;
-  CHECK(make_gpu_plan(st, opt, cfg, &p) == Status::ok);
-  opt.training = true;
-  CHECK(make_gpu_plan(st, opt, cfg, &p) == Status::ok);
   st.layers[0].proj_size = 2;
-  CHECK(make_gpu_plan(st, opt, cfg, &p) == Status::unsupported);
-  CHECK(std::string(last_error_detail()).find("layers[0] has an LSTM projection") != std::string::npos);
-  opt.training = false;
-  CHECK(make_gpu_plan(st, opt, cfg, &p) == Status::unsupported);
-  CHECK(std::string(last_error_detail()).find("layers[0] has an LSTM projection") != std::string::npos);
+  st.layers[0].proj_clip = 0.5;
+  EmuConfig cfg = config(32, gpu::Recurrence::auto_select);
+  detail::PlanImpl p;
+  for (bool training : {false, true}) {
+    PlanOptions opt;
+    opt.training = training;
+    CHECK(make_gpu_plan(st, opt, cfg, &p) == Status::ok);
+    CHECK(p.gpu.ws_m[0] != p.gpu.ws_m[1]);           // each direction has its own m rows
+    CHECK(gpu::persistent_units(p.gpu, 0, 1) == 0);  // not the persistent kernel
+  }
+}
+
+TEST_CASE("emulated GPU forward with an LSTM projection: both per-step kernels and tiles, both directions, the matrix units") {
+  // h = clip(W_proj m) (TF LSTMCell's num_proj, proj_clip; PyTorch's proj_size) after every step's
+  // cell kernel, in f32_lstm_projection_step; R reads h's P units. Against the f64 reference
+  // (tests/test_lstm_ext.cpp proves it against TF / PyTorch). P not a multiple of 4, clips that bind
+  // (0.2 on h, 0.3 on c), peepholes, lengths, initial states, layouts, resets, f16 weights, two
+  // layers (the second's input is D·P wide) and state / output dropout with a residual (I == P).
+  Rng rng(2026112905);
+  g_forward_worst = 0;
+  const gpu::Recurrence recurrences[] = {gpu::Recurrence::persistent, gpu::Recurrence::tiled, gpu::Recurrence::tiled};
+  const gpu::TileChoice tiles[] = {gpu::TileChoice::auto_select, gpu::TileChoice::small, gpu::TileChoice::large};
+  for (int i = 0; i < 6; ++i) {
+    Case c;
+    c.stack.input_size = 7;
+    c.stack.num_layers = 1 + i % 2;
+    for (int l = 0; l < c.stack.num_layers; ++l) {
+      c.stack.layers[l] = layer(Mode::lstm, 10 + 3 * l, (i + l) % 3 == 1 && i != 4, {});
+      c.stack.layers[l].proj_size = 5 + (i + l) % 3;
+      c.stack.layers[l].proj_clip = i % 3 == 2 ? 0.2 : 0.0;
+      c.stack.layers[l].peepholes = i == 3;
+      c.stack.layers[l].cell_clip = i == 3 ? 0.3 : 0.0;
+    }
+    c.T = 5;
+    c.B = 2 + i % 4;
+    c.lengths = i % 2 == 0;
+    c.initial = i != 1;
+    c.batch_major = i == 3;
+    c.resets = i == 4;  // unidirectional layers only
+    c.weights = i == 5 ? DType::f16 : DType::f32;
+    EmuConfig cfg = config(i % 2 ? 64 : 32, recurrences[i % 3], tiles[i % 3]);
+    cfg.sched_seed = rng.next();
+    std::map<std::string, int> launches;
+    check_case(c, cfg, rng.next(), &launches);
+    CHECK(launches["f32_lstm_projection_step"] == c.stack.num_layers * c.T);  // both directions in one launch
+    CHECK(count_prefix(launches, "persistent") == 0);
+  }
+  MESSAGE("largest relative error in f32: " << g_forward_worst);
+  // wrappers: state and output dropout around a projected layer, a residual with I == P, inter-layer dropout
+  Case w;
+  w.stack.input_size = 6;
+  w.stack.num_layers = 2;
+  w.stack.dropout = 0.3;
+  w.stack.layers[0] = layer(Mode::lstm, 9, false, {dropout_wrapper(0.8, 0.7, 0.6, true, false, StateFilter::h_and_c), residual_wrapper()});
+  w.stack.layers[0].proj_size = 6;
+  w.stack.layers[1] = layer(Mode::lstm, 11, true, {dropout_wrapper(0.9, 0.75, 0.65, false, true, StateFilter::default_filter)});
+  w.stack.layers[1].proj_size = 3;
+  w.stack.layers[1].proj_clip = 0.25;
+  w.T = 4;
+  w.B = 3;
+  w.lengths = true;
+  w.initial = true;
+  w.run_mode = RunMode::training;
+  w.seed = rng.next();
+  w.step = rng.next();
+  check_case(w, config(32, gpu::Recurrence::auto_select), rng.next(), nullptr);
+  // on the matrix units (B >= 8, TF32 on the H100 profile)
+  Case c;
+  c.stack.input_size = 11;
+  c.stack.num_layers = 1;
+  c.stack.layers[0] = layer(Mode::lstm, 20, false, {});
+  c.stack.layers[0].proj_size = 7;
+  c.stack.layers[0].proj_clip = 0.3;
+  c.T = 4;
+  c.B = 9;
+  c.lengths = true;
+  c.initial = true;
+  c.half_math = true;
+  c.tolerance = half_math_tolerance(DType::f32);
+  const gpu::DeviceProfile prof = gpu::device_profile(0);
+  EmuConfig cfg;
+  cfg.profile = &prof;
+  cfg.recurrence = gpu::Recurrence::tiled;
+  std::map<std::string, int> launches;
+  check_case(c, cfg, rng.next(), &launches);
+  CHECK(count_prefix(launches, "_mma_16x16") == c.T);
+  CHECK(launches["f32_lstm_projection_step"] == c.T);
+  MESSAGE("largest relative error (TF32 last): " << g_forward_worst);
+  g_forward_worst = 0;
+}
+
+TEST_CASE("emulated GPU forward with an LSTM projection: multi-tile shapes, both tiles, the matrix units" * doctest::test_suite("long")) {
+  // H = 70 (several unit tiles and k chunks of R's padded rows), P = 33 (several groups of 4 past a
+  // multiple of 4), B = 37 (several row tiles and grid-stride rows in the projection kernel).
+  Rng rng(2026112906);
+  g_forward_worst = 0;
+  for (int i = 0; i < 3; ++i) {
+    Case c;
+    c.stack.input_size = 13;
+    c.stack.num_layers = 2;
+    c.stack.layers[0] = layer(Mode::lstm, 70, i == 1, {});
+    c.stack.layers[0].proj_size = 33;
+    c.stack.layers[0].proj_clip = i == 2 ? 0.2 : 0.0;
+    c.stack.layers[1] = layer(Mode::lstm, 24, false, {});
+    c.stack.layers[1].proj_size = 9;
+    c.T = 4;
+    c.B = 37;
+    c.lengths = true;
+    c.initial = true;
+    EmuConfig cfg = config(i == 1 ? 64 : 32, gpu::Recurrence::tiled, i == 0 ? gpu::TileChoice::small : gpu::TileChoice::large);
+    cfg.sched_seed = rng.next();
+    std::map<std::string, int> launches;
+    if (i == 2) {  // TF32 on the H100 profile
+      c.half_math = true;
+      c.tolerance = half_math_tolerance(DType::f32);
+      static const gpu::DeviceProfile prof = gpu::device_profile(0);
+      cfg = EmuConfig();
+      cfg.profile = &prof;
+      cfg.recurrence = gpu::Recurrence::tiled;
+    }
+    check_case(c, cfg, rng.next(), &launches);
+    CHECK(launches["f32_lstm_projection_step"] == 2 * c.T);
+  }
+  MESSAGE("largest relative error: " << g_forward_worst);
+}
+
+namespace {
+
+/// Relative error (y and hy, the larger) against the f64 reference of case `c` (run with resets) on
+/// the emulator with mutation `m`; `census` collects the sites the run reaches.
+double projection_mutant_error(const Case& c, const EmuConfig& cfg, std::uint64_t data_seed, const emu::Mutation& m,
+                               std::map<emu::Site, std::set<std::string>>* census) {
+  Rng rng(data_seed);
+  StackSpec s32 = c.stack, s64 = c.stack;
+  s32.dtype = DType::f32;
+  s64.dtype = DType::f64;
+  const auto w32 = random_vector<float>(rng, static_cast<std::size_t>(param_count(s32)), 0.4);
+  const auto x32 = random_vector<float>(rng, static_cast<std::size_t>(c.T) * c.B * s32.input_size, 1.0);
+  const auto h32 = random_vector<float>(rng, static_cast<std::size_t>(state_elements(s32, c.B)), 0.5);
+  const auto c32 = random_vector<float>(rng, static_cast<std::size_t>(cell_state_elements(s32, c.B)), 0.5);
+  const std::vector<std::uint8_t> resets = draw_resets(rng, c.T, c.B);
+  const std::vector<double> w64(w32.begin(), w32.end()), x64(x32.begin(), x32.end()), h64(h32.begin(), h32.end()),
+      c64(c32.begin(), c32.end());
+  ForwardArgs a;
+  a.batch = c.B;
+  a.seq_len = c.T;
+  a.resets = resets.data();
+  PlanOptions opt;
+  opt.max_batch = c.B;
+  opt.max_seq_len = c.T;
+  Outputs<double> ref;
+  opt.backend = Backend::reference;
+  a.x = x64.data();
+  a.h0 = h64.data();
+  a.c0 = c64.data();
+  REQUIRE(run_forward(s64, opt, w64, a, &ref) == Status::ok);
+  Outputs<float> got;
+  a.x = x32.data();
+  a.h0 = h32.data();
+  a.c0 = c32.data();
+  REQUIRE(run_emulated(s32, opt, cfg, w32, a, &got, nullptr, m, census) == Status::ok);
+  return std::max(rel_error(got.y.data(), ref.y.data(), ref.y.size()), rel_error(got.hy.data(), ref.hy.data(), ref.hy.size()));
+}
+
+}  // namespace
+
+TEST_CASE("mutants: leaving out the projection's clip or its reset read is caught against the reference") {
+  // The ex.term and ex.reset_flag sites of f32_lstm_projection_step (the proj_clip, and the reset
+  // that carries h0 on instead of the projected h) are left out in turn: each mutant misses the f64
+  // reference by far more than the tolerance, the unmutated run stays within it. The kernel has no
+  // barrier (the launch boundaries order it), so the barrier census above covers the rest.
+  Case c;
+  c.stack.input_size = 5;
+  c.stack.num_layers = 1;
+  c.stack.layers[0] = layer(Mode::lstm, 9, false, {});
+  c.stack.layers[0].proj_size = 6;
+  c.stack.layers[0].proj_clip = 0.1;  // binds on most projected units
+  c.T = 5;
+  c.B = 4;
+  const EmuConfig cfg = config(32, gpu::Recurrence::tiled);
+  std::map<emu::Site, std::set<std::string>> census;
+  CHECK(projection_mutant_error(c, cfg, 901, emu::Mutation(), &census) < 1e-5);
+  int sites = 0;
+  for (const auto& site : census) {
+    if ((site.first.kind != emu::kTerm && site.first.kind != emu::kResetFlag) || !site.second.count("f32_lstm_projection_step"))
+      continue;
+    ++sites;
+    emu::Mutation m;
+    m.kind = site.first.kind;
+    m.line = site.first.line;
+    m.file = site.first.file.c_str();
+    const double err = projection_mutant_error(c, cfg, 901, m, nullptr);
+    MESSAGE(std::string(emu::site_kind_name(site.first.kind)) << " at " << site.first.file << ":" << site.first.line
+                                                              << ": relative error " << err
+                                                              << std::string(err > 1e-3 ? ", caught" : ", SURVIVED"));
+    CHECK(err > 1e-3);
+  }
+  CHECK(sites == 2);
 }
 
 TEST_CASE("emulated GPU forward with gpu_half_math: dropout wrappers, residuals and inter-layer dropout on the matrix units") {

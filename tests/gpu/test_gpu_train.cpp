@@ -629,6 +629,111 @@ TEST_CASE("mutants: leaving out any term of the LSTM extensions' backward is cau
   CHECK(sites == 3);
 }
 
+// ------------------------------------------------------------------------------- LSTM projection
+
+namespace {
+
+/// An LSTM stack with a projection (P = 5..7 < H), a projection clip of 0.05 that binds on most
+/// projected units (variant 1, 2), and peepholes with a cell clip (variant 2).
+Case projection_case(int variant, int layers, int i) {
+  Case c;
+  c.stack.input_size = 6;
+  c.stack.num_layers = layers;
+  for (int l = 0; l < layers; ++l) {
+    c.stack.layers[l] = layer(Mode::lstm, 9 + 3 * l, (i + l) % 3 == 1, {});
+    c.stack.layers[l].proj_size = 5 + (i + l) % 3;
+    c.stack.layers[l].proj_clip = variant != 0 ? 0.05 : 0.0;
+    c.stack.layers[l].peepholes = variant == 2;
+    c.stack.layers[l].cell_clip = variant == 2 ? 0.3 : 0.0;
+  }
+  c.T = 5;
+  c.B = 3 + i % 3;
+  c.lengths = i % 2 == 0;
+  c.initial = i % 3 != 2;
+  c.batch_major = i % 4 == 3;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("emulated GPU training with an LSTM projection: stacks, both directions, wrappers, resets, matrix units") {
+  // h = clip(W_proj m) in a training plan: the forward's f32_lstm_projection_step keeps h and h̃ in
+  // the reserve row; backward per step runs f32_lstm_grad_projection (dh̃ through the clip), the
+  // product dm = dh̃ · W_proj, the cell, then R's product over h's P units; after the steps
+  // f32_lstm_grad_projection_weights sums dW_proj. Against the f64 reference backend's training
+  // run, every output and gradient.
+  g_training_worst = 0;
+  Rng rng(2026112921);
+  int i = 0;
+  for (int variant = 0; variant < 3; ++variant) {
+    const Case c = projection_case(variant, 1 + i % 2, i);
+    Device dev;
+    dev.warp = i % 2 ? 64 : 32;
+    dev.recurrence = i % 2 ? gpu::Recurrence::persistent : gpu::Recurrence::tiled;  // persistent: planned per step
+    dev.sched_seed = rng.next();
+    std::map<std::string, int> launches;
+    dev.launches = &launches;
+    check_emulated(c, rng.next(), dev);
+    int dirs = 0;
+    for (int l = 0; l < c.stack.num_layers; ++l) dirs += num_directions(c.stack.layers[l]);
+    CHECK(launches["f32_lstm_grad_projection"] == dirs * c.T);
+    CHECK(launches["f32_lstm_grad_projection_weights"] == dirs);
+    ++i;
+  }
+  // State and output dropout with a residual (I == P), inter-layer dropout, row ids; resets; f16.
+  Case w = projection_case(1, 2, i++);
+  w.stack.layers[0].direction = Direction::unidirectional;
+  w.stack.layers[0].proj_size = 6;  // = the input size, for the residual
+  w.stack.layers[0].wrappers[w.stack.layers[0].num_wrappers++] =
+      dropout_wrapper(0.8, 0.7, 0.6, false, false, StateFilter::h_and_c);
+  w.stack.layers[0].wrappers[w.stack.layers[0].num_wrappers++] = residual_wrapper();
+  w.stack.dropout = 0.3;
+  w.run_mode = RunMode::training;
+  w.row_ids = true;
+  w.seed = rng.next();
+  w.step = rng.next();
+  check_emulated(w, rng.next());
+  Case rs = projection_case(2, 2, 0);
+  for (int l = 0; l < rs.stack.num_layers; ++l) rs.stack.layers[l].direction = Direction::unidirectional;
+  rs.resets = true;
+  rs.initial = true;
+  check_emulated(rs, rng.next());
+  Case f16 = projection_case(1, 1, i++);
+  f16.weights = DType::f16;
+  check_emulated(f16, rng.next());
+  MESSAGE("largest relative error (f32 arithmetic): " << g_training_worst);
+  g_training_worst = 0;
+  Case mu = projection_case(1, 1, 0);
+  CHECK(check_on_matrix_units(mu, DType::f32, rng.next()) == mu.T);  // TF32 step at warp 32
+  MESSAGE("largest relative error on the matrix units (TF32): " << g_training_worst);
+}
+
+TEST_CASE("mutants: leaving out the projection clip's cut in backward is caught against the reference") {
+  // The ex.term sites of a projected layer's training run that the peephole cases never reach:
+  // the forward's clip (f32_lstm_projection_step) and backward's cut where the clip bound
+  // (f32_lstm_grad_projection). Each left out misses the f64 reference.
+  const Case c = projection_case(1, 1, 0);
+  Device dev;
+  std::map<emu::Site, std::set<std::string>> census;
+  dev.census = &census;
+  CHECK(training_error(c, 990, dev) < 1e-5);
+  int sites = 0;
+  for (const auto& site : census) {
+    if (site.first.kind != emu::kTerm) continue;
+    if (!site.second.count("f32_lstm_projection_step") && !site.second.count("f32_lstm_grad_projection")) continue;
+    ++sites;
+    Device m;
+    m.mutation.kind = emu::kTerm;
+    m.mutation.line = site.first.line;
+    m.mutation.file = site.first.file.c_str();
+    const double worst = training_error(c, 990, m);
+    MESSAGE("term at " << site.first.file << ":" << site.first.line << ": largest relative error " << worst
+                       << std::string(worst > 1e-3 ? ", caught" : ", SURVIVED"));
+    CHECK(worst > 1e-3);
+  }
+  CHECK(sites == 2);
+}
+
 #if RNNCORE_GPU_GOLDEN  // builds with file I/O (tests/meson.build)
 TEST_CASE("emulated GPU training on the golden resets cases: forward and every gradient against PyTorch") {
   // tests/golden/resets/ (make_grad_golden.py: PyTorch float64, stepped and reset by hand), as

@@ -20,9 +20,15 @@ namespace rnncore {
 namespace gpu {
 
 /// One direction of one layer of a backward run. Element strides; pointers are device memory.
-/// State-sized buffers are [B][H] (no padding).
+/// State-sized buffers are [B][O] for h (O = P with an LSTM projection, else H) and [B][H] for c
+/// (no padding).
 struct GradDirArgs {
   int32_t cell, gates, batch, steps, in_size, in_pad, hidden, hidden_stride, reverse, num_wrappers;
+  int32_t out;                  ///< O: units of h, y and their gradients
+  float proj_clip;              ///< the LSTM projection's clip, 0: none
+  const void* wp;               ///< LSTM projection W_proj [P][H] (packed, the weight storage type), or null
+  float* dwp;                   ///< its gradient (canonical [P][H], added to), or null
+  float* dm;                    ///< [B][H] with a projection: the gradient at m of the step (W_projᵀ dh̃)
   int32_t residual[kWrappers];  ///< wrapper w is an (additive) residual wrapper
   const int32_t* lengths;       ///< [B] or null
   const uint32_t* row_ids;      ///< [B] or null
@@ -48,8 +54,8 @@ struct GradDirArgs {
   float* dc0;
   float* dh;                    ///< [B][H] dh of the step being processed, then of the one before
   float* dc;                    ///< [B][H] (LSTM)
-  float* dgates;                ///< [T][B][(G+1)·H]
-  float* hprev;                 ///< [T][B][H] the state each step read (zero past a row's length)
+  float* dgates;                ///< [T][B][(G+1)·H]; a projected LSTM's dh̃ [O] in block G
+  float* hprev;                 ///< [T][B][O] the state each step read (zero past a row's length)
   float* xcell;                 ///< [T][B][I] the cell input (then its gradient)
   float* drh;                   ///< [B][H] reset-before GRU: d(r ⊙ h)
   MaskSite input[kWrappers], output[kWrappers], state_h[kWrappers], state_c[kWrappers];
@@ -89,13 +95,13 @@ RNNCORE_HD RNNCORE_GPU_INLINE void masks_down(const GradDirArgs& a, const MaskSi
 }
 
 /// The state (at element `at` of a reserve row) that step t read for units 4q..: the previous step's
-/// kept value with every state mask applied, or the initial state.
+/// kept value with every state mask applied, or the initial state ([B][width]).
 template <class Exec>
 RNNCORE_HD RNNCORE_GPU_INLINE void grad_state_before(const Exec& ex, const GradDirArgs& a, int t, int b, int q, int64_t at,
-                                                     const MaskSite* masks, const float* initial, float* out, int n) {
+                                                     const MaskSite* masks, const float* initial, int width, float* out, int n) {
   const int tp = grad_previous(ex, a, t, b), u0 = 4 * q;
   if (tp < 0) {
-    for (int j = 0; j < 4; ++j) if (j < n) out[j] = initial != nullptr ? initial[static_cast<int64_t>(b) * a.hidden + u0 + j] : 0.0f;
+    for (int j = 0; j < 4; ++j) if (j < n) out[j] = initial != nullptr ? initial[static_cast<int64_t>(b) * width + u0 + j] : 0.0f;
     return;
   }
   const float* k = grad_keep(a, tp, b) + at + u0;
@@ -105,7 +111,7 @@ RNNCORE_HD RNNCORE_GPU_INLINE void grad_state_before(const Exec& ex, const GradD
 
 /// x_cell (the input after input dropout) and h_prev of every (step, row), and zero gate
 /// gradients past a row's length (such rows then add nothing to the products over all rows).
-/// One thread per 4 units of x or of h.
+/// One thread per 4 units of x or of the H cell units (h_prev has the first O of them).
 struct f32_rnn_grad_gather {
   using Args = GradDirArgs;
   static const char* name() { return "f32_rnn_grad_gather"; }
@@ -129,9 +135,12 @@ struct f32_rnn_grad_gather {
         for (int j = 0; j < 4; ++j) if (j < n) a.xcell[m * I + u0 + j] = v[j];
         continue;
       }
-      const int q = g - gi, u0 = 4 * q, n = imin(4, H - u0);
-      if (active) grad_state_before(ex, a, t, b, q, a.keep_h, a.state_h, a.h0, v, n);
-      for (int j = 0; j < 4; ++j) if (j < n) a.hprev[m * H + u0 + j] = v[j];
+      const int q = g - gi, u0 = 4 * q, n = imin(4, H - u0), O = a.out;
+      if (u0 < O) {
+        const int no = imin(4, O - u0);
+        if (active) grad_state_before(ex, a, t, b, q, a.keep_h, a.state_h, a.h0, O, v, no);
+        for (int j = 0; j < 4; ++j) if (j < no) a.hprev[m * O + u0 + j] = v[j];
+      }
       if (active) continue;
       float* dg = a.dgates + m * grad_width(a);
       for (int s = 0; s <= a.gates; ++s)
@@ -140,16 +149,17 @@ struct f32_rnn_grad_gather {
   }
 };
 
-/// dh = dhy (or 0), dc = dcy (or 0) before the last step.
+/// dh = dhy (or 0; O units), dc = dcy (or 0; H units) before the last step.
 struct f32_rnn_grad_start {
   using Args = GradDirArgs;
   static const char* name() { return "f32_rnn_grad_start"; }
   static constexpr int kMaxThreads = kBlockThreads;
   template <class Exec>
   RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
-    const int64_t total = static_cast<int64_t>(a.batch) * a.hidden;
+    const int64_t H = a.hidden, O = a.out, total = static_cast<int64_t>(a.batch) * H;
     for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
-      a.dh[i] = a.dhy != nullptr ? a.dhy[i] : 0.0f;
+      const int64_t b = i / H, u = i % H, ih = b * O + u;
+      if (u < O) a.dh[ih] = a.dhy != nullptr ? a.dhy[ih] : 0.0f;
       if (a.cell == kLstm) a.dc[i] = a.dcy != nullptr ? a.dcy[i] : 0.0f;
     }
   }
@@ -163,21 +173,22 @@ struct f32_rnn_grad_end {
   static constexpr int kMaxThreads = kBlockThreads;
   template <class Exec>
   RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
-    const int64_t total = static_cast<int64_t>(a.batch) * a.hidden;
+    const int64_t H = a.hidden, O = a.out, total = static_cast<int64_t>(a.batch) * H;
     for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
       const bool add = a.resets != nullptr;
-      if (a.dh0 != nullptr) a.dh0[i] = (add ? a.dh0[i] : 0.0f) + a.dh[i];
+      const int64_t b = i / H, u = i % H, ih = b * O + u;
+      if (a.dh0 != nullptr && u < O) a.dh0[ih] = (add ? a.dh0[ih] : 0.0f) + a.dh[ih];
       if (a.dc0 != nullptr && a.cell == kLstm) a.dc0[i] = (add ? a.dc0[i] : 0.0f) + a.dc[i];
     }
   }
 };
 
-/// The gradient reaching the cell output h at (t, b), units 4q..: dh through the state masks, plus
+/// The gradient reaching the layer's h at (t, b), units 4q.. of O: dh through the state masks, plus
 /// dy through the output wrappers (outermost first); a residual wrapper passes dy on to the
 /// layer's input gradient too (through the input masks outside it).
 RNNCORE_HD RNNCORE_GPU_INLINE void grad_cell_output(const GradDirArgs& a, int t, int b, int q, float* dh_cell, int n) {
   const int u0 = 4 * q;
-  for (int j = 0; j < 4; ++j) if (j < n) dh_cell[j] = a.dh[static_cast<int64_t>(b) * a.hidden + u0 + j];
+  for (int j = 0; j < 4; ++j) if (j < n) dh_cell[j] = a.dh[static_cast<int64_t>(b) * a.out + u0 + j];
   for (int w = 0; w < a.num_wrappers; ++w) apply_mask4(a.state_h[w], a.step, t, a.row_ids, b, static_cast<uint32_t>(q), dh_cell, n);
   if (a.dy == nullptr) return;
   float dout[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -186,7 +197,7 @@ RNNCORE_HD RNNCORE_GPU_INLINE void grad_cell_output(const GradDirArgs& a, int t,
   for (int w = a.num_wrappers - 1; w >= 0; --w) {
     if (!a.residual[w]) {
       apply_mask4(a.output[w], a.step, t, a.row_ids, b, static_cast<uint32_t>(q), dout, n);
-    } else if (a.dx != nullptr) {  // residuals need I == H: the same 4 units of the input
+    } else if (a.dx != nullptr) {  // residuals need I == O: the same 4 units of the input
       float dres[4] = {dout[0], dout[1], dout[2], dout[3]};
       masks_down(a, a.input, a.num_wrappers - 1, w + 1, t, b, q, dres, n);
       float* dx = a.dx + t * a.dx_st + b * a.dx_sb + u0;
@@ -196,26 +207,28 @@ RNNCORE_HD RNNCORE_GPU_INLINE void grad_cell_output(const GradDirArgs& a, int t,
   for (int j = 0; j < 4; ++j) if (j < n) dh_cell[j] += dout[j];
 }
 
-/// Where the step after t read row b's initial state (a reset), what dh and dc hold for units u0..
-/// is that state's gradient: it goes to dh0 / dc0 and none of it reaches step t.
+/// Where the step after t read row b's initial state (a reset), what dh (nh units from u0, of O)
+/// and dc (nc units, of H) hold is that state's gradient: it goes to dh0 / dc0 and none of it
+/// reaches step t.
 template <class Exec>
-RNNCORE_HD RNNCORE_GPU_INLINE void grad_fold_reset(const Exec& ex, const GradDirArgs& a, int t, int b, int u0, int n) {
+RNNCORE_HD RNNCORE_GPU_INLINE void grad_fold_reset(const Exec& ex, const GradDirArgs& a, int t, int b, int u0, int nh, int nc) {
   const int next = a.reverse ? t - 1 : t + 1;
   if (a.resets == nullptr || next < 0 || next >= a.steps || !grad_active(a, next, b) ||
       !ex.reset_flag(reset_byte(a.resets, a.reset_st, a.reset_sb, next, b)))
     return;
-  const int64_t at = static_cast<int64_t>(b) * a.hidden + u0;
-  for (int j = 0; j < 4; ++j) if (j < n) {
-    if (a.dh0 != nullptr) a.dh0[at + j] += a.dh[at + j];
-    a.dh[at + j] = 0.0f;
-    if (a.cell == kLstm) {
-      if (a.dc0 != nullptr) a.dc0[at + j] += a.dc[at + j];
-      a.dc[at + j] = 0.0f;
-    }
+  const int64_t ah = static_cast<int64_t>(b) * a.out + u0, ac = static_cast<int64_t>(b) * a.hidden + u0;
+  for (int j = 0; j < 4; ++j) if (j < nh) {
+    if (a.dh0 != nullptr) a.dh0[ah + j] += a.dh[ah + j];
+    a.dh[ah + j] = 0.0f;
+  }
+  if (a.cell != kLstm) return;
+  for (int j = 0; j < 4; ++j) if (j < nc) {
+    if (a.dc0 != nullptr) a.dc0[ac + j] += a.dc[ac + j];
+    a.dc[ac + j] = 0.0f;
   }
 }
 
-/// An LSTM unit group with peepholes or a cell clip (no projection: the gradient at m is dh_cell):
+/// An LSTM unit group with peepholes, a cell clip or a projection (dh_cell is the gradient at m):
 /// the CPU's lstm_ext_cell. A clipped c_t (reserve slot 6 holds it before the clip) passes nothing
 /// back; the peepholes add p_o's path to dc_t and p_i's, p_f's to dc_{t−1}. Each term is taken
 /// through ex.term, so the emulator's mutation test can leave it out.
@@ -235,7 +248,8 @@ RNNCORE_HD RNNCORE_GPU_INLINE void lstm_ext_unit(const Exec& ex, const GradDirAr
 /// One step t (arg) of cell C, one thread per (row, 4 units): the pre-activation gradients into
 /// dgates[t][b], dh[b] replaced by the part of dh_{t−1} that bypasses R, dc[b] by dc_{t−1}. Rows
 /// past their length keep dh and dc (the state passed that step unchanged). A reset before step
-/// t + 1 first moves dh and dc to dh0 / dc0 (grad_fold_reset).
+/// t + 1 first moves dh and dc to dh0 / dc0 (grad_fold_reset). With a projection the gradient at m
+/// is dm (f32_lstm_grad_projection and the product with W_proj ran first, and handled dh).
 template <int C>
 struct f32_rnn_grad_cell {
   using Args = GradDirArgs;
@@ -248,16 +262,21 @@ struct f32_rnn_grad_cell {
     for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
       const int b = static_cast<int>(i / groups), q = static_cast<int>(i % groups), u0 = 4 * q, n = imin(4, H - u0);
       if (!grad_active(a, t, b)) continue;
-      grad_fold_reset(ex, a, t, b, u0, n);
+      const bool projected = C == kLstm && a.dm != nullptr;
+      grad_fold_reset(ex, a, t, b, u0, projected ? 0 : n, n);
       float dh_cell[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      grad_cell_output(a, t, b, q, dh_cell, n);
+      if (projected) {
+        for (int j = 0; j < 4; ++j) if (j < n) dh_cell[j] = a.dm[static_cast<int64_t>(b) * H + u0 + j];
+      } else {
+        grad_cell_output(a, t, b, q, dh_cell, n);
+      }
       const float* k = grad_keep(a, t, b) + u0;
       const int64_t row = static_cast<int64_t>(t) * a.batch + b;
       float* dg = a.dgates + row * grad_width(a) + u0;
-      float* dh = a.dh + static_cast<int64_t>(b) * H + u0;
+      float* dh = a.dh + static_cast<int64_t>(b) * a.out + u0;
       if constexpr (C == kLstm) {
         float c_prev[4] = {0.0f, 0.0f, 0.0f, 0.0f}, dc_cell[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        grad_state_before(ex, a, t, b, q, 4 * static_cast<int64_t>(H), a.state_c, a.c0, c_prev, n);
+        grad_state_before(ex, a, t, b, q, 4 * static_cast<int64_t>(H), a.state_c, a.c0, H, c_prev, n);
         float* dc = a.dc + static_cast<int64_t>(b) * H + u0;
         for (int j = 0; j < 4; ++j) if (j < n) dc_cell[j] = dc[j];
         for (int w = 0; w < a.num_wrappers; ++w) apply_mask4(a.state_c[w], a.step, t, a.row_ids, b, static_cast<uint32_t>(q), dc_cell, n);
@@ -268,7 +287,8 @@ struct f32_rnn_grad_cell {
             dc[j] = detail::lstm_unit_backward(k[j], k[H + j], k[2 * H + j], k[3 * H + j], act_tanh(k[4 * H + j]), c_prev[j],
                                                dh_cell[j], dc_cell[j], dg + j, static_cast<int64_t>(H));
         }
-        for (int j = 0; j < 4; ++j) if (j < n) dh[j] = 0.0f;
+        if (!projected)
+          for (int j = 0; j < 4; ++j) if (j < n) dh[j] = 0.0f;
       } else if constexpr (C == kGruResetAfter || C == kGruResetBefore) {
         const float* hp = a.hprev + row * H + u0;
         for (int j = 0; j < 4; ++j) if (j < n)
@@ -306,12 +326,70 @@ struct f32_rnn_grad_peepholes {
         if (which == 2) {  // the new cell state
           for (int j = 0; j < 4; ++j) if (j < n) c[j] = grad_keep(a, t, b)[4 * static_cast<int64_t>(H) + u0 + j];
         } else if (ex.term(true)) {  // the state the step read
-          grad_state_before(ex, a, t, b, q, 4 * static_cast<int64_t>(H), a.state_c, a.c0, c, n);
+          grad_state_before(ex, a, t, b, q, 4 * static_cast<int64_t>(H), a.state_c, a.c0, H, c, n);
         }
         const float* dg = a.dgates + m * gw + static_cast<int64_t>(gate) * H + u0;
         for (int j = 0; j < 4; ++j) if (j < n) sum[j] += dg[j] * c[j];
       }
       for (int j = 0; j < 4; ++j) if (j < n) a.dpeep[which][u0 + j] += sum[j];
+    }
+  }
+};
+
+/// A projected LSTM's step t (arg), before its cell kernel, one thread per (row, 4 of the O units):
+/// the gradient at h (dh through the state masks and dy through the output wrappers, after a reset
+/// before step t + 1 moved dh to dh0), then through the projection clip (nothing passes where it
+/// bound: h̃, kept before the clip, is outside ±proj_clip) into dh̃ = dgates[t][b] block G; dh is
+/// zeroed for the recurrent product. dm = dh̃ · W_proj follows as a product (kGemmProjectionBack).
+struct f32_lstm_grad_projection {
+  using Args = GradDirArgs;
+  static const char* name() { return "f32_lstm_grad_projection"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int t, float*) {
+    const int O = a.out, groups = (O + 3) / 4;
+    const int64_t total = static_cast<int64_t>(a.batch) * groups;
+    for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
+      const int b = static_cast<int>(i / groups), q = static_cast<int>(i % groups), k0 = 4 * q, n = imin(4, O - k0);
+      if (!grad_active(a, t, b)) continue;  // gather zeroed the row's dgates
+      grad_fold_reset(ex, a, t, b, k0, n, 0);
+      float dh_cell[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      grad_cell_output(a, t, b, q, dh_cell, n);
+      const float* raw = grad_keep(a, t, b) + a.keep_h + O + k0;  // h̃
+      const int64_t row = static_cast<int64_t>(t) * a.batch + b;
+      float* dp = a.dgates + row * grad_width(a) + static_cast<int64_t>(a.gates) * a.hidden + k0;
+      float* dh = a.dh + static_cast<int64_t>(b) * O + k0;
+      for (int j = 0; j < 4; ++j) if (j < n) {
+        const bool cut = ex.term(!detail::clip_passes(raw[j], a.proj_clip));
+        dp[j] = cut ? 0.0f : dh_cell[j];
+        dh[j] = 0.0f;
+      }
+    }
+  }
+};
+
+/// W_proj's gradient after the steps: dW_proj[k][u] += Σ dh̃[k] · m[u] over every (step, row)
+/// within its length, in that order (m from the reserve row). One thread per (k, 4 units):
+/// deterministic, no atomics.
+struct f32_lstm_grad_projection_weights {
+  using Args = GradDirArgs;
+  static const char* name() { return "f32_lstm_grad_projection_weights"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
+    const int H = a.hidden, groups = (H + 3) / 4;
+    const int64_t rows = static_cast<int64_t>(a.steps) * a.batch, gw = grad_width(a), GH = static_cast<int64_t>(a.gates) * H;
+    for (int64_t i = grid_first(ex); i < static_cast<int64_t>(a.out) * groups; i += grid_stride(ex)) {
+      const int k = static_cast<int>(i / groups), q = static_cast<int>(i % groups), u0 = 4 * q, n = imin(4, H - u0);
+      float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int64_t m = 0; m < rows; ++m) {
+        const int t = static_cast<int>(m / a.batch), b = static_cast<int>(m % a.batch);
+        if (!grad_active(a, t, b)) continue;
+        const float dp = a.dgates[m * gw + GH + k];
+        const float* mv = grad_keep(a, t, b) + 5 * static_cast<int64_t>(H) + u0;
+        for (int j = 0; j < 4; ++j) if (j < n) sum[j] += dp * mv[j];
+      }
+      for (int j = 0; j < 4; ++j) if (j < n) a.dwp[static_cast<int64_t>(k) * H + u0 + j] += sum[j];
     }
   }
 };

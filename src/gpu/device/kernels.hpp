@@ -333,19 +333,27 @@ struct DirArgs {
   MaskSite input[kWrappers], output[kWrappers], state_h[kWrappers], state_c[kWrappers];
   int32_t reverse;
   float* keep;  ///< training forward: reserve rows [T][B][LayerArgs::keep_width] (slot-major), else null
+  // (last, so that the fields above keep their offsets: the matrix-unit RNN instances on sm_80 are
+  // within a register of spilling)
+  const void* wp;  ///< LSTM projection W_proj [P][H] of the weight storage type, or null
+  float* m;        ///< [B][Hs] the projected LSTM's cell output m (the projection's input), or null
 };
 
 /// One layer of one forward run: the argument block of every per-layer kernel.
+/// (out and proj_clip fill the alignment holes before `lengths` and `resets`: the other fields keep
+/// their offsets, as the matrix-unit RNN instances on sm_80 are within a register of spilling.)
 struct LayerArgs {
   int32_t gates, batch, steps, in_size, in_pad, hidden, hidden_stride, dirs;
   int32_t num_wrappers;
   int32_t residual[kWrappers];  ///< wrapper w is a (default, additive) residual wrapper
+  int32_t out;                  ///< units of h and y per direction: P with an LSTM projection, else hidden
   const int32_t* lengths;       ///< [B] device copy of seq_lengths, or null (every row runs all steps)
   const uint32_t* row_ids;      ///< [B] device copy of row_ids, or null
   uint32_t step;                ///< run counter mod 2^32 (the mask function's c3)
   float cell_clip;              ///< LSTM cell clip (TF clip_by_value), 0: none
   int32_t keep_width, keep_h;   ///< training: a reserve row's elements, and where its h starts (keep_width, keep_h)
   int32_t lstm_ext;             ///< LSTM peepholes or cell clip: the reserve row also keeps c before its clip and h̃
+  float proj_clip;              ///< the projection's clip (TF clip_by_value), 0: none
   const uint8_t* resets;        ///< device copy of ForwardArgs::resets (unidirectional layers), or null
   int64_t reset_st, reset_sb;   ///< its strides: resets[t·reset_st + b·reset_sb]
   DirArgs dir[2];
@@ -370,7 +378,10 @@ struct PackArgs {
   float* bias_rn;
   float* peep;         ///< LSTM peepholes [3][H], or null
   int64_t peep_at[3];  ///< element offsets of p_i, p_f, p_o in staging
+  void* wp;            ///< LSTM projection [P][H] of the weight storage type, or null
+  int64_t wp_at;       ///< element offset of W_proj in staging
   int32_t gates, hidden, in_size, in_pad, hidden_stride, cell;
+  int32_t out;         ///< R's row width in the canonical buffer: P with a projection, else hidden
 };
 
 // ------------------------------------------------------------------------------------ helpers
@@ -436,7 +447,9 @@ RNNCORE_HD RNNCORE_GPU_INLINE void keep4(const LayerArgs& a, const DirArgs& d, i
 /// reset before its next step (ForwardArgs::resets), the state carried on is its initial state
 /// instead: the next step reads it from the same buffers, so no kernel needs a reset of its own.
 /// The reset-before GRU runs it twice per step: PHASE 1 makes r ⊙ h and z; PHASE 2 (rec = R_n (r ⊙ h)) the rest.
-template <int C, int PHASE, class Exec>
+/// PROJ: the kernel may run a projected LSTM (the per-step kernels; the persistent kernel never
+/// does, and compiles without that branch: it kept 8–16 bytes of stack on sm_90 at 80 registers).
+template <int C, int PHASE, bool PROJ = true, class Exec>
 RNNCORE_HD RNNCORE_GPU_INLINE void cell_epilogue4(const Exec& ex, const LayerArgs& a, const DirArgs& d, int s, int t, int b, int u0,
                                       const float* rec) {
   const int H = a.hidden;
@@ -445,7 +458,11 @@ RNNCORE_HD RNNCORE_GPU_INLINE void cell_epilogue4(const Exec& ex, const LayerArg
   const float* hp = d.h[s & 1] + b * Hs;
   float* hn = d.h[(s + 1) & 1] + b * Hs;
   float* yr = d.y + t * d.y_st + b * d.y_sb;
+  // A projected LSTM's step ends in f32_lstm_projection_step, which writes h and y (and carries h
+  // over past a row's length); the epilogue leaves it m and c.
+  const bool projected = PROJ && C == kLstm && d.wp != nullptr;
   if (!row_active(a, t, b)) {  // past the row's length: the state carries over, the output is zero
+    if (projected) return;
     if constexpr (PHASE != 1) {
       for (int j = 0; j < 4; ++j) if (j < n) {
         hn[u0 + j] = ex.load_coherent(hp + u0 + j);
@@ -495,16 +512,20 @@ RNNCORE_HD RNNCORE_GPU_INLINE void cell_epilogue4(const Exec& ex, const LayerArg
       if (d.keep != nullptr) {
         for (int s4 = 0; s4 < 4; ++s4) keep4<C>(a, d, t, b, u0, static_cast<int64_t>(s4) * H, gate[s4], n);
         keep4<C>(a, d, t, b, u0, 4 * static_cast<int64_t>(H), cnew, n);
-        if (a.lstm_ext) {  // m (= h here), c before the clip, h̃ (= h without a projection)
+        if (a.lstm_ext) {  // m, c before the clip, h̃ (= h = m without a projection; else the projection's)
           keep4<C>(a, d, t, b, u0, 5 * static_cast<int64_t>(H), hnew, n);
           keep4<C>(a, d, t, b, u0, 6 * static_cast<int64_t>(H), craw, n);
-          keep4<C>(a, d, t, b, u0, a.keep_h + static_cast<int64_t>(H), hnew, n);
+          if (!projected) keep4<C>(a, d, t, b, u0, a.keep_h + static_cast<int64_t>(H), hnew, n);
         }
       }
       const uint32_t q = static_cast<uint32_t>(u0) / 4u;
       for (int w = 0; w < a.num_wrappers; ++w) apply_mask4(d.state_c[w], a.step, t, a.row_ids, b, q, cnew, n);
       if (restart) initial4(d.c0, H, b, u0, cnew, n);
       for (int j = 0; j < 4; ++j) if (j < n) cr[j] = cnew[j];
+      if (projected) {
+        for (int j = 0; j < 4; ++j) if (j < n) d.m[b * Hs + u0 + j] = hnew[j];
+        return;
+      }
     } else if constexpr (C == kGruResetAfter) {
       float gate[4][4] = {};  // r z n (R_n h + bR_n) of each unit
       for (int j = 0; j < 4; ++j) if (j < n) {
@@ -555,7 +576,8 @@ struct f32_rnn_pack_weights {
   RNNCORE_HD static int64_t elements(const Args& a) {
     const int64_t GH = static_cast<int64_t>(a.gates) * a.hidden;
     return (a.w != nullptr ? GH * a.in_pad : 0) + GH * a.hidden_stride + GH + (a.bias_rn != nullptr ? a.hidden : 0) +
-           (a.peep != nullptr ? 3 * static_cast<int64_t>(a.hidden) : 0);
+           (a.peep != nullptr ? 3 * static_cast<int64_t>(a.hidden) : 0) +
+           (a.wp != nullptr ? static_cast<int64_t>(a.out) * a.hidden : 0);
   }
   template <class Exec>
   RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
@@ -570,9 +592,9 @@ struct f32_rnn_pack_weights {
         continue;
       }
       j -= n_w;
-      if (j < n_r) {
-        const int64_t row = j / a.hidden_stride, k = j % a.hidden_stride;
-        static_cast<WT*>(a.r)[j] = from_float<WT>(k < H ? a.staging[a.r_at + row * H + k] : 0.0f);
+      if (j < n_r) {  // R row (g, u), column k < O (h's units; zeros up to Hs, as h's padding)
+        const int64_t row = j / a.hidden_stride, k = j % a.hidden_stride, O = a.out;
+        static_cast<WT*>(a.r)[j] = from_float<WT>(k < O ? a.staging[a.r_at + row * O + k] : 0.0f);
         continue;
       }
       j -= n_r;
@@ -589,7 +611,14 @@ struct f32_rnn_pack_weights {
         }
         j -= H;
       }
-      a.peep[j] = a.staging[a.peep_at[j / H] + j % H];  // p_i, p_f, p_o
+      if (a.peep != nullptr) {
+        if (j < 3 * H) {
+          a.peep[j] = a.staging[a.peep_at[j / H] + j % H];  // p_i, p_f, p_o
+          continue;
+        }
+        j -= 3 * H;
+      }
+      static_cast<WT*>(a.wp)[j] = from_float<WT>(a.staging[a.wp_at + j]);  // W_proj [P][H] as canonical
     }
   }
 };
@@ -813,7 +842,7 @@ struct f32_rnn_proj_skip {
   }
 };
 
-/// Initial state: h[0] = h0 (or 0) with zero padding, h[1] = 0, c = c0 (or 0), r ⊙ h = 0.
+/// Initial state: h[0] = h0 (or 0; O units) with zero padding, h[1] = 0, c = c0 (or 0; H units), r ⊙ h = 0.
 struct f32_rnn_state_init {
   using Args = LayerArgs;
   static const char* name() { return "f32_rnn_state_init"; }
@@ -825,7 +854,7 @@ struct f32_rnn_state_init {
     for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
       const int64_t b = i / Hs, u = i % Hs;
       const bool unit = u < a.hidden;
-      d.h[0][i] = unit && d.h0 != nullptr ? d.h0[b * a.hidden + u] : 0.0f;
+      d.h[0][i] = u < a.out && d.h0 != nullptr ? d.h0[b * a.out + u] : 0.0f;
       d.h[1][i] = 0.0f;
       if (d.c != nullptr) d.c[i] = unit && d.c0 != nullptr ? d.c0[b * a.hidden + u] : 0.0f;
       if (d.rh != nullptr) d.rh[i] = 0.0f;
@@ -833,7 +862,7 @@ struct f32_rnn_state_init {
   }
 };
 
-/// Final state: hy = h after the last step (buffer T mod 2), cy = c.
+/// Final state: hy = h after the last step (buffer T mod 2; O units), cy = c (H units).
 struct f32_rnn_state_final {
   using Args = LayerArgs;
   static const char* name() { return "f32_rnn_state_final"; }
@@ -841,11 +870,11 @@ struct f32_rnn_state_final {
   template <class Exec>
   RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
     const DirArgs& d = a.dir[ex.bz()];
-    const int64_t H = a.hidden, Hs = a.hidden_stride, total = static_cast<int64_t>(a.batch) * H;
+    const int64_t H = a.hidden, O = a.out, Hs = a.hidden_stride, total = static_cast<int64_t>(a.batch) * H;
     const float* h = d.h[a.steps & 1];
     for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
       const int64_t b = i / H, u = i % H;
-      if (d.hy != nullptr) d.hy[i] = h[b * Hs + u];
+      if (d.hy != nullptr && u < O) d.hy[b * O + u] = h[b * Hs + u];
       if (d.cy != nullptr && d.c != nullptr) d.cy[i] = d.c[b * Hs + u];
     }
   }
@@ -861,7 +890,7 @@ struct f32_rnn_output_chain {
   template <class Exec>
   RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
     const DirArgs& d = a.dir[ex.bz()];
-    const int H = a.hidden, groups = (H + 3) / 4;
+    const int H = a.out, groups = (H + 3) / 4;  // y's units (P with a projection)
     const int64_t total = static_cast<int64_t>(a.steps) * a.batch * groups;
     for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
       const int64_t m = i / groups;
@@ -877,7 +906,7 @@ struct f32_rnn_output_chain {
           continue;
         }
         float xl[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        const float* xr = d.x_raw + t * d.xr_st + b * d.xr_sb + u0;  // residuals need I == H
+        const float* xr = d.x_raw + t * d.xr_st + b * d.xr_sb + u0;  // residuals need I == O
         for (int j = 0; j < 4; ++j) if (j < n) xl[j] = xr[j];
         for (int u = a.num_wrappers - 1; u > w; --u)
           apply_mask4(d.input[u], a.step, t, a.row_ids, b, static_cast<uint32_t>(q), xl, n);
@@ -888,7 +917,61 @@ struct f32_rnn_output_chain {
   }
 };
 
-/// CudnnLSTM inter-layer dropout on a layer's whole output [T][B][D·H] (direction bit 0).
+/// The LSTM projection of step s (time t) of every direction, after the step's cell kernels wrote m:
+/// h = clip(W_proj m) (TF LSTMCell's num_proj and proj_clip; a sum over the H units in increasing
+/// order) goes to y, then through the state dropout (wrappers innermost first) into the next step's
+/// h buffer, or the row's initial state where it is reset before its next step, as the cell
+/// epilogue does without a projection. Past a row's length h carries over and y is zero. A
+/// training forward keeps h and h̃ (before the clip) in the reserve row. One thread per (row, 4 of
+/// the P units), no shared memory and no barrier: the launch boundary orders it after the step's
+/// cell kernels and before the next step's. grid.z = direction.
+template <class WT>
+struct f32_lstm_projection_step {
+  using Args = LayerArgs;
+  static const char* name() { return "f32_lstm_projection_step"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int s, float*) {
+    const DirArgs& d = a.dir[ex.bz()];
+    const int H = a.hidden, O = a.out, groups = (O + 3) / 4;
+    const int64_t Hs = a.hidden_stride, total = static_cast<int64_t>(a.batch) * groups;
+    const int t = d.reverse ? a.steps - 1 - s : s;
+    const WT* wp = static_cast<const WT*>(d.wp);
+    for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
+      const int b = static_cast<int>(i / groups), q = static_cast<int>(i % groups), k0 = 4 * q, n = imin(4, O - k0);
+      const float* hp = d.h[s & 1] + b * Hs;
+      float* hn = d.h[(s + 1) & 1] + b * Hs;
+      float* yr = d.y + t * d.y_st + b * d.y_sb;
+      if (!row_active(a, t, b)) {
+        for (int j = 0; j < 4; ++j) if (j < n) {
+          hn[k0 + j] = hp[k0 + j];
+          yr[k0 + j] = 0.0f;
+        }
+        continue;
+      }
+      const float* m = d.m + b * Hs;
+      float v[4] = {0.0f, 0.0f, 0.0f, 0.0f}, raw[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int j = 0; j < 4; ++j) if (j < n) {
+        const WT* row = wp + static_cast<int64_t>(k0 + j) * H;
+        float acc = 0.0f;
+        for (int u = 0; u < H; ++u) acc += to_float(row[u]) * m[u];
+        raw[j] = acc;
+        v[j] = ex.term(a.proj_clip > 0.0f) ? clip_cell(acc, a.proj_clip) : acc;
+      }
+      for (int j = 0; j < 4; ++j) if (j < n) yr[k0 + j] = v[j];
+      keep4<kLstm>(a, d, t, b, k0, a.keep_h, v, n);
+      keep4<kLstm>(a, d, t, b, k0, a.keep_h + O, raw, n);
+      for (int w = 0; w < a.num_wrappers; ++w) apply_mask4(d.state_h[w], a.step, t, a.row_ids, b, static_cast<uint32_t>(q), v, n);
+      const int next = d.reverse ? t - 1 : t + 1;
+      if (a.resets != nullptr && next >= 0 && next < a.steps && row_active(a, next, b) &&
+          ex.reset_flag(reset_byte(a.resets, a.reset_st, a.reset_sb, next, b)))
+        initial4(d.h0, O, b, k0, v, n);
+      for (int j = 0; j < 4; ++j) if (j < n) hn[k0 + j] = v[j];
+    }
+  }
+};
+
+/// CudnnLSTM inter-layer dropout on a layer's whole output [T][B][D·O] (direction bit 0).
 struct f32_rnn_inter_layer_dropout {
   using Args = InterLayerArgs;
   static const char* name() { return "f32_rnn_inter_layer_dropout"; }
@@ -1209,7 +1292,7 @@ struct f32_rnn_recurrence_persistent {
       float rec[4][4];
       for (int g = 0; g < ng; ++g)
         for (int j = 0; j < 4; ++j) rec[g][j] = pre[((g0 + g) * units + 4 * qq + j) * MAXB + b];
-      cell_epilogue4<C, PHASE>(ex, a, d, s, t, b, u, &rec[0][0]);
+      cell_epilogue4<C, PHASE, false>(ex, a, d, s, t, b, u, &rec[0][0]);
     }
   }
 

@@ -25,6 +25,7 @@ enum GradGemm : int {
   kGemmR,          ///< dR[0:K0] += Σ dpreᵀ h_prev
   kGemmRN,         ///< GRU: dR_n += Σ d(rec_n or n)ᵀ (h_prev or r ⊙ h_prev)
   kGemmInput,      ///< x_cell ← dpre · W (the input gradient before the input masks)
+  kGemmProjectionBack,  ///< per step, a projected LSTM: dm = dh̃ · W_proj
   kGemmCount
 };
 
@@ -84,7 +85,7 @@ inline void direction_grad_args(const detail::PlanImpl& p, const Views& v, int l
   const BackwardArgs& a = *v.args;
   const ForwardArgs& f = a.forward;
   const detail::RunDropout run = detail::run_dropout(p, f);
-  const std::int64_t H = lp.hidden, I = lp.input_size, out_w = static_cast<std::int64_t>(lp.dirs) * H;
+  const std::int64_t O = lp.out, I = lp.input_size, out_w = static_cast<std::int64_t>(lp.dirs) * O;
   const int L = st.num_layers;
   std::memset(ga, 0, sizeof *ga);
   ga->cell = static_cast<std::int32_t>(lp.cell);
@@ -95,6 +96,8 @@ inline void direction_grad_args(const detail::PlanImpl& p, const Views& v, int l
   ga->in_pad = (lp.input_size + 3) / 4 * 4;
   ga->hidden = lp.hidden;
   ga->hidden_stride = lp.hidden_stride;
+  ga->out = lp.out;
+  ga->proj_clip = static_cast<float>(st.layers[l].proj_clip);
   ga->reverse = d == 1 ? 1 : 0;
   ga->num_wrappers = st.layers[l].num_wrappers;
   ga->lengths = v.arrays.lengths;
@@ -120,11 +123,11 @@ inline void direction_grad_args(const detail::PlanImpl& p, const Views& v, int l
   }
   if (l == L - 1) {
     if (a.dy != nullptr) {
-      ga->dy = static_cast<const float*>(a.dy) + d * H;
+      ga->dy = static_cast<const float*>(a.dy) + d * O;
       caller_strides(f, out_w, &ga->dy_st, &ga->dy_sb);
     }
   } else {
-    ga->dy = at<const float>(v.ws, tr.dlayer[v.cur]) + d * H;
+    ga->dy = at<const float>(v.ws, tr.dlayer[v.cur]) + d * O;
     ga->dy_st = f.batch * out_w;
     ga->dy_sb = out_w;
   }
@@ -142,29 +145,39 @@ inline void direction_grad_args(const detail::PlanImpl& p, const Views& v, int l
   ga->lstm_ext = lp.mode == Mode::lstm && lp.extensions ? 1 : 0;
   ga->cell_clip = static_cast<float>(st.layers[l].cell_clip);
   ga->peep = st.layers[l].peepholes ? at<const float>(v.packed, lp.dir[d].peepholes) : nullptr;
+  // h slots have O units, c slots H (they differ only with a projection)
   const std::size_t slot = static_cast<std::size_t>(state_offset(st, f.batch, l, d)) * sizeof(float);
-  auto state = [&](const void* base) { return base == nullptr ? nullptr : reinterpret_cast<const float*>(static_cast<const unsigned char*>(base) + slot); };
-  auto state_out = [&](void* base) { return base == nullptr ? nullptr : reinterpret_cast<float*>(static_cast<unsigned char*>(base) + slot); };
+  const std::size_t cslot = static_cast<std::size_t>(cell_state_offset(st, f.batch, l, d)) * sizeof(float);
+  auto state = [&](const void* base, std::size_t at) {
+    return base == nullptr ? nullptr : reinterpret_cast<const float*>(static_cast<const unsigned char*>(base) + at);
+  };
+  auto state_out = [&](void* base, std::size_t at) {
+    return base == nullptr ? nullptr : reinterpret_cast<float*>(static_cast<unsigned char*>(base) + at);
+  };
   const bool lstm = lp.mode == Mode::lstm;
-  ga->h0 = state(f.h0);
-  ga->c0 = lstm ? state(f.c0) : nullptr;
-  ga->dhy = state(a.dhy);
-  ga->dcy = lstm ? state(a.dcy) : nullptr;
-  ga->dh0 = state_out(a.dh0);
-  ga->dc0 = lstm ? state_out(a.dc0) : nullptr;
+  ga->h0 = state(f.h0, slot);
+  ga->c0 = lstm ? state(f.c0, cslot) : nullptr;
+  ga->dhy = state(a.dhy, slot);
+  ga->dcy = lstm ? state(a.dcy, cslot) : nullptr;
+  ga->dh0 = state_out(a.dh0, slot);
+  ga->dc0 = lstm ? state_out(a.dc0, cslot) : nullptr;
   ga->dh = at<float>(v.ws, tr.dh[0]);
   ga->dc = at<float>(v.ws, tr.dc);
   ga->dgates = at<float>(v.ws, tr.dgates);
   ga->hprev = at<float>(v.ws, tr.hprev);
   ga->xcell = at<float>(v.ws, tr.xcell);
   ga->drh = at<float>(v.ws, tr.brows);
+  if (st.layers[l].proj_size > 0) {  // brows is free in an LSTM (drh is the reset-before GRU's)
+    ga->wp = v.packed + lp.dir[d].proj_panel;
+    ga->dm = at<float>(v.ws, tr.brows);
+  }
 }
 
 /// The products of direction d of layer l (unused roles stay zero: m = 0).
 inline void direction_products(const detail::PlanImpl& p, const Views& v, int l, int d, const GradDirArgs& ga, GemmArgs* out) {
   const detail::LayerPlan& lp = p.layers[l];
   const detail::DirectionPack& dp = lp.dir[d];
-  const std::int64_t H = lp.hidden, I = lp.input_size, G = lp.gates, gw = (G + 1) * H, Hs = lp.hidden_stride;
+  const std::int64_t H = lp.hidden, O = lp.out, I = lp.input_size, G = lp.gates, gw = (G + 1) * H, Hs = lp.hidden_stride;
   const std::int64_t rows = static_cast<std::int64_t>(ga.steps) * ga.batch, B = ga.batch;
   const bool gru = lp.mode == Mode::gru, reset_after = lp.cell == simd::Cell::gru_reset_after;
   const std::int64_t k0 = (gru ? 2 : G) * H, n_col = reset_after ? 3 * H : 2 * H;
@@ -173,7 +186,8 @@ inline void direction_products(const detail::PlanImpl& p, const Views& v, int l,
   const std::size_t wbytes = p.gpu.weights == kWeightF32 ? sizeof(float) : 2;
   Rn += static_cast<std::size_t>(2 * H * Hs) * wbytes;
   std::memset(out, 0, sizeof(GemmArgs) * kGemmCount);
-  out[kGemmRecurrent] = product(ga.dgates, gw, 1, B * gw, R, Hs, ga.dh, H, B, H, k0, true);
+  out[kGemmRecurrent] = product(ga.dgates, gw, 1, B * gw, R, Hs, ga.dh, O, B, O, k0, true);  // R's first O columns
+  if (ga.dm != nullptr) out[kGemmProjectionBack] = product(ga.dgates + G * H, gw, 1, B * gw, ga.wp, H, ga.dm, H, B, H, O, false);
   if (gru)
     out[kGemmRecurrentN] = reset_after ? product(ga.dgates + n_col, gw, 1, B * gw, Rn, Hs, ga.dh, H, B, H, H, true)
                                        : product(ga.dgates + n_col, gw, 1, B * gw, Rn, Hs, ga.drh, H, B, H, H, false);
@@ -185,14 +199,17 @@ inline void direction_products(const detail::PlanImpl& p, const Views& v, int l,
   out[kGemmBiasW] = product(ga.dgates, 1, gw, 0, nullptr, 0, dw.bW[0], 1, G * H, 1, rows, true);
   out[kGemmBiasR] = product(ga.dgates, 1, gw, 0, nullptr, 0, dw.bR[0], 1, reset_after ? 2 * H : G * H, 1, rows, true);
   if (reset_after) out[kGemmBiasRN] = product(ga.dgates + n_col, 1, gw, 0, nullptr, 0, dw.bR[2], 1, H, 1, rows, true);
-  out[kGemmR] = product(ga.dgates, 1, gw, 0, ga.hprev, H, dw.R[0], H, k0, H, rows, true);
+  out[kGemmR] = product(ga.dgates, 1, gw, 0, ga.hprev, O, dw.R[0], O, k0, O, rows, true);
   if (gru) out[kGemmRN] = product(ga.dgates + n_col, 1, gw, 0, ga.hprev, H, dw.R[2], H, H, H, rows, true);
 }
 
-/// The peepholes' gradients (canonical p_i, p_f, p_o), where backward computes weight gradients.
+/// The peepholes' and the projection's gradients (canonical p_i, p_f, p_o; W_proj), where backward
+/// computes weight gradients.
 inline void direction_peephole_grads(const detail::PlanImpl& p, const Views& v, int l, int d, GradDirArgs* ga) {
-  if (ga->peep == nullptr || v.args->dweights == nullptr) return;
+  if (v.args->dweights == nullptr) return;
   const detail::CellParams<float> dw = detail::cell_params(p, l, d, static_cast<float*>(v.args->dweights));
+  if (ga->wp != nullptr) ga->dwp = dw.proj;
+  if (ga->peep == nullptr) return;
   ga->dpeep[0] = dw.peep[0];
   ga->dpeep[1] = dw.peep[1];
   ga->dpeep[2] = dw.peep[3];
@@ -230,6 +247,11 @@ Status direction(L& ln, const GpuPlan& g, const GradLayerBlock& host, const Grad
   RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_grad_start>(elementwise_dims(g, BH, 1), ga, dga, 0));
   for (int s = ga.steps - 1; s >= 0; --s) {
     const int t = ga.reverse ? ga.steps - 1 - s : s;
+    if (ga.dm != nullptr) {  // a projected LSTM: dh̃, then dm = dh̃ · W_proj for the cell kernel
+      RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_lstm_grad_projection>(
+          elementwise_dims(g, static_cast<std::int64_t>(ga.batch) * ((ga.out + 3) / 4), 1), ga, dga, t));
+      RNNCORE_RETURN_IF_ERROR(gemm<WT>(ln, g, gm[kGemmProjectionBack], &dgm[kGemmProjectionBack], t));
+    }
     RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_grad_cell<C>>(elementwise_dims(g, groups, 1), ga, dga, t));
     if constexpr (C == kGruResetBefore) {
       RNNCORE_RETURN_IF_ERROR(gemm<WT>(ln, g, gm[kGemmRecurrentN], &dgm[kGemmRecurrentN], t));
@@ -242,6 +264,9 @@ Status direction(L& ln, const GpuPlan& g, const GradLayerBlock& host, const Grad
     RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_grad_end>(elementwise_dims(g, BH, 1), ga, dga, 0));
   if (ga.dpeep[0] != nullptr)
     RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_grad_peepholes>(elementwise_dims(g, 3 * ((ga.hidden + 3) / 4), 1), ga, dga, 0));
+  if (ga.dwp != nullptr)
+    RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_lstm_grad_projection_weights>(
+        elementwise_dims(g, static_cast<std::int64_t>(ga.out) * ((ga.hidden + 3) / 4), 1), ga, dga, 0));
   for (int role : {kGemmW, kGemmBiasW, kGemmBiasR, kGemmBiasRN, kGemmR})
     if (has(gm[role])) RNNCORE_RETURN_IF_ERROR(gemm<float>(ln, g, gm[role], &dgm[role], 0));
   if (has(gm[kGemmRN])) {
@@ -276,7 +301,7 @@ Status zero_outputs(L& ln, const detail::PlanImpl& p, const BackwardArgs& a) {
     RNNCORE_RETURN_IF_ERROR(ln.zero_async(a.dweights, static_cast<std::size_t>(param_count(st)) * sizeof(float)));
   if (f.batch == 0) return Status::ok;
   if (a.dc0 != nullptr)  // non-LSTM blocks stay zero
-    RNNCORE_RETURN_IF_ERROR(ln.zero_async(a.dc0, static_cast<std::size_t>(state_elements(st, f.batch)) * sizeof(float)));
+    RNNCORE_RETURN_IF_ERROR(ln.zero_async(a.dc0, static_cast<std::size_t>(cell_state_elements(st, f.batch)) * sizeof(float)));
   if (a.dh0 != nullptr && f.resets != nullptr)
     RNNCORE_RETURN_IF_ERROR(ln.zero_async(a.dh0, static_cast<std::size_t>(state_elements(st, f.batch)) * sizeof(float)));
   if (a.dx != nullptr)

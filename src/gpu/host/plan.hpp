@@ -83,6 +83,9 @@ inline void canonical_span(const StackSpec& st, int layer, int dir, std::int64_t
   std::int64_t end = canonical_offset(st, layer, dir, ParamKind::recurrent_bias, G - 1) + H;
   if (st.layers[layer].peepholes)  // p_i, p_f, p_o (canonical gates 0, 1, 3)
     for (int g : {0, 1, 3}) end = std::max<std::int64_t>(end, canonical_offset(st, layer, dir, ParamKind::peephole, g) + H);
+  if (st.layers[layer].proj_size > 0)  // W_proj [P][H]
+    end = std::max<std::int64_t>(end, canonical_offset(st, layer, dir, ParamKind::projection, 0) +
+                                          static_cast<std::int64_t>(st.layers[layer].proj_size) * H);
   *count = end - *begin;
 }
 
@@ -94,7 +97,7 @@ inline void compute_layout(detail::PlanImpl* p, GpuPlan* g) {
   const std::uint64_t B = static_cast<std::uint64_t>(p->options.max_batch), T = static_cast<std::uint64_t>(p->options.max_seq_len);
   detail::Arena packed(detail::kPackedHeaderBytes);
   std::uint64_t proj = 0, state = 0, x_cell = 0, inner_out = 0, staging = 0;
-  bool lstm = false, reset_before = false;
+  bool lstm = false, reset_before = false, projection = false;
   const std::uint64_t wb = weight_bytes(g->weights);
   for (int l = 0; l < st.num_layers; ++l) {
     detail::LayerPlan& lp = p->layers[l];
@@ -109,6 +112,8 @@ inline void compute_layout(detail::PlanImpl* p, GpuPlan* g) {
       dp.bias = packed.take(G * H, 4);
       dp.bias_rn = lp.cell == simd::Cell::gru_reset_after ? packed.take(H, 4) : 0;
       dp.peepholes = st.layers[l].peepholes ? packed.take(3 * H, 4) : 0;  // p_i, p_f, p_o [H] each
+      // W_proj [P][H] of the weight storage type (h has P ≤ H units in the Hs-wide state rows).
+      dp.proj_panel = st.layers[l].proj_size > 0 ? packed.take(static_cast<std::uint64_t>(lp.out) * H, wb) : 0;
       std::int64_t begin = 0, count = 0;
       canonical_span(st, l, d, &begin, &count);
       staging = std::max<std::uint64_t>(staging, static_cast<std::uint64_t>(count));
@@ -118,6 +123,7 @@ inline void compute_layout(detail::PlanImpl* p, GpuPlan* g) {
     if (lp.input_dropout) x_cell = std::max(x_cell, T * B * static_cast<std::uint64_t>(lp.input_size));
     if (l + 1 < st.num_layers) inner_out = std::max(inner_out, T * B * static_cast<std::uint64_t>(lp.dirs) * H);
     lstm = lstm || lp.mode == Mode::lstm;
+    projection = projection || st.layers[l].proj_size > 0;
     reset_before = reset_before || lp.cell == simd::Cell::gru_reset_before;
   }
   g->pack_args = packed.take(1, sizeof(PackArgs));
@@ -137,6 +143,7 @@ inline void compute_layout(detail::PlanImpl* p, GpuPlan* g) {
   for (int d = 0; d < 2; ++d) detail::take_direction_buffers(&ws, sizes, d, &w);
   if (st.num_layers > 1) w.layer_out[0] = ws.take(inner_out, 4);
   if (st.num_layers > 2) w.layer_out[1] = ws.take(inner_out, 4);
+  for (int d = 0; d < 2; ++d) g->ws_m[d] = projection ? ws.take(state, 4) : 0;
   g->ws_lengths = ws.take(B, 4);
   g->ws_row_ids = ws.take(B, 4);
   g->ws_resets = ws.take(T * B, 1);
@@ -155,6 +162,9 @@ void plan_persistent(const detail::PlanImpl& p, GpuPlan* g, Occupancy blocks_per
   if (!g->target.cooperative || g->persist_threads < g->target.warp_size) return;
   for (int l = 0; l < p.stack.num_layers; ++l) {
     const detail::LayerPlan& lp = p.layers[l];
+    // A projection needs every unit's m before any h of the next step: a second grid barrier per
+    // step that this kernel does not have, so a projected layer runs the per-step kernels.
+    if (p.stack.layers[l].proj_size > 0) continue;
     const int H = lp.hidden, G = lp.gates, cell = static_cast<int>(lp.cell);
     const std::int64_t Hs = lp.hidden_stride;
     for (int k = 0; k < kBucketCount; ++k) {

@@ -95,9 +95,19 @@ Dims step_dims(const LayerArgs& la) {
   return d;
 }
 
+/// A projected LSTM's step s ends in f32_lstm_projection_step (h = clip(W_proj m) of every row);
+/// other layers launch nothing here.
+template <int C, class WT, class L>
+Status projection_step(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs* dev, int s) {
+  if constexpr (C != kLstm) return Status::ok;
+  if (la.out == la.hidden) return Status::ok;  // no projection (P < H where there is one)
+  const std::int64_t items = static_cast<std::int64_t>(la.batch) * ((la.out + 3) / 4);
+  return ln.template launch<f32_lstm_projection_step<WT>>(elementwise_dims(g, items, la.dirs), la, dev, s);
+}
+
 // `la` is the host copy of a layer's arguments (grids are computed from it), `dev` its device copy.
 template <int C, class Tile, class WT, class L>
-Status steps_tiled(L& ln, const LayerArgs& la, const LayerArgs* dev) {
+Status steps_tiled(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs* dev) {
   if constexpr (C == kGruResetBefore) {
     using P1 = f32_rnn_step_tiled<C, 0, 2, 1, Tile, WT>;
     using P2 = f32_rnn_step_tiled<C, 2, 1, 2, Tile, WT>;
@@ -109,7 +119,10 @@ Status steps_tiled(L& ln, const LayerArgs& la, const LayerArgs* dev) {
   } else {
     using K = f32_rnn_step_tiled<C, 0, cell_gates(C), 0, Tile, WT>;
     const Dims d = step_dims<Tile, K>(la);
-    for (int s = 0; s < la.steps; ++s) RNNCORE_RETURN_IF_ERROR(ln.template launch<K>(d, la, dev, s));
+    for (int s = 0; s < la.steps; ++s) {
+      RNNCORE_RETURN_IF_ERROR(ln.template launch<K>(d, la, dev, s));
+      RNNCORE_RETURN_IF_ERROR((projection_step<C, WT>(ln, g, la, dev, s)));
+    }
   }
   return Status::ok;
 }
@@ -140,7 +153,10 @@ Status steps_mma(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs* 
   } else {
     using K = rnn_step_mma_16x16<C, 0, cell_gates(C), 0, WT>;
     const Dims d = mma_step_dims<K>(g, la);
-    for (int s = 0; s < la.steps; ++s) RNNCORE_RETURN_IF_ERROR(ln.template launch<K>(d, la, dev, s));
+    for (int s = 0; s < la.steps; ++s) {
+      RNNCORE_RETURN_IF_ERROR(ln.template launch<K>(d, la, dev, s));
+      RNNCORE_RETURN_IF_ERROR((projection_step<C, WT>(ln, g, la, dev, s)));
+    }
   }
   return Status::ok;
 }
@@ -175,8 +191,8 @@ Status recurrence(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs*
     if (s != Status::unsupported) return s;
   }
   if (use_mma_step(g, la.batch)) return steps_mma<C, WT>(ln, g, la, dev);  // plan_select checked the device (TF32 for f32)
-  if (use_large_tile(g, la.hidden, la.batch, la.dirs)) return steps_tiled<C, StepTileLarge, WT>(ln, la, dev);
-  return steps_tiled<C, StepTileSmall, WT>(ln, la, dev);
+  if (use_large_tile(g, la.hidden, la.batch, la.dirs)) return steps_tiled<C, StepTileLarge, WT>(ln, g, la, dev);
+  return steps_tiled<C, StepTileSmall, WT>(ln, g, la, dev);
 }
 
 template <class WT, class L>
@@ -225,7 +241,7 @@ Status pack_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const float
   RNNCORE_RETURN_IF_ERROR(ln.copy_to_device(packed, head, sizeof head));
   for (int l = 0; l < st.num_layers; ++l) {
     const detail::LayerPlan& lp = p.layers[l];
-    const std::int64_t H = lp.hidden, I = lp.input_size, G = lp.gates;
+    const std::int64_t H = lp.hidden, I = lp.input_size, G = lp.gates, O = lp.out;
     for (int d = 0; d < lp.dirs; ++d) {
       std::int64_t begin = 0, count = 0;
       canonical_span(st, l, d, &begin, &count);
@@ -236,7 +252,7 @@ Status pack_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const float
       const std::int64_t br0 = canonical_offset(st, l, d, ParamKind::recurrent_bias, 0);
       for (int gate = 1; gate < G; ++gate) {
         const bool ok = (w0 < 0 || canonical_offset(st, l, d, ParamKind::input_weight, gate) == w0 + gate * H * I) &&
-                        canonical_offset(st, l, d, ParamKind::recurrent_weight, gate) == r0 + gate * H * H &&
+                        canonical_offset(st, l, d, ParamKind::recurrent_weight, gate) == r0 + gate * H * O &&
                         canonical_offset(st, l, d, ParamKind::input_bias, gate) == bw0 + gate * H &&
                         canonical_offset(st, l, d, ParamKind::recurrent_bias, gate) == br0 + gate * H;
         RNNCORE_ENSURE(ok, Status::internal, "gpu pack: canonical gate blocks of layer %d are not consecutive", l);
@@ -260,6 +276,11 @@ Status pack_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const float
         const int peep_gates[3] = {0, 1, 3};  // canonical gates of p_i, p_f, p_o
         for (int k = 0; k < 3; ++k) a.peep_at[k] = canonical_offset(st, l, d, ParamKind::peephole, peep_gates[k]) - begin;
       }
+      if (st.layers[l].proj_size > 0) {
+        a.wp = packed + dp.proj_panel;
+        a.wp_at = canonical_offset(st, l, d, ParamKind::projection, 0) - begin;
+      }
+      a.out = lp.out;
       a.gates = lp.gates;
       a.hidden = lp.hidden;
       a.in_size = lp.input_size;
@@ -365,6 +386,9 @@ inline bool direction_args(const detail::PlanImpl& p, const ForwardArgs& a, cons
   da->bias = at<float>(packed, dp.bias);
   da->bias_rn = lp.cell == simd::Cell::gru_reset_after ? at<float>(packed, dp.bias_rn) : nullptr;
   da->peep = st.layers[l].peepholes ? at<float>(packed, dp.peepholes) : nullptr;
+  const bool projected = st.layers[l].proj_size > 0;
+  da->wp = projected ? packed + dp.proj_panel : nullptr;
+  da->m = projected ? at<float>(ws, p.gpu.ws_m[d]) : nullptr;
   da->proj = at<float>(ws, p.ws.proj[d]);
   da->h[0] = at<float>(ws, p.ws.h[d][0]);
   da->h[1] = at<float>(ws, p.ws.h[d][1]);
@@ -404,6 +428,8 @@ inline bool layer_args(const detail::PlanImpl& p, const ForwardArgs& a, const de
   la.hidden = lp.hidden;
   la.hidden_stride = lp.hidden_stride;
   la.dirs = lp.dirs;
+  la.out = lp.out;
+  la.proj_clip = static_cast<float>(ls.proj_clip);
   la.num_wrappers = ls.num_wrappers;
   la.cell_clip = static_cast<float>(ls.cell_clip);
   la.keep_width = detail::keep_width(lp);
@@ -424,7 +450,7 @@ inline bool layer_args(const detail::PlanImpl& p, const ForwardArgs& a, const de
     ia.out = la.dir[0].y;  // the layer's whole output row starts at direction 0's columns
     ia.steps = a.seq_len;
     ia.batch = a.batch;
-    ia.width = lp.dirs * lp.hidden;
+    ia.width = lp.dirs * lp.out;
     ia.row_ids = arrays.row_ids;
     ia.step = run.step;
     ia.mask = schedule::to_site(inter);
@@ -469,7 +495,7 @@ Status launch_layer(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const Fo
   const detail::LayerPlan& lp = p.layers[l];
   const LayerArgs& la = host.layer;
   const LayerArgs* dla = &dev->layer;
-  const std::int64_t T = a.seq_len, B = a.batch, H = lp.hidden, out_w = static_cast<std::int64_t>(lp.dirs) * H;
+  const std::int64_t T = a.seq_len, B = a.batch, H = lp.hidden, out_w = static_cast<std::int64_t>(lp.dirs) * lp.out;
   if (T > 0 && input_dropped) {
     const std::int64_t items = T * B * ((lp.input_size + 3) / 4);
     RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_input_dropout>(elementwise_dims(g, items, lp.dirs), la, dla, 0));
@@ -481,12 +507,12 @@ Status launch_layer(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const Fo
   if (a.hy != nullptr || (a.cy != nullptr && lp.mode == Mode::lstm))
     RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_state_final>(elementwise_dims(g, B * H, lp.dirs), la, dla, 0));
   if (T > 0 && lp.output_chain) {
-    const std::int64_t items = T * B * ((H + 3) / 4);
+    const std::int64_t items = T * B * ((lp.out + 3) / 4);
     RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_output_chain>(elementwise_dims(g, items, lp.dirs), la, dla, 0));
   }
   if (a.cy != nullptr && lp.mode != Mode::lstm)  // a layer without cell state reports c = 0
-    RNNCORE_RETURN_IF_ERROR(ln.zero_async(static_cast<unsigned char*>(a.cy) + static_cast<std::size_t>(state_offset(p.stack, a.batch, l, 0)) * sizeof(float),
-                                          static_cast<std::size_t>(out_w * B) * sizeof(float)));
+    RNNCORE_RETURN_IF_ERROR(ln.zero_async(static_cast<unsigned char*>(a.cy) + static_cast<std::size_t>(cell_state_offset(p.stack, a.batch, l, 0)) * sizeof(float),
+                                          static_cast<std::size_t>(lp.dirs * H * B) * sizeof(float)));
   if (T > 0 && host.inter.mask.active) {
     const std::int64_t items = T * B * ((out_w + 3) / 4);
     RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_inter_layer_dropout>(elementwise_dims(g, items, 1), host.inter, &dev->inter, 0));
