@@ -1765,7 +1765,7 @@ int cmd_info(int argc, char** argv) {
   if (Plan::create(spec, PlanOptions{}, &plan) == Status::ok) std::printf("f64 kernels: %s\n", plan.kernel_name());
   const Int8KernelNames int8 = int8_best_kernels();
   std::printf("int8 LSTM kernels: %s, rest of the step: %s\n", int8.dot.c_str(), int8.step.c_str());
-  std::printf("LSTM projection, peepholes, cell/projection clip: reference and simd backends (gpu: peepholes and cell clip)\n");
+  std::printf("LSTM projection, peepholes, cell/projection clip: reference and simd backends and gpu\n");
   std::printf("env RNNCORE_MAX_ISA caps the instruction set (none, sse2, avx2, avx512, neon)\n");
   return 0;
 }
