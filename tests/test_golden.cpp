@@ -175,8 +175,9 @@ TEST_CASE("golden: PyTorch nn.LSTM(proj_size) on the CPU backends; the GPU refus
     opt.max_batch = c.B;
     opt.max_seq_len = c.T;
     Plan plan;
-    opt.backend = Backend::gpu;
-    CHECK(Plan::create(c.spec, opt, &plan) == Status::unsupported);
+    opt.backend = Backend::gpu;  // the GPU runs the projection (the emulator checks it); a build without one refuses
+    const Status on_gpu = Plan::create(c.spec, opt, &plan);
+    CHECK((on_gpu == Status::ok || on_gpu == Status::backend_unavailable));
     // The model-file loader infers P from weight_hr_l0 [P, H] and weight_hh_l0 [4H, P].
     io::ModelHints hints;
     io::LoadedModel m;
