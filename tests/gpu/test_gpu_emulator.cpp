@@ -206,6 +206,22 @@ int count_prefix(const std::map<std::string, int>& launches, const std::string& 
   return n;
 }
 
+/// Case c on the matrix units in TF32 (f32 weights, half math and its tolerance, device profile 0's
+/// tiled recurrence) against the reference, every step on the 16x16 MMA tiles; returns the launches.
+std::map<std::string, int> check_on_tf32_units(Case c, std::uint64_t data_seed) {
+  c.weights = DType::f32;
+  c.half_math = true;
+  c.tolerance = half_math_tolerance(DType::f32);
+  const gpu::DeviceProfile prof = gpu::device_profile(0);
+  EmuConfig cfg;
+  cfg.profile = &prof;
+  cfg.recurrence = gpu::Recurrence::tiled;
+  std::map<std::string, int> launches;
+  check_case(c, cfg, data_seed, &launches);
+  CHECK(count_prefix(launches, "_mma_16x16") == c.T);
+  return launches;
+}
+
 }  // namespace
 
 TEST_CASE("device mask helper equals the CPU mask function bit for bit") {
@@ -1776,16 +1792,7 @@ TEST_CASE("emulated GPU forward with LSTM peepholes and a cell clip: both recurr
   c.initial = true;
   c.resets = true;
   check_case(c, config(32, gpu::Recurrence::persistent), rng.next(), nullptr);
-  c.weights = DType::f32;
-  c.half_math = true;
-  c.tolerance = half_math_tolerance(DType::f32);
-  const gpu::DeviceProfile prof = gpu::device_profile(0);
-  EmuConfig cfg;
-  cfg.profile = &prof;
-  cfg.recurrence = gpu::Recurrence::tiled;
-  std::map<std::string, int> launches;
-  check_case(c, cfg, rng.next(), &launches);
-  CHECK(count_prefix(launches, "_mma_16x16") == c.T);
+  check_on_tf32_units(c, rng.next());
 }
 
 TEST_CASE("GPU plans run every LSTM extension in inference and training; a projected layer runs the per-step kernels") {
@@ -1873,15 +1880,7 @@ TEST_CASE("emulated GPU forward with an LSTM projection: both per-step kernels a
   c.B = 9;
   c.lengths = true;
   c.initial = true;
-  c.half_math = true;
-  c.tolerance = half_math_tolerance(DType::f32);
-  const gpu::DeviceProfile prof = gpu::device_profile(0);
-  EmuConfig cfg;
-  cfg.profile = &prof;
-  cfg.recurrence = gpu::Recurrence::tiled;
-  std::map<std::string, int> launches;
-  check_case(c, cfg, rng.next(), &launches);
-  CHECK(count_prefix(launches, "_mma_16x16") == c.T);
+  std::map<std::string, int> launches = check_on_tf32_units(c, rng.next());
   CHECK(launches["f32_lstm_projection_step"] == c.T);
   MESSAGE("largest relative error (TF32 last): " << g_forward_worst);
   g_forward_worst = 0;

@@ -482,16 +482,23 @@ TEST_CASE("mutants: ignoring the resets at any place a kernel reads them is caug
 
 namespace {
 
-/// An LSTM stack with peepholes (variant 0), a cell clip (1) or both (2); a clip of 0.3 binds on
-/// most cell states, so a backward that ignores it misses by far.
-Case ext_case(int variant, int layers, int i) {
+/// An LSTM stack with TF LSTMCell's extensions, the same shapes in every variant. Without a projection:
+/// peepholes (variant 0), a cell clip (1) or both (2); a clip of 0.3 binds on most cell states, so a
+/// backward that ignores it misses by far. With one (`projection`): P = 5..7 < H, a projection clip
+/// of 0.05 that binds on most projected units (variant 1, 2), and peepholes with a cell clip (2).
+Case ext_case(int variant, int layers, int i, bool projection = false) {
   Case c;
   c.stack.input_size = 6;
   c.stack.num_layers = layers;
   for (int l = 0; l < layers; ++l) {
-    c.stack.layers[l] = layer(Mode::lstm, 9 + 3 * l, (i + l) % 3 == 1, {});
-    c.stack.layers[l].peepholes = variant != 1;
-    c.stack.layers[l].cell_clip = variant != 0 ? 0.3 : 0.0;
+    auto& s = c.stack.layers[l];
+    s = layer(Mode::lstm, 9 + 3 * l, (i + l) % 3 == 1, {});
+    if (projection) {
+      s.proj_size = 5 + (i + l) % 3;
+      s.proj_clip = variant != 0 ? 0.05 : 0.0;
+    }
+    s.peepholes = projection ? variant == 2 : variant != 1;
+    s.cell_clip = (projection ? variant == 2 : variant != 0) ? 0.3 : 0.0;
   }
   c.T = 5;
   c.B = 3 + i % 3;
@@ -633,26 +640,8 @@ TEST_CASE("mutants: leaving out any term of the LSTM extensions' backward is cau
 
 namespace {
 
-/// An LSTM stack with a projection (P = 5..7 < H), a projection clip of 0.05 that binds on most
-/// projected units (variant 1, 2), and peepholes with a cell clip (variant 2).
-Case projection_case(int variant, int layers, int i) {
-  Case c;
-  c.stack.input_size = 6;
-  c.stack.num_layers = layers;
-  for (int l = 0; l < layers; ++l) {
-    c.stack.layers[l] = layer(Mode::lstm, 9 + 3 * l, (i + l) % 3 == 1, {});
-    c.stack.layers[l].proj_size = 5 + (i + l) % 3;
-    c.stack.layers[l].proj_clip = variant != 0 ? 0.05 : 0.0;
-    c.stack.layers[l].peepholes = variant == 2;
-    c.stack.layers[l].cell_clip = variant == 2 ? 0.3 : 0.0;
-  }
-  c.T = 5;
-  c.B = 3 + i % 3;
-  c.lengths = i % 2 == 0;
-  c.initial = i % 3 != 2;
-  c.batch_major = i % 4 == 3;
-  return c;
-}
+/// ext_case's projected stacks (variant 0: the projection alone; 1: its clip; 2: with peepholes and a cell clip).
+Case projection_case(int variant, int layers, int i) { return ext_case(variant, layers, i, /*projection=*/true); }
 
 }  // namespace
 
