@@ -265,15 +265,9 @@ class BackwardDirection {
 
   // R packed once for the products of every step: R_0 … R_{G−1} together ([G·H, O]), a GRU's as
   // r, z | n (n's gradient column differs); an LSTM's W_proj [P, H] after them.
-  // Batch 1 packs nothing: each step's product is then one row times R, which reads R once in any
-  // layout, and the one-row kernel reads it where it lies (packing it would cost a step's product).
   void pack_recurrent_weights() {
     if constexpr (std::is_same<T, float>::value) {
       if (g_.kernels == nullptr) return;
-      if (B_ == 1) {
-        g_.r_packed = nullptr;
-        return;
-      }
       const bool gru = lp_.mode == Mode::gru;
       g_.kernels->pack_b(g_.w.R[0], O_, 1, (gru ? 2 : lp_.gates) * H_, O_, g_.r_packed);
       if (gru) g_.kernels->pack_b(g_.w.R[2], H_, 1, H_, H_, g_.r_packed + 2 * H_ * H_);
