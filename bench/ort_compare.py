@@ -14,6 +14,12 @@ it. Usage (from the repository root, after building the tool in release mode):
 
   python3 bench/ort_compare.py --rnncore build-bench/tools/rnncore [--modes lstm,gru] [--hidden 256,512]
           [--batch 1,16,64] [--threads 1,2] [--seq 100] [--reps 15] [--rounds 3] [--markdown FILE]
+          [--rnncore-dtype f16]
+
+--rnncore-dtype f16 (or bf16) times rnncore with that weight storage (f32 accumulation; `rnncore
+bench --dtype`) against ONNX Runtime's f32: at batch 1 a step reads all of R, so halving its bytes
+is what moves it; the error is stated in docs/performance.md ("Accuracy of reduced-precision
+weights").
 """
 import argparse
 import os
@@ -85,9 +91,9 @@ def time_ort(sess, x, reps, warmup):
     return statistics.median(times)
 
 
-def time_rnncore(tool, mode, T, B, H, threads, reps):
+def time_rnncore(tool, mode, T, B, H, threads, reps, dtype):
     cmd = [tool, "bench", "--mode", mode, "--seq", str(T), "--batch", str(B), "--input", str(H), "--hidden", str(H),
-           "--threads", str(threads), "--reps", str(reps)]
+           "--threads", str(threads), "--reps", str(reps), "--dtype", dtype]
     out = subprocess.run(cmd, capture_output=True, text=True)
     m = re.search(r"median_ms=([0-9.eE+-]+)", out.stdout)
     if out.returncode != 0 or m is None:
@@ -107,6 +113,8 @@ def main():
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds per shape")
     p.add_argument("--markdown", help="also write the table to this file")
+    p.add_argument("--rnncore-dtype", default="f32", choices=["f32", "f16", "bf16"],
+                   help="rnncore's weight storage (ONNX Runtime stays f32)")
     a = p.parse_args()
     if not os.access(a.rnncore, os.X_OK):
         sys.exit(f"ort_compare: {a.rnncore} is not an executable rnncore tool (build it, or pass --rnncore)")
@@ -116,7 +124,8 @@ def main():
 
     info = subprocess.run([a.rnncore, "info"], capture_output=True, text=True).stdout
     isa = re.search(r"(?m)^f32 kernels:.*$", info)
-    header = [f"rnncore vs ONNX Runtime {ort.__version__} (CPUExecutionProvider), f32, T={a.seq}, I=H,",
+    header = [f"rnncore vs ONNX Runtime {ort.__version__} (CPUExecutionProvider), f32, T={a.seq}, I=H, "
+              f"rnncore weights {a.rnncore_dtype},",
               f"median of {a.reps} runs per round, median over {a.rounds} alternating rounds;",
               f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
               f"RNNCORE_MAX_ISA={os.environ.get('RNNCORE_MAX_ISA', 'unset')}",
@@ -137,9 +146,9 @@ def main():
                     for r in range(a.rounds):
                         if r % 2 == 0:
                             ort_ms.append(time_ort(sess, x, a.reps, a.warmup))
-                            ours_ms.append(time_rnncore(a.rnncore, mode, a.seq, B, H, threads, a.reps))
+                            ours_ms.append(time_rnncore(a.rnncore, mode, a.seq, B, H, threads, a.reps, a.rnncore_dtype))
                         else:
-                            ours_ms.append(time_rnncore(a.rnncore, mode, a.seq, B, H, threads, a.reps))
+                            ours_ms.append(time_rnncore(a.rnncore, mode, a.seq, B, H, threads, a.reps, a.rnncore_dtype))
                             ort_ms.append(time_ort(sess, x, a.reps, a.warmup))
                     o, us = statistics.median(ort_ms), statistics.median(ours_ms)
                     row = f"| {mode} | {H} | {B} | {threads} | {o:.3f} | {us:.3f} | {o / us:.2f} |"

@@ -65,9 +65,13 @@ inline void matmul_tile(const float* a, std::int64_t a_m, std::int64_t a_k, cons
 
 // The same tile over packed operands, with compile-time strides: A k-major (ap[p·AS + i]), B a
 // panel of NR vectors per k.
+// c_next: the C tile the caller takes next, asked for ahead (a short K leaves too few FMAs to hide
+// its misses: the weight gradients at batch 1 have K = T).
 template <class Arch, int MR, int NR, int AS>
-inline void matmul_tile_packed(const float* ap, const float* bp, float* c, std::int64_t ldc, int k_count, bool load) {
+inline void matmul_tile_packed(const float* ap, const float* bp, float* c, std::int64_t ldc, int k_count, bool load,
+                               const float* c_next) {
   constexpr int V = static_cast<int>(vf<Arch>::size);
+  for (int i = 0; i < MR; ++i) prefetch_floats<NR * V>(c_next + i * ldc);
   vf<Arch> acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = load ? vf<Arch>::load_unaligned(c + i * ldc + j * V) : vf<Arch>(0.0f);
@@ -198,7 +202,7 @@ void matmul(const MatmulArgs& g) {
         const int mr = std::min(MR, g.row_end - m0);
         const float* a = g.a + static_cast<std::int64_t>(m0) * g.a_m + static_cast<std::int64_t>(k0) * g.a_k;
         std::int64_t a_m = g.a_m, a_k = g.a_k;
-        if (g.scratch != nullptr) {
+        if (g.scratch != nullptr && mr > 1) {  // one row (batch 1) is read in place: packing would pad it to MR
           pack_a<MR>(a, a_m, a_k, mr, kc, a_tile);
           a = a_tile, a_m = 1, a_k = MR;
         }
@@ -207,17 +211,24 @@ void matmul(const MatmulArgs& g) {
         std::int64_t ld = 0;
         if (mr == 1 && bp == nullptr) {  // one row (batch 1): eight vectors a tile, eight FMA chains
           for (; j + 8 * V <= rest_at; j += 8 * V) matmul_tile<Arch, 1, 8>(a, a_m, a_k, b + j, g.ldb, c + j, g.ldc, kc, load);
-        } else if (mr == 1) {  // the same over packed panels: three at a time
+        } else if (mr == 1) {  // the same over packed panels: three at a time, then a pair
           for (int w = 0; w + 3 <= pn.wide; w += 3, j += 3 * NR * V)
             matmul_row_panels<Arch, NR, 3>(a, a_k, bp + static_cast<std::int64_t>(j) * kc, kc, c + j, load);
+          if (pn.wide % 3 == 2) {
+            matmul_row_panels<Arch, NR, 2>(a, a_k, bp + static_cast<std::int64_t>(j) * kc, kc, c + j, load);
+            j += 2 * NR * V;
+          }
         }
         with_rows<MR>(mr, [&](auto rows) {
           constexpr int R = decltype(rows)::value;
           if (bp != nullptr && a == a_tile) {  // both packed: the strides are constants
-            for (; j + NR * V <= pn.wide * NR * V; j += NR * V)
-              matmul_tile_packed<Arch, R, NR, MR>(a, bp + static_cast<std::int64_t>(j) * kc, c + j, g.ldc, kc, load);
+            const int wide_end = pn.wide * NR * V;
+            for (; j + NR * V <= wide_end; j += NR * V)
+              matmul_tile_packed<Arch, R, NR, MR>(a, bp + static_cast<std::int64_t>(j) * kc, c + j, g.ldc, kc, load,
+                                                  j + NR * V < wide_end ? c + j + NR * V : c + MR * g.ldc);
             for (; j + V <= rest_at; j += V)
-              matmul_tile_packed<Arch, R, 1, MR>(a, bp + static_cast<std::int64_t>(j) * kc, c + j, g.ldc, kc, load);
+              matmul_tile_packed<Arch, R, 1, MR>(a, bp + static_cast<std::int64_t>(j) * kc, c + j, g.ldc, kc, load,
+                                                 c + j + V);
             return;
           }
           for (; j + NR * V <= pn.wide * NR * V; j += NR * V) {

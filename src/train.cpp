@@ -624,6 +624,8 @@ class BackwardDirection {
       m.a = g_.dgates + at(t, 0) * gw_ + column;
       m.a_m = gw_;
       m.a_k = 1;
+      m.b = g_.w.R[gate];
+      m.ldb = O_;
       m.b_packed = packed_r(gate);
       m.c = g_.dh_next;
       m.ldc = H;
