@@ -81,9 +81,11 @@ struct StepOperands {
 // Units [j0, j0 + n) of one batch row (n <= kUnitBlock): the four gates from x and the previous
 // output state h, then the cell (c, in place) and the new output state (into h_next; h itself
 // is still read by the blocks after this one). kPerChannel: the multipliers are per unit;
-// kInterleaved: the weights are interleaved (the panel kernel, on x and h widened).
+// kInterleaved: the weights are interleaved (the panel kernel, on x and h widened); kTokens: a
+// token table's layer (in.x_gates: the input parts are read, only R multiplies), chosen once a row
+// so that a step without a table pays no test for it.
 
-template <bool kPerChannel, bool kInterleaved>
+template <bool kPerChannel, bool kInterleaved, bool kTokens>
 RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const StepOperands& in, std::int16_t* c,
                                   std::int8_t* h_next) {
   const std::size_t H = static_cast<std::size_t>(p.hidden_size), I = static_cast<std::size_t>(p.input_size);
@@ -106,7 +108,7 @@ RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const 
 #endif
   for (int g = 0; g < kGates; ++g) {
     // int32 accumulators as in TFLite (the kernels wrap, as TFLite's do, without overflow UB).
-    if (in.x_gates != nullptr) {  // a token table: the input parts are read, only R multiplies
+    if constexpr (kTokens) {  // a token table: the input parts are read, only R multiplies
       const std::int16_t* const xg = in.x_gates + static_cast<std::size_t>(g) * H + j;
       for (int u = 0; u < n; ++u) ax[u] = int8_token_table_sum(xg[u]);
       if constexpr (!kInterleaved) {
@@ -163,6 +165,15 @@ RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const 
   update_cells_any</*kKernels=*/true>(p, j, n, act, c, h_next);
 }
 
+// One batch row's units, block after block.
+template <bool kPerChannel, bool kInterleaved, bool kTokens>
+RNNCORE_Q8_INLINE void step_row(const Int8LstmParams& p, const StepOperands& in, std::int16_t* c, std::int8_t* h_next) {
+  for (int j0 = 0; j0 < p.hidden_size; j0 += kUnitBlock) {
+    const int n = p.hidden_size - j0 < kUnitBlock ? p.hidden_size - j0 : kUnitBlock;
+    step_block<kPerChannel, kInterleaved, kTokens>(p, j0, n, in, c, h_next);
+  }
+}
+
 }  // namespace
 
 void int8_lstm_step(const Int8LstmParams& p, int batch, const std::int8_t* x, std::int8_t* h,
@@ -187,15 +198,14 @@ void int8_lstm_step(const Int8LstmParams& p, int batch, const std::int8_t* x, st
       if (x_gates == nullptr) widen_pairs(in.x, p.input_size, x_pairs);
       widen_pairs(hb, H, h_pairs);
     }
-    for (int j0 = 0; j0 < H; j0 += kUnitBlock) {
-      const int n = H - j0 < kUnitBlock ? H - j0 : kUnitBlock;
-      std::int16_t* const cb = c + bs * Hs;
-      const bool per_channel = p.x_mult_rows[0] != nullptr;
-      if (x_pairs == nullptr) {
-        per_channel ? step_block<true, false>(p, j0, n, in, cb, scratch) : step_block<false, false>(p, j0, n, in, cb, scratch);
-      } else {
-        per_channel ? step_block<true, true>(p, j0, n, in, cb, scratch) : step_block<false, true>(p, j0, n, in, cb, scratch);
-      }
+    std::int16_t* const cb = c + bs * Hs;
+    const bool per_channel = p.x_mult_rows[0] != nullptr;
+    if (x_gates != nullptr) {  // (per tensor: Plan::create refuses a token table with per-channel scales)
+      x_pairs == nullptr ? step_row<false, false, true>(p, in, cb, scratch) : step_row<false, true, true>(p, in, cb, scratch);
+    } else if (x_pairs == nullptr) {
+      per_channel ? step_row<true, false, false>(p, in, cb, scratch) : step_row<false, false, false>(p, in, cb, scratch);
+    } else {
+      per_channel ? step_row<true, true, false>(p, in, cb, scratch) : step_row<false, true, false>(p, in, cb, scratch);
     }
     std::memcpy(hb, scratch, Hs);
   }
