@@ -173,7 +173,9 @@ struct DirRegions {
 // multiple of 16 bytes; every region starts at a multiple of kAlignment, as the panel kernel's LDM
 // needs).
 // The int16 panel layout takes twice the interleaved one's bytes. With a token table (`vocab` > 0,
-// PlanOptions::int8_token_table) region w holds the table instead, [vocab][4H] int16.
+// PlanOptions::int8_token_table) region w holds the table instead, [vocab][4H] int16 (at least 8H
+// words: the prepare's biases pass through it, pack_lstm), and the storage only the recurrent
+// parts' folded biases, 4H words: the input parts are in the table.
 DirRegions take_dir(Arena* pk, int H, int I, bool per_channel, q8::Int8WeightLayout layout, int vocab = 0) {
   const bool interleaved = layout != q8::Int8WeightLayout::row_major;
   const std::uint64_t wide = layout == q8::Int8WeightLayout::interleaved4_i16 ? 2 : 1;
@@ -181,9 +183,9 @@ DirRegions take_dir(Arena* pk, int H, int I, bool per_channel, q8::Int8WeightLay
   const std::uint64_t gate_r = interleaved ? wide * q8::interleaved4_bytes(H, H) : static_cast<std::uint64_t>(H) * H;
   DirRegions g;
   g.params = pk->take(1, sizeof(PackedLstm));
-  g.w = vocab > 0 ? pk->take(static_cast<std::uint64_t>(vocab) * 4 * H, 2) : pk->take(4 * gate_w, 1);
+  g.w = vocab > 0 ? pk->take(static_cast<std::uint64_t>(vocab < 4 ? 4 : vocab) * 4 * H, 2) : pk->take(4 * gate_w, 1);
   g.r = pk->take(4 * gate_r, 1);
-  g.storage = pk->take((per_channel ? 24 : 8) * H, 4);
+  g.storage = pk->take((per_channel ? 24 : vocab > 0 ? 4 : 8) * H, 4);
   return g;
 }
 
@@ -476,9 +478,11 @@ q8::Int8WeightLayout copy_weights(const PlanImpl& p, int l, int d, const DirRegi
 // input part of gate g, unit j, as the step computes it from the token's embedded row e_v and
 // TFLite rescales and saturates it on its own before the recurrent part is added (docs/int8.md,
 // "One step"): sat16(MBQM(bx_g[j] + Σ_k W_g[j,k]·e_v[k], x_mult_g)) — in int16 exactly. `prm`:
-// prepared on the canonical (row-major) W.
-void fill_token_table(const StackSpec& st, const q8::Int8LstmParams& prm, const std::int8_t* cw, const std::int8_t* embedding,
-                      std::int16_t* table) {
+// prepared on the canonical (row-major) W, which checked that each folded bias
+// bx_g[j] = b_g[j] − z_x·Σ_k W_g[j,k] fits int32; the sum is taken here as b_g[j] + Σ_k W_g[j,k]·(e_v[k] − z_x),
+// the same value modulo 2^32 (the table's region overwrites the prepare's copy of bx).
+void fill_token_table(const StackSpec& st, const q8::Int8LstmParams& prm, const std::int8_t* cw, const std::int32_t* const b[q8::kGates],
+                      std::int32_t input_zp, const std::int8_t* embedding, std::int16_t* table) {
   const int V = st.embedding.vocab_size, H = prm.hidden_size, I = prm.input_size;
   const std::size_t Hs = static_cast<std::size_t>(H), Is = static_cast<std::size_t>(I);
   for (int v = 0; v < V; ++v) {
@@ -487,8 +491,8 @@ void fill_token_table(const StackSpec& st, const q8::Int8LstmParams& prm, const 
     for (int g = 0; g < q8::kGates; ++g)
       for (std::size_t j = 0; j < Hs; ++j) {
         const std::int8_t* wj = cw + (static_cast<std::size_t>(g) * Hs + j) * Is;
-        std::uint32_t acc = static_cast<std::uint32_t>(prm.x_bias[g][j]);  // wrapping, as the kernels
-        for (std::size_t k = 0; k < Is; ++k) acc += static_cast<std::uint32_t>(wj[k] * e[k]);
+        std::uint32_t acc = static_cast<std::uint32_t>(b[g] != nullptr ? b[g][j] : 0);  // wrapping, as the kernels
+        for (std::size_t k = 0; k < Is; ++k) acc += static_cast<std::uint32_t>(wj[k] * (e[k] - input_zp));
         const std::int32_t z = q8::multiply_by_quantized_multiplier(static_cast<std::int32_t>(acc), prm.x_mult[g]);
         row[static_cast<std::size_t>(g) * Hs + j] = static_cast<std::int16_t>(z < -32768 ? -32768 : (z > 32767 ? 32767 : z));
       }
@@ -522,12 +526,21 @@ Status pack_lstm(const PlanImpl& p, int l, int d, const unsigned char* canonical
     q.weight_layout = q8::Int8WeightLayout::row_major;
   }
   q8::Int8LstmParams prm;
-  auto* storage = reinterpret_cast<std::int32_t*>(packed + dp.storage);
+  // (a token table's layer: the prepare's 8H words pass through the table's region, the input
+  // parts' folded biases first; the recurrent parts' move to the storage, 4H words, before the table
+  // is written over them)
+  auto* storage = reinterpret_cast<std::int32_t*>(packed + (tabled ? dp.w : dp.storage));
   const Status s = q8::int8_lstm_prepare(q, I, H, w, r, b, storage, q8::int8_lstm_storage_words(q, H), &prm);
   RNNCORE_ENSURE(s == Status::ok, s, "pack_weights: layers[%d] direction %d: %s", l, d, last_error_detail());
   if (tabled) {
+    auto* h_bias = reinterpret_cast<std::int32_t*>(packed + dp.storage);
+    for (int g = 0; g < q8::kGates; ++g) {
+      std::memcpy(h_bias + static_cast<std::size_t>(g) * H, prm.h_bias[g], static_cast<std::size_t>(H) * sizeof(std::int32_t));
+      prm.h_bias[g] = h_bias + static_cast<std::size_t>(g) * H;
+    }
     auto* table = reinterpret_cast<std::int16_t*>(packed + dp.w);
-    fill_token_table(st, prm, cw, reinterpret_cast<const std::int8_t*>(canonical + canonical_offset(st, 0, 0, ParamKind::embedding, 0)), table);
+    fill_token_table(st, prm, cw, b, q.input_zp,
+                     reinterpret_cast<const std::int8_t*>(canonical + canonical_offset(st, 0, 0, ParamKind::embedding, 0)), table);
     prm.layout = layout;  // R's, as copy_weights packed it
     for (int g = 0; g < q8::kGates; ++g) {
       prm.r[g] = packed_r[g];

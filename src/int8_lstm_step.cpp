@@ -81,9 +81,11 @@ struct StepOperands {
 // Units [j0, j0 + n) of one batch row (n <= kUnitBlock): the four gates from x and the previous
 // output state h, then the cell (c, in place) and the new output state (into h_next; h itself
 // is still read by the blocks after this one). kPerChannel: the multipliers are per unit;
-// kInterleaved: the weights are interleaved (the panel kernel, on x and h widened).
+// kInterleaved: the weights are interleaved (the panel kernel, on x and h widened); kTokens: a
+// token table's layer (in.x_gates: the input parts are read, only R multiplies), chosen once a row
+// so that a step without a table pays no test for it.
 
-template <bool kPerChannel, bool kInterleaved>
+template <bool kPerChannel, bool kInterleaved, bool kTokens>
 RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const StepOperands& in, std::int16_t* c,
                                   std::int8_t* h_next) {
   const std::size_t H = static_cast<std::size_t>(p.hidden_size), I = static_cast<std::size_t>(p.input_size);
@@ -106,7 +108,7 @@ RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const 
 #endif
   for (int g = 0; g < kGates; ++g) {
     // int32 accumulators as in TFLite (the kernels wrap, as TFLite's do, without overflow UB).
-    if (in.x_gates != nullptr) {  // a token table: the input parts are read, only R multiplies
+    if constexpr (kTokens) {  // a token table: the input parts are read, only R multiplies
       const std::int16_t* const xg = in.x_gates + static_cast<std::size_t>(g) * H + j;
       for (int u = 0; u < n; ++u) ax[u] = int8_token_table_sum(xg[u]);
       if constexpr (!kInterleaved) {
@@ -163,16 +165,19 @@ RNNCORE_Q8_INLINE void step_block(const Int8LstmParams& p, int j0, int n, const 
   update_cells_any</*kKernels=*/true>(p, j, n, act, c, h_next);
 }
 
-}  // namespace
-
-void int8_lstm_step(const Int8LstmParams& p, int batch, const std::int8_t* x, std::int8_t* h,
-                    std::int16_t* c, std::int8_t* scratch) {
+// The step's rows, each block after block. One copy per kind of layer, chosen once a step by
+// int8_lstm_step and not inlined there: six copies of the block inlined into one function took a
+// frame of 728 bytes on a Cortex-M4 (GCC 12 -O2); each of these takes about what the four copies
+// before kTokens took together (520).
+template <bool kPerChannel, bool kInterleaved, bool kTokens>
+RNNCORE_Q8_NOINLINE void step_rows(const Int8LstmParams& p, int batch, const std::int8_t* x, std::int8_t* h,
+                                   std::int16_t* c, std::int8_t* scratch) {
   const int H = p.hidden_size;
   const std::size_t Hs = static_cast<std::size_t>(H), Is = static_cast<std::size_t>(p.input_size);
   // Interleaved weights: x and h widened once per step, after the new state, 4-byte aligned.
   std::int16_t* x_pairs = nullptr;
   std::int16_t* h_pairs = nullptr;
-  if (int8_panel_layout(p.layout)) {
+  if constexpr (kInterleaved) {
     const std::uintptr_t at = (reinterpret_cast<std::uintptr_t>(scratch + Hs) + 3u) & ~std::uintptr_t{3};
     x_pairs = reinterpret_cast<std::int16_t*>(at);
     h_pairs = x_pairs + 4 * interleaved4_words(p.input_size);
@@ -181,23 +186,31 @@ void int8_lstm_step(const Int8LstmParams& p, int batch, const std::int8_t* x, st
     const std::size_t bs = static_cast<std::size_t>(b);
     std::int8_t* hb = h + bs * Hs;
     // (a token table's layer: x is the token's row of 4H int16 input parts, one row per batch row)
-    const std::int16_t* x_gates = p.token_gates ? reinterpret_cast<const std::int16_t*>(x) + bs * 4 * Hs : nullptr;
+    const std::int16_t* x_gates = kTokens ? reinterpret_cast<const std::int16_t*>(x) + bs * 4 * Hs : nullptr;
     const StepOperands in{x + bs * Is, hb, x_pairs, h_pairs, x_gates};
-    if (x_pairs != nullptr) {
-      if (x_gates == nullptr) widen_pairs(in.x, p.input_size, x_pairs);
+    if constexpr (kInterleaved) {
+      if constexpr (!kTokens) widen_pairs(in.x, p.input_size, x_pairs);
       widen_pairs(hb, H, h_pairs);
     }
     for (int j0 = 0; j0 < H; j0 += kUnitBlock) {
       const int n = H - j0 < kUnitBlock ? H - j0 : kUnitBlock;
-      std::int16_t* const cb = c + bs * Hs;
-      const bool per_channel = p.x_mult_rows[0] != nullptr;
-      if (x_pairs == nullptr) {
-        per_channel ? step_block<true, false>(p, j0, n, in, cb, scratch) : step_block<false, false>(p, j0, n, in, cb, scratch);
-      } else {
-        per_channel ? step_block<true, true>(p, j0, n, in, cb, scratch) : step_block<false, true>(p, j0, n, in, cb, scratch);
-      }
+      step_block<kPerChannel, kInterleaved, kTokens>(p, j0, n, in, c + bs * Hs, scratch);
     }
     std::memcpy(hb, scratch, Hs);
+  }
+}
+
+}  // namespace
+
+void int8_lstm_step(const Int8LstmParams& p, int batch, const std::int8_t* x, std::int8_t* h,
+                    std::int16_t* c, std::int8_t* scratch) {
+  const bool per_channel = p.x_mult_rows[0] != nullptr, interleaved = int8_panel_layout(p.layout);
+  if (p.token_gates) {  // (per tensor: Plan::create refuses a token table with per-channel scales)
+    interleaved ? step_rows<false, true, true>(p, batch, x, h, c, scratch) : step_rows<false, false, true>(p, batch, x, h, c, scratch);
+  } else if (interleaved) {
+    per_channel ? step_rows<true, true, false>(p, batch, x, h, c, scratch) : step_rows<false, true, false>(p, batch, x, h, c, scratch);
+  } else {
+    per_channel ? step_rows<true, false, false>(p, batch, x, h, c, scratch) : step_rows<false, false, false>(p, batch, x, h, c, scratch);
   }
 }
 

@@ -53,7 +53,9 @@ std::uint64_t packed_fingerprint(const PlanImpl& p) {
   }
   for (int k = 0; k < p.stack.num_pre_head; ++k) h = fnv1a(h, p.stack.pre_head[k].out_features);
   if (p.stack.dtype == DType::i8) h = fnv1a(h, static_cast<std::int64_t>(p.i8.panel_layout));  // 0 row-major, 1, 2 panels
-  if (p.stack.dtype == DType::i8 && p.options.int8_token_table) h = fnv1a(h, 3);  // (others' fingerprints unchanged)
+  // (others' fingerprints unchanged; 4: the token-table layer without its folded input biases, since
+  // 2026-11-29 — 3 marked the layout that kept them)
+  if (p.stack.dtype == DType::i8 && p.options.int8_token_table) h = fnv1a(h, 4);
   return h;
 }
 

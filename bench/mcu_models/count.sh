@@ -30,7 +30,8 @@
 # and BUILD_SIGNED (Cortex-M4F firmware builds to reuse; default $WORK/build-m4, $WORK/build-m4-signed),
 # RNNCORE (the host tool, default build/tools/rnncore), NICE (10), CMSIS_NN_COMMIT (the commit to name when CMSIS_NN is an
 # unpacked tree, not a git work tree), ONLY_PLAN=1 (the one-call table only: no CMSIS-NN needed),
-# BUILDS (ONLY_PLAN's builds: default "rnncore signed"; "rnncore" skips the signed-table build).
+# BUILDS (ONLY_PLAN's and ONLY_TABLE's builds: default "rnncore signed"; "rnncore" skips the signed-table
+# build), TABLE_KINDS (the token-table table's kinds, default all six below).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$REPO/bench/mcu_models
@@ -190,7 +191,7 @@ done
 
 # The one-call images with token tables (export-c --token-table) against CMSIS-NN -O2 and the
 # same builds without tables; each table image also run whole once (PASS: every output = LiteRT's).
-TABLE_KINDS="plan-signed plan-signed-i16 plan-table plan-signed-table plan-i16-table plan-signed-i16-table"
+TABLE_KINDS=${TABLE_KINDS:-"plan-signed plan-signed-i16 plan-table plan-signed-table plan-i16-table plan-signed-i16-table"}
 table_table() {
   echo "Token tables (export-c --token-table: layer 0's input parts per token, [vocab][4H] int16, in place of W and"
   echo "the Embedding's table), the one-call images (mcu_model_plan.c): guest instructions per inference (not cycles),"

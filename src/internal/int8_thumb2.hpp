@@ -130,22 +130,13 @@ RNNCORE_Q8_INLINE void cell_update_pairs(int pairs, std::int16_t* act, std::int1
 #undef RNNCORE_Q8_CELL_UNIT
 }
 
-// Inlined where the build optimizes for size (the firmware profile, -Os: the code bench/ counts); a
-// call elsewhere: at -O3 GCC 12 unswitches step_block's gate loop on the token-table test and then
-// has no 13 free registers for this loop's asm ("impossible constraints", armv7-a Thumb-2).
-#if defined(__OPTIMIZE_SIZE__)
-#define RNNCORE_Q8_GATE_PAIRS_INLINE RNNCORE_Q8_INLINE
-#else
-#define RNNCORE_Q8_GATE_PAIRS_INLINE RNNCORE_Q8_NOINLINE
-#endif
-
 // gate_units (src/internal/int8_step_loops.hpp) for per-tensor multipliers that both shift right, units in pairs, on Thumb-2 with a
 // table centre: the same instructions as GCC's loop for a unit (StepMultiplier::apply, the two
 // saturations, the lookup), with the sums loaded in pairs (LDRD), the two activations stored as one
 // word and one loop test for two pairs (an odd count enters at the second): 14.5 instructions a
 // unit instead of 17. ax and ah are the two rows of
 // the step's StepSums (ah = ax + kUnitBlock), act 4-byte aligned; `pairs` >= 1.
-RNNCORE_Q8_GATE_PAIRS_INLINE void gate_act_pairs(int pairs, const std::int32_t* ax, std::int16_t* act, QuantizedMultiplier mx,
+RNNCORE_Q8_INLINE void gate_act_pairs(int pairs, const std::int32_t* ax, std::int16_t* act, QuantizedMultiplier mx,
                                      QuantizedMultiplier mh, const std::int16_t* centre) {
   std::int16_t* const end = act + 2 * pairs;
   // StepMultiplier's `doubled` and right − 1 (the shifts are negative: both shift right)
