@@ -133,7 +133,7 @@ Block array_block(py::array a) {
 struct Torch {
   py::object empty, float32, float64, uint8;
   py::dict kw_f32, kw_f64, kw_u8;
-  py::str is_cpu, dtype, is_contiguous, contiguous, shape, data_ptr, version, device, new_empty;
+  py::str is_cpu, dtype, is_contiguous, contiguous, shape, data_ptr, version, device;
 };
 
 const Torch& torch_api() {  // rnncore.torch has imported torch before its first run
@@ -147,7 +147,6 @@ const Torch& torch_api() {  // rnncore.torch has imported torch before its first
     p->kw_u8["dtype"] = p->uint8;
     p->is_cpu = "is_cpu", p->dtype = "dtype", p->is_contiguous = "is_contiguous", p->contiguous = "contiguous";
     p->shape = "shape", p->data_ptr = "data_ptr", p->version = "_version", p->device = "device";
-    p->new_empty = "new_empty";
     return p;
   }();
   return *t;
@@ -159,15 +158,12 @@ void* tensor_data(const py::handle& t) {
   return reinterpret_cast<void*>(t.attr(torch_api().data_ptr)().cast<std::uintptr_t>());
 }
 
-// A new tensor (uninitialised, as torch.empty(*shape, dtype=)), and its memory. With `like` (a CPU
-// tensor of `dtype`, checked), like.new_empty(shape): half of torch.empty's cost with a dtype keyword.
-py::object new_tensor(const std::vector<py::ssize_t>& shape, DType dtype, void** data,
-                      const py::handle& like = py::handle()) {
+// A new tensor (uninitialised, as torch.empty(*shape, dtype=)), and its memory.
+py::object new_tensor(const std::vector<py::ssize_t>& shape, DType dtype, void** data) {
   const Torch& api = torch_api();
   py::tuple dims(shape.size());
   for (std::size_t i = 0; i < shape.size(); ++i) dims[i] = py::int_(shape[i]);
-  PyObject* t = like ? PyObject_CallMethodOneArg(like.ptr(), api.new_empty.ptr(), dims.ptr())
-                     : PyObject_Call(api.empty.ptr(), dims.ptr(), (dtype == DType::f64 ? api.kw_f64 : api.kw_f32).ptr());
+  PyObject* t = PyObject_Call(api.empty.ptr(), dims.ptr(), (dtype == DType::f64 ? api.kw_f64 : api.kw_f32).ptr());
   if (t == nullptr) throw py::error_already_set();
   py::object out = py::reinterpret_steal<py::object>(t);
   *data = tensor_data(out);
@@ -307,9 +303,16 @@ class Net {
   const std::string& backend() const { return backend_; }
   std::vector<std::string> notes, ignored, ends;  // what io::load_weights reported
 
+  Status make_plan(int batch, int seq_len, Plan* out) const {
+    PlanOptions o = options_;
+    o.max_batch = batch;
+    o.max_seq_len = seq_len;
+    return Plan::create(stack_, o, out);
+  }
+
   // A plan for `batch` rows and `seq_len` steps: a copy of the last one made when those match (the
-  // options never change; a copy costs a fraction of Plan::create, and is the caller's own while the
-  // run goes on without the GIL). Called with the GIL held, which guards the cache.
+  // options never change; a 16 KiB copy costs a fifth of Plan::create, and is the caller's own while
+  // the run goes on without the GIL). Called with the GIL held, which guards the cache.
   Status plan_for(int batch, int seq_len, Plan* out) const {
     batch = batch < 1 ? 1 : batch;
     seq_len = seq_len < 1 ? 1 : seq_len;
@@ -317,10 +320,7 @@ class Net {
       *out = planned_;
       return Status::ok;
     }
-    PlanOptions o = options_;
-    o.max_batch = batch;
-    o.max_seq_len = seq_len;
-    const Status s = Plan::create(stack_, o, out);
+    const Status s = make_plan(batch, seq_len, out);
     if (s == Status::ok) {
       planned_ = *out;
       planned_batch_ = batch;
@@ -517,11 +517,12 @@ class Net {
   }
   static std::vector<py::ssize_t> shape_vector(const Shape& s) { return std::vector<py::ssize_t>(s.dims, s.dims + s.ndim); }
 
-  // Packs the canonical weights once after they change. Called under mu_.
+  // Packs the canonical weights once after they change. Called under mu_, without the GIL (so not
+  // through plan_for's cache).
   void ensure_packed() {
     if (packed_ok_) return;
     Plan p;
-    check(plan_for(1, 1, &p));
+    check(make_plan(1, 1, &p));
     packed_bytes_ = p.packed_weight_bytes();
     packed_ = aligned_buffer(packed_bytes_);
     check(p.pack_weights(canonical_.data(), packed_.get(), packed_bytes_));
@@ -925,11 +926,9 @@ py::tuple Net::tensor_forward(const RunInputs& in, bool keep_reserve) {
   const auto shapes = state_shapes(in.batch);
   const bool lstm = stack_.layers[0].mode == Mode::lstm;
   ForwardArgs fa = forward_args(in);
-  // x's dtype is the net's (checked), unless it holds token ids.
-  const py::handle like = stack_.embedding.vocab_size > 0 ? py::handle() : py::handle(in.x.owner);
-  py::object y = new_tensor(y_shape(in), stack_.dtype, &fa.y, like);
-  py::object hy = new_tensor(shapes.first, stack_.dtype, &fa.hy, like);
-  py::object cy = lstm ? new_tensor(shapes.second, stack_.dtype, &fa.cy, like) : py::none();
+  py::object y = new_tensor(y_shape(in), stack_.dtype, &fa.y);
+  py::object hy = new_tensor(shapes.first, stack_.dtype, &fa.hy);
+  py::object cy = lstm ? new_tensor(shapes.second, stack_.dtype, &fa.cy) : py::none();
   py::object reserve = py::none();
   if (keep_reserve) {
     // Zeroed, as forward()'s; torch's CPU allocator aligns to 64 bytes, a view makes sure of kAlignment.
@@ -1010,10 +1009,9 @@ py::tuple Net::tensor_backward(const RunInputs& in, const py::handle& reserve, c
   ba.dy = dyb.data;
   ba.dhy = dhb.data;
   ba.dcy = dcb.data;
-  const py::handle like = dyb.owner;  // a CPU tensor of the net's dtype (checked)
-  py::object dx = ids ? py::none() : new_tensor(in.x.shape, stack_.dtype, &ba.dx, like);
-  py::object dh0 = new_tensor(shapes.first, stack_.dtype, &ba.dh0, like);
-  py::object dc0 = lstm ? new_tensor(shapes.second, stack_.dtype, &ba.dc0, like) : py::none();
+  py::object dx = ids ? py::none() : new_tensor(in.x.shape, stack_.dtype, &ba.dx);
+  py::object dh0 = new_tensor(shapes.first, stack_.dtype, &ba.dh0);
+  py::object dc0 = lstm ? new_tensor(shapes.second, stack_.dtype, &ba.dc0) : py::none();
   Buffer dw = aligned_buffer(static_cast<std::size_t>(param_count(stack_)) * dtype_size(stack_.dtype));
   ba.dweights = dw.get();
   check(run(plan, ba));
@@ -1021,7 +1019,7 @@ py::tuple Net::tensor_backward(const RunInputs& in, const py::handle& reserve, c
   std::vector<void*> outs(index.size());
   for (std::size_t k = 0; k < index.size(); ++k) {
     const Shape& s = infos_[static_cast<std::size_t>(index[k])].shape;
-    grads.append(new_tensor(std::vector<py::ssize_t>(s.dims, s.dims + s.ndim), stack_.dtype, &outs[k], like));
+    grads.append(new_tensor(std::vector<py::ssize_t>(s.dims, s.dims + s.ndim), stack_.dtype, &outs[k]));
   }
   export_gradients_to(dw.get(), index, outs);
   return py::make_tuple(dx, dh0, dc0, grads);
