@@ -21,6 +21,7 @@ op. CPU tensors only (float32; float64 runs the reference backend).
 import itertools
 import json
 import math
+import operator
 import threading
 import weakref
 from typing import Optional
@@ -146,12 +147,13 @@ def _eager(tensors) -> bool:
     """True when a run can skip the dispatcher and call the op's body: plain CPU tensors, nothing tracing
     or compiling (Dynamo, torch.export, FakeTensor, a dispatch mode) and no autograd to record (the
     caller checks that). Saves the custom op's dispatch, most of a small module's per-call cost."""
-    if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() != 0:
+    if torch.compiler.is_compiling() or _dispatch_modes() != 0:
         return False
     return _PLAIN.issuperset(map(type, tensors))
 
 
 _PLAIN = frozenset((Tensor, nn.Parameter, type(None)))
+_dispatch_modes = torch._C._len_torch_dispatch_stack
 
 
 def _shapes(spec: dict, x: Tensor):
@@ -259,6 +261,8 @@ class _RNNBase(nn.Module):
         weakref.finalize(self, _drop_entries, (self._spec, self._spec_tm))
         e = _entry(self._spec)  # validates the configuration (rnncore.ArgumentError on a bad one)
         self._flat_weights_names = [e.names[i] for i in e.present]
+        # At least two names (weight_ih_l0, weight_hh_l0): itemgetter returns a tuple.
+        self._get_weights = operator.itemgetter(*self._flat_weights_names)
         shapes = {name: shape for name, shape, _ in e.net.tensors()}
         for name in self._flat_weights_names:
             setattr(self, name, nn.Parameter(torch.empty(shapes[name], dtype=dtype)))
@@ -272,7 +276,18 @@ class _RNNBase(nn.Module):
 
     @property
     def all_weights(self):
-        p = self._parameters  # direct: nn.Module.__getattr__ costs 2 us a name (torch.func may put plain tensors here)
+        return list(self._weights())
+
+    def _weights(self):
+        """The weights in the format's order (a sequence): from _parameters, in one C call when eager
+        (Dynamo cannot trace itemgetter); nn.Module.__getattr__ costs 2 us a name, so only for a name that
+        is not a parameter (torch.func may put plain tensors elsewhere)."""
+        p = self._parameters
+        if not torch.compiler.is_compiling():
+            try:
+                return self._get_weights(p)
+            except KeyError:
+                pass
         return [p[n] if n in p else getattr(self, n) for n in self._flat_weights_names]
 
     def extra_repr(self):
@@ -293,7 +308,7 @@ class _RNNBase(nn.Module):
 
     def _run(self, x, h0, c0, lengths, batch_first, resets=None):
         train = self.training and self._stochastic
-        weights = self.all_weights
+        weights = self._weights()
         need_reserve = torch.is_grad_enabled() and (
             x.requires_grad or any(w.requires_grad for w in weights)
             or (h0 is not None and h0.requires_grad) or (c0 is not None and c0.requires_grad))
@@ -304,8 +319,8 @@ class _RNNBase(nn.Module):
             y, h, c, _ = _run_tensors(x, weights, h0, c0, lengths, spec, self.seed, self.step, self.row_offset, train,
                                       False, resets)
         else:
-            y, h, c, _ = torch.ops.rnncore.rnn(x.contiguous(), weights, h0, c0, lengths, spec, self.seed, self.step,
-                                               self.row_offset, train, need_reserve, resets)
+            y, h, c, _ = torch.ops.rnncore.rnn(x.contiguous(), list(weights), h0, c0, lengths, spec, self.seed,
+                                               self.step, self.row_offset, train, need_reserve, resets)
         if train:
             self.step += 1
         return y, h, c

@@ -303,11 +303,30 @@ class Net {
   const std::string& backend() const { return backend_; }
   std::vector<std::string> notes, ignored, ends;  // what io::load_weights reported
 
-  Status plan_for(int batch, int seq_len, Plan* out) const {
+  Status make_plan(int batch, int seq_len, Plan* out) const {
     PlanOptions o = options_;
-    o.max_batch = batch < 1 ? 1 : batch;
-    o.max_seq_len = seq_len < 1 ? 1 : seq_len;
+    o.max_batch = batch;
+    o.max_seq_len = seq_len;
     return Plan::create(stack_, o, out);
+  }
+
+  // A plan for `batch` rows and `seq_len` steps: a copy of the last one made when those match (the
+  // options never change; a 16 KiB copy costs a fifth of Plan::create, and is the caller's own while
+  // the run goes on without the GIL). Called with the GIL held, which guards the cache.
+  Status plan_for(int batch, int seq_len, Plan* out) const {
+    batch = batch < 1 ? 1 : batch;
+    seq_len = seq_len < 1 ? 1 : seq_len;
+    if (batch == planned_batch_ && seq_len == planned_seq_len_) {
+      *out = planned_;
+      return Status::ok;
+    }
+    const Status s = make_plan(batch, seq_len, out);
+    if (s == Status::ok) {
+      planned_ = *out;
+      planned_batch_ = batch;
+      planned_seq_len_ = seq_len;
+    }
+    return s;
   }
 
   std::size_t reserve_bytes(int batch, int seq_len) const {
@@ -498,11 +517,12 @@ class Net {
   }
   static std::vector<py::ssize_t> shape_vector(const Shape& s) { return std::vector<py::ssize_t>(s.dims, s.dims + s.ndim); }
 
-  // Packs the canonical weights once after they change. Called under mu_.
+  // Packs the canonical weights once after they change. Called under mu_, without the GIL (so not
+  // through plan_for's cache).
   void ensure_packed() {
     if (packed_ok_) return;
     Plan p;
-    check(plan_for(1, 1, &p));
+    check(make_plan(1, 1, &p));
     packed_bytes_ = p.packed_weight_bytes();
     packed_ = aligned_buffer(packed_bytes_);
     check(p.pack_weights(canonical_.data(), packed_.get(), packed_bytes_));
@@ -742,6 +762,8 @@ class Net {
   Buffer packed_, workspace_;
   std::size_t packed_bytes_ = 0, workspace_bytes_ = 0;
   bool packed_ok_ = false;
+  mutable Plan planned_;  // plan_for's last plan
+  mutable int planned_batch_ = 0, planned_seq_len_ = 0;
 };
 
 // A stack that starts with an Embedding reads token ids: integers [T, B] (or [B, T]) in [0, vocab), as

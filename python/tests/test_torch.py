@@ -329,6 +329,22 @@ def count_imports(mod):
     return lambda: e.net.imports + e.infer.imports
 
 
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_one_module_over_changing_shapes(kind):
+    """Each net reuses its last plan while the batch and length repeat: runs whose shapes change and
+    come back (inference, then forward and backward) still match torch.nn."""
+    ref, mod = pair(kind, 5, input_size=3, hidden_size=7, num_layers=2)
+    gen = torch.Generator().manual_seed(5)
+    shapes = [(4, 2), (4, 2), (9, 3), (1, 1), (4, 2), (9, 3), (9, 3), (2, 5)]
+    with torch.no_grad():
+        for t, b in shapes:
+            x = torch.randn(t, b, 3, generator=gen)
+            for r, o in zip(flat(ref(x)), flat(mod(x))):
+                torch.testing.assert_close(o, r, atol=FORWARD_TOL, rtol=0)
+    for t, b in shapes[:5]:
+        compare(ref, mod, torch.randn(t, b, 3, generator=gen), None, gen)
+
+
 @pytest.mark.parametrize("weight_check", ["values", "version"])
 def test_weights_are_packed_once_and_again_after_a_change(weight_check):
     ref, mod = pair("lstm", 11, input_size=4, hidden_size=6, num_layers=2)
