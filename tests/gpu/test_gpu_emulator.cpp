@@ -864,6 +864,25 @@ TEST_CASE("a refused cooperative launch falls back to the per-step kernels") {
       CHECK(count_prefix(launches, "step_tiled") > 0);
     }
   }
+  // The persistent kernel on the matrix units (gpu_half_math, B = 9) falls back to the matrix-unit step.
+  Case c;
+  c.stack.input_size = 6;
+  c.stack.num_layers = 1;
+  c.stack.layers[0] = layer(Mode::lstm, 10, true, {});
+  c.T = 3;
+  c.B = 9;
+  c.weights = DType::f16;
+  c.half_math = true;
+  c.tolerance = half_math_tolerance(c.weights);
+  EmuConfig cfg = config(32, gpu::Recurrence::persistent);
+  cfg.mma = true;
+  std::map<std::string, int> launches;
+  check_case(c, cfg, rng.next(), &launches);
+  CHECK(count_prefix(launches, "f16_lstm_recurrence_persistent_mma") == 1);
+  cfg.refuse_cooperative = true;
+  check_case(c, cfg, rng.next(), &launches);
+  CHECK(count_prefix(launches, "persistent") == 0);
+  CHECK(count_prefix(launches, "f16_lstm_step_mma_16x16") == c.T);
 }
 
 // ------------------------------------------------------------------------------------ the emulator itself
@@ -1090,9 +1109,8 @@ TEST_CASE("mutants: leaving out any barrier, grid barrier or coherent load is ca
   add_matrix_unit_case(8, 2, 9, true, DType::f32, 32, true);
   for (int warp : {32, 64}) add_matrix_unit_case(8, 2, 9, true, DType::bf16, warp, false);
   // the persistent kernel on the matrix units: three blocks of 16 units, two k chunks, padded rows
-  add_matrix_unit_case(8, 3, 9, true, DType::f16, 32, false, gpu::Recurrence::persistent);
-  add_matrix_unit_case(8, 3, 9, true, DType::bf16, 64, false, gpu::Recurrence::persistent, Mode::gru, GruVariant::reset_before);
-  add_matrix_unit_case(8, 3, 9, false, DType::f32, 32, true, gpu::Recurrence::persistent, Mode::gru, GruVariant::reset_before);
+  add_matrix_unit_case(8, 2, 9, true, DType::f16, 32, false, gpu::Recurrence::persistent);
+  add_matrix_unit_case(8, 2, 9, true, DType::bf16, 64, false, gpu::Recurrence::persistent, Mode::gru, GruVariant::reset_before);
   std::map<emu::Site, std::set<std::string>> census;
   std::map<emu::Site, std::vector<std::size_t>> reached_by;  // the cases that reach a site
   std::vector<Outputs<float>> baseline;
