@@ -1389,6 +1389,9 @@ struct rnn_recurrence_persistent_mma {
   static constexpr bool kUsesMmaTf32 = weight_id_of(WT{}) == kWeightF32;
   static constexpr int kGates = cell_gates(C);
   static constexpr int kMaxThreads = kPersistentThreads;
+  /// NVIDIA: plan registers for 2 resident blocks per SM (at most 128): without a hint ptxas kept
+  /// the TF32 reset-before GRU at 48 registers and spilled 4 bytes on sm_80.
+  static constexpr int kMinBlocks = 2;
   static constexpr int kBK = 32;  ///< k chunk of mma_chunk (rnn_step_mma_16x16's)
   /// k of the staged rows (Hs rounded up to whole chunks, zeros past Hs) and their stride in
   /// elements, padded by 16 bytes as the step kernel's so that a fragment's rows start in
@@ -1408,15 +1411,15 @@ struct rnn_recurrence_persistent_mma {
     }
   }
 
-  /// pre[row][n] = staged operand row · R row n for the n of gates [g0, g0 + ng): warp w computes
+  /// pre[row][n] = staged operand row · R row n for the n of gates [G0, G0 + NG): warp w computes
   /// the 16 × 16 tiles w, w + warps, ...
-  template <class Exec>
+  template <int G0, int NG, class Exec>
   RNNCORE_HD static void products(const Exec& ex, const Bits* rows, const Bits* st, float* pre, int units, int k_pad,
-                                  int l, int g0, int ng) {
+                                  int l) {
     const int ws = ex.warp_size(), lane = ex.tx() % ws, e = 256 / ws, n_all = kGates * units;
-    const int tiles = ng * units / kMmaDim;
+    const int tiles = NG * units / kMmaDim;
     for (int tile = ex.tx() / ws; tile < tiles; tile += ex.bdx() / ws) {
-      const int n0 = g0 * units + tile * kMmaDim;
+      const int n0 = G0 * units + tile * kMmaDim;
       MmaAcc acc;
       for (int c = 0; c < 8; ++c) acc.c[c] = 0.0f;
       for (int k0 = 0; k0 < k_pad; k0 += kBK) mma_chunk<WT, kBK>(ex, st + k0, rows + n0 * l + k0, l, acc);
@@ -1430,18 +1433,19 @@ struct rnn_recurrence_persistent_mma {
     }
   }
 
-  /// The cell epilogue of this block's units for gates [g0, g0 + ng) of `pre`.
-  template <int PHASE, class Exec>
+  /// The cell epilogue of this block's units for gates [G0, G0 + NG) of `pre`.
+  template <int PHASE, int G0, int NG, class Exec>
   RNNCORE_HD static void epilogue(const Exec& ex, const Args& a, const DirArgs& d, const float* pre, int s, int t,
-                                  int unit0, int units, int g0, int ng) {
+                                  int unit0, int units) {
     const int groups = units / 4, items = a.batch * groups, n_all = kGates * units;
     for (int it = ex.tx(); it < items; it += ex.bdx()) {
       const int b = it / groups, qq = it % groups, u = unit0 + 4 * qq;
       if (u >= a.hidden) continue;
-      float rec[4][4];
-      for (int g = 0; g < ng; ++g)
-        for (int j = 0; j < 4; ++j) rec[g][j] = pre[b * n_all + (g0 + g) * units + 4 * qq + j];
-      cell_epilogue4<C, PHASE, false>(ex, a, d, s, t, b, u, &rec[0][0]);
+      float rec[4 * NG];
+      RNNCORE_GPU_UNROLL
+      for (int g = 0; g < NG; ++g)
+        for (int j = 0; j < 4; ++j) rec[4 * g + j] = pre[b * n_all + (G0 + g) * units + 4 * qq + j];
+      cell_epilogue4<C, PHASE, false>(ex, a, d, s, t, b, u, rec);
     }
   }
 
@@ -1463,19 +1467,19 @@ struct rnn_recurrence_persistent_mma {
       stage(ex, d.h[s & 1], st, B, hs, k_pad, l);
       ex.sync();  // the staged h and (at s = 0) R's rows are complete
       if constexpr (C == kGruResetBefore) {
-        products(ex, rows, st, pre, units, k_pad, l, 0, 2);
+        products<0, 2>(ex, rows, st, pre, units, k_pad, l);
         ex.sync();  // the r and z products are complete
-        epilogue<1>(ex, a, d, pre, s, t, unit0, units, 0, 2);
+        epilogue<1, 0, 2>(ex, a, d, pre, s, t, unit0, units);
         ex.grid_sync();  // every block's r ⊙ h is written (matrix units)
         stage(ex, d.rh, st, B, hs, k_pad, l);
         ex.sync();  // the staged r ⊙ h is complete
-        products(ex, rows, st, pre, units, k_pad, l, 2, 1);
+        products<2, 1>(ex, rows, st, pre, units, k_pad, l);
         ex.sync();  // the n products are complete
-        epilogue<2>(ex, a, d, pre, s, t, unit0, units, 2, 1);
+        epilogue<2, 2, 1>(ex, a, d, pre, s, t, unit0, units);
       } else {
-        products(ex, rows, st, pre, units, k_pad, l, 0, G);
+        products<0, kGates>(ex, rows, st, pre, units, k_pad, l);
         ex.sync();  // every gate's products are complete
-        epilogue<0>(ex, a, d, pre, s, t, unit0, units, 0, G);
+        epilogue<0, 0, kGates>(ex, a, d, pre, s, t, unit0, units);
       }
       ex.grid_sync();  // every block's h for step s + 1 is written (matrix units)
     }
