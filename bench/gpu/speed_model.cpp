@@ -20,7 +20,11 @@
 // compute term counts the batch padded to 16 rows at the profile's f16 matrix rate of the
 // multiprocessors its blocks occupy (R from L2 or HBM, as the per-step kernel), and the projection's
 // share is at that rate too where it runs on them (with f32 weights: TF32 on NVIDIA, at the
-// profile's TF32 rate). A lower bound for these kernels, not a prediction: the kernels'
+// profile's TF32 rate). The persistent kernel on the matrix units (rnn_recurrence_persistent_mma,
+// batch 8 to 16) counts one 16-row tile, its blocks' whole units and k in chunks of 32 at that
+// rate, R from shared memory as the f32 persistent kernel (TF32 slices: 4 bytes an element), one
+// grid barrier per step (two for the reset-before GRU); its occupancy is modelled with the f32
+// persistent kernel's registers of the profile. A lower bound for these kernels, not a prediction: the kernels'
 // instruction mix, bank conflicts and the h broadcast are not modelled. Printed beside cuDNN's
 // published anchors.
 //
@@ -100,14 +104,26 @@ bool model(const gpu::DeviceProfile& prof, const ModelShape& sh, Row* row) {
   const double G = lp.gates, H = lp.hidden, Hs = lp.hidden_stride, B = sh.batch;
   const double wb = sh.weights == DType::f32 ? 4 : 2;
   const bool two_phase = lp.cell == simd::Cell::gru_reset_before;
-  const int units = gpu::persistent_units(p.gpu, 0, sh.batch);
+  const int mma_units = gpu::persistent_mma_units(p.gpu, 0, sh.batch);
+  const int units = mma_units > 0 ? 0 : gpu::persistent_units(p.gpu, 0, sh.batch);
   row->flops = 2 * G * H * H * B;
   row->weight_bytes = G * H * Hs * wb;
   const double sm_gflops = prof.f32_tflops * 1e3 / prof.device.sm_count;  // GFLOP/s per multiprocessor
   // The matrix units' rate for the plan's operands: TF32 for f32 weights (NVIDIA only), else f16 / bf16.
   const double matrix_tflops = p.gpu.weights == gpu::kWeightF32 ? prof.tf32_matrix_tflops : prof.f16_matrix_tflops;
   double sms_used, bandwidth_gbs, rate_gflops = sm_gflops, padded = 1;
-  if (units == 0 && gpu::use_mma_step(p.gpu, sh.batch)) {
+  if (mma_units > 0) {
+    row->kernel = "persistent on matrix units";
+    row->blocks = static_cast<int>((lp.hidden + mma_units - 1) / mma_units);
+    sms_used = std::min<double>(prof.device.sm_count, row->blocks);
+    rate_gflops = matrix_tflops * 1e3 / prof.device.sm_count;
+    const double k_computed = std::ceil(Hs / 32) * 32;  // one 16-row tile, whole blocks of units, k chunks of 32
+    padded = gpu::kMmaDim * static_cast<double>(row->blocks) * mma_units * k_computed / (B * H * H);
+    bandwidth_gbs = kSmemBytesPerClock * clock_ghz(prof) * sms_used;
+    row->where = std::string(gpu::vendor_of(prof.device)) == "hip" ? "LDS of " + std::to_string(static_cast<int>(sms_used)) + " CUs"
+                                                                   : "shared memory of " + std::to_string(static_cast<int>(sms_used)) + " SMs";
+    row->latency_us = kGridBarrierUs * (two_phase ? 2 : 1);
+  } else if (units == 0 && gpu::use_mma_step(p.gpu, sh.batch)) {
     const int unit_tiles = (lp.hidden + gpu::kMmaDim - 1) / gpu::kMmaDim, row_tiles = (sh.batch + gpu::kMmaDim - 1) / gpu::kMmaDim;
     row->kernel = "per step on matrix units";
     row->blocks = unit_tiles * row_tiles;
@@ -230,6 +246,7 @@ int main(int argc, char** argv) {
       {Mode::lstm, 512, 1, DType::f32},   {Mode::lstm, 1024, 1, DType::f32},  {Mode::lstm, 1024, 4, DType::f16},
       {Mode::lstm, 1024, 64, DType::f32}, {Mode::gru, 512, 8, DType::f32},    {Mode::rnn_tanh, 2048, 4, DType::f32},
       {Mode::lstm, 512, 16, DType::f16, true}, {Mode::lstm, 1024, 64, DType::f16, true}, {Mode::lstm, 1024, 64, DType::f32, true},
+      {Mode::lstm, 1024, 16, DType::f16, true}, {Mode::lstm, 1024, 16, DType::f32, true}, {Mode::gru, 512, 8, DType::bf16, true},
   };
   if (csv)
     std::printf("device,mode,H,B,weights,kernel,blocks,where,flops,weight_bytes,compute_us,memory_us,latency_us,bound_us,"

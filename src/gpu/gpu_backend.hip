@@ -90,6 +90,8 @@ Status read_stream(int device, hipStream_t* out) {
 template <int C, class WT>
 int persistent_occupancy(int bucket, int threads, std::size_t smem) {
   switch (bucket) {
+    case gpu::kPersistentMmaBucket:
+      return gpu::blocks_per_multiprocessor<gpu::rnn_recurrence_persistent_mma<C, WT>>(threads, smem);
     case 0: return gpu::blocks_per_multiprocessor<gpu::f32_rnn_recurrence_persistent<C, 1, WT>>(threads, smem);
     case 1: return gpu::blocks_per_multiprocessor<gpu::f32_rnn_recurrence_persistent<C, 2, WT>>(threads, smem);
     case 2: return gpu::blocks_per_multiprocessor<gpu::f32_rnn_recurrence_persistent<C, 4, WT>>(threads, smem);

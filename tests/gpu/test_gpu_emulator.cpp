@@ -864,6 +864,25 @@ TEST_CASE("a refused cooperative launch falls back to the per-step kernels") {
       CHECK(count_prefix(launches, "step_tiled") > 0);
     }
   }
+  // The persistent kernel on the matrix units (gpu_half_math, B = 9) falls back to the matrix-unit step.
+  Case c;
+  c.stack.input_size = 6;
+  c.stack.num_layers = 1;
+  c.stack.layers[0] = layer(Mode::lstm, 10, true, {});
+  c.T = 3;
+  c.B = 9;
+  c.weights = DType::f16;
+  c.half_math = true;
+  c.tolerance = half_math_tolerance(c.weights);
+  EmuConfig cfg = config(32, gpu::Recurrence::persistent);
+  cfg.mma = true;
+  std::map<std::string, int> launches;
+  check_case(c, cfg, rng.next(), &launches);
+  CHECK(count_prefix(launches, "f16_lstm_recurrence_persistent_mma") == 1);
+  cfg.refuse_cooperative = true;
+  check_case(c, cfg, rng.next(), &launches);
+  CHECK(count_prefix(launches, "persistent") == 0);
+  CHECK(count_prefix(launches, "f16_lstm_step_mma_16x16") == c.T);
 }
 
 // ------------------------------------------------------------------------------------ the emulator itself
@@ -1064,18 +1083,21 @@ TEST_CASE("mutants: leaving out any barrier, grid barrier or coherent load is ca
       cfg.sched_seed = static_cast<std::uint64_t>(m);
       cases.emplace_back(c, cfg);
     }
-  // The matrix-unit kernels: one LSTM layer of 37 units under gpu_half_math.
-  const auto add_matrix_unit_case = [&](int input_size, int T, int B, bool lengths, DType weights, int warp, bool tf32) {
+  // The matrix-unit kernels: one LSTM layer of 37 units under gpu_half_math (per step; the
+  // persistent kernel on the matrix units also for the reset-before GRU).
+  const auto add_matrix_unit_case = [&](int input_size, int T, int B, bool lengths, DType weights, int warp, bool tf32,
+                                        gpu::Recurrence r = gpu::Recurrence::tiled, Mode mode = Mode::lstm,
+                                        GruVariant variant = GruVariant::reset_after) {
     Case c;
     c.stack.input_size = input_size;
     c.stack.num_layers = 1;
-    c.stack.layers[0] = layer(Mode::lstm, 37, false, {});
+    c.stack.layers[0] = layer(mode, 37, false, {}, variant);
     c.T = T;
     c.B = B;
     c.lengths = lengths;
     c.weights = weights;
     c.half_math = true;
-    EmuConfig cfg = config(warp, gpu::Recurrence::tiled);
+    EmuConfig cfg = config(warp, r);
     cfg.mma = true;
     cfg.mma_tf32 = tf32;
     cases.emplace_back(c, cfg);
@@ -1086,6 +1108,9 @@ TEST_CASE("mutants: leaving out any barrier, grid barrier or coherent load is ca
   // the step kernel (TF32, then bf16): two k chunks, two unit tiles, padded rows
   add_matrix_unit_case(8, 2, 9, true, DType::f32, 32, true);
   for (int warp : {32, 64}) add_matrix_unit_case(8, 2, 9, true, DType::bf16, warp, false);
+  // the persistent kernel on the matrix units: three blocks of 16 units, two k chunks, padded rows
+  add_matrix_unit_case(8, 2, 9, true, DType::f16, 32, false, gpu::Recurrence::persistent);
+  add_matrix_unit_case(8, 2, 9, true, DType::bf16, 64, false, gpu::Recurrence::persistent, Mode::gru, GruVariant::reset_before);
   std::map<emu::Site, std::set<std::string>> census;
   std::map<emu::Site, std::vector<std::size_t>> reached_by;  // the cases that reach a site
   std::vector<Outputs<float>> baseline;
@@ -1559,11 +1584,11 @@ const StepCell kStepCells[] = {{Mode::lstm, GruVariant::reset_after},
 
 /// One layer of `cell` (I = 11, T = 3) at batch B and width H with gpu_half_math and `weights`,
 /// planned for `prof` with the per-step recurrence forced where the persistent kernel would take
-/// the batch, against the f64 reference within half_math_tolerance; case `i` varies direction,
+/// the batch (the auto choice with `persistent`), against the f64 reference within half_math_tolerance; case `i` varies direction,
 /// lengths and initial states. Returns the largest relative error; the launches go to *launches.
 double check_mma_step_case(const StepCell& cell, int B, int H, DType weights, bool batch_major, int i,
                            std::uint64_t sched_seed, std::uint64_t data_seed, const gpu::DeviceProfile& prof,
-                           std::map<std::string, int>* launches) {
+                           std::map<std::string, int>* launches, bool persistent = false) {
   Case c;
   c.stack.input_size = 11;
   c.stack.num_layers = 1;
@@ -1578,7 +1603,7 @@ double check_mma_step_case(const StepCell& cell, int B, int H, DType weights, bo
   c.tolerance = half_math_tolerance(weights);
   EmuConfig cfg;
   cfg.profile = &prof;
-  cfg.recurrence = B <= gpu::kAutoPersistentMaxBatch ? gpu::Recurrence::tiled : gpu::Recurrence::auto_select;
+  cfg.recurrence = B <= gpu::kAutoPersistentMaxBatch && !persistent ? gpu::Recurrence::tiled : gpu::Recurrence::auto_select;
   cfg.sched_seed = sched_seed;
   g_forward_worst = 0;
   check_case(c, cfg, data_seed, launches);
@@ -1640,10 +1665,10 @@ TEST_CASE("gpu_half_math with f32 weights at batch >= 8: the per-step recurrence
   MESSAGE("TF32 step: largest relative error " << worst << " (tolerance " << half_math_tolerance(DType::f32) << ")");
 }
 
-TEST_CASE("gpu_half_math: the per-step recurrence takes the matrix units from batch 8; the persistent kernel keeps f32") {
+TEST_CASE("gpu_half_math: the recurrence takes the matrix units from batch 8, the persistent kernel too") {
   // The run's batch decides (the plan's max_batch is B + 1): B = 7 keeps the f32 per-step kernel
-  // and the matrix-unit projection; at B = 8 the auto choice is the persistent kernel (f32), the
-  // per-step one takes the matrix units.
+  // and the matrix-unit projection; at B = 8 the auto choice is the persistent kernel on the matrix
+  // units (its slices fit), the per-step one takes them as well.
   Case c;
   c.stack.input_size = 9;
   c.stack.num_layers = 2;
@@ -1667,7 +1692,14 @@ TEST_CASE("gpu_half_math: the per-step recurrence takes the matrix units from ba
   cfg.recurrence = gpu::Recurrence::auto_select;
   check_case(c, cfg, 7301, &launches);
   CHECK(count_prefix(launches, "_mma_16x16") == 0);
+  CHECK(count_prefix(launches, "f16_lstm_recurrence_persistent_mma") == 1);
+  CHECK(count_prefix(launches, "f16_gru_reset_before_recurrence_persistent_mma") == 1);
   CHECK(count_prefix(launches, "recurrence_persistent") == 2);
+  c.B = 7;  // below 8 rows the f32 persistent kernel keeps the batch
+  check_case(c, cfg, 7302, &launches);
+  CHECK(count_prefix(launches, "persistent_mma") == 0);
+  CHECK(count_prefix(launches, "f32_lstm_recurrence_persistent") == 1);
+  CHECK(count_prefix(launches, "f32_gru_reset_before_recurrence_persistent") == 1);
 
   PlanOptions opt;
   opt.max_batch = 64;
@@ -1678,21 +1710,69 @@ TEST_CASE("gpu_half_math: the per-step recurrence takes the matrix units from ba
   CHECK(p.gpu.mma_step == 1);
   CHECK(!gpu::use_mma_step(p.gpu, 7));
   CHECK(gpu::use_mma_step(p.gpu, 8));
+  // The persistent kernel on the matrix units: one 16-row tile from 8 rows, not with the
+  // per-step recurrence forced, nor without the option, with f32 weights on AMD, without matrix units.
+  for (int l = 0; l < 2; ++l) {
+    CHECK(p.gpu.persist_mma_units[l] == 16);
+    CHECK(gpu::persistent_mma_units(p.gpu, l, 7) == 0);
+    CHECK(gpu::persistent_mma_units(p.gpu, l, 8) == 16);
+    CHECK(gpu::persistent_mma_units(p.gpu, l, 16) == 16);
+    CHECK(gpu::persistent_mma_units(p.gpu, l, 17) == 0);
+  }
+  p.gpu.recurrence = gpu::Recurrence::tiled;
+  CHECK(gpu::persistent_mma_units(p.gpu, 0, 8) == 0);
   opt.training = true;  // the epilogue writes the reserve rows on this path too
   REQUIRE(make_profile_plan(c.stack, opt, gpu::device_profile(2), &p) == Status::ok);
   CHECK(gpu::use_mma_step(p.gpu, 64));
+  CHECK(gpu::persistent_mma_units(p.gpu, 0, 8) == 16);
   opt.gpu_half_math = false;
   REQUIRE(make_profile_plan(c.stack, opt, gpu::device_profile(2), &p) == Status::ok);
   CHECK(!gpu::use_mma_step(p.gpu, 64));
+  CHECK(gpu::persistent_mma_units(p.gpu, 0, 8) == 0);
   opt.gpu_half_math = true;
   opt.weight_dtype = DType::f32;
   REQUIRE(make_profile_plan(c.stack, opt, gpu::device_profile(2), &p) == Status::ok);
   CHECK(!gpu::use_mma_step(p.gpu, 64));
+  CHECK(gpu::persistent_mma_units(p.gpu, 0, 8) == 0);
+  REQUIRE(make_profile_plan(c.stack, opt, gpu::device_profile(0), &p) == Status::ok);  // TF32 on the H100
+  CHECK(gpu::persistent_mma_units(p.gpu, 0, 8) == 16);
   gpu::DeviceProfile rdna = gpu::device_profile(2);
   rdna.device.mma = 0;
   opt.weight_dtype = DType::f16;
   REQUIRE(make_profile_plan(c.stack, opt, rdna, &p) == Status::ok);
   CHECK(!gpu::use_mma_step(p.gpu, 64));
+  CHECK(gpu::persistent_mma_units(p.gpu, 0, 8) == 0);
+  // A slice that does not fit the opt-in: a layer of 2048 units takes 16 · 4 gates · 2 KiB rows.
+  c.stack.layers[0] = layer(Mode::lstm, 2048, true, {});
+  gpu::DeviceProfile small = gpu::device_profile(0);
+  small.device.smem_optin = 64 * 1024;
+  REQUIRE(make_profile_plan(c.stack, opt, small, &p) == Status::ok);
+  CHECK(p.gpu.persist_mma_units[0] == 0);
+  CHECK(p.gpu.persist_mma_units[1] == 16);
+}
+
+TEST_CASE("gpu_half_math at batch 8 to 16: the persistent kernel on the matrix units, every cell") {
+  // Every cell at B = 8, 9, 16 (one 16-row tile, rows of padding), H = 20 and 37 (a partial
+  // block of 16 units; Hs = 40: two k chunks), both directions, lengths and initial states, both
+  // layouts; f16 and bf16 on the H100 (warp 32) and MI250X (warp 64) profiles, TF32 on the H100;
+  // against the f64 reference with the matrix-unit step's tolerances. The persistent kernel on the
+  // matrix units runs once per layer and no other recurrence kernel does.
+  double worst[3] = {0, 0, 0};  // f32 (TF32), f16, bf16
+  int i = 0;
+  for (const StepCell& cell : kStepCells)
+    for (int B : {8, 9, 16}) {
+      const DType weights = i % 3 == 0 ? DType::f16 : i % 3 == 1 ? DType::bf16 : DType::f32;
+      const gpu::DeviceProfile prof = gpu::device_profile(weights != DType::f32 && i % 2 ? 2 : 0);
+      std::map<std::string, int> launches;
+      const double err = check_mma_step_case(cell, B, i % 2 ? 37 : 20, weights, i % 4 == 1, i, 90 + static_cast<std::uint64_t>(i),
+                                             7600 + static_cast<std::uint64_t>(i), prof, &launches, true);
+      const int w = weights == DType::f32 ? 0 : weights == DType::f16 ? 1 : 2;
+      worst[w] = std::max(worst[w], err);
+      CHECK(count_prefix(launches, "recurrence_persistent_mma") == 1);
+      CHECK(count_prefix(launches, "persistent") + count_prefix(launches, "_mma_16x16") + count_prefix(launches, "step_tiled") == 1);
+      ++i;
+    }
+  MESSAGE("largest relative error: TF32 " << worst[0] << ", f16 " << worst[1] << ", bf16 " << worst[2]);
 }
 
 TEST_CASE("emulated GPU forward with per-step resets: every cell, both recurrence kernels and tiles, the matrix units") {

@@ -209,6 +209,55 @@ TEST_CASE("emulated GPU training with gpu_half_math at batch >= 8: the forward's
                                          << worst[2] << " (tolerance " << half_math_tolerance(DType::f32) << ")");
 }
 
+TEST_CASE("emulated GPU training with gpu_half_math at batch 8 to 16: the forward on the persistent kernel on the matrix units") {
+  // The training forward's persistent recurrence on the matrix units (one launch per layer) writes
+  // the reserve rows through the shared epilogue; backward (f32) reads them. Every output and
+  // gradient against the f64 reference at the half-math tolerances; f16 and TF32 at warp 32, bf16
+  // (the reset-before GRU's two grid barriers per step) at warp 64.
+  Rng rng(2026112906);
+  const struct {
+    Mode mode;
+    GruVariant variant;
+    int B;
+    bool bidirectional;
+    DType weights;
+    int warp;
+  } shapes[] = {{Mode::lstm, GruVariant::reset_after, 9, true, DType::f16, 32},
+                {Mode::gru, GruVariant::reset_before, 16, false, DType::bf16, 64},
+                {Mode::rnn_relu, GruVariant::reset_after, 8, true, DType::f32, 32}};
+  double worst = 0;
+  int i = 0;
+  for (const auto& sh : shapes) {
+    Case c;
+    c.stack.input_size = 7;
+    c.stack.num_layers = 1;
+    c.stack.layers[0] = layer(sh.mode, i % 2 ? 37 : 20, sh.bidirectional, {}, sh.variant);
+    c.T = 3;
+    c.B = sh.B;
+    c.lengths = i % 2 == 0;
+    c.initial = true;
+    c.weights = sh.weights;
+    c.half_math = true;
+    c.tolerance = half_math_tolerance(c.weights);
+    std::map<std::string, int> launches;
+    Device dev;
+    dev.warp = sh.warp;
+    dev.launches = &launches;
+    g_training_worst = 0;
+    check_emulated(c, rng.next(), dev);
+    worst = std::max(worst, g_training_worst / half_math_tolerance(c.weights));
+    int persistent_mma = 0, other = 0;  // launches of the recurrence kernels
+    for (const auto& kv : launches) {
+      if (kv.first.find("recurrence_persistent_mma") != std::string::npos) persistent_mma += kv.second;
+      else if (kv.first.find("_mma_16x16") != std::string::npos || kv.first.find("persistent") != std::string::npos) other += kv.second;
+    }
+    CHECK(persistent_mma == 1);
+    CHECK(other == 0);
+    ++i;
+  }
+  MESSAGE("largest relative error as a share of its tolerance: " << worst);
+}
+
 TEST_CASE("emulated GPU training with gpu_half_math under dropout wrappers, residuals and inter-layer dropout") {
   // The training forward on the matrix units (B >= 8) with every dropout site; backward (f32)
   // regenerates the same masks. At the half-math tolerances.

@@ -1107,6 +1107,23 @@ struct f32_rnn_step_tiled {
 
 /// Names of the matrix-unit step kernels, [WeightId][cell] (f32 weights: TF32), then the
 /// reset-before GRU's two phases (index 4 + PHASE; that cell always runs in phases).
+/// acc += Ã·B̃ over KLEN of k for one 16 × 16 tile on the matrix units, both operands staged as
+/// operand bits of WT (MmaOperandOf) with k fastest: `a` the operand rows [16][ld] (m = batch rows),
+/// `b` R's rows [16][ld] (n = units; B = Rᵀ). The matrix-unit step kernel and the persistent one
+/// share it.
+template <class WT, int KLEN, class Exec>
+RNNCORE_HD RNNCORE_GPU_INLINE void mma_chunk(const Exec& ex, const typename MmaOperandOf<WT>::Bits* a,
+                                             const typename MmaOperandOf<WT>::Bits* b, int ld, MmaAcc& acc) {
+  using Op = MmaOperandOf<WT>;
+  using OT = typename Op::Type;
+  RNNCORE_GPU_UNROLL
+  for (int ks = 0; ks < KLEN; ks += Op::kK) {
+    const MmaFrag<OT> fa = mma_load<OT>(ex, kMmaA, a + ks, ld, 1);
+    const MmaFrag<OT> fb = mma_load<OT>(ex, kMmaB, b + ks, 1, ld);
+    mma_op(ex, fa, fb, acc);
+  }
+}
+
 constexpr const char* kMmaStepNames[3][7] = {
     {"tf32_lstm_step_mma_16x16", "tf32_gru_step_mma_16x16", "", "tf32_rnn_tanh_step_mma_16x16",
      "tf32_rnn_relu_step_mma_16x16", "tf32_gru_reset_before_phase1_mma_16x16", "tf32_gru_reset_before_phase2_mma_16x16"},
@@ -1171,7 +1188,6 @@ struct rnn_step_mma_16x16 {
     const DirArgs& d = a.dir[ex.bz()];
     const int t = d.reverse ? a.steps - 1 - s : s;
     const float* op = PHASE == 2 ? d.rh : d.h[s & 1];
-    using OT = typename Op::Type;
     Bits* hs = reinterpret_cast<Bits*>(smem);  // [16][kLd]: operand rows b, k fastest
     Bits* rs = hs + kMmaDim * kLd;             // [NG·16][kLd]: R rows (gate, unit), k fastest (B = Rᵀ)
     float* pre = smem;                                 // [NG][16][16] after the k loop
@@ -1184,12 +1200,7 @@ struct rnn_step_mma_16x16 {
       for (int k0 = 0; k0 < a.hidden_stride; k0 += kBK) {
         stage(ex, a, d, op, b0, u0, k0, hs, rs);
         ex.sync();
-        RNNCORE_GPU_UNROLL
-        for (int ks = 0; ks < kBK; ks += Op::kK) {
-          const MmaFrag<OT> fa = mma_load<OT>(ex, kMmaA, hs + ks, kLd, 1);
-          const MmaFrag<OT> fb = mma_load<OT>(ex, kMmaB, rs + warp * kMmaDim * kLd + ks, 1, kLd);
-          mma_op(ex, fa, fb, acc);
-        }
+        mma_chunk<WT, kBK>(ex, hs, rs + warp * kMmaDim * kLd, kLd, acc);
         ex.sync();  // the tiles are restaged next chunk, and their bytes hold `pre` after the last
       }
       RNNCORE_GPU_UNROLL
@@ -1333,6 +1344,144 @@ struct f32_rnn_recurrence_persistent {
         epilogue<0>(ex, a, d, pre, s, t, unit0, units, 0, G);
       }
       ex.grid_sync();  // every block's h for step s + 1 is written
+    }
+  }
+};
+
+constexpr const char* kPersistentMmaNames[3][5] = {
+    {"tf32_lstm_recurrence_persistent_mma", "tf32_gru_recurrence_persistent_mma",
+     "tf32_gru_reset_before_recurrence_persistent_mma", "tf32_rnn_tanh_recurrence_persistent_mma",
+     "tf32_rnn_relu_recurrence_persistent_mma"},
+    {"f16_lstm_recurrence_persistent_mma", "f16_gru_recurrence_persistent_mma",
+     "f16_gru_reset_before_recurrence_persistent_mma", "f16_rnn_tanh_recurrence_persistent_mma",
+     "f16_rnn_relu_recurrence_persistent_mma"},
+    {"bf16_lstm_recurrence_persistent_mma", "bf16_gru_recurrence_persistent_mma",
+     "bf16_gru_reset_before_recurrence_persistent_mma", "bf16_rnn_tanh_recurrence_persistent_mma",
+     "bf16_rnn_relu_recurrence_persistent_mma"}};
+
+/// The persistent recurrence on the matrix units (PlanOptions::gpu_half_math on a device with them,
+/// batches of kMmaStepMinBatch to 16 rows: src/gpu/host/plan.hpp, persistent_mma_units): one
+/// cooperative launch for all T steps, as f32_rnn_recurrence_persistent, with the product of
+/// rnn_step_mma_16x16. Block j owns units [j·U, j·U + U) (U = arg, a multiple of 16) and keeps all
+/// gates' rows of R for them in shared memory across steps as operand bits (f16 / bf16 as stored;
+/// TF32 patterns for f32 weights); each step it stages h (written by every block before the last
+/// grid barrier, read past L1) as one 16-row operand tile (rows past B zero), its warps compute
+/// the G·U/16 tiles of 16 rows × 16 units (mma_chunk over k chunks of kBK), the accumulators meet
+/// in shared memory, each (row, 4 units) item runs cell_epilogue4, and the blocks meet at the grid
+/// barrier. The reset-before GRU takes a second barrier per step for r ⊙ h, as the f32 kernel.
+/// grid = (blocks per direction, 1, directions); every block co-resident (checked at plan time).
+/// Shared memory of the persistent kernel on the matrix units: R rows [G·U][ld] and the staged
+/// operand [16][ld] as operand bits of `operand_bytes` (2: f16 / bf16; 4: TF32), ld = Hs rounded up
+/// to the k chunk of 32 plus 16 bytes, and the accumulators [16][G·U] in f32.
+RNNCORE_HD inline size_t persistent_mma_smem_bytes(int gates, int units, int64_t hidden_stride, size_t operand_bytes) {
+  const size_t ld = static_cast<size_t>((hidden_stride + 31) / 32 * 32) + 16 / operand_bytes;
+  const size_t rows = static_cast<size_t>(gates) * units;
+  return operand_bytes * ld * (rows + kMmaDim) + sizeof(float) * kMmaDim * rows;
+}
+
+template <int C, class WT>
+struct rnn_recurrence_persistent_mma {
+  using Args = LayerArgs;
+  using Op = MmaOperandOf<WT>;
+  using Bits = typename Op::Bits;
+  static const char* name() { return kPersistentMmaNames[weight_id_of(WT{})][C]; }
+  static constexpr bool kUsesMma = true;
+  static constexpr bool kUsesMmaTf32 = weight_id_of(WT{}) == kWeightF32;
+  static constexpr int kGates = cell_gates(C);
+  static constexpr int kMaxThreads = kPersistentThreads;
+  /// NVIDIA: plan registers for 2 resident blocks per SM (at most 128): without a hint ptxas kept
+  /// the TF32 reset-before GRU at 48 registers and spilled 4 bytes on sm_80.
+  static constexpr int kMinBlocks = 2;
+  static constexpr int kBK = 32;  ///< k chunk of mma_chunk (rnn_step_mma_16x16's)
+  /// k of the staged rows (Hs rounded up to whole chunks, zeros past Hs) and their stride in
+  /// elements, padded by 16 bytes as the step kernel's so that a fragment's rows start in
+  /// different banks.
+  RNNCORE_HD static int padded_k(int64_t hs) { return static_cast<int>((hs + kBK - 1) / kBK * kBK); }
+  RNNCORE_HD static int ld(int64_t hs) { return padded_k(hs) + 16 / static_cast<int>(sizeof(Bits)); }
+  RNNCORE_HD static size_t smem_bytes(int units, int64_t hs) {
+    return persistent_mma_smem_bytes(kGates, units, hs, sizeof(Bits));
+  }
+
+  /// Stages op [B][Hs] (written by other blocks before the last grid barrier) as operand bits.
+  template <class Exec>
+  RNNCORE_HD static void stage(const Exec& ex, const float* op, Bits* st, int batch, int hs, int k_pad, int l) {
+    for (int i = ex.tx(); i < kMmaDim * k_pad; i += ex.bdx()) {
+      const int r = i / k_pad, k = i - r * k_pad;
+      st[r * l + k] = r < batch && k < hs ? Op::of_x(ex.load_coherent(op + r * hs + k)) : Bits{0};
+    }
+  }
+
+  /// pre[row][n] = staged operand row · R row n for the n of gates [G0, G0 + NG): warp w computes
+  /// the 16 × 16 tiles w, w + warps, ...
+  template <int G0, int NG, class Exec>
+  RNNCORE_HD static void products(const Exec& ex, const Bits* rows, const Bits* st, float* pre, int units, int k_pad,
+                                  int l) {
+    const int ws = ex.warp_size(), lane = ex.tx() % ws, e = 256 / ws, n_all = kGates * units;
+    const int tiles = NG * units / kMmaDim;
+    for (int tile = ex.tx() / ws; tile < tiles; tile += ex.bdx() / ws) {
+      const int n0 = G0 * units + tile * kMmaDim;
+      MmaAcc acc;
+      for (int c = 0; c < 8; ++c) acc.c[c] = 0.0f;
+      for (int k0 = 0; k0 < k_pad; k0 += kBK) mma_chunk<WT, kBK>(ex, st + k0, rows + n0 * l + k0, l, acc);
+      RNNCORE_GPU_UNROLL
+      for (int c = 0; c < 8; ++c) {
+        if (c >= e) continue;
+        int row = 0, col = 0;
+        mma_coord(ws, kMmaC, lane, c, &row, &col);
+        pre[row * n_all + n0 + col] = acc.c[c];
+      }
+    }
+  }
+
+  /// The cell epilogue of this block's units for gates [G0, G0 + NG) of `pre`.
+  template <int PHASE, int G0, int NG, class Exec>
+  RNNCORE_HD static void epilogue(const Exec& ex, const Args& a, const DirArgs& d, const float* pre, int s, int t,
+                                  int unit0, int units) {
+    const int groups = units / 4, items = a.batch * groups, n_all = kGates * units;
+    for (int it = ex.tx(); it < items; it += ex.bdx()) {
+      const int b = it / groups, qq = it % groups, u = unit0 + 4 * qq;
+      if (u >= a.hidden) continue;
+      float rec[4 * NG];
+      RNNCORE_GPU_UNROLL
+      for (int g = 0; g < NG; ++g)
+        for (int j = 0; j < 4; ++j) rec[4 * g + j] = pre[b * n_all + (G0 + g) * units + 4 * qq + j];
+      cell_epilogue4<C, PHASE, false>(ex, a, d, s, t, b, u, rec);
+    }
+  }
+
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int units, float* smem) {
+    const DirArgs& d = a.dir[ex.bz()];
+    const int H = a.hidden, B = a.batch, G = kGates, hs = static_cast<int>(a.hidden_stride);
+    const int k_pad = padded_k(hs), l = ld(hs), unit0 = ex.bx() * units, n_all = G * units;
+    Bits* rows = reinterpret_cast<Bits*>(smem);  // [G·U][l]: R rows (gate, unit), k fastest (B = Rᵀ)
+    Bits* st = rows + n_all * l;                 // [16][l]: operand rows b, k fastest
+    float* pre = reinterpret_cast<float*>(st + kMmaDim * l);  // [16][G·U]
+    const WT* R = static_cast<const WT*>(d.r);
+    for (int i = ex.tx(); i < n_all * k_pad; i += ex.bdx()) {  // this block's R rows, once for all steps
+      const int n = i / k_pad, k = i - n * k_pad, g = n / units, u = unit0 + (n - g * units);
+      rows[n * l + k] = u < H && k < hs ? Op::of_weight(R[(static_cast<int64_t>(g) * H + u) * hs + k]) : Bits{0};
+    }
+    for (int s = 0; s < a.steps; ++s) {
+      const int t = d.reverse ? a.steps - 1 - s : s;
+      stage(ex, d.h[s & 1], st, B, hs, k_pad, l);
+      ex.sync();  // the staged h and (at s = 0) R's rows are complete
+      if constexpr (C == kGruResetBefore) {
+        products<0, 2>(ex, rows, st, pre, units, k_pad, l);
+        ex.sync();  // the r and z products are complete
+        epilogue<1, 0, 2>(ex, a, d, pre, s, t, unit0, units);
+        ex.grid_sync();  // every block's r ⊙ h is written (matrix units)
+        stage(ex, d.rh, st, B, hs, k_pad, l);
+        ex.sync();  // the staged r ⊙ h is complete
+        products<2, 1>(ex, rows, st, pre, units, k_pad, l);
+        ex.sync();  // the n products are complete
+        epilogue<2, 2, 1>(ex, a, d, pre, s, t, unit0, units);
+      } else {
+        products<0, kGates>(ex, rows, st, pre, units, k_pad, l);
+        ex.sync();  // every gate's products are complete
+        epilogue<0, 0, kGates>(ex, a, d, pre, s, t, unit0, units);
+      }
+      ex.grid_sync();  // every block's h for step s + 1 is written (matrix units)
     }
   }
 };

@@ -152,6 +152,30 @@ inline void compute_layout(detail::PlanImpl* p, GpuPlan* g) {
   if (packed.overflow() || ws.overflow()) w.total = ~std::size_t{0};
 }
 
+/// Chooses, per layer, how many units (a multiple of 16) each block of the persistent kernel on
+/// the matrix units owns: the fewest such that the R slice as operand bits, the staged 16-row
+/// operand and the accumulators fit the device's shared memory and every block of both
+/// directions is co-resident; 0 where none does (a projected layer: never, as for the f32 kernel).
+template <class Occupancy>
+void plan_persistent_mma(const detail::PlanImpl& p, GpuPlan* g, Occupancy blocks_per_sm) {
+  for (int l = 0; l < p.stack.num_layers; ++l) {
+    const detail::LayerPlan& lp = p.layers[l];
+    if (p.stack.layers[l].proj_size > 0) continue;
+    const int H = lp.hidden, G = lp.gates, cell = static_cast<int>(lp.cell);
+    for (int units = kMmaDim; units < H + kMmaDim; units += kMmaDim) {
+      const std::int64_t blocks = static_cast<std::int64_t>(lp.dirs) * ((H + units - 1) / units);
+      const std::size_t smem = persistent_mma_smem_bytes(G, units, lp.hidden_stride, weight_bytes(g->weights));
+      if (static_cast<std::int64_t>(smem) > g->target.smem_optin) break;  // more units only need more
+      if (blocks > static_cast<std::int64_t>(g->target.sm_count) * 32) continue;
+      const int per_sm = blocks_per_sm(cell, kPersistentMmaBucket, g->weights, g->persist_threads, smem);
+      if (per_sm > 0 && blocks <= static_cast<std::int64_t>(per_sm) * g->target.sm_count) {
+        g->persist_mma_units[l] = static_cast<std::int16_t>(units);
+        break;
+      }
+    }
+  }
+}
+
 /// Chooses, per layer and batch bucket, how many units each block of the persistent kernel owns:
 /// the fewest (most blocks, shortest dot products) such that the slice of R fits in shared memory
 /// and every block of both directions is co-resident. `blocks_per_sm(cell, bucket_index, weights,
@@ -159,7 +183,9 @@ inline void compute_layout(detail::PlanImpl* p, GpuPlan* g) {
 template <class Occupancy>
 void plan_persistent(const detail::PlanImpl& p, GpuPlan* g, Occupancy blocks_per_sm) {
   std::memset(g->persist_units, 0, sizeof g->persist_units);
+  std::memset(g->persist_mma_units, 0, sizeof g->persist_mma_units);
   if (!g->target.cooperative || g->persist_threads < g->target.warp_size) return;
+  if (g->mma_step && p.options.max_batch >= kMmaStepMinBatch) plan_persistent_mma(p, g, blocks_per_sm);
   for (int l = 0; l < p.stack.num_layers; ++l) {
     const detail::LayerPlan& lp = p.layers[l];
     // A projection needs every unit's m before any h of the next step: a second grid barrier per
@@ -195,13 +221,21 @@ inline int persistent_units(const GpuPlan& g, int layer, int batch) {
   return g.persist_units[layer][k];
 }
 
+/// Units per block of the persistent kernel on the matrix units for a run of `batch` rows, or 0:
+/// the plan has a slice for the layer (GpuPlan::persist_mma_units: gpu_half_math on a device with
+/// matrix units, the slice fits) and the batch fills one 16-row tile from kMmaStepMinBatch rows;
+/// not with a forced per-step recurrence. It takes those batches from the f32 persistent kernel.
+inline int persistent_mma_units(const GpuPlan& g, int layer, int batch) {
+  if (g.recurrence == Recurrence::tiled || batch < kMmaStepMinBatch || batch > kMmaDim) return 0;
+  return g.persist_mma_units[layer];
+}
+
 /// Whether the per-step recurrence of a run of `batch` rows runs on the matrix units
 /// (rnn_step_mma_16x16) rather than in f32 (f32_rnn_step_tiled): the plan allows it
 /// (gpu_half_math on a device with them, 16-bit weights or f32 ones as TF32: GpuPlan::mma_step) and the batch fills at
 /// least kMmaStepMinBatch of a tile's 16 rows. Where the persistent kernel runs the batch
-/// (persistent_units > 0) it keeps doing so in f32: the speed model bounds it below the per-step
-/// kernel on the matrix units at such batches (docs/gpu.md, "Speed model"), since a launch per
-/// step costs more than a grid barrier and R comes from L2 instead of shared memory.
+/// (persistent_mma_units or persistent_units > 0) it keeps doing so: a launch per step costs more
+/// than a grid barrier and R comes from L2 instead of shared memory (docs/gpu.md, "Speed model").
 inline bool use_mma_step(const GpuPlan& g, int batch) { return g.mma_step != 0 && batch >= kMmaStepMinBatch; }
 
 /// Whether the per-step kernel uses the large tile: when even large tiles fill every multiprocessor.

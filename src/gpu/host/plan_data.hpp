@@ -43,6 +43,9 @@ constexpr int kAutoPersistentMaxBatch = 16;
 /// batches of at least this many rows runs on them (src/gpu/host/plan.hpp, use_mma_step): below it most
 /// of the 16 rows of a matrix tile would be padding.
 constexpr int kMmaStepMinBatch = 8;
+/// The bucket index that plan_persistent's occupancy callback receives for the persistent kernel
+/// on the matrix units (rnn_recurrence_persistent_mma, one instance per cell and weight type).
+constexpr int kPersistentMmaBucket = kBucketCount;
 
 /// How the recurrence of a layer runs (env RNNCORE_GPU_RECURRENCE=auto|persistent|tiled).
 enum class Recurrence : std::int32_t { auto_select = 0, persistent = 1, tiled = 2 };
@@ -81,6 +84,10 @@ struct GpuPlan {
   /// Units per block of the persistent kernel per layer and batch bucket; 0: that bucket does not
   /// fit (shared memory or co-residency) and the per-step kernel runs instead.
   std::int16_t persist_units[kMaxLayers][kBucketCount] = {};
+  /// Units per block of the persistent kernel on the matrix units (rnn_recurrence_persistent_mma)
+  /// per layer, for batches of kMmaStepMinBatch to 16 rows; 0: not planned (no mma_step, a
+  /// projection, or the slice does not fit).
+  std::int16_t persist_mma_units[kMaxLayers] = {};
 };
 
 }  // namespace gpu

@@ -173,8 +173,24 @@ Status persistent(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs*
 }
 
 template <int C, class WT, class L>
+Status persistent_mma(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs* dev, int units) {
+  using K = rnn_recurrence_persistent_mma<C, WT>;
+  Dims d;
+  d.gx = static_cast<std::uint32_t>((la.hidden + units - 1) / units);
+  d.gz = static_cast<std::uint32_t>(la.dirs);
+  d.block = static_cast<std::uint32_t>(g.persist_threads);
+  d.smem = K::smem_bytes(units, la.hidden_stride);
+  return ln.template launch_cooperative<K>(d, la, dev, units);
+}
+
+template <int C, class WT, class L>
 Status recurrence(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs* dev, int layer) {
-  const int units = persistent_units(g, layer, la.batch);
+  const int mma_units = persistent_mma_units(g, layer, la.batch);  // plan_select checked the device
+  if (mma_units > 0) {
+    const Status s = persistent_mma<C, WT>(ln, g, la, dev, mma_units);
+    if (s != Status::unsupported) return s;  // refused: nothing queued, the per-step kernels below
+  }
+  const int units = mma_units > 0 ? 0 : persistent_units(g, layer, la.batch);
   if (units > 0) {
     Status s = Status::internal;
     switch (bucket_index(la.batch)) {
