@@ -12,6 +12,7 @@
 // to the output, with no barrier.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 
 #include "rnncore/rnncore.h"
@@ -629,7 +630,7 @@ struct View {
   std::int64_t st = 0, sb = 0;
   const std::int32_t* ids = nullptr;
   std::int64_t width = 0;
-  const std::int8_t* row(std::int64_t t, std::int64_t b) const {
+  RNNCORE_Q8_INLINE const std::int8_t* row(std::int64_t t, std::int64_t b) const {
     return ids != nullptr ? base + static_cast<std::int64_t>(ids[t * st + b * sb]) * width : base + t * st + b * sb;
   }
 };
@@ -922,6 +923,15 @@ RNNCORE_Q8_NOINLINE void run_rows_by_layer(const Run& r, int b0, int b1, std::in
       emit_row(r, F > 0 ? head_apply(r, o.row(t, b), 1, t * r.a->batch + b) : o.row(t, b), W, t, b, false);
 }
 
+// One field of a packed parameter block at `block` (each read on its own: a copy of the whole
+// block, as unpack_dense_params takes it, is a byte loop at -Os).
+template <class T>
+T packed_field(const unsigned char* block, std::size_t offset) {
+  T v;
+  std::memcpy(&v, block + offset, sizeof v);
+  return v;
+}
+
 // Whether the head is one Dense layer whose int8 rows are the result's rows as they are: no Dense
 // before it, no activation table or softmax after it, an int8 result (emit_step writes into y).
 bool head_in_place(const StackSpec& st) {
@@ -941,9 +951,16 @@ RNNCORE_Q8_NOINLINE void emit_step(const Run& r, const std::int8_t* y, int t, in
     const ForwardArgs& a = *r.a;
     const std::int64_t row = a.layout == Layout::batch_major ? static_cast<std::int64_t>(b) * a.seq_len + t
                                                               : static_cast<std::int64_t>(t) * a.batch + b;
-    PackedDense pd;
-    std::memcpy(&pd, r.pk + r.p->i8.dense[0].params, sizeof pd);
-    q8::Int8DenseParams dp = unpack_dense_params(pd, r.pk);
+    const unsigned char* pd = r.pk + r.p->i8.dense[0].params;
+    q8::Int8DenseParams dp;
+    dp.in_size = packed_field<std::int32_t>(pd, offsetof(PackedDense, in_size));
+    dp.out_size = packed_field<std::int32_t>(pd, offsetof(PackedDense, out_size));
+    dp.output_zp = packed_field<std::int32_t>(pd, offsetof(PackedDense, output_zp));
+    dp.act_min = packed_field<std::int32_t>(pd, offsetof(PackedDense, act_min));
+    dp.act_max = packed_field<std::int32_t>(pd, offsetof(PackedDense, act_max));
+    dp.w = at<std::int8_t>(r.pk, packed_field<std::uint32_t>(pd, offsetof(PackedDense, w)));
+    dp.bias = at<std::int32_t>(r.pk, packed_field<std::uint32_t>(pd, offsetof(PackedDense, bias)));
+    dp.scale = at<float>(r.pk, packed_field<std::uint32_t>(pd, offsetof(PackedDense, scale)));
     dp.dot = dot;
     q8::int8_dense(dp, 1, y, static_cast<std::int8_t*>(a.y) + row * F);
     return;
