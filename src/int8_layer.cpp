@@ -630,7 +630,7 @@ struct View {
   std::int64_t st = 0, sb = 0;
   const std::int32_t* ids = nullptr;
   std::int64_t width = 0;
-  RNNCORE_Q8_INLINE const std::int8_t* row(std::int64_t t, std::int64_t b) const {
+  const std::int8_t* row(std::int64_t t, std::int64_t b) const {
     return ids != nullptr ? base + static_cast<std::int64_t>(ids[t * st + b * sb]) * width : base + t * st + b * sb;
   }
 };
