@@ -12,6 +12,7 @@
 // to the output, with no barrier.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 
 #include "rnncore/rnncore.h"
@@ -922,6 +923,52 @@ RNNCORE_Q8_NOINLINE void run_rows_by_layer(const Run& r, int b0, int b1, std::in
       emit_row(r, F > 0 ? head_apply(r, o.row(t, b), 1, t * r.a->batch + b) : o.row(t, b), W, t, b, false);
 }
 
+// One field of a packed parameter block at `block` (each read on its own: a copy of the whole
+// block, as unpack_dense_params takes it, is a byte loop at -Os).
+template <class T>
+T packed_field(const unsigned char* block, std::size_t offset) {
+  T v;
+  std::memcpy(&v, block + offset, sizeof v);
+  return v;
+}
+
+// Whether the head is one Dense layer whose int8 rows are the result's rows as they are: no Dense
+// before it, no activation table or softmax after it, an int8 result (emit_step writes into y).
+bool head_in_place(const StackSpec& st) {
+  const Activation act = st.head.activation;
+  return st.head.out_features > 0 && st.num_pre_head == 0 && !st.float_output && act != Activation::sigmoid &&
+         act != Activation::tanh && act != Activation::softmax;
+}
+
+// Step t's row b of the result in a step-major walk, from the last layer's output row y: the
+// head's (head_apply) or y itself, through emit_row; a head_in_place head straight into y's row,
+// its parameters read from the packed buffer as they are and `dot` the plan's kernel (the step's:
+// no registry look-up), with no copy. Not inlined: the head's parameters stay off the step's frame.
+RNNCORE_Q8_NOINLINE void emit_step(const Run& r, const std::int8_t* y, int t, int b, q8::DotRowsFn dot) {
+  const StackSpec& st = r.p->stack;
+  const std::int64_t F = st.head.out_features;
+  if (head_in_place(st)) {
+    const ForwardArgs& a = *r.a;
+    const std::int64_t row = a.layout == Layout::batch_major ? static_cast<std::int64_t>(b) * a.seq_len + t
+                                                              : static_cast<std::int64_t>(t) * a.batch + b;
+    const unsigned char* pd = r.pk + r.p->i8.dense[0].params;
+    q8::Int8DenseParams dp;
+    dp.in_size = packed_field<std::int32_t>(pd, offsetof(PackedDense, in_size));
+    dp.out_size = packed_field<std::int32_t>(pd, offsetof(PackedDense, out_size));
+    dp.output_zp = packed_field<std::int32_t>(pd, offsetof(PackedDense, output_zp));
+    dp.act_min = packed_field<std::int32_t>(pd, offsetof(PackedDense, act_min));
+    dp.act_max = packed_field<std::int32_t>(pd, offsetof(PackedDense, act_max));
+    dp.w = at<std::int8_t>(r.pk, packed_field<std::uint32_t>(pd, offsetof(PackedDense, w)));
+    dp.bias = at<std::int32_t>(r.pk, packed_field<std::uint32_t>(pd, offsetof(PackedDense, bias)));
+    dp.scale = at<float>(r.pk, packed_field<std::uint32_t>(pd, offsetof(PackedDense, scale)));
+    dp.dot = dot;
+    q8::int8_dense(dp, 1, y, static_cast<std::int8_t*>(a.y) + row * F);
+    return;
+  }
+  if (F > 0) return emit_row(r, head_apply(r, y, 1, b), F, t, b, false);
+  emit_row(r, y, stack_output_size(st), t, b, false);
+}
+
 // Step-major rows [b0, b1) (Int8Plan::step_major): each step through every layer (a layer's
 // output is its state h), then the head and y's row of that step; a last-step head after the
 // last step.
@@ -929,7 +976,7 @@ RNNCORE_Q8_NOINLINE void run_rows_by_step(const Run& r, int b0, int b1, std::int
   const PlanImpl& p = *r.p;
   const StackSpec& st = p.stack;
   const int L = st.num_layers;
-  const std::int64_t T = r.a->seq_len, F = st.head.out_features, W = F > 0 ? F : stack_output_size(st);
+  const std::int64_t T = r.a->seq_len;
   const View in = st.float_input ? View{} : layer0_rows(r, input_view(r, b0, b1), 0);
   std::int8_t* xq = ws_at<std::int8_t>(r, p.i8.x);  // float input: one step's quantized rows [B, I]
   const bool every_step = !last_step_head(st), quantize = st.float_input;
@@ -958,7 +1005,7 @@ RNNCORE_Q8_NOINLINE void run_rows_by_step(const Run& r, int b0, int b1, std::int
         q8::int8_lstm_step(prm, 1, y, h, c, scratch);
         y = h;
       }
-      if (every_step) emit_row(r, F > 0 ? head_apply(r, y, 1, b) : y, W, t, b, false);
+      if (every_step) emit_step(r, y, static_cast<int>(t), static_cast<int>(b), prm.dot);
     }
     if (!every_step && T > 0)
       std::memcpy(ws_at<std::int8_t>(r, p.i8.head_rows) + b * head_input_size(st), y, static_cast<std::size_t>(head_input_size(st)));
