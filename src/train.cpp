@@ -230,7 +230,11 @@ class BackwardDirection {
   BackwardDirection(const PlanImpl& p, const DirectionGrad<T>& g)
       : p_(p), g_(g), lp_(p.layers[g.layer]), ls_(p.stack.layers[g.layer]), H_(lp_.hidden), O_(lp_.out),
         I_(lp_.input_size), B_(g.batch), slots_(keep_width(lp_)), gw_((lp_.gates + 1) * lp_.hidden),
-        walk_{g.dir == 1, g.steps, g.lengths, g.resets}, wm_(wrapper_masks(p, g.layer, g.dir, g.run)) {}
+        walk_{g.dir == 1, g.steps, g.lengths, g.resets}, wm_(wrapper_masks(p, g.layer, g.dir, g.run)),
+        plain_(g.kernels != nullptr && wm_.count == 0 && g.lengths == nullptr),
+        x_in_place_(plain_ && dense(g.x)), dx_in_place_(plain_ && dense(g.dx) && g.w.W[0] != nullptr),
+        h_in_place_(plain_ && g.resets.r == nullptr && !lp_.extensions &&
+                    !(lp_.mode == Mode::gru && lp_.gru_variant == GruVariant::reset_before)) {}
 
   void run() {
     pack_recurrent_weights();
@@ -262,6 +266,11 @@ class BackwardDirection {
     multiply_by_mask_row(g_.kernels, m, g_.run, t, b, v, width, scratch(kScratchRows));
   }
   bool active(int t, int b) const { return t < walk_.length(b); }
+  // A view whose rows (t, b) are the consecutive rows of one [T·B, I] matrix.
+  template <class V>
+  bool dense(const V& v) const {
+    return v.data != nullptr && v.sb == I_ && v.st == static_cast<std::int64_t>(B_) * I_;
+  }
 
   // R packed once for the products of every step: R_0 … R_{G−1} together ([G·H, O]), a GRU's as
   // r, z | n (n's gradient column differs); an LSTM's W_proj [P, H] after them.
@@ -291,7 +300,10 @@ class BackwardDirection {
   }
 
   // The cell input after input dropout and the state each step read; zeros for steps past a row's length.
+  // Without masks or lengths the products read x (and the plain cells' h_{t−1}) where they lie
+  // instead (x_in_place_, h_in_place_).
   void gather_step_inputs() {
+    if (x_in_place_ && h_in_place_) return;
     for (int t = 0; t < g_.steps; ++t)
       for (int b = 0; b < B_; ++b) {
         T* xc = g_.xcell + at(t, b) * I_;
@@ -302,9 +314,11 @@ class BackwardDirection {
           std::memset(hp, 0, sizeof(T) * O_);
           continue;
         }
-        std::memcpy(xc, g_.x.row(t, b), sizeof(T) * I_);
-        for (int w = wm_.count - 1; w >= 0; --w) apply(wm_.input[w], t, b, xc, I_);
-        state_before(t, b, keep_h(lp_), O_, wm_.state_h, g_.h0, hp);
+        if (!x_in_place_) {
+          std::memcpy(xc, g_.x.row(t, b), sizeof(T) * I_);
+          for (int w = wm_.count - 1; w >= 0; --w) apply(wm_.input[w], t, b, xc, I_);
+        }
+        if (!h_in_place_) state_before(t, b, keep_h(lp_), O_, wm_.state_h, g_.h0, hp);
       }
   }
 
@@ -612,7 +626,7 @@ class BackwardDirection {
         g_.kernels->lstm_backward(k, c_prev, dh, g_.dc + static_cast<std::int64_t>(b) * H, dgr, H);
         std::memset(dh_next, 0, sizeof(float) * H);
       } else if (gru) {  // reset-after; dh_direct = dh · z goes where dh was read, unit by unit
-        g_.kernels->gru_backward[1](k, g_.hprev + at(t, b) * H, dh, dh_next, dgr, H);
+        g_.kernels->gru_backward[1](k, h_prev(t, b, pack), dh, dh_next, dgr, H);
       } else {
         for (int u = 0; u < H; ++u) dgr[u] = rnn_unit_backward(lp_.mode == Mode::rnn_tanh, k[u], dh[u]);
         std::memset(dh_next, 0, sizeof(float) * H);
@@ -641,6 +655,16 @@ class BackwardDirection {
     if (gru) product(3 * H, H, 2);
   }
 
+  // h_{t−1} of row b: gathered into hprev, or where it lies (h_in_place_; zeros into `zeros`).
+  const float* h_prev(int t, int b, float* zeros) const {
+    if (!h_in_place_) return g_.hprev + at(t, b) * H_;
+    const int tp = walk_.previous(t, b);
+    if (tp >= 0) return keep(tp, b) + keep_h(lp_);
+    if (g_.h0 != nullptr) return g_.h0 + static_cast<std::int64_t>(b) * H_;
+    std::memset(zeros, 0, sizeof(float) * H_);
+    return zeros;
+  }
+
   // A row reset before step t read the initial state: the gradient of the state it read goes to
   // dh0 / dc0, and none flows on into the steps before t.
   void reset_gradients(int t) {
@@ -657,18 +681,20 @@ class BackwardDirection {
 
   // d(out)[rows_out, n] (+)= Σ over every (step, row) r of dgates[r, column + m] · src[r, :]: a weight
   // gradient (rows past a length hold zeros).
-  void weight_product(int column, int rows_out, const T* src, int n, T* out) const {
+  // Over (step, row) pairs [r0, r0 + count) only when given: src is then their first row, ldb apart.
+  void weight_product(int column, int rows_out, const T* src, int n, T* out, std::int64_t r0 = 0, int count = -1,
+                      std::int64_t ldb = 0) const {
     Matmul<T> m;
-    m.a = g_.dgates + column;
+    m.a = g_.dgates + r0 * gw_ + column;
     m.a_m = 1;
     m.a_k = gw_;
     m.b = src;
-    m.ldb = n;
+    m.ldb = ldb > 0 ? ldb : n;
     m.c = out;
     m.ldc = n;
     m.m = rows_out;
     m.n = n;
-    m.k = g_.steps * B_;
+    m.k = count >= 0 ? count : g_.steps * B_;
     m.accumulate = true;
     m.scratch = g_.pack;
     matmul(g_.kernels, m, g_.threads);
@@ -680,19 +706,36 @@ class BackwardDirection {
     const std::int64_t rows = static_cast<std::int64_t>(g_.steps) * B_;
     const int G = lp_.gates, H = H_;
     const bool gru = lp_.mode == Mode::gru, reset_after = gru && lp_.gru_variant == GruVariant::reset_after;
-    if (g_.dw.W[0] != nullptr) weight_product(0, G * H, g_.xcell, I_, g_.dw.W[0]);
+    if (g_.dw.W[0] != nullptr) weight_product(0, G * H, x_in_place_ ? g_.x.data : g_.xcell, I_, g_.dw.W[0]);
     for (std::int64_t r = 0; r < rows; ++r)  // row by row (each bias element still sums r in order)
       for (int g = 0; g < G; ++g) {
         const T* d = g_.dgates + r * gw_;
         axpy(g_.dw.bW[g], T(1), d + g * H, H);
         axpy(g_.dw.bR[g], T(1), d + (gru && g == 2 && reset_after ? 3 : g) * H, H);
       }
-    weight_product(0, (gru ? 2 : G) * H, g_.hprev, O_, g_.dw.R[0]);
+    if (h_in_place_) recurrent_weight_product(0, (gru ? 2 : G) * H, g_.dw.R[0]);
+    else weight_product(0, (gru ? 2 : G) * H, g_.hprev, O_, g_.dw.R[0]);
     if (!gru) return;
+    if (h_in_place_) return recurrent_weight_product(3 * H, H, g_.dw.R[2]);  // reset-after
     if (!reset_after)  // R_n multiplied r ⊙ h_prev: h_prev becomes that (r and z are done)
       for (std::int64_t r = 0; r < rows; ++r)
         for (int u = 0; u < H; ++u) g_.hprev[r * H + u] *= g_.keep[r * slots_ + u];
     weight_product(reset_after ? 3 * H : 2 * H, H, g_.hprev, H, g_.dw.R[2]);
+  }
+
+  // dR += dpreᵀ · h_{t−1} read from the reserve: the steps that follow another read its kept h
+  // (rows B apart), the first reads h0 (none: zeros, nothing to add). The pairs in increasing order.
+  void recurrent_weight_product(int column, int rows_out, T* out) {
+    if (g_.steps == 0) return;
+    const int follow = (g_.steps - 1) * B_;
+    const T* kept = g_.keep + keep_h(lp_);
+    if (walk_.reverse) {
+      weight_product(column, rows_out, kept + static_cast<std::int64_t>(B_) * slots_, O_, out, 0, follow, slots_);
+      if (g_.h0 != nullptr) weight_product(column, rows_out, g_.h0, O_, out, at(g_.steps - 1, 0), B_);
+    } else {
+      if (g_.h0 != nullptr) weight_product(column, rows_out, g_.h0, O_, out, 0, B_);
+      weight_product(column, rows_out, kept, O_, out, B_, follow, slots_);
+    }
   }
 
   // dW_proj += Σ over every (step, row) of dh̃ᵀ · m (m gathered into hprev, no longer needed; zeros
@@ -718,13 +761,15 @@ class BackwardDirection {
       m.a_k = 1;
       m.b = g_.w.W[0];
       m.ldb = I_;
-      m.c = g_.xcell;
+      m.c = dx_in_place_ ? g_.dx.data : g_.xcell;  // no masks: added to dx itself
       m.ldc = I_;
       m.m = rows;
       m.n = I_;
       m.k = lp_.gates * H_;
+      m.accumulate = dx_in_place_;
       m.scratch = g_.pack;
       matmul(g_.kernels, m, g_.threads);
+      if (dx_in_place_) return;
     } else {  // skip input: every gate added x itself
       for (std::int64_t r = 0; r < rows; ++r)
         for (int u = 0; u < I_; ++u) {
@@ -749,6 +794,9 @@ class BackwardDirection {
   const int H_, O_, I_, B_, slots_, gw_;
   const Walk walk_;
   const WrapperMasks wm_;
+  // SIMD, no masks, no lengths: x, dx (and h_{t−1} without resets, but for the reset-before GRU,
+  // which scales it by r) are read and written where they lie rather than through xcell and hprev.
+  const bool plain_, x_in_place_, dx_in_place_, h_in_place_;
 };
 
 template <class T>

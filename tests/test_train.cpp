@@ -214,6 +214,11 @@ std::vector<Case> cases() {
     b.initial_state = true;
     b.stack.dropout = 0.4;
     out.push_back(b);
+    // No lengths, no masks, time-major: the SIMD backward reads x, h_{t-1} and writes dx in place.
+    out.push_back(uniform(std::string(names[m]) + "_l1_dense", modes[m], 3, 4, 1, false, v));
+    Case d = uniform(std::string(names[m]) + "_l2_bi_h0_dense", modes[m], 2, 3, 2, true, v);
+    d.initial_state = true;
+    out.push_back(d);
   }
   Case skip = uniform("gru_skip_batch_major_l2", Mode::gru, 3, 3, 2, false);
   skip.stack.input_mode = InputMode::skip;
