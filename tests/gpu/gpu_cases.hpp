@@ -47,7 +47,9 @@ inline std::string describe(const Case& c) {
          " len=" + std::to_string(c.lengths) + " h0=" + std::to_string(c.initial) + " bm=" + std::to_string(c.batch_major) +
          " skip=" + std::to_string(uses_skip_input(c.stack)) + " train=" + std::to_string(c.run_mode != RunMode::inference) +
          " rows=" + std::to_string(c.row_ids) + " p=" + std::to_string(c.stack.dropout) + " weights=" + to_string(c.weights) + " t0=" + std::to_string(c.time_offset) +
-         " resets=" + std::to_string(c.resets);
+         " resets=" + std::to_string(c.resets) + " vocab=" + std::to_string(c.stack.embedding.vocab_size) +
+         " pre_head=" + std::to_string(c.stack.num_pre_head) + " head=" + std::to_string(c.stack.head.out_features) + "/" +
+         to_string(c.stack.head.activation) + (c.stack.head.last_step_only ? "/last" : "");
 }
 
 /// Per-step resets [T·B] (either layout): about one in three nonzero, of varied values (any nonzero
@@ -81,6 +83,9 @@ inline void compare_case(const Case& c, std::uint64_t data_seed, const GpuRunner
     if (c.weights == DType::bf16) w = detail::bf16_to_f32(detail::f32_to_bf16(w));
   }
   const auto x32 = random_vector<float>(rng, static_cast<std::size_t>(c.T) * c.B * s32.input_size, 1.0);
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(c.T) * c.B);  // token ids, for a stack with an embedding
+  for (auto& id : ids) id = rng.range(0, std::max(1, s32.embedding.vocab_size) - 1);
+  const bool tokens = s32.embedding.vocab_size > 0;
   const auto h32 = random_vector<float>(rng, states, 0.5);
   const auto c32 = random_vector<float>(rng, static_cast<std::size_t>(cell_state_elements(s32, c.B)), 0.5);  // H units
   std::vector<std::int32_t> lengths(c.B);
@@ -111,7 +116,7 @@ inline void compare_case(const Case& c, std::uint64_t data_seed, const GpuRunner
   INFO(describe(c) << " | " << what);
   Outputs<double> ref;
   opt.backend = Backend::reference;
-  a.x = x64.data();
+  a.x = tokens ? static_cast<const void*>(ids.data()) : x64.data();
   a.h0 = c.initial ? h64.data() : nullptr;
   a.c0 = c.initial && lstm ? c64.data() : nullptr;
   REQUIRE(run_forward(s64, opt, w64, a, &ref) == Status::ok);
@@ -119,7 +124,7 @@ inline void compare_case(const Case& c, std::uint64_t data_seed, const GpuRunner
   Outputs<float> got;
   opt.weight_dtype = c.weights;
   opt.gpu_half_math = c.half_math;
-  a.x = x32.data();
+  a.x = tokens ? static_cast<const void*>(ids.data()) : x32.data();
   a.h0 = c.initial ? h32.data() : nullptr;
   a.c0 = c.initial && lstm ? c32.data() : nullptr;
   const Status st = gpu(s32, opt, w32, a, &got);
