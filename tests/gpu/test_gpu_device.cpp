@@ -66,8 +66,10 @@ Status run_device(const StackSpec& st, PlanOptions opt, const std::vector<float>
   const LayerSpec& last = st.layers[st.num_layers - 1];
   bool lstm = false;
   for (int l = 0; l < st.num_layers; ++l) lstm = lstm || st.layers[l].mode == Mode::lstm;
-  const std::size_t x_n = static_cast<std::size_t>(host.seq_len) * host.batch * st.input_size;
-  const std::size_t y_n = static_cast<std::size_t>(host.seq_len) * host.batch * num_directions(last) * output_size(last);
+  // (token ids are 4-byte elements too, one per (t, b); a head's y is [T, B, F] or [B, F])
+  const std::size_t x_n = static_cast<std::size_t>(host.seq_len) * host.batch * (st.embedding.vocab_size > 0 ? 1 : st.input_size);
+  const std::size_t y_n = static_cast<std::size_t>(st.head.last_step_only ? 1 : host.seq_len) * host.batch *
+                          (st.head.out_features > 0 ? st.head.out_features : num_directions(last) * output_size(last));
   const std::size_t s_n = static_cast<std::size_t>(state_elements(st, host.batch));
   out->y.assign(y_n, -7.0f);
   out->hy.assign(s_n, -7.0f);
@@ -312,6 +314,34 @@ TEST_CASE("GPU forward with gpu_half_math at batch 8 and 16: the persistent kern
   MESSAGE("rnn_recurrence_persistent_mma planned in " << ran << " of " << i << " cases");
   if (device_mma) CHECK(ran >= 20);  // every f16 and bf16 case
   if (!device_mma) MESSAGE("this device has no matrix units: every case ran the f32 kernels");
+}
+
+TEST_CASE("GPU forward with an Embedding and a Dense head: every step and last step, each activation, Dense chains") {
+  // The emulator's ends cases on the hardware (tests/gpu/test_gpu_emulator.cpp, ends_case), fewer.
+  Rng rng(3502);
+  static const Mode kModes[] = {Mode::lstm, Mode::gru, Mode::rnn_tanh, Mode::rnn_relu};
+  for (int i = 0; i < 10; ++i) {
+    Case c;
+    c.stack.input_size = rng.range(2, 9);
+    c.stack.embedding.vocab_size = i % 2 == 0 ? rng.range(3, 40) : 0;
+    c.stack.num_layers = 1 + i % 2;
+    for (int l = 0; l < c.stack.num_layers; ++l)
+      c.stack.layers[l] = layer(kModes[(i + l) % 4], rng.range(3, 21), l + 1 == c.stack.num_layers && i % 3 == 0, {});
+    c.stack.head.out_features = rng.range(1, 12);
+    c.stack.head.activation = static_cast<Activation>(i % 5);
+    c.stack.head.last_step_only = i % 4 >= 2;
+    c.stack.num_pre_head = i % 3;
+    for (int k = 0; k < c.stack.num_pre_head; ++k) {
+      c.stack.pre_head[k].out_features = rng.range(2, 10);
+      c.stack.pre_head[k].activation = static_cast<Activation>((i + k + 1) % 5);
+    }
+    c.T = rng.range(1, 6);
+    c.B = rng.range(1, 6);
+    c.lengths = i % 3 != 1;
+    c.initial = i % 2 == 1;
+    c.batch_major = i % 5 >= 3;
+    check_on_device(c, kChoices[i % 3], 6900 + static_cast<std::uint64_t>(i));
+  }
 }
 
 TEST_CASE("GPU forward: benchmark-sized shapes (several blocks, tiles and slices)") {
