@@ -197,6 +197,35 @@ inline Wrapper seeded(Wrapper w, std::uint64_t seed) {
 }
 
 
+/// A stack with the ends of case i: an Embedding before layer 0 (every other case), a Dense head
+/// with activation i % 5 (none, relu, sigmoid, tanh, softmax) on every step or the last one (each
+/// activation on both in ten cases), and 0 to 2 Dense layers before it; a bidirectional last layer
+/// every third case (cases 3 and 6: with a last-step head).
+inline Case ends_case(int i, Rng& rng) {
+  static const Mode kModes[] = {Mode::lstm, Mode::gru, Mode::rnn_tanh, Mode::rnn_relu};
+  Case c;
+  c.stack.input_size = rng.range(2, 9);
+  c.stack.embedding.vocab_size = i % 2 == 0 ? rng.range(3, 40) : 0;
+  c.stack.num_layers = 1 + i % 2;
+  for (int l = 0; l < c.stack.num_layers; ++l)
+    c.stack.layers[l] = layer(kModes[(i + l) % 4], rng.range(3, 21), l + 1 == c.stack.num_layers && i % 3 == 0, {},
+                              i % 4 < 2 ? GruVariant::reset_after : GruVariant::reset_before);
+  c.stack.head.out_features = rng.range(1, 12);
+  c.stack.head.activation = static_cast<Activation>(i % 5);
+  c.stack.head.last_step_only = (i / 5 + i) % 2 == 1;  // each activation on both in ten cases
+  c.stack.num_pre_head = i % 3;
+  for (int k = 0; k < c.stack.num_pre_head; ++k) {
+    c.stack.pre_head[k].out_features = rng.range(2, 10);
+    c.stack.pre_head[k].activation = static_cast<Activation>((i + k + 1) % 5);
+  }
+  c.T = rng.range(1, 6);
+  c.B = rng.range(1, 6);
+  c.lengths = i % 3 != 1;
+  c.initial = i % 2 == 1;
+  c.batch_major = i % 5 >= 3;
+  return c;
+}
+
 /// A three-layer stack with every wrapper arrangement (variant v in 0..3): layer 0
 /// Residual(Dropout(cell)); layer 1 (bidirectional) Dropout(Dropout(cell)) with its own seed and
 /// variational masks; layer 2 Dropout(Residual(cell)) (TF's nesting semantics); inter-layer

@@ -317,29 +317,10 @@ TEST_CASE("GPU forward with gpu_half_math at batch 8 and 16: the persistent kern
 }
 
 TEST_CASE("GPU forward with an Embedding and a Dense head: every step and last step, each activation, Dense chains") {
-  // The emulator's ends cases on the hardware (tests/gpu/test_gpu_emulator.cpp, ends_case), fewer.
-  Rng rng(3502);
-  static const Mode kModes[] = {Mode::lstm, Mode::gru, Mode::rnn_tanh, Mode::rnn_relu};
+  // The emulator's cases of the ends (ends_case) on the hardware.
+  Rng rng(3501);
   for (int i = 0; i < 10; ++i) {
-    Case c;
-    c.stack.input_size = rng.range(2, 9);
-    c.stack.embedding.vocab_size = i % 2 == 0 ? rng.range(3, 40) : 0;
-    c.stack.num_layers = 1 + i % 2;
-    for (int l = 0; l < c.stack.num_layers; ++l)
-      c.stack.layers[l] = layer(kModes[(i + l) % 4], rng.range(3, 21), l + 1 == c.stack.num_layers && i % 3 == 0, {});
-    c.stack.head.out_features = rng.range(1, 12);
-    c.stack.head.activation = static_cast<Activation>(i % 5);
-    c.stack.head.last_step_only = i % 4 >= 2;
-    c.stack.num_pre_head = i % 3;
-    for (int k = 0; k < c.stack.num_pre_head; ++k) {
-      c.stack.pre_head[k].out_features = rng.range(2, 10);
-      c.stack.pre_head[k].activation = static_cast<Activation>((i + k + 1) % 5);
-    }
-    c.T = rng.range(1, 6);
-    c.B = rng.range(1, 6);
-    c.lengths = i % 3 != 1;
-    c.initial = i % 2 == 1;
-    c.batch_major = i % 5 >= 3;
+    const Case c = ends_case(i, rng);
     check_on_device(c, kChoices[i % 3], 6900 + static_cast<std::uint64_t>(i));
   }
 }
