@@ -107,7 +107,7 @@ Status check_args(const PlanImpl& p, const void* packed, const void* workspace, 
                    reserve_total(p));
   }
   const std::int32_t vocab = p.stack.embedding.vocab_size;
-  if (vocab > 0 && has_rows) {  // token ids: each a row of the table
+  if (vocab > 0 && has_rows && !p.ops()->device_memory) {  // token ids: each a row of the table (on a GPU: NaN rows)
     const auto* ids = static_cast<const std::int32_t*>(a.x);
     for (std::int64_t i = 0; i < static_cast<std::int64_t>(a.seq_len) * a.batch; ++i)
       RNNCORE_ENSURE(ids[i] >= 0 && ids[i] < vocab, Status::invalid_size,

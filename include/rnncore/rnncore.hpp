@@ -213,7 +213,8 @@ struct LayerSpec {
 
 /// An Embedding before layer 0 (PyTorch nn.Embedding, Keras Embedding): the stack's input x is then
 /// integer token ids (int32, [T, B] or [B, T]) and layer 0 reads row id of the table
-/// [vocab_size, input_size]. An id outside 0..vocab_size−1 is refused by forward.
+/// [vocab_size, input_size]. An id outside 0..vocab_size−1 is refused by forward (on the GPU, where
+/// the ids are device memory, it gives a row of NaN instead).
 struct EmbeddingSpec {
   std::int32_t vocab_size = 0;  ///< rows of the table; 0: no embedding
 };

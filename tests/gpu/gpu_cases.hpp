@@ -47,7 +47,9 @@ inline std::string describe(const Case& c) {
          " len=" + std::to_string(c.lengths) + " h0=" + std::to_string(c.initial) + " bm=" + std::to_string(c.batch_major) +
          " skip=" + std::to_string(uses_skip_input(c.stack)) + " train=" + std::to_string(c.run_mode != RunMode::inference) +
          " rows=" + std::to_string(c.row_ids) + " p=" + std::to_string(c.stack.dropout) + " weights=" + to_string(c.weights) + " t0=" + std::to_string(c.time_offset) +
-         " resets=" + std::to_string(c.resets);
+         " resets=" + std::to_string(c.resets) + " vocab=" + std::to_string(c.stack.embedding.vocab_size) +
+         " pre_head=" + std::to_string(c.stack.num_pre_head) + " head=" + std::to_string(c.stack.head.out_features) + "/" +
+         to_string(c.stack.head.activation) + (c.stack.head.last_step_only ? "/last" : "");
 }
 
 /// Per-step resets [T·B] (either layout): about one in three nonzero, of varied values (any nonzero
@@ -81,6 +83,9 @@ inline void compare_case(const Case& c, std::uint64_t data_seed, const GpuRunner
     if (c.weights == DType::bf16) w = detail::bf16_to_f32(detail::f32_to_bf16(w));
   }
   const auto x32 = random_vector<float>(rng, static_cast<std::size_t>(c.T) * c.B * s32.input_size, 1.0);
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(c.T) * c.B);  // token ids, for a stack with an embedding
+  for (auto& id : ids) id = rng.range(0, std::max(1, s32.embedding.vocab_size) - 1);
+  const bool tokens = s32.embedding.vocab_size > 0;
   const auto h32 = random_vector<float>(rng, states, 0.5);
   const auto c32 = random_vector<float>(rng, static_cast<std::size_t>(cell_state_elements(s32, c.B)), 0.5);  // H units
   std::vector<std::int32_t> lengths(c.B);
@@ -111,7 +116,7 @@ inline void compare_case(const Case& c, std::uint64_t data_seed, const GpuRunner
   INFO(describe(c) << " | " << what);
   Outputs<double> ref;
   opt.backend = Backend::reference;
-  a.x = x64.data();
+  a.x = tokens ? static_cast<const void*>(ids.data()) : x64.data();
   a.h0 = c.initial ? h64.data() : nullptr;
   a.c0 = c.initial && lstm ? c64.data() : nullptr;
   REQUIRE(run_forward(s64, opt, w64, a, &ref) == Status::ok);
@@ -119,7 +124,7 @@ inline void compare_case(const Case& c, std::uint64_t data_seed, const GpuRunner
   Outputs<float> got;
   opt.weight_dtype = c.weights;
   opt.gpu_half_math = c.half_math;
-  a.x = x32.data();
+  a.x = tokens ? static_cast<const void*>(ids.data()) : x32.data();
   a.h0 = c.initial ? h32.data() : nullptr;
   a.c0 = c.initial && lstm ? c32.data() : nullptr;
   const Status st = gpu(s32, opt, w32, a, &got);
@@ -191,6 +196,35 @@ inline Wrapper seeded(Wrapper w, std::uint64_t seed) {
   return w;
 }
 
+
+/// A stack with the ends of case i: an Embedding before layer 0 (every other case), a Dense head
+/// with activation i % 5 (none, relu, sigmoid, tanh, softmax) on every step or the last one (each
+/// activation on both in ten cases), and 0 to 2 Dense layers before it; a bidirectional last layer
+/// every third case (cases 3 and 6: with a last-step head).
+inline Case ends_case(int i, Rng& rng) {
+  static const Mode kModes[] = {Mode::lstm, Mode::gru, Mode::rnn_tanh, Mode::rnn_relu};
+  Case c;
+  c.stack.input_size = rng.range(2, 9);
+  c.stack.embedding.vocab_size = i % 2 == 0 ? rng.range(3, 40) : 0;
+  c.stack.num_layers = 1 + i % 2;
+  for (int l = 0; l < c.stack.num_layers; ++l)
+    c.stack.layers[l] = layer(kModes[(i + l) % 4], rng.range(3, 21), l + 1 == c.stack.num_layers && i % 3 == 0, {},
+                              i % 4 < 2 ? GruVariant::reset_after : GruVariant::reset_before);
+  c.stack.head.out_features = rng.range(1, 12);
+  c.stack.head.activation = static_cast<Activation>(i % 5);
+  c.stack.head.last_step_only = (i / 5 + i) % 2 == 1;  // each activation on both in ten cases
+  c.stack.num_pre_head = i % 3;
+  for (int k = 0; k < c.stack.num_pre_head; ++k) {
+    c.stack.pre_head[k].out_features = rng.range(2, 10);
+    c.stack.pre_head[k].activation = static_cast<Activation>((i + k + 1) % 5);
+  }
+  c.T = rng.range(1, 6);
+  c.B = rng.range(1, 6);
+  c.lengths = i % 3 != 1;
+  c.initial = i % 2 == 1;
+  c.batch_major = i % 5 >= 3;
+  return c;
+}
 
 /// A three-layer stack with every wrapper arrangement (variant v in 0..3): layer 0
 /// Residual(Dropout(cell)); layer 1 (bidirectional) Dropout(Dropout(cell)) with its own seed and

@@ -55,18 +55,21 @@ std::string describe(const KernelChoice& k) { return std::string("recurrence=") 
 /// A forward on the device through Model (device allocation, packing from host weights), with the
 /// host tensors of `host` copied to and from device buffers around it.
 Status run_device(const StackSpec& st, PlanOptions opt, const std::vector<float>& canonical, const ForwardArgs& host,
-                  Outputs<float>* out, const KernelChoice& k) {
+                  Outputs<float>* out, const KernelChoice& k, gpu::GpuPlan* planned = nullptr) {
   setenv("RNNCORE_GPU_RECURRENCE", k.recurrence, 1);
   setenv("RNNCORE_GPU_TILE", k.tile, 1);
   opt.backend = Backend::gpu;
   Model model;
   const Status s = Model::create(st, opt, canonical.data(), &model);
   if (s != Status::ok) return s;
+  if (planned != nullptr) *planned = detail::impl(model.plan()).gpu;
   const LayerSpec& last = st.layers[st.num_layers - 1];
   bool lstm = false;
   for (int l = 0; l < st.num_layers; ++l) lstm = lstm || st.layers[l].mode == Mode::lstm;
-  const std::size_t x_n = static_cast<std::size_t>(host.seq_len) * host.batch * st.input_size;
-  const std::size_t y_n = static_cast<std::size_t>(host.seq_len) * host.batch * num_directions(last) * output_size(last);
+  // (token ids are 4-byte elements too, one per (t, b); a head's y is [T, B, F] or [B, F])
+  const std::size_t x_n = static_cast<std::size_t>(host.seq_len) * host.batch * (st.embedding.vocab_size > 0 ? 1 : st.input_size);
+  const std::size_t y_n = static_cast<std::size_t>(st.head.last_step_only ? 1 : host.seq_len) * host.batch *
+                          (st.head.out_features > 0 ? st.head.out_features : num_directions(last) * output_size(last));
   const std::size_t s_n = static_cast<std::size_t>(state_elements(st, host.batch));
   out->y.assign(y_n, -7.0f);
   out->hy.assign(s_n, -7.0f);
@@ -98,14 +101,20 @@ Status run_device(const StackSpec& st, PlanOptions opt, const std::vector<float>
   return Status::ok;
 }
 
-void check_on_device(const Case& c, const KernelChoice& k, std::uint64_t data_seed) {
+void check_on_device(const Case& c, const KernelChoice& k, std::uint64_t data_seed, gpu::GpuPlan* planned = nullptr) {
   compare_case(c, data_seed,
                [&](const StackSpec& st, const PlanOptions& opt, const std::vector<float>& w, const ForwardArgs& a,
-                   Outputs<float>* out) { return run_device(st, opt, w, a, out, k); },
+                   Outputs<float>* out) { return run_device(st, opt, w, a, out, k, planned); },
                describe(k));
 }
 
 const KernelChoice kChoices[] = {{"persistent", "auto"}, {"tiled", "small"}, {"tiled", "large"}};
+
+/// One recurrent cell (and GRU variant) of the every-cell cases.
+struct StepCell {
+  Mode mode;
+  GruVariant variant;
+};
 
 /// A host vector's copy in device memory.
 template <class T>
@@ -263,6 +272,57 @@ TEST_CASE("GPU forward with gpu_half_math: the input projection and the per-step
   Plan plan;
   REQUIRE(Plan::create(to_stack(spec), opt, &plan) == Status::ok);
   MESSAGE("gpu_half_math plan: " << plan.kernel_name());
+}
+
+TEST_CASE("GPU forward with gpu_half_math at batch 8 and 16: the persistent kernel on the matrix units, every cell") {
+  // The emulator's case of rnn_recurrence_persistent_mma on the hardware: every cell at B = 8 and
+  // 16 (one 16-row tile, with and without padding rows), H = 20 and 37 (a partial block of 16
+  // units), both directions, lengths and initial states, both layouts; f16 and bf16 weights, and f32
+  // ones (TF32 where the device takes it, NVIDIA sm_80+). The kernel ran where the plan gives the
+  // layer a slice (GpuPlan::persist_mma_units; the run's batch is in 8..16 and the recurrence is not
+  // forced per-step): that must be so for 16-bit weights on a device with matrix units. A refused
+  // cooperative launch would fall back to the per-step kernels unseen here (same results).
+  int ran = 0;
+  int i = 0;
+  bool device_mma = false;
+  for (const StepCell& cell : {StepCell{Mode::lstm, GruVariant::reset_after}, StepCell{Mode::gru, GruVariant::reset_after},
+                               StepCell{Mode::gru, GruVariant::reset_before}, StepCell{Mode::rnn_tanh, GruVariant::reset_after},
+                               StepCell{Mode::rnn_relu, GruVariant::reset_after}})
+    for (int B : {8, 16})
+      for (DType weights : {DType::f16, DType::bf16, DType::f32}) {
+        Case c;
+        c.stack.input_size = 11;
+        c.stack.num_layers = 1;
+        c.stack.layers[0] = layer(cell.mode, i % 2 ? 37 : 20, i % 3 != 1, {}, cell.variant);
+        c.T = 3;
+        c.B = B;
+        c.lengths = i % 2 == 0;
+        c.initial = i % 4 < 2;
+        c.batch_major = i % 4 == 1;
+        c.weights = weights;
+        c.half_math = true;
+        c.tolerance = half_math_tolerance(weights);
+        gpu::GpuPlan planned;
+        check_on_device(c, kChoices[0], 6800 + static_cast<std::uint64_t>(i), &planned);
+        const bool mma = planned.persist_mma_units[0] > 0 && planned.recurrence != gpu::Recurrence::tiled;
+        device_mma = device_mma || planned.target.mma != 0;
+        if (weights != DType::f32 && planned.target.mma != 0) CHECK_MESSAGE(planned.persist_mma_units[0] == 16, "case " << i);
+        if (weights == DType::f32) CHECK(planned.persist_mma_units[0] == (planned.mma_step != 0 ? 16 : 0));
+        ran += mma;
+        ++i;
+      }
+  MESSAGE("rnn_recurrence_persistent_mma planned in " << ran << " of " << i << " cases");
+  if (device_mma) CHECK(ran >= 20);  // every f16 and bf16 case
+  if (!device_mma) MESSAGE("this device has no matrix units: every case ran the f32 kernels");
+}
+
+TEST_CASE("GPU forward with an Embedding and a Dense head: every step and last step, each activation, Dense chains") {
+  // The emulator's cases of the ends (ends_case) on the hardware.
+  Rng rng(3501);
+  for (int i = 0; i < 10; ++i) {
+    const Case c = ends_case(i, rng);
+    check_on_device(c, kChoices[i % 3], 6900 + static_cast<std::uint64_t>(i));
+  }
 }
 
 TEST_CASE("GPU forward: benchmark-sized shapes (several blocks, tiles and slices)") {

@@ -153,16 +153,17 @@ Status run_emulated(const StackSpec& stack, const PlanOptions& opt, const EmuCon
   tracked.workspace(p, g, ws.ptr);
   Status s = emu::pack(ln, p, g, canonical.data(), packed.ptr);
   if (s == Status::ok) {
-    const LayerSpec& last = stack.layers[stack.num_layers - 1];
     bool lstm = false;
     for (int l = 0; l < stack.num_layers; ++l) lstm = lstm || stack.layers[l].mode == Mode::lstm;
-    out->y.assign(static_cast<std::size_t>(args.seq_len) * args.batch * num_directions(last) * output_size(last), -7.0f);
+    const std::size_t steps = stack.head.last_step_only ? 1 : static_cast<std::size_t>(args.seq_len);  // y [B, out]
+    out->y.assign(steps * args.batch * stack_output_size(stack), -7.0f);
     out->hy.assign(static_cast<std::size_t>(state_elements(stack, args.batch)), -7.0f);
     out->cy.assign(lstm ? static_cast<std::size_t>(cell_state_elements(stack, args.batch)) : 0, -7.0f);
     args.y = out->y.data();
     args.hy = out->hy.data();
     args.cy = lstm ? out->cy.data() : nullptr;
-    const std::size_t in_bytes = sizeof(float) * static_cast<std::size_t>(args.seq_len) * args.batch * stack.input_size;
+    const std::size_t in_bytes = sizeof(float) * static_cast<std::size_t>(args.seq_len) * args.batch *
+                                 (stack.embedding.vocab_size > 0 ? 1 : stack.input_size);  // token ids, or rows
     tracked.buffer(args.x, in_bytes, "x");
     tracked.buffer(out->y.data(), sizeof(float) * out->y.size(), "y");
     tracked.buffer(out->hy.data(), sizeof(float) * out->hy.size(), "hy");
@@ -475,6 +476,43 @@ TEST_CASE("emulated GPU forward: streaming in chunks (time_offset, hy aliasing h
     CHECK(ln.errors.empty());
     Tracked::check(describe(cfg));
   }
+}
+
+TEST_CASE("emulated GPU forward with an Embedding and a Dense head (every step, last step; each activation; Dense chains)") {
+  // The ends on the GPU (f32_embedding_gather, f32_head_last_rows, f32_dense, f32_dense_softmax)
+  // against the f64 reference, warp 32 and 64, both recurrence kernels, lengths (rows of length 0
+  // give zero rows), both layouts; and a stack without a head but with an embedding.
+  Rng rng(3501);
+  g_forward_worst = 0;
+  for (int i = 0; i < 10; ++i) {
+    const Case c = ends_case(i, rng);
+    std::map<std::string, int> launches;
+    check_case(c, config(i % 2 ? 64 : 32, i % 3 == 2 ? gpu::Recurrence::tiled : gpu::Recurrence::auto_select), 3600 + i, &launches);
+    CHECK(count_prefix(launches, "f32_embedding_gather") == (c.stack.embedding.vocab_size > 0 ? 1 : 0));
+    CHECK(count_prefix(launches, "f32_head_last_rows") == (c.stack.head.last_step_only ? 1 : 0));
+    CHECK(count_prefix(launches, "f32_dense") - count_prefix(launches, "f32_dense_softmax") == 1 + c.stack.num_pre_head);
+  }
+  Case c = ends_case(0, rng);
+  c.stack.head = DenseSpec();
+  c.stack.num_pre_head = 0;
+  check_case(c, config(32, gpu::Recurrence::auto_select), 3700);
+  MESSAGE("largest relative error: " << g_forward_worst);
+}
+
+TEST_CASE("GPU plans with an Embedding or a Dense head: inference runs, a training plan is refused with its reason") {
+  StackSpec st;
+  st.input_size = 4;
+  st.num_layers = 1;
+  st.layers[0] = layer(Mode::gru, 5, false, {});
+  st.head.out_features = 3;
+  PlanOptions opt;
+  detail::PlanImpl p;
+  REQUIRE(make_gpu_plan(st, opt, EmuConfig(), &p) == Status::ok);
+  CHECK(p.gpu.ws_ends_args != 0);
+  CHECK(p.ends != 0);
+  opt.training = true;
+  CHECK(make_gpu_plan(st, opt, EmuConfig(), &p) == Status::unsupported);
+  CHECK(std::string(last_error_detail()).find("inference only") != std::string::npos);
 }
 
 TEST_CASE("emulated GPU forward: zero-length rows, T = 0, skip input, auto choices") {

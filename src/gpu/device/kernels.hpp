@@ -368,6 +368,49 @@ struct InterLayerArgs {
   MaskSite mask;
 };
 
+/// The Embedding before layer 0: rows of the table for the token ids into layer 0's input.
+struct EmbedArgs {
+  const int32_t* ids;   ///< ForwardArgs::x, token ids in the run's layout: ids[t·id_st + b·id_sb]
+  int64_t id_st, id_sb;
+  const float* table;   ///< [vocab][width] in the packed buffer
+  float* out;           ///< [T][B][width] layer 0's input rows in the workspace
+  int32_t steps, batch, vocab, width;
+};
+
+/// The last step's outputs of each row for a head with last_step_only: forward columns at the
+/// row's length − 1, reverse columns (direction 1) at step 0; zeros for a row of length 0.
+struct LastRowsArgs {
+  const float* in;  ///< [T][B][width] the last layer's output
+  float* out;       ///< [B][width]
+  const int32_t* lengths;
+  int32_t steps, batch, width, per_dir;  ///< per_dir: O, the columns of one direction
+};
+
+/// Activations of a Dense (StackSpec's DenseSpec::activation: none 0, relu 1, sigmoid 2, tanh 3, softmax 4).
+constexpr int32_t kDenseSoftmax = 4;
+
+/// One Dense of the chain after the last layer: out = act(in · Wᵀ + b) on `rows` rows. The head
+/// (`y` set) writes the caller's y instead: row r is step r / batch of batch row r % batch (every
+/// step; in the run's layout) or batch row r (last_step), zero past a row's length.
+struct DenseArgs {
+  const float* in;  ///< [rows][in_w]
+  float* out;       ///< [rows][out_w] (a Dense before the head)
+  float* y;         ///< the head's destination, or null
+  const float* w;   ///< [out_w][in_w]
+  const float* bias;
+  const int32_t* lengths;
+  int32_t rows, in_w, out_w, act;
+  int32_t steps, batch, last_step, batch_major;
+};
+
+/// Argument blocks of the ends of a run, in the workspace: the embedding, the last rows, and the
+/// Dense chain (the head last).
+struct EndsArgs {
+  EmbedArgs embed;
+  LastRowsArgs last;
+  DenseArgs dense[4];  ///< kMaxPreHead + 1
+};
+
 /// Packing of one (layer, direction) from its canonical parameters, staged in device memory.
 struct PackArgs {
   const float* staging;  ///< the canonical parameters of this (layer, direction)
@@ -989,6 +1032,104 @@ struct f32_rnn_inter_layer_dropout {
       for (int j = 0; j < 4; ++j) if (j < n) v[j] = o[j];
       apply_mask4(a.mask, a.step, t, a.row_ids, b, static_cast<uint32_t>(q), v, n);
       for (int j = 0; j < 4; ++j) if (j < n) o[j] = v[j];
+    }
+  }
+};
+
+// ------------------------------------------------------------------------------------ the ends
+
+/// The Embedding: out[t][b][:] = table[ids[t][b]][:]; an id outside 0..vocab − 1 (the CPU backends
+/// refuse it before running; the ids are device memory here) gives a row of NaN, never a read
+/// outside the table. One thread per element.
+struct f32_embedding_gather {
+  using Args = EmbedArgs;
+  static const char* name() { return "f32_embedding_gather"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
+    const int64_t W = a.width, total = static_cast<int64_t>(a.steps) * a.batch * W;
+    for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
+      const int64_t m = i / W, u = i % W, t = m / a.batch, b = m % a.batch;
+      const int32_t id = a.ids[t * a.id_st + b * a.id_sb];
+      a.out[i] = id >= 0 && id < a.vocab ? a.table[static_cast<int64_t>(id) * W + u] : nanf("");
+    }
+  }
+};
+
+/// The rows a last_step_only head reads (LastRowsArgs). One thread per element.
+struct f32_head_last_rows {
+  using Args = LastRowsArgs;
+  static const char* name() { return "f32_head_last_rows"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
+    const int64_t W = a.width, total = static_cast<int64_t>(a.batch) * W;
+    for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
+      const int64_t b = i / W, c = i % W;
+      const int32_t len = a.lengths != nullptr ? a.lengths[b] : a.steps;
+      const int64_t t = c < a.per_dir ? len - 1 : 0;
+      a.out[i] = len > 0 ? a.in[(t * a.batch + b) * W + c] : 0.0f;
+    }
+  }
+};
+
+/// Where row r of a Dense goes: the head's y row in the run's layout, or out; null for a head's
+/// row past its batch row's length (zeros).
+RNNCORE_HD inline float* dense_row(const DenseArgs& a, int64_t r, bool* active) {
+  if (a.y == nullptr) {
+    *active = true;
+    return a.out + r * a.out_w;
+  }
+  const int64_t t = a.last_step ? 0 : r / a.batch, b = a.last_step ? r : r % a.batch;
+  const int32_t len = a.lengths != nullptr ? a.lengths[b] : a.steps;
+  *active = a.last_step ? len > 0 : t < len;
+  return a.y + (a.last_step || !a.batch_major ? r : b * a.steps + t) * a.out_w;
+}
+
+/// One Dense: act(in · Wᵀ + b), the sum in increasing k as the reference's; a softmax's rows are
+/// finished by f32_dense_softmax. One thread per output element.
+struct f32_dense {
+  using Args = DenseArgs;
+  static const char* name() { return "f32_dense"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
+    const int64_t N = a.out_w, K = a.in_w, total = static_cast<int64_t>(a.rows) * N;
+    for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
+      const int64_t r = i / N, j = i % N;
+      bool active = true;
+      float* row = dense_row(a, r, &active);
+      if (!active) {
+        row[j] = 0.0f;
+        continue;
+      }
+      const float* x = a.in + r * K;
+      const float* w = a.w + j * K;
+      float sum = 0.0f;
+      for (int64_t k = 0; k < K; ++k) sum += x[k] * w[k];
+      const float v = sum + a.bias[j];
+      row[j] = a.act == 1 ? (v > 0.0f ? v : 0.0f) : a.act == 2 ? act_sigmoid(v) : a.act == 3 ? act_tanh(v) : v;
+    }
+  }
+};
+
+/// The softmax over each active row a f32_dense with act 4 wrote (its maximum subtracted first, as
+/// the reference does). One thread per row.
+struct f32_dense_softmax {
+  using Args = DenseArgs;
+  static const char* name() { return "f32_dense_softmax"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
+    const int N = a.out_w;
+    for (int64_t r = grid_first(ex); r < a.rows; r += grid_stride(ex)) {
+      bool active = true;
+      float* row = dense_row(a, r, &active);
+      if (!active) continue;
+      float top = row[0], sum = 0.0f;
+      for (int j = 1; j < N; ++j) top = fmaxf(top, row[j]);
+      for (int j = 0; j < N; ++j) sum += (row[j] = expf(row[j] - top));
+      for (int j = 0; j < N; ++j) row[j] /= sum;
     }
   }
 };

@@ -126,6 +126,9 @@ inline void compute_layout(detail::PlanImpl* p, GpuPlan* g) {
     projection = projection || st.layers[l].proj_size > 0;
     reset_before = reset_before || lp.cell == simd::Cell::gru_reset_before;
   }
+  // The ends (embedding table, the Dense chain's W and b) in canonical order, f32 as on the CPU.
+  const std::uint64_t tail = static_cast<std::uint64_t>(param_count(st) - detail::recurrent_param_count(st));
+  p->ends = tail > 0 ? static_cast<std::size_t>(packed.take(tail, 4)) : 0;
   g->pack_args = packed.take(1, sizeof(PackArgs));
   g->staging = packed.take(staging, 4);
   g->staging_bytes = staging * 4;
@@ -144,6 +147,16 @@ inline void compute_layout(detail::PlanImpl* p, GpuPlan* g) {
   if (st.num_layers > 1) w.layer_out[0] = ws.take(inner_out, 4);
   if (st.num_layers > 2) w.layer_out[1] = ws.take(inner_out, 4);
   for (int d = 0; d < 2; ++d) g->ws_m[d] = projection ? ws.take(state, 4) : 0;
+  if (st.embedding.vocab_size > 0) w.embed_x = ws.take(T * B * static_cast<std::uint64_t>(st.input_size), 4);
+  if (st.head.out_features > 0) {
+    const std::uint64_t in = static_cast<std::uint64_t>(detail::head_input_size(st)), rows = st.head.last_step_only ? B : T * B;
+    w.head_in = ws.take(T * B * in, 4);
+    if (st.head.last_step_only) w.head_rows = ws.take(B * in, 4);
+    std::uint64_t mid = 0;  // the chain's activations between its Dense layers
+    for (int k = 0; k < st.num_pre_head; ++k) mid = std::max<std::uint64_t>(mid, st.pre_head[k].out_features);
+    for (int m = 0; m < std::min<int>(st.num_pre_head, 2); ++m) w.head_mid[m] = ws.take(rows * mid, 4);
+  }
+  g->ws_ends_args = st.embedding.vocab_size > 0 || st.head.out_features > 0 ? ws.take(1, sizeof(EndsArgs)) : 0;
   g->ws_lengths = ws.take(B, 4);
   g->ws_row_ids = ws.take(B, 4);
   g->ws_resets = ws.take(T * B, 1);

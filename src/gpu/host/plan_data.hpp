@@ -74,6 +74,7 @@ struct GpuPlan {
   std::uint64_t ws_resets = 0;       ///< ... of resets [T][B] (or [B][T]) bytes
   std::uint64_t ws_m[2] = {0, 0};    ///< per direction: a projected LSTM's m [B][Hs] (0: no projection)
   std::uint64_t ws_args = 0;         ///< workspace offset of the run's argument blocks [layers]
+  std::uint64_t ws_ends_args = 0;    ///< ... of the ends' argument block (EndsArgs), 0: no embedding nor head
   std::uint64_t pack_args = 0;       ///< packed-buffer offset of the (layer, direction) being packed's arguments
   /// Training plans, backward workspace offsets: device copies of seq_lengths and row_ids [B], resets [T·B], and
   /// the argument blocks of every layer's backward kernels (src/gpu/host/backward.hpp).

@@ -311,6 +311,10 @@ Status pack_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const float
                                                     schedule::at<const PackArgs>(packed, g.pack_args), 0));
     }
   }
+  // The ends' parameters (embedding table, the Dense chain) as they are in the canonical buffer.
+  const std::int64_t first = detail::recurrent_param_count(st), tail = param_count(st) - first;
+  if (tail > 0)
+    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device(packed + p.ends, canonical + first, static_cast<std::size_t>(tail) * sizeof(float)));
   return ln.finish("pack_weights");
 }
 
@@ -536,6 +540,89 @@ Status launch_layer(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const Fo
   return Status::ok;
 }
 
+/// The argument blocks of the ends of a run (the embedding's gather, the head's rows and its Dense
+/// chain), as src/head.cpp walks them on the CPU: device pointers into the packed buffer, the
+/// workspace (p.ws's embed_x, head_in, head_rows, head_mid) and the caller's x and y.
+inline EndsArgs ends_args(const detail::PlanImpl& p, const ForwardArgs& a, const RunArrays& arrays, unsigned char* packed,
+                          unsigned char* ws) {
+  using schedule::at;
+  const StackSpec& st = p.stack;
+  EndsArgs e;
+  std::memset(&e, 0, sizeof e);
+  const std::int64_t first = detail::recurrent_param_count(st), T = a.seq_len, B = a.batch;
+  const auto param = [&](ParamKind kind, int k) {
+    return at<float>(packed, p.ends + static_cast<std::size_t>(canonical_offset(st, k, 0, kind, 0) - first) * sizeof(float));
+  };
+  if (st.embedding.vocab_size > 0) {
+    EmbedArgs& m = e.embed;
+    m.ids = static_cast<const std::int32_t*>(a.x);
+    m.id_st = a.layout == Layout::batch_major ? 1 : B;
+    m.id_sb = a.layout == Layout::batch_major ? T : 1;
+    m.table = param(ParamKind::embedding, 0);
+    m.out = at<float>(ws, p.ws.embed_x);
+    m.steps = a.seq_len;
+    m.batch = a.batch;
+    m.vocab = st.embedding.vocab_size;
+    m.width = st.input_size;
+  }
+  if (st.head.out_features == 0) return e;
+  const LayerSpec& last = st.layers[st.num_layers - 1];
+  const int in = static_cast<int>(detail::head_input_size(st));
+  const float* rows = at<float>(ws, p.ws.head_in);
+  if (st.head.last_step_only) {
+    LastRowsArgs& r = e.last;
+    r.in = rows;
+    r.out = at<float>(ws, p.ws.head_rows);
+    r.lengths = arrays.lengths;
+    r.steps = a.seq_len;
+    r.batch = a.batch;
+    r.width = in;
+    r.per_dir = output_size(last);
+    rows = r.out;
+  }
+  for (int k = 0; k <= st.num_pre_head; ++k) {
+    const DenseSpec& ds = k < st.num_pre_head ? st.pre_head[k] : st.head;
+    DenseArgs& d = e.dense[k];
+    d.in = rows;
+    d.w = param(ParamKind::dense_weight, k);
+    d.bias = param(ParamKind::dense_bias, k);
+    d.rows = static_cast<std::int32_t>(st.head.last_step_only ? B : T * B);
+    d.in_w = static_cast<std::int32_t>(detail::dense_input_size(st, k));
+    d.out_w = ds.out_features;
+    d.act = static_cast<std::int32_t>(ds.activation);
+    if (k < st.num_pre_head) {
+      d.out = at<float>(ws, p.ws.head_mid[k % 2]);
+      rows = d.out;
+    } else {
+      d.y = static_cast<float*>(a.y);
+      d.lengths = arrays.lengths;
+      d.steps = a.seq_len;
+      d.batch = a.batch;
+      d.last_step = st.head.last_step_only ? 1 : 0;
+      d.batch_major = a.layout == Layout::batch_major ? 1 : 0;
+    }
+  }
+  return e;
+}
+
+/// The head's launches after the last layer: the last rows, then each Dense of the chain (and its
+/// softmax), the head's into y.
+template <class L>
+Status launch_head(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const EndsArgs& host, const EndsArgs* dev) {
+  const StackSpec& st = p.stack;
+  if (st.head.last_step_only)
+    RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_head_last_rows>(
+        elementwise_dims(g, static_cast<std::int64_t>(host.last.batch) * host.last.width, 1), host.last, &dev->last, 0));
+  for (int k = 0; k <= st.num_pre_head; ++k) {
+    const DenseArgs& d = host.dense[k];
+    const std::int64_t items = static_cast<std::int64_t>(d.rows) * d.out_w;
+    RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_dense>(elementwise_dims(g, items, 1), d, &dev->dense[k], 0));
+    if (d.act == kDenseSoftmax)
+      RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_dense_softmax>(elementwise_dims(g, d.rows, 1), d, &dev->dense[k], 0));
+  }
+  return Status::ok;
+}
+
 /// The forward pass as launches on the launcher's stream. Host seq_lengths / row_ids / resets are copied
 /// into the workspace on the stream; then every layer's argument blocks are built on the host and
 /// copied into the workspace at once (where kernels read them from device memory); then each
@@ -560,8 +647,17 @@ Status forward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const un
   if (L::kArgsInDeviceMemory && layers > 0)
     RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + g.ws_args, host, sizeof(LayerArgBlock) * static_cast<std::size_t>(layers)));
   const LayerArgBlock* dev = schedule::at<const LayerArgBlock>(ws, g.ws_args);
+  const bool ends = g.ws_ends_args != 0 && a.batch > 0;  // (T = 0: a last-step head's rows are zeros)
+  const EndsArgs ends_host = ends ? ends_args(p, a, arrays, packed, ws) : EndsArgs();
+  const EndsArgs* ends_dev = schedule::at<const EndsArgs>(ws, g.ws_ends_args);
+  if (ends && L::kArgsInDeviceMemory) RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + g.ws_ends_args, &ends_host, sizeof ends_host));
+  if (ends && p.stack.embedding.vocab_size > 0) {
+    const std::int64_t items = static_cast<std::int64_t>(a.seq_len) * a.batch * p.stack.input_size;
+    RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_embedding_gather>(elementwise_dims(g, items, 1), ends_host.embed, &ends_dev->embed, 0));
+  }
   for (int l = 0; l < layers; ++l)
     RNNCORE_RETURN_IF_ERROR(launch_layer<WT>(ln, p, g, a, host[l], &dev[l], input_dropped[l], l));
+  if (ends && p.stack.head.out_features > 0) RNNCORE_RETURN_IF_ERROR(launch_head(ln, p, g, ends_host, ends_dev));
   return ln.finish("forward");
 }
 
