@@ -13,7 +13,8 @@
 #   - the resource gate: both builds print the compilers' per-kernel resource usage
 #     (-Dgpu_resource_usage=true), and scripts/gpu_resource_report.py --check fails a target where a
 #     kernel instance has spills / local memory (NVIDIA) or scratch (AMD) beyond
-#     scripts/gpu_resource_allowances.txt, or where an allowance there has gone stale.
+#     scripts/gpu_resource_allowances.txt, or where an allowance there has gone stale; and fails
+#     when docs/gpu_resources.md lists other kernel instances than the builds made (--doc).
 # Counts one result per compile, per test and per gate target; ends with "STAGE_RESULT passed=N failed=M".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -123,7 +124,8 @@ fi
 
 echo "=== resource gate: spills / scratch per kernel instance against scripts/gpu_resource_allowances.txt"
 gate_start=$(date +%s)
-python3 scripts/gpu_resource_report.py --logs "$work/usage" --check scripts/gpu_resource_allowances.txt >"$work/gate.txt" 2>&1
+python3 scripts/gpu_resource_report.py --logs "$work/usage" --check scripts/gpu_resource_allowances.txt \
+  --doc docs/gpu_resources.md >"$work/gate.txt" 2>&1
 cat "$work/gate.txt"
 for target in sm_80 sm_90 gfx90a gfx1030; do
   if grep -q "^CHECK $target ok" "$work/gate.txt"; then
@@ -132,6 +134,11 @@ for target in sm_80 sm_90 gfx90a gfx1030; do
     bad "resource gate $target (kernels above, or no report)"
   fi
 done
+if grep -q "^CHECK doc ok" "$work/gate.txt"; then
+  ok "docs/gpu_resources.md lists every kernel instance"
+else
+  bad "docs/gpu_resources.md is stale (CHECK doc above)"
+fi
 echo "stage_gpu_build: resource gate took $(($(date +%s) - gate_start)) s (the reports come from the builds)"
 
 echo "stage_gpu_build: wall time $(($(date +%s) - start)) s"

@@ -19,6 +19,9 @@ options:
                          has no report; prints one line "CHECK <target> ok|FAILED ..." per target
   --targets T1,T2,...    the targets to compile and check (default sm_80,sm_90,gfx90a,gfx1030)
   --markdown FILE        write the per-kernel table (docs/gpu_resources.md)
+  --doc FILE             with --check: also fail ("CHECK doc FAILED") when FILE, a table written by
+                         --markdown, lists other kernel instances than the compilers reported (a kernel
+                         added or removed without regenerating the page); registers are not compared
 
 Allowance file: one allowance a line, "TARGET KERNEL MAX_BYTES REASON...", where TARGET and KERNEL
 are shell-style patterns (fnmatch) over the target (sm_90, gfx*) and the kernel's short name as
@@ -293,8 +296,24 @@ def markdown(kernels, targets, path, command, logs):
             f.write(f'| `{s}` | ' + ' | '.join(cell.get((t, s), '-') for t in targets) + ' |\n')
 
 
+def doc_check(kernels, targets, path):
+    """One line: whether the table at path lists exactly the instances compiled for targets."""
+    names = short_names([n for t in targets for n in kernels.get(t, {})])
+    compiled = {names[n] for t in targets for n in kernels.get(t, {})}
+    try:
+        listed = set(re.findall(r'^\| `([^`]+)` \|', open(path).read(), re.M))
+    except OSError as e:
+        return f'CHECK doc FAILED: {e}', True
+    missing, extra = sorted(compiled - listed), sorted(listed - compiled)
+    if not missing and not extra:
+        return f'CHECK doc ok: {path} lists the {len(compiled)} kernel instances compiled', False
+    return (f'CHECK doc FAILED: {path} is stale: not listed {missing[:8]}{" ..." if len(missing) > 8 else ""} '
+            f'({len(missing)}), listed but not compiled {extra[:8]} ({len(extra)}); regenerate it with '
+            f'scripts/gpu_resource_report.py --markdown {path} DIR'), True
+
+
 def main(argv):
-    opts = {'--check': None, '--targets': ','.join(TARGETS), '--markdown': None, '--logs': None}
+    opts = {'--check': None, '--targets': ','.join(TARGETS), '--markdown': None, '--logs': None, '--doc': None}
     list_kernels, rest, i = False, [], 0
     while i < len(argv):
         a = argv[i]
@@ -327,6 +346,10 @@ def main(argv):
             print(f'CHECK allowances FAILED: {e}')
             return 1
         lines, failed = check(kernels, allowances, targets)
+        if opts['--doc']:
+            line, stale = doc_check(kernels, targets, opts['--doc'])
+            lines.insert(len(targets), line)
+            failed |= stale
         print('\n'.join(lines))
         return 1 if failed else 0
     return 0

@@ -113,6 +113,22 @@ def main():
         expect(False, 'malformed allowance accepted')
     except ValueError:
         pass
+    # The doc check: a page written by --markdown from these logs passes; one missing a kernel, or
+    # listing one no longer compiled, fails naming it.
+    with tempfile.TemporaryDirectory() as d:
+        page = os.path.join(d, 'page.md')
+        g.markdown(kernels, targets, page, 'test', d)
+        line, stale = g.doc_check(kernels, targets, page)
+        expect(not stale and 'CHECK doc ok' in line and 'the 3 kernel' in line, line)
+        text = open(page).read()
+        rows = [l for l in text.splitlines() if l.startswith('| `')]
+        open(page, 'w').write(text.replace(rows[0] + '\n', '') + '| `f32_gone` | 1 | 1 |\n')
+        line, stale = g.doc_check(kernels, targets, page)
+        gone = rows[0].split('`')[1]
+        expect(stale and 'CHECK doc FAILED' in line and gone in line and 'f32_gone' in line, line)
+        line, stale = g.doc_check(kernels, targets, os.path.join(d, 'missing.md'))
+        expect(stale and 'CHECK doc FAILED' in line, line)
+
     # A combined log of two AMD targets (the report's earlier form) is split by occupancy.
     two = HIP_LOG + HIP_LOG.replace('Occupancy [waves/SIMD]: 8', 'Occupancy [waves/SIMD]: 16')
     split = g.parse_hipcc(two)
