@@ -16,12 +16,19 @@ index in the mask function: under DDP, rank r with local batch B sets ``row_offs
 the ranks' masks are those of one process running the whole batch. ``forward(input, hx, resets=)``:
 per-step state resets (``[T, B]``, ``[B, T]`` batch-first; any integer or bool dtype), an input of the
 op. CPU tensors only (float32; float64 runs the reference backend).
+
+A run reads its tensors and makes its outputs through libtorch's stable C ABI when the installed
+torch has it (2.15 and later; ``kernel_path()`` says "stable-abi"), else through torch's Python API
+("python-api": the same outputs, a few microseconds slower a call). ``RNNCORE_TORCH_ABI=0`` in the
+environment before the import chooses the second.
 """
 
 import itertools
 import json
+import glob
 import math
 import operator
+import os
 import threading
 import weakref
 from typing import Optional
@@ -33,7 +40,31 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 
 from . import ArgumentError, _core
 
-__all__ = ["LSTM", "GRU", "RNN", "Stack"]
+__all__ = ["LSTM", "GRU", "RNN", "Stack", "kernel_path"]
+
+
+# ---- how runs read and make tensors ----
+
+def _use_abi(enable: bool) -> bool:
+    """Runs read and make tensors through libtorch's stable C ABI (found in the loaded libtorch_cpu,
+    or among the process's global symbols) when `enable` and it is there, else through torch's
+    Python API. Returns whether the ABI is used."""
+    global _abi
+    libs = glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.*"))
+    _abi = bool(enable) and any(_core.torch_abi(lib) for lib in (*libs, None))
+    if not _abi:
+        _core.torch_abi(None, False)
+    return _abi
+
+
+_abi = False
+_use_abi(os.environ.get("RNNCORE_TORCH_ABI", "1") != "0")
+
+
+def kernel_path() -> str:
+    """How the runs read their tensors and make their outputs: "stable-abi" (libtorch's stable C ABI,
+    torch >= 2.15) or "python-api" (attributes and torch.empty through torch's Python API)."""
+    return "stable-abi" if _abi else "python-api"
 
 # ---- the nets behind the ops: one per module, found by the op's `spec` string ----
 
