@@ -126,8 +126,9 @@ Block array_block(py::array a) {
   return b;
 }
 
-// ---- torch tensors (rnncore.torch): read through their Python attributes and made with torch.empty, so
-// that its runs take and return tensors without NumPy and without linking libtorch ----
+// ---- torch tensors (rnncore.torch): read and made through libtorch's stable C ABI when rnncore.torch
+// found it (torch_abi.hpp), else through their Python attributes and torch.empty, so that its runs
+// take and return tensors without NumPy and without linking libtorch ----
 
 // torch's functions and dtypes, the keyword arguments torch.empty gets for each dtype, and attribute
 // names made once (a name made from a C string at each access costs more than the access).

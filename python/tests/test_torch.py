@@ -441,6 +441,7 @@ def _runs(kind, **kw):
         y, h = mod(x, hx)
         out += [y, *(h if lstm else (h,))]
         out.append(mod(x[:, :1].transpose(0, 1))[0])  # not contiguous
+        out.append(mod(x[1:])[0])  # contiguous at an offset in its storage
     xg = x.clone().requires_grad_()
     y, h = mod(xg, hx)
     (y.square().sum() + (h[0] if lstm else h).sum()).backward()
