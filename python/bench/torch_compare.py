@@ -112,7 +112,7 @@ def overhead(repeat, hidden=(1, 32)):
         parts = {
             "nn.Module call": lambda: empty(x),
             "extension call": lambda: e.infer.tensor_forward(x, w, None, None, None, None, None, False, "inference",
-                                                             0, 0, False, False),
+                                                             0, 0, False, False, False),
             "NumPy API run": lambda: e.infer.forward(xs, None, None, None, False, "inference", 0, 0, 0, None, False),
             "three torch.empty": lambda: (torch.empty((1, 1, h), **kw), torch.empty((1, 1, h), **kw),
                                           torch.empty((1, 1, h), **kw)),

@@ -149,15 +149,16 @@ def _lengths(lengths: Optional[Tensor]):
     return None if lengths is None else lengths.detach().cpu().numpy()
 
 
-def _run_tensors(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve, resets=None):
+def _run_tensors(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve, resets=None,
+                 op=False):
     """One run of a module's stack: one call into the extension, which checks and imports the weights
-    and returns tensors (y, h_n, c_n or None, reserve or None)."""
+    and returns tensors (y, h_n, c_n or None, reserve or None; op: empty tensors for the Nones)."""
     e = _nets.get(spec) or _entry(spec)
     with e.lock:  # the weights' check and the run that uses them, together
         return (e.net if need_reserve else e.infer).tensor_forward(
             x, weights, h0, c0, None if lengths is None else _lengths(lengths),
             _row_ids(x, e.spec, row_offset) if row_offset else None, None if resets is None else _resets(resets),
-            e.batch_first, "training" if train else "inference", seed, step, e.by_version, need_reserve)
+            e.batch_first, "training" if train else "inference", seed, step, e.by_version, need_reserve, op)
 
 
 def _rnn_impl(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Optional[Tensor],
@@ -165,10 +166,7 @@ def _rnn_impl(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Option
               need_reserve: bool, resets: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """One run of a module's stack: (y, h_n, c_n (empty unless LSTM), reserve (empty unless need_reserve)).
     resets: per-step state resets, [T, B] ([B, T] batch-first), integer or bool, or None."""
-    y, h, c, reserve = _run_tensors(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve,
-                                    resets)
-    return (y, h, x.new_empty(0) if c is None else c,
-            torch.empty(0, dtype=torch.uint8) if reserve is None else reserve)
+    return _run_tensors(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve, resets, True)
 
 
 _rnn = torch.library.custom_op("rnncore::rnn", _rnn_impl, mutates_args=())

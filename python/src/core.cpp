@@ -212,6 +212,17 @@ Block tensor_block(const py::handle& t, DType dtype, const char* name) {
   return b;
 }
 
+// A new uint8 tensor of n bytes (uninitialised, as torch.empty(n, dtype=torch.uint8)), and its memory.
+py::object new_bytes(std::size_t n, void** data) {
+  const std::int64_t size = static_cast<std::int64_t>(n);
+  if (PyObject* t = rnncore_py::abi_new_tensor(&size, 1, rnncore_py::AbiDType::u8, data))
+    return py::reinterpret_steal<py::object>(t);
+  const Torch& api = torch_api();
+  py::object out = api.empty(static_cast<py::ssize_t>(n), **api.kw_u8);
+  *data = tensor_data(out);
+  return out;
+}
+
 // Whether `reserve` is a contiguous uint8 tensor of at least `bytes` elements.
 bool reserve_fits(const py::handle& reserve, std::size_t bytes) {
   rnncore_py::TensorFacts f;
@@ -519,7 +530,7 @@ class Net {
   py::tuple forward(const RunInputs& in, bool keep_reserve);
   py::tuple backward(const RunInputs& in, const py::handle& reserve, const py::handle& dy, const py::handle& dhy,
                      const py::handle& dcy);
-  py::tuple tensor_forward(const RunInputs& in, bool keep_reserve);
+  py::tuple tensor_forward(const RunInputs& in, bool keep_reserve, bool op_outputs);
   py::tuple tensor_backward(const RunInputs& in, const py::handle& reserve, const py::handle& dy,
                             const py::handle& dhy, const py::handle& dcy, std::size_t weights);
 
@@ -951,8 +962,9 @@ py::tuple Net::forward(const RunInputs& in, bool keep_reserve) {
   return py::make_tuple(y, hy, lstm ? py::object(cy) : py::none(), keep_reserve ? py::object(reserve) : py::none());
 }
 
-// rnncore.torch's forward: forward()'s outputs as new tensors.
-py::tuple Net::tensor_forward(const RunInputs& in, bool keep_reserve) {
+// rnncore.torch's forward: forward()'s outputs as new tensors. op_outputs: the custom op's four
+// tensors (an empty c_n unless LSTM, an empty reserve unless kept) instead of None for those.
+py::tuple Net::tensor_forward(const RunInputs& in, bool keep_reserve, bool op_outputs) {
   if (keep_reserve && !options_.training)
     fail(Status::unsupported, "a reserve for backward needs a net made for training (training=True)");
   Plan plan;
@@ -962,14 +974,15 @@ py::tuple Net::tensor_forward(const RunInputs& in, bool keep_reserve) {
   ForwardArgs fa = forward_args(in);
   py::object y = new_tensor(y_shape(in), stack_.dtype, &fa.y);
   py::object hy = new_tensor(shapes.first, stack_.dtype, &fa.hy);
-  py::object cy = lstm ? new_tensor(shapes.second, stack_.dtype, &fa.cy) : py::none();
-  py::object reserve = py::none();
+  void* unused = nullptr;
+  py::object cy = lstm         ? new_tensor(shapes.second, stack_.dtype, &fa.cy)
+                  : op_outputs ? new_tensor({0}, stack_.dtype, &unused)
+                               : py::none();
+  py::object reserve = op_outputs ? new_bytes(0, &unused) : py::none();
   if (keep_reserve) {
     // Zeroed, as forward()'s; torch's CPU allocator aligns to 64 bytes, a view makes sure of kAlignment.
     const std::size_t bytes = plan.reserve_bytes();
-    const Torch& api = torch_api();
-    reserve = api.empty(static_cast<py::ssize_t>(bytes + kAlignment), **api.kw_u8);
-    fa.reserve = tensor_data(reserve);
+    reserve = new_bytes(bytes + kAlignment, &fa.reserve);
     const std::size_t off = (kAlignment - reinterpret_cast<std::uintptr_t>(fa.reserve) % kAlignment) % kAlignment;
     std::memset(fa.reserve, 0, bytes + kAlignment);
     reserve = reserve.attr("narrow")(0, off, bytes);
@@ -1467,17 +1480,18 @@ void raise_status_error(const StatusError& e) {
 // rnncore.torch's one call per run (positional, for speed): the weights' check and import, the run,
 // torch tensors in and out.
 void bind_tensor_runs(py::class_<Net>& net) {
-  // forward -> (y, hy, cy or None, reserve or None).
+  // forward -> (y, hy, cy or None, reserve or None; with op_outputs empty tensors for the Nones).
   net.def("tensor_forward",
            [](Net& n, const py::handle& x, const py::sequence& weights, const py::handle& h0, const py::handle& c0,
               const py::handle& lengths, const py::handle& row_ids, const py::handle& resets, bool batch_first,
-              const std::string& mode, std::uint64_t seed, std::uint64_t step, bool by_version, bool keep_reserve) {
+              const std::string& mode, std::uint64_t seed, std::uint64_t step, bool by_version, bool keep_reserve,
+              bool op_outputs) {
              RunInputs in = n.tensor_inputs(x, h0, c0, lengths, row_ids, batch_first, resets);
              in.mode = parse_run_mode(mode);
              in.seed = seed;
              in.step = step;
              n.take_tensors(weights, by_version);
-             return n.tensor_forward(in, keep_reserve);
+             return n.tensor_forward(in, keep_reserve, op_outputs);
            })
       // backward -> (dx, dh0, dc0 or None, [the weights' gradients]).
       .def("tensor_backward",
