@@ -162,7 +162,9 @@ void* tensor_data(const py::handle& t) {
   return reinterpret_cast<void*>(t.attr(torch_api().data_ptr)().cast<std::uintptr_t>());
 }
 
-rnncore_py::AbiDType abi_dtype(DType t) { return t == DType::f64 ? rnncore_py::AbiDType::f64 : rnncore_py::AbiDType::f32; }
+rnncore_py::AbiDType abi_dtype(DType t) {
+  return t == DType::f64 ? rnncore_py::AbiDType::f64 : rnncore_py::AbiDType::f32;
+}
 
 // A new tensor (uninitialised, as torch.empty(*shape, dtype=)), and its memory.
 py::object new_tensor(const std::vector<py::ssize_t>& shape, DType dtype, void** data) {
@@ -229,7 +231,8 @@ bool reserve_fits(const py::handle& reserve, std::size_t bytes) {
   if (rnncore_py::abi_tensor_facts(reserve.ptr(), &f)) {
     std::int64_t n = 1;
     for (int i = 0; i < f.ndim; ++i) n *= f.sizes[i];
-    return f.dtype_is[static_cast<int>(rnncore_py::AbiDType::u8)] && f.contiguous && static_cast<std::size_t>(n) >= bytes;
+    return f.dtype_is[static_cast<int>(rnncore_py::AbiDType::u8)] && f.contiguous &&
+           static_cast<std::size_t>(n) >= bytes;
   }
   return py::object(reserve.attr("dtype")).is(torch_api().uint8) && reserve.attr("is_contiguous")().cast<bool>() &&
          reserve.attr("numel")().cast<std::size_t>() >= bytes;
@@ -978,7 +981,7 @@ py::tuple Net::tensor_forward(const RunInputs& in, bool keep_reserve, bool op_ou
   py::object cy = lstm         ? new_tensor(shapes.second, stack_.dtype, &fa.cy)
                   : op_outputs ? new_tensor({0}, stack_.dtype, &unused)
                                : py::none();
-  py::object reserve = op_outputs ? new_bytes(0, &unused) : py::none();
+  py::object reserve = op_outputs && !keep_reserve ? new_bytes(0, &unused) : py::none();
   if (keep_reserve) {
     // Zeroed, as forward()'s; torch's CPU allocator aligns to 64 bytes, a view makes sure of kAlignment.
     const std::size_t bytes = plan.reserve_bytes();
