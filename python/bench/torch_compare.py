@@ -7,7 +7,8 @@ backward), LSTM and GRU, as ratios. A benchmark, never a test.
 Both sides get the same weights and inputs; torch.set_num_threads and the module's `threads` are set
 alike. Prints the median time of `--repeat` runs of each, alternating, after one warm-up, and
 torch.nn / rnncore; first the kernel, the load average and the per-call cost of a small module
-(LSTM(1, 1) and LSTM(32, 32), T = B = 1), wall-clock and this thread's CPU time.
+(LSTM(1, 1) and LSTM(32, 32), T = B = 1), wall-clock and this thread's CPU time, through the kernel
+path in use (rnncore.torch.kernel_path()) and, with the C ABI, through torch's Python API beside it.
 """
 
 import argparse
@@ -58,14 +59,18 @@ def case(kind, hidden, batch, seq, threads, repeat):
               f"  rnncore {t_ours * 1e3:8.2f} ms  ratio {t_ref / t_ours:5.2f}", flush=True)
 
 
-def per_call(fns, repeat, calls=1000):
+def per_call(fns, repeat, calls=1000, paths=None):
     """Median seconds per call of each of `fns` (alternating), wall-clock and CPU time of this thread (the
-    second is what a busy shared machine disturbs less)."""
+    second is what a busy shared machine disturbs less). paths: each fn's rnncore.torch kernel path
+    (True: the stable C ABI), set before its calls."""
     wall, cpu = [[] for _ in fns], [[] for _ in fns]
+    paths = paths or [None] * len(fns)
     for fn in fns:
         fn()
     for _ in range(repeat):
-        for fn, w, c in zip(fns, wall, cpu):
+        for fn, w, c, abi in zip(fns, wall, cpu, paths):
+            if abi is not None:
+                rt._use_abi(abi)
             t, u = time.perf_counter(), time.thread_time()
             for _ in range(calls):
                 fn()
@@ -81,11 +86,21 @@ def overhead(repeat, hidden=(1, 32)):
     for h in hidden:
         x = torch.zeros(1, 1, h)
         mods = [torch.nn.LSTM(h, h), rt.LSTM(h, h), rt.LSTM(h, h, weight_check="version")]
+        # rnncore.torch's modules through the kernel path in use and, when that is the C ABI, through
+        # torch's Python API too (the path of a torch without the ABI), alternating.
+        abi = rt.kernel_path() == "stable-abi"
+        fns, paths = [lambda m=m: m(x) for m in mods], [None, abi, abi]
+        if abi:
+            fns, paths = fns + fns[1:], paths + [False, False]
         with torch.no_grad():
-            t = per_call([lambda m=m: m(x) for m in mods], repeat)
+            t = per_call(fns, repeat, paths=paths)
+        rt._use_abi(abi)
         print(f"per call, LSTM({h}, {h}), one step and row, no grad, wall (thread CPU): torch.nn "
               f"{t[0][0] * 1e6:.1f} ({t[0][1] * 1e6:.1f}) us, rnncore.torch {t[1][0] * 1e6:.1f} ({t[1][1] * 1e6:.1f}) us "
-              f"(weight_check='values'), {t[2][0] * 1e6:.1f} ({t[2][1] * 1e6:.1f}) us ('version')")
+              f"(weight_check='values'), {t[2][0] * 1e6:.1f} ({t[2][1] * 1e6:.1f}) us ('version'), {rt.kernel_path()}")
+        if abi:
+            print(f"  through torch's Python API instead: {t[3][0] * 1e6:.1f} ({t[3][1] * 1e6:.1f}) us ('values'), "
+                  f"{t[4][0] * 1e6:.1f} ({t[4][1] * 1e6:.1f}) us ('version')")
         # Where rnncore.torch's time goes: an empty module's call (nn.Module.__call__, which every module
         # pays); the one extension call (weight check, planning, the kernels, the output tensors); the
         # NumPy API's run of the same net (planning, NumPy outputs, the kernels), the floor of a call;
@@ -97,7 +112,7 @@ def overhead(repeat, hidden=(1, 32)):
         parts = {
             "nn.Module call": lambda: empty(x),
             "extension call": lambda: e.infer.tensor_forward(x, w, None, None, None, None, None, False, "inference",
-                                                             0, 0, False, False),
+                                                             0, 0, False, False, False),
             "NumPy API run": lambda: e.infer.forward(xs, None, None, None, False, "inference", 0, 0, 0, None, False),
             "three torch.empty": lambda: (torch.empty((1, 1, h), **kw), torch.empty((1, 1, h), **kw),
                                           torch.empty((1, 1, h), **kw)),

@@ -16,12 +16,19 @@ index in the mask function: under DDP, rank r with local batch B sets ``row_offs
 the ranks' masks are those of one process running the whole batch. ``forward(input, hx, resets=)``:
 per-step state resets (``[T, B]``, ``[B, T]`` batch-first; any integer or bool dtype), an input of the
 op. CPU tensors only (float32; float64 runs the reference backend).
+
+A run reads its tensors and makes its outputs through libtorch's stable C ABI when the installed
+torch has it (2.15 and later; ``kernel_path()`` says "stable-abi"), else through torch's Python API
+("python-api": the same outputs, a few microseconds slower a call). ``RNNCORE_TORCH_ABI=0`` in the
+environment before the import chooses the second.
 """
 
 import itertools
 import json
+import glob
 import math
 import operator
+import os
 import threading
 import weakref
 from typing import Optional
@@ -33,7 +40,31 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 
 from . import ArgumentError, _core
 
-__all__ = ["LSTM", "GRU", "RNN", "Stack"]
+__all__ = ["LSTM", "GRU", "RNN", "Stack", "kernel_path"]
+
+
+# ---- how runs read and make tensors ----
+
+def _use_abi(enable: bool) -> bool:
+    """Runs read and make tensors through libtorch's stable C ABI (found in the loaded libtorch_cpu,
+    or among the process's global symbols) when `enable` and it is there, else through torch's
+    Python API. Returns whether the ABI is used."""
+    global _abi
+    libs = glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.*"))
+    _abi = bool(enable) and any(_core.torch_abi(lib) for lib in (*libs, None))
+    if not _abi:
+        _core.torch_abi(None, False)
+    return _abi
+
+
+_abi = False
+_use_abi(os.environ.get("RNNCORE_TORCH_ABI", "1") != "0")
+
+
+def kernel_path() -> str:
+    """How the runs read their tensors and make their outputs: "stable-abi" (libtorch's stable C ABI,
+    torch >= 2.15) or "python-api" (attributes and torch.empty through torch's Python API)."""
+    return "stable-abi" if _abi else "python-api"
 
 # ---- the nets behind the ops: one per module, found by the op's `spec` string ----
 
@@ -118,15 +149,16 @@ def _lengths(lengths: Optional[Tensor]):
     return None if lengths is None else lengths.detach().cpu().numpy()
 
 
-def _run_tensors(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve, resets=None):
+def _run_tensors(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve, resets=None,
+                 op=False):
     """One run of a module's stack: one call into the extension, which checks and imports the weights
-    and returns tensors (y, h_n, c_n or None, reserve or None)."""
+    and returns tensors (y, h_n, c_n or None, reserve or None; op: empty tensors for the Nones)."""
     e = _nets.get(spec) or _entry(spec)
     with e.lock:  # the weights' check and the run that uses them, together
         return (e.net if need_reserve else e.infer).tensor_forward(
             x, weights, h0, c0, None if lengths is None else _lengths(lengths),
             _row_ids(x, e.spec, row_offset) if row_offset else None, None if resets is None else _resets(resets),
-            e.batch_first, "training" if train else "inference", seed, step, e.by_version, need_reserve)
+            e.batch_first, "training" if train else "inference", seed, step, e.by_version, need_reserve, op)
 
 
 def _rnn_impl(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Optional[Tensor],
@@ -134,10 +166,7 @@ def _rnn_impl(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Option
               need_reserve: bool, resets: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """One run of a module's stack: (y, h_n, c_n (empty unless LSTM), reserve (empty unless need_reserve)).
     resets: per-step state resets, [T, B] ([B, T] batch-first), integer or bool, or None."""
-    y, h, c, reserve = _run_tensors(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve,
-                                    resets)
-    return (y, h, x.new_empty(0) if c is None else c,
-            torch.empty(0, dtype=torch.uint8) if reserve is None else reserve)
+    return _run_tensors(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_reserve, resets, True)
 
 
 _rnn = torch.library.custom_op("rnncore::rnn", _rnn_impl, mutates_args=())

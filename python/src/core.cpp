@@ -1,9 +1,9 @@
 // rnncore._core: the Python extension. A thin layer over the public C++ API (rnncore.hpp and the io
 // library): arrays in, arrays out, the library's status and detail line raised as exceptions. It
 // does not link PyTorch: rnncore/torch.py builds the custom ops on top of it, and their runs
-// (Net.tensor_forward / tensor_backward) read torch tensors through their Python attributes and
-// make new ones with torch.empty, so that one call per run does the weights' check, the import and
-// the run without NumPy between.
+// (Net.tensor_forward / tensor_backward) read and make torch tensors through libtorch's stable C
+// ABI, found at run time (torch_abi.hpp), or else through their Python attributes and torch.empty,
+// so that one call per run does the weights' check, the import and the run without NumPy between.
 //
 // A Net holds a stack, its canonical weights, the packed weights of one plan and a workspace. Each
 // call plans for its own batch and length (Plan::create allocates nothing and is cheap; the packed
@@ -28,6 +28,7 @@
 #include "rnncore/io/quantize.hpp"
 #include "rnncore/io/stack_config.hpp"
 #include "rnncore/rnncore.hpp"
+#include "torch_abi.hpp"
 
 namespace py = pybind11;
 using namespace rnncore;
@@ -125,8 +126,9 @@ Block array_block(py::array a) {
   return b;
 }
 
-// ---- torch tensors (rnncore.torch): read through their Python attributes and made with torch.empty, so
-// that its runs take and return tensors without NumPy and without linking libtorch ----
+// ---- torch tensors (rnncore.torch): read and made through libtorch's stable C ABI when rnncore.torch
+// found it (torch_abi.hpp), else through their Python attributes and torch.empty, so that its runs
+// take and return tensors without NumPy and without linking libtorch ----
 
 // torch's functions and dtypes, the keyword arguments torch.empty gets for each dtype, and attribute
 // names made once (a name made from a C string at each access costs more than the access).
@@ -155,11 +157,23 @@ const Torch& torch_api() {  // rnncore.torch has imported torch before its first
 const py::object& torch_dtype(DType t) { return t == DType::f64 ? torch_api().float64 : torch_api().float32; }
 
 void* tensor_data(const py::handle& t) {
+  rnncore_py::TensorFacts f;
+  if (rnncore_py::abi_tensor_facts(t.ptr(), &f)) return f.data;
   return reinterpret_cast<void*>(t.attr(torch_api().data_ptr)().cast<std::uintptr_t>());
+}
+
+rnncore_py::AbiDType abi_dtype(DType t) {
+  return t == DType::f64 ? rnncore_py::AbiDType::f64 : rnncore_py::AbiDType::f32;
 }
 
 // A new tensor (uninitialised, as torch.empty(*shape, dtype=)), and its memory.
 py::object new_tensor(const std::vector<py::ssize_t>& shape, DType dtype, void** data) {
+  if (rnncore_py::torch_abi_on()) {
+    std::int64_t dims[rnncore_py::kMaxDims];
+    for (std::size_t i = 0; i < shape.size() && i < rnncore_py::kMaxDims; ++i) dims[i] = shape[i];
+    PyObject* t = rnncore_py::abi_new_tensor(dims, static_cast<int>(shape.size()), abi_dtype(dtype), data);
+    if (t != nullptr) return py::reinterpret_steal<py::object>(t);
+  }
   const Torch& api = torch_api();
   py::tuple dims(shape.size());
   for (std::size_t i = 0; i < shape.size(); ++i) dims[i] = py::int_(shape[i]);
@@ -172,6 +186,16 @@ py::object new_tensor(const std::vector<py::ssize_t>& shape, DType dtype, void**
 
 // A CPU tensor of `dtype` as a block on its memory (on a contiguous copy when it is not contiguous).
 Block tensor_block(const py::handle& t, DType dtype, const char* name) {
+  rnncore_py::TensorFacts f;
+  if (rnncore_py::abi_tensor_facts(t.ptr(), &f) && f.cpu && f.contiguous &&
+      f.dtype_is[static_cast<int>(abi_dtype(dtype))]) {
+    Block b;
+    b.owner = py::reinterpret_borrow<py::object>(t);
+    b.shape.assign(f.sizes, f.sizes + f.ndim);
+    b.data = f.data;
+    return b;
+  }
+  // Else (and for the errors' words) through the tensor's Python attributes.
   const Torch& api = torch_api();
   if (!t.attr(api.is_cpu).cast<bool>())
     bad_argument(std::string(name) + ": a tensor on " + std::string(py::str(t.attr(api.device))) +
@@ -188,6 +212,30 @@ Block tensor_block(const py::handle& t, DType dtype, const char* name) {
   for (std::size_t i = 0; i < b.shape.size(); ++i) b.shape[i] = PyLong_AsSsize_t(shape[i].ptr());
   b.data = tensor_data(b.owner);
   return b;
+}
+
+// A new uint8 tensor of n bytes (uninitialised, as torch.empty(n, dtype=torch.uint8)), and its memory.
+py::object new_bytes(std::size_t n, void** data) {
+  const std::int64_t size = static_cast<std::int64_t>(n);
+  if (PyObject* t = rnncore_py::abi_new_tensor(&size, 1, rnncore_py::AbiDType::u8, data))
+    return py::reinterpret_steal<py::object>(t);
+  const Torch& api = torch_api();
+  py::object out = api.empty(static_cast<py::ssize_t>(n), **api.kw_u8);
+  *data = tensor_data(out);
+  return out;
+}
+
+// Whether `reserve` is a contiguous uint8 tensor of at least `bytes` elements.
+bool reserve_fits(const py::handle& reserve, std::size_t bytes) {
+  rnncore_py::TensorFacts f;
+  if (rnncore_py::abi_tensor_facts(reserve.ptr(), &f)) {
+    std::int64_t n = 1;
+    for (int i = 0; i < f.ndim; ++i) n *= f.sizes[i];
+    return f.dtype_is[static_cast<int>(rnncore_py::AbiDType::u8)] && f.contiguous &&
+           static_cast<std::size_t>(n) >= bytes;
+  }
+  return py::object(reserve.attr("dtype")).is(torch_api().uint8) && reserve.attr("is_contiguous")().cast<bool>() &&
+         reserve.attr("numel")().cast<std::size_t>() >= bytes;
 }
 
 // Per-row lengths as int32 (copied; any integer dtype), each checked to fit.
@@ -485,7 +533,7 @@ class Net {
   py::tuple forward(const RunInputs& in, bool keep_reserve);
   py::tuple backward(const RunInputs& in, const py::handle& reserve, const py::handle& dy, const py::handle& dhy,
                      const py::handle& dcy);
-  py::tuple tensor_forward(const RunInputs& in, bool keep_reserve);
+  py::tuple tensor_forward(const RunInputs& in, bool keep_reserve, bool op_outputs);
   py::tuple tensor_backward(const RunInputs& in, const py::handle& reserve, const py::handle& dy,
                             const py::handle& dhy, const py::handle& dcy, std::size_t weights);
 
@@ -917,8 +965,9 @@ py::tuple Net::forward(const RunInputs& in, bool keep_reserve) {
   return py::make_tuple(y, hy, lstm ? py::object(cy) : py::none(), keep_reserve ? py::object(reserve) : py::none());
 }
 
-// rnncore.torch's forward: forward()'s outputs as new tensors.
-py::tuple Net::tensor_forward(const RunInputs& in, bool keep_reserve) {
+// rnncore.torch's forward: forward()'s outputs as new tensors. op_outputs: the custom op's four
+// tensors (an empty c_n unless LSTM, an empty reserve unless kept) instead of None for those.
+py::tuple Net::tensor_forward(const RunInputs& in, bool keep_reserve, bool op_outputs) {
   if (keep_reserve && !options_.training)
     fail(Status::unsupported, "a reserve for backward needs a net made for training (training=True)");
   Plan plan;
@@ -928,14 +977,15 @@ py::tuple Net::tensor_forward(const RunInputs& in, bool keep_reserve) {
   ForwardArgs fa = forward_args(in);
   py::object y = new_tensor(y_shape(in), stack_.dtype, &fa.y);
   py::object hy = new_tensor(shapes.first, stack_.dtype, &fa.hy);
-  py::object cy = lstm ? new_tensor(shapes.second, stack_.dtype, &fa.cy) : py::none();
-  py::object reserve = py::none();
+  void* unused = nullptr;
+  py::object cy = lstm         ? new_tensor(shapes.second, stack_.dtype, &fa.cy)
+                  : op_outputs ? new_tensor({0}, stack_.dtype, &unused)
+                               : py::none();
+  py::object reserve = op_outputs && !keep_reserve ? new_bytes(0, &unused) : py::none();
   if (keep_reserve) {
     // Zeroed, as forward()'s; torch's CPU allocator aligns to 64 bytes, a view makes sure of kAlignment.
     const std::size_t bytes = plan.reserve_bytes();
-    const Torch& api = torch_api();
-    reserve = api.empty(static_cast<py::ssize_t>(bytes + kAlignment), **api.kw_u8);
-    fa.reserve = tensor_data(reserve);
+    reserve = new_bytes(bytes + kAlignment, &fa.reserve);
     const std::size_t off = (kAlignment - reinterpret_cast<std::uintptr_t>(fa.reserve) % kAlignment) % kAlignment;
     std::memset(fa.reserve, 0, bytes + kAlignment);
     reserve = reserve.attr("narrow")(0, off, bytes);
@@ -990,8 +1040,7 @@ py::tuple Net::tensor_backward(const RunInputs& in, const py::handle& reserve, c
   const std::vector<int> index = given_tensors(weights);
   Plan plan;
   check(plan_for(in.batch, in.seq_len, &plan));
-  if (!py::object(reserve.attr("dtype")).is(torch_api().uint8) || !reserve.attr("is_contiguous")().cast<bool>() ||
-      reserve.attr("numel")().cast<std::size_t>() < plan.reserve_bytes())
+  if (!reserve_fits(reserve, plan.reserve_bytes()))
     bad_argument("reserve: expected the uint8 reserve the training forward returned");
   const auto shapes = state_shapes(in.batch);
   const bool lstm = stack_.layers[0].mode == Mode::lstm;
@@ -1434,17 +1483,18 @@ void raise_status_error(const StatusError& e) {
 // rnncore.torch's one call per run (positional, for speed): the weights' check and import, the run,
 // torch tensors in and out.
 void bind_tensor_runs(py::class_<Net>& net) {
-  // forward -> (y, hy, cy or None, reserve or None).
+  // forward -> (y, hy, cy or None, reserve or None; with op_outputs empty tensors for the Nones).
   net.def("tensor_forward",
            [](Net& n, const py::handle& x, const py::sequence& weights, const py::handle& h0, const py::handle& c0,
               const py::handle& lengths, const py::handle& row_ids, const py::handle& resets, bool batch_first,
-              const std::string& mode, std::uint64_t seed, std::uint64_t step, bool by_version, bool keep_reserve) {
+              const std::string& mode, std::uint64_t seed, std::uint64_t step, bool by_version, bool keep_reserve,
+              bool op_outputs) {
              RunInputs in = n.tensor_inputs(x, h0, c0, lengths, row_ids, batch_first, resets);
              in.mode = parse_run_mode(mode);
              in.seed = seed;
              in.step = step;
              n.take_tensors(weights, by_version);
-             return n.tensor_forward(in, keep_reserve);
+             return n.tensor_forward(in, keep_reserve, op_outputs);
            })
       // backward -> (dx, dh0, dc0 or None, [the weights' gradients]).
       .def("tensor_backward",
@@ -1480,6 +1530,20 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("info", &info, "Version, backends, instruction sets and kernels (what `rnncore info` prints).");
   m.def("version", [] { return std::string(version_string()); });
+  // rnncore.torch's choice of how runs read and make tensors: libtorch's stable C ABI when `library`
+  // (the loaded libtorch's path; None: the process's global symbols) has it, else torch's Python API.
+  m.def(
+      "torch_abi",
+      [](const py::handle& library, bool enable) {
+        if (!enable) {
+          rnncore_py::torch_abi_disable();
+          return false;
+        }
+        return library.is_none() ? rnncore_py::torch_abi_load(nullptr)
+                                 : rnncore_py::torch_abi_load(library.cast<std::string>().c_str());
+      },
+      py::arg("library"), py::arg("enable") = true,
+      "Reads and makes torch tensors through libtorch's stable C ABI (true when found), or not (enable=False).");
   bind_io(m);
 
   m.def("is_int8_model", &is_int8_file, py::arg("path"));

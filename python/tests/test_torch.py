@@ -414,6 +414,67 @@ def test_eager_runs_skip_the_dispatcher_with_the_ops_results():
         assert not rt._eager((x, h0, None))
 
 
+def _torch_version():
+    return tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2])
+
+
+def test_runs_use_the_stable_c_abi_where_torch_has_it():
+    """With torch >= 2.15 the runs read and make tensors through libtorch's C ABI (unless the
+    environment asked for torch's Python API); before 2.14 (no Python tensor conversions in the ABI)
+    through torch's Python API."""
+    import os
+    if os.environ.get("RNNCORE_TORCH_ABI") == "0" or _torch_version() < (2, 14):
+        assert rt.kernel_path() == "python-api"
+    elif _torch_version() >= (2, 15):
+        assert rt.kernel_path() == "stable-abi"
+    else:
+        assert rt.kernel_path() in ("stable-abi", "python-api")
+
+
+def _runs(kind, **kw):
+    """Everything a module gives on one set of inputs: eager outputs without gradients, a training
+    forward's outputs and its gradients, and the errors of a wrong dtype and a wrong shape."""
+    _, mod = pair(kind, 21, input_size=3, hidden_size=5, **kw)
+    lstm = kind == "lstm"
+    torch.manual_seed(22)
+    x = torch.randn(2, 4, 3) if kw.get("batch_first") else torch.randn(4, 2, 3)
+    h0 = torch.randn(kw.get("num_layers", 1) * (2 if kw.get("bidirectional") else 1), 2, 5)
+    hx = (h0, torch.randn_like(h0)) if lstm else h0
+    out = []
+    with torch.no_grad():
+        y, h = mod(x, hx)
+        out += [y, *(h if lstm else (h,))]
+        out.append(mod(x[:, :1].transpose(0, 1))[0])  # not contiguous
+        out.append(mod(x[1:])[0])  # contiguous at an offset in its storage
+    xg = x.clone().requires_grad_()
+    y, h = mod(xg, hx)
+    (y.square().sum() + (h[0] if lstm else h).sum()).backward()
+    out += [y.detach(), xg.grad, *(p.grad for p in mod.parameters())]
+    errors = []
+    for bad in (x.double(), torch.randn(4, 2, 7)):
+        with pytest.raises(ValueError) as e:
+            mod(bad)
+        errors.append(str(e.value))
+    return out, errors
+
+
+@pytest.mark.parametrize("kind,kw", [("lstm", {"num_layers": 2}), ("gru", {"bidirectional": True}),
+                                     ("tanh", {"batch_first": True})])
+def test_both_kernel_paths_give_the_same_results(kind, kw):
+    """The C ABI path and torch's Python API path: the same bits and the same errors."""
+    first = rt.kernel_path()
+    try:
+        rt._use_abi(True)
+        a, ea = _runs(kind, **kw)
+        assert not rt._use_abi(False) and rt.kernel_path() == "python-api"
+        b, eb = _runs(kind, **kw)
+    finally:
+        rt._use_abi(first == "stable-abi")
+    assert rt.kernel_path() == first
+    assert len(a) == len(b) and all(torch.equal(u, v) for u, v in zip(a, b))
+    assert ea == eb
+
+
 # ---- rnncore.torch.Stack: layers that differ, TF's wrappers ----
 
 STACK = {"input_size": 6, "layers": [{"mode": "lstm", "hidden_size": 8, "direction": "bidirectional"},
