@@ -133,6 +133,13 @@ struct F32Kernels {
   /// Packs a K × N matrix B(k, n) = b[k·b_k + n·b_n] into k·n floats for MatmulArgs::b_packed (a
   /// matrix every call of a run reuses, e.g. the recurrent weights, is packed once).
   void (*pack_b)(const float* b, std::int64_t b_k, std::int64_t b_n, std::int32_t k, std::int32_t n, float* out);
+  /// One row of the training forward's LSTM cell (no extensions): from the gates' input parts pj
+  /// and recurrent parts rc (i, f, g, o; h floats each) and c_{t−1}, keep = i, f, g, o, c_t, h_t
+  /// (the reference's lstm_step; one pass instead of one per activation).
+  void (*lstm_forward)(const float* pj, const float* rc, const float* c_prev, float* keep, std::int32_t h);
+  /// One row of the training forward's reset-after GRU cell: from pj (r, z, n), rc (r, z, n) and
+  /// b_Rn, h_{t−1}: keep = r, z, n, rc_n + b_Rn, h_t.
+  void (*gru_forward)(const float* pj, const float* rc, const float* b_rn, const float* h_prev, float* keep, std::int32_t h);
   /// One row of an LSTM's cell backward (no extensions): from keep = i, f, g, o, c_t (h floats
   /// each), c_{t−1} and dh at h_t, the gradient at c_t in dc (replaced by dc_{t−1}) and the gates'
   /// pre-activation gradients into d[0, 4h) (src/shared/cell_grad.hpp's lstm_unit_backward).

@@ -587,6 +587,8 @@ constexpr F32Kernels make_kernels(const char* name) {
   k.matmul = &matmul<Arch>;
   k.activate = &activate<Arch>;
   k.pack_b = &pack_b<Arch>;
+  k.lstm_forward = &lstm_forward_row<Arch>;
+  k.gru_forward = &gru_forward_row<Arch>;
   k.lstm_backward = &lstm_backward_row<Arch>;
   k.gru_backward[0] = &gru_backward_row<Arch, false>;
   k.gru_backward[1] = &gru_backward_row<Arch, true>;

@@ -271,6 +271,75 @@ void activate(Activation kind, float* v, std::int32_t n) {
   }
 }
 
+// One LSTM row of the training forward over V units: gate g's input part at pj[g·gs], recurrent
+// part at rc[g·gs]; keep slot s at k[s·ks]. The products and sums as the scalar cell loop had
+// them (unfused: the kernels are built with -ffp-contract=off), the activations of activate.
+template <class Arch>
+RNNCORE_SIMD_INLINE void lstm_forward_vector(const float* pj, const float* rc, std::int64_t gs, const float* c_prev, float* k,
+                                             std::int64_t ks) {
+  using F = vf<Arch>;
+  auto pre = [&](int g) { return F::load_unaligned(pj + g * gs) + F::load_unaligned(rc + g * gs); };
+  const F i = sigmoid_f32<Arch>(pre(0)), f = sigmoid_f32<Arch>(pre(1)), g = tanh_f32<Arch>(pre(2)), o = sigmoid_f32<Arch>(pre(3));
+  const F c = f * F::load_unaligned(c_prev) + i * g;
+  i.store_unaligned(k);
+  f.store_unaligned(k + ks);
+  g.store_unaligned(k + 2 * ks);
+  o.store_unaligned(k + 3 * ks);
+  c.store_unaligned(k + 4 * ks);
+  (tanh_f32<Arch>(c) * o).store_unaligned(k + 5 * ks);
+}
+
+// The whole row (keep = i, f, g, o, c_t, h_t; h each); a partial last vector through padded copies.
+template <class Arch>
+void lstm_forward_row(const float* pj, const float* rc, const float* c_prev, float* keep, std::int32_t h) {
+  constexpr int V = static_cast<int>(vf<Arch>::size);
+  int u = 0;
+  for (; u + V <= h; u += V) lstm_forward_vector<Arch>(pj + u, rc + u, h, c_prev + u, keep + u, h);
+  if (u == h) return;
+  alignas(64) float p[4 * V] = {}, r[4 * V] = {}, cp[V] = {}, k[6 * V];
+  const int n = h - u;
+  for (int j = 0; j < n; ++j) {
+    for (int g = 0; g < 4; ++g) p[g * V + j] = pj[g * h + u + j], r[g * V + j] = rc[g * h + u + j];
+    cp[j] = c_prev[u + j];
+  }
+  lstm_forward_vector<Arch>(p, r, V, cp, k, V);
+  for (int j = 0; j < n; ++j)
+    for (int s = 0; s < 6; ++s) keep[s * h + u + j] = k[s * V + j];
+}
+
+// One reset-after GRU row of the training forward over V units (keep = r, z, n, rc_n + b_Rn, h_t).
+template <class Arch>
+RNNCORE_SIMD_INLINE void gru_forward_vector(const float* pj, const float* rc, std::int64_t gs, const float* b_rn,
+                                            const float* h_prev, float* k, std::int64_t ks) {
+  using F = vf<Arch>;
+  const F r = sigmoid_f32<Arch>(F::load_unaligned(pj) + F::load_unaligned(rc));
+  const F z = sigmoid_f32<Arch>(F::load_unaligned(pj + gs) + F::load_unaligned(rc + gs));
+  const F rec_n = F::load_unaligned(rc + 2 * gs) + F::load_unaligned(b_rn);
+  const F n = tanh_f32<Arch>(F::load_unaligned(pj + 2 * gs) + r * rec_n);
+  r.store_unaligned(k);
+  z.store_unaligned(k + ks);
+  n.store_unaligned(k + 2 * ks);
+  rec_n.store_unaligned(k + 3 * ks);
+  ((F(1.0f) - z) * n + z * F::load_unaligned(h_prev)).store_unaligned(k + 4 * ks);
+}
+
+template <class Arch>
+void gru_forward_row(const float* pj, const float* rc, const float* b_rn, const float* h_prev, float* keep, std::int32_t h) {
+  constexpr int V = static_cast<int>(vf<Arch>::size);
+  int u = 0;
+  for (; u + V <= h; u += V) gru_forward_vector<Arch>(pj + u, rc + u, h, b_rn + u, h_prev + u, keep + u, h);
+  if (u == h) return;
+  alignas(64) float p[3 * V] = {}, r[3 * V] = {}, b[V] = {}, hp[V] = {}, k[5 * V];
+  const int n = h - u;
+  for (int j = 0; j < n; ++j) {
+    for (int g = 0; g < 3; ++g) p[g * V + j] = pj[g * h + u + j], r[g * V + j] = rc[g * h + u + j];
+    b[j] = b_rn[u + j], hp[j] = h_prev[u + j];
+  }
+  gru_forward_vector<Arch>(p, r, V, b, hp, k, V);
+  for (int j = 0; j < n; ++j)
+    for (int s = 0; s < 5; ++s) keep[s * h + u + j] = k[s * V + j];
+}
+
 // One LSTM row's cell gradients over V units: lstm_unit_backward (src/shared/cell_grad.hpp) in
 // vectors, with tanh(c_t) from the step kernels' tanh. Gate k of unit u at k[g·ks], its gradient
 // at d[g·ds].

@@ -1036,29 +1036,18 @@ class BatchedForward {
           lstm_ext_gates(k, pj, rc, c);
           break;
         }
-        for (int u = 0; u < 4 * H; ++u) k[u] = pj[u] + rc[u];
-        k_->activate(simd::Activation::sigmoid, k, 2 * H);
-        k_->activate(simd::Activation::tanh, k + 2 * H, H);
-        k_->activate(simd::Activation::sigmoid, k + 3 * H, H);
-        for (int u = 0; u < H; ++u) k[4 * H + u] = k[H + u] * c[u] + k[u] * k[2 * H + u];
-        std::memcpy(k + 5 * H, k + 4 * H, sizeof(float) * H);
-        k_->activate(simd::Activation::tanh, k + 5 * H, H);
-        for (int u = 0; u < H; ++u) k[5 * H + u] *= k[3 * H + u];
+        k_->lstm_forward(pj, rc, c, k, H);
         break;
       }
       case Mode::gru: {
-        for (int u = 0; u < 2 * H; ++u) k[u] = pj[u] + rc[u];
-        k_->activate(simd::Activation::sigmoid, k, 2 * H);
-        if (lp_.gru_variant == GruVariant::reset_before) {
-          float* rh = rh_ + static_cast<std::int64_t>(b) * H;
-          for (int u = 0; u < H; ++u) rh[u] = k[u] * hp[u];
+        if (lp_.gru_variant == GruVariant::reset_after) {
+          k_->gru_forward(pj, rc, w_.bR[2], hp, k, H);
           break;
         }
-        for (int u = 0; u < H; ++u) {
-          k[3 * H + u] = rc[2 * H + u] + w_.bR[2][u];
-          k[2 * H + u] = pj[2 * H + u] + k[u] * k[3 * H + u];
-        }
-        finish_gru(k, hp, 4);
+        for (int u = 0; u < 2 * H; ++u) k[u] = pj[u] + rc[u];
+        k_->activate(simd::Activation::sigmoid, k, 2 * H);
+        float* rh = rh_ + static_cast<std::int64_t>(b) * H;  // reset-before: n waits for R_n (r ⊙ h)
+        for (int u = 0; u < H; ++u) rh[u] = k[u] * hp[u];
         break;
       }
       case Mode::rnn_tanh:

@@ -257,6 +257,37 @@ TEST_CASE("f32 kernels: matmul, activations, vector math and bf16 rounding again
       }
       CHECK(worst <= 1e-6);
     }
+    // lstm_forward and gru_forward (the training forward's cells): against the cell in f64 (the
+    // activations within 4e-6: every slot within 1e-5), H = 2V + 3 (a partial last vector).
+    {
+      const int H = 2 * V + 3;
+      auto sig = [](double x) { return 1.0 / (1.0 + std::exp(-x)); };
+      std::vector<float> pj(static_cast<std::size_t>(4 * H)), rc(pj.size()), prev(static_cast<std::size_t>(H)), bn(prev.size()),
+          keep(static_cast<std::size_t>(6 * H));
+      for (float& x : pj) x = 2.0f * u(rng);
+      for (float& x : rc) x = 2.0f * u(rng);
+      for (float& x : prev) x = u(rng);
+      for (float& x : bn) x = u(rng);
+      auto at = [](const std::vector<float>& v, int i) { return static_cast<double>(v[static_cast<std::size_t>(i)]); };
+      t.lstm_forward(pj.data(), rc.data(), prev.data(), keep.data(), H);
+      double worst = 0;
+      for (int j = 0; j < H; ++j) {
+        auto pre = [&](int g) { return at(pj, g * H + j) + at(rc, g * H + j); };
+        const double i = sig(pre(0)), f = sig(pre(1)), g = std::tanh(pre(2)), o = sig(pre(3)), c = f * at(prev, j) + i * g;
+        const double want[6] = {i, f, g, o, c, o * std::tanh(c)};
+        for (int s = 0; s < 6; ++s) worst = std::max(worst, std::fabs(at(keep, s * H + j) - want[s]));
+      }
+      CHECK(worst <= 1e-5);
+      t.gru_forward(pj.data(), rc.data(), bn.data(), prev.data(), keep.data(), H);
+      worst = 0;
+      for (int j = 0; j < H; ++j) {
+        const double r = sig(at(pj, j) + at(rc, j)), z = sig(at(pj, H + j) + at(rc, H + j)), rec_n = at(rc, 2 * H + j) + at(bn, j),
+                     n = std::tanh(at(pj, 2 * H + j) + r * rec_n);
+        const double want[5] = {r, z, n, rec_n, (1.0 - z) * n + z * at(prev, j)};
+        for (int s = 0; s < 5; ++s) worst = std::max(worst, std::fabs(at(keep, s * H + j) - want[s]));
+      }
+      CHECK(worst <= 1e-5);
+    }
     // to_bf16: round to nearest even, bit for bit with the scalar conversion, any length.
     {
       std::vector<float> x(37);
