@@ -762,15 +762,17 @@ void run_direction(const Run& r, int l, int d, const View& in, std::int8_t* out,
   q8::Int8LstmParams prm;
   unpack_lstm(r, l, d, &prm);
   const View src = l == 0 ? layer0_rows(r, in, d) : in;
-  const std::int64_t T = r.a->seq_len;
+  const int T = r.a->seq_len;
   const std::size_t hs = static_cast<std::size_t>(r.p->stack.layers[l].hidden_size);
-  for (std::int64_t b = b0; b < b1; ++b) {
+  const std::ptrdiff_t ost = static_cast<std::ptrdiff_t>(out_st);
+  for (int b = b0; b < b1; ++b) {
+    std::int8_t* const rows = out + static_cast<std::ptrdiff_t>(b) * static_cast<std::ptrdiff_t>(out_sb);
     std::int16_t* c = state_c(r, l, b);
-    std::int8_t* h = T > 0 ? out + (d == 0 ? 0 : T - 1) * out_st + b * out_sb : scratch;
+    std::int8_t* h = T > 0 ? rows + (d == 0 ? 0 : T - 1) * ost : scratch;
     load_state(r, l, d, b, h, c);
-    for (std::int64_t k = 0; k < T; ++k) {
-      const std::int64_t t = d == 0 ? k : T - 1 - k;
-      std::int8_t* const row = out + t * out_st + b * out_sb;
+    for (int k = 0; k < T; ++k) {
+      const int t = d == 0 ? k : T - 1 - k;
+      std::int8_t* const row = rows + t * ost;
       if (row != h) std::memcpy(row, h, hs);
       h = row;
       q8::int8_lstm_step(prm, 1, src.row(t, b), h, c, scratch);
