@@ -757,22 +757,21 @@ View input_view(const Run& r, int b0, int b1) {
 // the initial state is loaded into the first step's row, each later row starts as a copy of the
 // row before and the step updates it in place (no h of its own in the workspace); c is the plan's
 // one slot. A run of no steps writes no row: its h goes to hy through the scratch.
-void run_direction(const Run& r, int l, int d, const View& in, std::int8_t* out, std::int64_t out_st, std::int64_t out_sb,
+void run_direction(const Run& r, int l, int d, const View& in, std::int8_t* out, std::ptrdiff_t out_st, std::ptrdiff_t out_sb,
                    int b0, int b1, std::int8_t* scratch) {
   q8::Int8LstmParams prm;
   unpack_lstm(r, l, d, &prm);
   const View src = l == 0 ? layer0_rows(r, in, d) : in;
   const int T = r.a->seq_len;
   const std::size_t hs = static_cast<std::size_t>(r.p->stack.layers[l].hidden_size);
-  const std::ptrdiff_t ost = static_cast<std::ptrdiff_t>(out_st);
   for (int b = b0; b < b1; ++b) {
-    std::int8_t* const rows = out + static_cast<std::ptrdiff_t>(b) * static_cast<std::ptrdiff_t>(out_sb);
+    std::int8_t* const rows = out + b * out_sb;
     std::int16_t* c = state_c(r, l, b);
-    std::int8_t* h = T > 0 ? rows + (d == 0 ? 0 : T - 1) * ost : scratch;
+    std::int8_t* h = T > 0 ? rows + (d == 0 ? 0 : T - 1) * out_st : scratch;
     load_state(r, l, d, b, h, c);
     for (int k = 0; k < T; ++k) {
       const int t = d == 0 ? k : T - 1 - k;
-      std::int8_t* const row = rows + t * ost;
+      std::int8_t* const row = rows + t * out_st;
       if (row != h) std::memcpy(row, h, hs);
       h = row;
       q8::int8_lstm_step(prm, 1, src.row(t, b), h, c, scratch);
@@ -803,16 +802,16 @@ void merge_row(const PlanImpl& p, int l, std::size_t n, const std::int8_t* fw, c
 View run_layers(const Run& r, int b0, int b1, std::int8_t* scratch) {
   const PlanImpl& p = *r.p;
   const StackSpec& st = p.stack;
-  const std::int64_t T = r.a->seq_len, B = r.a->batch, S = p.i8.max_width, Sd = p.i8.max_hidden;
+  const std::ptrdiff_t T = r.a->seq_len, B = r.a->batch, S = p.i8.max_width, Sd = p.i8.max_hidden;
   View in = input_view(r, b0, b1);
   for (int l = 0; l < st.num_layers; ++l) {
     const LayerSpec& ls = st.layers[l];
-    const std::int64_t H = ls.hidden_size, W = layer_output_width(ls);
+    const std::ptrdiff_t H = ls.hidden_size, W = layer_output_width(ls);
     const bool last = l + 1 == st.num_layers;
     // Rows of this layer's output: the workspace's, the caller's y itself (the last layer of a
     // stack without a head, writing int8), or each row's final ones (before a last-step head).
     std::int8_t* out = ws_at<std::int8_t>(r, p.i8.out[l & 1]);
-    std::int64_t ost = B * S, osb = S, dst = B * Sd;
+    std::ptrdiff_t ost = B * S, osb = S, dst = B * Sd;
     if (last && direct_output(p)) {
       const bool bm = r.a->layout == Layout::batch_major;
       out = static_cast<std::int8_t*>(r.a->y);
@@ -827,9 +826,9 @@ View run_layers(const Run& r, int b0, int b1, std::int8_t* scratch) {
     if (merged(ls)) {
       std::int8_t* dir_out[2] = {ws_at<std::int8_t>(r, p.i8.dir_out[0]), ws_at<std::int8_t>(r, p.i8.dir_out[1])};
       for (int d = 0; d < 2; ++d) run_direction(r, l, d, in, dir_out[d], dst, Sd, b0, b1, scratch);
-      const std::int64_t rows = ost == 0 ? (T > 0 ? 1 : 0) : T;
-      for (std::int64_t t = 0; t < rows; ++t)
-        for (std::int64_t b = b0; b < b1; ++b)
+      const std::ptrdiff_t rows = ost == 0 ? (T > 0 ? 1 : 0) : T;
+      for (std::ptrdiff_t t = 0; t < rows; ++t)
+        for (std::ptrdiff_t b = b0; b < b1; ++b)
           merge_row(p, l, static_cast<std::size_t>(H), dir_out[0] + t * dst + b * Sd, dir_out[1] + t * dst + b * Sd,
                     out + t * ost + b * osb);
     } else {
