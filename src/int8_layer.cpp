@@ -380,13 +380,11 @@ Status layout_int8(PlanImpl* p, const GpuPlanner&) {
     if (st.head.activation == Activation::softmax) q.head_b = ws.take(rows * F, 1);  // the softmax's output
     for (int m = 0; m < std::min<int>(st.num_pre_head, 2); ++m) q.head_mid[m] = ws.take(rows * mid, 1);
   }
-  // The states: step-major one set per layer, layer-major one per direction (layers take turns).
+  // The states: step-major h and c per layer; layer-major c alone, one set the directions and the
+  // layers take in turn (h is the direction's output row of the step: run_direction).
   q.state_rows = static_cast<std::int32_t>(B);
-  const std::uint64_t sets = q.step_major ? static_cast<std::uint64_t>(L) : 1;
-  for (int d = 0; d < (q.step_major ? 1 : 2); ++d) {
-    q.h[d] = ws.take(sets * B * Hm, 1);
-    q.c[d] = ws.take(sets * B * Hm, 2);
-  }
+  if (q.step_major) q.h = ws.take(static_cast<std::uint64_t>(L) * B * Hm, 1);
+  q.c = ws.take((q.step_major ? static_cast<std::uint64_t>(L) : 1) * B * Hm, 2);
   q.scratch_stride =
       static_cast<std::size_t>(round_up(static_cast<std::int64_t>(step_scratch), static_cast<std::int64_t>(align)));
   q.scratch = ws.take(static_cast<std::uint64_t>(threads) * q.scratch_stride, 1);
@@ -674,38 +672,37 @@ View layer0_rows(const Run& r, const View& in, int d) {
   return v;
 }
 
-// Row b's state of (layer l, direction d) in the workspace (Int8Plan::h, c): rows at the widest
-// layer's stride, so that another thread at another layer never shares them.
+// Row b's state of layer l in the workspace (Int8Plan::h, c): rows at the widest layer's stride,
+// so that another thread at another layer never shares them. Layer-major: c alone, one set.
 std::int64_t state_row(const Run& r, int l, std::int64_t b) {
   const Int8Plan& q = r.p->i8;
   return (q.step_major ? l * static_cast<std::int64_t>(q.state_rows) + b : b) * q.max_hidden;
 }
-std::int8_t* state_h(const Run& r, int l, int d, std::int64_t b) { return ws_at<std::int8_t>(r, r.p->i8.h[d]) + state_row(r, l, b); }
-std::int16_t* state_c(const Run& r, int l, int d, std::int64_t b) { return ws_at<std::int16_t>(r, r.p->i8.c[d]) + state_row(r, l, b); }
+std::int8_t* state_h(const Run& r, int l, std::int64_t b) { return ws_at<std::int8_t>(r, r.p->i8.h) + state_row(r, l, b); }
+std::int16_t* state_c(const Run& r, int l, std::int64_t b) { return ws_at<std::int16_t>(r, r.p->i8.c) + state_row(r, l, b); }
 
-// Row b's state of (l, d) from h0 / c0 (or LiteRT's initial one), and back to hy / cy.
-void load_state(const Run& r, int l, int d, std::int64_t b) {
+// Row b's state of (l, d) from h0 / c0 (or LiteRT's initial one) into h and c, and back to hy / cy.
+void load_state(const Run& r, int l, int d, std::int64_t b, std::int8_t* h, std::int16_t* c) {
   const StackSpec& st = r.p->stack;
   const ForwardArgs& a = *r.a;
   const std::int64_t H = st.layers[l].hidden_size;
   const std::size_t hs = static_cast<std::size_t>(H);
   if (a.h0 != nullptr)
-    std::memcpy(state_h(r, l, d, b), static_cast<const std::int8_t*>(a.h0) + state_offset(st, a.batch, l, d) + b * H, hs);
+    std::memcpy(h, static_cast<const std::int8_t*>(a.h0) + state_offset(st, a.batch, l, d) + b * H, hs);
   else
-    std::memset(state_h(r, l, d, b), static_cast<std::uint8_t>(st.layers[l].int8[d].state.zero_point), hs);
+    std::memset(h, static_cast<std::uint8_t>(st.layers[l].int8[d].state.zero_point), hs);
   if (a.c0 != nullptr)
-    std::memcpy(state_c(r, l, d, b), static_cast<const std::int16_t*>(a.c0) + cell_state_offset(st, a.batch, l, d) + b * H, 2 * hs);
+    std::memcpy(c, static_cast<const std::int16_t*>(a.c0) + cell_state_offset(st, a.batch, l, d) + b * H, 2 * hs);
   else
-    std::memset(state_c(r, l, d, b), 0, 2 * hs);
+    std::memset(c, 0, 2 * hs);
 }
-void store_state(const Run& r, int l, int d, std::int64_t b) {
+void store_state(const Run& r, int l, int d, std::int64_t b, const std::int8_t* h, const std::int16_t* c) {
   const StackSpec& st = r.p->stack;
   const ForwardArgs& a = *r.a;
   const std::int64_t H = st.layers[l].hidden_size;
   const std::size_t hs = static_cast<std::size_t>(H);
-  if (a.hy != nullptr) std::memcpy(static_cast<std::int8_t*>(a.hy) + state_offset(st, a.batch, l, d) + b * H, state_h(r, l, d, b), hs);
-  if (a.cy != nullptr)
-    std::memcpy(static_cast<std::int16_t*>(a.cy) + cell_state_offset(st, a.batch, l, d) + b * H, state_c(r, l, d, b), 2 * hs);
+  if (a.hy != nullptr) std::memcpy(static_cast<std::int8_t*>(a.hy) + state_offset(st, a.batch, l, d) + b * H, h, hs);
+  if (a.cy != nullptr) std::memcpy(static_cast<std::int16_t*>(a.cy) + cell_state_offset(st, a.batch, l, d) + b * H, c, 2 * hs);
 }
 
 // LiteRT's QUANTIZE on the CPU (int8_quantize) of x's row (t, b) into `row`.
@@ -756,24 +753,30 @@ View input_view(const Run& r, int b0, int b1) {
 
 // One direction of layer l for rows [b0, b1): each row's steps in order (reverse: last to first),
 // its state from h0 / c0 (or LiteRT's initial one) and to hy / cy; step t's output to
-// out + t·out_st + b·out_sb (out_st 0: only the last step's stays).
-void run_direction(const Run& r, int l, int d, const View& in, std::int8_t* out, std::int64_t out_st, std::int64_t out_sb,
+// out + t·out_st + b·out_sb (out_st 0: only the last step's stays). h is that output row itself:
+// the initial state is loaded into the first step's row, each later row starts as a copy of the
+// row before and the step updates it in place (no h of its own in the workspace); c is the plan's
+// one slot. A run of no steps writes no row: its h goes to hy through the scratch.
+void run_direction(const Run& r, int l, int d, const View& in, std::int8_t* out, std::ptrdiff_t out_st, std::ptrdiff_t out_sb,
                    int b0, int b1, std::int8_t* scratch) {
   q8::Int8LstmParams prm;
   unpack_lstm(r, l, d, &prm);
   const View src = l == 0 ? layer0_rows(r, in, d) : in;
-  const std::int64_t T = r.a->seq_len;
+  const int T = r.a->seq_len;
   const std::size_t hs = static_cast<std::size_t>(r.p->stack.layers[l].hidden_size);
-  for (std::int64_t b = b0; b < b1; ++b) {
-    std::int8_t* h = state_h(r, l, d, b);
-    std::int16_t* c = state_c(r, l, d, b);
-    load_state(r, l, d, b);
-    for (std::int64_t k = 0; k < T; ++k) {
-      const std::int64_t t = d == 0 ? k : T - 1 - k;
+  for (int b = b0; b < b1; ++b) {
+    std::int8_t* const rows = out + b * out_sb;
+    std::int16_t* c = state_c(r, l, b);
+    std::int8_t* h = T > 0 ? rows + (d == 0 ? 0 : T - 1) * out_st : scratch;
+    load_state(r, l, d, b, h, c);
+    for (int k = 0; k < T; ++k) {
+      const int t = d == 0 ? k : T - 1 - k;
+      std::int8_t* const row = rows + t * out_st;
+      if (row != h) std::memcpy(row, h, hs);
+      h = row;
       q8::int8_lstm_step(prm, 1, src.row(t, b), h, c, scratch);
-      std::memcpy(out + t * out_st + b * out_sb, h, hs);
     }
-    store_state(r, l, d, b);
+    store_state(r, l, d, b, h, c);
   }
 }
 
@@ -799,16 +802,16 @@ void merge_row(const PlanImpl& p, int l, std::size_t n, const std::int8_t* fw, c
 View run_layers(const Run& r, int b0, int b1, std::int8_t* scratch) {
   const PlanImpl& p = *r.p;
   const StackSpec& st = p.stack;
-  const std::int64_t T = r.a->seq_len, B = r.a->batch, S = p.i8.max_width, Sd = p.i8.max_hidden;
+  const std::ptrdiff_t T = r.a->seq_len, B = r.a->batch, S = p.i8.max_width, Sd = p.i8.max_hidden;
   View in = input_view(r, b0, b1);
   for (int l = 0; l < st.num_layers; ++l) {
     const LayerSpec& ls = st.layers[l];
-    const std::int64_t H = ls.hidden_size, W = layer_output_width(ls);
+    const std::ptrdiff_t H = ls.hidden_size, W = layer_output_width(ls);
     const bool last = l + 1 == st.num_layers;
     // Rows of this layer's output: the workspace's, the caller's y itself (the last layer of a
     // stack without a head, writing int8), or each row's final ones (before a last-step head).
     std::int8_t* out = ws_at<std::int8_t>(r, p.i8.out[l & 1]);
-    std::int64_t ost = B * S, osb = S, dst = B * Sd;
+    std::ptrdiff_t ost = B * S, osb = S, dst = B * Sd;
     if (last && direct_output(p)) {
       const bool bm = r.a->layout == Layout::batch_major;
       out = static_cast<std::int8_t*>(r.a->y);
@@ -823,9 +826,9 @@ View run_layers(const Run& r, int b0, int b1, std::int8_t* scratch) {
     if (merged(ls)) {
       std::int8_t* dir_out[2] = {ws_at<std::int8_t>(r, p.i8.dir_out[0]), ws_at<std::int8_t>(r, p.i8.dir_out[1])};
       for (int d = 0; d < 2; ++d) run_direction(r, l, d, in, dir_out[d], dst, Sd, b0, b1, scratch);
-      const std::int64_t rows = ost == 0 ? (T > 0 ? 1 : 0) : T;
-      for (std::int64_t t = 0; t < rows; ++t)
-        for (std::int64_t b = b0; b < b1; ++b)
+      const std::ptrdiff_t rows = ost == 0 ? (T > 0 ? 1 : 0) : T;
+      for (std::ptrdiff_t t = 0; t < rows; ++t)
+        for (std::ptrdiff_t b = b0; b < b1; ++b)
           merge_row(p, l, static_cast<std::size_t>(H), dir_out[0] + t * dst + b * Sd, dir_out[1] + t * dst + b * Sd,
                     out + t * ost + b * osb);
     } else {
@@ -984,9 +987,9 @@ RNNCORE_Q8_NOINLINE void run_rows_by_step(const Run& r, int b0, int b1, std::int
   q8::Int8LstmParams prm;
   int unpacked = -1;  // the layer prm is for (read again per layer only in stacks of several)
   for (std::int64_t b = b0; b < b1; ++b) {
-    for (int l = 0; l < L; ++l) load_state(r, l, 0, b);
-    std::int8_t* const h0 = state_h(r, 0, 0, b);
-    std::int16_t* const c0 = state_c(r, 0, 0, b);
+    for (int l = 0; l < L; ++l) load_state(r, l, 0, b, state_h(r, l, b), state_c(r, l, b));
+    std::int8_t* const h0 = state_h(r, 0, b);
+    std::int16_t* const c0 = state_c(r, 0, b);
     const std::int8_t* y = nullptr;
     for (std::int64_t t = 0; t < T; ++t) {
       if (quantize) {
@@ -1009,7 +1012,7 @@ RNNCORE_Q8_NOINLINE void run_rows_by_step(const Run& r, int b0, int b1, std::int
     }
     if (!every_step && T > 0)
       std::memcpy(ws_at<std::int8_t>(r, p.i8.head_rows) + b * head_input_size(st), y, static_cast<std::size_t>(head_input_size(st)));
-    for (int l = 0; l < L; ++l) store_state(r, l, 0, b);
+    for (int l = 0; l < L; ++l) store_state(r, l, 0, b, state_h(r, l, b), state_c(r, l, b));
   }
   if (last_step_head(st)) emit_last_step_head(r, b0, b1);
 }

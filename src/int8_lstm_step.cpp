@@ -174,11 +174,13 @@ RNNCORE_Q8_NOINLINE void step_rows(const Int8LstmParams& p, int batch, const std
                                    std::int16_t* c, std::int8_t* scratch) {
   const int H = p.hidden_size;
   const std::size_t Hs = static_cast<std::size_t>(H), Is = static_cast<std::size_t>(p.input_size);
-  // Interleaved weights: x and h widened once per step, after the new state, 4-byte aligned.
+  // Interleaved weights: x and h widened once per step into the scratch, 4-byte aligned; the
+  // blocks read h only widened, so the new state goes straight into h. Row-major weights: the
+  // blocks read h itself, so the new state waits in the scratch until the last block.
   std::int16_t* x_pairs = nullptr;
   std::int16_t* h_pairs = nullptr;
   if constexpr (kInterleaved) {
-    const std::uintptr_t at = (reinterpret_cast<std::uintptr_t>(scratch + Hs) + 3u) & ~std::uintptr_t{3};
+    const std::uintptr_t at = (reinterpret_cast<std::uintptr_t>(scratch) + 3u) & ~std::uintptr_t{3};
     x_pairs = reinterpret_cast<std::int16_t*>(at);
     h_pairs = x_pairs + 4 * interleaved4_words(p.input_size);
   }
@@ -192,11 +194,12 @@ RNNCORE_Q8_NOINLINE void step_rows(const Int8LstmParams& p, int batch, const std
       if constexpr (!kTokens) widen_pairs(in.x, p.input_size, x_pairs);
       widen_pairs(hb, H, h_pairs);
     }
+    std::int8_t* const h_next = kInterleaved ? hb : scratch;
     for (int j0 = 0; j0 < H; j0 += kUnitBlock) {
       const int n = H - j0 < kUnitBlock ? H - j0 : kUnitBlock;
-      step_block<kPerChannel, kInterleaved, kTokens>(p, j0, n, in, c + bs * Hs, scratch);
+      step_block<kPerChannel, kInterleaved, kTokens>(p, j0, n, in, c + bs * Hs, h_next);
     }
-    std::memcpy(hb, scratch, Hs);
+    if constexpr (!kInterleaved) std::memcpy(hb, scratch, Hs);
   }
 }
 

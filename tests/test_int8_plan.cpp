@@ -575,3 +575,34 @@ TEST_CASE("int8 token tables: the packed bytes, a buffer without them refused, r
   CHECK(Plan::create(plain_in.spec, opt, &p) == Status::unsupported);
   CHECK(std::string(last_error_detail()).find("int8_token_table needs an Embedding") != std::string::npos);
 }
+
+TEST_CASE("int8 stacks: a bidirectional run of no steps passes h0 and c0 to hy and cy") {
+  // The layer-major walk keeps a direction's h in its output rows; with no step there is no row,
+  // and the state goes through the step's scratch instead.
+  const Loaded l = load(rnncore_test::golden_dir("tflite_int8") + "/stacks/bidi_stack2_I6_H8_6_T8_B2_last.safetensors");
+  REQUIRE(l.status == Status::ok);
+  const int B = 2;
+  PlanOptions opt;
+  opt.max_batch = B;
+  opt.max_seq_len = 8;
+  Model m;
+  REQUIRE(Model::create(l.spec, opt, l.canonical.data(), &m) == Status::ok);
+  const std::size_t hs = static_cast<std::size_t>(state_elements(l.spec, B)), cs = static_cast<std::size_t>(cell_state_elements(l.spec, B));
+  std::vector<std::int8_t> h0(hs), hy(hs, 0), x(static_cast<std::size_t>(B) * l.spec.input_size, 0);
+  std::vector<std::int16_t> c0(cs), cy(cs, 0);
+  for (std::size_t i = 0; i < hs; ++i) h0[i] = static_cast<std::int8_t>(static_cast<int>(i * 37 % 251) - 125);
+  for (std::size_t i = 0; i < cs; ++i) c0[i] = static_cast<std::int16_t>(static_cast<int>(i * 4099 % 65521) - 32760);
+  std::vector<std::int8_t> y(static_cast<std::size_t>(B) * stack_output_size(l.spec));
+  ForwardArgs a;
+  a.batch = B;
+  a.seq_len = 0;
+  a.x = x.data();
+  a.y = y.data();
+  a.h0 = h0.data();
+  a.c0 = c0.data();
+  a.hy = hy.data();
+  a.cy = cy.data();
+  REQUIRE(m.forward(a) == Status::ok);
+  CHECK(hy == h0);
+  CHECK(cy == c0);
+}

@@ -72,9 +72,9 @@ typedef struct rnncore_int8_lstm_quantization {
 /** Bytes of a [rows, k] int8 matrix in the interleaved layout: 4·ceil(rows/4) · 4·ceil(k/4). */
 #define RNNCORE_INT8_INTERLEAVED4_BYTES(rows, k) ((size_t)(((rows) + 3) / 4 * 4) * (size_t)(((k) + 3) / 4 * 4))
 /** Scratch bytes of a run with interleaved weights (input size I, hidden size H), for static buffers:
- * H + 3 + 2·(4·ceil(I/4) + 4·ceil(H/4)). */
+ * 3 + 2·(4·ceil(I/4) + 4·ceil(H/4)) (x and h widened; the new state goes straight into h). */
 #define RNNCORE_INT8_LSTM_INTERLEAVED4_SCRATCH_BYTES(I, H) \
-  ((size_t)(H) + 3 + 2 * ((size_t)(((I) + 3) / 4 * 4) + (size_t)(((H) + 3) / 4 * 4)))
+  ((size_t)3 + 2 * ((size_t)(((I) + 3) / 4 * 4) + (size_t)(((H) + 3) / 4 * 4)))
 /** Writes the row-major int8 matrix w [rows, k] into out (RNNCORE_INT8_INTERLEAVED4_BYTES(rows, k)
  * bytes) in the interleaved layout, the padding zero; e.g. at start-up into RAM, for weights that
  * arrive row-major (`rnncore export-c --interleave` writes them so at build time, for flash).

@@ -88,12 +88,14 @@ struct Int8Plan {
   // last-step head writes its final rows into head_rows) and a merging layer's directions
   // [T, B, H] each ([B, H] for such a last layer); the head's rows [B, W] (last step), its output
   // [rows, F] and a softmax's (rows: B with last_step_only or step-major, else T·B); the activations of the
-  // Dense layers before it, [rows, ·] in head_mid[k % 2]; the rows' h (int8) and c (int16):
-  // layer-major per direction [B, H], step-major per layer [L, B, H] (state_rows); per thread a
-  // step's scratch. Rows of H at the stride max_hidden. Regions start at multiples of 4 bytes in a
+  // Dense layers before it, [rows, ·] in head_mid[k % 2]; the rows' state: step-major h (int8)
+  // and c (int16) per layer [L, B, H] (state_rows), layer-major c alone [B, H], one set that the
+  // directions and layers take in turn (a direction's h is its output row of the step, h0 copied
+  // in before the first step, each step's row copied from the one before); per thread a step's
+  // scratch. Rows of H at the stride max_hidden. Regions start at multiples of 4 bytes in a
   // one-thread plan, of kAlignment with threads.
   std::size_t x = 0, out[2] = {0, 0}, dir_out[2] = {0, 0}, head_rows = 0, head_a = 0, head_b = 0, head_mid[2] = {0, 0};
-  std::size_t h[2] = {0, 0}, c[2] = {0, 0}, scratch = 0, scratch_stride = 0;
+  std::size_t h = 0, c = 0, scratch = 0, scratch_stride = 0;
   std::int32_t max_hidden = 0, max_width = 0, state_rows = 0;
 };
 

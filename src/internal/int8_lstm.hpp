@@ -131,15 +131,16 @@ inline bool int8_lstm_per_channel(const Int8LstmQuantization& q) { return q.w_sc
 inline std::size_t int8_lstm_storage_words(const Int8LstmQuantization& q, int hidden_size) {
   return (int8_lstm_per_channel(q) ? 24 : 8) * static_cast<std::size_t>(hidden_size);
 }
-/// Bytes of scratch a step needs: hidden_size (the new output state, until every unit has read
-/// the old one). The gates are computed in blocks of kUnitBlock units on the stack.
+/// Bytes of scratch a step of row-major weights needs: hidden_size (the new output state, until
+/// every unit has read the old one). The gates are computed in blocks of kUnitBlock units on the stack.
 inline std::size_t int8_lstm_scratch_bytes(int hidden_size) { return static_cast<std::size_t>(hidden_size); }
-/// Bytes of scratch a step of these parameters needs: with interleaved weights also x and h widened
-/// to int16 (2 bytes per column, columns padded to multiples of 4), 4-byte aligned within it.
+/// Bytes of scratch a step of these parameters needs: with interleaved weights x and h widened to
+/// int16 (2 bytes per column, columns padded to multiples of 4), 4-byte aligned within it, and no
+/// more (the blocks read h only widened: the new state is written into h itself).
 inline std::size_t int8_lstm_scratch_bytes(const Int8LstmParams& p) {
   if (!int8_panel_layout(p.layout)) return int8_lstm_scratch_bytes(p.hidden_size);
   const int pairs = 4 * (interleaved4_words(p.input_size) + interleaved4_words(p.hidden_size));  // int16 each
-  return static_cast<std::size_t>(p.hidden_size) + 3 + 2 * static_cast<std::size_t>(pairs);
+  return 3 + 2 * static_cast<std::size_t>(pairs);
 }
 
 /// Units a step computes together: the kernels run on blocks of this many rows of each gate. 32;

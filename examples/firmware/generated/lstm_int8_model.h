@@ -37,7 +37,7 @@
 /** int32 words of lstm_int8_folded_bias, and bytes of a run's scratch (with interleaved weights
  * also x and h widened to int16: RNNCORE_INT8_LSTM_INTERLEAVED4_SCRATCH_BYTES(I, H)). */
 #define LSTM_INT8_BIAS_WORDS 256
-#define LSTM_INT8_SCRATCH_BYTES 131
+#define LSTM_INT8_SCRATCH_BYTES 99
 /** A run starts from LiteRT's initial state: every h = LSTM_INT8_STATE_ZERO_POINT, every c = 0. */
 #define LSTM_INT8_STATE_ZERO_POINT -1
 
@@ -1208,7 +1208,7 @@ static const rnncore_stack_spec lstm_int8_stack = {
 /** sizeof lstm_int8_packed; LSTM_INT8_WORKSPACE_BYTES: rnncore_plan_workspace_bytes of a plan for max_batch
  * 4, max_seq_len 50 (one thread): all the RAM a run takes besides x, y and the plan. */
 #define LSTM_INT8_PACKED_BYTES 7424
-#define LSTM_INT8_WORKSPACE_BYTES 516
+#define LSTM_INT8_WORKSPACE_BYTES 484
 /** The weights packed for LSTM_INT8_KERNEL_FAMILY by pack_weights (its header, then each LSTM direction's
  * prepared parameters as 32-bit words and offsets, W, R, the folded biases, then the ends), read
  * in place by rnncore_forward: no rnncore_plan_pack_weights and no RAM for weights. */
