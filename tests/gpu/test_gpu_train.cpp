@@ -510,6 +510,21 @@ TEST_CASE("mutants: ignoring the resets at any place a kernel reads them is caug
 
 namespace {
 
+/// c's layer 0 made unidirectional, in Dropout(h and c) then a residual; inter-layer dropout 0.3; a
+/// training run with row ids, its seed and step from rng.
+Case with_dropout_residual(Case c, Rng& rng) {
+  LayerSpec& l0 = c.stack.layers[0];
+  l0.direction = Direction::unidirectional;
+  l0.wrappers[l0.num_wrappers++] = dropout_wrapper(0.8, 0.7, 0.6, false, false, StateFilter::h_and_c);
+  l0.wrappers[l0.num_wrappers++] = residual_wrapper();
+  c.stack.dropout = 0.3;
+  c.run_mode = RunMode::training;
+  c.row_ids = true;
+  c.seed = rng.next();
+  c.step = rng.next();
+  return c;
+}
+
 /// An LSTM stack with TF LSTMCell's extensions, the same shapes in every variant. Without a projection:
 /// peepholes (variant 0), a cell clip (1) or both (2); a clip of 0.3 binds on most cell states, so a
 /// backward that ignores it misses by far. With one (`projection`): P = 5..7 < H, a projection clip
@@ -560,15 +575,7 @@ TEST_CASE("emulated GPU training with LSTM peepholes and a cell clip: both recur
   // dropout and row ids; then per-step resets; then f16 weight storage.
   Case w = ext_case(2, 2, i++);
   w.stack.input_size = 9;  // the residual needs I == H
-  w.stack.layers[0].wrappers[w.stack.layers[0].num_wrappers++] =
-      dropout_wrapper(0.8, 0.7, 0.6, false, false, StateFilter::h_and_c);
-  w.stack.layers[0].wrappers[w.stack.layers[0].num_wrappers++] = residual_wrapper();
-  w.stack.layers[0].direction = Direction::unidirectional;
-  w.stack.dropout = 0.3;
-  w.run_mode = RunMode::training;
-  w.row_ids = true;
-  w.seed = rng.next();
-  w.step = rng.next();
+  w = with_dropout_residual(w, rng);  // (its draws before the data's seed, as before)
   check_emulated(w, rng.next());
   Case rs = ext_case(2, 2, 0);
   for (int l = 0; l < rs.stack.num_layers; ++l) rs.stack.layers[l].direction = Direction::unidirectional;
@@ -699,16 +706,8 @@ TEST_CASE("emulated GPU training with an LSTM projection: stacks, both direction
   }
   // State and output dropout with a residual (I == P), inter-layer dropout, row ids; resets; f16.
   Case w = projection_case(1, 2, i++);
-  w.stack.layers[0].direction = Direction::unidirectional;
   w.stack.layers[0].proj_size = 6;  // = the input size, for the residual
-  w.stack.layers[0].wrappers[w.stack.layers[0].num_wrappers++] =
-      dropout_wrapper(0.8, 0.7, 0.6, false, false, StateFilter::h_and_c);
-  w.stack.layers[0].wrappers[w.stack.layers[0].num_wrappers++] = residual_wrapper();
-  w.stack.dropout = 0.3;
-  w.run_mode = RunMode::training;
-  w.row_ids = true;
-  w.seed = rng.next();
-  w.step = rng.next();
+  w = with_dropout_residual(w, rng);  // (its draws before the data's seed, as before)
   check_emulated(w, rng.next());
   Case rs = projection_case(2, 2, 0);
   for (int l = 0; l < rs.stack.num_layers; ++l) rs.stack.layers[l].direction = Direction::unidirectional;
