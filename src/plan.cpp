@@ -90,10 +90,6 @@ Status choose_backend(const StackSpec& stack, const PlanOptions& options, const 
     p->isa = want == Backend::reference ? Isa::none : options.max_isa;  // its layout's cap for the kernels
     return Status::ok;
   }
-  const bool ends = stack.embedding.vocab_size > 0 || stack.head.out_features > 0;
-  RNNCORE_ENSURE(!ends || want != Backend::gpu || !options.training, Status::unsupported,
-                 "backend gpu: the stack has %s, which the GPU backend runs in inference only, not in a training plan "
-                 "(use backend simd or reference to train it)", stack.embedding.vocab_size > 0 ? "an embedding" : "a Dense head");
   if (want == Backend::gpu) {
     p->table = BackendTable::gpu;
     p->backend = Backend::gpu;

@@ -190,6 +190,26 @@ inline LayerSpec layer(Mode mode, int hidden, bool bidirectional, std::initializ
   return ls;
 }
 
+/// A one-layer stack (no wrappers) on `input` features, T steps of B rows.
+inline Case one_layer_case(Mode mode, int input, int hidden, bool bidirectional, int T, int B,
+                           GruVariant variant = GruVariant::reset_after) {
+  Case c;
+  c.stack.input_size = input;
+  c.stack.num_layers = 1;
+  c.stack.layers[0] = layer(mode, hidden, bidirectional, {}, variant);
+  c.T = T;
+  c.B = B;
+  return c;
+}
+
+/// c with weights stored as wt and PlanOptions::gpu_half_math, at wt's half-math tolerance.
+inline Case with_half_math(Case c, DType wt) {
+  c.weights = wt;
+  c.half_math = true;
+  c.tolerance = half_math_tolerance(wt);
+  return c;
+}
+
 inline Wrapper seeded(Wrapper w, std::uint64_t seed) {
   w.dropout.has_seed = true;
   w.dropout.seed = seed;
@@ -272,7 +292,17 @@ struct TrainData {
   std::vector<std::int32_t> lengths;
   std::vector<std::uint32_t> rows;
   std::vector<std::uint8_t> resets;
+  std::vector<std::int32_t> ids;  ///< token ids [T·B] in the run's layout (a stack with an embedding)
 };
+
+/// The elements of a training run's y: the head's (every step or last step) or the last layer's.
+inline std::size_t train_output_size(const Case& c) {
+  const StackSpec& st = c.stack;
+  const LayerSpec& last = st.layers[st.num_layers - 1];
+  if (st.head.out_features > 0)
+    return static_cast<std::size_t>(st.head.last_step_only ? c.B : c.T * c.B) * st.head.out_features;
+  return static_cast<std::size_t>(c.T) * c.B * num_directions(last) * output_size(last);
+}
 
 inline bool has_lstm(const StackSpec& st) {
   for (int l = 0; l < st.num_layers; ++l)
@@ -283,10 +313,9 @@ inline bool has_lstm(const StackSpec& st) {
 inline TrainData draw_training(const Case& c, std::uint64_t seed) {
   Rng rng(seed);
   const StackSpec& st = c.stack;
-  const LayerSpec& last = st.layers[st.num_layers - 1];
   const std::size_t states = static_cast<std::size_t>(state_elements(st, c.B));
   const std::size_t cells = static_cast<std::size_t>(cell_state_elements(st, c.B));  // c has H units, h O
-  const std::size_t out = static_cast<std::size_t>(c.T) * c.B * num_directions(last) * output_size(last);
+  const std::size_t out = train_output_size(c);
   TrainData d;
   d.w = random_vector<float>(rng, static_cast<std::size_t>(param_count(st)), 1.0 / std::sqrt(double(st.layers[0].hidden_size)));
   for (float& w : d.w) {
@@ -304,6 +333,10 @@ inline TrainData draw_training(const Case& c, std::uint64_t seed) {
   d.rows.resize(c.B);
   for (auto& r : d.rows) r = static_cast<std::uint32_t>(rng.next());
   d.resets = draw_resets(rng, c.T, c.B);
+  if (st.embedding.vocab_size > 0) {
+    d.ids.resize(static_cast<std::size_t>(c.T) * c.B);
+    for (auto& id : d.ids) id = rng.range(0, st.embedding.vocab_size - 1);
+  }
   return d;
 }
 
@@ -315,8 +348,7 @@ void bind(const Case& c, const std::vector<T>& x, const std::vector<T>& h0, cons
   const bool lstm = has_lstm(st);
   const std::size_t states = static_cast<std::size_t>(state_elements(st, c.B));
   const std::size_t cells = static_cast<std::size_t>(cell_state_elements(st, c.B));
-  const LayerSpec& last = st.layers[st.num_layers - 1];
-  r->y.assign(static_cast<std::size_t>(c.T) * c.B * num_directions(last) * output_size(last), T(-7));
+  r->y.assign(train_output_size(c), T(-7));
   r->hy.assign(states, T(-7));
   r->cy.assign(lstm ? cells : 0, T(-7));
   r->dx.assign(x.size(), T(-7));
@@ -333,7 +365,7 @@ void bind(const Case& c, const std::vector<T>& x, const std::vector<T>& h0, cons
   a->step = c.step;
   a->time_offset = c.time_offset;
   a->resets = c.resets ? d.resets.data() : nullptr;
-  a->x = x.data();
+  a->x = st.embedding.vocab_size > 0 ? static_cast<const void*>(d.ids.data()) : x.data();
   a->h0 = c.initial ? h0.data() : nullptr;
   a->c0 = c.initial && lstm ? c0.data() : nullptr;
   a->y = r->y.data();
@@ -348,7 +380,7 @@ void bind_backward(const Case& c, const std::vector<T>& dy, const std::vector<T>
   b->dy = dy.data();
   b->dhy = dhy.data();
   b->dcy = lstm ? dcy.data() : nullptr;
-  b->dx = r->dx.data();
+  b->dx = c.stack.embedding.vocab_size > 0 ? nullptr : r->dx.data();  // token ids: the table's gradient is in dweights
   b->dh0 = r->dh0.data();
   b->dc0 = lstm ? r->dc0.data() : nullptr;
   b->dweights = r->dw.data();

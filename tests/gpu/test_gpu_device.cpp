@@ -143,7 +143,8 @@ Status train_device(const Case& c, const TrainData& d, TrainResults<float>* r, c
   bind_backward(c, d.dy, d.dhy, d.dcy, r, &b);
   DeviceCopy<float> x(d.x), h0(d.h0), c0(d.c0), dy(d.dy), dhy(d.dhy), dcy(d.dcy), y(r->y), hy(r->hy), cy(r->cy), dx(r->dx),
       dh0(r->dh0), dc0(r->dc0), dw(r->dw);
-  a.x = x.get();
+  DeviceCopy<std::int32_t> ids(d.ids);  // token ids: a stack with an embedding
+  a.x = c.stack.embedding.vocab_size > 0 ? ids.get() : x.get();
   a.h0 = a.h0 != nullptr ? h0.get() : nullptr;
   a.c0 = a.c0 != nullptr ? c0.get() : nullptr;
   a.y = y.get();
@@ -154,7 +155,7 @@ Status train_device(const Case& c, const TrainData& d, TrainResults<float>* r, c
   b.dy = dy.get();
   b.dhy = dhy.get();
   b.dcy = b.dcy != nullptr ? dcy.get() : nullptr;
-  b.dx = dx.get();
+  b.dx = b.dx != nullptr ? dx.get() : nullptr;
   b.dh0 = dh0.get();
   b.dc0 = b.dc0 != nullptr ? dc0.get() : nullptr;
   b.dweights = dw.get();
@@ -356,6 +357,17 @@ TEST_CASE("GPU training (Model): forward with a reserve and backward match the r
       check_training_on_device(c, kChoices[v % 3], 8100 + v);
     }
   MESSAGE("largest relative error: " << g_training_worst);
+}
+
+TEST_CASE("GPU training with an Embedding and a Dense head: every step and last step, each activation") {
+  // The emulator's training cases of the ends (ends_case without Dense layers before the head) on the hardware.
+  Rng rng(3801);
+  for (int i = 0; i < 10; ++i) {
+    Case c = ends_case(i, rng);
+    c.stack.num_pre_head = 0;
+    if (i == 9) c.stack.head = DenseSpec();  // the embedding alone
+    check_training_on_device(c, kChoices[i % 3], 9500 + static_cast<std::uint64_t>(i));
+  }
 }
 
 TEST_CASE("GPU per-step resets (ForwardArgs::resets): forward and training match the reference, every kernel choice") {

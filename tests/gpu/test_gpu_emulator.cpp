@@ -499,7 +499,7 @@ TEST_CASE("emulated GPU forward with an Embedding and a Dense head (every step, 
   MESSAGE("largest relative error: " << g_forward_worst);
 }
 
-TEST_CASE("GPU plans with an Embedding or a Dense head: inference runs, a training plan is refused with its reason") {
+TEST_CASE("GPU plans with an Embedding or a Dense head: inference and training plans (the reserve keeps the head's rows)") {
   StackSpec st;
   st.input_size = 4;
   st.num_layers = 1;
@@ -511,8 +511,10 @@ TEST_CASE("GPU plans with an Embedding or a Dense head: inference runs, a traini
   CHECK(p.gpu.ws_ends_args != 0);
   CHECK(p.ends != 0);
   opt.training = true;
-  CHECK(make_gpu_plan(st, opt, EmuConfig(), &p) == Status::unsupported);
-  CHECK(std::string(last_error_detail()).find("inference only") != std::string::npos);
+  REQUIRE(make_gpu_plan(st, opt, EmuConfig(), &p) == Status::ok);
+  CHECK(p.train.head_in != 0);
+  CHECK(p.train.head_y > p.train.head_in);
+  CHECK(p.train.head_dz != p.train.dlayer[0]);
 }
 
 TEST_CASE("emulated GPU forward: zero-length rows, T = 0, skip input, auto choices") {
@@ -903,15 +905,7 @@ TEST_CASE("a refused cooperative launch falls back to the per-step kernels") {
     }
   }
   // The persistent kernel on the matrix units (gpu_half_math, B = 9) falls back to the matrix-unit step.
-  Case c;
-  c.stack.input_size = 6;
-  c.stack.num_layers = 1;
-  c.stack.layers[0] = layer(Mode::lstm, 10, true, {});
-  c.T = 3;
-  c.B = 9;
-  c.weights = DType::f16;
-  c.half_math = true;
-  c.tolerance = half_math_tolerance(c.weights);
+  const Case c = with_half_math(one_layer_case(Mode::lstm, 6, 10, true, 3, 9), DType::f16);
   EmuConfig cfg = config(32, gpu::Recurrence::persistent);
   cfg.mma = true;
   std::map<std::string, int> launches;

@@ -177,17 +177,9 @@ TEST_CASE("emulated GPU training with gpu_half_math at batch >= 8: the forward's
                 {Mode::lstm, GruVariant::reset_after, 20, 9, true, DType::f32}};  // TF32: warp 32
   int i = 0;
   for (const auto& sh : shapes) {
-    Case c;
-    c.stack.input_size = 11;
-    c.stack.num_layers = 1;
-    c.stack.layers[0] = layer(sh.mode, sh.hidden, sh.bidirectional, {}, sh.variant);
-    c.T = 3;
-    c.B = sh.B;
+    Case c = with_half_math(one_layer_case(sh.mode, 11, sh.hidden, sh.bidirectional, 3, sh.B, sh.variant), sh.weights);
     c.lengths = i % 2 == 0;
     c.initial = true;
-    c.weights = sh.weights;
-    c.half_math = true;
-    c.tolerance = half_math_tolerance(c.weights);
     std::map<std::string, int> launches;
     Device dev;
     dev.warp = i % 2 ? 64 : 32;
@@ -228,17 +220,9 @@ TEST_CASE("emulated GPU training with gpu_half_math at batch 8 to 16: the forwar
   double worst = 0;
   int i = 0;
   for (const auto& sh : shapes) {
-    Case c;
-    c.stack.input_size = 7;
-    c.stack.num_layers = 1;
-    c.stack.layers[0] = layer(sh.mode, i % 2 ? 37 : 20, sh.bidirectional, {}, sh.variant);
-    c.T = 3;
-    c.B = sh.B;
+    Case c = with_half_math(one_layer_case(sh.mode, 7, i % 2 ? 37 : 20, sh.bidirectional, 3, sh.B, sh.variant), sh.weights);
     c.lengths = i % 2 == 0;
     c.initial = true;
-    c.weights = sh.weights;
-    c.half_math = true;
-    c.tolerance = half_math_tolerance(c.weights);
     std::map<std::string, int> launches;
     Device dev;
     dev.warp = sh.warp;
@@ -348,12 +332,7 @@ TEST_CASE("mutants: leaving out any barrier of the backward kernels is caught") 
     MESSAGE("no access instrumentation in this build (AddressSanitizer): mutants not run");
     return;
   }
-  Case c;
-  c.stack.input_size = 36;
-  c.stack.num_layers = 1;
-  c.stack.layers[0] = layer(Mode::lstm, 40, true, {});
-  c.T = 7;
-  c.B = 33;
+  Case c = one_layer_case(Mode::lstm, 36, 40, true, 7, 33);
   c.lengths = true;
   const TrainData d = draw_training(c, 99);
   std::map<emu::Site, std::set<std::string>> census;
@@ -531,6 +510,21 @@ TEST_CASE("mutants: ignoring the resets at any place a kernel reads them is caug
 
 namespace {
 
+/// c's layer 0 made unidirectional, in Dropout(h and c) then a residual; inter-layer dropout 0.3; a
+/// training run with row ids, its seed and step from rng.
+Case with_dropout_residual(Case c, Rng& rng) {
+  LayerSpec& l0 = c.stack.layers[0];
+  l0.direction = Direction::unidirectional;
+  l0.wrappers[l0.num_wrappers++] = dropout_wrapper(0.8, 0.7, 0.6, false, false, StateFilter::h_and_c);
+  l0.wrappers[l0.num_wrappers++] = residual_wrapper();
+  c.stack.dropout = 0.3;
+  c.run_mode = RunMode::training;
+  c.row_ids = true;
+  c.seed = rng.next();
+  c.step = rng.next();
+  return c;
+}
+
 /// An LSTM stack with TF LSTMCell's extensions, the same shapes in every variant. Without a projection:
 /// peepholes (variant 0), a cell clip (1) or both (2); a clip of 0.3 binds on most cell states, so a
 /// backward that ignores it misses by far. With one (`projection`): P = 5..7 < H, a projection clip
@@ -581,15 +575,7 @@ TEST_CASE("emulated GPU training with LSTM peepholes and a cell clip: both recur
   // dropout and row ids; then per-step resets; then f16 weight storage.
   Case w = ext_case(2, 2, i++);
   w.stack.input_size = 9;  // the residual needs I == H
-  w.stack.layers[0].wrappers[w.stack.layers[0].num_wrappers++] =
-      dropout_wrapper(0.8, 0.7, 0.6, false, false, StateFilter::h_and_c);
-  w.stack.layers[0].wrappers[w.stack.layers[0].num_wrappers++] = residual_wrapper();
-  w.stack.layers[0].direction = Direction::unidirectional;
-  w.stack.dropout = 0.3;
-  w.run_mode = RunMode::training;
-  w.row_ids = true;
-  w.seed = rng.next();
-  w.step = rng.next();
+  w = with_dropout_residual(w, rng);  // (its draws before the data's seed, as before)
   check_emulated(w, rng.next());
   Case rs = ext_case(2, 2, 0);
   for (int l = 0; l < rs.stack.num_layers; ++l) rs.stack.layers[l].direction = Direction::unidirectional;
@@ -720,16 +706,8 @@ TEST_CASE("emulated GPU training with an LSTM projection: stacks, both direction
   }
   // State and output dropout with a residual (I == P), inter-layer dropout, row ids; resets; f16.
   Case w = projection_case(1, 2, i++);
-  w.stack.layers[0].direction = Direction::unidirectional;
   w.stack.layers[0].proj_size = 6;  // = the input size, for the residual
-  w.stack.layers[0].wrappers[w.stack.layers[0].num_wrappers++] =
-      dropout_wrapper(0.8, 0.7, 0.6, false, false, StateFilter::h_and_c);
-  w.stack.layers[0].wrappers[w.stack.layers[0].num_wrappers++] = residual_wrapper();
-  w.stack.dropout = 0.3;
-  w.run_mode = RunMode::training;
-  w.row_ids = true;
-  w.seed = rng.next();
-  w.step = rng.next();
+  w = with_dropout_residual(w, rng);  // (its draws before the data's seed, as before)
   check_emulated(w, rng.next());
   Case rs = projection_case(2, 2, 0);
   for (int l = 0; l < rs.stack.num_layers; ++l) rs.stack.layers[l].direction = Direction::unidirectional;
@@ -898,4 +876,93 @@ TEST_CASE("a GPU backward refuses a reserve of another run") {
   b.forward = a;
   b.forward.seq_lengths = nullptr;
   CHECK(emu::backward(ln, p, p.gpu, packed.ptr, bws.ptr, b) == Status::bad_length);
+}
+
+namespace {
+/// ends_case(i) for training: no Dense layers before the head (no backend trains them yet).
+Case train_ends_case(int i, Rng& rng) {
+  Case c = ends_case(i, rng);
+  c.stack.num_pre_head = 0;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("emulated GPU training with an Embedding and a Dense head: every activation, every step and last step") {
+  // The head's dz, the last layer's output gradient, dW and db (src/gpu/device/backward.hpp's ends)
+  // and the table's gradient against the f64 reference: each activation on every step and the last
+  // step, a bidirectional last layer (cases 0, 3, 6, 9), lengths drawn in 0..T (zero-length rows),
+  // both layouts, warp 32 and 64, both recurrence kernels; a head without an embedding and an
+  // embedding without a head.
+  Rng rng(3801);
+  g_training_worst = 0;
+  for (int i = 0; i < 10; ++i) {
+    Case c = train_ends_case(i, rng);
+    if (i == 9) c.stack.head = DenseSpec();  // the embedding alone: layer 0's input gradient into the table
+    Device dev;
+    dev.warp = i % 2 ? 64 : 32;
+    dev.recurrence = i % 3 == 2 ? gpu::Recurrence::tiled : gpu::Recurrence::auto_select;
+    std::map<std::string, int> launches;
+    dev.launches = &launches;
+    check_emulated(c, 3900 + static_cast<std::uint64_t>(i), dev);
+    const bool head = c.stack.head.out_features > 0;
+    CHECK(launches["f32_head_grad_dz"] == (head ? 1 : 0));
+    CHECK(launches["f32_head_grad_rows"] == (head ? 1 : 0));
+    CHECK(launches["f32_embedding_grad"] == (c.stack.embedding.vocab_size > 0 ? 1 : 0));
+  }
+  MESSAGE("largest relative error: " << g_training_worst);
+}
+
+TEST_CASE("emulated GPU training with an Embedding and a Dense head: batch-major ids, T = 0") {
+  Rng rng(3811);
+  Case c = train_ends_case(0, rng);
+  c.batch_major = true;
+  check_emulated(c, 3920);
+  c.T = 0;  // a last-step head's rows are zeros; every step: no rows
+  c.lengths = false;
+  for (bool last : {false, true}) {
+    c.stack.head.last_step_only = last;
+    check_emulated(c, 3921);
+  }
+}
+
+TEST_CASE("the embedding's gradient keeps every row of a repeated token (a segmented sum, no atomics)") {
+  // Ids [T = 3][B = 2] time-major: (0,0) 2, (0,1) 2, (1,0) 0, (1,1) 2, (2,0) 0 past row 0's length 2.
+  const std::int32_t ids[6] = {2, 2, 0, 2, 0, 1};
+  const std::int32_t lengths[2] = {2, 3};
+  float dx[6 * 2], table[3 * 2];
+  for (int i = 0; i < 12; ++i) dx[i] = static_cast<float>(1 << (i % 6)) * (i < 6 ? 1.0f : -0.5f) + 0.25f * static_cast<float>(i);
+  for (float& v : table) v = 0.5f;
+  gpu::EmbedGradArgs m;
+  std::memset(&m, 0, sizeof m);
+  m.ids = ids;
+  m.id_st = 2;
+  m.id_sb = 1;
+  m.dx = dx;
+  m.dtable = table;
+  m.lengths = lengths;
+  m.steps = 3;
+  m.batch = 2;
+  m.vocab = 3;
+  m.width = 2;
+  for (int warp : {32, 64}) {
+    for (float& v : table) v = 0.5f;
+    gpu::DeviceDescription target;
+    target.warp_size = warp;
+    target.sm_count = 2;
+    emu::Launcher ln(target, 2, 7);
+    gpu::Dims d;
+    d.gx = 2;
+    d.block = static_cast<std::uint32_t>(warp);
+    REQUIRE(ln.launch<gpu::f32_embedding_grad>(d, m, &m, 0) == Status::ok);
+    for (int u = 0; u < 2; ++u) {
+      // id 2 at m = 0, 1, 3 (three rows: a lost sum keeps one or two of them), id 0 at m = 2 only (m = 4 is
+      // past its length), id 1 at m = 5.
+      const float want2 = 0.5f + dx[0 * 2 + u] + dx[1 * 2 + u] + dx[3 * 2 + u];
+      CHECK(table[2 * 2 + u] == want2);
+      CHECK(table[2 * 2 + u] != 0.5f + dx[3 * 2 + u]);                 // the last row alone
+      CHECK(table[2 * 2 + u] != 0.5f + dx[1 * 2 + u] + dx[3 * 2 + u]);  // the first row lost
+      CHECK(table[0 * 2 + u] == 0.5f + dx[2 * 2 + u]);
+      CHECK(table[1 * 2 + u] == 0.5f + dx[5 * 2 + u]);
+    }
+  }
 }

@@ -542,6 +542,132 @@ struct f32_rnn_grad_gemm_tiled {
   }
 };
 
+// ------------------------------------------------------------------------- the ends' gradients
+
+/// The Dense head's backward (src/head_grad.cpp's head_backward): per row the head mapped (every
+/// step: r = t·batch + b; last step: batch row r), dz from its activations y and the caller's dy,
+/// then the last layer's output gradient do = dz · W at the columns the head read (every step: row
+/// r; last step: each direction's last output, forward at length − 1, reverse at 0).
+struct HeadGradArgs {
+  const float* y;   ///< [rows][out] the head's activations (the reserve's head_y)
+  const float* dy;  ///< the caller's gradient of y, in the run's layout (as DenseArgs::y)
+  float* dz;        ///< [rows][out]
+  const float* w;   ///< [out][in] the head's weights
+  float* d_out;     ///< [T][B][in] the last layer's output gradient, zeroed before
+  const int32_t* lengths;
+  int32_t rows, out, in, per_dir, act;
+  int32_t steps, batch, last_step, batch_major;
+};
+
+RNNCORE_HD inline bool head_row_active(const HeadGradArgs& a, int64_t r) {
+  const int64_t b = a.last_step ? r : r % a.batch;
+  const int32_t len = a.lengths != nullptr ? a.lengths[b] : a.steps;
+  return a.last_step ? len > 0 : r / a.batch < len;
+}
+
+/// dz of each row: none dy; relu dy where y > 0; sigmoid dy·y·(1 − y); tanh dy·(1 − y²); softmax
+/// y ⊙ (dy − Σ dy ⊙ y); zeros for a row past its length. One thread per row.
+struct f32_head_grad_dz {
+  using Args = HeadGradArgs;
+  static const char* name() { return "f32_head_grad_dz"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
+    const int N = a.out;
+    for (int64_t r = grid_first(ex); r < a.rows; r += grid_stride(ex)) {
+      float* z = a.dz + r * N;
+      if (!head_row_active(a, r)) {
+        for (int j = 0; j < N; ++j) z[j] = 0.0f;
+        continue;
+      }
+      const int64_t t = r / a.batch, b = r % a.batch;
+      const float* g = a.dy + (a.last_step || !a.batch_major ? r : b * a.steps + t) * N;
+      const float* y = a.y + r * N;
+      float dot = 0.0f;
+      if (a.act == kDenseSoftmax)
+        for (int j = 0; j < N; ++j) dot += g[j] * y[j];
+      for (int j = 0; j < N; ++j) {
+        const float v = y[j];
+        z[j] = a.act == 1 ? (v > 0.0f ? g[j] : 0.0f)
+             : a.act == 2 ? g[j] * v * (1.0f - v)
+             : a.act == 3 ? g[j] * (1.0f - v * v)
+             : a.act == kDenseSoftmax ? v * (g[j] - dot) : g[j];
+      }
+    }
+  }
+};
+
+/// do = dz · W for each active row, each column's sum over the outputs in increasing order, written
+/// where the head read that column. One thread per (row, input column).
+struct f32_head_grad_rows {
+  using Args = HeadGradArgs;
+  static const char* name() { return "f32_head_grad_rows"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
+    const int64_t K = a.in, total = static_cast<int64_t>(a.rows) * K;
+    for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
+      const int64_t r = i / K, c = i % K;
+      if (!head_row_active(a, r)) continue;
+      const float* z = a.dz + r * a.out;
+      float sum = 0.0f;
+      for (int j = 0; j < a.out; ++j) sum += z[j] * a.w[j * K + c];
+      int64_t at = i;  // every step: the same row of [T·B][in]
+      if (a.last_step) {
+        const int32_t len = a.lengths != nullptr ? a.lengths[r] : a.steps;
+        const int64_t t = c < a.per_dir ? len - 1 : 0;
+        at = (t * a.batch + r) * K + c;
+      }
+      a.d_out[at] = sum;
+    }
+  }
+};
+
+/// The Embedding's gradient: each table row seen gets the sum of layer 0's input gradients at the
+/// (t, b) that read it (rows within their lengths, ids inside the table).
+struct EmbedGradArgs {
+  const int32_t* ids;  ///< as EmbedArgs
+  int64_t id_st, id_sb;
+  const float* dx;     ///< [T][B][width] the gradient of layer 0's input
+  float* dtable;       ///< [vocab][width], added to
+  const int32_t* lengths;
+  int32_t steps, batch, vocab, width;
+};
+
+/// A segmented sum without atomics: the thread of (t, b, u) whose (t, b) is the first in time-major
+/// order to read its id owns that table element and adds, in the same order as the reference, the
+/// gradient of every (t, b) reading the id; the other threads of that id do nothing. One thread per
+/// (t, b, unit).
+struct f32_embedding_grad {
+  using Args = EmbedGradArgs;
+  static const char* name() { return "f32_embedding_grad"; }
+  static constexpr int kMaxThreads = kBlockThreads;
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float*) {
+    const int64_t W = a.width, M = static_cast<int64_t>(a.steps) * a.batch, total = M * W;
+    for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
+      const int64_t m = i / W, u = i % W;
+      const int32_t id = read_id(a, m);
+      if (id < 0) continue;
+      bool owner = true;
+      for (int64_t e = 0; e < m && owner; ++e) owner = read_id(a, e) != id;
+      if (!owner) continue;
+      float* out = a.dtable + static_cast<int64_t>(id) * W + u;
+      float v = *out;
+      for (int64_t e = m; e < M; ++e)
+        if (read_id(a, e) == id) v += a.dx[e * W + u];
+      *out = v;
+    }
+  }
+  /// The id (t, b) = (m / batch, m % batch) read, or −1 past its row's length or outside the table.
+  RNNCORE_HD static int32_t read_id(const Args& a, int64_t m) {
+    const int64_t t = m / a.batch, b = m % a.batch;
+    if (a.lengths != nullptr && t >= a.lengths[b]) return -1;
+    const int32_t id = a.ids[t * a.id_st + b * a.id_sb];
+    return id >= 0 && id < a.vocab ? id : -1;
+  }
+};
+
 }  // namespace gpu
 }  // namespace rnncore
 

@@ -396,6 +396,7 @@ struct DenseArgs {
   const float* in;  ///< [rows][in_w]
   float* out;       ///< [rows][out_w] (a Dense before the head)
   float* y;         ///< the head's destination, or null
+  float* keep;      ///< a training forward's head: its activations [rows][out_w] too (the reserve's head_y), or null
   const float* w;   ///< [out_w][in_w]
   const float* bias;
   const int32_t* lengths;
@@ -1109,6 +1110,7 @@ struct f32_dense {
       for (int64_t k = 0; k < K; ++k) sum += x[k] * w[k];
       const float v = sum + a.bias[j];
       row[j] = a.act == 1 ? (v > 0.0f ? v : 0.0f) : a.act == 2 ? act_sigmoid(v) : a.act == 3 ? act_tanh(v) : v;
+      if (a.keep != nullptr && a.act != kDenseSoftmax) a.keep[i] = row[j];
     }
   }
 };
@@ -1130,6 +1132,8 @@ struct f32_dense_softmax {
       for (int j = 1; j < N; ++j) top = fmaxf(top, row[j]);
       for (int j = 0; j < N; ++j) sum += (row[j] = expf(row[j] - top));
       for (int j = 0; j < N; ++j) row[j] /= sum;
+      if (a.keep != nullptr)
+        for (int j = 0; j < N; ++j) a.keep[r * N + j] = row[j];
     }
   }
 };

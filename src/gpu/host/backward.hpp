@@ -29,11 +29,21 @@ enum GradGemm : int {
   kGemmCount
 };
 
+/// The ends' backward (src/head_grad.cpp on the CPU): the head's dz and output gradient, its
+/// last rows again (last_step_only), dW and db as products; the embedding's table gradient.
+struct EndsGradArgs {
+  HeadGradArgs head;
+  LastRowsArgs last;
+  GemmArgs dw, db;
+  EmbedGradArgs embed;
+};
+
 /// Everything a layer's backward kernels read, copied to the workspace at once.
 struct GradLayerBlock {
   GradDirArgs dir[2];
   GemmArgs gemm[2][kGemmCount];
   InterLayerArgs inter;  ///< the inter-layer mask on the gradient of the layer below's output
+  EndsGradArgs ends;     ///< layer 0's block only
 };
 static_assert(sizeof(GradLayerBlock) <= detail::kGpuGradArgBytesPerLayer, "kGpuGradArgBytesPerLayer is too small");
 static_assert(std::is_trivially_copyable<GradLayerBlock>::value, "argument blocks are copied to the device as bytes");
@@ -113,7 +123,12 @@ inline void direction_grad_args(const detail::PlanImpl& p, const Views& v, int l
     ga->state_h[w] = schedule::to_site(detail::wrapper_mask(st, run, l, d, w, detail::MaskKind::state_h));
     ga->state_c[w] = schedule::to_site(detail::wrapper_mask(st, run, l, d, w, detail::MaskKind::state_c));
   }
-  if (l == 0) {
+  const bool embedding = st.embedding.vocab_size > 0, head = st.head.out_features > 0;
+  if (l == 0 && embedding) {  // the rows the training forward gathered
+    ga->x = at<const float>(v.reserve, tr.embed_x);
+    ga->x_st = f.batch * I;
+    ga->x_sb = I;
+  } else if (l == 0) {
     ga->x = static_cast<const float*>(f.x);
     caller_strides(f, I, &ga->x_st, &ga->x_sb);
   } else {
@@ -121,7 +136,7 @@ inline void direction_grad_args(const detail::PlanImpl& p, const Views& v, int l
     ga->x_st = f.batch * I;
     ga->x_sb = I;
   }
-  if (l == L - 1) {
+  if (l == L - 1 && !head) {
     if (a.dy != nullptr) {
       ga->dy = static_cast<const float*>(a.dy) + d * O;
       caller_strides(f, out_w, &ga->dy_st, &ga->dy_sb);
@@ -131,7 +146,7 @@ inline void direction_grad_args(const detail::PlanImpl& p, const Views& v, int l
     ga->dy_st = f.batch * out_w;
     ga->dy_sb = out_w;
   }
-  if (l > 0) {
+  if (l > 0 || (embedding && a.dweights != nullptr)) {  // layer 0: the embedding's rows' gradient
     ga->dx = at<float>(v.ws, tr.dlayer[v.cur ^ 1]);
     ga->dx_st = f.batch * I;
     ga->dx_sb = I;
@@ -309,6 +324,88 @@ Status zero_outputs(L& ln, const detail::PlanImpl& p, const BackwardArgs& a) {
   return Status::ok;
 }
 
+/// The ends' arguments: the head's (the last layer's output gradient goes to dlayer[0], where
+/// direction_grad_args reads it) and the embedding's (from the dlayer buffer layer 0's input
+/// gradient went to).
+inline void ends_grad_args(const detail::PlanImpl& p, const Views& v, EndsGradArgs* e) {
+  using schedule::at;
+  const StackSpec& st = p.stack;
+  const detail::TrainLayout& tr = p.train;
+  const BackwardArgs& a = *v.args;
+  const ForwardArgs& f = a.forward;
+  const std::int64_t first = detail::recurrent_param_count(st);
+  auto* dweights = static_cast<float*>(a.dweights);
+  std::memset(e, 0, sizeof *e);
+  if (st.head.out_features > 0) {
+    HeadGradArgs& h = e->head;
+    const LayerSpec& last = st.layers[st.num_layers - 1];
+    h.y = at<const float>(v.reserve, tr.head_y);
+    h.dy = static_cast<const float*>(a.dy);
+    h.dz = at<float>(v.ws, tr.head_dz);
+    h.w = at<const float>(v.packed, p.ends + static_cast<std::size_t>(canonical_offset(st, 0, 0, ParamKind::dense_weight, 0) - first) * sizeof(float));
+    h.d_out = at<float>(v.ws, tr.dlayer[0]);
+    h.lengths = v.arrays.lengths;
+    h.rows = static_cast<std::int32_t>(st.head.last_step_only ? f.batch : static_cast<std::int64_t>(f.seq_len) * f.batch);
+    h.out = st.head.out_features;
+    h.in = static_cast<std::int32_t>(detail::head_input_size(st));
+    h.per_dir = output_size(last);
+    h.act = static_cast<std::int32_t>(st.head.activation);
+    h.steps = f.seq_len;
+    h.batch = f.batch;
+    h.last_step = st.head.last_step_only ? 1 : 0;
+    h.batch_major = f.layout == Layout::batch_major ? 1 : 0;
+    const float* rows = at<const float>(v.reserve, tr.head_in);
+    if (st.head.last_step_only) {  // the rows the head read, again (dgates is free until the last layer's cell)
+      LastRowsArgs& r = e->last;
+      r.in = rows;
+      r.out = at<float>(v.ws, tr.dgates);
+      r.lengths = v.arrays.lengths;
+      r.steps = f.seq_len;
+      r.batch = f.batch;
+      r.width = h.in;
+      r.per_dir = h.per_dir;
+      rows = r.out;
+    }
+    if (dweights != nullptr && a.dy != nullptr) {
+      float* dW = dweights + canonical_offset(st, 0, 0, ParamKind::dense_weight, 0);
+      float* db = dweights + canonical_offset(st, 0, 0, ParamKind::dense_bias, 0);
+      e->dw = product(h.dz, 1, h.out, 0, rows, h.in, dW, h.in, h.out, h.in, h.rows, true);  // dW += Σ_r dz_r ⊗ o_r
+      e->db = product(h.dz, 1, h.out, 0, nullptr, 0, db, 1, h.out, 1, h.rows, true);
+    }
+  }
+  if (st.embedding.vocab_size > 0 && dweights != nullptr) {
+    EmbedGradArgs& m = e->embed;
+    m.ids = static_cast<const std::int32_t*>(f.x);
+    m.id_st = f.layout == Layout::batch_major ? 1 : f.batch;
+    m.id_sb = f.layout == Layout::batch_major ? f.seq_len : 1;
+    m.dx = at<const float>(v.ws, tr.dlayer[(st.num_layers - 1) % 2 ^ 1]);  // layer 0's dx (dlayer[cur ^ 1])
+    m.dtable = dweights + canonical_offset(st, 0, 0, ParamKind::embedding, 0);
+    m.lengths = v.arrays.lengths;
+    m.steps = f.seq_len;
+    m.batch = f.batch;
+    m.vocab = st.embedding.vocab_size;
+    m.width = st.input_size;
+  }
+}
+
+/// The head's backward, before the last layer's: dz, the last layer's output gradient (zero where
+/// the head read nothing), then dW and db.
+template <class L>
+Status head(L& ln, const GpuPlan& g, const EndsGradArgs& host, const EndsGradArgs* dev) {
+  const HeadGradArgs& h = host.head;
+  RNNCORE_RETURN_IF_ERROR(ln.zero_async(h.d_out, sizeof(float) * static_cast<std::size_t>(h.steps) * h.batch * h.in));
+  if (h.dy == nullptr || h.rows == 0) return Status::ok;
+  RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_head_grad_dz>(elementwise_dims(g, h.rows, 1), h, &dev->head, 0));
+  RNNCORE_RETURN_IF_ERROR(
+      ln.template launch<f32_head_grad_rows>(elementwise_dims(g, static_cast<std::int64_t>(h.rows) * h.in, 1), h, &dev->head, 0));
+  if (!has(host.dw)) return Status::ok;
+  if (h.last_step)
+    RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_head_last_rows>(
+        elementwise_dims(g, static_cast<std::int64_t>(host.last.batch) * host.last.width, 1), host.last, &dev->last, 0));
+  RNNCORE_RETURN_IF_ERROR(gemm<float>(ln, g, host.dw, &dev->dw, 0));
+  return gemm<float>(ln, g, host.db, &dev->db, 0);
+}
+
 }  // namespace grad
 
 /// Backward through time on the GPU (see the file comment), for weights stored as WT.
@@ -316,6 +413,9 @@ template <class WT, class L>
 Status backward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const unsigned char* packed_c, unsigned char* ws,
                      const BackwardArgs& a) {
   const ForwardArgs& f = a.forward;
+  RNNCORE_ENSURE(a.dx == nullptr || p.stack.embedding.vocab_size == 0, Status::unsupported,
+                 "backward: dx given for a stack with an embedding: its input is token ids (the table's gradient is in "
+                 "dweights); pass dx = %s", "null");
   RNNCORE_RETURN_IF_ERROR(check_packed(ln, p, g, packed_c));
   RNNCORE_RETURN_IF_ERROR(grad::zero_outputs(ln, p, a));
   if (f.batch == 0) return ln.finish("backward");
@@ -349,12 +449,14 @@ Status backward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const u
       ia.mask = schedule::to_site(inter);
     }
   }
+  grad::ends_grad_args(p, v, &host[0].ends);
   if (L::kArgsInDeviceMemory)
     RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + p.gpu.train_args, host, sizeof(GradLayerBlock) * static_cast<std::size_t>(layers)));
   const GradLayerBlock* dev = schedule::at<const GradLayerBlock>(ws, p.gpu.train_args);
+  if (p.stack.head.out_features > 0) RNNCORE_RETURN_IF_ERROR(grad::head(ln, g, host[0].ends, &dev[0].ends));
   for (int l = layers - 1; l >= 0; --l) {
     const detail::LayerPlan& lp = p.layers[l];
-    if (l > 0)  // the layer below's output gradient, which this layer's directions add to
+    if (l > 0 || host[0].ends.embed.dtable != nullptr)  // the layer below's output gradient, which this layer's directions add to
       RNNCORE_RETURN_IF_ERROR(ln.zero_async(host[l].dir[0].dx, sizeof(float) * static_cast<std::size_t>(f.seq_len) * f.batch * lp.input_size));
     for (int d = 0; d < lp.dirs; ++d)
       RNNCORE_RETURN_IF_ERROR(grad::direction_of<WT>(ln, g, host[l], &dev[l], d, lp.cell, lp.skip_input));
@@ -363,6 +465,10 @@ Status backward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const u
       RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_inter_layer_dropout>(elementwise_dims(g, items, 1), host[l].inter, &dev[l].inter, 0));
     }
   }
+  const EmbedGradArgs& m = host[0].ends.embed;  // the table's rows from layer 0's input gradient
+  if (m.dtable != nullptr && f.seq_len > 0)
+    RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_embedding_grad>(
+        elementwise_dims(g, static_cast<std::int64_t>(m.steps) * m.batch * m.width, 1), m, &dev[0].ends.embed, 0));
   return ln.finish("backward");
 }
 

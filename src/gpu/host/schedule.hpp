@@ -542,11 +542,14 @@ Status launch_layer(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const Fo
 
 /// The argument blocks of the ends of a run (the embedding's gather, the head's rows and its Dense
 /// chain), as src/head.cpp walks them on the CPU: device pointers into the packed buffer, the
-/// workspace (p.ws's embed_x, head_in, head_rows, head_mid) and the caller's x and y.
+/// workspace (p.ws's embed_x, head_in, head_rows, head_mid) and the caller's x and y. A training
+/// forward keeps the embedded rows, the head's input and its activations in the reserve instead
+/// (TrainLayout's embed_x, head_in, head_y), where backward reads them.
 inline EndsArgs ends_args(const detail::PlanImpl& p, const ForwardArgs& a, const RunArrays& arrays, unsigned char* packed,
                           unsigned char* ws) {
   using schedule::at;
   const StackSpec& st = p.stack;
+  auto* reserve = static_cast<unsigned char*>(a.reserve);
   EndsArgs e;
   std::memset(&e, 0, sizeof e);
   const std::int64_t first = detail::recurrent_param_count(st), T = a.seq_len, B = a.batch;
@@ -559,7 +562,7 @@ inline EndsArgs ends_args(const detail::PlanImpl& p, const ForwardArgs& a, const
     m.id_st = a.layout == Layout::batch_major ? 1 : B;
     m.id_sb = a.layout == Layout::batch_major ? T : 1;
     m.table = param(ParamKind::embedding, 0);
-    m.out = at<float>(ws, p.ws.embed_x);
+    m.out = reserve != nullptr ? at<float>(reserve, p.train.embed_x) : at<float>(ws, p.ws.embed_x);
     m.steps = a.seq_len;
     m.batch = a.batch;
     m.vocab = st.embedding.vocab_size;
@@ -568,7 +571,7 @@ inline EndsArgs ends_args(const detail::PlanImpl& p, const ForwardArgs& a, const
   if (st.head.out_features == 0) return e;
   const LayerSpec& last = st.layers[st.num_layers - 1];
   const int in = static_cast<int>(detail::head_input_size(st));
-  const float* rows = at<float>(ws, p.ws.head_in);
+  const float* rows = reserve != nullptr ? at<float>(reserve, p.train.head_in) : at<float>(ws, p.ws.head_in);
   if (st.head.last_step_only) {
     LastRowsArgs& r = e.last;
     r.in = rows;
@@ -595,6 +598,7 @@ inline EndsArgs ends_args(const detail::PlanImpl& p, const ForwardArgs& a, const
       rows = d.out;
     } else {
       d.y = static_cast<float*>(a.y);
+      d.keep = reserve != nullptr ? at<float>(reserve, p.train.head_y) : nullptr;
       d.lengths = arrays.lengths;
       d.steps = a.seq_len;
       d.batch = a.batch;
