@@ -49,9 +49,6 @@ inline Status check_supported(const StackSpec& st, const PlanOptions& options) {
   RNNCORE_ENSURE(options.weight_dtype == DType::f32 || options.weight_dtype == DType::f16 || options.weight_dtype == DType::bf16,
                  Status::unsupported, "backend gpu: weight_dtype %s is not a weight storage type (f32, f16 or bf16)",
                  to_string(options.weight_dtype));
-  RNNCORE_ENSURE(!options.training || st.num_pre_head == 0, Status::unsupported,
-                 "backend gpu: training a stack with Dense layers before its head (num_pre_head = %d) is not supported "
-                 "yet (the CPU backends train it)", st.num_pre_head);
   for (int l = 0; l < st.num_layers; ++l)
     for (int w = 0; w < st.layers[l].num_wrappers; ++w) {
       const Wrapper& wr = st.layers[l].wrappers[w];
