@@ -200,38 +200,38 @@ TEST_CASE("head grad: every weight gradient equals central differences of the f6
 
 TEST_CASE("head grad: Dense layers before the head — every gradient equals central differences of the f64 forward") {
   // Chains of 1, 2, 3 Dense layers (every activation among them, softmax mid-chain), head none,
-  // relu, softmax; every step and last step, with and without lengths (a zero-length row).
+  // relu, softmax; every step and last step, with and without lengths (a zero-length row) in turn.
   for (int chain = 1; chain <= 3; ++chain)
     for (Activation act : {Activation::none, Activation::relu, Activation::softmax})
-      for (bool last_step : {false, true})
-        for (bool lengths : {false, true}) {
-          CAPTURE(chain);
-          CAPTURE(to_string(act));
-          CAPTURE(last_step);
-          CAPTURE(lengths);
-          Run<double> r = make_run(act, last_step, chain == 2, lengths, lengths ? Layout::batch_major : Layout::time_major, chain);
-          const Result<double> g = train_step(r, Backend::reference);
-          const std::int64_t first_dense = canonical_offset(r.stack, 0, 0, ParamKind::dense_weight, 0);
-          double top = 0, worst = 0, top_chain = 0;
-          for (std::size_t i = 0; i < r.w.size(); ++i) {
-            if (i % 5 != 0 && static_cast<std::int64_t>(i) < first_dense) continue;  // every Dense's element, a fifth of the rest
-            const double v = r.w[i], h = 1e-6;
-            r.w[i] = v + h;
-            const double lp = loss(r);
-            r.w[i] = v - h;
-            const double lm = loss(r);
-            r.w[i] = v;
-            const double fd = (lp - lm) / (2 * h);
-            top = std::max(top, std::fabs(fd));
-            worst = std::max(worst, std::fabs(fd - g.dw[i]));
-            if (static_cast<std::int64_t>(i) >= first_dense &&
-                static_cast<std::int64_t>(i) < canonical_offset(r.stack, chain, 0, ParamKind::dense_weight, 0))
-              top_chain = std::max(top_chain, std::fabs(g.dw[i]));
-          }
-          CHECK(top > 0);
-          CHECK(top_chain > 0);  // the chain's own gradients are not all zero
-          CHECK(worst <= 1e-7 * top);
+      for (bool last_step : {false, true}) {
+        const bool lengths = (chain + static_cast<int>(act) + (last_step ? 1 : 0)) % 2 == 1;
+        CAPTURE(chain);
+        CAPTURE(to_string(act));
+        CAPTURE(last_step);
+        CAPTURE(lengths);
+        Run<double> r = make_run(act, last_step, chain == 2, lengths, lengths ? Layout::batch_major : Layout::time_major, chain);
+        const Result<double> g = train_step(r, Backend::reference);
+        const std::int64_t first_dense = canonical_offset(r.stack, 0, 0, ParamKind::dense_weight, 0);
+        double top = 0, worst = 0, top_chain = 0;
+        for (std::size_t i = 0; i < r.w.size(); ++i) {
+          if (i % 5 != 0 && static_cast<std::int64_t>(i) < first_dense) continue;  // every Dense's element, a fifth of the rest
+          const double v = r.w[i], h = 1e-6;
+          r.w[i] = v + h;
+          const double lp = loss(r);
+          r.w[i] = v - h;
+          const double lm = loss(r);
+          r.w[i] = v;
+          const double fd = (lp - lm) / (2 * h);
+          top = std::max(top, std::fabs(fd));
+          worst = std::max(worst, std::fabs(fd - g.dw[i]));
+          if (static_cast<std::int64_t>(i) >= first_dense &&
+              static_cast<std::int64_t>(i) < canonical_offset(r.stack, chain, 0, ParamKind::dense_weight, 0))
+            top_chain = std::max(top_chain, std::fabs(g.dw[i]));
         }
+        CHECK(top > 0);
+        CHECK(top_chain > 0);  // the chain's own gradients are not all zero
+        CHECK(worst <= 1e-7 * top);
+      }
 }
 
 TEST_CASE("head grad: Dense layers before the head — f32 reference and SIMD agree with f64; bit-identical for 1 and 2 threads") {
