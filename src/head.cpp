@@ -101,15 +101,17 @@ void epilogue(Activation act, const T* c, const T* bias, int n, T* y) {
 }
 
 // The Dense layers before the head on n rows, each product in increasing k on every backend, its
-// activation in place; returns the rows the head reads (`rows` itself without pre_head).
+// activation in place (in the workspace, or in a training forward's reserve, where backward reads
+// them); returns the rows the head reads (`rows` itself without pre_head).
 template <class T>
-const T* run_pre_head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const T* rows, std::int64_t n) {
+const T* run_pre_head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, unsigned char* reserve, const T* rows,
+                      std::int64_t n) {
   const StackSpec& st = p.stack;
   for (int k = 0; k < st.num_pre_head; ++k) {
     const int out = st.pre_head[k].out_features;
     const T* W = at<T>(packed, p.ends + tail_offset(p, ParamKind::dense_weight, k));
     const T* bias = at<T>(packed, p.ends + tail_offset(p, ParamKind::dense_bias, k));
-    T* mid = at<T>(ws, p.ws.head_mid[k % 2]);
+    T* mid = reserve != nullptr ? at<T>(reserve, p.train.pre_head_y[k]) : at<T>(ws, p.ws.head_mid[k % 2]);
     dense_product(W, dense_input_size(st, k), out, rows, n, mid);
     for (std::int64_t r = 0; r < n; ++r) epilogue(st.pre_head[k].activation, mid + r * out, bias, out, mid + r * out);
     rows = mid;
@@ -118,15 +120,14 @@ const T* run_pre_head(const PlanImpl& p, const unsigned char* packed, unsigned c
 }
 
 template <class T>
-void head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& a, const unsigned char* in_bytes,
-          unsigned char* keep_bytes) {
+void head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& a, unsigned char* reserve) {
   const StackSpec& st = p.stack;
   const LayerSpec& last = st.layers[st.num_layers - 1];
   const int out = st.head.out_features, O = output_size(last), dirs = num_directions(last);
   const std::int64_t in = head_input_size(st), T_ = a.seq_len, B = a.batch;
   const T* bias = at<T>(packed, p.ends + tail_offset(p, ParamKind::dense_bias, st.num_pre_head));
-  const T* o = reinterpret_cast<const T*>(in_bytes);  // [T, B, D·O]
-  T* keep = reinterpret_cast<T*>(keep_bytes);          // [n, out] the activations (training), or null
+  const T* o = at<T>(reserve != nullptr ? reserve + p.train.head_in : ws + p.ws.head_in, 0);  // [T, B, D·O]
+  T* keep = reserve != nullptr ? at<T>(reserve, p.train.head_y) : nullptr;  // [n, out] the activations (training)
   T* c = at<T>(ws, p.ws.head_out);
   auto length = [&](std::int64_t b) { return a.seq_lengths != nullptr ? a.seq_lengths[b] : a.seq_len; };
   const T* rows = o;
@@ -144,7 +145,7 @@ void head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, con
     rows = r;
     n = B;
   }
-  rows = run_pre_head(p, packed, ws, rows, n);
+  rows = run_pre_head(p, packed, ws, reserve, rows, n);
   if constexpr (std::is_same<T, float>::value) {
     p.ops()->head_product_f32(p, packed, rows, static_cast<int>(n), c);
   } else {
@@ -199,11 +200,9 @@ void embed_lookup(const PlanImpl& p, const unsigned char* packed, unsigned char*
   else embed<float>(p, packed, out, a);
 }
 
-void run_head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& a, const unsigned char* in,
-              unsigned char* keep) {
-  if (in == nullptr) in = ws + p.ws.head_in;
-  if (p.stack.dtype == DType::f64) head<double>(p, packed, ws, a, in, keep);
-  else head<float>(p, packed, ws, a, in, keep);
+void run_head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& a, unsigned char* reserve) {
+  if (p.stack.dtype == DType::f64) head<double>(p, packed, ws, a, reserve);
+  else head<float>(p, packed, ws, a, reserve);
 }
 
 }  // namespace detail

@@ -381,8 +381,6 @@ Status check_training(const StackSpec& st, const PlanOptions& options) {
                  "training=false): configure it with -Dtraining=true");
   RNNCORE_ENSURE(st.dtype != DType::i8, Status::unsupported,
                  "training an integer stack (dtype i8) is not supported: train the float stack, then quantize it");
-  RNNCORE_ENSURE(st.num_pre_head == 0, Status::unsupported,
-                 "training a stack with Dense layers before its head (num_pre_head = %d) is not supported yet", st.num_pre_head);
   for (int l = 0; l < st.num_layers; ++l)
     for (int w = 0; w < st.layers[l].num_wrappers; ++w) {
       const Wrapper& wr = st.layers[l].wrappers[w];

@@ -1208,7 +1208,7 @@ Status train_forward(const PlanImpl& p, const unsigned char* packed, unsigned ch
     if (l + 1 < p.stack.num_layers)
       apply_inter_layer_dropout(p, run, l, reserve + tr.layer_out[l], a.seq_len, a.batch, ws + tr.rows);
   }
-  if (p.stack.head.out_features > 0) run_head(p, packed, ws, a, reserve + tr.head_in, reserve + tr.head_y);
+  if (p.stack.head.out_features > 0) run_head(p, packed, ws, a, reserve);
   return Status::ok;
 }
 

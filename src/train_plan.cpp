@@ -31,7 +31,10 @@ void layout_reserve(PlanImpl* p) {
   if (st.embedding.vocab_size > 0) tr.embed_x = reserve.take(T * B * static_cast<std::uint64_t>(st.input_size), es);
   if (st.head.out_features > 0) {
     tr.head_in = reserve.take(T * B * static_cast<std::uint64_t>(head_input_size(st)), es);
-    tr.head_y = reserve.take((st.head.last_step_only ? B : T * B) * static_cast<std::uint64_t>(st.head.out_features), es);
+    const std::uint64_t rows = st.head.last_step_only ? B : T * B;
+    tr.head_y = reserve.take(rows * static_cast<std::uint64_t>(st.head.out_features), es);
+    for (int k = 0; k < st.num_pre_head; ++k)
+      tr.pre_head_y[k] = reserve.take(rows * static_cast<std::uint64_t>(st.pre_head[k].out_features), es);
   }
   tr.reserve_total = reserve.size();
   if (reserve.overflow()) p->ws.total = ~std::size_t{0};
@@ -78,8 +81,12 @@ void take_backward_common(PlanImpl* p, Arena* bw) {
   tr.dlayer[1] = bw->take(T * B * static_cast<std::uint64_t>(p->max_width), es);
   tr.brows = bw->take(static_cast<std::uint64_t>(kScratchRows + 1) * p->max_width + B * w.hidden, es);
   const StackSpec& st = p->stack;
-  if (st.head.out_features > 0)
-    tr.head_dz = bw->take((st.head.last_step_only ? B : T * B) * static_cast<std::uint64_t>(st.head.out_features), es);
+  if (st.head.out_features == 0) return;
+  const std::uint64_t rows = st.head.last_step_only ? B : T * B;
+  tr.head_dz = bw->take(rows * static_cast<std::uint64_t>(st.head.out_features), es);
+  std::uint64_t mid = 0;
+  for (int k = 0; k < st.num_pre_head; ++k) mid = std::max<std::uint64_t>(mid, st.pre_head[k].out_features);
+  for (int m = 0; m < std::min<int>(st.num_pre_head, 2); ++m) tr.head_da[m] = bw->take(rows * mid, es);
 }
 
 // Common start of every training layout: the canonical weights are the packed buffer's (after

@@ -1,8 +1,9 @@
-// Training through the ends of a stack: the Dense head's dW, db and the Embedding's table gradient
-// beside the layers' (src/head_grad.cpp). Against PyTorch autograd (tests/golden/head_grad, made by
-// make_head_grad_golden.py) on the reference and SIMD backends; against central differences of the
-// f64 reference forward for every activation, both step modes, lengths and layouts; bit-identical
-// for 1 and 2 threads; errors.
+// Training through the ends of a stack: the Dense head's dW, db, those of the Dense layers before it
+// (StackSpec::pre_head) and the Embedding's table gradient beside the layers' (src/head_grad.cpp).
+// Against PyTorch autograd (tests/golden/head_grad, made by make_head_grad_golden.py) on the
+// reference and SIMD backends; against central differences of the f64 reference forward for every
+// activation, both step modes, lengths and layouts, chains of 1 to 3 Dense layers; bit-identical for
+// 1 and 2 threads; errors.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -102,8 +103,24 @@ double loss(const Run<double>& r) {
   return s;
 }
 
-// Embedding (when asked) → LSTM → bidirectional GRU → Dense head.
-Run<double> make_run(Activation act, bool last_step, bool embedding, bool lengths, Layout layout) {
+// The Dense chains before the head the tests train: chain c has c layers, every activation among them.
+DenseSpec dense(int out_features, Activation act) {
+  DenseSpec d;
+  d.out_features = out_features;
+  d.activation = act;
+  return d;
+}
+void set_chain(int c, StackSpec* st) {
+  const DenseSpec chains[4][3] = {{},
+                                  {dense(6, Activation::tanh)},
+                                  {dense(4, Activation::none), dense(5, Activation::relu)},
+                                  {dense(5, Activation::relu), dense(4, Activation::softmax), dense(3, Activation::sigmoid)}};
+  st->num_pre_head = c;
+  for (int k = 0; k < c; ++k) st->pre_head[k] = chains[c][k];
+}
+
+// Embedding (when asked) → LSTM → bidirectional GRU → Dense chain (`chain` layers) → Dense head.
+Run<double> make_run(Activation act, bool last_step, bool embedding, bool lengths, Layout layout, int chain = 0) {
   Run<double> r;
   StackSpec& st = r.stack;
   st.input_size = 3;
@@ -117,6 +134,7 @@ Run<double> make_run(Activation act, bool last_step, bool embedding, bool length
   st.head.out_features = 4;
   st.head.activation = act;
   st.head.last_step_only = last_step;
+  set_chain(chain, &st);
   r.layout = layout;
   if (lengths) r.lengths = {4, 0, 2};
   Rng rng(11);
@@ -180,6 +198,67 @@ TEST_CASE("head grad: every weight gradient equals central differences of the f6
         }
 }
 
+TEST_CASE("head grad: Dense layers before the head — every gradient equals central differences of the f64 forward") {
+  // Chains of 1, 2, 3 Dense layers (every activation among them, softmax mid-chain), head none,
+  // relu, softmax; every step and last step, with and without lengths (a zero-length row) in turn.
+  for (int chain = 1; chain <= 3; ++chain)
+    for (Activation act : {Activation::none, Activation::relu, Activation::softmax})
+      for (bool last_step : {false, true}) {
+        const bool lengths = (chain + static_cast<int>(act) + (last_step ? 1 : 0)) % 2 == 1;
+        CAPTURE(chain);
+        CAPTURE(to_string(act));
+        CAPTURE(last_step);
+        CAPTURE(lengths);
+        Run<double> r = make_run(act, last_step, chain == 2, lengths, lengths ? Layout::batch_major : Layout::time_major, chain);
+        const Result<double> g = train_step(r, Backend::reference);
+        const std::int64_t first_dense = canonical_offset(r.stack, 0, 0, ParamKind::dense_weight, 0);
+        double top = 0, worst = 0, top_chain = 0;
+        for (std::size_t i = 0; i < r.w.size(); ++i) {
+          if (i % 5 != 0 && static_cast<std::int64_t>(i) < first_dense) continue;  // every Dense's element, a fifth of the rest
+          const double v = r.w[i], h = 1e-6;
+          r.w[i] = v + h;
+          const double lp = loss(r);
+          r.w[i] = v - h;
+          const double lm = loss(r);
+          r.w[i] = v;
+          const double fd = (lp - lm) / (2 * h);
+          top = std::max(top, std::fabs(fd));
+          worst = std::max(worst, std::fabs(fd - g.dw[i]));
+          if (static_cast<std::int64_t>(i) >= first_dense &&
+              static_cast<std::int64_t>(i) < canonical_offset(r.stack, chain, 0, ParamKind::dense_weight, 0))
+            top_chain = std::max(top_chain, std::fabs(g.dw[i]));
+        }
+        CHECK(top > 0);
+        CHECK(top_chain > 0);  // the chain's own gradients are not all zero
+        CHECK(worst <= 1e-7 * top);
+      }
+}
+
+TEST_CASE("head grad: Dense layers before the head — f32 reference and SIMD agree with f64; bit-identical for 1 and 2 threads") {
+  for (int chain : {1, 3})
+    for (bool last_step : {false, true}) {
+      CAPTURE(chain);
+      CAPTURE(last_step);
+      const Run<double> r = make_run(Activation::softmax, last_step, false, true, Layout::time_major, chain);
+      const Result<double> want = train_step(r, Backend::reference);
+      double top = 0;
+      for (double v : want.dw) top = std::max(top, std::fabs(v));
+      for (Backend backend : rnncore_test::cpu_backends()) {
+        CAPTURE(static_cast<int>(backend));
+        const Run<float> f = as<float>(r);
+        ThreadPool* pool = nullptr;
+        REQUIRE(ThreadPool::create(2, &pool) == Status::ok);
+        const Result<float> one = train_step(f, backend), two = train_step(f, backend, pool);
+        ThreadPool::destroy(pool);
+        CHECK(one.y == two.y);
+        CHECK(one.dw == two.dw);
+        double worst = 0;
+        for (std::size_t i = 0; i < want.dw.size(); ++i) worst = std::max(worst, std::fabs(one.dw[i] - want.dw[i]));
+        CHECK(worst <= 1e-4 * top);
+      }
+    }
+}
+
 TEST_CASE("head grad: f32 reference and SIMD agree with f64; bit-identical for 1 and 2 threads") {
   for (Activation act : {Activation::none, Activation::softmax, Activation::tanh})
     for (bool last_step : {false, true}) {
@@ -205,17 +284,19 @@ TEST_CASE("head grad: f32 reference and SIMD agree with f64; bit-identical for 1
     }
 }
 
-TEST_CASE("head grad: PyTorch autograd through Embedding → LSTM → Linear and LSTM → Linear (last step)") {
+TEST_CASE("head grad: PyTorch autograd through Embedding → LSTM → Linear, LSTM → Linear (last step) and LSTM → Linear → ReLU → Linear") {
   const std::vector<std::string> cases = rnncore_test::list_cases(rnncore_test::golden_dir("head_grad"));
-  REQUIRE(cases.size() == 2);
+  REQUIRE(cases.size() == 4);
   for (const std::string& path : cases) {
     CAPTURE(path);
     io::SafeTensors f;
     REQUIRE(io::read_safetensors(path.c_str(), &f) == RNNCORE_OK);
     const bool last_step = rnncore_test::meta(f, "head_last_step") == "1";
     const std::string act = rnncore_test::meta(f, "head_activation");
-    const std::vector<double> fc_w = rnncore_test::floats<double>(f, "fc.weight");
-    const std::vector<double> fc_b = rnncore_test::floats<double>(f, "fc.bias");
+    // The Linear layers in chain order: fc, or fc1 (then a ReLU: StackSpec::pre_head[0]) and fc2.
+    const bool mlp = f.find("fc1.weight") != nullptr;
+    const std::vector<std::string> linears = mlp ? std::vector<std::string>{"fc1", "fc2"} : std::vector<std::string>{"fc"};
+    if (mlp) REQUIRE(rnncore_test::meta(f, "pre_head_activation") == "relu");
     const bool embedding = f.find("embedding.weight") != nullptr;
     const bool bidi = f.find("lstm.weight_ih_l0_reverse") != nullptr;
     const io::TensorEntry* input = f.find("input");
@@ -256,8 +337,12 @@ TEST_CASE("head grad: PyTorch autograd through Embedding → LSTM → Linear and
     REQUIRE_MESSAGE(import_weights(plain, WeightFormat::pytorch, views.data(), views.size(), "lstm.", recurrent.data()) ==
                         Status::ok,
                     last_error_detail());
-    st.head.out_features = static_cast<int>(fc_b.size());
-    st.head.activation = act == "softmax" ? Activation::softmax : Activation::tanh;
+    st.head.out_features = static_cast<int>(f.find(linears.back() + ".bias")->shape[0]);
+    st.head.activation = act == "softmax" ? Activation::softmax : act == "tanh" ? Activation::tanh : Activation::none;
+    if (mlp) {
+      st.num_pre_head = 1;
+      st.pre_head[0] = dense(static_cast<int>(f.find("fc1.bias")->shape[0]), Activation::relu);
+    }
     st.head.last_step_only = last_step;
     std::vector<double> table;
     if (embedding) {
@@ -273,8 +358,11 @@ TEST_CASE("head grad: PyTorch autograd through Embedding → LSTM → Linear and
     REQUIRE(validate(st) == Status::ok);
     r.w = recurrent;
     r.w.insert(r.w.end(), table.begin(), table.end());
-    r.w.insert(r.w.end(), fc_w.begin(), fc_w.end());
-    r.w.insert(r.w.end(), fc_b.begin(), fc_b.end());
+    for (const std::string& fc : linears)
+      for (const char* part : {".weight", ".bias"}) {
+        const std::vector<double> t = rnncore_test::floats<double>(f, fc + part);
+        r.w.insert(r.w.end(), t.begin(), t.end());
+      }
     REQUIRE(static_cast<std::int64_t>(r.w.size()) == param_count(st));
     r.dy = rnncore_test::floats<double>(f, "dy");
     const std::vector<double> y_want = rnncore_test::floats<double>(f, "expected.y");
@@ -299,8 +387,10 @@ TEST_CASE("head grad: PyTorch autograd through Embedding → LSTM → Linear and
         compare(names[static_cast<std::size_t>(i)], g.data());
       }
       if (embedding) compare("embedding.weight", dw.data() + canonical_offset(st, 0, 0, ParamKind::embedding, 0));
-      compare("fc.weight", dw.data() + canonical_offset(st, 0, 0, ParamKind::dense_weight, 0));
-      compare("fc.bias", dw.data() + canonical_offset(st, 0, 0, ParamKind::dense_bias, 0));
+      for (int k = 0; k < static_cast<int>(linears.size()); ++k) {
+        compare(linears[static_cast<std::size_t>(k)] + ".weight", dw.data() + canonical_offset(st, k, 0, ParamKind::dense_weight, 0));
+        compare(linears[static_cast<std::size_t>(k)] + ".bias", dw.data() + canonical_offset(st, k, 0, ParamKind::dense_bias, 0));
+      }
     };
     const Result<double> g64 = train_step(r, Backend::reference);
     check(g64.y, g64.dw, 1e-12);

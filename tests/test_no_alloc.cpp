@@ -607,12 +607,13 @@ TEST_CASE("the int8 LSTM, Dense layer, table activation and softmax (C API) make
   CHECK(after == before);
 }
 
-TEST_CASE("training through an Embedding and a Dense head (every step, last step, softmax) makes no heap allocation") {
+TEST_CASE("training through an Embedding and a Dense head (every step, last step, softmax, Dense layers before it) makes no heap allocation") {
   if (!RNNCORE_TEST_COUNTS_ALLOCATIONS) {
     MESSAGE("allocation counting is off in this build (sanitizer or non-glibc): skipped");
     return;
   }
   for (bool last_step : {false, true})
+    for (int pre_head : {0, 2})
     for (Backend backend : cpu_backends()) {
       StackSpec st;
       st.input_size = 6;
@@ -624,6 +625,11 @@ TEST_CASE("training through an Embedding and a Dense head (every step, last step
       st.layers[1].direction = Direction::bidirectional;
       st.embedding.vocab_size = 13;
       st.head = DenseSpec{4, Activation::softmax, last_step};
+      st.num_pre_head = pre_head;
+      st.pre_head[0].out_features = 7;
+      st.pre_head[0].activation = Activation::relu;
+      st.pre_head[1].out_features = 3;
+      st.pre_head[1].activation = Activation::tanh;
       PlanOptions o;
       o.max_batch = 3;
       o.max_seq_len = 5;

@@ -782,6 +782,16 @@ std::vector<Row> ends_rows() {
                     s->c.stack.embedding.vocab_size = 5;
                     s->c.stack.head = DenseSpec{3, Activation::softmax, true};
                   }), nullptr, true});
+  rows.push_back({"Two Dense layers (relu, tanh) before a softmax head on every step", every_cell([](Sub* s) {
+                    StackSpec& st = s->c.stack;
+                    st.head.out_features = 3;
+                    st.head.activation = Activation::softmax;
+                    st.num_pre_head = 2;
+                    st.pre_head[0].out_features = 5;
+                    st.pre_head[0].activation = Activation::relu;
+                    st.pre_head[1].out_features = 4;
+                    st.pre_head[1].activation = Activation::tanh;
+                  }), nullptr, true});
   return rows;
 }
 
@@ -843,7 +853,8 @@ std::string page() {
   table(md, "resets", reset_rows(), true);
   md << "## Around the stack\n\nAn Embedding before layer 0 (`StackSpec::embedding`: the input is int32 token ids) and a\n"
         "Dense head after the last layer (`StackSpec::head`, PyTorch's `nn.Linear`, Keras' `Dense`) with each\n"
-        "activation (none, relu, sigmoid, tanh, softmax); every cell, both directions, f32.\n\n";
+        "activation (none, relu, sigmoid, tanh, softmax), and Dense layers before the head (`StackSpec::pre_head`);\n"
+        "every cell, both directions, f32.\n\n";
   table(md, "around the stack", ends_rows(), true);
   return md.str();
 }

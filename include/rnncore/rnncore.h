@@ -175,9 +175,10 @@ typedef struct rnncore_stack_spec {
   rnncore_quant head_int8_linear;
   rnncore_quant head_int8_output;
   float head_int8_softmax_beta;
-  /** Dense layers between the last layer and the head (inference; an MLP head, or a LiteRT
+  /** Dense layers between the last layer and the head (an MLP head, or a LiteRT
    *  model's FULLY_CONNECTED chain): pre_head[0] reads the last layer's output, the head reads
-   *  pre_head[num_pre_head - 1]'s; num_pre_head 0..RNNCORE_MAX_PRE_HEAD. Weights: docs/weights.md. */
+   *  pre_head[num_pre_head - 1]'s; num_pre_head 0..RNNCORE_MAX_PRE_HEAD. Weights: docs/weights.md.
+   *  Float stacks train them on every backend. */
   int32_t num_pre_head;
   rnncore_dense_spec pre_head[RNNCORE_MAX_PRE_HEAD];
   /** Integer stacks: nonzero when the stack reads x's steps last to first (Keras go_backwards on

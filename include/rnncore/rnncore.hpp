@@ -261,7 +261,8 @@ struct StackSpec {
   /// pre_head[0] maps the last layer's output, pre_head[k] maps pre_head[k−1]'s, the head maps the
   /// last one's. They need a head; the head's last_step_only chooses the rows for the whole chain
   /// (theirs stays false). Integer stacks: each is a FULLY_CONNECTED with its own int8_* fields (the
-  /// softmax only on the head). Inference only: a training plan refuses them.
+  /// softmax only on the head). Float stacks train them on every backend (their dW, db in dweights
+  /// at their canonical offsets).
   std::int32_t num_pre_head = 0;              ///< 0..kMaxPreHead
   DenseSpec pre_head[kMaxPreHead];
   /// Integer stacks: layer 0's int8 input (the embedding's rows with one); x is int8, or f32

@@ -80,6 +80,7 @@ struct TrainLayout {
   std::size_t embed_x = 0;   // embedding: [T, B, I] the rows layer 0 read
   std::size_t head_in = 0;   // head: [T, B, D·H] the last layer's output
   std::size_t head_y = 0;    //   [T, B, out] (or [B, out]) the head's activations, time-major
+  std::size_t pre_head_y[kMaxPreHead] = {};  //   pre_head: [T, B, ·] (or [B, ·]) Dense k's activations
   std::size_t reserve_total = 0;
   // Training-forward workspace of the host backends (the reference cell loop).
   std::size_t h[2][2] = {{0, 0}, {0, 0}}, c[2] = {0, 0}, rows = 0, rows_stride = 0;
@@ -93,6 +94,7 @@ struct TrainLayout {
   std::size_t brows = 0;     // kScratchRows + 1 rows of max_width (the last: a mask row), then [B, H]
                              // (the reset-before GRU's d(r ⊙ h))
   std::size_t head_dz = 0;   // head: [T, B, out] (or [B, out]) gradients of its pre-activations
+  std::size_t head_da[2] = {0, 0};  //   pre_head: [T, B, ·] (or [B, ·]) gradients of Dense k's output in head_da[k % 2]
   std::size_t backward_total = 0;
 };
 
@@ -288,15 +290,16 @@ void apply_inter_layer_dropout(const PlanImpl& p, const RunDropout& run, int lay
 // Embedding and head (src/head.cpp), on the host backends. embed_lookup fills ws.embed_x from the
 // token ids in args.x; run_head maps ws.head_in into args.y (its f32 products by the backend's
 // BackendOps::head_product_f32). Ids are checked by forward first.
-// A training forward passes the reserve's regions: embed_lookup's rows go to `out`, run_head reads
-// the last layer's output from `in` and keeps its activations in `keep` (TrainLayout).
+// A training forward passes the reserve: embed_lookup's rows go to `out` (its embed_x), run_head
+// reads the last layer's output from its head_in and keeps each pre_head Dense's activations and
+// the head's there (TrainLayout::pre_head_y, head_y).
 void embed_lookup(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& args,
                   unsigned char* out = nullptr);
 void run_head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& args,
-              const unsigned char* in = nullptr, unsigned char* keep = nullptr);
+              unsigned char* reserve = nullptr);
 // Backward through the ends (src/head_grad.cpp), T float or double. head_backward maps args.dy (the
-// head's output gradient) to d_out [T, B, D·H] time-major, the last layer's output gradient, and
-// adds dW, db to `dweights` (when not null); embedding_backward adds layer 0's input gradient
+// head's output gradient) through the head and the pre_head chain to d_out [T, B, D·H] time-major,
+// the last layer's output gradient, and adds every Dense's dW, db to `dweights` (when not null); embedding_backward adds layer 0's input gradient
 // d_x [T, B, I] (time-major) to the table's rows of the ids seen.
 template <class T>
 void head_backward(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const BackwardArgs& args, T* d_out,

@@ -878,25 +878,17 @@ TEST_CASE("a GPU backward refuses a reserve of another run") {
   CHECK(emu::backward(ln, p, p.gpu, packed.ptr, bws.ptr, b) == Status::bad_length);
 }
 
-namespace {
-/// ends_case(i) for training: no Dense layers before the head (no backend trains them yet).
-Case train_ends_case(int i, Rng& rng) {
-  Case c = ends_case(i, rng);
-  c.stack.num_pre_head = 0;
-  return c;
-}
-}  // namespace
-
 TEST_CASE("emulated GPU training with an Embedding and a Dense head: every activation, every step and last step") {
-  // The head's dz, the last layer's output gradient, dW and db (src/gpu/device/backward.hpp's ends)
-  // and the table's gradient against the f64 reference: each activation on every step and the last
-  // step, a bidirectional last layer (cases 0, 3, 6, 9), lengths drawn in 0..T (zero-length rows),
-  // both layouts, warp 32 and 64, both recurrence kernels; a head without an embedding and an
-  // embedding without a head.
+  // The head's dz, the last layer's output gradient, dW and db (src/gpu/device/backward.hpp's ends),
+  // those of 0 to 2 Dense layers before the head (each activation among them), and the table's
+  // gradient against the f64 reference: each activation on every step and the last step, a
+  // bidirectional last layer (cases 0, 3, 6, 9), lengths drawn in 0..T (zero-length rows), both
+  // layouts, warp 32 and 64, both recurrence kernels; a head without an embedding and an embedding
+  // without a head.
   Rng rng(3801);
   g_training_worst = 0;
   for (int i = 0; i < 10; ++i) {
-    Case c = train_ends_case(i, rng);
+    Case c = ends_case(i, rng);
     if (i == 9) c.stack.head = DenseSpec();  // the embedding alone: layer 0's input gradient into the table
     Device dev;
     dev.warp = i % 2 ? 64 : 32;
@@ -905,8 +897,9 @@ TEST_CASE("emulated GPU training with an Embedding and a Dense head: every activ
     dev.launches = &launches;
     check_emulated(c, 3900 + static_cast<std::uint64_t>(i), dev);
     const bool head = c.stack.head.out_features > 0;
-    CHECK(launches["f32_head_grad_dz"] == (head ? 1 : 0));
-    CHECK(launches["f32_head_grad_rows"] == (head ? 1 : 0));
+    const int dense = head ? 1 + c.stack.num_pre_head : 0;  // per Dense: its input gradient; and its dz
+    CHECK(launches["f32_head_grad_dz"] == dense);
+    CHECK(launches["f32_head_grad_rows"] == dense);
     CHECK(launches["f32_embedding_grad"] == (c.stack.embedding.vocab_size > 0 ? 1 : 0));
   }
   MESSAGE("largest relative error: " << g_training_worst);
@@ -914,7 +907,7 @@ TEST_CASE("emulated GPU training with an Embedding and a Dense head: every activ
 
 TEST_CASE("emulated GPU training with an Embedding and a Dense head: batch-major ids, T = 0") {
   Rng rng(3811);
-  Case c = train_ends_case(0, rng);
+  Case c = ends_case(0, rng);
   c.batch_major = true;
   check_emulated(c, 3920);
   c.T = 0;  // a last-step head's rows are zeros; every step: no rows

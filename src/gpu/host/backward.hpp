@@ -29,12 +29,16 @@ enum GradGemm : int {
   kGemmCount
 };
 
-/// The ends' backward (src/head_grad.cpp on the CPU): the head's dz and output gradient, its
-/// last rows again (last_step_only), dW and db as products; the embedding's table gradient.
+/// The ends' backward (src/head_grad.cpp on the CPU): per Dense of the chain (pre_head[0..], the
+/// head last, at place k) its input gradient from its dz (`dense[k]`; the head's also makes its own
+/// dz from dy), and below the head each pre_head Dense's dz from that gradient in place (`act[k]`);
+/// the first Dense's input rows again (last_step_only), dW and db as products; the embedding's
+/// table gradient.
 struct EndsGradArgs {
-  HeadGradArgs head;
+  HeadGradArgs dense[kMaxPreHead + 1];
+  HeadGradArgs act[kMaxPreHead];
   LastRowsArgs last;
-  GemmArgs dw, db;
+  GemmArgs dw[kMaxPreHead + 1], db[kMaxPreHead + 1];
   EmbedGradArgs embed;
 };
 
@@ -324,10 +328,12 @@ Status zero_outputs(L& ln, const detail::PlanImpl& p, const BackwardArgs& a) {
   return Status::ok;
 }
 
-/// The ends' arguments: the head's (the last layer's output gradient goes to dlayer[0], where
-/// direction_grad_args reads it) and the embedding's (from the dlayer buffer layer 0's input
-/// gradient went to).
-inline void ends_grad_args(const detail::PlanImpl& p, const Views& v, EndsGradArgs* e) {
+/// The Dense chain's arguments, from the head (place K) down: Dense k's dz (the head's in head_dz,
+/// a pre_head Dense's in head_da[(k + 1) % 2], made from its output gradient in place), its input
+/// gradient (the first Dense's, the last layer's output gradient, to dlayer[0] where
+/// direction_grad_args reads it, at the columns it read), and its dW, db over its input rows (the
+/// kept activations of the Dense below it, or the last layer's output rows).
+inline void dense_chain_grad_args(const detail::PlanImpl& p, const Views& v, EndsGradArgs* e) {
   using schedule::at;
   const StackSpec& st = p.stack;
   const detail::TrainLayout& tr = p.train;
@@ -335,44 +341,79 @@ inline void ends_grad_args(const detail::PlanImpl& p, const Views& v, EndsGradAr
   const ForwardArgs& f = a.forward;
   const std::int64_t first = detail::recurrent_param_count(st);
   auto* dweights = static_cast<float*>(a.dweights);
-  std::memset(e, 0, sizeof *e);
-  if (st.head.out_features > 0) {
-    HeadGradArgs& h = e->head;
-    const LayerSpec& last = st.layers[st.num_layers - 1];
-    h.y = at<const float>(v.reserve, tr.head_y);
-    h.dy = static_cast<const float*>(a.dy);
-    h.dz = at<float>(v.ws, tr.head_dz);
-    h.w = at<const float>(v.packed, p.ends + static_cast<std::size_t>(canonical_offset(st, 0, 0, ParamKind::dense_weight, 0) - first) * sizeof(float));
-    h.d_out = at<float>(v.ws, tr.dlayer[0]);
-    h.lengths = v.arrays.lengths;
-    h.rows = static_cast<std::int32_t>(st.head.last_step_only ? f.batch : static_cast<std::int64_t>(f.seq_len) * f.batch);
-    h.out = st.head.out_features;
-    h.in = static_cast<std::int32_t>(detail::head_input_size(st));
-    h.per_dir = output_size(last);
-    h.act = static_cast<std::int32_t>(st.head.activation);
-    h.steps = f.seq_len;
-    h.batch = f.batch;
-    h.last_step = st.head.last_step_only ? 1 : 0;
-    h.batch_major = f.layout == Layout::batch_major ? 1 : 0;
-    const float* rows = at<const float>(v.reserve, tr.head_in);
-    if (st.head.last_step_only) {  // the rows the head read, again (dgates is free until the last layer's cell)
-      LastRowsArgs& r = e->last;
-      r.in = rows;
-      r.out = at<float>(v.ws, tr.dgates);
-      r.lengths = v.arrays.lengths;
-      r.steps = f.seq_len;
-      r.batch = f.batch;
-      r.width = h.in;
-      r.per_dir = h.per_dir;
-      rows = r.out;
+  const int K = st.num_pre_head;
+  HeadGradArgs common;
+  std::memset(&common, 0, sizeof common);
+  common.lengths = v.arrays.lengths;
+  common.rows = static_cast<std::int32_t>(st.head.last_step_only ? f.batch : static_cast<std::int64_t>(f.seq_len) * f.batch);
+  common.steps = f.seq_len;
+  common.batch = f.batch;
+  float* dz = at<float>(v.ws, tr.head_dz);
+  for (int k = K; k >= 0; --k) {
+    const DenseSpec& ds = k == K ? st.head : st.pre_head[k];
+    HeadGradArgs& h = e->dense[k];
+    h = common;
+    h.dz = dz;
+    h.w = at<const float>(v.packed, p.ends + static_cast<std::size_t>(canonical_offset(st, k, 0, ParamKind::dense_weight, 0) - first) * sizeof(float));
+    h.out = ds.out_features;
+    h.in = static_cast<std::int32_t>(detail::dense_input_size(st, k));
+    h.per_dir = h.in;  // (below the head's first Dense: one contiguous row [rows][in])
+    if (k == K) {  // the head's dz from dy
+      h.y = at<const float>(v.reserve, tr.head_y);
+      h.dy = static_cast<const float*>(a.dy);
+      h.act = static_cast<std::int32_t>(ds.activation);
+      h.batch_major = f.layout == Layout::batch_major ? 1 : 0;
+    }
+    const float* rows = nullptr;
+    if (k == 0) {
+      h.d_out = at<float>(v.ws, tr.dlayer[0]);
+      h.per_dir = output_size(st.layers[st.num_layers - 1]);
+      h.last_step = st.head.last_step_only ? 1 : 0;
+      rows = at<const float>(v.reserve, tr.head_in);
+      if (st.head.last_step_only) {  // the rows the first Dense read, again (dgates is free until the last layer's cell)
+        LastRowsArgs& r = e->last;
+        r.in = rows;
+        r.out = at<float>(v.ws, tr.dgates);
+        r.lengths = v.arrays.lengths;
+        r.steps = f.seq_len;
+        r.batch = f.batch;
+        r.width = h.in;
+        r.per_dir = h.per_dir;
+        rows = r.out;
+      }
+    } else {  // the output gradient of pre_head[k − 1], then its dz in place
+      float* da = at<float>(v.ws, tr.head_da[k % 2]);
+      h.d_out = da;
+      rows = at<const float>(v.reserve, tr.pre_head_y[k - 1]);
+      HeadGradArgs& z = e->act[k - 1];
+      z = common;
+      z.y = rows;
+      z.dy = da;
+      z.dz = da;
+      z.out = h.in;
+      z.act = static_cast<std::int32_t>(st.pre_head[k - 1].activation);
+      dz = da;
     }
     if (dweights != nullptr && a.dy != nullptr) {
-      float* dW = dweights + canonical_offset(st, 0, 0, ParamKind::dense_weight, 0);
-      float* db = dweights + canonical_offset(st, 0, 0, ParamKind::dense_bias, 0);
-      e->dw = product(h.dz, 1, h.out, 0, rows, h.in, dW, h.in, h.out, h.in, h.rows, true);  // dW += Σ_r dz_r ⊗ o_r
-      e->db = product(h.dz, 1, h.out, 0, nullptr, 0, db, 1, h.out, 1, h.rows, true);
+      float* dW = dweights + canonical_offset(st, k, 0, ParamKind::dense_weight, 0);
+      float* db = dweights + canonical_offset(st, k, 0, ParamKind::dense_bias, 0);
+      e->dw[k] = product(h.dz, 1, h.out, 0, rows, h.in, dW, h.in, h.out, h.in, h.rows, true);  // dW += Σ_r dz_r ⊗ a_r
+      e->db[k] = product(h.dz, 1, h.out, 0, nullptr, 0, db, 1, h.out, 1, h.rows, true);
     }
   }
+}
+
+/// The ends' arguments: the Dense chain's (dense_chain_grad_args) and the embedding's (from the
+/// dlayer buffer layer 0's input gradient went to).
+inline void ends_grad_args(const detail::PlanImpl& p, const Views& v, EndsGradArgs* e) {
+  using schedule::at;
+  const StackSpec& st = p.stack;
+  const detail::TrainLayout& tr = p.train;
+  const BackwardArgs& a = *v.args;
+  const ForwardArgs& f = a.forward;
+  auto* dweights = static_cast<float*>(a.dweights);
+  std::memset(e, 0, sizeof *e);
+  if (st.head.out_features > 0) dense_chain_grad_args(p, v, e);
   if (st.embedding.vocab_size > 0 && dweights != nullptr) {
     EmbedGradArgs& m = e->embed;
     m.ids = static_cast<const std::int32_t*>(f.x);
@@ -388,22 +429,31 @@ inline void ends_grad_args(const detail::PlanImpl& p, const Views& v, EndsGradAr
   }
 }
 
-/// The head's backward, before the last layer's: dz, the last layer's output gradient (zero where
-/// the head read nothing), then dW and db.
+/// The Dense chain's backward, before the last layer's: the head's dz, then from the head down each
+/// Dense's input gradient, dW and db, and (below the head) the dz of the Dense before it; the
+/// first Dense's input gradient is the last layer's output gradient (zero where it read nothing).
 template <class L>
-Status head(L& ln, const GpuPlan& g, const EndsGradArgs& host, const EndsGradArgs* dev) {
-  const HeadGradArgs& h = host.head;
-  RNNCORE_RETURN_IF_ERROR(ln.zero_async(h.d_out, sizeof(float) * static_cast<std::size_t>(h.steps) * h.batch * h.in));
+Status head(L& ln, const GpuPlan& g, int num_pre_head, const EndsGradArgs& host, const EndsGradArgs* dev) {
+  const HeadGradArgs& h = host.dense[num_pre_head];
+  const HeadGradArgs& first = host.dense[0];
+  RNNCORE_RETURN_IF_ERROR(ln.zero_async(first.d_out, sizeof(float) * static_cast<std::size_t>(first.steps) * first.batch * first.in));
   if (h.dy == nullptr || h.rows == 0) return Status::ok;
-  RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_head_grad_dz>(elementwise_dims(g, h.rows, 1), h, &dev->head, 0));
-  RNNCORE_RETURN_IF_ERROR(
-      ln.template launch<f32_head_grad_rows>(elementwise_dims(g, static_cast<std::int64_t>(h.rows) * h.in, 1), h, &dev->head, 0));
-  if (!has(host.dw)) return Status::ok;
-  if (h.last_step)
-    RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_head_last_rows>(
-        elementwise_dims(g, static_cast<std::int64_t>(host.last.batch) * host.last.width, 1), host.last, &dev->last, 0));
-  RNNCORE_RETURN_IF_ERROR(gemm<float>(ln, g, host.dw, &dev->dw, 0));
-  return gemm<float>(ln, g, host.db, &dev->db, 0);
+  RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_head_grad_dz>(elementwise_dims(g, h.rows, 1), h, &dev->dense[num_pre_head], 0));
+  for (int k = num_pre_head; k >= 0; --k) {
+    const HeadGradArgs& d = host.dense[k];
+    RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_head_grad_rows>(elementwise_dims(g, static_cast<std::int64_t>(d.rows) * d.in, 1),
+                                                                   d, &dev->dense[k], 0));
+    if (has(host.dw[k])) {
+      if (k == 0 && d.last_step)
+        RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_head_last_rows>(
+            elementwise_dims(g, static_cast<std::int64_t>(host.last.batch) * host.last.width, 1), host.last, &dev->last, 0));
+      RNNCORE_RETURN_IF_ERROR(gemm<float>(ln, g, host.dw[k], &dev->dw[k], 0));
+      RNNCORE_RETURN_IF_ERROR(gemm<float>(ln, g, host.db[k], &dev->db[k], 0));
+    }
+    if (k > 0)
+      RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_head_grad_dz>(elementwise_dims(g, d.rows, 1), host.act[k - 1], &dev->act[k - 1], 0));
+  }
+  return Status::ok;
 }
 
 }  // namespace grad
@@ -453,7 +503,7 @@ Status backward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const u
   if (L::kArgsInDeviceMemory)
     RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + p.gpu.train_args, host, sizeof(GradLayerBlock) * static_cast<std::size_t>(layers)));
   const GradLayerBlock* dev = schedule::at<const GradLayerBlock>(ws, p.gpu.train_args);
-  if (p.stack.head.out_features > 0) RNNCORE_RETURN_IF_ERROR(grad::head(ln, g, host[0].ends, &dev[0].ends));
+  if (p.stack.head.out_features > 0) RNNCORE_RETURN_IF_ERROR(grad::head(ln, g, p.stack.num_pre_head, host[0].ends, &dev[0].ends));
   for (int l = layers - 1; l >= 0; --l) {
     const detail::LayerPlan& lp = p.layers[l];
     if (l > 0 || host[0].ends.embed.dtable != nullptr)  // the layer below's output gradient, which this layer's directions add to

@@ -543,8 +543,9 @@ Status launch_layer(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const Fo
 /// The argument blocks of the ends of a run (the embedding's gather, the head's rows and its Dense
 /// chain), as src/head.cpp walks them on the CPU: device pointers into the packed buffer, the
 /// workspace (p.ws's embed_x, head_in, head_rows, head_mid) and the caller's x and y. A training
-/// forward keeps the embedded rows, the head's input and its activations in the reserve instead
-/// (TrainLayout's embed_x, head_in, head_y), where backward reads them.
+/// forward keeps the embedded rows, the head's input, each pre_head Dense's activations and the
+/// head's in the reserve instead (TrainLayout's embed_x, head_in, pre_head_y, head_y), where
+/// backward reads them.
 inline EndsArgs ends_args(const detail::PlanImpl& p, const ForwardArgs& a, const RunArrays& arrays, unsigned char* packed,
                           unsigned char* ws) {
   using schedule::at;
@@ -593,8 +594,8 @@ inline EndsArgs ends_args(const detail::PlanImpl& p, const ForwardArgs& a, const
     d.in_w = static_cast<std::int32_t>(detail::dense_input_size(st, k));
     d.out_w = ds.out_features;
     d.act = static_cast<std::int32_t>(ds.activation);
-    if (k < st.num_pre_head) {
-      d.out = at<float>(ws, p.ws.head_mid[k % 2]);
+    if (k < st.num_pre_head) {  // (a training forward keeps them where backward reads them)
+      d.out = reserve != nullptr ? at<float>(reserve, p.train.pre_head_y[k]) : at<float>(ws, p.ws.head_mid[k % 2]);
       rows = d.out;
     } else {
       d.y = static_cast<float*>(a.y);
