@@ -122,7 +122,7 @@ void layout_training_simd(PlanImpl* p) {
     const std::uint64_t gh = static_cast<std::uint64_t>(lp.gates) * lp.hidden;
     for (int d = 0; d < lp.dirs; ++d) {
       if (!lp.skip_input) s.w_t[l][d] = packed.take(gh * lp.input_size, es);
-      s.r_t[l][d] = packed.take(gh * lp.out, es);
+      if (p->simd.weights == simd::Weights::f32) s.r_t[l][d] = packed.take(gh * lp.out, es);  // else the panels
       if (lp.out != lp.hidden) s.p_t[l][d] = packed.take(static_cast<std::uint64_t>(lp.hidden) * lp.out, es);
     }
   }
@@ -142,6 +142,17 @@ void layout_training_simd(PlanImpl* p) {
   s.rh = fw.take(B * w.hidden, es);
   s.x_in = fw.take(T * B * w.input, es);
   s.forward_pack = fw.take(threads * simd::kMatmulScratchFloats, es);
+  if (p->simd.weights != simd::Weights::f32) {
+    std::uint64_t gate_row = 0, h16 = 0;  // widest G·Hp, and the widest product input
+    for (int l = 0; l < st.num_layers; ++l) {
+      gate_row = std::max<std::uint64_t>(gate_row, static_cast<std::uint64_t>(p->layers[l].gates) * p->layers[l].hidden_stride);
+      h16 = std::max<std::uint64_t>(h16, std::max(p->layers[l].out, p->layers[l].hidden));
+    }
+    s.h16_stride = static_cast<std::size_t>(round_up(static_cast<std::int64_t>(h16), 32));  // K even, rows aligned
+    s.rec_blocks = fw.take(B * gate_row, es);
+    s.zero_bias = fw.take(gate_row, es);
+    s.h16 = fw.take(B * s.h16_stride, sizeof(std::uint16_t));
+  }
   take_backward_common(p, &bw);
   s.backward_pack = bw.take(threads * simd::kMatmulScratchFloats, es);
   s.r_packed = bw.take((w.gates + 1) * w.hidden * w.hidden, es);  // R, and an LSTM's W_proj after it

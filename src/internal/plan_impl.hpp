@@ -112,13 +112,18 @@ struct SimdWorkspace {
 // The SIMD backend's own training regions (beside TrainLayout's).
 struct SimdTrainLayout {
   // Per (layer, dir) Wᵀ [I, G·H] (none for a skip layer) and Rᵀ [H, G·H] packed for f32_matmul
-  // (F32Kernels::pack_b): the B operands of the batched training forward.
+  // (F32Kernels::pack_b): the B operands of the batched training forward (f16 / bf16 weights: no
+  // Rᵀ, r_t 0: the forward reads the inference's stored recurrent panels).
   std::size_t w_t[kMaxLayers][2] = {}, r_t[kMaxLayers][2] = {};
   std::size_t p_t[kMaxLayers][2] = {};  // LSTM projection: W_projᵀ [H, P] packed likewise
   // The batched training forward: projections of every step [T, B, G·H], one step's recurrent
   // products [B, G·H], the state [B, H] (h, c, r ⊙ h) and the cell input [T, B, I].
   std::size_t proj = 0, rec = 0, state_h = 0, state_c = 0, rh = 0, x_in = 0;
   std::size_t forward_pack = 0;   // simd::kMatmulScratchFloats per thread for the matmuls' packed tiles
+  // f16 / bf16 weights: the recurrent products read the inference's panels (gemm[w]) into rows of
+  // G·Hp floats in gate-vector order (rec_blocks), after zeros (zero_bias, G·Hp floats); bf16 rounds
+  // their input rows to h16 (rows of h16_stride elements).
+  std::size_t rec_blocks = 0, zero_bias = 0, h16 = 0, h16_stride = 0;
   std::size_t backward_pack = 0;  // backward: simd::kMatmulScratchFloats per thread
   std::size_t r_packed = 0;       // backward: one direction's R [G·H, O] (and W_proj [P, H]) packed for the per-step products
 };
