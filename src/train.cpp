@@ -18,6 +18,7 @@
 #include "src/shared/cell_grad.hpp"
 #include "src/internal/dropout.hpp"
 #include "src/internal/error.hpp"
+#include "src/internal/spec_internal.hpp"
 #include "src/internal/backend.hpp"
 #include "src/internal/thread_pool.hpp"
 #include "src/shared/half.hpp"
@@ -207,6 +208,7 @@ struct DirectionGrad {
   const simd::F32Kernels* kernels = nullptr;  // SIMD backend: the matmul kernel
   T* pack = nullptr;                          // and its scratch (per thread)
   T* r_packed = nullptr;                      // and R (and W_proj) packed for the per-step products
+  const void* rt_panel = nullptr;             // f16 / bf16 weights: Rᵀ's stored panel for dh (or null)
   Threads threads;
 };
 
@@ -559,8 +561,12 @@ class BackwardDirection {
     if (gru && lp_.gru_variant == GruVariant::reset_before) reset_before_r(t);
     // R_0 … R_{G−1} are consecutive in the canonical buffer: one product covers every gate whose
     // gradient column is its own (all but GRU n).
-    matmul_rows(t, 0, (gru ? 2 : lp_.gates) * H_, 0, g_.dh_next, true);
-    if (gru && lp_.gru_variant == GruVariant::reset_after) matmul_rows(t, 3 * H_, H_, 2, g_.dh_next, true);
+    if (g_.rt_panel != nullptr) {
+      stored_dh(t, 0, B_, g_.pack);
+    } else {
+      matmul_rows(t, 0, (gru ? 2 : lp_.gates) * H_, 0, g_.dh_next, true);
+      if (gru && lp_.gru_variant == GruVariant::reset_after) matmul_rows(t, 3 * H_, H_, 2, g_.dh_next, true);
+    }
     if (g_.resets.r != nullptr) reset_gradients(t);
     T* swap = g_.dh;
     g_.dh = g_.dh_next;
@@ -653,8 +659,61 @@ class BackwardDirection {
       m.scratch = pack;
       g_.kernels->matmul(m);
     };
+    if (g_.rt_panel != nullptr) {
+      stored_dh(t, b0, b1, pack);
+      return;
+    }
     product(0, (gru ? 2 : lp_.gates) * H, 0);
     if (gru) product(3 * H, H, 2);
+  }
+
+  // f16 / bf16 weights: dh_next[b] += dpre[t, b] · R for rows [b0, b1) through Rᵀ's stored panel
+  // (the inference's gemm; f32 accumulation), K = recurrent_k rows of R: the gate columns gathered
+  // first (a reset-after GRU's r, z and recurrent n), bf16 rounds them to bf16 as the inference
+  // does its inputs. `scratch`: simd::kMatmulScratchFloats floats, aligned.
+  void stored_dh(int t, int b0, int b1, T* scratch) const {
+    if constexpr (std::is_same<T, float>::value) {
+      const bool bf16 = p_.simd.weights == simd::Weights::bf16;
+      const bool reset_after = lp_.mode == Mode::gru && lp_.gru_variant == GruVariant::reset_after;
+      const int K = recurrent_k(lp_), V = p_.vector;
+      const std::int64_t Op = round_up(O_, V), Kr = round_up(K, 16), k16 = round_up(K, 32);
+      const std::int64_t per_row = Kr + Op + (bf16 ? k16 / 2 : 0);
+      const int chunk = static_cast<int>(std::max<std::int64_t>(1, (simd::kMatmulScratchFloats - Op) / per_row));
+      float* zeros = scratch;
+      std::memset(zeros, 0, sizeof(float) * Op);
+      for (int r0 = b0; r0 < b1; r0 += chunk) {
+        const int rows = std::min(chunk, b1 - r0);
+        float* a = scratch + Op;
+        float* c = a + rows * Kr;
+        auto* a16 = reinterpret_cast<std::uint16_t*>(c + rows * Op);
+        for (int i = 0; i < rows; ++i) {
+          const float* src = g_.dgates + at(t, r0 + i) * gw_;
+          float* row = a + i * Kr;
+          std::memcpy(row, src, sizeof(float) * (reset_after ? 2 * H_ : K));
+          if (reset_after) std::memcpy(row + 2 * H_, src + 3 * H_, sizeof(float) * H_);
+          if (bf16) {
+            std::memset(a16 + i * k16, 0, sizeof(std::uint16_t) * k16);
+            g_.kernels->to_bf16(row, a16 + i * k16, K);
+          }
+        }
+        simd::GemmArgs m;
+        m.a = a;
+        m.a_sb = Kr;
+        m.a16 = bf16 ? a16 : nullptr;
+        m.a16_stride = k16;
+        m.batch = rows;
+        m.k = K;
+        m.vectors = 1;
+        m.panel = g_.rt_panel;
+        m.bias = zeros;
+        m.c = c;
+        m.c_row_stride = Op;
+        m.row_end = rows;
+        m.block_end = static_cast<std::int32_t>(Op / V);
+        g_.kernels->gemm[static_cast<int>(p_.simd.weights)](m);
+        for (int i = 0; i < rows; ++i) axpy(g_.dh_next + static_cast<std::int64_t>(r0 + i) * O_, 1.0f, c + i * Op, O_);
+      }
+    }
   }
 
   // h_{t−1} of row b: gathered into hprev, or where it lies (h_in_place_; zeros into `zeros`).
@@ -900,6 +959,7 @@ void backward_all(const PlanImpl& p, const unsigned char* packed, unsigned char*
       if (g.kernels != nullptr) {
         g.pack = at_bytes<T>(ws, p.simd.train.backward_pack);
         g.r_packed = at_bytes<T>(ws, p.simd.train.r_packed);
+        if (p.simd.train.rt_panel[l][d] != 0) g.rt_panel = packed + p.simd.train.rt_panel[l][d];
       }
       g.threads = plan_threads(p);
       BackwardDirection<T>(p, g).run();
@@ -1253,7 +1313,8 @@ void simd_pack_training(const PlanImpl& p, const float* canonical_in, unsigned c
       auto* r_t = reinterpret_cast<float*>(packed + st.r_t[l][d]);
       const simd::F32Kernels& k = *p.simd.kernels();
       if (w.W[0] != nullptr) k.pack_b(w.W[0], 1, lp.input_size, lp.input_size, GH, w_t);
-      if (st.r_t[l][d] == 0) {  // f16 / bf16: the forward reads the stored panels
+      if (st.r_t[l][d] == 0) {  // f16 / bf16: the forward reads the stored panels, the backward Rᵀ's
+        simd_pack_transposed_panel(p, w.R[0], recurrent_k(lp), lp.out, packed + st.rt_panel[l][d]);
       } else if (reset_before) {
         k.pack_b(w.R[0], 1, H, H, 2 * H, r_t);
         k.pack_b(w.R[2], 1, H, H, H, r_t + 2 * H * H);

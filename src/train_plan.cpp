@@ -122,7 +122,12 @@ void layout_training_simd(PlanImpl* p) {
     const std::uint64_t gh = static_cast<std::uint64_t>(lp.gates) * lp.hidden;
     for (int d = 0; d < lp.dirs; ++d) {
       if (!lp.skip_input) s.w_t[l][d] = packed.take(gh * lp.input_size, es);
-      if (p->simd.weights == simd::Weights::f32) s.r_t[l][d] = packed.take(gh * lp.out, es);  // else the panels
+      if (p->simd.weights == simd::Weights::f32) {
+        s.r_t[l][d] = packed.take(gh * lp.out, es);
+      } else {  // the inference's panels, and Rᵀ's for the backward (bf16 pairs: K even)
+        const std::uint64_t k = static_cast<std::uint64_t>(recurrent_k(lp)), kr = p->simd.bf16_pairs ? (k + 1) / 2 * 2 : k;
+        s.rt_panel[l][d] = packed.take(static_cast<std::uint64_t>(round_up(lp.out, p->vector)) * kr, 2);
+      }
       if (lp.out != lp.hidden) s.p_t[l][d] = packed.take(static_cast<std::uint64_t>(lp.hidden) * lp.out, es);
     }
   }

@@ -124,6 +124,9 @@ struct SimdTrainLayout {
   // G·Hp floats in gate-vector order (rec_blocks), after zeros (zero_bias, G·Hp floats); bf16 rounds
   // their input rows to h16 (rows of h16_stride elements).
   std::size_t rec_blocks = 0, zero_bias = 0, h16 = 0, h16_stride = 0;
+  // f16 / bf16 weights, per (layer, dir): the backward's per-step dh = dpre · R reads Rᵀ as a
+  // one-gate panel of O units over K = recurrent_k rows of R (simd_pack_transposed_panel).
+  std::size_t rt_panel[kMaxLayers][2] = {};
   std::size_t backward_pack = 0;  // backward: simd::kMatmulScratchFloats per thread
   std::size_t r_packed = 0;       // backward: one direction's R [G·H, O] (and W_proj [P, H]) packed for the per-step products
 };
@@ -154,6 +157,11 @@ int keep_slots(const LayerPlan& lp);
 // before the cell clip), then h h̃ (O each; h̃ the projection before the projection clip; without
 // a projection h = h̃ = m); every other layer keep_slots·H, h in the last slot.
 int keep_width(const LayerPlan& lp);
+// Rows of R [G·H, O] the backward's per-step dh product reads: every gate's, but a reset-before
+// GRU's n (its gradient reaches h through r ⊙ h).
+inline int recurrent_k(const LayerPlan& lp) {
+  return lp.mode == Mode::gru && lp.gru_variant == GruVariant::reset_before ? 2 * lp.hidden : lp.gates * lp.hidden;
+}
 int keep_h(const LayerPlan& lp);
 
 constexpr std::uint64_t kPackedMagic = 0x4b4341505243524eull;  // packed buffer header
