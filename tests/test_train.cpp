@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "rnncore/rnncore.hpp"
-#include "src/shared/half.hpp"
 #include "test_util.hpp"
 
 using namespace rnncore;
@@ -884,32 +883,6 @@ TEST_CASE("resets: Model streams the carried state through resets, forward and b
 
 namespace {
 
-// f16 / bf16 weight storage (simd::Weights): W, R and W_proj as the plan stores them, every other
-// parameter as given.
-std::vector<double> stored_weights(const StackSpec& st, const std::vector<float>& w, DType weight_dtype) {
-  std::vector<double> out(w.begin(), w.end());
-  auto round = [&](std::int64_t at, std::int64_t n) {
-    for (std::int64_t i = at; at >= 0 && i < at + n; ++i) {
-      const float v = w[static_cast<std::size_t>(i)];
-      out.at(static_cast<std::size_t>(i)) = weight_dtype == DType::bf16 ? detail::bf16_to_f32(detail::f32_to_bf16(v))
-                                                                     : detail::f16_to_f32(detail::f32_to_f16(v));
-    }
-  };
-  for (int l = 0; l < st.num_layers; ++l) {
-    const LayerSpec& ls = st.layers[l];
-    const std::int64_t H = ls.hidden_size, O = ls.proj_size > 0 ? ls.proj_size : H;
-    const std::int64_t I = l == 0 ? st.input_size : O * num_directions(st.layers[l - 1]);
-    for (int d = 0; d < num_directions(ls); ++d) {
-      for (int g = 0; g < (ls.mode == Mode::lstm ? 4 : ls.mode == Mode::gru ? 3 : 1); ++g) {
-        round(canonical_offset(st, l, d, ParamKind::input_weight, g), H * I);
-        round(canonical_offset(st, l, d, ParamKind::recurrent_weight, g), H * O);
-      }
-      round(canonical_offset(st, l, d, ParamKind::projection, 0), H * O);
-    }
-  }
-  return out;
-}
-
 // Whether this machine and build store weights as `wd` in a SIMD training plan of `st` (AVX2 or
 // AVX-512); where not, the plan is refused with a one-line detail.
 bool stores(const StackSpec& st, DType wd) {
@@ -951,7 +924,7 @@ TEST_CASE("f16 and bf16 weight storage: SIMD gradients of the stored weights aga
       p32.w = narrow(p64.w), p32.x = narrow(p64.x), p32.h0 = narrow(p64.h0), p32.c0 = narrow(p64.c0);
       p32.dy = narrow(p64.dy), p32.dhy = narrow(p64.dhy), p32.dcy = narrow(p64.dcy);
       Problem<double> stored;  // the f32 values with the stored weights, exactly
-      stored.w = stored_weights(st, p32.w, wd);
+      stored.w = rnncore_test::stored_weights(st, p32.w, wd);
       stored.x = widen(p32.x), stored.h0 = widen(p32.h0), stored.c0 = widen(p32.c0);
       stored.dy = widen(p32.dy), stored.dhy = widen(p32.dhy), stored.dcy = widen(p32.dcy);
       const Grads<double> want = train_step(c, stored, Backend::reference);
