@@ -82,7 +82,7 @@ const T* at(const unsigned char* base, std::size_t offset) {
 
 void simd_pack_transposed_panel(const PlanImpl& p, const float* m, int rows, int cols, void* dst) {
   const float* mats[1] = {m};
-  pack_panel(dst, mats, 1, cols, rows, p.vector, 1, p.simd.kernels()->pass_vectors[1],
+  pack_panel(dst, mats, 1, cols, rows, p.vector, 4, p.simd.kernels()->pass_vectors[4],
              PanelFormat{p.simd.weights, p.simd.bf16_pairs}, true);
 }
 

@@ -676,7 +676,7 @@ class BackwardDirection {
       const bool bf16 = p_.simd.weights == simd::Weights::bf16;
       const bool reset_after = lp_.mode == Mode::gru && lp_.gru_variant == GruVariant::reset_after;
       const int K = recurrent_k(lp_), V = p_.vector;
-      const std::int64_t Op = round_up(O_, V), Kr = round_up(K, 16), k16 = round_up(K, 32);
+      const std::int64_t Op = round_up(O_, 4 * V), Kr = round_up(K, 16), k16 = round_up(K, 32);
       const std::int64_t per_row = Kr + Op + (bf16 ? k16 / 2 : 0);
       const int chunk = static_cast<int>(std::max<std::int64_t>(1, (simd::kMatmulScratchFloats - Op) / per_row));
       float* zeros = scratch;
@@ -703,13 +703,13 @@ class BackwardDirection {
         m.a16_stride = k16;
         m.batch = rows;
         m.k = K;
-        m.vectors = 1;
+        m.vectors = 4;
         m.panel = g_.rt_panel;
         m.bias = zeros;
         m.c = c;
         m.c_row_stride = Op;
         m.row_end = rows;
-        m.block_end = static_cast<std::int32_t>(Op / V);
+        m.block_end = static_cast<std::int32_t>(Op / (4 * V));
         g_.kernels->gemm[static_cast<int>(p_.simd.weights)](m);
         for (int i = 0; i < rows; ++i) axpy(g_.dh_next + static_cast<std::int64_t>(r0 + i) * O_, 1.0f, c + i * Op, O_);
       }

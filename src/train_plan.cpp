@@ -126,7 +126,7 @@ void layout_training_simd(PlanImpl* p) {
         s.r_t[l][d] = packed.take(gh * lp.out, es);
       } else {  // the inference's panels, and Rᵀ's for the backward (bf16 pairs: K even)
         const std::uint64_t k = static_cast<std::uint64_t>(recurrent_k(lp)), kr = p->simd.bf16_pairs ? (k + 1) / 2 * 2 : k;
-        s.rt_panel[l][d] = packed.take(static_cast<std::uint64_t>(round_up(lp.out, p->vector)) * kr, 2);
+        s.rt_panel[l][d] = packed.take(static_cast<std::uint64_t>(round_up(lp.out, 4 * p->vector)) * kr, 2);
       }
       if (lp.out != lp.hidden) s.p_t[l][d] = packed.take(static_cast<std::uint64_t>(lp.hidden) * lp.out, es);
     }
