@@ -561,7 +561,7 @@ class BackwardDirection {
     if (gru && lp_.gru_variant == GruVariant::reset_before) reset_before_r(t);
     // R_0 … R_{G−1} are consecutive in the canonical buffer: one product covers every gate whose
     // gradient column is its own (all but GRU n).
-    if (g_.rt_panel != nullptr) {
+    if (stored_dh_fits()) {
       stored_dh(t, 0, B_, g_.pack);
     } else {
       matmul_rows(t, 0, (gru ? 2 : lp_.gates) * H_, 0, g_.dh_next, true);
@@ -659,12 +659,28 @@ class BackwardDirection {
       m.scratch = pack;
       g_.kernels->matmul(m);
     };
-    if (g_.rt_panel != nullptr) {
+    if (stored_dh_fits()) {
       stored_dh(t, b0, b1, pack);
       return;
     }
     product(0, (gru ? 2 : lp_.gates) * H, 0);
     if (gru) product(3 * H, H, 2);
+  }
+
+  // Scratch floats of stored_dh: the output row's width Op, K's (f32 and bf16) and a row's in all.
+  struct StoredDhSizes {
+    std::int64_t Op, Kr, k16, per_row;
+  };
+  StoredDhSizes stored_dh_sizes() const {
+    const std::int64_t K = recurrent_k(lp_), Op = round_up(O_, 4 * p_.vector), Kr = round_up(K, 16), k16 = round_up(K, 32);
+    return {Op, Kr, k16, Kr + Op + (p_.simd.weights == simd::Weights::bf16 ? k16 / 2 : 0)};
+  }
+  // Whether the stored panel takes the product: a row, its output and zeros fit the scratch (else,
+  // at H in the tens of thousands, the f32 product on R as stored).
+  bool stored_dh_fits() const {
+    if (g_.rt_panel == nullptr) return false;
+    const StoredDhSizes z = stored_dh_sizes();
+    return z.Op + z.per_row <= simd::kMatmulScratchFloats;
   }
 
   // f16 / bf16 weights: dh_next[b] += dpre[t, b] · R for rows [b0, b1) through Rᵀ's stored panel
@@ -676,8 +692,8 @@ class BackwardDirection {
       const bool bf16 = p_.simd.weights == simd::Weights::bf16;
       const bool reset_after = lp_.mode == Mode::gru && lp_.gru_variant == GruVariant::reset_after;
       const int K = recurrent_k(lp_), V = p_.vector;
-      const std::int64_t Op = round_up(O_, 4 * V), Kr = round_up(K, 16), k16 = round_up(K, 32);
-      const std::int64_t per_row = Kr + Op + (bf16 ? k16 / 2 : 0);
+      const StoredDhSizes z = stored_dh_sizes();
+      const std::int64_t Op = z.Op, Kr = z.Kr, k16 = z.k16, per_row = z.per_row;
       const int chunk = static_cast<int>(std::max<std::int64_t>(1, (simd::kMatmulScratchFloats - Op) / per_row));
       float* zeros = scratch;
       std::memset(zeros, 0, sizeof(float) * Op);
