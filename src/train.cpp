@@ -1006,7 +1006,7 @@ class BatchedForward {
         rows_(reinterpret_cast<float*>(ws + p.train.rows + static_cast<std::size_t>(dir) * p.train.rows_stride)),
         pack_(reinterpret_cast<float*>(ws + p.simd.train.forward_pack)),
         wm_(wrapper_masks(p, layer, dir, io.dropout)), dp_(lp_.dir[dir]), packed_(packed),
-        stored_(p.simd.weights != simd::Weights::f32),
+        stored_(trains_from_stored_panels(p.simd.weights)),
         blocks_(reinterpret_cast<float*>(ws + p.simd.train.rec_blocks)),
         zero_bias_(reinterpret_cast<float*>(ws + p.simd.train.zero_bias)),
         h16_(reinterpret_cast<std::uint16_t*>(ws + p.simd.train.h16)) {}
@@ -1282,7 +1282,7 @@ class BatchedForward {
   const WrapperMasks wm_;
   const DirectionPack& dp_;
   const unsigned char* packed_;
-  const bool stored_;  // f16 / bf16 weights: the recurrent products read the stored panels
+  const bool stored_;  // trains_from_stored_panels: the recurrent products read the stored panels
   float *blocks_, *zero_bias_;
   std::uint16_t* h16_;
 };

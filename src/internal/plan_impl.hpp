@@ -157,6 +157,11 @@ int keep_slots(const LayerPlan& lp);
 // before the cell clip), then h h̃ (O each; h̃ the projection before the projection clip; without
 // a projection h = h̃ = m); every other layer keep_slots·H, h in the last slot.
 int keep_width(const LayerPlan& lp);
+// Whether a SIMD training plan's per-step recurrent products read the stored panels: f16 weights
+// (f32 inputs: the products of f32 on the stored weights). bf16 panels would round h and dpre to
+// bf16 too, which flips ReLU units against the f64 reference (docs/support.md's bf16 training
+// column, 3e-2); bf16 training runs f32 products on the stored (rounded) weights instead.
+inline bool trains_from_stored_panels(simd::Weights w) { return w == simd::Weights::f16; }
 // Rows of R [G·H, O] the backward's per-step dh product reads: every gate's, but a reset-before
 // GRU's n (its gradient reaches h through r ⊙ h).
 inline int recurrent_k(const LayerPlan& lp) {
