@@ -33,9 +33,10 @@ void put(void* dst, std::size_t i, float v, simd::Weights w) {
 // Packs the matrices {M_g : g in gates} ([H, K] row-major each) into panel order (simd/kernels.hpp):
 // block j, pass of `pass` vectors, column k, vector (gate g, sub-vector n) of the pass, lane
 // v → M_g[(j·NV + n)·V + v][k] (zero past H). In k-pairs for vdpbf16ps: within a pass, pair k/2,
-// vector, lane, then the two k of the pair (K padded to even).
+// vector, lane, then the two k of the pair (K padded to even). M_g[unit][k] is at unit·K + k, or
+// at k·H + unit when `transposed` (a [K, H] matrix's transpose).
 void pack_panel(void* dst, const float* const* mats, int gate_count, int H, int K, int V, int NV, int pass,
-                PanelFormat f) {
+                PanelFormat f, bool transposed = false) {
   const int bu = V * NV, blocks = static_cast<int>(round_up(H, bu) / bu), vectors = gate_count * NV;
   const int KR = f.pairs ? (K + 1) / 2 * 2 : K;  // panel rows per block
   std::size_t i = 0;
@@ -46,7 +47,8 @@ void pack_panel(void* dst, const float* const* mats, int gate_count, int H, int 
         for (int q = 0; q < pass; ++q)
           for (int v = 0; v < V; ++v) {
             const int vec = first + q, g = vec / NV, unit = j * bu + vec % NV * V + v;
-            const float value = unit < H && k < K ? mats[g][static_cast<std::int64_t>(unit) * K + k] : 0.0f;
+            const std::int64_t from = transposed ? static_cast<std::int64_t>(k) * H + unit : static_cast<std::int64_t>(unit) * K + k;
+            const float value = unit < H && k < K ? mats[g][from] : 0.0f;
             std::size_t at = i++;
             if (f.pairs) at = pass_base + ((static_cast<std::size_t>(k / 2) * pass + q) * V + v) * 2 + k % 2;
             put(dst, at, value, f.weights);
@@ -77,6 +79,12 @@ const T* at(const unsigned char* base, std::size_t offset) {
 }
 
 }  // namespace
+
+void simd_pack_transposed_panel(const PlanImpl& p, const float* m, int rows, int cols, void* dst) {
+  const float* mats[1] = {m};
+  pack_panel(dst, mats, 1, cols, rows, p.vector, 4, p.simd.kernels()->pass_vectors[4],
+             PanelFormat{p.simd.weights, p.simd.bf16_pairs}, true);
+}
 
 Status simd_pack(const PlanImpl& p, const void* canonical_void, unsigned char* packed) {
   const StackSpec& st = p.stack;

@@ -9,6 +9,7 @@
 // (simd/train_impl.hpp) on the SIMD one, whose cell gradients are kernels too and whose threads
 // split a step's rows where nothing couples them (step_rows). Every sum has a fixed order: the
 // result does not depend on threads or on anything but the inputs.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -17,8 +18,10 @@
 #include "src/shared/cell_grad.hpp"
 #include "src/internal/dropout.hpp"
 #include "src/internal/error.hpp"
+#include "src/internal/spec_internal.hpp"
 #include "src/internal/backend.hpp"
 #include "src/internal/thread_pool.hpp"
+#include "src/shared/half.hpp"
 
 namespace rnncore {
 namespace detail {
@@ -205,6 +208,7 @@ struct DirectionGrad {
   const simd::F32Kernels* kernels = nullptr;  // SIMD backend: the matmul kernel
   T* pack = nullptr;                          // and its scratch (per thread)
   T* r_packed = nullptr;                      // and R (and W_proj) packed for the per-step products
+  const void* rt_panel = nullptr;             // f16 / bf16 weights: Rᵀ's stored panel for dh (or null)
   Threads threads;
 };
 
@@ -557,8 +561,12 @@ class BackwardDirection {
     if (gru && lp_.gru_variant == GruVariant::reset_before) reset_before_r(t);
     // R_0 … R_{G−1} are consecutive in the canonical buffer: one product covers every gate whose
     // gradient column is its own (all but GRU n).
-    matmul_rows(t, 0, (gru ? 2 : lp_.gates) * H_, 0, g_.dh_next, true);
-    if (gru && lp_.gru_variant == GruVariant::reset_after) matmul_rows(t, 3 * H_, H_, 2, g_.dh_next, true);
+    if (stored_dh_fits()) {
+      stored_dh(t, 0, B_, g_.pack);
+    } else {
+      matmul_rows(t, 0, (gru ? 2 : lp_.gates) * H_, 0, g_.dh_next, true);
+      if (gru && lp_.gru_variant == GruVariant::reset_after) matmul_rows(t, 3 * H_, H_, 2, g_.dh_next, true);
+    }
     if (g_.resets.r != nullptr) reset_gradients(t);
     T* swap = g_.dh;
     g_.dh = g_.dh_next;
@@ -651,8 +659,77 @@ class BackwardDirection {
       m.scratch = pack;
       g_.kernels->matmul(m);
     };
+    if (stored_dh_fits()) {
+      stored_dh(t, b0, b1, pack);
+      return;
+    }
     product(0, (gru ? 2 : lp_.gates) * H, 0);
     if (gru) product(3 * H, H, 2);
+  }
+
+  // Scratch floats of stored_dh: the output row's width Op, K's (f32 and bf16) and a row's in all.
+  struct StoredDhSizes {
+    std::int64_t Op, Kr, k16, per_row;
+  };
+  StoredDhSizes stored_dh_sizes() const {
+    const std::int64_t K = recurrent_k(lp_), Op = round_up(O_, 4 * p_.vector), Kr = round_up(K, 16), k16 = round_up(K, 32);
+    return {Op, Kr, k16, Kr + Op + (p_.simd.weights == simd::Weights::bf16 ? k16 / 2 : 0)};
+  }
+  // Whether the stored panel takes the product: a row, its output and zeros fit the scratch (else,
+  // at H in the tens of thousands, the f32 product on R as stored).
+  bool stored_dh_fits() const {
+    if (g_.rt_panel == nullptr) return false;
+    const StoredDhSizes z = stored_dh_sizes();
+    return z.Op + z.per_row <= simd::kMatmulScratchFloats;
+  }
+
+  // f16 / bf16 weights: dh_next[b] += dpre[t, b] · R for rows [b0, b1) through Rᵀ's stored panel
+  // (the inference's gemm; f32 accumulation), K = recurrent_k rows of R: the gate columns gathered
+  // first (a reset-after GRU's r, z and recurrent n), bf16 rounds them to bf16 as the inference
+  // does its inputs. `scratch`: simd::kMatmulScratchFloats floats, aligned.
+  void stored_dh(int t, int b0, int b1, T* scratch) const {
+    if constexpr (std::is_same<T, float>::value) {
+      const bool bf16 = p_.simd.weights == simd::Weights::bf16;
+      const bool reset_after = lp_.mode == Mode::gru && lp_.gru_variant == GruVariant::reset_after;
+      const int K = recurrent_k(lp_), V = p_.vector;
+      const StoredDhSizes z = stored_dh_sizes();
+      const std::int64_t Op = z.Op, Kr = z.Kr, k16 = z.k16, per_row = z.per_row;
+      const int chunk = static_cast<int>(std::max<std::int64_t>(1, (simd::kMatmulScratchFloats - Op) / per_row));
+      float* zeros = scratch;
+      std::memset(zeros, 0, sizeof(float) * Op);
+      for (int r0 = b0; r0 < b1; r0 += chunk) {
+        const int rows = std::min(chunk, b1 - r0);
+        float* a = scratch + Op;
+        float* c = a + rows * Kr;
+        auto* a16 = reinterpret_cast<std::uint16_t*>(c + rows * Op);
+        for (int i = 0; i < rows; ++i) {
+          const float* src = g_.dgates + at(t, r0 + i) * gw_;
+          float* row = a + i * Kr;
+          std::memcpy(row, src, sizeof(float) * (reset_after ? 2 * H_ : K));
+          if (reset_after) std::memcpy(row + 2 * H_, src + 3 * H_, sizeof(float) * H_);
+          if (bf16) {
+            std::memset(a16 + i * k16, 0, sizeof(std::uint16_t) * k16);
+            g_.kernels->to_bf16(row, a16 + i * k16, K);
+          }
+        }
+        simd::GemmArgs m;
+        m.a = a;
+        m.a_sb = Kr;
+        m.a16 = bf16 ? a16 : nullptr;
+        m.a16_stride = k16;
+        m.batch = rows;
+        m.k = K;
+        m.vectors = 4;
+        m.panel = g_.rt_panel;
+        m.bias = zeros;
+        m.c = c;
+        m.c_row_stride = Op;
+        m.row_end = rows;
+        m.block_end = static_cast<std::int32_t>(Op / (4 * V));
+        g_.kernels->gemm[static_cast<int>(p_.simd.weights)](m);
+        for (int i = 0; i < rows; ++i) axpy(g_.dh_next + static_cast<std::int64_t>(r0 + i) * O_, 1.0f, c + i * Op, O_);
+      }
+    }
   }
 
   // h_{t−1} of row b: gathered into hprev, or where it lies (h_in_place_; zeros into `zeros`).
@@ -898,6 +975,7 @@ void backward_all(const PlanImpl& p, const unsigned char* packed, unsigned char*
       if (g.kernels != nullptr) {
         g.pack = at_bytes<T>(ws, p.simd.train.backward_pack);
         g.r_packed = at_bytes<T>(ws, p.simd.train.r_packed);
+        if (p.simd.train.rt_panel[l][d] != 0) g.rt_panel = packed + p.simd.train.rt_panel[l][d];
       }
       g.threads = plan_threads(p);
       BackwardDirection<T>(p, g).run();
@@ -927,9 +1005,17 @@ class BatchedForward {
         rh_(reinterpret_cast<float*>(ws + p.simd.train.rh)), x_in_(reinterpret_cast<float*>(ws + p.simd.train.x_in)),
         rows_(reinterpret_cast<float*>(ws + p.train.rows + static_cast<std::size_t>(dir) * p.train.rows_stride)),
         pack_(reinterpret_cast<float*>(ws + p.simd.train.forward_pack)),
-        wm_(wrapper_masks(p, layer, dir, io.dropout)) {}
+        wm_(wrapper_masks(p, layer, dir, io.dropout)), dp_(lp_.dir[dir]), packed_(packed),
+        stored_(trains_from_stored_panels(p.simd.weights)),
+        blocks_(reinterpret_cast<float*>(ws + p.simd.train.rec_blocks)),
+        zero_bias_(reinterpret_cast<float*>(ws + p.simd.train.zero_bias)),
+        h16_(reinterpret_cast<std::uint16_t*>(ws + p.simd.train.h16)) {}
 
   void run() {
+    if (stored_) {  // the gemm adds a bias; bf16 pads K with zeros
+      std::memset(zero_bias_, 0, sizeof(float) * static_cast<std::size_t>(G_) * lp_.hidden_stride);
+      std::memset(h16_, 0, sizeof(std::uint16_t) * B_ * p_.simd.train.h16_stride);
+    }
     project_inputs();
     const std::size_t state = sizeof(float) * B_ * O_, cell = sizeof(float) * B_ * H_;
     if (io_.h0 != nullptr) std::memcpy(h_, io_.h0, state); else std::memset(h_, 0, state);
@@ -967,6 +1053,41 @@ class BatchedForward {
     matmul_threaded(k_, m, plan_threads(p_));
   }
 
+  // f16 / bf16 weights: c[b, g·H + u] (row stride G·H) = a[b, :] · the stored panel's gate g, unit
+  // u (K = k; `gates` gates), by the inference's gemm into gate-vector rows, then into the step's
+  // order; bf16 rounds the rows of a to bf16 first, as the inference does.
+  void stored_product(const float* a, int k, std::size_t panel, int gates, float* c) const {
+    const int V = p_.vector, NV = simd::vectors_per_gate(lp_.cell), row = gates * lp_.hidden_stride;
+    const int w = static_cast<int>(p_.simd.weights);
+    simd::GemmArgs g;
+    g.a = a;
+    g.a_sb = k;
+    if (p_.simd.weights == simd::Weights::bf16) {
+      const std::int64_t stride = static_cast<std::int64_t>(p_.simd.train.h16_stride);
+      for (int b = 0; b < B_; ++b) k_->to_bf16(a + static_cast<std::int64_t>(b) * k, h16_ + b * stride, k);
+      g.a16 = h16_;
+      g.a16_stride = stride;
+    }
+    g.batch = B_;
+    g.k = k;
+    g.vectors = gates * NV;
+    g.panel = packed_ + panel;
+    g.bias = zero_bias_;
+    g.c = blocks_;
+    g.c_row_stride = row;
+    g.row_end = B_;
+    g.block_end = lp_.hidden_stride / (NV * V);
+    k_->gemm[w](g);
+    for (int b = 0; b < B_; ++b)
+      for (int j = 0; j < g.block_end; ++j)
+        for (int q = 0; q < gates * NV; ++q) {  // vector q of block j: gate q / NV, units from (j·NV + q % NV)·V
+          const int gate = q / NV, u = (j * NV + q % NV) * V, n = std::min(V, H_ - u);
+          if (n > 0)
+            std::memcpy(c + static_cast<std::int64_t>(b) * GH_ + gate * H_ + u,
+                        blocks_ + static_cast<std::int64_t>(b) * row + (j * gates * NV + q) * V, sizeof(float) * n);
+        }
+  }
+
   // proj[t, b] = W x_cell + bW + bR (GRU reset-after: bR_n stays with the recurrent term).
   void project_inputs() {
     const std::int64_t rows = static_cast<std::int64_t>(io_.steps) * B_;
@@ -993,12 +1114,14 @@ class BatchedForward {
     const bool gru = lp_.mode == Mode::gru, reset_before = gru && lp_.gru_variant == GruVariant::reset_before;
     if (io_.resets.r != nullptr) reset_rows(t);
     // Recurrent products of every row (the reset-before GRU's n gate waits for r ⊙ h).
-    product(h_, B_, O_, r_t_, reset_before ? 2 * H_ : GH_, rec_);
+    if (stored_) stored_product(h_, O_, dp_.r_panel, reset_before ? 2 : G_, rec_);
+    else product(h_, B_, O_, r_t_, reset_before ? 2 * H_ : GH_, rec_);
     for (int b = 0; b < B_; ++b)
       if (active(t, b)) gates(t, b);
     if (lp_.extensions) project(t);
     if (reset_before) {
-      product(rh_, B_, H_, r_t_ + 2 * H_ * H_, H_, rec_ + 2 * H_);
+      if (stored_) stored_product(rh_, H_, dp_.r_panel_n, 1, rec_ + 2 * H_);
+      else product(rh_, B_, H_, r_t_ + 2 * H_ * H_, H_, rec_ + 2 * H_);
       for (int b = 0; b < B_; ++b)
         if (active(t, b)) reset_before_n(t, b);
     }
@@ -1157,14 +1280,43 @@ class BatchedForward {
   const float *w_t_, *r_t_, *p_t_;
   float *proj_, *rec_, *h_, *c_, *rh_, *x_in_, *rows_, *pack_;
   const WrapperMasks wm_;
+  const DirectionPack& dp_;
+  const unsigned char* packed_;
+  const bool stored_;  // trains_from_stored_panels: the recurrent products read the stored panels
+  float *blocks_, *zero_bias_;
+  std::uint16_t* h16_;
 };
+
+// f16 / bf16 weights: the copy's W, R and W_proj as stored (each value rounded as the panels keep
+// it), so that every training product, f32 ones included, and the gradients see the stored weights.
+void round_stored_weights(const PlanImpl& p, float* canonical) {
+  const bool bf16 = p.simd.weights == simd::Weights::bf16;
+  auto round = [bf16](float* v, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) v[i] = bf16 ? bf16_to_f32(f32_to_bf16(v[i])) : f16_to_f32(f32_to_f16(v[i]));
+  };
+  for (int l = 0; l < p.stack.num_layers; ++l) {
+    const LayerPlan& lp = p.layers[l];
+    const std::int64_t H = lp.hidden;
+    for (int d = 0; d < lp.dirs; ++d) {
+      for (int g = 0; g < lp.gates; ++g) {
+        const std::int64_t w = canonical_offset(p.stack, l, d, ParamKind::input_weight, g);
+        if (w >= 0) round(canonical + w, H * lp.input_size);
+        round(canonical + canonical_offset(p.stack, l, d, ParamKind::recurrent_weight, g), H * lp.out);
+      }
+      const std::int64_t pr = canonical_offset(p.stack, l, d, ParamKind::projection, 0);
+      if (pr >= 0) round(canonical + pr, H * lp.out);
+    }
+  }
+}
 
 }  // namespace
 
-void simd_pack_training(const PlanImpl& p, const float* canonical, unsigned char* packed) {
+void simd_pack_training(const PlanImpl& p, const float* canonical_in, unsigned char* packed) {
   const TrainLayout& tr = p.train;
   const SimdTrainLayout& st = p.simd.train;
-  std::memcpy(packed + tr.canonical, canonical, static_cast<std::size_t>(param_count(p.stack)) * sizeof(float));
+  auto* canonical = reinterpret_cast<float*>(packed + tr.canonical);
+  std::memcpy(canonical, canonical_in, static_cast<std::size_t>(param_count(p.stack)) * sizeof(float));
+  if (p.simd.weights != simd::Weights::f32) round_stored_weights(p, canonical);
   for (int l = 0; l < p.stack.num_layers; ++l) {
     const LayerPlan& lp = p.layers[l];
     const int H = lp.hidden, GH = lp.gates * H;
@@ -1172,12 +1324,14 @@ void simd_pack_training(const PlanImpl& p, const float* canonical, unsigned char
     for (int d = 0; d < lp.dirs; ++d) {
       // Wᵀ [I, G·H] and Rᵀ [H, G·H] packed straight from W_0…W_{G−1} ([G·H, K] together) by strides;
       // the reset-before GRU's Rᵀ in two (r, z | n), as its step uses them.
-      const CellParams<const float> w = cell_params(p, l, d, canonical);
+      const CellParams<const float> w = cell_params(p, l, d, static_cast<const float*>(canonical));
       auto* w_t = reinterpret_cast<float*>(packed + st.w_t[l][d]);
       auto* r_t = reinterpret_cast<float*>(packed + st.r_t[l][d]);
       const simd::F32Kernels& k = *p.simd.kernels();
       if (w.W[0] != nullptr) k.pack_b(w.W[0], 1, lp.input_size, lp.input_size, GH, w_t);
-      if (reset_before) {
+      if (st.r_t[l][d] == 0) {  // f16 / bf16: the forward reads the stored panels, the backward Rᵀ's
+        simd_pack_transposed_panel(p, w.R[0], recurrent_k(lp), lp.out, packed + st.rt_panel[l][d]);
+      } else if (reset_before) {
         k.pack_b(w.R[0], 1, H, H, 2 * H, r_t);
         k.pack_b(w.R[2], 1, H, H, H, r_t + 2 * H * H);
       } else {

@@ -129,7 +129,12 @@ void layout_training_simd(PlanImpl* p) {
     const std::uint64_t gh = static_cast<std::uint64_t>(lp.gates) * lp.hidden;
     for (int d = 0; d < lp.dirs; ++d) {
       if (!lp.skip_input) s.w_t[l][d] = packed.take(gh * lp.input_size, es);
-      s.r_t[l][d] = packed.take(gh * lp.out, es);
+      if (!trains_from_stored_panels(p->simd.weights)) {
+        s.r_t[l][d] = packed.take(gh * lp.out, es);
+      } else {  // the inference's panels, and Rᵀ's for the backward (bf16 pairs: K even)
+        const std::uint64_t k = static_cast<std::uint64_t>(recurrent_k(lp)), kr = p->simd.bf16_pairs ? (k + 1) / 2 * 2 : k;
+        s.rt_panel[l][d] = packed.take(static_cast<std::uint64_t>(round_up(lp.out, 4 * p->vector)) * kr, 2);
+      }
       if (lp.out != lp.hidden) s.p_t[l][d] = packed.take(static_cast<std::uint64_t>(lp.hidden) * lp.out, es);
     }
   }
@@ -149,6 +154,17 @@ void layout_training_simd(PlanImpl* p) {
   s.rh = fw.take(B * w.hidden, es);
   s.x_in = fw.take(T * B * w.input, es);
   s.forward_pack = fw.take(threads * simd::kMatmulScratchFloats, es);
+  if (trains_from_stored_panels(p->simd.weights)) {
+    std::uint64_t gate_row = 0, h16 = 0;  // widest G·Hp, and the widest product input
+    for (int l = 0; l < st.num_layers; ++l) {
+      gate_row = std::max<std::uint64_t>(gate_row, static_cast<std::uint64_t>(p->layers[l].gates) * p->layers[l].hidden_stride);
+      h16 = std::max<std::uint64_t>(h16, std::max(p->layers[l].out, p->layers[l].hidden));
+    }
+    s.h16_stride = static_cast<std::size_t>(round_up(static_cast<std::int64_t>(h16), 32));  // K even, rows aligned
+    s.rec_blocks = fw.take(B * gate_row, es);
+    s.zero_bias = fw.take(gate_row, es);
+    s.h16 = fw.take(B * s.h16_stride, sizeof(std::uint16_t));
+  }
   take_backward_common(p, &bw);
   s.backward_pack = bw.take(threads * simd::kMatmulScratchFloats, es);
   s.r_packed = bw.take((w.gates + 1) * w.hidden * w.hidden, es);  // R, and an LSTM's W_proj after it

@@ -77,7 +77,7 @@ struct Grads {
 
 template <class T>
 Grads<T> train_step(const Case& c, const Problem<T>& p, Backend backend, int threads = 1, ThreadPool* pool = nullptr,
-                    Isa isa = Isa::best) {
+                    Isa isa = Isa::best, DType weight_dtype = DType::f32) {
   StackSpec st = c.stack;
   st.dtype = sizeof(T) == 8 ? DType::f64 : DType::f32;
   PlanOptions opt;
@@ -88,6 +88,7 @@ Grads<T> train_step(const Case& c, const Problem<T>& p, Backend backend, int thr
   opt.threads = threads;
   opt.thread_pool = pool;
   opt.max_isa = isa;
+  opt.weight_dtype = weight_dtype;
   Plan plan;
   REQUIRE_MESSAGE(Plan::create(st, opt, &plan) == Status::ok, last_error_detail());
   AlignedBuffer packed(plan.packed_weight_bytes()), ws(plan.workspace_bytes()), bws(plan.backward_workspace_bytes()),
@@ -303,6 +304,39 @@ TEST_CASE("LSTM extensions: f32 reference and SIMD training (every instruction s
       CHECK(rnncore_test::rel_error(got.dx.data(), want.dx.data(), want.dx.size()) < 1e-4);
       CHECK(rnncore_test::rel_error(got.dh0.data(), want.dh0.data(), want.dh0.size()) < 1e-4);
       CHECK(rnncore_test::rel_error(got.dc0.data(), want.dc0.data(), want.dc0.size()) < 1e-4);
+    }
+  }
+}
+
+TEST_CASE("LSTM extensions: f16 and bf16 weight storage on the SIMD backend against f64 on the stored weights") {
+  // f16: the recurrent products through the stored panels with K = P, a projection and peepholes;
+  // bf16: f32 products on the stored weights. Both are f32's on the stored weights.
+  for (const DType wd : {DType::f16, DType::bf16}) {
+    CAPTURE(to_string(wd));
+    for (const Case& c : cases()) {
+      CAPTURE(c.name);
+      PlanOptions opt;
+      opt.backend = Backend::simd;
+      opt.training = true;
+      opt.weight_dtype = wd;
+      Plan plan;
+      const Status made = Plan::create(c.stack, opt, &plan);
+      if (made != Status::ok) {  // no AVX2 (or no SIMD kernels): refused with one line
+        CHECK((made == Status::unsupported || made == Status::backend_unavailable));
+        CHECK((made != Status::unsupported || std::string(last_error_detail()).find("weight_dtype") != std::string::npos));
+        continue;
+      }
+      const Problem<float> p32 = narrow(make_problem<double>(c, 5));
+      Problem<double> stored = widen(p32);
+      stored.w = rnncore_test::stored_weights(c.stack, p32.w, wd);
+      const Grads<double> want = train_step(c, stored, Backend::reference);
+      const Grads<float> got = train_step(c, p32, Backend::simd, 1, nullptr, Isa::best, wd);
+      const double tol = 1e-5;
+      CHECK(rnncore_test::rel_error(got.y.data(), want.y.data(), want.y.size()) < tol);
+      CHECK(rnncore_test::rel_error(got.dw.data(), want.dw.data(), want.dw.size()) < tol);
+      CHECK(rnncore_test::rel_error(got.dx.data(), want.dx.data(), want.dx.size()) < tol);
+      CHECK(rnncore_test::rel_error(got.dh0.data(), want.dh0.data(), want.dh0.size()) < tol);
+      CHECK(rnncore_test::rel_error(got.dc0.data(), want.dc0.data(), want.dc0.size()) < tol);
     }
   }
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "rnncore/rnncore.hpp"
+#include "src/shared/half.hpp"
 
 namespace rnncore_test {
 
@@ -140,6 +141,36 @@ inline rnncore::Wrapper residual_wrapper() {
   rnncore::Wrapper w;
   w.kind = rnncore::WrapperKind::residual;
   return w;
+}
+
+// f16 / bf16 weight storage (PlanOptions::weight_dtype): the canonical weights with W, R and W_proj
+// rounded as a SIMD plan stores them, every other parameter as given.
+inline std::vector<double> stored_weights(const rnncore::StackSpec& st, const std::vector<float>& w,
+                                          rnncore::DType weight_dtype) {
+  using namespace rnncore;
+  std::vector<double> out(w.begin(), w.end());
+  auto round = [&](std::int64_t at, std::int64_t n) {
+    for (std::int64_t i = at; at >= 0 && i < at + n; ++i) {
+      const float v = w[static_cast<std::size_t>(i)];
+      out[static_cast<std::size_t>(i)] = weight_dtype == DType::bf16 ? detail::bf16_to_f32(detail::f32_to_bf16(v))
+                                                                     : detail::f16_to_f32(detail::f32_to_f16(v));
+    }
+  };
+  auto width = [](const LayerSpec& ls) { return static_cast<std::int64_t>(ls.proj_size > 0 ? ls.proj_size : ls.hidden_size); };
+  for (int l = 0; l < st.num_layers; ++l) {
+    const LayerSpec& ls = st.layers[l];
+    const std::int64_t H = ls.hidden_size, O = width(ls);
+    const std::int64_t I = l == 0 ? st.input_size : width(st.layers[l - 1]) * num_directions(st.layers[l - 1]);
+    const int gates = ls.mode == Mode::lstm ? 4 : ls.mode == Mode::gru ? 3 : 1;
+    for (int d = 0; d < num_directions(ls); ++d) {
+      for (int g = 0; g < gates; ++g) {
+        round(canonical_offset(st, l, d, ParamKind::input_weight, g), H * I);
+        round(canonical_offset(st, l, d, ParamKind::recurrent_weight, g), H * O);
+      }
+      round(canonical_offset(st, l, d, ParamKind::projection, 0), H * O);
+    }
+  }
+  return out;
 }
 
 }  // namespace rnncore_test

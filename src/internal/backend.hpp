@@ -98,6 +98,10 @@ std::size_t reserve_total(const PlanImpl& p);
 std::size_t backward_total(const PlanImpl& p);
 // SIMD training plans: the canonical weights and their transposes into the packed buffer.
 void simd_pack_training(const PlanImpl& p, const float* canonical, unsigned char* packed);
+// A one-gate panel of mᵀ in the plan's weight storage (simd/kernels.hpp's panel order; NV = 4, so
+// that a single row runs four accumulator chains): `cols` units over K = rows, from m [rows, cols]
+// row-major; round_up(cols, 4·V) columns.
+void simd_pack_transposed_panel(const PlanImpl& p, const float* m, int rows, int cols, void* dst);
 // The training forward: every layer into the reserve, a direction by ops->train_direction.
 Status train_forward(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, const ForwardArgs& args,
                      const RunDropout& run);

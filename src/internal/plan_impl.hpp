@@ -114,13 +114,21 @@ struct SimdWorkspace {
 // The SIMD backend's own training regions (beside TrainLayout's).
 struct SimdTrainLayout {
   // Per (layer, dir) Wᵀ [I, G·H] (none for a skip layer) and Rᵀ [H, G·H] packed for f32_matmul
-  // (F32Kernels::pack_b): the B operands of the batched training forward.
+  // (F32Kernels::pack_b): the B operands of the batched training forward (f16 / bf16 weights: no
+  // Rᵀ, r_t 0: the forward reads the inference's stored recurrent panels).
   std::size_t w_t[kMaxLayers][2] = {}, r_t[kMaxLayers][2] = {};
   std::size_t p_t[kMaxLayers][2] = {};  // LSTM projection: W_projᵀ [H, P] packed likewise
   // The batched training forward: projections of every step [T, B, G·H], one step's recurrent
   // products [B, G·H], the state [B, H] (h, c, r ⊙ h) and the cell input [T, B, I].
   std::size_t proj = 0, rec = 0, state_h = 0, state_c = 0, rh = 0, x_in = 0;
   std::size_t forward_pack = 0;   // simd::kMatmulScratchFloats per thread for the matmuls' packed tiles
+  // f16 / bf16 weights: the recurrent products read the inference's panels (gemm[w]) into rows of
+  // G·Hp floats in gate-vector order (rec_blocks), after zeros (zero_bias, G·Hp floats); bf16 rounds
+  // their input rows to h16 (rows of h16_stride elements).
+  std::size_t rec_blocks = 0, zero_bias = 0, h16 = 0, h16_stride = 0;
+  // f16 / bf16 weights, per (layer, dir): the backward's per-step dh = dpre · R reads Rᵀ as a
+  // one-gate panel of O units over K = recurrent_k rows of R (simd_pack_transposed_panel).
+  std::size_t rt_panel[kMaxLayers][2] = {};
   std::size_t backward_pack = 0;  // backward: simd::kMatmulScratchFloats per thread
   std::size_t r_packed = 0;       // backward: one direction's R [G·H, O] (and W_proj [P, H]) packed for the per-step products
 };
@@ -151,6 +159,16 @@ int keep_slots(const LayerPlan& lp);
 // before the cell clip), then h h̃ (O each; h̃ the projection before the projection clip; without
 // a projection h = h̃ = m); every other layer keep_slots·H, h in the last slot.
 int keep_width(const LayerPlan& lp);
+// Whether a SIMD training plan's per-step recurrent products read the stored panels: f16 weights
+// (f32 inputs: the products of f32 on the stored weights). bf16 panels would round h and dpre to
+// bf16 too, which flips ReLU units against the f64 reference (docs/support.md's bf16 training
+// column, 3e-2); bf16 training runs f32 products on the stored (rounded) weights instead.
+inline bool trains_from_stored_panels(simd::Weights w) { return w == simd::Weights::f16; }
+// Rows of R [G·H, O] the backward's per-step dh product reads: every gate's, but a reset-before
+// GRU's n (its gradient reaches h through r ⊙ h).
+inline int recurrent_k(const LayerPlan& lp) {
+  return lp.mode == Mode::gru && lp.gru_variant == GruVariant::reset_before ? 2 * lp.hidden : lp.gates * lp.hidden;
+}
 int keep_h(const LayerPlan& lp);
 
 constexpr std::uint64_t kPackedMagic = 0x4b4341505243524eull;  // packed buffer header
