@@ -100,6 +100,22 @@ void epilogue(Activation act, const T* c, const T* bias, int n, T* y) {
   for (int j = 0; j < n; ++j) y[j] /= sum;
 }
 
+// Where a training forward keeps the ends' values in its reserve (a build without training has no
+// training layout, and no caller passes a reserve there).
+enum class TrainPart { head_in, head_y, pre_head_y };
+std::size_t train_offset(const PlanImpl& p, TrainPart part, int k) {
+#if RNNCORE_TRAINING
+  switch (part) {
+    case TrainPart::head_in: return p.train.head_in;
+    case TrainPart::head_y: return p.train.head_y;
+    case TrainPart::pre_head_y: return p.train.pre_head_y[k];
+  }
+#else
+  (void)p, (void)part, (void)k;
+#endif
+  return 0;
+}
+
 // The Dense layers before the head on n rows, each product in increasing k on every backend, its
 // activation in place (in the workspace, or in a training forward's reserve, where backward reads
 // them); returns the rows the head reads (`rows` itself without pre_head).
@@ -111,7 +127,7 @@ const T* run_pre_head(const PlanImpl& p, const unsigned char* packed, unsigned c
     const int out = st.pre_head[k].out_features;
     const T* W = at<T>(packed, p.ends + tail_offset(p, ParamKind::dense_weight, k));
     const T* bias = at<T>(packed, p.ends + tail_offset(p, ParamKind::dense_bias, k));
-    T* mid = reserve != nullptr ? at<T>(reserve, p.train.pre_head_y[k]) : at<T>(ws, p.ws.head_mid[k % 2]);
+    T* mid = reserve != nullptr ? at<T>(reserve, train_offset(p, TrainPart::pre_head_y, k)) : at<T>(ws, p.ws.head_mid[k % 2]);
     dense_product(W, dense_input_size(st, k), out, rows, n, mid);
     for (std::int64_t r = 0; r < n; ++r) epilogue(st.pre_head[k].activation, mid + r * out, bias, out, mid + r * out);
     rows = mid;
@@ -126,8 +142,8 @@ void head(const PlanImpl& p, const unsigned char* packed, unsigned char* ws, con
   const int out = st.head.out_features, O = output_size(last), dirs = num_directions(last);
   const std::int64_t in = head_input_size(st), T_ = a.seq_len, B = a.batch;
   const T* bias = at<T>(packed, p.ends + tail_offset(p, ParamKind::dense_bias, st.num_pre_head));
-  const T* o = at<T>(reserve != nullptr ? reserve + p.train.head_in : ws + p.ws.head_in, 0);  // [T, B, D·O]
-  T* keep = reserve != nullptr ? at<T>(reserve, p.train.head_y) : nullptr;  // [n, out] the activations (training)
+  const T* o = reserve != nullptr ? at<T>(reserve, train_offset(p, TrainPart::head_in, 0)) : at<T>(ws, p.ws.head_in);  // [T, B, D·O]
+  T* keep = reserve != nullptr ? at<T>(reserve, train_offset(p, TrainPart::head_y, 0)) : nullptr;  // [n, out] the activations (training)
   T* c = at<T>(ws, p.ws.head_out);
   auto length = [&](std::int64_t b) { return a.seq_lengths != nullptr ? a.seq_lengths[b] : a.seq_len; };
   const T* rows = o;
