@@ -25,11 +25,11 @@
 
 /** Bytes of a rnncore_plan value (rnncore::Plan::kStorageBytes): a part per layer the build allows
  *  (the layer's copy of the spec and its offsets) and a fixed part. 32-bit targets (Cortex-M,
- *  Armv7-A): 1 280 + 704 per layer, 12 544 at 16 layers, 2 688 at 2; 64-bit ones, whose plan holds
+ *  Armv7-A): 1 280 + 720 per layer, 12 800 at 16 layers, 2 720 at 2; 64-bit ones, whose plan holds
  *  wider offsets and pointers: 2 048 + 896 per layer, 16 384 at 16 layers. A build without
- *  training: 128 + 32 per layer less on 32-bit (2 496 at 2 layers), 256 + 64 per layer on 64-bit. */
+ *  training: 1 152 + 672 per layer on 32-bit (2 496 at 2 layers), 1 792 + 832 on 64-bit. */
 #if UINTPTR_MAX <= 0xFFFFFFFFu
-#define RNNCORE_PLAN_BYTES (RNNCORE_TRAINING ? 1280 + 704 * RNNCORE_MAX_LAYERS : 1152 + 672 * RNNCORE_MAX_LAYERS)
+#define RNNCORE_PLAN_BYTES (RNNCORE_TRAINING ? 1280 + 720 * RNNCORE_MAX_LAYERS : 1152 + 672 * RNNCORE_MAX_LAYERS)
 #else
 #define RNNCORE_PLAN_BYTES (RNNCORE_TRAINING ? 2048 + 896 * RNNCORE_MAX_LAYERS : 1792 + 832 * RNNCORE_MAX_LAYERS)
 #endif
