@@ -1006,7 +1006,7 @@ class BatchedForward {
         rows_(reinterpret_cast<float*>(ws + p.train.rows + static_cast<std::size_t>(dir) * p.train.rows_stride)),
         pack_(reinterpret_cast<float*>(ws + p.simd.train.forward_pack)),
         wm_(wrapper_masks(p, layer, dir, io.dropout)), dp_(lp_.dir[dir]), packed_(packed),
-        stored_(trains_from_stored_panels(p.simd.weights)),
+        stored_(trains_from_stored_panels(p.simd, p.layers[layer])),
         blocks_(reinterpret_cast<float*>(ws + p.simd.train.rec_blocks)),
         zero_bias_(reinterpret_cast<float*>(ws + p.simd.train.zero_bias)),
         h16_(reinterpret_cast<std::uint16_t*>(ws + p.simd.train.h16)) {}

@@ -129,7 +129,7 @@ void layout_training_simd(PlanImpl* p) {
     const std::uint64_t gh = static_cast<std::uint64_t>(lp.gates) * lp.hidden;
     for (int d = 0; d < lp.dirs; ++d) {
       if (!lp.skip_input) s.w_t[l][d] = packed.take(gh * lp.input_size, es);
-      if (!trains_from_stored_panels(p->simd.weights)) {
+      if (!trains_from_stored_panels(p->simd, lp)) {
         s.r_t[l][d] = packed.take(gh * lp.out, es);
       } else {  // the inference's panels, and Rᵀ's for the backward (bf16 pairs: K even)
         const std::uint64_t k = static_cast<std::uint64_t>(recurrent_k(lp)), kr = p->simd.bf16_pairs ? (k + 1) / 2 * 2 : k;
@@ -154,7 +154,9 @@ void layout_training_simd(PlanImpl* p) {
   s.rh = fw.take(B * w.hidden, es);
   s.x_in = fw.take(T * B * w.input, es);
   s.forward_pack = fw.take(threads * simd::kMatmulScratchFloats, es);
-  if (trains_from_stored_panels(p->simd.weights)) {
+  bool stored = false;  // some layer's recurrent products read the stored panels
+  for (int l = 0; l < st.num_layers; ++l) stored = stored || trains_from_stored_panels(p->simd, p->layers[l]);
+  if (stored) {
     std::uint64_t gate_row = 0, h16 = 0;  // widest G·Hp, and the widest product input
     for (int l = 0; l < st.num_layers; ++l) {
       gate_row = std::max<std::uint64_t>(gate_row, static_cast<std::uint64_t>(p->layers[l].gates) * p->layers[l].hidden_stride);

@@ -309,8 +309,9 @@ TEST_CASE("LSTM extensions: f32 reference and SIMD training (every instruction s
 }
 
 TEST_CASE("LSTM extensions: f16 and bf16 weight storage on the SIMD backend against f64 on the stored weights") {
-  // f16: the recurrent products through the stored panels with K = P, a projection and peepholes;
-  // bf16: f32 products on the stored weights. Both are f32's on the stored weights.
+  // The recurrent products through the stored panels with K = P, a projection and peepholes. f16
+  // (and bf16 converted, AVX2): f32's on the stored weights. bf16 by vdpbf16ps rounds h and dpre to
+  // bf16 in those products (trains_from_stored_panels): 2^-6 as in test_train.cpp (measured 2.2e-3).
   for (const DType wd : {DType::f16, DType::bf16}) {
     CAPTURE(to_string(wd));
     for (const Case& c : cases()) {
@@ -331,7 +332,7 @@ TEST_CASE("LSTM extensions: f16 and bf16 weight storage on the SIMD backend agai
       stored.w = rnncore_test::stored_weights(c.stack, p32.w, wd);
       const Grads<double> want = train_step(c, stored, Backend::reference);
       const Grads<float> got = train_step(c, p32, Backend::simd, 1, nullptr, Isa::best, wd);
-      const double tol = 1e-5;
+      const double tol = wd == DType::bf16 && rnncore_test::bf16_native(c.stack) ? 0x1p-6 : 1e-5;
       CHECK(rnncore_test::rel_error(got.y.data(), want.y.data(), want.y.size()) < tol);
       CHECK(rnncore_test::rel_error(got.dw.data(), want.dw.data(), want.dw.size()) < tol);
       CHECK(rnncore_test::rel_error(got.dx.data(), want.dx.data(), want.dx.size()) < tol);

@@ -173,6 +173,19 @@ inline std::vector<double> stored_weights(const rnncore::StackSpec& st, const st
   return out;
 }
 
+// Whether a SIMD plan of `st` with bf16 weights runs vdpbf16ps on this machine and build: the
+// AVX-512 kernels, which a bf16 plan takes only where the CPU has AVX512_BF16 (rnncore info says
+// the same). Their products round the inputs to bf16 as well. False where bf16 plans convert the
+// panels to f32 (AVX2, RNNCORE_MAX_ISA=avx2) or are refused.
+inline bool bf16_native(const rnncore::StackSpec& st) {
+  using namespace rnncore;
+  PlanOptions opt;
+  opt.backend = Backend::simd;
+  opt.weight_dtype = DType::bf16;
+  Plan plan;
+  return Plan::create(st, opt, &plan) == Status::ok && plan.isa() == Isa::avx512;
+}
+
 }  // namespace rnncore_test
 
 #endif  // RNNCORE_TESTS_TEST_UTIL_HPP

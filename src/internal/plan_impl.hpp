@@ -159,11 +159,18 @@ int keep_slots(const LayerPlan& lp);
 // before the cell clip), then h h̃ (O each; h̃ the projection before the projection clip; without
 // a projection h = h̃ = m); every other layer keep_slots·H, h in the last slot.
 int keep_width(const LayerPlan& lp);
-// Whether a SIMD training plan's per-step recurrent products read the stored panels: f16 weights
-// (f32 inputs: the products of f32 on the stored weights). bf16 panels would round h and dpre to
-// bf16 too, which flips ReLU units against the f64 reference (docs/support.md's bf16 training
-// column, 3e-2); bf16 training runs f32 products on the stored (rounded) weights instead.
-inline bool trains_from_stored_panels(simd::Weights w) { return w == simd::Weights::f16; }
+// Whether a SIMD training plan's per-step recurrent products (the forward's h·Rᵀ, the backward's
+// dh = dpre·R) of layer `lp` read the stored panels instead of f32 products on the stored weights.
+// f16: always (f32 inputs: the products of f32 on the stored weights, exactly). bf16: where the
+// kernel table has native bf16 dot products (bf16_pairs, vdpbf16ps), for every cell but the ReLU
+// RNN: the panels round h and dpre to bf16 too (f32 accumulation), ≈ 2^-8 relative per input,
+// which the saturating cells absorb but which flips ReLU units against the f64 reference (a
+// bidirectional ReLU RNN's dx 0.16 off, measured); a ReLU layer, and bf16 on a table that would
+// convert the panels (AVX2), keep f32 products on the stored (rounded) weights.
+inline bool trains_from_stored_panels(const SimdPlan& s, const LayerPlan& lp) {
+  if (s.weights == simd::Weights::f16) return true;
+  return s.weights == simd::Weights::bf16 && s.bf16_pairs && lp.mode != Mode::rnn_relu;
+}
 // Rows of R [G·H, O] the backward's per-step dh product reads: every gate's, but a reset-before
 // GRU's n (its gradient reaches h through r ⊙ h).
 inline int recurrent_k(const LayerPlan& lp) {
