@@ -18,6 +18,14 @@ constexpr int kMatmulNc = 512;  // N block: columns of B per pass (kKc × kNc fl
 
 static_assert(kMatmulScratchFloats >= kMatmulKc * kMatmulNc + kMatmulKc * 8, "matmul scratch too small");
 
+// A B packed per call (not by pack_b) for a row-major A and N ≤ kMatmulNc / 2 (the backward's dx
+// = dpre · W, M = T·B, N = H): blocks twice as deep and half as wide, the same floats. A C of
+// T·B × H floats outgrows L2 and each K block loads and stores it once: half the passes (5–10 %
+// on Zen 5 at B = 64). The transposed-A products keep kKc × kNc: with half as wide blocks each
+// would read its A (dpreᵀ, up to T·B × G·H floats) twice as often.
+constexpr int kMatmulKcDeep = 2 * kMatmulKc, kMatmulNcDeep = kMatmulNc / 2;
+static_assert(kMatmulKcDeep * kMatmulNcDeep == kMatmulKc * kMatmulNc, "the deep blocks fill the same scratch");
+
 // Rows of a packed B panel a tile asks the cache for ahead of its FMAs. The panel streams from L2
 // (a block is kKc × kNc, 512 KiB) or, in the per-step products, from R in L3; with the hardware
 // prefetchers alone the 6 × 4 AVX-512 tile waited on those loads (70–80 GFLOP/s against a
@@ -30,6 +38,11 @@ constexpr int kMatmulPrefetchRows = 8;
 template <int Floats>
 RNNCORE_SIMD_INLINE void prefetch_floats(const float* p) {
   for (int q = 0; q < Floats; q += 16) __builtin_prefetch(p + q);
+}
+// The same with intent to write (a C tile: loaded, then stored).
+template <int Floats>
+RNNCORE_SIMD_INLINE void prefetch_floats_write(const float* p) {
+  for (int q = 0; q < Floats; q += 16) __builtin_prefetch(p + q, 1);
 }
 
 // Rows of a register tile: MR·NR accumulators, NR loads of B and a broadcast fit the register file.
@@ -96,7 +109,7 @@ template <class Arch, int MR, int NR, bool kTransposed>
 inline void matmul_tile_direct(const float* a, std::int64_t lda, const float* bp, float* c, std::int64_t ldc, int k_count,
                                bool load, const float* c_next) {
   constexpr int V = static_cast<int>(vf<Arch>::size);
-  for (int i = 0; i < MR; ++i) prefetch_floats<NR * V>(c_next + i * ldc);
+  for (int i = 0; i < MR; ++i) prefetch_floats_write<NR * V>(c_next + i * ldc);
   vf<Arch> acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = load ? vf<Arch>::load_unaligned(c + i * ldc + j * V) : vf<Arch>(0.0f);
@@ -209,12 +222,15 @@ void matmul(const MatmulArgs& g) {
   const bool pack_here = g.b_packed == nullptr && g.scratch != nullptr && g.row_end - g.row_begin >= 8 * MR;
   float* a_tile = g.scratch;
   float* b_block = g.scratch + kMatmulKc * 8;
-  for (int n0 = 0; n0 < g.n; n0 += kMatmulNc) {
-    const int nc = std::min(kMatmulNc, g.n - n0);
+  // Deep blocks only where A is never packed (a_k = 1 against a packed B): A tiles hold kKc rows.
+  const bool deep = pack_here && g.a_k == 1 && g.n <= kMatmulNcDeep;
+  const int kc_max = deep ? kMatmulKcDeep : kMatmulKc, nc_max = deep ? kMatmulNcDeep : kMatmulNc;
+  for (int n0 = 0; n0 < g.n; n0 += nc_max) {
+    const int nc = std::min(nc_max, g.n - n0);
     const Panels<Arch> pn(nc);
     const int rest_at = nc - pn.rest;
-    for (int k0 = 0; k0 < g.k; k0 += kMatmulKc) {
-      const int kc = std::min(kMatmulKc, g.k - k0);
+    for (int k0 = 0; k0 < g.k; k0 += kc_max) {
+      const int kc = std::min(kc_max, g.k - k0);
       const bool load = g.accumulate || k0 > 0;
       const float* b = g.b == nullptr ? nullptr : g.b + static_cast<std::int64_t>(k0) * g.ldb + n0;
       const float* bp = g.b_packed != nullptr ? g.b_packed + packed_block_offset(n0, k0, g.k, nc) : nullptr;
