@@ -18,6 +18,20 @@ constexpr int kMatmulNc = 512;  // N block: columns of B per pass (kKc × kNc fl
 
 static_assert(kMatmulScratchFloats >= kMatmulKc * kMatmulNc + kMatmulKc * 8, "matmul scratch too small");
 
+// A transposed A (dpreᵀ, rows G·H or more floats apart) is read in place by blocks of at most this
+// many columns (four 6 × 4 tiles' panels on AVX-512) and packed for wider ones: in place, each panel
+// a tile passes reads its kc rows from kc pages again; packed, once (measured on Zen 5: in place
+// 5–20 % faster at N = H ≤ 256, packed 3–7 % faster at N = 512).
+constexpr int kMatmulDirectTransposedNc = 256;
+
+// A B packed per call (not by pack_b) for a row-major A and N ≤ kMatmulNc / 2 (the backward's dx
+// = dpre · W, M = T·B, N = H): blocks twice as deep and half as wide, the same floats. A C of
+// T·B × H floats outgrows L2 and each K block loads and stores it once: half the passes (5–10 %
+// on Zen 5 at B = 64). The transposed-A products keep kKc × kNc: with half as wide blocks each
+// would read its A (dpreᵀ, up to T·B × G·H floats) twice as often.
+constexpr int kMatmulKcDeep = 2 * kMatmulKc, kMatmulNcDeep = kMatmulNc / 2;
+static_assert(kMatmulKcDeep * kMatmulNcDeep == kMatmulKc * kMatmulNc, "the deep blocks fill the same scratch");
+
 // Rows of a packed B panel a tile asks the cache for ahead of its FMAs. The panel streams from L2
 // (a block is kKc × kNc, 512 KiB) or, in the per-step products, from R in L3; with the hardware
 // prefetchers alone the 6 × 4 AVX-512 tile waited on those loads (70–80 GFLOP/s against a
@@ -30,6 +44,11 @@ constexpr int kMatmulPrefetchRows = 8;
 template <int Floats>
 RNNCORE_SIMD_INLINE void prefetch_floats(const float* p) {
   for (int q = 0; q < Floats; q += 16) __builtin_prefetch(p + q);
+}
+// The same with intent to write (a C tile: loaded, then stored).
+template <int Floats>
+RNNCORE_SIMD_INLINE void prefetch_floats_write(const float* p) {
+  for (int q = 0; q < Floats; q += 16) __builtin_prefetch(p + q, 1);
 }
 
 // Rows of a register tile: MR·NR accumulators, NR loads of B and a broadcast fit the register file.
@@ -81,6 +100,35 @@ inline void matmul_tile_packed(const float* ap, const float* bp, float* c, std::
     for (int j = 0; j < NR; ++j) bv[j] = vf<Arch>::load_unaligned(bp + j * V);
     for (int i = 0; i < MR; ++i) {
       const vf<Arch> x(ap[i]);
+      for (int j = 0; j < NR; ++j) acc[i][j] = fmadd<Arch>(x, bv[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j].store_unaligned(c + i * ldc + j * V);
+}
+
+// The same tile over a packed B panel with A read in place (no packing: copying A would cost about
+// one cycle an element, 10–20 % of the products with N = H ≤ 256): row-major A (kTransposed false,
+// A(i, p) = a[i·lda + p]) or transposed (A(i, p) = a[p·lda + i]: a tile's MR values of one k are
+// adjacent; the rows lda apart are asked for ahead, as the hardware prefetchers miss such strides).
+template <class Arch, int MR, int NR, bool kTransposed>
+inline void matmul_tile_direct(const float* a, std::int64_t lda, const float* bp, float* c, std::int64_t ldc, int k_count,
+                               bool load, const float* c_next) {
+  constexpr int V = static_cast<int>(vf<Arch>::size);
+  for (int i = 0; i < MR; ++i) prefetch_floats_write<NR * V>(c_next + i * ldc);
+  vf<Arch> acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = load ? vf<Arch>::load_unaligned(c + i * ldc + j * V) : vf<Arch>(0.0f);
+  for (int p = 0; p < k_count; ++p, bp += NR * V) {
+    prefetch_floats<NR * V>(bp + kMatmulPrefetchRows * NR * V);
+    if (kTransposed) {
+      __builtin_prefetch(a + (p + kMatmulPrefetchRows) * lda);
+      __builtin_prefetch(a + (p + kMatmulPrefetchRows) * lda + MR - 1);
+    }
+    vf<Arch> bv[NR];
+    for (int j = 0; j < NR; ++j) bv[j] = vf<Arch>::load_unaligned(bp + j * V);
+    for (int i = 0; i < MR; ++i) {
+      const vf<Arch> x(kTransposed ? a[p * lda + i] : a[i * lda + p]);
       for (int j = 0; j < NR; ++j) acc[i][j] = fmadd<Arch>(x, bv[j], acc[i][j]);
     }
   }
@@ -146,6 +194,11 @@ void pack_b(const float* b, std::int64_t b_k, std::int64_t b_n, std::int32_t k, 
 // A's MR × kc tile k-major (ap[p·MR + i]); rows past `rows` are zero.
 template <int MR>
 void pack_a(const float* a, std::int64_t a_m, std::int64_t a_k, int rows, int kc, float* out) {
+  if (a_m == 1 && rows == MR) {  // a transposed A: a whole tile's values of one k are adjacent
+    for (int p = 0; p < kc; ++p)
+      for (int i = 0; i < MR; ++i) out[p * MR + i] = a[p * a_k + i];
+    return;
+  }
   for (int p = 0; p < kc; ++p)
     for (int i = 0; i < MR; ++i) out[p * MR + i] = i < rows ? a[i * a_m + p * a_k] : 0.0f;
 }
@@ -180,12 +233,15 @@ void matmul(const MatmulArgs& g) {
   const bool pack_here = g.b_packed == nullptr && g.scratch != nullptr && g.row_end - g.row_begin >= 8 * MR;
   float* a_tile = g.scratch;
   float* b_block = g.scratch + kMatmulKc * 8;
-  for (int n0 = 0; n0 < g.n; n0 += kMatmulNc) {
-    const int nc = std::min(kMatmulNc, g.n - n0);
+  // Deep blocks only where A is never packed (a_k = 1 against a packed B): A tiles hold kKc rows.
+  const bool deep = pack_here && g.a_k == 1 && g.n <= kMatmulNcDeep;
+  const int kc_max = deep ? kMatmulKcDeep : kMatmulKc, nc_max = deep ? kMatmulNcDeep : kMatmulNc;
+  for (int n0 = 0; n0 < g.n; n0 += nc_max) {
+    const int nc = std::min(nc_max, g.n - n0);
     const Panels<Arch> pn(nc);
     const int rest_at = nc - pn.rest;
-    for (int k0 = 0; k0 < g.k; k0 += kMatmulKc) {
-      const int kc = std::min(kMatmulKc, g.k - k0);
+    for (int k0 = 0; k0 < g.k; k0 += kc_max) {
+      const int kc = std::min(kc_max, g.k - k0);
       const bool load = g.accumulate || k0 > 0;
       const float* b = g.b == nullptr ? nullptr : g.b + static_cast<std::int64_t>(k0) * g.ldb + n0;
       const float* bp = g.b_packed != nullptr ? g.b_packed + packed_block_offset(n0, k0, g.k, nc) : nullptr;
@@ -202,7 +258,10 @@ void matmul(const MatmulArgs& g) {
         const int mr = std::min(MR, g.row_end - m0);
         const float* a = g.a + static_cast<std::int64_t>(m0) * g.a_m + static_cast<std::int64_t>(k0) * g.a_k;
         std::int64_t a_m = g.a_m, a_k = g.a_k;
-        if (g.scratch != nullptr && mr > 1) {  // one row (batch 1) is read in place: packing would pad it to MR
+        // A is read in place against a packed B when its rows are contiguous, or its columns in a
+        // narrow block.
+        const bool direct = bp != nullptr && mr > 1 && (a_k == 1 || (a_m == 1 && nc <= kMatmulDirectTransposedNc));
+        if (g.scratch != nullptr && mr > 1 && !direct) {  // one row (batch 1) is read in place: packing would pad it to MR
           pack_a<MR>(a, a_m, a_k, mr, kc, a_tile);
           a = a_tile, a_m = 1, a_k = MR;
         }
@@ -221,6 +280,22 @@ void matmul(const MatmulArgs& g) {
         }
         with_rows<MR>(mr, [&](auto rows) {
           constexpr int R = decltype(rows)::value;
+          if (direct) {
+            const int wide_end = pn.wide * NR * V;
+            auto run = [&](auto transposed) {
+              constexpr bool kT = decltype(transposed)::value;
+              const std::int64_t lda = kT ? a_k : a_m;
+              for (; j + NR * V <= wide_end; j += NR * V)
+                matmul_tile_direct<Arch, R, NR, kT>(a, lda, bp + static_cast<std::int64_t>(j) * kc, c + j, g.ldc, kc, load,
+                                                    j + NR * V < wide_end ? c + j + NR * V : c + MR * g.ldc);
+              for (; j + V <= rest_at; j += V)
+                matmul_tile_direct<Arch, R, 1, kT>(a, lda, bp + static_cast<std::int64_t>(j) * kc, c + j, g.ldc, kc, load,
+                                                   c + j + V);
+            };
+            if (a_m == 1) run(std::true_type{});
+            else run(std::false_type{});
+            return;
+          }
           if (bp != nullptr && a == a_tile) {  // both packed: the strides are constants
             const int wide_end = pn.wide * NR * V;
             for (; j + NR * V <= wide_end; j += NR * V)

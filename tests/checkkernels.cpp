@@ -72,6 +72,66 @@ const Kernel* registry(int* n) {
 
 // ---- the f32 tables: the training matmul, the activations and the vector math against f64 loops,
 // the bf16 rounding bit for bit ----
+// Every path of matmul sums each element's k in the same order (simd/train_impl.hpp), so they agree
+// bit for bit: A packed (strided A), read in place (row-major or transposed A against a packed B),
+// or neither (no scratch); B packed by pack_b, packed per call, or read in place; row tiles with
+// every edge (M = 67: 6-row tiles leave 1) and rows split in two calls (as the threads split them).
+TEST_CASE("f32 kernels: matmul's paths agree bit for bit") {
+  int n = 0;
+  const Kernel* k = registry(&n);
+  std::mt19937 rng(20261129);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (int i = 0; i < n; ++i) {
+    if (k[i].op != KernelOp::f32_rnn || !k[i].runs()) continue;
+    const simd::F32Kernels& t = *k[i].table();
+    CAPTURE(std::string(k[i].name()));
+    constexpr int M = 67, K = 600, lda_pad = 5;
+    for (const int N : {16, 200, 576}) {
+      for (const int layout : {0, 1, 2}) {  // A row-major, transposed, or strided both ways
+        CAPTURE(N);
+        CAPTURE(layout);
+        const std::int64_t a_m = layout == 0 ? K + lda_pad : layout == 1 ? 1 : 2 * (K + lda_pad);
+        const std::int64_t a_k = layout == 0 ? 1 : layout == 1 ? M + lda_pad : 2;
+        std::vector<float> a(static_cast<std::size_t>(2 * (K + lda_pad) * (M + lda_pad))), b(static_cast<std::size_t>(K * N)),
+            c0(static_cast<std::size_t>(M * N)), bp(static_cast<std::size_t>(K * N)),
+            scratch(static_cast<std::size_t>(simd::kMatmulScratchFloats));
+        for (float& x : a) x = u(rng);
+        for (float& x : b) x = u(rng);
+        for (float& x : c0) x = u(rng);
+        t.pack_b(b.data(), N, 1, K, N, bp.data());
+        auto run = [&](bool with_scratch, bool packed, int r0, int r1, std::vector<float>& c) {
+          simd::MatmulArgs m;
+          m.a = a.data();
+          m.a_m = a_m;
+          m.a_k = a_k;
+          m.b = packed ? nullptr : b.data();
+          m.ldb = N;
+          m.b_packed = packed ? bp.data() : nullptr;
+          m.c = c.data();
+          m.ldc = N;
+          m.n = N;
+          m.k = K;
+          m.row_begin = r0;
+          m.row_end = r1;
+          m.accumulate = true;
+          m.scratch = with_scratch ? scratch.data() : nullptr;
+          t.matmul(m);
+        };
+        std::vector<float> want = c0;
+        run(false, false, 0, M, want);
+        for (const bool packed : {false, true}) {
+          std::vector<float> c = c0, split = c0;
+          run(true, packed, 0, M, c);
+          run(true, packed, 0, 31, split);
+          run(true, packed, 31, M, split);
+          CHECK(std::memcmp(c.data(), want.data(), sizeof(float) * c.size()) == 0);
+          CHECK(std::memcmp(split.data(), want.data(), sizeof(float) * c.size()) == 0);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("f32 kernels: matmul, activations, vector math and bf16 rounding against their references") {
   int n = 0;
   const Kernel* k = registry(&n);
