@@ -3,6 +3,7 @@
 #ifndef RNNCORE_TESTS_GPU_EMU_KERNELS_HPP
 #define RNNCORE_TESTS_GPU_EMU_KERNELS_HPP
 
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -48,8 +49,8 @@ class GraphRuntime {
       e.d = d;
       e.dev = dev;
       e.arg = arg;
-      const auto* b = reinterpret_cast<const unsigned char*>(&host);
-      e.baked.assign(b, b + sizeof host);
+      e.baked.resize(sizeof host);
+      std::memcpy(e.baked.data(), &host, sizeof host);
       out->push_back(std::move(e));
       return rnncore::Status::ok;
     }
