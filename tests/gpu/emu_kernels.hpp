@@ -73,9 +73,6 @@ class GraphRuntime {
   };
 
   explicit GraphRuntime(Launcher* ln) : ln_(ln) {}
-  ~GraphRuntime() {
-    for (auto& g : graphs_) g.reset();
-  }
 
   template <class F>
   rnncore::Status capture(F launches, void** exec) {
