@@ -1,4 +1,6 @@
 // The GPU backend of a build without one (-Dgpu=none): every entry reports that clearly.
+#include <cstdio>
+
 #include "rnncore/gpu.hpp"
 #include "src/internal/error.hpp"
 #include "src/internal/backend.hpp"
@@ -34,5 +36,8 @@ Status gpu_describe(int, char* out, std::size_t capacity) {
 }
 Status gpu_copy(void*, const void*, std::size_t, GpuCopy) { return detail::no_gpu(); }
 Status gpu_synchronize(void*) { return detail::no_gpu(); }
+void gpu_graph_report(char* out, std::size_t capacity) {
+  if (capacity > 0) std::snprintf(out, capacity, "none");
+}
 
 }  // namespace rnncore

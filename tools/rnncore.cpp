@@ -1262,7 +1262,8 @@ void define_bench(CLI::App& app, BenchOptions& o) {
   app.footer(
       "prints: median_ms=... gflops=... (2 flops per multiply-add of the matrix products);\n"
       "  with --backward (median_ms is then the inference forward's):\n"
-      "  training_step_ms=... forward_ms=... backward_ms=... gflops=... (3x the forward's) ratio=...");
+      "  training_step_ms=... forward_ms=... backward_ms=... gflops=... (3x the forward's) ratio=...;\n"
+      "  --backend gpu: gpu_graph: ... (the last forward and graph replay, RNNCORE_GPU_GRAPHS=on)");
 }
 
 // `rnncore bench --dtype int8` times a stack of unidirectional integer LSTMs (io::int8_bench_stack)
@@ -1653,6 +1654,11 @@ void Bench::report_forward(double median) const {
                 threads > 1 ? " (of threads x one core)" : "", what);
   } else {
     std::printf("median_ms=%.4f %s=%.2f%s\n", median, integer ? "gops" : "gflops", gflops, what);
+  }
+  if (net[0].plan().backend() == Backend::gpu) {  // whether the runs replayed a graph (docs/gpu.md, "Graphs")
+    char graph[160];
+    gpu_graph_report(graph, sizeof graph);
+    std::printf("gpu_graph: %s\n", graph);
   }
   if (nets == 2) {
     const double with = ms[1][ms[1].size() / 2];

@@ -4,6 +4,10 @@ model's bound (bench/gpu/speed_model.cpp) beside each measurement.
 
 Suites (--suites, run in this order, each case in every dtype of --dtypes):
   goals     LSTM H=512 B=64 and B=1, T=100: the issue's goals (>= cuDNN at B=64, <= 0.5x at B=1)
+  graphs    the same LSTMs (f32, f16) on the per-step kernels (RNNCORE_GPU_RECURRENCE=tiled), launched
+            directly and replayed from a graph (RNNCORE_GPU_GRAPHS=on), two alternating pairs of
+            `rnncore bench` runs: graph_ms, graph_speedup (direct / graph) and the gpu_graph line
+            that says whether the runs did replay (no cuDNN timing in this suite)
   deepbench LSTM and GRU, H in {512, 1024, 2048}, N in {1, 16, 64}, T=50 (DeepBench's RNN shapes)
   flashrnn  FlashRNN's grid: LSTM, B=16, T=1024, bf16, total hidden 768 (FlashRNN splits it into
             heads x head_dim from 48x16 to 1x768; rnncore's R is dense, so this is the 1x768 point)
@@ -47,7 +51,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SUITES = ("goals", "deepbench", "flashrnn", "stack")
+SUITES = ("goals", "graphs", "deepbench", "flashrnn", "stack")
 DTYPES = ("f32", "tf32", "bf16", "f16")
 
 
@@ -77,6 +81,8 @@ def cases(suites):
     for s in suites:
         if s == "goals":
             out += [("goals", "lstm", 512, 64, 100, 1, False, False), ("goals", "lstm", 512, 1, 100, 1, False, False)]
+        elif s == "graphs":
+            out += [("graphs", "lstm", 512, 64, 100, 1, False, False), ("graphs", "lstm", 512, 1, 100, 1, False, False)]
         elif s == "deepbench":
             out += [("deepbench", m, h, b, 50, 1, False, False)
                     for m in ("lstm", "gru") for h in (512, 1024, 2048) for b in (1, 16, 64)]
@@ -91,6 +97,8 @@ def cases(suites):
 
 
 def case_dtypes(suite, dtypes):
+    if suite == "graphs":
+        return [d for d in dtypes if d in ("f32", "f16")]
     return [d for d in dtypes if d == "bf16"] if suite == "flashrnn" else dtypes
 
 
@@ -128,7 +136,26 @@ def rnncore_bench(exe, case, dtype, reps, training, timeout, dry_run):
     return out
 
 
-def rnncore_bench_once(exe, case, dtype, reps, training, timeout, dry_run):
+def rnncore_graph_pairs(exe, case, dtype, reps, timeout, dry_run):
+    """The per-step kernels launched directly and from a graph: two alternating pairs of runs."""
+    direct, graph, notes = [], [], []
+    for _ in range(1 if dry_run else 2):
+        for on, times in (("off", direct), ("on", graph)):
+            env = dict(os.environ, RNNCORE_GPU_RECURRENCE="tiled", RNNCORE_GPU_GRAPHS=on)
+            out = rnncore_bench_once(exe, case, dtype, reps, False, timeout, dry_run, env)
+            if out.get("usage_error"):
+                return out
+            if "rnncore_ms" in out:
+                times.append(out["rnncore_ms"])
+            notes.append(f"{on}: " + (out.get("gpu_graph") or out["rnncore_note"]))
+    row = {"rnncore_note": " | ".join(dict.fromkeys(notes))[:300]}
+    if direct and graph:
+        row.update(rnncore_ms=statistics.median(direct), graph_ms=statistics.median(graph))
+        row["graph_speedup"] = row["rnncore_ms"] / row["graph_ms"]
+    return row
+
+
+def rnncore_bench_once(exe, case, dtype, reps, training, timeout, dry_run, env=None):
     _, mode, H, B, T, layers, bidir, _ = case
     cmd = [exe, "bench", "--backend", "gpu", "--mode", mode, "--seq", str(T), "--batch", str(B), "--input", str(H),
            "--hidden", str(H), "--layers", str(layers), "--reps", str(1 if dry_run else reps),
@@ -140,7 +167,7 @@ def rnncore_bench_once(exe, case, dtype, reps, training, timeout, dry_run):
     if training:
         cmd.append("--backward")
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"rnncore_note": f"timed out after {timeout:.0f} s"}
     text = (r.stdout + r.stderr).strip()
@@ -157,6 +184,9 @@ def rnncore_bench_once(exe, case, dtype, reps, training, timeout, dry_run):
     k = re.search(r"kernel=(\S+)", r.stdout)
     if k:
         out["rnncore_note"] = k.group(1)
+    g = re.search(r"gpu_graph: (.*)", r.stdout)
+    if g:
+        out["gpu_graph"] = g.group(1).strip()
     return out
 
 
@@ -273,7 +303,7 @@ def accuracy_check(torch, exe):
 
 FIELDS = ["suite", "mode", "dtype", "T", "B", "H", "layers", "bidirectional", "varlen", "cudnn_ms", "rnncore_ms",
           "speedup_vs_cudnn", "model_ms", "cudnn_train_ms", "rnncore_train_ms", "train_speedup_vs_cudnn",
-          "model_train_ms", "rnncore_note"]
+          "model_train_ms", "graph_ms", "graph_speedup", "rnncore_note"]
 
 
 def fmt(v):
@@ -303,6 +333,9 @@ def markdown(rows, env, checks, args, elapsed):
     lines += ["## Results", "", "| " + " | ".join(cols) + " | rnncore kernel / note |", "|" + "---|" * (len(cols) + 1)]
     for r in rows:
         lines.append("| " + " | ".join(fmt(r.get(c)) for c in cols) + f" | {r.get('rnncore_note', '')} |")
+    lines += ["", "graphs rows: rnncore_ms is the per-step kernels launched directly, graph_ms the same forward replayed "
+              "from a graph (median of two alternating runs each; graph_speedup = direct / graph; the note says whether "
+              "the runs did replay).", ""]
     lines += ["", "speedup = cuDNN time / rnncore time (above 1: rnncore faster). rnncore's tf32 / bf16 / f16 rows "
               "run with --gpu-half-math; its state and accumulation stay f32.", ""]
     return "\n".join(lines)
@@ -352,12 +385,16 @@ def main():
             row = {"suite": suite, "mode": mode, "dtype": dtype, "T": T, "B": B, "H": H, "layers": layers,
                    "bidirectional": int(bidir), "varlen": int(varlen)}
             key = model_key(mode, H, B, dtype)
-            if key in fwd:
+            if key in fwd and suite != "graphs":  # (the model bounds the auto choice, not the forced per-step kernels)
                 row["model_ms"] = fwd[key] * T * layers / 1e3
-            if key in bwd and training:
+            if key in bwd and training and suite != "graphs":
                 row["model_train_ms"] = (fwd.get(key, 0) + bwd[key]) * T * layers / 1e3
             if time.monotonic() - start > args.budget_s:
                 row["rnncore_note"] = f"skipped: the {args.budget_s:.0f} s budget was spent"
+            elif suite == "graphs":
+                row.update(rnncore_graph_pairs(args.rnncore, case, dtype, args.reps, args.case_timeout, args.dry_run))
+                if row.pop("usage_error", False):
+                    failures += 1
             else:
                 row.update(rnncore_bench(args.rnncore, case, dtype, args.reps, training, args.case_timeout, args.dry_run))
                 if row.pop("usage_error", False):

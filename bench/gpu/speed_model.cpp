@@ -13,7 +13,10 @@
 //                 2.5× HBM, stated in the output);
 //               - HBM otherwise;
 //   latency     the assumed cost of one grid barrier (persistent: 1 µs, two for the reset-before
-//               GRU) or one kernel launch (per step: 3 µs, two for the reset-before GRU).
+//               GRU) or one kernel launch (per step: 3 µs, two for the reset-before GRU); with
+//               graph replay (RNNCORE_GPU_GRAPHS=on, src/gpu/host/graph.hpp) the per-step kernels
+//               are nodes of one graph, assumed 1 µs each back to back (the "graph" column; the
+//               persistent kernel is never captured, so its rows do not change).
 // bound = max(FLOPs at the f32 rate of the multiprocessors the grid occupies, weight bytes at the
 // tier's bandwidth) + latency. Shapes marked "half math" plan with PlanOptions::gpu_half_math: where
 // the per-step recurrence runs on the matrix units (rnn_step_mma_16x16, batch ≥ 8), the
@@ -59,6 +62,7 @@ namespace {
 
 constexpr double kGridBarrierUs = 1.0;     // assumption: one grid-wide barrier
 constexpr double kLaunchUs = 3.0;          // assumption: one kernel launch, back to back on a stream
+constexpr double kGraphNodeUs = 1.0;       // assumption: one kernel node of a replayed graph, back to back
 constexpr double kL2OverHbm = 2.5;         // assumption: L2 bandwidth as a multiple of HBM's
 constexpr double kSmemBytesPerClock = 128; // shared memory / LDS bytes per clock per multiprocessor
 
@@ -73,6 +77,7 @@ struct ModelShape {
 struct Row {
   std::string kernel, where;
   double flops = 0, weight_bytes = 0, compute_us = 0, memory_us = 0, latency_us = 0, bound_us = 0, proj_us = 0;
+  double graph_bound_us = 0;  ///< bound_us with the per-step launches replayed from a graph
   int blocks = 0;
 };
 
@@ -156,6 +161,8 @@ bool model(const gpu::DeviceProfile& prof, const ModelShape& sh, Row* row) {
   row->compute_us = row->flops * padded / (rate_gflops * sms_used * 1e3);
   row->memory_us = row->weight_bytes / (bandwidth_gbs * 1e3);
   row->bound_us = std::max(row->compute_us, row->memory_us) + row->latency_us;
+  const bool per_step = mma_units == 0 && units == 0;  // (the persistent kernels' grid barriers stay)
+  row->graph_bound_us = per_step ? row->bound_us - row->latency_us + kGraphNodeUs * (two_phase ? 2 : 1) : row->bound_us;
   const double proj_tflops = p.gpu.mma_proj ? matrix_tflops : prof.f32_tflops;
   row->proj_us = 2 * G * H * H * B / (proj_tflops * 1e6);  // I = H: the projection's share of a step
   return true;
@@ -175,6 +182,7 @@ bool model_backward(const gpu::DeviceProfile& prof, const ModelShape& sh, Row* r
   row->memory_us = row->weight_bytes / (bandwidth_gbs * 1e3);
   row->latency_us = kLaunchUs * launches;
   row->bound_us = std::max(row->compute_us, row->memory_us) + row->latency_us;
+  row->graph_bound_us = row->bound_us;  // backward is not captured
   row->proj_us = 2 * G * H * (2 * H + H) * B / (prof.f32_tflops * 1e6);  // I = H: dW, dR and dx per step
   return true;
 }
@@ -250,11 +258,11 @@ int main(int argc, char** argv) {
   };
   if (csv)
     std::printf("device,mode,H,B,weights,kernel,blocks,where,flops,weight_bytes,compute_us,memory_us,latency_us,bound_us,"
-                "tflops_at_bound,projection_us\n");
+                "tflops_at_bound,projection_us,graph_bound_us\n");
   else
-    std::printf("Assumptions: grid barrier %.1f us, kernel launch %.1f us, L2 bandwidth %.1fx HBM, shared memory %g B/clock/SM.\n"
+    std::printf("Assumptions: grid barrier %.1f us, kernel launch %.1f us, graph node %.1f us, L2 bandwidth %.1fx HBM, shared memory %g B/clock/SM.\n"
                 "I = H, one layer, one direction; bound = max(compute, weight reads) + latency, per time step%s.\n\n",
-                kGridBarrierUs, kLaunchUs, kL2OverHbm, kSmemBytesPerClock,
+                kGridBarrierUs, kLaunchUs, kGraphNodeUs, kL2OverHbm, kSmemBytesPerClock,
                 backward ? " of backward (last column: the weight and input gradients' share of a step)" : "");
   if (chosen.empty()) chosen.assign(std::begin(default_shapes), std::end(default_shapes));
   if (profiles.empty())
@@ -263,9 +271,9 @@ int main(int argc, char** argv) {
     if (!csv) {
       std::printf("## %s (%s): %d %s, %.0f GB/s HBM, %.0f MB L2, %.1f TFLOP/s f32\n\n", prof.device.name, prof.device.arch,
                   prof.device.sm_count, std::strcmp(gpu::vendor_of(prof.device), "hip") == 0 ? "CUs" : "SMs", prof.memory_gbs, prof.l2_bytes / 1e6, prof.f32_tflops);
-      std::printf("| cell | H | B | weights | kernel (blocks) | R read from | MFLOP | R KiB | compute us | memory us | latency us | bound us/step | TFLOP/s | %s |\n",
+      std::printf("| cell | H | B | weights | kernel (blocks) | R read from | MFLOP | R KiB | compute us | memory us | latency us | bound us/step | graph us/step | TFLOP/s | %s |\n",
                   backward ? "gradient products us" : "projection us");
-      std::printf("| --- | ---: | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+      std::printf("| --- | ---: | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     }
     for (const ModelShape& sh : chosen) {
       Row r;
@@ -275,14 +283,14 @@ int main(int argc, char** argv) {
       }
       const double tflops = r.flops / (r.bound_us * 1e6);
       if (csv)
-        std::printf("%s,%s,%d,%d,%s,%s,%d,%s,%.0f,%.0f,%.3f,%.3f,%.2f,%.3f,%.3f,%.3f\n", prof.device.name, to_string(sh.mode),
+        std::printf("%s,%s,%d,%d,%s,%s,%d,%s,%.0f,%.0f,%.3f,%.3f,%.2f,%.3f,%.3f,%.3f,%.3f\n", prof.device.name, to_string(sh.mode),
                     sh.hidden, sh.batch, weights_label(sh).c_str(), r.kernel.c_str(), r.blocks, r.where.c_str(), r.flops,
-                    r.weight_bytes, r.compute_us, r.memory_us, r.latency_us, r.bound_us, tflops, r.proj_us);
+                    r.weight_bytes, r.compute_us, r.memory_us, r.latency_us, r.bound_us, tflops, r.proj_us, r.graph_bound_us);
       else
-        std::printf("| %s | %d | %d | %s | %s%s | %s | %.1f | %.0f | %.2f | %.2f | %.1f | %.2f | %.2f | %.3f |\n",
+        std::printf("| %s | %d | %d | %s | %s%s | %s | %.1f | %.0f | %.2f | %.2f | %.1f | %.2f | %.2f | %.2f | %.3f |\n",
                     to_string(sh.mode), sh.hidden, sh.batch, weights_label(sh).c_str(), r.kernel.c_str(),
                     r.blocks ? (" (" + std::to_string(r.blocks) + ")").c_str() : "", r.where.c_str(), r.flops / 1e6,
-                    r.weight_bytes / 1024, r.compute_us, r.memory_us, r.latency_us, r.bound_us, tflops, r.proj_us);
+                    r.weight_bytes / 1024, r.compute_us, r.memory_us, r.latency_us, r.bound_us, r.graph_bound_us, tflops, r.proj_us);
     }
     if (!csv) std::printf("\n");
   }

@@ -35,6 +35,13 @@ enum class GpuCopy { host_to_device, device_to_host };
 /// before it on the default stream).
 Status gpu_copy(void* dst, const void* src, std::size_t bytes, GpuCopy kind);
 
+/// One line about the calling thread's last Plan::forward on the GPU and graph replay
+/// (RNNCORE_GPU_GRAPHS=on, docs/gpu.md "Graphs"): "replayed the graph (N launches, M zeroings)",
+/// "captured and replayed a graph (...)", "direct: <why>" or "off ...". A build without a GPU
+/// backend writes "none". For benchmarks and tests; it does not fail.
+/// @param[out] out a NUL-terminated line of at most `capacity` bytes
+void gpu_graph_report(char* out, std::size_t capacity);
+
 /// Waits until all work queued on `stream` (a hipStream_t / cudaStream_t; null: the default
 /// stream) has finished, e.g. the forward passes queued by Plan::forward.
 Status gpu_synchronize(void* stream);

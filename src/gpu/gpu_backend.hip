@@ -11,6 +11,7 @@
 
 #include "src/gpu/vendor.hpp"
 #include "src/gpu/host/launcher.hpp"
+#include "src/gpu/host/graph.hpp"
 #include "src/gpu/host/backward.hpp"
 #include "src/gpu/host/schedule.hpp"
 #include "rnncore/gpu.hpp"
@@ -86,6 +87,14 @@ Status read_stream(int device, hipStream_t* out) {
   *out = g_read_stream[device];
   return Status::ok;
 }
+
+// Graph replay (src/gpu/host/graph.hpp): the process's graphs, one per (device, workspace), a
+// capture stream per device (made at the first capture), and each thread's line about its last
+// forward (gpu_graph_report).
+std::mutex g_graph_mutex;
+gpu::GraphTable g_graph_table;
+hipStream_t g_capture_stream[gpu::kMaxDevices];
+thread_local char g_graph_note[160] = "off: no GPU forward has run on this thread";
 
 template <int C, class WT>
 int persistent_occupancy(int bucket, int threads, std::size_t smem) {
@@ -163,9 +172,11 @@ Status gpu_select(const PlanOptions& options, PlanImpl* p) {
   RNNCORE_RETURN_IF_ERROR(describe_device(options.gpu_device, &device));
   static const char* const kRecurrence[] = {"auto", "persistent", "tiled"};
   static const char* const kTile[] = {"auto", "small", "large"};
+  static const char* const kGraphs[] = {"off", "on"};
   gpu::Choices choices;
   choices.recurrence = static_cast<gpu::Recurrence>(env_choice("RNNCORE_GPU_RECURRENCE", kRecurrence, 3, 0));
   choices.tile = static_cast<gpu::TileChoice>(env_choice("RNNCORE_GPU_TILE", kTile, 3, 0));
+  choices.graphs = env_choice("RNNCORE_GPU_GRAPHS", kGraphs, 2, 0) == 1;
   return gpu::plan_select(options, device, options.gpu_device, choices, p);
 }
 
@@ -193,8 +204,19 @@ Status gpu_forward(const PlanImpl& p, const void* packed, void* workspace, const
   hipStream_t reads = nullptr;
   RNNCORE_RETURN_IF_ERROR(read_stream(g.device, &reads));
   gpu::DeviceLauncher launcher(static_cast<hipStream_t>(args.stream), false, reads);
-  return gpu::forward(launcher, p, g, static_cast<const unsigned char*>(packed), static_cast<unsigned char*>(workspace),
-                      args);
+  const auto* packed_c = static_cast<const unsigned char*>(packed);
+  auto* ws = static_cast<unsigned char*>(workspace);
+  if (g.graphs == 0 || g.device < 0 || g.device >= gpu::kMaxDevices) {
+    std::snprintf(g_graph_note, sizeof g_graph_note, "%s", g.graphs == 0 ? "off (RNNCORE_GPU_GRAPHS=on at plan time turns them on)"
+                                                                         : "direct: a device ordinal beyond the graph table's");
+    return gpu::forward(launcher, p, g, packed_c, ws, args);
+  }
+  gpu::DeviceGraphRuntime runtime(static_cast<hipStream_t>(args.stream), &g_capture_stream[g.device]);
+  gpu::GraphUse use = gpu::GraphUse::direct;
+  return gpu::with_weight_type(g, [&](auto wt) {
+    return gpu::forward_graphed<decltype(wt)>(launcher, runtime, g_graph_table, g_graph_mutex, p, g, packed_c, ws, args, &use,
+                                              g_graph_note, sizeof g_graph_note);
+  });
 }
 
 Status gpu_backward(const PlanImpl& p, const void* packed, void* workspace, const BackwardArgs& args) {
@@ -257,6 +279,10 @@ Status gpu_copy(void* dst, const void* src, std::size_t bytes, GpuCopy kind) {
   RNNCORE_GPU_CHECK(hipMemcpy(dst, src, bytes, kind == GpuCopy::host_to_device ? hipMemcpyHostToDevice : hipMemcpyDeviceToHost),
                     "copy", kind == GpuCopy::host_to_device ? "to the device" : "to the host");
   return Status::ok;
+}
+
+void gpu_graph_report(char* out, std::size_t capacity) {
+  if (capacity > 0) std::snprintf(out, capacity, "%s", detail::g_graph_note);
 }
 
 Status gpu_synchronize(void* stream) {

@@ -32,6 +32,10 @@
 //                                   RNNCORE_GPU_GRID_CONSTANT; 0: a pointer to a device copy
 //   rnncore_gpu_smem_optin(...)     the largest dynamic shared memory one block may request
 //   rnncore_gpu_arch_name(...)      "sm_90", "gfx90a", ... for messages
+//   hipGraph_t, hipGraphExec_t, hipStreamBeginCapture / hipStreamEndCapture (thread-local mode),
+//   hipGraphLaunch, hipGraphExecDestroy, hipGraphDestroy: stream capture and graph replay (HIP's own
+//                                   names on AMD, mapped onto CUDA's for nvcc)
+//   rnncore_gpu_graph_instantiate(exec, graph)  the two runtimes' different hipGraphInstantiate signatures
 #ifndef RNNCORE_SRC_GPU_VENDOR_HPP
 #define RNNCORE_SRC_GPU_VENDOR_HPP
 
@@ -58,6 +62,8 @@ typedef cudaEvent_t hipEvent_t;
 typedef cudaDeviceAttr hipDeviceAttribute_t;
 typedef cudaFuncAttribute hipFuncAttribute;
 typedef cudaMemcpyKind hipMemcpyKind;
+typedef cudaGraph_t hipGraph_t;
+typedef cudaGraphExec_t hipGraphExec_t;
 
 #define hipSuccess cudaSuccess
 #define hipErrorCooperativeLaunchTooLarge cudaErrorCooperativeLaunchTooLarge
@@ -99,6 +105,17 @@ typedef cudaMemcpyKind hipMemcpyKind;
 #define hipFuncSetAttribute cudaFuncSetAttribute
 #define hipLaunchCooperativeKernel cudaLaunchCooperativeKernel
 #define hipOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
+#define hipStreamBeginCapture cudaStreamBeginCapture
+#define hipStreamEndCapture cudaStreamEndCapture
+#define hipStreamCaptureModeThreadLocal cudaStreamCaptureModeThreadLocal
+#define hipGraphLaunch cudaGraphLaunch
+#define hipGraphExecDestroy cudaGraphExecDestroy
+#define hipGraphDestroy cudaGraphDestroy
+
+/// Instantiates a captured graph (CUDA 12+: flags, no error node or log).
+inline hipError_t rnncore_gpu_graph_instantiate(hipGraphExec_t* exec, hipGraph_t graph) {
+  return cudaGraphInstantiate(exec, graph, 0);
+}
 
 /// Physical warp size of the NVIDIA target being compiled.
 #define RNNCORE_GPU_WARP_SIZE 32
@@ -288,6 +305,11 @@ inline bool rnncore_gpu_arch_has_mma(const char* arch) {
 
 /// No AMD target takes the TF32 op.
 inline bool rnncore_gpu_arch_has_mma_tf32(const char*) { return false; }
+
+/// Instantiates a captured graph (ROCm 5.2: an error node and a log buffer, both unused).
+inline hipError_t rnncore_gpu_graph_instantiate(hipGraphExec_t* exec, hipGraph_t graph) {
+  return hipGraphInstantiate(exec, graph, nullptr, nullptr, 0);
+}
 
 /// HIP reports the per-block limit directly (no opt-in step on AMD).
 inline hipError_t rnncore_gpu_smem_optin(int device, int* bytes) {

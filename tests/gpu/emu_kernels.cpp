@@ -34,6 +34,45 @@ rnncore::Status backward(Launcher& ln, const rnncore::detail::PlanImpl& p, const
                          const unsigned char* packed, unsigned char* ws, const rnncore::BackwardArgs& a) {
   return rnncore::gpu::backward(ln, p, g, packed, ws, a);
 }
+template <class K>
+rnncore::Status GraphRuntime::replay_one(Launcher& ln, const Entry& e, bool bake) {
+  const auto* dev = static_cast<const typename K::Args*>(e.dev);
+  if (!bake) return ln.launch<K>(e.d, *dev, dev, e.arg);
+  typename K::Args baked;
+  std::memcpy(&baked, e.baked.data(), sizeof baked);
+  return ln.launch<K>(e.d, baked, &baked, e.arg);
+}
+
+rnncore::Status forward_graphed(Launcher& ln, GraphRuntime& rt, rnncore::gpu::GraphTable& table,
+                                const rnncore::detail::PlanImpl& p, const rnncore::gpu::GpuPlan& g, const unsigned char* packed,
+                                unsigned char* ws, const rnncore::ForwardArgs& a, rnncore::gpu::GraphUse* use, char* note,
+                                std::size_t note_bytes) {
+  NoMutex mutex;
+  return rnncore::gpu::with_weight_type(g, [&](auto wt) {
+    return rnncore::gpu::forward_graphed<decltype(wt)>(ln, rt, table, mutex, p, g, packed, ws, a, use, note, note_bytes);
+  });
+}
+
+rnncore::Status forward_signature(Launcher& ln, const rnncore::detail::PlanImpl& p, const rnncore::gpu::GpuPlan& g,
+                                  const unsigned char* packed, unsigned char* ws, const rnncore::ForwardArgs& a, bool by_value,
+                                  rnncore::gpu::GraphSignature* out) {
+  using namespace rnncore::gpu;
+  ForwardPrep f;
+  RNNCORE_RETURN_IF_ERROR(forward_prepare(ln, p, g, packed, ws, a, &f));
+  return with_weight_type(g, [&](auto wt) {
+    if (by_value) {
+      SignatureLauncher<true> s;
+      RNNCORE_RETURN_IF_ERROR(forward_launches<decltype(wt)>(s, p, g, a, f));
+      *out = s.signature();
+    } else {
+      SignatureLauncher<false> s;
+      RNNCORE_RETURN_IF_ERROR(forward_launches<decltype(wt)>(s, p, g, a, f));
+      *out = s.signature();
+    }
+    return rnncore::Status::ok;
+  });
+}
+
 rnncore::Status inter_layer_dropout(Launcher& ln, const rnncore::gpu::Dims& d, const rnncore::gpu::InterLayerArgs& a) {
   return ln.launch<rnncore::gpu::f32_rnn_inter_layer_dropout>(d, a, &a, 0);
 }

@@ -3,7 +3,12 @@
 #ifndef RNNCORE_TESTS_GPU_EMU_KERNELS_HPP
 #define RNNCORE_TESTS_GPU_EMU_KERNELS_HPP
 
+#include <cstring>
+#include <memory>
+#include <vector>
+
 #include "src/gpu/host/backward.hpp"
+#include "src/gpu/host/graph.hpp"
 #include "tests/gpu/emulator.hpp"
 
 namespace rnncore_test {
@@ -17,6 +22,115 @@ rnncore::Status forward(Launcher& ln, const rnncore::detail::PlanImpl& p, const 
 /// gpu::backward (src/gpu/host/backward.hpp) on the emulator.
 rnncore::Status backward(Launcher& ln, const rnncore::detail::PlanImpl& p, const rnncore::gpu::GpuPlan& g,
                          const unsigned char* packed, unsigned char* ws, const rnncore::BackwardArgs& a);
+/// The emulator's GraphRuntime (src/gpu/host/graph.hpp): a capture records the launch list — each
+/// kernel with its grid, argument pointer and integer argument, each zeroing — and a launch replays
+/// it on the Launcher, every kernel reading its argument block from (emulated) device memory as a
+/// graph node of the by-pointer vendor (AMD) does. `bake` (a mutation): the capture also keeps each
+/// launch's argument bytes and the replay passes those instead, as a graph of by-value arguments
+/// (NVIDIA) would run if the signature did not cover them.
+class GraphRuntime {
+ public:
+  struct Entry {
+    rnncore::Status (*replay)(Launcher&, const Entry&, bool bake) = nullptr;  ///< null: a zeroing
+    rnncore::gpu::Dims d;
+    const void* dev = nullptr;  ///< the argument block's device copy; a zeroing's target
+    std::size_t bytes = 0;      ///< a zeroing's size
+    int arg = 0;
+    std::vector<unsigned char> baked;  ///< the argument block's bytes at capture
+  };
+  /// What capture records: a Launcher of the schedule's interface that queues nothing.
+  struct Recorder {
+    static constexpr bool kArgsInDeviceMemory = Launcher::kArgsInDeviceMemory;
+    std::vector<Entry>* out;
+    template <class K>
+    rnncore::Status launch(const rnncore::gpu::Dims& d, const typename K::Args& host, const typename K::Args* dev, int arg) {
+      Entry e;
+      e.replay = &replay_one<K>;
+      e.d = d;
+      e.dev = dev;
+      e.arg = arg;
+      e.baked.resize(sizeof host);
+      std::memcpy(e.baked.data(), &host, sizeof host);
+      out->push_back(std::move(e));
+      return rnncore::Status::ok;
+    }
+    template <class K>
+    rnncore::Status launch_cooperative(const rnncore::gpu::Dims&, const typename K::Args&, const typename K::Args*, int) {
+      return rnncore::Status::unsupported;  // never captured (forward_graphed launches such runs directly)
+    }
+    rnncore::Status zero_async(void* dst, std::size_t bytes) {
+      Entry e;
+      e.dev = dst;
+      e.bytes = bytes;
+      out->push_back(std::move(e));
+      return rnncore::Status::ok;
+    }
+    rnncore::Status copy_to_device(void*, const void*, std::size_t) { return rnncore::Status::internal; }
+    rnncore::Status copy_to_device_async(void*, const void*, std::size_t) { return rnncore::Status::internal; }
+    rnncore::Status copy_to_host(void*, const void*, std::size_t) { return rnncore::Status::internal; }
+    rnncore::Status copy_to_host_in_order(void*, const void*, std::size_t) { return rnncore::Status::internal; }
+    rnncore::Status finish(const char*) { return rnncore::Status::ok; }
+  };
+
+  explicit GraphRuntime(Launcher* ln) : ln_(ln) {}
+
+  template <class F>
+  rnncore::Status capture(F launches, void** exec) {
+    ++captures;
+    if (refuse) return rnncore::Status::unsupported;
+    auto graph = std::make_unique<std::vector<Entry>>();
+    Recorder rec{graph.get()};
+    RNNCORE_RETURN_IF_ERROR(launches(rec));
+    *exec = graph.get();
+    graphs_.push_back(std::move(graph));
+    return rnncore::Status::ok;
+  }
+  rnncore::Status launch(void* exec) {
+    ++replays;
+    for (const Entry& e : *static_cast<const std::vector<Entry>*>(exec)) {
+      if (e.replay == nullptr) {
+        RNNCORE_RETURN_IF_ERROR(ln_->zero_async(const_cast<void*>(e.dev), e.bytes));
+      } else {
+        RNNCORE_RETURN_IF_ERROR(e.replay(*ln_, e, bake));
+      }
+    }
+    return rnncore::Status::ok;
+  }
+  void destroy(void* exec) {
+    ++destroyed;
+    for (auto& g : graphs_)
+      if (g.get() == exec) g.reset();
+  }
+
+  bool bake = false;    ///< the mutation: replay the argument bytes of the capture
+  bool refuse = false;  ///< refuse every capture, as a runtime that cannot capture
+  int captures = 0, replays = 0, destroyed = 0;
+
+ private:
+  template <class K>
+  static rnncore::Status replay_one(Launcher& ln, const Entry& e, bool bake);
+
+  Launcher* ln_;
+  std::vector<std::unique_ptr<std::vector<Entry>>> graphs_;
+};
+
+/// A lock that locks nothing (the emulator's tests are single-threaded).
+struct NoMutex {
+  void lock() {}
+  void unlock() {}
+};
+
+/// gpu::forward_graphed (src/gpu/host/graph.hpp) on the emulator, with `rt` for the graphs.
+rnncore::Status forward_graphed(Launcher& ln, GraphRuntime& rt, rnncore::gpu::GraphTable& table,
+                                const rnncore::detail::PlanImpl& p, const rnncore::gpu::GpuPlan& g, const unsigned char* packed,
+                                unsigned char* ws, const rnncore::ForwardArgs& a, rnncore::gpu::GraphUse* use, char* note,
+                                std::size_t note_bytes);
+/// The signature of a run's launches (gpu::SignatureLauncher after gpu::forward_prepare on `ln`),
+/// as a vendor whose kernels take their arguments by value (`by_value`) or by pointer would bake them.
+rnncore::Status forward_signature(Launcher& ln, const rnncore::detail::PlanImpl& p, const rnncore::gpu::GpuPlan& g,
+                                  const unsigned char* packed, unsigned char* ws, const rnncore::ForwardArgs& a, bool by_value,
+                                  rnncore::gpu::GraphSignature* out);
+
 /// Single launches of the mask kernels.
 rnncore::Status inter_layer_dropout(Launcher& ln, const rnncore::gpu::Dims& d, const rnncore::gpu::InterLayerArgs& a);
 rnncore::Status input_dropout(Launcher& ln, const rnncore::gpu::Dims& d, const rnncore::gpu::LayerArgs& a);

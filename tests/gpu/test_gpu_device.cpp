@@ -407,6 +407,86 @@ TEST_CASE("GPU LSTM peepholes and a cell clip: forward and training match the re
   MESSAGE("largest relative error (training): " << g_training_worst);
 }
 
+TEST_CASE("GPU graph replay (RNNCORE_GPU_GRAPHS=on): replays equal direct launches bit for bit over changing inputs") {
+  // Two Models of one network on the per-step kernels, without and with graphs; the same device
+  // tensors every call, with new contents (x, h0, c0, lengths): from the second call on the graph
+  // is captured, then replayed, and y, hy, cy equal the direct launches' bit for bit. Then
+  // training runs with new dropout steps: equal results whether the vendor replays them (arguments
+  // read from device memory) or launches directly (arguments baked by value: a new step is a new
+  // signature).
+  StackSpec st;
+  st.input_size = 12;
+  st.num_layers = 2;
+  st.dropout = 0.25;
+  st.layers[0] = layer(Mode::lstm, 40, false, {dropout_wrapper(0.8, 0.75, 0.7)});
+  st.layers[1] = layer(Mode::gru, 24, true, {});
+  const int T = 7, B = 5;
+  PlanOptions opt;
+  opt.max_batch = B;
+  opt.max_seq_len = T;
+  opt.backend = Backend::gpu;
+  Rng rng(3434);
+  const auto w = random_vector<float>(rng, static_cast<std::size_t>(param_count(st)), 0.3);
+  setenv("RNNCORE_GPU_RECURRENCE", "tiled", 1);
+  setenv("RNNCORE_GPU_TILE", "auto", 1);
+  Model models[2];
+  for (int k = 0; k < 2; ++k) {
+    setenv("RNNCORE_GPU_GRAPHS", k == 0 ? "off" : "on", 1);
+    REQUIRE(Model::create(st, opt, w.data(), &models[k]) == Status::ok);
+  }
+  unsetenv("RNNCORE_GPU_GRAPHS");
+  const std::size_t xn = static_cast<std::size_t>(T) * B * st.input_size, yn = static_cast<std::size_t>(T) * B * 48;
+  const std::size_t sn = static_cast<std::size_t>(state_elements(st, B));
+  DeviceBuffer x(xn * 4), h0(sn * 4), c0(sn * 4), y[2] = {DeviceBuffer(yn * 4), DeviceBuffer(yn * 4)},
+                                               hy[2] = {DeviceBuffer(sn * 4), DeviceBuffer(sn * 4)}, cy[2] = {DeviceBuffer(sn * 4), DeviceBuffer(sn * 4)};
+  std::vector<std::string> reports;
+  for (int call = 0; call < 8; ++call) {
+    const bool training = call >= 5;
+    x.upload(random_vector<float>(rng, xn, 1.0));
+    h0.upload(random_vector<float>(rng, sn, 0.5));
+    c0.upload(random_vector<float>(rng, sn, 0.5));
+    std::vector<std::int32_t> lengths(B);
+    for (auto& l : lengths) l = rng.range(0, T);
+    Outputs<float> out[2];
+    for (int k = 0; k < 2; ++k) {
+      ForwardArgs a;
+      a.batch = B;
+      a.seq_len = T;
+      a.x = x.get();
+      a.h0 = h0.get();
+      a.c0 = c0.get();
+      a.seq_lengths = lengths.data();
+      a.run_mode = training ? RunMode::training : RunMode::inference;
+      a.seed = 77;
+      a.step = static_cast<std::uint64_t>(call);
+      a.y = y[k].get();
+      a.hy = hy[k].get();
+      a.cy = cy[k].get();
+      REQUIRE(models[k].forward(a) == Status::ok);
+      if (k == 1) {
+        char line[160];
+        gpu_graph_report(line, sizeof line);
+        reports.push_back(line);
+      }
+      REQUIRE(gpu_synchronize(nullptr) == Status::ok);
+      out[k].y.resize(yn);
+      out[k].hy.resize(sn);
+      out[k].cy.resize(sn);
+      y[k].download(&out[k].y);
+      hy[k].download(&out[k].hy);
+      cy[k].download(&out[k].cy);
+    }
+    INFO("call " << call << ": " << reports.back());
+    CHECK(out[0].y == out[1].y);
+    CHECK(out[0].hy == out[1].hy);
+    CHECK(out[0].cy == out[1].cy);
+  }
+  for (const std::string& r : reports) MESSAGE(r);
+  CHECK(reports[0].rfind("direct: a first run", 0) == 0);
+  CHECK(reports[1].rfind("captured", 0) == 0);
+  for (int call = 2; call < 5; ++call) CHECK(reports[static_cast<std::size_t>(call)].rfind("replayed", 0) == 0);
+}
+
 TEST_CASE("GPU plans refuse what the kernels cannot run, with reasons") {
   RnnSpec spec;
   spec.input_size = spec.hidden_size = 4;

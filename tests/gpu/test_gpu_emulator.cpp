@@ -2132,3 +2132,187 @@ TEST_CASE("emulated GPU forward with gpu_half_math: dropout wrappers, residuals 
       ++i;
     }
 }
+
+// ------------------------------------------------------------------------------------ graph replay
+
+namespace {
+
+/// The graph tests' network: an LSTM with a dropout wrapper, then a bidirectional GRU (no cell
+/// state: forward zeroes its part of cy), inter-layer dropout, on the per-step kernels.
+struct GraphFixture {
+  StackSpec st;
+  detail::PlanImpl p;
+  EmuConfig cfg = config(32, gpu::Recurrence::tiled);
+  std::vector<float> canonical;
+  static constexpr int kT = 5, kB = 3;
+
+  explicit GraphFixture(gpu::Recurrence r = gpu::Recurrence::tiled) {
+    st.input_size = 6;
+    st.num_layers = 2;
+    st.dropout = 0.3;
+    st.layers[0] = layer(Mode::lstm, 10, false, {dropout_wrapper(0.8, 0.7, 0.6)});
+    st.layers[1] = layer(Mode::gru, 7, true, {});
+    cfg.recurrence = r;
+    PlanOptions opt;
+    opt.max_batch = kB;
+    opt.max_seq_len = kT;
+    REQUIRE(make_gpu_plan(st, opt, cfg, &p) == Status::ok);
+    p.gpu.graphs = 1;
+    Rng rng(34);
+    canonical = random_vector<float>(rng, static_cast<std::size_t>(param_count(st)), 0.4);
+  }
+};
+
+/// One call's tensors, kept alive for the whole test: a graph that baked an address reads (and
+/// writes) the buffers of the call it was captured in, never freed memory.
+struct GraphCall {
+  std::vector<float> x, h0, c0, y[2], hy[2], cy[2];
+  std::vector<std::int32_t> lengths;
+  ForwardArgs a;
+  GraphCall(const GraphFixture& f, Rng& rng, int T, std::uint64_t step) {
+    const std::size_t states = static_cast<std::size_t>(state_elements(f.st, f.kB));
+    const std::size_t cells = static_cast<std::size_t>(cell_state_elements(f.st, f.kB));
+    x = random_vector<float>(rng, static_cast<std::size_t>(T) * f.kB * f.st.input_size, 1.0);
+    h0 = random_vector<float>(rng, states, 0.5);
+    c0 = random_vector<float>(rng, cells, 0.5);
+    for (int k = 0; k < 2; ++k) {
+      y[k].assign(static_cast<std::size_t>(T) * f.kB * stack_output_size(f.st), -7.0f);
+      hy[k].assign(states, -7.0f);
+      cy[k].assign(cells, -7.0f);
+    }
+    lengths.resize(f.kB);
+    for (auto& l : lengths) l = rng.range(0, T);
+    a.batch = f.kB;
+    a.seq_len = T;
+    a.x = x.data();
+    a.h0 = h0.data();
+    a.c0 = c0.data();
+    a.seq_lengths = lengths.data();
+    a.run_mode = RunMode::training;  // the dropout masks depend on the step
+    a.seed = 0x5eed;
+    a.step = step;
+  }
+  ForwardArgs out(int k) {
+    ForwardArgs o = a;
+    o.y = y[k].data();
+    o.hy = hy[k].data();
+    o.cy = cy[k].data();
+    return o;
+  }
+  bool same() const { return y[0] == y[1] && hy[0] == hy[1] && cy[0] == cy[1]; }  // (no NaN here: bit for bit)
+};
+
+}  // namespace
+
+TEST_CASE("graph replay: captured once, replayed with new inputs, lengths and dropout steps, equals direct launches bit for bit") {
+  GraphFixture f;
+  AlignedBuffer packed(f.p.packed_bytes), ws_direct(f.p.ws.total), ws_graph(f.p.ws.total);
+  emu::Launcher ln(f.p.gpu.target, f.cfg.blocks_per_sm);
+  REQUIRE(emu::pack(ln, f.p, f.p.gpu, f.canonical.data(), packed.ptr) == Status::ok);
+  for (bool bake : {false, true}) {  // bake: the mutation, a graph that replays the values of its capture
+    CAPTURE(bake);
+    emu::GraphRuntime rt(&ln);
+    rt.bake = bake;
+    gpu::GraphTable table;
+    Rng rng(7);
+    std::vector<std::unique_ptr<GraphCall>> calls;
+    std::vector<gpu::GraphUse> uses;
+    int differing = 0;
+    const int lengths_of[] = {f.kT, f.kT, f.kT, f.kT, f.kT, f.kT - 2, f.kT - 2, f.kT - 2};
+    for (int T : lengths_of) {
+      calls.push_back(std::make_unique<GraphCall>(f, rng, T, 11 + 3 * calls.size()));
+      GraphCall& c = *calls.back();
+      REQUIRE(emu::forward(ln, f.p, f.p.gpu, packed.ptr, ws_direct.ptr, c.out(0)) == Status::ok);
+      gpu::GraphUse use = gpu::GraphUse::direct;
+      char note[160] = "";
+      REQUIRE(emu::forward_graphed(ln, rt, table, f.p, f.p.gpu, packed.ptr, ws_graph.ptr, c.out(1), &use, note, sizeof note) ==
+              Status::ok);
+      INFO("call " << calls.size() << ": " << note);
+      uses.push_back(use);
+      if (!bake) CHECK(c.same());
+      differing += c.same() ? 0 : 1;
+    }
+    for (const std::string& e : ln.errors) FAIL_CHECK(e);
+    using U = gpu::GraphUse;
+    // First run direct, the repeat captured, replays; T changes: direct, then captured again.
+    const std::vector<U> want = {U::direct, U::captured, U::replayed, U::replayed, U::replayed, U::direct, U::captured, U::replayed};
+    CHECK(uses == want);
+    CHECK(rt.captures == 2);
+    CHECK(rt.replays == 6);    // each capture's own run, and the 4 replays
+    CHECK(rt.destroyed == 1);  // the first graph, replaced by the second
+    // The mutation: every replay with other tensors and another dropout step than its capture's differs.
+    if (bake) CHECK(differing == 4);
+    else CHECK(differing == 0);
+  }
+}
+
+TEST_CASE("graph signatures: by pointer only the launch list counts; by value also every argument a graph would bake") {
+  GraphFixture f;
+  AlignedBuffer packed(f.p.packed_bytes), ws(f.p.ws.total), ws2(f.p.ws.total);
+  emu::Launcher ln(f.p.gpu.target, f.cfg.blocks_per_sm);
+  REQUIRE(emu::pack(ln, f.p, f.p.gpu, f.canonical.data(), packed.ptr) == Status::ok);
+  Rng rng(9);
+  GraphCall base(f, rng, f.kT, 5), other(f, rng, f.kT, 5), shorter(f, rng, f.kT - 1, 5);
+  const auto sign = [&](const ForwardArgs& a, bool by_value, unsigned char* w) {
+    gpu::GraphSignature s;
+    REQUIRE(emu::forward_signature(ln, f.p, f.p.gpu, packed.ptr, w, a, by_value, &s) == Status::ok);
+    return s;
+  };
+  const ForwardArgs a = base.out(0);
+  ForwardArgs moved = other.out(1);  // other tensors' addresses
+  ForwardArgs stepped = a;
+  stepped.step += 1;
+  ForwardArgs seeded = a;
+  seeded.seed += 1;
+  for (bool by_value : {false, true}) {
+    CAPTURE(by_value);
+    const gpu::GraphSignature s = sign(a, by_value, ws.ptr);
+    CHECK(s.launches > 2 * static_cast<std::uint32_t>(f.kT));  // per-step launches of both layers
+    CHECK(s.zeroings == 0);                                       // the GRU's cy is zeroed before the launches
+    CHECK_FALSE(s.cooperative);
+    const std::int32_t length = base.lengths[0];  // the same buffers with other contents (lengths reach
+    base.lengths[0] = (length + 1) % (f.kT + 1);  // the kernels through the workspace)
+    base.x[0] += 1.0f;
+    base.h0[1] -= 1.0f;
+    CHECK(sign(a, by_value, ws.ptr) == s);
+    base.lengths[0] = length;
+    CHECK((sign(moved, by_value, ws.ptr) == s) == !by_value);
+    CHECK((sign(stepped, by_value, ws.ptr) == s) == !by_value);
+    CHECK((sign(seeded, by_value, ws.ptr) == s) == !by_value);
+    CHECK(sign(shorter.out(0), by_value, ws.ptr) != s);  // T: the number of step launches
+    CHECK(sign(a, by_value, ws2.ptr) != s);              // the argument blocks' device copies move with the workspace
+  }
+  // A persistent layer is one cooperative launch: its runs are never captured.
+  GraphFixture persistent(gpu::Recurrence::persistent);
+  AlignedBuffer pp(persistent.p.packed_bytes), pws(persistent.p.ws.total);
+  REQUIRE(emu::pack(ln, persistent.p, persistent.p.gpu, persistent.canonical.data(), pp.ptr) == Status::ok);
+  emu::GraphRuntime rt(&ln);
+  gpu::GraphTable table;
+  for (int call = 0; call < 3; ++call) {
+    gpu::GraphUse use = gpu::GraphUse::replayed;
+    char note[160] = "";
+    REQUIRE(emu::forward_graphed(ln, rt, table, persistent.p, persistent.p.gpu, pp.ptr, pws.ptr, base.out(1), &use, note,
+                                 sizeof note) == Status::ok);
+    CHECK(use == gpu::GraphUse::direct);
+    CHECK(std::string(note).find("persistent") != std::string::npos);
+  }
+  CHECK(rt.captures == 0);
+  // A runtime that refuses the capture: the run launches directly, and so do later ones (one try).
+  emu::GraphRuntime refusing(&ln);
+  refusing.refuse = true;
+  gpu::GraphTable t2;
+  std::vector<gpu::GraphUse> uses;
+  std::string last;
+  for (int call = 0; call < 4; ++call) {
+    gpu::GraphUse use = gpu::GraphUse::replayed;
+    char note[160] = "";
+    REQUIRE(emu::forward_graphed(ln, refusing, t2, f.p, f.p.gpu, packed.ptr, ws.ptr, base.out(1), &use, note, sizeof note) ==
+            Status::ok);
+    uses.push_back(use);
+    last = note;
+  }
+  CHECK(uses == std::vector<gpu::GraphUse>(4, gpu::GraphUse::direct));
+  CHECK(refusing.captures == 1);
+  CHECK(last.find("refused") != std::string::npos);
+  for (const std::string& e : ln.errors) FAIL_CHECK(e);
+}

@@ -6,6 +6,7 @@
 #define RNNCORE_SRC_GPU_HOST_LAUNCHER_HPP
 
 #include "src/gpu/device/global.hpp"
+#include "src/gpu/host/graph.hpp"
 #include "src/gpu/host/schedule.hpp"
 #include "src/gpu/vendor.hpp"
 
@@ -158,6 +159,48 @@ class DeviceLauncher {
   hipStream_t stream_;
   hipStream_t read_stream_;
   bool synchronous_;
+};
+
+/// The device's GraphRuntime (src/gpu/host/graph.hpp): captures on `*capture_stream` (a
+/// non-blocking stream of the device, made at the first capture; nothing ever runs on it) in the
+/// thread-local mode, and replays on the run's stream (the default stream too). Any failure of a
+/// capture or instantiation is a refusal (Status::unsupported, the error cleared): the run then
+/// launches its kernels directly, where a real error shows as usual.
+class DeviceGraphRuntime {
+ public:
+  DeviceGraphRuntime(hipStream_t run, hipStream_t* capture_stream) : run_(run), capture_(capture_stream) {}
+
+  template <class F>
+  Status capture(F launches, void** exec) {
+    *exec = nullptr;
+    if (*capture_ == nullptr && hipStreamCreateWithFlags(capture_, hipStreamNonBlocking) != hipSuccess) return refused(nullptr);
+    if (hipStreamBeginCapture(*capture_, hipStreamCaptureModeThreadLocal) != hipSuccess) return refused(nullptr);
+    DeviceLauncher ln(*capture_, false);
+    const Status s = launches(ln);
+    hipGraph_t graph = nullptr;
+    const hipError_t ended = hipStreamEndCapture(*capture_, &graph);
+    if (s != Status::ok || ended != hipSuccess) return refused(graph);
+    hipGraphExec_t instance = nullptr;
+    if (rnncore_gpu_graph_instantiate(&instance, graph) != hipSuccess) return refused(graph);
+    (void)hipGraphDestroy(graph);
+    *exec = static_cast<void*>(instance);
+    return Status::ok;
+  }
+  Status launch(void* exec) {
+    RNNCORE_GPU_CHECK(hipGraphLaunch(static_cast<hipGraphExec_t>(exec), run_), "graph launch", "");
+    return Status::ok;
+  }
+  void destroy(void* exec) { (void)hipGraphExecDestroy(static_cast<hipGraphExec_t>(exec)); }
+
+ private:
+  static Status refused(hipGraph_t graph) {
+    if (graph != nullptr) (void)hipGraphDestroy(graph);
+    (void)hipGetLastError();
+    return Status::unsupported;
+  }
+
+  hipStream_t run_;
+  hipStream_t* capture_;
 };
 
 }  // namespace gpu

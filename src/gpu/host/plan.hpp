@@ -264,6 +264,7 @@ struct Choices {
   Recurrence recurrence = Recurrence::auto_select;
   TileChoice tile = TileChoice::auto_select;
   int persist_threads = kPersistentThreads;  ///< block size of the persistent kernel
+  bool graphs = false;  ///< forward replays captured graphs (env RNNCORE_GPU_GRAPHS=on)
 };
 
 /// The backend family of a device: "cuda" for NVIDIA (sm_XY), "hip" for AMD (gfxN).
@@ -281,6 +282,7 @@ inline Status plan_select(const PlanOptions& options, const DeviceDescription& d
   g.recurrence = choices.recurrence;
   g.tile = choices.tile;
   g.persist_threads = choices.persist_threads;
+  g.graphs = choices.graphs ? 1 : 0;
   g.weights = weight_id(options.weight_dtype);
   // Reduced-precision products only where asked for, on a device with matrix units: f16 / bf16
   // products for 16-bit weights; for f32 weights TF32 products (x, h, W and R rounded to 10

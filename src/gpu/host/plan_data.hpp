@@ -55,6 +55,10 @@ enum class TileChoice : std::int32_t { auto_select = 0, small = 1, large = 2 };
 /// Everything a GPU plan records beyond PlanImpl's common fields.
 struct GpuPlan {
   std::int32_t device = -1;      ///< device ordinal
+  /// Forward replays a captured graph of its launches where it can (env RNNCORE_GPU_GRAPHS=on;
+  /// src/gpu/host/graph.hpp); 0: every run launches its kernels one by one. (In the padding
+  /// before `target`: the field costs PlanImpl no bytes.)
+  std::int32_t graphs = 0;
   DeviceDescription target;      ///< the device planned for
   Recurrence recurrence = Recurrence::auto_select;
   TileChoice tile = TileChoice::auto_select;

@@ -223,8 +223,12 @@ Status recurrence_of(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerAr
   return Status::internal;
 }
 
+/// A mask site of the argument blocks; an inactive one is all zeros (no seed), so that runs without
+/// masks have the same argument bytes whatever their seed (src/gpu/host/graph.hpp).
 inline MaskSite to_site(const detail::Mask& m) {
   MaskSite s;
+  std::memset(&s, 0, sizeof s);
+  if (!m.active) return s;
   s.seed = m.seed;
   s.site = m.site;
   s.width = m.width;
@@ -458,7 +462,7 @@ inline bool layer_args(const detail::PlanImpl& p, const ForwardArgs& a, const de
   for (int w = 0; w < ls.num_wrappers; ++w) la.residual[w] = ls.wrappers[w].kind == WrapperKind::residual ? 1 : 0;
   la.lengths = arrays.lengths;
   la.row_ids = arrays.row_ids;
-  la.step = run.step;
+  la.step = run.on ? run.step : 0;  // masks only: a run without them has the same bytes at every step
   la.resets = arrays.resets.r;
   la.reset_st = arrays.resets.st;
   la.reset_sb = arrays.resets.sb;
@@ -508,7 +512,8 @@ Status input_projection(L& ln, const detail::PlanImpl& p, const GpuPlan& g, cons
 }
 
 /// The launches of layer `l`, in stream order: input dropout, input projection, initial state,
-/// recurrence, final state, the wrappers' output chain, the inter-layer dropout.
+/// recurrence, final state, the wrappers' output chain, the inter-layer dropout. (A layer without
+/// cell state reports c = 0: forward_prepare zeroes its part of cy.)
 template <class WT, class L>
 Status launch_layer(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const ForwardArgs& a, const LayerArgBlock& host,
                     const LayerArgBlock* dev, bool input_dropped, int l) {
@@ -530,9 +535,6 @@ Status launch_layer(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const Fo
     const std::int64_t items = T * B * ((lp.out + 3) / 4);
     RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_output_chain>(elementwise_dims(g, items, lp.dirs), la, dla, 0));
   }
-  if (a.cy != nullptr && lp.mode != Mode::lstm)  // a layer without cell state reports c = 0
-    RNNCORE_RETURN_IF_ERROR(ln.zero_async(static_cast<unsigned char*>(a.cy) + static_cast<std::size_t>(cell_state_offset(p.stack, a.batch, l, 0)) * sizeof(float),
-                                          static_cast<std::size_t>(lp.dirs * H * B) * sizeof(float)));
   if (T > 0 && host.inter.mask.active) {
     const std::int64_t items = T * B * ((out_w + 3) / 4);
     RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_inter_layer_dropout>(elementwise_dims(g, items, 1), host.inter, &dev->inter, 0));
@@ -628,13 +630,25 @@ Status launch_head(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const End
   return Status::ok;
 }
 
-/// The forward pass as launches on the launcher's stream. Host seq_lengths / row_ids / resets are copied
-/// into the workspace on the stream; then every layer's argument blocks are built on the host and
-/// copied into the workspace at once (where kernels read them from device memory); then each
-/// layer's launches (launch_layer), both directions in each launch.
-template <class WT, class L>
-Status forward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const unsigned char* packed_c, unsigned char* ws,
-                    const ForwardArgs& a) {
+/// What forward_prepare made for forward_launches: the host argument blocks of every layer and of
+/// the ends, and where their device copies are (kernels that read arguments from device memory).
+struct ForwardPrep {
+  LayerArgBlock host[kMaxLayers];
+  bool input_dropped[kMaxLayers] = {};
+  const LayerArgBlock* dev = nullptr;
+  bool ends = false;  ///< an embedding or a head runs
+  EndsArgs ends_host;
+  const EndsArgs* ends_dev = nullptr;
+};
+
+/// The first part of a forward pass: checks the packed buffer, then queues every copy the run
+/// needs — the reserve's header, host seq_lengths / row_ids / resets into the workspace, and every
+/// layer's (and the ends') argument blocks, built on the host, into the workspace at once (where
+/// kernels read them from device memory). What the run's kernels read per call reaches them here,
+/// so a captured graph of forward_launches stays valid when only these contents change.
+template <class L>
+Status forward_prepare(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const unsigned char* packed_c, unsigned char* ws,
+                       const ForwardArgs& a, ForwardPrep* f) {
   auto* packed = const_cast<unsigned char*>(packed_c);  // kernels only read it
   RNNCORE_RETURN_IF_ERROR(check_packed(ln, p, g, packed_c));
   const detail::RunDropout run = detail::run_dropout(p, a);
@@ -646,23 +660,52 @@ Status forward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const un
   RunArrays arrays;
   RNNCORE_RETURN_IF_ERROR(copy_run_arrays(ln, a, run.on, ws, g.ws_lengths, g.ws_row_ids, g.ws_resets, &arrays));
   const int layers = p.stack.num_layers;
-  LayerArgBlock host[kMaxLayers];
-  bool input_dropped[kMaxLayers] = {};
-  for (int l = 0; l < layers; ++l) input_dropped[l] = layer_args(p, a, run, arrays, packed, ws, l, &host[l]);
+  for (int l = 0; l < layers; ++l) f->input_dropped[l] = layer_args(p, a, run, arrays, packed, ws, l, &f->host[l]);
   if (L::kArgsInDeviceMemory && layers > 0)
-    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + g.ws_args, host, sizeof(LayerArgBlock) * static_cast<std::size_t>(layers)));
-  const LayerArgBlock* dev = schedule::at<const LayerArgBlock>(ws, g.ws_args);
-  const bool ends = g.ws_ends_args != 0 && a.batch > 0;  // (T = 0: a last-step head's rows are zeros)
-  const EndsArgs ends_host = ends ? ends_args(p, a, arrays, packed, ws) : EndsArgs();
-  const EndsArgs* ends_dev = schedule::at<const EndsArgs>(ws, g.ws_ends_args);
-  if (ends && L::kArgsInDeviceMemory) RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + g.ws_ends_args, &ends_host, sizeof ends_host));
-  if (ends && p.stack.embedding.vocab_size > 0) {
-    const std::int64_t items = static_cast<std::int64_t>(a.seq_len) * a.batch * p.stack.input_size;
-    RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_embedding_gather>(elementwise_dims(g, items, 1), ends_host.embed, &ends_dev->embed, 0));
+    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + g.ws_args, f->host, sizeof(LayerArgBlock) * static_cast<std::size_t>(layers)));
+  f->dev = schedule::at<const LayerArgBlock>(ws, g.ws_args);
+  f->ends = g.ws_ends_args != 0 && a.batch > 0;  // (T = 0: a last-step head's rows are zeros)
+  if (f->ends) f->ends_host = ends_args(p, a, arrays, packed, ws);
+  else std::memset(&f->ends_host, 0, sizeof f->ends_host);
+  f->ends_dev = schedule::at<const EndsArgs>(ws, g.ws_ends_args);
+  if (f->ends && L::kArgsInDeviceMemory)
+    RNNCORE_RETURN_IF_ERROR(ln.copy_to_device_async(ws + g.ws_ends_args, &f->ends_host, sizeof f->ends_host));
+  // A layer without cell state reports c = 0. No kernel of the run touches that part of cy (nor of
+  // c0, which cy may alias: such a layer has none), so it is zeroed here, before the launches, and
+  // a graph of them bakes no cy address.
+  for (int l = 0; l < layers && a.cy != nullptr; ++l) {
+    const detail::LayerPlan& lp = p.layers[l];
+    if (lp.mode == Mode::lstm) continue;
+    const std::size_t at = static_cast<std::size_t>(cell_state_offset(p.stack, a.batch, l, 0)) * sizeof(float);
+    RNNCORE_RETURN_IF_ERROR(ln.zero_async(static_cast<unsigned char*>(a.cy) + at,
+                                          static_cast<std::size_t>(lp.dirs) * lp.hidden * a.batch * sizeof(float)));
   }
-  for (int l = 0; l < layers; ++l)
-    RNNCORE_RETURN_IF_ERROR(launch_layer<WT>(ln, p, g, a, host[l], &dev[l], input_dropped[l], l));
-  if (ends && p.stack.head.out_features > 0) RNNCORE_RETURN_IF_ERROR(launch_head(ln, p, g, ends_host, ends_dev));
+  return Status::ok;
+}
+
+/// The second part: the run's kernels (and zeroings) in stream order — the embedding's gather,
+/// each layer's launches (launch_layer, both directions in each launch), the head's. No copies:
+/// this is the sequence a graph captures (src/gpu/host/graph.hpp).
+template <class WT, class L>
+Status forward_launches(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const ForwardArgs& a, const ForwardPrep& f) {
+  if (f.ends && p.stack.embedding.vocab_size > 0) {
+    const std::int64_t items = static_cast<std::int64_t>(a.seq_len) * a.batch * p.stack.input_size;
+    RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_embedding_gather>(elementwise_dims(g, items, 1), f.ends_host.embed, &f.ends_dev->embed, 0));
+  }
+  for (int l = 0; l < p.stack.num_layers; ++l)
+    RNNCORE_RETURN_IF_ERROR(launch_layer<WT>(ln, p, g, a, f.host[l], &f.dev[l], f.input_dropped[l], l));
+  if (f.ends && p.stack.head.out_features > 0) RNNCORE_RETURN_IF_ERROR(launch_head(ln, p, g, f.ends_host, f.ends_dev));
+  return Status::ok;
+}
+
+/// The forward pass as launches on the launcher's stream: forward_prepare's copies, then
+/// forward_launches.
+template <class WT, class L>
+Status forward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const unsigned char* packed, unsigned char* ws,
+                    const ForwardArgs& a) {
+  ForwardPrep f;
+  RNNCORE_RETURN_IF_ERROR(forward_prepare(ln, p, g, packed, ws, a, &f));
+  RNNCORE_RETURN_IF_ERROR(forward_launches<WT>(ln, p, g, a, f));
   return ln.finish("forward");
 }
 
