@@ -218,13 +218,16 @@ inline void step_without_tokens(const Int8LstmParams& p, int batch, const std::i
 
 }  // namespace
 
+// (step_without_tokens' two lines written out again: the plan's step compiles as before, to the instruction)
 void int8_lstm_step(const Int8LstmParams& p, int batch, const std::int8_t* x, std::int8_t* h,
                     std::int16_t* c, std::int8_t* scratch) {
+  const bool per_channel = p.x_mult_rows[0] != nullptr, interleaved = int8_panel_layout(p.layout);
   if (p.token_gates) {  // (per tensor: Plan::create refuses a token table with per-channel scales)
-    int8_panel_layout(p.layout) ? step_rows<false, true, true>(p, batch, x, h, c, scratch)
-                                : step_rows<false, false, true>(p, batch, x, h, c, scratch);
+    interleaved ? step_rows<false, true, true>(p, batch, x, h, c, scratch) : step_rows<false, false, true>(p, batch, x, h, c, scratch);
+  } else if (interleaved) {
+    per_channel ? step_rows<true, true, false>(p, batch, x, h, c, scratch) : step_rows<false, true, false>(p, batch, x, h, c, scratch);
   } else {
-    step_without_tokens(p, batch, x, h, c, scratch);
+    per_channel ? step_rows<true, false, false>(p, batch, x, h, c, scratch) : step_rows<false, false, false>(p, batch, x, h, c, scratch);
   }
 }
 
