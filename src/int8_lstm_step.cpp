@@ -203,8 +203,22 @@ RNNCORE_Q8_NOINLINE void step_rows(const Int8LstmParams& p, int batch, const std
   }
 }
 
+// The step of a layer without a token table. int8_lstm_sequence (rnncore/int8.h's run) calls it
+// directly: only a plan makes token tables, so an image that runs its layers through int8.h links
+// neither token-table copy of step_rows (3,792 bytes on a Cortex-M7).
+inline void step_without_tokens(const Int8LstmParams& p, int batch, const std::int8_t* x, std::int8_t* h,
+                                std::int16_t* c, std::int8_t* scratch) {
+  const bool per_channel = p.x_mult_rows[0] != nullptr;
+  if (int8_panel_layout(p.layout)) {
+    per_channel ? step_rows<true, true, false>(p, batch, x, h, c, scratch) : step_rows<false, true, false>(p, batch, x, h, c, scratch);
+  } else {
+    per_channel ? step_rows<true, false, false>(p, batch, x, h, c, scratch) : step_rows<false, false, false>(p, batch, x, h, c, scratch);
+  }
+}
+
 }  // namespace
 
+// (step_without_tokens' two lines written out again: the plan's step compiles as before, to the instruction)
 void int8_lstm_step(const Int8LstmParams& p, int batch, const std::int8_t* x, std::int8_t* h,
                     std::int16_t* c, std::int8_t* scratch) {
   const bool per_channel = p.x_mult_rows[0] != nullptr, interleaved = int8_panel_layout(p.layout);
@@ -227,13 +241,14 @@ Status int8_lstm_sequence(const Int8LstmParams& p, int batch, int seq_len, const
                  "int8_lstm_sequence: the parameters were not prepared (int8_lstm_prepare)");
   RNNCORE_ENSURE(batch >= 0 && seq_len >= 0, Status::invalid_size,
                  "int8_lstm_sequence: batch %d and seq_len %d must be >= 0", batch, seq_len);
+  RNNCORE_ENSURE(!p.token_gates, Status::unsupported, "int8_lstm_sequence: a token table's layer runs in a plan only");
   RNNCORE_ENSURE(scratch_bytes >= int8_lstm_scratch_bytes(p), Status::buffer_too_small,
                  "int8_lstm_sequence: scratch has %zu bytes, needs %zu", scratch_bytes, int8_lstm_scratch_bytes(p));
   const std::size_t H = static_cast<std::size_t>(p.hidden_size), I = static_cast<std::size_t>(p.input_size);
   const std::size_t T = static_cast<std::size_t>(seq_len);
   for (int b = 0; b < batch; ++b) {
     for (std::size_t t = 0; t < T; ++t) {
-      int8_lstm_step(p, 1, x + (b * T + t) * I, h + b * H, c + b * H, scratch);
+      step_without_tokens(p, 1, x + (b * T + t) * I, h + b * H, c + b * H, scratch);
       if (y != nullptr) {
         for (std::size_t j = 0; j < H; ++j) y[(b * T + t) * H + j] = h[b * H + j];
       }

@@ -728,6 +728,13 @@ TEST_CASE("int8 LSTM: an unknown weight layout and misaligned interleaved weight
   std::vector<std::int16_t> cs = c.c0;
   CHECK(int8_lstm_sequence(pr.p, 1, 1, c.x.data(), nullptr, h.data(), cs.data(), scratch.data(), scratch.size()) ==
         Status::buffer_too_small);
+  // A token table's layer (only a plan makes one) is refused: the sequence's step has no token-table copy.
+  Int8LstmParams tokens = pr.p;
+  tokens.token_gates = true;
+  std::vector<std::int8_t> big(int8_lstm_scratch_bytes(pr.p));
+  CHECK(int8_lstm_sequence(tokens, 1, 1, c.x.data(), nullptr, h.data(), cs.data(), big.data(), big.size()) ==
+        Status::unsupported);
+  CHECK(std::string(last_error_detail()).find("token table") != std::string::npos);
 }
 
 TEST_CASE("int8 ADD and MUL equal LiteRT's (XNNPACK) on every pair of operands") {

@@ -193,7 +193,8 @@ const std::int16_t* int8_cell_tanh_centre(int integer_bits);
 #endif
 
 /// A whole sequence, batch-major like the TFLite op (time_major false): x [batch, T, I],
-/// y [batch, T, H] (or null), h [batch, H] and c [batch, H] carry the state in and out.
+/// y [batch, T, H] (or null), h [batch, H] and c [batch, H] carry the state in and out. Not for a
+/// token table's layer (Status::unsupported): it links the step without the token-table copies.
 Status int8_lstm_sequence(const Int8LstmParams& p, int batch, int seq_len, const std::int8_t* x,
                           std::int8_t* y, std::int8_t* h, std::int16_t* c, std::int8_t* scratch,
                           std::size_t scratch_bytes);
