@@ -65,10 +65,10 @@ lib "$BUILD"
 [[ " $BUILDS " != *" signed "* ]] || lib "$BUILD_SIGNED" -Dint8_activation_tables=signed -Dint8_cell_tanh_bits=0 -Dint8_reciprocal_table=false
 
 objs=$WORK/objs-count
-for f in console.c mps2/startup.c mps2/semihosting.c; do
+for f in console.c mps2/startup.c mps2/semihosting.c; do  # (the console's line 16 bytes, as run.sh's)
   [ -f "$objs/$(basename "${f%.c}").o" ] ||
     nice -n "$NICE" arm-none-eabi-gcc "${CPU[@]}" -std=c99 -Os -ffunction-sections -I"$REPO/include" -I"$FW" \
-      -c "$FW/$f" -o "$objs/$(basename "${f%.c}").o"
+      -DCONSOLE_LINE_BYTES=16 -c "$FW/$f" -o "$objs/$(basename "${f%.c}").o"
 done
 
 # CMSIS-NN: the LSTM's and the fully connected layer's sources, at -O2 or -Os.

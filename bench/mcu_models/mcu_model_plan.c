@@ -20,6 +20,8 @@
  * Checks: mcu_model.c's (model_checks.h): every sequence of the sample equal to LiteRT's bit for
  * bit; a unidirectional model also streamed one step per call (the state in the caller's h and c,
  * carried through h0 / hy and c0 / cy); with MODEL_STATE_HEADER a run from a non-zero initial state.
+ * The image's static RAM besides the workspace is the harness's: the console's line buffer (run.sh
+ * builds it with 16 bytes) and one sequence's output, which the streamed state shares.
  * MODEL_COUNT_REPS=N: N inferences and nothing else checked (count.sh). Prints PASS and the memory,
  * exits 0; or FAIL, exits 1. C99. */
 #include <stdint.h>
@@ -78,11 +80,22 @@ static const rnncore_plan g_plan = {{MODEL_PLAN_INIT}};
 static rnncore_plan g_plan;
 #endif
 static uint8_t g_ws[WORKSPACE_BYTES] __attribute__((aligned(64)));
+#if IS_BIDI
 static int8_t g_y[U(RETURN_SEQUENCES) ? T * OUT : OUT]; /* one sequence's output */
-#if !IS_BIDI
+#else
+/* One sequence's output, and the streamed state: the streaming check (a step's output in its own
+ * y_t) runs after the whole-sequence ones and before the one from a state, so the two share bytes. */
 #define H U(L0_HIDDEN_SIZE)
-static int8_t g_h[H]; /* the streamed state */
-static int16_t g_c[H];
+static union {
+  int8_t y[U(RETURN_SEQUENCES) ? T * OUT : OUT];
+  struct {
+    int16_t c[H];
+    int8_t h[H];
+  } state;
+} g_io;
+#define g_y g_io.y
+#define g_h g_io.state.h
+#define g_c g_io.state.c
 #endif
 
 #ifdef MODEL_SIZES_ONLY

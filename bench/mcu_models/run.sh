@@ -82,9 +82,10 @@ print(o["max_layers"], int(t == "true" or (t == "auto" and o["profile"] != "firm
   read -r -a CPU <<<"$(cpu_flags "$target")"
   objs=$WORK/objs-$target
   mkdir -p "$objs"
+  # (the console's line buffer 16 bytes, written out in parts: the images' RAM without a console's)
   for f in console.c mps2/startup.c mps2/semihosting.c; do
     nice -n "$NICE" arm-none-eabi-gcc "${CPU[@]}" -std=c99 -Os -ffunction-sections -I"$REPO/include" -I"$FW" "${DEFS[@]}" \
-      -c "$FW/$f" -o "$objs/$(basename "${f%.c}").o"
+      -DCONSOLE_LINE_BYTES=16 -c "$FW/$f" -o "$objs/$(basename "${f%.c}").o"
   done
   link() {  # image objects...
     local out=$1

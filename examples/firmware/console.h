@@ -5,7 +5,7 @@
 
 #include "rnncore/rnncore.h"
 
-/** Appends text to the current line (truncated at 159 characters). */
+/** Appends text to the current line (written out in parts when longer than the buffer). */
 void put(const char* s);
 /** Appends v in decimal, right-aligned in `width` characters (0: no padding). */
 void put_uint_w(unsigned long v, int width);
