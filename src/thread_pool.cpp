@@ -178,12 +178,7 @@ void pool_run(ThreadPool* face, int threads, PoolTask fn, void* context) {
   pthread_cond_broadcast(&pool->wake);
   pthread_mutex_unlock(&pool->mutex);
   fn(context, 0);
-  // As the barrier: spin, then yield, so that a worker which lost its core (to another library's
-  // spinning threads, or an oversubscribed machine) gets one back sooner.
-  for (unsigned spins = 0; pool->pending.load(std::memory_order_acquire) != 0; ++spins) {
-    cpu_relax();
-    if (spins > 4096) sched_yield();
-  }
+  while (pool->pending.load(std::memory_order_acquire) != 0) cpu_relax();
 }
 
 SpinBarrier* pool_barrier(ThreadPool* face, int which) { return &face->impl()->barriers[which]; }
