@@ -84,7 +84,8 @@ def _warn_if_cores_contended(threads):
     _contention_warned = True
     warnings.warn(f"rnncore.torch: threads={threads} beside torch's {torch_threads} OpenMP threads on {cores} cores: "
                   "torch's workers spin for milliseconds after each torch op and take cores from rnncore's pool. "
-                  "Start Python with OMP_WAIT_POLICY=PASSIVE (or give the module fewer threads); docs/python.md",
+                  "Give the module fewer threads, or try OMP_WAIT_POLICY=PASSIVE at Python's start where it does "
+                  "not slow torch's own ops (docs/python.md)",
                   RuntimeWarning, stacklevel=4)
 
 
