@@ -3,12 +3,19 @@ backward), LSTM and GRU, as ratios. A benchmark, never a test.
 
     python python/bench/torch_compare.py                   # H 256/512, B 1/16/64, T 50, threads 1/2
     python python/bench/torch_compare.py --hidden 256 --batch 1 16 --threads 1 --repeat 5
+    OMP_WAIT_POLICY=PASSIVE python python/bench/torch_compare.py --threads 2   # torch's workers sleep at once
 
 Both sides get the same weights and inputs; torch.set_num_threads and the module's `threads` are set
 alike. Prints the median time of `--repeat` runs of each, alternating, after one warm-up, and
 torch.nn / rnncore; first the kernel, the load average and the per-call cost of a small module
 (LSTM(1, 1) and LSTM(32, 32), T = B = 1), wall-clock and this thread's CPU time, through the kernel
 path in use (rnncore.torch.kernel_path()) and, with the C ABI, through torch's Python API beside it.
+
+Rows on more than one thread are measured twice: with a pause of --gap-ms before each library's turn
+(torch's OpenMP workers keep spinning for a while after each torch op, and on a machine with few
+cores they take the cores from rnncore's pool, and rnncore's workers from torch's: the gap measures
+each library on its own), then back to back ("in program": what a training loop that mixes torch
+ops with rnncore.torch's calls sees). The header names the OpenMP wait settings in force.
 """
 
 import argparse
@@ -22,21 +29,23 @@ import rnncore
 import rnncore.torch as rt
 
 
-def timed(fns, repeat):
+def timed(fns, repeat, gap=0.0):
     """The median time of each of `fns`, run in turn `repeat` times after one warm-up each (alternating, so
-    that a shared machine's load falls on both sides alike)."""
+    that a shared machine's load falls on both sides alike), each after a pause of `gap` seconds."""
     for fn in fns:
         fn()
     times = [[] for _ in fns]
     for _ in range(repeat):
         for fn, ts in zip(fns, times):
+            if gap > 0:
+                time.sleep(gap)
             t = time.perf_counter()
             fn()
             ts.append(time.perf_counter() - t)
     return [statistics.median(ts) for ts in times]
 
 
-def case(kind, hidden, batch, seq, threads, repeat):
+def case(kind, hidden, batch, seq, threads, repeat, gap_ms):
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     ref = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[kind](hidden, hidden)
@@ -52,11 +61,13 @@ def case(kind, hidden, batch, seq, threads, repeat):
             else:
                 y, _ = m(x.requires_grad_())
                 y.sum().backward()
-        t_ref, t_ours = timed([lambda: run(ref), lambda: run(ours)], repeat)
-        rows.append((what, t_ref, t_ours))
-    for what, t_ref, t_ours in rows:
+        fns = [lambda: run(ref), lambda: run(ours)]
+        if threads > 1 and gap_ms > 0:
+            rows.append((what, *timed(fns, repeat, gap_ms / 1e3), f"  gap {gap_ms:g} ms"))
+        rows.append((what, *timed(fns, repeat), "  in program" if threads > 1 else ""))
+    for what, t_ref, t_ours, note in rows:
         print(f"{kind:4} H={hidden:4} B={batch:3} T={seq} threads={threads}  {what:10}  torch.nn {t_ref * 1e3:8.2f} ms"
-              f"  rnncore {t_ours * 1e3:8.2f} ms  ratio {t_ref / t_ours:5.2f}", flush=True)
+              f"  rnncore {t_ours * 1e3:8.2f} ms  ratio {t_ref / t_ours:5.2f}{note}", flush=True)
 
 
 def per_call(fns, repeat, calls=1000, paths=None):
@@ -131,16 +142,20 @@ def main():
     p.add_argument("--seq", type=int, default=50)
     p.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--gap-ms", type=float, default=20.0,
+                   help="pause before each library's turn in the rows on more than one thread, which are then "
+                        "also measured back to back ('in program'); 0: back to back only")
     a = p.parse_args()
     info = rnncore.info()
     print(f"rnncore {info['version']}, kernel {info['kernels']['f32']}; torch {torch.__version__}; load average "
-          f"{' '.join(f'{v:.1f}' for v in os.getloadavg())}")
+          f"{' '.join(f'{v:.1f}' for v in os.getloadavg())}; OpenMP wait: OMP_WAIT_POLICY="
+          f"{os.environ.get('OMP_WAIT_POLICY', '(unset)')}, GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', '(unset)')}")
     overhead(a.repeat)
     for kind in a.kind:
         for h in a.hidden:
             for b in a.batch:
                 for n in a.threads:
-                    case(kind, h, b, a.seq, n, a.repeat)
+                    case(kind, h, b, a.seq, n, a.repeat, a.gap_ms)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import math
 import operator
 import os
 import threading
+import warnings
 import weakref
 from typing import Optional
 
@@ -65,6 +66,30 @@ def kernel_path() -> str:
     """How the runs read their tensors and make their outputs: "stable-abi" (libtorch's stable C ABI,
     torch >= 2.15) or "python-api" (attributes and torch.empty through torch's Python API)."""
     return "stable-abi" if _abi else "python-api"
+
+def _warn_if_cores_contended(threads):
+    """Warns once when a module on `threads` threads would share the cores with torch's OpenMP workers
+    while they spin after each torch op (docs/python.md, "threads= above 1 inside a torch program"):
+    torch's intra-op threads and the module's together outnumber this process's cores, and neither
+    OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set (libgomp reads them when torch is loaded)."""
+    global _contention_warned
+    if threads <= 1 or _contention_warned or "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    torch_threads = torch.get_num_threads()
+    if torch_threads <= 1 or threads + torch_threads - 1 <= cores:
+        return
+    if "parallel backend: OpenMP" not in torch.__config__.parallel_info():
+        return
+    _contention_warned = True
+    warnings.warn(f"rnncore.torch: threads={threads} beside torch's {torch_threads} OpenMP threads on {cores} cores: "
+                  "torch's workers spin for milliseconds after each torch op and take cores from rnncore's pool. "
+                  "Give the module fewer threads, or try OMP_WAIT_POLICY=PASSIVE at Python's start where it does "
+                  "not slow torch's own ops (docs/python.md)",
+                  RuntimeWarning, stacklevel=4)
+
+
+_contention_warned = False
 
 # ---- the nets behind the ops: one per module, found by the op's `spec` string ----
 
@@ -272,6 +297,7 @@ class _RNNBase(nn.Module):
             raise ArgumentError(f"dtype {dtype}: expected torch.float32 or torch.float64")
         if not isinstance(dropout, (int, float)) or not 0 <= dropout < 1 or isinstance(dropout, bool):
             raise ArgumentError(f"dropout {dropout}: expected a probability in [0, 1)")
+        _warn_if_cores_contended(threads)
         self.mode = mode
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)

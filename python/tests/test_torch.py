@@ -1,7 +1,9 @@
 """rnncore.torch against torch.nn: forward, every gradient, PackedSequence, opcheck, torch.compile,
 dropout from (seed, step), bad inputs."""
 
+import os
 import random
+import warnings
 
 import numpy as np
 import pytest
@@ -549,3 +551,26 @@ def test_stack_compiles_without_graph_breaks():
 def test_stack_needs_an_input_size():
     with pytest.raises(rnncore.ArgumentError, match="input_size"):
         rt.Stack({"layers": [{"mode": "lstm", "hidden_size": 4}]})
+
+
+def test_threads_beside_spinning_openmp_workers_warn_once(monkeypatch):
+    # More threads than cores between torch's OpenMP workers and the module's: one RuntimeWarning that
+    # names the fix; none with OMP_WAIT_POLICY set, with threads=1, or a second time.
+    if "parallel backend: OpenMP" not in torch.__config__.parallel_info():
+        pytest.skip("torch without OpenMP")
+    cores = len(os.sched_getaffinity(0))
+    for var in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: cores)
+    monkeypatch.setattr(rt, "_contention_warned", False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rt.LSTM(3, 4, threads=1)
+    with pytest.warns(RuntimeWarning, match="fewer threads, or try OMP_WAIT_POLICY=PASSIVE"):
+        rt.GRU(3, 4, threads=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rt.GRU(3, 4, threads=2)  # once
+        monkeypatch.setattr(rt, "_contention_warned", False)
+        monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+        rt.LSTM(3, 4, threads=2)
