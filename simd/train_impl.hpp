@@ -19,10 +19,11 @@ constexpr int kMatmulNc = 512;  // N block: columns of B per pass (kKc × kNc fl
 static_assert(kMatmulScratchFloats >= kMatmulKc * kMatmulNc + kMatmulKc * 8, "matmul scratch too small");
 
 // A transposed A (dpreᵀ, rows G·H or more floats apart) is read in place by blocks of at most this
-// many columns (four 6 × 4 tiles' panels on AVX-512) and packed for wider ones: in place, each panel
-// a tile passes reads its kc rows from kc pages again; packed, once (measured on Zen 5: in place
-// 5–20 % faster at N = H ≤ 256, packed 3–7 % faster at N = 512).
-constexpr int kMatmulDirectTransposedNc = 256;
+// many register tiles' columns (4: 256 columns with the 6 × 4 AVX-512 tile, 64 with the 6 × 2 AVX2
+// one) and packed for wider ones: in place, each tile a block passes reads its kc rows from kc pages
+// again; packed, once. Measured on Zen 5: AVX-512 in place 5–20 % faster at N = H ≤ 256, packed 3–7 %
+// faster at N = 512; AVX2 at N = 256 (16 tiles) in place made a GRU's backward 28–34 % slower.
+constexpr int kMatmulDirectTransposedTiles = 4;
 
 // A B packed per call (not by pack_b) for a row-major A and N ≤ kMatmulNc / 2 (the backward's dx
 // = dpre · W, M = T·B, N = H): blocks twice as deep and half as wide, the same floats. A C of
@@ -260,7 +261,7 @@ void matmul(const MatmulArgs& g) {
         std::int64_t a_m = g.a_m, a_k = g.a_k;
         // A is read in place against a packed B when its rows are contiguous, or its columns in a
         // narrow block.
-        const bool direct = bp != nullptr && mr > 1 && (a_k == 1 || (a_m == 1 && nc <= kMatmulDirectTransposedNc));
+        const bool direct = bp != nullptr && mr > 1 && (a_k == 1 || (a_m == 1 && nc <= kMatmulDirectTransposedTiles * NR * V));
         if (g.scratch != nullptr && mr > 1 && !direct) {  // one row (batch 1) is read in place: packing would pad it to MR
           pack_a<MR>(a, a_m, a_k, mr, kc, a_tile);
           a = a_tile, a_m = 1, a_k = MR;
