@@ -51,7 +51,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SUITES = ("goals", "graphs", "deepbench", "flashrnn", "stack")
+SUITES = ("goals", "graphs", "flashrnn", "stack", "deepbench")
 DTYPES = ("f32", "tf32", "bf16", "f16")
 
 
