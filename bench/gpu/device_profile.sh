@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The second device call after the kit (bench/results/README.md, "GPU: the device kit"): where the
+# time goes, for the next kernel work. Uses the same kit (build-kit/: rnncore) and writes to OUTDIR:
+#   map.txt     `rnncore bench --backend gpu` for LSTM H = 512 over batch, recurrence kernel
+#               (RNNCORE_GPU_RECURRENCE=auto|persistent|tiled) and weights (f32; f16 on the matrix
+#               units), T = 1 / 20 / 100 / 400 at B = 1 (the fixed and the per-step cost), and a long
+#               run at B = 64 (whether short runs are slowed by clocks still rising)
+#   ncu.txt     Nsight Compute, per kernel: duration, grid and block, registers, shared memory,
+#               throughputs, occupancy, DRAM and L2 bytes, for the forwards above (T = 20) and one
+#               training step; then the warp-state (stall) sections of the persistent and per-step
+#               kernels
+#   cudnn.txt   PyTorch's profiler on nn.LSTM (cuDNN) for the same shapes: its kernels, calls and time
+# Every part is time-boxed; the whole run ends inside RNNCORE_PROFILE_BUDGET_S (default 240 s).
+#
+# usage: bench/gpu/device_profile.sh [--kit DIR] OUTDIR
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+kit="$root/build-kit"
+if [ "${1:-}" = "--kit" ]; then kit=$(cd "$2" && pwd); shift 2; fi
+if [ $# -ne 1 ]; then echo "usage: bench/gpu/device_profile.sh [--kit DIR] OUTDIR" >&2; exit 2; fi
+mkdir -p "$1" && out=$(cd "$1" && pwd)
+rnn="$kit/rnncore"
+[ -x "$rnn" ] || { echo "device_profile: $rnn is missing: run bench/gpu/prepare_kit.sh (and carry it)" >&2; exit 2; }
+export PATH="$PATH:/usr/local/cuda/bin" PYTHONUNBUFFERED=1
+start=$(date +%s)
+deadline=$((start + ${RNNCORE_PROFILE_BUDGET_S:-240}))
+left() { local l=$((deadline - $(date +%s))); echo $((l > 5 ? l : 5)); }
+lim() { local l; l=$(left); echo $((l < $1 ? l : $1)); }
+
+# ------------------------------------------------------------------------------------ the map
+bench() {  # bench ENV... -- ARGS...: one rnncore bench line, LSTM H = I = 512
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  echo "\$ ${envs[*]} rnncore bench $*"
+  env "${envs[@]}" timeout "$(lim 30)" "$rnn" bench --backend gpu --mode lstm --input 512 --hidden 512 "$@" 2>&1 |
+    grep -E "median_ms|kernel|error|gpu_graph" | head -n 4
+}
+{
+  echo "# rnncore bench --backend gpu, LSTM I = H = 512, median of --reps (ms for the whole sequence)"
+  for w in "--dtype f32" "--dtype f16 --gpu-half-math"; do
+    for b in 1 16 64; do
+      for r in auto persistent tiled; do
+        bench RNNCORE_GPU_RECURRENCE=$r -- $w --batch $b --seq 100 --reps 20
+      done
+    done
+  done
+  for t in 1 20 400; do bench RNNCORE_GPU_RECURRENCE=auto -- --dtype f32 --batch 1 --seq $t --reps 20; done
+  bench RNNCORE_GPU_RECURRENCE=auto -- --dtype f32 --batch 64 --seq 100 --reps 200
+  bench RNNCORE_GPU_RECURRENCE=auto -- --dtype f32 --batch 64 --seq 100 --reps 20 --backward
+} >"$out/map.txt" 2>&1
+echo "device_profile: map.txt ($(($(date +%s) - start)) s)"
+
+# ------------------------------------------------------------------------------------ ncu
+ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -n 1)
+metrics=gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread
+metrics=$metrics,launch__shared_mem_per_block_dynamic,sm__throughput.avg.pct_of_peak_sustained_elapsed
+metrics=$metrics,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed
+metrics=$metrics,sm__warps_active.avg.pct_of_peak_sustained_active,dram__bytes_read.sum,lts__t_bytes.sum
+prof() {  # prof TITLE ENV... -- ARGS...
+  local title=$1 envs=()
+  shift
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  echo; echo "## $title"; echo "\$ ${envs[*]} ncu ... rnncore bench $*"
+  env "${envs[@]}" timeout "$(lim 40)" "$ncu" --clock-control none --print-summary per-kernel --metrics "$metrics" \
+    "$rnn" bench --backend gpu --mode lstm --input 512 --hidden 512 --reps 1 "$@" 2>&1 | grep -v "^==PROF==" | tail -n 120
+}
+{
+  if [ -z "$ncu" ]; then
+    echo "ncu not found"
+  else
+    "$ncu" --version
+    prof "f32 B=1 auto (persistent)" RNNCORE_GPU_RECURRENCE=auto -- --dtype f32 --batch 1 --seq 20
+    prof "f32 B=16 auto" RNNCORE_GPU_RECURRENCE=auto -- --dtype f32 --batch 16 --seq 20
+    prof "f32 B=64 auto (per step)" RNNCORE_GPU_RECURRENCE=auto -- --dtype f32 --batch 64 --seq 20
+    prof "f16 half math B=16 auto" RNNCORE_GPU_RECURRENCE=auto -- --dtype f16 --gpu-half-math --batch 16 --seq 20
+    prof "f16 half math B=64 auto" RNNCORE_GPU_RECURRENCE=auto -- --dtype f16 --gpu-half-math --batch 64 --seq 20
+    prof "f32 B=64 training step" RNNCORE_GPU_RECURRENCE=auto -- --dtype f32 --batch 64 --seq 10 --backward
+    for k in "recurrence_persistent:--batch 1" "step_tiled:--batch 64"; do
+      echo; echo "## warp states: kernels matching ${k%%:*}, ${k#*:}"
+      timeout "$(lim 40)" "$ncu" --clock-control none -k "regex:${k%%:*}" --launch-skip 2 --launch-count 1 \
+        --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy \
+        "$rnn" bench --backend gpu --mode lstm --input 512 --hidden 512 --reps 1 --seq 20 --dtype f32 ${k#*:} 2>&1 |
+        grep -v "^==PROF==" | tail -n 90
+    done
+  fi
+} >"$out/ncu.txt" 2>&1
+echo "device_profile: ncu.txt ($(($(date +%s) - start)) s)"
+
+# ------------------------------------------------------------------------------------ cuDNN
+timeout "$(lim 60)" python3 - >"$out/cudnn.txt" 2>&1 <<'EOF'
+import torch
+from torch.profiler import profile, ProfilerActivity
+torch.backends.cudnn.allow_tf32 = False
+torch.backends.cuda.matmul.allow_tf32 = False
+print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version(), torch.cuda.get_device_name(0))
+for dtype in (torch.float32, torch.float16):
+    for B in (1, 16, 64):
+        rnn = torch.nn.LSTM(512, 512).to(device="cuda", dtype=dtype)
+        x = torch.randn(100, B, 512, device="cuda", dtype=dtype)
+        with torch.no_grad():
+            for _ in range(5):
+                rnn(x)
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as p:
+                for _ in range(10):
+                    rnn(x)
+                torch.cuda.synchronize()
+        print(f"\n## nn.LSTM 512, T=100, B={B}, {dtype}: 10 forwards")
+        print(p.key_averages().table(sort_by="cuda_time_total", row_limit=8, max_name_column_width=90))
+EOF
+echo "device_profile: cudnn.txt ($(($(date +%s) - start)) s)"
+echo "device_profile: total $(($(date +%s) - start)) s; files: $(ls "$out" | tr '\n' ' ')"
