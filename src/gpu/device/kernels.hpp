@@ -49,6 +49,30 @@ RNNCORE_HD inline int imin(int a, int b) { return a < b ? a : b; }
 // Loops over the (up to) 4 units of a group run to 4 with a guard, `for (j < 4) if (j < n)`, so
 // that compilers unroll them and per-unit arrays stay in registers.
 
+/// Copies elements 0..count-1 from global to shared memory, spread over the block's threads, in
+/// rounds of up to L elements per thread: a round issues all its loads (`load(e)`) before its first
+/// store (`store(e, v)`), so a thread waits for one memory round trip per round instead of one per
+/// element. Every kernel's staging goes through it: written as load-then-store per element, the
+/// H200 waited out one L2 round trip per element (the persistent kernel at B = 16 spent 14 of its 20
+/// us a step staging h; docs/gpu.md, "The first device run").
+template <int L, class Load, class Store>
+RNNCORE_HD RNNCORE_GPU_INLINE void stage_rounds(int tid, int threads, int count, Load load, Store store) {
+  using V = decltype(load(0));
+  for (int base = tid; base < count; base += L * threads) {
+    V v[L];
+    RNNCORE_GPU_UNROLL
+    for (int j = 0; j < L; ++j) {
+      const int e = base + j * threads;
+      v[j] = e < count ? load(e) : V{};
+    }
+    RNNCORE_GPU_UNROLL
+    for (int j = 0; j < L; ++j) {
+      const int e = base + j * threads;
+      if (e < count) store(e, v[j]);
+    }
+  }
+}
+
 /// Kernel names (host side: launch errors and test logs name the kernel), indexed by CellId.
 constexpr const char* kStepNames[] = {"f32_lstm_step_tiled", "f32_gru_step_tiled", "f32_gru_reset_before_step_tiled",
                                       "f32_rnn_tanh_step_tiled", "f32_rnn_relu_step_tiled"};
@@ -746,17 +770,26 @@ struct f32_rnn_proj_gemm_tiled {
       }
       for (int k0 = 0; k0 < K; k0 += kBK) {
         // Loads walk k fastest: consecutive threads read consecutive addresses of a row.
+        float xv[kLoadsA];  // all loads first, then the stores (see stage_rounds)
         RNNCORE_GPU_UNROLL
         for (int i = 0; i < kLoadsA; ++i) {
-          const int e = tid + i * kThreads, r = e / kBK, kk = e % kBK, k = k0 + kk;
-          As[kk * kBM + r] = xrow[i] != nullptr && k < K ? xrow[i][k] : 0.0f;
+          const int k = k0 + (tid + i * kThreads) % kBK;
+          xv[i] = xrow[i] != nullptr && k < K ? xrow[i][k] : 0.0f;
         }
-        for (int e = tid; e < kBN * kBK; e += kThreads) {
-          const int c = e / kBK, kk = e % kBK;
-          const int64_t n = n0 + c;
-          const int k = k0 + kk;
-          Bs[kk * kBN + c] = n < N && k < K ? to_float(static_cast<const WT*>(d.w)[n * a.in_pad + k]) : 0.0f;
+        RNNCORE_GPU_UNROLL
+        for (int i = 0; i < kLoadsA; ++i) {
+          const int e = tid + i * kThreads;
+          As[(e % kBK) * kBM + e / kBK] = xv[i];
         }
+        stage_rounds<kBN * kBK / kThreads>(
+            tid, kThreads, kBN * kBK,
+            [&](int e) {
+              const int c = e / kBK, kk = e % kBK;
+              const int64_t n = n0 + c;
+              const int k = k0 + kk;
+              return n < N && k < K ? to_float(static_cast<const WT*>(d.w)[n * a.in_pad + k]) : 0.0f;
+            },
+            [&](int e, float v) { Bs[(e % kBK) * kBN + e / kBK] = v; });
         ex.sync();
         tile_mac_4x4(As, kBM, Bs, kBN, imin(kBK, K - k0), ty, tx, acc);
         ex.sync();
@@ -813,10 +846,22 @@ struct rnn_proj_gemm_mma_64x64 {
     const int64_t N = static_cast<int64_t>(a.gates) * a.hidden;
     const int K = a.in_size, r = ex.tx() % kBM, len = kBK / (ex.bdx() / kBM), kb = k0 + (ex.tx() / kBM) * len;
     const WT* wr = n < N ? static_cast<const WT*>(d.w) + n * a.in_pad : nullptr;
-    for (int j = 0; j < len; ++j) {
+    // All loads first, then the stores (see stage_rounds); len is kBK / 2 with warps of 32 and
+    // kBK / 4 with warps of 64.
+    Bits xv[kBK / 2], wv[kBK / 2];
+    RNNCORE_GPU_UNROLL
+    for (int j = 0; j < kBK / 2; ++j) {
       const int k = kb + j;
-      as[r * kLd + k - k0] = xo >= 0 && k < K ? Op::of_x(d.x[xo + k]) : Bits{0};
-      bs[r * kLd + k - k0] = wr != nullptr && k < K ? Op::of_weight(wr[k]) : Bits{0};
+      const bool in = j < len && k < K;
+      xv[j] = in && xo >= 0 ? Op::of_x(d.x[xo + k]) : Bits{0};
+      wv[j] = in && wr != nullptr ? Op::of_weight(wr[k]) : Bits{0};
+    }
+    RNNCORE_GPU_UNROLL
+    for (int j = 0; j < kBK / 2; ++j) {
+      if (j < len) {
+        as[r * kLd + kb + j - k0] = xv[j];
+        bs[r * kLd + kb + j - k0] = wv[j];
+      }
     }
   }
 
@@ -1194,17 +1239,23 @@ struct f32_rnn_step_tiled {
         for (int g = 0; g < NG; ++g)
           for (int j = 0; j < 4; ++j) acc[i][g][j] = 0.0f;
       for (int64_t k0 = 0; k0 < Hs; k0 += BK) {
-        for (int e = tid; e < BM * BK; e += Tile::kThreads) {
-          const int r = e / BK, kk = e % BK, b = b0 + r;
-          const int64_t k = k0 + kk;
-          hs[kk * BM + r] = b < B && k < Hs ? op[b * Hs + k] : 0.0f;
-        }
-        for (int e = tid; e < NC * BK; e += Tile::kThreads) {
-          const int c = e / BK, kk = e % BK, g = c / BU, u = u0 + c % BU;
-          const int64_t k = k0 + kk;
-          rs[kk * NC + c] =
-              u < H && k < Hs ? to_float(static_cast<const WT*>(d.r)[(static_cast<int64_t>(G0 + g) * H + u) * Hs + k]) : 0.0f;
-        }
+        stage_rounds<(BM * BK + Tile::kThreads - 1) / Tile::kThreads>(
+            tid, Tile::kThreads, BM * BK,
+            [&](int e) {
+              const int r = e / BK, kk = e % BK, b = b0 + r;
+              const int64_t k = k0 + kk;
+              return b < B && k < Hs ? op[b * Hs + k] : 0.0f;
+            },
+            [&](int e, float v) { hs[(e % BK) * BM + e / BK] = v; });
+        stage_rounds<(NC * BK + Tile::kThreads - 1) / Tile::kThreads>(
+            tid, Tile::kThreads, NC * BK,
+            [&](int e) {
+              const int c = e / BK, kk = e % BK, g = c / BU, u = u0 + c % BU;
+              const int64_t k = k0 + kk;
+              return u < H && k < Hs ? to_float(static_cast<const WT*>(d.r)[(static_cast<int64_t>(G0 + g) * H + u) * Hs + k])
+                                     : 0.0f;
+            },
+            [&](int e, float v) { rs[(e % BK) * NC + e / BK] = v; });
         ex.sync();
         for (int kk = ks; kk < BK; kk += KS) {
           float hv[TM];
@@ -1300,6 +1351,10 @@ struct rnn_step_mma_16x16 {
   /// fragment load start in different banks (as the projection GEMM's).
   static constexpr int kLd = kBK + 16 / static_cast<int>(sizeof(Bits));
   static constexpr int kMaxThreads = NG * 64;  ///< NG warps of 64 (AMD); NVIDIA launches NG · 32
+  /// Loads per thread and round of the staging (stage_rounds): a chunk's h rows take 4-16 a thread
+  /// on warps of 32, R's rows 16. (16 spilled at the one- and two-gate instances' 56 registers, 8 at
+  /// the one-gate instances' 40 on sm_80: ptxas gets no occupancy hint for this kernel.)
+  static constexpr int kStageLoads = NG == 1 ? 4 : 8;
   static_assert(NG >= 1 && NG <= 4, "a cell has at most 4 gates");
   /// Staged h̃ [16][kLd] and R [NG·16][kLd], or (after the k loop, in the same bytes) the
   /// accumulators [NG][16 rows][16 units] in f32.
@@ -1316,16 +1371,22 @@ struct rnn_step_mma_16x16 {
   RNNCORE_HD static void stage(const Exec& ex, const Args& a, const DirArgs& d, const float* op, int b0, int u0, int k0,
                                Bits* hs, Bits* rs) {
     const int hs_len = a.hidden_stride;
-    for (int e = ex.tx(); e < kMmaDim * kBK; e += ex.bdx()) {
-      const int r = e / kBK, kk = e % kBK, b = b0 + r, k = k0 + kk;
-      hs[r * kLd + kk] = b < a.batch && k < hs_len ? Op::of_x(op[static_cast<int64_t>(b) * hs_len + k]) : Bits{0};
-    }
+    stage_rounds<kStageLoads>(
+        ex.tx(), ex.bdx(), kMmaDim * kBK,
+        [&](int e) {
+          const int r = e / kBK, kk = e % kBK, b = b0 + r, k = k0 + kk;
+          return b < a.batch && k < hs_len ? Op::of_x(op[static_cast<int64_t>(b) * hs_len + k]) : Bits{0};
+        },
+        [&](int e, Bits v) { hs[(e / kBK) * kLd + e % kBK] = v; });
     const WT* R = static_cast<const WT*>(d.r);
-    for (int e = ex.tx(); e < NG * kMmaDim * kBK; e += ex.bdx()) {
-      const int n = e / kBK, kk = e % kBK, g = n / kMmaDim, u = u0 + n % kMmaDim, k = k0 + kk;
-      rs[n * kLd + kk] =
-          u < a.hidden && k < hs_len ? Op::of_weight(R[(static_cast<int64_t>(G0 + g) * a.hidden + u) * hs_len + k]) : Bits{0};
-    }
+    stage_rounds<kStageLoads>(
+        ex.tx(), ex.bdx(), NG * kMmaDim * kBK,
+        [&](int e) {
+          const int n = e / kBK, kk = e % kBK, g = n / kMmaDim, u = u0 + n % kMmaDim, k = k0 + kk;
+          return u < a.hidden && k < hs_len ? Op::of_weight(R[(static_cast<int64_t>(G0 + g) * a.hidden + u) * hs_len + k])
+                                            : Bits{0};
+        },
+        [&](int e, Bits v) { rs[(e / kBK) * kLd + e % kBK] = v; });
   }
 
   template <class Exec>
@@ -1433,8 +1494,9 @@ struct f32_rnn_recurrence_persistent {
   /// Stages op [B][Hs] (written by other blocks before the last grid barrier) in shared memory.
   template <class Exec>
   RNNCORE_HD static void stage(const Exec& ex, const float* op, float* st, int batch, int64_t Hs) {
-    const int64_t total = batch * Hs;
-    for (int64_t i = ex.tx(); i < total; i += ex.bdx()) st[i] = ex.load_coherent(op + i);
+    // (batch · Hs fits in shared memory, so int indices)
+    stage_rounds<16>(ex.tx(), ex.bdx(), batch * static_cast<int>(Hs), [&](int i) { return ex.load_coherent(op + i); },
+                     [&](int i, float v) { st[i] = v; });
   }
 
   /// The cell epilogue of this block's units for gates [g0, g0 + ng) of `pre`.
@@ -1464,11 +1526,14 @@ struct f32_rnn_recurrence_persistent {
     // The slice fits in shared memory, so 32-bit indices (a 64-bit division is a long software
     // sequence on GPUs).
     const int hs = static_cast<int>(Hs), slice = G * units * hs;
-    for (int i = ex.tx(); i < slice; i += ex.bdx()) {  // this block's R rows, once for all steps
-      const int n = i / hs, k = i - n * hs;
-      const int g = n / units, u = unit0 + (n - g * units);
-      rows[i] = u < H ? static_cast<const WT*>(d.r)[(static_cast<int64_t>(g) * H + u) * Hs + k] : from_float<WT>(0.0f);
-    }
+    stage_rounds<8>(  // this block's R rows, once for all steps
+        ex.tx(), ex.bdx(), slice,
+        [&](int i) {
+          const int n = i / hs, k = i - n * hs;
+          const int g = n / units, u = unit0 + (n - g * units);
+          return u < H ? static_cast<const WT*>(d.r)[(static_cast<int64_t>(g) * H + u) * Hs + k] : from_float<WT>(0.0f);
+        },
+        [&](int i, WT v) { rows[i] = v; });
     for (int s = 0; s < a.steps; ++s) {
       const int t = d.reverse ? a.steps - 1 - s : s;
       stage(ex, d.h[s & 1], st, B, Hs);
@@ -1550,10 +1615,16 @@ struct rnn_recurrence_persistent_mma {
   /// Stages op [B][Hs] (written by other blocks before the last grid barrier) as operand bits.
   template <class Exec>
   RNNCORE_HD static void stage(const Exec& ex, const float* op, Bits* st, int batch, int hs, int k_pad, int l) {
-    for (int i = ex.tx(); i < kMmaDim * k_pad; i += ex.bdx()) {
-      const int r = i / k_pad, k = i - r * k_pad;
-      st[r * l + k] = r < batch && k < hs ? Op::of_x(ex.load_coherent(op + r * hs + k)) : Bits{0};
-    }
+    stage_rounds<16>(
+        ex.tx(), ex.bdx(), kMmaDim * k_pad,
+        [&](int i) {
+          const int r = i / k_pad, k = i - r * k_pad;
+          return r < batch && k < hs ? ex.load_coherent(op + r * hs + k) : 0.0f;
+        },
+        [&](int i, float v) {
+          const int r = i / k_pad, k = i - r * k_pad;
+          st[r * l + k] = Op::of_x(v);
+        });
   }
 
   /// pre[row][n] = staged operand row · R row n for the n of gates [G0, G0 + NG): warp w computes
@@ -1603,10 +1674,16 @@ struct rnn_recurrence_persistent_mma {
     Bits* st = rows + n_all * l;                 // [16][l]: operand rows b, k fastest
     float* pre = reinterpret_cast<float*>(st + kMmaDim * l);  // [16][G·U]
     const WT* R = static_cast<const WT*>(d.r);
-    for (int i = ex.tx(); i < n_all * k_pad; i += ex.bdx()) {  // this block's R rows, once for all steps
-      const int n = i / k_pad, k = i - n * k_pad, g = n / units, u = unit0 + (n - g * units);
-      rows[n * l + k] = u < H && k < hs ? Op::of_weight(R[(static_cast<int64_t>(g) * H + u) * hs + k]) : Bits{0};
-    }
+    stage_rounds<8>(  // this block's R rows, once for all steps
+        ex.tx(), ex.bdx(), n_all * k_pad,
+        [&](int i) {
+          const int n = i / k_pad, k = i - n * k_pad, g = n / units, u = unit0 + (n - g * units);
+          return u < H && k < hs ? Op::of_weight(R[(static_cast<int64_t>(g) * H + u) * hs + k]) : Bits{0};
+        },
+        [&](int i, Bits v) {
+          const int n = i / k_pad, k = i - n * k_pad;
+          rows[n * l + k] = v;
+        });
     for (int s = 0; s < a.steps; ++s) {
       const int t = d.reverse ? a.steps - 1 - s : s;
       stage(ex, d.h[s & 1], st, B, hs, k_pad, l);
