@@ -11,6 +11,7 @@
 #               kernels
 #   cudnn.txt   PyTorch's profiler on nn.LSTM (cuDNN) for the same shapes: its kernels, calls and time
 # Every part is time-boxed; the whole run ends inside RNNCORE_PROFILE_BUDGET_S (default 240 s).
+# RNNCORE_PROFILE_PARTS (default map,ncu,cudnn) chooses the parts.
 #
 # usage: bench/gpu/device_profile.sh [--kit DIR] OUTDIR
 set -uo pipefail
@@ -26,6 +27,8 @@ start=$(date +%s)
 deadline=$((start + ${RNNCORE_PROFILE_BUDGET_S:-240}))
 left() { local l=$((deadline - $(date +%s))); echo $((l > 5 ? l : 5)); }
 lim() { local l; l=$(left); echo $((l < $1 ? l : $1)); }
+parts=",${RNNCORE_PROFILE_PARTS:-map,ncu,cudnn},"
+want() { [[ $parts == *",$1,"* ]]; }
 
 # ------------------------------------------------------------------------------------ the map
 bench() {  # bench ENV... -- ARGS...: one rnncore bench line, LSTM H = I = 512
@@ -36,7 +39,7 @@ bench() {  # bench ENV... -- ARGS...: one rnncore bench line, LSTM H = I = 512
   env "${envs[@]}" timeout "$(lim 30)" "$rnn" bench --backend gpu --mode lstm --input 512 --hidden 512 "$@" 2>&1 |
     grep -E "median_ms|kernel|error|gpu_graph" | head -n 4
 }
-{
+want map && {
   echo "# rnncore bench --backend gpu, LSTM I = H = 512, median of --reps (ms for the whole sequence)"
   for w in "--dtype f32" "--dtype f16 --gpu-half-math"; do
     for b in 1 16 64; do
@@ -48,8 +51,7 @@ bench() {  # bench ENV... -- ARGS...: one rnncore bench line, LSTM H = I = 512
   for t in 1 20 400; do bench RNNCORE_GPU_RECURRENCE=auto -- --dtype f32 --batch 1 --seq $t --reps 20; done
   bench RNNCORE_GPU_RECURRENCE=auto -- --dtype f32 --batch 64 --seq 100 --reps 200
   bench RNNCORE_GPU_RECURRENCE=auto -- --dtype f32 --batch 64 --seq 100 --reps 20 --backward
-} >"$out/map.txt" 2>&1
-echo "device_profile: map.txt ($(($(date +%s) - start)) s)"
+} >"$out/map.txt" 2>&1; want map && echo "device_profile: map.txt ($(($(date +%s) - start)) s)"
 
 # ------------------------------------------------------------------------------------ ncu
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -n 1)
@@ -66,7 +68,7 @@ prof() {  # prof TITLE ENV... -- ARGS...
   env "${envs[@]}" timeout "$(lim 40)" "$ncu" --clock-control none --print-summary per-kernel --metrics "$metrics" \
     "$rnn" bench --backend gpu --mode lstm --input 512 --hidden 512 --reps 1 "$@" 2>&1 | grep -v "^==PROF==" | tail -n 120
 }
-{
+want ncu && {
   if [ -z "$ncu" ]; then
     echo "ncu not found"
   else
@@ -79,17 +81,16 @@ prof() {  # prof TITLE ENV... -- ARGS...
     prof "f32 B=64 training step" RNNCORE_GPU_RECURRENCE=auto -- --dtype f32 --batch 64 --seq 10 --backward
     for k in "recurrence_persistent:--batch 1" "step_tiled:--batch 64"; do
       echo; echo "## warp states: kernels matching ${k%%:*}, ${k#*:}"
-      timeout "$(lim 40)" "$ncu" --clock-control none -k "regex:${k%%:*}" --launch-skip 2 --launch-count 1 \
+      timeout "$(lim 40)" "$ncu" --clock-control none --kernel-name-base demangled -k "regex:${k%%:*}" --launch-skip 2 --launch-count 1 \
         --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy \
         "$rnn" bench --backend gpu --mode lstm --input 512 --hidden 512 --reps 1 --seq 20 --dtype f32 ${k#*:} 2>&1 |
         grep -v "^==PROF==" | tail -n 90
     done
   fi
-} >"$out/ncu.txt" 2>&1
-echo "device_profile: ncu.txt ($(($(date +%s) - start)) s)"
+} >"$out/ncu.txt" 2>&1; want ncu && echo "device_profile: ncu.txt ($(($(date +%s) - start)) s)"
 
 # ------------------------------------------------------------------------------------ cuDNN
-timeout "$(lim 60)" python3 - >"$out/cudnn.txt" 2>&1 <<'EOF'
+want cudnn && timeout "$(lim 60)" python3 - >"$out/cudnn.txt" 2>&1 <<'EOF'
 import torch
 from torch.profiler import profile, ProfilerActivity
 torch.backends.cudnn.allow_tf32 = False
@@ -110,5 +111,5 @@ for dtype in (torch.float32, torch.float16):
         print(f"\n## nn.LSTM 512, T=100, B={B}, {dtype}: 10 forwards")
         print(p.key_averages().table(sort_by="cuda_time_total", row_limit=8, max_name_column_width=90))
 EOF
-echo "device_profile: cudnn.txt ($(($(date +%s) - start)) s)"
+want cudnn && echo "device_profile: cudnn.txt ($(($(date +%s) - start)) s)"
 echo "device_profile: total $(($(date +%s) - start)) s; files: $(ls "$out" | tr '\n' ' ')"
