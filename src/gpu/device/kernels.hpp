@@ -52,9 +52,10 @@ RNNCORE_HD inline int imin(int a, int b) { return a < b ? a : b; }
 /// Copies elements 0..count-1 from global to shared memory, spread over the block's threads, in
 /// rounds of up to L elements per thread: a round issues all its loads (`load(e)`) before its first
 /// store (`store(e, v)`), so a thread waits for one memory round trip per round instead of one per
-/// element. Every kernel's staging goes through it: written as load-then-store per element, the
-/// H200 waited out one L2 round trip per element (the persistent kernel at B = 16 spent 14 of its 20
-/// us a step staging h; docs/gpu.md, "The first device run").
+/// element. Measured on the H200 (docs/gpu.md, "On the H200"): the f32 persistent kernel's step at
+/// B = 16 went from 20.0 to 14.9 us and the f16 matrix-unit step kernel's at B = 64 from 130 to 68
+/// us; the persistent kernel on the matrix units did not move. The f32 step kernel (+7 %) and both
+/// projection GEMMs (+6 %, +20 % at M = 1280) were slower with it, so they keep their loops.
 template <int L, class Load, class Store>
 RNNCORE_HD RNNCORE_GPU_INLINE void stage_rounds(int tid, int threads, int count, Load load, Store store) {
   using V = decltype(load(0));
@@ -770,26 +771,17 @@ struct f32_rnn_proj_gemm_tiled {
       }
       for (int k0 = 0; k0 < K; k0 += kBK) {
         // Loads walk k fastest: consecutive threads read consecutive addresses of a row.
-        float xv[kLoadsA];  // all loads first, then the stores (see stage_rounds)
         RNNCORE_GPU_UNROLL
         for (int i = 0; i < kLoadsA; ++i) {
-          const int k = k0 + (tid + i * kThreads) % kBK;
-          xv[i] = xrow[i] != nullptr && k < K ? xrow[i][k] : 0.0f;
+          const int e = tid + i * kThreads, r = e / kBK, kk = e % kBK, k = k0 + kk;
+          As[kk * kBM + r] = xrow[i] != nullptr && k < K ? xrow[i][k] : 0.0f;
         }
-        RNNCORE_GPU_UNROLL
-        for (int i = 0; i < kLoadsA; ++i) {
-          const int e = tid + i * kThreads;
-          As[(e % kBK) * kBM + e / kBK] = xv[i];
+        for (int e = tid; e < kBN * kBK; e += kThreads) {
+          const int c = e / kBK, kk = e % kBK;
+          const int64_t n = n0 + c;
+          const int k = k0 + kk;
+          Bs[kk * kBN + c] = n < N && k < K ? to_float(static_cast<const WT*>(d.w)[n * a.in_pad + k]) : 0.0f;
         }
-        stage_rounds<kBN * kBK / kThreads>(
-            tid, kThreads, kBN * kBK,
-            [&](int e) {
-              const int c = e / kBK, kk = e % kBK;
-              const int64_t n = n0 + c;
-              const int k = k0 + kk;
-              return n < N && k < K ? to_float(static_cast<const WT*>(d.w)[n * a.in_pad + k]) : 0.0f;
-            },
-            [&](int e, float v) { Bs[(e % kBK) * kBN + e / kBK] = v; });
         ex.sync();
         tile_mac_4x4(As, kBM, Bs, kBN, imin(kBK, K - k0), ty, tx, acc);
         ex.sync();
@@ -846,22 +838,10 @@ struct rnn_proj_gemm_mma_64x64 {
     const int64_t N = static_cast<int64_t>(a.gates) * a.hidden;
     const int K = a.in_size, r = ex.tx() % kBM, len = kBK / (ex.bdx() / kBM), kb = k0 + (ex.tx() / kBM) * len;
     const WT* wr = n < N ? static_cast<const WT*>(d.w) + n * a.in_pad : nullptr;
-    // All loads first, then the stores (see stage_rounds); len is kBK / 2 with warps of 32 and
-    // kBK / 4 with warps of 64.
-    Bits xv[kBK / 2], wv[kBK / 2];
-    RNNCORE_GPU_UNROLL
-    for (int j = 0; j < kBK / 2; ++j) {
+    for (int j = 0; j < len; ++j) {
       const int k = kb + j;
-      const bool in = j < len && k < K;
-      xv[j] = in && xo >= 0 ? Op::of_x(d.x[xo + k]) : Bits{0};
-      wv[j] = in && wr != nullptr ? Op::of_weight(wr[k]) : Bits{0};
-    }
-    RNNCORE_GPU_UNROLL
-    for (int j = 0; j < kBK / 2; ++j) {
-      if (j < len) {
-        as[r * kLd + kb + j - k0] = xv[j];
-        bs[r * kLd + kb + j - k0] = wv[j];
-      }
+      as[r * kLd + k - k0] = xo >= 0 && k < K ? Op::of_x(d.x[xo + k]) : Bits{0};
+      bs[r * kLd + k - k0] = wr != nullptr && k < K ? Op::of_weight(wr[k]) : Bits{0};
     }
   }
 
@@ -1239,23 +1219,17 @@ struct f32_rnn_step_tiled {
         for (int g = 0; g < NG; ++g)
           for (int j = 0; j < 4; ++j) acc[i][g][j] = 0.0f;
       for (int64_t k0 = 0; k0 < Hs; k0 += BK) {
-        stage_rounds<(BM * BK + Tile::kThreads - 1) / Tile::kThreads>(
-            tid, Tile::kThreads, BM * BK,
-            [&](int e) {
-              const int r = e / BK, kk = e % BK, b = b0 + r;
-              const int64_t k = k0 + kk;
-              return b < B && k < Hs ? op[b * Hs + k] : 0.0f;
-            },
-            [&](int e, float v) { hs[(e % BK) * BM + e / BK] = v; });
-        stage_rounds<(NC * BK + Tile::kThreads - 1) / Tile::kThreads>(
-            tid, Tile::kThreads, NC * BK,
-            [&](int e) {
-              const int c = e / BK, kk = e % BK, g = c / BU, u = u0 + c % BU;
-              const int64_t k = k0 + kk;
-              return u < H && k < Hs ? to_float(static_cast<const WT*>(d.r)[(static_cast<int64_t>(G0 + g) * H + u) * Hs + k])
-                                     : 0.0f;
-            },
-            [&](int e, float v) { rs[(e % BK) * NC + e / BK] = v; });
+        for (int e = tid; e < BM * BK; e += Tile::kThreads) {
+          const int r = e / BK, kk = e % BK, b = b0 + r;
+          const int64_t k = k0 + kk;
+          hs[kk * BM + r] = b < B && k < Hs ? op[b * Hs + k] : 0.0f;
+        }
+        for (int e = tid; e < NC * BK; e += Tile::kThreads) {
+          const int c = e / BK, kk = e % BK, g = c / BU, u = u0 + c % BU;
+          const int64_t k = k0 + kk;
+          rs[kk * NC + c] =
+              u < H && k < Hs ? to_float(static_cast<const WT*>(d.r)[(static_cast<int64_t>(G0 + g) * H + u) * Hs + k]) : 0.0f;
+        }
         ex.sync();
         for (int kk = ks; kk < BK; kk += KS) {
           float hv[TM];
