@@ -37,9 +37,8 @@ if [ $# -ne 1 ] || [ "${1#-}" != "$1" ]; then
   exit 2
 fi
 mkdir -p "$1" && out=$(cd "$1" && pwd)
-# (the emulator only for the dry run: the device call leaves it behind, so that the kit and the
-# working tree fit the device tool's 64 MiB)
-for f in test_gpu_device rnncore speed_model MANIFEST.txt $( ((dry)) && echo test_gpu_emulator); do
+# (the dry run's emulator lies beside the kit, in KITDIR-dry: prepare_kit.sh)
+for f in test_gpu_device rnncore speed_model MANIFEST.txt $( ((dry)) && echo ../$(basename "$kit")-dry/test_gpu_emulator); do
   if [ ! -e "$kit/$f" ]; then
     echo "device_run: $kit/$f is missing: run bench/gpu/prepare_kit.sh first (and carry build-kit)" >&2
     exit 2
@@ -111,7 +110,7 @@ if ((dry)); then
   # No device: gpu_device skips; the emulator runs the same seeded random cases on the host.
   if [ $rc -eq 77 ]; then part gpu_device "skipped, as it must without a device" $secs
   else part gpu_device "exit $rc where a skip (77) was expected" $secs failed; fi
-  timed "$(limit 120)" "$tests_log" "$kit/test_gpu_emulator" "--test-case=emulated GPU forward matches the reference*"
+  timed "$(limit 120)" "$tests_log" "$kit-dry/test_gpu_emulator" "--test-case=emulated GPU forward matches the reference*"
   if [ $rc -eq 0 ]; then part "gpu_emulator (in place of the device)" passed $secs
   else part "gpu_emulator (in place of the device)" "exit $rc" $secs failed; fi
 else
