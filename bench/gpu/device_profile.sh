@@ -7,8 +7,8 @@
 #               run at B = 64 (whether short runs are slowed by clocks still rising)
 #   ncu.txt     Nsight Compute, per kernel: duration, grid and block, registers, shared memory,
 #               throughputs, occupancy, DRAM and L2 bytes, for the forwards above (T = 20) and one
-#               training step; then the warp-state (stall) sections of the persistent and per-step
-#               kernels
+#               training step; then the warp-state (stall) sections of the persistent kernel (its
+#               timed launch: the second of two) and of a per-step kernel
 #   cudnn.txt   PyTorch's profiler on nn.LSTM (cuDNN) for the same shapes: its kernels, calls and time
 # Every part is time-boxed; the whole run ends inside RNNCORE_PROFILE_BUDGET_S (default 240 s).
 # RNNCORE_PROFILE_PARTS (default map,ncu,cudnn) chooses the parts.
@@ -81,7 +81,7 @@ want ncu && {
     prof "f32 B=64 training step" RNNCORE_GPU_RECURRENCE=auto -- --dtype f32 --batch 64 --seq 10 --backward
     for k in "recurrence_persistent:--batch 1" "step_tiled:--batch 64"; do
       echo; echo "## warp states: kernels matching ${k%%:*}, ${k#*:}"
-      timeout "$(lim 40)" "$ncu" --clock-control none --kernel-name-base demangled -k "regex:${k%%:*}" --launch-skip 2 --launch-count 1 \
+      timeout "$(lim 40)" "$ncu" --clock-control none --kernel-name-base demangled -k "regex:${k%%:*}" --launch-skip 1 --launch-count 1 \
         --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy \
         "$rnn" bench --backend gpu --mode lstm --input 512 --hidden 512 --reps 1 --seq 20 --dtype f32 ${k#*:} 2>&1 |
         grep -v "^==PROF==" | tail -n 90
