@@ -594,7 +594,7 @@ class BackwardDirection {
       j.self->step_rows(j.t, B * index / j.threads, B * (index + 1) / j.threads,
                         j.self->g_.pack + static_cast<std::int64_t>(index) * simd::kMatmulScratchFloats);
     };
-    if (g_.threads.count <= 1 || B_ < 16 * g_.threads.count) {
+    if (g_.threads.count <= 1 || B_ < 8 * g_.threads.count) {
       job.threads = 1;
       run(&job, 0);
     } else {
@@ -1029,7 +1029,7 @@ class BatchedForward {
         stored_(trains_from_stored_panels(p.simd, p.layers[layer])),
         blocks_(reinterpret_cast<float*>(ws + p.simd.train.rec_blocks)),
         zero_bias_(reinterpret_cast<float*>(ws + p.simd.train.zero_bias)),
-        h16_(reinterpret_cast<std::uint16_t*>(ws + p.simd.train.h16)) {}
+        h16_(reinterpret_cast<std::uint16_t*>(ws + p.simd.train.h16)), parallel_rows_(rows_in_parallel()) {}
 
   void run() {
     if (stored_) {  // the gemm adds a bias; bf16 pads K with zeros
@@ -1130,7 +1130,54 @@ class BatchedForward {
     for (std::int64_t r = 0; r < rows; ++r) axpy(proj_ + r * GH_, 1.0f, bias, GH_);
   }
 
+  // Whether a step's rows run on the plan's threads, each its share of the recurrent product, gates
+  // and state (nothing couples two rows of a step): without wrappers (their masks share scratch
+  // rows), LSTM extensions (a projection product over every row) or the reset-before GRU's second
+  // product, for f32 weights, with 16 rows a thread or more (as the backward's step_rows).
+  bool rows_in_parallel() const {
+    const Threads th = plan_threads(p_);
+    return th.count > 1 && B_ >= 8 * th.count && wm_.count == 0 && !lp_.extensions && !stored_ &&
+           !(lp_.mode == Mode::gru && lp_.gru_variant == GruVariant::reset_before);
+  }
+
+  // Step t with the rows shared out: each thread's rows' product h · Rᵀ (the same sums as one
+  // thread's: every element of C is one thread's, in k order), then their gates and state. The
+  // same bits for any thread count.
+  void step_rows_parallel(int t) {
+    if (io_.resets.r != nullptr) reset_rows(t);
+    const Threads th = plan_threads(p_);
+    struct Job {
+      BatchedForward* self;
+      int t, threads;
+    } job{this, t, th.count};
+    pool_run(th.pool, th.count, [](void* context, int index) {
+      const Job& j = *static_cast<const Job*>(context);
+      BatchedForward& f = *j.self;
+      const int b0 = f.B_ * index / j.threads, b1 = f.B_ * (index + 1) / j.threads;
+      simd::MatmulArgs m;
+      m.a = f.h_;
+      m.a_m = f.O_;
+      m.a_k = 1;
+      m.b_packed = f.r_t_;
+      m.c = f.rec_;
+      m.ldc = f.GH_;
+      m.n = f.GH_;
+      m.k = f.O_;
+      m.row_begin = b0;
+      m.row_end = b1;
+      m.scratch = f.pack_ + static_cast<std::int64_t>(index) * simd::kMatmulScratchFloats;
+      f.k_->matmul(m);
+      for (int b = b0; b < b1; ++b)
+        if (f.active(j.t, b)) f.gates(j.t, b);
+      for (int b = b0; b < b1; ++b) f.finish(j.t, b);
+    }, &job);
+  }
+
   void step(int t) {
+    if (parallel_rows_) {
+      step_rows_parallel(t);
+      return;
+    }
     const bool gru = lp_.mode == Mode::gru, reset_before = gru && lp_.gru_variant == GruVariant::reset_before;
     if (io_.resets.r != nullptr) reset_rows(t);
     // Recurrent products of every row (the reset-before GRU's n gate waits for r ⊙ h).
@@ -1271,10 +1318,14 @@ class BatchedForward {
     const float* k = keep(t, b);
     float* h = h_ + static_cast<std::int64_t>(b) * O_;
     float* c = c_ + static_cast<std::int64_t>(b) * H_;
-    float* out = row(1);
     std::memcpy(h, k + keep_h(lp_), sizeof(float) * O_);
-    std::memcpy(out, h, sizeof(float) * O_);
     if (lp_.mode == Mode::lstm) std::memcpy(c, k + 4 * H_, sizeof(float) * H_);
+    if (wm_.count == 0) {  // (no scratch row: rows may finish on several threads)
+      std::memcpy(y, h, sizeof(float) * O_);
+      return;
+    }
+    float* out = row(1);
+    std::memcpy(out, h, sizeof(float) * O_);
     for (int w = 0; w < wm_.count; ++w) {
       if (ls_.wrappers[w].kind == WrapperKind::dropout) {
         apply(wm_.output[w], t, b, out, O_);
@@ -1305,6 +1356,7 @@ class BatchedForward {
   const bool stored_;  // trains_from_stored_panels: the recurrent products read the stored panels
   float *blocks_, *zero_bias_;
   std::uint16_t* h16_;
+  const bool parallel_rows_;  // rows_in_parallel()
 };
 
 // f16 / bf16 weights: the copy's W, R and W_proj as stored (each value rounded as the panels keep

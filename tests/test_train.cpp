@@ -330,17 +330,20 @@ TEST_CASE("f32 reference and SIMD backward agree with f64 within 1e-4 of the lar
 }
 
 TEST_CASE("gradients are bit-identical run to run and for any thread count") {
-  // Big enough that the products split over threads (≥ 16 rows a thread); the second layer is each
-  // cell whose backward steps run their rows in parallel (GRU reset-after, RNN) or not (reset-before).
-  for (const int second : {0, 1, 2}) {
+  // 40 rows: the products split over threads (≥ 16 rows a thread); 16 rows: only the steps' rows do
+  // (≥ 8 a thread, forward and backward). The second layer is each cell whose steps run their rows
+  // in parallel (GRU reset-after, RNN) or not (reset-before).
+  for (const int second : {0, 1, 2})
+  for (const int batch : {40, 16}) {
     Case c = uniform("lstm_gru_threads", Mode::lstm, 20, 24, 2, true);
     c.stack.layers[1] = second == 2 ? layer(Mode::rnn_tanh, 24, false)
                                     : layer(Mode::gru, 24, false, second == 0 ? GruVariant::reset_before : GruVariant::reset_after);
     CAPTURE(second);
+    CAPTURE(batch);
     c.stack.dropout = 0.3;
-    c.batch = 40;
+    c.batch = batch;
     c.steps = 5;
-    c.lengths.assign(40, 5);
+    c.lengths.assign(batch, 5);
     c.lengths[3] = 0;
     c.lengths[7] = 2;
     const Problem<float> p = make_problem<float>(c, 3);
