@@ -1076,15 +1076,17 @@ class BatchedForward {
   // f16 / bf16 weights: c[b, g·H + u] (row stride G·H) = a[b, :] · the stored panel's gate g, unit
   // u (K = k; `gates` gates), by the inference's gemm into gate-vector rows, then into the step's
   // order; bf16 rounds the rows of a to bf16 first, as the inference does.
-  void stored_product(const float* a, int k, std::size_t panel, int gates, float* c) const {
+  // Rows [b0, b1) (default: all).
+  void stored_product(const float* a, int k, std::size_t panel, int gates, float* c, int b0 = 0, int b1 = -1) const {
     const int V = p_.vector, NV = simd::vectors_per_gate(lp_.cell), row = gates * lp_.hidden_stride;
     const int w = static_cast<int>(p_.simd.weights);
+    if (b1 < 0) b1 = B_;
     simd::GemmArgs g;
     g.a = a;
     g.a_sb = k;
     if (p_.simd.weights == simd::Weights::bf16) {
       const std::int64_t stride = static_cast<std::int64_t>(p_.simd.train.h16_stride);
-      for (int b = 0; b < B_; ++b) k_->to_bf16(a + static_cast<std::int64_t>(b) * k, h16_ + b * stride, k);
+      for (int b = b0; b < b1; ++b) k_->to_bf16(a + static_cast<std::int64_t>(b) * k, h16_ + b * stride, k);
       g.a16 = h16_;
       g.a16_stride = stride;
     }
@@ -1095,10 +1097,11 @@ class BatchedForward {
     g.bias = zero_bias_;
     g.c = blocks_;
     g.c_row_stride = row;
-    g.row_end = B_;
+    g.row_begin = b0;
+    g.row_end = b1;
     g.block_end = lp_.hidden_stride / (NV * V);
     k_->gemm[w](g);
-    for (int b = 0; b < B_; ++b)
+    for (int b = b0; b < b1; ++b)
       for (int j = 0; j < g.block_end; ++j)
         for (int q = 0; q < gates * NV; ++q) {  // vector q of block j: gate q / NV, units from (j·NV + q % NV)·V
           const int gate = q / NV, u = (j * NV + q % NV) * V, n = std::min(V, H_ - u);
@@ -1133,10 +1136,10 @@ class BatchedForward {
   // Whether a step's rows run on the plan's threads, each its share of the recurrent product, gates
   // and state (nothing couples two rows of a step): without wrappers (their masks share scratch
   // rows), LSTM extensions (a projection product over every row) or the reset-before GRU's second
-  // product, for f32 weights, with 16 rows a thread or more (as the backward's step_rows).
+  // product, with 8 rows a thread or more (as the backward's step_rows).
   bool rows_in_parallel() const {
     const Threads th = plan_threads(p_);
-    return th.count > 1 && B_ >= 8 * th.count && wm_.count == 0 && !lp_.extensions && !stored_ &&
+    return th.count > 1 && B_ >= 8 * th.count && wm_.count == 0 && !lp_.extensions &&
            !(lp_.mode == Mode::gru && lp_.gru_variant == GruVariant::reset_before);
   }
 
@@ -1154,6 +1157,13 @@ class BatchedForward {
       const Job& j = *static_cast<const Job*>(context);
       BatchedForward& f = *j.self;
       const int b0 = f.B_ * index / j.threads, b1 = f.B_ * (index + 1) / j.threads;
+      if (f.stored_) {
+        f.stored_product(f.h_, f.O_, f.dp_.r_panel, f.G_, f.rec_, b0, b1);
+        for (int b = b0; b < b1; ++b)
+          if (f.active(j.t, b)) f.gates(j.t, b);
+        for (int b = b0; b < b1; ++b) f.finish(j.t, b);
+        return;
+      }
       simd::MatmulArgs m;
       m.a = f.h_;
       m.a_m = f.O_;
