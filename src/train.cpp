@@ -120,6 +120,9 @@ struct Threads {
   int count = 1;
 };
 
+// A step's rows go to the plan's threads (forward and backward) when each gets at least this many.
+constexpr int kMinStepRowsPerThread = 8;
+
 Threads plan_threads(const PlanImpl& p) {
   Threads th;
   if (p.ops()->thread_pool && p.options.threads > 1) {
@@ -594,7 +597,7 @@ class BackwardDirection {
       j.self->step_rows(j.t, B * index / j.threads, B * (index + 1) / j.threads,
                         j.self->g_.pack + static_cast<std::int64_t>(index) * simd::kMatmulScratchFloats);
     };
-    if (g_.threads.count <= 1 || B_ < 8 * g_.threads.count) {
+    if (g_.threads.count <= 1 || B_ < kMinStepRowsPerThread * g_.threads.count) {
       job.threads = 1;
       run(&job, 0);
     } else {
@@ -1058,6 +1061,10 @@ class BatchedForward {
   // B packed at plan time.
   void product(const float* a, std::int64_t rows, int k, const float* b_packed, int n, float* c, std::int64_t ldc = 0,
                std::int64_t lda = 0) const {
+    matmul_threaded(k_, product_args(a, rows, k, b_packed, n, c, ldc, lda), plan_threads(p_));
+  }
+  simd::MatmulArgs product_args(const float* a, std::int64_t rows, int k, const float* b_packed, int n, float* c,
+                                std::int64_t ldc = 0, std::int64_t lda = 0) const {
     simd::MatmulArgs m;
     m.a = a;
     m.a_m = lda != 0 ? lda : k;
@@ -1070,7 +1077,7 @@ class BatchedForward {
     m.row_begin = 0;
     m.row_end = static_cast<std::int32_t>(rows);
     m.scratch = pack_;
-    matmul_threaded(k_, m, plan_threads(p_));
+    return m;
   }
 
   // f16 / bf16 weights: c[b, g·H + u] (row stride G·H) = a[b, :] · the stored panel's gate g, unit
@@ -1136,10 +1143,10 @@ class BatchedForward {
   // Whether a step's rows run on the plan's threads, each its share of the recurrent product, gates
   // and state (nothing couples two rows of a step): without wrappers (their masks share scratch
   // rows), LSTM extensions (a projection product over every row) or the reset-before GRU's second
-  // product, with 8 rows a thread or more (as the backward's step_rows).
+  // product, with kMinStepRowsPerThread rows a thread or more (as the backward's step_rows).
   bool rows_in_parallel() const {
     const Threads th = plan_threads(p_);
-    return th.count > 1 && B_ >= 8 * th.count && wm_.count == 0 && !lp_.extensions &&
+    return th.count > 1 && B_ >= kMinStepRowsPerThread * th.count && wm_.count == 0 && !lp_.extensions &&
            !(lp_.mode == Mode::gru && lp_.gru_variant == GruVariant::reset_before);
   }
 
@@ -1147,7 +1154,6 @@ class BatchedForward {
   // thread's: every element of C is one thread's, in k order), then their gates and state. The
   // same bits for any thread count.
   void step_rows_parallel(int t) {
-    if (io_.resets.r != nullptr) reset_rows(t);
     const Threads th = plan_threads(p_);
     struct Job {
       BatchedForward* self;
@@ -1159,24 +1165,13 @@ class BatchedForward {
       const int b0 = f.B_ * index / j.threads, b1 = f.B_ * (index + 1) / j.threads;
       if (f.stored_) {
         f.stored_product(f.h_, f.O_, f.dp_.r_panel, f.G_, f.rec_, b0, b1);
-        for (int b = b0; b < b1; ++b)
-          if (f.active(j.t, b)) f.gates(j.t, b);
-        for (int b = b0; b < b1; ++b) f.finish(j.t, b);
-        return;
+      } else {
+        simd::MatmulArgs m = f.product_args(f.h_, f.B_, f.O_, f.r_t_, f.GH_, f.rec_);
+        m.row_begin = b0;
+        m.row_end = b1;
+        m.scratch += static_cast<std::int64_t>(index) * simd::kMatmulScratchFloats;
+        f.k_->matmul(m);
       }
-      simd::MatmulArgs m;
-      m.a = f.h_;
-      m.a_m = f.O_;
-      m.a_k = 1;
-      m.b_packed = f.r_t_;
-      m.c = f.rec_;
-      m.ldc = f.GH_;
-      m.n = f.GH_;
-      m.k = f.O_;
-      m.row_begin = b0;
-      m.row_end = b1;
-      m.scratch = f.pack_ + static_cast<std::int64_t>(index) * simd::kMatmulScratchFloats;
-      f.k_->matmul(m);
       for (int b = b0; b < b1; ++b)
         if (f.active(j.t, b)) f.gates(j.t, b);
       for (int b = b0; b < b1; ++b) f.finish(j.t, b);
@@ -1184,12 +1179,12 @@ class BatchedForward {
   }
 
   void step(int t) {
+    if (io_.resets.r != nullptr) reset_rows(t);
     if (parallel_rows_) {
       step_rows_parallel(t);
       return;
     }
     const bool gru = lp_.mode == Mode::gru, reset_before = gru && lp_.gru_variant == GruVariant::reset_before;
-    if (io_.resets.r != nullptr) reset_rows(t);
     // Recurrent products of every row (the reset-before GRU's n gate waits for r ⊙ h).
     if (stored_) stored_product(h_, O_, dp_.r_panel, reset_before ? 2 : G_, rec_);
     else product(h_, B_, O_, r_t_, reset_before ? 2 * H_ : GH_, rec_);
