@@ -84,6 +84,10 @@ struct StepArgs {
   std::int32_t t = 0;                    ///< the time index of this step
   std::int32_t row_begin = 0, row_end = 0;
   std::int32_t block_begin = 0, block_end = 0;
+  /// Visit the blocks from the last to the first. The runtime alternates the order step by step: the
+  /// panels a step read last are still in cache and are the first the next step reads (R larger
+  /// than the cache would otherwise miss on every block). Results do not depend on it.
+  bool descending = false;
 };
 
 /// Training: C[m, :] (+)= Σ_k A(m, k) · B[k, :] for rows m in [row_begin, row_end), N columns.
@@ -101,6 +105,9 @@ struct MatmulArgs {
   bool accumulate = false;  ///< add to C instead of overwriting it
   float* scratch = nullptr;  ///< kMatmulScratchFloats floats for packed tiles of A and B (null: no packing)
   const float* b_packed = nullptr;  ///< B already packed by F32Kernels::pack_b (then `b` may be null)
+  /// One row against a packed B: visit the column panels from the last (StepArgs::descending's
+  /// reason: the per-step products alternate). Results do not depend on it.
+  bool descending = false;
 };
 /// Floats of MatmulArgs::scratch (a 256 × 512 panel of B and a 256 × 8 tile of A).
 constexpr std::int64_t kMatmulScratchFloats = 256 * 512 + 256 * 8;

@@ -431,6 +431,9 @@ inline const typename Operands<Arch, W>::Input* state_row(const float* f32_rows,
   }
 }
 
+// The i-th block of a step's range in its visiting order (StepArgs::descending).
+inline int block_at(const StepArgs& s, int i) { return s.descending ? s.block_end - 1 - (i - s.block_begin) : i; }
+
 // Blocks outer, row tiles inner: a block's panel (H × G × V weights) is read from memory once per
 // step and reused by every row tile from cache.
 template <class Arch, Weights W, Cell C>
@@ -445,24 +448,32 @@ void step(const StepArgs& s) {
   if (s.row_end - s.row_begin == 1) {  // one row (batch 1): several blocks per tile
     constexpr int NT = Tile<Arch, G>::vectors, NB = single_row_blocks(NT);
     const typename Op::Input* row[1] = {state_row<Arch, W>(s.h_prev, s.h16_prev, static_cast<std::ptrdiff_t>(s.row_begin) * s.hidden_padded)};
-    int j = s.block_begin;
-    for (; j + NB <= s.block_end; j += NB) {
+    const int groups = (s.block_end - s.block_begin) / NB, tail = s.block_begin + groups * NB;
+    const auto group = [&](int j) {  // blocks j .. j + NB − 1 in one tile
       const Weight* panels[NB];
       for (int b = 0; b < NB; ++b) panels[b] = panel + (j + b) * panel_block;
       vf<Arch> acc[1][NB * G];
       accumulate_passes<Arch, W, G, NT, 1, NB>(row, s.state_size, panels, acc);
       for (int b = 0; b < NB; ++b) cell_epilogue<Arch, C>(s, s.row_begin, j + b, acc[0] + b * G);
-    }
-    for (; j < s.block_end; ++j) {
+    };
+    const auto single = [&](int j) {
       const Weight* panels[1] = {panel + j * panel_block};
       vf<Arch> acc[1][G];
       accumulate_passes<Arch, W, G, NT, 1>(row, s.state_size, panels, acc);
       cell_epilogue<Arch, C>(s, s.row_begin, j, acc[0]);
+    };
+    if (!s.descending) {
+      for (int g = 0; g < groups; ++g) group(s.block_begin + g * NB);
+      for (int j = tail; j < s.block_end; ++j) single(j);
+    } else {
+      for (int j = s.block_end - 1; j >= tail; --j) single(j);
+      for (int g = groups - 1; g >= 0; --g) group(s.block_begin + g * NB);
     }
     return;
   }
   const int tiles = (s.row_end - s.row_begin + MR - 1) / MR;
-  for (int j = s.block_begin; j < s.block_end; ++j) {
+  for (int i = s.block_begin; i < s.block_end; ++i) {
+    const int j = block_at(s, i);
     const Weight* block = panel + j * panel_block;
     for (int t = 0, r = s.row_begin, mr = 0; t < tiles; ++t, r += mr) {
       mr = tile_rows(s.row_end - s.row_begin, tiles, t);
@@ -488,7 +499,8 @@ void gru_reset_before_phase2(const StepArgs& s) {
   constexpr int MR = Tile<Arch, 1>::rows;
   const std::ptrdiff_t panel_block = panel_elements<W>(s.hidden, 1, V);
   const int tiles = (s.row_end - s.row_begin + MR - 1) / MR;
-  for (int j = s.block_begin; j < s.block_end; ++j) {
+  for (int i = s.block_begin; i < s.block_end; ++i) {
+    const int j = block_at(s, i);
     for (int t = 0, r = s.row_begin, mr = 0; t < tiles; ++t, r += mr) {
       mr = tile_rows(s.row_end - s.row_begin, tiles, t);
       const typename Op::Input* rows[MR];

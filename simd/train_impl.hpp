@@ -221,6 +221,50 @@ inline void matmul_row_panels(const float* a, std::int64_t a_k, const float* pan
   for (int j = 0; j < P * NR; ++j) acc[j].store_unaligned(c + j * V);
 }
 
+// One row (batch 1) against a packed B: groups of column panels outer, K blocks inner. Each
+// element's sum still runs k upwards, as by blocks, so the groups may go in either order; from the
+// last with `descending`, so that a per-step product starts on the panels the previous step read
+// last, still in cache (B is R: larger than L2 from H ≈ 256).
+template <class Arch>
+void matmul_packed_row(const MatmulArgs& g) {
+  constexpr int V = static_cast<int>(vf<Arch>::size), NR = matmul_vectors<Arch>(), W = NR * V;
+  const float* a = g.a + static_cast<std::int64_t>(g.row_begin) * g.a_m;
+  float* c_row = g.c + static_cast<std::int64_t>(g.row_begin) * g.ldc;
+  const int blocks = (g.n + kMatmulNc - 1) / kMatmulNc;
+  for (int bi = 0; bi < blocks; ++bi) {
+    const int n0 = (g.descending ? blocks - 1 - bi : bi) * kMatmulNc, nc = std::min(kMatmulNc, g.n - n0);
+    const Panels<Arch> pn(nc);
+    // The block's groups: three wide panels at a time, the last one or two, each narrow one, the rest.
+    const int triples = pn.wide / 3, odd = pn.wide % 3;
+    const int groups = triples + (odd > 0) + pn.narrow + (pn.rest > 0);
+    for (int gi = 0; gi < groups; ++gi) {
+      const int q = g.descending ? groups - 1 - gi : gi;
+      int j, kind;  // kind: wide panels (1..3), 0 a narrow one, -1 the rest
+      if (q < triples) {
+        j = q * 3 * W, kind = 3;
+      } else if (odd > 0 && q == triples) {
+        j = triples * 3 * W, kind = odd;
+      } else if (q - triples - (odd > 0) < pn.narrow) {
+        j = pn.wide * W + (q - triples - (odd > 0)) * V, kind = 0;
+      } else {
+        j = pn.wide * W + pn.narrow * V, kind = -1;
+      }
+      for (int k0 = 0; k0 < g.k; k0 += kMatmulKc) {
+        const int kc = std::min(kMatmulKc, g.k - k0);
+        const bool load = g.accumulate || k0 > 0;
+        const float* ak = a + static_cast<std::int64_t>(k0) * g.a_k;
+        const float* bp = g.b_packed + packed_block_offset(n0, k0, g.k, nc) + static_cast<std::int64_t>(j) * kc;
+        float* c = c_row + n0 + j;
+        if (kind == 3) matmul_row_panels<Arch, NR, 3>(ak, g.a_k, bp, kc, c, load);
+        else if (kind == 2) matmul_row_panels<Arch, NR, 2>(ak, g.a_k, bp, kc, c, load);
+        else if (kind == 1) matmul_row_panels<Arch, NR, 1>(ak, g.a_k, bp, kc, c, load);
+        else if (kind == 0) matmul_tile<Arch, 1, 1>(ak, g.a_m, g.a_k, bp, V, c, g.ldc, kc, load);
+        else matmul_columns(ak, g.a_m, g.a_k, bp, pn.rest, c, g.ldc, 1, pn.rest, kc, load);
+      }
+    }
+  }
+}
+
 template <class Arch>
 void matmul(const MatmulArgs& g) {
   constexpr int V = static_cast<int>(vf<Arch>::size), MR = matmul_rows<Arch>(), NR = matmul_vectors<Arch>();
@@ -229,6 +273,7 @@ void matmul(const MatmulArgs& g) {
       for (int i = g.row_begin; i < g.row_end; ++i) std::memset(g.c + i * g.ldc, 0, sizeof(float) * g.n);
     return;
   }
+  if (g.row_end - g.row_begin == 1 && g.b_packed != nullptr) return matmul_packed_row<Arch>(g);
   // B comes packed (b_packed), or is packed here when enough row tiles reuse it; A tiles are
   // packed whenever there is scratch (cheap, and their broadcasts then read consecutive memory).
   const bool pack_here = g.b_packed == nullptr && g.scratch != nullptr && g.row_end - g.row_begin >= 8 * MR;
@@ -271,7 +316,7 @@ void matmul(const MatmulArgs& g) {
         std::int64_t ld = 0;
         if (mr == 1 && bp == nullptr) {  // one row (batch 1): eight vectors a tile, eight FMA chains
           for (; j + 8 * V <= rest_at; j += 8 * V) matmul_tile<Arch, 1, 8>(a, a_m, a_k, b + j, g.ldb, c + j, g.ldc, kc, load);
-        } else if (mr == 1) {  // the same over packed panels: three at a time, then a pair
+        } else if (mr == 1) {  // the same over packed panels (a taller product's last row): three at a time, then a pair
           for (int w = 0; w + 3 <= pn.wide; w += 3, j += 3 * NR * V)
             matmul_row_panels<Arch, NR, 3>(a, a_k, bp + static_cast<std::int64_t>(j) * kc, kc, c + j, load);
           if (pn.wide % 3 == 2) {

@@ -454,6 +454,7 @@ void run_steps(const DirectionRun& d, const Team& team) {
         fill_state_masks(p, wm.state_c, wm.count, io.dropout, t, B, H, Hp, d.u0, d.u1, mask_c, d.mask_scratch);
     }
     a.t = t;
+    a.descending = (step & 1) != 0;
     a.proj = d.proj + static_cast<std::int64_t>(t - t_lo) * B * d.proj_row;
     a.h_prev = h;
     a.h_next = h_next;

@@ -112,6 +112,7 @@ struct Matmul {
   bool accumulate = false;
   T* scratch = nullptr;         // f32 SIMD: simd::kMatmulScratchFloats for packing
   const T* b_packed = nullptr;  // f32 SIMD: B packed by pack_b (the plain loops read b)
+  bool descending = false;      // f32 SIMD: simd::MatmulArgs::descending
 };
 
 // The plan's threads for the products; each thread packs into its own kMatmulScratchFloats.
@@ -175,6 +176,7 @@ void matmul(const simd::F32Kernels* kernels, const Matmul<T>& g, const Threads& 
       a.accumulate = g.accumulate;
       a.scratch = g.scratch;
       a.b_packed = g.b_packed;
+      a.descending = g.descending;
       matmul_threaded(kernels, a, th);
       return;
     }
@@ -461,6 +463,7 @@ class BackwardDirection {
     m.k = k;
     m.accumulate = accumulate;
     m.scratch = g_.pack;
+    m.descending = (t & 1) != 0;  // alternate step by step (simd::StepArgs::descending)
     matmul(g_.kernels, m, g_.threads);
   }
 
@@ -1063,6 +1066,13 @@ class BatchedForward {
                std::int64_t lda = 0) const {
     matmul_threaded(k_, product_args(a, rows, k, b_packed, n, c, ldc, lda), plan_threads(p_));
   }
+  // Step t's recurrent product over every row, the column order alternating step by step
+  // (simd::StepArgs::descending).
+  void step_product(int t, const float* a, int k, const float* b_packed, int n, float* c) const {
+    simd::MatmulArgs m = product_args(a, B_, k, b_packed, n, c);
+    m.descending = (t & 1) != 0;
+    matmul_threaded(k_, m, plan_threads(p_));
+  }
   simd::MatmulArgs product_args(const float* a, std::int64_t rows, int k, const float* b_packed, int n, float* c,
                                 std::int64_t ldc = 0, std::int64_t lda = 0) const {
     simd::MatmulArgs m;
@@ -1187,13 +1197,13 @@ class BatchedForward {
     const bool gru = lp_.mode == Mode::gru, reset_before = gru && lp_.gru_variant == GruVariant::reset_before;
     // Recurrent products of every row (the reset-before GRU's n gate waits for r ⊙ h).
     if (stored_) stored_product(h_, O_, dp_.r_panel, reset_before ? 2 : G_, rec_);
-    else product(h_, B_, O_, r_t_, reset_before ? 2 * H_ : GH_, rec_);
+    else step_product(t, h_, O_, r_t_, reset_before ? 2 * H_ : GH_, rec_);
     for (int b = 0; b < B_; ++b)
       if (active(t, b)) gates(t, b);
     if (lp_.extensions) project(t);
     if (reset_before) {
       if (stored_) stored_product(rh_, H_, dp_.r_panel_n, 1, rec_ + 2 * H_);
-      else product(rh_, B_, H_, r_t_ + 2 * H_ * H_, H_, rec_ + 2 * H_);
+      else step_product(t, rh_, H_, r_t_ + 2 * H_ * H_, H_, rec_ + 2 * H_);
       for (int b = 0; b < B_; ++b)
         if (active(t, b)) reset_before_n(t, b);
     }

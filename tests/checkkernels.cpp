@@ -184,9 +184,10 @@ TEST_CASE("f32 kernels: matmul, activations, vector math and bf16 rounding again
     // The one-row path (batch 1: A read in place, several packed panels at a time) against the row
     // tiles: an element sums k in order whatever the tiling, so each row of a 7-row product equals
     // the same row computed alone, bit for bit — B packed by pack_b or read in place, three K
-    // blocks, N over every remainder of wide panels mod 3 (each ISA's panel width) — and the
-    // product is within 1e-5 of the f64 sums.
-    for (const int N : {147, 200, 320}) {
+    // blocks, N over every remainder of wide panels mod 3 (each ISA's panel width) and over three
+    // N blocks, the panels visited in either order (`descending`) — and the product is within
+    // 1e-5 of the f64 sums.
+    for (const int N : {147, 200, 320, 1100}) {
       for (const bool packed : {false, true}) {
         constexpr int M = 7, K = 600;
         std::vector<float> a(static_cast<std::size_t>(M * K)), b(static_cast<std::size_t>(K * N)),
@@ -196,7 +197,7 @@ TEST_CASE("f32 kernels: matmul, activations, vector math and bf16 rounding again
         for (float& x : b) x = u(rng);
         for (float& x : c0) x = u(rng);
         if (packed) t.pack_b(b.data(), N, 1, K, N, bp.data());
-        auto run = [&](int rows, const float* a_rows, float* c) {
+        auto run = [&](int rows, const float* a_rows, float* c, bool descending = false) {
           simd::MatmulArgs m;
           m.a = a_rows;
           m.a_m = K;
@@ -211,15 +212,18 @@ TEST_CASE("f32 kernels: matmul, activations, vector math and bf16 rounding again
           m.row_end = rows;
           m.accumulate = true;
           m.scratch = scratch.data();
+          m.descending = descending;
           t.matmul(m);
         };
         std::vector<float> c = c0;
         run(M, a.data(), c.data());
         double worst = 0;
         for (int r = 0; r < M; ++r) {
-          std::vector<float> one(c0.begin() + r * N, c0.begin() + (r + 1) * N);
-          run(1, a.data() + r * K, one.data());
-          CHECK(std::memcmp(one.data(), c.data() + r * N, sizeof(float) * N) == 0);
+          for (const bool descending : {false, true}) {
+            std::vector<float> one(c0.begin() + r * N, c0.begin() + (r + 1) * N);
+            run(1, a.data() + r * K, one.data(), descending);
+            CHECK(std::memcmp(one.data(), c.data() + r * N, sizeof(float) * N) == 0);
+          }
           for (int j = 0; j < N; ++j) {
             double s = c0[static_cast<std::size_t>(r * N + j)], mag = std::fabs(s);
             for (int q = 0; q < K; ++q) {
