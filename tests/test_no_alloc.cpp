@@ -630,7 +630,10 @@ TEST_CASE("training through an Embedding and a Dense head (every step, last step
       st.layers[1].hidden_size = 5;
       st.layers[1].direction = Direction::bidirectional;
       st.embedding.vocab_size = 13;
-      st.head = DenseSpec{4, Activation::softmax, last_step};
+      st.head = DenseSpec();
+      st.head.out_features = 4;
+      st.head.activation = Activation::softmax;
+      st.head.last_step_only = last_step;
       st.num_pre_head = pre_head;
       st.pre_head[0].out_features = 7;
       st.pre_head[0].activation = Activation::relu;

@@ -780,7 +780,10 @@ std::vector<Row> ends_rows() {
                   true});
   rows.push_back({"Embedding, then a softmax head on the last step", every_cell([](Sub* s) {
                     s->c.stack.embedding.vocab_size = 5;
-                    s->c.stack.head = DenseSpec{3, Activation::softmax, true};
+                    s->c.stack.head = DenseSpec();
+                    s->c.stack.head.out_features = 3;
+                    s->c.stack.head.activation = Activation::softmax;
+                    s->c.stack.head.last_step_only = true;
                   }), nullptr, true});
   rows.push_back({"Two Dense layers (relu, tanh) before a softmax head on every step", every_cell([](Sub* s) {
                     StackSpec& st = s->c.stack;

@@ -171,11 +171,11 @@ Status gpu_select(const PlanOptions& options, PlanImpl* p) {
   gpu::DeviceDescription device;
   RNNCORE_RETURN_IF_ERROR(describe_device(options.gpu_device, &device));
   static const char* const kRecurrence[] = {"auto", "persistent", "tiled"};
-  static const char* const kTile[] = {"auto", "small", "large"};
+  static const char* const kTile[] = {"auto", "small", "large", "direct"};
   static const char* const kGraphs[] = {"off", "on"};
   gpu::Choices choices;
   choices.recurrence = static_cast<gpu::Recurrence>(env_choice("RNNCORE_GPU_RECURRENCE", kRecurrence, 3, 0));
-  choices.tile = static_cast<gpu::TileChoice>(env_choice("RNNCORE_GPU_TILE", kTile, 3, 0));
+  choices.tile = static_cast<gpu::TileChoice>(env_choice("RNNCORE_GPU_TILE", kTile, 4, 0));
   choices.graphs = env_choice("RNNCORE_GPU_GRAPHS", kGraphs, 2, 0) == 1;
   return gpu::plan_select(options, device, options.gpu_device, choices, p);
 }

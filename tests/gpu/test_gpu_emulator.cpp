@@ -43,7 +43,7 @@ struct EmuConfig {
 
 std::string describe(const EmuConfig& c) {
   static const char* const rec[] = {"auto", "persistent", "tiled"};
-  static const char* const tile[] = {"auto", "small", "large"};
+  static const char* const tile[] = {"auto", "small", "large", "direct"};
   return "warp=" + std::to_string(c.warp) + " recurrence=" + rec[static_cast<int>(c.recurrence)] +
          " tile=" + tile[static_cast<int>(c.tile)] + " sms=" + std::to_string(c.sm_count) + "x" +
          std::to_string(c.blocks_per_sm) + " persist_threads=" + std::to_string(c.persist_threads) +
@@ -1090,6 +1090,9 @@ TEST_CASE("mutants: leaving out any barrier, grid barrier or coherent load is ca
   const Survivor survivors[] = {
       {"ex.sync();  // the partial-sum area is the tile area of the next row tile",
        "each block of the per-step kernel runs one row tile (grid.y = row tiles, at most 65535), so no next tile reuses the area"},
+      {"ex.sync();  // the sums are the next row tile's partial-sum area",
+       "each block of the direct per-step kernel runs one row tile (grid.y = row tiles, at most 65535), so no next tile "
+       "reuses the area"},
       {"ex.sync();  // `pre` is the staging area of the next row tile",
        "each block of the matrix-unit step kernel runs one row tile (grid.y = row tiles, at most 65535), so no next tile "
        "reuses the area"},
@@ -1114,6 +1117,7 @@ TEST_CASE("mutants: leaving out any barrier, grid barrier or coherent load is ca
       cfg.persist_threads = 64;
       cfg.sched_seed = static_cast<std::uint64_t>(m);
       cases.emplace_back(c, cfg);
+      if (r == gpu::Recurrence::tiled) cases.emplace_back(c, config(m % 2 ? 64 : 32, r, gpu::TileChoice::direct));
     }
   // The matrix-unit kernels: one LSTM layer of 37 units under gpu_half_math (per step; the
   // persistent kernel on the matrix units also for the reset-before GRU).
@@ -2315,4 +2319,49 @@ TEST_CASE("graph signatures: by pointer only the launch list counts; by value al
   CHECK(refusing.captures == 1);
   CHECK(last.find("refused") != std::string::npos);
   for (const std::string& e : ln.errors) FAIL_CHECK(e);
+}
+
+TEST_CASE("emulated GPU forward on the direct per-step kernel (RNNCORE_GPU_TILE=direct): every cell and feature") {
+  // f32_rnn_step_direct reads h and R where they lie and sums each k group apart: against the f64
+  // reference, every cell with its phases at H = 5 (groups without k), 37 (a partial unit tile,
+  // Hs = 40 over eight groups) and 64, B = 1, 17 and 35 (partial row tiles, three of them), both
+  // directions, lengths, initial states, resets, both layouts, warps of 32 and 64, f16 / bf16
+  // weights; then the wrapper stacks (dropout of every kind, residuals, inter-layer dropout), LSTM
+  // peepholes with a cell clip and a projection, and random CudnnLSTM-style stacks. Each case must
+  // have run the direct kernel, and no staged one.
+  Rng rng(2026113001);
+  const int hiddens[] = {5, 37, 64}, batches[] = {1, 17, 35};
+  const DType weights[] = {DType::f32, DType::f16, DType::bf16};
+  std::vector<Case> cases;
+  int i = 0;
+  for (const StepCell& cell : kStepCells)
+    for (int k = 0; k < 3; ++k, ++i) {
+      Case c = one_layer_case(cell.mode, 7, hiddens[(i + k) % 3], i % 4 == 1, 4, batches[k], cell.variant);
+      c.lengths = i % 2 == 0;
+      c.initial = i % 3 != 2;
+      c.batch_major = i % 4 == 3;
+      c.resets = i % 4 != 1;  // unidirectional stacks only
+      c.weights = weights[i % 3];
+      cases.push_back(c);
+    }
+  for (int v = 0; v < 4; ++v) cases.push_back(wrapper_case(v % 2 ? Mode::gru : Mode::lstm, v, rng));
+  Case ext = one_layer_case(Mode::lstm, 6, 21, true, 5, 19);
+  ext.stack.layers[0].peepholes = true;
+  ext.stack.layers[0].cell_clip = 0.3;
+  ext.stack.layers[0].proj_size = 9;
+  ext.lengths = ext.initial = true;
+  cases.push_back(ext);
+  for (int r = 0; r < 6; ++r) cases.push_back(random_case(rng));
+  i = 0;
+  for (const Case& c : cases) {
+    CAPTURE(describe(c));
+    EmuConfig cfg = config(i % 2 ? 64 : 32, gpu::Recurrence::tiled, gpu::TileChoice::direct);
+    cfg.sched_seed = rng.next();
+    std::map<std::string, int> launches;
+    check_case(c, cfg, rng.next(), &launches);
+    if (c.T > 0 && c.B > 0) CHECK(count_prefix(launches, "_direct") > 0);
+    CHECK(count_prefix(launches, "step_tiled") + count_prefix(launches, "phase1_tiled") +
+              count_prefix(launches, "phase2_tiled") == 0);  // no staged step kernel
+    ++i;
+  }
 }

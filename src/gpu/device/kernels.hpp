@@ -1275,6 +1275,102 @@ struct f32_rnn_step_tiled {
   }
 };
 
+/// Shape of the per-step kernel that reads h and R where they lie (through L1) instead of staging
+/// k chunks in shared memory: a block computes kBM rows × kBU units (all gates of those units); a
+/// thread owns kTM rows × 4 units × its gates over one contiguous kKS-th of k, read four k at a time;
+/// the kKS partial sums meet in shared memory once per row tile, added in a fixed order.
+template <int BM, int BU, int TM, int KS>
+struct DirectTile {
+  static constexpr int kBM = BM, kBU = BU, kTM = TM, kKS = KS;
+  static constexpr int kRowThreads = BM / TM, kUnitThreads = BU / 4;
+  static constexpr int kThreads = kRowThreads * kUnitThreads * KS;
+  static_assert(BM % TM == 0 && BU % 4 == 0, "tile shape");
+};
+/// 256 threads: eight warps a block where the staged tiles give four (RNNCORE_GPU_TILE=direct).
+using StepTileDirect = DirectTile<16, 16, 2, 8>;
+
+constexpr const char* kStepDirectNames[] = {"f32_lstm_step_direct", "f32_gru_step_direct", "f32_gru_reset_before_step_direct",
+                                            "f32_rnn_tanh_step_direct", "f32_rnn_relu_step_direct"};
+
+/// The per-step kernel of f32_rnn_step_tiled (same grid, gates, phases and epilogue) without the
+/// staging: no barrier inside the k loop, four k per load (h and R rows are Hs = H rounded up to 4
+/// long, zero padded), rows and units past the end read the last ones (their sums are dropped).
+/// Each sum runs its group's k upwards, then the groups in order: deterministic, another order
+/// than the staged tiles' (both within the reference's tolerance).
+template <int C, int G0, int NG, int PHASE, class Tile, class WT>
+struct f32_rnn_step_direct {
+  using Args = LayerArgs;
+  static const char* name() { return PHASE == 1 ? "f32_gru_reset_before_phase1_direct"
+                                                : PHASE == 2 ? "f32_gru_reset_before_phase2_direct"
+                                                             : kStepDirectNames[C]; }
+  static constexpr int kAcc = Tile::kTM * NG * 4;
+  static constexpr int kSlots = Tile::kRowThreads * Tile::kUnitThreads;  // threads of one k group
+  static constexpr int kMaxThreads = Tile::kThreads;
+  static constexpr int kMinBlocks = 1;
+  RNNCORE_HD static size_t smem_bytes() { return sizeof(float) * Tile::kKS * kSlots * kAcc; }
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int s, float* smem) {
+    const DirArgs& d = a.dir[ex.bz()];
+    const int H = a.hidden, B = a.batch, tid = ex.tx();
+    const int64_t Hs = a.hidden_stride;
+    const int t = d.reverse ? a.steps - 1 - s : s;
+    const float* op = PHASE == 2 ? d.rh : d.h[s & 1];
+    constexpr int BM = Tile::kBM, TM = Tile::kTM, KS = Tile::kKS;
+    const int ks = tid / kSlots, slot = tid % kSlots, rt = slot / Tile::kUnitThreads, ut = slot % Tile::kUnitThreads;
+    const int64_t quads = Hs / 4, q0 = quads * ks / KS, q1 = quads * (ks + 1) / KS;
+    const int u0 = ex.bx() * Tile::kBU;
+    const WT* rrow[NG][4];
+    for (int g = 0; g < NG; ++g)
+      for (int j = 0; j < 4; ++j)
+        rrow[g][j] = static_cast<const WT*>(d.r) + (static_cast<int64_t>(G0 + g) * H + imin(u0 + ut * 4 + j, H - 1)) * Hs;
+    const int row_tiles = (B + BM - 1) / BM;
+    for (int bt = ex.by(); bt < row_tiles; bt += ex.gdy()) {
+      const int b0 = bt * BM;
+      const float* hrow[TM];
+      for (int i = 0; i < TM; ++i) hrow[i] = op + static_cast<int64_t>(imin(b0 + rt * TM + i, B - 1)) * Hs;
+      float acc[TM][NG][4];
+      for (int i = 0; i < TM; ++i)
+        for (int g = 0; g < NG; ++g)
+          for (int j = 0; j < 4; ++j) acc[i][g][j] = 0.0f;
+      for (int64_t q = q0; q < q1; ++q) {
+        F4 hv[TM];
+        for (int i = 0; i < TM; ++i) hv[i] = load4(hrow[i] + 4 * q);
+        RNNCORE_GPU_UNROLL
+        for (int g = 0; g < NG; ++g)
+          RNNCORE_GPU_UNROLL
+          for (int j = 0; j < 4; ++j) {
+            const F4 w = load4w(rrow[g][j] + 4 * q);
+            for (int i = 0; i < TM; ++i) {
+              float v = acc[i][g][j];
+              v += hv[i].x * w.x;
+              v += hv[i].y * w.y;
+              v += hv[i].z * w.z;
+              v += hv[i].w * w.w;
+              acc[i][g][j] = v;
+            }
+          }
+      }
+      float* mine = smem + (static_cast<int64_t>(ks) * kSlots + slot) * kAcc;
+      for (int i = 0; i < TM; ++i)
+        for (int g = 0; g < NG; ++g)
+          for (int j = 0; j < 4; ++j) mine[(i * NG + g) * 4 + j] = acc[i][g][j];
+      ex.sync();
+      for (int o = tid; o < kSlots * kAcc; o += Tile::kThreads) {  // group 0's slots get the sums
+        float v = smem[o];
+        for (int p = 1; p < KS; ++p) v += smem[static_cast<int64_t>(p) * kSlots * kAcc + o];
+        smem[o] = v;
+      }
+      ex.sync();
+      for (int e = tid; e < kSlots * TM; e += Tile::kThreads) {  // one (slot, row) each: 4 units of a row
+        const int sl = e / TM, i = e % TM;
+        const int b = b0 + (sl / Tile::kUnitThreads) * TM + i, ug = u0 + (sl % Tile::kUnitThreads) * 4;
+        if (b < B && ug < H) cell_epilogue4<C, PHASE>(ex, a, d, s, t, b, ug, smem + static_cast<int64_t>(sl) * kAcc + i * NG * 4);
+      }
+      ex.sync();  // the sums are the next row tile's partial-sum area
+    }
+  }
+};
+
 /// Names of the matrix-unit step kernels, [WeightId][cell] (f32 weights: TF32), then the
 /// reset-before GRU's two phases (index 4 + PHASE; that cell always runs in phases).
 /// acc += Ã·B̃ over KLEN of k for one 16 × 16 tile on the matrix units, both operands staged as

@@ -252,6 +252,7 @@ inline int persistent_mma_units(const GpuPlan& g, int layer, int batch) {
 inline bool use_mma_step(const GpuPlan& g, int batch) { return g.mma_step != 0 && batch >= kMmaStepMinBatch; }
 
 /// Whether the per-step kernel uses the large tile: when even large tiles fill every multiprocessor.
+/// (Forced choices: small, large or direct.)
 inline bool use_large_tile(const GpuPlan& g, int hidden, int batch, int dirs) {
   if (g.tile != TileChoice::auto_select) return g.tile == TileChoice::large;
   const std::int64_t blocks = static_cast<std::int64_t>((hidden + StepTileLarge::kBU - 1) / StepTileLarge::kBU) *

@@ -49,8 +49,10 @@ constexpr int kPersistentMmaBucket = kBucketCount;
 
 /// How the recurrence of a layer runs (env RNNCORE_GPU_RECURRENCE=auto|persistent|tiled).
 enum class Recurrence : std::int32_t { auto_select = 0, persistent = 1, tiled = 2 };
-/// Tile of the per-step kernel (env RNNCORE_GPU_TILE=auto|small|large).
-enum class TileChoice : std::int32_t { auto_select = 0, small = 1, large = 2 };
+/// Tile of the per-step kernel (env RNNCORE_GPU_TILE=auto|small|large|direct): the staged small or
+/// large tile of f32_rnn_step_tiled, or f32_rnn_step_direct (not chosen by auto until it is timed on
+/// a device).
+enum class TileChoice : std::int32_t { auto_select = 0, small = 1, large = 2, direct = 3 };
 
 /// Everything a GPU plan records beyond PlanImpl's common fields.
 struct GpuPlan {

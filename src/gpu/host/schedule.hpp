@@ -106,18 +106,19 @@ Status projection_step(L& ln, const GpuPlan& g, const LayerArgs& la, const Layer
 }
 
 // `la` is the host copy of a layer's arguments (grids are computed from it), `dev` its device copy.
-template <int C, class Tile, class WT, class L>
+// Step: f32_rnn_step_tiled (staged tiles) or f32_rnn_step_direct, on the same grid.
+template <int C, template <int, int, int, int, class, class> class Step, class Tile, class WT, class L>
 Status steps_tiled(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs* dev) {
   if constexpr (C == kGruResetBefore) {
-    using P1 = f32_rnn_step_tiled<C, 0, 2, 1, Tile, WT>;
-    using P2 = f32_rnn_step_tiled<C, 2, 1, 2, Tile, WT>;
+    using P1 = Step<C, 0, 2, 1, Tile, WT>;
+    using P2 = Step<C, 2, 1, 2, Tile, WT>;
     const Dims d1 = step_dims<Tile, P1>(la), d2 = step_dims<Tile, P2>(la);
     for (int s = 0; s < la.steps; ++s) {
       RNNCORE_RETURN_IF_ERROR(ln.template launch<P1>(d1, la, dev, s));
       RNNCORE_RETURN_IF_ERROR(ln.template launch<P2>(d2, la, dev, s));
     }
   } else {
-    using K = f32_rnn_step_tiled<C, 0, cell_gates(C), 0, Tile, WT>;
+    using K = Step<C, 0, cell_gates(C), 0, Tile, WT>;
     const Dims d = step_dims<Tile, K>(la);
     for (int s = 0; s < la.steps; ++s) {
       RNNCORE_RETURN_IF_ERROR(ln.template launch<K>(d, la, dev, s));
@@ -207,8 +208,10 @@ Status recurrence(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs*
     if (s != Status::unsupported) return s;
   }
   if (use_mma_step(g, la.batch)) return steps_mma<C, WT>(ln, g, la, dev);  // plan_select checked the device (TF32 for f32)
-  if (use_large_tile(g, la.hidden, la.batch, la.dirs)) return steps_tiled<C, StepTileLarge, WT>(ln, g, la, dev);
-  return steps_tiled<C, StepTileSmall, WT>(ln, g, la, dev);
+  if (g.tile == TileChoice::direct) return steps_tiled<C, f32_rnn_step_direct, StepTileDirect, WT>(ln, g, la, dev);
+  if (use_large_tile(g, la.hidden, la.batch, la.dirs))
+    return steps_tiled<C, f32_rnn_step_tiled, StepTileLarge, WT>(ln, g, la, dev);
+  return steps_tiled<C, f32_rnn_step_tiled, StepTileSmall, WT>(ln, g, la, dev);
 }
 
 template <class WT, class L>
