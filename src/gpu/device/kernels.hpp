@@ -745,12 +745,15 @@ struct f32_rnn_proj_gemm_tiled {
   static constexpr int kMinBlocks = 3;
   static constexpr int kLoadsA = kBM * kBK / kThreads;  // x elements a thread loads per k chunk
   static_assert(kBM * kBK % kThreads == 0, "every thread loads the same number of x elements");
-  RNNCORE_HD static size_t smem_bytes() { return sizeof(float) * kBK * (kBM + kBN); }
+  /// Row strides of the tiles: a warp stores 16 consecutive k of two rows (columns), so unpadded
+  /// rows of 64 floats put them in two banks (16-way); padded by 4 (rows are read as float4), in 16.
+  static constexpr int kLdA = kBM + 4, kLdB = kBN + 4;
+  RNNCORE_HD static size_t smem_bytes() { return sizeof(float) * kBK * (kLdA + kLdB); }
   template <class Exec>
   RNNCORE_HD static void run(const Exec& ex, const Args& a, int, float* smem) {
     const DirArgs& d = a.dir[ex.bz()];
-    float* As = smem;              // [kBK][kBM]: x tile, k-major so a thread reads 4 rows at once
-    float* Bs = smem + kBK * kBM;  // [kBK][kBN]: W tile
+    float* As = smem;               // [kBK][kLdA]: x tile, k-major so a thread reads 4 rows at once
+    float* Bs = smem + kBK * kLdA;  // [kBK][kLdB]: W tile
     const int64_t M = static_cast<int64_t>(a.steps) * a.batch, N = static_cast<int64_t>(a.gates) * a.hidden;
     const int K = a.in_size, tid = ex.tx(), ty = tid / (kBN / 4), tx = tid % (kBN / 4);
     const int64_t n0 = static_cast<int64_t>(ex.bx()) * kBN;
@@ -774,16 +777,16 @@ struct f32_rnn_proj_gemm_tiled {
         RNNCORE_GPU_UNROLL
         for (int i = 0; i < kLoadsA; ++i) {
           const int e = tid + i * kThreads, r = e / kBK, kk = e % kBK, k = k0 + kk;
-          As[kk * kBM + r] = xrow[i] != nullptr && k < K ? xrow[i][k] : 0.0f;
+          As[kk * kLdA + r] = xrow[i] != nullptr && k < K ? xrow[i][k] : 0.0f;
         }
         for (int e = tid; e < kBN * kBK; e += kThreads) {
           const int c = e / kBK, kk = e % kBK;
           const int64_t n = n0 + c;
           const int k = k0 + kk;
-          Bs[kk * kBN + c] = n < N && k < K ? to_float(static_cast<const WT*>(d.w)[n * a.in_pad + k]) : 0.0f;
+          Bs[kk * kLdB + c] = n < N && k < K ? to_float(static_cast<const WT*>(d.w)[n * a.in_pad + k]) : 0.0f;
         }
         ex.sync();
-        tile_mac_4x4(As, kBM, Bs, kBN, imin(kBK, K - k0), ty, tx, acc);
+        tile_mac_4x4(As, kLdA, Bs, kLdB, imin(kBK, K - k0), ty, tx, acc);
         ex.sync();
       }
       for (int i = 0; i < 4; ++i) {
@@ -1193,8 +1196,12 @@ struct f32_rnn_step_tiled {
   /// NVIDIA: one resident block per SM is all this kernel needs from registers, so ptxas keeps every
   /// value in registers instead of spilling to reach an occupancy of its own choice (docs/gpu.md).
   static constexpr int kMinBlocks = 1;
+  /// Row strides of the staged tiles: a warp's stores go down one column (consecutive k), so
+  /// unpadded rows (16 to 128 floats) put all 32 in one or two banks; h's rows padded by 1 float
+  /// spread them over all 32 banks, R's by 4 (its rows are read as float4) over 8.
+  static constexpr int kLdH = Tile::kBM + 1, kLdR = NG * Tile::kBU + 4;
   RNNCORE_HD static size_t smem_bytes() {
-    const size_t tiles = static_cast<size_t>(Tile::kBK) * (Tile::kBM + NG * Tile::kBU);
+    const size_t tiles = static_cast<size_t>(Tile::kBK) * (kLdH + kLdR);
     const size_t partial = static_cast<size_t>(Tile::kKS - 1) * Tile::kRowThreads * Tile::kUnitThreads * kAcc;
     return sizeof(float) * (tiles > partial ? tiles : partial);
   }
@@ -1208,8 +1215,8 @@ struct f32_rnn_step_tiled {
     constexpr int BM = Tile::kBM, BU = Tile::kBU, BK = Tile::kBK, TM = Tile::kTM, KS = Tile::kKS;
     constexpr int RU = Tile::kRowThreads * Tile::kUnitThreads, NC = NG * BU;
     const int ks = tid / RU, rem = tid % RU, rt = rem / Tile::kUnitThreads, ut = rem % Tile::kUnitThreads;
-    float* hs = smem;            // [BK][BM]
-    float* rs = smem + BK * BM;  // [BK][NG·BU]: column g·BU + uu is gate G0+g of unit u0 + uu
+    float* hs = smem;             // [BK][kLdH]: BM rows of h
+    float* rs = smem + BK * kLdH;  // [BK][kLdR]: column g·BU + uu is gate G0+g of unit u0 + uu
     const int u0 = ex.bx() * BU;
     const int row_tiles = (B + BM - 1) / BM;
     for (int bt = ex.by(); bt < row_tiles; bt += ex.gdy()) {
@@ -1222,20 +1229,20 @@ struct f32_rnn_step_tiled {
         for (int e = tid; e < BM * BK; e += Tile::kThreads) {
           const int r = e / BK, kk = e % BK, b = b0 + r;
           const int64_t k = k0 + kk;
-          hs[kk * BM + r] = b < B && k < Hs ? op[b * Hs + k] : 0.0f;
+          hs[kk * kLdH + r] = b < B && k < Hs ? op[b * Hs + k] : 0.0f;
         }
         for (int e = tid; e < NC * BK; e += Tile::kThreads) {
           const int c = e / BK, kk = e % BK, g = c / BU, u = u0 + c % BU;
           const int64_t k = k0 + kk;
-          rs[kk * NC + c] =
+          rs[kk * kLdR + c] =
               u < H && k < Hs ? to_float(static_cast<const WT*>(d.r)[(static_cast<int64_t>(G0 + g) * H + u) * Hs + k]) : 0.0f;
         }
         ex.sync();
         for (int kk = ks; kk < BK; kk += KS) {
           float hv[TM];
-          for (int i = 0; i < TM; ++i) hv[i] = hs[kk * BM + rt * TM + i];
+          for (int i = 0; i < TM; ++i) hv[i] = hs[kk * kLdH + rt * TM + i];
           for (int g = 0; g < NG; ++g) {
-            const F4 rv = load4(rs + kk * NC + g * BU + ut * 4);
+            const F4 rv = load4(rs + kk * kLdR + g * BU + ut * 4);
             for (int i = 0; i < TM; ++i) {
               acc[i][g][0] += hv[i] * rv.x;
               acc[i][g][1] += hv[i] * rv.y;
