@@ -174,4 +174,29 @@ rnncore::Status run_probe(Launcher& ln, Probe probe, bool with_barrier, float* b
 }  // namespace emu
 }  // namespace rnncore_test
 
+#ifdef RNNCORE_SOURCE_DIR  // the test executables' (tests/meson.build)
+#include <cstdio>
+#include <string>
+
+namespace rnncore_test {
+
+/// Line `line` of src/gpu/device/FILE (the mutation tests name a site by its source text).
+inline std::string device_source_line(const char* file, int line) {
+  std::FILE* f = std::fopen((std::string(RNNCORE_SOURCE_DIR "/src/gpu/device/") + file).c_str(), "r");
+  if (f == nullptr) return "";
+  char buf[1024];
+  std::string text;
+  for (int i = 1; std::fgets(buf, sizeof buf, f) != nullptr; ++i)
+    if (i == line) {
+      text = buf;
+      break;
+    }
+  std::fclose(f);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+}  // namespace rnncore_test
+#endif
+
 #endif  // RNNCORE_TESTS_GPU_EMU_KERNELS_HPP

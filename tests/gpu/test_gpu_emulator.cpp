@@ -1050,21 +1050,6 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0);
 }
 
-/// Line `line` of src/gpu/device/kernels.hpp.
-std::string device_source_line(int line) {
-  std::FILE* f = std::fopen(RNNCORE_SOURCE_DIR "/src/gpu/device/kernels.hpp", "r");
-  if (f == nullptr) return "";
-  char buf[1024];
-  std::string text;
-  for (int i = 1; std::fgets(buf, sizeof buf, f) != nullptr; ++i)
-    if (i == line) {
-      text = buf;
-      break;
-    }
-  std::fclose(f);
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  return text;
-}
 
 }  // namespace
 
@@ -1166,7 +1151,7 @@ TEST_CASE("mutants: leaving out any barrier, grid barrier or coherent load is ca
     const emu::Site& s = site.first;
     std::string kernels;
     for (const std::string& k : site.second) kernels += (kernels.empty() ? "" : ", ") + k;
-    const std::string text = device_source_line(s.line);
+    const std::string text = device_source_line("kernels.hpp", s.line);
     emu::Mutation m;
     m.kind = s.kind;
     m.line = s.line;

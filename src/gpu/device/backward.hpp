@@ -487,6 +487,75 @@ struct f32_rnn_grad_gemm {
   }
 };
 
+/// GemmArgs' product for the per-step products (C has a step's rows: dh += dgates_t · R), split over
+/// k as f32_rnn_step_direct splits a step: a block computes kBM rows × kBU columns of C; each of
+/// kKS groups of threads sums its contiguous kKS-th of p in increasing order, a thread kTM rows × 4
+/// columns with B's rows read four columns a load where they lie; the groups' partial sums meet in
+/// shared memory, added in group order. Deterministic, another order than f32_rnn_grad_gemm's.
+/// Needs B row-major (b_n = 1) with rows of b_k ≥ n rounded up to 4 elements, b_k a multiple of 4
+/// (R and its n-gate rows: b_k = Hs). grid = (column tiles, row tiles (strided)).
+template <class BT>
+struct f32_rnn_grad_gemm_direct {
+  using Args = GemmArgs;
+  using Tile = StepTileDirect;
+  static const char* name() { return "f32_rnn_grad_gemm_direct"; }
+  static constexpr int kSlots = Tile::kRowThreads * Tile::kUnitThreads;  // threads of one k group
+  static constexpr int kAcc = Tile::kTM * 4;
+  static constexpr int kMaxThreads = Tile::kThreads;
+  static constexpr int kMinBlocks = 1;
+  RNNCORE_HD static size_t smem_bytes() { return sizeof(float) * Tile::kKS * kSlots * kAcc; }
+  /// Whether the product's B has the layout this kernel reads.
+  RNNCORE_HD static bool fits(const Args& g) { return g.b != nullptr && g.b_n == 1 && g.b_k % 4 == 0 && (g.n + 3) / 4 * 4 <= g.b_k; }
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& g, int arg, float* smem) {
+    constexpr int TM = Tile::kTM, KS = Tile::kKS;
+    const float* A = g.a + static_cast<int64_t>(arg) * g.a_arg;
+    const BT* B = static_cast<const BT*>(g.b);
+    const int tid = ex.tx(), ks = tid / kSlots, slot = tid % kSlots;
+    const int rt = slot / Tile::kUnitThreads, ut = slot % Tile::kUnitThreads;
+    const int64_t p0 = g.k * ks / KS, p1 = g.k * (ks + 1) / KS;
+    const int64_t c0 = static_cast<int64_t>(ex.bx()) * Tile::kBU;
+    const int64_t j0 = c0 + ut * 4 < g.n ? c0 + ut * 4 : (g.n - 1) / 4 * 4;  // columns past n read the last group
+    const int64_t m_tiles = (g.m + Tile::kBM - 1) / Tile::kBM;
+    for (int64_t mt = ex.by(); mt < m_tiles; mt += ex.gdy()) {
+      const int64_t i0 = mt * Tile::kBM;
+      const float* arow[TM];
+      for (int i = 0; i < TM; ++i) {
+        const int64_t r = i0 + rt * TM + i;
+        arow[i] = A + (r < g.m ? r : g.m - 1) * g.a_m;
+      }
+      float acc[TM][4];
+      for (int i = 0; i < TM; ++i)
+        for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+      for (int64_t p = p0; p < p1; ++p) {
+        const F4 w = load4w(B + p * g.b_k + j0);
+        for (int i = 0; i < TM; ++i) {
+          const float av = arow[i][p * g.a_k];
+          acc[i][0] += av * w.x;
+          acc[i][1] += av * w.y;
+          acc[i][2] += av * w.z;
+          acc[i][3] += av * w.w;
+        }
+      }
+      float* mine = smem + (static_cast<int64_t>(ks) * kSlots + slot) * kAcc;
+      for (int i = 0; i < TM; ++i)
+        for (int j = 0; j < 4; ++j) mine[i * 4 + j] = acc[i][j];
+      ex.sync();
+      for (int o = tid; o < kSlots * kAcc; o += Tile::kThreads) {  // one element of C each
+        float v = smem[o];
+        for (int q = 1; q < KS; ++q) v += smem[static_cast<int64_t>(q) * kSlots * kAcc + o];
+        const int sl = o / kAcc, i = o % kAcc / 4, j = o % 4;
+        const int64_t r = i0 + (sl / Tile::kUnitThreads) * TM + i, c = c0 + (sl % Tile::kUnitThreads) * 4 + j;
+        if (r < g.m && c < g.n) {
+          float* out = g.c + r * g.ldc + c;
+          *out = g.accumulate ? *out + v : v;
+        }
+      }
+      ex.sync();  // the partial-sum area of the next row tile
+    }
+  }
+};
+
 /// GemmArgs' product (B not null) in shared-memory tiles of kBM × kBN over k chunks of kBK; each
 /// of the kThreads threads accumulates a 4 × 4 block in registers, summing p in increasing order
 /// like f32_rnn_grad_gemm. For the large products (weight and input gradients over every step and

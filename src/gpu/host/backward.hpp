@@ -252,6 +252,20 @@ Status gemm(L& ln, const GpuPlan& g, const GemmArgs& host, const GemmArgs* dev, 
   return ln.template launch<K>(d, host, dev, arg);
 }
 
+/// A per-step product (a step's rows of C): f32_rnn_grad_gemm_direct with RNNCORE_GPU_TILE=direct
+/// where B's layout allows it (the tile choice of the forward's step kernel), else gemm.
+template <class BT, class L>
+Status step_gemm(L& ln, const GpuPlan& g, const GemmArgs& host, const GemmArgs* dev, int arg) {
+  using K = f32_rnn_grad_gemm_direct<BT>;
+  if (g.tile != TileChoice::direct || host.m == 0 || host.n == 0 || !K::fits(host)) return gemm<BT>(ln, g, host, dev, arg);
+  Dims d;
+  d.gx = static_cast<std::uint32_t>((host.n + K::Tile::kBU - 1) / K::Tile::kBU);
+  d.gy = static_cast<std::uint32_t>(std::min<std::int64_t>((host.m + K::Tile::kBM - 1) / K::Tile::kBM, 65535));
+  d.block = K::Tile::kThreads;
+  d.smem = K::smem_bytes();
+  return ln.template launch<K>(d, host, dev, arg);
+}
+
 /// Direction d of a layer: its launches in stream order.
 template <int C, class WT, class L>
 Status direction(L& ln, const GpuPlan& g, const GradLayerBlock& host, const GradLayerBlock* dev, int d, bool skip_input) {
@@ -269,15 +283,15 @@ Status direction(L& ln, const GpuPlan& g, const GradLayerBlock& host, const Grad
     if (ga.dm != nullptr) {  // a projected LSTM: dh̃, then dm = dh̃ · W_proj for the cell kernel
       RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_lstm_grad_projection>(
           elementwise_dims(g, static_cast<std::int64_t>(ga.batch) * ((ga.out + 3) / 4), 1), ga, dga, t));
-      RNNCORE_RETURN_IF_ERROR(gemm<WT>(ln, g, gm[kGemmProjectionBack], &dgm[kGemmProjectionBack], t));
+      RNNCORE_RETURN_IF_ERROR(step_gemm<WT>(ln, g, gm[kGemmProjectionBack], &dgm[kGemmProjectionBack], t));
     }
     RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_grad_cell<C>>(elementwise_dims(g, groups, 1), ga, dga, t));
     if constexpr (C == kGruResetBefore) {
-      RNNCORE_RETURN_IF_ERROR(gemm<WT>(ln, g, gm[kGemmRecurrentN], &dgm[kGemmRecurrentN], t));
+      RNNCORE_RETURN_IF_ERROR(step_gemm<WT>(ln, g, gm[kGemmRecurrentN], &dgm[kGemmRecurrentN], t));
       RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_grad_reset_before_r>(elementwise_dims(g, BH, 1), ga, dga, t));
     }
-    RNNCORE_RETURN_IF_ERROR(gemm<WT>(ln, g, gm[kGemmRecurrent], &dgm[kGemmRecurrent], t));
-    if constexpr (C == kGruResetAfter) RNNCORE_RETURN_IF_ERROR(gemm<WT>(ln, g, gm[kGemmRecurrentN], &dgm[kGemmRecurrentN], t));
+    RNNCORE_RETURN_IF_ERROR(step_gemm<WT>(ln, g, gm[kGemmRecurrent], &dgm[kGemmRecurrent], t));
+    if constexpr (C == kGruResetAfter) RNNCORE_RETURN_IF_ERROR(step_gemm<WT>(ln, g, gm[kGemmRecurrentN], &dgm[kGemmRecurrentN], t));
   }
   if (ga.dh0 != nullptr || ga.dc0 != nullptr)
     RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_grad_end>(elementwise_dims(g, BH, 1), ga, dga, 0));
