@@ -7,8 +7,9 @@
 // Micro-kernel: a tile of MR rows × one unit block (G·NV vectors of V units) accumulates
 // rows · panel over K in MR·G·NV registers; the epilogue adds the step's input projection and
 // applies the cell (gates, state update, output) while the tile is still in registers.
-// Weight storage (Weights): f32; f16 converted by F16C; bf16 with bf16 inputs — exact products,
-// two k per vdpbf16ps on AVX512_BF16, else converted to f32 and fused one k at a time.
+// Weight storage (Weights): f32; f16 converted by F16C (AVX2, AVX-512) or by integer operations
+// (SSE2, NEON: exact, subnormals included); bf16 with bf16 inputs — exact products, two k per
+// vdpbf16ps on AVX512_BF16, else converted to f32 and fused one k at a time.
 #ifndef RNNCORE_SIMD_KERNELS_IMPL_HPP
 #define RNNCORE_SIMD_KERNELS_IMPL_HPP
 
@@ -28,9 +29,14 @@
 
 #if defined(RNNCORE_SIMD_ISA_AVX512) || defined(RNNCORE_SIMD_ISA_AVX2)
 #include <immintrin.h>
-#define RNNCORE_SIMD_LOWP 1  // this unit has f16 / bf16 weight kernels
+#define RNNCORE_SIMD_F16C 1  // f16 ↔ f32 and the bf16 widening by x86 instructions
 #else
-#define RNNCORE_SIMD_LOWP 0
+#define RNNCORE_SIMD_F16C 0  // SSE2, NEON: the portable conversions below
+#endif
+#if defined(RNNCORE_SIMD_ISA_SSE2)
+#include <emmintrin.h>
+#elif defined(RNNCORE_SIMD_ISA_NEON)
+#include <arm_neon.h>
 #endif
 #if defined(RNNCORE_SIMD_ISA_AVX512) && defined(__AVX512BF16__)
 #define RNNCORE_SIMD_BF16_PAIRS 1  // bf16 products by vdpbf16ps, two k at a time
@@ -113,7 +119,37 @@ struct Operands<Arch, Weights::f32> {
   static vf<Arch> input(const Input* row, int k) { return vf<Arch>(row[k]); }
 };
 
-#if RNNCORE_SIMD_LOWP
+// V 16-bit values → V 32-bit lanes, zero-extended (the portable conversions' first step).
+template <class Arch>
+inline xsimd::batch<std::uint32_t, Arch> widen16(const std::uint16_t* p) {
+#if defined(RNNCORE_SIMD_ISA_SSE2)
+  return _mm_unpacklo_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)), _mm_setzero_si128());
+#elif defined(RNNCORE_SIMD_ISA_NEON)
+  return vmovl_u16(vld1_u16(p));
+#else
+  alignas(64) std::uint32_t lanes[xsimd::batch<std::uint32_t, Arch>::size];
+  for (std::size_t i = 0; i < xsimd::batch<std::uint32_t, Arch>::size; ++i) lanes[i] = p[i];
+  return xsimd::batch<std::uint32_t, Arch>::load_aligned(lanes);
+#endif
+}
+
+// IEEE binary16 bits (in the low half of each lane) → f32, exactly (src/shared/half.hpp's
+// f16_to_f32): normal numbers by rebiasing the exponent, subnormals as their integer mantissa times
+// 2^-24 (no subnormal float arithmetic, which ARMv7's NEON flushes to zero), inf and NaN by
+// setting the whole exponent.
+template <class Arch>
+inline vf<Arch> f16_bits_to_f32(xsimd::batch<std::uint32_t, Arch> x) {
+  using U = xsimd::batch<std::uint32_t, Arch>;
+  using I = xsimd::batch<std::int32_t, Arch>;
+  const U sign = (x & U(0x8000u)) << 16, exp = x & U(0x7c00u), mag = (x & U(0x7fffu)) << 13;
+  const U normal = mag + U(112u << 23);                     // exponent − 15 + 127
+  const U special = mag | U(0x7f800000u);                   // inf, NaN (payload kept)
+  const vf<Arch> sub = xsimd::to_float(xsimd::bitwise_cast<I>(x & U(0x3ffu))) * vf<Arch>(0x1p-24f);
+  U bits = xsimd::select(exp == U(0x7c00u), special, normal);
+  bits = xsimd::select(exp == U(0u), xsimd::bitwise_cast<U>(sub), bits);
+  return xsimd::bitwise_cast<vf<Arch>>(bits | sign);
+}
+
 template <class Arch>
 struct Operands<Arch, Weights::f16> {
   using Input = float;
@@ -121,8 +157,10 @@ struct Operands<Arch, Weights::f16> {
   static vf<Arch> weight(const Weight* p) {
 #if defined(RNNCORE_SIMD_ISA_AVX512)
     return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
-#else
+#elif defined(RNNCORE_SIMD_ISA_AVX2)
     return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+#else
+    return f16_bits_to_f32<Arch>(widen16<Arch>(p));
 #endif
   }
   static vf<Arch> input(const Input* row, int k) { return vf<Arch>(row[k]); }
@@ -135,8 +173,10 @@ struct Operands<Arch, Weights::bf16> {
   static vf<Arch> weight(const Weight* p) {  // bf16 → f32 is a 16-bit shift
 #if defined(RNNCORE_SIMD_ISA_AVX512)
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(p))), 16));
-#else
+#elif defined(RNNCORE_SIMD_ISA_AVX2)
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p))), 16));
+#else
+    return xsimd::bitwise_cast<vf<Arch>>(widen16<Arch>(p) << 16);
 #endif
   }
   static vf<Arch> input(const Input* row, int k) {
@@ -146,7 +186,6 @@ struct Operands<Arch, Weights::bf16> {
     return vf<Arch>(f);
   }
 };
-#endif
 
 // acc[m][b·G + g] = Σ_k rows[m][k] · panels[b][k][g] for NB blocks at once (panel: K × G × V,
 // aligned). Each lane sums k in increasing order whatever MR, NB and the passes are, so results do
@@ -250,19 +289,23 @@ template <class Arch>
 inline void store_bf16(std::uint16_t* dst, vf<Arch> v) {
 #if RNNCORE_SIMD_BF16_PAIRS
   _mm256_store_si256(reinterpret_cast<__m256i*>(dst), (__m256i)_mm512_cvtneps_pbh(v));
-#elif RNNCORE_SIMD_LOWP && defined(RNNCORE_SIMD_ISA_AVX512)
+#elif defined(RNNCORE_SIMD_ISA_AVX512)
   const __m512i b = _mm512_castps_si512(v);
   const __m512i r = _mm512_srli_epi32(
       _mm512_add_epi32(b, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1)))), 16);
   _mm256_store_si256(reinterpret_cast<__m256i*>(dst), _mm512_cvtepi32_epi16(r));
-#elif RNNCORE_SIMD_LOWP
+#elif defined(RNNCORE_SIMD_ISA_AVX2)
   const __m256i b = _mm256_castps_si256(v);
   const __m256i r = _mm256_srli_epi32(
       _mm256_add_epi32(b, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1)))), 16);
   _mm_store_si128(reinterpret_cast<__m128i*>(dst), _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
-#else
-  (void)dst;
-  (void)v;
+#else  // round to nearest even on the bits (as to_bf16), then narrow
+  using U = xsimd::batch<std::uint32_t, Arch>;
+  const U b = xsimd::bitwise_cast<U>(v);
+  const U r = (b + U(0x7fffu) + ((b >> 16) & U(1u))) >> 16;
+  alignas(64) std::uint32_t lanes[U::size];
+  r.store_aligned(lanes);
+  for (std::size_t i = 0; i < U::size; ++i) dst[i] = static_cast<std::uint16_t>(lanes[i]);
 #endif
 }
 
@@ -589,10 +632,8 @@ constexpr F32Kernels make_kernels(const char* name) {
   k.pass_vectors[3] = Tile<Arch, 3>::vectors;
   k.pass_vectors[4] = Tile<Arch, 4>::vectors;
   fill_weight_kernels<Arch, Weights::f32>(&k);
-#if RNNCORE_SIMD_LOWP
   fill_weight_kernels<Arch, Weights::f16>(&k);
   fill_weight_kernels<Arch, Weights::bf16>(&k);
-#endif
   k.bf16_pairs = RNNCORE_SIMD_BF16_PAIRS != 0;
   k.to_bf16 = &to_bf16<Arch>;
   k.mask_row = &simd_detail::mask_row_range<Arch>;

@@ -105,7 +105,7 @@ Status choose_backend(const StackSpec& stack, const PlanOptions& options, const 
       k = select_f32_kernels(Isa::avx2, &isa);
     if (k != nullptr && k->gemm[w] == nullptr) {
       RNNCORE_ENSURE(want == Backend::auto_select || w == 0, Status::unsupported,
-                     "weight_dtype %s needs the SIMD backend on AVX2 or AVX-512; this machine or build has %s",
+                     "weight_dtype %s needs the SIMD backend; this machine or build has %s",
                      to_string(options.weight_dtype), to_string(isa));
       k = nullptr;
     }
@@ -126,7 +126,7 @@ Status choose_backend(const StackSpec& stack, const PlanOptions& options, const 
                    stack.dtype != DType::f32 ? to_string(stack.dtype) : to_string(options.max_isa));
   }
   RNNCORE_ENSURE(options.weight_dtype == DType::f32, Status::unsupported,
-                 "weight_dtype %s needs the SIMD backend on AVX2 or AVX-512 (the reference backend stores weights in "
+                 "weight_dtype %s needs the SIMD backend (the reference backend stores weights in "
                  "the computation's dtype)", to_string(options.weight_dtype));
   p->table = BackendTable::reference;
   p->backend = Backend::reference;

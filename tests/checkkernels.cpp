@@ -34,6 +34,7 @@
 #include "src/internal/int8_lstm.hpp"
 #include "src/internal/kernels.hpp"
 #include "src/internal/plan_impl.hpp"
+#include "tests/test_util.hpp"
 
 #ifndef RNNCORE_CHECK_ISAS
 #define RNNCORE_CHECK_ISAS ""
@@ -368,6 +369,66 @@ TEST_CASE("f32 kernels: matmul, activations, vector math and bf16 rounding again
 }
 
 // ---- the int8 kernels (moved from tests/test_int8_lstm.cpp) ----
+TEST_CASE("f32 kernels: f16 and bf16 weights read every 16-bit pattern exactly") {
+  // The GEMM with K = 1 and the input 1 returns its panel's weights converted to f32: F16C on AVX2 /
+  // AVX-512, integer operations on SSE2 and NEON (subnormals included). Against
+  // src/shared/half.hpp's conversions, every pattern but NaNs (whose payloads the instructions may
+  // quiet), a zero's sign (1 · −0 + 0 is +0) and bf16 subnormals where the arithmetic flushes them.
+  int n = 0;
+  const Kernel* k = registry(&n);
+  for (int i = 0; i < n; ++i) {
+    if (k[i].op != KernelOp::f32_rnn || !k[i].runs()) continue;
+    const simd::F32Kernels& t = *k[i].table();
+    CAPTURE(std::string(k[i].name()));
+    const int V = t.vector, count = 1 << 16;
+    for (const simd::Weights w : {simd::Weights::f16, simd::Weights::bf16}) {
+      if (w == simd::Weights::bf16 && t.bf16_pairs) continue;  // its panels hold k pairs: the layer tests cover it
+      CAPTURE(static_cast<int>(w));
+      REQUIRE(static_cast<bool>(t.gemm[static_cast<int>(w)]));
+      // Panel, biases and C as the kernels load and store them: aligned.
+      rnncore_test::AlignedBuffer panel_bytes(sizeof(std::uint16_t) * count), bias_bytes(sizeof(float) * count),
+          c_bytes(sizeof(float) * count);
+      auto* panel = reinterpret_cast<std::uint16_t*>(panel_bytes.ptr);
+      auto* bias = reinterpret_cast<float*>(bias_bytes.ptr);
+      auto* c = reinterpret_cast<float*>(c_bytes.ptr);
+      for (int b = 0; b < count; ++b) {
+        panel[b] = static_cast<std::uint16_t>(b);
+        bias[b] = 0.0f;
+        c[b] = -7.0f;
+      }
+      std::vector<std::uint16_t> one16(2, 0);
+      one16[0] = detail::f32_to_bf16(1.0f);
+      std::vector<float> one(1, 1.0f);
+      simd::GemmArgs g;
+      g.a = one.data();
+      g.a16 = one16.data();
+      g.a16_stride = 2;
+      g.k = 1;
+      g.vectors = 1;
+      g.panel = panel;
+      g.bias = bias;
+      g.c = c;
+      g.c_row_stride = count;
+      g.row_end = 1;
+      g.block_end = count / V;
+      t.gemm[static_cast<int>(w)](g);
+      int wrong = 0;
+      for (int b = 0; b < count; ++b) {
+        const auto bits = static_cast<std::uint16_t>(b);
+        const float want = w == simd::Weights::f16 ? detail::f16_to_f32(bits) : detail::bf16_to_f32(bits);
+        if (std::isnan(want)) {
+          wrong += !std::isnan(c[b]);
+          continue;
+        }
+        // a bf16 subnormal is an f32 subnormal: ARMv7's NEON arithmetic flushes it to zero
+        if (std::fpclassify(want) == FP_SUBNORMAL && c[b] == 0.0f) continue;
+        wrong += c[b] != want;
+      }
+      CHECK(wrong == 0);
+    }
+  }
+}
+
 TEST_CASE("int8 kernels: the list, and the choice within a cap") {
   int n = 0;
   const DotRowsKernel* k = int8_dot_kernels(&n);

@@ -577,16 +577,13 @@ std::vector<Row> cell_rows() {
   return rows;
 }
 
-const IsaRule kWideX86 = {[](Isa isa) { return isa == Isa::avx2 || isa == Isa::avx512 ? "✓" : "unsupported"; },
-                          "✓ on AVX2, AVX-512 · unsupported on SSE2, NEON"};
-
 std::vector<Row> dtype_rows() {
   std::vector<Row> rows;
   const auto nothing = [](Sub*) {};
   rows.push_back({"f32", every_cell(nothing, DType::f32)});
   rows.push_back({"f64", every_cell(nothing, DType::f64)});
-  rows.push_back({"f16 weights (f32 activations)", every_cell([](Sub* s) { s->c.weight_dtype = DType::f16; }), &kWideX86});
-  rows.push_back({"bf16 weights (f32 activations)", every_cell([](Sub* s) { s->c.weight_dtype = DType::bf16; }), &kWideX86});
+  rows.push_back({"f16 weights (f32 activations)", every_cell([](Sub* s) { s->c.weight_dtype = DType::f16; })});
+  rows.push_back({"bf16 weights (f32 activations)", every_cell([](Sub* s) { s->c.weight_dtype = DType::bf16; })});
   return rows;
 }
 
@@ -738,7 +735,7 @@ std::vector<Row> reset_rows() {
   rows.push_back({"bf16 weights (f32 activations)", every_cell([&](Sub* s) {
                     reset(s);
                     s->c.weight_dtype = DType::bf16;
-                  }, DType::f32, false), &kWideX86});
+                  }, DType::f32, false)});
   Row ext{"LSTM with all four extensions", {}, nullptr, true};
   Sub e;
   e.name = "lstm uni";
