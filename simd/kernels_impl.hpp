@@ -7,8 +7,8 @@
 // Micro-kernel: a tile of MR rows × one unit block (G·NV vectors of V units) accumulates
 // rows · panel over K in MR·G·NV registers; the epilogue adds the step's input projection and
 // applies the cell (gates, state update, output) while the tile is still in registers.
-// Weight storage (Weights): f32; f16 converted by F16C (AVX2, AVX-512) or by integer operations
-// (SSE2, NEON: exact, subnormals included); bf16 with bf16 inputs — exact products, two k per
+// Weight storage (Weights): f32; f16 converted by F16C (AVX2, AVX-512), AArch64's fcvtl, or by
+// integer operations (SSE2, ARMv7 NEON: exact, subnormals included); bf16 with bf16 inputs — exact products, two k per
 // vdpbf16ps on AVX512_BF16, else converted to f32 and fused one k at a time.
 #ifndef RNNCORE_SIMD_KERNELS_IMPL_HPP
 #define RNNCORE_SIMD_KERNELS_IMPL_HPP
@@ -159,6 +159,8 @@ struct Operands<Arch, Weights::f16> {
     return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
 #elif defined(RNNCORE_SIMD_ISA_AVX2)
     return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p)));
+#elif defined(RNNCORE_SIMD_ISA_NEON) && defined(__aarch64__)
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));  // ARMv8's conversion instruction
 #else
     return f16_bits_to_f32<Arch>(widen16<Arch>(p));
 #endif

@@ -1747,7 +1747,11 @@ int cmd_info(int argc, char** argv) {
     if (Plan::create(probe, o, &p) == Status::ok)
       std::printf("%s weights: %s kernels (%s)\n", to_string(w), p.kernel_name(),
                   w == DType::bf16 ? (p.isa() == Isa::avx512 ? "vdpbf16ps" : "converted to f32")
-                  : p.isa() == Isa::avx2 || p.isa() == Isa::avx512 ? "F16C" : "converted by integer operations");
+                  : p.isa() == Isa::avx2 || p.isa() == Isa::avx512 ? "F16C"
+#if defined(__aarch64__)
+                  : p.isa() == Isa::neon ? "fcvtl"
+#endif
+                                                                     : "converted by integer operations");
     else
       std::printf("%s weights: not available here\n", to_string(w));
   }

@@ -469,8 +469,8 @@ struct PlanOptions {
   Isa max_isa = Isa::best;  ///< cap for the SIMD backend (forces lower paths); also env RNNCORE_MAX_ISA
   /// Storage of the packed weights (SIMD backend, every instruction set): f32; bf16 — weights and
   /// the matrix products' inputs in bf16, f32 accumulation (vdpbf16ps where the CPU has
-  /// AVX512_BF16); f16 — weights in f16 (F16C on AVX2 / AVX-512, exact integer conversion on SSE2
-  /// and NEON), f32 inputs. See docs/performance.md for the accuracy.
+  /// AVX512_BF16); f16 — weights in f16 (F16C on AVX2 / AVX-512, fcvtl on AArch64, exact integer
+  /// conversion on SSE2 and ARMv7 NEON), f32 inputs. See docs/performance.md for the accuracy.
   DType weight_dtype = DType::f32;
   std::int32_t threads = 1;  ///< CPU threads a run uses (1: no threading at all)
   ThreadPool* thread_pool = nullptr;  ///< needed when threads > 1 (Model makes its own); at least `threads` big
