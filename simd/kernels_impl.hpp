@@ -8,8 +8,8 @@
 // rows · panel over K in MR·G·NV registers; the epilogue adds the step's input projection and
 // applies the cell (gates, state update, output) while the tile is still in registers.
 // Weight storage (Weights): f32; f16 converted by F16C (AVX2, AVX-512), AArch64's fcvtl, or by
-// integer operations (SSE2, ARMv7 NEON: exact, subnormals included); bf16 with bf16 inputs — exact products, two k per
-// vdpbf16ps on AVX512_BF16, else converted to f32 and fused one k at a time.
+// integer operations (SSE2, ARMv7 NEON: exact, subnormals included); bf16 with bf16 inputs — exact
+// products, two k per vdpbf16ps on AVX512_BF16, else converted to f32 and fused one k at a time.
 #ifndef RNNCORE_SIMD_KERNELS_IMPL_HPP
 #define RNNCORE_SIMD_KERNELS_IMPL_HPP
 
@@ -119,17 +119,14 @@ struct Operands<Arch, Weights::f32> {
   static vf<Arch> input(const Input* row, int k) { return vf<Arch>(row[k]); }
 };
 
+#if !RNNCORE_SIMD_F16C
 // V 16-bit values → V 32-bit lanes, zero-extended (the portable conversions' first step).
 template <class Arch>
 inline xsimd::batch<std::uint32_t, Arch> widen16(const std::uint16_t* p) {
 #if defined(RNNCORE_SIMD_ISA_SSE2)
   return _mm_unpacklo_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)), _mm_setzero_si128());
-#elif defined(RNNCORE_SIMD_ISA_NEON)
-  return vmovl_u16(vld1_u16(p));
 #else
-  alignas(64) std::uint32_t lanes[xsimd::batch<std::uint32_t, Arch>::size];
-  for (std::size_t i = 0; i < xsimd::batch<std::uint32_t, Arch>::size; ++i) lanes[i] = p[i];
-  return xsimd::batch<std::uint32_t, Arch>::load_aligned(lanes);
+  return vmovl_u16(vld1_u16(p));
 #endif
 }
 
@@ -149,6 +146,7 @@ inline vf<Arch> f16_bits_to_f32(xsimd::batch<std::uint32_t, Arch> x) {
   bits = xsimd::select(exp == U(0u), xsimd::bitwise_cast<U>(sub), bits);
   return xsimd::bitwise_cast<vf<Arch>>(bits | sign);
 }
+#endif
 
 template <class Arch>
 struct Operands<Arch, Weights::f16> {

@@ -542,8 +542,7 @@ struct f32_rnn_grad_gemm_direct {
         for (int j = 0; j < 4; ++j) mine[i * 4 + j] = acc[i][j];
       ex.sync();
       for (int o = tid; o < kSlots * kAcc; o += Tile::kThreads) {  // one element of C each
-        float v = smem[o];
-        for (int q = 1; q < KS; ++q) v += smem[static_cast<int64_t>(q) * kSlots * kAcc + o];
+        const float v = sum_k_groups<KS>(smem, kSlots * kAcc, o);
         const int sl = o / kAcc, i = o % kAcc / 4, j = o % 4;
         const int64_t r = i0 + (sl / Tile::kUnitThreads) * TM + i, c = c0 + (sl % Tile::kUnitThreads) * 4 + j;
         if (r < g.m && c < g.n) {

@@ -1296,6 +1296,15 @@ struct DirectTile {
 /// 256 threads: eight warps a block where the staged tiles give four (RNNCORE_GPU_TILE=direct).
 using StepTileDirect = DirectTile<16, 16, 2, 8>;
 
+/// Element o of KS partial-sum areas of `per_group` floats each, added in group order (the direct
+/// kernels' one meeting of their k groups: a fixed order, so the sums are deterministic).
+template <int KS>
+RNNCORE_HD RNNCORE_GPU_INLINE float sum_k_groups(const float* smem, int64_t per_group, int o) {
+  float v = smem[o];
+  for (int p = 1; p < KS; ++p) v += smem[p * per_group + o];
+  return v;
+}
+
 constexpr const char* kStepDirectNames[] = {"f32_lstm_step_direct", "f32_gru_step_direct", "f32_gru_reset_before_step_direct",
                                             "f32_rnn_tanh_step_direct", "f32_rnn_relu_step_direct"};
 
@@ -1362,11 +1371,8 @@ struct f32_rnn_step_direct {
         for (int g = 0; g < NG; ++g)
           for (int j = 0; j < 4; ++j) mine[(i * NG + g) * 4 + j] = acc[i][g][j];
       ex.sync();
-      for (int o = tid; o < kSlots * kAcc; o += Tile::kThreads) {  // group 0's slots get the sums
-        float v = smem[o];
-        for (int p = 1; p < KS; ++p) v += smem[static_cast<int64_t>(p) * kSlots * kAcc + o];
-        smem[o] = v;
-      }
+      for (int o = tid; o < kSlots * kAcc; o += Tile::kThreads)  // into group 0's slots
+        smem[o] = sum_k_groups<KS>(smem, kSlots * kAcc, o);
       ex.sync();
       for (int e = tid; e < kSlots * TM; e += Tile::kThreads) {  // one (slot, row) each: 4 units of a row
         const int sl = e / TM, i = e % TM;
