@@ -209,6 +209,7 @@ struct DirectionGrad {
   T* dc0 = nullptr;
   // Workspace.
   T *dh = nullptr, *dh_next = nullptr, *dc = nullptr, *dgates = nullptr, *hprev = nullptr, *xcell = nullptr, *rows = nullptr;
+  T* thread_rows = nullptr;    // SIMD, several threads: kScratchRows + 1 rows a thread
   int row_width = 0;           // elements of one scratch row
   const simd::F32Kernels* kernels = nullptr;  // SIMD backend: the matmul kernel
   T* pack = nullptr;                          // and its scratch (per thread)
@@ -262,17 +263,24 @@ class BackwardDirection {
       if (g_.dc0 != nullptr) std::memcpy(g_.dc0, g_.dc, sizeof(T) * B_ * H_);
     }
     weight_gradients();
-    if (lp_.extensions) projection_gradient();
+    if (lp_.extensions) {
+      peephole_gradients();
+      projection_gradient();
+    }
     if (g_.dx.data != nullptr) input_gradients();
   }
 
  private:
   std::int64_t at(int t, int b) const { return static_cast<std::int64_t>(t) * B_ + b; }
   const T* keep(int t, int b) const { return g_.keep + at(t, b) * slots_; }
-  T* scratch(int k) const { return g_.rows + static_cast<std::int64_t>(k) * g_.row_width; }
+  // Scratch row k of `rows`: kScratchRows + 1 rows of row_width, g_.rows or a worker's own
+  // (step_rows); g_.rows continues with [B, H] that every thread shares by rows (shared_rows).
+  T* scratch(int k, T* rows) const { return rows + static_cast<std::int64_t>(k) * g_.row_width; }
+  T* shared_rows() const { return scratch(kScratchRows + 1, g_.rows); }
+  T* worker_rows(int index) const { return g_.thread_rows + static_cast<std::int64_t>(index) * (kScratchRows + 1) * g_.row_width; }
   // v *= mask m at (t, b) (the row after the kScratchRows scratch rows holds the mask row).
-  void apply(const Mask& m, int t, int b, T* v, int width) const {
-    multiply_by_mask_row(g_.kernels, m, g_.run, t, b, v, width, scratch(kScratchRows));
+  void apply(const Mask& m, int t, int b, T* v, int width, T* rows) const {
+    multiply_by_mask_row(g_.kernels, m, g_.run, t, b, v, width, scratch(kScratchRows, rows));
   }
   bool active(int t, int b) const { return t < walk_.length(b); }
   // A view whose rows (t, b) are the consecutive rows of one [T·B, I] matrix.
@@ -297,7 +305,7 @@ class BackwardDirection {
   // The state a step read, recomputed exactly as the forward made it: the previous step's kept
   // state (`width` units at `offset` of the reserve row) with every state mask applied, or the
   // initial state.
-  void state_before(int t, int b, int offset, int width, const Mask* masks, const T* initial, T* out) const {
+  void state_before(int t, int b, int offset, int width, const Mask* masks, const T* initial, T* out, T* rows) const {
     const int tp = walk_.previous(t, b);
     if (tp < 0) {
       if (initial != nullptr) std::memcpy(out, initial + static_cast<std::int64_t>(b) * width, sizeof(T) * width);
@@ -305,7 +313,37 @@ class BackwardDirection {
       return;
     }
     std::memcpy(out, keep(tp, b) + offset, sizeof(T) * width);
-    for (int w = 0; w < wm_.count; ++w) apply(masks[w], tp, b, out, width);
+    for (int w = 0; w < wm_.count; ++w) apply(masks[w], tp, b, out, width, rows);
+  }
+
+  // The SIMD backend's threads for a loop over rows: the plan's, where each gets
+  // kMinStepRowsPerThread rows or more, else one.
+  int row_threads() const {
+    const int n = g_.threads.count;
+    return g_.kernels != nullptr && n > 1 && B_ >= kMinStepRowsPerThread * n ? n : 1;
+  }
+
+  // fn(b0, b1, rows, pack) over contiguous shares [b0, b1) of the rows, one a thread (row_threads),
+  // each with scratch rows and matmul scratch of its own (one thread: g_.rows and g_.pack). Rows do
+  // not meet in fn: the results are those of one thread whatever the shares.
+  template <class Fn>
+  void over_row_shares(const Fn& fn) {
+    const int threads = row_threads();
+    if (threads <= 1) {
+      fn(0, B_, g_.rows, g_.pack);
+      return;
+    }
+    struct Job {
+      const BackwardDirection* self;
+      const Fn* fn;
+      int threads;
+    } job{this, &fn, threads};
+    pool_run(g_.threads.pool, threads, [](void* context, int index) {
+      const Job& j = *static_cast<const Job*>(context);
+      const int B = j.self->B_;
+      (*j.fn)(B * index / j.threads, B * (index + 1) / j.threads, j.self->worker_rows(index),
+              j.self->g_.pack + static_cast<std::int64_t>(index) * simd::kMatmulScratchFloats);
+    }, &job);
   }
 
   // The cell input after input dropout and the state each step read; zeros for steps past a row's length.
@@ -313,22 +351,24 @@ class BackwardDirection {
   // instead (x_in_place_, h_in_place_).
   void gather_step_inputs() {
     if (x_in_place_ && h_in_place_) return;
-    for (int t = 0; t < g_.steps; ++t)
-      for (int b = 0; b < B_; ++b) {
-        T* xc = g_.xcell + at(t, b) * I_;
-        T* hp = g_.hprev + at(t, b) * O_;
-        if (!active(t, b)) {  // zero rows add nothing to the products over all (step, row)
-          std::memset(g_.dgates + at(t, b) * gw_, 0, sizeof(T) * gw_);
-          std::memset(xc, 0, sizeof(T) * I_);
-          std::memset(hp, 0, sizeof(T) * O_);
-          continue;
+    over_row_shares([this](int b0, int b1, T* rows, T*) {
+      for (int b = b0; b < b1; ++b)
+        for (int t = 0; t < g_.steps; ++t) {
+          T* xc = g_.xcell + at(t, b) * I_;
+          T* hp = g_.hprev + at(t, b) * O_;
+          if (!active(t, b)) {  // zero rows add nothing to the products over all (step, row)
+            std::memset(g_.dgates + at(t, b) * gw_, 0, sizeof(T) * gw_);
+            std::memset(xc, 0, sizeof(T) * I_);
+            std::memset(hp, 0, sizeof(T) * O_);
+            continue;
+          }
+          if (!x_in_place_) {
+            std::memcpy(xc, g_.x.row(t, b), sizeof(T) * I_);
+            for (int w = wm_.count - 1; w >= 0; --w) apply(wm_.input[w], t, b, xc, I_, rows);
+          }
+          if (!h_in_place_) state_before(t, b, keep_h(lp_), O_, wm_.state_h, g_.h0, hp, rows);
         }
-        if (!x_in_place_) {
-          std::memcpy(xc, g_.x.row(t, b), sizeof(T) * I_);
-          for (int w = wm_.count - 1; w >= 0; --w) apply(wm_.input[w], t, b, xc, I_);
-        }
-        if (!h_in_place_) state_before(t, b, keep_h(lp_), O_, wm_.state_h, g_.h0, hp);
-      }
+    });
   }
 
   void start_state_gradients() {
@@ -340,19 +380,19 @@ class BackwardDirection {
   // The gradient reaching the cell's output h at (t, b): through the state masks from the next
   // step, and from y through the output wrappers (outermost first); residual wrappers pass the
   // gradient on to their input as well.
-  void output_gradient(int t, int b, T* dh_cell) const {
+  void output_gradient(int t, int b, T* dh_cell, T* rows) const {
     std::memcpy(dh_cell, g_.dh + static_cast<std::int64_t>(b) * O_, sizeof(T) * O_);
-    for (int w = 0; w < wm_.count; ++w) apply(wm_.state_h[w], t, b, dh_cell, O_);
+    for (int w = 0; w < wm_.count; ++w) apply(wm_.state_h[w], t, b, dh_cell, O_, rows);
     if (g_.dy.data == nullptr) return;
-    T* dout = scratch(1);
+    T* dout = scratch(1, rows);
     std::memcpy(dout, g_.dy.row(t, b), sizeof(T) * O_);
     for (int w = wm_.count - 1; w >= 0; --w) {
       if (ls_.wrappers[w].kind == WrapperKind::dropout) {
-        apply(wm_.output[w], t, b, dout, O_);
+        apply(wm_.output[w], t, b, dout, O_, rows);
       } else if (g_.dx.data != nullptr) {  // residual (add): its input is the layer input after outer input masks
-        T* dres = scratch(2);
+        T* dres = scratch(2, rows);
         std::memcpy(dres, dout, sizeof(T) * O_);
-        for (int v = wm_.count - 1; v > w; --v) apply(wm_.input[v], t, b, dres, I_);
+        for (int v = wm_.count - 1; v > w; --v) apply(wm_.input[v], t, b, dres, I_, rows);
         axpy(g_.dx.row(t, b), T(1), dres, I_);
       }
     }
@@ -362,7 +402,7 @@ class BackwardDirection {
   // Pre-activation gradients of one row into dgates (input side G·H, then GRU reset-after's
   // recurrent n part), the part of dh_prev that bypasses the recurrent weights, and dc_prev. The
   // reset-before GRU's r gate waits for reset_before_r (it needs R_nᵀ of every row).
-  void cell_backward(int t, int b, const T* dh_cell, T* dgr, T* dh_direct) {
+  void cell_backward(int t, int b, const T* dh_cell, T* dgr, T* dh_direct, T* rows) {
     const T* k = keep(t, b);
     const T* hp = g_.hprev + at(t, b) * H_;
     const int H = H_;
@@ -371,17 +411,17 @@ class BackwardDirection {
         T* dc = g_.dc + static_cast<std::int64_t>(b) * H;
         if constexpr (std::is_same<T, float>::value) {
           if (g_.kernels != nullptr) {
-            lstm_cell_kernel(t, b, dh_cell, dc, dgr);
+            lstm_cell_kernel(t, b, dh_cell, dc, dgr, rows);
             std::memset(dh_direct, 0, sizeof(T) * H);
             break;
           }
         }
-        T* c_prev = scratch(3);
-        T* dc_cell = scratch(4);
-        T* tc = scratch(5);
-        state_before(t, b, 4 * H, H, wm_.state_c, g_.c0, c_prev);
+        T* c_prev = scratch(3, rows);
+        T* dc_cell = scratch(4, rows);
+        T* tc = scratch(5, rows);
+        state_before(t, b, 4 * H, H, wm_.state_c, g_.c0, c_prev, rows);
         std::memcpy(dc_cell, dc, sizeof(T) * H);
-        for (int w = 0; w < wm_.count; ++w) apply(wm_.state_c[w], t, b, dc_cell, H);
+        for (int w = 0; w < wm_.count; ++w) apply(wm_.state_c[w], t, b, dc_cell, H, rows);
         tanh_row(k + 4 * H, tc, H);
         for (int u = 0; u < H; ++u) {
           dc[u] = lstm_unit_backward(k[u], k[H + u], k[2 * H + u], k[3 * H + u], tc[u], c_prev[u], dh_cell[u], dc_cell[u],
@@ -415,27 +455,27 @@ class BackwardDirection {
 
   // The SIMD backend's LSTM cell: one kernel over the row, reading c_{t−1} from the reserve where
   // no state mask changed it (the gradient at c_t goes through the state masks first).
-  void lstm_cell_kernel(int t, int b, const float* dh_cell, float* dc, float* dgr) const {
+  void lstm_cell_kernel(int t, int b, const float* dh_cell, float* dc, float* dgr, float* rows) const {
     const int H = H_, tp = walk_.previous(t, b);
-    const float* c_prev = scratch(3);
+    const float* c_prev = scratch(3, rows);
     if (tp >= 0 && wm_.count == 0) c_prev = keep(tp, b) + 4 * H;
-    else state_before(t, b, 4 * H, H, wm_.state_c, g_.c0, scratch(3));
+    else state_before(t, b, 4 * H, H, wm_.state_c, g_.c0, scratch(3, rows), rows);
     if (wm_.count == 0) {
       g_.kernels->lstm_backward(keep(t, b), c_prev, dh_cell, dc, dgr, H);
       return;
     }
-    float* dc_cell = scratch(4);
+    float* dc_cell = scratch(4, rows);
     std::memcpy(dc_cell, dc, sizeof(float) * H);
-    for (int w = 0; w < wm_.count; ++w) apply(wm_.state_c[w], t, b, dc_cell, H);
+    for (int w = 0; w < wm_.count; ++w) apply(wm_.state_c[w], t, b, dc_cell, H, rows);
     g_.kernels->lstm_backward(keep(t, b), c_prev, dh_cell, dc_cell, dgr, H);
     std::memcpy(dc, dc_cell, sizeof(float) * H);
   }
 
-  // Reset-before GRU: n saw R_n (r ⊙ h), so its gradient reaches r and h through R_nᵀ.
-  void reset_before_r(int t) {
-    T* d_rh = scratch(kScratchRows + 1);  // [B, H]
-    matmul_rows(t, 2 * H_, H_, 2, d_rh, false);
-    for (int b = 0; b < B_; ++b) {
+  // Reset-before GRU, rows [b0, b1): n saw R_n (r ⊙ h), so its gradient reaches r and h through R_nᵀ.
+  void reset_before_r(int t, int b0, int b1, T* pack) {
+    T* d_rh = shared_rows();  // [B, H]
+    matmul_rows(t, b0, b1, 2 * H_, H_, 2, d_rh, false, pack);
+    for (int b = b0; b < b1; ++b) {
       if (!active(t, b)) continue;
       const T* k = keep(t, b);
       const T* hp = g_.hprev + at(t, b) * H_;
@@ -446,25 +486,26 @@ class BackwardDirection {
     }
   }
 
-  // out[B, ·] (+)= dgates[t, :, column…column+k) · R from `gate` on ([k, H], row-major; packed on the
-  // SIMD backend): a product over step t's rows.
-  void matmul_rows(int t, int column, int k, int gate, T* out, bool accumulate) const {
+  // out[b0 … b1, ·] (+)= dgates[t, b0 … b1, column…column+k) · R from `gate` on ([k, H], row-major;
+  // packed on the SIMD backend), on this thread (`pack`: its matmul scratch), the column blocks in
+  // step t's order (simd::StepArgs::descending).
+  void matmul_rows(int t, int b0, int b1, int column, int k, int gate, T* out, bool accumulate, T* pack) const {
     Matmul<T> m;
-    m.a = g_.dgates + at(t, 0) * gw_ + column;
+    m.a = g_.dgates + at(t, b0) * gw_ + column;
     m.a_m = gw_;
     m.a_k = 1;
     m.b = g_.w.R[gate];
     m.b_packed = packed_r(gate);
     m.ldb = O_;
-    m.c = out;
+    m.c = out + static_cast<std::int64_t>(b0) * O_;
     m.ldc = O_;
-    m.m = B_;
+    m.m = b1 - b0;
     m.n = O_;
     m.k = k;
     m.accumulate = accumulate;
-    m.scratch = g_.pack;
-    m.descending = (t & 1) != 0;  // alternate step by step (simd::StepArgs::descending)
-    matmul(g_.kernels, m, g_.threads);
+    m.scratch = pack;
+    m.descending = (t & 1) != 0;
+    matmul(g_.kernels, m);
   }
 
   void tanh_row(const T* src, T* dst, int n) const {
@@ -478,15 +519,16 @@ class BackwardDirection {
     for (int i = 0; i < n; ++i) dst[i] = std::tanh(src[i]);
   }
 
-  // LSTM with extensions, step t of every row (TF LSTMCell): the gradient at h through the
-  // projection clip into dgates' last block (O units), dm = that · W_proj for every row in one
-  // product (without a projection dm is it), then the cell through the peepholes and the cell clip.
-  void lstm_ext_step(int t) {
-    T* dh_cell = scratch(0);
-    T* dm = scratch(kScratchRows + 1);  // [B, H]
-    for (int b = 0; b < B_; ++b) {
+  // LSTM with extensions, rows [b0, b1) of step t (TF LSTMCell): the gradient at h through the
+  // projection clip into dgates' last block (O units), dm = that · W_proj in one product (without a
+  // projection dm is it), then the cell through the peepholes and the cell clip (the peepholes'
+  // own gradients: peephole_gradients, after the steps).
+  void lstm_ext_rows(int t, int b0, int b1, T* pack, T* rows) {
+    T* dh_cell = scratch(0, rows);
+    T* dm = shared_rows();  // [B, H]
+    for (int b = b0; b < b1; ++b) {
       if (!active(t, b)) continue;
-      output_gradient(t, b, dh_cell);
+      output_gradient(t, b, dh_cell, rows);
       const T* h_raw = keep(t, b) + keep_h(lp_) + O_;
       T* d = g_.dgates + at(t, b) * gw_ + 4 * H_;
       for (int k = 0; k < O_; ++k) d[k] = clip_passes(h_raw[k], ls_.proj_clip) ? dh_cell[k] : T(0);
@@ -494,38 +536,38 @@ class BackwardDirection {
     }
     if (g_.w.proj != nullptr) {
       Matmul<T> m;
-      m.a = g_.dgates + at(t, 0) * gw_ + 4 * H_;
+      m.a = g_.dgates + at(t, b0) * gw_ + 4 * H_;
       m.a_m = gw_;
       m.a_k = 1;
       m.b = g_.w.proj;
       m.b_packed = g_.r_packed == nullptr ? nullptr : g_.r_packed + lp_.gates * H_ * O_;
       m.ldb = H_;
-      m.c = dm;
+      m.c = dm + static_cast<std::int64_t>(b0) * H_;
       m.ldc = H_;
-      m.m = B_;
+      m.m = b1 - b0;
       m.n = H_;
       m.k = O_;
-      m.scratch = g_.pack;
-      matmul(g_.kernels, m, g_.threads);
+      m.scratch = pack;
+      matmul(g_.kernels, m);
     } else {
-      for (int b = 0; b < B_; ++b)
+      for (int b = b0; b < b1; ++b)
         std::memcpy(dm + static_cast<std::int64_t>(b) * H_, g_.dgates + at(t, b) * gw_ + 4 * H_, sizeof(T) * H_);
     }
-    for (int b = 0; b < B_; ++b)
-      if (active(t, b)) lstm_ext_cell(t, b, dm + static_cast<std::int64_t>(b) * H_);
+    for (int b = b0; b < b1; ++b)
+      if (active(t, b)) lstm_ext_cell(t, b, dm + static_cast<std::int64_t>(b) * H_, rows);
   }
 
-  void lstm_ext_cell(int t, int b, const T* dm) {
+  void lstm_ext_cell(int t, int b, const T* dm, T* rows) {
     const T* k = keep(t, b);
     const int H = H_;
     T* dgr = g_.dgates + at(t, b) * gw_;
     T* dc = g_.dc + static_cast<std::int64_t>(b) * H;
-    T* c_prev = scratch(3);
-    T* dc_cell = scratch(4);
-    T* tc = scratch(5);
-    state_before(t, b, 4 * H, H, wm_.state_c, g_.c0, c_prev);
+    T* c_prev = scratch(3, rows);
+    T* dc_cell = scratch(4, rows);
+    T* tc = scratch(5, rows);
+    state_before(t, b, 4 * H, H, wm_.state_c, g_.c0, c_prev, rows);
     std::memcpy(dc_cell, dc, sizeof(T) * H);
-    for (int w = 0; w < wm_.count; ++w) apply(wm_.state_c[w], t, b, dc_cell, H);
+    for (int w = 0; w < wm_.count; ++w) apply(wm_.state_c[w], t, b, dc_cell, H, rows);
     tanh_row(k + 4 * H, tc, H);
     const CellParams<const T>& w = g_.w;
     for (int u = 0; u < H; ++u) {
@@ -534,87 +576,80 @@ class BackwardDirection {
       dc[u] = lstm_ext_unit_backward(k[u], k[H + u], k[2 * H + u], k[3 * H + u], tc[u], c_prev[u], dm[u], dc_cell[u], peep,
                                      !clip_passes(k[6 * H + u], ls_.cell_clip), dgr + u, H);
     }
+  }
+
+  // The peepholes' gradients, Σ over (step, row) in the order the steps ran (from the last; rows
+  // upwards): p_i and p_f saw c_{t−1}, p_o the new c.
+  void peephole_gradients() {
     if (g_.dw.peep[0] == nullptr) return;
-    for (int u = 0; u < H; ++u) {  // p_i, p_f saw c_{t−1}, p_o the new c
-      g_.dw.peep[0][u] += dgr[u] * c_prev[u];
-      g_.dw.peep[1][u] += dgr[H + u] * c_prev[u];
-      g_.dw.peep[3][u] += dgr[3 * H + u] * k[4 * H + u];
+    const int H = H_;
+    T* c_prev = scratch(3, g_.rows);
+    for (int s = g_.steps - 1; s >= 0; --s) {
+      const int t = walk_.time(s);
+      for (int b = 0; b < B_; ++b) {
+        if (!active(t, b)) continue;
+        state_before(t, b, 4 * H, H, wm_.state_c, g_.c0, c_prev, g_.rows);
+        const T* k = keep(t, b);
+        const T* dgr = g_.dgates + at(t, b) * gw_;
+        for (int u = 0; u < H; ++u) {
+          g_.dw.peep[0][u] += dgr[u] * c_prev[u];
+          g_.dw.peep[1][u] += dgr[H + u] * c_prev[u];
+          g_.dw.peep[3][u] += dgr[3 * H + u] * k[4 * H + u];
+        }
+      }
     }
   }
 
-  // One step t, all rows: cell gradients, then dh_prev = direct part + Σ_g R_gᵀ · dpre_g (rows past
-  // their length carry dh unchanged: their dgates rows are zero).
+  // One step t: each share of the rows (over_row_shares) through step_rows; then the resets'
+  // gradients, and dh_next becomes dh.
   void step(int t) {
+    over_row_shares([this, t](int b0, int b1, T* rows, T* pack) { step_rows(t, b0, b1, pack, rows); });
+    if (g_.resets.r != nullptr) reset_gradients(t);
+    T* swap = g_.dh;
+    g_.dh = g_.dh_next;
+    g_.dh_next = swap;
+  }
+
+  // Rows [b0, b1) of step t: cell gradients, then dh_next = direct part + Σ_g R_gᵀ · dpre_g for those
+  // rows (rows past their length carry dh unchanged: their dgates rows are zero). `pack`: this
+  // thread's matmul scratch; `rows`: its scratch rows.
+  void step_rows(int t, int b0, int b1, T* pack, T* rows) {
+    if (b0 == b1) return;
+    const bool gru = lp_.mode == Mode::gru, reset_before = gru && lp_.gru_variant == GruVariant::reset_before;
     if constexpr (std::is_same<T, float>::value) {
-      if (rows_in_parallel()) {
-        step_rows_parallel(t);
-        return;
-      }
+      if (g_.kernels != nullptr && wm_.count == 0 && !lp_.extensions && !reset_before) plain_cells(t, b0, b1, pack);
+      else cells(t, b0, b1, pack, rows);
+      if (stored_dh_fits()) return stored_dh(t, b0, b1, pack);
+    } else {
+      cells(t, b0, b1, pack, rows);
     }
-    T* dh_cell = scratch(0);
-    for (int b = 0; b < B_; ++b) {
+    // R_0 … R_{G−1} are consecutive in the canonical buffer: one product covers every gate whose
+    // gradient column is its own (all but GRU n).
+    matmul_rows(t, b0, b1, 0, (gru ? 2 : lp_.gates) * H_, 0, g_.dh_next, true, pack);
+    if (gru && !reset_before) matmul_rows(t, b0, b1, 3 * H_, H_, 2, g_.dh_next, true, pack);
+  }
+
+  // The cell gradients of rows [b0, b1): through the wrappers, the LSTM's extensions, the
+  // reset-before GRU's r.
+  void cells(int t, int b0, int b1, T* pack, T* rows) {
+    T* dh_cell = scratch(0, rows);
+    for (int b = b0; b < b1; ++b) {
       T* dh_next = g_.dh_next + static_cast<std::int64_t>(b) * O_;
       if (!active(t, b)) {  // the state passed this step unchanged
         std::memcpy(dh_next, g_.dh + static_cast<std::int64_t>(b) * O_, sizeof(T) * O_);
         continue;
       }
-      if (lp_.extensions) continue;  // lstm_ext_step below
-      output_gradient(t, b, dh_cell);
-      cell_backward(t, b, dh_cell, g_.dgates + at(t, b) * gw_, dh_next);
+      if (lp_.extensions) continue;  // lstm_ext_rows below
+      output_gradient(t, b, dh_cell, rows);
+      cell_backward(t, b, dh_cell, g_.dgates + at(t, b) * gw_, dh_next, rows);
     }
-    if (lp_.extensions) lstm_ext_step(t);
-    const bool gru = lp_.mode == Mode::gru;
-    if (gru && lp_.gru_variant == GruVariant::reset_before) reset_before_r(t);
-    // R_0 … R_{G−1} are consecutive in the canonical buffer: one product covers every gate whose
-    // gradient column is its own (all but GRU n).
-    if (stored_dh_fits()) {
-      stored_dh(t, 0, B_, g_.pack);
-    } else {
-      matmul_rows(t, 0, (gru ? 2 : lp_.gates) * H_, 0, g_.dh_next, true);
-      if (gru && lp_.gru_variant == GruVariant::reset_after) matmul_rows(t, 3 * H_, H_, 2, g_.dh_next, true);
-    }
-    if (g_.resets.r != nullptr) reset_gradients(t);
-    T* swap = g_.dh;
-    g_.dh = g_.dh_next;
-    g_.dh_next = swap;
+    if (lp_.extensions) lstm_ext_rows(t, b0, b1, pack, rows);
+    if (lp_.mode == Mode::gru && lp_.gru_variant == GruVariant::reset_before) reset_before_r(t, b0, b1, pack);
   }
 
-  // The SIMD backend without wrappers or LSTM extensions (and not the reset-before GRU, whose r
-  // needs every row's n first): a step's rows are independent until the next step, so each
-  // thread takes a share of them through the cell gradients and its rows of the dh product (one
-  // hand-over a step, not two). Every row's arithmetic is the serial path's: bit-identical for
-  // any thread count.
-  bool rows_in_parallel() const {
-    return g_.kernels != nullptr && wm_.count == 0 && !lp_.extensions &&
-           !(lp_.mode == Mode::gru && lp_.gru_variant == GruVariant::reset_before);
-  }
-
-  void step_rows_parallel(int t) {
-    struct Job {
-      BackwardDirection* self;
-      int t, threads;
-    } job{this, t, g_.threads.count};
-    auto run = [](void* context, int index) {
-      const Job& j = *static_cast<const Job*>(context);
-      const int B = j.self->B_;
-      j.self->step_rows(j.t, B * index / j.threads, B * (index + 1) / j.threads,
-                        j.self->g_.pack + static_cast<std::int64_t>(index) * simd::kMatmulScratchFloats);
-    };
-    if (g_.threads.count <= 1 || B_ < kMinStepRowsPerThread * g_.threads.count) {
-      job.threads = 1;
-      run(&job, 0);
-    } else {
-      pool_run(g_.threads.pool, g_.threads.count, run, &job);
-    }
-    if (g_.resets.r != nullptr) reset_gradients(t);
-    T* swap = g_.dh;
-    g_.dh = g_.dh_next;
-    g_.dh_next = swap;
-  }
-
-  // Rows [b0, b1) of step t: cell gradients, then dh_next = direct part + Σ_g R_gᵀ · dpre_g for
-  // those rows. `pack`: this thread's kMatmulScratchFloats (its first H floats serve the cells).
-  void step_rows(int t, int b0, int b1, float* pack) {
+  // The SIMD backend's cells without wrappers, LSTM extensions or the reset-before GRU: each row's
+  // kernel reads dh (+ dy) and its c_{t−1} or h_{t−1} where they lie.
+  void plain_cells(int t, int b0, int b1, float* pack) {
     const int H = H_;
     const bool gru = lp_.mode == Mode::gru;
     for (int b = b0; b < b1; ++b) {
@@ -646,31 +681,6 @@ class BackwardDirection {
         std::memset(dh_next, 0, sizeof(float) * H);
       }
     }
-    if (b0 == b1) return;
-    auto product = [&](int column, int k, int gate) {
-      simd::MatmulArgs m;
-      m.a = g_.dgates + at(t, 0) * gw_ + column;
-      m.a_m = gw_;
-      m.a_k = 1;
-      m.b = g_.w.R[gate];
-      m.ldb = O_;
-      m.b_packed = packed_r(gate);
-      m.c = g_.dh_next;
-      m.ldc = H;
-      m.n = H;
-      m.k = k;
-      m.row_begin = b0;
-      m.row_end = b1;
-      m.accumulate = true;
-      m.scratch = pack;
-      g_.kernels->matmul(m);
-    };
-    if (stored_dh_fits()) {
-      stored_dh(t, b0, b1, pack);
-      return;
-    }
-    product(0, (gru ? 2 : lp_.gates) * H, 0);
-    if (gru) product(3 * H, H, 2);
   }
 
   // Scratch floats of stored_dh: the output row's width Op, K's (f32 and bf16) and a row's in all.
@@ -881,13 +891,15 @@ class BackwardDirection {
           g_.xcell[r * I_ + u] = s;
         }
     }
-    for (int t = 0; t < g_.steps; ++t)
-      for (int b = 0; b < B_; ++b) {
-        if (!active(t, b)) continue;
-        T* dxc = g_.xcell + at(t, b) * I_;
-        for (int w = wm_.count - 1; w >= 0; --w) apply(wm_.input[w], t, b, dxc, I_);
-        axpy(g_.dx.row(t, b), T(1), dxc, I_);
-      }
+    over_row_shares([this](int b0, int b1, T* rows, T*) {
+      for (int b = b0; b < b1; ++b)
+        for (int t = 0; t < g_.steps; ++t) {
+          if (!active(t, b)) continue;
+          T* dxc = g_.xcell + at(t, b) * I_;
+          for (int w = wm_.count - 1; w >= 0; --w) apply(wm_.input[w], t, b, dxc, I_, rows);
+          axpy(g_.dx.row(t, b), T(1), dxc, I_);
+        }
+    });
   }
 
   const PlanImpl& p_;
@@ -1001,6 +1013,7 @@ void backward_all(const PlanImpl& p, const unsigned char* packed, unsigned char*
       if (g.kernels != nullptr) {
         g.pack = at_bytes<T>(ws, p.simd.train.backward_pack);
         g.r_packed = at_bytes<T>(ws, p.simd.train.r_packed);
+        g.thread_rows = at_bytes<T>(ws, p.simd.train.backward_rows);
         if (p.simd.train.rt_panel[l][d] != 0) g.rt_panel = packed + p.simd.train.rt_panel[l][d];
       }
       g.threads = plan_threads(p);
@@ -1030,7 +1043,7 @@ class BatchedForward {
         h_(reinterpret_cast<float*>(ws + p.simd.train.state_h)), c_(reinterpret_cast<float*>(ws + p.simd.train.state_c)),
         rh_(reinterpret_cast<float*>(ws + p.simd.train.rh)), x_in_(reinterpret_cast<float*>(ws + p.simd.train.x_in)),
         rows_(reinterpret_cast<float*>(ws + p.train.rows + static_cast<std::size_t>(dir) * p.train.rows_stride)),
-        pack_(reinterpret_cast<float*>(ws + p.simd.train.forward_pack)),
+        thread_rows_(ws + p.simd.train.thread_rows), pack_(reinterpret_cast<float*>(ws + p.simd.train.forward_pack)),
         wm_(wrapper_masks(p, layer, dir, io.dropout)), dp_(lp_.dir[dir]), packed_(packed),
         stored_(trains_from_stored_panels(p.simd, p.layers[layer])),
         blocks_(reinterpret_cast<float*>(ws + p.simd.train.rec_blocks)),
@@ -1053,10 +1066,14 @@ class BatchedForward {
 
  private:
   std::int64_t at(int t, int b) const { return static_cast<std::int64_t>(t) * B_ + b; }
-  float* row(int k) const { return rows_ + static_cast<std::int64_t>(k) * p_.max_width; }
+  // Scratch row k of `rows` (kScratchRows rows of max_width: rows_, or a worker's own in step_rows).
+  float* row(int k, float* rows) const { return rows + static_cast<std::int64_t>(k) * p_.max_width; }
+  float* worker_rows(int index) const {
+    return reinterpret_cast<float*>(thread_rows_ + static_cast<std::size_t>(index) * p_.train.rows_stride);
+  }
   bool active(int t, int b) const { return t < (io_.lengths != nullptr ? io_.lengths[b] : io_.steps); }
-  void apply(const Mask& m, int t, int b, float* v, int width) const {
-    multiply_by_mask_row(k_, m, io_.dropout, t, b, v, width, row(3));
+  void apply(const Mask& m, int t, int b, float* v, int width, float* rows) const {
+    multiply_by_mask_row(k_, m, io_.dropout, t, b, v, width, row(3, rows));
   }
   const float* x_row(int t, int b) const { return static_cast<const float*>(io_.x) + t * io_.x_st + b * io_.x_sb; }
 
@@ -1065,13 +1082,6 @@ class BatchedForward {
   void product(const float* a, std::int64_t rows, int k, const float* b_packed, int n, float* c, std::int64_t ldc = 0,
                std::int64_t lda = 0) const {
     matmul_threaded(k_, product_args(a, rows, k, b_packed, n, c, ldc, lda), plan_threads(p_));
-  }
-  // Step t's recurrent product over every row, the column order alternating step by step
-  // (simd::StepArgs::descending).
-  void step_product(int t, const float* a, int k, const float* b_packed, int n, float* c) const {
-    simd::MatmulArgs m = product_args(a, B_, k, b_packed, n, c);
-    m.descending = (t & 1) != 0;
-    matmul_threaded(k_, m, plan_threads(p_));
   }
   simd::MatmulArgs product_args(const float* a, std::int64_t rows, int k, const float* b_packed, int n, float* c,
                                 std::int64_t ldc = 0, std::int64_t lda = 0) const {
@@ -1095,7 +1105,8 @@ class BatchedForward {
   // order; bf16 rounds the rows of a to bf16 first, as the inference does.
   // Rows [b0, b1) (default: all).
   void stored_product(const float* a, int k, std::size_t panel, int gates, float* c, int b0 = 0, int b1 = -1) const {
-    const int V = p_.vector, NV = simd::vectors_per_gate(lp_.cell), row = gates * lp_.hidden_stride;
+    // (rows of rec_blocks G·Hp apart whatever `gates`: threads may run both products of a step)
+    const int V = p_.vector, NV = simd::vectors_per_gate(lp_.cell), row = G_ * lp_.hidden_stride;
     const int w = static_cast<int>(p_.simd.weights);
     if (b1 < 0) b1 = B_;
     simd::GemmArgs g;
@@ -1131,12 +1142,23 @@ class BatchedForward {
   // proj[t, b] = W x_cell + bW + bR (GRU reset-after: bR_n stays with the recurrent term).
   void project_inputs() {
     const std::int64_t rows = static_cast<std::int64_t>(io_.steps) * B_;
-    for (int t = 0; t < io_.steps; ++t)
-      for (int b = 0; b < B_; ++b) {
-        float* xc = x_in_ + at(t, b) * I_;
-        std::memcpy(xc, x_row(t, b), sizeof(float) * I_);
-        for (int w = wm_.count - 1; w >= 0; --w) apply(wm_.input[w], t, b, xc, I_);
-      }
+    struct Job {
+      BatchedForward* self;
+      int threads;
+    } job{this, parallel_rows_ && wm_.count > 0 ? plan_threads(p_).count : 1};
+    auto cell_inputs = [](void* context, int index) {  // x through the input masks, rows shared out
+      const Job& j = *static_cast<const Job*>(context);
+      BatchedForward& f = *j.self;
+      float* rows = j.threads > 1 ? f.worker_rows(index) : f.rows_;
+      for (int b = f.B_ * index / j.threads; b < f.B_ * (index + 1) / j.threads; ++b)
+        for (int t = 0; t < f.io_.steps; ++t) {
+          float* xc = f.x_in_ + f.at(t, b) * f.I_;
+          std::memcpy(xc, f.x_row(t, b), sizeof(float) * f.I_);
+          for (int w = f.wm_.count - 1; w >= 0; --w) f.apply(f.wm_.input[w], t, b, xc, f.I_, rows);
+        }
+    };
+    if (job.threads > 1) pool_run(plan_threads(p_).pool, job.threads, cell_inputs, &job);
+    else cell_inputs(&job, 0);
     if (w_t_ != nullptr) {
       product(x_in_, rows, I_, w_t_, GH_, proj_);
     } else {  // skip input: every gate adds x itself
@@ -1150,19 +1172,17 @@ class BatchedForward {
     for (std::int64_t r = 0; r < rows; ++r) axpy(proj_ + r * GH_, 1.0f, bias, GH_);
   }
 
-  // Whether a step's rows run on the plan's threads, each its share of the recurrent product, gates
-  // and state (nothing couples two rows of a step): without wrappers (their masks share scratch
-  // rows), LSTM extensions (a projection product over every row) or the reset-before GRU's second
-  // product, with kMinStepRowsPerThread rows a thread or more (as the backward's step_rows).
+  // Whether a step's rows run on the plan's threads, each its share of the recurrent products, gates,
+  // projection and state (nothing couples two rows of a step; wrappers use a worker's own scratch
+  // rows), with kMinStepRowsPerThread rows a thread or more (as the backward's step_rows).
   bool rows_in_parallel() const {
     const Threads th = plan_threads(p_);
-    return th.count > 1 && B_ >= kMinStepRowsPerThread * th.count && wm_.count == 0 && !lp_.extensions &&
-           !(lp_.mode == Mode::gru && lp_.gru_variant == GruVariant::reset_before);
+    return th.count > 1 && B_ >= kMinStepRowsPerThread * th.count;
   }
 
-  // Step t with the rows shared out: each thread's rows' product h · Rᵀ (the same sums as one
-  // thread's: every element of C is one thread's, in k order), then their gates and state. The
-  // same bits for any thread count.
+  // Step t with the rows shared out: each thread runs step_rows on its share. Every element of a
+  // product is one thread's, summed in k order as one thread sums it: the same bits for any thread
+  // count.
   void step_rows_parallel(int t) {
     const Threads th = plan_threads(p_);
     struct Job {
@@ -1172,42 +1192,48 @@ class BatchedForward {
     pool_run(th.pool, th.count, [](void* context, int index) {
       const Job& j = *static_cast<const Job*>(context);
       BatchedForward& f = *j.self;
-      const int b0 = f.B_ * index / j.threads, b1 = f.B_ * (index + 1) / j.threads;
-      if (f.stored_) {
-        f.stored_product(f.h_, f.O_, f.dp_.r_panel, f.G_, f.rec_, b0, b1);
-      } else {
-        simd::MatmulArgs m = f.product_args(f.h_, f.B_, f.O_, f.r_t_, f.GH_, f.rec_);
-        m.row_begin = b0;
-        m.row_end = b1;
-        m.scratch += static_cast<std::int64_t>(index) * simd::kMatmulScratchFloats;
-        f.k_->matmul(m);
-      }
-      for (int b = b0; b < b1; ++b)
-        if (f.active(j.t, b)) f.gates(j.t, b);
-      for (int b = b0; b < b1; ++b) f.finish(j.t, b);
+      f.step_rows(j.t, f.B_ * index / j.threads, f.B_ * (index + 1) / j.threads,
+                  f.pack_ + static_cast<std::int64_t>(index) * simd::kMatmulScratchFloats, f.worker_rows(index));
     }, &job);
   }
 
   void step(int t) {
     if (io_.resets.r != nullptr) reset_rows(t);
-    if (parallel_rows_) {
-      step_rows_parallel(t);
-      return;
-    }
-    const bool gru = lp_.mode == Mode::gru, reset_before = gru && lp_.gru_variant == GruVariant::reset_before;
-    // Recurrent products of every row (the reset-before GRU's n gate waits for r ⊙ h).
-    if (stored_) stored_product(h_, O_, dp_.r_panel, reset_before ? 2 : G_, rec_);
-    else step_product(t, h_, O_, r_t_, reset_before ? 2 * H_ : GH_, rec_);
-    for (int b = 0; b < B_; ++b)
+    if (parallel_rows_) step_rows_parallel(t);
+    else step_rows(t, 0, B_, pack_, rows_);
+  }
+
+  // c[b0 … b1) (row stride ldc, G·H by default) = a's rows (row stride lda, k by default) · B
+  // (packed), on the calling thread with its matmul scratch `pack`; the column blocks in the order
+  // of step t (simd::MatmulArgs::descending).
+  void rows_product(int t, int b0, int b1, const float* a, int k, const float* b_packed, int n, float* c, float* pack,
+                    std::int64_t ldc = 0, std::int64_t lda = 0) const {
+    simd::MatmulArgs m = product_args(a, B_, k, b_packed, n, c, ldc, lda);
+    m.row_begin = b0;
+    m.row_end = b1;
+    m.scratch = pack;
+    m.descending = (t & 1) != 0;
+    k_->matmul(m);
+  }
+
+  // Rows [b0, b1) of step t: the recurrent products (the reset-before GRU's n gate waits for r ⊙ h),
+  // the gates, an LSTM's projection, the output and state through the wrappers. `pack`: this
+  // thread's matmul scratch; `rows`: its scratch rows.
+  void step_rows(int t, int b0, int b1, float* pack, float* rows) {
+    if (b0 == b1) return;
+    const bool reset_before = lp_.mode == Mode::gru && lp_.gru_variant == GruVariant::reset_before;
+    if (stored_) stored_product(h_, O_, dp_.r_panel, reset_before ? 2 : G_, rec_, b0, b1);
+    else rows_product(t, b0, b1, h_, O_, r_t_, reset_before ? 2 * H_ : GH_, rec_, pack);
+    for (int b = b0; b < b1; ++b)
       if (active(t, b)) gates(t, b);
-    if (lp_.extensions) project(t);
+    if (lp_.extensions) project(t, b0, b1, pack);
     if (reset_before) {
-      if (stored_) stored_product(rh_, H_, dp_.r_panel_n, 1, rec_ + 2 * H_);
-      else step_product(t, rh_, H_, r_t_ + 2 * H_ * H_, H_, rec_ + 2 * H_);
-      for (int b = 0; b < B_; ++b)
+      if (stored_) stored_product(rh_, H_, dp_.r_panel_n, 1, rec_ + 2 * H_, b0, b1);
+      else rows_product(t, b0, b1, rh_, H_, r_t_ + 2 * H_ * H_, H_, rec_ + 2 * H_, pack);
+      for (int b = b0; b < b1; ++b)
         if (active(t, b)) reset_before_n(t, b);
     }
-    for (int b = 0; b < B_; ++b) finish(t, b);
+    for (int b = b0; b < b1; ++b) finish(t, b, rows);
   }
 
   float* keep(int t, int b) const { return static_cast<float*>(io_.keep) + at(t, b) * slots_; }
@@ -1294,13 +1320,13 @@ class BatchedForward {
     return v < lo ? lo : v > hi ? hi : v;
   }
 
-  // h̃ = W_proj m for every row of step t (one product; without a projection h̃ = m), h = clip(h̃).
-  void project(int t) {
+  // h̃ = W_proj m for rows [b0, b1) of step t (one product; without a projection h̃ = m), h = clip(h̃).
+  void project(int t, int b0, int b1, float* pack) {
     const int kh = keep_h(lp_);
-    for (int b = 0; b < B_; ++b)  // the product reads every row: rows past their length give zeros
+    for (int b = b0; b < b1; ++b)  // the product reads every row: rows past their length give zeros
       if (!active(t, b)) std::memset(keep(t, b) + 5 * H_, 0, sizeof(float) * H_);
-    if (p_t_ != nullptr) product(keep(t, 0) + 5 * H_, B_, H_, p_t_, O_, keep(t, 0) + kh + O_, slots_, slots_);
-    for (int b = 0; b < B_; ++b) {
+    if (p_t_ != nullptr) rows_product(t, b0, b1, keep(t, 0) + 5 * H_, H_, p_t_, O_, keep(t, 0) + kh + O_, pack, slots_, slots_);
+    for (int b = b0; b < b1; ++b) {
       if (!active(t, b)) continue;
       float* k = keep(t, b);
       if (p_t_ == nullptr) std::memcpy(k + kh + O_, k + 5 * H_, sizeof(float) * O_);
@@ -1323,8 +1349,9 @@ class BatchedForward {
     for (int u = 0; u < H; ++u) k[h_slot * H + u] = (1.0f - k[H + u]) * k[2 * H + u] + k[H + u] * hp[u];
   }
 
-  // The output through the wrappers, and the state (through the state masks) for the next step.
-  void finish(int t, int b) {
+  // The output through the wrappers, and the state (through the state masks) for the next step;
+  // `rows`: the calling thread's scratch rows.
+  void finish(int t, int b, float* rows) {
     float* y = static_cast<float*>(io_.y) + t * io_.y_st + b * io_.y_sb;
     if (!active(t, b)) {  // past the row's length: state carries over, output is zero
       std::memset(y, 0, sizeof(float) * O_);
@@ -1335,21 +1362,21 @@ class BatchedForward {
     float* c = c_ + static_cast<std::int64_t>(b) * H_;
     std::memcpy(h, k + keep_h(lp_), sizeof(float) * O_);
     if (lp_.mode == Mode::lstm) std::memcpy(c, k + 4 * H_, sizeof(float) * H_);
-    if (wm_.count == 0) {  // (no scratch row: rows may finish on several threads)
+    if (wm_.count == 0) {
       std::memcpy(y, h, sizeof(float) * O_);
       return;
     }
-    float* out = row(1);
+    float* out = row(1, rows);
     std::memcpy(out, h, sizeof(float) * O_);
     for (int w = 0; w < wm_.count; ++w) {
       if (ls_.wrappers[w].kind == WrapperKind::dropout) {
-        apply(wm_.output[w], t, b, out, O_);
-        apply(wm_.state_h[w], t, b, h, O_);
-        if (lp_.mode == Mode::lstm) apply(wm_.state_c[w], t, b, c, H_);
+        apply(wm_.output[w], t, b, out, O_, rows);
+        apply(wm_.state_h[w], t, b, h, O_, rows);
+        if (lp_.mode == Mode::lstm) apply(wm_.state_c[w], t, b, c, H_, rows);
       } else {  // residual (add): the input this wrapper received, after the input masks outside it
-        float* level = row(2);
+        float* level = row(2, rows);
         std::memcpy(level, x_row(t, b), sizeof(float) * I_);
-        for (int v = wm_.count - 1; v > w; --v) apply(wm_.input[v], t, b, level, I_);
+        for (int v = wm_.count - 1; v > w; --v) apply(wm_.input[v], t, b, level, I_, rows);
         for (int u = 0; u < O_; ++u) out[u] += level[u];
       }
     }
@@ -1364,7 +1391,9 @@ class BatchedForward {
   const int H_, O_, I_, B_, G_, GH_, slots_;
   const CellParams<const float> w_;
   const float *w_t_, *r_t_, *p_t_;
-  float *proj_, *rec_, *h_, *c_, *rh_, *x_in_, *rows_, *pack_;
+  float *proj_, *rec_, *h_, *c_, *rh_, *x_in_, *rows_;
+  unsigned char* thread_rows_;  // a worker's kScratchRows rows each (p_.train.rows_stride bytes apart)
+  float* pack_;
   const WrapperMasks wm_;
   const DirectionPack& dp_;
   const unsigned char* packed_;

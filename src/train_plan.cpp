@@ -154,6 +154,7 @@ void layout_training_simd(PlanImpl* p) {
   s.rh = fw.take(B * w.hidden, es);
   s.x_in = fw.take(T * B * w.input, es);
   s.forward_pack = fw.take(threads * simd::kMatmulScratchFloats, es);
+  if (threads > 1) s.thread_rows = fw.take(threads * p->train.rows_stride, 1);
   bool stored = false;  // some layer's recurrent products read the stored panels
   for (int l = 0; l < st.num_layers; ++l) stored = stored || trains_from_stored_panels(p->simd, p->layers[l]);
   if (stored) {
@@ -169,6 +170,7 @@ void layout_training_simd(PlanImpl* p) {
   }
   take_backward_common(p, &bw);
   s.backward_pack = bw.take(threads * simd::kMatmulScratchFloats, es);
+  if (threads > 1) s.backward_rows = bw.take(threads * (kScratchRows + 1) * static_cast<std::uint64_t>(p->max_width), es);
   s.r_packed = bw.take((w.gates + 1) * w.hidden * w.hidden, es);  // R, and an LSTM's W_proj after it
   end_training_layout(p, fw, bw);
 }

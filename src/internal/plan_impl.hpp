@@ -122,6 +122,7 @@ struct SimdTrainLayout {
   // products [B, G·H], the state [B, H] (h, c, r ⊙ h) and the cell input [T, B, I].
   std::size_t proj = 0, rec = 0, state_h = 0, state_c = 0, rh = 0, x_in = 0;
   std::size_t forward_pack = 0;   // simd::kMatmulScratchFloats per thread for the matmuls' packed tiles
+  std::size_t thread_rows = 0;    // more than one thread: kScratchRows rows (train.rows_stride bytes) per thread
   // f16 / bf16 weights: the recurrent products read the inference's panels (gemm[w]) into rows of
   // G·Hp floats in gate-vector order (rec_blocks), after zeros (zero_bias, G·Hp floats); bf16 rounds
   // their input rows to h16 (rows of h16_stride elements).
@@ -130,6 +131,7 @@ struct SimdTrainLayout {
   // one-gate panel of O units over K = recurrent_k rows of R (simd_pack_transposed_panel).
   std::size_t rt_panel[kMaxLayers][2] = {};
   std::size_t backward_pack = 0;  // backward: simd::kMatmulScratchFloats per thread
+  std::size_t backward_rows = 0;  // backward, more than one thread: kScratchRows + 1 rows of max_width per thread
   std::size_t r_packed = 0;       // backward: one direction's R [G·H, O] (and W_proj [P, H]) packed for the per-step products
 };
 
