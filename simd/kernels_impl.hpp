@@ -263,8 +263,17 @@ inline void accumulate_passes(const typename Operands<Arch, W>::Input* const* ro
 // 6-row tile runs 6, 5, 5 (10 FMA chains at worst) rather than 6, 6, 4 (8).
 inline int tile_rows(int count, int tiles, int t) { return count / tiles + (t < count % tiles ? 1 : 0); }
 
-// Blocks a single-row tile takes at once: enough for 8 independent accumulator chains.
-constexpr int single_row_blocks(int vectors) { return vectors >= 8 ? 1 : (8 + vectors - 1) / vectors; }
+// Blocks a single-row tile (batch 1) takes at once, each block `vectors` accumulator chains wide.
+// Measured on Zen 5 (bench/results/single_row_tiles_amd_epyc_avx512_2026-11-30.md): AVX-512 is
+// fastest with 4–6 chains (one LSTM or Elman block, two GRU blocks: 1.05–1.18× over 8–9 at H ≤ 256,
+// the same above); 16 registers want up to 8, never more (the GRU's three blocks, 9 accumulators,
+// ran 1.3–1.5× slower than two). NEON keeps 8 or more (not measured).
+template <class Arch>
+constexpr int single_row_blocks(int vectors) {
+  if constexpr (vf<Arch>::size == 16) return (4 + vectors - 1) / vectors;
+  if constexpr (RegisterFile<Arch>::count < 32) return vectors >= 8 ? 1 : 8 / vectors;
+  return (8 + vectors - 1) / vectors;
+}
 
 // Stores the first n (≤ V) lanes of v to unaligned memory.
 template <class Arch>
@@ -489,7 +498,7 @@ void step(const StepArgs& s) {
   const std::ptrdiff_t panel_block = panel_elements<W>(s.state_size, G, V);
   const Weight* panel = static_cast<const Weight*>(s.panel);
   if (s.row_end - s.row_begin == 1) {  // one row (batch 1): several blocks per tile
-    constexpr int NT = Tile<Arch, G>::vectors, NB = single_row_blocks(NT);
+    constexpr int NT = Tile<Arch, G>::vectors, NB = single_row_blocks<Arch>(NT);
     const typename Op::Input* row[1] = {state_row<Arch, W>(s.h_prev, s.h16_prev, static_cast<std::ptrdiff_t>(s.row_begin) * s.hidden_padded)};
     const int groups = (s.block_end - s.block_begin) / NB, tail = s.block_begin + groups * NB;
     const auto group = [&](int j) {  // blocks j .. j + NB − 1 in one tile

@@ -2,7 +2,8 @@
 // registry) against its reference, on random and edge inputs, bit for bit where the kernel is
 // specified so (the int8 kernels against the scalar code) and within stated tolerances otherwise
 // (the f32 tables against f64 loops; their step and GEMM kernels are checked at layer level by
-// simd_vs_reference, golden and lowp). It FAILS when a kernel this CPU runs went unchecked, or when
+// simd_vs_reference, golden and lowp, and here a step's batch-1 paths against its batch path, bit
+// for bit). It FAILS when a kernel this CPU runs went unchecked, or when
 // the machine has an instruction set the build targets (RNNCORE_CHECK_ISAS) and no kernel of it
 // was checked.
 //
@@ -369,6 +370,87 @@ TEST_CASE("f32 kernels: matmul, activations, vector math and bf16 rounding again
 }
 
 // ---- the int8 kernels (moved from tests/test_int8_lstm.cpp) ----
+// The step kernels take a batch in row tiles and one row (batch 1) in groups of unit blocks
+// (simd/kernels_impl.hpp, single_row_blocks), in either block order (StepArgs::descending): each
+// unit's sum runs k upwards in all of them, so a row's outputs and state are the same bits. Seven
+// blocks (the last one partly padding) leave every group size a tail; random panels, inputs and
+// states, f32 weights; the reset-before GRU's phase 1 (r, z, r ⊙ h).
+TEST_CASE("f32 kernels: a step's row is the same bits alone (batch 1, either block order) as in a batch") {
+  int n = 0;
+  const Kernel* k = registry(&n);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  for (int i = 0; i < n; ++i) {
+    if (k[i].op != KernelOp::f32_rnn || !k[i].runs()) continue;
+    const simd::F32Kernels& t = *k[i].table();
+    CAPTURE(std::string(k[i].name()));
+    for (int cell = 0; cell < simd::kCellCount; ++cell) {
+      const auto C = static_cast<simd::Cell>(cell);
+      CAPTURE(cell);
+      const int V = t.vector, NV = simd::vectors_per_gate(C), blocks = 7;
+      const int gates = C == simd::Cell::lstm ? 4 : C == simd::Cell::gru_reset_after ? 3 : C == simd::Cell::gru_reset_before ? 2 : 1;
+      const int Hp = blocks * NV * V, H = Hp - 3, K = H, rows = 3, PW = gates * NV;
+      const std::size_t panel_n = static_cast<std::size_t>(blocks) * K * PW * V, row_n = static_cast<std::size_t>(rows) * Hp;
+      rnncore_test::AlignedBuffer panel_b(4 * panel_n), proj_b(4 * row_n * gates), bias_b(4 * Hp), h_b(4 * row_n),
+          c0_b(4 * row_n);
+      auto fill = [&](unsigned char* p, std::size_t count) {
+        auto* f = reinterpret_cast<float*>(p);
+        for (std::size_t e = 0; e < count; ++e) f[e] = uni(rng);
+      };
+      fill(panel_b.ptr, panel_n);
+      fill(proj_b.ptr, row_n * gates);
+      fill(bias_b.ptr, Hp);
+      fill(h_b.ptr, row_n);
+      fill(c0_b.ptr, row_n);
+      auto* h = reinterpret_cast<float*>(h_b.ptr);
+      for (int r = 0; r < rows; ++r) std::fill(h + r * Hp + H, h + (r + 1) * Hp, 0.0f);
+      // One run's outputs: y, h_next, c (LSTM), r ⊙ h and z (reset-before).
+      struct Out {
+        rnncore_test::AlignedBuffer y, h, c, rh, z;
+        explicit Out(std::size_t bytes) : y(bytes), h(bytes), c(bytes), rh(bytes), z(bytes) {}
+      };
+      auto run = [&](Out& o, int r0, int r1, bool descending) {
+        for (auto* b : {&o.y, &o.h, &o.rh, &o.z}) std::memset(b->ptr, 0, b->size);
+        std::memcpy(o.c.ptr, c0_b.ptr, o.c.size);
+        simd::StepArgs s;
+        s.hidden = H;
+        s.hidden_padded = Hp;
+        s.state_size = K;
+        s.proj = reinterpret_cast<const float*>(proj_b.ptr);
+        s.proj_row_stride = static_cast<std::int64_t>(gates) * Hp;
+        s.panel = panel_b.ptr;
+        s.bias_rn = reinterpret_cast<const float*>(bias_b.ptr);
+        s.h_prev = h;
+        s.h_next = reinterpret_cast<float*>(o.h.ptr);
+        s.c = reinterpret_cast<float*>(o.c.ptr);
+        s.rh = reinterpret_cast<float*>(o.rh.ptr);
+        s.z = reinterpret_cast<float*>(o.z.ptr);
+        s.y = reinterpret_cast<float*>(o.y.ptr);
+        s.y_row_stride = Hp;
+        s.row_begin = r0;
+        s.row_end = r1;
+        s.block_begin = 0;
+        s.block_end = blocks;
+        s.descending = descending;
+        t.step[0][cell](s);
+      };
+      Out batch(4 * row_n);
+      run(batch, 0, rows, false);
+      for (const bool descending : {false, true}) {
+        CAPTURE(descending);
+        Out one(4 * row_n);
+        run(one, 1, 2, descending);
+        const std::size_t at = static_cast<std::size_t>(Hp) * 4, bytes = static_cast<std::size_t>(Hp) * 4;
+        CHECK(std::memcmp(one.y.ptr + at, batch.y.ptr + at, 4 * static_cast<std::size_t>(H)) == 0);
+        CHECK(std::memcmp(one.h.ptr + at, batch.h.ptr + at, bytes) == 0);
+        CHECK(std::memcmp(one.c.ptr + at, batch.c.ptr + at, bytes) == 0);
+        CHECK(std::memcmp(one.rh.ptr + at, batch.rh.ptr + at, bytes) == 0);
+        CHECK(std::memcmp(one.z.ptr + at, batch.z.ptr + at, bytes) == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("f32 kernels: f16 and bf16 weights read every 16-bit pattern exactly") {
   // The GEMM with K = 1 and the input 1 returns its panel's weights converted to f32: F16C on AVX2 /
   // AVX-512, integer operations on SSE2 and NEON (subnormals included). Against
