@@ -263,17 +263,20 @@ inline void accumulate_passes(const typename Operands<Arch, W>::Input* const* ro
 // 6-row tile runs 6, 5, 5 (10 FMA chains at worst) rather than 6, 6, 4 (8).
 inline int tile_rows(int count, int tiles, int t) { return count / tiles + (t < count % tiles ? 1 : 0); }
 
-// Blocks a single-row tile (batch 1) takes at once, each block `vectors` accumulator chains wide.
+// Blocks a single-row tile (batch 1) takes at once, each block `vectors` accumulator chains wide;
+// `far`: the step's panels exceed kSingleRowFarBytes (they stream from L3 or memory, not L2).
 // Measured on Zen 5 (bench/results/single_row_tiles_amd_epyc_avx512_2026-11-30.md): AVX-512 is
-// fastest with 4–6 chains (one LSTM or Elman block, two GRU blocks: 1.05–1.18× over 8–9 at H ≤ 256,
-// the same above); 16 registers want up to 8, never more (the GRU's three blocks, 9 accumulators,
-// ran 1.3–1.5× slower than two). NEON keeps 8 or more (not measured).
+// fastest with 4–6 chains from L2 (one LSTM or Elman block, two GRU blocks: 1.05–1.18× over 8–9 at
+// H ≤ 256) and 6–8 beyond (an LSTM at H 1024: 1.03×); 16 registers want up to 8, never more (the
+// GRU's three blocks, 9 accumulators, ran 1.3–1.5× slower than two). NEON keeps 8 or more (not
+// measured).
 template <class Arch>
-constexpr int single_row_blocks(int vectors) {
-  if constexpr (vf<Arch>::size == 16) return (4 + vectors - 1) / vectors;
+constexpr int single_row_blocks(int vectors, bool far) {
+  if constexpr (vf<Arch>::size == 16) return ((far ? 6 : 4) + vectors - 1) / vectors;
   if constexpr (RegisterFile<Arch>::count < 32) return vectors >= 8 ? 1 : 8 / vectors;
   return (8 + vectors - 1) / vectors;
 }
+constexpr std::ptrdiff_t kSingleRowFarBytes = std::ptrdiff_t{8} << 20;
 
 // Stores the first n (≤ V) lanes of v to unaligned memory.
 template <class Arch>
@@ -486,6 +489,39 @@ inline const typename Operands<Arch, W>::Input* state_row(const float* f32_rows,
 // The i-th block of a step's range in its visiting order (StepArgs::descending).
 inline int block_at(const StepArgs& s, int i) { return s.descending ? s.block_end - 1 - (i - s.block_begin) : i; }
 
+// One row (batch 1): NB unit blocks a tile (single_row_blocks), in the step's block order.
+template <class Arch, Weights W, Cell C, int NB>
+void single_row_step(const StepArgs& s) {
+  using Op = Operands<Arch, W>;
+  using Weight = typename Op::Weight;
+  constexpr int V = static_cast<int>(vf<Arch>::size);
+  constexpr int G = cell_vectors(C), NT = Tile<Arch, G>::vectors;
+  const std::ptrdiff_t panel_block = panel_elements<W>(s.state_size, G, V);
+  const Weight* panel = static_cast<const Weight*>(s.panel);
+  const typename Op::Input* row[1] = {state_row<Arch, W>(s.h_prev, s.h16_prev, static_cast<std::ptrdiff_t>(s.row_begin) * s.hidden_padded)};
+  const int groups = (s.block_end - s.block_begin) / NB, tail = s.block_begin + groups * NB;
+  const auto group = [&](int j) {  // blocks j .. j + NB − 1 in one tile
+    const Weight* panels[NB];
+    for (int b = 0; b < NB; ++b) panels[b] = panel + (j + b) * panel_block;
+    vf<Arch> acc[1][NB * G];
+    accumulate_passes<Arch, W, G, NT, 1, NB>(row, s.state_size, panels, acc);
+    for (int b = 0; b < NB; ++b) cell_epilogue<Arch, C>(s, s.row_begin, j + b, acc[0] + b * G);
+  };
+  const auto single = [&](int j) {
+    const Weight* panels[1] = {panel + j * panel_block};
+    vf<Arch> acc[1][G];
+    accumulate_passes<Arch, W, G, NT, 1>(row, s.state_size, panels, acc);
+    cell_epilogue<Arch, C>(s, s.row_begin, j, acc[0]);
+  };
+  if (!s.descending) {
+    for (int g = 0; g < groups; ++g) group(s.block_begin + g * NB);
+    for (int j = tail; j < s.block_end; ++j) single(j);
+  } else {
+    for (int j = s.block_end - 1; j >= tail; --j) single(j);
+    for (int g = groups - 1; g >= 0; --g) group(s.block_begin + g * NB);
+  }
+}
+
 // Blocks outer, row tiles inner: a block's panel (H × G × V weights) is read from memory once per
 // step and reused by every row tile from cache.
 template <class Arch, Weights W, Cell C>
@@ -498,30 +534,10 @@ void step(const StepArgs& s) {
   const std::ptrdiff_t panel_block = panel_elements<W>(s.state_size, G, V);
   const Weight* panel = static_cast<const Weight*>(s.panel);
   if (s.row_end - s.row_begin == 1) {  // one row (batch 1): several blocks per tile
-    constexpr int NT = Tile<Arch, G>::vectors, NB = single_row_blocks<Arch>(NT);
-    const typename Op::Input* row[1] = {state_row<Arch, W>(s.h_prev, s.h16_prev, static_cast<std::ptrdiff_t>(s.row_begin) * s.hidden_padded)};
-    const int groups = (s.block_end - s.block_begin) / NB, tail = s.block_begin + groups * NB;
-    const auto group = [&](int j) {  // blocks j .. j + NB − 1 in one tile
-      const Weight* panels[NB];
-      for (int b = 0; b < NB; ++b) panels[b] = panel + (j + b) * panel_block;
-      vf<Arch> acc[1][NB * G];
-      accumulate_passes<Arch, W, G, NT, 1, NB>(row, s.state_size, panels, acc);
-      for (int b = 0; b < NB; ++b) cell_epilogue<Arch, C>(s, s.row_begin, j + b, acc[0] + b * G);
-    };
-    const auto single = [&](int j) {
-      const Weight* panels[1] = {panel + j * panel_block};
-      vf<Arch> acc[1][G];
-      accumulate_passes<Arch, W, G, NT, 1>(row, s.state_size, panels, acc);
-      cell_epilogue<Arch, C>(s, s.row_begin, j, acc[0]);
-    };
-    if (!s.descending) {
-      for (int g = 0; g < groups; ++g) group(s.block_begin + g * NB);
-      for (int j = tail; j < s.block_end; ++j) single(j);
-    } else {
-      for (int j = s.block_end - 1; j >= tail; --j) single(j);
-      for (int g = groups - 1; g >= 0; --g) group(s.block_begin + g * NB);
-    }
-    return;
+    constexpr int NT = Tile<Arch, G>::vectors, near = single_row_blocks<Arch>(NT, false), far = single_row_blocks<Arch>(NT, true);
+    if (near != far && (s.block_end - s.block_begin) * panel_block * static_cast<std::ptrdiff_t>(sizeof(Weight)) > kSingleRowFarBytes)
+      return single_row_step<Arch, W, C, far>(s);
+    return single_row_step<Arch, W, C, near>(s);
   }
   const int tiles = (s.row_end - s.row_begin + MR - 1) / MR;
   for (int i = s.block_begin; i < s.block_end; ++i) {

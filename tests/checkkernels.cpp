@@ -373,8 +373,9 @@ TEST_CASE("f32 kernels: matmul, activations, vector math and bf16 rounding again
 // The step kernels take a batch in row tiles and one row (batch 1) in groups of unit blocks
 // (simd/kernels_impl.hpp, single_row_blocks), in either block order (StepArgs::descending): each
 // unit's sum runs k upwards in all of them, so a row's outputs and state are the same bits. Seven
-// blocks (the last one partly padding) leave every group size a tail; random panels, inputs and
-// states, f32 weights; the reset-before GRU's phase 1 (r, z, r ⊙ h).
+// blocks (the last one partly padding) leave every group size a tail; K = H, and K = 4,800 (the
+// panels past kSingleRowFarBytes: AVX-512's other grouping); random panels, inputs and states, f32
+// weights; the reset-before GRU's phase 1 (r, z, r ⊙ h).
 TEST_CASE("f32 kernels: a step's row is the same bits alone (batch 1, either block order) as in a batch") {
   int n = 0;
   const Kernel* k = registry(&n);
@@ -384,12 +385,15 @@ TEST_CASE("f32 kernels: a step's row is the same bits alone (batch 1, either blo
     if (k[i].op != KernelOp::f32_rnn || !k[i].runs()) continue;
     const simd::F32Kernels& t = *k[i].table();
     CAPTURE(std::string(k[i].name()));
-    for (int cell = 0; cell < simd::kCellCount; ++cell) {
+    for (int cell = 0; cell < simd::kCellCount; ++cell)
+    for (const bool deep : {false, true}) {
       const auto C = static_cast<simd::Cell>(cell);
       CAPTURE(cell);
+      CAPTURE(deep);
       const int V = t.vector, NV = simd::vectors_per_gate(C), blocks = 7;
       const int gates = C == simd::Cell::lstm ? 4 : C == simd::Cell::gru_reset_after ? 3 : C == simd::Cell::gru_reset_before ? 2 : 1;
-      const int Hp = blocks * NV * V, H = Hp - 3, K = H, rows = 3, PW = gates * NV;
+      // Hp: the rows' stride (h holds K units; the kernel computes H)
+      const int H = blocks * NV * V - 3, K = deep ? 4800 : H, Hp = std::max(blocks * NV * V, K), rows = 3, PW = gates * NV;
       const std::size_t panel_n = static_cast<std::size_t>(blocks) * K * PW * V, row_n = static_cast<std::size_t>(rows) * Hp;
       rnncore_test::AlignedBuffer panel_b(4 * panel_n), proj_b(4 * row_n * gates), bias_b(4 * Hp), h_b(4 * row_n),
           c0_b(4 * row_n);
@@ -403,7 +407,7 @@ TEST_CASE("f32 kernels: a step's row is the same bits alone (batch 1, either blo
       fill(h_b.ptr, row_n);
       fill(c0_b.ptr, row_n);
       auto* h = reinterpret_cast<float*>(h_b.ptr);
-      for (int r = 0; r < rows; ++r) std::fill(h + r * Hp + H, h + (r + 1) * Hp, 0.0f);
+      for (int r = 0; r < rows; ++r) std::fill(h + r * Hp + K, h + (r + 1) * Hp, 0.0f);
       // One run's outputs: y, h_next, c (LSTM), r ⊙ h and z (reset-before).
       struct Out {
         rnncore_test::AlignedBuffer y, h, c, rh, z;
