@@ -187,11 +187,15 @@ TEST_CASE("f32 kernels: matmul, activations, vector math and bf16 rounding again
     // tiles: an element sums k in order whatever the tiling, so each row of a 7-row product equals
     // the same row computed alone, bit for bit — B packed by pack_b or read in place, three K
     // blocks, N over every remainder of wide panels mod 3 (each ISA's panel width) and over three
-    // N blocks, the panels visited in either order (`descending`) — and the product is within
-    // 1e-5 of the f64 sums.
+    // N blocks, the panels visited in either order (`descending`); B of 0.3–2.6 MB and, with K = 2,000
+    // and N = 1,100, past kSingleRowFarBytes (AVX-512 groups its panels by size: row_panel_group) —
+    // and the product is within 1e-5 of the f64 sums.
     for (const int N : {147, 200, 320, 1100}) {
+      for (const int K : {600, 2000}) {
+      if (K == 2000 && N != 1100) continue;
+      CAPTURE(K);
       for (const bool packed : {false, true}) {
-        constexpr int M = 7, K = 600;
+        constexpr int M = 7;
         std::vector<float> a(static_cast<std::size_t>(M * K)), b(static_cast<std::size_t>(K * N)),
             c0(static_cast<std::size_t>(M * N)), bp(static_cast<std::size_t>(K * N)),
             scratch(static_cast<std::size_t>(simd::kMatmulScratchFloats));
@@ -237,6 +241,7 @@ TEST_CASE("f32 kernels: matmul, activations, vector math and bf16 rounding again
           }
         }
         CHECK(worst <= 1e-5);
+      }
       }
     }
     // activate: sigmoid, tanh, relu in place, within 4e-6 absolute of the f64 functions.
