@@ -808,9 +808,15 @@ class BackwardDirection {
     else weight_product(0, (gru ? 2 : G) * H, g_.hprev, O_, g_.dw.R[0]);
     if (!gru) return;
     if (h_in_place_) return recurrent_weight_product(3 * H, H, g_.dw.R[2]);  // reset-after
-    if (!reset_after)  // R_n multiplied r ⊙ h_prev: h_prev becomes that (r and z are done)
-      for (std::int64_t r = 0; r < rows; ++r)
-        for (int u = 0; u < H; ++u) g_.hprev[r * H + u] *= g_.keep[r * slots_ + u];
+    if (!reset_after)  // R_n multiplied r ⊙ h_prev: h_prev becomes that (r and z are done; steps
+      // past a row's length keep their zeros: their reserve rows were never written)
+      for (int t = 0; t < g_.steps; ++t)
+        for (int b = 0; b < B_; ++b) {
+          if (!active(t, b)) continue;
+          T* hp = g_.hprev + at(t, b) * H;
+          const T* r = keep(t, b);
+          for (int u = 0; u < H; ++u) hp[u] *= r[u];
+        }
     weight_product(reset_after ? 3 * H : 2 * H, H, g_.hprev, H, g_.dw.R[2]);
   }
 

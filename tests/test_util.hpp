@@ -54,10 +54,12 @@ template <class A, class B>
 double rel_error(const A* a, const B* b, std::size_t n) {
   double num = 0, den = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    num = std::max(num, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
-    den = std::max(den, std::fabs(static_cast<double>(b[i])));
+    const double x = static_cast<double>(a[i]), y = static_cast<double>(b[i]);
+    if (std::isnan(x) != std::isnan(y)) return INFINITY;  // (std::max would skip a NaN)
+    if (std::isnan(x)) continue;                          // both NaN: they agree
+    num = std::max(num, std::fabs(x - y));
+    den = std::max(den, std::fabs(y));
   }
-  if (std::isnan(num)) return INFINITY;
   return num / std::max(den, 1e-30);
 }
 
