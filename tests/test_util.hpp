@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -40,8 +41,12 @@ std::vector<T> random_vector(Rng& rng, std::size_t n, double scale) {
 
 // A kAlignment-aligned byte buffer.
 struct AlignedBuffer {
+  // Filled with 0xff bytes (NaN as f32 and f64): a library read of a byte it never wrote that
+  // reaches a result shows as NaN.
   explicit AlignedBuffer(std::size_t bytes)
-      : ptr(static_cast<unsigned char*>(std::aligned_alloc(rnncore::kAlignment, (bytes + 63) / 64 * 64 + 64))), size(bytes) {}
+      : ptr(static_cast<unsigned char*>(std::aligned_alloc(rnncore::kAlignment, (bytes + 63) / 64 * 64 + 64))), size(bytes) {
+    std::memset(ptr, 0xff, (bytes + 63) / 64 * 64 + 64);
+  }
   ~AlignedBuffer() { std::free(ptr); }
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
