@@ -1,6 +1,7 @@
 // Status messages and the per-thread detail line.
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 
 #include "src/internal/error.hpp"
 
@@ -71,11 +72,15 @@ rnncore_status fail(rnncore_status code, const char* fmt, ...) {
 
 void clear_error() { g_detail = nullptr; }
 #else
+// Formatted into a line of its own first: a caller may pass the last detail as an argument
+// (a wrapping "…: %s" of an inner failure), which vsnprintf must not read while writing over it.
 rnncore_status fail(rnncore_status code, const char* fmt, ...) {
+  Detail line;
   va_list args;
   va_start(args, fmt);
-  std::vsnprintf(g_detail, sizeof g_detail, fmt, args);
+  std::vsnprintf(line, sizeof line, fmt, args);
   va_end(args);
+  std::memcpy(g_detail, line, sizeof line);
   return code;
 }
 
