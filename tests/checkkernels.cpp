@@ -399,15 +399,16 @@ TEST_CASE("f32 kernels: a step's row is the same bits alone (batch 1, either blo
       const int gates = C == simd::Cell::lstm ? 4 : C == simd::Cell::gru_reset_after ? 3 : C == simd::Cell::gru_reset_before ? 2 : 1;
       // Hp: the rows' stride (h holds K units; the kernel computes H)
       const int H = blocks * NV * V - 3, K = deep ? 4800 : H, Hp = std::max(blocks * NV * V, K), rows = 3, PW = gates * NV;
+      const int proj_gates = C == simd::Cell::gru_reset_before ? 3 : gates;  // (its n gate's projection too)
       const std::size_t panel_n = static_cast<std::size_t>(blocks) * K * PW * V, row_n = static_cast<std::size_t>(rows) * Hp;
-      rnncore_test::AlignedBuffer panel_b(4 * panel_n), proj_b(4 * row_n * gates), bias_b(4 * Hp), h_b(4 * row_n),
+      rnncore_test::AlignedBuffer panel_b(4 * panel_n), proj_b(4 * row_n * proj_gates), bias_b(4 * Hp), h_b(4 * row_n),
           c0_b(4 * row_n);
       auto fill = [&](unsigned char* p, std::size_t count) {
         auto* f = reinterpret_cast<float*>(p);
         for (std::size_t e = 0; e < count; ++e) f[e] = uni(rng);
       };
       fill(panel_b.ptr, panel_n);
-      fill(proj_b.ptr, row_n * gates);
+      fill(proj_b.ptr, row_n * proj_gates);
       fill(bias_b.ptr, Hp);
       fill(h_b.ptr, row_n);
       fill(c0_b.ptr, row_n);
@@ -426,7 +427,7 @@ TEST_CASE("f32 kernels: a step's row is the same bits alone (batch 1, either blo
         s.hidden_padded = Hp;
         s.state_size = K;
         s.proj = reinterpret_cast<const float*>(proj_b.ptr);
-        s.proj_row_stride = static_cast<std::int64_t>(gates) * Hp;
+        s.proj_row_stride = static_cast<std::int64_t>(proj_gates) * Hp;
         s.panel = panel_b.ptr;
         s.bias_rn = reinterpret_cast<const float*>(bias_b.ptr);
         s.h_prev = h;
