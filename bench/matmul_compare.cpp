@@ -194,7 +194,7 @@ int main(int argc, char** argv) {
           fill(bf.b, static_cast<std::size_t>(p.k) * p.ldb, rng);
           fill(bf.c, static_cast<std::size_t>(p.m) * p.n + (p.calls - 1) * p.c_step, rng);
           if (p.b_prepacked) {
-            bf.packed.resize(static_cast<std::size_t>(p.k) * p.n);
+            bf.packed.resize(static_cast<std::size_t>(rnncore::simd::packed_b_floats(p.k, p.n)));
             kn->pack_b(bf.b.data(), p.ldb, 1, p.k, p.n, bf.packed.data());
           }
           run_rnncore(kn, p, bf, sc);  // warm-up of both

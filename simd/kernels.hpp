@@ -111,6 +111,9 @@ struct MatmulArgs {
 };
 /// Floats of MatmulArgs::scratch (a 256 × 512 panel of B and a 256 × 8 tile of A).
 constexpr std::int64_t kMatmulScratchFloats = 256 * 512 + 256 * 8;
+/// Floats F32Kernels::pack_b writes for a K × N matrix: every column panel is whole vectors, the
+/// last one's columns past N zeros (N rounded up to 16, the widest vector of any instruction set).
+constexpr std::int64_t packed_b_floats(std::int64_t k, std::int64_t n) { return k * ((n + 15) / 16 * 16); }
 
 /// Element-wise activations of the training path.
 enum class Activation : std::int32_t { sigmoid = 0, tanh = 1, relu = 2 };
@@ -137,8 +140,9 @@ struct F32Kernels {
   /// Training (simd/train_impl.hpp): f32_matmul and in-place activations with the step kernels' math.
   void (*matmul)(const MatmulArgs&);
   void (*activate)(Activation kind, float* v, std::int32_t n);
-  /// Packs a K × N matrix B(k, n) = b[k·b_k + n·b_n] into k·n floats for MatmulArgs::b_packed (a
-  /// matrix every call of a run reuses, e.g. the recurrent weights, is packed once).
+  /// Packs a K × N matrix B(k, n) = b[k·b_k + n·b_n] into packed_b_floats(k, n) floats for
+  /// MatmulArgs::b_packed (a matrix every call of a run reuses, e.g. the recurrent weights, is packed
+  /// once).
   void (*pack_b)(const float* b, std::int64_t b_k, std::int64_t b_n, std::int32_t k, std::int32_t n, float* out);
   /// One row of the training forward's LSTM cell (no extensions): from the gates' input parts pj
   /// and recurrent parts rc (i, f, g, o; h floats each) and c_{t−1}, keep = i, f, g, o, c_t, h_t

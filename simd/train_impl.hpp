@@ -137,58 +137,66 @@ inline void matmul_tile_direct(const float* a, std::int64_t lda, const float* bp
     for (int j = 0; j < NR; ++j) acc[i][j].store_unaligned(c + i * ldc + j * V);
 }
 
-// Columns past the last whole vector: scalar, k in the same order, fused like the vector lanes.
-inline void matmul_columns(const float* a, std::int64_t a_m, std::int64_t a_k, const float* b, std::int64_t ldb, float* c,
-                           std::int64_t ldc, int rows, int cols, int k_count, bool load) {
+// Columns past the last whole vector of a B read in place: one element at a time, k in the same
+// order, each step the vector lanes' fmadd (fused where the instruction set fuses, as theirs: SSE2
+// and 32-bit NEON do not). A packed B pads them to a vector instead (matmul_rest).
+template <class Arch>
+void matmul_columns(const float* a, std::int64_t a_m, std::int64_t a_k, const float* b, std::int64_t ldb, float* c,
+                    std::int64_t ldc, int rows, int cols, int k_count, bool load) {
   for (int i = 0; i < rows; ++i)
     for (int j = 0; j < cols; ++j) {
-      float s = load ? c[i * ldc + j] : 0.0f;
-      for (int p = 0; p < k_count; ++p) s = __builtin_fmaf(a[i * a_m + p * a_k], b[p * ldb + j], s);
-      c[i * ldc + j] = s;
+      vf<Arch> s(load ? c[i * ldc + j] : 0.0f);
+      for (int p = 0; p < k_count; ++p) s = fmadd<Arch>(vf<Arch>(a[i * a_m + p * a_k]), vf<Arch>(b[p * ldb + j]), s);
+      c[i * ldc + j] = s.get(0);
     }
 }
 
 // The column panels of an nc-wide block: `wide` panels of NR·V columns, `narrow` of V, then one of
-// the `rest` < V columns. Packed, they lie one after the other: the panel at column j starts at j·kc.
+// the `rest` < V columns. Packed, they lie one after the other: the panel at column j starts at j·kc,
+// and the rest's rows are a whole vector, zeros past nc (`width` floats a row of k in all).
 template <class Arch>
 struct Panels {
   static constexpr int V = static_cast<int>(vf<Arch>::size), W = matmul_vectors<Arch>() * V;
-  int wide, narrow, rest;
-  explicit Panels(int nc) : wide(nc / W), narrow(nc % W / V), rest(nc % W % V) {}
+  int wide, narrow, rest, width;
+  explicit Panels(int nc) : wide(nc / W), narrow(nc % W / V), rest(nc % W % V), width((nc + V - 1) / V * V) {}
 };
 
 // B(p, j) = b[p·b_k + j·b_n] for p < kc and the block's nc columns into its panels (strides let a
 // transposed matrix be packed in place of a copy).
 template <class Arch>
 void pack_block(const float* b, std::int64_t b_k, std::int64_t b_n, int kc, const Panels<Arch>& pn, float* out) {
-  auto panel = [&](int col, int width) {
+  auto panel = [&](int col, int width, int stride) {
     float* dst = out + static_cast<std::int64_t>(col) * kc;
     for (int p = 0; p < kc; ++p) {
       const float* src = b + p * b_k + col * b_n;
       if (b_n == 1)
-        std::memcpy(dst + p * width, src, sizeof(float) * width);
+        std::memcpy(dst + p * stride, src, sizeof(float) * width);
       else
-        for (int j = 0; j < width; ++j) dst[p * width + j] = src[j * b_n];
+        for (int j = 0; j < width; ++j) dst[p * stride + j] = src[j * b_n];
+      for (int j = width; j < stride; ++j) dst[p * stride + j] = 0.0f;
     }
   };
-  for (int w = 0; w < pn.wide; ++w) panel(w * pn.W, pn.W);
-  for (int v = 0; v < pn.narrow; ++v) panel(pn.wide * pn.W + v * pn.V, pn.V);
-  if (pn.rest > 0) panel(pn.wide * pn.W + pn.narrow * pn.V, pn.rest);
+  for (int w = 0; w < pn.wide; ++w) panel(w * pn.W, pn.W, pn.W);
+  for (int v = 0; v < pn.narrow; ++v) panel(pn.wide * pn.W + v * pn.V, pn.V, pn.V);
+  if (pn.rest > 0) panel(pn.wide * pn.W + pn.narrow * pn.V, pn.rest, pn.V);
 }
 
-// Where block (n0, k0) of a whole packed B with k rows lies: a column range's blocks stack by k.
-inline std::int64_t packed_block_offset(int n0, int k0, int k, int nc) {
-  return static_cast<std::int64_t>(n0) * k + static_cast<std::int64_t>(k0) * nc;
+// Where block (n0, k0) of a whole packed B with k rows lies: a column range's blocks stack by k
+// (every block before the last is kMatmulNc wide, whole vectors; `width`: Panels::width of this one).
+inline std::int64_t packed_block_offset(int n0, int k0, int k, int width) {
+  return static_cast<std::int64_t>(n0) * k + static_cast<std::int64_t>(k0) * width;
 }
+static_assert(kMatmulNc % 16 == 0 && kMatmulNcDeep % 16 == 0, "blocks but the last are whole vectors");
 
-// A whole K × N matrix B(k, n) = b[k·b_k + n·b_n] packed for MatmulArgs::b_packed (K·N floats).
+// A whole K × N matrix B(k, n) = b[k·b_k + n·b_n] packed for MatmulArgs::b_packed (at most
+// packed_b_floats(k, n) floats).
 template <class Arch>
 void pack_b(const float* b, std::int64_t b_k, std::int64_t b_n, std::int32_t k, std::int32_t n, float* out) {
   for (int n0 = 0; n0 < n; n0 += kMatmulNc) {
-    const int nc = std::min(kMatmulNc, n - n0);
+    const Panels<Arch> pn(std::min(kMatmulNc, n - n0));
     for (int k0 = 0; k0 < k; k0 += kMatmulKc)
-      pack_block<Arch>(b + k0 * b_k + n0 * b_n, b_k, b_n, std::min(kMatmulKc, k - k0), Panels<Arch>(nc),
-                       out + packed_block_offset(n0, k0, k, nc));
+      pack_block<Arch>(b + k0 * b_k + n0 * b_n, b_k, b_n, std::min(kMatmulKc, k - k0), pn,
+                       out + packed_block_offset(n0, k0, k, pn.width));
   }
 }
 
@@ -202,6 +210,22 @@ void pack_a(const float* a, std::int64_t a_m, std::int64_t a_k, int rows, int kc
   }
   for (int p = 0; p < kc; ++p)
     for (int i = 0; i < MR; ++i) out[p * MR + i] = i < rows ? a[i * a_m + p * a_k] : 0.0f;
+}
+
+// The last `cols` < V columns of `rows` ≤ MR rows against their packed panel (V floats a k, zeros
+// past `cols`): one vector a row into a copy of C's corner, whose padding lanes are dropped. Each
+// element's sum is the one a whole vector's lane makes (k in the same order, fused).
+template <class Arch>
+void matmul_rest(const float* a, std::int64_t a_m, std::int64_t a_k, const float* panel, float* c, std::int64_t ldc,
+                 int rows, int cols, int kc, bool load) {
+  constexpr int V = static_cast<int>(vf<Arch>::size), MR = matmul_rows<Arch>();
+  alignas(64) float corner[MR * V];
+  if (load)
+    for (int i = 0; i < rows; ++i) std::memcpy(corner + i * V, c + i * ldc, sizeof(float) * cols);
+  with_rows<MR>(rows, [&](auto r) {
+    matmul_tile<Arch, decltype(r)::value, 1>(a, a_m, a_k, panel, V, corner, V, kc, load);
+  });
+  for (int i = 0; i < rows; ++i) std::memcpy(c + i * ldc, corner + i * V, sizeof(float) * cols);
 }
 
 // One row against P consecutive packed wide panels at once (P·NR accumulators: enough FMA chains
@@ -265,13 +289,13 @@ void matmul_packed_row(const MatmulArgs& g) {
         const int kc = std::min(kMatmulKc, g.k - k0);
         const bool load = g.accumulate || k0 > 0;
         const float* ak = a + static_cast<std::int64_t>(k0) * g.a_k;
-        const float* bp = g.b_packed + packed_block_offset(n0, k0, g.k, nc) + static_cast<std::int64_t>(j) * kc;
+        const float* bp = g.b_packed + packed_block_offset(n0, k0, g.k, pn.width) + static_cast<std::int64_t>(j) * kc;
         float* c = c_row + n0 + j;
         if (kind == 3) matmul_row_panels<Arch, NR, 3>(ak, g.a_k, bp, kc, c, load);
         else if (kind == 2) matmul_row_panels<Arch, NR, 2>(ak, g.a_k, bp, kc, c, load);
         else if (kind == 1) matmul_row_panels<Arch, NR, 1>(ak, g.a_k, bp, kc, c, load);
         else if (kind == 0) matmul_tile<Arch, 1, 1>(ak, g.a_m, g.a_k, bp, V, c, g.ldc, kc, load);
-        else matmul_columns(ak, g.a_m, g.a_k, bp, pn.rest, c, g.ldc, 1, pn.rest, kc, load);
+        else matmul_rest<Arch>(ak, g.a_m, g.a_k, bp, c, g.ldc, 1, pn.rest, kc, load);
       }
     }
   }
@@ -302,7 +326,7 @@ void matmul(const MatmulArgs& g) {
       const int kc = std::min(kc_max, g.k - k0);
       const bool load = g.accumulate || k0 > 0;
       const float* b = g.b == nullptr ? nullptr : g.b + static_cast<std::int64_t>(k0) * g.ldb + n0;
-      const float* bp = g.b_packed != nullptr ? g.b_packed + packed_block_offset(n0, k0, g.k, nc) : nullptr;
+      const float* bp = g.b_packed != nullptr ? g.b_packed + packed_block_offset(n0, k0, g.k, pn.width) : nullptr;
       if (pack_here) {
         pack_block<Arch>(b, g.ldb, 1, kc, pn, b_block);
         bp = b_block;
@@ -373,10 +397,11 @@ void matmul(const MatmulArgs& g) {
             matmul_tile<Arch, R, 1>(a, a_m, a_k, bj, ld, c + j, g.ldc, kc, load);
           }
         });
-        if (pn.rest > 0) {
-          const float* bj = panel(rest_at, pn.rest, &ld);
-          matmul_columns(a, a_m, a_k, bj, ld, c + rest_at, g.ldc, mr, pn.rest, kc, load);
-        }
+        if (pn.rest > 0 && bp != nullptr)
+          matmul_rest<Arch>(a, a_m, a_k, bp + static_cast<std::int64_t>(rest_at) * kc, c + rest_at, g.ldc, mr, pn.rest, kc,
+                            load);
+        else if (pn.rest > 0)
+          matmul_columns<Arch>(a, a_m, a_k, b + rest_at, g.ldb, c + rest_at, g.ldc, mr, pn.rest, kc, load);
       }
     }
   }

@@ -261,7 +261,7 @@ Status layout_simd(PlanImpl* p, const GpuPlanner&) {
   const std::uint64_t tail = static_cast<std::uint64_t>(param_count(st) - recurrent_param_count(st));
   if (tail > 0) p->ends = packed.take(tail, 4);
   if (st.head.out_features > 0)
-    p->simd.head_wt = packed.take(static_cast<std::uint64_t>(st.head.out_features) * dense_input_size(st, st.num_pre_head), 4);
+    p->simd.head_wt = packed.take(simd::packed_b_floats(dense_input_size(st, st.num_pre_head), st.head.out_features), 4);
   p->packed_bytes = packed.size();
 
   Arena ws(0);

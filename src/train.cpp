@@ -296,11 +296,15 @@ class BackwardDirection {
       if (g_.kernels == nullptr) return;
       const bool gru = lp_.mode == Mode::gru;
       g_.kernels->pack_b(g_.w.R[0], O_, 1, (gru ? 2 : lp_.gates) * H_, O_, g_.r_packed);
-      if (gru) g_.kernels->pack_b(g_.w.R[2], H_, 1, H_, H_, g_.r_packed + 2 * H_ * H_);
-      if (g_.w.proj != nullptr) g_.kernels->pack_b(g_.w.proj, H_, 1, O_, H_, g_.r_packed + lp_.gates * H_ * O_);
+      if (gru) g_.kernels->pack_b(g_.w.R[2], H_, 1, H_, H_, g_.r_packed + simd::packed_b_floats(2 * H_, H_));
+      if (g_.w.proj != nullptr) g_.kernels->pack_b(g_.w.proj, H_, 1, O_, H_, packed_proj());
     }
   }
-  const T* packed_r(int gate) const { return g_.r_packed == nullptr ? nullptr : g_.r_packed + gate * H_ * O_; }
+  // R_gate's packed rows (gate 0, or a GRU's n after r and z) and W_proj's after every gate's.
+  const T* packed_r(int gate) const {
+    return g_.r_packed == nullptr ? nullptr : g_.r_packed + simd::packed_b_floats(static_cast<std::int64_t>(gate) * H_, O_);
+  }
+  T* packed_proj() const { return g_.r_packed + simd::packed_b_floats(static_cast<std::int64_t>(lp_.gates) * H_, O_); }
 
   // The state a step read, recomputed exactly as the forward made it: the previous step's kept
   // state (`width` units at `offset` of the reserve row) with every state mask applied, or the
@@ -540,7 +544,7 @@ class BackwardDirection {
       m.a_m = gw_;
       m.a_k = 1;
       m.b = g_.w.proj;
-      m.b_packed = g_.r_packed == nullptr ? nullptr : g_.r_packed + lp_.gates * H_ * O_;
+      m.b_packed = g_.r_packed == nullptr ? nullptr : packed_proj();
       m.ldb = H_;
       m.c = dm + static_cast<std::int64_t>(b0) * H_;
       m.ldc = H_;
@@ -1235,7 +1239,7 @@ class BatchedForward {
     if (lp_.extensions) project(t, b0, b1, pack);
     if (reset_before) {
       if (stored_) stored_product(rh_, H_, dp_.r_panel_n, 1, rec_ + 2 * H_, b0, b1);
-      else rows_product(t, b0, b1, rh_, H_, r_t_ + 2 * H_ * H_, H_, rec_ + 2 * H_, pack);
+      else rows_product(t, b0, b1, rh_, H_, r_t_ + simd::packed_b_floats(H_, 2 * H_), H_, rec_ + 2 * H_, pack);
       for (int b = b0; b < b1; ++b)
         if (active(t, b)) reset_before_n(t, b);
     }
@@ -1455,7 +1459,7 @@ void simd_pack_training(const PlanImpl& p, const float* canonical_in, unsigned c
         simd_pack_transposed_panel(p, w.R[0], recurrent_k(lp), lp.out, packed + st.rt_panel[l][d]);
       } else if (reset_before) {
         k.pack_b(w.R[0], 1, H, H, 2 * H, r_t);
-        k.pack_b(w.R[2], 1, H, H, H, r_t + 2 * H * H);
+        k.pack_b(w.R[2], 1, H, H, H, r_t + simd::packed_b_floats(H, 2 * H));
       } else {
         k.pack_b(w.R[0], 1, lp.out, lp.out, GH, r_t);  // R is [G·H, O]
       }

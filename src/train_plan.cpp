@@ -128,14 +128,17 @@ void layout_training_simd(PlanImpl* p) {
     const LayerPlan& lp = p->layers[l];
     const std::uint64_t gh = static_cast<std::uint64_t>(lp.gates) * lp.hidden;
     for (int d = 0; d < lp.dirs; ++d) {
-      if (!lp.skip_input) s.w_t[l][d] = packed.take(gh * lp.input_size, es);
-      if (!trains_from_stored_panels(p->simd, lp)) {
-        s.r_t[l][d] = packed.take(gh * lp.out, es);
+      if (!lp.skip_input) s.w_t[l][d] = packed.take(simd::packed_b_floats(lp.input_size, gh), es);
+      if (!trains_from_stored_panels(p->simd, lp)) {  // Rᵀ [O, G·H]; a reset-before GRU's in two (r, z | n)
+        const bool two = lp.mode == Mode::gru && lp.gru_variant == GruVariant::reset_before;
+        const std::int64_t H = lp.hidden;
+        s.r_t[l][d] = packed.take(two ? simd::packed_b_floats(H, 2 * H) + simd::packed_b_floats(H, H)
+                                      : simd::packed_b_floats(lp.out, gh), es);
       } else {  // the inference's panels, and Rᵀ's for the backward (bf16 pairs: K even)
         const std::uint64_t k = static_cast<std::uint64_t>(recurrent_k(lp)), kr = p->simd.bf16_pairs ? (k + 1) / 2 * 2 : k;
         s.rt_panel[l][d] = packed.take(static_cast<std::uint64_t>(round_up(lp.out, 4 * p->vector)) * kr, 2);
       }
-      if (lp.out != lp.hidden) s.p_t[l][d] = packed.take(static_cast<std::uint64_t>(lp.hidden) * lp.out, es);
+      if (lp.out != lp.hidden) s.p_t[l][d] = packed.take(simd::packed_b_floats(lp.hidden, lp.out), es);
     }
   }
   p->packed_bytes = packed.size();
@@ -171,7 +174,9 @@ void layout_training_simd(PlanImpl* p) {
   take_backward_common(p, &bw);
   s.backward_pack = bw.take(threads * simd::kMatmulScratchFloats, es);
   if (threads > 1) s.backward_rows = bw.take(threads * (kScratchRows + 1) * static_cast<std::uint64_t>(p->max_width), es);
-  s.r_packed = bw.take((w.gates + 1) * w.hidden * w.hidden, es);  // R, and an LSTM's W_proj after it
+  // R [G·H, O] (a GRU's r, z | n), and an LSTM's W_proj [P, H] after it: at most (G + 1)·H rows of
+  // H columns (O ≤ H) each.
+  s.r_packed = bw.take(simd::packed_b_floats(static_cast<std::int64_t>(w.gates + 1) * w.hidden, w.hidden), es);
   end_training_layout(p, fw, bw);
 }
 

@@ -88,14 +88,14 @@ TEST_CASE("f32 kernels: matmul's paths agree bit for bit") {
     const simd::F32Kernels& t = *k[i].table();
     CAPTURE(std::string(k[i].name()));
     constexpr int M = 67, K = 600, lda_pad = 5;
-    for (const int N : {16, 200, 576}) {
+    for (const int N : {16, 200, 203, 576}) {  // 203: a last partial vector for every V
       for (const int layout : {0, 1, 2}) {  // A row-major, transposed, or strided both ways
         CAPTURE(N);
         CAPTURE(layout);
         const std::int64_t a_m = layout == 0 ? K + lda_pad : layout == 1 ? 1 : 2 * (K + lda_pad);
         const std::int64_t a_k = layout == 0 ? 1 : layout == 1 ? M + lda_pad : 2;
         std::vector<float> a(static_cast<std::size_t>(2 * (K + lda_pad) * (M + lda_pad))), b(static_cast<std::size_t>(K * N)),
-            c0(static_cast<std::size_t>(M * N)), bp(static_cast<std::size_t>(K * N)),
+            c0(static_cast<std::size_t>(M * N)), bp(static_cast<std::size_t>(simd::packed_b_floats(K, N))),
             scratch(static_cast<std::size_t>(simd::kMatmulScratchFloats));
         for (float& x : a) x = u(rng);
         for (float& x : b) x = u(rng);
@@ -197,7 +197,7 @@ TEST_CASE("f32 kernels: matmul, activations, vector math and bf16 rounding again
       for (const bool packed : {false, true}) {
         constexpr int M = 7;
         std::vector<float> a(static_cast<std::size_t>(M * K)), b(static_cast<std::size_t>(K * N)),
-            c0(static_cast<std::size_t>(M * N)), bp(static_cast<std::size_t>(K * N)),
+            c0(static_cast<std::size_t>(M * N)), bp(static_cast<std::size_t>(simd::packed_b_floats(K, N))),
             scratch(static_cast<std::size_t>(simd::kMatmulScratchFloats));
         for (float& x : a) x = u(rng);
         for (float& x : b) x = u(rng);
