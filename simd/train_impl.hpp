@@ -36,10 +36,12 @@ static_assert(kMatmulKcDeep * kMatmulNcDeep == kMatmulKc * kMatmulNc, "the deep 
 // Rows of a packed B panel a tile asks the cache for ahead of its FMAs. The panel streams from L2
 // (a block is kKc × kNc, 512 KiB) or, in the per-step products, from R in L3; with the hardware
 // prefetchers alone the 6 × 4 AVX-512 tile waited on those loads (70–80 GFLOP/s against a
-// measured peak of ~100–130 on the Xeon of docs/performance.md; 90–100 with this). A prefetch
-// never faults: the rows past a panel's end cost a cache line at most. The one-row paths stream
-// few enough lines for the hardware prefetchers and have none.
-constexpr int kMatmulPrefetchRows = 8;
+// measured peak of ~100–130 on the Xeon of docs/performance.md; 90–100 with this). 16 rows ahead
+// rather than 8: where R outgrows L3 (H ≈ 1000, 16 MB) the per-step products' first row tile of a
+// block pulls it from memory (Zen 5, LSTM H 1000 B 64: training step 3–6 % faster; H 256–512 the
+// same). A prefetch never faults: the rows past a panel's end cost a cache line at most. The
+// one-row paths stream few enough lines for the hardware prefetchers and have none.
+constexpr int kMatmulPrefetchRows = 16;
 
 // One prefetch per cache line of `floats` consecutive floats.
 template <int Floats>
@@ -135,6 +137,17 @@ inline void matmul_tile_direct(const float* a, std::int64_t lda, const float* bp
   }
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j].store_unaligned(c + i * ldc + j * V);
+}
+
+// Part `part` of `parts` of a row-major A tile's MR rows (lda apart, kc floats each) asked for ahead,
+// one cache line a prefetch: the next row tile's, spread over this one's column tiles. Its rows are
+// short runs pages apart once K outgrows a block (kc of K floats a row), which the hardware
+// prefetchers take too late.
+template <int MR>
+inline void prefetch_a_part(const float* a, std::int64_t lda, int kc, int part, int parts) {
+  const int lines = (kc + 15) / 16, total = MR * lines;
+  for (int q = total * part / parts; q < total * (part + 1) / parts; ++q)
+    __builtin_prefetch(a + (q / lines) * lda + (q % lines) * 16);
 }
 
 // Columns past the last whole vector of a B read in place: one element at a time, k in the same
@@ -367,9 +380,12 @@ void matmul(const MatmulArgs& g) {
             auto run = [&](auto transposed) {
               constexpr bool kT = decltype(transposed)::value;
               const std::int64_t lda = kT ? a_k : a_m;
-              for (; j + NR * V <= wide_end; j += NR * V)
+              const bool next = !kT && m0 + MR < g.row_end;
+              for (; j + NR * V <= wide_end; j += NR * V) {
+                if (next) prefetch_a_part<MR>(a + MR * lda, lda, kc, j / (NR * V), pn.wide);
                 matmul_tile_direct<Arch, R, NR, kT>(a, lda, bp + static_cast<std::int64_t>(j) * kc, c + j, g.ldc, kc, load,
                                                     j + NR * V < wide_end ? c + j + NR * V : c + MR * g.ldc);
+              }
               for (; j + V <= rest_at; j += V)
                 matmul_tile_direct<Arch, R, 1, kT>(a, lda, bp + static_cast<std::int64_t>(j) * kc, c + j, g.ldc, kc, load,
                                                    c + j + V);
