@@ -145,9 +145,12 @@ inline void matmul_tile_direct(const float* a, std::int64_t lda, const float* bp
 // prefetchers take too late.
 template <int MR>
 inline void prefetch_a_part(const float* a, std::int64_t lda, int kc, int part, int parts) {
-  const int lines = (kc + 15) / 16, total = MR * lines;
-  for (int q = total * part / parts; q < total * (part + 1) / parts; ++q)
-    __builtin_prefetch(a + (q / lines) * lda + (q % lines) * 16);
+  const int lines = (kc + 15) / 16, total = MR * lines, end = total * (part + 1) / parts;
+  int q = total * part / parts, row = q / lines, line = q - row * lines;
+  for (; q < end; ++q) {
+    __builtin_prefetch(a + row * lda + line * 16);
+    if (++line == lines) line = 0, ++row;
+  }
 }
 
 // Columns past the last whole vector of a B read in place: one element at a time, k in the same
