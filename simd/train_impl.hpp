@@ -220,8 +220,7 @@ void pack_b(const float* b, std::int64_t b_k, std::int64_t b_n, std::int32_t k, 
 template <int MR>
 void pack_a(const float* a, std::int64_t a_m, std::int64_t a_k, int rows, int kc, float* out) {
   if (a_m == 1 && rows == MR) {  // a transposed A: a whole tile's values of one k are adjacent
-    for (int p = 0; p < kc; ++p)
-      for (int i = 0; i < MR; ++i) out[p * MR + i] = a[p * a_k + i];
+    for (int p = 0; p < kc; ++p) std::memcpy(out + p * MR, a + p * a_k, sizeof(float) * MR);
     return;
   }
   for (int p = 0; p < kc; ++p)
