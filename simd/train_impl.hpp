@@ -300,6 +300,7 @@ void matmul_packed_row(const MatmulArgs& g) {
       } else {
         j = pn.wide * W + pn.narrow * V, kind = -1;
       }
+      if (n0 + j < g.col_begin || n0 + j >= g.col_end) continue;  // another thread's
       for (int k0 = 0; k0 < g.k; k0 += kMatmulKc) {
         const int kc = std::min(kMatmulKc, g.k - k0);
         const bool load = g.accumulate || k0 > 0;

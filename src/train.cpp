@@ -133,11 +133,18 @@ Threads plan_threads(const PlanImpl& p) {
   return th;
 }
 
-// The kernel over contiguous shares of the rows. The split cannot change a result: each element
-// of C is one thread's, summed in the same order whatever its share.
+// A one-row product against a packed B of at least this many floats (512 KiB: R at H ≈ 180 and up)
+// shares its columns out over the threads; below, waking them costs about what the product does.
+constexpr std::int64_t kMinColumnSplitFloats = std::int64_t{128} << 10;
+
+// The kernel over contiguous shares of the rows, or a single row's over shares of its columns
+// (batch 1: MatmulArgs::col_begin / col_end). The split cannot change a result: each element of C
+// is one thread's, summed in the same order whatever its share.
 void matmul_threaded(const simd::F32Kernels* kernels, const simd::MatmulArgs& args, const Threads& th) {
   const std::int32_t rows = args.row_end - args.row_begin;
-  if (th.count <= 1 || rows < 16 * th.count) {
+  const bool by_columns = rows == 1 && args.b_packed != nullptr &&
+                          static_cast<std::int64_t>(args.k) * args.n >= kMinColumnSplitFloats;
+  if (th.count <= 1 || (rows < 16 * th.count && !by_columns)) {
     kernels->matmul(args);
     return;
   }
@@ -145,13 +152,20 @@ void matmul_threaded(const simd::F32Kernels* kernels, const simd::MatmulArgs& ar
     const simd::F32Kernels* kernels;
     simd::MatmulArgs args;
     int threads;
-  } job{kernels, args, th.count};
+    bool by_columns;
+  } job{kernels, args, th.count, by_columns};
   pool_run(th.pool, th.count, [](void* context, int index) {
     const Job& j = *static_cast<const Job*>(context);
     simd::MatmulArgs a = j.args;
-    const std::int64_t n = a.row_end - a.row_begin;
-    a.row_end = a.row_begin + static_cast<std::int32_t>(n * (index + 1) / j.threads);
-    a.row_begin = a.row_begin + static_cast<std::int32_t>(n * index / j.threads);
+    if (j.by_columns) {
+      const std::int64_t n = a.n;
+      a.col_begin = static_cast<std::int32_t>(n * index / j.threads);
+      a.col_end = index + 1 == j.threads ? INT32_MAX : static_cast<std::int32_t>(n * (index + 1) / j.threads);
+    } else {
+      const std::int64_t n = a.row_end - a.row_begin;
+      a.row_end = a.row_begin + static_cast<std::int32_t>(n * (index + 1) / j.threads);
+      a.row_begin = a.row_begin + static_cast<std::int32_t>(n * index / j.threads);
+    }
     if (a.scratch != nullptr) a.scratch += index * simd::kMatmulScratchFloats;
     j.kernels->matmul(a);
   }, &job);
@@ -509,7 +523,9 @@ class BackwardDirection {
     m.accumulate = accumulate;
     m.scratch = pack;
     m.descending = (t & 1) != 0;
-    matmul(g_.kernels, m);
+    // Batch 1 runs its steps on the calling thread (row_threads() is 1): the threads share the
+    // row's columns instead.
+    matmul(g_.kernels, m, B_ == 1 ? g_.threads : Threads());
   }
 
   void tanh_row(const T* src, T* dst, int n) const {
@@ -1215,7 +1231,8 @@ class BatchedForward {
 
   // c[b0 … b1) (row stride ldc, G·H by default) = a's rows (row stride lda, k by default) · B
   // (packed), on the calling thread with its matmul scratch `pack`; the column blocks in the order
-  // of step t (simd::MatmulArgs::descending).
+  // of step t (simd::MatmulArgs::descending). Batch 1 (its steps run on the calling thread): the
+  // plan's threads share the row's columns.
   void rows_product(int t, int b0, int b1, const float* a, int k, const float* b_packed, int n, float* c, float* pack,
                     std::int64_t ldc = 0, std::int64_t lda = 0) const {
     simd::MatmulArgs m = product_args(a, B_, k, b_packed, n, c, ldc, lda);
@@ -1223,7 +1240,8 @@ class BatchedForward {
     m.row_end = b1;
     m.scratch = pack;
     m.descending = (t & 1) != 0;
-    k_->matmul(m);
+    if (B_ == 1) matmul_threaded(k_, m, plan_threads(p_));
+    else k_->matmul(m);
   }
 
   // Rows [b0, b1) of step t: the recurrent products (the reset-before GRU's n gate waits for r ⊙ h),
