@@ -108,9 +108,9 @@ struct MatmulArgs {
   /// One row against a packed B: visit the column panels from the last (StepArgs::descending's
   /// reason: the per-step products alternate). Results do not depend on it.
   bool descending = false;
-  /// One row against a packed B: only the column groups (runs of panels) that start in
-  /// [col_begin, col_end), so that threads can share one row's columns (each group is one
-  /// thread's; a column's sum does not depend on the group it is in). Other products: ignored.
+  /// Only the register tiles (a single row: runs of panels) that start in columns
+  /// [col_begin, col_end), so that threads can share a few rows' columns: each tile is one
+  /// thread's, and a column's sum does not depend on the tile it is in.
   std::int32_t col_begin = 0, col_end = INT32_MAX;
 };
 /// Floats of MatmulArgs::scratch (a 256 × 512 panel of B and a 256 × 8 tile of A).

@@ -366,13 +366,16 @@ void matmul(const MatmulArgs& g) {
         float* c = g.c + static_cast<std::int64_t>(m0) * g.ldc + n0;
         int j = 0;
         std::int64_t ld = 0;
+        // A tile (or run of panels) at column j is this call's when it starts in its column share.
+        const auto mine = [&](int col) { return n0 + col >= g.col_begin && n0 + col < g.col_end; };
         if (mr == 1 && bp == nullptr) {  // one row (batch 1): eight vectors a tile, eight FMA chains
-          for (; j + 8 * V <= rest_at; j += 8 * V) matmul_tile<Arch, 1, 8>(a, a_m, a_k, b + j, g.ldb, c + j, g.ldc, kc, load);
+          for (; j + 8 * V <= rest_at; j += 8 * V)
+            if (mine(j)) matmul_tile<Arch, 1, 8>(a, a_m, a_k, b + j, g.ldb, c + j, g.ldc, kc, load);
         } else if (mr == 1) {  // the same over packed panels (a taller product's last row): three at a time, then a pair
           for (int w = 0; w + 3 <= pn.wide; w += 3, j += 3 * NR * V)
-            matmul_row_panels<Arch, NR, 3>(a, a_k, bp + static_cast<std::int64_t>(j) * kc, kc, c + j, load);
+            if (mine(j)) matmul_row_panels<Arch, NR, 3>(a, a_k, bp + static_cast<std::int64_t>(j) * kc, kc, c + j, load);
           if (pn.wide % 3 == 2) {
-            matmul_row_panels<Arch, NR, 2>(a, a_k, bp + static_cast<std::int64_t>(j) * kc, kc, c + j, load);
+            if (mine(j)) matmul_row_panels<Arch, NR, 2>(a, a_k, bp + static_cast<std::int64_t>(j) * kc, kc, c + j, load);
             j += 2 * NR * V;
           }
         }
@@ -385,13 +388,15 @@ void matmul(const MatmulArgs& g) {
               const std::int64_t lda = kT ? a_k : a_m;
               const bool next = !kT && m0 + MR < g.row_end;
               for (; j + NR * V <= wide_end; j += NR * V) {
+                if (!mine(j)) continue;
                 if (next) prefetch_a_part<MR>(a + MR * lda, lda, kc, j / (NR * V), pn.wide);
                 matmul_tile_direct<Arch, R, NR, kT>(a, lda, bp + static_cast<std::int64_t>(j) * kc, c + j, g.ldc, kc, load,
                                                     j + NR * V < wide_end ? c + j + NR * V : c + MR * g.ldc);
               }
               for (; j + V <= rest_at; j += V)
-                matmul_tile_direct<Arch, R, 1, kT>(a, lda, bp + static_cast<std::int64_t>(j) * kc, c + j, g.ldc, kc, load,
-                                                   c + j + V);
+                if (mine(j))
+                  matmul_tile_direct<Arch, R, 1, kT>(a, lda, bp + static_cast<std::int64_t>(j) * kc, c + j, g.ldc, kc, load,
+                                                     c + j + V);
             };
             if (a_m == 1) run(std::true_type{});
             else run(std::false_type{});
@@ -400,27 +405,31 @@ void matmul(const MatmulArgs& g) {
           if (bp != nullptr && a == a_tile) {  // both packed: the strides are constants
             const int wide_end = pn.wide * NR * V;
             for (; j + NR * V <= wide_end; j += NR * V)
-              matmul_tile_packed<Arch, R, NR, MR>(a, bp + static_cast<std::int64_t>(j) * kc, c + j, g.ldc, kc, load,
-                                                  j + NR * V < wide_end ? c + j + NR * V : c + MR * g.ldc);
+              if (mine(j))
+                matmul_tile_packed<Arch, R, NR, MR>(a, bp + static_cast<std::int64_t>(j) * kc, c + j, g.ldc, kc, load,
+                                                    j + NR * V < wide_end ? c + j + NR * V : c + MR * g.ldc);
             for (; j + V <= rest_at; j += V)
-              matmul_tile_packed<Arch, R, 1, MR>(a, bp + static_cast<std::int64_t>(j) * kc, c + j, g.ldc, kc, load,
-                                                 c + j + V);
+              if (mine(j))
+                matmul_tile_packed<Arch, R, 1, MR>(a, bp + static_cast<std::int64_t>(j) * kc, c + j, g.ldc, kc, load,
+                                                   c + j + V);
             return;
           }
           for (; j + NR * V <= pn.wide * NR * V; j += NR * V) {
             const float* bj = panel(j, NR * V, &ld);
-            matmul_tile<Arch, R, NR>(a, a_m, a_k, bj, ld, c + j, g.ldc, kc, load);
+            if (mine(j)) matmul_tile<Arch, R, NR>(a, a_m, a_k, bj, ld, c + j, g.ldc, kc, load);
           }
           for (; j + V <= rest_at; j += V) {
             const float* bj = panel(j, V, &ld);
-            matmul_tile<Arch, R, 1>(a, a_m, a_k, bj, ld, c + j, g.ldc, kc, load);
+            if (mine(j)) matmul_tile<Arch, R, 1>(a, a_m, a_k, bj, ld, c + j, g.ldc, kc, load);
           }
         });
-        if (pn.rest > 0 && bp != nullptr)
-          matmul_rest<Arch>(a, a_m, a_k, bp + static_cast<std::int64_t>(rest_at) * kc, c + rest_at, g.ldc, mr, pn.rest, kc,
-                            load);
-        else if (pn.rest > 0)
-          matmul_columns<Arch>(a, a_m, a_k, b + rest_at, g.ldb, c + rest_at, g.ldc, mr, pn.rest, kc, load);
+        if (pn.rest > 0 && mine(rest_at)) {
+          if (bp != nullptr)
+            matmul_rest<Arch>(a, a_m, a_k, bp + static_cast<std::int64_t>(rest_at) * kc, c + rest_at, g.ldc, mr, pn.rest,
+                              kc, load);
+          else
+            matmul_columns<Arch>(a, a_m, a_k, b + rest_at, g.ldb, c + rest_at, g.ldc, mr, pn.rest, kc, load);
+        }
       }
     }
   }

@@ -133,16 +133,18 @@ Threads plan_threads(const PlanImpl& p) {
   return th;
 }
 
-// A one-row product against a packed B of at least this many floats (512 KiB: R at H ≈ 180 and up)
-// shares its columns out over the threads; below, waking them costs about what the product does.
+// A product of too few rows to share out (fewer than 16 a thread) against a packed B of at least
+// this many floats (512 KiB: R at H ≈ 180 and up) shares its columns out over the threads; below,
+// waking them costs about what the product does.
 constexpr std::int64_t kMinColumnSplitFloats = std::int64_t{128} << 10;
 
-// The kernel over contiguous shares of the rows, or a single row's over shares of its columns
-// (batch 1: MatmulArgs::col_begin / col_end). The split cannot change a result: each element of C
-// is one thread's, summed in the same order whatever its share.
+// The kernel over contiguous shares of the rows, or, for a few rows (the per-step products of a
+// batch under 16 a thread), over shares of the columns (MatmulArgs::col_begin / col_end). The split
+// cannot change a result: each element of C is one thread's, summed in the same order whatever its
+// share.
 void matmul_threaded(const simd::F32Kernels* kernels, const simd::MatmulArgs& args, const Threads& th) {
   const std::int32_t rows = args.row_end - args.row_begin;
-  const bool by_columns = rows == 1 && args.b_packed != nullptr &&
+  const bool by_columns = rows >= 1 && rows < 16 * th.count && args.b_packed != nullptr &&
                           static_cast<std::int64_t>(args.k) * args.n >= kMinColumnSplitFloats;
   if (th.count <= 1 || (rows < 16 * th.count && !by_columns)) {
     kernels->matmul(args);
@@ -523,9 +525,9 @@ class BackwardDirection {
     m.accumulate = accumulate;
     m.scratch = pack;
     m.descending = (t & 1) != 0;
-    // Batch 1 runs its steps on the calling thread (row_threads() is 1): the threads share the
-    // row's columns instead.
-    matmul(g_.kernels, m, B_ == 1 ? g_.threads : Threads());
+    // A batch too small to share its rows out runs its steps on the calling thread (row_threads()
+    // is 1): the threads share the product's columns instead.
+    matmul(g_.kernels, m, row_threads() == 1 ? g_.threads : Threads());
   }
 
   void tanh_row(const T* src, T* dst, int n) const {
@@ -1231,8 +1233,8 @@ class BatchedForward {
 
   // c[b0 … b1) (row stride ldc, G·H by default) = a's rows (row stride lda, k by default) · B
   // (packed), on the calling thread with its matmul scratch `pack`; the column blocks in the order
-  // of step t (simd::MatmulArgs::descending). Batch 1 (its steps run on the calling thread): the
-  // plan's threads share the row's columns.
+  // of step t (simd::MatmulArgs::descending). A batch too small to share its rows out (its steps
+  // run on the calling thread): the plan's threads share the product's columns.
   void rows_product(int t, int b0, int b1, const float* a, int k, const float* b_packed, int n, float* c, float* pack,
                     std::int64_t ldc = 0, std::int64_t lda = 0) const {
     simd::MatmulArgs m = product_args(a, B_, k, b_packed, n, c, ldc, lda);
@@ -1240,7 +1242,7 @@ class BatchedForward {
     m.row_end = b1;
     m.scratch = pack;
     m.descending = (t & 1) != 0;
-    if (B_ == 1) matmul_threaded(k_, m, plan_threads(p_));
+    if (!parallel_rows_) matmul_threaded(k_, m, plan_threads(p_));
     else k_->matmul(m);
   }
 

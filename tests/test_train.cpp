@@ -416,20 +416,25 @@ TEST_CASE("wrapped stacks: gradients are bit-identical for any thread count") {
   }
 }
 
-TEST_CASE("batch 1: the threads share each step's row by columns, with the same bits as one thread") {
-  // One row: the per-step products against R of at least 128 Ki floats (LSTM H 200: 4·200², GRU
-  // H 256: 3·256² forward, 2·256² backward) split their columns over the threads, forward and
-  // backward; H 200 leaves a partial vector on AVX-512. Dropout on the inputs and outputs too.
-  Case c = uniform("batch1_columns", Mode::lstm, 8, 200, 2, false);
-  c.stack.layers[1] = layer(Mode::gru, 256, false);
-  c.stack.dropout = 0.2;
-  c.batch = 1;
-  c.steps = 4;
-  c.lengths.assign(1, 4);
-  c.initial_state = true;
-  const Problem<float> p = make_problem<float>(c, 11);
-  const Backend backend = rnncore_test::cpu_backends().back();
-  check_same_on_two_threads(train_step(c, p, backend), c, p, backend);
+TEST_CASE("small batches: the threads share each step's products by columns, with the same bits as one thread") {
+  // Fewer than 8 rows a thread: the steps run on the calling thread, and the per-step products
+  // against R of at least 128 Ki floats (LSTM H 200: 4·200², GRU H 256: 3·256² forward, 2·256²
+  // backward) split their columns over the threads, forward and backward — one row (the one-row
+  // path) and five (row tiles of five). H 200 leaves a partial vector on AVX-512. Dropout too.
+  for (const int batch : {1, 5}) {
+    CAPTURE(batch);
+    Case c = uniform("small_batch_columns", Mode::lstm, 8, 200, 2, false);
+    c.stack.layers[1] = layer(Mode::gru, 256, false);
+    c.stack.dropout = 0.2;
+    c.batch = batch;
+    c.steps = 4;
+    c.lengths.assign(batch, 4);
+    if (batch > 1) c.lengths[1] = 2;
+    c.initial_state = true;
+    const Problem<float> p = make_problem<float>(c, 11);
+    const Backend backend = rnncore_test::cpu_backends().back();
+    check_same_on_two_threads(train_step(c, p, backend), c, p, backend);
+  }
 }
 
 TEST_CASE("accumulate adds to the weight gradients; absent gradient inputs count as zero") {
