@@ -220,7 +220,13 @@ void pack_b(const float* b, std::int64_t b_k, std::int64_t b_n, std::int32_t k, 
 template <int MR>
 void pack_a(const float* a, std::int64_t a_m, std::int64_t a_k, int rows, int kc, float* out) {
   if (a_m == 1 && rows == MR) {  // a transposed A: a whole tile's values of one k are adjacent
-    for (int p = 0; p < kc; ++p) std::memcpy(out + p * MR, a + p * a_k, sizeof(float) * MR);
+    // Each k's row is pages away from the last (a_k ≥ G·H floats), beyond the hardware
+    // prefetchers' reach; the next cache line of each is asked for now, two or three row tiles
+    // before its first use.
+    for (int p = 0; p < kc; ++p) {
+      __builtin_prefetch(a + p * a_k + 16);
+      std::memcpy(out + p * MR, a + p * a_k, sizeof(float) * MR);
+    }
     return;
   }
   for (int p = 0; p < kc; ++p)
