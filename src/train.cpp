@@ -570,7 +570,7 @@ class BackwardDirection {
       m.n = H_;
       m.k = O_;
       m.scratch = pack;
-      matmul(g_.kernels, m);
+      matmul(g_.kernels, m, row_threads() == 1 ? g_.threads : Threads());  // few rows: by columns
     } else {
       for (int b = b0; b < b1; ++b)
         std::memcpy(dm + static_cast<std::int64_t>(b) * H_, g_.dgates + at(t, b) * gw_ + 4 * H_, sizeof(T) * H_);

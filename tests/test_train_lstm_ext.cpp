@@ -374,3 +374,31 @@ TEST_CASE("LSTM extensions: gradients are bit-identical run to run and for any t
   CHECK(one.dc0 == two.dc0);
 #endif
 }
+
+TEST_CASE("LSTM extensions: a small batch on two threads shares its products by columns, same bits") {
+  // 3 rows: the steps run on the calling thread and the per-step products (R: 4·512 × 256, W_proj:
+  // 256 × 512, both ≥ 128 Ki floats) split their columns over the threads, forward and backward.
+  Case c;
+  c.name = "small_batch_threads";
+  c.stack.input_size = 8;
+  c.stack.num_layers = 1;
+  c.stack.layers[0] = lstm(512, 256, true, 1.0, 0.5, true);
+  c.batch = 3;
+  c.steps = 3;
+  c.lengths = {3, 1, 3};
+  c.initial_state = true;
+  const Problem<float> p = narrow(make_problem<double>(c, 7));
+  const Backend backend = rnncore_test::cpu_backends().back();
+  const Grads<float> one = train_step(c, p, backend);
+#ifndef RNNCORE_NO_THREADS
+  ThreadPool* pool = nullptr;
+  REQUIRE(ThreadPool::create(2, &pool) == Status::ok);
+  const Grads<float> two = train_step(c, p, backend, 2, pool);
+  ThreadPool::destroy(pool);
+  CHECK(one.y == two.y);
+  CHECK(one.dw == two.dw);
+  CHECK(one.dx == two.dx);
+  CHECK(one.dh0 == two.dh0);
+  CHECK(one.dc0 == two.dc0);
+#endif
+}
