@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "rnncore/rnncore.hpp"
@@ -77,7 +78,9 @@ struct Outputs {
 // The CPU backends of this build and machine: the reference, and the SIMD backend when it has kernels here.
 inline std::vector<rnncore::Backend> cpu_backends() {
   rnncore::Isa isas[8];
-  if (rnncore::available_isas(isas, 8) == 0) return {rnncore::Backend::reference};
+  const char* cap = std::getenv("RNNCORE_MAX_ISA");  // "none" takes the SIMD backend away
+  if (rnncore::available_isas(isas, 8) == 0 || (cap != nullptr && std::string(cap) == "none"))
+    return {rnncore::Backend::reference};
   return {rnncore::Backend::reference, rnncore::Backend::simd};
 }
 
