@@ -233,6 +233,10 @@ void pack_a(const float* a, std::int64_t a_m, std::int64_t a_k, int rows, int kc
     for (int i = 0; i < MR; ++i) out[p * MR + i] = i < rows ? a[i * a_m + p * a_k] : 0.0f;
 }
 
+// Whether the tile (or run of panels) starting at column `col` is this call's (MatmulArgs::col_begin
+// / col_end: each tile is one thread's).
+inline bool in_column_share(const MatmulArgs& g, int col) { return col >= g.col_begin && col < g.col_end; }
+
 // The last `cols` < V columns of `rows` ≤ MR rows against their packed panel (V floats a k, zeros
 // past `cols`): one vector a row into a copy of C's corner, whose padding lanes are dropped. Each
 // element's sum is the one a whole vector's lane makes (k in the same order, fused).
@@ -306,7 +310,7 @@ void matmul_packed_row(const MatmulArgs& g) {
       } else {
         j = pn.wide * W + pn.narrow * V, kind = -1;
       }
-      if (n0 + j < g.col_begin || n0 + j >= g.col_end) continue;  // another thread's
+      if (!in_column_share(g, n0 + j)) continue;  // another thread's
       for (int k0 = 0; k0 < g.k; k0 += kMatmulKc) {
         const int kc = std::min(kMatmulKc, g.k - k0);
         const bool load = g.accumulate || k0 > 0;
@@ -372,8 +376,7 @@ void matmul(const MatmulArgs& g) {
         float* c = g.c + static_cast<std::int64_t>(m0) * g.ldc + n0;
         int j = 0;
         std::int64_t ld = 0;
-        // A tile (or run of panels) at column j is this call's when it starts in its column share.
-        const auto mine = [&](int col) { return n0 + col >= g.col_begin && n0 + col < g.col_end; };
+        const auto mine = [&](int col) { return in_column_share(g, n0 + col); };
         if (mr == 1 && bp == nullptr) {  // one row (batch 1): eight vectors a tile, eight FMA chains
           for (; j + 8 * V <= rest_at; j += 8 * V)
             if (mine(j)) matmul_tile<Arch, 1, 8>(a, a_m, a_k, b + j, g.ldb, c + j, g.ldc, kc, load);

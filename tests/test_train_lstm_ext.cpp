@@ -265,6 +265,23 @@ Problem<double> widen(const Problem<float>& p) {
   return q;
 }
 
+// The same case on two threads gives the same bits as `one` (one thread's run).
+void check_same_on_two_threads(const Grads<float>& one, const Case& c, const Problem<float>& p, Backend backend) {
+#ifndef RNNCORE_NO_THREADS
+  ThreadPool* pool = nullptr;
+  REQUIRE(ThreadPool::create(2, &pool) == Status::ok);
+  const Grads<float> two = train_step(c, p, backend, 2, pool);
+  ThreadPool::destroy(pool);
+  CHECK(one.y == two.y);
+  CHECK(one.dw == two.dw);
+  CHECK(one.dx == two.dx);
+  CHECK(one.dh0 == two.dh0);
+  CHECK(one.dc0 == two.dc0);
+#else
+  (void)one, (void)c, (void)p, (void)backend;
+#endif
+}
+
 }  // namespace
 
 TEST_CASE("LSTM extensions: backward equals central differences of the f64 reference forward") {
@@ -362,17 +379,7 @@ TEST_CASE("LSTM extensions: gradients are bit-identical run to run and for any t
   const Grads<float> again = train_step(c, p, backend);
   CHECK(one.dw == again.dw);
   CHECK(one.dx == again.dx);
-#ifndef RNNCORE_NO_THREADS
-  ThreadPool* pool = nullptr;
-  REQUIRE(ThreadPool::create(2, &pool) == Status::ok);
-  const Grads<float> two = train_step(c, p, backend, 2, pool);
-  ThreadPool::destroy(pool);
-  CHECK(one.y == two.y);
-  CHECK(one.dw == two.dw);
-  CHECK(one.dx == two.dx);
-  CHECK(one.dh0 == two.dh0);
-  CHECK(one.dc0 == two.dc0);
-#endif
+  check_same_on_two_threads(one, c, p, backend);
 }
 
 TEST_CASE("LSTM extensions: a small batch on two threads shares its products by columns, same bits") {
@@ -390,15 +397,5 @@ TEST_CASE("LSTM extensions: a small batch on two threads shares its products by 
   const Problem<float> p = narrow(make_problem<double>(c, 7));
   const Backend backend = rnncore_test::cpu_backends().back();
   const Grads<float> one = train_step(c, p, backend);
-#ifndef RNNCORE_NO_THREADS
-  ThreadPool* pool = nullptr;
-  REQUIRE(ThreadPool::create(2, &pool) == Status::ok);
-  const Grads<float> two = train_step(c, p, backend, 2, pool);
-  ThreadPool::destroy(pool);
-  CHECK(one.y == two.y);
-  CHECK(one.dw == two.dw);
-  CHECK(one.dx == two.dx);
-  CHECK(one.dh0 == two.dh0);
-  CHECK(one.dc0 == two.dc0);
-#endif
+  check_same_on_two_threads(one, c, p, backend);
 }
