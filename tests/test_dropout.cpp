@@ -27,9 +27,7 @@ struct Backend_ {
 
 std::vector<Backend_> backends() {
   std::vector<Backend_> out = {{Backend::reference, Isa::best, "reference"}};
-  Isa isas[8];
-  const int n = available_isas(isas, 8);
-  for (int i = 0; i < n; ++i) out.push_back({Backend::simd, isas[i], to_string(isas[i])});
+  for (Isa isa : isas_here()) out.push_back({Backend::simd, isa, to_string(isa)});
   return out;
 }
 

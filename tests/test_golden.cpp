@@ -147,11 +147,9 @@ void run_all_backends(const std::string& path) {
     INFO("backend reference f32");
     run_case<float>(c, Backend::reference, Isa::best, 1e-5);
   }
-  Isa isas[8];
-  const int n = available_isas(isas, 8);
-  for (int i = 0; i < n; ++i) {
-    INFO("backend simd " << to_string(isas[i]));
-    run_case<float>(c, Backend::simd, isas[i], 1e-5);
+  for (Isa isa : isas_here()) {
+    INFO("backend simd " << to_string(isa));
+    run_case<float>(c, Backend::simd, isa, 1e-5);
   }
 }
 
@@ -303,11 +301,9 @@ TEST_CASE("golden: stacks with DropoutWrapper, ResidualWrapper and inter-layer d
     REQUIRE(io::read_safetensors(path.c_str(), &f) == RNNCORE_OK);
     run_dropout_case<double>(f, Backend::reference, Isa::best, 1e-10);
     run_dropout_case<float>(f, Backend::reference, Isa::best, 1e-5);
-    Isa isas[8];
-    const int n = available_isas(isas, 8);
-    for (int i = 0; i < n; ++i) {
-      INFO("simd " << std::string(to_string(isas[i])));
-      run_dropout_case<float>(f, Backend::simd, isas[i], 1e-5);
+    for (Isa isa : isas_here()) {
+      INFO("simd " << std::string(to_string(isa)));
+      run_dropout_case<float>(f, Backend::simd, isa, 1e-5);
     }
   }
 }
@@ -454,12 +450,9 @@ TEST_CASE("golden resets: per-step state resets, forward and every gradient, aga
     REQUIRE(f.find("resets") != nullptr);
     run_grad_case<double>(f, Backend::reference, Isa::best, 1e-9);
     run_grad_case<float>(f, Backend::reference, Isa::best, 1e-4);
-    if (cpu_backends().empty() || cpu_backends().back() != Backend::simd) continue;
-    Isa isas[8];
-    const int n = available_isas(isas, 8);
-    for (int i = 0; i < n; ++i) {
-      INFO("simd " << std::string(to_string(isas[i])));
-      run_grad_case<float>(f, Backend::simd, isas[i], 1e-4);
+    for (Isa isa : isas_here()) {
+      INFO("simd " << std::string(to_string(isa)));
+      run_grad_case<float>(f, Backend::simd, isa, 1e-4);
     }
   }
 }

@@ -88,7 +88,10 @@ TEST_CASE("NaN and Inf propagate on every CPU path exactly as on the reference")
       {Site::weight, -kInf, "-Inf weight"},
   };
   const std::vector<Isa> isas = isas_here();
-  REQUIRE(!isas.empty());
+  if (isas.empty()) {  // the reference is what the SIMD paths are compared with: nothing to compare
+    MESSAGE("no SIMD instruction set here (a build without kernels, or RNNCORE_MAX_ISA=none): not checked");
+    return;
+  }
   const int T = 5, B = 3;
   int nan_cases = 0;
   for (Mode mode : {Mode::lstm, Mode::gru, Mode::rnn_tanh, Mode::rnn_relu}) {
@@ -146,7 +149,10 @@ TEST_CASE("NaN and Inf through LSTM peepholes, clips and a projection as on the 
   // Clips keep NaN (TF's clip_by_value does) and bound infinities; the projection mixes a NaN into
   // every unit of h.
   const std::vector<Isa> isas = isas_here();
-  REQUIRE(!isas.empty());
+  if (isas.empty()) {  // the reference is what the SIMD paths are compared with: nothing to compare
+    MESSAGE("no SIMD instruction set here (a build without kernels, or RNNCORE_MAX_ISA=none): not checked");
+    return;
+  }
   const int T = 4, B = 3;
   RnnSpec spec;
   spec.input_size = 5;

@@ -38,12 +38,10 @@ const Case kCases[] = {
 std::vector<PlanOptions> cpu_paths() {
   std::vector<PlanOptions> paths(1);
   paths[0].backend = Backend::reference;
-  Isa isas[8];
-  const int n = available_isas(isas, 8);
-  for (int i = 0; i < n; ++i) {
+  for (Isa isa : isas_here()) {
     PlanOptions o;
     o.backend = Backend::simd;
-    o.max_isa = isas[i];
+    o.max_isa = isa;
     paths.push_back(o);
   }
   return paths;

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "test_util.hpp"
+
 #include "rnncore/gpu.hpp"
 #include "rnncore/rnncore.hpp"
 
@@ -453,7 +455,7 @@ std::string merge(const std::vector<std::pair<std::string, std::string>>& outcom
   return out;
 }
 
-std::vector<Isa> g_isas;  // the SIMD instruction sets of this build and CPU
+std::vector<Isa> g_isas;  // the SIMD instruction sets of this build and CPU, under RNNCORE_MAX_ISA
 
 // A per-ISA rule for the SIMD column (f16 / bf16 weights): the outcome expected at each ISA and the
 // text written, so that the page is the same on every machine.
@@ -869,9 +871,7 @@ std::string read_file(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Isa isas[8];
-  const int n = available_isas(isas, 8);
-  g_isas.assign(isas, isas + n);
+  g_isas = rnncore_test::isas_here();
   const std::string md = page();
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "--print") std::fputs(md.c_str(), stdout);
@@ -882,8 +882,8 @@ int main(int argc, char** argv) {
     const std::string committed_path = std::string(RNNCORE_SOURCE_DIR) + "/docs/support.md";
     if (g_isas.empty() || std::strcmp(gpu_backend_kind(), "none") != 0) {
       std::printf("not compared with docs/support.md: the page is a default build's (SIMD kernels, no GPU backend); "
-                  "this build has %s SIMD kernels and GPU backend '%s'\n",
-                  g_isas.empty() ? "no" : "its", gpu_backend_kind());
+                  "here the SIMD backend %s (RNNCORE_MAX_ISA=none, or a build without kernels) and the GPU backend "
+                  "is '%s'\n", g_isas.empty() ? "does not run" : "runs", gpu_backend_kind());
     } else if (read_file(committed_path) != md) {
       fail("docs/support.md differs from what this build produces; regenerate it with "
            "build/tests/test_support_matrix --write docs/support.md (and review the diff)");
