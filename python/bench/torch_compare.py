@@ -1,5 +1,6 @@
 """rnncore.torch against torch.nn on the CPU, side by side: inference and a training step (forward and
-backward), LSTM and GRU, as ratios. A benchmark, never a test.
+backward; again with an input that needs no gradient, as the first layer's input usually does), LSTM and
+GRU, as ratios. A benchmark, never a test.
 
     python python/bench/torch_compare.py                   # H 256/512, B 1/16/64, T 50, threads 1/2
     python python/bench/torch_compare.py --hidden 256 --batch 1 16 --threads 1 --repeat 5
@@ -53,20 +54,20 @@ def case(kind, hidden, batch, seq, threads, repeat, gap_ms):
     ours.load_state_dict(ref.state_dict())
     x = torch.randn(seq, batch, hidden)
     rows = []
-    for what in ("inference", "train step"):
+    for what in ("inference", "train step", "train, x no grad"):
         def run(m):
             if what == "inference":
                 with torch.no_grad():
                     m(x)
             else:
-                y, _ = m(x.requires_grad_())
+                y, _ = m(x.requires_grad_(what == "train step"))
                 y.sum().backward()
         fns = [lambda: run(ref), lambda: run(ours)]
         if threads > 1 and gap_ms > 0:
             rows.append((what, *timed(fns, repeat, gap_ms / 1e3), f"  gap {gap_ms:g} ms"))
         rows.append((what, *timed(fns, repeat), "  in program" if threads > 1 else ""))
     for what, t_ref, t_ours, note in rows:
-        print(f"{kind:4} H={hidden:4} B={batch:3} T={seq} threads={threads}  {what:10}  torch.nn {t_ref * 1e3:8.2f} ms"
+        print(f"{kind:4} H={hidden:4} B={batch:3} T={seq} threads={threads}  {what:16}  torch.nn {t_ref * 1e3:8.2f} ms"
               f"  rnncore {t_ours * 1e3:8.2f} ms  ratio {t_ref / t_ours:5.2f}{note}", flush=True)
 
 

@@ -239,22 +239,27 @@ def _(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_res
 def _rnn_backward(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Optional[Tensor],
                   lengths: Optional[Tensor], reserve: Tensor, dy: Tensor, dh: Tensor, dc: Optional[Tensor], spec: str,
                   seed: int, step: int, row_offset: int, train: bool,
-                  resets: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
-    """The gradients of a run of `_rnn` with the same arguments: (dx, dh0, dc0 (empty unless LSTM), dweights)."""
+                  resets: Optional[Tensor] = None, need_dx: bool = True) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
+    """The gradients of a run of `_rnn` with the same arguments: (dx (empty when need_dx is false: the first
+    layer's input product is skipped), dh0, dc0 (empty unless LSTM), dweights)."""
     e = _entry(spec)
     with e.lock:
         dx, dh0, dc0, dws = e.net.tensor_backward(
             x, weights, h0, c0, _lengths(lengths), _row_ids(x, e.spec, row_offset), _resets(resets),
-            e.batch_first, _run_mode(e.spec, train), seed, step, e.by_version, reserve, dy, dh, dc)
-    return dx, dh0, torch.empty(0, dtype=e.dtype) if dc0 is None else dc0, dws
+            e.batch_first, _run_mode(e.spec, train), seed, step, e.by_version, reserve, dy, dh, dc, need_dx)
+    def empty():  # a new one each time: a custom op's outputs may not alias each other
+        return torch.empty(0, dtype=e.dtype)
+    return empty() if dx is None else dx, dh0, empty() if dc0 is None else dc0, dws
 
 
 @_rnn_backward.register_fake
-def _(x, weights, h0, c0, lengths, reserve, dy, dh, dc, spec, seed, step, row_offset, train, resets=None):
+def _(x, weights, h0, c0, lengths, reserve, dy, dh, dc, spec, seed, step, row_offset, train, resets=None,
+      need_dx=True):
     e = _entry(spec)
     _, _, _, hs, cs = _shapes(e.spec, x)
     dc0 = x.new_empty(cs) if e.spec["mode"] == "lstm" else x.new_empty(0)
-    return torch.empty_like(x), x.new_empty(hs), dc0, [torch.empty_like(w) for w in weights]
+    dx = torch.empty_like(x) if need_dx else x.new_empty(0)
+    return dx, x.new_empty(hs), dc0, [torch.empty_like(w) for w in weights]
 
 
 def _setup_context(ctx, inputs, output):
@@ -267,10 +272,11 @@ def _backward(ctx, dy, dh, dc, _dreserve):
     spec, seed, step, row_offset, train, has_h0, has_c0 = ctx.args
     x, h0, c0, lengths, resets, reserve, *weights = ctx.saved_tensors
     lstm = _entry(spec).lstm
+    need_dx = ctx.needs_input_grad[0]  # an input that needs no gradient spares the first layer's input product
     dx, dh0, dc0, dws = torch.ops.rnncore.rnn_backward(x, weights, h0, c0, lengths, reserve, dy.contiguous(),
                                                        dh.contiguous(), dc.contiguous() if lstm else None, spec,
-                                                       seed, step, row_offset, train, resets)
-    return (dx, list(dws), dh0 if has_h0 else None, dc0 if has_c0 else None) + (None,) * 8
+                                                       seed, step, row_offset, train, resets, need_dx)
+    return (dx if need_dx else None, list(dws), dh0 if has_h0 else None, dc0 if has_c0 else None) + (None,) * 8
 
 
 _rnn.register_autograd(_backward, setup_context=_setup_context)

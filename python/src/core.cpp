@@ -535,7 +535,7 @@ class Net {
                      const py::handle& dcy);
   py::tuple tensor_forward(const RunInputs& in, bool keep_reserve, bool op_outputs);
   py::tuple tensor_backward(const RunInputs& in, const py::handle& reserve, const py::handle& dy,
-                            const py::handle& dhy, const py::handle& dcy, std::size_t weights);
+                            const py::handle& dhy, const py::handle& dcy, std::size_t weights, bool need_dx);
 
   // Shapes of h and c for `batch` rows: [L·D, B, O] and [L·D, B, H] when the layers are alike, else flat.
   std::pair<std::vector<py::ssize_t>, std::vector<py::ssize_t>> state_shapes(int batch) const {
@@ -1035,7 +1035,7 @@ py::tuple Net::backward(const RunInputs& in, const py::handle& reserve, const py
 // rnncore.torch's backward: backward()'s outputs as new tensors, the weights' gradients as the
 // format's first `weights` tensors (given_tensors) instead of canonical ones.
 py::tuple Net::tensor_backward(const RunInputs& in, const py::handle& reserve, const py::handle& dy,
-                               const py::handle& dhy, const py::handle& dcy, std::size_t weights) {
+                               const py::handle& dhy, const py::handle& dcy, std::size_t weights, bool need_dx) {
   if (!options_.training) fail(Status::unsupported, "backward needs a net made for training (training=True)");
   const std::vector<int> index = given_tensors(weights);
   Plan plan;
@@ -1050,7 +1050,9 @@ py::tuple Net::tensor_backward(const RunInputs& in, const py::handle& reserve, c
   if (!dcy.is_none() && !lstm) bad_argument("dcy: only an LSTM has a cell state");
   const Block dcb = dcy.is_none() ? Block{} : tensor_block(dcy, stack_.dtype, "dcy");
   check_state(dcb, "dcy", shapes.second);
-  const bool ids = stack_.embedding.vocab_size > 0;  // token ids: no dx
+  // Token ids (an Embedding) have no dx; nor does an input autograd does not ask about (need_dx false):
+  // the backward then skips the first layer's input product, one of its four.
+  const bool no_dx = stack_.embedding.vocab_size > 0 || !need_dx;
   BackwardArgs ba;
   ba.forward = forward_args(in);
   ba.forward.reserve = tensor_data(reserve);
@@ -1058,7 +1060,7 @@ py::tuple Net::tensor_backward(const RunInputs& in, const py::handle& reserve, c
   ba.dy = dyb.data;
   ba.dhy = dhb.data;
   ba.dcy = dcb.data;
-  py::object dx = ids ? py::none() : new_tensor(in.x.shape, stack_.dtype, &ba.dx);
+  py::object dx = no_dx ? py::none() : new_tensor(in.x.shape, stack_.dtype, &ba.dx);
   py::object dh0 = new_tensor(shapes.first, stack_.dtype, &ba.dh0);
   py::object dc0 = lstm ? new_tensor(shapes.second, stack_.dtype, &ba.dc0) : py::none();
   Buffer dw = aligned_buffer(static_cast<std::size_t>(param_count(stack_)) * dtype_size(stack_.dtype));
@@ -1496,19 +1498,24 @@ void bind_tensor_runs(py::class_<Net>& net) {
              n.take_tensors(weights, by_version);
              return n.tensor_forward(in, keep_reserve, op_outputs);
            })
-      // backward -> (dx, dh0, dc0 or None, [the weights' gradients]).
+      // backward -> (dx or None (token ids, or need_dx false), dh0, dc0 or None, [the weights' gradients]).
       .def("tensor_backward",
            [](Net& n, const py::handle& x, const py::sequence& weights, const py::handle& h0, const py::handle& c0,
               const py::handle& lengths, const py::handle& row_ids, const py::handle& resets, bool batch_first,
               const std::string& mode, std::uint64_t seed, std::uint64_t step, bool by_version,
-              const py::handle& reserve, const py::handle& dy, const py::handle& dhy, const py::handle& dcy) {
+              const py::handle& reserve, const py::handle& dy, const py::handle& dhy, const py::handle& dcy,
+              bool need_dx) {
              RunInputs in = n.tensor_inputs(x, h0, c0, lengths, row_ids, batch_first, resets);
              in.mode = parse_run_mode(mode);
              in.seed = seed;
              in.step = step;
              n.take_tensors(weights, by_version);
-             return n.tensor_backward(in, reserve, dy, dhy, dcy, py::len(weights));
-           });
+             return n.tensor_backward(in, reserve, dy, dhy, dcy, py::len(weights), need_dx);
+           },
+           py::arg("x"), py::arg("weights"), py::arg("h0"), py::arg("c0"), py::arg("lengths"), py::arg("row_ids"),
+           py::arg("resets"), py::arg("batch_first"), py::arg("mode"), py::arg("seed"), py::arg("step"),
+           py::arg("by_version"), py::arg("reserve"), py::arg("dy"), py::arg("dhy"), py::arg("dcy"),
+           py::arg("need_dx") = true);
 }
 
 PYBIND11_MODULE(_core, m) {

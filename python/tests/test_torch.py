@@ -193,6 +193,35 @@ def test_opcheck(kind):
                           test_utils=("test_schema", "test_faketensor"))
 
 
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_input_without_gradient(kind):
+    """An input that needs no gradient: the backward skips dx (the first layer's input product) and every
+    other gradient is the same, bit for bit; opcheck's autograd tests pass on that path too."""
+    torch.manual_seed(2)
+    mod = {"lstm": rt.LSTM, "gru": rt.GRU}[kind](6, 9, num_layers=2, bidirectional=True)
+    x = torch.randn(5, 3, 6)
+    h0 = torch.randn(4, 3, 9, requires_grad=True)
+    hx = (h0, torch.zeros(4, 3, 9)) if kind == "lstm" else h0
+    grads = []
+    for need in (True, False):
+        xi = x.clone().requires_grad_(need)
+        y, _ = mod(xi, hx)
+        g = torch.autograd.grad(y.square().sum(), [h0] + list(mod.parameters()))
+        grads.append(g)
+        assert (xi.grad is None) and (not need or xi.requires_grad)
+    for a, b in zip(*grads):
+        assert torch.equal(a, b)
+    args = opcheck_args(kind, True)
+    args[0].requires_grad_(False)
+    torch.library.opcheck(torch.ops.rnncore.rnn.default, args)
+    # The backward op itself returns an empty dx when asked for none.
+    y, hn, cn, reserve = torch.ops.rnncore.rnn(*args)
+    out = torch.ops.rnncore.rnn_backward(args[0], args[1], args[2], args[3], args[4], reserve, torch.ones_like(y),
+                                         torch.zeros_like(hn), torch.zeros_like(cn) if kind == "lstm" else None,
+                                         args[5], 0, 0, 0, False, None, False)
+    assert out[0].numel() == 0 and out[1].shape == hn.shape
+
+
 class Tagger(nn.Module):
     def __init__(self):
         super().__init__()
