@@ -285,7 +285,7 @@ void add_run_options(CLI::App& app, RunOptions& o, bool grad) {
     app.add_option("--dcn", o.dcn, "gradient of the final cell state [L*D, B, H] (default zeros)")
         ->type_name("F.npy")
         ->group(io);
-    app.add_option("--dx", o.dx, "write the gradient of the input, in its layout")->type_name("DX.npy")->group(io);
+    app.add_option("--dx", o.dx, "write the gradient of the input, in its layout (computed only when asked for)")->type_name("DX.npy")->group(io);
     app.add_option("--dh0", o.dh0, "write the gradient of h0 [L*D, B, H]")->type_name("F.npy")->group(io);
     app.add_option("--dc0", o.dc0, "write the gradient of c0 [L*D, B, H]")->type_name("F.npy")->group(io);
   } else {
@@ -1133,7 +1133,7 @@ int cmd_grad(int argc, char** argv) {
 
   const std::size_t states = static_cast<std::size_t>(state_elements(stack, static_cast<int>(rs.B)));
   const std::size_t cells = static_cast<std::size_t>(cell_state_elements(stack, static_cast<int>(rs.B)));  // H (h: P)
-  std::vector<unsigned char> y(static_cast<std::size_t>(rs.T * rs.B * rs.out_width) * es), dx(rs.x.size()),
+  std::vector<unsigned char> y(static_cast<std::size_t>(rs.T * rs.B * rs.out_width) * es), dx(o.dx.empty() ? 0 : rs.x.size()),
       dh0(states * es), dc0(rs.any_lstm ? cells * es : 0), dweights(rs.model.canonical.size());
   ForwardArgs fa = rs.forward_args();
   fa.y = y.data();
@@ -1148,7 +1148,7 @@ int cmd_grad(int argc, char** argv) {
   ba.dy = dy.data();
   ba.dhy = dhn.empty() ? nullptr : dhn.data();
   ba.dcy = dcn.empty() ? nullptr : dcn.data();
-  ba.dx = ids ? nullptr : dx.data();
+  ba.dx = ids || o.dx.empty() ? nullptr : dx.data();  // not asked for: the first layer's input product is skipped
   ba.dh0 = dh0.data();
   ba.dc0 = dc0.empty() ? nullptr : dc0.data();
   ba.dweights = dweights.data();

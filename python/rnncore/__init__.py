@@ -144,7 +144,7 @@ class Model:
         return y, h, c
 
     def grad(self, x, dy=None, dh=None, dc=None, h0=None, c0=None, lengths=None, *, batch_first=False,
-             train=False, seed=0, step=0, time_offset=0, row_ids=None, resets=None):
+             train=False, seed=0, step=0, time_offset=0, row_ids=None, resets=None, need_dx=True):
         """Forward and backward through time (a model loaded with ``training=True``).
 
         Returns a dict: ``y``, ``h``, ``c`` (the forward's outputs), ``dx``, ``dh0``, ``dc0`` and
@@ -152,12 +152,13 @@ class Model:
         ``sum(y*dy) + sum(h*dh) + sum(c*dc)``. ``resets`` as :meth:`run`'s. With a head, ``dy`` is the
         head's output's gradient and ``weights`` holds the head's W and b too; with an Embedding, the
         table's gradient, and ``dx`` is None (x is token ids); under the names :attr:`ends` gives.
+        ``need_dx=False``: ``dx`` is None and the backward skips the first layer's input product.
         """
         mode = "training" if train else "inference"
         y, h, c, reserve = self._net.forward(x, h0, c0, lengths, batch_first, mode, seed, step, time_offset,
                                              row_ids, True, resets)
         dx, dh0, dc0, dw = self._net.backward(x, reserve, dy, dh, dc, h0, c0, lengths, batch_first, mode, seed,
-                                              step, time_offset, row_ids, resets)
+                                              step, time_offset, row_ids, resets, need_dx)
         names = [name for name, _, _ in self._net.tensors()]
         weights = dict(zip(names, self._net.export_gradients(dw)))
         # The Embedding's table and the head's W and b, under the names `ends` gives them.

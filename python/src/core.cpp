@@ -532,7 +532,7 @@ class Net {
                           const py::handle& row_ids, bool batch_first, const py::handle& resets) const;
   py::tuple forward(const RunInputs& in, bool keep_reserve);
   py::tuple backward(const RunInputs& in, const py::handle& reserve, const py::handle& dy, const py::handle& dhy,
-                     const py::handle& dcy);
+                     const py::handle& dcy, bool need_dx);
   py::tuple tensor_forward(const RunInputs& in, bool keep_reserve, bool op_outputs);
   py::tuple tensor_backward(const RunInputs& in, const py::handle& reserve, const py::handle& dy,
                             const py::handle& dhy, const py::handle& dcy, std::size_t weights, bool need_dx);
@@ -998,7 +998,7 @@ py::tuple Net::tensor_forward(const RunInputs& in, bool keep_reserve, bool op_ou
 
 // Backward after a training forward with the same inputs: (dx, dh0, dc0 or None, dcanonical).
 py::tuple Net::backward(const RunInputs& in, const py::handle& reserve, const py::handle& dy, const py::handle& dhy,
-                        const py::handle& dcy) {
+                        const py::handle& dcy, bool need_dx) {
   if (!options_.training) fail(Status::unsupported, "backward needs a net made for training (training=True)");
   Plan plan;
   check(plan_for(in.batch, in.seq_len, &plan));
@@ -1011,9 +1011,10 @@ py::tuple Net::backward(const RunInputs& in, const py::handle& reserve, const py
   const Block dhya = state_array(dhy, stack_.dtype, "dhy", shapes.first);
   if (!dcy.is_none() && !lstm) bad_argument("dcy: only an LSTM has a cell state");
   const Block dcya = state_array(dcy, stack_.dtype, "dcy", shapes.second);
-  // With an Embedding, x is token ids: no dx (the table's gradient is in dw).
-  const bool ids = stack_.embedding.vocab_size > 0;
-  py::array dx = ids ? py::array() : py::array(numpy_dtype(stack_.dtype), in.x.shape);
+  // With an Embedding, x is token ids: no dx (the table's gradient is in dw); none either when not asked
+  // for (the backward then skips the first layer's input product).
+  const bool no_dx = stack_.embedding.vocab_size > 0 || !need_dx;
+  py::array dx = no_dx ? py::array() : py::array(numpy_dtype(stack_.dtype), in.x.shape);
   py::array dh0(numpy_dtype(stack_.dtype), shapes.first);
   py::array dc0 = lstm ? py::array(numpy_dtype(stack_.dtype), shapes.second) : py::array();
   py::array dw(numpy_dtype(stack_.dtype), std::vector<py::ssize_t>{static_cast<py::ssize_t>(param_count(stack_))});
@@ -1024,12 +1025,12 @@ py::tuple Net::backward(const RunInputs& in, const py::handle& reserve, const py
   ba.dy = dya.data;
   ba.dhy = dhya.data;
   ba.dcy = dcya.data;
-  ba.dx = ids ? nullptr : dx.mutable_data();
+  ba.dx = no_dx ? nullptr : dx.mutable_data();
   ba.dh0 = dh0.mutable_data();
   ba.dc0 = lstm ? dc0.mutable_data() : nullptr;
   ba.dweights = dw.mutable_data();
   check(run(plan, ba));
-  return py::make_tuple(ids ? py::object(py::none()) : py::object(dx), dh0, lstm ? py::object(dc0) : py::none(), dw);
+  return py::make_tuple(no_dx ? py::object(py::none()) : py::object(dx), dh0, lstm ? py::object(dc0) : py::none(), dw);
 }
 
 // rnncore.torch's backward: backward()'s outputs as new tensors, the weights' gradients as the
@@ -1645,18 +1646,18 @@ PYBIND11_MODULE(_core, m) {
           [](Net& n, const py::handle& x, const py::handle& reserve, const py::handle& dy, const py::handle& dhy,
              const py::handle& dcy, const py::handle& h0, const py::handle& c0, const py::handle& lengths,
              bool batch_first, const std::string& mode, std::uint64_t seed, std::uint64_t step,
-             std::uint32_t time_offset, const py::handle& row_ids, const py::handle& resets) {
+             std::uint32_t time_offset, const py::handle& row_ids, const py::handle& resets, bool need_dx) {
             RunInputs in = n.inputs(x, h0, c0, lengths, row_ids, batch_first, resets);
             in.mode = parse_run_mode(mode);
             in.seed = seed;
             in.step = step;
             in.time_offset = time_offset;
-            return n.backward(in, reserve, dy, dhy, dcy);
+            return n.backward(in, reserve, dy, dhy, dcy, need_dx);
           },
           py::arg("x"), py::arg("reserve"), py::arg("dy") = py::none(), py::arg("dhy") = py::none(),
           py::arg("dcy") = py::none(), py::arg("h0") = py::none(), py::arg("c0") = py::none(),
           py::arg("lengths") = py::none(), py::arg("batch_first") = false, py::arg("mode") = "inference",
           py::arg("seed") = 0, py::arg("step") = 0, py::arg("time_offset") = 0, py::arg("row_ids") = py::none(),
-          py::arg("resets") = py::none());
+          py::arg("resets") = py::none(), py::arg("need_dx") = true);
   bind_tensor_runs(net);
 }

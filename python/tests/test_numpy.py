@@ -102,6 +102,20 @@ def test_grad_matches_finite_differences():
     assert abs(fd - g["weights"][name][3, 7]) < 1e-6 * max(1.0, abs(fd))
 
 
+def test_grad_without_dx():
+    """need_dx=False: dx is None, every other gradient the same bit for bit."""
+    m = small(training=True)
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((5, 3, 16), dtype=np.float32)
+    dy = rng.standard_normal((5, 3, 32), dtype=np.float32)
+    full, part = m.grad(x, dy=dy), m.grad(x, dy=dy, need_dx=False)
+    assert full["dx"] is not None and part["dx"] is None
+    for k in ("y", "h", "c", "dh0", "dc0"):
+        np.testing.assert_array_equal(full[k], part[k])
+    for k, v in full["weights"].items():
+        np.testing.assert_array_equal(v, part["weights"][k])
+
+
 def test_weights_round_trip():
     m = small()
     w = m.weights()
