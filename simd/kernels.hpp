@@ -113,8 +113,8 @@ struct MatmulArgs {
   /// thread's, and a column's sum does not depend on the tile it is in.
   std::int32_t col_begin = 0, col_end = INT32_MAX;
 };
-/// Floats of MatmulArgs::scratch (a 256 × 512 panel of B and a 256 × 8 tile of A).
-constexpr std::int64_t kMatmulScratchFloats = 256 * 512 + 256 * 8;
+/// Floats of MatmulArgs::scratch (a block of B of 256 × 512 floats and a tile of A of up to 512 × 8).
+constexpr std::int64_t kMatmulScratchFloats = 256 * 512 + 512 * 8;
 /// Floats F32Kernels::pack_b writes for a K × N matrix: every column panel is whole vectors, the
 /// last one's columns past N zeros (N rounded up to 16, the widest vector of any instruction set).
 constexpr std::int64_t packed_b_floats(std::int64_t k, std::int64_t n) { return k * ((n + 15) / 16 * 16); }

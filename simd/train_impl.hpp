@@ -13,10 +13,20 @@ namespace rnncore {
 namespace simd {
 namespace {
 
-constexpr int kMatmulKc = 256;  // K block: rows of B per pass
-constexpr int kMatmulNc = 512;  // N block: columns of B per pass (kKc × kNc floats: 512 KiB)
-
-static_assert(kMatmulScratchFloats >= kMatmulKc * kMatmulNc + kMatmulKc * 8, "matmul scratch too small");
+// Blocks of B a pass of every row tile reads, 512 KiB, so that they stay in L2: kMatmulKc × kMatmulNc,
+// or twice as deep and half as wide (kDeepKc × kDeepNc, deep_blocks) where K outgrows kMatmulKc and A
+// is cheap to read again: for a whole B packed ahead (pack_b: the weights at plan time) and for a B
+// packed per call against a row-major A (dx = dpre · W). A C of T·B × G·H floats outgrows L2 and
+// each K block loads and stores it once: deep blocks halve the passes. Zen 5, B = 64, against
+// dnnl_sgemm: H 1024 fwd_x 0.87–0.90 → 0.91–0.95, dx 0.87–0.89 → 0.90–0.91 (dx at N = H ≤ 256,
+// deep since before: 5–10 %); the training step against oneDNN's, H 512–1024, B 16 / 64, 1–3 points
+// better (bench/results/deep_blocks_amd_epyc_avx512_2026-11-30.md). The weight gradients (A = dpreᵀ,
+// transposed) keep the wide blocks: half as wide, each would pack or read its A tiles twice as
+// often, from kc pages apart (dW at H 1024 0.88 → 0.78 when tried).
+constexpr int kMatmulKc = 256, kMatmulNc = 512;
+constexpr int kDeepKc = 2 * kMatmulKc, kDeepNc = kMatmulNc / 2;
+static_assert(kDeepKc * kDeepNc == kMatmulKc * kMatmulNc, "the deep blocks fill the same scratch");
+static_assert(kMatmulScratchFloats >= kMatmulKc * kMatmulNc + kDeepKc * 8, "matmul scratch too small");
 
 // A transposed A (dpreᵀ, rows G·H or more floats apart) is read in place by blocks of at most this
 // many register tiles' columns (4: 256 columns with the 6 × 4 AVX-512 tile, 64 with the 6 × 2 AVX2
@@ -24,14 +34,6 @@ static_assert(kMatmulScratchFloats >= kMatmulKc * kMatmulNc + kMatmulKc * 8, "ma
 // again; packed, once. Measured on Zen 5: AVX-512 in place 5–20 % faster at N = H ≤ 256, packed 3–7 %
 // faster at N = 512; AVX2 at N = 256 (16 tiles) in place made a GRU's backward 28–34 % slower.
 constexpr int kMatmulDirectTransposedTiles = 4;
-
-// A B packed per call (not by pack_b) for a row-major A and N ≤ kMatmulNc / 2 (the backward's dx
-// = dpre · W, M = T·B, N = H): blocks twice as deep and half as wide, the same floats. A C of
-// T·B × H floats outgrows L2 and each K block loads and stores it once: half the passes (5–10 %
-// on Zen 5 at B = 64). The transposed-A products keep kKc × kNc: with half as wide blocks each
-// would read its A (dpreᵀ, up to T·B × G·H floats) twice as often.
-constexpr int kMatmulKcDeep = 2 * kMatmulKc, kMatmulNcDeep = kMatmulNc / 2;
-static_assert(kMatmulKcDeep * kMatmulNcDeep == kMatmulKc * kMatmulNc, "the deep blocks fill the same scratch");
 
 // Rows of a packed B panel a tile asks the cache for ahead of its FMAs. The panel streams from L2
 // (a block is kKc × kNc, 512 KiB) or, in the per-step products, from R in L3; with the hardware
@@ -62,6 +64,21 @@ constexpr int matmul_rows() {
 template <class Arch>
 constexpr int matmul_vectors() {
   return RegisterFile<Arch>::count >= 32 ? 4 : 3;
+}
+
+// The blocks of a K × N B that may be deep (see kDeepKc): deep where K outgrows a wide block, wide
+// otherwise (with K ≤ kMatmulKc deep blocks would only cut N finer). A deep block's columns: all N
+// up to kDeepNc, else kDeepNc rounded down to whole register tiles (AVX2's tiles are 24 wide: 240,
+// where 256 would leave two one-vector panels in every block). pack_b and the products that read
+// its blocks use the same.
+struct Blocks {
+  int kc, nc;
+};
+template <class Arch>
+constexpr Blocks deep_blocks(int k, int n) {
+  constexpr int W = matmul_vectors<Arch>() * static_cast<int>(vf<Arch>::size);
+  if (k <= kMatmulKc) return {kMatmulKc, kMatmulNc};
+  return {kDeepKc, n <= kDeepNc ? kDeepNc : kDeepNc / W * W};
 }
 
 // One MR × NR·V tile of C over k in [0, k_count): C = (load ? C : 0) + Σ_k A(m, k) · B[k, :].
@@ -198,20 +215,22 @@ void pack_block(const float* b, std::int64_t b_k, std::int64_t b_n, int kc, cons
 }
 
 // Where block (n0, k0) of a whole packed B with k rows lies: a column range's blocks stack by k
-// (every block before the last is kMatmulNc wide, whole vectors; `width`: Panels::width of this one).
+// (every block before the last is deep_blocks' nc wide, whole vectors; `width`: Panels::width of
+// this one).
 inline std::int64_t packed_block_offset(int n0, int k0, int k, int width) {
   return static_cast<std::int64_t>(n0) * k + static_cast<std::int64_t>(k0) * width;
 }
-static_assert(kMatmulNc % 16 == 0 && kMatmulNcDeep % 16 == 0, "blocks but the last are whole vectors");
+static_assert(kMatmulNc % 16 == 0 && kDeepNc % 16 == 0, "blocks but the last are whole vectors");
 
 // A whole K × N matrix B(k, n) = b[k·b_k + n·b_n] packed for MatmulArgs::b_packed (at most
 // packed_b_floats(k, n) floats).
 template <class Arch>
 void pack_b(const float* b, std::int64_t b_k, std::int64_t b_n, std::int32_t k, std::int32_t n, float* out) {
-  for (int n0 = 0; n0 < n; n0 += kMatmulNc) {
-    const Panels<Arch> pn(std::min(kMatmulNc, n - n0));
-    for (int k0 = 0; k0 < k; k0 += kMatmulKc)
-      pack_block<Arch>(b + k0 * b_k + n0 * b_n, b_k, b_n, std::min(kMatmulKc, k - k0), pn,
+  const Blocks bl = deep_blocks<Arch>(k, n);
+  for (int n0 = 0; n0 < n; n0 += bl.nc) {
+    const Panels<Arch> pn(std::min(bl.nc, n - n0));
+    for (int k0 = 0; k0 < k; k0 += bl.kc)
+      pack_block<Arch>(b + k0 * b_k + n0 * b_n, b_k, b_n, std::min(bl.kc, k - k0), pn,
                        out + packed_block_offset(n0, k0, k, pn.width));
   }
 }
@@ -290,10 +309,11 @@ void matmul_packed_row(const MatmulArgs& g) {
   constexpr int V = static_cast<int>(vf<Arch>::size), NR = matmul_vectors<Arch>(), W = NR * V;
   const float* a = g.a + static_cast<std::int64_t>(g.row_begin) * g.a_m;
   float* c_row = g.c + static_cast<std::int64_t>(g.row_begin) * g.ldc;
-  const int blocks = (g.n + kMatmulNc - 1) / kMatmulNc;
+  const Blocks bl = deep_blocks<Arch>(g.k, g.n);
+  const int blocks = (g.n + bl.nc - 1) / bl.nc;
   const int P = row_panel_group<Arch>(static_cast<std::int64_t>(g.k) * g.n * static_cast<std::int64_t>(sizeof(float)));
   for (int bi = 0; bi < blocks; ++bi) {
-    const int n0 = (g.descending ? blocks - 1 - bi : bi) * kMatmulNc, nc = std::min(kMatmulNc, g.n - n0);
+    const int n0 = (g.descending ? blocks - 1 - bi : bi) * bl.nc, nc = std::min(bl.nc, g.n - n0);
     const Panels<Arch> pn(nc);
     // The block's groups: P wide panels at a time, the last fewer, each narrow one, the rest.
     const int full = pn.wide / P, odd = pn.wide % P;
@@ -311,8 +331,8 @@ void matmul_packed_row(const MatmulArgs& g) {
         j = pn.wide * W + pn.narrow * V, kind = -1;
       }
       if (!in_column_share(g, n0 + j)) continue;  // another thread's
-      for (int k0 = 0; k0 < g.k; k0 += kMatmulKc) {
-        const int kc = std::min(kMatmulKc, g.k - k0);
+      for (int k0 = 0; k0 < g.k; k0 += bl.kc) {
+        const int kc = std::min(bl.kc, g.k - k0);
         const bool load = g.accumulate || k0 > 0;
         const float* ak = a + static_cast<std::int64_t>(k0) * g.a_k;
         const float* bp = g.b_packed + packed_block_offset(n0, k0, g.k, pn.width) + static_cast<std::int64_t>(j) * kc;
@@ -340,10 +360,10 @@ void matmul(const MatmulArgs& g) {
   // packed whenever there is scratch (cheap, and their broadcasts then read consecutive memory).
   const bool pack_here = g.b_packed == nullptr && g.scratch != nullptr && g.row_end - g.row_begin >= 8 * MR;
   float* a_tile = g.scratch;
-  float* b_block = g.scratch + kMatmulKc * 8;
-  // Deep blocks only where A is never packed (a_k = 1 against a packed B): A tiles hold kKc rows.
-  const bool deep = pack_here && g.a_k == 1 && g.n <= kMatmulNcDeep;
-  const int kc_max = deep ? kMatmulKcDeep : kMatmulKc, nc_max = deep ? kMatmulNcDeep : kMatmulNc;
+  float* b_block = g.scratch + kDeepKc * 8;
+  const Blocks bl = g.b_packed != nullptr || (pack_here && g.a_k == 1) ? deep_blocks<Arch>(g.k, g.n)
+                                                                      : Blocks{kMatmulKc, kMatmulNc};
+  const int kc_max = bl.kc, nc_max = bl.nc;
   for (int n0 = 0; n0 < g.n; n0 += nc_max) {
     const int nc = std::min(nc_max, g.n - n0);
     const Panels<Arch> pn(nc);
