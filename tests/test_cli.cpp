@@ -636,6 +636,14 @@ TEST_CASE("cli: rnncore run --resets and grad --resets reproduce PyTorch stepped
   CHECK(bench.code == 0);
   CHECK(bench.out.find(" (step, row) pairs: median_ms=") != std::string::npos);
   CHECK(bench.out.find("training_step_ms=") != bench.out.rfind("training_step_ms="));  // the line with resets has one too
+  // bench --backward --no-dx: the step without dx, said in its line; --no-dx alone is a usage error.
+  const Result no_dx = run("bench --seq 6 --batch 3 --input 5 --hidden 8 --reps 2 --backward --no-dx");
+  INFO(no_dx.err);
+  CHECK(no_dx.code == 0);
+  CHECK(no_dx.out.find("(training step without dx / inference forward;") != std::string::npos);
+  const Result alone = run("bench --seq 2 --input 4 --hidden 8 --reps 1 --no-dx");
+  CHECK(alone.code == 2);
+  CHECK(alone.err.find("--no-dx requires --backward") != std::string::npos);
   expect_error("bench --seq 2 --input 4 --hidden 8 --reps 1 --bidirectional --resets 0.5",
                "resets need a unidirectional network; layer 0 is bidirectional");
   CHECK(run("bench --dtype int8 --seq 2 --input 4 --hidden 8 --reps 1 --resets 0.5").code == 2);

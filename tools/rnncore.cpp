@@ -1171,7 +1171,7 @@ int cmd_grad(int argc, char** argv) {
 struct BenchOptions {
   std::string mode = "lstm", gru, dtype = "f32", backend = "auto";
   long long seq = 100, batch = 1, input = 512, hidden = 512, layers = 1, threads = 1, reps = 20, proj = 0;
-  bool bidirectional = false, backward = false, peak = false, oversubscribe = false, peepholes = false;
+  bool bidirectional = false, backward = false, no_dx = false, peak = false, oversubscribe = false, peepholes = false;
   bool gpu_half_math = false;
   double dropout = 0.0;
   bool dropout_given = false;  ///< --dropout was given (set after parsing)
@@ -1246,7 +1246,7 @@ void define_bench(CLI::App& app, BenchOptions& o) {
       ->type_name("P")
       ->default_str("none")
       ->group(extra);
-  app.add_flag("--backward", o.backward,
+  CLI::Option* backward = app.add_flag("--backward", o.backward,
                "also time a training step (training forward filling the\n"
                "reserve + backward for dx, dh0, dc0 and the weights) against\n"
                "the inference forward, alternating, and print both and their\n"
@@ -1255,6 +1255,12 @@ void define_bench(CLI::App& app, BenchOptions& o) {
                "one of the same kind (GPU: device buffers, each half timed\n"
                "to the end of a synchronize)")
       ->group(extra);
+  app.add_flag("--no-dx", o.no_dx,
+               "with --backward: a training step whose input needs no\n"
+               "gradient (dx not asked for: the first layer's input product\n"
+               "is skipped, as rnncore.torch does for such an input)")
+      ->needs(backward)
+      ->group(extra);
   app.add_flag("--peak", o.peak,
                "also measure this core's FMA peak (of the kernels'\n"
                "instruction set) and print the fraction of it reached")
@@ -1262,7 +1268,8 @@ void define_bench(CLI::App& app, BenchOptions& o) {
   app.footer(
       "prints: median_ms=... gflops=... (2 flops per multiply-add of the matrix products);\n"
       "  with --backward (median_ms is then the inference forward's):\n"
-      "  training_step_ms=... forward_ms=... backward_ms=... gflops=... (3x the forward's) ratio=...;\n"
+      "  training_step_ms=... forward_ms=... backward_ms=... gflops=... (3x the forward's; --no-dx: less\n"
+      "  the first layer's input product) ratio=...;\n"
       "  --backend gpu: gpu_graph: ... (the last forward and graph replay, RNNCORE_GPU_GRAPHS=on)");
 }
 
@@ -1271,7 +1278,7 @@ void define_bench(CLI::App& app, BenchOptions& o) {
 // to go on, else the exit status.
 int check_bench_int8(const CLI::App& app, const BenchOptions& o) {
   const char* const refused[] = {"--gru", "--bidirectional", "--proj", "--peepholes", "--gpu-half-math",
-                                 "--dropout", "--resets", "--backward", "--peak"};
+                                 "--dropout", "--resets", "--backward", "--no-dx", "--peak"};
   for (const char* option : refused)
     if (given(app, option)) return usage_error("bench", std::string(option) + " is not available with --dtype int8");
   if (o.mode != "lstm") return usage_error("bench", "--dtype int8 runs the integer LSTM: --mode lstm only");
@@ -1499,7 +1506,7 @@ struct Bench {
     ba.dy = grad_ptr[0];
     ba.dhy = grad_ptr[1];
     ba.dcy = spec.mode == Mode::lstm ? grad_ptr[2] : nullptr;
-    ba.dx = grad_ptr[3];
+    ba.dx = o.no_dx ? nullptr : grad_ptr[3];
     ba.dh0 = grad_ptr[4];
     ba.dc0 = spec.mode == Mode::lstm ? grad_ptr[5] : nullptr;
     ba.dweights = grad_ptr[6];
@@ -1605,6 +1612,13 @@ struct Bench {
            static_cast<double>(o.seq) * static_cast<double>(o.batch) * num_directions(spec);
     return f;
   }
+  // A training step's: 3x the forward's, less the first layer's input product without dx (--no-dx).
+  double training_flops() const {
+    const double input_product = 2.0 * num_gates(spec.mode) * static_cast<double>(o.hidden) *
+                                 layer_input_size(spec, 0) * static_cast<double>(o.seq) *
+                                 static_cast<double>(o.batch) * num_directions(spec);
+    return 3.0 * flops() - (o.no_dx ? input_product : 0.0);
+  }
 
   void report_forward(double median) const;
   void report_training(double median);
@@ -1687,9 +1701,9 @@ void Bench::report_training(double median) {
     if (k == 0) {
       train_step = st;
       std::printf("training_step_ms=%.4f forward_ms=%.4f backward_ms=%.4f gflops=%.2f ratio=%.2f "
-                  "(training step / inference forward; training kernel=%s reserve_bytes=%zu)\n",
-                  st, fw, bw, 3.0 * flops() / (st * 1e6), st / median, train[k].plan.kernel_name(),
-                  train[k].plan.reserve_bytes());
+                  "(training step%s / inference forward; training kernel=%s reserve_bytes=%zu)\n",
+                  st, fw, bw, training_flops() / (st * 1e6), st / median, o.no_dx ? " without dx" : "",
+                  train[k].plan.kernel_name(), train[k].plan.reserve_bytes());
     } else {
       std::printf("dropout p=%g on every site (input, output, state, inter-layer): training_step_ms=%.4f "
                   "forward_ms=%.4f backward_ms=%.4f ratio=%.2f overhead=%+.1f%% (vs the training step without dropout)\n",
