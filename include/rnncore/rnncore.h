@@ -273,7 +273,7 @@ typedef struct rnncore_backward_args {
   const void* dy;               /**< [T, B, D·H] (or [B, T, D·H]) */
   const void* dhy;              /**< [L·D, B, H] */
   const void* dcy;              /**< [L·D, B, H] (LSTM) */
-  void* dx;                     /**< [T, B, I] (or [B, T, I]); overwritten */
+  void* dx;                     /**< [T, B, I] (or [B, T, I]); overwritten; NULL: not computed (the first layer's input product is skipped) */
   void* dh0;                    /**< [L·D, B, H]; overwritten */
   void* dc0;                    /**< [L·D, B, H] (LSTM); overwritten */
   void* dweights;               /**< canonical layout, rnncore_param_count elements */

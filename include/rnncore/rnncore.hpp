@@ -553,7 +553,8 @@ struct BackwardArgs {
   const void* dy = nullptr;   ///< [T, B, D·H] (or [B, T, D·H]) gradient of the output
   const void* dhy = nullptr;  ///< [L·D, B, H] gradient of the final h
   const void* dcy = nullptr;  ///< [L·D, B, H] gradient of the final c (LSTM)
-  void* dx = nullptr;         ///< [T, B, I] (or [B, T, I]) gradient of the input; overwritten
+  void* dx = nullptr;         ///< [T, B, I] (or [B, T, I]) gradient of the input; overwritten; null: not computed
+                              ///< (the first layer's input product is skipped)
   void* dh0 = nullptr;        ///< [L·D, B, H] gradient of the initial h; overwritten
   void* dc0 = nullptr;        ///< [L·D, B, H] gradient of the initial c (LSTM); overwritten
   void* dweights = nullptr;   ///< param_count elements: weight gradients in the canonical layout
