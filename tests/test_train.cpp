@@ -4,6 +4,7 @@
 // and SIMD plans against f64; f16 / bf16 weight storage; determinism; reserve sizes; errors.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -87,7 +88,7 @@ ForwardArgs forward_args(const Case& c, const Problem<T>& p) {
 // Training forward + backward on one backend.
 template <class T>
 Grads<T> train_step(const Case& c, const Problem<T>& p, Backend backend, int threads = 1, ThreadPool* pool = nullptr,
-                    DType weight_dtype = DType::f32) {
+                    DType weight_dtype = DType::f32, bool with_dx = true) {
   StackSpec st = c.stack;
   st.dtype = sizeof(T) == 8 ? DType::f64 : DType::f32;
   PlanOptions opt;
@@ -125,7 +126,7 @@ Grads<T> train_step(const Case& c, const Problem<T>& p, Backend backend, int thr
   ba.dy = p.dy.data();
   ba.dhy = p.dhy.data();
   ba.dcy = lstm ? p.dcy.data() : nullptr;
-  ba.dx = g.dx.data();
+  ba.dx = with_dx ? g.dx.data() : nullptr;
   ba.dh0 = g.dh0.data();
   ba.dc0 = lstm ? g.dc0.data() : nullptr;
   ba.dweights = g.dw.data();
@@ -363,6 +364,25 @@ TEST_CASE("f32 reference and SIMD backward agree with f64 within 1e-4 of the lar
       CHECK(rnncore_test::rel_error(got.dx.data(), want.dx.data(), want.dx.size()) < 1e-4);
       CHECK(rnncore_test::rel_error(got.dh0.data(), want.dh0.data(), want.dh0.size()) < 1e-4);
       if (has_lstm(c.stack)) CHECK(rnncore_test::rel_error(got.dc0.data(), want.dc0.data(), want.dc0.size()) < 1e-4);
+    }
+  }
+}
+
+TEST_CASE("without dx (an input that needs no gradient) every other gradient is the same, bit for bit") {
+  std::vector<Case> all = cases();
+  for (const Case& c : batch1_cases()) all.push_back(c);
+  for (const Case& c : all) {
+    CAPTURE(c.name);
+    const Problem<float> p = make_problem<float>(c, 6);
+    for (Backend backend : rnncore_test::cpu_backends()) {
+      CAPTURE(to_string(backend));
+      const Grads<float> with = train_step(c, p, backend);
+      const Grads<float> without = train_step(c, p, backend, 1, nullptr, DType::f32, false);
+      CHECK(with.y == without.y);
+      CHECK(with.dw == without.dw);
+      CHECK(with.dh0 == without.dh0);
+      CHECK(with.dc0 == without.dc0);
+      CHECK(std::count(with.dx.begin(), with.dx.end(), -7.0f) < static_cast<std::ptrdiff_t>(with.dx.size()));
     }
   }
 }
