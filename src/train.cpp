@@ -138,15 +138,40 @@ Threads plan_threads(const PlanImpl& p) {
 // waking them costs about what the product does.
 constexpr std::int64_t kMinColumnSplitFloats = std::int64_t{128} << 10;
 
+// Whether a product of `rows` rows against a K × N B goes to the threads by columns: too few rows to
+// share out, enough columns to pay for waking the threads.
+bool by_columns(std::int64_t rows, std::int64_t k, std::int64_t n, const Threads& th) {
+  return th.count > 1 && rows >= 1 && rows < 16 * th.count && k * n >= kMinColumnSplitFloats;
+}
+
+// fn(block_begin, block_end) over contiguous shares of `blocks` column blocks, one a thread (the
+// f16 / bf16 stored panels' products, whose blocks are the inference gemm's); on the calling thread
+// alone with one thread.
+template <class Fn>
+void over_column_blocks(const Threads& th, int blocks, const Fn& fn) {
+  const int threads = std::min(th.count, blocks);
+  if (threads <= 1) {
+    fn(0, blocks);
+    return;
+  }
+  struct Job {
+    const Fn* fn;
+    int blocks, threads;
+  } job{&fn, blocks, threads};
+  pool_run(th.pool, threads, [](void* context, int index) {
+    const Job& j = *static_cast<const Job*>(context);
+    (*j.fn)(j.blocks * index / j.threads, j.blocks * (index + 1) / j.threads);
+  }, &job);
+}
+
 // The kernel over contiguous shares of the rows, or, for a few rows (the per-step products of a
 // batch under 16 a thread), over shares of the columns (MatmulArgs::col_begin / col_end). The split
 // cannot change a result: each element of C is one thread's, summed in the same order whatever its
 // share.
 void matmul_threaded(const simd::F32Kernels* kernels, const simd::MatmulArgs& args, const Threads& th) {
   const std::int32_t rows = args.row_end - args.row_begin;
-  const bool by_columns = rows >= 1 && rows < 16 * th.count && args.b_packed != nullptr &&
-                          static_cast<std::int64_t>(args.k) * args.n >= kMinColumnSplitFloats;
-  if (th.count <= 1 || (rows < 16 * th.count && !by_columns)) {
+  const bool columns = args.b_packed != nullptr && by_columns(rows, args.k, args.n, th);
+  if (th.count <= 1 || (rows < 16 * th.count && !columns)) {
     kernels->matmul(args);
     return;
   }
@@ -155,7 +180,7 @@ void matmul_threaded(const simd::F32Kernels* kernels, const simd::MatmulArgs& ar
     simd::MatmulArgs args;
     int threads;
     bool by_columns;
-  } job{kernels, args, th.count, by_columns};
+  } job{kernels, args, th.count, columns};
   pool_run(th.pool, th.count, [](void* context, int index) {
     const Job& j = *static_cast<const Job*>(context);
     simd::MatmulArgs a = j.args;
@@ -763,9 +788,18 @@ class BackwardDirection {
         m.c = c;
         m.c_row_stride = Op;
         m.row_end = rows;
-        m.block_end = static_cast<std::int32_t>(Op / (4 * V));
-        g_.kernels->gemm[static_cast<int>(p_.simd.weights)](m);
-        for (int i = 0; i < rows; ++i) axpy(g_.dh_next + static_cast<std::int64_t>(r0 + i) * O_, 1.0f, c + i * Op, O_);
+        // A step on the calling thread (too few rows to share out): the threads share the blocks,
+        // each its columns of c and of dh_next.
+        const bool columns = row_threads() == 1 && by_columns(b1 - b0, K, O_, g_.threads);
+        over_column_blocks(columns ? g_.threads : Threads(), static_cast<int>(Op / (4 * V)), [&](int j0, int j1) {
+          simd::GemmArgs share = m;
+          share.block_begin = j0;
+          share.block_end = j1;
+          g_.kernels->gemm[static_cast<int>(p_.simd.weights)](share);
+          const int u0 = j0 * 4 * V, u1 = std::min(j1 * 4 * V, O_);
+          for (int i = 0; i < rows && u1 > u0; ++i)
+            axpy(g_.dh_next + static_cast<std::int64_t>(r0 + i) * O_ + u0, 1.0f, c + i * Op + u0, u1 - u0);
+        });
       }
     }
   }
@@ -1131,7 +1165,8 @@ class BatchedForward {
   // f16 / bf16 weights: c[b, g·H + u] (row stride G·H) = a[b, :] · the stored panel's gate g, unit
   // u (K = k; `gates` gates), by the inference's gemm into gate-vector rows, then into the step's
   // order; bf16 rounds the rows of a to bf16 first, as the inference does.
-  // Rows [b0, b1) (default: all).
+  // Rows [b0, b1) (default: all). Too few rows to share out, on the calling thread: the plan's
+  // threads share the blocks (as rows_product shares an f32 product's columns).
   void stored_product(const float* a, int k, std::size_t panel, int gates, float* c, int b0 = 0, int b1 = -1) const {
     // (rows of rec_blocks G·Hp apart whatever `gates`: threads may run both products of a step)
     const int V = p_.vector, NV = simd::vectors_per_gate(lp_.cell), row = G_ * lp_.hidden_stride;
@@ -1155,16 +1190,22 @@ class BatchedForward {
     g.c_row_stride = row;
     g.row_begin = b0;
     g.row_end = b1;
-    g.block_end = lp_.hidden_stride / (NV * V);
-    k_->gemm[w](g);
-    for (int b = b0; b < b1; ++b)
-      for (int j = 0; j < g.block_end; ++j)
-        for (int q = 0; q < gates * NV; ++q) {  // vector q of block j: gate q / NV, units from (j·NV + q % NV)·V
-          const int gate = q / NV, u = (j * NV + q % NV) * V, n = std::min(V, H_ - u);
-          if (n > 0)
-            std::memcpy(c + static_cast<std::int64_t>(b) * GH_ + gate * H_ + u,
-                        blocks_ + static_cast<std::int64_t>(b) * row + (j * gates * NV + q) * V, sizeof(float) * n);
-        }
+    const Threads th = parallel_rows_ ? Threads() : plan_threads(p_);
+    const bool columns = by_columns(b1 - b0, k, static_cast<std::int64_t>(gates) * H_, th);
+    over_column_blocks(columns ? th : Threads(), lp_.hidden_stride / (NV * V), [&](int j0, int j1) {
+      simd::GemmArgs share = g;
+      share.block_begin = j0;
+      share.block_end = j1;
+      k_->gemm[w](share);
+      for (int b = b0; b < b1; ++b)
+        for (int j = j0; j < j1; ++j)
+          for (int q = 0; q < gates * NV; ++q) {  // vector q of block j: gate q / NV, units from (j·NV + q % NV)·V
+            const int gate = q / NV, u = (j * NV + q % NV) * V, n = std::min(V, H_ - u);
+            if (n > 0)
+              std::memcpy(c + static_cast<std::int64_t>(b) * GH_ + gate * H_ + u,
+                          blocks_ + static_cast<std::int64_t>(b) * row + (j * gates * NV + q) * V, sizeof(float) * n);
+          }
+    });
   }
 
   // proj[t, b] = W x_cell + bW + bR (GRU reset-after: bR_n stays with the recurrent term).

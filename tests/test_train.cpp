@@ -1175,3 +1175,25 @@ TEST_CASE("f16 and bf16 weight storage: gradients are bit-identical run to run a
     check_same_on_two_threads(one, c, p, Backend::simd, wd);
   }
 }
+
+TEST_CASE("f16 and bf16 weight storage at small batches: the threads share the stored panels' blocks") {
+  // Under 8 rows a thread the steps run on the calling thread, and the stored panels' per-step
+  // products (the inference gemm's blocks: h · R forward, dpre · Rᵀ backward) go to the threads by
+  // blocks: the same bits as one thread. LSTM H 200 (a partial vector on AVX-512), then a
+  // reset-before GRU H 256 (its n gate's product on its own panel).
+  for (const int batch : {1, 5}) {
+    CAPTURE(batch);
+    Case c = uniform("small_batch_stored_blocks", Mode::lstm, 8, 200, 2, false);
+    c.stack.layers[1] = layer(Mode::gru, 256, false, GruVariant::reset_before);
+    c.stack.dropout = 0.2;
+    c.batch = batch;
+    c.steps = 4;
+    c.initial_state = true;
+    const Problem<float> p = make_problem<float>(c, 12);
+    for (const DType wd : {DType::f16, DType::bf16}) {
+      CAPTURE(to_string(wd));
+      if (!stores(c.stack, wd)) continue;
+      check_same_on_two_threads(train_step(c, p, Backend::simd, 1, nullptr, wd), c, p, Backend::simd, wd);
+    }
+  }
+}
