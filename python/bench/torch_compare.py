@@ -1,6 +1,6 @@
 """rnncore.torch against torch.nn on the CPU, side by side: inference and a training step (forward and
-backward; again with an input that needs no gradient, as the first layer's input usually does), LSTM and
-GRU, as ratios. A benchmark, never a test.
+backward; again with an input that needs no gradient, as the first layer's input usually does, and with
+frozen weights: the input's gradient only), LSTM and GRU, as ratios. A benchmark, never a test.
 
     python python/bench/torch_compare.py                   # H 256/512, B 1/16/64, T 50, threads 1/2
     python python/bench/torch_compare.py --hidden 256 --batch 1 16 --threads 1 --repeat 5
@@ -54,13 +54,15 @@ def case(kind, hidden, batch, seq, threads, repeat, gap_ms):
     ours.load_state_dict(ref.state_dict())
     x = torch.randn(seq, batch, hidden)
     rows = []
-    for what in ("inference", "train step", "train, x no grad"):
+    for what in ("inference", "train step", "train, x no grad", "train, frozen W"):
         def run(m):
             if what == "inference":
                 with torch.no_grad():
                     m(x)
             else:
-                y, _ = m(x.requires_grad_(what == "train step"))
+                for w in m.parameters():
+                    w.requires_grad_(what != "train, frozen W")
+                y, _ = m(x.requires_grad_(what != "train, x no grad"))
                 y.sum().backward()
         fns = [lambda: run(ref), lambda: run(ours)]
         if threads > 1 and gap_ms > 0:

@@ -239,14 +239,16 @@ def _(x, weights, h0, c0, lengths, spec, seed, step, row_offset, train, need_res
 def _rnn_backward(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Optional[Tensor],
                   lengths: Optional[Tensor], reserve: Tensor, dy: Tensor, dh: Tensor, dc: Optional[Tensor], spec: str,
                   seed: int, step: int, row_offset: int, train: bool,
-                  resets: Optional[Tensor] = None, need_dx: bool = True) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
+                  resets: Optional[Tensor] = None, need_dx: bool = True,
+                  need_dw: bool = True) -> tuple[Tensor, Tensor, Tensor, list[Tensor]]:
     """The gradients of a run of `_rnn` with the same arguments: (dx (empty when need_dx is false: the first
-    layer's input product is skipped), dh0, dc0 (empty unless LSTM), dweights)."""
+    layer's input product is skipped), dh0, dc0 (empty unless LSTM), dweights (none when need_dw is false:
+    the weight products are skipped))."""
     e = _entry(spec)
     with e.lock:
         dx, dh0, dc0, dws = e.net.tensor_backward(
             x, weights, h0, c0, _lengths(lengths), _row_ids(x, e.spec, row_offset), _resets(resets),
-            e.batch_first, _run_mode(e.spec, train), seed, step, e.by_version, reserve, dy, dh, dc, need_dx)
+            e.batch_first, _run_mode(e.spec, train), seed, step, e.by_version, reserve, dy, dh, dc, need_dx, need_dw)
     def empty():  # a new one each time: a custom op's outputs may not alias each other
         return torch.empty(0, dtype=e.dtype)
     return empty() if dx is None else dx, dh0, empty() if dc0 is None else dc0, dws
@@ -254,12 +256,12 @@ def _rnn_backward(x: Tensor, weights: list[Tensor], h0: Optional[Tensor], c0: Op
 
 @_rnn_backward.register_fake
 def _(x, weights, h0, c0, lengths, reserve, dy, dh, dc, spec, seed, step, row_offset, train, resets=None,
-      need_dx=True):
+      need_dx=True, need_dw=True):
     e = _entry(spec)
     _, _, _, hs, cs = _shapes(e.spec, x)
     dc0 = x.new_empty(cs) if e.spec["mode"] == "lstm" else x.new_empty(0)
     dx = torch.empty_like(x) if need_dx else x.new_empty(0)
-    return dx, x.new_empty(hs), dc0, [torch.empty_like(w) for w in weights]
+    return dx, x.new_empty(hs), dc0, [torch.empty_like(w) for w in weights] if need_dw else []
 
 
 def _setup_context(ctx, inputs, output):
@@ -273,10 +275,12 @@ def _backward(ctx, dy, dh, dc, _dreserve):
     x, h0, c0, lengths, resets, reserve, *weights = ctx.saved_tensors
     lstm = _entry(spec).lstm
     need_dx = ctx.needs_input_grad[0]  # an input that needs no gradient spares the first layer's input product
+    need_dw = any(ctx.needs_input_grad[1])  # frozen weights spare the weight products (two of four a layer)
     dx, dh0, dc0, dws = torch.ops.rnncore.rnn_backward(x, weights, h0, c0, lengths, reserve, dy.contiguous(),
                                                        dh.contiguous(), dc.contiguous() if lstm else None, spec,
-                                                       seed, step, row_offset, train, resets, need_dx)
-    return (dx if need_dx else None, list(dws), dh0 if has_h0 else None, dc0 if has_c0 else None) + (None,) * 8
+                                                       seed, step, row_offset, train, resets, need_dx, need_dw)
+    dws = list(dws) if need_dw else [None] * len(weights)
+    return (dx if need_dx else None, dws, dh0 if has_h0 else None, dc0 if has_c0 else None) + (None,) * 8
 
 
 _rnn.register_autograd(_backward, setup_context=_setup_context)

@@ -535,7 +535,8 @@ class Net {
                      const py::handle& dcy, bool need_dx);
   py::tuple tensor_forward(const RunInputs& in, bool keep_reserve, bool op_outputs);
   py::tuple tensor_backward(const RunInputs& in, const py::handle& reserve, const py::handle& dy,
-                            const py::handle& dhy, const py::handle& dcy, std::size_t weights, bool need_dx);
+                            const py::handle& dhy, const py::handle& dcy, std::size_t weights, bool need_dx,
+                            bool need_dw);
 
   // Shapes of h and c for `batch` rows: [L·D, B, O] and [L·D, B, H] when the layers are alike, else flat.
   std::pair<std::vector<py::ssize_t>, std::vector<py::ssize_t>> state_shapes(int batch) const {
@@ -1036,7 +1037,8 @@ py::tuple Net::backward(const RunInputs& in, const py::handle& reserve, const py
 // rnncore.torch's backward: backward()'s outputs as new tensors, the weights' gradients as the
 // format's first `weights` tensors (given_tensors) instead of canonical ones.
 py::tuple Net::tensor_backward(const RunInputs& in, const py::handle& reserve, const py::handle& dy,
-                               const py::handle& dhy, const py::handle& dcy, std::size_t weights, bool need_dx) {
+                               const py::handle& dhy, const py::handle& dcy, std::size_t weights, bool need_dx,
+                               bool need_dw) {
   if (!options_.training) fail(Status::unsupported, "backward needs a net made for training (training=True)");
   const std::vector<int> index = given_tensors(weights);
   Plan plan;
@@ -1064,10 +1066,12 @@ py::tuple Net::tensor_backward(const RunInputs& in, const py::handle& reserve, c
   py::object dx = no_dx ? py::none() : new_tensor(in.x.shape, stack_.dtype, &ba.dx);
   py::object dh0 = new_tensor(shapes.first, stack_.dtype, &ba.dh0);
   py::object dc0 = lstm ? new_tensor(shapes.second, stack_.dtype, &ba.dc0) : py::none();
-  Buffer dw = aligned_buffer(static_cast<std::size_t>(param_count(stack_)) * dtype_size(stack_.dtype));
-  ba.dweights = dw.get();
+  // Weights that need no gradient (frozen): none, and the backward skips the weight products.
+  Buffer dw = need_dw ? aligned_buffer(static_cast<std::size_t>(param_count(stack_)) * dtype_size(stack_.dtype)) : Buffer();
+  ba.dweights = need_dw ? dw.get() : nullptr;
   check(run(plan, ba));
   py::list grads;
+  if (!need_dw) return py::make_tuple(dx, dh0, dc0, grads);
   std::vector<void*> outs(index.size());
   for (std::size_t k = 0; k < index.size(); ++k) {
     const Shape& s = infos_[static_cast<std::size_t>(index[k])].shape;
@@ -1499,24 +1503,25 @@ void bind_tensor_runs(py::class_<Net>& net) {
              n.take_tensors(weights, by_version);
              return n.tensor_forward(in, keep_reserve, op_outputs);
            })
-      // backward -> (dx or None (token ids, or need_dx false), dh0, dc0 or None, [the weights' gradients]).
+      // backward -> (dx or None (token ids, or need_dx false), dh0, dc0 or None, [the weights' gradients]
+      // (none: need_dw false)]).
       .def("tensor_backward",
            [](Net& n, const py::handle& x, const py::sequence& weights, const py::handle& h0, const py::handle& c0,
               const py::handle& lengths, const py::handle& row_ids, const py::handle& resets, bool batch_first,
               const std::string& mode, std::uint64_t seed, std::uint64_t step, bool by_version,
               const py::handle& reserve, const py::handle& dy, const py::handle& dhy, const py::handle& dcy,
-              bool need_dx) {
+              bool need_dx, bool need_dw) {
              RunInputs in = n.tensor_inputs(x, h0, c0, lengths, row_ids, batch_first, resets);
              in.mode = parse_run_mode(mode);
              in.seed = seed;
              in.step = step;
              n.take_tensors(weights, by_version);
-             return n.tensor_backward(in, reserve, dy, dhy, dcy, py::len(weights), need_dx);
+             return n.tensor_backward(in, reserve, dy, dhy, dcy, py::len(weights), need_dx, need_dw);
            },
            py::arg("x"), py::arg("weights"), py::arg("h0"), py::arg("c0"), py::arg("lengths"), py::arg("row_ids"),
            py::arg("resets"), py::arg("batch_first"), py::arg("mode"), py::arg("seed"), py::arg("step"),
            py::arg("by_version"), py::arg("reserve"), py::arg("dy"), py::arg("dhy"), py::arg("dcy"),
-           py::arg("need_dx") = true);
+           py::arg("need_dx") = true, py::arg("need_dw") = true);
 }
 
 PYBIND11_MODULE(_core, m) {

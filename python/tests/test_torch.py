@@ -222,6 +222,35 @@ def test_input_without_gradient(kind):
     assert out[0].numel() == 0 and out[1].shape == hn.shape
 
 
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_frozen_weights(kind):
+    """Weights that need no gradient (a frozen layer): the backward skips the weight products and the
+    input's and states' gradients are the same, bit for bit; opcheck passes on that path."""
+    torch.manual_seed(3)
+    mod = {"lstm": rt.LSTM, "gru": rt.GRU}[kind](6, 9, num_layers=2, bidirectional=True)
+    x = torch.randn(5, 3, 6, requires_grad=True)
+    h0 = torch.randn(4, 3, 9, requires_grad=True)
+    hx = (h0, torch.zeros(4, 3, 9)) if kind == "lstm" else h0
+    y, _ = mod(x, hx)
+    full = torch.autograd.grad(y.square().sum(), [x, h0])
+    for w in mod.parameters():
+        w.requires_grad_(False)
+    y, _ = mod(x, hx)
+    frozen = torch.autograd.grad(y.square().sum(), [x, h0])
+    for a, b in zip(full, frozen):
+        assert torch.equal(a, b)
+    assert all(w.grad is None for w in mod.parameters())
+    args = opcheck_args(kind, True)
+    for w in args[1]:
+        w.requires_grad_(False)
+    torch.library.opcheck(torch.ops.rnncore.rnn.default, args)
+    y, hn, cn, reserve = torch.ops.rnncore.rnn(*args)
+    out = torch.ops.rnncore.rnn_backward(args[0], args[1], args[2], args[3], args[4], reserve, torch.ones_like(y),
+                                         torch.zeros_like(hn), torch.zeros_like(cn) if kind == "lstm" else None,
+                                         args[5], 0, 0, 0, False, None, True, False)
+    assert out[3] == [] and out[0].shape == args[0].shape
+
+
 class Tagger(nn.Module):
     def __init__(self):
         super().__init__()
