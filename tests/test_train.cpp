@@ -88,7 +88,7 @@ ForwardArgs forward_args(const Case& c, const Problem<T>& p) {
 // Training forward + backward on one backend.
 template <class T>
 Grads<T> train_step(const Case& c, const Problem<T>& p, Backend backend, int threads = 1, ThreadPool* pool = nullptr,
-                    DType weight_dtype = DType::f32, bool with_dx = true) {
+                    DType weight_dtype = DType::f32, bool with_dx = true, bool with_dw = true) {
   StackSpec st = c.stack;
   st.dtype = sizeof(T) == 8 ? DType::f64 : DType::f32;
   PlanOptions opt;
@@ -129,7 +129,7 @@ Grads<T> train_step(const Case& c, const Problem<T>& p, Backend backend, int thr
   ba.dx = with_dx ? g.dx.data() : nullptr;
   ba.dh0 = g.dh0.data();
   ba.dc0 = lstm ? g.dc0.data() : nullptr;
-  ba.dweights = g.dw.data();
+  ba.dweights = with_dw ? g.dw.data() : nullptr;
   REQUIRE_MESSAGE(plan.backward(packed.ptr, bws.ptr, bws.size, ba) == Status::ok, last_error_detail());
   return g;
 }
@@ -368,7 +368,8 @@ TEST_CASE("f32 reference and SIMD backward agree with f64 within 1e-4 of the lar
   }
 }
 
-TEST_CASE("without dx (an input that needs no gradient) every other gradient is the same, bit for bit") {
+TEST_CASE("without dx (an input that needs no gradient) or the weights' gradients (frozen weights) every other "
+          "gradient is the same, bit for bit") {
   std::vector<Case> all = cases();
   for (const Case& c : batch1_cases()) all.push_back(c);
   for (const Case& c : all) {
@@ -383,6 +384,11 @@ TEST_CASE("without dx (an input that needs no gradient) every other gradient is 
       CHECK(with.dh0 == without.dh0);
       CHECK(with.dc0 == without.dc0);
       CHECK(std::count(with.dx.begin(), with.dx.end(), -7.0f) < static_cast<std::ptrdiff_t>(with.dx.size()));
+      const Grads<float> frozen = train_step(c, p, backend, 1, nullptr, DType::f32, true, false);
+      CHECK(with.y == frozen.y);
+      CHECK(with.dx == frozen.dx);
+      CHECK(with.dh0 == frozen.dh0);
+      CHECK(with.dc0 == frozen.dc0);
     }
   }
 }

@@ -276,7 +276,7 @@ typedef struct rnncore_backward_args {
   void* dx;                     /**< [T, B, I] (or [B, T, I]); overwritten; NULL: not computed (the first layer's input product is skipped) */
   void* dh0;                    /**< [L·D, B, H]; overwritten */
   void* dc0;                    /**< [L·D, B, H] (LSTM); overwritten */
-  void* dweights;               /**< canonical layout, rnncore_param_count elements */
+  void* dweights;               /**< canonical layout, rnncore_param_count elements; NULL: not computed (weight products skipped) */
   int32_t accumulate;           /**< nonzero: add to dweights instead of overwriting it */
 } rnncore_backward_args;
 

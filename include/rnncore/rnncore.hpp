@@ -557,7 +557,8 @@ struct BackwardArgs {
                               ///< (the first layer's input product is skipped)
   void* dh0 = nullptr;        ///< [L·D, B, H] gradient of the initial h; overwritten
   void* dc0 = nullptr;        ///< [L·D, B, H] gradient of the initial c (LSTM); overwritten
-  void* dweights = nullptr;   ///< param_count elements: weight gradients in the canonical layout
+  void* dweights = nullptr;   ///< param_count elements: weight gradients in the canonical layout; null: not
+                              ///< computed (frozen weights: the weight products are skipped)
   bool accumulate = false;    ///< add to dweights (cuDNN's addGrad) instead of overwriting it
 };
 
