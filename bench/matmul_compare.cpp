@@ -10,6 +10,8 @@
 //   bwd_dR  dpreᵀ · h_prev     M = G·H, N = H,   K = T·B (A transposed; h read from the reserve
 //                                                          rows, slots·H apart; GRU: 2H and H)
 //   bwd_dx  dpre · W           M = T·B, N = H,   K = G·H (W packed per call from its rows)
+// (bwd_dW and bwd_dR with the wide scratch the plan gives the backward where T·B > 256 and H > 512:
+// blocks of 768 × up to 1,024, simd/train_impl.hpp kWideKc.)
 // dpre rows are (G+1)·H wide (src/train.cpp's gw_). oneDNN gets the same operands in place
 // (dnnl_sgemm, row-major, transa 'T' for the transposed A; it packs whatever it packs per call).
 // Timed runs alternate the two libraries, `--reps` rounds; each figure is the median round's
@@ -83,7 +85,9 @@ std::size_t a_floats(const Product& p) {
                         : static_cast<std::size_t>(p.m) * p.lda + p.k + (p.calls - 1) * p.a_step;
 }
 
-void run_rnncore(const F32Kernels* kn, const Product& p, Buffers& bf, float* scratch) {
+// `wide`: the plan's backward has the wide matmul scratch (src/train_plan.cpp wide_backward_pack:
+// T·B over 256 and H over 512), which the weight gradients' products (A transposed) use.
+void run_rnncore(const F32Kernels* kn, const Product& p, Buffers& bf, float* scratch, bool wide) {
   for (int s = 0; s < p.calls; ++s) {
     MatmulArgs g;
     g.a = bf.a.data() + s * p.a_step;
@@ -100,6 +104,7 @@ void run_rnncore(const F32Kernels* kn, const Product& p, Buffers& bf, float* scr
     g.row_end = p.m;
     g.accumulate = p.accumulate;
     g.scratch = scratch;
+    g.wide_scratch = wide && p.a_transposed;
     kn->matmul(g);
   }
 }
@@ -181,13 +186,14 @@ int main(int argc, char** argv) {
               kn->name, rnncore::to_string(isa), seq, reps);
   std::printf("%-4s %4s %3s %-10s %5s %5s %5s %2s %3s %5s %9s %9s %7s %7s %6s\n", "mode", "H", "B", "product", "M", "N",
               "K", "tA", "acc", "calls", "rn_ms", "dn_ms", "rn_GF/s", "dn_GF/s", "ratio");
-  std::vector<float> scratch(rnncore::simd::kMatmulScratchFloats + 16);
+  std::vector<float> scratch(rnncore::simd::kMatmulWideScratchFloats + 16);
   float* sc = scratch.data() + (16 - reinterpret_cast<std::uintptr_t>(scratch.data()) / 4 % 16) % 16;
   std::mt19937 rng(33);
   for (const std::string& mode : modes)
     for (int H : hidden)
       for (int B : batch) {
         double rn_total = 0, dn_total = 0;
+        const bool wide = static_cast<long>(seq) * B > 256 && H > 512;
         for (const Product& p : step_products(mode == "gru", H, B, seq)) {
           Buffers bf;
           fill(bf.a, a_floats(p), rng);
@@ -197,12 +203,12 @@ int main(int argc, char** argv) {
             bf.packed.resize(static_cast<std::size_t>(rnncore::simd::packed_b_floats(p.k, p.n)));
             kn->pack_b(bf.b.data(), p.ldb, 1, p.k, p.n, bf.packed.data());
           }
-          run_rnncore(kn, p, bf, sc);  // warm-up of both
+          run_rnncore(kn, p, bf, sc, wide);  // warm-up of both
           run_onednn(p, bf);
           std::vector<double> rn, dn;
           for (int r = 0; r < reps; ++r) {
             double t0 = thread_seconds();
-            run_rnncore(kn, p, bf, sc);
+            run_rnncore(kn, p, bf, sc, wide);
             double t1 = thread_seconds();
             run_onednn(p, bf);
             double t2 = thread_seconds();

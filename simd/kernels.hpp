@@ -112,9 +112,15 @@ struct MatmulArgs {
   /// [col_begin, col_end), so that threads can share a few rows' columns: each tile is one
   /// thread's, and a column's sum does not depend on the tile it is in.
   std::int32_t col_begin = 0, col_end = INT32_MAX;
+  /// `scratch` holds kMatmulWideScratchFloats: a product with A transposed, K over 256 and N over
+  /// 512 then packs B in blocks of 768 × up to 1024 (one pass of A's tiles for every column, C
+  /// loaded and stored once every 768 k). Results do not depend on it.
+  bool wide_scratch = false;
 };
 /// Floats of MatmulArgs::scratch (a block of B of 256 × 512 floats and a tile of A of up to 512 × 8).
 constexpr std::int64_t kMatmulScratchFloats = 256 * 512 + 512 * 8;
+/// The same with MatmulArgs::wide_scratch (a block of 768 × 1024 and a tile of A of up to 768 × 8).
+constexpr std::int64_t kMatmulWideScratchFloats = 768 * 1024 + 768 * 8;
 /// Floats F32Kernels::pack_b writes for a K × N matrix: every column panel is whole vectors, the
 /// last one's columns past N zeros (N rounded up to 16, the widest vector of any instruction set).
 constexpr std::int64_t packed_b_floats(std::int64_t k, std::int64_t n) { return k * ((n + 15) / 16 * 16); }

@@ -28,6 +28,16 @@ constexpr int kDeepKc = 2 * kMatmulKc, kDeepNc = kMatmulNc / 2;
 static_assert(kDeepKc * kDeepNc == kMatmulKc * kMatmulNc, "the deep blocks fill the same scratch");
 static_assert(kMatmulScratchFloats >= kMatmulKc * kMatmulNc + kDeepKc * 8, "matmul scratch too small");
 
+// The weight gradients' blocks where the caller gives more scratch (MatmulArgs::wide_scratch) and
+// N outgrows a wide block: all of N up to 1024 at once, so that A (dpreᵀ, G·H × T·B, read down its
+// columns: the costly operand to pack) is packed once rather than once per 512 columns, and 768
+// deep, so that C (G·H × N, 16 MB at H 1024) is loaded and stored a third as often. The block
+// (3 MB) outgrows L2; its panels stream from L3 with the tiles' prefetches. Zen 5, M 4096, N 1024,
+// K 3200 (an LSTM's dW at H 1024, B 64): 207–213 → 229–232 GFLOP/s; N 768 the same (±1 %); N ≤ 512
+// keeps the wide blocks (deeper ones measured no better there).
+constexpr int kWideKc = 768, kWideNc = 1024;
+static_assert(kMatmulWideScratchFloats >= kWideKc * kWideNc + kWideKc * 8, "wide matmul scratch too small");
+
 // A transposed A (dpreᵀ, rows G·H or more floats apart) is read in place by blocks of at most this
 // many register tiles' columns (4: 256 columns with the 6 × 4 AVX-512 tile, 64 with the 6 × 2 AVX2
 // one) and packed for wider ones: in place, each tile a block passes reads its kc rows from kc pages
@@ -79,6 +89,16 @@ constexpr Blocks deep_blocks(int k, int n) {
   constexpr int W = matmul_vectors<Arch>() * static_cast<int>(vf<Arch>::size);
   if (k <= kMatmulKc) return {kMatmulKc, kMatmulNc};
   return {kDeepKc, n <= kDeepNc ? kDeepNc : kDeepNc / W * W};
+}
+
+// The blocks of a B packed per call against a transposed A (see kWideKc): wide ones, or with
+// MatmulArgs::wide_scratch, where K and N outgrow them, 768 deep and N (at most 1024, whole tiles)
+// wide.
+template <class Arch>
+constexpr Blocks transposed_blocks(int k, int n, bool wide_scratch) {
+  constexpr int W = matmul_vectors<Arch>() * static_cast<int>(vf<Arch>::size);
+  if (!wide_scratch || k <= kMatmulKc || n <= kMatmulNc) return {kMatmulKc, kMatmulNc};
+  return {kWideKc, n <= kWideNc ? kWideNc : kWideNc / W * W};
 }
 
 // One MR × NR·V tile of C over k in [0, k_count): C = (load ? C : 0) + Σ_k A(m, k) · B[k, :].
@@ -360,9 +380,10 @@ void matmul(const MatmulArgs& g) {
   // packed whenever there is scratch (cheap, and their broadcasts then read consecutive memory).
   const bool pack_here = g.b_packed == nullptr && g.scratch != nullptr && g.row_end - g.row_begin >= 8 * MR;
   float* a_tile = g.scratch;
-  float* b_block = g.scratch + kDeepKc * 8;
+  float* b_block = g.scratch + (g.wide_scratch ? kWideKc : kDeepKc) * 8;
   const Blocks bl = g.b_packed != nullptr || (pack_here && g.a_k == 1) ? deep_blocks<Arch>(g.k, g.n)
-                                                                      : Blocks{kMatmulKc, kMatmulNc};
+                    : pack_here && g.a_m == 1                          ? transposed_blocks<Arch>(g.k, g.n, g.wide_scratch)
+                                                                       : Blocks{kMatmulKc, kMatmulNc};
   const int kc_max = bl.kc, nc_max = bl.nc;
   for (int n0 = 0; n0 < g.n; n0 += nc_max) {
     const int nc = std::min(nc_max, g.n - n0);

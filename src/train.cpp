@@ -111,11 +111,13 @@ struct Matmul {
   int n = 0, k = 0;
   bool accumulate = false;
   T* scratch = nullptr;         // f32 SIMD: simd::kMatmulScratchFloats for packing
+  bool wide_scratch = false;    // f32 SIMD: scratch holds kMatmulWideScratchFloats a thread
   const T* b_packed = nullptr;  // f32 SIMD: B packed by pack_b (the plain loops read b)
   bool descending = false;      // f32 SIMD: simd::MatmulArgs::descending
 };
 
-// The plan's threads for the products; each thread packs into its own kMatmulScratchFloats.
+// The plan's threads for the products; each thread packs into its own kMatmulScratchFloats (or
+// kMatmulWideScratchFloats: MatmulArgs::wide_scratch).
 struct Threads {
   ThreadPool* pool = nullptr;
   int count = 1;
@@ -193,7 +195,7 @@ void matmul_threaded(const simd::F32Kernels* kernels, const simd::MatmulArgs& ar
       a.row_end = a.row_begin + static_cast<std::int32_t>(n * (index + 1) / j.threads);
       a.row_begin = a.row_begin + static_cast<std::int32_t>(n * index / j.threads);
     }
-    if (a.scratch != nullptr) a.scratch += index * simd::kMatmulScratchFloats;
+    if (a.scratch != nullptr) a.scratch += index * (a.wide_scratch ? simd::kMatmulWideScratchFloats : simd::kMatmulScratchFloats);
     j.kernels->matmul(a);
   }, &job);
 }
@@ -218,6 +220,7 @@ void matmul(const simd::F32Kernels* kernels, const Matmul<T>& g, const Threads& 
       a.scratch = g.scratch;
       a.b_packed = g.b_packed;
       a.descending = g.descending;
+      a.wide_scratch = g.wide_scratch;
       matmul_threaded(kernels, a, th);
       return;
     }
@@ -254,6 +257,7 @@ struct DirectionGrad {
   int row_width = 0;           // elements of one scratch row
   const simd::F32Kernels* kernels = nullptr;  // SIMD backend: the matmul kernel
   T* pack = nullptr;                          // and its scratch (per thread)
+  bool wide_pack = false;                     // pack holds kMatmulWideScratchFloats a thread (else kMatmulScratchFloats)
   T* r_packed = nullptr;                      // and R (and W_proj) packed for the per-step products
   const void* rt_panel = nullptr;             // f16 / bf16 weights: Rᵀ's stored panel for dh (or null)
   Threads threads;
@@ -846,6 +850,7 @@ class BackwardDirection {
     m.k = count >= 0 ? count : g_.steps * B_;
     m.accumulate = true;
     m.scratch = g_.pack;
+    m.wide_scratch = g_.wide_pack;
     matmul(g_.kernels, m, g_.threads);
   }
 
@@ -1074,6 +1079,7 @@ void backward_all(const PlanImpl& p, const unsigned char* packed, unsigned char*
       g.kernels = p.simd.kernels();  // the SIMD backend's (null in the others' plans)
       if (g.kernels != nullptr) {
         g.pack = at_bytes<T>(ws, p.simd.train.backward_pack);
+        g.wide_pack = p.simd.train.backward_pack_wide;
         g.r_packed = at_bytes<T>(ws, p.simd.train.r_packed);
         g.thread_rows = at_bytes<T>(ws, p.simd.train.backward_rows);
         if (p.simd.train.rt_panel[l][d] != 0) g.rt_panel = packed + p.simd.train.rt_panel[l][d];

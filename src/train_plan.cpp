@@ -105,6 +105,16 @@ void end_training_layout(PlanImpl* p, const Arena& fw, const Arena& bw) {
   if (fw.overflow() || bw.overflow()) p->ws.total = ~std::size_t{0};
 }
 
+// Whether the backward's matmul scratch is the wide one (simd::MatmulArgs::wide_scratch; 3 MiB a
+// thread instead of 0.5): where a weight gradient's product has K = T·B over 256 and N (a layer's
+// input, hidden or output width) over 512, whose blocks it widens.
+bool wide_backward_pack(const PlanImpl& p) {
+  if (static_cast<std::int64_t>(p.options.max_seq_len) * p.options.max_batch <= 256) return false;
+  for (int l = 0; l < p.stack.num_layers; ++l)
+    if (std::max({p.layers[l].input_size, p.layers[l].out, p.layers[l].hidden}) > 512) return true;
+  return false;
+}
+
 }  // namespace
 
 // The reference backend's packed buffer is the canonical one.
@@ -172,7 +182,8 @@ void layout_training_simd(PlanImpl* p) {
     s.h16 = fw.take(B * s.h16_stride, sizeof(std::uint16_t));
   }
   take_backward_common(p, &bw);
-  s.backward_pack = bw.take(threads * simd::kMatmulScratchFloats, es);
+  s.backward_pack_wide = wide_backward_pack(*p);
+  s.backward_pack = bw.take(threads * (s.backward_pack_wide ? simd::kMatmulWideScratchFloats : simd::kMatmulScratchFloats), es);
   if (threads > 1) s.backward_rows = bw.take(threads * (kScratchRows + 1) * static_cast<std::uint64_t>(p->max_width), es);
   // R [G·H, O] (a GRU's r, z | n), and an LSTM's W_proj [P, H] after it: at most (G + 1)·H rows of
   // H columns (O ≤ H) each.

@@ -87,21 +87,26 @@ TEST_CASE("f32 kernels: matmul's paths agree bit for bit") {
     if (k[i].op != KernelOp::f32_rnn || !k[i].runs()) continue;
     const simd::F32Kernels& t = *k[i].table();
     CAPTURE(std::string(k[i].name()));
-    constexpr int M = 67, K = 600, lda_pad = 5;
-    for (const int N : {16, 200, 203, 576}) {  // 203: a last partial vector for every V
+    constexpr int M = 67, lda_pad = 5;
+    // 203: a last partial vector for every V; K 1,700 × N 1,100: the wide scratch's blocks (three
+    // 768-deep, 1,024 columns then the rest) for the transposed A.
+    constexpr int kShapes[][2] = {{600, 16}, {600, 200}, {600, 203}, {600, 576}, {1700, 1100}};
+    for (const auto& shape : kShapes) {
+      const int K = shape[0], N = shape[1];
       for (const int layout : {0, 1, 2}) {  // A row-major, transposed, or strided both ways
+        CAPTURE(K);
         CAPTURE(N);
         CAPTURE(layout);
         const std::int64_t a_m = layout == 0 ? K + lda_pad : layout == 1 ? 1 : 2 * (K + lda_pad);
         const std::int64_t a_k = layout == 0 ? 1 : layout == 1 ? M + lda_pad : 2;
         std::vector<float> a(static_cast<std::size_t>(2 * (K + lda_pad) * (M + lda_pad))), b(static_cast<std::size_t>(K * N)),
             c0(static_cast<std::size_t>(M * N)), bp(static_cast<std::size_t>(simd::packed_b_floats(K, N))),
-            scratch(static_cast<std::size_t>(simd::kMatmulScratchFloats));
+            scratch(static_cast<std::size_t>(simd::kMatmulWideScratchFloats));
         for (float& x : a) x = u(rng);
         for (float& x : b) x = u(rng);
         for (float& x : c0) x = u(rng);
         t.pack_b(b.data(), N, 1, K, N, bp.data());
-        auto run = [&](bool with_scratch, bool packed, int r0, int r1, std::vector<float>& c) {
+        auto run = [&](bool with_scratch, bool packed, int r0, int r1, std::vector<float>& c, bool wide = false) {
           simd::MatmulArgs m;
           m.a = a.data();
           m.a_m = a_m;
@@ -117,6 +122,7 @@ TEST_CASE("f32 kernels: matmul's paths agree bit for bit") {
           m.row_end = r1;
           m.accumulate = true;
           m.scratch = with_scratch ? scratch.data() : nullptr;
+          m.wide_scratch = wide;
           t.matmul(m);
         };
         std::vector<float> want = c0;
@@ -129,6 +135,9 @@ TEST_CASE("f32 kernels: matmul's paths agree bit for bit") {
           CHECK(std::memcmp(c.data(), want.data(), sizeof(float) * c.size()) == 0);
           CHECK(std::memcmp(split.data(), want.data(), sizeof(float) * c.size()) == 0);
         }
+        std::vector<float> wide = c0;  // the wide scratch (its blocks: transposed A, K 1,700, N 1,100)
+        run(true, false, 0, M, wide, true);
+        CHECK(std::memcmp(wide.data(), want.data(), sizeof(float) * wide.size()) == 0);
       }
     }
   }

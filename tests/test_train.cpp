@@ -463,6 +463,37 @@ TEST_CASE("small batches: the threads share each step's products by columns, wit
   }
 }
 
+TEST_CASE("a layer wider than 512 (the backward's wide matmul scratch): gradients against f64, two threads as one") {
+  // Input 600 and T·B 300: the plan gives the backward 3 MiB of matmul scratch a thread and the
+  // first layer's dW (A = dpreᵀ, K 300, N 600) packs its B in one wide block (MatmulArgs::
+  // wide_scratch; checkkernels compares its bits with the narrow blocks'). An LSTM, then a GRU
+  // that reads it; dropout between them; 160 rows of dW and 120 of dR split over two threads.
+  Case c = uniform("wide_layer", Mode::lstm, 600, 40, 2, false);
+  c.stack.layers[1] = layer(Mode::gru, 40, false);
+  c.stack.dropout = 0.2;
+  c.batch = 60;
+  c.steps = 5;
+  c.lengths.assign(60, 5);
+  c.lengths[4] = 3;
+  c.initial_state = true;
+  const Problem<double> p64 = make_problem<double>(c, 13);
+  Problem<float> p32;
+  auto narrow = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+  p32.w = narrow(p64.w), p32.x = narrow(p64.x), p32.h0 = narrow(p64.h0), p32.c0 = narrow(p64.c0);
+  p32.dy = narrow(p64.dy), p32.dhy = narrow(p64.dhy), p32.dcy = narrow(p64.dcy);
+  Problem<double> p64r;  // the f32 values, exactly
+  auto widen = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+  p64r.w = widen(p32.w), p64r.x = widen(p32.x), p64r.h0 = widen(p32.h0), p64r.c0 = widen(p32.c0);
+  p64r.dy = widen(p32.dy), p64r.dhy = widen(p32.dhy), p64r.dcy = widen(p32.dcy);
+  const Grads<double> want = train_step(c, p64r, Backend::reference);
+  const Backend backend = rnncore_test::cpu_backends().back();
+  const Grads<float> got = train_step(c, p32, backend);
+  CHECK(rnncore_test::rel_error(got.dw.data(), want.dw.data(), want.dw.size()) < 1e-4);
+  CHECK(rnncore_test::rel_error(got.dx.data(), want.dx.data(), want.dx.size()) < 1e-4);
+  CHECK(rnncore_test::rel_error(got.dh0.data(), want.dh0.data(), want.dh0.size()) < 1e-4);
+  check_same_on_two_threads(got, c, p32, backend);
+}
+
 TEST_CASE("accumulate adds to the weight gradients; absent gradient inputs count as zero") {
   Case c = cases()[1];
   const Problem<double> p = make_problem<double>(c, 4);

@@ -131,6 +131,7 @@ struct SimdTrainLayout {
   // one-gate panel of O units over K = recurrent_k rows of R (simd_pack_transposed_panel).
   std::size_t rt_panel[kMaxLayers][2] = {};
   std::size_t backward_pack = 0;  // backward: simd::kMatmulScratchFloats per thread
+  bool backward_pack_wide = false;  // kMatmulWideScratchFloats instead (wide_backward_pack)
   std::size_t backward_rows = 0;  // backward, more than one thread: kScratchRows + 1 rows of max_width per thread
   std::size_t r_packed = 0;       // backward: one direction's R [G·H, O] (and W_proj [P, H]) packed for the per-step products
 };
