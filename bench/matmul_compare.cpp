@@ -11,7 +11,7 @@
 //                                                          rows, slots·H apart; GRU: 2H and H)
 //   bwd_dx  dpre · W           M = T·B, N = H,   K = G·H (W packed per call from its rows)
 // (bwd_dW and bwd_dR with the wide scratch the plan gives the backward where T·B > 256 and H > 512:
-// blocks of 768 × up to 1,024, simd/train_impl.hpp kWideKc.)
+// blocks of 768 × up to 1,024 on AVX-512, simd/train_impl.hpp kWideKc.)
 // dpre rows are (G+1)·H wide (src/train.cpp's gw_). oneDNN gets the same operands in place
 // (dnnl_sgemm, row-major, transa 'T' for the transposed A; it packs whatever it packs per call).
 // Timed runs alternate the two libraries, `--reps` rounds; each figure is the median round's

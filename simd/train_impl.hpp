@@ -34,7 +34,8 @@ static_assert(kMatmulScratchFloats >= kMatmulKc * kMatmulNc + kDeepKc * 8, "matm
 // deep, so that C (G·H × N, 16 MB at H 1024) is loaded and stored a third as often. The block
 // (3 MB) outgrows L2; its panels stream from L3 with the tiles' prefetches. Zen 5, M 4096, N 1024,
 // K 3200 (an LSTM's dW at H 1024, B 64): 207–213 → 229–232 GFLOP/s; N 768 the same (±1 %); N ≤ 512
-// keeps the wide blocks (deeper ones measured no better there).
+// keeps the wide blocks (deeper ones measured no better there). AVX-512 only: AVX2's 4 × 3 tiles
+// went from 0.94–0.96 of dnnl_sgemm to 0.91–0.94 with them (H 1024, capped on the same machine).
 constexpr int kWideKc = 768, kWideNc = 1024;
 static_assert(kMatmulWideScratchFloats >= kWideKc * kWideNc + kWideKc * 8, "wide matmul scratch too small");
 
@@ -92,12 +93,12 @@ constexpr Blocks deep_blocks(int k, int n) {
 }
 
 // The blocks of a B packed per call against a transposed A (see kWideKc): wide ones, or with
-// MatmulArgs::wide_scratch, where K and N outgrow them, 768 deep and N (at most 1024, whole tiles)
-// wide.
+// MatmulArgs::wide_scratch on AVX-512, where K and N outgrow them, 768 deep and N (at most 1024,
+// whole tiles) wide.
 template <class Arch>
 constexpr Blocks transposed_blocks(int k, int n, bool wide_scratch) {
   constexpr int W = matmul_vectors<Arch>() * static_cast<int>(vf<Arch>::size);
-  if (!wide_scratch || k <= kMatmulKc || n <= kMatmulNc) return {kMatmulKc, kMatmulNc};
+  if (vf<Arch>::size != 16 || !wide_scratch || k <= kMatmulKc || n <= kMatmulNc) return {kMatmulKc, kMatmulNc};
   return {kWideKc, n <= kWideNc ? kWideNc : kWideNc / W * W};
 }
 

@@ -464,8 +464,8 @@ TEST_CASE("small batches: the threads share each step's products by columns, wit
 }
 
 TEST_CASE("a layer wider than 512 (the backward's wide matmul scratch): gradients against f64, two threads as one") {
-  // Input 600 and T·B 300: the plan gives the backward 3 MiB of matmul scratch a thread and the
-  // first layer's dW (A = dpreᵀ, K 300, N 600) packs its B in one wide block (MatmulArgs::
+  // Input 600 and T·B 300: on AVX-512 the plan gives the backward 3 MiB of matmul scratch a thread
+  // and the first layer's dW (A = dpreᵀ, K 300, N 600) packs its B in one wide block (MatmulArgs::
   // wide_scratch; checkkernels compares its bits with the narrow blocks'). An LSTM, then a GRU
   // that reads it; dropout between them; 160 rows of dW and 120 of dR split over two threads.
   Case c = uniform("wide_layer", Mode::lstm, 600, 40, 2, false);
