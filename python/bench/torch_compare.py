@@ -5,12 +5,16 @@ frozen weights: the input's gradient only), LSTM and GRU, as ratios. A benchmark
     python python/bench/torch_compare.py                   # H 256/512, B 1/16/64, T 50, threads 1/2
     python python/bench/torch_compare.py --hidden 256 --batch 1 16 --threads 1 --repeat 5
     OMP_WAIT_POLICY=PASSIVE python python/bench/torch_compare.py --threads 2   # torch's workers sleep at once
+    python python/bench/torch_compare.py --weight-dtype f32 bf16 f16   # rnncore's weights stored rounded too
 
 Both sides get the same weights and inputs; torch.set_num_threads and the module's `threads` are set
-alike. Prints the median time of `--repeat` runs of each, alternating, after one warm-up, and
-torch.nn / rnncore; first the kernel, the load average and the per-call cost of a small module
-(LSTM(1, 1) and LSTM(32, 32), T = B = 1), wall-clock and this thread's CPU time, through the kernel
-path in use (rnncore.torch.kernel_path()) and, with the C ABI, through torch's Python API beside it.
+alike. `--weight-dtype bf16` / `f16` runs rnncore.torch's modules with `weight_dtype=` (weights stored
+rounded, f32 accumulation, f32 gradients) against torch.nn in f32, and prints the largest relative
+deviation of the inference output beside those rows. Prints the median time of `--repeat` runs of
+each, alternating, after one warm-up, and torch.nn / rnncore; first the kernel, the load average and
+the per-call cost of a small module (LSTM(1, 1) and LSTM(32, 32), T = B = 1), wall-clock and this
+thread's CPU time, through the kernel path in use (rnncore.torch.kernel_path()) and, with the C ABI,
+through torch's Python API beside it.
 
 Rows on more than one thread are measured twice: with a pause of --gap-ms before each library's turn
 (torch's OpenMP workers keep spinning for a while after each torch op, and on a machine with few
@@ -46,13 +50,18 @@ def timed(fns, repeat, gap=0.0):
     return [statistics.median(ts) for ts in times]
 
 
-def case(kind, hidden, batch, seq, threads, repeat, gap_ms):
+def case(kind, hidden, batch, seq, threads, repeat, gap_ms, weight_dtype="f32"):
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     ref = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[kind](hidden, hidden)
-    ours = {"lstm": rt.LSTM, "gru": rt.GRU}[kind](hidden, hidden, threads=threads)
+    ours = {"lstm": rt.LSTM, "gru": rt.GRU}[kind](hidden, hidden, threads=threads, weight_dtype=weight_dtype)
     ours.load_state_dict(ref.state_dict())
     x = torch.randn(seq, batch, hidden)
+    tag = "" if weight_dtype == "f32" else f"  [{weight_dtype} W"
+    if tag:
+        with torch.no_grad():
+            y_ref, y = ref(x)[0], ours(x)[0]
+        tag += f", y {((y - y_ref).abs().max() / y_ref.abs().max()).item():.1e}]"
     rows = []
     for what in ("inference", "train step", "train, x no grad", "train, frozen W"):
         def run(m):
@@ -70,7 +79,7 @@ def case(kind, hidden, batch, seq, threads, repeat, gap_ms):
         rows.append((what, *timed(fns, repeat), "  in program" if threads > 1 else ""))
     for what, t_ref, t_ours, note in rows:
         print(f"{kind:4} H={hidden:4} B={batch:3} T={seq} threads={threads}  {what:16}  torch.nn {t_ref * 1e3:8.2f} ms"
-              f"  rnncore {t_ours * 1e3:8.2f} ms  ratio {t_ref / t_ours:5.2f}{note}", flush=True)
+              f"  rnncore {t_ours * 1e3:8.2f} ms  ratio {t_ref / t_ours:5.2f}{note}{tag}", flush=True)
 
 
 def per_call(fns, repeat, calls=1000, paths=None):
@@ -145,6 +154,8 @@ def main():
     p.add_argument("--seq", type=int, default=50)
     p.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--weight-dtype", nargs="+", default=["f32"], choices=["f32", "bf16", "f16"],
+                   help="rnncore.torch's weight storage (torch.nn stays f32); each is a row of its own")
     p.add_argument("--gap-ms", type=float, default=20.0,
                    help="pause before each library's turn in the rows on more than one thread, which are then "
                         "also measured back to back ('in program'); 0: back to back only")
@@ -158,7 +169,8 @@ def main():
         for h in a.hidden:
             for b in a.batch:
                 for n in a.threads:
-                    case(kind, h, b, a.seq, n, a.repeat, a.gap_ms)
+                    for wd in a.weight_dtype:
+                        case(kind, h, b, a.seq, n, a.repeat, a.gap_ms, wd)
 
 
 if __name__ == "__main__":

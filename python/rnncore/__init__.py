@@ -83,6 +83,11 @@ class Model:
         return self._net.kernel
 
     @property
+    def weight_dtype(self):
+        """How the packed weights are stored: ``"f32"``, ``"bf16"`` or ``"f16"`` (``load``'s ``weight_dtype``)."""
+        return self._net.weight_dtype
+
+    @property
     def vocab_size(self):
         """Rows of the Embedding before layer 0 (x is then token ids), or 0."""
         return self._net.vocab_size
@@ -269,7 +274,7 @@ class Int8Model:
 
 
 def load(source, *, format="", prefix=None, mode="", gru="", dtype="float32", threads=1, backend="auto",
-         training=False, dropout=None, config=None, head_activation=None, head_last_step=None):
+         training=False, dropout=None, config=None, head_activation=None, head_last_step=None, weight_dtype="f32"):
     """Loads a model: from a safetensors file, an ``.onnx`` file or a PyTorch module.
 
     A safetensors file goes through ``io::load_model``'s loader (format, prefix, layers and mode
@@ -282,7 +287,10 @@ def load(source, *, format="", prefix=None, mode="", gru="", dtype="float32", th
     dropout p of training runs (``rnncore run --dropout P``; a file holds none). ``config``: a stack
     configuration (docs/config.md: layers of differing cells and sizes, TF's DropoutWrapper and
     ResidualWrapper), as a JSON file's path or a dict, which the weights must match
-    (``rnncore run --config``; safetensors files only).
+    (``rnncore run --config``; safetensors files only). ``weight_dtype``: how the packed weights
+    are stored: ``"f32"``, or ``"bf16"`` / ``"f16"`` on the SIMD backend (the products read the
+    rounded weights and accumulate in f32; gradients stay f32; docs/training.md states the error),
+    as ``rnncore run --dtype``.
 
     A file's (or a network module's) Embedding before layer 0 and Dense / Linear head after the
     last layer run with the stack: ``run`` then takes integer token ids ``[T, B]`` and returns the
@@ -300,31 +308,33 @@ def load(source, *, format="", prefix=None, mode="", gru="", dtype="float32", th
         if head != ("", ""):
             raise ArgumentError("load: head_activation= and head_last_step= apply to a file or a network with a "
                                 "Linear head, not to a single recurrent module")
-        return _from_module(source, dtype, threads, backend, training, dropout)
+        return _from_module(source, dtype, threads, backend, training, dropout, weight_dtype)
     if hasattr(source, "state_dict") and hasattr(source, "named_children"):
-        return _from_network(source, head, dtype, threads, backend, training, dropout)
+        return _from_network(source, head, dtype, threads, backend, training, dropout, weight_dtype)
     if str(source).endswith(".onnx"):
-        return _from_onnx(str(source), dtype, threads, backend, training, dropout)
+        return _from_onnx(str(source), dtype, threads, backend, training, dropout, weight_dtype)
     if _core.is_int8_model(str(source)):
-        return _int8(str(source), format, prefix, mode, gru, dtype, threads, backend, training, dropout, config)
+        return _int8(str(source), format, prefix, mode, gru, dtype, threads, backend, training, dropout, config,
+                     weight_dtype)
     return Model(_core.Net.load(str(source), format, prefix, mode, gru, dtype, threads, backend, training, dropout,
-                                config_path, config_text, *head))
+                                config_path, config_text, *head, weight_dtype=weight_dtype))
 
 
-def _int8(path, format, prefix, mode, gru, dtype, threads, backend, training, dropout, config):
+def _int8(path, format, prefix, mode, gru, dtype, threads, backend, training, dropout, config, weight_dtype):
     """An int8 model file: ``threads`` applies (as ``rnncore run --threads``); every other option of a float
     model is refused (as ``rnncore run`` refuses them)."""
     given = [name for name, value, default in (("format", format, ""), ("prefix", prefix, None), ("mode", mode, ""),
                                                ("gru", gru, ""), ("dtype", dtype, "float32"),
                                                ("backend", backend, "auto"), ("training", training, False),
-                                               ("dropout", dropout, None), ("config", config, None))
+                                               ("dropout", dropout, None), ("config", config, None),
+                                               ("weight_dtype", weight_dtype, "f32"))
              if value != default]
     if given:
         raise ArgumentError(f"load: {given[0]}= does not apply to {path}, an int8 LSTM model (format tflite_int8)")
     return Int8Model(_core.Int8Net(path, threads))
 
 
-def _from_module(module, dtype, threads, backend, training, dropout):
+def _from_module(module, dtype, threads, backend, training, dropout, weight_dtype):
     """A torch.nn.LSTM / GRU / RNN (or rnncore.torch's): torch.nn's attributes and state_dict."""
     kind = type(module).__name__
     if kind not in ("LSTM", "GRU", "RNN"):
@@ -332,13 +342,14 @@ def _from_module(module, dtype, threads, backend, training, dropout):
     mode = {"LSTM": "lstm", "GRU": "gru"}.get(kind) or "rnn_" + getattr(module, "nonlinearity", "tanh")
     p = module.dropout if dropout is None else dropout
     net = _core.Net(mode, module.input_size, module.hidden_size, module.num_layers, module.bidirectional,
-                    getattr(module, "proj_size", 0), p, "reset-after", dtype, threads, backend, training, "pytorch")
+                    getattr(module, "proj_size", 0), p, "reset-after", dtype, threads, backend, training, "pytorch",
+                    weight_dtype)
     state = {k: v.detach().cpu().numpy() for k, v in module.state_dict().items()}
     net.set_weights([state.get(name) for name, _, _ in net.tensors()])
     return Model(net)
 
 
-def _from_network(module, head, dtype, threads, backend, training, dropout):
+def _from_network(module, head, dtype, threads, backend, training, dropout, weight_dtype):
     """A network module whose children are one torch.nn (or rnncore.torch) LSTM / GRU / RNN, optionally
     an nn.Embedding before it and an nn.Linear after it (children without parameters, such as
     nn.Dropout, are passed over): the file loader's model of their weights, as if saved together."""
@@ -381,7 +392,7 @@ def _from_network(module, head, dtype, threads, backend, training, dropout):
         _core.save_safetensors(path, list(tensors), arrays, [])
         p = rnn.dropout if dropout is None else dropout
         return Model(_core.Net.load(path, "pytorch", "rnn.", mode, "", dtype, threads, backend, training, p, "", "",
-                                    *head))
+                                    *head, weight_dtype=weight_dtype))
 
 
 def _onnx_attributes(node):
@@ -389,7 +400,7 @@ def _onnx_attributes(node):
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
 
-def _from_onnx(path, dtype, threads, backend, training, dropout):
+def _from_onnx(path, dtype, threads, backend, training, dropout, weight_dtype):
     """The LSTM / GRU / RNN nodes of an ONNX graph, in order, as the layers of one stack."""
     try:
         import onnx
@@ -429,7 +440,7 @@ def _from_onnx(path, dtype, threads, backend, training, dropout):
     w0 = init[first.input[1]]
     directions = w0.shape[0]
     net = _core.Net(mode, w0.shape[2], attrs[0]["hidden_size"], len(nodes), directions == 2, 0,
-                    dropout or 0.0, gru, dtype, threads, backend, training, "onnx")
+                    dropout or 0.0, gru, dtype, threads, backend, training, "onnx", weight_dtype)
     tensors = {}
     for l, n in enumerate(nodes):
         suffix = "" if len(nodes) == 1 else f"_l{l}"

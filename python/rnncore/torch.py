@@ -109,13 +109,15 @@ class _Entry:
         d = json.loads(spec)
         self.spec = d
         self.lock = threading.Lock()
+        weight_dtype = d.get("weight_dtype", "f32")
         if "config" in d:  # rnncore.torch.Stack: layers and wrappers of a stack configuration
             def make(dtype, threads, backend, training):
-                return _core.Net.from_config(d["config"], dtype, threads, backend, training)
+                return _core.Net.from_config(d["config"], dtype, threads, backend, training, weight_dtype=weight_dtype)
         else:
             def make(dtype, threads, backend, training):
                 return _core.Net(d["mode"], d["input_size"], d["hidden_size"], d["num_layers"], d["bidirectional"],
-                                 d["proj_size"], d["dropout"], "reset-after", dtype, threads, backend, training)
+                                 d["proj_size"], d["dropout"], "reset-after", dtype, threads, backend, training,
+                                 weight_dtype=weight_dtype)
         self.net = make(d["dtype"], d["threads"], "auto", True)
         # Runs without a backward use an inference plan: its packing is about half a training plan's.
         self.infer = make(d["dtype"], d["threads"], "auto", False)
@@ -296,7 +298,7 @@ class _RNNBase(nn.Module):
 
     def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
                  bidirectional=False, proj_size=0, device=None, dtype=None, *, seed=0, threads=1, row_offset=0,
-                 weight_check="values", config=None, stochastic=None):
+                 weight_check="values", config=None, stochastic=None, weight_dtype="f32"):
         super().__init__()
         if weight_check not in ("values", "version"):
             raise ArgumentError(f"weight_check '{weight_check}': expected 'values' or 'version'")
@@ -313,12 +315,14 @@ class _RNNBase(nn.Module):
         self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
         self.bidirectional, self.proj_size = bidirectional, proj_size
         self.seed, self.step, self.threads, self.row_offset = seed, 0, threads, row_offset
+        self.weight_dtype = weight_dtype
         self._spec = json.dumps({
             "uid": next(_uids), "mode": mode, "input_size": input_size, "hidden_size": hidden_size,
             "num_layers": num_layers, "bidirectional": bool(bidirectional), "proj_size": proj_size,
             "dropout": float(dropout), "bias": bool(bias), "batch_first": bool(batch_first),
             "dtype": "float64" if dtype == torch.float64 else "float32", "threads": threads,
-            "weight_check": weight_check, **({"config": config} if config is not None else {}),
+            "weight_check": weight_check, "weight_dtype": weight_dtype,
+            **({"config": config} if config is not None else {}),
         })
         # Whether a training-mode forward draws dropout masks (and counts `step` up).
         self._stochastic = self.dropout > 0 if stochastic is None else stochastic
@@ -369,6 +373,8 @@ class _RNNBase(nn.Module):
             s += f", dropout={self.dropout}"
         if self.bidirectional:
             s += ", bidirectional=True"
+        if self.weight_dtype != "f32":
+            s += f", weight_dtype='{self.weight_dtype}'"
         return s
 
     def _run(self, x, h0, c0, lengths, batch_first, resets=None):
@@ -421,7 +427,8 @@ class _RNNBase(nn.Module):
 
 
 class LSTM(_RNNBase):
-    """torch.nn.LSTM on rnncore (``seed=``, ``threads=``, ``row_offset=``, ``weight_check=`` besides torch.nn's arguments)."""
+    """torch.nn.LSTM on rnncore (``seed=``, ``threads=``, ``row_offset=``, ``weight_check=``, ``weight_dtype=``
+    besides torch.nn's arguments)."""
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
                  bidirectional=False, proj_size=0, device=None, dtype=None, **kw):
@@ -430,7 +437,8 @@ class LSTM(_RNNBase):
 
 
 class GRU(_RNNBase):
-    """torch.nn.GRU on rnncore (``seed=``, ``threads=``, ``row_offset=``, ``weight_check=`` besides torch.nn's arguments)."""
+    """torch.nn.GRU on rnncore (``seed=``, ``threads=``, ``row_offset=``, ``weight_check=``, ``weight_dtype=``
+    besides torch.nn's arguments)."""
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
                  bidirectional=False, device=None, dtype=None, **kw):
@@ -439,7 +447,8 @@ class GRU(_RNNBase):
 
 
 class RNN(_RNNBase):
-    """torch.nn.RNN on rnncore (``seed=``, ``threads=``, ``row_offset=``, ``weight_check=`` besides torch.nn's arguments)."""
+    """torch.nn.RNN on rnncore (``seed=``, ``threads=``, ``row_offset=``, ``weight_check=``, ``weight_dtype=``
+    besides torch.nn's arguments)."""
 
     def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True, batch_first=False,
                  dropout=0.0, bidirectional=False, device=None, dtype=None, **kw):

@@ -297,6 +297,15 @@ DType parse_dtype(const std::string& s) {
   fail(Status::invalid_enum, "dtype '" + s + "': expected float32 or float64");
 }
 
+// The packed weights' storage (PlanOptions::weight_dtype): f32, or bf16 / f16 on the SIMD backend
+// (docs/training.md: products in f32 from the rounded weights; the gradients stay f32).
+DType parse_weight_dtype(const std::string& s) {
+  if (s == "f32" || s == "float32") return DType::f32;
+  if (s == "bf16" || s == "bfloat16") return DType::bf16;
+  if (s == "f16" || s == "float16") return DType::f16;
+  fail(Status::invalid_enum, "weight_dtype '" + s + "': expected f32, bf16 or f16");
+}
+
 RunMode parse_run_mode(const std::string& s) {
   if (s == "inference") return RunMode::inference;
   if (s == "training") return RunMode::training;
@@ -347,6 +356,7 @@ class Net {
   const std::string& prefix() const { return prefix_; }
   bool training() const { return options_.training; }
   int threads() const { return options_.threads; }
+  DType weight_dtype() const { return options_.weight_dtype; }
   const std::string& kernel() const { return kernel_; }
   const std::string& backend() const { return backend_; }
   std::vector<std::string> notes, ignored, ends;  // what io::load_weights reported
@@ -1083,12 +1093,13 @@ py::tuple Net::tensor_backward(const RunInputs& in, const py::handle& reserve, c
 
 // ---- building nets ----
 
-PlanOptions plan_options(int threads, const std::string& backend, bool training) {
+PlanOptions plan_options(int threads, const std::string& backend, bool training, const std::string& weight_dtype) {
   PlanOptions o;
   if (threads < 1) bad_argument("threads: " + std::to_string(threads) + ", expected at least 1");
   o.threads = threads;
   o.backend = parse_backend(backend);
   o.training = training;
+  o.weight_dtype = parse_weight_dtype(weight_dtype);
   return o;
 }
 
@@ -1096,7 +1107,7 @@ PlanOptions plan_options(int threads, const std::string& backend, bool training)
 std::unique_ptr<Net> make_net(const std::string& mode, int input_size, int hidden_size, int num_layers,
                               bool bidirectional, int proj_size, double dropout, const std::string& gru,
                               const std::string& dtype, int threads, const std::string& backend, bool training,
-                              const std::string& format) {
+                              const std::string& format, const std::string& weight_dtype) {
   RnnSpec spec;
   spec.mode = parse_mode_arg(mode);
   if (!io::parse_gru_variant(gru, &spec.gru_variant))
@@ -1111,13 +1122,14 @@ std::unique_ptr<Net> make_net(const std::string& mode, int input_size, int hidde
   check(validate(spec));
   WeightFormat f;
   if (!io::parse_format(format, &f)) fail(Status::invalid_enum, "format '" + format + "'");
-  return std::make_unique<Net>(to_stack(spec), f, "", plan_options(threads, backend, training));
+  return std::make_unique<Net>(to_stack(spec), f, "", plan_options(threads, backend, training, weight_dtype));
 }
 
 // A stack configuration (docs/config.md, JSON text) with zero weights in `format`'s tensors: what
 // rnncore.torch.Stack runs.
 std::unique_ptr<Net> config_net(const std::string& config_text, const std::string& dtype, int threads,
-                                const std::string& backend, bool training, const std::string& format) {
+                                const std::string& backend, bool training, const std::string& format,
+                                const std::string& weight_dtype) {
   StackSpec config;
   std::string error;
   const Status cs = io::parse_stack_config(config_text.data(), config_text.size(), "config", &config, &error);
@@ -1126,14 +1138,15 @@ std::unique_ptr<Net> config_net(const std::string& config_text, const std::strin
   config.dtype = parse_dtype(dtype);
   WeightFormat f;
   if (!io::parse_format(format, &f)) fail(Status::invalid_enum, "format '" + format + "'");
-  return std::make_unique<Net>(config, f, "", plan_options(threads, backend, training));
+  return std::make_unique<Net>(config, f, "", plan_options(threads, backend, training, weight_dtype));
 }
 
 std::unique_ptr<Net> load_net(const std::string& path, const std::string& format, const py::object& prefix,
                               const std::string& mode, const std::string& gru, const std::string& dtype,
                               int threads, const std::string& backend, bool training, const py::object& dropout,
                               const std::string& config_path, const std::string& config_text,
-                              const std::string& head_activation, const std::string& head_last_step) {
+                              const std::string& head_activation, const std::string& head_last_step,
+                              const std::string& weight_dtype) {
   io::ModelHints hints;
   hints.head_activation = head_activation;
   hints.head_last_step = head_last_step;
@@ -1159,7 +1172,8 @@ std::unique_ptr<Net> load_net(const std::string& path, const std::string& format
   const Status s = io::load_weights(path, hints, has_config ? &config : nullptr, &loaded, &error);
   if (s != Status::ok) fail(s, error);
   if (!dropout.is_none()) loaded.stack.dropout = dropout.cast<double>();  // as `rnncore run --dropout P`
-  auto net = std::make_unique<Net>(loaded.stack, loaded.format, loaded.prefix, plan_options(threads, backend, training));
+  auto net = std::make_unique<Net>(loaded.stack, loaded.format, loaded.prefix,
+                                   plan_options(threads, backend, training, weight_dtype));
   net->set_canonical(py::array(numpy_dtype(loaded.stack.dtype), std::vector<py::ssize_t>{static_cast<py::ssize_t>(param_count(loaded.stack))},
                                reinterpret_cast<const void*>(loaded.canonical.data())));
   net->notes = loaded.notes;
@@ -1582,15 +1596,16 @@ PYBIND11_MODULE(_core, m) {
            py::arg("num_layers") = 1, py::arg("bidirectional") = false, py::arg("proj_size") = 0,
            py::arg("dropout") = 0.0, py::arg("gru") = "reset-after", py::arg("dtype") = "float32",
            py::arg("threads") = 1, py::arg("backend") = "auto", py::arg("training") = false,
-           py::arg("format") = "pytorch")
+           py::arg("format") = "pytorch", py::arg("weight_dtype") = "f32")
       .def_static("from_config", &config_net, py::arg("config"), py::arg("dtype") = "float32",
                   py::arg("threads") = 1, py::arg("backend") = "auto", py::arg("training") = false,
-                  py::arg("format") = "pytorch")
+                  py::arg("format") = "pytorch", py::arg("weight_dtype") = "f32")
       .def_static("load", &load_net, py::arg("path"), py::arg("format") = "", py::arg("prefix") = py::none(),
                   py::arg("mode") = "", py::arg("gru") = "", py::arg("dtype") = "float32", py::arg("threads") = 1,
                   py::arg("backend") = "auto", py::arg("training") = false, py::arg("dropout") = py::none(),
                   py::arg("config_path") = "", py::arg("config_text") = "", py::arg("head_activation") = "",
-                  py::arg("head_last_step") = "")
+                  py::arg("head_last_step") = "", py::arg("weight_dtype") = "f32")
+      .def_property_readonly("weight_dtype", [](const Net& n) { return std::string(to_string(n.weight_dtype())); })
       .def_property_readonly("input_size", [](const Net& n) { return n.stack().input_size; })
       .def_property_readonly("num_layers", [](const Net& n) { return n.stack().num_layers; })
       .def_property_readonly("mode", [](const Net& n) { return std::string(to_string(n.stack().layers[0].mode)); })

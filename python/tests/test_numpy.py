@@ -145,6 +145,24 @@ def test_bad_arguments_raise_value_errors(call, match):
     assert isinstance(e.value, rnncore.ArgumentError)
 
 
+@pytest.mark.parametrize("weight_dtype, tol", [("f16", 2e-3), ("bf16", 2e-2)])
+def test_weight_storage(weight_dtype, tol):
+    """weight_dtype="f16" / "bf16": the packed weights rounded to that storage (SIMD backend): the output
+    within the storage's error of the f32 model's, and not equal to it (the rounding took place)."""
+    if rnncore.info()["kernels"][weight_dtype] is None:
+        pytest.skip(f"no {weight_dtype} weight storage in this build")
+    x = np.load(MODELS / "lstm_small_input.npy")
+    want = small().run(x)[0]
+    m = rnncore.load(MODELS / "lstm_small.safetensors", weight_dtype=weight_dtype)
+    assert m.weight_dtype == weight_dtype and small().weight_dtype == "f32"
+    err = np.abs(m.run(x)[0] - want).max() / np.abs(want).max()
+    assert 1e-6 < err < tol
+    with pytest.raises(rnncore.ArgumentError, match="weight_dtype 'f8': expected f32, bf16 or f16"):
+        rnncore.load(MODELS / "lstm_small.safetensors", weight_dtype="f8")
+    with pytest.raises(rnncore.Error):  # the reference backend keeps f32 weights
+        rnncore.load(MODELS / "lstm_small.safetensors", weight_dtype=weight_dtype, backend="reference")
+
+
 def test_errors_carry_the_status():
     with pytest.raises(rnncore.ArgumentError) as e:
         small().run(np.zeros((5, 2, 15), np.float32))

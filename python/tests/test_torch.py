@@ -251,6 +251,39 @@ def test_frozen_weights(kind):
     assert out[3] == [] and out[0].shape == args[0].shape
 
 
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+@pytest.mark.parametrize("weight_dtype, tol", [("f16", 2e-3), ("bf16", 2e-2)])
+def test_weight_storage(kind, weight_dtype, tol):
+    """weight_dtype="f16" / "bf16" (mixed precision: weights stored rounded, f32 accumulation, f32
+    gradients): the output and every gradient within the storage's error of torch.nn's in f32
+    (docs/training.md: f16 about 1e-3, bf16 about 1e-2 of the largest), and not equal to them."""
+    if rnncore.info()["kernels"][weight_dtype] is None:
+        pytest.skip(f"no {weight_dtype} weight storage in this build")
+    ref, _ = pair(kind, 11, input_size=10, hidden_size=24, num_layers=2)
+    mod = {"lstm": rt.LSTM, "gru": rt.GRU}[kind](10, 24, num_layers=2, weight_dtype=weight_dtype)
+    mod.load_state_dict(ref.state_dict())
+    assert mod.weight_dtype == weight_dtype and f"weight_dtype='{weight_dtype}'" in repr(mod)
+    x = torch.randn(7, 4, 10, requires_grad=True)
+    rel = lambda a, b: ((a - b).abs().max() / b.abs().max()).item()  # noqa: E731
+    y_ref, _ = ref(x)
+    y, _ = mod(x)
+    assert 1e-6 < rel(y, y_ref) < tol
+    g = torch.randn_like(y)
+    want = torch.autograd.grad(y_ref, [x, *ref.parameters()], g)
+    got = torch.autograd.grad(y, [x, *mod.parameters()], g)
+    for a, b in zip(got, want):
+        assert rel(a, b) < tol
+    with torch.no_grad():
+        assert rel(mod(x)[0], y_ref) < tol  # the inference plan stores them the same way
+
+
+def test_weight_storage_errors():
+    with pytest.raises(rnncore.ArgumentError, match="weight_dtype 'int8': expected f32, bf16 or f16"):
+        rt.LSTM(4, 8, weight_dtype="int8")
+    with pytest.raises(rnncore.Error):  # float64 runs on the reference backend, which keeps f32 weights
+        rt.LSTM(4, 8, dtype=torch.float64, weight_dtype="bf16")
+
+
 class Tagger(nn.Module):
     def __init__(self):
         super().__init__()
