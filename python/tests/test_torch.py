@@ -275,6 +275,10 @@ def test_weight_storage(kind, weight_dtype, tol):
         assert rel(a, b) < tol
     with torch.no_grad():
         assert rel(mod(x)[0], y_ref) < tol  # the inference plan stores them the same way
+    m = rnncore.load(ref, weight_dtype=weight_dtype)  # the NumPy API from the torch.nn module
+    assert m.weight_dtype == weight_dtype
+    y_np = torch.from_numpy(m.run(x.detach().numpy())[0])
+    assert 1e-6 < rel(y_np, y_ref.detach()) < tol
 
 
 def test_weight_storage_errors():
