@@ -1116,7 +1116,9 @@ class BatchedForward {
         stored_(trains_from_stored_panels(p.simd, p.layers[layer])),
         blocks_(reinterpret_cast<float*>(ws + p.simd.train.rec_blocks)),
         zero_bias_(reinterpret_cast<float*>(ws + p.simd.train.zero_bias)),
-        h16_(reinterpret_cast<std::uint16_t*>(ws + p.simd.train.h16)), parallel_rows_(rows_in_parallel()) {}
+        h16_(reinterpret_cast<std::uint16_t*>(ws + p.simd.train.h16)),
+        x16_(reinterpret_cast<std::uint16_t*>(ws + p.simd.train.x16)),
+        x_blocks_(reinterpret_cast<float*>(ws + p.simd.train.x_blocks)), parallel_rows_(rows_in_parallel()) {}
 
   void run() {
     if (stored_) {  // the gemm adds a bias; bf16 pads K with zeros
@@ -1183,7 +1185,10 @@ class BatchedForward {
     g.a_sb = k;
     if (p_.simd.weights == simd::Weights::bf16) {
       const std::int64_t stride = static_cast<std::int64_t>(p_.simd.train.h16_stride);
-      for (int b = b0; b < b1; ++b) k_->to_bf16(a + static_cast<std::int64_t>(b) * k, h16_ + b * stride, k);
+      for (int b = b0; b < b1; ++b) {  // K padded to even with a zero (rows serve products of several K)
+        k_->to_bf16(a + static_cast<std::int64_t>(b) * k, h16_ + b * stride, k);
+        if (k % 2 != 0) h16_[b * stride + k] = 0;
+      }
       g.a16 = h16_;
       g.a16_stride = stride;
     }
@@ -1215,6 +1220,56 @@ class BatchedForward {
   }
 
   // proj[t, b] = W x_cell + bW + bR (GRU reset-after: bR_n stays with the recurrent term).
+  // The input projection of a layer on bf16 panels (vdpbf16ps): proj = x_cell · Wᵀ on the
+  // inference's W panel, x rounded to bf16 as the inference rounds it, kInputChunkRows rows (whole
+  // steps) a call, the plan's threads sharing the column blocks; then from gate-vector order to
+  // proj's [T·B, G·H]. LSTM H 512 B 64, one thread: the training forward 46 → 36 ms.
+  void project_bf16() const {
+    const int V = p_.vector, NV = simd::vectors_per_gate(lp_.cell), row = G_ * lp_.hidden_stride;
+    const std::int64_t stride = static_cast<std::int64_t>(p_.simd.train.x16_stride);
+    std::uint16_t* x16 = x16_;
+    float* blocks = x_blocks_;
+    const int per_call = std::max(1, kInputChunkRows / B_);
+    for (int t0 = 0; t0 < io_.steps; t0 += per_call) {
+      const int rows = (std::min(io_.steps, t0 + per_call) - t0) * B_;
+      const float* x = x_in_ + at(t0, 0) * I_;
+      float* proj = proj_ + at(t0, 0) * GH_;
+      for (int r = 0; r < rows; ++r) {  // K padded to even with a zero
+        k_->to_bf16(x + static_cast<std::int64_t>(r) * I_, x16 + r * stride, I_);
+        if (I_ % 2 != 0) x16[r * stride + I_] = 0;
+      }
+      simd::GemmArgs g;
+      g.a = x;
+      g.a_sb = I_;
+      g.a16 = x16;
+      g.a16_stride = stride;
+      g.batch = rows;
+      g.k = I_;
+      g.vectors = G_ * NV;
+      g.panel = packed_ + dp_.w_panel;
+      g.bias = zero_bias_;
+      g.c = blocks;
+      g.c_row_stride = row;
+      g.row_begin = 0;
+      g.row_end = rows;
+      const Threads th = plan_threads(p_);
+      over_column_blocks(th.count > 1 ? th : Threads(), lp_.hidden_stride / (NV * V), [&](int j0, int j1) {
+        simd::GemmArgs share = g;
+        share.block_begin = j0;
+        share.block_end = j1;
+        k_->gemm[static_cast<int>(simd::Weights::bf16)](share);
+        for (int r = 0; r < rows; ++r)
+          for (int j = j0; j < j1; ++j)
+            for (int q = 0; q < G_ * NV; ++q) {  // vector q of block j: gate q / NV, units from (j·NV + q % NV)·V
+              const int gate = q / NV, u = (j * NV + q % NV) * V, n = std::min(V, H_ - u);
+              if (n > 0)
+                std::memcpy(proj + static_cast<std::int64_t>(r) * GH_ + gate * H_ + u,
+                            blocks + static_cast<std::int64_t>(r) * row + (j * G_ * NV + q) * V, sizeof(float) * n);
+            }
+      });
+    }
+  }
+
   void project_inputs() {
     const std::int64_t rows = static_cast<std::int64_t>(io_.steps) * B_;
     struct Job {
@@ -1234,7 +1289,9 @@ class BatchedForward {
     };
     if (job.threads > 1) pool_run(plan_threads(p_).pool, job.threads, cell_inputs, &job);
     else cell_inputs(&job, 0);
-    if (w_t_ != nullptr) {
+    if (w_t_ != nullptr && stored_ && p_.simd.weights == simd::Weights::bf16) {
+      project_bf16();
+    } else if (w_t_ != nullptr) {
       product(x_in_, rows, I_, w_t_, GH_, proj_);
     } else {  // skip input: every gate adds x itself
       for (std::int64_t r = 0; r < rows; ++r)
@@ -1477,6 +1534,8 @@ class BatchedForward {
   const bool stored_;  // trains_from_stored_panels: the recurrent products read the stored panels
   float *blocks_, *zero_bias_;
   std::uint16_t* h16_;
+  std::uint16_t* x16_;  // bf16 panels: the input projection's rows in bf16 (project_bf16)
+  float* x_blocks_;     // and its products in gate-vector order
   const bool parallel_rows_;  // rows_in_parallel()
 };
 

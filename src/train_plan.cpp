@@ -181,6 +181,14 @@ void layout_training_simd(PlanImpl* p) {
     s.rec_blocks = fw.take(B * gate_row, es);
     s.zero_bias = fw.take(gate_row, es);
     s.h16 = fw.take(B * s.h16_stride, sizeof(std::uint16_t));
+    if (p->simd.weights == simd::Weights::bf16) {  // the input projections on the bf16 panels
+      std::uint64_t in = 0;
+      for (int l = 0; l < st.num_layers; ++l) in = std::max<std::uint64_t>(in, p->layers[l].input_size);
+      const std::uint64_t rows = std::max<std::uint64_t>(kInputChunkRows, B);
+      s.x16_stride = static_cast<std::size_t>(round_up(static_cast<std::int64_t>(in), 32));
+      s.x16 = fw.take(rows * s.x16_stride, sizeof(std::uint16_t));
+      s.x_blocks = fw.take(rows * gate_row, es);
+    }
   }
   take_backward_common(p, &bw);
   s.backward_pack_wide = wide_backward_pack(*p);

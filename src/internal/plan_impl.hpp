@@ -127,6 +127,10 @@ struct SimdTrainLayout {
   // G·Hp floats in gate-vector order (rec_blocks), after zeros (zero_bias, G·Hp floats); bf16 rounds
   // their input rows to h16 (rows of h16_stride elements).
   std::size_t rec_blocks = 0, zero_bias = 0, h16 = 0, h16_stride = 0;
+  // bf16 panels (vdpbf16ps): the input projection's rows in bf16 (x16, rows of x16_stride elements)
+  // and its products in gate-vector order (x_blocks, rows of G·Hp floats), kInputChunkRows rows (or
+  // B, if more) at a time.
+  std::size_t x16 = 0, x16_stride = 0, x_blocks = 0;
   // f16 / bf16 weights, per (layer, dir): the backward's per-step dh = dpre · R reads Rᵀ as a
   // one-gate panel of O units over K = recurrent_k rows of R (simd_pack_transposed_panel).
   std::size_t rt_panel[kMaxLayers][2] = {};
@@ -184,6 +188,10 @@ int keep_h(const LayerPlan& lp);
 constexpr std::uint64_t kPackedMagic = 0x4b4341505243524eull;  // packed buffer header
 constexpr std::size_t kPackedHeaderBytes = 64;
 constexpr int kScratchRows = 6;
+// Rows (whole steps, at least one) of a training forward's input projection on bf16 panels per
+// call: enough that the W panel is read once for many rows (at B = 1, one step a call read it 50
+// times per sequence and made the step 10 % slower than f32).
+constexpr int kInputChunkRows = 64;
 constexpr std::uint64_t kReserveMagic = 0x5652455345525243ull;  // reserve filled by a training forward
 constexpr std::size_t kReserveHeaderBytes = 64;  // rows of the per-direction scratch area
 
