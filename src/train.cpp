@@ -1231,7 +1231,7 @@ class BatchedForward {
     float* blocks = x_blocks_;
     const int per_call = std::max(1, kInputChunkRows / B_);
     for (int t0 = 0; t0 < io_.steps; t0 += per_call) {
-      const int rows = (std::min(io_.steps, t0 + per_call) - t0) * B_;
+      const int rows = (std::min<int>(io_.steps, t0 + per_call) - t0) * B_;
       const float* x = x_in_ + at(t0, 0) * I_;
       float* proj = proj_ + at(t0, 0) * GH_;
       for (int r = 0; r < rows; ++r) {  // K padded to even with a zero
