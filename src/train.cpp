@@ -1177,99 +1177,83 @@ class BatchedForward {
   // threads share the blocks (as rows_product shares an f32 product's columns).
   void stored_product(const float* a, int k, std::size_t panel, int gates, float* c, int b0 = 0, int b1 = -1) const {
     // (rows of rec_blocks G·Hp apart whatever `gates`: threads may run both products of a step)
-    const int V = p_.vector, NV = simd::vectors_per_gate(lp_.cell), row = G_ * lp_.hidden_stride;
-    const int w = static_cast<int>(p_.simd.weights);
     if (b1 < 0) b1 = B_;
     simd::GemmArgs g;
     g.a = a;
     g.a_sb = k;
     if (p_.simd.weights == simd::Weights::bf16) {
-      const std::int64_t stride = static_cast<std::int64_t>(p_.simd.train.h16_stride);
-      for (int b = b0; b < b1; ++b) {  // K padded to even with a zero (rows serve products of several K)
-        k_->to_bf16(a + static_cast<std::int64_t>(b) * k, h16_ + b * stride, k);
-        if (k % 2 != 0) h16_[b * stride + k] = 0;
-      }
       g.a16 = h16_;
-      g.a16_stride = stride;
+      g.a16_stride = static_cast<std::int64_t>(p_.simd.train.h16_stride);
+      rows_to_bf16(a, k, b0, b1, h16_, g.a16_stride);
     }
     g.batch = B_;
     g.k = k;
-    g.vectors = gates * NV;
     g.panel = packed_ + panel;
-    g.bias = zero_bias_;
     g.c = blocks_;
-    g.c_row_stride = row;
     g.row_begin = b0;
     g.row_end = b1;
     const Threads th = parallel_rows_ ? Threads() : plan_threads(p_);
-    const bool columns = by_columns(b1 - b0, k, static_cast<std::int64_t>(gates) * H_, th);
-    over_column_blocks(columns ? th : Threads(), lp_.hidden_stride / (NV * V), [&](int j0, int j1) {
+    gemm_to_gates(g, gates, by_columns(b1 - b0, k, static_cast<std::int64_t>(gates) * H_, th) ? th : Threads(), c);
+  }
+
+  // Rows [r0, r1) of a (k floats each) in bf16 at dst (rows `stride` apart), K padded to even with a
+  // zero: the rows serve products of several K.
+  void rows_to_bf16(const float* a, int k, int r0, int r1, std::uint16_t* dst, std::int64_t stride) const {
+    for (int r = r0; r < r1; ++r) {
+      k_->to_bf16(a + static_cast<std::int64_t>(r) * k, dst + r * stride, k);
+      if (k % 2 != 0) dst[r * stride + k] = 0;
+    }
+  }
+
+  // The inference gemm of `g` (its a, k, panel, output g.c and rows; `gates` gates a block) with no
+  // bias, its column blocks shared by `th`: each share's blocks into g.c's rows of G·Hp floats in
+  // gate-vector order, then its units to c's rows of G·H floats in gate order (the same rows).
+  void gemm_to_gates(simd::GemmArgs g, int gates, const Threads& th, float* c) const {
+    const int V = p_.vector, NV = simd::vectors_per_gate(lp_.cell), row = G_ * lp_.hidden_stride;
+    g.vectors = gates * NV;
+    g.bias = zero_bias_;
+    g.c_row_stride = row;
+    over_column_blocks(th, lp_.hidden_stride / (NV * V), [&](int j0, int j1) {
       simd::GemmArgs share = g;
       share.block_begin = j0;
       share.block_end = j1;
-      k_->gemm[w](share);
-      for (int b = b0; b < b1; ++b)
+      k_->gemm[static_cast<int>(p_.simd.weights)](share);
+      for (int r = g.row_begin; r < g.row_end; ++r)
         for (int j = j0; j < j1; ++j)
           for (int q = 0; q < gates * NV; ++q) {  // vector q of block j: gate q / NV, units from (j·NV + q % NV)·V
             const int gate = q / NV, u = (j * NV + q % NV) * V, n = std::min(V, H_ - u);
             if (n > 0)
-              std::memcpy(c + static_cast<std::int64_t>(b) * GH_ + gate * H_ + u,
-                          blocks_ + static_cast<std::int64_t>(b) * row + (j * gates * NV + q) * V, sizeof(float) * n);
+              std::memcpy(c + static_cast<std::int64_t>(r) * GH_ + gate * H_ + u,
+                          g.c + static_cast<std::int64_t>(r) * row + (j * gates * NV + q) * V, sizeof(float) * n);
           }
     });
   }
 
-  // proj[t, b] = W x_cell + bW + bR (GRU reset-after: bR_n stays with the recurrent term).
   // The input projection of a layer on bf16 panels (vdpbf16ps): proj = x_cell · Wᵀ on the
   // inference's W panel, x rounded to bf16 as the inference rounds it, kInputChunkRows rows (whole
-  // steps) a call, the plan's threads sharing the column blocks; then from gate-vector order to
-  // proj's [T·B, G·H]. LSTM H 512 B 64, one thread: the training forward 46 → 36 ms.
+  // steps) a call, the plan's threads sharing the column blocks. LSTM H 512 B 64, one thread: the
+  // training forward 46 → 36 ms.
   void project_bf16() const {
-    const int V = p_.vector, NV = simd::vectors_per_gate(lp_.cell), row = G_ * lp_.hidden_stride;
-    const std::int64_t stride = static_cast<std::int64_t>(p_.simd.train.x16_stride);
-    std::uint16_t* x16 = x16_;
-    float* blocks = x_blocks_;
     const int per_call = std::max(1, kInputChunkRows / B_);
     for (int t0 = 0; t0 < io_.steps; t0 += per_call) {
       const int rows = (std::min<int>(io_.steps, t0 + per_call) - t0) * B_;
-      const float* x = x_in_ + at(t0, 0) * I_;
-      float* proj = proj_ + at(t0, 0) * GH_;
-      for (int r = 0; r < rows; ++r) {  // K padded to even with a zero
-        k_->to_bf16(x + static_cast<std::int64_t>(r) * I_, x16 + r * stride, I_);
-        if (I_ % 2 != 0) x16[r * stride + I_] = 0;
-      }
       simd::GemmArgs g;
-      g.a = x;
+      g.a = x_in_ + at(t0, 0) * I_;
       g.a_sb = I_;
-      g.a16 = x16;
-      g.a16_stride = stride;
+      g.a16 = x16_;
+      g.a16_stride = static_cast<std::int64_t>(p_.simd.train.x16_stride);
+      rows_to_bf16(g.a, I_, 0, rows, x16_, g.a16_stride);
       g.batch = rows;
       g.k = I_;
-      g.vectors = G_ * NV;
       g.panel = packed_ + dp_.w_panel;
-      g.bias = zero_bias_;
-      g.c = blocks;
-      g.c_row_stride = row;
+      g.c = x_blocks_;
       g.row_begin = 0;
       g.row_end = rows;
-      const Threads th = plan_threads(p_);
-      over_column_blocks(th.count > 1 ? th : Threads(), lp_.hidden_stride / (NV * V), [&](int j0, int j1) {
-        simd::GemmArgs share = g;
-        share.block_begin = j0;
-        share.block_end = j1;
-        k_->gemm[static_cast<int>(simd::Weights::bf16)](share);
-        for (int r = 0; r < rows; ++r)
-          for (int j = j0; j < j1; ++j)
-            for (int q = 0; q < G_ * NV; ++q) {  // vector q of block j: gate q / NV, units from (j·NV + q % NV)·V
-              const int gate = q / NV, u = (j * NV + q % NV) * V, n = std::min(V, H_ - u);
-              if (n > 0)
-                std::memcpy(proj + static_cast<std::int64_t>(r) * GH_ + gate * H_ + u,
-                            blocks + static_cast<std::int64_t>(r) * row + (j * G_ * NV + q) * V, sizeof(float) * n);
-            }
-      });
+      gemm_to_gates(g, G_, plan_threads(p_), proj_ + at(t0, 0) * GH_);
     }
   }
 
+  // proj[t, b] = W x_cell + bW + bR (GRU reset-after: bR_n stays with the recurrent term).
   void project_inputs() {
     const std::int64_t rows = static_cast<std::int64_t>(io_.steps) * B_;
     struct Job {
