@@ -48,6 +48,13 @@ struct Problem {
   std::vector<T> w, x, h0, c0, dy, dhy, dcy;
 };
 
+// Every array of p converted to To (f64 → f32 rounds; f32 → f64 is exact).
+template <class To, class From>
+Problem<To> convert(const Problem<From>& p) {
+  auto to = [](const std::vector<From>& v) { return std::vector<To>(v.begin(), v.end()); };
+  return {to(p.w), to(p.x), to(p.h0), to(p.c0), to(p.dy), to(p.dhy), to(p.dcy)};
+}
+
 template <class T>
 Problem<T> make_problem(const Case& c, std::uint64_t seed) {
   Rng rng(seed);
@@ -347,15 +354,8 @@ TEST_CASE("f32 reference and SIMD backward agree with f64 within 1e-4 of the lar
   for (const Case& c : batch1_cases()) all.push_back(c);
   for (const Case& c : all) {
     CAPTURE(c.name);
-    const Problem<double> p64 = make_problem<double>(c, 5);
-    Problem<float> p32;
-    auto narrow = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
-    p32.w = narrow(p64.w), p32.x = narrow(p64.x), p32.h0 = narrow(p64.h0), p32.c0 = narrow(p64.c0);
-    p32.dy = narrow(p64.dy), p32.dhy = narrow(p64.dhy), p32.dcy = narrow(p64.dcy);
-    Problem<double> p64r;  // the f32 values, exactly
-    auto widen = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
-    p64r.w = widen(p32.w), p64r.x = widen(p32.x), p64r.h0 = widen(p32.h0), p64r.c0 = widen(p32.c0);
-    p64r.dy = widen(p32.dy), p64r.dhy = widen(p32.dhy), p64r.dcy = widen(p32.dcy);
+    const Problem<float> p32 = convert<float>(make_problem<double>(c, 5));
+    const Problem<double> p64r = convert<double>(p32);  // the f32 values, exactly
     const Grads<double> want = train_step(c, p64r, Backend::reference);
     for (Backend backend : rnncore_test::cpu_backends()) {
       CAPTURE(to_string(backend));
@@ -476,15 +476,8 @@ TEST_CASE("a layer wider than 512 (the backward's wide matmul scratch): gradient
   c.lengths.assign(60, 5);
   c.lengths[4] = 3;
   c.initial_state = true;
-  const Problem<double> p64 = make_problem<double>(c, 13);
-  Problem<float> p32;
-  auto narrow = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
-  p32.w = narrow(p64.w), p32.x = narrow(p64.x), p32.h0 = narrow(p64.h0), p32.c0 = narrow(p64.c0);
-  p32.dy = narrow(p64.dy), p32.dhy = narrow(p64.dhy), p32.dcy = narrow(p64.dcy);
-  Problem<double> p64r;  // the f32 values, exactly
-  auto widen = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
-  p64r.w = widen(p32.w), p64r.x = widen(p32.x), p64r.h0 = widen(p32.h0), p64r.c0 = widen(p32.c0);
-  p64r.dy = widen(p32.dy), p64r.dhy = widen(p32.dhy), p64r.dcy = widen(p32.dcy);
+  const Problem<float> p32 = convert<float>(make_problem<double>(c, 13));
+  const Problem<double> p64r = convert<double>(p32);  // the f32 values, exactly
   const Grads<double> want = train_step(c, p64r, Backend::reference);
   const Backend backend = rnncore_test::cpu_backends().back();
   const Grads<float> got = train_step(c, p32, backend);
