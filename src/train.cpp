@@ -260,6 +260,7 @@ struct DirectionGrad {
   bool wide_pack = false;                     // pack holds kMatmulWideScratchFloats a thread (else kMatmulScratchFloats)
   T* r_packed = nullptr;                      // and R (and W_proj) packed for the per-step products
   const void* rt_panel = nullptr;             // f16 / bf16 weights: Rᵀ's stored panel for dh (or null)
+  const void* wt_panel = nullptr;             // bf16 panels: Wᵀ's stored panel for dx (or null)
   Threads threads;
 };
 
@@ -808,6 +809,54 @@ class BackwardDirection {
     }
   }
 
+  // bf16 panels: dx (or xcell) of the `rows` (step, row) pairs = dpre · W through Wᵀ's stored panel
+  // (the inference's gemm, f32 accumulation), dpre's rows rounded to bf16 as stored_dh rounds them;
+  // as many rows a call as the products' scratch holds, the plan's threads sharing the column blocks.
+  // Added to dx where it lies (dx_in_place_), else written to xcell for the input masks.
+  void stored_dx(std::int64_t rows_total) {
+    if constexpr (std::is_same<T, float>::value) {
+      const int K = lp_.gates * H_, V = p_.vector;
+      const std::int64_t Op = round_up(I_, 4 * V), k16 = round_up(K, 32);
+      const std::int64_t scratch = static_cast<std::int64_t>(g_.threads.count) *
+                                   (g_.wide_pack ? simd::kMatmulWideScratchFloats : simd::kMatmulScratchFloats);
+      const int chunk = static_cast<int>(std::max<std::int64_t>(1, (scratch - Op) / (Op + k16 / 2)));
+      float* zeros = g_.pack;
+      std::memset(zeros, 0, sizeof(float) * Op);
+      for (std::int64_t r0 = 0; r0 < rows_total; r0 += chunk) {
+        const int rows = static_cast<int>(std::min<std::int64_t>(chunk, rows_total - r0));
+        float* c = g_.pack + Op;
+        auto* a16 = reinterpret_cast<std::uint16_t*>(c + rows * Op);
+        for (int i = 0; i < rows; ++i) {
+          g_.kernels->to_bf16(g_.dgates + (r0 + i) * gw_, a16 + i * k16, K);
+          if (K % 2 != 0) a16[i * k16 + K] = 0;
+        }
+        simd::GemmArgs m;
+        m.a16 = a16;
+        m.a16_stride = k16;
+        m.batch = rows;
+        m.k = K;
+        m.vectors = 4;
+        m.panel = g_.wt_panel;
+        m.bias = zeros;
+        m.c = c;
+        m.c_row_stride = Op;
+        m.row_end = rows;
+        over_column_blocks(g_.threads, static_cast<int>(Op / (4 * V)), [&](int j0, int j1) {
+          simd::GemmArgs share = m;
+          share.block_begin = j0;
+          share.block_end = j1;
+          g_.kernels->gemm[static_cast<int>(simd::Weights::bf16)](share);
+          const int u0 = j0 * 4 * V, u1 = std::min(j1 * 4 * V, I_);
+          for (int i = 0; i < rows && u1 > u0; ++i) {
+            const float* src = c + i * Op + u0;
+            if (dx_in_place_) axpy(g_.dx.data + (r0 + i) * I_ + u0, 1.0f, src, u1 - u0);
+            else std::memcpy(g_.xcell + (r0 + i) * I_ + u0, src, sizeof(float) * (u1 - u0));
+          }
+        });
+      }
+    }
+  }
+
   // h_{t−1} of row b: gathered into hprev, or where it lies (h_in_place_; zeros into `zeros`).
   const float* h_prev(int t, int b, float* zeros) const {
     if (!h_in_place_) return g_.hprev + at(t, b) * H_;
@@ -934,7 +983,10 @@ class BackwardDirection {
   // dx += (Σ_g W_gᵀ dpre_g) ⊙ the input masks, computed into xcell (no longer needed).
   void input_gradients() {
     const std::int64_t rows = static_cast<std::int64_t>(g_.steps) * B_;
-    if (g_.w.W[0] != nullptr) {
+    if (g_.wt_panel != nullptr) {
+      stored_dx(rows);
+      if (dx_in_place_) return;
+    } else if (g_.w.W[0] != nullptr) {
       Matmul<T> m;
       m.a = g_.dgates;
       m.a_m = gw_;
@@ -1083,6 +1135,7 @@ void backward_all(const PlanImpl& p, const unsigned char* packed, unsigned char*
         g.r_packed = at_bytes<T>(ws, p.simd.train.r_packed);
         g.thread_rows = at_bytes<T>(ws, p.simd.train.backward_rows);
         if (p.simd.train.rt_panel[l][d] != 0) g.rt_panel = packed + p.simd.train.rt_panel[l][d];
+        if (p.simd.train.wt_panel[l][d] != 0) g.wt_panel = packed + p.simd.train.wt_panel[l][d];
       }
       g.threads = plan_threads(p);
       BackwardDirection<T>(p, g).run();
@@ -1567,6 +1620,7 @@ void simd_pack_training(const PlanImpl& p, const float* canonical_in, unsigned c
       if (w.W[0] != nullptr) k.pack_b(w.W[0], 1, lp.input_size, lp.input_size, GH, w_t);
       if (st.r_t[l][d] == 0) {  // f16 / bf16: the forward reads the stored panels, the backward Rᵀ's
         simd_pack_transposed_panel(p, w.R[0], recurrent_k(lp), lp.out, packed + st.rt_panel[l][d]);
+        if (st.wt_panel[l][d] != 0) simd_pack_transposed_panel(p, w.W[0], GH, lp.input_size, packed + st.wt_panel[l][d]);
       } else if (reset_before) {
         k.pack_b(w.R[0], 1, H, H, 2 * H, r_t);
         k.pack_b(w.R[2], 1, H, H, H, r_t + simd::packed_b_floats(H, 2 * H));

@@ -149,6 +149,8 @@ void layout_training_simd(PlanImpl* p) {
         const std::uint64_t k = static_cast<std::uint64_t>(recurrent_k(lp)), kr = p->simd.bf16_pairs ? (k + 1) / 2 * 2 : k;
         s.rt_panel[l][d] = packed.take(static_cast<std::uint64_t>(round_up(lp.out, 4 * p->vector)) * kr, 2);
       }
+      if (!lp.skip_input && bf16_batched_products(p->simd, lp))  // Wᵀ's panel for dx: K = G·H, even
+        s.wt_panel[l][d] = packed.take(static_cast<std::uint64_t>(round_up(lp.input_size, 4 * p->vector)) * round_up(gh, 2), 2);
       if (lp.out != lp.hidden) s.p_t[l][d] = packed.take(simd::packed_b_floats(lp.hidden, lp.out), es);
     }
   }

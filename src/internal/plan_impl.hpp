@@ -134,6 +134,9 @@ struct SimdTrainLayout {
   // f16 / bf16 weights, per (layer, dir): the backward's per-step dh = dpre · R reads Rᵀ as a
   // one-gate panel of O units over K = recurrent_k rows of R (simd_pack_transposed_panel).
   std::size_t rt_panel[kMaxLayers][2] = {};
+  // bf16 panels (vdpbf16ps), per (layer, dir) with input weights: the backward's dx = dpre · W reads
+  // Wᵀ as a one-gate panel of I units over K = G·H rows of W (0: dx is an f32 product).
+  std::size_t wt_panel[kMaxLayers][2] = {};
   std::size_t backward_pack = 0;  // backward: simd::kMatmulScratchFloats per thread
   bool backward_pack_wide = false;  // kMatmulWideScratchFloats instead (wide_backward_pack)
   std::size_t backward_rows = 0;  // backward, more than one thread: kScratchRows + 1 rows of max_width per thread
@@ -177,6 +180,11 @@ int keep_width(const LayerPlan& lp);
 inline bool trains_from_stored_panels(const SimdPlan& s, const LayerPlan& lp) {
   if (s.weights == simd::Weights::f16) return true;
   return s.weights == simd::Weights::bf16 && s.bf16_pairs && lp.mode != Mode::rnn_relu;
+}
+// Whether the layer's batched training products (the forward's input projection, the backward's dx)
+// run on bf16 panels too (vdpbf16ps), their f32 operand rounded to bf16 as the inference rounds x.
+inline bool bf16_batched_products(const SimdPlan& s, const LayerPlan& lp) {
+  return s.weights == simd::Weights::bf16 && trains_from_stored_panels(s, lp);
 }
 // Rows of R [G·H, O] the backward's per-step dh product reads: every gate's, but a reset-before
 // GRU's n (its gradient reaches h through r ⊙ h).
