@@ -116,6 +116,10 @@ struct MatmulArgs {
   /// 512 then packs B in blocks of 768 × up to 1024 (one pass of A's tiles for every column, C
   /// loaded and stored once every 768 k). Results do not depend on it.
   bool wide_scratch = false;
+  /// Round A and B to bf16 and multiply k-pairs by vdpbf16ps (f32 accumulation), where the kernels
+  /// have bf16 pairs (F32Kernels::bf16_pairs), A is transposed (a_m = 1), B unpacked and there is
+  /// scratch; otherwise an f32 product. The weight gradients of layers on bf16 panels.
+  bool bf16 = false;
 };
 /// Floats of MatmulArgs::scratch (a block of B of 256 × 512 floats and a tile of A of up to 512 × 8).
 constexpr std::int64_t kMatmulScratchFloats = 256 * 512 + 512 * 8;

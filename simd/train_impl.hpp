@@ -368,6 +368,113 @@ void matmul_packed_row(const MatmulArgs& g) {
   }
 }
 
+#if RNNCORE_SIMD_BF16_PAIRS
+// ---- bf16 products (MatmulArgs::bf16): the weight gradients of layers on bf16 panels ----
+//
+// C (+)= A · B with A transposed (a_m = 1: for each k, A's rows m lie contiguous), both operands
+// rounded to bf16 (to nearest even, as to_bf16) and multiplied two k at a time by vdpbf16ps into
+// f32 accumulators. A packed word holds a k-pair: low half k even, high half k + 1. A is packed 16
+// rows at a time ([pair][16 rows]); B in blocks of kc × nc, [tile of 48 columns][pair][48]. A
+// register tile is 8 rows × 3 vectors: 24 accumulators, 3 loads of B and 8 broadcasts of A a pair.
+// Each element of C sums a K block's pairs in order and adds the blocks in order: the result
+// depends on M, N, K only (not on the rows a thread takes).
+constexpr int kBf16Rows = 8, kBf16Vectors = 3, kBf16Cols = kBf16Vectors * 16, kBf16Group = 16;
+// Blocks: 480 deep × 512 wide (11 tiles: 516 KiB with A's group), or with wide scratch 1440 × 1024.
+struct Bf16Blocks {
+  int kc, nc;
+  constexpr int tiles() const { return (nc + kBf16Cols - 1) / kBf16Cols; }
+  constexpr std::int64_t words() const { return static_cast<std::int64_t>(kc / 2) * (tiles() * kBf16Cols + kBf16Group); }
+};
+constexpr Bf16Blocks kBf16Blocks{480, 512}, kBf16WideBlocks{1440, 1024};
+static_assert(kBf16Blocks.words() <= kMatmulScratchFloats && kBf16WideBlocks.words() <= kMatmulWideScratchFloats,
+              "bf16 blocks outgrow the matmul scratch");
+
+// dst[j] = (bf16(r0[j]), bf16(r1[j])) for j < n (≤ 16), zero words from n to 16; r1 null: high halves zero.
+inline void bf16_pair_words(const float* r0, const float* r1, int n, std::uint32_t* dst) {
+  alignas(64) static constexpr std::uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                               8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __mmask16 m = n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n > 0 ? n : 0)) - 1);
+  const __m512 lo = _mm512_maskz_loadu_ps(m, r0);
+  const __m512 hi = r1 != nullptr ? _mm512_maskz_loadu_ps(m, r1) : _mm512_setzero_ps();
+  const __m512i halves = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);  // 16-bit lanes 0–15: lo, 16–31: hi
+  _mm512_storeu_si512(dst, _mm512_permutexvar_epi16(_mm512_load_si512(kInterleave), halves));
+}
+
+// C[0, rows) × [0, cols) (+)= the tile's 8 rows of packed A (words 16 apart a pair) · its 48
+// columns of packed B (48 words a pair).
+inline void bf16_tile(const std::uint32_t* ap, const std::uint32_t* bp, int pairs, float* c, std::int64_t ldc, int rows,
+                      int cols, bool load) {
+  __m512 acc[kBf16Rows][kBf16Vectors];
+#pragma GCC unroll 8
+  for (int i = 0; i < kBf16Rows; ++i)
+#pragma GCC unroll 3
+    for (int v = 0; v < kBf16Vectors; ++v) acc[i][v] = _mm512_setzero_ps();
+  for (int p = 0; p < pairs; ++p) {
+    __m512bh b[kBf16Vectors];
+#pragma GCC unroll 3
+    for (int v = 0; v < kBf16Vectors; ++v) b[v] = (__m512bh)_mm512_loadu_si512(bp + p * kBf16Cols + v * 16);
+#pragma GCC unroll 8
+    for (int i = 0; i < kBf16Rows; ++i) {
+      const __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(ap[p * kBf16Group + i]));
+#pragma GCC unroll 3
+      for (int v = 0; v < kBf16Vectors; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], a, b[v]);
+    }
+  }
+  for (int i = 0; i < rows; ++i)
+    for (int v = 0; v < kBf16Vectors && v * 16 < cols; ++v) {
+      const int n = cols - v * 16;
+      const __mmask16 m = n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
+      float* dst = c + i * ldc + v * 16;
+      const __m512 sum = load ? _mm512_add_ps(_mm512_maskz_loadu_ps(m, dst), acc[i][v]) : acc[i][v];
+      _mm512_mask_storeu_ps(dst, m, sum);
+    }
+}
+
+// Rows m0 … m0 + rows of A (transposed, its row k at a + k·a_k) over k in [k0, k0 + kc) as pair
+// words [pair][16] (rows past `rows` and the pair past an odd kc zero).
+inline void bf16_pack_a(const float* a, std::int64_t a_k, int rows, int kc, std::uint32_t* dst) {
+  for (int p = 0; 2 * p < kc; ++p) {
+    const float* r0 = a + static_cast<std::int64_t>(2 * p) * a_k;
+    bf16_pair_words(r0, 2 * p + 1 < kc ? r0 + a_k : nullptr, rows, dst + p * kBf16Group);
+  }
+}
+
+// Columns [0, nc) of B's rows k0 … k0 + kc (row k at b + k·ldb) as [tile][pair][48 words].
+inline void bf16_pack_b(const float* b, std::int64_t ldb, int kc, int nc, std::uint32_t* dst) {
+  const int pairs = (kc + 1) / 2;
+  for (int t = 0; t * kBf16Cols < nc; ++t)
+    for (int p = 0; p < pairs; ++p)
+      for (int v = 0; v < kBf16Vectors; ++v) {
+        const int col = t * kBf16Cols + v * 16;
+        const float* r0 = b + static_cast<std::int64_t>(2 * p) * ldb + col;
+        bf16_pair_words(r0, 2 * p + 1 < kc ? r0 + ldb : nullptr, nc - col, dst + (static_cast<std::int64_t>(t) * pairs + p) * kBf16Cols + v * 16);
+      }
+}
+
+void matmul_bf16(const MatmulArgs& g) {
+  const Bf16Blocks bl = g.wide_scratch ? kBf16WideBlocks : kBf16Blocks;
+  auto* b_words = reinterpret_cast<std::uint32_t*>(g.scratch);
+  std::uint32_t* a_words = b_words + static_cast<std::int64_t>(bl.kc / 2) * bl.tiles() * kBf16Cols;
+  for (int n0 = 0; n0 < g.n; n0 += bl.nc) {
+    const int nc = std::min(bl.nc, g.n - n0);
+    for (int k0 = 0; k0 < g.k; k0 += bl.kc) {
+      const int kc = std::min(bl.kc, g.k - k0), pairs = (kc + 1) / 2;
+      const bool load = g.accumulate || k0 > 0;
+      bf16_pack_b(g.b + static_cast<std::int64_t>(k0) * g.ldb + n0, g.ldb, kc, nc, b_words);
+      for (int m0 = g.row_begin; m0 < g.row_end; m0 += kBf16Group) {
+        const int rows = std::min(kBf16Group, g.row_end - m0);
+        bf16_pack_a(g.a + m0 + static_cast<std::int64_t>(k0) * g.a_k, g.a_k, rows, kc, a_words);
+        for (int t = 0; t * kBf16Cols < nc; ++t)
+          for (int h = 0; h < rows; h += kBf16Rows)
+            bf16_tile(a_words + h, b_words + static_cast<std::int64_t>(t) * pairs * kBf16Cols, pairs,
+                      g.c + static_cast<std::int64_t>(m0 + h) * g.ldc + n0 + t * kBf16Cols, g.ldc,
+                      std::min(kBf16Rows, rows - h), std::min(kBf16Cols, nc - t * kBf16Cols), load);
+      }
+    }
+  }
+}
+#endif  // RNNCORE_SIMD_BF16_PAIRS
+
 template <class Arch>
 void matmul(const MatmulArgs& g) {
   constexpr int V = static_cast<int>(vf<Arch>::size), MR = matmul_rows<Arch>(), NR = matmul_vectors<Arch>();
@@ -376,6 +483,9 @@ void matmul(const MatmulArgs& g) {
       for (int i = g.row_begin; i < g.row_end; ++i) std::memset(g.c + i * g.ldc, 0, sizeof(float) * g.n);
     return;
   }
+#if RNNCORE_SIMD_BF16_PAIRS
+  if (g.bf16 && g.a_m == 1 && g.b != nullptr && g.scratch != nullptr) return matmul_bf16(g);
+#endif
   if (g.row_end - g.row_begin == 1 && g.b_packed != nullptr) return matmul_packed_row<Arch>(g);
   // B comes packed (b_packed), or is packed here when enough row tiles reuse it; A tiles are
   // packed whenever there is scratch (cheap, and their broadcasts then read consecutive memory).

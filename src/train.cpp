@@ -114,6 +114,7 @@ struct Matmul {
   bool wide_scratch = false;    // f32 SIMD: scratch holds kMatmulWideScratchFloats a thread
   const T* b_packed = nullptr;  // f32 SIMD: B packed by pack_b (the plain loops read b)
   bool descending = false;      // f32 SIMD: simd::MatmulArgs::descending
+  bool bf16 = false;            // f32 SIMD: simd::MatmulArgs::bf16
 };
 
 // The plan's threads for the products; each thread packs into its own kMatmulScratchFloats (or
@@ -221,6 +222,7 @@ void matmul(const simd::F32Kernels* kernels, const Matmul<T>& g, const Threads& 
       a.b_packed = g.b_packed;
       a.descending = g.descending;
       a.wide_scratch = g.wide_scratch;
+      a.bf16 = g.bf16;
       matmul_threaded(kernels, a, th);
       return;
     }
@@ -261,6 +263,7 @@ struct DirectionGrad {
   T* r_packed = nullptr;                      // and R (and W_proj) packed for the per-step products
   const void* rt_panel = nullptr;             // f16 / bf16 weights: Rᵀ's stored panel for dh (or null)
   const void* wt_panel = nullptr;             // bf16 panels: Wᵀ's stored panel for dx (or null)
+  bool bf16_products = false;                 // bf16 panels: the weight gradients by bf16 products
   Threads threads;
 };
 
@@ -882,7 +885,7 @@ class BackwardDirection {
   }
 
   // d(out)[rows_out, n] (+)= Σ over every (step, row) r of dgates[r, column + m] · src[r, :]: a weight
-  // gradient (rows past a length hold zeros).
+  // gradient (rows past a length hold zeros); layers on bf16 panels round both to bf16.
   // Over (step, row) pairs [r0, r0 + count) only when given: src is then their first row, ldb apart.
   void weight_product(int column, int rows_out, const T* src, int n, T* out, std::int64_t r0 = 0, int count = -1,
                       std::int64_t ldb = 0) const {
@@ -900,6 +903,7 @@ class BackwardDirection {
     m.accumulate = true;
     m.scratch = g_.pack;
     m.wide_scratch = g_.wide_pack;
+    m.bf16 = g_.bf16_products;
     matmul(g_.kernels, m, g_.threads);
   }
 
@@ -1136,6 +1140,7 @@ void backward_all(const PlanImpl& p, const unsigned char* packed, unsigned char*
         g.thread_rows = at_bytes<T>(ws, p.simd.train.backward_rows);
         if (p.simd.train.rt_panel[l][d] != 0) g.rt_panel = packed + p.simd.train.rt_panel[l][d];
         if (p.simd.train.wt_panel[l][d] != 0) g.wt_panel = packed + p.simd.train.wt_panel[l][d];
+        g.bf16_products = bf16_batched_products(p.simd, lp);
       }
       g.threads = plan_threads(p);
       BackwardDirection<T>(p, g).run();

@@ -143,6 +143,77 @@ TEST_CASE("f32 kernels: matmul's paths agree bit for bit") {
   }
 }
 
+// MatmulArgs::bf16 (the weight gradients of layers on bf16 panels; tables with bf16 pairs): C (+)=
+// Aᵀ · B with both rounded to bf16, against f64 on the rounded values within 1e-5 · Σ|a·b| (which an
+// f32 product of the unrounded values misses: ~1e-3), and its rows split in two calls (as threads
+// split them) bit for bit. Shapes: M 67 (16-row groups leave 3), odd K and N, K over three blocks
+// (480 deep; wide scratch 1,440), N over the blocks (512 wide; wide 1,024) and partial 48-column tiles.
+TEST_CASE("f32 kernels: bf16 matmul (vdpbf16ps) against f64 on the rounded inputs") {
+  int n = 0;
+  const Kernel* k = registry(&n);
+  std::mt19937 rng(20261201);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  auto bf16 = [](float v) { return static_cast<double>(detail::bf16_to_f32(detail::f32_to_bf16(v))); };
+  for (int i = 0; i < n; ++i) {
+    if (k[i].op != KernelOp::f32_rnn || !k[i].runs() || !k[i].table()->bf16_pairs) continue;
+    const simd::F32Kernels& t = *k[i].table();
+    CAPTURE(std::string(k[i].name()));
+    constexpr int M = 67, lda = M + 5;
+    constexpr int kShapes[][2] = {{35, 5}, {1001, 203}, {97, 1100}, {3001, 70}};
+    for (const auto& shape : kShapes) {
+      const int K = shape[0], N = shape[1];
+      CAPTURE(K);
+      CAPTURE(N);
+      std::vector<float> a(static_cast<std::size_t>(K) * lda), b(static_cast<std::size_t>(K) * N), c0(static_cast<std::size_t>(M) * N),
+          scratch(static_cast<std::size_t>(simd::kMatmulWideScratchFloats));
+      for (float& x : a) x = u(rng);
+      for (float& x : b) x = u(rng);
+      for (float& x : c0) x = u(rng);
+      auto run = [&](int r0, int r1, bool wide, std::vector<float>& c) {
+        simd::MatmulArgs m;
+        m.a = a.data();
+        m.a_m = 1;
+        m.a_k = lda;
+        m.b = b.data();
+        m.ldb = N;
+        m.c = c.data();
+        m.ldc = N;
+        m.n = N;
+        m.k = K;
+        m.row_begin = r0;
+        m.row_end = r1;
+        m.accumulate = true;
+        m.scratch = scratch.data();
+        m.wide_scratch = wide;
+        m.bf16 = true;
+        t.matmul(m);
+      };
+      for (const bool wide : {false, true}) {
+        CAPTURE(wide);
+        std::vector<float> c = c0, split = c0;
+        run(0, M, wide, c);
+        run(0, 31, wide, split);
+        run(31, M, wide, split);
+        CHECK(std::memcmp(c.data(), split.data(), sizeof(float) * c.size()) == 0);
+        double worst = 0;
+        for (int r = 0; r < M; ++r)
+          for (int j = 0; j < N; ++j) {
+            double s = c0[static_cast<std::size_t>(r) * N + j], mag = std::fabs(s);
+            for (int q = 0; q < K; ++q) {
+              const double p = bf16(a[static_cast<std::size_t>(q) * lda + r]) * bf16(b[static_cast<std::size_t>(q) * N + j]);
+              s += p;
+              mag += std::fabs(p);
+            }
+            worst = std::max(worst, std::fabs(c[static_cast<std::size_t>(r) * N + j] - s) / mag);
+          }
+        CHECK(worst <= 1e-5);
+        MESSAGE("bf16 matmul K ", K, " N ", N, " wide ", wide, ": ", worst);
+      }
+    }
+    checked(k[i].name());
+  }
+}
+
 TEST_CASE("f32 kernels: matmul, activations, vector math and bf16 rounding against their references") {
   int n = 0;
   const Kernel* k = registry(&n);

@@ -1096,9 +1096,9 @@ double round_bf16(double v) { return detail::bf16_to_f32(detail::f32_to_bf16(sta
 
 // One tanh RNN layer (unidirectional, time-major, initial state h0) in f64 on the given weights,
 // its per-step recurrent products rounding their inputs to bf16 as vdpbf16ps panels do: the
-// forward's R · bf16(h_{t−1}), the backward's Rᵀ · bf16(dpre_t), and so do the batched input
-// products: W · bf16(x) and dx = Wᵀ · bf16(dpre). Everything else is exact (the weight gradients
-// take the unrounded h and dpre, as the SIMD backend's f32 products).
+// forward's R · bf16(h_{t−1}), the backward's Rᵀ · bf16(dpre_t), and so do the batched products:
+// W · bf16(x), dx = Wᵀ · bf16(dpre), and the weight gradients bf16(dpre) ⊗ bf16(x) and
+// bf16(dpre) ⊗ bf16(h_{t−1}). Everything else is exact (the bias gradients sum the unrounded dpre).
 Grads<double> rnn_tanh_bf16_inputs(const Case& c, const Problem<double>& p) {
   const StackSpec& st = c.stack;
   const int T = c.steps, B = c.batch, I = st.input_size, H = st.layers[0].hidden_size;
@@ -1137,10 +1137,10 @@ Grads<double> rnn_tanh_bf16_inputs(const Case& c, const Problem<double>& p) {
         dbW[u] += dpre[u];
         dbR[u] += dpre[u];
         for (int i = 0; i < I; ++i) {
-          dW[u * I + i] += dpre[u] * x[i];
+          dW[u * I + i] += round_bf16(dpre[u]) * round_bf16(x[i]);
           g.dx[r * I + i] += W[u * I + i] * round_bf16(dpre[u]);
         }
-        for (int j = 0; j < H; ++j) dR[u * H + j] += dpre[u] * hp[j];
+        for (int j = 0; j < H; ++j) dR[u * H + j] += round_bf16(dpre[u]) * round_bf16(hp[j]);
       }
       for (int j = 0; j < H; ++j) {
         d[j] = 0;
