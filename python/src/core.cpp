@@ -21,6 +21,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #include "rnncore/gpu.hpp"
 #include "rnncore/io/export_c.hpp"
 #include "rnncore/io/int8_file.hpp"
@@ -166,13 +170,41 @@ rnncore_py::AbiDType abi_dtype(DType t) {
   return t == DType::f64 ? rnncore_py::AbiDType::f64 : rnncore_py::AbiDType::f32;
 }
 
+std::size_t tensor_bytes(const std::vector<py::ssize_t>& shape, DType dtype) {
+  std::size_t n = dtype == DType::f64 ? 8 : 4;
+  for (py::ssize_t d : shape) n *= static_cast<std::size_t>(d > 0 ? d : 0);
+  return n;
+}
+
+// A new tensor's memory of `bytes`, before anything touches it: on Linux, its whole 2 MiB pages
+// are advised transparent huge pages. torch.empty's large blocks are fresh mappings (glibc mmaps
+// them), so a training step of 4 KiB pages faulted in its reserve, outputs and gradients anew each
+// call: an LSTM at H 512, B 64, T 50 took 19,500 page faults and 28 ms of system time a step (143
+// ms, 114 ms in `rnncore bench`); with the advice 116 ms, as PyTorch's own THP_MEM_ALLOC_ENABLE=1
+// gives. No effect where THP is off ("never") or memory comes back from the heap already touched.
+void advise_huge_pages(void* data, std::size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
+  if (bytes < 2 * kHuge) return;
+  const auto begin = reinterpret_cast<std::uintptr_t>(data), end = begin + bytes;
+  const std::uintptr_t first = (begin + kHuge - 1) & ~(kHuge - 1), last = end & ~(kHuge - 1);
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);  // advice: failure is harmless
+#else
+  (void)data;
+  (void)bytes;
+#endif
+}
+
 // A new tensor (uninitialised, as torch.empty(*shape, dtype=)), and its memory.
 py::object new_tensor(const std::vector<py::ssize_t>& shape, DType dtype, void** data) {
   if (rnncore_py::torch_abi_on()) {
     std::int64_t dims[rnncore_py::kMaxDims];
     for (std::size_t i = 0; i < shape.size() && i < rnncore_py::kMaxDims; ++i) dims[i] = shape[i];
     PyObject* t = rnncore_py::abi_new_tensor(dims, static_cast<int>(shape.size()), abi_dtype(dtype), data);
-    if (t != nullptr) return py::reinterpret_steal<py::object>(t);
+    if (t != nullptr) {
+      advise_huge_pages(*data, tensor_bytes(shape, dtype));
+      return py::reinterpret_steal<py::object>(t);
+    }
   }
   const Torch& api = torch_api();
   py::tuple dims(shape.size());
@@ -181,6 +213,7 @@ py::object new_tensor(const std::vector<py::ssize_t>& shape, DType dtype, void**
   if (t == nullptr) throw py::error_already_set();
   py::object out = py::reinterpret_steal<py::object>(t);
   *data = tensor_data(out);
+  advise_huge_pages(*data, tensor_bytes(shape, dtype));
   return out;
 }
 
@@ -217,11 +250,14 @@ Block tensor_block(const py::handle& t, DType dtype, const char* name) {
 // A new uint8 tensor of n bytes (uninitialised, as torch.empty(n, dtype=torch.uint8)), and its memory.
 py::object new_bytes(std::size_t n, void** data) {
   const std::int64_t size = static_cast<std::int64_t>(n);
-  if (PyObject* t = rnncore_py::abi_new_tensor(&size, 1, rnncore_py::AbiDType::u8, data))
+  if (PyObject* t = rnncore_py::abi_new_tensor(&size, 1, rnncore_py::AbiDType::u8, data)) {
+    advise_huge_pages(*data, n);
     return py::reinterpret_steal<py::object>(t);
+  }
   const Torch& api = torch_api();
   py::object out = api.empty(static_cast<py::ssize_t>(n), **api.kw_u8);
   *data = tensor_data(out);
+  advise_huge_pages(*data, n);
   return out;
 }
 

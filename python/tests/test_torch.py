@@ -159,6 +159,23 @@ def test_projection_float64_gradcheck():
     assert torch.autograd.gradcheck(f, (x, h0, c0, *params), eps=1e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize("kind,output", [("lstm", 0), ("lstm", 1), ("lstm", 2), ("gru", 0), ("gru", 1)])
+def test_gradient_through_one_output(kind, output):
+    """A loss of one output alone (y, h_n or c_n): the others get no gradient (autograd passes None,
+    not zeros of their size) and backward takes them as zero, as torch.nn does."""
+    ref, mod = pair(kind, 5, input_size=6, hidden_size=7, num_layers=2)
+    x = torch.randn(5, 3, 6, requires_grad=True)
+
+    def loss(m):
+        out = flat(m(x))
+        return (out[output] ** 2).sum()
+
+    names = ["input"] + [n for n, _ in mod.named_parameters()]
+    rg = torch.autograd.grad(loss(ref), [x, *ref.parameters()])
+    og = torch.autograd.grad(loss(mod), [x, *mod.parameters()])
+    assert_grads_close(rg, og, names)
+
+
 @pytest.mark.parametrize("kind", ["lstm", "gru", "tanh"])
 def test_float64_gradcheck(kind):
     """Finite differences of the whole function: input, initial states and every weight."""
