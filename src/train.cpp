@@ -1162,7 +1162,7 @@ class BatchedForward {
       : p_(p), lp_(p.layers[layer]), ls_(p.stack.layers[layer]), io_(io), k_(p.simd.kernels()), H_(lp_.hidden),
         O_(lp_.out), I_(lp_.input_size), B_(io.batch), G_(lp_.gates), GH_(lp_.gates * lp_.hidden),
         slots_(keep_width(lp_)), w_(cell_params(p, layer, dir, reinterpret_cast<const float*>(packed + p.train.canonical))),
-        w_t_(lp_.skip_input ? nullptr : reinterpret_cast<const float*>(packed + p.simd.train.w_t[layer][dir])),
+        w_t_(p.simd.train.w_t[layer][dir] == 0 ? nullptr : reinterpret_cast<const float*>(packed + p.simd.train.w_t[layer][dir])),
         r_t_(reinterpret_cast<const float*>(packed + p.simd.train.r_t[layer][dir])),
         p_t_(w_.proj == nullptr ? nullptr : reinterpret_cast<const float*>(packed + p.simd.train.p_t[layer][dir])),
         proj_(reinterpret_cast<float*>(ws + p.simd.train.proj)), rec_(reinterpret_cast<float*>(ws + p.simd.train.rec)),
@@ -1331,7 +1331,7 @@ class BatchedForward {
     };
     if (job.threads > 1) pool_run(plan_threads(p_).pool, job.threads, cell_inputs, &job);
     else cell_inputs(&job, 0);
-    if (w_t_ != nullptr && stored_ && p_.simd.weights == simd::Weights::bf16) {
+    if (!lp_.skip_input && bf16_batched_products(p_.simd, lp_)) {
       project_bf16();
     } else if (w_t_ != nullptr) {
       product(x_in_, rows, I_, w_t_, GH_, proj_);
@@ -1622,7 +1622,7 @@ void simd_pack_training(const PlanImpl& p, const float* canonical_in, unsigned c
       auto* w_t = reinterpret_cast<float*>(packed + st.w_t[l][d]);
       auto* r_t = reinterpret_cast<float*>(packed + st.r_t[l][d]);
       const simd::F32Kernels& k = *p.simd.kernels();
-      if (w.W[0] != nullptr) k.pack_b(w.W[0], 1, lp.input_size, lp.input_size, GH, w_t);
+      if (w.W[0] != nullptr && st.w_t[l][d] != 0) k.pack_b(w.W[0], 1, lp.input_size, lp.input_size, GH, w_t);
       if (st.r_t[l][d] == 0) {  // f16 / bf16: the forward reads the stored panels, the backward Rᵀ's
         simd_pack_transposed_panel(p, w.R[0], recurrent_k(lp), lp.out, packed + st.rt_panel[l][d]);
         if (st.wt_panel[l][d] != 0) simd_pack_transposed_panel(p, w.W[0], GH, lp.input_size, packed + st.wt_panel[l][d]);

@@ -142,7 +142,8 @@ void layout_training_simd(PlanImpl* p) {
     const LayerPlan& lp = p->layers[l];
     const std::uint64_t gh = static_cast<std::uint64_t>(lp.gates) * lp.hidden;
     for (int d = 0; d < lp.dirs; ++d) {
-      if (!lp.skip_input) s.w_t[l][d] = packed.take(simd::packed_b_floats(lp.input_size, gh), es);
+      // (none where the input products run on bf16 panels: the forward's on W's, dx on Wᵀ's)
+      if (!lp.skip_input && !bf16_batched_products(p->simd, lp)) s.w_t[l][d] = packed.take(simd::packed_b_floats(lp.input_size, gh), es);
       if (!trains_from_stored_panels(p->simd, lp)) {  // Rᵀ [O, G·H]; a reset-before GRU's in two (r, z | n)
         const bool two = lp.mode == Mode::gru && lp.gru_variant == GruVariant::reset_before;
         const std::int64_t H = lp.hidden;

@@ -977,9 +977,17 @@ ForwardArgs Net::forward_args(const RunInputs& in) const {
   return fa;
 }
 
+// A new NumPy array (uninitialised) of `dtype`, its large pages advised huge (advise_huge_pages).
+py::array new_array(DType dtype, const std::vector<py::ssize_t>& shape) {
+  py::array a(numpy_dtype(dtype), shape);
+  advise_huge_pages(a.mutable_data(), static_cast<std::size_t>(a.nbytes()));
+  return a;
+}
+
 // A new uint8 array of `bytes` zeros whose data is kAlignment-aligned (a view into a slightly larger one).
 py::array aligned_bytes(std::size_t bytes) {
   py::array_t<std::uint8_t> base(static_cast<py::ssize_t>(bytes + kAlignment));
+  advise_huge_pages(base.mutable_data(), static_cast<std::size_t>(base.nbytes()));
   // Zeroed: a run leaves bytes it does not use (padding) as they were, and an op's output must be
   // the same for the same inputs (torch.library.opcheck compares them).
   std::memset(base.mutable_data(), 0, static_cast<std::size_t>(base.nbytes()));
@@ -995,7 +1003,7 @@ py::tuple Net::forward(const RunInputs& in, bool keep_reserve) {
   Plan plan;
   check(plan_for(in.batch, in.seq_len, &plan));
   const auto shapes = state_shapes(in.batch);
-  py::array y(numpy_dtype(stack_.dtype), y_shape(in));
+  py::array y = new_array(stack_.dtype, y_shape(in));
   py::array hy(numpy_dtype(stack_.dtype), shapes.first);
   const bool lstm = stack_.layers[0].mode == Mode::lstm;
   py::array cy = lstm ? py::array(numpy_dtype(stack_.dtype), shapes.second) : py::array();
@@ -1061,10 +1069,10 @@ py::tuple Net::backward(const RunInputs& in, const py::handle& reserve, const py
   // With an Embedding, x is token ids: no dx (the table's gradient is in dw); none either when not asked
   // for (the backward then skips the first layer's input product).
   const bool no_dx = stack_.embedding.vocab_size > 0 || !need_dx;
-  py::array dx = no_dx ? py::array() : py::array(numpy_dtype(stack_.dtype), in.x.shape);
+  py::array dx = no_dx ? py::array() : new_array(stack_.dtype, in.x.shape);
   py::array dh0(numpy_dtype(stack_.dtype), shapes.first);
   py::array dc0 = lstm ? py::array(numpy_dtype(stack_.dtype), shapes.second) : py::array();
-  py::array dw(numpy_dtype(stack_.dtype), std::vector<py::ssize_t>{static_cast<py::ssize_t>(param_count(stack_))});
+  py::array dw = new_array(stack_.dtype, std::vector<py::ssize_t>{static_cast<py::ssize_t>(param_count(stack_))});
   BackwardArgs ba;
   ba.forward = forward_args(in);
   ba.forward.reserve = const_cast<std::uint8_t*>(res.data());

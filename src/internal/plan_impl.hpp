@@ -113,7 +113,7 @@ struct SimdWorkspace {
 
 // The SIMD backend's own training regions (beside TrainLayout's).
 struct SimdTrainLayout {
-  // Per (layer, dir) Wᵀ [I, G·H] (none for a skip layer) and Rᵀ [H, G·H] packed for f32_matmul
+  // Per (layer, dir) Wᵀ [I, G·H] (none for a skip layer or bf16_batched_products) and Rᵀ [H, G·H] packed for f32_matmul
   // (F32Kernels::pack_b): the B operands of the batched training forward (f16 / bf16 weights: no
   // Rᵀ, r_t 0: the forward reads the inference's stored recurrent panels).
   std::size_t w_t[kMaxLayers][2] = {}, r_t[kMaxLayers][2] = {};
