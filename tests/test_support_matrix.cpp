@@ -808,7 +808,7 @@ std::string page() {
         "Every cell below is a run of the library, made by `tests/test_support_matrix.cpp` (the\n"
         "`support_matrix` test), which fails when this page differs from what the build produces.\n\n"
         "- **✓** — the combination runs and agrees with the reference backend in f64: outputs y, hy, cy within\n"
-        "  1e-4 (relative, infinity norm; 3e-2 with bf16 weights, whose products round x and h to bf16 too),\n"
+        "  1e-4 (relative, infinity norm; 3e-2 with bf16 weights, whose products round x, h and dpre to bf16 too),\n"
         "  and in the training columns the gradients dx, dh0, dc0 and dweights within the same tolerance. The\n"
         "  f64 reference's own gradients are checked against central differences (1e-6); its outputs are\n"
         "  checked against PyTorch, ONNX and TensorFlow by the golden tests (tests/golden/).\n"
