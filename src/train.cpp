@@ -754,6 +754,39 @@ class BackwardDirection {
     return z.Op + z.per_row <= simd::kMatmulScratchFloats;
   }
 
+  // The inference gemm's arguments for `rows` rows of K against a transposed one-gate panel (4
+  // vectors a block: simd_pack_transposed_panel) into c (rows Op floats apart, Op a whole number of
+  // blocks), with no bias (`zeros`: Op floats). The caller sets the rows (a, a16).
+  static simd::GemmArgs transposed_panel_args(const void* panel, int k, int rows, const float* zeros, float* c,
+                                              std::int64_t Op) {
+    simd::GemmArgs m;
+    m.batch = rows;
+    m.k = k;
+    m.vectors = 4;
+    m.panel = panel;
+    m.bias = zeros;
+    m.c = c;
+    m.c_row_stride = Op;
+    m.row_end = rows;
+    return m;
+  }
+
+  // Runs `m` (transposed_panel_args) with its column blocks shared by `th`; each share then hands
+  // every row's units [u0, u1) (of `n`) to store(row, u0, u1, those units of c).
+  template <class Store>
+  void transposed_panel_product(const simd::GemmArgs& m, simd::Weights w, int n, const Threads& th,
+                                const Store& store) const {
+    const int block = 4 * p_.vector;
+    over_column_blocks(th, static_cast<int>(m.c_row_stride / block), [&](int j0, int j1) {
+      simd::GemmArgs share = m;
+      share.block_begin = j0;
+      share.block_end = j1;
+      g_.kernels->gemm[static_cast<int>(w)](share);
+      const int u0 = j0 * block, u1 = std::min(j1 * block, n);
+      for (int i = 0; i < m.row_end && u1 > u0; ++i) store(i, u0, u1, m.c + i * m.c_row_stride + u0);
+    });
+  }
+
   // f16 / bf16 weights: dh_next[b] += dpre[t, b] · R for rows [b0, b1) through Rᵀ's stored panel
   // (the inference's gemm; f32 accumulation), K = recurrent_k rows of R: the gate columns gathered
   // first (a reset-after GRU's r, z and recurrent n), bf16 rounds them to bf16 as the inference
@@ -762,7 +795,7 @@ class BackwardDirection {
     if constexpr (std::is_same<T, float>::value) {
       const bool bf16 = p_.simd.weights == simd::Weights::bf16;
       const bool reset_after = lp_.mode == Mode::gru && lp_.gru_variant == GruVariant::reset_after;
-      const int K = recurrent_k(lp_), V = p_.vector;
+      const int K = recurrent_k(lp_);
       const StoredDhSizes z = stored_dh_sizes();
       const std::int64_t Op = z.Op, Kr = z.Kr, k16 = z.k16, per_row = z.per_row;
       const int chunk = static_cast<int>(std::max<std::int64_t>(1, (simd::kMatmulScratchFloats - Op) / per_row));
@@ -783,31 +816,18 @@ class BackwardDirection {
             g_.kernels->to_bf16(row, a16 + i * k16, K);
           }
         }
-        simd::GemmArgs m;
+        simd::GemmArgs m = transposed_panel_args(g_.rt_panel, K, rows, zeros, c, Op);
         m.a = a;
         m.a_sb = Kr;
         m.a16 = bf16 ? a16 : nullptr;
         m.a16_stride = k16;
-        m.batch = rows;
-        m.k = K;
-        m.vectors = 4;
-        m.panel = g_.rt_panel;
-        m.bias = zeros;
-        m.c = c;
-        m.c_row_stride = Op;
-        m.row_end = rows;
         // A step on the calling thread (too few rows to share out): the threads share the blocks,
         // each its columns of c and of dh_next.
         const bool columns = row_threads() == 1 && by_columns(b1 - b0, K, O_, g_.threads);
-        over_column_blocks(columns ? g_.threads : Threads(), static_cast<int>(Op / (4 * V)), [&](int j0, int j1) {
-          simd::GemmArgs share = m;
-          share.block_begin = j0;
-          share.block_end = j1;
-          g_.kernels->gemm[static_cast<int>(p_.simd.weights)](share);
-          const int u0 = j0 * 4 * V, u1 = std::min(j1 * 4 * V, O_);
-          for (int i = 0; i < rows && u1 > u0; ++i)
-            axpy(g_.dh_next + static_cast<std::int64_t>(r0 + i) * O_ + u0, 1.0f, c + i * Op + u0, u1 - u0);
-        });
+        transposed_panel_product(m, p_.simd.weights, O_, columns ? g_.threads : Threads(),
+                                 [&](int i, int u0, int u1, const float* src) {
+                                   axpy(g_.dh_next + static_cast<std::int64_t>(r0 + i) * O_ + u0, 1.0f, src, u1 - u0);
+                                 });
       }
     }
   }
@@ -833,28 +853,12 @@ class BackwardDirection {
           g_.kernels->to_bf16(g_.dgates + (r0 + i) * gw_, a16 + i * k16, K);
           if (K % 2 != 0) a16[i * k16 + K] = 0;
         }
-        simd::GemmArgs m;
+        simd::GemmArgs m = transposed_panel_args(g_.wt_panel, K, rows, zeros, c, Op);
         m.a16 = a16;
         m.a16_stride = k16;
-        m.batch = rows;
-        m.k = K;
-        m.vectors = 4;
-        m.panel = g_.wt_panel;
-        m.bias = zeros;
-        m.c = c;
-        m.c_row_stride = Op;
-        m.row_end = rows;
-        over_column_blocks(g_.threads, static_cast<int>(Op / (4 * V)), [&](int j0, int j1) {
-          simd::GemmArgs share = m;
-          share.block_begin = j0;
-          share.block_end = j1;
-          g_.kernels->gemm[static_cast<int>(simd::Weights::bf16)](share);
-          const int u0 = j0 * 4 * V, u1 = std::min(j1 * 4 * V, I_);
-          for (int i = 0; i < rows && u1 > u0; ++i) {
-            const float* src = c + i * Op + u0;
-            if (dx_in_place_) axpy(g_.dx.data + (r0 + i) * I_ + u0, 1.0f, src, u1 - u0);
-            else std::memcpy(g_.xcell + (r0 + i) * I_ + u0, src, sizeof(float) * (u1 - u0));
-          }
+        transposed_panel_product(m, simd::Weights::bf16, I_, g_.threads, [&](int i, int u0, int u1, const float* src) {
+          if (dx_in_place_) axpy(g_.dx.data + (r0 + i) * I_ + u0, 1.0f, src, u1 - u0);
+          else std::memcpy(g_.xcell + (r0 + i) * I_ + u0, src, sizeof(float) * (u1 - u0));
         });
       }
     }

@@ -70,6 +70,25 @@ const Kernel* registry(int* n) {
   return all.data();
 }
 
+// The largest relative error of a product C (M rows of N floats) against f64 sums:
+// |c[r, j] − (c0[r, j] + Σ_q p(r, j, q))| / (|c0[r, j]| + Σ_q |p(r, j, q)|), c0 null: zero.
+template <class Product>
+double matmul_error(int M, int N, int K, const float* c0, const float* c, const Product& p) {
+  double worst = 0;
+  for (int r = 0; r < M; ++r)
+    for (int j = 0; j < N; ++j) {
+      const std::size_t at = static_cast<std::size_t>(r) * N + j;
+      double s = c0 != nullptr ? c0[at] : 0.0, mag = std::fabs(s);
+      for (int q = 0; q < K; ++q) {
+        const double v = p(r, j, q);
+        s += v;
+        mag += std::fabs(v);
+      }
+      worst = std::max(worst, std::fabs(c[at] - s) / (mag + 1e-30));
+    }
+  return worst;
+}
+
 }  // namespace
 
 // ---- the f32 tables: the training matmul, the activations and the vector math against f64 loops,
@@ -195,17 +214,9 @@ TEST_CASE("f32 kernels: bf16 matmul (vdpbf16ps) against f64 on the rounded input
         run(0, 31, wide, split);
         run(31, M, wide, split);
         CHECK(std::memcmp(c.data(), split.data(), sizeof(float) * c.size()) == 0);
-        double worst = 0;
-        for (int r = 0; r < M; ++r)
-          for (int j = 0; j < N; ++j) {
-            double s = c0[static_cast<std::size_t>(r) * N + j], mag = std::fabs(s);
-            for (int q = 0; q < K; ++q) {
-              const double p = bf16(a[static_cast<std::size_t>(q) * lda + r]) * bf16(b[static_cast<std::size_t>(q) * N + j]);
-              s += p;
-              mag += std::fabs(p);
-            }
-            worst = std::max(worst, std::fabs(c[static_cast<std::size_t>(r) * N + j] - s) / mag);
-          }
+        const double worst = matmul_error(M, N, K, c0.data(), c.data(), [&](int r, int j, int q) {
+          return bf16(a[static_cast<std::size_t>(q) * lda + r]) * bf16(b[static_cast<std::size_t>(q) * N + j]);
+        });
         CHECK(worst <= 1e-5);
         MESSAGE("bf16 matmul K ", K, " N ", N, " wide ", wide, ": ", worst);
       }
@@ -247,17 +258,9 @@ TEST_CASE("f32 kernels: matmul, activations, vector math and bf16 rounding again
             m.row_end = M;
             m.accumulate = K % 2 == 1;
             t.matmul(m);
-            double worst = 0;
-            for (int r = 0; r < M; ++r)
-              for (int j = 0; j < N; ++j) {
-                double s = m.accumulate ? c0[static_cast<std::size_t>(r * N + j)] : 0.0, mag = std::fabs(s);
-                for (int q = 0; q < K; ++q) {
-                  const double p = static_cast<double>(a[static_cast<std::size_t>(r * m.a_m + q * m.a_k)]) * b[static_cast<std::size_t>(q * N + j)];
-                  s += p;
-                  mag += std::fabs(p);
-                }
-                worst = std::max(worst, std::fabs(c[static_cast<std::size_t>(r * N + j)] - s) / (mag + 1e-30));
-              }
+            const double worst = matmul_error(M, N, K, m.accumulate ? c0.data() : nullptr, c.data(), [&](int r, int j, int q) {
+              return static_cast<double>(a[static_cast<std::size_t>(r * m.a_m + q * m.a_k)]) * b[static_cast<std::size_t>(q * N + j)];
+            });
             CHECK(worst <= 1e-5);
           }
         }
@@ -303,23 +306,15 @@ TEST_CASE("f32 kernels: matmul, activations, vector math and bf16 rounding again
         };
         std::vector<float> c = c0;
         run(M, a.data(), c.data());
-        double worst = 0;
-        for (int r = 0; r < M; ++r) {
+        for (int r = 0; r < M; ++r)
           for (const bool descending : {false, true}) {
             std::vector<float> one(c0.begin() + r * N, c0.begin() + (r + 1) * N);
             run(1, a.data() + r * K, one.data(), descending);
             CHECK(std::memcmp(one.data(), c.data() + r * N, sizeof(float) * N) == 0);
           }
-          for (int j = 0; j < N; ++j) {
-            double s = c0[static_cast<std::size_t>(r * N + j)], mag = std::fabs(s);
-            for (int q = 0; q < K; ++q) {
-              const double p = static_cast<double>(a[static_cast<std::size_t>(r * K + q)]) * b[static_cast<std::size_t>(q * N + j)];
-              s += p;
-              mag += std::fabs(p);
-            }
-            worst = std::max(worst, std::fabs(c[static_cast<std::size_t>(r * N + j)] - s) / mag);
-          }
-        }
+        const double worst = matmul_error(M, N, K, c0.data(), c.data(), [&](int r, int j, int q) {
+          return static_cast<double>(a[static_cast<std::size_t>(r * K + q)]) * b[static_cast<std::size_t>(q * N + j)];
+        });
         CHECK(worst <= 1e-5);
       }
       }
