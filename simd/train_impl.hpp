@@ -216,13 +216,36 @@ struct Panels {
 };
 
 // B(p, j) = b[p·b_k + j·b_n] for p < kc and the block's nc columns into its panels (strides let a
-// transposed matrix be packed in place of a copy).
+// transposed matrix be packed in place of a copy). A transposed one (b_k 1: a column of B is a row
+// of b) is read 16 k (a cache line of each row) at a time into a tile: a k at a time, the panel's
+// W rows, b_n apart, shared a few L1 sets (at b_n 512 two) and every read missed.
 template <class Arch>
 void pack_block(const float* b, std::int64_t b_k, std::int64_t b_n, int kc, const Panels<Arch>& pn, float* out) {
   auto panel = [&](int col, int width, int stride) {
     float* dst = out + static_cast<std::int64_t>(col) * kc;
-    for (int p = 0; p < kc; ++p) {
-      const float* src = b + p * b_k + col * b_n;
+    const float* src = b + col * b_n;
+    if (b_n != 1 && b_k == 1) {
+      constexpr int kChunk = 16;
+      float tile[Panels<Arch>::W][kChunk];
+      for (int p0 = 0; p0 < kc; p0 += kChunk) {
+        const int n = std::min(kChunk, kc - p0);
+        for (int j = 0; j < width; ++j) {
+          const float* from = src + j * b_n + p0;
+          if (n == kChunk) {
+            std::memcpy(tile[j], from, sizeof(float) * kChunk);  // a constant size: inlined, not a call
+            if (p0 + 3 * kChunk <= kc) __builtin_prefetch(from + 2 * kChunk);  // too many rows for the prefetchers
+          } else
+            for (int p = 0; p < n; ++p) tile[j][p] = from[p];
+        }
+        for (int p = 0; p < n; ++p) {
+          float* row = dst + (p0 + p) * stride;
+          for (int j = 0; j < width; ++j) row[j] = tile[j][p];
+          for (int j = width; j < stride; ++j) row[j] = 0.0f;
+        }
+      }
+      return;
+    }
+    for (int p = 0; p < kc; ++p, src += b_k) {
       if (b_n == 1)
         std::memcpy(dst + p * stride, src, sizeof(float) * width);
       else

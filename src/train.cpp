@@ -1590,7 +1590,10 @@ class BatchedForward {
 void round_stored_weights(const PlanImpl& p, float* canonical) {
   const bool bf16 = p.simd.weights == simd::Weights::bf16;
   auto round = [bf16](float* v, std::int64_t n) {
-    for (std::int64_t i = 0; i < n; ++i) v[i] = bf16 ? bf16_to_f32(f32_to_bf16(v[i])) : f16_to_f32(f32_to_f16(v[i]));
+    if (bf16)
+      for (std::int64_t i = 0; i < n; ++i) v[i] = round_to_bf16(v[i]);
+    else
+      for (std::int64_t i = 0; i < n; ++i) v[i] = f16_to_f32(f32_to_f16(v[i]));
   };
   for (int l = 0; l < p.stack.num_layers; ++l) {
     const LayerPlan& lp = p.layers[l];

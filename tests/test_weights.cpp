@@ -279,4 +279,16 @@ TEST_CASE("f16 and bf16 conversions are exact where representable and round to n
   CHECK(detail::bf16_to_f32(0x3f80) == 1.0f);
   CHECK(detail::f32_to_bf16(1.0f + 0x1.0p-8f) == 0x3f80);    // tie → even
   CHECK(detail::f32_to_bf16(1.0f + 0x1.8p-8f) == 0x3f81);
+  // round_to_bf16 (the training copy's rounding, branch-free) is the round trip, bit for bit: every
+  // sign and exponent with mantissas at and around the ties, NaNs (quieted) and infinities.
+  const std::uint32_t mantissas[] = {0, 1, 0x7fff, 0x8000, 0x8001, 0x18000, 0x7f7fff, 0x7f8000, 0x7fffff, 0x400001};
+  for (std::uint32_t top = 0; top < 0x200; ++top)
+    for (std::uint32_t m : mantissas) {
+      const std::uint32_t bits = top << 23 | m;
+      float f, want, got;
+      std::memcpy(&f, &bits, 4);
+      want = detail::bf16_to_f32(detail::f32_to_bf16(f));
+      got = detail::round_to_bf16(f);
+      REQUIRE(std::memcmp(&want, &got, 4) == 0);
+    }
 }
