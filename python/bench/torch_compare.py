@@ -9,8 +9,10 @@ frozen weights: the input's gradient only), LSTM and GRU, as ratios. A benchmark
 
 Both sides get the same weights and inputs; torch.set_num_threads and the module's `threads` are set
 alike. `--weight-dtype bf16` / `f16` runs rnncore.torch's modules with `weight_dtype=` (weights stored
-rounded, f32 accumulation, f32 gradients) against torch.nn in f32, and prints the largest relative
-deviation of the inference output beside those rows. Prints the median time of `--repeat` runs of
+rounded, f32 accumulation, f32 gradients) against torch.nn in f32 and against torch.nn under
+`torch.autocast("cpu", dtype=torch.bfloat16 / float16)` (its products in that type, activations too:
+the like-for-like row, "autocast ... ratio"), and prints the largest relative deviation of each one's
+inference output from torch.nn's f32 output beside those rows. Prints the median time of `--repeat` runs of
 each, alternating, after one warm-up, and torch.nn / rnncore; first the kernel, the load average and
 the per-call cost of a small module (LSTM(1, 1) and LSTM(32, 32), T = B = 1), wall-clock and this
 thread's CPU time, through the kernel path in use (rnncore.torch.kernel_path()) and, with the C ABI,
@@ -57,29 +59,40 @@ def case(kind, hidden, batch, seq, threads, repeat, gap_ms, weight_dtype="f32"):
     ours = {"lstm": rt.LSTM, "gru": rt.GRU}[kind](hidden, hidden, threads=threads, weight_dtype=weight_dtype)
     ours.load_state_dict(ref.state_dict())
     x = torch.randn(seq, batch, hidden)
-    tag = "" if weight_dtype == "f32" else f"  [{weight_dtype} W"
+    # With rounded weights, torch.nn is timed twice: in f32, and under CPU autocast to the same type
+    # (its matrix products, activations included, in bf16 / f16: like for like).
+    autocast = {"f32": None, "bf16": torch.bfloat16, "f16": torch.float16}[weight_dtype]
+    tag = "" if autocast is None else f"  [{weight_dtype} W"
     if tag:
         with torch.no_grad():
             y_ref, y = ref(x)[0], ours(x)[0]
-        tag += f", y {((y - y_ref).abs().max() / y_ref.abs().max()).item():.1e}]"
+            dev = lambda v: ((v - y_ref).abs().max() / y_ref.abs().max()).item()
+            try:
+                with torch.autocast("cpu", dtype=autocast):
+                    tag += f", y {dev(y):.1e}; torch.nn autocast y {dev(ref(x)[0].float()):.1e}]"
+            except RuntimeError as e:  # e.g. oneDNN has no f16 LSTM on a CPU without AVX512-FP16
+                tag += f", y {dev(y):.1e}; torch.nn refuses autocast to {weight_dtype}: {str(e).splitlines()[0][:60]}]"
+                autocast = None
     rows = []
     for what in ("inference", "train step", "train, x no grad", "train, frozen W"):
-        def run(m):
-            if what == "inference":
-                with torch.no_grad():
-                    m(x)
-            else:
+        def run(m, cast=None):
+            with torch.autocast("cpu", dtype=cast or torch.bfloat16, enabled=cast is not None):
+                if what == "inference":
+                    with torch.no_grad():
+                        m(x)
+                    return
                 for w in m.parameters():
                     w.requires_grad_(what != "train, frozen W")
                 y, _ = m(x.requires_grad_(what != "train, x no grad"))
-                y.sum().backward()
-        fns = [lambda: run(ref), lambda: run(ours)]
+            y.float().sum().backward()
+        fns = [lambda: run(ref), lambda: run(ours)] + ([lambda: run(ref, autocast)] if autocast else [])
         if threads > 1 and gap_ms > 0:
-            rows.append((what, *timed(fns, repeat, gap_ms / 1e3), f"  gap {gap_ms:g} ms"))
-        rows.append((what, *timed(fns, repeat), "  in program" if threads > 1 else ""))
-    for what, t_ref, t_ours, note in rows:
-        print(f"{kind:4} H={hidden:4} B={batch:3} T={seq} threads={threads}  {what:16}  torch.nn {t_ref * 1e3:8.2f} ms"
-              f"  rnncore {t_ours * 1e3:8.2f} ms  ratio {t_ref / t_ours:5.2f}{note}{tag}", flush=True)
+            rows.append((what, timed(fns, repeat, gap_ms / 1e3), f"  gap {gap_ms:g} ms"))
+        rows.append((what, timed(fns, repeat), "  in program" if threads > 1 else ""))
+    for what, t, note in rows:
+        cast = "" if len(t) < 3 else f"  autocast {t[2] * 1e3:8.2f} ms  ratio {t[2] / t[1]:5.2f}"
+        print(f"{kind:4} H={hidden:4} B={batch:3} T={seq} threads={threads}  {what:16}  torch.nn {t[0] * 1e3:8.2f} ms"
+              f"  rnncore {t[1] * 1e3:8.2f} ms  ratio {t[0] / t[1]:5.2f}{cast}{note}{tag}", flush=True)
 
 
 def per_call(fns, repeat, calls=1000, paths=None):
@@ -155,7 +168,7 @@ def main():
     p.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--weight-dtype", nargs="+", default=["f32"], choices=["f32", "bf16", "f16"],
-                   help="rnncore.torch's weight storage (torch.nn stays f32); each is a row of its own")
+                   help="rnncore.torch's weight storage (torch.nn in f32, and under autocast to the same type); each a row")
     p.add_argument("--gap-ms", type=float, default=20.0,
                    help="pause before each library's turn in the rows on more than one thread, which are then "
                         "also measured back to back ('in program'); 0: back to back only")

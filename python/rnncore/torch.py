@@ -212,6 +212,15 @@ _PLAIN = frozenset((Tensor, nn.Parameter, type(None)))
 _dispatch_modes = torch._C._len_torch_dispatch_stack
 
 
+def _autocast_inputs(dtype, *tensors):
+    """Inside torch.autocast: floating tensors of another type (a bf16 / f16 output of an autocast layer
+    before) cast to the module's dtype, as autocast does for the ops it runs in f32; the cast is
+    differentiable, so their gradients return in their own type. The run and its outputs stay in the
+    module's dtype (reduced-precision products: ``weight_dtype=``)."""
+    return tuple(t.to(dtype) if t is not None and t.is_floating_point() and t.dtype != dtype else t
+                 for t in tensors)
+
+
 def _shapes(spec: dict, x: Tensor):
     """Sizes of a run on x: T, B, and the shapes of y, h and c (states [L*D, B, ·], or flat when the
     layers differ: B times one row's)."""
@@ -388,6 +397,8 @@ class _RNNBase(nn.Module):
     def _run(self, x, h0, c0, lengths, batch_first, resets=None):
         train = self.training and self._stochastic
         weights = self._weights()
+        if torch.is_autocast_enabled("cpu"):
+            x, h0, c0 = _autocast_inputs(weights[0].dtype, x, h0, c0)
         need_reserve = torch.is_grad_enabled() and (
             x.requires_grad or any(w.requires_grad for w in weights)
             or (h0 is not None and h0.requires_grad) or (c0 is not None and c0.requires_grad))

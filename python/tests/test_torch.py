@@ -377,6 +377,30 @@ def test_dropout_gradients_match_a_masked_reference():
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("cast", [torch.bfloat16, torch.float16])
+def test_inside_autocast(cast):
+    """Inside torch.autocast an autocast layer before hands the module a bf16 / f16 input: the module runs
+    it (and h0) cast to its dtype, outputs in f32 equal to the run on the cast values, the gradient
+    returns through the cast to the layer before, eagerly and compiled; outside autocast such an input
+    stays an error."""
+    torch.manual_seed(3)
+    lin, mod = nn.Linear(6, 6), rt.LSTM(6, 5)
+    x, h0, c0 = torch.randn(4, 3, 6), torch.randn(1, 3, 5).to(cast), torch.randn(1, 3, 5)
+    with torch.autocast("cpu", dtype=cast):
+        z = lin(x)
+        y, (h, c) = mod(z, (h0, c0))
+    assert z.dtype == cast and y.dtype == h.dtype == torch.float32
+    ref_y, (ref_h, _) = mod(z.detach().float(), (h0.float(), c0))
+    assert torch.equal(y, ref_y) and torch.equal(h, ref_h)
+    y.square().sum().backward()
+    assert lin.weight.grad is not None and lin.weight.grad.abs().sum() > 0
+    compiled = torch.compile(lambda t: mod(lin(t))[0], fullgraph=True)
+    with torch.autocast("cpu", dtype=cast):
+        assert torch.equal(compiled(x), mod(lin(x))[0])
+    with pytest.raises(ValueError, match=f"dtype {cast}, expected torch.float32"):
+        mod(z.detach())
+
+
 def test_bad_inputs_raise_clear_errors():
     mod = rt.LSTM(3, 4)
     with pytest.raises(ValueError, match=r"x: shape \[5, 2, 7\], expected \[T, B, 3\]"):
