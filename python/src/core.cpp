@@ -13,6 +13,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -618,8 +619,10 @@ class Net {
     if (packed_ok_) return;
     Plan p;
     check(make_plan(1, 1, &p));
-    packed_bytes_ = p.packed_weight_bytes();
-    packed_ = aligned_buffer(packed_bytes_);
+    if (!packed_ || packed_bytes_ != p.packed_weight_bytes()) {  // else repacked in place: no new pages
+      packed_bytes_ = p.packed_weight_bytes();
+      packed_ = aligned_buffer(packed_bytes_);
+    }
     check(p.pack_weights(canonical_.data(), packed_.get(), packed_bytes_));
     packed_ok_ = true;
   }
@@ -667,28 +670,33 @@ class Net {
   }
 
   // rnncore.torch's one-to-one map from the module's tensors to the canonical weights, found once for
-  // the tensors `index` by importing their elements' indices (exact in float64) with import_weights:
-  // source_[k] is 1 + the index of canonical weight k's element in those tensors flattened one after
-  // the other (0: none, a zero). A gather (a scatter for gradients) instead of import_weights and
-  // export_gradient_tensor, each about 30 ms for an H=256 LSTM layer against 1 ms. False when the
+  // the tensors `index` by importing their elements' indices (exact in float64) with import_weights,
+  // and kept as runs: canonical elements [canonical, canonical + length) are elements [offset, offset +
+  // length) of the tensor `tensor` (the k-th of `index`), or zeros (kNoTensor). A gather (a scatter for
+  // gradients) of whole runs — for torch.nn's layouts a run is a gate's matrix — instead of
+  // import_weights and export_gradient_tensor (each about 30 ms for an H=256 LSTM layer; element by
+  // element through a map, 8 ms for an H=512 layer's import and export a step). False when the
   // format's import is not a one-to-one copy.
   bool make_source(const std::vector<int>& index) {
-    if (index == source_index_) return !source_.empty();
+    if (index == source_index_) return source_ok_;
     source_index_ = index;
-    source_.clear();
+    source_ok_ = false;
+    runs_.clear();
     std::vector<TensorView> views;
+    std::vector<std::size_t> starts;  // tensor k's elements are k's start + [0, its size), from 1
     std::size_t total = 0;
-    for (int i : index) total += elements(infos_[static_cast<std::size_t>(i)].shape);
+    for (int i : index) {
+      starts.push_back(total + 1);
+      total += elements(infos_[static_cast<std::size_t>(i)].shape);
+    }
     std::vector<double> values(total);
     for (std::size_t k = 0; k < total; ++k) values[k] = static_cast<double>(k + 1);
-    std::size_t start = 0;
-    for (int i : index) {
+    for (std::size_t t = 0; t < index.size(); ++t) {
       TensorView v;
-      v.name = infos_[static_cast<std::size_t>(i)].name;
+      v.name = infos_[static_cast<std::size_t>(index[t])].name;
       v.dtype = DType::f64;
-      v.shape = infos_[static_cast<std::size_t>(i)].shape;
-      v.data = values.data() + start;
-      start += elements(v.shape);
+      v.shape = infos_[static_cast<std::size_t>(index[t])].shape;
+      v.data = values.data() + (starts[t] - 1);
       views.push_back(v);
     }
     StackSpec f64 = stack_;
@@ -696,18 +704,33 @@ class Net {
     std::vector<double> canonical(static_cast<std::size_t>(param_count(stack_)));
     if (import_weights(f64, format_, views.data(), views.size(), prefix_.c_str(), canonical.data()) != Status::ok)
       return false;
-    std::vector<std::uint32_t> source(canonical.size());
     std::vector<bool> used(total + 1, false);
+    std::size_t last = 0;  // the previous element's source (0: none)
     for (std::size_t k = 0; k < canonical.size(); ++k) {
       const double c = canonical[k];
-      if (c < 0 || c > static_cast<double>(total) || c != static_cast<double>(static_cast<std::uint32_t>(c)))
+      if (c < 0 || c > static_cast<double>(total) || c != static_cast<double>(static_cast<std::uint32_t>(c))) {
+        runs_.clear();
         return false;
-      source[k] = static_cast<std::uint32_t>(c);
-      if (source[k] > 0 && used[source[k]]) return false;  // one element in two places
-      used[source[k]] = true;
+      }
+      const auto from = static_cast<std::size_t>(c);
+      if (from > 0 && used[from]) {  // one element in two places
+        runs_.clear();
+        return false;
+      }
+      used[from] = from > 0;
+      const std::size_t t = from == 0 ? kNoTensor
+                                      : static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), from) -
+                                                                 starts.begin()) - 1;
+      Run* r = runs_.empty() ? nullptr : &runs_.back();
+      if (r != nullptr && r->tensor == t && (t == kNoTensor || from == last + 1)) {
+        ++r->length;
+      } else {
+        runs_.push_back(Run{k, t, t == kNoTensor ? 0 : from - starts[t], 1});
+      }
+      last = from;
     }
-    source_total_ = total;
-    source_.swap(source);
+    covers_all_ = std::all_of(used.begin() + 1, used.end(), [](bool u) { return u; });
+    source_ok_ = true;
     return true;
   }
 
@@ -717,48 +740,38 @@ class Net {
     return n;
   }
 
-  // The blocks (the tensors make_source mapped) one after the other behind a zero, in flat_.
-  void flatten(const std::vector<Block>& blocks, const std::vector<int>& index) {
-    const std::size_t es = dtype_size(stack_.dtype);
-    flat_.assign((source_total_ + 1) * es, 0);
-    std::size_t at = es;
+  // Imports the blocks (the tensors make_source mapped) through its runs, into the spare canonical
+  // buffer that then trades places with the canonical weights (no allocation once both exist).
+  void gather(const std::vector<Block>& blocks, const std::vector<int>& index) {
     for (std::size_t k = 0; k < blocks.size(); ++k) {
       const Shape& want = infos_[static_cast<std::size_t>(index[k])].shape;
       if (blocks[k].shape != std::vector<py::ssize_t>(want.dims, want.dims + want.ndim))
         bad_argument("weights: " + std::string(infos_[static_cast<std::size_t>(index[k])].name) + ": shape " +
                      shape_string(blocks[k].shape) + ", expected " +
                      shape_string(std::vector<py::ssize_t>(want.dims, want.dims + want.ndim)));
-      std::memcpy(flat_.data() + at, blocks[k].data, elements(want) * es);
-      at += elements(want) * es;
     }
-  }
-
-  template <typename T>
-  static void gather_as(const std::vector<std::uint32_t>& source, const unsigned char* flat, unsigned char* out) {
-    const T* from = reinterpret_cast<const T*>(flat);
-    T* to = reinterpret_cast<T*>(out);
-    for (std::size_t k = 0; k < source.size(); ++k) to[k] = from[source[k]];
-  }
-  template <typename T>
-  static void scatter_as(const std::vector<std::uint32_t>& source, const unsigned char* canonical, unsigned char* flat) {
-    const T* from = reinterpret_cast<const T*>(canonical);
-    T* to = reinterpret_cast<T*>(flat);
-    for (std::size_t k = 0; k < source.size(); ++k) to[source[k]] = from[k];  // 0 collects what has no source
-  }
-
-  // Imports the blocks through source_.
-  void gather(const std::vector<Block>& blocks, const std::vector<int>& index) {
-    flatten(blocks, index);
-    std::vector<unsigned char> canonical(canonical_.size());
-    if (stack_.dtype == DType::f64) {
-      gather_as<double>(source_, flat_.data(), canonical.data());
-    } else {
-      gather_as<float>(source_, flat_.data(), canonical.data());
+    const std::size_t es = dtype_size(stack_.dtype);
+    spare_canonical_.resize(canonical_.size());
+    unsigned char* to = spare_canonical_.data();
+    for (const Run& r : runs_) {
+      if (r.tensor == kNoTensor)
+        std::memset(to + r.canonical * es, 0, r.length * es);
+      else
+        copy_run(to + r.canonical * es, static_cast<const unsigned char*>(blocks[r.tensor].data) + r.offset * es,
+                 r.length * es);
     }
     std::lock_guard<std::mutex> lock(mu_);
-    canonical_.swap(canonical);
+    canonical_.swap(spare_canonical_);
     packed_ok_ = false;
     ++imports_;
+  }
+
+  // A run's bytes: memcpy, or byte by byte for the few of an element-wise map (a transposed kernel).
+  static void copy_run(unsigned char* to, const unsigned char* from, std::size_t bytes) {
+    if (bytes > 16)
+      std::memcpy(to, from, bytes);
+    else
+      for (std::size_t b = 0; b < bytes; ++b) to[b] = from[b];
   }
 
   // The gradients of the tensors `index` from canonical ones, into `outs` (each of its tensor's size).
@@ -770,18 +783,13 @@ class Net {
         check(export_gradient_tensor(stack_, format_, index[k], dcanonical, outs[k]));
       return;
     }
-    std::vector<unsigned char> flat((source_total_ + 1) * es, 0);
-    if (stack_.dtype == DType::f64) {
-      scatter_as<double>(source_, dcanonical, flat.data());
-    } else {
-      scatter_as<float>(source_, dcanonical, flat.data());
-    }
-    std::size_t at = es;
-    for (std::size_t k = 0; k < index.size(); ++k) {
-      const std::size_t n = elements(infos_[static_cast<std::size_t>(index[k])].shape) * es;
-      std::memcpy(outs[k], flat.data() + at, n);
-      at += n;
-    }
+    if (!covers_all_)  // elements no canonical weight reads have a zero gradient
+      for (std::size_t k = 0; k < index.size(); ++k)
+        std::memset(outs[k], 0, elements(infos_[static_cast<std::size_t>(index[k])].shape) * es);
+    for (const Run& r : runs_)
+      if (r.tensor != kNoTensor)
+        copy_run(static_cast<unsigned char*>(outs[r.tensor]) + r.offset * es, dcanonical + r.canonical * es,
+                 r.length * es);
   }
 
   // Whether the blocks have the shapes and bytes of the last remember().
@@ -850,9 +858,14 @@ class Net {
   bool versions_valid_ = false;
   std::size_t imports_ = 0;
   std::vector<int> source_index_;       // make_source's tensors
-  std::vector<std::uint32_t> source_;   // and its map (empty: none)
-  std::size_t source_total_ = 0;        // their elements
-  std::vector<unsigned char> flat_;     // gather's staging
+  struct Run {
+    std::size_t canonical, tensor, offset, length;  // elements
+  };
+  static constexpr std::size_t kNoTensor = ~std::size_t{0};
+  std::vector<Run> runs_;               // and its map, as runs
+  bool source_ok_ = false;              // make_source's answer for source_index_
+  bool covers_all_ = false;             // every element of those tensors has a canonical weight
+  std::vector<unsigned char> spare_canonical_;  // gather's next canonical buffer
   std::mutex mu_;
   Buffer packed_, workspace_;
   std::size_t packed_bytes_ = 0, workspace_bytes_ = 0;
