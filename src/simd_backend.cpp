@@ -23,45 +23,48 @@ struct PanelFormat {
 };
 
 // One pass of a panel: for each panel row k (Per = 2: k-pair), each of its `pass` vectors, each
-// lane v, M_g[unit][k] (the vector's first unit's row at first[q]; a lane's units `lane` floats
-// apart, its k `kstep` apart — 1 unless Transposed; lanes from valid[q] on are units past H:
-// zeros), converted by `conv`; rows past K zeros.
+// lane v, M_g[unit][k], converted by `conv`; lanes from valid[q] on are units past H and rows past K
+// are zeros. Two readings of M_g, one function each:
 //
-// Transposed (a lane's k `kstep` apart, lanes adjacent): read as written, a vector's lanes at a time.
-// Otherwise every lane is its own row of K floats, and a k at a time would walk down pass · V rows
-// (up to 64) a row apart: at K = 512 their cache lines share two L1 sets, and each read missed. So
-// the rows are read 16 k (one cache line) at a time into a tile, then written out in panel order.
-template <int Per, bool Transposed, class E, class Convert>
-E* pack_pass(E* out, const float* const* first, const int* valid, int pass, int V, int K, std::int64_t kstep,
-             std::int64_t lane, Convert conv) {
+// Transposed (pack_pass_transposed): vector q's lanes are adjacent from first[q], its k `kstep`
+// apart: read as written, a vector's lanes at a time.
+template <int Per, class E, class Convert>
+E* pack_pass_transposed(E* out, const float* const* first, const int* valid, int pass, int V, int K,
+                        std::int64_t kstep, Convert conv) {
   const int rows = (K + Per - 1) / Per * Per;
-  if (Transposed) {
-    for (int k = 0; k < rows; k += Per)
-      for (int q = 0; q < pass; ++q)
-        if (k + Per <= K && valid[q] == V) {
-          for (int v = 0; v < V; ++v)
-            for (int i = 0; i < Per; ++i) *out++ = conv(first[q][(k + i) * kstep + v]);
-        } else {
-          for (int v = 0; v < V; ++v)
-            for (int i = 0; i < Per; ++i) *out++ = conv(v < valid[q] && k + i < K ? first[q][(k + i) * kstep + v] : 0.0f);
-        }
-    return out;
-  }
+  for (int k = 0; k < rows; k += Per)
+    for (int q = 0; q < pass; ++q)
+      if (k + Per <= K && valid[q] == V) {
+        for (int v = 0; v < V; ++v)
+          for (int i = 0; i < Per; ++i) *out++ = conv(first[q][(k + i) * kstep + v]);
+      } else {
+        for (int v = 0; v < V; ++v)
+          for (int i = 0; i < Per; ++i) *out++ = conv(v < valid[q] && k + i < K ? first[q][(k + i) * kstep + v] : 0.0f);
+      }
+  return out;
+}
+
+// Rows (pack_pass_rows): every lane is its own row of K floats, lane v of vector q at first[q] + v ·
+// K. A k at a time would walk down pass · V rows (up to 64) a row apart: at K = 512 their cache
+// lines share two L1 sets, and each read missed. So the rows are read 16 k (one cache line) at a
+// time into a tile, the line after next asked for, then written out in panel order.
+template <int Per, class E, class Convert>
+E* pack_pass_rows(E* out, const float* const* first, const int* valid, int pass, int V, int K, Convert conv) {
   constexpr int kChunk = 16, kMaxPass = 4, kMaxLanes = 16;
   float tile[kMaxPass][kMaxLanes][kChunk];
+  const int rows = (K + Per - 1) / Per * Per;
   for (int k0 = 0; k0 < rows; k0 += kChunk) {
     const int have = std::min(kChunk, K - k0), width = std::min(kChunk, rows - k0);
     for (int q = 0; q < pass; ++q)
       for (int v = 0; v < V; ++v) {
         float* t = tile[q][v];
-        const float* src = first[q] + v * lane + k0;
+        const float* src = first[q] + static_cast<std::int64_t>(v) * K + k0;
         if (v < valid[q] && have == kChunk) {
           std::memcpy(t, src, sizeof(float) * kChunk);  // a constant size: inlined, not a call
-          // The row's line after next: too many rows for the prefetchers to follow each.
-          if (k0 + 3 * kChunk <= K) __builtin_prefetch(src + 2 * kChunk);
-        }
-        else
+          if (k0 + 3 * kChunk <= K) __builtin_prefetch(src + 2 * kChunk);  // too many rows for the prefetchers
+        } else {
           for (int i = 0; i < width; ++i) t[i] = v < valid[q] && i < have ? src[i] : 0.0f;
+        }
       }
     for (int k = 0; k < width; k += Per)
       for (int q = 0; q < pass; ++q)
@@ -92,11 +95,11 @@ void pack_panel_as(E* out, const float* const* mats, int gate_count, int H, int 
         first[q] = mats[vec / NV] + (transposed ? unit : static_cast<std::int64_t>(unit) * K);
       }
       if (transposed)
-        out = pairs ? pack_pass<2, true>(out, first, valid, pass, V, K, H, 1, conv)
-                    : pack_pass<1, true>(out, first, valid, pass, V, K, H, 1, conv);
+        out = pairs ? pack_pass_transposed<2>(out, first, valid, pass, V, K, H, conv)
+                    : pack_pass_transposed<1>(out, first, valid, pass, V, K, H, conv);
       else
-        out = pairs ? pack_pass<2, false>(out, first, valid, pass, V, K, 1, K, conv)
-                    : pack_pass<1, false>(out, first, valid, pass, V, K, 1, K, conv);
+        out = pairs ? pack_pass_rows<2>(out, first, valid, pass, V, K, conv)
+                    : pack_pass_rows<1>(out, first, valid, pass, V, K, conv);
     }
 }
 

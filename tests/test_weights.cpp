@@ -2,6 +2,7 @@
 // spelled out element by element for small cases, source dtypes, and every import error.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -279,16 +280,33 @@ TEST_CASE("f16 and bf16 conversions are exact where representable and round to n
   CHECK(detail::bf16_to_f32(0x3f80) == 1.0f);
   CHECK(detail::f32_to_bf16(1.0f + 0x1.0p-8f) == 0x3f80);    // tie → even
   CHECK(detail::f32_to_bf16(1.0f + 0x1.8p-8f) == 0x3f81);
-  // round_to_bf16 (the training copy's rounding, branch-free) is the round trip, bit for bit: every
-  // sign and exponent with mantissas at and around the ties, NaNs (quieted) and infinities.
+  // round_to_bf16 (and f32_to_bf16, its top half) against the nearest bf16 found by comparing the
+  // distances to the two on either side in double (ties to the even one; past the largest finite,
+  // infinity counts as 2^128): every sign and exponent with mantissas at and around the ties, NaNs
+  // (quieted: bit 22 set) and infinities.
+  auto magnitude = [](std::uint32_t b) {
+    b &= 0x7fffffffu;
+    if (b == 0x7f800000u) return std::ldexp(1.0, 128);
+    float x;
+    std::memcpy(&x, &b, 4);
+    return static_cast<double>(x);
+  };
+  auto nearest = [&](std::uint32_t bits) {
+    if ((bits & 0x7fffffffu) > 0x7f800000u) return (bits & 0xffff0000u) | 0x400000u;
+    const std::uint32_t lo = bits & 0xffff0000u, hi = lo + 0x10000u;  // toward and away from zero
+    if (lo == bits) return lo;
+    const double d_lo = magnitude(bits) - magnitude(lo), d_hi = magnitude(hi) - magnitude(bits);
+    return d_lo < d_hi || (d_lo == d_hi && (lo & 0x10000u) == 0) ? lo : hi;
+  };
   const std::uint32_t mantissas[] = {0, 1, 0x7fff, 0x8000, 0x8001, 0x18000, 0x7f7fff, 0x7f8000, 0x7fffff, 0x400001};
   for (std::uint32_t top = 0; top < 0x200; ++top)
     for (std::uint32_t m : mantissas) {
-      const std::uint32_t bits = top << 23 | m;
+      const std::uint32_t bits = top << 23 | m, want_bits = nearest(bits);
       float f, want, got;
       std::memcpy(&f, &bits, 4);
-      want = detail::bf16_to_f32(detail::f32_to_bf16(f));
+      std::memcpy(&want, &want_bits, 4);
       got = detail::round_to_bf16(f);
+      REQUIRE(detail::f32_to_bf16(f) == want_bits >> 16);
       REQUIRE(std::memcmp(&want, &got, 4) == 0);
     }
 }

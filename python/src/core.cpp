@@ -675,12 +675,11 @@ class Net {
   // length) of the tensor `tensor` (the k-th of `index`), or zeros (kNoTensor). A gather (a scatter for
   // gradients) of whole runs — for torch.nn's layouts a run is a gate's matrix — instead of
   // import_weights and export_gradient_tensor (each about 30 ms for an H=256 LSTM layer; element by
-  // element through a map, 8 ms for an H=512 layer's import and export a step). False when the
-  // format's import is not a one-to-one copy.
+  // element through a map, 8 ms for an H=512 layer's import and export a step; a transposed kernel's
+  // element-wise map is runs of one). False when the format's import is not a one-to-one copy.
   bool make_source(const std::vector<int>& index) {
-    if (index == source_index_) return source_ok_;
+    if (index == source_index_) return !runs_.empty();
     source_index_ = index;
-    source_ok_ = false;
     runs_.clear();
     std::vector<TensorView> views;
     std::vector<std::size_t> starts;  // tensor k's elements are k's start + [0, its size), from 1
@@ -708,12 +707,9 @@ class Net {
     std::size_t last = 0;  // the previous element's source (0: none)
     for (std::size_t k = 0; k < canonical.size(); ++k) {
       const double c = canonical[k];
-      if (c < 0 || c > static_cast<double>(total) || c != static_cast<double>(static_cast<std::uint32_t>(c))) {
-        runs_.clear();
-        return false;
-      }
-      const auto from = static_cast<std::size_t>(c);
-      if (from > 0 && used[from]) {  // one element in two places
+      const bool index_value = c >= 0 && c <= static_cast<double>(total) && c == static_cast<double>(static_cast<std::uint32_t>(c));
+      const std::size_t from = index_value ? static_cast<std::size_t>(c) : 0;
+      if (!index_value || (from > 0 && used[from])) {  // not a copy, or one element in two places
         runs_.clear();
         return false;
       }
@@ -730,7 +726,6 @@ class Net {
       last = from;
     }
     covers_all_ = std::all_of(used.begin() + 1, used.end(), [](bool u) { return u; });
-    source_ok_ = true;
     return true;
   }
 
@@ -757,21 +752,13 @@ class Net {
       if (r.tensor == kNoTensor)
         std::memset(to + r.canonical * es, 0, r.length * es);
       else
-        copy_run(to + r.canonical * es, static_cast<const unsigned char*>(blocks[r.tensor].data) + r.offset * es,
-                 r.length * es);
+        std::memcpy(to + r.canonical * es, static_cast<const unsigned char*>(blocks[r.tensor].data) + r.offset * es,
+                    r.length * es);
     }
     std::lock_guard<std::mutex> lock(mu_);
     canonical_.swap(spare_canonical_);
     packed_ok_ = false;
     ++imports_;
-  }
-
-  // A run's bytes: memcpy, or byte by byte for the few of an element-wise map (a transposed kernel).
-  static void copy_run(unsigned char* to, const unsigned char* from, std::size_t bytes) {
-    if (bytes > 16)
-      std::memcpy(to, from, bytes);
-    else
-      for (std::size_t b = 0; b < bytes; ++b) to[b] = from[b];
   }
 
   // The gradients of the tensors `index` from canonical ones, into `outs` (each of its tensor's size).
@@ -788,8 +775,8 @@ class Net {
         std::memset(outs[k], 0, elements(infos_[static_cast<std::size_t>(index[k])].shape) * es);
     for (const Run& r : runs_)
       if (r.tensor != kNoTensor)
-        copy_run(static_cast<unsigned char*>(outs[r.tensor]) + r.offset * es, dcanonical + r.canonical * es,
-                 r.length * es);
+        std::memcpy(static_cast<unsigned char*>(outs[r.tensor]) + r.offset * es, dcanonical + r.canonical * es,
+                    r.length * es);
   }
 
   // Whether the blocks have the shapes and bytes of the last remember().
@@ -862,8 +849,7 @@ class Net {
     std::size_t canonical, tensor, offset, length;  // elements
   };
   static constexpr std::size_t kNoTensor = ~std::size_t{0};
-  std::vector<Run> runs_;               // and its map, as runs
-  bool source_ok_ = false;              // make_source's answer for source_index_
+  std::vector<Run> runs_;               // and its map, as runs (empty: none)
   bool covers_all_ = false;             // every element of those tensors has a canonical weight
   std::vector<unsigned char> spare_canonical_;  // gather's next canonical buffer
   std::mutex mu_;

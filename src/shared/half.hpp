@@ -40,17 +40,16 @@ RNNCORE_HALF_HD inline std::uint32_t f32_to_bits(float f) {
 
 RNNCORE_HALF_HD inline float bf16_to_f32(std::uint16_t h) { return bits_to_f32(static_cast<std::uint32_t>(h) << 16); }
 
-RNNCORE_HALF_HD inline std::uint16_t f32_to_bf16(float f) {
-  const std::uint32_t u = f32_to_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40);  // quiet NaN
-  return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-// bf16_to_f32(f32_to_bf16(f)) on the f32 bits, without a branch: a loop of it vectorizes.
+// f32 rounded to the nearest bf16 (ties to even; a NaN quieted), still as an f32: without a branch,
+// so that a loop of it vectorizes (the training copy of bf16 weights).
 RNNCORE_HALF_HD inline float round_to_bf16(float f) {
   const std::uint32_t u = f32_to_bits(f);
   const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u, quiet_nan = (u & 0xffff0000u) | 0x400000u;
   return bits_to_f32((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+}
+
+RNNCORE_HALF_HD inline std::uint16_t f32_to_bf16(float f) {
+  return static_cast<std::uint16_t>(f32_to_bits(round_to_bf16(f)) >> 16);
 }
 
 RNNCORE_HALF_HD inline float f16_to_f32(std::uint16_t h) {
