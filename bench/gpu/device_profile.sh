@@ -12,8 +12,12 @@
 #               training step; then the warp-state (stall) sections of the persistent kernel (its
 #               timed launch: the second of two) and of a per-step kernel
 #   cudnn.txt   PyTorch's profiler on nn.LSTM (cuDNN) for the same shapes: its kernels, calls and time
+#   tiles.txt   (only when asked for) the per-step f32 kernel's tiles, small / large / direct, LSTM
+#               and GRU, H = 512 / 1024 / 2048, B = 1 / 16 / 32 / 64, forward and training step
+#   persist.txt (only when asked for) the persistent kernel against the per-step one over B = 4 to 32,
+#               and bf16 / f16 weight storage on the staged and direct per-step kernels
 # Every part is time-boxed; the whole run ends inside RNNCORE_PROFILE_BUDGET_S (default 240 s).
-# RNNCORE_PROFILE_PARTS (default map,ncu,cudnn) chooses the parts.
+# RNNCORE_PROFILE_PARTS (default map,ncu,cudnn; also tiles, persist) chooses the parts.
 #
 # usage: bench/gpu/device_profile.sh [--kit DIR] OUTDIR
 set -uo pipefail
@@ -60,6 +64,50 @@ want map && {
   bench RNNCORE_GPU_RECURRENCE=auto -- --dtype f32 --batch 64 --seq 100 --reps 200
   bench RNNCORE_GPU_RECURRENCE=auto -- --dtype f32 --batch 64 --seq 100 --reps 20 --backward
 } >"$out/map.txt" 2>&1; want map && echo "device_profile: map.txt ($(($(date +%s) - start)) s)"
+
+# ------------------------------------------------------------------------------------ tiles
+# (not a default part) the per-step f32 kernel's tiles over cells and shapes, with auto's recurrence
+# (where the persistent kernel runs the batch, the three lines agree): forward and training step
+tiles() {  # tiles MODE H B TILE
+  echo "\$ RNNCORE_GPU_TILE=$4 rnncore bench --mode $1 --input $2 --hidden $2 --batch $3 --seq 50 --reps 5 --backward"
+  RNNCORE_GPU_TILE=$4 timeout "$(lim 20)" "$rnn" bench --backend gpu --dtype f32 --mode "$1" --input "$2" --hidden "$2" \
+    --batch "$3" --seq 50 --reps 5 --backward 2>&1 | grep -E "median_ms|training_step|error" | head -n 3
+}
+want tiles && {
+  echo "# rnncore bench --backend gpu, f32, T = 50: RNNCORE_GPU_TILE small / large (staged) against direct"
+  for m in lstm gru; do
+    for h in 512 1024 2048; do
+      for b in 1 16 32 64; do
+        for t in small large direct; do
+          if [ "$t" = large ] && [ "$b" -lt 32 ]; then continue; fi  # (auto's large needs blocks for every SM)
+          tiles $m $h $b $t
+        done
+      done
+    done
+  done
+} >"$out/tiles.txt" 2>&1; want tiles && echo "device_profile: tiles.txt ($(($(date +%s) - start)) s)"
+# (not a default part) where the persistent kernel stops paying: persistent against the per-step
+# kernel auto picks, over batch; then 16-bit weight storage on the per-step kernels
+recur() {  # recur RECURRENCE TILE MODE H B DTYPE
+  echo "\$ RNNCORE_GPU_RECURRENCE=$1 RNNCORE_GPU_TILE=$2 rnncore bench --mode $3 --input $4 --hidden $4 --batch $5 --dtype $6 --seq 50 --reps 10"
+  RNNCORE_GPU_RECURRENCE=$1 RNNCORE_GPU_TILE=$2 timeout "$(lim 20)" "$rnn" bench --backend gpu --dtype "$6" --mode "$3" \
+    --input "$4" --hidden "$4" --batch "$5" --seq 50 --reps 10 2>&1 | grep -E "median_ms|error" | head -n 2
+}
+want persist && {
+  echo "# rnncore bench --backend gpu, T = 50: RNNCORE_GPU_RECURRENCE persistent against tiled (auto's tile)"
+  for m in lstm gru; do
+    for h in 512 1024 2048; do
+      for b in 4 8 16 32; do
+        for r in persistent tiled; do recur $r auto $m $h $b f32; done
+      done
+    done
+  done
+  for w in bf16 f16; do
+    for b in 32 64; do
+      for t in small direct; do recur tiled $t lstm 1024 $b $w; done
+    done
+  done
+} >"$out/persist.txt" 2>&1; want persist && echo "device_profile: persist.txt ($(($(date +%s) - start)) s)"
 
 # ------------------------------------------------------------------------------------ ncu
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -n 1)

@@ -158,6 +158,7 @@ Status describe_device(int device, gpu::DeviceDescription* d) {
   (void)rnncore_gpu_arch_name(device, d->arch, sizeof d->arch);
   d->mma = rnncore_gpu_arch_has_mma(d->arch) ? 1 : 0;
   d->mma_tf32 = rnncore_gpu_arch_has_mma_tf32(d->arch) ? 1 : 0;
+  d->direct_step = rnncore_gpu_arch_prefers_direct_step(d->arch) ? 1 : 0;
   char name[256] = "";
   if (rnncore_gpu_device_name(device, name, sizeof name) != hipSuccess) std::snprintf(name, sizeof name, "device %d", device);
   std::snprintf(d->name, sizeof d->name, "%.23s", name);

@@ -1508,6 +1508,31 @@ TEST_CASE("gpu_half_math: the planner picks the matrix units only with 16-bit we
   CHECK(count_prefix(launches, "proj_gemm_mma") == 0);
 }
 
+TEST_CASE("the per-step f32 kernel: auto is the direct one on NVIDIA profiles, a staged tile on AMD ones, a forced tile stays") {
+  // DeviceDescription::direct_step (rnncore_gpu_arch_prefers_direct_step on a real device): the H200
+  // timed f32_rnn_step_direct faster than the staged tiles (bench/results/gpu_h200_2026-11-30/).
+  Case c;
+  c.stack.input_size = 8;
+  c.stack.num_layers = 1;
+  c.stack.layers[0] = layer(Mode::lstm, 16, false, {});
+  for (int i = 0; i < gpu::kProfileCount; ++i) {
+    const gpu::DeviceProfile prof = gpu::device_profile(i);
+    CAPTURE(prof.device.name);
+    const bool nvidia = std::string(prof.device.arch).rfind("sm_", 0) == 0;
+    CHECK(prof.device.direct_step == (nvidia ? 1 : 0));
+    for (const gpu::TileChoice forced : {gpu::TileChoice::auto_select, gpu::TileChoice::small, gpu::TileChoice::large}) {
+      gpu::DescribedDevice on;
+      on.device = prof.device;
+      on.registers = prof.persistent_registers;
+      on.choices.tile = forced;
+      detail::PlanImpl p;
+      REQUIRE(plan_for(c.stack, PlanOptions(), on, &p) == Status::ok);
+      const bool direct = nvidia && forced == gpu::TileChoice::auto_select;
+      CHECK(p.gpu.tile == (direct ? gpu::TileChoice::direct : forced));
+    }
+  }
+}
+
 TEST_CASE("gpu_half_math with f32 weights: TF32 projections on the H100 and A100, f32 on MI250X and MI300X") {
   // Whole forwards (two layers, both directions, lengths, initial states; B = 3: the step in f32) against
   // the f64 reference within half_math_tolerance(f32) = 4e-3 on the H100 profile, where the TF32
@@ -1707,7 +1732,8 @@ TEST_CASE("gpu_half_math: the recurrence takes the matrix units from batch 8, th
   std::map<std::string, int> launches;
   check_case(c, cfg, 7300, &launches);
   CHECK(count_prefix(launches, "_mma_16x16") == 0);
-  CHECK(count_prefix(launches, "step_tiled") + count_prefix(launches, "phase1_tiled") == 2 * c.T);
+  // (the H100 profile's per-step f32 kernel is the direct one: DeviceDescription::direct_step)
+  CHECK(count_prefix(launches, "step_direct") + count_prefix(launches, "phase1_direct") == 2 * c.T);
   CHECK(count_prefix(launches, "proj_gemm_mma") == 2);
   c.B = 8;
   cfg.recurrence = gpu::Recurrence::auto_select;

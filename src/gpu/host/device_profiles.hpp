@@ -58,12 +58,14 @@ inline DeviceProfile device_profile(int i) {
       p.memory_gbs = 3350, p.l2_bytes = 50e6, p.f32_tflops = 67, p.f16_matrix_tflops = 989, p.tf32_matrix_tflops = 494.7;
       p.persistent_registers = 123;
       d.mma_tf32 = 1;
+      d.direct_step = 1;
       break;
     case 1:  // NVIDIA A100 SXM4 80 GB (sm_80)
       set("A100 SXM 80GB", "sm_80", 108, 32, 2048, 65536, 164 * 1024, 163 * 1024);
       p.memory_gbs = 2039, p.l2_bytes = 40e6, p.f32_tflops = 19.5, p.f16_matrix_tflops = 312, p.tf32_matrix_tflops = 156;
       p.persistent_registers = 119;
       d.mma_tf32 = 1;
+      d.direct_step = 1;
       break;
     case 2:  // AMD Instinct MI250X, one GCD (gfx90a, wave64): 512 VGPRs per SIMD lane, 4 SIMDs
       set("MI250X (1 GCD)", "gfx90a", 110, 64, 2048, 4 * 64 * 512, 64 * 1024, 64 * 1024);

@@ -281,7 +281,7 @@ inline Status plan_select(const PlanOptions& options, const DeviceDescription& d
   g.device = ordinal;
   g.target = device;
   g.recurrence = choices.recurrence;
-  g.tile = choices.tile;
+  g.tile = choices.tile == TileChoice::auto_select && device.direct_step != 0 ? TileChoice::direct : choices.tile;
   g.persist_threads = choices.persist_threads;
   g.graphs = choices.graphs ? 1 : 0;
   g.weights = weight_id(options.weight_dtype);

@@ -31,6 +31,10 @@ struct DeviceDescription {
   /// The matrix units also take TF32 operands (NVIDIA sm_80+: mma.sync m16n8k8 .tf32); AMD CDNA 2
   /// has no TF32, so f32 weights never go to the matrix units there.
   std::int32_t mma_tf32 = 0;
+  /// Auto's per-step f32 kernel is f32_rnn_step_direct, and the backward's per-step products
+  /// f32_rnn_grad_gemm_direct (rnncore_gpu_arch_prefers_direct_step: NVIDIA, where the H200 timed them
+  /// faster than the staged tiles); 0: the staged small or large tile (AMD, not yet timed there).
+  std::int32_t direct_step = 0;
 };
 
 /// Batch buckets of the persistent kernel: MAXB of the instance that runs a batch B is the
@@ -50,8 +54,8 @@ constexpr int kPersistentMmaBucket = kBucketCount;
 /// How the recurrence of a layer runs (env RNNCORE_GPU_RECURRENCE=auto|persistent|tiled).
 enum class Recurrence : std::int32_t { auto_select = 0, persistent = 1, tiled = 2 };
 /// Tile of the per-step kernel (env RNNCORE_GPU_TILE=auto|small|large|direct): the staged small or
-/// large tile of f32_rnn_step_tiled, or f32_rnn_step_direct (not chosen by auto until it is timed on
-/// a device).
+/// large tile of f32_rnn_step_tiled, or f32_rnn_step_direct. Auto is direct where the device prefers
+/// it (DeviceDescription::direct_step; plan_select resolves it), else small or large by occupancy.
 enum class TileChoice : std::int32_t { auto_select = 0, small = 1, large = 2, direct = 3 };
 
 /// Everything a GPU plan records beyond PlanImpl's common fields.
