@@ -505,6 +505,18 @@ TEST_CASE("f16: exhaustive round trip and exact values") {
       CHECK_MESSAGE(back == h, "half 0x" << std::hex << h);
     }
   }
+  // Every half against its value computed in double: (-1)^s · 2^(e-15) · (1 + m/1024), m · 2^-24
+  // for e = 0, infinities and NaNs (with the payload in f32's top mantissa bits) for e = 31.
+  int wrong = 0;
+  for (std::uint32_t h = 0; h < 0x10000; ++h) {
+    const std::uint32_t e = (h >> 10) & 0x1F, m = h & 0x3FF;
+    const float f = io::f16_to_f32(static_cast<std::uint16_t>(h));
+    const double magnitude = e == 0 ? std::ldexp(static_cast<double>(m), -24) : std::ldexp(1.0 + m / 1024.0, static_cast<int>(e) - 15);
+    const bool ok = e == 31 ? bits_of(f) == (((h & 0x8000u) << 16) | 0x7F800000u | (m << 13))
+                            : static_cast<double>(f) == ((h & 0x8000) ? -magnitude : magnitude) && std::signbit(f) == ((h & 0x8000) != 0);
+    if (!ok && ++wrong <= 5) CHECK_MESSAGE(ok, "half 0x" << std::hex << h << " decoded as " << f);
+  }
+  CHECK(wrong == 0);
   CHECK(io::f16_to_f32(0x0001) == std::ldexp(1.0f, -24));  // smallest subnormal
   CHECK(io::f16_to_f32(0x03FF) == 1023.0f * std::ldexp(1.0f, -24));
   CHECK(io::f16_to_f32(0x0400) == std::ldexp(1.0f, -14));
