@@ -220,7 +220,8 @@ typedef struct rnncore_plan_options {
                               RNNCORE_F16 / RNNCORE_BF16 with f32 arithmetic (f32 specs; SIMD or GPU backend) */
   int32_t gpu_half_math; /**< nonzero: the GPU backend may round x and h to the 16-bit weight type for the
                               matrix units, or with F32 weight_dtype x, h and the weights to TF32 (NVIDIA
-                              sm_80+; AMD keeps f32) (docs/gpu.md, "Tensor cores") */
+                              sm_80+; AMD keeps f32) (docs/gpu.md, "Tensor cores"; on the H200 still slower
+                              than f32: "On the H200") */
   int32_t int8_weights;  /**< integer stacks: rnncore_int8_weights, the packed LSTM weights' layout (0: the kernel's) */
   int32_t int8_token_table; /**< nonzero: integer stacks with an Embedding get layer 0's input parts per token as a
                                  table in place of W (rnncore::PlanOptions::int8_token_table; export-c --token-table) */

@@ -481,7 +481,9 @@ struct PlanOptions {
   /// (round to nearest even; f16 overflows beyond ±65504), the products and f32 sums are as before.
   /// With f32 weight_dtype on NVIDIA sm_80+: the same products in TF32 — x, h, W and R rounded to
   /// 10 mantissa bits (ties away), so results differ from f32 by ~1e-3 relative; AMD keeps f32.
-  /// Off: every product takes f32 inputs (docs/gpu.md, "Tensor cores").
+  /// Off: every product takes f32 inputs (docs/gpu.md, "Tensor cores"). On the H200 these
+  /// matrix-unit kernels are still slower than the f32 ones at every batch measured (docs/gpu.md,
+  /// "On the H200"): leave it off there for speed until they are rewritten.
   bool gpu_half_math = false;
   /// Plan for training: the plan then reports reserve_bytes() and backward_workspace_bytes(), the
   /// packed buffer also holds the canonical weights on the CPU backends (backward reads them; the
