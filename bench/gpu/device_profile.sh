@@ -2,7 +2,7 @@
 # The second device call after the kit (bench/results/README.md, "GPU: the device kit"): where the
 # time goes, for the next kernel work. Uses the same kit (build-kit/: rnncore) and writes to OUTDIR:
 #   map.txt     `rnncore bench --backend gpu` for LSTM H = 512: the per-step kernel's tiles at B = 16
-#               and 64 (RNNCORE_GPU_TILE=small|large|direct; the training step auto / direct), then
+#               and 64 (RNNCORE_GPU_TILE=small|large|direct; the training step small / direct), then
 #               over batch, recurrence kernel
 #               (RNNCORE_GPU_RECURRENCE=auto|persistent|tiled) and weights (f32; f16 on the matrix
 #               units), T = 1 / 20 / 100 / 400 at B = 1 (the fixed and the per-step cost), and a long
@@ -48,11 +48,11 @@ bench() {  # bench ENV... -- ARGS...: one rnncore bench line, LSTM H = I = 512
 want map && {
   echo "# rnncore bench --backend gpu, LSTM I = H = 512, median of --reps (ms for the whole sequence)"
   echo "# the per-step kernel's tiles first (RNNCORE_GPU_TILE: small and large stage k chunks in shared memory,"
-  echo "# direct reads h and R through L1 with eight warps a block; auto picks small or large)"
+  echo "# direct reads h and R through L1 with eight warps a block; auto picks direct on NVIDIA)"
   for b in 16 64; do
     for t in small large direct; do bench RNNCORE_GPU_RECURRENCE=tiled RNNCORE_GPU_TILE=$t -- --dtype f32 --batch $b --seq 100 --reps 20; done
   done
-  for t in auto direct; do bench RNNCORE_GPU_TILE=$t -- --dtype f32 --batch 64 --seq 100 --reps 10 --backward; done
+  for t in small direct; do bench RNNCORE_GPU_TILE=$t -- --dtype f32 --batch 64 --seq 100 --reps 10 --backward; done
   for w in "--dtype f32" "--dtype f16 --gpu-half-math"; do
     for b in 1 16 64; do
       for r in auto persistent tiled; do
@@ -131,18 +131,21 @@ want ncu && {
     "$ncu" --version
     prof "f32 B=1 auto (persistent)" RNNCORE_GPU_RECURRENCE=auto -- --dtype f32 --batch 1 --seq 20
     prof "f32 B=16 auto" RNNCORE_GPU_RECURRENCE=auto -- --dtype f32 --batch 16 --seq 20
-    prof "f32 B=64 auto (per step)" RNNCORE_GPU_RECURRENCE=auto -- --dtype f32 --batch 64 --seq 20
-    prof "f32 B=64 direct tile (per step)" RNNCORE_GPU_RECURRENCE=auto RNNCORE_GPU_TILE=direct -- --dtype f32 --batch 64 --seq 20
+    prof "f32 B=64 small tile (per step)" RNNCORE_GPU_RECURRENCE=auto RNNCORE_GPU_TILE=small -- --dtype f32 --batch 64 --seq 20
+    prof "f32 B=64 auto: the direct tile (per step)" RNNCORE_GPU_RECURRENCE=auto -- --dtype f32 --batch 64 --seq 20
     prof "f16 half math B=16 auto" RNNCORE_GPU_RECURRENCE=auto -- --dtype f16 --gpu-half-math --batch 16 --seq 20
     prof "f16 half math B=64 auto" RNNCORE_GPU_RECURRENCE=auto -- --dtype f16 --gpu-half-math --batch 64 --seq 20
     prof "f32 B=64 training step" RNNCORE_GPU_RECURRENCE=auto -- --dtype f32 --batch 64 --seq 10 --backward
     for k in "recurrence_persistent:--batch 1" "step_tiled:--batch 64" "step_direct:--batch 64"; do
       echo; echo "## warp states: kernels matching ${k%%:*}, ${k#*:}"
-      tile=auto; [ "${k%%:*}" = step_direct ] && tile=direct
+      tile=direct; [ "${k%%:*}" = step_tiled ] && tile=small
+      # (the direct step also gets its memory tables: L1 wavefronts and sectors per request, whether
+      # its L1 stalls are the loads' latency or L1's throughput)
+      sections=(--section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy)
+      [ "${k%%:*}" = step_direct ] && sections+=(--section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables)
       RNNCORE_GPU_TILE=$tile timeout "$(lim 40)" "$ncu" --clock-control none --kernel-name-base demangled -k "regex:${k%%:*}" --launch-skip 1 --launch-count 1 \
-        --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy \
-        "$rnn" bench --backend gpu --mode lstm --input 512 --hidden 512 --reps 1 --seq 20 --dtype f32 ${k#*:} 2>&1 |
-        grep -v "^==PROF==" | tail -n 90
+        "${sections[@]}" "$rnn" bench --backend gpu --mode lstm --input 512 --hidden 512 --reps 1 --seq 20 --dtype f32 ${k#*:} 2>&1 |
+        grep -v "^==PROF==" | tail -n 160
     done
   fi
 } >"$out/ncu.txt" 2>&1; want ncu && echo "device_profile: ncu.txt ($(($(date +%s) - start)) s)"
