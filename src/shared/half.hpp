@@ -52,8 +52,8 @@ RNNCORE_HALF_HD inline std::uint16_t f32_to_bf16(float f) {
   return static_cast<std::uint16_t>(f32_to_bits(round_to_bf16(f)) >> 16);
 }
 
-// Without a branch (the GPU kernels widen f16 weights in their inner loops, where a branch per
-// element kept the compiler from interleaving the loads: 3.5x the bf16 time on the H200): the
+// Without a branch (the GPU kernels widen f16 weights in their inner loops: with the branches the
+// H200 ran their f16 forward 1.8-2.3x slower, bench/results/gpu_h200_2026-11-30c/): the
 // exponent and mantissa shifted into f32's places, rebiased from 15 to 127 for normal numbers; a
 // subnormal (m · 2^-24) as 2^-14 · (1 + m/1024) − 2^-14, exact; infinities and NaNs (payload kept)
 // with f32's top exponent. Only integer operations and one f32 subtraction of normal numbers.
