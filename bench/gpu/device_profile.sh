@@ -37,13 +37,19 @@ parts=",${RNNCORE_PROFILE_PARTS:-map,ncu,cudnn},"
 want() { [[ $parts == *",$1,"* ]]; }
 
 # ------------------------------------------------------------------------------------ the map
-bench() {  # bench ENV... -- ARGS...: one rnncore bench line, LSTM H = I = 512
+gpu_bench() {  # gpu_bench ENV... -- ARGS...: one `rnncore bench --backend gpu` line and its results
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
   echo "\$ ${envs[*]} rnncore bench $*"
-  env "${envs[@]}" timeout "$(lim 30)" "$rnn" bench --backend gpu --mode lstm --input 512 --hidden 512 "$@" 2>&1 |
+  env "${envs[@]}" timeout "$(lim 30)" "$rnn" bench --backend gpu "$@" 2>&1 |
     grep -E "median_ms|kernel|error|gpu_graph" | head -n 4
+}
+bench() {  # bench ENV... -- ARGS...: gpu_bench of the map's shape, LSTM H = I = 512
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  gpu_bench "${envs[@]}" -- --mode lstm --input 512 --hidden 512 "$@"
 }
 want map && {
   echo "# rnncore bench --backend gpu, LSTM I = H = 512, median of --reps (ms for the whole sequence)"
@@ -69,9 +75,7 @@ want map && {
 # (not a default part) the per-step f32 kernel's tiles over cells and shapes, with auto's recurrence
 # (where the persistent kernel runs the batch, the three lines agree): forward and training step
 tiles() {  # tiles MODE H B TILE
-  echo "\$ RNNCORE_GPU_TILE=$4 rnncore bench --mode $1 --input $2 --hidden $2 --batch $3 --seq 50 --reps 5 --backward"
-  RNNCORE_GPU_TILE=$4 timeout "$(lim 20)" "$rnn" bench --backend gpu --dtype f32 --mode "$1" --input "$2" --hidden "$2" \
-    --batch "$3" --seq 50 --reps 5 --backward 2>&1 | grep -E "median_ms|training_step|error" | head -n 3
+  gpu_bench RNNCORE_GPU_TILE="$4" -- --dtype f32 --mode "$1" --input "$2" --hidden "$2" --batch "$3" --seq 50 --reps 5 --backward
 }
 want tiles && {
   echo "# rnncore bench --backend gpu, f32, T = 50: RNNCORE_GPU_TILE small / large (staged) against direct"
@@ -89,9 +93,8 @@ want tiles && {
 # (not a default part) where the persistent kernel stops paying: persistent against the per-step
 # kernel auto picks, over batch; then 16-bit weight storage on the per-step kernels
 recur() {  # recur RECURRENCE TILE MODE H B DTYPE
-  echo "\$ RNNCORE_GPU_RECURRENCE=$1 RNNCORE_GPU_TILE=$2 rnncore bench --mode $3 --input $4 --hidden $4 --batch $5 --dtype $6 --seq 50 --reps 10"
-  RNNCORE_GPU_RECURRENCE=$1 RNNCORE_GPU_TILE=$2 timeout "$(lim 20)" "$rnn" bench --backend gpu --dtype "$6" --mode "$3" \
-    --input "$4" --hidden "$4" --batch "$5" --seq 50 --reps 10 2>&1 | grep -E "median_ms|error" | head -n 2
+  gpu_bench RNNCORE_GPU_RECURRENCE="$1" RNNCORE_GPU_TILE="$2" -- --dtype "$6" --mode "$3" --input "$4" --hidden "$4" \
+    --batch "$5" --seq 50 --reps 10
 }
 want persist && {
   echo "# rnncore bench --backend gpu, T = 50: RNNCORE_GPU_RECURRENCE persistent against tiled (auto's tile)"
