@@ -2,7 +2,8 @@
 # The second device call after the kit (bench/results/README.md, "GPU: the device kit"): where the
 # time goes, for the next kernel work. Uses the same kit (build-kit/: rnncore) and writes to OUTDIR:
 #   map.txt     `rnncore bench --backend gpu` for LSTM H = 512: the per-step kernel's tiles at B = 16
-#               and 64 (RNNCORE_GPU_TILE=small|large|direct; the training step small / direct), then
+#               and 64 (RNNCORE_GPU_TILE=small|large|direct|lanes|lanes8; the training step small /
+#               direct / lanes / lanes8), then
 #               over batch, recurrence kernel
 #               (RNNCORE_GPU_RECURRENCE=auto|persistent|tiled) and weights (f32; f16 on the matrix
 #               units), T = 1 / 20 / 100 / 400 at B = 1 (the fixed and the per-step cost), and a long
@@ -12,7 +13,8 @@
 #               training step; then the warp-state (stall) sections of the persistent kernel (its
 #               timed launch: the second of two) and of a per-step kernel
 #   cudnn.txt   PyTorch's profiler on nn.LSTM (cuDNN) for the same shapes: its kernels, calls and time
-#   tiles.txt   (only when asked for) the per-step f32 kernel's tiles, small / large / direct, LSTM
+#   tiles.txt   (only when asked for) the per-step f32 kernel's tiles, small / large / direct / lanes /
+#               lanes8, LSTM
 #               and GRU, H = 512 / 1024 / 2048, B = 1 / 16 / 32 / 64, forward and training step
 #   persist.txt (only when asked for) the persistent kernel against the per-step one over B = 4 to 32,
 #               and bf16 / f16 weight storage on the staged and direct per-step kernels
@@ -54,11 +56,12 @@ bench() {  # bench ENV... -- ARGS...: gpu_bench of the map's shape, LSTM H = I =
 want map && {
   echo "# rnncore bench --backend gpu, LSTM I = H = 512, median of --reps (ms for the whole sequence)"
   echo "# the per-step kernel's tiles first (RNNCORE_GPU_TILE: small and large stage k chunks in shared memory,"
-  echo "# direct reads h and R through L1 with eight warps a block; auto picks direct on NVIDIA)"
+  echo "# direct reads h and R through L1 with eight warps a block, lanes / lanes8 with 32 / 8 lanes splitting"
+  echo "# a task's k; auto picks direct on NVIDIA)"
   for b in 16 64; do
-    for t in small large direct; do bench RNNCORE_GPU_RECURRENCE=tiled RNNCORE_GPU_TILE=$t -- --dtype f32 --batch $b --seq 100 --reps 20; done
+    for t in small large direct lanes lanes8; do bench RNNCORE_GPU_RECURRENCE=tiled RNNCORE_GPU_TILE=$t -- --dtype f32 --batch $b --seq 100 --reps 20; done
   done
-  for t in small direct; do bench RNNCORE_GPU_TILE=$t -- --dtype f32 --batch 64 --seq 100 --reps 10 --backward; done
+  for t in small direct lanes lanes8; do bench RNNCORE_GPU_TILE=$t -- --dtype f32 --batch 64 --seq 100 --reps 10 --backward; done
   for w in "--dtype f32" "--dtype f16 --gpu-half-math"; do
     for b in 1 16 64; do
       for r in auto persistent tiled; do
@@ -78,11 +81,11 @@ tiles() {  # tiles MODE H B TILE
   gpu_bench RNNCORE_GPU_TILE="$4" -- --dtype f32 --mode "$1" --input "$2" --hidden "$2" --batch "$3" --seq 50 --reps 5 --backward
 }
 want tiles && {
-  echo "# rnncore bench --backend gpu, f32, T = 50: RNNCORE_GPU_TILE small / large (staged) against direct"
+  echo "# rnncore bench --backend gpu, f32, T = 50: RNNCORE_GPU_TILE small / large (staged) against direct, lanes, lanes8"
   for m in lstm gru; do
     for h in 512 1024 2048; do
       for b in 1 16 32 64; do
-        for t in small large direct; do
+        for t in small large direct lanes lanes8; do
           if [ "$t" = large ] && [ "$b" -lt 32 ]; then continue; fi  # (auto's large needs blocks for every SM)
           tiles $m $h $b $t
         done
@@ -139,13 +142,16 @@ want ncu && {
     prof "f16 half math B=16 auto" RNNCORE_GPU_RECURRENCE=auto -- --dtype f16 --gpu-half-math --batch 16 --seq 20
     prof "f16 half math B=64 auto" RNNCORE_GPU_RECURRENCE=auto -- --dtype f16 --gpu-half-math --batch 64 --seq 20
     prof "f32 B=64 training step" RNNCORE_GPU_RECURRENCE=auto -- --dtype f32 --batch 64 --seq 10 --backward
-    for k in "recurrence_persistent:--batch 1" "step_tiled:--batch 64" "step_direct:--batch 64"; do
+    for k in "recurrence_persistent:--batch 1" "step_tiled:--batch 64" "step_direct:--batch 64" "step_lanes:--batch 64" \
+      "step_lanes8:--batch 64"; do
       echo; echo "## warp states: kernels matching ${k%%:*}, ${k#*:}"
       tile=direct; [ "${k%%:*}" = step_tiled ] && tile=small
+      [ "${k%%:*}" = step_lanes ] && tile=lanes; [ "${k%%:*}" = step_lanes8 ] && tile=lanes8
       # (the direct step also gets its memory tables: L1 wavefronts and sectors per request, whether
       # its L1 stalls are the loads' latency or L1's throughput)
       sections=(--section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy)
-      [ "${k%%:*}" = step_direct ] && sections+=(--section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables)
+      [ "${k%%:*}" != step_tiled ] && [ "${k%%:*}" != recurrence_persistent ] &&
+        sections+=(--section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables)
       RNNCORE_GPU_TILE=$tile timeout "$(lim 40)" "$ncu" --clock-control none --kernel-name-base demangled -k "regex:${k%%:*}" --launch-skip 1 --launch-count 1 \
         "${sections[@]}" "$rnn" bench --backend gpu --mode lstm --input 512 --hidden 512 --reps 1 --seq 20 --dtype f32 ${k#*:} 2>&1 |
         grep -v "^==PROF==" | tail -n 160

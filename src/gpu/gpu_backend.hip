@@ -172,11 +172,12 @@ Status gpu_select(const PlanOptions& options, PlanImpl* p) {
   gpu::DeviceDescription device;
   RNNCORE_RETURN_IF_ERROR(describe_device(options.gpu_device, &device));
   static const char* const kRecurrence[] = {"auto", "persistent", "tiled"};
-  static const char* const kTile[] = {"auto", "small", "large", "direct"};
+  static const char* const kTile[] = {"auto", "small", "large", "direct", "lanes", "lanes8"};
+  static_assert(sizeof kTile / sizeof kTile[0] == gpu::kTileChoiceCount, "a name per TileChoice");
   static const char* const kGraphs[] = {"off", "on"};
   gpu::Choices choices;
   choices.recurrence = static_cast<gpu::Recurrence>(env_choice("RNNCORE_GPU_RECURRENCE", kRecurrence, 3, 0));
-  choices.tile = static_cast<gpu::TileChoice>(env_choice("RNNCORE_GPU_TILE", kTile, 4, 0));
+  choices.tile = static_cast<gpu::TileChoice>(env_choice("RNNCORE_GPU_TILE", kTile, gpu::kTileChoiceCount, 0));
   choices.graphs = env_choice("RNNCORE_GPU_GRAPHS", kGraphs, 2, 0) == 1;
   return gpu::plan_select(options, device, options.gpu_device, choices, p);
 }

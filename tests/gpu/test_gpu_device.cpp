@@ -108,7 +108,9 @@ void check_on_device(const Case& c, const KernelChoice& k, std::uint64_t data_se
                describe(k));
 }
 
-const KernelChoice kChoices[] = {{"persistent", "auto"}, {"tiled", "small"}, {"tiled", "large"}, {"tiled", "direct"}};
+const KernelChoice kChoices[] = {{"persistent", "auto"}, {"tiled", "small"}, {"tiled", "large"}, {"tiled", "direct"},
+                                 {"tiled", "lanes"},      {"tiled", "lanes8"}};
+constexpr int kChoiceCount = static_cast<int>(sizeof kChoices / sizeof kChoices[0]);
 
 /// One recurrent cell (and GRU variant) of the every-cell cases.
 struct StepCell {
@@ -182,7 +184,7 @@ TEST_CASE("GPU forward matches the reference: CudnnLSTM-style random cases, ever
   Rng rng(2024);
   for (int i = 0; i < 60; ++i) {
     const Case c = random_case(rng);
-    check_on_device(c, kChoices[i % 4], 500 + i);
+    check_on_device(c, kChoices[i % kChoiceCount], 500 + i);
   }
 }
 
@@ -203,7 +205,7 @@ TEST_CASE("GPU forward with f16 and bf16 weight storage (weights representable i
     for (int i = 0; i < 12; ++i) {
       Case c = random_case(rng);
       c.weights = wt;
-      check_on_device(c, kChoices[n % 4], 6000 + n);
+      check_on_device(c, kChoices[n % kChoiceCount], 6000 + n);
       ++n;
     }
 }
@@ -218,7 +220,7 @@ TEST_CASE("GPU forward with gpu_half_math: the input projection and the per-step
     c.weights = i % 2 ? DType::bf16 : DType::f16;
     c.half_math = true;
     c.tolerance = half_math_tolerance(c.weights);
-    check_on_device(c, kChoices[i % 4], 6500 + static_cast<std::uint64_t>(i));
+    check_on_device(c, kChoices[i % kChoiceCount], 6500 + static_cast<std::uint64_t>(i));
   }
   // The per-step recurrence on the matrix units (B >= 8; the per-step kernel forced where the
   // persistent one would run the batch): every cell, one and three row tiles, partial unit tiles.
@@ -236,7 +238,7 @@ TEST_CASE("GPU forward with gpu_half_math: the input projection and the per-step
       c.weights = n % 3 == 2 ? DType::bf16 : DType::f16;
       c.half_math = true;
       c.tolerance = half_math_tolerance(c.weights);
-      check_on_device(c, kChoices[1 + n % 3], 6600 + static_cast<std::uint64_t>(n));
+      check_on_device(c, kChoices[1 + n % (kChoiceCount - 1)], 6600 + static_cast<std::uint64_t>(n));
       ++n;
     }
   // f32 weights: TF32 projections and steps on NVIDIA sm_80+ (the hardware's m16n8k8 .tf32 layout
@@ -248,7 +250,7 @@ TEST_CASE("GPU forward with gpu_half_math: the input projection and the per-step
     c.weights = DType::f32;
     c.half_math = true;
     c.tolerance = half_math_tolerance(DType::f32);
-    check_on_device(c, kChoices[i % 4], 6600 + static_cast<std::uint64_t>(i));
+    check_on_device(c, kChoices[i % kChoiceCount], 6600 + static_cast<std::uint64_t>(i));
   }
   for (Mode mode : {Mode::lstm, Mode::gru}) {  // B = 33, the per-step kernel forced: the TF32 step
     Case c;
@@ -322,7 +324,7 @@ TEST_CASE("GPU forward with an Embedding and a Dense head: every step and last s
   Rng rng(3501);
   for (int i = 0; i < 10; ++i) {
     const Case c = ends_case(i, rng);
-    check_on_device(c, kChoices[i % 4], 6900 + static_cast<std::uint64_t>(i));
+    check_on_device(c, kChoices[i % kChoiceCount], 6900 + static_cast<std::uint64_t>(i));
   }
 }
 
@@ -349,7 +351,7 @@ TEST_CASE("GPU forward: benchmark-sized shapes (several blocks, tiles and slices
 TEST_CASE("GPU training (Model): forward with a reserve and backward match the reference, every kernel choice") {
   Rng rng(2611);
   g_training_worst = 0;
-  for (int i = 0; i < 24; ++i) check_training_on_device(random_case(rng), kChoices[i % 4], 8000 + i);
+  for (int i = 0; i < 24; ++i) check_training_on_device(random_case(rng), kChoices[i % kChoiceCount], 8000 + i);
   for (Mode mode : {Mode::lstm, Mode::gru, Mode::rnn_tanh, Mode::rnn_relu})
     for (int v = 0; v < 4; ++v) {
       Case c = wrapper_case(mode, v, rng);
@@ -365,7 +367,7 @@ TEST_CASE("GPU training with an Embedding and a Dense head: every step and last 
   for (int i = 0; i < 10; ++i) {
     Case c = ends_case(i, rng);
     if (i == 9) c.stack.head = DenseSpec();  // the embedding alone
-    check_training_on_device(c, kChoices[i % 4], 9500 + static_cast<std::uint64_t>(i));
+    check_training_on_device(c, kChoices[i % kChoiceCount], 9500 + static_cast<std::uint64_t>(i));
   }
 }
 
@@ -377,9 +379,9 @@ TEST_CASE("GPU per-step resets (ForwardArgs::resets): forward and training match
     c.resets = true;
     return c;
   };
-  for (int i = 0; i < 15; ++i) check_on_device(reset_case(), kChoices[i % 4], 9000 + i);
+  for (int i = 0; i < 15; ++i) check_on_device(reset_case(), kChoices[i % kChoiceCount], 9000 + i);
   g_training_worst = 0;
-  for (int i = 0; i < 9; ++i) check_training_on_device(reset_case(), kChoices[i % 4], 9100 + i);
+  for (int i = 0; i < 9; ++i) check_training_on_device(reset_case(), kChoices[i % kChoiceCount], 9100 + i);
   MESSAGE("largest relative error (training): " << g_training_worst);
 }
 
@@ -401,8 +403,8 @@ TEST_CASE("GPU LSTM peepholes and a cell clip: forward and training match the re
     c.initial = true;
     c.resets = c.stack.layers[0].direction == Direction::unidirectional && c.stack.layers[c.stack.num_layers - 1].direction ==
                                                                                   Direction::unidirectional;
-    check_on_device(c, kChoices[i % 4], 9200 + i);
-    check_training_on_device(c, kChoices[i % 4], 9300 + i);
+    check_on_device(c, kChoices[i % kChoiceCount], 9200 + i);
+    check_training_on_device(c, kChoices[i % kChoiceCount], 9300 + i);
   }
   MESSAGE("largest relative error (training): " << g_training_worst);
 }

@@ -43,7 +43,8 @@ struct EmuConfig {
 
 std::string describe(const EmuConfig& c) {
   static const char* const rec[] = {"auto", "persistent", "tiled"};
-  static const char* const tile[] = {"auto", "small", "large", "direct"};
+  static const char* const tile[] = {"auto", "small", "large", "direct", "lanes", "lanes8"};
+  static_assert(sizeof tile / sizeof tile[0] == gpu::kTileChoiceCount, "a name per TileChoice");
   return "warp=" + std::to_string(c.warp) + " recurrence=" + rec[static_cast<int>(c.recurrence)] +
          " tile=" + tile[static_cast<int>(c.tile)] + " sms=" + std::to_string(c.sm_count) + "x" +
          std::to_string(c.blocks_per_sm) + " persist_threads=" + std::to_string(c.persist_threads) +
@@ -2332,14 +2333,16 @@ TEST_CASE("graph signatures: by pointer only the launch list counts; by value al
   for (const std::string& e : ln.errors) FAIL_CHECK(e);
 }
 
-TEST_CASE("emulated GPU forward on the direct per-step kernel (RNNCORE_GPU_TILE=direct): every cell and feature") {
-  // f32_rnn_step_direct reads h and R where they lie and sums each k group apart: against the f64
+TEST_CASE("emulated GPU forward on the direct and lanes per-step kernels (RNNCORE_GPU_TILE=direct, lanes, lanes8): every cell and feature") {
+  // f32_rnn_step_direct reads h and R where they lie and sums each k group apart, f32_rnn_step_lanes
+  // splits a task's k across 32 or 8 lanes and folds the sums in halves (at H = 5 and 37 most lanes
+  // read nothing, at 64 each of 8 lanes reads two quads of k and each of 32 at most one): against the f64
   // reference, every cell with its phases at H = 5 (groups without k), 37 (a partial unit tile,
   // Hs = 40 over eight groups) and 64, B = 1, 17 and 35 (partial row tiles, three of them), both
   // directions, lengths, initial states, resets, both layouts, warps of 32 and 64, f16 / bf16
   // weights; then the wrapper stacks (dropout of every kind, residuals, inter-layer dropout), LSTM
   // peepholes with a cell clip and a projection, and random CudnnLSTM-style stacks. Each case must
-  // have run the direct kernel, and no staged one.
+  // have run the chosen kernel, and no staged one.
   Rng rng(2026113001);
   const int hiddens[] = {5, 37, 64}, batches[] = {1, 17, 35};
   const DType weights[] = {DType::f32, DType::f16, DType::bf16};
@@ -2363,16 +2366,20 @@ TEST_CASE("emulated GPU forward on the direct per-step kernel (RNNCORE_GPU_TILE=
   ext.lengths = ext.initial = true;
   cases.push_back(ext);
   for (int r = 0; r < 6; ++r) cases.push_back(random_case(rng));
-  i = 0;
-  for (const Case& c : cases) {
-    CAPTURE(describe(c));
-    EmuConfig cfg = config(i % 2 ? 64 : 32, gpu::Recurrence::tiled, gpu::TileChoice::direct);
-    cfg.sched_seed = rng.next();
-    std::map<std::string, int> launches;
-    check_case(c, cfg, rng.next(), &launches);
-    if (c.T > 0 && c.B > 0) CHECK(count_prefix(launches, "_direct") > 0);
-    CHECK(count_prefix(launches, "step_tiled") + count_prefix(launches, "phase1_tiled") +
-              count_prefix(launches, "phase2_tiled") == 0);  // no staged step kernel
-    ++i;
+  for (const gpu::TileChoice tile : {gpu::TileChoice::direct, gpu::TileChoice::lanes, gpu::TileChoice::lanes8}) {
+    const char* kernel = tile == gpu::TileChoice::direct ? "_direct" : tile == gpu::TileChoice::lanes ? "_lanes" : "_lanes8";
+    i = 0;
+    for (const Case& c : cases) {
+      CAPTURE(describe(c));
+      EmuConfig cfg = config(i % 2 ? 64 : 32, gpu::Recurrence::tiled, tile);
+      cfg.sched_seed = rng.next();
+      std::map<std::string, int> launches;
+      check_case(c, cfg, rng.next(), &launches);
+      if (c.T > 0 && c.B > 0) CHECK(count_prefix(launches, kernel) > 0);
+      if (tile != gpu::TileChoice::lanes8) CHECK(count_prefix(launches, "_lanes8") == 0);
+      CHECK(count_prefix(launches, "step_tiled") + count_prefix(launches, "phase1_tiled") +
+                count_prefix(launches, "phase2_tiled") == 0);  // no staged step kernel
+      ++i;
+    }
   }
 }

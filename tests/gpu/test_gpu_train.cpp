@@ -970,26 +970,28 @@ TEST_CASE("the embedding's gradient keeps every row of a repeated token (a segme
   }
 }
 
-TEST_CASE("emulated GPU training on the direct per-step kernels: the forward's reserve, every cell") {
+TEST_CASE("emulated GPU training on the direct and lanes per-step kernels: the forward's reserve, every cell") {
   // The training forward's reserve comes from the step kernel's epilogue, the backward's per-step
-  // products from f32_rnn_grad_gemm_direct: with RNNCORE_GPU_TILE=direct every gradient still
-  // matches the f64 reference (every cell, both directions, lengths, f16 weights).
+  // products from f32_rnn_grad_gemm_direct: with RNNCORE_GPU_TILE=direct, lanes and lanes8 every
+  // gradient still matches the f64 reference (every cell, both directions, lengths, f16 weights).
   g_training_worst = 0;
   Rng rng(2026113002);
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < 9; ++i) {
     Case c = random_case(rng);
     if (i % 4 == 3) c.weights = DType::f16;
     Device dev;
     dev.warp = i % 2 ? 64 : 32;
     dev.recurrence = gpu::Recurrence::tiled;
-    dev.tile = gpu::TileChoice::direct;
+    const gpu::TileChoice tiles[] = {gpu::TileChoice::direct, gpu::TileChoice::lanes, gpu::TileChoice::lanes8};
+    dev.tile = tiles[i % 3];
     dev.sched_seed = rng.next();
     std::map<std::string, int> launches;
     dev.launches = &launches;
     check_emulated(c, rng.next(), dev);
-    int direct = 0;
-    for (const auto& kv : launches) direct += kv.first.find("_direct") != std::string::npos ? kv.second : 0;
-    if (c.T > 0 && c.B > 0) CHECK(direct > 0);
+    const char* kernel = i % 3 == 0 ? "_direct" : i % 3 == 1 ? "_lanes" : "_lanes8";
+    int step = 0;
+    for (const auto& kv : launches) step += kv.first.find(kernel) != std::string::npos ? kv.second : 0;
+    if (c.T > 0 && c.B > 0) CHECK(step > 0);
     if (c.T > 0 && c.B > 0) CHECK(launches["f32_rnn_grad_gemm_direct"] > 0);  // the backward's per-step products
   }
   MESSAGE("largest relative error: " << g_training_worst);

@@ -1384,6 +1384,137 @@ struct f32_rnn_step_direct {
   }
 };
 
+/// Shape of the per-step kernel whose lanes split k (f32_rnn_step_lanes): a block computes kBM rows ×
+/// kBU units (all gates of those units) as kTasks tasks of kWM rows × 4 units each; a task's k is
+/// split over kSplit adjacent lanes (32: a warp, or half a wave of 64; 8: a quarter of a warp).
+template <int BM, int BU, int WM, int SPLIT>
+struct LanesTile {
+  static constexpr int kBM = BM, kBU = BU, kWM = WM, kSplit = SPLIT;
+  static constexpr int kUnitGroups = BU / 4, kTasks = (BM / WM) * (BU / 4);
+  static constexpr int kThreads = kTasks * SPLIT;
+  static_assert(BM % WM == 0 && BU % 4 == 0, "tile shape");
+  static_assert((SPLIT == 8 || SPLIT == 16 || SPLIT == 32) && kThreads % 64 == 0, "whole warps and waves of lanes");
+};
+/// RNNCORE_GPU_TILE=lanes: a warp a task, 8 rows × 16 units, 256 threads.
+using StepTileLanes = LanesTile<8, 16, 4, 32>;
+/// RNNCORE_GPU_TILE=lanes8: eight lanes a task (one 128-byte line of a row a load), 16 × 16, 128 threads.
+using StepTileLanes8 = LanesTile<16, 16, 4, 8>;
+
+constexpr const char* kStepLanesNames[2][7] = {
+    {"f32_lstm_step_lanes", "f32_gru_step_lanes", "", "f32_rnn_tanh_step_lanes", "f32_rnn_relu_step_lanes",
+     "f32_gru_reset_before_phase1_lanes", "f32_gru_reset_before_phase2_lanes"},
+    {"f32_lstm_step_lanes8", "f32_gru_step_lanes8", "", "f32_rnn_tanh_step_lanes8", "f32_rnn_relu_step_lanes8",
+     "f32_gru_reset_before_phase1_lanes8", "f32_gru_reset_before_phase2_lanes8"}};
+
+/// The per-step kernel of f32_rnn_step_direct (same cells, phases and epilogue) with k split across
+/// lanes instead of across warps: lane l of a task's kSplit reads four k at l, l + kSplit, … of each
+/// h and R row the task needs, so that the task's load of a row is kSplit·16 contiguous bytes (the
+/// direct kernel's lanes read 16 bytes of 4 different rows each). Each lane then holds a partial sum
+/// of every output of the task (kWM rows × 4 units × NG gates, padded to kAcc); the lanes fold them
+/// in halves (log2 kSplit exchanges, lane l ending with the sums [l·kAcc/kSplit, (l + 1)·kAcc/kSplit)),
+/// which meet in shared memory for the epilogue. The folds cost about kAcc exchanges a lane
+/// whatever kSplit, against kAcc·H/(4·kSplit) multiply-adds. Deterministic (a fixed order of the
+/// lanes' k and of the folds), another order than the other tiles'.
+template <int C, int G0, int NG, int PHASE, class Tile, class WT>
+struct f32_rnn_step_lanes {
+  using Args = LayerArgs;
+  static const char* name() { return kStepLanesNames[Tile::kSplit == 32 ? 0 : 1][PHASE > 0 ? 4 + PHASE : C]; }
+  /// Sums a task, padded to a power of two of at least 64.
+  static constexpr int kAcc = 64;
+  static_assert(Tile::kWM * NG * 4 <= kAcc, "a task's sums fit the fold");
+  static constexpr int kMaxThreads = Tile::kThreads;
+  /// Two blocks an SM on NVIDIA for 256 threads (four for 128): at most 128 registers (without the
+  /// hint ptxas took 248 for the LSTM: one block an SM, as the direct kernel's eight warps). The LSTM
+  /// on bf16 weights spilled 20 bytes at 128 on sm_90 and gets no hint.
+  static constexpr int kMinBlocks = NG == 4 && weight_id_of(WT{}) == kWeightBF16 ? 1 : 512 / Tile::kThreads;
+  RNNCORE_HD static size_t smem_bytes() { return sizeof(float) * Tile::kTasks * kAcc; }
+
+  /// Sums v[0, 2N) of every lane become v[0, N): a lane with `mask` set keeps the upper half, the
+  /// others the lower, each adding its partner's copy of the half it keeps. The halves are swapped
+  /// by bits (swap: all ones or zero), not by `upper ? v[N + i] : v[i]`: hipcc made that a load from
+  /// a chosen address, which kept v in scratch (272 bytes a lane on gfx90a and gfx1030).
+  template <int N, class Exec>
+  RNNCORE_HD RNNCORE_GPU_INLINE static void fold(const Exec& ex, float* v, int lane, int mask) {
+    const std::uint32_t swap = (lane & mask) != 0 ? 0xffffffffu : 0u;
+    RNNCORE_GPU_UNROLL
+    for (int i = 0; i < N; ++i) {
+      const std::uint32_t lo = detail::f32_to_bits(v[i]), hi = detail::f32_to_bits(v[N + i]), x = (lo ^ hi) & swap;
+      v[i] = detail::bits_to_f32(lo ^ x) + ex.shfl_xor(detail::bits_to_f32(hi ^ x), mask);
+    }
+  }
+
+  /// One task's sums, folded: lane l of its kSplit (`part`) writes [l·kAcc/kSplit, (l + 1)·kAcc/kSplit) of `out`.
+  template <class Exec>
+  RNNCORE_HD static void task_sums(const Exec& ex, const Args& a, const DirArgs& d, const float* op, int b0, int ub,
+                                   int part, float* out) {
+    const int H = a.hidden, B = a.batch;
+    const int64_t Hs = a.hidden_stride, quads = Hs / 4;
+    constexpr int WM = Tile::kWM, S = Tile::kSplit;
+    const float* hrow[WM];
+    for (int i = 0; i < WM; ++i) hrow[i] = op + static_cast<int64_t>(imin(b0 + i, B - 1)) * Hs;
+    // R's rows: gate g's of unit ub + j at rg[g] + ro[j] (units past H read the last one; their
+    // sums are dropped) — a pointer a gate and an offset a unit, not 4·NG pointers (registers).
+    const WT* rg[NG];
+    for (int g = 0; g < NG; ++g) rg[g] = static_cast<const WT*>(d.r) + (static_cast<int64_t>(G0 + g) * H + ub) * Hs;
+    int64_t ro[4];
+    for (int j = 0; j < 4; ++j) ro[j] = imin(j, H - 1 - ub) * Hs;
+    float v[kAcc];
+    RNNCORE_GPU_UNROLL
+    for (int n = 0; n < kAcc; ++n) v[n] = 0.0f;
+    for (int64_t q = part; q < quads; q += S) {
+      F4 hv[WM];
+      RNNCORE_GPU_UNROLL
+      for (int i = 0; i < WM; ++i) hv[i] = load4(hrow[i] + 4 * q);
+      RNNCORE_GPU_UNROLL
+      for (int g = 0; g < NG; ++g)
+        RNNCORE_GPU_UNROLL
+        for (int j = 0; j < 4; ++j) {
+          const F4 w = load4w(rg[g] + ro[j] + 4 * q);
+          RNNCORE_GPU_UNROLL
+          for (int i = 0; i < WM; ++i) {  // sum (i, g, j) at (i·NG + g)·4 + j: a row's sums in cell_epilogue4's order
+            float& acc = v[(i * NG + g) * 4 + j];
+            acc += hv[i].x * w.x;
+            acc += hv[i].y * w.y;
+            acc += hv[i].z * w.z;
+            acc += hv[i].w * w.w;
+          }
+        }
+    }
+    // The folds: the first exchange's mask is S/2 (that bit of the lane picks the half of kAcc/2), …
+    fold<32>(ex, v, part, S / 2);
+    fold<16>(ex, v, part, S / 4);
+    fold<8>(ex, v, part, S / 8);
+    if (S >= 16) fold<4>(ex, v, part, S / 16);
+    if (S >= 32) fold<2>(ex, v, part, S / 32);
+    constexpr int per = kAcc / S;
+    RNNCORE_GPU_UNROLL
+    for (int i = 0; i < per; ++i) out[part * per + i] = v[i];
+  }
+
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int s, float* smem) {
+    const DirArgs& d = a.dir[ex.bz()];
+    const int H = a.hidden, B = a.batch, tid = ex.tx();
+    const int t = d.reverse ? a.steps - 1 - s : s;
+    const float* op = PHASE == 2 ? d.rh : d.h[s & 1];
+    constexpr int WM = Tile::kWM, UG = Tile::kUnitGroups, S = Tile::kSplit;
+    const int task = tid / S, part = tid % S;  // S divides the warp size: a task's lanes share a warp
+    const int u0 = ex.bx() * Tile::kBU;
+    const int row_tiles = (B + Tile::kBM - 1) / Tile::kBM;
+    for (int bt = ex.by(); bt < row_tiles; bt += ex.gdy()) {
+      const int b0 = bt * Tile::kBM;
+      task_sums(ex, a, d, op, b0 + (task / UG) * WM, u0 + (task % UG) * 4, part, smem + task * kAcc);
+      ex.sync();
+      for (int e = tid; e < Tile::kTasks * WM; e += Tile::kThreads) {  // one (task, row) each: 4 units of a row
+        const int tk = e / WM, i = e % WM;
+        const int b = b0 + (tk / UG) * WM + i, ug = u0 + (tk % UG) * 4;
+        if (b < B && ug < H) cell_epilogue4<C, PHASE>(ex, a, d, s, t, b, ug, smem + tk * kAcc + i * NG * 4);
+      }
+      ex.sync();  // the sums are the next row tile's
+    }
+  }
+};
+
 /// Names of the matrix-unit step kernels, [WeightId][cell] (f32 weights: TF32), then the
 /// reset-before GRU's two phases (index 4 + PHASE; that cell always runs in phases).
 /// acc += Ã·B̃ over KLEN of k for one 16 × 16 tile on the matrix units, both operands staged as

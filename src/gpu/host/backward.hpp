@@ -252,12 +252,12 @@ Status gemm(L& ln, const GpuPlan& g, const GemmArgs& host, const GemmArgs* dev, 
   return ln.template launch<K>(d, host, dev, arg);
 }
 
-/// A per-step product (a step's rows of C): f32_rnn_grad_gemm_direct with RNNCORE_GPU_TILE=direct
-/// where B's layout allows it (the tile choice of the forward's step kernel), else gemm.
+/// A per-step product (a step's rows of C): f32_rnn_grad_gemm_direct where the forward's tile choice
+/// asks for it (direct_products: RNNCORE_GPU_TILE=direct, lanes, lanes8) and B's layout allows it, else gemm.
 template <class BT, class L>
 Status step_gemm(L& ln, const GpuPlan& g, const GemmArgs& host, const GemmArgs* dev, int arg) {
   using K = f32_rnn_grad_gemm_direct<BT>;
-  if (g.tile != TileChoice::direct || host.m == 0 || host.n == 0 || !K::fits(host)) return gemm<BT>(ln, g, host, dev, arg);
+  if (!direct_products(g.tile) || host.m == 0 || host.n == 0 || !K::fits(host)) return gemm<BT>(ln, g, host, dev, arg);
   Dims d;
   d.gx = static_cast<std::uint32_t>((host.n + K::Tile::kBU - 1) / K::Tile::kBU);
   d.gy = static_cast<std::uint32_t>(std::min<std::int64_t>((host.m + K::Tile::kBM - 1) / K::Tile::kBM, 65535));

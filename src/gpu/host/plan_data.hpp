@@ -53,10 +53,18 @@ constexpr int kPersistentMmaBucket = kBucketCount;
 
 /// How the recurrence of a layer runs (env RNNCORE_GPU_RECURRENCE=auto|persistent|tiled).
 enum class Recurrence : std::int32_t { auto_select = 0, persistent = 1, tiled = 2 };
-/// Tile of the per-step kernel (env RNNCORE_GPU_TILE=auto|small|large|direct): the staged small or
-/// large tile of f32_rnn_step_tiled, or f32_rnn_step_direct. Auto is direct where the device prefers
-/// it (DeviceDescription::direct_step; plan_select resolves it), else small or large by occupancy.
-enum class TileChoice : std::int32_t { auto_select = 0, small = 1, large = 2, direct = 3 };
+/// Tile of the per-step kernel (env RNNCORE_GPU_TILE=auto|small|large|direct|lanes|lanes8): the
+/// staged small or large tile of f32_rnn_step_tiled, f32_rnn_step_direct, or f32_rnn_step_lanes
+/// with a warp's 32 lanes or 8 lanes splitting a task's k (not timed on a device yet, so never
+/// auto's). Auto is direct where the device prefers it (DeviceDescription::direct_step;
+/// plan_select resolves it), else small or large by occupancy. direct and both lanes tiles run the
+/// backward's per-step products on f32_rnn_grad_gemm_direct (direct_products).
+enum class TileChoice : std::int32_t { auto_select = 0, small = 1, large = 2, direct = 3, lanes = 4, lanes8 = 5 };
+constexpr int kTileChoiceCount = 6;
+/// Whether a tile choice runs the backward's per-step products on f32_rnn_grad_gemm_direct.
+constexpr bool direct_products(TileChoice t) {
+  return t == TileChoice::direct || t == TileChoice::lanes || t == TileChoice::lanes8;
+}
 
 /// Everything a GPU plan records beyond PlanImpl's common fields.
 struct GpuPlan {

@@ -106,7 +106,7 @@ Status projection_step(L& ln, const GpuPlan& g, const LayerArgs& la, const Layer
 }
 
 // `la` is the host copy of a layer's arguments (grids are computed from it), `dev` its device copy.
-// Step: f32_rnn_step_tiled (staged tiles) or f32_rnn_step_direct, on the same grid.
+// Step: f32_rnn_step_tiled (staged tiles), f32_rnn_step_direct or f32_rnn_step_lanes, each on its tile's grid.
 template <int C, template <int, int, int, int, class, class> class Step, class Tile, class WT, class L>
 Status steps_tiled(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs* dev) {
   if constexpr (C == kGruResetBefore) {
@@ -208,7 +208,12 @@ Status recurrence(L& ln, const GpuPlan& g, const LayerArgs& la, const LayerArgs*
     if (s != Status::unsupported) return s;
   }
   if (use_mma_step(g, la.batch)) return steps_mma<C, WT>(ln, g, la, dev);  // plan_select checked the device (TF32 for f32)
-  if (g.tile == TileChoice::direct) return steps_tiled<C, f32_rnn_step_direct, StepTileDirect, WT>(ln, g, la, dev);
+  switch (g.tile) {
+    case TileChoice::direct: return steps_tiled<C, f32_rnn_step_direct, StepTileDirect, WT>(ln, g, la, dev);
+    case TileChoice::lanes: return steps_tiled<C, f32_rnn_step_lanes, StepTileLanes, WT>(ln, g, la, dev);
+    case TileChoice::lanes8: return steps_tiled<C, f32_rnn_step_lanes, StepTileLanes8, WT>(ln, g, la, dev);
+    default: break;  // auto (resolved to small or large here), small, large
+  }
   if (use_large_tile(g, la.hidden, la.batch, la.dirs))
     return steps_tiled<C, f32_rnn_step_tiled, StepTileLarge, WT>(ln, g, la, dev);
   return steps_tiled<C, f32_rnn_step_tiled, StepTileSmall, WT>(ln, g, la, dev);
