@@ -17,7 +17,8 @@
 #               lanes8, LSTM
 #               and GRU, H = 512 / 1024 / 2048, B = 1 / 16 / 32 / 64, forward and training step
 #   persist.txt (only when asked for) the persistent kernel against the per-step one over B = 4 to 32,
-#               and bf16 / f16 weight storage on the staged and direct per-step kernels
+#               bf16 / f16 weight storage on the staged and direct per-step kernels, and training
+#               steps (B = 1 / 4 / 16) with backward's persistent kernel against its per-step kernels
 # Every part is time-boxed; the whole run ends inside RNNCORE_PROFILE_BUDGET_S (default 240 s).
 # RNNCORE_PROFILE_PARTS (default map,ncu,cudnn; also tiles, persist) chooses the parts.
 #
@@ -94,10 +95,11 @@ want tiles && {
   done
 } >"$out/tiles.txt" 2>&1; want tiles && echo "device_profile: tiles.txt ($(($(date +%s) - start)) s)"
 # (not a default part) where the persistent kernel stops paying: persistent against the per-step
-# kernel auto picks, over batch; then 16-bit weight storage on the per-step kernels
-recur() {  # recur RECURRENCE TILE MODE H B DTYPE
+# kernel auto picks, over batch; then 16-bit weight storage on the per-step kernels; then training
+# steps with backward's persistent kernel against its per-step kernels
+recur() {  # recur RECURRENCE TILE MODE H B DTYPE [more bench options]
   gpu_bench RNNCORE_GPU_RECURRENCE="$1" RNNCORE_GPU_TILE="$2" -- --dtype "$6" --mode "$3" --input "$4" --hidden "$4" \
-    --batch "$5" --seq 50 --reps 10
+    --batch "$5" --seq 50 --reps 10 "${@:7}"
 }
 want persist && {
   echo "# rnncore bench --backend gpu, T = 50: RNNCORE_GPU_RECURRENCE persistent against tiled (auto's tile)"
@@ -111,6 +113,15 @@ want persist && {
   for w in bf16 f16; do
     for b in 32 64; do
       for t in small direct; do recur tiled $t lstm 1024 $b $w; done
+    done
+  done
+  # training steps: backward's persistent kernel (f32_<cell>_grad_persistent, forced persistent
+  # only) against the per-step cell kernel and products (tiled, auto's tile: direct on NVIDIA)
+  for m in lstm gru; do
+    for h in 512 1024; do
+      for b in 1 4 16; do
+        for r in persistent tiled; do recur $r auto $m $h $b f32 --backward; done
+      done
     done
   done
 } >"$out/persist.txt" 2>&1; want persist && echo "device_profile: persist.txt ($(($(date +%s) - start)) s)"

@@ -97,7 +97,18 @@ hipStream_t g_capture_stream[gpu::kMaxDevices];
 thread_local char g_graph_note[160] = "off: no GPU forward has run on this thread";
 
 template <int C, class WT>
+int grad_persistent_occupancy(int k, int threads, std::size_t smem) {
+  if constexpr (C == gpu::kGruResetBefore) {
+    return 0;  // never planned (plan_grad_persistent)
+  } else {
+    if (k == 0) return gpu::blocks_per_multiprocessor<gpu::f32_rnn_grad_persistent<C, gpu::kGradBuckets[0], WT>>(threads, smem);
+    return gpu::blocks_per_multiprocessor<gpu::f32_rnn_grad_persistent<C, gpu::kGradBuckets[1], WT>>(threads, smem);
+  }
+}
+
+template <int C, class WT>
 int persistent_occupancy(int bucket, int threads, std::size_t smem) {
+  if (bucket >= gpu::kGradPersistentBucket) return grad_persistent_occupancy<C, WT>(bucket - gpu::kGradPersistentBucket, threads, smem);
   switch (bucket) {
     case gpu::kPersistentMmaBucket:
       return gpu::blocks_per_multiprocessor<gpu::rnn_recurrence_persistent_mma<C, WT>>(threads, smem);
@@ -122,7 +133,8 @@ int persistent_occupancy_cell(int cell, int bucket, int threads, std::size_t sme
   }
 }
 
-// Occupancy of the persistent kernel instance a plan would launch (src/gpu/host/plan.hpp's plan_persistent).
+// Occupancy of the persistent kernel instance a plan would launch (src/gpu/host/plan.hpp's plan_persistent,
+// plan_grad_persistent).
 int persistent_occupancy_of(int cell, int bucket, int weights, int threads, std::size_t smem) {
   if (weights == gpu::kWeightF16) return persistent_occupancy_cell<gpu::WeightF16>(cell, bucket, threads, smem);
   if (weights == gpu::kWeightBF16) return persistent_occupancy_cell<gpu::WeightBF16>(cell, bucket, threads, smem);

@@ -108,6 +108,7 @@ void check_on_device(const Case& c, const KernelChoice& k, std::uint64_t data_se
                describe(k));
 }
 
+// (persistent: in a training case also backward's persistent kernel, f32_<cell>_grad_persistent)
 const KernelChoice kChoices[] = {{"persistent", "auto"}, {"tiled", "small"}, {"tiled", "large"}, {"tiled", "direct"},
                                  {"tiled", "lanes"},      {"tiled", "lanes8"}};
 constexpr int kChoiceCount = static_cast<int>(sizeof kChoices / sizeof kChoices[0]);

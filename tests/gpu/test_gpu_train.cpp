@@ -996,3 +996,115 @@ TEST_CASE("emulated GPU training on the direct and lanes per-step kernels: the f
   }
   MESSAGE("largest relative error: " << g_training_worst);
 }
+
+TEST_CASE("emulated GPU training on backward's persistent kernel: every cell, both directions, lengths, resets, wrappers") {
+  // RNNCORE_GPU_RECURRENCE=persistent runs backward's steps as one cooperative launch per direction
+  // (f32_rnn_grad_persistent) where the plan has a slice for them: every gradient still matches the
+  // f64 reference. The reset-before GRU and projected LSTMs keep the per-step kernels; auto never
+  // takes the kernel (not timed on a device yet).
+  g_training_worst = 0;
+  Rng rng(2026120101);
+  int fused_cases = 0;
+  for (int i = 0; i < 12; ++i) {
+    Case c = random_case(rng);
+    if (i % 4 == 3) c.weights = DType::f16;
+    if (i % 5 == 4) c.B = 9 + i;  // the second grad bucket (MAXB 16)
+    Device dev;
+    dev.warp = i % 2 ? 64 : 32;
+    dev.recurrence = i % 6 == 5 ? gpu::Recurrence::auto_select : gpu::Recurrence::persistent;
+    dev.sched_seed = rng.next();
+    std::map<std::string, int> launches;
+    dev.launches = &launches;
+    check_emulated(c, rng.next(), dev);
+    int fused = 0, cells = 0;
+    for (const auto& kv : launches) {
+      if (kv.first.find("_grad_persistent") != std::string::npos) fused += kv.second;
+      if (kv.first == "f32_rnn_grad_cell") cells += kv.second;
+    }
+    bool reset_before = false;
+    for (int l = 0; l < c.stack.num_layers; ++l)
+      reset_before = reset_before || (c.stack.layers[l].mode == Mode::gru && c.stack.layers[l].gru_variant == GruVariant::reset_before);
+    if (dev.recurrence == gpu::Recurrence::auto_select || c.T == 0 || c.B == 0 || c.B > 16) {  // (B > 16: no grad bucket)
+      CHECK(fused == 0);
+    } else {
+      const int dirs = c.stack.layers[0].direction == Direction::bidirectional ? 2 : 1;
+      if (!reset_before) CHECK(fused == c.stack.num_layers * dirs);  // every direction of every layer, one launch each
+      if (!reset_before) CHECK(cells == 0);
+      if (reset_before) CHECK(fused == 0);
+    }
+    fused_cases += fused > 0;
+  }
+  CHECK(fused_cases >= 5);
+  // Resets, dropout wrappers (state dropout), a residual and inter-layer dropout, row ids.
+  for (Mode mode : {Mode::lstm, Mode::gru, Mode::rnn_relu}) {
+    Case c = reset_case(mode, GruVariant::reset_after, 2, static_cast<int>(mode));
+    c.stack.input_size = 7;  // the residual needs I == H
+    c.stack.layers[0] = layer(mode, 7, false, {dropout_wrapper(0.8, 0.7, 0.6, false, false, StateFilter::h_and_c), residual_wrapper()});
+    c.stack.layers[1] = layer(mode, 10, false, {dropout_wrapper(0.9, 0.8, 0.7, true)});
+    c.stack.dropout = 0.3;
+    c.run_mode = RunMode::training;
+    c.row_ids = true;
+    c.seed = rng.next();
+    c.step = rng.next();
+    Device dev;
+    dev.recurrence = gpu::Recurrence::persistent;
+    std::map<std::string, int> launches;
+    dev.launches = &launches;
+    check_emulated(c, rng.next(), dev);
+    int fused = 0;
+    for (const auto& kv : launches) fused += kv.first.find("_grad_persistent") != std::string::npos ? kv.second : 0;
+    CHECK(fused == 2);
+  }
+  MESSAGE("largest relative error: " << g_training_worst);
+}
+
+TEST_CASE("mutants: leaving out any barrier or coherent load of backward's persistent kernel is caught") {
+  if (!emu::detector::available()) {
+    MESSAGE("no access instrumentation in this build (AddressSanitizer): mutants not run");
+    return;
+  }
+  // H 20 on the emulated device (8 co-resident blocks): several blocks, each with units of its own,
+  // so every unit's dh needs other blocks' dgates.
+  for (Mode mode : {Mode::lstm, Mode::gru}) {
+    Case c = one_layer_case(mode, 6, 20, true, 5, 6);
+    c.lengths = true;
+    const TrainData d = draw_training(c, 7);
+    std::map<emu::Site, std::set<std::string>> census;
+    Device dev;
+    dev.recurrence = gpu::Recurrence::persistent;
+    std::size_t found = 0;
+    dev.census = &census;
+    dev.reports = &found;
+    std::map<std::string, int> launches;
+    dev.launches = &launches;
+    TrainResults<float> base;
+    REQUIRE(train_emulated(c, d, dev, &base) == Status::ok);
+    CHECK(found == 0);
+    int fused = 0;
+    for (const auto& kv : launches) fused += kv.first.find("_grad_persistent") != std::string::npos ? kv.second : 0;
+    REQUIRE(fused == 2);
+    dev.census = nullptr;
+    dev.launches = nullptr;
+    int sites = 0;
+    for (const auto& site : census) {
+      bool in_kernel = false;
+      for (const std::string& k : site.second) in_kernel = in_kernel || k.find("_grad_persistent") != std::string::npos;
+      if (site.first.file != "backward.hpp" || !in_kernel) continue;
+      ++sites;
+      dev.mutation.kind = site.first.kind;
+      dev.mutation.line = site.first.line;
+      dev.mutation.file = "backward.hpp";
+      TrainResults<float> got;
+      found = 0;
+      REQUIRE(train_emulated(c, d, dev, &got) == Status::ok);
+      const bool changed = std::memcmp(got.dw.data(), base.dw.data(), sizeof(float) * base.dw.size()) != 0 ||
+                           std::memcmp(got.dx.data(), base.dx.data(), sizeof(float) * base.dx.size()) != 0;
+      const std::string how = found > 0 ? "caught by the detector" : changed ? "caught by the results" : "SURVIVED";
+      const std::string text = device_source_line("backward.hpp", site.first.line);
+      MESSAGE(std::string(emu::site_kind_name(site.first.kind)) << " at src/gpu/device/backward.hpp:" << site.first.line << ": " << how
+                                                                << " | " << text);
+      CHECK((found > 0 || changed));
+    }
+    CHECK(sites >= 4);  // the grid barrier, the partial sums' two barriers, the coherent load
+  }
+}

@@ -27,6 +27,7 @@ struct GradDirArgs {
   int32_t out;                  ///< O: units of h, y and their gradients
   float proj_clip;              ///< the LSTM projection's clip, 0: none
   const void* wp;               ///< LSTM projection W_proj [P][H] (packed, the weight storage type), or null
+  const void* r;                ///< R [G·H][Hs] (packed, the weight storage type): f32_rnn_grad_persistent's
   float* dwp;                   ///< its gradient (canonical [P][H], added to), or null
   float* dm;                    ///< [B][H] with a projection: the gradient at m of the step (W_projᵀ dh̃)
   int32_t residual[kWrappers];  ///< wrapper w is an (additive) residual wrapper
@@ -245,11 +246,56 @@ RNNCORE_HD RNNCORE_GPU_INLINE void lstm_ext_unit(const Exec& ex, const GradDirAr
   }
 }
 
-/// One step t (arg) of cell C, one thread per (row, 4 units): the pre-activation gradients into
-/// dgates[t][b], dh[b] replaced by the part of dh_{t−1} that bypasses R, dc[b] by dc_{t−1}. Rows
-/// past their length keep dh and dc (the state passed that step unchanged). A reset before step
-/// t + 1 first moves dh and dc to dh0 / dc0 (grad_fold_reset). With a projection the gradient at m
-/// is dm (f32_lstm_grad_projection and the product with W_proj ran first, and handled dh).
+/// Step t of cell C for row b, units 4q.. (of H): the pre-activation gradients into dgates[t][b],
+/// dh[b] replaced by the part of dh_{t−1} that bypasses R, dc[b] by dc_{t−1}. A row past its
+/// length keeps dh and dc (the state passed that step unchanged). A reset before step t + 1 first
+/// moves dh and dc to dh0 / dc0 (grad_fold_reset). With a projection the gradient at m is dm
+/// (f32_lstm_grad_projection and the product with W_proj ran first, and handled dh).
+template <int C, class Exec>
+RNNCORE_HD RNNCORE_GPU_INLINE void grad_cell_group(const Exec& ex, const GradDirArgs& a, int t, int b, int q) {
+  const int H = a.hidden, u0 = 4 * q, n = imin(4, H - u0);
+  if (!grad_active(a, t, b)) return;
+  const bool projected = C == kLstm && a.dm != nullptr;
+  grad_fold_reset(ex, a, t, b, u0, projected ? 0 : n, n);
+  float dh_cell[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if (projected) {
+    for (int j = 0; j < 4; ++j) if (j < n) dh_cell[j] = a.dm[static_cast<int64_t>(b) * H + u0 + j];
+  } else {
+    grad_cell_output(a, t, b, q, dh_cell, n);
+  }
+  const float* k = grad_keep(a, t, b) + u0;
+  const int64_t row = static_cast<int64_t>(t) * a.batch + b;
+  float* dg = a.dgates + row * grad_width(a) + u0;
+  float* dh = a.dh + static_cast<int64_t>(b) * a.out + u0;
+  if constexpr (C == kLstm) {
+    float c_prev[4] = {0.0f, 0.0f, 0.0f, 0.0f}, dc_cell[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    grad_state_before(ex, a, t, b, q, 4 * static_cast<int64_t>(H), a.state_c, a.c0, H, c_prev, n);
+    float* dc = a.dc + static_cast<int64_t>(b) * H + u0;
+    for (int j = 0; j < 4; ++j) if (j < n) dc_cell[j] = dc[j];
+    for (int w = 0; w < a.num_wrappers; ++w) apply_mask4(a.state_c[w], a.step, t, a.row_ids, b, static_cast<uint32_t>(q), dc_cell, n);
+    if (a.lstm_ext) {
+      lstm_ext_unit(ex, a, k, u0, c_prev, dh_cell, dc_cell, dc, dg, n);
+    } else {
+      for (int j = 0; j < 4; ++j) if (j < n)
+        dc[j] = detail::lstm_unit_backward(k[j], k[H + j], k[2 * H + j], k[3 * H + j], act_tanh(k[4 * H + j]), c_prev[j],
+                                           dh_cell[j], dc_cell[j], dg + j, static_cast<int64_t>(H));
+    }
+    if (!projected)
+      for (int j = 0; j < 4; ++j) if (j < n) dh[j] = 0.0f;
+  } else if constexpr (C == kGruResetAfter || C == kGruResetBefore) {
+    const float* hp = a.hprev + row * H + u0;
+    for (int j = 0; j < 4; ++j) if (j < n)
+      dh[j] = detail::gru_unit_backward(C == kGruResetAfter, k[j], k[H + j], k[2 * H + j], C == kGruResetAfter ? k[3 * H + j] : 0.0f,
+                                        hp[j], dh_cell[j], dg + j, static_cast<int64_t>(H));
+  } else {
+    for (int j = 0; j < 4; ++j) if (j < n) {
+      dg[j] = detail::rnn_unit_backward(C == kRnnTanh, k[j], dh_cell[j]);
+      dh[j] = 0.0f;
+    }
+  }
+}
+
+/// One step t (arg) of cell C, one thread per (row, 4 units): grad_cell_group.
 template <int C>
 struct f32_rnn_grad_cell {
   using Args = GradDirArgs;
@@ -257,49 +303,114 @@ struct f32_rnn_grad_cell {
   static constexpr int kMaxThreads = kBlockThreads;
   template <class Exec>
   RNNCORE_HD static void run(const Exec& ex, const Args& a, int t, float*) {
-    const int H = a.hidden, groups = (H + 3) / 4;
+    const int groups = (a.hidden + 3) / 4;
     const int64_t total = static_cast<int64_t>(a.batch) * groups;
-    for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
-      const int b = static_cast<int>(i / groups), q = static_cast<int>(i % groups), u0 = 4 * q, n = imin(4, H - u0);
-      if (!grad_active(a, t, b)) continue;
-      const bool projected = C == kLstm && a.dm != nullptr;
-      grad_fold_reset(ex, a, t, b, u0, projected ? 0 : n, n);
-      float dh_cell[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      if (projected) {
-        for (int j = 0; j < 4; ++j) if (j < n) dh_cell[j] = a.dm[static_cast<int64_t>(b) * H + u0 + j];
-      } else {
-        grad_cell_output(a, t, b, q, dh_cell, n);
-      }
-      const float* k = grad_keep(a, t, b) + u0;
-      const int64_t row = static_cast<int64_t>(t) * a.batch + b;
-      float* dg = a.dgates + row * grad_width(a) + u0;
-      float* dh = a.dh + static_cast<int64_t>(b) * a.out + u0;
-      if constexpr (C == kLstm) {
-        float c_prev[4] = {0.0f, 0.0f, 0.0f, 0.0f}, dc_cell[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        grad_state_before(ex, a, t, b, q, 4 * static_cast<int64_t>(H), a.state_c, a.c0, H, c_prev, n);
-        float* dc = a.dc + static_cast<int64_t>(b) * H + u0;
-        for (int j = 0; j < 4; ++j) if (j < n) dc_cell[j] = dc[j];
-        for (int w = 0; w < a.num_wrappers; ++w) apply_mask4(a.state_c[w], a.step, t, a.row_ids, b, static_cast<uint32_t>(q), dc_cell, n);
-        if (a.lstm_ext) {
-          lstm_ext_unit(ex, a, k, u0, c_prev, dh_cell, dc_cell, dc, dg, n);
-        } else {
-          for (int j = 0; j < 4; ++j) if (j < n)
-            dc[j] = detail::lstm_unit_backward(k[j], k[H + j], k[2 * H + j], k[3 * H + j], act_tanh(k[4 * H + j]), c_prev[j],
-                                               dh_cell[j], dc_cell[j], dg + j, static_cast<int64_t>(H));
+    for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex))
+      grad_cell_group<C>(ex, a, t, static_cast<int>(i / groups), static_cast<int>(i % groups));
+  }
+};
+
+constexpr const char* kGradPersistentNames[] = {"f32_lstm_grad_persistent", "f32_gru_grad_persistent",
+                                                "f32_gru_reset_before_grad_persistent", "f32_rnn_tanh_grad_persistent",
+                                                "f32_rnn_relu_grad_persistent"};
+
+/// Shared memory of f32_rnn_grad_persistent: R's columns of the block's units [G·H][U] of
+/// `weight_bytes` each, and the warps' partial sums [warps][MAXB][4] in f32.
+RNNCORE_HD inline size_t grad_persistent_smem_bytes(int gates, int hidden, int units, int warps, int maxb, size_t weight_bytes) {
+  return weight_bytes * static_cast<size_t>(gates) * hidden * units + sizeof(float) * static_cast<size_t>(warps) * maxb * 4;
+}
+
+/// Backward's steps as one cooperative launch per direction (Recurrence::persistent; an LSTM
+/// without a projection, the reset-after GRU, Elman), in place of f32_rnn_grad_cell and the
+/// per-step products. Block j owns units [j·U, j·U + U) (U = arg, a multiple of 4) and keeps R's
+/// columns for them, all G·H rows, in shared memory across steps. Each step, in reverse:
+///   1. grad_cell_group for its units: dgates[t] and the part of dh_{t−1} that bypasses R, dc_{t−1};
+///   2. a grid barrier: every unit's dgates[t] is written;
+///   3. dh_{t−1} += Σ_n dgates[t][b][col n] · R[n][u] for its units u: the product kGemmRecurrent
+///      (and, reset-after GRU, kGemmRecurrentN: R's rows 2H.. pair with dgates' block G) computes,
+///      restricted to the columns the block's next cell step reads — so one grid barrier a step.
+/// The threads split n (thread i takes n ≡ i), each sums its n in increasing order for MAXB rows ×
+/// 4 units; the partial sums meet by shuffles within a warp, then in shared memory in warp order:
+/// deterministic, another order than the per-step product's. dgates[t] is other blocks' writes:
+/// read with ex.load_coherent. grid = (blocks, 1, 1); needs every block co-resident (plan time).
+template <int C, int MAXB, class WT>
+struct f32_rnn_grad_persistent {
+  using Args = GradDirArgs;
+  static const char* name() { return kGradPersistentNames[C]; }
+  static constexpr int kGates = cell_gates(C);
+  static constexpr int kMaxThreads = kPersistentThreads;
+  static_assert(C != kGruResetBefore, "the reset-before GRU's r ⊙ h product needs a second grid barrier a step");
+
+  /// Column of dgates' row that R's row n pairs with.
+  RNNCORE_HD static int column(int n, int H) { return C == kGruResetAfter && n >= 2 * H ? n + H : n; }
+
+  /// dh[b][unit0 + 4c ..] += Σ_n dgates[t][b][column n] · rows[n][4c ..] for b < batch.
+  template <class Exec>
+  RNNCORE_HD static void product(const Exec& ex, const Args& a, const WT* rows, float* red, int t, int unit0, int units, int c) {
+    const int ws = ex.warp_size(), lane = ex.tx() % ws, warp = ex.tx() / ws, warps = ex.bdx() / ws;
+    const int H = a.hidden, N = kGates * H, B = a.batch;
+    const int64_t gw = grad_width(a);
+    const float* dg = a.dgates + static_cast<int64_t>(t) * B * gw;
+    float acc[MAXB][4];
+    RNNCORE_GPU_UNROLL
+    for (int b = 0; b < MAXB; ++b)
+      for (int j = 0; j < 4; ++j) acc[b][j] = 0.0f;
+    for (int n = ex.tx(); n < N; n += ex.bdx()) {
+      const F4 r = load4w(rows + n * units + 4 * c);
+      const float* col = dg + column(n, H);
+      RNNCORE_GPU_UNROLL
+      for (int b = 0; b < MAXB; ++b) {
+        if (b < B) {
+          const float v = ex.load_coherent(col + b * gw);
+          acc[b][0] += v * r.x;
+          acc[b][1] += v * r.y;
+          acc[b][2] += v * r.z;
+          acc[b][3] += v * r.w;
         }
-        if (!projected)
-          for (int j = 0; j < 4; ++j) if (j < n) dh[j] = 0.0f;
-      } else if constexpr (C == kGruResetAfter || C == kGruResetBefore) {
-        const float* hp = a.hprev + row * H + u0;
-        for (int j = 0; j < 4; ++j) if (j < n)
-          dh[j] = detail::gru_unit_backward(C == kGruResetAfter, k[j], k[H + j], k[2 * H + j], C == kGruResetAfter ? k[3 * H + j] : 0.0f,
-                                            hp[j], dh_cell[j], dg + j, static_cast<int64_t>(H));
-      } else {
-        for (int j = 0; j < 4; ++j) if (j < n) {
-          dg[j] = detail::rnn_unit_backward(C == kRnnTanh, k[j], dh_cell[j]);
-          dh[j] = 0.0f;
+      }
+    }
+    RNNCORE_GPU_UNROLL
+    for (int b = 0; b < MAXB; ++b) {
+      if (b < B) {  // uniform across the warp: every lane takes part in the shuffles
+        for (int j = 0; j < 4; ++j) {
+          float v = acc[b][j];
+          for (int m = ws / 2; m > 0; m /= 2) v += ex.shfl_xor(v, m);
+          if (lane == 0) red[(warp * MAXB + b) * 4 + j] = v;
         }
       }
+    }
+    ex.sync();
+    for (int i = ex.tx(); i < B * 4; i += ex.bdx()) {
+      const int b = i / 4, u = unit0 + 4 * c + i % 4;
+      float v = 0.0f;
+      for (int w = 0; w < warps; ++w) v += red[(w * MAXB + b) * 4 + i % 4];
+      if (u < H) a.dh[static_cast<int64_t>(b) * a.out + u] += v;
+    }
+    ex.sync();  // dh of the block's units is whole (the next step's cell reads it), `red` free again
+  }
+
+  template <class Exec>
+  RNNCORE_HD static void run(const Exec& ex, const Args& a, int units, float* smem) {
+    const int H = a.hidden, N = kGates * H, groups = units / 4, unit0 = ex.bx() * units;
+    const int64_t Hs = a.hidden_stride;
+    WT* rows = reinterpret_cast<WT*>(smem);                                                          // [G·H][U]
+    float* red = reinterpret_cast<float*>(rows + static_cast<int64_t>(N) * units);  // [warps][MAXB][4]
+    stage_rounds<8>(  // R's columns of this block's units, once for all steps (N · U fits in shared memory)
+        ex.tx(), ex.bdx(), N * units,
+        [&](int i) {
+          const int n = i / units, u = unit0 + (i - n * units);
+          return u < H ? static_cast<const WT*>(a.r)[n * Hs + u] : from_float<WT>(0.0f);
+        },
+        [&](int i, WT v) { rows[i] = v; });
+    // (the first step's grid barrier orders the staging before any product reads `rows`)
+    for (int s = a.steps - 1; s >= 0; --s) {
+      const int t = a.reverse ? a.steps - 1 - s : s;
+      for (int i = ex.tx(); i < a.batch * groups; i += ex.bdx()) {
+        const int q = unit0 / 4 + i % groups;
+        if (4 * q < H) grad_cell_group<C>(ex, a, t, i / groups, q);
+      }
+      ex.grid_sync();  // every block's dgates[t] is written
+      for (int c = 0; c < groups; ++c) product(ex, a, rows, red, t, unit0, units, c);
     }
   }
 };

@@ -183,6 +183,7 @@ inline void direction_grad_args(const detail::PlanImpl& p, const Views& v, int l
   ga->dh = at<float>(v.ws, tr.dh[0]);
   ga->dc = at<float>(v.ws, tr.dc);
   ga->dgates = at<float>(v.ws, tr.dgates);
+  ga->r = v.packed + lp.dir[d].r_panel;
   ga->hprev = at<float>(v.ws, tr.hprev);
   ga->xcell = at<float>(v.ws, tr.xcell);
   ga->drh = at<float>(v.ws, tr.brows);
@@ -266,18 +267,35 @@ Status step_gemm(L& ln, const GpuPlan& g, const GemmArgs& host, const GemmArgs* 
   return ln.template launch<K>(d, host, dev, arg);
 }
 
-/// Direction d of a layer: its launches in stream order.
+template <int C, int MAXB, class WT, class L>
+Status persistent_steps(L& ln, const GpuPlan& g, const GradDirArgs& ga, const GradDirArgs* dga, int units) {
+  using K = f32_rnn_grad_persistent<C, MAXB, WT>;
+  Dims d;
+  d.gx = static_cast<std::uint32_t>((ga.hidden + units - 1) / units);
+  d.block = static_cast<std::uint32_t>(g.persist_threads);
+  d.smem = grad_persistent_smem_bytes(cell_gates(C), ga.hidden, units, g.persist_threads / g.target.warp_size, MAXB, sizeof(WT));
+  return ln.template launch_cooperative<K>(d, ga, dga, units);
+}
+
+/// Every step of a direction on f32_rnn_grad_persistent where the plan has a slice for it
+/// (grad_persistent_units); Status::unsupported where it has none or the runtime refused the
+/// cooperative launch (nothing queued): the per-step kernels run instead.
 template <int C, class WT, class L>
-Status direction(L& ln, const GpuPlan& g, const GradLayerBlock& host, const GradLayerBlock* dev, int d, bool skip_input) {
-  const GradDirArgs& ga = host.dir[d];
-  const GradDirArgs* dga = &dev->dir[d];
-  const GemmArgs* gm = host.gemm[d];
-  const GemmArgs* dgm = dev->gemm[d];
+Status steps_persistent(L& ln, const GpuPlan& g, const GradDirArgs& ga, const GradDirArgs* dga, int layer) {
+  if constexpr (C == kGruResetBefore) {
+    return Status::unsupported;
+  } else {
+    const int units = ga.dm != nullptr ? 0 : grad_persistent_units(g, layer, ga.batch);
+    if (units <= 0 || ga.steps == 0) return Status::unsupported;
+    if (grad_bucket_index(ga.batch) == 0) return persistent_steps<C, kGradBuckets[0], WT>(ln, g, ga, dga, units);
+    return persistent_steps<C, kGradBuckets[1], WT>(ln, g, ga, dga, units);
+  }
+}
+
+/// Every step of a direction, in reverse, on the per-step kernels: the cell, then the products.
+template <int C, class WT, class L>
+Status steps(L& ln, const GpuPlan& g, const GradDirArgs& ga, const GradDirArgs* dga, const GemmArgs* gm, const GemmArgs* dgm) {
   const std::int64_t BH = static_cast<std::int64_t>(ga.batch) * ga.hidden, groups = ga.batch * ((ga.hidden + 3) / 4);
-  const std::int64_t rows = static_cast<std::int64_t>(ga.steps) * ga.batch;
-  RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_grad_gather>(
-      elementwise_dims(g, rows * ((ga.in_size + 3) / 4 + (ga.hidden + 3) / 4), 1), ga, dga, 0));
-  RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_grad_start>(elementwise_dims(g, BH, 1), ga, dga, 0));
   for (int s = ga.steps - 1; s >= 0; --s) {
     const int t = ga.reverse ? ga.steps - 1 - s : s;
     if (ga.dm != nullptr) {  // a projected LSTM: dh̃, then dm = dh̃ · W_proj for the cell kernel
@@ -293,6 +311,24 @@ Status direction(L& ln, const GpuPlan& g, const GradLayerBlock& host, const Grad
     RNNCORE_RETURN_IF_ERROR(step_gemm<WT>(ln, g, gm[kGemmRecurrent], &dgm[kGemmRecurrent], t));
     if constexpr (C == kGruResetAfter) RNNCORE_RETURN_IF_ERROR(step_gemm<WT>(ln, g, gm[kGemmRecurrentN], &dgm[kGemmRecurrentN], t));
   }
+  return Status::ok;
+}
+
+/// Direction d of layer `layer`: its launches in stream order.
+template <int C, class WT, class L>
+Status direction(L& ln, const GpuPlan& g, const GradLayerBlock& host, const GradLayerBlock* dev, int layer, int d, bool skip_input) {
+  const GradDirArgs& ga = host.dir[d];
+  const GradDirArgs* dga = &dev->dir[d];
+  const GemmArgs* gm = host.gemm[d];
+  const GemmArgs* dgm = dev->gemm[d];
+  const std::int64_t BH = static_cast<std::int64_t>(ga.batch) * ga.hidden;
+  const std::int64_t rows = static_cast<std::int64_t>(ga.steps) * ga.batch;
+  RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_grad_gather>(
+      elementwise_dims(g, rows * ((ga.in_size + 3) / 4 + (ga.hidden + 3) / 4), 1), ga, dga, 0));
+  RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_grad_start>(elementwise_dims(g, BH, 1), ga, dga, 0));
+  const Status fused = steps_persistent<C, WT>(ln, g, ga, dga, layer);
+  if (fused != Status::ok && fused != Status::unsupported) return fused;
+  if (fused == Status::unsupported) RNNCORE_RETURN_IF_ERROR((steps<C, WT>(ln, g, ga, dga, gm, dgm)));
   if (ga.dh0 != nullptr || ga.dc0 != nullptr)
     RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_grad_end>(elementwise_dims(g, BH, 1), ga, dga, 0));
   if (ga.dpeep[0] != nullptr)
@@ -313,13 +349,14 @@ Status direction(L& ln, const GpuPlan& g, const GradLayerBlock& host, const Grad
 }
 
 template <class WT, class L>
-Status direction_of(L& ln, const GpuPlan& g, const GradLayerBlock& host, const GradLayerBlock* dev, int d, simd::Cell cell, bool skip) {
+Status direction_of(L& ln, const GpuPlan& g, const GradLayerBlock& host, const GradLayerBlock* dev, int layer, int d, simd::Cell cell,
+                    bool skip) {
   switch (cell) {
-    case simd::Cell::lstm: return direction<kLstm, WT>(ln, g, host, dev, d, skip);
-    case simd::Cell::gru_reset_after: return direction<kGruResetAfter, WT>(ln, g, host, dev, d, skip);
-    case simd::Cell::gru_reset_before: return direction<kGruResetBefore, WT>(ln, g, host, dev, d, skip);
-    case simd::Cell::rnn_tanh: return direction<kRnnTanh, WT>(ln, g, host, dev, d, skip);
-    case simd::Cell::rnn_relu: return direction<kRnnRelu, WT>(ln, g, host, dev, d, skip);
+    case simd::Cell::lstm: return direction<kLstm, WT>(ln, g, host, dev, layer, d, skip);
+    case simd::Cell::gru_reset_after: return direction<kGruResetAfter, WT>(ln, g, host, dev, layer, d, skip);
+    case simd::Cell::gru_reset_before: return direction<kGruResetBefore, WT>(ln, g, host, dev, layer, d, skip);
+    case simd::Cell::rnn_tanh: return direction<kRnnTanh, WT>(ln, g, host, dev, layer, d, skip);
+    case simd::Cell::rnn_relu: return direction<kRnnRelu, WT>(ln, g, host, dev, layer, d, skip);
   }
   return Status::internal;
 }
@@ -523,7 +560,7 @@ Status backward_with(L& ln, const detail::PlanImpl& p, const GpuPlan& g, const u
     if (l > 0 || host[0].ends.embed.dtable != nullptr)  // the layer below's output gradient, which this layer's directions add to
       RNNCORE_RETURN_IF_ERROR(ln.zero_async(host[l].dir[0].dx, sizeof(float) * static_cast<std::size_t>(f.seq_len) * f.batch * lp.input_size));
     for (int d = 0; d < lp.dirs; ++d)
-      RNNCORE_RETURN_IF_ERROR(grad::direction_of<WT>(ln, g, host[l], &dev[l], d, lp.cell, lp.skip_input));
+      RNNCORE_RETURN_IF_ERROR(grad::direction_of<WT>(ln, g, host[l], &dev[l], l, d, lp.cell, lp.skip_input));
     if (host[l].inter.mask.active) {
       const std::int64_t items = static_cast<std::int64_t>(f.seq_len) * f.batch * ((host[l].inter.width + 3) / 4);
       RNNCORE_RETURN_IF_ERROR(ln.template launch<f32_rnn_inter_layer_dropout>(elementwise_dims(g, items, 1), host[l].inter, &dev[l].inter, 0));

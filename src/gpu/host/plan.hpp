@@ -13,7 +13,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "src/gpu/device/kernels.hpp"
+#include "src/gpu/device/backward.hpp"  // grad_persistent_smem_bytes (and kernels.hpp)
 #include "src/internal/arena.hpp"
 #include "src/internal/error.hpp"
 #include "src/gpu/host/plan_data.hpp"
@@ -225,6 +225,44 @@ void plan_persistent(const detail::PlanImpl& p, GpuPlan* g, Occupancy blocks_per
   }
 }
 
+/// Chooses, per layer and grad bucket, how many units (a multiple of 4) each block of backward's
+/// persistent kernel owns: the fewest such that R's columns for them (all G·H rows) fit in shared
+/// memory and every block of one direction is co-resident. Training plans only; not a projected
+/// layer (dm needs every unit's dh̃ first) nor the reset-before GRU (d(r ⊙ h) likewise).
+template <class Occupancy>
+void plan_grad_persistent(const detail::PlanImpl& p, GpuPlan* g, Occupancy blocks_per_sm) {
+  std::memset(g->grad_persist_units, 0, sizeof g->grad_persist_units);
+  if (!p.options.training || !g->target.cooperative || g->persist_threads < g->target.warp_size) return;
+  const int warps = g->persist_threads / g->target.warp_size;
+  for (int l = 0; l < p.stack.num_layers; ++l) {
+    const detail::LayerPlan& lp = p.layers[l];
+    if (p.stack.layers[l].proj_size > 0 || lp.cell == simd::Cell::gru_reset_before) continue;
+    const int H = lp.hidden, G = lp.gates, cell = static_cast<int>(lp.cell);
+    for (int k = 0; k < kGradBucketCount; ++k) {
+      if ((k == 0 ? 1 : kGradBuckets[k - 1] + 1) > p.options.max_batch) break;
+      for (int units = 4; units < H + 4; units += 4) {
+        const std::int64_t blocks = (H + units - 1) / units;
+        const std::size_t smem = grad_persistent_smem_bytes(G, H, units, warps, kGradBuckets[k], weight_bytes(g->weights));
+        if (static_cast<std::int64_t>(smem) > g->target.smem_optin) break;  // more units only need more
+        if (blocks > static_cast<std::int64_t>(g->target.sm_count) * 32) continue;
+        const int per_sm = blocks_per_sm(cell, kGradPersistentBucket + k, g->weights, g->persist_threads, smem);
+        if (per_sm > 0 && blocks <= static_cast<std::int64_t>(per_sm) * g->target.sm_count) {
+          g->grad_persist_units[l][k] = static_cast<std::int16_t>(units);
+          break;
+        }
+      }
+    }
+  }
+}
+
+/// Units per block of backward's persistent kernel for a direction of `batch` rows, or 0 (the
+/// per-step kernels): only with a forced persistent recurrence (Recurrence's note).
+inline int grad_persistent_units(const GpuPlan& g, int layer, int batch) {
+  const int k = grad_bucket_index(batch);
+  if (k < 0 || g.recurrence != Recurrence::persistent) return 0;
+  return g.grad_persist_units[layer][k];
+}
+
 /// Which recurrence a layer of `batch` rows runs: the persistent kernel's units per block, or 0
 /// for the per-step kernel.
 inline int persistent_units(const GpuPlan& g, int layer, int batch) {
@@ -307,6 +345,7 @@ template <class Occupancy>
 void plan_layout(detail::PlanImpl* p, Occupancy blocks_per_sm) {
   compute_layout(p, &p->gpu);
   plan_persistent(*p, &p->gpu, blocks_per_sm);
+  plan_grad_persistent(*p, &p->gpu, blocks_per_sm);
 }
 
 /// Blocks of `threads` threads, `registers` registers each and `smem` bytes of shared memory that

@@ -51,7 +51,18 @@ constexpr int kMmaStepMinBatch = 8;
 /// on the matrix units (rnn_recurrence_persistent_mma, one instance per cell and weight type).
 constexpr int kPersistentMmaBucket = kBucketCount;
 
-/// How the recurrence of a layer runs (env RNNCORE_GPU_RECURRENCE=auto|persistent|tiled).
+/// The occupancy callback's bucket index for f32_rnn_grad_persistent of grad bucket k is
+/// kGradPersistentBucket + k.
+constexpr int kGradPersistentBucket = kPersistentMmaBucket + 1;
+/// Batch buckets of backward's persistent kernel (f32_rnn_grad_persistent): MAXB of the instance
+/// that runs a batch B is the smallest bucket ≥ B; larger batches run backward's per-step kernels.
+constexpr int kGradBuckets[] = {4, 16};
+constexpr int kGradBucketCount = 2;
+constexpr int grad_bucket_index(int batch) { return batch < 1 ? -1 : batch <= 4 ? 0 : batch <= 16 ? 1 : -1; }
+
+/// How the recurrence of a layer runs (env RNNCORE_GPU_RECURRENCE=auto|persistent|tiled). A forced
+/// persistent recurrence also runs backward's steps on f32_rnn_grad_persistent where the plan has
+/// a slice for them (grad_persist_units); auto does not yet: that kernel has not been timed on a device.
 enum class Recurrence : std::int32_t { auto_select = 0, persistent = 1, tiled = 2 };
 /// Tile of the per-step kernel (env RNNCORE_GPU_TILE=auto|small|large|direct|lanes|lanes8): the
 /// staged small or large tile of f32_rnn_step_tiled, f32_rnn_step_direct, or f32_rnn_step_lanes
@@ -107,6 +118,10 @@ struct GpuPlan {
   /// per layer, for batches of kMmaStepMinBatch to 16 rows; 0: not planned (no mma_step, a
   /// projection, or the slice does not fit).
   std::int16_t persist_mma_units[kMaxLayers] = {};
+  /// Units per block of backward's persistent kernel (f32_rnn_grad_persistent, one direction a
+  /// launch) per layer and grad bucket; 0: not planned (not a training plan, a projection, the
+  /// reset-before GRU, or the slice does not fit) and backward runs its per-step kernels.
+  std::int16_t grad_persist_units[kMaxLayers][kGradBucketCount] = {};
 };
 
 }  // namespace gpu
