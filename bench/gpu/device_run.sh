@@ -157,7 +157,8 @@ fi
 model_md="$out/speed_model.md"
 t0=$(date +%s)
 { "$kit/speed_model" --profile H200 --profile sm_90 --profile sm_80 && echo &&
-  echo "# Backward" && echo && "$kit/speed_model" --backward --profile H200 --profile sm_90; } >"$model_md" 2>&1
+  echo "# Backward" && echo && "$kit/speed_model" --backward --profile H200 --profile sm_90 && echo &&
+  echo "# Backward, RNNCORE_GPU_RECURRENCE=persistent" && echo && "$kit/speed_model" --backward-persistent --profile H200; } >"$model_md" 2>&1
 rc=$?
 if [ $rc -eq 0 ]; then part speed_model "tables written (speed_model.md)" $(($(date +%s) - t0))
 else part speed_model "exit $rc (speed_model.md)" $(($(date +%s) - t0)) failed; fi

@@ -31,11 +31,15 @@
 // instruction mix, bank conflicts and the h broadcast are not modelled. Printed beside cuDNN's
 // published anchors.
 //
-// --backward: the same bound for one step of backward through time (src/gpu/host/backward.hpp): per
-// step the cell kernel and dh += dpre · R (2·G·H·H·B FLOPs, R read once from L2 or HBM — backward
-// has no persistent kernel yet), 2 launches (3 for the reset-after GRU, 4 for the reset-before);
-// the weight and input gradients are products over all steps after the recurrence, reported as a
-// per-step share at the f32 rate (2·G·H·(2·I + H)·B FLOPs).
+// --backward: the same bound for one step of backward through time (src/gpu/host/backward.hpp) as
+// auto runs it: per step the cell kernel and dh += dpre · R (2·G·H·H·B FLOPs, R read once from L2
+// or HBM), 2 launches (3 for the reset-after GRU, 4 for the reset-before); the weight and input
+// gradients are products over all steps after the recurrence, reported as a per-step share at the
+// f32 rate (2·G·H·(2·I + H)·B FLOPs). --backward-persistent: the same with a forced persistent
+// recurrence, where the training plan has a slice for backward's persistent kernel
+// (f32_<cell>_grad_persistent, B ≤ 16): R's columns from shared memory of the multiprocessors its
+// blocks occupy, the f32 rate of those, one grid barrier a step (its occupancy modelled with the
+// forward persistent kernel's registers of the profile, as the forward's).
 //
 // --profile NAME: only that profile (a name or arch: "H100 SXM", "sm_90", "gfx942", ...; "H200": the H100's
 // multiprocessors and rates with the H200's 4.8 TB/s HBM and the 60 MB of L2 PyTorch reported on
@@ -43,7 +47,7 @@
 // shapes. The device kit (bench/gpu/device_run.sh, bench_vs_cudnn.py) asks this way for the bound
 // beside each measurement.
 //
-// usage: speed_model [--csv] [--backward] [--profile NAME] [--shape MODE:H:B:WEIGHTS[:half]]...
+// usage: speed_model [--csv] [--backward | --backward-persistent] [--profile NAME] [--shape MODE:H:B:WEIGHTS[:half]]...
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -168,19 +172,53 @@ bool model(const gpu::DeviceProfile& prof, const ModelShape& sh, Row* row) {
   return true;
 }
 
-/// One step of backward (see the file comment), from the same plan's layer facts.
-bool model_backward(const gpu::DeviceProfile& prof, const ModelShape& sh, Row* row) {
+/// Units per block of backward's persistent kernel that a training plan with a forced persistent
+/// recurrence gives one layer of `sh`, or 0 (no slice fits, or B > 16).
+int grad_persistent_units_of(const gpu::DeviceProfile& prof, const ModelShape& sh) {
+  RnnSpec spec;
+  spec.mode = sh.mode;
+  spec.input_size = sh.hidden;
+  spec.hidden_size = sh.hidden;
+  PlanOptions opt;
+  opt.max_batch = sh.batch;
+  opt.max_seq_len = 100;
+  opt.weight_dtype = sh.weights;
+  opt.training = true;
+  gpu::DescribedDevice on;
+  on.device = prof.device;
+  on.registers = prof.persistent_registers;
+  on.choices.recurrence = gpu::Recurrence::persistent;
+  Plan plan;
+  if (gpu::plan_for_device(to_stack(spec), opt, on, &plan) != Status::ok) return 0;
+  return gpu::grad_persistent_units(detail::impl(plan).gpu, 0, sh.batch);
+}
+
+/// One step of backward (see the file comment), from the same plan's layer facts; `persistent`:
+/// backward's persistent kernel where a forced persistent recurrence's plan has a slice for it.
+bool model_backward(const gpu::DeviceProfile& prof, const ModelShape& sh, bool persistent, Row* row) {
   if (!model(prof, sh, row)) return false;  // the forward's plan: shapes, the weight bytes
   const double G = num_gates(sh.mode), H = sh.hidden, B = sh.batch;
-  const int launches = sh.mode == Mode::gru ? 3 : 2;  // (the profiles' shapes use the reset-after GRU)
-  const bool in_l2 = row->weight_bytes <= prof.l2_bytes / 2;
-  const double bandwidth_gbs = in_l2 ? prof.memory_gbs * kL2OverHbm : prof.memory_gbs;
-  row->kernel = "per step";
-  row->blocks = 0;
-  row->where = in_l2 ? "L2" : "HBM";
-  row->compute_us = row->flops / (prof.f32_tflops * 1e6);
-  row->memory_us = row->weight_bytes / (bandwidth_gbs * 1e3);
-  row->latency_us = kLaunchUs * launches;
+  const int units = persistent ? grad_persistent_units_of(prof, sh) : 0;
+  if (units > 0) {  // R's columns from shared memory, one grid barrier a step
+    row->kernel = "persistent";
+    row->blocks = (sh.hidden + units - 1) / units;
+    const double sms_used = std::min<double>(prof.device.sm_count, row->blocks);
+    row->where = std::string(gpu::vendor_of(prof.device)) == "hip" ? "LDS of " + std::to_string(static_cast<int>(sms_used)) + " CUs"
+                                                                   : "shared memory of " + std::to_string(static_cast<int>(sms_used)) + " SMs";
+    row->compute_us = row->flops / (prof.f32_tflops * 1e6 / prof.device.sm_count * sms_used);
+    row->memory_us = row->weight_bytes / (kSmemBytesPerClock * clock_ghz(prof) * sms_used * 1e3);
+    row->latency_us = kGridBarrierUs;
+  } else {
+    const int launches = sh.mode == Mode::gru ? 3 : 2;  // (the profiles' shapes use the reset-after GRU)
+    const bool in_l2 = row->weight_bytes <= prof.l2_bytes / 2;
+    const double bandwidth_gbs = in_l2 ? prof.memory_gbs * kL2OverHbm : prof.memory_gbs;
+    row->kernel = "per step";
+    row->blocks = 0;
+    row->where = in_l2 ? "L2" : "HBM";
+    row->compute_us = row->flops / (prof.f32_tflops * 1e6);
+    row->memory_us = row->weight_bytes / (bandwidth_gbs * 1e3);
+    row->latency_us = kLaunchUs * launches;
+  }
   row->bound_us = std::max(row->compute_us, row->memory_us) + row->latency_us;
   row->graph_bound_us = row->bound_us;  // backward is not captured
   row->proj_us = 2 * G * H * (2 * H + H) * B / (prof.f32_tflops * 1e6);  // I = H: dW, dR and dx per step
@@ -224,7 +262,7 @@ bool profile_by_name(const char* name, gpu::DeviceProfile* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool csv = false, backward = false;
+  bool csv = false, backward = false, backward_persistent = false;
   std::vector<gpu::DeviceProfile> profiles;
   std::vector<ModelShape> chosen;
   for (int i = 1; i < argc; ++i) {
@@ -234,6 +272,8 @@ int main(int argc, char** argv) {
       csv = true;
     } else if (std::strcmp(argv[i], "--backward") == 0) {
       backward = true;
+    } else if (std::strcmp(argv[i], "--backward-persistent") == 0) {
+      backward = backward_persistent = true;
     } else if (std::strcmp(argv[i], "--profile") == 0 && i + 1 < argc && profile_by_name(argv[i + 1], &prof)) {
       profiles.push_back(prof);
       ++i;
@@ -241,10 +281,11 @@ int main(int argc, char** argv) {
       chosen.push_back(sh);
       ++i;
     } else {
-      std::printf("usage: speed_model [--csv] [--backward] [--profile NAME] [--shape MODE:H:B:WEIGHTS[:half]]...\n"
+      std::printf("usage: speed_model [--csv] [--backward | --backward-persistent] [--profile NAME] [--shape MODE:H:B:WEIGHTS[:half]]...\n"
                   "  Per device profile and shape, the bound on one time step of the GPU recurrence\n"
-                  "  (--backward: of backward through time; see the comment at the top of bench/gpu/speed_model.cpp\n"
-                  "  and docs/gpu.md). NAME: H200, or a profile's name or arch (sm_90, sm_80, gfx90a, gfx942);\n"
+                  "  (--backward: of backward through time as auto runs it; --backward-persistent: with\n"
+                  "  RNNCORE_GPU_RECURRENCE=persistent, backward's persistent kernel where it fits; see the comment\n"
+                  "  at the top of bench/gpu/speed_model.cpp and docs/gpu.md). NAME: H200, or a profile's name or arch (sm_90, sm_80, gfx90a, gfx942);\n"
                   "  MODE lstm|gru|rnn_tanh|rnn_relu, WEIGHTS f32|f16|bf16, :half for gpu_half_math.\n");
       return std::strcmp(argv[i], "--help") == 0 ? 0 : 2;
     }
@@ -277,7 +318,7 @@ int main(int argc, char** argv) {
     }
     for (const ModelShape& sh : chosen) {
       Row r;
-      if (!(backward ? model_backward(prof, sh, &r) : model(prof, sh, &r))) {
+      if (!(backward ? model_backward(prof, sh, backward_persistent, &r) : model(prof, sh, &r))) {
         std::fprintf(stderr, "speed_model: planning failed for %s H=%d: %s\n", prof.device.name, sh.hidden, last_error_detail());
         return 1;
       }
