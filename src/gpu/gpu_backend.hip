@@ -98,12 +98,8 @@ thread_local char g_graph_note[160] = "off: no GPU forward has run on this threa
 
 template <int C, class WT>
 int grad_persistent_occupancy(int k, int threads, std::size_t smem) {
-  if constexpr (C == gpu::kGruResetBefore) {
-    return 0;  // never planned (plan_grad_persistent)
-  } else {
-    if (k == 0) return gpu::blocks_per_multiprocessor<gpu::f32_rnn_grad_persistent<C, gpu::kGradBuckets[0], WT>>(threads, smem);
-    return gpu::blocks_per_multiprocessor<gpu::f32_rnn_grad_persistent<C, gpu::kGradBuckets[1], WT>>(threads, smem);
-  }
+  if (k == 0) return gpu::blocks_per_multiprocessor<gpu::f32_rnn_grad_persistent<C, gpu::kGradBuckets[0], WT>>(threads, smem);
+  return gpu::blocks_per_multiprocessor<gpu::f32_rnn_grad_persistent<C, gpu::kGradBuckets[1], WT>>(threads, smem);
 }
 
 template <int C, class WT>

@@ -1000,8 +1000,8 @@ TEST_CASE("emulated GPU training on the direct and lanes per-step kernels: the f
 TEST_CASE("emulated GPU training on backward's persistent kernel: every cell, both directions, lengths, resets, wrappers") {
   // RNNCORE_GPU_RECURRENCE=persistent runs backward's steps as one cooperative launch per direction
   // (f32_rnn_grad_persistent) where the plan has a slice for them: every gradient still matches the
-  // f64 reference. The reset-before GRU and projected LSTMs keep the per-step kernels; auto never
-  // takes the kernel (not timed on a device yet).
+  // f64 reference. Projected LSTMs keep the per-step kernels; auto never takes the kernel (not
+  // timed on a device yet).
   g_training_worst = 0;
   Rng rng(2026120101);
   int fused_cases = 0;
@@ -1021,26 +1021,25 @@ TEST_CASE("emulated GPU training on backward's persistent kernel: every cell, bo
       if (kv.first.find("_grad_persistent") != std::string::npos) fused += kv.second;
       if (kv.first == "f32_rnn_grad_cell") cells += kv.second;
     }
-    bool reset_before = false;
-    for (int l = 0; l < c.stack.num_layers; ++l)
-      reset_before = reset_before || (c.stack.layers[l].mode == Mode::gru && c.stack.layers[l].gru_variant == GruVariant::reset_before);
     if (dev.recurrence == gpu::Recurrence::auto_select || c.T == 0 || c.B == 0 || c.B > 16) {  // (B > 16: no grad bucket)
       CHECK(fused == 0);
     } else {
       const int dirs = c.stack.layers[0].direction == Direction::bidirectional ? 2 : 1;
-      if (!reset_before) CHECK(fused == c.stack.num_layers * dirs);  // every direction of every layer, one launch each
-      if (!reset_before) CHECK(cells == 0);
-      if (reset_before) CHECK(fused == 0);
+      CHECK(fused == c.stack.num_layers * dirs);  // every direction of every layer, one launch each
+      CHECK(cells == 0);
     }
     fused_cases += fused > 0;
   }
   CHECK(fused_cases >= 5);
   // Resets, dropout wrappers (state dropout), a residual and inter-layer dropout, row ids.
-  for (Mode mode : {Mode::lstm, Mode::gru, Mode::rnn_relu}) {
-    Case c = reset_case(mode, GruVariant::reset_after, 2, static_cast<int>(mode));
+  for (int k = 0; k < 4; ++k) {
+    const Mode mode = k == 0 ? Mode::lstm : k == 3 ? Mode::rnn_relu : Mode::gru;
+    const GruVariant variant = k == 2 ? GruVariant::reset_before : GruVariant::reset_after;
+    Case c = reset_case(mode, variant, 2, k);
     c.stack.input_size = 7;  // the residual needs I == H
-    c.stack.layers[0] = layer(mode, 7, false, {dropout_wrapper(0.8, 0.7, 0.6, false, false, StateFilter::h_and_c), residual_wrapper()});
-    c.stack.layers[1] = layer(mode, 10, false, {dropout_wrapper(0.9, 0.8, 0.7, true)});
+    c.stack.layers[0] =
+        layer(mode, 7, false, {dropout_wrapper(0.8, 0.7, 0.6, false, false, StateFilter::h_and_c), residual_wrapper()}, variant);
+    c.stack.layers[1] = layer(mode, 10, false, {dropout_wrapper(0.9, 0.8, 0.7, true)}, variant);
     c.stack.dropout = 0.3;
     c.run_mode = RunMode::training;
     c.row_ids = true;
@@ -1065,8 +1064,8 @@ TEST_CASE("mutants: leaving out any barrier or coherent load of backward's persi
   }
   // H 20 on the emulated device (8 co-resident blocks): several blocks, each with units of its own,
   // so every unit's dh needs other blocks' dgates.
-  for (Mode mode : {Mode::lstm, Mode::gru}) {
-    Case c = one_layer_case(mode, 6, 20, true, 5, 6);
+  for (int k = 0; k < 3; ++k) {  // LSTM, reset-after and reset-before GRU (its second grid barrier)
+    Case c = one_layer_case(k == 0 ? Mode::lstm : Mode::gru, 6, 20, true, 5, 6, k == 2 ? GruVariant::reset_before : GruVariant::reset_after);
     c.lengths = true;
     const TrainData d = draw_training(c, 7);
     std::map<emu::Site, std::set<std::string>> census;

@@ -320,15 +320,18 @@ RNNCORE_HD inline size_t grad_persistent_smem_bytes(int gates, int hidden, int u
   return weight_bytes * static_cast<size_t>(gates) * hidden * units + sizeof(float) * static_cast<size_t>(warps) * maxb * 4;
 }
 
-/// Backward's steps as one cooperative launch per direction (Recurrence::persistent; an LSTM
-/// without a projection, the reset-after GRU, Elman), in place of f32_rnn_grad_cell and the
-/// per-step products. Block j owns units [j·U, j·U + U) (U = arg, a multiple of 4) and keeps R's
-/// columns for them, all G·H rows, in shared memory across steps. Each step, in reverse:
+/// Backward's steps as one cooperative launch per direction (Recurrence::persistent; every cell,
+/// an LSTM without a projection), in place of f32_rnn_grad_cell and the per-step products. Block j
+/// owns units [j·U, j·U + U) (U = arg, a multiple of 4) and keeps R's columns for them, all G·H
+/// rows, in shared memory across steps. Each step, in reverse:
 ///   1. grad_cell_group for its units: dgates[t] and the part of dh_{t−1} that bypasses R, dc_{t−1};
 ///   2. a grid barrier: every unit's dgates[t] is written;
 ///   3. dh_{t−1} += Σ_n dgates[t][b][col n] · R[n][u] for its units u: the product kGemmRecurrent
 ///      (and, reset-after GRU, kGemmRecurrentN: R's rows 2H.. pair with dgates' block G) computes,
 ///      restricted to the columns the block's next cell step reads — so one grid barrier a step.
+///   The reset-before GRU puts f32_rnn_grad_reset_before_r's work between 2 and 3: d(r ⊙ h) of its
+///   units from every unit's dn (R_n's rows), r's gradient and its part of dh, a second grid
+///   barrier (every unit's dr is written), then 3 over the r and z rows.
 /// The threads split n (thread i takes n ≡ i), each sums its n in increasing order for MAXB rows ×
 /// 4 units; the partial sums meet by shuffles within a warp, then in shared memory in warp order:
 /// deterministic, another order than the per-step product's. dgates[t] is other blocks' writes:
@@ -339,23 +342,28 @@ struct f32_rnn_grad_persistent {
   static const char* name() { return kGradPersistentNames[C]; }
   static constexpr int kGates = cell_gates(C);
   static constexpr int kMaxThreads = kPersistentThreads;
-  static_assert(C != kGruResetBefore, "the reset-before GRU's r ⊙ h product needs a second grid barrier a step");
+  /// NVIDIA: the resident blocks per SM to plan registers for: 1 for MAXB 4 (without a hint ptxas
+  /// spilled the reset-before GRU's sm_80 instance at 48 registers); none for MAXB 16 (112-128
+  /// registers; 2 spilled the f16 LSTM's on sm_80, 1 let them take up to 161).
+  static constexpr int kMinBlocks = MAXB >= 16 ? 0 : 1;
 
   /// Column of dgates' row that R's row n pairs with.
   RNNCORE_HD static int column(int n, int H) { return C == kGruResetAfter && n >= 2 * H ? n + H : n; }
 
-  /// dh[b][unit0 + 4c ..] += Σ_n dgates[t][b][column n] · rows[n][4c ..] for b < batch.
+  /// out[b][unit0 + 4c ..] (+)= Σ_{n0 ≤ n < n1} dgates[t][b][column n] · rows[n][4c ..] for
+  /// b < batch (out: [B][ldo]; accumulate or set).
   template <class Exec>
-  RNNCORE_HD static void product(const Exec& ex, const Args& a, const WT* rows, float* red, int t, int unit0, int units, int c) {
+  RNNCORE_HD RNNCORE_GPU_INLINE static void product(const Exec& ex, const Args& a, const WT* rows, float* red, int t, int unit0, int units, int c,
+                                 int n0, int n1, float* out, int64_t ldo, bool accumulate) {
     const int ws = ex.warp_size(), lane = ex.tx() % ws, warp = ex.tx() / ws, warps = ex.bdx() / ws;
-    const int H = a.hidden, N = kGates * H, B = a.batch;
+    const int H = a.hidden, B = a.batch;
     const int64_t gw = grad_width(a);
     const float* dg = a.dgates + static_cast<int64_t>(t) * B * gw;
     float acc[MAXB][4];
     RNNCORE_GPU_UNROLL
     for (int b = 0; b < MAXB; ++b)
       for (int j = 0; j < 4; ++j) acc[b][j] = 0.0f;
-    for (int n = ex.tx(); n < N; n += ex.bdx()) {
+    for (int n = n0 + ex.tx(); n < n1; n += ex.bdx()) {
       const F4 r = load4w(rows + n * units + 4 * c);
       const float* col = dg + column(n, H);
       RNNCORE_GPU_UNROLL
@@ -384,9 +392,24 @@ struct f32_rnn_grad_persistent {
       const int b = i / 4, u = unit0 + 4 * c + i % 4;
       float v = 0.0f;
       for (int w = 0; w < warps; ++w) v += red[(w * MAXB + b) * 4 + i % 4];
-      if (u < H) a.dh[static_cast<int64_t>(b) * a.out + u] += v;
+      if (u < H) {
+        float* o = out + static_cast<int64_t>(b) * ldo + u;
+        *o = accumulate ? *o + v : v;
+      }
     }
-    ex.sync();  // dh of the block's units is whole (the next step's cell reads it), `red` free again
+    ex.sync();  // `out` of the block's units is whole (the next phase reads it), `red` free again
+  }
+
+  /// The reset-before GRU between the products: f32_rnn_grad_reset_before_r for the block's units.
+  template <class Exec>
+  RNNCORE_HD RNNCORE_GPU_INLINE static void reset_before_r(const Exec& ex, const Args& a, int t, int unit0, int units) {
+    const int H = a.hidden;
+    for (int i = ex.tx(); i < a.batch * units; i += ex.bdx()) {
+      const int b = i / units, u = unit0 + i % units;
+      if (u >= H || !grad_active(a, t, b)) continue;
+      const int64_t row = static_cast<int64_t>(t) * a.batch + b, at = static_cast<int64_t>(b) * H + u;
+      a.dh[at] += detail::gru_reset_before_r(grad_keep(a, t, b)[u], a.hprev[row * H + u], a.drh[at], a.dgates + row * grad_width(a) + u);
+    }
   }
 
   template <class Exec>
@@ -410,7 +433,13 @@ struct f32_rnn_grad_persistent {
         if (4 * q < H) grad_cell_group<C>(ex, a, t, i / groups, q);
       }
       ex.grid_sync();  // every block's dgates[t] is written
-      for (int c = 0; c < groups; ++c) product(ex, a, rows, red, t, unit0, units, c);
+      if constexpr (C == kGruResetBefore) {
+        for (int c = 0; c < groups; ++c) product(ex, a, rows, red, t, unit0, units, c, 2 * H, 3 * H, a.drh, H, false);
+        reset_before_r(ex, a, t, unit0, units);
+        ex.grid_sync();  // every block's dr (dgates[t]'s r block) is written
+      }
+      const int n1 = C == kGruResetBefore ? 2 * H : N;
+      for (int c = 0; c < groups; ++c) product(ex, a, rows, red, t, unit0, units, c, 0, n1, a.dh, a.out, true);
     }
   }
 };

@@ -282,14 +282,10 @@ Status persistent_steps(L& ln, const GpuPlan& g, const GradDirArgs& ga, const Gr
 /// cooperative launch (nothing queued): the per-step kernels run instead.
 template <int C, class WT, class L>
 Status steps_persistent(L& ln, const GpuPlan& g, const GradDirArgs& ga, const GradDirArgs* dga, int layer) {
-  if constexpr (C == kGruResetBefore) {
-    return Status::unsupported;
-  } else {
-    const int units = ga.dm != nullptr ? 0 : grad_persistent_units(g, layer, ga.batch);
-    if (units <= 0 || ga.steps == 0) return Status::unsupported;
-    if (grad_bucket_index(ga.batch) == 0) return persistent_steps<C, kGradBuckets[0], WT>(ln, g, ga, dga, units);
-    return persistent_steps<C, kGradBuckets[1], WT>(ln, g, ga, dga, units);
-  }
+  const int units = ga.dm != nullptr ? 0 : grad_persistent_units(g, layer, ga.batch);
+  if (units <= 0 || ga.steps == 0) return Status::unsupported;
+  if (grad_bucket_index(ga.batch) == 0) return persistent_steps<C, kGradBuckets[0], WT>(ln, g, ga, dga, units);
+  return persistent_steps<C, kGradBuckets[1], WT>(ln, g, ga, dga, units);
 }
 
 /// Every step of a direction, in reverse, on the per-step kernels: the cell, then the products.

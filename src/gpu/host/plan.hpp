@@ -228,7 +228,7 @@ void plan_persistent(const detail::PlanImpl& p, GpuPlan* g, Occupancy blocks_per
 /// Chooses, per layer and grad bucket, how many units (a multiple of 4) each block of backward's
 /// persistent kernel owns: the fewest such that R's columns for them (all G·H rows) fit in shared
 /// memory and every block of one direction is co-resident. Training plans only; not a projected
-/// layer (dm needs every unit's dh̃ first) nor the reset-before GRU (d(r ⊙ h) likewise).
+/// layer (dm needs every unit's dh̃ first: a barrier this kernel does not have).
 template <class Occupancy>
 void plan_grad_persistent(const detail::PlanImpl& p, GpuPlan* g, Occupancy blocks_per_sm) {
   std::memset(g->grad_persist_units, 0, sizeof g->grad_persist_units);
@@ -236,7 +236,7 @@ void plan_grad_persistent(const detail::PlanImpl& p, GpuPlan* g, Occupancy block
   const int warps = g->persist_threads / g->target.warp_size;
   for (int l = 0; l < p.stack.num_layers; ++l) {
     const detail::LayerPlan& lp = p.layers[l];
-    if (p.stack.layers[l].proj_size > 0 || lp.cell == simd::Cell::gru_reset_before) continue;
+    if (p.stack.layers[l].proj_size > 0) continue;
     const int H = lp.hidden, G = lp.gates, cell = static_cast<int>(lp.cell);
     for (int k = 0; k < kGradBucketCount; ++k) {
       if ((k == 0 ? 1 : kGradBuckets[k - 1] + 1) > p.options.max_batch) break;

@@ -119,8 +119,8 @@ struct GpuPlan {
   /// projection, or the slice does not fit).
   std::int16_t persist_mma_units[kMaxLayers] = {};
   /// Units per block of backward's persistent kernel (f32_rnn_grad_persistent, one direction a
-  /// launch) per layer and grad bucket; 0: not planned (not a training plan, a projection, the
-  /// reset-before GRU, or the slice does not fit) and backward runs its per-step kernels.
+  /// launch) per layer and grad bucket; 0: not planned (not a training plan, a projection, or the
+  /// slice does not fit) and backward runs its per-step kernels.
   std::int16_t grad_persist_units[kMaxLayers][kGradBucketCount] = {};
 };
 
