@@ -93,7 +93,9 @@ double clock_ghz(const gpu::DeviceProfile& p) {
   return arch == "sm_90" ? 1.98 : arch == "sm_80" ? 1.41 : arch == "gfx90a" ? 1.7 : 2.1;
 }
 
-bool model(const gpu::DeviceProfile& prof, const ModelShape& sh, Row* row) {
+/// The backend's plan of one layer of `sh` (I = H) on `prof`: training with a forced recurrence, or
+/// inference with auto's choices.
+bool plan_shape(const gpu::DeviceProfile& prof, const ModelShape& sh, bool training, gpu::Recurrence recurrence, Plan* plan) {
   RnnSpec spec;
   spec.mode = sh.mode;
   spec.input_size = sh.hidden;
@@ -103,11 +105,17 @@ bool model(const gpu::DeviceProfile& prof, const ModelShape& sh, Row* row) {
   opt.max_seq_len = 100;
   opt.weight_dtype = sh.weights;
   opt.gpu_half_math = sh.half_math;
+  opt.training = training;
   gpu::DescribedDevice on;
   on.device = prof.device;
   on.registers = prof.persistent_registers;
+  on.choices.recurrence = recurrence;
+  return gpu::plan_for_device(to_stack(spec), opt, on, plan) == Status::ok;
+}
+
+bool model(const gpu::DeviceProfile& prof, const ModelShape& sh, Row* row) {
   Plan plan;
-  if (gpu::plan_for_device(to_stack(spec), opt, on, &plan) != Status::ok) return false;
+  if (!plan_shape(prof, sh, false, gpu::Recurrence::auto_select, &plan)) return false;
   const detail::PlanImpl& p = detail::impl(plan);
   const detail::LayerPlan& lp = p.layers[0];
   const double G = lp.gates, H = lp.hidden, Hs = lp.hidden_stride, B = sh.batch;
@@ -175,21 +183,8 @@ bool model(const gpu::DeviceProfile& prof, const ModelShape& sh, Row* row) {
 /// Units per block of backward's persistent kernel that a training plan with a forced persistent
 /// recurrence gives one layer of `sh`, or 0 (no slice fits, or B > 16).
 int grad_persistent_units_of(const gpu::DeviceProfile& prof, const ModelShape& sh) {
-  RnnSpec spec;
-  spec.mode = sh.mode;
-  spec.input_size = sh.hidden;
-  spec.hidden_size = sh.hidden;
-  PlanOptions opt;
-  opt.max_batch = sh.batch;
-  opt.max_seq_len = 100;
-  opt.weight_dtype = sh.weights;
-  opt.training = true;
-  gpu::DescribedDevice on;
-  on.device = prof.device;
-  on.registers = prof.persistent_registers;
-  on.choices.recurrence = gpu::Recurrence::persistent;
   Plan plan;
-  if (gpu::plan_for_device(to_stack(spec), opt, on, &plan) != Status::ok) return 0;
+  if (!plan_shape(prof, sh, true, gpu::Recurrence::persistent, &plan)) return 0;
   return gpu::grad_persistent_units(detail::impl(plan).gpu, 0, sh.batch);
 }
 
