@@ -38,6 +38,11 @@ struct Device {
   emu::Mutation mutation;                          ///< a synchronisation site left out
   std::map<emu::Site, std::set<std::string>>* census = nullptr;  ///< if set: the sites reached
   std::size_t* reports = nullptr;  ///< if set: the detector's report count (else reports fail the test)
+  /// Block size of the persistent kernels; 0: two warps. (The planner's 256 threads made every
+  /// grid barrier of a cooperative launch a switch of 8 blocks x 256 fibers: the emulator's
+  /// costliest cases. Two warps still split each block's units over warps; the forward's tests
+  /// in test_gpu_emulator.cpp run the planner's block sizes.)
+  int persist_threads = 0;
 };
 
 /// The GPU backend's training forward and backward in the emulator; buffers start as NaN bytes.
@@ -59,6 +64,7 @@ Status train_emulated(const Case& c, const TrainData& d, const Device& dev, Trai
   std::snprintf(on.device.arch, sizeof on.device.arch, "emu%d", dev.warp);
   on.choices.recurrence = dev.recurrence;
   on.choices.tile = dev.tile;
+  on.choices.persist_threads = dev.persist_threads > 0 ? dev.persist_threads : 2 * dev.warp;
   on.blocks_per_sm = dev.blocks_per_sm;
   Plan plan;
   RNNCORE_RETURN_IF_ERROR(gpu::plan_for_device(st, opt, on, &plan));
@@ -325,6 +331,51 @@ TEST_CASE("GPU gradients are the same bits for any grid size and block order (no
   }
 }
 
+namespace {
+
+/// Leaves out, in turn, every synchronisation site of src/gpu/device/backward.hpp that a training run
+/// of c on dev reaches in a kernel whose name contains `kernel` (empty: any); each mutant must be
+/// caught by the race detector or change a gradient's bits. A site whose source line contains
+/// `exempt` (if given) is reported but need not be caught. Returns how many sites were left out.
+/// `launches`, if set, receives the unmutated run's launches per kernel.
+int check_backward_mutants(const Case& c, const TrainData& d, Device dev, const std::string& kernel,
+                           const char* exempt = nullptr, std::map<std::string, int>* launches = nullptr) {
+  std::map<emu::Site, std::set<std::string>> census;
+  std::size_t found = 0;
+  dev.census = &census;
+  dev.reports = &found;
+  dev.launches = launches;
+  TrainResults<float> base;
+  REQUIRE(train_emulated(c, d, dev, &base) == Status::ok);
+  CHECK(found == 0);
+  dev.census = nullptr;
+  dev.launches = nullptr;
+  int sites = 0;
+  for (const auto& site : census) {
+    bool in_kernel = kernel.empty();
+    for (const std::string& k : site.second) in_kernel = in_kernel || k.find(kernel) != std::string::npos;
+    if (site.first.file != "backward.hpp" || !in_kernel) continue;  // (the emulator records base names)
+    ++sites;
+    dev.mutation.kind = site.first.kind;
+    dev.mutation.line = site.first.line;
+    dev.mutation.file = "backward.hpp";
+    TrainResults<float> got;
+    found = 0;
+    REQUIRE(train_emulated(c, d, dev, &got) == Status::ok);
+    const bool changed = std::memcmp(got.dw.data(), base.dw.data(), sizeof(float) * base.dw.size()) != 0 ||
+                         std::memcmp(got.dx.data(), base.dx.data(), sizeof(float) * base.dx.size()) != 0;
+    const std::string how = found > 0 ? "caught by the detector" : changed ? "caught by the results" : "SURVIVED";
+    const std::string text = device_source_line("backward.hpp", site.first.line);
+    MESSAGE(std::string(emu::site_kind_name(site.first.kind)) << " at src/gpu/device/backward.hpp:" << site.first.line << ": " << how
+                                                              << " | " << text);
+    if (exempt != nullptr && text.find(exempt) != std::string::npos) continue;
+    CHECK((found > 0 || changed));
+  }
+  return sites;
+}
+
+}  // namespace
+
 TEST_CASE("mutants: leaving out any barrier of the backward kernels is caught") {
   // Every synchronisation site of src/gpu/device/backward.hpp that a training run reaches is left out in
   // turn; the mutant is caught when the detector reports a race or a gradient's bits change.
@@ -339,36 +390,11 @@ TEST_CASE("mutants: leaving out any barrier of the backward kernels is caught") 
   const TrainData d = draw_training(c, 99);
   int sites = 0;
   for (const gpu::TileChoice tile : {gpu::TileChoice::auto_select, gpu::TileChoice::direct}) {
-    std::map<emu::Site, std::set<std::string>> census;
     Device dev;
     dev.tile = tile;
-    std::size_t found = 0;
-    dev.census = &census;
-    dev.reports = &found;
-    TrainResults<float> base;
-    REQUIRE(train_emulated(c, d, dev, &base) == Status::ok);
-    CHECK(found == 0);
-    dev.census = nullptr;
-    for (const auto& site : census) {
-      if (site.first.file != "backward.hpp") continue;  // the emulator records base names: src/gpu/device/'s
-      ++sites;
-      dev.mutation.kind = site.first.kind;
-      dev.mutation.line = site.first.line;
-      dev.mutation.file = "backward.hpp";
-      TrainResults<float> got;
-      found = 0;
-      REQUIRE(train_emulated(c, d, dev, &got) == Status::ok);
-      const bool changed = std::memcmp(got.dw.data(), base.dw.data(), sizeof(float) * base.dw.size()) != 0 ||
-                           std::memcmp(got.dx.data(), base.dx.data(), sizeof(float) * base.dx.size()) != 0;
-      const std::string how = found > 0 ? "caught by the detector" : changed ? "caught by the results" : "SURVIVED";
-      const std::string text = device_source_line("backward.hpp", site.first.line);
-      MESSAGE(std::string(emu::site_kind_name(site.first.kind)) << " at src/gpu/device/backward.hpp:" << site.first.line << ": " << how
-                                                                << " | " << text);
-      // Each block of the direct product runs one row tile (grid.y = row tiles, at most 65535): no
-      // next tile reuses the area that barrier guards.
-      if (text.find("the partial-sum area of the next row tile") != std::string::npos) continue;
-      CHECK((found > 0 || changed));
-    }
+    // Each block of the direct product runs one row tile (grid.y = row tiles, at most 65535): no
+    // next tile reuses the area that barrier guards.
+    sites += check_backward_mutants(c, d, dev, "", "the partial-sum area of the next row tile");
   }
   CHECK(sites >= 6);  // the tiled product's two barriers in each run, the direct product's two
 }
@@ -1068,42 +1094,13 @@ TEST_CASE("mutants: leaving out any barrier or coherent load of backward's persi
     Case c = one_layer_case(k == 0 ? Mode::lstm : Mode::gru, 6, 20, true, 5, 6, k == 2 ? GruVariant::reset_before : GruVariant::reset_after);
     c.lengths = true;
     const TrainData d = draw_training(c, 7);
-    std::map<emu::Site, std::set<std::string>> census;
     Device dev;
     dev.recurrence = gpu::Recurrence::persistent;
-    std::size_t found = 0;
-    dev.census = &census;
-    dev.reports = &found;
     std::map<std::string, int> launches;
-    dev.launches = &launches;
-    TrainResults<float> base;
-    REQUIRE(train_emulated(c, d, dev, &base) == Status::ok);
-    CHECK(found == 0);
+    const int sites = check_backward_mutants(c, d, dev, "_grad_persistent", nullptr, &launches);
     int fused = 0;
     for (const auto& kv : launches) fused += kv.first.find("_grad_persistent") != std::string::npos ? kv.second : 0;
-    REQUIRE(fused == 2);
-    dev.census = nullptr;
-    dev.launches = nullptr;
-    int sites = 0;
-    for (const auto& site : census) {
-      bool in_kernel = false;
-      for (const std::string& k : site.second) in_kernel = in_kernel || k.find("_grad_persistent") != std::string::npos;
-      if (site.first.file != "backward.hpp" || !in_kernel) continue;
-      ++sites;
-      dev.mutation.kind = site.first.kind;
-      dev.mutation.line = site.first.line;
-      dev.mutation.file = "backward.hpp";
-      TrainResults<float> got;
-      found = 0;
-      REQUIRE(train_emulated(c, d, dev, &got) == Status::ok);
-      const bool changed = std::memcmp(got.dw.data(), base.dw.data(), sizeof(float) * base.dw.size()) != 0 ||
-                           std::memcmp(got.dx.data(), base.dx.data(), sizeof(float) * base.dx.size()) != 0;
-      const std::string how = found > 0 ? "caught by the detector" : changed ? "caught by the results" : "SURVIVED";
-      const std::string text = device_source_line("backward.hpp", site.first.line);
-      MESSAGE(std::string(emu::site_kind_name(site.first.kind)) << " at src/gpu/device/backward.hpp:" << site.first.line << ": " << how
-                                                                << " | " << text);
-      CHECK((found > 0 || changed));
-    }
+    CHECK(fused == 2);
     CHECK(sites >= 4);  // the grid barrier, the partial sums' two barriers, the coherent load
   }
 }
