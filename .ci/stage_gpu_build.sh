@@ -2,7 +2,7 @@
 # CI stage: the GPU backend compiles for both vendors on a machine without a GPU.
 #   - hipcc (Debian's ROCm 5.2) for AMD: gfx90a (CDNA, wave64) and gfx1030 (RDNA, wave32), so
 #     both wavefront sizes are compiled (the library and the device test only); the device test
-#     must skip cleanly;
+#     must skip cleanly; this build runs in the background beside the NVIDIA one;
 #   - nvcc (from the machine image, /usr/local/cuda) for NVIDIA sm_80 and sm_90: the library, the
 #     device kit's programs and the tests that differ with the GPU backend built in (the GPU device
 #     test skips saying why; the API and support-matrix tests pass); the kit's dry run runs the
@@ -50,33 +50,39 @@ count_tests() {
   echo "stage_gpu_build: $2: $good passed or skipped, $nogood failed"
 }
 
-echo "=== AMD: -Dgpu=hip for gfx90a and gfx1030"
-if command -v hipcc >/dev/null; then
-  # Only the library and the device test: the host code is the release stage's (a whole second
-  # host build took 7 minutes).
-  if meson setup "$work/hip" -Dgpu=hip -Dgpu_hip_archs=gfx90a,gfx1030 -Dgpu_resource_usage=true >"$work/hip-setup.log" 2>&1 &&
-     meson compile -C "$work/hip" tests/test_gpu_device >"$work/usage/hipcc.log" 2>&1; then
-    grep -v 'remark:\|^__global__\|^\^$\|^In file included from' "$work/usage/hipcc.log"
-    ok "hipcc build (gfx90a, gfx1030)"
-    # The device test links the HIP runtime; with no AMD GPU here it must skip (exit 77).
-    meson test -C "$work/hip" --print-errorlogs --no-rebuild gpu_device
-    count_tests "$work/hip" "hip build: gpu_device"
-    grep -h "SKIP" "$work/hip/meson-logs/testlog.txt" | head -n 2
+# The AMD build runs in the background beside the NVIDIA one (hipcc compiles its two targets one
+# after the other on one core; nvcc takes the other): its output is printed after the NVIDIA part.
+hip_build() {
+  echo "=== AMD: -Dgpu=hip for gfx90a and gfx1030"
+  if command -v hipcc >/dev/null; then
+    # Only the library and the device test: the host code is the release stage's (a whole second
+    # host build took 7 minutes).
+    if meson setup "$work/hip" -Dgpu=hip -Dgpu_hip_archs=gfx90a,gfx1030 -Dgpu_resource_usage=true >"$work/hip-setup.log" 2>&1 &&
+       meson compile -C "$work/hip" tests/test_gpu_device >"$work/usage/hipcc.log" 2>&1; then
+      grep -v 'remark:\|^__global__\|^\^$\|^In file included from' "$work/usage/hipcc.log"
+      echo "RESULT ok hipcc build (gfx90a, gfx1030)"
+      # The device test links the HIP runtime; with no AMD GPU here it must skip (exit 77).
+      meson test -C "$work/hip" --print-errorlogs --no-rebuild gpu_device
+      echo "RESULT tests"
+      grep -h "SKIP" "$work/hip/meson-logs/testlog.txt" | head -n 2
+    else
+      cat "$work/hip-setup.log"
+      grep -v 'remark:\|^__global__\|^\^$\|^In file included from' "$work/usage/hipcc.log"
+      echo "RESULT bad hipcc build"
+    fi
+    # (nvcc includes its runtime header implicitly; hipcc needs it named)
+    if hipcc -std=c++17 --offload-arch=gfx90a -Iinclude -include hip/hip_runtime.h -x hip -c tests/philox_device_check.cu \
+         -o "$work/philox_hip.o"; then
+      echo "RESULT ok philox.h in HIP device code"
+    else
+      echo "RESULT bad philox.h in HIP device code"
+    fi
   else
-    cat "$work/hip-setup.log"
-    grep -v 'remark:\|^__global__\|^\^$\|^In file included from' "$work/usage/hipcc.log"
-    bad "hipcc build"
+    echo "RESULT bad hipcc not found after installing it"
   fi
-  # (nvcc includes its runtime header implicitly; hipcc needs it named)
-  if hipcc -std=c++17 --offload-arch=gfx90a -Iinclude -include hip/hip_runtime.h -x hip -c tests/philox_device_check.cu \
-       -o "$work/philox_hip.o"; then
-    ok "philox.h in HIP device code"
-  else
-    bad "philox.h in HIP device code"
-  fi
-else
-  bad "hipcc not found after installing it"
-fi
+}
+hip_build >"$work/hip.out" 2>&1 &
+hip_pid=$!
 
 echo "=== NVIDIA: -Dgpu=cuda for sm_80 and sm_90"
 export PATH="$PATH:/usr/local/cuda/bin"
@@ -121,6 +127,17 @@ if command -v nvcc >/dev/null; then
 else
   bad "nvcc not found (the CUDA toolkit comes with the CI machine image: /usr/local/cuda/bin/nvcc is missing)"
 fi
+
+wait "$hip_pid"
+# The AMD build's output, and its results.
+while IFS= read -r line; do
+  case "$line" in
+    "RESULT ok "*) ok "${line#RESULT ok }" ;;
+    "RESULT bad "*) bad "${line#RESULT bad }" ;;
+    "RESULT tests") count_tests "$work/hip" "hip build: gpu_device" ;;
+    *) echo "$line" ;;
+  esac
+done <"$work/hip.out"
 
 echo "=== resource gate: spills / scratch per kernel instance against scripts/gpu_resource_allowances.txt"
 gate_start=$(date +%s)
