@@ -4,7 +4,8 @@
 # nlohmann/json (source offsets, depth and duplicate-key checks). tests/fuzz/fuzz_io.cpp is the
 # libFuzzer harness; it runs under AddressSanitizer and UndefinedBehaviorSanitizer and checks
 # round-trip invariants. One result per target; a crash keeps its reproducer in the log.
-# RNNCORE_FUZZ_SECONDS (default 60) bounds each target; the three run at once. Ends with "STAGE_RESULT passed=N failed=M".
+# RNNCORE_FUZZ_SECONDS (default 60) bounds each target; the three run at once.
+# Ends with "STAGE_RESULT passed=N failed=M".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 passed=0

@@ -89,6 +89,13 @@ RNNCORE_HD inline int64_t grad_width(const GradDirArgs& a) { return static_cast<
 RNNCORE_HD inline const float* grad_keep(const GradDirArgs& a, int t, int b) {
   return a.keep + (static_cast<int64_t>(t) * a.batch + b) * static_cast<int64_t>(a.keep_width);
 }
+/// Reset-before GRU, unit u of row b at step t (an active row), after drh = d(r ⊙ h): r's gradient
+/// and what reaches dh_{t−1} through r ⊙ h (f32_rnn_grad_reset_before_r, and backward's persistent
+/// kernel for its units).
+RNNCORE_HD inline void grad_reset_before_r_at(const GradDirArgs& a, int t, int b, int u) {
+  const int64_t H = a.hidden, row = static_cast<int64_t>(t) * a.batch + b, at = b * H + u;
+  a.dh[at] += detail::gru_reset_before_r(grad_keep(a, t, b)[u], a.hprev[row * H + u], a.drh[at], a.dgates + row * grad_width(a) + u);
+}
 /// Multiplies v by masks[from], masks[from − 1] … masks[to] (an empty range when from < to).
 RNNCORE_HD RNNCORE_GPU_INLINE void masks_down(const GradDirArgs& a, const MaskSite* masks, int from, int to, int t, int b, int q,
                                               float* v, int n) {
@@ -406,9 +413,7 @@ struct f32_rnn_grad_persistent {
     const int H = a.hidden;
     for (int i = ex.tx(); i < a.batch * units; i += ex.bdx()) {
       const int b = i / units, u = unit0 + i % units;
-      if (u >= H || !grad_active(a, t, b)) continue;
-      const int64_t row = static_cast<int64_t>(t) * a.batch + b, at = static_cast<int64_t>(b) * H + u;
-      a.dh[at] += detail::gru_reset_before_r(grad_keep(a, t, b)[u], a.hprev[row * H + u], a.drh[at], a.dgates + row * grad_width(a) + u);
+      if (u < H && grad_active(a, t, b)) grad_reset_before_r_at(a, t, b, u);
     }
   }
 
@@ -545,9 +550,7 @@ struct f32_rnn_grad_reset_before_r {
     const int64_t H = a.hidden, total = static_cast<int64_t>(a.batch) * H;
     for (int64_t i = grid_first(ex); i < total; i += grid_stride(ex)) {
       const int b = static_cast<int>(i / H), u = static_cast<int>(i % H);
-      if (!grad_active(a, t, b)) continue;
-      const int64_t row = static_cast<int64_t>(t) * a.batch + b;
-      a.dh[i] += detail::gru_reset_before_r(grad_keep(a, t, b)[u], a.hprev[row * H + u], a.drh[i], a.dgates + row * grad_width(a) + u);
+      if (grad_active(a, t, b)) grad_reset_before_r_at(a, t, b, u);
     }
   }
 };
