@@ -38,11 +38,6 @@ struct Device {
   emu::Mutation mutation;                          ///< a synchronisation site left out
   std::map<emu::Site, std::set<std::string>>* census = nullptr;  ///< if set: the sites reached
   std::size_t* reports = nullptr;  ///< if set: the detector's report count (else reports fail the test)
-  /// Block size of the persistent kernels; 0: two warps. (The planner's 256 threads made every
-  /// grid barrier of a cooperative launch a switch of 8 blocks x 256 fibers: the emulator's
-  /// costliest cases. Two warps still split each block's units over warps; the forward's tests
-  /// in test_gpu_emulator.cpp run the planner's block sizes.)
-  int persist_threads = 0;
 };
 
 /// The GPU backend's training forward and backward in the emulator; buffers start as NaN bytes.
@@ -64,7 +59,11 @@ Status train_emulated(const Case& c, const TrainData& d, const Device& dev, Trai
   std::snprintf(on.device.arch, sizeof on.device.arch, "emu%d", dev.warp);
   on.choices.recurrence = dev.recurrence;
   on.choices.tile = dev.tile;
-  on.choices.persist_threads = dev.persist_threads > 0 ? dev.persist_threads : 2 * dev.warp;
+  // The persistent kernels run blocks of two warps here: the planner's 256 threads made every grid
+  // barrier of a cooperative launch a switch of 8 blocks x 256 fibers, the emulator's costliest
+  // cases. Two warps still split each block's units over warps; the forward's tests in
+  // test_gpu_emulator.cpp run the planner's block sizes.
+  on.choices.persist_threads = 2 * dev.warp;
   on.blocks_per_sm = dev.blocks_per_sm;
   Plan plan;
   RNNCORE_RETURN_IF_ERROR(gpu::plan_for_device(st, opt, on, &plan));
