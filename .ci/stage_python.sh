@@ -6,7 +6,8 @@
 # against torch.nn: forward, gradients, PackedSequence, opcheck, torch.compile, dropout, errors);
 # then examples/pipeline/pipeline.py (train with rnncore.torch, quantize, export a C header, build
 # the Cortex-M4F firmware and run it under qemu-system-arm; it must PASS: the firmware's int8
-# outputs equal the host's), reusing .ci/stage_cross.sh's build-cross/cortex-m4f when it is there.
+# outputs equal the host's), reusing .ci/stage_cross.sh's build-cross/cortex-m4f when it is there;
+# then bench/gpu/flashrnn_compare.py's dry run (FlashRNN from PyPI on the CPU against nn.LSTM).
 # Each pytest test counts (a skipped one as a failure: here every dependency is installed), and
 # so do the installs and the build. Ends with "STAGE_RESULT passed=N failed=M".
 #
@@ -82,6 +83,19 @@ if (cd "$work" && "$venv/bin/python" "$root/examples/pipeline/pipeline.py" --wor
   ok "examples/pipeline/pipeline.py ($(( $(date +%s) - t0 )) s)"
 else
   bad "examples/pipeline/pipeline.py"
+fi
+log "bench/gpu/flashrnn_compare.py --dry-run: FlashRNN's PyTorch backend against nn.LSTM"
+# (the device comparison's layouts of Wx, R and b, checked where a PyTorch is; no GPU, no timing)
+t0=$(date +%s)
+mkdir -p "$work/flashrnn-kit/wheels"
+if "$venv/bin/python" -m pip download -q --no-deps --only-binary :all: -d "$work/flashrnn-kit/wheels" \
+     -r "$root/bench/gpu/flashrnn_requirements.txt" &&
+   (cd "$work" && "$venv/bin/python" "$root/bench/gpu/flashrnn_compare.py" --kit "$work/flashrnn-kit" \
+     --rnncore "$root/build/tools/rnncore" --dry-run --out "$work/flashrnn-out" >"$work/flashrnn.log" 2>&1); then
+  ok "flashrnn_compare.py --dry-run ($(( $(date +%s) - t0 )) s)"
+else
+  tail -n 20 "$work/flashrnn.log" 2>/dev/null
+  bad "flashrnn_compare.py --dry-run"
 fi
 echo "stage_python: $(( $(date +%s) - start )) s"
 echo "STAGE_RESULT passed=$passed failed=$failed"

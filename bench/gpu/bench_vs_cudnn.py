@@ -155,14 +155,16 @@ def rnncore_graph_pairs(exe, case, dtype, reps, timeout, dry_run):
     return row
 
 
-def rnncore_bench_once(exe, case, dtype, reps, training, timeout, dry_run, env=None):
+def rnncore_bench_once(exe, case, dtype, reps, training, timeout, dry_run, env=None, half_math=None):
+    """One `rnncore bench --backend gpu` call; half_math (default: any dtype but f32) adds
+    --gpu-half-math."""
     _, mode, H, B, T, layers, bidir, _ = case
     cmd = [exe, "bench", "--backend", "gpu", "--mode", mode, "--seq", str(T), "--batch", str(B), "--input", str(H),
            "--hidden", str(H), "--layers", str(layers), "--reps", str(1 if dry_run else reps),
            "--dtype", "f32" if dtype == "tf32" else dtype]
     if bidir:
         cmd.append("--bidirectional")
-    if dtype != "f32":
+    if (dtype != "f32") if half_math is None else half_math:
         cmd.append("--gpu-half-math")
     if training:
         cmd.append("--backward")
@@ -192,6 +194,22 @@ def rnncore_bench_once(exe, case, dtype, reps, training, timeout, dry_run, env=N
 
 # ------------------------------------------------------------------------------ cuDNN side
 
+def cuda_median_ms(torch, step, reps, warmup):
+    """The median of reps calls of step() in ms, each between two CUDA events, after warmup calls."""
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        step()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times)
+
+
 def cudnn_time(torch, case, dtype, reps, warmup, training):
     _, mode, H, B, T, layers, bidir, varlen = case
     torch.backends.cudnn.enabled = True
@@ -215,18 +233,7 @@ def cudnn_time(torch, case, dtype, reps, warmup, training):
         return torch.nn.utils.rnn.pad_packed_sequence(rnn(packed)[0], total_length=T)[0]
 
     def timed(step):
-        for _ in range(warmup):
-            step()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(reps):
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            step()
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop))
-        return statistics.median(times)
+        return cuda_median_ms(torch, step, reps, warmup)
 
     out = {}
     with torch.no_grad():

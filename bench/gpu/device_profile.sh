@@ -19,8 +19,10 @@
 #   persist.txt (only when asked for) the persistent kernel against the per-step one over B = 4 to 32,
 #               bf16 / f16 weight storage on the staged and direct per-step kernels, and training
 #               steps (B = 1 / 4 / 16) with backward's persistent kernel against its per-step kernels
+#   flashrnn.md (only when asked for) bench/gpu/flashrnn_compare.py: FlashRNN against rnncore on
+#               FlashRNN's grid (LSTM B = 16, T = 1024, bf16, hidden 768 as 1x768 / 12x64 / 48x16 heads)
 # Every part is time-boxed; the whole run ends inside RNNCORE_PROFILE_BUDGET_S (default 240 s).
-# RNNCORE_PROFILE_PARTS (default map,ncu,cudnn; also tiles, persist) chooses the parts.
+# RNNCORE_PROFILE_PARTS (default map,ncu,cudnn; also tiles, persist, flashrnn) chooses the parts.
 #
 # usage: bench/gpu/device_profile.sh [--kit DIR] OUTDIR
 set -uo pipefail
@@ -193,4 +195,16 @@ for dtype in (torch.float32, torch.float16):
         print(p.key_averages().table(sort_by="cuda_time_total", row_limit=8, max_name_column_width=90))
 EOF
 want cudnn && echo "device_profile: cudnn.txt ($(($(date +%s) - start)) s)"
+
+# ------------------------------------------------------------------------------------ FlashRNN
+# (not a default part) FlashRNN's fused, alternating and Triton kernels on its own grid against
+# rnncore's dense point (bench/gpu/flashrnn_compare.py: flashrnn.md, flashrnn.csv; FlashRNN from the
+# kit's wheels/, its CUDA kernels compiled here on first use: minutes)
+want flashrnn && {
+  budget=$(lim 420)
+  timeout "$budget" python3 "$root/bench/gpu/flashrnn_compare.py" --kit "$kit" --out "$out" --budget-s $((budget - 30)) \
+    --heads 1x768,12x64 --backends cuda_fused,triton_fused \
+    --case-timeout 150 >"$out/flashrnn.log" 2>&1
+  echo "device_profile: flashrnn.md, exit $? ($(($(date +%s) - start)) s)"
+}
 echo "device_profile: total $(($(date +%s) - start)) s; files: $(ls "$out" | tr '\n' ' ')"

@@ -4,7 +4,7 @@
 # binaries need only the C and C++ runtimes and the NVIDIA driver there), then KITDIR (default build-kit/, one
 # ignored folder the device tool can carry) with what bench/gpu/device_run.sh runs on the device:
 #   test_gpu_device, rnncore, speed_model, MANIFEST.txt (commit, toolkit, targets, sizes,
-#   checksums, each binary's libraries);
+#   checksums, each binary's libraries), wheels/ (FlashRNN's, for bench/gpu/flashrnn_compare.py);
 # and KITDIR-dry/test_gpu_emulator, the dry run's stand-in for the device (beside the kit, not in
 # it: with it the kit and the working tree reached the device tool's 64 MiB).
 # It fails when a binary needs a library outside the C runtime, lacks sm_80 or sm_90 code, or the
@@ -47,6 +47,11 @@ rm -rf "$kit" "$kit-dry"
 mkdir -p "$kit" "$kit-dry"
 for t in tests/test_gpu_device tools/rnncore bench/speed_model; do cp "$build/$t" "$kit/"; done
 cp "$build/tests/test_gpu_emulator" "$kit-dry/"
+# FlashRNN for bench/gpu/flashrnn_compare.py (bench/gpu/flashrnn_requirements.txt: the device has
+# no network). Without a network here the kit still works: that comparison then says the wheels are missing.
+mkdir -p "$kit/wheels"
+python3 -m pip download -q --no-deps --only-binary :all: -d "$kit/wheels" -r bench/gpu/flashrnn_requirements.txt ||
+  echo "prepare_kit: warning: FlashRNN's wheels not downloaded (no network?): flashrnn_compare.py will not run on the device"
 
 manifest="$kit/MANIFEST.txt"
 {
