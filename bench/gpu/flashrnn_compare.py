@@ -18,7 +18,7 @@ rnncore: `rnncore bench --backend gpu` at the dense point with f32 weights, bf16
 f32 math (the direct kernel), and bf16 with --gpu-half-math (the matrix units).
 
 The device has no network: FlashRNN and what it imports (bench/gpu/flashrnn_requirements.txt) come as
-wheels in the kit (bench/gpu/prepare_kit.sh downloads them into KIT/wheels) and are installed into a
+wheels in the kit (bench/gpu/prepare_kit.sh downloads them into KIT/wheels) and are unpacked into a
 temporary folder here.
 
 --dry-run (a CPU, a PyTorch): FlashRNN's pure-PyTorch backend ("vanilla") on a small LSTM against
@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_vs_cudnn  # noqa: E402  (rnncore_bench_once, cuda_median_ms)
@@ -62,16 +63,16 @@ def parse_args():
 
 
 def install_wheels(kit):
-    """FlashRNN and einops from KIT/wheels into a temporary folder on sys.path; returns that folder."""
+    """FlashRNN and what it imports, from KIT/wheels, unpacked into a temporary folder for sys.path
+    (pure-Python wheels are zip files of the package folders: no pip, no environment touched)."""
     wheels = os.path.join(kit, "wheels")
-    if not os.path.isdir(wheels):
-        sys.exit(f"flashrnn_compare: {wheels} is missing (bench/gpu/prepare_kit.sh downloads the wheels)")
+    found = sorted(f for f in os.listdir(wheels) if f.endswith(".whl")) if os.path.isdir(wheels) else []
+    if not any(f.startswith("flashrnn-") for f in found):
+        sys.exit(f"flashrnn_compare: no FlashRNN wheel in {wheels} (bench/gpu/prepare_kit.sh downloads it)")
     target = tempfile.mkdtemp(prefix="flashrnn_")
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", target]
-                       + sorted(os.path.join(wheels, f) for f in os.listdir(wheels) if f.endswith(".whl")),
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"flashrnn_compare: pip could not install the kit's wheels: {r.stderr.strip()[-500:]}")
+    for f in found:
+        with zipfile.ZipFile(os.path.join(wheels, f)) as z:
+            z.extractall(target)
     return target
 
 
